@@ -1,0 +1,40 @@
+# The project's verbs. Each target creates the virtual environment it needs.
+VENV   ?= .venv
+PYTHON ?= python3
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+NODE_STAMP := tests/node/node_modules/.installed
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+
+.PHONY: help run test lint bench clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z]+:.*## / {printf "  make %-6s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+$(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
+	cd tests/node && npm ci --no-audit --no-fund --loglevel=error
+	touch $(NODE_STAMP)
+
+run: $(STAMP) ## serve the bundled fixtures with SQLite on 127.0.0.1:8000
+	$(BIN)/ptc-emulator serve --host $(HOST) --port $(PORT) --store sqlite --data-dir .data
+
+lint: $(STAMP) ## ruff, mypy and the import-layer contract
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
+
+test: $(STAMP) $(NODE_STAMP) lint ## the whole suite, after the lint step
+	$(BIN)/python -m pytest
+
+bench: $(STAMP) ## the sandbox and HTTP benchmarks
+	$(BIN)/python bench/sandbox_bench.py
+
+clean: ## remove the virtual environment and caches
+	rm -rf $(VENV) tests/node/node_modules .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,292 @@
+// The runtime a program sees, evaluated once in every fresh context before any program code.
+//
+// It removes what a program must not reach, pins every source of nondeterminism, defines the
+// only three ways out (`tools.<name>(args)`, `text(...)`, `image(...)`) and a controller that
+// the host reaches through a token-guarded entry point. Everything the host relies on is built
+// from built-ins captured here, before user code runs, and from null-prototype records, so a
+// program that rewrites Array/Object/Promise/JSON prototypes can only break itself.
+//
+// The host talks to the controller only by string eval with a timeout (the one mini-racer call
+// that stays safe once a program may be spinning in a microtask).
+(function (token) {
+  'use strict';
+  const G = globalThis;
+
+  // ---- primordials ---------------------------------------------------------------------
+  const P = G.Promise;
+  const then = P.prototype.then;
+  const rejected = (e) => Reflect.apply(P.reject, P, [e]);
+  const apply = Reflect.apply;
+  const S = G.JSON.stringify;
+  const J = G.JSON.parse;
+  const Str = G.String;
+  const Err = G.Error;
+  const TypeErr = G.TypeError;
+  const keys = G.Object.keys;
+  const hasOwn = G.Object.hasOwn;
+  const defineProperty = G.Object.defineProperty;
+  const freeze = G.Object.freeze;
+  const isArray = G.Array.isArray;
+  const sort = G.Array.prototype.sort;
+  const exec = G.RegExp.prototype.exec;
+  const RealDate = G.Date;
+
+  // A private macrotask boundary, captured before Atomics and SharedArrayBuffer are removed.
+  // The callback of a delayed platform task runs only after a full microtask checkpoint, that
+  // is, only when the program is quiescent: finished, or blocked on unresolved tool promises.
+  const cell = new G.Int32Array(new G.SharedArrayBuffer(4));
+  const waitAsync = G.Atomics.waitAsync;
+  const nextTask = (f) => { apply(then, waitAsync(cell, 0, 0, 0.001).value, [f]); };
+
+  // ---- isolation -------------------------------------------------------------------------
+  // Not ECMAScript, nondeterministic, or allocating memory the heap limit does not count.
+  for (const k of ['console', 'WebAssembly', 'SharedArrayBuffer', 'Atomics', 'FinalizationRegistry',
+                   'WeakRef', 'Temporal', 'ArrayBuffer', 'DataView', 'Int8Array', 'Uint8Array',
+                   'Uint8ClampedArray', 'Int16Array', 'Uint16Array', 'Int32Array', 'Uint32Array',
+                   'Float16Array', 'Float32Array', 'Float64Array', 'BigInt64Array', 'BigUint64Array']) {
+    delete G[k];
+  }
+  // mini-racer declares its timer globals with `var`: they cannot be deleted, only neutered.
+  for (const k of ['setTimeout', 'clearTimeout', '__timer_manager']) {
+    defineProperty(G, k, { value: undefined, writable: false });
+  }
+
+  // ---- determinism -----------------------------------------------------------------------
+  let now = 0;
+  let ra = 0, rb = 0, rc = 0, rd = 0;
+  const random = function random() {  // sfc32
+    ra >>>= 0; rb >>>= 0; rc >>>= 0; rd >>>= 0;
+    let t = (ra + rb) | 0;
+    ra = rb ^ (rb >>> 9);
+    rb = (rc + (rc << 3)) | 0;
+    rc = (rc << 21) | (rc >>> 11);
+    rd = (rd + 1) | 0;
+    t = (t + rd) | 0;
+    rc = (rc + t) | 0;
+    return (t >>> 0) / 4294967296;
+  };
+  defineProperty(G.Math, 'random', { value: random, writable: true, configurable: true });
+
+  const PinnedDate = function Date(...args) {
+    if (new.target === undefined) return new RealDate(now).toString();
+    return args.length ? new RealDate(...args) : new RealDate(now);
+  };
+  PinnedDate.prototype = RealDate.prototype;
+  defineProperty(RealDate.prototype, 'constructor', { value: PinnedDate, writable: true, configurable: true });
+  PinnedDate.now = function now_() { return now; };
+  PinnedDate.parse = RealDate.parse;
+  PinnedDate.UTC = RealDate.UTC;
+  defineProperty(G, 'Date', { value: PinnedDate, writable: true, configurable: true });
+
+  // Intl.DateTimeFormat formats "now" when given no date: pin it too.
+  const DTF = G.Intl.DateTimeFormat.prototype;
+  const formatGetter = G.Object.getOwnPropertyDescriptor(DTF, 'format').get;
+  const formatToParts = DTF.formatToParts;
+  defineProperty(DTF, 'format', {
+    configurable: true,
+    get() { const f = apply(formatGetter, this, []); return (d) => f(d === undefined ? now : d); },
+  });
+  defineProperty(DTF, 'formatToParts', {
+    configurable: true, writable: true,
+    value: function formatToParts_(d) { return apply(formatToParts, this, [d === undefined ? now : d]); },
+  });
+
+  // ---- canonical JSON (sorted keys), used to compare a replayed call with the journal ------
+  const canonValue = (v) => {
+    if (v === null || typeof v !== 'object') return S(v);
+    let r;
+    if (isArray(v)) {
+      r = '[';
+      for (let i = 0; i < v.length; i++) r += (i ? ',' : '') + canonValue(v[i]);
+      return r + ']';
+    }
+    const ks = apply(sort, keys(v), []);
+    r = '{';
+    for (let i = 0; i < ks.length; i++) r += (i ? ',' : '') + S(ks[i]) + ':' + canonValue(v[ks[i]]);
+    return r + '}';
+  };
+  const canon = (text) => canonValue(J(text));
+
+  // ---- the program's state -----------------------------------------------------------------
+  let configured = false;
+  let toolNames = [];
+  let maxCalls = 0, maxOut = 0;
+  let journal = [];
+  const calls = [];              // {index, name, args, done, settle}
+  let nCalls = 0;
+  const out = [];                // JSON texts of output records
+  let nOut = 0, outBytes = 0;
+  let state = 'running';         // running | completed | failed
+  let failure = '';
+  let abort = null;              // {kind, message}: a limit was hit; not catchable by the program
+
+  const doAbort = (kind, message) => {
+    if (abort === null) abort = { __proto__: null, kind, message };
+    return new Err(message);
+  };
+
+  const emit = (record) => {
+    if (abort !== null) throw new Err(abort.message);
+    outBytes += record.length;
+    if (outBytes > maxOut) throw doAbort('limit', 'program output exceeded the limit of ' + maxOut + ' bytes');
+    out[nOut++] = record;
+  };
+
+  const IMAGE_DATA = /^data:image\/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+={0,2}$/;
+  const IMAGE_HTTP = /^https:\/\/[^\s]+$/;
+  const imageUrl = (x) => {
+    let url = x;
+    if (x !== null && typeof x === 'object' && !isArray(x)) url = x.image_url !== undefined ? x.image_url : x.url;
+    if (typeof url === 'string' && (apply(exec, IMAGE_DATA, [url]) !== null || apply(exec, IMAGE_HTTP, [url]) !== null)) {
+      return url;
+    }
+    throw new TypeErr('image() takes a data:image/(png|jpeg|gif|webp);base64,... URL, an https:// URL, ' +
+                      'or an object with one of those as image_url');
+  };
+
+  const deliver = (entry) => {   // a journal entry's output as the program receives it
+    const text = entry.output;
+    try { return J(text); } catch (e) { return text; }
+  };
+
+  const makeTool = (name) => function (args) {
+    if (abort !== null) return rejected(new Err(abort.message));
+    let argsJson;
+    try {
+      argsJson = S(args === undefined ? {} : args);
+    } catch (e) {
+      return rejected(e);
+    }
+    if (typeof argsJson !== 'string' || argsJson[0] !== '{') {
+      return rejected(new TypeErr('tools.' + name + '() takes one argument: a JSON-serialisable object'));
+    }
+    if (nCalls >= maxCalls) {
+      return rejected(doAbort('limit', 'program exceeded the limit of ' + maxCalls + ' tool calls'));
+    }
+    const index = nCalls++;
+    const call = { __proto__: null, index, name, args: argsJson, done: false, res: null, rej: null };
+    calls[index] = call;
+    return new P((res, rej) => { call.res = res; call.rej = rej; });
+  };
+
+  const settle = (call, entry) => {
+    call.done = true;
+    const res = call.res, rej = call.rej;
+    call.res = call.rej = null;
+    if (entry.error) rej(new Err(Str(entry.output))); else res(deliver(entry));
+  };
+
+  // ---- host-visible records, built by hand -------------------------------------------------
+  const outJson = () => {
+    let r = '[';
+    for (let i = 0; i < nOut; i++) r += (i ? ',' : '') + out[i];
+    return r + ']';
+  };
+  const callJson = (c) => '{"index":' + c.index + ',"name":' + S(c.name) + ',"arguments":' + S(c.args) + '}';
+  const report = (status, extra) => '{"status":"' + status + '","calls":' + nCalls + ',"out":' + outJson() + extra + '}';
+  const fail = (kind, message) => report('failed', ',"kind":' + S(kind) + ',"message":' + S(Str(message)));
+
+  const errorText = (e) => {
+    try {
+      if (e !== null && typeof e === 'object' && typeof e.stack === 'string') return e.stack;
+      return 'Uncaught ' + Str(e);
+    } catch (e2) {
+      return 'Uncaught exception';
+    }
+  };
+
+  // One decision per quiescent point. The previous macrotask's microtasks have drained.
+  const round = () => {
+    if (abort !== null) return fail(abort.kind, abort.message);
+    if (state === 'failed') return fail('runtime', failure);
+    if (journal.length > nCalls && state !== 'running') {
+      return fail('divergence', 'the journal holds ' + journal.length + ' results but the program made only ' +
+                  nCalls + ' tool calls');
+    }
+    if (state === 'completed') return report('completed', '');
+    let progressed = false;
+    for (let i = 0; i < nCalls; i++) {
+      const c = calls[i];
+      if (c.done || i >= journal.length) continue;
+      const entry = journal[i];
+      if (entry.name !== c.name || canon(entry.args) !== canon(c.args)) {
+        return fail('divergence', 'tool call ' + i + ' was ' + c.name + '(' + c.args + ') on replay but the journal has ' +
+                    entry.name + '(' + entry.args + ')');
+      }
+      settle(c, entry);
+      progressed = true;
+    }
+    if (progressed) return null;
+    if (journal.length > nCalls) {
+      return fail('divergence', 'the journal holds ' + journal.length + ' results but the program made only ' +
+                  nCalls + ' tool calls');
+    }
+    let pending = '', n = 0;
+    for (let i = 0; i < nCalls; i++) if (!calls[i].done) pending += (n++ ? ',' : '') + callJson(calls[i]);
+    if (n === 0) {
+      return fail('runtime', 'the program is waiting on a promise that can never settle (no tool call is pending)');
+    }
+    return report('suspended', ',"pending":[' + pending + ']');
+  };
+
+  let pumped = null;
+  const controller = {
+    __proto__: null,
+    configure(cfgJson) {
+      if (configured) throw new Err('already configured');
+      configured = true;
+      const cfg = J(cfgJson);
+      now = cfg.now;
+      ra = cfg.seed[0]; rb = cfg.seed[1]; rc = cfg.seed[2]; rd = cfg.seed[3];
+      for (let i = 0; i < 16; i++) random();   // sfc32 warm-up
+      maxCalls = cfg.maxCalls;
+      maxOut = cfg.maxOut;
+      journal = cfg.journal;
+      toolNames = cfg.tools;
+      const tools = { __proto__: null };
+      for (let i = 0; i < toolNames.length; i++) tools[toolNames[i]] = makeTool(toolNames[i]);
+      freeze(tools);
+      const def = (k, v) => defineProperty(G, k, { value: v, writable: false, configurable: false, enumerable: false });
+      def('tools', tools);
+      def('text', function text(...parts) {
+        let s = '';
+        for (let i = 0; i < parts.length; i++) s += (i ? ' ' : '') + (typeof parts[i] === 'string' ? parts[i] : S(parts[i]));
+        emit('{"type":"text","text":' + S(s) + '}');
+      });
+      def('image', function image(x) { emit('{"type":"image","url":' + S(imageUrl(x)) + '}'); });
+    },
+    start(fn) {
+      let promise;
+      try {
+        promise = fn();
+      } catch (e) {
+        state = 'failed'; failure = errorText(e);
+        return;
+      }
+      apply(then, promise, [
+        () => { if (state === 'running') state = 'completed'; },
+        (e) => { if (state === 'running') { state = 'failed'; failure = errorText(e); } },
+      ]);
+    },
+    // Drive rounds inside the isolate, one macrotask each, with no host round trip between them.
+    pump() {
+      pumped = null;
+      const tick = () => {
+        let r;
+        try { r = round(); } catch (e) { r = fail('runtime', 'host controller error: ' + errorText(e)); }
+        if (r === null) nextTask(tick); else pumped = r;
+      };
+      nextTask(tick);
+    },
+    poll() { return pumped; },
+    // Live resume: results for the pending calls arrive after the suspension.
+    supply(entriesJson) {
+      const more = J(entriesJson);
+      for (let i = 0; i < more.length; i++) journal[journal.length] = more[i];
+    },
+  };
+  defineProperty(G, '__ptc', {
+    value: function __ptc(t) { if (t !== token) throw new Err('denied'); return controller; },
+    writable: false, configurable: false, enumerable: false,
+  });
+})

@@ -1,0 +1,306 @@
+"""The one module that touches V8 (mini-racer). Runs inside a worker process, never on a server loop.
+
+An `Execution` is one program in one fresh context. `start()` runs it from the beginning and
+answers earlier calls from the journal (replay); after a suspension `resume()` hands it more
+results (live). Both drive the same in-isolate controller, so both decide the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from importlib import resources
+from typing import Any
+
+from py_mini_racer import (
+    DEFAULT_V8_FLAGS,
+    JSEvalException,
+    JSOOMException,
+    JSParseException,
+    JSTimeoutException,
+    MiniRacer,
+    init_mini_racer,
+)
+
+from .outcome import (
+    Completed,
+    Failed,
+    FailureKind,
+    ImageOutput,
+    Outcome,
+    Output,
+    PendingCall,
+    Program,
+    Suspended,
+    TextOutput,
+    ToolResult,
+)
+
+__all__ = ["Context", "Execution", "init", "run"]
+
+V8_FLAGS = DEFAULT_V8_FLAGS + ("--disallow-code-generation-from-strings", "--no-harmony-temporal")
+PROGRAM_URL = "program.js"
+_MAX_MESSAGE = 4000
+_PRELUDE = resources.files(__package__).joinpath("_prelude.js").read_text(encoding="utf-8")
+
+
+def init() -> None:
+    """Set the process-wide V8 flags. Must run before the first context; idempotent."""
+    init_mini_racer(flags=V8_FLAGS, ignore_duplicate_init=True)
+
+
+class Context:
+    """A fresh, hardened V8 context with the prelude evaluated and no program yet.
+
+    Creating one is the fixed cost of a run (about 3 ms), so workers may create a few ahead
+    of time; a context is used for exactly one program and then closed.
+    """
+
+    def __init__(self, heap_bytes: int) -> None:
+        init()
+        self._mr = MiniRacer()
+        self._token = secrets.token_hex(16)
+        self.heap_bytes = heap_bytes
+        self.closed = False
+        try:
+            self._mr.set_hard_memory_limit(heap_bytes)
+            self._mr.eval(f"{_PRELUDE}\n({json.dumps(self._token)})\n//# sourceURL=ptc-prelude.js", timeout_sec=5)
+        except BaseException:
+            self.close()
+            raise
+
+    def eval(self, source: str, deadline: float) -> Any:
+        # String eval with a timeout is the only call that stays safe once a program may be
+        # spinning in a microtask; a timeout there means the context must be closed.
+        return self._mr.eval(source, timeout_sec=max(0.001, deadline - time.monotonic()))
+
+    def control(self, call: str, deadline: float) -> Any:
+        return self.eval(f'__ptc("{self._token}").{call}', deadline)
+
+    def entry(self, code: str) -> str:
+        """The script that starts a program: its text begins on line 1, so V8's line numbers are
+        the program's (columns on line 1 are shifted by `len(self.prefix)`)."""
+        return f"{self.prefix}{code}\n}})\n//# sourceURL={PROGRAM_URL}"
+
+    @property
+    def prefix(self) -> str:
+        return f'__ptc("{self._token}").start(async () => {{'
+
+    def memory_exceeded(self) -> bool:
+        return bool(self._mr.was_hard_memory_limit_reached())
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._mr.close()  # terminates a program spinning after an await, too
+
+
+def _journal_json(journal: tuple[ToolResult, ...] | list[ToolResult]) -> list[dict[str, Any]]:
+    return [{"name": r.name, "args": r.arguments, "output": r.output, "error": r.is_error} for r in journal]
+
+
+def _seed_words(seed: int) -> list[int]:
+    return [(seed >> (32 * i)) & 0xFFFFFFFF for i in range(4)]
+
+
+class Execution:
+    """One program in one context: `start()` (replay from the journal), then `resume()` (live)."""
+
+    def __init__(self, program: Program, context: Context | None = None) -> None:
+        self.program = program
+        limits = program.limits
+        if context is None or context.heap_bytes != limits.heap_bytes or context.closed:
+            if context is not None:
+                context.close()
+            context = Context(limits.heap_bytes)
+        self.context = context
+        self.journal_length = len(program.journal)
+        self.outcome: Outcome | None = None
+
+    @property
+    def alive(self) -> bool:
+        return not self.context.closed
+
+    def start(self) -> Outcome:
+        program = self.program
+        limits = program.limits
+        deadline = time.monotonic() + limits.timeout_s
+        if len(program.code.encode("utf-8")) > limits.max_code_bytes:
+            return self._finish(Failed("limit", f"program code exceeds the limit of {limits.max_code_bytes} bytes"))
+        cfg = {
+            "now": program.clock_ms,
+            "seed": _seed_words(program.seed),
+            "maxCalls": limits.max_tool_calls,
+            "maxOut": limits.max_output_bytes,
+            "journal": _journal_json(program.journal),
+            "tools": list(program.tools),
+        }
+
+        def body() -> Outcome:
+            self.context.control(f"configure({json.dumps(json.dumps(cfg))})", deadline)
+            # The program text starts on line 1 of its own script, so V8's line numbers are the
+            # program's. The entry point takes a function and works once.
+            self.context.eval(self.context.entry(program.code), deadline)
+            return self._drive(deadline)
+
+        return self._guard(body)
+
+    def resume(self, results: list[ToolResult]) -> Outcome:
+        """Hand results for the pending calls to a suspended execution and run it on."""
+        assert isinstance(self.outcome, Suspended) and self.alive
+        deadline = time.monotonic() + self.program.limits.timeout_s
+        self.journal_length += len(results)
+        self.outcome = None
+
+        def body() -> Outcome:
+            self.context.control(f"supply({json.dumps(json.dumps(_journal_json(results)))})", deadline)
+            return self._drive(deadline)
+
+        return self._guard(body)
+
+    def close(self) -> None:
+        self.context.close()
+
+    # ---- internals ------------------------------------------------------------------------
+
+    def _guard(self, body: Any) -> Outcome:
+        try:
+            outcome: Outcome = body()
+        except JSParseException as e:
+            outcome = Failed("syntax", _syntax_message(str(e), self.program.code))
+        except JSTimeoutException:
+            outcome = Failed(
+                "timeout", f"program exceeded its time limit of {self.program.limits.timeout_s:g} s"
+            )
+        except JSOOMException:
+            outcome = Failed("memory", self._memory_message())
+        except JSEvalException as e:
+            if self.context.memory_exceeded():
+                outcome = Failed("memory", self._memory_message())
+            else:
+                outcome = Failed("runtime", _clip(str(e)))
+        return self._finish(outcome)
+
+    def _memory_message(self) -> str:
+        return f"program exceeded its memory limit of {self.program.limits.heap_bytes // 2**20} MiB"
+
+    def _finish(self, outcome: Outcome) -> Outcome:
+        self.outcome = outcome
+        if not isinstance(outcome, Suspended):
+            self.context.close()
+        return outcome
+
+    def _drive(self, deadline: float) -> Outcome:
+        self.context.control("pump()", deadline)
+        nap = 0.0001
+        while True:
+            raw = self.context.control("poll()", deadline)
+            if self.context.memory_exceeded():
+                raise JSOOMException("memory limit")
+            if raw is not None:
+                return self._decode(json.loads(raw))
+            time.sleep(min(nap, max(0.0, deadline - time.monotonic())))
+            nap = min(nap * 2, 0.002)
+
+    def _decode(self, r: dict[str, Any]) -> Outcome:
+        # Never trust what comes back from the isolate: check it before acting on it.
+        outputs = tuple(_output(o) for o in r["out"])
+        calls = int(r["calls"])
+        status = r["status"]
+        if status == "completed":
+            return Completed(outputs, calls)
+        if status == "suspended":
+            allowed = set(self.program.tools)
+            pending = []
+            for p in r["pending"]:
+                index, name, arguments = p["index"], p["name"], p["arguments"]
+                if not isinstance(index, int) or name not in allowed or not isinstance(arguments, str):
+                    raise JSEvalException("invalid pending call from the isolate")
+                json.loads(arguments)
+                pending.append(PendingCall(index, name, arguments))
+            return Suspended(tuple(pending), outputs, calls)
+        kind: FailureKind = r["kind"]
+        if kind not in ("runtime", "limit", "divergence"):
+            raise JSEvalException("invalid failure from the isolate")
+        message = r["message"]
+        if kind == "runtime":
+            message = _runtime_message(message, self.program.code, len(self.context.prefix))
+        return Failed(kind, _clip(message), outputs, calls)
+
+
+def run(program: Program, context: Context | None = None) -> Outcome:
+    """Run (or replay) a program in a fresh context and close it, whatever the outcome."""
+    execution = Execution(program, context)
+    try:
+        return execution.start()
+    finally:
+        execution.close()
+
+
+def _output(o: dict[str, Any]) -> Output:
+    if o.get("type") == "text" and isinstance(o.get("text"), str):
+        return TextOutput(o["text"])
+    if o.get("type") == "image" and isinstance(o.get("url"), str):
+        return ImageOutput(o["url"])
+    raise JSEvalException("invalid output record from the isolate")
+
+
+def _clip(message: str) -> str:
+    return message if len(message) <= _MAX_MESSAGE else message[: _MAX_MESSAGE - 1] + "…"
+
+
+_PARSE_LINE = re.compile(r"^[^\n]*?:(\d+): (SyntaxError: [^\n]*)\n(.*)", re.S)
+_FRAME = re.compile(re.escape(PROGRAM_URL) + r":(\d+):(\d+)")
+
+
+def _syntax_message(raw: str, code: str) -> str:
+    """`<anonymous>:3: SyntaxError: ...` with the source line and caret, in program terms."""
+    m = _PARSE_LINE.match(raw)
+    if not m:
+        return _clip(raw.strip())
+    line, message, rest = int(m.group(1)), m.group(2), m.group(3)
+    last = code.count("\n") + 1
+    if line > last:
+        return f"SyntaxError: Unexpected end of input (line {last})"
+    if line == 1:
+        # The first line shares its row with the host's wrapper: show the program's text only.
+        return f"{message} (line 1)\n{code.splitlines()[0] if code else ''}"
+    context = "\n".join(rest.split("\n")[:2])
+    return f"{message} (line {line})\n{context}"
+
+
+def _runtime_message(stack: str, code: str, prefix: int) -> str:
+    """Keep the error's header and the frames in the program, and name the first program line.
+
+    Frames outside the program's lines (the host's wrapper) are dropped; columns on line 1 are
+    given back in program terms.
+    """
+    last = code.count("\n") + 1
+    header: list[str] = []
+    frames: list[str] = []
+
+    def in_program(m: re.Match[str]) -> str:
+        line, column = int(m.group(1)), int(m.group(2))
+        if line == 1:
+            column -= prefix
+        return f"{PROGRAM_URL}:{line}:{column}"
+
+    for text in stack.split("\n"):
+        if text.startswith("    at "):
+            m = _FRAME.search(text)
+            if m is None:
+                continue
+            line, column = int(m.group(1)), int(m.group(2))
+            if line > last or (line == 1 and column <= prefix):
+                continue
+            frames.append(_FRAME.sub(in_program, text))
+        elif not frames:
+            header.append(text)
+    head = "\n".join(header).strip() or "Uncaught exception"
+    if frames:
+        m = _FRAME.search(frames[0])
+        assert m is not None
+        head += f" (line {m.group(1)})"
+    return "\n".join([head, *frames])

@@ -1,0 +1,71 @@
+"""JSON form of programs and outcomes, for the pipe between the pool and its workers."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .outcome import (
+    Completed,
+    Failed,
+    ImageOutput,
+    Limits,
+    Outcome,
+    Output,
+    PendingCall,
+    Program,
+    Suspended,
+    TextOutput,
+    ToolResult,
+)
+
+__all__ = ["outcome_from_json", "outcome_to_json", "program_from_json", "program_to_json"]
+
+
+def program_to_json(program: Program) -> dict[str, Any]:
+    return {
+        "code": program.code,
+        "tools": list(program.tools),
+        "seed": str(program.seed),  # may exceed a double's integer range
+        "clock_ms": program.clock_ms,
+        "journal": [[r.name, r.arguments, r.output, r.is_error] for r in program.journal],
+        "limits": dataclasses.asdict(program.limits),
+    }
+
+
+def program_from_json(d: dict[str, Any]) -> Program:
+    return Program(
+        code=d["code"],
+        tools=tuple(d["tools"]),
+        seed=int(d["seed"]),
+        clock_ms=d["clock_ms"],
+        journal=tuple(ToolResult(n, a, o, e) for n, a, o, e in d["journal"]),
+        limits=Limits(**d["limits"]),
+    )
+
+
+def _outputs_to_json(outputs: tuple[Output, ...]) -> list[dict[str, str]]:
+    return [dataclasses.asdict(o) for o in outputs]
+
+
+def _outputs_from_json(items: list[dict[str, str]]) -> tuple[Output, ...]:
+    return tuple(TextOutput(o["text"]) if o["type"] == "text" else ImageOutput(o["url"]) for o in items)
+
+
+def outcome_to_json(outcome: Outcome) -> dict[str, Any]:
+    d: dict[str, Any] = {"status": outcome.status, "outputs": _outputs_to_json(outcome.outputs), "calls": outcome.calls}
+    if isinstance(outcome, Suspended):
+        d["pending"] = [[p.index, p.name, p.arguments] for p in outcome.pending]
+    elif isinstance(outcome, Failed):
+        d["kind"] = outcome.kind
+        d["message"] = outcome.message
+    return d
+
+
+def outcome_from_json(d: dict[str, Any]) -> Outcome:
+    outputs = _outputs_from_json(d["outputs"])
+    if d["status"] == "completed":
+        return Completed(outputs, d["calls"])
+    if d["status"] == "suspended":
+        return Suspended(tuple(PendingCall(i, n, a) for i, n, a in d["pending"]), outputs, d["calls"])
+    return Failed(d["kind"], d["message"], outputs, d["calls"])

@@ -1,0 +1,127 @@
+"""What goes into a program run and the tagged union that comes out of it.
+
+Plain frozen dataclasses: they cross a process boundary as JSON (see `_wire.py`) and carry
+no behaviour of their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
+
+__all__ = [
+    "Completed",
+    "Failed",
+    "FailureKind",
+    "ImageOutput",
+    "Limits",
+    "Outcome",
+    "Output",
+    "PendingCall",
+    "Program",
+    "Suspended",
+    "TextOutput",
+    "ToolResult",
+]
+
+FailureKind: TypeAlias = Literal["syntax", "runtime", "timeout", "memory", "limit", "crash", "divergence"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Resource limits for one run; each one exceeded gives a `Failed` of its own kind."""
+
+    timeout_s: float = 5.0
+    """Wall-clock deadline for one run (start or replay), including code after an `await`."""
+    heap_bytes: int = 64 * 2**20
+    """V8 heap limit for the program's context."""
+    max_tool_calls: int = 1000
+    """Tool calls one program may make over its whole life."""
+    max_output_bytes: int = 2**20
+    """Bytes of `text(...)` and `image(...)` output one program may emit."""
+    max_code_bytes: int = 256 * 2**10
+    """Size of the program's source in UTF-8 bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """A journal entry: the answer to the tool call with the same index.
+
+    `output` is the client's text. If it parses as JSON the program receives the parsed value,
+    otherwise the string itself. With `is_error` the call's promise rejects with an `Error`
+    whose message is `output`.
+    """
+
+    name: str
+    arguments: str
+    output: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """Everything a run needs; equal programs give byte-identical outcomes in any process."""
+
+    code: str
+    tools: tuple[str, ...]
+    seed: int
+    """Seeds `Math.random`; only the low 128 bits are used."""
+    clock_ms: int
+    """What `Date.now()`, `new Date()` and default `Intl` formatting see, in Unix milliseconds."""
+    journal: tuple[ToolResult, ...] = ()
+    limits: Limits = field(default_factory=Limits)
+
+
+@dataclass(frozen=True, slots=True)
+class TextOutput:
+    text: str
+    type: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ImageOutput:
+    url: str
+    """A `data:image/...;base64,` URL or an `https://` URL, validated by `image(...)`."""
+    type: Literal["image"] = "image"
+
+
+Output: TypeAlias = TextOutput | ImageOutput
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCall:
+    index: int
+    """Position in the program's issue order, which is also its journal position."""
+    name: str
+    arguments: str
+    """The arguments as the program serialised them (JSON object text)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    outputs: tuple[Output, ...]
+    calls: int
+    """Tool calls the program made in all."""
+    status: Literal["completed"] = "completed"
+
+
+@dataclass(frozen=True, slots=True)
+class Suspended:
+    pending: tuple[PendingCall, ...]
+    """Calls without a result, in issue order."""
+    outputs: tuple[Output, ...]
+    calls: int
+    status: Literal["suspended"] = "suspended"
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    kind: FailureKind
+    message: str
+    """For syntax and runtime errors, with the program's own line numbers."""
+    outputs: tuple[Output, ...] = ()
+    calls: int = 0
+    status: Literal["failed"] = "failed"
+
+
+Outcome: TypeAlias = Completed | Suspended | Failed

@@ -1,0 +1,271 @@
+"""A supervised pool of V8 worker processes with an asyncio interface.
+
+Each worker is a separate Python process (spawned with exec, never forked from a process that
+holds V8) running one program at a time. A worker that dies, or stops answering within the
+program's deadline plus a grace period, is killed and replaced; the program it was running gets
+`Failed("crash")` and nothing else is lost. The server's event loop only ever waits on pipes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import itertools
+import json
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._wire import outcome_from_json, program_to_json
+from .outcome import Failed, Outcome, Program
+
+__all__ = ["Pool", "PoolClosed", "PoolConfig"]
+
+log = logging.getLogger(__name__)
+
+_LINE_LIMIT = 256 * 2**20  # an outcome carries at most the program's output limit, plus calls
+_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+class PoolClosed(RuntimeError):
+    """The pool was closed while a caller waited for a worker."""
+
+
+@dataclass(frozen=True, slots=True)
+class PoolConfig:
+    size: int = max(1, os.cpu_count() or 1)
+    """Worker processes; each runs one program at a time."""
+    max_jobs_per_worker: int = 1000
+    """A worker is retired and replaced after this many runs (0: never)."""
+    spare_contexts: int = 0
+    """Contexts each worker creates ahead of time (0: create on demand)."""
+    heap_bytes: int = 64 * 2**20
+    """Heap limit of the spare contexts; runs with another limit create their own."""
+    grace_s: float = 3.0
+    """Beyond a program's own deadline, how long a worker may stay silent before it is killed."""
+    startup_timeout_s: float = 60.0
+
+
+class _Worker:
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.jobs = 0
+        self.stderr_tail: collections.deque[bytes] = collections.deque(maxlen=8)
+        self._drain = asyncio.ensure_future(self._drain_stderr())
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    async def _drain_stderr(self) -> None:
+        # Keep only the last few chunks, for the crash message; never log them (they may hold
+        # program text).
+        assert self.proc.stderr is not None
+        while chunk := await self.proc.stderr.read(4096):
+            self.stderr_tail.append(chunk)
+
+    async def read_message(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = await self.proc.stdout.readline()
+        if not line:
+            raise EOFError
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    async def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message, separators=(",", ":")).encode("utf-8") + b"\n")
+        await self.proc.stdin.drain()
+
+    def death_reason(self) -> str:
+        code = self.proc.returncode
+        if code is None:
+            return "stopped answering"
+        if code < 0:
+            with contextlib.suppress(ValueError):
+                return f"was killed by {signal.Signals(-code).name}"
+            return f"was killed by signal {-code}"
+        return f"exited with status {code}"
+
+    def fatal_hint(self) -> str:
+        text = b"".join(self.stderr_tail).decode("utf-8", "replace")
+        for line in text.splitlines():
+            if "Fatal" in line or "fatal" in line or "out of memory" in line:
+                return line.strip().lstrip("#").strip()[:200]
+        return ""
+
+    async def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        await self.proc.wait()
+        await self._finish_drain()
+
+    async def retire(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            await asyncio.wait_for(self.proc.wait(), 5)
+        except TimeoutError:
+            await self.kill()
+        await self._finish_drain()
+
+    async def _finish_drain(self) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._drain, 1)
+
+
+class Pool:
+    """`await pool.run(program)` from any coroutine; use as `async with Pool(config) as pool`."""
+
+    def __init__(self, config: PoolConfig | None = None) -> None:
+        self.config = config or PoolConfig()
+        self._idle: asyncio.Queue[_Worker | None] = asyncio.Queue()  # None: the pool closed
+        self._workers: set[_Worker] = set()
+        self._spawning: set[asyncio.Task[None]] = set()
+        self._ids = itertools.count()
+        self._closed = False
+        self.crashes = 0
+        self.replaced = 0
+        self.runs = 0
+
+    async def __aenter__(self) -> Pool:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def pids(self) -> list[int]:
+        return sorted(w.pid for w in self._workers)
+
+    async def start(self) -> None:
+        workers = await asyncio.gather(*(self._spawn() for _ in range(self.config.size)))
+        for worker in workers:
+            self._idle.put_nowait(worker)
+
+    async def close(self) -> None:
+        self._closed = True
+        self._idle.put_nowait(None)
+        for task in list(self._spawning):
+            task.cancel()
+        await asyncio.gather(*self._spawning, return_exceptions=True)
+        await asyncio.gather(*(w.retire() for w in list(self._workers)), return_exceptions=True)
+        self._workers.clear()
+
+    async def run(self, program: Program) -> Outcome:
+        """Run or replay `program` in a worker. Cancelling the caller kills and replaces that worker."""
+        worker = await self._acquire()
+        request_id = next(self._ids)
+        self.runs += 1
+        try:
+            await worker.send({"id": request_id, "program": program_to_json(program)})
+            deadline = program.limits.timeout_s + self.config.grace_s
+            message = await asyncio.wait_for(worker.read_message(), deadline)
+        except (EOFError, ConnectionError, TimeoutError, json.JSONDecodeError):
+            return await self._crashed(worker)
+        except BaseException:  # cancelled mid-run: the worker's state is unknown
+            self._replace(worker, kill=True)
+            raise
+        if message.get("id") != request_id:
+            return await self._crashed(worker)
+        worker.jobs += 1
+        self._release(worker)
+        return outcome_from_json(message["outcome"])
+
+    # ---- internals -------------------------------------------------------------------------
+
+    async def _acquire(self) -> _Worker:
+        while True:
+            worker = await self._idle.get()
+            if worker is None or self._closed:
+                self._idle.put_nowait(None)  # wake the next waiter too
+                raise PoolClosed("the sandbox pool is closed")
+            if worker.proc.returncode is None:
+                return worker
+            self._replace(worker, kill=False)
+
+    def _release(self, worker: _Worker) -> None:
+        limit = self.config.max_jobs_per_worker
+        if self._closed or (limit and worker.jobs >= limit):
+            self._replace(worker, kill=False, retire=True)
+        else:
+            self._idle.put_nowait(worker)
+
+    async def _crashed(self, worker: _Worker) -> Failed:
+        self.crashes += 1
+        if worker.proc.returncode is None:
+            await worker.kill()
+        hint = worker.fatal_hint()
+        reason = f"the sandbox worker running this program {worker.death_reason()}"
+        if hint:
+            reason += f" ({hint})"
+        self._replace(worker, kill=False)
+        log.warning("sandbox worker %s %s; replacing it", worker.pid, worker.death_reason())
+        return Failed("crash", reason)
+
+    def _replace(self, worker: _Worker, *, kill: bool, retire: bool = False) -> None:
+        self._workers.discard(worker)
+        if not retire:
+            self.replaced += 1
+
+        async def replace() -> None:
+            if kill:
+                await worker.kill()
+            elif retire:
+                await worker.retire()
+            if self._closed:
+                return
+            new = await self._spawn_with_retry()
+            if self._closed:
+                await new.retire()
+            else:
+                self._idle.put_nowait(new)
+
+        task = asyncio.ensure_future(replace())
+        self._spawning.add(task)
+        task.add_done_callback(self._spawning.discard)
+
+    async def _spawn_with_retry(self) -> _Worker:
+        delay = 0.1
+        while True:
+            try:
+                return await self._spawn()
+            except Exception:
+                log.exception("could not start a sandbox worker; retrying in %.1f s", delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _spawn(self) -> _Worker:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "sandbox._worker",
+            "--spares",
+            str(self.config.spare_contexts),
+            "--heap-bytes",
+            str(self.config.heap_bytes),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            limit=_LINE_LIMIT,
+            start_new_session=True,  # terminal signals go to the server, which then closes the pool
+            env=env,
+        )
+        worker = _Worker(proc)
+        try:
+            hello = await asyncio.wait_for(worker.read_message(), self.config.startup_timeout_s)
+            if "ready" not in hello:
+                raise RuntimeError(f"unexpected first message from a sandbox worker: {hello!r}")
+        except BaseException:
+            await worker.kill()
+            raise
+        self._workers.add(worker)
+        return worker
