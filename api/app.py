@@ -1,0 +1,184 @@
+"""The FastAPI application: wiring of settings, store, scenarios, sandbox pool and engine."""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import logging
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from emulator.engine import Engine, Runner
+from emulator.scenario import ScenarioRegistry
+from emulator.signing import Signer, load_secret
+from emulator.store import MemoryStore, SqliteStore, Store
+from sandbox import Pool, PoolConfig
+
+from . import errors, routes
+from .settings import BUNDLED_FIXTURES, Settings
+
+__all__ = ["AppState", "create_app"]
+
+log = logging.getLogger("ptc_emulator")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    store: Store
+    signer: Signer
+    scenarios: ScenarioRegistry
+    engine: Engine | None = None
+    pool: Pool | None = None
+
+
+def _load_scenarios(settings: Settings) -> ScenarioRegistry:
+    registry = ScenarioRegistry()
+    directories = ([BUNDLED_FIXTURES] if settings.bundled_fixtures and BUNDLED_FIXTURES.is_dir() else []) + list(
+        settings.fixtures
+    )
+    for directory in directories:
+        registry.load_dir(directory)
+    return registry
+
+
+def create_app(settings: Settings | None = None, *, runner: Runner | None = None) -> FastAPI:
+    """The app for `settings`. With `runner`, programs run there instead of in a new worker pool."""
+    settings = settings or Settings()
+    store: Store
+    if settings.store == "sqlite":
+        store = SqliteStore(settings.data_dir / "responses.sqlite3")
+    else:
+        store = MemoryStore()
+    state = AppState(
+        settings=settings,
+        store=store,
+        signer=Signer(load_secret(settings.secret, settings.data_dir)),
+        scenarios=_load_scenarios(settings),
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        pool = None
+        sandbox_runner = runner
+        if sandbox_runner is None:
+            pool = Pool(
+                PoolConfig(
+                    size=settings.pool_size,
+                    spare_contexts=settings.spare_contexts,
+                    max_jobs_per_worker=settings.max_jobs_per_worker,
+                    heap_bytes=settings.limits.heap_bytes,
+                )
+            )
+            await pool.start()
+            sandbox_runner = pool
+        state.pool = pool
+        state.engine = Engine(
+            runner=sandbox_runner,
+            store=state.store,
+            signer=state.signer,
+            scenarios=state.scenarios,
+            limits=settings.limits,
+        )
+        try:
+            yield
+        finally:
+            await state.engine.aclose()
+            if pool is not None:
+                await pool.close()
+            state.store.close()
+
+    app = FastAPI(
+        title="ptc-emulator",
+        summary="A local stand-in for OpenAI's Responses API with Programmatic Tool Calling.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.emulator = state
+    errors.install(app)
+    app.include_router(routes.router)
+    app.add_middleware(_Edge, settings=settings)
+    return app
+
+
+class _Edge:
+    """Request ids, the body size limit and the optional API key, for HTTP and WebSocket alike."""
+
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        request_id = "req_" + secrets.token_hex(16)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        key = self.settings.api_key
+        if key is not None and not _authorised(headers.get("authorization"), key):
+            await _reject(scope, receive, send, 401, _auth_message(headers.get("authorization")), "invalid_api_key")
+            return
+        limit = self.settings.max_body_bytes
+        declared = headers.get("content-length")
+        if scope["type"] == "http" and declared is not None and declared.isdigit() and int(declared) > limit:
+            await _reject(scope, receive, send, 413, _too_large(limit), None)
+            return
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message.get("type") == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise StarletteHTTPException(413, detail=_too_large(limit))
+            return message
+
+        async def send_with_id(message: Message) -> None:
+            if message.get("type") == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode("ascii"))]
+            await send(message)
+
+        await self.app(scope, limited_receive if scope["type"] == "http" else receive, send_with_id)
+
+
+def _authorised(header: str | None, key: str) -> bool:
+    if not header or not header.lower().startswith("bearer "):
+        return False
+    return hmac.compare_digest(header[7:].strip().encode("utf-8"), key.encode("utf-8"))
+
+
+def _auth_message(header: str | None) -> str:
+    if not header:
+        return (
+            "You didn't provide an API key. You need to provide your API key in an Authorization header using "
+            "Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
+        )
+    given = header[7:].strip() if header.lower().startswith("bearer ") else header
+    shown = given[:3] + "*" * max(0, len(given) - 7) + given[-4:] if len(given) > 8 else "*" * len(given)
+    return f"Incorrect API key provided: {shown}. The emulator was started with --api-key."
+
+
+def _too_large(limit: int) -> str:
+    return f"Request body too large: the limit is {limit} bytes (set --max-body-bytes)."
+
+
+async def _reject(scope: Scope, receive: Receive, send: Send, status: int, message: str, code: str | None) -> None:
+    from starlette.responses import JSONResponse
+
+    body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
+    if scope["type"] == "websocket":
+        await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})
+        return
+    await JSONResponse(body, status_code=status)(scope, receive, send)

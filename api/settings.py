@@ -1,0 +1,47 @@
+"""Server settings: what the CLI's flags set, with the defaults a test server wants."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from sandbox import Limits
+
+__all__ = ["BUNDLED_FIXTURES", "Settings", "default_data_dir"]
+
+BUNDLED_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+API_KEY_ENV = "PTC_EMULATOR_API_KEY"
+
+
+def default_data_dir() -> Path:
+    env = os.environ.get("PTC_EMULATOR_DATA_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "ptc-emulator"
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    fixtures: tuple[Path, ...] = ()
+    """Scenario directories loaded after the bundled `fixtures/`."""
+    bundled_fixtures: bool = True
+    store: Literal["sqlite", "memory"] = "sqlite"
+    data_dir: Path = field(default_factory=default_data_dir)
+    secret: str | None = None
+    """HMAC secret for fingerprints; else PTC_EMULATOR_SECRET; else `<data_dir>/secret`."""
+    api_key: str | None = None
+    """When set, every request must carry `Authorization: Bearer <api_key>`."""
+    pool_size: int = max(1, os.cpu_count() or 1)
+    spare_contexts: int = 2
+    max_jobs_per_worker: int = 1000
+    limits: Limits = field(default_factory=Limits)
+    max_body_bytes: int = 16 * 2**20
+    strict_contract: bool = False
+    """Reject tool outputs and program arguments that violate the tools' schemas (else: warn)."""
+    keepalive_s: float = 10.0
+    """Seconds between SSE keep-alive comments while a streamed response waits on a program."""

@@ -1,0 +1,221 @@
+"""The conversation items the engine reads and writes, as the Responses API spells them.
+
+Field lists follow the official SDK's types (openai 3.51+): input items accept every field the
+SDK's output models can dump, so a client may replay `item.model_dump()` as it is; anything
+else is an unknown parameter, as it is for the hosted API.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+
+__all__ = [
+    "Caller",
+    "ContentPart",
+    "DirectCaller",
+    "FunctionCall",
+    "FunctionCallOutput",
+    "InputItem",
+    "Item",
+    "ItemReference",
+    "Message",
+    "OutputText",
+    "ProgramCaller",
+    "ProgramItem",
+    "ProgramOutputItem",
+    "ReasoningItem",
+    "Refusal",
+    "SummaryText",
+    "WireModel",
+    "dump",
+]
+
+
+class WireModel(BaseModel):
+    """Strict about types and unknown fields, as the hosted API is."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+
+class OpenModel(BaseModel):
+    """For nested shapes the emulator only carries (content parts, annotations)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+def dump(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+# ---- callers --------------------------------------------------------------------------------
+
+
+class DirectCaller(WireModel):
+    type: Literal["direct"] = "direct"
+
+
+class ProgramCaller(WireModel):
+    type: Literal["program"] = "program"
+    caller_id: str
+    """The call ID of the program item that produced this tool call."""
+
+
+Caller: TypeAlias = Annotated[DirectCaller | ProgramCaller, Field(discriminator="type")]
+
+
+# ---- message content --------------------------------------------------------------------------
+
+
+class InputText(OpenModel):
+    type: Literal["input_text"]
+    text: str
+
+
+class InputImage(OpenModel):
+    type: Literal["input_image"]
+    image_url: str | None = None
+    file_id: str | None = None
+    detail: str | None = None
+
+
+class InputFile(OpenModel):
+    type: Literal["input_file"]
+
+
+class OutputText(OpenModel):
+    type: Literal["output_text"] = "output_text"
+    text: str
+    annotations: list[dict[str, Any]] = Field(default_factory=list)
+    logprobs: list[dict[str, Any]] | None = None
+
+
+class Refusal(OpenModel):
+    type: Literal["refusal"] = "refusal"
+    refusal: str
+
+
+ContentPart: TypeAlias = Annotated[
+    InputText | InputImage | InputFile | OutputText | Refusal, Field(discriminator="type")
+]
+
+
+# ---- items ----------------------------------------------------------------------------------
+
+
+class Message(WireModel):
+    """A user, system or developer message, or an assistant message being replayed."""
+
+    type: Literal["message"] = "message"
+    role: Literal["user", "system", "developer", "assistant"]
+    content: str | list[ContentPart]
+    id: str | None = None
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+    phase: Literal["commentary", "final_answer"] | None = None
+
+    def text(self) -> str:
+        """The message's text: input_text and output_text parts joined, refusals included."""
+        if isinstance(self.content, str):
+            return self.content
+        parts: list[str] = []
+        for part in self.content:
+            if isinstance(part, InputText | OutputText):
+                parts.append(part.text)
+            elif isinstance(part, Refusal):
+                parts.append(part.refusal)
+        return "\n".join(parts)
+
+
+class FunctionCall(WireModel):
+    type: Literal["function_call"] = "function_call"
+    call_id: str
+    name: str
+    arguments: str
+    id: str | None = None
+    caller: Caller | None = None
+    namespace: str | None = None
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+    async_: bool | None = Field(default=None, alias="async")
+
+
+class FunctionCallOutput(WireModel):
+    type: Literal["function_call_output"] = "function_call_output"
+    call_id: str | None = None
+    output: str | list[ContentPart]
+    id: str | None = None
+    caller: Caller | None = None
+    name: str | None = None
+    namespace: str | None = None
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+    created_by: str | None = None
+
+    def output_text(self) -> str:
+        """The output as a program receives it: a string as is; content parts as a JSON array."""
+        if isinstance(self.output, str):
+            return self.output
+        return json.dumps([part.model_dump(mode="json", exclude_none=True) for part in self.output])
+
+
+class ProgramItem(WireModel):
+    type: Literal["program"] = "program"
+    id: str
+    call_id: str
+    code: str
+    fingerprint: str
+
+
+class ProgramOutputItem(WireModel):
+    type: Literal["program_output"] = "program_output"
+    id: str
+    call_id: str
+    result: str
+    status: Literal["completed", "incomplete"]
+
+
+class SummaryText(WireModel):
+    type: Literal["summary_text"] = "summary_text"
+    text: str
+
+
+class ReasoningItem(WireModel):
+    type: Literal["reasoning"] = "reasoning"
+    id: str
+    summary: list[SummaryText]
+    content: list[dict[str, Any]] | None = None
+    encrypted_content: str | None = None
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+
+
+class ItemReference(WireModel):
+    type: Literal["item_reference"] | None = "item_reference"
+    id: str
+
+
+def _item_tag(value: Any) -> str | None:
+    if isinstance(value, dict):
+        tag = value.get("type")
+        if tag is None:
+            if "role" in value:
+                return "message"  # EasyInputMessage: the type may be omitted
+            if set(value) == {"id"}:
+                return "item_reference"
+            return None
+        return tag if isinstance(tag, str) else None
+    return getattr(value, "type", None)
+
+
+InputItem: TypeAlias = Annotated[
+    Annotated[Message, Tag("message")]
+    | Annotated[FunctionCall, Tag("function_call")]
+    | Annotated[FunctionCallOutput, Tag("function_call_output")]
+    | Annotated[ProgramItem, Tag("program")]
+    | Annotated[ProgramOutputItem, Tag("program_output")]
+    | Annotated[ReasoningItem, Tag("reasoning")]
+    | Annotated[ItemReference, Tag("item_reference")],
+    Discriminator(_item_tag),
+]
+"""The input items the emulator understands; any other `type` is refused with a 400."""
+
+Item: TypeAlias = Message | FunctionCall | FunctionCallOutput | ProgramItem | ProgramOutputItem | ReasoningItem

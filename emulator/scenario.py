@@ -1,0 +1,294 @@
+"""Scenario files: what the scripted model does for requests that match.
+
+One scenario per YAML file, named `group__case.yaml`:
+
+    name: inventory__sku_123                  # optional; defaults to the file name
+    priority: 0                               # higher wins when several match
+    match:
+      input: '(?i)compare inventory with demand for (?P<sku>sku_\\w+)'   # re.search, latest user message
+      tools: [get_inventory, get_demand]      # the request must declare these function tools
+    turns:
+      - reasoning: Both lookups are independent.   # optional, on any turn
+        program: |
+          const [s, d] = await Promise.all([tools.get_inventory({sku: {{ sku }}}),
+                                            tools.get_demand({sku: {{ sku }}})]);
+          text(JSON.stringify({sku: s.sku, shortage: Math.max(d.requested_units - s.available_units, 0)}));
+      - message: "Shortage for {{ data.sku }}: {{ data.shortage }} units."
+
+Turn kinds: `program`, `call` (direct function calls), `message`, `refusal`, `error`. The
+templates are Jinja2; in `program` code and `call` arguments every `{{ value }}` is inserted
+JSON-encoded, never spliced raw. See `script.py` for the variables a template sees.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from .items import WireModel
+
+__all__ = [
+    "CallSpec",
+    "ErrorSpec",
+    "Fault",
+    "Match",
+    "NearMiss",
+    "Scenario",
+    "ScenarioError",
+    "ScenarioRegistry",
+    "Turn",
+    "load_scenario",
+]
+
+
+class ScenarioError(ValueError):
+    """A scenario file or dict that cannot be used, with the reason."""
+
+
+class CallSpec(WireModel):
+    name: str
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+    """An object (its strings are templates) or a template that renders to a JSON object."""
+
+
+class ErrorSpec(WireModel):
+    status: int = Field(default=400, ge=400, le=599)
+    message: str
+    type: str = "invalid_request_error"
+    code: str | None = None
+    param: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
+class Fault(WireModel):
+    """Failure injected into one turn (see the README's "Testing your agent")."""
+
+    http_error: Literal[429, 500, 503] | None = None
+    retry_after: float | None = None
+    should_retry: bool | None = None
+    times: int = 1
+    """How many requests in a row the HTTP error answers before the turn plays normally."""
+    latency_ms: int = Field(default=0, ge=0, le=600_000)
+    cut_stream_after: int | None = Field(default=None, ge=0)
+    """Close a streamed response after this many events, without a terminal event."""
+    program_timeout: bool = False
+    program_incomplete: str | None = None
+    response_incomplete: Literal["max_output_tokens", "content_filter"] | None = None
+
+
+class Turn(WireModel):
+    program: str | None = None
+    call: CallSpec | list[CallSpec] | None = None
+    message: str | None = None
+    refusal: str | None = None
+    error: ErrorSpec | None = None
+    reasoning: str | None = None
+    """Emit a reasoning item with this summary before the turn's items."""
+    with_output: bool = True
+    """For a program turn: play the next turn in the same response as the program_output."""
+    fault: Fault | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Turn:
+        kinds = [k for k in ("program", "call", "message", "refusal", "error") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError("a turn needs exactly one of program, call, message, refusal, error")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in ("program", "call", "message", "refusal", "error") if getattr(self, k) is not None)
+
+    @property
+    def calls(self) -> list[CallSpec]:
+        if self.call is None:
+            return []
+        return self.call if isinstance(self.call, list) else [self.call]
+
+
+class Match(WireModel):
+    input: str | None = None
+    """A regular expression searched in the latest user message; named groups become variables."""
+    tools: list[str] = Field(default_factory=list)
+    """Function tools the request must declare."""
+    model: str | None = None
+    """A regular expression the request's `model` must match in full."""
+    metadata: dict[str, str] = Field(default_factory=dict)
+    """Metadata entries the request must carry."""
+
+    @field_validator("input", "model")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as e:
+                raise ValueError(f"invalid regular expression {value!r}: {e}") from e
+        return value
+
+
+class Scenario(WireModel):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,128}$")
+    description: str | None = None
+    priority: int = 0
+    match: Match = Field(default_factory=Match)
+    turns: list[Turn] = Field(min_length=1)
+    scope: str | None = None
+    """Visible only to requests that carry this scope (header or metadata key); None: to all."""
+    strict_contract: bool | None = None
+    """Reject (400) tool outputs and program arguments that violate the tools' schemas."""
+
+    @property
+    def needs_ptc(self) -> bool:
+        return any(t.program is not None for t in self.turns)
+
+
+def load_scenario(data: dict[str, Any] | str | Path, *, default_name: str | None = None) -> Scenario:
+    """A scenario from a dict, a YAML string or a path to a YAML file."""
+    source = "scenario"
+    if isinstance(data, Path):
+        source = str(data)
+        default_name = default_name or data.stem
+        try:
+            data = data.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ScenarioError(f"{source}: {e}") from e
+    if isinstance(data, str):
+        try:
+            data = yaml.safe_load(data)
+        except yaml.YAMLError as e:
+            raise ScenarioError(f"{source}: invalid YAML: {e}") from e
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: a scenario is a mapping with `match` and `turns`")
+    if "name" not in data and default_name:
+        data = {**data, "name": default_name}
+    try:
+        return Scenario.model_validate(data, strict=False)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ScenarioError(f"{source}: {where}: {first['msg']}") from e
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What matching looks at."""
+
+    text: str
+    tools: frozenset[str]
+    ptc: bool
+    model: str
+    metadata: dict[str, str]
+    scope: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class NearMiss:
+    scenario: str
+    field: str
+    reason: str
+    score: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "field": self.field, "reason": self.reason}
+
+
+@dataclass
+class ScenarioRegistry:
+    _scenarios: dict[str, tuple[Scenario, str]] = field(default_factory=dict)
+
+    def add(self, scenario: Scenario, source: str = "api") -> None:
+        self._scenarios[scenario.name] = (scenario, source)
+
+    def load_dir(self, directory: Path) -> list[Scenario]:
+        loaded = []
+        for path in sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")]):
+            scenario = load_scenario(path)
+            self.add(scenario, str(path))
+            loaded.append(scenario)
+        return loaded
+
+    def remove(self, name: str) -> bool:
+        return self._scenarios.pop(name, None) is not None
+
+    def remove_scope(self, scope: str) -> int:
+        names = [n for n, (s, _) in self._scenarios.items() if s.scope == scope]
+        for n in names:
+            del self._scenarios[n]
+        return len(names)
+
+    def clear(self, *, keep_sources: Iterable[str] = ()) -> None:
+        keep = set(keep_sources)
+        self._scenarios = {n: v for n, v in self._scenarios.items() if v[1] in keep}
+
+    def get(self, name: str) -> Scenario | None:
+        found = self._scenarios.get(name)
+        return found[0] if found else None
+
+    def listing(self, scope: str | None = None) -> list[dict[str, Any]]:
+        return [
+            {"name": s.name, "source": src, "scope": s.scope, "priority": s.priority, "turns": len(s.turns)}
+            for s, src in self._ordered()
+            if scope is None or s.scope in (None, scope)
+        ]
+
+    def _ordered(self) -> list[tuple[Scenario, str]]:
+        return sorted(self._scenarios.values(), key=lambda v: (-v[0].priority, v[0].scope is None, v[0].name))
+
+    def match(self, request: Request) -> tuple[Scenario, dict[str, str]] | list[NearMiss]:
+        """The first matching scenario and its captures, or the near misses, closest first."""
+        misses = []
+        for scenario, _ in self._ordered():
+            if scenario.scope is not None and scenario.scope != request.scope:
+                continue  # another caller's scenario: invisible, not a near miss
+            result = _try(scenario, request)
+            if isinstance(result, NearMiss):
+                misses.append(result)
+            else:
+                return scenario, result
+        misses.sort(key=lambda m: -m.score)
+        return misses
+
+
+def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
+    m = scenario.match
+    passed = 0.0
+    missing = [t for t in m.tools if t not in request.tools]
+    if missing:
+        return NearMiss(scenario.name, "tools", f"the request does not declare the function tool '{missing[0]}'", 0)
+    passed += 1
+    if scenario.needs_ptc and not request.ptc:
+        return NearMiss(
+            scenario.name, "tools", "the request does not declare the programmatic_tool_calling tool", passed
+        )
+    passed += 1
+    if m.model is not None and not re.fullmatch(m.model, request.model):
+        return NearMiss(scenario.name, "model", f"model '{request.model}' does not match /{m.model}/", passed)
+    passed += 1
+    for key, value in m.metadata.items():
+        if request.metadata.get(key) != value:
+            return NearMiss(scenario.name, f"metadata.{key}", f"metadata '{key}' is not '{value}'", passed)
+    passed += 1
+    if m.input is None:
+        return {}
+    found = re.search(m.input, request.text)
+    if found is None:
+        similarity = difflib.SequenceMatcher(None, _literal(m.input).lower(), request.text.lower()).ratio()
+        shown = request.text if len(request.text) <= 80 else request.text[:77] + "..."
+        return NearMiss(
+            scenario.name, "input", f"the latest user message '{shown}' does not match /{m.input}/", passed + similarity
+        )
+    return {k: v for k, v in found.groupdict().items() if v is not None}
+
+
+def _literal(pattern: str) -> str:
+    """The pattern's plain text, for ranking near misses by similarity."""
+    text = re.sub(r"\(\?P<\w+>[^)]*\)|\(\?[a-zA-Z]+\)|\\[a-zA-Z]", " ", pattern)
+    return re.sub(r"[\\^$.|?*+()\[\]{}]", "", text)

@@ -1,0 +1,113 @@
+"""The scripted model: decides what the "model" says for the latest user message.
+
+Two ways, tried in this order:
+
+1. Scenarios (`scenario.py`): the first registered scenario that matches plays its turns.
+2. Inline: a user message with a fenced code block tagged `js` or `javascript` is answered with a
+   program whose code is exactly that block, then a final message whose text is the program's
+   result (or, if the program ends `incomplete`, says why).
+
+Templates (Jinja2, sandboxed, undefined names are errors) see:
+
+    <capture>   each named group of the scenario's `match.input`
+    input       the latest user message
+    result      the latest program's result (a string); `data` is it parsed as JSON, or None
+    program     {"status", "result", "call_id"} of the latest program_output, or None
+    output      the latest direct function call's output, parsed as JSON when it is JSON
+    outputs     {tool name: output} for the direct calls since the user message
+
+In `program` code and `call` arguments every `{{ ... }}` is inserted JSON-encoded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from jinja2 import StrictUndefined, TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from .errors import InvalidRequest
+from .scenario import Scenario, Turn
+
+__all__ = ["INLINE", "Script", "inline_code"]
+
+INLINE = "inline"
+_FENCE = re.compile(r"```(?:js|javascript)[ \t]*\r?\n(.*?)\r?\n?```", re.S | re.I)
+
+
+def inline_code(text: str) -> str | None:
+    """The first fenced `js`/`javascript` block of a message, exactly as written."""
+    found = _FENCE.search(text)
+    return found.group(1) if found else None
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+_text_env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+_code_env = ImmutableSandboxedEnvironment(
+    undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True, finalize=_json
+)
+
+
+@dataclass
+class Script:
+    name: str
+    turns: list[Turn]
+    variables: dict[str, Any] = field(default_factory=dict)
+    scenario: Scenario | None = None
+
+    @classmethod
+    def inline(cls, code: str) -> Script:
+        return cls(INLINE, [Turn(program=code), Turn(message="{{ result }}")])
+
+    @property
+    def is_inline(self) -> bool:
+        return self.scenario is None
+
+    def code(self, index: int, context: dict[str, Any]) -> str:
+        turn = self.turns[index]
+        assert turn.program is not None
+        if self.is_inline:
+            return turn.program  # exactly the block, never templated
+        return self._render(_code_env, turn.program, context, index)
+
+    def text(self, index: int, template: str, context: dict[str, Any]) -> str:
+        return self._render(_text_env, template, context, index)
+
+    def arguments(self, index: int, arguments: dict[str, Any] | str, context: dict[str, Any]) -> str:
+        if isinstance(arguments, str):
+            rendered = self._render(_code_env, arguments, context, index)
+            try:
+                value = json.loads(rendered)
+            except json.JSONDecodeError as e:
+                raise self._error(index, f"call arguments did not render to JSON: {e}") from e
+        else:
+            value = self._render_values(arguments, context, index)
+        if not isinstance(value, dict):
+            raise self._error(index, "call arguments must be a JSON object")
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+    def _render_values(self, value: Any, context: dict[str, Any], index: int) -> Any:
+        if isinstance(value, str):
+            return self._render(_text_env, value, context, index)
+        if isinstance(value, list):
+            return [self._render_values(v, context, index) for v in value]
+        if isinstance(value, dict):
+            return {k: self._render_values(v, context, index) for k, v in value.items()}
+        return value
+
+    def _render(self, env: ImmutableSandboxedEnvironment, template: str, context: dict[str, Any], index: int) -> str:
+        try:
+            return env.from_string(template).render({**self.variables, **context})
+        except TemplateError as e:
+            raise self._error(index, f"template error: {e}") from e
+
+    def _error(self, index: int, message: str) -> InvalidRequest:
+        return InvalidRequest(
+            f"Scenario '{self.name}', turn {index + 1}: {message}", param="input", code="scenario_error"
+        )

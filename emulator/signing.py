@@ -1,0 +1,169 @@
+"""Everything the emulator hands out and must recognise again, bound with one HMAC secret.
+
+* Program fingerprints: opaque, versioned, signed. They bind the program's call_id, a digest of
+  its code, and what replay needs (seed, clock, the tools it may call), so a program resumes in
+  any process that has the same secret, with no server state.
+* Derived ids: a program's n-th tool call always gets the same call_id, and a program_output's
+  id is a MAC of its content, so a modified replay is caught.
+* Sealed reasoning content (`encrypted_content`).
+
+The secret comes from `--secret` or `PTC_EMULATOR_SECRET`, otherwise it is generated once and
+kept in the data directory.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import InvalidRequest
+
+__all__ = ["FINGERPRINT_VERSION", "ProgramSeal", "Signer", "load_secret"]
+
+FINGERPRINT_VERSION = "ptc1"
+SECRET_ENV = "PTC_EMULATOR_SECRET"
+
+
+def load_secret(explicit: str | None, data_dir: Path | None) -> bytes:
+    """`explicit`, else the environment, else `<data_dir>/secret` (created on first use)."""
+    value = explicit or os.environ.get(SECRET_ENV)
+    if value:
+        return value.encode("utf-8")
+    if data_dir is None:
+        return secrets.token_bytes(32)
+    path = data_dir / "secret"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_bytes().strip()
+    with os.fdopen(fd, "wb") as f:
+        f.write(secrets.token_hex(32).encode("ascii"))
+    return path.read_bytes().strip()
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramSeal:
+    """What a fingerprint binds."""
+
+    call_id: str
+    code_sha256: str
+    seed: int
+    clock_ms: int
+    tools: tuple[str, ...]
+
+
+class Signer:
+    def __init__(self, secret: bytes) -> None:
+        self._key = hashlib.sha256(b"ptc-emulator\x00" + secret).digest()
+
+    def mac(self, domain: str, *parts: str) -> bytes:
+        message = "\x00".join((domain, *parts)).encode("utf-8")
+        return hmac.new(self._key, message, hashlib.sha256).digest()
+
+    def token(self, domain: str, *parts: str, length: int = 24) -> str:
+        return self.mac(domain, *parts).hex()[:length]
+
+    # ---- programs ---------------------------------------------------------------------------
+
+    def fingerprint(self, seal: ProgramSeal) -> str:
+        payload = json.dumps(
+            {
+                "c": seal.call_id,
+                "h": seal.code_sha256,
+                "s": format(seal.seed, "x"),
+                "t": seal.clock_ms,
+                "k": list(seal.tools),
+            },
+            separators=(",", ":"),
+        ).encode("utf-8")
+        body = f"{FINGERPRINT_VERSION}.{_b64(payload)}"
+        return f"{body}.{_b64(self.mac('fingerprint', body))}"
+
+    def open_fingerprint(self, fingerprint: str, *, call_id: str, code: str, param: str) -> ProgramSeal:
+        """Check a replayed program item; raise a 400 if the fingerprint or the code was modified."""
+        try:
+            version, payload, signature = fingerprint.split(".")
+            body = f"{version}.{payload}"
+            valid = version == FINGERPRINT_VERSION and hmac.compare_digest(
+                _unb64(signature), self.mac("fingerprint", body)
+            )
+            data: dict[str, Any] = json.loads(_unb64(payload)) if valid else {}
+        except (ValueError, json.JSONDecodeError):
+            valid, data = False, {}
+        if not valid:
+            raise InvalidRequest(
+                f"Invalid fingerprint for program item with call_id '{call_id}': it was modified or was "
+                "not issued by this server.",
+                param=f"{param}.fingerprint",
+                code="invalid_fingerprint",
+            )
+        seal = ProgramSeal(
+            call_id=data["c"],
+            code_sha256=data["h"],
+            seed=int(data["s"], 16),
+            clock_ms=data["t"],
+            tools=tuple(data["k"]),
+        )
+        if seal.call_id != call_id:
+            raise InvalidRequest(
+                f"The fingerprint of program item with call_id '{call_id}' belongs to another program.",
+                param=f"{param}.fingerprint",
+                code="invalid_fingerprint",
+            )
+        if seal.code_sha256 != code_digest(code):
+            raise InvalidRequest(
+                f"The code of program item with call_id '{call_id}' does not match its fingerprint: "
+                "program code cannot be modified.",
+                param=f"{param}.code",
+                code="invalid_fingerprint",
+            )
+        return seal
+
+    def program_call_id(self, program_call_id: str, index: int) -> str:
+        return "call_" + self.token("program-call", program_call_id, str(index))
+
+    def program_call_item_id(self, program_call_id: str, index: int) -> str:
+        return "fc_" + self.token("program-call-item", program_call_id, str(index), length=40)
+
+    def program_output_id(self, program_call_id: str, status: str, result: str) -> str:
+        return "po_" + self.token("program-output", program_call_id, status, result, length=40)
+
+    def reasoning_id(self, anchor: str) -> str:
+        """The reasoning item that precedes the item with `anchor` (a call_id or item id)."""
+        return "rs_" + self.token("reasoning", anchor, length=40)
+
+    # ---- sealed content ---------------------------------------------------------------------
+
+    def seal(self, domain: str, data: dict[str, Any]) -> str:
+        payload = _b64(json.dumps(data, separators=(",", ":")).encode("utf-8"))
+        return f"{payload}.{_b64(self.mac(domain, payload))}"
+
+    def unseal(self, domain: str, sealed: str) -> dict[str, Any] | None:
+        try:
+            payload, signature = sealed.split(".")
+            if not hmac.compare_digest(_unb64(signature), self.mac(domain, payload)):
+                return None
+            data: dict[str, Any] = json.loads(_unb64(payload))
+            return data
+        except (ValueError, json.JSONDecodeError):
+            return None
+
+
+def code_digest(code: str) -> str:
+    return hashlib.sha256(code.encode("utf-8")).hexdigest()

