@@ -26,6 +26,7 @@
   const hasOwn = G.Object.hasOwn;
   const defineProperty = G.Object.defineProperty;
   const freeze = G.Object.freeze;
+  const setPrototypeOf = G.Object.setPrototypeOf;
   const isArray = G.Array.isArray;
   const sort = G.Array.prototype.sort;
   const exec = G.RegExp.prototype.exec;
@@ -108,13 +109,16 @@
   const canon = (text) => canonValue(J(text));
 
   // ---- the program's state -----------------------------------------------------------------
+  // Every container the controller writes to has a null prototype: writing past the end of an
+  // ordinary array consults Array.prototype, where a program could have put an index accessor
+  // that swallows the write and hands back a forged record on the next read.
   let configured = false;
   let toolNames = [];
   let maxCalls = 0, maxOut = 0;
-  let journal = [];
-  const calls = [];              // {index, name, args, done, settle}
+  let journal = setPrototypeOf([], null);
+  const calls = { __proto__: null };   // index -> {index, name, args, done, res, rej}
   let nCalls = 0;
-  const out = [];                // JSON texts of output records
+  const out = { __proto__: null };     // index -> JSON text of an output record
   let nOut = 0, outBytes = 0;
   let state = 'running';         // running | completed | failed
   let failure = '';
@@ -198,11 +202,12 @@
   // One decision per quiescent point. The previous macrotask's microtasks have drained.
   const round = () => {
     if (abort !== null) return fail(abort.kind, abort.message);
-    if (state === 'failed') return fail('runtime', failure);
+    // A program that ended (even by an error) short of the journal did not run as recorded.
     if (journal.length > nCalls && state !== 'running') {
       return fail('divergence', 'the journal holds ' + journal.length + ' results but the program made only ' +
                   nCalls + ' tool calls');
     }
+    if (state === 'failed') return fail('runtime', failure);
     if (state === 'completed') return report('completed', '');
     let progressed = false;
     for (let i = 0; i < nCalls; i++) {
@@ -241,7 +246,7 @@
       for (let i = 0; i < 16; i++) random();   // sfc32 warm-up
       maxCalls = cfg.maxCalls;
       maxOut = cfg.maxOut;
-      journal = cfg.journal;
+      journal = setPrototypeOf(cfg.journal, null);
       toolNames = cfg.tools;
       const tools = { __proto__: null };
       for (let i = 0; i < toolNames.length; i++) tools[toolNames[i]] = makeTool(toolNames[i]);

@@ -167,7 +167,9 @@ class Pool:
             await worker.send({"id": request_id, "program": program_to_json(program)})
             deadline = program.limits.timeout_s + self.config.grace_s
             message = await asyncio.wait_for(worker.read_message(), deadline)
-        except (EOFError, ConnectionError, TimeoutError, json.JSONDecodeError):
+        except (EOFError, ConnectionError):
+            return await self._crashed(worker, exiting=True)
+        except (TimeoutError, json.JSONDecodeError):
             return await self._crashed(worker)
         except BaseException:  # cancelled mid-run: the worker's state is unknown
             self._replace(worker, kill=True)
@@ -197,16 +199,22 @@ class Pool:
         else:
             self._idle.put_nowait(worker)
 
-    async def _crashed(self, worker: _Worker) -> Failed:
+    async def _crashed(self, worker: _Worker, *, exiting: bool = False) -> Failed:
         self.crashes += 1
-        if worker.proc.returncode is None:
-            await worker.kill()
+        if exiting:
+            # Its pipe closed because it is exiting: let asyncio's child watcher collect the exit
+            # status first. Killing it now would reap it inside Popen.poll(), losing the status
+            # (asyncio then reports 255 instead of, say, the SIGTRAP of a V8 fatal error).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(worker.proc.wait(), 2.0)
+        death = worker.death_reason()  # before the kill: a silent worker "stopped answering"
+        await worker.kill()  # also collects the rest of its stderr, for the hint
         hint = worker.fatal_hint()
-        reason = f"the sandbox worker running this program {worker.death_reason()}"
+        reason = f"the sandbox worker running this program {death}"
         if hint:
             reason += f" ({hint})"
         self._replace(worker, kill=False)
-        log.warning("sandbox worker %s %s; replacing it", worker.pid, worker.death_reason())
+        log.warning("sandbox worker %s %s; replacing it", worker.pid, death)
         return Failed("crash", reason)
 
     def _replace(self, worker: _Worker, *, kill: bool, retire: bool = False) -> None:
