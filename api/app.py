@@ -7,19 +7,20 @@ import hmac
 import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from emulator.engine import Engine, Runner
+from emulator.journal import Journal
 from emulator.scenario import ScenarioRegistry
 from emulator.signing import Signer, load_secret
 from emulator.store import MemoryStore, SqliteStore, Store
 from sandbox import Pool, PoolConfig
 
-from . import errors, routes
+from . import admin, errors, routes
 from .settings import BUNDLED_FIXTURES, Settings
 
 __all__ = ["AppState", "create_app"]
@@ -39,6 +40,7 @@ class AppState:
     store: Store
     signer: Signer
     scenarios: ScenarioRegistry
+    journal: Journal = field(default_factory=Journal)
     engine: Engine | None = None
     pool: Pool | None = None
 
@@ -108,6 +110,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     app.state.emulator = state
     errors.install(app)
     app.include_router(routes.router)
+    app.include_router(admin.router)
     app.add_middleware(_Edge, settings=settings)
     return app
 

@@ -10,7 +10,9 @@ from fastapi.responses import JSONResponse, Response
 from emulator.engine import Engine
 from emulator.request import CountTokensRequest, CreateRequest
 
-__all__ = ["SCOPE_HEADER", "SCOPE_METADATA_KEY", "router", "scope_of"]
+from .journaling import Recorder
+
+__all__ = ["SCOPE_HEADER", "SCOPE_METADATA_KEY", "engine_of", "recorder", "router", "scope_of"]
 
 router = APIRouter(prefix="/v1")
 
@@ -32,14 +34,29 @@ def scope_of(headers: Any, body: CreateRequest | None) -> str | None:
     return scope  # type: ignore[no-any-return]
 
 
+def recorder(request: Request, body: CreateRequest, scope: str | None) -> Recorder:
+    return Recorder(
+        request.app.state.emulator.journal,
+        method=request.method,
+        path=request.url.path,
+        headers=request.headers,
+        body=body.model_dump(mode="json", by_alias=True, exclude_unset=True),
+        scope=scope,
+    )
+
+
 @router.post("/responses")
 async def create_response(body: CreateRequest, request: Request) -> Response:
     engine = engine_of(request)
+    scope = scope_of(request.headers, body)
     if body.stream:
         from .streaming import stream_create
 
-        return await stream_create(request, engine, body, scope_of(request.headers, body))
-    return JSONResponse(await engine.create(body, scope=scope_of(request.headers, body)))
+        return await stream_create(request, engine, body, scope)
+    with recorder(request, body, scope) as rec:
+        rec.prepared = engine.prepare(body, scope=scope)
+        rec.response = await engine.run(rec.prepared)
+        return JSONResponse(rec.response)
 
 
 @router.post("/responses/input_tokens")

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
 
-from sandbox import Completed, Failed, Limits, Outcome, Program, Suspended, TextOutput, ToolResult
+from sandbox import Completed, Failed, ImageOutput, Limits, Outcome, Program, Suspended, TextOutput, ToolResult
 
 from . import usage as usage_
 from .conversation import Conversation, analyse
@@ -54,7 +54,7 @@ from .script import Script, inline_code
 from .signing import ProgramSeal, Signer, code_digest
 from .store import Store, StoredResponse
 
-__all__ = ["Engine", "Prepared", "Runner"]
+__all__ = ["Engine", "Prepared", "Runner", "Trace"]
 
 _REASONING_DOMAIN = "reasoning"
 
@@ -75,6 +75,21 @@ def _input_adapter() -> TypeAdapter[Any]:
 
 
 @dataclass
+class Trace:
+    """What the scripted model did for one request, for the journal."""
+
+    scenario: str
+    route: list[str] = field(default_factory=list)
+    """The output item types, in order."""
+    model_turns: int = 0
+    programs_run: int = 0
+    images: list[str] = field(default_factory=list)
+    kept_out_bytes: int = 0
+    """Bytes of tool output in this request's input that went to a program, not to the model."""
+    fault: str | None = None
+
+
+@dataclass
 class Prepared:
     """A validated create request, ready to play; nothing has run yet."""
 
@@ -89,7 +104,7 @@ class Prepared:
     """Direct calls of that turn already emitted (it is a `call` turn played one call at a time)."""
     input_items: list[dict[str, Any]]
     scope: str | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    trace: Trace = field(default_factory=lambda: Trace(""))
 
     @property
     def store(self) -> bool:
@@ -134,6 +149,11 @@ class Engine:
             self._check_open_program(conv, request)
         if request.store is False:
             self._check_reasoning(conv, script)
+        kept_out = sum(
+            len(item.output_text().encode("utf-8"))
+            for item in conv.items[conv.new_from :]
+            if isinstance(item, FunctionCallOutput) and isinstance(item.caller, ProgramCaller)
+        )
         return Prepared(
             request=request,
             response_id=self.ids("resp"),
@@ -144,11 +164,15 @@ class Engine:
             emitted=emitted,
             input_items=[_as_response_item(item, self.ids) for item in new_items],
             scope=scope,
+            trace=Trace(script.name, kept_out_bytes=kept_out),
         )
 
     async def create(self, request: CreateRequest, *, scope: str | None = None) -> dict[str, Any]:
-        prepared = self.prepare(request, scope=scope)
-        if request.background:
+        return await self.run(self.prepare(request, scope=scope))
+
+    async def run(self, prepared: Prepared) -> dict[str, Any]:
+        """The finished response, or for `background: true` the queued one (it finishes later)."""
+        if prepared.request.background:
             return self._start_background(prepared)
         return await self.complete(prepared)
 
@@ -447,23 +471,26 @@ class Engine:
         conv, script, req = prepared.conversation, prepared.script, prepared.request
         produced: list[Item] = []
         out: list[dict[str, Any]] = []
+        trace = prepared.trace
 
         def emit(item: Item) -> None:
             produced.append(item)
             out.append(dump(item))
+            trace.route.append(item.type)
 
         index = prepared.turn
         program = conv.open_program
         if program is not None:
             # The open program belongs to the turn just before the cursor.
             turn = script.turns[index - 1]
-            finished = await self._run_program(program, conv.seals[program.call_id], conv, req, emit, script)
+            finished = await self._run_program(program, conv.seals[program.call_id], conv, req, emit, trace)
             if not finished or not turn.with_output:
                 return out
         emitted = prepared.emitted
         while index < len(script.turns):
             turn = script.turns[index]
             context = _template_context(conv, produced)
+            trace.model_turns += 1
             if turn.kind == "program":
                 if not req.ptc_enabled:
                     emit(
@@ -478,7 +505,7 @@ class Engine:
                 self._maybe_reasoning(turn, program.call_id, prepared, emit)
                 emit(program)
                 conv.seals[program.call_id] = seal
-                finished = await self._run_program(program, seal, conv, req, emit, script)
+                finished = await self._run_program(program, seal, conv, req, emit, trace)
                 if not finished or not turn.with_output:
                     return out
                 index += 1
@@ -579,7 +606,7 @@ class Engine:
         conv: Conversation,
         req: CreateRequest,
         emit: Callable[[Item], None],
-        script: Script,
+        trace: Trace,
     ) -> bool:
         """Run or replay the program; emit its new calls or its output. True when it finished."""
         journal = []
@@ -597,6 +624,8 @@ class Engine:
             limits=self.limits,
         )
         outcome = await self.runner.run(program)
+        trace.programs_run += 1
+        trace.images.extend(o.url for o in outcome.outputs if isinstance(o, ImageOutput))
         if isinstance(outcome, Failed) and outcome.kind == "divergence":
             raise InvalidRequest(
                 f"The function_call items of program {item.call_id} do not match what the program does: a tool "

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -202,10 +201,12 @@ class NearMiss:
 
 @dataclass
 class ScenarioRegistry:
-    _scenarios: dict[str, tuple[Scenario, str]] = field(default_factory=dict)
+    """Scenarios by (scope, name): callers in different scopes may use the same names."""
+
+    _scenarios: dict[tuple[str | None, str], tuple[Scenario, str]] = field(default_factory=dict)
 
     def add(self, scenario: Scenario, source: str = "api") -> None:
-        self._scenarios[scenario.name] = (scenario, source)
+        self._scenarios[(scenario.scope, scenario.name)] = (scenario, source)
 
     def load_dir(self, directory: Path) -> list[Scenario]:
         loaded = []
@@ -215,21 +216,18 @@ class ScenarioRegistry:
             loaded.append(scenario)
         return loaded
 
-    def remove(self, name: str) -> bool:
-        return self._scenarios.pop(name, None) is not None
+    def remove(self, name: str, scope: str | None = None) -> bool:
+        return self._scenarios.pop((scope, name), None) is not None
 
-    def remove_scope(self, scope: str) -> int:
-        names = [n for n, (s, _) in self._scenarios.items() if s.scope == scope]
-        for n in names:
-            del self._scenarios[n]
-        return len(names)
+    def clear(self, scope: str | None = None) -> int:
+        """Remove the scenarios added at run time (in `scope`, or all); loaded files stay."""
+        doomed = [k for k, (s, src) in self._scenarios.items() if src == "api" and (scope is None or s.scope == scope)]
+        for key in doomed:
+            del self._scenarios[key]
+        return len(doomed)
 
-    def clear(self, *, keep_sources: Iterable[str] = ()) -> None:
-        keep = set(keep_sources)
-        self._scenarios = {n: v for n, v in self._scenarios.items() if v[1] in keep}
-
-    def get(self, name: str) -> Scenario | None:
-        found = self._scenarios.get(name)
+    def get(self, name: str, scope: str | None = None) -> Scenario | None:
+        found = self._scenarios.get((scope, name))
         return found[0] if found else None
 
     def listing(self, scope: str | None = None) -> list[dict[str, Any]]:

@@ -1,0 +1,97 @@
+"""`/_emulator/`: scenarios at run time, the request journal, reset, health.
+
+A caller scope (the `x-ptc-emulator-scope` header, or `?scope=`) confines every call here to
+that caller's scenarios and journal entries, so tests running in parallel never see each other.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from emulator.errors import InvalidRequest, NotFound
+from emulator.scenario import ScenarioError, load_scenario
+
+from .routes import SCOPE_HEADER
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/_emulator", tags=["emulator admin"])
+
+
+def _scope(request: Request) -> str | None:
+    return request.headers.get(SCOPE_HEADER) or request.query_params.get("scope") or None
+
+
+@router.get("/health")
+async def health(request: Request) -> dict[str, Any]:
+    state = request.app.state.emulator
+    pool = state.pool
+    return {
+        "status": "ok",
+        "store": state.settings.store,
+        "stored_responses": state.store.count(),
+        "workers": pool.pids if pool else [],
+        "sandbox_runs": pool.runs if pool else 0,
+        "sandbox_crashes": pool.crashes if pool else 0,
+    }
+
+
+@router.get("/scenarios")
+async def list_scenarios(request: Request) -> dict[str, Any]:
+    return {"object": "list", "data": request.app.state.emulator.scenarios.listing(_scope(request))}
+
+
+@router.post("/scenarios", status_code=201)
+async def add_scenario(request: Request) -> JSONResponse:
+    """Body: a scenario as JSON, or `{"yaml": "<scenario file text>", "name": optional}`.
+
+    The caller's scope applies; a scenario without a name gets one."""
+    try:
+        data = await request.json()
+    except ValueError as e:
+        raise InvalidRequest('The body must be a scenario as JSON, or {"yaml": "..."}.') from e
+    name = f"scenario-{uuid.uuid4().hex[:8]}"
+    if isinstance(data, dict) and "yaml" in data and set(data) <= {"yaml", "name"}:
+        name = data.get("name") or name
+        data = data["yaml"]
+        if not isinstance(data, str):
+            raise InvalidRequest("'yaml' must be the text of a scenario file.", param="yaml")
+    try:
+        scenario = load_scenario(data, default_name=name)
+    except ScenarioError as e:
+        raise InvalidRequest(f"Invalid scenario: {e}", code="invalid_scenario") from e
+    scope = _scope(request)
+    if scope is not None and scenario.scope is None:
+        scenario = scenario.model_copy(update={"scope": scope})
+    request.app.state.emulator.scenarios.add(scenario)
+    return JSONResponse({"name": scenario.name, "scope": scenario.scope, "turns": len(scenario.turns)}, 201)
+
+
+@router.delete("/scenarios/{name}")
+async def delete_scenario(name: str, request: Request) -> dict[str, Any]:
+    if not request.app.state.emulator.scenarios.remove(name, _scope(request)):
+        raise NotFound(f"No scenario named '{name}' in this scope.")
+    return {"name": name, "deleted": True}
+
+
+@router.get("/journal")
+async def read_journal(request: Request) -> dict[str, Any]:
+    entries = request.app.state.emulator.journal.entries(_scope(request))
+    return {"object": "list", "data": [e.as_dict() for e in entries]}
+
+
+@router.delete("/journal")
+async def clear_journal(request: Request) -> dict[str, Any]:
+    return {"cleared": request.app.state.emulator.journal.clear(_scope(request))}
+
+
+@router.post("/reset")
+async def reset(request: Request) -> dict[str, Any]:
+    """Forget the scenarios added at run time and the journal (of the caller's scope, or all)."""
+    state = request.app.state.emulator
+    scope = _scope(request)
+    return {"scenarios_removed": state.scenarios.clear(scope), "journal_cleared": state.journal.clear(scope)}

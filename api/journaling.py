@@ -1,0 +1,87 @@
+"""Records each create request in the journal, whatever way it ends (JSON, stream, socket, error)."""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+from typing import Any
+
+from emulator.engine import Prepared
+from emulator.errors import EmulatorError, NoScenarioMatched
+from emulator.journal import Figures, Journal, JournalEntry
+
+__all__ = ["Recorder"]
+
+
+def _retries(headers: Any) -> int:
+    value = headers.get("x-stainless-retry-count") if headers is not None else None
+    return int(value) if value is not None and str(value).isdigit() else 0
+
+
+class Recorder:
+    """`with Recorder(...) as rec:` around a create; set `rec.prepared` and `rec.response`."""
+
+    def __init__(self, journal: Journal, *, method: str, path: str, headers: Any, body: Any, scope: str | None) -> None:
+        self.journal = journal
+        self.entry = JournalEntry(
+            seq=journal.next_seq(),
+            at=time.time(),
+            scope=scope,
+            method=method,
+            path=path,
+            status=200,
+            request=body,
+            figures=Figures(retries=_retries(headers)),
+        )
+        self.prepared: Prepared | None = None
+        self.response: dict[str, Any] | None = None
+        self._done = False
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        if isinstance(error, EmulatorError):
+            self.fail(error)
+        elif error is None and self.response is not None:
+            self.finish(self.response)
+
+    def fail(self, error: EmulatorError, status: int | None = None) -> None:
+        self.entry.status = status or error.status
+        self.entry.response = error.body()
+        if isinstance(error, NoScenarioMatched):
+            self.entry.near_miss = error.report
+        self._record()
+
+    def finish(self, response: dict[str, Any]) -> None:
+        self.entry.response = response
+        self.entry.response_id = response.get("id")
+        figures = self.entry.figures
+        for item in response.get("output", []):
+            if item.get("type") == "function_call":
+                caller = item.get("caller") or {}
+                if caller.get("type") == "program":
+                    figures.program_tool_calls += 1
+                else:
+                    figures.direct_tool_calls += 1
+        usage = response.get("usage") or {}
+        figures.input_tokens = usage.get("input_tokens", 0)
+        figures.output_tokens = usage.get("output_tokens", 0)
+        self._record()
+
+    def _record(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        prepared = self.prepared
+        if prepared is not None:
+            trace = prepared.trace
+            self.entry.scenario = trace.scenario
+            self.entry.route = list(trace.route)
+            self.entry.images = list(trace.images)
+            self.entry.fault = trace.fault
+            figures = self.entry.figures
+            figures.model_turns = trace.model_turns
+            figures.programs_run = trace.programs_run
+            figures.kept_out_bytes = trace.kept_out_bytes
+        self.journal.record(self.entry)

@@ -1,0 +1,189 @@
+"""A pytest plugin: the `ptc_emulator` fixture. Installing the package registers it.
+
+    def test_my_agent(ptc_emulator):
+        ptc_emulator.add_scenario({"match": {"input": "hello"}, "turns": [{"message": "hi!"}]})
+        client = ptc_emulator.client()                 # an openai.OpenAI aimed at the emulator
+        assert client.responses.create(model="m", input="hello").output_text == "hi!"
+        assert ptc_emulator.journal[-1]["figures"]["model_turns"] == 1
+
+One server per test session (per xdist worker) on a real 127.0.0.1 port; each test gets its
+own scope, so its scenarios and journal are its own and vanish when it ends.
+
+Options: `--ptc-emulator-url URL` uses a server that is already running (its `/v1` URL) instead
+of starting one; override the session-scoped `ptc_emulator_settings` fixture to change the
+settings of the one the plugin starts.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+__all__ = ["EmulatorServer", "PTCEmulator"]
+
+SCOPE_HEADER = "x-ptc-emulator-scope"
+API_KEY = "sk-ptc-emulator"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("ptc-emulator")
+    group.addoption(
+        "--ptc-emulator-url",
+        default=None,
+        help="use an emulator that is already running at this /v1 URL instead of starting one",
+    )
+
+
+class EmulatorServer:
+    """The app under uvicorn in a background thread, on a free 127.0.0.1 port."""
+
+    def __init__(self, settings: Any) -> None:
+        import uvicorn
+
+        from .app import create_app
+
+        self.settings = settings
+        self.app = create_app(settings)
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind(("127.0.0.1", 0))
+        self.port = self._socket.getsockname()[1]
+        config = uvicorn.Config(self.app, log_level="warning", ws="websockets-sansio", lifespan="on")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._socket]}, name="ptc-emulator", daemon=True
+        )
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self, timeout: float = 60.0) -> EmulatorServer:
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the ptc-emulator server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(30)
+        self._socket.close()
+
+
+class PTCEmulator:
+    """One test's view of the emulator: its own scope, scenarios and journal."""
+
+    def __init__(self, base_url: str, scope: str | None = None, api_key: str = API_KEY) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.scope = scope or f"test-{uuid.uuid4().hex[:12]}"
+        self.api_key = api_key
+        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+        self.admin = httpx.Client(
+            base_url=f"{root}/_emulator",
+            headers={SCOPE_HEADER: self.scope, "Authorization": f"Bearer {api_key}"},
+            timeout=30,
+        )
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """Headers that put a request in this test's scope (the SDK clients below send them)."""
+        return {SCOPE_HEADER: self.scope}
+
+    def client(self, **options: Any) -> Any:
+        """An `openai.OpenAI` aimed at the emulator, in this test's scope."""
+        import openai
+
+        options.setdefault("api_key", self.api_key)
+        options.setdefault("base_url", self.base_url)
+        options["default_headers"] = {**self.headers, **options.get("default_headers", {})}
+        return openai.OpenAI(**options)
+
+    def async_client(self, **options: Any) -> Any:
+        """An `openai.AsyncOpenAI` aimed at the emulator, in this test's scope."""
+        import openai
+
+        options.setdefault("api_key", self.api_key)
+        options.setdefault("base_url", self.base_url)
+        options["default_headers"] = {**self.headers, **options.get("default_headers", {})}
+        return openai.AsyncOpenAI(**options)
+
+    def add_scenario(self, scenario: dict[str, Any] | str | Path) -> str:
+        """Add a scenario for this test: a dict, a YAML string, or a path to a YAML file.
+
+        Returns its name (given, the file's stem, or generated)."""
+        body: dict[str, Any]
+        if isinstance(scenario, Path):
+            body = {"yaml": scenario.read_text(encoding="utf-8"), "name": scenario.stem}
+        elif isinstance(scenario, str):
+            body = {"yaml": scenario}
+        else:
+            body = scenario
+        reply = self.admin.post("/scenarios", json=body)
+        if reply.status_code != 201:
+            raise ValueError(reply.json()["error"]["message"])
+        return str(reply.json()["name"])
+
+    @property
+    def journal(self) -> list[dict[str, Any]]:
+        """This test's requests and responses, oldest first, with per-response figures."""
+        reply = self.admin.get("/journal")
+        reply.raise_for_status()
+        return list(reply.json()["data"])
+
+    def clear_journal(self) -> None:
+        self.admin.delete("/journal").raise_for_status()
+
+    def reset(self) -> None:
+        self.admin.post("/reset").raise_for_status()
+
+    def close(self) -> None:
+        self.admin.close()
+
+    def __repr__(self) -> str:
+        return f"PTCEmulator(base_url={self.base_url!r}, scope={self.scope!r})"
+
+
+@pytest.fixture(scope="session")
+def ptc_emulator_settings(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Settings of the server the plugin starts; override this fixture to change them."""
+    from .settings import Settings
+
+    return Settings(data_dir=tmp_path_factory.mktemp("ptc-emulator"), store="sqlite")
+
+
+@pytest.fixture(scope="session")
+def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The base URL (`.../v1`) of the session's emulator."""
+    url = request.config.getoption("--ptc-emulator-url")
+    if url:
+        yield str(url)
+        return
+    settings = request.getfixturevalue("ptc_emulator_settings")
+    server = EmulatorServer(settings).start()
+    try:
+        yield server.base_url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def ptc_emulator(ptc_emulator_server: str) -> Iterator[PTCEmulator]:
+    """The emulator, scoped to this test: `base_url`, `client()`, `async_client()`,
+    `add_scenario(...)`, `journal`."""
+    emulator = PTCEmulator(ptc_emulator_server)
+    try:
+        yield emulator
+    finally:
+        emulator.reset()
+        emulator.close()

@@ -1,0 +1,87 @@
+"""The request journal: what each client asked and what it got, for tests to assert on.
+
+Kept in memory only (bounded), per caller scope, and never written to disk or logs; a
+`store: false` request appears here because a test author needs to see it, and leaves with the
+process or the next `clear`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["Figures", "Journal", "JournalEntry"]
+
+
+@dataclass
+class Figures:
+    """Per response, the figures the guide's "Evaluate" section asks for."""
+
+    model_turns: int = 0
+    """Scripted turns played in this response (a program resumed to its end counts with its turn)."""
+    direct_tool_calls: int = 0
+    program_tool_calls: int = 0
+    programs_run: int = 0
+    """Programs started or resumed (by replay) while answering this request."""
+    retries: int = 0
+    """This request's retry count, as the SDK reports it (`x-stainless-retry-count`)."""
+    kept_out_bytes: int = 0
+    """Bytes of tool output that went to a program in this request instead of the model's context."""
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass
+class JournalEntry:
+    seq: int
+    at: float
+    scope: str | None
+    method: str
+    path: str
+    status: int
+    request: Any = None
+    response: Any = None
+    response_id: str | None = None
+    scenario: str | None = None
+    route: list[str] = field(default_factory=list)
+    """What the scripted model did, in order: program, program_output, call, message, refusal, error."""
+    figures: Figures = field(default_factory=Figures)
+    near_miss: dict[str, Any] | None = None
+    contract: list[dict[str, Any]] = field(default_factory=list)
+    """Schema violations found in this request (tool outputs, program call arguments)."""
+    images: list[str] = field(default_factory=list)
+    """URLs a program emitted with image(...): validated, kept here, not sent to the client."""
+    fault: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Journal:
+    def __init__(self, limit: int = 10_000) -> None:
+        self._entries: deque[JournalEntry] = deque(maxlen=limit)
+        self._seq = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def next_seq(self) -> int:
+        return next(self._seq)
+
+    def record(self, entry: JournalEntry) -> None:
+        with self._lock:
+            self._entries.append(entry)
+
+    def entries(self, scope: str | None = None) -> list[JournalEntry]:
+        with self._lock:
+            return [e for e in self._entries if scope is None or e.scope == scope]
+
+    def clear(self, scope: str | None = None) -> int:
+        with self._lock:
+            before = len(self._entries)
+            if scope is None:
+                self._entries.clear()
+            else:
+                self._entries = deque((e for e in self._entries if e.scope != scope), maxlen=self._entries.maxlen)
+            return before - len(self._entries)
