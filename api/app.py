@@ -92,6 +92,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             signer=state.signer,
             scenarios=state.scenarios,
             limits=settings.limits,
+            strict_contract=settings.strict_contract,
         )
         try:
             yield

@@ -15,6 +15,9 @@ from .settings import API_KEY_ENV, Settings, default_data_dir
 
 __all__ = ["main", "parse"]
 
+_LIMITS = Limits()
+_SETTINGS = Settings()
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -33,12 +36,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--secret", default=None, help="fingerprint HMAC secret (or PTC_EMULATOR_SECRET)")
     serve.add_argument("--api-key", default=None, help=f"require this Bearer key (or {API_KEY_ENV})")
     serve.add_argument("--workers", type=int, default=None, help="V8 worker processes (default: CPU count)")
-    serve.add_argument("--timeout", type=float, default=Limits.timeout_s, help="seconds per program run")
-    serve.add_argument("--heap-mb", type=int, default=Limits.heap_bytes // 2**20, help="V8 heap per program")
-    serve.add_argument("--max-tool-calls", type=int, default=Limits.max_tool_calls)
-    serve.add_argument("--max-output-bytes", type=int, default=Limits.max_output_bytes)
-    serve.add_argument("--max-code-bytes", type=int, default=Limits.max_code_bytes)
-    serve.add_argument("--max-body-bytes", type=int, default=Settings.max_body_bytes)
+    serve.add_argument("--timeout", type=float, default=_LIMITS.timeout_s, help="seconds per program run")
+    serve.add_argument("--heap-mb", type=int, default=_LIMITS.heap_bytes // 2**20, help="V8 heap per program")
+    serve.add_argument("--max-tool-calls", type=int, default=_LIMITS.max_tool_calls)
+    serve.add_argument("--max-output-bytes", type=int, default=_LIMITS.max_output_bytes)
+    serve.add_argument("--max-code-bytes", type=int, default=_LIMITS.max_code_bytes)
+    serve.add_argument("--max-body-bytes", type=int, default=_SETTINGS.max_body_bytes)
     serve.add_argument(
         "--strict-contract", action="store_true", help="reject tool I/O that violates the tools' schemas"
     )
@@ -57,7 +60,7 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
         data_dir=args.data_dir or default_data_dir(),
         secret=args.secret,
         api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
-        pool_size=args.workers or Settings.pool_size,
+        pool_size=args.workers or _SETTINGS.pool_size,
         limits=Limits(
             timeout_s=args.timeout,
             heap_bytes=args.heap_mb * 2**20,

@@ -80,6 +80,7 @@ class Recorder:
             self.entry.route = list(trace.route)
             self.entry.images = list(trace.images)
             self.entry.fault = trace.fault
+            self.entry.contract = [v.as_dict() for v in trace.contract]
             figures = self.entry.figures
             figures.model_turns = trace.model_turns
             figures.programs_run = trace.programs_run

@@ -7,12 +7,21 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from emulator.engine import Engine
+from emulator.engine import Engine, Prepared
 from emulator.request import CountTokensRequest, CreateRequest
 
 from .journaling import Recorder
 
-__all__ = ["SCOPE_HEADER", "SCOPE_METADATA_KEY", "engine_of", "recorder", "router", "scope_of"]
+__all__ = [
+    "CONTRACT_HEADER",
+    "SCOPE_HEADER",
+    "contract_headers",
+    "SCOPE_METADATA_KEY",
+    "engine_of",
+    "recorder",
+    "router",
+    "scope_of",
+]
 
 router = APIRouter(prefix="/v1")
 
@@ -45,6 +54,18 @@ def recorder(request: Request, body: CreateRequest, scope: str | None) -> Record
     )
 
 
+CONTRACT_HEADER = "x-ptc-emulator-contract-warning"
+
+
+def contract_headers(prepared: Prepared) -> dict[str, str]:
+    """A warning header naming the first schema violation of this request, if any."""
+    violations = prepared.trace.contract
+    if not violations:
+        return {}
+    text = f"{len(violations)} violation(s); first: {violations[0].describe()}"
+    return {CONTRACT_HEADER: text.encode("ascii", "replace").decode("ascii")[:1000]}
+
+
 @router.post("/responses")
 async def create_response(body: CreateRequest, request: Request) -> Response:
     engine = engine_of(request)
@@ -56,7 +77,7 @@ async def create_response(body: CreateRequest, request: Request) -> Response:
     with recorder(request, body, scope) as rec:
         rec.prepared = engine.prepare(body, scope=scope)
         rec.response = await engine.run(rec.prepared)
-        return JSONResponse(rec.response)
+        return JSONResponse(rec.response, headers=contract_headers(rec.prepared))
 
 
 @router.post("/responses/input_tokens")

@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import json
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import TypeAdapter, ValidationError
 
 from sandbox import Completed, Failed, ImageOutput, Limits, Outcome, Program, Suspended, TextOutput, ToolResult
 
 from . import usage as usage_
+from .contract import Violation, check_arguments, check_output
 from .conversation import Conversation, analyse
 from .errors import InvalidRequest, NoScenarioMatched, NotFound, PreviousResponseNotFound, ScriptedError
 from .items import (
@@ -49,7 +52,7 @@ from .request import (
     FunctionToolChoice,
     ProgrammaticToolChoice,
 )
-from .scenario import NearMiss, Request, ScenarioRegistry, Turn
+from .scenario import Fault, NearMiss, Request, ScenarioRegistry, Turn
 from .script import Script, inline_code
 from .signing import ProgramSeal, Signer, code_digest
 from .store import Store, StoredResponse
@@ -87,6 +90,8 @@ class Trace:
     kept_out_bytes: int = 0
     """Bytes of tool output in this request's input that went to a program, not to the model."""
     fault: str | None = None
+    """The fault injected into this response, if any (see `scenario.Fault`)."""
+    contract: list[Violation] = field(default_factory=list)
 
 
 @dataclass
@@ -105,6 +110,9 @@ class Prepared:
     input_items: list[dict[str, Any]]
     scope: str | None = None
     trace: Trace = field(default_factory=lambda: Trace(""))
+    fault: Fault | None = None
+    """The fault of the turn this response starts (not of a program it resumes)."""
+    strict_contract: bool = False
 
     @property
     def store(self) -> bool:
@@ -123,6 +131,7 @@ class Engine:
         clock: Callable[[], float] = time.time,
         ids: Callable[[str], str] = new_id,
         seeds: Callable[[], int] = lambda: secrets.randbits(128),
+        strict_contract: bool = False,
     ) -> None:
         self.runner = runner
         self.store = store
@@ -132,6 +141,8 @@ class Engine:
         self.clock = clock
         self.ids = ids
         self.seeds = seeds
+        self.strict_contract = strict_contract
+        self._fault_counts: OrderedDict[tuple[Any, ...], int] = OrderedDict()
         self._background: dict[str, asyncio.Task[dict[str, Any]]] = {}
 
     # ---- create -------------------------------------------------------------------------------
@@ -149,7 +160,20 @@ class Engine:
             self._check_open_program(conv, request)
         if request.store is False:
             self._check_reasoning(conv, script)
-        kept_out = sum(
+        strict = self.strict_contract
+        if script.scenario is not None and script.scenario.strict_contract is not None:
+            strict = script.scenario.strict_contract
+        trace = Trace(script.name)
+        trace.contract.extend(self._check_outputs(conv, request))
+        if strict and trace.contract:
+            raise InvalidRequest(trace.contract[0].describe(), param="input", code="contract_violation")
+        fault = None
+        if conv.open_program is None and turn < len(script.turns):
+            fault = script.turns[turn].fault
+        if fault is not None:
+            self._http_fault(fault, trace, (scope, script.name, turn, _digest(conv)))
+            trace.fault = _describe(fault)
+        trace.kept_out_bytes = sum(
             len(item.output_text().encode("utf-8"))
             for item in conv.items[conv.new_from :]
             if isinstance(item, FunctionCallOutput) and isinstance(item.caller, ProgramCaller)
@@ -164,7 +188,9 @@ class Engine:
             emitted=emitted,
             input_items=[_as_response_item(item, self.ids) for item in new_items],
             scope=scope,
-            trace=Trace(script.name, kept_out_bytes=kept_out),
+            trace=trace,
+            fault=fault,
+            strict_contract=strict,
         )
 
     async def create(self, request: CreateRequest, *, scope: str | None = None) -> dict[str, Any]:
@@ -177,8 +203,19 @@ class Engine:
         return await self.complete(prepared)
 
     async def complete(self, prepared: Prepared) -> dict[str, Any]:
+        fault = prepared.fault
+        if fault is not None and fault.latency_ms:
+            await asyncio.sleep(fault.latency_ms / 1000)
         output = await self._play(prepared)
-        response = self.response(prepared, output, status="completed")
+        if fault is not None and fault.response_incomplete:
+            for item in output:
+                if item["type"] == "message":
+                    item["status"] = "incomplete"
+            response = self.response(
+                prepared, output, status="incomplete", incomplete={"reason": fault.response_incomplete}
+            )
+        else:
+            response = self.response(prepared, output, status="completed")
         if prepared.store:
             self.store.put(
                 StoredResponse(response["id"], response, prepared.input_items, prepared.request.previous_response_id)
@@ -364,15 +401,14 @@ class Engine:
                     param="input",
                     code="invalid_encrypted_content",
                 )
-        for item, turn in _turn_items(conv, script):
+        for first, turn in _turn_items(conv, script):
             if turn.reasoning is None:
                 continue
-            anchor = item.call_id
-            required = self.signer.reasoning_id(anchor)
+            required = self.signer.reasoning_id(first.call_id)
             if required not in reasoning:
-                item_id = getattr(item, "id", None) or anchor
+                item_id = first.id or first.call_id
                 raise InvalidRequest(
-                    f"Item '{item_id}' of type '{item.type}' was provided without its required 'reasoning' item: "
+                    f"Item '{item_id}' of type '{first.type}' was provided without its required 'reasoning' item: "
                     f"'{required}'.",
                     param="input",
                 )
@@ -483,7 +519,7 @@ class Engine:
         if program is not None:
             # The open program belongs to the turn just before the cursor.
             turn = script.turns[index - 1]
-            finished = await self._run_program(program, conv.seals[program.call_id], conv, req, emit, trace)
+            finished = await self._run_program(program, conv.seals[program.call_id], prepared, emit)
             if not finished or not turn.with_output:
                 return out
         emitted = prepared.emitted
@@ -505,7 +541,8 @@ class Engine:
                 self._maybe_reasoning(turn, program.call_id, prepared, emit)
                 emit(program)
                 conv.seals[program.call_id] = seal
-                finished = await self._run_program(program, seal, conv, req, emit, trace)
+                forced = _forced_failure(prepared.fault if index == prepared.turn else None, self.limits)
+                finished = await self._run_program(program, seal, prepared, emit, forced)
                 if not finished or not turn.with_output:
                     return out
                 index += 1
@@ -525,6 +562,7 @@ class Engine:
                     )
                     if n == 0:
                         self._maybe_reasoning(turn, call.call_id, prepared, emit)
+                    self._check_call(next(t for t in req.function_tools if t.name == spec.name), call, prepared)
                     emit(call)
                 return out
             if turn.kind in ("message", "refusal"):
@@ -585,6 +623,49 @@ class Engine:
                 code="scenario_error",
             )
 
+    # ---- contracts and faults -------------------------------------------------------------------
+
+    def _check_outputs(self, conv: Conversation, request: CreateRequest) -> list[Violation]:
+        tools = {t.name: t for t in request.function_tools}
+        found = []
+        for item in conv.items[conv.new_from :]:
+            if isinstance(item, FunctionCallOutput) and item.call_id in conv.calls:
+                tool = tools.get(conv.calls[item.call_id].name)
+                violation = check_output(tool, item.call_id, item.output_text()) if tool else None
+                if violation is not None:
+                    found.append(violation)
+        return found
+
+    def _check_call(self, tool: FunctionTool, call: FunctionCall, prepared: Prepared) -> None:
+        violation = check_arguments(tool, call.call_id, call.arguments)
+        if violation is None:
+            return
+        prepared.trace.contract.append(violation)
+        if prepared.strict_contract:
+            raise InvalidRequest(violation.describe(), param="tools", code="contract_violation")
+
+    def _http_fault(self, fault: Fault, trace: Trace, key: tuple[Any, ...]) -> None:
+        """Answer with the fault's HTTP error for its first `times` requests in this conversation state."""
+        if fault.http_error is None:
+            return
+        seen = self._fault_counts.get(key, 0)
+        if seen >= fault.times:
+            return
+        self._fault_counts[key] = seen + 1
+        self._fault_counts.move_to_end(key)
+        while len(self._fault_counts) > 10_000:
+            self._fault_counts.popitem(last=False)
+        headers = {}
+        if fault.retry_after is not None:
+            headers["retry-after"] = f"{fault.retry_after:g}"
+            headers["retry-after-ms"] = str(int(fault.retry_after * 1000))
+        if fault.should_retry is not None:
+            headers["x-should-retry"] = "true" if fault.should_retry else "false"
+        status = fault.http_error
+        message, type_, code = _FAULT_BODIES[status]
+        trace.fault = f"http_error {status} ({seen + 1} of {fault.times})"
+        raise ScriptedError(status, message, type=type_, code=code, headers=headers)
+
     # ---- programs -------------------------------------------------------------------------------
 
     def _new_program(self, code: str, req: CreateRequest) -> tuple[ProgramItem, ProgramSeal]:
@@ -603,12 +684,14 @@ class Engine:
         self,
         item: ProgramItem,
         seal: ProgramSeal,
-        conv: Conversation,
-        req: CreateRequest,
+        prepared: Prepared,
         emit: Callable[[Item], None],
-        trace: Trace,
+        forced: Failed | None = None,
     ) -> bool:
-        """Run or replay the program; emit its new calls or its output. True when it finished."""
+        """Run or replay the program; emit its new calls or its output. True when it finished.
+
+        `forced` is an injected fault's outcome, used instead of running the program."""
+        conv, req, trace = prepared.conversation, prepared.request, prepared.trace
         journal = []
         for call in conv.program_calls(item.call_id):
             output = conv.outputs[call.call_id]
@@ -623,7 +706,7 @@ class Engine:
             journal=tuple(journal),
             limits=self.limits,
         )
-        outcome = await self.runner.run(program)
+        outcome = forced or await self.runner.run(program)
         trace.programs_run += 1
         trace.images.extend(o.url for o in outcome.outputs if isinstance(o, ImageOutput))
         if isinstance(outcome, Failed) and outcome.kind == "divergence":
@@ -634,19 +717,21 @@ class Engine:
                 code="program_divergence",
             )
         if isinstance(outcome, Suspended):
+            tools = {t.name: t for t in req.function_tools}
             for pending in outcome.pending:
-                emit(
-                    FunctionCall(
-                        id=self.signer.program_call_item_id(item.call_id, pending.index),
-                        call_id=self.signer.program_call_id(item.call_id, pending.index),
-                        name=pending.name,
-                        arguments=pending.arguments,
-                        caller=ProgramCaller(caller_id=item.call_id),
-                        status="completed",
-                    )
+                call = FunctionCall(
+                    id=self.signer.program_call_item_id(item.call_id, pending.index),
+                    call_id=self.signer.program_call_id(item.call_id, pending.index),
+                    name=pending.name,
+                    arguments=pending.arguments,
+                    caller=ProgramCaller(caller_id=item.call_id),
+                    status="completed",
                 )
+                self._check_call(tools[pending.name], call, prepared)
+                emit(call)
             return False
         text = "\n".join(o.text for o in outcome.outputs if isinstance(o, TextOutput))
+        status: Literal["completed", "incomplete"]
         if isinstance(outcome, Completed):
             status, result = "completed", text
         else:
@@ -764,6 +849,40 @@ def _turn_items(conv: Conversation, script: Script) -> list[tuple[ProgramItem | 
             emitted = 0
         turn += 1
     return found
+
+
+_FAULT_BODIES: dict[int, tuple[str, str, str | None]] = {
+    429: ("Rate limit reached for requests (injected by the scenario).", "requests", "rate_limit_exceeded"),
+    500: ("The server had an error while processing your request. Sorry about that!", "server_error", None),
+    503: ("The engine is currently overloaded, please try again later.", "server_error", None),
+}
+
+
+def _forced_failure(fault: Fault | None, limits: Limits) -> Failed | None:
+    if fault is None:
+        return None
+    if fault.program_timeout:
+        return Failed("timeout", f"program exceeded its time limit of {limits.timeout_s:g} s")
+    if fault.program_incomplete is not None:
+        return Failed("runtime", fault.program_incomplete)
+    return None
+
+
+def _describe(fault: Fault) -> str | None:
+    parts = [
+        f"latency {fault.latency_ms} ms" if fault.latency_ms else "",
+        f"cut_stream_after {fault.cut_stream_after}" if fault.cut_stream_after is not None else "",
+        "program_timeout" if fault.program_timeout else "",
+        "program_incomplete" if fault.program_incomplete is not None else "",
+        f"response_incomplete {fault.response_incomplete}" if fault.response_incomplete else "",
+    ]
+    return ", ".join(p for p in parts if p) or None
+
+
+def _digest(conv: Conversation) -> str:
+    """Identifies a conversation state, so a retried request is recognised as the same one."""
+    data = json.dumps([dump(item) for item in conv.items], sort_keys=True)
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()
 
 
 def _is_user(item: Item) -> bool:
