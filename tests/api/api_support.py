@@ -1,0 +1,116 @@
+"""Helpers for the endpoint tests. Every JSON body the emulator returns to them is validated with
+the official SDK's pydantic models (`model_validate`), because the SDK's own parsing is lenient
+and would hide a missing required field."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import openai
+from openai.types.responses import Response, ResponseItem
+from openai.types.responses.input_token_count_response import InputTokenCountResponse
+from pydantic import TypeAdapter
+
+from api.app import create_app
+from api.pytest_plugin import PTCEmulator
+from api.settings import Settings
+
+_ITEM = TypeAdapter(ResponseItem)
+validated: list[str] = []
+"""Paths whose bodies were validated in this session (a test checks the hook really ran)."""
+
+
+def validate_body(method: str, path: str, status: int, body: Any) -> None:
+    """Strict SDK validation of a Responses API body, by endpoint."""
+    if status >= 400:
+        error = body["error"]
+        assert set(error) == {"message", "type", "param", "code"}, body
+        assert isinstance(error["message"], str) and isinstance(error["type"], str)
+        return
+    if path.endswith("/input_items"):
+        assert body["object"] == "list" and isinstance(body["has_more"], bool)
+        for item in body["data"]:
+            _ITEM.validate_python(item)
+    elif path.endswith("/input_tokens"):
+        InputTokenCountResponse.model_validate(body)
+    elif method == "DELETE":
+        assert body["deleted"] is True
+    elif "/responses" in path:
+        Response.model_validate(body)
+    validated.append(path)
+
+
+def _hook(response: httpx.Response) -> None:
+    if "application/json" not in response.headers.get("content-type", ""):
+        return
+    response.read()
+    validate_body(
+        response.request.method, response.request.url.path, response.status_code, json.loads(response.content)
+    )
+
+
+async def _ahook(response: httpx.Response) -> None:
+    if "application/json" not in response.headers.get("content-type", ""):
+        return
+    await response.aread()
+    validate_body(
+        response.request.method, response.request.url.path, response.status_code, json.loads(response.content)
+    )
+
+
+def validating_client(emulator: PTCEmulator, **options: Any) -> openai.OpenAI:
+    http = httpx.Client(event_hooks={"response": [_hook]}, timeout=60)
+    client: openai.OpenAI = emulator.client(http_client=http, **options)
+    return client
+
+
+@contextlib.asynccontextmanager
+async def in_process(settings: Settings) -> AsyncIterator[openai.AsyncOpenAI]:
+    """The app in this process through httpx's ASGI transport (no socket), lifespan included."""
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://emulator", event_hooks={"response": [_ahook]}, timeout=60
+        ) as http:
+            yield openai.AsyncOpenAI(base_url="http://emulator/v1", api_key="sk-test", http_client=http, max_retries=0)
+
+
+PTC_TOOLS: list[dict[str, Any]] = [
+    {"type": "function", "name": "add", "allowed_callers": ["programmatic"], "parameters": None, "strict": None},
+    {"type": "function", "name": "echo", "allowed_callers": ["programmatic", "direct"]},
+    {"type": "function", "name": "lookup", "allowed_callers": ["direct"]},
+    {"type": "programmatic_tool_calling"},
+]
+
+
+def js(code: str) -> str:
+    """A user message that runs `code` inline."""
+    return f"Run this:\n```js\n{code}\n```"
+
+
+def answer_all(response: Any, handler: Any) -> list[dict[str, Any]]:
+    """function_call_output items for every function call in `response`, caller copied."""
+    outputs = []
+    for item in response.output:
+        if item.type == "function_call":
+            result = handler(item.name, json.loads(item.arguments))
+            outputs.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": item.call_id,
+                    "output": result if isinstance(result, str) else json.dumps(result),
+                    "caller": item.caller.model_dump() if item.caller else None,
+                }
+            )
+    return outputs
+
+
+def arithmetic(name: str, args: dict[str, Any]) -> Any:
+    if name == "add":
+        return args["a"] + args["b"]
+    return args

@@ -1,0 +1,108 @@
+"""The OpenAI Agents SDK's Runner, with programmatic tool calling, completes runs against the emulator.
+
+The Runner replays the whole item list every turn (no previous_response_id, no `store`), copies
+each call's `caller` onto its output, and rejects program items it cannot place: a run that
+completes with the right answer shows the emulator's items satisfy it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from agents import (
+    Agent,
+    ModelSettings,
+    OpenAIResponsesModel,
+    ProgrammaticToolCallingTool,
+    RunConfig,
+    Runner,
+    function_tool,
+    set_tracing_disabled,
+)
+
+from api.pytest_plugin import PTCEmulator
+
+EXPECTED = "sku_123: 42 units available against 31 requested, so the shortage is 0 units."
+
+calls: list[tuple[str, str]] = []
+
+
+@function_tool(allowed_callers=["programmatic"])
+def get_inventory(sku: str) -> str:
+    """Return an object with sku (string) and available_units (number)."""
+    calls.append(("get_inventory", sku))
+    return json.dumps({"sku": sku, "available_units": 42})
+
+
+@function_tool(allowed_callers=["programmatic"])
+def get_demand(sku: str) -> str:
+    """Return an object with sku (string) and requested_units (number)."""
+    calls.append(("get_demand", sku))
+    return json.dumps({"sku": sku, "requested_units": 31})
+
+
+@pytest.fixture(autouse=True)
+def no_tracing() -> Iterator[None]:
+    set_tracing_disabled(True)  # nothing may leave this machine
+    calls.clear()
+    yield
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def agent(ptc_emulator: PTCEmulator, **settings: object) -> Agent:
+    # No pooled connections: the Runner may run on an event loop of its own (run_sync), which
+    # closes before this test could close a pooled connection.
+    http = httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0), timeout=60)
+    client = ptc_emulator.async_client(max_retries=0, http_client=http)
+    model = OpenAIResponsesModel(model="gpt-6-astra", openai_client=client)
+    return Agent(
+        name="inventory",
+        instructions="Use a program to compare inventory with demand.",
+        model=model,
+        model_settings=ModelSettings(**settings),  # type: ignore[arg-type]
+        tools=[ProgrammaticToolCallingTool(), get_inventory, get_demand],
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("store", [None, False])
+async def test_runner_completes_a_programmatic_run(ptc_emulator: PTCEmulator, store: bool | None) -> None:
+    result = await Runner.run(
+        agent(ptc_emulator, store=store),
+        "Compare inventory with demand for sku_123.",
+        run_config=RunConfig(tracing_disabled=True),
+    )
+    assert result.final_output == EXPECTED
+    assert sorted(calls) == [("get_demand", "sku_123"), ("get_inventory", "sku_123")]
+    kinds = [item.type for item in result.new_items]
+    assert kinds[-1] == "message_output_item"
+    journal = ptc_emulator.journal
+    assert [e["status"] for e in journal] == [200, 200]
+    second = journal[1]["request"]
+    # The Runner replayed everything itself, callers included.
+    replayed = [i.get("type", "message") for i in second["input"]]
+    assert replayed == [
+        "message",
+        "program",
+        "function_call",
+        "function_call",
+        "function_call_output",
+        "function_call_output",
+    ]
+    assert all(i["caller"]["type"] == "program" for i in second["input"] if i.get("type") == "function_call_output")
+    if store is False:
+        assert all(e["response"]["store"] is False for e in journal)
+
+
+def test_runner_run_sync(ptc_emulator: PTCEmulator) -> None:
+    result = Runner.run_sync(
+        agent(ptc_emulator), "Compare inventory with demand for sku_123.", run_config=RunConfig(tracing_disabled=True)
+    )
+    assert result.final_output == EXPECTED
