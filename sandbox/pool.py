@@ -9,7 +9,6 @@ program's deadline plus a grace period, is killed and replaced; the program it w
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import itertools
 import json
@@ -30,6 +29,7 @@ log = logging.getLogger(__name__)
 
 _LINE_LIMIT = 256 * 2**20  # an outcome carries at most the program's output limit, plus calls
 _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+_STDERR_TAIL = 16 * 2**10  # bytes: V8's fatal-error line is followed by a ~3 KB C stack trace
 
 
 class PoolClosed(RuntimeError):
@@ -55,7 +55,7 @@ class _Worker:
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
         self.jobs = 0
-        self.stderr_tail: collections.deque[bytes] = collections.deque(maxlen=8)
+        self.stderr_tail = bytearray()
         self._drain = asyncio.ensure_future(self._drain_stderr())
 
     @property
@@ -63,11 +63,12 @@ class _Worker:
         return self.proc.pid
 
     async def _drain_stderr(self) -> None:
-        # Keep only the last few chunks, for the crash message; never log them (they may hold
-        # program text).
+        # Keep only the last few KB, for the crash message; never log them (they may hold
+        # program text). Bounded by bytes, not chunks: a crash often arrives a line per read.
         assert self.proc.stderr is not None
         while chunk := await self.proc.stderr.read(4096):
-            self.stderr_tail.append(chunk)
+            self.stderr_tail += chunk
+            del self.stderr_tail[:-_STDERR_TAIL]
 
     async def read_message(self) -> dict[str, Any]:
         assert self.proc.stdout is not None
@@ -93,7 +94,7 @@ class _Worker:
         return f"exited with status {code}"
 
     def fatal_hint(self) -> str:
-        text = b"".join(self.stderr_tail).decode("utf-8", "replace")
+        text = self.stderr_tail.decode("utf-8", "replace")
         for line in text.splitlines():
             if "Fatal" in line or "fatal" in line or "out of memory" in line:
                 return line.strip().lstrip("#").strip()[:200]
