@@ -1,0 +1,126 @@
+"""A program resumes on a new server process: the first step against one, the rest against another."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from api_support import PTC_TOOLS, answer_all, arithmetic, js
+
+# Seeded randomness and the pinned clock both flow into call arguments: a replay in another
+# process that saw other values would diverge from the journal and be refused.
+CODE = js(
+    "let acc = 0;\nfor (let i = 0; i < 3; i++) acc = await tools.add({a: acc, b: Math.floor(Math.random() * 1000)});"
+    "\nconst r = await tools.add({a: acc, b: Date.now()});\ntext(String(r))"
+)
+
+
+def expected(items: list[Any]) -> int:
+    """What the program must print: the random addends it sent, plus its clock."""
+    calls = [json.loads(i["arguments"]) for i in items if i.get("type") == "function_call"]
+    return sum(c["b"] for c in calls)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def server(data_dir: Path, *args: str) -> Iterator[str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "emulator", "serve", "--port", str(port), "--data-dir", str(data_dir), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PTC_EMULATOR_SECRET": ""},
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{base}/_emulator/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"server did not start: {process.stderr.read() if process.stderr else ''}")
+            time.sleep(0.05)
+        yield f"{base}/v1"
+    finally:
+        process.send_signal(signal.SIGKILL)  # no graceful shutdown: a restart must not depend on one
+        process.wait(10)
+        if process.stderr:
+            process.stderr.close()
+
+
+def client(base_url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=base_url, api_key="sk-test", max_retries=0)
+
+
+@pytest.mark.parametrize("store_mode", ["sqlite", "memory"])
+def test_store_false_resumes_on_a_new_process(tmp_path: Path, store_mode: str) -> None:
+    """Only the items, the fingerprint and the secret carry the program across the restart."""
+    secret = ["--secret", "restart-test-secret", "--store", store_mode]
+    with server(tmp_path, *secret) as url, client(url) as c:
+        first = c.responses.create(model="m", input=CODE, tools=PTC_TOOLS, store=False)
+    items: list[Any] = [{"role": "user", "content": CODE}, *(i.model_dump(exclude_none=True) for i in first.output)]
+    items += answer_all(first, arithmetic)
+    with server(tmp_path, *secret) as url, client(url) as c:
+        response = c.responses.create(model="m", input=items, tools=PTC_TOOLS, store=False)
+        while any(i.type == "function_call" for i in response.output):
+            items += [i.model_dump(exclude_none=True) for i in response.output] + answer_all(response, arithmetic)
+            response = c.responses.create(model="m", input=items, tools=PTC_TOOLS, store=False)
+    program = first.output[0]
+    assert program.type == "program"
+    clock_ms = json.loads(_payload(program.fingerprint))["t"]
+    calls = [json.loads(i["arguments"]) for i in items if i.get("type") == "function_call"]
+    assert len(calls) == 4 and calls[-1]["b"] == clock_ms  # Date.now() is the pinned clock, across processes
+    assert response.output_text == str(expected(items))
+
+
+def test_store_true_resumes_on_a_new_process(tmp_path: Path) -> None:
+    """The generated secret and the SQLite store in the data directory carry the conversation."""
+    with server(tmp_path) as url, client(url) as c:
+        first = c.responses.create(model="m", input=CODE, tools=PTC_TOOLS)
+    assert (tmp_path / "secret").is_file()
+    with server(tmp_path) as url, client(url) as c:
+        response = first
+        while any(i.type == "function_call" for i in response.output):
+            response = c.responses.create(
+                model="m", previous_response_id=response.id, input=answer_all(response, arithmetic), tools=PTC_TOOLS
+            )
+        assert response.output_text.isdigit()
+        assert c.responses.retrieve(first.id).id == first.id
+
+
+def test_another_secret_refuses_the_program(tmp_path: Path) -> None:
+    with server(tmp_path, "--secret", "one") as url, client(url) as c:
+        first = c.responses.create(model="m", input=CODE, tools=PTC_TOOLS, store=False)
+    items: list[Any] = [{"role": "user", "content": CODE}, *(i.model_dump(exclude_none=True) for i in first.output)]
+    items += answer_all(first, arithmetic)
+    with server(tmp_path, "--secret", "two") as url, client(url) as c:
+        with pytest.raises(openai.BadRequestError) as caught:
+            c.responses.create(model="m", input=items, tools=PTC_TOOLS, store=False)
+    assert caught.value.code == "invalid_fingerprint"
+
+
+def _payload(fingerprint: str) -> str:
+    import base64
+
+    payload = fingerprint.split(".")[1]
+    return base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)).decode()
