@@ -94,6 +94,7 @@ class PTCEmulator:
             headers={SCOPE_HEADER: self.scope, "Authorization": f"Bearer {api_key}"},
             timeout=30,
         )
+        self._clients: list[Any] = []
 
     @property
     def headers(self) -> dict[str, str]:
@@ -101,21 +102,26 @@ class PTCEmulator:
         return {SCOPE_HEADER: self.scope}
 
     def client(self, **options: Any) -> Any:
-        """An `openai.OpenAI` aimed at the emulator, in this test's scope."""
+        """An `openai.OpenAI` aimed at the emulator, in this test's scope; closed when the test ends."""
         import openai
 
         options.setdefault("api_key", self.api_key)
         options.setdefault("base_url", self.base_url)
         options["default_headers"] = {**self.headers, **options.get("default_headers", {})}
-        return openai.OpenAI(**options)
+        client = openai.OpenAI(**options)
+        self._clients.append(client)
+        return client
 
     def async_client(self, **options: Any) -> Any:
-        """An `openai.AsyncOpenAI` aimed at the emulator, in this test's scope."""
+        """An `openai.AsyncOpenAI` aimed at the emulator, in this test's scope.
+
+        Its requests ask for `Connection: close`, so no connection outlives the test's event loop
+        (the loop is gone before this fixture's teardown could close them)."""
         import openai
 
         options.setdefault("api_key", self.api_key)
         options.setdefault("base_url", self.base_url)
-        options["default_headers"] = {**self.headers, **options.get("default_headers", {})}
+        options["default_headers"] = {"Connection": "close", **self.headers, **options.get("default_headers", {})}
         return openai.AsyncOpenAI(**options)
 
     def add_scenario(self, scenario: dict[str, Any] | str | Path) -> str:
@@ -148,6 +154,10 @@ class PTCEmulator:
         self.admin.post("/reset").raise_for_status()
 
     def close(self) -> None:
+        """Close the admin connection and every client `client()` made."""
+        for client in self._clients:
+            client.close()
+        self._clients.clear()
         self.admin.close()
 
     def __repr__(self) -> str:
