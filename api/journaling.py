@@ -6,8 +6,8 @@ import time
 from types import TracebackType
 from typing import Any
 
-from emulator.engine import Prepared
-from emulator.errors import EmulatorError, NoScenarioMatched
+from emulator.engine import Prepared, Trace
+from emulator.errors import EmulatorError, NoScenarioMatched, ScriptedError
 from emulator.journal import Figures, Journal, JournalEntry
 
 __all__ = ["Recorder"]
@@ -19,7 +19,11 @@ def _retries(headers: Any) -> int:
 
 
 class Recorder:
-    """`with Recorder(...) as rec:` around a create; set `rec.prepared` and `rec.response`."""
+    """`with Recorder(...) as rec:` around a create; set `rec.prepared` and `rec.response`.
+
+    A request that fails before it is prepared (an injected HTTP error, a strict contract check, no
+    matching scenario) has no `Prepared`; what the engine knew then is taken from the error: its
+    `trace` (a `Trace`) when it carries one, else what the error itself says."""
 
     def __init__(self, journal: Journal, *, method: str, path: str, headers: Any, body: Any, scope: str | None) -> None:
         self.journal = journal
@@ -34,6 +38,7 @@ class Recorder:
             figures=Figures(retries=_retries(headers)),
         )
         self.prepared: Prepared | None = None
+        self._trace: Trace | None = None
         self.response: dict[str, Any] | None = None
         self._done = False
 
@@ -51,6 +56,13 @@ class Recorder:
         self.entry.response = error.body()
         if isinstance(error, NoScenarioMatched):
             self.entry.near_miss = error.report
+        if self.prepared is None:
+            trace = getattr(error, "trace", None)
+            if isinstance(trace, Trace):
+                self._trace = trace
+            elif isinstance(error, ScriptedError):
+                # Raised before the response was prepared: only a turn's `http_error` fault does that.
+                self.entry.fault = f"http_error {error.status}"
         self._record()
 
     def finish(self, response: dict[str, Any]) -> None:
@@ -73,9 +85,8 @@ class Recorder:
         if self._done:
             return
         self._done = True
-        prepared = self.prepared
-        if prepared is not None:
-            trace = prepared.trace
+        trace = self.prepared.trace if self.prepared is not None else self._trace
+        if trace is not None:
             self.entry.scenario = trace.scenario
             self.entry.route = list(trace.route)
             self.entry.images = list(trace.images)

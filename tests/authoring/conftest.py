@@ -1,0 +1,46 @@
+"""Fixtures for the authoring tests: the plugin's `ptc_emulator` (one session server, a scope per
+test) comes from the installed package; `own_server` starts a dedicated server for the tests that
+need other settings or act on every scope at once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from api.pytest_plugin import EmulatorServer, PTCEmulator
+from api.settings import Settings
+
+
+def _servers(directory: Path) -> Iterator[Callable[..., PTCEmulator]]:
+    servers: list[EmulatorServer] = []
+    views: list[PTCEmulator] = []
+
+    def start(**settings: Any) -> PTCEmulator:
+        settings.setdefault("data_dir", directory / f"server-{len(servers)}")
+        settings.setdefault("store", "memory")
+        settings.setdefault("pool_size", 1)
+        server = EmulatorServer(Settings(**settings)).start()
+        servers.append(server)
+        views.append(PTCEmulator(server.base_url))
+        return views[-1]
+
+    yield start
+    for view in views:
+        view.close()
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[Callable[..., PTCEmulator]]:
+    """`own_server(**settings)`: a fresh server with these settings, seen through a scoped view."""
+    yield from _servers(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., PTCEmulator]]:
+    """Like `own_server`, for one module's tests."""
+    yield from _servers(tmp_path_factory.mktemp("servers"))
