@@ -20,7 +20,7 @@ from emulator.signing import Signer, load_secret
 from emulator.store import MemoryStore, SqliteStore, Store
 from sandbox import Pool, PoolConfig
 
-from . import admin, errors, routes
+from . import admin, errors, routes, websocket
 from .settings import BUNDLED_FIXTURES, Settings
 
 __all__ = ["AppState", "create_app"]
@@ -112,6 +112,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     errors.install(app)
     app.include_router(routes.router)
     app.include_router(admin.router)
+    app.include_router(websocket.router)
     app.add_middleware(_Edge, settings=settings)
     return app
 

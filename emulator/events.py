@@ -105,10 +105,13 @@ class Sequencer:
     def __init__(self) -> None:
         self.next = 0
 
-    def number(self, event: Event) -> Event:
-        numbered = {**event, "sequence_number": self.next}
+    def take(self) -> int:
+        """The next number, used up."""
         self.next += 1
-        return numbered
+        return self.next - 1
+
+    def number(self, event: Event) -> Event:
+        return {**event, "sequence_number": self.take()}
 
     def number_all(self, events: Iterable[Event]) -> list[Event]:
         return [self.number(event) for event in events]
