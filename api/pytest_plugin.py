@@ -16,6 +16,7 @@ settings of the one the plugin starts.
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -81,6 +82,12 @@ class EmulatorServer:
         self._socket.close()
 
 
+def _plain_http(url: Any) -> bool:
+    """Plain HTTP never does TLS: a client for it can skip loading the CA bundle, which costs
+    tens of milliseconds for every client a test makes."""
+    return str(url).startswith("http://")
+
+
 class PTCEmulator:
     """One test's view of the emulator: its own scope, scenarios and journal."""
 
@@ -93,6 +100,7 @@ class PTCEmulator:
             base_url=f"{root}/_emulator",
             headers={SCOPE_HEADER: self.scope, "Authorization": f"Bearer {api_key}"},
             timeout=30,
+            verify=not _plain_http(root),
         )
         self._clients: list[Any] = []
 
@@ -108,6 +116,8 @@ class PTCEmulator:
         options.setdefault("api_key", self.api_key)
         options.setdefault("base_url", self.base_url)
         options["default_headers"] = {**self.headers, **options.get("default_headers", {})}
+        if "http_client" not in options and _plain_http(options["base_url"]):
+            options["http_client"] = openai.DefaultHttpxClient(verify=False)
         client = openai.OpenAI(**options)
         self._clients.append(client)
         return client
@@ -122,6 +132,8 @@ class PTCEmulator:
         options.setdefault("api_key", self.api_key)
         options.setdefault("base_url", self.base_url)
         options["default_headers"] = {"Connection": "close", **self.headers, **options.get("default_headers", {})}
+        if "http_client" not in options and _plain_http(options["base_url"]):
+            options["http_client"] = openai.DefaultAsyncHttpxClient(verify=False)
         return openai.AsyncOpenAI(**options)
 
     def add_scenario(self, scenario: dict[str, Any] | str | Path) -> str:
@@ -139,6 +151,20 @@ class PTCEmulator:
         if reply.status_code != 201:
             raise ValueError(reply.json()["error"]["message"])
         return str(reply.json()["name"])
+
+    def remove_scenario(self, name: str) -> None:
+        """Remove a scenario this test added."""
+        reply = self.admin.delete(f"/scenarios/{name}")
+        if reply.status_code != 200:
+            raise KeyError(reply.json()["error"]["message"])
+
+    @property
+    def scenarios(self) -> list[dict[str, Any]]:
+        """The scenarios this test can match, in matching order: its own, and the unscoped ones
+        (scenario files); each `{name, source, scope, priority, turns}`."""
+        reply = self.admin.get("/scenarios")
+        reply.raise_for_status()
+        return list(reply.json()["data"])
 
     @property
     def journal(self) -> list[dict[str, Any]]:
@@ -166,10 +192,15 @@ class PTCEmulator:
 
 @pytest.fixture(scope="session")
 def ptc_emulator_settings(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """Settings of the server the plugin starts; override this fixture to change them."""
+    """Settings of the server the plugin starts; override this fixture to change them.
+
+    Under pytest-xdist every worker starts a server, so each gets its share of the CPUs for its
+    sandbox workers rather than one per CPU."""
     from .settings import Settings
 
-    return Settings(data_dir=tmp_path_factory.mktemp("ptc-emulator"), store="sqlite")
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    share = max(1, (os.cpu_count() or 1) // (int(workers) if workers.isdigit() and int(workers) > 0 else 1))
+    return Settings(data_dir=tmp_path_factory.mktemp("ptc-emulator"), store="sqlite", pool_size=share)
 
 
 @pytest.fixture(scope="session")

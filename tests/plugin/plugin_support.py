@@ -1,0 +1,15 @@
+"""Shared by the plugin tests: how the inner pytest runs."""
+
+from __future__ import annotations
+
+import pytest
+
+# A user's suite often turns warnings into errors; a socket the plugin left open would then fail
+# it. The last two switch off plugins of this development environment that a user's suite would
+# not load, and that only slow each run down.
+OPTIONS = ("-p", "no:cacheprovider", "-W", "error", "-p", "no:schemathesis", "-p", "no:hypothesispytest")
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """pytest in a subprocess, on the files written into `pytester.path`."""
+    return pytester.runpytest_subprocess(*OPTIONS, *args, timeout=100)

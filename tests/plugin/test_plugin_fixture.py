@@ -1,0 +1,241 @@
+"""The `ptc_emulator` fixture as a user's suite meets it: pytest runs in a subprocess on test
+files written here, with nothing but the installed package to provide the fixture."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from plugin_support import run
+
+from api.pytest_plugin import EmulatorServer
+from api.settings import Settings
+
+
+def test_fixture_needs_no_configuration(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_agent="""
+        import asyncio
+        from pathlib import Path
+
+        import openai
+        import pytest
+
+
+        def test_dict(ptc_emulator):
+            name = ptc_emulator.add_scenario(
+                {"name": "greet", "match": {"input": "(?i)^hello"}, "turns": [{"message": "hi, {{ input }}"}]}
+            )
+            assert name == "greet"
+            response = ptc_emulator.client().responses.create(model="gpt-test", input="hello there")
+            assert response.output_text == "hi, hello there"
+
+
+        def test_yaml_string(ptc_emulator):
+            name = ptc_emulator.add_scenario("match:\\n  input: '^yaml'\\nturns:\\n  - message: from yaml\\n")
+            assert name.startswith("scenario-")
+            assert ptc_emulator.client().responses.create(model="m", input="yaml?").output_text == "from yaml"
+
+
+        def test_path(ptc_emulator, tmp_path):
+            path = tmp_path / "weather__oslo.yaml"
+            path.write_text(
+                "match:\\n  input: '(?i)weather in (?P<city>\\\\w+)'\\nturns:\\n  - message: Rain in {{ city }}.\\n"
+            )
+            assert ptc_emulator.add_scenario(path) == "weather__oslo"
+            client = ptc_emulator.client()
+            assert client.responses.create(model="m", input="Weather in Oslo?").output_text == "Rain in Oslo."
+
+
+        def test_invalid_scenario_list_and_remove(ptc_emulator):
+            with pytest.raises(ValueError, match="turns"):
+                ptc_emulator.add_scenario({"match": {"input": "x"}})
+            ptc_emulator.add_scenario({"name": "mine", "match": {"input": "x"}, "turns": [{"message": "y"}]})
+            listed = ptc_emulator.scenarios
+            mine = {"name": "mine", "source": "api", "scope": ptc_emulator.scope, "priority": 0, "turns": 1}
+            assert listed[0] == mine
+            assert {"inventory__sku_123", "order__a104_delay"} <= {s["name"] for s in listed}  # bundled files
+            ptc_emulator.remove_scenario("mine")
+            assert "mine" not in [s["name"] for s in ptc_emulator.scenarios]
+            with pytest.raises(KeyError, match="No scenario named 'mine'"):
+                ptc_emulator.remove_scenario("mine")
+
+
+        def test_async_client(ptc_emulator):
+            ptc_emulator.add_scenario({"match": {"input": "ping"}, "turns": [{"message": "pong"}]})
+
+            async def main():
+                client = ptc_emulator.async_client()  # not closed: the plugin must not leak its sockets
+                return [(await client.responses.create(model="m", input="ping")).output_text for _ in range(3)]
+
+            assert asyncio.run(main()) == ["pong"] * 3
+
+
+        def test_journal(ptc_emulator):
+            \"\"\"The guide's loop against a bundled scenario, and assertions over the journal.\"\"\"
+            tools = [
+                {"type": "function", "name": name, "parameters": {"type": "object"},
+                 "allowed_callers": ["programmatic"]}
+                for name in ("get_inventory", "get_demand")
+            ] + [{"type": "programmatic_tool_calling"}]
+            results = {"get_inventory": '{"sku": "sku_123", "available_units": 42}',
+                       "get_demand": '{"sku": "sku_123", "requested_units": 50}'}
+            client = ptc_emulator.client()
+            items = [{"role": "user", "content": "Compare inventory with demand for sku_123."}]
+            while True:
+                response = client.responses.create(model="m", store=False, input=items, tools=tools)
+                items += [item.model_dump(exclude_none=True) for item in response.output]
+                calls = [item for item in response.output if item.type == "function_call"]
+                if not calls:
+                    break
+                items += [{"type": "function_call_output", "call_id": c.call_id, "output": results[c.name],
+                           "caller": c.caller.model_dump()} for c in calls]
+            assert "shortage is 8 units" in response.output_text
+            journal = ptc_emulator.journal
+            assert [e["scenario"] for e in journal] == ["inventory__sku_123"] * 2
+            assert [e["route"] for e in journal] == [
+                ["program", "function_call", "function_call"], ["program_output", "message"]
+            ]
+            assert sum(e["figures"]["program_tool_calls"] for e in journal) == 2
+            assert sum(e["figures"]["direct_tool_calls"] for e in journal) == 0
+            assert journal[1]["figures"]["kept_out_bytes"] == sum(len(v.encode()) for v in results.values())
+            ptc_emulator.clear_journal()
+            assert ptc_emulator.journal == []
+        """
+    )
+    assert not (pytester.path / "conftest.py").exists()
+
+    result = run(pytester, "-v")
+
+    result.assert_outcomes(passed=6)
+    result.stdout.no_fnmatch_line("*ResourceWarning*")
+
+
+def test_fixture_comes_from_the_entry_point(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_it(ptc_emulator):\n    pass\n")
+    result = run(pytester, "-p", "no:ptc_emulator")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*fixture 'ptc_emulator' not found*"])
+
+
+def test_each_test_has_its_own_scope(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_isolation="""
+        import openai
+        import pytest
+
+        scopes = []
+        PING = {"name": "ping", "match": {"input": "(?i)^ping"}, "turns": [{"message": "pong"}]}
+
+
+        def names(ptc_emulator):
+            return [s["name"] for s in ptc_emulator.scenarios]
+
+
+        def test_adds_a_scenario_then_fails(ptc_emulator):
+            scopes.append(ptc_emulator.scope)
+            ptc_emulator.add_scenario(PING)
+            assert ptc_emulator.client().responses.create(model="m", input="ping").output_text == "pong"
+            assert "ping" in names(ptc_emulator)
+            pytest.fail("on purpose: the teardown must still clean up")
+
+
+        def test_does_not_see_it(ptc_emulator):
+            scopes.append(ptc_emulator.scope)
+            assert scopes[0] != scopes[1]
+            assert ptc_emulator.journal == []
+            assert "ping" not in names(ptc_emulator)
+            with pytest.raises(openai.BadRequestError) as caught:
+                ptc_emulator.client(max_retries=0).responses.create(model="m", input="ping")
+            assert caught.value.code == "no_scenario_matched"
+
+
+        def test_same_name_again(ptc_emulator):
+            ptc_emulator.add_scenario({**PING, "turns": [{"message": "pong again"}]})
+            assert ptc_emulator.client().responses.create(model="m", input="ping").output_text == "pong again"
+            assert len(ptc_emulator.journal) == 1
+        """
+    )
+    result = run(pytester, "-p", "no:randomly")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*on purpose: the teardown must still clean up*"])
+
+
+@pytest.fixture
+def outer_server(tmp_path: Path) -> Iterator[EmulatorServer]:
+    server = EmulatorServer(Settings(data_dir=tmp_path / "outer", store="memory", pool_size=2)).start()
+    yield server
+    server.stop()
+
+
+def unscoped(server: EmulatorServer, path: str) -> list[dict[str, object]]:
+    reply = httpx.get(f"http://127.0.0.1:{server.port}/_emulator{path}", timeout=30)
+    reply.raise_for_status()
+    data: list[dict[str, object]] = reply.json()["data"]
+    return data
+
+
+def test_url_option_uses_a_running_server(pytester: pytest.Pytester, outer_server: EmulatorServer) -> None:
+    pytester.makepyfile(
+        test_remote=f"""
+        def test_uses_the_given_server(ptc_emulator):
+            assert ptc_emulator.base_url == {outer_server.base_url!r}
+            ptc_emulator.add_scenario({{"name": "remote", "match": {{"input": "ping"}}, "turns": [{{"message": "1"}}]}})
+            assert ptc_emulator.client().responses.create(model="m", input="ping").output_text == "1"
+
+
+        def test_second(ptc_emulator):
+            ptc_emulator.add_scenario({{"name": "remote", "match": {{"input": "ping"}}, "turns": [{{"message": "2"}}]}})
+            assert ptc_emulator.client().responses.create(model="m", input="ping").output_text == "2"
+        """
+    )
+
+    result = run(pytester, f"--ptc-emulator-url={outer_server.base_url}")
+
+    result.assert_outcomes(passed=2)
+    # The requests reached the outer server: it stored both responses...
+    health = httpx.get(f"http://127.0.0.1:{outer_server.port}/_emulator/health", timeout=30).json()
+    assert health["stored_responses"] == 2
+    # ...and each test reset its scope when it ended: no scenario, no journal entry is left.
+    assert [s for s in unscoped(outer_server, "/scenarios") if s["source"] == "api"] == []
+    assert unscoped(outer_server, "/journal") == []
+
+
+def test_settings_fixture_can_be_overridden(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    (scenarios / "billing__refund.yaml").write_text(
+        "match:\n  input: '(?i)refund'\nturns:\n  - message: Refund issued.\n", encoding="utf-8"
+    )
+    pytester.makeconftest(
+        f"""
+        import pytest
+        from pathlib import Path
+
+        from api.settings import Settings
+
+
+        @pytest.fixture(scope="session")
+        def ptc_emulator_settings(tmp_path_factory):
+            return Settings(
+                data_dir=tmp_path_factory.mktemp("emulator"),
+                store="memory",
+                fixtures=(Path({str(scenarios)!r}),),
+                bundled_fixtures=False,
+                pool_size=1,
+            )
+        """
+    )
+    pytester.makepyfile(
+        """
+        def test_settings_apply(ptc_emulator):
+            health = ptc_emulator.admin.get("/health").json()
+            assert health["store"] == "memory" and len(health["workers"]) == 1
+            listed = ptc_emulator.admin.get("/scenarios").json()["data"]
+            assert [s["name"] for s in listed] == ["billing__refund"]
+            assert ptc_emulator.client().responses.create(model="m", input="A refund?").output_text == "Refund issued."
+        """
+    )
+    run(pytester).assert_outcomes(passed=1)
