@@ -10,8 +10,9 @@ One server per test session (per xdist worker) on a real 127.0.0.1 port; each te
 own scope, so its scenarios and journal are its own and vanish when it ends.
 
 Options: `--ptc-emulator-url URL` uses a server that is already running (its `/v1` URL) instead
-of starting one; override the session-scoped `ptc_emulator_settings` fixture to change the
-settings of the one the plugin starts.
+of starting one, and `--ptc-emulator-api-key KEY` (or PTC_EMULATOR_API_KEY) is the key for a
+server started with `--api-key`; override the session-scoped `ptc_emulator_settings` fixture to
+change the settings of the one the plugin starts.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ __all__ = ["EmulatorServer", "PTCEmulator"]
 
 SCOPE_HEADER = "x-ptc-emulator-scope"
 API_KEY = "sk-ptc-emulator"
+"""The key clients send when the server asks for none (any key is accepted then)."""
+API_KEY_ENV = "PTC_EMULATOR_API_KEY"
+_api_key = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,6 +44,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--ptc-emulator-url",
         default=None,
         help="use an emulator that is already running at this /v1 URL instead of starting one",
+    )
+    group.addoption(
+        "--ptc-emulator-api-key",
+        default=None,
+        help=f"the API key of the emulator at --ptc-emulator-url, if it requires one (or {API_KEY_ENV})",
     )
 
 
@@ -208,9 +217,12 @@ def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
     """The base URL (`.../v1`) of the session's emulator."""
     url = request.config.getoption("--ptc-emulator-url")
     if url:
+        key = request.config.getoption("--ptc-emulator-api-key") or os.environ.get(API_KEY_ENV)
+        request.config.stash[_api_key] = key or API_KEY
         yield str(url)
         return
     settings = request.getfixturevalue("ptc_emulator_settings")
+    request.config.stash[_api_key] = getattr(settings, "api_key", None) or API_KEY
     server = EmulatorServer(settings).start()
     try:
         yield server.base_url
@@ -219,10 +231,10 @@ def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 @pytest.fixture
-def ptc_emulator(ptc_emulator_server: str) -> Iterator[PTCEmulator]:
+def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> Iterator[PTCEmulator]:
     """The emulator, scoped to this test: `base_url`, `client()`, `async_client()`,
-    `add_scenario(...)`, `journal`."""
-    emulator = PTCEmulator(ptc_emulator_server)
+    `add_scenario(...)`, `scenarios`, `remove_scenario(...)`, `journal`, `clear_journal()`."""
+    emulator = PTCEmulator(ptc_emulator_server, api_key=request.config.stash.get(_api_key, API_KEY))
     try:
         yield emulator
     finally:

@@ -225,6 +225,7 @@ def test_settings_fixture_can_be_overridden(pytester: pytest.Pytester, tmp_path:
                 fixtures=(Path({str(scenarios)!r}),),
                 bundled_fixtures=False,
                 pool_size=1,
+                api_key="sk-this-suite",
             )
         """
     )
@@ -236,6 +237,36 @@ def test_settings_fixture_can_be_overridden(pytester: pytest.Pytester, tmp_path:
             listed = ptc_emulator.admin.get("/scenarios").json()["data"]
             assert [s["name"] for s in listed] == ["billing__refund"]
             assert ptc_emulator.client().responses.create(model="m", input="A refund?").output_text == "Refund issued."
+            assert ptc_emulator.api_key == "sk-this-suite"  # the plugin uses the key it started the server with
         """
     )
     run(pytester).assert_outcomes(passed=1)
+
+
+def test_api_key_of_a_running_server(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PTC_EMULATOR_API_KEY", raising=False)
+    server = EmulatorServer(
+        Settings(data_dir=tmp_path / "keyed", store="memory", pool_size=1, api_key="sk-shared-secret")
+    ).start()
+    try:
+        pytester.makepyfile(
+            """
+            def test_talks_to_it(ptc_emulator):
+                ptc_emulator.add_scenario({"match": {"input": "ping"}, "turns": [{"message": "pong"}]})
+                assert ptc_emulator.client().responses.create(model="m", input="ping").output_text == "pong"
+            """
+        )
+        url = f"--ptc-emulator-url={server.base_url}"
+
+        run(pytester, url, "--ptc-emulator-api-key=sk-shared-secret").assert_outcomes(passed=1)
+
+        refused = run(pytester, url)
+        assert refused.ret != 0
+        refused.stdout.fnmatch_lines(["*Incorrect API key provided*"])
+
+        monkeypatch.setenv("PTC_EMULATOR_API_KEY", "sk-shared-secret")
+        run(pytester, url).assert_outcomes(passed=1)
+    finally:
+        server.stop()

@@ -1,0 +1,64 @@
+"""docs/testing-your-agent.md must not rot: its example test file runs, and its tables name every
+journal field, every figure and every fault kind there is."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+from plugin_support import run
+
+from emulator.journal import Figures, JournalEntry
+from emulator.scenario import Fault, load_scenario
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "testing-your-agent.md"
+
+
+def doc() -> str:
+    return DOC.read_text(encoding="utf-8")
+
+
+def python_blocks(text: str) -> list[str]:
+    """The fenced python blocks, dedented (a block may sit in a list item)."""
+    return [textwrap.dedent(b) for b in re.findall(r"^ *```python\n(.*?)^ *```$", text, flags=re.S | re.M)]
+
+
+def test_the_example_test_file_passes(pytester: pytest.Pytester) -> None:
+    [example] = [block for block in python_blocks(doc()) if "def test_" in block]
+    for part in ("ptc_emulator.add_scenario(", '"fault"', "ptc_emulator.journal", "ptc_emulator.client("):
+        assert part in example, f"the example no longer shows {part}"
+    tests = re.findall(r"^def (test_\w+)\(ptc_emulator\)", example, flags=re.M)
+    assert len(tests) >= 3
+    pytester.makepyfile(test_my_agent=example)
+
+    result = run(pytester, "-v")
+
+    result.assert_outcomes(passed=len(tests))
+
+
+def test_the_settings_snippet_compiles() -> None:
+    [snippet] = [block for block in python_blocks(doc()) if "def ptc_emulator_settings" in block]
+    compile(snippet, "snippet", "exec")
+
+
+def test_the_yaml_scenarios_load() -> None:
+    blocks = re.findall(r"^```yaml\n(.*?)^```$", doc(), flags=re.S | re.M)
+    assert blocks
+    for block in blocks:
+        load_scenario(block)
+
+
+def table_keys(text: str, heading: str) -> set[str]:
+    """The backticked first cells of the table whose header row starts with `heading`."""
+    table = text[text.index(f"| {heading} |") :].split("\n\n", 1)[0]
+    return {m for row in table.splitlines()[2:] for m in re.findall(r"`([a-z_]+)", row.split("|")[1])}
+
+
+def test_the_tables_are_complete() -> None:
+    text = doc()
+    assert table_keys(text, "field") == {f.name for f in dataclasses.fields(JournalEntry)}
+    assert table_keys(text, "`figures.`") == {f.name for f in dataclasses.fields(Figures)}
+    assert table_keys(text, "fault") == set(Fault.model_fields)
