@@ -13,6 +13,7 @@ defined by what state the target response is in when the steer is read:
     still playing (e.g. a long program)           response.steer.accepted; when it finishes:
         finished waiting on client tool calls       response.steer.pending (after response.completed)
         finished with its final answer              an automatic successor response with the input
+        ended otherwise (error, incomplete)         response.steer.failed   response_not_active
     finished, waiting on client tool calls        response.steer.accepted, response.steer.pending
     finished with its final answer                response.steer.failed   response_already_completed
     finished otherwise, or already continued      response.steer.failed   response_not_active
@@ -152,9 +153,12 @@ class Steering:
         """The steers queued for a response, removed: its continuation carries them."""
         return self.queues.pop(response_id, [])
 
-    def lost(self, steers: list[Steer], message: str, stream_id: str | None) -> list[Event]:
-        """`response.steer.failed` for accepted steers whose successor could not be created."""
-        return [self._lost(s, "successor_creation_failed", message, stream_id) for s in steers]
+    def lost(
+        self, steers: list[Steer], message: str, stream_id: str | None, *, code: str = "successor_creation_failed"
+    ) -> list[Event]:
+        """`response.steer.failed` for accepted steers that will not be committed (by default: their
+        successor could not be created)."""
+        return [self._lost(s, code, message, stream_id) for s in steers]
 
     # ---- events -------------------------------------------------------------------------------
 

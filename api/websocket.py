@@ -106,50 +106,56 @@ class Session:
             data = message.get("text")
             if data is None and message.get("bytes") is not None:
                 data = message["bytes"].decode("utf-8", "replace")
-            if data is None:
-                continue
-            try:
-                frame = json.loads(data)
-            except json.JSONDecodeError:
-                await self._error(InvalidRequest("The frame is not valid JSON."), None)
-                continue
-            kind = frame.get("type") if isinstance(frame, dict) else None
-            if kind == "response.steer":
-                target = self.targets.get(frame.get("previous_response_id") or "")
-                for event in self.steering.steer(frame, target):
-                    await self._send(event)
-            elif kind == "response.create":
-                self.inbox.put_nowait(frame)
-            elif not isinstance(frame, dict) or kind is None:
-                await self._error(
-                    InvalidRequest(
-                        "Missing required parameter: 'type'.", param="type", code="missing_required_parameter"
-                    ),
-                    None,
-                )
-            else:
-                await self._error(
-                    InvalidRequest(
-                        f"Invalid value: '{kind}'. Supported values are: 'response.create' and 'response.steer'.",
-                        param="type",
-                        code="invalid_value",
-                    ),
-                    None,
-                )
+            if data is not None:
+                await self._dispatch(data)
+
+    async def _dispatch(self, data: str) -> None:
+        """Answer a steer at once; queue a create; refuse anything else."""
+        try:
+            frame = json.loads(data)
+        except json.JSONDecodeError:
+            await self._error(InvalidRequest("The frame is not valid JSON."), None)
+            return
+        kind = frame.get("type") if isinstance(frame, dict) else None
+        if kind == "response.steer":
+            reference = frame.get("previous_response_id")
+            target = self.targets.get(reference) if isinstance(reference, str) else None
+            await self._send_all(self.steering.steer(frame, target))
+        elif kind == "response.create":
+            self.inbox.put_nowait(frame)
+        elif kind is None:
+            missing = InvalidRequest(
+                "Missing required parameter: 'type'.", param="type", code="missing_required_parameter"
+            )
+            await self._error(missing, None)
+        else:
+            invalid = InvalidRequest(
+                f"Invalid value: '{kind}'. Supported values are: 'response.create' and 'response.steer'.",
+                param="type",
+                code="invalid_value",
+            )
+            await self._error(invalid, None)
 
     # ---- playing ------------------------------------------------------------------------------
 
     async def _play_all(self) -> None:
-        try:
-            while True:
-                frame = await self.inbox.get()
-                assert isinstance(frame, dict)
+        while True:
+            frame = await self.inbox.get()
+            assert isinstance(frame, dict)
+            try:
                 await self._create(frame)
-        except (WebSocketDisconnect, RuntimeError):
-            return  # the socket closed under us
-        except _Cut:
-            with contextlib.suppress(Exception):
-                await self.ws.close(_CUT_CODE, "stream cut by a scenario fault")
+            except _Cut:
+                with contextlib.suppress(Exception):
+                    await self.ws.close(_CUT_CODE, "stream cut by a scenario fault")
+                return
+            except (WebSocketDisconnect, OSError):
+                return  # the socket closed under us
+            except Exception:
+                log.exception("unhandled error in a WebSocket create")
+                try:
+                    await self._error(StatusError(500, SERVER_ERROR_MESSAGE, type="server_error"), None)
+                except Exception:
+                    return
 
     async def _create(self, frame: dict[str, Any]) -> None:
         body = {k: v for k, v in frame.items() if k != "type"}
@@ -256,10 +262,13 @@ class Session:
     async def _failed(
         self, target: Target, error: Exception, stream_id: str | None, steers: list[Steer], sequence_number: int | None
     ) -> None:
+        """An error event; the steers this create carried, and any queued on it meanwhile, come back."""
         self.targets.pop(target.id, None)
         await self._error(error, stream_id, sequence_number)
         message = error.message if isinstance(error, EmulatorError) else SERVER_ERROR_MESSAGE
         await self._send_all(self.steering.lost(steers, message, stream_id))
+        stranded = self.steering.take(target.id)
+        await self._send_all(self.steering.lost(stranded, message, stream_id, code="response_not_active"))
 
     async def _succeed(self, target: Target, prepared: Prepared, body: dict[str, Any], steers: list[Steer]) -> None:
         """The automatic successor of a finished response, carrying the steers queued while it played."""
@@ -269,9 +278,9 @@ class Session:
         successor = {k: v for k, v in body.items() if k not in ("generate",)}
         if final.get("store"):
             successor.update(input=items, previous_response_id=target.id)
-        else:
+        else:  # not stored: replay everything, as a store=false client would
             history = [dump(item) for item in prepared.conversation.items]
-            successor.update(input=[*history, *final.get("output", []), *items])
+            successor.update(input=[*history, *final.get("output", []), *items], previous_response_id=None)
         try:
             request = CreateRequest.model_validate(successor)
         except ValidationError as e:
