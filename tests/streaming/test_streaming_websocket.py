@@ -24,9 +24,12 @@ from streaming_support import (
     as_input,
     check_event,
     check_stream,
+    decode,
+    get_stream,
     js,
     post_stream,
 )
+from websockets.exceptions import ConnectionClosedError
 from websockets.sync.client import connect as ws_connect
 
 from api.pytest_plugin import PTCEmulator
@@ -212,11 +215,12 @@ def test_steer_answers(ptc_emulator: PTCEmulator, conn: Any) -> None:
     assert receive(conn)["error"]["code"] == "response_not_active", "a continued response takes no steering"
 
 
-def test_steer_while_playing_starts_a_successor(ptc_emulator: PTCEmulator, conn: Any) -> None:
+@pytest.mark.parametrize("store", [True, False], ids=["stored", "store-false"])
+def test_steer_while_playing_starts_a_successor(ptc_emulator: PTCEmulator, conn: Any, store: bool) -> None:
     ptc_emulator.add_scenario(
         {"match": {"input": "(?i)think slowly"}, "turns": [{"message": "slow answer", "fault": {"latency_ms": 500}}]}
     )
-    conn.response.create(model="emulated", input="think slowly", tools=ADD_TOOLS, stream_id="slow")
+    conn.response.create(model="emulated", input="think slowly", tools=ADD_TOOLS, stream_id="slow", store=store)
     created = receive(conn)
     assert created["type"] == "response.created"
     conn.response.steer(input=js("text('after the steer')"), previous_response_id=created["response"]["id"])
@@ -225,7 +229,9 @@ def test_steer_while_playing_starts_a_successor(ptc_emulator: PTCEmulator, conn:
     assert [n["type"] for n in notes] == ["response.steer.accepted"] and notes[0]["stream_id"] == "slow"
     assert first["output"][0]["content"][0]["text"] == "slow answer"
     successor = final_of(read_response(conn), "slow")
-    assert successor["previous_response_id"] == first["id"]
+    assert successor["store"] is store
+    # Stored: the successor continues by id; not stored: it replays the conversation.
+    assert successor["previous_response_id"] == (first["id"] if store else None)
     assert successor["output"][-1]["content"][0]["text"] == "after the steer"
 
 
@@ -251,3 +257,50 @@ def test_closing_the_socket_cancels_the_program(slow: PTCEmulator) -> None:
     while not slow.journal or slow.journal[-1]["status"] != 499:
         assert time.monotonic() < deadline, slow.journal
         time.sleep(0.02)
+
+
+def test_cut_stream_closes_the_socket_and_the_response_still_finishes(ptc_emulator: PTCEmulator) -> None:
+    ptc_emulator.add_scenario(
+        {"match": {"input": "(?i)cut the socket"}, "turns": [{"message": "whole", "fault": {"cut_stream_after": 3}}]}
+    )
+    url = ptc_emulator.base_url.replace("http://", "ws://") + "/responses"
+    headers = {**ptc_emulator.headers, "Authorization": f"Bearer {ptc_emulator.api_key}"}
+    with ws_connect(url, additional_headers=headers) as ws:
+        ws.send(json.dumps({"type": "response.create", "model": "emulated", "input": "cut the socket"}))
+        head = [json.loads(ws.recv(timeout=10)) for _ in range(3)]
+        with pytest.raises(ConnectionClosedError) as closed:
+            ws.recv(timeout=10)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1011
+    assert [e["sequence_number"] for e in head] == [0, 1, 2]
+    rest = decode(get_stream(ptc_emulator, head[0]["response"]["id"], starting_after=2))
+    assert check_stream([*head, *rest])["output"][0]["content"][0]["text"] == "whole"
+
+
+def test_steer_on_a_response_that_fails_comes_back(ptc_emulator: PTCEmulator, conn: Any) -> None:
+    ptc_emulator.add_scenario(
+        {
+            "match": {"input": "(?i)fail slowly"},
+            "turns": [
+                {
+                    "error": {"status": 500, "message": "Late failure.", "type": "server_error"},
+                    "fault": {"latency_ms": 300},
+                }
+            ],
+        }
+    )
+    conn.response.create(model="emulated", input="fail slowly")
+    created = receive(conn)
+    assert created["type"] == "response.created"
+    conn.response.steer(input="never mind", previous_response_id=created["response"]["id"])
+    notes: list[Event] = []
+    events = [created, *read_response(conn, notes)]
+    assert [e["type"] for e in events] == ["response.created", "response.in_progress", "error"]
+    assert events[-1]["error"]["message"] == "Late failure."
+    failed = receive(conn)
+    assert [n["type"] for n in notes] == ["response.steer.accepted"]
+    assert failed["type"] == "response.steer.failed" and failed["error"]["code"] == "response_not_active"
+    assert failed["steer"] == {
+        "id": notes[0]["steer"]["id"],
+        "input": "never mind",
+        "previous_response_id": created["response"]["id"],
+    }
