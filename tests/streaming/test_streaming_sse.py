@@ -256,3 +256,20 @@ def test_cut_stream_ends_early_and_resumes(ptc_emulator: PTCEmulator) -> None:
     rest = decode(get_stream(ptc_emulator, head[0]["response"]["id"], starting_after=3))
     final = check_stream([*head, *rest])
     assert final["output"][0]["content"][0]["text"] == "a b c d e f"
+
+
+def test_incomplete_response_ends_with_response_incomplete(ptc_emulator: PTCEmulator) -> None:
+    ptc_emulator.add_scenario(
+        {
+            "match": {"input": "(?i)run out of tokens"},
+            "turns": [{"message": "cut short", "fault": {"response_incomplete": "max_output_tokens"}}],
+        }
+    )
+    status, raw = post_stream(ptc_emulator, {"model": "emulated", "input": "run out of tokens"})
+    assert status == 200
+    events = decode(raw)
+    final = check_stream(events)
+    assert events[-1]["type"] == "response.incomplete"
+    assert final["status"] == "incomplete" and final["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert final["output"][0]["status"] == "incomplete"
+    assert decode(get_stream(ptc_emulator, final["id"])) == events
