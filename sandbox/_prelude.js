@@ -273,6 +273,13 @@
         (e) => { if (state === 'running') { state = 'failed'; failure = errorText(e); } },
       ]);
     },
+    // configure + start + pump in the one eval that also compiles the program (the host's
+    // entry script), so a run costs one eval to start and one to collect.
+    go(cfgJson, fn) {
+      controller.configure(cfgJson);
+      controller.start(fn);
+      controller.pump();
+    },
     // Drive rounds inside the isolate, one macrotask each, with no host round trip between them.
     pump() {
       pumped = null;

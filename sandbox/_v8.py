@@ -79,14 +79,14 @@ class Context:
     def control(self, call: str, deadline: float) -> Any:
         return self.eval(f'__ptc("{self._token}").{call}', deadline)
 
-    def entry(self, code: str) -> str:
-        """The script that starts a program: its text begins on line 1, so V8's line numbers are
-        the program's (columns on line 1 are shifted by `len(self.prefix)`)."""
-        return f"{self.prefix}{code}\n}})\n//# sourceURL={PROGRAM_URL}"
+    def prefix(self, cfg_json: str) -> str:
+        """What precedes the program on line 1 of its script: configure, start and pump in one eval."""
+        return f'__ptc("{self._token}").go({json.dumps(cfg_json)}, async () => {{'
 
-    @property
-    def prefix(self) -> str:
-        return f'__ptc("{self._token}").start(async () => {{'
+    def entry(self, cfg_json: str, code: str) -> str:
+        """The script that starts a program. Its text begins on line 1, so V8's line numbers are the
+        program's (columns on line 1 are shifted by the prefix's length)."""
+        return f"{self.prefix(cfg_json)}{code}\n}})\n//# sourceURL={PROGRAM_URL}"
 
     def memory_exceeded(self) -> bool:
         return bool(self._mr.was_hard_memory_limit_reached())
@@ -118,12 +118,17 @@ class Execution:
         self.context = context
         self.journal_length = len(program.journal)
         self.outcome: Outcome | None = None
+        self.elapsed = 0.0
+        """Seconds this execution has run so far. A live resume gets only what is left of the
+        program's time limit, as a replay (which runs everything again) would."""
+        self._prefix = 0
 
     @property
     def alive(self) -> bool:
         return not self.context.closed
 
     def start(self) -> Outcome:
+        """Run the program from the start, answering its calls from the journal (replay)."""
         program = self.program
         limits = program.limits
         deadline = time.monotonic() + limits.timeout_s
@@ -138,27 +143,35 @@ class Execution:
             "tools": list(program.tools),
         }
 
+        cfg_json = json.dumps(cfg)
+        self._prefix = len(self.context.prefix(cfg_json))
+
         def body() -> Outcome:
-            self.context.control(f"configure({json.dumps(json.dumps(cfg))})", deadline)
-            # The program text starts on line 1 of its own script, so V8's line numbers are the
-            # program's. The entry point takes a function and works once.
-            self.context.eval(self.context.entry(program.code), deadline)
+            self.context.eval(self.context.entry(cfg_json, program.code), deadline)
             return self._drive(deadline)
 
-        return self._guard(body)
+        return self._timed(body)
 
     def resume(self, results: list[ToolResult]) -> Outcome:
         """Hand results for the pending calls to a suspended execution and run it on."""
         assert isinstance(self.outcome, Suspended) and self.alive
-        deadline = time.monotonic() + self.program.limits.timeout_s
+        deadline = time.monotonic() + self.program.limits.timeout_s - self.elapsed
         self.journal_length += len(results)
         self.outcome = None
 
         def body() -> Outcome:
-            self.context.control(f"supply({json.dumps(json.dumps(_journal_json(results)))})", deadline)
+            entries = json.dumps(json.dumps(_journal_json(results)))
+            self.context.control(f"supply({entries}), __ptc({json.dumps(self.context._token)}).pump()", deadline)
             return self._drive(deadline)
 
-        return self._guard(body)
+        return self._timed(body)
+
+    def _timed(self, body: Any) -> Outcome:
+        began = time.monotonic()
+        try:
+            return self._guard(body)
+        finally:
+            self.elapsed += time.monotonic() - began
 
     def close(self) -> None:
         self.context.close()
@@ -171,9 +184,7 @@ class Execution:
         except JSParseException as e:
             outcome = Failed("syntax", _syntax_message(str(e), self.program.code))
         except JSTimeoutException:
-            outcome = Failed(
-                "timeout", f"program exceeded its time limit of {self.program.limits.timeout_s:g} s"
-            )
+            outcome = Failed("timeout", f"program exceeded its time limit of {self.program.limits.timeout_s:g} s")
         except JSOOMException:
             outcome = Failed("memory", self._memory_message())
         except JSEvalException as e:
@@ -187,20 +198,23 @@ class Execution:
         return f"program exceeded its memory limit of {self.program.limits.heap_bytes // 2**20} MiB"
 
     def _finish(self, outcome: Outcome) -> Outcome:
+        # The context stays open: the owner closes it (after answering, off the request path) or
+        # keeps it, suspended, for a live resume.
         self.outcome = outcome
-        if not isinstance(outcome, Suspended):
-            self.context.close()
         return outcome
 
     def _drive(self, deadline: float) -> Outcome:
-        self.context.control("pump()", deadline)
+        """Collect the outcome of the rounds the controller is pumping."""
         nap = 0.0001
         while True:
             raw = self.context.control("poll()", deadline)
             if self.context.memory_exceeded():
                 raise JSOOMException("memory limit")
             if raw is not None:
-                return self._decode(json.loads(raw))
+                try:
+                    return self._decode(json.loads(raw))
+                except (KeyError, TypeError, ValueError) as e:
+                    raise JSEvalException(f"malformed report from the isolate: {e}") from e
             time.sleep(min(nap, max(0.0, deadline - time.monotonic())))
             nap = min(nap * 2, 0.002)
 
@@ -214,19 +228,24 @@ class Execution:
         if status == "suspended":
             allowed = set(self.program.tools)
             pending = []
+            expected = self.journal_length  # pending calls are exactly those past the journal, in order
             for p in r["pending"]:
                 index, name, arguments = p["index"], p["name"], p["arguments"]
-                if not isinstance(index, int) or name not in allowed or not isinstance(arguments, str):
+                if index != expected or name not in allowed or not isinstance(arguments, str):
                     raise JSEvalException("invalid pending call from the isolate")
-                json.loads(arguments)
+                if not isinstance(json.loads(arguments), dict):
+                    raise JSEvalException("invalid pending call arguments from the isolate")
                 pending.append(PendingCall(index, name, arguments))
+                expected += 1
+            if not pending or expected != calls:
+                raise JSEvalException("invalid suspension report from the isolate")
             return Suspended(tuple(pending), outputs, calls)
         kind: FailureKind = r["kind"]
         if kind not in ("runtime", "limit", "divergence"):
             raise JSEvalException("invalid failure from the isolate")
         message = r["message"]
         if kind == "runtime":
-            message = _runtime_message(message, self.program.code, len(self.context.prefix))
+            message = _runtime_message(message, self.program.code, self._prefix)
         return Failed(kind, _clip(message), outputs, calls)
 
 
@@ -239,10 +258,13 @@ def run(program: Program, context: Context | None = None) -> Outcome:
         execution.close()
 
 
+_IMAGE_URL = re.compile(r"data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+={0,2}|https://\S+")
+
+
 def _output(o: dict[str, Any]) -> Output:
     if o.get("type") == "text" and isinstance(o.get("text"), str):
         return TextOutput(o["text"])
-    if o.get("type") == "image" and isinstance(o.get("url"), str):
+    if o.get("type") == "image" and isinstance(o.get("url"), str) and _IMAGE_URL.fullmatch(o["url"]):
         return ImageOutput(o["url"])
     raise JSEvalException("invalid output record from the isolate")
 

@@ -4,6 +4,12 @@ Started by `Pool` as `python -m sandbox._worker`. A program that aborts the proc
 allocations do, whatever the heap limit) takes only this worker down; the pool replaces it.
 Native code writing to stdout cannot corrupt the protocol: the protocol keeps a private copy of
 the original stdout and fd 1 is pointed at stderr.
+
+Two things keep V8's fixed costs off the request path, both done only while no request waits:
+spare contexts created ahead of time, and closing finished contexts after the answer is sent.
+A warm cache keeps suspended programs alive: a request whose journal extends a cached
+program's journal by exactly its pending calls resumes it live instead of replaying it. The
+outcome is the same either way (a miss simply replays), so correctness never depends on a hit.
 """
 
 from __future__ import annotations
@@ -11,11 +17,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import sys
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from . import _v8
 from ._wire import outcome_to_json, program_from_json
+from .outcome import Outcome, Suspended, ToolResult
 
 
 class Spares:
@@ -31,36 +42,148 @@ class Spares:
             return self._ready.pop()
         return None
 
-    def refill(self) -> None:
-        while len(self._ready) < self.count:
-            self._ready.append(_v8.Context(self.heap_bytes))
+    @property
+    def short(self) -> bool:
+        return len(self._ready) < self.count
+
+    def add_one(self) -> None:
+        self._ready.append(_v8.Context(self.heap_bytes))
 
 
-def serve(requests: BinaryIO, replies: BinaryIO, spares: Spares) -> None:
-    def send(message: dict[str, Any]) -> None:
-        replies.write(json.dumps(message, separators=(",", ":")).encode("utf-8") + b"\n")
-        replies.flush()
+@dataclass
+class _Live:
+    execution: _v8.Execution
+    journal: list[Any]
+    """The journal (wire form) the execution has consumed."""
+    used: float
 
-    send({"ready": os.getpid()})
-    for line in iter(requests.readline, b""):
-        request = json.loads(line)
-        program = program_from_json(request["program"])
-        outcome = _v8.run(program, spares.take(program.limits.heap_bytes))
-        send({"id": request["id"], "outcome": outcome_to_json(outcome)})
-        spares.refill()  # off the request path: the reply is already on its way
+
+class LiveCache:
+    """Suspended executions by program key, bounded by count and idle time (evicted to replay)."""
+
+    def __init__(self, size: int, idle_s: float) -> None:
+        self.size = size
+        self.idle_s = idle_s
+        self._live: OrderedDict[str, _Live] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def take(self, key: str, journal: list[Any]) -> tuple[_v8.Execution, list[Any]] | None:
+        """The cached execution if `journal` is its journal plus answers to all its pending calls."""
+        live = self._live.pop(key, None)
+        if live is None:
+            self.misses += 1
+            return None
+        outcome = live.execution.outcome
+        consumed = len(live.journal)
+        if not isinstance(outcome, Suspended) or len(journal) != outcome.calls or journal[:consumed] != live.journal:
+            live.execution.close()  # another state of the same program: replay decides
+            self.misses += 1
+            return None
+        self.hits += 1
+        return live.execution, journal[consumed:]
+
+    def put(self, key: str, execution: _v8.Execution, journal: list[Any]) -> list[_v8.Execution]:
+        """Keep a suspended execution; returns the executions evicted to make room."""
+        if self.size <= 0:
+            return [execution]
+        evicted = []
+        old = self._live.pop(key, None)
+        if old is not None:
+            evicted.append(old.execution)
+        self._live[key] = _Live(execution, journal, time.monotonic())
+        while len(self._live) > self.size:
+            evicted.append(self._live.popitem(last=False)[1].execution)
+        return evicted
+
+    def expired(self) -> list[_v8.Execution]:
+        limit = time.monotonic() - self.idle_s
+        gone = [k for k, v in self._live.items() if v.used < limit]
+        return [self._live.pop(k).execution for k in gone]
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+
+class Worker:
+    def __init__(self, replies: BinaryIO, spares: Spares, cache: LiveCache) -> None:
+        self.replies = replies
+        self.spares = spares
+        self.cache = cache
+        self._to_close: list[_v8.Execution] = []
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.replies.write(json.dumps(message, separators=(",", ":")).encode("utf-8") + b"\n")
+        self.replies.flush()
+
+    def handle(self, request: dict[str, Any]) -> None:
+        key: str | None = request.get("key")
+        journal: list[Any] = request["program"]["journal"]
+        hit = self.cache.take(key, journal) if key is not None and self.cache.size > 0 else None
+        outcome: Outcome
+        if hit is not None:
+            execution, more = hit
+            outcome = execution.resume([ToolResult(n, a, o, e) for n, a, o, e in more])
+        else:
+            program = program_from_json(request["program"])
+            execution = _v8.Execution(program, self.spares.take(program.limits.heap_bytes))
+            outcome = execution.start()
+        keep = key is not None and self.cache.size > 0 and isinstance(outcome, Suspended) and execution.alive
+        self.send({"id": request["id"], "outcome": outcome_to_json(outcome), "cached": keep, "hit": hit is not None})
+        if keep:
+            assert key is not None
+            self._to_close.extend(self.cache.put(key, execution, journal))
+        else:
+            self._to_close.append(execution)
+
+    def idle(self) -> bool:
+        """One piece of deferred work; False when there is none left."""
+        if self._to_close:
+            self._to_close.pop().close()
+            return True
+        if self.spares.short:
+            self.spares.add_one()
+            return True
+        expired = self.cache.expired()
+        if expired:
+            self._to_close.extend(expired)
+            return True
+        return False
+
+
+def serve(fd: int, worker: Worker) -> None:
+    """Answer requests as they come; between them, do the deferred work one piece at a time."""
+    worker.send({"ready": os.getpid()})
+    buffer = b""
+    busy = True
+    while True:
+        if b"\n" not in buffer:
+            ready, _, _ = select.select([fd], [], [], 0 if busy else 1.0)
+            if not ready:
+                busy = worker.idle()
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return  # the pool closed our stdin: retire
+            buffer += chunk
+            continue
+        line, buffer = buffer.split(b"\n", 1)
+        worker.handle(json.loads(line))
+        busy = True
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m sandbox._worker")
     parser.add_argument("--spares", type=int, default=0)
     parser.add_argument("--heap-bytes", type=int, default=64 * 2**20)
+    parser.add_argument("--live-cache", type=int, default=0, help="suspended programs kept live (0: none)")
+    parser.add_argument("--live-idle", type=float, default=120.0, help="seconds a live program may stay idle")
     args = parser.parse_args(argv)
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     _v8.init()
-    spares = Spares(args.spares, args.heap_bytes)
-    spares.refill()
-    serve(sys.stdin.buffer, replies, spares)
+    worker = Worker(replies, Spares(args.spares, args.heap_bytes), LiveCache(args.live_cache, args.live_idle))
+    serve(sys.stdin.fileno(), worker)
 
 
 if __name__ == "__main__":

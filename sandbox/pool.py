@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import json
 import logging
@@ -32,6 +33,13 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 _STDERR_TAIL = 16 * 2**10  # bytes: V8's fatal-error line is followed by a ~3 KB C stack trace
 
 
+def program_key(program: Program) -> str:
+    """Identifies a program apart from its journal: the key of its live copy in a worker."""
+    data = program_to_json(program)
+    del data["journal"]
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode("utf-8")).hexdigest()
+
+
 class PoolClosed(RuntimeError):
     """The pool was closed while a caller waited for a worker."""
 
@@ -46,6 +54,10 @@ class PoolConfig:
     """Contexts each worker creates ahead of time (0: create on demand)."""
     heap_bytes: int = 64 * 2**20
     """Heap limit of the spare contexts; runs with another limit create their own."""
+    live_cache: int = 64
+    """Suspended programs each worker keeps live for a resume without replay (0: always replay)."""
+    live_idle_s: float = 120.0
+    """A live program idle this long is closed; its next resume replays."""
     grace_s: float = 3.0
     """Beyond a program's own deadline, how long a worker may stay silent before it is killed."""
     startup_timeout_s: float = 60.0
@@ -125,7 +137,10 @@ class Pool:
 
     def __init__(self, config: PoolConfig | None = None) -> None:
         self.config = config or PoolConfig()
-        self._idle: asyncio.Queue[_Worker | None] = asyncio.Queue()  # None: the pool closed
+        self._idle: list[_Worker] = []
+        self._available = asyncio.Condition()
+        self._holders: dict[str, _Worker] = {}
+        """Which worker holds a program live, by program key."""
         self._workers: set[_Worker] = set()
         self._spawning: set[asyncio.Task[None]] = set()
         self._ids = itertools.count()
@@ -133,6 +148,7 @@ class Pool:
         self.crashes = 0
         self.replaced = 0
         self.runs = 0
+        self.live_hits = 0
 
     async def __aenter__(self) -> Pool:
         await self.start()
@@ -148,11 +164,12 @@ class Pool:
     async def start(self) -> None:
         workers = await asyncio.gather(*(self._spawn() for _ in range(self.config.size)))
         for worker in workers:
-            self._idle.put_nowait(worker)
+            await self._put_idle(worker)
 
     async def close(self) -> None:
         self._closed = True
-        self._idle.put_nowait(None)
+        async with self._available:
+            self._available.notify_all()
         for task in list(self._spawning):
             task.cancel()
         await asyncio.gather(*self._spawning, return_exceptions=True)
@@ -160,12 +177,15 @@ class Pool:
         self._workers.clear()
 
     async def run(self, program: Program) -> Outcome:
-        """Run or replay `program` in a worker. Cancelling the caller kills and replaces that worker."""
-        worker = await self._acquire()
+        """Run or replay `program` in a worker. Cancelling the caller kills and replaces that worker.
+
+        The worker that holds the program live gets it when it is free; any other replays it."""
+        key = program_key(program) if self.config.live_cache > 0 else None
+        worker = await self._acquire(self._holders.get(key) if key else None)
         request_id = next(self._ids)
         self.runs += 1
         try:
-            await worker.send({"id": request_id, "program": program_to_json(program)})
+            await worker.send({"id": request_id, "program": program_to_json(program), "key": key})
             deadline = program.limits.timeout_s + self.config.grace_s
             message = await asyncio.wait_for(worker.read_message(), deadline)
         except (EOFError, ConnectionError):
@@ -178,27 +198,42 @@ class Pool:
         if message.get("id") != request_id:
             return await self._crashed(worker)
         worker.jobs += 1
-        self._release(worker)
+        if key is not None:
+            if message.get("cached"):
+                self._holders[key] = worker
+            elif self._holders.get(key) is worker:
+                del self._holders[key]
+        self.live_hits += bool(message.get("hit"))
+        await self._release(worker)
         return outcome_from_json(message["outcome"])
 
     # ---- internals -------------------------------------------------------------------------
 
-    async def _acquire(self) -> _Worker:
-        while True:
-            worker = await self._idle.get()
-            if worker is None or self._closed:
-                self._idle.put_nowait(None)  # wake the next waiter too
-                raise PoolClosed("the sandbox pool is closed")
-            if worker.proc.returncode is None:
-                return worker
-            self._replace(worker, kill=False)
+    async def _acquire(self, preferred: _Worker | None) -> _Worker:
+        async with self._available:
+            while True:
+                if self._closed:
+                    raise PoolClosed("the sandbox pool is closed")
+                if self._idle:
+                    worker = preferred if preferred in self._idle else self._idle[0]
+                    self._idle.remove(worker)
+                    if worker.proc.returncode is None:
+                        return worker
+                    self._replace(worker, kill=False)
+                    continue
+                await self._available.wait()
 
-    def _release(self, worker: _Worker) -> None:
+    async def _put_idle(self, worker: _Worker) -> None:
+        async with self._available:
+            self._idle.append(worker)
+            self._available.notify()
+
+    async def _release(self, worker: _Worker) -> None:
         limit = self.config.max_jobs_per_worker
         if self._closed or (limit and worker.jobs >= limit):
             self._replace(worker, kill=False, retire=True)
         else:
-            self._idle.put_nowait(worker)
+            await self._put_idle(worker)
 
     async def _crashed(self, worker: _Worker, *, exiting: bool = False) -> Failed:
         self.crashes += 1
@@ -220,6 +255,8 @@ class Pool:
 
     def _replace(self, worker: _Worker, *, kill: bool, retire: bool = False) -> None:
         self._workers.discard(worker)
+        for key in [k for k, w in self._holders.items() if w is worker]:
+            del self._holders[key]
         if not retire:
             self.replaced += 1
 
@@ -234,7 +271,7 @@ class Pool:
             if self._closed:
                 await new.retire()
             else:
-                self._idle.put_nowait(new)
+                await self._put_idle(new)
 
         task = asyncio.ensure_future(replace())
         self._spawning.add(task)
@@ -261,6 +298,10 @@ class Pool:
             str(self.config.spare_contexts),
             "--heap-bytes",
             str(self.config.heap_bytes),
+            "--live-cache",
+            str(self.config.live_cache),
+            "--live-idle",
+            str(self.config.live_idle_s),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
