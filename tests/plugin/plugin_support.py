@@ -3,6 +3,15 @@
 from __future__ import annotations
 
 import pytest
+import uvicorn  # noqa: F401  (see below)
+
+import api.app  # noqa: F401
+import api.streaming  # noqa: F401
+
+# `pytester` restores `sys.modules` when a test ends, dropping what the test imported first. A
+# server started in a test (EmulatorServer imports the app and uvicorn lazily) would leave the
+# next one a half-reimported FastAPI whose routes no longer match: the imports above keep
+# them loaded from the start.
 
 # A user's suite often turns warnings into errors; a socket the plugin left open would then fail
 # it. The last two switch off plugins of this development environment that a user's suite would
