@@ -16,6 +16,8 @@ from typing import Any
 import httpx
 import openai
 import pytest
+import websockets.exceptions
+import websockets.sync.client
 from hardening_support import PTC_TOOLS, ProgramRun, assert_envelope, drive, pausing_program, program_message
 
 from api.pytest_plugin import EmulatorServer
@@ -372,3 +374,85 @@ def test_a_long_conversation_of_small_items_is_answered_in_reasonable_time(http:
     assert response.status_code == 200, response.text[:500]
     assert response.json()["output"][-1]["content"][0]["text"] == "last"
     assert elapsed < 30, elapsed
+
+
+# ---- the same over the WebSocket mode and SSE --------------------------------------------------------
+
+
+def _ws(server: EmulatorServer) -> Any:
+    return websockets.sync.client.connect(f"ws://127.0.0.1:{server.port}/v1/responses", open_timeout=10)
+
+
+def _ws_create(code: str) -> str:
+    return json.dumps({"type": "response.create", **js_request(code)})
+
+
+def _until_done(ws: Any) -> dict[str, Any]:
+    while True:
+        event = json.loads(ws.recv(timeout=30))
+        if event["type"] in ("error", "response.completed"):
+            return event  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        ("{nope", "not valid JSON"),
+        (b"\x00\x01\x02", "not valid JSON"),
+        ('{"type": "response.banana"}', "Invalid value: 'response.banana'"),
+        ('{"type": "response.create", "model": 5}', "Invalid type for 'model'"),
+    ],
+    ids=["invalid-json", "binary", "unknown-type", "wrong-type"],
+)
+def test_bad_websocket_frames_get_an_error_event_and_the_socket_stays_open(
+    server: EmulatorServer, frame: str | bytes, message: str
+) -> None:
+    with _ws(server) as ws:
+        ws.send(frame)
+        event = json.loads(ws.recv(timeout=30))
+        assert event["type"] == "error" and event["status"] == 400, event
+        assert message in event["error"]["message"], event
+        assert set(event["error"]) == {"message", "type", "param", "code"}, event
+        ws.send(_ws_create("text('still open')"))
+        done = _until_done(ws)
+        assert done["type"] == "response.completed", done
+        assert done["response"]["output"][-1]["content"][0]["text"] == "still open"
+
+
+def test_a_websocket_frame_over_the_size_limit_closes_with_1009(server: EmulatorServer) -> None:
+    with _ws(server) as ws:
+        ws.send(json.dumps({"type": "response.create", "model": "m", "input": "a" * (LIMIT + 1024)}))
+        with pytest.raises(websockets.exceptions.ConnectionClosedError) as raised:
+            ws.recv(timeout=30)
+    assert raised.value.rcvd is not None and raised.value.rcvd.code == 1009
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: a WebSocket frame of 100k nested arrays raises RecursionError in the frame's json.loads "
+    "(api/websocket.py) outside the error handling: the socket is dropped without an error event",
+)
+def test_a_deeply_nested_websocket_frame_gets_an_error_event(server: EmulatorServer) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    with _ws(server) as ws:
+        ws.send('{"type": "response.create", "model": "m", "input": "hi", "metadata": ' + deep + "}")
+        event = json.loads(ws.recv(timeout=30))
+        assert event["type"] == "error" and event["status"] == 400, event
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug (same cause as the non-finite 500s): a NaN temperature is echoed as a bare NaN token in SSE "
+    "and WebSocket events, which is not JSON (JSON.parse in the Node SDK throws on it)",
+)
+def test_streamed_events_are_strict_json(http: httpx.Client) -> None:
+    body = json.dumps(js_request("text('hi')", stream=True))[:-1].encode() + b', "temperature": NaN}'
+    response = post(http, body)
+    assert response.status_code in (200, 400), response.text[:300]
+    for line in response.text.splitlines():
+        if line.startswith("data: "):
+            json.loads(line[len("data: ") :], parse_constant=_no_constants)
+
+
+def _no_constants(token: str) -> Any:
+    raise ValueError(f"{token} is not JSON")
