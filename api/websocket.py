@@ -13,9 +13,9 @@ its events sent as frames. On top of HTTP:
 * An error is a WebSocket `error` event, `{"type": "error", "status", "error": {message, type,
   code, param}}` (with `sequence_number` once the response's events began, and `stream_id`);
   the socket stays open for the next create.
-* `store: false` works as over HTTP: replay the items; `previous_response_id` needs a stored
-  response (the hosted API also keeps the socket's last response in memory; the emulator does
-  not).
+* `store: false` works as over HTTP (replay the items), and, as the hosted mode does, the socket
+  keeps its own `store: false` responses in memory while it is open, so `previous_response_id`
+  continues them on the same socket (and nowhere else).
 * `response.steer`: see `api.steering`.
 * Closing the socket cancels the response being played (the sandbox worker running its program
   is replaced), as a disconnect does for an SSE stream.
@@ -40,9 +40,9 @@ from starlette.websockets import WebSocketDisconnect
 from emulator import events
 from emulator.engine import Engine, Prepared
 from emulator.errors import EmulatorError, InvalidRequest, StatusError
-from emulator.items import Message, dump
+from emulator.items import dump
 from emulator.request import CreateRequest
-from emulator.store import StoredResponse
+from emulator.store import MemoryStore
 
 from .errors import SERVER_ERROR_MESSAGE, validation_error
 from .journaling import Recorder
@@ -60,7 +60,6 @@ Event = dict[str, Any]
 
 _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 _CUT_CODE = 1011
-_WARMUP_MARKER = "```js\n```"
 
 
 @router.websocket("/v1/responses")
@@ -85,6 +84,8 @@ class Session:
         self.inbox: asyncio.Queue[object] = asyncio.Queue()
         self.targets: dict[str, Target] = {}
         self.steering = Steering(lambda: engine.ids("steer"))
+        self.local = MemoryStore()
+        """This socket's `store: false` responses, gone with the socket."""
         self._send_lock = asyncio.Lock()
 
     async def serve(self) -> None:
@@ -194,10 +195,9 @@ class Session:
             scope=scope,
         )
         try:
-            if request.generate is False:
-                prepared = self._warm_up(request, scope)
-            else:
-                prepared = self.engine.prepare(request, scope=scope)
+            prepared = self.engine.prepare(
+                request, scope=scope, generate=request.generate is not False, local=self.local
+            )
         except EmulatorError as e:
             rec.fail(e)
             await self._failed(Target("", stream_id), e, stream_id, steers, None)
@@ -208,7 +208,7 @@ class Session:
         target = Target(prepared.response_id, stream_id)
         final: dict[str, Any] | None
         if request.generate is False:
-            final = self._complete_warm_up(prepared)
+            final = await self.engine.complete(prepared)
             rec.finish(final)
             await self._send_all(self._numbered(events.replay(final), stream_id))
         else:
@@ -289,32 +289,6 @@ class Session:
             )
             return
         await self._respond(request, successor, target.stream_id, steers)
-
-    # ---- generate: false ------------------------------------------------------------------------
-
-    def _warm_up(self, request: CreateRequest, scope: str | None) -> Prepared:
-        """Prepare a create that will not generate: validated like any other, but needing no scenario.
-
-        The engine chooses a script while preparing; an empty inline program, appended as a last
-        user message, gives it one that always exists, and is removed again before anything is
-        stored or returned.
-        """
-        given = [] if request.input is None else request.input
-        items = [Message(role="user", content=given)] if isinstance(given, str) else list(given)
-        marked = request.model_copy(update={"input": [*items, Message(role="user", content=_WARMUP_MARKER)]})
-        prepared = self.engine.prepare(marked, scope=scope)
-        prepared.request = request
-        prepared.input_items = prepared.input_items[:-1]
-        prepared.conversation.items.pop()
-        prepared.trace.scenario = "generate=false"
-        return prepared
-
-    def _complete_warm_up(self, prepared: Prepared) -> dict[str, Any]:
-        final = self.engine.response(prepared, [], status="completed")
-        if prepared.store:
-            record = StoredResponse(final["id"], final, prepared.input_items, prepared.request.previous_response_id)
-            self.engine.store.put(record)
-        return final
 
     # ---- sending ------------------------------------------------------------------------------
 

@@ -37,6 +37,8 @@ class Conversation:
     seals: dict[str, ProgramSeal] = field(default_factory=dict)
     program_outputs: dict[str, ProgramOutputItem] = field(default_factory=dict)
     open_program: ProgramItem | None = None
+    open_index: int = -1
+    """Index of the open program's item."""
 
     @property
     def anchor_text(self) -> str:
@@ -96,6 +98,7 @@ def analyse(items: list[Item], new_from: int, signer: Signer) -> Conversation:
         )
     if open_programs:
         conv.open_program = open_programs[-1]
+        conv.open_index = next(i for i, item in enumerate(items) if item is conv.open_program)
     return conv
 
 

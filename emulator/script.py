@@ -29,10 +29,12 @@ from typing import Any
 from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from .conversation import Conversation
 from .errors import InvalidRequest
+from .items import FunctionCall, Item, Message, ProgramCaller, ProgramItem
 from .scenario import Scenario, Turn
 
-__all__ = ["INLINE", "Script", "inline_code"]
+__all__ = ["INLINE", "Script", "inline_code", "position", "turn_items"]
 
 INLINE = "inline"
 _FENCE = re.compile(r"```(?:js|javascript)[ \t]*\r?\n(.*?)\r?\n?```", re.S | re.I)
@@ -111,3 +113,59 @@ class Script:
         return InvalidRequest(
             f"Scenario '{self.name}', turn {index + 1}: {message}", param="input", code="scenario_error"
         )
+
+
+def _turn_kind(item: Item) -> str | None:
+    if isinstance(item, ProgramItem):
+        return "program"
+    if isinstance(item, FunctionCall) and not isinstance(item.caller, ProgramCaller):
+        return "call"
+    if isinstance(item, Message) and item.role == "assistant":
+        return "message"
+    return None
+
+
+def _walk(conv: Conversation, script: Script) -> list[tuple[Item, int, int]]:
+    """Each model item after the latest user message, with its turn and its place in that turn."""
+    walked = []
+    turn, emitted = 0, 0
+    for item in conv.after_anchor():
+        kind = _turn_kind(item)
+        if kind is None:
+            continue
+        expected = script.turns[turn].kind if turn < len(script.turns) else "nothing"
+        if kind != expected and not (kind == "message" and expected == "refusal"):
+            raise InvalidRequest(
+                f"The conversation does not follow scenario '{script.name}': after the latest user message, turn "
+                f"{turn + 1} should be a {expected}, but the input has a {item.type} item there.",
+                param="input",
+                code="scenario_mismatch",
+            )
+        walked.append((item, turn, emitted))
+        if kind == "call":
+            emitted += 1
+            if emitted < len(script.turns[turn].calls):
+                continue
+            emitted = 0
+        turn += 1
+    return walked
+
+
+def position(conv: Conversation, script: Script) -> tuple[int, int]:
+    """Where the conversation stands in the script: (next turn, direct calls of it already emitted)."""
+    walked = _walk(conv, script)
+    if not walked:
+        return 0, 0
+    item, turn, emitted = walked[-1]
+    if isinstance(item, FunctionCall) and emitted + 1 < len(script.turns[turn].calls):
+        return turn, emitted + 1
+    return turn + 1, 0
+
+
+def turn_items(conv: Conversation, script: Script) -> list[tuple[ProgramItem | FunctionCall, Turn]]:
+    """The first item of each program or call turn after the latest user message, with its turn."""
+    return [
+        (item, script.turns[turn])
+        for item, turn, emitted in _walk(conv, script)
+        if isinstance(item, ProgramItem | FunctionCall) and emitted == 0
+    ]

@@ -51,7 +51,9 @@ def encoding() -> tiktoken.Encoding:
         return tiktoken.Encoding(**openai_public.o200k_base())
 
 
+@functools.lru_cache(maxsize=16384)
 def count(text: str) -> int:
+    """Tokens in `text`. Cached: a replayed conversation sends the same texts again and again."""
     return len(encoding().encode(text, disallowed_special=())) if text else 0
 
 

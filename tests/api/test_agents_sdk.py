@@ -7,6 +7,7 @@ completes with the right answer shows the emulator's items satisfy it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 
@@ -102,7 +103,15 @@ async def test_runner_completes_a_programmatic_run(ptc_emulator: PTCEmulator, st
 
 
 def test_runner_run_sync(ptc_emulator: PTCEmulator) -> None:
-    result = Runner.run_sync(
-        agent(ptc_emulator), "Compare inventory with demand for sku_123.", run_config=RunConfig(tracing_disabled=True)
-    )
+    try:
+        result = Runner.run_sync(
+            agent(ptc_emulator),
+            "Compare inventory with demand for sku_123.",
+            run_config=RunConfig(tracing_disabled=True),
+        )
+    finally:
+        # run_sync leaves the thread's default event loop open on purpose; this test owns it.
+        policy = asyncio.get_event_loop_policy()
+        policy.get_event_loop().close()
+        policy.set_event_loop(None)
     assert result.final_output == EXPECTED

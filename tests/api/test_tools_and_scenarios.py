@@ -239,3 +239,20 @@ def test_customer_lookup_scenario(client: openai.OpenAI) -> None:
         client, client.responses.create(model="m", input="Look up customer 999", tools=tools), tools, get_customer
     )
     assert missing.output_text == "No customer with id 999 was found."
+
+
+def test_a_new_user_message_beside_the_last_outputs_of_an_open_program(client: openai.OpenAI) -> None:
+    """The open program finishes first; then the new message is answered from the start of its script."""
+    first = client.responses.create(model="m", input=js("text(String(await tools.add({a: 1, b: 2})))"), tools=PTC_TOOLS)
+    outputs = answer_all(first, arithmetic)
+    later = client.responses.create(
+        model="m",
+        previous_response_id=first.id,
+        input=[*outputs, {"role": "user", "content": js("text('second program')")}],
+        tools=PTC_TOOLS,
+    )
+    kinds = [i.type for i in later.output]
+    assert kinds == ["program_output", "program", "program_output", "message"]
+    results = [i.result for i in later.output if i.type == "program_output"]
+    assert results == ["3", "second program"]
+    assert later.output_text == "second program"

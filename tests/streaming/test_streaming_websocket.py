@@ -103,6 +103,25 @@ def test_loop_with_store_false_replay_on_one_socket(ptc_emulator: PTCEmulator, c
         ptc_emulator.client(max_retries=0).responses.retrieve(finals[0]["id"])
 
 
+def test_store_false_with_previous_response_id_on_the_same_socket(ptc_emulator: PTCEmulator, conn: Any) -> None:
+    """The socket keeps its own store:false responses while open; nothing reaches the server's store."""
+    conn.response.create(model="emulated", input=js(THREE_PAUSES), tools=ADD_TOOLS, store=False)
+    finals = [final_of(read_response(conn))]
+    while outputs := add_outputs(finals[-1]["output"]):
+        conn.response.create(
+            model="emulated", input=outputs, tools=ADD_TOOLS, store=False, previous_response_id=finals[-1]["id"]
+        )
+        finals.append(final_of(read_response(conn)))
+    assert len(finals) == 4 and all(f["store"] is False for f in finals)
+    assert finals[-1]["output"][-1]["content"][0]["text"] == THREE_PAUSES_ANSWER
+    client = ptc_emulator.client(max_retries=0)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(finals[0]["id"])
+    with pytest.raises(openai.BadRequestError) as caught:  # another connection cannot see them
+        client.responses.create(model="emulated", input="x", previous_response_id=finals[0]["id"], store=False)
+    assert caught.value.code == "previous_response_not_found"
+
+
 def test_errors_are_error_events_and_the_socket_stays_open(ptc_emulator: PTCEmulator, conn: Any) -> None:
     ptc_emulator.add_scenario(
         {

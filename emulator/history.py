@@ -1,0 +1,127 @@
+"""A request's conversation so far: stored history, replayed items, item references.
+
+Stored responses keep their input items and output as returned; a conversation is rebuilt by
+walking `previous_response_id` back to its start. A connection may add a store of its own (the
+WebSocket mode keeps its `store: false` responses for the life of the socket), looked up first.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from .errors import InvalidRequest, NotFound, PreviousResponseNotFound
+from .items import FunctionCall, FunctionCallOutput, InputItem, Item, ItemReference, Message, dump
+from .request import CountTokensRequest, CreateRequest
+from .store import Store, StoredResponse
+
+__all__ = ["History", "as_input", "as_response_item", "not_found"]
+
+
+@functools.cache
+def _adapter() -> TypeAdapter[Any]:
+    return TypeAdapter(InputItem)
+
+
+def not_found(response_id: str) -> NotFound:
+    return NotFound(f"Response with id '{response_id}' not found.")
+
+
+def as_input(raw: dict[str, Any]) -> Item:
+    """A stored item (input or output) as an input item."""
+    item: Item = _adapter().validate_python({k: v for k, v in raw.items() if k != "created_by"}, strict=False)
+    return item
+
+
+def as_response_item(item: Item, ids: Callable[[str], str]) -> dict[str, Any]:
+    """An input item as `input_items.list` returns it: with an id and a status."""
+    data = dump(item)
+    if isinstance(item, Message):
+        data.setdefault("id", ids("msg"))
+        if isinstance(item.content, str):
+            part = "output_text" if item.role == "assistant" else "input_text"
+            extra: dict[str, Any] = {"annotations": []} if part == "output_text" else {}
+            data["content"] = [{"type": part, "text": item.content, **extra}]
+        data.setdefault("status", "completed")
+    elif isinstance(item, FunctionCallOutput):
+        data.setdefault("id", ids("fco"))
+        data.setdefault("status", "completed")
+    elif isinstance(item, FunctionCall):
+        data.setdefault("id", ids("fc"))
+        data.setdefault("status", "completed")
+    return data
+
+
+class History:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def record(self, response_id: str, local: Store | None = None) -> StoredResponse | None:
+        found = local.get(response_id) if local is not None else None
+        return found if found is not None else self.store.get(response_id)
+
+    def stored(self, response_id: str) -> StoredResponse:
+        record = self.store.get(response_id)
+        if record is None:
+            raise not_found(response_id)
+        return record
+
+    def load(self, response_id: str, local: Store | None = None) -> list[Item]:
+        """The items before and of a stored response, oldest first (instructions are not carried)."""
+        chain: list[StoredResponse] = []
+        next_id: str | None = response_id
+        while next_id is not None:
+            record = self.record(next_id, local)
+            if record is None:
+                raise PreviousResponseNotFound(response_id)
+            status = record.response.get("status")
+            if status not in ("completed", "incomplete"):
+                raise InvalidRequest(
+                    f"Previous response '{next_id}' has status '{status}': only a finished response can be continued.",
+                    param="previous_response_id",
+                )
+            chain.append(record)
+            next_id = record.previous_response_id
+        return [
+            as_input(raw) for record in reversed(chain) for raw in [*record.input_items, *record.response["output"]]
+        ]
+
+    def recovered(self, items: list[Item]) -> list[Item]:
+        """What came before the replayed output of a stored response, when the input starts there.
+
+        A client may continue by sending a stored response's output back with its tool outputs
+        and no user message and no previous_response_id (the overview article's loop does); the
+        items' ids find the conversation.
+        """
+        for item in items:
+            item_id = getattr(item, "id", None)
+            found = self.store.item(item_id) if isinstance(item_id, str) else None
+            if found is not None:
+                record = self.stored(found[0])
+                prefix = self.load(record.previous_response_id) if record.previous_response_id else []
+                return [*prefix, *(as_input(raw) for raw in record.input_items)]
+        return []
+
+    def input(self, request: CreateRequest | CountTokensRequest) -> list[Item]:
+        """This request's input items, with item references resolved."""
+        if request.input is None:
+            return []
+        if isinstance(request.input, str):
+            return [Message(role="user", content=request.input)]
+        items: list[Item] = []
+        for index, item in enumerate(request.input):
+            if isinstance(item, ItemReference):
+                found = self.store.item(item.id)
+                if found is None:
+                    raise InvalidRequest(f"Item with id '{item.id}' not found.", param=f"input[{index}].id")
+                try:
+                    item = as_input(found[1])
+                except ValidationError as e:
+                    raise InvalidRequest(
+                        f"Item '{item.id}' cannot be used as input here.", param=f"input[{index}].id"
+                    ) from e
+            items.append(item)
+        return items

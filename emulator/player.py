@@ -1,0 +1,357 @@
+"""Plays the scripted model's next step for a prepared request, running programs in the sandbox.
+
+One response plays from where the conversation stands: it resumes the open program, if any,
+then plays turns until one ends the response (a program that suspends, direct calls, a final
+message, an error). The items it emits are the Response's output.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from sandbox import Completed, Failed, ImageOutput, Limits, Outcome, Program, Suspended, TextOutput, ToolResult
+
+from .contract import Violation, check_arguments
+from .conversation import Conversation
+from .errors import InvalidRequest, ScriptedError
+from .faults import forced_failure
+from .items import (
+    FunctionCall,
+    FunctionCallOutput,
+    Item,
+    Message,
+    OutputText,
+    ProgramCaller,
+    ProgramItem,
+    ProgramOutputItem,
+    ReasoningItem,
+    Refusal,
+    SummaryText,
+    dump,
+)
+from .request import CreateRequest, FunctionTool
+from .scenario import Fault, Turn
+from .script import Script
+from .signing import ProgramSeal, Signer, code_digest
+from .store import Store
+
+__all__ = ["REASONING_DOMAIN", "Player", "Prepared", "Runner", "Trace"]
+
+REASONING_DOMAIN = "reasoning"
+NOT_ENABLED = (
+    "Programmatic tool calling is not enabled for this request (add the programmatic_tool_calling tool), so the "
+    "program was not run."
+)
+
+
+class Runner(Protocol):
+    """What the engine needs from the sandbox: the `sandbox.Pool` interface."""
+
+    async def run(self, program: Program) -> Outcome: ...
+
+
+@dataclass
+class Trace:
+    """What the scripted model did for one request, for the journal."""
+
+    scenario: str
+    route: list[str] = field(default_factory=list)
+    """The output item types, in order."""
+    model_turns: int = 0
+    programs_run: int = 0
+    images: list[str] = field(default_factory=list)
+    kept_out_bytes: int = 0
+    """Bytes of tool output in this request's input that went to a program, not to the model."""
+    fault: str | None = None
+    """The fault injected into this response, if any (see `scenario.Fault`)."""
+    contract: list[Violation] = field(default_factory=list)
+
+
+@dataclass
+class Prepared:
+    """A validated create request, ready to play; nothing has run yet."""
+
+    request: CreateRequest
+    response_id: str
+    created_at: float
+    conversation: Conversation
+    script: Script | None
+    """None for `generate: false` (WebSocket mode): the response has no output."""
+    turn: int
+    """The next turn of the script to play (after resuming the open program, if any)."""
+    emitted: int
+    """Direct calls of that turn already emitted (it is a `call` turn played one call at a time)."""
+    input_items: list[dict[str, Any]]
+    scope: str | None = None
+    trace: Trace = field(default_factory=lambda: Trace(""))
+    fault: Fault | None = None
+    """The fault of the turn this response starts (not of a program it resumes)."""
+    strict_contract: bool = False
+    local: Store | None = None
+    """A connection's own store, where its `store: false` responses stay while it is open."""
+
+    @property
+    def store(self) -> bool:
+        return self.request.store is not False
+
+
+class Player:
+    def __init__(
+        self,
+        *,
+        runner: Runner,
+        signer: Signer,
+        limits: Limits,
+        ids: Callable[[str], str],
+        seeds: Callable[[], int],
+        clock: Callable[[], float],
+    ) -> None:
+        self.runner = runner
+        self.signer = signer
+        self.limits = limits
+        self.ids = ids
+        self.seeds = seeds
+        self.clock = clock
+
+    async def play(self, prepared: Prepared) -> list[dict[str, Any]]:
+        conv, script = prepared.conversation, prepared.script
+        if script is None:
+            return []
+        out: list[dict[str, Any]] = []
+        produced: list[Item] = []
+
+        def emit(item: Item) -> None:
+            produced.append(item)
+            out.append(dump(item))
+            prepared.trace.route.append(item.type)
+
+        index = prepared.turn
+        program = conv.open_program
+        if program is not None:
+            finished = await self._run(program, conv.seals[program.call_id], prepared, emit)
+            if not finished:
+                return out
+            # A program started by this script's turn before the cursor may hold the final message
+            # back for a later response; one left open by an earlier exchange never does.
+            if conv.open_index > conv.anchor and not script.turns[index - 1].with_output:
+                return out
+        while index < len(script.turns):
+            if await self._turn(prepared, index, emit, produced):
+                return out
+            index += 1
+        if not out:
+            raise InvalidRequest(
+                f"Scenario '{script.name}' has no turn left to play for this conversation.",
+                param="input",
+                code="scenario_exhausted",
+            )
+        return out
+
+    async def _turn(self, prepared: Prepared, index: int, emit: Callable[[Item], None], produced: list[Item]) -> bool:
+        """Play turn `index`; True when it ends the response."""
+        script, req = prepared.script, prepared.request
+        assert script is not None
+        turn = script.turns[index]
+        context = _template_context(prepared.conversation, produced)
+        prepared.trace.model_turns += 1
+        if turn.program is not None:
+            if not req.ptc_enabled:
+                emit(self._message(NOT_ENABLED))
+                return True
+            program, seal = self._new_program(script.code(index, context), req)
+            self._reasoning(turn, program.call_id, prepared, emit)
+            emit(program)
+            prepared.conversation.seals[program.call_id] = seal
+            forced = forced_failure(prepared.fault if index == prepared.turn else None, self.limits)
+            finished = await self._run(program, seal, prepared, emit, forced)
+            return not finished or not turn.with_output
+        if turn.call is not None:
+            calls = turn.calls[prepared.emitted if index == prepared.turn else 0 :]
+            if req.parallel_tool_calls is False:
+                calls = calls[:1]
+            for n, spec in enumerate(calls):
+                tool = _direct_tool(script, index, spec.name, req)
+                call = FunctionCall(
+                    id=self.ids("fc"),
+                    call_id=self.ids("call"),
+                    name=spec.name,
+                    arguments=script.arguments(index, spec.arguments, context),
+                    status="completed",
+                )
+                if n == 0:
+                    self._reasoning(turn, call.call_id, prepared, emit)
+                _check_call(tool, call, prepared)
+                emit(call)
+            return True
+        if turn.error is not None:
+            e = turn.error
+            raise ScriptedError(e.status, e.message, type=e.type, code=e.code, param=e.param, headers=e.headers)
+        emit(self._final_message(script, index, turn, context))
+        return True
+
+    def _final_message(self, script: Script, index: int, turn: Turn, context: dict[str, Any]) -> Message:
+        program = context.get("program")
+        if turn.message is not None and program is not None and program["status"] == "incomplete":
+            return self._message(f"The program did not complete: {program['result']}")
+        if turn.refusal is not None:
+            return Message(
+                id=self.ids("msg"),
+                role="assistant",
+                status="completed",
+                content=[Refusal(refusal=script.text(index, turn.refusal, context))],
+            )
+        assert turn.message is not None
+        return self._message(script.text(index, turn.message, context))
+
+    def _message(self, text: str) -> Message:
+        return Message(
+            id=self.ids("msg"),
+            role="assistant",
+            status="completed",
+            content=[OutputText(text=text, annotations=[], logprobs=[])],
+        )
+
+    def _reasoning(self, turn: Turn, anchor: str, prepared: Prepared, emit: Callable[[Item], None]) -> None:
+        if turn.reasoning is None:
+            return
+        rid = self.signer.reasoning_id(anchor)
+        sealed = None
+        if not prepared.store or "reasoning.encrypted_content" in (prepared.request.include or []):
+            sealed = self.signer.seal(REASONING_DOMAIN, {"id": rid, "summary": turn.reasoning})
+        emit(ReasoningItem(id=rid, summary=[SummaryText(text=turn.reasoning)], encrypted_content=sealed))
+
+    # ---- programs -------------------------------------------------------------------------------
+
+    def _new_program(self, code: str, req: CreateRequest) -> tuple[ProgramItem, ProgramSeal]:
+        call_id = self.ids("call")
+        seal = ProgramSeal(
+            call_id=call_id,
+            code_sha256=code_digest(code),
+            seed=self.seeds(),
+            clock_ms=int(self.clock() * 1000),
+            tools=tuple(sorted(req.programmatic_tools)),
+        )
+        item = ProgramItem(id=self.ids("prog"), call_id=call_id, code=code, fingerprint=self.signer.fingerprint(seal))
+        return item, seal
+
+    async def _run(
+        self,
+        item: ProgramItem,
+        seal: ProgramSeal,
+        prepared: Prepared,
+        emit: Callable[[Item], None],
+        forced: Failed | None = None,
+    ) -> bool:
+        """Run or replay the program; emit its new calls or its output. True when it finished.
+
+        `forced` is an injected fault's outcome, used instead of running the program."""
+        conv, req, trace = prepared.conversation, prepared.request, prepared.trace
+        journal = []
+        for call in conv.program_calls(item.call_id):
+            output = conv.outputs[call.call_id]
+            is_error = output.status == "incomplete"
+            journal.append(ToolResult(call.name, call.arguments, output.output_text(), is_error=is_error))
+        program = Program(
+            code=item.code,
+            tools=seal.tools,
+            seed=seal.seed,
+            clock_ms=seal.clock_ms,
+            journal=tuple(journal),
+            limits=self.limits,
+        )
+        outcome = forced or await self.runner.run(program)
+        trace.programs_run += 1
+        trace.images.extend(o.url for o in outcome.outputs if isinstance(o, ImageOutput))
+        if isinstance(outcome, Failed) and outcome.kind == "divergence":
+            raise InvalidRequest(
+                f"The function_call items of program {item.call_id} do not match what the program does: a tool "
+                f"name or its arguments were modified ({outcome.message}).",
+                param="input",
+                code="program_divergence",
+            )
+        if isinstance(outcome, Suspended):
+            tools = {t.name: t for t in req.function_tools}
+            for pending in outcome.pending:
+                call = FunctionCall(
+                    id=self.signer.program_call_item_id(item.call_id, pending.index),
+                    call_id=self.signer.program_call_id(item.call_id, pending.index),
+                    name=pending.name,
+                    arguments=pending.arguments,
+                    caller=ProgramCaller(caller_id=item.call_id),
+                    status="completed",
+                )
+                _check_call(tools[pending.name], call, prepared)
+                emit(call)
+            return False
+        text = "\n".join(o.text for o in outcome.outputs if isinstance(o, TextOutput))
+        status: Literal["completed", "incomplete"]
+        if isinstance(outcome, Completed):
+            status, result = "completed", text
+        else:
+            reason = f"{outcome.kind}: {outcome.message}"
+            status, result = "incomplete", f"{text}\n{reason}" if text else reason
+        emit(
+            ProgramOutputItem(
+                id=self.signer.program_output_id(item.call_id, status, result),
+                call_id=item.call_id,
+                result=result,
+                status=status,
+            )
+        )
+        return True
+
+
+def _direct_tool(script: Script, index: int, name: str, req: CreateRequest) -> FunctionTool:
+    tool = next((t for t in req.function_tools if t.name == name), None)
+    if tool is None or not tool.direct:
+        why = "does not declare it" if tool is None else "allows only programmatic calls to it"
+        raise InvalidRequest(
+            f"Scenario '{script.name}', turn {index + 1}: calls the function '{name}' directly, but the request {why}.",
+            param="tools",
+            code="scenario_error",
+        )
+    return tool
+
+
+def _check_call(tool: FunctionTool, call: FunctionCall, prepared: Prepared) -> None:
+    violation = check_arguments(tool, call.call_id, call.arguments)
+    if violation is None:
+        return
+    prepared.trace.contract.append(violation)
+    if prepared.strict_contract:
+        raise InvalidRequest(violation.describe(), param="tools", code="contract_violation")
+
+
+def _parse(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, TypeError):
+        return text
+
+
+def _template_context(conv: Conversation, produced: list[Item]) -> dict[str, Any]:
+    """What a turn's templates see besides the captures (see `script.py`)."""
+    items = [*conv.after_anchor(), *produced]
+    program: dict[str, Any] | None = None
+    for item in items:
+        if isinstance(item, ProgramOutputItem):
+            program = {"status": item.status, "result": item.result, "call_id": item.call_id}
+    outputs: dict[str, Any] = {}
+    output: Any = None
+    calls = {i.call_id: i for i in items if isinstance(i, FunctionCall) and not isinstance(i.caller, ProgramCaller)}
+    for item in items:
+        if isinstance(item, FunctionCallOutput) and item.call_id in calls:
+            output = _parse(item.output_text())
+            outputs[calls[item.call_id].name] = output
+    result = program["result"] if program else None
+    data = _parse(result) if result is not None else None
+    return {
+        "result": result,
+        "data": data if isinstance(data, dict | list) else None,
+        "program": program,
+        "output": output,
+        "outputs": outputs,
+    }

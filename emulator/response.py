@@ -1,0 +1,86 @@
+"""The Response object: every field the contract marks required, request settings echoed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import usage
+from .items import Item, dump
+from .request import CreateRequest, FunctionTool
+
+__all__ = ["echo_tools", "response_body"]
+
+_FINISHED = ("completed", "incomplete", "failed", "cancelled")
+
+
+def echo_tools(request: Any) -> list[dict[str, Any]]:
+    """The request's tools as a Response carries them (function tools with their defaults)."""
+    echoed = []
+    for tool in request.tools or ():
+        data: dict[str, Any] = dump(tool)
+        if isinstance(tool, FunctionTool):
+            data.setdefault("parameters", None)
+            data.setdefault("strict", True)
+        echoed.append(data)
+    return echoed
+
+
+def _echo_choice(choice: Any) -> Any:
+    if choice is None:
+        return "auto"
+    return choice if isinstance(choice, str) else dump(choice)
+
+
+def response_body(
+    request: CreateRequest,
+    *,
+    response_id: str,
+    created_at: float,
+    now: float,
+    store: bool,
+    output: list[dict[str, Any]],
+    status: str,
+    context: list[Item],
+    error: dict[str, Any] | None = None,
+    incomplete: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    tools = echo_tools(request)
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": created_at,
+        "status": status,
+        "background": bool(request.background),
+        "completed_at": float(int(now)) if status == "completed" else None,
+        "error": error,
+        "incomplete_details": incomplete,
+        "instructions": request.instructions,
+        "max_output_tokens": request.max_output_tokens,
+        "max_tool_calls": request.max_tool_calls,
+        "model": request.model,
+        "output": output,
+        "parallel_tool_calls": request.parallel_tool_calls is not False,
+        "previous_response_id": request.previous_response_id,
+        "prompt_cache_key": request.prompt_cache_key,
+        "reasoning": request.reasoning or {"effort": None, "summary": None},
+        "safety_identifier": request.safety_identifier,
+        "service_tier": request.service_tier or "default",
+        "store": store,
+        "temperature": 1.0 if request.temperature is None else request.temperature,
+        "text": request.text or {"format": {"type": "text"}, "verbosity": "medium"},
+        "tool_choice": _echo_choice(request.tool_choice),
+        "tools": tools,
+        "top_logprobs": request.top_logprobs or 0,
+        "top_p": 1.0 if request.top_p is None else request.top_p,
+        "truncation": request.truncation or "disabled",
+        "usage": usage.usage(
+            instructions=request.instructions,
+            tools=tools,
+            input_items=[dump(item) for item in context],
+            output_items=output,
+        )
+        if status in _FINISHED
+        else None,
+        "user": request.user,
+        "metadata": request.metadata or {},
+    }
