@@ -165,8 +165,9 @@ def test_kill_9_mid_request_every_client_finishes(server_process: Callable[..., 
     most one such response per client per kill."""
     server = server_process(secret=SECRET, workers=2).start()
     clients = 10
+    pauses = 20  # about 200 requests in all: still going when the first kill lands, even on a fast machine
     runs = [
-        (ProgramRun(pausing_program(100 * n, 12), store=n % 2 == 1), expected_total(100 * n, 12))
+        (ProgramRun(pausing_program(100 * n, pauses), store=n % 2 == 1), expected_total(100 * n, pauses))
         for n in range(clients)
     ]
     killer = Killer(server, at=[1.0, 3.0])
