@@ -7,7 +7,7 @@ from types import TracebackType
 from typing import Any
 
 from emulator.engine import Prepared, Trace
-from emulator.errors import EmulatorError, NoScenarioMatched, ScriptedError
+from emulator.errors import EmulatorError, NoScenarioMatched
 from emulator.journal import Figures, Journal, JournalEntry
 
 __all__ = ["Recorder"]
@@ -22,8 +22,8 @@ class Recorder:
     """`with Recorder(...) as rec:` around a create; set `rec.prepared` and `rec.response`.
 
     A request that fails before it is prepared (an injected HTTP error, a strict contract check, no
-    matching scenario) has no `Prepared`; what the engine knew then is taken from the error: its
-    `trace` (a `Trace`) when it carries one, else what the error itself says."""
+    matching scenario) has no `Prepared`; what the engine knew then comes with the error, as its
+    `trace`."""
 
     def __init__(self, journal: Journal, *, method: str, path: str, headers: Any, body: Any, scope: str | None) -> None:
         self.journal = journal
@@ -56,13 +56,8 @@ class Recorder:
         self.entry.response = error.body()
         if isinstance(error, NoScenarioMatched):
             self.entry.near_miss = error.report
-        if self.prepared is None:
-            trace = getattr(error, "trace", None)
-            if isinstance(trace, Trace):
-                self._trace = trace
-            elif isinstance(error, ScriptedError):
-                # Raised before the response was prepared: only a turn's `http_error` fault does that.
-                self.entry.fault = f"http_error {error.status}"
+        if self.prepared is None and isinstance(error.trace, Trace):
+            self._trace = error.trace
         self._record()
 
     def finish(self, response: dict[str, Any]) -> None:

@@ -112,11 +112,6 @@ def test_strict_scenario_rejects_the_output(ptc_emulator: PTCEmulator) -> None:
     assert ok.output_text == "5 units."
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: a strict contract violation of a tool output is raised in Engine.prepare before a Prepared "
-    "exists, and the InvalidRequest does not carry the Trace, so the journal entry's `contract` is empty",
-)
 def test_journal_keeps_the_violation_a_strict_check_rejected(ptc_emulator: PTCEmulator) -> None:
     ptc_emulator.add_scenario({**LOOKUP, "strict_contract": True})
     tools = inventory_tools()
