@@ -79,6 +79,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
                 PoolConfig(
                     size=settings.pool_size,
                     spare_contexts=settings.spare_contexts,
+                    live_cache=settings.live_cache,
                     max_jobs_per_worker=settings.max_jobs_per_worker,
                     heap_bytes=settings.limits.heap_bytes,
                 )

@@ -36,6 +36,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--secret", default=None, help="fingerprint HMAC secret (or PTC_EMULATOR_SECRET)")
     serve.add_argument("--api-key", default=None, help=f"require this Bearer key (or {API_KEY_ENV})")
     serve.add_argument("--workers", type=int, default=None, help="V8 worker processes (default: CPU count)")
+    serve.add_argument(
+        "--live-cache",
+        type=int,
+        default=_SETTINGS.live_cache,
+        metavar="N",
+        help="suspended programs each worker keeps live to skip replay (0: always replay)",
+    )
     serve.add_argument("--timeout", type=float, default=_LIMITS.timeout_s, help="seconds per program run")
     serve.add_argument("--heap-mb", type=int, default=_LIMITS.heap_bytes // 2**20, help="V8 heap per program")
     serve.add_argument("--max-tool-calls", type=int, default=_LIMITS.max_tool_calls)
@@ -61,6 +68,7 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
         secret=args.secret,
         api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
         pool_size=args.workers or _SETTINGS.pool_size,
+        live_cache=args.live_cache,
         limits=Limits(
             timeout_s=args.timeout,
             heap_bytes=args.heap_mb * 2**20,

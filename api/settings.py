@@ -38,6 +38,8 @@ class Settings:
     """When set, every request must carry `Authorization: Bearer <api_key>`."""
     pool_size: int = max(1, os.cpu_count() or 1)
     spare_contexts: int = 2
+    live_cache: int = 64
+    """Suspended programs each worker keeps live, so a resume skips replay (0: always replay)."""
     max_jobs_per_worker: int = 1000
     limits: Limits = field(default_factory=Limits)
     max_body_bytes: int = 16 * 2**20

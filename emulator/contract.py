@@ -3,7 +3,8 @@
 * A `function_call_output` is checked against its tool's `output_schema` (the guide: "the JSON
   object encoded in its function_call_output.output string").
 * The arguments of a call (a program's, or a scenario's direct call) are checked against the
-  tool's `parameters` when the tool is declared with `strict: true`.
+  tool's `parameters` unless the tool says `strict: false` (strict is the Responses API's
+  default, and the Response echoes it as `true`).
 
 A violation is reported (journal, warning header); in strict mode it is a 400.
 """
@@ -69,7 +70,7 @@ def check_output(tool: FunctionTool, call_id: str, output: str) -> Violation | N
 
 
 def check_arguments(tool: FunctionTool, call_id: str, arguments: str) -> Violation | None:
-    if tool.strict is not True or tool.parameters is None:
+    if tool.strict is False or tool.parameters is None:
         return None
     try:
         value = json.loads(arguments)

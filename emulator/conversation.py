@@ -56,6 +56,20 @@ class Conversation:
             and item.caller.caller_id == program_call_id
         ]
 
+    def latest_outputs(self) -> list[FunctionCallOutput]:
+        """The tool outputs that answer the latest model output (after the last item the model
+        produced). A `store: false` replay resends the earlier ones too; these are the new ones."""
+        last = max(
+            (
+                i
+                for i, item in enumerate(self.items)
+                if not isinstance(item, FunctionCallOutput | Message)
+                or (isinstance(item, Message) and item.role == "assistant")
+            ),
+            default=-1,
+        )
+        return [item for item in self.items[last + 1 :] if isinstance(item, FunctionCallOutput)]
+
     def after_anchor(self) -> list[Item]:
         return self.items[self.anchor + 1 :]
 

@@ -24,7 +24,7 @@ from .conversation import Conversation, analyse
 from .errors import EmulatorError, InvalidRequest, NoScenarioMatched
 from .faults import FaultInjector, InjectedHTTPError
 from .history import History, as_response_item, not_found
-from .items import FunctionCallOutput, Message, ProgramCaller, ReasoningItem, dump
+from .items import Message, ProgramCaller, ReasoningItem, dump
 from .player import REASONING_DOMAIN, Player, Prepared, Runner, Trace
 from .request import CountTokensRequest, CreateRequest, FunctionToolChoice, ProgrammaticToolChoice
 from .response import echo_tools, response_body
@@ -116,8 +116,8 @@ class Engine:
             raise
         trace.kept_out_bytes = sum(
             len(item.output_text().encode("utf-8"))
-            for item in conv.items[conv.new_from :]
-            if isinstance(item, FunctionCallOutput) and isinstance(item.caller, ProgramCaller)
+            for item in conv.latest_outputs()
+            if isinstance(item.caller, ProgramCaller)
         )
         prepared = self._prepared(request, conv, script, trace, scope=scope, local=local)
         prepared.turn, prepared.emitted, prepared.fault, prepared.strict_contract = turn, emitted, fault, strict
@@ -383,11 +383,11 @@ def _check_request(request: CreateRequest) -> None:
 
 
 def _check_outputs(conv: Conversation, request: CreateRequest) -> list[Violation]:
-    """This request's tool outputs against their tools' output_schema."""
+    """The newly answered tool outputs against their tools' output_schema."""
     tools = {t.name: t for t in request.function_tools}
     found = []
-    for item in conv.items[conv.new_from :]:
-        if isinstance(item, FunctionCallOutput) and item.call_id in conv.calls:
+    for item in conv.latest_outputs():
+        if item.call_id in conv.calls:
             tool = tools.get(conv.calls[item.call_id].name)
             violation = check_output(tool, item.call_id, item.output_text()) if tool else None
             if violation is not None:
@@ -398,7 +398,7 @@ def _check_outputs(conv: Conversation, request: CreateRequest) -> list[Violation
 def _no_match(text: str, misses: list[NearMiss]) -> NoScenarioMatched:
     shown = text if len(text) <= 120 else text[:117] + "..."
     if misses:
-        closest = "; ".join(f"'{m.scenario}': {m.reason}" for m in misses[:3])
+        closest = "; ".join(f"'{m.scenario}' ({m.field}): {m.reason}" for m in misses[:3])
         message = f"No scenario matches this request. Closest: {closest}."
     else:
         message = "No scenario matches this request (no scenario is loaded)."

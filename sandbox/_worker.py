@@ -5,8 +5,10 @@ allocations do, whatever the heap limit) takes only this worker down; the pool r
 Native code writing to stdout cannot corrupt the protocol: the protocol keeps a private copy of
 the original stdout and fd 1 is pointed at stderr.
 
-Two things keep V8's fixed costs off the request path, both done only while no request waits:
-spare contexts created ahead of time, and closing finished contexts after the answer is sent.
+Two things keep V8's fixed costs off the request path: spare contexts created ahead of time,
+and closing finished contexts after the answer is sent. Both happen on a housekeeping thread
+(each context is an isolate with a thread of its own; creating or closing one does not stop
+another from running), so a request never waits for them.
 A warm cache keeps suspended programs alive: a request whose journal extends a cached
 program's journal by exactly its pending calls resumes it live instead of replaying it. The
 outcome is the same either way (a miss simply replays), so correctness never depends on a hit.
@@ -19,6 +21,7 @@ import json
 import os
 import select
 import sys
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -29,25 +32,41 @@ from ._wire import outcome_to_json, program_from_json
 from .outcome import Outcome, Suspended, ToolResult
 
 
-class Spares:
-    """Contexts created ahead of time, so a run does not pay for context creation and prelude."""
+class Housekeeper:
+    """A thread that keeps `count` spare contexts ready and closes the contexts it is handed."""
 
     def __init__(self, count: int, heap_bytes: int) -> None:
         self.count = count
         self.heap_bytes = heap_bytes
         self._ready: list[_v8.Context] = []
+        self._doomed: list[_v8.Execution] = []
+        self._wake = threading.Condition()
+        threading.Thread(target=self._work, name="housekeeping", daemon=True).start()
 
     def take(self, heap_bytes: int) -> _v8.Context | None:
-        if heap_bytes == self.heap_bytes and self._ready:
-            return self._ready.pop()
-        return None
+        with self._wake:
+            context = self._ready.pop() if heap_bytes == self.heap_bytes and self._ready else None
+            self._wake.notify()
+        return context
 
-    @property
-    def short(self) -> bool:
-        return len(self._ready) < self.count
+    def close(self, executions: list[_v8.Execution]) -> None:
+        with self._wake:
+            self._doomed.extend(executions)
+            self._wake.notify()
 
-    def add_one(self) -> None:
-        self._ready.append(_v8.Context(self.heap_bytes))
+    def _work(self) -> None:
+        while True:
+            with self._wake:
+                while not self._doomed and len(self._ready) >= self.count:
+                    self._wake.wait()
+                doomed, self._doomed = self._doomed, []
+                short = len(self._ready) < self.count
+            for execution in doomed:
+                execution.close()
+            if short:
+                context = _v8.Context(self.heap_bytes)
+                with self._wake:
+                    self._ready.append(context)
 
 
 @dataclass
@@ -106,11 +125,10 @@ class LiveCache:
 
 
 class Worker:
-    def __init__(self, replies: BinaryIO, spares: Spares, cache: LiveCache) -> None:
+    def __init__(self, replies: BinaryIO, housekeeper: Housekeeper, cache: LiveCache) -> None:
         self.replies = replies
-        self.spares = spares
+        self.housekeeper = housekeeper
         self.cache = cache
-        self._to_close: list[_v8.Execution] = []
 
     def send(self, message: dict[str, Any]) -> None:
         self.replies.write(json.dumps(message, separators=(",", ":")).encode("utf-8") + b"\n")
@@ -126,41 +144,29 @@ class Worker:
             outcome = execution.resume([ToolResult(n, a, o, e) for n, a, o, e in more])
         else:
             program = program_from_json(request["program"])
-            execution = _v8.Execution(program, self.spares.take(program.limits.heap_bytes))
+            execution = _v8.Execution(program, self.housekeeper.take(program.limits.heap_bytes))
             outcome = execution.start()
         keep = key is not None and self.cache.size > 0 and isinstance(outcome, Suspended) and execution.alive
         self.send({"id": request["id"], "outcome": outcome_to_json(outcome), "cached": keep, "hit": hit is not None})
         if keep:
             assert key is not None
-            self._to_close.extend(self.cache.put(key, execution, journal))
+            self.housekeeper.close(self.cache.put(key, execution, journal))
         else:
-            self._to_close.append(execution)
+            self.housekeeper.close([execution])
 
-    def idle(self) -> bool:
-        """One piece of deferred work; False when there is none left."""
-        if self._to_close:
-            self._to_close.pop().close()
-            return True
-        if self.spares.short:
-            self.spares.add_one()
-            return True
-        expired = self.cache.expired()
-        if expired:
-            self._to_close.extend(expired)
-            return True
-        return False
+    def idle(self) -> None:
+        self.housekeeper.close(self.cache.expired())
 
 
 def serve(fd: int, worker: Worker) -> None:
-    """Answer requests as they come; between them, do the deferred work one piece at a time."""
+    """Answer requests as they come; when none comes for a second, evict idle live programs."""
     worker.send({"ready": os.getpid()})
     buffer = b""
-    busy = True
     while True:
         if b"\n" not in buffer:
-            ready, _, _ = select.select([fd], [], [], 0 if busy else 1.0)
+            ready, _, _ = select.select([fd], [], [], 1.0)
             if not ready:
-                busy = worker.idle()
+                worker.idle()
                 continue
             chunk = os.read(fd, 1 << 20)
             if not chunk:
@@ -169,7 +175,6 @@ def serve(fd: int, worker: Worker) -> None:
             continue
         line, buffer = buffer.split(b"\n", 1)
         worker.handle(json.loads(line))
-        busy = True
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -182,7 +187,7 @@ def main(argv: list[str] | None = None) -> None:
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     _v8.init()
-    worker = Worker(replies, Spares(args.spares, args.heap_bytes), LiveCache(args.live_cache, args.live_idle))
+    worker = Worker(replies, Housekeeper(args.spares, args.heap_bytes), LiveCache(args.live_cache, args.live_idle))
     serve(sys.stdin.fileno(), worker)
 
 

@@ -53,7 +53,7 @@ def test_near_misses_name_the_first_field_that_did_not_match(ptc_emulator: PTCEm
     assert error.status_code == 400
     assert error.code == "no_scenario_matched" and error.param == "input"
     assert error.type == "invalid_request_error"
-    closest = "; ".join(f"'{name}': {reason}" for name, _, reason in EXPECTED[:3])
+    closest = "; ".join(f"'{name}' ({field}): {reason}" for name, field, reason in EXPECTED[:3])
     assert error.body is not None and isinstance(error.body, dict)
     assert error.body["message"].startswith(f"No scenario matches this request. Closest: {closest}.")
     assert "```js code block" in error.body["message"]
@@ -91,7 +91,7 @@ def test_each_field_alone(ptc_emulator: PTCEmulator) -> None:
         error = miss(ptc_emulator, **request)
         mine = [m for m in ptc_emulator.journal[-1]["near_miss"]["near_misses"] if m["scenario"] == name]
         assert [m["field"] for m in mine] == [field]
-        assert f"'{name}': {mine[0]['reason']}" in error.message
+        assert f"'{name}' ({field}): {mine[0]['reason']}" in error.message
         for other in SCENARIOS:
             ptc_emulator.add_scenario(other)
 
@@ -107,7 +107,7 @@ def test_a_program_scenario_needs_the_ptc_tool(ptc_emulator: PTCEmulator) -> Non
         "field": "tools",
         "reason": "the request does not declare the programmatic_tool_calling tool",
     }
-    assert f"'needs-ptc': {found['reason']}" in error.message
+    assert f"'needs-ptc' (tools): {found['reason']}" in error.message
 
 
 def test_another_scopes_scenario_is_not_a_near_miss(ptc_emulator: PTCEmulator) -> None:

@@ -239,12 +239,6 @@ def test_replayed_conversation_has_the_same_figures_and_usage(ptc_emulator: PTCE
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: with store=false every request replays the earlier function_call_output items, and "
-    "Engine.prepare counts kept_out_bytes over all of conv.items[conv.new_from:] (new_from is 0 without "
-    "previous_response_id), so an output is counted again in every later response",
-)
 def test_replayed_conversation_counts_each_kept_out_output_once(ptc_emulator: PTCEmulator) -> None:
     ptc_emulator.add_scenario(AUDIT)
     converse(ptc_emulator, store=False)
