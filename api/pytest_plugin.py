@@ -136,15 +136,20 @@ class PTCEmulator:
     def async_client(self, **options: Any) -> Any:
         """An `openai.AsyncOpenAI` aimed at the emulator, in this test's scope.
 
-        Its requests ask for `Connection: close`, so no connection outlives the test's event loop
-        (the loop is gone before this fixture's teardown could close them)."""
+        Its HTTP client keeps no idle connection, so none outlives the test's event loop (the loop
+        is gone before this fixture's teardown could close them). This is done with connection
+        limits, not a `Connection: close` header, which would also go into a WebSocket handshake
+        (`responses.connect()`) and break it."""
+        import httpx
         import openai
 
         options.setdefault("api_key", self.api_key)
         options.setdefault("base_url", self.base_url)
-        options["default_headers"] = {"Connection": "close", **self.headers, **options.get("default_headers", {})}
-        if "http_client" not in options and _plain_http(options["base_url"]):
-            options["http_client"] = openai.DefaultAsyncHttpxClient(verify=False)
+        options["default_headers"] = {**self.headers, **options.get("default_headers", {})}
+        if "http_client" not in options:
+            limits = httpx.Limits(max_keepalive_connections=0)
+            verify = not _plain_http(options["base_url"])
+            options["http_client"] = openai.DefaultAsyncHttpxClient(verify=verify, limits=limits)
         return openai.AsyncOpenAI(**options)
 
     def add_scenario(self, scenario: dict[str, Any] | str | Path) -> str:

@@ -7,7 +7,6 @@ import asyncio
 import json
 from typing import Any
 
-import openai
 import pytest
 
 from api.pytest_plugin import PTCEmulator
@@ -31,11 +30,7 @@ def get_demand(sku: str) -> str:
 
 
 async def _run(emulator: PTCEmulator, transport: Any) -> tuple[str, list[str]]:
-    # TEMPORARY: not `emulator.async_client()`, whose default headers carry `Connection: close`;
-    # WebSocket clients copy default headers into the handshake, which then is no upgrade (405).
-    client = openai.AsyncOpenAI(
-        base_url=emulator.base_url, api_key=emulator.api_key, default_headers=emulator.headers, max_retries=0
-    )
+    client = emulator.async_client(max_retries=0)
     model = transport(model="emulated", openai_client=client)
     try:
         return await _stream(model)
