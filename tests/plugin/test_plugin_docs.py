@@ -1,5 +1,5 @@
-"""docs/testing-your-agent.md must not rot: its example test file runs, and its tables name every
-journal field, every figure and every fault kind there is."""
+"""The README's "Testing your agent" section must not rot: its example test file runs, and its
+tables name every journal field, every figure and every fault kind there is."""
 
 from __future__ import annotations
 
@@ -14,11 +14,15 @@ from plugin_support import run
 from emulator.journal import Figures, JournalEntry
 from emulator.scenario import Fault, load_scenario
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "testing-your-agent.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def doc() -> str:
-    return DOC.read_text(encoding="utf-8")
+    """The section, from its heading to the next heading of the same level."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index("\n## Testing your agent\n")
+    end = text.index("\n## ", start + 1)
+    return text[start:end]
 
 
 def python_blocks(text: str) -> list[str]:
