@@ -91,8 +91,7 @@ def test_store_false_traffic_leaves_no_trace(server_process: Callable[..., Serve
         counted = client.responses.input_tokens.count(model="m", input=f"{markers['count']} hello")
         assert counted.input_tokens > 0
 
-        # A user message of its own, and last a program that takes its worker down (last, as the
-        # program after it on the same worker could be charged with the crash: a known bug).
+        # A user message of its own, and last a program that may take its worker down.
         said = client.responses.create(
             model="m", input=program_message("text('ok')") + f"\n{markers['input']}", tools=PTC_TOOLS, store=False
         )
