@@ -130,15 +130,22 @@ class _Edge:
             await self.app(scope, receive, send)
             return
         request_id = "req_" + secrets.token_hex(16)
+
+        async def send_with_id(message: Message) -> None:
+            if message.get("type") == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode("ascii"))]
+            await send(message)
+
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         key = self.settings.api_key
         if key is not None and not _authorised(headers.get("authorization"), key):
-            await _reject(scope, receive, send, 401, _auth_message(headers.get("authorization")), "invalid_api_key")
+            message = _auth_message(headers.get("authorization"))
+            await _reject(scope, receive, send_with_id, 401, message, "invalid_api_key")
             return
         limit = self.settings.max_body_bytes
         declared = headers.get("content-length")
         if scope["type"] == "http" and declared is not None and declared.isdigit() and int(declared) > limit:
-            await _reject(scope, receive, send, 413, _too_large(limit), None)
+            await _reject(scope, receive, send_with_id, 413, _too_large(limit), None)
             return
         received = 0
 
@@ -150,11 +157,6 @@ class _Edge:
                 if received > limit:
                     raise StarletteHTTPException(413, detail=_too_large(limit))
             return message
-
-        async def send_with_id(message: Message) -> None:
-            if message.get("type") == "http.response.start":
-                message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode("ascii"))]
-            await send(message)
 
         await self.app(scope, limited_receive if scope["type"] == "http" else receive, send_with_id)
 

@@ -156,6 +156,8 @@ def install(app: FastAPI) -> None:
             message = f"Invalid URL ({request.method} {request.url.path})"
         elif exc.status_code == 405:
             message = f"Invalid method for URL ({request.method} {request.url.path})"
+        elif exc.status_code == 400 and exc.detail == "There was an error parsing the body":
+            message = JSON_PARSE_MESSAGE  # invalid UTF-8, or JSON nested beyond what the parser takes
         else:
             message = str(exc.detail)
         return error_response(StatusError(exc.status_code, message, type="invalid_request_error"))

@@ -140,14 +140,14 @@ class PTCEmulator:
         is gone before this fixture's teardown could close them). This is done with connection
         limits, not a `Connection: close` header, which would also go into a WebSocket handshake
         (`responses.connect()`) and break it."""
-        import httpx
         import openai
 
         options.setdefault("api_key", self.api_key)
         options.setdefault("base_url", self.base_url)
         options["default_headers"] = {**self.headers, **options.get("default_headers", {})}
         if "http_client" not in options:
-            limits = httpx.Limits(max_keepalive_connections=0)
+            # The SDK's own HTTP library's Limits class (it is not necessarily httpx's).
+            limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_keepalive_connections=0)
             verify = not _plain_http(options["base_url"])
             options["http_client"] = openai.DefaultAsyncHttpxClient(verify=verify, limits=limits)
         return openai.AsyncOpenAI(**options)

@@ -114,7 +114,7 @@ class Session:
         """Answer a steer at once; queue a create; refuse anything else."""
         try:
             frame = json.loads(data)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # not JSON, or nested beyond what the parser takes
             await self._error(InvalidRequest("The frame is not valid JSON."), None)
             return
         kind = frame.get("type") if isinstance(frame, dict) else None

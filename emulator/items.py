@@ -10,9 +10,12 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 __all__ = [
+    "MAX_DEPTH",
+    "OpenJSON",
+    "check_depth",
     "Caller",
     "ContentPart",
     "DirectCaller",
@@ -34,6 +37,27 @@ __all__ = [
 ]
 
 
+MAX_DEPTH = 64
+
+
+def check_depth(value: Any) -> Any:
+    """Free-form JSON (tool schemas, `text`, content-part extras) nested at most MAX_DEPTH deep."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
+        if isinstance(node, dict):
+            stack.extend((child, depth + 1) for child in node.values() if isinstance(child, dict | list))
+        elif isinstance(node, list):
+            stack.extend((child, depth + 1) for child in node if isinstance(child, dict | list))
+    return value
+
+
+OpenJSON: TypeAlias = Annotated[dict[str, Any], AfterValidator(check_depth)]
+"""A free-form JSON object, depth-limited."""
+
+
 class WireModel(BaseModel):
     """Strict about types and unknown fields, as the hosted API is."""
 
@@ -41,9 +65,15 @@ class WireModel(BaseModel):
 
 
 class OpenModel(BaseModel):
-    """For nested shapes the emulator only carries (content parts, annotations)."""
+    """For nested shapes the emulator only carries (content parts, annotations): extra fields
+    allowed, depth-limited."""
 
     model_config = ConfigDict(extra="allow", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _depth(cls, value: Any) -> Any:
+        return check_depth(value)
 
 
 def dump(model: BaseModel) -> dict[str, Any]:
@@ -88,8 +118,8 @@ class InputFile(OpenModel):
 class OutputText(OpenModel):
     type: Literal["output_text"] = "output_text"
     text: str
-    annotations: list[dict[str, Any]] = Field(default_factory=list)
-    logprobs: list[dict[str, Any]] | None = None
+    annotations: list[OpenJSON] = Field(default_factory=list)
+    logprobs: list[OpenJSON] | None = None
 
 
 class Refusal(OpenModel):
@@ -183,7 +213,7 @@ class ReasoningItem(WireModel):
     type: Literal["reasoning"] = "reasoning"
     id: str
     summary: list[SummaryText]
-    content: list[dict[str, Any]] | None = None
+    content: list[OpenJSON] | None = None
     encrypted_content: str | None = None
     status: Literal["in_progress", "completed", "incomplete"] | None = None
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import Discriminator, Field, StringConstraints, Tag, field_validator
+from pydantic import Discriminator, Field, StringConstraints, Tag, field_validator, model_validator
 
-from .items import InputItem, OpenModel, WireModel
+from .items import MAX_DEPTH, InputItem, OpenJSON, OpenModel, WireModel, check_depth
 
 __all__ = [
+    "MAX_DEPTH",
+    "OpenJSON",
     "AllowedToolsChoice",
     "CountTokensRequest",
     "CreateRequest",
@@ -19,20 +22,35 @@ __all__ = [
     "ProgrammaticToolChoice",
     "Tool",
     "ToolChoice",
+    "check_depth",
+    "check_json",
 ]
 
 ToolName = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9_-]{1,128}$")]
+
+
+def check_json(value: Any) -> None:
+    """What JSON can carry but a response cannot: NaN and the infinities (Python reads them), and
+    lone UTF-16 surrogates (not encodable as UTF-8). Encoding it once, in C, finds both."""
+    try:
+        json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except RecursionError as e:
+        raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels") from e
+    except ValueError as e:
+        if isinstance(e, UnicodeEncodeError):
+            raise ValueError("a string holds a lone UTF-16 surrogate, which is not valid Unicode") from e
+        raise ValueError("numbers must be finite (NaN and Infinity are not JSON)") from e
 
 
 class FunctionTool(WireModel):
     type: Literal["function"] = "function"
     name: ToolName
     description: str | None = None
-    parameters: dict[str, Any] | None = None
+    parameters: OpenJSON | None = None
     strict: bool | None = None
     allowed_callers: list[Literal["direct", "programmatic"]] | None = None
     """Who may call the tool; omitted means `["direct"]`."""
-    output_schema: dict[str, Any] | None = None
+    output_schema: OpenJSON | None = None
     defer_loading: bool | None = None
     async_: bool | None = Field(default=None, alias="async")
 
@@ -80,7 +98,7 @@ class ProgrammaticToolChoice(WireModel):
 class AllowedToolsChoice(WireModel):
     type: Literal["allowed_tools"]
     mode: Literal["auto", "required"]
-    tools: list[dict[str, Any]]
+    tools: list[OpenJSON]
 
 
 class OtherToolChoice(OpenModel):
@@ -115,7 +133,17 @@ Includable = Literal[
 ]
 
 
-class CreateRequest(WireModel):
+class SaneJSON(WireModel):
+    """A request body: checked with `check_json` before its fields are validated."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sane(cls, value: Any) -> Any:
+        check_json(value)
+        return value
+
+
+class CreateRequest(SaneJSON):
     """`ResponseCreateParams`: every field optional, as in the SDK."""
 
     model: str | None = None
@@ -126,9 +154,9 @@ class CreateRequest(WireModel):
     parallel_tool_calls: bool | None = None
     store: bool | None = None
     previous_response_id: str | None = None
-    conversation: str | dict[str, Any] | None = None
+    conversation: str | OpenJSON | None = None
     stream: bool | None = None
-    stream_options: dict[str, Any] | None = None
+    stream_options: OpenJSON | None = None
     include: list[Includable] | None = None
     metadata: dict[str, str] | None = None
     max_tool_calls: int | None = None
@@ -138,19 +166,19 @@ class CreateRequest(WireModel):
     user: str | None = None
     safety_identifier: str | None = None
     prompt_cache_key: str | None = None
-    prompt_cache_options: dict[str, Any] | None = None
+    prompt_cache_options: OpenJSON | None = None
     prompt_cache_retention: str | None = None
-    text: dict[str, Any] | None = None
-    reasoning: dict[str, Any] | None = None
+    text: OpenJSON | None = None
+    reasoning: OpenJSON | None = None
     temperature: float | None = None
     top_p: float | None = None
     top_logprobs: int | None = None
     service_tier: str | None = None
-    prompt: dict[str, Any] | None = None
-    context_management: list[dict[str, Any]] | None = None
-    moderation: dict[str, Any] | None = None
-    image: dict[str, Any] | None = None
-    access_programs: dict[str, Any] | None = None
+    prompt: OpenJSON | None = None
+    context_management: list[OpenJSON] | None = None
+    moderation: OpenJSON | None = None
+    image: OpenJSON | None = None
+    access_programs: OpenJSON | None = None
     # WebSocket mode only (`response.create` frames).
     generate: bool | None = None
     stream_id: str | None = None
@@ -184,7 +212,7 @@ class CreateRequest(WireModel):
         return tuple(t.name for t in self.function_tools if t.programmatic)
 
 
-class CountTokensRequest(WireModel):
+class CountTokensRequest(SaneJSON):
     """`POST /v1/responses/input_tokens`."""
 
     model: str | None = None
@@ -194,8 +222,8 @@ class CountTokensRequest(WireModel):
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
     previous_response_id: str | None = None
-    conversation: str | dict[str, Any] | None = None
-    reasoning: dict[str, Any] | None = None
-    text: dict[str, Any] | None = None
+    conversation: str | OpenJSON | None = None
+    reasoning: OpenJSON | None = None
+    text: OpenJSON | None = None
     truncation: Literal["auto", "disabled"] | None = None
     personality: str | None = None

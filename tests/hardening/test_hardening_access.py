@@ -191,11 +191,6 @@ def _listening_addresses(port: int) -> set[str]:
     return found
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: the 401 and the Content-Length 413 are sent by api/app.py _reject with the raw `send`, not "
-    "`send_with_id`, so they carry no x-request-id (the SDK's error.request_id is None for them)",
-)
 def test_edge_rejections_carry_a_request_id(server: EmulatorServer) -> None:
     reply = httpx.get(f"{root(server)}/_emulator/health", timeout=10)
     assert reply.status_code == 401

@@ -101,12 +101,6 @@ def test_100k_nested_arrays_are_refused_quickly(http: httpx.Client, where: str) 
     assert http.get("/responses/resp_missing").status_code == 404  # still serving
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: JSON nested ~300 deep in an open-shape field passes validation, then the request journal's "
-    "model_dump (api/routes.py recorder) raises 'Maximum serialization depth exceeded' / 'Circular reference "
-    "detected' and the client gets a 500",
-)
 @pytest.mark.parametrize("where", ["content-part", "tool-parameters", "text"])
 def test_moderately_deep_json_in_open_fields_is_not_a_500(http: httpx.Client, where: str) -> None:
     n = 300
@@ -268,11 +262,6 @@ def test_bad_admin_input(server: EmulatorServer) -> None:
 # ---- values JSON can carry but Python/JSON output cannot -----------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: NaN, Infinity and 1e400 are accepted for temperature/top_p (Python's json reads them) and "
-    "echoed in the response; Starlette's JSONResponse refuses non-finite floats, so the client gets a 500",
-)
 @pytest.mark.parametrize("raw", [b'"temperature": NaN', b'"top_p": Infinity', b'"temperature": 1e400'])
 def test_non_finite_numbers_are_a_400(http: httpx.Client, raw: bytes) -> None:
     body = json.dumps(js_request("text('hi')"))[:-1].encode() + b", " + raw + b"}"
@@ -281,11 +270,6 @@ def test_non_finite_numbers_are_a_400(http: httpx.Client, raw: bytes) -> None:
     assert_envelope(response, 400)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a lone UTF-16 surrogate escape (\\ud800) is valid JSON text but not encodable as UTF-8; in "
-    "program code it fails in signing.code_digest, in an echoed field (instructions) in the JSON response: 500",
-)
 @pytest.mark.parametrize("where", ["code", "instructions"])
 def test_lone_surrogates_are_a_400(http: httpx.Client, where: str) -> None:
     if where == "code":
@@ -427,11 +411,6 @@ def test_a_websocket_frame_over_the_size_limit_closes_with_1009(server: Emulator
     assert raised.value.rcvd is not None and raised.value.rcvd.code == 1009
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a WebSocket frame of 100k nested arrays raises RecursionError in the frame's json.loads "
-    "(api/websocket.py) outside the error handling: the socket is dropped without an error event",
-)
 def test_a_deeply_nested_websocket_frame_gets_an_error_event(server: EmulatorServer) -> None:
     deep = "[" * 100_000 + "]" * 100_000
     with _ws(server) as ws:
@@ -440,11 +419,6 @@ def test_a_deeply_nested_websocket_frame_gets_an_error_event(server: EmulatorSer
         assert event["type"] == "error" and event["status"] == 400, event
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug (same cause as the non-finite 500s): a NaN temperature is echoed as a bare NaN token in SSE "
-    "and WebSocket events, which is not JSON (JSON.parse in the Node SDK throws on it)",
-)
 def test_streamed_events_are_strict_json(http: httpx.Client) -> None:
     body = json.dumps(js_request("text('hi')", stream=True))[:-1].encode() + b', "temperature": NaN}'
     response = post(http, body)
