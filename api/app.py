@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import logging
@@ -13,6 +14,7 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from emulator import usage
 from emulator.engine import Engine, Runner
 from emulator.journal import Journal
 from emulator.scenario import ScenarioRegistry
@@ -72,6 +74,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await asyncio.to_thread(usage.encoding)  # load the tokenizer now, not on the first request
         pool = None
         sandbox_runner = runner
         if sandbox_runner is None:

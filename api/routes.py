@@ -49,7 +49,7 @@ def recorder(request: Request, body: CreateRequest, scope: str | None) -> Record
         method=request.method,
         path=request.url.path,
         headers=request.headers,
-        body=body.model_dump(mode="json", by_alias=True, exclude_unset=True),
+        body=body,
         scope=scope,
     )
 

@@ -191,7 +191,7 @@ class Session:
             method="WS",
             path=self.ws.url.path,
             headers=self.ws.headers,
-            body=request.model_dump(mode="json", by_alias=True, exclude_unset=True),
+            body=request,
             scope=scope,
         )
         try:

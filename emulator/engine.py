@@ -12,6 +12,7 @@ Nothing here knows HTTP; nothing here touches V8 except through the `Runner` pro
 from __future__ import annotations
 
 import asyncio
+import random
 import secrets
 import time
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from .conversation import Conversation, analyse
 from .errors import EmulatorError, InvalidRequest, NoScenarioMatched
 from .faults import FaultInjector, InjectedHTTPError
 from .history import History, as_response_item, not_found
-from .items import Message, ProgramCaller, ReasoningItem, dump
+from .items import Message, ProgramCaller, ReasoningItem
 from .player import REASONING_DOMAIN, Player, Prepared, Runner, Trace
 from .request import CountTokensRequest, CreateRequest, FunctionToolChoice, ProgrammaticToolChoice
 from .response import echo_tools, response_body
@@ -37,8 +38,15 @@ from .usage import usage
 __all__ = ["Engine", "Prepared", "Runner", "Trace"]
 
 
+_ids = random.Random(secrets.randbits(256))
+
+
 def new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(24)}"
+    """`resp_…`, `call_…`: 48 hex digits, unique, from a generator seeded once from the OS.
+
+    Ids name things; they guard nothing (what must not be forged is signed, see `signing.py`),
+    so they need no system call each."""
+    return f"{prefix}_{_ids.getrandbits(192):048x}"
 
 
 class Engine:
@@ -141,7 +149,6 @@ class Engine:
             script=script,
             turn=0,
             emitted=0,
-            input_items=[as_response_item(item, self.ids) for item in conv.items[conv.new_from :]],
             scope=scope,
             trace=trace,
             local=local,
@@ -171,11 +178,10 @@ class Engine:
             )
         else:
             response = self.response(prepared, output, status="completed")
-        record = StoredResponse(response["id"], response, prepared.input_items, prepared.request.previous_response_id)
-        if prepared.store:
-            self.store.put(record)
-        elif prepared.local is not None:
-            prepared.local.put(record)
+        target = self.store if prepared.store else prepared.local
+        if target is not None:
+            previous = prepared.request.previous_response_id
+            target.put(StoredResponse(response["id"], response, self._input_items(prepared), previous))
         return response
 
     def response(
@@ -254,7 +260,7 @@ class Engine:
         counted = usage(
             instructions=request.instructions,
             tools=echo_tools(request),
-            input_items=[dump(i) for i in items],
+            input_items=items,
             output_items=[],
         )
         return {"object": "response.input_tokens", "input_tokens": counted["input_tokens"]}
@@ -325,12 +331,19 @@ class Engine:
             return Script.inline(code)
         raise _no_match(text, found)
 
+    def _input_items(self, prepared: Prepared) -> list[dict[str, Any]]:
+        """This request's input items as stored (with ids), made once and only when stored."""
+        if prepared.input_items is None:
+            conv = prepared.conversation
+            prepared.input_items = [as_response_item(item, self.ids) for item in conv.items[conv.new_from :]]
+        return prepared.input_items
+
     # ---- background -----------------------------------------------------------------------------
 
     def _start_background(self, prepared: Prepared) -> dict[str, Any]:
         queued = self.response(prepared, [], status="queued")
         previous = prepared.request.previous_response_id
-        self.store.put(StoredResponse(prepared.response_id, queued, prepared.input_items, previous))
+        self.store.put(StoredResponse(prepared.response_id, queued, self._input_items(prepared), previous))
 
         async def work() -> dict[str, Any]:
             try:
@@ -341,7 +354,7 @@ class Engine:
                 message = getattr(e, "message", str(e))
                 error = {"code": "server_error", "message": message}
                 failed = self.response(prepared, [], status="failed", error=error)
-                self.store.put(StoredResponse(prepared.response_id, failed, prepared.input_items, previous))
+                self.store.put(StoredResponse(prepared.response_id, failed, self._input_items(prepared), previous))
                 return failed
             finally:
                 self._background.pop(prepared.response_id, None)

@@ -13,6 +13,8 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
+
 __all__ = ["Figures", "Journal", "JournalEntry"]
 
 
@@ -43,6 +45,7 @@ class JournalEntry:
     path: str
     status: int
     request: Any = None
+    """The request body as the client set it (fields it left out are not shown)."""
     response: Any = None
     response_id: str | None = None
     scenario: str | None = None
@@ -57,7 +60,11 @@ class JournalEntry:
     fault: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        # The request is kept as it was validated and dumped only when the journal is read.
+        if isinstance(self.request, BaseModel):
+            data["request"] = self.request.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        return data
 
 
 class Journal:

@@ -84,7 +84,8 @@ class Prepared:
     """The next turn of the script to play (after resuming the open program, if any)."""
     emitted: int
     """Direct calls of that turn already emitted (it is a `call` turn played one call at a time)."""
-    input_items: list[dict[str, Any]]
+    input_items: list[dict[str, Any]] | None = None
+    """This request's input items as stored, with ids: made when the response is stored."""
     scope: str | None = None
     trace: Trace = field(default_factory=lambda: Trace(""))
     fault: Fault | None = None

@@ -76,7 +76,7 @@ def response_body(
         "usage": usage.usage(
             instructions=request.instructions,
             tools=tools,
-            input_items=[dump(item) for item in context],
+            input_items=context,
             output_items=output,
         )
         if status in _FINISHED

@@ -23,6 +23,7 @@ JSON-encoded, never spliced raw. See `script.py` for the variables a template se
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,7 +102,7 @@ class Turn(WireModel):
             raise ValueError("a turn needs exactly one of program, call, message, refusal, error")
         return self
 
-    @property
+    @functools.cached_property
     def kind(self) -> str:
         return next(k for k in ("program", "call", "message", "refusal", "error") if getattr(self, k) is not None)
 

@@ -21,12 +21,13 @@ In `program` code and `call` arguments every `{{ ... }}` is inserted JSON-encode
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError
+from jinja2 import StrictUndefined, Template, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .conversation import Conversation
@@ -54,6 +55,12 @@ _text_env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=
 _code_env = ImmutableSandboxedEnvironment(
     undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True, finalize=_json
 )
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(env: ImmutableSandboxedEnvironment, template: str) -> Template:
+    """Compiling a template costs more than rendering it; scenarios render the same ones often."""
+    return env.from_string(template)
 
 
 @dataclass
@@ -105,7 +112,7 @@ class Script:
 
     def _render(self, env: ImmutableSandboxedEnvironment, template: str, context: dict[str, Any], index: int) -> str:
         try:
-            return env.from_string(template).render({**self.variables, **context})
+            return _compiled(env, template).render({**self.variables, **context})
         except TemplateError as e:
             raise self._error(index, f"template error: {e}") from e
 

@@ -71,6 +71,7 @@ class ProgramSeal:
 class Signer:
     def __init__(self, secret: bytes) -> None:
         self._key = hashlib.sha256(b"ptc-emulator\x00" + secret).digest()
+        self._call_ids: dict[tuple[str, int], str] = {}
 
     def mac(self, domain: str, *parts: str) -> bytes:
         message = "\x00".join((domain, *parts)).encode("utf-8")
@@ -136,7 +137,13 @@ class Signer:
         return seal
 
     def program_call_id(self, program_call_id: str, index: int) -> str:
-        return "call_" + self.token("program-call", program_call_id, str(index))
+        key = (program_call_id, index)
+        found = self._call_ids.get(key)
+        if found is None:  # every resume checks every earlier call: remember them
+            if len(self._call_ids) > 100_000:
+                self._call_ids.clear()
+            found = self._call_ids[key] = "call_" + self.token("program-call", program_call_id, str(index))
+        return found
 
     def program_call_item_id(self, program_call_id: str, index: int) -> str:
         return "fc_" + self.token("program-call-item", program_call_id, str(index), length=40)

@@ -21,7 +21,7 @@ import functools
 import gzip
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from importlib import resources
 from typing import Any
 from unittest import mock
@@ -29,7 +29,9 @@ from unittest import mock
 import tiktoken
 from tiktoken_ext import openai_public
 
-__all__ = ["count", "encoding", "item_text", "usage"]
+from .items import FunctionCall, FunctionCallOutput, Item, Message, ProgramItem, ProgramOutputItem, ReasoningItem
+
+__all__ = ["count", "encoding", "item_text", "model_text", "usage"]
 
 
 def _bundled_ranks(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
@@ -55,6 +57,24 @@ def encoding() -> tiktoken.Encoding:
 def count(text: str) -> int:
     """Tokens in `text`. Cached: a replayed conversation sends the same texts again and again."""
     return len(encoding().encode(text, disallowed_special=())) if text else 0
+
+
+def model_text(item: Item) -> Iterable[str]:
+    """The same as `item_text`, read from a validated item without dumping it."""
+    if isinstance(item, Message):
+        yield item.text()
+    elif isinstance(item, FunctionCall):
+        yield item.name
+        yield item.arguments
+    elif isinstance(item, FunctionCallOutput):
+        yield item.output_text()
+    elif isinstance(item, ProgramItem):
+        yield item.code
+    elif isinstance(item, ProgramOutputItem):
+        yield item.result
+    elif isinstance(item, ReasoningItem):
+        for part in item.summary:
+            yield part.text
 
 
 def item_text(item: dict[str, Any]) -> Iterable[str]:
@@ -87,13 +107,15 @@ def usage(
     *,
     instructions: str | None,
     tools: list[dict[str, Any]],
-    input_items: list[dict[str, Any]],
+    input_items: Sequence[Item | dict[str, Any]],
     output_items: list[dict[str, Any]],
 ) -> dict[str, Any]:
     input_tokens = count(instructions or "")
     if tools:
         input_tokens += count(json.dumps(tools, separators=(",", ":")))
-    input_tokens += sum(count(t) for item in input_items for t in item_text(item))
+    for item in input_items:
+        texts = item_text(item) if isinstance(item, dict) else model_text(item)
+        input_tokens += sum(count(t) for t in texts)
     output_tokens = sum(count(t) for item in output_items for t in item_text(item))
     reasoning = sum(count(t) for item in output_items if item.get("type") == "reasoning" for t in item_text(item))
     return {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from .outcome import (
@@ -22,6 +23,11 @@ from .outcome import (
 __all__ = ["outcome_from_json", "outcome_to_json", "program_from_json", "program_to_json"]
 
 
+@functools.lru_cache(maxsize=64)
+def _limits_json(limits: Limits) -> dict[str, Any]:
+    return dataclasses.asdict(limits)
+
+
 def program_to_json(program: Program) -> dict[str, Any]:
     return {
         "code": program.code,
@@ -29,7 +35,7 @@ def program_to_json(program: Program) -> dict[str, Any]:
         "seed": str(program.seed),  # may exceed a double's integer range
         "clock_ms": program.clock_ms,
         "journal": [[r.name, r.arguments, r.output, r.is_error] for r in program.journal],
-        "limits": dataclasses.asdict(program.limits),
+        "limits": _limits_json(program.limits),
     }
 
 
@@ -45,7 +51,10 @@ def program_from_json(d: dict[str, Any]) -> Program:
 
 
 def _outputs_to_json(outputs: tuple[Output, ...]) -> list[dict[str, str]]:
-    return [dataclasses.asdict(o) for o in outputs]
+    return [
+        {"type": "text", "text": o.text} if isinstance(o, TextOutput) else {"type": "image", "url": o.url}
+        for o in outputs
+    ]
 
 
 def _outputs_from_json(items: list[dict[str, str]]) -> tuple[Output, ...]:

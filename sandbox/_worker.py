@@ -40,24 +40,29 @@ class Housekeeper:
         self.heap_bytes = heap_bytes
         self._ready: list[_v8.Context] = []
         self._doomed: list[_v8.Execution] = []
+        self._busy = False
         self._wake = threading.Condition()
         threading.Thread(target=self._work, name="housekeeping", daemon=True).start()
 
     def take(self, heap_bytes: int) -> _v8.Context | None:
         with self._wake:
-            context = self._ready.pop() if heap_bytes == self.heap_bytes and self._ready else None
-            self._wake.notify()
-        return context
+            return self._ready.pop() if heap_bytes == self.heap_bytes and self._ready else None
+
+    def busy(self, busy: bool) -> None:
+        """While a request runs, the housekeeping waits: on two cores it would slow the request."""
+        with self._wake:
+            self._busy = busy
+            if not busy:
+                self._wake.notify()
 
     def close(self, executions: list[_v8.Execution]) -> None:
         with self._wake:
             self._doomed.extend(executions)
-            self._wake.notify()
 
     def _work(self) -> None:
         while True:
             with self._wake:
-                while not self._doomed and len(self._ready) >= self.count:
+                while self._busy or (not self._doomed and len(self._ready) >= self.count):
                     self._wake.wait()
                 doomed, self._doomed = self._doomed, []
                 short = len(self._ready) < self.count
@@ -135,6 +140,13 @@ class Worker:
         self.replies.flush()
 
     def handle(self, request: dict[str, Any]) -> None:
+        self.housekeeper.busy(True)
+        try:
+            self._handle(request)
+        finally:
+            self.housekeeper.busy(False)
+
+    def _handle(self, request: dict[str, Any]) -> None:
         key: str | None = request.get("key")
         journal: list[Any] = request["program"]["journal"]
         hit = self.cache.take(key, journal) if key is not None and self.cache.size > 0 else None
