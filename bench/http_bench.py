@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import socket
@@ -50,7 +51,10 @@ TOOLS: list[Any] = [
     {"type": "function", "name": "add", "allowed_callers": ["programmatic"]},
     {"type": "programmatic_tool_calling"},
 ]
-FANOUT = "```js\nconst [a, b] = await Promise.all([tools.add({a: 1, b: 2}), tools.add({a: 3, b: 4})]);\ntext(String(a + b))\n```"
+FANOUT = (
+    "```js\nconst [a, b] = await Promise.all([tools.add({a: 1, b: 2}), tools.add({a: 3, b: 4})]);\n"
+    "text(String(a + b))\n```"
+)
 PAUSES = (
     "```js\nlet acc = 0;\nfor (let i = 0; i < 5; i++) acc = await tools.add({a: acc, b: i});\ntext(String(acc))\n```"
 )
@@ -254,7 +258,7 @@ def main() -> None:
         chain_times: dict[str, list[float]] = {"on": [], "off": []}
         for _ in range(chains):
             for name in ("on", "off"):
-                chain_times[name] += timed(lambda: chain(clients[name]), 1, warm=0)
+                chain_times[name] += timed(functools.partial(chain, clients[name]), 1, warm=0)
         sdk_chain = timed(lambda: chain(clients["on"], sdk_create=True), 1, warm=0)[0]
         rates = {name: throughput(url, 8, seconds) for name, url in (("on", on), ("off", off))}
 
