@@ -33,8 +33,9 @@ lint: $(STAMP) ## ruff, mypy and the import-layer contract
 test: $(STAMP) $(NODE_STAMP) lint ## the whole suite, after the lint step
 	$(BIN)/python -m pytest
 
-bench: $(STAMP) ## the sandbox and HTTP benchmarks
+bench: $(STAMP) ## the sandbox and HTTP benchmarks (a few minutes; bench/load.py runs on its own)
 	$(BIN)/python bench/sandbox_bench.py
+	$(BIN)/python bench/http_bench.py
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) tests/node/node_modules .pytest_cache .mypy_cache .ruff_cache

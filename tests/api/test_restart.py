@@ -124,3 +124,36 @@ def _payload(fingerprint: str) -> str:
 
     payload = fingerprint.split(".")[1]
     return base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)).decode()
+
+
+def test_the_live_cache_changes_no_item(tmp_path: Path) -> None:
+    """Every resume of a conversation gives the same items from a server that keeps programs live
+    and from one that replays every time (ids the server draws at random aside)."""
+    args = ["--secret", "same-secret", "--store", "memory"]
+    code = js(
+        "const xs = await Promise.all([1, 2, 3].map((i) => tools.add({a: i, b: Math.floor(Math.random() * 9)})));"
+        "\nlet acc = 0;\nfor (const x of xs) acc = await tools.add({a: acc, b: x});\ntext(`acc=${acc} at ${Date()}`)"
+    )
+    requests: list[list[Any]] = []
+    live_outputs: list[list[dict[str, Any]]] = []
+    with server(tmp_path / "live", *args, "--live-cache", "64") as url, client(url) as c:
+        items: list[Any] = [{"role": "user", "content": code}]
+        response = c.responses.create(model="m", input=items, tools=PTC_TOOLS, store=False)
+        while any(i.type == "function_call" for i in response.output):
+            items += [i.model_dump(exclude_none=True) for i in response.output] + answer_all(response, arithmetic)
+            requests.append(list(items))
+            response = c.responses.create(model="m", input=items, tools=PTC_TOOLS, store=False)
+            live_outputs.append([_without_random_ids(i.model_dump()) for i in response.output])
+        hits = httpx.get(url.replace("/v1", "/_emulator/health")).json()["sandbox_live_hits"]
+    assert len(requests) == 4 and hits == 4  # every resume was live
+    with server(tmp_path / "replay", *args, "--live-cache", "0") as url, client(url) as c:
+        for request, expected in zip(requests, live_outputs, strict=True):
+            response = c.responses.create(model="m", input=request, tools=PTC_TOOLS, store=False)
+            assert [_without_random_ids(i.model_dump()) for i in response.output] == expected
+        hits = httpx.get(url.replace("/v1", "/_emulator/health")).json()["sandbox_live_hits"]
+    assert hits == 0
+
+
+def _without_random_ids(item: dict[str, Any]) -> dict[str, Any]:
+    """Message ids are drawn at random; call ids and program_output ids are derived, and stay."""
+    return {k: v for k, v in item.items() if not (item.get("type") == "message" and k == "id")}

@@ -1,0 +1,152 @@
+"""The warm cache of live programs changes no result: with it and without it, every step of every
+program has the same outcome, and every way of missing it (no copy, a restart, another worker, a
+journal that differs) falls back to replay and still gets that outcome."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+
+import pytest
+from sandbox_harness import LoopThread, SyncPool
+from sandbox_support import (
+    CAUGHT_ERROR,
+    FANOUT9,
+    RACE,
+    RANDOM_AND_CLOCK,
+    SEQ50,
+    THROW_AFTER_AWAIT,
+    answer,
+    outcome_json,
+    program,
+)
+
+from sandbox import PendingCall, PoolConfig, Program, Suspended, ToolResult
+
+PROGRAMS = {
+    "fanout9": FANOUT9,
+    "seq50": SEQ50,
+    "race": RACE,
+    "caught_error": CAUGHT_ERROR,
+    "throw_after_await": THROW_AFTER_AWAIT,
+    "random_and_clock": RANDOM_AND_CLOCK,
+}
+
+
+@pytest.fixture(scope="module")
+def cached(loop_thread: LoopThread) -> Iterator[SyncPool]:
+    pool = SyncPool(loop_thread, PoolConfig(size=2, live_cache=64))
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="module")
+def uncached(loop_thread: LoopThread) -> Iterator[SyncPool]:
+    pool = SyncPool(loop_thread, PoolConfig(size=2, live_cache=0))
+    yield pool
+    pool.close()
+
+
+def steps(pool: SyncPool, prog: Program, client: Callable[[PendingCall], ToolResult] = answer) -> list[object]:
+    """Every outcome on the way to the end, in comparable form."""
+    drive = pool.drive(prog, client)
+    return [outcome_json(o) for o in [*drive.suspensions, drive.outcome]]
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_the_cache_changes_no_outcome(name: str, cached: SyncPool, uncached: SyncPool) -> None:
+    hits = cached.pool.live_hits
+    with_cache = steps(cached, program(PROGRAMS[name]))
+    without = steps(uncached, program(PROGRAMS[name]))
+    assert with_cache == without
+    resumes = len(with_cache) - 1
+    assert cached.pool.live_hits - hits == resumes  # every resume was live
+    assert uncached.pool.live_hits == 0
+
+
+def test_a_program_the_worker_never_saw_replays(cached: SyncPool, uncached: SyncPool) -> None:
+    """Started in one pool, resumed in another (as after a restart, or on another server)."""
+    first = uncached.run(program(SEQ50))
+    assert isinstance(first, Suspended)
+    resumed = program(SEQ50, journal=[answer(c) for c in first.pending])
+    hits = cached.pool.live_hits
+    assert outcome_json(cached.run(resumed)) == outcome_json(uncached.run(resumed))
+    assert cached.pool.live_hits == hits
+
+
+def test_a_restart_replays(loop_thread: LoopThread, uncached: SyncPool) -> None:
+    before = SyncPool(loop_thread, PoolConfig(size=1, live_cache=64))
+    try:
+        first = before.run(program(FANOUT9))
+    finally:
+        before.close()  # the live copy dies with its worker
+    after = SyncPool(loop_thread, PoolConfig(size=1, live_cache=64))
+    try:
+        assert isinstance(first, Suspended)
+        resumed = program(FANOUT9, journal=[answer(c) for c in first.pending])
+        assert outcome_json(after.run(resumed)) == outcome_json(uncached.run(resumed))
+        assert after.pool.live_hits == 0
+    finally:
+        after.close()
+
+
+def test_another_worker_replays_while_the_holder_is_busy(loop_thread: LoopThread, uncached: SyncPool) -> None:
+    pool = SyncPool(loop_thread, PoolConfig(size=2, live_cache=64))
+    try:
+        first = pool.run(program(SEQ50))
+        assert isinstance(first, Suspended)
+        resumed = program(SEQ50, journal=[answer(c) for c in first.pending])
+        # Both workers busy: the one that started the program (and holds it live) for longer. The
+        # resume waits, then takes the worker that frees first, which never saw the program.
+        short = program("while (true) {}", timeout_s=0.5)
+        long = program("while (true) {}", timeout_s=2.5)
+        hits = pool.pool.live_hits
+        outcomes = pool.run_many([short, long, resumed])
+        assert [o.status for o in outcomes[:2]] == ["failed", "failed"]
+        assert outcome_json(outcomes[2]) == outcome_json(uncached.run(resumed))
+        assert pool.pool.live_hits == hits  # replayed on the other worker
+        # The holder's copy is now stale; the next step goes to the worker with the fresh copy,
+        # or replays, with the same outcome either way.
+        second = outcomes[2]
+        assert isinstance(second, Suspended)
+        onward = program(SEQ50, journal=[*resumed.journal, *(answer(c) for c in second.pending)])
+        assert outcome_json(pool.run(onward)) == outcome_json(uncached.run(onward))
+        assert pool.pool.live_hits == hits + 1
+    finally:
+        pool.close()
+
+
+def test_a_journal_that_differs_replays(cached: SyncPool, uncached: SyncPool) -> None:
+    """The client answers the same pause twice, differently: the second answer is not the state the
+    live copy moved to, so it replays, and gets what a replay gets."""
+    first = cached.run(program(SEQ50))
+    assert isinstance(first, Suspended)
+    (call,) = first.pending
+    one = program(SEQ50, journal=[ToolResult(call.name, call.arguments, "1")])
+    other = program(SEQ50, journal=[ToolResult(call.name, call.arguments, "1000")])
+    hits = cached.pool.live_hits
+    assert outcome_json(cached.run(one)) == outcome_json(uncached.run(one))
+    assert cached.pool.live_hits == hits + 1
+    got = cached.run(other)
+    assert outcome_json(got) == outcome_json(uncached.run(other))
+    assert cached.pool.live_hits == hits + 1  # no hit for a journal that differs
+    assert isinstance(got, Suspended) and json.loads(got.pending[0].arguments)["a"] == 1000
+
+
+def test_a_live_resume_gets_what_is_left_of_the_time_limit(cached: SyncPool, uncached: SyncPool) -> None:
+    """A program that computes between its calls times out at about the same step either way: a
+    replay runs everything again, a live resume gets only what the earlier steps left."""
+    # The clock is pinned, so burn time in a builtin whose speed the JIT does not change.
+    setup = "const big = Array.from({length: 20000}, (_, i) => ({i, s: 'x' + i}));\nlet n = 0;\n"
+    burn = "for (let r = 0; r < R; r++) n += JSON.stringify(big).length;\n"
+    _, seconds = uncached.timed(program(setup + burn.replace("R", "100") + "text(String(n));"))
+    rounds = max(1, int(100 * 0.3 / seconds))  # about 0.3 s per step
+    code = setup + f"for (let step = 0; step < 10; step++) {{\n{burn.replace('R', str(rounds))}"
+    code += "await tools.add({a: step, b: n & 1});\n}"
+    with_cache = cached.drive(program(code, timeout_s=1.5))
+    without = uncached.drive(program(code, timeout_s=1.5))
+    for drive in (with_cache, without):
+        assert drive.outcome.status == "failed" and drive.outcome.kind == "timeout"  # type: ignore[union-attr]
+    # About five steps fit in 1.5 s either way; timing is noisy, so allow two either side.
+    assert abs(len(with_cache.suspensions) - len(without.suspensions)) <= 2
+    assert 2 <= len(without.suspensions) <= 9
