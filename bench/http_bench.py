@@ -31,7 +31,6 @@ import contextlib
 import functools
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,6 +44,8 @@ from typing import Any
 import httpx
 import openai
 from openai.types.responses import Response
+
+from api.process import ServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS: list[Any] = [
@@ -73,12 +74,6 @@ async def create(body: dict) -> JSONResponse:
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def serve(argv: list[str], health: str) -> Iterator[str]:
     process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -99,12 +94,10 @@ def serve(argv: list[str], health: str) -> Iterator[str]:
 
 @contextlib.contextmanager
 def emulator(live_cache: int) -> Iterator[str]:
-    port = free_port()
-    data = tempfile.mkdtemp(prefix="bench-")
-    argv = [sys.executable, "-m", "emulator", "serve", "--port", str(port), "--store", "memory", "--data-dir", data]
-    argv += ["--live-cache", str(live_cache), "--log-level", "warning"]
-    with serve(argv, f"http://127.0.0.1:{port}/_emulator/health"):
-        yield f"http://127.0.0.1:{port}/v1"
+    data = Path(tempfile.mkdtemp(prefix="bench-")) / "data"
+    options = ("--live-cache", str(live_cache), "--log-level", "warning")
+    with ServerProcess(data, store="memory", workers=os.cpu_count() or 1, args=options) as server:
+        yield server.base_url
 
 
 @contextlib.contextmanager

@@ -27,13 +27,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +40,8 @@ from urllib.parse import urlparse
 
 import httpx
 import openai
+
+from api.process import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -76,96 +74,6 @@ def program(start: int, pauses: int) -> tuple[str, str]:
         "text(`total=${total}`);"
     )
     return code, f"total={start + 3 * pauses * (pauses + 1) // 2}"
-
-
-# ---- the server -------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Server:
-    """`python -m emulator serve` on 127.0.0.1, restartable on the same port and data directory."""
-
-    def __init__(self, workers: int | None, store: str, log: Path) -> None:
-        self.port = free_port()
-        self.data_dir = Path(tempfile.mkdtemp(prefix="ptc-load-"))
-        self.log = log
-        command = [sys.executable, "-m", "emulator", "serve", "--port", str(self.port), "--store", store]
-        command += ["--data-dir", str(self.data_dir), "--secret", SECRET, "--no-bundled-fixtures"]
-        command += ["--log-level", "warning"]
-        if workers:
-            command += ["--workers", str(workers)]
-        self.command = command
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PTC_EMULATOR_")}
-        self.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.worker_pids: list[int] = []
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def start(self, timeout: float = 60.0) -> float:
-        """Start it and wait until it answers; the seconds that took."""
-        started = time.monotonic()
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env
-            )
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the server exited with {self.proc.returncode}; see {self.log}")
-            with contextlib.suppress(httpx.TransportError):
-                reply = httpx.get(f"http://127.0.0.1:{self.port}/_emulator/health", timeout=2)
-                if reply.status_code == 200:
-                    self.worker_pids = list(reply.json()["workers"])
-                    return time.monotonic() - started
-            if time.monotonic() - started > timeout:
-                self.kill()
-                raise RuntimeError(f"the server did not start in {timeout:.0f} s; see {self.log}")
-            time.sleep(0.05)
-
-    def kill(self) -> None:
-        """SIGKILL; its sandbox workers exit when their pipes close (else they are killed by pid)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-        self._reap()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self._reap()
-
-    def _reap(self) -> None:
-        deadline = time.monotonic() + 15
-        while self.worker_pids and time.monotonic() < deadline:
-            self.worker_pids = [pid for pid in self.worker_pids if _alive(pid)]
-            time.sleep(0.05)
-        for pid in self.worker_pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        self.worker_pids = []
-
-    def cleanup(self) -> None:
-        shutil.rmtree(self.data_dir, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 # ---- the clients ------------------------------------------------------------------------------------
@@ -236,16 +144,20 @@ async def client_loop(n: int, base_url: str, store: bool, pauses: int, stop_at: 
                     stats.wrong.append(f"client {n}: expected {expected!r}, got {response.output_text[:200]!r}")
 
 
-async def restarter(server: Server, at: float, started: float, report: dict[str, float]) -> None:
+async def restarter(server: ServerProcess, at: float, started: float, report: dict[str, float]) -> None:
     await asyncio.sleep(max(0.0, started + at - time.monotonic()))
     down = time.monotonic()
-    await asyncio.to_thread(server.kill)
-    report["took"] = await asyncio.to_thread(server.start)
+    await asyncio.to_thread(server.kill9)
+    began = time.monotonic()
+    await asyncio.to_thread(server.start)
+    report["took"] = time.monotonic() - began
     report["down"] = time.monotonic() - down
     report["at"] = down - started
 
 
-async def run(args: argparse.Namespace, base_url: str, server: Server | None) -> tuple[Stats, float, dict[str, float]]:
+async def run(
+    args: argparse.Namespace, base_url: str, server: ServerProcess | None
+) -> tuple[Stats, float, dict[str, float]]:
     stats = Stats()
     started = time.monotonic()
     stop_at = started + args.duration
@@ -291,8 +203,13 @@ def main(argv: list[str] | None = None) -> int:
     server = None
     base_url = args.url
     log = Path(tempfile.gettempdir()) / f"ptc-load-server-{os.getpid()}.log"
+    data_dir = Path(tempfile.mkdtemp(prefix="ptc-load-"))
     if base_url is None:
-        server = Server(args.workers, args.server_store, log)
+        workers = args.workers or os.cpu_count() or 1
+        options = ("--log-level", "warning")
+        server = ServerProcess(
+            data_dir / "data", store=args.server_store, secret=SECRET, workers=workers, args=options, log_path=log
+        )
         server.start()
         base_url = server.base_url
     try:
@@ -301,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if server is not None:
             server.stop()
-            server.cleanup()
+        shutil.rmtree(data_dir, ignore_errors=True)
 
     where = f"{args.server_store} store, {args.workers or os.cpu_count()} workers" if server else base_url
     requests = len(stats.latencies)

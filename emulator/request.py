@@ -133,18 +133,8 @@ Includable = Literal[
 ]
 
 
-class SaneJSON(WireModel):
-    """A request body: checked with `check_json` before its fields are validated."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _sane(cls, value: Any) -> Any:
-        check_json(value)
-        return value
-
-
-class CreateRequest(SaneJSON):
-    """`ResponseCreateParams`: every field optional, as in the SDK."""
+class Conversational(WireModel):
+    """The fields a create and a token count share; checked with `check_json` before validation."""
 
     model: str | None = None
     input: str | list[InputItem] | None = None
@@ -152,24 +142,50 @@ class CreateRequest(SaneJSON):
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
-    store: bool | None = None
     previous_response_id: str | None = None
     conversation: str | OpenJSON | None = None
+    reasoning: OpenJSON | None = None
+    text: OpenJSON | None = None
+    truncation: Literal["auto", "disabled"] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sane(cls, value: Any) -> Any:
+        check_json(value)
+        return value
+
+    @property
+    def function_tools(self) -> list[FunctionTool]:
+        return [t for t in self.tools or () if isinstance(t, FunctionTool)]
+
+    @property
+    def ptc_enabled(self) -> bool:
+        return any(isinstance(t, ProgrammaticToolCalling) for t in self.tools or ())
+
+    @property
+    def programmatic_tools(self) -> tuple[str, ...]:
+        """What a program may call: function tools that allow programmatic callers, in order."""
+        if not self.ptc_enabled:
+            return ()
+        return tuple(t.name for t in self.function_tools if t.programmatic)
+
+
+class CreateRequest(Conversational):
+    """`ResponseCreateParams`: every field optional, as in the SDK."""
+
+    store: bool | None = None
     stream: bool | None = None
     stream_options: OpenJSON | None = None
     include: list[Includable] | None = None
     metadata: dict[str, str] | None = None
     max_tool_calls: int | None = None
     max_output_tokens: int | None = None
-    truncation: Literal["auto", "disabled"] | None = None
     background: bool | None = None
     user: str | None = None
     safety_identifier: str | None = None
     prompt_cache_key: str | None = None
     prompt_cache_options: OpenJSON | None = None
     prompt_cache_retention: str | None = None
-    text: OpenJSON | None = None
-    reasoning: OpenJSON | None = None
     temperature: float | None = None
     top_p: float | None = None
     top_logprobs: int | None = None
@@ -196,34 +212,8 @@ class CreateRequest(SaneJSON):
                     raise ValueError(f"metadata value for '{key}' is longer than 512 characters")
         return value
 
-    @property
-    def function_tools(self) -> list[FunctionTool]:
-        return [t for t in self.tools or () if isinstance(t, FunctionTool)]
 
-    @property
-    def ptc_enabled(self) -> bool:
-        return any(isinstance(t, ProgrammaticToolCalling) for t in self.tools or ())
-
-    @property
-    def programmatic_tools(self) -> tuple[str, ...]:
-        """What a program may call: function tools that allow programmatic callers, in order."""
-        if not self.ptc_enabled:
-            return ()
-        return tuple(t.name for t in self.function_tools if t.programmatic)
-
-
-class CountTokensRequest(SaneJSON):
+class CountTokensRequest(Conversational):
     """`POST /v1/responses/input_tokens`."""
 
-    model: str | None = None
-    input: str | list[InputItem] | None = None
-    instructions: str | None = None
-    tools: list[Tool] | None = None
-    tool_choice: ToolChoice | None = None
-    parallel_tool_calls: bool | None = None
-    previous_response_id: str | None = None
-    conversation: str | OpenJSON | None = None
-    reasoning: OpenJSON | None = None
-    text: OpenJSON | None = None
-    truncation: Literal["auto", "disabled"] | None = None
     personality: str | None = None

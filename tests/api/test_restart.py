@@ -4,12 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +12,8 @@ import httpx
 import openai
 import pytest
 from api_support import PTC_TOOLS, answer_all, arithmetic, js
+
+from api.process import ServerProcess
 
 # Seeded randomness and the pinned clock both flow into call arguments: a replay in another
 # process that saw other values would diverge from the journal and be refused.
@@ -33,39 +29,17 @@ def expected(items: list[Any]) -> int:
     return sum(c["b"] for c in calls)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
-def server(data_dir: Path, *args: str) -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "emulator", "serve", "--port", str(port), "--data-dir", str(data_dir), *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "PTC_EMULATOR_SECRET": ""},
-    )
-    base = f"http://127.0.0.1:{port}"
+def server(data_dir: Path, *, store: str = "sqlite", secret: str | None = None, live_cache: int = 64) -> Iterator[str]:
+    """`python -m emulator serve` on its own port; killed with SIGKILL at the end (a restart must
+    not depend on a graceful shutdown)."""
+    process = ServerProcess(
+        data_dir, store=store, secret=secret, workers=2, args=("--live-cache", str(live_cache))
+    ).start()
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base}/_emulator/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"server did not start: {process.stderr.read() if process.stderr else ''}")
-            time.sleep(0.05)
-        yield f"{base}/v1"
+        yield process.base_url
     finally:
-        process.send_signal(signal.SIGKILL)  # no graceful shutdown: a restart must not depend on one
-        process.wait(10)
-        if process.stderr:
-            process.stderr.close()
+        process.kill9()
 
 
 def client(base_url: str) -> openai.OpenAI:
@@ -75,12 +49,12 @@ def client(base_url: str) -> openai.OpenAI:
 @pytest.mark.parametrize("store_mode", ["sqlite", "memory"])
 def test_store_false_resumes_on_a_new_process(tmp_path: Path, store_mode: str) -> None:
     """Only the items, the fingerprint and the secret carry the program across the restart."""
-    secret = ["--secret", "restart-test-secret", "--store", store_mode]
-    with server(tmp_path, *secret) as url, client(url) as c:
+    options: dict[str, Any] = {"secret": "restart-test-secret", "store": store_mode}
+    with server(tmp_path, **options) as url, client(url) as c:
         first = c.responses.create(model="m", input=CODE, tools=PTC_TOOLS, store=False)
     items: list[Any] = [{"role": "user", "content": CODE}, *(i.model_dump(exclude_none=True) for i in first.output)]
     items += answer_all(first, arithmetic)
-    with server(tmp_path, *secret) as url, client(url) as c:
+    with server(tmp_path, **options) as url, client(url) as c:
         response = c.responses.create(model="m", input=items, tools=PTC_TOOLS, store=False)
         while any(i.type == "function_call" for i in response.output):
             items += [i.model_dump(exclude_none=True) for i in response.output] + answer_all(response, arithmetic)
@@ -109,11 +83,11 @@ def test_store_true_resumes_on_a_new_process(tmp_path: Path) -> None:
 
 
 def test_another_secret_refuses_the_program(tmp_path: Path) -> None:
-    with server(tmp_path, "--secret", "one") as url, client(url) as c:
+    with server(tmp_path, secret="one") as url, client(url) as c:
         first = c.responses.create(model="m", input=CODE, tools=PTC_TOOLS, store=False)
     items: list[Any] = [{"role": "user", "content": CODE}, *(i.model_dump(exclude_none=True) for i in first.output)]
     items += answer_all(first, arithmetic)
-    with server(tmp_path, "--secret", "two") as url, client(url) as c:
+    with server(tmp_path, secret="two") as url, client(url) as c:
         with pytest.raises(openai.BadRequestError) as caught:
             c.responses.create(model="m", input=items, tools=PTC_TOOLS, store=False)
     assert caught.value.code == "invalid_fingerprint"
@@ -129,14 +103,14 @@ def _payload(fingerprint: str) -> str:
 def test_the_live_cache_changes_no_item(tmp_path: Path) -> None:
     """Every resume of a conversation gives the same items from a server that keeps programs live
     and from one that replays every time (ids the server draws at random aside)."""
-    args = ["--secret", "same-secret", "--store", "memory"]
+    options: dict[str, Any] = {"secret": "same-secret", "store": "memory"}
     code = js(
         "const xs = await Promise.all([1, 2, 3].map((i) => tools.add({a: i, b: Math.floor(Math.random() * 9)})));"
         "\nlet acc = 0;\nfor (const x of xs) acc = await tools.add({a: acc, b: x});\ntext(`acc=${acc} at ${Date()}`)"
     )
     requests: list[list[Any]] = []
     live_outputs: list[list[dict[str, Any]]] = []
-    with server(tmp_path / "live", *args, "--live-cache", "64") as url, client(url) as c:
+    with server(tmp_path / "live", **options, live_cache=64) as url, client(url) as c:
         items: list[Any] = [{"role": "user", "content": code}]
         response = c.responses.create(model="m", input=items, tools=PTC_TOOLS, store=False)
         while any(i.type == "function_call" for i in response.output):
@@ -146,7 +120,7 @@ def test_the_live_cache_changes_no_item(tmp_path: Path) -> None:
             live_outputs.append([_without_random_ids(i.model_dump()) for i in response.output])
         hits = httpx.get(url.replace("/v1", "/_emulator/health")).json()["sandbox_live_hits"]
     assert len(requests) == 4 and hits == 4  # every resume was live
-    with server(tmp_path / "replay", *args, "--live-cache", "0") as url, client(url) as c:
+    with server(tmp_path / "replay", **options, live_cache=0) as url, client(url) as c:
         for request, expected in zip(requests, live_outputs, strict=True):
             response = c.responses.create(model="m", input=request, tools=PTC_TOOLS, store=False)
             assert [_without_random_ids(i.model_dump()) for i in response.output] == expected

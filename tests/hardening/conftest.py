@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hardening_support import ServerProcess
 
+from api.process import ServerProcess
 from api.pytest_plugin import EmulatorServer
 from api.settings import Settings
 

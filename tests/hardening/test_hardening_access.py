@@ -14,9 +14,10 @@ import openai
 import pytest
 import websockets.exceptions
 import websockets.sync.client
-from hardening_support import ProgramRun, ServerProcess, assert_envelope, drive, expected_total, pausing_program
+from hardening_support import ProgramRun, assert_envelope, drive, expected_total, pausing_program
 
 from api.cli import parse
+from api.process import ServerProcess
 from api.pytest_plugin import EmulatorServer, PTCEmulator
 from api.settings import API_KEY_ENV, Settings
 

@@ -48,8 +48,12 @@ HOSTILE: dict[str, Hostile] = {
     "spin-after-a-pause": Hostile(
         "const r = await tools.add({a: 1, b: 2});\nwhile (r.value === 3) {}", ("timeout",), ("time limit",)
     ),
+    # Under this load the heap limit and the deadline race: on two busy cores the program may not
+    # get the CPU to fill 64 MiB within its 1.5 s. Either ends it, incomplete.
     "grow-the-heap": Hostile(
-        "const keep = [];\nwhile (true) keep.push({s: 'y'.repeat(64) + keep.length});", ("memory",), ("memory limit",)
+        "const keep = [];\nwhile (true) keep.push({s: 'y'.repeat(64) + keep.length});",
+        ("memory", "timeout"),
+        ("memory limit", "time limit"),
     ),
     "flood-output": Hostile("while (true) text('x'.repeat(1000));", ("limit",), ("bytes",)),
     "flood-tool-calls": Hostile(

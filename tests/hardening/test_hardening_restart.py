@@ -22,7 +22,9 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from hardening_support import ProgramRun, ServerProcess, assert_envelope, drive, expected_total, pausing_program
+from hardening_support import ProgramRun, assert_envelope, drive, expected_total, pausing_program
+
+from api.process import ServerProcess
 
 SECRET = "restart-secret-0123456789"
 PAUSES = 4

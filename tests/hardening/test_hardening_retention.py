@@ -24,7 +24,9 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from hardening_support import PTC_TOOLS, ProgramRun, ServerProcess, assert_envelope, drive, program_message
+from hardening_support import PTC_TOOLS, ProgramRun, assert_envelope, drive, program_message
+
+from api.process import ServerProcess
 
 
 @pytest.mark.timeout(120)
