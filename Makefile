@@ -27,6 +27,7 @@ run: $(STAMP) ## serve the bundled fixtures with SQLite on 127.0.0.1:8000
 
 lint: $(STAMP) ## ruff, mypy and the import-layer contract
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 

@@ -95,9 +95,7 @@ def drive(
     return d
 
 
-def drive_live(
-    prog: Program, client: Callable[[PendingCall], ToolResult] = answer, max_resumes: int = 500
-) -> Drive:
+def drive_live(prog: Program, client: Callable[[PendingCall], ToolResult] = answer, max_resumes: int = 500) -> Drive:
     """The same, but keeping one context alive and handing it results (`Execution.resume`)."""
     from sandbox import _v8
 
@@ -227,8 +225,7 @@ CATALOGUE: dict[str, Program] = {
     "images": program(IMAGES),
     "tool_call_limit": program(TOOL_CALL_LIMIT, max_tool_calls=4),
     "output_limit": program(
-        "text('a');\nawait tools.add({a: 1, b: 1});\n"
-        "try { text('x'.repeat(500)); } catch (e) { text('caught'); }",
+        "text('a');\nawait tools.add({a: 1, b: 1});\ntry { text('x'.repeat(500)); } catch (e) { text('caught'); }",
         max_output_bytes=200,
     ),
 }

@@ -131,9 +131,7 @@ def test_tools_text_and_image_cannot_be_overwritten(pool: SyncPool) -> None:
 
 def test_strict_mode_assignment_to_tools_throws(pool: SyncPool) -> None:
     code = "(() => { 'use strict'; tools = {}; })();"
-    assert failed(pool.run(program(code)), "runtime").message.startswith(
-        "TypeError: Cannot assign to read only"
-    )
+    assert failed(pool.run(program(code)), "runtime").message.startswith("TypeError: Cannot assign to read only")
 
 
 def test_a_direct_only_tool_is_not_on_tools(pool: SyncPool) -> None:
@@ -284,9 +282,7 @@ TAMPERING = {
 
 @pytest.mark.parametrize("name", sorted(TAMPERING))
 def test_prototype_tampering_cannot_forge_calls_or_outputs(pool: SyncPool, name: str) -> None:
-    code = (
-        TAMPERING[name] + "\ntext('real');\nconst sum = await tools.add({a: 1, b: 2});\ntext('sum ' + sum);\n"
-    )
+    code = TAMPERING[name] + "\ntext('real');\nconst sum = await tools.add({a: 1, b: 2});\ntext('sum ' + sum);\n"
     first = pool.run(program(code))
     assert first == Suspended((PendingCall(0, "add", '{"a":1,"b":2}'),), (TextOutput("real"),), calls=1)
     journal = [answer(p) for p in first.pending]
@@ -314,6 +310,4 @@ def test_arguments_reach_the_host_as_the_program_serialised_them(pool: SyncPool)
     """
     first = pool.run(program(code))
     assert isinstance(first, Suspended)
-    assert first.pending[0].arguments == (
-        '{"b":2,"a":1,"nested":{"z":[1,{"y":"x"}]},"d":"1970-01-01T00:00:00.000Z"}'
-    )
+    assert first.pending[0].arguments == ('{"b":2,"a":1,"nested":{"z":[1,{"y":"x"}]},"d":"1970-01-01T00:00:00.000Z"}')

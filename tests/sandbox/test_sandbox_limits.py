@@ -24,9 +24,7 @@ def test_infinite_loops_before_and_after_an_await_time_out(pool: SyncPool) -> No
     after_journal = [ToolResult("add", '{"a":1,"b":2}', "3")]
     before = program("text('spinning');\nwhile (true) {}", timeout_s=FAST.timeout_s)
     after = program(LOOP_AFTER_AWAIT, journal=after_journal, timeout_s=FAST.timeout_s)
-    microtask = program(
-        "Promise.resolve().then(() => { for (;;) {} });\ntext('queued');", timeout_s=FAST.timeout_s
-    )
+    microtask = program("Promise.resolve().then(() => { for (;;) {} });\ntext('queued');", timeout_s=FAST.timeout_s)
     for prog in (before, after, microtask):
         outcome, elapsed = pool.timed(prog)
         f = failed(outcome, "timeout")
@@ -51,9 +49,7 @@ def test_the_deadline_covers_the_whole_run(pool: SyncPool) -> None:
     await tools.add({a: 1, b: 2});
     spin(100000);
     """
-    outcome, elapsed = pool.timed(
-        program(code, journal=[ToolResult("add", '{"a":1,"b":2}', "3")], timeout_s=0.5)
-    )
+    outcome, elapsed = pool.timed(program(code, journal=[ToolResult("add", '{"a":1,"b":2}', "3")], timeout_s=0.5))
     failed(outcome, "timeout")
     assert elapsed < 2
 
@@ -81,9 +77,7 @@ def test_heap_growth_fails_with_memory(pool: SyncPool, code: str) -> None:
 
 def test_the_heap_limit_is_the_programs_own(pool: SyncPool) -> None:
     # 40 MB of live data: over a 24 MiB limit, under the default 64 MiB.
-    code = (
-        "const keep = [];\nfor (let i = 0; i < 50; i++) keep.push(new Array(1e5).fill(1.5));\ntext('kept');"
-    )
+    code = "const keep = [];\nfor (let i = 0; i < 50; i++) keep.push(new Array(1e5).fill(1.5));\ntext('kept');"
     assert completed_texts(pool.run(program(code))) == ["kept"]
     failed(pool.run(program(code, heap_bytes=24 * 2**20)), "memory")
 
@@ -181,12 +175,8 @@ def test_every_limit_has_its_own_kind(pool: SyncPool) -> None:
     cases = {
         "timeout": program("for (;;) {}", timeout_s=0.3),
         "memory": program("const k = [];\nfor (;;) k.push(new Array(1e5).fill(1));", heap_bytes=16 * 2**20),
-        "limit": program(
-            "await Promise.all([tools.add({a: 1, b: 1}), tools.add({a: 2, b: 2})]);", max_tool_calls=1
-        ),
+        "limit": program("await Promise.all([tools.add({a: 1, b: 1}), tools.add({a: 2, b: 2})]);", max_tool_calls=1),
     }
     outcomes = pool.run_many(cases.values())
-    assert {kind: failed(o, kind).kind for kind, o in zip(cases, outcomes, strict=True)} == {
-        k: k for k in cases
-    }
+    assert {kind: failed(o, kind).kind for kind, o in zip(cases, outcomes, strict=True)} == {k: k for k in cases}
     assert isinstance(pool.run(program("text('ok');")), Completed)

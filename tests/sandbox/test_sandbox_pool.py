@@ -103,9 +103,7 @@ def test_workers_are_recycled_after_max_jobs(make_pool: MakePool) -> None:
 def test_recycling_under_concurrent_load_loses_nothing(make_pool: MakePool) -> None:
     p = make_pool(PoolConfig(size=2, max_jobs_per_worker=3))
     first = set(p.pids())
-    outcomes = p.run_many(
-        program(f"text('{i}', await tools.add({{a: {i}, b: 0}}) === undefined);") for i in range(14)
-    )
+    outcomes = p.run_many(program(f"text('{i}', await tools.add({{a: {i}, b: 0}}) === undefined);") for i in range(14))
     assert all(o.status == "suspended" for o in outcomes), outcomes
     assert [o.pending[0].arguments for o in outcomes] == [f'{{"a":{i},"b":0}}' for i in range(14)]  # type: ignore[union-attr]
     assert not first & set(p.wait_for_workers(exclude=first))
@@ -126,9 +124,7 @@ def test_spare_contexts_serve_runs_and_other_heap_limits(make_pool: MakePool) ->
     assert failed(p.run(program(bomb)), "memory").message.endswith("64 MiB")
     # A spare context is fresh: nothing a previous program did is visible.
     p.run(program("globalThis.leak = 1; Object.prototype.leaked = 2;"))
-    assert completed_texts(p.run(program("text(typeof leak, typeof ({}).leaked);"))) == [
-        "undefined undefined"
-    ]
+    assert completed_texts(p.run(program("text(typeof leak, typeof ({}).leaked);"))) == ["undefined undefined"]
 
 
 def test_a_closed_pool_refuses_runs(make_pool: MakePool) -> None:

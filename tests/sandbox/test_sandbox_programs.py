@@ -30,8 +30,7 @@ def test_fanout_of_nine_calls_suspends_once_with_all_pending_in_issue_order(pool
     assert first.calls == 9
     assert first.outputs == ()
     assert first.pending == tuple(
-        PendingCall(i - 1, "add", json.dumps({"a": i, "b": i * 10}, separators=(",", ":")))
-        for i in range(1, 10)
+        PendingCall(i - 1, "add", json.dumps({"a": i, "b": i * 10}, separators=(",", ":"))) for i in range(1, 10)
     )
 
     journal = [answer(p) for p in first.pending]
@@ -45,9 +44,7 @@ def test_fifty_dependent_calls_resume_one_at_a_time_by_replay(pool: SyncPool) ->
     acc = 0
     for i, s in enumerate(d.suspensions, start=1):
         # Each call depends on the previous result, so each suspension has exactly one call.
-        assert s.pending == (
-            PendingCall(i - 1, "add", json.dumps({"a": acc, "b": i}, separators=(",", ":"))),
-        )
+        assert s.pending == (PendingCall(i - 1, "add", json.dumps({"a": acc, "b": i}, separators=(",", ":"))),)
         acc += i
     assert d.outcome == Completed((TextOutput(f"acc={acc}"),), calls=50)
     assert acc == 1275

@@ -24,12 +24,8 @@ TRANSCRIPTS = sorted((Path(__file__).resolve().parent / "transcripts").glob("*.j
 def load(path: Path) -> tuple[Program, dict[str, Any]]:
     t = json.loads(path.read_text(encoding="utf-8"))
     code = "\n".join(t["code"]) if isinstance(t["code"], list) else t["code"]
-    journal = tuple(
-        ToolResult(j["name"], j["arguments"], j["output"], j.get("is_error", False)) for j in t["journal"]
-    )
-    prog = Program(
-        code, tuple(t["tools"]), int(t["seed"]), t["clock_ms"], journal, Limits(**t.get("limits", {}))
-    )
+    journal = tuple(ToolResult(j["name"], j["arguments"], j["output"], j.get("is_error", False)) for j in t["journal"])
+    prog = Program(code, tuple(t["tools"]), int(t["seed"]), t["clock_ms"], journal, Limits(**t.get("limits", {})))
     expected: dict[str, Any] = t["expected"]
     return prog, expected
 
