@@ -152,3 +152,18 @@ def test_javascript_loop_from_the_guide(ptc_emulator: PTCEmulator) -> None:
     done = subprocess.run(["node", "seed_loop.mjs"], cwd=NODE_DIR, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == EXPECTED
+
+
+def test_the_readme_quick_start(ptc_emulator: PTCEmulator, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's quick start runs as written, against the bundled scenario."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Quick start with the official SDK") :]
+    code = section[section.index("```python\n") + len("```python\n") : section.index("\n```\n")]
+    assert 'base_url="http://127.0.0.1:8000/v1"' in code
+    namespace: dict[str, Any] = {}
+    try:
+        exec(compile(code.replace("http://127.0.0.1:8000/v1", ptc_emulator.base_url), "README.md", "exec"), namespace)
+    finally:
+        namespace["client"].close()
+    assert capsys.readouterr().out.strip() == EXPECTED
+    assert EXPECTED in section  # the README says what it prints
