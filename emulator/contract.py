@@ -58,23 +58,20 @@ def _first_error(schema: dict[str, Any], value: Any) -> str | None:
     return f"{error.message}" + (f" (at {where.lstrip('.')})" if where else "")
 
 
-def check_output(tool: FunctionTool, call_id: str, output: str) -> Violation | None:
-    if tool.output_schema is None:
+def _check(kind: str, tool: FunctionTool, call_id: str, schema: dict[str, Any] | None, text: str) -> Violation | None:
+    if schema is None:
         return None
     try:
-        value = json.loads(output)
+        value = json.loads(text)
     except json.JSONDecodeError:
-        return Violation("output", tool.name, call_id, "the output is not JSON")
-    problem = _first_error(tool.output_schema, value)
-    return Violation("output", tool.name, call_id, problem) if problem else None
+        return Violation(kind, tool.name, call_id, f"the {kind} {'is' if kind == 'output' else 'are'} not JSON")
+    problem = _first_error(schema, value)
+    return Violation(kind, tool.name, call_id, problem) if problem else None
+
+
+def check_output(tool: FunctionTool, call_id: str, output: str) -> Violation | None:
+    return _check("output", tool, call_id, tool.output_schema, output)
 
 
 def check_arguments(tool: FunctionTool, call_id: str, arguments: str) -> Violation | None:
-    if tool.strict is False or tool.parameters is None:
-        return None
-    try:
-        value = json.loads(arguments)
-    except json.JSONDecodeError:
-        return Violation("arguments", tool.name, call_id, "the arguments are not JSON")
-    problem = _first_error(tool.parameters, value)
-    return Violation("arguments", tool.name, call_id, problem) if problem else None
+    return None if tool.strict is False else _check("arguments", tool, call_id, tool.parameters, arguments)

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import openai
@@ -211,12 +212,7 @@ def test_hostile_programs_under_load_fail_alone_and_the_server_keeps_serving(
     assert max(monitor.latencies) < 2.0, f"health took {max(monitor.latencies):.2f} s while programs ran"
 
     # The pool recovered: its workers are back, the crashes were counted, and new programs run.
-    deadline = time.monotonic() + 30
-    while True:
-        health = httpx.get(f"{root}/_emulator/health", timeout=10).json()
-        if len(health["workers"]) == 2 or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
+    health = workers_back(root)
     assert len(health["workers"]) == 2, health
     crashed = sum(1 for run, _ in load.hostile.values() if run.program_output.result.startswith("crash: "))
     assert health["sandbox_crashes"] >= crashed, health
@@ -286,11 +282,16 @@ def test_programs_that_kill_their_worker_process_fail_alone_under_load(
             assert run.text == expected[name], name
     assert not monitor.failures, monitor.failures[:5]
     assert max(monitor.latencies) < 2.0, f"health took {max(monitor.latencies):.2f} s"
-    deadline = time.monotonic() + 30
-    while True:
-        health = httpx.get(f"{root}/_emulator/health", timeout=10).json()
-        if len(health["workers"]) == 2 or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
+    health = workers_back(root)
     assert len(health["workers"]) == 2, health
     assert health["sandbox_crashes"] == 2, health
+
+
+def workers_back(root: str, size: int = 2, timeout: float = 30) -> dict[str, Any]:
+    """Health once the pool has `size` workers again (or the last answer, after `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        health: dict[str, Any] = httpx.get(f"{root}/_emulator/health", timeout=10).json()
+        if len(health["workers"]) == size or time.monotonic() > deadline:
+            return health
+        time.sleep(0.1)
