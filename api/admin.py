@@ -12,8 +12,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from emulator.errors import InvalidRequest, NotFound
-from emulator.scenario import ScenarioError, load_scenario
+from ptc_emulator.emulator.errors import InvalidRequest, NotFound
+from ptc_emulator.emulator.scenario import ScenarioError, load_scenario
 
 from .routes import SCOPE_HEADER
 

@@ -14,16 +14,16 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from emulator import usage
-from emulator.engine import Engine, Runner
-from emulator.journal import Journal
-from emulator.scenario import ScenarioRegistry
-from emulator.signing import Signer, load_secret
-from emulator.store import MemoryStore, SqliteStore, Store
-from sandbox import Pool, PoolConfig
+from ptc_emulator.emulator import usage
+from ptc_emulator.emulator.engine import Engine, Runner
+from ptc_emulator.emulator.journal import Journal
+from ptc_emulator.emulator.scenario import ScenarioError, ScenarioRegistry
+from ptc_emulator.emulator.signing import Signer, load_secret
+from ptc_emulator.emulator.store import MemoryStore, SqliteStore, Store
+from ptc_emulator.sandbox import Pool, PoolConfig
 
 from . import admin, errors, routes, websocket
-from .settings import BUNDLED_FIXTURES, Settings
+from .settings import Settings, bundled_fixtures
 
 __all__ = ["AppState", "create_app"]
 
@@ -49,10 +49,10 @@ class AppState:
 
 def _load_scenarios(settings: Settings) -> ScenarioRegistry:
     registry = ScenarioRegistry()
-    directories = ([BUNDLED_FIXTURES] if settings.bundled_fixtures and BUNDLED_FIXTURES.is_dir() else []) + list(
-        settings.fixtures
-    )
+    directories = ([bundled_fixtures()] if settings.bundled_fixtures else []) + list(settings.fixtures)
     for directory in directories:
+        if not directory.is_dir():  # a missing directory is a mistake to report, never an empty registry
+            raise ScenarioError(f"scenario directory {str(directory)!r} does not exist")
         registry.load_dir(directory)
     return registry
 
@@ -68,7 +68,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     state = AppState(
         settings=settings,
         store=store,
-        signer=Signer(load_secret(settings.secret, settings.data_dir)),
+        signer=Signer(load_secret(settings.secret, settings.data_dir if settings.store == "sqlite" else None)),
         scenarios=_load_scenarios(settings),
     )
 

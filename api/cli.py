@@ -1,19 +1,22 @@
-"""`ptc-emulator serve [...]` (also `python -m emulator serve`)."""
+"""`ptc-emulator serve [...]` (also `python -m ptc_emulator serve`)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import os
+import socket
 import sys
 from pathlib import Path
+from typing import NoReturn
 
-from emulator.scenario import ScenarioError
-from sandbox import Limits
+from ptc_emulator import __version__
+from ptc_emulator.emulator.scenario import ScenarioError
+from ptc_emulator.sandbox import Limits
 
 from .settings import API_KEY_ENV, Settings, default_data_dir
 
-__all__ = ["main", "parse"]
+__all__ = ["bind", "main", "parse"]
 
 _LIMITS = Limits()
 _SETTINGS = Settings()
@@ -23,19 +26,24 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ptc-emulator", description="A local stand-in for OpenAI's Responses API with Programmatic Tool Calling."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="serve the Responses API on a local port")
+    serve = commands.add_parser(
+        "serve", help="serve the Responses API on a local port", formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--port", type=int, default=8000, help="port to bind")
     serve.add_argument(
         "--fixtures", type=Path, action="append", default=[], metavar="DIR", help="more scenario files (repeatable)"
     )
     serve.add_argument("--no-bundled-fixtures", action="store_true", help="do not load the bundled fixtures/")
-    serve.add_argument("--store", choices=("sqlite", "memory"), default="sqlite")
-    serve.add_argument("--data-dir", type=Path, default=None, help=f"default {default_data_dir()}")
+    serve.add_argument(
+        "--store", choices=("sqlite", "memory"), default="sqlite", help="memory: nothing is written to disk"
+    )
+    serve.add_argument("--data-dir", type=Path, default=default_data_dir(), help="where SQLite and the secret live")
     serve.add_argument("--secret", default=None, help="fingerprint HMAC secret (or PTC_EMULATOR_SECRET)")
     serve.add_argument("--api-key", default=None, help=f"require this Bearer key (or {API_KEY_ENV})")
-    serve.add_argument("--workers", type=int, default=None, help="V8 worker processes (default: CPU count)")
+    serve.add_argument("--workers", type=int, default=_SETTINGS.pool_size, help="V8 worker processes")
     serve.add_argument(
         "--live-cache",
         type=int,
@@ -45,14 +53,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--timeout", type=float, default=_LIMITS.timeout_s, help="seconds per program run")
     serve.add_argument("--heap-mb", type=int, default=_LIMITS.heap_bytes // 2**20, help="V8 heap per program")
-    serve.add_argument("--max-tool-calls", type=int, default=_LIMITS.max_tool_calls)
-    serve.add_argument("--max-output-bytes", type=int, default=_LIMITS.max_output_bytes)
-    serve.add_argument("--max-code-bytes", type=int, default=_LIMITS.max_code_bytes)
-    serve.add_argument("--max-body-bytes", type=int, default=_SETTINGS.max_body_bytes)
+    serve.add_argument("--max-tool-calls", type=int, default=_LIMITS.max_tool_calls, help="per program")
+    serve.add_argument("--max-output-bytes", type=int, default=_LIMITS.max_output_bytes, help="a program's output")
+    serve.add_argument("--max-code-bytes", type=int, default=_LIMITS.max_code_bytes, help="a program's source")
+    serve.add_argument("--max-body-bytes", type=int, default=_SETTINGS.max_body_bytes, help="a request body")
     serve.add_argument(
         "--strict-contract", action="store_true", help="reject tool I/O that violates the tools' schemas"
     )
-    serve.add_argument("--log-level", default="info")
+    serve.add_argument("--log-level", default="info", help="uvicorn's and the emulator's log level")
     return parser
 
 
@@ -64,10 +72,10 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
         fixtures=tuple(args.fixtures),
         bundled_fixtures=not args.no_bundled_fixtures,
         store=args.store,
-        data_dir=args.data_dir or default_data_dir(),
+        data_dir=args.data_dir,
         secret=args.secret,
         api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
-        pool_size=args.workers or _SETTINGS.pool_size,
+        pool_size=args.workers,
         live_cache=args.live_cache,
         limits=Limits(
             timeout_s=args.timeout,
@@ -89,14 +97,43 @@ def main(argv: list[str] | None = None) -> None:
 
     settings, log_level = parse(argv)
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    for directory in settings.fixtures:
+        if not directory.is_dir():
+            _fail(f"--fixtures {directory}: no such directory", 2)
     try:
         app = create_app(settings)
     except ScenarioError as e:
-        print(f"ptc-emulator: {e}", file=sys.stderr)
-        raise SystemExit(2) from e
+        _fail(str(e), 2)
+    try:
+        sock = bind(settings.host, settings.port)
+    except OSError as e:
+        _fail(f"cannot listen on {settings.host}:{settings.port}: {e.strerror or e}", 1)
+    where = f"data dir {settings.data_dir}" if settings.store == "sqlite" else "nothing written to disk"
     print(
-        f"ptc-emulator: serving on http://{settings.host}:{settings.port}/v1 "
-        f"(store={settings.store}, data dir {settings.data_dir})",
+        f"ptc-emulator: serving on http://{settings.host}:{sock.getsockname()[1]}/v1 (store={settings.store}, {where})",
         file=sys.stderr,
+        flush=True,
     )
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, ws="websockets-sansio")
+    config = uvicorn.Config(app, log_level=log_level, ws="websockets-sansio")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on (host, port); the port is ours before anything says it is served."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP explicitly: asyncio turns Nagle off only on accepted sockets whose protocol says TCP.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    print(f"ptc-emulator: {message}", file=sys.stderr)
+    raise SystemExit(code)

@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from emulator.errors import EmulatorError, InvalidRequest, StatusError
+from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, StatusError
 
 __all__ = ["error_response", "install", "validation_error"]
 

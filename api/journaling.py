@@ -6,9 +6,9 @@ import time
 from types import TracebackType
 from typing import Any
 
-from emulator.engine import Prepared, Trace
-from emulator.errors import EmulatorError, NoScenarioMatched
-from emulator.journal import Figures, Journal, JournalEntry
+from ptc_emulator.emulator.engine import Prepared, Trace
+from ptc_emulator.emulator.errors import EmulatorError, NoScenarioMatched
+from ptc_emulator.emulator.journal import Figures, Journal, JournalEntry
 
 __all__ = ["Recorder"]
 

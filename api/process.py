@@ -1,4 +1,4 @@
-"""`python -m emulator serve` as a subprocess: for tests that restart or kill the server, and for
+"""`python -m ptc_emulator serve` as a subprocess: for tests that restart or kill the server, and for
 the benchmarks.
 
     with ServerProcess(tmp_path, secret="s") as server:     # started; stopped at the end
@@ -45,7 +45,7 @@ def _gone(pid: int) -> bool:
 
 
 class ServerProcess:
-    """`python -m emulator serve ...` as a subprocess on a fixed 127.0.0.1 port, restartable.
+    """`python -m ptc_emulator serve ...` as a subprocess on a fixed 127.0.0.1 port, restartable.
 
     Its stdout and stderr (uvicorn's and the app's logs) go to `log_path`, appended across
     restarts. `kill9()` kills the server with SIGKILL and waits for its sandbox workers, which
@@ -66,7 +66,7 @@ class ServerProcess:
         self.data_dir = data_dir
         self.port = free_port()
         self.api_key = api_key
-        command = [sys.executable, "-m", "emulator", "serve", "--port", str(self.port)]
+        command = [sys.executable, "-m", "ptc_emulator", "serve", "--port", str(self.port)]
         command += ["--data-dir", str(data_dir), "--store", store, "--workers", str(workers)]
         command += ["--no-bundled-fixtures", "--log-level", "info"]
         if secret is not None:
@@ -102,7 +102,7 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the server exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
             with contextlib.suppress(httpx.TransportError):
-                reply = httpx.get(f"{self.root}/_emulator/health", headers=self.headers, timeout=2)
+                reply = httpx.get(f"{self.root}/_emulator/health", headers=self.headers, timeout=30)
                 if reply.status_code == 200:
                     self.worker_pids = list(reply.json()["workers"])
                     return self

@@ -11,30 +11,28 @@ own scope, so its scenarios and journal are its own and vanish when it ends.
 
 Options: `--ptc-emulator-url URL` uses a server that is already running (its `/v1` URL) instead
 of starting one, and `--ptc-emulator-api-key KEY` (or PTC_EMULATOR_API_KEY) is the key for a
-server started with `--api-key`; override the session-scoped `ptc_emulator_settings` fixture to
-change the settings of the one the plugin starts.
+server started with `--api-key`; the ini option `ptc_emulator_fixtures` adds scenario
+directories (relative to the rootdir). Override the session-scoped `ptc_emulator_settings`
+fixture to change the settings of the server the plugin starts.
+
+pytest loads this module in every run of every project the package is installed in, so it
+imports nothing but pytest and the standard library: the emulator itself is imported when a
+test first asks for the fixture, and a problem there fails that test, not the whole run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-import socket
-import threading
-import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-__all__ = ["EmulatorServer", "PTCEmulator"]
+__all__: list[str] = []
 
-SCOPE_HEADER = "x-ptc-emulator-scope"
-API_KEY = "sk-ptc-emulator"
-"""The key clients send when the server asks for none (any key is accepted then)."""
-API_KEY_ENV = "PTC_EMULATOR_API_KEY"
+_API_KEY_ENV = "PTC_EMULATOR_API_KEY"
 _api_key = pytest.StashKey[str]()
 
 
@@ -48,187 +46,54 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--ptc-emulator-api-key",
         default=None,
-        help=f"the API key of the emulator at --ptc-emulator-url, if it requires one (or {API_KEY_ENV})",
+        help=f"the API key of the emulator at --ptc-emulator-url, if it requires one (or {_API_KEY_ENV})",
+    )
+    parser.addini(
+        "ptc_emulator_fixtures",
+        type="paths",
+        default=[],
+        help="scenario directories the plugin's emulator loads (relative to the rootdir)",
     )
 
 
-class EmulatorServer:
-    """The app under uvicorn in a background thread, on a free 127.0.0.1 port."""
-
-    def __init__(self, settings: Any) -> None:
-        import uvicorn
-
-        from .app import create_app
-
-        self.settings = settings
-        self.app = create_app(settings)
-        # IPPROTO_TCP explicitly: asyncio turns Nagle off (TCP_NODELAY) only on accepted sockets
-        # whose protocol says TCP; with proto 0 every keep-alive response waits ~40 ms for an ACK.
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind(("127.0.0.1", 0))
-        self.port = self._socket.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level="warning", ws="websockets-sansio", lifespan="on")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [self._socket]}, name="ptc-emulator", daemon=True
-        )
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def start(self, timeout: float = 60.0) -> EmulatorServer:
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the ptc-emulator server did not start")
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(30)
-        self._socket.close()
-
-
-def _plain_http(url: Any) -> bool:
-    """Plain HTTP never does TLS: a client for it can skip loading the CA bundle, which costs
-    tens of milliseconds for every client a test makes."""
-    return str(url).startswith("http://")
-
-
-class PTCEmulator:
-    """One test's view of the emulator: its own scope, scenarios and journal."""
-
-    def __init__(self, base_url: str, scope: str | None = None, api_key: str = API_KEY) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.scope = scope or f"test-{uuid.uuid4().hex[:12]}"
-        self.api_key = api_key
-        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
-        self.admin = httpx.Client(
-            base_url=f"{root}/_emulator",
-            headers={SCOPE_HEADER: self.scope, "Authorization": f"Bearer {api_key}"},
-            timeout=30,
-            verify=not _plain_http(root),
-        )
-        self._clients: list[Any] = []
-
-    @property
-    def headers(self) -> dict[str, str]:
-        """Headers that put a request in this test's scope (the SDK clients below send them)."""
-        return {SCOPE_HEADER: self.scope}
-
-    def client(self, **options: Any) -> Any:
-        """An `openai.OpenAI` aimed at the emulator, in this test's scope; closed when the test ends."""
-        import openai
-
-        options.setdefault("api_key", self.api_key)
-        options.setdefault("base_url", self.base_url)
-        options["default_headers"] = {**self.headers, **options.get("default_headers", {})}
-        if "http_client" not in options and _plain_http(options["base_url"]):
-            options["http_client"] = openai.DefaultHttpxClient(verify=False)
-        client = openai.OpenAI(**options)
-        self._clients.append(client)
-        return client
-
-    def async_client(self, **options: Any) -> Any:
-        """An `openai.AsyncOpenAI` aimed at the emulator, in this test's scope.
-
-        Its HTTP client keeps no idle connection, so none outlives the test's event loop (the loop
-        is gone before this fixture's teardown could close them). This is done with connection
-        limits, not a `Connection: close` header, which would also go into a WebSocket handshake
-        (`responses.connect()`) and break it."""
-        import openai
-
-        options.setdefault("api_key", self.api_key)
-        options.setdefault("base_url", self.base_url)
-        options["default_headers"] = {**self.headers, **options.get("default_headers", {})}
-        if "http_client" not in options:
-            # The SDK's own HTTP library's Limits class (it is not necessarily httpx's).
-            limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_keepalive_connections=0)
-            verify = not _plain_http(options["base_url"])
-            options["http_client"] = openai.DefaultAsyncHttpxClient(verify=verify, limits=limits)
-        return openai.AsyncOpenAI(**options)
-
-    def add_scenario(self, scenario: dict[str, Any] | str | Path) -> str:
-        """Add a scenario for this test: a dict, a YAML string, or a path to a YAML file.
-
-        Returns its name (given, the file's stem, or generated)."""
-        body: dict[str, Any]
-        if isinstance(scenario, Path):
-            body = {"yaml": scenario.read_text(encoding="utf-8"), "name": scenario.stem}
-        elif isinstance(scenario, str):
-            body = {"yaml": scenario}
-        else:
-            body = scenario
-        reply = self.admin.post("/scenarios", json=body)
-        if reply.status_code != 201:
-            raise ValueError(reply.json()["error"]["message"])
-        return str(reply.json()["name"])
-
-    def remove_scenario(self, name: str) -> None:
-        """Remove a scenario this test added."""
-        reply = self.admin.delete(f"/scenarios/{name}")
-        if reply.status_code != 200:
-            raise KeyError(reply.json()["error"]["message"])
-
-    @property
-    def scenarios(self) -> list[dict[str, Any]]:
-        """The scenarios this test can match, in matching order: its own, and the unscoped ones
-        (scenario files); each `{name, source, scope, priority, turns}`."""
-        reply = self.admin.get("/scenarios")
-        reply.raise_for_status()
-        return list(reply.json()["data"])
-
-    @property
-    def journal(self) -> list[dict[str, Any]]:
-        """This test's requests and responses, oldest first, with per-response figures."""
-        reply = self.admin.get("/journal")
-        reply.raise_for_status()
-        return list(reply.json()["data"])
-
-    def clear_journal(self) -> None:
-        self.admin.delete("/journal").raise_for_status()
-
-    def reset(self) -> None:
-        self.admin.post("/reset").raise_for_status()
-
-    def close(self) -> None:
-        """Close the admin connection and every client `client()` made."""
-        for client in self._clients:
-            client.close()
-        self._clients.clear()
-        self.admin.close()
-
-    def __repr__(self) -> str:
-        return f"PTCEmulator(base_url={self.base_url!r}, scope={self.scope!r})"
+def _resolve(config: pytest.Config, path: Path) -> Path:
+    return path if path.is_absolute() else Path(config.rootpath) / path
 
 
 @pytest.fixture(scope="session")
-def ptc_emulator_settings(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def ptc_emulator_settings(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Settings of the server the plugin starts; override this fixture to change them.
 
     Under pytest-xdist every worker starts a server, so each gets its share of the CPUs for its
     sandbox workers rather than one per CPU."""
-    from .settings import Settings
+    from ptc_emulator.api.settings import Settings
 
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
     share = max(1, (os.cpu_count() or 1) // (int(workers) if workers.isdigit() and int(workers) > 0 else 1))
-    return Settings(data_dir=tmp_path_factory.mktemp("ptc-emulator"), store="sqlite", pool_size=share)
+    fixtures = tuple(Path(p) for p in request.config.getini("ptc_emulator_fixtures"))
+    return Settings(
+        data_dir=tmp_path_factory.mktemp("ptc-emulator"), store="sqlite", pool_size=share, fixtures=fixtures
+    )
 
 
 @pytest.fixture(scope="session")
 def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
     """The base URL (`.../v1`) of the session's emulator."""
+    from ptc_emulator.api.testing import API_KEY, EmulatorServer
+
     url = request.config.getoption("--ptc-emulator-url")
     if url:
-        key = request.config.getoption("--ptc-emulator-api-key") or os.environ.get(API_KEY_ENV)
+        key = request.config.getoption("--ptc-emulator-api-key") or os.environ.get(_API_KEY_ENV)
         request.config.stash[_api_key] = key or API_KEY
         yield str(url)
         return
     settings = request.getfixturevalue("ptc_emulator_settings")
+    # Relative paths in the settings mean the project's, wherever pytest was started from.
+    settings = dataclasses.replace(
+        settings,
+        fixtures=tuple(_resolve(request.config, Path(p)) for p in settings.fixtures),
+        data_dir=_resolve(request.config, Path(settings.data_dir)),
+    )
     request.config.stash[_api_key] = getattr(settings, "api_key", None) or API_KEY
     server = EmulatorServer(settings).start()
     try:
@@ -238,9 +103,12 @@ def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 @pytest.fixture
-def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> Iterator[PTCEmulator]:
-    """The emulator, scoped to this test: `base_url`, `client()`, `async_client()`,
-    `add_scenario(...)`, `scenarios`, `remove_scenario(...)`, `journal`, `clear_journal()`."""
+def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> Iterator[Any]:
+    """The emulator, scoped to this test (a `ptc_emulator.api.testing.PTCEmulator`): `base_url`,
+    `client()`, `async_client()`, `add_scenario(...)`, `scenarios`, `remove_scenario(...)`,
+    `journal`, `clear_journal()`."""
+    from ptc_emulator.api.testing import API_KEY, PTCEmulator
+
     emulator = PTCEmulator(ptc_emulator_server, api_key=request.config.stash.get(_api_key, API_KEY))
     try:
         yield emulator

@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from emulator.engine import Engine, Prepared
-from emulator.request import CountTokensRequest, CreateRequest
+from ptc_emulator.emulator.engine import Engine, Prepared
+from ptc_emulator.emulator.request import CountTokensRequest, CreateRequest
 
 from .journaling import Recorder
 

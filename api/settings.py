@@ -7,11 +7,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from sandbox import Limits
+from ptc_emulator.sandbox import Limits
 
-__all__ = ["BUNDLED_FIXTURES", "Settings", "default_data_dir"]
+__all__ = ["Settings", "bundled_fixtures", "default_data_dir"]
 
-BUNDLED_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+def bundled_fixtures() -> Path:
+    """The scenarios shipped in the package (`ptc_emulator.fixtures`), wherever it is installed."""
+    import ptc_emulator.fixtures
+
+    return Path(ptc_emulator.fixtures.__file__).resolve().parent
+
+
 API_KEY_ENV = "PTC_EMULATOR_API_KEY"
 
 

@@ -44,8 +44,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from emulator.events import Sequencer
-from emulator.items import InputItem, Message
+from ptc_emulator.emulator.events import Sequencer
+from ptc_emulator.emulator.items import InputItem, Message
 
 __all__ = ["MAX_PENDING", "Steer", "Steering", "Target", "required_input"]
 

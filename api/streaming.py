@@ -35,10 +35,10 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 
-from emulator import events
-from emulator.engine import Engine, Prepared
-from emulator.errors import EmulatorError, StatusError
-from emulator.request import CreateRequest
+from ptc_emulator.emulator import events
+from ptc_emulator.emulator.engine import Engine, Prepared
+from ptc_emulator.emulator.errors import EmulatorError, StatusError
+from ptc_emulator.emulator.request import CreateRequest
 
 from .errors import SERVER_ERROR_MESSAGE
 from .journaling import Recorder

@@ -37,12 +37,12 @@ from fastapi import APIRouter, WebSocket
 from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
 
-from emulator import events
-from emulator.engine import Engine, Prepared
-from emulator.errors import EmulatorError, InvalidRequest, StatusError
-from emulator.items import dump
-from emulator.request import CreateRequest
-from emulator.store import MemoryStore
+from ptc_emulator.emulator import events
+from ptc_emulator.emulator.engine import Engine, Prepared
+from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, StatusError
+from ptc_emulator.emulator.items import dump
+from ptc_emulator.emulator.request import CreateRequest
+from ptc_emulator.emulator.store import MemoryStore
 
 from .errors import SERVER_ERROR_MESSAGE, validation_error
 from .journaling import Recorder

@@ -45,7 +45,7 @@ import httpx
 import openai
 from openai.types.responses import Response
 
-from api.process import ServerProcess, free_port
+from ptc_emulator.api.process import ServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS: list[Any] = [

@@ -6,7 +6,7 @@ a text the client checks. `--store false` replays the whole conversation on ever
 `--store true` continues by `previous_response_id`, `--store mixed` (the default) splits the
 clients half and half.
 
-By default the script starts the server itself (`python -m emulator serve` on a free 127.0.0.1
+By default the script starts the server itself (`python -m ptc_emulator serve` on a free 127.0.0.1
 port, SQLite store in a temporary data directory that it removes at the end); `--url` uses one
 that is already running instead (loopback addresses only). With `--restart-at SECONDS` the
 script kills its server with SIGKILL at that time and starts it again on the same port, data
@@ -41,7 +41,7 @@ from urllib.parse import urlparse
 import httpx
 import openai
 
-from api.process import ServerProcess
+from ptc_emulator.api.process import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}

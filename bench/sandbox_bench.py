@@ -24,7 +24,7 @@ from importlib.metadata import version
 
 from py_mini_racer import MiniRacer
 
-from sandbox import Completed, Outcome, Pool, PoolConfig, Program, Suspended, ToolResult, _v8
+from ptc_emulator.sandbox import Completed, Outcome, Pool, PoolConfig, Program, Suspended, ToolResult, _v8
 
 FAN_OUT = """
 const [a, b] = await Promise.all([tools.add({a: 1, b: 2}), tools.add({a: 3, b: 4})]);

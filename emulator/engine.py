@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sandbox import Limits
+from ptc_emulator.sandbox import Limits
 
 from .contract import Violation, check_output
 from .conversation import Conversation, analyse

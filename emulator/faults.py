@@ -12,7 +12,7 @@ import json
 from collections import OrderedDict
 from typing import Any
 
-from sandbox import Failed, Limits
+from ptc_emulator.sandbox import Failed, Limits
 
 from .errors import ScriptedError
 from .items import Item, dump

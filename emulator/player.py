@@ -12,7 +12,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from sandbox import Completed, Failed, ImageOutput, Limits, Outcome, Program, Suspended, TextOutput, ToolResult
+from ptc_emulator.sandbox import (
+    Completed,
+    Failed,
+    ImageOutput,
+    Limits,
+    Outcome,
+    Program,
+    Suspended,
+    TextOutput,
+    ToolResult,
+)
 
 from .contract import Violation, check_arguments
 from .conversation import Conversation

@@ -29,6 +29,8 @@
   const setPrototypeOf = G.Object.setPrototypeOf;
   const isArray = G.Array.isArray;
   const sort = G.Array.prototype.sort;
+  const strSplit = G.String.prototype.split;
+  const split = (s, sep) => apply(strSplit, s, [sep]);
   const exec = G.RegExp.prototype.exec;
   const RealDate = G.Date;
 
@@ -153,16 +155,23 @@
     try { return J(text); } catch (e) { return text; }
   };
 
-  const makeTool = (name) => function (args) {
+  const makeTool = (name, takesText) => function (args) {
     if (abort !== null) return rejected(new Err(abort.message));
     let argsJson;
-    try {
-      argsJson = S(args === undefined ? {} : args);
-    } catch (e) {
-      return rejected(e);
-    }
-    if (typeof argsJson !== 'string' || argsJson[0] !== '{') {
-      return rejected(new TypeErr('tools.' + name + '() takes one argument: a JSON-serialisable object'));
+    if (takesText) {
+      if (typeof args !== 'string') {
+        return rejected(new TypeErr('tools.' + name + '() takes one argument: a string'));
+      }
+      argsJson = S(args);
+    } else {
+      try {
+        argsJson = S(args === undefined ? {} : args);
+      } catch (e) {
+        return rejected(e);
+      }
+      if (typeof argsJson !== 'string' || argsJson[0] !== '{') {
+        return rejected(new TypeErr('tools.' + name + '() takes one argument: a JSON-serialisable object'));
+      }
     }
     if (nCalls >= maxCalls) {
       return rejected(doAbort('limit', 'program exceeded the limit of ' + maxCalls + ' tool calls'));
@@ -248,8 +257,21 @@
       maxOut = cfg.maxOut;
       journal = setPrototypeOf(cfg.journal, null);
       toolNames = cfg.tools;
+      const textTools = { __proto__: null };
+      for (let i = 0; i < cfg.textTools.length; i++) textTools[cfg.textTools[i]] = true;
+      // `a.b` is `tools.a.b`: namespaces are frozen, prototype-less objects like `tools` itself.
       const tools = { __proto__: null };
-      for (let i = 0; i < toolNames.length; i++) tools[toolNames[i]] = makeTool(toolNames[i]);
+      const spaces = [];
+      for (let i = 0; i < toolNames.length; i++) {
+        const path = split(toolNames[i], '.');
+        let at = tools;
+        for (let k = 0; k < path.length - 1; k++) {
+          if (at[path[k]] === undefined) { at[path[k]] = { __proto__: null }; spaces[spaces.length] = at[path[k]]; }
+          at = at[path[k]];
+        }
+        at[path[path.length - 1]] = makeTool(toolNames[i], textTools[toolNames[i]] === true);
+      }
+      for (let i = 0; i < spaces.length; i++) freeze(spaces[i]);
       freeze(tools);
       const def = (k, v) => defineProperty(G, k, { value: v, writable: false, configurable: false, enumerable: false });
       def('tools', tools);

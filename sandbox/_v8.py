@@ -141,6 +141,7 @@ class Execution:
             "maxOut": limits.max_output_bytes,
             "journal": _journal_json(program.journal),
             "tools": list(program.tools),
+            "textTools": list(program.text_tools),
         }
 
         cfg_json = json.dumps(cfg)
@@ -227,13 +228,15 @@ class Execution:
             return Completed(outputs, calls)
         if status == "suspended":
             allowed = set(self.program.tools)
+            text_tools = set(self.program.text_tools)
             pending = []
             expected = self.journal_length  # pending calls are exactly those past the journal, in order
             for p in r["pending"]:
                 index, name, arguments = p["index"], p["name"], p["arguments"]
                 if index != expected or name not in allowed or not isinstance(arguments, str):
                     raise JSEvalException("invalid pending call from the isolate")
-                if not isinstance(json.loads(arguments), dict):
+                expected_type = str if name in text_tools else dict
+                if not isinstance(json.loads(arguments), expected_type):
                     raise JSEvalException("invalid pending call arguments from the isolate")
                 pending.append(PendingCall(index, name, arguments))
                 expected += 1

@@ -36,6 +36,7 @@ def program_to_json(program: Program) -> dict[str, Any]:
         "clock_ms": program.clock_ms,
         "journal": [[r.name, r.arguments, r.output, r.is_error] for r in program.journal],
         "limits": _limits_json(program.limits),
+        "text_tools": list(program.text_tools),
     }
 
 
@@ -47,6 +48,7 @@ def program_from_json(d: dict[str, Any]) -> Program:
         clock_ms=d["clock_ms"],
         journal=tuple(ToolResult(n, a, o, e) for n, a, o, e in d["journal"]),
         limits=Limits(**d["limits"]),
+        text_tools=tuple(d.get("text_tools", ())),
     )
 
 

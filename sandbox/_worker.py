@@ -1,6 +1,6 @@
 """A V8 worker process: reads one JSON request per line on stdin, answers one line on stdout.
 
-Started by `Pool` as `python -m sandbox._worker`. A program that aborts the process (some
+Started by `Pool` as `python -I -m ptc_emulator.sandbox._worker`. A program that aborts the process (some
 allocations do, whatever the heap limit) takes only this worker down; the pool replaces it.
 Native code writing to stdout cannot corrupt the protocol: the protocol keeps a private copy of
 the original stdout and fd 1 is pointed at stderr.
@@ -190,7 +190,7 @@ def serve(fd: int, worker: Worker) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m sandbox._worker")
+    parser = argparse.ArgumentParser(prog="python -I -m ptc_emulator.sandbox._worker")
     parser.add_argument("--spares", type=int, default=0)
     parser.add_argument("--heap-bytes", type=int, default=64 * 2**20)
     parser.add_argument("--live-cache", type=int, default=0, help="suspended programs kept live (0: none)")

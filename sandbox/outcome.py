@@ -64,12 +64,17 @@ class Program:
 
     code: str
     tools: tuple[str, ...]
+    """What the program may call. A dotted name (`"docs.lookup"`) is a member of a namespace
+    object (`tools.docs.lookup(...)`); no name may be both a tool and a namespace."""
     seed: int
     """Seeds `Math.random`; only the low 128 bits are used."""
     clock_ms: int
     """What `Date.now()`, `new Date()` and default `Intl` formatting see, in Unix milliseconds."""
     journal: tuple[ToolResult, ...] = ()
     limits: Limits = field(default_factory=Limits)
+    text_tools: tuple[str, ...] = ()
+    """Those of `tools` whose one argument is a string (custom tools); the others take a JSON
+    object. A pending call's `arguments` is JSON text either way: an object, or a string."""
 
 
 @dataclass(frozen=True, slots=True)

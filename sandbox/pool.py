@@ -18,18 +18,16 @@ import os
 import signal
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ._wire import outcome_from_json, program_to_json
 from .outcome import Failed, Outcome, Program
 
-__all__ = ["Pool", "PoolClosed", "PoolConfig"]
+__all__ = ["Pool", "PoolClosed", "PoolConfig", "worker_environment"]
 
 log = logging.getLogger(__name__)
 
 _LINE_LIMIT = 256 * 2**20  # an outcome carries at most the program's output limit, plus calls
-_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 _STDERR_TAIL = 16 * 2**10  # bytes: V8's fatal-error line is followed by a ~3 KB C stack trace
 
 
@@ -38,6 +36,18 @@ def program_key(program: Program) -> str:
     data = program_to_json(program)
     del data["journal"]
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def worker_environment() -> dict[str, str]:
+    """What a worker inherits: a search path and a pinned locale and time zone, nothing else.
+
+    Workers run untrusted JavaScript, so no secret (the fingerprint key, the API key) or other
+    variable of the server's reaches them; a fixed TZ and locale keep replays identical whatever
+    the server's environment."""
+    env = {"TZ": "UTC", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+    if "PATH" in os.environ:
+        env["PATH"] = os.environ["PATH"]
+    return env
 
 
 class PoolClosed(RuntimeError):
@@ -288,12 +298,11 @@ class Pool:
                 delay = min(delay * 2, 5.0)
 
     async def _spawn(self) -> _Worker:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
+            "-I",  # isolated: no working directory, PYTHONPATH or user site ahead of the installed package
             "-m",
-            "sandbox._worker",
+            "ptc_emulator.sandbox._worker",
             "--spares",
             str(self.config.spare_contexts),
             "--heap-bytes",
@@ -307,7 +316,7 @@ class Pool:
             stderr=asyncio.subprocess.PIPE,
             limit=_LINE_LIMIT,
             start_new_session=True,  # terminal signals go to the server, which then closes the pool
-            env=env,
+            env=worker_environment(),
         )
         worker = _Worker(proc)
         try:

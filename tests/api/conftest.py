@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import openai
 import pytest
-from api_support import validating_client
 
-from api.pytest_plugin import PTCEmulator
+from ptc_emulator.api.testing import PTCEmulator
+from tests.support import validating_client
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from agents import (
     set_tracing_disabled,
 )
 
-from api.pytest_plugin import PTCEmulator
+from ptc_emulator.api.testing import PTCEmulator
 
 EXPECTED = "sku_123: 42 units available against 31 requested, so the shortage is 0 units."
 

@@ -6,10 +6,10 @@ import time
 
 import openai
 import pytest
-from api_support import PTC_TOOLS, js
 
-from api.pytest_plugin import PTCEmulator
-from emulator.usage import count
+from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.emulator.usage import count
+from tests.support import PTC_TOOLS, js
 
 
 def test_retrieve_returns_the_stored_response(client: openai.OpenAI) -> None:

@@ -8,9 +8,9 @@ from typing import Any
 
 import openai
 import pytest
-from api_support import PTC_TOOLS, js
 
-from api.pytest_plugin import PTCEmulator
+from ptc_emulator.api.testing import PTCEmulator
+from tests.support import PTC_TOOLS, js
 
 PROGRAM = js("const s = await tools.add({a: 1, b: 2});\nconst t = await tools.add({a: s, b: 3});\ntext(String(t))")
 

@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from api_support import PTC_TOOLS, answer_all, arithmetic, js
 
-from api.process import ServerProcess
+from ptc_emulator.api.process import ServerProcess
+from tests.support import PTC_TOOLS, answer_all, arithmetic, js
 
 # Seeded randomness and the pinned clock both flow into call arguments: a replay in another
 # process that saw other values would diverge from the journal and be refused.
@@ -31,7 +31,7 @@ def expected(items: list[Any]) -> int:
 
 @contextlib.contextmanager
 def server(data_dir: Path, *, store: str = "sqlite", secret: str | None = None, live_cache: int = 64) -> Iterator[str]:
-    """`python -m emulator serve` on its own port; killed with SIGKILL at the end (a restart must
+    """`python -m ptc_emulator serve` on its own port; killed with SIGKILL at the end (a restart must
     not depend on a graceful shutdown)."""
     process = ServerProcess(
         data_dir, store=store, secret=secret, workers=2, args=("--live-cache", str(live_cache))

@@ -13,10 +13,10 @@ from typing import Any
 
 import openai
 import pytest
-from api_support import in_process, validated, validating_client
 
-from api.pytest_plugin import PTCEmulator
-from api.settings import Settings
+from ptc_emulator.api.settings import Settings
+from ptc_emulator.api.testing import PTCEmulator
+from tests.support import in_process, validated, validating_client
 
 SEEDS = Path(__file__).parent / "seeds"
 NODE_DIR = Path(__file__).parents[1] / "node"

@@ -9,9 +9,9 @@ from typing import Any
 import openai
 import pytest
 import yaml
-from api_support import PTC_TOOLS, answer_all, arithmetic, js
 
-from api.pytest_plugin import PTCEmulator
+from ptc_emulator.api.testing import PTCEmulator
+from tests.support import PTC_TOOLS, answer_all, arithmetic, js
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from api.pytest_plugin import EmulatorServer, PTCEmulator
-from api.settings import Settings
+from ptc_emulator.api.settings import Settings
+from ptc_emulator.api.testing import EmulatorServer, PTCEmulator
 
 
 def _servers(directory: Path) -> Iterator[Callable[..., PTCEmulator]]:

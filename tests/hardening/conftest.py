@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from api.process import ServerProcess
-from api.pytest_plugin import EmulatorServer
-from api.settings import Settings
+from ptc_emulator.api.process import ServerProcess
+from ptc_emulator.api.settings import Settings
+from ptc_emulator.api.testing import EmulatorServer
 
 
 @pytest.fixture

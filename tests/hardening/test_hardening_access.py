@@ -14,12 +14,12 @@ import openai
 import pytest
 import websockets.exceptions
 import websockets.sync.client
-from hardening_support import ProgramRun, assert_envelope, drive, expected_total, pausing_program
 
-from api.cli import parse
-from api.process import ServerProcess
-from api.pytest_plugin import EmulatorServer, PTCEmulator
-from api.settings import API_KEY_ENV, Settings
+from ptc_emulator.api.cli import parse
+from ptc_emulator.api.process import ServerProcess
+from ptc_emulator.api.settings import API_KEY_ENV, Settings
+from ptc_emulator.api.testing import EmulatorServer, PTCEmulator
+from tests.hardening.hardening_support import ProgramRun, assert_envelope, drive, expected_total, pausing_program
 
 KEY = "sk-hardening-0123456789abcdef"
 WRONG = "sk-hardening-wrong-key-value"

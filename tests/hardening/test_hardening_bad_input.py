@@ -18,10 +18,17 @@ import openai
 import pytest
 import websockets.exceptions
 import websockets.sync.client
-from hardening_support import PTC_TOOLS, ProgramRun, assert_envelope, drive, pausing_program, program_message
 
-from api.pytest_plugin import EmulatorServer
-from api.settings import Settings
+from ptc_emulator.api.settings import Settings
+from ptc_emulator.api.testing import EmulatorServer
+from tests.hardening.hardening_support import (
+    PTC_TOOLS,
+    ProgramRun,
+    assert_envelope,
+    drive,
+    pausing_program,
+    program_message,
+)
 
 LIMIT = Settings.max_body_bytes
 JSON = {"content-type": "application/json"}

@@ -15,15 +15,15 @@ from typing import Any
 
 import pytest
 import schemathesis
-from hardening_support import is_envelope
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis.checks import not_a_server_error
 from schemathesis.generation.modes import GenerationMode
 
-from api.pytest_plugin import EmulatorServer
-from api.settings import Settings
-from sandbox import Limits
+from ptc_emulator.api.settings import Settings
+from ptc_emulator.api.testing import EmulatorServer
+from ptc_emulator.sandbox import Limits
+from tests.hardening.hardening_support import is_envelope
 
 FUZZ_EXAMPLES = int(os.environ.get("PTC_HARDENING_FUZZ_EXAMPLES", "50"))
 

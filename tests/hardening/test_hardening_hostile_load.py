@@ -21,10 +21,10 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from hardening_support import ProgramRun, adrive, drive, expected_total, pausing_program
 
-from api.pytest_plugin import EmulatorServer
-from sandbox import Limits
+from ptc_emulator.api.testing import EmulatorServer
+from ptc_emulator.sandbox import Limits
+from tests.hardening.hardening_support import ProgramRun, adrive, drive, expected_total, pausing_program
 
 LIMITS = Limits(timeout_s=1.5, max_tool_calls=300, max_output_bytes=256 * 2**10)
 ABORT = "new Array(2**28).fill(1.5);\ntext('unreachable');"

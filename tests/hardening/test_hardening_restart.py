@@ -1,6 +1,6 @@
 """Restarts under load: `kill -9` the server while clients are in the middle of their programs.
 
-The server is `python -m emulator serve` in a subprocess. After a SIGKILL it is started again
+The server is `python -m ptc_emulator serve` in a subprocess. After a SIGKILL it is started again
 with the same data directory, port and secret, and every client must finish its program with
 the right answer: `store: false` clients by replaying their items (the program's state is in
 the items, its fingerprint and the secret), `store: true` clients by continuing from the last
@@ -22,9 +22,9 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from hardening_support import ProgramRun, assert_envelope, drive, expected_total, pausing_program
 
-from api.process import ServerProcess
+from ptc_emulator.api.process import ServerProcess
+from tests.hardening.hardening_support import ProgramRun, assert_envelope, drive, expected_total, pausing_program
 
 SECRET = "restart-secret-0123456789"
 PAUSES = 4

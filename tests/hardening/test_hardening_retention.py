@@ -24,9 +24,9 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from hardening_support import PTC_TOOLS, ProgramRun, assert_envelope, drive, program_message
 
-from api.process import ServerProcess
+from ptc_emulator.api.process import ServerProcess
+from tests.hardening.hardening_support import PTC_TOOLS, ProgramRun, assert_envelope, drive, program_message
 
 
 @pytest.mark.timeout(120)

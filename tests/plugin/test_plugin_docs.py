@@ -9,10 +9,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from plugin_support import run
 
-from emulator.journal import Figures, JournalEntry
-from emulator.scenario import Fault, load_scenario
+from ptc_emulator.emulator.journal import Figures, JournalEntry
+from ptc_emulator.emulator.scenario import Fault, load_scenario
+from tests.plugin.plugin_support import run
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

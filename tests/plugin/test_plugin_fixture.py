@@ -8,10 +8,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from plugin_support import run
 
-from api.pytest_plugin import EmulatorServer
-from api.settings import Settings
+from ptc_emulator.api.settings import Settings
+from ptc_emulator.api.testing import EmulatorServer
+from tests.plugin.plugin_support import run
 
 
 def test_fixture_needs_no_configuration(pytester: pytest.Pytester) -> None:
@@ -214,7 +214,7 @@ def test_settings_fixture_can_be_overridden(pytester: pytest.Pytester, tmp_path:
         import pytest
         from pathlib import Path
 
-        from api.settings import Settings
+        from ptc_emulator.api.settings import Settings
 
 
         @pytest.fixture(scope="session")

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from plugin_support import run
 
-from api.pytest_plugin import EmulatorServer
-from api.settings import Settings
+from ptc_emulator.api.settings import Settings
+from ptc_emulator.api.testing import EmulatorServer
+from tests.plugin.plugin_support import run
 
 COUNT = 100
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-from sandbox_harness import LoopThread, SyncPool
 
-from sandbox import PoolConfig
+from ptc_emulator.sandbox import PoolConfig
+from tests.sandbox.sandbox_harness import LoopThread, SyncPool
 
 
 @pytest.fixture(scope="session")

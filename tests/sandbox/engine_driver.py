@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 import sys
 
-from sandbox_support import CATALOGUE, drive, drive_live
-
-from sandbox import _v8
+from ptc_emulator.sandbox import _v8
+from tests.sandbox.sandbox_support import CATALOGUE, drive, drive_live
 
 
 def main(names: list[str]) -> None:

@@ -9,9 +9,8 @@ import time
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
-from sandbox_support import Drive, answer, drive
-
-from sandbox import Outcome, PendingCall, Pool, PoolConfig, Program, ToolResult
+from ptc_emulator.sandbox import Outcome, PendingCall, Pool, PoolConfig, Program, ToolResult
+from tests.sandbox.sandbox_support import Drive, answer, drive
 
 T = TypeVar("T")
 

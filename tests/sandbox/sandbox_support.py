@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sandbox import Completed, Failed, Limits, Outcome, PendingCall, Program, Suspended, ToolResult
+from ptc_emulator.sandbox import Completed, Failed, Limits, Outcome, PendingCall, Program, Suspended, ToolResult
 
 CLOCK_MS = 1_700_000_000_000  # 2023-11-14T22:13:20.000Z
 SEED = 0x5EED_0000_0000_0000_0000_0000_0000_0042
@@ -97,7 +97,7 @@ def drive(
 
 def drive_live(prog: Program, client: Callable[[PendingCall], ToolResult] = answer, max_resumes: int = 500) -> Drive:
     """The same, but keeping one context alive and handing it results (`Execution.resume`)."""
-    from sandbox import _v8
+    from ptc_emulator.sandbox import _v8
 
     execution = _v8.Execution(prog)
     try:

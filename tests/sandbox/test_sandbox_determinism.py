@@ -8,8 +8,10 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
-from sandbox_harness import SyncPool
-from sandbox_support import (
+
+from ptc_emulator.sandbox import Completed, PoolConfig, TextOutput, ToolResult
+from tests.sandbox.sandbox_harness import SyncPool
+from tests.sandbox.sandbox_support import (
     CLOCK_MS,
     RANDOM_AND_CLOCK,
     SEED,
@@ -19,8 +21,6 @@ from sandbox_support import (
     outcome_json,
     program,
 )
-
-from sandbox import Completed, PoolConfig, TextOutput, ToolResult
 
 RANDOMS = "text(JSON.stringify(Array.from({length: 8}, () => Math.random())));"
 

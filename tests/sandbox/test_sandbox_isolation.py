@@ -6,10 +6,10 @@ import json
 import re
 
 import pytest
-from sandbox_harness import SyncPool
-from sandbox_support import answer, completed_texts, failed, program
 
-from sandbox import Completed, PendingCall, Suspended, TextOutput
+from ptc_emulator.sandbox import Completed, PendingCall, Suspended, TextOutput
+from tests.sandbox.sandbox_harness import SyncPool
+from tests.sandbox.sandbox_support import answer, completed_texts, failed, program
 
 REMOVED = [
     "console", "setTimeout", "clearTimeout", "__timer_manager", "WebAssembly", "SharedArrayBuffer",

@@ -5,10 +5,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from sandbox_harness import SyncPool, pid_alive
-from sandbox_support import FAST, LOOP_AFTER_AWAIT, TOOL_CALL_LIMIT, answer, completed_texts, failed, program
 
-from sandbox import Completed, PoolConfig, Suspended, TextOutput, ToolResult
+from ptc_emulator.sandbox import Completed, PoolConfig, Suspended, TextOutput, ToolResult
+from tests.sandbox.sandbox_harness import SyncPool, pid_alive
+from tests.sandbox.sandbox_support import (
+    FAST,
+    LOOP_AFTER_AWAIT,
+    TOOL_CALL_LIMIT,
+    answer,
+    completed_texts,
+    failed,
+    program,
+)
 
 
 def assert_serves(pool: SyncPool) -> None:

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_harness import SyncPool
-from sandbox_support import CATALOGUE
+
+from tests.sandbox.sandbox_harness import SyncPool
+from tests.sandbox.sandbox_support import CATALOGUE
 
 HERE = Path(__file__).resolve().parent
 

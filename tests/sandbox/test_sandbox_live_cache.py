@@ -8,8 +8,10 @@ import json
 from collections.abc import Callable, Iterator
 
 import pytest
-from sandbox_harness import LoopThread, SyncPool
-from sandbox_support import (
+
+from ptc_emulator.sandbox import PendingCall, PoolConfig, Program, Suspended, ToolResult
+from tests.sandbox.sandbox_harness import LoopThread, SyncPool
+from tests.sandbox.sandbox_support import (
     CAUGHT_ERROR,
     FANOUT9,
     RACE,
@@ -20,8 +22,6 @@ from sandbox_support import (
     outcome_json,
     program,
 )
-
-from sandbox import PendingCall, PoolConfig, Program, Suspended, ToolResult
 
 PROGRAMS = {
     "fanout9": FANOUT9,

@@ -9,10 +9,10 @@ import time
 from collections.abc import Callable
 
 import pytest
-from sandbox_harness import SyncPool, pid_alive
-from sandbox_support import completed_texts, failed, program
 
-from sandbox import Completed, PoolClosed, PoolConfig
+from ptc_emulator.sandbox import Completed, PoolClosed, PoolConfig
+from tests.sandbox.sandbox_harness import SyncPool, pid_alive
+from tests.sandbox.sandbox_support import completed_texts, failed, program
 
 MakePool = Callable[[PoolConfig], SyncPool]
 

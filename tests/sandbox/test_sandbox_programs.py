@@ -6,8 +6,10 @@ import json
 import re
 
 import pytest
-from sandbox_harness import SyncPool
-from sandbox_support import (
+
+from ptc_emulator.sandbox import Completed, ImageOutput, PendingCall, Suspended, TextOutput, ToolResult
+from tests.sandbox.sandbox_harness import SyncPool
+from tests.sandbox.sandbox_support import (
     CAUGHT_ERROR,
     FANOUT9,
     IMAGES,
@@ -20,8 +22,6 @@ from sandbox_support import (
     program,
     texts,
 )
-
-from sandbox import Completed, ImageOutput, PendingCall, Suspended, TextOutput, ToolResult
 
 
 def test_fanout_of_nine_calls_suspends_once_with_all_pending_in_issue_order(pool: SyncPool) -> None:

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_harness import SyncPool
-from sandbox_support import outcome_json
 
-from sandbox import Limits, Program, ToolResult
+from ptc_emulator.sandbox import Limits, Program, ToolResult
+from tests.sandbox.sandbox_harness import SyncPool
+from tests.sandbox.sandbox_support import outcome_json
 
 TRANSCRIPTS = sorted((Path(__file__).resolve().parent / "transcripts").glob("*.json"))
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from streaming_support import SLOW_KEEPALIVE_S, SLOW_TIMEOUT_S, SLOW_WORKERS
 
-from api.pytest_plugin import EmulatorServer, PTCEmulator
-from api.settings import Settings
-from sandbox import Limits
+from ptc_emulator.api.settings import Settings
+from ptc_emulator.api.testing import EmulatorServer, PTCEmulator
+from ptc_emulator.sandbox import Limits
+from tests.streaming.streaming_support import SLOW_KEEPALIVE_S, SLOW_TIMEOUT_S, SLOW_WORKERS
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ from openai.types.responses import Response, ResponseStreamEvent
 from openai.types.responses.responses_server_event import ResponsesServerEvent
 from pydantic import TypeAdapter
 
-from api.pytest_plugin import PTCEmulator
+from ptc_emulator.api.testing import PTCEmulator
 
 SLOW_WORKERS = 2
 SLOW_KEEPALIVE_S = 0.1

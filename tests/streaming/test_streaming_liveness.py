@@ -10,9 +10,9 @@ import time
 from typing import Any
 
 import httpx
-from streaming_support import ADD_TOOLS, SLOW_KEEPALIVE_S, SLOW_WORKERS, check_stream, decode, js
 
-from api.pytest_plugin import PTCEmulator
+from ptc_emulator.api.testing import PTCEmulator
+from tests.streaming.streaming_support import ADD_TOOLS, SLOW_KEEPALIVE_S, SLOW_WORKERS, check_stream, decode, js
 
 SPIN = "while (true) {}"
 

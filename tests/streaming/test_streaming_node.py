@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from api.pytest_plugin import PTCEmulator
+from ptc_emulator.api.testing import PTCEmulator
 
 NODE_DIR = Path(__file__).parents[1] / "node"
 

@@ -13,7 +13,9 @@ from typing import Any
 import openai
 import pytest
 from openai.types.responses import Response
-from streaming_support import (
+
+from ptc_emulator.api.testing import PTCEmulator
+from tests.streaming.streaming_support import (
     ADD_TOOLS,
     THREE_PAUSES,
     THREE_PAUSES_ANSWER,
@@ -27,8 +29,6 @@ from streaming_support import (
     post_stream,
     run_loop,
 )
-
-from api.pytest_plugin import PTCEmulator
 
 REASONING_SCENARIO = """
 match:

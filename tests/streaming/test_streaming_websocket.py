@@ -13,7 +13,11 @@ from typing import Any
 
 import openai
 import pytest
-from streaming_support import (
+from websockets.exceptions import ConnectionClosedError
+from websockets.sync.client import connect as ws_connect
+
+from ptc_emulator.api.testing import PTCEmulator
+from tests.streaming.streaming_support import (
     ADD_TOOLS,
     SERVER_EVENT,
     SLOW_WORKERS,
@@ -29,10 +33,6 @@ from streaming_support import (
     js,
     post_stream,
 )
-from websockets.exceptions import ConnectionClosedError
-from websockets.sync.client import connect as ws_connect
-
-from api.pytest_plugin import PTCEmulator
 
 Event = dict[str, Any]
 

@@ -15,9 +15,9 @@ from openai.types.responses import Response, ResponseItem
 from openai.types.responses.input_token_count_response import InputTokenCountResponse
 from pydantic import TypeAdapter
 
-from api.app import create_app
-from api.pytest_plugin import PTCEmulator
-from api.settings import Settings
+from ptc_emulator.api.app import create_app
+from ptc_emulator.api.settings import Settings
+from ptc_emulator.api.testing import PTCEmulator
 
 _ITEM = TypeAdapter(ResponseItem)
 validated: list[str] = []

@@ -1,0 +1,19 @@
+"""ptc-emulator: a local stand-in for OpenAI's Responses API with Programmatic Tool Calling.
+
+The one import root the package installs. Its subpackages live in the repository's top-level
+folders, mapped here by `package-dir` in pyproject.toml:
+
+    ptc_emulator.api       <- api/        transport: HTTP, SSE, WebSocket, CLI, pytest plugin
+    ptc_emulator.emulator  <- emulator/   engine: conversation rules, scripted model, store
+    ptc_emulator.sandbox   <- sandbox/    V8 worker processes that run the programs
+    ptc_emulator.fixtures  <- fixtures/   the bundled scenarios (package data)
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("ptc-emulator")
+except PackageNotFoundError:  # pragma: no cover - running from a tree that was never installed
+    __version__ = "0+unknown"
+
+__all__ = ["__version__"]
