@@ -6,8 +6,11 @@ import time
 from types import TracebackType
 from typing import Any
 
+from ptc_emulator.emulator import usage
+from ptc_emulator.emulator.conversations import conversation_id
 from ptc_emulator.emulator.engine import Prepared, Trace
 from ptc_emulator.emulator.errors import EmulatorError, NoScenarioMatched
+from ptc_emulator.emulator.items import ProgramCaller
 from ptc_emulator.emulator.journal import Figures, Journal, JournalEntry
 
 __all__ = ["Recorder"]
@@ -41,6 +44,7 @@ class Recorder:
         self._trace: Trace | None = None
         self.response: dict[str, Any] | None = None
         self._done = False
+        self._started = time.perf_counter()
 
     def __enter__(self) -> Recorder:
         return self
@@ -65,15 +69,22 @@ class Recorder:
         self.entry.response_id = response.get("id")
         figures = self.entry.figures
         for item in response.get("output", []):
-            if item.get("type") == "function_call":
+            kind = item.get("type", "")
+            if kind.endswith("_call"):
                 caller = item.get("caller") or {}
-                if caller.get("type") == "program":
-                    figures.program_tool_calls += 1
-                else:
-                    figures.direct_tool_calls += 1
-        usage = response.get("usage") or {}
-        figures.input_tokens = usage.get("input_tokens", 0)
-        figures.output_tokens = usage.get("output_tokens", 0)
+                route = "program" if caller.get("type") == "program" else "direct"
+                counts = figures.calls.setdefault(kind, {"direct": 0, "program": 0})
+                counts[route] += 1
+                if kind == "function_call":
+                    if route == "program":
+                        figures.program_tool_calls += 1
+                    else:
+                        figures.direct_tool_calls += 1
+        counted = response.get("usage") or {}
+        figures.input_tokens = counted.get("input_tokens", 0)
+        figures.cached_tokens = (counted.get("input_tokens_details") or {}).get("cached_tokens", 0)
+        figures.output_tokens = counted.get("output_tokens", 0)
+        figures.total_tokens = counted.get("total_tokens", 0)
         self._record()
 
     def _record(self) -> None:
@@ -91,4 +102,27 @@ class Recorder:
             figures.model_turns = trace.model_turns
             figures.programs_run = trace.programs_run
             figures.kept_out_bytes = trace.kept_out_bytes
+        self.entry.figures.latency_ms = round((time.perf_counter() - self._started) * 1000, 3)
+        if self.prepared is not None:
+            self._account(self.prepared)
         self.journal.record(self.entry)
+
+    def _account(self, prepared: Prepared) -> None:
+        """The tokens kept out of the model's context, and the run this request belongs to."""
+        conv = prepared.conversation
+        kept = [item for item in conv.latest_outputs() if isinstance(item.caller, ProgramCaller)]
+        self.entry.figures.kept_out_tokens = sum(usage.count(item.output_text()) for item in kept)
+        request = prepared.request
+        names: list[str] = []
+        for item in conv.items[conv.new_from :]:
+            names.extend(n for n in (getattr(item, "id", None), getattr(item, "call_id", None)) if n)
+        output = (self.entry.response or {}).get("output") if self.entry.status < 400 else None
+        made = [n for item in output or [] for n in (item.get("id"), item.get("call_id")) if isinstance(n, str)]
+        self.entry.conversation = self.journal.threads.assign(
+            scope=self.entry.scope,
+            response_id=self.entry.response_id,
+            previous_response_id=request.previous_response_id,
+            conversation=conversation_id(request.conversation),
+            input_ids=names,
+            output_ids=made,
+        )
