@@ -22,7 +22,7 @@ from ptc_emulator.emulator.signing import Signer, load_secret
 from ptc_emulator.emulator.store import MemoryStore, SqliteStore, Store
 from ptc_emulator.sandbox import Pool, PoolConfig
 
-from . import admin, errors, routes, websocket
+from . import admin, conversations, errors, routes, websocket
 from .settings import Settings, bundled_fixtures
 
 __all__ = ["AppState", "create_app"]
@@ -115,6 +115,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     app.state.emulator = state
     errors.install(app)
     app.include_router(routes.router)
+    app.include_router(conversations.router)
     app.include_router(admin.router)
     app.include_router(websocket.router)
     app.add_middleware(_Edge, settings=settings)
