@@ -12,6 +12,7 @@ from ptc_emulator.emulator.engine import Prepared, Trace
 from ptc_emulator.emulator.errors import EmulatorError, NoScenarioMatched
 from ptc_emulator.emulator.items import ProgramCaller
 from ptc_emulator.emulator.journal import Figures, Journal, JournalEntry
+from ptc_emulator.emulator.request import CreateRequest
 
 __all__ = ["Recorder"]
 
@@ -103,26 +104,38 @@ class Recorder:
             figures.programs_run = trace.programs_run
             figures.kept_out_bytes = trace.kept_out_bytes
         self.entry.figures.latency_ms = round((time.perf_counter() - self._started) * 1000, 3)
-        if self.prepared is not None:
-            self._account(self.prepared)
+        self._account()
         self.journal.record(self.entry)
 
-    def _account(self, prepared: Prepared) -> None:
-        """The tokens kept out of the model's context, and the run this request belongs to."""
-        conv = prepared.conversation
-        kept = [item for item in conv.latest_outputs() if isinstance(item.caller, ProgramCaller)]
-        self.entry.figures.kept_out_tokens = sum(usage.count(item.output_text()) for item in kept)
-        request = prepared.request
+    def _account(self) -> None:
+        """The tokens kept out of the model's context, and the run this request belongs to (a request
+        refused before it was prepared still belongs to the run it continues)."""
         names: list[str] = []
-        for item in conv.items[conv.new_from :]:
-            names.extend(n for n in (getattr(item, "id", None), getattr(item, "call_id", None)) if n)
+        request = self.entry.request
+        prepared = self.prepared
+        if prepared is not None:
+            conv = prepared.conversation
+            kept = [item for item in conv.latest_outputs() if isinstance(item.caller, ProgramCaller)]
+            self.entry.figures.kept_out_tokens = sum(usage.count(item.output_text()) for item in kept)
+            request = prepared.request
+            new_items: list[Any] = conv.items[conv.new_from :]
+        else:
+            new_items = list(getattr(request, "input", None) or []) if not isinstance(request, str) else []
+        if not isinstance(request, CreateRequest):
+            return
+        for item in new_items:
+            names.extend(n for n in (getattr(item, "id", None), getattr(item, "call_id", None)) if isinstance(n, str))
+        try:
+            thread = conversation_id(request.conversation)
+        except EmulatorError:
+            thread = None
         output = (self.entry.response or {}).get("output") if self.entry.status < 400 else None
         made = [n for item in output or [] for n in (item.get("id"), item.get("call_id")) if isinstance(n, str)]
         self.entry.conversation = self.journal.threads.assign(
             scope=self.entry.scope,
             response_id=self.entry.response_id,
             previous_response_id=request.previous_response_id,
-            conversation=conversation_id(request.conversation),
+            conversation=thread,
             input_ids=names,
             output_ids=made,
         )

@@ -73,16 +73,15 @@ def run_task(client: openai.OpenAI, tools: list[dict[str, Any]], *, store: bool 
     previous_response_id; with `store=False` every request replays the items (the guide's loop)."""
     items: list[dict[str, Any]] = [{"role": "user", "content": QUESTION}]
     responses: list[Any] = []
+    sent = 0
     while len(responses) < 6:
-        if store or not responses:
-            new = items if not responses else items[sent:]
+        if store:
             previous = responses[-1].id if responses else None
             response = client.responses.create(
                 model="m",
-                input=new,
-                tools=tools,
+                input=items[sent:],  # type: ignore[arg-type]
+                tools=tools,  # type: ignore[arg-type]
                 previous_response_id=previous,
-                store=store,  # type: ignore[arg-type]
             )
         else:
             response = client.responses.create(model="m", input=items, tools=tools, store=False)  # type: ignore[arg-type]
