@@ -20,10 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from .errors import InvalidRequest, NotFound
 from .items import InputItem, Item, ItemReference, WireModel
+from .request import check_json
 
 __all__ = [
     "MAX_ITEMS_PER_REQUEST",
@@ -69,7 +70,15 @@ def _check_metadata(value: dict[str, str] | None) -> dict[str, str] | None:
     return value
 
 
-class ConversationCreate(WireModel):
+class _Body(WireModel):
+    @model_validator(mode="before")
+    @classmethod
+    def _sane(cls, value: Any) -> Any:
+        check_json(value)  # NaN, the infinities and lone surrogates: JSON carries them, a reply cannot
+        return value
+
+
+class ConversationCreate(_Body):
     """`POST /v1/conversations`."""
 
     items: list[InputItem] | None = Field(default=None, max_length=MAX_ITEMS_PER_REQUEST)
@@ -78,7 +87,7 @@ class ConversationCreate(WireModel):
     _metadata = field_validator("metadata")(_check_metadata)
 
 
-class ConversationUpdate(WireModel):
+class ConversationUpdate(_Body):
     """`POST /v1/conversations/{id}`: the metadata is required (null clears it)."""
 
     metadata: dict[str, str] | None
@@ -86,7 +95,7 @@ class ConversationUpdate(WireModel):
     _metadata = field_validator("metadata")(_check_metadata)
 
 
-class ItemsCreate(WireModel):
+class ItemsCreate(_Body):
     """`POST /v1/conversations/{id}/items`."""
 
     items: list[InputItem] = Field(max_length=MAX_ITEMS_PER_REQUEST)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
+import httpx
 import openai
 import pytest
 
@@ -128,3 +129,17 @@ def test_the_memory_store_keeps_conversations_too() -> None:
                 await client.conversations.retrieve(conv.id)
 
     asyncio.run(run())
+
+
+def test_what_json_carries_but_a_reply_cannot_is_refused(ptc_emulator: PTCEmulator) -> None:
+    root = ptc_emulator.base_url
+    headers = {"content-type": "application/json", "authorization": "Bearer sk-test"}
+    with httpx.Client(base_url=root, headers=headers) as http:
+        lone = b'{"items": [{"role": "user", "content": "\\ud800"}]}'
+        reply = http.post("/conversations", content=lone)
+        assert reply.status_code == 400 and set(reply.json()["error"]) == {"message", "type", "param", "code"}
+        conv = http.post("/conversations", json={}).json()["id"]
+        nan = b'{"items": [{"type": "function_call_output", "call_id": "c", "output": [{"type": "input_text", "text": "x", "score": NaN}]}]}'
+        reply = http.post(f"/conversations/{conv}/items", content=nan)
+        assert reply.status_code == 400
+        assert http.get(f"/conversations/{conv}/items").json()["data"] == []

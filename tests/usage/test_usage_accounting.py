@@ -182,3 +182,23 @@ def test_journal_figures_per_response_and_per_conversation(ptc_emulator: PTCEmul
     assert (run["kept_out_bytes"], run["kept_out_tokens"]) == (len('"it"'), count('"it"'))  # add's output
     assert run["final_answer"] == "Audited: done."
     assert run["route"] == "programmatic"
+
+
+def test_a_websocket_generate_false_request_warms_the_cache(ptc_emulator: PTCEmulator) -> None:
+    with ptc_emulator.client(max_retries=0).responses.connect() as conn:
+        conn.response.create(
+            model="m", instructions=LONG, input=[{"role": "developer", "content": "Be brief."}], generate=False
+        )
+        warmed = _final(conn)
+        assert warmed["output"] == [] and warmed["usage"]["input_tokens_details"]["cached_tokens"] == 0
+        conn.response.create(model="m", instructions=LONG, input=js("text('warm');"), previous_response_id=warmed["id"])
+        final = _final(conn)
+    assert final["usage"]["input_tokens_details"]["cached_tokens"] == served(warmed["usage"]["input_tokens"]) > 0
+
+
+def _final(conn: Any) -> dict[str, Any]:
+    while True:
+        event = conn.recv().model_dump()
+        assert event["type"] != "error", event
+        if event["type"] in ("response.completed", "response.incomplete", "response.failed"):
+            return dict(event["response"])
