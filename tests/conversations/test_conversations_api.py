@@ -139,7 +139,10 @@ def test_what_json_carries_but_a_reply_cannot_is_refused(ptc_emulator: PTCEmulat
         reply = http.post("/conversations", content=lone)
         assert reply.status_code == 400 and set(reply.json()["error"]) == {"message", "type", "param", "code"}
         conv = http.post("/conversations", json={}).json()["id"]
-        nan = b'{"items": [{"type": "function_call_output", "call_id": "c", "output": [{"type": "input_text", "text": "x", "score": NaN}]}]}'
+        nan = (
+            b'{"items": [{"type": "function_call_output", "call_id": "c", '
+            b'"output": [{"type": "input_text", "text": "x", "score": NaN}]}]}'
+        )
         reply = http.post(f"/conversations/{conv}/items", content=nan)
         assert reply.status_code == 400
         assert http.get(f"/conversations/{conv}/items").json()["data"] == []
