@@ -10,7 +10,7 @@ PORT   ?= 8000
 .PHONY: help run test test-fast lint bench clean
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z]+:.*## / {printf "  make %-6s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 RUN_STAMP := $(VENV)/.installed-run
 

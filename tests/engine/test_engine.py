@@ -147,6 +147,8 @@ def test_a_scenario_drives_direct_calls_and_a_final_message(runner: FakeRunner) 
     assert call["type"] == "function_call" and json.loads(call["arguments"]) == {"key": "alpha"}
     assert "caller" not in call or call["caller"] is None or call["caller"] == {"type": "direct"}
     answer = {"type": "function_call_output", "call_id": call["call_id"], "output": "42"}
-    second = create(engine, input=[{"role": "user", "content": "Look up alpha"}, call, answer], tools=TOOLS, store=False)
+    second = create(
+        engine, input=[{"role": "user", "content": "Look up alpha"}, call, answer], tools=TOOLS, store=False
+    )
     assert second["output"][-1]["content"][0]["text"] == "found 42"
     assert runner.runs == []

@@ -61,7 +61,9 @@ def test_a_fingerprint_opens_with_its_own_code_and_no_other() -> None:
 def test_derived_ids_depend_on_the_secret_and_the_call() -> None:
     one, two = Signer(b"a"), Signer(b"b")
     assert one.program_call_id("call_1", 0) == one.program_call_id("call_1", 0)
-    assert len({one.program_call_id("call_1", 0), one.program_call_id("call_1", 1), two.program_call_id("call_1", 0)}) == 3
+    assert (
+        len({one.program_call_id("call_1", 0), one.program_call_id("call_1", 1), two.program_call_id("call_1", 0)}) == 3
+    )
 
 
 def _request(text: str, tools: frozenset[str] = frozenset()) -> Request:
