@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request
 
 from ptc_emulator.emulator.conversations import ConversationCreate, Conversations, ConversationUpdate, ItemsCreate
 
-from .routes import engine_of
+from .context import engine_of
 
 __all__ = ["router"]
 
