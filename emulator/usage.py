@@ -191,7 +191,7 @@ class PromptCache:
     conversation all find the prompt before theirs, and a changed instruction or tool list,
     or an edited item, ends the shared prefix where it changed. Bounded (oldest forgotten)."""
 
-    def __init__(self, limit: int = 200_000) -> None:
+    def __init__(self, limit: int = 100_000) -> None:
         self._seen: OrderedDict[tuple[str, bytes], None] = OrderedDict()
         self._limit = limit
         self._lock = threading.Lock()
