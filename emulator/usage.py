@@ -58,6 +58,7 @@ __all__ = [
     "CACHE_MINIMUM",
     "PromptCache",
     "count",
+    "definitions_text",
     "encoding",
     "item_text",
     "model_reads",
@@ -141,6 +142,12 @@ def item_text(item: dict[str, Any]) -> Iterable[str]:
             yield part.get("text", "")
 
 
+def definitions_text(tools: list[dict[str, Any]]) -> str:
+    """The tool definitions as the model reads them: compact JSON, or nothing without tools.
+    Input tokens and the prompt cache's prefix both read them from here."""
+    return json.dumps(tools, separators=(",", ":")) if tools else ""
+
+
 def from_program(item: Item | dict[str, Any]) -> bool:
     """A tool call a program made, or its output: the runtime's business, not the model's."""
     if isinstance(item, dict):
@@ -168,7 +175,7 @@ def prompt_segments(
     """The prompt as the model reads it, piece by piece: (what the piece is, its tokens).
 
     Tool definitions, instructions, then every item the model reads, in order."""
-    tools_text = json.dumps(tools, separators=(",", ":")) if tools else ""
+    tools_text = definitions_text(tools)
     segments = [
         ("tools:" + tools_text, count(tools_text)),
         ("instructions:" + (instructions or ""), count(instructions or "")),
@@ -232,9 +239,7 @@ def usage(
     output_items: list[dict[str, Any]],
     cached_tokens: int = 0,
 ) -> dict[str, Any]:
-    input_tokens = count(instructions or "")
-    if tools:
-        input_tokens += count(json.dumps(tools, separators=(",", ":")))
+    input_tokens = count(instructions or "") + count(definitions_text(tools))
     for item in input_items:
         if model_reads(item):
             input_tokens += sum(count(t) for t in _texts(item))

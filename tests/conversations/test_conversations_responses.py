@@ -5,7 +5,6 @@ the Agents SDK 0.24 Runner with `OpenAIConversationsSession()` and with `convers
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 
 import openai
@@ -148,8 +147,8 @@ def get_demand(sku: str) -> str:
 
 
 @pytest.fixture
-def agents_client(ptc_emulator: PTCEmulator) -> Iterator[openai.AsyncOpenAI]:
-    os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
+def agents_client(ptc_emulator: PTCEmulator, monkeypatch: pytest.MonkeyPatch) -> Iterator[openai.AsyncOpenAI]:
+    monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")
     set_tracing_disabled(True)  # nothing may leave this machine
     calls.clear()
     yield async_conversations_client(ptc_emulator)
