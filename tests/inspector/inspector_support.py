@@ -84,7 +84,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         "--disable-component-update",
         "--disable-sync",
         "--no-first-run",
-        "--window-size=1440,1100",
+        "--window-size=1440,1500",
         f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
     ):
         options.add_argument(flag)

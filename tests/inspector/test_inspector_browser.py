@@ -114,8 +114,9 @@ def test_the_list_updates_live(ptc_emulator: PTCEmulator, browser: Any) -> None:
     wait_for_text(browser, "No conversations yet")
     wait_until(lambda: browser.find_element(by("ID"), "live").text == "live", "the event stream")
     ptc_emulator.add_scenario({"match": {"input": "(?i)^ping"}, "turns": [{"message": "pong, live"}]})
-    ptc_emulator.client().responses.create(model="m", input="ping from the live test")
+    ptc_emulator.client().responses.create(model="m", input="ping from the live test <b>not markup</b>")
     seen = wait_for_text(browser, "ping from the live test", "pong, live")  # no reload
+    assert "<b>not markup</b>" in seen  # what a client sent is shown as text, never as HTML
     assert "1 conversation, newest first" in seen
 
 

@@ -1,5 +1,5 @@
 // The trace inspector's page: a list of conversations from the journal and one conversation in
-// full. Everything shown is built with textContent (never innerHTML): the journal holds what
+// full. Everything shown is built with textContent, never parsed as HTML: the journal holds what
 // clients sent, and none of it may become markup on this page.
 "use strict";
 (function () {
@@ -79,10 +79,13 @@
   const badge = (text, cls) => el("span", { class: "badge " + (cls || ""), text });
   const statusBadge = (status) => badge(String(status), "s" + String(status)[0]);
   const time = (at) => (at ? new Date(at * 1000).toLocaleTimeString([], { hour12: false }) : "");
+  // JSON for reading: short values on one line, longer ones indented.
   const pretty = (value) => {
     if (typeof value === "string") {
-      try { return JSON.stringify(JSON.parse(value), null, 2); } catch (e) { return value; }
+      try { value = JSON.parse(value); } catch (e) { return value; }
     }
+    const flat = JSON.stringify(value);
+    if (flat !== undefined && flat.length <= 72) return JSON.stringify(value, null, 1).replace(/\n\s*/g, " ");
     return JSON.stringify(value, null, 2);
   };
   const short = (text, n) => (text && text.length > n ? text.slice(0, n - 1) + "\u2026" : text || "");
@@ -273,19 +276,20 @@
   function callTable(calls) {
     const body = el("tbody");
     for (const c of calls) {
-      const caller = c.caller ? c.caller.type + (c.caller.caller_id ? " " + c.caller.caller_id : "") : "model";
+      const caller = c.caller ? c.caller.type + (c.caller.caller_id ? " " + short(c.caller.caller_id, 18) : "") : "the model";
       const bad = c.violations && c.violations.length;
       body.appendChild(el("tr", { class: bad ? "violation call" : "call", "data-call-id": c.call_id },
         el("td", {}, el("strong", { class: "mono", text: c.name || c.type }), el("div", { class: "note mono", text: c.call_id })),
         el("td", {}, el("pre", { text: pretty(c.arguments) })),
-        el("td", { class: "mono", text: caller }),
+        el("td", { class: "mono", text: caller, title: c.caller && c.caller.caller_id ? c.caller.caller_id : null }),
         el("td", {}, badge(c.route, "link")),
         el("td", {},
           c.output ? el("pre", { text: pretty(c.output.output) }) : el("span", { class: "note", text: "no output yet" }),
           c.output ? el("div", { class: "note", text: "came back in request #" + c.output.seq }) : null,
           bad ? c.violations.map((v) => el("div", { class: "violation-note", text: "\u26a0 contract violation (" + v.kind + "): " + v.message })) : null)));
     }
-    return el("table", {},
+    return el("table", { class: "calls" },
+      el("colgroup", {}, ["name", "args", "caller", "route", "output"].map((c) => el("col", { class: "c-" + c }))),
       el("thead", {}, el("tr", {}, ["Call", "Arguments", "Caller", "Route", "Output"].map((h) => el("th", { text: h })))),
       body);
   }
