@@ -133,8 +133,9 @@ def group(entries: list[Entry]) -> list[list[Entry]]:
     """The entries as conversations (each oldest first), newest conversation first.
 
     Two requests are in one conversation when they are in the same scope and one continues the
-    other: by `previous_response_id`, by a program call id they share, or by sending back (a
-    `store: false` replay) the items or call ids the other's response produced."""
+    other: by `previous_response_id`, by a program call id they share, by sending back (a
+    `store: false` replay) the items or call ids the other's response produced, or by retrying it
+    (the same body again, with the SDK's retry count above 0)."""
     entries = sorted(entries, key=lambda e: e.get("seq", 0))
     union = _Union(len(entries))
     owner: dict[tuple[Any, str], int] = {}
@@ -146,8 +147,14 @@ def group(entries: list[Entry]) -> list[list[Entry]]:
         else:
             owner[key] = index
 
+    sent: dict[tuple[Any, str], int] = {}
     for i, entry in enumerate(entries):
         scope = entry.get("scope")
+        # A retry (the SDK counts them in x-stainless-retry-count) resends an earlier body as it was.
+        body = json.dumps(_request(entry), sort_keys=True)
+        if _retries(entry) > 0 and (scope, body) in sent:
+            union.join(sent[(scope, body)], i)
+        sent[(scope, body)] = i
         previous = _request(entry).get("previous_response_id")
         if isinstance(previous, str):
             claim(scope, "resp:" + previous, i)
@@ -168,6 +175,12 @@ def group(entries: list[Entry]) -> list[list[Entry]]:
     return sorted(groups.values(), key=lambda g: g[-1].get("seq", 0), reverse=True)
 
 
+def _retries(entry: Entry) -> int:
+    figures = entry.get("figures")
+    value = figures.get("retries", 0) if isinstance(figures, dict) else 0
+    return value if isinstance(value, int) else 0
+
+
 def _links(entries: list[Entry]) -> list[str]:
     """How the requests of a conversation are tied together, for the list's badges."""
     links: list[str] = []
@@ -177,6 +190,8 @@ def _links(entries: list[Entry]) -> list[str]:
         links.append("previous_response_id")
     if len(entries) > 1 and any(_replayed(e) and _request(e).get("store") is False for e in entries):
         links.append("store:false replay")
+    if any(_retries(e) > 0 for e in entries[1:]):
+        links.append("retry")
     return links
 
 

@@ -209,3 +209,38 @@ def test_with_an_api_key_only_the_pages_files_are_open(keyed: EmulatorServer) ->
         with http.stream("GET", "/_emulator/inspector/events", headers=key) as stream:
             assert stream.status_code == 200
             assert next(stream.iter_lines()) == "event: hello"
+
+
+FAULTY = {
+    "name": "ping-with-faults",
+    "match": {"input": "(?i)^ping"},
+    "turns": [
+        {
+            "reasoning": "A ping wants a pong.",
+            "program": "text(JSON.stringify({ answer: 'pong' }))",
+            "fault": {"http_error": 429, "times": 2, "should_retry": True, "retry_after": 0.05},
+        },
+        {"message": "{{ data.answer }}"},
+    ],
+}
+
+
+def ping(emulator: PTCEmulator) -> Any:
+    tools: Any = [{"type": "programmatic_tool_calling"}]
+    return emulator.client(max_retries=2).responses.create(model="m", input="ping", tools=tools)
+
+
+def test_retries_join_their_conversation_with_faults_and_reasoning(ptc_emulator: PTCEmulator) -> None:
+    ptc_emulator.add_scenario(FAULTY)
+    assert ping(ptc_emulator).output_text == "pong"
+    [row] = inspector(ptc_emulator, "conversations")["data"]
+    assert row["statuses"] == [429, 429, 200] and row["links"] == ["program", "retry"]
+    assert row["state"] == "completed" and row["errors"] is True  # the injected faults
+    entries = inspector(ptc_emulator, f"conversations/{row['id']}")["entries"]
+    assert [e["fault"] for e in entries] == ["http_error 429 (1 of 2)", "http_error 429 (2 of 2)", None]
+    assert [i["type"] for i in entries[2]["response"]["output"]] == [
+        "reasoning",
+        "program",
+        "program_output",
+        "message",
+    ]

@@ -170,3 +170,19 @@ def test_the_page_works_with_an_api_key(keyed_server: EmulatorServer, browser: A
         browser.execute_script("sessionStorage.clear()")
         emulator.reset()
         emulator.close()
+
+
+def test_faults_retries_and_reasoning_are_shown(ptc_emulator: PTCEmulator, browser: Any) -> None:
+    from tests.inspector.test_inspector_api import FAULTY, ping
+
+    ptc_emulator.add_scenario(FAULTY)
+    assert ping(ptc_emulator).output_text == "pong"
+    browser.get(ptc_emulator.inspector_url)
+    seen = wait_for_text(browser, "Injected fault: http_error 429 (2 of 2)", "A ping wants a pong.")
+    assert "Injected fault: http_error 429 (1 of 2)" in seen
+    assert "REASONING" in seen and "retry" in seen
+    statuses = [
+        e.find_element(by("CSS_SELECTOR"), ".badge").text
+        for e in browser.find_elements(by("CSS_SELECTOR"), ".timeline li.entry")
+    ]
+    assert statuses == ["429", "429", "200"]
