@@ -435,7 +435,8 @@ def _event(kind: str, data: dict[str, Any]) -> bytes:
     return f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode()
 
 
-@router.get("/inspector/events")
+# A stream, not a JSON operation: kept out of the OpenAPI schema (its clients are the page and tests).
+@router.get("/inspector/events", include_in_schema=False)
 async def journal_events(request: Request) -> EventStreamResponse:
     """Server-sent events: `journal` whenever requests were recorded (or the journal cleared).
 
