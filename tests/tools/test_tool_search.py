@@ -67,9 +67,7 @@ def test_a_deferred_tool_is_undefined_in_a_first_program(client: openai.OpenAI) 
 def test_a_server_search_loads_it_and_a_later_program_calls_it(client: openai.OpenAI) -> None:
     first = client.responses.create(model="m", input=PROBE, tools=TOOLS)
     assert first.output_text == "undefined"
-    second = client.responses.create(
-        model="m", input=SEARCH_THEN_CALL, tools=TOOLS, previous_response_id=first.id
-    )
+    second = client.responses.create(model="m", input=SEARCH_THEN_CALL, tools=TOOLS, previous_response_id=first.id)
     assert types(second) == ["tool_search_call", "tool_search_output", "program", "function_call"]
     call, output = second.output[0], second.output[1]
     assert isinstance(call, ResponseToolSearchCall) and isinstance(output, ResponseToolSearchOutputItem)
@@ -192,9 +190,9 @@ def test_a_program_calling_a_tool_not_yet_loaded_fails_as_for_an_unknown_tool(cl
     response = client.responses.create(model="m", input=CALL, tools=TOOLS)
     output = response.output[1]
     assert output.type == "program_output" and output.status == "incomplete"
-    unknown = client.responses.create(
-        model="m", input=CALL.replace("get_weather", "no_such_tool"), tools=TOOLS
-    ).output[1]
+    unknown = client.responses.create(model="m", input=CALL.replace("get_weather", "no_such_tool"), tools=TOOLS).output[
+        1
+    ]
     assert unknown.type == "program_output"
     assert output.result == unknown.result.replace("no_such_tool", "get_weather")
 
