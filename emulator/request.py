@@ -199,7 +199,8 @@ class Conversational(WireModel):
 
     @property
     def programmatic_tools(self) -> tuple[str, ...]:
-        """What a program may call: function tools that allow programmatic callers, in order."""
+        """Top-level function tools that allow programmatic callers, in order, as declared. What a
+        program may call (namespaces, deferred and loaded tools) is `toolset.Toolset.programmatic`."""
         if not self.ptc_enabled:
             return ()
         return tuple(t.name for t in self.function_tools if t.programmatic)

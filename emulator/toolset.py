@@ -184,6 +184,11 @@ class Toolset:
         entry = self.declared.get(name)
         return entry is not None and entry.deferred and name not in self.loaded
 
+    def other_available(self, key: str) -> bool:
+        """For custom tools (qualified name) and MCP servers (`mcp:<server_label>`): not deferred,
+        or loaded. Tool kinds other than function consult this before they play."""
+        return key not in self.searchable_other or key in self.loaded_other
+
     @property
     def callable(self) -> list[str]:
         names = [n for n, e in self.declared.items() if not e.deferred]

@@ -286,3 +286,19 @@ def test_streamed_search_items_arrive_whole(client: openai.OpenAI) -> None:
     assert [t.name for t in done[1].item.tools] == ["get_weather"]  # type: ignore[union-attr]
     assert types(final) == added
     assert json.loads(final.output[3].arguments) == {"city": "Lisbon"}  # type: ignore[union-attr]
+
+
+def test_replayed_search_items_are_stored_and_listed(client: openai.OpenAI) -> None:
+    items: list[Any] = [{"role": "user", "content": "```tool_search\nweather\n```"}]
+    first = client.responses.create(model="m", input=items, tools=TOOLS, store=False)
+    replayed = [item.model_dump(exclude_none=True) for item in first.output]
+    for item in replayed[:2]:  # a client may drop what it need not send back
+        assert item["type"].startswith("tool_search")
+        item.pop("execution")
+        item.pop("status")
+    items += [*replayed, {"role": "user", "content": PROBE}]
+    second = client.responses.create(model="m", input=items, tools=TOOLS)
+    assert second.output_text == "function"
+    listed = client.responses.input_items.list(second.id, order="asc").data  # validated by the client's hook
+    assert [i.type for i in listed] == ["message", "tool_search_call", "tool_search_output", "message", "message"]
+    assert [getattr(i, "execution", None) for i in listed[1:3]] == ["server", "server"]
