@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from .errors import InvalidRequest
 from .items import FunctionCall, Item, ToolSearchOutputItem, dump
@@ -31,7 +31,6 @@ from .request import (
     Conversational,
     FunctionTool,
     NamespaceTool,
-    OtherTool,
     ProgrammaticToolCalling,
     Tool,
     ToolSearchTool,
@@ -94,14 +93,17 @@ class Entry:
 
 
 def _declared_deferred(tool: Any) -> bool:
-    """Custom and MCP tools are carried as `OtherTool`; their `defer_loading` is an extra field."""
-    if isinstance(tool, FunctionTool):
-        return bool(tool.defer_loading)
+    """Whether a declared tool (or a namespace member) is deferred. Tool kinds without a model of
+    their own here (custom, MCP) carry `defer_loading` as an extra field."""
     if isinstance(tool, NamespaceTool):
         return any(bool(m.defer_loading) for m in tool.tools)
-    if isinstance(tool, OtherTool):
-        return bool((tool.model_extra or {}).get("defer_loading"))
-    return False
+    value = getattr(tool, "defer_loading", None)
+    if value is None and isinstance(tool, BaseModel):
+        value = (tool.model_extra or {}).get("defer_loading")
+    return bool(value)
+
+
+_LOADABLE_OTHER = ("custom", "mcp")
 
 
 @dataclass
@@ -140,7 +142,7 @@ class Toolset:
                 if found.search_tool is not None:
                     raise InvalidRequest("Only one tool_search tool may be declared.", param="tools")
                 found.search_tool = tool
-            elif isinstance(tool, OtherTool) and _declared_deferred(tool):
+            elif getattr(tool, "type", None) in _LOADABLE_OTHER and _declared_deferred(tool):
                 data = dump(tool)
                 found.searchable_other[loaded_names([data])[0]] = data
         for name in found.declared:
@@ -223,7 +225,7 @@ class Toolset:
                     else:
                         self.loaded_other.add(name)
                 self.namespaces.setdefault(tool.name, tool)
-            elif isinstance(tool, OtherTool) and tool.type in ("custom", "mcp"):
+            elif getattr(tool, "type", None) in _LOADABLE_OTHER:
                 self.loaded_other.update(loaded_names([dump(tool)]))
             else:
                 raise InvalidRequest(

@@ -302,3 +302,22 @@ def test_replayed_search_items_are_stored_and_listed(client: openai.OpenAI) -> N
     listed = client.responses.input_items.list(second.id, order="asc").data  # validated by the client's hook
     assert [i.type for i in listed] == ["message", "tool_search_call", "tool_search_output", "message", "message"]
     assert [getattr(i, "execution", None) for i in listed[1:3]] == ["server", "server"]
+
+
+def test_a_deferred_mcp_server_is_searched_by_its_label_and_description(client: openai.OpenAI) -> None:
+    carrier = {
+        "type": "mcp",
+        "server_label": "carrier",
+        "server_description": "Parcel tracking status from the carrier.",
+        "server_url": "https://carrier.example/mcp",
+        "defer_loading": True,
+    }
+    with pytest.raises(openai.BadRequestError):
+        client.responses.create(model="m", input="hi", tools=[carrier])
+    response = client.responses.create(
+        model="m", input="```tool_search\nparcel tracking\n```", tools=[carrier, WEATHER, {"type": "tool_search"}]
+    )
+    output = response.output[1]
+    assert isinstance(output, ResponseToolSearchOutputItem)
+    assert [t.model_dump(exclude_none=True) for t in output.tools] == [carrier]
+    assert response.output_text == "Tool search loaded mcp:carrier."
