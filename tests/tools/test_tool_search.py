@@ -15,6 +15,7 @@ import pytest
 from openai.types.responses import ResponseToolSearchCall, ResponseToolSearchOutputItem
 
 from ptc_emulator.api.testing import PTCEmulator
+from tests.streaming.streaming_support import check_stream, decode, post_stream
 from tests.support import answer_all
 
 WEATHER = {
@@ -343,3 +344,19 @@ def test_a_running_program_never_gains_a_tool(client: openai.OpenAI) -> None:
     assert "The tools a program may call changed while program" in e.value.message
     honest = client.responses.create(model="m", input=[*items, *program, *outputs], tools=tools, store=False)
     assert honest.output_text == "undefined"
+
+
+@pytest.mark.parametrize(
+    ("tools", "kinds"),
+    [
+        (TOOLS, ["tool_search_call", "tool_search_output", "program", "function_call"]),
+        (CLIENT_TOOLS, ["tool_search_call"]),
+    ],
+)
+def test_raw_search_streams_keep_every_stream_rule(
+    ptc_emulator: PTCEmulator, tools: list[dict[str, Any]], kinds: list[str]
+) -> None:
+    status, raw = post_stream(ptc_emulator, {"model": "m", "input": SEARCH_THEN_CALL, "tools": tools})
+    assert status == 200
+    final = check_stream(decode(raw))  # each event strictly validated with the SDK's union
+    assert [item["type"] for item in final["output"]] == kinds
