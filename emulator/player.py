@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from jsonschema import Draft202012Validator
+
 from ptc_emulator.sandbox import (
     Completed,
     Failed,
@@ -279,9 +281,19 @@ class Player:
             arguments = json.loads(script.arguments(index, spec.arguments, context))
         else:
             arguments = {"query": query} if query is not None else {"paths": list(spec.load or ())}
+        execution = toolset.execution
+        parameters = toolset.search_tool.parameters
+        if execution == "client" and parameters is not None:
+            problem = next(iter(Draft202012Validator(parameters).iter_errors(arguments)), None)
+            if problem is not None:
+                raise InvalidRequest(
+                    f"{where}: the tool_search_call arguments {json.dumps(arguments)} do not fit the tool_search "
+                    f"tool's parameters ({problem.message}): give the search turn `arguments` that do.",
+                    param="tools",
+                    code="scenario_error",
+                )
         call_id = self.ids("call")
         self._reasoning(turn, call_id, prepared, emit)
-        execution = toolset.execution
         emit(
             ToolSearchCallItem(
                 id=self.ids("tsc"), call_id=call_id, arguments=arguments, execution=execution, status="completed"

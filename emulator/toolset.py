@@ -8,7 +8,7 @@ inside the `shipping` namespace (a program calls it as `tools.shipping.get_deliv
 Loaded state is derived from the conversation's items, never kept aside: every `tool_search_output`
 in the history (stored or replayed with `store: false`) loads the tools it lists, so a conversation
 continued by `previous_response_id` and one replayed in full see the same tools. A server-executed
-output may list only tools this request declares deferred; a client-executed one may list any tool
+output may list only tools this request declares; a client-executed one may list any tool
 of the Tool union that can be called (function, custom, namespace, mcp), as a client search may
 find tools for the tenant that the request did not carry.
 
@@ -237,10 +237,11 @@ class Toolset:
         self, name: str, tool: FunctionTool, namespace: NamespaceTool | None, execution: str, where: str
     ) -> None:
         entry = self.declared.get(name)
-        if execution == "server" and (entry is None or not entry.deferred):
+        if execution == "server" and entry is None:
             raise InvalidRequest(
                 f"The server-executed tool_search_output loads '{name}', which this request does not declare "
-                "with defer_loading: true: replay the tool search items the server returned, with the same tools.",
+                "(a server search loads only declared tools): replay the tool search items the server returned, "
+                "with the same tools.",
                 param=where,
             )
         if entry is not None and not entry.deferred:

@@ -184,7 +184,7 @@ def test_a_replayed_server_search_output_must_list_declared_deferred_tools(clien
     items.append({"role": "user", "content": PROBE})
     with pytest.raises(openai.BadRequestError) as e:
         client.responses.create(model="m", input=items, tools=TOOLS, store=False)
-    assert "does not declare with defer_loading: true" in e.value.message
+    assert "loads 'delete_everything', which this request does not declare" in e.value.message
 
 
 def test_a_program_calling_a_tool_not_yet_loaded_fails_as_for_an_unknown_tool(client: openai.OpenAI) -> None:
@@ -360,3 +360,25 @@ def test_raw_search_streams_keep_every_stream_rule(
     assert status == 200
     final = check_stream(decode(raw))  # each event strictly validated with the SDK's union
     assert [item["type"] for item in final["output"]] == kinds
+
+
+def test_client_search_arguments_fit_the_tools_parameters(ptc_emulator: PTCEmulator, client: openai.OpenAI) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"goal": {"type": "string"}},
+        "required": ["goal"],
+        "additionalProperties": False,
+    }
+    tools = [WEATHER, {"type": "tool_search", "execution": "client", "parameters": schema}]
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.create(model="m", input="```tool_search\nweather\n```", tools=tools)
+    assert "do not fit the tool_search tool's parameters" in e.value.message
+    ptc_emulator.add_scenario(
+        {
+            "name": "search__custom_arguments",
+            "match": {"input": "find the forecast"},
+            "turns": [{"search": {"query": "weather", "arguments": {"goal": "{{ input }}"}}}, {"message": "done"}],
+        }
+    )
+    response = client.responses.create(model="m", input="find the forecast", tools=tools)
+    assert response.output[0].arguments == {"goal": "find the forecast"}  # type: ignore[union-attr]
