@@ -12,8 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from jsonschema import Draft202012Validator
-
 from ptc_emulator.sandbox import (
     Completed,
     Failed,
@@ -261,37 +259,10 @@ class Player:
         turn = script.turns[index]
         spec = turn.search
         assert spec is not None
-        where = f"Scenario '{script.name}', turn {index + 1}"
-        if toolset.search_tool is None:
-            raise InvalidRequest(
-                f"{where}: searches for tools, but the request declares no tool_search tool.",
-                param="tools",
-                code="scenario_error",
-            )
         query = script.text(index, spec.query, context) if spec.query is not None else None
-        if spec.load is not None:
-            unknown = toolset.unknown(spec.load)
-            if unknown:
-                raise InvalidRequest(
-                    f"{where}: loads '{unknown[0]}', but the request declares no deferred tool by that name.",
-                    param="tools",
-                    code="scenario_error",
-                )
-        if spec.arguments is not None:
-            arguments = json.loads(script.arguments(index, spec.arguments, context))
-        else:
-            arguments = {"query": query} if query is not None else {"paths": list(spec.load or ())}
+        given = json.loads(script.arguments(index, spec.arguments, context)) if spec.arguments is not None else None
+        arguments = toolset.search_arguments(spec, query, given, where=f"Scenario '{script.name}', turn {index + 1}")
         execution = toolset.execution
-        parameters = toolset.search_tool.parameters
-        if execution == "client" and parameters is not None:
-            problem = next(iter(Draft202012Validator(parameters).iter_errors(arguments)), None)
-            if problem is not None:
-                raise InvalidRequest(
-                    f"{where}: the tool_search_call arguments {json.dumps(arguments)} do not fit the tool_search "
-                    f"tool's parameters ({problem.message}): give the search turn `arguments` that do.",
-                    param="tools",
-                    code="scenario_error",
-                )
         call_id = self.ids("call")
         self._reasoning(turn, call_id, prepared, emit)
         emit(

@@ -19,10 +19,12 @@ loaded later reaches a running program, and none can be loaded while one runs.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from jsonschema import Draft202012Validator
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from .errors import InvalidRequest
@@ -35,6 +37,7 @@ from .request import (
     Tool,
     ToolSearchTool,
 )
+from .scenario import SearchSpec
 from .search import Document, rank
 
 __all__ = ["DEFAULT_LIMIT", "NOT_LOADED", "Entry", "Toolset", "call_name", "loaded_names", "qualified", "split"]
@@ -275,10 +278,33 @@ class Toolset:
         """The deferred tools that match `query`, best first (BM25 over names and descriptions)."""
         return rank(query, self._documents(), limit)
 
-    def unknown(self, names: Iterable[str]) -> list[str]:
-        """Those of `names` that name no deferred tool of this request."""
-        searchable = {d.key for d in self._documents()}
-        return [n for n in names if n not in searchable]
+    def search_arguments(
+        self, spec: SearchSpec, query: str | None, given: dict[str, Any] | None, *, where: str
+    ) -> dict[str, Any]:
+        """The `tool_search_call.arguments` of a scripted search turn, checked: the request has a
+        tool_search tool, a `load` list names deferred tools, and a client search's arguments fit
+        the tool's `parameters`. `query` and `given` are the turn's rendered templates."""
+
+        def error(message: str) -> InvalidRequest:
+            return InvalidRequest(f"{where}: {message}", param="tools", code="scenario_error")
+
+        if self.search_tool is None:
+            raise error("searches for tools, but the request declares no tool_search tool.")
+        if spec.load is not None:
+            searchable = {d.key for d in self._documents()}
+            unknown = [n for n in spec.load if n not in searchable]
+            if unknown:
+                raise error(f"loads '{unknown[0]}', but the request declares no deferred tool by that name.")
+        arguments = given if given is not None else {"query": query} if query is not None else {"paths": spec.load}
+        parameters = self.search_tool.parameters
+        if self.execution == "client" and parameters is not None:
+            problem = next(iter(Draft202012Validator(parameters).iter_errors(arguments)), None)
+            if problem is not None:
+                raise error(
+                    f"the tool_search_call arguments {json.dumps(arguments)} do not fit the tool_search tool's "
+                    f"parameters ({problem.message}): give the search turn `arguments` that do."
+                )
+        return arguments
 
     def definitions(self, names: Iterable[str]) -> list[dict[str, Any]]:
         """The `tool_search_output.tools` loading `names`: top-level tools as declared, namespace
