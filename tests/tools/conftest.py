@@ -1,4 +1,4 @@
-"""Fixtures for the tool search, deferred loading and namespace tests."""
+"""Fixtures for the tool-kind tests (the client-owned kinds' helpers live in client_kinds_support.py)."""
 
 from __future__ import annotations
 
