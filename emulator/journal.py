@@ -44,7 +44,7 @@ class Figures:
     """Tool calls in the output by kind (the item type) and route: `{"function_call": {"direct": 1,
     "program": 2}}`."""
     latency_ms: float = 0.0
-    """Time the emulator took from receiving the request to its last byte, in milliseconds."""
+    """From the request's arrival to its journal entry (for a stream: to its last event)."""
 
 
 @dataclass

@@ -51,6 +51,8 @@ from .items import (
     ProgramItem,
     ProgramOutputItem,
     ReasoningItem,
+    ToolSearchCallItem,
+    ToolSearchOutputItem,
 )
 
 __all__ = [
@@ -65,6 +67,7 @@ __all__ = [
     "model_text",
     "prompt_segments",
     "usage",
+    "visible_tools",
 ]
 
 CACHE_MINIMUM = 1024
@@ -114,6 +117,10 @@ def model_text(item: Item) -> Iterable[str]:
     elif isinstance(item, ReasoningItem):
         for part in item.summary:
             yield part.text
+    elif isinstance(item, ToolSearchCallItem):
+        yield _compact(item.arguments)
+    elif isinstance(item, ToolSearchOutputItem):
+        yield _compact(item.tools)
 
 
 def item_text(item: dict[str, Any]) -> Iterable[str]:
@@ -140,12 +147,38 @@ def item_text(item: dict[str, Any]) -> Iterable[str]:
     elif kind == "reasoning":
         for part in item.get("summary", []):
             yield part.get("text", "")
+    elif kind == "tool_search_call":
+        yield _compact(item.get("arguments", {}))
+    elif kind == "tool_search_output":
+        yield _compact(item.get("tools", []))
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def visible_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool definitions the model reads before any search: a deferred function or MCP server
+    shows only its name (label) and description, a namespace its own name and description and its
+    functions that are not deferred. A loaded definition counts where it is loaded, as the
+    `tool_search_output` item that carries it."""
+    shown = []
+    for tool in tools:
+        if tool.get("type") == "namespace":
+            members = [m for m in tool.get("tools", []) if not m.get("defer_loading")]
+            shown.append({**tool, "tools": members})
+        elif tool.get("defer_loading"):
+            keep = ("type", "name", "description", "server_label", "server_description")
+            shown.append({k: tool[k] for k in keep if k in tool})
+        else:
+            shown.append(tool)
+    return shown
 
 
 def definitions_text(tools: list[dict[str, Any]]) -> str:
     """The tool definitions as the model reads them: compact JSON, or nothing without tools.
     Input tokens and the prompt cache's prefix both read them from here."""
-    return json.dumps(tools, separators=(",", ":")) if tools else ""
+    return json.dumps(visible_tools(tools), separators=(",", ":")) if tools else ""
 
 
 def from_program(item: Item | dict[str, Any]) -> bool:
