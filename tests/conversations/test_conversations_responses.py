@@ -147,6 +147,11 @@ def get_demand(sku: str) -> str:
 
 
 @pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # the Agents SDK runs on asyncio
+
+
+@pytest.fixture
 def agents_client(ptc_emulator: PTCEmulator, monkeypatch: pytest.MonkeyPatch) -> Iterator[openai.AsyncOpenAI]:
     monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")
     set_tracing_disabled(True)  # nothing may leave this machine
