@@ -163,7 +163,9 @@ class UpstreamProxy:
             return True
         tools = create.get("tools") or []
         names = frozenset(
-            t["name"] for t in tools if isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("name"), str)
+            t["name"]
+            for t in tools
+            if isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("name"), str)
         )
         metadata = create.get("metadata") if isinstance(create.get("metadata"), dict) else {}
         found = self.recorded.match(
@@ -199,7 +201,9 @@ class UpstreamProxy:
             return
         try:
             headers = [
-                (k.encode("latin-1"), v.encode("latin-1")) for k, v in reply.headers.multi_items() if k.lower() not in _NOT_BACK
+                (k.encode("latin-1"), v.encode("latin-1"))
+                for k, v in reply.headers.multi_items()
+                if k.lower() not in _NOT_BACK
             ]
             await send({"type": "http.response.start", "status": reply.status_code, "headers": headers})
             sse = reply.headers.get("content-type", "").startswith("text/event-stream")
@@ -264,13 +268,17 @@ class UpstreamProxy:
         from websockets.asyncio.client import connect
         from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
-        url = "ws" + self.base[len("http") :] + "/responses" if self.base.startswith("http") else self.base + "/responses"
+        url = (
+            "ws" + self.base[len("http") :] + "/responses" if self.base.startswith("http") else self.base + "/responses"
+        )
         query = scope.get("query_string", b"").decode("latin-1")
         if query:
             url += f"?{query}"
         try:
-            upstream = await connect(url, additional_headers=self._upstream_headers(scope), max_size=None, open_timeout=30)
-        except (OSError, InvalidStatus, WebSocketException, asyncio.TimeoutError) as e:
+            upstream = await connect(
+                url, additional_headers=self._upstream_headers(scope), max_size=None, open_timeout=30
+            )
+        except (TimeoutError, OSError, InvalidStatus, WebSocketException) as e:
             if first is None:
                 await websocket.close(1011, "the upstream could not be reached")
             else:

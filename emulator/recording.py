@@ -143,7 +143,9 @@ class Tape:
             return None
         tools = sorted({t["name"] for t in request.get("tools") or () if _is_function_tool(t)})
         ids = (item.get("id") for item in items)
-        return Finished(items, tools, {i: self._produced_by[i] for i in ids if isinstance(i, str) and i in self._produced_by})
+        return Finished(
+            items, tools, {i: self._produced_by[i] for i in ids if isinstance(i, str) and i in self._produced_by}
+        )
 
 
 def _is_function_tool(tool: Any) -> bool:
@@ -384,7 +386,8 @@ def file_name(scenario: dict[str, Any]) -> str:
 
 
 class _Dumper(yaml.SafeDumper):
-    pass
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)  # lists indented under their key, as in fixtures/
 
 
 def _string(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
@@ -393,13 +396,19 @@ def _string(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     return dumper.represent_scalar("tag:yaml.org,2002:str", value)
 
 
+def _list(dumper: yaml.SafeDumper, value: list[Any]) -> yaml.SequenceNode:
+    flow = all(isinstance(v, str) and "\n" not in v for v in value) and sum(len(v) for v in value) < 80
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=flow)
+
+
 _Dumper.add_representer(str, _string)
+_Dumper.add_representer(list, _list)
 
 
 def to_yaml(scenario: dict[str, Any]) -> str:
     """The scenario as YAML: keys in the order given, multi-line strings as block scalars."""
     header = "# Recorded by ptc-emulator serve --record. Edit freely: it is an ordinary scenario file.\n"
     body = yaml.dump(
-        scenario, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100, default_flow_style=False
+        scenario, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100_000, default_flow_style=False
     )
     return header + body

@@ -41,9 +41,7 @@ def upstream(tmp: Path) -> contextlib.AbstractContextManager[PTCEmulator]:
     return serving(settings(tmp / "upstream"))
 
 
-def recorder(
-    tmp: Path, url: str, directory: Path, mode: str = "new"
-) -> contextlib.AbstractContextManager[PTCEmulator]:
+def recorder(tmp: Path, url: str, directory: Path, mode: str = "new") -> contextlib.AbstractContextManager[PTCEmulator]:
     return serving(
         settings(tmp / "recorder", upstream=url, record_dir=directory, record_mode=mode, bundled_fixtures=False)
     )
@@ -78,9 +76,7 @@ def chain_loop(
     responses = [_create(sdk, stream, model="gpt-test", input=text, tools=tools)]
     while outputs := outputs_for(responses[-1].output, implementations):
         responses.append(
-            _create(
-                sdk, stream, model="gpt-test", input=outputs, tools=tools, previous_response_id=responses[-1].id
-            )
+            _create(sdk, stream, model="gpt-test", input=outputs, tools=tools, previous_response_id=responses[-1].id)
         )
         assert len(responses) < 20
     return responses
