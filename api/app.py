@@ -51,7 +51,9 @@ class AppState:
 
 def _load_scenarios(settings: Settings) -> ScenarioRegistry:
     registry = ScenarioRegistry()
-    directories = ([bundled_fixtures()] if settings.bundled_fixtures else []) + list(settings.fixtures)
+    # A recording server leaves the bundled demo scenarios out: they would answer in the real model's place.
+    bundled = settings.bundled_fixtures and not settings.recording
+    directories = ([bundled_fixtures()] if bundled else []) + list(settings.fixtures)
     if settings.record_dir is not None and settings.record_dir.is_dir():
         directories.append(settings.record_dir)  # the recordings replay
     for directory in directories:
@@ -123,7 +125,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     app.include_router(routes.router)
     app.include_router(admin.router)
     app.include_router(websocket.router)
-    if settings.upstream is not None and settings.record_dir is not None and settings.record_mode != "none":
+    if settings.recording:
         _record(app, state)
     app.add_middleware(_Edge, settings=settings)
     return app

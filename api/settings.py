@@ -62,3 +62,8 @@ class Settings:
     """new: record what no recording matches; all: re-record everything; none: never record."""
     keepalive_s: float = 10.0
     """Seconds between SSE keep-alive comments while a streamed response waits on a program."""
+
+    @property
+    def recording(self) -> bool:
+        """Proxying to an upstream and recording (not `--record-mode none`)."""
+        return self.upstream is not None and self.record_dir is not None and self.record_mode != "none"

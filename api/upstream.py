@@ -10,10 +10,11 @@ An ASGI middleware in front of the emulator's routes. For each request under `/v
 * local: the emulator plays it, as without `--upstream`.
 
 `--record-mode all` sends every conversation upstream and re-records it. `new` (the default)
-plays a conversation locally when a recording in DIR matches its first request, and sends it
-upstream (recording it) otherwise; a conversation stays where it began: a request continuing an
-upstream response (`previous_response_id`, or a `store: false` replay carrying its item ids)
-goes upstream. `none` installs no proxy at all (see `app.create_app`).
+plays a conversation locally when a scenario matches its first request (a recording in DIR, a
+`--fixtures` file, one added at run time; a recording server does not load the bundled demo
+scenarios), and sends it upstream, recording it, otherwise. A conversation stays where it began:
+a request continuing an upstream response (`previous_response_id`, or a `store: false` replay
+carrying its item ids) goes upstream. `none` installs no proxy at all (see `app.create_app`).
 
 Headers are never recorded; a scenario holds only what `recording.scenario_from` takes from the
 bodies (the user message, tool names, code, call arguments, message text, reasoning summaries).
@@ -40,6 +41,7 @@ from ptc_emulator.emulator.recording import Tape, file_name, items_of, scenario_
 from ptc_emulator.emulator.scenario import Request as MatchRequest
 from ptc_emulator.emulator.scenario import ScenarioError, ScenarioRegistry, load_scenario
 
+from .routes import SCOPE_HEADER, SCOPE_METADATA_KEY
 from .settings import Settings
 
 __all__ = ["ProxyMiddleware", "UpstreamProxy", "UpstreamSettingsError"]
@@ -98,11 +100,9 @@ class UpstreamProxy:
         self.mode = settings.record_mode
         self.directory = settings.record_dir
         self.scenarios = scenarios
-        """The emulator's registry: new recordings are added to it, so they replay at once."""
-        self.recorded = ScenarioRegistry()
-        """Only the recordings: what `new` asks whether a conversation was recorded already."""
+        """The emulator's registry (the recordings in DIR among them): what `new` asks whether a
+        conversation is known. New recordings are added to it, so they replay at once."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.recorded.load_dir(self.directory)
         self.api_key: str | None = None
         if settings.upstream_api_key_env:
             key = os.environ.get(settings.upstream_api_key_env)
@@ -147,9 +147,9 @@ class UpstreamProxy:
             return rest in ("input_tokens", "compact") or rest in self.upstream_ids
         if create is None:
             return True  # not JSON: the upstream says what is wrong with it
-        return self._create_goes_upstream(create)
+        return self._create_goes_upstream(create, _headers(scope))
 
-    def _create_goes_upstream(self, create: dict[str, Any]) -> bool:
+    def _create_goes_upstream(self, create: dict[str, Any], headers: dict[str, str]) -> bool:
         if self.mode == "all":
             return True
         previous = create.get("previous_response_id")
@@ -168,17 +168,18 @@ class UpstreamProxy:
             if isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("name"), str)
         )
         metadata = create.get("metadata") if isinstance(create.get("metadata"), dict) else {}
-        found = self.recorded.match(
+        scope = headers.get(SCOPE_HEADER) or (metadata or {}).get(SCOPE_METADATA_KEY)
+        found = self.scenarios.match(
             MatchRequest(
                 text=user_text(users[-1]),
                 tools=names,
                 ptc=any(isinstance(t, dict) and t.get("type") == "programmatic_tool_calling" for t in tools),
                 model=str(create.get("model") or ""),
                 metadata={str(k): str(v) for k, v in (metadata or {}).items()},
-                scope=None,
+                scope=scope if isinstance(scope, str) else None,
             )
         )
-        return isinstance(found, list)  # no recording matches: record it
+        return isinstance(found, list)  # no scenario matches: record it
 
     # ---- HTTP and SSE ---------------------------------------------------------------------------
 
@@ -206,34 +207,35 @@ class UpstreamProxy:
                 if k.lower() not in _NOT_BACK
             ]
             await send({"type": "http.response.start", "status": reply.status_code, "headers": headers})
-            sse = reply.headers.get("content-type", "").startswith("text/event-stream")
-            events = _SSE() if sse else None
+            # What the response says is noted before the client has it all: a client that
+            # continues the moment it has the response finds its ids known and its recording made.
+            ok = reply.status_code == 200
+            events = _SSE() if reply.headers.get("content-type", "").startswith("text/event-stream") else None
             chunks: list[bytes] = []
             try:
                 async for chunk in reply.aiter_bytes():
                     if events is not None:
-                        events.feed(chunk)
+                        for event in events.feed(chunk):
+                            self._event(event, create if ok else None)
                     else:
                         chunks.append(chunk)
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except httpx.HTTPError as e:
                 log.warning("the upstream's answer broke off: %s", e)
+            if events is None and ok:
+                self._event({"type": "response.completed", "response": _json(b"".join(chunks))}, create)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             await reply.aclose()
-        if reply.status_code != 200:
+
+    def _event(self, event: dict[str, Any], create: dict[str, Any] | None) -> None:
+        """Note the ids of a response event; record the exchange its terminal event ends."""
+        response = event.get("response")
+        if not isinstance(response, dict) or response.get("object") != "response":
             return
-        final: dict[str, Any] | None = None
-        if events is not None:
-            for event in events.events:
-                self._note_ids(event.get("response"))
-                if event.get("type") in _TERMINAL:
-                    final = event.get("response")
-        else:
-            final = _json(b"".join(chunks))
-            self._note_ids(final)
-        if create is not None and isinstance(final, dict) and final.get("object") == "response":
-            self._record(create, final)
+        self._note_ids(response)
+        if create is not None and event.get("type") in _TERMINAL:
+            self._record(create, response)
 
     # ---- WebSocket ----------------------------------------------------------------------------------
 
@@ -250,7 +252,7 @@ class UpstreamProxy:
             if (
                 isinstance(frame, dict)
                 and frame.get("type") == "response.create"
-                and not self._create_goes_upstream(frame)
+                and not self._create_goes_upstream(frame, _headers(scope))
             ):
                 await self._local_socket(websocket, first)
                 return
@@ -310,10 +312,10 @@ class UpstreamProxy:
         async def upstream_to_client() -> None:
             async for data in upstream:
                 text = data if isinstance(data, str) else data.decode("utf-8", "replace")
-                await websocket.send_text(text)
                 event = _json(text.encode("utf-8"))
                 if isinstance(event, dict):
-                    self._socket_event(event, pending)
+                    self._socket_event(event, pending)  # before the client has it (see _forward_http)
+                await websocket.send_text(text)
 
         tasks = [asyncio.ensure_future(client_to_upstream()), asyncio.ensure_future(upstream_to_client())]
         try:
@@ -334,7 +336,7 @@ class UpstreamProxy:
         if event.get("type") in _TERMINAL and isinstance(response, dict):
             self._note_ids(response)
             create = _take(pending, event.get("stream_id"), response.get("previous_response_id"))
-            if create is not None and event.get("type") == "response.completed":
+            if create is not None:
                 self._record(create, response)
         elif event.get("type") == "response.created" and isinstance(response, dict):
             self._note_ids(response)
@@ -373,7 +375,6 @@ class UpstreamProxy:
         temporary.replace(path)
         self.written.append(path)
         self.scenarios.add(loaded, str(path))
-        self.recorded.add(loaded, str(path))
         log.info("recorded %s", path)
 
 
@@ -396,16 +397,18 @@ class _SSE:
 
     def __init__(self) -> None:
         self.buffer = b""
-        self.events: list[dict[str, Any]] = []
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
+        """The events this chunk completes."""
         self.buffer += chunk.replace(b"\r\n", b"\n")
+        events = []
         while b"\n\n" in self.buffer:
             block, self.buffer = self.buffer.split(b"\n\n", 1)
             data = b"\n".join(line[5:].lstrip(b" ") for line in block.split(b"\n") if line.startswith(b"data:"))
             event = _json(data) if data else None
             if isinstance(event, dict):
-                self.events.append(event)
+                events.append(event)
+        return events
 
 
 def _json(body: bytes) -> Any:
