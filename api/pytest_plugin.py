@@ -113,6 +113,10 @@ def ptc_emulator_settings(request: pytest.FixtureRequest, tmp_path_factory: pyte
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    _record_settings(config)  # refuse record options that cannot work before any test runs
+
+
 def _record_settings(config: pytest.Config) -> dict[str, Any]:
     """The Settings fields of the record options (nothing when none is given)."""
     upstream = config.getoption("--ptc-emulator-upstream")
