@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -173,3 +174,11 @@ def test_the_yaml_is_for_people() -> None:
     assert "  tools: [a, b]\n" in text
     assert "  - program: |\n      a();\n      b();\n" in text
     assert yaml.safe_load(text)["turns"][1] == {"message": "done"}
+
+
+def test_the_documented_recording_is_a_valid_scenario() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "record-replay.md").read_text(encoding="utf-8")
+    block = doc[doc.index("```yaml\n# Recorded") + len("```yaml\n") :]
+    scenario = load_scenario(block[: block.index("```")], default_name="documented")
+    assert scenario.priority == 1 and scenario.match.tools == ["get_demand", "get_inventory"]
+    assert re.search(scenario.match.input or "", "Compare inventory with demand for sku_123.")
