@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,15 @@ def recorder(tmp: Path, url: str, directory: Path, mode: str = "new") -> context
 def replayer(tmp: Path, directory: Path) -> contextlib.AbstractContextManager[PTCEmulator]:
     """A plain emulator (no upstream), bundled fixtures included, with the recordings as fixtures."""
     return serving(settings(tmp / "replayer", fixtures=(directory,)))
+
+
+def journal(view: PTCEmulator, count: int) -> list[dict[str, Any]]:
+    """The view's journal once it holds `count` entries: a streamed response (SSE or WebSocket)
+    may be journaled just after its last event was sent."""
+    deadline = time.monotonic() + 60
+    while len(entries := view.journal) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return entries
 
 
 def client(view: PTCEmulator) -> openai.OpenAI:

@@ -15,6 +15,7 @@ from tests.api.test_seed_loops import EXPECTED, SEEDS
 from tests.recording.recording_support import (
     chain_loop,
     client,
+    journal,
     recorder,
     replay_loop,
     replayer,
@@ -123,7 +124,7 @@ def test_a_stream_is_passed_through_and_recorded(tmp_path: Path) -> None:
         up.add_scenario(PARCELS)
         with recorder(tmp_path, up.base_url, cassettes) as rec:
             live = chain_loop(client(rec), PARCEL_QUESTION, PARCEL_TOOLS, parcels("shipped"), stream=True)
-        assert [r.id for r in live] == [e["response_id"] for e in up.journal]
+        assert [r.id for r in live] == [e["response_id"] for e in journal(up, len(live))]
     with replayer(tmp_path, cassettes) as rep:
         again = chain_loop(client(rep), PARCEL_QUESTION, PARCEL_TOOLS, parcels("shipped"), stream=True)
     assert again[-1].output_text == live[-1].output_text

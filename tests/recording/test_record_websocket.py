@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ptc_emulator.api.testing import PTCEmulator
-from tests.recording.recording_support import client, recorder, replayer, upstream
+from tests.recording.recording_support import client, journal, recorder, replayer, upstream
 from tests.recording.test_record_replay import PARCEL_QUESTION, PARCEL_TOOLS, PARCELS, recorded
 from tests.streaming.streaming_support import SERVER_EVENT, TERMINAL, check_event, check_stream
 
@@ -71,10 +71,10 @@ def test_a_socket_conversation_is_recorded_and_replays_over_a_socket(tmp_path: P
         up.add_scenario(PARCELS)
         with recorder(tmp_path, up.base_url, cassettes) as rec:
             live = socket_loop(rec, store=False)
-            seen = len(up.journal)
+            seen = len(journal(up, len(live)))
             # Recorded now: the next conversation on a socket is played here (mode new).
             local = socket_loop(rec, store=True)
-            assert len(up.journal) == seen
+            assert len(journal(up, seen)) == seen == 4
         assert [f["id"] for f in live] == [e["response_id"] for e in up.journal]
         assert all(e["method"] == "WS" for e in up.journal)
     assert len(live) == 4 and text_of(live[-1]) == "3 parcels: P1 shipped; P2 shipped; P3 shipped."
@@ -93,5 +93,5 @@ def test_a_chained_socket_conversation_records_the_same_file(tmp_path: Path) -> 
             socket_loop(rec, store=False)
             first = recorded(cassettes)
             socket_loop(rec, store=True)
-        assert len(up.journal) == 8
+        assert len(journal(up, 8)) == 8
     assert recorded(cassettes) == first
