@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ptc_emulator.api.process import ServerProcess
 from tests.plugin.plugin_support import run
-from tests.recording.recording_support import serving, settings
 from tests.recording.test_record_replay import PARCELS
 
 SUITE = """
@@ -46,7 +46,9 @@ def test_record_with_the_plugin_then_replay_without_the_upstream(pytester: pytes
     (scenarios / "parcels.yaml").write_text(yaml.safe_dump(PARCELS), encoding="utf-8")
     pytester.makepyfile(test_agent=SUITE)
     pytester.makeini("[pytest]\nptc_emulator_record_dir = cassettes\n")
-    with serving(settings(tmp_path / "up", fixtures=(scenarios,))) as up:
+    # The upstream runs in a process of its own: pytester drops the modules a test imports when it
+    # ends, and a server started in this process would import uvicorn's protocol modules here.
+    with ServerProcess(tmp_path / "up", store="memory", args=("--fixtures", str(scenarios))) as up:
         recording = run(pytester, "--ptc-emulator-upstream", up.base_url)
         recording.assert_outcomes(passed=1)
     [cassette] = (pytester.path / "cassettes").glob("*.yaml")
