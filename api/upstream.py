@@ -29,7 +29,6 @@ import logging
 import os
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, MutableMapping
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -111,11 +110,10 @@ class UpstreamProxy:
                     f"--upstream-api-key-env {settings.upstream_api_key_env}: the variable is not set"
                 )
             self.api_key = key
-        self.tape = Tape()
+        self.tape = Tape(keep=2_000)
         self.upstream_ids: OrderedDict[str, None] = OrderedDict()
         """Response and item ids the upstream made: a request that mentions one continues there."""
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=30.0))
-        self.written: list[Path] = []
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -281,10 +279,19 @@ class UpstreamProxy:
                 url, additional_headers=self._upstream_headers(scope), max_size=None, open_timeout=30
             )
         except (TimeoutError, OSError, InvalidStatus, WebSocketException) as e:
-            if first is None:
-                await websocket.close(1011, "the upstream could not be reached")
-            else:
-                await websocket.close(1011, f"the upstream could not be reached: {type(e).__name__}"[:120])
+            # An error event, then 1014 (bad gateway): not a code the SDK reconnects on.
+            status = e.response.status_code if isinstance(e, InvalidStatus) else 502
+            error = {
+                "message": f"The upstream {self.base} did not take the WebSocket: {type(e).__name__}: {e}",
+                "type": "server_error" if status >= 500 else "invalid_request_error",
+                "param": None,
+                "code": "upstream_unreachable",
+            }
+            with contextlib.suppress(Exception):
+                if first is None:
+                    await websocket.accept()
+                await websocket.send_text(json.dumps({"type": "error", "status": status, "error": error}))
+                await websocket.close(1014, "the upstream did not take the WebSocket")
             return
         if first is None:
             await websocket.accept()
@@ -373,7 +380,6 @@ class UpstreamProxy:
         temporary = path.with_suffix(".yaml.tmp")
         temporary.write_text(text, encoding="utf-8")
         temporary.replace(path)
-        self.written.append(path)
         self.scenarios.add(loaded, str(path))
         log.info("recorded %s", path)
 

@@ -11,6 +11,7 @@ import openai
 import pytest
 import yaml
 
+from ptc_emulator.api.process import free_port
 from tests.api.test_seed_loops import EXPECTED, SEEDS
 from tests.recording.recording_support import (
     chain_loop,
@@ -215,3 +216,20 @@ def test_secrets_are_not_written(tmp_path: Path) -> None:
     [text] = recorded(cassettes).values()
     assert "sk-" not in text and "uthorization" not in text and "Bearer" not in text
     assert json.dumps(yaml.safe_load(text))  # plain data
+
+
+def test_an_unreachable_upstream_is_a_clear_error(tmp_path: Path) -> None:
+    gone = f"http://127.0.0.1:{free_port()}/v1"
+    with recorder(tmp_path, gone, tmp_path / "cassettes") as rec:
+        sdk = client(rec)
+        with pytest.raises(openai.InternalServerError) as caught:
+            sdk.responses.create(model="m", input=PARCEL_QUESTION, tools=PARCEL_TOOLS)
+        assert caught.value.status_code == 502
+        assert caught.value.code == "upstream_unreachable"
+        with sdk.responses.connect() as conn:
+            conn.response.create(model="m", input=PARCEL_QUESTION, tools=PARCEL_TOOLS)
+            event = json.loads(conn.recv_bytes())
+        assert event["type"] == "error" and event["status"] == 502
+        assert event["error"]["code"] == "upstream_unreachable"
+        # The emulator's own endpoints still answer.
+        assert rec.scenarios == []
