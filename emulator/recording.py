@@ -170,9 +170,10 @@ def full_match(text: str) -> str:
     return "^" + _REGEX_SPECIAL.sub(r"\\\1", text) + "$"
 
 
-def _raw(text: str) -> str:
-    """`text` as a template that renders to itself: Jinja's openers kept literal by a raw block."""
-    if not _JINJA.search(text):
+def _raw(text: str, before_expression: bool = False) -> str:
+    """`text` as a template that renders to itself: Jinja's openers kept literal by a raw block
+    (also a trailing `{` that an expression placed right after it would turn into one)."""
+    if not _JINJA.search(text) and not (before_expression and text.endswith("{")):
         return text
     return "{% raw %}" + text + "{% endraw %}"
 
@@ -257,7 +258,7 @@ def template_for(text: str, sources: list[tuple[str, str]]) -> str:
     spans.sort()
     pieces, at = [], 0
     for start, end, expression in spans:
-        pieces.append(_raw(text[at:start]))
+        pieces.append(_raw(text[at:start], before_expression=True))
         pieces.append("{{ " + expression + " }}")
         at = end
     pieces.append(_raw(text[at:]))

@@ -78,6 +78,13 @@ def test_a_message_that_quotes_nothing_stays_verbatim_and_jinja_syntax_stays_lit
     assert render(template) == text
 
 
+@pytest.mark.parametrize("text", ["{42}", "{{42}}", "{% 42 %}", "a {#42#} b", "{ 42 }"])
+def test_braces_next_to_a_quoted_value_stay_literal(text: str) -> None:
+    template = template_for(text, [("data.n", "42")])
+    assert "{{ data.n }}" in template
+    assert render(template, data={"n": 42}) == text
+
+
 def test_a_whole_result_quoted_is_the_result() -> None:
     assert template_for("The answer: forty-two.", [("result", "forty-two")]) == "The answer: {{ result }}."
 
