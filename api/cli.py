@@ -127,6 +127,8 @@ def main(argv: list[str] | None = None) -> None:
         _fail("--upstream needs --record DIR: where the recorded conversations go", 2)
     if settings.record_dir is not None and settings.upstream is None and settings.record_mode != "none":
         _fail(f"--record-mode {settings.record_mode} needs --upstream URL (replay alone: --record-mode none)", 2)
+    if settings.record_dir is not None and settings.record_mode == "none" and not settings.record_dir.is_dir():
+        _fail(f"--record {settings.record_dir}: no such directory (nothing recorded to replay)", 2)
     try:
         app = create_app(settings)
     except (ScenarioError, ValueError) as e:

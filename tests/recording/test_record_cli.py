@@ -47,6 +47,7 @@ def test_record_with_the_cli_then_replay_with_the_upstream_stopped(tmp_path: Pat
     [
         (["--upstream", "http://127.0.0.1:9/v1"], "--upstream needs --record DIR"),
         (["--record", "DIR"], "--record-mode new needs --upstream URL"),
+        (["--record", "DIR", "--record-mode", "none"], "cassettes: no such directory"),
         (
             ["--upstream", "http://127.0.0.1:9/v1", "--record", "DIR", "--upstream-api-key-env", "PTC_NO_SUCH_VAR"],
             "PTC_NO_SUCH_VAR: the variable is not set",
