@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import openai
+from openai.types.responses import Response
 
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.api.testing import EmulatorServer, PTCEmulator
+from tests.streaming.streaming_support import check_stream, decode
 from tests.support import validating_client
 
 SCOPE = "recording-tests"
@@ -108,12 +110,9 @@ def replay_loop(sdk: openai.OpenAI, text: str, tools: Tools, implementations: Im
 
 
 def _create(sdk: openai.OpenAI, stream: bool, **params: Any) -> Any:
+    """The response; streamed, every event is checked strictly against the SDK's models."""
     if not stream:
         return sdk.responses.create(**params)
-    final = None
-    with sdk.responses.stream(**params) as events:
-        for event in events:
-            if event.type == "response.completed":
-                final = event.response
-    assert final is not None
-    return final
+    with sdk.responses.with_streaming_response.create(stream=True, **params) as raw:
+        events = decode(raw.iter_bytes())
+    return Response.model_validate(check_stream(events))

@@ -10,11 +10,20 @@ import yaml
 
 from ptc_emulator.api.cli import main
 from ptc_emulator.api.process import ServerProcess
+from ptc_emulator.api.testing import PTCEmulator
 from tests.recording.recording_support import chain_loop
 from tests.recording.test_record_replay import PARCEL_QUESTION, PARCEL_TOOLS, PARCELS, parcels, recorded
+from tests.support import validating_client
 
 UPSTREAM_KEY = "sk-upstream-0123456789abcdef"
 CLIENT_KEY = "sk-client-fedcba9876543210"
+
+
+def sdk_for(server: ServerProcess) -> openai.OpenAI:
+    """A client with the client's own key, every body validated by the SDK's models."""
+    view = PTCEmulator(server.base_url, api_key=CLIENT_KEY)
+    view.admin.close()  # only its client is used
+    return validating_client(view, max_retries=0)
 
 
 def test_record_with_the_cli_then_replay_with_the_upstream_stopped(tmp_path: Path) -> None:
@@ -26,7 +35,7 @@ def test_record_with_the_cli_then_replay_with_the_upstream_stopped(tmp_path: Pat
     with up:
         args = ("--upstream", up.base_url, "--upstream-api-key-env", "THE_UPSTREAM_KEY", "--record", str(cassettes))
         rec = ServerProcess(tmp_path / "rec", store="memory", args=args, env={"THE_UPSTREAM_KEY": UPSTREAM_KEY})
-        with rec, openai.OpenAI(base_url=rec.base_url, api_key=CLIENT_KEY, max_retries=0) as sdk:
+        with rec, sdk_for(rec) as sdk:
             live = chain_loop(sdk, PARCEL_QUESTION, PARCEL_TOOLS, parcels("shipped"))
     assert live[-1].output_text == "3 parcels: P1 shipped p1; P2 shipped p2; P3 shipped p3."
     # The upstream requires its key: the recorder sent it in place of the client's.
@@ -35,7 +44,7 @@ def test_record_with_the_cli_then_replay_with_the_upstream_stopped(tmp_path: Pat
     assert UPSTREAM_KEY not in rec.log() and CLIENT_KEY not in rec.log()
     # Replay: the same directory, nothing upstream (the upstream process is stopped).
     rep = ServerProcess(tmp_path / "rep", store="memory", args=("--record", str(cassettes), "--record-mode", "none"))
-    with rep, openai.OpenAI(base_url=rep.base_url, api_key=CLIENT_KEY, max_retries=0) as sdk:
+    with rep, sdk_for(rep) as sdk:
         again = chain_loop(sdk, PARCEL_QUESTION, PARCEL_TOOLS, parcels("shipped"))
         assert again[-1].output_text == live[-1].output_text
         with pytest.raises(openai.BadRequestError, match="No scenario matches"):

@@ -22,6 +22,7 @@ from tests.recording.recording_support import (
     replayer,
     upstream,
 )
+from tests.streaming.streaming_support import SERVER_EVENT, check_event
 
 PARCEL_TOOLS: list[dict[str, Any]] = [
     {
@@ -229,6 +230,7 @@ def test_an_unreachable_upstream_is_a_clear_error(tmp_path: Path) -> None:
         with sdk.responses.connect() as conn:
             conn.response.create(model="m", input=PARCEL_QUESTION, tools=PARCEL_TOOLS)
             event = json.loads(conn.recv_bytes())
+        check_event(event, SERVER_EVENT)
         assert event["type"] == "error" and event["status"] == 502
         assert event["error"]["code"] == "upstream_unreachable"
         # The emulator's own endpoints still answer.
