@@ -99,6 +99,8 @@ def _venv(where: Path, wheel: Path) -> Path:
     # Appended after the new environment's own site-packages, and not processed as a site
     # directory, so this checkout's editable install is invisible there: only the wheel is.
     (site / "borrowed-dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    # The environment's own old setuptools would hide the borrowed one that builds editables.
+    _run(python, "-m", "pip", "uninstall", "-q", "-y", "setuptools", cwd=where.parent)
     _run(
         python, "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed", wheel, "pytest>=8.2", cwd=where.parent
     )
@@ -125,6 +127,8 @@ def test_the_wheel_installs_one_import_name(wheel: Path) -> None:
     assert {t for t in top if not t.endswith(".dist-info")} == {"ptc_emulator"}
     assert "ptc_emulator/fixtures/inventory__sku_123.yaml" in names
     assert "ptc_emulator/sandbox/_prelude.js" in names
+    for page in ("index.html", "inspector.js", "highlight.js", "inspector.css"):  # the trace inspector
+        assert f"ptc_emulator/api/static/inspector/{page}" in names
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "ptc_emulator = ptc_emulator.api.pytest_plugin" in text
