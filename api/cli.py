@@ -117,12 +117,15 @@ def main(argv: list[str] | None = None) -> None:
     import uvicorn
 
     from .app import create_app
+    from .upstream import UpstreamSettingsError
 
     settings, log_level = parse(argv)
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     for directory in settings.fixtures:
         if not directory.is_dir():
             _fail(f"--fixtures {directory}: no such directory", 2)
+    if settings.upstream is not None and not settings.upstream.startswith(("http://", "https://")):
+        _fail(f"--upstream {settings.upstream}: not an http:// or https:// base URL", 2)
     if settings.upstream is not None and settings.record_dir is None:
         _fail("--upstream needs --record DIR: where the recorded conversations go", 2)
     if settings.record_dir is not None and settings.upstream is None and settings.record_mode != "none":
@@ -131,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
         _fail(f"--record {settings.record_dir}: no such directory (nothing recorded to replay)", 2)
     try:
         app = create_app(settings)
-    except (ScenarioError, ValueError) as e:
+    except (ScenarioError, UpstreamSettingsError) as e:
         _fail(str(e), 2)
     try:
         sock = bind(settings.host, settings.port)

@@ -55,6 +55,7 @@ def test_record_with_the_cli_then_replay_with_the_upstream_stopped(tmp_path: Pat
     ("argv", "says"),
     [
         (["--upstream", "http://127.0.0.1:9/v1"], "--upstream needs --record DIR"),
+        (["--upstream", "api.example/v1", "--record", "DIR"], "not an http:// or https:// base URL"),
         (["--record", "DIR"], "--record-mode new needs --upstream URL"),
         (["--record", "DIR", "--record-mode", "none"], "cassettes: no such directory"),
         (
