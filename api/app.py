@@ -22,7 +22,7 @@ from ptc_emulator.emulator.signing import Signer, load_secret
 from ptc_emulator.emulator.store import MemoryStore, SqliteStore, Store
 from ptc_emulator.sandbox import Pool, PoolConfig
 
-from . import admin, errors, routes, websocket
+from . import admin, agents, errors, routes, websocket
 from .settings import Settings, bundled_fixtures
 
 __all__ = ["AppState", "create_app"]
@@ -45,6 +45,8 @@ class AppState:
     journal: Journal = field(default_factory=Journal)
     engine: Engine | None = None
     pool: Pool | None = None
+    agents: Any = None
+    """The Agents API harness (`emulator.harness.Harness`), made when the lifespan starts."""
 
 
 def _load_scenarios(settings: Settings) -> ScenarioRegistry:
@@ -98,9 +100,11 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             limits=settings.limits,
             strict_contract=settings.strict_contract,
         )
+        state.agents = agents.open_harness(state)
         try:
             yield
         finally:
+            await state.agents.aclose()
             await state.engine.aclose()
             if pool is not None:
                 await pool.close()
@@ -117,6 +121,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     app.include_router(routes.router)
     app.include_router(admin.router)
     app.include_router(websocket.router)
+    app.include_router(agents.router)
     app.add_middleware(_Edge, settings=settings)
     return app
 
