@@ -139,7 +139,7 @@ class AgentFields(_Checked):
 
 
 class AgentCreate(AgentFields):
-    model: str  # type: ignore[assignment]  # required on create
+    model: str  # required on create
 
 
 class AgentUpdate(AgentFields):
