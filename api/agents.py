@@ -21,7 +21,7 @@ from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.harness import Harness, Subscription
 from ptc_emulator.emulator.records import MemoryRecords, Records, SqliteRecords
 
-from .routes import SCOPE_HEADER, SCOPE_METADATA_KEY
+from .context import SCOPE_HEADER, SCOPE_METADATA_KEY
 from .sse import KEEP_ALIVE, EventStreamResponse, frame
 
 __all__ = ["open_harness", "router"]
