@@ -120,10 +120,10 @@ def _stream(request: Request, subscription: Subscription, *, until_idle: bool) -
 @router.post("/sessions")
 async def create_session(body: SessionCreate, request: Request) -> Response:
     harness = harness_of(request)
-    doc, subscription = harness.create_session(body, _scope(request, body.metadata), subscribe=bool(body.stream))
+    session, subscription = harness.create_session(body, _scope(request, body.metadata), subscribe=bool(body.stream))
     if subscription is not None:
         return _stream(request, subscription, until_idle=True)
-    return JSONResponse(harness.session_object(doc))
+    return JSONResponse(session.object())
 
 
 @router.get("/sessions")

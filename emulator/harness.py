@@ -5,21 +5,8 @@ fields, its turns and items as the Agents API shows them, and a *transcript*, th
 conversation as Responses API items. Each model step is one `store: false` Responses request
 built from the transcript and played by the engine, so the scripted model (inline ```js blocks,
 scenarios), fingerprints, deterministic replay and the contract checks are the Responses API's
-own. The harness only translates:
-
-    Responses item              agent session item
-    program                     command_execution (the harness's `exec` tool; `command` is the
-                                JavaScript, `output` the program's result)
-    program_output              command_execution done: status completed (exit_code 0) or
-                                failed (exit_code 1), output = the result
-    function_call (any caller)  function_call, arguments as an object; a pending required_action
-    function_call_output        function_call_output (status completed or failed, output or error)
-    reasoning                   reasoning
-    message                     message (assistant, phase final_answer), streamed as text deltas
-
-Agent items have no program or caller types, so the program is the `exec` tool's command
-execution and the calls it makes are plain function calls; the caller each call came with stays
-in the transcript, which is what resumes the right program.
+own. The harness runs the steps, stores the sessions and publishes their events; `session.py`
+holds a session's rules and how Responses items become agent session items.
 
 PTC is on unless `{"type": "programmatic_tool_calling", "enabled": false}` is among the agent's
 tools. On, every function tool is callable directly and from programs; off, the step's request
@@ -44,10 +31,8 @@ from typing import Any
 from .agents import (
     AgentCreate,
     AgentUpdate,
-    ApprovalResult,
     CancelInput,
     EventsBody,
-    InputMessage,
     MessageInput,
     SessionCreate,
     SessionUpdate,
@@ -55,7 +40,6 @@ from .agents import (
     agent_object,
     check_agent,
     check_tools,
-    message_text_parts,
     persisted_tools,
     ptc_enabled,
     session_agent,
@@ -64,6 +48,7 @@ from .engine import Engine
 from .errors import EmulatorError, InvalidRequest, NotFound
 from .records import Records
 from .request import CreateRequest
+from .session import Doc, Event, Session, input_messages, zero_usage
 
 __all__ = ["Harness", "Subscription"]
 
@@ -73,36 +58,6 @@ AGENT = "agent"
 SESSION = "agent.session"
 MAX_STEPS = 64
 """Model steps one drive may take without waiting for the client: a loop guard."""
-
-Event = dict[str, Any]
-Doc = dict[str, Any]
-
-
-def _zero_usage() -> dict[str, Any]:
-    return {
-        "input_tokens": 0,
-        "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": 0,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": 0,
-    }
-
-
-def _add_usage(total: dict[str, Any], usage: dict[str, Any] | None) -> None:
-    if not usage:
-        return
-    total["input_tokens"] += usage.get("input_tokens", 0)
-    total["output_tokens"] += usage.get("output_tokens", 0)
-    total["total_tokens"] += usage.get("total_tokens", 0)
-    total["input_tokens_details"]["cached_tokens"] += (usage.get("input_tokens_details") or {}).get("cached_tokens", 0)
-    total["output_tokens_details"]["reasoning_tokens"] += (usage.get("output_tokens_details") or {}).get(
-        "reasoning_tokens", 0
-    )
-
-
-def _unknown_call(call_id: str) -> InvalidRequest:
-    # The hosted wording, matched literally by the SDK's tool dispatcher (lib/streaming/agents).
-    return InvalidRequest(f"Unknown pending tool call: {call_id}", code="invalid_request_error")
 
 
 def session_not_found(session_id: str) -> NotFound:
@@ -134,7 +89,7 @@ class Harness:
         self.records = records
         self.ids: Callable[[str], str] = engine.ids
         self.clock = engine.clock
-        self._docs: dict[str, Doc] = {}
+        self._sessions: dict[str, Session] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._subscribers: dict[str, set[Subscription]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -147,9 +102,10 @@ class Harness:
     def start(self) -> None:
         """Resume the turns that were running when the server last stopped."""
         for doc in self.records.all(SESSION):
-            if doc["session"]["status"] == "in_progress" and doc["turn_id"] is not None:
-                self._docs[doc["session"]["id"]] = doc
-                self._schedule(doc["session"]["id"])
+            session = Session(doc, self.ids, self.clock)
+            if session.status == "in_progress" and doc["turn_id"] is not None:
+                self._sessions[session.id] = session
+                self._schedule(session.id)
 
     async def aclose(self) -> None:
         for task in self._tasks:
@@ -192,7 +148,7 @@ class Harness:
 
     def create_session(
         self, body: SessionCreate, scope: str | None, *, subscribe: bool = False
-    ) -> tuple[Doc, Subscription | None]:
+    ) -> tuple[Session, Subscription | None]:
         environment = body.environment
         kind = environment.get("type")
         if kind != "none":
@@ -229,7 +185,7 @@ class Harness:
             if "metadata" in body.agent.model_fields_set or "name" in body.agent.model_fields_set:
                 what = "metadata" if "metadata" in body.agent.model_fields_set else "name"
                 raise InvalidRequest(f"Unknown parameter: 'agent.{what}'.", param=f"agent.{what}")
-        messages = _input_messages(body.input)
+        messages = input_messages(body.input)
         if not messages:
             raise InvalidRequest(
                 "Missing required parameter: 'input' (required when environment.type is 'none').",
@@ -248,7 +204,7 @@ class Harness:
             "metadata": dict(body.metadata or {}),
             "required_actions": [],
             "status": "idle",
-            "usage": _zero_usage(),
+            "usage": zero_usage(),
             "vault_ids": [],
         }
         if body.prompt_cache_options is not None:
@@ -268,29 +224,26 @@ class Harness:
             "output_index": 0,
         }
         sid = session["id"]
-        self._docs[sid] = doc
+        made = self._sessions[sid] = Session(doc, self.ids, self.clock)
         subscription = self._subscribe(sid, None) if subscribe else None
-        events = [self._event("agent.session.created", session=self.session_object(doc))]
-        self._begin_turn(doc, messages, events)
-        self._save(doc)
+        events = [made.event("agent.session.created", session=made.object())]
+        made.begin_turn(messages, events)
+        self._save(made)
         self._publish(sid, events)
         self._schedule(sid)
-        return doc, subscription
+        return made, subscription
 
-    def session_doc(self, session_id: str) -> Doc:
-        doc = self._docs.get(session_id)
-        if doc is None:
+    def load(self, session_id: str) -> Session:
+        session = self._sessions.get(session_id)
+        if session is None:
             doc = self.records.get(SESSION, session_id)
             if doc is None:
                 raise session_not_found(session_id)
-            self._docs[session_id] = doc
-        return doc
+            session = self._sessions[session_id] = Session(doc, self.ids, self.clock)
+        return session
 
     def session(self, session_id: str) -> dict[str, Any]:
-        return self.session_object(self.session_doc(session_id))
-
-    def session_object(self, doc: Doc) -> dict[str, Any]:
-        return json.loads(json.dumps(doc["session"]))  # type: ignore[no-any-return]
+        return self.load(session_id).object()
 
     def list_sessions(self, agent_id: str | None, metadata: dict[str, str]) -> list[dict[str, Any]]:
         found = []
@@ -305,8 +258,8 @@ class Harness:
 
     async def update_session(self, session_id: str, body: SessionUpdate) -> dict[str, Any]:
         async with self._lock(session_id):
-            doc = self.session_doc(session_id)
-            session = doc["session"]
+            loaded = self.load(session_id)
+            session = loaded.doc["session"]
             given = body.model_fields_set
             if body.agent is not None:
                 agent = session["agent"]
@@ -334,30 +287,30 @@ class Harness:
                     session.pop("review", None)
                 else:
                     session["review"] = body.review
-            self._save(doc)
-            return self.session_object(doc)
+            self._save(loaded)
+            return loaded.object()
 
     async def delete_session(self, session_id: str) -> dict[str, Any]:
         async with self._lock(session_id):
-            self.session_doc(session_id)
+            self.load(session_id)
             self.records.delete(SESSION, session_id)
-            self._docs.pop(session_id, None)
+            self._sessions.pop(session_id, None)
         for sub in self._subscribers.pop(session_id, set()):
             sub.queue.put_nowait(None)
         return {"id": session_id, "deleted": True, "object": "agent.session.deleted"}
 
     def items(self, session_id: str, turn_id: str | None = None) -> list[dict[str, Any]]:
-        doc = self.session_doc(session_id)
+        doc = self.load(session_id).doc
         if turn_id is not None:
             self.turn(session_id, turn_id)
             return [i for i in doc["items"] if i["turn_id"] == turn_id]
         return list(doc["items"])
 
     def turns(self, session_id: str) -> list[dict[str, Any]]:
-        return list(self.session_doc(session_id)["turns"])
+        return list(self.load(session_id).doc["turns"])
 
     def turn(self, session_id: str, turn_id: str) -> dict[str, Any]:
-        for turn in self.session_doc(session_id)["turns"]:
+        for turn in self.load(session_id).doc["turns"]:
             if turn["id"] == turn_id:
                 return turn  # type: ignore[no-any-return]
         raise NotFound(f"No turn found with id '{turn_id}' in session '{session_id}'.", param="turn_id")
@@ -367,7 +320,8 @@ class Harness:
     async def submit(self, session_id: str, body: EventsBody, idempotency_key: str | None) -> None:
         """Validate and apply input events; on return the change is stored (the 202)."""
         async with self._lock(session_id):
-            doc = self.session_doc(session_id)
+            session = self.load(session_id)
+            doc = session.doc
             digest = hashlib.sha256(body.model_dump_json(by_alias=True).encode()).hexdigest()
             if idempotency_key is not None:
                 seen = doc["idempotency"].get(idempotency_key)
@@ -379,168 +333,25 @@ class Harness:
                         param="Idempotency-Key",
                         code="idempotency_key_reused",
                     )
-            todo = self._validate(doc, body)
+            todo = session.validate(body)
             events: list[Event] = []
             resume = False
             for event in todo:
                 if isinstance(event, ToolResult):
-                    resume = self._apply_result(doc, event, events) or resume
+                    resume = session.apply_result(event, events) or resume
                 elif isinstance(event, MessageInput):
-                    self._begin_turn(doc, [m for m in event.input], events)
+                    session.begin_turn(list(event.input), events)
                     resume = True
                 elif isinstance(event, CancelInput):
-                    self._cancel(doc, events)
+                    session.cancel(events)
                     resume = False
             if idempotency_key is not None:
                 doc["idempotency"][idempotency_key] = digest
             doc["session"]["last_active_at"] = self.now()
-            self._save(doc)
+            self._save(session)
             self._publish(session_id, events)
         if resume:
             self._schedule(session_id)
-
-    def _validate(self, doc: Doc, body: EventsBody) -> list[ToolResult | MessageInput | CancelInput]:
-        """Every event checked before any is applied; duplicates of applied results dropped."""
-        session = doc["session"]
-        todo: list[ToolResult | MessageInput | CancelInput] = []
-        answered_here: dict[str, dict[str, Any]] = {}
-        busy = session["status"] != "idle"
-        for n, event in enumerate(body.events):
-            if isinstance(event, ApprovalResult):
-                raise InvalidRequest(
-                    f"Unknown pending approval request: {event.request_id}", param=f"events[{n}].request_id"
-                )
-            if isinstance(event, MessageInput):
-                if busy:
-                    raise InvalidRequest(
-                        f"Session '{session['id']}' has a turn in progress ({session['status']}): send new input "
-                        "once it is idle, or cancel the turn with agent.session.input.cancel.",
-                        param=f"events[{n}]",
-                        code="active_turn_not_steerable",
-                    )
-                busy = True
-                todo.append(event)
-                continue
-            if isinstance(event, CancelInput):
-                busy = False
-                todo.append(event)
-                continue
-            call = doc["calls"].get(event.call_id)
-            if call is None or call["turn_id"] != event.turn_id or call["state"] == "abandoned":
-                raise _unknown_call(event.call_id)
-            if event.success and event.error is not None:
-                raise InvalidRequest(
-                    "A successful tool result carries 'output', not 'error'.", param=f"events[{n}].error"
-                )
-            if not event.success and event.error is None:
-                raise InvalidRequest(
-                    "Missing required parameter: 'error' (required when success is false).",
-                    param=f"events[{n}].error",
-                    code="missing_required_parameter",
-                )
-            answer = event.answer()
-            earlier = call["answer"] if call["state"] == "answered" else answered_here.get(event.call_id)
-            if earlier is not None:
-                if earlier == answer:
-                    continue  # the same result again: already applied
-                raise InvalidRequest(
-                    f"Tool call {event.call_id} of turn {event.turn_id} already has a different result; a result "
-                    "is applied once and cannot be replaced.",
-                    param=f"events[{n}]",
-                    code="tool_result_already_submitted",
-                )
-            answered_here[event.call_id] = answer
-            todo.append(event)
-        return todo
-
-    def _apply_result(self, doc: Doc, event: ToolResult, events: list[Event]) -> bool:
-        """Record one result; True when it was the turn's last pending one."""
-        sid, turn_id = doc["session"]["id"], event.turn_id
-        call = doc["calls"][event.call_id]
-        call["state"], call["answer"] = "answered", event.answer()
-        item = doc["items"][call["item_index"]]
-        item["status"] = "completed" if event.success else "failed"
-        events.append(self._item_done(doc, item, call["output_index"]))
-        output_item: dict[str, Any] = {
-            "id": self.ids("fco"),
-            "type": "function_call_output",
-            "call_id": event.call_id,
-            "status": item["status"],
-            "turn_id": turn_id,
-        }
-        if event.success:
-            output_item["output"] = call["answer"]["output"] if call["answer"]["output"] is not None else ""
-        else:
-            output_item["error"] = event.error
-        doc["items"].append(output_item)
-        events.append(self._event("agent.session.turn.item.added", item=output_item, session_id=sid, turn_id=turn_id))
-        transcript_item: dict[str, Any] = {
-            "type": "function_call_output",
-            "call_id": event.call_id,
-            "output": output_item.get("output", event.error or ""),
-        }
-        if call["caller"] is not None:
-            transcript_item["caller"] = call["caller"]
-        if not event.success:
-            transcript_item["status"] = "incomplete"  # the engine's mark of a failed call: the promise rejects
-        doc["transcript"].append(transcript_item)
-        session = doc["session"]
-        session["required_actions"] = [a for a in session["required_actions"] if a["call_id"] != event.call_id]
-        if session["required_actions"]:
-            events.append(self._event("agent.session.requires_action", session=self.session_object(doc)))
-            return False
-        session["status"] = "in_progress"
-        turn = self._current_turn(doc)
-        turn["status"] = "in_progress"
-        events.append(self._event("agent.session.in_progress", session=self.session_object(doc)))
-        events.append(self._turn_event(doc, "agent.session.turn.in_progress", turn))
-        return True
-
-    def _begin_turn(self, doc: Doc, messages: list[InputMessage], events: list[Event]) -> None:
-        session, sid, now = doc["session"], doc["session"]["id"], self.now()
-        turn = {
-            "id": self.ids("turn"),
-            "object": "agent.session.turn",
-            "agent_id": session["agent"]["id"],
-            "session_id": sid,
-            "created_at": now,
-            "started_at": now,
-            "status": "in_progress",
-            "usage": _zero_usage(),
-        }
-        doc["turns"].append(turn)
-        doc["turn_id"], doc["output_index"] = turn["id"], 0
-        session["status"], session["last_active_at"] = "in_progress", now
-        events.append(self._turn_event(doc, "agent.session.turn.created", turn))
-        events.append(self._event("agent.session.in_progress", session=self.session_object(doc)))
-        events.append(self._turn_event(doc, "agent.session.turn.in_progress", turn))
-        for message in messages:
-            content = message_text_parts(message)
-            item = {
-                "id": self.ids("msg"),
-                "type": "message",
-                "role": "user",
-                "content": content,
-                "status": "completed",
-                "turn_id": turn["id"],
-            }
-            doc["items"].append(item)
-            events.append(self._event("agent.session.turn.item.added", item=item, session_id=sid, turn_id=turn["id"]))
-            doc["transcript"].append({"type": "message", "role": "user", "content": content})
-
-    def _cancel(self, doc: Doc, events: list[Event]) -> None:
-        turn = self._current_turn(doc) if doc["turn_id"] else None
-        session = doc["session"]
-        if turn is None:
-            return
-        for call in doc["calls"].values():
-            if call["turn_id"] == turn["id"] and call["state"] == "pending":
-                call["state"] = "abandoned"
-        turn["status"], turn["completed_at"] = "cancelled", self.now()
-        session["status"], session["required_actions"] = "idle", []
-        doc["turn_id"] = None
-        events.append(self._turn_event(doc, "agent.session.turn.cancelled", turn))
-        events.append(self._event("agent.session.idle", session=self.session_object(doc)))
 
     # ---- the model steps ----------------------------------------------------------------------
 
@@ -552,35 +363,35 @@ class Harness:
     async def _drive(self, session_id: str) -> None:
         async with self._lock(session_id):
             try:
-                doc = self.session_doc(session_id)
+                session = self.load(session_id)
             except NotFound:
                 return  # deleted meanwhile
             for _ in range(MAX_STEPS):
-                if doc["session"]["status"] != "in_progress" or doc["turn_id"] is None:
+                if session.status != "in_progress" or session.doc["turn_id"] is None:
                     return
                 events: list[Event] = []
                 try:
-                    response = await self._play(doc)
+                    response = await self._play(session.doc)
                 except EmulatorError as e:
-                    self._fail_turn(doc, e.message, "invalid_request" if e.status < 500 else "server_error", e, events)
+                    session.fail_turn(e.message, "invalid_request" if e.status < 500 else "server_error", e, events)
                     done = True
                 except asyncio.CancelledError:
                     raise
                 except Exception:  # a failed turn, never a silently stuck session
                     log.exception("agent session %s: the turn failed", session_id)
                     error = EmulatorError("The server had an error while processing the turn.")
-                    self._fail_turn(doc, error.message, "internal_error", error, events)
+                    session.fail_turn(error.message, "internal_error", error, events)
                     done = True
                 else:
-                    done = self._apply_output(doc, response, events)
-                self._save(doc)
+                    done = session.apply_output(response, events)
+                self._save(session)
                 self._publish(session_id, events)
                 if done:
                     return
             events = []
             error = EmulatorError(f"The turn took more than {MAX_STEPS} model steps without waiting for input.")
-            self._fail_turn(doc, error.message, "internal_error", error, events)
-            self._save(doc)
+            session.fail_turn(error.message, "internal_error", error, events)
+            self._save(session)
             self._publish(session_id, events)
 
     async def _play(self, doc: Doc) -> dict[str, Any]:
@@ -608,149 +419,12 @@ class Harness:
         prepared = self.engine.prepare(request, scope=doc["scope"])
         return await self.engine.complete(prepared)
 
-    def _apply_output(self, doc: Doc, response: dict[str, Any], events: list[Event]) -> bool:
-        """Translate one step's output; True when the drive stops (input needed, or turn over)."""
-        turn = self._current_turn(doc)
-        turn_id = turn["id"]
-        _add_usage(turn["usage"], response.get("usage"))
-        _add_usage(doc["session"]["usage"], response.get("usage"))
-        pending: list[dict[str, Any]] = []
-        finished = False
-        for out in response["output"]:
-            doc["transcript"].append(out)
-            kind = out["type"]
-            if kind == "program_output":
-                index = doc["programs"][out["call_id"]]
-                item = doc["items"][index["item"]]
-                ok = out["status"] == "completed"
-                item.update(status="completed" if ok else "failed", output=out["result"], exit_code=0 if ok else 1)
-                events.append(self._item_done(doc, item, index["output_index"]))
-                continue
-            output_index = doc["output_index"]
-            doc["output_index"] += 1
-            if kind == "reasoning":
-                summary = [{"type": "summary_text", "text": s["text"]} for s in out.get("summary", [])]
-                item = {"id": out["id"], "type": "reasoning", "summary": summary, "status": "completed"}
-                self._add(doc, item, output_index, events, done=True)
-            elif kind == "program":
-                item = {"id": out["id"], "type": "command_execution", "command": out["code"], "status": "in_progress"}
-                doc["programs"][out["call_id"]] = {"item": len(doc["items"]), "output_index": output_index}
-                self._add(doc, item, output_index, events, done=False)
-            elif kind == "function_call":
-                item = {
-                    "id": out.get("id") or self.ids("fc"),
-                    "type": "function_call",
-                    "call_id": out["call_id"],
-                    "name": out["name"],
-                    "arguments": json.loads(out["arguments"]),
-                    "status": "in_progress",
-                }
-                doc["calls"][out["call_id"]] = {
-                    "turn_id": turn_id,
-                    "item_index": len(doc["items"]),
-                    "output_index": output_index,
-                    "caller": out.get("caller"),
-                    "state": "pending",
-                    "answer": None,
-                }
-                self._add(doc, item, output_index, events, done=False)
-                pending.append(
-                    {
-                        "type": "function_call",
-                        "call_id": item["call_id"],
-                        "name": item["name"],
-                        "turn_id": turn_id,
-                        "arguments": item["arguments"],
-                    }
-                )
-            elif kind == "message":
-                self._message(doc, out, output_index, events)
-                finished = True
-        session = doc["session"]
-        session["last_active_at"] = self.now()
-        if pending:
-            session["status"], session["required_actions"] = "requires_action", pending
-            turn["status"] = "waiting"
-            events.append(self._event("agent.session.requires_action", session=self.session_object(doc)))
-            return True
-        if finished:
-            turn["status"], turn["completed_at"] = "completed", self.now()
-            session["status"], doc["turn_id"] = "idle", None
-            events.append(self._turn_event(doc, "agent.session.turn.completed", turn))
-            events.append(self._event("agent.session.idle", session=self.session_object(doc)))
-            return True
-        return False
-
-    def _message(self, doc: Doc, out: dict[str, Any], output_index: int, events: list[Event]) -> None:
-        sid, turn_id = doc["session"]["id"], doc["turn_id"]
-        texts = [p.get("text", p.get("refusal", "")) for p in out.get("content", [])]
-        item_id = out.get("id") or self.ids("msg")
-        base = {"id": item_id, "type": "message", "role": "assistant", "phase": "final_answer", "turn_id": turn_id}
-        where = {"item_id": item_id, "output_index": output_index, "session_id": sid, "turn_id": turn_id}
-        events.append(
-            self._event(
-                "agent.session.turn.item.added",
-                item={**base, "content": [], "status": "in_progress"},
-                output_index=output_index,
-                session_id=sid,
-                turn_id=turn_id,
-            )
-        )
-        for n, text in enumerate(texts):
-            part = {"type": "output_text", "text": ""}
-            events.append(self._event("agent.session.turn.content_part.added", content_index=n, part=part, **where))
-            for chunk in _chunks(text):
-                events.append(
-                    self._event("agent.session.turn.output_text.delta", content_index=n, delta=chunk, **where)
-                )
-            events.append(self._event("agent.session.turn.output_text.done", content_index=n, text=text, **where))
-            done_part = {"type": "output_text", "text": text}
-            events.append(self._event("agent.session.turn.content_part.done", content_index=n, part=done_part, **where))
-        item = {**base, "content": [{"type": "output_text", "text": t} for t in texts], "status": "completed"}
-        doc["items"].append(item)
-        events.append(self._item_done(doc, item, output_index))
-
-    def _add(self, doc: Doc, item: dict[str, Any], output_index: int, events: list[Event], *, done: bool) -> None:
-        sid, turn_id = doc["session"]["id"], doc["turn_id"]
-        item["turn_id"] = turn_id
-        doc["items"].append(item)
-        events.append(
-            self._event(
-                "agent.session.turn.item.added",
-                item=dict(item),
-                output_index=output_index,
-                session_id=sid,
-                turn_id=turn_id,
-            )
-        )
-        if done:
-            events.append(self._item_done(doc, item, output_index))
-
-    def _fail_turn(self, doc: Doc, message: str, code: str, error: EmulatorError, events: list[Event]) -> None:
-        session, turn = doc["session"], self._current_turn(doc)
-        events.append(
-            self._event(
-                "error",
-                error={"message": message, "type": error.type, "code": error.code, "param": error.param},
-                session_id=session["id"],
-            )
-        )
-        turn["status"], turn["completed_at"] = "failed", self.now()
-        turn["error"] = {"code": code, "message": message}
-        for call in doc["calls"].values():
-            if call["turn_id"] == turn["id"] and call["state"] == "pending":
-                call["state"] = "abandoned"
-        session["status"], session["required_actions"], doc["turn_id"] = "idle", [], None
-        events.append(self._turn_event(doc, "agent.session.turn.failed", turn))
-        events.append(self._event("agent.session.idle", session=self.session_object(doc)))
-
     # ---- events out -------------------------------------------------------------------------
 
     def subscribe(self, session_id: str) -> Subscription:
         """A subscription whose first event is the session's current state."""
-        doc = self.session_doc(session_id)
-        status = doc["session"]["status"]
-        snapshot = self._event(f"agent.session.{status}", session=self.session_object(doc))
+        session = self.load(session_id)
+        snapshot = session.event(f"agent.session.{session.status}", session=session.object())
         return self._subscribe(session_id, snapshot)
 
     def _subscribe(self, session_id: str, snapshot: Event | None) -> Subscription:
@@ -763,48 +437,10 @@ class Harness:
             for event in events:
                 sub.queue.put_nowait(event)
 
-    def _event(self, kind: str, **fields: Any) -> Event:
-        return {"type": kind, "event_id": self.ids("event"), **json.loads(json.dumps(fields))}
-
-    def _turn_event(self, doc: Doc, kind: str, turn: dict[str, Any]) -> Event:
-        fields: dict[str, Any] = {"session_id": doc["session"]["id"], "turn": turn, "turn_id": turn["id"]}
-        if kind in ("agent.session.turn.completed", "agent.session.turn.failed", "agent.session.turn.cancelled"):
-            fields["usage"] = turn["usage"]
-        return self._event(kind, **fields)
-
-    def _item_done(self, doc: Doc, item: dict[str, Any], output_index: int) -> Event:
-        return self._event(
-            "agent.session.turn.item.done",
-            item=item,
-            output_index=output_index,
-            session_id=doc["session"]["id"],
-            turn_id=item["turn_id"],
-        )
-
     # ---- helpers ------------------------------------------------------------------------------
-
-    def _current_turn(self, doc: Doc) -> dict[str, Any]:
-        turn_id = doc["turn_id"]
-        turn: dict[str, Any] = next(t for t in doc["turns"] if t["id"] == turn_id)
-        return turn
 
     def _lock(self, session_id: str) -> asyncio.Lock:
         return self._locks.setdefault(session_id, asyncio.Lock())
 
-    def _save(self, doc: Doc) -> None:
-        self.records.put(SESSION, doc["session"]["id"], doc)
-
-
-def _input_messages(value: str | list[InputMessage] | None) -> list[InputMessage]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        if not value:
-            return []
-        return [InputMessage.model_validate({"role": "user", "content": [{"type": "input_text", "text": value}]})]
-    return value
-
-
-def _chunks(text: str, size: int = 32) -> list[str]:
-    """Text deltas of a few words each, as a model streams them (at least one, maybe empty)."""
-    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+    def _save(self, session: Session) -> None:
+        self.records.put(SESSION, session.id, session.doc)
