@@ -177,3 +177,25 @@ def test_disabled_ptc_does_not_run_an_inline_program(client: openai.OpenAI) -> N
     items = [valid(i) for i in client.beta.agents.sessions.items.list(session.id)]
     assert [i.type for i in items] == ["message", "message"]
     assert "not enabled" in items[-1].content[0].text
+
+
+@pytest.mark.anyio
+async def test_the_async_stream_helper(ptc_emulator: PTCEmulator) -> None:
+    client = ptc_emulator.async_client(max_retries=0)
+    async with client:
+        session = await client.beta.agents.sessions.create(
+            environment={"type": "none"}, agent={"model": "gpt-5", "tools": [GET_CUSTOMER]}, input=js('text("ready")')
+        )
+        async with await client.beta.agents.sessions.events.stream(session.id) as events:
+            async for event in events:
+                if valid(event).type == "agent.session.idle":
+                    break
+
+        async def get_customer(args: dict[str, Any]) -> dict[str, Any]:
+            return customer(args)
+
+        async with client.beta.agents.sessions.stream(
+            session.id, input=get_customer_code("123"), tool_handlers={"get_customer": get_customer}
+        ) as stream:
+            result = await stream.get_final_result()
+    assert json.loads(result.output_text)["customer"]["plan"] == "pro"
