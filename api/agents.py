@@ -60,9 +60,9 @@ def open_harness(state: Any) -> Harness:
 
 
 def harness_of(request: Request) -> Harness:
-    harness = getattr(request.app.state.emulator, "agents", None)
+    harness: Harness | None = request.app.state.emulator.agents
     assert harness is not None, "the app's lifespan has not started"
-    return harness  # type: ignore[no-any-return]
+    return harness
 
 
 def page(

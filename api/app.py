@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ptc_emulator.emulator import usage
 from ptc_emulator.emulator.engine import Engine, Runner
 from ptc_emulator.emulator.errors import EmulatorError, PayloadTooLarge, Unauthorized
+from ptc_emulator.emulator.harness import Harness
 from ptc_emulator.emulator.journal import Journal
 from ptc_emulator.emulator.scenario import ScenarioError, ScenarioRegistry
 from ptc_emulator.emulator.signing import Signer, load_secret
@@ -46,8 +47,8 @@ class AppState:
     journal: Journal = field(default_factory=Journal)
     engine: Engine | None = None
     pool: Pool | None = None
-    agents: Any = None
-    """The Agents API harness (`emulator.harness.Harness`), made when the lifespan starts."""
+    agents: Harness | None = None
+    """The Agents API harness, made when the lifespan starts."""
 
 
 def _load_scenarios(settings: Settings) -> ScenarioRegistry:
@@ -101,11 +102,11 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             limits=settings.limits,
             strict_contract=settings.strict_contract,
         )
-        state.agents = agents.open_harness(state)
+        harness = state.agents = agents.open_harness(state)
         try:
             yield
         finally:
-            await state.agents.aclose()
+            await harness.aclose()
             await state.engine.aclose()
             if pool is not None:
                 await pool.close()
