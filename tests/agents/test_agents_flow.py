@@ -59,8 +59,13 @@ def test_the_seed_flow_with_events_and_tool_result(client: openai.OpenAI) -> Non
     retrieved = valid(client.beta.agents.sessions.retrieve(session.id))
     assert retrieved.status == "requires_action" and retrieved.required_actions == [action]
 
-    client.beta.agents.sessions.events.create(session.id, events=[tool_result(action, customer(action.arguments))])
-    seen += events_until(client, session.id, "agent.session.idle")
+    # Subscribe before answering, as the SDK's helper does: every event of the rest of the turn is seen.
+    with client.beta.agents.sessions.events.stream(session.id) as stream:
+        client.beta.agents.sessions.events.create(session.id, events=[tool_result(action, customer(action.arguments))])
+        for event in stream:
+            seen.append(valid(event))
+            if event.type == "agent.session.idle":
+                break
     assert "agent.session.turn.completed" in kinds(seen)
     deltas = "".join(e.delta for e in seen if e.type == "agent.session.turn.output_text.delta")
     assert deltas == SEED_ANSWER

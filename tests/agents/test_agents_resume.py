@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,8 @@ pytestmark = pytest.mark.anyio
 
 async def wait_for(client: openai.AsyncOpenAI, session_id: str, status: str) -> Any:
     """Poll (no event stream in process: the ASGI transport buffers whole bodies)."""
-    for _ in range(600):
+    deadline = time.monotonic() + 120  # generous: the machine may be busy
+    while time.monotonic() < deadline:
         session = await client.beta.agents.sessions.retrieve(session_id)
         if session.status == status:
             return valid(session)
