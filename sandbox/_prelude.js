@@ -33,13 +33,54 @@
   const split = (s, sep) => apply(strSplit, s, [sep]);
   const exec = G.RegExp.prototype.exec;
   const RealDate = G.Date;
+  const errToString = Err.prototype.toString;
+  // An internal promise with an own `constructor` of undefined: `then` on it takes the default
+  // constructor without reading `constructor` or `Symbol.species`, so a program's getters there
+  // never see the runtime's own promise traffic (which differs between a live resume and a replay).
+  const opaque = (p) => { defineProperty(p, 'constructor', { value: undefined }); return p; };
 
   // A private macrotask boundary, captured before Atomics and SharedArrayBuffer are removed.
   // The callback of a delayed platform task runs only after a full microtask checkpoint, that
   // is, only when the program is quiescent: finished, or blocked on unresolved tool promises.
   const cell = new G.Int32Array(new G.SharedArrayBuffer(4));
   const waitAsync = G.Atomics.waitAsync;
-  const nextTask = (f) => { apply(then, waitAsync(cell, 0, 0, 0.001).value, [f]); };
+  const nextTask = (f) => { apply(then, opaque(waitAsync(cell, 0, 0, 0.001).value), [f]); };
+
+  // ---- stacks -------------------------------------------------------------------------------
+  // The runtime's own frames (this script) never show in a program's stacks: they differ between
+  // a live resume and a replay, and they are not the program's. V8 reads `Error.prepareStackTrace`
+  // with an ordinary Get, so an accessor keeps a program's own formatter working, on frames
+  // from which the runtime's are already removed.
+  const RUNTIME_URL = 'ptc-prelude.js';
+  let callSite = null;
+  defineProperty(Err, 'prepareStackTrace', { value: (e, frames) => frames[0], configurable: true, writable: true });
+  callSite = G.Object.getPrototypeOf(new Err().stack);
+  delete Err.prepareStackTrace;
+  const siteFile = callSite.getScriptNameOrSourceURL;
+  const siteText = callSite.toString;
+  const programFrames = (frames) => {
+    const kept = [];
+    for (let i = 0; i < frames.length; i++) {
+      if (apply(siteFile, frames[i], []) !== RUNTIME_URL) defineProperty(kept, kept.length, { value: frames[i], writable: true, enumerable: true, configurable: true });
+    }
+    return kept;
+  };
+  const header = (e) => {
+    try { return apply(errToString, e, []); } catch (e2) { return 'Error'; }
+  };
+  let userPrepare;
+  const prepare = function prepareStackTrace(e, frames) {
+    const kept = programFrames(frames);
+    if (typeof userPrepare === 'function') return apply(userPrepare, Err, [e, kept]);
+    let r = header(e);
+    for (let i = 0; i < kept.length; i++) r += '\n    at ' + apply(siteText, kept[i], []);
+    return r;
+  };
+  defineProperty(Err, 'prepareStackTrace', {
+    configurable: false, enumerable: false,
+    get() { return prepare; },
+    set(v) { userPrepare = v; },
+  });
 
   // ---- isolation -------------------------------------------------------------------------
   // Not ECMAScript, nondeterministic, or allocating memory the heap limit does not count.
@@ -290,15 +331,18 @@
         state = 'failed'; failure = errorText(e);
         return;
       }
+      try { opaque(promise); } catch (e) { /* not a promise of ours: nothing to hide */ }
       apply(then, promise, [
         () => { if (state === 'running') state = 'completed'; },
         (e) => { if (state === 'running') { state = 'failed'; failure = errorText(e); } },
       ]);
     },
-    // configure + start + pump in the one eval that also compiles the program (the host's
-    // entry script), so a run costs one eval to start and one to collect.
-    go(cfgJson, fn) {
-      controller.configure(cfgJson);
+    // start + pump in the eval that also compiles the program (the host's entry script). The
+    // configuration, which holds the history, comes in an eval of its own before it: the entry
+    // script's text before the program is then the same for every run, so the program's own
+    // line and column positions never depend on its history.
+    go(fn) {
+      if (!configured) throw new Err('not configured');
       controller.start(fn);
       controller.pump();
     },

@@ -80,14 +80,16 @@ class Context:
     def control(self, call: str, deadline: float) -> Any:
         return self.eval(f'__ptc("{self._token}").{call}', deadline)
 
-    def prefix(self, cfg_json: str) -> str:
-        """What precedes the program on line 1 of its script: configure, start and pump in one eval."""
-        return f'__ptc("{self._token}").go({json.dumps(cfg_json)}, async () => {{'
+    def prefix(self) -> str:
+        """What precedes the program on line 1 of its script: start and pump. It is the same text
+        for every run of every program (the token has a fixed length), so the program's own
+        positions never depend on its history; the configuration comes in an eval before it."""
+        return f'__ptc("{self._token}").go(async () => {{'
 
-    def entry(self, cfg_json: str, code: str) -> str:
+    def entry(self, code: str) -> str:
         """The script that starts a program. Its text begins on line 1, so V8's line numbers are the
-        program's (columns on line 1 are shifted by the prefix's length)."""
-        return f"{self.prefix(cfg_json)}{code}\n}})\n//# sourceURL={PROGRAM_URL}"
+        program's (columns on line 1 are shifted by the prefix's constant length)."""
+        return f"{self.prefix()}{code}\n}})\n//# sourceURL={PROGRAM_URL}"
 
     def memory_exceeded(self) -> bool:
         return bool(self._mr.was_hard_memory_limit_reached())
@@ -150,10 +152,11 @@ class Execution:
         }
 
         cfg_json = json.dumps(cfg)
-        self._prefix = len(self.context.prefix(cfg_json))
+        self._prefix = len(self.context.prefix())
 
         def body() -> Outcome:
-            self.context.eval(self.context.entry(cfg_json, program.code), deadline)
+            self.context.control(f"configure({json.dumps(cfg_json)})", deadline)
+            self.context.eval(self.context.entry(program.code), deadline)
             return self._drive(deadline)
 
         return self._timed(body)
