@@ -12,7 +12,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound
+from ptc_emulator.emulator.request import check_json
 from ptc_emulator.emulator.scenario import ScenarioError, load_scenario
 
 from .routes import SCOPE_HEADER
@@ -52,9 +54,15 @@ async def add_scenario(request: Request) -> JSONResponse:
 
     The caller's scope applies; a scenario without a name gets one."""
     try:
-        data = await request.json()
+        data = jsontext.loads(await request.body())
+    except jsontext.TooDeep as e:
+        raise InvalidRequest(f"Invalid scenario: {e.msg}.", code="invalid_scenario") from e
     except ValueError as e:
         raise InvalidRequest('The body must be a scenario as JSON, or {"yaml": "..."}.') from e
+    try:
+        check_json(data)  # lone surrogates and NaN: refused now, not when a response carries them
+    except ValueError as e:
+        raise InvalidRequest(f"Invalid scenario: {e}.", code="invalid_scenario") from e
     name = f"scenario-{uuid.uuid4().hex[:8]}"
     if isinstance(data, dict) and "yaml" in data and set(data) <= {"yaml", "name"}:
         name = data.get("name") or name

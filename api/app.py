@@ -22,7 +22,7 @@ from ptc_emulator.emulator.signing import Signer, load_secret
 from ptc_emulator.emulator.store import MemoryStore, SqliteStore, Store
 from ptc_emulator.sandbox import Pool, PoolConfig
 
-from . import admin, errors, routes, websocket
+from . import admin, errors, guards, routes, websocket
 from .settings import Settings, bundled_fixtures
 
 __all__ = ["AppState", "create_app"]
@@ -144,6 +144,17 @@ class _Edge:
         if key is not None and not _authorised(headers.get("authorization"), key):
             message = _auth_message(headers.get("authorization"))
             await _reject(scope, receive, send_with_id, 401, message, "invalid_api_key")
+            return
+        refused = guards.refusal(
+            scope["type"],
+            scope.get("method", "GET"),
+            scope.get("path", ""),
+            headers,
+            self.settings.host,
+            self.settings.allowed_hosts,
+        )
+        if refused is not None:
+            await _reject(scope, receive, send_with_id, *refused)
             return
         limit = self.settings.max_body_bytes
         declared = headers.get("content-length")

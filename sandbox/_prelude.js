@@ -32,6 +32,7 @@
   const strSplit = G.String.prototype.split;
   const split = (s, sep) => apply(strSplit, s, [sep]);
   const exec = G.RegExp.prototype.exec;
+  const isWellFormed = G.String.prototype.isWellFormed;
   const RealDate = G.Date;
   const errToString = Err.prototype.toString;
   // An internal promise with an own `constructor` of undefined: `then` on it takes the default
@@ -179,12 +180,30 @@
     out[nOut++] = record;
   };
 
+  // The host parses arguments with a recursive parser and checks them against a JSON Schema:
+  // their nesting is bounded here, before they leave the isolate.
+  const MAX_DEPTH = 64;
+  const charCode = G.String.prototype.charCodeAt;
+  const nesting = (text) => {
+    let level = 0, deepest = 0, inString = false;
+    for (let i = 0; i < text.length; i++) {
+      const c = apply(charCode, text, [i]);
+      if (inString) {
+        if (c === 92) i++;             // backslash: skip the escaped character
+        else if (c === 34) inString = false;
+      } else if (c === 34) inString = true;
+      else if (c === 91 || c === 123) { if (++level > deepest) deepest = level; }
+      else if (c === 93 || c === 125) level--;
+    }
+    return deepest;
+  };
+
   const IMAGE_DATA = /^data:image\/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+={0,2}$/;
   const IMAGE_HTTP = /^https:\/\/[^\s]+$/;
   const imageUrl = (x) => {
     let url = x;
     if (x !== null && typeof x === 'object' && !isArray(x)) url = x.image_url !== undefined ? x.image_url : x.url;
-    if (typeof url === 'string' && (apply(exec, IMAGE_DATA, [url]) !== null || apply(exec, IMAGE_HTTP, [url]) !== null)) {
+    if (typeof url === 'string' && apply(isWellFormed, url, []) && (apply(exec, IMAGE_DATA, [url]) !== null || apply(exec, IMAGE_HTTP, [url]) !== null)) {
       return url;
     }
     throw new TypeErr('image() takes a data:image/(png|jpeg|gif|webp);base64,... URL, an https:// URL, ' +
@@ -212,6 +231,9 @@
       }
       if (typeof argsJson !== 'string' || argsJson[0] !== '{') {
         return rejected(new TypeErr('tools.' + name + '() takes one argument: a JSON-serialisable object'));
+      }
+      if (nesting(argsJson) > MAX_DEPTH) {
+        return rejected(new TypeErr('tools.' + name + '() arguments nest deeper than ' + MAX_DEPTH + ' levels'));
       }
     }
     if (nCalls >= maxCalls) {

@@ -228,7 +228,7 @@ class Execution:
             if raw is not None:
                 try:
                     return self._decode(json.loads(raw))
-                except (KeyError, TypeError, ValueError) as e:
+                except (KeyError, TypeError, ValueError, RecursionError) as e:
                     raise JSEvalException(f"malformed report from the isolate: {e}") from e
             time.sleep(min(nap, max(0.0, deadline - time.monotonic())))
             nap = min(nap * 2, 0.002)
@@ -278,15 +278,25 @@ def run(program: Program, context: Context | None = None) -> Outcome:
 _IMAGE_URL = re.compile(r"data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+={0,2}|https://\S+")
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _well_formed(text: str) -> str:
+    """A JavaScript string may hold lone surrogates, which no UTF-8 text can carry: each becomes
+    U+FFFD, as `String.prototype.toWellFormed` does."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
 def _output(o: dict[str, Any]) -> Output:
     if o.get("type") == "text" and isinstance(o.get("text"), str):
-        return TextOutput(o["text"])
+        return TextOutput(_well_formed(o["text"]))
     if o.get("type") == "image" and isinstance(o.get("url"), str) and _IMAGE_URL.fullmatch(o["url"]):
         return ImageOutput(o["url"])
     raise JSEvalException("invalid output record from the isolate")
 
 
 def _clip(message: str) -> str:
+    message = _well_formed(message)
     return message if len(message) <= _MAX_MESSAGE else message[: _MAX_MESSAGE - 1] + "…"
 
 
