@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from ptc_emulator.emulator import jsontext
+from ptc_emulator.emulator import jsontext, usage
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound
 from ptc_emulator.emulator.request import check_json
 from ptc_emulator.emulator.scenario import ScenarioError, load_scenario
@@ -95,7 +95,9 @@ async def read_journal(request: Request) -> dict[str, Any]:
 
 @router.delete("/journal")
 async def clear_journal(request: Request) -> dict[str, Any]:
-    return {"cleared": request.app.state.emulator.journal.clear(_scope(request))}
+    cleared = request.app.state.emulator.journal.clear(_scope(request))
+    usage.clear_cache()  # the token counts of what the journal held are not needed any more
+    return {"cleared": cleared}
 
 
 @router.post("/reset")
@@ -103,4 +105,6 @@ async def reset(request: Request) -> dict[str, Any]:
     """Forget the scenarios added at run time and the journal (of the caller's scope, or all)."""
     state = request.app.state.emulator
     scope = _scope(request)
-    return {"scenarios_removed": state.scenarios.clear(scope), "journal_cleared": state.journal.clear(scope)}
+    removed, cleared = state.scenarios.clear(scope), state.journal.clear(scope)
+    usage.clear_cache()
+    return {"scenarios_removed": removed, "journal_cleared": cleared}

@@ -91,6 +91,12 @@ class Context:
         program's (columns on line 1 are shifted by the prefix's constant length)."""
         return f"{self.prefix()}{code}\n}})\n//# sourceURL={PROGRAM_URL}"
 
+    def heap_in_use(self) -> int:
+        """Bytes the isolate's heap holds (committed). Only while no program runs: once one may
+        be spinning, any call but a string eval can deadlock (see the module notes)."""
+        stats = self._mr.heap_stats()
+        return int(stats.get("total_heap_size", 0)) + int(stats.get("total_heap_size_executable", 0))
+
     def memory_exceeded(self) -> bool:
         return bool(self._mr.was_hard_memory_limit_reached())
 

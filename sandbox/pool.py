@@ -67,6 +67,9 @@ class PoolConfig:
     live_cache: int = 64
     """Suspended programs each worker keeps live for a resume without replay (0: always replay)."""
     live_idle_s: float = 120.0
+    live_cache_bytes: int = 256 * 2**20
+    """Heap bytes (and journal text) the live programs of one worker may hold in all; the
+    oldest are evicted to replay beyond it."""
     """A live program idle this long is closed; its next resume replays."""
     grace_s: float = 3.0
     """Beyond a program's own deadline, how long a worker may stay silent before it is killed."""
@@ -311,6 +314,8 @@ class Pool:
             str(self.config.live_cache),
             "--live-idle",
             str(self.config.live_idle_s),
+            "--live-cache-bytes",
+            str(self.config.live_cache_bytes),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
