@@ -33,6 +33,7 @@
   const split = (s, sep) => apply(strSplit, s, [sep]);
   const exec = G.RegExp.prototype.exec;
   const isWellFormed = G.String.prototype.isWellFormed;
+  const charCode = G.String.prototype.charCodeAt;
   const RealDate = G.Date;
   const errToString = Err.prototype.toString;
   // An internal promise with an own `constructor` of undefined: `then` on it takes the default
@@ -173,9 +174,20 @@
     return new Err(message);
   };
 
+  // The output limit counts UTF-8 bytes, as the response carries them (not UTF-16 units: a
+  // program of CJK text would otherwise get three times the limit through).
+  const utf8Length = (s) => {
+    let n = 0;
+    for (let i = 0; i < s.length; i++) {
+      const c = apply(charCode, s, [i]);
+      n += c < 0x80 ? 1 : c < 0x800 ? 2 : (c >= 0xd800 && c < 0xdc00) ? 2 : (c >= 0xdc00 && c < 0xe000) ? 2 : 3;
+    }
+    return n;
+  };
+
   const emit = (record) => {
     if (abort !== null) throw new Err(abort.message);
-    outBytes += record.length;
+    outBytes += utf8Length(record);
     if (outBytes > maxOut) throw doAbort('limit', 'program output exceeded the limit of ' + maxOut + ' bytes');
     out[nOut++] = record;
   };
@@ -183,7 +195,6 @@
   // The host parses arguments with a recursive parser and checks them against a JSON Schema:
   // their nesting is bounded here, before they leave the isolate.
   const MAX_DEPTH = 64;
-  const charCode = G.String.prototype.charCodeAt;
   const nesting = (text) => {
     let level = 0, deepest = 0, inString = false;
     for (let i = 0; i < text.length; i++) {

@@ -29,7 +29,7 @@ from typing import Any, BinaryIO
 
 from . import _v8
 from ._wire import outcome_to_json, program_from_json
-from .outcome import Outcome, Suspended, ToolResult
+from .outcome import Failed, Outcome, Suspended, ToolResult
 
 
 class Housekeeper:
@@ -170,6 +170,10 @@ class Worker:
             program = program_from_json(request["program"])
             execution = _v8.Execution(program, self.housekeeper.take(program.limits.heap_bytes))
             outcome = execution.start()
+        if isinstance(outcome, Failed) and outcome.kind in ("timeout", "memory"):
+            # Tear the context down before answering: if V8 aborts the process doing it, the
+            # abort is this program's, reported as its crash, never the next program's.
+            execution.close()
         keep = key is not None and self.cache.size > 0 and isinstance(outcome, Suspended) and execution.alive
         self.send({"id": request["id"], "outcome": outcome_to_json(outcome), "cached": keep, "hit": hit is not None})
         if keep:

@@ -76,12 +76,20 @@ class PoolConfig:
     startup_timeout_s: float = 60.0
 
 
+@dataclass(frozen=True, slots=True)
+class _Died:
+    """A run whose worker died under it: a crash, unless a second run shows otherwise."""
+
+    failed: Failed
+
+
 class _Worker:
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
         self.jobs = 0
         self.stderr_tail = bytearray()
         self._drain = asyncio.ensure_future(self._drain_stderr())
+        self.watch: asyncio.Future[int] | None = None
 
     @property
     def pid(self) -> int:
@@ -172,7 +180,15 @@ class Pool:
 
     @property
     def pids(self) -> list[int]:
-        return sorted(w.pid for w in self._workers)
+        """The live workers: one that died leaves this list at once, before it is replaced."""
+        return sorted(w.pid for w in self._workers if w.proc.returncode is None)
+
+    def _exited(self, worker: _Worker) -> None:
+        """A worker's process ended. Idle, it is replaced now, not when a program would find it dead
+        (busy, its run finds the pipe closed and replaces it)."""
+        if worker in self._idle and not self._closed:
+            self._idle.remove(worker)
+            self._replace(worker, kill=False)
 
     async def start(self) -> None:
         workers = await asyncio.gather(*(self._spawn() for _ in range(self.config.size)))
@@ -192,7 +208,20 @@ class Pool:
     async def run(self, program: Program) -> Outcome:
         """Run or replay `program` in a worker. Cancelling the caller kills and replaces that worker.
 
-        The worker that holds the program live gets it when it is free; any other replays it."""
+        The worker that holds the program live gets it when it is free; any other replays it.
+        A worker that dies under a program may have been dying already (V8 tearing down an
+        earlier program's context): the program runs once more on a fresh worker, and only a
+        second death is blamed on it. Replay makes the second run decide exactly as the first."""
+        outcome = await self._run_once(program)
+        if isinstance(outcome, _Died):
+            log.warning("a sandbox worker died under a program; running it once more on a fresh worker")
+            outcome = await self._run_once(program)
+        if isinstance(outcome, _Died):
+            self.crashes += 1
+            return outcome.failed
+        return outcome
+
+    async def _run_once(self, program: Program) -> Outcome | _Died:
         key = program_key(program) if self.config.live_cache > 0 else None
         worker = await self._acquire(self._holders.get(key) if key else None)
         request_id = next(self._ids)
@@ -202,13 +231,15 @@ class Pool:
             deadline = program.limits.timeout_s + self.config.grace_s
             message = await asyncio.wait_for(worker.read_message(), deadline)
         except (EOFError, ConnectionError):
-            return await self._crashed(worker, exiting=True)
+            return _Died(await self._crashed(worker, exiting=True))
         except (TimeoutError, json.JSONDecodeError):
+            self.crashes += 1
             return await self._crashed(worker)
         except BaseException:  # cancelled mid-run: the worker's state is unknown
             self._replace(worker, kill=True)
             raise
         if message.get("id") != request_id:
+            self.crashes += 1
             return await self._crashed(worker)
         worker.jobs += 1
         if key is not None:
@@ -249,7 +280,6 @@ class Pool:
             await self._put_idle(worker)
 
     async def _crashed(self, worker: _Worker, *, exiting: bool = False) -> Failed:
-        self.crashes += 1
         if exiting:
             # Its pipe closed because it is exiting: let asyncio's child watcher collect the exit
             # status first. Killing it now would reap it inside Popen.poll(), losing the status
@@ -332,4 +362,7 @@ class Pool:
             await worker.kill()
             raise
         self._workers.add(worker)
+        watch = asyncio.ensure_future(proc.wait())
+        watch.add_done_callback(lambda _: self._exited(worker))
+        worker.watch = watch
         return worker

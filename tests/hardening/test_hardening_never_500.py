@@ -179,3 +179,21 @@ def test_an_odd_retry_count_header_is_not_a_500(http: httpx.Client, value: str) 
     )
     assert reply.status_code == 200, reply.text[:300]
     Response.model_validate(reply.json())
+
+
+# ---- the output limit -----------------------------------------------------------------------------
+
+
+def test_the_output_limit_counts_utf8_bytes(make_server: Any) -> None:
+    from ptc_emulator.sandbox import Limits
+
+    server = make_server(limits=Limits(max_output_bytes=3000))
+    with httpx.Client(base_url=server.base_url, timeout=60) as client:
+        # 1,500 CJK characters: 1,500 UTF-16 units but 4,500 UTF-8 bytes.
+        response = run(client, "try { text('\u4e2d'.repeat(1500)); } catch (e) { }\ntext('after');")
+        [program] = program_outputs(response)
+        assert program.status == "incomplete", program
+        assert "3000 bytes" in json.dumps(response.model_dump())
+        # ASCII of the same length fits.
+        response = run(client, "text('a'.repeat(1500));")
+        assert program_outputs(response)[0].status == "completed"
