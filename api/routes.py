@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse, Response
 from ptc_emulator.emulator.engine import Engine, Prepared
 from ptc_emulator.emulator.request import CountTokensRequest, CreateRequest
 
+from .disconnect import unless_disconnected
 from .journaling import Recorder
 
 __all__ = [
@@ -76,7 +77,7 @@ async def create_response(body: CreateRequest, request: Request) -> Response:
         return await stream_create(request, engine, body, scope)
     with recorder(request, body, scope) as rec:
         rec.prepared = engine.prepare(body, scope=scope)
-        rec.response = await engine.run(rec.prepared)
+        rec.response = await unless_disconnected(request, engine.run(rec.prepared))
         return JSONResponse(rec.response, headers=contract_headers(rec.prepared))
 
 
