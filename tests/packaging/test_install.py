@@ -3,8 +3,10 @@
 The wheel must add one import name (`ptc_emulator`), and a user project whose own `api/`,
 `emulator/`, `sandbox/` and `fixtures/` packages sit in a flat or an editable `src/` layout must
 still import its own code, under `pytest` and under `python -m pytest`, while the `ptc_emulator`
-fixture answers the bundled seed scenario. This builds real virtual environments with pip, so it
-is marked `slow`.
+fixture answers the bundled seed scenario. This builds the wheel and real virtual environments
+with pip, so it is marked `slow`. The wheel is installed without its dependencies, which the
+new environment finds through a path file naming this environment's site-packages: installing
+them again from the package index would only test pip, and take minutes.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
 import textwrap
 import zipfile
 from collections.abc import Iterator
@@ -21,7 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 USER_PACKAGES = {
     "api": "NAME = 'the project api'\n",
@@ -84,7 +87,7 @@ def _run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> sub
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, ROOT, cwd=out)
+    _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", out, ROOT, cwd=out)
     (built,) = out.glob("ptc_emulator-*.whl")
     return built
 
@@ -92,7 +95,17 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _venv(where: Path, wheel: Path) -> Path:
     _run(sys.executable, "-m", "venv", where, cwd=where.parent)
     python = where / "bin" / "python"
-    _run(python, "-m", "pip", "install", "-q", wheel, "pytest>=8.2", cwd=where.parent)
+    site = Path(_run(python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))", cwd=where).stdout.strip())
+    # Appended after the new environment's own site-packages, and not processed as a site
+    # directory, so this checkout's editable install is invisible there: only the wheel is.
+    (site / "borrowed-dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    # The environment's own old setuptools would hide the borrowed one that builds editables.
+    _run(python, "-m", "pip", "uninstall", "-q", "-y", "setuptools", cwd=where.parent)
+    _run(
+        python, "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed", wheel, "pytest>=8.2", cwd=where.parent
+    )
+    found = _run(python, "-c", "import ptc_emulator; print(ptc_emulator.__file__)", cwd=where).stdout
+    assert found.startswith(str(site)), found  # the wheel's copy, not this checkout
     return python
 
 
@@ -153,7 +166,7 @@ def test_an_editable_src_project_with_the_same_package_names(
         textwrap.dedent(
             """
             [build-system]
-            requires = ["setuptools>=69"]
+            requires = ["setuptools>=64"]
             build-backend = "setuptools.build_meta"
 
             [project]
@@ -168,7 +181,7 @@ def test_an_editable_src_project_with_the_same_package_names(
             """
         )
     )
-    _run(python, "-m", "pip", "install", "-q", "-e", project, cwd=project)
+    _run(python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", project, cwd=project)
     for command in ([python, "-m", "pytest"], [python.parent / "pytest"]):
         result = _run(*command, "-q", "-p", "no:cacheprovider", cwd=project, env=_user_env())
         assert "2 passed" in result.stdout
@@ -199,3 +212,5 @@ def test_the_installed_cli_serves_the_quick_start(flat_project: tuple[Path, Path
     finally:
         server.terminate()
         server.wait(30)
+        if server.stderr is not None:
+            server.stderr.close()
