@@ -294,7 +294,11 @@ class Engine:
         """Without storage, reasoning items must come back with the items they preceded."""
         reasoning = {item.id: item for item in conv.items if isinstance(item, ReasoningItem)}
         for item in reasoning.values():
-            if item.encrypted_content is None or self.signer.unseal(REASONING_DOMAIN, item.encrypted_content) is None:
+            # Sealed with its own id: another reasoning item's content does not verify here.
+            sealed = (
+                None if item.encrypted_content is None else self.signer.unseal(REASONING_DOMAIN, item.encrypted_content)
+            )
+            if sealed is None or sealed.get("id") != item.id:
                 raise InvalidRequest(
                     f"The encrypted content for item {item.id} could not be verified.",
                     param="input",
