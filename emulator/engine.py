@@ -106,6 +106,7 @@ class Engine:
             turn, emitted = position(conv, script)
             if conv.open_program is not None:
                 self._check_open_program(conv, request)
+            self._check_finished_programs(conv)
             if request.store is False:
                 self._check_reasoning(conv, script)
             strict = self.strict_contract
@@ -289,6 +290,19 @@ class Engine:
                     "replay the program's function calls unmodified and in order.",
                     param="input",
                 )
+
+    def _check_finished_programs(self, conv: Conversation) -> None:
+        """A finished program's calls are the ones it made: one attached to it afterwards is refused."""
+        for call_id in conv.programs:
+            if call_id not in conv.program_outputs:
+                continue
+            for index, call in enumerate(conv.program_calls(call_id)):
+                if call.call_id != self.signer.program_call_id(call_id, index):
+                    raise InvalidRequest(
+                        f"Function call {call.call_id} was not issued by program {call_id}, which has finished: "
+                        "replay the program's function calls unmodified and in order.",
+                        param="input",
+                    )
 
     def _check_reasoning(self, conv: Conversation, script: Script) -> None:
         """Without storage, reasoning items must come back with the items they preceded."""
