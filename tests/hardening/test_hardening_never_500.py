@@ -175,7 +175,7 @@ def test_an_odd_retry_count_header_is_not_a_500(http: httpx.Client, value: str) 
     reply = http.post(
         "/responses",
         content=json.dumps(body),
-        headers={**JSON, "x-stainless-retry-count": value.encode("utf-8").decode("latin-1")},
+        headers=[("content-type", "application/json"), ("x-stainless-retry-count", value.encode("utf-8"))],
     )
     assert reply.status_code == 200, reply.text[:300]
     Response.model_validate(reply.json())

@@ -149,6 +149,7 @@ def _settings() -> settings:
     return settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 
 
+@pytest.mark.timeout(max(900, 3 * EXAMPLES))  # one test, hundreds of programs: not the suite's per-test limit
 @_settings()
 @given(code=programs())
 def test_live_resume_equals_replay_for_generated_programs(driver: Driver, code: str) -> None:
