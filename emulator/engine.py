@@ -30,9 +30,10 @@ from .player import REASONING_DOMAIN, Player, Prepared, Runner, Trace
 from .request import CountTokensRequest, CreateRequest, FunctionToolChoice, ProgrammaticToolChoice
 from .response import echo_tools, response_body
 from .scenario import NearMiss, Request, ScenarioRegistry
-from .script import Script, inline_code, position, turn_items
+from .script import Script, inline_code, inline_search, position, turn_items
 from .signing import Signer
 from .store import Store, StoredResponse
+from .toolset import Toolset, call_name
 from .usage import usage
 
 __all__ = ["Engine", "Prepared", "Runner", "Trace"]
@@ -100,19 +101,20 @@ class Engine:
             conv = Conversation(items, len(history), anchor=-1)
             return self._prepared(request, conv, None, Trace("generate=false"), scope=scope, local=local)
         conv = analyse(items, len(history), self.signer)
-        script = self._script(conv, request, scope)
+        toolset = Toolset.of(request, conv.items, conv.new_from)
+        script = self._script(conv, request, toolset, scope)
         trace = Trace(script.name)
         try:
             turn, emitted = position(conv, script)
             if conv.open_program is not None:
-                self._check_open_program(conv, request)
+                self._check_open_program(conv, toolset)
             self._check_finished_programs(conv)
             if request.store is False:
                 self._check_reasoning(conv, script)
             strict = self.strict_contract
             if script.scenario is not None and script.scenario.strict_contract is not None:
                 strict = script.scenario.strict_contract
-            trace.contract.extend(_check_outputs(conv, request))
+            trace.contract.extend(_check_outputs(conv, toolset))
             if strict and trace.contract:
                 raise InvalidRequest(trace.contract[0].describe(), param="input", code="contract_violation")
             fault = script.turns[turn].fault if conv.open_program is None and turn < len(script.turns) else None
@@ -129,6 +131,7 @@ class Engine:
             if isinstance(item.caller, ProgramCaller)
         )
         prepared = self._prepared(request, conv, script, trace, scope=scope, local=local)
+        prepared.toolset = toolset
         prepared.turn, prepared.emitted, prepared.fault, prepared.strict_contract = turn, emitted, fault, strict
         return prepared
 
@@ -273,14 +276,14 @@ class Engine:
 
     # ---- checks ---------------------------------------------------------------------------------
 
-    def _check_open_program(self, conv: Conversation, request: CreateRequest) -> None:
+    def _check_open_program(self, conv: Conversation, toolset: Toolset) -> None:
         program = conv.open_program
         assert program is not None
         seal = conv.seals[program.call_id]
-        if tuple(sorted(request.programmatic_tools)) != seal.tools:
+        if toolset.programmatic != seal.tools:
             raise InvalidRequest(
                 f"The tools a program may call changed while program {program.call_id} was running: it started "
-                f"with {list(seal.tools)}, this request allows {sorted(request.programmatic_tools)}.",
+                f"with {list(seal.tools)}, this request allows {list(toolset.programmatic)}.",
                 param="tools",
             )
         for index, call in enumerate(conv.program_calls(program.call_id)):
@@ -319,7 +322,7 @@ class Engine:
                     code="invalid_encrypted_content",
                 )
         for first, turn in turn_items(conv, script):
-            required = self.signer.reasoning_id(first.call_id)
+            required = self.signer.reasoning_id(first.call_id or "")
             if turn.reasoning is not None and required not in reasoning:
                 raise InvalidRequest(
                     f"Item '{first.id or first.call_id}' of type '{first.type}' was provided without its required "
@@ -329,24 +332,25 @@ class Engine:
 
     # ---- the scripted model ---------------------------------------------------------------------
 
-    def _script(self, conv: Conversation, request: CreateRequest, scope: str | None) -> Script:
+    def _script(self, conv: Conversation, request: CreateRequest, toolset: Toolset, scope: str | None) -> Script:
         text = conv.anchor_text
         found = self.scenarios.match(
             Request(
                 text=text,
-                tools=frozenset(t.name for t in request.function_tools),
+                tools=frozenset(toolset.declared),
                 ptc=request.ptc_enabled,
                 model=request.model or "",
                 metadata=request.metadata or {},
                 scope=scope,
+                deferred=frozenset(n for n in toolset.declared if toolset.not_loaded(n)),
             )
         )
         if not isinstance(found, list):
             scenario, captures = found
             return Script(scenario.name, list(scenario.turns), {"input": text, **captures}, scenario)
-        code = inline_code(text)
-        if code is not None:
-            return Script.inline(code)
+        code, search = inline_code(text), inline_search(text)
+        if code is not None or search is not None:
+            return Script.inline(code, search)
         raise _no_match(text, found)
 
     def _input_items(self, prepared: Prepared) -> list[dict[str, Any]]:
@@ -413,13 +417,12 @@ def _check_request(request: CreateRequest) -> None:
         )
 
 
-def _check_outputs(conv: Conversation, request: CreateRequest) -> list[Violation]:
+def _check_outputs(conv: Conversation, toolset: Toolset) -> list[Violation]:
     """The newly answered tool outputs against their tools' output_schema."""
-    tools = {t.name: t for t in request.function_tools}
     found = []
     for item in conv.latest_outputs():
         if item.call_id in conv.calls:
-            tool = tools.get(conv.calls[item.call_id].name)
+            tool = toolset.function(call_name(conv.calls[item.call_id]))
             violation = check_output(tool, item.call_id, item.output_text()) if tool else None
             if violation is not None:
                 found.append(violation)

@@ -32,6 +32,8 @@ __all__ = [
     "ReasoningItem",
     "Refusal",
     "SummaryText",
+    "ToolSearchCallItem",
+    "ToolSearchOutputItem",
     "WireModel",
     "dump",
 ]
@@ -218,6 +220,32 @@ class ReasoningItem(WireModel):
     status: Literal["in_progress", "completed", "incomplete"] | None = None
 
 
+class ToolSearchCallItem(WireModel):
+    """The model's search for deferred tools (`execution: "server"`: the server ran it; `"client"`:
+    the client answers with a `tool_search_output` carrying the same `call_id`)."""
+
+    type: Literal["tool_search_call"] = "tool_search_call"
+    arguments: OpenJSON
+    id: str | None = None
+    call_id: str | None = None
+    execution: Literal["server", "client"] | None = None
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+    created_by: str | None = None
+
+
+class ToolSearchOutputItem(WireModel):
+    """The tools a search loaded. `tools` uses the request's Tool union; it is checked against it
+    where the conversation is read (`toolset.py`), as this module knows no tool types."""
+
+    type: Literal["tool_search_output"] = "tool_search_output"
+    tools: list[OpenJSON]
+    id: str | None = None
+    call_id: str | None = None
+    execution: Literal["server", "client"] | None = None
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+    created_by: str | None = None
+
+
 class ItemReference(WireModel):
     type: Literal["item_reference"] | None = "item_reference"
     id: str
@@ -243,9 +271,20 @@ InputItem: TypeAlias = Annotated[
     | Annotated[ProgramItem, Tag("program")]
     | Annotated[ProgramOutputItem, Tag("program_output")]
     | Annotated[ReasoningItem, Tag("reasoning")]
+    | Annotated[ToolSearchCallItem, Tag("tool_search_call")]
+    | Annotated[ToolSearchOutputItem, Tag("tool_search_output")]
     | Annotated[ItemReference, Tag("item_reference")],
     Discriminator(_item_tag),
 ]
 """The input items the emulator understands; any other `type` is refused with a 400."""
 
-Item: TypeAlias = Message | FunctionCall | FunctionCallOutput | ProgramItem | ProgramOutputItem | ReasoningItem
+Item: TypeAlias = (
+    Message
+    | FunctionCall
+    | FunctionCallOutput
+    | ProgramItem
+    | ProgramOutputItem
+    | ReasoningItem
+    | ToolSearchCallItem
+    | ToolSearchOutputItem
+)

@@ -41,6 +41,8 @@ from .items import (
     ReasoningItem,
     Refusal,
     SummaryText,
+    ToolSearchCallItem,
+    ToolSearchOutputItem,
     dump,
 )
 from .request import CreateRequest, FunctionTool
@@ -48,6 +50,7 @@ from .scenario import Fault, Turn
 from .script import Script
 from .signing import ProgramSeal, Signer, code_digest
 from .store import Store
+from .toolset import NOT_LOADED, Toolset, call_name, loaded_names, split
 
 __all__ = ["REASONING_DOMAIN", "Player", "Prepared", "Runner", "Trace"]
 
@@ -104,6 +107,14 @@ class Prepared:
     strict_contract: bool = False
     local: Store | None = None
     """A connection's own store, where its `store: false` responses stay while it is open."""
+    toolset: Toolset | None = None
+    """What the model may call as this response starts; a server-executed search adds to it."""
+
+    @property
+    def tools(self) -> Toolset:
+        if self.toolset is None:
+            self.toolset = Toolset.of(self.request, self.conversation.items)
+        return self.toolset
 
     @property
     def store(self) -> bool:
@@ -173,7 +184,7 @@ class Player:
             if not req.ptc_enabled:
                 emit(self._message(NOT_ENABLED))
                 return True
-            program, seal = self._new_program(script.code(index, context), req)
+            program, seal = self._new_program(script.code(index, context), prepared.tools)
             self._reasoning(turn, program.call_id, prepared, emit)
             emit(program)
             prepared.conversation.seals[program.call_id] = seal
@@ -185,11 +196,13 @@ class Player:
             if req.parallel_tool_calls is False:
                 calls = calls[:1]
             for n, spec in enumerate(calls):
-                tool = _direct_tool(script, index, spec.name, req)
+                tool = _direct_tool(script, index, spec.name, prepared.tools)
+                name, namespace = split(spec.name)
                 call = FunctionCall(
                     id=self.ids("fc"),
                     call_id=self.ids("call"),
-                    name=spec.name,
+                    name=name,
+                    namespace=namespace,
                     arguments=script.arguments(index, spec.arguments, context),
                     status="completed",
                 )
@@ -198,6 +211,8 @@ class Player:
                 _check_call(tool, call, prepared)
                 emit(call)
             return True
+        if turn.search is not None:
+            return self._search(prepared, index, context, emit)
         if turn.error is not None:
             e = turn.error
             raise ScriptedError(e.status, e.message, type=e.type, code=e.code, param=e.param, headers=e.headers)
@@ -235,16 +250,46 @@ class Player:
             sealed = self.signer.seal(REASONING_DOMAIN, {"id": rid, "summary": turn.reasoning})
         emit(ReasoningItem(id=rid, summary=[SummaryText(text=turn.reasoning)], encrypted_content=sealed))
 
+    # ---- tool search ----------------------------------------------------------------------------
+
+    def _search(self, prepared: Prepared, index: int, context: dict[str, Any], emit: Callable[[Item], None]) -> bool:
+        """A search turn: the call, then (server execution) its output and the turns after it, or
+        (client execution) the end of the response. True when it ends the response."""
+        script, toolset = prepared.script, prepared.tools
+        assert script is not None
+        turn = script.turns[index]
+        spec = turn.search
+        assert spec is not None
+        query = script.text(index, spec.query, context) if spec.query is not None else None
+        given = json.loads(script.arguments(index, spec.arguments, context)) if spec.arguments is not None else None
+        arguments = toolset.search_arguments(spec, query, given, where=f"Scenario '{script.name}', turn {index + 1}")
+        execution = toolset.execution
+        call_id = self.ids("call")
+        self._reasoning(turn, call_id, prepared, emit)
+        emit(
+            ToolSearchCallItem(
+                id=self.ids("tsc"), call_id=call_id, arguments=arguments, execution=execution, status="completed"
+            )
+        )
+        if execution == "client":
+            return True
+        names = spec.load if spec.load is not None else toolset.search(query or "", spec.limit)
+        tools = toolset.definitions(names)
+        toolset.load(tools, execution="server")
+        output_id = self.ids("tso")
+        emit(ToolSearchOutputItem(id=output_id, call_id=call_id, execution="server", status="completed", tools=tools))
+        return False
+
     # ---- programs -------------------------------------------------------------------------------
 
-    def _new_program(self, code: str, req: CreateRequest) -> tuple[ProgramItem, ProgramSeal]:
+    def _new_program(self, code: str, toolset: Toolset) -> tuple[ProgramItem, ProgramSeal]:
         call_id = self.ids("call")
         seal = ProgramSeal(
             call_id=call_id,
             code_sha256=code_digest(code),
             seed=self.seeds(),
             clock_ms=int(self.clock() * 1000),
-            tools=tuple(sorted(req.programmatic_tools)),
+            tools=toolset.programmatic,
         )
         item = ProgramItem(id=self.ids("prog"), call_id=call_id, code=code, fingerprint=self.signer.fingerprint(seal))
         return item, seal
@@ -260,12 +305,12 @@ class Player:
         """Run or replay the program; emit its new calls or its output. True when it finished.
 
         `forced` is an injected fault's outcome, used instead of running the program."""
-        conv, req, trace = prepared.conversation, prepared.request, prepared.trace
+        conv, trace = prepared.conversation, prepared.trace
         journal = []
         for call in conv.program_calls(item.call_id):
             output = conv.outputs[call.call_id]
             is_error = output.status == "incomplete"
-            journal.append(ToolResult(call.name, call.arguments, output.output_text(), is_error=is_error))
+            journal.append(ToolResult(call_name(call), call.arguments, output.output_text(), is_error=is_error))
         program = Program(
             code=item.code,
             tools=seal.tools,
@@ -285,17 +330,20 @@ class Player:
                 code="program_divergence",
             )
         if isinstance(outcome, Suspended):
-            tools = {t.name: t for t in req.function_tools}
             for pending in outcome.pending:
+                name, namespace = split(pending.name)
                 call = FunctionCall(
                     id=self.signer.program_call_item_id(item.call_id, pending.index),
                     call_id=self.signer.program_call_id(item.call_id, pending.index),
-                    name=pending.name,
+                    name=name,
+                    namespace=namespace,
                     arguments=pending.arguments,
                     caller=ProgramCaller(caller_id=item.call_id),
                     status="completed",
                 )
-                _check_call(tools[pending.name], call, prepared)
+                tool = prepared.tools.function(pending.name)
+                if tool is not None:  # the open program's tools were checked against the request's
+                    _check_call(tool, call, prepared)
                 emit(call)
             return False
         text = "\n".join(o.text for o in outcome.outputs if isinstance(o, TextOutput))
@@ -316,10 +364,15 @@ class Player:
         return True
 
 
-def _direct_tool(script: Script, index: int, name: str, req: CreateRequest) -> FunctionTool:
-    tool = next((t for t in req.function_tools if t.name == name), None)
+def _direct_tool(script: Script, index: int, name: str, toolset: Toolset) -> FunctionTool:
+    tool = toolset.function(name)
     if tool is None or not tool.direct:
-        why = "does not declare it" if tool is None else "allows only programmatic calls to it"
+        if toolset.not_loaded(name):
+            why = f"declares it with defer_loading: true and no tool search has loaded it ({NOT_LOADED})"
+        elif tool is None:
+            why = "does not declare it"
+        else:
+            why = "allows only programmatic calls to it"
         raise InvalidRequest(
             f"Scenario '{script.name}', turn {index + 1}: calls the function '{name}' directly, but the request {why}.",
             param="tools",
@@ -360,7 +413,9 @@ def _template_context(conv: Conversation, produced: list[Item]) -> dict[str, Any
             outputs[calls[item.call_id].name] = output
     result = program["result"] if program else None
     data = _parse(result) if result is not None else None
+    searched = [i for i in items if isinstance(i, ToolSearchOutputItem)]
     return {
+        "loaded": loaded_names(searched[-1].tools) if searched else [],
         "result": result,
         "data": data if isinstance(data, dict | list) else None,
         "program": program,

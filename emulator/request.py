@@ -17,11 +17,13 @@ __all__ = [
     "CreateRequest",
     "FunctionTool",
     "FunctionToolChoice",
+    "NamespaceTool",
     "OtherTool",
     "ProgrammaticToolCalling",
     "ProgrammaticToolChoice",
     "Tool",
     "ToolChoice",
+    "ToolSearchTool",
     "check_depth",
     "check_json",
 ]
@@ -63,6 +65,37 @@ class FunctionTool(WireModel):
         return self.allowed_callers is None or "direct" in self.allowed_callers
 
 
+class NamespaceCustomTool(OpenModel):
+    """A custom tool inside a namespace: carried, never called by the scripted model."""
+
+    type: Literal["custom"]
+    name: ToolName
+    defer_loading: bool | None = None
+
+
+NamespaceMember: TypeAlias = Annotated[FunctionTool | NamespaceCustomTool, Field(discriminator="type")]
+
+
+class NamespaceTool(WireModel):
+    """Function (and custom) tools grouped under one name: `function_call.namespace` names it and
+    programs call `tools.<namespace>.<function>(...)`. `defer_loading` applies per function."""
+
+    type: Literal["namespace"] = "namespace"
+    name: ToolName
+    description: str
+    tools: list[NamespaceMember] = Field(min_length=1)
+
+
+class ToolSearchTool(WireModel):
+    """Loads deferred tools: searched by the server (`execution: "server"`, the default) or by
+    the client, which answers the `tool_search_call` with a `tool_search_output`."""
+
+    type: Literal["tool_search"] = "tool_search"
+    description: str | None = None
+    execution: Literal["server", "client"] | None = None
+    parameters: OpenJSON | None = None
+
+
 class ProgrammaticToolCalling(WireModel):
     type: Literal["programmatic_tool_calling"] = "programmatic_tool_calling"
 
@@ -75,12 +108,14 @@ class OtherTool(OpenModel):
 
 def _tool_tag(value: Any) -> str:
     tag = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return tag if tag in ("function", "programmatic_tool_calling") else "other"
+    return tag if tag in ("function", "programmatic_tool_calling", "namespace", "tool_search") else "other"
 
 
 Tool: TypeAlias = Annotated[
     Annotated[FunctionTool, Tag("function")]
     | Annotated[ProgrammaticToolCalling, Tag("programmatic_tool_calling")]
+    | Annotated[NamespaceTool, Tag("namespace")]
+    | Annotated[ToolSearchTool, Tag("tool_search")]
     | Annotated[OtherTool, Tag("other")],
     Discriminator(_tool_tag),
 ]
@@ -164,7 +199,8 @@ class Conversational(WireModel):
 
     @property
     def programmatic_tools(self) -> tuple[str, ...]:
-        """What a program may call: function tools that allow programmatic callers, in order."""
+        """Top-level function tools that allow programmatic callers, in order, as declared. What a
+        program may call (namespaces, deferred and loaded tools) is `toolset.Toolset.programmatic`."""
         if not self.ptc_enabled:
             return ()
         return tuple(t.name for t in self.function_tools if t.programmatic)
