@@ -209,12 +209,13 @@ class Pool:
         """Run or replay `program` in a worker. Cancelling the caller kills and replaces that worker.
 
         The worker that holds the program live gets it when it is free; any other replays it.
-        A worker that dies under a program may have been dying already (V8 tearing down an
-        earlier program's context): the program runs once more on a fresh worker, and only a
-        second death is blamed on it. Replay makes the second run decide exactly as the first."""
+        A worker acknowledges each program before it runs it. One that dies before that was
+        dying already (or was killed while idle): the program was never run there, so it runs
+        on a fresh worker, and nobody is blamed. A death after the acknowledgement is the
+        program's crash."""
         outcome = await self._run_once(program)
         if isinstance(outcome, _Died):
-            log.warning("a sandbox worker died under a program; running it once more on a fresh worker")
+            log.warning("a sandbox worker died before it took a program; running it on a fresh worker")
             outcome = await self._run_once(program)
         if isinstance(outcome, _Died):
             self.crashes += 1
@@ -226,12 +227,25 @@ class Pool:
         worker = await self._acquire(self._holders.get(key) if key else None)
         request_id = next(self._ids)
         self.runs += 1
+        deadline = program.limits.timeout_s + self.config.grace_s
         try:
             await worker.send({"id": request_id, "program": program_to_json(program), "key": key})
-            deadline = program.limits.timeout_s + self.config.grace_s
-            message = await asyncio.wait_for(worker.read_message(), deadline)
+            ack = await asyncio.wait_for(worker.read_message(), deadline)
         except (EOFError, ConnectionError):
             return _Died(await self._crashed(worker, exiting=True))
+        except (TimeoutError, json.JSONDecodeError):  # silent or garbled before the program started
+            return _Died(await self._crashed(worker))
+        except BaseException:  # cancelled before the program started
+            self._replace(worker, kill=True)
+            raise
+        if ack.get("id") != request_id or not ack.get("started"):
+            self.crashes += 1
+            return await self._crashed(worker)
+        try:
+            message = await asyncio.wait_for(worker.read_message(), deadline)
+        except (EOFError, ConnectionError):
+            self.crashes += 1
+            return await self._crashed(worker, exiting=True)
         except (TimeoutError, json.JSONDecodeError):
             self.crashes += 1
             return await self._crashed(worker)
