@@ -23,7 +23,7 @@ from ptc_emulator.emulator.signing import Signer, load_secret
 from ptc_emulator.emulator.store import MemoryStore, SqliteStore, Store
 from ptc_emulator.sandbox import Pool, PoolConfig
 
-from . import admin, errors, guards, routes, websocket
+from . import admin, errors, guards, inspector, routes, websocket
 from .settings import Settings, bundled_fixtures
 
 __all__ = ["AppState", "create_app"]
@@ -46,11 +46,17 @@ class AppState:
     journal: Journal = field(default_factory=Journal)
     engine: Engine | None = None
     pool: Pool | None = None
+    upstream: Any = None
+    """The recording proxy (`upstream.UpstreamProxy`), when recording."""
 
 
 def _load_scenarios(settings: Settings) -> ScenarioRegistry:
     registry = ScenarioRegistry()
-    directories = ([bundled_fixtures()] if settings.bundled_fixtures else []) + list(settings.fixtures)
+    # A recording server leaves the bundled demo scenarios out: they would answer in the real model's place.
+    bundled = settings.bundled_fixtures and not settings.recording
+    directories = ([bundled_fixtures()] if bundled else []) + list(settings.fixtures)
+    if settings.record_dir is not None and settings.record_dir.is_dir():
+        directories.append(settings.record_dir)  # the recordings replay
     for directory in directories:
         if not directory.is_dir():  # a missing directory is a mistake to report, never an empty registry
             raise ScenarioError(f"scenario directory {str(directory)!r} does not exist")
@@ -103,6 +109,8 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             yield
         finally:
             await state.engine.aclose()
+            if state.upstream is not None:
+                await state.upstream.aclose()
             if pool is not None:
                 await pool.close()
             state.store.close()
@@ -117,9 +125,20 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     errors.install(app)
     app.include_router(routes.router)
     app.include_router(admin.router)
+    app.include_router(inspector.router)
     app.include_router(websocket.router)
+    if settings.recording:
+        _record(app, state)
     app.add_middleware(_Edge, settings=settings)
     return app
+
+
+def _record(app: FastAPI, state: AppState) -> None:
+    """Put the recording proxy in front of the routes (see `upstream`)."""
+    from .upstream import ProxyMiddleware, UpstreamProxy
+
+    state.upstream = UpstreamProxy(state.settings, state.scenarios)
+    app.add_middleware(ProxyMiddleware, proxy=state.upstream)
 
 
 class _Edge:
@@ -136,13 +155,17 @@ class _Edge:
         request_id = "req_" + secrets.token_hex(16)
 
         async def send_with_id(message: Message) -> None:
-            if message.get("type") == "http.response.start":
+            if message.get("type") == "http.response.start" and not any(
+                k.lower() == b"x-request-id" for k, _ in message.get("headers", [])
+            ):  # a proxied upstream answer keeps its own
                 message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode("ascii"))]
             await send(message)
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         key = self.settings.api_key
-        if key is not None and not _authorised(headers.get("authorization"), key):
+        # The inspector's page holds no data (its data comes from the admin API, with the key).
+        page = scope["type"] == "http" and scope.get("method") in ("GET", "HEAD") and _is_ui(scope.get("path", ""))
+        if key is not None and not page and not _authorised(headers.get("authorization"), key):
             message = _auth_message(headers.get("authorization"))
             await _reject(scope, receive, send_with_id, Unauthorized(message, code="invalid_api_key"))
             return
@@ -176,6 +199,10 @@ class _Edge:
             return message
 
         await self.app(scope, limited_receive if scope["type"] == "http" else receive, send_with_id)
+
+
+def _is_ui(path: str) -> bool:
+    return path == "/_emulator/ui" or path.startswith("/_emulator/ui/")
 
 
 def _authorised(header: str | None, key: str) -> bool:

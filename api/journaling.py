@@ -94,4 +94,5 @@ class Recorder:
             figures.model_turns = trace.model_turns
             figures.programs_run = trace.programs_run
             figures.kept_out_bytes = trace.kept_out_bytes
+        self.entry.figures.latency_ms = round((time.time() - self.entry.at) * 1000, 3)
         self.journal.record(self.entry)
