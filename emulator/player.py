@@ -24,6 +24,7 @@ from ptc_emulator.sandbox import (
     ToolResult,
 )
 
+from . import jsontext
 from .contract import Violation, check_arguments
 from .conversation import Conversation
 from .errors import InvalidRequest, ScriptedError
@@ -393,7 +394,7 @@ def _check_call(tool: FunctionTool, call: FunctionCall, prepared: Prepared) -> N
 
 def _parse(text: str) -> Any:
     try:
-        return json.loads(text)
+        return jsontext.loads(text)
     except (json.JSONDecodeError, TypeError):
         return text
 

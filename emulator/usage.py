@@ -58,7 +58,10 @@ from .items import (
 __all__ = [
     "CACHE_BLOCK",
     "CACHE_MINIMUM",
+    "MAX_CACHED_CHARS",
     "PromptCache",
+    "cached_chars",
+    "clear_cache",
     "count",
     "definitions_text",
     "encoding",
@@ -95,10 +98,46 @@ def encoding() -> tiktoken.Encoding:
         return tiktoken.Encoding(**openai_public.o200k_base())
 
 
-@functools.lru_cache(maxsize=16384)
+MAX_CACHED_CHARS = 16 * 2**20
+"""The token cache holds texts of this many characters in all (the oldest leave first)."""
+_MAX_CACHED_TEXT = 2**20
+"""A longer text is counted every time, never cached."""
+_cache: OrderedDict[str, int] = OrderedDict()
+_cached_chars = 0
+_cache_lock = threading.Lock()
+
+
 def count(text: str) -> int:
     """Tokens in `text`. Cached: a replayed conversation sends the same texts again and again."""
-    return len(encoding().encode(text, disallowed_special=())) if text else 0
+    global _cached_chars
+    if not text:
+        return 0
+    with _cache_lock:
+        hit = _cache.get(text)
+        if hit is not None:
+            _cache.move_to_end(text)
+            return hit
+    tokens = len(encoding().encode(text, disallowed_special=()))
+    if len(text) <= _MAX_CACHED_TEXT:
+        with _cache_lock:
+            if text not in _cache:
+                _cache[text] = tokens
+                _cached_chars += len(text)
+                while _cached_chars > MAX_CACHED_CHARS:
+                    _cached_chars -= len(_cache.popitem(last=False)[0])
+    return tokens
+
+
+def cached_chars() -> int:
+    return _cached_chars
+
+
+def clear_cache() -> None:
+    """Forget every cached count (reset and clearing the journal call this)."""
+    global _cached_chars
+    with _cache_lock:
+        _cache.clear()
+        _cached_chars = 0
 
 
 def model_text(item: Item) -> Iterable[str]:
