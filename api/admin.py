@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from ptc_emulator.emulator import jsontext, usage
+from ptc_emulator.emulator import evaluation, jsontext, usage
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound
 from ptc_emulator.emulator.request import check_json
 from ptc_emulator.emulator.scenario import ScenarioError, load_scenario
@@ -91,6 +91,22 @@ async def delete_scenario(name: str, request: Request) -> dict[str, Any]:
 async def read_journal(request: Request) -> dict[str, Any]:
     entries = request.app.state.emulator.journal.entries(_scope(request))
     return {"object": "list", "data": [e.as_dict() for e in entries]}
+
+
+@router.get("/journal/conversations")
+async def journal_conversations(request: Request) -> dict[str, Any]:
+    """The journal's figures per conversation (one run of a task), oldest first."""
+    entries = [e.as_dict() for e in request.app.state.emulator.journal.entries(_scope(request))]
+    return {"object": "list", "data": evaluation.conversations(entries)}
+
+
+@router.get("/journal/compare")
+async def journal_compare(request: Request, direct: str | None = None, ptc: str | None = None) -> dict[str, Any]:
+    """A direct-calling run and a programmatic run of the same task compared, as the guide's
+    "Evaluate" section asks. `direct` and `ptc` name a conversation or any response in it;
+    left out, the latest run without programs and the latest with."""
+    entries = [e.as_dict() for e in request.app.state.emulator.journal.entries(_scope(request))]
+    return evaluation.compare(entries, direct=direct, ptc=ptc)
 
 
 @router.delete("/journal")

@@ -24,7 +24,7 @@ from ptc_emulator.emulator.signing import Signer, load_secret
 from ptc_emulator.emulator.store import MemoryStore, SqliteStore, Store
 from ptc_emulator.sandbox import Pool, PoolConfig
 
-from . import admin, agents, errors, guards, inspector, routes, websocket
+from . import admin, agents, conversations, errors, guards, inspector, routes, websocket
 from .settings import Settings, bundled_fixtures
 
 __all__ = ["AppState", "create_app"]
@@ -129,6 +129,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     app.state.emulator = state
     errors.install(app)
     app.include_router(routes.router)
+    app.include_router(conversations.router)
     app.include_router(admin.router)
     app.include_router(inspector.router)
     app.include_router(websocket.router)

@@ -6,9 +6,13 @@ import time
 from types import TracebackType
 from typing import Any
 
+from ptc_emulator.emulator import usage
+from ptc_emulator.emulator.conversations import conversation_id
 from ptc_emulator.emulator.engine import Prepared, Trace
 from ptc_emulator.emulator.errors import EmulatorError, NoScenarioMatched
+from ptc_emulator.emulator.items import ProgramCaller
 from ptc_emulator.emulator.journal import Figures, Journal, JournalEntry
+from ptc_emulator.emulator.request import CreateRequest
 
 __all__ = ["Recorder"]
 
@@ -68,15 +72,22 @@ class Recorder:
         self.entry.response_id = response.get("id")
         figures = self.entry.figures
         for item in response.get("output", []):
-            if item.get("type") == "function_call":
+            kind = item.get("type", "")
+            if kind.endswith("_call"):
                 caller = item.get("caller") or {}
-                if caller.get("type") == "program":
-                    figures.program_tool_calls += 1
-                else:
-                    figures.direct_tool_calls += 1
-        usage = response.get("usage") or {}
-        figures.input_tokens = usage.get("input_tokens", 0)
-        figures.output_tokens = usage.get("output_tokens", 0)
+                route = "program" if caller.get("type") == "program" else "direct"
+                counts = figures.calls.setdefault(kind, {"direct": 0, "program": 0})
+                counts[route] += 1
+                if kind == "function_call":
+                    if route == "program":
+                        figures.program_tool_calls += 1
+                    else:
+                        figures.direct_tool_calls += 1
+        counted = response.get("usage") or {}
+        figures.input_tokens = counted.get("input_tokens", 0)
+        figures.cached_tokens = (counted.get("input_tokens_details") or {}).get("cached_tokens", 0)
+        figures.output_tokens = counted.get("output_tokens", 0)
+        figures.total_tokens = counted.get("total_tokens", 0)
         self._record()
 
     def _record(self) -> None:
@@ -95,4 +106,38 @@ class Recorder:
             figures.programs_run = trace.programs_run
             figures.kept_out_bytes = trace.kept_out_bytes
         self.entry.figures.latency_ms = round((time.time() - self.entry.at) * 1000, 3)
+        self._account()
         self.journal.record(self.entry)
+
+    def _account(self) -> None:
+        """The tokens kept out of the model's context, and the run this request belongs to (a request
+        refused before it was prepared still belongs to the run it continues)."""
+        names: list[str] = []
+        request = self.entry.request
+        prepared = self.prepared
+        if prepared is not None:
+            conv = prepared.conversation
+            kept = [item for item in conv.latest_outputs() if isinstance(item.caller, ProgramCaller)]
+            self.entry.figures.kept_out_tokens = sum(usage.count(item.output_text()) for item in kept)
+            request = prepared.request
+            new_items: list[Any] = conv.items[conv.new_from :]
+        else:
+            new_items = list(getattr(request, "input", None) or []) if not isinstance(request, str) else []
+        if not isinstance(request, CreateRequest):
+            return
+        for item in new_items:
+            names.extend(n for n in (getattr(item, "id", None), getattr(item, "call_id", None)) if isinstance(n, str))
+        try:
+            thread = conversation_id(request.conversation)
+        except EmulatorError:
+            thread = None
+        output = (self.entry.response or {}).get("output") if self.entry.status < 400 else None
+        made = [n for item in output or [] for n in (item.get("id"), item.get("call_id")) if isinstance(n, str)]
+        self.entry.conversation = self.journal.threads.assign(
+            scope=self.entry.scope,
+            response_id=self.entry.response_id,
+            previous_response_id=request.previous_response_id,
+            conversation=thread,
+            input_ids=names,
+            output_ids=made,
+        )

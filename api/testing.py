@@ -175,6 +175,24 @@ class PTCEmulator:
         reply.raise_for_status()
         return list(reply.json()["data"])
 
+    @property
+    def conversations(self) -> list[dict[str, Any]]:
+        """This test's journal figures per conversation (one run of a task each), oldest first:
+        tokens, turns, calls by kind and route, retries, bytes kept out of context, latency."""
+        reply = self.admin.get("/journal/conversations")
+        reply.raise_for_status()
+        return list(reply.json()["data"])
+
+    def compare(self, direct: str | None = None, ptc: str | None = None) -> dict[str, Any]:
+        """The comparison report of a direct run and a PTC run of the same task (the guide's
+        "Evaluate"). Each is a conversation or response id; left out, the latest run without
+        programs and the latest with. The report's `summary` is the text to read."""
+        params = {k: v for k, v in (("direct", direct), ("ptc", ptc)) if v is not None}
+        reply = self.admin.get("/journal/compare", params=params)
+        if reply.status_code != 200:
+            raise ValueError(reply.json()["error"]["message"])
+        return dict(reply.json())
+
     def clear_journal(self) -> None:
         self.admin.delete("/journal").raise_for_status()
 

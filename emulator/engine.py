@@ -22,9 +22,10 @@ from ptc_emulator.sandbox import Limits
 
 from .contract import Violation, check_output
 from .conversation import Conversation, analyse
+from .conversations import Conversations, conversation_id
 from .errors import EmulatorError, InvalidRequest, NoScenarioMatched
 from .faults import FaultInjector, InjectedHTTPError
-from .history import History, as_response_item, not_found
+from .history import History, as_input, as_response_item, not_found
 from .items import Message, ProgramCaller, ReasoningItem
 from .player import REASONING_DOMAIN, Player, Prepared, Runner, Trace
 from .request import CountTokensRequest, CreateRequest, FunctionToolChoice, ProgrammaticToolChoice
@@ -34,7 +35,7 @@ from .script import Script, inline_code, inline_search, position, turn_items
 from .signing import Signer
 from .store import Store, StoredResponse
 from .toolset import Toolset, call_name
-from .usage import usage
+from .usage import PromptCache, prompt_segments, usage
 
 __all__ = ["Engine", "Prepared", "Runner", "Trace"]
 
@@ -75,6 +76,15 @@ class Engine:
         self.player = Player(runner=runner, signer=signer, limits=self.limits, ids=ids, seeds=seeds, clock=clock)
         self.faults = FaultInjector()
         self._background: dict[str, asyncio.Task[dict[str, Any]]] = {}
+        self.conversations = Conversations(
+            store.conversations,
+            ids=ids,
+            clock=clock,
+            as_item=lambda item: as_response_item(item, ids),
+            resolve=self.history.reference,
+            as_input=as_input,
+        )
+        self.prompt_cache = PromptCache()
 
     # ---- create -------------------------------------------------------------------------------
 
@@ -93,6 +103,9 @@ class Engine:
         _check_request(request)
         previous = request.previous_response_id
         history = self.history.load(previous, local) if previous else []
+        thread = conversation_id(request.conversation)
+        if thread is not None:
+            history = self.conversations.history(thread)
         new_items = self.history.input(request)
         if not history and not any(isinstance(i, Message) and i.role == "user" for i in new_items):
             history = self.history.recovered(new_items)
@@ -186,6 +199,9 @@ class Engine:
         if target is not None:
             previous = prepared.request.previous_response_id
             target.put(StoredResponse(response["id"], response, self._input_items(prepared), previous))
+        thread = conversation_id(prepared.request.conversation)
+        if thread is not None:
+            self.conversations.record(thread, self._input_items(prepared), response["output"])
         return response
 
     def response(
@@ -198,6 +214,12 @@ class Engine:
         incomplete: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The Response object for `prepared` with this output and status."""
+        if prepared.cached_tokens is None and status in ("completed", "incomplete", "failed"):
+            request = prepared.request
+            segments = prompt_segments(
+                instructions=request.instructions, tools=echo_tools(request), input_items=prepared.conversation.items
+            )
+            prepared.cached_tokens = self.prompt_cache.served(prepared.scope, segments)
         return response_body(
             prepared.request,
             response_id=prepared.response_id,
@@ -209,6 +231,7 @@ class Engine:
             context=prepared.conversation.items,
             error=error,
             incomplete=incomplete,
+            cached_tokens=prepared.cached_tokens or 0,
         )
 
     # ---- the other endpoints --------------------------------------------------------------------
@@ -259,8 +282,11 @@ class Engine:
         }
 
     def count_tokens(self, request: CountTokensRequest) -> dict[str, Any]:
+        _check_conversation(request)
         previous = request.previous_response_id
-        items = [*(self.history.load(previous) if previous else []), *self.history.input(request)]
+        thread = conversation_id(request.conversation)
+        history = self.conversations.history(thread) if thread is not None else []
+        items = [*(self.history.load(previous) if previous else history), *self.history.input(request)]
         counted = usage(
             instructions=request.instructions,
             tools=echo_tools(request),
@@ -385,20 +411,19 @@ class Engine:
         return queued
 
 
-def _check_request(request: CreateRequest) -> None:
-    if request.model is None and request.prompt is None:
-        raise InvalidRequest("Missing required parameter: 'model'.", param="model", code="missing_required_parameter")
+def _check_conversation(request: CreateRequest | CountTokensRequest) -> None:
     if request.conversation is not None:
         if request.previous_response_id is not None:
             raise InvalidRequest(
                 "Parameters 'previous_response_id' and 'conversation' cannot be used together.", param="conversation"
             )
-        raise InvalidRequest(
-            "The 'conversation' parameter is not supported by this emulator: continue with previous_response_id "
-            "or replay the items.",
-            param="conversation",
-            code="unsupported_parameter",
-        )
+        conversation_id(request.conversation)  # a string or {"id": ...}
+
+
+def _check_request(request: CreateRequest) -> None:
+    if request.model is None and request.prompt is None:
+        raise InvalidRequest("Missing required parameter: 'model'.", param="model", code="missing_required_parameter")
+    _check_conversation(request)
     if request.background and request.store is False:
         raise InvalidRequest("Background mode requires store=true.", param="background")
     names: set[str] = set()

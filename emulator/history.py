@@ -119,6 +119,16 @@ class History:
                 return [*prefix, *(as_input(raw) for raw in record.input_items)]
         return []
 
+    def reference(self, item_id: str, param: str) -> Item:
+        """The stored item an `item_reference` names, as an input item."""
+        found = self.store.item(item_id)
+        if found is None:
+            raise InvalidRequest(f"Item with id '{item_id}' not found.", param=param)
+        try:
+            return as_input(found[1])
+        except ValidationError as e:
+            raise InvalidRequest(f"Item '{item_id}' cannot be used as input here.", param=param) from e
+
     def input(self, request: CreateRequest | CountTokensRequest) -> list[Item]:
         """This request's input items, with item references resolved."""
         if request.input is None:

