@@ -14,6 +14,8 @@ from .items import (
     FunctionCall,
     FunctionCallOutput,
     Item,
+    McpApprovalRequest,
+    McpApprovalResponse,
     Message,
     ProgramCaller,
     ProgramItem,
@@ -36,6 +38,9 @@ class Conversation:
     programs: dict[str, ProgramItem] = field(default_factory=dict)
     seals: dict[str, ProgramSeal] = field(default_factory=dict)
     program_outputs: dict[str, ProgramOutputItem] = field(default_factory=dict)
+    approval_requests: dict[str, McpApprovalRequest] = field(default_factory=dict)
+    approval_responses: dict[str, McpApprovalResponse] = field(default_factory=dict)
+    """By `approval_request_id`."""
     open_program: ProgramItem | None = None
     open_index: int = -1
     """Index of the open program's item."""
@@ -98,6 +103,10 @@ def analyse(items: list[Item], new_from: int, signer: Signer) -> Conversation:
             conv.programs[item.call_id] = item
         elif isinstance(item, ProgramOutputItem):
             _add_program_output(conv, item, param, signer)
+        elif isinstance(item, McpApprovalRequest):
+            _add_approval_request(conv, item, param)
+        elif isinstance(item, McpApprovalResponse):
+            _add_approval_response(conv, item, param)
     for call_id in conv.calls:
         if call_id not in conv.outputs:
             raise InvalidRequest(f"No tool output found for function call {call_id}.", param="input")
@@ -113,7 +122,62 @@ def analyse(items: list[Item], new_from: int, signer: Signer) -> Conversation:
     if open_programs:
         conv.open_program = open_programs[-1]
         conv.open_index = next(i for i, item in enumerate(items) if item is conv.open_program)
+        for request in conv.approval_requests.values():
+            caller = request.caller
+            if (
+                isinstance(caller, ProgramCaller)
+                and caller.caller_id == conv.open_program.call_id
+                and request.id not in conv.approval_responses
+            ):
+                raise InvalidRequest(
+                    f"No mcp_approval_response found for approval request {request.id}: program "
+                    f"{caller.caller_id} is paused on it.",
+                    param="input",
+                )
     return conv
+
+
+def _add_approval_request(conv: Conversation, item: McpApprovalRequest, param: str) -> None:
+    if item.id in conv.approval_requests:
+        raise InvalidRequest(
+            f"Duplicate item: an mcp_approval_request with id '{item.id}' appears more than once.", param=param
+        )
+    if isinstance(item.caller, ProgramCaller):
+        if item.caller.caller_id not in conv.programs:
+            raise InvalidRequest(
+                f"Approval request {item.id} has caller program '{item.caller.caller_id}', but no program item with "
+                "that call_id comes before it.",
+                param=param,
+            )
+        if item.caller.caller_id in conv.program_outputs:
+            raise InvalidRequest(
+                f"Approval request {item.id} belongs to program '{item.caller.caller_id}', which already finished.",
+                param=param,
+            )
+    conv.approval_requests[item.id] = item
+
+
+def _add_approval_response(conv: Conversation, item: McpApprovalResponse, param: str) -> None:
+    request = conv.approval_requests.get(item.approval_request_id)
+    if request is None:
+        raise InvalidRequest(
+            f"No approval request found for mcp_approval_response with approval_request_id "
+            f"'{item.approval_request_id}'.",
+            param=f"{param}.approval_request_id",
+        )
+    if item.approval_request_id in conv.approval_responses:
+        raise InvalidRequest(
+            f"Duplicate item: approval request '{item.approval_request_id}' is answered more than once.", param=param
+        )
+    expected = request.caller if isinstance(request.caller, ProgramCaller) else None
+    given = item.caller if isinstance(item.caller, ProgramCaller) else None
+    if given is not None and expected != given:
+        raise InvalidRequest(
+            f"The mcp_approval_response for {item.approval_request_id} must carry the caller of its request "
+            "unchanged, or none.",
+            param=f"{param}.caller",
+        )
+    conv.approval_responses[item.approval_request_id] = item
 
 
 def _add_call(conv: Conversation, call: FunctionCall, param: str) -> None:

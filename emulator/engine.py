@@ -276,19 +276,19 @@ class Engine:
         program = conv.open_program
         assert program is not None
         seal = conv.seals[program.call_id]
-        if tuple(sorted(request.programmatic_tools)) != seal.tools:
+        hosted = self.player.hosted(self._prepared(request, conv, None, Trace(""), scope=None, local=None))
+        labels = {label for label, tool in hosted.mcp_tools.items() if tool.programmatic}
+        started = [t for t in seal.tools if not ("." in t and t.partition(".")[0] in labels)]
+        allowed = sorted({*request.programmatic_tools, *hosted.static_names()})
+        if started != allowed:
             raise InvalidRequest(
                 f"The tools a program may call changed while program {program.call_id} was running: it started "
-                f"with {list(seal.tools)}, this request allows {sorted(request.programmatic_tools)}.",
+                f"with {list(seal.tools)}, this request allows {allowed}.",
                 param="tools",
             )
-        for index, call in enumerate(conv.program_calls(program.call_id)):
-            if call.call_id != self.signer.program_call_id(program.call_id, index):
-                raise InvalidRequest(
-                    f"Function call {call.call_id} was not issued by program {program.call_id} at this position: "
-                    "replay the program's function calls unmodified and in order.",
-                    param="input",
-                )
+        index = -1
+        for call in conv.program_calls(program.call_id):
+            index = self.player.call_position(program.call_id, call.call_id, index + 1)
 
     def _check_reasoning(self, conv: Conversation, script: Script) -> None:
         """Without storage, reasoning items must come back with the items they preceded."""

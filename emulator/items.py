@@ -17,13 +17,20 @@ __all__ = [
     "OpenJSON",
     "check_depth",
     "Caller",
+    "CodeInterpreterCall",
     "ContentPart",
     "DirectCaller",
     "FunctionCall",
     "FunctionCallOutput",
+    "HostedItem",
     "InputItem",
     "Item",
     "ItemReference",
+    "McpApprovalRequest",
+    "McpApprovalResponse",
+    "McpCall",
+    "McpListTools",
+    "McpListedTool",
     "Message",
     "OutputText",
     "ProgramCaller",
@@ -218,6 +225,69 @@ class ReasoningItem(WireModel):
     status: Literal["in_progress", "completed", "incomplete"] | None = None
 
 
+# ---- hosted tool items (MCP, code interpreter): see `hosted.py` -------------------------------
+
+
+class McpListedTool(OpenModel):
+    name: str
+    input_schema: OpenJSON
+    description: str | None = None
+    annotations: OpenJSON | None = None
+
+
+class McpListTools(WireModel):
+    type: Literal["mcp_list_tools"] = "mcp_list_tools"
+    id: str
+    server_label: str
+    tools: list[McpListedTool]
+    error: str | None = None
+    caller: Caller | None = None
+
+
+class McpCall(WireModel):
+    type: Literal["mcp_call"] = "mcp_call"
+    id: str
+    name: str
+    server_label: str
+    arguments: str
+    output: str | None = None
+    error: OpenJSON | None = None
+    """`{type: mcp_protocol_error, code, message} | {type: mcp_tool_execution_error, content} |
+    {type: http_error, code, message}`."""
+    status: Literal["in_progress", "completed", "incomplete", "calling", "failed"] | None = None
+    approval_request_id: str | None = None
+    caller: Caller | None = None
+
+
+class McpApprovalRequest(WireModel):
+    type: Literal["mcp_approval_request"] = "mcp_approval_request"
+    id: str
+    name: str
+    server_label: str
+    arguments: str
+    caller: Caller | None = None
+    """Not in the openai types; the Agents SDK reads and round-trips it (contract §12)."""
+
+
+class McpApprovalResponse(WireModel):
+    type: Literal["mcp_approval_response"] = "mcp_approval_response"
+    approval_request_id: str
+    approve: bool
+    id: str | None = None
+    reason: str | None = None
+    caller: Caller | None = None
+
+
+class CodeInterpreterCall(WireModel):
+    type: Literal["code_interpreter_call"] = "code_interpreter_call"
+    id: str
+    container_id: str
+    status: Literal["in_progress", "completed", "incomplete", "interpreting", "failed"]
+    code: str | None = None
+    outputs: list[OpenJSON] | None = None
+    caller: Caller | None = None
+
+
 class ItemReference(WireModel):
     type: Literal["item_reference"] | None = "item_reference"
     id: str
@@ -243,9 +313,19 @@ InputItem: TypeAlias = Annotated[
     | Annotated[ProgramItem, Tag("program")]
     | Annotated[ProgramOutputItem, Tag("program_output")]
     | Annotated[ReasoningItem, Tag("reasoning")]
+    | Annotated[McpListTools, Tag("mcp_list_tools")]
+    | Annotated[McpCall, Tag("mcp_call")]
+    | Annotated[McpApprovalRequest, Tag("mcp_approval_request")]
+    | Annotated[McpApprovalResponse, Tag("mcp_approval_response")]
+    | Annotated[CodeInterpreterCall, Tag("code_interpreter_call")]
     | Annotated[ItemReference, Tag("item_reference")],
     Discriminator(_item_tag),
 ]
 """The input items the emulator understands; any other `type` is refused with a 400."""
 
-Item: TypeAlias = Message | FunctionCall | FunctionCallOutput | ProgramItem | ProgramOutputItem | ReasoningItem
+HostedItem: TypeAlias = McpListTools | McpCall | McpApprovalRequest | McpApprovalResponse | CodeInterpreterCall
+"""Items of the tools the emulator runs on the server's side (`hosted.py`)."""
+
+Item: TypeAlias = (
+    Message | FunctionCall | FunctionCallOutput | ProgramItem | ProgramOutputItem | ReasoningItem | HostedItem
+)

@@ -28,10 +28,14 @@ from .contract import Violation, check_arguments
 from .conversation import Conversation
 from .errors import InvalidRequest, ScriptedError
 from .faults import forced_failure
+from .hosted import Hosted, HostedScript, Memo, Unscripted
 from .items import (
     FunctionCall,
     FunctionCallOutput,
     Item,
+    McpApprovalRequest,
+    McpListedTool,
+    McpListTools,
     Message,
     OutputText,
     ProgramCaller,
@@ -78,6 +82,8 @@ class Trace:
     fault: str | None = None
     """The fault injected into this response, if any (see `scenario.Fault`)."""
     contract: list[Violation] = field(default_factory=list)
+    hosted_calls: list[dict[str, Any]] = field(default_factory=list)
+    """Calls answered on the server's side (MCP, code interpreter, hosted shell), in order."""
 
 
 @dataclass
@@ -103,6 +109,9 @@ class Prepared:
     strict_contract: bool = False
     local: Store | None = None
     """A connection's own store, where its `store: false` responses stay while it is open."""
+    hosted_script: HostedScript | None = None
+    """Results for the server-side tools, when no scenario gives them (registered for the scope)."""
+    hosted: Hosted | None = None
 
     @property
     def store(self) -> bool:
@@ -126,6 +135,23 @@ class Player:
         self.ids = ids
         self.seeds = seeds
         self.clock = clock
+        self.memo = Memo()
+
+    def hosted(self, prepared: Prepared) -> Hosted:
+        """The server-side tools of this response (made once)."""
+        if prepared.hosted is None:
+            script = prepared.script
+            scripted = script.scenario.hosted if script is not None and script.scenario is not None else None
+            prepared.hosted = Hosted(
+                tools=list(prepared.request.tools or ()),
+                ptc=prepared.request.ptc_enabled,
+                script=scripted or prepared.hosted_script,
+                conversation=prepared.conversation,
+                signer=self.signer,
+                memo=self.memo,
+                calls=prepared.trace.hosted_calls,
+            )
+        return prepared.hosted
 
     async def play(self, prepared: Prepared) -> list[dict[str, Any]]:
         conv, script = prepared.conversation, prepared.script
@@ -138,6 +164,8 @@ class Player:
             produced.append(item)
             out.append(dump(item))
             prepared.trace.route.append(item.type)
+
+        await self._list_mcp_tools(prepared, emit)
 
         index = prepared.turn
         program = conv.open_program
@@ -172,7 +200,7 @@ class Player:
             if not req.ptc_enabled:
                 emit(self._message(NOT_ENABLED))
                 return True
-            program, seal = self._new_program(script.code(index, context), req)
+            program, seal = await self._new_program(script.code(index, context), prepared)
             self._reasoning(turn, program.call_id, prepared, emit)
             emit(program)
             prepared.conversation.seals[program.call_id] = seal
@@ -236,14 +264,34 @@ class Player:
 
     # ---- programs -------------------------------------------------------------------------------
 
-    def _new_program(self, code: str, req: CreateRequest) -> tuple[ProgramItem, ProgramSeal]:
+    async def _list_mcp_tools(self, prepared: Prepared, emit: Callable[[Item], None]) -> None:
+        """An `mcp_list_tools` item per MCP server, once per conversation, as the hosted API does.
+
+        A server whose tools only programs may call is listed inside the runtime instead: the
+        Runner judges an item without a caller as direct (contract §12)."""
+        hosted = self.hosted(prepared)
+        listed = {i.server_label for i in prepared.conversation.items if isinstance(i, McpListTools)}
+        for label, tool in hosted.mcp_tools.items():
+            if label in listed or not tool.direct:
+                continue
+            listing = await hosted.listing(tool)
+            emit(
+                McpListTools(
+                    id=self.ids("mcpl"),
+                    server_label=label,
+                    tools=[McpListedTool.model_validate(entry) for entry in listing.tools],
+                )
+            )
+
+    async def _new_program(self, code: str, prepared: Prepared) -> tuple[ProgramItem, ProgramSeal]:
         call_id = self.ids("call")
+        hosted = await self.hosted(prepared).program_names()
         seal = ProgramSeal(
             call_id=call_id,
             code_sha256=code_digest(code),
             seed=self.seeds(),
             clock_ms=int(self.clock() * 1000),
-            tools=tuple(sorted(req.programmatic_tools)),
+            tools=tuple(sorted({*prepared.request.programmatic_tools, *hosted})),
         )
         item = ProgramItem(id=self.ids("prog"), call_id=call_id, code=code, fingerprint=self.signer.fingerprint(seal))
         return item, seal
@@ -260,32 +308,69 @@ class Player:
 
         `forced` is an injected fault's outcome, used instead of running the program."""
         conv, req, trace = prepared.conversation, prepared.request, prepared.trace
-        journal = []
+        hosted = self.hosted(prepared)
+        answered: dict[int, ToolResult] = {}
+        index = -1
         for call in conv.program_calls(item.call_id):
+            index = self.call_position(item.call_id, call.call_id, index + 1)
             output = conv.outputs[call.call_id]
             is_error = output.status == "incomplete"
-            journal.append(ToolResult(call.name, call.arguments, output.output_text(), is_error=is_error))
-        program = Program(
-            code=item.code,
-            tools=seal.tools,
-            seed=seal.seed,
-            clock_ms=seal.clock_ms,
-            journal=tuple(journal),
-            limits=self.limits,
-        )
-        outcome = forced or await self.runner.run(program)
-        trace.programs_run += 1
-        trace.images.extend(o.url for o in outcome.outputs if isinstance(o, ImageOutput))
-        if isinstance(outcome, Failed) and outcome.kind == "divergence":
-            raise InvalidRequest(
-                f"The function_call items of program {item.call_id} do not match what the program does: a tool "
-                f"name or its arguments were modified ({outcome.message}).",
-                param="input",
-                code="program_divergence",
+            answered[index] = ToolResult(call.name, call.arguments, output.output_text(), is_error=is_error)
+        while True:
+            known = {**hosted.record(item.call_id), **answered}
+            journal = []
+            while len(journal) in known:
+                journal.append(known[len(journal)])
+            program = Program(
+                code=item.code,
+                tools=seal.tools,
+                seed=seal.seed,
+                clock_ms=seal.clock_ms,
+                journal=tuple(journal),
+                limits=self.limits,
             )
-        if isinstance(outcome, Suspended):
-            tools = {t.name: t for t in req.function_tools}
+            outcome = forced or await self.runner.run(program)
+            forced = None
+            trace.programs_run += 1
+            trace.images.extend(o.url for o in outcome.outputs if isinstance(o, ImageOutput))
+            if isinstance(outcome, Failed) and outcome.kind == "divergence":
+                raise InvalidRequest(
+                    f"The function_call items of program {item.call_id} do not match what the program does: a tool "
+                    f"name or its arguments were modified ({outcome.message}).",
+                    param="input",
+                    code="program_divergence",
+                )
+            if not isinstance(outcome, Suspended):
+                break
+            approvals: list[McpApprovalRequest] = []
+            client = []
+            progressed = False
+            stopped: Unscripted | None = None
             for pending in outcome.pending:
+                if not hosted.owns(pending.name):
+                    client.append(pending)
+                elif pending.index not in known:
+                    answer = await hosted.resolve(item.call_id, pending)
+                    if isinstance(answer, ToolResult):
+                        progressed = True
+                    elif isinstance(answer, McpApprovalRequest):
+                        approvals.append(answer)
+                    elif stopped is None:
+                        stopped = answer
+            if stopped is not None:
+                text = "\n".join(o.text for o in outcome.outputs if isinstance(o, TextOutput))
+                result = f"unscripted: {stopped.message}"
+                self._program_output(item, "incomplete", f"{text}\n{result}" if text else result, emit)
+                return True
+            if progressed and not approvals and not client:
+                continue
+            state = hosted.state_item(item.call_id)
+            if state is not None:
+                emit(state)
+            for approval in approvals:
+                emit(approval)
+            tools = {t.name: t for t in req.function_tools}
+            for pending in client:
                 call = FunctionCall(
                     id=self.signer.program_call_item_id(item.call_id, pending.index),
                     call_id=self.signer.program_call_id(item.call_id, pending.index),
@@ -304,6 +389,16 @@ class Player:
         else:
             reason = f"{outcome.kind}: {outcome.message}"
             status, result = "incomplete", f"{text}\n{reason}" if text else reason
+        self._program_output(item, status, result, emit)
+        return True
+
+    def _program_output(
+        self,
+        item: ProgramItem,
+        status: Literal["completed", "incomplete"],
+        result: str,
+        emit: Callable[[Item], None],
+    ) -> None:
         emit(
             ProgramOutputItem(
                 id=self.signer.program_output_id(item.call_id, status, result),
@@ -312,7 +407,18 @@ class Player:
                 status=status,
             )
         )
-        return True
+
+    def call_position(self, program: str, call_id: str, start: int) -> int:
+        """The position in the program's issue order of its client call `call_id` (at `start` or later:
+        calls answered on the server's side take positions too)."""
+        for index in range(start, self.limits.max_tool_calls + 1):
+            if self.signer.program_call_id(program, index) == call_id:
+                return index
+        raise InvalidRequest(
+            f"Function call {call_id} was not issued by program {program} at this position: replay the program's "
+            "function calls unmodified and in order.",
+            param="input",
+        )
 
 
 def _direct_tool(script: Script, index: int, name: str, req: CreateRequest) -> FunctionTool:

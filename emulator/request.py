@@ -7,7 +7,9 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Discriminator, Field, StringConstraints, Tag, field_validator, model_validator
 
+from .hosted import CodeInterpreterTool
 from .items import MAX_DEPTH, InputItem, OpenJSON, OpenModel, WireModel, check_depth
+from .mcp import McpTool
 
 __all__ = [
     "MAX_DEPTH",
@@ -75,12 +77,14 @@ class OtherTool(OpenModel):
 
 def _tool_tag(value: Any) -> str:
     tag = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return tag if tag in ("function", "programmatic_tool_calling") else "other"
+    return tag if tag in ("function", "programmatic_tool_calling", "mcp", "code_interpreter") else "other"
 
 
 Tool: TypeAlias = Annotated[
     Annotated[FunctionTool, Tag("function")]
     | Annotated[ProgrammaticToolCalling, Tag("programmatic_tool_calling")]
+    | Annotated[McpTool, Tag("mcp")]
+    | Annotated[CodeInterpreterTool, Tag("code_interpreter")]
     | Annotated[OtherTool, Tag("other")],
     Discriminator(_tool_tag),
 ]

@@ -32,6 +32,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from .hosted import HostedScript
 from .items import WireModel
 
 __all__ = [
@@ -144,6 +145,8 @@ class Scenario(WireModel):
     """Visible only to requests that carry this scope (header or metadata key); None: to all."""
     strict_contract: bool | None = None
     """Reject (400) tool outputs and program arguments that violate the tools' schemas."""
+    hosted: HostedScript | None = None
+    """Results of the tools that run on OpenAI's side: MCP servers, code interpreter, hosted shell."""
 
     @property
     def needs_ptc(self) -> bool:

@@ -1,0 +1,75 @@
+"""A real MCP server (the official SDK's `MCPServer`) over streamable HTTP on 127.0.0.1, in a thread."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+
+
+@dataclass
+class DocsServer:
+    """`lookup(topic)` and `delete_page(page)`; records every call and the headers it got."""
+
+    url: str = ""
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    authorizations: list[str | None] = field(default_factory=list)
+
+
+def _server(record: DocsServer) -> MCPServer:
+    server = MCPServer("docs")
+
+    @server.tool(description="Look up a topic in the docs")
+    def lookup(topic: str) -> str:
+        record.calls.append(("lookup", {"topic": topic}))
+        return f"The docs say {topic} is fine."
+
+    @server.tool(description="Delete a docs page")
+    def delete_page(page: str) -> str:
+        record.calls.append(("delete_page", {"page": page}))
+        return f"deleted {page}"
+
+    @server.tool(description="Always fails")
+    def broken(reason: str) -> str:
+        record.calls.append(("broken", {"reason": reason}))
+        raise ValueError(reason)
+
+    return server
+
+
+@contextmanager
+def docs_server() -> Iterator[DocsServer]:
+    record = DocsServer()
+    app = _server(record).streamable_http_app()
+
+    async def capture(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope["headers"])
+            auth = headers.get(b"authorization")
+            record.authorizations.append(auth.decode() if auth else None)
+        await app(scope, receive, send)
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(capture, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the MCP server did not start"
+        time.sleep(0.01)
+    record.url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        yield record
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
