@@ -65,9 +65,14 @@ class Recorder:
         self.entry.response_id = response.get("id")
         figures = self.entry.figures
         for item in response.get("output", []):
+            kind = _CALL_KINDS.get(item.get("type", ""))
+            if kind is None:
+                continue
+            caller = item.get("caller") or {}
+            route = "program" if caller.get("type") == "program" else "direct"
+            figures.count_call(kind, route)
             if item.get("type") == "function_call":
-                caller = item.get("caller") or {}
-                if caller.get("type") == "program":
+                if route == "program":
                     figures.program_tool_calls += 1
                 else:
                     figures.direct_tool_calls += 1
@@ -91,4 +96,16 @@ class Recorder:
             figures.model_turns = trace.model_turns
             figures.programs_run = trace.programs_run
             figures.kept_out_bytes = trace.kept_out_bytes
+            self.entry.hosted_calls = list(trace.hosted_calls)
+            for call in trace.hosted_calls:
+                if call["route"] == "program" and call.get("status") != "denied":
+                    figures.count_call(call["kind"], "program")
         self.journal.record(self.entry)
+
+
+_CALL_KINDS = {
+    "function_call": "function",
+    "mcp_call": "mcp",
+    "code_interpreter_call": "code_interpreter",
+}
+"""Output item types that are tool calls, by tool kind."""

@@ -34,6 +34,13 @@ class Figures:
     """Bytes of tool output that went to a program in this request instead of the model's context."""
     input_tokens: int = 0
     output_tokens: int = 0
+    tool_calls: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Tool calls by kind (function, mcp, code_interpreter, shell, ...) and route (direct, program):
+    the calls in the response's output and those answered inside the runtime."""
+
+    def count_call(self, kind: str, route: str) -> None:
+        by_route = self.tool_calls.setdefault(kind, {})
+        by_route[route] = by_route.get(route, 0) + 1
 
 
 @dataclass
@@ -58,6 +65,9 @@ class JournalEntry:
     images: list[str] = field(default_factory=list)
     """URLs a program emitted with image(...): validated, kept here, not sent to the client."""
     fault: str | None = None
+    hosted_calls: list[dict[str, Any]] = field(default_factory=list)
+    """Calls the emulator answered on the server's side (MCP, code interpreter, hosted shell), with
+    their route: a program's stay inside the runtime and appear only here."""
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)

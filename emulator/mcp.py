@@ -107,9 +107,11 @@ class McpTool(WireModel):
             return False
         if policy.never is not None and policy.never.matches(name, read_only):
             return False
-        if policy.always is not None:
-            return policy.always.matches(name, read_only)
-        return policy.never is None  # only `never` given: the tools it does not name need approval
+        if policy.always is not None and policy.always.matches(name, read_only):
+            return True
+        # A tool neither filter names: with only `always` given it runs freely; otherwise the
+        # default (`always`) holds.
+        return not (policy.always is not None and policy.never is None)
 
 
 # ---- offline declarations -----------------------------------------------------------------------

@@ -73,3 +73,68 @@ def docs_server() -> Iterator[DocsServer]:
         server.should_exit = True
         thread.join(30)
         sock.close()
+
+
+def approve_all(approve: bool, reason: str | None = None) -> Any:
+    def decide(request: dict[str, Any]) -> dict[str, Any]:
+        answer: dict[str, Any] = {
+            "type": "mcp_approval_response",
+            "approval_request_id": request["id"],
+            "approve": approve,
+        }
+        if reason is not None:
+            answer["reason"] = reason
+        if request.get("caller"):
+            answer["caller"] = request["caller"]
+        return answer
+
+    return decide
+
+
+def run_to_end(
+    client: Any,
+    tools: list[dict[str, Any]],
+    text: str,
+    *,
+    store: bool | None = None,
+    decide: Any = None,
+    functions: Any = None,
+    limit: int = 8,
+) -> tuple[Any, list[list[dict[str, Any]]]]:
+    """Play a conversation to its final message, answering approvals with `decide(request)` and
+    function calls with `functions(name, args)`. With `store: false` every turn replays all items;
+    otherwise each turn continues with previous_response_id. Returns the last response and every
+    response's output."""
+    import json
+
+    items: list[dict[str, Any]] = [{"role": "user", "content": text}]
+    extra: dict[str, Any] = {} if store is None else {"store": store}
+    response = client.responses.create(model="gpt-test", tools=tools, input=items, **extra)
+    outputs = []
+    for _ in range(limit):
+        output = [item.model_dump(mode="json", exclude_none=True) for item in response.output]
+        outputs.append(output)
+        answers: list[dict[str, Any]] = []
+        for item in output:
+            if item["type"] == "mcp_approval_request":
+                answers.append(decide(item))
+            elif item["type"] == "function_call":
+                result = functions(item["name"], json.loads(item["arguments"]))
+                answers.append(
+                    {
+                        "type": "function_call_output",
+                        "call_id": item["call_id"],
+                        "output": json.dumps(result),
+                        "caller": item.get("caller"),
+                    }
+                )
+        if not answers:
+            return response, outputs
+        if store is False:
+            items = [*items, *output, *answers]
+            response = client.responses.create(model="gpt-test", tools=tools, input=items, **extra)
+        else:
+            response = client.responses.create(
+                model="gpt-test", tools=tools, input=answers, previous_response_id=response.id, **extra
+            )
+    raise AssertionError("the conversation did not end")
