@@ -14,7 +14,16 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from .errors import InvalidRequest, NotFound, PreviousResponseNotFound
-from .items import FunctionCall, FunctionCallOutput, InputItem, Item, ItemReference, Message, dump
+from .items import (
+    FunctionCall,
+    FunctionCallOutput,
+    InputItem,
+    Item,
+    ItemReference,
+    McpApprovalResponse,
+    Message,
+    dump,
+)
 from .request import CountTokensRequest, CreateRequest
 from .store import Store, StoredResponse
 
@@ -52,6 +61,8 @@ def as_response_item(item: Item, ids: Callable[[str], str]) -> dict[str, Any]:
     elif isinstance(item, FunctionCall):
         data.setdefault("id", ids("fc"))
         data.setdefault("status", "completed")
+    elif isinstance(item, McpApprovalResponse):
+        data.setdefault("id", ids("mcpa"))
     return data
 
 

@@ -75,6 +75,10 @@ class CodeInterpreterTool(WireModel):
         return "programmatic" in (self.allowed_callers or ())
 
     @property
+    def direct(self) -> bool:
+        return self.allowed_callers is None or "direct" in self.allowed_callers
+
+    @property
     def container_id(self) -> str:
         return self.container if isinstance(self.container, str) else "cntr_emulator"
 
@@ -366,6 +370,11 @@ class Hosted:
             return ToolResult(pending.name, pending.arguments, result.message(), is_error=True)
         return ToolResult(pending.name, pending.arguments, result.output or "")
 
+    def code_result(self, code: str) -> CodeInterpreterSpec | None:
+        """The scripted result for this code: the first entry whose pattern it matches."""
+        specs = self.script.code_interpreter if self.script is not None else []
+        return next((s for s in specs if s.code is None or re.search(s.code, code)), None)
+
     def _code_interpreter(self, pending: PendingCall, arguments: dict[str, Any]) -> ToolResult | Unscripted:
         code = arguments.get("code")
         if not isinstance(code, str):
@@ -373,7 +382,7 @@ class Hosted:
                 pending.name, pending.arguments, "tools.code_interpreter() takes {code: string}", is_error=True
             )
         specs = self.script.code_interpreter if self.script is not None else []
-        spec = next((s for s in specs if s.code is None or re.search(s.code, code)), None)
+        spec = self.code_result(code)
         if spec is None:
             return Unscripted(
                 "The program called tools.code_interpreter, which runs on OpenAI's side: "

@@ -30,10 +30,12 @@ from .errors import InvalidRequest, ScriptedError
 from .faults import forced_failure
 from .hosted import Hosted, HostedScript, Memo, Unscripted
 from .items import (
+    CodeInterpreterCall,
     FunctionCall,
     FunctionCallOutput,
     Item,
     McpApprovalRequest,
+    McpCall,
     McpListedTool,
     McpListTools,
     Message,
@@ -46,6 +48,7 @@ from .items import (
     SummaryText,
     dump,
 )
+from .mcp import call_tool
 from .request import CreateRequest, FunctionTool
 from .scenario import Fault, Turn
 from .script import Script
@@ -225,11 +228,111 @@ class Player:
                 _check_call(tool, call, prepared)
                 emit(call)
             return True
+        if turn.mcp is not None:
+            return await self._direct_mcp(prepared, index, context, emit)
+        if turn.code_interpreter is not None:
+            self._direct_code_interpreter(prepared, index, context, emit)
+            return False
         if turn.error is not None:
             e = turn.error
             raise ScriptedError(e.status, e.message, type=e.type, code=e.code, param=e.param, headers=e.headers)
         emit(self._final_message(script, index, turn, context))
         return True
+
+    async def _direct_mcp(
+        self, prepared: Prepared, index: int, context: dict[str, Any], emit: Callable[[Item], None]
+    ) -> bool:
+        """A scenario's direct MCP call: made here and emitted as `mcp_call`, or first paused on an
+        `mcp_approval_request`. True when it ends the response."""
+        script, hosted = prepared.script, self.hosted(prepared)
+        assert script is not None
+        spec = script.turns[index].mcp
+        assert spec is not None
+        tool = hosted.mcp_tools.get(spec.server_label)
+        if tool is None or not tool.direct:
+            why = "does not declare it" if tool is None else "allows only programmatic calls to it"
+            raise script.error(index, f"calls the MCP server '{spec.server_label}' directly, but the request {why}")
+        listing = await hosted.listing(tool)
+        if spec.name not in {entry["name"] for entry in listing.tools}:
+            raise script.error(
+                index,
+                f"calls '{spec.name}', which MCP server '{spec.server_label}' does not list (or allowed_tools hides)",
+            )
+        arguments = script.arguments(index, spec.arguments, context)
+        approval_id = None
+        if tool.needs_approval(spec.name, spec.name in listing.read_only):
+            conv = prepared.conversation
+            asked = [i for i in conv.after_anchor() if isinstance(i, McpApprovalRequest) and i.caller is None]
+            if not asked or asked[-1].id not in conv.approval_responses:
+                emit(
+                    McpApprovalRequest(
+                        id=self.ids("mcpr"), name=spec.name, server_label=spec.server_label, arguments=arguments
+                    )
+                )
+                return True
+            approval_id = asked[-1].id
+            answer = conv.approval_responses[approval_id]
+            if not answer.approve:
+                prepared.trace.hosted_calls.append(
+                    {
+                        "kind": "mcp",
+                        "route": "direct",
+                        "server_label": spec.server_label,
+                        "name": spec.name,
+                        "status": "denied",
+                        "approval_request_id": approval_id,
+                    }
+                )
+                return False
+        result = await call_tool(tool, hosted.declared(spec.server_label), spec.name, _parse(arguments) or {})
+        if not result.scripted:
+            raise script.error(
+                index,
+                f"the declared MCP server '{spec.server_label}' has no result for {spec.name}({arguments})",
+            )
+        emit(
+            McpCall(
+                id=self.ids("mcp"),
+                name=spec.name,
+                server_label=spec.server_label,
+                arguments=arguments,
+                output=result.output,
+                error=result.error,
+                status="failed" if result.error else "completed",
+                approval_request_id=approval_id,
+            )
+        )
+        return False
+
+    def _direct_code_interpreter(
+        self, prepared: Prepared, index: int, context: dict[str, Any], emit: Callable[[Item], None]
+    ) -> None:
+        script, hosted = prepared.script, self.hosted(prepared)
+        assert script is not None
+        spec = script.turns[index].code_interpreter
+        assert spec is not None
+        tool = hosted.code_interpreter
+        if tool is None or not tool.direct:
+            why = "does not declare it" if tool is None else "allows only programmatic calls to it"
+            raise script.error(index, f"calls the code interpreter directly, but the request {why}")
+        code = script.text(index, spec.code, context)
+        found = hosted.code_result(code)
+        if found is None:
+            raise script.error(
+                index,
+                "calls the code interpreter, and no entry of the scenario's hosted.code_interpreter matches its code",
+            )
+        outputs = found.all_outputs()
+        included = "code_interpreter_call.outputs" in (prepared.request.include or [])
+        emit(
+            CodeInterpreterCall(
+                id=self.ids("ci"),
+                container_id=tool.container_id,
+                code=code,
+                outputs=outputs if included else None,
+                status="failed" if found.error else "completed",
+            )
+        )
 
     def _final_message(self, script: Script, index: int, turn: Turn, context: dict[str, Any]) -> Message:
         program = context.get("program")
@@ -463,6 +566,9 @@ def _template_context(conv: Conversation, produced: list[Item]) -> dict[str, Any
         if isinstance(item, FunctionCallOutput) and item.call_id in calls:
             output = _parse(item.output_text())
             outputs[calls[item.call_id].name] = output
+        elif isinstance(item, McpCall) and item.caller is None:
+            output = _parse(item.output) if item.error is None else {"error": item.error}
+            outputs[item.name] = output
     result = program["result"] if program else None
     data = _parse(result) if result is not None else None
     return {

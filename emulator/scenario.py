@@ -84,9 +84,29 @@ class Fault(WireModel):
     response_incomplete: Literal["max_output_tokens", "content_filter"] | None = None
 
 
+class McpCallSpec(WireModel):
+    """A direct MCP call the emulator makes itself (the hosted model's `mcp_call`)."""
+
+    server_label: str
+    name: str
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+
+
+class CodeInterpreterCallSpec(WireModel):
+    """A direct code interpreter call; its result comes from the scenario's `hosted.code_interpreter`."""
+
+    code: str
+
+
+TURN_KINDS = ("program", "call", "mcp", "code_interpreter", "message", "refusal", "error")
+
+
 class Turn(WireModel):
     program: str | None = None
     call: CallSpec | list[CallSpec] | None = None
+    mcp: McpCallSpec | None = None
+    """A direct MCP call, made by the emulator in the same response (or paused on its approval)."""
+    code_interpreter: CodeInterpreterCallSpec | None = None
     message: str | None = None
     refusal: str | None = None
     error: ErrorSpec | None = None
@@ -98,14 +118,14 @@ class Turn(WireModel):
 
     @model_validator(mode="after")
     def _one_kind(self) -> Turn:
-        kinds = [k for k in ("program", "call", "message", "refusal", "error") if getattr(self, k) is not None]
+        kinds = [k for k in TURN_KINDS if getattr(self, k) is not None]
         if len(kinds) != 1:
-            raise ValueError("a turn needs exactly one of program, call, message, refusal, error")
+            raise ValueError(f"a turn needs exactly one of {', '.join(TURN_KINDS)}")
         return self
 
     @functools.cached_property
     def kind(self) -> str:
-        return next(k for k in ("program", "call", "message", "refusal", "error") if getattr(self, k) is not None)
+        return next(k for k in TURN_KINDS if getattr(self, k) is not None)
 
     @property
     def calls(self) -> list[CallSpec]:

@@ -32,7 +32,17 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .conversation import Conversation
 from .errors import InvalidRequest
-from .items import FunctionCall, Item, Message, ProgramCaller, ProgramItem
+from .items import (
+    CodeInterpreterCall,
+    FunctionCall,
+    Item,
+    McpApprovalRequest,
+    McpApprovalResponse,
+    McpCall,
+    Message,
+    ProgramCaller,
+    ProgramItem,
+)
 from .scenario import Scenario, Turn
 
 __all__ = ["INLINE", "Script", "inline_code", "position", "turn_items"]
@@ -116,6 +126,10 @@ class Script:
         except TemplateError as e:
             raise self._error(index, f"template error: {e}") from e
 
+    def error(self, index: int, message: str) -> InvalidRequest:
+        """A scenario that cannot play at turn `index`, as a 400."""
+        return self._error(index, message)
+
     def _error(self, index: int, message: str) -> InvalidRequest:
         return InvalidRequest(
             f"Scenario '{self.name}', turn {index + 1}: {message}", param="input", code="scenario_error"
@@ -129,6 +143,10 @@ def _turn_kind(item: Item) -> str | None:
         return "call"
     if isinstance(item, Message) and item.role == "assistant":
         return "message"
+    if isinstance(item, McpCall | McpApprovalRequest) and item.caller is None:
+        return "mcp"
+    if isinstance(item, CodeInterpreterCall) and item.caller is None:
+        return "code_interpreter"
     return None
 
 
@@ -136,7 +154,11 @@ def _walk(conv: Conversation, script: Script) -> list[tuple[Item, int, int]]:
     """Each model item after the latest user message, with its turn and its place in that turn."""
     walked = []
     turn, emitted = 0, 0
+    asked: set[str] = set()
     for item in conv.after_anchor():
+        if isinstance(item, McpApprovalResponse) and item.approval_request_id in asked and not item.approve:
+            turn += 1  # a denied direct MCP call: the model goes on without it
+            continue
         kind = _turn_kind(item)
         if kind is None:
             continue
@@ -149,6 +171,9 @@ def _walk(conv: Conversation, script: Script) -> list[tuple[Item, int, int]]:
                 code="scenario_mismatch",
             )
         walked.append((item, turn, emitted))
+        if isinstance(item, McpApprovalRequest):
+            asked.add(item.id)
+            continue  # the turn plays again once the request is answered
         if kind == "call":
             emitted += 1
             if emitted < len(script.turns[turn].calls):
@@ -166,6 +191,8 @@ def position(conv: Conversation, script: Script) -> tuple[int, int]:
     item, turn, emitted = walked[-1]
     if isinstance(item, FunctionCall) and emitted + 1 < len(script.turns[turn].calls):
         return turn, emitted + 1
+    if isinstance(item, McpApprovalRequest):
+        return turn, 0
     return turn + 1, 0
 
 
