@@ -129,6 +129,7 @@ class Engine:
         )
         prepared = self._prepared(request, conv, script, trace, scope=scope, local=local)
         prepared.turn, prepared.emitted, prepared.fault, prepared.strict_contract = turn, emitted, fault, strict
+        prepared.hosted_script = self.scenarios.hosted(scope)
         return prepared
 
     def _prepared(

@@ -228,6 +228,18 @@ class ScenarioRegistry:
     """Scenarios by (scope, name): callers in different scopes may use the same names."""
 
     _scenarios: dict[tuple[str | None, str], tuple[Scenario, str]] = field(default_factory=dict)
+    _hosted: dict[str | None, HostedScript] = field(default_factory=dict)
+    """Hosted tool results registered at run time, per scope: for inline programs and for
+    scenarios that script none of their own."""
+
+    def set_hosted(self, script: HostedScript | None, scope: str | None = None) -> None:
+        if script is None:
+            self._hosted.pop(scope, None)
+        else:
+            self._hosted[scope] = script
+
+    def hosted(self, scope: str | None = None) -> HostedScript | None:
+        return self._hosted.get(scope) or self._hosted.get(None)
 
     def add(self, scenario: Scenario, source: str = "api") -> None:
         self._scenarios[(scenario.scope, scenario.name)] = (scenario, source)
@@ -246,6 +258,10 @@ class ScenarioRegistry:
     def clear(self, scope: str | None = None) -> int:
         """Remove the scenarios added at run time (in `scope`, or all); loaded files stay."""
         doomed = [k for k, (s, src) in self._scenarios.items() if src == "api" and (scope is None or s.scope == scope)]
+        if scope is None:
+            self._hosted.clear()
+        else:
+            self._hosted.pop(scope, None)
         for key in doomed:
             del self._scenarios[key]
         return len(doomed)
