@@ -35,7 +35,7 @@ from pydantic import Field, field_validator
 from ptc_emulator.sandbox import PendingCall, ToolResult
 
 from .conversation import Conversation
-from .errors import StatusError
+from .errors import InvalidRequest, StatusError
 from .items import (
     McpApprovalRequest,
     McpApprovalResponse,
@@ -270,8 +270,7 @@ class Hosted:
                     data = self.signer.unseal(REASONING_DOMAIN, item.encrypted_content)
                     runtime = (data or {}).get("runtime")
                     if data is None or data.get("id") != item.id:
-                        raise StatusError(
-                            400,
+                        raise InvalidRequest(
                             f"The encrypted content for item {item.id} could not be verified.",
                             code="invalid_encrypted_content",
                             param="input",
@@ -322,6 +321,7 @@ class Hosted:
             record[pending.index] = remembered
             return remembered
         arguments = _arguments(pending.arguments)
+        answer: ToolResult | McpApprovalRequest | Unscripted
         if pending.name == CODE_INTERPRETER:
             answer = self._code_interpreter(pending, arguments)
         elif pending.name == SHELL:

@@ -421,7 +421,7 @@ class Player:
             answered[index] = ToolResult(call.name, call.arguments, output.output_text(), is_error=is_error)
         while True:
             known = {**hosted.record(item.call_id), **answered}
-            journal = []
+            journal: list[ToolResult] = []
             while len(journal) in known:
                 journal.append(known[len(journal)])
             program = Program(
@@ -567,7 +567,7 @@ def _template_context(conv: Conversation, produced: list[Item]) -> dict[str, Any
             output = _parse(item.output_text())
             outputs[calls[item.call_id].name] = output
         elif isinstance(item, McpCall) and item.caller is None:
-            output = _parse(item.output) if item.error is None else {"error": item.error}
+            output = _parse(item.output or "") if item.error is None else {"error": item.error}
             outputs[item.name] = output
     result = program["result"] if program else None
     data = _parse(result) if result is not None else None
