@@ -11,11 +11,14 @@ from dataclasses import dataclass, field
 
 from .errors import InvalidRequest
 from .items import (
+    CodeInterpreterCall,
     FunctionCall,
     FunctionCallOutput,
     Item,
     McpApprovalRequest,
     McpApprovalResponse,
+    McpCall,
+    McpListTools,
     Message,
     ProgramCaller,
     ProgramItem,
@@ -103,6 +106,13 @@ def analyse(items: list[Item], new_from: int, signer: Signer) -> Conversation:
             conv.programs[item.call_id] = item
         elif isinstance(item, ProgramOutputItem):
             _add_program_output(conv, item, param, signer)
+        elif isinstance(item, McpListTools | McpCall | CodeInterpreterCall) and isinstance(item.caller, ProgramCaller):
+            if item.caller.caller_id not in conv.programs:
+                raise InvalidRequest(
+                    f"Item {item.id} of type '{item.type}' has caller program '{item.caller.caller_id}', but no "
+                    "program item with that call_id comes before it.",
+                    param=f"{param}.caller",
+                )
         elif isinstance(item, McpApprovalRequest):
             _add_approval_request(conv, item, param)
         elif isinstance(item, McpApprovalResponse):
