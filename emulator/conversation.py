@@ -71,7 +71,7 @@ class Conversation:
             (
                 i
                 for i, item in enumerate(self.items)
-                if not isinstance(item, FunctionCallOutput | Message)
+                if not isinstance(item, FunctionCallOutput | Message | McpApprovalResponse)
                 or (isinstance(item, Message) and item.role == "assistant")
             ),
             default=-1,
