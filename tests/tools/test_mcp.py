@@ -255,3 +255,18 @@ def test_an_offline_server_declared_by_a_scenario(ptc_emulator: PTCEmulator) -> 
     ]
     response = client.responses.create(model="gpt-test", tools=tools, input="offline docs please")
     assert response.output_text == "pages: 3"
+
+
+@pytest.mark.parametrize("order", ["client first", "server first"])
+def test_server_and_client_calls_in_parallel(ptc_emulator: PTCEmulator, docs: DocsServer, order: str) -> None:
+    client = validating_client(ptc_emulator)
+    tools = [PTC, ADD, mcp_tool(docs, require_approval="never", allowed_callers=["programmatic"])]
+    calls = ["tools.add({a: 2, b: 3})", "tools.docs_server.lookup({topic: 'p'})"]
+    if order == "server first":
+        calls.reverse()
+    code = f"const rs = await Promise.all([{', '.join(calls)}]); text(rs.map(String).join(' + '));"
+    final, outputs = run_to_end(client, tools, js(code), store=False, functions=add)
+    assert [i["type"] for i in outputs[0]] == ["program", "reasoning", "function_call"]
+    expected = ["5", "The docs say p is fine."]
+    assert final.output_text == " + ".join(expected if order == "client first" else expected[::-1])
+    assert docs.calls == [("lookup", {"topic": "p"})]
