@@ -16,7 +16,7 @@ from ptc_emulator.emulator.errors import InvalidRequest, NotFound
 from ptc_emulator.emulator.hosted import HostedScript
 from ptc_emulator.emulator.scenario import ScenarioError, load_scenario
 
-from .routes import SCOPE_HEADER
+from .context import SCOPE_HEADER
 
 __all__ = ["router"]
 
