@@ -20,19 +20,20 @@ from typing import Any
 
 from ptc_emulator.sandbox import Limits
 
-from .contract import Violation, check_output
+from .contract import Violation, check_output, check_tools
 from .conversation import Conversation, analyse
 from .errors import EmulatorError, InvalidRequest, NoScenarioMatched
 from .faults import FaultInjector, InjectedHTTPError
 from .history import History, as_response_item, not_found
-from .items import Message, ProgramCaller, ReasoningItem
-from .player import REASONING_DOMAIN, Player, Prepared, Runner, Trace
+from .items import FunctionCall, FunctionCallOutput, Message, ProgramCaller, ReasoningItem
+from .player import REASONING_DOMAIN, Player, Prepared, Runner, Trace, call_indexes
 from .request import CountTokensRequest, CreateRequest, FunctionToolChoice, ProgrammaticToolChoice
 from .response import echo_tools, response_body
 from .scenario import NearMiss, Request, ScenarioRegistry
 from .script import Script, inline_code, position, turn_items
 from .signing import Signer
 from .store import Store, StoredResponse
+from .toolkinds import answer_text, bind, duplicate_names
 from .usage import usage
 
 __all__ = ["Engine", "Prepared", "Runner", "Trace"]
@@ -123,9 +124,9 @@ class Engine:
             e.trace = trace  # what was known when it failed, for the journal
             raise
         trace.kept_out_bytes = sum(
-            len(item.output_text().encode("utf-8"))
+            len(answer_text(item).encode("utf-8"))
             for item in conv.latest_outputs()
-            if isinstance(item.caller, ProgramCaller)
+            if isinstance(getattr(item, "caller", None), ProgramCaller)
         )
         prepared = self._prepared(request, conv, script, trace, scope=scope, local=local)
         prepared.turn, prepared.emitted, prepared.fault, prepared.strict_contract = turn, emitted, fault, strict
@@ -287,9 +288,7 @@ class Engine:
                 f"with {list(seal.tools)}, this request allows {allowed}.",
                 param="tools",
             )
-        index = -1
-        for call in conv.program_calls(program.call_id):
-            index = self.player.call_position(program.call_id, call.call_id, index + 1)
+        call_indexes(self.signer, program, conv.program_calls(program.call_id), self.limits.max_tool_calls)
 
     def _check_reasoning(self, conv: Conversation, script: Script) -> None:
         """Without storage, reasoning items must come back with the items they preceded."""
@@ -317,7 +316,7 @@ class Engine:
         found = self.scenarios.match(
             Request(
                 text=text,
-                tools=frozenset(t.name for t in request.function_tools),
+                tools=frozenset(bind(request)),
                 ptc=request.ptc_enabled,
                 model=request.model or "",
                 metadata=request.metadata or {},
@@ -380,16 +379,15 @@ def _check_request(request: CreateRequest) -> None:
         )
     if request.background and request.store is False:
         raise InvalidRequest("Background mode requires store=true.", param="background")
-    names: set[str] = set()
-    for tool in request.function_tools:
-        if tool.name in names:
-            raise InvalidRequest(f"Duplicate tool name: '{tool.name}'.", param="tools")
-        names.add(tool.name)
+    for name in duplicate_names(request):
+        raise InvalidRequest(f"Duplicate tool name: '{name}'.", param="tools")
+    names = {t.name for t in request.function_tools}
     choice = request.tool_choice
     if isinstance(choice, FunctionToolChoice) and choice.name not in names:
         raise InvalidRequest(
             f"Tool choice 'function' with name '{choice.name}' not found in 'tools' parameter.", param="tool_choice"
         )
+    check_tools(request)
     if isinstance(choice, ProgrammaticToolChoice) and not request.ptc_enabled:
         raise InvalidRequest(
             "Tool choice 'programmatic_tool_calling' not found in 'tools' parameter.", param="tool_choice"
@@ -401,9 +399,10 @@ def _check_outputs(conv: Conversation, request: CreateRequest) -> list[Violation
     tools = {t.name: t for t in request.function_tools}
     found = []
     for item in conv.latest_outputs():
-        if item.call_id in conv.calls:
-            tool = tools.get(conv.calls[item.call_id].name)
-            violation = check_output(tool, item.call_id, item.output_text()) if tool else None
+        call = conv.calls.get(item.call_id or "") if isinstance(item, FunctionCallOutput) else None
+        if isinstance(item, FunctionCallOutput) and isinstance(call, FunctionCall):
+            tool = tools.get(call.name)
+            violation = check_output(tool, call.call_id, item.output_text()) if tool else None
             if violation is not None:
                 found.append(violation)
     return found

@@ -28,7 +28,7 @@ import json
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, field_validator
 
@@ -45,12 +45,12 @@ from .items import (
     WireModel,
 )
 from .mcp import Listing, McpServerSpec, McpTool, call_tool, list_tools
+from .request import CodeInterpreterTool
 from .signing import Signer
 
 __all__ = [
     "REASONING_DOMAIN",
     "CodeInterpreterSpec",
-    "CodeInterpreterTool",
     "Hosted",
     "HostedScript",
     "Memo",
@@ -63,24 +63,6 @@ REASONING_DOMAIN = "reasoning"
 CODE_INTERPRETER = "code_interpreter"
 SHELL = "shell"
 HOSTED_ENVIRONMENTS = ("container_auto", "container_reference")
-
-
-class CodeInterpreterTool(WireModel):
-    type: Literal["code_interpreter"] = "code_interpreter"
-    container: str | OpenJSON
-    allowed_callers: list[Literal["direct", "programmatic"]] | None = None
-
-    @property
-    def programmatic(self) -> bool:
-        return "programmatic" in (self.allowed_callers or ())
-
-    @property
-    def direct(self) -> bool:
-        return self.allowed_callers is None or "direct" in self.allowed_callers
-
-    @property
-    def container_id(self) -> str:
-        return self.container if isinstance(self.container, str) else "cntr_emulator"
 
 
 # ---- what a scenario scripts -------------------------------------------------------------------

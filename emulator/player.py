@@ -24,15 +24,16 @@ from ptc_emulator.sandbox import (
     ToolResult,
 )
 
-from .contract import Violation, check_arguments
+from .contract import Violation, check_call
 from .conversation import Conversation
 from .errors import InvalidRequest, ScriptedError
 from .faults import forced_failure
 from .hosted import Hosted, HostedScript, Memo, Unscripted
 from .items import (
+    CALL_TYPES,
+    OUTPUT_TYPES,
+    CallItem,
     CodeInterpreterCall,
-    FunctionCall,
-    FunctionCallOutput,
     Item,
     McpApprovalRequest,
     McpCall,
@@ -49,13 +50,14 @@ from .items import (
     dump,
 )
 from .mcp import call_tool
-from .request import CreateRequest, FunctionTool
+from .request import CreateRequest
 from .scenario import Fault, Turn
 from .script import Script
 from .signing import ProgramSeal, Signer, code_digest
 from .store import Store
+from .toolkinds import Binding, Unemulated, answer_key, answer_text, bind, kind_of_call
 
-__all__ = ["REASONING_DOMAIN", "Player", "Prepared", "Runner", "Trace"]
+__all__ = ["REASONING_DOMAIN", "Player", "Prepared", "Runner", "Trace", "call_indexes"]
 
 REASONING_DOMAIN = "reasoning"
 NOT_ENABLED = (
@@ -214,18 +216,24 @@ class Player:
             calls = turn.calls[prepared.emitted if index == prepared.turn else 0 :]
             if req.parallel_tool_calls is False:
                 calls = calls[:1]
+            bindings = bind(req)
             for n, spec in enumerate(calls):
-                tool = _direct_tool(script, index, spec.name, req)
-                call = FunctionCall(
-                    id=self.ids("fc"),
-                    call_id=self.ids("call"),
-                    name=spec.name,
-                    arguments=script.arguments(index, spec.arguments, context),
-                    status="completed",
+                binding = _direct_tool(script, index, spec.name, bindings)
+                if binding.kind.text_argument:
+                    if spec.input is None:
+                        raise script.error(index, f"the custom tool '{spec.name}' takes `input` (a string)")
+                    arguments = json.dumps(script.text(index, spec.input, context), ensure_ascii=False)
+                else:
+                    arguments = script.arguments(index, spec.arguments, context)
+                problem = binding.kind.check(binding, json.loads(arguments))
+                if problem is not None:
+                    raise script.error(index, problem)
+                call = binding.kind.call_item(
+                    binding, arguments, call_id=self.ids("call"), item_id=self.ids(binding.kind.id_prefix), caller=None
                 )
                 if n == 0:
                     self._reasoning(turn, call.call_id, prepared, emit)
-                _check_call(tool, call, prepared)
+                _check_call(binding, call, prepared)
                 emit(call)
             return True
         if turn.mcp is not None:
@@ -386,6 +394,49 @@ class Player:
                 )
             )
 
+    def answers(self, item: ProgramItem, conv: Conversation) -> dict[int, ToolResult]:
+        """The client's answers to the program's calls, by each call's position in issue order."""
+        calls = conv.program_calls(item.call_id)
+        known: dict[int, ToolResult] = {}
+        for index, call in zip(call_indexes(self.signer, item, calls, self.limits.max_tool_calls), calls, strict=True):
+            kind = kind_of_call(call)
+            text, is_error = kind.result(conv.outputs[call.call_id])
+            known[index] = ToolResult(kind.call_name(call), kind.arguments(call), text, is_error=is_error)
+        return known
+
+    async def _settle(
+        self,
+        item: ProgramItem,
+        outcome: Suspended,
+        known: dict[int, ToolResult],
+        answered: dict[int, ToolResult],
+        bindings: dict[str, Binding],
+        hosted: Hosted,
+    ) -> tuple[list[McpApprovalRequest], str | None]:
+        """Answer what needs no client among the calls the program waits on: the server-run ones
+        (into the runtime record) and those whose arguments a kind refuses (into `answered`; the
+        promise rejects). Returns the approval requests to surface, and why the program must stop."""
+        for pending in outcome.pending:
+            binding = bindings.get(pending.name)
+            if binding is not None and isinstance(binding.kind, Unemulated):
+                return [], binding.kind.message(pending.name)
+        approvals: list[McpApprovalRequest] = []
+        for pending in outcome.pending:
+            if pending.index in known:
+                continue
+            if hosted.owns(pending.name):
+                answer = await hosted.resolve(item.call_id, pending)
+                if isinstance(answer, McpApprovalRequest):
+                    approvals.append(answer)
+                elif isinstance(answer, Unscripted):
+                    return [], f"unscripted: {answer.message}"
+                continue
+            binding = bindings[pending.name]
+            problem = binding.kind.check(binding, json.loads(pending.arguments))
+            if problem is not None:
+                answered[pending.index] = ToolResult(pending.name, pending.arguments, problem, is_error=True)
+        return approvals, None
+
     async def _new_program(self, code: str, prepared: Prepared) -> tuple[ProgramItem, ProgramSeal]:
         call_id = self.ids("call")
         hosted = await self.hosted(prepared).program_names()
@@ -411,19 +462,14 @@ class Player:
 
         `forced` is an injected fault's outcome, used instead of running the program."""
         conv, req, trace = prepared.conversation, prepared.request, prepared.trace
+        bindings = bind(req)
         hosted = self.hosted(prepared)
-        answered: dict[int, ToolResult] = {}
-        index = -1
-        for call in conv.program_calls(item.call_id):
-            index = self.call_position(item.call_id, call.call_id, index + 1)
-            output = conv.outputs[call.call_id]
-            is_error = output.status == "incomplete"
-            answered[index] = ToolResult(call.name, call.arguments, output.output_text(), is_error=is_error)
+        answered = self.answers(item, conv)
+        stopped: str | None = None
+        approvals: list[McpApprovalRequest] = []
         while True:
             known = {**hosted.record(item.call_id), **answered}
-            journal: list[ToolResult] = []
-            while len(journal) in known:
-                journal.append(known[len(journal)])
+            journal = _prefix(known)
             program = Program(
                 code=item.code,
                 tools=seal.tools,
@@ -431,65 +477,60 @@ class Player:
                 clock_ms=seal.clock_ms,
                 journal=tuple(journal),
                 limits=self.limits,
+                text_tools=tuple(n for n in seal.tools if n in bindings and bindings[n].kind.text_argument),
             )
             outcome = forced or await self.runner.run(program)
-            forced = None
-            trace.programs_run += 1
-            trace.images.extend(o.url for o in outcome.outputs if isinstance(o, ImageOutput))
             if isinstance(outcome, Failed) and outcome.kind == "divergence":
                 raise InvalidRequest(
-                    f"The function_call items of program {item.call_id} do not match what the program does: a tool "
+                    f"The tool call items of program {item.call_id} do not match what the program does: a tool "
                     f"name or its arguments were modified ({outcome.message}).",
                     param="input",
                     code="program_divergence",
                 )
-            if not isinstance(outcome, Suspended):
+            if not isinstance(outcome, Suspended) or forced is not None:
                 break
-            approvals: list[McpApprovalRequest] = []
-            client = []
-            progressed = False
-            stopped: Unscripted | None = None
-            for pending in outcome.pending:
-                if not hosted.owns(pending.name):
-                    client.append(pending)
-                elif pending.index not in known:
-                    answer = await hosted.resolve(item.call_id, pending)
-                    if isinstance(answer, ToolResult):
-                        progressed = True
-                    elif isinstance(answer, McpApprovalRequest):
-                        approvals.append(answer)
-                    elif stopped is None:
-                        stopped = answer
-            if stopped is not None:
-                text = "\n".join(o.text for o in outcome.outputs if isinstance(o, TextOutput))
-                result = f"unscripted: {stopped.message}"
-                self._program_output(item, "incomplete", f"{text}\n{result}" if text else result, emit)
-                return True
-            if progressed and not approvals and not client:
-                continue
+            approvals, stopped = await self._settle(item, outcome, known, answered, bindings, hosted)
+            if stopped is not None or len(_prefix({**hosted.record(item.call_id), **answered})) == len(journal):
+                break
+        trace.programs_run += 1
+        trace.images.extend(o.url for o in outcome.outputs if isinstance(o, ImageOutput))
+        unused = sorted(i for i in answered if i >= len(journal))
+        if unused and (not isinstance(outcome, Suspended) or stopped is not None):
+            raise InvalidRequest(
+                f"The tool call items of program {item.call_id} do not match what the program does: the input "
+                f"answers {len(answered)} of its calls, but the program made only {len(journal)} before it ended.",
+                param="input",
+                code="program_divergence",
+            )
+        if isinstance(outcome, Suspended) and stopped is None:
             state = hosted.state_item(item.call_id)
             if state is not None:
                 emit(state)
             for approval in approvals:
                 emit(approval)
-            tools = {t.name: t for t in req.function_tools}
-            for pending in client:
-                call = FunctionCall(
-                    id=self.signer.program_call_item_id(item.call_id, pending.index),
+            known = {**hosted.record(item.call_id), **answered}
+            for pending in outcome.pending:
+                binding = bindings.get(pending.name)
+                if pending.index in known or binding is None or binding.kind.owner == "server":
+                    continue  # answered, or answered by the server once the calls before it are
+                call = binding.kind.call_item(
+                    binding,
+                    pending.arguments,
                     call_id=self.signer.program_call_id(item.call_id, pending.index),
-                    name=pending.name,
-                    arguments=pending.arguments,
+                    item_id=self.signer.program_call_item_id(item.call_id, pending.index, binding.kind.id_prefix),
                     caller=ProgramCaller(caller_id=item.call_id),
-                    status="completed",
                 )
-                _check_call(tools[pending.name], call, prepared)
+                _check_call(binding, call, prepared)
                 emit(call)
             return False
         text = "\n".join(o.text for o in outcome.outputs if isinstance(o, TextOutput))
         status: Literal["completed", "incomplete"]
-        if isinstance(outcome, Completed):
+        if stopped is not None:
+            status, result = "incomplete", f"{text}\n{stopped}" if text else stopped
+        elif isinstance(outcome, Completed):
             status, result = "completed", text
         else:
+            assert isinstance(outcome, Failed)
             reason = f"{outcome.kind}: {outcome.message}"
             status, result = "incomplete", f"{text}\n{reason}" if text else reason
         self._program_output(item, status, result, emit)
@@ -511,33 +552,70 @@ class Player:
             )
         )
 
-    def call_position(self, program: str, call_id: str, start: int) -> int:
-        """The position in the program's issue order of its client call `call_id` (at `start` or later:
-        calls answered on the server's side take positions too)."""
-        for index in range(start, self.limits.max_tool_calls + 1):
-            if self.signer.program_call_id(program, index) == call_id:
-                return index
-        raise InvalidRequest(
-            f"Function call {call_id} was not issued by program {program} at this position: replay the program's "
-            "function calls unmodified and in order.",
-            param="input",
+
+def _prefix(known: dict[int, ToolResult]) -> list[ToolResult]:
+    """The known results of the program's calls from the first, up to the first it lacks: a journal
+    answers calls in issue order."""
+    journal: list[ToolResult] = []
+    while len(journal) in known:
+        journal.append(known[len(journal)])
+    return journal
+
+
+def call_indexes(signer: Signer, program: ProgramItem, calls: list[CallItem], limit: int) -> list[int]:
+    """Each program call item's position in the program's issue order, from its derived call_id.
+
+    The items must come in issue order; a position may be skipped (a call the server answered)."""
+    found: list[int] = []
+    index = 0
+    for call in calls:
+        while index < limit and signer.program_call_id(program.call_id, index) != call.call_id:
+            index += 1
+        if index >= limit:
+            raise InvalidRequest(
+                f"{kind_of_call(call).label.capitalize()} {call.call_id} was not issued by program "
+                f"{program.call_id} at this position: replay the program's tool calls unmodified and in order.",
+                param="input",
+            )
+        found.append(index)
+        index += 1
+    return found
+
+
+def _direct_tool(script: Script, index: int, name: str, bindings: dict[str, Binding]) -> Binding:
+    binding = bindings.get(name)
+    if binding is None or not binding.direct:
+        why = "does not declare it" if binding is None else "allows only programmatic calls to it"
+        what = (
+            f"the {binding.kind.kind} tool"
+            if binding is not None and binding.kind.kind != "function"
+            else "the function"
         )
-
-
-def _direct_tool(script: Script, index: int, name: str, req: CreateRequest) -> FunctionTool:
-    tool = next((t for t in req.function_tools if t.name == name), None)
-    if tool is None or not tool.direct:
-        why = "does not declare it" if tool is None else "allows only programmatic calls to it"
         raise InvalidRequest(
-            f"Scenario '{script.name}', turn {index + 1}: calls the function '{name}' directly, but the request {why}.",
+            f"Scenario '{script.name}', turn {index + 1}: calls {what} '{name}' directly, but the request {why}.",
             param="tools",
             code="scenario_error",
         )
-    return tool
+    if isinstance(binding.kind, Unemulated):
+        raise InvalidRequest(
+            f"Scenario '{script.name}', turn {index + 1}: calls '{name}', {binding.kind.why}; script its "
+            "result as a message instead.",
+            param="tools",
+            code="scenario_error",
+        )
+    if binding.kind.owner == "server":
+        raise InvalidRequest(
+            f"Scenario '{script.name}', turn {index + 1}: calls '{name}', which runs on the server's side: use a "
+            f"`{binding.kind.kind}:` turn instead of `call`"
+            + (" (a hosted shell is scripted under hosted.shell and called by programs)." if name == "shell" else "."),
+            param="tools",
+            code="scenario_error",
+        )
+    return binding
 
 
-def _check_call(tool: FunctionTool, call: FunctionCall, prepared: Prepared) -> None:
-    violation = check_arguments(tool, call.call_id, call.arguments)
+def _check_call(binding: Binding, call: CallItem, prepared: Prepared) -> None:
+    violation = check_call(binding.tool, call)
     if violation is None:
         return
     prepared.trace.contract.append(violation)
@@ -561,11 +639,17 @@ def _template_context(conv: Conversation, produced: list[Item]) -> dict[str, Any
             program = {"status": item.status, "result": item.result, "call_id": item.call_id}
     outputs: dict[str, Any] = {}
     output: Any = None
-    calls = {i.call_id: i for i in items if isinstance(i, FunctionCall) and not isinstance(i.caller, ProgramCaller)}
+    calls = {
+        i.call_id: i
+        for i in items
+        if isinstance(i, CALL_TYPES) and not isinstance(getattr(i, "caller", None), ProgramCaller)
+    }
     for item in items:
-        if isinstance(item, FunctionCallOutput) and item.call_id in calls:
-            output = _parse(item.output_text())
-            outputs[calls[item.call_id].name] = output
+        if isinstance(item, OUTPUT_TYPES):
+            call = calls.get(answer_key(item) or "")
+            if call is not None:
+                output = _parse(answer_text(item))
+                outputs[kind_of_call(call).call_name(call)] = output
         elif isinstance(item, McpCall) and item.caller is None:
             output = _parse(item.output or "") if item.error is None else {"error": item.error}
             outputs[item.name] = output

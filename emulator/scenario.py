@@ -55,8 +55,13 @@ class ScenarioError(ValueError):
 
 class CallSpec(WireModel):
     name: str
+    """The tool: a function or custom tool's name, or `shell`, `apply_patch`, `local_shell`."""
     arguments: dict[str, Any] | str = Field(default_factory=dict)
-    """An object (its strings are templates) or a template that renders to a JSON object."""
+    """An object (its strings are templates) or a template that renders to a JSON object: a
+    function's arguments, a shell call's `{commands, timeout_ms?, max_output_length?}`, an
+    apply_patch operation `{type, path, diff?}`, a local_shell action `{command, env?, ...}`."""
+    input: str | None = None
+    """A custom tool call's input (a template)."""
 
 
 class ErrorSpec(WireModel):

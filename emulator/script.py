@@ -33,8 +33,9 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from .conversation import Conversation
 from .errors import InvalidRequest
 from .items import (
+    CALL_TYPES,
+    CallItem,
     CodeInterpreterCall,
-    FunctionCall,
     Item,
     McpApprovalRequest,
     McpApprovalResponse,
@@ -104,11 +105,11 @@ class Script:
             try:
                 value = json.loads(rendered)
             except json.JSONDecodeError as e:
-                raise self._error(index, f"call arguments did not render to JSON: {e}") from e
+                raise self.error(index, f"call arguments did not render to JSON: {e}") from e
         else:
             value = self._render_values(arguments, context, index)
         if not isinstance(value, dict):
-            raise self._error(index, "call arguments must be a JSON object")
+            raise self.error(index, "call arguments must be a JSON object")
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
     def _render_values(self, value: Any, context: dict[str, Any], index: int) -> Any:
@@ -124,13 +125,10 @@ class Script:
         try:
             return _compiled(env, template).render({**self.variables, **context})
         except TemplateError as e:
-            raise self._error(index, f"template error: {e}") from e
+            raise self.error(index, f"template error: {e}") from e
 
     def error(self, index: int, message: str) -> InvalidRequest:
-        """A scenario that cannot play at turn `index`, as a 400."""
-        return self._error(index, message)
-
-    def _error(self, index: int, message: str) -> InvalidRequest:
+        """A 400 that names this script's turn."""
         return InvalidRequest(
             f"Scenario '{self.name}', turn {index + 1}: {message}", param="input", code="scenario_error"
         )
@@ -139,7 +137,7 @@ class Script:
 def _turn_kind(item: Item) -> str | None:
     if isinstance(item, ProgramItem):
         return "program"
-    if isinstance(item, FunctionCall) and not isinstance(item.caller, ProgramCaller):
+    if isinstance(item, CALL_TYPES) and not isinstance(getattr(item, "caller", None), ProgramCaller):
         return "call"
     if isinstance(item, Message) and item.role == "assistant":
         return "message"
@@ -189,17 +187,17 @@ def position(conv: Conversation, script: Script) -> tuple[int, int]:
     if not walked:
         return 0, 0
     item, turn, emitted = walked[-1]
-    if isinstance(item, FunctionCall) and emitted + 1 < len(script.turns[turn].calls):
+    if isinstance(item, CALL_TYPES) and emitted + 1 < len(script.turns[turn].calls):
         return turn, emitted + 1
     if isinstance(item, McpApprovalRequest):
         return turn, 0
     return turn + 1, 0
 
 
-def turn_items(conv: Conversation, script: Script) -> list[tuple[ProgramItem | FunctionCall, Turn]]:
+def turn_items(conv: Conversation, script: Script) -> list[tuple[ProgramItem | CallItem, Turn]]:
     """The first item of each program or call turn after the latest user message, with its turn."""
     return [
         (item, script.turns[turn])
         for item, turn, emitted in _walk(conv, script)
-        if isinstance(item, ProgramItem | FunctionCall) and emitted == 0
+        if isinstance(item, (ProgramItem, *CALL_TYPES)) and emitted == 0
     ]
