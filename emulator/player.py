@@ -482,7 +482,7 @@ class Player:
             outcome = forced or await self.runner.run(program)
             if isinstance(outcome, Failed) and outcome.kind == "divergence":
                 raise InvalidRequest(
-                    f"The tool call items of program {item.call_id} do not match what the program does: a tool "
+                    f"The function_call items of program {item.call_id} do not match what the program does: a tool "
                     f"name or its arguments were modified ({outcome.message}).",
                     param="input",
                     code="program_divergence",
