@@ -64,13 +64,6 @@ class Recorder:
         self.entry.response = response
         self.entry.response_id = response.get("id")
         figures = self.entry.figures
-        for item in response.get("output", []):
-            if item.get("type") == "function_call":
-                caller = item.get("caller") or {}
-                if caller.get("type") == "program":
-                    figures.program_tool_calls += 1
-                else:
-                    figures.direct_tool_calls += 1
         usage = response.get("usage") or {}
         figures.input_tokens = usage.get("input_tokens", 0)
         figures.output_tokens = usage.get("output_tokens", 0)
@@ -91,4 +84,11 @@ class Recorder:
             figures.model_turns = trace.model_turns
             figures.programs_run = trace.programs_run
             figures.kept_out_bytes = trace.kept_out_bytes
+            for kind, route in trace.calls:
+                by_route = figures.tool_calls.setdefault(kind, {"direct": 0, "program": 0})
+                by_route[route] = by_route.get(route, 0) + 1
+                if route == "program":
+                    figures.program_tool_calls += 1
+                else:
+                    figures.direct_tool_calls += 1
         self.journal.record(self.entry)

@@ -25,7 +25,12 @@ class Figures:
     model_turns: int = 0
     """Scripted turns played in this response (a program resumed to its end counts with its turn)."""
     direct_tool_calls: int = 0
+    """Tool calls of every kind the scripted model made directly."""
     program_tool_calls: int = 0
+    """Tool calls of every kind programs made (client-answered or settled by the server)."""
+    tool_calls: dict[str, dict[str, int]] = field(default_factory=dict)
+    """The same calls by kind (`function`, `custom`, `shell`, `apply_patch`, ...) and route:
+    `{"custom": {"direct": 0, "program": 2}}`."""
     programs_run: int = 0
     """Programs started or resumed (by replay) while answering this request."""
     retries: int = 0

@@ -80,6 +80,8 @@ class Trace:
     fault: str | None = None
     """The fault injected into this response, if any (see `scenario.Fault`)."""
     contract: list[Violation] = field(default_factory=list)
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    """(kind, route) of each tool call made in this response; route is `direct` or `program`."""
 
 
 @dataclass
@@ -140,6 +142,9 @@ class Player:
             produced.append(item)
             out.append(dump(item))
             prepared.trace.route.append(item.type)
+            if isinstance(item, CALL_TYPES):
+                route = "program" if isinstance(getattr(item, "caller", None), ProgramCaller) else "direct"
+                prepared.trace.calls.append((kind_of_call(item).kind, route))
 
         index = prepared.turn
         program = conv.open_program
@@ -256,10 +261,15 @@ class Player:
 
     @staticmethod
     def _settle(
-        outcome: Suspended, journal: list[ToolResult], known: dict[int, ToolResult], bindings: dict[str, Binding]
+        outcome: Suspended,
+        journal: list[ToolResult],
+        known: dict[int, ToolResult],
+        bindings: dict[str, Binding],
+        settled: list[tuple[int, str]],
     ) -> tuple[bool, str | None]:
         """Journal what is known for the calls the program waits on, in issue order, up to the first
-        call only the client can answer. Returns (journal grew, why the program must stop)."""
+        call only the client can answer; `settled` gets (position, kind) of each call the server answered.
+        Returns (journal grew, why the program must stop)."""
         for pending in outcome.pending:
             binding = bindings.get(pending.name)
             if binding is not None and isinstance(binding.kind, Unemulated):
@@ -276,6 +286,7 @@ class Player:
                 if problem is None:
                     break
                 journal.append(ToolResult(pending.name, pending.arguments, problem, is_error=True))
+                settled.append((pending.index, binding.kind.kind))
             grew = True
         return grew, None
 
@@ -306,6 +317,7 @@ class Player:
         bindings = bind(req)
         known = self.answers(item, conv)
         journal: list[ToolResult] = []
+        settled: list[tuple[int, str]] = []
         while len(journal) in known:  # the answered calls before the first gap replay in one run
             journal.append(known[len(journal)])
         stopped: str | None = None
@@ -329,10 +341,13 @@ class Player:
                 )
             if not isinstance(outcome, Suspended) or forced is not None:
                 break
-            progressed, stopped = self._settle(outcome, journal, known, bindings)
+            progressed, stopped = self._settle(outcome, journal, known, bindings, settled)
             if stopped is not None or not progressed:
                 break
         trace.programs_run += 1
+        # Calls before the last one the client answered were settled, and counted, in an earlier response.
+        seen = max(known, default=-1)
+        trace.calls.extend((kind, "program") for index, kind in settled if index > seen)
         trace.images.extend(o.url for o in outcome.outputs if isinstance(o, ImageOutput))
         unused = sorted(i for i in known if i >= len(journal))
         if unused and (not isinstance(outcome, Suspended) or stopped is not None):
