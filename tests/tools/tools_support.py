@@ -70,7 +70,11 @@ def run_to_end(
             return response, seen
         if store:
             response = client.responses.create(
-                model="m", previous_response_id=response.id, input=outputs, tools=tools, **extra  # type: ignore[arg-type]
+                model="m",
+                previous_response_id=response.id,
+                input=outputs,
+                tools=tools,
+                **extra,  # type: ignore[arg-type]
             )
         else:
             items += replay(response) + outputs
