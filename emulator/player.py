@@ -33,6 +33,7 @@ from .items import (
     OUTPUT_TYPES,
     CallItem,
     Item,
+    LocalShellCall,
     Message,
     OutputText,
     ProgramCaller,
@@ -462,11 +463,12 @@ def _template_context(conv: Conversation, produced: list[Item]) -> dict[str, Any
             program = {"status": item.status, "result": item.result, "call_id": item.call_id}
     outputs: dict[str, Any] = {}
     output: Any = None
-    calls = {
-        i.call_id: i
-        for i in items
-        if isinstance(i, CALL_TYPES) and not isinstance(getattr(i, "caller", None), ProgramCaller)
-    }
+    calls: dict[str, CallItem] = {}
+    for i in items:
+        if isinstance(i, CALL_TYPES) and not isinstance(getattr(i, "caller", None), ProgramCaller):
+            calls[i.call_id] = i
+            if isinstance(i, LocalShellCall):
+                calls[i.id] = i  # its output may name it by item id
     for item in items:
         if isinstance(item, OUTPUT_TYPES):
             call = calls.get(answer_key(item) or "")
