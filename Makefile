@@ -7,10 +7,10 @@ NODE_STAMP := tests/node/node_modules/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: help run test lint bench clean
+.PHONY: help run test test-fast lint bench clean
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z]+:.*## / {printf "  make %-6s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 RUN_STAMP := $(VENV)/.installed-run
 
@@ -42,6 +42,9 @@ lint: $(STAMP) ## ruff, mypy and the import-layer contract
 
 test: $(STAMP) $(NODE_STAMP) lint ## the whole suite, after the lint step
 	$(BIN)/python -m pytest
+
+test-fast: $(STAMP) ## the fast tier: the engine with a fake runner and pure functions (no V8, no server)
+	$(BIN)/python -m pytest -m "not integration"
 
 bench: $(STAMP) ## the sandbox and HTTP benchmarks (a few minutes; bench/load.py runs on its own)
 	$(BIN)/python bench/sandbox_bench.py

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound
 from ptc_emulator.emulator.scenario import ScenarioError, load_scenario
 
-from .routes import SCOPE_HEADER
+from .context import SCOPE_HEADER
 
 __all__ = ["router"]
 

@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ptc_emulator.emulator import usage
 from ptc_emulator.emulator.engine import Engine, Runner
+from ptc_emulator.emulator.errors import EmulatorError, PayloadTooLarge, Unauthorized
 from ptc_emulator.emulator.journal import Journal
 from ptc_emulator.emulator.scenario import ScenarioError, ScenarioRegistry
 from ptc_emulator.emulator.signing import Signer, load_secret
@@ -143,12 +144,12 @@ class _Edge:
         key = self.settings.api_key
         if key is not None and not _authorised(headers.get("authorization"), key):
             message = _auth_message(headers.get("authorization"))
-            await _reject(scope, receive, send_with_id, 401, message, "invalid_api_key")
+            await _reject(scope, receive, send_with_id, Unauthorized(message, code="invalid_api_key"))
             return
         limit = self.settings.max_body_bytes
         declared = headers.get("content-length")
         if scope["type"] == "http" and declared is not None and declared.isdigit() and int(declared) > limit:
-            await _reject(scope, receive, send_with_id, 413, _too_large(limit), None)
+            await _reject(scope, receive, send_with_id, PayloadTooLarge(_too_large(limit)))
             return
         received = 0
 
@@ -185,11 +186,9 @@ def _too_large(limit: int) -> str:
     return f"Request body too large: the limit is {limit} bytes (set --max-body-bytes)."
 
 
-async def _reject(scope: Scope, receive: Receive, send: Send, status: int, message: str, code: str | None) -> None:
-    from starlette.responses import JSONResponse
-
-    body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
+async def _reject(scope: Scope, receive: Receive, send: Send, error: EmulatorError) -> None:
+    """Refuse before the app runs: an HTTP error response, or a closed WebSocket handshake."""
     if scope["type"] == "websocket":
-        await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})
+        await send({"type": "websocket.close", "code": 1008, "reason": error.message[:120]})
         return
-    await JSONResponse(body, status_code=status)(scope, receive, send)
+    await errors.error_response(error)(scope, receive, send)

@@ -165,7 +165,4 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return JSONResponse(
-            {"error": {"message": SERVER_ERROR_MESSAGE, "type": "server_error", "param": None, "code": None}},
-            status_code=500,
-        )
+        return error_response(StatusError(500, SERVER_ERROR_MESSAGE, type="server_error"))

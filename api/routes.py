@@ -7,16 +7,24 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from ptc_emulator.emulator.engine import Engine, Prepared
 from ptc_emulator.emulator.request import CountTokensRequest, CreateRequest
 
-from .journaling import Recorder
+from .context import (
+    CONTRACT_HEADER,
+    SCOPE_HEADER,
+    SCOPE_METADATA_KEY,
+    contract_headers,
+    engine_of,
+    recorder,
+    scope_of,
+)
+from .streaming import stream_create, stream_stored
 
 __all__ = [
     "CONTRACT_HEADER",
     "SCOPE_HEADER",
-    "contract_headers",
     "SCOPE_METADATA_KEY",
+    "contract_headers",
     "engine_of",
     "recorder",
     "router",
@@ -25,54 +33,12 @@ __all__ = [
 
 router = APIRouter(prefix="/v1")
 
-SCOPE_HEADER = "x-ptc-emulator-scope"
-SCOPE_METADATA_KEY = "ptc_emulator_scope"
-
-
-def engine_of(request: Request) -> Engine:
-    engine = request.app.state.emulator.engine
-    assert engine is not None, "the app's lifespan has not started"
-    return engine  # type: ignore[no-any-return]
-
-
-def scope_of(headers: Any, body: CreateRequest | None) -> str | None:
-    """Which caller's scenarios a request may match: a header, or a metadata key."""
-    scope = headers.get(SCOPE_HEADER)
-    if scope is None and body is not None and body.metadata:
-        scope = body.metadata.get(SCOPE_METADATA_KEY)
-    return scope  # type: ignore[no-any-return]
-
-
-def recorder(request: Request, body: CreateRequest, scope: str | None) -> Recorder:
-    return Recorder(
-        request.app.state.emulator.journal,
-        method=request.method,
-        path=request.url.path,
-        headers=request.headers,
-        body=body,
-        scope=scope,
-    )
-
-
-CONTRACT_HEADER = "x-ptc-emulator-contract-warning"
-
-
-def contract_headers(prepared: Prepared) -> dict[str, str]:
-    """A warning header naming the first schema violation of this request, if any."""
-    violations = prepared.trace.contract
-    if not violations:
-        return {}
-    text = f"{len(violations)} violation(s); first: {violations[0].describe()}"
-    return {CONTRACT_HEADER: text.encode("ascii", "replace").decode("ascii")[:1000]}
-
 
 @router.post("/responses")
 async def create_response(body: CreateRequest, request: Request) -> Response:
     engine = engine_of(request)
     scope = scope_of(request.headers, body)
     if body.stream:
-        from .streaming import stream_create
-
         return await stream_create(request, engine, body, scope)
     with recorder(request, body, scope) as rec:
         rec.prepared = engine.prepare(body, scope=scope)
@@ -95,8 +61,6 @@ async def retrieve_response(
 ) -> Response:
     engine = engine_of(request)
     if stream:
-        from .streaming import stream_stored
-
         return stream_stored(request, engine, response_id, starting_after)
     return JSONResponse(engine.retrieve(response_id))
 

@@ -40,9 +40,9 @@ from ptc_emulator.emulator.engine import Engine, Prepared
 from ptc_emulator.emulator.errors import EmulatorError, StatusError
 from ptc_emulator.emulator.request import CreateRequest
 
+from .context import contract_headers, recorder
 from .errors import SERVER_ERROR_MESSAGE
 from .journaling import Recorder
-from .routes import contract_headers, recorder
 from .sse import KEEP_ALIVE, EventStreamResponse, frame
 
 __all__ = ["CLIENT_CLOSED", "Play", "error_event", "stream_create", "stream_stored"]

@@ -44,9 +44,9 @@ from ptc_emulator.emulator.items import dump
 from ptc_emulator.emulator.request import CreateRequest
 from ptc_emulator.emulator.store import MemoryStore
 
+from .context import scope_of
 from .errors import SERVER_ERROR_MESSAGE, validation_error
 from .journaling import Recorder
-from .routes import scope_of
 from .steering import Steer, Steering, Target
 from .streaming import Play
 

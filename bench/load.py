@@ -43,24 +43,13 @@ import openai
 
 from ptc_emulator.api.process import ServerProcess
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository, for tests.support
+from tests.support import ADD_TOOL  # noqa: E402  (the tests' tool list, not a copy of it)
+
 ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 SECRET = "bench-load-secret-0123456789"
-TOOLS: list[dict[str, Any]] = [
-    {"type": "programmatic_tool_calling"},
-    {
-        "type": "function",
-        "name": "add",
-        "description": "a + b",
-        "parameters": {
-            "type": "object",
-            "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-            "required": ["a", "b"],
-            "additionalProperties": False,
-        },
-        "allowed_callers": ["programmatic"],
-    },
-]
+TOOLS: list[dict[str, Any]] = [{"type": "programmatic_tool_calling"}, ADD_TOOL]
 
 
 def program(start: int, pauses: int) -> tuple[str, str]:

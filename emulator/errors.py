@@ -6,7 +6,6 @@
     │   └── NoScenarioMatched          400     invalid_request_error  (code no_scenario_matched)
     ├── Unauthorized                   401     invalid_request_error  (code invalid_api_key)
     ├── NotFound                       404     invalid_request_error
-    ├── Conflict                       409     invalid_request_error
     ├── PayloadTooLarge                413     invalid_request_error
     └── StatusError                    any     any  (routing errors, and:)
         └── ScriptedError              any     as the scenario says  (an injected fault)
@@ -19,7 +18,6 @@ HTTP status and any headers. Program faults are not exceptions: they become
 from __future__ import annotations
 
 __all__ = [
-    "Conflict",
     "EmulatorError",
     "InvalidRequest",
     "NoScenarioMatched",
@@ -83,11 +81,6 @@ class Unauthorized(EmulatorError):
 
 class NotFound(EmulatorError):
     status = 404
-    type = "invalid_request_error"
-
-
-class Conflict(EmulatorError):
-    status = 409
     type = "invalid_request_error"
 
 

@@ -11,6 +11,7 @@ import json
 import re
 import secrets
 import time
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
@@ -108,8 +109,12 @@ def _seed_words(seed: int) -> list[int]:
 class Execution:
     """One program in one context: `start()` (replay from the journal), then `resume()` (live)."""
 
-    def __init__(self, program: Program, context: Context | None = None) -> None:
+    def __init__(
+        self, program: Program, context: Context | None = None, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.program = program
+        self._clock = clock
+        """What `elapsed` is measured with (injected by tests); V8's own deadlines use the real clock."""
         limits = program.limits
         if context is None or context.heap_bytes != limits.heap_bytes or context.closed:
             if context is not None:
@@ -156,9 +161,12 @@ class Execution:
     def resume(self, results: list[ToolResult]) -> Outcome:
         """Hand results for the pending calls to a suspended execution and run it on."""
         assert isinstance(self.outcome, Suspended) and self.alive
-        deadline = time.monotonic() + self.program.limits.timeout_s - self.elapsed
+        budget = self.program.limits.timeout_s - self.elapsed
+        deadline = time.monotonic() + budget
         self.journal_length += len(results)
         self.outcome = None
+        if budget <= 0:  # the earlier steps used the whole time limit: a replay would time out too
+            return self._finish(self._timeout())
 
         def body() -> Outcome:
             entries = json.dumps(json.dumps(_journal_json(results)))
@@ -168,11 +176,14 @@ class Execution:
         return self._timed(body)
 
     def _timed(self, body: Any) -> Outcome:
-        began = time.monotonic()
+        began = self._clock()
         try:
             return self._guard(body)
         finally:
-            self.elapsed += time.monotonic() - began
+            self.elapsed += self._clock() - began
+
+    def _timeout(self) -> Failed:
+        return Failed("timeout", f"program exceeded its time limit of {self.program.limits.timeout_s:g} s")
 
     def close(self) -> None:
         self.context.close()
@@ -185,7 +196,7 @@ class Execution:
         except JSParseException as e:
             outcome = Failed("syntax", _syntax_message(str(e), self.program.code))
         except JSTimeoutException:
-            outcome = Failed("timeout", f"program exceeded its time limit of {self.program.limits.timeout_s:g} s")
+            outcome = self._timeout()
         except JSOOMException:
             outcome = Failed("memory", self._memory_message())
         except JSEvalException as e:

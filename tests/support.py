@@ -80,6 +80,20 @@ async def in_process(settings: Settings) -> AsyncIterator[openai.AsyncOpenAI]:
             yield openai.AsyncOpenAI(base_url="http://emulator/v1", api_key="sk-test", http_client=http, max_retries=0)
 
 
+ADD_TOOL: dict[str, Any] = {
+    "type": "function",
+    "name": "add",
+    "description": "a + b",
+    "parameters": {
+        "type": "object",
+        "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    },
+    "allowed_callers": ["programmatic"],
+}
+"""A strict, program-only `add` tool: what the load tests and the benchmarks call."""
+
 PTC_TOOLS: list[dict[str, Any]] = [
     {"type": "function", "name": "add", "allowed_callers": ["programmatic"], "parameters": None, "strict": None},
     {"type": "function", "name": "echo", "allowed_callers": ["programmatic", "direct"]},

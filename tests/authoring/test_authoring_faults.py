@@ -84,15 +84,13 @@ def test_sdk_retries_a_429_until_it_succeeds(ptc_emulator: PTCEmulator) -> None:
 
 
 def test_sdk_gives_up_when_told_not_to_retry(ptc_emulator: PTCEmulator) -> None:
-    # Were the SDK to retry, it would first wait the 3 s Retry-After asks for.
+    # Were the SDK to retry, the journal would show a second request.
     http_fault(ptc_emulator, 429, times=2, should_retry=False, retry_after=3)
     client = ptc_emulator.client(max_retries=2)
 
-    started = time.monotonic()
     with pytest.raises(openai.RateLimitError):
         client.responses.create(model="gpt-test", input="ping")
 
-    assert time.monotonic() - started < 2.5
     journal = ptc_emulator.journal
     assert [(e["status"], e["figures"]["retries"]) for e in journal] == [(429, 0)]
 
@@ -117,10 +115,10 @@ def test_added_latency(ptc_emulator: PTCEmulator) -> None:
         return time.monotonic() - started
 
     slow = timed("ping")
-    fast = min(timed("fast") for _ in range(3))
+    for _ in range(3):
+        client.responses.create(model="gpt-test", input="fast")
 
-    assert slow >= 0.4
-    assert slow - fast >= 0.3
+    assert slow >= 0.4  # a lower bound holds however busy the machine is
     assert [e["fault"] for e in ptc_emulator.journal] == ["latency 400 ms", None, None, None]
 
 

@@ -15,20 +15,10 @@ from typing import Any
 
 import httpx
 
+from tests.support import ADD_TOOL
+
 # ---- programs and tools ---------------------------------------------------------------------------
 
-ADD_TOOL: dict[str, Any] = {
-    "type": "function",
-    "name": "add",
-    "description": "a + b",
-    "parameters": {
-        "type": "object",
-        "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-        "required": ["a", "b"],
-        "additionalProperties": False,
-    },
-    "allowed_callers": ["programmatic"],
-}
 ECHO_TOOL: dict[str, Any] = {
     "type": "function",
     "name": "echo",

@@ -1,4 +1,4 @@
-"""The README's "Testing your agent" section must not rot: its example test file runs, and its
+"""The pytest guide (docs/pytest.md) must not rot: its example test file runs, and its
 tables name every journal field, every figure and every fault kind there is."""
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from ptc_emulator.emulator.journal import Figures, JournalEntry
 from ptc_emulator.emulator.scenario import Fault, load_scenario
 from tests.plugin.plugin_support import run
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "pytest.md"
 
 
 def doc() -> str:
-    """The section, from its heading to the next heading of the same level."""
-    text = README.read_text(encoding="utf-8")
+    """The guide's "Testing your agent" section, to the next heading of its level or the end."""
+    text = GUIDE.read_text(encoding="utf-8")
     start = text.index("\n## Testing your agent\n")
-    end = text.index("\n## ", start + 1)
-    return text[start:end]
+    end = text.find("\n## ", start + 1)
+    return text[start:] if end < 0 else text[start:end]
 
 
 def python_blocks(text: str) -> list[str]:
@@ -66,3 +66,13 @@ def test_the_tables_are_complete() -> None:
     assert table_keys(text, "field") == {f.name for f in dataclasses.fields(JournalEntry)}
     assert table_keys(text, "`figures.`") == {f.name for f in dataclasses.fields(Figures)}
     assert table_keys(text, "fault") == set(Fault.model_fields)
+
+
+def test_the_readme_pytest_example_passes(pytester: pytest.Pytester) -> None:
+    """The README's pytest example runs as written, with nothing but the installed package."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("\n## Test your agent with pytest\n") :]
+    [example] = python_blocks(section[: section.index("\n## ", 1)])
+    assert len(example.splitlines()) <= 16
+    pytester.makepyfile(test_readme=example)
+    run(pytester, "-v").assert_outcomes(passed=1)

@@ -59,7 +59,7 @@ def test_the_deadline_covers_the_whole_run(pool: SyncPool) -> None:
     """
     outcome, elapsed = pool.timed(program(code, journal=[ToolResult("add", '{"a":1,"b":2}', "3")], timeout_s=0.5))
     failed(outcome, "timeout")
-    assert elapsed < 2
+    assert elapsed < 60  # the spin after the await alone would run for minutes
 
 
 # ---- memory --------------------------------------------------------------------------------------

@@ -39,11 +39,11 @@ EXPECTED_STATUS = {
 @pytest.fixture(scope="module")
 def engine() -> dict[str, Any]:
     proc = subprocess.run(
-        [sys.executable, str(HERE / "engine_driver.py"), *sorted(CATALOGUE)],
+        [sys.executable, "-m", "tests.sandbox.engine_driver", *sorted(CATALOGUE)],
         capture_output=True,
         text=True,
-        timeout=90,
-        cwd=HERE,
+        timeout=300,
+        cwd=HERE.parents[1],
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result: dict[str, Any] = json.loads(proc.stdout)

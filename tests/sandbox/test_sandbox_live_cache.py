@@ -5,7 +5,10 @@ journal that differs) falls back to replay and still gets that outcome."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -133,20 +136,22 @@ def test_a_journal_that_differs_replays(cached: SyncPool, uncached: SyncPool) ->
     assert isinstance(got, Suspended) and json.loads(got.pending[0].arguments)["a"] == 1000
 
 
-def test_a_live_resume_gets_what_is_left_of_the_time_limit(cached: SyncPool, uncached: SyncPool) -> None:
-    """A program that computes between its calls times out at about the same step either way: a
-    replay runs everything again, a live resume gets only what the earlier steps left."""
-    # The clock is pinned, so burn time in a builtin whose speed the JIT does not change.
-    setup = "const big = Array.from({length: 20000}, (_, i) => ({i, s: 'x' + i}));\nlet n = 0;\n"
-    burn = "for (let r = 0; r < R; r++) n += JSON.stringify(big).length;\n"
-    _, seconds = uncached.timed(program(setup + burn.replace("R", "100") + "text(String(n));"))
-    rounds = max(1, int(100 * 0.3 / seconds))  # about 0.3 s per step
-    code = setup + f"for (let step = 0; step < 10; step++) {{\n{burn.replace('R', str(rounds))}"
-    code += "await tools.add({a: step, b: n & 1});\n}"
-    with_cache = cached.drive(program(code, timeout_s=1.5))
-    without = uncached.drive(program(code, timeout_s=1.5))
-    for drive in (with_cache, without):
-        assert drive.outcome.status == "failed" and drive.outcome.kind == "timeout"  # type: ignore[union-attr]
-    # About five steps fit in 1.5 s either way; timing is noisy, so allow two either side.
-    assert abs(len(with_cache.suspensions) - len(without.suspensions)) <= 2
-    assert 2 <= len(without.suspensions) <= 9
+@pytest.mark.parametrize(("step_s", "completed_steps"), [(1.0, 6), (3.0, 4), (4.0, 3)])
+def test_a_live_resume_gets_what_is_left_of_the_time_limit(step_s: float, completed_steps: int) -> None:
+    """A live resume gets only what the earlier steps left of the 10 s limit, as a replay (which
+    runs everything again) would: with a fake clock charging `step_s` per step, the program times
+    out at the step that would cross the limit, and never otherwise."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.sandbox.clock_driver", str(step_s)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    outcomes = json.loads(proc.stdout)
+    if completed_steps == 6:  # 6 steps of 1 s fit in 10 s: the program completes
+        assert [o["status"] for o in outcomes] == ["suspended"] * 5 + ["completed"]
+        return
+    assert [o["status"] for o in outcomes] == ["suspended"] * completed_steps + ["failed"]
+    assert outcomes[-1]["kind"] == "timeout"

@@ -22,7 +22,7 @@ from ptc_emulator.api.testing import PTCEmulator
 
 SLOW_WORKERS = 2
 SLOW_KEEPALIVE_S = 0.1
-SLOW_TIMEOUT_S = 10.0
+SLOW_TIMEOUT_S = 300.0
 """The settings of the `slow` server (see conftest.py)."""
 
 STREAM_EVENT: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)

@@ -1,6 +1,6 @@
 """A stream on a real socket: keep-alive comments, a client that leaves, and SSE framing.
 
-These use the `slow` server (keep-alive every 0.1 s, two workers, 10 s program deadline).
+These use the `slow` server (keep-alive every 0.1 s, two workers, 300 s program deadline).
 """
 
 from __future__ import annotations
@@ -12,7 +12,15 @@ from typing import Any
 import httpx
 
 from ptc_emulator.api.testing import PTCEmulator
-from tests.streaming.streaming_support import ADD_TOOLS, SLOW_KEEPALIVE_S, SLOW_WORKERS, check_stream, decode, js
+from tests.streaming.streaming_support import (
+    ADD_TOOLS,
+    SLOW_KEEPALIVE_S,
+    SLOW_TIMEOUT_S,
+    SLOW_WORKERS,
+    check_stream,
+    decode,
+    js,
+)
 
 SPIN = "while (true) {}"
 
@@ -87,14 +95,14 @@ def test_disconnect_cancels_the_program_and_replaces_its_worker(slow: PTCEmulato
             if seen.count(b": keep-alive") >= 2:  # the program is running
                 break
     assert b"response.in_progress" in seen and b"response.completed" not in seen
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 120
     while True:
         after = _settled_workers(slow)
         if set(after) != set(before) and len(after) == SLOW_WORKERS:
             break
         assert time.monotonic() < deadline, f"the worker was not replaced: {before} -> {after}"
         time.sleep(0.02)
-    assert time.monotonic() - started < 9, "replaced by the program's deadline, not by the disconnect"
+    assert time.monotonic() - started < SLOW_TIMEOUT_S / 2, "replaced by the program's deadline, not the disconnect"
     killed = set(before) - set(after)
     assert len(killed) == 1 and not any(_alive(pid) for pid in killed), "the cancelled worker must be gone"
     entry = slow.journal[-1]

@@ -1,0 +1,63 @@
+"""What every route needs from a request: the engine, the caller's scope, a journal recorder,
+and the contract-warning header. Shared by the HTTP, SSE, WebSocket and admin routes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+
+from ptc_emulator.emulator.engine import Engine, Prepared
+from ptc_emulator.emulator.request import CreateRequest
+
+from .journaling import Recorder
+
+__all__ = [
+    "CONTRACT_HEADER",
+    "SCOPE_HEADER",
+    "SCOPE_METADATA_KEY",
+    "contract_headers",
+    "engine_of",
+    "recorder",
+    "scope_of",
+]
+
+SCOPE_HEADER = "x-ptc-emulator-scope"
+SCOPE_METADATA_KEY = "ptc_emulator_scope"
+
+
+def engine_of(request: Request) -> Engine:
+    engine = request.app.state.emulator.engine
+    assert engine is not None, "the app's lifespan has not started"
+    return engine  # type: ignore[no-any-return]
+
+
+def scope_of(headers: Any, body: CreateRequest | None) -> str | None:
+    """Which caller's scenarios a request may match: a header, or a metadata key."""
+    scope = headers.get(SCOPE_HEADER)
+    if scope is None and body is not None and body.metadata:
+        scope = body.metadata.get(SCOPE_METADATA_KEY)
+    return scope  # type: ignore[no-any-return]
+
+
+def recorder(request: Request, body: CreateRequest, scope: str | None) -> Recorder:
+    return Recorder(
+        request.app.state.emulator.journal,
+        method=request.method,
+        path=request.url.path,
+        headers=request.headers,
+        body=body,
+        scope=scope,
+    )
+
+
+CONTRACT_HEADER = "x-ptc-emulator-contract-warning"
+
+
+def contract_headers(prepared: Prepared) -> dict[str, str]:
+    """A warning header naming the first schema violation of this request, if any."""
+    violations = prepared.trace.contract
+    if not violations:
+        return {}
+    text = f"{len(violations)} violation(s); first: {violations[0].describe()}"
+    return {CONTRACT_HEADER: text.encode("ascii", "replace").decode("ascii")[:1000]}
