@@ -42,7 +42,7 @@ from .scenario import NearMiss, Request, Scenario, ScenarioRegistry
 from .script import Script, inline_code, position, turn_items
 from .signing import Signer
 from .store import Store, StoredResponse
-from .toolkinds import answer_text, bind, duplicate_names
+from .toolkinds import answer_text, bind, duplicate_names, program_tools
 from .usage import usage
 
 __all__ = ["Engine", "Prepared", "Runner", "Trace"]
@@ -286,10 +286,10 @@ class Engine:
         program = conv.open_program
         assert program is not None
         seal = conv.seals[program.call_id]
-        if tuple(sorted(request.programmatic_tools)) != seal.tools:
+        if tuple(sorted(program_tools(request))) != seal.tools:
             raise InvalidRequest(
                 f"The tools a program may call changed while program {program.call_id} was running: it started "
-                f"with {list(seal.tools)}, this request allows {sorted(request.programmatic_tools)}.",
+                f"with {list(seal.tools)}, this request allows {sorted(program_tools(request))}.",
                 param="tools",
             )
         call_indexes(self.signer, program, conv.program_calls(program.call_id), self.limits.max_tool_calls)

@@ -49,7 +49,7 @@ from .scenario import Fault, Turn
 from .script import Script
 from .signing import ProgramSeal, Signer, code_digest
 from .store import Store
-from .toolkinds import Binding, Unemulated, answer_key, answer_text, bind, kind_of_call
+from .toolkinds import Binding, Unemulated, answer_key, answer_text, bind, kind_of_call, program_tools
 
 __all__ = ["REASONING_DOMAIN", "Player", "Prepared", "Runner", "Trace", "call_indexes"]
 
@@ -298,7 +298,7 @@ class Player:
             code_sha256=code_digest(code),
             seed=self.seeds(),
             clock_ms=int(self.clock() * 1000),
-            tools=tuple(sorted(req.programmatic_tools)),
+            tools=tuple(sorted(program_tools(req))),
         )
         item = ProgramItem(id=self.ids("prog"), call_id=call_id, code=code, fingerprint=self.signer.fingerprint(seal))
         return item, seal

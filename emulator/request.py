@@ -359,15 +359,6 @@ class Conversational(WireModel):
     def ptc_enabled(self) -> bool:
         return any(isinstance(t, ProgrammaticToolCalling) for t in self.tools or ())
 
-    @property
-    def programmatic_tools(self) -> tuple[str, ...]:
-        """What a program may call, by the names it calls them (see `toolkinds.bind`), in order."""
-        if not self.ptc_enabled:
-            return ()
-        from .toolkinds import bind  # the tool kinds read this request's tools
-
-        return tuple(b.name for b in bind(self).values() if b.program_visible)
-
 
 class CreateRequest(Conversational):
     """`ResponseCreateParams`: every field optional, as in the SDK."""
