@@ -1,4 +1,4 @@
-"""Fixtures for the tool-kind tests (helpers live in tools_support.py)."""
+"""Fixtures for the tool-kind tests (the client-owned kinds' helpers live in client_kinds_support.py)."""
 
 from __future__ import annotations
 

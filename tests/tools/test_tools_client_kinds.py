@@ -13,7 +13,7 @@ import pytest
 
 from ptc_emulator.api.testing import PTCEmulator
 from tests.support import js
-from tests.tools.tools_support import LISTED_ITEM, PROGRAMMATIC, PTC, answer, run_to_end
+from tests.tools.client_kinds_support import LISTED_ITEM, PROGRAMMATIC, PTC, answer, run_to_end
 
 CUSTOM = {"type": "custom", "name": "shout", "description": "Upper-cases text.", "allowed_callers": PROGRAMMATIC}
 SHELL = {"type": "shell", "environment": {"type": "local"}, "allowed_callers": PROGRAMMATIC}

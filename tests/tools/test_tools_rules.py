@@ -14,7 +14,7 @@ from pydantic import TypeAdapter
 
 from ptc_emulator.api.testing import PTCEmulator
 from tests.support import js
-from tests.tools.tools_support import PROGRAMMATIC, PTC, answer, replay
+from tests.tools.client_kinds_support import PROGRAMMATIC, PTC, answer, replay
 
 CUSTOM = {"type": "custom", "name": "shout", "allowed_callers": PROGRAMMATIC}
 SHELL = {"type": "shell", "allowed_callers": PROGRAMMATIC}

@@ -9,7 +9,7 @@ from typing import Any
 from ptc_emulator.api.testing import PTCEmulator
 from tests.streaming.streaming_support import SERVER_EVENT, check_event, check_stream, decode, get_stream, post_stream
 from tests.support import js
-from tests.tools.tools_support import PROGRAMMATIC, PTC
+from tests.tools.client_kinds_support import PROGRAMMATIC, PTC
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "custom", "name": "shout", "allowed_callers": PROGRAMMATIC},
