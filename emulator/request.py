@@ -184,9 +184,9 @@ class ComputerTool(WireModel):
 
 class ComputerUsePreviewTool(WireModel):
     type: Literal["computer_use_preview"] = "computer_use_preview"
-    display_height: int | None = None
-    display_width: int | None = None
-    environment: str | None = None
+    display_height: int
+    display_width: int
+    environment: Literal["windows", "mac", "linux", "ubuntu", "browser"]
 
 
 class ImageGenerationTool(WireModel):
