@@ -64,18 +64,6 @@ class Recorder:
         self.entry.response = response
         self.entry.response_id = response.get("id")
         figures = self.entry.figures
-        for item in response.get("output", []):
-            kind = _CALL_KINDS.get(item.get("type", ""))
-            if kind is None:
-                continue
-            caller = item.get("caller") or {}
-            route = "program" if caller.get("type") == "program" else "direct"
-            figures.count_call(kind, route)
-            if item.get("type") == "function_call":
-                if route == "program":
-                    figures.program_tool_calls += 1
-                else:
-                    figures.direct_tool_calls += 1
         usage = response.get("usage") or {}
         figures.input_tokens = usage.get("input_tokens", 0)
         figures.output_tokens = usage.get("output_tokens", 0)
@@ -97,15 +85,18 @@ class Recorder:
             figures.programs_run = trace.programs_run
             figures.kept_out_bytes = trace.kept_out_bytes
             self.entry.hosted_calls = list(trace.hosted_calls)
-            for call in trace.hosted_calls:
-                if call["route"] == "program" and call.get("status") != "denied":
-                    figures.count_call(call["kind"], "program")
+            calls = [*trace.calls, *((c["kind"], c["route"]) for c in trace.hosted_calls if _counts(c))]
+            for kind, route in calls:
+                by_route = figures.tool_calls.setdefault(kind, {"direct": 0, "program": 0})
+                by_route[route] = by_route.get(route, 0) + 1
+                if route == "program":
+                    figures.program_tool_calls += 1
+                else:
+                    figures.direct_tool_calls += 1
         self.journal.record(self.entry)
 
 
-_CALL_KINDS = {
-    "function_call": "function",
-    "mcp_call": "mcp",
-    "code_interpreter_call": "code_interpreter",
-}
-"""Output item types that are tool calls, by tool kind."""
+def _counts(call: dict[str, Any]) -> bool:
+    """A program's call the server answered (a denied one never ran; direct ones are items, counted
+    with the output)."""
+    return call["route"] == "program" and call.get("status") != "denied"

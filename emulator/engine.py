@@ -20,6 +20,7 @@ from typing import Any
 
 from ptc_emulator.sandbox import Limits
 
+from .choice import next_turn_conflict
 from .contract import Violation, check_output, check_tools
 from .conversation import Conversation, analyse
 from .errors import EmulatorError, InvalidRequest, NoScenarioMatched
@@ -27,13 +28,21 @@ from .faults import FaultInjector, InjectedHTTPError
 from .history import History, as_response_item, not_found
 from .items import FunctionCall, FunctionCallOutput, Message, ProgramCaller, ReasoningItem
 from .player import REASONING_DOMAIN, Player, Prepared, Runner, Trace, call_indexes
-from .request import CountTokensRequest, CreateRequest, FunctionToolChoice, ProgrammaticToolChoice
+from .request import (
+    CountTokensRequest,
+    CreateRequest,
+    CustomTool,
+    CustomToolChoice,
+    FunctionToolChoice,
+    KindToolChoice,
+    ProgrammaticToolChoice,
+)
 from .response import echo_tools, response_body
-from .scenario import NearMiss, Request, ScenarioRegistry
+from .scenario import NearMiss, Request, Scenario, ScenarioRegistry
 from .script import Script, inline_code, position, turn_items
 from .signing import Signer
 from .store import Store, StoredResponse
-from .toolkinds import answer_text, bind, duplicate_names
+from .toolkinds import answer_text, bind, duplicate_names, program_tools
 from .usage import usage
 
 __all__ = ["Engine", "Prepared", "Runner", "Trace"]
@@ -281,7 +290,7 @@ class Engine:
         hosted = self.player.hosted(self._prepared(request, conv, None, Trace(""), scope=None, local=None))
         labels = {label for label, tool in hosted.mcp_tools.items() if tool.programmatic}
         started = [t for t in seal.tools if not ("." in t and t.partition(".")[0] in labels)]
-        allowed = sorted({*request.programmatic_tools, *hosted.static_names()})
+        allowed = sorted({*program_tools(request), *hosted.static_names()})
         if started != allowed:
             raise InvalidRequest(
                 f"The tools a program may call changed while program {program.call_id} was running: it started "
@@ -313,6 +322,13 @@ class Engine:
 
     def _script(self, conv: Conversation, request: CreateRequest, scope: str | None) -> Script:
         text = conv.anchor_text
+
+        def contradiction(scenario: Scenario) -> str | None:
+            if conv.open_program is not None:
+                return None  # resuming a program is not the model choosing
+            script = Script(scenario.name, list(scenario.turns), {}, scenario)
+            return next_turn_conflict(request, script.turns, lambda: position(conv, script)[0])
+
         found = self.scenarios.match(
             Request(
                 text=text,
@@ -321,6 +337,7 @@ class Engine:
                 model=request.model or "",
                 metadata=request.metadata or {},
                 scope=scope,
+                choice=contradiction,
             )
         )
         if not isinstance(found, list):
@@ -328,7 +345,13 @@ class Engine:
             return Script(scenario.name, list(scenario.turns), {"input": text, **captures}, scenario)
         code = inline_code(text)
         if code is not None:
-            return Script.inline(code)
+            script = Script.inline(code)
+            reason = None
+            if conv.open_program is None:
+                reason = next_turn_conflict(request, script.turns, lambda: position(conv, script)[0])
+            if reason is None:
+                return script
+            raise _no_match(text, found, inline=f"the ```js block cannot run: {reason}")
         raise _no_match(text, found)
 
     def _input_items(self, prepared: Prepared) -> list[dict[str, Any]]:
@@ -388,6 +411,16 @@ def _check_request(request: CreateRequest) -> None:
             f"Tool choice 'function' with name '{choice.name}' not found in 'tools' parameter.", param="tool_choice"
         )
     check_tools(request)
+    if isinstance(choice, CustomToolChoice) and choice.name not in {
+        t.name for t in request.tools or () if isinstance(t, CustomTool)
+    }:
+        raise InvalidRequest(
+            f"Tool choice 'custom' with name '{choice.name}' not found in 'tools' parameter.", param="tool_choice"
+        )
+    if isinstance(choice, KindToolChoice) and not any(
+        getattr(t, "type", None) == choice.type for t in request.tools or ()
+    ):
+        raise InvalidRequest(f"Tool choice '{choice.type}' not found in 'tools' parameter.", param="tool_choice")
     if isinstance(choice, ProgrammaticToolChoice) and not request.ptc_enabled:
         raise InvalidRequest(
             "Tool choice 'programmatic_tool_calling' not found in 'tools' parameter.", param="tool_choice"
@@ -408,14 +441,22 @@ def _check_outputs(conv: Conversation, request: CreateRequest) -> list[Violation
     return found
 
 
-def _no_match(text: str, misses: list[NearMiss]) -> NoScenarioMatched:
+def _no_match(text: str, misses: list[NearMiss], inline: str | None = None) -> NoScenarioMatched:
     shown = text if len(text) <= 120 else text[:117] + "..."
     if misses:
         closest = "; ".join(f"'{m.scenario}' ({m.field}): {m.reason}" for m in misses[:3])
         message = f"No scenario matches this request. Closest: {closest}."
     else:
         message = "No scenario matches this request (no scenario is loaded)."
-    message += " The latest user message has no ```js code block to run inline either."
-    return NoScenarioMatched(
-        message, {"input": shown, "near_misses": [m.as_dict() for m in misses], "inline_code": False}
-    )
+    if inline is None:
+        message += " The latest user message has no ```js code block to run inline either."
+    else:
+        message += f" The latest user message has a ```js code block, but {inline}."
+    report: dict[str, Any] = {
+        "input": shown,
+        "near_misses": [m.as_dict() for m in misses],
+        "inline_code": inline is not None,
+    }
+    if inline is not None:
+        report["inline_conflict"] = inline
+    return NoScenarioMatched(message, report)

@@ -8,6 +8,9 @@ A streamed response is told as events (`types/responses/response_stream_event.py
         message:   content_part.added, output_text.delta... (or refusal.delta...),
                    output_text.done (refusal.done), content_part.done, per content part
         function_call: function_call_arguments.delta..., function_call_arguments.done
+        custom_tool_call: custom_tool_call_input.delta..., custom_tool_call_input.done
+        shell_call: per command, shell_call_command.added, shell_call_command.delta...,
+                   shell_call_command.done
         reasoning: reasoning_summary_part.added, reasoning_summary_text.delta...,
                    reasoning_summary_text.done, reasoning_summary_part.done, per summary part
         mcp_list_tools: mcp_list_tools.in_progress, mcp_list_tools.completed (or .failed)
@@ -93,6 +96,11 @@ def item_events(item: dict[str, Any], output_index: int) -> list[Event]:
         added, middle = _with_status({**item, "content": []}, item), list(_message(item, output_index))
     elif kind == "function_call":
         added, middle = _with_status({**item, "arguments": ""}, item), list(_arguments(item, output_index))
+    elif kind == "custom_tool_call":
+        added, middle = {**item, "input": ""}, list(_input(item, output_index))
+    elif kind == "shell_call":
+        action = {**item.get("action", {}), "commands": []}
+        added, middle = _with_status({**item, "action": action}, item), list(_commands(item, output_index))
     elif kind == "reasoning":
         empty = {k: v for k, v in item.items() if k not in ("content", "encrypted_content")}
         added, middle = _with_status({**empty, "summary": []}, item), list(_reasoning(item, output_index))
@@ -173,6 +181,23 @@ def _arguments(item: dict[str, Any], output_index: int) -> Iterator[Event]:
     for delta in chunks(arguments):
         yield {"type": "response.function_call_arguments.delta", **where, "delta": delta}
     yield {"type": "response.function_call_arguments.done", **where, "arguments": arguments}
+
+
+def _input(item: dict[str, Any], output_index: int) -> Iterator[Event]:
+    where = {"item_id": _item_id(item), "output_index": output_index}
+    text = item.get("input", "")
+    for delta in chunks(text):
+        yield {"type": "response.custom_tool_call_input.delta", **where, "delta": delta}
+    yield {"type": "response.custom_tool_call_input.done", **where, "input": text}
+
+
+def _commands(item: dict[str, Any], output_index: int) -> Iterator[Event]:
+    for command_index, command in enumerate(item.get("action", {}).get("commands", [])):
+        at = {"command_index": command_index, "output_index": output_index}
+        yield {"type": "response.shell_call_command.added", **at, "command": ""}
+        for delta in chunks(command):
+            yield {"type": "response.shell_call_command.delta", **at, "delta": delta}
+        yield {"type": "response.shell_call_command.done", **at, "command": command}
 
 
 def _reasoning(item: dict[str, Any], output_index: int) -> Iterator[Event]:

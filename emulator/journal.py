@@ -25,7 +25,12 @@ class Figures:
     model_turns: int = 0
     """Scripted turns played in this response (a program resumed to its end counts with its turn)."""
     direct_tool_calls: int = 0
+    """Tool calls of every kind the scripted model made directly."""
     program_tool_calls: int = 0
+    """Tool calls of every kind programs made (client-answered or settled by the server)."""
+    tool_calls: dict[str, dict[str, int]] = field(default_factory=dict)
+    """The same calls by kind (`function`, `custom`, `shell`, `apply_patch`, ...) and route:
+    `{"custom": {"direct": 0, "program": 2}}`."""
     programs_run: int = 0
     """Programs started or resumed (by replay) while answering this request."""
     retries: int = 0
@@ -34,13 +39,6 @@ class Figures:
     """Bytes of tool output that went to a program in this request instead of the model's context."""
     input_tokens: int = 0
     output_tokens: int = 0
-    tool_calls: dict[str, dict[str, int]] = field(default_factory=dict)
-    """Tool calls by kind (function, mcp, code_interpreter, shell, ...) and route (direct, program):
-    the calls in the response's output and those answered inside the runtime."""
-
-    def count_call(self, kind: str, route: str) -> None:
-        by_route = self.tool_calls.setdefault(kind, {})
-        by_route[route] = by_route.get(route, 0) + 1
 
 
 @dataclass

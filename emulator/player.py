@@ -35,6 +35,7 @@ from .items import (
     CallItem,
     CodeInterpreterCall,
     Item,
+    LocalShellCall,
     McpApprovalRequest,
     McpCall,
     McpListedTool,
@@ -55,7 +56,7 @@ from .scenario import Fault, Turn
 from .script import Script
 from .signing import ProgramSeal, Signer, code_digest
 from .store import Store
-from .toolkinds import Binding, Unemulated, answer_key, answer_text, bind, kind_of_call
+from .toolkinds import Binding, Unemulated, answer_key, answer_text, bind, kind_of_call, program_tools
 
 __all__ = ["REASONING_DOMAIN", "Player", "Prepared", "Runner", "Trace", "call_indexes"]
 
@@ -89,6 +90,8 @@ class Trace:
     contract: list[Violation] = field(default_factory=list)
     hosted_calls: list[dict[str, Any]] = field(default_factory=list)
     """Calls answered on the server's side (MCP, code interpreter, hosted shell), in order."""
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    """(kind, route) of each tool call made in this response; route is `direct` or `program`."""
 
 
 @dataclass
@@ -169,6 +172,11 @@ class Player:
             produced.append(item)
             out.append(dump(item))
             prepared.trace.route.append(item.type)
+            if isinstance(item, CALL_TYPES):
+                route = "program" if isinstance(getattr(item, "caller", None), ProgramCaller) else "direct"
+                prepared.trace.calls.append((kind_of_call(item).kind, route))
+            elif isinstance(item, McpCall | CodeInterpreterCall):
+                prepared.trace.calls.append(("mcp" if isinstance(item, McpCall) else "code_interpreter", "direct"))
 
         await self._list_mcp_tools(prepared, emit)
 
@@ -412,10 +420,12 @@ class Player:
         answered: dict[int, ToolResult],
         bindings: dict[str, Binding],
         hosted: Hosted,
+        settled: list[tuple[int, str]],
     ) -> tuple[list[McpApprovalRequest], str | None]:
         """Answer what needs no client among the calls the program waits on: the server-run ones
         (into the runtime record) and those whose arguments a kind refuses (into `answered`; the
-        promise rejects). Returns the approval requests to surface, and why the program must stop."""
+        promise rejects; `settled` gets their (position, kind)). Returns the approval requests to
+        surface, and why the program must stop."""
         for pending in outcome.pending:
             binding = bindings.get(pending.name)
             if binding is not None and isinstance(binding.kind, Unemulated):
@@ -435,6 +445,7 @@ class Player:
             problem = binding.kind.check(binding, json.loads(pending.arguments))
             if problem is not None:
                 answered[pending.index] = ToolResult(pending.name, pending.arguments, problem, is_error=True)
+                settled.append((pending.index, binding.kind.kind))
         return approvals, None
 
     async def _new_program(self, code: str, prepared: Prepared) -> tuple[ProgramItem, ProgramSeal]:
@@ -445,7 +456,7 @@ class Player:
             code_sha256=code_digest(code),
             seed=self.seeds(),
             clock_ms=int(self.clock() * 1000),
-            tools=tuple(sorted({*prepared.request.programmatic_tools, *hosted})),
+            tools=tuple(sorted({*program_tools(prepared.request), *hosted})),
         )
         item = ProgramItem(id=self.ids("prog"), call_id=call_id, code=code, fingerprint=self.signer.fingerprint(seal))
         return item, seal
@@ -465,6 +476,8 @@ class Player:
         bindings = bind(req)
         hosted = self.hosted(prepared)
         answered = self.answers(item, conv)
+        seen = max(answered, default=-1)
+        settled: list[tuple[int, str]] = []
         stopped: str | None = None
         approvals: list[McpApprovalRequest] = []
         while True:
@@ -489,10 +502,12 @@ class Player:
                 )
             if not isinstance(outcome, Suspended) or forced is not None:
                 break
-            approvals, stopped = await self._settle(item, outcome, known, answered, bindings, hosted)
+            approvals, stopped = await self._settle(item, outcome, known, answered, bindings, hosted, settled)
             if stopped is not None or len(_prefix({**hosted.record(item.call_id), **answered})) == len(journal):
                 break
         trace.programs_run += 1
+        # Calls before the last one the client answered were settled, and counted, in an earlier response.
+        trace.calls.extend((kind, "program") for index, kind in settled if index > seen)
         trace.images.extend(o.url for o in outcome.outputs if isinstance(o, ImageOutput))
         unused = sorted(i for i in answered if i >= len(journal))
         if unused and (not isinstance(outcome, Suspended) or stopped is not None):
@@ -639,11 +654,12 @@ def _template_context(conv: Conversation, produced: list[Item]) -> dict[str, Any
             program = {"status": item.status, "result": item.result, "call_id": item.call_id}
     outputs: dict[str, Any] = {}
     output: Any = None
-    calls = {
-        i.call_id: i
-        for i in items
-        if isinstance(i, CALL_TYPES) and not isinstance(getattr(i, "caller", None), ProgramCaller)
-    }
+    calls: dict[str, CallItem] = {}
+    for i in items:
+        if isinstance(i, CALL_TYPES) and not isinstance(getattr(i, "caller", None), ProgramCaller):
+            calls[i.call_id] = i
+            if isinstance(i, LocalShellCall):
+                calls[i.id] = i  # its output may name it by item id
     for item in items:
         if isinstance(item, OUTPUT_TYPES):
             call = calls.get(answer_key(item) or "")

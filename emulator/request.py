@@ -196,9 +196,9 @@ class ComputerTool(WireModel):
 
 class ComputerUsePreviewTool(WireModel):
     type: Literal["computer_use_preview"] = "computer_use_preview"
-    display_height: int | None = None
-    display_width: int | None = None
-    environment: str | None = None
+    display_height: int
+    display_width: int
+    environment: Literal["windows", "mac", "linux", "ubuntu", "browser"]
 
 
 class ImageGenerationTool(WireModel):
@@ -374,15 +374,6 @@ class Conversational(WireModel):
     @property
     def ptc_enabled(self) -> bool:
         return any(isinstance(t, ProgrammaticToolCalling) for t in self.tools or ())
-
-    @property
-    def programmatic_tools(self) -> tuple[str, ...]:
-        """What a program may call, by the names it calls them (see `toolkinds.bind`), in order."""
-        if not self.ptc_enabled:
-            return ()
-        from .toolkinds import bind  # the tool kinds read this request's tools
-
-        return tuple(b.name for b in bind(self).values() if b.program_visible)
 
 
 class CreateRequest(Conversational):

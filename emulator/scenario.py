@@ -25,6 +25,7 @@ from __future__ import annotations
 import difflib
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -143,7 +144,8 @@ class Match(WireModel):
     input: str | None = None
     """A regular expression searched in the latest user message; named groups become variables."""
     tools: list[str] = Field(default_factory=list)
-    """Function tools the request must declare."""
+    """Tools the request must declare, by name: function and custom tools' names, `shell`,
+    `apply_patch`, `local_shell`."""
     model: str | None = None
     """A regular expression the request's `model` must match in full."""
     metadata: dict[str, str] = Field(default_factory=dict)
@@ -215,6 +217,8 @@ class Request:
     model: str
     metadata: dict[str, str]
     scope: str | None
+    choice: Callable[[Scenario], str | None] | None = None
+    """Why the scenario's next turn contradicts the request's tool_choice, or None."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,7 +309,7 @@ def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
     passed = 0.0
     missing = [t for t in m.tools if t not in request.tools]
     if missing:
-        return NearMiss(scenario.name, "tools", f"the request does not declare the function tool '{missing[0]}'", 0)
+        return NearMiss(scenario.name, "tools", f"the request does not declare the tool '{missing[0]}'", 0)
     passed += 1
     if scenario.needs_ptc and not request.ptc:
         return NearMiss(
@@ -319,16 +323,24 @@ def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
         if request.metadata.get(key) != value:
             return NearMiss(scenario.name, f"metadata.{key}", f"metadata '{key}' is not '{value}'", passed)
     passed += 1
-    if m.input is None:
-        return {}
-    found = re.search(m.input, request.text)
-    if found is None:
-        similarity = difflib.SequenceMatcher(None, _literal(m.input).lower(), request.text.lower()).ratio()
-        shown = request.text if len(request.text) <= 80 else request.text[:77] + "..."
-        return NearMiss(
-            scenario.name, "input", f"the latest user message '{shown}' does not match /{m.input}/", passed + similarity
-        )
-    return {k: v for k, v in found.groupdict().items() if v is not None}
+    captures: dict[str, str] = {}
+    if m.input is not None:
+        found = re.search(m.input, request.text)
+        if found is None:
+            similarity = difflib.SequenceMatcher(None, _literal(m.input).lower(), request.text.lower()).ratio()
+            shown = request.text if len(request.text) <= 80 else request.text[:77] + "..."
+            return NearMiss(
+                scenario.name,
+                "input",
+                f"the latest user message '{shown}' does not match /{m.input}/",
+                passed + similarity,
+            )
+        captures = {k: v for k, v in found.groupdict().items() if v is not None}
+    passed += 1
+    reason = request.choice(scenario) if request.choice is not None else None
+    if reason is not None:
+        return NearMiss(scenario.name, "tool_choice", reason, passed)
+    return captures
 
 
 def _literal(pattern: str) -> str:

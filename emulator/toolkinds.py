@@ -84,6 +84,7 @@ __all__ = [
     "bind",
     "kind_of_call",
     "kind_of_output",
+    "program_tools",
 ]
 
 
@@ -438,6 +439,13 @@ def bind(request: Conversational) -> dict[str, Binding]:
     for binding in late:  # a function or custom tool of the same name keeps it
         found.setdefault(binding.name, binding)
     return found
+
+
+def program_tools(request: Conversational) -> tuple[str, ...]:
+    """What a program may call, by the names it calls them, in declaration order (none without PTC)."""
+    if not request.ptc_enabled:
+        return ()
+    return tuple(b.name for b in bind(request).values() if b.program_visible)
 
 
 def duplicate_names(request: Conversational) -> Sequence[str]:

@@ -9,7 +9,8 @@ is exactly the sum of the tokenizer's counts of these strings:
 
     input   instructions; tool definitions (as compact JSON); each input item's text: message
             text, function_call name and arguments, function_call_output output, program code,
-            program_output result, reasoning summaries
+            program_output result, reasoning summaries; other tool calls: name and input, commands,
+            patch operation; their outputs: the output (as compact JSON when structured)
     output  each output item's text, the same way; reasoning summaries also count as
             `reasoning_tokens`
 """
@@ -29,7 +30,18 @@ from unittest import mock
 import tiktoken
 from tiktoken_ext import openai_public
 
-from .items import FunctionCall, FunctionCallOutput, Item, Message, ProgramItem, ProgramOutputItem, ReasoningItem
+from .items import (
+    CALL_TYPES,
+    OUTPUT_TYPES,
+    FunctionCall,
+    FunctionCallOutput,
+    Item,
+    Message,
+    ProgramItem,
+    ProgramOutputItem,
+    ReasoningItem,
+    dump,
+)
 
 __all__ = ["count", "encoding", "item_text", "model_text", "usage"]
 
@@ -68,6 +80,8 @@ def model_text(item: Item) -> Iterable[str]:
         yield item.arguments
     elif isinstance(item, FunctionCallOutput):
         yield item.output_text()
+    elif isinstance(item, (*CALL_TYPES, *OUTPUT_TYPES)):
+        yield from item_text(dump(item))
     elif isinstance(item, ProgramItem):
         yield item.code
     elif isinstance(item, ProgramOutputItem):
@@ -94,6 +108,20 @@ def item_text(item: dict[str, Any]) -> Iterable[str]:
     elif kind == "function_call_output":
         output = item.get("output", "")
         yield output if isinstance(output, str) else json.dumps(output)
+    elif kind == "custom_tool_call":
+        yield item.get("name", "")
+        yield item.get("input", "")
+    elif kind == "shell_call":
+        yield from item.get("action", {}).get("commands", [])
+    elif kind in ("apply_patch_call", "local_shell_call"):
+        yield json.dumps(item.get("operation", item.get("action", {})), separators=(",", ":"))
+    elif kind in ("custom_tool_call_output", "local_shell_call_output", "apply_patch_call_output"):
+        output = item.get("output") or ""
+        yield output if isinstance(output, str) else json.dumps(output, separators=(",", ":"))
+    elif kind == "shell_call_output":
+        for chunk in item.get("output", []):
+            yield chunk.get("stdout", "")
+            yield chunk.get("stderr", "")
     elif kind == "program":
         yield item.get("code", "")
     elif kind == "program_output":

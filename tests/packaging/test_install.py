@@ -99,6 +99,8 @@ def _venv(where: Path, wheel: Path) -> Path:
     # Appended after the new environment's own site-packages, and not processed as a site
     # directory, so this checkout's editable install is invisible there: only the wheel is.
     (site / "borrowed-dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    # The environment's own old setuptools would hide the borrowed one that builds editables.
+    _run(python, "-m", "pip", "uninstall", "-q", "-y", "setuptools", cwd=where.parent)
     _run(
         python, "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed", wheel, "pytest>=8.2", cwd=where.parent
     )

@@ -48,7 +48,7 @@ def test_a_program_calls_a_scripted_code_interpreter(ptc_emulator: PTCEmulator) 
         ("code_interpreter", "program", "completed"),
         ("code_interpreter", "program", "failed"),
     ]
-    assert entry["figures"]["tool_calls"]["code_interpreter"] == {"program": 2}
+    assert entry["figures"]["tool_calls"]["code_interpreter"] == {"direct": 0, "program": 2}
 
 
 def test_an_inline_program_uses_the_tests_hosted_script(ptc_emulator: PTCEmulator) -> None:

@@ -54,7 +54,7 @@ def test_a_direct_mcp_call_runs_in_the_same_response(ptc_emulator: PTCEmulator) 
     assert json.loads(call.arguments) == {"q": "direct hosted lookup"}
     assert response.output_text == "The answer is 42."
     [entry] = ptc_emulator.journal
-    assert entry["figures"]["tool_calls"]["mcp"] == {"direct": 1}
+    assert entry["figures"]["tool_calls"]["mcp"] == {"direct": 1, "program": 0}
 
 
 @pytest.mark.parametrize("approve", [True, False])

@@ -71,7 +71,7 @@ def test_a_program_calls_an_mcp_tool_with_no_round_trip(ptc_emulator: PTCEmulato
     assert [(c["kind"], c["route"], c["name"], c["status"]) for c in hosted] == [
         ("mcp", "program", "lookup", "completed")
     ]
-    assert entry["figures"]["tool_calls"]["mcp"] == {"program": 1}
+    assert entry["figures"]["tool_calls"]["mcp"] == {"direct": 0, "program": 1}
 
 
 def test_mcp_list_tools_once_per_conversation_filtered_by_allowed_tools(
