@@ -55,6 +55,8 @@ def _what(turn: Turn) -> str:
     if turn.kind == "call":
         names = ", ".join(f"'{c.name}'" for c in turn.calls)
         return f"calls {names}"
+    if turn.kind in ("mcp", "code_interpreter"):
+        return f"makes a direct {turn.kind} call"
     return f"is a {turn.kind}"
 
 
@@ -76,7 +78,7 @@ def conflict(choice: Any, turn: Turn, number: int) -> str | None:
     """Why turn `number` (1-based) does what `choice` forbids, or None."""
     if choice is None or choice == "auto":
         return None
-    tool_turn = turn.kind in ("program", "call")
+    tool_turn = turn.kind in ("program", "call", "mcp", "code_interpreter")
     ok: bool
     if choice == "none":
         ok = not tool_turn

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import openai
 import pytest
 from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
@@ -157,3 +158,10 @@ def test_input_items_lists_hosted_items(ptc_emulator: PTCEmulator) -> None:
     types = [i.type for i in listed.data]
     assert types == ["message", "mcp_list_tools", "mcp_approval_request", "mcp_approval_response"]
     assert all(i.id for i in listed.data)
+
+
+def test_tool_choice_none_does_not_match_a_direct_hosted_call(ptc_emulator: PTCEmulator) -> None:
+    ptc_emulator.add_scenario(scenario([{"mcp": {"server_label": "docs", "name": "wipe"}}, {"message": "done"}]))
+    client = validating_client(ptc_emulator)
+    with pytest.raises(openai.BadRequestError, match="makes a direct mcp call"):
+        client.responses.create(model="gpt-test", tools=[MCP], input="direct hosted wipe", tool_choice="none")
