@@ -270,3 +270,14 @@ def test_server_and_client_calls_in_parallel(ptc_emulator: PTCEmulator, docs: Do
     expected = ["5", "The docs say p is fine."]
     assert final.output_text == " + ".join(expected if order == "client first" else expected[::-1])
     assert docs.calls == [("lookup", {"topic": "p"})]
+
+
+def test_a_server_that_speaks_sse(ptc_emulator: PTCEmulator) -> None:
+    with docs_server("sse") as sse:
+        client = validating_client(ptc_emulator)
+        tools = [PTC, mcp_tool(sse, require_approval="never", allowed_callers=["programmatic"], headers={"x-k": "v"})]
+        response = client.responses.create(
+            model="gpt-test", tools=tools, input=js("text(await tools.docs_server.lookup({topic: 'sse'}))")
+        )
+        assert response.output_text == "The docs say sse is fine."
+        assert sse.calls == [("lookup", {"topic": "sse"})]

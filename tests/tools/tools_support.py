@@ -45,9 +45,11 @@ def _server(record: DocsServer) -> MCPServer:
 
 
 @contextmanager
-def docs_server() -> Iterator[DocsServer]:
+def docs_server(transport: str = "streamable-http") -> Iterator[DocsServer]:
+    """The server on a free port: streamable HTTP at `/mcp`, or SSE at `/sse`."""
     record = DocsServer()
-    app = _server(record).streamable_http_app()
+    server_app = _server(record)
+    app = server_app.sse_app() if transport == "sse" else server_app.streamable_http_app()
 
     async def capture(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
@@ -66,7 +68,7 @@ def docs_server() -> Iterator[DocsServer]:
     while not server.started:
         assert thread.is_alive() and time.monotonic() < deadline, "the MCP server did not start"
         time.sleep(0.01)
-    record.url = f"http://127.0.0.1:{port}/mcp"
+    record.url = f"http://127.0.0.1:{port}/{'sse' if transport == 'sse' else 'mcp'}"
     try:
         yield record
     finally:
