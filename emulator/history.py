@@ -14,7 +14,17 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from .errors import InvalidRequest, NotFound, PreviousResponseNotFound
-from .items import FunctionCall, FunctionCallOutput, InputItem, Item, ItemReference, Message, dump
+from .items import (
+    FunctionCall,
+    FunctionCallOutput,
+    InputItem,
+    Item,
+    ItemReference,
+    Message,
+    ToolSearchCallItem,
+    ToolSearchOutputItem,
+    dump,
+)
 from .request import CountTokensRequest, CreateRequest
 from .store import Store, StoredResponse
 
@@ -73,6 +83,10 @@ def as_response_item(item: Item, ids: Callable[[str], str]) -> dict[str, Any]:
     elif isinstance(item, FunctionCall):
         data.setdefault("id", ids("fc"))
         data.setdefault("status", "completed")
+    elif isinstance(item, ToolSearchCallItem | ToolSearchOutputItem):
+        data.setdefault("id", ids("tsc" if isinstance(item, ToolSearchCallItem) else "tso"))
+        data.setdefault("status", "completed")
+        data.setdefault("execution", "server")
     elif item.type in _LISTED_IDS:
         data.setdefault("id", ids(_LISTED_IDS[item.type]))
         data.setdefault("status", "completed")

@@ -42,6 +42,8 @@ from .items import (
     ReasoningItem,
     Refusal,
     SummaryText,
+    ToolSearchCallItem,
+    ToolSearchOutputItem,
     dump,
 )
 from .request import CreateRequest
@@ -49,7 +51,8 @@ from .scenario import Fault, Turn
 from .script import Script
 from .signing import ProgramSeal, Signer, code_digest
 from .store import Store
-from .toolkinds import Binding, Unemulated, answer_key, answer_text, bind, kind_of_call, program_tools
+from .toolkinds import FUNCTION, Binding, Unemulated, answer_key, answer_text, bind, kind_of_call, program_tools
+from .toolset import NOT_LOADED, Toolset, loaded_names
 
 __all__ = ["REASONING_DOMAIN", "Player", "Prepared", "Runner", "Trace", "call_indexes"]
 
@@ -108,6 +111,14 @@ class Prepared:
     strict_contract: bool = False
     local: Store | None = None
     """A connection's own store, where its `store: false` responses stay while it is open."""
+    toolset: Toolset | None = None
+    """What the model may call as this response starts; a server-executed search adds to it."""
+
+    @property
+    def tools(self) -> Toolset:
+        if self.toolset is None:
+            self.toolset = Toolset.of(self.request, self.conversation.items)
+        return self.toolset
 
     @property
     def store(self) -> bool:
@@ -180,7 +191,7 @@ class Player:
             if not req.ptc_enabled:
                 emit(self._message(NOT_ENABLED))
                 return True
-            program, seal = self._new_program(script.code(index, context), req)
+            program, seal = self._new_program(script.code(index, context), req, prepared.tools)
             self._reasoning(turn, program.call_id, prepared, emit)
             emit(program)
             prepared.conversation.seals[program.call_id] = seal
@@ -191,9 +202,9 @@ class Player:
             calls = turn.calls[prepared.emitted if index == prepared.turn else 0 :]
             if req.parallel_tool_calls is False:
                 calls = calls[:1]
-            bindings = bind(req)
+            bindings = bind(req, prepared.tools)
             for n, spec in enumerate(calls):
-                binding = _direct_tool(script, index, spec.name, bindings)
+                binding = _direct_tool(script, index, spec.name, bindings, prepared.tools)
                 if binding.kind.text_argument:
                     if spec.input is None:
                         raise script.error(index, f"the custom tool '{spec.name}' takes `input` (a string)")
@@ -211,6 +222,8 @@ class Player:
                 _check_call(binding, call, prepared)
                 emit(call)
             return True
+        if turn.search is not None:
+            return self._search(prepared, index, context, emit)
         if turn.error is not None:
             e = turn.error
             raise ScriptedError(e.status, e.message, type=e.type, code=e.code, param=e.param, headers=e.headers)
@@ -248,6 +261,36 @@ class Player:
             sealed = self.signer.seal(REASONING_DOMAIN, {"id": rid, "summary": turn.reasoning})
         emit(ReasoningItem(id=rid, summary=[SummaryText(text=turn.reasoning)], encrypted_content=sealed))
 
+    # ---- tool search ----------------------------------------------------------------------------
+
+    def _search(self, prepared: Prepared, index: int, context: dict[str, Any], emit: Callable[[Item], None]) -> bool:
+        """A search turn: the call, then (server execution) its output and the turns after it, or
+        (client execution) the end of the response. True when it ends the response."""
+        script, toolset = prepared.script, prepared.tools
+        assert script is not None
+        turn = script.turns[index]
+        spec = turn.search
+        assert spec is not None
+        query = script.text(index, spec.query, context) if spec.query is not None else None
+        given = json.loads(script.arguments(index, spec.arguments, context)) if spec.arguments is not None else None
+        arguments = toolset.search_arguments(spec, query, given, where=f"Scenario '{script.name}', turn {index + 1}")
+        execution = toolset.execution
+        call_id = self.ids("call")
+        self._reasoning(turn, call_id, prepared, emit)
+        emit(
+            ToolSearchCallItem(
+                id=self.ids("tsc"), call_id=call_id, arguments=arguments, execution=execution, status="completed"
+            )
+        )
+        if execution == "client":
+            return True
+        names = spec.load if spec.load is not None else toolset.search(query or "", spec.limit)
+        tools = toolset.definitions(names)
+        toolset.load(tools, execution="server")
+        output_id = self.ids("tso")
+        emit(ToolSearchOutputItem(id=output_id, call_id=call_id, execution="server", status="completed", tools=tools))
+        return False
+
     # ---- programs -------------------------------------------------------------------------------
 
     def answers(self, item: ProgramItem, conv: Conversation) -> dict[int, ToolResult]:
@@ -279,7 +322,7 @@ class Player:
         for pending in outcome.pending:
             if pending.index != len(journal):
                 break
-            binding = bindings[pending.name]
+            binding = _bound(bindings, pending.name)
             if pending.index in known:
                 journal.append(known[pending.index])
             else:
@@ -291,14 +334,14 @@ class Player:
             grew = True
         return grew, None
 
-    def _new_program(self, code: str, req: CreateRequest) -> tuple[ProgramItem, ProgramSeal]:
+    def _new_program(self, code: str, req: CreateRequest, toolset: Toolset) -> tuple[ProgramItem, ProgramSeal]:
         call_id = self.ids("call")
         seal = ProgramSeal(
             call_id=call_id,
             code_sha256=code_digest(code),
             seed=self.seeds(),
             clock_ms=int(self.clock() * 1000),
-            tools=tuple(sorted(program_tools(req))),
+            tools=program_tools(req, toolset),
         )
         item = ProgramItem(id=self.ids("prog"), call_id=call_id, code=code, fingerprint=self.signer.fingerprint(seal))
         return item, seal
@@ -315,7 +358,7 @@ class Player:
 
         `forced` is an injected fault's outcome, used instead of running the program."""
         conv, req, trace = prepared.conversation, prepared.request, prepared.trace
-        bindings = bind(req)
+        bindings = bind(req, prepared.tools)
         known = self.answers(item, conv)
         journal: list[ToolResult] = []
         settled: list[tuple[int, str]] = []
@@ -360,7 +403,7 @@ class Player:
             )
         if isinstance(outcome, Suspended) and stopped is None:
             for pending in outcome.pending[len(journal) - outcome.pending[0].index :]:
-                binding = bindings[pending.name]
+                binding = _bound(bindings, pending.name)
                 if binding.kind.check(binding, json.loads(pending.arguments)) is not None:
                     continue  # answered by the server once the calls before it are answered
                 call = binding.kind.call_item(
@@ -414,10 +457,15 @@ def call_indexes(signer: Signer, program: ProgramItem, calls: list[CallItem], li
     return found
 
 
-def _direct_tool(script: Script, index: int, name: str, bindings: dict[str, Binding]) -> Binding:
+def _direct_tool(script: Script, index: int, name: str, bindings: dict[str, Binding], toolset: Toolset) -> Binding:
     binding = bindings.get(name)
     if binding is None or not binding.direct:
-        why = "does not declare it" if binding is None else "allows only programmatic calls to it"
+        if binding is None and toolset.not_loaded(name):
+            why = f"declares it with defer_loading: true and no tool search has loaded it ({NOT_LOADED})"
+        elif binding is None:
+            why = "does not declare it"
+        else:
+            why = "allows only programmatic calls to it"
         what = (
             f"the {binding.kind.kind} tool"
             if binding is not None and binding.kind.kind != "function"
@@ -436,6 +484,12 @@ def _direct_tool(script: Script, index: int, name: str, bindings: dict[str, Bind
             code="scenario_error",
         )
     return binding
+
+
+def _bound(bindings: dict[str, Binding], name: str) -> Binding:
+    """A sealed tool name's binding; a function the program was started with is callable even if
+    this request no longer lists it (the open program's tools were checked against the request's)."""
+    return bindings.get(name) or Binding(name, FUNCTION, None, True, False)
 
 
 def _check_call(binding: Binding, call: CallItem, prepared: Prepared) -> None:
@@ -477,7 +531,9 @@ def _template_context(conv: Conversation, produced: list[Item]) -> dict[str, Any
                 outputs[kind_of_call(call).call_name(call)] = output
     result = program["result"] if program else None
     data = _parse(result) if result is not None else None
+    searched = [i for i in items if isinstance(i, ToolSearchOutputItem)]
     return {
+        "loaded": loaded_names(searched[-1].tools) if searched else [],
         "result": result,
         "data": data if isinstance(data, dict | list) else None,
         "program": program,
