@@ -7,7 +7,7 @@ NODE_STAMP := tests/node/node_modules/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: help run test test-fast lint bench clean
+.PHONY: help run test test-fast lint bench clean browser
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -31,6 +31,16 @@ $(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
 	cd tests/node && npm ci --no-audit --no-fund --loglevel=error
 	touch $(NODE_STAMP)
 
+# The trace inspector's tests drive the distribution's headless Chromium and its chromedriver.
+# Installed here where that is possible (as root, with apt-get); elsewhere those tests skip and say why.
+browser:
+	@if ! command -v chromium >/dev/null 2>&1 || [ ! -x /usr/bin/chromedriver ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) \
+				>/dev/null 2>&1 || true; \
+		fi; \
+	fi
+
 run: $(RUN_STAMP) ## serve the bundled fixtures with SQLite on 127.0.0.1:8000
 	$(BIN)/ptc-emulator serve --host $(HOST) --port $(PORT) --store sqlite --data-dir .data
 
@@ -40,7 +50,7 @@ lint: $(STAMP) ## ruff, mypy and the import-layer contract
 	PYTHONPATH=.typing $(BIN)/lint-imports  # the links: grimp walks folders, not the editable mapping
 	$(BIN)/mypy
 
-test: $(STAMP) $(NODE_STAMP) lint ## the whole suite, after the lint step
+test: $(STAMP) $(NODE_STAMP) browser lint ## the whole suite, after the lint step
 	$(BIN)/python -m pytest
 
 test-fast: $(STAMP) ## the fast tier: the engine with a fake runner and pure functions (no V8, no server)

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound
-from ptc_emulator.emulator.hosted import HostedScript
+from ptc_emulator.emulator.hosted_script import HostedScript
 from ptc_emulator.emulator.scenario import ScenarioError, load_scenario
 
 from .context import SCOPE_HEADER

@@ -23,7 +23,7 @@ from ptc_emulator.emulator.signing import Signer, load_secret
 from ptc_emulator.emulator.store import MemoryStore, SqliteStore, Store
 from ptc_emulator.sandbox import Pool, PoolConfig
 
-from . import admin, errors, routes, websocket
+from . import admin, errors, inspector, routes, websocket
 from .settings import Settings, bundled_fixtures
 
 __all__ = ["AppState", "create_app"]
@@ -117,6 +117,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     errors.install(app)
     app.include_router(routes.router)
     app.include_router(admin.router)
+    app.include_router(inspector.router)
     app.include_router(websocket.router)
     app.add_middleware(_Edge, settings=settings)
     return app
@@ -142,7 +143,9 @@ class _Edge:
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         key = self.settings.api_key
-        if key is not None and not _authorised(headers.get("authorization"), key):
+        # The inspector's page holds no data (its data comes from the admin API, with the key).
+        page = scope["type"] == "http" and scope.get("method") in ("GET", "HEAD") and _is_ui(scope.get("path", ""))
+        if key is not None and not page and not _authorised(headers.get("authorization"), key):
             message = _auth_message(headers.get("authorization"))
             await _reject(scope, receive, send_with_id, Unauthorized(message, code="invalid_api_key"))
             return
@@ -163,6 +166,10 @@ class _Edge:
             return message
 
         await self.app(scope, limited_receive if scope["type"] == "http" else receive, send_with_id)
+
+
+def _is_ui(path: str) -> bool:
+    return path == "/_emulator/ui" or path.startswith("/_emulator/ui/")
 
 
 def _authorised(header: str | None, key: str) -> bool:

@@ -114,6 +114,8 @@ def main(argv: list[str] | None = None) -> None:
         file=sys.stderr,
         flush=True,
     )
+    inspector = f"http://{settings.host}:{sock.getsockname()[1]}/_emulator/ui/"
+    print(f"ptc-emulator: trace inspector at {inspector} (docs/inspector.md)", file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level=log_level, ws="websockets-sansio")
     uvicorn.Server(config).run(sockets=[sock])
 

@@ -93,6 +93,7 @@ class Recorder:
                     figures.program_tool_calls += 1
                 else:
                     figures.direct_tool_calls += 1
+        self.entry.figures.latency_ms = round((time.time() - self.entry.at) * 1000, 3)
         self.journal.record(self.entry)
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,8 @@ __all__: list[str] = []
 
 _API_KEY_ENV = "PTC_EMULATOR_API_KEY"
 _api_key = pytest.StashKey[str]()
+_inspector = pytest.StashKey[str]()
+_failed = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -110,8 +112,30 @@ def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> It
     from ptc_emulator.api.testing import API_KEY, PTCEmulator
 
     emulator = PTCEmulator(ptc_emulator_server, api_key=request.config.stash.get(_api_key, API_KEY))
+    request.node.stash[_inspector] = emulator.inspector_url
     try:
         yield emulator
     finally:
-        emulator.reset()
+        if request.node.stash.get(_failed, False):
+            # A failed test's journal stays for the inspector link in its report; its scenarios go.
+            for scenario in emulator.scenarios:
+                if scenario.get("scope") == emulator.scope:
+                    emulator.remove_scenario(str(scenario["name"]))
+        else:
+            emulator.reset()
         emulator.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failing test that used the emulator gets the inspector's link to its scope in its report."""
+    report: pytest.TestReport = yield
+    link = item.stash.get(_inspector, None)
+    if link is not None and report.failed:
+        item.stash[_failed] = True
+        report.sections.append(
+            ("ptc-emulator", f"inspector: {link}\n(this test's requests stay in the journal while the server runs)")
+        )
+    return report

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-__all__ = ["API_KEY", "API_KEY_ENV", "SCOPE_HEADER", "EmulatorServer", "PTCEmulator"]
+__all__ = ["API_KEY", "API_KEY_ENV", "SCOPE_HEADER", "EmulatorServer", "PTCEmulator", "inspector_url"]
 
 SCOPE_HEADER = "x-ptc-emulator-scope"
 API_KEY = "sk-ptc-emulator"
@@ -60,6 +60,15 @@ class EmulatorServer:
         self._socket.close()
 
 
+def inspector_url(base_url: str, scope: str | None = None) -> str:
+    """The inspector's page on the emulator at `base_url` (its `/v1` URL), for one scope or all."""
+    from urllib.parse import quote
+
+    root = base_url.rstrip("/")
+    root = root[: -len("/v1")] if root.endswith("/v1") else root
+    return f"{root}/_emulator/ui/" + (f"#scope={quote(scope, safe='')}" if scope else "")
+
+
 def _plain_http(url: Any) -> bool:
     """Plain HTTP never does TLS: a client for it can skip loading the CA bundle, which costs
     tens of milliseconds for every client a test makes."""
@@ -81,6 +90,11 @@ class PTCEmulator:
             verify=not _plain_http(root),
         )
         self._clients: list[Any] = []
+
+    @property
+    def inspector_url(self) -> str:
+        """The trace inspector's page, showing this test's scope (the key, if any, is not in it)."""
+        return inspector_url(self.base_url, self.scope)
 
     @property
     def headers(self) -> dict[str, str]:

@@ -28,6 +28,8 @@ from .items import (
     ProgramCaller,
     ProgramItem,
     ProgramOutputItem,
+    ToolSearchCallItem,
+    ToolSearchOutputItem,
 )
 from .signing import ProgramSeal, Signer
 from .toolkinds import answer_key, kind_of_call, kind_of_output
@@ -50,6 +52,8 @@ class Conversation:
     approval_requests: dict[str, McpApprovalRequest] = field(default_factory=dict)
     approval_responses: dict[str, McpApprovalResponse] = field(default_factory=dict)
     """By `approval_request_id`."""
+    search_calls: dict[str, ToolSearchCallItem] = field(default_factory=dict)
+    search_outputs: dict[str, ToolSearchOutputItem] = field(default_factory=dict)
     open_program: ProgramItem | None = None
     open_index: int = -1
     """Index of the open program's item."""
@@ -77,8 +81,9 @@ class Conversation:
             (
                 i
                 for i, item in enumerate(self.items)
-                if not isinstance(item, (*OUTPUT_TYPES, Message, McpApprovalResponse))
+                if not isinstance(item, (*OUTPUT_TYPES, Message, ToolSearchOutputItem, McpApprovalResponse))
                 or (isinstance(item, Message) and item.role == "assistant")
+                or (isinstance(item, ToolSearchOutputItem) and item.execution != "client")
             ),
             default=-1,
         )
@@ -112,6 +117,10 @@ def analyse(items: list[Item], new_from: int, signer: Signer) -> Conversation:
             conv.programs[item.call_id] = item
         elif isinstance(item, ProgramOutputItem):
             _add_program_output(conv, item, param, signer)
+        elif isinstance(item, ToolSearchCallItem):
+            _add_search_call(conv, item, param)
+        elif isinstance(item, ToolSearchOutputItem):
+            _add_search_output(conv, item, param)
         elif isinstance(item, McpListTools | McpCall | CodeInterpreterCall) and isinstance(item.caller, ProgramCaller):
             if item.caller.caller_id not in conv.programs:
                 raise InvalidRequest(
@@ -126,6 +135,13 @@ def analyse(items: list[Item], new_from: int, signer: Signer) -> Conversation:
     for call_id, call in conv.calls.items():
         if call_id not in conv.outputs:
             raise InvalidRequest(f"No tool output found for {kind_of_call(call).label} {call_id}.", param="input")
+    for call_id, search in conv.search_calls.items():
+        if search.execution == "client" and call_id not in conv.search_outputs:
+            raise InvalidRequest(
+                f"No tool_search_output found for client-executed tool search call {call_id}: answer it with the "
+                "tools it loads (an empty list loads none).",
+                param="input",
+            )
     if anchor < 0:
         raise InvalidRequest("The input has no user message for the model to answer.", param="input")
     open_programs = [p for p in conv.programs.values() if p.call_id not in conv.program_outputs]
@@ -274,3 +290,56 @@ def _add_program_output(conv: Conversation, item: ProgramOutputItem, param: str,
             param=param,
         )
     conv.program_outputs[item.call_id] = item
+
+
+def _add_search_call(conv: Conversation, call: ToolSearchCallItem, param: str) -> None:
+    if call.call_id is None:
+        if call.execution == "client":
+            raise InvalidRequest(
+                f"Missing required parameter: '{param}.call_id' (a client-executed tool search call needs one).",
+                param=f"{param}.call_id",
+                code="missing_required_parameter",
+            )
+        return
+    if call.call_id in conv.search_calls:
+        raise InvalidRequest(
+            f"Duplicate item: a tool_search_call with call_id '{call.call_id}' appears more than once.", param=param
+        )
+    if any(p not in conv.program_outputs for p in conv.programs):
+        raise InvalidRequest(
+            "A tool search cannot run while a program is running: the program must finish first.", param=param
+        )
+    conv.search_calls[call.call_id] = call
+
+
+def _add_search_output(conv: Conversation, output: ToolSearchOutputItem, param: str) -> None:
+    """A search output answers the call with its call_id; without one, it is a server search's
+    output replayed as it came (the execution then says who ran it, server by default)."""
+    if output.call_id is None:
+        if output.execution == "client":
+            raise InvalidRequest(
+                f"Missing required parameter: '{param}.call_id' (a client tool_search_output answers a call).",
+                param=f"{param}.call_id",
+                code="missing_required_parameter",
+            )
+        output.execution = output.execution or "server"
+        return
+    call = conv.search_calls.get(output.call_id)
+    if call is None:
+        raise InvalidRequest(
+            f"No tool search call found for tool_search_output with call_id {output.call_id}.", param=param
+        )
+    if output.call_id in conv.search_outputs:
+        raise InvalidRequest(
+            f"Duplicate item: a tool_search_output for call_id '{output.call_id}' appears more than once.",
+            param=param,
+        )
+    execution = call.execution or "server"
+    if output.execution is not None and output.execution != execution:
+        raise InvalidRequest(
+            f"The tool_search_output for call_id {output.call_id} says execution '{output.execution}', but its "
+            f"tool_search_call was executed by the {execution}.",
+            param=f"{param}.execution",
+        )
+    output.execution = execution
+    conv.search_outputs[output.call_id] = output

@@ -39,10 +39,11 @@ from .request import (
 )
 from .response import echo_tools, response_body
 from .scenario import NearMiss, Request, Scenario, ScenarioRegistry
-from .script import Script, inline_code, position, turn_items
+from .script import Script, inline_code, inline_search, position, turn_items
 from .signing import Signer
 from .store import Store, StoredResponse
 from .toolkinds import answer_text, bind, duplicate_names, program_tools
+from .toolset import Toolset, call_name
 from .usage import usage
 
 __all__ = ["Engine", "Prepared", "Runner", "Trace"]
@@ -110,18 +111,19 @@ class Engine:
             conv = Conversation(items, len(history), anchor=-1)
             return self._prepared(request, conv, None, Trace("generate=false"), scope=scope, local=local)
         conv = analyse(items, len(history), self.signer)
-        script = self._script(conv, request, scope)
+        toolset = Toolset.of(request, conv.items, conv.new_from)
+        script = self._script(conv, request, toolset, scope)
         trace = Trace(script.name)
         try:
             turn, emitted = position(conv, script)
             if conv.open_program is not None:
-                self._check_open_program(conv, request)
+                self._check_open_program(conv, toolset, request)
             if request.store is False:
                 self._check_reasoning(conv, script)
             strict = self.strict_contract
             if script.scenario is not None and script.scenario.strict_contract is not None:
                 strict = script.scenario.strict_contract
-            trace.contract.extend(_check_outputs(conv, request))
+            trace.contract.extend(_check_outputs(conv, toolset))
             if strict and trace.contract:
                 raise InvalidRequest(trace.contract[0].describe(), param="input", code="contract_violation")
             fault = script.turns[turn].fault if conv.open_program is None and turn < len(script.turns) else None
@@ -138,6 +140,7 @@ class Engine:
             if isinstance(getattr(item, "caller", None), ProgramCaller)
         )
         prepared = self._prepared(request, conv, script, trace, scope=scope, local=local)
+        prepared.toolset = toolset
         prepared.turn, prepared.emitted, prepared.fault, prepared.strict_contract = turn, emitted, fault, strict
         prepared.hosted_script = self.scenarios.hosted(scope)
         return prepared
@@ -283,14 +286,14 @@ class Engine:
 
     # ---- checks ---------------------------------------------------------------------------------
 
-    def _check_open_program(self, conv: Conversation, request: CreateRequest) -> None:
+    def _check_open_program(self, conv: Conversation, toolset: Toolset, request: CreateRequest) -> None:
         program = conv.open_program
         assert program is not None
         seal = conv.seals[program.call_id]
         hosted = self.player.hosted(self._prepared(request, conv, None, Trace(""), scope=None, local=None))
         labels = {label for label, tool in hosted.mcp_tools.items() if tool.programmatic}
         started = [t for t in seal.tools if not ("." in t and t.partition(".")[0] in labels)]
-        allowed = sorted({*program_tools(request), *hosted.static_names()})
+        allowed = sorted({*program_tools(request, toolset), *hosted.static_names()})
         if started != allowed:
             raise InvalidRequest(
                 f"The tools a program may call changed while program {program.call_id} was running: it started "
@@ -310,7 +313,7 @@ class Engine:
                     code="invalid_encrypted_content",
                 )
         for first, turn in turn_items(conv, script):
-            required = self.signer.reasoning_id(first.call_id)
+            required = self.signer.reasoning_id(first.call_id or "")
             if turn.reasoning is not None and required not in reasoning:
                 raise InvalidRequest(
                     f"Item '{first.id or first.call_id}' of type '{first.type}' was provided without its required "
@@ -320,7 +323,7 @@ class Engine:
 
     # ---- the scripted model ---------------------------------------------------------------------
 
-    def _script(self, conv: Conversation, request: CreateRequest, scope: str | None) -> Script:
+    def _script(self, conv: Conversation, request: CreateRequest, toolset: Toolset, scope: str | None) -> Script:
         text = conv.anchor_text
 
         def contradiction(scenario: Scenario) -> str | None:
@@ -332,20 +335,21 @@ class Engine:
         found = self.scenarios.match(
             Request(
                 text=text,
-                tools=frozenset(bind(request)),
+                tools=frozenset({*toolset.declared, *bind(request, toolset)}),
                 ptc=request.ptc_enabled,
                 model=request.model or "",
                 metadata=request.metadata or {},
                 scope=scope,
+                deferred=frozenset(n for n in toolset.declared if toolset.not_loaded(n)),
                 choice=contradiction,
             )
         )
         if not isinstance(found, list):
             scenario, captures = found
             return Script(scenario.name, list(scenario.turns), {"input": text, **captures}, scenario)
-        code = inline_code(text)
-        if code is not None:
-            script = Script.inline(code)
+        code, search = inline_code(text), inline_search(text)
+        if code is not None or search is not None:
+            script = Script.inline(code, search)
             reason = None
             if conv.open_program is None:
                 reason = next_turn_conflict(request, script.turns, lambda: position(conv, script)[0])
@@ -427,14 +431,13 @@ def _check_request(request: CreateRequest) -> None:
         )
 
 
-def _check_outputs(conv: Conversation, request: CreateRequest) -> list[Violation]:
+def _check_outputs(conv: Conversation, toolset: Toolset) -> list[Violation]:
     """The newly answered tool outputs against their tools' output_schema."""
-    tools = {t.name: t for t in request.function_tools}
     found = []
     for item in conv.latest_outputs():
         call = conv.calls.get(item.call_id or "") if isinstance(item, FunctionCallOutput) else None
         if isinstance(item, FunctionCallOutput) and isinstance(call, FunctionCall):
-            tool = tools.get(call.name)
+            tool = toolset.function(call_name(call))
             violation = check_output(tool, call.call_id, item.output_text()) if tool else None
             if violation is not None:
                 found.append(violation)

@@ -22,6 +22,8 @@ from .items import (
     ItemReference,
     McpApprovalResponse,
     Message,
+    ToolSearchCallItem,
+    ToolSearchOutputItem,
     dump,
 )
 from .request import CountTokensRequest, CreateRequest
@@ -84,6 +86,10 @@ def as_response_item(item: Item, ids: Callable[[str], str]) -> dict[str, Any]:
         data.setdefault("status", "completed")
     elif isinstance(item, McpApprovalResponse):
         data.setdefault("id", ids("mcpa"))
+    elif isinstance(item, ToolSearchCallItem | ToolSearchOutputItem):
+        data.setdefault("id", ids("tsc" if isinstance(item, ToolSearchCallItem) else "tso"))
+        data.setdefault("status", "completed")
+        data.setdefault("execution", "server")
     elif item.type in _LISTED_IDS:
         data.setdefault("id", ids(_LISTED_IDS[item.type]))
         data.setdefault("status", "completed")

@@ -27,22 +27,20 @@ from __future__ import annotations
 import json
 import re
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-from pydantic import Field, field_validator
 
 from ptc_emulator.sandbox import PendingCall, ToolResult
 
 from .conversation import Conversation
 from .errors import InvalidRequest, StatusError
+from .hosted_script import CodeInterpreterSpec, HostedScript
 from .items import (
     McpApprovalRequest,
     McpApprovalResponse,
-    OpenJSON,
     ProgramCaller,
     ReasoningItem,
-    WireModel,
 )
 from .mcp import Listing, McpServerSpec, McpTool, call_tool, list_tools
 from .request import CodeInterpreterTool
@@ -50,11 +48,8 @@ from .signing import Signer
 
 __all__ = [
     "REASONING_DOMAIN",
-    "CodeInterpreterSpec",
     "Hosted",
-    "HostedScript",
     "Memo",
-    "ShellSpec",
     "Unscripted",
 ]
 
@@ -63,58 +58,6 @@ REASONING_DOMAIN = "reasoning"
 CODE_INTERPRETER = "code_interpreter"
 SHELL = "shell"
 HOSTED_ENVIRONMENTS = ("container_auto", "container_reference")
-
-
-# ---- what a scenario scripts -------------------------------------------------------------------
-
-
-class CodeInterpreterSpec(WireModel):
-    code: str | None = None
-    """A regular expression searched in the code; omitted matches any."""
-    logs: str | None = None
-    """Shorthand for `outputs: [{type: logs, logs: ...}]`."""
-    outputs: list[OpenJSON] = Field(default_factory=list)
-    error: str | None = None
-    """The code fails: the call's status is `failed` and a program's promise rejects with this."""
-
-    @field_validator("code")
-    @classmethod
-    def _compiles(cls, value: str | None) -> str | None:
-        if value is not None:
-            re.compile(value)
-        return value
-
-    def all_outputs(self) -> list[dict[str, Any]]:
-        extra = [{"type": "logs", "logs": self.logs}] if self.logs is not None else []
-        return [*extra, *self.outputs]
-
-
-class ShellSpec(WireModel):
-    command: str | None = None
-    """A regular expression the whole command must match; omitted matches any."""
-    stdout: str = ""
-    stderr: str = ""
-    exit_code: int = 0
-    timeout: bool = False
-
-    @field_validator("command")
-    @classmethod
-    def _compiles(cls, value: str | None) -> str | None:
-        if value is not None:
-            re.compile(value)
-        return value
-
-    def output(self) -> dict[str, Any]:
-        outcome: dict[str, Any] = {"type": "timeout"} if self.timeout else {"type": "exit", "exit_code": self.exit_code}
-        return {"stdout": self.stdout, "stderr": self.stderr, "outcome": outcome}
-
-
-class HostedScript(WireModel):
-    """Results for the tools that run on OpenAI's side (a scenario's `hosted:` section)."""
-
-    mcp_servers: dict[str, McpServerSpec] = Field(default_factory=dict)
-    code_interpreter: list[CodeInterpreterSpec] = Field(default_factory=list)
-    shell: list[ShellSpec] = Field(default_factory=list)
 
 
 # ---- the runtime --------------------------------------------------------------------------------
@@ -165,6 +108,8 @@ class Hosted:
     conversation: Conversation
     signer: Signer
     memo: Memo
+    available: Callable[[str], bool] = lambda key: True
+    """Whether a deferred tool is loaded (`Toolset.other_available`: `mcp:<server_label>`)."""
     calls: list[dict[str, Any]] = field(default_factory=list)
     """Every hidden call answered in this response, for the journal."""
     _listings: dict[str, Listing] = field(default_factory=dict)
@@ -175,7 +120,9 @@ class Hosted:
 
     @property
     def mcp_tools(self) -> dict[str, McpTool]:
-        return {t.server_label: t for t in self.tools if isinstance(t, McpTool)}
+        return {
+            t.server_label: t for t in self.tools if isinstance(t, McpTool) and self.available(f"mcp:{t.server_label}")
+        }
 
     @property
     def code_interpreter(self) -> CodeInterpreterTool | None:

@@ -51,6 +51,8 @@ __all__ = [
     "ShellCall",
     "ShellCallOutput",
     "SummaryText",
+    "ToolSearchCallItem",
+    "ToolSearchOutputItem",
     "WireModel",
     "dump",
 ]
@@ -439,6 +441,32 @@ class CodeInterpreterCall(WireModel):
     caller: Caller | None = None
 
 
+class ToolSearchCallItem(WireModel):
+    """The model's search for deferred tools (`execution: "server"`: the server ran it; `"client"`:
+    the client answers with a `tool_search_output` carrying the same `call_id`)."""
+
+    type: Literal["tool_search_call"] = "tool_search_call"
+    arguments: OpenJSON
+    id: str | None = None
+    call_id: str | None = None
+    execution: Literal["server", "client"] | None = None
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+    created_by: str | None = None
+
+
+class ToolSearchOutputItem(WireModel):
+    """The tools a search loaded. `tools` uses the request's Tool union; it is checked against it
+    where the conversation is read (`toolset.py`), as this module knows no tool types."""
+
+    type: Literal["tool_search_output"] = "tool_search_output"
+    tools: list[OpenJSON]
+    id: str | None = None
+    call_id: str | None = None
+    execution: Literal["server", "client"] | None = None
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+    created_by: str | None = None
+
+
 class ItemReference(WireModel):
     type: Literal["item_reference"] | None = "item_reference"
     id: str
@@ -477,6 +505,8 @@ InputItem: TypeAlias = Annotated[
     | Annotated[McpApprovalRequest, Tag("mcp_approval_request")]
     | Annotated[McpApprovalResponse, Tag("mcp_approval_response")]
     | Annotated[CodeInterpreterCall, Tag("code_interpreter_call")]
+    | Annotated[ToolSearchCallItem, Tag("tool_search_call")]
+    | Annotated[ToolSearchOutputItem, Tag("tool_search_output")]
     | Annotated[ItemReference, Tag("item_reference")],
     Discriminator(_item_tag),
 ]
@@ -496,4 +526,14 @@ OutputItem: TypeAlias = (
 CALL_TYPES = (FunctionCall, CustomToolCall, ShellCall, ApplyPatchCall, LocalShellCall)
 OUTPUT_TYPES = (FunctionCallOutput, CustomToolCallOutput, ShellCallOutput, ApplyPatchCallOutput, LocalShellCallOutput)
 
-Item: TypeAlias = Message | CallItem | OutputItem | ProgramItem | ProgramOutputItem | ReasoningItem | HostedItem
+Item: TypeAlias = (
+    Message
+    | CallItem
+    | OutputItem
+    | ProgramItem
+    | ProgramOutputItem
+    | ReasoningItem
+    | ToolSearchCallItem
+    | ToolSearchOutputItem
+    | HostedItem
+)

@@ -39,6 +39,8 @@ class Figures:
     """Bytes of tool output that went to a program in this request instead of the model's context."""
     input_tokens: int = 0
     output_tokens: int = 0
+    latency_ms: float = 0.0
+    """From the request's arrival to its journal entry (for a stream: to its last event)."""
 
 
 @dataclass

@@ -28,7 +28,8 @@ from .contract import Violation, check_call
 from .conversation import Conversation
 from .errors import InvalidRequest, ScriptedError
 from .faults import forced_failure
-from .hosted import Hosted, HostedScript, Memo, Unscripted
+from .hosted import Hosted, Memo, Unscripted
+from .hosted_script import HostedScript
 from .items import (
     CALL_TYPES,
     OUTPUT_TYPES,
@@ -48,6 +49,8 @@ from .items import (
     ReasoningItem,
     Refusal,
     SummaryText,
+    ToolSearchCallItem,
+    ToolSearchOutputItem,
     dump,
 )
 from .mcp import call_tool
@@ -56,7 +59,8 @@ from .scenario import Fault, Turn
 from .script import Script
 from .signing import ProgramSeal, Signer, code_digest
 from .store import Store
-from .toolkinds import Binding, Unemulated, answer_key, answer_text, bind, kind_of_call, program_tools
+from .toolkinds import FUNCTION, Binding, Unemulated, answer_key, answer_text, bind, kind_of_call, program_tools
+from .toolset import NOT_LOADED, Toolset, loaded_names
 
 __all__ = ["REASONING_DOMAIN", "Player", "Prepared", "Runner", "Trace", "call_indexes"]
 
@@ -120,6 +124,14 @@ class Prepared:
     hosted_script: HostedScript | None = None
     """Results for the server-side tools, when no scenario gives them (registered for the scope)."""
     hosted: Hosted | None = None
+    toolset: Toolset | None = None
+    """What the model may call as this response starts; a server-executed search adds to it."""
+
+    @property
+    def tools(self) -> Toolset:
+        if self.toolset is None:
+            self.toolset = Toolset.of(self.request, self.conversation.items)
+        return self.toolset
 
     @property
     def store(self) -> bool:
@@ -157,6 +169,7 @@ class Player:
                 conversation=prepared.conversation,
                 signer=self.signer,
                 memo=self.memo,
+                available=prepared.tools.other_available,
                 calls=prepared.trace.hosted_calls,
             )
         return prepared.hosted
@@ -224,9 +237,9 @@ class Player:
             calls = turn.calls[prepared.emitted if index == prepared.turn else 0 :]
             if req.parallel_tool_calls is False:
                 calls = calls[:1]
-            bindings = bind(req)
+            bindings = bind(req, prepared.tools)
             for n, spec in enumerate(calls):
-                binding = _direct_tool(script, index, spec.name, bindings)
+                binding = _direct_tool(script, index, spec.name, bindings, prepared.tools)
                 if binding.kind.text_argument:
                     if spec.input is None:
                         raise script.error(index, f"the custom tool '{spec.name}' takes `input` (a string)")
@@ -244,6 +257,8 @@ class Player:
                 _check_call(binding, call, prepared)
                 emit(call)
             return True
+        if turn.search is not None:
+            return self._search(prepared, index, context, emit)
         if turn.mcp is not None:
             return await self._direct_mcp(prepared, index, context, emit)
         if turn.code_interpreter is not None:
@@ -381,6 +396,36 @@ class Player:
             sealed = self.signer.seal(REASONING_DOMAIN, {"id": rid, "summary": turn.reasoning})
         emit(ReasoningItem(id=rid, summary=[SummaryText(text=turn.reasoning)], encrypted_content=sealed))
 
+    # ---- tool search ----------------------------------------------------------------------------
+
+    def _search(self, prepared: Prepared, index: int, context: dict[str, Any], emit: Callable[[Item], None]) -> bool:
+        """A search turn: the call, then (server execution) its output and the turns after it, or
+        (client execution) the end of the response. True when it ends the response."""
+        script, toolset = prepared.script, prepared.tools
+        assert script is not None
+        turn = script.turns[index]
+        spec = turn.search
+        assert spec is not None
+        query = script.text(index, spec.query, context) if spec.query is not None else None
+        given = json.loads(script.arguments(index, spec.arguments, context)) if spec.arguments is not None else None
+        arguments = toolset.search_arguments(spec, query, given, where=f"Scenario '{script.name}', turn {index + 1}")
+        execution = toolset.execution
+        call_id = self.ids("call")
+        self._reasoning(turn, call_id, prepared, emit)
+        emit(
+            ToolSearchCallItem(
+                id=self.ids("tsc"), call_id=call_id, arguments=arguments, execution=execution, status="completed"
+            )
+        )
+        if execution == "client":
+            return True
+        names = spec.load if spec.load is not None else toolset.search(query or "", spec.limit)
+        tools = toolset.definitions(names)
+        toolset.load(tools, execution="server")
+        output_id = self.ids("tso")
+        emit(ToolSearchOutputItem(id=output_id, call_id=call_id, execution="server", status="completed", tools=tools))
+        return False
+
     # ---- programs -------------------------------------------------------------------------------
 
     async def _list_mcp_tools(self, prepared: Prepared, emit: Callable[[Item], None]) -> None:
@@ -441,7 +486,7 @@ class Player:
                 elif isinstance(answer, Unscripted):
                     return [], f"unscripted: {answer.message}"
                 continue
-            binding = bindings[pending.name]
+            binding = _bound(bindings, pending.name)
             problem = binding.kind.check(binding, json.loads(pending.arguments))
             if problem is not None:
                 answered[pending.index] = ToolResult(pending.name, pending.arguments, problem, is_error=True)
@@ -456,7 +501,7 @@ class Player:
             code_sha256=code_digest(code),
             seed=self.seeds(),
             clock_ms=int(self.clock() * 1000),
-            tools=tuple(sorted({*program_tools(prepared.request), *hosted})),
+            tools=tuple(sorted({*program_tools(prepared.request, prepared.tools), *hosted})),
         )
         item = ProgramItem(id=self.ids("prog"), call_id=call_id, code=code, fingerprint=self.signer.fingerprint(seal))
         return item, seal
@@ -473,7 +518,7 @@ class Player:
 
         `forced` is an injected fault's outcome, used instead of running the program."""
         conv, req, trace = prepared.conversation, prepared.request, prepared.trace
-        bindings = bind(req)
+        bindings = bind(req, prepared.tools)
         hosted = self.hosted(prepared)
         answered = self.answers(item, conv)
         seen = max(answered, default=-1)
@@ -525,9 +570,11 @@ class Player:
                 emit(approval)
             known = {**hosted.record(item.call_id), **answered}
             for pending in outcome.pending:
-                binding = bindings.get(pending.name)
-                if pending.index in known or binding is None or binding.kind.owner == "server":
+                if pending.index in known or hosted.owns(pending.name):
                     continue  # answered, or answered by the server once the calls before it are
+                binding = _bound(bindings, pending.name)
+                if binding.kind.owner == "server":
+                    continue
                 call = binding.kind.call_item(
                     binding,
                     pending.arguments,
@@ -597,10 +644,15 @@ def call_indexes(signer: Signer, program: ProgramItem, calls: list[CallItem], li
     return found
 
 
-def _direct_tool(script: Script, index: int, name: str, bindings: dict[str, Binding]) -> Binding:
+def _direct_tool(script: Script, index: int, name: str, bindings: dict[str, Binding], toolset: Toolset) -> Binding:
     binding = bindings.get(name)
     if binding is None or not binding.direct:
-        why = "does not declare it" if binding is None else "allows only programmatic calls to it"
+        if binding is None and toolset.not_loaded(name):
+            why = f"declares it with defer_loading: true and no tool search has loaded it ({NOT_LOADED})"
+        elif binding is None:
+            why = "does not declare it"
+        else:
+            why = "allows only programmatic calls to it"
         what = (
             f"the {binding.kind.kind} tool"
             if binding is not None and binding.kind.kind != "function"
@@ -627,6 +679,12 @@ def _direct_tool(script: Script, index: int, name: str, bindings: dict[str, Bind
             code="scenario_error",
         )
     return binding
+
+
+def _bound(bindings: dict[str, Binding], name: str) -> Binding:
+    """A sealed tool name's binding; a function the program was started with is callable even if
+    this request no longer lists it (the open program's tools were checked against the request's)."""
+    return bindings.get(name) or Binding(name, FUNCTION, None, True, False)
 
 
 def _check_call(binding: Binding, call: CallItem, prepared: Prepared) -> None:
@@ -671,7 +729,9 @@ def _template_context(conv: Conversation, produced: list[Item]) -> dict[str, Any
             outputs[item.name] = output
     result = program["result"] if program else None
     data = _parse(result) if result is not None else None
+    searched = [i for i in items if isinstance(i, ToolSearchOutputItem)]
     return {
+        "loaded": loaded_names(searched[-1].tools) if searched else [],
         "result": result,
         "data": data if isinstance(data, dict | list) else None,
         "program": program,

@@ -26,12 +26,14 @@ __all__ = [
     "HostedTool",
     "KindToolChoice",
     "LocalShellTool",
+    "NamespaceTool",
     "OtherTool",
     "ProgrammaticToolCalling",
     "ProgrammaticToolChoice",
     "ShellTool",
     "Tool",
     "ToolChoice",
+    "ToolSearchTool",
     "check_depth",
     "check_json",
 ]
@@ -71,6 +73,37 @@ class FunctionTool(WireModel):
     @property
     def direct(self) -> bool:
         return self.allowed_callers is None or "direct" in self.allowed_callers
+
+
+class NamespaceCustomTool(OpenModel):
+    """A custom tool inside a namespace: carried, never called by the scripted model."""
+
+    type: Literal["custom"]
+    name: ToolName
+    defer_loading: bool | None = None
+
+
+NamespaceMember: TypeAlias = Annotated[FunctionTool | NamespaceCustomTool, Field(discriminator="type")]
+
+
+class NamespaceTool(WireModel):
+    """Function (and custom) tools grouped under one name: `function_call.namespace` names it and
+    programs call `tools.<namespace>.<function>(...)`. `defer_loading` applies per function."""
+
+    type: Literal["namespace"] = "namespace"
+    name: ToolName
+    description: str
+    tools: list[NamespaceMember] = Field(min_length=1)
+
+
+class ToolSearchTool(WireModel):
+    """Loads deferred tools: searched by the server (`execution: "server"`, the default) or by
+    the client, which answers the `tool_search_call` with a `tool_search_output`."""
+
+    type: Literal["tool_search"] = "tool_search"
+    description: str | None = None
+    execution: Literal["server", "client"] | None = None
+    parameters: OpenJSON | None = None
 
 
 class ProgrammaticToolCalling(WireModel):
@@ -232,7 +265,7 @@ class OtherTool(OpenModel):
     type: str
 
 
-_OTHER_TOOL_TYPES = frozenset({"namespace", "tool_search"})
+_OTHER_TOOL_TYPES: frozenset[str] = frozenset()
 """Responses API tool types still carried as `OtherTool`; any type outside the API is refused."""
 
 _TOOL_TAGS = {
@@ -242,6 +275,8 @@ _TOOL_TAGS = {
     "shell": "shell",
     "apply_patch": "apply_patch",
     "local_shell": "local_shell",
+    "namespace": "namespace",
+    "tool_search": "tool_search",
     "web_search": "web_search",
     "web_search_2025_08_26": "web_search",
     "web_search_preview": "web_search_preview",
@@ -279,6 +314,8 @@ Tool: TypeAlias = Annotated[
     | Annotated[ComputerTool, Tag("computer")]
     | Annotated[ComputerUsePreviewTool, Tag("computer_use_preview")]
     | Annotated[ImageGenerationTool, Tag("image_generation")]
+    | Annotated[NamespaceTool, Tag("namespace")]
+    | Annotated[ToolSearchTool, Tag("tool_search")]
     | Annotated[OtherTool, Tag("other")],
     Discriminator(_tool_tag),
 ]
@@ -374,6 +411,14 @@ class Conversational(WireModel):
     @property
     def ptc_enabled(self) -> bool:
         return any(isinstance(t, ProgrammaticToolCalling) for t in self.tools or ())
+
+    @property
+    def programmatic_tools(self) -> tuple[str, ...]:
+        """Top-level function tools that allow programmatic callers, in order, as declared. What a
+        program may call (namespaces, deferred and loaded tools) is `toolset.Toolset.programmatic`."""
+        if not self.ptc_enabled:
+            return ()
+        return tuple(t.name for t in self.function_tools if t.programmatic)
 
 
 class CreateRequest(Conversational):

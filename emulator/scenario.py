@@ -15,7 +15,8 @@ One scenario per YAML file, named `group__case.yaml`:
           text(JSON.stringify({sku: s.sku, shortage: Math.max(d.requested_units - s.available_units, 0)}));
       - message: "Shortage for {{ data.sku }}: {{ data.shortage }} units."
 
-Turn kinds: `program`, `call` (direct function calls), `message`, `refusal`, `error`. The
+Turn kinds: `program`, `call` (direct function calls), `search` (tool search: see
+docs/tool-search.md), `message`, `refusal`, `error`. The
 templates are Jinja2; in `program` code and `call` arguments every `{{ value }}` is inserted
 JSON-encoded, never spliced raw. See `script.py` for the variables a template sees.
 """
@@ -33,7 +34,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from .hosted import HostedScript
+from .hosted_script import HostedScript
 from .items import WireModel
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "NearMiss",
     "Scenario",
     "ScenarioError",
+    "SearchSpec",
     "ScenarioRegistry",
     "Turn",
     "load_scenario",
@@ -63,6 +65,26 @@ class CallSpec(WireModel):
     apply_patch operation `{type, path, diff?}`, a local_shell action `{command, env?, ...}`."""
     input: str | None = None
     """A custom tool call's input (a template)."""
+
+
+class SearchSpec(WireModel):
+    """A tool search turn: loads deferred tools before a later turn calls them."""
+
+    query: str | None = None
+    """Ranked with BM25 over the deferred tools' names and descriptions (a template)."""
+    load: list[str] | None = None
+    """Exactly these deferred tools, by qualified name (`shipping.get_delivery_eta`)."""
+    limit: int = Field(default=5, ge=1, le=100)
+    """At most this many tools for a `query`."""
+    arguments: dict[str, Any] | None = None
+    """The `tool_search_call.arguments` as the model writes them; default `{"query": ...}` or
+    `{"paths": [...]}`. With `execution: "client"` they must fit the tool's `parameters`."""
+
+    @model_validator(mode="after")
+    def _one_way(self) -> SearchSpec:
+        if (self.query is None) == (self.load is None):
+            raise ValueError("a search needs exactly one of query, load")
+        return self
 
 
 class ErrorSpec(WireModel):
@@ -104,12 +126,13 @@ class CodeInterpreterCallSpec(WireModel):
     code: str
 
 
-TURN_KINDS = ("program", "call", "mcp", "code_interpreter", "message", "refusal", "error")
+KINDS = ("program", "call", "search", "mcp", "code_interpreter", "message", "refusal", "error")
 
 
 class Turn(WireModel):
     program: str | None = None
     call: CallSpec | list[CallSpec] | None = None
+    search: SearchSpec | None = None
     mcp: McpCallSpec | None = None
     """A direct MCP call, made by the emulator in the same response (or paused on its approval)."""
     code_interpreter: CodeInterpreterCallSpec | None = None
@@ -124,14 +147,14 @@ class Turn(WireModel):
 
     @model_validator(mode="after")
     def _one_kind(self) -> Turn:
-        kinds = [k for k in TURN_KINDS if getattr(self, k) is not None]
+        kinds = [k for k in KINDS if getattr(self, k) is not None]
         if len(kinds) != 1:
-            raise ValueError(f"a turn needs exactly one of {', '.join(TURN_KINDS)}")
+            raise ValueError(f"a turn needs exactly one of {', '.join(KINDS)}")
         return self
 
     @functools.cached_property
     def kind(self) -> str:
-        return next(k for k in TURN_KINDS if getattr(self, k) is not None)
+        return next(k for k in KINDS if getattr(self, k) is not None)
 
     @property
     def calls(self) -> list[CallSpec]:
@@ -217,6 +240,8 @@ class Request:
     model: str
     metadata: dict[str, str]
     scope: str | None
+    deferred: frozenset[str] = frozenset()
+    """Declared tools deferred and not loaded yet (qualified names): a scenario must search first."""
     choice: Callable[[Scenario], str | None] | None = None
     """Why the scenario's next turn contradicts the request's tool_choice, or None."""
 
@@ -309,8 +334,17 @@ def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
     passed = 0.0
     missing = [t for t in m.tools if t not in request.tools]
     if missing:
-        return NearMiss(scenario.name, "tools", f"the request does not declare the tool '{missing[0]}'", 0)
+        return NearMiss(scenario.name, "tools", f"the request does not declare the function tool '{missing[0]}'", 0)
     passed += 1
+    unloaded = _unloaded_call(scenario, request.deferred)
+    if unloaded is not None:
+        return NearMiss(
+            scenario.name,
+            "tools",
+            f"turn {unloaded[0] + 1} calls '{unloaded[1]}' directly, but it is deferred, not loaded (no search turn "
+            "loads it before that turn)",
+            passed - 0.5,
+        )
     if scenario.needs_ptc and not request.ptc:
         return NearMiss(
             scenario.name, "tools", "the request does not declare the programmatic_tool_calling tool", passed
@@ -341,6 +375,23 @@ def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
     if reason is not None:
         return NearMiss(scenario.name, "tool_choice", reason, passed)
     return captures
+
+
+def _unloaded_call(scenario: Scenario, deferred: frozenset[str]) -> tuple[int, str] | None:
+    """The first direct call of a deferred tool that no earlier search turn may have loaded. A
+    `query` search may load anything (its ranking runs when it plays); a `load` list loads those."""
+    if not deferred:
+        return None
+    loaded: set[str] = set()
+    for index, turn in enumerate(scenario.turns):
+        if turn.search is not None:
+            if turn.search.load is None:
+                return None
+            loaded.update(turn.search.load)
+        for spec in turn.calls:
+            if spec.name in deferred and spec.name not in loaded:
+                return index, spec.name
+    return None
 
 
 def _literal(pattern: str) -> str:

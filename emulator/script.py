@@ -5,7 +5,10 @@ Two ways, tried in this order:
 1. Scenarios (`scenario.py`): the first registered scenario that matches plays its turns.
 2. Inline: a user message with a fenced code block tagged `js` or `javascript` is answered with a
    program whose code is exactly that block, then a final message whose text is the program's
-   result (or, if the program ends `incomplete`, says why).
+   result (or, if the program ends `incomplete`, says why). A block tagged `tool_search` before
+   it makes the model search for deferred tools first: its text is the query, or `load: a, b`
+   names the tools to load (docs/tool-search.md). A message with only that block is answered with
+   the search and a message naming what it loaded.
 
 Templates (Jinja2, sandboxed, undefined names are errors) see:
 
@@ -15,6 +18,7 @@ Templates (Jinja2, sandboxed, undefined names are errors) see:
     program     {"status", "result", "call_id"} of the latest program_output, or None
     output      the latest direct function call's output, parsed as JSON when it is JSON
     outputs     {tool name: output} for the direct calls since the user message
+    loaded      the qualified names of the tools the latest tool search loaded, or []
 
 In `program` code and `call` arguments every `{{ ... }}` is inserted JSON-encoded.
 """
@@ -43,19 +47,36 @@ from .items import (
     Message,
     ProgramCaller,
     ProgramItem,
+    ToolSearchCallItem,
 )
-from .scenario import Scenario, Turn
+from .scenario import Scenario, SearchSpec, Turn
 
-__all__ = ["INLINE", "Script", "inline_code", "position", "turn_items"]
+__all__ = ["INLINE", "Script", "inline_code", "inline_search", "position", "turn_items"]
 
 INLINE = "inline"
 _FENCE = re.compile(r"```(?:js|javascript)[ \t]*\r?\n(.*?)\r?\n?```", re.S | re.I)
+_SEARCH_FENCE = re.compile(r"```tool_search[ \t]*\r?\n(.*?)\r?\n?```", re.S | re.I)
+LOADED_MESSAGE = (
+    "{% if loaded %}Tool search loaded {{ loaded | join(', ') }}.{% else %}Tool search loaded no tools.{% endif %}"
+)
 
 
 def inline_code(text: str) -> str | None:
     """The first fenced `js`/`javascript` block of a message, exactly as written."""
     found = _FENCE.search(text)
     return found.group(1) if found else None
+
+
+def inline_search(text: str) -> SearchSpec | None:
+    """The first fenced `tool_search` block: a query, or `load: name, name`."""
+    found = _SEARCH_FENCE.search(text)
+    if found is None:
+        return None
+    body = found.group(1).strip()
+    if body.lower().startswith("load:"):
+        names = [n for n in re.split(r"[\s,]+", body[5:]) if n]
+        return SearchSpec(load=names)
+    return SearchSpec(query=body)
 
 
 def _json(value: Any) -> str:
@@ -82,8 +103,13 @@ class Script:
     scenario: Scenario | None = None
 
     @classmethod
-    def inline(cls, code: str) -> Script:
-        return cls(INLINE, [Turn(program=code), Turn(message="{{ result }}")])
+    def inline(cls, code: str | None, search: SearchSpec | None = None) -> Script:
+        turns = [Turn(search=search)] if search is not None else []
+        if code is not None:
+            turns += [Turn(program=code), Turn(message="{{ result }}")]
+        else:
+            turns.append(Turn(message=LOADED_MESSAGE))
+        return cls(INLINE, turns)
 
     @property
     def is_inline(self) -> bool:
@@ -137,6 +163,8 @@ class Script:
 def _turn_kind(item: Item) -> str | None:
     if isinstance(item, ProgramItem):
         return "program"
+    if isinstance(item, ToolSearchCallItem):
+        return "search"
     if isinstance(item, CALL_TYPES) and not isinstance(getattr(item, "caller", None), ProgramCaller):
         return "call"
     if isinstance(item, Message) and item.role == "assistant":
@@ -194,10 +222,10 @@ def position(conv: Conversation, script: Script) -> tuple[int, int]:
     return turn + 1, 0
 
 
-def turn_items(conv: Conversation, script: Script) -> list[tuple[ProgramItem | CallItem, Turn]]:
-    """The first item of each program or call turn after the latest user message, with its turn."""
+def turn_items(conv: Conversation, script: Script) -> list[tuple[ProgramItem | CallItem | ToolSearchCallItem, Turn]]:
+    """The first item of each program, call or search turn after the latest user message, with its turn."""
     return [
         (item, script.turns[turn])
         for item, turn, emitted in _walk(conv, script)
-        if isinstance(item, (ProgramItem, *CALL_TYPES)) and emitted == 0
+        if isinstance(item, (ProgramItem, ToolSearchCallItem, *CALL_TYPES)) and emitted == 0
     ]

@@ -67,6 +67,7 @@ from .request import (
     LocalShellTool,
     ShellTool,
 )
+from .toolset import Toolset
 
 __all__ = [
     "KINDS",
@@ -154,8 +155,15 @@ class FunctionKind(ToolKind):
     def call_item(
         self, binding: Binding, arguments: str, *, call_id: str, item_id: str | None, caller: Caller | None
     ) -> CallItem:
+        namespace, dot, name = binding.name.rpartition(".")
         return FunctionCall(
-            id=item_id, call_id=call_id, name=binding.name, arguments=arguments, caller=caller, status="completed"
+            id=item_id,
+            call_id=call_id,
+            name=name,
+            namespace=namespace if dot else None,
+            arguments=arguments,
+            caller=caller,
+            status="completed",
         )
 
     def arguments(self, call: CallItem) -> str:
@@ -168,7 +176,7 @@ class FunctionKind(ToolKind):
 
     def call_name(self, call: CallItem) -> str:
         assert isinstance(call, FunctionCall)
-        return call.name
+        return f"{call.namespace}.{call.name}" if call.namespace else call.name
 
 
 class CustomKind(ToolKind):
@@ -405,18 +413,29 @@ def _unemulated_name(tool: Any) -> str:
     return str(tool.type)
 
 
-def bind(request: Conversational) -> dict[str, Binding]:
+def bind(request: Conversational, toolset: Toolset | None = None) -> dict[str, Binding]:
     """The request's callable tools by name, in declaration order.
 
     Programs see the programmatic ones (when the request enables PTC) and the unemulated ones
-    (which fail, naming their kind); scenarios call the direct ones."""
+    (which fail, naming their kind); scenarios call the direct ones. With a `toolset`, function
+    tools are its callable ones (qualified names: namespaces, deferred tools a search loaded), and
+    a deferred custom tool binds once loaded."""
     ptc = any(getattr(t, "type", None) == "programmatic_tool_calling" for t in request.tools or ())
     found: dict[str, Binding] = {}
     late: list[Binding] = []
+    if toolset is not None:
+        for name in toolset.callable:
+            function = toolset.function(name)
+            if function is not None:
+                found[name] = Binding(name, FUNCTION, function, ptc and function.programmatic, function.direct)
     for tool in request.tools or ():
         if isinstance(tool, FunctionTool):
-            found.setdefault(tool.name, Binding(tool.name, FUNCTION, tool, ptc and tool.programmatic, tool.direct))
+            if toolset is None:
+                binding = Binding(tool.name, FUNCTION, tool, ptc and tool.programmatic, tool.direct)
+                found.setdefault(tool.name, binding)
         elif isinstance(tool, CustomTool):
+            if toolset is not None and not toolset.other_available(tool.name):
+                continue
             found.setdefault(tool.name, Binding(tool.name, CUSTOM, tool, ptc and tool.programmatic, tool.direct))
         elif isinstance(tool, ShellTool):
             if tool.hosted:
@@ -441,11 +460,12 @@ def bind(request: Conversational) -> dict[str, Binding]:
     return found
 
 
-def program_tools(request: Conversational) -> tuple[str, ...]:
-    """What a program may call, by the names it calls them, in declaration order (none without PTC)."""
+def program_tools(request: Conversational, toolset: Toolset | None = None) -> tuple[str, ...]:
+    """What a program started now may call, by the names it calls them, sorted (a fingerprint binds
+    this tuple; none without PTC)."""
     if not request.ptc_enabled:
         return ()
-    return tuple(b.name for b in bind(request).values() if b.program_visible)
+    return tuple(sorted(b.name for b in bind(request, toolset).values() if b.program_visible))
 
 
 def duplicate_names(request: Conversational) -> Sequence[str]:

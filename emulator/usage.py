@@ -40,10 +40,12 @@ from .items import (
     ProgramItem,
     ProgramOutputItem,
     ReasoningItem,
+    ToolSearchCallItem,
+    ToolSearchOutputItem,
     dump,
 )
 
-__all__ = ["count", "encoding", "item_text", "model_text", "usage"]
+__all__ = ["count", "encoding", "item_text", "model_text", "usage", "visible_tools"]
 
 
 def _bundled_ranks(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
@@ -89,6 +91,10 @@ def model_text(item: Item) -> Iterable[str]:
     elif isinstance(item, ReasoningItem):
         for part in item.summary:
             yield part.text
+    elif isinstance(item, ToolSearchCallItem):
+        yield _compact(item.arguments)
+    elif isinstance(item, ToolSearchOutputItem):
+        yield _compact(item.tools)
 
 
 def item_text(item: dict[str, Any]) -> Iterable[str]:
@@ -129,6 +135,32 @@ def item_text(item: dict[str, Any]) -> Iterable[str]:
     elif kind == "reasoning":
         for part in item.get("summary", []):
             yield part.get("text", "")
+    elif kind == "tool_search_call":
+        yield _compact(item.get("arguments", {}))
+    elif kind == "tool_search_output":
+        yield _compact(item.get("tools", []))
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def visible_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool definitions the model reads before any search: a deferred function or MCP server
+    shows only its name (label) and description, a namespace its own name and description and its
+    functions that are not deferred. A loaded definition counts where it is loaded, as the
+    `tool_search_output` item that carries it."""
+    shown = []
+    for tool in tools:
+        if tool.get("type") == "namespace":
+            members = [m for m in tool.get("tools", []) if not m.get("defer_loading")]
+            shown.append({**tool, "tools": members})
+        elif tool.get("defer_loading"):
+            keep = ("type", "name", "description", "server_label", "server_description")
+            shown.append({k: tool[k] for k in keep if k in tool})
+        else:
+            shown.append(tool)
+    return shown
 
 
 def usage(
@@ -140,7 +172,7 @@ def usage(
 ) -> dict[str, Any]:
     input_tokens = count(instructions or "")
     if tools:
-        input_tokens += count(json.dumps(tools, separators=(",", ":")))
+        input_tokens += count(json.dumps(visible_tools(tools), separators=(",", ":")))
     for item in input_items:
         texts = item_text(item) if isinstance(item, dict) else model_text(item)
         input_tokens += sum(count(t) for t in texts)

@@ -32,7 +32,7 @@ EXPECTED = [  # closest first: the further a scenario got through tools, model, 
     ),
     ("wants-metadata", "metadata.tenant", "metadata 'tenant' is not 'acme'"),
     ("wants-model", "model", "model 'gpt-4o' does not match /gpt-5.*/"),
-    ("wants-tool", "tools", "the request does not declare the tool 'lookup_weather'"),
+    ("wants-tool", "tools", "the request does not declare the function tool 'lookup_weather'"),
 ]
 
 

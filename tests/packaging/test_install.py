@@ -127,6 +127,8 @@ def test_the_wheel_installs_one_import_name(wheel: Path) -> None:
     assert {t for t in top if not t.endswith(".dist-info")} == {"ptc_emulator"}
     assert "ptc_emulator/fixtures/inventory__sku_123.yaml" in names
     assert "ptc_emulator/sandbox/_prelude.js" in names
+    for page in ("index.html", "inspector.js", "highlight.js", "inspector.css"):  # the trace inspector
+        assert f"ptc_emulator/api/static/inspector/{page}" in names
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "ptc_emulator = ptc_emulator.api.pytest_plugin" in text

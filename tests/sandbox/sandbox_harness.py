@@ -21,7 +21,7 @@ class LoopThread:
         self._thread = threading.Thread(target=self.loop.run_forever, name="sandbox-tests-loop", daemon=True)
         self._thread.start()
 
-    def call(self, coro: Coroutine[Any, Any, T], timeout: float = 90) -> T:
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float = 600) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     def close(self) -> None:
@@ -61,7 +61,7 @@ class SyncPool:
 
         return self.loop.call(read())
 
-    def wait_for_workers(self, exclude: Iterable[int] = (), timeout: float = 30) -> list[int]:
+    def wait_for_workers(self, exclude: Iterable[int] = (), timeout: float = 180) -> list[int]:
         """Wait until the pool has its full size again and none of `exclude` is among them."""
         gone = set(exclude)
         deadline = time.monotonic() + timeout

@@ -1,0 +1,468 @@
+"""The trace inspector: a page at `/_emulator/ui/` and the read endpoints behind it.
+
+The page's files (`api/static/inspector/`) ship in the wheel and are served as they are: no build
+step, nothing fetched from elsewhere. They hold no data, so the server hands them out without the
+API key; everything the page shows comes from `/_emulator/inspector/...`, which sits behind the
+same `Authorization: Bearer` check as the rest of the admin API (docs/inspector.md says how the
+page carries the key).
+
+The grouping works on what the journal's public read API returns (`JournalEntry.as_dict()`, the
+rows of `GET /_emulator/journal`), never on its storage: requests that share a program's call id,
+a `previous_response_id` chain, or items replayed by a `store: false` client (the output items of
+an earlier response sent back as input) are one conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Iterable
+from importlib import resources
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import RedirectResponse, Response
+
+from ptc_emulator.emulator.errors import InvalidRequest, NotFound
+
+from .admin import _scope
+from .sse import KEEP_ALIVE, EventStreamResponse
+
+__all__ = ["UI_PATH", "conversation", "group", "router", "summarise"]
+
+UI_PATH = "/_emulator/ui/"
+
+router = APIRouter(prefix="/_emulator", tags=["emulator inspector"])
+
+_STATIC = {
+    "index.html": "text/html; charset=utf-8",
+    "inspector.css": "text/css; charset=utf-8",
+    "inspector.js": "text/javascript; charset=utf-8",
+    "highlight.js": "text/javascript; charset=utf-8",
+}
+# Nothing but the page's own files: no inline script, no other origin.
+_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+POLL_S = 0.25
+"""How often the event stream looks for new journal entries."""
+STREAM_S = 15.0
+"""How long one event stream lasts; the page reconnects at once. A bound, so that a server
+shutting down (which waits for open responses) never waits on an idle inspector."""
+KEEPALIVE_S = 5.0
+
+Entry = dict[str, Any]
+
+
+# ---------------------------------------------------------------------------------------------
+# Grouping
+
+
+class _Union:
+    def __init__(self, size: int) -> None:
+        self.parent = list(range(size))
+
+    def find(self, i: int) -> int:
+        while self.parent[i] != i:
+            self.parent[i] = self.parent[self.parent[i]]
+            i = self.parent[i]
+        return i
+
+    def join(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def _items(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _request(entry: Entry) -> dict[str, Any]:
+    request = entry.get("request")
+    return request if isinstance(request, dict) else {}
+
+
+def _response(entry: Entry) -> dict[str, Any]:
+    response = entry.get("response")
+    return response if isinstance(response, dict) else {}
+
+
+def _output(entry: Entry) -> list[dict[str, Any]]:
+    return _items(_response(entry).get("output"))
+
+
+def _input(entry: Entry) -> list[dict[str, Any]]:
+    return _items(_request(entry).get("input"))
+
+
+def _program_ids(items: Iterable[dict[str, Any]]) -> set[str]:
+    """The call ids of the programs these items belong to."""
+    ids: set[str] = set()
+    for item in items:
+        if item.get("type") in ("program", "program_output") and isinstance(item.get("call_id"), str):
+            ids.add(item["call_id"])
+        caller = item.get("caller")
+        if isinstance(caller, dict) and caller.get("type") == "program" and isinstance(caller.get("caller_id"), str):
+            ids.add(caller["caller_id"])
+    return ids
+
+
+def _produced(entry: Entry) -> set[str]:
+    """Ids a later store:false request would send back: the output items' ids and call ids."""
+    ids: set[str] = set()
+    for item in _output(entry):
+        for key in ("id", "call_id"):
+            if isinstance(item.get(key), str):
+                ids.add(item[key])
+    return ids
+
+
+def _replayed(entry: Entry) -> set[str]:
+    ids: set[str] = set()
+    for item in _input(entry):
+        for key in ("id", "call_id"):
+            if isinstance(item.get(key), str):
+                ids.add(item[key])
+    return ids
+
+
+def group(entries: list[Entry]) -> list[list[Entry]]:
+    """The entries as conversations (each oldest first), newest conversation first.
+
+    Two requests are in one conversation when they are in the same scope and one continues the
+    other: by `previous_response_id`, by a program call id they share, by sending back (a
+    `store: false` replay) the items or call ids the other's response produced, or by retrying it
+    (the same body again, with the SDK's retry count above 0)."""
+    entries = sorted(entries, key=lambda e: e.get("seq", 0))
+    union = _Union(len(entries))
+    owner: dict[tuple[Any, str], int] = {}
+
+    def claim(scope: Any, token: str, index: int) -> None:
+        key = (scope, token)
+        if key in owner:
+            union.join(owner[key], index)
+        else:
+            owner[key] = index
+
+    sent: dict[tuple[Any, str], int] = {}
+    for i, entry in enumerate(entries):
+        scope = entry.get("scope")
+        # A retry (the SDK counts them in x-stainless-retry-count) resends an earlier body as it was.
+        body = json.dumps(_request(entry), sort_keys=True)
+        if _retries(entry) > 0 and (scope, body) in sent:
+            union.join(sent[(scope, body)], i)
+        sent[(scope, body)] = i
+        previous = _request(entry).get("previous_response_id")
+        if isinstance(previous, str):
+            claim(scope, "resp:" + previous, i)
+        conversation = _request(entry).get("conversation")
+        if isinstance(conversation, str | dict):
+            name = conversation if isinstance(conversation, str) else conversation.get("id")
+            if isinstance(name, str):
+                claim(scope, "conv:" + name, i)
+        if isinstance(entry.get("response_id"), str):
+            claim(scope, "resp:" + entry["response_id"], i)
+        for program in _program_ids(_input(entry)) | _program_ids(_output(entry)):
+            claim(scope, "prog:" + program, i)
+        for token in _replayed(entry) | _produced(entry):
+            claim(scope, "item:" + token, i)
+    groups: dict[int, list[Entry]] = {}
+    for i, entry in enumerate(entries):
+        groups.setdefault(union.find(i), []).append(entry)
+    return sorted(groups.values(), key=lambda g: g[-1].get("seq", 0), reverse=True)
+
+
+def _retries(entry: Entry) -> int:
+    figures = entry.get("figures")
+    value = figures.get("retries", 0) if isinstance(figures, dict) else 0
+    return value if isinstance(value, int) else 0
+
+
+def _links(entries: list[Entry]) -> list[str]:
+    """How the requests of a conversation are tied together, for the list's badges."""
+    links: list[str] = []
+    if any(_program_ids(_input(e)) | _program_ids(_output(e)) for e in entries):
+        links.append("program")
+    if any(isinstance(_request(e).get("previous_response_id"), str) for e in entries):
+        links.append("previous_response_id")
+    if len(entries) > 1 and any(_replayed(e) and _request(e).get("store") is False for e in entries):
+        links.append("store:false replay")
+    if any(_retries(e) > 0 for e in entries[1:]):
+        links.append("retry")
+    return links
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in _items(content):
+        if isinstance(part.get("text"), str):
+            parts.append(part["text"])
+        elif isinstance(part.get("refusal"), str):
+            parts.append(part["refusal"])
+    return " ".join(parts)
+
+
+def _title(entries: list[Entry]) -> str:
+    request = _request(entries[0])
+    value = request.get("input")
+    if isinstance(value, str):
+        return value
+    for item in _input(entries[0]):
+        if item.get("role") == "user" and item.get("type", "message") == "message":
+            return _text(item.get("content"))
+    return str(entries[0].get("path", ""))
+
+
+def _final(entries: list[Entry]) -> str | None:
+    for entry in reversed(entries):
+        for item in reversed(_output(entry)):
+            if item.get("type") == "message":
+                return _text(item.get("content"))
+    return None
+
+
+def _state(entries: list[Entry]) -> str:
+    """`failed` (the last request was refused), `waiting` (the last response asked for tool
+    outputs), `completed`, or the last response's status."""
+    last = entries[-1]
+    if int(last.get("status", 200)) >= 400:
+        return "failed"
+    output = _output(last)
+    if any(item.get("type") in ("function_call", "custom_tool_call") for item in output):
+        return "waiting"
+    status = _response(last).get("status")
+    return str(status) if isinstance(status, str) else "completed"
+
+
+def _errors(entry: Entry) -> bool:
+    return int(entry.get("status", 200)) >= 400 or bool(entry.get("contract")) or bool(entry.get("fault"))
+
+
+def _figures(entries: list[Entry]) -> dict[str, Any]:
+    """The conversation's figures: per-request figures summed, and calls counted by kind and route."""
+    totals: dict[str, Any] = {}
+    for entry in entries:
+        for key, value in (entry.get("figures") or {}).items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                totals[key] = totals.get(key, 0) + value
+    calls: dict[str, int] = {}
+    for entry in entries:
+        for item in _output(entry):
+            kind = item.get("type")
+            if not isinstance(kind, str) or not (kind.endswith("_call") or kind == "program"):
+                continue
+            caller = item.get("caller")
+            route = "program" if isinstance(caller, dict) and caller.get("type") == "program" else "direct"
+            label = f"{kind} ({route})" if kind != "program" else "program"
+            calls[label] = calls.get(label, 0) + 1
+    totals["requests"] = len(entries)
+    totals["calls"] = calls
+    totals["span_ms"] = round((entries[-1].get("at", 0) - entries[0].get("at", 0)) * 1000, 3)
+    return totals
+
+
+def summarise(entries: list[Entry]) -> dict[str, Any]:
+    """One row of the list: what a person scans for."""
+    first = entries[0]
+    return {
+        "id": f"c{first.get('seq', 0)}",
+        "scope": first.get("scope"),
+        "title": _title(entries)[:200],
+        "started_at": first.get("at"),
+        "updated_at": entries[-1].get("at"),
+        "requests": len(entries),
+        "seqs": [e.get("seq") for e in entries],
+        "scenarios": sorted({e["scenario"] for e in entries if isinstance(e.get("scenario"), str)}),
+        "statuses": [e.get("status") for e in entries],
+        "state": _state(entries),
+        "errors": any(_errors(e) for e in entries),
+        "links": _links(entries),
+        "final": _final(entries),
+    }
+
+
+def conversation(entries: list[Entry]) -> dict[str, Any]:
+    """A conversation in full: its summary, figures, programs with their pauses, and the entries.
+
+    A program's pause is a response that carries calls the program issued; the outputs that
+    came back are the `function_call_output` items with those call ids in later requests."""
+    programs: dict[str, dict[str, Any]] = {}
+    calls: dict[str, dict[str, Any]] = {}
+
+    def program(call_id: str, seq: Any) -> dict[str, Any]:
+        return programs.setdefault(call_id, {"call_id": call_id, "code": None, "seq": seq, "pauses": []})
+
+    for entry in entries:
+        seq = entry.get("seq")
+        pause: list[dict[str, Any]] = []
+        for item in _output(entry):
+            kind = item.get("type")
+            call_id = item.get("call_id")
+            if not isinstance(call_id, str) or not isinstance(kind, str):
+                continue
+            if kind == "program":
+                program(call_id, seq)["code"] = item.get("code")
+            elif kind == "program_output":
+                program(call_id, seq)["output"] = {**item, "seq": seq}
+            elif kind.endswith("_call"):
+                caller = item.get("caller") if isinstance(item.get("caller"), dict) else None
+                issued: dict[str, Any] = {
+                    "seq": seq,
+                    "type": kind,
+                    "call_id": call_id,
+                    "name": item.get("name"),
+                    "arguments": item.get("arguments", item.get("input")),
+                    "caller": caller,
+                    "route": "program" if caller and caller.get("type") == "program" else "direct",
+                    "output": None,
+                    "violations": [],
+                }
+                calls[call_id] = issued
+                if issued["route"] == "program":
+                    pause.append(issued)
+        for program_id in dict.fromkeys(str(c["caller"]["caller_id"]) for c in pause):
+            mine = [c for c in pause if c["caller"]["caller_id"] == program_id]
+            program(program_id, seq)["pauses"].append({"seq": seq, "calls": mine})
+        for item in _input(entry):
+            answered = calls.get(str(item.get("call_id")))
+            kind = item.get("type")
+            if isinstance(kind, str) and kind.endswith("_call_output") and answered and answered["output"] is None:
+                answered["output"] = {"output": item.get("output"), "seq": seq}
+        for violation in _items(entry.get("contract")):
+            concerned = calls.get(str(violation.get("call_id")))
+            if concerned is not None:
+                concerned["violations"].append(violation)
+    return {
+        "summary": summarise(entries),
+        "figures": _figures(entries),
+        "programs": list(programs.values()),
+        "calls": list(calls.values()),
+        "entries": entries,
+    }
+
+
+def _matches(summary: dict[str, Any], entries: list[Entry], query: dict[str, str]) -> bool:
+    scenario = query.get("scenario")
+    if scenario and scenario not in summary["scenarios"]:
+        return False
+    status = query.get("status")
+    if status:
+        codes = [str(s) for s in summary["statuses"]]
+        if status in ("2xx", "4xx", "5xx"):
+            if not any(code.startswith(status[0]) for code in codes):
+                return False
+        elif status in ("completed", "waiting", "failed", "incomplete", "in_progress"):
+            if summary["state"] != status:
+                return False
+        elif status not in codes:
+            return False
+    if query.get("errors") in ("1", "true", "yes") and not summary["errors"]:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Endpoints
+
+
+def _journal(request: Request) -> list[Entry]:
+    return [e.as_dict() for e in request.app.state.emulator.journal.entries(_scope(request))]
+
+
+@router.get("/inspector/conversations")
+async def list_conversations(request: Request) -> dict[str, Any]:
+    """Conversations newest first, filtered by `?scope=`, `scenario=`, `status=` (a code, 2xx/4xx/5xx,
+    or completed/waiting/failed) and `errors=1`; with the scopes and scenarios seen, for the filters."""
+    everything = [e.as_dict() for e in request.app.state.emulator.journal.entries(None)]
+    scope = _scope(request)
+    query = dict(request.query_params)
+    rows = []
+    for entries in group([e for e in everything if scope is None or e.get("scope") == scope]):
+        summary = summarise(entries)
+        if _matches(summary, entries, query):
+            rows.append(summary)
+    return {
+        "object": "list",
+        "data": rows,
+        "scopes": sorted({str(e["scope"]) for e in everything if e.get("scope") is not None}),
+        "scenarios": sorted({str(e["scenario"]) for e in everything if e.get("scenario") is not None}),
+        "latest_seq": max((e.get("seq", 0) for e in everything), default=0),
+    }
+
+
+@router.get("/inspector/conversations/{conversation_id}")
+async def read_conversation(conversation_id: str, request: Request) -> dict[str, Any]:
+    """One conversation by its id (`c<seq of its first request>`), or by the seq of any of its requests."""
+    wanted = conversation_id[1:] if conversation_id.startswith("c") else conversation_id
+    if not wanted.isdigit():
+        raise InvalidRequest(f"'{conversation_id}' is not a conversation id.", param="conversation_id")
+    seq = int(wanted)
+    for entries in group(_journal(request)):
+        if any(e.get("seq") == seq for e in entries):
+            return conversation(entries)
+    raise NotFound(f"No conversation '{conversation_id}' in the journal (it may have been cleared).")
+
+
+async def _changes(request: Request) -> AsyncIterator[bytes]:
+    journal = request.app.state.emulator.journal
+
+    def mark() -> tuple[int, int]:
+        entries = journal.entries(None)
+        return len(entries), max((e.seq for e in entries), default=0)
+
+    seen = mark()
+    yield _event("hello", {"latest_seq": seen[1]})
+    started = quiet = time.monotonic()
+    while time.monotonic() - started < STREAM_S:
+        await asyncio.sleep(POLL_S)
+        now = mark()
+        if now != seen:
+            seen = now
+            quiet = time.monotonic()
+            yield _event("journal", {"entries": now[0], "latest_seq": now[1]})
+        elif time.monotonic() - quiet > KEEPALIVE_S:
+            quiet = time.monotonic()
+            yield KEEP_ALIVE
+    yield _event("reconnect", {})
+
+
+def _event(kind: str, data: dict[str, Any]) -> bytes:
+    return f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+# A stream, not a JSON operation: kept out of the OpenAPI schema (its clients are the page and tests).
+@router.get("/inspector/events", include_in_schema=False)
+async def journal_events(request: Request) -> EventStreamResponse:
+    """Server-sent events: `journal` whenever requests were recorded (or the journal cleared).
+
+    Read by the page with `fetch` (so the API key travels in the Authorization header, as for
+    every other call), not `EventSource`, which cannot send headers."""
+    return EventStreamResponse(_changes(request))
+
+
+@router.get("/ui", include_in_schema=False)
+async def ui_root() -> RedirectResponse:
+    return RedirectResponse(UI_PATH, status_code=308)
+
+
+@router.get("/ui/", include_in_schema=False)
+async def ui_index() -> Response:
+    return _static("index.html")
+
+
+@router.get("/ui/{name}", include_in_schema=False)
+async def ui_file(name: str) -> Response:
+    if name not in _STATIC:
+        raise NotFound(f"The inspector has no file '{name}'.")
+    return _static(name)
+
+
+def _static(name: str) -> Response:
+    data = resources.files("ptc_emulator.api").joinpath("static", "inspector", name).read_bytes()
+    headers = {"Content-Security-Policy": _CSP, "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+    return Response(data, media_type=_STATIC[name], headers=headers)
