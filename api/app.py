@@ -17,13 +17,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ptc_emulator.emulator import usage
 from ptc_emulator.emulator.engine import Engine, Runner
 from ptc_emulator.emulator.errors import EmulatorError, PayloadTooLarge, Unauthorized
+from ptc_emulator.emulator.harness import Harness
 from ptc_emulator.emulator.journal import Journal
 from ptc_emulator.emulator.scenario import ScenarioError, ScenarioRegistry
 from ptc_emulator.emulator.signing import Signer, load_secret
 from ptc_emulator.emulator.store import MemoryStore, SqliteStore, Store
 from ptc_emulator.sandbox import Pool, PoolConfig
 
-from . import admin, errors, inspector, routes, websocket
+from . import admin, agents, errors, inspector, routes, websocket
 from .settings import Settings, bundled_fixtures
 
 __all__ = ["AppState", "create_app"]
@@ -46,11 +47,19 @@ class AppState:
     journal: Journal = field(default_factory=Journal)
     engine: Engine | None = None
     pool: Pool | None = None
+    upstream: Any = None
+    """The recording proxy (`upstream.UpstreamProxy`), when recording."""
+    agents: Harness | None = None
+    """The Agents API harness, made when the lifespan starts."""
 
 
 def _load_scenarios(settings: Settings) -> ScenarioRegistry:
     registry = ScenarioRegistry()
-    directories = ([bundled_fixtures()] if settings.bundled_fixtures else []) + list(settings.fixtures)
+    # A recording server leaves the bundled demo scenarios out: they would answer in the real model's place.
+    bundled = settings.bundled_fixtures and not settings.recording
+    directories = ([bundled_fixtures()] if bundled else []) + list(settings.fixtures)
+    if settings.record_dir is not None and settings.record_dir.is_dir():
+        directories.append(settings.record_dir)  # the recordings replay
     for directory in directories:
         if not directory.is_dir():  # a missing directory is a mistake to report, never an empty registry
             raise ScenarioError(f"scenario directory {str(directory)!r} does not exist")
@@ -99,10 +108,14 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             limits=settings.limits,
             strict_contract=settings.strict_contract,
         )
+        harness = state.agents = agents.open_harness(state)
         try:
             yield
         finally:
+            await harness.aclose()
             await state.engine.aclose()
+            if state.upstream is not None:
+                await state.upstream.aclose()
             if pool is not None:
                 await pool.close()
             state.store.close()
@@ -119,8 +132,19 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     app.include_router(admin.router)
     app.include_router(inspector.router)
     app.include_router(websocket.router)
+    app.include_router(agents.router)
+    if settings.recording:
+        _record(app, state)
     app.add_middleware(_Edge, settings=settings)
     return app
+
+
+def _record(app: FastAPI, state: AppState) -> None:
+    """Put the recording proxy in front of the routes (see `upstream`)."""
+    from .upstream import ProxyMiddleware, UpstreamProxy
+
+    state.upstream = UpstreamProxy(state.settings, state.scenarios)
+    app.add_middleware(ProxyMiddleware, proxy=state.upstream)
 
 
 class _Edge:
@@ -137,7 +161,9 @@ class _Edge:
         request_id = "req_" + secrets.token_hex(16)
 
         async def send_with_id(message: Message) -> None:
-            if message.get("type") == "http.response.start":
+            if message.get("type") == "http.response.start" and not any(
+                k.lower() == b"x-request-id" for k, _ in message.get("headers", [])
+            ):  # a proxied upstream answer keeps its own
                 message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode("ascii"))]
             await send(message)
 

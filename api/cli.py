@@ -61,7 +61,26 @@ def _parser() -> argparse.ArgumentParser:
         "--strict-contract", action="store_true", help="reject tool I/O that violates the tools' schemas"
     )
     serve.add_argument("--log-level", default="info", help="uvicorn's and the emulator's log level")
+    _record_arguments(serve)
     return parser
+
+
+def _record_arguments(serve: argparse.ArgumentParser) -> None:
+    """Record and replay (docs/record-replay.md)."""
+    group = serve.add_argument_group("record and replay")
+    group.add_argument("--upstream", default=None, metavar="URL", help="proxy /v1/responses to this base URL")
+    group.add_argument(
+        "--upstream-api-key-env", default=None, metavar="NAME", help="send the upstream the key in this variable"
+    )
+    group.add_argument(
+        "--record", type=Path, default=None, metavar="DIR", help="write finished conversations here as scenarios"
+    )
+    group.add_argument(
+        "--record-mode",
+        choices=("new", "all", "none"),
+        default="new",
+        help="new: record what no recording matches; all: re-record everything; none: replay only",
+    )
 
 
 def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
@@ -86,6 +105,10 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
         ),
         max_body_bytes=args.max_body_bytes,
         strict_contract=args.strict_contract,
+        upstream=args.upstream,
+        upstream_api_key_env=args.upstream_api_key_env,
+        record_dir=args.record,
+        record_mode=args.record_mode,
     )
     return settings, args.log_level
 
@@ -94,15 +117,24 @@ def main(argv: list[str] | None = None) -> None:
     import uvicorn
 
     from .app import create_app
+    from .upstream import UpstreamSettingsError
 
     settings, log_level = parse(argv)
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     for directory in settings.fixtures:
         if not directory.is_dir():
             _fail(f"--fixtures {directory}: no such directory", 2)
+    if settings.upstream is not None and not settings.upstream.startswith(("http://", "https://")):
+        _fail(f"--upstream {settings.upstream}: not an http:// or https:// base URL", 2)
+    if settings.upstream is not None and settings.record_dir is None:
+        _fail("--upstream needs --record DIR: where the recorded conversations go", 2)
+    if settings.record_dir is not None and settings.upstream is None and settings.record_mode != "none":
+        _fail(f"--record-mode {settings.record_mode} needs --upstream URL (replay alone: --record-mode none)", 2)
+    if settings.record_dir is not None and settings.record_mode == "none" and not settings.record_dir.is_dir():
+        _fail(f"--record {settings.record_dir}: no such directory (nothing recorded to replay)", 2)
     try:
         app = create_app(settings)
-    except ScenarioError as e:
+    except (ScenarioError, UpstreamSettingsError) as e:
         _fail(str(e), 2)
     try:
         sock = bind(settings.host, settings.port)

@@ -15,6 +15,11 @@ server started with `--api-key`; the ini option `ptc_emulator_fixtures` adds sce
 directories (relative to the rootdir). Override the session-scoped `ptc_emulator_settings`
 fixture to change the settings of the server the plugin starts.
 
+Record and replay (docs/record-replay.md): `--ptc-emulator-record-mode new|all|none` with
+`--ptc-emulator-upstream URL` (and `--ptc-emulator-upstream-api-key-env NAME`) records the
+conversations of the run into the ini option `ptc_emulator_record_dir` (or
+`--ptc-emulator-record DIR`); without an upstream, mode `none` (the default) replays them.
+
 pytest loads this module in every run of every project the package is installed in, so it
 imports nothing but pytest and the standard library: the emulator itself is imported when a
 test first asks for the fixture, and a problem there fails that test, not the whole run.
@@ -50,6 +55,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help=f"the API key of the emulator at --ptc-emulator-url, if it requires one (or {_API_KEY_ENV})",
     )
+    group.addoption(
+        "--ptc-emulator-upstream",
+        default=None,
+        metavar="URL",
+        help="record: proxy the emulator's /v1/responses to this upstream base URL",
+    )
+    group.addoption(
+        "--ptc-emulator-upstream-api-key-env",
+        default=None,
+        metavar="NAME",
+        help="the environment variable holding the upstream's API key",
+    )
+    group.addoption(
+        "--ptc-emulator-record",
+        default=None,
+        metavar="DIR",
+        help="where recordings are written and replayed from (default: the ini option ptc_emulator_record_dir)",
+    )
+    group.addoption(
+        "--ptc-emulator-record-mode",
+        choices=("new", "all", "none"),
+        default=None,
+        help="new: record what nothing matches; all: re-record everything; none: replay only "
+        "(default: new with an upstream, else none)",
+    )
+    parser.addini(
+        "ptc_emulator_record_dir", type="paths", default=[], help="recorded scenarios (see --ptc-emulator-record)"
+    )
     parser.addini(
         "ptc_emulator_fixtures",
         type="paths",
@@ -74,8 +107,39 @@ def ptc_emulator_settings(request: pytest.FixtureRequest, tmp_path_factory: pyte
     share = max(1, (os.cpu_count() or 1) // (int(workers) if workers.isdigit() and int(workers) > 0 else 1))
     fixtures = tuple(Path(p) for p in request.config.getini("ptc_emulator_fixtures"))
     return Settings(
-        data_dir=tmp_path_factory.mktemp("ptc-emulator"), store="sqlite", pool_size=share, fixtures=fixtures
+        data_dir=tmp_path_factory.mktemp("ptc-emulator"),
+        store="sqlite",
+        pool_size=share,
+        fixtures=fixtures,
+        **_record_settings(request.config),
     )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _record_settings(config)  # refuse record options that cannot work before any test runs
+
+
+def _record_settings(config: pytest.Config) -> dict[str, Any]:
+    """The Settings fields of the record options (nothing when none is given)."""
+    upstream = config.getoption("--ptc-emulator-upstream")
+    given = config.getoption("--ptc-emulator-record")
+    configured = config.getini("ptc_emulator_record_dir")
+    directory = Path(given).resolve() if given else (Path(configured[0]) if configured else None)
+    mode = config.getoption("--ptc-emulator-record-mode") or ("new" if upstream else "none")
+    if upstream and directory is None:
+        raise pytest.UsageError(
+            "--ptc-emulator-upstream needs a directory: ptc_emulator_record_dir or --ptc-emulator-record"
+        )
+    if mode != "none" and not upstream:
+        raise pytest.UsageError(f"--ptc-emulator-record-mode {mode} needs --ptc-emulator-upstream URL")
+    if directory is None:
+        return {}
+    return {
+        "upstream": upstream,
+        "upstream_api_key_env": config.getoption("--ptc-emulator-upstream-api-key-env"),
+        "record_dir": directory,
+        "record_mode": mode,
+    }
 
 
 @pytest.fixture(scope="session")
@@ -95,6 +159,7 @@ def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
         settings,
         fixtures=tuple(_resolve(request.config, Path(p)) for p in settings.fixtures),
         data_dir=_resolve(request.config, Path(settings.data_dir)),
+        record_dir=_resolve(request.config, Path(settings.record_dir)) if settings.record_dir else None,
     )
     request.config.stash[_api_key] = getattr(settings, "api_key", None) or API_KEY
     server = EmulatorServer(settings).start()

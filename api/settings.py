@@ -52,5 +52,18 @@ class Settings:
     max_body_bytes: int = 16 * 2**20
     strict_contract: bool = False
     """Reject tool outputs and program arguments that violate the tools' schemas (else: warn)."""
+    upstream: str | None = None
+    """Record mode: proxy `/v1/responses` to this base URL (say https://api.openai.com/v1)."""
+    upstream_api_key_env: str | None = None
+    """The environment variable whose value replaces the client's key towards the upstream."""
+    record_dir: Path | None = None
+    """Where recorded conversations are written as scenario files (and read back from)."""
+    record_mode: Literal["new", "all", "none"] = "new"
+    """new: record what no recording matches; all: re-record everything; none: never record."""
     keepalive_s: float = 10.0
     """Seconds between SSE keep-alive comments while a streamed response waits on a program."""
+
+    @property
+    def recording(self) -> bool:
+        """Proxying to an upstream and recording (not `--record-mode none`)."""
+        return self.upstream is not None and self.record_dir is not None and self.record_mode != "none"

@@ -1,0 +1,449 @@
+"""Recording: `serve --upstream URL --record DIR` proxies `/v1/responses` to a real service.
+
+An ASGI middleware in front of the emulator's routes. For each request under `/v1/responses`
+(HTTP, SSE and WebSocket) it decides where the conversation lives:
+
+* upstream: the request goes to `URL` with the client's headers (its `Authorization` replaced by
+  `Bearer $NAME` with `--upstream-api-key-env NAME`); the client gets the upstream's status,
+  headers and body unchanged, streamed as they arrive. Each create and its final response go to a
+  `recording.Tape`; a conversation that ends is written to DIR as a scenario file.
+* local: the emulator plays it, as without `--upstream`.
+
+`--record-mode all` sends every conversation upstream and re-records it. `new` (the default)
+plays a conversation locally when a scenario matches its first request (a recording in DIR, a
+`--fixtures` file, one added at run time; a recording server does not load the bundled demo
+scenarios), and sends it upstream, recording it, otherwise. A conversation stays where it began:
+a request continuing an upstream response (`previous_response_id`, or a `store: false` replay
+carrying its item ids) goes upstream. `none` installs no proxy at all (see `app.create_app`).
+
+Headers are never recorded; a scenario holds only what `recording.scenario_from` takes from the
+bodies (the user message, tool names, code, call arguments, message text, reasoning summaries).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import httpx
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from ptc_emulator.emulator.recording import Tape, file_name, items_of, scenario_from, to_yaml, user_text
+from ptc_emulator.emulator.scenario import Request as MatchRequest
+from ptc_emulator.emulator.scenario import ScenarioError, ScenarioRegistry, load_scenario
+
+from .routes import SCOPE_HEADER, SCOPE_METADATA_KEY
+from .settings import Settings
+
+__all__ = ["ProxyMiddleware", "UpstreamProxy", "UpstreamSettingsError"]
+
+log = logging.getLogger("ptc_emulator.upstream")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_PREFIX = "/v1/responses"
+_HOP = frozenset(
+    {
+        "host",
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        "accept-encoding",
+    }
+)
+_NOT_BACK = frozenset({"content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive"})
+_TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+_KEEP_IDS = 200_000
+
+
+class UpstreamSettingsError(ValueError):
+    """Recording settings that cannot work (say, a missing API key variable)."""
+
+
+class ProxyMiddleware:
+    """Sends `/v1/responses` requests through `proxy`; everything else goes on to `app`."""
+
+    def __init__(self, app: ASGIApp, proxy: UpstreamProxy) -> None:
+        self.app = app
+        self.proxy = proxy
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.proxy.serve(self.app, scope, receive, send)
+
+
+class UpstreamProxy:
+    """The recording proxy's state: the upstream client, the tape, the ids seen upstream."""
+
+    def __init__(self, settings: Settings, scenarios: ScenarioRegistry) -> None:
+        assert settings.upstream is not None and settings.record_dir is not None
+        self.base = settings.upstream.rstrip("/")
+        self.mode = settings.record_mode
+        self.directory = settings.record_dir
+        self.scenarios = scenarios
+        """The emulator's registry (the recordings in DIR among them): what `new` asks whether a
+        conversation is known. New recordings are added to it, so they replay at once."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.api_key: str | None = None
+        if settings.upstream_api_key_env:
+            key = os.environ.get(settings.upstream_api_key_env)
+            if not key:
+                raise UpstreamSettingsError(
+                    f"--upstream-api-key-env {settings.upstream_api_key_env}: the variable is not set"
+                )
+            self.api_key = key
+        self.tape = Tape(keep=2_000)
+        self.upstream_ids: OrderedDict[str, None] = OrderedDict()
+        """Response and item ids the upstream made: a request that mentions one continues there."""
+        self.client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=30.0))
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    # ---- routing --------------------------------------------------------------------------------
+
+    async def serve(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] not in ("http", "websocket") or not (path == _PREFIX or path.startswith(_PREFIX + "/")):
+            await app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await self._socket(scope, receive, send)
+            return
+        try:
+            body = await Request(scope, receive).body()
+        except HTTPException as e:  # the body size limit (`app._Edge`)
+            await _error(send, e.status_code, str(e.detail), "invalid_request_error", None)
+            return
+        parsed = _json(body) if scope["method"] == "POST" and path == _PREFIX else None
+        if not self._goes_upstream(scope, path, parsed):
+            await app(scope, _replayed(body, receive), send)
+            return
+        await self._forward_http(scope, body, parsed, send)
+
+    def _goes_upstream(self, scope: Scope, path: str, create: dict[str, Any] | None) -> bool:
+        if path != _PREFIX:  # retrieve, delete, cancel, input items, input_tokens, compact
+            rest = path[len(_PREFIX) + 1 :].split("/", 1)[0]
+            return rest in ("input_tokens", "compact") or rest in self.upstream_ids
+        if create is None:
+            return True  # not JSON: the upstream says what is wrong with it
+        return self._create_goes_upstream(create, _headers(scope))
+
+    def _create_goes_upstream(self, create: dict[str, Any], headers: dict[str, str]) -> bool:
+        if self.mode == "all":
+            return True
+        previous = create.get("previous_response_id")
+        if isinstance(previous, str):
+            return previous in self.upstream_ids
+        items = items_of(create.get("input"))
+        if any(isinstance(item.get("id"), str) and item["id"] in self.upstream_ids for item in items):
+            return True
+        users = [item for item in items if (item.get("type") or "message") == "message" and item.get("role") == "user"]
+        if not users:
+            return True
+        tools = create.get("tools") or []
+        names = frozenset(
+            t["name"]
+            for t in tools
+            if isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("name"), str)
+        )
+        metadata = create.get("metadata") if isinstance(create.get("metadata"), dict) else {}
+        scope = headers.get(SCOPE_HEADER) or (metadata or {}).get(SCOPE_METADATA_KEY)
+        found = self.scenarios.match(
+            MatchRequest(
+                text=user_text(users[-1]),
+                tools=names,
+                ptc=any(isinstance(t, dict) and t.get("type") == "programmatic_tool_calling" for t in tools),
+                model=str(create.get("model") or ""),
+                metadata={str(k): str(v) for k, v in (metadata or {}).items()},
+                scope=scope if isinstance(scope, str) else None,
+            )
+        )
+        return isinstance(found, list)  # no scenario matches: record it
+
+    # ---- HTTP and SSE ---------------------------------------------------------------------------
+
+    def _upstream_headers(self, scope: Scope) -> dict[str, str]:
+        headers = {k: v for k, v in _headers(scope).items() if k not in _HOP and not k.startswith("sec-websocket")}
+        if self.api_key is not None:
+            headers["authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    async def _forward_http(self, scope: Scope, body: bytes, create: dict[str, Any] | None, send: Send) -> None:
+        path = scope["path"][len("/v1") :]
+        query = scope.get("query_string", b"").decode("latin-1")
+        url = self.base + path + (f"?{query}" if query else "")
+        request = self.client.build_request(scope["method"], url, headers=self._upstream_headers(scope), content=body)
+        try:
+            reply = await self.client.send(request, stream=True)
+        except httpx.HTTPError as e:
+            message = f"The upstream {self.base} could not be reached: {type(e).__name__}: {e}"
+            await _error(send, 502, message, "server_error", "upstream_unreachable")
+            return
+        try:
+            headers = [
+                (k.encode("latin-1"), v.encode("latin-1"))
+                for k, v in reply.headers.multi_items()
+                if k.lower() not in _NOT_BACK
+            ]
+            await send({"type": "http.response.start", "status": reply.status_code, "headers": headers})
+            # What the response says is noted before the client has it all: a client that
+            # continues the moment it has the response finds its ids known and its recording made.
+            ok = reply.status_code == 200
+            events = _SSE() if reply.headers.get("content-type", "").startswith("text/event-stream") else None
+            chunks: list[bytes] = []
+            try:
+                async for chunk in reply.aiter_bytes():
+                    if events is not None:
+                        for event in events.feed(chunk):
+                            self._event(event, create if ok else None)
+                    else:
+                        chunks.append(chunk)
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            except httpx.HTTPError as e:
+                log.warning("the upstream's answer broke off: %s", e)
+            if events is None and ok:
+                self._event({"type": "response.completed", "response": _json(b"".join(chunks))}, create)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            await reply.aclose()
+
+    def _event(self, event: dict[str, Any], create: dict[str, Any] | None) -> None:
+        """Note the ids of a response event; record the exchange its terminal event ends."""
+        response = event.get("response")
+        if not isinstance(response, dict) or response.get("object") != "response":
+            return
+        self._note_ids(response)
+        if create is not None and event.get("type") in _TERMINAL:
+            self._record(create, response)
+
+    # ---- WebSocket ----------------------------------------------------------------------------------
+
+    async def _socket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        websocket = WebSocket(scope, receive, send)
+        first: str | None = None
+        if self.mode != "all":
+            await websocket.accept()
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            first = message.get("text") or (message.get("bytes") or b"").decode("utf-8", "replace")
+            frame = _json(first.encode("utf-8"))
+            if (
+                isinstance(frame, dict)
+                and frame.get("type") == "response.create"
+                and not self._create_goes_upstream(frame, _headers(scope))
+            ):
+                await self._local_socket(websocket, first)
+                return
+        await self._upstream_socket(websocket, scope, first)
+
+    async def _local_socket(self, websocket: WebSocket, first: str) -> None:
+        from .websocket import Session
+
+        engine = websocket.app.state.emulator.engine
+        session = Session(websocket, engine)
+        await session._dispatch(first)
+        await session.serve()
+
+    async def _upstream_socket(self, websocket: WebSocket, scope: Scope, first: str | None) -> None:
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+
+        url = (
+            "ws" + self.base[len("http") :] + "/responses" if self.base.startswith("http") else self.base + "/responses"
+        )
+        query = scope.get("query_string", b"").decode("latin-1")
+        if query:
+            url += f"?{query}"
+        try:
+            upstream = await connect(
+                url, additional_headers=self._upstream_headers(scope), max_size=None, open_timeout=30
+            )
+        except (TimeoutError, OSError, InvalidStatus, WebSocketException) as e:
+            # An error event, then 1014 (bad gateway): not a code the SDK reconnects on.
+            status = e.response.status_code if isinstance(e, InvalidStatus) else 502
+            error = {
+                "message": f"The upstream {self.base} did not take the WebSocket: {type(e).__name__}: {e}",
+                "type": "server_error" if status >= 500 else "invalid_request_error",
+                "param": None,
+                "code": "upstream_unreachable",
+            }
+            with contextlib.suppress(Exception):
+                if first is None:
+                    await websocket.accept()
+                await websocket.send_text(json.dumps({"type": "error", "status": status, "error": error}))
+                await websocket.close(1014, "the upstream did not take the WebSocket")
+            return
+        if first is None:
+            await websocket.accept()
+        pending: deque[dict[str, Any]] = deque()
+
+        async def to_upstream(text: str) -> None:
+            frame = _json(text.encode("utf-8"))
+            if isinstance(frame, dict) and frame.get("type") == "response.create":
+                pending.append({k: v for k, v in frame.items() if k != "type"})
+            await upstream.send(text)
+
+        async def client_to_upstream() -> None:
+            if first is not None:
+                await to_upstream(first)
+            while True:
+                message = await websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                text = message.get("text")
+                if text is None and message.get("bytes") is not None:
+                    text = message["bytes"].decode("utf-8", "replace")
+                if text is not None:
+                    await to_upstream(text)
+
+        async def upstream_to_client() -> None:
+            async for data in upstream:
+                text = data if isinstance(data, str) else data.decode("utf-8", "replace")
+                event = _json(text.encode("utf-8"))
+                if isinstance(event, dict):
+                    self._socket_event(event, pending)  # before the client has it (see _forward_http)
+                await websocket.send_text(text)
+
+        tasks = [asyncio.ensure_future(client_to_upstream()), asyncio.ensure_future(upstream_to_client())]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, ConnectionClosed, WebSocketDisconnect, Exception):
+                    await task
+            code = upstream.close_code
+            await upstream.close()
+            with contextlib.suppress(Exception):
+                await websocket.close(code if code and code != 1005 else 1000)
+
+    def _socket_event(self, event: dict[str, Any], pending: deque[dict[str, Any]]) -> None:
+        response = event.get("response")
+        if event.get("type") in _TERMINAL and isinstance(response, dict):
+            self._note_ids(response)
+            create = _take(pending, event.get("stream_id"), response.get("previous_response_id"))
+            if create is not None:
+                self._record(create, response)
+        elif event.get("type") == "response.created" and isinstance(response, dict):
+            self._note_ids(response)
+        elif event.get("type") == "error" and "sequence_number" not in event and pending:
+            _take(pending, event.get("stream_id"), None, any_previous=True)
+
+    # ---- recording ----------------------------------------------------------------------------------
+
+    def _note_ids(self, response: Any) -> None:
+        if not isinstance(response, dict):
+            return
+        ids = [response.get("id"), *(item.get("id") for item in response.get("output") or () if isinstance(item, dict))]
+        for value in ids:
+            if isinstance(value, str):
+                self.upstream_ids[value] = None
+        while len(self.upstream_ids) > _KEEP_IDS:
+            self.upstream_ids.popitem(last=False)
+
+    def _record(self, create: dict[str, Any], response: dict[str, Any]) -> None:
+        try:
+            finished = self.tape.exchange(create, response)
+            if finished is None:
+                return
+            scenario = scenario_from(finished, model=response.get("model") or create.get("model"))
+            if scenario is None:
+                return
+            name = file_name(scenario)
+            path = self.directory / name
+            text = to_yaml(scenario)
+            loaded = load_scenario(text, default_name=path.stem)
+        except (ScenarioError, ValueError, TypeError, KeyError) as e:
+            log.warning("a finished conversation could not be recorded: %s", e)
+            return
+        temporary = path.with_suffix(".yaml.tmp")
+        temporary.write_text(text, encoding="utf-8")
+        temporary.replace(path)
+        self.scenarios.add(loaded, str(path))
+        log.info("recorded %s", path)
+
+
+def _take(
+    pending: deque[dict[str, Any]], stream_id: Any, previous: Any, *, any_previous: bool = False
+) -> dict[str, Any] | None:
+    """The pending create a response (or an error) answers: the oldest on its lane that continues
+    the same response. A steered successor answers none, and takes none."""
+    for create in pending:
+        if create.get("stream_id") != stream_id:
+            continue
+        if any_previous or create.get("previous_response_id") == previous:
+            pending.remove(create)
+            return create
+    return None
+
+
+class _SSE:
+    """The JSON events of an SSE stream, parsed as its bytes pass through."""
+
+    def __init__(self) -> None:
+        self.buffer = b""
+
+    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
+        """The events this chunk completes."""
+        self.buffer += chunk.replace(b"\r\n", b"\n")
+        events = []
+        while b"\n\n" in self.buffer:
+            block, self.buffer = self.buffer.split(b"\n\n", 1)
+            data = b"\n".join(line[5:].lstrip(b" ") for line in block.split(b"\n") if line.startswith(b"data:"))
+            event = _json(data) if data else None
+            if isinstance(event, dict):
+                events.append(event)
+        return events
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        return None
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+
+
+def _replayed(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that gives the already-read body again, then waits as the original does."""
+    sent = False
+
+    async def again() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return again
+
+
+async def _error(send: Send, status: int, message: str, kind: str, code: str | None) -> None:
+    body = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}}).encode("utf-8")
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode("ascii"))]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})

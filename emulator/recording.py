@@ -1,0 +1,415 @@
+"""Recorded conversations become scenario files: pure functions, no I/O.
+
+A recording server (`api.upstream`) hands every exchange it proxied, a create request's body and
+the upstream's final response, to a `Tape`. The tape follows conversations across
+`previous_response_id` chains and `store: false` replays (the whole history resent as input) and,
+when a response ends one (a final assistant message, no pending call), returns the
+conversation's items. `scenario_from` turns them into a scenario in the emulator's own format:
+
+    match:    the latest user message (a regular expression matching exactly that text, anchored)
+              and the function tools the request declared
+    turns:    the programs' code, the direct calls with their arguments, the reasoning summaries,
+              and the final message: a template where its text visibly came from the program's
+              result or a direct call's output (it appears there verbatim), else verbatim
+
+`to_yaml` writes it for a person to read (fixed key order, block scalars for code) and
+`file_name` names it after its match, so re-recording the same run gives the same file. Nothing
+in a scenario comes from a request's headers: keys and tokens are never written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "RECORDED_PRIORITY",
+    "Tape",
+    "file_name",
+    "full_match",
+    "items_of",
+    "scenario_from",
+    "template_for",
+    "to_yaml",
+    "user_text",
+]
+
+RECORDED_PRIORITY = 1
+"""A recording matches one exact message: it wins over hand-written patterns (priority 0)."""
+
+Item = dict[str, Any]
+_TERMINAL_STATUS = "completed"
+_REGEX_SPECIAL = re.compile(r"([\\.^$*+?{}\[\]|()])")
+_JINJA = re.compile(r"\{[{%#]")
+
+
+# ---- items --------------------------------------------------------------------------------------
+
+
+def items_of(value: Any) -> list[Item]:
+    """A request's `input` as a list of item dicts (a string is one user message)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [{"type": "message", "role": "user", "content": value}]
+    return [dict(item) for item in value if isinstance(item, dict)]
+
+
+def _kind(item: Item) -> str:
+    kind = item.get("type")
+    if kind is None and "role" in item:
+        return "message"
+    return str(kind)
+
+
+def _is_user(item: Item) -> bool:
+    return _kind(item) == "message" and item.get("role") == "user"
+
+
+def user_text(item: Item) -> str:
+    """A message's text as the emulator's matcher sees it: its text parts joined by newlines."""
+    content = item.get("content")
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content or ():
+        if isinstance(part, dict):
+            if part.get("type") in ("input_text", "output_text"):
+                parts.append(str(part.get("text", "")))
+            elif part.get("type") == "refusal":
+                parts.append(str(part.get("refusal", "")))
+    return "\n".join(parts)
+
+
+def _is_direct(call: Item) -> bool:
+    caller = call.get("caller")
+    return not (isinstance(caller, dict) and caller.get("type") == "program")
+
+
+# ---- following conversations ----------------------------------------------------------------------
+
+
+@dataclass
+class Finished:
+    """A conversation a response ended: its items, and which response produced each output item."""
+
+    items: list[Item]
+    tools: list[str]
+    produced_by: dict[str, str]
+    """Output item id -> the id of the response that produced it."""
+
+
+@dataclass
+class Tape:
+    """Follows conversations through the exchanges a recording server proxies.
+
+    Keeps the items of the latest responses (at most `keep`) so `previous_response_id` continues
+    them; a `store: false` replay needs nothing kept, as it resends the whole history."""
+
+    keep: int = 10_000
+    _histories: OrderedDict[str, list[Item]] = field(default_factory=OrderedDict)
+    _produced_by: OrderedDict[str, str] = field(default_factory=OrderedDict)
+
+    def exchange(self, request: dict[str, Any], response: dict[str, Any]) -> Finished | None:
+        """Note one create and its final response; the conversation's items if it ended there."""
+        previous = request.get("previous_response_id")
+        given = items_of(request.get("input"))
+        if isinstance(previous, str):
+            before = self._histories.get(previous)
+            if before is None:
+                return None  # the chain began before this server saw it: nothing complete to write
+            history = [*before, *given]
+        else:
+            history = given
+        output = [dict(item) for item in response.get("output") or () if isinstance(item, dict)]
+        items = [*history, *output]
+        response_id = response.get("id")
+        if isinstance(response_id, str):
+            self._histories[response_id] = items
+            for item in output:
+                if isinstance(item.get("id"), str):
+                    self._produced_by[item["id"]] = response_id
+            while len(self._histories) > self.keep:
+                self._histories.popitem(last=False)
+            while len(self._produced_by) > self.keep * 8:
+                self._produced_by.popitem(last=False)
+        if not finished(response):
+            return None
+        tools = sorted({t["name"] for t in request.get("tools") or () if _is_function_tool(t)})
+        ids = (item.get("id") for item in items)
+        return Finished(
+            items, tools, {i: self._produced_by[i] for i in ids if isinstance(i, str) and i in self._produced_by}
+        )
+
+
+def _is_function_tool(tool: Any) -> bool:
+    return isinstance(tool, dict) and tool.get("type") == "function" and isinstance(tool.get("name"), str)
+
+
+def finished(response: dict[str, Any]) -> bool:
+    """A completed response with a final assistant message and no call left to answer."""
+    if response.get("status") != _TERMINAL_STATUS:
+        return False
+    output = [item for item in response.get("output") or () if isinstance(item, dict)]
+    if any(_kind(item) == "function_call" for item in output):
+        return False
+    return any(_kind(item) == "message" and item.get("role") == "assistant" for item in output)
+
+
+# ---- the scenario -----------------------------------------------------------------------------------
+
+
+def full_match(text: str) -> str:
+    """A regular expression that `re.search` finds in exactly `text` (only its specials escaped)."""
+    return "^" + _REGEX_SPECIAL.sub(r"\\\1", text) + "$"
+
+
+def _raw(text: str, before_expression: bool = False) -> str:
+    """`text` as a template that renders to itself: Jinja's openers kept literal by a raw block
+    (also a trailing `{` that an expression placed right after it would turn into one)."""
+    if not _JINJA.search(text) and not (before_expression and text.endswith("{")):
+        return text
+    return "{% raw %}" + text + "{% endraw %}"
+
+
+def _raw_values(value: Any) -> Any:
+    if isinstance(value, str):
+        return _raw(value)
+    if isinstance(value, list):
+        return [_raw_values(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _raw_values(v) for k, v in value.items()}
+    return value
+
+
+def _parse(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, ValueError):
+        return text
+
+
+def _output_text(item: Item) -> str:
+    output = item.get("output")
+    if isinstance(output, str):
+        return output
+    return "".join(str(p.get("text", "")) for p in output or () if isinstance(p, dict))
+
+
+def _path(base: str, key: Any) -> str:
+    if isinstance(key, int):
+        return f"{base}[{key}]"
+    if isinstance(key, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) and key not in _JINJA_WORDS:
+        return f"{base}.{key}"
+    return f"{base}[{json.dumps(key, ensure_ascii=False)}]"
+
+
+_JINJA_WORDS = frozenset({"items", "keys", "values", "get", "pop", "update", "copy", "and", "or", "not", "in", "is"})
+
+
+def _scalars(value: Any, base: str, depth: int = 0) -> list[tuple[str, str]]:
+    """(template expression, how it renders) for each string and number in a JSON value."""
+    if isinstance(value, bool) or value is None:
+        return []
+    if isinstance(value, str | int | float):
+        return [(base, str(value))]
+    if depth >= 4:
+        return []
+    pairs: list[tuple[str, str]] = []
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            pairs.extend(_scalars(inner, _path(base, key), depth + 1))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value[:50]):
+            pairs.extend(_scalars(inner, _path(base, index), depth + 1))
+    return pairs
+
+
+def template_for(text: str, sources: list[tuple[str, str]]) -> str:
+    """`text` as a template: each verbatim, whole-word occurrence of a source's rendering becomes
+    `{{ expression }}`; the rest is literal. `sources` are (expression, rendering), first wins."""
+    candidates: dict[str, str] = {}
+    for expression, rendered in sources:
+        if rendered.strip() and rendered not in candidates:
+            candidates[rendered] = expression
+    spans: list[tuple[int, int, str]] = []
+    for rendered in sorted(candidates, key=len, reverse=True):
+        if len(rendered) < 2 and not rendered.isdigit():
+            continue
+        pattern = re.escape(rendered)
+        if rendered[0].isalnum():
+            pattern = r"(?<![\w.])" + pattern
+        if rendered[-1].isalnum():
+            pattern += r"(?![\w]|\.\d)"
+        for found in re.finditer(pattern, text):
+            start, end = found.span()
+            if all(end <= s or start >= e for s, e, _ in spans):
+                spans.append((start, end, candidates[rendered]))
+    if not spans:
+        return _raw(text)
+    spans.sort()
+    pieces, at = [], 0
+    for start, end, expression in spans:
+        pieces.append(_raw(text[at:start], before_expression=True))
+        pieces.append("{{ " + expression + " }}")
+        at = end
+    pieces.append(_raw(text[at:]))
+    return "".join(pieces)
+
+
+def _sources(program_result: str | None, outputs: dict[str, str]) -> list[tuple[str, str]]:
+    """What a final message may quote, as (template expression, rendering), most specific first."""
+    sources: list[tuple[str, str]] = []
+    if program_result is not None:
+        sources.append(("result", program_result))
+        data = _parse(program_result)
+        if isinstance(data, dict | list):
+            sources.extend(_scalars(data, "data"))
+    for name, raw in outputs.items():
+        base = _path("outputs", name)
+        sources.extend(_scalars(_parse(raw), base))
+    return sources
+
+
+def _turn(kind: str, value: Any, reasoning: str | None) -> dict[str, Any]:
+    turn: dict[str, Any] = {}
+    if reasoning is not None:
+        turn["reasoning"] = reasoning
+    turn[kind] = value
+    return turn
+
+
+def scenario_from(finished_: Finished, *, model: str | None = None) -> dict[str, Any] | None:
+    """The scenario that replays a finished conversation, or None when it has no user message.
+
+    The turns are what the model did after the latest user message: programs (their tool calls
+    and output are the emulator's to produce again), direct calls, and the final message."""
+    items = finished_.items
+    anchor = max((i for i, item in enumerate(items) if _is_user(item)), default=-1)
+    if anchor < 0:
+        return None
+    text = user_text(items[anchor])
+    turns: list[dict[str, Any]] = []
+    reasoning: str | None = None
+    program_result: str | None = None
+    program_output_by: str | None = None
+    open_program: dict[str, Any] | None = None
+    calls: dict[str, str] = {}
+    outputs: dict[str, str] = {}
+    pending_calls: list[dict[str, Any]] = []
+
+    def flush_calls() -> None:
+        nonlocal reasoning
+        if pending_calls:
+            value: Any = pending_calls[0] if len(pending_calls) == 1 else list(pending_calls)
+            turns.append(_turn("call", value, reasoning))
+            reasoning = None
+            pending_calls.clear()
+
+    def close_program(next_by: str | None) -> None:
+        nonlocal open_program
+        if open_program is not None:
+            if program_output_by is not None and next_by is not None and program_output_by != next_by:
+                open_program["with_output"] = False
+            open_program = None
+
+    for item in items[anchor + 1 :]:
+        kind = _kind(item)
+        by = finished_.produced_by.get(item.get("id") or "")
+        if kind == "reasoning":
+            flush_calls()
+            summary = [str(p.get("text", "")) for p in item.get("summary") or () if isinstance(p, dict)]
+            if summary:
+                reasoning = "\n\n".join(summary)
+        elif kind == "program":
+            flush_calls()
+            close_program(by)
+            open_program = _turn("program", _raw(str(item.get("code", ""))), reasoning)
+            turns.append(open_program)
+            reasoning, program_result, program_output_by = None, None, None
+        elif kind == "program_output":
+            program_result = str(item.get("result", ""))
+            program_output_by = by
+        elif kind == "function_call" and _is_direct(item):
+            close_program(by)
+            calls[str(item.get("call_id"))] = str(item.get("name"))
+            arguments = _parse(item.get("arguments", "{}"))
+            pending_calls.append({"name": item.get("name"), "arguments": _raw_values(arguments)})
+        elif kind == "function_call_output":
+            flush_calls()
+            name = calls.get(str(item.get("call_id")))
+            if name is not None:
+                outputs[name] = _output_text(item)
+        elif kind == "message" and item.get("role") == "assistant":
+            flush_calls()
+            close_program(by)
+            message = user_text(item)
+            refused = all(
+                isinstance(p, dict) and p.get("type") == "refusal" for p in item.get("content") or ()
+            ) and bool(item.get("content"))
+            if refused:
+                turns.append(_turn("refusal", _raw(message), reasoning))
+            else:
+                turns.append(_turn("message", template_for(message, _sources(program_result, outputs)), reasoning))
+            reasoning = None
+    flush_calls()
+    if not turns:
+        return None
+    scenario: dict[str, Any] = {
+        "description": f"Recorded from {model}." if model else "Recorded.",
+        "priority": RECORDED_PRIORITY,
+        "match": {"input": full_match(text)},
+        "turns": turns,
+    }
+    if finished_.tools:
+        scenario["match"]["tools"] = list(finished_.tools)
+    return scenario
+
+
+def file_name(scenario: dict[str, Any]) -> str:
+    """`recorded__<the message, slugged>__<hash of the match>.yaml`: the same match, the same file."""
+    match = scenario["match"]
+    pattern = str(match.get("input") or "")
+    slug = re.sub(r"[^a-z0-9]+", "_", pattern.strip("^$").replace("\\", "").lower()).strip("_")[:48].strip("_")
+    digest = hashlib.sha256(json.dumps(match, sort_keys=True).encode("utf-8")).hexdigest()[:8]
+    return f"recorded__{slug or 'conversation'}__{digest}.yaml"
+
+
+# ---- YAML for people ----------------------------------------------------------------------------------
+
+
+class _Dumper(yaml.SafeDumper):
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)  # lists indented under their key, as in fixtures/
+
+
+def _string(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    if "\n" in value:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
+
+
+def _list(dumper: yaml.SafeDumper, value: list[Any]) -> yaml.SequenceNode:
+    flow = all(isinstance(v, str) and "\n" not in v for v in value) and sum(len(v) for v in value) < 80
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=flow)
+
+
+_Dumper.add_representer(str, _string)
+_Dumper.add_representer(list, _list)
+
+
+def to_yaml(scenario: dict[str, Any]) -> str:
+    """The scenario as YAML: keys in the order given, multi-line strings as block scalars."""
+    header = "# Recorded by ptc-emulator serve --record. Edit freely: it is an ordinary scenario file.\n"
+    body = yaml.dump(
+        scenario, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100_000, default_flow_style=False
+    )
+    return header + body
