@@ -17,13 +17,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ptc_emulator.emulator import usage
 from ptc_emulator.emulator.engine import Engine, Runner
 from ptc_emulator.emulator.errors import EmulatorError, PayloadTooLarge, Unauthorized
+from ptc_emulator.emulator.harness import Harness
 from ptc_emulator.emulator.journal import Journal
 from ptc_emulator.emulator.scenario import ScenarioError, ScenarioRegistry
 from ptc_emulator.emulator.signing import Signer, load_secret
 from ptc_emulator.emulator.store import MemoryStore, SqliteStore, Store
 from ptc_emulator.sandbox import Pool, PoolConfig
 
-from . import admin, errors, inspector, routes, websocket
+from . import admin, agents, errors, inspector, routes, websocket
 from .settings import Settings, bundled_fixtures
 
 __all__ = ["AppState", "create_app"]
@@ -48,6 +49,8 @@ class AppState:
     pool: Pool | None = None
     upstream: Any = None
     """The recording proxy (`upstream.UpstreamProxy`), when recording."""
+    agents: Harness | None = None
+    """The Agents API harness, made when the lifespan starts."""
 
 
 def _load_scenarios(settings: Settings) -> ScenarioRegistry:
@@ -105,9 +108,11 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             limits=settings.limits,
             strict_contract=settings.strict_contract,
         )
+        harness = state.agents = agents.open_harness(state)
         try:
             yield
         finally:
+            await harness.aclose()
             await state.engine.aclose()
             if state.upstream is not None:
                 await state.upstream.aclose()
@@ -127,6 +132,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     app.include_router(admin.router)
     app.include_router(inspector.router)
     app.include_router(websocket.router)
+    app.include_router(agents.router)
     if settings.recording:
         _record(app, state)
     app.add_middleware(_Edge, settings=settings)
