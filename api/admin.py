@@ -12,8 +12,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from ptc_emulator.emulator import jsontext, usage
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound
 from ptc_emulator.emulator.hosted_script import HostedScript
+from ptc_emulator.emulator.request import check_json
 from ptc_emulator.emulator.scenario import ScenarioError, load_scenario
 
 from .context import SCOPE_HEADER
@@ -53,9 +55,15 @@ async def add_scenario(request: Request) -> JSONResponse:
 
     The caller's scope applies; a scenario without a name gets one."""
     try:
-        data = await request.json()
+        data = jsontext.loads(await request.body())
+    except jsontext.TooDeep as e:
+        raise InvalidRequest(f"Invalid scenario: {e.msg}.", code="invalid_scenario") from e
     except ValueError as e:
         raise InvalidRequest('The body must be a scenario as JSON, or {"yaml": "..."}.') from e
+    try:
+        check_json(data)  # lone surrogates and NaN: refused now, not when a response carries them
+    except ValueError as e:
+        raise InvalidRequest(f"Invalid scenario: {e}.", code="invalid_scenario") from e
     name = f"scenario-{uuid.uuid4().hex[:8]}"
     if isinstance(data, dict) and "yaml" in data and set(data) <= {"yaml", "name"}:
         name = data.get("name") or name
@@ -107,7 +115,9 @@ async def read_journal(request: Request) -> dict[str, Any]:
 
 @router.delete("/journal")
 async def clear_journal(request: Request) -> dict[str, Any]:
-    return {"cleared": request.app.state.emulator.journal.clear(_scope(request))}
+    cleared = request.app.state.emulator.journal.clear(_scope(request))
+    usage.clear_cache()  # the token counts of what the journal held are not needed any more
+    return {"cleared": cleared}
 
 
 @router.post("/reset")
@@ -115,4 +125,6 @@ async def reset(request: Request) -> dict[str, Any]:
     """Forget the scenarios added at run time and the journal (of the caller's scope, or all)."""
     state = request.app.state.emulator
     scope = _scope(request)
-    return {"scenarios_removed": state.scenarios.clear(scope), "journal_cleared": state.journal.clear(scope)}
+    removed, cleared = state.scenarios.clear(scope), state.journal.clear(scope)
+    usage.clear_cache()
+    return {"scenarios_removed": removed, "journal_cleared": cleared}

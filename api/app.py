@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ptc_emulator.emulator import usage
 from ptc_emulator.emulator.engine import Engine, Runner
-from ptc_emulator.emulator.errors import EmulatorError, PayloadTooLarge, Unauthorized
+from ptc_emulator.emulator.errors import EmulatorError, PayloadTooLarge, StatusError, Unauthorized
 from ptc_emulator.emulator.harness import Harness
 from ptc_emulator.emulator.journal import Journal
 from ptc_emulator.emulator.scenario import ScenarioError, ScenarioRegistry
@@ -24,7 +24,7 @@ from ptc_emulator.emulator.signing import Signer, load_secret
 from ptc_emulator.emulator.store import MemoryStore, SqliteStore, Store
 from ptc_emulator.sandbox import Pool, PoolConfig
 
-from . import admin, agents, errors, inspector, routes, websocket
+from . import admin, agents, errors, guards, inspector, routes, websocket
 from .settings import Settings, bundled_fixtures
 
 __all__ = ["AppState", "create_app"]
@@ -174,6 +174,19 @@ class _Edge:
         if key is not None and not page and not _authorised(headers.get("authorization"), key):
             message = _auth_message(headers.get("authorization"))
             await _reject(scope, receive, send_with_id, Unauthorized(message, code="invalid_api_key"))
+            return
+        refused = guards.refusal(
+            scope["type"],
+            scope.get("method", "GET"),
+            scope.get("path", ""),
+            headers,
+            self.settings.host,
+            self.settings.allowed_hosts,
+        )
+        if refused is not None:
+            status, message, code = refused
+            error = StatusError(status, message, type="invalid_request_error", code=code)
+            await _reject(scope, receive, send_with_id, error)
             return
         limit = self.settings.max_body_bytes
         declared = headers.get("content-length")

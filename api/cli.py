@@ -60,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--strict-contract", action="store_true", help="reject tool I/O that violates the tools' schemas"
     )
+    serve.add_argument(
+        "--allowed-host", action="append", default=[], metavar="NAME", help="a Host the admin API answers to"
+    )
     serve.add_argument("--log-level", default="info", help="uvicorn's and the emulator's log level")
     _record_arguments(serve)
     return parser
@@ -104,6 +107,7 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
             max_code_bytes=args.max_code_bytes,
         ),
         max_body_bytes=args.max_body_bytes,
+        allowed_hosts=tuple(args.allowed_host),
         strict_contract=args.strict_contract,
         upstream=args.upstream,
         upstream_api_key_env=args.upstream_api_key_env,

@@ -15,7 +15,10 @@ __all__ = ["Recorder"]
 
 def _retries(headers: Any) -> int:
     value = headers.get("x-stainless-retry-count") if headers is not None else None
-    return int(value) if value is not None and str(value).isdigit() else 0
+    # Only a small decimal count: `str.isdigit` also takes other scripts' digits, and `int` of a
+    # long enough string raises.
+    text = str(value) if value is not None else ""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else 0
 
 
 class Recorder:

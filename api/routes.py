@@ -18,6 +18,7 @@ from .context import (
     recorder,
     scope_of,
 )
+from .disconnect import unless_disconnected
 from .streaming import stream_create, stream_stored
 
 __all__ = [
@@ -42,7 +43,7 @@ async def create_response(body: CreateRequest, request: Request) -> Response:
         return await stream_create(request, engine, body, scope)
     with recorder(request, body, scope) as rec:
         rec.prepared = engine.prepare(body, scope=scope)
-        rec.response = await engine.run(rec.prepared)
+        rec.response = await unless_disconnected(request, engine.run(rec.prepared))
         return JSONResponse(rec.response, headers=contract_headers(rec.prepared))
 
 

@@ -50,6 +50,8 @@ class Settings:
     max_jobs_per_worker: int = 1000
     limits: Limits = field(default_factory=Limits)
     max_body_bytes: int = 16 * 2**20
+    allowed_hosts: tuple[str, ...] = ()
+    """Host names the admin API answers to besides the bound address and loopback (`*`: any)."""
     strict_contract: bool = False
     """Reject tool outputs and program arguments that violate the tools' schemas (else: warn)."""
     upstream: str | None = None

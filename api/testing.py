@@ -85,7 +85,12 @@ class PTCEmulator:
         root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
         self.admin = httpx.Client(
             base_url=f"{root}/_emulator",
-            headers={SCOPE_HEADER: self.scope, "Authorization": f"Bearer {api_key}"},
+            # Admin writes must declare JSON (a web page cannot send that without a preflight).
+            headers={
+                SCOPE_HEADER: self.scope,
+                "Authorization": f"Bearer {api_key}",
+                "Content-Type": "application/json",
+            },
             timeout=30,
             verify=not _plain_http(root),
         )

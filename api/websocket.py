@@ -37,11 +37,11 @@ from fastapi import APIRouter, WebSocket
 from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
 
-from ptc_emulator.emulator import events
+from ptc_emulator.emulator import events, jsontext
 from ptc_emulator.emulator.engine import Engine, Prepared
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, StatusError
 from ptc_emulator.emulator.items import dump
-from ptc_emulator.emulator.request import CreateRequest
+from ptc_emulator.emulator.request import CreateRequest, check_json
 from ptc_emulator.emulator.store import MemoryStore
 
 from .context import scope_of
@@ -58,6 +58,8 @@ router = APIRouter()
 
 Event = dict[str, Any]
 
+MAX_QUEUED_CREATES = 64
+"""`response.create` frames one socket may have waiting; more are refused with an error event."""
 _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 _CUT_CODE = 1011
 
@@ -81,7 +83,7 @@ class Session:
     def __init__(self, websocket: WebSocket, engine: Engine) -> None:
         self.ws = websocket
         self.engine = engine
-        self.inbox: asyncio.Queue[object] = asyncio.Queue()
+        self.inbox: asyncio.Queue[object] = asyncio.Queue(maxsize=MAX_QUEUED_CREATES)
         self.targets: dict[str, Target] = {}
         self.steering = Steering(lambda: engine.ids("steer"))
         self.local = MemoryStore()
@@ -113,9 +115,17 @@ class Session:
     async def _dispatch(self, data: str) -> None:
         """Answer a steer at once; queue a create; refuse anything else."""
         try:
-            frame = json.loads(data)
+            frame = jsontext.loads(data)
+        except jsontext.TooDeep as e:
+            await self._error(InvalidRequest(f"The frame is {e.msg}."), None)
+            return
         except (json.JSONDecodeError, RecursionError):  # not JSON, or nested beyond what the parser takes
             await self._error(InvalidRequest("The frame is not valid JSON."), None)
+            return
+        try:
+            check_json(frame)  # a lone surrogate or NaN would fail only when echoed back
+        except ValueError as e:
+            await self._error(InvalidRequest(f"Invalid frame: {e}.", code="invalid_value"), None)
             return
         kind = frame.get("type") if isinstance(frame, dict) else None
         if kind == "response.steer":
@@ -123,7 +133,17 @@ class Session:
             target = self.targets.get(reference) if isinstance(reference, str) else None
             await self._send_all(self.steering.steer(frame, target))
         elif kind == "response.create":
-            self.inbox.put_nowait(frame)
+            try:
+                self.inbox.put_nowait(frame)
+            except asyncio.QueueFull:
+                busy = StatusError(
+                    429,
+                    f"Too many response.create frames are waiting on this socket (at most {MAX_QUEUED_CREATES}): "
+                    "wait for a response before sending more.",
+                    type="invalid_request_error",
+                    code="too_many_queued_requests",
+                )
+                await self._error(busy, None)
         elif kind is None:
             missing = InvalidRequest(
                 "Missing required parameter: 'type'.", param="type", code="missing_required_parameter"

@@ -25,6 +25,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from lark import Lark, LarkError
 
+from . import jsontext
 from .errors import InvalidRequest
 from .items import CallItem, CustomToolCall, FunctionCall
 from .request import Conversational, CustomTool, FunctionTool, GrammarFormat
@@ -81,7 +82,9 @@ def _check(kind: str, tool: FunctionTool, call_id: str, schema: dict[str, Any] |
     if schema is None:
         return None
     try:
-        value = json.loads(text)
+        value = jsontext.loads(text)
+    except jsontext.TooDeep:
+        return Violation(kind, tool.name, call_id, f"the {kind} nest deeper than {jsontext.MAX_DEPTH} levels")
     except json.JSONDecodeError:
         return Violation(kind, tool.name, call_id, f"the {kind} {'is' if kind == 'output' else 'are'} not JSON")
     problem = _first_error(schema, value)

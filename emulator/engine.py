@@ -118,6 +118,7 @@ class Engine:
             turn, emitted = position(conv, script)
             if conv.open_program is not None:
                 self._check_open_program(conv, toolset, request)
+            self._check_finished_programs(conv)
             if request.store is False:
                 self._check_reasoning(conv, script)
             strict = self.strict_contract
@@ -302,11 +303,28 @@ class Engine:
             )
         call_indexes(self.signer, program, conv.program_calls(program.call_id), self.limits.max_tool_calls)
 
+    def _check_finished_programs(self, conv: Conversation) -> None:
+        """A finished program's calls are the ones it made: one attached to it afterwards is refused."""
+        for call_id in conv.programs:
+            if call_id not in conv.program_outputs:
+                continue
+            for index, call in enumerate(conv.program_calls(call_id)):
+                if call.call_id != self.signer.program_call_id(call_id, index):
+                    raise InvalidRequest(
+                        f"Function call {call.call_id} was not issued by program {call_id}, which has finished: "
+                        "replay the program's function calls unmodified and in order.",
+                        param="input",
+                    )
+
     def _check_reasoning(self, conv: Conversation, script: Script) -> None:
         """Without storage, reasoning items must come back with the items they preceded."""
         reasoning = {item.id: item for item in conv.items if isinstance(item, ReasoningItem)}
         for item in reasoning.values():
-            if item.encrypted_content is None or self.signer.unseal(REASONING_DOMAIN, item.encrypted_content) is None:
+            # Sealed with its own id: another reasoning item's content does not verify here.
+            sealed = (
+                None if item.encrypted_content is None else self.signer.unseal(REASONING_DOMAIN, item.encrypted_content)
+            )
+            if sealed is None or sealed.get("id") != item.id:
                 raise InvalidRequest(
                     f"The encrypted content for item {item.id} could not be verified.",
                     param="input",

@@ -8,6 +8,7 @@ process or the next `clear`.
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 from collections import deque
 from dataclasses import asdict, dataclass, field
@@ -74,12 +75,38 @@ class JournalEntry:
         # The request is kept as it was validated and dumped only when the journal is read.
         if isinstance(self.request, BaseModel):
             data["request"] = self.request.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        # Recorded entries keep their bodies as compact JSON text, parsed only when read.
+        for name in ("request", "response"):
+            value = getattr(self, name)
+            if isinstance(value, RawJSON):
+                data[name] = json.loads(value)
         return data
 
 
+class RawJSON(bytes):
+    """A body kept as its JSON text: a few bytes per character instead of an object graph."""
+
+
+def _compact(value: Any) -> Any:
+    if value is None or isinstance(value, RawJSON):
+        return value
+    if isinstance(value, BaseModel):
+        return RawJSON(value.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8"))
+    return RawJSON(json.dumps(value, separators=(",", ":")).encode("utf-8"))
+
+
+_ENTRY_OVERHEAD = 1024
+"""What an entry costs besides its bodies (the record, its figures and lists), roughly."""
+
+
 class Journal:
-    def __init__(self, limit: int = 10_000) -> None:
-        self._entries: deque[JournalEntry] = deque(maxlen=limit)
+    """Bounded by entries and by bytes: the oldest entries leave first."""
+
+    def __init__(self, limit: int = 10_000, max_bytes: int = 64 * 2**20) -> None:
+        self.limit = limit
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._entries: deque[tuple[JournalEntry, int]] = deque()
         self._seq = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -87,12 +114,18 @@ class Journal:
         return next(self._seq)
 
     def record(self, entry: JournalEntry) -> None:
+        entry.request = _compact(entry.request)
+        entry.response = _compact(entry.response)
+        size = _ENTRY_OVERHEAD + len(entry.request or b"") + len(entry.response or b"")
         with self._lock:
-            self._entries.append(entry)
+            self._entries.append((entry, size))
+            self.bytes += size
+            while len(self._entries) > 1 and (len(self._entries) > self.limit or self.bytes > self.max_bytes):
+                self.bytes -= self._entries.popleft()[1]
 
     def entries(self, scope: str | None = None) -> list[JournalEntry]:
         with self._lock:
-            return [e for e in self._entries if scope is None or e.scope == scope]
+            return [e for e, _ in self._entries if scope is None or e.scope == scope]
 
     def clear(self, scope: str | None = None) -> int:
         with self._lock:
@@ -100,5 +133,6 @@ class Journal:
             if scope is None:
                 self._entries.clear()
             else:
-                self._entries = deque((e for e in self._entries if e.scope != scope), maxlen=self._entries.maxlen)
+                self._entries = deque((e, n) for e, n in self._entries if e.scope != scope)
+            self.bytes = sum(n for _, n in self._entries)
             return before - len(self._entries)

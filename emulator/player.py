@@ -24,6 +24,7 @@ from ptc_emulator.sandbox import (
     ToolResult,
 )
 
+from . import jsontext
 from .contract import Violation, check_call
 from .conversation import Conversation
 from .errors import InvalidRequest, ScriptedError
@@ -698,7 +699,7 @@ def _check_call(binding: Binding, call: CallItem, prepared: Prepared) -> None:
 
 def _parse(text: str) -> Any:
     try:
-        return json.loads(text)
+        return jsontext.loads(text)
     except (json.JSONDecodeError, TypeError):
         return text
 

@@ -34,8 +34,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from . import templating
 from .hosted_script import HostedScript
-from .items import WireModel
+from .items import MAX_DEPTH, WireModel, check_depth
+from .patterns import PatternError, compile_pattern
 
 __all__ = [
     "CallSpec",
@@ -95,12 +97,26 @@ class ErrorSpec(WireModel):
     param: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, text in value.items():
+            if not _HEADER_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not a valid HTTP header name")
+            if not _HEADER_VALUE.fullmatch(text):
+                raise ValueError(f"the value of header {name!r} holds a line break or a character HTTP cannot carry")
+        return value
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]{0,4096}")
+
 
 class Fault(WireModel):
     """Failure injected into one turn (see the README's "Testing your agent")."""
 
     http_error: Literal[429, 500, 503] | None = None
-    retry_after: float | None = None
+    retry_after: float | None = Field(default=None, ge=0, le=86_400, allow_inf_nan=False)
     should_retry: bool | None = None
     times: int = 1
     """How many requests in a row the HTTP error answers before the turn plays normally."""
@@ -179,8 +195,8 @@ class Match(WireModel):
     def _compiles(cls, value: str | None) -> str | None:
         if value is not None:
             try:
-                re.compile(value)
-            except re.error as e:
+                compile_pattern(value)
+            except PatternError as e:
                 raise ValueError(f"invalid regular expression {value!r}: {e}") from e
         return value
 
@@ -214,20 +230,77 @@ def load_scenario(data: dict[str, Any] | str | Path, *, default_name: str | None
         except OSError as e:
             raise ScenarioError(f"{source}: {e}") from e
     if isinstance(data, str):
+        if len(data.encode("utf-8", "replace")) > MAX_SCENARIO_BYTES:
+            raise ScenarioError(f"{source}: larger than {MAX_SCENARIO_BYTES} bytes")
         try:
-            data = yaml.safe_load(data)
+            data = yaml.load(data, Loader=_NoAliasLoader)  # noqa: S506 (a SafeLoader without aliases)
         except yaml.YAMLError as e:
             raise ScenarioError(f"{source}: invalid YAML: {e}") from e
+        except RecursionError as e:
+            raise ScenarioError(f"{source}: YAML nested deeper than {MAX_DEPTH} levels") from e
+    try:
+        check_depth(data)
+    except ValueError as e:
+        raise ScenarioError(f"{source}: {e}") from e
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: a scenario is a mapping with `match` and `turns`")
     if "name" not in data and default_name:
         data = {**data, "name": default_name}
     try:
-        return Scenario.model_validate(data, strict=False)
+        scenario = Scenario.model_validate(data, strict=False)
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ScenarioError(f"{source}: {where}: {first['msg']}") from e
+    _check_templates(scenario, source)
+    return scenario
+
+
+MAX_SCENARIO_BYTES = 1 * 2**20
+"""A scenario's YAML text; a JSON one is bounded by the request body limit."""
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing aliases: a chain of them expands a few hundred bytes into
+    millions of nodes (a "billion laughs"). Scenarios have no need for them."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) are not supported in scenarios", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+
+_template_env = templating.BoundedEnvironment()
+
+
+def _check_templates(scenario: Scenario, source: str) -> None:
+    """Every template compiles now, so a bad one is refused when the scenario is added."""
+
+    def strings(value: Any, where: str) -> list[tuple[str, str]]:
+        if isinstance(value, str):
+            return [(where, value)]
+        if isinstance(value, list):
+            return [s for i, v in enumerate(value) for s in strings(v, f"{where}.{i}")]
+        if isinstance(value, dict):
+            return [s for k, v in value.items() for s in strings(v, f"{where}.{k}")]
+        return []
+
+    for i, turn in enumerate(scenario.turns):
+        found: list[tuple[str, str]] = []
+        for name in ("program", "message", "refusal"):
+            value = getattr(turn, name, None)
+            if isinstance(value, str):
+                found.append((f"turns.{i}.{name}", value))
+        for k, call in enumerate(turn.calls):
+            found += strings(call.arguments, f"turns.{i}.call.{k}.arguments")
+        for where, text in found:
+            try:
+                templating.check(_template_env, text)
+            except Exception as e:  # any compile failure is the author's, never the server's
+                raise ScenarioError(f"{source}: {where}: invalid template: {e}") from e
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,7 +423,7 @@ def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
             scenario.name, "tools", "the request does not declare the programmatic_tool_calling tool", passed
         )
     passed += 1
-    if m.model is not None and not re.fullmatch(m.model, request.model):
+    if m.model is not None and not compile_pattern(m.model).fullmatch(request.model):
         return NearMiss(scenario.name, "model", f"model '{request.model}' does not match /{m.model}/", passed)
     passed += 1
     for key, value in m.metadata.items():
@@ -359,7 +432,7 @@ def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
     passed += 1
     captures: dict[str, str] = {}
     if m.input is not None:
-        found = re.search(m.input, request.text)
+        found = compile_pattern(m.input).search(request.text)
         if found is None:
             similarity = difflib.SequenceMatcher(None, _literal(m.input).lower(), request.text.lower()).ratio()
             shown = request.text if len(request.text) <= 80 else request.text[:77] + "..."

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jinja2 import StrictUndefined, Template, TemplateError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from . import jsontext, templating
 from .conversation import Conversation
 from .errors import InvalidRequest
 from .items import (
@@ -54,7 +54,9 @@ from .scenario import Scenario, SearchSpec, Turn
 __all__ = ["INLINE", "Script", "inline_code", "inline_search", "position", "turn_items"]
 
 INLINE = "inline"
-_FENCE = re.compile(r"```(?:js|javascript)[ \t]*\r?\n(.*?)\r?\n?```", re.S | re.I)
+# Both fences on lines of their own: a ``` inside a line (in a string or a comment) does not end
+# the block.
+_FENCE = re.compile(r"^```(?:js|javascript)[ \t]*\r?\n(.*?)^```[ \t]*\r?$", re.S | re.I | re.M)
 _SEARCH_FENCE = re.compile(r"```tool_search[ \t]*\r?\n(.*?)\r?\n?```", re.S | re.I)
 LOADED_MESSAGE = (
     "{% if loaded %}Tool search loaded {{ loaded | join(', ') }}.{% else %}Tool search loaded no tools.{% endif %}"
@@ -64,7 +66,10 @@ LOADED_MESSAGE = (
 def inline_code(text: str) -> str | None:
     """The first fenced `js`/`javascript` block of a message, exactly as written."""
     found = _FENCE.search(text)
-    return found.group(1) if found else None
+    if not found:
+        return None
+    code = found.group(1)
+    return code[:-2] if code.endswith("\r\n") else code[:-1] if code.endswith("\n") else code
 
 
 def inline_search(text: str) -> SearchSpec | None:
@@ -83,14 +88,14 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-_text_env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
-_code_env = ImmutableSandboxedEnvironment(
+_text_env = templating.BoundedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+_code_env = templating.BoundedEnvironment(
     undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True, finalize=_json
 )
 
 
 @functools.lru_cache(maxsize=1024)
-def _compiled(env: ImmutableSandboxedEnvironment, template: str) -> Template:
+def _compiled(env: templating.BoundedEnvironment, template: str) -> Template:
     """Compiling a template costs more than rendering it; scenarios render the same ones often."""
     return env.from_string(template)
 
@@ -129,7 +134,7 @@ class Script:
         if isinstance(arguments, str):
             rendered = self._render(_code_env, arguments, context, index)
             try:
-                value = json.loads(rendered)
+                value = jsontext.loads(rendered)
             except json.JSONDecodeError as e:
                 raise self.error(index, f"call arguments did not render to JSON: {e}") from e
         else:
@@ -147,11 +152,13 @@ class Script:
             return {k: self._render_values(v, context, index) for k, v in value.items()}
         return value
 
-    def _render(self, env: ImmutableSandboxedEnvironment, template: str, context: dict[str, Any], index: int) -> str:
+    def _render(self, env: templating.BoundedEnvironment, template: str, context: dict[str, Any], index: int) -> str:
         try:
-            return _compiled(env, template).render({**self.variables, **context})
+            return templating.render(_compiled(env, template), {**self.variables, **context})
         except TemplateError as e:
             raise self.error(index, f"template error: {e}") from e
+        except Exception as e:  # a template's own arithmetic or a filter on the wrong type: never a 500
+            raise self.error(index, f"template error: {type(e).__name__}: {e}") from e
 
     def error(self, index: int, message: str) -> InvalidRequest:
         """A 400 that names this script's turn."""

@@ -84,6 +84,11 @@ class MemoryStore:
         pass
 
 
+INTERRUPTED = {
+    "code": "server_error",
+    "message": "The emulator stopped before this background response finished; create it again.",
+}
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
     id TEXT PRIMARY KEY,
@@ -116,6 +121,13 @@ class SqliteStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.executescript(_SCHEMA)
+            # A background response still queued or in progress was cut off by the previous
+            # process (a kill or a crash): nothing will ever finish it, so it failed.
+            self._db.execute(
+                "UPDATE responses SET response = json_set(response, '$.status', 'failed', '$.error', json(?)) "
+                "WHERE json_extract(response, '$.status') IN ('queued', 'in_progress')",
+                (json.dumps(INTERRUPTED),),
+            )
 
     def put(self, record: StoredResponse) -> None:
         dumps = json.dumps

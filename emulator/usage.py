@@ -22,6 +22,8 @@ import functools
 import gzip
 import hashlib
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from importlib import resources
 from typing import Any
@@ -45,7 +47,17 @@ from .items import (
     dump,
 )
 
-__all__ = ["count", "encoding", "item_text", "model_text", "usage", "visible_tools"]
+__all__ = [
+    "MAX_CACHED_CHARS",
+    "cached_chars",
+    "clear_cache",
+    "count",
+    "encoding",
+    "item_text",
+    "model_text",
+    "usage",
+    "visible_tools",
+]
 
 
 def _bundled_ranks(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
@@ -67,10 +79,46 @@ def encoding() -> tiktoken.Encoding:
         return tiktoken.Encoding(**openai_public.o200k_base())
 
 
-@functools.lru_cache(maxsize=16384)
+MAX_CACHED_CHARS = 16 * 2**20
+"""The token cache holds texts of this many characters in all (the oldest leave first)."""
+_MAX_CACHED_TEXT = 2**20
+"""A longer text is counted every time, never cached."""
+_cache: OrderedDict[str, int] = OrderedDict()
+_cached_chars = 0
+_cache_lock = threading.Lock()
+
+
 def count(text: str) -> int:
     """Tokens in `text`. Cached: a replayed conversation sends the same texts again and again."""
-    return len(encoding().encode(text, disallowed_special=())) if text else 0
+    global _cached_chars
+    if not text:
+        return 0
+    with _cache_lock:
+        hit = _cache.get(text)
+        if hit is not None:
+            _cache.move_to_end(text)
+            return hit
+    tokens = len(encoding().encode(text, disallowed_special=()))
+    if len(text) <= _MAX_CACHED_TEXT:
+        with _cache_lock:
+            if text not in _cache:
+                _cache[text] = tokens
+                _cached_chars += len(text)
+                while _cached_chars > MAX_CACHED_CHARS:
+                    _cached_chars -= len(_cache.popitem(last=False)[0])
+    return tokens
+
+
+def cached_chars() -> int:
+    return _cached_chars
+
+
+def clear_cache() -> None:
+    """Forget every cached count (reset and clearing the journal call this)."""
+    global _cached_chars
+    with _cache_lock:
+        _cache.clear()
+        _cached_chars = 0
 
 
 def model_text(item: Item) -> Iterable[str]:

@@ -32,14 +32,57 @@
   const strSplit = G.String.prototype.split;
   const split = (s, sep) => apply(strSplit, s, [sep]);
   const exec = G.RegExp.prototype.exec;
+  const isWellFormed = G.String.prototype.isWellFormed;
+  const charCode = G.String.prototype.charCodeAt;
   const RealDate = G.Date;
+  const errToString = Err.prototype.toString;
+  // An internal promise with an own `constructor` of undefined: `then` on it takes the default
+  // constructor without reading `constructor` or `Symbol.species`, so a program's getters there
+  // never see the runtime's own promise traffic (which differs between a live resume and a replay).
+  const opaque = (p) => { defineProperty(p, 'constructor', { value: undefined }); return p; };
 
   // A private macrotask boundary, captured before Atomics and SharedArrayBuffer are removed.
   // The callback of a delayed platform task runs only after a full microtask checkpoint, that
   // is, only when the program is quiescent: finished, or blocked on unresolved tool promises.
   const cell = new G.Int32Array(new G.SharedArrayBuffer(4));
   const waitAsync = G.Atomics.waitAsync;
-  const nextTask = (f) => { apply(then, waitAsync(cell, 0, 0, 0.001).value, [f]); };
+  const nextTask = (f) => { apply(then, opaque(waitAsync(cell, 0, 0, 0.001).value), [f]); };
+
+  // ---- stacks -------------------------------------------------------------------------------
+  // The runtime's own frames (this script) never show in a program's stacks: they differ between
+  // a live resume and a replay, and they are not the program's. V8 reads `Error.prepareStackTrace`
+  // with an ordinary Get, so an accessor keeps a program's own formatter working, on frames
+  // from which the runtime's are already removed.
+  const RUNTIME_URL = 'ptc-prelude.js';
+  let callSite = null;
+  defineProperty(Err, 'prepareStackTrace', { value: (e, frames) => frames[0], configurable: true, writable: true });
+  callSite = G.Object.getPrototypeOf(new Err().stack);
+  delete Err.prepareStackTrace;
+  const siteFile = callSite.getScriptNameOrSourceURL;
+  const siteText = callSite.toString;
+  const programFrames = (frames) => {
+    const kept = [];
+    for (let i = 0; i < frames.length; i++) {
+      if (apply(siteFile, frames[i], []) !== RUNTIME_URL) defineProperty(kept, kept.length, { value: frames[i], writable: true, enumerable: true, configurable: true });
+    }
+    return kept;
+  };
+  const header = (e) => {
+    try { return apply(errToString, e, []); } catch (e2) { return 'Error'; }
+  };
+  let userPrepare;
+  const prepare = function prepareStackTrace(e, frames) {
+    const kept = programFrames(frames);
+    if (typeof userPrepare === 'function') return apply(userPrepare, Err, [e, kept]);
+    let r = header(e);
+    for (let i = 0; i < kept.length; i++) r += '\n    at ' + apply(siteText, kept[i], []);
+    return r;
+  };
+  defineProperty(Err, 'prepareStackTrace', {
+    configurable: false, enumerable: false,
+    get() { return prepare; },
+    set(v) { userPrepare = v; },
+  });
 
   // ---- isolation -------------------------------------------------------------------------
   // Not ECMAScript, nondeterministic, or allocating memory the heap limit does not count.
@@ -131,11 +174,39 @@
     return new Err(message);
   };
 
+  // The output limit counts UTF-8 bytes, as the response carries them (not UTF-16 units: a
+  // program of CJK text would otherwise get three times the limit through).
+  const utf8Length = (s) => {
+    let n = 0;
+    for (let i = 0; i < s.length; i++) {
+      const c = apply(charCode, s, [i]);
+      n += c < 0x80 ? 1 : c < 0x800 ? 2 : (c >= 0xd800 && c < 0xdc00) ? 2 : (c >= 0xdc00 && c < 0xe000) ? 2 : 3;
+    }
+    return n;
+  };
+
   const emit = (record) => {
     if (abort !== null) throw new Err(abort.message);
-    outBytes += record.length;
+    outBytes += utf8Length(record);
     if (outBytes > maxOut) throw doAbort('limit', 'program output exceeded the limit of ' + maxOut + ' bytes');
     out[nOut++] = record;
+  };
+
+  // The host parses arguments with a recursive parser and checks them against a JSON Schema:
+  // their nesting is bounded here, before they leave the isolate.
+  const MAX_DEPTH = 64;
+  const nesting = (text) => {
+    let level = 0, deepest = 0, inString = false;
+    for (let i = 0; i < text.length; i++) {
+      const c = apply(charCode, text, [i]);
+      if (inString) {
+        if (c === 92) i++;             // backslash: skip the escaped character
+        else if (c === 34) inString = false;
+      } else if (c === 34) inString = true;
+      else if (c === 91 || c === 123) { if (++level > deepest) deepest = level; }
+      else if (c === 93 || c === 125) level--;
+    }
+    return deepest;
   };
 
   const IMAGE_DATA = /^data:image\/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+={0,2}$/;
@@ -143,7 +214,7 @@
   const imageUrl = (x) => {
     let url = x;
     if (x !== null && typeof x === 'object' && !isArray(x)) url = x.image_url !== undefined ? x.image_url : x.url;
-    if (typeof url === 'string' && (apply(exec, IMAGE_DATA, [url]) !== null || apply(exec, IMAGE_HTTP, [url]) !== null)) {
+    if (typeof url === 'string' && apply(isWellFormed, url, []) && (apply(exec, IMAGE_DATA, [url]) !== null || apply(exec, IMAGE_HTTP, [url]) !== null)) {
       return url;
     }
     throw new TypeErr('image() takes a data:image/(png|jpeg|gif|webp);base64,... URL, an https:// URL, ' +
@@ -171,6 +242,9 @@
       }
       if (typeof argsJson !== 'string' || argsJson[0] !== '{') {
         return rejected(new TypeErr('tools.' + name + '() takes one argument: a JSON-serialisable object'));
+      }
+      if (nesting(argsJson) > MAX_DEPTH) {
+        return rejected(new TypeErr('tools.' + name + '() arguments nest deeper than ' + MAX_DEPTH + ' levels'));
       }
     }
     if (nCalls >= maxCalls) {
@@ -290,15 +364,18 @@
         state = 'failed'; failure = errorText(e);
         return;
       }
+      try { opaque(promise); } catch (e) { /* not a promise of ours: nothing to hide */ }
       apply(then, promise, [
         () => { if (state === 'running') state = 'completed'; },
         (e) => { if (state === 'running') { state = 'failed'; failure = errorText(e); } },
       ]);
     },
-    // configure + start + pump in the one eval that also compiles the program (the host's
-    // entry script), so a run costs one eval to start and one to collect.
-    go(cfgJson, fn) {
-      controller.configure(cfgJson);
+    // start + pump in the eval that also compiles the program (the host's entry script). The
+    // configuration, which holds the history, comes in an eval of its own before it: the entry
+    // script's text before the program is then the same for every run, so the program's own
+    // line and column positions never depend on its history.
+    go(fn) {
+      if (!configured) throw new Err('not configured');
       controller.start(fn);
       controller.pump();
     },

@@ -80,14 +80,22 @@ class Context:
     def control(self, call: str, deadline: float) -> Any:
         return self.eval(f'__ptc("{self._token}").{call}', deadline)
 
-    def prefix(self, cfg_json: str) -> str:
-        """What precedes the program on line 1 of its script: configure, start and pump in one eval."""
-        return f'__ptc("{self._token}").go({json.dumps(cfg_json)}, async () => {{'
+    def prefix(self) -> str:
+        """What precedes the program on line 1 of its script: start and pump. It is the same text
+        for every run of every program (the token has a fixed length), so the program's own
+        positions never depend on its history; the configuration comes in an eval before it."""
+        return f'__ptc("{self._token}").go(async () => {{'
 
-    def entry(self, cfg_json: str, code: str) -> str:
+    def entry(self, code: str) -> str:
         """The script that starts a program. Its text begins on line 1, so V8's line numbers are the
-        program's (columns on line 1 are shifted by the prefix's length)."""
-        return f"{self.prefix(cfg_json)}{code}\n}})\n//# sourceURL={PROGRAM_URL}"
+        program's (columns on line 1 are shifted by the prefix's constant length)."""
+        return f"{self.prefix()}{code}\n}})\n//# sourceURL={PROGRAM_URL}"
+
+    def heap_in_use(self) -> int:
+        """Bytes the isolate's heap holds (committed). Only while no program runs: once one may
+        be spinning, any call but a string eval can deadlock (see the module notes)."""
+        stats = self._mr.heap_stats()
+        return int(stats.get("total_heap_size", 0)) + int(stats.get("total_heap_size_executable", 0))
 
     def memory_exceeded(self) -> bool:
         return bool(self._mr.was_hard_memory_limit_reached())
@@ -150,10 +158,11 @@ class Execution:
         }
 
         cfg_json = json.dumps(cfg)
-        self._prefix = len(self.context.prefix(cfg_json))
+        self._prefix = len(self.context.prefix())
 
         def body() -> Outcome:
-            self.context.eval(self.context.entry(cfg_json, program.code), deadline)
+            self.context.control(f"configure({json.dumps(cfg_json)})", deadline)
+            self.context.eval(self.context.entry(program.code), deadline)
             return self._drive(deadline)
 
         return self._timed(body)
@@ -225,7 +234,7 @@ class Execution:
             if raw is not None:
                 try:
                     return self._decode(json.loads(raw))
-                except (KeyError, TypeError, ValueError) as e:
+                except (KeyError, TypeError, ValueError, RecursionError) as e:
                     raise JSEvalException(f"malformed report from the isolate: {e}") from e
             time.sleep(min(nap, max(0.0, deadline - time.monotonic())))
             nap = min(nap * 2, 0.002)
@@ -275,15 +284,25 @@ def run(program: Program, context: Context | None = None) -> Outcome:
 _IMAGE_URL = re.compile(r"data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+={0,2}|https://\S+")
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _well_formed(text: str) -> str:
+    """A JavaScript string may hold lone surrogates, which no UTF-8 text can carry: each becomes
+    U+FFFD, as `String.prototype.toWellFormed` does."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
 def _output(o: dict[str, Any]) -> Output:
     if o.get("type") == "text" and isinstance(o.get("text"), str):
-        return TextOutput(o["text"])
+        return TextOutput(_well_formed(o["text"]))
     if o.get("type") == "image" and isinstance(o.get("url"), str) and _IMAGE_URL.fullmatch(o["url"]):
         return ImageOutput(o["url"])
     raise JSEvalException("invalid output record from the isolate")
 
 
 def _clip(message: str) -> str:
+    message = _well_formed(message)
     return message if len(message) <= _MAX_MESSAGE else message[: _MAX_MESSAGE - 1] + "…"
 
 

@@ -29,7 +29,7 @@ from typing import Any, BinaryIO
 
 from . import _v8
 from ._wire import outcome_to_json, program_from_json
-from .outcome import Outcome, Suspended, ToolResult
+from .outcome import Failed, Outcome, Suspended, ToolResult
 
 
 class Housekeeper:
@@ -80,14 +80,19 @@ class _Live:
     journal: list[Any]
     """The journal (wire form) the execution has consumed."""
     used: float
+    bytes: int = 0
+    """What keeping it costs: its isolate's heap and its journal's text."""
 
 
 class LiveCache:
-    """Suspended executions by program key, bounded by count and idle time (evicted to replay)."""
+    """Suspended executions by program key, bounded by count, by total bytes (heap and journal)
+    and by idle time. Evicting only means the next resume replays, which is always correct."""
 
-    def __init__(self, size: int, idle_s: float) -> None:
+    def __init__(self, size: int, idle_s: float, max_bytes: int = 256 * 2**20) -> None:
         self.size = size
         self.idle_s = idle_s
+        self.max_bytes = max_bytes
+        self.bytes = 0
         self._live: OrderedDict[str, _Live] = OrderedDict()
         self.hits = 0
         self.misses = 0
@@ -98,6 +103,7 @@ class LiveCache:
         if live is None:
             self.misses += 1
             return None
+        self.bytes -= live.bytes
         outcome = live.execution.outcome
         consumed = len(live.journal)
         if not isinstance(outcome, Suspended) or len(journal) != outcome.calls or journal[:consumed] != live.journal:
@@ -114,16 +120,22 @@ class LiveCache:
         evicted = []
         old = self._live.pop(key, None)
         if old is not None:
+            self.bytes -= old.bytes
             evicted.append(old.execution)
-        self._live[key] = _Live(execution, journal, time.monotonic())
-        while len(self._live) > self.size:
-            evicted.append(self._live.popitem(last=False)[1].execution)
+        cost = execution.context.heap_in_use() + sum(len(str(entry)) for entry in journal)
+        self._live[key] = _Live(execution, journal, time.monotonic(), cost)
+        self.bytes += cost
+        while self._live and (len(self._live) > self.size or self.bytes > self.max_bytes):
+            gone = self._live.popitem(last=False)[1]
+            self.bytes -= gone.bytes
+            evicted.append(gone.execution)
         return evicted
 
     def expired(self) -> list[_v8.Execution]:
         limit = time.monotonic() - self.idle_s
-        gone = [k for k, v in self._live.items() if v.used < limit]
-        return [self._live.pop(k).execution for k in gone]
+        gone = [self._live.pop(k) for k, v in list(self._live.items()) if v.used < limit]
+        self.bytes -= sum(live.bytes for live in gone)
+        return [live.execution for live in gone]
 
     def __len__(self) -> int:
         return len(self._live)
@@ -140,6 +152,8 @@ class Worker:
         self.replies.flush()
 
     def handle(self, request: dict[str, Any]) -> None:
+        # Taken: from here on, a death of this process is this program's (see `Pool.run`).
+        self.send({"id": request["id"], "started": True})
         self.housekeeper.busy(True)
         try:
             self._handle(request)
@@ -158,6 +172,10 @@ class Worker:
             program = program_from_json(request["program"])
             execution = _v8.Execution(program, self.housekeeper.take(program.limits.heap_bytes))
             outcome = execution.start()
+        if isinstance(outcome, Failed) and outcome.kind in ("timeout", "memory"):
+            # Tear the context down before answering: if V8 aborts the process doing it, the
+            # abort is this program's, reported as its crash, never the next program's.
+            execution.close()
         keep = key is not None and self.cache.size > 0 and isinstance(outcome, Suspended) and execution.alive
         self.send({"id": request["id"], "outcome": outcome_to_json(outcome), "cached": keep, "hit": hit is not None})
         if keep:
@@ -195,11 +213,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--heap-bytes", type=int, default=64 * 2**20)
     parser.add_argument("--live-cache", type=int, default=0, help="suspended programs kept live (0: none)")
     parser.add_argument("--live-idle", type=float, default=120.0, help="seconds a live program may stay idle")
+    parser.add_argument("--live-cache-bytes", type=int, default=256 * 2**20, help="heap the live programs may hold")
     args = parser.parse_args(argv)
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     _v8.init()
-    worker = Worker(replies, Housekeeper(args.spares, args.heap_bytes), LiveCache(args.live_cache, args.live_idle))
+    worker = Worker(
+        replies,
+        Housekeeper(args.spares, args.heap_bytes),
+        LiveCache(args.live_cache, args.live_idle, args.live_cache_bytes),
+    )
     serve(sys.stdin.fileno(), worker)
 
 

@@ -67,10 +67,20 @@ class PoolConfig:
     live_cache: int = 64
     """Suspended programs each worker keeps live for a resume without replay (0: always replay)."""
     live_idle_s: float = 120.0
+    live_cache_bytes: int = 256 * 2**20
+    """Heap bytes (and journal text) the live programs of one worker may hold in all; the
+    oldest are evicted to replay beyond it."""
     """A live program idle this long is closed; its next resume replays."""
     grace_s: float = 3.0
     """Beyond a program's own deadline, how long a worker may stay silent before it is killed."""
     startup_timeout_s: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Died:
+    """A run whose worker died under it: a crash, unless a second run shows otherwise."""
+
+    failed: Failed
 
 
 class _Worker:
@@ -79,6 +89,7 @@ class _Worker:
         self.jobs = 0
         self.stderr_tail = bytearray()
         self._drain = asyncio.ensure_future(self._drain_stderr())
+        self.watch: asyncio.Future[int] | None = None
 
     @property
     def pid(self) -> int:
@@ -169,7 +180,15 @@ class Pool:
 
     @property
     def pids(self) -> list[int]:
-        return sorted(w.pid for w in self._workers)
+        """The live workers: one that died leaves this list at once, before it is replaced."""
+        return sorted(w.pid for w in self._workers if w.proc.returncode is None)
+
+    def _exited(self, worker: _Worker) -> None:
+        """A worker's process ended. Idle, it is replaced now, not when a program would find it dead
+        (busy, its run finds the pipe closed and replaces it)."""
+        if worker in self._idle and not self._closed:
+            self._idle.remove(worker)
+            self._replace(worker, kill=False)
 
     async def start(self) -> None:
         workers = await asyncio.gather(*(self._spawn() for _ in range(self.config.size)))
@@ -189,23 +208,52 @@ class Pool:
     async def run(self, program: Program) -> Outcome:
         """Run or replay `program` in a worker. Cancelling the caller kills and replaces that worker.
 
-        The worker that holds the program live gets it when it is free; any other replays it."""
+        The worker that holds the program live gets it when it is free; any other replays it.
+        A worker acknowledges each program before it runs it. One that dies before that was
+        dying already (or was killed while idle): the program was never run there, so it runs
+        on a fresh worker, and nobody is blamed. A death after the acknowledgement is the
+        program's crash."""
+        outcome = await self._run_once(program)
+        if isinstance(outcome, _Died):
+            log.warning("a sandbox worker died before it took a program; running it on a fresh worker")
+            outcome = await self._run_once(program)
+        if isinstance(outcome, _Died):
+            self.crashes += 1
+            return outcome.failed
+        return outcome
+
+    async def _run_once(self, program: Program) -> Outcome | _Died:
         key = program_key(program) if self.config.live_cache > 0 else None
         worker = await self._acquire(self._holders.get(key) if key else None)
         request_id = next(self._ids)
         self.runs += 1
+        deadline = program.limits.timeout_s + self.config.grace_s
         try:
             await worker.send({"id": request_id, "program": program_to_json(program), "key": key})
-            deadline = program.limits.timeout_s + self.config.grace_s
+            ack = await asyncio.wait_for(worker.read_message(), deadline)
+        except (EOFError, ConnectionError):
+            return _Died(await self._crashed(worker, exiting=True))
+        except (TimeoutError, json.JSONDecodeError):  # silent or garbled before the program started
+            return _Died(await self._crashed(worker))
+        except BaseException:  # cancelled before the program started
+            self._replace(worker, kill=True)
+            raise
+        if ack.get("id") != request_id or not ack.get("started"):
+            self.crashes += 1
+            return await self._crashed(worker)
+        try:
             message = await asyncio.wait_for(worker.read_message(), deadline)
         except (EOFError, ConnectionError):
+            self.crashes += 1
             return await self._crashed(worker, exiting=True)
         except (TimeoutError, json.JSONDecodeError):
+            self.crashes += 1
             return await self._crashed(worker)
         except BaseException:  # cancelled mid-run: the worker's state is unknown
             self._replace(worker, kill=True)
             raise
         if message.get("id") != request_id:
+            self.crashes += 1
             return await self._crashed(worker)
         worker.jobs += 1
         if key is not None:
@@ -246,7 +294,6 @@ class Pool:
             await self._put_idle(worker)
 
     async def _crashed(self, worker: _Worker, *, exiting: bool = False) -> Failed:
-        self.crashes += 1
         if exiting:
             # Its pipe closed because it is exiting: let asyncio's child watcher collect the exit
             # status first. Killing it now would reap it inside Popen.poll(), losing the status
@@ -311,6 +358,8 @@ class Pool:
             str(self.config.live_cache),
             "--live-idle",
             str(self.config.live_idle_s),
+            "--live-cache-bytes",
+            str(self.config.live_cache_bytes),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -327,4 +376,7 @@ class Pool:
             await worker.kill()
             raise
         self._workers.add(worker)
+        watch = asyncio.ensure_future(proc.wait())
+        watch.add_done_callback(lambda _: self._exited(worker))
+        worker.watch = watch
         return worker

@@ -34,6 +34,7 @@ def admin(server: PTCEmulator) -> Iterator[Callable[[str | None], httpx.Client]]
 
     def make(scope: str | None) -> httpx.Client:
         headers = {SCOPE_HEADER: scope} if scope else {}
+        headers["content-type"] = "application/json"  # admin writes must declare JSON
         clients.append(httpx.Client(base_url=str(server.admin.base_url), headers=headers, timeout=30))
         return clients[-1]
 

@@ -38,7 +38,7 @@ ENDPOINTS: list[tuple[str, str, dict[str, Any] | None]] = [
     ("DELETE", "/_emulator/scenarios/any", None),
     ("GET", "/_emulator/journal", None),
     ("DELETE", "/_emulator/journal", None),
-    ("POST", "/_emulator/reset", None),
+    ("POST", "/_emulator/reset", {}),  # admin writes declare JSON
     ("GET", "/openapi.json", None),
     ("GET", "/no-such-path", None),
 ]

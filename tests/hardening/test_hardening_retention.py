@@ -107,7 +107,7 @@ def test_store_false_traffic_leaves_no_trace(server_process: Callable[..., Serve
 
         journal = httpx.get(f"{server.root}/_emulator/journal", timeout=30)
         assert markers["code"] in journal.text, "the journal keeps bodies in memory, by design"
-        httpx.post(f"{server.root}/_emulator/reset", timeout=30).raise_for_status()
+        httpx.post(f"{server.root}/_emulator/reset", json={}, timeout=30).raise_for_status()
         assert markers["code"] not in httpx.get(f"{server.root}/_emulator/journal", timeout=30).text
 
     assert server.health()["stored_responses"] == 0

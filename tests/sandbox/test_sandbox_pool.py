@@ -63,8 +63,10 @@ def test_a_silent_worker_is_killed_after_deadline_and_grace(make_pool: MakePool)
     finally:
         if pid_alive(old):
             os.kill(old, signal.SIGCONT)
-    f = failed(outcome, "crash")
-    assert f.message == "the sandbox worker running this program stopped answering"
+    # The silent worker never took the program (no acknowledgement), so the program is not
+    # blamed: it runs on a fresh worker once the silent one is given up.
+    assert completed_texts(outcome) == ["hi"]
+    assert p.pool.crashes == 0
     assert 1.4 <= elapsed < 120, elapsed  # never before the deadline and grace; and it did end
     [new] = p.wait_for_workers(exclude=[old])
     assert not pid_alive(old)

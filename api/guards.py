@@ -1,0 +1,100 @@
+"""Checks at the edge, before a request reaches a route: content types and the Host header.
+
+* A POST with a body under `/v1/` must be JSON, as the hosted API requires (400
+  `unsupported_content_type`, worded as it words it). A form or `text/plain` body never reaches
+  the JSON parser.
+* Every POST to the admin API (`/_emulator/`) must declare a JSON content type, body or not:
+  a web page can send a form or `text/plain` POST to any address without a CORS preflight, but
+  not a JSON one. So no page a developer visits can plant or reset scenarios.
+* Requests to the admin API must name this server in their `Host` header: the address it is
+  bound to, a loopback name, or a host given with `--allowed-host`. A DNS-rebinding page (whose
+  own name resolves to 127.0.0.1) sends its own name, so it cannot read the journal, which
+  holds request bodies.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+
+__all__ = ["Refusal", "refusal"]
+
+Refusal = tuple[int, str, str | None]
+"""Status, message and code of an error envelope."""
+
+ADMIN_PREFIX = "/_emulator"
+_LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1"}
+_ANY = {"0.0.0.0", "::", ""}
+
+
+def _media_type(value: str | None) -> str:
+    return (value or "").split(";", 1)[0].strip().lower()
+
+
+def _is_json(value: str | None) -> bool:
+    media = _media_type(value)
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def _unsupported(value: str | None) -> Refusal:
+    shown = value if value is not None else ""
+    return (
+        400,
+        f"Unsupported content type: '{shown}'. This API method only accepts 'application/json' requests, but you "
+        f"specified the header 'Content-Type: {shown}'. Please try again with a supported content type.",
+        "unsupported_content_type",
+    )
+
+
+def _hostname(host: str) -> str:
+    host = host.strip().lower()
+    if host.startswith("["):  # [::1]:8000
+        return host[1:].split("]", 1)[0]
+    if host.count(":") == 1:
+        return host.split(":", 1)[0]
+    return host
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def host_allowed(host: str | None, bound: str, allowed: tuple[str, ...]) -> bool:
+    """Whether a `Host` header names this server. Bound to every address (0.0.0.0), any IP
+    literal is the server itself; names other than loopback ones must be allowed explicitly."""
+    if host is None:
+        return True  # HTTP/1.0 without Host: not a browser
+    name = _hostname(host)
+    if "*" in allowed:
+        return True
+    if name in _LOOPBACK_NAMES or name == bound.strip("[]").lower() or name in {a.lower() for a in allowed}:
+        return True
+    return bound in _ANY and _is_ip(name)
+
+
+def refusal(
+    scope_type: str, method: str, path: str, headers: Mapping[str, str], bound: str, allowed: tuple[str, ...]
+) -> Refusal | None:
+    """Why this request is refused at the edge, or None."""
+    admin = path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/")
+    if admin and not host_allowed(headers.get("host"), bound, allowed):
+        return (
+            403,
+            f"The admin API does not answer to the host {headers.get('host')!r}: it answers to the address the "
+            "server is bound to and to loopback names (start the server with --allowed-host NAME to add one).",
+            "host_not_allowed",
+        )
+    if scope_type != "http" or method != "POST":
+        return None
+    content_type = headers.get("content-type")
+    if admin and not _is_json(content_type):
+        return _unsupported(content_type)
+    if path.startswith("/v1/") and not _is_json(content_type):
+        has_body = headers.get("content-length", "0") not in ("", "0") or "transfer-encoding" in headers
+        if has_body:
+            return _unsupported(content_type)
+    return None
