@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 
 from ptc_emulator.emulator import evaluation, jsontext, usage
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound
+from ptc_emulator.emulator.hosted_script import HostedScript
 from ptc_emulator.emulator.request import check_json
 from ptc_emulator.emulator.scenario import ScenarioError, load_scenario
 
@@ -78,6 +79,25 @@ async def add_scenario(request: Request) -> JSONResponse:
         scenario = scenario.model_copy(update={"scope": scope})
     request.app.state.emulator.scenarios.add(scenario)
     return JSONResponse({"name": scenario.name, "scope": scenario.scope, "turns": len(scenario.turns)}, 201)
+
+
+@router.put("/hosted")
+async def set_hosted(request: Request) -> dict[str, Any]:
+    """Body: results for the tools that run on OpenAI's side (a scenario's `hosted:` section), used by
+    inline programs and by scenarios that script none; `{}` or DELETE removes them."""
+    try:
+        data = await request.json()
+        script = HostedScript.model_validate(data, strict=False)
+    except ValueError as e:
+        raise InvalidRequest(f"Invalid hosted script: {e}", code="invalid_scenario") from e
+    request.app.state.emulator.scenarios.set_hosted(script, _scope(request))
+    return {"scope": _scope(request), "mcp_servers": sorted(script.mcp_servers)}
+
+
+@router.delete("/hosted")
+async def delete_hosted(request: Request) -> dict[str, Any]:
+    request.app.state.emulator.scenarios.set_hosted(None, _scope(request))
+    return {"scope": _scope(request), "deleted": True}
 
 
 @router.delete("/scenarios/{name}")

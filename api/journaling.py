@@ -13,6 +13,7 @@ from ptc_emulator.emulator.errors import EmulatorError, NoScenarioMatched
 from ptc_emulator.emulator.items import ProgramCaller
 from ptc_emulator.emulator.journal import Figures, Journal, JournalEntry
 from ptc_emulator.emulator.request import CreateRequest
+from ptc_emulator.emulator.toolkinds import answer_text
 
 __all__ = ["Recorder"]
 
@@ -77,12 +78,7 @@ class Recorder:
                 caller = item.get("caller") or {}
                 route = "program" if caller.get("type") == "program" else "direct"
                 counts = figures.calls.setdefault(kind, {"direct": 0, "program": 0})
-                counts[route] += 1
-                if kind == "function_call":
-                    if route == "program":
-                        figures.program_tool_calls += 1
-                    else:
-                        figures.direct_tool_calls += 1
+                counts[route] += 1  # the totals by route come from the trace (see _record)
         counted = response.get("usage") or {}
         figures.input_tokens = counted.get("input_tokens", 0)
         figures.cached_tokens = (counted.get("input_tokens_details") or {}).get("cached_tokens", 0)
@@ -105,6 +101,15 @@ class Recorder:
             figures.model_turns = trace.model_turns
             figures.programs_run = trace.programs_run
             figures.kept_out_bytes = trace.kept_out_bytes
+            self.entry.hosted_calls = list(trace.hosted_calls)
+            calls = [*trace.calls, *((c["kind"], c["route"]) for c in trace.hosted_calls if _counts(c))]
+            for kind, route in calls:
+                by_route = figures.tool_calls.setdefault(kind, {"direct": 0, "program": 0})
+                by_route[route] = by_route.get(route, 0) + 1
+                if route == "program":
+                    figures.program_tool_calls += 1
+                else:
+                    figures.direct_tool_calls += 1
         self.entry.figures.latency_ms = round((time.time() - self.entry.at) * 1000, 3)
         self._account()
         self.journal.record(self.entry)
@@ -117,8 +122,8 @@ class Recorder:
         prepared = self.prepared
         if prepared is not None:
             conv = prepared.conversation
-            kept = [item for item in conv.latest_outputs() if isinstance(item.caller, ProgramCaller)]
-            self.entry.figures.kept_out_tokens = sum(usage.count(item.output_text()) for item in kept)
+            kept = [i for i in conv.latest_outputs() if isinstance(getattr(i, "caller", None), ProgramCaller)]
+            self.entry.figures.kept_out_tokens = sum(usage.count(answer_text(item)) for item in kept)
             request = prepared.request
             new_items: list[Any] = conv.items[conv.new_from :]
         else:
@@ -141,3 +146,9 @@ class Recorder:
             input_ids=names,
             output_ids=made,
         )
+
+
+def _counts(call: dict[str, Any]) -> bool:
+    """A program's call the server answered (a denied one never ran; direct ones are items, counted
+    with the output)."""
+    return call["route"] == "program" and call.get("status") != "denied"

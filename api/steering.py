@@ -19,7 +19,8 @@ defined by what state the target response is in when the steer is read:
     finished otherwise, or already continued      response.steer.failed   response_not_active
 
 `response.steer.pending` lists, in `required_input`, a `function_call_output` stub
-(`call_id`, `name`) for every function call of the target. The queued input stays on the
+(`call_id`, `name`) for every function call of the target, and a `{type, call_id}` stub of the
+answer's own type for every custom_tool_call, shell_call and apply_patch_call. The queued input stays on the
 connection until the client sends the continuation, a `response.create` with
 `previous_response_id` equal to the target: the queued input is then prepended, in submission
 order, to that request's input (do not resend it). An automatic successor inherits the target's
@@ -89,13 +90,20 @@ class Steer:
         return list(self.input)
 
 
+_STUBS = {"custom_tool_call": "custom_tool_call_output", "shell_call": "shell_call_output"}
+_STUBS["apply_patch_call"] = "apply_patch_call_output"
+
+
 def required_input(final: dict[str, Any]) -> list[dict[str, Any]]:
-    """Stubs for the tool outputs a finished response waits for: one per function call."""
-    return [
-        {"type": "function_call_output", "call_id": item["call_id"], "name": item["name"]}
-        for item in final.get("output", [])
-        if item.get("type") == "function_call"
-    ]
+    """Stubs for the tool outputs a finished response waits for: one per client-answered call."""
+    stubs = []
+    for item in final.get("output", []):
+        kind = item.get("type")
+        if kind == "function_call":
+            stubs.append({"type": "function_call_output", "call_id": item["call_id"], "name": item["name"]})
+        elif kind in _STUBS:
+            stubs.append({"type": _STUBS[kind], "call_id": item["call_id"]})
+    return stubs
 
 
 @dataclass

@@ -193,6 +193,15 @@ class PTCEmulator:
             raise ValueError(reply.json()["error"]["message"])
         return dict(reply.json())
 
+    def set_hosted(self, script: dict[str, Any] | None) -> None:
+        """Results for the tools that run on OpenAI's side, for this test: `{"mcp_servers": {label:
+        {"tools": [...]}}, "code_interpreter": [...], "shell": [...]}` (see docs/tools-hosted.md).
+        Inline programs use them, and so do scenarios that script none. None removes them."""
+        if script is None:
+            self.admin.delete("/hosted").raise_for_status()
+        else:
+            self.admin.put("/hosted", json=script).raise_for_status()
+
     def clear_journal(self) -> None:
         self.admin.delete("/journal").raise_for_status()
 

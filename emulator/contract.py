@@ -6,28 +6,42 @@
   tool's `parameters` unless the tool says `strict: false` (strict is the Responses API's
   default, and the Response echoes it as `true`).
 
+* The input of a custom tool call (a program's, or a scenario's direct call) is checked against
+  the tool's `format`: a `regex` grammar with RE2 (linear time, as the hosted API's engine), a
+  `lark` grammar with the `lark` parser. A grammar that does not compile is a 400 up front.
+
 A violation is reported (journal, warning header); in strict mode it is a 400.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
+import re2
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+from lark import Lark, LarkError
 
 from . import jsontext
-from .request import FunctionTool
+from .errors import InvalidRequest
+from .items import CallItem, CustomToolCall, FunctionCall
+from .request import Conversational, CustomTool, FunctionTool, GrammarFormat
 
-__all__ = ["Violation", "check_arguments", "check_output"]
+__all__ = ["Violation", "check_arguments", "check_call", "check_input", "check_output", "check_tools"]
+
+
+class _Matcher(Protocol):
+    def __call__(self, text: str) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
 class Violation:
     kind: str
-    """`output` (a tool output against output_schema) or `arguments` (against parameters)."""
+    """`output` (a tool output against output_schema), `arguments` (against parameters) or `input`
+    (a custom tool's input against its format)."""
     tool: str
     call_id: str
     message: str
@@ -36,6 +50,11 @@ class Violation:
         return asdict(self)
 
     def describe(self) -> str:
+        if self.kind == "input":
+            return (
+                f"The input of custom tool call {self.call_id} does not match the format of '{self.tool}': "
+                f"{self.message}"
+            )
         if self.kind == "output":
             return (
                 f"The output of function call {self.call_id} does not match the output_schema of '{self.tool}': "
@@ -78,3 +97,64 @@ def check_output(tool: FunctionTool, call_id: str, output: str) -> Violation | N
 
 def check_arguments(tool: FunctionTool, call_id: str, arguments: str) -> Violation | None:
     return None if tool.strict is False else _check("arguments", tool, call_id, tool.parameters, arguments)
+
+
+def check_call(tool: object, call: CallItem) -> Violation | None:
+    """A call item against its tool's declared contract (parameters, or a custom tool's format)."""
+    if isinstance(tool, FunctionTool) and isinstance(call, FunctionCall):
+        return check_arguments(tool, call.call_id, call.arguments)
+    if isinstance(tool, CustomTool) and isinstance(call, CustomToolCall):
+        return check_input(tool, call.call_id, call.input)
+    return None
+
+
+def check_input(tool: CustomTool, call_id: str, text: str) -> Violation | None:
+    if not isinstance(tool.format, GrammarFormat):
+        return None
+    problem = _grammar(tool.format.syntax, tool.format.definition)(text)
+    return Violation("input", tool.name, call_id, problem) if problem else None
+
+
+def check_tools(request: Conversational) -> None:
+    """A custom tool's grammar must compile (a 400 otherwise, as the hosted API refuses it)."""
+    for index, tool in enumerate(request.tools or ()):
+        if isinstance(tool, CustomTool) and isinstance(tool.format, GrammarFormat):
+            try:
+                _grammar(tool.format.syntax, tool.format.definition)
+            except ValueError as e:
+                raise InvalidRequest(
+                    f"Invalid {tool.format.syntax} grammar for custom tool '{tool.name}': {e}",
+                    param=f"tools[{index}].format.definition",
+                    code="invalid_value",
+                ) from e
+
+
+@functools.lru_cache(maxsize=256)
+def _grammar(syntax: str, definition: str) -> _Matcher:
+    """A matcher for the grammar: the text's first mismatch, or None. Raises ValueError if it does not compile."""
+    if syntax == "regex":
+        try:
+            pattern = re2.compile(definition)
+        except re2.error as e:
+            raise ValueError(str(e)) from e
+
+        def regex(text: str) -> str | None:
+            if pattern.fullmatch(text) is None:
+                return f"the input does not match the regex /{definition}/"
+            return None
+
+        return regex
+    try:
+        parser = Lark(definition, start="start")
+    except (LarkError, TypeError) as e:
+        raise ValueError(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__) from e
+
+    def lark(text: str) -> str | None:
+        try:
+            parser.parse(text)
+        except LarkError as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            return f"the input is not in the lark grammar ({first})"
+        return None
+
+    return lark

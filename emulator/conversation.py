@@ -1,8 +1,9 @@
 """Reads a conversation (stored history plus this request's input) and holds it to the rules.
 
-The hosted API is strict about the item sequence and so is this: every function call needs its
-output, every output its call, a program call's output must carry the caller it was issued with,
-and items the server issued (fingerprints, program outputs) must come back unmodified.
+The hosted API is strict about the item sequence and so is this: every tool call (of any kind:
+function, custom, shell, apply_patch, local_shell; see `toolkinds.py`) needs its output, every
+output its call, of the matching kind; a program call's output must carry the caller it was issued
+with, and items the server issued (fingerprints, program outputs) must come back unmodified.
 """
 
 from __future__ import annotations
@@ -11,10 +12,19 @@ from dataclasses import dataclass, field
 
 from .errors import InvalidRequest
 from .items import (
-    FunctionCall,
-    FunctionCallOutput,
+    CALL_TYPES,
+    OUTPUT_TYPES,
+    CallItem,
+    CodeInterpreterCall,
     Item,
+    LocalShellCall,
+    LocalShellCallOutput,
+    McpApprovalRequest,
+    McpApprovalResponse,
+    McpCall,
+    McpListTools,
     Message,
+    OutputItem,
     ProgramCaller,
     ProgramItem,
     ProgramOutputItem,
@@ -22,6 +32,7 @@ from .items import (
     ToolSearchOutputItem,
 )
 from .signing import ProgramSeal, Signer
+from .toolkinds import answer_key, kind_of_call, kind_of_output
 
 __all__ = ["Conversation", "analyse"]
 
@@ -33,11 +44,14 @@ class Conversation:
     """Index of the first item of this request's input."""
     anchor: int
     """Index of the latest user message: what the scripted model answers."""
-    calls: dict[str, FunctionCall] = field(default_factory=dict)
-    outputs: dict[str, FunctionCallOutput] = field(default_factory=dict)
+    calls: dict[str, CallItem] = field(default_factory=dict)
+    outputs: dict[str, OutputItem] = field(default_factory=dict)
     programs: dict[str, ProgramItem] = field(default_factory=dict)
     seals: dict[str, ProgramSeal] = field(default_factory=dict)
     program_outputs: dict[str, ProgramOutputItem] = field(default_factory=dict)
+    approval_requests: dict[str, McpApprovalRequest] = field(default_factory=dict)
+    approval_responses: dict[str, McpApprovalResponse] = field(default_factory=dict)
+    """By `approval_request_id`."""
     search_calls: dict[str, ToolSearchCallItem] = field(default_factory=dict)
     search_outputs: dict[str, ToolSearchOutputItem] = field(default_factory=dict)
     open_program: ProgramItem | None = None
@@ -50,30 +64,30 @@ class Conversation:
         assert isinstance(message, Message)
         return message.text()
 
-    def program_calls(self, program_call_id: str) -> list[FunctionCall]:
-        """The program's tool calls in issue order (the order the server emitted them)."""
+    def program_calls(self, program_call_id: str) -> list[CallItem]:
+        """The program's tool calls, of every kind, in issue order (the order the server emitted them)."""
         return [
             item
             for item in self.items
-            if isinstance(item, FunctionCall)
-            and isinstance(item.caller, ProgramCaller)
-            and item.caller.caller_id == program_call_id
+            if isinstance(item, CALL_TYPES)
+            and isinstance(getattr(item, "caller", None), ProgramCaller)
+            and getattr(item, "caller").caller_id == program_call_id  # noqa: B009
         ]
 
-    def latest_outputs(self) -> list[FunctionCallOutput]:
+    def latest_outputs(self) -> list[OutputItem]:
         """The tool outputs that answer the latest model output (after the last item the model
         produced). A `store: false` replay resends the earlier ones too; these are the new ones."""
         last = max(
             (
                 i
                 for i, item in enumerate(self.items)
-                if not isinstance(item, FunctionCallOutput | Message | ToolSearchOutputItem)
+                if not isinstance(item, (*OUTPUT_TYPES, Message, ToolSearchOutputItem, McpApprovalResponse))
                 or (isinstance(item, Message) and item.role == "assistant")
                 or (isinstance(item, ToolSearchOutputItem) and item.execution != "client")
             ),
             default=-1,
         )
-        return [item for item in self.items[last + 1 :] if isinstance(item, FunctionCallOutput)]
+        return [item for item in self.items[last + 1 :] if isinstance(item, OUTPUT_TYPES)]
 
     def after_anchor(self) -> list[Item]:
         return self.items[self.anchor + 1 :]
@@ -88,9 +102,9 @@ def analyse(items: list[Item], new_from: int, signer: Signer) -> Conversation:
     conv = Conversation(items, new_from, anchor)
     for i, item in enumerate(items):
         param = _param(i, new_from)
-        if isinstance(item, FunctionCall):
+        if isinstance(item, CALL_TYPES):
             _add_call(conv, item, param)
-        elif isinstance(item, FunctionCallOutput):
+        elif isinstance(item, OUTPUT_TYPES):
             _add_output(conv, item, param)
         elif isinstance(item, ProgramItem):
             if item.call_id in conv.programs:
@@ -107,9 +121,20 @@ def analyse(items: list[Item], new_from: int, signer: Signer) -> Conversation:
             _add_search_call(conv, item, param)
         elif isinstance(item, ToolSearchOutputItem):
             _add_search_output(conv, item, param)
-    for call_id in conv.calls:
+        elif isinstance(item, McpListTools | McpCall | CodeInterpreterCall) and isinstance(item.caller, ProgramCaller):
+            if item.caller.caller_id not in conv.programs:
+                raise InvalidRequest(
+                    f"Item {item.id} of type '{item.type}' has caller program '{item.caller.caller_id}', but no "
+                    "program item with that call_id comes before it.",
+                    param=f"{param}.caller",
+                )
+        elif isinstance(item, McpApprovalRequest):
+            _add_approval_request(conv, item, param)
+        elif isinstance(item, McpApprovalResponse):
+            _add_approval_response(conv, item, param)
+    for call_id, call in conv.calls.items():
         if call_id not in conv.outputs:
-            raise InvalidRequest(f"No tool output found for function call {call_id}.", param="input")
+            raise InvalidRequest(f"No tool output found for {kind_of_call(call).label} {call_id}.", param="input")
     for call_id, search in conv.search_calls.items():
         if search.execution == "client" and call_id not in conv.search_outputs:
             raise InvalidRequest(
@@ -129,47 +154,115 @@ def analyse(items: list[Item], new_from: int, signer: Signer) -> Conversation:
     if open_programs:
         conv.open_program = open_programs[-1]
         conv.open_index = next(i for i, item in enumerate(items) if item is conv.open_program)
+        for request in conv.approval_requests.values():
+            caller = request.caller
+            if (
+                isinstance(caller, ProgramCaller)
+                and caller.caller_id == conv.open_program.call_id
+                and request.id not in conv.approval_responses
+            ):
+                raise InvalidRequest(
+                    f"No mcp_approval_response found for approval request {request.id}: program "
+                    f"{caller.caller_id} is paused on it.",
+                    param="input",
+                )
     return conv
 
 
-def _add_call(conv: Conversation, call: FunctionCall, param: str) -> None:
+def _add_approval_request(conv: Conversation, item: McpApprovalRequest, param: str) -> None:
+    if item.id in conv.approval_requests:
+        raise InvalidRequest(
+            f"Duplicate item: an mcp_approval_request with id '{item.id}' appears more than once.", param=param
+        )
+    if isinstance(item.caller, ProgramCaller):
+        if item.caller.caller_id not in conv.programs:
+            raise InvalidRequest(
+                f"Approval request {item.id} has caller program '{item.caller.caller_id}', but no program item with "
+                "that call_id comes before it.",
+                param=param,
+            )
+        if item.caller.caller_id in conv.program_outputs:
+            raise InvalidRequest(
+                f"Approval request {item.id} belongs to program '{item.caller.caller_id}', which already finished.",
+                param=param,
+            )
+    conv.approval_requests[item.id] = item
+
+
+def _add_approval_response(conv: Conversation, item: McpApprovalResponse, param: str) -> None:
+    request = conv.approval_requests.get(item.approval_request_id)
+    if request is None:
+        raise InvalidRequest(
+            f"No approval request found for mcp_approval_response with approval_request_id "
+            f"'{item.approval_request_id}'.",
+            param=f"{param}.approval_request_id",
+        )
+    if item.approval_request_id in conv.approval_responses:
+        raise InvalidRequest(
+            f"Duplicate item: approval request '{item.approval_request_id}' is answered more than once.", param=param
+        )
+    expected = request.caller if isinstance(request.caller, ProgramCaller) else None
+    given = item.caller if isinstance(item.caller, ProgramCaller) else None
+    if given is not None and expected != given:
+        raise InvalidRequest(
+            f"The mcp_approval_response for {item.approval_request_id} must carry the caller of its request "
+            "unchanged, or none.",
+            param=f"{param}.caller",
+        )
+    conv.approval_responses[item.approval_request_id] = item
+
+
+def _add_call(conv: Conversation, call: CallItem, param: str) -> None:
+    label = kind_of_call(call).label
     if call.call_id in conv.calls:
         raise InvalidRequest(
-            f"Duplicate item: a function_call with call_id '{call.call_id}' appears more than once.", param=param
+            f"Duplicate item: a {call.type} with call_id '{call.call_id}' appears more than once.", param=param
         )
-    if isinstance(call.caller, ProgramCaller) and call.caller.caller_id not in conv.programs:
+    caller = getattr(call, "caller", None)
+    if isinstance(caller, ProgramCaller) and caller.caller_id not in conv.programs:
         raise InvalidRequest(
-            f"Function call {call.call_id} has caller program '{call.caller.caller_id}', but no program item "
+            f"{label.capitalize()} {call.call_id} has caller program '{caller.caller_id}', but no program item "
             "with that call_id comes before it.",
             param=param,
         )
-    if isinstance(call.caller, ProgramCaller) and call.caller.caller_id in conv.program_outputs:
+    if isinstance(caller, ProgramCaller) and caller.caller_id in conv.program_outputs:
         raise InvalidRequest(
-            f"Function call {call.call_id} belongs to program '{call.caller.caller_id}', which already finished.",
+            f"{label.capitalize()} {call.call_id} belongs to program '{caller.caller_id}', which already finished.",
             param=param,
         )
     conv.calls[call.call_id] = call
 
 
-def _add_output(conv: Conversation, output: FunctionCallOutput, param: str) -> None:
-    if output.call_id is None:
+def _add_output(conv: Conversation, output: OutputItem, param: str) -> None:
+    kind = kind_of_output(output)
+    call_id = answer_key(output)
+    if call_id is None:
         raise InvalidRequest(
             f"Missing required parameter: '{param}.call_id'.",
             param=f"{param}.call_id",
             code="missing_required_parameter",
         )
-    call = conv.calls.get(output.call_id)
+    call = conv.calls.get(call_id)
+    if call is None and isinstance(output, LocalShellCallOutput):  # named by the call's item id
+        call = next((c for c in conv.calls.values() if isinstance(c, LocalShellCall) and c.id == call_id), None)
+        call_id = call.call_id if call is not None else call_id
     if call is None:
+        raise InvalidRequest(f"No tool call found for {kind.label} output with call_id {call_id}.", param="input")
+    if call.type != kind.call_type:
         raise InvalidRequest(
-            f"No tool call found for function call output with call_id {output.call_id}.", param="input"
+            f"The {output.type} with call_id {call_id} answers a {call.type}: answer it with a "
+            f"{kind_of_call(call).output_type}.",
+            param=f"{param}.type",
         )
-    if output.call_id in conv.outputs:
+    if call_id in conv.outputs:
         raise InvalidRequest(
-            f"Duplicate item: a function_call_output for call_id '{output.call_id}' appears more than once.",
+            f"Duplicate item: a {output.type} for call_id '{call_id}' appears more than once.",
             param=param,
         )
-    expected = call.caller if isinstance(call.caller, ProgramCaller) else None
-    given = output.caller if isinstance(output.caller, ProgramCaller) else None
+    call_caller = getattr(call, "caller", None)
+    output_caller = getattr(output, "caller", None)
+    expected = call_caller if isinstance(call_caller, ProgramCaller) else None
+    given = output_caller if isinstance(output_caller, ProgramCaller) else None
     if expected != given:
         want = (
             f'{{"type": "program", "caller_id": "{expected.caller_id}"}}'
@@ -177,11 +270,11 @@ def _add_output(conv: Conversation, output: FunctionCallOutput, param: str) -> N
             else 'none (or {"type": "direct"})'
         )
         raise InvalidRequest(
-            f"The function_call_output for call_id {output.call_id} must carry the caller of its function_call "
+            f"The {output.type} for call_id {call_id} must carry the caller of its {call.type} "
             f"unchanged: expected {want}.",
             param=f"{param}.caller",
         )
-    conv.outputs[output.call_id] = output
+    conv.outputs[call_id] = output
 
 
 def _add_program_output(conv: Conversation, item: ProgramOutputItem, param: str, signer: Signer) -> None:

@@ -20,20 +20,30 @@ from typing import Any
 
 from ptc_emulator.sandbox import Limits
 
-from .contract import Violation, check_output
+from .choice import next_turn_conflict
+from .contract import Violation, check_output, check_tools
 from .conversation import Conversation, analyse
 from .conversations import Conversations, conversation_id
 from .errors import EmulatorError, InvalidRequest, NoScenarioMatched
 from .faults import FaultInjector, InjectedHTTPError
 from .history import History, as_input, as_response_item, not_found
-from .items import Message, ProgramCaller, ReasoningItem
-from .player import REASONING_DOMAIN, Player, Prepared, Runner, Trace
-from .request import CountTokensRequest, CreateRequest, FunctionToolChoice, ProgrammaticToolChoice
+from .items import FunctionCall, FunctionCallOutput, Message, ProgramCaller, ReasoningItem
+from .player import REASONING_DOMAIN, Player, Prepared, Runner, Trace, call_indexes
+from .request import (
+    CountTokensRequest,
+    CreateRequest,
+    CustomTool,
+    CustomToolChoice,
+    FunctionToolChoice,
+    KindToolChoice,
+    ProgrammaticToolChoice,
+)
 from .response import echo_tools, response_body
-from .scenario import NearMiss, Request, ScenarioRegistry
+from .scenario import NearMiss, Request, Scenario, ScenarioRegistry
 from .script import Script, inline_code, inline_search, position, turn_items
 from .signing import Signer
 from .store import Store, StoredResponse
+from .toolkinds import answer_text, bind, duplicate_names, program_tools
 from .toolset import Toolset, call_name
 from .usage import PromptCache, prompt_segments, usage
 
@@ -120,7 +130,7 @@ class Engine:
         try:
             turn, emitted = position(conv, script)
             if conv.open_program is not None:
-                self._check_open_program(conv, toolset)
+                self._check_open_program(conv, toolset, request)
             self._check_finished_programs(conv)
             if request.store is False:
                 self._check_reasoning(conv, script)
@@ -139,13 +149,14 @@ class Engine:
             e.trace = trace  # what was known when it failed, for the journal
             raise
         trace.kept_out_bytes = sum(
-            len(item.output_text().encode("utf-8"))
+            len(answer_text(item).encode("utf-8"))
             for item in conv.latest_outputs()
-            if isinstance(item.caller, ProgramCaller)
+            if isinstance(getattr(item, "caller", None), ProgramCaller)
         )
         prepared = self._prepared(request, conv, script, trace, scope=scope, local=local)
         prepared.toolset = toolset
         prepared.turn, prepared.emitted, prepared.fault, prepared.strict_contract = turn, emitted, fault, strict
+        prepared.hosted_script = self.scenarios.hosted(scope)
         return prepared
 
     def _prepared(
@@ -302,23 +313,21 @@ class Engine:
 
     # ---- checks ---------------------------------------------------------------------------------
 
-    def _check_open_program(self, conv: Conversation, toolset: Toolset) -> None:
+    def _check_open_program(self, conv: Conversation, toolset: Toolset, request: CreateRequest) -> None:
         program = conv.open_program
         assert program is not None
         seal = conv.seals[program.call_id]
-        if toolset.programmatic != seal.tools:
+        hosted = self.player.hosted(self._prepared(request, conv, None, Trace(""), scope=None, local=None))
+        labels = {label for label, tool in hosted.mcp_tools.items() if tool.programmatic}
+        started = [t for t in seal.tools if not ("." in t and t.partition(".")[0] in labels)]
+        allowed = sorted({*program_tools(request, toolset), *hosted.static_names()})
+        if started != allowed:
             raise InvalidRequest(
                 f"The tools a program may call changed while program {program.call_id} was running: it started "
-                f"with {list(seal.tools)}, this request allows {list(toolset.programmatic)}.",
+                f"with {list(seal.tools)}, this request allows {allowed}.",
                 param="tools",
             )
-        for index, call in enumerate(conv.program_calls(program.call_id)):
-            if call.call_id != self.signer.program_call_id(program.call_id, index):
-                raise InvalidRequest(
-                    f"Function call {call.call_id} was not issued by program {program.call_id} at this position: "
-                    "replay the program's function calls unmodified and in order.",
-                    param="input",
-                )
+        call_indexes(self.signer, program, conv.program_calls(program.call_id), self.limits.max_tool_calls)
 
     def _check_finished_programs(self, conv: Conversation) -> None:
         """A finished program's calls are the ones it made: one attached to it afterwards is refused."""
@@ -360,15 +369,23 @@ class Engine:
 
     def _script(self, conv: Conversation, request: CreateRequest, toolset: Toolset, scope: str | None) -> Script:
         text = conv.anchor_text
+
+        def contradiction(scenario: Scenario) -> str | None:
+            if conv.open_program is not None:
+                return None  # resuming a program is not the model choosing
+            script = Script(scenario.name, list(scenario.turns), {}, scenario)
+            return next_turn_conflict(request, script.turns, lambda: position(conv, script)[0])
+
         found = self.scenarios.match(
             Request(
                 text=text,
-                tools=frozenset(toolset.declared),
+                tools=frozenset({*toolset.declared, *bind(request, toolset)}),
                 ptc=request.ptc_enabled,
                 model=request.model or "",
                 metadata=request.metadata or {},
                 scope=scope,
                 deferred=frozenset(n for n in toolset.declared if toolset.not_loaded(n)),
+                choice=contradiction,
             )
         )
         if not isinstance(found, list):
@@ -376,7 +393,13 @@ class Engine:
             return Script(scenario.name, list(scenario.turns), {"input": text, **captures}, scenario)
         code, search = inline_code(text), inline_search(text)
         if code is not None or search is not None:
-            return Script.inline(code, search)
+            script = Script.inline(code, search)
+            reason = None
+            if conv.open_program is None:
+                reason = next_turn_conflict(request, script.turns, lambda: position(conv, script)[0])
+            if reason is None:
+                return script
+            raise _no_match(text, found, inline=f"the ```js block cannot run: {reason}")
         raise _no_match(text, found)
 
     def _input_items(self, prepared: Prepared) -> list[dict[str, Any]]:
@@ -426,16 +449,25 @@ def _check_request(request: CreateRequest) -> None:
     _check_conversation(request)
     if request.background and request.store is False:
         raise InvalidRequest("Background mode requires store=true.", param="background")
-    names: set[str] = set()
-    for tool in request.function_tools:
-        if tool.name in names:
-            raise InvalidRequest(f"Duplicate tool name: '{tool.name}'.", param="tools")
-        names.add(tool.name)
+    for name in duplicate_names(request):
+        raise InvalidRequest(f"Duplicate tool name: '{name}'.", param="tools")
+    names = {t.name for t in request.function_tools}
     choice = request.tool_choice
     if isinstance(choice, FunctionToolChoice) and choice.name not in names:
         raise InvalidRequest(
             f"Tool choice 'function' with name '{choice.name}' not found in 'tools' parameter.", param="tool_choice"
         )
+    check_tools(request)
+    if isinstance(choice, CustomToolChoice) and choice.name not in {
+        t.name for t in request.tools or () if isinstance(t, CustomTool)
+    }:
+        raise InvalidRequest(
+            f"Tool choice 'custom' with name '{choice.name}' not found in 'tools' parameter.", param="tool_choice"
+        )
+    if isinstance(choice, KindToolChoice) and not any(
+        getattr(t, "type", None) == choice.type for t in request.tools or ()
+    ):
+        raise InvalidRequest(f"Tool choice '{choice.type}' not found in 'tools' parameter.", param="tool_choice")
     if isinstance(choice, ProgrammaticToolChoice) and not request.ptc_enabled:
         raise InvalidRequest(
             "Tool choice 'programmatic_tool_calling' not found in 'tools' parameter.", param="tool_choice"
@@ -446,22 +478,31 @@ def _check_outputs(conv: Conversation, toolset: Toolset) -> list[Violation]:
     """The newly answered tool outputs against their tools' output_schema."""
     found = []
     for item in conv.latest_outputs():
-        if item.call_id in conv.calls:
-            tool = toolset.function(call_name(conv.calls[item.call_id]))
-            violation = check_output(tool, item.call_id, item.output_text()) if tool else None
+        call = conv.calls.get(item.call_id or "") if isinstance(item, FunctionCallOutput) else None
+        if isinstance(item, FunctionCallOutput) and isinstance(call, FunctionCall):
+            tool = toolset.function(call_name(call))
+            violation = check_output(tool, call.call_id, item.output_text()) if tool else None
             if violation is not None:
                 found.append(violation)
     return found
 
 
-def _no_match(text: str, misses: list[NearMiss]) -> NoScenarioMatched:
+def _no_match(text: str, misses: list[NearMiss], inline: str | None = None) -> NoScenarioMatched:
     shown = text if len(text) <= 120 else text[:117] + "..."
     if misses:
         closest = "; ".join(f"'{m.scenario}' ({m.field}): {m.reason}" for m in misses[:3])
         message = f"No scenario matches this request. Closest: {closest}."
     else:
         message = "No scenario matches this request (no scenario is loaded)."
-    message += " The latest user message has no ```js code block to run inline either."
-    return NoScenarioMatched(
-        message, {"input": shown, "near_misses": [m.as_dict() for m in misses], "inline_code": False}
-    )
+    if inline is None:
+        message += " The latest user message has no ```js code block to run inline either."
+    else:
+        message += f" The latest user message has a ```js code block, but {inline}."
+    report: dict[str, Any] = {
+        "input": shown,
+        "near_misses": [m.as_dict() for m in misses],
+        "inline_code": inline is not None,
+    }
+    if inline is not None:
+        report["inline_conflict"] = inline
+    return NoScenarioMatched(message, report)

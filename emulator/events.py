@@ -8,8 +8,17 @@ A streamed response is told as events (`types/responses/response_stream_event.py
         message:   content_part.added, output_text.delta... (or refusal.delta...),
                    output_text.done (refusal.done), content_part.done, per content part
         function_call: function_call_arguments.delta..., function_call_arguments.done
+        custom_tool_call: custom_tool_call_input.delta..., custom_tool_call_input.done
+        shell_call: per command, shell_call_command.added, shell_call_command.delta...,
+                   shell_call_command.done
         reasoning: reasoning_summary_part.added, reasoning_summary_text.delta...,
                    reasoning_summary_text.done, reasoning_summary_part.done, per summary part
+        mcp_list_tools: mcp_list_tools.in_progress, mcp_list_tools.completed (or .failed)
+        mcp_call:  mcp_call_arguments.delta..., mcp_call_arguments.done, mcp_call.in_progress,
+                   mcp_call.completed (or .failed)
+        code_interpreter_call: code_interpreter_call.in_progress, code_interpreter_call_code.delta...,
+                   code_interpreter_call_code.done, code_interpreter_call.interpreting,
+                   code_interpreter_call.completed
         program, program_output and anything else: nothing in between (they arrive whole)
       response.output_item.done                      the item as in the final output
     response.completed | response.incomplete | response.failed   the final response
@@ -87,9 +96,16 @@ def item_events(item: dict[str, Any], output_index: int) -> list[Event]:
         added, middle = _with_status({**item, "content": []}, item), list(_message(item, output_index))
     elif kind == "function_call":
         added, middle = _with_status({**item, "arguments": ""}, item), list(_arguments(item, output_index))
+    elif kind == "custom_tool_call":
+        added, middle = {**item, "input": ""}, list(_input(item, output_index))
+    elif kind == "shell_call":
+        action = {**item.get("action", {}), "commands": []}
+        added, middle = _with_status({**item, "action": action}, item), list(_commands(item, output_index))
     elif kind == "reasoning":
         empty = {k: v for k, v in item.items() if k not in ("content", "encrypted_content")}
         added, middle = _with_status({**empty, "summary": []}, item), list(_reasoning(item, output_index))
+    elif kind in _HOSTED:
+        added, middle = _HOSTED[kind](item, output_index)
     else:
         added, middle = item, []
     return [
@@ -167,6 +183,23 @@ def _arguments(item: dict[str, Any], output_index: int) -> Iterator[Event]:
     yield {"type": "response.function_call_arguments.done", **where, "arguments": arguments}
 
 
+def _input(item: dict[str, Any], output_index: int) -> Iterator[Event]:
+    where = {"item_id": _item_id(item), "output_index": output_index}
+    text = item.get("input", "")
+    for delta in chunks(text):
+        yield {"type": "response.custom_tool_call_input.delta", **where, "delta": delta}
+    yield {"type": "response.custom_tool_call_input.done", **where, "input": text}
+
+
+def _commands(item: dict[str, Any], output_index: int) -> Iterator[Event]:
+    for command_index, command in enumerate(item.get("action", {}).get("commands", [])):
+        at = {"command_index": command_index, "output_index": output_index}
+        yield {"type": "response.shell_call_command.added", **at, "command": ""}
+        for delta in chunks(command):
+            yield {"type": "response.shell_call_command.delta", **at, "delta": delta}
+        yield {"type": "response.shell_call_command.done", **at, "command": command}
+
+
 def _reasoning(item: dict[str, Any], output_index: int) -> Iterator[Event]:
     where = {"item_id": _item_id(item), "output_index": output_index}
     for summary_index, part in enumerate(item.get("summary", [])):
@@ -183,3 +216,41 @@ def _reasoning(item: dict[str, Any], output_index: int) -> Iterator[Event]:
         for delta in chunks(text):
             yield {"type": "response.reasoning_text.delta", **at, "delta": delta}
         yield {"type": "response.reasoning_text.done", **at, "text": text}
+
+
+def _mcp_list_tools(item: dict[str, Any], output_index: int) -> tuple[dict[str, Any], list[Event]]:
+    where = {"item_id": _item_id(item), "output_index": output_index}
+    end = "response.mcp_list_tools.failed" if item.get("error") else "response.mcp_list_tools.completed"
+    middle = [{"type": "response.mcp_list_tools.in_progress", **where}, {"type": end, **where}]
+    return {**item, "tools": []}, middle
+
+
+def _mcp_call(item: dict[str, Any], output_index: int) -> tuple[dict[str, Any], list[Event]]:
+    where = {"item_id": _item_id(item), "output_index": output_index}
+    arguments = item.get("arguments", "")
+    added = {k: v for k, v in item.items() if k not in ("output", "error")}
+    middle: list[Event] = [{"type": "response.mcp_call.in_progress", **where}]
+    middle += [{"type": "response.mcp_call_arguments.delta", **where, "delta": d} for d in chunks(arguments)]
+    middle.append({"type": "response.mcp_call_arguments.done", **where, "arguments": arguments})
+    failed = item.get("status") == "failed" or item.get("error")
+    middle.append({"type": "response.mcp_call.failed" if failed else "response.mcp_call.completed", **where})
+    return {**added, "arguments": "", "status": "in_progress"}, middle
+
+
+def _code_interpreter(item: dict[str, Any], output_index: int) -> tuple[dict[str, Any], list[Event]]:
+    where = {"item_id": _item_id(item), "output_index": output_index}
+    code = item.get("code") or ""
+    middle: list[Event] = [{"type": "response.code_interpreter_call.in_progress", **where}]
+    middle += [{"type": "response.code_interpreter_call_code.delta", **where, "delta": d} for d in chunks(code)]
+    middle.append({"type": "response.code_interpreter_call_code.done", **where, "code": code})
+    middle.append({"type": "response.code_interpreter_call.interpreting", **where})
+    middle.append({"type": "response.code_interpreter_call.completed", **where})
+    return {**item, "code": "", "outputs": None, "status": "in_progress"}, middle
+
+
+_HOSTED = {
+    "mcp_list_tools": _mcp_list_tools,
+    "mcp_call": _mcp_call,
+    "code_interpreter_call": _code_interpreter,
+}
+"""Server-run tool items: their events between `output_item.added` and `.done`."""

@@ -20,6 +20,7 @@ from .items import (
     InputItem,
     Item,
     ItemReference,
+    McpApprovalResponse,
     Message,
     ToolSearchCallItem,
     ToolSearchOutputItem,
@@ -42,8 +43,29 @@ def not_found(response_id: str) -> NotFound:
 
 def as_input(raw: dict[str, Any]) -> Item:
     """A stored item (input or output) as an input item."""
-    item: Item = _adapter().validate_python({k: v for k, v in raw.items() if k != "created_by"}, strict=False)
+    listed = _LISTED_ONLY.get(raw.get("type"), ())
+    data = {k: v for k, v in raw.items() if k != "created_by" and k not in listed}
+    item: Item = _adapter().validate_python(data, strict=False)
     return item
+
+
+_LISTED_ONLY: dict[Any, tuple[str, ...]] = {
+    "custom_tool_call": ("status",),
+    "custom_tool_call_output": ("status",),
+}
+"""Fields `input_items.list` adds to an item that its input form does not have."""
+
+_LISTED_IDS = {
+    "custom_tool_call": "ctc",
+    "custom_tool_call_output": "ctco",
+    "shell_call": "sh",
+    "shell_call_output": "sho",
+    "apply_patch_call": "apc",
+    "apply_patch_call_output": "apco",
+    "local_shell_call": "lsh",
+    "local_shell_call_output": "lsho",
+}
+"""The id prefix of an input item listed without an id of its own."""
 
 
 def as_response_item(item: Item, ids: Callable[[str], str]) -> dict[str, Any]:
@@ -62,10 +84,15 @@ def as_response_item(item: Item, ids: Callable[[str], str]) -> dict[str, Any]:
     elif isinstance(item, FunctionCall):
         data.setdefault("id", ids("fc"))
         data.setdefault("status", "completed")
+    elif isinstance(item, McpApprovalResponse):
+        data.setdefault("id", ids("mcpa"))
     elif isinstance(item, ToolSearchCallItem | ToolSearchOutputItem):
         data.setdefault("id", ids("tsc" if isinstance(item, ToolSearchCallItem) else "tso"))
         data.setdefault("status", "completed")
         data.setdefault("execution", "server")
+    elif item.type in _LISTED_IDS:
+        data.setdefault("id", ids(_LISTED_IDS[item.type]))
+        data.setdefault("status", "completed")
     return data
 
 

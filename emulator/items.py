@@ -17,20 +17,39 @@ __all__ = [
     "OpenJSON",
     "check_depth",
     "Caller",
+    "ApplyPatchCall",
+    "ApplyPatchCallOutput",
+    "CALL_TYPES",
+    "CallItem",
+    "CodeInterpreterCall",
     "ContentPart",
+    "CustomToolCall",
+    "CustomToolCallOutput",
     "DirectCaller",
     "FunctionCall",
     "FunctionCallOutput",
+    "HostedItem",
     "InputItem",
     "Item",
     "ItemReference",
+    "LocalShellCall",
+    "LocalShellCallOutput",
+    "McpApprovalRequest",
+    "McpApprovalResponse",
+    "McpCall",
+    "McpListTools",
+    "McpListedTool",
     "Message",
     "OutputText",
     "ProgramCaller",
     "ProgramItem",
     "ProgramOutputItem",
+    "OUTPUT_TYPES",
+    "OutputItem",
     "ReasoningItem",
     "Refusal",
+    "ShellCall",
+    "ShellCallOutput",
     "SummaryText",
     "ToolSearchCallItem",
     "ToolSearchOutputItem",
@@ -190,6 +209,145 @@ class FunctionCallOutput(WireModel):
         return json.dumps([part.model_dump(mode="json", exclude_none=True) for part in self.output])
 
 
+class CustomToolCall(WireModel):
+    """A call to a `custom` tool: one free-form string, `input`."""
+
+    type: Literal["custom_tool_call"] = "custom_tool_call"
+    call_id: str
+    name: str
+    input: str
+    id: str | None = None
+    caller: Caller | None = None
+    namespace: str | None = None
+    async_: bool | None = Field(default=None, alias="async")
+
+
+class CustomToolCallOutput(WireModel):
+    type: Literal["custom_tool_call_output"] = "custom_tool_call_output"
+    call_id: str
+    output: str | list[ContentPart]
+    id: str | None = None
+    caller: Caller | None = None
+
+    def output_text(self) -> str:
+        """The output as text: a string as is; content parts as a JSON array."""
+        if isinstance(self.output, str):
+            return self.output
+        return json.dumps([part.model_dump(mode="json", exclude_none=True) for part in self.output])
+
+
+class ShellAction(WireModel):
+    commands: list[str]
+    max_output_length: int | None = None
+    timeout_ms: int | None = None
+
+
+class ShellCall(WireModel):
+    """A `shell` tool call: commands the client runs (environment `local`)."""
+
+    type: Literal["shell_call"] = "shell_call"
+    call_id: str
+    action: ShellAction
+    id: str | None = None
+    caller: Caller | None = None
+    environment: OpenJSON | None = None
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+
+
+class ExitOutcome(WireModel):
+    type: Literal["exit"] = "exit"
+    exit_code: int
+
+
+class TimeoutOutcome(WireModel):
+    type: Literal["timeout"] = "timeout"
+
+
+class ShellOutputChunk(WireModel):
+    """One command's result."""
+
+    stdout: str
+    stderr: str
+    outcome: Annotated[ExitOutcome | TimeoutOutcome, Field(discriminator="type")]
+
+
+class ShellCallOutput(WireModel):
+    type: Literal["shell_call_output"] = "shell_call_output"
+    call_id: str
+    output: list[ShellOutputChunk]
+    id: str | None = None
+    caller: Caller | None = None
+    max_output_length: int | None = None
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+
+
+class CreateFile(WireModel):
+    type: Literal["create_file"] = "create_file"
+    path: str
+    diff: str
+
+
+class UpdateFile(WireModel):
+    type: Literal["update_file"] = "update_file"
+    path: str
+    diff: str
+
+
+class DeleteFile(WireModel):
+    type: Literal["delete_file"] = "delete_file"
+    path: str
+
+
+PatchOperation: TypeAlias = Annotated[CreateFile | UpdateFile | DeleteFile, Field(discriminator="type")]
+
+
+class ApplyPatchCall(WireModel):
+    type: Literal["apply_patch_call"] = "apply_patch_call"
+    call_id: str
+    operation: PatchOperation
+    status: Literal["in_progress", "completed"]
+    id: str | None = None
+    caller: Caller | None = None
+
+
+class ApplyPatchCallOutput(WireModel):
+    type: Literal["apply_patch_call_output"] = "apply_patch_call_output"
+    call_id: str
+    status: Literal["completed", "failed"]
+    id: str | None = None
+    caller: Caller | None = None
+    output: str | None = None
+
+
+class LocalShellAction(WireModel):
+    type: Literal["exec"] = "exec"
+    command: list[str]
+    env: dict[str, str] = Field(default_factory=dict)
+    timeout_ms: int | None = None
+    user: str | None = None
+    working_directory: str | None = None
+
+
+class LocalShellCall(WireModel):
+    """A `local_shell` call (direct only: the tool has no allowed_callers)."""
+
+    type: Literal["local_shell_call"] = "local_shell_call"
+    id: str
+    call_id: str
+    action: LocalShellAction
+    status: Literal["in_progress", "completed", "incomplete"]
+
+
+class LocalShellCallOutput(WireModel):
+    """The SDK's param names the call by `id`; the Agents SDK sends `call_id`: either is accepted."""
+
+    type: Literal["local_shell_call_output"] = "local_shell_call_output"
+    output: str
+    id: str | None = None
+    call_id: str | None = None
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+
+
 class ProgramItem(WireModel):
     type: Literal["program"] = "program"
     id: str
@@ -218,6 +376,69 @@ class ReasoningItem(WireModel):
     content: list[OpenJSON] | None = None
     encrypted_content: str | None = None
     status: Literal["in_progress", "completed", "incomplete"] | None = None
+
+
+# ---- hosted tool items (MCP, code interpreter): see `hosted.py` -------------------------------
+
+
+class McpListedTool(OpenModel):
+    name: str
+    input_schema: OpenJSON
+    description: str | None = None
+    annotations: OpenJSON | None = None
+
+
+class McpListTools(WireModel):
+    type: Literal["mcp_list_tools"] = "mcp_list_tools"
+    id: str
+    server_label: str
+    tools: list[McpListedTool]
+    error: str | None = None
+    caller: Caller | None = None
+
+
+class McpCall(WireModel):
+    type: Literal["mcp_call"] = "mcp_call"
+    id: str
+    name: str
+    server_label: str
+    arguments: str
+    output: str | None = None
+    error: OpenJSON | None = None
+    """`{type: mcp_protocol_error, code, message} | {type: mcp_tool_execution_error, content} |
+    {type: http_error, code, message}`."""
+    status: Literal["in_progress", "completed", "incomplete", "calling", "failed"] | None = None
+    approval_request_id: str | None = None
+    caller: Caller | None = None
+
+
+class McpApprovalRequest(WireModel):
+    type: Literal["mcp_approval_request"] = "mcp_approval_request"
+    id: str
+    name: str
+    server_label: str
+    arguments: str
+    caller: Caller | None = None
+    """Not in the openai types; the Agents SDK reads and round-trips it (contract §12)."""
+
+
+class McpApprovalResponse(WireModel):
+    type: Literal["mcp_approval_response"] = "mcp_approval_response"
+    approval_request_id: str
+    approve: bool
+    id: str | None = None
+    reason: str | None = None
+    caller: Caller | None = None
+
+
+class CodeInterpreterCall(WireModel):
+    type: Literal["code_interpreter_call"] = "code_interpreter_call"
+    id: str
+    container_id: str
+    status: Literal["in_progress", "completed", "incomplete", "interpreting", "failed"]
+    code: str | None = None
+    outputs: list[OpenJSON] | None = None
+    caller: Caller | None = None
 
 
 class ToolSearchCallItem(WireModel):
@@ -268,9 +489,22 @@ InputItem: TypeAlias = Annotated[
     Annotated[Message, Tag("message")]
     | Annotated[FunctionCall, Tag("function_call")]
     | Annotated[FunctionCallOutput, Tag("function_call_output")]
+    | Annotated[CustomToolCall, Tag("custom_tool_call")]
+    | Annotated[CustomToolCallOutput, Tag("custom_tool_call_output")]
+    | Annotated[ShellCall, Tag("shell_call")]
+    | Annotated[ShellCallOutput, Tag("shell_call_output")]
+    | Annotated[ApplyPatchCall, Tag("apply_patch_call")]
+    | Annotated[ApplyPatchCallOutput, Tag("apply_patch_call_output")]
+    | Annotated[LocalShellCall, Tag("local_shell_call")]
+    | Annotated[LocalShellCallOutput, Tag("local_shell_call_output")]
     | Annotated[ProgramItem, Tag("program")]
     | Annotated[ProgramOutputItem, Tag("program_output")]
     | Annotated[ReasoningItem, Tag("reasoning")]
+    | Annotated[McpListTools, Tag("mcp_list_tools")]
+    | Annotated[McpCall, Tag("mcp_call")]
+    | Annotated[McpApprovalRequest, Tag("mcp_approval_request")]
+    | Annotated[McpApprovalResponse, Tag("mcp_approval_response")]
+    | Annotated[CodeInterpreterCall, Tag("code_interpreter_call")]
     | Annotated[ToolSearchCallItem, Tag("tool_search_call")]
     | Annotated[ToolSearchOutputItem, Tag("tool_search_output")]
     | Annotated[ItemReference, Tag("item_reference")],
@@ -278,13 +512,28 @@ InputItem: TypeAlias = Annotated[
 ]
 """The input items the emulator understands; any other `type` is refused with a 400."""
 
+HostedItem: TypeAlias = McpListTools | McpCall | McpApprovalRequest | McpApprovalResponse | CodeInterpreterCall
+"""Items of the tools the emulator runs on the server's side (`hosted.py`)."""
+
+CallItem: TypeAlias = FunctionCall | CustomToolCall | ShellCall | ApplyPatchCall | LocalShellCall
+"""A tool call the client answers."""
+
+OutputItem: TypeAlias = (
+    FunctionCallOutput | CustomToolCallOutput | ShellCallOutput | ApplyPatchCallOutput | LocalShellCallOutput
+)
+"""A client's answer to a `CallItem`."""
+
+CALL_TYPES = (FunctionCall, CustomToolCall, ShellCall, ApplyPatchCall, LocalShellCall)
+OUTPUT_TYPES = (FunctionCallOutput, CustomToolCallOutput, ShellCallOutput, ApplyPatchCallOutput, LocalShellCallOutput)
+
 Item: TypeAlias = (
     Message
-    | FunctionCall
-    | FunctionCallOutput
+    | CallItem
+    | OutputItem
     | ProgramItem
     | ProgramOutputItem
     | ReasoningItem
     | ToolSearchCallItem
     | ToolSearchOutputItem
+    | HostedItem
 )

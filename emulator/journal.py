@@ -28,7 +28,12 @@ class Figures:
     model_turns: int = 0
     """Scripted turns played in this response (a program resumed to its end counts with its turn)."""
     direct_tool_calls: int = 0
+    """Tool calls of every kind the scripted model made directly."""
     program_tool_calls: int = 0
+    """Tool calls of every kind programs made (client-answered or settled by the server)."""
+    tool_calls: dict[str, dict[str, int]] = field(default_factory=dict)
+    """The same calls by kind (`function`, `custom`, `shell`, `apply_patch`, ...) and route:
+    `{"custom": {"direct": 0, "program": 2}}`."""
     programs_run: int = 0
     """Programs started or resumed (by replay) while answering this request."""
     retries: int = 0
@@ -73,6 +78,9 @@ class JournalEntry:
     conversation: str | None = None
     """The run this request belongs to (see `evaluation.Threads`): its conversation id, or the id of
     the first response of its `previous_response_id` chain or replayed item list."""
+    hosted_calls: list[dict[str, Any]] = field(default_factory=list)
+    """Calls the emulator answered on the server's side (MCP, code interpreter, hosted shell), with
+    their route: a program's stay inside the runtime and appear only here."""
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)

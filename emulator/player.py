@@ -25,14 +25,23 @@ from ptc_emulator.sandbox import (
 )
 
 from . import jsontext
-from .contract import Violation, check_arguments
+from .contract import Violation, check_call
 from .conversation import Conversation
 from .errors import InvalidRequest, ScriptedError
 from .faults import forced_failure
+from .hosted import Hosted, Memo, Unscripted
+from .hosted_script import HostedScript
 from .items import (
-    FunctionCall,
-    FunctionCallOutput,
+    CALL_TYPES,
+    OUTPUT_TYPES,
+    CallItem,
+    CodeInterpreterCall,
     Item,
+    LocalShellCall,
+    McpApprovalRequest,
+    McpCall,
+    McpListedTool,
+    McpListTools,
     Message,
     OutputText,
     ProgramCaller,
@@ -45,14 +54,16 @@ from .items import (
     ToolSearchOutputItem,
     dump,
 )
-from .request import CreateRequest, FunctionTool
+from .mcp import call_tool
+from .request import CreateRequest
 from .scenario import Fault, Turn
 from .script import Script
 from .signing import ProgramSeal, Signer, code_digest
 from .store import Store
-from .toolset import NOT_LOADED, Toolset, call_name, loaded_names, split
+from .toolkinds import FUNCTION, Binding, Unemulated, answer_key, answer_text, bind, kind_of_call, program_tools
+from .toolset import NOT_LOADED, Toolset, loaded_names
 
-__all__ = ["REASONING_DOMAIN", "Player", "Prepared", "Runner", "Trace"]
+__all__ = ["REASONING_DOMAIN", "Player", "Prepared", "Runner", "Trace", "call_indexes"]
 
 REASONING_DOMAIN = "reasoning"
 NOT_ENABLED = (
@@ -82,6 +93,10 @@ class Trace:
     fault: str | None = None
     """The fault injected into this response, if any (see `scenario.Fault`)."""
     contract: list[Violation] = field(default_factory=list)
+    hosted_calls: list[dict[str, Any]] = field(default_factory=list)
+    """Calls answered on the server's side (MCP, code interpreter, hosted shell), in order."""
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    """(kind, route) of each tool call made in this response; route is `direct` or `program`."""
 
 
 @dataclass
@@ -109,6 +124,9 @@ class Prepared:
     """A connection's own store, where its `store: false` responses stay while it is open."""
     cached_tokens: int | None = None
     """The prompt-cache tokens of this response's usage, found once when it first finishes."""
+    hosted_script: HostedScript | None = None
+    """Results for the server-side tools, when no scenario gives them (registered for the scope)."""
+    hosted: Hosted | None = None
     toolset: Toolset | None = None
     """What the model may call as this response starts; a server-executed search adds to it."""
 
@@ -140,6 +158,24 @@ class Player:
         self.ids = ids
         self.seeds = seeds
         self.clock = clock
+        self.memo = Memo()
+
+    def hosted(self, prepared: Prepared) -> Hosted:
+        """The server-side tools of this response (made once)."""
+        if prepared.hosted is None:
+            script = prepared.script
+            scripted = script.scenario.hosted if script is not None and script.scenario is not None else None
+            prepared.hosted = Hosted(
+                tools=list(prepared.request.tools or ()),
+                ptc=prepared.request.ptc_enabled,
+                script=scripted or prepared.hosted_script,
+                conversation=prepared.conversation,
+                signer=self.signer,
+                memo=self.memo,
+                available=prepared.tools.other_available,
+                calls=prepared.trace.hosted_calls,
+            )
+        return prepared.hosted
 
     async def play(self, prepared: Prepared) -> list[dict[str, Any]]:
         conv, script = prepared.conversation, prepared.script
@@ -152,6 +188,13 @@ class Player:
             produced.append(item)
             out.append(dump(item))
             prepared.trace.route.append(item.type)
+            if isinstance(item, CALL_TYPES):
+                route = "program" if isinstance(getattr(item, "caller", None), ProgramCaller) else "direct"
+                prepared.trace.calls.append((kind_of_call(item).kind, route))
+            elif isinstance(item, McpCall | CodeInterpreterCall):
+                prepared.trace.calls.append(("mcp" if isinstance(item, McpCall) else "code_interpreter", "direct"))
+
+        await self._list_mcp_tools(prepared, emit)
 
         index = prepared.turn
         program = conv.open_program
@@ -186,7 +229,7 @@ class Player:
             if not req.ptc_enabled:
                 emit(self._message(NOT_ENABLED))
                 return True
-            program, seal = self._new_program(script.code(index, context), prepared.tools)
+            program, seal = await self._new_program(script.code(index, context), prepared)
             self._reasoning(turn, program.call_id, prepared, emit)
             emit(program)
             prepared.conversation.seals[program.call_id] = seal
@@ -197,29 +240,133 @@ class Player:
             calls = turn.calls[prepared.emitted if index == prepared.turn else 0 :]
             if req.parallel_tool_calls is False:
                 calls = calls[:1]
+            bindings = bind(req, prepared.tools)
             for n, spec in enumerate(calls):
-                tool = _direct_tool(script, index, spec.name, prepared.tools)
-                name, namespace = split(spec.name)
-                call = FunctionCall(
-                    id=self.ids("fc"),
-                    call_id=self.ids("call"),
-                    name=name,
-                    namespace=namespace,
-                    arguments=script.arguments(index, spec.arguments, context),
-                    status="completed",
+                binding = _direct_tool(script, index, spec.name, bindings, prepared.tools)
+                if binding.kind.text_argument:
+                    if spec.input is None:
+                        raise script.error(index, f"the custom tool '{spec.name}' takes `input` (a string)")
+                    arguments = json.dumps(script.text(index, spec.input, context), ensure_ascii=False)
+                else:
+                    arguments = script.arguments(index, spec.arguments, context)
+                problem = binding.kind.check(binding, json.loads(arguments))
+                if problem is not None:
+                    raise script.error(index, problem)
+                call = binding.kind.call_item(
+                    binding, arguments, call_id=self.ids("call"), item_id=self.ids(binding.kind.id_prefix), caller=None
                 )
                 if n == 0:
                     self._reasoning(turn, call.call_id, prepared, emit)
-                _check_call(tool, call, prepared)
+                _check_call(binding, call, prepared)
                 emit(call)
             return True
         if turn.search is not None:
             return self._search(prepared, index, context, emit)
+        if turn.mcp is not None:
+            return await self._direct_mcp(prepared, index, context, emit)
+        if turn.code_interpreter is not None:
+            self._direct_code_interpreter(prepared, index, context, emit)
+            return False
         if turn.error is not None:
             e = turn.error
             raise ScriptedError(e.status, e.message, type=e.type, code=e.code, param=e.param, headers=e.headers)
         emit(self._final_message(script, index, turn, context))
         return True
+
+    async def _direct_mcp(
+        self, prepared: Prepared, index: int, context: dict[str, Any], emit: Callable[[Item], None]
+    ) -> bool:
+        """A scenario's direct MCP call: made here and emitted as `mcp_call`, or first paused on an
+        `mcp_approval_request`. True when it ends the response."""
+        script, hosted = prepared.script, self.hosted(prepared)
+        assert script is not None
+        spec = script.turns[index].mcp
+        assert spec is not None
+        tool = hosted.mcp_tools.get(spec.server_label)
+        if tool is None or not tool.direct:
+            why = "does not declare it" if tool is None else "allows only programmatic calls to it"
+            raise script.error(index, f"calls the MCP server '{spec.server_label}' directly, but the request {why}")
+        listing = await hosted.listing(tool)
+        if spec.name not in {entry["name"] for entry in listing.tools}:
+            raise script.error(
+                index,
+                f"calls '{spec.name}', which MCP server '{spec.server_label}' does not list (or allowed_tools hides)",
+            )
+        arguments = script.arguments(index, spec.arguments, context)
+        approval_id = None
+        if tool.needs_approval(spec.name, spec.name in listing.read_only):
+            conv = prepared.conversation
+            asked = [i for i in conv.after_anchor() if isinstance(i, McpApprovalRequest) and i.caller is None]
+            if not asked or asked[-1].id not in conv.approval_responses:
+                emit(
+                    McpApprovalRequest(
+                        id=self.ids("mcpr"), name=spec.name, server_label=spec.server_label, arguments=arguments
+                    )
+                )
+                return True
+            approval_id = asked[-1].id
+            answer = conv.approval_responses[approval_id]
+            if not answer.approve:
+                prepared.trace.hosted_calls.append(
+                    {
+                        "kind": "mcp",
+                        "route": "direct",
+                        "server_label": spec.server_label,
+                        "name": spec.name,
+                        "status": "denied",
+                        "approval_request_id": approval_id,
+                    }
+                )
+                return False
+        result = await call_tool(tool, hosted.declared(spec.server_label), spec.name, _parse(arguments) or {})
+        if not result.scripted:
+            raise script.error(
+                index,
+                f"the declared MCP server '{spec.server_label}' has no result for {spec.name}({arguments})",
+            )
+        emit(
+            McpCall(
+                id=self.ids("mcp"),
+                name=spec.name,
+                server_label=spec.server_label,
+                arguments=arguments,
+                output=result.output,
+                error=result.error,
+                status="failed" if result.error else "completed",
+                approval_request_id=approval_id,
+            )
+        )
+        return False
+
+    def _direct_code_interpreter(
+        self, prepared: Prepared, index: int, context: dict[str, Any], emit: Callable[[Item], None]
+    ) -> None:
+        script, hosted = prepared.script, self.hosted(prepared)
+        assert script is not None
+        spec = script.turns[index].code_interpreter
+        assert spec is not None
+        tool = hosted.code_interpreter
+        if tool is None or not tool.direct:
+            why = "does not declare it" if tool is None else "allows only programmatic calls to it"
+            raise script.error(index, f"calls the code interpreter directly, but the request {why}")
+        code = script.text(index, spec.code, context)
+        found = hosted.code_result(code)
+        if found is None:
+            raise script.error(
+                index,
+                "calls the code interpreter, and no entry of the scenario's hosted.code_interpreter matches its code",
+            )
+        outputs = found.all_outputs()
+        included = "code_interpreter_call.outputs" in (prepared.request.include or [])
+        emit(
+            CodeInterpreterCall(
+                id=self.ids("ci"),
+                container_id=tool.container_id,
+                code=code,
+                outputs=outputs if included else None,
+                status="failed" if found.error else "completed",
+            )
+        )
 
     def _final_message(self, script: Script, index: int, turn: Turn, context: dict[str, Any]) -> Message:
         program = context.get("program")
@@ -284,14 +431,80 @@ class Player:
 
     # ---- programs -------------------------------------------------------------------------------
 
-    def _new_program(self, code: str, toolset: Toolset) -> tuple[ProgramItem, ProgramSeal]:
+    async def _list_mcp_tools(self, prepared: Prepared, emit: Callable[[Item], None]) -> None:
+        """An `mcp_list_tools` item per MCP server, once per conversation, as the hosted API does.
+
+        A server whose tools only programs may call is listed inside the runtime instead: the
+        Runner judges an item without a caller as direct (contract §12)."""
+        hosted = self.hosted(prepared)
+        listed = {i.server_label for i in prepared.conversation.items if isinstance(i, McpListTools)}
+        for label, tool in hosted.mcp_tools.items():
+            if label in listed or not tool.direct:
+                continue
+            listing = await hosted.listing(tool)
+            emit(
+                McpListTools(
+                    id=self.ids("mcpl"),
+                    server_label=label,
+                    tools=[McpListedTool.model_validate(entry) for entry in listing.tools],
+                )
+            )
+
+    def answers(self, item: ProgramItem, conv: Conversation) -> dict[int, ToolResult]:
+        """The client's answers to the program's calls, by each call's position in issue order."""
+        calls = conv.program_calls(item.call_id)
+        known: dict[int, ToolResult] = {}
+        for index, call in zip(call_indexes(self.signer, item, calls, self.limits.max_tool_calls), calls, strict=True):
+            kind = kind_of_call(call)
+            text, is_error = kind.result(conv.outputs[call.call_id])
+            known[index] = ToolResult(kind.call_name(call), kind.arguments(call), text, is_error=is_error)
+        return known
+
+    async def _settle(
+        self,
+        item: ProgramItem,
+        outcome: Suspended,
+        known: dict[int, ToolResult],
+        answered: dict[int, ToolResult],
+        bindings: dict[str, Binding],
+        hosted: Hosted,
+        settled: list[tuple[int, str]],
+    ) -> tuple[list[McpApprovalRequest], str | None]:
+        """Answer what needs no client among the calls the program waits on: the server-run ones
+        (into the runtime record) and those whose arguments a kind refuses (into `answered`; the
+        promise rejects; `settled` gets their (position, kind)). Returns the approval requests to
+        surface, and why the program must stop."""
+        for pending in outcome.pending:
+            binding = bindings.get(pending.name)
+            if binding is not None and isinstance(binding.kind, Unemulated):
+                return [], binding.kind.message(pending.name)
+        approvals: list[McpApprovalRequest] = []
+        for pending in outcome.pending:
+            if pending.index in known:
+                continue
+            if hosted.owns(pending.name):
+                answer = await hosted.resolve(item.call_id, pending)
+                if isinstance(answer, McpApprovalRequest):
+                    approvals.append(answer)
+                elif isinstance(answer, Unscripted):
+                    return [], f"unscripted: {answer.message}"
+                continue
+            binding = _bound(bindings, pending.name)
+            problem = binding.kind.check(binding, json.loads(pending.arguments))
+            if problem is not None:
+                answered[pending.index] = ToolResult(pending.name, pending.arguments, problem, is_error=True)
+                settled.append((pending.index, binding.kind.kind))
+        return approvals, None
+
+    async def _new_program(self, code: str, prepared: Prepared) -> tuple[ProgramItem, ProgramSeal]:
         call_id = self.ids("call")
+        hosted = await self.hosted(prepared).program_names()
         seal = ProgramSeal(
             call_id=call_id,
             code_sha256=code_digest(code),
             seed=self.seeds(),
             clock_ms=int(self.clock() * 1000),
-            tools=toolset.programmatic,
+            tools=tuple(sorted({*program_tools(prepared.request, prepared.tools), *hosted})),
         )
         item = ProgramItem(id=self.ids("prog"), call_id=call_id, code=code, fingerprint=self.signer.fingerprint(seal))
         return item, seal
@@ -307,54 +520,94 @@ class Player:
         """Run or replay the program; emit its new calls or its output. True when it finished.
 
         `forced` is an injected fault's outcome, used instead of running the program."""
-        conv, trace = prepared.conversation, prepared.trace
-        journal = []
-        for call in conv.program_calls(item.call_id):
-            output = conv.outputs[call.call_id]
-            is_error = output.status == "incomplete"
-            journal.append(ToolResult(call_name(call), call.arguments, output.output_text(), is_error=is_error))
-        program = Program(
-            code=item.code,
-            tools=seal.tools,
-            seed=seal.seed,
-            clock_ms=seal.clock_ms,
-            journal=tuple(journal),
-            limits=self.limits,
-        )
-        outcome = forced or await self.runner.run(program)
+        conv, req, trace = prepared.conversation, prepared.request, prepared.trace
+        bindings = bind(req, prepared.tools)
+        hosted = self.hosted(prepared)
+        answered = self.answers(item, conv)
+        seen = max(answered, default=-1)
+        settled: list[tuple[int, str]] = []
+        stopped: str | None = None
+        approvals: list[McpApprovalRequest] = []
+        while True:
+            known = {**hosted.record(item.call_id), **answered}
+            journal = _prefix(known)
+            program = Program(
+                code=item.code,
+                tools=seal.tools,
+                seed=seal.seed,
+                clock_ms=seal.clock_ms,
+                journal=tuple(journal),
+                limits=self.limits,
+                text_tools=tuple(n for n in seal.tools if n in bindings and bindings[n].kind.text_argument),
+            )
+            outcome = forced or await self.runner.run(program)
+            if isinstance(outcome, Failed) and outcome.kind == "divergence":
+                raise InvalidRequest(
+                    f"The function_call items of program {item.call_id} do not match what the program does: a tool "
+                    f"name or its arguments were modified ({outcome.message}).",
+                    param="input",
+                    code="program_divergence",
+                )
+            if not isinstance(outcome, Suspended) or forced is not None:
+                break
+            approvals, stopped = await self._settle(item, outcome, known, answered, bindings, hosted, settled)
+            if stopped is not None or len(_prefix({**hosted.record(item.call_id), **answered})) == len(journal):
+                break
         trace.programs_run += 1
+        # Calls before the last one the client answered were settled, and counted, in an earlier response.
+        trace.calls.extend((kind, "program") for index, kind in settled if index > seen)
         trace.images.extend(o.url for o in outcome.outputs if isinstance(o, ImageOutput))
-        if isinstance(outcome, Failed) and outcome.kind == "divergence":
+        unused = sorted(i for i in answered if i >= len(journal))
+        if unused and (not isinstance(outcome, Suspended) or stopped is not None):
             raise InvalidRequest(
-                f"The function_call items of program {item.call_id} do not match what the program does: a tool "
-                f"name or its arguments were modified ({outcome.message}).",
+                f"The tool call items of program {item.call_id} do not match what the program does: the input "
+                f"answers {len(answered)} of its calls, but the program made only {len(journal)} before it ended.",
                 param="input",
                 code="program_divergence",
             )
-        if isinstance(outcome, Suspended):
+        if isinstance(outcome, Suspended) and stopped is None:
+            state = hosted.state_item(item.call_id)
+            if state is not None:
+                emit(state)
+            for approval in approvals:
+                emit(approval)
+            known = {**hosted.record(item.call_id), **answered}
             for pending in outcome.pending:
-                name, namespace = split(pending.name)
-                call = FunctionCall(
-                    id=self.signer.program_call_item_id(item.call_id, pending.index),
+                if pending.index in known or hosted.owns(pending.name):
+                    continue  # answered, or answered by the server once the calls before it are
+                binding = _bound(bindings, pending.name)
+                if binding.kind.owner == "server":
+                    continue
+                call = binding.kind.call_item(
+                    binding,
+                    pending.arguments,
                     call_id=self.signer.program_call_id(item.call_id, pending.index),
-                    name=name,
-                    namespace=namespace,
-                    arguments=pending.arguments,
+                    item_id=self.signer.program_call_item_id(item.call_id, pending.index, binding.kind.id_prefix),
                     caller=ProgramCaller(caller_id=item.call_id),
-                    status="completed",
                 )
-                tool = prepared.tools.function(pending.name)
-                if tool is not None:  # the open program's tools were checked against the request's
-                    _check_call(tool, call, prepared)
+                _check_call(binding, call, prepared)
                 emit(call)
             return False
         text = "\n".join(o.text for o in outcome.outputs if isinstance(o, TextOutput))
         status: Literal["completed", "incomplete"]
-        if isinstance(outcome, Completed):
+        if stopped is not None:
+            status, result = "incomplete", f"{text}\n{stopped}" if text else stopped
+        elif isinstance(outcome, Completed):
             status, result = "completed", text
         else:
+            assert isinstance(outcome, Failed)
             reason = f"{outcome.kind}: {outcome.message}"
             status, result = "incomplete", f"{text}\n{reason}" if text else reason
+        self._program_output(item, status, result, emit)
+        return True
+
+    def _program_output(
+        self,
+        item: ProgramItem,
+        status: Literal["completed", "incomplete"],
+        result: str,
+        emit: Callable[[Item], None],
+    ) -> None:
         emit(
             ProgramOutputItem(
                 id=self.signer.program_output_id(item.call_id, status, result),
@@ -363,28 +616,82 @@ class Player:
                 status=status,
             )
         )
-        return True
 
 
-def _direct_tool(script: Script, index: int, name: str, toolset: Toolset) -> FunctionTool:
-    tool = toolset.function(name)
-    if tool is None or not tool.direct:
-        if toolset.not_loaded(name):
+def _prefix(known: dict[int, ToolResult]) -> list[ToolResult]:
+    """The known results of the program's calls from the first, up to the first it lacks: a journal
+    answers calls in issue order."""
+    journal: list[ToolResult] = []
+    while len(journal) in known:
+        journal.append(known[len(journal)])
+    return journal
+
+
+def call_indexes(signer: Signer, program: ProgramItem, calls: list[CallItem], limit: int) -> list[int]:
+    """Each program call item's position in the program's issue order, from its derived call_id.
+
+    The items must come in issue order; a position may be skipped (a call the server answered)."""
+    found: list[int] = []
+    index = 0
+    for call in calls:
+        while index < limit and signer.program_call_id(program.call_id, index) != call.call_id:
+            index += 1
+        if index >= limit:
+            raise InvalidRequest(
+                f"{kind_of_call(call).label.capitalize()} {call.call_id} was not issued by program "
+                f"{program.call_id} at this position: replay the program's tool calls unmodified and in order.",
+                param="input",
+            )
+        found.append(index)
+        index += 1
+    return found
+
+
+def _direct_tool(script: Script, index: int, name: str, bindings: dict[str, Binding], toolset: Toolset) -> Binding:
+    binding = bindings.get(name)
+    if binding is None or not binding.direct:
+        if binding is None and toolset.not_loaded(name):
             why = f"declares it with defer_loading: true and no tool search has loaded it ({NOT_LOADED})"
-        elif tool is None:
+        elif binding is None:
             why = "does not declare it"
         else:
             why = "allows only programmatic calls to it"
+        what = (
+            f"the {binding.kind.kind} tool"
+            if binding is not None and binding.kind.kind != "function"
+            else "the function"
+        )
         raise InvalidRequest(
-            f"Scenario '{script.name}', turn {index + 1}: calls the function '{name}' directly, but the request {why}.",
+            f"Scenario '{script.name}', turn {index + 1}: calls {what} '{name}' directly, but the request {why}.",
             param="tools",
             code="scenario_error",
         )
-    return tool
+    if isinstance(binding.kind, Unemulated):
+        raise InvalidRequest(
+            f"Scenario '{script.name}', turn {index + 1}: calls '{name}', {binding.kind.why}; script its "
+            "result as a message instead.",
+            param="tools",
+            code="scenario_error",
+        )
+    if binding.kind.owner == "server":
+        raise InvalidRequest(
+            f"Scenario '{script.name}', turn {index + 1}: calls '{name}', which runs on the server's side: use a "
+            f"`{binding.kind.kind}:` turn instead of `call`"
+            + (" (a hosted shell is scripted under hosted.shell and called by programs)." if name == "shell" else "."),
+            param="tools",
+            code="scenario_error",
+        )
+    return binding
 
 
-def _check_call(tool: FunctionTool, call: FunctionCall, prepared: Prepared) -> None:
-    violation = check_arguments(tool, call.call_id, call.arguments)
+def _bound(bindings: dict[str, Binding], name: str) -> Binding:
+    """A sealed tool name's binding; a function the program was started with is callable even if
+    this request no longer lists it (the open program's tools were checked against the request's)."""
+    return bindings.get(name) or Binding(name, FUNCTION, None, True, False)
+
+
+def _check_call(binding: Binding, call: CallItem, prepared: Prepared) -> None:
+    violation = check_call(binding.tool, call)
     if violation is None:
         return
     prepared.trace.contract.append(violation)
@@ -408,11 +715,21 @@ def _template_context(conv: Conversation, produced: list[Item]) -> dict[str, Any
             program = {"status": item.status, "result": item.result, "call_id": item.call_id}
     outputs: dict[str, Any] = {}
     output: Any = None
-    calls = {i.call_id: i for i in items if isinstance(i, FunctionCall) and not isinstance(i.caller, ProgramCaller)}
+    calls: dict[str, CallItem] = {}
+    for i in items:
+        if isinstance(i, CALL_TYPES) and not isinstance(getattr(i, "caller", None), ProgramCaller):
+            calls[i.call_id] = i
+            if isinstance(i, LocalShellCall):
+                calls[i.id] = i  # its output may name it by item id
     for item in items:
-        if isinstance(item, FunctionCallOutput) and item.call_id in calls:
-            output = _parse(item.output_text())
-            outputs[calls[item.call_id].name] = output
+        if isinstance(item, OUTPUT_TYPES):
+            call = calls.get(answer_key(item) or "")
+            if call is not None:
+                output = _parse(answer_text(item))
+                outputs[kind_of_call(call).call_name(call)] = output
+        elif isinstance(item, McpCall) and item.caller is None:
+            output = _parse(item.output or "") if item.error is None else {"error": item.error}
+            outputs[item.name] = output
     result = program["result"] if program else None
     data = _parse(result) if result is not None else None
     searched = [i for i in items if isinstance(i, ToolSearchOutputItem)]

@@ -8,19 +8,29 @@ from typing import Annotated, Any, Literal, TypeAlias
 from pydantic import Discriminator, Field, StringConstraints, Tag, field_validator, model_validator
 
 from .items import MAX_DEPTH, InputItem, OpenJSON, OpenModel, WireModel, check_depth
+from .mcp import McpTool
 
 __all__ = [
     "MAX_DEPTH",
     "OpenJSON",
     "AllowedToolsChoice",
+    "ApplyPatchTool",
+    "Callers",
     "CountTokensRequest",
     "CreateRequest",
+    "CustomTool",
+    "CustomToolChoice",
     "FunctionTool",
     "FunctionToolChoice",
+    "GrammarFormat",
+    "HostedTool",
+    "KindToolChoice",
+    "LocalShellTool",
     "NamespaceTool",
     "OtherTool",
     "ProgrammaticToolCalling",
     "ProgrammaticToolChoice",
+    "ShellTool",
     "Tool",
     "ToolChoice",
     "ToolSearchTool",
@@ -100,20 +110,210 @@ class ProgrammaticToolCalling(WireModel):
     type: Literal["programmatic_tool_calling"] = "programmatic_tool_calling"
 
 
+class Callers(WireModel):
+    """A tool that declares who may call it (`allowed_callers`; omitted means `["direct"]`)."""
+
+    allowed_callers: list[Literal["direct", "programmatic"]] | None = None
+
+    @property
+    def programmatic(self) -> bool:
+        return "programmatic" in (self.allowed_callers or ())
+
+    @property
+    def direct(self) -> bool:
+        return self.allowed_callers is None or "direct" in self.allowed_callers
+
+
+class TextFormat(WireModel):
+    type: Literal["text"] = "text"
+
+
+class GrammarFormat(WireModel):
+    type: Literal["grammar"] = "grammar"
+    syntax: Literal["lark", "regex"]
+    definition: str
+
+
+class CustomTool(Callers):
+    """A tool whose one argument is free-form text, optionally constrained by a grammar."""
+
+    type: Literal["custom"] = "custom"
+    name: ToolName
+    description: str | None = None
+    format: Annotated[TextFormat | GrammarFormat, Field(discriminator="type")] | None = None
+    defer_loading: bool | None = None
+    async_: bool | None = Field(default=None, alias="async")
+
+
+class CodeInterpreterTool(Callers):
+    """Runs on OpenAI's side: here its results come from the scenario (see `hosted.py`)."""
+
+    type: Literal["code_interpreter"] = "code_interpreter"
+    container: str | OpenJSON
+
+    @property
+    def container_id(self) -> str:
+        return self.container if isinstance(self.container, str) else "cntr_emulator"
+
+
+class LocalEnvironment(WireModel):
+    type: Literal["local"] = "local"
+    skills: list[OpenJSON] | None = None
+
+
+class ContainerAuto(WireModel):
+    type: Literal["container_auto"] = "container_auto"
+    file_ids: list[str] | None = None
+    memory_limit: str | None = None
+    network_policy: OpenJSON | None = None
+    skills: list[OpenJSON] | None = None
+
+
+class ContainerReference(WireModel):
+    type: Literal["container_reference"] = "container_reference"
+    container_id: str
+
+
+ShellEnvironment: TypeAlias = Annotated[
+    LocalEnvironment | ContainerAuto | ContainerReference, Field(discriminator="type")
+]
+
+
+class ShellTool(Callers):
+    """`shell`: run by the client with environment absent or `local`, hosted otherwise."""
+
+    type: Literal["shell"] = "shell"
+    environment: ShellEnvironment | None = None
+
+    @property
+    def hosted(self) -> bool:
+        return self.environment is not None and not isinstance(self.environment, LocalEnvironment)
+
+
+class ApplyPatchTool(Callers):
+    type: Literal["apply_patch"] = "apply_patch"
+
+
+class LocalShellTool(WireModel):
+    """`local_shell` has no allowed_callers: direct calls only."""
+
+    type: Literal["local_shell"] = "local_shell"
+
+
+class WebSearchTool(WireModel):
+    type: Literal["web_search", "web_search_2025_08_26"]
+    external_web_access: bool | None = None
+    filters: OpenJSON | None = None
+    search_context_size: Literal["low", "medium", "high"] | None = None
+    user_location: OpenJSON | None = None
+
+
+class WebSearchPreviewTool(WireModel):
+    type: Literal["web_search_preview", "web_search_preview_2025_03_11"]
+    search_content_types: list[str] | None = None
+    search_context_size: Literal["low", "medium", "high"] | None = None
+    user_location: OpenJSON | None = None
+
+
+class FileSearchTool(WireModel):
+    type: Literal["file_search"] = "file_search"
+    vector_store_ids: list[str]
+    filters: OpenJSON | None = None
+    max_num_results: int | None = None
+    ranking_options: OpenJSON | None = None
+
+
+class ComputerTool(WireModel):
+    type: Literal["computer"] = "computer"
+
+
+class ComputerUsePreviewTool(WireModel):
+    type: Literal["computer_use_preview"] = "computer_use_preview"
+    display_height: int
+    display_width: int
+    environment: Literal["windows", "mac", "linux", "ubuntu", "browser"]
+
+
+class ImageGenerationTool(WireModel):
+    type: Literal["image_generation"] = "image_generation"
+    action: str | None = None
+    background: str | None = None
+    complexity: str | None = None
+    frame_count: int | None = None
+    frame_duration_ms: int | None = None
+    input_fidelity: str | None = None
+    input_image_mask: OpenJSON | None = None
+    model: str | None = None
+    moderation: str | None = None
+    output_compression: int | None = None
+    output_format: str | None = None
+    partial_images: int | None = None
+    quality: str | None = None
+    size: str | None = None
+    svg: OpenJSON | bool | None = None
+
+
+HostedTool: TypeAlias = (
+    WebSearchTool | WebSearchPreviewTool | FileSearchTool | ComputerTool | ComputerUsePreviewTool | ImageGenerationTool
+)
+"""Tools the emulator echoes but never runs: a program or scenario that calls one fails, naming it."""
+
+
 class OtherTool(OpenModel):
-    """A hosted tool the scripted model never uses (web search, MCP, ...): accepted and echoed."""
+    """A tool type of the Responses API without a model of its own here yet: accepted and echoed."""
 
     type: str
 
 
-def _tool_tag(value: Any) -> str:
+_OTHER_TOOL_TYPES: frozenset[str] = frozenset()
+"""Responses API tool types still carried as `OtherTool`; any type outside the API is refused."""
+
+_TOOL_TAGS = {
+    "function": "function",
+    "programmatic_tool_calling": "programmatic_tool_calling",
+    "custom": "custom",
+    "shell": "shell",
+    "apply_patch": "apply_patch",
+    "local_shell": "local_shell",
+    "namespace": "namespace",
+    "tool_search": "tool_search",
+    "web_search": "web_search",
+    "web_search_2025_08_26": "web_search",
+    "web_search_preview": "web_search_preview",
+    "web_search_preview_2025_03_11": "web_search_preview",
+    "file_search": "file_search",
+    "computer": "computer",
+    "computer_use_preview": "computer_use_preview",
+    "image_generation": "image_generation",
+    "mcp": "mcp",
+    "code_interpreter": "code_interpreter",
+}
+
+
+def _tool_tag(value: Any) -> str | None:
     tag = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return tag if tag in ("function", "programmatic_tool_calling", "namespace", "tool_search") else "other"
+    if not isinstance(tag, str):
+        return None
+    if tag in _OTHER_TOOL_TYPES or isinstance(value, OtherTool):
+        return "other"
+    return _TOOL_TAGS.get(tag, tag)
 
 
 Tool: TypeAlias = Annotated[
     Annotated[FunctionTool, Tag("function")]
     | Annotated[ProgrammaticToolCalling, Tag("programmatic_tool_calling")]
+    | Annotated[McpTool, Tag("mcp")]
+    | Annotated[CodeInterpreterTool, Tag("code_interpreter")]
+    | Annotated[CustomTool, Tag("custom")]
+    | Annotated[ShellTool, Tag("shell")]
+    | Annotated[ApplyPatchTool, Tag("apply_patch")]
+    | Annotated[LocalShellTool, Tag("local_shell")]
+    | Annotated[WebSearchTool, Tag("web_search")]
+    | Annotated[WebSearchPreviewTool, Tag("web_search_preview")]
+    | Annotated[FileSearchTool, Tag("file_search")]
+    | Annotated[ComputerTool, Tag("computer")]
+    | Annotated[ComputerUsePreviewTool, Tag("computer_use_preview")]
+    | Annotated[ImageGenerationTool, Tag("image_generation")]
     | Annotated[NamespaceTool, Tag("namespace")]
     | Annotated[ToolSearchTool, Tag("tool_search")]
     | Annotated[OtherTool, Tag("other")],
@@ -124,6 +324,17 @@ Tool: TypeAlias = Annotated[
 class FunctionToolChoice(WireModel):
     type: Literal["function"]
     name: str
+
+
+class CustomToolChoice(WireModel):
+    type: Literal["custom"]
+    name: str
+
+
+class KindToolChoice(WireModel):
+    """`{"type": "shell"}`, `{"type": "apply_patch"}`: call that tool."""
+
+    type: Literal["shell", "apply_patch"]
 
 
 class ProgrammaticToolChoice(WireModel):
@@ -144,12 +355,16 @@ def _choice_tag(value: Any) -> str:
     if isinstance(value, str):
         return "mode"
     tag = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return tag if tag in ("function", "programmatic_tool_calling", "allowed_tools") else "other"
+    if tag in ("shell", "apply_patch"):
+        return "kind"
+    return tag if tag in ("function", "custom", "programmatic_tool_calling", "allowed_tools") else "other"
 
 
 ToolChoice: TypeAlias = Annotated[
     Annotated[Literal["none", "auto", "required"], Tag("mode")]
     | Annotated[FunctionToolChoice, Tag("function")]
+    | Annotated[CustomToolChoice, Tag("custom")]
+    | Annotated[KindToolChoice, Tag("kind")]
     | Annotated[ProgrammaticToolChoice, Tag("programmatic_tool_calling")]
     | Annotated[AllowedToolsChoice, Tag("allowed_tools")]
     | Annotated[OtherToolChoice, Tag("other")],

@@ -26,6 +26,7 @@ from __future__ import annotations
 import difflib
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +35,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from . import templating
+from .hosted_script import HostedScript
 from .items import MAX_DEPTH, WireModel, check_depth
 from .patterns import PatternError, compile_pattern
 
@@ -58,8 +60,13 @@ class ScenarioError(ValueError):
 
 class CallSpec(WireModel):
     name: str
+    """The tool: a function or custom tool's name, or `shell`, `apply_patch`, `local_shell`."""
     arguments: dict[str, Any] | str = Field(default_factory=dict)
-    """An object (its strings are templates) or a template that renders to a JSON object."""
+    """An object (its strings are templates) or a template that renders to a JSON object: a
+    function's arguments, a shell call's `{commands, timeout_ms?, max_output_length?}`, an
+    apply_patch operation `{type, path, diff?}`, a local_shell action `{command, env?, ...}`."""
+    input: str | None = None
+    """A custom tool call's input (a template)."""
 
 
 class SearchSpec(WireModel):
@@ -121,13 +128,30 @@ class Fault(WireModel):
     response_incomplete: Literal["max_output_tokens", "content_filter"] | None = None
 
 
-KINDS = ("program", "call", "search", "message", "refusal", "error")
+class McpCallSpec(WireModel):
+    """A direct MCP call the emulator makes itself (the hosted model's `mcp_call`)."""
+
+    server_label: str
+    name: str
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+
+
+class CodeInterpreterCallSpec(WireModel):
+    """A direct code interpreter call; its result comes from the scenario's `hosted.code_interpreter`."""
+
+    code: str
+
+
+KINDS = ("program", "call", "search", "mcp", "code_interpreter", "message", "refusal", "error")
 
 
 class Turn(WireModel):
     program: str | None = None
     call: CallSpec | list[CallSpec] | None = None
     search: SearchSpec | None = None
+    mcp: McpCallSpec | None = None
+    """A direct MCP call, made by the emulator in the same response (or paused on its approval)."""
+    code_interpreter: CodeInterpreterCallSpec | None = None
     message: str | None = None
     refusal: str | None = None
     error: ErrorSpec | None = None
@@ -141,7 +165,7 @@ class Turn(WireModel):
     def _one_kind(self) -> Turn:
         kinds = [k for k in KINDS if getattr(self, k) is not None]
         if len(kinds) != 1:
-            raise ValueError("a turn needs exactly one of program, call, search, message, refusal, error")
+            raise ValueError(f"a turn needs exactly one of {', '.join(KINDS)}")
         return self
 
     @functools.cached_property
@@ -159,7 +183,8 @@ class Match(WireModel):
     input: str | None = None
     """A regular expression searched in the latest user message; named groups become variables."""
     tools: list[str] = Field(default_factory=list)
-    """Function tools the request must declare."""
+    """Tools the request must declare, by name: function and custom tools' names, `shell`,
+    `apply_patch`, `local_shell`."""
     model: str | None = None
     """A regular expression the request's `model` must match in full."""
     metadata: dict[str, str] = Field(default_factory=dict)
@@ -186,6 +211,8 @@ class Scenario(WireModel):
     """Visible only to requests that carry this scope (header or metadata key); None: to all."""
     strict_contract: bool | None = None
     """Reject (400) tool outputs and program arguments that violate the tools' schemas."""
+    hosted: HostedScript | None = None
+    """Results of the tools that run on OpenAI's side: MCP servers, code interpreter, hosted shell."""
 
     @property
     def needs_ptc(self) -> bool:
@@ -288,6 +315,8 @@ class Request:
     scope: str | None
     deferred: frozenset[str] = frozenset()
     """Declared tools deferred and not loaded yet (qualified names): a scenario must search first."""
+    choice: Callable[[Scenario], str | None] | None = None
+    """Why the scenario's next turn contradicts the request's tool_choice, or None."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +335,18 @@ class ScenarioRegistry:
     """Scenarios by (scope, name): callers in different scopes may use the same names."""
 
     _scenarios: dict[tuple[str | None, str], tuple[Scenario, str]] = field(default_factory=dict)
+    _hosted: dict[str | None, HostedScript] = field(default_factory=dict)
+    """Hosted tool results registered at run time, per scope: for inline programs and for
+    scenarios that script none of their own."""
+
+    def set_hosted(self, script: HostedScript | None, scope: str | None = None) -> None:
+        if script is None:
+            self._hosted.pop(scope, None)
+        else:
+            self._hosted[scope] = script
+
+    def hosted(self, scope: str | None = None) -> HostedScript | None:
+        return self._hosted.get(scope) or self._hosted.get(None)
 
     def add(self, scenario: Scenario, source: str = "api") -> None:
         self._scenarios[(scenario.scope, scenario.name)] = (scenario, source)
@@ -324,6 +365,10 @@ class ScenarioRegistry:
     def clear(self, scope: str | None = None) -> int:
         """Remove the scenarios added at run time (in `scope`, or all); loaded files stay."""
         doomed = [k for k, (s, src) in self._scenarios.items() if src == "api" and (scope is None or s.scope == scope)]
+        if scope is None:
+            self._hosted.clear()
+        else:
+            self._hosted.pop(scope, None)
         for key in doomed:
             del self._scenarios[key]
         return len(doomed)
@@ -385,16 +430,24 @@ def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
         if request.metadata.get(key) != value:
             return NearMiss(scenario.name, f"metadata.{key}", f"metadata '{key}' is not '{value}'", passed)
     passed += 1
-    if m.input is None:
-        return {}
-    found = compile_pattern(m.input).search(request.text)
-    if found is None:
-        similarity = difflib.SequenceMatcher(None, _literal(m.input).lower(), request.text.lower()).ratio()
-        shown = request.text if len(request.text) <= 80 else request.text[:77] + "..."
-        return NearMiss(
-            scenario.name, "input", f"the latest user message '{shown}' does not match /{m.input}/", passed + similarity
-        )
-    return {k: v for k, v in found.groupdict().items() if v is not None}
+    captures: dict[str, str] = {}
+    if m.input is not None:
+        found = compile_pattern(m.input).search(request.text)
+        if found is None:
+            similarity = difflib.SequenceMatcher(None, _literal(m.input).lower(), request.text.lower()).ratio()
+            shown = request.text if len(request.text) <= 80 else request.text[:77] + "..."
+            return NearMiss(
+                scenario.name,
+                "input",
+                f"the latest user message '{shown}' does not match /{m.input}/",
+                passed + similarity,
+            )
+        captures = {k: v for k, v in found.groupdict().items() if v is not None}
+    passed += 1
+    reason = request.choice(scenario) if request.choice is not None else None
+    if reason is not None:
+        return NearMiss(scenario.name, "tool_choice", reason, passed)
+    return captures
 
 
 def _unloaded_call(scenario: Scenario, deferred: frozenset[str]) -> tuple[int, str] | None:

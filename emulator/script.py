@@ -36,7 +36,19 @@ from jinja2 import StrictUndefined, Template, TemplateError
 from . import jsontext, templating
 from .conversation import Conversation
 from .errors import InvalidRequest
-from .items import FunctionCall, Item, Message, ProgramCaller, ProgramItem, ToolSearchCallItem
+from .items import (
+    CALL_TYPES,
+    CallItem,
+    CodeInterpreterCall,
+    Item,
+    McpApprovalRequest,
+    McpApprovalResponse,
+    McpCall,
+    Message,
+    ProgramCaller,
+    ProgramItem,
+    ToolSearchCallItem,
+)
 from .scenario import Scenario, SearchSpec, Turn
 
 __all__ = ["INLINE", "Script", "inline_code", "inline_search", "position", "turn_items"]
@@ -124,11 +136,11 @@ class Script:
             try:
                 value = jsontext.loads(rendered)
             except json.JSONDecodeError as e:
-                raise self._error(index, f"call arguments did not render to JSON: {e}") from e
+                raise self.error(index, f"call arguments did not render to JSON: {e}") from e
         else:
             value = self._render_values(arguments, context, index)
         if not isinstance(value, dict):
-            raise self._error(index, "call arguments must be a JSON object")
+            raise self.error(index, "call arguments must be a JSON object")
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
     def _render_values(self, value: Any, context: dict[str, Any], index: int) -> Any:
@@ -144,11 +156,12 @@ class Script:
         try:
             return templating.render(_compiled(env, template), {**self.variables, **context})
         except TemplateError as e:
-            raise self._error(index, f"template error: {e}") from e
+            raise self.error(index, f"template error: {e}") from e
         except Exception as e:  # a template's own arithmetic or a filter on the wrong type: never a 500
-            raise self._error(index, f"template error: {type(e).__name__}: {e}") from e
+            raise self.error(index, f"template error: {type(e).__name__}: {e}") from e
 
-    def _error(self, index: int, message: str) -> InvalidRequest:
+    def error(self, index: int, message: str) -> InvalidRequest:
+        """A 400 that names this script's turn."""
         return InvalidRequest(
             f"Scenario '{self.name}', turn {index + 1}: {message}", param="input", code="scenario_error"
         )
@@ -159,10 +172,14 @@ def _turn_kind(item: Item) -> str | None:
         return "program"
     if isinstance(item, ToolSearchCallItem):
         return "search"
-    if isinstance(item, FunctionCall) and not isinstance(item.caller, ProgramCaller):
+    if isinstance(item, CALL_TYPES) and not isinstance(getattr(item, "caller", None), ProgramCaller):
         return "call"
     if isinstance(item, Message) and item.role == "assistant":
         return "message"
+    if isinstance(item, McpCall | McpApprovalRequest) and item.caller is None:
+        return "mcp"
+    if isinstance(item, CodeInterpreterCall) and item.caller is None:
+        return "code_interpreter"
     return None
 
 
@@ -170,7 +187,11 @@ def _walk(conv: Conversation, script: Script) -> list[tuple[Item, int, int]]:
     """Each model item after the latest user message, with its turn and its place in that turn."""
     walked = []
     turn, emitted = 0, 0
+    asked: set[str] = set()
     for item in conv.after_anchor():
+        if isinstance(item, McpApprovalResponse) and item.approval_request_id in asked and not item.approve:
+            turn += 1  # a denied direct MCP call: the model goes on without it
+            continue
         kind = _turn_kind(item)
         if kind is None:
             continue
@@ -183,6 +204,9 @@ def _walk(conv: Conversation, script: Script) -> list[tuple[Item, int, int]]:
                 code="scenario_mismatch",
             )
         walked.append((item, turn, emitted))
+        if isinstance(item, McpApprovalRequest):
+            asked.add(item.id)
+            continue  # the turn plays again once the request is answered
         if kind == "call":
             emitted += 1
             if emitted < len(script.turns[turn].calls):
@@ -198,17 +222,17 @@ def position(conv: Conversation, script: Script) -> tuple[int, int]:
     if not walked:
         return 0, 0
     item, turn, emitted = walked[-1]
-    if isinstance(item, FunctionCall) and emitted + 1 < len(script.turns[turn].calls):
+    if isinstance(item, CALL_TYPES) and emitted + 1 < len(script.turns[turn].calls):
         return turn, emitted + 1
+    if isinstance(item, McpApprovalRequest):
+        return turn, 0
     return turn + 1, 0
 
 
-def turn_items(
-    conv: Conversation, script: Script
-) -> list[tuple[ProgramItem | FunctionCall | ToolSearchCallItem, Turn]]:
+def turn_items(conv: Conversation, script: Script) -> list[tuple[ProgramItem | CallItem | ToolSearchCallItem, Turn]]:
     """The first item of each program, call or search turn after the latest user message, with its turn."""
     return [
         (item, script.turns[turn])
         for item, turn, emitted in _walk(conv, script)
-        if isinstance(item, ProgramItem | FunctionCall | ToolSearchCallItem) and emitted == 0
+        if isinstance(item, (ProgramItem, ToolSearchCallItem, *CALL_TYPES)) and emitted == 0
     ]

@@ -145,8 +145,8 @@ class Signer:
             found = self._call_ids[key] = "call_" + self.token("program-call", program_call_id, str(index))
         return found
 
-    def program_call_item_id(self, program_call_id: str, index: int) -> str:
-        return "fc_" + self.token("program-call-item", program_call_id, str(index), length=40)
+    def program_call_item_id(self, program_call_id: str, index: int, prefix: str = "fc") -> str:
+        return f"{prefix}_" + self.token("program-call-item", program_call_id, str(index), length=40)
 
     def program_output_id(self, program_call_id: str, status: str, result: str) -> str:
         return "po_" + self.token("program-output", program_call_id, status, result, length=40)

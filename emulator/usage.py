@@ -12,7 +12,9 @@ the model's context.
     input   instructions; tool definitions (as compact JSON); each input item the model reads:
             message text, a direct function_call's name and arguments, a direct
             function_call_output's output, program code, program_output result, reasoning
-            summaries. A function_call a program made, and its output, are NOT model input:
+            summaries; other tool calls by their name and input, commands or patch operation,
+            and their outputs (as compact JSON when structured). A call a program made, and its
+            output, are NOT model input:
             the program consumed them; its program_output is. A program_output in this
             response's own output that the model read before writing more of it (the final
             message in the same response) counts as input too.
@@ -43,6 +45,8 @@ import tiktoken
 from tiktoken_ext import openai_public
 
 from .items import (
+    CALL_TYPES,
+    OUTPUT_TYPES,
     FunctionCall,
     FunctionCallOutput,
     Item,
@@ -53,6 +57,7 @@ from .items import (
     ReasoningItem,
     ToolSearchCallItem,
     ToolSearchOutputItem,
+    dump,
 )
 
 __all__ = [
@@ -149,6 +154,8 @@ def model_text(item: Item) -> Iterable[str]:
         yield item.arguments
     elif isinstance(item, FunctionCallOutput):
         yield item.output_text()
+    elif isinstance(item, (*CALL_TYPES, *OUTPUT_TYPES)):
+        yield from item_text(dump(item))
     elif isinstance(item, ProgramItem):
         yield item.code
     elif isinstance(item, ProgramOutputItem):
@@ -179,6 +186,20 @@ def item_text(item: dict[str, Any]) -> Iterable[str]:
     elif kind == "function_call_output":
         output = item.get("output", "")
         yield output if isinstance(output, str) else json.dumps(output)
+    elif kind == "custom_tool_call":
+        yield item.get("name", "")
+        yield item.get("input", "")
+    elif kind == "shell_call":
+        yield from item.get("action", {}).get("commands", [])
+    elif kind in ("apply_patch_call", "local_shell_call"):
+        yield json.dumps(item.get("operation", item.get("action", {})), separators=(",", ":"))
+    elif kind in ("custom_tool_call_output", "local_shell_call_output", "apply_patch_call_output"):
+        output = item.get("output") or ""
+        yield output if isinstance(output, str) else json.dumps(output, separators=(",", ":"))
+    elif kind == "shell_call_output":
+        for chunk in item.get("output", []):
+            yield chunk.get("stdout", "")
+            yield chunk.get("stderr", "")
     elif kind == "program":
         yield item.get("code", "")
     elif kind == "program_output":

@@ -246,8 +246,8 @@ def test_no_scenario_and_no_code(client: openai.OpenAI) -> None:
     ("body", "message", "code"),
     [
         (
-            {"model": "m", "input": [{"type": "custom_tool_call"}]},
-            "Invalid value: 'custom_tool_call'.",
+            {"model": "m", "input": [{"type": "computer_call"}]},
+            "Invalid value: 'computer_call'.",
             "invalid_value",
         ),
         ({"model": "m", "input": 5}, "Invalid type for 'input'", "invalid_type"),

@@ -193,7 +193,7 @@ INVALID = [
     ({"match": {"input": "hi"}}, "turns: Field required"),
     ({"match": {"input": "hi"}, "turns": []}, "turns: List should have at least 1 item"),
     ({"match": {"input": "(unclosed"}, "turns": [{"message": "x"}]}, "invalid regular expression '(unclosed'"),
-    ({"turns": [{"message": "x", "program": "text(1)"}]}, "a turn needs exactly one of program, call, search"),
+    ({"turns": [{"message": "x", "program": "text(1)"}]}, "a turn needs exactly one of program, call, "),
     ({"name": "has space", "turns": [{"message": "x"}]}, "name: String should match pattern"),
     ({"turns": [{"message": "x", "fault": {"http_error": 418}}]}, "turns.0.fault.http_error"),
     ({"turns": [{"message": "x"}], "unknown": 1}, "unknown"),

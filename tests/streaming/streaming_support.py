@@ -166,18 +166,22 @@ def check_stream(events: list[dict[str, Any]], adapter: TypeAdapter[Any] = STREA
         else:
             assert index == open_index, f"{kind} outside its item"
             if kind.endswith(".delta"):
-                key = (index, kind, event.get("content_index", event.get("summary_index", 0)))
+                key = (index, kind, _part(event))
                 texts[key] = texts.get(key, "") + event["delta"]
             elif kind.endswith(".done") and not kind.endswith("part.done"):
-                key = (
-                    index,
-                    kind[: -len(".done")] + ".delta",
-                    event.get("content_index", event.get("summary_index", 0)),
-                )
-                field = next(f for f in ("text", "arguments", "refusal") if f in event)
+                key = (index, kind[: -len(".done")] + ".delta", _part(event))
+                field = next(f for f in ("text", "arguments", "refusal", "input", "command") if f in event)
                 assert texts.get(key, "") == event[field], f"{kind}: deltas do not join to the final value"
     assert added == list(range(len(output))), "not every output item was streamed"
     return final
+
+
+def _part(event: dict[str, Any]) -> int:
+    """Which part of its item a delta or done event writes (content, summary, shell command)."""
+    for field in ("content_index", "summary_index", "command_index"):
+        if field in event:
+            return int(event[field])
+    return 0
 
 
 def _identity(item: dict[str, Any]) -> tuple[Any, ...]:
