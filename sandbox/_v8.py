@@ -94,6 +94,13 @@ class Context:
     def heap_in_use(self) -> int:
         """Bytes the isolate's heap holds (committed). Only while no program runs: once one may
         be spinning, any call but a string eval can deadlock (see the module notes)."""
+        used = self._heap_committed()
+        if used > _COLLECT_ABOVE:  # committed space may be mostly garbage: count what is reachable
+            self._mr.low_memory_notification()
+            used = self._heap_committed()
+        return used
+
+    def _heap_committed(self) -> int:
         stats = self._mr.heap_stats()
         return int(stats.get("total_heap_size", 0)) + int(stats.get("total_heap_size_executable", 0))
 
@@ -104,6 +111,11 @@ class Context:
         if not self.closed:
             self.closed = True
             self._mr.close()  # terminates a program spinning after an await, too
+
+
+_COLLECT_ABOVE = 8 * 2**20
+"""A heap larger than this is collected before it is measured for the live cache: small programs
+(almost all of them) cost no full collection, and a large one is charged for what it keeps."""
 
 
 def _journal_json(journal: tuple[ToolResult, ...] | list[ToolResult]) -> list[dict[str, Any]]:
