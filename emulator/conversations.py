@@ -24,7 +24,7 @@ from pydantic import Field, field_validator, model_validator
 
 from .errors import InvalidRequest, NotFound
 from .items import InputItem, Item, ItemReference, WireModel
-from .request import check_json
+from .request import check_json, check_metadata
 
 __all__ = [
     "MAX_ITEMS_PER_REQUEST",
@@ -58,18 +58,6 @@ def conversation_id(value: Any) -> str | None:
     )
 
 
-def _check_metadata(value: dict[str, str] | None) -> dict[str, str] | None:
-    if value is not None:
-        if len(value) > 16:
-            raise ValueError("metadata can hold at most 16 keys")
-        for key, item in value.items():
-            if len(key) > 64:
-                raise ValueError(f"metadata key '{key[:64]}...' is longer than 64 characters")
-            if len(item) > 512:
-                raise ValueError(f"metadata value for '{key}' is longer than 512 characters")
-    return value
-
-
 class _Body(WireModel):
     @model_validator(mode="before")
     @classmethod
@@ -84,7 +72,7 @@ class ConversationCreate(_Body):
     items: list[InputItem] | None = Field(default=None, max_length=MAX_ITEMS_PER_REQUEST)
     metadata: dict[str, str] | None = None
 
-    _metadata = field_validator("metadata")(_check_metadata)
+    _metadata = field_validator("metadata")(check_metadata)
 
 
 class ConversationUpdate(_Body):
@@ -92,7 +80,7 @@ class ConversationUpdate(_Body):
 
     metadata: dict[str, str] | None
 
-    _metadata = field_validator("metadata")(_check_metadata)
+    _metadata = field_validator("metadata")(check_metadata)
 
 
 class ItemsCreate(_Body):

@@ -36,6 +36,7 @@ __all__ = [
     "ToolSearchTool",
     "check_depth",
     "check_json",
+    "check_metadata",
 ]
 
 ToolName = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9_-]{1,128}$")]
@@ -52,6 +53,19 @@ def check_json(value: Any) -> None:
         if isinstance(e, UnicodeEncodeError):
             raise ValueError("a string holds a lone UTF-16 surrogate, which is not valid Unicode") from e
         raise ValueError("numbers must be finite (NaN and Infinity are not JSON)") from e
+
+
+def check_metadata(value: dict[str, str] | None) -> dict[str, str] | None:
+    """The hosted limits on `metadata`: 16 keys, keys of 64 characters, values of 512."""
+    if value is not None:
+        if len(value) > 16:
+            raise ValueError("metadata can hold at most 16 keys")
+        for key, item in value.items():
+            if len(key) > 64:
+                raise ValueError(f"metadata key '{key[:64]}...' is longer than 64 characters")
+            if len(item) > 512:
+                raise ValueError(f"metadata value for '{key}' is longer than 512 characters")
+    return value
 
 
 class FunctionTool(WireModel):
@@ -450,18 +464,7 @@ class CreateRequest(Conversational):
     generate: bool | None = None
     stream_id: str | None = None
 
-    @field_validator("metadata")
-    @classmethod
-    def _metadata_limits(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        if value is not None:
-            if len(value) > 16:
-                raise ValueError("metadata can hold at most 16 keys")
-            for key, item in value.items():
-                if len(key) > 64:
-                    raise ValueError(f"metadata key '{key[:64]}...' is longer than 64 characters")
-                if len(item) > 512:
-                    raise ValueError(f"metadata value for '{key}' is longer than 512 characters")
-        return value
+    _metadata_limits = field_validator("metadata")(check_metadata)
 
 
 class CountTokensRequest(Conversational):

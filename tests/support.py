@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -44,22 +44,26 @@ def validate_body(method: str, path: str, status: int, body: Any) -> None:
     validated.append(path)
 
 
-def _hook(response: httpx.Response) -> None:
-    if "application/json" not in response.headers.get("content-type", ""):
-        return
-    response.read()
-    validate_body(
-        response.request.method, response.request.url.path, response.status_code, json.loads(response.content)
-    )
+Validate = Callable[[str, str, int, Any], None]
 
 
-async def _ahook(response: httpx.Response) -> None:
-    if "application/json" not in response.headers.get("content-type", ""):
-        return
-    await response.aread()
-    validate_body(
-        response.request.method, response.request.url.path, response.status_code, json.loads(response.content)
-    )
+def validating_hooks(validate: Validate) -> tuple[Callable[[httpx.Response], None], Any]:
+    """httpx response hooks (sync, async) that pass every JSON body to `validate`."""
+
+    def hook(response: httpx.Response) -> None:
+        if "application/json" in response.headers.get("content-type", ""):
+            response.read()
+            validate(response.request.method, response.request.url.path, response.status_code, response.json())
+
+    async def ahook(response: httpx.Response) -> None:
+        if "application/json" in response.headers.get("content-type", ""):
+            await response.aread()
+            validate(response.request.method, response.request.url.path, response.status_code, response.json())
+
+    return hook, ahook
+
+
+_hook, _ahook = validating_hooks(validate_body)
 
 
 def validating_client(emulator: PTCEmulator, **options: Any) -> openai.OpenAI:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -16,7 +15,7 @@ from pydantic import TypeAdapter
 from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.api.testing import PTCEmulator
-from tests.support import validate_body
+from tests.support import validate_body, validating_hooks
 
 _ITEM: TypeAdapter[Any] = TypeAdapter(ConversationItem)
 _ITEM_PATH = re.compile(r"/v1/conversations/[^/]+/items/[^/]+$")
@@ -51,22 +50,7 @@ def validate_conversation_body(method: str, path: str, status: int, body: Any) -
     validated.append(path)
 
 
-def _hook(response: httpx.Response) -> None:
-    if "application/json" not in response.headers.get("content-type", ""):
-        return
-    response.read()
-    validate_conversation_body(
-        response.request.method, response.request.url.path, response.status_code, json.loads(response.content)
-    )
-
-
-async def _ahook(response: httpx.Response) -> None:
-    if "application/json" not in response.headers.get("content-type", ""):
-        return
-    await response.aread()
-    validate_conversation_body(
-        response.request.method, response.request.url.path, response.status_code, json.loads(response.content)
-    )
+_hook, _ahook = validating_hooks(validate_conversation_body)
 
 
 def conversations_client(emulator: PTCEmulator) -> openai.OpenAI:
