@@ -141,11 +141,24 @@ class LiveCache:
         return len(self._live)
 
 
+def _close_within(execution: _v8.Execution, seconds: float) -> bool:
+    """Close the execution's context; False if that takes longer than `seconds` (V8 is stuck)."""
+    closer = threading.Thread(target=execution.close, name="teardown", daemon=True)
+    closer.start()
+    closer.join(seconds)
+    return not closer.is_alive()
+
+
 class Worker:
-    def __init__(self, replies: BinaryIO, housekeeper: Housekeeper, cache: LiveCache) -> None:
+    def __init__(
+        self, replies: BinaryIO, housekeeper: Housekeeper, cache: LiveCache, close_wait_s: float = 1.0
+    ) -> None:
         self.replies = replies
         self.housekeeper = housekeeper
         self.cache = cache
+        self.close_wait_s = close_wait_s
+        """How long a timed-out or out-of-memory context may take to close before this process
+        retires instead (a normal teardown takes a few milliseconds)."""
 
     def send(self, message: dict[str, Any]) -> None:
         self.replies.write(json.dumps(message, separators=(",", ":")).encode("utf-8") + b"\n")
@@ -172,12 +185,21 @@ class Worker:
             program = program_from_json(request["program"])
             execution = _v8.Execution(program, self.housekeeper.take(program.limits.heap_bytes))
             outcome = execution.start()
+        retire = False
         if isinstance(outcome, Failed) and outcome.kind in ("timeout", "memory"):
-            # Tear the context down before answering: if V8 aborts the process doing it, the
-            # abort is this program's, reported as its crash, never the next program's.
-            execution.close()
+            # V8 may still be running this program inside a builtin that no termination reaches,
+            # on its way to aborting the process. Tear the context down before answering: if V8
+            # aborts doing it, the abort is this program's. If the teardown does not finish soon,
+            # this process is not trusted with another program: the answer says so, the pool
+            # takes no new work here, and the process ends right after answering.
+            retire = not _close_within(execution, self.close_wait_s)
         keep = key is not None and self.cache.size > 0 and isinstance(outcome, Suspended) and execution.alive
-        self.send({"id": request["id"], "outcome": outcome_to_json(outcome), "cached": keep, "hit": hit is not None})
+        answer = {"id": request["id"], "outcome": outcome_to_json(outcome), "cached": keep, "hit": hit is not None}
+        if retire:
+            answer["retire"] = True
+            self.send(answer)
+            os._exit(0)  # never wait for V8: it may be stuck or aborting
+        self.send(answer)
         if keep:
             assert key is not None
             self.housekeeper.close(self.cache.put(key, execution, journal))

@@ -28,6 +28,8 @@ __all__ = ["Pool", "PoolClosed", "PoolConfig", "worker_environment"]
 log = logging.getLogger(__name__)
 
 _LINE_LIMIT = 256 * 2**20  # an outcome carries at most the program's output limit, plus calls
+_ATTEMPTS = 3
+"""Tries of a program whose workers die before acknowledging it (never blamed on it)."""
 _STDERR_TAIL = 16 * 2**10  # bytes: V8's fatal-error line is followed by a ~3 KB C stack trace
 
 
@@ -59,7 +61,8 @@ class PoolConfig:
     size: int = max(1, os.cpu_count() or 1)
     """Worker processes; each runs one program at a time."""
     max_jobs_per_worker: int = 1000
-    """A worker is retired and replaced after this many runs (0: never)."""
+    """A worker is retired and replaced after this many program starts (0: never). A start is a
+    run in a fresh context (a first run or a replay); a live resume does not count."""
     spare_contexts: int = 0
     """Contexts each worker creates ahead of time (0: create on demand)."""
     heap_bytes: int = 64 * 2**20
@@ -86,7 +89,8 @@ class _Died:
 class _Worker:
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
-        self.jobs = 0
+        self.starts = 0
+        """Programs started in a fresh context here (replays included, live resumes not)."""
         self.stderr_tail = bytearray()
         self._drain = asyncio.ensure_future(self._drain_stderr())
         self.watch: asyncio.Future[int] | None = None
@@ -170,6 +174,8 @@ class Pool:
         self.replaced = 0
         self.runs = 0
         self.live_hits = 0
+        self.retired_stuck = 0
+        """Workers retired because a timed-out program's context would not close."""
 
     async def __aenter__(self) -> Pool:
         await self.start()
@@ -213,11 +219,13 @@ class Pool:
         dying already (or was killed while idle): the program was never run there, so it runs
         on a fresh worker, and nobody is blamed. A death after the acknowledgement is the
         program's crash."""
-        outcome = await self._run_once(program)
-        if isinstance(outcome, _Died):
-            log.warning("a sandbox worker died before it took a program; running it on a fresh worker")
+        for _ in range(_ATTEMPTS - 1):
             outcome = await self._run_once(program)
-        if isinstance(outcome, _Died):
+            if not isinstance(outcome, _Died):
+                return outcome
+            log.warning("a sandbox worker died before it took a program; running it on a fresh worker")
+        outcome = await self._run_once(program)
+        if isinstance(outcome, _Died):  # fresh workers keep dying before they take it: give up
             self.crashes += 1
             return outcome.failed
         return outcome
@@ -255,14 +263,21 @@ class Pool:
         if message.get("id") != request_id:
             self.crashes += 1
             return await self._crashed(worker)
-        worker.jobs += 1
-        if key is not None:
-            if message.get("cached"):
-                self._holders[key] = worker
-            elif self._holders.get(key) is worker:
-                del self._holders[key]
-        self.live_hits += bool(message.get("hit"))
-        await self._release(worker)
+        hit = bool(message.get("hit"))
+        worker.starts += not hit  # a live resume creates no context: it does not wear the worker
+        self.live_hits += hit
+        if message.get("retire"):
+            # Its program's context would not close (V8 stuck or aborting): the worker ends itself
+            # after this answer and takes no new work. Not a crash: the program got its answer.
+            self._replace(worker, kill=False, retire=True)
+            self.retired_stuck += 1
+        else:
+            if key is not None:
+                if message.get("cached"):
+                    self._holders[key] = worker
+                elif self._holders.get(key) is worker:
+                    del self._holders[key]
+            await self._release(worker)
         return outcome_from_json(message["outcome"])
 
     # ---- internals -------------------------------------------------------------------------
@@ -288,7 +303,7 @@ class Pool:
 
     async def _release(self, worker: _Worker) -> None:
         limit = self.config.max_jobs_per_worker
-        if self._closed or (limit and worker.jobs >= limit):
+        if self._closed or (limit and worker.starts >= limit):
             self._replace(worker, kill=False, retire=True)
         else:
             await self._put_idle(worker)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ptc_emulator.sandbox import Completed, PoolConfig
+from ptc_emulator.sandbox import Completed, Failed, PoolConfig
 from tests.sandbox.sandbox_harness import LoopThread, SyncPool, pid_alive
 from tests.sandbox.sandbox_support import completed_texts, program
 
@@ -58,3 +58,24 @@ def test_a_program_sent_to_a_worker_that_is_dying_is_not_blamed(pool: SyncPool) 
 
 # A program that does kill its worker is still blamed, once: see test_sandbox_limits.py's
 # test of V8 aborts (`crashes == 2` for two bombs, each run twice before it is blamed).
+
+
+ABORT = "new Array(2**28).fill(1.5);\ntext('unreachable');"
+"""Times out inside a V8 builtin that no termination reaches; V8 aborts the process seconds later."""
+
+
+def test_a_worker_whose_timed_out_context_will_not_close_takes_no_new_work(pool: SyncPool) -> None:
+    # One worker: the normal programs queue behind the abort. The abort's run ends by its time
+    # limit while V8 is still inside the builtin; the worker must not be given the next program
+    # (which V8's abort would then kill). Either the worker retires after answering (the usual
+    # case: "timeout") or V8 aborts before it could answer ("crash", the abort's own).
+    [old] = pool.wait_for_workers()
+    outcomes = pool.run_many([program(ABORT, timeout_s=1.0), *(program(f"text('next {i}');") for i in range(3))])
+    aborted, *normal = outcomes
+    assert isinstance(aborted, Failed) and aborted.kind in ("timeout", "crash"), aborted
+    for i, outcome in enumerate(normal):
+        assert isinstance(outcome, Completed), outcome
+        assert completed_texts(outcome) == [f"next {i}"]
+    assert pool.pool.crashes == (aborted.kind == "crash")
+    assert pool.pool.retired_stuck == (aborted.kind == "timeout")
+    assert old not in pool.wait_for_workers(exclude=[old])  # the stuck worker is gone, replaced
