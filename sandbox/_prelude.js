@@ -8,7 +8,7 @@
 //
 // The host talks to the controller only by string eval with a timeout (the one mini-racer call
 // that stays safe once a program may be spinning in a microtask).
-(function (token) {
+(function (token, nonce) {
   'use strict';
   const G = globalThis;
 
@@ -318,12 +318,7 @@
   };
 
   let pumped = null;
-  const controller = {
-    __proto__: null,
-    configure(cfgJson) {
-      if (configured) throw new Err('already configured');
-      configured = true;
-      const cfg = J(cfgJson);
+  const configure = (cfg) => {
       now = cfg.now;
       ra = cfg.seed[0]; rb = cfg.seed[1]; rc = cfg.seed[2]; rd = cfg.seed[3];
       for (let i = 0; i < 16; i++) random();   // sfc32 warm-up
@@ -355,7 +350,9 @@
         emit('{"type":"text","text":' + S(s) + '}');
       });
       def('image', function image(x) { emit('{"type":"image","url":' + S(imageUrl(x)) + '}'); });
-    },
+  };
+  const controller = {
+    __proto__: null,
     start(fn) {
       let promise;
       try {
@@ -370,12 +367,21 @@
         (e) => { if (state === 'running') { state = 'failed'; failure = errorText(e); } },
       ]);
     },
-    // start + pump in the eval that also compiles the program (the host's entry script). The
-    // configuration, which holds the history, comes in an eval of its own before it: the entry
-    // script's text before the program is then the same for every run, so the program's own
-    // line and column positions never depend on its history.
-    go(fn) {
-      if (!configured) throw new Err('not configured');
+    // configure + start + pump, in the one eval that also compiles the program (the host's
+    // entry script, `go(async () => {<program>\n}, "<configuration>")`). The configuration,
+    // which holds the history, follows the program: the text before the program is the same for
+    // every run, so the program's own line and column positions never depend on its history.
+    // A program that breaks out of its function can choose go's arguments, but not the nonce,
+    // which only the configuration after it carries (and which it cannot capture: the host
+    // escapes every character that could continue a string, template or comment the program
+    // left open). One call, with the nonce, or none at all.
+    go(fn, cfgText) {
+      if (configured) throw new Err('denied');
+      configured = true;
+      if (arguments.length !== 2 || typeof cfgText !== 'string') throw new Err('denied');
+      const cfg = J(cfgText);
+      if (cfg === null || typeof cfg !== 'object' || cfg.nonce !== nonce) throw new Err('denied');
+      configure(cfg);
       controller.start(fn);
       controller.pump();
     },

@@ -8,6 +8,7 @@ results (live). Both drive the same in-isolate controller, so both decide the sa
 from __future__ import annotations
 
 import json
+import queue
 import re
 import secrets
 import time
@@ -24,6 +25,8 @@ from py_mini_racer import (
     MiniRacer,
     init_mini_racer,
 )
+
+from py_mini_racer._context import _UNCANCELABLE_TASK_CALLBACK_ID as _UNCANCELABLE
 
 from .outcome import (
     Completed,
@@ -63,33 +66,47 @@ class Context:
         init()
         self._mr = MiniRacer()
         self._token = secrets.token_hex(16)
+        self._nonce = secrets.token_hex(16)
         self.heap_bytes = heap_bytes
         self.closed = False
+        self.crossings = 0
+        """Evals this context has made (each one a round trip to its isolate's thread)."""
         try:
             self._mr.set_hard_memory_limit(heap_bytes)
-            self._mr.eval(f"{_PRELUDE}\n({json.dumps(self._token)})\n//# sourceURL=ptc-prelude.js", timeout_sec=5)
+            self.eval(
+                f"{_PRELUDE}\n({json.dumps(self._token)}, {json.dumps(self._nonce)})\n//# sourceURL=ptc-prelude.js",
+                time.monotonic() + 5,
+            )
         except BaseException:
             self.close()
             raise
 
     def eval(self, source: str, deadline: float) -> Any:
-        # String eval with a timeout is the only call that stays safe once a program may be
-        # spinning in a microtask; a timeout there means the context must be closed.
-        return self._mr.eval(source, timeout_sec=max(0.001, deadline - time.monotonic()))
+        """Evaluate a script on mini-racer's cheapest path: post it to the isolate's thread and
+        wait on the context's own result queue (2 thread hops; `MiniRacer.eval(timeout_sec=...)`
+        makes 4 through an asyncio loop). Posting a script is the one call that stays safe once a
+        program may be spinning in a microtask: it just never runs, the wait times out, and
+        the context must then be closed (the caller's duty on any timeout)."""
+        self.crossings += 1
+        return _fast_eval(self._mr, source, max(0.001, deadline - time.monotonic()))
 
     def control(self, call: str, deadline: float) -> Any:
         return self.eval(f'__ptc("{self._token}").{call}', deadline)
 
     def prefix(self) -> str:
-        """What precedes the program on line 1 of its script: start and pump. It is the same text
-        for every run of every program (the token has a fixed length), so the program's own
-        positions never depend on its history; the configuration comes in an eval before it."""
+        """What precedes the program on line 1 of its script: configure, start and pump. It is the
+        same text for every run of every program (the token has a fixed length), so the program's
+        own positions never depend on its history; the configuration follows the program."""
         return f'__ptc("{self._token}").go(async () => {{'
 
-    def entry(self, code: str) -> str:
-        """The script that starts a program. Its text begins on line 1, so V8's line numbers are the
-        program's (columns on line 1 are shifted by the prefix's constant length)."""
-        return f"{self.prefix()}{code}\n}})\n//# sourceURL={PROGRAM_URL}"
+    def entry(self, code: str, cfg: dict[str, Any]) -> str:
+        """The script that configures and starts a program, in one eval. Its text begins on line 1,
+        so V8's line numbers are the program's (columns on line 1 are shifted by the prefix's
+        constant length). The configuration, after the program, carries the context's nonce and
+        is escaped so that no string, template or comment the program leaves open can end in it
+        (see `go` in the prelude)."""
+        text = json.dumps(json.dumps({**cfg, "nonce": self._nonce})).translate(_INERT)
+        return f"{self.prefix()}{code}\n}}, {text})\n//# sourceURL={PROGRAM_URL}"
 
     def heap_in_use(self) -> int:
         """Bytes the isolate's heap holds (committed). Only while no program runs: once one may
@@ -111,6 +128,31 @@ class Context:
         if not self.closed:
             self.closed = True
             self._mr.close()  # terminates a program spinning after an await, too
+
+
+_INERT = str.maketrans({c: f"\\u{ord(c):04x}" for c in "`'*/<>-"})
+"""Characters the configuration's string literal never carries raw: with `"`, `\\` and line
+breaks (escaped by JSON), they are what could close a template, string or comment that a program
+left open before it, or open one of its own."""
+
+
+def _fast_eval(mr: MiniRacer, source: str, timeout: float) -> Any:
+    """`MiniRacer.eval` without the asyncio round trip, through mini-racer's private API (the
+    version is pinned; tests/sandbox/test_sandbox_private_api.py fails if it changes).
+
+    The task is posted with mini-racer's "uncancelable" callback id, whose result goes straight
+    to the context's result queue from the isolate's thread. Only this context's owner posts
+    such tasks, one at a time, so the queue holds at most this task's result."""
+    ctx = mr._ctx  # noqa: SLF001
+    assert ctx is not None
+    code = ctx._python_to_value_handle(source)  # noqa: SLF001
+    task = ctx._dll.mr_eval(ctx._ctx, code.raw, _UNCANCELABLE)  # noqa: SLF001
+    try:
+        result = ctx._non_cancelable_mr_task_results_queue.get(timeout=timeout)  # noqa: SLF001
+    except queue.Empty:
+        ctx._dll.mr_cancel_task(ctx._ctx, task)  # noqa: SLF001
+        raise JSTimeoutException from None
+    return ctx._value_handle_to_python(result)  # noqa: SLF001
 
 
 _COLLECT_ABOVE = 8 * 2**20
@@ -169,12 +211,10 @@ class Execution:
             "textTools": list(program.text_tools),
         }
 
-        cfg_json = json.dumps(cfg)
         self._prefix = len(self.context.prefix())
 
         def body() -> Outcome:
-            self.context.control(f"configure({json.dumps(cfg_json)})", deadline)
-            self.context.eval(self.context.entry(program.code), deadline)
+            self.context.eval(self.context.entry(program.code, cfg), deadline)
             return self._drive(deadline)
 
         return self._timed(body)
