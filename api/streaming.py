@@ -39,6 +39,7 @@ from ptc_emulator.emulator import events
 from ptc_emulator.emulator.engine import Engine, Prepared
 from ptc_emulator.emulator.errors import EmulatorError, StatusError
 from ptc_emulator.emulator.request import CreateRequest
+from ptc_emulator.emulator.response import ResponseStatus
 
 from .context import contract_headers, recorder
 from .errors import SERVER_ERROR_MESSAGE
@@ -76,7 +77,7 @@ class Play:
 
     @property
     def background(self) -> bool:
-        return bool(self.prepared.request.background)
+        return self.prepared.background
 
     async def start(self) -> None:
         """Start the work; raise the error it raises before it first has to wait, if any."""
@@ -98,7 +99,7 @@ class Play:
 
     async def events(self, keepalive_s: float | None) -> AsyncIterator[Event | None]:
         """The events, numbered; `None` each `keepalive_s` while waiting. Raises what the work raises."""
-        start = events.skeleton(self.engine.response(self.prepared, [], status="in_progress"))
+        start = events.skeleton(self.engine.response(self.prepared, [], status=ResponseStatus.IN_PROGRESS))
         for event in events.opening(start):
             yield self.sequence.number(event)
         while (final := await self._finished(keepalive_s)) is None:
@@ -165,12 +166,7 @@ def error_event(error: BaseException) -> Event:
 async def stream_create(request: Request, engine: Engine, body: CreateRequest, scope: str | None) -> Response:
     """`POST /v1/responses` with `stream: true`."""
     rec = recorder(request, body, scope)
-    try:
-        prepared = engine.prepare(body, scope=scope)
-    except EmulatorError as e:
-        rec.fail(e)
-        raise
-    rec.prepared = prepared
+    prepared = rec.admit(engine.attempt(body, scope=scope))
     play = Play(engine, prepared, rec)
     await play.start()
     keepalive_s = request.app.state.emulator.settings.keepalive_s

@@ -36,9 +36,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from ptc_emulator.emulator.model.scenario import Request as MatchRequest
+from ptc_emulator.emulator.model.scenario import ScenarioError, ScenarioRegistry, load_scenario
 from ptc_emulator.emulator.recording import Tape, file_name, items_of, scenario_from, to_yaml, user_text
-from ptc_emulator.emulator.scenario import Request as MatchRequest
-from ptc_emulator.emulator.scenario import ScenarioError, ScenarioRegistry, load_scenario
 
 from .routes import SCOPE_HEADER, SCOPE_METADATA_KEY
 from .settings import Settings

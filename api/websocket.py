@@ -38,7 +38,7 @@ from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
 
 from ptc_emulator.emulator import events, jsontext
-from ptc_emulator.emulator.engine import Engine, Prepared
+from ptc_emulator.emulator.engine import Engine, Prepared, Refused
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, StatusError
 from ptc_emulator.emulator.items import dump
 from ptc_emulator.emulator.request import CreateRequest, check_json
@@ -214,15 +214,12 @@ class Session:
             body=request,
             scope=scope,
         )
-        try:
-            prepared = self.engine.prepare(
-                request, scope=scope, generate=request.generate is not False, local=self.local
-            )
-        except EmulatorError as e:
-            rec.fail(e)
-            await self._failed(Target("", stream_id), e, stream_id, steers, None)
+        attempt = self.engine.attempt(request, scope=scope, generate=request.generate is not False, local=self.local)
+        if isinstance(attempt, Refused):
+            rec.refuse(attempt)
+            await self._failed(Target("", stream_id), attempt.error, stream_id, steers, None)
             return
-        rec.prepared = prepared
+        prepared = rec.admit(attempt)
         if request.previous_response_id in self.targets:
             self.targets[request.previous_response_id].continued = True
         target = Target(prepared.response_id, stream_id)
@@ -299,7 +296,7 @@ class Session:
         if final.get("store"):
             successor.update(input=items, previous_response_id=target.id)
         else:  # not stored: replay everything, as a store=false client would
-            history = [dump(item) for item in prepared.conversation.items]
+            history = [dump(item) for item in prepared.context]
             successor.update(input=[*history, *final.get("output", []), *items], previous_response_id=None)
         try:
             request = CreateRequest.model_validate(successor)
