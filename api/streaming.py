@@ -62,9 +62,11 @@ Event = dict[str, Any]
 class Play:
     """One create told as stream events: the engine's work runs in a task, its events follow it.
 
-    `start()` begins the work; `events()` yields numbered events and `None` whenever a keep-alive
-    is due; `cancel()` stops the work unless `detach()` let it run on. The outcome is recorded in
-    the journal when the work ends, however the stream ends.
+    `start()` begins the work; `tell()` is the one play loop both transports (SSE and WebSocket)
+    send from: numbered events, `None` whenever a keep-alive is due, ending early at a scenario's
+    `cut_stream_after` (`cut`) or at an error after the first event (`error`, which the transport
+    renders as its own kind of error event). `cancel()` stops the work unless `detach()` let it run
+    on. The outcome is recorded in the journal when the work ends, however the stream ends.
     """
 
     def __init__(self, engine: Engine, prepared: Prepared, rec: Recorder) -> None:
@@ -74,6 +76,12 @@ class Play:
         self.sequence = events.Sequencer()
         self.task: asyncio.Task[dict[str, Any]] | None = None
         self._detached = False
+        self.final: dict[str, Any] | None = None
+        """The finished response, once its terminal event went out."""
+        self.error: Exception | None = None
+        """What failed after the first event, if anything did."""
+        self.cut = False
+        """Whether a scenario's `cut_stream_after` ended the telling."""
 
     @property
     def background(self) -> bool:
@@ -96,6 +104,29 @@ class Play:
             error = self.task.exception()
             if error is not None:
                 raise error
+
+    async def tell(self, keepalive_s: float | None) -> AsyncIterator[Event | None]:
+        """The events to send, and `None` when a keep-alive is due (see the class docstring)."""
+        fault = self.prepared.fault
+        cut = fault.cut_stream_after if fault is not None else None
+        sent = 0
+        try:
+            async for event in self.events(keepalive_s):
+                if event is None:
+                    yield None
+                    continue
+                if cut is not None and sent >= cut:
+                    self.detach()
+                    self.cut = True
+                    return
+                yield event
+                sent += 1
+                if event["type"] in events.TERMINAL:
+                    self.final = event["response"]
+        except Exception as e:  # after the first event an error can only be an event
+            if not isinstance(e, EmulatorError):
+                log.exception("unhandled error in a streamed response")
+            self.error = e
 
     async def events(self, keepalive_s: float | None) -> AsyncIterator[Event | None]:
         """The events, numbered; `None` each `keepalive_s` while waiting. Raises what the work raises."""
@@ -170,28 +201,14 @@ async def stream_create(request: Request, engine: Engine, body: CreateRequest, s
     play = Play(engine, prepared, rec)
     await play.start()
     keepalive_s = request.app.state.emulator.settings.keepalive_s
-    cut = prepared.fault.cut_stream_after if prepared.fault is not None else None
-    return EventStreamResponse(
-        _frames(play, keepalive_s, cut), on_close=play.cancel, headers=contract_headers(prepared)
-    )
+    return EventStreamResponse(_frames(play, keepalive_s), on_close=play.cancel, headers=contract_headers(prepared))
 
 
-async def _frames(play: Play, keepalive_s: float, cut: int | None) -> AsyncIterator[bytes]:
-    sent = 0
-    try:
-        async for event in play.events(keepalive_s):
-            if event is None:
-                yield KEEP_ALIVE
-                continue
-            if cut is not None and sent >= cut:
-                play.detach()
-                return
-            yield frame(event)
-            sent += 1
-    except Exception as e:  # after the first byte an error can only be an event
-        if not isinstance(e, EmulatorError):
-            log.exception("unhandled error in a streamed response")
-        yield frame(play.sequence.number(error_event(e)))
+async def _frames(play: Play, keepalive_s: float) -> AsyncIterator[bytes]:
+    async for event in play.tell(keepalive_s):
+        yield KEEP_ALIVE if event is None else frame(event)
+    if play.error is not None:
+        yield frame(play.sequence.number(error_event(play.error)))
 
 
 def stream_stored(request: Request, engine: Engine, response_id: str, starting_after: int | None) -> Response:

@@ -60,7 +60,6 @@ Event = dict[str, Any]
 
 MAX_QUEUED_CREATES = 64
 """`response.create` frames one socket may have waiting; more are refused with an error event."""
-_TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 _CUT_CODE = 1011
 
 
@@ -244,35 +243,21 @@ class Session:
     ) -> dict[str, Any] | None:
         """Send the response's events; its final response, or None after an error event."""
         self.targets[target.id] = target  # steerable while it plays
-        fault = play.prepared.fault
-        cut = fault.cut_stream_after if fault is not None else None
-        final: dict[str, Any] | None = None
         try:
             try:
                 await play.start()
             except EmulatorError as e:
                 await self._failed(target, e, stream_id, steers, None)
                 return None
-            stream = play.events(None)
-            sent = 0
-            while True:
-                try:
-                    event = await anext(stream)
-                except StopAsyncIteration:
-                    return final
-                except Exception as e:  # the engine failed after the response's first event
-                    if not isinstance(e, EmulatorError):
-                        log.exception("unhandled error in a WebSocket response")
-                    await self._failed(target, e, stream_id, steers, play.sequence.take())
-                    return None
+            async for event in play.tell(None):
                 assert event is not None
-                if cut is not None and sent >= cut:
-                    play.detach()
-                    raise _Cut
                 await self._send(self._lane(event, stream_id))
-                sent += 1
-                if event["type"] in _TERMINAL:
-                    final = event["response"]
+            if play.error is not None:
+                await self._failed(target, play.error, stream_id, steers, play.sequence.take())
+                return None
+            if play.cut:
+                raise _Cut
+            return play.final
         finally:
             play.cancel()
 
