@@ -25,7 +25,6 @@ from py_mini_racer import (
     MiniRacer,
     init_mini_racer,
 )
-
 from py_mini_racer._context import _UNCANCELABLE_TASK_CALLBACK_ID as _UNCANCELABLE
 
 from .outcome import (

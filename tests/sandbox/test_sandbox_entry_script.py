@@ -11,7 +11,10 @@ from ptc_emulator.sandbox import ToolResult
 from tests.sandbox.sandbox_harness import SyncPool
 from tests.sandbox.sandbox_support import completed_texts, failed, program
 
-FORGED = "JSON.stringify({now: 0, seed: [0, 0, 0, 0], maxCalls: 1e9, maxOut: 1e12, journal: [], tools: ['add'], textTools: []})"
+FORGED = (
+    "JSON.stringify({now: 0, seed: [0, 0, 0, 0], maxCalls: 1e9, maxOut: 1e12, journal: [], tools: ['add'], "
+    "textTools: []})"
+)
 
 
 def test_a_program_that_breaks_out_cannot_supply_its_own_configuration(pool: SyncPool) -> None:
