@@ -130,6 +130,20 @@ def measure(label: str, fn: Callable[[], object], runs: int, warmup: int = 2, sa
     return Row(label, runs, statistics.median(samples), sandbox)
 
 
+def timed_with_setup(
+    label: str, fn: Callable[[], object], setup: Callable[[], object], teardown: Callable[[], object], runs: int
+) -> Row:
+    """Median of `fn` alone; `setup` before and `teardown` after each sample are not timed."""
+    samples = []
+    for _ in range(runs + 2):
+        setup()
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+        teardown()
+    return Row(label, runs, statistics.median(samples[2:]))
+
+
 async def measure_async(label: str, fn: Callable[[], Awaitable[object]], runs: int, warmup: int = 2) -> Row:
     for _ in range(warmup):
         await fn()
@@ -149,6 +163,11 @@ def in_process(n: dict[str, int]) -> list[tuple[str, list[Row]]]:
         measure("MiniRacer() + close()", bare_context, n["context"], sandbox=False),
         measure("eval('1', timeout_sec=5)", bare_eval, n["eval"], sandbox=False),
     ]
+    if hasattr(_v8, "_fast_eval"):
+        mr = bare_eval.mr
+        bare.append(
+            measure("eval('1') on the cheapest path (_v8._fast_eval)", lambda: _v8._fast_eval(mr, "1", 5), n["eval"])
+        )
     bare_eval.mr.close()
 
     suspended = _v8.run(SUSPEND_AT)
@@ -158,10 +177,83 @@ def in_process(n: dict[str, int]) -> list[tuple[str, list[Row]]]:
     def start_to_suspend() -> None:
         assert isinstance(_v8.run(SUSPEND_AT), Suspended)
 
+    # Set-up outside the timed part: each sample gets a context created (or a program suspended)
+    # beforehand, and closes it afterwards, so the figure is the one step alone.
+    contexts: list[_v8.Context] = []
+    ready: list[_v8.Execution] = []
+    crossings: dict[str, list[int]] = {"start": [], "resume": []}
+
+    def new_context() -> None:
+        contexts.append(_v8.Context(SUSPEND_AT.limits.heap_bytes))
+
+    def close_context() -> None:
+        if not contexts:
+            contexts.append(_v8.Context(SUSPEND_AT.limits.heap_bytes))
+        contexts.pop().close()
+
+    def start_in_ready() -> None:
+        execution = ready.pop()
+        before = getattr(execution.context, "crossings", 0)
+        assert isinstance(execution.start(), Suspended)
+        crossings["start"].append(getattr(execution.context, "crossings", 0) - before)
+        ready.append(execution)
+
+    def live_resume() -> None:
+        execution = ready.pop()
+        assert isinstance(execution.outcome, Suspended)
+        before = getattr(execution.context, "crossings", 0)
+        outcome = execution.resume([answer(p.arguments) for p in execution.outcome.pending])
+        crossings["resume"].append(getattr(execution.context, "crossings", 0) - before)
+        assert isinstance(outcome, Completed)
+        execution.close()
+
+    rows = []
+    rows.append(
+        timed_with_setup(
+            "sandbox Context(): create (prelude included)",
+            new_context,
+            lambda: None,
+            lambda: contexts.pop().close(),
+            n["context"],
+        )
+    )
+    rows.append(
+        timed_with_setup(
+            "sandbox Context: close",
+            close_context,
+            lambda: contexts.append(_v8.Context(SUSPEND_AT.limits.heap_bytes)),
+            lambda: None,
+            n["context"],
+        )
+    )
+    rows.append(
+        timed_with_setup(
+            "start in a ready context, to suspend (2-call Promise.all)",
+            start_in_ready,
+            lambda: ready.append(_v8.Execution(SUSPEND_AT)),
+            lambda: None,
+            n["run"],
+        )
+    )
+    rows.append(
+        timed_with_setup(
+            "live resume to completion (Execution.resume)",
+            live_resume,
+            lambda: (ready.append(_v8.Execution(SUSPEND_AT)), ready[-1].start()),
+            lambda: None,
+            n["run"],
+        )
+    )
+    for what in ("start", "resume"):
+        print(
+            f"evals (V8 crossings) per {what}: median {statistics.median(crossings[what])}, max {max(crossings[what])}"
+        )
+
     def one_resume() -> None:
         assert isinstance(_v8.run(resume_at), Completed)
 
     v8 = [
+        *rows,
         measure("fresh start to suspend (2-call Promise.all)", start_to_suspend, n["run"]),
         measure("one resume (replay to completion)", one_resume, n["run"]),
         measure("100-call chain, start + 100 resumes, replay", chain_by_replay_sync, n["chain"], warmup=1),
