@@ -151,7 +151,7 @@ def _close_within(execution: _v8.Execution, seconds: float) -> bool:
 
 class Worker:
     def __init__(
-        self, replies: BinaryIO, housekeeper: Housekeeper, cache: LiveCache, close_wait_s: float = 1.0
+        self, replies: BinaryIO, housekeeper: Housekeeper, cache: LiveCache, close_wait_s: float = 2.0
     ) -> None:
         self.replies = replies
         self.housekeeper = housekeeper
