@@ -46,6 +46,11 @@
   // is, only when the program is quiescent: finished, or blocked on unresolved tool promises.
   const cell = new G.Int32Array(new G.SharedArrayBuffer(4));
   const waitAsync = G.Atomics.waitAsync;
+  // The host's doorbell: a native function that wakes the host when a report is ready, so the
+  // host waits instead of polling. Put on the global object by the host before this script,
+  // taken off it here, before any program exists.
+  const ring = G.__ptc_ring;
+  delete G.__ptc_ring;
   const nextTask = (f) => { apply(then, opaque(waitAsync(cell, 0, 0, 0.001).value), [f]); };
 
   // ---- stacks -------------------------------------------------------------------------------
@@ -391,7 +396,7 @@
       const tick = () => {
         let r;
         try { r = round(); } catch (e) { r = fail('runtime', 'host controller error: ' + errorText(e)); }
-        if (r === null) nextTask(tick); else pumped = r;
+        if (r === null) nextTask(tick); else { pumped = r; if (typeof ring === 'function') ring(); }
       };
       nextTask(tick);
     },

@@ -72,6 +72,7 @@ class Context:
         """Evals this context has made (each one a round trip to its isolate's thread)."""
         try:
             self._mr.set_hard_memory_limit(heap_bytes)
+            self._install_doorbell()
             self.eval(
                 f"{_PRELUDE}\n({json.dumps(self._token)}, {json.dumps(self._nonce)})\n//# sourceURL=ptc-prelude.js",
                 time.monotonic() + 5,
@@ -88,6 +89,36 @@ class Context:
         the context must then be closed (the caller's duty on any timeout)."""
         self.crossings += 1
         return _fast_eval(self._mr, source, max(0.001, deadline - time.monotonic()))
+
+    def _install_doorbell(self) -> None:
+        """A native JS function that posts to this context's result queue when called: the
+        controller rings it once a report is ready. Set on the global object here (before the
+        prelude, which takes it off) through calls that are safe while no program exists."""
+        ctx = self._mr._ctx  # noqa: SLF001
+        assert ctx is not None
+        ring = ctx._wrap_raw_handle(ctx._dll.mr_make_js_callback(ctx._ctx, _UNCANCELABLE))  # noqa: SLF001
+        ring_fn = ctx._value_handle_to_python(ring)  # noqa: SLF001
+        global_object = self._mr.eval("globalThis")
+        ctx.set_object_item(global_object, "__ptc_ring", ring_fn)  # type: ignore[arg-type]
+
+    def wait_ring(self, deadline: float) -> None:
+        """Wait for the controller's doorbell; checks the memory limit while it waits (a program
+        stopped by it never rings). Raises JSTimeoutException at the deadline."""
+        ctx = self._mr._ctx  # noqa: SLF001
+        assert ctx is not None
+        results = ctx._non_cancelable_mr_task_results_queue  # noqa: SLF001
+        nap = 0.002
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise JSTimeoutException
+            try:
+                results.get(timeout=min(nap, left))  # the call's arguments: not read, freed
+                return
+            except queue.Empty:
+                if self.memory_exceeded():
+                    raise JSOOMException("memory limit") from None
+                nap = min(nap * 2, 0.05)
 
     def control(self, call: str, deadline: float) -> Any:
         return self.eval(f'__ptc("{self._token}").{call}', deadline)
@@ -277,6 +308,7 @@ class Execution:
 
     def _drive(self, deadline: float) -> Outcome:
         """Collect the outcome of the rounds the controller is pumping."""
+        self.context.wait_ring(deadline)
         nap = 0.0001
         while True:
             raw = self.context.control("poll()", deadline)

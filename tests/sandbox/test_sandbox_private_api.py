@@ -12,6 +12,7 @@ from importlib import metadata
 PROBE = textwrap.dedent(
     """
     import queue
+    import time
     from py_mini_racer import MiniRacer, JSTimeoutException
     from py_mini_racer._context import _UNCANCELABLE_TASK_CALLBACK_ID
     from ptc_emulator.sandbox import _v8
@@ -20,11 +21,11 @@ PROBE = textwrap.dedent(
     mr = MiniRacer()
     ctx = mr._ctx
     for name in ("_dll", "_ctx", "_python_to_value_handle", "_value_handle_to_python",
-                 "_non_cancelable_mr_task_results_queue"):
+                 "_non_cancelable_mr_task_results_queue", "_wrap_raw_handle", "set_object_item"):
         assert hasattr(ctx, name), f"mini-racer's Context has no {name}"
     assert isinstance(ctx._non_cancelable_mr_task_results_queue, queue.Queue)
     assert _UNCANCELABLE_TASK_CALLBACK_ID == 0
-    for fn in ("mr_eval", "mr_cancel_task"):
+    for fn in ("mr_eval", "mr_cancel_task", "mr_make_js_callback"):
         assert hasattr(ctx._dll, fn), f"libmini_racer has no {fn}"
     assert _v8._fast_eval(mr, "6 * 7", 5) == 42
     assert _v8._fast_eval(mr, "'a' + 'b'", 5) == "ab"
@@ -35,6 +36,10 @@ PROBE = textwrap.dedent(
     else:
         raise AssertionError("a spinning eval did not time out")
     mr.close()
+    context = _v8.Context(64 * 2**20)  # installs the doorbell, then rings it from JS
+    context.control("pump()", time.monotonic() + 5)
+    context.wait_ring(time.monotonic() + 5)
+    context.close()
     print("ok")
     """
 )
