@@ -14,9 +14,9 @@ from fastapi.responses import JSONResponse
 
 from ptc_emulator.emulator import evaluation, jsontext, usage
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound
-from ptc_emulator.emulator.hosted_script import HostedScript
+from ptc_emulator.emulator.model.hosted_script import HostedScript
+from ptc_emulator.emulator.model.scenario import ScenarioError, load_scenario
 from ptc_emulator.emulator.request import check_json
-from ptc_emulator.emulator.scenario import ScenarioError, load_scenario
 
 from .context import SCOPE_HEADER
 

@@ -19,7 +19,7 @@ from ptc_emulator.emulator.engine import Engine, Runner
 from ptc_emulator.emulator.errors import EmulatorError, PayloadTooLarge, StatusError, Unauthorized
 from ptc_emulator.emulator.harness import Harness
 from ptc_emulator.emulator.journal import Journal
-from ptc_emulator.emulator.scenario import ScenarioError, ScenarioRegistry
+from ptc_emulator.emulator.model.scenario import ScenarioError, ScenarioRegistry
 from ptc_emulator.emulator.signing import Signer, load_secret
 from ptc_emulator.emulator.store import MemoryStore, SqliteStore, Store
 from ptc_emulator.sandbox import Pool, PoolConfig

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ptc_emulator import __version__
-from ptc_emulator.emulator.scenario import ScenarioError
+from ptc_emulator.emulator.model.scenario import ScenarioError
 from ptc_emulator.sandbox import Limits
 
 from .settings import API_KEY_ENV, Settings, default_data_dir

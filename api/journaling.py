@@ -8,9 +8,8 @@ from typing import Any
 
 from ptc_emulator.emulator import usage
 from ptc_emulator.emulator.conversations import conversation_id
-from ptc_emulator.emulator.engine import Prepared, Trace
+from ptc_emulator.emulator.engine import Prepared, Refused, Trace
 from ptc_emulator.emulator.errors import EmulatorError, NoScenarioMatched
-from ptc_emulator.emulator.items import ProgramCaller
 from ptc_emulator.emulator.journal import Figures, Journal, JournalEntry, RawRequest
 from ptc_emulator.emulator.request import CreateRequest
 from ptc_emulator.emulator.toolkinds import answer_text
@@ -27,11 +26,11 @@ def _retries(headers: Any) -> int:
 
 
 class Recorder:
-    """`with Recorder(...) as rec:` around a create; set `rec.prepared` and `rec.response`.
+    """`with Recorder(...) as rec:` around a create; `rec.admit(engine.attempt(...))`, then set
+    `rec.response`.
 
-    A request that fails before it is prepared (an injected HTTP error, a strict contract check, no
-    matching scenario) has no `Prepared`; what the engine knew then comes with the error, as its
-    `trace`."""
+    A request the engine refuses (an injected HTTP error, a strict contract check, no matching
+    scenario) has no `Prepared`; what the engine knew then comes with the refusal, as its `trace`."""
 
     def __init__(
         self,
@@ -71,13 +70,23 @@ class Recorder:
         elif error is None and self.response is not None:
             self.finish(self.response)
 
+    def admit(self, attempt: Prepared | Refused) -> Prepared:
+        """The prepared create, or the refusal recorded and its error raised."""
+        if isinstance(attempt, Refused):
+            self.refuse(attempt)
+            raise attempt.error
+        self.prepared = attempt
+        return attempt
+
+    def refuse(self, refused: Refused) -> None:
+        self._trace = refused.trace
+        self.fail(refused.error)
+
     def fail(self, error: EmulatorError, status: int | None = None) -> None:
         self.entry.status = status or error.status
         self.entry.response = error.body()
         if isinstance(error, NoScenarioMatched):
             self.entry.near_miss = error.report
-        if self.prepared is None and isinstance(error.trace, Trace):
-            self._trace = error.trace
         self._record()
 
     def finish(self, response: dict[str, Any]) -> None:
@@ -135,11 +144,10 @@ class Recorder:
         request = self.entry.request
         prepared = self.prepared
         if prepared is not None:
-            conv = prepared.conversation
-            kept = [i for i in conv.latest_outputs() if isinstance(getattr(i, "caller", None), ProgramCaller)]
+            kept = prepared.outputs_kept_out()
             self.entry.figures.kept_out_tokens = sum(usage.count(answer_text(item)) for item in kept)
             request = prepared.request
-            new_items: list[Any] = conv.items[conv.new_from :]
+            new_items: list[Any] = prepared.new_items
         else:
             new_items = list(getattr(request, "input", None) or []) if not isinstance(request, str) else []
         if not isinstance(request, CreateRequest):

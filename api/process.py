@@ -118,11 +118,13 @@ class ServerProcess:
         return reply.json()  # type: ignore[no-any-return]
 
     def kill9(self) -> None:
-        """SIGKILL: no shutdown code runs; then wait for the orphaned workers to notice and exit."""
+        """SIGKILL the server and its workers, as a crash of the machine or an OOM kill of the group
+        would: no shutdown code runs anywhere. (A worker left alone exits when it sees its pipe close,
+        but one spinning in a program sees that only at the program's deadline.)"""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)
-        self._reap_workers()
+        self._reap_workers(timeout=0)
 
     def stop(self) -> None:
         """A graceful stop (SIGTERM, as Ctrl-C would), then SIGKILL if it hangs."""

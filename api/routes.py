@@ -42,9 +42,9 @@ async def create_response(body: CreateRequest, request: Request) -> Response:
     if body.stream:
         return await stream_create(request, engine, body, scope)
     with recorder(request, body, scope, await request.body()) as rec:
-        rec.prepared = engine.prepare(body, scope=scope)
-        rec.response = await unless_disconnected(request, engine.run(rec.prepared))
-        return JSONResponse(rec.response, headers=contract_headers(rec.prepared))
+        prepared = rec.admit(engine.attempt(body, scope=scope))
+        rec.response = await unless_disconnected(request, engine.run(prepared))
+        return JSONResponse(rec.response, headers=contract_headers(prepared))
 
 
 @router.post("/responses/input_tokens")

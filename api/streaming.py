@@ -39,6 +39,7 @@ from ptc_emulator.emulator import events
 from ptc_emulator.emulator.engine import Engine, Prepared
 from ptc_emulator.emulator.errors import EmulatorError, StatusError
 from ptc_emulator.emulator.request import CreateRequest
+from ptc_emulator.emulator.response import ResponseStatus
 
 from .context import contract_headers, recorder
 from .errors import SERVER_ERROR_MESSAGE
@@ -61,9 +62,11 @@ Event = dict[str, Any]
 class Play:
     """One create told as stream events: the engine's work runs in a task, its events follow it.
 
-    `start()` begins the work; `events()` yields numbered events and `None` whenever a keep-alive
-    is due; `cancel()` stops the work unless `detach()` let it run on. The outcome is recorded in
-    the journal when the work ends, however the stream ends.
+    `start()` begins the work; `tell()` is the one play loop both transports (SSE and WebSocket)
+    send from: numbered events, `None` whenever a keep-alive is due, ending early at a scenario's
+    `cut_stream_after` (`cut`) or at an error after the first event (`error`, which the transport
+    renders as its own kind of error event). `cancel()` stops the work unless `detach()` let it run
+    on. The outcome is recorded in the journal when the work ends, however the stream ends.
     """
 
     def __init__(self, engine: Engine, prepared: Prepared, rec: Recorder) -> None:
@@ -73,10 +76,16 @@ class Play:
         self.sequence = events.Sequencer()
         self.task: asyncio.Task[dict[str, Any]] | None = None
         self._detached = False
+        self.final: dict[str, Any] | None = None
+        """The finished response, once its terminal event went out."""
+        self.error: Exception | None = None
+        """What failed after the first event, if anything did."""
+        self.cut = False
+        """Whether a scenario's `cut_stream_after` ended the telling."""
 
     @property
     def background(self) -> bool:
-        return bool(self.prepared.request.background)
+        return self.prepared.background
 
     async def start(self) -> None:
         """Start the work; raise the error it raises before it first has to wait, if any."""
@@ -96,9 +105,32 @@ class Play:
             if error is not None:
                 raise error
 
+    async def tell(self, keepalive_s: float | None) -> AsyncIterator[Event | None]:
+        """The events to send, and `None` when a keep-alive is due (see the class docstring)."""
+        fault = self.prepared.fault
+        cut = fault.cut_stream_after if fault is not None else None
+        sent = 0
+        try:
+            async for event in self.events(keepalive_s):
+                if event is None:
+                    yield None
+                    continue
+                if cut is not None and sent >= cut:
+                    self.detach()
+                    self.cut = True
+                    return
+                yield event
+                sent += 1
+                if event["type"] in events.TERMINAL:
+                    self.final = event["response"]
+        except Exception as e:  # after the first event an error can only be an event
+            if not isinstance(e, EmulatorError):
+                log.exception("unhandled error in a streamed response")
+            self.error = e
+
     async def events(self, keepalive_s: float | None) -> AsyncIterator[Event | None]:
         """The events, numbered; `None` each `keepalive_s` while waiting. Raises what the work raises."""
-        start = events.skeleton(self.engine.response(self.prepared, [], status="in_progress"))
+        start = events.skeleton(self.engine.response(self.prepared, [], status=ResponseStatus.IN_PROGRESS))
         for event in events.opening(start):
             yield self.sequence.number(event)
         while (final := await self._finished(keepalive_s)) is None:
@@ -165,37 +197,18 @@ def error_event(error: BaseException) -> Event:
 async def stream_create(request: Request, engine: Engine, body: CreateRequest, scope: str | None) -> Response:
     """`POST /v1/responses` with `stream: true`."""
     rec = recorder(request, body, scope, await request.body())
-    try:
-        prepared = engine.prepare(body, scope=scope)
-    except EmulatorError as e:
-        rec.fail(e)
-        raise
-    rec.prepared = prepared
+    prepared = rec.admit(engine.attempt(body, scope=scope))
     play = Play(engine, prepared, rec)
     await play.start()
     keepalive_s = request.app.state.emulator.settings.keepalive_s
-    cut = prepared.fault.cut_stream_after if prepared.fault is not None else None
-    return EventStreamResponse(
-        _frames(play, keepalive_s, cut), on_close=play.cancel, headers=contract_headers(prepared)
-    )
+    return EventStreamResponse(_frames(play, keepalive_s), on_close=play.cancel, headers=contract_headers(prepared))
 
 
-async def _frames(play: Play, keepalive_s: float, cut: int | None) -> AsyncIterator[bytes]:
-    sent = 0
-    try:
-        async for event in play.events(keepalive_s):
-            if event is None:
-                yield KEEP_ALIVE
-                continue
-            if cut is not None and sent >= cut:
-                play.detach()
-                return
-            yield frame(event)
-            sent += 1
-    except Exception as e:  # after the first byte an error can only be an event
-        if not isinstance(e, EmulatorError):
-            log.exception("unhandled error in a streamed response")
-        yield frame(play.sequence.number(error_event(e)))
+async def _frames(play: Play, keepalive_s: float) -> AsyncIterator[bytes]:
+    async for event in play.tell(keepalive_s):
+        yield KEEP_ALIVE if event is None else frame(event)
+    if play.error is not None:
+        yield frame(play.sequence.number(error_event(play.error)))
 
 
 def stream_stored(request: Request, engine: Engine, response_id: str, starting_after: int | None) -> Response:

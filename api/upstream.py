@@ -36,9 +36,10 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from ptc_emulator.emulator.events import TERMINAL
+from ptc_emulator.emulator.model.scenario import Request as MatchRequest
+from ptc_emulator.emulator.model.scenario import ScenarioError, ScenarioRegistry, load_scenario
 from ptc_emulator.emulator.recording import Tape, file_name, items_of, scenario_from, to_yaml, user_text
-from ptc_emulator.emulator.scenario import Request as MatchRequest
-from ptc_emulator.emulator.scenario import ScenarioError, ScenarioRegistry, load_scenario
 
 from .routes import SCOPE_HEADER, SCOPE_METADATA_KEY
 from .settings import Settings
@@ -71,7 +72,6 @@ _HOP = frozenset(
     }
 )
 _NOT_BACK = frozenset({"content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive"})
-_TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 _KEEP_IDS = 200_000
 
 
@@ -232,7 +232,7 @@ class UpstreamProxy:
         if not isinstance(response, dict) or response.get("object") != "response":
             return
         self._note_ids(response)
-        if create is not None and event.get("type") in _TERMINAL:
+        if create is not None and event.get("type") in TERMINAL:
             self._record(create, response)
 
     # ---- WebSocket ----------------------------------------------------------------------------------
@@ -340,7 +340,7 @@ class UpstreamProxy:
 
     def _socket_event(self, event: dict[str, Any], pending: deque[dict[str, Any]]) -> None:
         response = event.get("response")
-        if event.get("type") in _TERMINAL and isinstance(response, dict):
+        if event.get("type") in TERMINAL and isinstance(response, dict):
             self._note_ids(response)
             create = _take(pending, event.get("stream_id"), response.get("previous_response_id"))
             if create is not None:

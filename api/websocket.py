@@ -38,7 +38,7 @@ from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
 
 from ptc_emulator.emulator import events, jsontext
-from ptc_emulator.emulator.engine import Engine, Prepared
+from ptc_emulator.emulator.engine import Engine, Prepared, Refused
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, StatusError
 from ptc_emulator.emulator.items import dump
 from ptc_emulator.emulator.request import CreateRequest, check_json
@@ -60,7 +60,6 @@ Event = dict[str, Any]
 
 MAX_QUEUED_CREATES = 64
 """`response.create` frames one socket may have waiting; more are refused with an error event."""
-_TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 _CUT_CODE = 1011
 
 
@@ -214,15 +213,12 @@ class Session:
             body=request,
             scope=scope,
         )
-        try:
-            prepared = self.engine.prepare(
-                request, scope=scope, generate=request.generate is not False, local=self.local
-            )
-        except EmulatorError as e:
-            rec.fail(e)
-            await self._failed(Target("", stream_id), e, stream_id, steers, None)
+        attempt = self.engine.attempt(request, scope=scope, generate=request.generate is not False, local=self.local)
+        if isinstance(attempt, Refused):
+            rec.refuse(attempt)
+            await self._failed(Target("", stream_id), attempt.error, stream_id, steers, None)
             return
-        rec.prepared = prepared
+        prepared = rec.admit(attempt)
         if request.previous_response_id in self.targets:
             self.targets[request.previous_response_id].continued = True
         target = Target(prepared.response_id, stream_id)
@@ -247,35 +243,21 @@ class Session:
     ) -> dict[str, Any] | None:
         """Send the response's events; its final response, or None after an error event."""
         self.targets[target.id] = target  # steerable while it plays
-        fault = play.prepared.fault
-        cut = fault.cut_stream_after if fault is not None else None
-        final: dict[str, Any] | None = None
         try:
             try:
                 await play.start()
             except EmulatorError as e:
                 await self._failed(target, e, stream_id, steers, None)
                 return None
-            stream = play.events(None)
-            sent = 0
-            while True:
-                try:
-                    event = await anext(stream)
-                except StopAsyncIteration:
-                    return final
-                except Exception as e:  # the engine failed after the response's first event
-                    if not isinstance(e, EmulatorError):
-                        log.exception("unhandled error in a WebSocket response")
-                    await self._failed(target, e, stream_id, steers, play.sequence.take())
-                    return None
+            async for event in play.tell(None):
                 assert event is not None
-                if cut is not None and sent >= cut:
-                    play.detach()
-                    raise _Cut
                 await self._send(self._lane(event, stream_id))
-                sent += 1
-                if event["type"] in _TERMINAL:
-                    final = event["response"]
+            if play.error is not None:
+                await self._failed(target, play.error, stream_id, steers, play.sequence.take())
+                return None
+            if play.cut:
+                raise _Cut
+            return play.final
         finally:
             play.cancel()
 
@@ -299,7 +281,7 @@ class Session:
         if final.get("store"):
             successor.update(input=items, previous_response_id=target.id)
         else:  # not stored: replay everything, as a store=false client would
-            history = [dump(item) for item in prepared.conversation.items]
+            history = [dump(item) for item in prepared.context]
             successor.update(input=[*history, *final.get("output", []), *items], previous_response_id=None)
         try:
             request = CreateRequest.model_validate(successor)

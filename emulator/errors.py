@@ -47,8 +47,6 @@ class EmulatorError(Exception):
         self.param = param
         self.code = code
         self.headers = headers or {}
-        self.trace: object | None = None
-        """What the engine knew when it raised this (a `player.Trace`), for the request journal."""
 
     def body(self) -> dict[str, dict[str, str | None]]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}

@@ -37,9 +37,22 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-__all__ = ["Sequencer", "chunks", "closing", "item_events", "opening", "output_events", "replay", "skeleton"]
+__all__ = [
+    "TERMINAL",
+    "Sequencer",
+    "chunks",
+    "closing",
+    "item_events",
+    "opening",
+    "output_events",
+    "replay",
+    "skeleton",
+]
 
 Event = dict[str, Any]
+
+TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+"""The event types that end a response's stream; each carries the finished response."""
 
 _CHUNK = re.compile(r"\s*\S{1,24}|\s+\Z")
 """A delta: a word with the whitespace before it (long words cut at 24 characters)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 from . import usage
@@ -9,9 +10,22 @@ from .conversations import conversation_id
 from .items import Item, dump
 from .request import CreateRequest, FunctionTool
 
-__all__ = ["echo_tools", "response_body"]
+__all__ = ["ResponseStatus", "echo_tools", "response_body"]
 
-_FINISHED = ("completed", "incomplete", "failed", "cancelled")
+
+class ResponseStatus(enum.StrEnum):
+    """`Response.status`, as the API spells it."""
+
+    QUEUED = "queued"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    INCOMPLETE = "incomplete"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self not in (ResponseStatus.QUEUED, ResponseStatus.IN_PROGRESS)
 
 
 def echo_tools(request: Any) -> list[dict[str, Any]]:
@@ -40,7 +54,7 @@ def response_body(
     now: float,
     store: bool,
     output: list[dict[str, Any]],
-    status: str,
+    status: ResponseStatus,
     context: list[Item],
     error: dict[str, Any] | None = None,
     incomplete: dict[str, Any] | None = None,
@@ -53,7 +67,7 @@ def response_body(
         "created_at": created_at,
         "status": status,
         "background": bool(request.background),
-        "completed_at": float(int(now)) if status == "completed" else None,
+        "completed_at": float(int(now)) if status is ResponseStatus.COMPLETED else None,
         "error": error,
         "incomplete_details": incomplete,
         "instructions": request.instructions,
@@ -82,7 +96,7 @@ def response_body(
             output_items=output,
             cached_tokens=cached_tokens,
         )
-        if status in _FINISHED
+        if status.finished
         else None,
         "user": request.user,
         "metadata": request.metadata or {},

@@ -25,9 +25,11 @@ from typing import Any
 
 from .errors import InvalidRequest
 
-__all__ = ["FINGERPRINT_VERSION", "ProgramSeal", "Signer", "load_secret"]
+__all__ = ["FINGERPRINT_VERSION", "REASONING_DOMAIN", "ProgramSeal", "Signer", "load_secret"]
 
 FINGERPRINT_VERSION = "ptc1"
+REASONING_DOMAIN = "reasoning"
+"""The seal domain of reasoning items' `encrypted_content` (a `store: false` replay checks every one)."""
 SECRET_ENV = "PTC_EMULATOR_SECRET"
 
 

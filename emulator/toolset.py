@@ -37,7 +37,6 @@ from .request import (
     Tool,
     ToolSearchTool,
 )
-from .scenario import SearchSpec
 from .search import Document, rank
 
 __all__ = ["DEFAULT_LIMIT", "NOT_LOADED", "Entry", "Toolset", "call_name", "loaded_names", "qualified", "split"]
@@ -279,10 +278,10 @@ class Toolset:
         return rank(query, self._documents(), limit)
 
     def search_arguments(
-        self, spec: SearchSpec, query: str | None, given: dict[str, Any] | None, *, where: str
+        self, load: list[str] | None, query: str | None, given: dict[str, Any] | None, *, where: str
     ) -> dict[str, Any]:
         """The `tool_search_call.arguments` of a scripted search turn, checked: the request has a
-        tool_search tool, a `load` list names deferred tools, and a client search's arguments fit
+        tool_search tool, a `load` list (the turn's) names deferred tools, and a client search's arguments fit
         the tool's `parameters`. `query` and `given` are the turn's rendered templates."""
 
         def error(message: str) -> InvalidRequest:
@@ -290,12 +289,12 @@ class Toolset:
 
         if self.search_tool is None:
             raise error("searches for tools, but the request declares no tool_search tool.")
-        if spec.load is not None:
+        if load is not None:
             searchable = {d.key for d in self._documents()}
-            unknown = [n for n in spec.load if n not in searchable]
+            unknown = [n for n in load if n not in searchable]
             if unknown:
                 raise error(f"loads '{unknown[0]}', but the request declares no deferred tool by that name.")
-        arguments = given if given is not None else {"query": query} if query is not None else {"paths": spec.load}
+        arguments = given if given is not None else {"query": query} if query is not None else {"paths": load}
         parameters = self.search_tool.parameters
         if self.execution == "client" and parameters is not None:
             problem = next(iter(Draft202012Validator(parameters).iter_errors(arguments)), None)

@@ -17,8 +17,8 @@ from openai.types.responses import Response
 
 from ptc_emulator.emulator.engine import Engine
 from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator.model.scenario import ScenarioRegistry, load_scenario
 from ptc_emulator.emulator.request import CreateRequest
-from ptc_emulator.emulator.scenario import ScenarioRegistry, load_scenario
 from ptc_emulator.emulator.signing import Signer
 from ptc_emulator.emulator.store import MemoryStore
 from tests.engine.fake_runner import FakeProgram, FakeRunner

@@ -18,7 +18,7 @@ from openai.types.responses import Response
 
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.api.testing import EmulatorServer
-from ptc_emulator.emulator.script import inline_code
+from ptc_emulator.emulator.model.script import inline_code
 from tests.hardening.hardening_support import PTC_TOOLS, assert_envelope
 
 JSON = {"content-type": "application/json"}

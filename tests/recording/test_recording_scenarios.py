@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
+from ptc_emulator.emulator.model.scenario import load_scenario
+from ptc_emulator.emulator.model.script import Script
 from ptc_emulator.emulator.recording import (
     Tape,
     file_name,
@@ -17,8 +19,6 @@ from ptc_emulator.emulator.recording import (
     template_for,
     to_yaml,
 )
-from ptc_emulator.emulator.scenario import load_scenario
-from ptc_emulator.emulator.script import Script
 
 TOOLS = [{"type": "function", "name": "b"}, {"type": "function", "name": "a"}, {"type": "programmatic_tool_calling"}]
 

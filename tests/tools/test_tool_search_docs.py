@@ -13,7 +13,7 @@ import openai
 import yaml
 
 from ptc_emulator.api.testing import PTCEmulator
-from ptc_emulator.emulator.scenario import load_scenario
+from ptc_emulator.emulator.model.scenario import load_scenario
 from tests.support import answer_all
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "tool-search.md").read_text(encoding="utf-8")

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import EmulatorError
-from .request import (
+from ..errors import EmulatorError
+from ..request import (
     AllowedToolsChoice,
     CreateRequest,
     CustomToolChoice,

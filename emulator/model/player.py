@@ -9,29 +9,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from ptc_emulator.sandbox import (
     Completed,
     Failed,
     ImageOutput,
     Limits,
-    Outcome,
     Program,
     Suspended,
     TextOutput,
     ToolResult,
 )
 
-from . import jsontext
-from .contract import Violation, check_call
-from .conversation import Conversation
-from .errors import InvalidRequest, ScriptedError
-from .faults import forced_failure
-from .hosted import Hosted, Memo, Unscripted
-from .hosted_script import HostedScript
-from .items import (
+from .. import jsontext
+from ..errors import InvalidRequest, ScriptedError
+from ..items import (
     CALL_TYPES,
     OUTPUT_TYPES,
     CallItem,
@@ -54,91 +47,27 @@ from .items import (
     ToolSearchOutputItem,
     dump,
 )
-from .mcp import call_tool
-from .request import CreateRequest
-from .scenario import Fault, Turn
+from ..mcp import call_tool
+from ..request import CreateRequest
+from ..rules.checks import call_indexes
+from ..rules.contract import check_call
+from ..rules.conversation import Conversation
+from ..signing import REASONING_DOMAIN, ProgramSeal, Signer, code_digest
+from ..toolkinds import FUNCTION, Binding, Unemulated, answer_key, answer_text, bind, kind_of_call, program_tools
+from ..toolset import NOT_LOADED, Toolset, loaded_names
+from .core import Prepared, Runner, Trace
+from .faults import forced_failure
+from .hosted import Hosted, Memo, Unscripted
+from .hosted_script import HostedScript
+from .scenario import Turn
 from .script import Script
-from .signing import ProgramSeal, Signer, code_digest
-from .store import Store
-from .toolkinds import FUNCTION, Binding, Unemulated, answer_key, answer_text, bind, kind_of_call, program_tools
-from .toolset import NOT_LOADED, Toolset, loaded_names
 
-__all__ = ["REASONING_DOMAIN", "Player", "Prepared", "Runner", "Trace", "call_indexes"]
+__all__ = ["Player"]
 
-REASONING_DOMAIN = "reasoning"
 NOT_ENABLED = (
     "Programmatic tool calling is not enabled for this request (add the programmatic_tool_calling tool), so the "
     "program was not run."
 )
-
-
-class Runner(Protocol):
-    """What the engine needs from the sandbox: the `sandbox.Pool` interface."""
-
-    async def run(self, program: Program) -> Outcome: ...
-
-
-@dataclass
-class Trace:
-    """What the scripted model did for one request, for the journal."""
-
-    scenario: str
-    route: list[str] = field(default_factory=list)
-    """The output item types, in order."""
-    model_turns: int = 0
-    programs_run: int = 0
-    images: list[str] = field(default_factory=list)
-    kept_out_bytes: int = 0
-    """Bytes of tool output in this request's input that went to a program, not to the model."""
-    fault: str | None = None
-    """The fault injected into this response, if any (see `scenario.Fault`)."""
-    contract: list[Violation] = field(default_factory=list)
-    hosted_calls: list[dict[str, Any]] = field(default_factory=list)
-    """Calls answered on the server's side (MCP, code interpreter, hosted shell), in order."""
-    calls: list[tuple[str, str]] = field(default_factory=list)
-    """(kind, route) of each tool call made in this response; route is `direct` or `program`."""
-
-
-@dataclass
-class Prepared:
-    """A validated create request, ready to play; nothing has run yet."""
-
-    request: CreateRequest
-    response_id: str
-    created_at: float
-    conversation: Conversation
-    script: Script | None
-    """None for `generate: false` (WebSocket mode): the response has no output."""
-    turn: int
-    """The next turn of the script to play (after resuming the open program, if any)."""
-    emitted: int
-    """Direct calls of that turn already emitted (it is a `call` turn played one call at a time)."""
-    input_items: list[dict[str, Any]] | None = None
-    """This request's input items as stored, with ids: made when the response is stored."""
-    scope: str | None = None
-    trace: Trace = field(default_factory=lambda: Trace(""))
-    fault: Fault | None = None
-    """The fault of the turn this response starts (not of a program it resumes)."""
-    strict_contract: bool = False
-    local: Store | None = None
-    """A connection's own store, where its `store: false` responses stay while it is open."""
-    cached_tokens: int | None = None
-    """The prompt-cache tokens of this response's usage, found once when it first finishes."""
-    hosted_script: HostedScript | None = None
-    """Results for the server-side tools, when no scenario gives them (registered for the scope)."""
-    hosted: Hosted | None = None
-    toolset: Toolset | None = None
-    """What the model may call as this response starts; a server-executed search adds to it."""
-
-    @property
-    def tools(self) -> Toolset:
-        if self.toolset is None:
-            self.toolset = Toolset.of(self.request, self.conversation.items)
-        return self.toolset
-
-    @property
-    def store(self) -> bool:
-        return self.request.store is not False
 
 
 class Player:
@@ -160,22 +89,27 @@ class Player:
         self.clock = clock
         self.memo = Memo()
 
-    def hosted(self, prepared: Prepared) -> Hosted:
-        """The server-side tools of this response (made once)."""
-        if prepared.hosted is None:
-            script = prepared.script
-            scripted = script.scenario.hosted if script is not None and script.scenario is not None else None
-            prepared.hosted = Hosted(
-                tools=list(prepared.request.tools or ()),
-                ptc=prepared.request.ptc_enabled,
-                script=scripted or prepared.hosted_script,
-                conversation=prepared.conversation,
-                signer=self.signer,
-                memo=self.memo,
-                available=prepared.tools.other_available,
-                calls=prepared.trace.hosted_calls,
-            )
-        return prepared.hosted
+    def hosted_tools(
+        self,
+        request: CreateRequest,
+        conv: Conversation,
+        toolset: Toolset,
+        script: Script,
+        trace: Trace,
+        registered: HostedScript | None,
+    ) -> Hosted:
+        """The server-side tools of a response (`registered`: results for them registered for the
+        scope, used when the scenario gives none)."""
+        return Hosted(
+            tools=list(request.tools or ()),
+            ptc=request.ptc_enabled,
+            script=(script.scenario.hosted if script.scenario is not None else None) or registered,
+            conversation=conv,
+            signer=self.signer,
+            memo=self.memo,
+            available=toolset.other_available,
+            calls=trace.hosted_calls,
+        )
 
     async def play(self, prepared: Prepared) -> list[dict[str, Any]]:
         conv, script = prepared.conversation, prepared.script
@@ -240,9 +174,9 @@ class Player:
             calls = turn.calls[prepared.emitted if index == prepared.turn else 0 :]
             if req.parallel_tool_calls is False:
                 calls = calls[:1]
-            bindings = bind(req, prepared.tools)
+            bindings = bind(req, prepared.toolset)
             for n, spec in enumerate(calls):
-                binding = _direct_tool(script, index, spec.name, bindings, prepared.tools)
+                binding = _direct_tool(script, index, spec.name, bindings, prepared.toolset)
                 if binding.kind.text_argument:
                     if spec.input is None:
                         raise script.error(index, f"the custom tool '{spec.name}' takes `input` (a string)")
@@ -278,7 +212,7 @@ class Player:
     ) -> bool:
         """A scenario's direct MCP call: made here and emitted as `mcp_call`, or first paused on an
         `mcp_approval_request`. True when it ends the response."""
-        script, hosted = prepared.script, self.hosted(prepared)
+        script, hosted = prepared.script, _hosted(prepared)
         assert script is not None
         spec = script.turns[index].mcp
         assert spec is not None
@@ -341,7 +275,7 @@ class Player:
     def _direct_code_interpreter(
         self, prepared: Prepared, index: int, context: dict[str, Any], emit: Callable[[Item], None]
     ) -> None:
-        script, hosted = prepared.script, self.hosted(prepared)
+        script, hosted = prepared.script, _hosted(prepared)
         assert script is not None
         spec = script.turns[index].code_interpreter
         assert spec is not None
@@ -404,14 +338,16 @@ class Player:
     def _search(self, prepared: Prepared, index: int, context: dict[str, Any], emit: Callable[[Item], None]) -> bool:
         """A search turn: the call, then (server execution) its output and the turns after it, or
         (client execution) the end of the response. True when it ends the response."""
-        script, toolset = prepared.script, prepared.tools
+        script, toolset = prepared.script, prepared.toolset
         assert script is not None
         turn = script.turns[index]
         spec = turn.search
         assert spec is not None
         query = script.text(index, spec.query, context) if spec.query is not None else None
         given = json.loads(script.arguments(index, spec.arguments, context)) if spec.arguments is not None else None
-        arguments = toolset.search_arguments(spec, query, given, where=f"Scenario '{script.name}', turn {index + 1}")
+        arguments = toolset.search_arguments(
+            spec.load, query, given, where=f"Scenario '{script.name}', turn {index + 1}"
+        )
         execution = toolset.execution
         call_id = self.ids("call")
         self._reasoning(turn, call_id, prepared, emit)
@@ -436,7 +372,7 @@ class Player:
 
         A server whose tools only programs may call is listed inside the runtime instead: the
         Runner judges an item without a caller as direct (contract §12)."""
-        hosted = self.hosted(prepared)
+        hosted = _hosted(prepared)
         listed = {i.server_label for i in prepared.conversation.items if isinstance(i, McpListTools)}
         for label, tool in hosted.mcp_tools.items():
             if label in listed or not tool.direct:
@@ -498,13 +434,13 @@ class Player:
 
     async def _new_program(self, code: str, prepared: Prepared) -> tuple[ProgramItem, ProgramSeal]:
         call_id = self.ids("call")
-        hosted = await self.hosted(prepared).program_names()
+        hosted = await _hosted(prepared).program_names()
         seal = ProgramSeal(
             call_id=call_id,
             code_sha256=code_digest(code),
             seed=self.seeds(),
             clock_ms=int(self.clock() * 1000),
-            tools=tuple(sorted({*program_tools(prepared.request, prepared.tools), *hosted})),
+            tools=tuple(sorted({*program_tools(prepared.request, prepared.toolset), *hosted})),
         )
         item = ProgramItem(id=self.ids("prog"), call_id=call_id, code=code, fingerprint=self.signer.fingerprint(seal))
         return item, seal
@@ -521,8 +457,8 @@ class Player:
 
         `forced` is an injected fault's outcome, used instead of running the program."""
         conv, req, trace = prepared.conversation, prepared.request, prepared.trace
-        bindings = bind(req, prepared.tools)
-        hosted = self.hosted(prepared)
+        bindings = bind(req, prepared.toolset)
+        hosted = _hosted(prepared)
         answered = self.answers(item, conv)
         seen = max(answered, default=-1)
         settled: list[tuple[int, str]] = []
@@ -627,26 +563,6 @@ def _prefix(known: dict[int, ToolResult]) -> list[ToolResult]:
     return journal
 
 
-def call_indexes(signer: Signer, program: ProgramItem, calls: list[CallItem], limit: int) -> list[int]:
-    """Each program call item's position in the program's issue order, from its derived call_id.
-
-    The items must come in issue order; a position may be skipped (a call the server answered)."""
-    found: list[int] = []
-    index = 0
-    for call in calls:
-        while index < limit and signer.program_call_id(program.call_id, index) != call.call_id:
-            index += 1
-        if index >= limit:
-            raise InvalidRequest(
-                f"{kind_of_call(call).label.capitalize()} {call.call_id} was not issued by program "
-                f"{program.call_id} at this position: replay the program's tool calls unmodified and in order.",
-                param="input",
-            )
-        found.append(index)
-        index += 1
-    return found
-
-
 def _direct_tool(script: Script, index: int, name: str, bindings: dict[str, Binding], toolset: Toolset) -> Binding:
     binding = bindings.get(name)
     if binding is None or not binding.direct:
@@ -741,3 +657,8 @@ def _template_context(conv: Conversation, produced: list[Item]) -> dict[str, Any
         "output": output,
         "outputs": outputs,
     }
+
+
+def _hosted(prepared: Prepared) -> Hosted:
+    assert prepared.hosted is not None, "a response that plays has its server-side tools"
+    return prepared.hosted

@@ -15,7 +15,7 @@ import pytest
 
 from ptc_emulator.api.testing import PTCEmulator
 from ptc_emulator.emulator import usage
-from tests.authoring.authoring_support import inventory_tools
+from tests.scenarios.scenarios_support import inventory_tools
 
 
 def reference(text: str) -> int:

@@ -25,10 +25,10 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from lark import Lark, LarkError
 
-from . import jsontext
-from .errors import InvalidRequest
-from .items import CallItem, CustomToolCall, FunctionCall
-from .request import Conversational, CustomTool, FunctionTool, GrammarFormat
+from .. import jsontext
+from ..errors import InvalidRequest
+from ..items import CallItem, CustomToolCall, FunctionCall
+from ..request import Conversational, CustomTool, FunctionTool, GrammarFormat
 
 __all__ = ["Violation", "check_arguments", "check_call", "check_input", "check_output", "check_tools"]
 

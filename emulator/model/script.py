@@ -33,10 +33,9 @@ from typing import Any
 
 from jinja2 import StrictUndefined, Template, TemplateError
 
-from . import jsontext, templating
-from .conversation import Conversation
-from .errors import InvalidRequest
-from .items import (
+from .. import jsontext
+from ..errors import InvalidRequest
+from ..items import (
     CALL_TYPES,
     CallItem,
     CodeInterpreterCall,
@@ -49,6 +48,8 @@ from .items import (
     ProgramItem,
     ToolSearchCallItem,
 )
+from ..rules.conversation import Conversation
+from . import templating
 from .scenario import Scenario, SearchSpec, Turn
 
 __all__ = ["INLINE", "Script", "inline_code", "inline_search", "position", "turn_items"]

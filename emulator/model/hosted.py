@@ -33,28 +33,25 @@ from typing import Any
 
 from ptc_emulator.sandbox import PendingCall, ToolResult
 
-from .conversation import Conversation
-from .errors import InvalidRequest, StatusError
-from .hosted_script import CodeInterpreterSpec, HostedScript
-from .items import (
+from ..errors import InvalidRequest, StatusError
+from ..items import (
     McpApprovalRequest,
     McpApprovalResponse,
     ProgramCaller,
     ReasoningItem,
 )
-from .mcp import Listing, McpServerSpec, McpTool, call_tool, list_tools
-from .request import CodeInterpreterTool
-from .signing import Signer
+from ..mcp import Listing, McpServerSpec, McpTool, call_tool, list_tools
+from ..request import CodeInterpreterTool
+from ..rules.conversation import Conversation
+from ..signing import REASONING_DOMAIN, Signer
+from .hosted_script import CodeInterpreterSpec, HostedScript
 
 __all__ = [
-    "REASONING_DOMAIN",
     "Hosted",
     "Memo",
     "Unscripted",
 ]
 
-REASONING_DOMAIN = "reasoning"
-"""The domain of `player.REASONING_DOMAIN`: a `store: false` replay checks every reasoning item's seal."""
 CODE_INTERPRETER = "code_interpreter"
 SHELL = "shell"
 HOSTED_ENVIRONMENTS = ("container_auto", "container_reference")

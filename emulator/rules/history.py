@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from .errors import InvalidRequest, NotFound, PreviousResponseNotFound
-from .items import (
+from ..errors import InvalidRequest, NotFound, PreviousResponseNotFound
+from ..items import (
     FunctionCall,
     FunctionCallOutput,
     InputItem,
@@ -26,8 +26,9 @@ from .items import (
     ToolSearchOutputItem,
     dump,
 )
-from .request import CountTokensRequest, CreateRequest
-from .store import Store, StoredResponse
+from ..request import CountTokensRequest, CreateRequest
+from ..response import ResponseStatus
+from ..store import Store, StoredResponse
 
 __all__ = ["History", "as_input", "as_response_item", "not_found"]
 
@@ -110,6 +111,29 @@ class History:
             raise not_found(response_id)
         return record
 
+    def input_items(
+        self, response_id: str, *, after: str | None = None, limit: int = 20, order: str = "desc"
+    ) -> dict[str, Any]:
+        """A page of a stored response's input items (`GET /v1/responses/{id}/input_items`)."""
+        items = list(self.stored(response_id).input_items)
+        if order == "desc":
+            items.reverse()
+        if after is not None:
+            index = next((i for i, item in enumerate(items) if item.get("id") == after), None)
+            if index is None:
+                raise InvalidRequest(
+                    f"No item with id '{after}' in the input of response '{response_id}'.", param="after"
+                )
+            items = items[index + 1 :]
+        page = items[:limit]
+        return {
+            "object": "list",
+            "data": page,
+            "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None,
+            "has_more": len(items) > limit,
+        }
+
     def load(self, response_id: str, local: Store | None = None) -> list[Item]:
         """The items before and of a stored response, oldest first (instructions are not carried)."""
         chain: list[StoredResponse] = []
@@ -119,7 +143,7 @@ class History:
             if record is None:
                 raise PreviousResponseNotFound(response_id)
             status = record.response.get("status")
-            if status not in ("completed", "incomplete"):
+            if status not in (ResponseStatus.COMPLETED, ResponseStatus.INCOMPLETE):
                 raise InvalidRequest(
                     f"Previous response '{next_id}' has status '{status}': only a finished response can be continued.",
                     param="previous_response_id",

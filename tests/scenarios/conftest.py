@@ -1,4 +1,4 @@
-"""Fixtures for the authoring tests: the plugin's `ptc_emulator` (one session server, a scope per
+"""Fixtures for the scenario tests: the plugin's `ptc_emulator` (one session server, a scope per
 test) comes from the installed package; `own_server` starts a dedicated server for the tests that
 need other settings or act on every scope at once."""
 

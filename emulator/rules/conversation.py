@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import InvalidRequest
-from .items import (
+from ..errors import InvalidRequest
+from ..items import (
     CALL_TYPES,
     OUTPUT_TYPES,
     CallItem,
@@ -31,8 +31,8 @@ from .items import (
     ToolSearchCallItem,
     ToolSearchOutputItem,
 )
-from .signing import ProgramSeal, Signer
-from .toolkinds import answer_key, kind_of_call, kind_of_output
+from ..signing import ProgramSeal, Signer
+from ..toolkinds import answer_key, kind_of_call, kind_of_output
 
 __all__ = ["Conversation", "analyse"]
 

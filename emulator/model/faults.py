@@ -14,8 +14,8 @@ from typing import Any
 
 from ptc_emulator.sandbox import Failed, Limits
 
-from .errors import ScriptedError
-from .items import Item, dump
+from ..errors import ScriptedError
+from ..items import Item, dump
 from .scenario import Fault
 
 __all__ = ["FaultInjector", "InjectedHTTPError", "describe", "forced_failure"]

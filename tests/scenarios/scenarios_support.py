@@ -1,4 +1,4 @@
-"""Shared by the authoring tests: the guide's inventory tools and its client loop."""
+"""Shared by the scenario tests: the guide's inventory tools and its client loop."""
 
 from __future__ import annotations
 

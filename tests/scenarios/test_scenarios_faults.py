@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from ptc_emulator.api.testing import PTCEmulator
-from tests.authoring.authoring_support import inventory_tools, run_agent
+from tests.scenarios.scenarios_support import inventory_tools, run_agent
 
 PING = "(?i)^ping"
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from .items import OpenJSON, WireModel
-from .mcp import McpServerSpec
+from ..items import OpenJSON, WireModel
+from ..mcp import McpServerSpec
 
 __all__ = ["CodeInterpreterSpec", "HostedScript", "ShellSpec"]
 

@@ -34,9 +34,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from ..items import MAX_DEPTH, WireModel, check_depth
 from . import templating
 from .hosted_script import HostedScript
-from .items import MAX_DEPTH, WireModel, check_depth
 from .patterns import PatternError, compile_pattern
 
 __all__ = [

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from ptc_emulator.api.testing import PTCEmulator
-from tests.authoring.authoring_support import inventory_tools
+from tests.scenarios.scenarios_support import inventory_tools
 
 WARNING = "x-ptc-emulator-contract-warning"
 TEXT = "Check the stock of sku_7."

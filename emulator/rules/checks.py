@@ -1,0 +1,170 @@
+"""The validity checks a create goes through before anything plays: each raises the hosted API's 400.
+
+`analyse` (conversation.py) reads the items and enforces what holds for any conversation (every
+call answered, no orphan output, fingerprints intact); these are the checks that need the request
+too: its own parameters, the tools a running program may call, the calls of finished programs,
+reasoning items without storage, and tool outputs against their schemas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..conversations import conversation_id
+from ..errors import InvalidRequest
+from ..items import CallItem, FunctionCall, FunctionCallOutput, Item, ProgramItem, ReasoningItem
+from ..request import (
+    CountTokensRequest,
+    CreateRequest,
+    CustomTool,
+    CustomToolChoice,
+    FunctionToolChoice,
+    KindToolChoice,
+    ProgrammaticToolChoice,
+)
+from ..signing import REASONING_DOMAIN, Signer
+from ..toolkinds import duplicate_names, kind_of_call
+from ..toolset import Toolset, call_name
+from .contract import Violation, check_output, check_tools
+from .conversation import Conversation
+
+__all__ = [
+    "call_indexes",
+    "check_conversation",
+    "check_finished_programs",
+    "check_open_program",
+    "check_outputs",
+    "check_reasoning",
+    "check_request",
+]
+
+
+def check_conversation(request: CreateRequest | CountTokensRequest) -> None:
+    if request.conversation is not None:
+        if request.previous_response_id is not None:
+            raise InvalidRequest(
+                "Parameters 'previous_response_id' and 'conversation' cannot be used together.", param="conversation"
+            )
+        conversation_id(request.conversation)  # a string or {"id": ...}
+
+
+def check_request(request: CreateRequest) -> None:
+    """The request's own parameters, and how they fit together."""
+    if request.model is None and request.prompt is None:
+        raise InvalidRequest("Missing required parameter: 'model'.", param="model", code="missing_required_parameter")
+    check_conversation(request)
+    if request.background and request.store is False:
+        raise InvalidRequest("Background mode requires store=true.", param="background")
+    for name in duplicate_names(request):
+        raise InvalidRequest(f"Duplicate tool name: '{name}'.", param="tools")
+    names = {t.name for t in request.function_tools}
+    choice = request.tool_choice
+    if isinstance(choice, FunctionToolChoice) and choice.name not in names:
+        raise InvalidRequest(
+            f"Tool choice 'function' with name '{choice.name}' not found in 'tools' parameter.", param="tool_choice"
+        )
+    check_tools(request)
+    if isinstance(choice, CustomToolChoice) and choice.name not in {
+        t.name for t in request.tools or () if isinstance(t, CustomTool)
+    }:
+        raise InvalidRequest(
+            f"Tool choice 'custom' with name '{choice.name}' not found in 'tools' parameter.", param="tool_choice"
+        )
+    if isinstance(choice, KindToolChoice) and not any(
+        getattr(t, "type", None) == choice.type for t in request.tools or ()
+    ):
+        raise InvalidRequest(f"Tool choice '{choice.type}' not found in 'tools' parameter.", param="tool_choice")
+    if isinstance(choice, ProgrammaticToolChoice) and not request.ptc_enabled:
+        raise InvalidRequest(
+            "Tool choice 'programmatic_tool_calling' not found in 'tools' parameter.", param="tool_choice"
+        )
+
+
+def check_open_program(
+    conv: Conversation, signer: Signer, *, allowed: list[str], server_labels: set[str], max_tool_calls: int
+) -> None:
+    """The program being resumed may call what it started with (`allowed`: what this request lets a
+    program call; tools of MCP servers in `server_labels` are listed at run time, not sealed), and
+    its calls come back as it issued them."""
+    program = conv.open_program
+    assert program is not None
+    seal = conv.seals[program.call_id]
+    started = [t for t in seal.tools if not ("." in t and t.partition(".")[0] in server_labels)]
+    if started != allowed:
+        raise InvalidRequest(
+            f"The tools a program may call changed while program {program.call_id} was running: it started "
+            f"with {list(seal.tools)}, this request allows {allowed}.",
+            param="tools",
+        )
+    call_indexes(signer, program, conv.program_calls(program.call_id), max_tool_calls)
+
+
+def check_finished_programs(conv: Conversation, signer: Signer) -> None:
+    """A finished program's calls are the ones it made: one attached to it afterwards is refused."""
+    for call_id in conv.programs:
+        if call_id not in conv.program_outputs:
+            continue
+        for index, call in enumerate(conv.program_calls(call_id)):
+            if call.call_id != signer.program_call_id(call_id, index):
+                raise InvalidRequest(
+                    f"Function call {call.call_id} was not issued by program {call_id}, which has finished: "
+                    "replay the program's function calls unmodified and in order.",
+                    param="input",
+                )
+
+
+def check_reasoning(conv: Conversation, signer: Signer, reasoned: Iterable[Item]) -> None:
+    """Without storage, reasoning items come back intact and with the items they preceded
+    (`reasoned`: the first item of each scripted turn that had reasoning)."""
+    reasoning = {item.id: item for item in conv.items if isinstance(item, ReasoningItem)}
+    for item in reasoning.values():
+        # Sealed with its own id: another reasoning item's content does not verify here.
+        sealed = None if item.encrypted_content is None else signer.unseal(REASONING_DOMAIN, item.encrypted_content)
+        if sealed is None or sealed.get("id") != item.id:
+            raise InvalidRequest(
+                f"The encrypted content for item {item.id} could not be verified.",
+                param="input",
+                code="invalid_encrypted_content",
+            )
+    for first in reasoned:
+        call_id = getattr(first, "call_id", None)
+        required = signer.reasoning_id(call_id or "")
+        if required not in reasoning:
+            raise InvalidRequest(
+                f"Item '{getattr(first, 'id', None) or call_id}' of type '{first.type}' was provided without its "
+                f"required 'reasoning' item: '{required}'.",
+                param="input",
+            )
+
+
+def check_outputs(conv: Conversation, toolset: Toolset) -> list[Violation]:
+    """The newly answered tool outputs against their tools' output_schema."""
+    found = []
+    for item in conv.latest_outputs():
+        call = conv.calls.get(item.call_id or "") if isinstance(item, FunctionCallOutput) else None
+        if isinstance(item, FunctionCallOutput) and isinstance(call, FunctionCall):
+            tool = toolset.function(call_name(call))
+            violation = check_output(tool, call.call_id, item.output_text()) if tool else None
+            if violation is not None:
+                found.append(violation)
+    return found
+
+
+def call_indexes(signer: Signer, program: ProgramItem, calls: list[CallItem], limit: int) -> list[int]:
+    """Each program call item's position in the program's issue order, from its derived call_id.
+
+    The items must come in issue order; a position may be skipped (a call the server answered)."""
+    found: list[int] = []
+    index = 0
+    for call in calls:
+        while index < limit and signer.program_call_id(program.call_id, index) != call.call_id:
+            index += 1
+        if index >= limit:
+            raise InvalidRequest(
+                f"{kind_of_call(call).label.capitalize()} {call.call_id} was not issued by program "
+                f"{program.call_id} at this position: replay the program's tool calls unmodified and in order.",
+                param="input",
+            )
+        found.append(index)
+        index += 1
+    return found
