@@ -34,6 +34,7 @@ import json
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,7 +60,8 @@ class Body:
 RAW_BODY: ContextVar[Body | None] = ContextVar("ptc_emulator_raw_body", default=None)
 
 _WS = re.compile(r"[ \t\n\r]*")
-_SCAN = json.JSONDecoder().scan_once
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+"""The C scanner behind `json.loads`: one value from an index, and where it ends."""
 _MODEL_FACTOR = 8
 """Bytes a validated item's models take per byte of its JSON text, roughly (for the bound)."""
 
