@@ -41,7 +41,7 @@ from typing import Any
 
 from .items import ToolSearchOutputItem
 
-__all__ = ["RAW_BODY", "Body", "PrefixCache", "cache", "remember", "substitute"]
+__all__ = ["RAW_BODY", "Body", "PrefixCache", "StoredItems", "cache", "remember", "substitute"]
 
 
 @dataclass
@@ -300,3 +300,47 @@ def remember(input: Any) -> None:
     pending, body.pending = body.pending, None
     if len(input) == len(pending.ends):
         cache.store(pending, input)
+
+
+class StoredItems:
+    """Each stored response's items (its input and output) as validated input items, by response id,
+    so that continuing a `store: true` conversation does not validate its history again.
+
+    A stored response is cached only once finished (completed or incomplete: it never changes
+    after that, and `History.load` continues nothing else) and only if it holds no item the engine
+    changes after validation (`ToolSearchOutputItem`). Bounded by bytes (the items' JSON text, with
+    an allowance for their models); the least recently used leave first."""
+
+    def __init__(self, max_bytes: int = 32 * 2**20) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._entries: OrderedDict[str, tuple[tuple[Any, ...], int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, response_id: str) -> tuple[Any, ...] | None:
+        with self._lock:
+            found = self._entries.get(response_id)
+            if found is None:
+                return None
+            self._entries.move_to_end(response_id)
+            return found[0]
+
+    def put(self, response_id: str, raw: list[Any], items: list[Any]) -> None:
+        if self.max_bytes <= 0 or any(isinstance(i, ToolSearchOutputItem) for i in items):
+            return
+        size = len(json.dumps(raw, separators=(",", ":"), default=str)) * (1 + _MODEL_FACTOR)
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            old = self._entries.pop(response_id, None)
+            if old is not None:
+                self.bytes -= old[1]
+            self._entries[response_id] = (tuple(items), size)
+            self.bytes += size
+            while self.bytes > self.max_bytes and self._entries:
+                self.bytes -= self._entries.popitem(last=False)[1][1]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.bytes = 0

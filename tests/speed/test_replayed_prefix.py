@@ -162,3 +162,27 @@ def _without(value: Any, keys: tuple[str, ...]) -> Any:
     if isinstance(value, list):
         return [_without(v, keys) for v in value]
     return value
+
+
+async def test_a_stored_conversation_validates_each_stored_response_once(http: httpx.AsyncClient) -> None:
+    """`store: true` with `previous_response_id`: each finished response's items are validated once
+    (rules/history.py keeps them), and the conversation ends as it always did."""
+    engine = http._transport.app.state.emulator.engine  # type: ignore[attr-defined]
+    body: dict[str, Any] = {"model": "m", "input": [{"role": "user", "content": PROGRAM}], "tools": TOOLS}
+    ids = []
+    while True:
+        reply = await http.post("/v1/responses", json=body)
+        assert reply.status_code == 200, reply.text
+        response = reply.json()
+        ids.append(response["id"])
+        outputs = answers(response["output"])
+        if not outputs:
+            break
+        body = {"model": "m", "input": outputs, "tools": TOOLS, "previous_response_id": response["id"]}
+    assert response["output"][-1]["content"][0]["text"] == "t=6"
+    cached = engine.history.validated
+    assert all(cached.get(i) is not None for i in ids[:-1]) and 0 < cached.bytes <= cached.max_bytes
+    # A deleted response is not continued from the cache.
+    assert (await http.delete(f"/v1/responses/{ids[-2]}")).status_code == 200
+    reply = await http.post("/v1/responses", json={**body, "previous_response_id": ids[-2]})
+    assert reply.status_code == 400 and reply.json()["error"]["code"] == "previous_response_not_found"
