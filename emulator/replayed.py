@@ -273,23 +273,27 @@ cache = PrefixCache()
 """The process's cache (the HTTP edge feeds it; `Settings` may resize it)."""
 
 
-def substitute(value: Any) -> Any:
+def substitute(value: Any, check: Callable[[Any], None]) -> Any:
     """Before `CreateRequest` validates `value` (the parsed body): the known leading input items
-    replaced by their validated models, when this validation is of the request's raw body."""
+    replaced by their validated models, when this validation is of the request's raw body.
+
+    `check` (the JSON sanity check) runs over the body less its known items: those passed it, at
+    the same depth, in the body they were remembered from."""
     body = RAW_BODY.get()
-    if body is None or body.used or not isinstance(value, dict):
+    items = value.get("input") if isinstance(value, dict) else None
+    if body is None or body.used or not isinstance(items, list):
+        check(value)
         return value
     body.used = True  # only the first validation in this request is of its body
-    items = value.get("input")
-    if not isinstance(items, list):
-        return value
     pending = cache.plan(body.raw, len(items))
-    if pending is None:
+    if pending is None or pending.base is None:
+        check(value)
+        body.pending = pending
         return value
+    rest = items[pending.known :]
+    check({**value, "input": rest})
     body.pending = pending
-    if pending.base is None:
-        return value
-    return {**value, "input": [*pending.base.items, *items[pending.known :]]}
+    return {**value, "input": [*pending.base.items, *rest]}
 
 
 def remember(input: Any) -> None:

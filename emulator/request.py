@@ -470,8 +470,7 @@ class CreateRequest(Conversational):
     @model_validator(mode="before")
     @classmethod
     def _sane(cls, value: Any) -> Any:
-        check_json(value)
-        return replayed.substitute(value)  # a replayed conversation's known items, already validated
+        return replayed.substitute(value, check_json)  # a replayed conversation's known items, already validated
 
     @model_validator(mode="after")
     def _remember(self) -> CreateRequest:

@@ -109,7 +109,7 @@ async def _warm(http: httpx.AsyncClient) -> list[Any]:
     return items
 
 
-@pytest.mark.parametrize("tamper", ["arguments", "output", "drop_call", "drop_program", "swap"])
+@pytest.mark.parametrize("tamper", ["arguments", "output", "drop_call", "drop_program", "swap", "nan", "surrogate"])
 async def test_a_tampered_item_in_the_known_prefix_is_still_refused(http: httpx.AsyncClient, tamper: str) -> None:
     replayed.cache.clear()
     items = await _warm(http)
@@ -126,6 +126,10 @@ async def test_a_tampered_item_in_the_known_prefix_is_still_refused(http: httpx.
         del bad[first]
     elif tamper == "drop_program":
         del bad[[i for i, item in enumerate(bad) if item.get("type") == "program"][0]]
+    elif tamper == "nan":  # after the known prefix: the JSON check still sees the new items
+        bad.append({"role": "user", "content": [{"type": "input_text", "text": "x", "n": float("nan")}]})
+    elif tamper == "surrogate":
+        bad.append({"role": "user", "content": "\ud800"})
     else:
         bad[first], bad[first + 1] = bad[first + 1], bad[first]
     on, off = await both_ways(http, bad)
