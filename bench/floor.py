@@ -73,6 +73,10 @@ async def reply(key: str, request: Request) -> dict:
 @app.get("/health")
 async def health() -> dict:
     return {}
+@app.get("/pid")
+async def pid() -> dict:
+    import os
+    return {"pid": os.getpid()}
 """
 
 
@@ -155,16 +159,33 @@ class Timed:
         self.http.close()
 
 
-def replay_on_floor(floor: Timed, sent: list[tuple[bytes, bytes]]) -> list[float]:
-    """The same bodies against the floor, each answered with a reply of the emulator's size."""
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pids: list[int]) -> float:
+    """CPU seconds (user + system) the processes have used: unlike latency, what a busy neighbour
+    does not change much."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / _TICK
+
+
+def replay_on_floor(floor: Timed, sent: list[tuple[bytes, bytes]], pid: int | None = None) -> tuple[list[float], float]:
+    """The same bodies against the floor, each answered with a reply of the emulator's size:
+    (round trips, the floor's CPU seconds for them; the replies are stored beforehand)."""
+    for n, (_, reply) in enumerate(sent):
+        floor.http.put(f"/reply/r{n}", content=reply)
+    before = cpu_s([pid]) if pid is not None else 0.0
     times = []
-    for n, (body, reply) in enumerate(sent):
-        key = f"r{n}"
-        floor.http.put(f"/reply/{key}", content=reply)
-        took, _ = floor.post(body, {**HEADERS, "x-floor-reply": key})
+    for n, (body, _) in enumerate(sent):
+        took, _ = floor.post(body, {**HEADERS, "x-floor-reply": f"r{n}"})
         times.append(took)
+    used = cpu_s([pid]) - before if pid is not None else 0.0
     floor.take()
-    return times
+    return times, used
 
 
 def fanout(emu: Timed) -> tuple[float, float]:
@@ -296,6 +317,11 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[float]] = {k: [] for k in ("create", "resume", "chain", "fcreate", "fresume", "fchain")}
     with emulator(extra) as server, floor() as bare:
         emu, flo = Timed(server.root), Timed(bare)
+        assert server.proc is not None
+        floor_pid = int(httpx.get(f"{bare}/pid").json()["pid"])
+        server_pids, worker_pids = [server.proc.pid], list(server.worker_pids)
+        cpu = {k: 0.0 for k in ("server", "workers", "floor", "chain server", "chain workers", "chain floor")}
+        requests_sent = {"emulator": 0, "floor": 0, "chain": 0}
         for _ in range(3):  # warm both (the first programs, the tokenizer, the JIT of the paths)
             fanout(emu)
             replay_on_floor(flo, emu.take())
@@ -303,14 +329,28 @@ def main(argv: list[str] | None = None) -> int:
         replay_on_floor(flo, emu.take())
         for _ in range(blocks):
             for _ in range(fanouts_per_block):
+                before = cpu_s(server_pids), cpu_s(worker_pids)
                 create, resume = fanout(emu)
+                cpu["server"] += cpu_s(server_pids) - before[0]
+                cpu["workers"] += cpu_s(worker_pids) - before[1]
                 results["create"].append(create)
                 results["resume"].append(resume)
-                fcreate, fresume = replay_on_floor(flo, emu.take())
+                sent = emu.take()
+                requests_sent["emulator"] += len(sent)
+                (fcreate, fresume), used = replay_on_floor(flo, sent, floor_pid)
+                cpu["floor"] += used
+                requests_sent["floor"] += len(sent)
                 results["fcreate"].append(fcreate)
                 results["fresume"].append(fresume)
+            before = cpu_s(server_pids), cpu_s(worker_pids)
             results["chain"].append(chain(emu))
-            results["fchain"].append(sum(replay_on_floor(flo, emu.take())))
+            cpu["chain server"] += cpu_s(server_pids) - before[0]
+            cpu["chain workers"] += cpu_s(worker_pids) - before[1]
+            sent = emu.take()
+            requests_sent["chain"] += len(sent)
+            times, used = replay_on_floor(flo, sent, floor_pid)
+            results["fchain"].append(sum(times))
+            cpu["chain floor"] += used
         emu.close()
         flo.close()
         resumes, requests = throughput(server.root, 8, seconds)
@@ -333,6 +373,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'resumes/s, 8 concurrent clients':44} {resumes:8.0f} /s {'':>11} {'':>7} {'>=450':>7}")
     print(f"{'requests/s, the same run':44} {requests:8.0f} /s")
     print("-" * 84)
+    for label, prefix, n in (
+        ("create and resume", "", requests_sent["emulator"]),
+        ("the chain", "chain ", requests_sent["chain"]),
+    ):
+        n = max(1, n)
+        server_ms, workers_ms = cpu[prefix + "server"] * 1000 / n, cpu[prefix + "workers"] * 1000 / n
+        floor_ms = cpu[prefix + "floor"] * 1000 / n
+        print(
+            f"CPU per request, {label} ({n}): server {server_ms:.2f} ms + V8 workers {workers_ms:.2f} ms;"
+            f" floor {floor_ms:.2f} ms (server/floor {server_ms / max(floor_ms, 1e-9):.2f}x)"
+        )
     print("goals met" if met else "goals not all met")
     return 0
 
