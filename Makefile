@@ -50,8 +50,12 @@ lint: $(STAMP) ## ruff, mypy and the import-layer contract
 	PYTHONPATH=.typing $(BIN)/lint-imports  # the links: grimp walks folders, not the editable mapping
 	$(BIN)/mypy
 
-test: $(STAMP) $(NODE_STAMP) browser lint ## the whole suite, after the lint step
-	$(BIN)/python -m pytest
+# Three pytest-xdist workers on two cores: most tests wait on servers, processes and sockets, so a
+# third worker fills the time the other two wait. One file stays on one worker (module servers).
+JOBS ?= 3
+
+test: $(STAMP) $(NODE_STAMP) browser lint ## the whole suite, after the lint step (JOBS=0: in this one process)
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile
 
 test-fast: $(STAMP) ## the fast tier: the engine with a fake runner and pure functions (no V8, no server)
 	$(BIN)/python -m pytest -m "not integration"

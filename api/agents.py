@@ -11,17 +11,18 @@ leaves. A `stream: true` session create streams from `agent.session.created` to 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import JSONResponse, Response
 
 from ptc_emulator.emulator.agents import AgentCreate, AgentUpdate, EventsBody, SessionCreate, SessionUpdate
 from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.harness import Harness, Subscription
+from ptc_emulator.emulator.pages import page
 from ptc_emulator.emulator.records import MemoryRecords, Records, SqliteRecords
 
-from .context import SCOPE_HEADER, SCOPE_METADATA_KEY
+from .context import SCOPE_HEADER, SCOPE_METADATA_KEY, Limit, Order
 from .sse import KEEP_ALIVE, EventStreamResponse, frame
 
 __all__ = ["open_harness", "router"]
@@ -41,8 +42,6 @@ def require_beta(openai_beta: Annotated[str | None, Header(alias="OpenAI-Beta")]
 
 router = APIRouter(prefix="/v1/agents", dependencies=[Depends(require_beta)])
 
-Limit = Annotated[int, Query(ge=1, le=100)]
-Order = Literal["asc", "desc"]
 _TERMINAL = ("agent.session.idle", "agent.session.failed")
 
 
@@ -65,24 +64,10 @@ def harness_of(request: Request) -> Harness:
     return harness
 
 
-def page(
+def _page(
     rows: list[dict[str, Any]], *, after: str | None, limit: int, order: str, what: str = "object"
 ) -> dict[str, Any]:
-    """A cursor page: `data` after the row with id `after`, in `order` (rows come oldest first)."""
-    rows = list(rows) if order == "asc" else list(reversed(rows))
-    if after is not None:
-        index = next((i for i, row in enumerate(rows) if row.get("id") == after), None)
-        if index is None:
-            raise InvalidRequest(f"No {what} with id '{after}' in this list.", param="after")
-        rows = rows[index + 1 :]
-    data = rows[:limit]
-    return {
-        "object": "list",
-        "data": data,
-        "first_id": data[0].get("id") if data else None,
-        "last_id": data[-1].get("id") if data else None,
-        "has_more": len(rows) > limit,
-    }
+    return page(rows, after=after, limit=limit, order=order, missing=f"No {what} with id '{{after}}' in this list.")
 
 
 def _scope(request: Request, metadata: dict[str, str] | None) -> str | None:
@@ -140,7 +125,7 @@ async def list_sessions(
         if key.startswith("metadata[") and key.endswith("]")
     }
     rows = harness_of(request).list_sessions(agent_id, metadata)
-    return page(rows, after=after, limit=limit, order=order, what="session")
+    return _page(rows, after=after, limit=limit, order=order, what="session")
 
 
 @router.get("/sessions/{session_id}")
@@ -178,14 +163,14 @@ async def stream_events(session_id: str, request: Request, include_obfuscation: 
 async def list_items(
     session_id: str, request: Request, after: str | None = None, limit: Limit = 20, order: Order = "asc"
 ) -> dict[str, Any]:
-    return page(harness_of(request).items(session_id), after=after, limit=limit, order=order, what="item")
+    return _page(harness_of(request).items(session_id), after=after, limit=limit, order=order, what="item")
 
 
 @router.get("/sessions/{session_id}/turns")
 async def list_turns(
     session_id: str, request: Request, after: str | None = None, limit: Limit = 20, order: Order = "asc"
 ) -> dict[str, Any]:
-    return page(harness_of(request).turns(session_id), after=after, limit=limit, order=order, what="turn")
+    return _page(harness_of(request).turns(session_id), after=after, limit=limit, order=order, what="turn")
 
 
 @router.get("/sessions/{session_id}/turns/{turn_id}")
@@ -203,7 +188,7 @@ async def list_turn_items(
     order: Order = "asc",
 ) -> dict[str, Any]:
     rows = harness_of(request).items(session_id, turn_id)
-    return page(rows, after=after, limit=limit, order=order, what="item")
+    return _page(rows, after=after, limit=limit, order=order, what="item")
 
 
 # ---- agents -----------------------------------------------------------------------------------
@@ -218,7 +203,7 @@ async def create_agent(body: AgentCreate, request: Request) -> dict[str, Any]:
 async def list_agents(
     request: Request, after: str | None = None, limit: Limit = 20, order: Order = "desc"
 ) -> dict[str, Any]:
-    return page(harness_of(request).list_agents(), after=after, limit=limit, order=order, what="agent")
+    return _page(harness_of(request).list_agents(), after=after, limit=limit, order=order, what="agent")
 
 
 @router.get("/{agent_id}")

@@ -8,7 +8,7 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from ptc_emulator import __version__
 from ptc_emulator.emulator.model.scenario import ScenarioError
@@ -152,8 +152,22 @@ def main(argv: list[str] | None = None) -> None:
     )
     inspector = f"http://{settings.host}:{sock.getsockname()[1]}/_emulator/ui/"
     print(f"ptc-emulator: trace inspector at {inspector} (docs/inspector.md)", file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, log_level=log_level, ws="websockets-sansio")
-    uvicorn.Server(config).run(sockets=[sock])
+    uvicorn.Server(server_config(app, log_level=log_level)).run(sockets=[sock])
+
+
+KEEP_ALIVE_S = 75
+"""How long an idle client connection stays open. uvicorn's default (5 s) races clients that reuse a
+pooled connection after a pause (a slow tool, a busy machine): the server closes it as the next
+request goes out, and the client sees a connection error."""
+
+
+def server_config(app: Any, *, log_level: str) -> Any:
+    """The `uvicorn.Config` every way of serving the app shares (the CLI, the test server)."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app, log_level=log_level, ws="websockets-sansio", lifespan="on", timeout_keep_alive=KEEP_ALIVE_S
+    )
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -3,9 +3,9 @@ and the contract-warning header. Shared by the HTTP, SSE, WebSocket and admin ro
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from fastapi import Request
+from fastapi import Query, Request
 
 from ptc_emulator.emulator.engine import Engine, Prepared
 from ptc_emulator.emulator.request import CreateRequest
@@ -14,6 +14,9 @@ from .journaling import Recorder
 
 __all__ = [
     "CONTRACT_HEADER",
+    "Include",
+    "Limit",
+    "Order",
     "SCOPE_HEADER",
     "SCOPE_METADATA_KEY",
     "contract_headers",
@@ -21,6 +24,13 @@ __all__ = [
     "recorder",
     "scope_of",
 ]
+
+Limit = Annotated[int, Query(ge=1, le=100)]
+"""A list endpoint's `limit`."""
+Order = Literal["asc", "desc"]
+"""A list endpoint's `order`."""
+Include = Annotated[list[str] | None, Query()]
+"""`include`: accepted as the API accepts it; the emulator has nothing extra to include."""
 
 SCOPE_HEADER = "x-ptc-emulator-scope"
 SCOPE_METADATA_KEY = "ptc_emulator_scope"

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
 
 from ptc_emulator.emulator.conversations import ConversationCreate, Conversations, ConversationUpdate, ItemsCreate
 
-from .context import engine_of
+from .context import Include, Limit, Order, engine_of
 
 __all__ = ["router"]
 
@@ -44,7 +44,7 @@ async def create_items(
     conversation_id: str,
     body: ItemsCreate,
     request: Request,
-    include: Annotated[list[str] | None, Query()] = None,
+    include: Include = None,
 ) -> dict[str, Any]:
     return _conversations(request).add_items(conversation_id, body)
 
@@ -54,9 +54,9 @@ async def list_items(
     conversation_id: str,
     request: Request,
     after: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    order: Literal["asc", "desc"] = "desc",
-    include: Annotated[list[str] | None, Query()] = None,
+    limit: Limit = 20,
+    order: Order = "desc",
+    include: Include = None,
 ) -> dict[str, Any]:
     return _conversations(request).list_items(conversation_id, after=after, limit=limit, order=order)
 
@@ -66,7 +66,7 @@ async def retrieve_item(
     conversation_id: str,
     item_id: str,
     request: Request,
-    include: Annotated[list[str] | None, Query()] = None,
+    include: Include = None,
 ) -> dict[str, Any]:
     return _conversations(request).get_item(conversation_id, item_id)
 

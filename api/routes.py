@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from ptc_emulator.emulator.request import CountTokensRequest, CreateRequest
@@ -13,6 +13,9 @@ from .context import (
     CONTRACT_HEADER,
     SCOPE_HEADER,
     SCOPE_METADATA_KEY,
+    Include,
+    Limit,
+    Order,
     contract_headers,
     engine_of,
     recorder,
@@ -58,7 +61,7 @@ async def retrieve_response(
     request: Request,
     stream: bool = False,
     starting_after: int | None = None,
-    include: Annotated[list[str] | None, Query()] = None,
+    include: Include = None,
 ) -> Response:
     engine = engine_of(request)
     if stream:
@@ -81,8 +84,8 @@ async def list_input_items(
     response_id: str,
     request: Request,
     after: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    order: Literal["asc", "desc"] = "desc",
-    include: Annotated[list[str] | None, Query()] = None,
+    limit: Limit = 20,
+    order: Order = "desc",
+    include: Include = None,
 ) -> dict[str, Any]:
     return engine_of(request).input_items(response_id, after=after, limit=limit, order=order)

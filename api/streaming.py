@@ -54,7 +54,6 @@ CLIENT_CLOSED = 499
 """The journal status of a create whose client left before it finished."""
 
 _POLL_S = 0.05
-_UNFINISHED = ("queued", "in_progress")
 
 Event = dict[str, Any]
 
@@ -178,7 +177,7 @@ async def wait_finished(engine: Engine, response_id: str, timeout: float | None)
     deadline = None if timeout is None else loop.time() + timeout
     while True:
         current = engine.retrieve(response_id)
-        if current.get("status") not in _UNFINISHED:
+        if current.get("status") not in (ResponseStatus.QUEUED, ResponseStatus.IN_PROGRESS):
             return current
         if deadline is not None and loop.time() >= deadline:
             return None

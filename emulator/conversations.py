@@ -24,6 +24,7 @@ from pydantic import Field, field_validator, model_validator
 
 from .errors import InvalidRequest, NotFound
 from .items import InputItem, Item, ItemReference, WireModel
+from .pages import listing, page
 from .request import check_json, check_metadata
 
 __all__ = [
@@ -330,21 +331,19 @@ class Conversations:
         items = self._new_items(body.items)
         if not self.store.append(conversation_id, items):
             raise _not_found(conversation_id)
-        return _page(items, has_more=False)
+        return listing(items)
 
     def list_items(
         self, conversation_id: str, *, after: str | None = None, limit: int = 20, order: str = "desc"
     ) -> dict[str, Any]:
         self.stored(conversation_id)
-        items = self.store.items(conversation_id)
-        if order == "desc":
-            items.reverse()
-        if after is not None:
-            index = next((i for i, item in enumerate(items) if item.get("id") == after), None)
-            if index is None:
-                raise InvalidRequest(f"No item with id '{after}' in conversation '{conversation_id}'.", param="after")
-            items = items[index + 1 :]
-        return _page(items[:limit], has_more=len(items) > limit)
+        return page(
+            self.store.items(conversation_id),
+            after=after,
+            limit=limit,
+            order=order,
+            missing=f"No item with id '{{after}}' in conversation '{conversation_id}'.",
+        )
 
     def get_item(self, conversation_id: str, item_id: str) -> dict[str, Any]:
         self.stored(conversation_id)
@@ -379,16 +378,6 @@ class Conversations:
             data.setdefault("id", self.ids("item"))
             made.append(data)
         return made
-
-
-def _page(items: list[dict[str, Any]], *, has_more: bool) -> dict[str, Any]:
-    return {
-        "object": "list",
-        "data": items,
-        "first_id": items[0]["id"] if items else None,
-        "last_id": items[-1]["id"] if items else None,
-        "has_more": has_more,
-    }
 
 
 def _not_found(conversation_id: str, param: str | None = None) -> NotFound:

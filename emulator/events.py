@@ -37,6 +37,8 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from .response import ResponseStatus
+
 __all__ = [
     "TERMINAL",
     "Sequencer",
@@ -69,7 +71,7 @@ def skeleton(response: dict[str, Any]) -> dict[str, Any]:
     """The response as `response.created` shows it: no output, no usage, not finished."""
     return {
         **response,
-        "status": "queued" if response.get("background") else "in_progress",
+        "status": ResponseStatus.QUEUED if response.get("background") else ResponseStatus.IN_PROGRESS,
         "output": [],
         "usage": None,
         "completed_at": None,
@@ -82,7 +84,7 @@ def opening(start: dict[str, Any]) -> list[Event]:
     """`response.created` (as `start` is: in progress, or queued) and `response.in_progress`."""
     return [
         {"type": "response.created", "response": start},
-        {"type": "response.in_progress", "response": {**start, "status": "in_progress"}},
+        {"type": "response.in_progress", "response": {**start, "status": ResponseStatus.IN_PROGRESS}},
     ]
 
 

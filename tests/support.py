@@ -132,3 +132,14 @@ def arithmetic(name: str, args: dict[str, Any]) -> Any:
     if name == "add":
         return args["a"] + args["b"]
     return args
+
+
+def runner_model(emulator: PTCEmulator) -> Any:
+    """The Agents SDK's `OpenAIResponsesModel` on the emulator, with no pooled connections: the
+    Runner may run on an event loop of its own (`run_sync`), which closes before a test could
+    close a pooled connection. (The SDK is imported here, not at the top: most tests never need it.)"""
+    from agents import OpenAIResponsesModel
+
+    http = httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0), timeout=60)
+    client = emulator.async_client(max_retries=0, http_client=http)
+    return OpenAIResponsesModel(model="gpt-6-astra", openai_client=client)

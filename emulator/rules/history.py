@@ -27,6 +27,7 @@ from ..items import (
     ToolSearchOutputItem,
     dump,
 )
+from ..pages import page
 from ..request import CountTokensRequest, CreateRequest
 from ..response import ResponseStatus
 from ..store import Store, StoredResponse
@@ -118,24 +119,13 @@ class History:
         self, response_id: str, *, after: str | None = None, limit: int = 20, order: str = "desc"
     ) -> dict[str, Any]:
         """A page of a stored response's input items (`GET /v1/responses/{id}/input_items`)."""
-        items = list(self.stored(response_id).input_items)
-        if order == "desc":
-            items.reverse()
-        if after is not None:
-            index = next((i for i, item in enumerate(items) if item.get("id") == after), None)
-            if index is None:
-                raise InvalidRequest(
-                    f"No item with id '{after}' in the input of response '{response_id}'.", param="after"
-                )
-            items = items[index + 1 :]
-        page = items[:limit]
-        return {
-            "object": "list",
-            "data": page,
-            "first_id": page[0]["id"] if page else None,
-            "last_id": page[-1]["id"] if page else None,
-            "has_more": len(items) > limit,
-        }
+        return page(
+            self.stored(response_id).input_items,
+            after=after,
+            limit=limit,
+            order=order,
+            missing=f"No item with id '{{after}}' in the input of response '{response_id}'.",
+        )
 
     def load(self, response_id: str, local: Store | None = None) -> list[Item]:
         """The items before and of a stored response, oldest first (instructions are not carried)."""

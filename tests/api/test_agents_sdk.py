@@ -11,12 +11,10 @@ import asyncio
 import json
 from collections.abc import Iterator
 
-import httpx
 import pytest
 from agents import (
     Agent,
     ModelSettings,
-    OpenAIResponsesModel,
     ProgrammaticToolCallingTool,
     RunConfig,
     Runner,
@@ -25,6 +23,7 @@ from agents import (
 )
 
 from ptc_emulator.api.testing import PTCEmulator
+from tests.support import runner_model
 
 EXPECTED = "sku_123: 42 units available against 31 requested, so the shortage is 0 units."
 
@@ -58,11 +57,7 @@ def anyio_backend() -> str:
 
 
 def agent(ptc_emulator: PTCEmulator, **settings: object) -> Agent:
-    # No pooled connections: the Runner may run on an event loop of its own (run_sync), which
-    # closes before this test could close a pooled connection.
-    http = httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0), timeout=60)
-    client = ptc_emulator.async_client(max_retries=0, http_client=http)
-    model = OpenAIResponsesModel(model="gpt-6-astra", openai_client=client)
+    model = runner_model(ptc_emulator)
     return Agent(
         name="inventory",
         instructions="Use a program to compare inventory with demand.",

@@ -8,21 +8,19 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from agents import (
     Agent,
     CodeInterpreterTool,
     HostedMCPTool,
     ModelSettings,
-    OpenAIResponsesModel,
     ProgrammaticToolCallingTool,
     Runner,
     set_tracing_disabled,
 )
 
 from ptc_emulator.api.testing import PTCEmulator
-from tests.support import js
+from tests.support import js, runner_model
 from tests.tools.tools_support import DocsServer, docs_server
 
 CODE = """
@@ -54,9 +52,7 @@ def anyio_backend() -> str:
 
 
 def agent(ptc_emulator: PTCEmulator, tools: list[Any], store: bool | None) -> Agent:
-    http = httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0), timeout=60)
-    client = ptc_emulator.async_client(max_retries=0, http_client=http)
-    model = OpenAIResponsesModel(model="gpt-6-astra", openai_client=client)
+    model = runner_model(ptc_emulator)
     return Agent(
         name="docs",
         model=model,

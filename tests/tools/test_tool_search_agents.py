@@ -10,12 +10,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-import httpx
 import pytest
 from agents import (
     Agent,
     ModelSettings,
-    OpenAIResponsesModel,
     ProgrammaticToolCallingTool,
     RunConfig,
     Runner,
@@ -26,6 +24,7 @@ from agents import (
 )
 
 from ptc_emulator.api.testing import PTCEmulator
+from tests.support import runner_model
 
 calls: list[tuple[str, str]] = []
 
@@ -83,9 +82,7 @@ def no_tracing(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def agent(ptc_emulator: PTCEmulator, **settings: object) -> Agent:
-    http = httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0), timeout=60)
-    client = ptc_emulator.async_client(max_retries=0, http_client=http)
-    model = OpenAIResponsesModel(model="gpt-6-astra", openai_client=client)
+    model = runner_model(ptc_emulator)
     return Agent(
         name="shipping",
         instructions="Search for the shipping tools, then use a program.",

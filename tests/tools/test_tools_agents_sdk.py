@@ -10,7 +10,6 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from agents import (
     Agent,
@@ -19,7 +18,6 @@ from agents import (
     ApplyPatchTool,
     CustomTool,
     ModelSettings,
-    OpenAIResponsesModel,
     ProgrammaticToolCallingTool,
     RunConfig,
     Runner,
@@ -33,7 +31,7 @@ from agents import (
 from agents.tool_context import ToolContext
 
 from ptc_emulator.api.testing import PTCEmulator
-from tests.support import js
+from tests.support import js, runner_model
 
 done: list[tuple[str, Any]] = []
 
@@ -92,13 +90,10 @@ class Editor:
 
 
 def agent(ptc_emulator: PTCEmulator, tools: list[Any], **settings: Any) -> Agent[Any]:
-    # No pooled connections: the Runner's event loop may close before a pooled connection could.
-    http = httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0), timeout=60)
-    client = ptc_emulator.async_client(max_retries=0, http_client=http)
     return Agent(
         name="tools",
         instructions="Use a program.",
-        model=OpenAIResponsesModel(model="gpt-6-astra", openai_client=client),
+        model=runner_model(ptc_emulator),
         model_settings=ModelSettings(**settings),
         tools=[ProgrammaticToolCallingTool(), *tools],
     )
