@@ -84,8 +84,12 @@ async def pid() -> dict:
 def emulator(extra: tuple[str, ...] = ()) -> Iterator[ServerProcess]:
     data = Path(tempfile.mkdtemp(prefix="bench-floor-")) / "data"
     options = ("--log-level", "warning", *extra)
-    with ServerProcess(data, store="memory", workers=os.cpu_count() or 1, args=options) as server:
+    server = ServerProcess(data, store="memory", workers=os.cpu_count() or 1, args=options)
+    server.start(timeout=300)  # a busy machine may take a while to start the workers
+    try:
         yield server
+    finally:
+        server.stop()
 
 
 @contextlib.contextmanager
