@@ -14,7 +14,7 @@ from ptc_emulator import __version__
 from ptc_emulator.emulator.model.scenario import ScenarioError
 from ptc_emulator.sandbox import Limits
 
-from .settings import API_KEY_ENV, Settings, default_data_dir
+from .settings import API_KEY_ENV, Settings, default_data_dir, resend_problem
 
 __all__ = ["bind", "main", "parse"]
 
@@ -128,6 +128,8 @@ def main(argv: list[str] | None = None) -> None:
     for directory in settings.fixtures:
         if not directory.is_dir():
             _fail(f"--fixtures {directory}: no such directory", 2)
+    if (problem := resend_problem(settings)) is not None:
+        _fail(problem, 2)
     if settings.upstream is not None and not settings.upstream.startswith(("http://", "https://")):
         _fail(f"--upstream {settings.upstream}: not an http:// or https:// base URL", 2)
     if settings.upstream is not None and settings.record_dir is None:

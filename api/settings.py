@@ -9,7 +9,7 @@ from typing import Literal
 
 from ptc_emulator.sandbox import Limits
 
-__all__ = ["Settings", "bundled_fixtures", "default_data_dir"]
+__all__ = ["Settings", "bundled_fixtures", "default_data_dir", "resend_floor", "resend_problem"]
 
 
 def bundled_fixtures() -> Path:
@@ -76,3 +76,26 @@ class Settings:
     def recording(self) -> bool:
         """Proxying to an upstream and recording (not `--record-mode none`)."""
         return self.upstream is not None and self.record_dir is not None and self.record_mode != "none"
+
+
+def resend_floor(limits: Limits) -> int:
+    """The smallest request body that can send back a `store: false` conversation holding one
+    program at its full output limit (docs/limits.md). The limit counts the output as the runtime
+    records it: JSON text in UTF-8, control characters already escaped. A client may escape every
+    non-ASCII character too (`\\u00e9`: six bytes for two counted), so at worst three times that,
+    twice over (the `program_output`, and the closing message that quotes it); and the code twice
+    (the user message and the `program` item), at worst six bytes a character."""
+    return 6 * limits.max_output_bytes + 12 * limits.max_code_bytes
+
+
+def resend_problem(settings: Settings) -> str | None:
+    """Why `--max-body-bytes` is too small for `--max-output-bytes`, or None when the pair fits."""
+    floor = resend_floor(settings.limits)
+    if settings.max_body_bytes >= floor:
+        return None
+    return (
+        f"--max-body-bytes {settings.max_body_bytes} is too small for --max-output-bytes "
+        f"{settings.limits.max_output_bytes} and --max-code-bytes {settings.limits.max_code_bytes}: a store:false "
+        f"conversation could not send a program's output back; use --max-body-bytes {floor} or more, or lower "
+        "--max-output-bytes (docs/limits.md)"
+    )
