@@ -63,6 +63,7 @@ test-fast: $(STAMP) ## the fast tier: the engine with a fake runner and pure fun
 bench: $(STAMP) ## the sandbox and HTTP benchmarks (a few minutes; bench/load.py runs on its own)
 	$(BIN)/python bench/sandbox_bench.py
 	$(BIN)/python bench/http_bench.py
+	$(BIN)/python bench/floor.py
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) tests/node/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache \

@@ -20,6 +20,12 @@ def bundled_fixtures() -> Path:
 
 
 API_KEY_ENV = "PTC_EMULATOR_API_KEY"
+LIVE_CACHE_ENV = "PTC_EMULATOR_LIVE_CACHE"
+
+
+def _live_cache_default() -> int:
+    value = os.environ.get(LIVE_CACHE_ENV, "")
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 6 else 64
 
 
 def default_data_dir() -> Path:
@@ -45,8 +51,9 @@ class Settings:
     """When set, every request must carry `Authorization: Bearer <api_key>`."""
     pool_size: int = max(1, os.cpu_count() or 1)
     spare_contexts: int = 2
-    live_cache: int = 64
-    """Suspended programs each worker keeps live, so a resume skips replay (0: always replay)."""
+    live_cache: int = field(default_factory=lambda: _live_cache_default())
+    """Suspended programs each worker keeps live, so a resume skips replay (0: always replay); the
+    default is 64, or PTC_EMULATOR_LIVE_CACHE (the test suite runs with it at 0 too)."""
     max_jobs_per_worker: int = 1000
     limits: Limits = field(default_factory=Limits)
     max_body_bytes: int = 16 * 2**20

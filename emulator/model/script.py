@@ -248,17 +248,30 @@ class Script:
 
 
 def _turn_kind(item: Item) -> str | None:
-    if isinstance(item, ProgramItem):
+    kind = _kind_of_type(type(item))
+    if kind == "call":
+        return None if isinstance(getattr(item, "caller", None), ProgramCaller) else "call"
+    if kind == "message":
+        return "message" if item.role == "assistant" else None  # type: ignore[union-attr]
+    if kind in ("mcp", "code_interpreter"):
+        return kind if item.caller is None else None  # type: ignore[union-attr]
+    return kind
+
+
+@functools.cache
+def _kind_of_type(cls: type) -> str | None:
+    """`_turn_kind`'s type tests, once per item class (the per-item tests are in `_turn_kind`)."""
+    if issubclass(cls, ProgramItem):
         return "program"
-    if isinstance(item, ToolSearchCallItem):
+    if issubclass(cls, ToolSearchCallItem):
         return "search"
-    if isinstance(item, CALL_TYPES) and not isinstance(getattr(item, "caller", None), ProgramCaller):
+    if issubclass(cls, CALL_TYPES):
         return "call"
-    if isinstance(item, Message) and item.role == "assistant":
+    if issubclass(cls, Message):
         return "message"
-    if isinstance(item, McpCall | McpApprovalRequest) and item.caller is None:
+    if issubclass(cls, (McpCall, McpApprovalRequest)):
         return "mcp"
-    if isinstance(item, CodeInterpreterCall) and item.caller is None:
+    if issubclass(cls, CodeInterpreterCall):
         return "code_interpreter"
     return None
 
