@@ -50,8 +50,12 @@ lint: $(STAMP) ## ruff, mypy and the import-layer contract
 	PYTHONPATH=.typing $(BIN)/lint-imports  # the links: grimp walks folders, not the editable mapping
 	$(BIN)/mypy
 
-test: $(STAMP) $(NODE_STAMP) browser lint ## the whole suite, after the lint step
-	$(BIN)/python -m pytest
+# Three pytest-xdist workers on two cores: most tests wait on servers, processes and sockets, so a
+# third worker fills the time the other two wait. One file stays on one worker (module servers).
+JOBS ?= 3
+
+test: $(STAMP) $(NODE_STAMP) browser lint ## the whole suite, after the lint step (JOBS=0: in this one process)
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile
 
 test-fast: $(STAMP) ## the fast tier: the engine with a fake runner and pure functions (no V8, no server)
 	$(BIN)/python -m pytest -m "not integration"
@@ -59,6 +63,7 @@ test-fast: $(STAMP) ## the fast tier: the engine with a fake runner and pure fun
 bench: $(STAMP) ## the sandbox and HTTP benchmarks (a few minutes; bench/load.py runs on its own)
 	$(BIN)/python bench/sandbox_bench.py
 	$(BIN)/python bench/http_bench.py
+	$(BIN)/python bench/floor.py
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) tests/node/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache \

@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ptc_emulator.emulator import usage
+from ptc_emulator.emulator import replayed, usage
 from ptc_emulator.emulator.engine import Engine, Runner
 from ptc_emulator.emulator.errors import EmulatorError, PayloadTooLarge, StatusError, Unauthorized
 from ptc_emulator.emulator.harness import Harness
@@ -195,17 +195,35 @@ class _Edge:
             await _reject(scope, receive, send_with_id, PayloadTooLarge(_too_large(limit)))
             return
         received = 0
+        body = replayed.Body() if _replayable(scope, self.settings) else None
+        token = replayed.RAW_BODY.set(body)  # for this request only (see emulator/replayed.py)
 
         async def limited_receive() -> Message:
             nonlocal received
             message = await receive()
             if message.get("type") == "http.request":
-                received += len(message.get("body", b""))
+                chunk = message.get("body", b"")
+                received += len(chunk)
                 if received > limit:
                     raise StarletteHTTPException(413, detail=_too_large(limit))
+                if body is not None:
+                    body.chunks.append(chunk)
             return message
 
-        await self.app(scope, limited_receive if scope["type"] == "http" else receive, send_with_id)
+        try:
+            await self.app(scope, limited_receive if scope["type"] == "http" else receive, send_with_id)
+        finally:
+            replayed.RAW_BODY.reset(token)
+
+
+def _replayable(scope: Scope, settings: Settings) -> bool:
+    """A create over HTTP whose body reaches the app as sent (the recording proxy may rewrite it)."""
+    return (
+        scope["type"] == "http"
+        and scope.get("method") == "POST"
+        and scope.get("path") == "/v1/responses"
+        and not settings.recording
+    )
 
 
 def _is_ui(path: str) -> bool:

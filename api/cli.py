@@ -8,13 +8,13 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from ptc_emulator import __version__
 from ptc_emulator.emulator.model.scenario import ScenarioError
 from ptc_emulator.sandbox import Limits
 
-from .settings import API_KEY_ENV, Settings, default_data_dir
+from .settings import API_KEY_ENV, Settings, default_data_dir, resend_problem
 
 __all__ = ["bind", "main", "parse"]
 
@@ -128,6 +128,8 @@ def main(argv: list[str] | None = None) -> None:
     for directory in settings.fixtures:
         if not directory.is_dir():
             _fail(f"--fixtures {directory}: no such directory", 2)
+    if (problem := resend_problem(settings)) is not None:
+        _fail(problem, 2)
     if settings.upstream is not None and not settings.upstream.startswith(("http://", "https://")):
         _fail(f"--upstream {settings.upstream}: not an http:// or https:// base URL", 2)
     if settings.upstream is not None and settings.record_dir is None:
@@ -152,8 +154,22 @@ def main(argv: list[str] | None = None) -> None:
     )
     inspector = f"http://{settings.host}:{sock.getsockname()[1]}/_emulator/ui/"
     print(f"ptc-emulator: trace inspector at {inspector} (docs/inspector.md)", file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, log_level=log_level, ws="websockets-sansio")
-    uvicorn.Server(config).run(sockets=[sock])
+    uvicorn.Server(server_config(app, log_level=log_level)).run(sockets=[sock])
+
+
+KEEP_ALIVE_S = 75
+"""How long an idle client connection stays open. uvicorn's default (5 s) races clients that reuse a
+pooled connection after a pause (a slow tool, a busy machine): the server closes it as the next
+request goes out, and the client sees a connection error."""
+
+
+def server_config(app: Any, *, log_level: str) -> Any:
+    """The `uvicorn.Config` every way of serving the app shares (the CLI, the test server)."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app, log_level=log_level, ws="websockets-sansio", lifespan="on", timeout_keep_alive=KEEP_ALIVE_S
+    )
 
 
 def bind(host: str, port: int) -> socket.socket:

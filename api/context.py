@@ -50,7 +50,8 @@ def scope_of(headers: Any, body: CreateRequest | None) -> str | None:
     return scope  # type: ignore[no-any-return]
 
 
-def recorder(request: Request, body: CreateRequest, scope: str | None) -> Recorder:
+def recorder(request: Request, body: CreateRequest, scope: str | None, raw: bytes | None = None) -> Recorder:
+    """`raw`: the request's body bytes, which `body` was validated from (the journal keeps them)."""
     return Recorder(
         request.app.state.emulator.journal,
         method=request.method,
@@ -58,6 +59,7 @@ def recorder(request: Request, body: CreateRequest, scope: str | None) -> Record
         headers=request.headers,
         body=body,
         scope=scope,
+        raw=raw,
     )
 
 

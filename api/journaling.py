@@ -10,7 +10,7 @@ from ptc_emulator.emulator import usage
 from ptc_emulator.emulator.conversations import conversation_id
 from ptc_emulator.emulator.engine import Prepared, Refused, Trace
 from ptc_emulator.emulator.errors import EmulatorError, NoScenarioMatched
-from ptc_emulator.emulator.journal import Figures, Journal, JournalEntry
+from ptc_emulator.emulator.journal import Figures, Journal, JournalEntry, RawRequest
 from ptc_emulator.emulator.request import CreateRequest
 from ptc_emulator.emulator.toolkinds import answer_text
 
@@ -32,8 +32,20 @@ class Recorder:
     A request the engine refuses (an injected HTTP error, a strict contract check, no matching
     scenario) has no `Prepared`; what the engine knew then comes with the refusal, as its `trace`."""
 
-    def __init__(self, journal: Journal, *, method: str, path: str, headers: Any, body: Any, scope: str | None) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        *,
+        method: str,
+        path: str,
+        headers: Any,
+        body: Any,
+        scope: str | None,
+        raw: bytes | None = None,
+    ) -> None:
+        """`raw`: the bytes `body` was validated from, which the journal keeps in its place."""
         self.journal = journal
+        self.raw = raw
         self.entry = JournalEntry(
             seq=journal.next_seq(),
             at=time.time(),
@@ -121,6 +133,8 @@ class Recorder:
                     figures.direct_tool_calls += 1
         self.entry.figures.latency_ms = round((time.time() - self.entry.at) * 1000, 3)
         self._account()
+        if self.raw is not None and isinstance(self.entry.request, CreateRequest):
+            self.entry.request = RawRequest(self.raw)
         self.journal.record(self.entry)
 
     def _account(self) -> None:

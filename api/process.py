@@ -32,7 +32,8 @@ def free_port() -> int:
 
 
 def _clean_env(env: dict[str, str] | None) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("PTC_EMULATOR_")}
+    # The suite's live-cache switch passes through (api/settings.py); nothing else of the caller's.
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PTC_EMULATOR_") or k == "PTC_EMULATOR_LIVE_CACHE"}
     return {**base, **(env or {})}
 
 

@@ -44,7 +44,7 @@ async def create_response(body: CreateRequest, request: Request) -> Response:
     scope = scope_of(request.headers, body)
     if body.stream:
         return await stream_create(request, engine, body, scope)
-    with recorder(request, body, scope) as rec:
+    with recorder(request, body, scope, await request.body()) as rec:
         prepared = rec.admit(engine.attempt(body, scope=scope))
         rec.response = await unless_disconnected(request, engine.run(prepared))
         return JSONResponse(rec.response, headers=contract_headers(prepared))

@@ -9,7 +9,7 @@ from typing import Literal
 
 from ptc_emulator.sandbox import Limits
 
-__all__ = ["Settings", "bundled_fixtures", "default_data_dir"]
+__all__ = ["Settings", "bundled_fixtures", "default_data_dir", "resend_floor", "resend_problem"]
 
 
 def bundled_fixtures() -> Path:
@@ -20,6 +20,12 @@ def bundled_fixtures() -> Path:
 
 
 API_KEY_ENV = "PTC_EMULATOR_API_KEY"
+LIVE_CACHE_ENV = "PTC_EMULATOR_LIVE_CACHE"
+
+
+def _live_cache_default() -> int:
+    value = os.environ.get(LIVE_CACHE_ENV, "")
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 6 else 64
 
 
 def default_data_dir() -> Path:
@@ -45,8 +51,9 @@ class Settings:
     """When set, every request must carry `Authorization: Bearer <api_key>`."""
     pool_size: int = max(1, os.cpu_count() or 1)
     spare_contexts: int = 2
-    live_cache: int = 64
-    """Suspended programs each worker keeps live, so a resume skips replay (0: always replay)."""
+    live_cache: int = field(default_factory=lambda: _live_cache_default())
+    """Suspended programs each worker keeps live, so a resume skips replay (0: always replay); the
+    default is 64, or PTC_EMULATOR_LIVE_CACHE (the test suite runs with it at 0 too)."""
     max_jobs_per_worker: int = 1000
     limits: Limits = field(default_factory=Limits)
     max_body_bytes: int = 16 * 2**20
@@ -69,3 +76,26 @@ class Settings:
     def recording(self) -> bool:
         """Proxying to an upstream and recording (not `--record-mode none`)."""
         return self.upstream is not None and self.record_dir is not None and self.record_mode != "none"
+
+
+def resend_floor(limits: Limits) -> int:
+    """The smallest request body that can send back a `store: false` conversation holding one
+    program at its full output limit (docs/limits.md). The limit counts the output as the runtime
+    records it: JSON text in UTF-8, control characters already escaped. A client may escape every
+    non-ASCII character too (`\\u00e9`: six bytes for two counted), so at worst three times that,
+    twice over (the `program_output`, and the closing message that quotes it); and the code twice
+    (the user message and the `program` item), at worst six bytes a character."""
+    return 6 * limits.max_output_bytes + 12 * limits.max_code_bytes
+
+
+def resend_problem(settings: Settings) -> str | None:
+    """Why `--max-body-bytes` is too small for `--max-output-bytes`, or None when the pair fits."""
+    floor = resend_floor(settings.limits)
+    if settings.max_body_bytes >= floor:
+        return None
+    return (
+        f"--max-body-bytes {settings.max_body_bytes} is too small for --max-output-bytes "
+        f"{settings.limits.max_output_bytes} and --max-code-bytes {settings.limits.max_code_bytes}: a store:false "
+        f"conversation could not send a program's output back; use --max-body-bytes {floor} or more, or lower "
+        "--max-output-bytes (docs/limits.md)"
+    )

@@ -195,7 +195,7 @@ def error_event(error: BaseException) -> Event:
 
 async def stream_create(request: Request, engine: Engine, body: CreateRequest, scope: str | None) -> Response:
     """`POST /v1/responses` with `stream: true`."""
-    rec = recorder(request, body, scope)
+    rec = recorder(request, body, scope, await request.body())
     prepared = rec.admit(engine.attempt(body, scope=scope))
     play = Play(engine, prepared, rec)
     await play.start()

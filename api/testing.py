@@ -29,14 +29,13 @@ class EmulatorServer:
         import uvicorn
 
         from .app import create_app
-        from .cli import bind
+        from .cli import bind, server_config
 
         self.settings = settings
         self.app = create_app(settings)
         self._socket = bind("127.0.0.1", 0)
         self.port = self._socket.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level="warning", ws="websockets-sansio", lifespan="on")
-        self._server = uvicorn.Server(config)
+        self._server = uvicorn.Server(server_config(self.app, log_level="warning"))
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._socket]}, name="ptc-emulator", daemon=True
         )

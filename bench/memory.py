@@ -137,7 +137,7 @@ class Load:
 
     async def websocket(self, code: str) -> None:
         url = self.server.base_url.replace("http://", "ws://") + "/responses"
-        async with websockets.connect(url, max_size=2**25) as ws:
+        async with websockets.connect(url, max_size=2**25, open_timeout=120, ping_interval=None) as ws:
             body: dict[str, Any] = {"model": "m", "input": message(code), "tools": TOOLS}
             while self.take():
                 await ws.send(json.dumps({"type": "response.create", **body}))

@@ -59,12 +59,21 @@ TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 _CHUNK = re.compile(r"\s*\S{1,24}|\s+\Z")
 """A delta: a word with the whitespace before it (long words cut at 24 characters)."""
 
+MAX_DELTAS = 256
+"""At most this many deltas per text: a longer text gets several words per delta, so a stream's
+size stays a small multiple of the response's however short the words (a megabyte of `'x '`
+would otherwise be half a million events of some 240 bytes each)."""
+
 _FINAL_EVENT = {"completed": "response.completed", "incomplete": "response.incomplete"}
 
 
 def chunks(text: str) -> list[str]:
-    """`text` cut into deltas; they join back to `text` exactly."""
-    return _CHUNK.findall(text)
+    """`text` cut into deltas, at most `MAX_DELTAS` of them; they join back to `text` exactly."""
+    words: list[str] = _CHUNK.findall(text)
+    if len(words) <= MAX_DELTAS:
+        return words
+    per = -(-len(words) // MAX_DELTAS)
+    return ["".join(words[i : i + per]) for i in range(0, len(words), per)]
 
 
 def skeleton(response: dict[str, Any]) -> dict[str, Any]:

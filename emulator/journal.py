@@ -17,8 +17,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from .evaluation import Threads
+from .request import CreateRequest
 
-__all__ = ["Figures", "Journal", "JournalEntry"]
+__all__ = ["Figures", "Journal", "JournalEntry", "RawRequest"]
 
 
 @dataclass
@@ -83,6 +84,8 @@ class JournalEntry:
     their route: a program's stay inside the runtime and appear only here."""
 
     def as_dict(self) -> dict[str, Any]:
+        if isinstance(self.request, RawRequest):
+            self.request = self.request.validated()  # once: later reads parse its JSON text
         data = asdict(self)
         # The request is kept as it was validated and dumped only when the journal is read.
         if isinstance(self.request, BaseModel):
@@ -97,6 +100,17 @@ class JournalEntry:
 
 class RawJSON(bytes):
     """A body kept as its JSON text: a few bytes per character instead of an object graph."""
+
+
+class RawRequest(RawJSON):
+    """A create request's body as the client sent it (bytes), kept instead of its validated model:
+    no object graph while it waits in the journal, and no dump on the request's path. It is
+    validated again, and dumped as the request model (fields the client set, by alias), only when
+    the journal is read; the body already passed that validation when it was served."""
+
+    def validated(self) -> RawJSON:
+        request = CreateRequest.model_validate(json.loads(self))
+        return RawJSON(request.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8"))
 
 
 def _compact(value: Any) -> Any:

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Discriminator, Field, StringConstraints, Tag, field_validator, model_validator
 
+from . import replayed
 from .items import MAX_DEPTH, InputItem, OpenJSON, OpenModel, WireModel, check_depth
 from .mcp import McpTool
 
@@ -465,6 +466,16 @@ class CreateRequest(Conversational):
     stream_id: str | None = None
 
     _metadata_limits = field_validator("metadata")(check_metadata)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sane(cls, value: Any) -> Any:
+        return replayed.substitute(value, check_json)  # a replayed conversation's known items, already validated
+
+    @model_validator(mode="after")
+    def _remember(self) -> CreateRequest:
+        replayed.remember(self.input)
+        return self
 
 
 class CountTokensRequest(Conversational):

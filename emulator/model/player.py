@@ -158,6 +158,7 @@ class Player:
         assert script is not None
         turn = script.turns[index]
         context = _template_context(prepared.conversation, produced)
+        await script.prerender(index, context)  # templates render off the event loop
         prepared.trace.model_turns += 1
         if turn.program is not None:
             if not req.ptc_enabled:

@@ -296,6 +296,16 @@ def _check_templates(scenario: Scenario, source: str) -> None:
                 found.append((f"turns.{i}.{name}", value))
         for k, call in enumerate(turn.calls):
             found += strings(call.arguments, f"turns.{i}.call.{k}.arguments")
+            if call.input is not None:
+                found.append((f"turns.{i}.call.{k}.input", call.input))
+        if turn.search is not None:
+            if turn.search.query is not None:
+                found.append((f"turns.{i}.search.query", turn.search.query))
+            found += strings(turn.search.arguments, f"turns.{i}.search.arguments")
+        if turn.mcp is not None:
+            found += strings(turn.mcp.arguments, f"turns.{i}.mcp.arguments")
+        if turn.code_interpreter is not None:
+            found.append((f"turns.{i}.code_interpreter.code", turn.code_interpreter.code))
         for where, text in found:
             try:
                 templating.check(_template_env, text)

@@ -21,13 +21,18 @@ Templates (Jinja2, sandboxed, undefined names are errors) see:
     loaded      the qualified names of the tools the latest tool search loaded, or []
 
 In `program` code and `call` arguments every `{{ ... }}` is inserted JSON-encoded.
+
+A turn's templates are rendered in a worker thread before the turn plays (`Script.prerender`):
+a template may run up to its bounds (`templating.py`), and that must not hold up the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,6 +106,24 @@ def _compiled(env: templating.BoundedEnvironment, template: str) -> Template:
     return env.from_string(template)
 
 
+_Rendered = dict[tuple[int, str], "str | Exception"]
+
+_prerendered: ContextVar[tuple[dict[str, Any], _Rendered] | None] = ContextVar("_prerendered", default=None)
+"""The current turn's templates, rendered off the event loop for this context (by identity)."""
+
+_MISS = object()
+
+
+def _render_all(jobs: list[tuple[templating.BoundedEnvironment, str]], context: dict[str, Any]) -> _Rendered:
+    done: _Rendered = {}
+    for env, template in jobs:
+        try:
+            done[(id(env), template)] = templating.render(_compiled(env, template), context)
+        except Exception as e:  # raised again, as it would have been, when the turn asks for it
+            done[(id(env), template)] = e
+    return done
+
+
 @dataclass
 class Script:
     name: str
@@ -153,8 +176,64 @@ class Script:
             return {k: self._render_values(v, context, index) for k, v in value.items()}
         return value
 
+    def _templates(self, index: int) -> list[tuple[templating.BoundedEnvironment, str]]:
+        """The templates turn `index` renders, with the environment each one renders in."""
+        turn = self.turns[index]
+        found: list[tuple[templating.BoundedEnvironment, str]] = []
+
+        def values(value: Any) -> None:
+            if isinstance(value, str):
+                found.append((_text_env, value))
+            elif isinstance(value, list):
+                for v in value:
+                    values(v)
+            elif isinstance(value, dict):
+                for v in value.values():
+                    values(v)
+
+        def arguments(value: dict[str, Any] | str | None) -> None:
+            if isinstance(value, str):
+                found.append((_code_env, value))
+            else:
+                values(value)
+
+        if turn.program is not None and not self.is_inline:
+            found.append((_code_env, turn.program))
+        for spec in turn.calls:
+            if spec.input is not None:
+                found.append((_text_env, spec.input))
+            arguments(spec.arguments)
+        if turn.mcp is not None:
+            arguments(turn.mcp.arguments)
+        if turn.code_interpreter is not None:
+            found.append((_text_env, turn.code_interpreter.code))
+        if turn.search is not None:
+            if turn.search.query is not None:
+                found.append((_text_env, turn.search.query))
+            arguments(turn.search.arguments)
+        for text in (turn.message, turn.refusal):
+            if text is not None:
+                found.append((_text_env, text))
+        return [(env, t) for env, t in found if templating.needs_thread(t)]
+
+    async def prerender(self, index: int, context: dict[str, Any]) -> None:
+        """Render turn `index`'s templates in a worker thread; the turn's `code`, `text` and
+        `arguments` with this very `context` then take the results (errors included)."""
+        jobs = self._templates(index)
+        if not jobs:
+            return
+        done = await asyncio.to_thread(_render_all, jobs, {**self.variables, **context})
+        _prerendered.set((context, done))
+
     def _render(self, env: templating.BoundedEnvironment, template: str, context: dict[str, Any], index: int) -> str:
         try:
+            entry = _prerendered.get()
+            if entry is not None and entry[0] is context:
+                hit = entry[1].get((id(env), template), _MISS)
+                if isinstance(hit, Exception):
+                    raise hit
+                if isinstance(hit, str):
+                    return hit
             return templating.render(_compiled(env, template), {**self.variables, **context})
         except TemplateError as e:
             raise self.error(index, f"template error: {e}") from e
@@ -169,17 +248,30 @@ class Script:
 
 
 def _turn_kind(item: Item) -> str | None:
-    if isinstance(item, ProgramItem):
+    kind = _kind_of_type(type(item))
+    if kind == "call":
+        return None if isinstance(getattr(item, "caller", None), ProgramCaller) else "call"
+    if kind == "message":
+        return "message" if item.role == "assistant" else None  # type: ignore[union-attr]
+    if kind in ("mcp", "code_interpreter"):
+        return kind if item.caller is None else None  # type: ignore[union-attr]
+    return kind
+
+
+@functools.cache
+def _kind_of_type(cls: type) -> str | None:
+    """`_turn_kind`'s type tests, once per item class (the per-item tests are in `_turn_kind`)."""
+    if issubclass(cls, ProgramItem):
         return "program"
-    if isinstance(item, ToolSearchCallItem):
+    if issubclass(cls, ToolSearchCallItem):
         return "search"
-    if isinstance(item, CALL_TYPES) and not isinstance(getattr(item, "caller", None), ProgramCaller):
+    if issubclass(cls, CALL_TYPES):
         return "call"
-    if isinstance(item, Message) and item.role == "assistant":
+    if issubclass(cls, Message):
         return "message"
-    if isinstance(item, McpCall | McpApprovalRequest) and item.caller is None:
+    if issubclass(cls, (McpCall, McpApprovalRequest)):
         return "mcp"
-    if isinstance(item, CodeInterpreterCall) and item.caller is None:
+    if issubclass(cls, CodeInterpreterCall):
         return "code_interpreter"
     return None
 

@@ -4,17 +4,25 @@ Templates come from whoever can add a scenario. Jinja's sandbox stops attribute 
 work: nested `range(100000)` loops, `'x' * 10**9`, or a loop over a long input. Here:
 
 * every template is compiled when its scenario is added (`check`), so a syntax error is a 400
-  naming the field then; `include`, `import` and `extends` are refused (there is no loader);
+  naming the field then; `include`, `import` and `extends` are refused (there is no loader), and
+  so is an expression of constants that can only fail (`{{ 1/0 }}`, `range(10**6)`,
+  `'x' * 10**9`): it would fail on every request;
 * rendering counts the lines the compiled template executes and stops at `MAX_STEPS` or after
   `MAX_SECONDS`, whichever comes first (`RenderLimit`);
 * `range` is capped, and string or list repetition and `**` are bounded before they run;
-* the output is capped at `MAX_OUTPUT_CHARS`.
+* the output is capped at `MAX_OUTPUT_CHARS`;
+* `render_off_loop` renders in a worker thread, so a template that runs to its bounds delays
+  only its own request, never the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+import operator
+import re
 import sys
 import time
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -28,7 +36,9 @@ __all__ = [
     "BoundedEnvironment",
     "RenderLimit",
     "check",
+    "needs_thread",
     "render",
+    "render_off_loop",
 ]
 
 MAX_STEPS = 200_000
@@ -70,11 +80,65 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
 _UNSUPPORTED = (nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)
 
 
+class _NotConstant(Exception):
+    pass
+
+
+_BINOPS: dict[str, Callable[[Any, Any], Any]] = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": operator.truediv,
+    "//": operator.floordiv,
+    "%": operator.mod,
+    "**": operator.pow,
+}
+_UNOPS: dict[str, Callable[[Any], Any]] = {"+": operator.pos, "-": operator.neg, "not": operator.not_}
+
+
+def _constant(env: BoundedEnvironment, node: nodes.Node) -> Any:
+    """The value of an expression made of constants only, computed under the render bounds;
+    `_NotConstant` if it depends on anything else."""
+    if isinstance(node, nodes.Const):
+        return node.value
+    if isinstance(node, nodes.List | nodes.Tuple):
+        values = [_constant(env, n) for n in node.items]
+        return values if isinstance(node, nodes.List) else tuple(values)
+    if isinstance(node, nodes.BinExpr) and node.operator in _BINOPS:
+        left, right = _constant(env, node.left), _constant(env, node.right)
+        if node.operator in env.intercepted_binops:
+            return env.call_binop(None, node.operator, left, right)
+        return _BINOPS[node.operator](left, right)
+    if isinstance(node, nodes.UnaryExpr) and node.operator in _UNOPS:
+        return _UNOPS[node.operator](_constant(env, node.node))
+    if (
+        isinstance(node, nodes.Call)
+        and isinstance(node.node, nodes.Name)
+        and node.node.name == "range"
+        and not (node.kwargs or node.dyn_args or node.dyn_kwargs)
+    ):
+        return _bounded_range(*(_constant(env, n) for n in node.args))
+    raise _NotConstant
+
+
 def check(env: BoundedEnvironment, source: str) -> None:
-    """Compile `source` now (a `TemplateError` if it cannot be) and refuse what has no loader."""
+    """Compile `source` now (a `TemplateError` if it cannot be), refuse what has no loader, and
+    refuse an expression of constants that fails (it would fail on every request)."""
     tree = env.parse(source)
     for node in tree.find_all(_UNSUPPORTED):
         raise TemplateError(f"'{type(node).__name__.lower()}' is not supported in scenario templates")
+    for expr in tree.find_all((nodes.BinExpr, nodes.UnaryExpr, nodes.Call)):
+        zero = isinstance(expr, nodes.BinExpr) and isinstance(expr.right, nodes.Const) and expr.right.value == 0
+        if zero and isinstance(expr, nodes.Div | nodes.FloorDiv):
+            raise TemplateError(f"line {expr.lineno}: a division by zero always fails")
+        try:
+            _constant(env, expr)
+        except _NotConstant:
+            continue
+        except RenderLimit as e:
+            raise TemplateError(f"line {expr.lineno}: {e}") from e
+        except Exception as e:  # the constants' own arithmetic: 1/0, -'a', 10 % 0
+            raise TemplateError(f"line {expr.lineno}: an expression that always fails: {type(e).__name__}: {e}") from e
 
 
 class _Budget:
@@ -113,3 +177,19 @@ def render(template: Template, context: dict[str, Any]) -> str:
         return "".join(pieces)
     finally:
         sys.settrace(previous)
+
+
+def needs_thread(source: str) -> bool:
+    """False for a template that does next to no work (plain text, or one `{{ name }}` or
+    `{{ name.attr }}`): rendering it on the event loop is cheaper than a thread hop."""
+    if "{" not in source:
+        return False
+    return _TRIVIAL.fullmatch(source) is None
+
+
+_TRIVIAL = re.compile(r"[^{]*\{\{\s*[A-Za-z_][\w.]*\s*\}\}[^{]*")
+
+
+async def render_off_loop(template: Template, context: dict[str, Any]) -> str:
+    """`render` in a worker thread (the trace that bounds it is per thread)."""
+    return await asyncio.to_thread(render, template, context)

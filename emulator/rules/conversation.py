@@ -77,16 +77,16 @@ class Conversation:
     def latest_outputs(self) -> list[OutputItem]:
         """The tool outputs that answer the latest model output (after the last item the model
         produced). A `store: false` replay resends the earlier ones too; these are the new ones."""
-        last = max(
-            (
-                i
-                for i, item in enumerate(self.items)
-                if not isinstance(item, (*OUTPUT_TYPES, Message, ToolSearchOutputItem, McpApprovalResponse))
+        last = -1  # the last item the model produced, found from the end (a replay's history is long)
+        for i in range(len(self.items) - 1, -1, -1):
+            item = self.items[i]
+            if (
+                not isinstance(item, (*OUTPUT_TYPES, Message, ToolSearchOutputItem, McpApprovalResponse))
                 or (isinstance(item, Message) and item.role == "assistant")
                 or (isinstance(item, ToolSearchOutputItem) and item.execution != "client")
-            ),
-            default=-1,
-        )
+            ):
+                last = i
+                break
         return [item for item in self.items[last + 1 :] if isinstance(item, OUTPUT_TYPES)]
 
     def after_anchor(self) -> list[Item]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from .. import replayed
 from ..errors import InvalidRequest, NotFound, PreviousResponseNotFound
 from ..items import (
     FunctionCall,
@@ -101,6 +102,8 @@ def as_response_item(item: Item, ids: Callable[[str], str]) -> dict[str, Any]:
 class History:
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.validated = replayed.StoredItems()
+        """Finished stored responses' items, validated once (ids are this server's own)."""
 
     def record(self, response_id: str, local: Store | None = None) -> StoredResponse | None:
         found = local.get(response_id) if local is not None else None
@@ -140,9 +143,16 @@ class History:
                 )
             chain.append(record)
             next_id = record.previous_response_id
-        return [
-            as_input(raw) for record in reversed(chain) for raw in [*record.input_items, *record.response["output"]]
-        ]
+        items: list[Item] = []
+        for record in reversed(chain):  # each finished response's items, validated once
+            known = self.validated.get(record.id)
+            if known is None:
+                raw = [*record.input_items, *record.response["output"]]
+                converted = [as_input(r) for r in raw]
+                self.validated.put(record.id, raw, converted)
+                known = tuple(converted)
+            items.extend(known)
+        return items
 
     def recovered(self, items: list[Item]) -> list[Item]:
         """What came before the replayed output of a stored response, when the input starts there.

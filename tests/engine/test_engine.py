@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from openai.types.responses import Response
 
-from ptc_emulator.emulator.engine import Engine
+from ptc_emulator.emulator.engine import Engine, Refused
 from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.model.scenario import ScenarioRegistry, load_scenario
 from ptc_emulator.emulator.request import CreateRequest
@@ -152,3 +152,44 @@ def test_a_scenario_drives_direct_calls_and_a_final_message(runner: FakeRunner) 
     )
     assert second["output"][-1]["content"][0]["text"] == "found 42"
     assert runner.runs == []
+
+
+def test_a_refused_create_comes_back_with_what_the_engine_knew(runner: FakeRunner) -> None:
+    """`attempt()` returns the refusal and its trace (for the journal) instead of raising."""
+    scenarios = ScenarioRegistry()
+    scenarios.add(
+        load_scenario(
+            {
+                "name": "flaky",
+                "match": {"input": "flaky"},
+                "turns": [{"message": "never sent", "fault": {"http_error": 503}}],
+            }
+        )
+    )
+    engine = make_engine(runner, scenarios)
+    attempt = engine.attempt(CreateRequest.model_validate({"model": "m", "input": "flaky", "store": False}))
+    assert isinstance(attempt, Refused)
+    assert attempt.error.status == 503
+    assert attempt.trace is not None and attempt.trace.scenario == "flaky" and attempt.trace.fault is not None
+    nothing = engine.attempt(CreateRequest.model_validate({"model": "m", "input": "no scenario, no code"}))
+    assert isinstance(nothing, Refused) and nothing.trace is None and nothing.error.status == 400
+    with pytest.raises(InvalidRequest, match="No scenario matches"):
+        engine.prepare(CreateRequest.model_validate({"model": "m", "input": "no scenario, no code"}))
+
+
+def test_a_background_response_is_queued_then_finished(runner: FakeRunner) -> None:
+    engine = make_engine(runner)
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
+        request = CreateRequest.model_validate({"model": "m", "input": js(CODE), "tools": TOOLS, "background": True})
+        queued = await engine.create(request)
+        for _ in range(100):
+            await asyncio.sleep(0)
+            if engine.retrieve(queued["id"])["status"] != "queued":
+                break
+        return queued, engine.retrieve(queued["id"])
+
+    queued, finished = asyncio.run(scenario())
+    assert queued["status"] == "queued"
+    assert finished["status"] == "completed" and finished["id"] == queued["id"]
+    assert [i["type"] for i in finished["output"]] == ["program", "function_call", "function_call"]

@@ -59,12 +59,15 @@ def test_a_small_program_stays_live_under_the_default_bound(loop_thread: LoopThr
         pool.close()
 
 
-def test_the_token_cache_is_bounded_by_characters_and_can_be_freed() -> None:
+def test_the_token_cache_is_bounded_by_characters_and_can_be_freed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A bound of 2.5 M characters, so five texts of a million each go past it (at the default
+    # 16 Mi, five would fit and the bound would never be reached).
+    monkeypatch.setattr(usage, "MAX_CACHED_CHARS", 2_500_000)
     usage.clear_cache()
     big = "word " * 200_000  # a million characters
     for i in range(5):
         assert usage.count(f"{i} {big}") > 0
-    assert usage.cached_chars() <= usage.MAX_CACHED_CHARS
+    assert 0 < usage.cached_chars() <= usage.MAX_CACHED_CHARS
     assert usage.count(big) == usage.count(big)
     usage.clear_cache()
     assert usage.cached_chars() == 0

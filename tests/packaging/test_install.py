@@ -93,14 +93,14 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _venv(where: Path, wheel: Path) -> Path:
-    _run(sys.executable, "-m", "venv", where, cwd=where.parent)
+    # Without pip of its own: pip, like every other dependency, is borrowed (and the environment
+    # gets no old setuptools of its own that would hide the borrowed one that builds editables).
+    _run(sys.executable, "-m", "venv", "--without-pip", where, cwd=where.parent)
     python = where / "bin" / "python"
     site = Path(_run(python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))", cwd=where).stdout.strip())
     # Appended after the new environment's own site-packages, and not processed as a site
     # directory, so this checkout's editable install is invisible there: only the wheel is.
     (site / "borrowed-dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    # The environment's own old setuptools would hide the borrowed one that builds editables.
-    _run(python, "-m", "pip", "uninstall", "-q", "-y", "setuptools", cwd=where.parent)
     _run(
         python, "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed", wheel, "pytest>=8.2", cwd=where.parent
     )

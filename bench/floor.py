@@ -1,0 +1,396 @@
+"""The emulator against its floor: a bare FastAPI endpoint on the same uvicorn stack, same bodies.
+
+    .venv/bin/python bench/floor.py                   # about a minute
+    .venv/bin/python bench/floor.py --quick           # a smoke run
+    .venv/bin/python bench/floor.py --memory 20000    # RSS of the server across 20,000 chain requests
+
+Two servers run side by side, each in its own process: `ptc-emulator serve --store memory` and
+the floor, a FastAPI app under the same uvicorn (httptools, uvloop) whose one endpoint parses the
+JSON body it is sent (`body: dict`) and returns a fixed response of the same size as the
+emulator's. One raw keep-alive httpx client per server (not the SDK, whose own cost would hide
+the server's) sends pre-encoded bodies; only the round trip is timed. The floor is sent exactly
+the bodies the emulator was sent in the same block, so both parse the same bytes.
+
+Measured in interleaved blocks (emulator, then floor, then the next block), so that a busy
+neighbour slows both alike; it prints medians, the floor's medians, their ratio and:
+
+* create to suspend: a two-call `Promise.all` program, `store: false`;
+* resume to complete: the same, its two outputs sent back (replayed input);
+* the 100-call `store: false` chain: 101 requests whose bodies grow by three items each;
+* resumes/s with 8 concurrent clients (threads, one keep-alive client each) looping over a
+  program that pauses at five sequential calls; every request after the first is a resume.
+
+The tool definitions are the test suite's (`tests.support.ADD_TOOL`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the test suite's helpers, for the same tool definitions
+
+from ptc_emulator.api.process import ServerProcess, free_port  # noqa: E402
+from tests.support import ADD_TOOL, js  # noqa: E402
+
+TOOLS: list[dict[str, Any]] = [ADD_TOOL, {"type": "programmatic_tool_calling"}]
+FANOUT = js(
+    "const [a, b] = await Promise.all([tools.add({a: 1, b: 2}), tools.add({a: 3, b: 4})]);\ntext(String(a + b))"
+)
+PAUSES = js("let acc = 0;\nfor (let i = 0; i < 5; i++) acc = await tools.add({a: acc, b: i});\ntext(String(acc))")
+CHAIN = js("let acc = 0;\nfor (let i = 0; i < 100; i++) acc = await tools.add({a: acc, b: i});\ntext(String(acc))")
+HEADERS = {"content-type": "application/json", "authorization": "Bearer sk-bench"}
+
+FLOOR_APP = """
+import json
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+app = FastAPI()
+REPLY = {"status": "200"}
+@app.post("/v1/responses")
+async def create(body: dict, request: Request) -> Response:
+    # The same parse as the emulator's (the JSON body into Python objects), and a reply of the
+    # size the emulator's was: the floor is the HTTP work alone.
+    return Response(REPLY.get(request.headers.get("x-floor-reply", ""), b"{}"), media_type="application/json")
+@app.put("/reply/{key}")
+async def reply(key: str, request: Request) -> dict:
+    REPLY[key] = await request.body()
+    return {}
+@app.get("/health")
+async def health() -> dict:
+    return {}
+@app.get("/pid")
+async def pid() -> dict:
+    import os
+    return {"pid": os.getpid()}
+"""
+
+
+@contextlib.contextmanager
+def emulator(extra: tuple[str, ...] = ()) -> Iterator[ServerProcess]:
+    data = Path(tempfile.mkdtemp(prefix="bench-floor-")) / "data"
+    options = ("--log-level", "warning", *extra)
+    server = ServerProcess(data, store="memory", workers=os.cpu_count() or 1, args=options)
+    server.start(timeout=300)  # a busy machine may take a while to start the workers
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def floor() -> Iterator[str]:
+    port = free_port()
+    app = Path(tempfile.mkdtemp(prefix="bench-floor-app-")) / "floor_app.py"
+    app.write_text(FLOOR_APP, encoding="utf-8")
+    argv = [sys.executable, "-m", "uvicorn", "floor_app:app", "--app-dir", str(app.parent), "--port", str(port)]
+    argv += ["--log-level", "warning", "--no-access-log", "--http", "httptools", "--loop", "uvloop"]
+    process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    root = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{root}/health").status_code == 200:
+                    break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the floor server did not start")
+            time.sleep(0.05)
+        yield root
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def encode(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode("utf-8")
+
+
+def answers(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """function_call_output items for the function calls in `output` (the caller copied)."""
+    return [
+        {
+            "type": "function_call_output",
+            "call_id": item["call_id"],
+            "output": json.dumps(sum(json.loads(item["arguments"]).values())),
+            "caller": item.get("caller"),
+        }
+        for item in output
+        if item.get("type") == "function_call"
+    ]
+
+
+def calls(output: list[dict[str, Any]]) -> bool:
+    return any(item.get("type") == "function_call" for item in output)
+
+
+class Timed:
+    """One keep-alive client; `post` times the round trip of pre-encoded bytes and keeps them."""
+
+    def __init__(self, root: str) -> None:
+        self.http = httpx.Client(base_url=root, timeout=120)
+        self.sent: list[tuple[bytes, bytes]] = []
+        """(body, reply) of every request since the last `take()`, for the floor to be sent."""
+
+    def post(self, body: bytes, headers: dict[str, str] = HEADERS) -> tuple[float, bytes]:
+        began = time.perf_counter()
+        reply = self.http.post("/v1/responses", content=body, headers=headers)
+        took = time.perf_counter() - began
+        if reply.status_code != 200:
+            raise RuntimeError(f"{reply.status_code}: {reply.text[:500]}")
+        self.sent.append((body, reply.content))
+        return took, reply.content
+
+    def take(self) -> list[tuple[bytes, bytes]]:
+        sent, self.sent = self.sent, []
+        return sent
+
+    def close(self) -> None:
+        self.http.close()
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pids: list[int]) -> float:
+    """CPU seconds (user + system) the processes have used: unlike latency, what a busy neighbour
+    does not change much."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / _TICK
+
+
+def replay_on_floor(floor: Timed, sent: list[tuple[bytes, bytes]], pid: int | None = None) -> tuple[list[float], float]:
+    """The same bodies against the floor, each answered with a reply of the emulator's size:
+    (round trips, the floor's CPU seconds for them; the replies are stored beforehand)."""
+    for n, (_, reply) in enumerate(sent):
+        floor.http.put(f"/reply/r{n}", content=reply)
+    before = cpu_s([pid]) if pid is not None else 0.0
+    times = []
+    for n, (body, _) in enumerate(sent):
+        took, _ = floor.post(body, {**HEADERS, "x-floor-reply": f"r{n}"})
+        times.append(took)
+    used = cpu_s([pid]) - before if pid is not None else 0.0
+    floor.take()
+    return times, used
+
+
+def fanout(emu: Timed) -> tuple[float, float]:
+    """(create to suspend, resume to complete) of one two-call Promise.all program."""
+    items: list[Any] = [{"role": "user", "content": FANOUT}]
+    create, reply = emu.post(encode({"model": "m", "input": items, "tools": TOOLS, "store": False}))
+    output = json.loads(reply)["output"]
+    assert [o["type"] for o in output] == ["program", "function_call", "function_call"], output
+    items = [*items, *output, *answers(output)]
+    resume, reply = emu.post(encode({"model": "m", "input": items, "tools": TOOLS, "store": False}))
+    final = json.loads(reply)
+    assert final["output"][-1]["content"][0]["text"] == "10", final
+    return create, resume
+
+
+def chain(emu: Timed, steps: int = 100) -> float:
+    """The whole `store: false` loop of a 100-call program: the sum of its 101 round trips."""
+    items: list[Any] = [{"role": "user", "content": CHAIN if steps == 100 else CHAIN.replace("100", str(steps))}]
+    total = 0.0
+    while True:
+        took, reply = emu.post(encode({"model": "m", "input": items, "tools": TOOLS, "store": False}))
+        total += took
+        output = json.loads(reply)["output"]
+        if not calls(output):
+            break
+        items = [*items, *output, *answers(output)]
+    return total
+
+
+def throughput(root: str, clients: int, seconds: float) -> tuple[float, float]:
+    """(resumes/s, requests/s): `clients` threads loop over a five-pause program."""
+    stop = time.monotonic() + seconds
+    counts = [[0, 0] for _ in range(clients)]
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        emu = Timed(root)
+        try:
+            while time.monotonic() < stop:
+                items: list[Any] = [{"role": "user", "content": PAUSES}]
+                resumed = False
+                while True:
+                    _, reply = emu.post(encode({"model": "m", "input": items, "tools": TOOLS, "store": False}))
+                    emu.sent.clear()
+                    counts[n][1] += 1
+                    counts[n][0] += resumed
+                    output = json.loads(reply)["output"]
+                    if not calls(output):
+                        break
+                    items = [*items, *output, *answers(output)]
+                    resumed = True
+        except BaseException as e:  # report it; never hang the benchmark
+            errors.append(e)
+        finally:
+            emu.close()
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(clients)]
+    began = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    elapsed = time.monotonic() - began
+    return sum(c[0] for c in counts) / elapsed, sum(c[1] for c in counts) / elapsed
+
+
+def rss_mb(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+    return total / 1024
+
+
+def memory(requests: int, bound_mb: float, extra: tuple[str, ...]) -> int:
+    """`requests` chain requests (100-call chains, 101 requests each); the server's RSS as it goes."""
+    with emulator(extra) as server:
+        emu = Timed(server.root)
+        assert server.proc is not None
+        pid = server.proc.pid
+        chain(emu, 10)
+        emu.take()
+        start = rss_mb([pid])
+        print(f"server RSS after warm-up: {start:.0f} MB (workers, not counted: {server.worker_pids})")
+        sent, step, began = 0, max(1, requests // 10), time.monotonic()
+        next_at = step
+        while sent < requests:
+            chain(emu, min(100, max(1, requests - sent - 1)))
+            sent += len(emu.take())
+            if sent >= next_at:
+                print(f"  after {sent:6d} requests: server {rss_mb([pid]):.0f} MB   ({time.monotonic() - began:.0f} s)")
+                next_at += step
+        end = rss_mb([pid])
+        total = rss_mb([pid, *server.health()["workers"]])
+        print(f"server RSS after {sent} chain requests: {end:.0f} MB (bound {bound_mb:.0f} MB)")
+        print(f"server and workers: {total:.0f} MB")
+        emu.close()
+        return 0 if end <= bound_mb else 1
+
+
+def median_ms(values: list[float]) -> float:
+    return statistics.median(values) * 1000
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run: few blocks, short throughput")
+    parser.add_argument("--blocks", type=int, default=None, help="interleaved blocks (default 12; quick 2)")
+    parser.add_argument("--seconds", type=float, default=None, help="throughput run length (default 10; quick 2)")
+    parser.add_argument("--memory", type=int, default=0, metavar="N", help="instead: N chain requests, server RSS")
+    parser.add_argument(
+        "--bound-mb", type=float, default=400.0, help="with --memory: the RSS the server must stay under"
+    )
+    parser.add_argument("--serve-arg", action="append", default=[], help="an extra `serve` option (repeatable)")
+    args = parser.parse_args(argv)
+    extra = tuple(args.serve_arg)
+    if args.memory:
+        return memory(args.memory, args.bound_mb, extra)
+    blocks = args.blocks or (2 if args.quick else 12)
+    seconds = args.seconds or (2.0 if args.quick else 10.0)
+    fanouts_per_block = 20
+
+    print("the emulator against its floor: raw keep-alive httpx, same bodies, interleaved blocks; medians")
+    print(f"cpus: {os.cpu_count()}   python: {sys.version.split()[0]}   blocks: {blocks}   serve args: {list(extra)}")
+    results: dict[str, list[float]] = {k: [] for k in ("create", "resume", "chain", "fcreate", "fresume", "fchain")}
+    with emulator(extra) as server, floor() as bare:
+        emu, flo = Timed(server.root), Timed(bare)
+        assert server.proc is not None
+        floor_pid = int(httpx.get(f"{bare}/pid").json()["pid"])
+        server_pids, worker_pids = [server.proc.pid], list(server.worker_pids)
+        cpu = {k: 0.0 for k in ("server", "workers", "floor", "chain server", "chain workers", "chain floor")}
+        requests_sent = {"emulator": 0, "floor": 0, "chain": 0}
+        for _ in range(3):  # warm both (the first programs, the tokenizer, the JIT of the paths)
+            fanout(emu)
+            replay_on_floor(flo, emu.take())
+        chain(emu, 10)
+        replay_on_floor(flo, emu.take())
+        for _ in range(blocks):
+            for _ in range(fanouts_per_block):
+                before = cpu_s(server_pids), cpu_s(worker_pids)
+                create, resume = fanout(emu)
+                cpu["server"] += cpu_s(server_pids) - before[0]
+                cpu["workers"] += cpu_s(worker_pids) - before[1]
+                results["create"].append(create)
+                results["resume"].append(resume)
+                sent = emu.take()
+                requests_sent["emulator"] += len(sent)
+                (fcreate, fresume), used = replay_on_floor(flo, sent, floor_pid)
+                cpu["floor"] += used
+                requests_sent["floor"] += len(sent)
+                results["fcreate"].append(fcreate)
+                results["fresume"].append(fresume)
+            before = cpu_s(server_pids), cpu_s(worker_pids)
+            results["chain"].append(chain(emu))
+            cpu["chain server"] += cpu_s(server_pids) - before[0]
+            cpu["chain workers"] += cpu_s(worker_pids) - before[1]
+            sent = emu.take()
+            requests_sent["chain"] += len(sent)
+            times, used = replay_on_floor(flo, sent, floor_pid)
+            results["fchain"].append(sum(times))
+            cpu["chain floor"] += used
+        emu.close()
+        flo.close()
+        resumes, requests = throughput(server.root, 8, seconds)
+
+    rows = [
+        ("create to suspend (2-call Promise.all)", "create", 2.5),
+        ("resume to complete", "resume", 2.0),
+        ("100-call store:false chain (101 requests)", "chain", 2.5),
+    ]
+    print()
+    print(f"{'measure':44} {'emulator':>11} {'floor':>11} {'ratio':>7} {'goal':>7}")
+    print("-" * 84)
+    met = True
+    for label, key, goal in rows:
+        mine, base = median_ms(results[key]), median_ms(results["f" + key])
+        ratio = mine / base
+        met &= ratio <= goal
+        print(f"{label:44} {mine:8.2f} ms {base:8.2f} ms {ratio:6.2f}x {'<=' + str(goal) + 'x':>7}")
+    met &= resumes >= 450
+    print(f"{'resumes/s, 8 concurrent clients':44} {resumes:8.0f} /s {'':>11} {'':>7} {'>=450':>7}")
+    print(f"{'requests/s, the same run':44} {requests:8.0f} /s")
+    print("-" * 84)
+    for label, prefix, n in (
+        ("create and resume", "", requests_sent["emulator"]),
+        ("the chain", "chain ", requests_sent["chain"]),
+    ):
+        n = max(1, n)
+        server_ms, workers_ms = cpu[prefix + "server"] * 1000 / n, cpu[prefix + "workers"] * 1000 / n
+        floor_ms = cpu[prefix + "floor"] * 1000 / n
+        print(
+            f"CPU per request, {label} ({n}): server {server_ms:.2f} ms + V8 workers {workers_ms:.2f} ms;"
+            f" floor {floor_ms:.2f} ms (server/floor {server_ms / max(floor_ms, 1e-9):.2f}x)"
+        )
+    print("goals met" if met else "goals not all met")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
