@@ -3,7 +3,7 @@
 Requests generated from the schema (valid ones and deliberately invalid ones) go to a real
 server on 127.0.0.1. Whatever they hold, the server must not answer with a 5xx, and every error
 must be OpenAI's envelope. The example count is kept small so the whole module runs in about a
-minute on two cores; set `PTC_HARDENING_FUZZ_EXAMPLES` (20 by default) for a deeper run.
+minute on two cores; set `PTC_HARDENING_FUZZ_EXAMPLES` (10 by default) for a deeper run.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ptc_emulator.api.testing import EmulatorServer
 from ptc_emulator.sandbox import Limits
 from tests.hardening.hardening_support import is_envelope
 
-FUZZ_EXAMPLES = int(os.environ.get("PTC_HARDENING_FUZZ_EXAMPLES", "20"))
+FUZZ_EXAMPLES = int(os.environ.get("PTC_HARDENING_FUZZ_EXAMPLES", "10"))
 
 
 # Catch-all scenarios, so that generated requests which pass validation are played to the end
