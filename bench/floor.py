@@ -33,7 +33,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,6 +42,8 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the test suite's helpers, for the same tool definitions
+
+from clients import Counts, rates  # noqa: E402  (bench/, beside this script)
 
 from ptc_emulator.api.process import ServerProcess, free_port  # noqa: E402
 from tests.support import ADD_TOOL, js  # noqa: E402
@@ -222,10 +223,8 @@ def chain(emu: Timed, steps: int = 100) -> float:
 def throughput(root: str, clients: int, seconds: float) -> tuple[float, float]:
     """(resumes/s, requests/s): `clients` threads loop over a five-pause program."""
     stop = time.monotonic() + seconds
-    counts = [[0, 0] for _ in range(clients)]
-    errors: list[BaseException] = []
 
-    def work(n: int) -> None:
+    def work(counts: Counts) -> None:
         emu = Timed(root)
         try:
             while time.monotonic() < stop:
@@ -234,28 +233,17 @@ def throughput(root: str, clients: int, seconds: float) -> tuple[float, float]:
                 while True:
                     _, reply = emu.post(encode({"model": "m", "input": items, "tools": TOOLS, "store": False}))
                     emu.sent.clear()
-                    counts[n][1] += 1
-                    counts[n][0] += resumed
+                    counts[1] += 1
+                    counts[0] += resumed
                     output = json.loads(reply)["output"]
                     if not calls(output):
                         break
                     items = [*items, *output, *answers(output)]
                     resumed = True
-        except BaseException as e:  # report it; never hang the benchmark
-            errors.append(e)
         finally:
             emu.close()
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(clients)]
-    began = time.monotonic()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    elapsed = time.monotonic() - began
-    return sum(c[0] for c in counts) / elapsed, sum(c[1] for c in counts) / elapsed
+    return rates(clients, work)
 
 
 def rss_mb(pids: list[int]) -> float:

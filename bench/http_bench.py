@@ -35,7 +35,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -43,6 +42,7 @@ from typing import Any
 
 import httpx
 import openai
+from clients import Counts, rates  # bench/, beside this script
 from openai.types.responses import Response
 
 from ptc_emulator.api.process import ServerProcess, free_port
@@ -186,35 +186,21 @@ def chain(c: openai.OpenAI, sdk_create: bool = False) -> None:
 def throughput(base_url: str, clients: int, seconds: float) -> tuple[float, float]:
     """(resumes per second, requests per second): clients loop over a five-pause program."""
     stop = time.monotonic() + seconds
-    counts = [[0, 0] for _ in range(clients)]
-    errors: list[BaseException] = []
 
-    def work(n: int) -> None:
+    def work(counts: Counts) -> None:
         with client(base_url) as c:
-            try:
-                while time.monotonic() < stop:
-                    items: list[Any] = [{"role": "user", "content": PAUSES}]
+            while time.monotonic() < stop:
+                items: list[Any] = [{"role": "user", "content": PAUSES}]
+                response = create(c, model="m", input=items, tools=TOOLS, store=False)
+                counts[1] += 1
+                while any(o.type == "function_call" for o in response.output):
+                    items = replayed(items, response.output)
                     response = create(c, model="m", input=items, tools=TOOLS, store=False)
-                    counts[n][1] += 1
-                    while any(o.type == "function_call" for o in response.output):
-                        items = replayed(items, response.output)
-                        response = create(c, model="m", input=items, tools=TOOLS, store=False)
-                        counts[n][0] += 1
-                        counts[n][1] += 1
-                    assert response.output_text == "10", response.output_text
-            except BaseException as e:  # report, do not hang the benchmark
-                errors.append(e)
+                    counts[0] += 1
+                    counts[1] += 1
+                assert response.output_text == "10", response.output_text
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(clients)]
-    began = time.monotonic()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    elapsed = time.monotonic() - began
-    return sum(c[0] for c in counts) / elapsed, sum(c[1] for c in counts) / elapsed
+    return rates(clients, work)
 
 
 def main() -> None:
