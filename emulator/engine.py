@@ -27,8 +27,9 @@ from .items import Message
 from .model.choose import choose_script
 from .model.core import Prepared, Refused, Runner, Trace
 from .model.faults import FaultInjector, InjectedHTTPError
+from .model.hosted import Hosted
 from .model.player import Player
-from .model.scenario import ScenarioRegistry
+from .model.scenario import Fault, ScenarioRegistry
 from .model.script import Script, position, turn_items
 from .request import CountTokensRequest, CreateRequest
 from .response import ResponseStatus, echo_tools, response_body
@@ -195,7 +196,12 @@ class Engine:
         *,
         scope: str | None,
         local: Store | None,
-        **playing: Any,
+        script: Script | None = None,
+        hosted: Hosted | None = None,
+        turn: int = 0,
+        emitted: int = 0,
+        fault: Fault | None = None,
+        strict_contract: bool = False,
     ) -> Prepared:
         return Prepared(
             request=request,
@@ -206,7 +212,12 @@ class Engine:
             trace=trace,
             scope=scope,
             local=local,
-            **playing,
+            script=script,
+            hosted=hosted,
+            turn=turn,
+            emitted=emitted,
+            fault=fault,
+            strict_contract=strict_contract,
         )
 
     async def create(self, request: CreateRequest, *, scope: str | None = None) -> dict[str, Any]:
