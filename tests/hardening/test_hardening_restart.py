@@ -119,21 +119,39 @@ def test_kill_9_between_pauses_loses_and_duplicates_nothing(
     assert stored == seen
 
 
-class Killer(threading.Thread):
-    """Kills the server with SIGKILL at the given times and starts it again at once."""
+class Progress:
+    """Responses the clients have received so far, counted across all of them."""
 
-    def __init__(self, server: ServerProcess, at: list[float]) -> None:
+    def __init__(self) -> None:
+        self.count = 0
+        self._changed = threading.Condition()
+
+    def add(self) -> None:
+        with self._changed:
+            self.count += 1
+            self._changed.notify_all()
+
+    def wait_for(self, count: int, timeout: float) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: self.count >= count, timeout)
+
+
+class Killer(threading.Thread):
+    """Kills the server with SIGKILL once the clients have received the given numbers of
+    responses, and starts it again at once: the kills land mid-run however fast the machine."""
+
+    def __init__(self, server: ServerProcess, progress: Progress, at: list[int]) -> None:
         super().__init__(name="killer", daemon=True)
         self.server = server
+        self.progress = progress
         self.at = at
         self.kills = 0
         self.error: BaseException | None = None
 
     def run(self) -> None:
-        started = time.monotonic()
         try:
-            for when in self.at:
-                time.sleep(max(0.0, started + when - time.monotonic()))
+            for count in self.at:
+                assert self.progress.wait_for(count, timeout=120), f"the clients never got {count} responses"
                 self.server.kill9()
                 self.kills += 1
                 self.server.start()
@@ -141,7 +159,7 @@ class Killer(threading.Thread):
             self.error = e
 
 
-def drive_through_restarts(server: ServerProcess, run: ProgramRun, deadline: float) -> int:
+def drive_through_restarts(server: ServerProcess, run: ProgramRun, progress: Progress, deadline: float) -> int:
     """Drive `run` to its end, resending a request the kill cut off or refused; the resends."""
     resends = 0
     with openai.OpenAI(base_url=server.base_url, api_key="sk", max_retries=0, timeout=30) as client:
@@ -154,6 +172,7 @@ def drive_through_restarts(server: ServerProcess, run: ProgramRun, deadline: flo
                 resends += 1
                 time.sleep(0.1)
                 continue
+            progress.add()
             request = run.next(response)
     return resends
 
@@ -167,16 +186,17 @@ def test_kill_9_mid_request_every_client_finishes(server_process: Callable[..., 
     most one such response per client per kill."""
     server = server_process(secret=SECRET, workers=2).start()
     clients = 10
-    pauses = 20  # about 200 requests in all: still going when the first kill lands, even on a fast machine
+    pauses = 10  # 110 requests in all; the kills land after 25 and 65 of them
     runs = [
         (ProgramRun(pausing_program(100 * n, pauses), store=n % 2 == 1), expected_total(100 * n, pauses))
         for n in range(clients)
     ]
-    killer = Killer(server, at=[1.0, 3.0])
+    progress = Progress()
+    killer = Killer(server, progress, at=[25, 65])
     deadline = time.monotonic() + 120
     killer.start()
     with ThreadPoolExecutor(clients) as pool:
-        resends = list(pool.map(lambda pair: drive_through_restarts(server, pair[0], deadline), runs))
+        resends = list(pool.map(lambda pair: drive_through_restarts(server, pair[0], progress, deadline), runs))
     killer.join(60)
     assert killer.error is None, repr(killer.error)
     assert killer.kills == 2
