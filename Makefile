@@ -54,8 +54,10 @@ lint: $(STAMP) ## ruff, mypy and the import-layer contract
 # third worker fills the time the other two wait. One file stays on one worker (module servers).
 JOBS ?= 3
 
+# The suite starts about a hundred Python processes (servers, CLIs, inner pytest runs): each would
+# compile this project's modules again if an inherited PYTHONDONTWRITEBYTECODE kept the bytecode.
 test: $(STAMP) $(NODE_STAMP) browser lint ## the whole suite, after the lint step (JOBS=0: in this one process)
-	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(JOBS) --dist loadfile
 
 test-fast: $(STAMP) ## the fast tier: the engine with a fake runner and pure functions (no V8, no server)
 	$(BIN)/python -m pytest -m "not integration"
