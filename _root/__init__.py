@@ -9,11 +9,17 @@ folders, mapped here by `package-dir` in pyproject.toml:
     ptc_emulator.fixtures  <- fixtures/   the bundled scenarios (package data)
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("ptc-emulator")
-except PackageNotFoundError:  # pragma: no cover - running from a tree that was never installed
-    __version__ = "0+unknown"
-
 __all__ = ["__version__"]
+
+
+def __getattr__(name: str) -> str:
+    # Looked up when asked for: importlib.metadata costs every process that imports this package
+    # (each sandbox worker does) about 60 ms, and only `ptc-emulator --version` needs it.
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ptc-emulator")
+    except PackageNotFoundError:  # pragma: no cover - running from a tree that was never installed
+        return "0+unknown"

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ptc_emulator import __version__
+import ptc_emulator
 from ptc_emulator.emulator.model.scenario import ScenarioError
 from ptc_emulator.sandbox import Limits
 
@@ -22,11 +22,18 @@ _LIMITS = Limits()
 _SETTINGS = Settings()
 
 
+class _Version(argparse.Action):
+    """`--version`, reading the version only when asked (see `ptc_emulator.__getattr__`)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        parser.exit(message=f"{parser.prog} {ptc_emulator.__version__}\n")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ptc-emulator", description="A local stand-in for OpenAI's Responses API with Programmatic Tool Calling."
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser(
         "serve", help="serve the Responses API on a local port", formatter_class=argparse.ArgumentDefaultsHelpFormatter

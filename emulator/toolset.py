@@ -24,7 +24,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from jsonschema import Draft202012Validator
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from .errors import InvalidRequest
@@ -297,6 +296,8 @@ class Toolset:
         arguments = given if given is not None else {"query": query} if query is not None else {"paths": load}
         parameters = self.search_tool.parameters
         if self.execution == "client" and parameters is not None:
+            from jsonschema import Draft202012Validator  # only here: jsonschema costs every import 80 ms
+
             problem = next(iter(Draft202012Validator(parameters).iter_errors(arguments)), None)
             if problem is not None:
                 raise error(

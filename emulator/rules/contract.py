@@ -21,8 +21,6 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 import re2
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from lark import Lark, LarkError
 
 from .. import jsontext
@@ -67,6 +65,9 @@ class Violation:
 
 
 def _first_error(schema: dict[str, Any], value: Any) -> str | None:
+    from jsonschema import Draft202012Validator  # imported when first needed: it costs 80 ms
+    from jsonschema.exceptions import SchemaError
+
     try:
         validator = Draft202012Validator(schema)
         error = next(iter(sorted(validator.iter_errors(value), key=lambda e: list(e.path))), None)
