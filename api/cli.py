@@ -26,7 +26,8 @@ class _Version(argparse.Action):
     """`--version`, reading the version only when asked (see `ptc_emulator.__getattr__`)."""
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
-        parser.exit(message=f"{parser.prog} {ptc_emulator.__version__}\n")
+        print(f"{parser.prog} {ptc_emulator.__version__}")  # on stdout, as argparse's own action does
+        parser.exit()
 
 
 def _parser() -> argparse.ArgumentParser:
