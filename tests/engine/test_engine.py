@@ -32,13 +32,17 @@ CODE = "const [a, b] = await Promise.all([tools.add({a: 1}), tools.add({a: 2})])
 FANOUT = FakeProgram(batches=[[("add", {"a": 1}), ("add", {"a": 2})]], finish=lambda out: f"sum={sum(map(int, out))}")
 
 
-def make_engine(runner: FakeRunner, scenarios: ScenarioRegistry | None = None) -> Engine:
+def make_engine(runner: FakeRunner, *scenarios: dict[str, Any]) -> Engine:
+    """An engine on `runner` with a pinned clock, ids and seed, playing the given scenarios."""
+    registry = ScenarioRegistry()
+    for spec in scenarios:
+        registry.add(load_scenario(spec))
     counter = itertools.count()
     return Engine(
         runner=runner,
         store=MemoryStore(),
         signer=Signer(b"engine-tests"),
-        scenarios=scenarios or ScenarioRegistry(),
+        scenarios=registry,
         clock=lambda: 1_800_000_000.0,
         ids=lambda prefix: f"{prefix}_{next(counter):04d}",
         seeds=lambda: 42,
@@ -128,20 +132,17 @@ def test_without_the_programmatic_tool_no_program_runs(runner: FakeRunner) -> No
 
 
 def test_a_scenario_drives_direct_calls_and_a_final_message(runner: FakeRunner) -> None:
-    scenarios = ScenarioRegistry()
-    scenarios.add(
-        load_scenario(
-            {
-                "name": "direct",
-                "match": {"input": "(?i)look up (?P<key>\\w+)"},
-                "turns": [
-                    {"call": {"name": "lookup", "arguments": {"key": "{{ key }}"}}},
-                    {"message": "found {{ output }}"},
-                ],
-            }
-        )
+    engine = make_engine(
+        runner,
+        {
+            "name": "direct",
+            "match": {"input": "(?i)look up (?P<key>\\w+)"},
+            "turns": [
+                {"call": {"name": "lookup", "arguments": {"key": "{{ key }}"}}},
+                {"message": "found {{ output }}"},
+            ],
+        },
     )
-    engine = make_engine(runner, scenarios)
     first = create(engine, input="Look up alpha", tools=TOOLS, store=False)
     (call,) = first["output"]
     assert call["type"] == "function_call" and json.loads(call["arguments"]) == {"key": "alpha"}
@@ -156,17 +157,14 @@ def test_a_scenario_drives_direct_calls_and_a_final_message(runner: FakeRunner) 
 
 def test_a_refused_create_comes_back_with_what_the_engine_knew(runner: FakeRunner) -> None:
     """`attempt()` returns the refusal and its trace (for the journal) instead of raising."""
-    scenarios = ScenarioRegistry()
-    scenarios.add(
-        load_scenario(
-            {
-                "name": "flaky",
-                "match": {"input": "flaky"},
-                "turns": [{"message": "never sent", "fault": {"http_error": 503}}],
-            }
-        )
+    engine = make_engine(
+        runner,
+        {
+            "name": "flaky",
+            "match": {"input": "flaky"},
+            "turns": [{"message": "never sent", "fault": {"http_error": 503}}],
+        },
     )
-    engine = make_engine(runner, scenarios)
     attempt = engine.attempt(CreateRequest.model_validate({"model": "m", "input": "flaky", "store": False}))
     assert isinstance(attempt, Refused)
     assert attempt.error.status == 503
