@@ -15,10 +15,14 @@ A violation is reported (journal, warning header); in strict mode it is a 400.
 
 from __future__ import annotations
 
+import enum
 import functools
+import itertools
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 import re2
 from lark import Lark, LarkError
@@ -64,13 +68,14 @@ class Violation:
         )
 
 
-def _first_error(schema: dict[str, Any], value: Any) -> str | None:
+def _first_error(schema: _Schema, value: Any) -> str | None:
     from jsonschema import Draft202012Validator  # imported when first needed: it costs 80 ms
     from jsonschema.exceptions import SchemaError
 
     try:
-        validator = Draft202012Validator(schema)
-        error = next(iter(sorted(validator.iter_errors(value), key=lambda e: list(e.path))), None)
+        if schema.validator is None:
+            schema.validator = Draft202012Validator(schema.document)
+        error = next(iter(sorted(schema.validator.iter_errors(value), key=lambda e: list(e.path))), None)
     except SchemaError as e:
         return f"the schema itself is invalid ({e.message})"
     if error is None:
@@ -79,16 +84,132 @@ def _first_error(schema: dict[str, Any], value: Any) -> str | None:
     return f"{error.message}" + (f" (at {where.lstrip('.')})" if where else "")
 
 
-def _check(kind: str, tool: FunctionTool, call_id: str, schema: dict[str, Any] | None, text: str) -> Violation | None:
-    if schema is None:
-        return None
+class _Unparsed(enum.Enum):
+    NOT_JSON = "not JSON"
+    TOO_DEEP = "too deep"
+
+
+_Verdict: TypeAlias = str | None | _Unparsed
+"""What checking a text against a schema found: the first error's message, None (valid), or why
+the text was not checked."""
+
+
+@dataclass(slots=True)
+class _Schema:
+    serial: int
+    """A number no other schema in this process gets (it names the schema in `_Verdicts`)."""
+    document: dict[str, Any]
+    validator: Any = None
+    """Its `Draft202012Validator`, made on first use."""
+
+
+class _Schemas:
+    """Each schema once, keyed by its JSON text, with its validator built on first use.
+
+    The text keeps the schema's key order (the order its keywords are checked in, which decides
+    which error comes first), so only the very same schema shares a validator; the validator
+    checks a copy of it (the text parsed again) that nothing else holds. Bounded by entries and by
+    the texts' bytes; the least recently used leave first. A schema that its text does not give back
+    exactly (parsed again, it is not equal to the schema) is never shared."""
+
+    def __init__(self, max_entries: int = 256, max_bytes: int = 8 * 2**20) -> None:
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._entries: OrderedDict[str, _Schema] = OrderedDict()
+        self._serials = itertools.count()
+        self._lock = threading.Lock()
+
+    def get(self, schema: dict[str, Any]) -> _Schema:
+        try:
+            key = json.dumps(schema, separators=(",", ":"))
+        except (TypeError, ValueError):  # not JSON-shaped: checked as it is, never shared
+            return _Schema(next(self._serials), schema)
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None and found.document == schema:
+                self._entries.move_to_end(key)
+                return found
+            made = _Schema(next(self._serials), json.loads(key))
+            if found is not None or made.document != schema:
+                # The text says less than the schema (a key that is not a string, a tuple): checked
+                # as it is, never shared.
+                return _Schema(made.serial, schema)
+            if len(key) <= self.max_bytes:
+                self._entries[key] = made
+                self.bytes += len(key)
+                while len(self._entries) > self.max_entries or self.bytes > self.max_bytes:
+                    dropped, _ = self._entries.popitem(last=False)
+                    self.bytes -= len(dropped)
+            return made
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.bytes = 0
+
+
+class _Verdicts:
+    """Verdicts by (the schema's serial number, the exact text checked).
+
+    A verdict is a pure function of the schema and the text, so a hit is what checking again would
+    find; a text that differs by one byte is another key, checked afresh. Bounded by entries and
+    by the texts' bytes; the least recently used leave first."""
+
+    def __init__(self, max_entries: int = 4096, max_bytes: int = 4 * 2**20) -> None:
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._entries: OrderedDict[tuple[int, str], tuple[_Verdict, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def check(self, schema: dict[str, Any], text: str) -> _Verdict:
+        known = _schemas.get(schema)
+        key = (known.serial, text)
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+                return found[0]
+        verdict = _examine(known, text)
+        size = 128 + len(text) + (len(verdict) if isinstance(verdict, str) else 0)
+        if size <= self.max_bytes:
+            with self._lock:
+                if key not in self._entries:
+                    self._entries[key] = (verdict, size)
+                    self.bytes += size
+                while len(self._entries) > self.max_entries or self.bytes > self.max_bytes:
+                    self.bytes -= self._entries.popitem(last=False)[1][1]
+        return verdict
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.bytes = 0
+
+
+def _examine(schema: _Schema, text: str) -> _Verdict:
     try:
         value = jsontext.loads(text)
     except jsontext.TooDeep:
-        return Violation(kind, tool.name, call_id, f"the {kind} nest deeper than {jsontext.MAX_DEPTH} levels")
+        return _Unparsed.TOO_DEEP
     except json.JSONDecodeError:
+        return _Unparsed.NOT_JSON
+    return _first_error(schema, value)
+
+
+_schemas = _Schemas()
+_verdicts = _Verdicts()
+
+
+def _check(kind: str, tool: FunctionTool, call_id: str, schema: dict[str, Any] | None, text: str) -> Violation | None:
+    if schema is None:
+        return None
+    problem = _verdicts.check(schema, text)
+    if problem is _Unparsed.TOO_DEEP:
+        return Violation(kind, tool.name, call_id, f"the {kind} nest deeper than {jsontext.MAX_DEPTH} levels")
+    if problem is _Unparsed.NOT_JSON:
         return Violation(kind, tool.name, call_id, f"the {kind} {'is' if kind == 'output' else 'are'} not JSON")
-    problem = _first_error(schema, value)
     return Violation(kind, tool.name, call_id, problem) if problem else None
 
 
