@@ -10,7 +10,7 @@ from ptc_emulator.emulator import usage
 from ptc_emulator.emulator.conversations import conversation_id
 from ptc_emulator.emulator.engine import Prepared, Refused, Trace
 from ptc_emulator.emulator.errors import EmulatorError, NoScenarioMatched
-from ptc_emulator.emulator.journal import Figures, Journal, JournalEntry, RawRequest
+from ptc_emulator.emulator.journal import Figures, Journal, JournalEntry, RawJSON, RawRequest
 from ptc_emulator.emulator.request import CreateRequest
 from ptc_emulator.emulator.toolkinds import answer_text
 
@@ -59,6 +59,8 @@ class Recorder:
         self.prepared: Prepared | None = None
         self._trace: Trace | None = None
         self.response: dict[str, Any] | None = None
+        self.rendered: bytes | None = None
+        """`response` as the client was sent it (compact JSON), when it was sent whole."""
         self._done = False
 
     def __enter__(self) -> Recorder:
@@ -135,12 +137,13 @@ class Recorder:
         self._account()
         if self.raw is not None and isinstance(self.entry.request, CreateRequest):
             self.entry.request = RawRequest(self.raw)
+        if self.rendered is not None and self.entry.response is self.response and _as_kept(self.rendered):
+            self.entry.response = RawJSON(self.rendered)  # the text the journal would have made
         self.journal.record(self.entry)
 
     def _account(self) -> None:
         """The tokens kept out of the model's context, and the run this request belongs to (a request
         refused before it was prepared still belongs to the run it continues)."""
-        names: list[str] = []
         request = self.entry.request
         prepared = self.prepared
         if prepared is not None:
@@ -152,8 +155,13 @@ class Recorder:
             new_items = list(getattr(request, "input", None) or []) if not isinstance(request, str) else []
         if not isinstance(request, CreateRequest):
             return
-        for item in new_items:
-            names.extend(n for n in (getattr(item, "id", None), getattr(item, "call_id", None)) if isinstance(n, str))
+        # Read only as far as needed (the first id already linked to a run), in the items' order.
+        names = (
+            n
+            for item in new_items
+            for n in (getattr(item, "id", None), getattr(item, "call_id", None))
+            if isinstance(n, str)
+        )
         try:
             thread = conversation_id(request.conversation)
         except EmulatorError:
@@ -168,6 +176,13 @@ class Recorder:
             input_ids=names,
             output_ids=made,
         )
+
+
+def _as_kept(rendered: bytes) -> bool:
+    """Whether the reply's bytes are exactly the journal's own compact JSON of it: they differ only
+    where the reply leaves characters outside printable ASCII unescaped (the journal escapes
+    them), so bytes within ` `..`~` and the escapes they share are the same text."""
+    return rendered.isascii() and b"\x7f" not in rendered
 
 
 def _counts(call: dict[str, Any]) -> bool:

@@ -47,7 +47,9 @@ async def create_response(body: CreateRequest, request: Request) -> Response:
     with recorder(request, body, scope, await request.body()) as rec:
         prepared = rec.admit(engine.attempt(body, scope=scope))
         rec.response = await unless_disconnected(request, engine.run(prepared))
-        return JSONResponse(rec.response, headers=contract_headers(prepared))
+        reply = JSONResponse(rec.response, headers=contract_headers(prepared))
+        rec.rendered = bytes(reply.body)  # the journal keeps these bytes when they are its own JSON text
+        return reply
 
 
 @router.post("/responses/input_tokens")

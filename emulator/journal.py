@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from .evaluation import Threads
 from .request import CreateRequest
 
-__all__ = ["Figures", "Journal", "JournalEntry", "RawRequest"]
+__all__ = ["Figures", "Journal", "JournalEntry", "RawJSON", "RawRequest"]
 
 
 @dataclass
