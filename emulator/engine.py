@@ -40,7 +40,7 @@ from .signing import Signer
 from .store import Store, StoredResponse
 from .toolkinds import answer_text, program_tools
 from .toolset import Toolset
-from .usage import PromptCache, prompt_segments, usage
+from .usage import PromptCache, definitions_text, prompt_segments, usage
 
 __all__ = ["Engine", "Prepared", "Refused", "ResponseStatus", "Runner", "Trace", "new_id"]
 
@@ -261,10 +261,12 @@ class Engine:
     ) -> dict[str, Any]:
         """The Response object for `prepared` with this output and status."""
         memo = prepared.memo
+        tools = echo_tools(prepared.request)  # made once: the prompt's segments and the body read the same
+        definitions = definitions_text(tools) if status.finished else None  # what usage counts
         if memo.cached_tokens is None and status.finished:
             request = prepared.request
             segments = prompt_segments(
-                instructions=request.instructions, tools=echo_tools(request), input_items=prepared.context
+                instructions=request.instructions, tools=tools, input_items=prepared.context, definitions=definitions
             )
             memo.cached_tokens = self.prompt_cache.served(prepared.scope, segments)
         return response_body(
@@ -279,6 +281,8 @@ class Engine:
             error=error,
             incomplete=incomplete,
             cached_tokens=memo.cached_tokens or 0,
+            tools=tools,
+            definitions=definitions,
         )
 
     # ---- the other endpoints --------------------------------------------------------------------

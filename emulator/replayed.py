@@ -99,6 +99,8 @@ class _NotPlain(Exception):
 
 
 def _ws(text: str, i: int) -> int:
+    if i < len(text) and text[i] not in " \t\n\r":
+        return i  # no whitespace here (compact JSON's every case): no regex needed
     match = _WS.match(text, i)
     assert match is not None
     return match.end()

@@ -59,8 +59,12 @@ def response_body(
     error: dict[str, Any] | None = None,
     incomplete: dict[str, Any] | None = None,
     cached_tokens: int = 0,
+    tools: list[dict[str, Any]] | None = None,
+    definitions: str | None = None,
 ) -> dict[str, Any]:
-    tools = echo_tools(request)
+    """`tools`, `definitions`: `echo_tools(request)` and its `usage.definitions_text`, if the caller
+    already made them."""
+    tools = echo_tools(request) if tools is None else tools
     body = {
         "id": response_id,
         "object": "response",
@@ -95,6 +99,7 @@ def response_body(
             input_items=context,
             output_items=output,
             cached_tokens=cached_tokens,
+            definitions=definitions,
         )
         if status.finished
         else None,

@@ -263,12 +263,17 @@ def _texts(item: Item | dict[str, Any]) -> Iterable[str]:
 
 
 def prompt_segments(
-    *, instructions: str | None, tools: list[dict[str, Any]], input_items: Sequence[Item | dict[str, Any]]
+    *,
+    instructions: str | None,
+    tools: list[dict[str, Any]],
+    input_items: Sequence[Item | dict[str, Any]],
+    definitions: str | None = None,
 ) -> list[tuple[str, int]]:
     """The prompt as the model reads it, piece by piece: (what the piece is, its tokens).
 
-    Tool definitions, instructions, then every item the model reads, in order."""
-    tools_text = definitions_text(tools)
+    Tool definitions, instructions, then every item the model reads, in order. `definitions`:
+    `definitions_text(tools)`, if the caller already made it."""
+    tools_text = definitions_text(tools) if definitions is None else definitions
     segments = [
         ("tools:" + tools_text, count(tools_text)),
         ("instructions:" + (instructions or ""), count(instructions or "")),
@@ -331,8 +336,10 @@ def usage(
     input_items: Sequence[Item | dict[str, Any]],
     output_items: list[dict[str, Any]],
     cached_tokens: int = 0,
+    definitions: str | None = None,
 ) -> dict[str, Any]:
-    input_tokens = count(instructions or "") + count(definitions_text(tools))
+    """`definitions`: `definitions_text(tools)`, if the caller already made it."""
+    input_tokens = count(instructions or "") + count(definitions_text(tools) if definitions is None else definitions)
     for item in input_items:
         if model_reads(item):
             input_tokens += sum(count(t) for t in _texts(item))
