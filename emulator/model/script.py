@@ -113,6 +113,24 @@ _prerendered: ContextVar[tuple[dict[str, Any], _Rendered] | None] = ContextVar("
 
 _MISS = object()
 
+_NAME_ONLY = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_PLAIN_NAMES = frozenset({"result", "output"})
+"""Names the player puts in a turn's context that hold text (jinja gives some other names, such
+as `self`, a meaning of its own)."""
+
+
+def _name_only(template: str, context: dict[str, Any], variables: dict[str, Any]) -> str | None:
+    """A text template that is exactly `{{ name }}` with a string value (an inline script's final
+    message, `{{ result }}`): what rendering it gives, without a render. None: render it."""
+    found = _NAME_ONLY.fullmatch(template)
+    if found is None or found.group(1) not in _PLAIN_NAMES:
+        return None
+    name = found.group(1)
+    value = context[name] if name in context else variables.get(name)
+    if type(value) is not str or len(value) > templating.MAX_OUTPUT_CHARS:
+        return None  # another type prints as `str()` of it; a longer text is refused by the render
+    return value
+
 
 def _render_all(jobs: list[tuple[templating.BoundedEnvironment, str]], context: dict[str, Any]) -> _Rendered:
     done: _Rendered = {}
@@ -234,6 +252,10 @@ class Script:
                     raise hit
                 if isinstance(hit, str):
                     return hit
+            if env is _text_env:
+                plain = _name_only(template, context, self.variables)
+                if plain is not None:
+                    return plain
             return templating.render(_compiled(env, template), {**self.variables, **context})
         except TemplateError as e:
             raise self.error(index, f"template error: {e}") from e
