@@ -47,7 +47,11 @@ from .outcome import (
 
 __all__ = ["Context", "Execution", "init", "run"]
 
-V8_FLAGS = DEFAULT_V8_FLAGS + ("--disallow-code-generation-from-strings", "--no-harmony-temporal")
+V8_FLAGS = DEFAULT_V8_FLAGS + ("--disallow-code-generation-from-strings", "--no-harmony-temporal", "--no-lazy")
+"""`--no-lazy`: every function is compiled with its script. The prelude's functions then compile
+when a (spare) context is made, not on a program's first request in it, where lazy compilation
+cost about 0.7 ms of each start and 0.25 ms of its first resume; a program is parsed once
+instead of pre-parsed and then parsed again. Compilation is not observable by a program."""
 PROGRAM_URL = "program.js"
 _MAX_MESSAGE = 4000
 _PRELUDE = resources.files(__package__).joinpath("_prelude.js").read_text(encoding="utf-8")
