@@ -72,7 +72,8 @@ class PoolConfig:
     live_idle_s: float = 120.0
     live_cache_bytes: int = 256 * 2**20
     """Heap bytes (and journal text) the live programs of one worker may hold in all; the
-    oldest are evicted to replay beyond it."""
+    oldest are evicted to replay beyond it. A program's heap is measured when it first suspends,
+    then at every suspension while it holds more than 4 MB, and at every 4th below that."""
     """A live program idle this long is closed; its next resume replays."""
     grace_s: float = 3.0
     """Beyond a program's own deadline, how long a worker may stay silent before it is killed."""
