@@ -33,11 +33,12 @@ _ATTEMPTS = 3
 _STDERR_TAIL = 16 * 2**10  # bytes: V8's fatal-error line is followed by a ~3 KB C stack trace
 
 
-def program_key(program: Program) -> str:
-    """Identifies a program apart from its journal: the key of its live copy in a worker."""
-    data = program_to_json(program)
-    del data["journal"]
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode("utf-8")).hexdigest()
+def program_key(program: Program, data: dict[str, Any] | None = None) -> str:
+    """Identifies a program apart from its journal: the key of its live copy in a worker.
+    `data`: the program's wire form, if the caller has it already."""
+    data = program_to_json(program) if data is None else data
+    ident = {name: value for name, value in data.items() if name != "journal"}
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode("utf-8")).hexdigest()
 
 
 def worker_environment() -> dict[str, str]:
@@ -232,13 +233,14 @@ class Pool:
         return outcome
 
     async def _run_once(self, program: Program) -> Outcome | _Died:
-        key = program_key(program) if self.config.live_cache > 0 else None
+        data = program_to_json(program)
+        key = program_key(program, data) if self.config.live_cache > 0 else None
         worker = await self._acquire(self._holders.get(key) if key else None)
         request_id = next(self._ids)
         self.runs += 1
         deadline = program.limits.timeout_s + self.config.grace_s
         try:
-            await worker.send({"id": request_id, "program": program_to_json(program), "key": key})
+            await worker.send({"id": request_id, "program": data, "key": key})
             ack = await asyncio.wait_for(worker.read_message(), deadline)
         except (EOFError, ConnectionError):
             return _Died(await self._crashed(worker, exiting=True))
