@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 _LINE_LIMIT = 256 * 2**20  # an outcome carries at most the program's output limit, plus calls
 _ATTEMPTS = 3
 """Tries of a program whose workers die before acknowledging it (never blamed on it)."""
+_HOLDER_WAIT_S = 0.05
+"""How long a program waits for the busy worker that holds it live before it replays elsewhere."""
 _STDERR_TAIL = 16 * 2**10  # bytes: V8's fatal-error line is followed by a ~3 KB C stack trace
 
 
@@ -286,23 +288,36 @@ class Pool:
     # ---- internals -------------------------------------------------------------------------
 
     async def _acquire(self, preferred: _Worker | None) -> _Worker:
+        """An idle worker. The one that holds the program live, if any, even while it is busy, for
+        up to `_HOLDER_WAIT_S`: a live resume there costs a fraction of a replay in a fresh
+        context elsewhere (and the replay would drop the live copy). Then any idle worker."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + _HOLDER_WAIT_S
         async with self._available:
             while True:
                 if self._closed:
                     raise PoolClosed("the sandbox pool is closed")
-                if self._idle:
+                if preferred is not None and preferred not in self._workers:  # it died or retired
+                    preferred = None
+                waiting = preferred is not None and preferred not in self._idle and loop.time() < give_up
+                if self._idle and not waiting:
                     worker = preferred if preferred in self._idle else self._idle[0]
                     self._idle.remove(worker)
                     if worker.proc.returncode is None:
                         return worker
                     self._replace(worker, kill=False)
                     continue
-                await self._available.wait()
+                if waiting and self._idle:  # only the holder is awaited: never past the deadline
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._available.wait(), max(0.0, give_up - loop.time()))
+                else:
+                    await self._available.wait()
 
     async def _put_idle(self, worker: _Worker) -> None:
         async with self._available:
             self._idle.append(worker)
-            self._available.notify()
+            # Every waiter looks: the one waiting for this very worker may not be the first.
+            self._available.notify_all()
 
     async def _release(self, worker: _Worker) -> None:
         limit = self.config.max_jobs_per_worker
