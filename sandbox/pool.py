@@ -30,14 +30,17 @@ log = logging.getLogger(__name__)
 _LINE_LIMIT = 256 * 2**20  # an outcome carries at most the program's output limit, plus calls
 _ATTEMPTS = 3
 """Tries of a program whose workers die before acknowledging it (never blamed on it)."""
+_HOLDER_WAIT_S = 0.05
+"""How long a program waits for the busy worker that holds it live before it replays elsewhere."""
 _STDERR_TAIL = 16 * 2**10  # bytes: V8's fatal-error line is followed by a ~3 KB C stack trace
 
 
-def program_key(program: Program) -> str:
-    """Identifies a program apart from its journal: the key of its live copy in a worker."""
-    data = program_to_json(program)
-    del data["journal"]
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode("utf-8")).hexdigest()
+def program_key(program: Program, data: dict[str, Any] | None = None) -> str:
+    """Identifies a program apart from its journal: the key of its live copy in a worker.
+    `data`: the program's wire form, if the caller has it already."""
+    data = program_to_json(program) if data is None else data
+    ident = {name: value for name, value in data.items() if name != "journal"}
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode("utf-8")).hexdigest()
 
 
 def worker_environment() -> dict[str, str]:
@@ -72,7 +75,8 @@ class PoolConfig:
     live_idle_s: float = 120.0
     live_cache_bytes: int = 256 * 2**20
     """Heap bytes (and journal text) the live programs of one worker may hold in all; the
-    oldest are evicted to replay beyond it."""
+    oldest are evicted to replay beyond it. A program's heap is measured when it first suspends,
+    then at every suspension while it holds more than 4 MB, and at every 4th below that."""
     """A live program idle this long is closed; its next resume replays."""
     grace_s: float = 3.0
     """Beyond a program's own deadline, how long a worker may stay silent before it is killed."""
@@ -231,13 +235,14 @@ class Pool:
         return outcome
 
     async def _run_once(self, program: Program) -> Outcome | _Died:
-        key = program_key(program) if self.config.live_cache > 0 else None
+        data = program_to_json(program)
+        key = program_key(program, data) if self.config.live_cache > 0 else None
         worker = await self._acquire(self._holders.get(key) if key else None)
         request_id = next(self._ids)
         self.runs += 1
         deadline = program.limits.timeout_s + self.config.grace_s
         try:
-            await worker.send({"id": request_id, "program": program_to_json(program), "key": key})
+            await worker.send({"id": request_id, "program": data, "key": key})
             ack = await asyncio.wait_for(worker.read_message(), deadline)
         except (EOFError, ConnectionError):
             return _Died(await self._crashed(worker, exiting=True))
@@ -283,23 +288,36 @@ class Pool:
     # ---- internals -------------------------------------------------------------------------
 
     async def _acquire(self, preferred: _Worker | None) -> _Worker:
+        """An idle worker. The one that holds the program live, if any, even while it is busy, for
+        up to `_HOLDER_WAIT_S`: a live resume there costs a fraction of a replay in a fresh
+        context elsewhere (and the replay would drop the live copy). Then any idle worker."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + _HOLDER_WAIT_S
         async with self._available:
             while True:
                 if self._closed:
                     raise PoolClosed("the sandbox pool is closed")
-                if self._idle:
+                if preferred is not None and preferred not in self._workers:  # it died or retired
+                    preferred = None
+                waiting = preferred is not None and preferred not in self._idle and loop.time() < give_up
+                if self._idle and not waiting:
                     worker = preferred if preferred in self._idle else self._idle[0]
                     self._idle.remove(worker)
                     if worker.proc.returncode is None:
                         return worker
                     self._replace(worker, kill=False)
                     continue
-                await self._available.wait()
+                if waiting and self._idle:  # only the holder is awaited: never past the deadline
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._available.wait(), max(0.0, give_up - loop.time()))
+                else:
+                    await self._available.wait()
 
     async def _put_idle(self, worker: _Worker) -> None:
         async with self._available:
             self._idle.append(worker)
-            self._available.notify()
+            # Every waiter looks: the one waiting for this very worker may not be the first.
+            self._available.notify_all()
 
     async def _release(self, worker: _Worker) -> None:
         limit = self.config.max_jobs_per_worker

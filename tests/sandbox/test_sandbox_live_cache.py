@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ptc_emulator.sandbox import PendingCall, PoolConfig, Program, Suspended, ToolResult
+from ptc_emulator.sandbox import pool as pool_module
 from tests.sandbox.sandbox_harness import LoopThread, SyncPool
 from tests.sandbox.sandbox_support import (
     CAUGHT_ERROR,
@@ -93,6 +94,30 @@ def test_a_restart_replays(loop_thread: LoopThread, uncached: SyncPool) -> None:
         after.close()
 
 
+def test_a_resume_waits_for_its_busy_holder_rather_than_replay_on_an_idle_worker(
+    loop_thread: LoopThread, uncached: SyncPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No deadline on the wait here (the default gives up after 50 ms): the event under test is
+    # the holder freeing, whenever that happens on a busy machine.
+    monkeypatch.setattr(pool_module, "_HOLDER_WAIT_S", 600.0)
+    pool = SyncPool(loop_thread, PoolConfig(size=2, live_cache=64))
+    try:
+        first = pool.run(program(SEQ50))
+        assert isinstance(first, Suspended)
+        resumed = program(SEQ50, journal=[answer(c) for c in first.pending])
+        # The other worker takes the quick program and is idle again long before the holder ends
+        # its spin; the resume still goes to the holder, and is live.
+        quick = program("text('done')")
+        spin = program("while (true) {}", timeout_s=1.0)
+        hits = pool.pool.live_hits
+        outcomes = pool.run_many([quick, spin, resumed])
+        assert [o.status for o in outcomes[:2]] == ["completed", "failed"]
+        assert outcome_json(outcomes[2]) == outcome_json(uncached.run(resumed))
+        assert pool.pool.live_hits == hits + 1
+    finally:
+        pool.close()
+
+
 def test_another_worker_replays_while_the_holder_is_busy(loop_thread: LoopThread, uncached: SyncPool) -> None:
     pool = SyncPool(loop_thread, PoolConfig(size=2, live_cache=64))
     try:
@@ -100,7 +125,8 @@ def test_another_worker_replays_while_the_holder_is_busy(loop_thread: LoopThread
         assert isinstance(first, Suspended)
         resumed = program(SEQ50, journal=[answer(c) for c in first.pending])
         # Both workers busy: the one that started the program (and holds it live) for longer. The
-        # resume waits, then takes the worker that frees first, which never saw the program.
+        # resume waits for the holder (50 ms), then takes the worker that frees first, which never
+        # saw the program.
         short = program("while (true) {}", timeout_s=0.5)
         long = program("while (true) {}", timeout_s=2.5)
         hits = pool.pool.live_hits

@@ -36,6 +36,17 @@ PROBE = textwrap.dedent(
     else:
         raise AssertionError("a spinning eval did not time out")
     mr.close()
+    # `_racer()` builds a MiniRacer by hand: one shared loop, the context maker closed by close().
+    import inspect
+    from py_mini_racer import _mini_racer
+    from py_mini_racer._set_timeout import INSTALL_SET_TIMEOUT
+    assert list(inspect.signature(_mini_racer._make_context).parameters) == ["event_loop"]
+    assert "var setTimeout" in INSTALL_SET_TIMEOUT, "mini-racer's timer script changed"
+    racer = _v8._racer()
+    assert hasattr(racer, "_own_context_maker") and racer._ctx is not None
+    assert _v8._fast_eval(racer, "typeof setTimeout", 5) == "undefined"  # not installed by _racer
+    racer.close()
+    assert racer._ctx is None and racer._own_context_maker is None
     context = _v8.Context(64 * 2**20)  # installs the doorbell, then rings it from JS
     context.control("pump()", time.monotonic() + 5)
     context.wait_ring(time.monotonic() + 5)
