@@ -55,12 +55,21 @@ def recorder(request: Request, body: CreateRequest, scope: str | None, raw: byte
     return Recorder(
         request.app.state.emulator.journal,
         method=request.method,
-        path=request.url.path,
+        path=_path(request),
         headers=request.headers,
         body=body,
         scope=scope,
         raw=raw,
     )
+
+
+def _path(request: Request) -> str:
+    """`request.url.path` without building the URL: the scope's path is that very text when it
+    starts with one `/` and holds nothing the URL escapes (`?`, `#`, `\\`) or drops (tab, CR, LF)."""
+    path: str = request.scope["path"]
+    if path[:1] == "/" and path[:2] != "//" and not any(c in path for c in "?#\\\t\r\n"):
+        return path
+    return request.url.path
 
 
 CONTRACT_HEADER = "x-ptc-emulator-contract-warning"
