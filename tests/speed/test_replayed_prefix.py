@@ -34,7 +34,7 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-async def http(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+async def app_client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(Settings(data_dir=tmp_path, store="memory", bundled_fixtures=False, pool_size=1))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
@@ -42,6 +42,16 @@ async def http(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
             transport=transport, base_url="http://emulator", event_hooks={"response": [_ahook]}, timeout=60
         ) as client:
             yield client
+
+
+@pytest.fixture
+async def http(app_client: httpx.AsyncClient) -> AsyncIterator[httpx.AsyncClient]:
+    """The cache on for bodies of any size: these conversations are smaller than its `min_bytes`."""
+    smallest, replayed.cache.min_bytes = replayed.cache.min_bytes, 0
+    try:
+        yield app_client
+    finally:
+        replayed.cache.min_bytes = smallest
 
 
 def answers(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -190,3 +200,24 @@ async def test_a_stored_conversation_validates_each_stored_response_once(http: h
     assert (await http.delete(f"/v1/responses/{ids[-2]}")).status_code == 200
     reply = await http.post("/v1/responses", json={**body, "previous_response_id": ids[-2]})
     assert reply.status_code == 400 and reply.json()["error"]["code"] == "previous_response_not_found"
+
+
+async def test_a_body_under_the_smallest_size_takes_the_ordinary_path(app_client: httpx.AsyncClient) -> None:
+    """Below `min_bytes` nothing is looked up or kept, and the chain ends as it does with the cache
+    off (the `http` fixture's tests run the same chain with the cache on for every size)."""
+    assert replayed.cache.min_bytes == 4096
+    replayed.cache.clear()
+    hits, misses = replayed.cache.hits, replayed.cache.misses
+    items: list[Any] = [{"role": "user", "content": PROGRAM}]
+    while True:
+        assert len(json.dumps({"model": "m", "input": items, "tools": TOOLS, "store": False})) < 4096
+        on, off = await both_ways(app_client, items)
+        assert on.status_code == off.status_code == 200, on.text[:300]
+        strip = ("id", "call_id", "caller_id", "created_at", "completed_at", "response_id", "fingerprint")
+        assert _without(on.json()["output"], strip) == _without(off.json()["output"], strip)
+        output = on.json()["output"]
+        if not any(o["type"] == "function_call" for o in output):
+            break
+        items = [*items, *output, *answers(output)]
+    assert output[-1]["content"][0]["text"] == "t=6"
+    assert (replayed.cache.hits, replayed.cache.misses, replayed.cache.bytes) == (hits, misses, 0)
