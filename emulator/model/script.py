@@ -100,6 +100,16 @@ _code_env = templating.BoundedEnvironment(
 )
 
 
+_SHARED_CODE_CHARS = 16_384
+"""An inline block up to this long has its turns made once (at most 256 of them are kept)."""
+
+
+@functools.lru_cache(maxsize=256)
+def _inline_turns(code: str) -> tuple[Turn, Turn]:
+    """An inline block's turns, shared as a scenario's are (nothing changes a turn once made)."""
+    return Turn(program=code), Turn(message="{{ result }}")
+
+
 @functools.lru_cache(maxsize=1024)
 def _compiled(env: templating.BoundedEnvironment, template: str) -> Template:
     """Compiling a template costs more than rendering it; scenarios render the same ones often."""
@@ -151,6 +161,8 @@ class Script:
 
     @classmethod
     def inline(cls, code: str | None, search: SearchSpec | None = None) -> Script:
+        if search is None and code is not None and len(code) <= _SHARED_CODE_CHARS:
+            return cls(INLINE, list(_inline_turns(code)))
         turns = [Turn(search=search)] if search is not None else []
         if code is not None:
             turns += [Turn(program=code), Turn(message="{{ result }}")]
