@@ -19,6 +19,8 @@ import hmac
 import json
 import os
 import secrets
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,10 @@ FINGERPRINT_VERSION = "ptc1"
 REASONING_DOMAIN = "reasoning"
 """The seal domain of reasoning items' `encrypted_content` (a `store: false` replay checks every one)."""
 SECRET_ENV = "PTC_EMULATOR_SECRET"
+
+
+_OPENED_ENTRIES = 4096
+_OPENED_CHARS = 16 * 2**20
 
 
 def load_secret(explicit: str | None, data_dir: Path | None) -> bytes:
@@ -74,6 +80,11 @@ class Signer:
     def __init__(self, secret: bytes) -> None:
         self._key = hashlib.sha256(b"ptc-emulator\x00" + secret).digest()
         self._call_ids: dict[tuple[str, int], str] = {}
+        self._opened: OrderedDict[tuple[str, str, str], ProgramSeal] = OrderedDict()
+        """Fingerprints already opened, by (fingerprint, call_id, code) exactly as sent: a replayed
+        program item comes back on every request of its conversation."""
+        self._opened_chars = 0
+        self._opened_lock = threading.Lock()
 
     def mac(self, domain: str, *parts: str) -> bytes:
         message = "\x00".join((domain, *parts)).encode("utf-8")
@@ -99,7 +110,31 @@ class Signer:
         return f"{body}.{_b64(self.mac('fingerprint', body))}"
 
     def open_fingerprint(self, fingerprint: str, *, call_id: str, code: str, param: str) -> ProgramSeal:
-        """Check a replayed program item; raise a 400 if the fingerprint or the code was modified."""
+        """Check a replayed program item; raise a 400 if the fingerprint or the code was modified.
+
+        An item opened before, byte for byte the same (fingerprint, call_id and code), gets the seal
+        it got then (a seal is immutable); any other is checked in full. Only items that passed are
+        kept, at most `_OPENED_ENTRIES` of them and `_OPENED_CHARS` characters, the least recently
+        used leaving first."""
+        key = (fingerprint, call_id, code)
+        with self._opened_lock:
+            known = self._opened.get(key)
+            if known is not None:
+                self._opened.move_to_end(key)
+                return known
+        seal = self._open(fingerprint, call_id=call_id, code=code, param=param)
+        size = len(fingerprint) + len(call_id) + len(code)
+        if size <= _OPENED_CHARS:
+            with self._opened_lock:
+                if key not in self._opened:
+                    self._opened[key] = seal
+                    self._opened_chars += size
+                while len(self._opened) > _OPENED_ENTRIES or self._opened_chars > _OPENED_CHARS:
+                    dropped, _ = self._opened.popitem(last=False)
+                    self._opened_chars -= sum(len(part) for part in dropped)
+        return seal
+
+    def _open(self, fingerprint: str, *, call_id: str, code: str, param: str) -> ProgramSeal:
         try:
             version, payload, signature = fingerprint.split(".")
             body = f"{version}.{payload}"

@@ -1,0 +1,57 @@
+"""`Signer.open_fingerprint` keeps the program items it opened (emulator/signing.py): the same item
+again gets the same seal, and an item changed in any byte after it was opened is refused exactly as
+before; the memory stays bounded."""
+
+from __future__ import annotations
+
+import pytest
+
+from ptc_emulator.emulator import signing
+from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator.signing import ProgramSeal, Signer, code_digest
+
+CODE = "const a = await tools.add({a: 1, b: 2});\ntext(String(a))"
+
+
+def issued(signer: Signer, call_id: str = "call_1", code: str = CODE) -> str:
+    seal = ProgramSeal(call_id=call_id, code_sha256=code_digest(code), seed=7, clock_ms=1000, tools=("add",))
+    return signer.fingerprint(seal)
+
+
+def refusal(signer: Signer, fingerprint: str, call_id: str, code: str) -> tuple[str, str | None]:
+    with pytest.raises(InvalidRequest) as caught:
+        signer.open_fingerprint(fingerprint, call_id=call_id, code=code, param="input[1]")
+    return caught.value.message, caught.value.param
+
+
+def test_an_item_changed_after_it_was_opened_is_refused_as_before() -> None:
+    signer, fresh = Signer(b"secret"), Signer(b"secret")
+    fingerprint = issued(signer)
+    first = signer.open_fingerprint(fingerprint, call_id="call_1", code=CODE, param="input[1]")
+    assert signer.open_fingerprint(fingerprint, call_id="call_1", code=CODE, param="input[1]") is first
+    assert first == fresh.open_fingerprint(fingerprint, call_id="call_1", code=CODE, param="input[1]")
+
+    tampered = [
+        (fingerprint[:-1] + ("A" if fingerprint[-1] != "A" else "B"), "call_1", CODE),
+        (fingerprint, "call_1", CODE + " "),
+        (fingerprint, "call_2", CODE),
+        (issued(Signer(b"other")), "call_1", CODE),
+    ]
+    for fp, call_id, code in tampered:
+        assert refusal(signer, fp, call_id, code) == refusal(fresh, fp, call_id, code)
+    assert "program code cannot be modified" in refusal(signer, fingerprint, "call_1", CODE + " ")[0]
+    # ... and the item as issued still opens.
+    assert signer.open_fingerprint(fingerprint, call_id="call_1", code=CODE, param="input[1]") == first
+
+
+def test_the_opened_items_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(signing, "_OPENED_ENTRIES", 5)
+    monkeypatch.setattr(signing, "_OPENED_CHARS", 2_000)
+    signer = Signer(b"secret")
+    for n in range(30):
+        code = f"text('{n}')" + " " * (n * 20)
+        fingerprint = issued(signer, f"call_{n}", code)
+        signer.open_fingerprint(fingerprint, call_id=f"call_{n}", code=code, param="input[0]")
+        kept = signer._opened
+        assert len(kept) <= 5
+        assert signer._opened_chars == sum(len(a) + len(b) + len(c) for a, b, c in kept) <= 2_000
