@@ -109,6 +109,14 @@ class Signer:
         body = f"{FINGERPRINT_VERSION}.{_b64(payload)}"
         return f"{body}.{_b64(self.mac('fingerprint', body))}"
 
+    def issue(self, seal: ProgramSeal, code: str) -> str:
+        """`fingerprint(seal)` for a program item with this code, remembered as opened: the item
+        comes back, unchanged, when its program resumes."""
+        fingerprint = self.fingerprint(seal)
+        if seal.code_sha256 == code_digest(code):
+            self._remember(fingerprint, seal.call_id, code, seal)
+        return fingerprint
+
     def open_fingerprint(self, fingerprint: str, *, call_id: str, code: str, param: str) -> ProgramSeal:
         """Check a replayed program item; raise a 400 if the fingerprint or the code was modified.
 
@@ -123,16 +131,21 @@ class Signer:
                 self._opened.move_to_end(key)
                 return known
         seal = self._open(fingerprint, call_id=call_id, code=code, param=param)
-        size = len(fingerprint) + len(call_id) + len(code)
-        if size <= _OPENED_CHARS:
-            with self._opened_lock:
-                if key not in self._opened:
-                    self._opened[key] = seal
-                    self._opened_chars += size
-                while len(self._opened) > _OPENED_ENTRIES or self._opened_chars > _OPENED_CHARS:
-                    dropped, _ = self._opened.popitem(last=False)
-                    self._opened_chars -= sum(len(part) for part in dropped)
+        self._remember(fingerprint, call_id, code, seal)
         return seal
+
+    def _remember(self, fingerprint: str, call_id: str, code: str, seal: ProgramSeal) -> None:
+        size = len(fingerprint) + len(call_id) + len(code)
+        if size > _OPENED_CHARS:
+            return
+        key = (fingerprint, call_id, code)
+        with self._opened_lock:
+            if key not in self._opened:
+                self._opened[key] = seal
+                self._opened_chars += size
+            while len(self._opened) > _OPENED_ENTRIES or self._opened_chars > _OPENED_CHARS:
+                dropped, _ = self._opened.popitem(last=False)
+                self._opened_chars -= sum(len(part) for part in dropped)
 
     def _open(self, fingerprint: str, *, call_id: str, code: str, param: str) -> ProgramSeal:
         try:

@@ -443,7 +443,7 @@ class Player:
             clock_ms=int(self.clock() * 1000),
             tools=tuple(sorted({*program_tools(prepared.request, prepared.toolset), *hosted})),
         )
-        item = ProgramItem(id=self.ids("prog"), call_id=call_id, code=code, fingerprint=self.signer.fingerprint(seal))
+        item = ProgramItem(id=self.ids("prog"), call_id=call_id, code=code, fingerprint=self.signer.issue(seal, code))
         return item, seal
 
     async def _run(

@@ -55,3 +55,19 @@ def test_the_opened_items_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         kept = signer._opened
         assert len(kept) <= 5
         assert signer._opened_chars == sum(len(a) + len(b) + len(c) for a, b, c in kept) <= 2_000
+
+
+def test_an_issued_item_opens_to_the_seal_it_was_issued_with() -> None:
+    signer = Signer(b"secret")
+    seal = ProgramSeal(call_id="call_9", code_sha256=code_digest(CODE), seed=2**127 + 5, clock_ms=17, tools=("a", "b"))
+    fingerprint = signer.issue(seal, CODE)
+    assert fingerprint == Signer(b"secret").fingerprint(seal)
+    assert signer.open_fingerprint(fingerprint, call_id="call_9", code=CODE, param="input[0]") is seal
+    assert Signer(b"secret").open_fingerprint(fingerprint, call_id="call_9", code=CODE, param="input[0]") == seal
+    assert refusal(signer, fingerprint, "call_9", CODE + ";") == refusal(
+        Signer(b"secret"), fingerprint, "call_9", CODE + ";"
+    )
+    # A seal whose digest is not of this code is issued, never remembered.
+    other = ProgramSeal(call_id="call_8", code_sha256=code_digest("x"), seed=1, clock_ms=1, tools=())
+    odd = signer.issue(other, CODE)
+    assert refusal(signer, odd, "call_8", CODE) == refusal(Signer(b"secret"), odd, "call_8", CODE)
