@@ -57,6 +57,8 @@ class Conversation:
     open_program: ProgramItem | None = None
     open_index: int = -1
     """Index of the open program's item."""
+    _program_calls: dict[str, list[CallItem]] | None = field(default=None, repr=False, compare=False)
+    """Every program's calls, by the program's call_id: made in one pass, when first asked for."""
 
     @property
     def anchor_text(self) -> str:
@@ -66,13 +68,15 @@ class Conversation:
 
     def program_calls(self, program_call_id: str) -> list[CallItem]:
         """The program's tool calls, of every kind, in issue order (the order the server emitted them)."""
-        return [
-            item
-            for item in self.items
-            if isinstance(item, CALL_TYPES)
-            and isinstance(getattr(item, "caller", None), ProgramCaller)
-            and getattr(item, "caller").caller_id == program_call_id  # noqa: B009
-        ]
+        if self._program_calls is None:
+            by_program: dict[str, list[CallItem]] = {}
+            for item in self.items:
+                if isinstance(item, CALL_TYPES):
+                    caller = getattr(item, "caller", None)
+                    if isinstance(caller, ProgramCaller):
+                        by_program.setdefault(caller.caller_id, []).append(item)
+            self._program_calls = by_program
+        return list(self._program_calls.get(program_call_id, ()))
 
     def latest_outputs(self) -> list[OutputItem]:
         """The tool outputs that answer the latest model output (after the last item the model
