@@ -213,6 +213,9 @@ class PrefixCache:
             return None
         try:
             text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None  # not strict UTF-8 (the JSON parser also reads UTF-16 and encoded surrogates)
+        try:
             keys, start, first_end = _head(text)
             if first_end < 0:
                 return None

@@ -221,3 +221,24 @@ async def test_a_body_under_the_smallest_size_takes_the_ordinary_path(app_client
         items = [*items, *output, *answers(output)]
     assert output[-1]["content"][0]["text"] == "t=6"
     assert (replayed.cache.hits, replayed.cache.misses, replayed.cache.bytes) == (hits, misses, 0)
+
+
+@pytest.mark.parametrize("pad", [10, 5000])
+async def test_a_body_that_is_not_strict_utf8_gets_the_same_400_with_the_cache_on_or_off(
+    http: httpx.AsyncClient, pad: int
+) -> None:
+    """The JSON parser reads a lone surrogate encoded in the body's bytes; the cache, which reads the
+    body as strict UTF-8, leaves such a body to the ordinary path (which refuses it, naming the
+    surrogate), whatever its size."""
+    content = b'"x' + b"y" * pad + b'\xed\xa0\x80"'
+    body = b'{"model":"m","input":[{"role":"user","content":' + content + b'}],"store":false}'
+    replies = []
+    for on in (True, False):
+        size, replayed.cache.max_bytes = replayed.cache.max_bytes, replayed.cache.max_bytes if on else 0
+        try:
+            replies.append(await http.post("/v1/responses", content=body, headers={"content-type": "application/json"}))
+        finally:
+            replayed.cache.max_bytes = size
+    assert replies[0].status_code == replies[1].status_code == 400
+    assert replies[0].json() == replies[1].json()
+    assert "lone UTF-16 surrogate" in replies[0].json()["error"]["message"]
