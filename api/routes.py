@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 
+from ptc_emulator.emulator import replayed
 from ptc_emulator.emulator.request import CountTokensRequest, CreateRequest
 
 from .context import (
@@ -35,7 +38,28 @@ __all__ = [
     "scope_of",
 ]
 
-router = APIRouter(prefix="/v1")
+
+class _BodyRequest(Request):
+    """Its JSON body parsed by `replayed.parse`: a replayed conversation's known items are not
+    parsed again (they stand in as their validated models); any other body is `json.loads`'s."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = replayed.parse(await self.body())
+        return self._json
+
+
+class _Route(APIRoute):
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            return await handler(_BodyRequest(request.scope, request.receive))
+
+        return route
+
+
+router = APIRouter(prefix="/v1", route_class=_Route)
 
 
 @router.post("/responses")

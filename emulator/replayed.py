@@ -42,7 +42,7 @@ from typing import Any
 
 from .items import ToolSearchOutputItem
 
-__all__ = ["RAW_BODY", "Body", "PrefixCache", "StoredItems", "cache", "remember", "substitute"]
+__all__ = ["RAW_BODY", "Body", "PrefixCache", "StoredItems", "cache", "parse", "remember", "substitute"]
 
 
 @dataclass
@@ -52,6 +52,10 @@ class Body:
     chunks: list[bytes] = field(default_factory=list)
     used: bool = False
     pending: _Pending | None = None
+    parsed: _Pending | None = None
+    """What `parse` found known in this body, when it read the body with the known items' models."""
+    parsed_input: list[Any] | None = None
+    """The `input` list `parse` made (its known items are models already)."""
 
     @property
     def raw(self) -> bytes:
@@ -107,11 +111,17 @@ def _ws(text: str, i: int) -> int:
     return match.end()
 
 
-def _value_end(text: str, i: int) -> int:
+def _value(text: str, i: int) -> tuple[Any, int]:
+    """The JSON value at `i` as `json.loads` reads it (the same scanner), and where it ends."""
     try:
-        return int(_SCAN(text, i)[1])
+        value, end = _SCAN(text, i)
     except (StopIteration, ValueError) as e:
         raise _NotPlain from e
+    return value, int(end)
+
+
+def _value_end(text: str, i: int) -> int:
+    return _value(text, i)[1]
 
 
 def _key(text: str, i: int) -> tuple[str, int]:
@@ -127,13 +137,16 @@ def _key(text: str, i: int) -> tuple[str, int]:
     return str(key), _ws(text, end + 1)
 
 
-def _items(text: str, i: int, ends: list[int]) -> int:
-    """From just after `[` or after an item's `,`: the ends of the items; returns the index after `]`."""
+def _items(text: str, i: int, ends: list[int], values: list[Any] | None = None) -> int:
+    """From just after `[` or after an item's `,`: the ends of the items (and their values, into
+    `values` if given); returns the index after `]`."""
     i = _ws(text, i)
     if not ends and i < len(text) and text[i] == "]":
         return i + 1
     while True:
-        end = _value_end(text, i)
+        value, end = _value(text, i)
+        if values is not None:
+            values.append(value)
         ends.append(end)
         i = _ws(text, end)
         if i < len(text) and text[i] == ",":
@@ -144,8 +157,9 @@ def _items(text: str, i: int, ends: list[int]) -> int:
         raise _NotPlain
 
 
-def _rest(text: str, i: int, seen: set[str]) -> None:
-    """The top-level keys after `input`'s array up to the closing `}`: none may repeat."""
+def _rest(text: str, i: int, seen: set[str], values: dict[str, Any] | None = None) -> None:
+    """The top-level keys after `input`'s array up to the closing `}` (and their values, into
+    `values` if given): none may repeat."""
     while True:
         i = _ws(text, i)
         if i < len(text) and text[i] == "}":
@@ -158,11 +172,14 @@ def _rest(text: str, i: int, seen: set[str]) -> None:
         if key in seen:
             raise _NotPlain
         seen.add(key)
-        i = _value_end(text, i)
+        value, i = _value(text, i)
+        if values is not None:
+            values[key] = value
 
 
-def _head(text: str) -> tuple[tuple[str, ...], int, int]:
-    """(keys before `input`, index after `input`'s `[`, end of its first item or -1 if empty)."""
+def _head(text: str, values: dict[str, Any] | None = None) -> tuple[tuple[str, ...], int, int]:
+    """(keys before `input`, index after `input`'s `[`, end of its first item or -1 if empty); the
+    values of those keys into `values`, if given."""
     i = _ws(text, 0)
     if i >= len(text) or text[i] != "{":
         raise _NotPlain
@@ -181,7 +198,10 @@ def _head(text: str) -> tuple[tuple[str, ...], int, int]:
                 return tuple(keys), start, -1
             return tuple(keys), start, _value_end(text, first)
         keys.append(key)
-        i = _ws(text, _value_end(text, i))
+        value, end = _value(text, i)
+        if values is not None:
+            values[key] = value
+        i = _ws(text, end)
         if i >= len(text) or text[i] != ",":
             raise _NotPlain  # no `input` array at all
         i = _ws(text, i + 1)
@@ -219,22 +239,7 @@ class PrefixCache:
             keys, start, first_end = _head(text)
             if first_end < 0:
                 return None
-            key = text[:first_end]
-            with self._lock:
-                candidates = list(self._entries.get(key, ()))
-                if candidates:
-                    self._entries.move_to_end(key)
-            base = None
-            for entry in candidates:  # the longest prefix this body extends
-                n = len(entry.prefix)
-                if (
-                    entry.keys == keys
-                    and len(text) > n
-                    and text[n] == ","
-                    and text.startswith(entry.prefix)
-                    and (base is None or n > len(base.prefix))
-                ):
-                    base = entry
+            base = self._base(text, keys, first_end)
             ends: list[int] = []
             if base is None:
                 after = _items(text, start, ends)
@@ -252,6 +257,57 @@ class PrefixCache:
         else:
             self.hits += 1
         return _Pending(text, first_end, keys, ends, known, base)
+
+    def _base(self, text: str, keys: tuple[str, ...], first_end: int) -> _Entry | None:
+        """The entry with the longest prefix this body extends, if any."""
+        key = text[:first_end]
+        with self._lock:
+            candidates = list(self._entries.get(key, ()))
+            if candidates:
+                self._entries.move_to_end(key)
+        base = None
+        for entry in candidates:
+            n = len(entry.prefix)
+            if (
+                entry.keys == keys
+                and len(text) > n
+                and text[n] == ","
+                and text.startswith(entry.prefix)
+                and (base is None or n > len(base.prefix))
+            ):
+                base = entry
+        return base
+
+    def read(self, raw: bytes) -> tuple[dict[str, Any], _Pending] | None:
+        """The body parsed as `json.loads` parses it, but with its known leading input items as
+        their validated models, unparsed (None: no known prefix, or not the plain shape).
+
+        Every other value is read with `json.loads`'s own scanner; the keys keep their order (none
+        repeats: a body with a repeated key takes the ordinary path)."""
+        if self.max_bytes <= 0 or len(raw) < self.min_bytes:
+            return None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        head: dict[str, Any] = {}
+        new: list[Any] = []
+        rest: dict[str, Any] = {}
+        try:
+            keys, _, first_end = _head(text, head)
+            if first_end < 0:
+                return None
+            base = self._base(text, keys, first_end)
+            if base is None:
+                return None
+            ends = [-1] * (len(base.items) - 1) + [len(base.prefix)]
+            after = _items(text, len(base.prefix) + 1, ends, new)
+            _rest(text, after, {*keys, "input"}, rest)
+        except _NotPlain:
+            return None
+        self.hits += 1
+        value = {**head, "input": [*base.items, *new], **rest}
+        return value, _Pending(text, first_end, keys, ends, len(base.items), base)
 
     def store(self, pending: _Pending, items: list[Any]) -> None:
         if any(isinstance(i, ToolSearchOutputItem) for i in items[pending.known :]):
@@ -282,6 +338,24 @@ cache = PrefixCache()
 """The process's cache (the HTTP edge feeds it; `Settings` may resize it)."""
 
 
+def parse(raw: bytes) -> Any:
+    """`json.loads(raw)` for the request's body, except that a body that extends a known prefix
+    (see `PrefixCache.read`) comes back with its known items as their models, unparsed. Anything
+    else, or anything unusual, is `json.loads`'s own answer (and its own errors)."""
+    body = RAW_BODY.get()
+    if body is None or body.used or body.parsed is not None:
+        return json.loads(raw)
+    try:
+        found = cache.read(raw)
+    except Exception:  # (a nesting too deep for the scanner, say) the parser decides, as always
+        found = None
+    if found is None:
+        return json.loads(raw)
+    value, body.parsed = found
+    body.parsed_input = value["input"]
+    return value
+
+
 def substitute(value: Any, check: Callable[[Any], None]) -> Any:
     """Before `CreateRequest` validates `value` (the parsed body): the known leading input items
     replaced by their validated models, when this validation is of the request's raw body.
@@ -290,6 +364,18 @@ def substitute(value: Any, check: Callable[[Any], None]) -> Any:
     the same depth, in the body they were remembered from."""
     body = RAW_BODY.get()
     items = value.get("input") if isinstance(value, dict) else None
+    if (
+        body is not None
+        and not body.used
+        and body.parsed is not None
+        and isinstance(items, list)
+        and items is body.parsed_input
+    ):
+        body.used = True  # the body `parse` read: its known items are their models already
+        read = body.parsed
+        check({**value, "input": items[read.known :]})
+        body.pending = read
+        return value
     if body is None or body.used or not isinstance(items, list):
         check(value)
         return value

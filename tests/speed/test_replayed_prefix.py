@@ -242,3 +242,46 @@ async def test_a_body_that_is_not_strict_utf8_gets_the_same_400_with_the_cache_o
     assert replies[0].status_code == replies[1].status_code == 400
     assert replies[0].json() == replies[1].json()
     assert "lone UTF-16 surrogate" in replies[0].json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "change", ["unknown_field", "wrong_type", "bad_setting", "unknown_key", "truncated", "trailing", "deep"]
+)
+async def test_a_bad_body_after_a_known_prefix_gets_the_same_400_with_the_cache_on_or_off(
+    http: httpx.AsyncClient, change: str
+) -> None:
+    """The known prefix's items stand in as models; whatever is wrong after them is found, and
+    worded and located, exactly as without the cache."""
+    replayed.cache.clear()
+    items = await _warm(http)
+    body: dict[str, Any] = {"model": "m", "input": copy.deepcopy(items), "tools": TOOLS, "store": False}
+    if change == "unknown_field":
+        body["input"].append({"role": "user", "content": "hi", "colour": "red"})
+    elif change == "wrong_type":
+        body["input"][-1]["output"] = 7
+    elif change == "bad_setting":
+        body["store"] = "no"
+    elif change == "unknown_key":
+        body["temperatures"] = 1
+    elif change == "deep":
+        deep = json.loads("[" * 80 + "]" * 80)
+        body["input"].append({"role": "user", "content": [{"type": "input_text", "text": "x", "n": deep}]})
+    text = json.dumps(body)
+    if change == "truncated":
+        text = text[:-40]
+    elif change == "trailing":
+        text += " x"
+    hits = replayed.cache.hits
+    headers = {"content-type": "application/json"}
+    on = await http.post("/v1/responses", content=text.encode(), headers=headers)
+    size, replayed.cache.max_bytes = replayed.cache.max_bytes, 0
+    try:
+        off = await http.post("/v1/responses", content=text.encode(), headers=headers)
+    finally:
+        replayed.cache.max_bytes = size
+    assert on.status_code == off.status_code == 400, on.text[:300]
+    assert on.json() == off.json()
+    if change in ("unknown_field", "wrong_type", "bad_setting", "unknown_key", "deep"):
+        assert replayed.cache.hits > hits  # read with the known prefix's models
+    if change == "unknown_field":
+        assert on.json()["error"]["param"] == f"input[{len(items)}].colour"
