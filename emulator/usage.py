@@ -254,6 +254,19 @@ def model_reads(item: Item | dict[str, Any]) -> bool:
     return not from_program(item)
 
 
+def _model_read(items: Sequence[Item | dict[str, Any]]) -> list[Item | dict[str, Any]]:
+    """The items `model_reads`, in order (one pass, the test written out: a long replay has many)."""
+    return [
+        item
+        for item in items
+        if not (
+            isinstance(caller := item.get("caller"), dict) and caller.get("type") == "program"
+            if isinstance(item, dict)
+            else isinstance(getattr(item, "caller", None), ProgramCaller)
+        )
+    ]
+
+
 def _model_wrote(item: dict[str, Any]) -> bool:
     return item.get("type") != "program_output" and not from_program(item)
 
@@ -278,9 +291,7 @@ def prompt_segments(
         ("tools:" + tools_text, count(tools_text)),
         ("instructions:" + (instructions or ""), count(instructions or "")),
     ]
-    for item in input_items:
-        if not model_reads(item):
-            continue
+    for item in _model_read(input_items):
         texts = list(_texts(item))
         kind = item.get("type", "message") if isinstance(item, dict) else item.type
         segments.append((kind + ":" + json.dumps(texts), sum(count(t) for t in texts)))
@@ -340,9 +351,8 @@ def usage(
 ) -> dict[str, Any]:
     """`definitions`: `definitions_text(tools)`, if the caller already made it."""
     input_tokens = count(instructions or "") + count(definitions_text(tools) if definitions is None else definitions)
-    for item in input_items:
-        if model_reads(item):
-            input_tokens += sum(count(t) for t in _texts(item))
+    for item in _model_read(input_items):
+        input_tokens += sum(count(t) for t in _texts(item))
     # A program_output the model read before writing more of this response's output.
     last_written = max((i for i, item in enumerate(output_items) if _model_wrote(item)), default=-1)
     for item in output_items[:last_written]:
