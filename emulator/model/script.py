@@ -311,7 +311,19 @@ def _kind_of_type(cls: type) -> str | None:
 
 
 def _walk(conv: Conversation, script: Script) -> list[tuple[Item, int, int]]:
-    """Each model item after the latest user message, with its turn and its place in that turn."""
+    """Each model item after the latest user message, with its turn and its place in that turn.
+
+    Walked once per script (by identity) and conversation: neither changes while a request is
+    answered. A walk that fails is not kept (it fails again, the same way)."""
+    for walked_script, walked in conv.walks:
+        if walked_script is script:
+            return list(walked)
+    walked = _walk_once(conv, script)
+    conv.walks.append((script, walked))
+    return list(walked)
+
+
+def _walk_once(conv: Conversation, script: Script) -> list[tuple[Item, int, int]]:
     walked = []
     turn, emitted = 0, 0
     asked: set[str] = set()

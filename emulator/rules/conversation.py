@@ -9,6 +9,7 @@ with, and items the server issued (fingerprints, program outputs) must come back
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import InvalidRequest
 from ..items import (
@@ -59,6 +60,8 @@ class Conversation:
     """Index of the open program's item."""
     _program_calls: dict[str, list[CallItem]] | None = field(default=None, repr=False, compare=False)
     """Every program's calls, by the program's call_id: made in one pass, when first asked for."""
+    walks: list[tuple[object, Any]] = field(default_factory=list, repr=False, compare=False)
+    """(a script, how this conversation walks it), for `model.script`: a request asks more than once."""
 
     @property
     def anchor_text(self) -> str:
