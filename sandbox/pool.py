@@ -35,10 +35,9 @@ _HOLDER_WAIT_S = 0.05
 _STDERR_TAIL = 16 * 2**10  # bytes: V8's fatal-error line is followed by a ~3 KB C stack trace
 
 
-def program_key(program: Program, data: dict[str, Any] | None = None) -> str:
-    """Identifies a program apart from its journal: the key of its live copy in a worker.
-    `data`: the program's wire form, if the caller has it already."""
-    data = program_to_json(program) if data is None else data
+def program_key(data: dict[str, Any]) -> str:
+    """Identifies a program (its wire form, `program_to_json`) apart from its journal: the key of
+    its live copy in a worker."""
     ident = {name: value for name, value in data.items() if name != "journal"}
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode("utf-8")).hexdigest()
 
@@ -73,11 +72,11 @@ class PoolConfig:
     live_cache: int = 64
     """Suspended programs each worker keeps live for a resume without replay (0: always replay)."""
     live_idle_s: float = 120.0
+    """A live program idle this long is closed; its next resume replays."""
     live_cache_bytes: int = 256 * 2**20
     """Heap bytes (and journal text) the live programs of one worker may hold in all; the
     oldest are evicted to replay beyond it. A program's heap is measured when it first suspends,
     then at every suspension while it holds more than 4 MB, and at every 4th below that."""
-    """A live program idle this long is closed; its next resume replays."""
     grace_s: float = 3.0
     """Beyond a program's own deadline, how long a worker may stay silent before it is killed."""
     startup_timeout_s: float = 60.0
@@ -236,7 +235,7 @@ class Pool:
 
     async def _run_once(self, program: Program) -> Outcome | _Died:
         data = program_to_json(program)
-        key = program_key(program, data) if self.config.live_cache > 0 else None
+        key = program_key(data) if self.config.live_cache > 0 else None
         worker = await self._acquire(self._holders.get(key) if key else None)
         request_id = next(self._ids)
         self.runs += 1
