@@ -255,16 +255,8 @@ def model_reads(item: Item | dict[str, Any]) -> bool:
 
 
 def _model_read(items: Sequence[Item | dict[str, Any]]) -> list[Item | dict[str, Any]]:
-    """The items `model_reads`, in order (one pass, the test written out: a long replay has many)."""
-    return [
-        item
-        for item in items
-        if not (
-            isinstance(caller := item.get("caller"), dict) and caller.get("type") == "program"
-            if isinstance(item, dict)
-            else isinstance(getattr(item, "caller", None), ProgramCaller)
-        )
-    ]
+    """The items `model_reads`, in order."""
+    return [item for item in items if not from_program(item)]
 
 
 def _model_wrote(item: dict[str, Any]) -> bool:
