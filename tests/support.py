@@ -73,15 +73,26 @@ def validating_client(emulator: PTCEmulator, **options: Any) -> openai.OpenAI:
 
 
 @contextlib.asynccontextmanager
-async def in_process(settings: Settings) -> AsyncIterator[openai.AsyncOpenAI]:
-    """The app in this process through httpx's ASGI transport (no socket), lifespan included."""
+async def in_process_http(
+    settings: Settings, base_url: str = "http://emulator"
+) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
+    """The app in this process through httpx's ASGI transport (no socket), lifespan included:
+    a raw client that validates every response, and the app (for its state). The admin API
+    answers only a loopback `base_url`."""
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
-            transport=transport, base_url="http://emulator", event_hooks={"response": [_ahook]}, timeout=60
+            transport=transport, base_url=base_url, event_hooks={"response": [_ahook]}, timeout=60
         ) as http:
-            yield openai.AsyncOpenAI(base_url="http://emulator/v1", api_key="sk-test", http_client=http, max_retries=0)
+            yield http, app
+
+
+@contextlib.asynccontextmanager
+async def in_process(settings: Settings) -> AsyncIterator[openai.AsyncOpenAI]:
+    """The app in this process, as `in_process_http`, through the SDK's async client."""
+    async with in_process_http(settings) as (http, _):
+        yield openai.AsyncOpenAI(base_url="http://emulator/v1", api_key="sk-test", http_client=http, max_retries=0)
 
 
 ADD_TOOL: dict[str, Any] = {

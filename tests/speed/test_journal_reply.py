@@ -12,16 +12,14 @@ from typing import Any
 import httpx
 import pytest
 
-from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator.journal import RawJSON
-from tests.support import ADD_TOOL, js, validate_body, validating_hooks
+from tests.support import ADD_TOOL, in_process_http, js
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 TOOLS: list[dict[str, Any]] = [ADD_TOOL, {"type": "programmatic_tool_calling"}]
 JSON = {"content-type": "application/json"}
-_, _ahook = validating_hooks(validate_body)
 
 
 @pytest.fixture
@@ -31,13 +29,9 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
-    app = create_app(Settings(data_dir=tmp_path, store="memory", bundled_fixtures=False, pool_size=1))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://127.0.0.1", event_hooks={"response": [_ahook]}, timeout=60
-        ) as client:
-            yield client, app.state.emulator.journal
+    settings = Settings(data_dir=tmp_path, store="memory", bundled_fixtures=False, pool_size=1)
+    async with in_process_http(settings, base_url="http://127.0.0.1") as (client, app):
+        yield client, app.state.emulator.journal
 
 
 @pytest.mark.parametrize("said", ["plain ascii", "caf\u00e9 \u2603", "a \x7f b", 'quote " and \\ and \n'])

@@ -16,16 +16,14 @@ from typing import Any
 import httpx
 import pytest
 
-from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator import replayed
-from tests.support import ADD_TOOL, js, validate_body, validating_hooks
+from tests.support import ADD_TOOL, in_process_http, js
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 TOOLS: list[dict[str, Any]] = [ADD_TOOL, {"type": "programmatic_tool_calling"}]
 PROGRAM = js("let t = 0;\nfor (let i = 0; i < 4; i++) t = await tools.add({a: t, b: i});\ntext('t=' + t)")
-_, _ahook = validating_hooks(validate_body)
 
 
 @pytest.fixture
@@ -35,13 +33,9 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 async def app_client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(Settings(data_dir=tmp_path, store="memory", bundled_fixtures=False, pool_size=1))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://emulator", event_hooks={"response": [_ahook]}, timeout=60
-        ) as client:
-            yield client
+    settings = Settings(data_dir=tmp_path, store="memory", bundled_fixtures=False, pool_size=1)
+    async with in_process_http(settings) as (client, _):
+        yield client
 
 
 @pytest.fixture
