@@ -40,6 +40,7 @@ async def health(request: Request) -> dict[str, Any]:
         "workers": pool.pids if pool else [],
         "sandbox_runs": pool.runs if pool else 0,
         "sandbox_crashes": pool.crashes if pool else 0,
+        "sandbox_recovered": pool.recovered if pool else 0,
         "sandbox_live_hits": pool.live_hits if pool else 0,
     }
 

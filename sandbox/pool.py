@@ -2,8 +2,11 @@
 
 Each worker is a separate Python process (spawned with exec, never forked from a process that
 holds V8) running one program at a time. A worker that dies, or stops answering within the
-program's deadline plus a grace period, is killed and replaced; the program it was running gets
-`Failed("crash")` and nothing else is lost. The server's event loop only ever waits on pipes.
+program's deadline plus a grace period, is killed and replaced; nothing else is lost. A program
+whose worker died under it runs once more on a fresh worker (a replay, as after any live-cache
+miss): only a program that kills that one too gets `Failed("crash")`, so a worker lost to a cause
+of its own (V8 has been seen to abort, rarely, on ordinary programs) fails nobody. The server's
+event loop only ever waits on pipes.
 """
 
 from __future__ import annotations
@@ -84,7 +87,15 @@ class PoolConfig:
 
 @dataclass(frozen=True, slots=True)
 class _Died:
-    """A run whose worker died under it: a crash, unless a second run shows otherwise."""
+    """A run whose worker died before it took the program: never the program's fault."""
+
+    failed: Failed
+
+
+@dataclass(frozen=True, slots=True)
+class _Crashed:
+    """A run whose worker died while it ran the program: a crash, unless a second run shows
+    otherwise."""
 
     failed: Failed
 
@@ -174,6 +185,9 @@ class Pool:
         self._ids = itertools.count()
         self._closed = False
         self.crashes = 0
+        """Programs blamed for a crash: each killed two workers (or one stopped answering)."""
+        self.recovered = 0
+        """Programs whose worker died under them once, and that then ran on a fresh worker."""
         self.replaced = 0
         self.runs = 0
         self.live_hits = 0
@@ -220,20 +234,34 @@ class Pool:
         The worker that holds the program live gets it when it is free; any other replays it.
         A worker acknowledges each program before it runs it. One that dies before that was
         dying already (or was killed while idle): the program was never run there, so it runs
-        on a fresh worker, and nobody is blamed. A death after the acknowledgement is the
-        program's crash."""
-        for _ in range(_ATTEMPTS - 1):
+        on a fresh worker, and nobody is blamed. One that dies after it may have died of the
+        program, or of something else (another process killed it; V8 aborted for a reason of
+        its own): the program runs once more on a fresh worker, and is blamed only if that one
+        dies too. A program's runs are deterministic, so the second is a replay like any other.
+        A worker that stops answering is not given a second chance: its program had its full
+        time already."""
+        died = 0
+        crashed = False
+        while True:
             outcome = await self._run_once(program)
-            if not isinstance(outcome, _Died):
-                return outcome
-            log.warning("a sandbox worker died before it took a program; running it on a fresh worker")
-        outcome = await self._run_once(program)
-        if isinstance(outcome, _Died):  # fresh workers keep dying before they take it: give up
-            self.crashes += 1
-            return outcome.failed
-        return outcome
+            if isinstance(outcome, _Died):
+                died += 1
+                if died < _ATTEMPTS:
+                    log.warning("a sandbox worker died before it took a program; running it on a fresh worker")
+                    continue
+                self.crashes += 1  # fresh workers keep dying before they take it: give up
+                return outcome.failed
+            if isinstance(outcome, _Crashed):
+                if not crashed:
+                    crashed = True
+                    log.warning("a sandbox worker died running a program; running it once more on a fresh worker")
+                    continue
+                self.crashes += 1
+                return outcome.failed
+            self.recovered += crashed
+            return outcome
 
-    async def _run_once(self, program: Program) -> Outcome | _Died:
+    async def _run_once(self, program: Program) -> Outcome | _Died | _Crashed:
         data = program_to_json(program)
         key = program_key(data) if self.config.live_cache > 0 else None
         worker = await self._acquire(self._holders.get(key) if key else None)
@@ -256,8 +284,7 @@ class Pool:
         try:
             message = await asyncio.wait_for(worker.read_message(), deadline)
         except (EOFError, ConnectionError):
-            self.crashes += 1
-            return await self._crashed(worker, exiting=True)
+            return _Crashed(await self._crashed(worker, exiting=True))
         except (TimeoutError, json.JSONDecodeError):
             self.crashes += 1
             return await self._crashed(worker)
