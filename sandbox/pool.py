@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import itertools
 import json
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._wire import outcome_from_json, program_to_json
-from .outcome import Failed, Outcome, Program
+from .outcome import Failed, Limits, Outcome, Program
 
 __all__ = ["Pool", "PoolClosed", "PoolConfig", "worker_environment"]
 
@@ -38,9 +39,18 @@ _HOLDER_WAIT_S = 0.05
 _STDERR_TAIL = 16 * 2**10  # bytes: V8's fatal-error line is followed by a ~3 KB C stack trace
 
 
-def program_key(data: dict[str, Any]) -> str:
-    """Identifies a program (its wire form, `program_to_json`) apart from its journal: the key of
-    its live copy in a worker."""
+def program_key(program: Program) -> str:
+    """Identifies a program apart from its journal: the key of its live copy in a worker. The
+    digest of its wire form (`program_to_json`) without the journal; kept for the few hundred
+    programs seen last, since every resume of a program asks again."""
+    return _key(program.code, program.tools, program.seed, program.clock_ms, program.limits, program.text_tools)
+
+
+@functools.lru_cache(maxsize=512)
+def _key(
+    code: str, tools: tuple[str, ...], seed: int, clock_ms: int, limits: Limits, text_tools: tuple[str, ...]
+) -> str:
+    data = program_to_json(Program(code, tools, seed, clock_ms, (), limits, text_tools))
     ident = {name: value for name, value in data.items() if name != "journal"}
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode("utf-8")).hexdigest()
 
@@ -263,7 +273,7 @@ class Pool:
 
     async def _run_once(self, program: Program) -> Outcome | _Died | _Crashed:
         data = program_to_json(program)
-        key = program_key(data) if self.config.live_cache > 0 else None
+        key = program_key(program) if self.config.live_cache > 0 else None
         worker = await self._acquire(self._holders.get(key) if key else None)
         request_id = next(self._ids)
         self.runs += 1
