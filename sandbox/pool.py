@@ -157,7 +157,8 @@ class _Worker:
     def fatal_hint(self) -> str:
         text = self.stderr_tail.decode("utf-8", "replace")
         for line in text.splitlines():
-            if "Fatal" in line or "fatal" in line or "out of memory" in line:
+            lowered = line.lower()  # V8 writes "Fatal ...", its allocator "[FATAL:...] Check failed"
+            if "fatal" in lowered or "out of memory" in lowered or "check failed" in lowered:
                 return line.strip().lstrip("#").strip()[:200]
         return ""
 
@@ -376,7 +377,7 @@ class Pool:
         if hint:
             reason += f" ({hint})"
         self._replace(worker, kill=False)
-        log.warning("sandbox worker %s %s; replacing it", worker.pid, death)
+        log.warning("sandbox worker %s %s%s; replacing it", worker.pid, death, f" ({hint})" if hint else "")
         return Failed("crash", reason)
 
     def _replace(self, worker: _Worker, *, kill: bool, retire: bool = False) -> None:
