@@ -345,7 +345,14 @@ def main(argv: list[str] | None = None) -> int:
             cpu["chain floor"] += used
         emu.close()
         flo.close()
+        before = time.process_time(), cpu_s(server_pids), cpu_s(worker_pids), time.monotonic()
         resumes, requests = throughput(server.root, 8, seconds)
+        elapsed = time.monotonic() - before[3]
+        load = {
+            "client": time.process_time() - before[0],
+            "server": cpu_s(server_pids) - before[1],
+            "workers": cpu_s(worker_pids) - before[2],
+        }
 
     rows = [
         ("create to suspend (2-call Promise.all)", "create", 2.5),
@@ -376,6 +383,13 @@ def main(argv: list[str] | None = None) -> int:
             f"CPU per request, {label} ({n}): server {server_ms:.2f} ms + V8 workers {workers_ms:.2f} ms;"
             f" floor {floor_ms:.2f} ms (server/floor {server_ms / max(floor_ms, 1e-9):.2f}x)"
         )
+    n = max(1, round(requests * elapsed))
+    client_ms, server_ms, workers_ms = (load[k] * 1000 / n for k in ("client", "server", "workers"))
+    busy = sum(load.values()) / elapsed / (os.cpu_count() or 1) * 100
+    print(
+        f"CPU per request, 8 clients ({n}): client {client_ms:.2f} ms + server {server_ms:.2f} ms"
+        f" + V8 workers {workers_ms:.2f} ms; the cores {busy:.0f}% busy"
+    )
     print("goals met" if met else "goals not all met")
     return 0
 
