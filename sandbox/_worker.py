@@ -187,8 +187,6 @@ class Worker:
         self.replies.flush()
 
     def handle(self, request: dict[str, Any]) -> None:
-        # Taken: from here on, a death of this process is this program's (see `Pool.run`).
-        self.send({"id": request["id"], "started": True})
         self.housekeeper.busy(True)
         try:
             self._handle(request)

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 _LINE_LIMIT = 256 * 2**20  # an outcome carries at most the program's output limit, plus calls
 _ATTEMPTS = 3
-"""Tries of a program whose workers die before acknowledging it (never blamed on it)."""
+"""Tries of a program whose worker's pipe is closed when it is sent (never blamed on it)."""
 _HOLDER_WAIT_S = 0.05
 """How long a program waits for the busy worker that holds it live before it replays elsewhere."""
 _STDERR_TAIL = 16 * 2**10  # bytes: V8's fatal-error line is followed by a ~3 KB C stack trace
@@ -97,15 +97,16 @@ class PoolConfig:
 
 @dataclass(frozen=True, slots=True)
 class _Died:
-    """A run whose worker died before it took the program: never the program's fault."""
+    """A run whose program never reached its worker (its pipe was closed): never the program's
+    fault."""
 
     failed: Failed
 
 
 @dataclass(frozen=True, slots=True)
 class _Crashed:
-    """A run whose worker died while it ran the program: a crash, unless a second run shows
-    otherwise."""
+    """A run whose worker died or went silent while it held the program: a crash, unless a
+    second run shows otherwise."""
 
     failed: Failed
 
@@ -196,7 +197,7 @@ class Pool:
         self._ids = itertools.count()
         self._closed = False
         self.crashes = 0
-        """Programs blamed for a crash: each killed two workers (or one stopped answering)."""
+        """Programs blamed for a crash: each killed (or silenced) two workers in a row."""
         self.recovered = 0
         """Programs whose worker died under them once, and that then ran on a fresh worker."""
         self.replaced = 0
@@ -243,14 +244,14 @@ class Pool:
         """Run or replay `program` in a worker. Cancelling the caller kills and replaces that worker.
 
         The worker that holds the program live gets it when it is free; any other replays it.
-        A worker acknowledges each program before it runs it. One that dies before that was
-        dying already (or was killed while idle): the program was never run there, so it runs
-        on a fresh worker, and nobody is blamed. One that dies after it may have died of the
-        program, or of something else (another process killed it; V8 aborted for a reason of
-        its own): the program runs once more on a fresh worker, and is blamed only if that one
-        dies too. A program's runs are deterministic, so the second is a replay like any other.
-        A worker that stops answering is not given a second chance: its program had its full
-        time already."""
+        A worker that dies while it holds the program, or stops answering past the program's
+        deadline and the grace period, may have failed because of it or of something else: it
+        was dying already (killed while idle, or V8 tearing down an earlier context), another
+        process killed or stopped it, V8 aborted for a reason of its own, the machine is
+        overloaded. The program then runs once more on a fresh worker, and is blamed only if
+        that one fails too; a program's runs are deterministic, so the second is a replay like
+        any other. A program that never reached its worker (the pipe was closed) runs again
+        without counting."""
         died = 0
         crashed = False
         while True:
@@ -258,14 +259,14 @@ class Pool:
             if isinstance(outcome, _Died):
                 died += 1
                 if died < _ATTEMPTS:
-                    log.warning("a sandbox worker died before it took a program; running it on a fresh worker")
+                    log.warning("a program could not be sent to its sandbox worker; sending it to a fresh one")
                     continue
-                self.crashes += 1  # fresh workers keep dying before they take it: give up
+                self.crashes += 1  # fresh workers keep closing their pipes: give up
                 return outcome.failed
             if isinstance(outcome, _Crashed):
                 if not crashed:
                     crashed = True
-                    log.warning("a sandbox worker died running a program; running it once more on a fresh worker")
+                    log.warning("a sandbox worker failed holding a program; running it once more on a fresh worker")
                     continue
                 self.crashes += 1
                 return outcome.failed
@@ -281,30 +282,23 @@ class Pool:
         deadline = program.limits.timeout_s + self.config.grace_s
         try:
             await worker.send({"id": request_id, "program": data, "key": key})
-            ack = await asyncio.wait_for(worker.read_message(), deadline)
-        except (EOFError, ConnectionError):
+        except ConnectionError:  # its pipe is closed: the program never reached it
             return _Died(await self._crashed(worker, exiting=True))
-        except (TimeoutError, json.JSONDecodeError):  # silent or garbled before the program started
-            return _Died(await self._crashed(worker))
-        except BaseException:  # cancelled before the program started
+        except BaseException:  # cancelled before the program was sent whole
             self._replace(worker, kill=True)
             raise
-        if ack.get("id") != request_id or not ack.get("started"):
-            self.crashes += 1
-            return await self._crashed(worker)
         try:
-            message = await asyncio.wait_for(worker.read_message(), deadline)
+            async with asyncio.timeout(deadline):
+                message = await worker.read_message()
         except (EOFError, ConnectionError):
             return _Crashed(await self._crashed(worker, exiting=True))
-        except (TimeoutError, json.JSONDecodeError):
-            self.crashes += 1
-            return await self._crashed(worker)
+        except (TimeoutError, json.JSONDecodeError):  # silent past the deadline and grace, or garbled
+            return _Crashed(await self._crashed(worker))
         except BaseException:  # cancelled mid-run: the worker's state is unknown
             self._replace(worker, kill=True)
             raise
         if message.get("id") != request_id:
-            self.crashes += 1
-            return await self._crashed(worker)
+            return _Crashed(await self._crashed(worker))
         hit = bool(message.get("hit"))
         worker.starts += not hit  # a live resume creates no context: it does not wear the worker
         self.live_hits += hit

@@ -96,7 +96,7 @@ def cpu_seconds(pid: int) -> float:
 
 def kill_while_running(pool: SyncPool, pid: int) -> None:
     """SIGKILL `pid` once it has spent a tenth of a second of CPU in its program: well after the
-    acknowledgement, well before the spin ends."""
+    program was sent, well before the spin ends."""
     start = cpu_seconds(pid)
     deadline = time.monotonic() + 120
     while cpu_seconds(pid) - start < 0.1:

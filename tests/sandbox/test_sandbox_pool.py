@@ -63,8 +63,8 @@ def test_a_silent_worker_is_killed_after_deadline_and_grace(make_pool: MakePool)
     finally:
         if pid_alive(old):
             os.kill(old, signal.SIGCONT)
-    # The silent worker never took the program (no acknowledgement), so the program is not
-    # blamed: it runs on a fresh worker once the silent one is given up.
+    # A worker silent past the deadline and grace is given up, and the program is not blamed
+    # for one such worker: it runs once more on a fresh one.
     assert completed_texts(outcome) == ["hi"]
     assert p.pool.crashes == 0
     assert 1.4 <= elapsed < 120, elapsed  # never before the deadline and grace; and it did end
