@@ -34,7 +34,7 @@ from .model.script import Script, position, turn_items
 from .request import CountTokensRequest, CreateRequest
 from .response import ResponseStatus, echo_tools, response_body
 from .rules import checks
-from .rules.conversation import Conversation, analyse
+from .rules.conversation import Conversation, Folds, analyse
 from .rules.history import History, as_input, as_response_item, not_found
 from .signing import Signer
 from .store import Store, StoredResponse
@@ -79,6 +79,8 @@ class Engine:
             as_input=as_input,
         )
         self.prompt_cache = PromptCache()
+        self.folds = Folds()
+        """`analyse`'s latest passes: a replayed conversation's known items are not read again."""
 
     # ---- create -------------------------------------------------------------------------------
 
@@ -125,7 +127,7 @@ class Engine:
                 conv = Conversation(items, len(history), anchor=-1)
                 toolset = Toolset.of(request, conv.items)
                 return self._prepared(request, conv, toolset, Trace("generate=false"), scope=scope, local=local)
-            conv = analyse(items, len(history), self.signer)
+            conv = analyse(items, len(history), self.signer, self.folds)
             toolset = Toolset.of(request, conv.items, conv.new_from)
             script = choose_script(self.scenarios, conv, request, toolset, scope)
             trace = Trace(script.name)

@@ -8,6 +8,9 @@ with, and items the server issued (fingerprints, program outputs) must come back
 
 from __future__ import annotations
 
+import operator
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +38,7 @@ from ..items import (
 from ..signing import ProgramSeal, Signer
 from ..toolkinds import answer_key, kind_of_call, kind_of_output
 
-__all__ = ["Conversation", "analyse"]
+__all__ = ["Conversation", "Folds", "analyse"]
 
 
 @dataclass
@@ -104,13 +107,113 @@ def _param(index: int, new_from: int) -> str:
     return f"input[{index - new_from}]" if index >= new_from else "previous_response_id"
 
 
-def analyse(items: list[Item], new_from: int, signer: Signer) -> Conversation:
-    anchor = max((i for i, it in enumerate(items) if isinstance(it, Message) and it.role == "user"), default=-1)
-    conv = Conversation(items, new_from, anchor)
-    for i, item in enumerate(items):
+_STATE = (
+    "calls",
+    "outputs",
+    "programs",
+    "seals",
+    "program_outputs",
+    "approval_requests",
+    "approval_responses",
+    "search_calls",
+    "search_outputs",
+)
+"""The dicts `analyse`'s pass fills, item by item (with the anchor, each program's calls and
+where each program item stands)."""
+
+
+@dataclass
+class _Fold:
+    """`analyse`'s pass stopped after the last of `items` (the very objects), before the checks
+    that need the whole conversation: where a request that replays those items starts."""
+
+    items: list[Item]
+    anchor: int
+    state: dict[str, dict[str, Any]]
+    by_program: dict[str, list[CallItem]]
+    program_at: dict[str, int]
+
+    @classmethod
+    def of(cls, conv: Conversation, by_program: dict[str, list[CallItem]], program_at: dict[str, int]) -> _Fold:
+        return cls(
+            list(conv.items),
+            conv.anchor,
+            {name: dict(getattr(conv, name)) for name in _STATE},
+            {caller: list(calls) for caller, calls in by_program.items()},
+            dict(program_at),
+        )
+
+    def restore(self, conv: Conversation) -> tuple[dict[str, list[CallItem]], dict[str, int]]:
+        conv.anchor = self.anchor
+        for name in _STATE:
+            setattr(conv, name, dict(self.state[name]))
+        return {caller: list(calls) for caller, calls in self.by_program.items()}, dict(self.program_at)
+
+
+class Folds:
+    """The latest passes of `analyse`, for the requests that replay their items.
+
+    A `store: false` client resends every item on every request: the next request of a loop is
+    the last one's items plus a few new ones. The replayed-body cache hands it the very item
+    objects it validated before (see `replayed`), so a pass over those is found by identity,
+    never by equality, and only the new items are read. The result is the same as a whole pass:
+    the pass reads each item once, in order, and the checks that need the whole conversation run
+    every time. Bounded by entries (the least recent leave first); thread-safe."""
+
+    def __init__(self, limit: int = 512) -> None:
+        self.limit = limit
+        """Passes kept (0: none, every request reads all its items)."""
+        self._by_last: OrderedDict[int, _Fold] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.read = 0
+        """Items read by `analyse` in all (those of a found pass are not read again)."""
+
+    def find(self, items: list[Item]) -> _Fold | None:
+        """The longest kept pass over a prefix of `items` (the same objects, in order)."""
+        with self._lock:
+            for end in range(len(items), 0, -1):
+                fold = self._by_last.get(id(items[end - 1]))
+                if fold is not None and len(fold.items) == end and all(map(operator.is_, fold.items, items)):
+                    self._by_last.move_to_end(id(items[end - 1]))
+                    self.hits += 1
+                    return fold
+        return None
+
+    def keep(self, fold: _Fold) -> None:
+        if not fold.items or self.limit <= 0:
+            return
+        with self._lock:  # the fold holds its items, so no other object can take the last one's id
+            self._by_last[id(fold.items[-1])] = fold
+            self._by_last.move_to_end(id(fold.items[-1]))
+            while len(self._by_last) > self.limit:
+                self._by_last.popitem(last=False)
+
+
+def analyse(items: list[Item], new_from: int, signer: Signer, folds: Folds | None = None) -> Conversation:
+    """Read the conversation and hold it to the rules (an `InvalidRequest` names the first item
+    that breaks one). `folds`: earlier passes, so that a replayed prefix is not read again."""
+    conv = Conversation(items, new_from, -1)
+    by_program: dict[str, list[CallItem]] = {}
+    program_at: dict[str, int] = {}
+    start = 0
+    fold = folds.find(items) if folds is not None else None
+    if fold is not None:
+        by_program, program_at = fold.restore(conv)
+        start = len(fold.items)
+    if folds is not None:
+        folds.read += len(items) - start
+    for i in range(start, len(items)):
+        item = items[i]
         param = _param(i, new_from)
-        if isinstance(item, CALL_TYPES):
+        if isinstance(item, Message):
+            if item.role == "user":
+                conv.anchor = i
+        elif isinstance(item, CALL_TYPES):
             _add_call(conv, item, param)
+            caller = getattr(item, "caller", None)
+            if isinstance(caller, ProgramCaller):
+                by_program.setdefault(caller.caller_id, []).append(item)
         elif isinstance(item, OUTPUT_TYPES):
             _add_output(conv, item, param)
         elif isinstance(item, ProgramItem):
@@ -122,6 +225,7 @@ def analyse(items: list[Item], new_from: int, signer: Signer) -> Conversation:
                 item.fingerprint, call_id=item.call_id, code=item.code, param=param
             )
             conv.programs[item.call_id] = item
+            program_at[item.call_id] = i
         elif isinstance(item, ProgramOutputItem):
             _add_program_output(conv, item, param, signer)
         elif isinstance(item, ToolSearchCallItem):
@@ -139,6 +243,10 @@ def analyse(items: list[Item], new_from: int, signer: Signer) -> Conversation:
             _add_approval_request(conv, item, param)
         elif isinstance(item, McpApprovalResponse):
             _add_approval_response(conv, item, param)
+    conv._program_calls = by_program
+    if folds is not None and start < len(items):
+        folds.keep(_Fold.of(conv, by_program, program_at))
+    anchor = conv.anchor
     for call_id, call in conv.calls.items():
         if call_id not in conv.outputs:
             raise InvalidRequest(f"No tool output found for {kind_of_call(call).label} {call_id}.", param="input")
@@ -160,7 +268,7 @@ def analyse(items: list[Item], new_from: int, signer: Signer) -> Conversation:
         )
     if open_programs:
         conv.open_program = open_programs[-1]
-        conv.open_index = next(i for i, item in enumerate(items) if item is conv.open_program)
+        conv.open_index = program_at[conv.open_program.call_id]
         for request in conv.approval_requests.values():
             caller = request.caller
             if (

@@ -80,11 +80,18 @@ async def both_ways(http: httpx.AsyncClient, items: list[Any]) -> tuple[httpx.Re
 async def test_a_replayed_chain_validates_only_new_items_and_ends_the_same(http: httpx.AsyncClient) -> None:
     replayed.cache.clear()
     hits = replayed.cache.hits
+    folds = http._transport.app.state.emulator.engine.folds  # type: ignore[attr-defined]
     items: list[Any] = [{"role": "user", "content": PROGRAM}]
     steps = 0
+    sent_before = 0
     while True:
+        read = folds.read
         reply = await post(http, items)
         assert reply.status_code == 200, reply.text
+        # The conversation rules read only what this request added: its prefix (the very item
+        # objects the replayed-body cache handed it) was read for the request before.
+        assert folds.read - read == len(items) - sent_before, (folds.read - read, len(items), sent_before)
+        sent_before = len(items)
         output = reply.json()["output"]
         if not any(o["type"] == "function_call" for o in output):
             break
@@ -113,7 +120,21 @@ async def _warm(http: httpx.AsyncClient) -> list[Any]:
     return items
 
 
-@pytest.mark.parametrize("tamper", ["arguments", "output", "drop_call", "drop_program", "swap", "nan", "surrogate"])
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        "arguments",
+        "output",
+        "drop_call",
+        "drop_program",
+        "swap",
+        "nan",
+        "surrogate",
+        "repeat_output",
+        "repeat_program",
+        "repeat_call",
+    ],
+)
 async def test_a_tampered_item_in_the_known_prefix_is_still_refused(http: httpx.AsyncClient, tamper: str) -> None:
     replayed.cache.clear()
     items = await _warm(http)
@@ -134,6 +155,9 @@ async def test_a_tampered_item_in_the_known_prefix_is_still_refused(http: httpx.
         bad.append({"role": "user", "content": [{"type": "input_text", "text": "x", "n": float("nan")}]})
     elif tamper == "surrogate":
         bad.append({"role": "user", "content": "\ud800"})
+    elif tamper.startswith("repeat_"):  # a new item that repeats one of the known prefix: a duplicate
+        kind = {"repeat_output": "function_call_output", "repeat_program": "program", "repeat_call": "function_call"}
+        bad.append(copy.deepcopy(next(item for item in bad if item.get("type") == kind[tamper])))
     else:
         bad[first], bad[first + 1] = bad[first + 1], bad[first]
     on, off = await both_ways(http, bad)
