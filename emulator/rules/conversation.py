@@ -158,11 +158,16 @@ class Folds:
     objects it validated before (see `replayed`), so a pass over those is found by identity,
     never by equality, and only the new items are read. The result is the same as a whole pass:
     the pass reads each item once, in order, and the checks that need the whole conversation run
-    every time. Bounded by entries (the least recent leave first); thread-safe."""
+    every time. A loop needs only the pass of its previous request, so few are kept; each holds
+    its items alive, so they are bounded by the items they hold too (the least recent leave
+    first). Thread-safe."""
 
-    def __init__(self, limit: int = 512) -> None:
+    def __init__(self, limit: int = 128, max_items: int = 50_000) -> None:
         self.limit = limit
         """Passes kept (0: none, every request reads all its items)."""
+        self.max_items = max_items
+        """Items the kept passes may hold in all (a pass over more is not kept)."""
+        self.items = 0
         self._by_last: OrderedDict[int, _Fold] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
@@ -181,13 +186,17 @@ class Folds:
         return None
 
     def keep(self, fold: _Fold) -> None:
-        if not fold.items or self.limit <= 0:
+        if not fold.items or self.limit <= 0 or len(fold.items) > self.max_items:
             return
         with self._lock:  # the fold holds its items, so no other object can take the last one's id
+            replaced = self._by_last.pop(id(fold.items[-1]), None)
+            if replaced is not None:
+                self.items -= len(replaced.items)
             self._by_last[id(fold.items[-1])] = fold
-            self._by_last.move_to_end(id(fold.items[-1]))
-            while len(self._by_last) > self.limit:
-                self._by_last.popitem(last=False)
+            self.items += len(fold.items)
+            while len(self._by_last) > self.limit or self.items > self.max_items:
+                _, oldest = self._by_last.popitem(last=False)
+                self.items -= len(oldest.items)
 
 
 def analyse(items: list[Item], new_from: int, signer: Signer, folds: Folds | None = None) -> Conversation:

@@ -125,3 +125,14 @@ def test_the_pass_reads_only_the_new_items_and_keeps_its_bounds() -> None:
     assert _decide(copies, 0, folds)[0] == "ok"
     assert folds.read - before == len(copies)
     assert len(folds._by_last) <= 2
+
+
+def test_the_kept_passes_hold_at_most_their_items_bound() -> None:
+    folds = Folds(max_items=12)
+    for n in range(1, len(POOL) + 1):
+        _decide(POOL[:n], 0, folds)
+        assert folds.items <= 12
+        assert folds.items == sum(len(fold.items) for fold in folds._by_last.values())
+    assert folds._by_last  # the latest passes that fit are kept; one over the bound alone is not
+    assert max(len(fold.items) for fold in folds._by_last.values()) <= 12
+    assert _decide(POOL, 0, folds)[0] == "ok"
