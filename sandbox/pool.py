@@ -3,7 +3,7 @@
 Each worker is a separate Python process (spawned with exec, never forked from a process that
 holds V8) running one program at a time. A worker that dies, or stops answering within the
 program's deadline plus a grace period, is killed and replaced; nothing else is lost. A program
-whose worker died under it runs once more on a fresh worker (a replay, as after any live-cache
+whose worker died under it runs once more on another worker (a replay, as after any live-cache
 miss): only a program that kills that one too gets `Failed("crash")`, so a worker lost to a cause
 of its own (V8 has been seen to abort, rarely, on ordinary programs) fails nobody. The server's
 event loop only ever waits on pipes.
@@ -199,7 +199,7 @@ class Pool:
         self.crashes = 0
         """Programs blamed for a crash: each killed (or silenced) two workers in a row."""
         self.recovered = 0
-        """Programs whose worker died under them once, and that then ran on a fresh worker."""
+        """Programs whose worker died under them once, and that then ran on another worker."""
         self.replaced = 0
         self.runs = 0
         self.live_hits = 0
@@ -248,7 +248,7 @@ class Pool:
         deadline and the grace period, may have failed because of it or of something else: it
         was dying already (killed while idle, or V8 tearing down an earlier context), another
         process killed or stopped it, V8 aborted for a reason of its own, the machine is
-        overloaded. The program then runs once more on a fresh worker, and is blamed only if
+        overloaded. The program then runs once more on another worker, and is blamed only if
         that one fails too; a program's runs are deterministic, so the second is a replay like
         any other. A program that never reached its worker (the pipe was closed) runs again
         without counting."""
@@ -259,14 +259,14 @@ class Pool:
             if isinstance(outcome, _Died):
                 died += 1
                 if died < _ATTEMPTS:
-                    log.warning("a program could not be sent to its sandbox worker; sending it to a fresh one")
+                    log.warning("a program could not be sent to its sandbox worker; sending it to another")
                     continue
                 self.crashes += 1  # fresh workers keep closing their pipes: give up
                 return outcome.failed
             if isinstance(outcome, _Crashed):
                 if not crashed:
                     crashed = True
-                    log.warning("a sandbox worker failed holding a program; running it once more on a fresh worker")
+                    log.warning("a sandbox worker failed holding a program; running it once more on another worker")
                     continue
                 self.crashes += 1
                 return outcome.failed
