@@ -195,6 +195,10 @@ def _racer() -> MiniRacer:
             _loop = loop
     maker = _make_context(_loop)
     context = maker.__enter__()
+    # Every crossing's result (and the doorbell) arrives through this queue, a `queue.Queue`
+    # (a Python condition variable). `queue.SimpleQueue` does the same put and get in C: about
+    # 20 us less per crossing, of about 160. Nothing was posted yet, so nothing is in the old one.
+    object.__setattr__(context, "_non_cancelable_mr_task_results_queue", queue.SimpleQueue())
     racer = MiniRacer.__new__(MiniRacer)
     racer._own_context_maker = maker  # noqa: SLF001  (close() exits it: frees the isolate)
     racer._ctx = context  # noqa: SLF001

@@ -42,8 +42,12 @@ PROBE = textwrap.dedent(
     from py_mini_racer._set_timeout import INSTALL_SET_TIMEOUT
     assert list(inspect.signature(_mini_racer._make_context).parameters) == ["event_loop"]
     assert "var setTimeout" in INSTALL_SET_TIMEOUT, "mini-racer's timer script changed"
+    import dataclasses
+    field_names = [f.name for f in dataclasses.fields(type(ctx))]
+    assert "_non_cancelable_mr_task_results_queue" in field_names, "the result queue is no longer a field"
     racer = _v8._racer()
     assert hasattr(racer, "_own_context_maker") and racer._ctx is not None
+    assert isinstance(racer._ctx._non_cancelable_mr_task_results_queue, queue.SimpleQueue)
     assert _v8._fast_eval(racer, "typeof setTimeout", 5) == "undefined"  # not installed by _racer
     racer.close()
     assert racer._ctx is None and racer._own_context_maker is None
