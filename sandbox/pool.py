@@ -5,8 +5,7 @@ holds V8) running one program at a time. A worker that dies, or stops answering 
 program's deadline plus a grace period, is killed and replaced; nothing else is lost. A program
 whose worker died under it runs once more on another worker (a replay, as after any live-cache
 miss): only a program that kills that one too gets `Failed("crash")`, so a worker lost to a cause
-of its own (V8 has been seen to abort, rarely, on ordinary programs) fails nobody. The server's
-event loop only ever waits on pipes.
+of its own fails nobody. The server's event loop only ever waits on pipes.
 """
 
 from __future__ import annotations
