@@ -8,6 +8,7 @@ results (live). Both drive the same in-isolate controller, so both decide the sa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import queue
 import re
@@ -202,12 +203,9 @@ def _racer() -> MiniRacer:
             threading.Thread(target=loop.run_forever, name="mini-racer-loop", daemon=True).start()
             _loop = loop
     maker = _make_context(_loop)
-    if _first_made:
+    with contextlib.nullcontext() if _first_made else _first_isolate:
         context = maker.__enter__()
-    else:
-        with _first_isolate:
-            context = maker.__enter__()
-            _first_made = True
+        _first_made = True
     # Every crossing's result (and the doorbell) arrives through this queue, a `queue.Queue`
     # (a Python condition variable). `queue.SimpleQueue` does the same put and get in C: about
     # 20 us less per crossing, of about 160. Nothing was posted yet, so nothing is in the old one.

@@ -366,12 +366,11 @@ class Pool:
         death = worker.death_reason()  # before the kill: a silent worker "stopped answering"
         await worker.kill()  # also collects the rest of its stderr, for the hint
         hint = worker.fatal_hint()
-        reason = f"the sandbox worker running this program {death}"
         if hint:
-            reason += f" ({hint})"
+            death += f" ({hint})"
         self._replace(worker, kill=False)
-        log.warning("sandbox worker %s %s%s; replacing it", worker.pid, death, f" ({hint})" if hint else "")
-        return Failed("crash", reason)
+        log.warning("sandbox worker %s %s; replacing it", worker.pid, death)
+        return Failed("crash", f"the sandbox worker running this program {death}")
 
     def _replace(self, worker: _Worker, *, kill: bool, retire: bool = False) -> None:
         self._workers.discard(worker)

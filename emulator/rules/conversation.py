@@ -74,13 +74,11 @@ class Conversation:
 
     def program_calls(self, program_call_id: str) -> list[CallItem]:
         """The program's tool calls, of every kind, in issue order (the order the server emitted them)."""
-        if self._program_calls is None:
+        if self._program_calls is None:  # a conversation `analyse` did not read
             by_program: dict[str, list[CallItem]] = {}
             for item in self.items:
                 if isinstance(item, CALL_TYPES):
-                    caller = getattr(item, "caller", None)
-                    if isinstance(caller, ProgramCaller):
-                        by_program.setdefault(caller.caller_id, []).append(item)
+                    _file_program_call(by_program, item)
             self._program_calls = by_program
         return list(self._program_calls.get(program_call_id, ()))
 
@@ -101,6 +99,17 @@ class Conversation:
 
     def after_anchor(self) -> list[Item]:
         return self.items[self.anchor + 1 :]
+
+
+def _file_program_call(by_program: dict[str, list[CallItem]], call: CallItem) -> None:
+    """Add `call` to its program's calls, if a program made it."""
+    caller = getattr(call, "caller", None)
+    if isinstance(caller, ProgramCaller):
+        by_program.setdefault(caller.caller_id, []).append(call)
+
+
+def _copy_calls(by_program: dict[str, list[CallItem]]) -> dict[str, list[CallItem]]:
+    return {caller: list(calls) for caller, calls in by_program.items()}
 
 
 def _param(index: int, new_from: int) -> str:
@@ -139,7 +148,7 @@ class _Fold:
             list(conv.items),
             conv.anchor,
             {name: dict(getattr(conv, name)) for name in _STATE},
-            {caller: list(calls) for caller, calls in by_program.items()},
+            _copy_calls(by_program),
             dict(program_at),
         )
 
@@ -147,7 +156,7 @@ class _Fold:
         conv.anchor = self.anchor
         for name in _STATE:
             setattr(conv, name, dict(self.state[name]))
-        return {caller: list(calls) for caller, calls in self.by_program.items()}, dict(self.program_at)
+        return _copy_calls(self.by_program), dict(self.program_at)
 
 
 class Folds:
@@ -206,11 +215,11 @@ def analyse(items: list[Item], new_from: int, signer: Signer, folds: Folds | Non
     by_program: dict[str, list[CallItem]] = {}
     program_at: dict[str, int] = {}
     start = 0
-    fold = folds.find(items) if folds is not None else None
-    if fold is not None:
-        by_program, program_at = fold.restore(conv)
-        start = len(fold.items)
     if folds is not None:
+        fold = folds.find(items)
+        if fold is not None:
+            by_program, program_at = fold.restore(conv)
+            start = len(fold.items)
         folds.read += len(items) - start
     for i in range(start, len(items)):
         item = items[i]
@@ -220,9 +229,7 @@ def analyse(items: list[Item], new_from: int, signer: Signer, folds: Folds | Non
                 conv.anchor = i
         elif isinstance(item, CALL_TYPES):
             _add_call(conv, item, param)
-            caller = getattr(item, "caller", None)
-            if isinstance(caller, ProgramCaller):
-                by_program.setdefault(caller.caller_id, []).append(item)
+            _file_program_call(by_program, item)
         elif isinstance(item, OUTPUT_TYPES):
             _add_output(conv, item, param)
         elif isinstance(item, ProgramItem):
