@@ -20,6 +20,12 @@ neighbour slows both alike; it prints medians, the floor's medians, their ratio 
 * resumes/s with 8 concurrent clients (threads, one keep-alive client each) looping over a
   program that pauses at five sequential calls; every request after the first is a resume.
 
+Beside them, a third server is sent the same bodies: the floor's endpoint plus one round trip to
+a sandbox pool like the emulator's (the same `Pool`, two spare contexts), running the step of
+the program the emulator ran for that body: a start to its suspension, or a live resume. Its
+column is the least any server built on this sandbox spends: the floor, the pipe to a worker
+and V8, and none of the emulator's own work (validation, rules, scripts, usage, the journal).
+
 The tool definitions are the test suite's (`tests.support.ADD_TOOL`).
 """
 
@@ -34,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,15 +63,43 @@ CHAIN = js("let acc = 0;\nfor (let i = 0; i < 100; i++) acc = await tools.add({a
 HEADERS = {"content-type": "application/json", "authorization": "Bearer sk-bench"}
 
 FLOOR_APP = """
-import json
+import contextlib, os
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
-app = FastAPI()
 REPLY = {"status": "200"}
+POOL = None
+@contextlib.asynccontextmanager
+async def lifespan(app):
+    global POOL
+    if os.environ.get("PTC_FLOOR_SANDBOX") == "1":
+        from ptc_emulator.sandbox import Pool, PoolConfig
+        POOL = Pool(PoolConfig(spare_contexts=2))
+        await POOL.start()
+    yield
+    if POOL is not None:
+        await POOL.close()
+app = FastAPI(lifespan=lifespan)
+def program(body, seed):
+    # The program step the emulator ran for this body: its code (the user message's inline block)
+    # and its journal (each output with the call it answers), as the emulator hands them to its pool.
+    from ptc_emulator.sandbox import Program, ToolResult
+    items = body["input"]
+    code = items[0]["content"].split("```js\\n", 1)[1].rsplit("\\n```", 1)[0]
+    called = {i["call_id"]: i for i in items if i.get("type") == "function_call"}
+    journal = tuple(
+        ToolResult(called[i["call_id"]]["name"], called[i["call_id"]]["arguments"], i["output"])
+        for i in items if i.get("type") == "function_call_output"
+    )
+    return Program(code, ("add",), seed=seed, clock_ms=0, journal=journal)
 @app.post("/v1/responses")
 async def create(body: dict, request: Request) -> Response:
     # The same parse as the emulator's (the JSON body into Python objects), and a reply of the
-    # size the emulator's was: the floor is the HTTP work alone.
+    # size the emulator's was: the floor is the HTTP work alone. With the sandbox, it also runs
+    # the program's step in a worker pool as the emulator's (start to suspension, or live resume).
+    if POOL is not None:
+        outcome = await POOL.run(program(body, int(request.headers.get("x-floor-seed", "0"))))
+        if type(outcome).__name__ == "Failed":
+            return Response(repr(outcome), status_code=500)
     return Response(REPLY.get(request.headers.get("x-floor-reply", ""), b"{}"), media_type="application/json")
 @app.put("/reply/{key}")
 async def reply(key: str, request: Request) -> dict:
@@ -76,8 +110,7 @@ async def health() -> dict:
     return {}
 @app.get("/pid")
 async def pid() -> dict:
-    import os
-    return {"pid": os.getpid()}
+    return {"pid": os.getpid(), "workers": POOL.pids if POOL is not None else []}
 """
 
 
@@ -94,13 +127,16 @@ def emulator(extra: tuple[str, ...] = ()) -> Iterator[ServerProcess]:
 
 
 @contextlib.contextmanager
-def floor() -> Iterator[str]:
+def floor(*, sandbox: bool = False) -> Iterator[str]:
+    """The bare endpoint's server; with `sandbox`, the endpoint also runs each body's program step
+    in a sandbox pool like the emulator's: the least any server built on this sandbox must spend."""
     port = free_port()
     app = Path(tempfile.mkdtemp(prefix="bench-floor-app-")) / "floor_app.py"
     app.write_text(FLOOR_APP, encoding="utf-8")
     argv = [sys.executable, "-m", "uvicorn", "floor_app:app", "--app-dir", str(app.parent), "--port", str(port)]
     argv += ["--log-level", "warning", "--no-access-log", "--http", "httptools", "--loop", "uvloop"]
-    process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {**os.environ, "PTC_FLOOR_SANDBOX": "1" if sandbox else "0"}
+    process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     root = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -167,7 +203,7 @@ class Timed:
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_s(pids: list[int]) -> float:
+def cpu_s(pids: Iterable[int]) -> float:
     """CPU seconds (user + system) the processes have used: unlike latency, what a busy neighbour
     does not change much."""
     total = 0
@@ -178,17 +214,20 @@ def cpu_s(pids: list[int]) -> float:
     return total / _TICK
 
 
-def replay_on_floor(floor: Timed, sent: list[tuple[bytes, bytes]], pid: int | None = None) -> tuple[list[float], float]:
+def replay_on_floor(
+    floor: Timed, sent: list[tuple[bytes, bytes]], pids: Iterable[int] = ()
+) -> tuple[list[float], float]:
     """The same bodies against the floor, each answered with a reply of the emulator's size:
-    (round trips, the floor's CPU seconds for them; the replies are stored beforehand)."""
+    (round trips, the CPU seconds of `pids` for them; the replies are stored beforehand)."""
     for n, (_, reply) in enumerate(sent):
         floor.http.put(f"/reply/r{n}", content=reply)
-    before = cpu_s([pid]) if pid is not None else 0.0
+    pids = list(pids)
+    before = cpu_s(pids)
     times = []
     for n, (body, _) in enumerate(sent):
         took, _ = floor.post(body, {**HEADERS, "x-floor-reply": f"r{n}"})
         times.append(took)
-    used = cpu_s([pid]) - before if pid is not None else 0.0
+    used = cpu_s(pids) - before
     floor.take()
     return times, used
 
@@ -244,6 +283,42 @@ def throughput(root: str, clients: int, seconds: float) -> tuple[float, float]:
             emu.close()
 
     return rates(clients, work)
+
+
+def throughput_on_floor(root: str, clients: int, seconds: float, conversation: list[tuple[bytes, bytes]]) -> float:
+    """Resumes/s of `clients` threads each replaying `conversation` (a five-pause program's bodies,
+    as the emulator was sent them) over and over against a floor, each a program of its own."""
+    with httpx.Client(base_url=root) as http:
+        for n, (_, reply) in enumerate(conversation):
+            http.put(f"/reply/t{n}", content=reply)
+    stop = time.monotonic() + seconds
+
+    def work(counts: Counts) -> None:
+        client = Timed(root)
+        mine = id(counts)
+        try:
+            while time.monotonic() < stop:
+                mine += 1
+                for n, (body, _) in enumerate(conversation):
+                    client.post(body, {**HEADERS, "x-floor-reply": f"t{n}", "x-floor-seed": str(mine)})
+                    client.sent.clear()
+                    counts[0] += n > 0
+                    counts[1] += 1
+        finally:
+            client.close()
+
+    return rates(clients, work)[0]
+
+
+def pauses(emu: Timed) -> list[tuple[bytes, bytes]]:
+    """The bodies and replies of one five-pause program's conversation with the emulator."""
+    items: list[Any] = [{"role": "user", "content": PAUSES}]
+    while True:
+        _, reply = emu.post(encode({"model": "m", "input": items, "tools": TOOLS, "store": False}))
+        output = json.loads(reply)["output"]
+        if not calls(output):
+            return emu.take()
+        items = [*items, *output, *answers(output)]
 
 
 def rss_mb(pids: list[int]) -> float:
@@ -306,19 +381,25 @@ def main(argv: list[str] | None = None) -> int:
 
     print("the emulator against its floor: raw keep-alive httpx, same bodies, interleaved blocks; medians")
     print(f"cpus: {os.cpu_count()}   python: {sys.version.split()[0]}   blocks: {blocks}   serve args: {list(extra)}")
-    results: dict[str, list[float]] = {k: [] for k in ("create", "resume", "chain", "fcreate", "fresume", "fchain")}
-    with emulator(extra) as server, floor() as bare:
-        emu, flo = Timed(server.root), Timed(bare)
+    results: dict[str, list[float]] = {f"{p}{k}": [] for p in ("", "f", "s") for k in ("create", "resume", "chain")}
+    with emulator(extra) as server, floor() as bare, floor(sandbox=True) as sandboxed:
+        emu, flo, sfl = Timed(server.root), Timed(bare), Timed(sandboxed)
         assert server.proc is not None
         floor_pid = int(httpx.get(f"{bare}/pid").json()["pid"])
+        known = httpx.get(f"{sandboxed}/pid").json()
+        sandbox_pids = [int(known["pid"]), *known["workers"]]
         server_pids, worker_pids = [server.proc.pid], list(server.worker_pids)
-        cpu = {k: 0.0 for k in ("server", "workers", "floor", "chain server", "chain workers", "chain floor")}
+        cpu = {f"{p}{k}": 0.0 for p in ("", "chain ") for k in ("server", "workers", "floor", "sandboxed")}
         requests_sent = {"emulator": 0, "floor": 0, "chain": 0}
-        for _ in range(3):  # warm both (the first programs, the tokenizer, the JIT of the paths)
+        for _ in range(3):  # warm all three (the first programs, the tokenizer, the JIT of the paths)
             fanout(emu)
-            replay_on_floor(flo, emu.take())
+            sent = emu.take()
+            replay_on_floor(flo, sent)
+            replay_on_floor(sfl, sent)
         chain(emu, 10)
-        replay_on_floor(flo, emu.take())
+        sent = emu.take()
+        replay_on_floor(flo, sent)
+        replay_on_floor(sfl, sent)
         for _ in range(blocks):
             for _ in range(fanouts_per_block):
                 before = cpu_s(server_pids), cpu_s(worker_pids)
@@ -329,22 +410,32 @@ def main(argv: list[str] | None = None) -> int:
                 results["resume"].append(resume)
                 sent = emu.take()
                 requests_sent["emulator"] += len(sent)
-                (fcreate, fresume), used = replay_on_floor(flo, sent, floor_pid)
+                (fcreate, fresume), used = replay_on_floor(flo, sent, [floor_pid])
                 cpu["floor"] += used
                 requests_sent["floor"] += len(sent)
                 results["fcreate"].append(fcreate)
                 results["fresume"].append(fresume)
+                (screate, sresume), used = replay_on_floor(sfl, sent, sandbox_pids)
+                cpu["sandboxed"] += used
+                results["screate"].append(screate)
+                results["sresume"].append(sresume)
             before = cpu_s(server_pids), cpu_s(worker_pids)
             results["chain"].append(chain(emu))
             cpu["chain server"] += cpu_s(server_pids) - before[0]
             cpu["chain workers"] += cpu_s(worker_pids) - before[1]
             sent = emu.take()
             requests_sent["chain"] += len(sent)
-            times, used = replay_on_floor(flo, sent, floor_pid)
+            times, used = replay_on_floor(flo, sent, [floor_pid])
             results["fchain"].append(sum(times))
             cpu["chain floor"] += used
+            times, used = replay_on_floor(sfl, sent, sandbox_pids)
+            results["schain"].append(sum(times))
+            cpu["chain sandboxed"] += used
+        conversation = pauses(emu)
         emu.close()
         flo.close()
+        sfl.close()
+        least_resumes = throughput_on_floor(sandboxed, 8, seconds, conversation)
         before = time.process_time(), cpu_s(server_pids), cpu_s(worker_pids), time.monotonic()
         resumes, requests = throughput(server.root, 8, seconds)
         elapsed = time.monotonic() - before[3]
@@ -360,28 +451,33 @@ def main(argv: list[str] | None = None) -> int:
         ("100-call store:false chain (101 requests)", "chain", 2.5),
     ]
     print()
-    print(f"{'measure':44} {'emulator':>11} {'floor':>11} {'ratio':>7} {'goal':>7}")
-    print("-" * 84)
+    print(f"{'measure':44} {'emulator':>11} {'floor':>11} {'ratio':>7} {'goal':>7}   {'floor + V8 pool':>20}")
+    print("-" * 108)
     met = True
     for label, key, goal in rows:
-        mine, base = median_ms(results[key]), median_ms(results["f" + key])
+        mine, base, least = median_ms(results[key]), median_ms(results["f" + key]), median_ms(results["s" + key])
         ratio = mine / base
         met &= ratio <= goal
-        print(f"{label:44} {mine:8.2f} ms {base:8.2f} ms {ratio:6.2f}x {'<=' + str(goal) + 'x':>7}")
+        print(
+            f"{label:44} {mine:8.2f} ms {base:8.2f} ms {ratio:6.2f}x {'<=' + str(goal) + 'x':>7}"
+            f"   {least:8.2f} ms {least / base:6.2f}x"
+        )
     met &= resumes >= 450
-    print(f"{'resumes/s, 8 concurrent clients':44} {resumes:8.0f} /s {'':>11} {'':>7} {'>=450':>7}")
+    label = "resumes/s, 8 concurrent clients"
+    print(f"{label:44} {resumes:8.0f} /s {'':>11} {'':>7} {'>=450':>7}   {least_resumes:8.0f} /s")
     print(f"{'requests/s, the same run':44} {requests:8.0f} /s")
-    print("-" * 84)
+    print("-" * 108)
     for label, prefix, n in (
         ("create and resume", "", requests_sent["emulator"]),
         ("the chain", "chain ", requests_sent["chain"]),
     ):
         n = max(1, n)
         server_ms, workers_ms = cpu[prefix + "server"] * 1000 / n, cpu[prefix + "workers"] * 1000 / n
-        floor_ms = cpu[prefix + "floor"] * 1000 / n
+        floor_ms, sandboxed_ms = cpu[prefix + "floor"] * 1000 / n, cpu[prefix + "sandboxed"] * 1000 / n
         print(
             f"CPU per request, {label} ({n}): server {server_ms:.2f} ms + V8 workers {workers_ms:.2f} ms;"
-            f" floor {floor_ms:.2f} ms (server/floor {server_ms / max(floor_ms, 1e-9):.2f}x)"
+            f" floor {floor_ms:.2f} ms (server/floor {server_ms / max(floor_ms, 1e-9):.2f}x);"
+            f" floor + V8 pool {sandboxed_ms:.2f} ms"
         )
     n = max(1, round(requests * elapsed))
     client_ms, server_ms, workers_ms = (load[k] * 1000 / n for k in ("client", "server", "workers"))
