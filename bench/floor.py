@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import statistics
@@ -40,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -245,18 +246,26 @@ def fanout(emu: Timed) -> tuple[float, float]:
     return create, resume
 
 
-def chain(emu: Timed, steps: int = 100) -> float:
-    """The whole `store: false` loop of a 100-call program: the sum of its 101 round trips."""
-    items: list[Any] = [{"role": "user", "content": CHAIN if steps == 100 else CHAIN.replace("100", str(steps))}]
+def converse(emu: Timed, code: str, each: Callable[[int], None] | None = None) -> float:
+    """One program's whole `store: false` conversation, each output answered, until it completes:
+    the sum of its round trips. `each(n)` runs after the n-th request (0 is the create)."""
+    items: list[Any] = [{"role": "user", "content": code}]
     total = 0.0
-    while True:
+    for n in itertools.count():
         took, reply = emu.post(encode({"model": "m", "input": items, "tools": TOOLS, "store": False}))
         total += took
+        if each is not None:
+            each(n)
         output = json.loads(reply)["output"]
         if not calls(output):
             break
         items = [*items, *output, *answers(output)]
     return total
+
+
+def chain(emu: Timed, steps: int = 100) -> float:
+    """The whole `store: false` loop of a 100-call program: the sum of its 101 round trips."""
+    return converse(emu, CHAIN if steps == 100 else CHAIN.replace("100", str(steps)))
 
 
 def throughput(root: str, clients: int, seconds: float) -> tuple[float, float]:
@@ -265,20 +274,15 @@ def throughput(root: str, clients: int, seconds: float) -> tuple[float, float]:
 
     def work(counts: Counts) -> None:
         emu = Timed(root)
+
+        def counted(n: int) -> None:
+            emu.sent.clear()
+            counts[1] += 1
+            counts[0] += n > 0
+
         try:
             while time.monotonic() < stop:
-                items: list[Any] = [{"role": "user", "content": PAUSES}]
-                resumed = False
-                while True:
-                    _, reply = emu.post(encode({"model": "m", "input": items, "tools": TOOLS, "store": False}))
-                    emu.sent.clear()
-                    counts[1] += 1
-                    counts[0] += resumed
-                    output = json.loads(reply)["output"]
-                    if not calls(output):
-                        break
-                    items = [*items, *output, *answers(output)]
-                    resumed = True
+                converse(emu, PAUSES, counted)
         finally:
             emu.close()
 
@@ -312,13 +316,8 @@ def throughput_on_floor(root: str, clients: int, seconds: float, conversation: l
 
 def pauses(emu: Timed) -> list[tuple[bytes, bytes]]:
     """The bodies and replies of one five-pause program's conversation with the emulator."""
-    items: list[Any] = [{"role": "user", "content": PAUSES}]
-    while True:
-        _, reply = emu.post(encode({"model": "m", "input": items, "tools": TOOLS, "store": False}))
-        output = json.loads(reply)["output"]
-        if not calls(output):
-            return emu.take()
-        items = [*items, *output, *answers(output)]
+    converse(emu, PAUSES)
+    return emu.take()
 
 
 def rss_mb(pids: list[int]) -> float:
