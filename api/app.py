@@ -14,18 +14,20 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ptc_emulator.emulator import replayed, usage
-from ptc_emulator.emulator.engine import Engine, Runner
+from ptc_emulator.api import errors, guards, inspector
+from ptc_emulator.api.routes import admin, agents, conversations, websocket
+from ptc_emulator.api.routes import responses as routes
+from ptc_emulator.api.settings import Settings, bundled_fixtures
+from ptc_emulator.emulator.agents.harness import Harness
 from ptc_emulator.emulator.errors import EmulatorError, PayloadTooLarge, StatusError, Unauthorized
-from ptc_emulator.emulator.harness import Harness
-from ptc_emulator.emulator.journal import Journal
-from ptc_emulator.emulator.model.scenario import ScenarioError, ScenarioRegistry
+from ptc_emulator.emulator.journal.entries import Journal
+from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, ScenarioRegistry
+from ptc_emulator.emulator.responses import usage
+from ptc_emulator.emulator.responses.engine import Engine, Runner
 from ptc_emulator.emulator.signing import Signer, load_secret
-from ptc_emulator.emulator.store import MemoryStore, SqliteStore, Store
+from ptc_emulator.emulator.storage.responses import MemoryStore, SqliteStore, Store
+from ptc_emulator.emulator.wire import replayed
 from ptc_emulator.sandbox import Pool, PoolConfig
-
-from . import admin, agents, conversations, errors, guards, inspector, routes, websocket
-from .settings import Settings, bundled_fixtures
 
 __all__ = ["AppState", "create_app"]
 
@@ -142,7 +144,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
 
 def _record(app: FastAPI, state: AppState) -> None:
     """Put the recording proxy in front of the routes (see `upstream`)."""
-    from .upstream import ProxyMiddleware, UpstreamProxy
+    from ptc_emulator.api.upstream import ProxyMiddleware, UpstreamProxy
 
     state.upstream = UpstreamProxy(state.settings, state.scenarios)
     app.add_middleware(ProxyMiddleware, proxy=state.upstream)

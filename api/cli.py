@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import ptc_emulator
-from ptc_emulator.emulator.model.scenario import ScenarioError
+from ptc_emulator.api.settings import API_KEY_ENV, Settings, default_data_dir, resend_problem
+from ptc_emulator.emulator.model.scripted.scenario import ScenarioError
 from ptc_emulator.sandbox import Limits
-
-from .settings import API_KEY_ENV, Settings, default_data_dir, resend_problem
 
 __all__ = ["bind", "main", "parse"]
 
@@ -127,8 +126,8 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from .app import create_app
-    from .upstream import UpstreamSettingsError
+    from ptc_emulator.api.app import create_app
+    from ptc_emulator.api.upstream import UpstreamSettingsError
 
     settings, log_level = parse(argv)
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")

@@ -7,10 +7,9 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Query, Request
 
-from ptc_emulator.emulator.engine import Engine, Prepared
-from ptc_emulator.emulator.request import CreateRequest
-
-from .journaling import Recorder
+from ptc_emulator.api.recorder import Recorder
+from ptc_emulator.emulator.responses.engine import Engine, Prepared
+from ptc_emulator.emulator.wire.request import CreateRequest
 
 __all__ = [
     "CONTRACT_HEADER",

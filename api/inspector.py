@@ -24,10 +24,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
+from ptc_emulator.api.routes.admin import _scope
+from ptc_emulator.api.sse import KEEP_ALIVE, EventStreamResponse
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound
-
-from .admin import _scope
-from .sse import KEEP_ALIVE, EventStreamResponse
 
 __all__ = ["UI_PATH", "conversation", "group", "router", "summarise"]
 

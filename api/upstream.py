@@ -36,13 +36,12 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ptc_emulator.emulator.events import TERMINAL
-from ptc_emulator.emulator.model.scenario import Request as MatchRequest
-from ptc_emulator.emulator.model.scenario import ScenarioError, ScenarioRegistry, load_scenario
-from ptc_emulator.emulator.recording import Tape, file_name, items_of, scenario_from, to_yaml, user_text
-
-from .routes import SCOPE_HEADER, SCOPE_METADATA_KEY
-from .settings import Settings
+from ptc_emulator.api.routes.responses import SCOPE_HEADER, SCOPE_METADATA_KEY
+from ptc_emulator.api.settings import Settings
+from ptc_emulator.emulator.model.scripted.recording import Tape, file_name, items_of, scenario_from, to_yaml, user_text
+from ptc_emulator.emulator.model.scripted.scenario import Request as MatchRequest
+from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, ScenarioRegistry, load_scenario
+from ptc_emulator.emulator.wire.events import TERMINAL
 
 __all__ = ["ProxyMiddleware", "UpstreamProxy", "UpstreamSettingsError"]
 
@@ -257,7 +256,7 @@ class UpstreamProxy:
         await self._upstream_socket(websocket, scope, first)
 
     async def _local_socket(self, websocket: WebSocket, first: str) -> None:
-        from .websocket import Session
+        from ptc_emulator.api.routes.websocket import Session
 
         engine = websocket.app.state.emulator.engine
         session = Session(websocket, engine)

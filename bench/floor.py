@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT))  # the test suite's helpers, for the same tool def
 
 from clients import Counts, rates  # noqa: E402  (bench/, beside this script)
 
-from ptc_emulator.api.process import ServerProcess, free_port  # noqa: E402
+from ptc_emulator.testing.process import ServerProcess, free_port  # noqa: E402
 from tests.support import ADD_TOOL, js  # noqa: E402
 
 TOOLS: list[dict[str, Any]] = [ADD_TOOL, {"type": "programmatic_tool_calling"}]

@@ -45,7 +45,7 @@ import openai
 from clients import Counts, rates  # bench/, beside this script
 from openai.types.responses import Response
 
-from ptc_emulator.api.process import ServerProcess, free_port
+from ptc_emulator.testing.process import ServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS: list[Any] = [

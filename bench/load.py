@@ -41,7 +41,7 @@ from urllib.parse import urlparse
 import httpx
 import openai
 
-from ptc_emulator.api.process import ServerProcess
+from ptc_emulator.testing.process import ServerProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository, for tests.support
 from tests.support import ADD_TOOL  # noqa: E402  (the tests' tool list, not a copy of it)

@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 import websockets
 
-from ptc_emulator.api.process import ServerProcess
+from ptc_emulator.testing.process import ServerProcess
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "programmatic_tool_calling"},

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from .items import MAX_DEPTH
+from ptc_emulator.emulator.wire.items import MAX_DEPTH
 
 __all__ = ["MAX_DEPTH", "TooDeep", "depth", "loads"]
 

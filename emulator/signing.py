@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidRequest
+from ptc_emulator.emulator.errors import InvalidRequest
 
 __all__ = ["FINGERPRINT_VERSION", "REASONING_DOMAIN", "ProgramSeal", "Signer", "load_secret"]
 

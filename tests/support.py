@@ -17,7 +17,7 @@ from pydantic import TypeAdapter
 
 from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 
 _ITEM = TypeAdapter(ResponseItem)
 validated: list[str] = []

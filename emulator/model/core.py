@@ -9,20 +9,21 @@ toolset that a server-executed search grows, the memo of what was made once).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ptc_emulator.emulator.errors import EmulatorError
+from ptc_emulator.emulator.rules.contract import Violation
+from ptc_emulator.emulator.rules.conversation import Conversation
+from ptc_emulator.emulator.storage.responses import Store
+from ptc_emulator.emulator.tools.toolset import Toolset
+from ptc_emulator.emulator.wire.items import Item, OutputItem, ProgramCaller
+from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.sandbox import Outcome, Program
 
-from ..errors import EmulatorError
-from ..items import Item, OutputItem, ProgramCaller
-from ..request import CreateRequest
-from ..rules.contract import Violation
-from ..rules.conversation import Conversation
-from ..store import Store
-from ..toolset import Toolset
-from .hosted import Hosted
-from .scenario import Fault
-from .script import Script
+if TYPE_CHECKING:  # the scripted model's own parts of a prepared response
+    from ptc_emulator.emulator.model.scripted.hosted import Hosted
+    from ptc_emulator.emulator.model.scripted.scenario import Fault
+    from ptc_emulator.emulator.model.scripted.script import Script
 
 __all__ = ["Prepared", "Refused", "ResponseMemo", "Runner", "Trace"]
 

@@ -10,23 +10,28 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..conversations import conversation_id
-from ..errors import InvalidRequest
-from ..items import CallItem, FunctionCall, FunctionCallOutput, Item, ProgramItem, ReasoningItem
-from ..request import (
-    CountTokensRequest,
-    CreateRequest,
+from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator.rules.contract import Violation, check_output, check_tools
+from ptc_emulator.emulator.rules.conversation import Conversation
+from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
+from ptc_emulator.emulator.tools.kinds import duplicate_names, kind_of_call
+from ptc_emulator.emulator.tools.toolset import Toolset, call_name
+from ptc_emulator.emulator.wire.items import (
+    CallItem,
+    FunctionCall,
+    FunctionCallOutput,
+    Item,
+    ProgramItem,
+    ReasoningItem,
+)
+from ptc_emulator.emulator.wire.request import CountTokensRequest, CreateRequest, conversation_id
+from ptc_emulator.emulator.wire.tools import (
     CustomTool,
     CustomToolChoice,
     FunctionToolChoice,
     KindToolChoice,
     ProgrammaticToolChoice,
 )
-from ..signing import REASONING_DOMAIN, Signer
-from ..toolkinds import duplicate_names, kind_of_call
-from ..toolset import Toolset, call_name
-from .contract import Violation, check_output, check_tools
-from .conversation import Conversation
 
 __all__ = [
     "call_indexes",

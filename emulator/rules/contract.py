@@ -27,10 +27,11 @@ from typing import Any, Protocol, TypeAlias
 import re2
 from lark import Lark, LarkError
 
-from .. import jsontext
-from ..errors import InvalidRequest
-from ..items import CallItem, CustomToolCall, FunctionCall
-from ..request import Conversational, CustomTool, FunctionTool, GrammarFormat
+from ptc_emulator.emulator import jsontext
+from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator.wire.items import CallItem, CustomToolCall, FunctionCall
+from ptc_emulator.emulator.wire.request import Conversational
+from ptc_emulator.emulator.wire.tools import CustomTool, FunctionTool, GrammarFormat
 
 __all__ = ["Violation", "check_arguments", "check_call", "check_input", "check_output", "check_tools"]
 

@@ -14,8 +14,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InvalidRequest
-from ..items import (
+from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator.signing import ProgramSeal, Signer
+from ptc_emulator.emulator.tools.kinds import answer_key, kind_of_call, kind_of_output
+from ptc_emulator.emulator.wire.items import (
     CALL_TYPES,
     OUTPUT_TYPES,
     CallItem,
@@ -35,8 +37,6 @@ from ..items import (
     ToolSearchCallItem,
     ToolSearchOutputItem,
 )
-from ..signing import ProgramSeal, Signer
-from ..toolkinds import answer_key, kind_of_call, kind_of_output
 
 __all__ = ["Conversation", "Folds", "analyse"]
 

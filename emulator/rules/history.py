@@ -13,9 +13,10 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from .. import replayed
-from ..errors import InvalidRequest, NotFound, PreviousResponseNotFound
-from ..items import (
+from ptc_emulator.emulator.errors import InvalidRequest, NotFound, PreviousResponseNotFound
+from ptc_emulator.emulator.storage.responses import Store, StoredResponse
+from ptc_emulator.emulator.wire import replayed
+from ptc_emulator.emulator.wire.items import (
     FunctionCall,
     FunctionCallOutput,
     InputItem,
@@ -27,10 +28,9 @@ from ..items import (
     ToolSearchOutputItem,
     dump,
 )
-from ..pages import page
-from ..request import CountTokensRequest, CreateRequest
-from ..response import ResponseStatus
-from ..store import Store, StoredResponse
+from ptc_emulator.emulator.wire.pages import page
+from ptc_emulator.emulator.wire.request import CountTokensRequest, CreateRequest
+from ptc_emulator.emulator.wire.response import ResponseStatus
 
 __all__ = ["History", "as_input", "as_response_item", "not_found"]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
 

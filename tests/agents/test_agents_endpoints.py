@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.agents.agents_support import GET_CUSTOMER, customer, events_until, js, tool_result, valid
 
 

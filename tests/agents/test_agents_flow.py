@@ -11,7 +11,7 @@ from typing import Any
 import openai
 import pytest
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.agents.agents_support import (
     GET_CUSTOMER,
     customer,

@@ -11,7 +11,7 @@ from typing import Any
 import openai
 import pytest
 
-from ptc_emulator.api.process import ServerProcess
+from ptc_emulator.testing.process import ServerProcess
 from tests.agents.agents_support import GET_CUSTOMER, customer, events_until, get_customer_code, tool_result, valid
 
 SECRET = "agents-restart-secret"

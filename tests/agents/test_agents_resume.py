@@ -19,10 +19,10 @@ import pytest
 
 from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.emulator.agents import ToolResult
-from ptc_emulator.emulator.harness import SESSION
-from ptc_emulator.emulator.records import SqliteRecords
-from ptc_emulator.emulator.session import Session
+from ptc_emulator.emulator.agents.harness import SESSION
+from ptc_emulator.emulator.agents.session import Session
+from ptc_emulator.emulator.agents.wire import ToolResult
+from ptc_emulator.emulator.storage.sessions import SqliteRecords
 from tests.agents.agents_support import GET_CUSTOMER, customer, get_customer_code, valid
 
 pytestmark = pytest.mark.anyio

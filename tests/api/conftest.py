@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.support import validating_client
 
 

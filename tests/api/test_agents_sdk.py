@@ -22,7 +22,7 @@ from agents import (
     set_tracing_disabled,
 )
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.support import runner_model
 
 EXPECTED = "sku_123: 42 units available against 31 requested, so the shortage is 0 units."

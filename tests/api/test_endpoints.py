@@ -7,8 +7,8 @@ import time
 import openai
 import pytest
 
-from ptc_emulator.api.testing import PTCEmulator
-from ptc_emulator.emulator.usage import count
+from ptc_emulator.emulator.responses.usage import count
+from ptc_emulator.testing.server import PTCEmulator
 from tests.support import PTC_TOOLS, js
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import openai
 import pytest
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.support import PTC_TOOLS, js
 
 PROGRAM = js("const s = await tools.add({a: 1, b: 2});\nconst t = await tools.add({a: s, b: 3});\ntext(String(t))")

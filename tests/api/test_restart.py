@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from ptc_emulator.api.process import ServerProcess
+from ptc_emulator.testing.process import ServerProcess
 from tests.support import PTC_TOOLS, answer_all, arithmetic, js
 
 # Seeded randomness and the pinned clock both flow into call arguments: a replay in another

@@ -15,7 +15,7 @@ import openai
 import pytest
 
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.support import in_process, validated, validating_client
 
 SEEDS = Path(__file__).parent / "seeds"

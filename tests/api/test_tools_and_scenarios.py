@@ -10,7 +10,7 @@ import openai
 import pytest
 import yaml
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.support import PTC_TOOLS, answer_all, arithmetic, js
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"

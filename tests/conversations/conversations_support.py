@@ -14,7 +14,7 @@ from pydantic import TypeAdapter
 
 from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.support import validate_body, validating_hooks
 
 _ITEM: TypeAdapter[Any] = TypeAdapter(ConversationItem)

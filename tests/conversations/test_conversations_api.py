@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.conversations.conversations_support import conversations_client, in_process, validated
 
 

@@ -20,8 +20,8 @@ from agents import (
     set_tracing_disabled,
 )
 
-from ptc_emulator.api.testing import PTCEmulator
-from ptc_emulator.emulator.usage import count
+from ptc_emulator.emulator.responses.usage import count
+from ptc_emulator.testing.server import PTCEmulator
 from tests.conversations.conversations_support import async_conversations_client, conversations_client
 from tests.support import PTC_TOOLS, answer_all, arithmetic, js
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from ptc_emulator.api.process import ServerProcess
+from ptc_emulator.testing.process import ServerProcess
 from tests.support import PTC_TOOLS, answer_all, arithmetic, js
 
 CODE = js("const x = await tools.add({a: 20, b: 22}); text(String(x));")

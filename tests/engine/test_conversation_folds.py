@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ptc_emulator.emulator.errors import InvalidRequest
-from ptc_emulator.emulator.items import (
+from ptc_emulator.emulator.rules.conversation import Conversation, Folds, analyse
+from ptc_emulator.emulator.signing import ProgramSeal, Signer, code_digest
+from ptc_emulator.emulator.wire.items import (
     FunctionCall,
     FunctionCallOutput,
     Item,
@@ -19,8 +21,6 @@ from ptc_emulator.emulator.items import (
     ProgramItem,
     ProgramOutputItem,
 )
-from ptc_emulator.emulator.rules.conversation import Conversation, Folds, analyse
-from ptc_emulator.emulator.signing import ProgramSeal, Signer, code_digest
 
 SIGNER = Signer(b"folds-test-secret")
 

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from openai.types.responses import Response
 
-from ptc_emulator.emulator.engine import Engine, Refused
 from ptc_emulator.emulator.errors import InvalidRequest
-from ptc_emulator.emulator.model.scenario import ScenarioRegistry, load_scenario
-from ptc_emulator.emulator.request import CreateRequest
+from ptc_emulator.emulator.model.scripted.scenario import ScenarioRegistry, load_scenario
+from ptc_emulator.emulator.responses.engine import Engine, Refused
 from ptc_emulator.emulator.signing import Signer
-from ptc_emulator.emulator.store import MemoryStore
+from ptc_emulator.emulator.storage.responses import MemoryStore
+from ptc_emulator.emulator.wire.request import CreateRequest
 from tests.engine.fake_runner import FakeProgram, FakeRunner
 
 TOOLS: list[dict[str, Any]] = [

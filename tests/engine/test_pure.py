@@ -11,9 +11,9 @@ from openai._streaming import SSEDecoder
 
 from ptc_emulator.api.sse import frame
 from ptc_emulator.emulator.errors import InvalidRequest
-from ptc_emulator.emulator.events import chunks
-from ptc_emulator.emulator.model.scenario import NearMiss, Request, ScenarioRegistry, load_scenario
+from ptc_emulator.emulator.model.scripted.scenario import NearMiss, Request, ScenarioRegistry, load_scenario
 from ptc_emulator.emulator.signing import ProgramSeal, Signer, code_digest
+from ptc_emulator.emulator.wire.events import chunks
 
 EVENTS = [
     {"type": "response.output_text.delta", "delta": "héllo ✓\nnext", "sequence_number": 1},

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from ptc_emulator.api.process import ServerProcess
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.api.testing import EmulatorServer
+from ptc_emulator.testing.process import ServerProcess
+from ptc_emulator.testing.server import EmulatorServer
 
 
 @pytest.fixture

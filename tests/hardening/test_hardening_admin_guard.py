@@ -11,7 +11,7 @@ from collections.abc import Callable
 import httpx
 
 from ptc_emulator.api.cli import parse
-from ptc_emulator.api.testing import EmulatorServer
+from ptc_emulator.testing.server import EmulatorServer
 from tests.hardening.hardening_support import assert_envelope
 
 SCENARIO = {"name": "planted", "turns": [{"message": "planted"}]}

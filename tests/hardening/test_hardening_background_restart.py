@@ -9,7 +9,7 @@ from pathlib import Path
 import openai
 from openai.types.responses import Response
 
-from ptc_emulator.api.process import ServerProcess
+from ptc_emulator.testing.process import ServerProcess
 from tests.hardening.hardening_support import PTC_TOOLS, program_message
 
 

@@ -20,7 +20,7 @@ import websockets.exceptions
 import websockets.sync.client
 
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.api.testing import EmulatorServer
+from ptc_emulator.testing.server import EmulatorServer
 from tests.hardening.hardening_support import (
     PTC_TOOLS,
     ProgramRun,

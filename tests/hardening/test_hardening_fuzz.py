@@ -21,8 +21,8 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.generation.modes import GenerationMode
 
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.api.testing import EmulatorServer
 from ptc_emulator.sandbox import Limits
+from ptc_emulator.testing.server import EmulatorServer
 from tests.hardening.hardening_support import is_envelope
 
 FUZZ_EXAMPLES = int(os.environ.get("PTC_HARDENING_FUZZ_EXAMPLES", "10"))

@@ -22,8 +22,8 @@ import httpx
 import openai
 import pytest
 
-from ptc_emulator.api.testing import EmulatorServer
 from ptc_emulator.sandbox import Limits
+from ptc_emulator.testing.server import EmulatorServer
 from tests.hardening.hardening_support import ProgramRun, adrive, drive, expected_total, pausing_program
 
 LIMITS = Limits(timeout_s=1.5, max_tool_calls=300, max_output_bytes=256 * 2**10)

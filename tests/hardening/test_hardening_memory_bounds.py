@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ptc_emulator.emulator import usage
-from ptc_emulator.emulator.journal import Journal, JournalEntry
+from ptc_emulator.emulator.journal.entries import Journal, JournalEntry
+from ptc_emulator.emulator.responses import usage
 from ptc_emulator.sandbox import PoolConfig, Suspended
 from tests.sandbox.sandbox_harness import LoopThread, SyncPool
 from tests.sandbox.sandbox_support import answer, outcome_json, program

@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.api.testing import EmulatorServer
+from ptc_emulator.testing.server import EmulatorServer
 from tests.hardening.hardening_support import ProgramRun, assert_envelope, drive, program_message
 
 JSON = {"content-type": "application/json"}

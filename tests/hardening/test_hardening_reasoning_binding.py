@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 from openai.types.responses import Response
 
-from ptc_emulator.api.testing import EmulatorServer
+from ptc_emulator.testing.server import EmulatorServer
 from tests.hardening.hardening_support import assert_envelope
 
 LOOKUP: dict[str, Any] = {

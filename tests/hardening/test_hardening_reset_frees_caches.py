@@ -10,7 +10,7 @@ import pytest
 
 from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.emulator import usage
+from ptc_emulator.emulator.responses import usage
 
 pytestmark = pytest.mark.anyio
 JSON = {"content-type": "application/json"}

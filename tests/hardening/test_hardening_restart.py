@@ -23,7 +23,7 @@ import httpx
 import openai
 import pytest
 
-from ptc_emulator.api.process import ServerProcess
+from ptc_emulator.testing.process import ServerProcess
 from tests.hardening.hardening_support import ProgramRun, assert_envelope, drive, expected_total, pausing_program
 
 SECRET = "restart-secret-0123456789"

@@ -25,7 +25,7 @@ import httpx
 import openai
 import pytest
 
-from ptc_emulator.api.process import ServerProcess
+from ptc_emulator.testing.process import ServerProcess
 from tests.hardening.hardening_support import PTC_TOOLS, ProgramRun, assert_envelope, drive, program_message
 
 

@@ -20,7 +20,7 @@ from pydantic import TypeAdapter
 
 from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.emulator.events import MAX_DELTAS
+from ptc_emulator.emulator.wire.events import MAX_DELTAS
 from ptc_emulator.sandbox import Limits
 from tests.hardening.hardening_support import PTC_TOOLS, program_message
 

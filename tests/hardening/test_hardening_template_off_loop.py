@@ -21,7 +21,7 @@ import pytest
 
 from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.emulator.model import templating
+from ptc_emulator.emulator.model.scripted import templating
 from tests.hardening.hardening_support import assert_envelope
 
 JSON = {"content-type": "application/json"}

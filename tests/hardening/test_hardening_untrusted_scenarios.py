@@ -18,8 +18,8 @@ import pytest
 from openai.types.responses import Response
 
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.api.testing import EmulatorServer
-from ptc_emulator.emulator.model.script import inline_code
+from ptc_emulator.emulator.model.scripted.script import inline_code
+from ptc_emulator.testing.server import EmulatorServer
 from tests.hardening.hardening_support import PTC_TOOLS, assert_envelope
 
 JSON = {"content-type": "application/json"}

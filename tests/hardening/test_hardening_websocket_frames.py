@@ -9,9 +9,9 @@ from typing import Any
 
 from websockets.sync.client import connect
 
-from ptc_emulator.api.testing import EmulatorServer
-from ptc_emulator.api.websocket import MAX_QUEUED_CREATES
+from ptc_emulator.api.routes.websocket import MAX_QUEUED_CREATES
 from ptc_emulator.sandbox import Limits
+from ptc_emulator.testing.server import EmulatorServer
 from tests.hardening.hardening_support import PTC_TOOLS, program_message
 
 

@@ -22,7 +22,7 @@ from unittest import mock
 import openai
 import pytest
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.support import validating_client
 
 SEEDS = Path(__file__).parents[1] / "api" / "seeds"

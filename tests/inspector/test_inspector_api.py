@@ -15,7 +15,7 @@ import openai
 import pytest
 
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.api.testing import EmulatorServer, PTCEmulator
+from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
 from tests.inspector.inspector_support import EXPECTED, run_seed_loop
 from tests.support import validating_client
 

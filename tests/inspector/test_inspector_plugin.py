@@ -50,7 +50,7 @@ def test_a_failing_test_reports_its_inspector_link(pytester: pytest.Pytester) ->
 
 def test_a_failed_tests_journal_outlives_it_on_a_running_server(pytester: pytest.Pytester) -> None:
     from ptc_emulator.api.settings import Settings
-    from ptc_emulator.api.testing import EmulatorServer
+    from ptc_emulator.testing.server import EmulatorServer
 
     server = EmulatorServer(Settings(data_dir=pytester.path / "data", store="memory", pool_size=1)).start()
     try:

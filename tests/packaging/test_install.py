@@ -131,7 +131,7 @@ def test_the_wheel_installs_one_import_name(wheel: Path) -> None:
         assert f"ptc_emulator/api/static/inspector/{page}" in names
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "ptc_emulator = ptc_emulator.api.pytest_plugin" in text
+    assert "ptc_emulator = ptc_emulator.testing.plugin" in text
     assert "ptc-emulator = ptc_emulator.api.cli:main" in text
 
 

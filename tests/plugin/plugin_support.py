@@ -6,7 +6,7 @@ import pytest
 import uvicorn  # noqa: F401  (see below)
 
 import ptc_emulator.api.app  # noqa: F401
-import ptc_emulator.api.streaming  # noqa: F401
+import ptc_emulator.api.routes.streaming  # noqa: F401
 
 # `pytester` restores `sys.modules` when a test ends, dropping what the test imported first. A
 # server started in a test (EmulatorServer imports the app and uvicorn lazily) would leave the

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ptc_emulator.emulator.journal import Figures, JournalEntry
-from ptc_emulator.emulator.model.scenario import Fault, load_scenario
+from ptc_emulator.emulator.journal.entries import Figures, JournalEntry
+from ptc_emulator.emulator.model.scripted.scenario import Fault, load_scenario
 from tests.plugin.plugin_support import run
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "pytest.md"

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.api.testing import EmulatorServer
+from ptc_emulator.testing.server import EmulatorServer
 from tests.plugin.plugin_support import run
 
 COUNT = 100

@@ -13,7 +13,7 @@ import openai
 from openai.types.responses import Response
 
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.api.testing import EmulatorServer, PTCEmulator
+from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
 from tests.streaming.streaming_support import check_stream, decode
 from tests.support import validating_client
 

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from ptc_emulator.api.cli import main
-from ptc_emulator.api.process import ServerProcess
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.process import ServerProcess
+from ptc_emulator.testing.server import PTCEmulator
 from tests.recording.recording_support import chain_loop
 from tests.recording.test_record_replay import PARCEL_QUESTION, PARCEL_TOOLS, PARCELS, parcels, recorded
 from tests.support import validating_client

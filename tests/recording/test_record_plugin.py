@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ptc_emulator.api.process import ServerProcess
+from ptc_emulator.testing.process import ServerProcess
 from tests.plugin.plugin_support import run
 from tests.recording.test_record_replay import PARCELS
 

@@ -11,7 +11,7 @@ import openai
 import pytest
 import yaml
 
-from ptc_emulator.api.process import free_port
+from ptc_emulator.testing.process import free_port
 from tests.api.test_seed_loops import EXPECTED, SEEDS
 from tests.recording.recording_support import (
     chain_loop,

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.recording.recording_support import client, journal, recorder, replayer, upstream
 from tests.recording.test_record_replay import PARCEL_QUESTION, PARCEL_TOOLS, PARCELS, recorded
 from tests.streaming.streaming_support import SERVER_EVENT, TERMINAL, check_event, check_stream

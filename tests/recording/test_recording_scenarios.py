@@ -9,9 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ptc_emulator.emulator.model.scenario import load_scenario
-from ptc_emulator.emulator.model.script import Script
-from ptc_emulator.emulator.recording import (
+from ptc_emulator.emulator.model.scripted.recording import (
     Tape,
     file_name,
     full_match,
@@ -19,6 +17,8 @@ from ptc_emulator.emulator.recording import (
     template_for,
     to_yaml,
 )
+from ptc_emulator.emulator.model.scripted.scenario import load_scenario
+from ptc_emulator.emulator.model.scripted.script import Script
 
 TOOLS = [{"type": "function", "name": "b"}, {"type": "function", "name": "a"}, {"type": "programmatic_tool_calling"}]
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.api.testing import EmulatorServer, PTCEmulator
+from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
 
 
 def _servers(directory: Path) -> Iterator[Callable[..., PTCEmulator]]:

@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from ptc_emulator.api.testing import SCOPE_HEADER, PTCEmulator
+from ptc_emulator.testing.server import SCOPE_HEADER, PTCEmulator
 
 HELLO = {"name": "greeting", "match": {"input": "(?i)^hello"}, "turns": [{"message": "hi from {{ input }}"}]}
 

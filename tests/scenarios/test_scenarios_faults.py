@@ -8,7 +8,7 @@ from typing import Any
 import openai
 import pytest
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.scenarios.scenarios_support import inventory_tools, run_agent
 
 PING = "(?i)^ping"

@@ -9,7 +9,7 @@ from typing import Any
 import openai
 import pytest
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 
 WEATHER_TOOL = {"type": "function", "name": "lookup_weather", "parameters": {"type": "object", "properties": {}}}
 
@@ -111,7 +111,7 @@ def test_a_program_scenario_needs_the_ptc_tool(ptc_emulator: PTCEmulator) -> Non
 
 
 def test_another_scopes_scenario_is_not_a_near_miss(ptc_emulator: PTCEmulator) -> None:
-    from ptc_emulator.api.testing import PTCEmulator as View
+    from ptc_emulator.testing.server import PTCEmulator as View
 
     other = View(ptc_emulator.base_url)
     try:

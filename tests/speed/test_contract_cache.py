@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from ptc_emulator.emulator.request import FunctionTool
 from ptc_emulator.emulator.rules import contract
+from ptc_emulator.emulator.wire.tools import FunctionTool
 
 
 @pytest.fixture(autouse=True)

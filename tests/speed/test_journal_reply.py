@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.emulator.journal import RawJSON
+from ptc_emulator.emulator.journal.entries import RawJSON
 from tests.support import ADD_TOOL, in_process_http, js
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]

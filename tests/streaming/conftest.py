@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.api.testing import EmulatorServer, PTCEmulator
 from ptc_emulator.sandbox import Limits
+from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
 from tests.streaming.streaming_support import SLOW_KEEPALIVE_S, SLOW_TIMEOUT_S, SLOW_WORKERS
 
 

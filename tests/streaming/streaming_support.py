@@ -18,7 +18,7 @@ from openai.types.responses import Response, ResponseStreamEvent
 from openai.types.responses.responses_server_event import ResponsesServerEvent
 from pydantic import TypeAdapter
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 
 SLOW_WORKERS = 2
 SLOW_KEEPALIVE_S = 0.1

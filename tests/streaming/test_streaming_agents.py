@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 
 agents = pytest.importorskip("agents", reason="openai-agents is not installed")
 from agents.models.openai_responses import OpenAIResponsesModel, OpenAIResponsesWSModel  # noqa: E402

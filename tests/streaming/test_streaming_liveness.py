@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.streaming.streaming_support import (
     ADD_TOOLS,
     SLOW_KEEPALIVE_S,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 
 NODE_DIR = Path(__file__).parents[1] / "node"
 

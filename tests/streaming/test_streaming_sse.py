@@ -14,7 +14,7 @@ import openai
 import pytest
 from openai.types.responses import Response
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.streaming.streaming_support import (
     ADD_TOOLS,
     THREE_PAUSES,

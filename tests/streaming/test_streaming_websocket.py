@@ -16,7 +16,7 @@ import pytest
 from websockets.exceptions import ConnectionClosedError
 from websockets.sync.client import connect as ws_connect
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.streaming.streaming_support import (
     ADD_TOOLS,
     SERVER_EVENT,

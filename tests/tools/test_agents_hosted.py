@@ -19,7 +19,7 @@ from agents import (
     set_tracing_disabled,
 )
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.support import js, runner_model
 from tests.tools.tools_support import DocsServer, docs_server
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.support import js, validating_client
 
 PTC = {"type": "programmatic_tool_calling"}

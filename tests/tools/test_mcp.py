@@ -15,7 +15,7 @@ from typing import Any
 import openai
 import pytest
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.support import js, validating_client
 from tests.tools.tools_support import DocsServer, approve_all, docs_server, run_to_end
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ptc_emulator.emulator.search import Document, rank, words
+from ptc_emulator.emulator.tools.search import Document, rank, words
 
 CATALOG = [
     Document("crm.list_open_orders", "list_open_orders List open orders for a customer ID. crm CRM tools."),

@@ -14,7 +14,7 @@ import openai
 import pytest
 from openai.types.responses import ResponseToolSearchCall, ResponseToolSearchOutputItem
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.streaming.streaming_support import check_stream, decode, post_stream
 from tests.support import answer_all
 

@@ -23,7 +23,7 @@ from agents import (
     tool_namespace,
 )
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.support import runner_model
 
 calls: list[tuple[str, str]] = []

@@ -12,8 +12,8 @@ from typing import Any
 import openai
 import yaml
 
-from ptc_emulator.api.testing import PTCEmulator
-from ptc_emulator.emulator.model.scenario import load_scenario
+from ptc_emulator.emulator.model.scripted.scenario import load_scenario
+from ptc_emulator.testing.server import PTCEmulator
 from tests.support import answer_all
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "tool-search.md").read_text(encoding="utf-8")

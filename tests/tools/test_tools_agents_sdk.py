@@ -30,7 +30,7 @@ from agents import (
 )
 from agents.tool_context import ToolContext
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.support import js, runner_model
 
 done: list[tuple[str, Any]] = []

@@ -11,7 +11,7 @@ from typing import Any
 import openai
 import pytest
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.support import js
 from tests.tools.client_kinds_support import LISTED_ITEM, PROGRAMMATIC, PTC, answer, run_to_end
 

@@ -12,7 +12,7 @@ import pytest
 from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.support import js
 from tests.tools.client_kinds_support import PROGRAMMATIC, PTC, answer, replay
 

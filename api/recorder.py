@@ -1,0 +1,190 @@
+"""Records each create request in the journal, whatever way it ends (JSON, stream, socket, error)."""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+from typing import Any
+
+from ptc_emulator.emulator.errors import EmulatorError, NoScenarioMatched
+from ptc_emulator.emulator.journal.entries import Figures, Journal, JournalEntry, RawJSON, RawRequest
+from ptc_emulator.emulator.responses import usage
+from ptc_emulator.emulator.responses.engine import Prepared, Refused, Trace
+from ptc_emulator.emulator.tools.kinds import answer_text
+from ptc_emulator.emulator.wire.request import CreateRequest, conversation_id
+
+__all__ = ["Recorder"]
+
+
+def _retries(headers: Any) -> int:
+    value = headers.get("x-stainless-retry-count") if headers is not None else None
+    # Only a small decimal count: `str.isdigit` also takes other scripts' digits, and `int` of a
+    # long enough string raises.
+    text = str(value) if value is not None else ""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else 0
+
+
+class Recorder:
+    """`with Recorder(...) as rec:` around a create; `rec.admit(engine.attempt(...))`, then set
+    `rec.response`.
+
+    A request the engine refuses (an injected HTTP error, a strict contract check, no matching
+    scenario) has no `Prepared`; what the engine knew then comes with the refusal, as its `trace`."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        *,
+        method: str,
+        path: str,
+        headers: Any,
+        body: Any,
+        scope: str | None,
+        raw: bytes | None = None,
+    ) -> None:
+        """`raw`: the bytes `body` was validated from, which the journal keeps in its place."""
+        self.journal = journal
+        self.raw = raw
+        self.entry = JournalEntry(
+            seq=journal.next_seq(),
+            at=time.time(),
+            scope=scope,
+            method=method,
+            path=path,
+            status=200,
+            request=body,
+            figures=Figures(retries=_retries(headers)),
+        )
+        self.prepared: Prepared | None = None
+        self._trace: Trace | None = None
+        self.response: dict[str, Any] | None = None
+        self.rendered: bytes | None = None
+        """`response` as the client was sent it (compact JSON), when it was sent whole."""
+        self._done = False
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        if isinstance(error, EmulatorError):
+            self.fail(error)
+        elif error is None and self.response is not None:
+            self.finish(self.response)
+
+    def admit(self, attempt: Prepared | Refused) -> Prepared:
+        """The prepared create, or the refusal recorded and its error raised."""
+        if isinstance(attempt, Refused):
+            self.refuse(attempt)
+            raise attempt.error
+        self.prepared = attempt
+        return attempt
+
+    def refuse(self, refused: Refused) -> None:
+        self._trace = refused.trace
+        self.fail(refused.error)
+
+    def fail(self, error: EmulatorError, status: int | None = None) -> None:
+        self.entry.status = status or error.status
+        self.entry.response = error.body()
+        if isinstance(error, NoScenarioMatched):
+            self.entry.near_miss = error.report
+        self._record()
+
+    def finish(self, response: dict[str, Any]) -> None:
+        self.entry.response = response
+        self.entry.response_id = response.get("id")
+        figures = self.entry.figures
+        for item in response.get("output", []):
+            kind = item.get("type", "")
+            if kind.endswith("_call"):
+                caller = item.get("caller") or {}
+                route = "program" if caller.get("type") == "program" else "direct"
+                counts = figures.calls.setdefault(kind, {"direct": 0, "program": 0})
+                counts[route] += 1  # the totals by route come from the trace (see _record)
+        counted = response.get("usage") or {}
+        figures.input_tokens = counted.get("input_tokens", 0)
+        figures.cached_tokens = (counted.get("input_tokens_details") or {}).get("cached_tokens", 0)
+        figures.output_tokens = counted.get("output_tokens", 0)
+        figures.total_tokens = counted.get("total_tokens", 0)
+        self._record()
+
+    def _record(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        trace = self.prepared.trace if self.prepared is not None else self._trace
+        if trace is not None:
+            self.entry.scenario = trace.scenario
+            self.entry.route = list(trace.route)
+            self.entry.images = list(trace.images)
+            self.entry.fault = trace.fault
+            self.entry.contract = [v.as_dict() for v in trace.contract]
+            figures = self.entry.figures
+            figures.model_turns = trace.model_turns
+            figures.programs_run = trace.programs_run
+            figures.kept_out_bytes = trace.kept_out_bytes
+            self.entry.hosted_calls = list(trace.hosted_calls)
+            calls = [*trace.calls, *((c["kind"], c["route"]) for c in trace.hosted_calls if _counts(c))]
+            for kind, route in calls:
+                by_route = figures.tool_calls.setdefault(kind, {"direct": 0, "program": 0})
+                by_route[route] = by_route.get(route, 0) + 1
+                if route == "program":
+                    figures.program_tool_calls += 1
+                else:
+                    figures.direct_tool_calls += 1
+        self.entry.figures.latency_ms = round((time.time() - self.entry.at) * 1000, 3)
+        self._account()
+        if self.raw is not None and isinstance(self.entry.request, CreateRequest):
+            self.entry.request = RawRequest(self.raw)
+        if self.rendered is not None and self.entry.response is self.response and _as_kept(self.rendered):
+            self.entry.response = RawJSON(self.rendered)  # the text the journal would have made
+        self.journal.record(self.entry)
+
+    def _account(self) -> None:
+        """The tokens kept out of the model's context, and the run this request belongs to (a request
+        refused before it was prepared still belongs to the run it continues)."""
+        request = self.entry.request
+        prepared = self.prepared
+        if prepared is not None:
+            kept = prepared.outputs_kept_out()
+            self.entry.figures.kept_out_tokens = sum(usage.count(answer_text(item)) for item in kept)
+            request = prepared.request
+            new_items: list[Any] = prepared.new_items
+        else:
+            new_items = list(getattr(request, "input", None) or []) if not isinstance(request, str) else []
+        if not isinstance(request, CreateRequest):
+            return
+        # Read only as far as needed (the first id already linked to a run), in the items' order.
+        names = (
+            n
+            for item in new_items
+            for n in (getattr(item, "id", None), getattr(item, "call_id", None))
+            if isinstance(n, str)
+        )
+        try:
+            thread = conversation_id(request.conversation)
+        except EmulatorError:
+            thread = None
+        output = (self.entry.response or {}).get("output") if self.entry.status < 400 else None
+        made = [n for item in output or [] for n in (item.get("id"), item.get("call_id")) if isinstance(n, str)]
+        self.entry.conversation = self.journal.threads.assign(
+            scope=self.entry.scope,
+            response_id=self.entry.response_id,
+            previous_response_id=request.previous_response_id,
+            conversation=thread,
+            input_ids=names,
+            output_ids=made,
+        )
+
+
+def _as_kept(rendered: bytes) -> bool:
+    """Whether the reply's bytes are exactly the journal's own compact JSON of it: they differ only
+    where the reply leaves characters outside printable ASCII unescaped (the journal escapes
+    them), so bytes within ` `..`~` and the escapes they share are the same text."""
+    return rendered.isascii() and b"\x7f" not in rendered
+
+
+def _counts(call: dict[str, Any]) -> bool:
+    """A program's call the server answered (a denied one never ran; direct ones are items, counted
+    with the output)."""
+    return call["route"] == "program" and call.get("status") != "denied"

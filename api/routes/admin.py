@@ -1,0 +1,148 @@
+"""`/_emulator/`: scenarios at run time, the request journal, reset, health.
+
+A caller scope (the `x-ptc-emulator-scope` header, or `?scope=`) confines every call here to
+that caller's scenarios and journal entries, so tests running in parallel never see each other.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from ptc_emulator.api.context import SCOPE_HEADER
+from ptc_emulator.emulator import jsontext
+from ptc_emulator.emulator.errors import InvalidRequest, NotFound
+from ptc_emulator.emulator.journal import evaluation
+from ptc_emulator.emulator.model.scripted.hosted_script import HostedScript
+from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, load_scenario
+from ptc_emulator.emulator.responses import usage
+from ptc_emulator.emulator.wire.request import check_json
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/_emulator", tags=["emulator admin"])
+
+
+def _scope(request: Request) -> str | None:
+    return request.headers.get(SCOPE_HEADER) or request.query_params.get("scope") or None
+
+
+@router.get("/health")
+async def health(request: Request) -> dict[str, Any]:
+    state = request.app.state.emulator
+    pool = state.pool
+    return {
+        "status": "ok",
+        "store": state.settings.store,
+        "stored_responses": state.store.count(),
+        "workers": pool.pids if pool else [],
+        "sandbox_runs": pool.runs if pool else 0,
+        "sandbox_crashes": pool.crashes if pool else 0,
+        "sandbox_recovered": pool.recovered if pool else 0,
+        "sandbox_live_hits": pool.live_hits if pool else 0,
+    }
+
+
+@router.get("/scenarios")
+async def list_scenarios(request: Request) -> dict[str, Any]:
+    return {"object": "list", "data": request.app.state.emulator.scenarios.listing(_scope(request))}
+
+
+@router.post("/scenarios", status_code=201)
+async def add_scenario(request: Request) -> JSONResponse:
+    """Body: a scenario as JSON, or `{"yaml": "<scenario file text>", "name": optional}`.
+
+    The caller's scope applies; a scenario without a name gets one."""
+    try:
+        data = jsontext.loads(await request.body())
+    except jsontext.TooDeep as e:
+        raise InvalidRequest(f"Invalid scenario: {e.msg}.", code="invalid_scenario") from e
+    except ValueError as e:
+        raise InvalidRequest('The body must be a scenario as JSON, or {"yaml": "..."}.') from e
+    try:
+        check_json(data)  # lone surrogates and NaN: refused now, not when a response carries them
+    except ValueError as e:
+        raise InvalidRequest(f"Invalid scenario: {e}.", code="invalid_scenario") from e
+    name = f"scenario-{uuid.uuid4().hex[:8]}"
+    if isinstance(data, dict) and "yaml" in data and set(data) <= {"yaml", "name"}:
+        name = data.get("name") or name
+        data = data["yaml"]
+        if not isinstance(data, str):
+            raise InvalidRequest("'yaml' must be the text of a scenario file.", param="yaml")
+    try:
+        scenario = load_scenario(data, default_name=name)
+    except ScenarioError as e:
+        raise InvalidRequest(f"Invalid scenario: {e}", code="invalid_scenario") from e
+    scope = _scope(request)
+    if scope is not None and scenario.scope is None:
+        scenario = scenario.model_copy(update={"scope": scope})
+    request.app.state.emulator.scenarios.add(scenario)
+    return JSONResponse({"name": scenario.name, "scope": scenario.scope, "turns": len(scenario.turns)}, 201)
+
+
+@router.put("/hosted")
+async def set_hosted(request: Request) -> dict[str, Any]:
+    """Body: results for the tools that run on OpenAI's side (a scenario's `hosted:` section), used by
+    inline programs and by scenarios that script none; `{}` or DELETE removes them."""
+    try:
+        data = await request.json()
+        script = HostedScript.model_validate(data, strict=False)
+    except ValueError as e:
+        raise InvalidRequest(f"Invalid hosted script: {e}", code="invalid_scenario") from e
+    request.app.state.emulator.scenarios.set_hosted(script, _scope(request))
+    return {"scope": _scope(request), "mcp_servers": sorted(script.mcp_servers)}
+
+
+@router.delete("/hosted")
+async def delete_hosted(request: Request) -> dict[str, Any]:
+    request.app.state.emulator.scenarios.set_hosted(None, _scope(request))
+    return {"scope": _scope(request), "deleted": True}
+
+
+@router.delete("/scenarios/{name}")
+async def delete_scenario(name: str, request: Request) -> dict[str, Any]:
+    if not request.app.state.emulator.scenarios.remove(name, _scope(request)):
+        raise NotFound(f"No scenario named '{name}' in this scope.")
+    return {"name": name, "deleted": True}
+
+
+@router.get("/journal")
+async def read_journal(request: Request) -> dict[str, Any]:
+    entries = request.app.state.emulator.journal.entries(_scope(request))
+    return {"object": "list", "data": [e.as_dict() for e in entries]}
+
+
+@router.get("/journal/conversations")
+async def journal_conversations(request: Request) -> dict[str, Any]:
+    """The journal's figures per conversation (one run of a task), oldest first."""
+    entries = [e.as_dict() for e in request.app.state.emulator.journal.entries(_scope(request))]
+    return {"object": "list", "data": evaluation.conversations(entries)}
+
+
+@router.get("/journal/compare")
+async def journal_compare(request: Request, direct: str | None = None, ptc: str | None = None) -> dict[str, Any]:
+    """A direct-calling run and a programmatic run of the same task compared, as the guide's
+    "Evaluate" section asks. `direct` and `ptc` name a conversation or any response in it;
+    left out, the latest run without programs and the latest with."""
+    entries = [e.as_dict() for e in request.app.state.emulator.journal.entries(_scope(request))]
+    return evaluation.compare(entries, direct=direct, ptc=ptc)
+
+
+@router.delete("/journal")
+async def clear_journal(request: Request) -> dict[str, Any]:
+    cleared = request.app.state.emulator.journal.clear(_scope(request))
+    usage.clear_cache()  # the token counts of what the journal held are not needed any more
+    return {"cleared": cleared}
+
+
+@router.post("/reset")
+async def reset(request: Request) -> dict[str, Any]:
+    """Forget the scenarios added at run time and the journal (of the caller's scope, or all)."""
+    state = request.app.state.emulator
+    scope = _scope(request)
+    removed, cleared = state.scenarios.clear(scope), state.journal.clear(scope)
+    usage.clear_cache()
+    return {"scenarios_removed": removed, "journal_cleared": cleared}

@@ -1,0 +1,220 @@
+"""The beta Agents API routes: `/v1/agents`, `/v1/agents/sessions` and their events, items and turns.
+
+Every route requires `OpenAI-Beta: agents=v1`, as the SDK sends it. Routes only translate; the
+harness (`emulator/harness.py`) decides. `GET .../events` is a live subscription: its first event
+is the session's current state (`agent.session.idle`, `.in_progress`, `.requires_action` or
+`.failed`), then everything that happens, with keep-alive comments in between, until the client
+leaves. A `stream: true` session create streams from `agent.session.created` to the first
+`agent.session.idle` (or `.failed`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Request
+from fastapi.responses import JSONResponse, Response
+
+from ptc_emulator.api.context import SCOPE_HEADER, SCOPE_METADATA_KEY, Limit, Order
+from ptc_emulator.api.sse import KEEP_ALIVE, EventStreamResponse, frame
+from ptc_emulator.emulator.agents.harness import Harness, Subscription
+from ptc_emulator.emulator.agents.wire import AgentCreate, AgentUpdate, EventsBody, SessionCreate, SessionUpdate
+from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator.storage.sessions import MemoryRecords, Records, SqliteRecords
+from ptc_emulator.emulator.wire.pages import page
+
+__all__ = ["open_harness", "router"]
+
+BETA = "agents=v1"
+
+
+def require_beta(openai_beta: Annotated[str | None, Header(alias="OpenAI-Beta")] = None) -> None:
+    values = [v.strip() for v in (openai_beta or "").split(",")]
+    if BETA not in values:
+        raise InvalidRequest(
+            "You must provide the 'OpenAI-Beta' header to access the Agents API. Please try again by setting the "
+            "header 'OpenAI-Beta: agents=v1'.",
+            code="invalid_beta",
+        )
+
+
+router = APIRouter(prefix="/v1/agents", dependencies=[Depends(require_beta)])
+
+_TERMINAL = ("agent.session.idle", "agent.session.failed")
+
+
+def open_harness(state: Any) -> Harness:
+    """The harness for an app's state (its engine, and records beside its store), resumed."""
+    settings = state.settings
+    records: Records
+    if settings.store == "sqlite":
+        records = SqliteRecords(settings.data_dir / "responses.sqlite3")
+    else:
+        records = MemoryRecords()
+    harness = Harness(state.engine, records)
+    harness.start()
+    return harness
+
+
+def harness_of(request: Request) -> Harness:
+    harness: Harness | None = request.app.state.emulator.agents
+    assert harness is not None, "the app's lifespan has not started"
+    return harness
+
+
+def _page(
+    rows: list[dict[str, Any]], *, after: str | None, limit: int, order: str, what: str = "object"
+) -> dict[str, Any]:
+    return page(rows, after=after, limit=limit, order=order, missing=f"No {what} with id '{{after}}' in this list.")
+
+
+def _scope(request: Request, metadata: dict[str, str] | None) -> str | None:
+    scope = request.headers.get(SCOPE_HEADER)
+    if scope is None and metadata:
+        scope = metadata.get(SCOPE_METADATA_KEY)
+    return scope
+
+
+async def _sse(subscription: Subscription, keepalive_s: float, *, until_idle: bool) -> AsyncIterator[bytes]:
+    try:
+        while True:
+            try:
+                event = await subscription.get(keepalive_s)
+            except TimeoutError:
+                yield KEEP_ALIVE
+                continue
+            if event is None:
+                return
+            yield frame(event)
+            if until_idle and event["type"] in _TERMINAL:
+                return
+    finally:
+        subscription.close()
+
+
+def _stream(request: Request, subscription: Subscription, *, until_idle: bool) -> EventStreamResponse:
+    keepalive = request.app.state.emulator.settings.keepalive_s
+    return EventStreamResponse(_sse(subscription, keepalive, until_idle=until_idle), on_close=subscription.close)
+
+
+# ---- sessions (before /agents/{agent_id}, which would match "sessions") ---------------------------
+
+
+@router.post("/sessions")
+async def create_session(body: SessionCreate, request: Request) -> Response:
+    harness = harness_of(request)
+    session, subscription = harness.create_session(body, _scope(request, body.metadata), subscribe=bool(body.stream))
+    if subscription is not None:
+        return _stream(request, subscription, until_idle=True)
+    return JSONResponse(session.object())
+
+
+@router.get("/sessions")
+async def list_sessions(
+    request: Request,
+    after: str | None = None,
+    agent_id: str | None = None,
+    limit: Limit = 20,
+    order: Order = "desc",
+) -> dict[str, Any]:
+    metadata = {
+        key[len("metadata[") : -1]: value
+        for key, value in request.query_params.items()
+        if key.startswith("metadata[") and key.endswith("]")
+    }
+    rows = harness_of(request).list_sessions(agent_id, metadata)
+    return _page(rows, after=after, limit=limit, order=order, what="session")
+
+
+@router.get("/sessions/{session_id}")
+async def retrieve_session(session_id: str, request: Request) -> dict[str, Any]:
+    return harness_of(request).session(session_id)
+
+
+@router.post("/sessions/{session_id}")
+async def update_session(session_id: str, body: SessionUpdate, request: Request) -> dict[str, Any]:
+    return await harness_of(request).update_session(session_id, body)
+
+
+@router.delete("/sessions/{session_id}")
+async def delete_session(session_id: str, request: Request) -> dict[str, Any]:
+    return await harness_of(request).delete_session(session_id)
+
+
+@router.post("/sessions/{session_id}/events", status_code=202)
+async def create_events(
+    session_id: str,
+    body: EventsBody,
+    request: Request,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+) -> Response:
+    await harness_of(request).submit(session_id, body, idempotency_key)
+    return Response(status_code=202)
+
+
+@router.get("/sessions/{session_id}/events")
+async def stream_events(session_id: str, request: Request, include_obfuscation: bool = True) -> Response:
+    return _stream(request, harness_of(request).subscribe(session_id), until_idle=False)
+
+
+@router.get("/sessions/{session_id}/items")
+async def list_items(
+    session_id: str, request: Request, after: str | None = None, limit: Limit = 20, order: Order = "asc"
+) -> dict[str, Any]:
+    return _page(harness_of(request).items(session_id), after=after, limit=limit, order=order, what="item")
+
+
+@router.get("/sessions/{session_id}/turns")
+async def list_turns(
+    session_id: str, request: Request, after: str | None = None, limit: Limit = 20, order: Order = "asc"
+) -> dict[str, Any]:
+    return _page(harness_of(request).turns(session_id), after=after, limit=limit, order=order, what="turn")
+
+
+@router.get("/sessions/{session_id}/turns/{turn_id}")
+async def retrieve_turn(session_id: str, turn_id: str, request: Request) -> dict[str, Any]:
+    return harness_of(request).turn(session_id, turn_id)
+
+
+@router.get("/sessions/{session_id}/turns/{turn_id}/items")
+async def list_turn_items(
+    session_id: str,
+    turn_id: str,
+    request: Request,
+    after: str | None = None,
+    limit: Limit = 20,
+    order: Order = "asc",
+) -> dict[str, Any]:
+    rows = harness_of(request).items(session_id, turn_id)
+    return _page(rows, after=after, limit=limit, order=order, what="item")
+
+
+# ---- agents -----------------------------------------------------------------------------------
+
+
+@router.post("")
+async def create_agent(body: AgentCreate, request: Request) -> dict[str, Any]:
+    return harness_of(request).create_agent(body)
+
+
+@router.get("")
+async def list_agents(
+    request: Request, after: str | None = None, limit: Limit = 20, order: Order = "desc"
+) -> dict[str, Any]:
+    return _page(harness_of(request).list_agents(), after=after, limit=limit, order=order, what="agent")
+
+
+@router.get("/{agent_id}")
+async def retrieve_agent(agent_id: str, request: Request) -> dict[str, Any]:
+    return harness_of(request).agent(agent_id)
+
+
+@router.post("/{agent_id}")
+async def update_agent(agent_id: str, body: AgentUpdate, request: Request) -> dict[str, Any]:
+    return harness_of(request).update_agent(agent_id, body)
+
+
+@router.delete("/{agent_id}")
+async def delete_agent(agent_id: str, request: Request) -> dict[str, Any]:
+    return harness_of(request).delete_agent(agent_id)

@@ -1,0 +1,80 @@
+"""The `/v1/conversations` endpoints. Routes only translate; `emulator.conversations` decides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from ptc_emulator.api.context import Include, Limit, Order, engine_of
+from ptc_emulator.emulator.conversations.service import (
+    ConversationCreate,
+    Conversations,
+    ConversationUpdate,
+    ItemsCreate,
+)
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/conversations")
+
+
+def _conversations(request: Request) -> Conversations:
+    return engine_of(request).conversations
+
+
+@router.post("")
+async def create_conversation(body: ConversationCreate, request: Request) -> dict[str, Any]:
+    return _conversations(request).create(body)
+
+
+@router.get("/{conversation_id}")
+async def retrieve_conversation(conversation_id: str, request: Request) -> dict[str, Any]:
+    return _conversations(request).retrieve(conversation_id)
+
+
+@router.post("/{conversation_id}")
+async def update_conversation(conversation_id: str, body: ConversationUpdate, request: Request) -> dict[str, Any]:
+    return _conversations(request).update(conversation_id, body)
+
+
+@router.delete("/{conversation_id}")
+async def delete_conversation(conversation_id: str, request: Request) -> dict[str, Any]:
+    return _conversations(request).delete(conversation_id)
+
+
+@router.post("/{conversation_id}/items")
+async def create_items(
+    conversation_id: str,
+    body: ItemsCreate,
+    request: Request,
+    include: Include = None,
+) -> dict[str, Any]:
+    return _conversations(request).add_items(conversation_id, body)
+
+
+@router.get("/{conversation_id}/items")
+async def list_items(
+    conversation_id: str,
+    request: Request,
+    after: str | None = None,
+    limit: Limit = 20,
+    order: Order = "desc",
+    include: Include = None,
+) -> dict[str, Any]:
+    return _conversations(request).list_items(conversation_id, after=after, limit=limit, order=order)
+
+
+@router.get("/{conversation_id}/items/{item_id}")
+async def retrieve_item(
+    conversation_id: str,
+    item_id: str,
+    request: Request,
+    include: Include = None,
+) -> dict[str, Any]:
+    return _conversations(request).get_item(conversation_id, item_id)
+
+
+@router.delete("/{conversation_id}/items/{item_id}")
+async def delete_item(conversation_id: str, item_id: str, request: Request) -> dict[str, Any]:
+    return _conversations(request).delete_item(conversation_id, item_id)

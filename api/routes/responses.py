@@ -1,0 +1,116 @@
+"""The `/v1/responses` endpoints. Routes only translate; the engine decides."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
+
+from ptc_emulator.api.context import (
+    CONTRACT_HEADER,
+    SCOPE_HEADER,
+    SCOPE_METADATA_KEY,
+    Include,
+    Limit,
+    Order,
+    contract_headers,
+    engine_of,
+    recorder,
+    scope_of,
+)
+from ptc_emulator.api.disconnect import unless_disconnected
+from ptc_emulator.api.routes.streaming import stream_create, stream_stored
+from ptc_emulator.emulator.wire import replayed
+from ptc_emulator.emulator.wire.request import CountTokensRequest, CreateRequest
+
+__all__ = [
+    "CONTRACT_HEADER",
+    "SCOPE_HEADER",
+    "SCOPE_METADATA_KEY",
+    "contract_headers",
+    "engine_of",
+    "recorder",
+    "router",
+    "scope_of",
+]
+
+
+class _BodyRequest(Request):
+    """Its JSON body parsed by `replayed.parse`: a replayed conversation's known items are not
+    parsed again (they stand in as their validated models); any other body is `json.loads`'s."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = replayed.parse(await self.body())
+        return self._json
+
+
+class _Route(APIRoute):
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            return await handler(_BodyRequest(request.scope, request.receive))
+
+        return route
+
+
+router = APIRouter(prefix="/v1", route_class=_Route)
+
+
+@router.post("/responses")
+async def create_response(body: CreateRequest, request: Request) -> Response:
+    engine = engine_of(request)
+    scope = scope_of(request.headers, body)
+    if body.stream:
+        return await stream_create(request, engine, body, scope)
+    with recorder(request, body, scope, await request.body()) as rec:
+        prepared = rec.admit(engine.attempt(body, scope=scope))
+        rec.response = await unless_disconnected(request, engine.run(prepared))
+        reply = JSONResponse(rec.response, headers=contract_headers(prepared))
+        rec.rendered = bytes(reply.body)  # the journal keeps these bytes when they are its own JSON text
+        return reply
+
+
+@router.post("/responses/input_tokens")
+async def count_input_tokens(body: CountTokensRequest, request: Request) -> dict[str, Any]:
+    return engine_of(request).count_tokens(body)
+
+
+@router.get("/responses/{response_id}")
+async def retrieve_response(
+    response_id: str,
+    request: Request,
+    stream: bool = False,
+    starting_after: int | None = None,
+    include: Include = None,
+) -> Response:
+    engine = engine_of(request)
+    if stream:
+        return stream_stored(request, engine, response_id, starting_after)
+    return JSONResponse(engine.retrieve(response_id))
+
+
+@router.delete("/responses/{response_id}")
+async def delete_response(response_id: str, request: Request) -> dict[str, Any]:
+    return engine_of(request).delete(response_id)
+
+
+@router.post("/responses/{response_id}/cancel")
+async def cancel_response(response_id: str, request: Request) -> dict[str, Any]:
+    return await engine_of(request).cancel(response_id)
+
+
+@router.get("/responses/{response_id}/input_items")
+async def list_input_items(
+    response_id: str,
+    request: Request,
+    after: str | None = None,
+    limit: Limit = 20,
+    order: Order = "desc",
+    include: Include = None,
+) -> dict[str, Any]:
+    return engine_of(request).input_items(response_id, after=after, limit=limit, order=order)

@@ -1,0 +1,233 @@
+"""Streamed responses: `POST /v1/responses` with `stream: true`, and resuming a stored one with
+`GET /v1/responses/{id}?stream=true&starting_after=N`.
+
+A streamed create plays exactly as a JSON one (`Engine.prepare`, then `Engine.complete`, which
+also stores it); only the telling differs. The events come from `emulator.events`, a pure
+function of the response, so a stored response replays the very events it was streamed with.
+
+When the first byte goes out
+----------------------------
+The engine's work starts as a task and gets one turn of the event loop before anything is sent:
+an error raised before the work first has to wait (validation, an injected HTTP fault, a
+scripted `error` turn, an exhausted scenario) is still an ordinary HTTP error with OpenAI's
+envelope. Then `response.created` and `response.in_progress` go out at once; an error after that
+can only be an in-stream `error` event, followed by the end of the stream.
+
+While a program runs
+--------------------
+`: keep-alive` comments every `Settings.keepalive_s`, so proxies and clients with idle timeouts
+keep the connection. If the client disconnects, the work is cancelled: the sandbox pool kills
+and replaces the worker that was running the program (`sandbox.Pool.run`), and the journal
+records the request with status 499. A `background: true` create is not cancelled by a
+disconnect: it finishes and can be read (or streamed again) later.
+
+A turn's `cut_stream_after` fault ends the stream after that many events, without a terminal
+event; the response still finishes and is stored, so `starting_after` can resume it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import Response
+
+from ptc_emulator.api.context import contract_headers, recorder
+from ptc_emulator.api.errors import SERVER_ERROR_MESSAGE
+from ptc_emulator.api.recorder import Recorder
+from ptc_emulator.api.sse import KEEP_ALIVE, EventStreamResponse, frame
+from ptc_emulator.emulator.errors import EmulatorError, StatusError
+from ptc_emulator.emulator.responses.engine import Engine, Prepared
+from ptc_emulator.emulator.wire import events
+from ptc_emulator.emulator.wire.request import CreateRequest
+from ptc_emulator.emulator.wire.response import ResponseStatus
+
+__all__ = ["CLIENT_CLOSED", "Play", "error_event", "stream_create", "stream_stored"]
+
+log = logging.getLogger(__name__)
+
+CLIENT_CLOSED = 499
+"""The journal status of a create whose client left before it finished."""
+
+_POLL_S = 0.05
+
+Event = dict[str, Any]
+
+
+class Play:
+    """One create told as stream events: the engine's work runs in a task, its events follow it.
+
+    `start()` begins the work; `tell()` is the one play loop both transports (SSE and WebSocket)
+    send from: numbered events, `None` whenever a keep-alive is due, ending early at a scenario's
+    `cut_stream_after` (`cut`) or at an error after the first event (`error`, which the transport
+    renders as its own kind of error event). `cancel()` stops the work unless `detach()` let it run
+    on. The outcome is recorded in the journal when the work ends, however the stream ends.
+    """
+
+    def __init__(self, engine: Engine, prepared: Prepared, rec: Recorder) -> None:
+        self.engine = engine
+        self.prepared = prepared
+        self.rec = rec
+        self.sequence = events.Sequencer()
+        self.task: asyncio.Task[dict[str, Any]] | None = None
+        self._detached = False
+        self.final: dict[str, Any] | None = None
+        """The finished response, once its terminal event went out."""
+        self.error: Exception | None = None
+        """What failed after the first event, if anything did."""
+        self.cut = False
+        """Whether a scenario's `cut_stream_after` ended the telling."""
+
+    @property
+    def background(self) -> bool:
+        return self.prepared.background
+
+    async def start(self) -> None:
+        """Start the work; raise the error it raises before it first has to wait, if any."""
+        if self.background:
+            self.rec.response = await self.engine.run(self.prepared)
+            self.rec.finish(self.rec.response)
+            return
+        self.task = asyncio.ensure_future(self.engine.complete(self.prepared))
+        self.task.add_done_callback(self._record)
+        try:
+            await asyncio.sleep(0)  # one step: the work runs until it first waits, or ends
+        except BaseException:
+            self.task.cancel()
+            raise
+        if self.task.done() and not self.task.cancelled():
+            error = self.task.exception()
+            if error is not None:
+                raise error
+
+    async def tell(self, keepalive_s: float | None) -> AsyncIterator[Event | None]:
+        """The events to send, and `None` when a keep-alive is due (see the class docstring)."""
+        fault = self.prepared.fault
+        cut = fault.cut_stream_after if fault is not None else None
+        sent = 0
+        try:
+            async for event in self.events(keepalive_s):
+                if event is None:
+                    yield None
+                    continue
+                if cut is not None and sent >= cut:
+                    self.detach()
+                    self.cut = True
+                    return
+                yield event
+                sent += 1
+                if event["type"] in events.TERMINAL:
+                    self.final = event["response"]
+        except Exception as e:  # after the first event an error can only be an event
+            if not isinstance(e, EmulatorError):
+                log.exception("unhandled error in a streamed response")
+            self.error = e
+
+    async def events(self, keepalive_s: float | None) -> AsyncIterator[Event | None]:
+        """The events, numbered; `None` each `keepalive_s` while waiting. Raises what the work raises."""
+        start = events.skeleton(self.engine.response(self.prepared, [], status=ResponseStatus.IN_PROGRESS))
+        for event in events.opening(start):
+            yield self.sequence.number(event)
+        while (final := await self._finished(keepalive_s)) is None:
+            yield None
+        for event in [*events.output_events(final.get("output", [])), events.closing(final)]:
+            yield self.sequence.number(event)
+
+    def detach(self) -> None:
+        """Let the work finish (and be stored) even though nobody listens any more."""
+        self._detached = True
+
+    def cancel(self) -> None:
+        if self.task is not None and not self.task.done() and not self._detached:
+            self.task.cancel()
+
+    async def _finished(self, keepalive_s: float | None) -> dict[str, Any] | None:
+        """The final response, or None if `keepalive_s` passed first."""
+        if self.task is not None:
+            done, _ = await asyncio.wait({self.task}, timeout=keepalive_s)
+            return self.task.result() if done else None
+        return await wait_finished(self.engine, self.prepared.response_id, keepalive_s)
+
+    def _record(self, task: asyncio.Task[dict[str, Any]]) -> None:
+        if task.cancelled():
+            closed = StatusError(
+                CLIENT_CLOSED,
+                "The client closed the connection before the response was complete.",
+                type="client_closed_request",
+            )
+            self.rec.fail(closed)
+            return
+        error = task.exception()
+        if error is None:
+            self.rec.finish(task.result())
+        elif isinstance(error, EmulatorError):
+            self.rec.fail(error)
+        else:
+            log.error("unhandled error in a streamed response", exc_info=error)
+            self.rec.fail(StatusError(500, SERVER_ERROR_MESSAGE, type="server_error"))
+
+
+async def wait_finished(engine: Engine, response_id: str, timeout: float | None) -> dict[str, Any] | None:
+    """A background response once it has finished, or None if `timeout` passed first."""
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    while True:
+        current = engine.retrieve(response_id)
+        if current.get("status") not in (ResponseStatus.QUEUED, ResponseStatus.IN_PROGRESS):
+            return current
+        if deadline is not None and loop.time() >= deadline:
+            return None
+        wait = _POLL_S if deadline is None else min(_POLL_S, max(deadline - loop.time(), 0))
+        await asyncio.sleep(wait)
+
+
+def error_event(error: BaseException) -> Event:
+    """The in-stream `error` event for an error after the first byte (not yet numbered)."""
+    if isinstance(error, EmulatorError):
+        code = error.code if error.code is not None else error.type
+        return {"type": "error", "code": code, "message": error.message, "param": error.param}
+    return {"type": "error", "code": "server_error", "message": SERVER_ERROR_MESSAGE, "param": None}
+
+
+async def stream_create(request: Request, engine: Engine, body: CreateRequest, scope: str | None) -> Response:
+    """`POST /v1/responses` with `stream: true`."""
+    rec = recorder(request, body, scope, await request.body())
+    prepared = rec.admit(engine.attempt(body, scope=scope))
+    play = Play(engine, prepared, rec)
+    await play.start()
+    keepalive_s = request.app.state.emulator.settings.keepalive_s
+    return EventStreamResponse(_frames(play, keepalive_s), on_close=play.cancel, headers=contract_headers(prepared))
+
+
+async def _frames(play: Play, keepalive_s: float) -> AsyncIterator[bytes]:
+    async for event in play.tell(keepalive_s):
+        yield KEEP_ALIVE if event is None else frame(event)
+    if play.error is not None:
+        yield frame(play.sequence.number(error_event(play.error)))
+
+
+def stream_stored(request: Request, engine: Engine, response_id: str, starting_after: int | None) -> Response:
+    """`GET /v1/responses/{id}?stream=true`: the stored response's events after `starting_after`."""
+    engine.retrieve(response_id)  # a 404 before the first byte
+    keepalive_s = request.app.state.emulator.settings.keepalive_s
+    return EventStreamResponse(_replay(engine, response_id, starting_after, keepalive_s))
+
+
+async def _replay(
+    engine: Engine, response_id: str, starting_after: int | None, keepalive_s: float
+) -> AsyncIterator[bytes]:
+    sequence = events.Sequencer()
+    try:
+        while (final := await wait_finished(engine, response_id, keepalive_s)) is None:
+            yield KEEP_ALIVE
+        for event in events.replay(final):
+            sequence.next = event["sequence_number"] + 1
+            if starting_after is None or event["sequence_number"] > starting_after:
+                yield frame(event)
+    except Exception as e:
+        if not isinstance(e, EmulatorError):
+            log.exception("unhandled error while replaying a stream")
+        yield frame(sequence.number(error_event(e)))

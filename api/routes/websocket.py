@@ -1,0 +1,332 @@
+"""WebSocket mode: a socket at `/v1/responses` carrying `response.create` and `response.steer`.
+
+Each `response.create` frame is a create body plus `type`; it is validated as `CreateRequest`
+and played exactly as `POST /v1/responses` plays it (same engine, same storage, same journal),
+its events sent as frames. On top of HTTP:
+
+* `stream` is accepted and ignored (a socket always streams); `background` is refused.
+* `stream_id` names a lane; every event of that response echoes it. The emulator plays one
+  response at a time per socket, in the order the creates arrived, so lanes are FIFO and the
+  events of two responses never interleave.
+* `generate: false` prepares state without model output: the response completes with an empty
+  output and, when stored, its id works as `previous_response_id`. It needs no scenario.
+* An error is a WebSocket `error` event, `{"type": "error", "status", "error": {message, type,
+  code, param}}` (with `sequence_number` once the response's events began, and `stream_id`);
+  the socket stays open for the next create.
+* `store: false` works as over HTTP (replay the items), and, as the hosted mode does, the socket
+  keeps its own `store: false` responses in memory while it is open, so `previous_response_id`
+  continues them on the same socket (and nowhere else).
+* `response.steer`: see `api.steering`.
+* Closing the socket cancels the response being played (the sandbox worker running its program
+  is replaced), as a disconnect does for an SSE stream.
+* A turn's `cut_stream_after` fault closes the socket (code 1011) after that many events of the
+  response; the response still finishes and is stored.
+
+The API key check (in `api.app`) closes an unauthorised socket with code 1008 before this runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import Any
+
+from fastapi import APIRouter, WebSocket
+from pydantic import ValidationError
+from starlette.websockets import WebSocketDisconnect
+
+from ptc_emulator.api.context import scope_of
+from ptc_emulator.api.errors import SERVER_ERROR_MESSAGE, validation_error
+from ptc_emulator.api.recorder import Recorder
+from ptc_emulator.api.routes.steering import Steer, Steering, Target
+from ptc_emulator.api.routes.streaming import Play
+from ptc_emulator.emulator import jsontext
+from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, StatusError
+from ptc_emulator.emulator.responses.engine import Engine, Prepared, Refused
+from ptc_emulator.emulator.storage.responses import MemoryStore
+from ptc_emulator.emulator.wire import events
+from ptc_emulator.emulator.wire.items import dump
+from ptc_emulator.emulator.wire.request import CreateRequest, check_json
+
+__all__ = ["router"]
+
+log = logging.getLogger(__name__)
+
+router = APIRouter()
+
+Event = dict[str, Any]
+
+MAX_QUEUED_CREATES = 64
+"""`response.create` frames one socket may have waiting; more are refused with an error event."""
+_CUT_CODE = 1011
+
+
+@router.websocket("/v1/responses")
+async def responses_socket(websocket: WebSocket) -> None:
+    await websocket.accept()
+    engine = websocket.app.state.emulator.engine
+    assert engine is not None, "the app's lifespan has not started"
+    await Session(websocket, engine).serve()
+
+
+class _Cut(Exception):
+    """A `cut_stream_after` fault: close the socket."""
+
+
+class Session:
+    """One socket: a reader that answers steers at once and queues creates, and a player that
+    plays the creates one at a time."""
+
+    def __init__(self, websocket: WebSocket, engine: Engine) -> None:
+        self.ws = websocket
+        self.engine = engine
+        self.inbox: asyncio.Queue[object] = asyncio.Queue(maxsize=MAX_QUEUED_CREATES)
+        self.targets: dict[str, Target] = {}
+        self.steering = Steering(lambda: engine.ids("steer"))
+        self.local = MemoryStore()
+        """This socket's `store: false` responses, gone with the socket."""
+        self._send_lock = asyncio.Lock()
+
+    async def serve(self) -> None:
+        player = asyncio.ensure_future(self._play_all())
+        try:
+            await self._read_all()
+        finally:
+            player.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await player
+
+    # ---- reading ------------------------------------------------------------------------------
+
+    async def _read_all(self) -> None:
+        while True:
+            message = await self.ws.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            data = message.get("text")
+            if data is None and message.get("bytes") is not None:
+                data = message["bytes"].decode("utf-8", "replace")
+            if data is not None:
+                await self._dispatch(data)
+
+    async def _dispatch(self, data: str) -> None:
+        """Answer a steer at once; queue a create; refuse anything else."""
+        try:
+            frame = jsontext.loads(data)
+        except jsontext.TooDeep as e:
+            await self._error(InvalidRequest(f"The frame is {e.msg}."), None)
+            return
+        except (json.JSONDecodeError, RecursionError):  # not JSON, or nested beyond what the parser takes
+            await self._error(InvalidRequest("The frame is not valid JSON."), None)
+            return
+        try:
+            check_json(frame)  # a lone surrogate or NaN would fail only when echoed back
+        except ValueError as e:
+            await self._error(InvalidRequest(f"Invalid frame: {e}.", code="invalid_value"), None)
+            return
+        kind = frame.get("type") if isinstance(frame, dict) else None
+        if kind == "response.steer":
+            reference = frame.get("previous_response_id")
+            target = self.targets.get(reference) if isinstance(reference, str) else None
+            await self._send_all(self.steering.steer(frame, target))
+        elif kind == "response.create":
+            try:
+                self.inbox.put_nowait(frame)
+            except asyncio.QueueFull:
+                busy = StatusError(
+                    429,
+                    f"Too many response.create frames are waiting on this socket (at most {MAX_QUEUED_CREATES}): "
+                    "wait for a response before sending more.",
+                    type="invalid_request_error",
+                    code="too_many_queued_requests",
+                )
+                await self._error(busy, None)
+        elif kind is None:
+            missing = InvalidRequest(
+                "Missing required parameter: 'type'.", param="type", code="missing_required_parameter"
+            )
+            await self._error(missing, None)
+        else:
+            invalid = InvalidRequest(
+                f"Invalid value: '{kind}'. Supported values are: 'response.create' and 'response.steer'.",
+                param="type",
+                code="invalid_value",
+            )
+            await self._error(invalid, None)
+
+    # ---- playing ------------------------------------------------------------------------------
+
+    async def _play_all(self) -> None:
+        while True:
+            frame = await self.inbox.get()
+            assert isinstance(frame, dict)
+            try:
+                await self._create(frame)
+            except _Cut:
+                with contextlib.suppress(Exception):
+                    await self.ws.close(_CUT_CODE, "stream cut by a scenario fault")
+                return
+            except (WebSocketDisconnect, OSError):
+                return  # the socket closed under us
+            except Exception:
+                log.exception("unhandled error in a WebSocket create")
+                try:
+                    await self._error(StatusError(500, SERVER_ERROR_MESSAGE, type="server_error"), None)
+                except Exception:
+                    return
+
+    async def _create(self, frame: dict[str, Any]) -> None:
+        body = {k: v for k, v in frame.items() if k != "type"}
+        stream_id = body.get("stream_id") if isinstance(body.get("stream_id"), str) else None
+        try:
+            request = CreateRequest.model_validate(body)
+        except ValidationError as e:
+            await self._error(validation_error(e.errors(), body), stream_id)
+            return
+        if request.background:
+            error = InvalidRequest(
+                "Background mode is not supported over WebSocket: use POST /v1/responses.",
+                param="background",
+                code="unsupported_parameter",
+            )
+            await self._error(error, stream_id)
+            return
+        steers: list[Steer] = []
+        if request.previous_response_id is not None:
+            steers = self.steering.take(request.previous_response_id)
+            if steers:
+                request = _prepend(body, steers)
+        await self._respond(request, body, stream_id, steers)
+
+    async def _respond(
+        self, request: CreateRequest, body: dict[str, Any], stream_id: str | None, steers: list[Steer]
+    ) -> None:
+        """Play one create (an explicit one, or an automatic successor carrying `steers`)."""
+        scope = scope_of(self.ws.headers, request)
+        rec = Recorder(
+            self.ws.app.state.emulator.journal,
+            method="WS",
+            path=self.ws.url.path,
+            headers=self.ws.headers,
+            body=request,
+            scope=scope,
+        )
+        attempt = self.engine.attempt(request, scope=scope, generate=request.generate is not False, local=self.local)
+        if isinstance(attempt, Refused):
+            rec.refuse(attempt)
+            await self._failed(Target("", stream_id), attempt.error, stream_id, steers, None)
+            return
+        prepared = rec.admit(attempt)
+        if request.previous_response_id in self.targets:
+            self.targets[request.previous_response_id].continued = True
+        target = Target(prepared.response_id, stream_id)
+        final: dict[str, Any] | None
+        if request.generate is False:
+            final = await self.engine.complete(prepared)
+            rec.finish(final)
+            await self._send_all(self._numbered(events.replay(final), stream_id))
+        else:
+            final = await self._play(Play(self.engine, prepared, rec), target, stream_id, steers)
+        if final is None:
+            return
+        target.final = final
+        self.targets[target.id] = target
+        notices, successors = self.steering.finished(target)
+        await self._send_all(notices)
+        if successors:
+            await self._succeed(target, prepared, body, successors)
+
+    async def _play(
+        self, play: Play, target: Target, stream_id: str | None, steers: list[Steer]
+    ) -> dict[str, Any] | None:
+        """Send the response's events; its final response, or None after an error event."""
+        self.targets[target.id] = target  # steerable while it plays
+        try:
+            try:
+                await play.start()
+            except EmulatorError as e:
+                await self._failed(target, e, stream_id, steers, None)
+                return None
+            async for event in play.tell(None):
+                assert event is not None
+                await self._send(self._lane(event, stream_id))
+            if play.error is not None:
+                await self._failed(target, play.error, stream_id, steers, play.sequence.take())
+                return None
+            if play.cut:
+                raise _Cut
+            return play.final
+        finally:
+            play.cancel()
+
+    async def _failed(
+        self, target: Target, error: Exception, stream_id: str | None, steers: list[Steer], sequence_number: int | None
+    ) -> None:
+        """An error event; the steers this create carried, and any queued on it meanwhile, come back."""
+        self.targets.pop(target.id, None)
+        await self._error(error, stream_id, sequence_number)
+        message = error.message if isinstance(error, EmulatorError) else SERVER_ERROR_MESSAGE
+        await self._send_all(self.steering.lost(steers, message, stream_id))
+        stranded = self.steering.take(target.id)
+        await self._send_all(self.steering.lost(stranded, message, stream_id, code="response_not_active"))
+
+    async def _succeed(self, target: Target, prepared: Prepared, body: dict[str, Any], steers: list[Steer]) -> None:
+        """The automatic successor of a finished response, carrying the steers queued while it played."""
+        final = target.final
+        assert final is not None
+        items = [item for steer in steers for item in steer.items]
+        successor = {k: v for k, v in body.items() if k not in ("generate",)}
+        if final.get("store"):
+            successor.update(input=items, previous_response_id=target.id)
+        else:  # not stored: replay everything, as a store=false client would
+            history = [dump(item) for item in prepared.context]
+            successor.update(input=[*history, *final.get("output", []), *items], previous_response_id=None)
+        try:
+            request = CreateRequest.model_validate(successor)
+        except ValidationError as e:
+            await self._send_all(
+                self.steering.lost(steers, validation_error(e.errors(), successor).message, target.stream_id)
+            )
+            return
+        await self._respond(request, successor, target.stream_id, steers)
+
+    # ---- sending ------------------------------------------------------------------------------
+
+    def _numbered(self, numbered: list[Event], stream_id: str | None) -> list[Event]:
+        return [self._lane(event, stream_id) for event in numbered]
+
+    @staticmethod
+    def _lane(event: Event, stream_id: str | None) -> Event:
+        return {**event, "stream_id": stream_id} if stream_id is not None else event
+
+    async def _send(self, event: Event) -> None:
+        async with self._send_lock:
+            await self.ws.send_text(json.dumps(event, ensure_ascii=False, separators=(",", ":")))
+
+    async def _send_all(self, batch: list[Event]) -> None:
+        for event in batch:
+            await self._send(event)
+
+    async def _error(self, error: BaseException, stream_id: str | None, sequence_number: int | None = None) -> None:
+        if not isinstance(error, EmulatorError):
+            error = StatusError(500, SERVER_ERROR_MESSAGE, type="server_error")
+        event: Event = {"type": "error", "status": error.status, "error": error.body()["error"]}
+        if error.headers:
+            event["error"]["headers"] = dict(error.headers)
+        if sequence_number is not None:
+            event["sequence_number"] = sequence_number
+        await self._send(self._lane(event, stream_id))
+
+
+def _prepend(body: dict[str, Any], steers: list[Steer]) -> CreateRequest:
+    """The continuation of a steered response: the queued input goes first, in submission order."""
+    given = body.get("input")
+    if given is None:
+        rest = []
+    elif isinstance(given, str):
+        rest = [{"type": "message", "role": "user", "content": given}]
+    else:
+        rest = list(given)
+    return CreateRequest.model_validate({**body, "input": [*(item for s in steers for item in s.items), *rest]})

@@ -1,0 +1,446 @@
+"""The agent harness: runs Agents API sessions on the Responses engine, events out.
+
+A session is one document in the records store (see `records.py`): the public `AgentSession`
+fields, its turns and items as the Agents API shows them, and a *transcript*, the same
+conversation as Responses API items. Each model step is one `store: false` Responses request
+built from the transcript and played by the engine, so the scripted model (inline ```js blocks,
+scenarios), fingerprints, deterministic replay and the contract checks are the Responses API's
+own. The harness runs the steps, stores the sessions and publishes their events; `session.py`
+holds a session's rules and how Responses items become agent session items.
+
+PTC is on unless `{"type": "programmatic_tool_calling", "enabled": false}` is among the agent's
+tools. On, every function tool is callable directly and from programs; off, the step's request
+has no programmatic_tool_calling tool, so scenario program turns do not match and an inline
+program gets the engine's "not enabled" answer.
+
+Durability: every change is written before its events are published, and before a 202; a tool
+result is applied once (a second identical delivery is a no-op). A session whose turn was
+running when the server stopped resumes on start: replaying the transcript gives the same
+program state, because program runs are deterministic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from ptc_emulator.emulator.agents.session import Doc, Event, Session, input_messages, zero_usage
+from ptc_emulator.emulator.agents.wire import (
+    AgentCreate,
+    AgentUpdate,
+    CancelInput,
+    EventsBody,
+    MessageInput,
+    SessionCreate,
+    SessionUpdate,
+    ToolResult,
+    agent_object,
+    check_agent,
+    check_tools,
+    persisted_tools,
+    ptc_enabled,
+    session_agent,
+)
+from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, NotFound
+from ptc_emulator.emulator.responses.engine import Engine
+from ptc_emulator.emulator.storage.sessions import Records
+from ptc_emulator.emulator.wire.request import CreateRequest
+
+__all__ = ["Harness", "Subscription"]
+
+log = logging.getLogger(__name__)
+
+AGENT = "agent"
+SESSION = "agent.session"
+MAX_STEPS = 64
+"""Model steps one drive may take without waiting for the client: a loop guard."""
+
+
+def session_not_found(session_id: str) -> NotFound:
+    return NotFound(f"No session found with id '{session_id}'.", param="session_id")
+
+
+class Subscription:
+    """A live view of one session's events: the current state first, then what happens next."""
+
+    def __init__(self, harness: Harness, session_id: str, snapshot: Event | None) -> None:
+        self.harness = harness
+        self.session_id = session_id
+        self.queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        if snapshot is not None:
+            self.queue.put_nowait(snapshot)
+
+    async def get(self, timeout: float) -> Event | None:
+        """The next event; None when the session is gone or the server stops. TimeoutError when
+        nothing happened for `timeout` seconds."""
+        return await asyncio.wait_for(self.queue.get(), timeout)
+
+    def close(self) -> None:
+        self.harness._subscribers.get(self.session_id, set()).discard(self)
+
+
+class Harness:
+    def __init__(self, engine: Engine, records: Records) -> None:
+        self.engine = engine
+        self.records = records
+        self.ids: Callable[[str], str] = engine.ids
+        self.clock = engine.clock
+        self._sessions: dict[str, Session] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._subscribers: dict[str, set[Subscription]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def now(self) -> int:
+        return int(self.clock())
+
+    # ---- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Resume the turns that were running when the server last stopped."""
+        for doc in self.records.all(SESSION):
+            session = Session(doc, self.ids, self.clock)
+            if session.status == "in_progress" and doc["turn_id"] is not None:
+                self._sessions[session.id] = session
+                self._schedule(session.id)
+
+    async def aclose(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for subscribers in self._subscribers.values():
+            for sub in subscribers:
+                sub.queue.put_nowait(None)
+        self.records.close()
+
+    # ---- agents -----------------------------------------------------------------------------
+
+    def create_agent(self, body: AgentCreate) -> dict[str, Any]:
+        check_agent(body)
+        agent = agent_object(self.ids("agent"), body, now=self.now())
+        self.records.put(AGENT, agent["id"], agent)
+        return agent
+
+    def agent(self, agent_id: str) -> dict[str, Any]:
+        agent = self.records.get(AGENT, agent_id)
+        if agent is None:
+            raise NotFound(f"No agent found with id '{agent_id}'.", param="agent_id")
+        return agent
+
+    def update_agent(self, agent_id: str, body: AgentUpdate) -> dict[str, Any]:
+        check_agent(body)
+        agent = agent_object(agent_id, body, now=self.now(), base=self.agent(agent_id))
+        self.records.put(AGENT, agent_id, agent)
+        return agent
+
+    def delete_agent(self, agent_id: str) -> dict[str, Any]:
+        if not self.records.delete(AGENT, agent_id):
+            raise NotFound(f"No agent found with id '{agent_id}'.", param="agent_id")
+        return {"id": agent_id, "deleted": True, "object": "agent.deleted"}
+
+    def list_agents(self) -> list[dict[str, Any]]:
+        return self.records.all(AGENT)
+
+    # ---- sessions ---------------------------------------------------------------------------
+
+    def create_session(
+        self, body: SessionCreate, scope: str | None, *, subscribe: bool = False
+    ) -> tuple[Session, Subscription | None]:
+        environment = body.environment
+        kind = environment.get("type")
+        if kind != "none":
+            if kind not in ("openai_hosted", "self_hosted"):
+                raise InvalidRequest(
+                    f"Invalid value: '{kind}'. Supported values are: 'none', 'openai_hosted' and 'self_hosted'.",
+                    param="environment.type",
+                    code="invalid_value",
+                )
+            raise InvalidRequest(
+                f"Execution environments of type '{kind}' are not supported by the emulator: create the session "
+                'with environment {"type": "none"} (programs and function tools need no environment).',
+                param="environment.type",
+                code="unsupported_parameter",
+            )
+        if set(environment) != {"type"}:
+            extra = sorted(set(environment) - {"type"})[0]
+            raise InvalidRequest(f"Unknown parameter: 'environment.{extra}'.", param=f"environment.{extra}")
+        if body.vault_ids:
+            raise InvalidRequest(
+                "Vaults are not supported by the emulator.", param="vault_ids", code="unsupported_parameter"
+            )
+        saved = None
+        if body.agent_id is not None:
+            saved = self.agent(body.agent_id)
+        elif body.agent is None or body.agent.model is None:
+            raise InvalidRequest(
+                "Missing required parameter: 'agent.model' (or give an 'agent_id').",
+                param="agent.model",
+                code="missing_required_parameter",
+            )
+        if body.agent is not None:
+            check_agent(body.agent, "agent")
+            if "metadata" in body.agent.model_fields_set or "name" in body.agent.model_fields_set:
+                what = "metadata" if "metadata" in body.agent.model_fields_set else "name"
+                raise InvalidRequest(f"Unknown parameter: 'agent.{what}'.", param=f"agent.{what}")
+        messages = input_messages(body.input)
+        if not messages:
+            raise InvalidRequest(
+                "Missing required parameter: 'input' (required when environment.type is 'none').",
+                param="input",
+                code="missing_required_parameter",
+            )
+        now = self.now()
+        agent_id = body.agent_id or self.ids("agent")
+        session: dict[str, Any] = {
+            "id": self.ids("sess"),
+            "object": "agent.session",
+            "agent": session_agent(agent_id, body.agent, saved),
+            "created_at": now,
+            "last_active_at": now,
+            "environment": {"type": "none"},
+            "metadata": dict(body.metadata or {}),
+            "required_actions": [],
+            "status": "idle",
+            "usage": zero_usage(),
+            "vault_ids": [],
+        }
+        if body.prompt_cache_options is not None:
+            session["prompt_cache_options"] = body.prompt_cache_options
+        if body.review is not None and body.review != "none":
+            session["review"] = body.review
+        doc: Doc = {
+            "session": session,
+            "scope": scope,
+            "turns": [],
+            "items": [],
+            "transcript": [],
+            "calls": {},
+            "programs": {},
+            "idempotency": {},
+            "turn_id": None,
+            "output_index": 0,
+        }
+        sid = session["id"]
+        made = self._sessions[sid] = Session(doc, self.ids, self.clock)
+        subscription = self._subscribe(sid, None) if subscribe else None
+        events = [made.event("agent.session.created", session=made.object())]
+        made.begin_turn(messages, events)
+        self._save(made)
+        self._publish(sid, events)
+        self._schedule(sid)
+        return made, subscription
+
+    def load(self, session_id: str) -> Session:
+        session = self._sessions.get(session_id)
+        if session is None:
+            doc = self.records.get(SESSION, session_id)
+            if doc is None:
+                raise session_not_found(session_id)
+            session = self._sessions[session_id] = Session(doc, self.ids, self.clock)
+        return session
+
+    def session(self, session_id: str) -> dict[str, Any]:
+        return self.load(session_id).object()
+
+    def list_sessions(self, agent_id: str | None, metadata: dict[str, str]) -> list[dict[str, Any]]:
+        found = []
+        for doc in self.records.all(SESSION):
+            session = doc["session"]
+            if agent_id is not None and session["agent"]["id"] != agent_id:
+                continue
+            if any(session["metadata"].get(k) != v for k, v in metadata.items()):
+                continue
+            found.append(session)
+        return found
+
+    async def update_session(self, session_id: str, body: SessionUpdate) -> dict[str, Any]:
+        async with self._lock(session_id):
+            loaded = self.load(session_id)
+            session = loaded.doc["session"]
+            given = body.model_fields_set
+            if body.agent is not None:
+                agent = session["agent"]
+                fields = body.agent.model_fields_set
+                if "tools" in fields:
+                    if body.agent.tools:
+                        check_tools(body.agent.tools, "agent.tools")
+                    agent["tools"] = persisted_tools(body.agent.tools)
+                if "model" in fields and body.agent.model is not None:
+                    agent["model"] = body.agent.model
+                if "reasoning" in fields:
+                    effort = body.agent.reasoning.effort if body.agent.reasoning else None
+                    agent["reasoning"] = {**agent["reasoning"], "effort": effort}
+                if "service_tier" in fields:
+                    agent["service_tier"] = body.agent.service_tier or "auto"
+            if "metadata" in given:
+                session["metadata"] = dict(body.metadata or {})
+            if "prompt_cache_options" in given:
+                if body.prompt_cache_options is None:
+                    session.pop("prompt_cache_options", None)
+                else:
+                    session["prompt_cache_options"] = body.prompt_cache_options
+            if "review" in given:
+                if body.review in (None, "none"):
+                    session.pop("review", None)
+                else:
+                    session["review"] = body.review
+            self._save(loaded)
+            return loaded.object()
+
+    async def delete_session(self, session_id: str) -> dict[str, Any]:
+        async with self._lock(session_id):
+            self.load(session_id)
+            self.records.delete(SESSION, session_id)
+            self._sessions.pop(session_id, None)
+        for sub in self._subscribers.pop(session_id, set()):
+            sub.queue.put_nowait(None)
+        return {"id": session_id, "deleted": True, "object": "agent.session.deleted"}
+
+    def items(self, session_id: str, turn_id: str | None = None) -> list[dict[str, Any]]:
+        doc = self.load(session_id).doc
+        if turn_id is not None:
+            self.turn(session_id, turn_id)
+            return [i for i in doc["items"] if i["turn_id"] == turn_id]
+        return list(doc["items"])
+
+    def turns(self, session_id: str) -> list[dict[str, Any]]:
+        return list(self.load(session_id).doc["turns"])
+
+    def turn(self, session_id: str, turn_id: str) -> dict[str, Any]:
+        for turn in self.load(session_id).doc["turns"]:
+            if turn["id"] == turn_id:
+                return turn  # type: ignore[no-any-return]
+        raise NotFound(f"No turn found with id '{turn_id}' in session '{session_id}'.", param="turn_id")
+
+    # ---- events in --------------------------------------------------------------------------
+
+    async def submit(self, session_id: str, body: EventsBody, idempotency_key: str | None) -> None:
+        """Validate and apply input events; on return the change is stored (the 202)."""
+        async with self._lock(session_id):
+            session = self.load(session_id)
+            doc = session.doc
+            digest = hashlib.sha256(body.model_dump_json(by_alias=True).encode()).hexdigest()
+            if idempotency_key is not None:
+                seen = doc["idempotency"].get(idempotency_key)
+                if seen == digest:
+                    return
+                if seen is not None:
+                    raise InvalidRequest(
+                        f"Idempotency-Key '{idempotency_key}' was already used with other events for this session.",
+                        param="Idempotency-Key",
+                        code="idempotency_key_reused",
+                    )
+            todo = session.validate(body)
+            events: list[Event] = []
+            resume = False
+            for event in todo:
+                if isinstance(event, ToolResult):
+                    resume = session.apply_result(event, events) or resume
+                elif isinstance(event, MessageInput):
+                    session.begin_turn(list(event.input), events)
+                    resume = True
+                elif isinstance(event, CancelInput):
+                    session.cancel(events)
+                    resume = False
+            if idempotency_key is not None:
+                doc["idempotency"][idempotency_key] = digest
+            doc["session"]["last_active_at"] = self.now()
+            self._save(session)
+            self._publish(session_id, events)
+        if resume:
+            self._schedule(session_id)
+
+    # ---- the model steps ----------------------------------------------------------------------
+
+    def _schedule(self, session_id: str) -> None:
+        task = asyncio.ensure_future(self._drive(session_id))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _drive(self, session_id: str) -> None:
+        async with self._lock(session_id):
+            try:
+                session = self.load(session_id)
+            except NotFound:
+                return  # deleted meanwhile
+            for _ in range(MAX_STEPS):
+                if session.status != "in_progress" or session.doc["turn_id"] is None:
+                    return
+                events: list[Event] = []
+                try:
+                    response = await self._play(session.doc)
+                except EmulatorError as e:
+                    session.fail_turn(e.message, "invalid_request" if e.status < 500 else "server_error", e, events)
+                    done = True
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # a failed turn, never a silently stuck session
+                    log.exception("agent session %s: the turn failed", session_id)
+                    error = EmulatorError("The server had an error while processing the turn.")
+                    session.fail_turn(error.message, "internal_error", error, events)
+                    done = True
+                else:
+                    done = session.apply_output(response, events)
+                self._save(session)
+                self._publish(session_id, events)
+                if done:
+                    return
+            events = []
+            error = EmulatorError(f"The turn took more than {MAX_STEPS} model steps without waiting for input.")
+            session.fail_turn(error.message, "internal_error", error, events)
+            self._save(session)
+            self._publish(session_id, events)
+
+    async def _play(self, doc: Doc) -> dict[str, Any]:
+        agent = doc["session"]["agent"]
+        ptc = ptc_enabled(agent["tools"])
+        tools: list[dict[str, Any]] = []
+        for tool in agent["tools"]:
+            if tool["type"] == "function":
+                entry = {k: tool[k] for k in ("type", "name", "description", "parameters")}
+                if ptc:
+                    entry["allowed_callers"] = ["direct", "programmatic"]
+                tools.append(entry)
+        if ptc:
+            tools.append({"type": "programmatic_tool_calling"})
+        body: dict[str, Any] = {
+            "model": agent["model"],
+            "store": False,
+            "input": doc["transcript"],
+            "tools": tools,
+            "include": ["reasoning.encrypted_content"],
+        }
+        if agent.get("instructions") is not None:
+            body["instructions"] = agent["instructions"]
+        request = CreateRequest.model_validate_json(json.dumps(body))
+        prepared = self.engine.prepare(request, scope=doc["scope"])
+        return await self.engine.complete(prepared)
+
+    # ---- events out -------------------------------------------------------------------------
+
+    def subscribe(self, session_id: str) -> Subscription:
+        """A subscription whose first event is the session's current state."""
+        session = self.load(session_id)
+        snapshot = session.event(f"agent.session.{session.status}", session=session.object())
+        return self._subscribe(session_id, snapshot)
+
+    def _subscribe(self, session_id: str, snapshot: Event | None) -> Subscription:
+        subscription = Subscription(self, session_id, snapshot)
+        self._subscribers.setdefault(session_id, set()).add(subscription)
+        return subscription
+
+    def _publish(self, session_id: str, events: list[Event]) -> None:
+        for sub in self._subscribers.get(session_id, set()):
+            for event in events:
+                sub.queue.put_nowait(event)
+
+    # ---- helpers ------------------------------------------------------------------------------
+
+    def _lock(self, session_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(session_id, asyncio.Lock())
+
+    def _save(self, session: Session) -> None:
+        self.records.put(SESSION, session.id, session.doc)

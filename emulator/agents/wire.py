@@ -1,0 +1,405 @@
+"""The Agents API's request bodies and the agent object (beta, `OpenAI-Beta: agents=v1`).
+
+Field lists follow openai 3.51's `types/beta/agent_*_params.py` and `agents/session_*_params.py`.
+What the emulator can honour is accepted; what it cannot (other environments, MCP and web search
+tools, deferred loading, subagents, vaults) is refused with a 400 that says so, never accepted and
+ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import Discriminator, Field, StringConstraints, Tag, field_validator, model_validator
+
+from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator.wire.items import OpenJSON, OpenModel, WireModel
+from ptc_emulator.emulator.wire.request import check_json
+
+__all__ = [
+    "AgentCreate",
+    "AgentUpdate",
+    "EventsBody",
+    "FunctionToolParam",
+    "InputMessage",
+    "InputEvent",
+    "SessionAgent",
+    "SessionCreate",
+    "SessionUpdate",
+    "ToolResult",
+    "agent_object",
+    "message_text_parts",
+    "persisted_tools",
+    "ptc_enabled",
+    "session_agent",
+]
+
+ToolName = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9_-]{1,128}$")]
+Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+ServiceTier = Literal["auto", "default", "flex", "priority", "fast", "ultrafast"]
+MAX_TOOLS_BYTES = 3 * 2**20
+
+
+class FunctionToolParam(WireModel):
+    type: Literal["function"]
+    name: ToolName
+    description: str
+    parameters: OpenJSON
+    defer_loading: bool | None = None
+    async_: bool | None = Field(default=None, alias="async")
+
+
+class PTCToolParam(WireModel):
+    type: Literal["programmatic_tool_calling"]
+    enabled: bool | None = None
+    """Whether tools can be called from model-generated code; defaults to true."""
+
+
+class OtherToolParam(OpenModel):
+    """tool_search, mcp, web_search, computer_use, automations: refused in `check_tools`."""
+
+    type: str
+
+
+def _tool_tag(value: Any) -> str:
+    tag = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return tag if tag in ("function", "programmatic_tool_calling") else "other"
+
+
+AgentToolParam: TypeAlias = Annotated[
+    Annotated[FunctionToolParam, Tag("function")]
+    | Annotated[PTCToolParam, Tag("programmatic_tool_calling")]
+    | Annotated[OtherToolParam, Tag("other")],
+    Discriminator(_tool_tag),
+]
+
+
+class ReasoningParam(WireModel):
+    effort: Effort | None = None
+    summary: Literal["concise", "detailed", "auto"] | None = None
+
+
+class TextFormatParam(OpenModel):
+    type: Literal["text", "json_schema"]
+
+
+class TextParam(WireModel):
+    format: TextFormatParam | None = None
+    verbosity: Literal["low", "medium", "high"] | None = None
+
+
+class MultiAgentParam(WireModel):
+    enabled: bool
+    max_concurrent_subagents: int | None = None
+
+
+class CompactionParam(WireModel):
+    async_: bool | None = Field(default=None, alias="async")
+
+
+class ExperimentalParam(WireModel):
+    time_awareness: bool | None = None
+
+
+def _metadata(value: dict[str, str] | None) -> dict[str, str] | None:
+    if value is not None:
+        if len(value) > 16:
+            raise ValueError("metadata can hold at most 16 keys")
+        for key, item in value.items():
+            if len(key) > 64 or len(item) > 512:
+                raise ValueError("metadata keys are at most 64 characters and values at most 512")
+    return value
+
+
+class _Checked(WireModel):
+    @model_validator(mode="before")
+    @classmethod
+    def _sane(cls, value: Any) -> Any:
+        check_json(value)
+        return value
+
+
+class AgentFields(_Checked):
+    """What an agent is made of; shared by create, update and a session's inline agent."""
+
+    model: str | None = None
+    instructions: str | None = None
+    name: str | None = None
+    metadata: dict[str, str] | None = None
+    reasoning: ReasoningParam | None = None
+    text: TextParam | None = None
+    tools: list[AgentToolParam] | None = None
+    multi_agent: MultiAgentParam | None = None
+    service_tier: ServiceTier | None = None
+    compaction: CompactionParam | None = None
+    experimental: ExperimentalParam | None = None
+
+    _check_metadata = field_validator("metadata")(_metadata)
+
+
+class AgentCreate(AgentFields):
+    model: str  # required on create
+
+
+class AgentUpdate(AgentFields):
+    pass
+
+
+class SessionAgent(AgentFields):
+    """A session's inline `agent`: with `agent_id` its fields override the saved agent."""
+
+
+class InputText(WireModel):
+    type: Literal["input_text"]
+    text: str
+
+
+class InputImage(WireModel):
+    type: Literal["input_image"]
+    image_url: str
+
+
+InputContent: TypeAlias = Annotated[InputText | InputImage, Field(discriminator="type")]
+
+
+class InputMessage(WireModel):
+    role: Literal["user"]
+    content: list[InputContent]
+    type: Literal["message"] | None = None
+
+
+class SessionCreate(_Checked):
+    environment: OpenJSON
+    agent: SessionAgent | None = None
+    agent_id: str | None = None
+    input: str | list[InputMessage] | None = None
+    metadata: dict[str, str] | None = None
+    prompt_cache_options: OpenJSON | None = None
+    review: Literal["none", "auto_review"] | None = None
+    spend_control: OpenJSON | None = None
+    stream: bool | None = None
+    stream_options: OpenJSON | None = None
+    vault_ids: list[str] | None = None
+
+    _check_metadata = field_validator("metadata")(_metadata)
+
+
+class SessionAgentUpdate(WireModel):
+    model: str | None = None
+    reasoning: ReasoningParam | None = None
+    service_tier: ServiceTier | None = None
+    tools: list[AgentToolParam] | None = None
+
+
+class SessionUpdate(_Checked):
+    agent: SessionAgentUpdate | None = None
+    metadata: dict[str, str] | None = None
+    prompt_cache_options: OpenJSON | None = None
+    review: Literal["none", "auto_review"] | None = None
+    spend_control: OpenJSON | None = None
+
+    _check_metadata = field_validator("metadata")(_metadata)
+
+
+# ---- input events -----------------------------------------------------------------------------
+
+
+class ToolResult(WireModel):
+    type: Literal["agent.session.input.tool_result"]
+    turn_id: str
+    call_id: str
+    success: bool
+    output: str | list[InputContent] | None = None
+    error: str | None = None
+
+    def answer(self) -> dict[str, Any]:
+        """What the result says, comparable with an earlier delivery of the same call's result."""
+        output = self.output if isinstance(self.output, str | None) else [p.model_dump() for p in self.output]
+        return {"success": self.success, "output": output, "error": self.error}
+
+
+class MessageInput(WireModel):
+    type: Literal["agent.session.input.message"]
+    input: list[InputMessage] = Field(min_length=1)
+
+
+class CancelInput(WireModel):
+    type: Literal["agent.session.input.cancel"]
+
+
+class ApprovalResult(OpenModel):
+    """MCP and computer-use approval results: no such request is ever pending here."""
+
+    type: Literal[
+        "agent.session.input.mcp_approval_request_result", "agent.session.input.computer_use_approval_request_result"
+    ]
+    request_id: str
+
+
+InputEvent: TypeAlias = Annotated[ToolResult | MessageInput | CancelInput | ApprovalResult, Field(discriminator="type")]
+
+
+class EventsBody(_Checked):
+    events: list[InputEvent] = Field(min_length=1)
+
+
+# ---- objects ----------------------------------------------------------------------------------
+
+
+def check_tools(tools: list[AgentToolParam], param: str = "tools") -> None:
+    """Refuse what the emulator cannot honour; the rest is a function or the PTC switch."""
+    names: set[str] = set()
+    for n, tool in enumerate(tools):
+        where = f"{param}[{n}]"
+        if isinstance(tool, OtherToolParam):
+            raise InvalidRequest(
+                f"Agent tools of type '{tool.type}' are not supported by the emulator: it runs function tools and "
+                "programmatic tool calling.",
+                param=f"{where}.type",
+                code="unsupported_parameter",
+            )
+        if isinstance(tool, FunctionToolParam):
+            if tool.name in names:
+                raise InvalidRequest(f"Duplicate tool name: '{tool.name}'.", param=f"{where}.name")
+            names.add(tool.name)
+            if tool.defer_loading:
+                raise InvalidRequest(
+                    "defer_loading needs tool search, which the emulator's Agents API does not support yet.",
+                    param=f"{where}.defer_loading",
+                    code="unsupported_parameter",
+                )
+            if tool.async_:
+                raise InvalidRequest(
+                    "Asynchronous function tools are not supported by the emulator's Agents API.",
+                    param=f"{where}.async",
+                    code="unsupported_parameter",
+                )
+    if sum(isinstance(t, PTCToolParam) for t in tools) > 1:
+        raise InvalidRequest("At most one programmatic_tool_calling entry is allowed.", param=param)
+    if len(json.dumps([dump_tool(t) for t in tools], separators=(",", ":")).encode()) > MAX_TOOLS_BYTES:
+        raise InvalidRequest("The tool list must fit within 3 MiB of compact UTF-8 JSON.", param=param)
+
+
+def check_agent(fields: AgentFields, param: str = "") -> None:
+    prefix = f"{param}." if param else ""
+    if fields.tools:
+        check_tools(fields.tools, f"{prefix}tools")
+    if fields.multi_agent is not None and fields.multi_agent.enabled:
+        raise InvalidRequest(
+            "Subagents (multi_agent.enabled) are not supported by the emulator.",
+            param=f"{prefix}multi_agent.enabled",
+            code="unsupported_parameter",
+        )
+
+
+def dump_tool(tool: AgentToolParam) -> dict[str, Any]:
+    """A tool as the API returns it (`PersistedAgentTool`): defaults filled in."""
+    if isinstance(tool, FunctionToolParam):
+        out: dict[str, Any] = {
+            "type": "function",
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+            "defer_loading": bool(tool.defer_loading),
+        }
+        if tool.async_ is not None:
+            out["async"] = tool.async_
+        return out
+    if isinstance(tool, PTCToolParam):
+        return {"type": "programmatic_tool_calling", "enabled": tool.enabled is not False}
+    return tool.model_dump(mode="json")
+
+
+def persisted_tools(tools: list[AgentToolParam] | None) -> list[dict[str, Any]]:
+    return [dump_tool(t) for t in tools or ()]
+
+
+def ptc_enabled(tools: list[dict[str, Any]]) -> bool:
+    """On unless an entry says `enabled: false` (a type-only entry, or none at all, keeps it on)."""
+    return not any(t["type"] == "programmatic_tool_calling" and t.get("enabled") is False for t in tools)
+
+
+def _settings(fields: AgentFields, base: dict[str, Any] | None) -> dict[str, Any]:
+    """The agent's configuration after applying the fields that were given over `base`."""
+    given = fields.model_fields_set
+    out: dict[str, Any] = dict(
+        base
+        or {
+            "model": None,
+            "instructions": None,
+            "name": None,
+            "metadata": {},
+            "reasoning": {"effort": None, "summary": None},
+            "text": {"format": {"type": "text"}, "verbosity": "medium"},
+            "tools": [],
+            "multi_agent": {"enabled": False},
+            "service_tier": "auto",
+            "compaction": {"async": False},
+            "experimental": {"time_awareness": False},
+        }
+    )
+    if "model" in given and fields.model is not None:
+        out["model"] = fields.model
+    for key in ("instructions", "name"):
+        if key in given:
+            out[key] = getattr(fields, key)
+    if "metadata" in given:
+        out["metadata"] = dict(fields.metadata or {})
+    if "reasoning" in given:
+        r = fields.reasoning
+        out["reasoning"] = {"effort": r.effort if r else None, "summary": r.summary if r else None}
+    if "text" in given:
+        t = fields.text
+        fmt = t.format.model_dump(mode="json") if t and t.format else {"type": "text"}
+        out["text"] = {"format": fmt, "verbosity": (t.verbosity if t else None) or "medium"}
+    if "tools" in given:
+        out["tools"] = persisted_tools(fields.tools)
+    if "multi_agent" in given:
+        m = fields.multi_agent
+        out["multi_agent"] = {"enabled": False} if m is None else m.model_dump(mode="json", exclude_none=True)
+    if "service_tier" in given:
+        out["service_tier"] = fields.service_tier or "auto"
+    if "compaction" in given:
+        c = fields.compaction
+        out["compaction"] = {"async": bool(c.async_) if c else False}
+    if "experimental" in given and fields.experimental is not None:
+        if fields.experimental.time_awareness is not None:
+            out["experimental"] = {"time_awareness": fields.experimental.time_awareness}
+    return out
+
+
+def agent_object(agent_id: str, fields: AgentFields, *, now: int, base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The `Agent` object after create (no base) or update (base: the stored agent)."""
+    settings = _settings(fields, base)
+    created = base["created_at"] if base else now
+    return {**settings, "id": agent_id, "object": "agent", "created_at": created, "updated_at": now}
+
+
+_SESSION_AGENT_KEYS = (
+    "model",
+    "instructions",
+    "name",
+    "reasoning",
+    "text",
+    "tools",
+    "multi_agent",
+    "service_tier",
+    "compaction",
+    "experimental",
+)
+
+
+def session_agent(agent_id: str, fields: SessionAgent | None, saved: dict[str, Any] | None) -> dict[str, Any]:
+    """The session's `agent`: a saved agent with the inline fields over it, or the inline agent."""
+    base = {k: saved[k] for k in _SESSION_AGENT_KEYS} if saved else None
+    if base is not None:
+        base["metadata"] = {}
+    settings = _settings(fields or SessionAgent(), base)
+    out = {k: settings[k] for k in _SESSION_AGENT_KEYS}
+    out["id"] = agent_id
+    return out
+
+
+def message_text_parts(message: InputMessage) -> list[dict[str, Any]]:
+    return [part.model_dump(mode="json") for part in message.content]

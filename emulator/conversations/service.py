@@ -1,0 +1,184 @@
+"""The Conversations API: conversations and their items, kept in the same store as responses.
+
+A conversation is an ordered list of items with ids. `responses.create(conversation=...)` reads
+it as the history before the request's input (as `previous_response_id` reads a chain) and,
+once the response is finished, appends the request's input items and the response's output
+items to it, `program` and `program_output` included. A paused program therefore continues
+through the conversation exactly as through `previous_response_id`: the next request sends the
+tool outputs and names the conversation.
+
+Storage is `ConversationStore` (memory or the responses' SQLite file, see `store.py`); the rules
+and the wire shapes are `Conversations`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from ptc_emulator.emulator.errors import NotFound
+from ptc_emulator.emulator.storage.conversations import ConversationStore, StoredConversation
+from ptc_emulator.emulator.wire.items import InputItem, Item, ItemReference, WireModel
+from ptc_emulator.emulator.wire.pages import listing, page
+from ptc_emulator.emulator.wire.request import check_json, check_metadata
+
+__all__ = [
+    "MAX_ITEMS_PER_REQUEST",
+    "ConversationCreate",
+    "ConversationUpdate",
+    "Conversations",
+    "ItemsCreate",
+]
+
+MAX_ITEMS_PER_REQUEST = 20
+"""Items one create (of a conversation or of its items) may carry, as the hosted API allows."""
+
+
+class _Body(WireModel):
+    @model_validator(mode="before")
+    @classmethod
+    def _sane(cls, value: Any) -> Any:
+        check_json(value)  # NaN, the infinities and lone surrogates: JSON carries them, a reply cannot
+        return value
+
+
+class ConversationCreate(_Body):
+    """`POST /v1/conversations`."""
+
+    items: list[InputItem] | None = Field(default=None, max_length=MAX_ITEMS_PER_REQUEST)
+    metadata: dict[str, str] | None = None
+
+    _metadata = field_validator("metadata")(check_metadata)
+
+
+class ConversationUpdate(_Body):
+    """`POST /v1/conversations/{id}`: the metadata is required (null clears it)."""
+
+    metadata: dict[str, str] | None
+
+    _metadata = field_validator("metadata")(check_metadata)
+
+
+class ItemsCreate(_Body):
+    """`POST /v1/conversations/{id}/items`."""
+
+    items: list[InputItem] = Field(max_length=MAX_ITEMS_PER_REQUEST)
+
+
+class Conversations:
+    """The endpoints' rules and shapes over a `ConversationStore`.
+
+    `as_item` turns a validated input item into a conversation item (with an id and a status);
+    `resolve` turns an `item_reference` into the stored item it names; `as_input` reads a stored
+    item back as an input item. They come from `history.py`, which owns those conversions."""
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        *,
+        ids: Callable[[str], str],
+        clock: Callable[[], float],
+        as_item: Callable[[Item], dict[str, Any]],
+        resolve: Callable[[str, str], Item],
+        as_input: Callable[[dict[str, Any]], Item],
+    ) -> None:
+        self.store = store
+        self.ids = ids
+        self.clock = clock
+        self._as_item = as_item
+        self._resolve = resolve
+        self._as_input = as_input
+
+    # ---- conversations --------------------------------------------------------------------------
+
+    def create(self, body: ConversationCreate) -> dict[str, Any]:
+        items = self._new_items(body.items or [])
+        record = StoredConversation(self.ids("conv"), int(self.clock()), dict(body.metadata or {}))
+        self.store.create(record, items)
+        return record.body()
+
+    def retrieve(self, conversation_id: str) -> dict[str, Any]:
+        return self.stored(conversation_id).body()
+
+    def update(self, conversation_id: str, body: ConversationUpdate) -> dict[str, Any]:
+        record = self.stored(conversation_id)
+        updated = StoredConversation(record.id, record.created_at, dict(body.metadata or {}))
+        if not self.store.update(updated):
+            raise _not_found(conversation_id)
+        return updated.body()
+
+    def delete(self, conversation_id: str) -> dict[str, Any]:
+        if not self.store.delete(conversation_id):
+            raise _not_found(conversation_id)
+        return {"id": conversation_id, "object": "conversation.deleted", "deleted": True}
+
+    def stored(self, conversation_id: str, param: str | None = None) -> StoredConversation:
+        record = self.store.get(conversation_id)
+        if record is None:
+            raise _not_found(conversation_id, param)
+        return record
+
+    # ---- items ----------------------------------------------------------------------------------
+
+    def add_items(self, conversation_id: str, body: ItemsCreate) -> dict[str, Any]:
+        self.stored(conversation_id)
+        items = self._new_items(body.items)
+        if not self.store.append(conversation_id, items):
+            raise _not_found(conversation_id)
+        return listing(items)
+
+    def list_items(
+        self, conversation_id: str, *, after: str | None = None, limit: int = 20, order: str = "desc"
+    ) -> dict[str, Any]:
+        self.stored(conversation_id)
+        return page(
+            self.store.items(conversation_id),
+            after=after,
+            limit=limit,
+            order=order,
+            missing=f"No item with id '{{after}}' in conversation '{conversation_id}'.",
+        )
+
+    def get_item(self, conversation_id: str, item_id: str) -> dict[str, Any]:
+        self.stored(conversation_id)
+        found = next((item for item in self.store.items(conversation_id) if item.get("id") == item_id), None)
+        if found is None:
+            raise _item_not_found(conversation_id, item_id)
+        return found
+
+    def delete_item(self, conversation_id: str, item_id: str) -> dict[str, Any]:
+        record = self.stored(conversation_id)
+        if not self.store.delete_item(conversation_id, item_id):
+            raise _item_not_found(conversation_id, item_id)
+        return record.body()
+
+    # ---- responses.create(conversation=...) -----------------------------------------------------
+
+    def history(self, conversation_id: str) -> list[Item]:
+        """The conversation's items as a request's history, oldest first."""
+        self.stored(conversation_id, param="conversation")
+        return [self._as_input(raw) for raw in self.store.items(conversation_id)]
+
+    def record(self, conversation_id: str, input_items: list[dict[str, Any]], output: list[dict[str, Any]]) -> None:
+        """Append a finished response's input and output items (a deleted conversation keeps nothing)."""
+        self.store.append(conversation_id, [*input_items, *output])
+
+    def _new_items(self, items: list[Any]) -> list[dict[str, Any]]:
+        made = []
+        for index, item in enumerate(items):
+            if isinstance(item, ItemReference):
+                item = self._resolve(item.id, f"items[{index}].id")
+            data = self._as_item(item)
+            data.setdefault("id", self.ids("item"))
+            made.append(data)
+        return made
+
+
+def _not_found(conversation_id: str, param: str | None = None) -> NotFound:
+    return NotFound(f"Conversation with id '{conversation_id}' not found.", param=param)
+
+
+def _item_not_found(conversation_id: str, item_id: str) -> NotFound:
+    return NotFound(f"Item with id '{item_id}' not found in conversation '{conversation_id}'.")

@@ -1,0 +1,165 @@
+"""The request journal: what each client asked and what it got, for tests to assert on.
+
+Kept in memory only (bounded), per caller scope, and never written to disk or logs; a
+`store: false` request appears here because a test author needs to see it, and leaves with the
+process or the next `clear`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from ptc_emulator.emulator.journal.evaluation import Threads
+from ptc_emulator.emulator.wire.request import CreateRequest
+
+__all__ = ["Figures", "Journal", "JournalEntry", "RawJSON", "RawRequest"]
+
+
+@dataclass
+class Figures:
+    """Per response, the figures the guide's "Evaluate" section asks for."""
+
+    model_turns: int = 0
+    """Scripted turns played in this response (a program resumed to its end counts with its turn)."""
+    direct_tool_calls: int = 0
+    """Tool calls of every kind the scripted model made directly."""
+    program_tool_calls: int = 0
+    """Tool calls of every kind programs made (client-answered or settled by the server)."""
+    tool_calls: dict[str, dict[str, int]] = field(default_factory=dict)
+    """The same calls by kind (`function`, `custom`, `shell`, `apply_patch`, ...) and route:
+    `{"custom": {"direct": 0, "program": 2}}`."""
+    programs_run: int = 0
+    """Programs started or resumed (by replay) while answering this request."""
+    retries: int = 0
+    """This request's retry count, as the SDK reports it (`x-stainless-retry-count`)."""
+    kept_out_bytes: int = 0
+    """Bytes of tool output that went to a program in this request instead of the model's context."""
+    kept_out_tokens: int = 0
+    """The same output in tokens: what the model would have read had it been a direct call's."""
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    calls: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Tool calls in the output by kind (the item type) and route: `{"function_call": {"direct": 1,
+    "program": 2}}`."""
+    latency_ms: float = 0.0
+    """From the request's arrival to its journal entry (for a stream: to its last event)."""
+
+
+@dataclass
+class JournalEntry:
+    seq: int
+    at: float
+    scope: str | None
+    method: str
+    path: str
+    status: int
+    request: Any = None
+    """The request body as the client set it (fields it left out are not shown)."""
+    response: Any = None
+    response_id: str | None = None
+    scenario: str | None = None
+    route: list[str] = field(default_factory=list)
+    """What the scripted model did, in order: program, program_output, call, message, refusal, error."""
+    figures: Figures = field(default_factory=Figures)
+    near_miss: dict[str, Any] | None = None
+    contract: list[dict[str, Any]] = field(default_factory=list)
+    """Schema violations found in this request (tool outputs, program call arguments)."""
+    images: list[str] = field(default_factory=list)
+    """URLs a program emitted with image(...): validated, kept here, not sent to the client."""
+    fault: str | None = None
+    conversation: str | None = None
+    """The run this request belongs to (see `evaluation.Threads`): its conversation id, or the id of
+    the first response of its `previous_response_id` chain or replayed item list."""
+    hosted_calls: list[dict[str, Any]] = field(default_factory=list)
+    """Calls the emulator answered on the server's side (MCP, code interpreter, hosted shell), with
+    their route: a program's stay inside the runtime and appear only here."""
+
+    def as_dict(self) -> dict[str, Any]:
+        if isinstance(self.request, RawRequest):
+            self.request = self.request.validated()  # once: later reads parse its JSON text
+        data = asdict(self)
+        # The request is kept as it was validated and dumped only when the journal is read.
+        if isinstance(self.request, BaseModel):
+            data["request"] = self.request.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        # Recorded entries keep their bodies as compact JSON text, parsed only when read.
+        for name in ("request", "response"):
+            value = getattr(self, name)
+            if isinstance(value, RawJSON):
+                data[name] = json.loads(value)
+        return data
+
+
+class RawJSON(bytes):
+    """A body kept as its JSON text: a few bytes per character instead of an object graph."""
+
+
+class RawRequest(RawJSON):
+    """A create request's body as the client sent it (bytes), kept instead of its validated model:
+    no object graph while it waits in the journal, and no dump on the request's path. It is
+    validated again, and dumped as the request model (fields the client set, by alias), only when
+    the journal is read; the body already passed that validation when it was served."""
+
+    def validated(self) -> RawJSON:
+        request = CreateRequest.model_validate(json.loads(self))
+        return RawJSON(request.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8"))
+
+
+def _compact(value: Any) -> Any:
+    if value is None or isinstance(value, RawJSON):
+        return value
+    if isinstance(value, BaseModel):
+        return RawJSON(value.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8"))
+    return RawJSON(json.dumps(value, separators=(",", ":")).encode("utf-8"))
+
+
+_ENTRY_OVERHEAD = 1024
+"""What an entry costs besides its bodies (the record, its figures and lists), roughly."""
+
+
+class Journal:
+    """Bounded by entries and by bytes: the oldest entries leave first."""
+
+    def __init__(self, limit: int = 10_000, max_bytes: int = 64 * 2**20) -> None:
+        self.limit = limit
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._entries: deque[tuple[JournalEntry, int]] = deque()
+        self._seq = itertools.count(1)
+        self._lock = threading.Lock()
+        self.threads = Threads()
+
+    def next_seq(self) -> int:
+        return next(self._seq)
+
+    def record(self, entry: JournalEntry) -> None:
+        entry.request = _compact(entry.request)
+        entry.response = _compact(entry.response)
+        size = _ENTRY_OVERHEAD + len(entry.request or b"") + len(entry.response or b"")
+        with self._lock:
+            self._entries.append((entry, size))
+            self.bytes += size
+            while len(self._entries) > 1 and (len(self._entries) > self.limit or self.bytes > self.max_bytes):
+                self.bytes -= self._entries.popleft()[1]
+
+    def entries(self, scope: str | None = None) -> list[JournalEntry]:
+        with self._lock:
+            return [e for e, _ in self._entries if scope is None or e.scope == scope]
+
+    def clear(self, scope: str | None = None) -> int:
+        with self._lock:
+            before = len(self._entries)
+            if scope is None:
+                self._entries.clear()
+            else:
+                self._entries = deque((e, n) for e, n in self._entries if e.scope != scope)
+            self.bytes = sum(n for _, n in self._entries)
+            return before - len(self._entries)

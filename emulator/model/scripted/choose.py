@@ -1,0 +1,190 @@
+"""Which script plays a request: the first scenario that matches, else the latest user message's
+inline ```js block (or tool search), else a 400 that says what came closest.
+
+`tool_choice` (below): what the request lets the scripted model do next, and the turns that contradict it.
+
+A hosted model obeys `tool_choice`; a scripted one cannot, so a scenario whose next turn does
+what the request forbids does not match (the near-miss report says why), and an inline program
+under `tool_choice: "none"` is refused. The choices and what they allow:
+
+    none                              a message or a refusal; no program, no call
+    required                          a program or a call
+    {"type": "function", name}        a direct call of that function
+    {"type": "custom", name}          a direct call of that custom tool
+    {"type": "shell"|"apply_patch"}   a direct call of that tool
+    {"type": "programmatic_tool_calling"}   a program
+    {"type": "allowed_tools", mode, tools}  programs and calls of the listed tools only; with
+                                      mode "required", a program or a call
+
+A program the request resumes is not the model choosing, so it is never checked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ptc_emulator.emulator.errors import EmulatorError, NoScenarioMatched
+from ptc_emulator.emulator.model.scripted.scenario import NearMiss, Request, Scenario, ScenarioRegistry, Turn
+from ptc_emulator.emulator.model.scripted.script import Script, inline_code, inline_search, position
+from ptc_emulator.emulator.rules.conversation import Conversation
+from ptc_emulator.emulator.tools.kinds import bind
+from ptc_emulator.emulator.tools.toolset import Toolset
+from ptc_emulator.emulator.wire.request import CreateRequest
+from ptc_emulator.emulator.wire.tools import (
+    AllowedToolsChoice,
+    CustomToolChoice,
+    FunctionToolChoice,
+    KindToolChoice,
+    ProgrammaticToolChoice,
+)
+
+__all__ = ["choose_script", "conflict", "describe", "next_turn_conflict"]
+
+
+def choose_script(
+    scenarios: ScenarioRegistry, conv: Conversation, request: CreateRequest, toolset: Toolset, scope: str | None
+) -> Script:
+    text = conv.anchor_text
+
+    def contradiction(scenario: Scenario) -> str | None:
+        if conv.open_program is not None:
+            return None  # resuming a program is not the model choosing
+        script = Script(scenario.name, list(scenario.turns), {}, scenario)
+        return next_turn_conflict(request, script.turns, lambda: position(conv, script)[0])
+
+    found = scenarios.match(
+        Request(
+            text=text,
+            tools=frozenset({*toolset.declared, *bind(request, toolset)}),
+            ptc=request.ptc_enabled,
+            model=request.model or "",
+            metadata=request.metadata or {},
+            scope=scope,
+            deferred=frozenset(n for n in toolset.declared if toolset.not_loaded(n)),
+            choice=contradiction,
+        )
+    )
+    if not isinstance(found, list):
+        scenario, captures = found
+        return Script(scenario.name, list(scenario.turns), {"input": text, **captures}, scenario)
+    code, search = inline_code(text), inline_search(text)
+    if code is not None or search is not None:
+        script = Script.inline(code, search)
+        reason = None
+        if conv.open_program is None:
+            reason = next_turn_conflict(request, script.turns, lambda: position(conv, script)[0])
+        if reason is None:
+            return script
+        raise no_match(text, found, inline=f"the ```js block cannot run: {reason}")
+    raise no_match(text, found)
+
+
+def no_match(text: str, misses: list[NearMiss], inline: str | None = None) -> NoScenarioMatched:
+    """The 400 for a request no script plays, with the near-miss report the journal keeps."""
+    shown = text if len(text) <= 120 else text[:117] + "..."
+    if misses:
+        closest = "; ".join(f"'{m.scenario}' ({m.field}): {m.reason}" for m in misses[:3])
+        message = f"No scenario matches this request. Closest: {closest}."
+    else:
+        message = "No scenario matches this request (no scenario is loaded)."
+    if inline is None:
+        message += " The latest user message has no ```js code block to run inline either."
+    else:
+        message += f" The latest user message has a ```js code block, but {inline}."
+    report: dict[str, Any] = {
+        "input": shown,
+        "near_misses": [m.as_dict() for m in misses],
+        "inline_code": inline is not None,
+    }
+    if inline is not None:
+        report["inline_conflict"] = inline
+    return NoScenarioMatched(message, report)
+
+
+# tool_choice: what the request lets the scripted model do next
+
+
+def describe(choice: Any) -> str:
+    """The choice as a message shows it."""
+    if isinstance(choice, str):
+        return f"'{choice}'"
+    if isinstance(choice, FunctionToolChoice | CustomToolChoice):
+        return f"the {choice.type} tool '{choice.name}'"
+    if isinstance(choice, KindToolChoice):
+        return f"the {choice.type} tool"
+    if isinstance(choice, ProgrammaticToolChoice):
+        return "programmatic_tool_calling"
+    if isinstance(choice, AllowedToolsChoice):
+        return f"allowed_tools ({choice.mode})"
+    return f"'{getattr(choice, 'type', choice)}'"
+
+
+def _what(turn: Turn) -> str:
+    if turn.kind == "program":
+        return "runs a program"
+    if turn.kind == "call":
+        names = ", ".join(f"'{c.name}'" for c in turn.calls)
+        return f"calls {names}"
+    if turn.kind in ("mcp", "code_interpreter"):
+        return f"makes a direct {turn.kind} call"
+    return f"is a {turn.kind}"
+
+
+def _allowed_names(choice: AllowedToolsChoice) -> tuple[set[str], bool]:
+    names: set[str] = set()
+    programs = False
+    for tool in choice.tools:
+        kind = tool.get("type")
+        if kind == "programmatic_tool_calling":
+            programs = True
+        elif kind in ("function", "custom"):
+            names.add(str(tool.get("name")))
+        elif isinstance(kind, str):
+            names.add(kind)
+    return names, programs
+
+
+def conflict(choice: Any, turn: Turn, number: int) -> str | None:
+    """Why turn `number` (1-based) does what `choice` forbids, or None."""
+    if choice is None or choice == "auto":
+        return None
+    tool_turn = turn.kind in ("program", "call", "mcp", "code_interpreter")
+    ok: bool
+    if choice == "none":
+        ok = not tool_turn
+    elif choice == "required":
+        ok = tool_turn
+    elif isinstance(choice, FunctionToolChoice | CustomToolChoice):
+        ok = turn.kind == "call" and all(c.name == choice.name for c in turn.calls)
+    elif isinstance(choice, KindToolChoice):
+        ok = turn.kind == "call" and all(c.name == choice.type for c in turn.calls)
+    elif isinstance(choice, ProgrammaticToolChoice):
+        ok = turn.kind == "program"
+    elif isinstance(choice, AllowedToolsChoice):
+        names, programs = _allowed_names(choice)
+        if turn.kind == "program":
+            ok = programs
+        elif turn.kind == "call":
+            ok = all(c.name in names for c in turn.calls)
+        else:
+            ok = choice.mode == "auto"
+    else:
+        return None  # a hosted tool's choice: nothing a scenario can do
+    if ok:
+        return None
+    return f"tool_choice is {describe(choice)}, but turn {number} {_what(turn)}"
+
+
+def next_turn_conflict(request: CreateRequest, turns: list[Turn], position: Any) -> str | None:
+    """`conflict` for the turn a response would start with; `position()` gives that turn (it may
+    raise for a conversation that does not follow these turns: then nothing is reported here)."""
+    choice = request.tool_choice
+    if choice is None or choice == "auto":
+        return None
+    try:
+        turn = position()
+    except EmulatorError:
+        return None
+    if turn >= len(turns):
+        return None
+    return conflict(choice, turns[turn], turn + 1)

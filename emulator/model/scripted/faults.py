@@ -1,0 +1,97 @@
+"""Injected failures (a scenario turn's `fault`): what each does, and when.
+
+A fault belongs to the response that starts its turn, not to the responses that resume a
+program the turn started. An HTTP error answers the first `times` requests for one conversation
+state, so the SDK's retries of the same request see it and then get through.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from typing import Any
+
+from ptc_emulator.emulator.errors import ScriptedError
+from ptc_emulator.emulator.model.scripted.scenario import Fault
+from ptc_emulator.emulator.wire.items import Item, dump
+from ptc_emulator.sandbox import Failed, Limits
+
+__all__ = ["FaultInjector", "InjectedHTTPError", "describe", "forced_failure"]
+
+_BODIES: dict[int, tuple[str, str, str | None]] = {
+    429: ("Rate limit reached for requests (injected by the scenario).", "requests", "rate_limit_exceeded"),
+    500: ("The server had an error while processing your request. Sorry about that!", "server_error", None),
+    503: ("The engine is currently overloaded, please try again later.", "server_error", None),
+}
+
+
+class FaultInjector:
+    def __init__(self, remember: int = 10_000) -> None:
+        self._seen: OrderedDict[tuple[Any, ...], int] = OrderedDict()
+        self._remember = remember
+
+    def http_error(self, fault: Fault, key: tuple[Any, ...], items: list[Item]) -> str | None:
+        """Raise the fault's HTTP error if this conversation state has not had it `times` times yet.
+
+        Returns what the fault does to the response otherwise (for the journal)."""
+        if fault.http_error is None:
+            return describe(fault)
+        state = (*key, _digest(items))
+        seen = self._seen.get(state, 0)
+        if seen >= fault.times:
+            return describe(fault)
+        self._seen[state] = seen + 1
+        self._seen.move_to_end(state)
+        while len(self._seen) > self._remember:
+            self._seen.popitem(last=False)
+        headers = {}
+        if fault.retry_after is not None:
+            headers["retry-after"] = f"{fault.retry_after:g}"
+            headers["retry-after-ms"] = str(int(fault.retry_after * 1000))
+        if fault.should_retry is not None:
+            headers["x-should-retry"] = "true" if fault.should_retry else "false"
+        message, type_, code = _BODIES[fault.http_error]
+        raise InjectedHTTPError(
+            fault.http_error,
+            message,
+            type=type_,
+            code=code,
+            headers=headers,
+            what=f"http_error {fault.http_error} ({seen + 1} of {fault.times})",
+        )
+
+
+class InjectedHTTPError(ScriptedError):
+    """A turn's `http_error` fault; `what` says which of its `times` this was."""
+
+    def __init__(self, status: int, message: str, *, what: str, **kwargs: Any) -> None:
+        super().__init__(status, message, **kwargs)
+        self.what = what
+
+
+def forced_failure(fault: Fault | None, limits: Limits) -> Failed | None:
+    """The outcome a program fault imposes instead of running the program."""
+    if fault is None:
+        return None
+    if fault.program_timeout:
+        return Failed("timeout", f"program exceeded its time limit of {limits.timeout_s:g} s")
+    if fault.program_incomplete is not None:
+        return Failed("runtime", fault.program_incomplete)
+    return None
+
+
+def describe(fault: Fault) -> str | None:
+    parts = [
+        f"latency {fault.latency_ms} ms" if fault.latency_ms else "",
+        f"cut_stream_after {fault.cut_stream_after}" if fault.cut_stream_after is not None else "",
+        "program_timeout" if fault.program_timeout else "",
+        "program_incomplete" if fault.program_incomplete is not None else "",
+        f"response_incomplete {fault.response_incomplete}" if fault.response_incomplete else "",
+    ]
+    return ", ".join(p for p in parts if p) or None
+
+
+def _digest(items: list[Item]) -> str:
+    data = json.dumps([dump(item) for item in items], sort_keys=True)
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()

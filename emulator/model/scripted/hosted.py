@@ -1,0 +1,360 @@
+"""Tools that run on the server's side: MCP, code interpreter, shell in a hosted container.
+
+What a program sees: `tools.<server_label>.<tool>(args)` for each tool an MCP server lists
+(filtered by `allowed_tools`), `tools.code_interpreter({code})`, and `tools.shell({commands,
+timeout_ms?, max_output_length?})` when the request's shell tool has a hosted environment
+(`container_auto`, `container_reference`). Such a call never reaches the client: the emulator
+answers it (an MCP server it calls, or what the scenario scripts) and the program goes on in
+the same response. The Agents SDK Runner rejects a program-owned item in the response that
+carries its program's `program_output` (contract §12), so these calls stay inside the runtime:
+the journal lists them (`hosted_calls`), the client does not. The one exception is an MCP call
+that needs approval: the program pauses on an `mcp_approval_request` with the program's caller.
+
+Resuming a program replays it from a journal of tool results, so the results of its hidden
+calls must survive the round trip without being fetched again (an MCP call may have side
+effects). When a program pauses after hidden calls, the response carries a `reasoning` item
+whose `encrypted_content` seals them (the runtime record). The client replays it with the other
+items, or `previous_response_id` finds it. A record that fails its seal is refused. Within one
+process, a memo keyed by the program and the call's position also keeps a retried request from
+calling the server again.
+
+Rejected: fetching again on replay (repeats side effects); server-side state only (lost under
+`store: false` in another process); carrying the record in item ids (clients may drop ids).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ptc_emulator.emulator.errors import InvalidRequest, StatusError
+from ptc_emulator.emulator.model.scripted.hosted_script import CodeInterpreterSpec, HostedScript
+from ptc_emulator.emulator.rules.conversation import Conversation
+from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
+from ptc_emulator.emulator.tools.mcp import Listing, McpServerSpec, call_tool, list_tools
+from ptc_emulator.emulator.wire.items import (
+    McpApprovalRequest,
+    McpApprovalResponse,
+    ProgramCaller,
+    ReasoningItem,
+)
+from ptc_emulator.emulator.wire.tools import CodeInterpreterTool, McpTool
+from ptc_emulator.sandbox import PendingCall, ToolResult
+
+__all__ = [
+    "Hosted",
+    "Memo",
+    "Unscripted",
+]
+
+CODE_INTERPRETER = "code_interpreter"
+SHELL = "shell"
+HOSTED_ENVIRONMENTS = ("container_auto", "container_reference")
+
+
+# ---- the runtime --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Unscripted:
+    """A hosted call nobody scripted: the program ends `incomplete` with this message."""
+
+    message: str
+
+
+class Memo:
+    """Hidden call results by (program, position), bounded: a retried request calls nothing twice."""
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self._results: OrderedDict[str, ToolResult] = OrderedDict()
+        self._limit = limit
+
+    def get(self, key: str) -> ToolResult | None:
+        return self._results.get(key)
+
+    def put(self, key: str, result: ToolResult) -> None:
+        self._results[key] = result
+        while len(self._results) > self._limit:
+            self._results.popitem(last=False)
+
+
+def _shell_environment(tool: Any) -> str | None:
+    environment = getattr(tool, "environment", None)
+    if environment is None and isinstance(getattr(tool, "model_extra", None), dict):
+        environment = tool.model_extra.get("environment")
+    if isinstance(environment, dict):
+        kind = environment.get("type")
+        return kind if isinstance(kind, str) else None
+    kind = getattr(environment, "type", None)
+    return kind if isinstance(kind, str) else None
+
+
+@dataclass
+class Hosted:
+    """One response's view of the server-side tools: listings, results, the runtime record."""
+
+    tools: list[Any]
+    """The request's tools."""
+    ptc: bool
+    script: HostedScript | None
+    conversation: Conversation
+    signer: Signer
+    memo: Memo
+    available: Callable[[str], bool] = lambda key: True
+    """Whether a deferred tool is loaded (`Toolset.other_available`: `mcp:<server_label>`)."""
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    """Every hidden call answered in this response, for the journal."""
+    _listings: dict[str, Listing] = field(default_factory=dict)
+    _records: dict[str, dict[int, ToolResult]] = field(default_factory=dict)
+    _carried: dict[str, int] = field(default_factory=dict)
+
+    # ---- the request's hosted tools -------------------------------------------------------------
+
+    @property
+    def mcp_tools(self) -> dict[str, McpTool]:
+        return {
+            t.server_label: t for t in self.tools if isinstance(t, McpTool) and self.available(f"mcp:{t.server_label}")
+        }
+
+    @property
+    def code_interpreter(self) -> CodeInterpreterTool | None:
+        return next((t for t in self.tools if isinstance(t, CodeInterpreterTool)), None)
+
+    @property
+    def hosted_shell(self) -> Any | None:
+        return next(
+            (
+                t
+                for t in self.tools
+                if getattr(t, "type", None) == SHELL and _shell_environment(t) in HOSTED_ENVIRONMENTS
+            ),
+            None,
+        )
+
+    def static_names(self) -> tuple[str, ...]:
+        """Hosted tools a program may call whose names need no listing."""
+        if not self.ptc:
+            return ()
+        names = []
+        ci = self.code_interpreter
+        if ci is not None and ci.programmatic:
+            names.append(CODE_INTERPRETER)
+        shell = self.hosted_shell
+        if shell is not None and "programmatic" in (getattr(shell, "allowed_callers", None) or ()):
+            names.append(SHELL)
+        return tuple(names)
+
+    def declared(self, label: str) -> McpServerSpec | None:
+        return self.script.mcp_servers.get(label) if self.script is not None else None
+
+    async def listing(self, tool: McpTool) -> Listing:
+        found = self._listings.get(tool.server_label)
+        if found is None:
+            found = self._listings[tool.server_label] = await list_tools(tool, self.declared(tool.server_label))
+            if found.error is not None:
+                raise StatusError(
+                    424,
+                    found.error,
+                    type="external_connector_error",
+                    code="http_error",
+                    param="tools",
+                )
+        return found
+
+    async def program_names(self) -> tuple[str, ...]:
+        """Every hosted tool a new program may call: `label.tool` per listed MCP tool, and the rest."""
+        names = list(self.static_names())
+        if self.ptc:
+            for label, tool in self.mcp_tools.items():
+                if tool.programmatic:
+                    listing = await self.listing(tool)
+                    names.extend(f"{label}.{entry['name']}" for entry in listing.tools)
+        return tuple(names)
+
+    def owns(self, name: str) -> bool:
+        """Whether a program's call to `name` is answered here rather than by the client."""
+        if name in self.static_names():
+            return True
+        label, dot, _ = name.partition(".")
+        tool = self.mcp_tools.get(label)
+        return bool(dot) and tool is not None and tool.programmatic
+
+    # ---- the runtime record ---------------------------------------------------------------------
+
+    def record(self, program: str) -> dict[int, ToolResult]:
+        """The hidden results a program has had so far, by call position."""
+        found = self._records.get(program)
+        if found is None:
+            found = {}
+            for item in self.conversation.items:
+                if isinstance(item, ReasoningItem) and item.encrypted_content and item.id.startswith("rs_rt"):
+                    data = self.signer.unseal(REASONING_DOMAIN, item.encrypted_content)
+                    runtime = (data or {}).get("runtime")
+                    if data is None or data.get("id") != item.id:
+                        raise InvalidRequest(
+                            f"The encrypted content for item {item.id} could not be verified.",
+                            code="invalid_encrypted_content",
+                            param="input",
+                        )
+                    if isinstance(runtime, dict) and runtime.get("program") == program:
+                        for index, name, arguments, output, is_error in runtime.get("calls", []):
+                            found[int(index)] = ToolResult(name, arguments, output, is_error=bool(is_error))
+            self._records[program] = found
+            self._carried[program] = len(found)
+        return found
+
+    def state_item(self, program: str) -> ReasoningItem | None:
+        """The sealed runtime record to emit at a pause, when it holds anything new."""
+        record = self.record(program)
+        if len(record) == self._carried.get(program, 0):
+            return None
+        self._carried[program] = len(record)
+        calls = [[i, r.name, r.arguments, r.output, r.is_error] for i, r in sorted(record.items())]
+        rid = "rs_rt" + self.signer.token("runtime", program, str(len(calls)), length=40)
+        sealed = self.signer.seal(
+            REASONING_DOMAIN, {"id": rid, "summary": "", "runtime": {"program": program, "calls": calls}}
+        )
+        return ReasoningItem(id=rid, summary=[], encrypted_content=sealed)
+
+    def approval_id(self, program: str, index: int) -> str:
+        return "mcpr_" + self.signer.token("mcp-approval", program, str(index), length=40)
+
+    def _approval(self, approval_id: str) -> McpApprovalResponse | None:
+        return next(
+            (
+                i
+                for i in self.conversation.items
+                if isinstance(i, McpApprovalResponse) and i.approval_request_id == approval_id
+            ),
+            None,
+        )
+
+    # ---- answering a program's call -------------------------------------------------------------
+
+    async def resolve(self, program: str, pending: PendingCall) -> ToolResult | McpApprovalRequest | Unscripted:
+        """Answer a program's hidden call, or say what it waits for."""
+        record = self.record(program)
+        if pending.index in record:
+            return record[pending.index]
+        key = self.signer.token("hosted-call", program, str(pending.index), pending.name, pending.arguments, length=48)
+        remembered = self.memo.get(key)
+        if remembered is not None:
+            record[pending.index] = remembered
+            return remembered
+        arguments = _arguments(pending.arguments)
+        answer: ToolResult | McpApprovalRequest | Unscripted
+        if pending.name == CODE_INTERPRETER:
+            answer = self._code_interpreter(pending, arguments)
+        elif pending.name == SHELL:
+            answer = self._shell(pending, arguments)
+        else:
+            answer = await self._mcp(program, pending, arguments)
+        if isinstance(answer, ToolResult):
+            record[pending.index] = answer
+            self.memo.put(key, answer)
+        return answer
+
+    async def _mcp(
+        self, program: str, pending: PendingCall, arguments: dict[str, Any]
+    ) -> ToolResult | McpApprovalRequest | Unscripted:
+        label, _, name = pending.name.partition(".")
+        tool = self.mcp_tools[label]
+        listing = await self.listing(tool)
+        entry: dict[str, Any] = {"kind": "mcp", "route": "program", "server_label": label, "name": name}
+        approval_id: str | None = None
+        if tool.needs_approval(name, name in listing.read_only):
+            approval_id = self.approval_id(program, pending.index)
+            answer = self._approval(approval_id)
+            if answer is None:
+                return McpApprovalRequest(
+                    id=approval_id,
+                    name=name,
+                    server_label=label,
+                    arguments=pending.arguments,
+                    caller=ProgramCaller(caller_id=program),
+                )
+            entry["approval_request_id"] = approval_id
+            if not answer.approve:
+                why = f": {answer.reason}" if answer.reason else ""
+                self.calls.append({**entry, "status": "denied"})
+                return ToolResult(
+                    pending.name, pending.arguments, f"The call to {pending.name} was not approved{why}", is_error=True
+                )
+        result = await call_tool(tool, self.declared(label), name, arguments)
+        if not result.scripted:
+            return Unscripted(
+                f"The program called tools.{pending.name}({pending.arguments}), and the declared MCP server "
+                f"'{label}' has no result for these arguments: add one under hosted.mcp_servers.{label}."
+            )
+        self.calls.append({**entry, "status": "failed" if result.error else "completed", "error": result.error})
+        if result.error is not None:
+            return ToolResult(pending.name, pending.arguments, result.message(), is_error=True)
+        return ToolResult(pending.name, pending.arguments, result.output or "")
+
+    def code_result(self, code: str) -> CodeInterpreterSpec | None:
+        """The scripted result for this code: the first entry whose pattern it matches."""
+        specs = self.script.code_interpreter if self.script is not None else []
+        return next((s for s in specs if s.code is None or re.search(s.code, code)), None)
+
+    def _code_interpreter(self, pending: PendingCall, arguments: dict[str, Any]) -> ToolResult | Unscripted:
+        code = arguments.get("code")
+        if not isinstance(code, str):
+            return ToolResult(
+                pending.name, pending.arguments, "tools.code_interpreter() takes {code: string}", is_error=True
+            )
+        specs = self.script.code_interpreter if self.script is not None else []
+        spec = self.code_result(code)
+        if spec is None:
+            return Unscripted(
+                "The program called tools.code_interpreter, which runs on OpenAI's side: "
+                + (
+                    "no entry of hosted.code_interpreter matches its code."
+                    if specs
+                    else "no scenario scripts its results (hosted.code_interpreter)."
+                )
+            )
+        ci = self.code_interpreter
+        container = ci.container_id if ci is not None else "cntr_emulator"
+        self.calls.append(
+            {"kind": "code_interpreter", "route": "program", "status": "failed" if spec.error else "completed"}
+        )
+        if spec.error is not None:
+            return ToolResult(pending.name, pending.arguments, spec.error, is_error=True)
+        outputs = spec.all_outputs()
+        logs = "".join(str(o.get("logs", "")) for o in outputs if o.get("type") == "logs")
+        value = {"container_id": container, "outputs": outputs, "logs": logs}
+        return ToolResult(pending.name, pending.arguments, json.dumps(value, ensure_ascii=False))
+
+    def _shell(self, pending: PendingCall, arguments: dict[str, Any]) -> ToolResult | Unscripted:
+        commands = arguments.get("commands")
+        if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands) or not commands:
+            return ToolResult(
+                pending.name,
+                pending.arguments,
+                "tools.shell() takes {commands: string[], timeout_ms?, max_output_length?}",
+                is_error=True,
+            )
+        specs = self.script.shell if self.script is not None else []
+        outputs = []
+        for command in commands:
+            spec = next((s for s in specs if s.command is None or re.fullmatch(s.command, command)), None)
+            if spec is None:
+                return Unscripted(
+                    f"The program ran the command {command!r} in a hosted shell (which runs on OpenAI's side), and "
+                    "no entry of the scenario's hosted.shell matches it."
+                )
+            outputs.append(spec.output())
+        self.calls.append({"kind": "shell", "route": "program", "status": "completed", "commands": len(commands)})
+        return ToolResult(pending.name, pending.arguments, json.dumps(outputs, ensure_ascii=False))
+
+
+def _arguments(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}

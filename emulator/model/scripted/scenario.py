@@ -1,0 +1,483 @@
+"""Scenario files: what the scripted model does for requests that match.
+
+One scenario per YAML file, named `group__case.yaml`:
+
+    name: inventory__sku_123                  # optional; defaults to the file name
+    priority: 0                               # higher wins when several match
+    match:
+      input: '(?i)compare inventory with demand for (?P<sku>sku_\\w+)'   # re.search, latest user message
+      tools: [get_inventory, get_demand]      # the request must declare these function tools
+    turns:
+      - reasoning: Both lookups are independent.   # optional, on any turn
+        program: |
+          const [s, d] = await Promise.all([tools.get_inventory({sku: {{ sku }}}),
+                                            tools.get_demand({sku: {{ sku }}})]);
+          text(JSON.stringify({sku: s.sku, shortage: Math.max(d.requested_units - s.available_units, 0)}));
+      - message: "Shortage for {{ data.sku }}: {{ data.shortage }} units."
+
+Turn kinds: `program`, `call` (direct function calls), `search` (tool search: see
+docs/tool-search.md), `message`, `refusal`, `error`. The
+templates are Jinja2; in `program` code and `call` arguments every `{{ value }}` is inserted
+JSON-encoded, never spliced raw. See `script.py` for the variables a template sees.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from ptc_emulator.emulator.model.scripted import templating
+from ptc_emulator.emulator.model.scripted.hosted_script import HostedScript
+from ptc_emulator.emulator.model.scripted.patterns import PatternError, compile_pattern
+from ptc_emulator.emulator.wire.items import MAX_DEPTH, WireModel, check_depth
+
+__all__ = [
+    "CallSpec",
+    "ErrorSpec",
+    "Fault",
+    "Match",
+    "NearMiss",
+    "Scenario",
+    "ScenarioError",
+    "SearchSpec",
+    "ScenarioRegistry",
+    "Turn",
+    "load_scenario",
+]
+
+
+class ScenarioError(ValueError):
+    """A scenario file or dict that cannot be used, with the reason."""
+
+
+class CallSpec(WireModel):
+    name: str
+    """The tool: a function or custom tool's name, or `shell`, `apply_patch`, `local_shell`."""
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+    """An object (its strings are templates) or a template that renders to a JSON object: a
+    function's arguments, a shell call's `{commands, timeout_ms?, max_output_length?}`, an
+    apply_patch operation `{type, path, diff?}`, a local_shell action `{command, env?, ...}`."""
+    input: str | None = None
+    """A custom tool call's input (a template)."""
+
+
+class SearchSpec(WireModel):
+    """A tool search turn: loads deferred tools before a later turn calls them."""
+
+    query: str | None = None
+    """Ranked with BM25 over the deferred tools' names and descriptions (a template)."""
+    load: list[str] | None = None
+    """Exactly these deferred tools, by qualified name (`shipping.get_delivery_eta`)."""
+    limit: int = Field(default=5, ge=1, le=100)
+    """At most this many tools for a `query`."""
+    arguments: dict[str, Any] | None = None
+    """The `tool_search_call.arguments` as the model writes them; default `{"query": ...}` or
+    `{"paths": [...]}`. With `execution: "client"` they must fit the tool's `parameters`."""
+
+    @model_validator(mode="after")
+    def _one_way(self) -> SearchSpec:
+        if (self.query is None) == (self.load is None):
+            raise ValueError("a search needs exactly one of query, load")
+        return self
+
+
+class ErrorSpec(WireModel):
+    status: int = Field(default=400, ge=400, le=599)
+    message: str
+    type: str = "invalid_request_error"
+    code: str | None = None
+    param: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, text in value.items():
+            if not _HEADER_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not a valid HTTP header name")
+            if not _HEADER_VALUE.fullmatch(text):
+                raise ValueError(f"the value of header {name!r} holds a line break or a character HTTP cannot carry")
+        return value
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]{0,4096}")
+
+
+class Fault(WireModel):
+    """Failure injected into one turn (see the README's "Testing your agent")."""
+
+    http_error: Literal[429, 500, 503] | None = None
+    retry_after: float | None = Field(default=None, ge=0, le=86_400, allow_inf_nan=False)
+    should_retry: bool | None = None
+    times: int = 1
+    """How many requests in a row the HTTP error answers before the turn plays normally."""
+    latency_ms: int = Field(default=0, ge=0, le=600_000)
+    cut_stream_after: int | None = Field(default=None, ge=0)
+    """Close a streamed response after this many events, without a terminal event."""
+    program_timeout: bool = False
+    program_incomplete: str | None = None
+    response_incomplete: Literal["max_output_tokens", "content_filter"] | None = None
+
+
+class McpCallSpec(WireModel):
+    """A direct MCP call the emulator makes itself (the hosted model's `mcp_call`)."""
+
+    server_label: str
+    name: str
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+
+
+class CodeInterpreterCallSpec(WireModel):
+    """A direct code interpreter call; its result comes from the scenario's `hosted.code_interpreter`."""
+
+    code: str
+
+
+KINDS = ("program", "call", "search", "mcp", "code_interpreter", "message", "refusal", "error")
+
+
+class Turn(WireModel):
+    program: str | None = None
+    call: CallSpec | list[CallSpec] | None = None
+    search: SearchSpec | None = None
+    mcp: McpCallSpec | None = None
+    """A direct MCP call, made by the emulator in the same response (or paused on its approval)."""
+    code_interpreter: CodeInterpreterCallSpec | None = None
+    message: str | None = None
+    refusal: str | None = None
+    error: ErrorSpec | None = None
+    reasoning: str | None = None
+    """Emit a reasoning item with this summary before the turn's items."""
+    with_output: bool = True
+    """For a program turn: play the next turn in the same response as the program_output."""
+    fault: Fault | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Turn:
+        kinds = [k for k in KINDS if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError(f"a turn needs exactly one of {', '.join(KINDS)}")
+        return self
+
+    @functools.cached_property
+    def kind(self) -> str:
+        return next(k for k in KINDS if getattr(self, k) is not None)
+
+    @property
+    def calls(self) -> list[CallSpec]:
+        if self.call is None:
+            return []
+        return self.call if isinstance(self.call, list) else [self.call]
+
+
+class Match(WireModel):
+    input: str | None = None
+    """A regular expression searched in the latest user message; named groups become variables."""
+    tools: list[str] = Field(default_factory=list)
+    """Tools the request must declare, by name: function and custom tools' names, `shell`,
+    `apply_patch`, `local_shell`."""
+    model: str | None = None
+    """A regular expression the request's `model` must match in full."""
+    metadata: dict[str, str] = Field(default_factory=dict)
+    """Metadata entries the request must carry."""
+
+    @field_validator("input", "model")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                compile_pattern(value)
+            except PatternError as e:
+                raise ValueError(f"invalid regular expression {value!r}: {e}") from e
+        return value
+
+
+class Scenario(WireModel):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,128}$")
+    description: str | None = None
+    priority: int = 0
+    match: Match = Field(default_factory=Match)
+    turns: list[Turn] = Field(min_length=1)
+    scope: str | None = None
+    """Visible only to requests that carry this scope (header or metadata key); None: to all."""
+    strict_contract: bool | None = None
+    """Reject (400) tool outputs and program arguments that violate the tools' schemas."""
+    hosted: HostedScript | None = None
+    """Results of the tools that run on OpenAI's side: MCP servers, code interpreter, hosted shell."""
+
+    @property
+    def needs_ptc(self) -> bool:
+        return any(t.program is not None for t in self.turns)
+
+
+def load_scenario(data: dict[str, Any] | str | Path, *, default_name: str | None = None) -> Scenario:
+    """A scenario from a dict, a YAML string or a path to a YAML file."""
+    source = "scenario"
+    if isinstance(data, Path):
+        source = str(data)
+        default_name = default_name or data.stem
+        try:
+            data = data.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ScenarioError(f"{source}: {e}") from e
+    if isinstance(data, str):
+        if len(data.encode("utf-8", "replace")) > MAX_SCENARIO_BYTES:
+            raise ScenarioError(f"{source}: larger than {MAX_SCENARIO_BYTES} bytes")
+        try:
+            data = yaml.load(data, Loader=_NoAliasLoader)  # noqa: S506 (a SafeLoader without aliases)
+        except yaml.YAMLError as e:
+            raise ScenarioError(f"{source}: invalid YAML: {e}") from e
+        except RecursionError as e:
+            raise ScenarioError(f"{source}: YAML nested deeper than {MAX_DEPTH} levels") from e
+    try:
+        check_depth(data)
+    except ValueError as e:
+        raise ScenarioError(f"{source}: {e}") from e
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: a scenario is a mapping with `match` and `turns`")
+    if "name" not in data and default_name:
+        data = {**data, "name": default_name}
+    try:
+        scenario = Scenario.model_validate(data, strict=False)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ScenarioError(f"{source}: {where}: {first['msg']}") from e
+    _check_templates(scenario, source)
+    return scenario
+
+
+MAX_SCENARIO_BYTES = 1 * 2**20
+"""A scenario's YAML text; a JSON one is bounded by the request body limit."""
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing aliases: a chain of them expands a few hundred bytes into
+    millions of nodes (a "billion laughs"). Scenarios have no need for them."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) are not supported in scenarios", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+
+_template_env = templating.BoundedEnvironment()
+
+
+def _check_templates(scenario: Scenario, source: str) -> None:
+    """Every template compiles now, so a bad one is refused when the scenario is added."""
+
+    def strings(value: Any, where: str) -> list[tuple[str, str]]:
+        if isinstance(value, str):
+            return [(where, value)]
+        if isinstance(value, list):
+            return [s for i, v in enumerate(value) for s in strings(v, f"{where}.{i}")]
+        if isinstance(value, dict):
+            return [s for k, v in value.items() for s in strings(v, f"{where}.{k}")]
+        return []
+
+    for i, turn in enumerate(scenario.turns):
+        found: list[tuple[str, str]] = []
+        for name in ("program", "message", "refusal"):
+            value = getattr(turn, name, None)
+            if isinstance(value, str):
+                found.append((f"turns.{i}.{name}", value))
+        for k, call in enumerate(turn.calls):
+            found += strings(call.arguments, f"turns.{i}.call.{k}.arguments")
+            if call.input is not None:
+                found.append((f"turns.{i}.call.{k}.input", call.input))
+        if turn.search is not None:
+            if turn.search.query is not None:
+                found.append((f"turns.{i}.search.query", turn.search.query))
+            found += strings(turn.search.arguments, f"turns.{i}.search.arguments")
+        if turn.mcp is not None:
+            found += strings(turn.mcp.arguments, f"turns.{i}.mcp.arguments")
+        if turn.code_interpreter is not None:
+            found.append((f"turns.{i}.code_interpreter.code", turn.code_interpreter.code))
+        for where, text in found:
+            try:
+                templating.check(_template_env, text)
+            except Exception as e:  # any compile failure is the author's, never the server's
+                raise ScenarioError(f"{source}: {where}: invalid template: {e}") from e
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What matching looks at."""
+
+    text: str
+    tools: frozenset[str]
+    ptc: bool
+    model: str
+    metadata: dict[str, str]
+    scope: str | None
+    deferred: frozenset[str] = frozenset()
+    """Declared tools deferred and not loaded yet (qualified names): a scenario must search first."""
+    choice: Callable[[Scenario], str | None] | None = None
+    """Why the scenario's next turn contradicts the request's tool_choice, or None."""
+
+
+@dataclass(frozen=True, slots=True)
+class NearMiss:
+    scenario: str
+    field: str
+    reason: str
+    score: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "field": self.field, "reason": self.reason}
+
+
+@dataclass
+class ScenarioRegistry:
+    """Scenarios by (scope, name): callers in different scopes may use the same names."""
+
+    _scenarios: dict[tuple[str | None, str], tuple[Scenario, str]] = field(default_factory=dict)
+    _hosted: dict[str | None, HostedScript] = field(default_factory=dict)
+    """Hosted tool results registered at run time, per scope: for inline programs and for
+    scenarios that script none of their own."""
+
+    def set_hosted(self, script: HostedScript | None, scope: str | None = None) -> None:
+        if script is None:
+            self._hosted.pop(scope, None)
+        else:
+            self._hosted[scope] = script
+
+    def hosted(self, scope: str | None = None) -> HostedScript | None:
+        return self._hosted.get(scope) or self._hosted.get(None)
+
+    def add(self, scenario: Scenario, source: str = "api") -> None:
+        self._scenarios[(scenario.scope, scenario.name)] = (scenario, source)
+
+    def load_dir(self, directory: Path) -> list[Scenario]:
+        loaded = []
+        for path in sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")]):
+            scenario = load_scenario(path)
+            self.add(scenario, str(path))
+            loaded.append(scenario)
+        return loaded
+
+    def remove(self, name: str, scope: str | None = None) -> bool:
+        return self._scenarios.pop((scope, name), None) is not None
+
+    def clear(self, scope: str | None = None) -> int:
+        """Remove the scenarios added at run time (in `scope`, or all); loaded files stay."""
+        doomed = [k for k, (s, src) in self._scenarios.items() if src == "api" and (scope is None or s.scope == scope)]
+        if scope is None:
+            self._hosted.clear()
+        else:
+            self._hosted.pop(scope, None)
+        for key in doomed:
+            del self._scenarios[key]
+        return len(doomed)
+
+    def get(self, name: str, scope: str | None = None) -> Scenario | None:
+        found = self._scenarios.get((scope, name))
+        return found[0] if found else None
+
+    def listing(self, scope: str | None = None) -> list[dict[str, Any]]:
+        return [
+            {"name": s.name, "source": src, "scope": s.scope, "priority": s.priority, "turns": len(s.turns)}
+            for s, src in self._ordered()
+            if scope is None or s.scope in (None, scope)
+        ]
+
+    def _ordered(self) -> list[tuple[Scenario, str]]:
+        return sorted(self._scenarios.values(), key=lambda v: (-v[0].priority, v[0].scope is None, v[0].name))
+
+    def match(self, request: Request) -> tuple[Scenario, dict[str, str]] | list[NearMiss]:
+        """The first matching scenario and its captures, or the near misses, closest first."""
+        misses = []
+        for scenario, _ in self._ordered():
+            if scenario.scope is not None and scenario.scope != request.scope:
+                continue  # another caller's scenario: invisible, not a near miss
+            result = _try(scenario, request)
+            if isinstance(result, NearMiss):
+                misses.append(result)
+            else:
+                return scenario, result
+        misses.sort(key=lambda m: -m.score)
+        return misses
+
+
+def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
+    m = scenario.match
+    passed = 0.0
+    missing = [t for t in m.tools if t not in request.tools]
+    if missing:
+        return NearMiss(scenario.name, "tools", f"the request does not declare the function tool '{missing[0]}'", 0)
+    passed += 1
+    unloaded = _unloaded_call(scenario, request.deferred)
+    if unloaded is not None:
+        return NearMiss(
+            scenario.name,
+            "tools",
+            f"turn {unloaded[0] + 1} calls '{unloaded[1]}' directly, but it is deferred, not loaded (no search turn "
+            "loads it before that turn)",
+            passed - 0.5,
+        )
+    if scenario.needs_ptc and not request.ptc:
+        return NearMiss(
+            scenario.name, "tools", "the request does not declare the programmatic_tool_calling tool", passed
+        )
+    passed += 1
+    if m.model is not None and not compile_pattern(m.model).fullmatch(request.model):
+        return NearMiss(scenario.name, "model", f"model '{request.model}' does not match /{m.model}/", passed)
+    passed += 1
+    for key, value in m.metadata.items():
+        if request.metadata.get(key) != value:
+            return NearMiss(scenario.name, f"metadata.{key}", f"metadata '{key}' is not '{value}'", passed)
+    passed += 1
+    captures: dict[str, str] = {}
+    if m.input is not None:
+        found = compile_pattern(m.input).search(request.text)
+        if found is None:
+            similarity = difflib.SequenceMatcher(None, _literal(m.input).lower(), request.text.lower()).ratio()
+            shown = request.text if len(request.text) <= 80 else request.text[:77] + "..."
+            return NearMiss(
+                scenario.name,
+                "input",
+                f"the latest user message '{shown}' does not match /{m.input}/",
+                passed + similarity,
+            )
+        captures = {k: v for k, v in found.groupdict().items() if v is not None}
+    passed += 1
+    reason = request.choice(scenario) if request.choice is not None else None
+    if reason is not None:
+        return NearMiss(scenario.name, "tool_choice", reason, passed)
+    return captures
+
+
+def _unloaded_call(scenario: Scenario, deferred: frozenset[str]) -> tuple[int, str] | None:
+    """The first direct call of a deferred tool that no earlier search turn may have loaded. A
+    `query` search may load anything (its ranking runs when it plays); a `load` list loads those."""
+    if not deferred:
+        return None
+    loaded: set[str] = set()
+    for index, turn in enumerate(scenario.turns):
+        if turn.search is not None:
+            if turn.search.load is None:
+                return None
+            loaded.update(turn.search.load)
+        for spec in turn.calls:
+            if spec.name in deferred and spec.name not in loaded:
+                return index, spec.name
+    return None
+
+
+def _literal(pattern: str) -> str:
+    """The pattern's plain text, for ranking near misses by similarity."""
+    text = re.sub(r"\(\?P<\w+>[^)]*\)|\(\?[a-zA-Z]+\)|\\[a-zA-Z]", " ", pattern)
+    return re.sub(r"[\\^$.|?*+()\[\]{}]", "", text)

@@ -1,0 +1,377 @@
+"""The scripted model: decides what the "model" says for the latest user message.
+
+Two ways, tried in this order:
+
+1. Scenarios (`scenario.py`): the first registered scenario that matches plays its turns.
+2. Inline: a user message with a fenced code block tagged `js` or `javascript` is answered with a
+   program whose code is exactly that block, then a final message whose text is the program's
+   result (or, if the program ends `incomplete`, says why). A block tagged `tool_search` before
+   it makes the model search for deferred tools first: its text is the query, or `load: a, b`
+   names the tools to load (docs/tool-search.md). A message with only that block is answered with
+   the search and a message naming what it loaded.
+
+Templates (Jinja2, sandboxed, undefined names are errors) see:
+
+    <capture>   each named group of the scenario's `match.input`
+    input       the latest user message
+    result      the latest program's result (a string); `data` is it parsed as JSON, or None
+    program     {"status", "result", "call_id"} of the latest program_output, or None
+    output      the latest direct function call's output, parsed as JSON when it is JSON
+    outputs     {tool name: output} for the direct calls since the user message
+    loaded      the qualified names of the tools the latest tool search loaded, or []
+
+In `program` code and `call` arguments every `{{ ... }}` is inserted JSON-encoded.
+
+A turn's templates are rendered in a worker thread before the turn plays (`Script.prerender`):
+a template may run up to its bounds (`templating.py`), and that must not hold up the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import re
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from jinja2 import StrictUndefined, Template, TemplateError
+
+from ptc_emulator.emulator import jsontext
+from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator.model.scripted import templating
+from ptc_emulator.emulator.model.scripted.scenario import Scenario, SearchSpec, Turn
+from ptc_emulator.emulator.rules.conversation import Conversation
+from ptc_emulator.emulator.wire.items import (
+    CALL_TYPES,
+    CallItem,
+    CodeInterpreterCall,
+    Item,
+    McpApprovalRequest,
+    McpApprovalResponse,
+    McpCall,
+    Message,
+    ProgramCaller,
+    ProgramItem,
+    ToolSearchCallItem,
+)
+
+__all__ = ["INLINE", "Script", "inline_code", "inline_search", "position", "turn_items"]
+
+INLINE = "inline"
+# Both fences on lines of their own: a ``` inside a line (in a string or a comment) does not end
+# the block.
+_FENCE = re.compile(r"^```(?:js|javascript)[ \t]*\r?\n(.*?)^```[ \t]*\r?$", re.S | re.I | re.M)
+_SEARCH_FENCE = re.compile(r"```tool_search[ \t]*\r?\n(.*?)\r?\n?```", re.S | re.I)
+LOADED_MESSAGE = (
+    "{% if loaded %}Tool search loaded {{ loaded | join(', ') }}.{% else %}Tool search loaded no tools.{% endif %}"
+)
+
+
+def inline_code(text: str) -> str | None:
+    """The first fenced `js`/`javascript` block of a message, exactly as written."""
+    found = _FENCE.search(text)
+    if not found:
+        return None
+    code = found.group(1)
+    return code[:-2] if code.endswith("\r\n") else code[:-1] if code.endswith("\n") else code
+
+
+def inline_search(text: str) -> SearchSpec | None:
+    """The first fenced `tool_search` block: a query, or `load: name, name`."""
+    found = _SEARCH_FENCE.search(text)
+    if found is None:
+        return None
+    body = found.group(1).strip()
+    if body.lower().startswith("load:"):
+        names = [n for n in re.split(r"[\s,]+", body[5:]) if n]
+        return SearchSpec(load=names)
+    return SearchSpec(query=body)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+_text_env = templating.BoundedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+_code_env = templating.BoundedEnvironment(
+    undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True, finalize=_json
+)
+
+
+_SHARED_CODE_CHARS = 16_384
+"""An inline block up to this long has its turns made once (at most 256 of them are kept)."""
+
+
+@functools.lru_cache(maxsize=256)
+def _inline_turns(code: str) -> tuple[Turn, Turn]:
+    """An inline block's turns, shared as a scenario's are (nothing changes a turn once made)."""
+    return Turn(program=code), Turn(message="{{ result }}")
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(env: templating.BoundedEnvironment, template: str) -> Template:
+    """Compiling a template costs more than rendering it; scenarios render the same ones often."""
+    return env.from_string(template)
+
+
+_Rendered = dict[tuple[int, str], "str | Exception"]
+
+_prerendered: ContextVar[tuple[dict[str, Any], _Rendered] | None] = ContextVar("_prerendered", default=None)
+"""The current turn's templates, rendered off the event loop for this context (by identity)."""
+
+_MISS = object()
+
+_NAME_ONLY = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_PLAIN_NAMES = frozenset({"result", "output"})
+"""Names the player puts in a turn's context that hold text (jinja gives some other names, such
+as `self`, a meaning of its own)."""
+
+
+def _name_only(template: str, context: dict[str, Any], variables: dict[str, Any]) -> str | None:
+    """A text template that is exactly `{{ name }}` with a string value (an inline script's final
+    message, `{{ result }}`): what rendering it gives, without a render. None: render it."""
+    found = _NAME_ONLY.fullmatch(template)
+    if found is None or found.group(1) not in _PLAIN_NAMES:
+        return None
+    name = found.group(1)
+    value = context[name] if name in context else variables.get(name)
+    if type(value) is not str or len(value) > templating.MAX_OUTPUT_CHARS:
+        return None  # another type prints as `str()` of it; a longer text is refused by the render
+    return value
+
+
+def _render_all(jobs: list[tuple[templating.BoundedEnvironment, str]], context: dict[str, Any]) -> _Rendered:
+    done: _Rendered = {}
+    for env, template in jobs:
+        try:
+            done[(id(env), template)] = templating.render(_compiled(env, template), context)
+        except Exception as e:  # raised again, as it would have been, when the turn asks for it
+            done[(id(env), template)] = e
+    return done
+
+
+@dataclass
+class Script:
+    name: str
+    turns: list[Turn]
+    variables: dict[str, Any] = field(default_factory=dict)
+    scenario: Scenario | None = None
+
+    @classmethod
+    def inline(cls, code: str | None, search: SearchSpec | None = None) -> Script:
+        if search is None and code is not None and len(code) <= _SHARED_CODE_CHARS:
+            return cls(INLINE, list(_inline_turns(code)))
+        turns = [Turn(search=search)] if search is not None else []
+        if code is not None:
+            turns += [Turn(program=code), Turn(message="{{ result }}")]
+        else:
+            turns.append(Turn(message=LOADED_MESSAGE))
+        return cls(INLINE, turns)
+
+    @property
+    def is_inline(self) -> bool:
+        return self.scenario is None
+
+    def code(self, index: int, context: dict[str, Any]) -> str:
+        turn = self.turns[index]
+        assert turn.program is not None
+        if self.is_inline:
+            return turn.program  # exactly the block, never templated
+        return self._render(_code_env, turn.program, context, index)
+
+    def text(self, index: int, template: str, context: dict[str, Any]) -> str:
+        return self._render(_text_env, template, context, index)
+
+    def arguments(self, index: int, arguments: dict[str, Any] | str, context: dict[str, Any]) -> str:
+        if isinstance(arguments, str):
+            rendered = self._render(_code_env, arguments, context, index)
+            try:
+                value = jsontext.loads(rendered)
+            except json.JSONDecodeError as e:
+                raise self.error(index, f"call arguments did not render to JSON: {e}") from e
+        else:
+            value = self._render_values(arguments, context, index)
+        if not isinstance(value, dict):
+            raise self.error(index, "call arguments must be a JSON object")
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+    def _render_values(self, value: Any, context: dict[str, Any], index: int) -> Any:
+        if isinstance(value, str):
+            return self._render(_text_env, value, context, index)
+        if isinstance(value, list):
+            return [self._render_values(v, context, index) for v in value]
+        if isinstance(value, dict):
+            return {k: self._render_values(v, context, index) for k, v in value.items()}
+        return value
+
+    def _templates(self, index: int) -> list[tuple[templating.BoundedEnvironment, str]]:
+        """The templates turn `index` renders, with the environment each one renders in."""
+        turn = self.turns[index]
+        found: list[tuple[templating.BoundedEnvironment, str]] = []
+
+        def values(value: Any) -> None:
+            if isinstance(value, str):
+                found.append((_text_env, value))
+            elif isinstance(value, list):
+                for v in value:
+                    values(v)
+            elif isinstance(value, dict):
+                for v in value.values():
+                    values(v)
+
+        def arguments(value: dict[str, Any] | str | None) -> None:
+            if isinstance(value, str):
+                found.append((_code_env, value))
+            else:
+                values(value)
+
+        if turn.program is not None and not self.is_inline:
+            found.append((_code_env, turn.program))
+        for spec in turn.calls:
+            if spec.input is not None:
+                found.append((_text_env, spec.input))
+            arguments(spec.arguments)
+        if turn.mcp is not None:
+            arguments(turn.mcp.arguments)
+        if turn.code_interpreter is not None:
+            found.append((_text_env, turn.code_interpreter.code))
+        if turn.search is not None:
+            if turn.search.query is not None:
+                found.append((_text_env, turn.search.query))
+            arguments(turn.search.arguments)
+        for text in (turn.message, turn.refusal):
+            if text is not None:
+                found.append((_text_env, text))
+        return [(env, t) for env, t in found if templating.needs_thread(t)]
+
+    async def prerender(self, index: int, context: dict[str, Any]) -> None:
+        """Render turn `index`'s templates in a worker thread; the turn's `code`, `text` and
+        `arguments` with this very `context` then take the results (errors included)."""
+        jobs = self._templates(index)
+        if not jobs:
+            return
+        done = await asyncio.to_thread(_render_all, jobs, {**self.variables, **context})
+        _prerendered.set((context, done))
+
+    def _render(self, env: templating.BoundedEnvironment, template: str, context: dict[str, Any], index: int) -> str:
+        try:
+            entry = _prerendered.get()
+            if entry is not None and entry[0] is context:
+                hit = entry[1].get((id(env), template), _MISS)
+                if isinstance(hit, Exception):
+                    raise hit
+                if isinstance(hit, str):
+                    return hit
+            if env is _text_env:
+                plain = _name_only(template, context, self.variables)
+                if plain is not None:
+                    return plain
+            return templating.render(_compiled(env, template), {**self.variables, **context})
+        except TemplateError as e:
+            raise self.error(index, f"template error: {e}") from e
+        except Exception as e:  # a template's own arithmetic or a filter on the wrong type: never a 500
+            raise self.error(index, f"template error: {type(e).__name__}: {e}") from e
+
+    def error(self, index: int, message: str) -> InvalidRequest:
+        """A 400 that names this script's turn."""
+        return InvalidRequest(
+            f"Scenario '{self.name}', turn {index + 1}: {message}", param="input", code="scenario_error"
+        )
+
+
+def _turn_kind(item: Item) -> str | None:
+    kind = _kind_of_type(type(item))
+    if kind == "call":
+        return None if isinstance(getattr(item, "caller", None), ProgramCaller) else "call"
+    if kind == "message":
+        return "message" if item.role == "assistant" else None  # type: ignore[union-attr]
+    if kind in ("mcp", "code_interpreter"):
+        return kind if item.caller is None else None  # type: ignore[union-attr]
+    return kind
+
+
+@functools.cache
+def _kind_of_type(cls: type) -> str | None:
+    """`_turn_kind`'s type tests, once per item class (the per-item tests are in `_turn_kind`)."""
+    if issubclass(cls, ProgramItem):
+        return "program"
+    if issubclass(cls, ToolSearchCallItem):
+        return "search"
+    if issubclass(cls, CALL_TYPES):
+        return "call"
+    if issubclass(cls, Message):
+        return "message"
+    if issubclass(cls, (McpCall, McpApprovalRequest)):
+        return "mcp"
+    if issubclass(cls, CodeInterpreterCall):
+        return "code_interpreter"
+    return None
+
+
+def _walk(conv: Conversation, script: Script) -> list[tuple[Item, int, int]]:
+    """Each model item after the latest user message, with its turn and its place in that turn.
+
+    Walked once per script (by identity) and conversation: neither changes while a request is
+    answered. A walk that fails is not kept (it fails again, the same way)."""
+    for walked_script, walked in conv.walks:
+        if walked_script is script:
+            return list(walked)
+    walked = _walk_once(conv, script)
+    conv.walks.append((script, walked))
+    return list(walked)
+
+
+def _walk_once(conv: Conversation, script: Script) -> list[tuple[Item, int, int]]:
+    walked = []
+    turn, emitted = 0, 0
+    asked: set[str] = set()
+    for item in conv.after_anchor():
+        if isinstance(item, McpApprovalResponse) and item.approval_request_id in asked and not item.approve:
+            turn += 1  # a denied direct MCP call: the model goes on without it
+            continue
+        kind = _turn_kind(item)
+        if kind is None:
+            continue
+        expected = script.turns[turn].kind if turn < len(script.turns) else "nothing"
+        if kind != expected and not (kind == "message" and expected == "refusal"):
+            raise InvalidRequest(
+                f"The conversation does not follow scenario '{script.name}': after the latest user message, turn "
+                f"{turn + 1} should be a {expected}, but the input has a {item.type} item there.",
+                param="input",
+                code="scenario_mismatch",
+            )
+        walked.append((item, turn, emitted))
+        if isinstance(item, McpApprovalRequest):
+            asked.add(item.id)
+            continue  # the turn plays again once the request is answered
+        if kind == "call":
+            emitted += 1
+            if emitted < len(script.turns[turn].calls):
+                continue
+            emitted = 0
+        turn += 1
+    return walked
+
+
+def position(conv: Conversation, script: Script) -> tuple[int, int]:
+    """Where the conversation stands in the script: (next turn, direct calls of it already emitted)."""
+    walked = _walk(conv, script)
+    if not walked:
+        return 0, 0
+    item, turn, emitted = walked[-1]
+    if isinstance(item, CALL_TYPES) and emitted + 1 < len(script.turns[turn].calls):
+        return turn, emitted + 1
+    if isinstance(item, McpApprovalRequest):
+        return turn, 0
+    return turn + 1, 0
+
+
+def turn_items(conv: Conversation, script: Script) -> list[tuple[ProgramItem | CallItem | ToolSearchCallItem, Turn]]:
+    """The first item of each program, call or search turn after the latest user message, with its turn."""
+    return [
+        (item, script.turns[turn])
+        for item, turn, emitted in _walk(conv, script)
+        if isinstance(item, (ProgramItem, ToolSearchCallItem, *CALL_TYPES)) and emitted == 0
+    ]

@@ -1,0 +1,366 @@
+"""The response engine: a request and the items so far go in; a Response comes out.
+
+A facade over the parts that decide: `rules/` (the conversation and its 400s), `model/` (the
+scripted model that plays), `store.py`, `conversations.py`, `usage.py`. `prepare()` does
+everything that can fail with a 400 before the first byte of a streamed reply; `complete()` plays
+the scripted model's next step and builds and stores the Response. Program faults become
+`program_output.status = "incomplete"`, not exceptions.
+
+Nothing here knows HTTP; nothing here touches V8 except through the `Runner` protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ptc_emulator.emulator.conversations.service import Conversations
+from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest
+from ptc_emulator.emulator.ids import new_id
+from ptc_emulator.emulator.model.core import Prepared, Refused, Runner, Trace
+from ptc_emulator.emulator.model.scripted.choose import choose_script
+from ptc_emulator.emulator.model.scripted.faults import FaultInjector, InjectedHTTPError
+from ptc_emulator.emulator.model.scripted.hosted import Hosted
+from ptc_emulator.emulator.model.scripted.player import Player
+from ptc_emulator.emulator.model.scripted.scenario import Fault, ScenarioRegistry
+from ptc_emulator.emulator.model.scripted.script import Script, position, turn_items
+from ptc_emulator.emulator.responses.background import Background
+from ptc_emulator.emulator.responses.body import response_body
+from ptc_emulator.emulator.responses.usage import PromptCache, definitions_text, prompt_segments, usage
+from ptc_emulator.emulator.rules import checks
+from ptc_emulator.emulator.rules.conversation import Conversation, Folds, analyse
+from ptc_emulator.emulator.rules.history import History, as_input, as_response_item, not_found
+from ptc_emulator.emulator.signing import Signer
+from ptc_emulator.emulator.storage.responses import Store, StoredResponse
+from ptc_emulator.emulator.tools.kinds import answer_text, program_tools
+from ptc_emulator.emulator.tools.toolset import Toolset
+from ptc_emulator.emulator.wire.items import Message
+from ptc_emulator.emulator.wire.request import CountTokensRequest, CreateRequest, conversation_id
+from ptc_emulator.emulator.wire.response import ResponseStatus, echo_tools
+from ptc_emulator.sandbox import Limits
+
+__all__ = ["Engine", "Prepared", "Refused", "ResponseStatus", "Runner", "Trace", "new_id"]
+
+
+class Engine:
+    def __init__(
+        self,
+        *,
+        runner: Runner,
+        store: Store,
+        signer: Signer,
+        scenarios: ScenarioRegistry,
+        limits: Limits | None = None,
+        clock: Callable[[], float] = time.time,
+        ids: Callable[[str], str] = new_id,
+        seeds: Callable[[], int] = lambda: secrets.randbits(128),
+        strict_contract: bool = False,
+    ) -> None:
+        self.store = store
+        self.signer = signer
+        self.scenarios = scenarios
+        self.limits = limits or Limits()
+        self.clock = clock
+        self.ids = ids
+        self.strict_contract = strict_contract
+        self.history = History(store)
+        self.player = Player(runner=runner, signer=signer, limits=self.limits, ids=ids, seeds=seeds, clock=clock)
+        self.faults = FaultInjector()
+        self.background = Background()
+        self.conversations = Conversations(
+            store.conversations,
+            ids=ids,
+            clock=clock,
+            as_item=lambda item: as_response_item(item, ids),
+            resolve=self.history.reference,
+            as_input=as_input,
+        )
+        self.prompt_cache = PromptCache()
+        self.folds = Folds()
+        """`analyse`'s latest passes: a replayed conversation's known items are not read again."""
+
+    # ---- create -------------------------------------------------------------------------------
+
+    def prepare(
+        self,
+        request: CreateRequest,
+        *,
+        scope: str | None = None,
+        generate: bool = True,
+        local: Store | None = None,
+    ) -> Prepared:
+        """`attempt()` for callers that keep no journal: the request's 400 is raised."""
+        attempt = self.attempt(request, scope=scope, generate=generate, local=local)
+        if isinstance(attempt, Refused):
+            raise attempt.error
+        return attempt
+
+    def attempt(
+        self,
+        request: CreateRequest,
+        *,
+        scope: str | None = None,
+        generate: bool = True,
+        local: Store | None = None,
+    ) -> Prepared | Refused:
+        """Validate a create and decide what plays, or refuse it (with the request's 400 or an injected
+        error) and say what was known by then.
+
+        With `generate=False` nothing will play: the response only records its input, so its id
+        can be continued. `local` is a connection's own store, looked up before the server's."""
+        trace: Trace | None = None
+        try:
+            checks.check_request(request)
+            previous = request.previous_response_id
+            history = self.history.load(previous, local) if previous else []
+            thread = conversation_id(request.conversation)
+            if thread is not None:
+                history = self.conversations.history(thread)
+            new_items = self.history.input(request)
+            if not history and not any(isinstance(i, Message) and i.role == "user" for i in new_items):
+                history = self.history.recovered(new_items)
+            items = [*history, *new_items]
+            if not generate:
+                conv = Conversation(items, len(history), anchor=-1)
+                toolset = Toolset.of(request, conv.items)
+                return self._prepared(request, conv, toolset, Trace("generate=false"), scope=scope, local=local)
+            conv = analyse(items, len(history), self.signer, self.folds)
+            toolset = Toolset.of(request, conv.items, conv.new_from)
+            script = choose_script(self.scenarios, conv, request, toolset, scope)
+            trace = Trace(script.name)
+            return self._play(request, conv, toolset, script, trace, scope=scope, local=local)
+        except EmulatorError as e:
+            if isinstance(e, InjectedHTTPError) and trace is not None:
+                trace.fault = e.what
+            return Refused(e, trace)
+
+    def _play(
+        self,
+        request: CreateRequest,
+        conv: Conversation,
+        toolset: Toolset,
+        script: Script,
+        trace: Trace,
+        *,
+        scope: str | None,
+        local: Store | None,
+    ) -> Prepared:
+        """The checks that need the script, then the response that plays it."""
+        turn, emitted = position(conv, script)
+        hosted = self.player.hosted_tools(request, conv, toolset, script, trace, self.scenarios.hosted(scope))
+        if conv.open_program is not None:
+            checks.check_open_program(
+                conv,
+                self.signer,
+                allowed=sorted({*program_tools(request, toolset), *hosted.static_names()}),
+                server_labels={label for label, tool in hosted.mcp_tools.items() if tool.programmatic},
+                max_tool_calls=self.limits.max_tool_calls,
+            )
+        checks.check_finished_programs(conv, self.signer)
+        if request.store is False:
+            reasoned = [first for first, scripted in turn_items(conv, script) if scripted.reasoning is not None]
+            checks.check_reasoning(conv, self.signer, reasoned)
+        strict = self.strict_contract
+        if script.scenario is not None and script.scenario.strict_contract is not None:
+            strict = script.scenario.strict_contract
+        trace.contract.extend(checks.check_outputs(conv, toolset))
+        if strict and trace.contract:
+            raise InvalidRequest(trace.contract[0].describe(), param="input", code="contract_violation")
+        fault = script.turns[turn].fault if conv.open_program is None and turn < len(script.turns) else None
+        if fault is not None:
+            trace.fault = self.faults.http_error(fault, (scope, script.name, turn), conv.items)
+        prepared = self._prepared(
+            request,
+            conv,
+            toolset,
+            trace,
+            scope=scope,
+            local=local,
+            script=script,
+            hosted=hosted,
+            turn=turn,
+            emitted=emitted,
+            fault=fault,
+            strict_contract=strict,
+        )
+        trace.kept_out_bytes = sum(len(answer_text(item).encode("utf-8")) for item in prepared.outputs_kept_out())
+        return prepared
+
+    def _prepared(
+        self,
+        request: CreateRequest,
+        conv: Conversation,
+        toolset: Toolset,
+        trace: Trace,
+        *,
+        scope: str | None,
+        local: Store | None,
+        script: Script | None = None,
+        hosted: Hosted | None = None,
+        turn: int = 0,
+        emitted: int = 0,
+        fault: Fault | None = None,
+        strict_contract: bool = False,
+    ) -> Prepared:
+        return Prepared(
+            request=request,
+            response_id=self.ids("resp"),
+            created_at=float(int(self.clock())),
+            conversation=conv,
+            toolset=toolset,
+            trace=trace,
+            scope=scope,
+            local=local,
+            script=script,
+            hosted=hosted,
+            turn=turn,
+            emitted=emitted,
+            fault=fault,
+            strict_contract=strict_contract,
+        )
+
+    async def create(self, request: CreateRequest, *, scope: str | None = None) -> dict[str, Any]:
+        return await self.run(self.prepare(request, scope=scope))
+
+    async def run(self, prepared: Prepared) -> dict[str, Any]:
+        """The finished response, or for `background: true` the queued one (it finishes later)."""
+        if prepared.background:
+            return self._start_background(prepared)
+        return await self.complete(prepared)
+
+    async def complete(self, prepared: Prepared) -> dict[str, Any]:
+        """Play the response and store it (`store: true`, or a connection's own store)."""
+        fault = prepared.fault
+        if fault is not None and fault.latency_ms:
+            await asyncio.sleep(fault.latency_ms / 1000)
+        output = await self.player.play(prepared)
+        if fault is not None and fault.response_incomplete:
+            for item in output:
+                if item["type"] == "message":
+                    item["status"] = "incomplete"
+            response = self.response(
+                prepared, output, status=ResponseStatus.INCOMPLETE, incomplete={"reason": fault.response_incomplete}
+            )
+        else:
+            response = self.response(prepared, output, status=ResponseStatus.COMPLETED)
+        self._keep(prepared, response)
+        thread = conversation_id(prepared.request.conversation)
+        if thread is not None:
+            self.conversations.record(thread, self._input_items(prepared), response["output"])
+        return response
+
+    def response(
+        self,
+        prepared: Prepared,
+        output: list[dict[str, Any]],
+        *,
+        status: ResponseStatus,
+        error: dict[str, Any] | None = None,
+        incomplete: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The Response object for `prepared` with this output and status."""
+        memo = prepared.memo
+        tools = echo_tools(prepared.request)  # made once: the prompt's segments and the body read the same
+        definitions = definitions_text(tools) if status.finished else None  # what usage counts
+        if memo.cached_tokens is None and status.finished:
+            request = prepared.request
+            segments = prompt_segments(
+                instructions=request.instructions, tools=tools, input_items=prepared.context, definitions=definitions
+            )
+            memo.cached_tokens = self.prompt_cache.served(prepared.scope, segments)
+        return response_body(
+            prepared.request,
+            response_id=prepared.response_id,
+            created_at=prepared.created_at,
+            now=self.clock(),
+            store=prepared.store,
+            output=output,
+            status=status,
+            context=prepared.context,
+            error=error,
+            incomplete=incomplete,
+            cached_tokens=memo.cached_tokens or 0,
+            tools=tools,
+            definitions=definitions,
+        )
+
+    # ---- the other endpoints --------------------------------------------------------------------
+
+    def retrieve(self, response_id: str) -> dict[str, Any]:
+        return self.history.stored(response_id).response
+
+    def delete(self, response_id: str) -> dict[str, Any]:
+        self.background.cancel(response_id)
+        if not self.store.delete(response_id):
+            raise not_found(response_id)
+        return {"id": response_id, "object": "response", "deleted": True}
+
+    async def cancel(self, response_id: str) -> dict[str, Any]:
+        record = self.history.stored(response_id)
+        if not record.response.get("background"):
+            raise InvalidRequest("Only responses created with background=true can be cancelled.")
+        if self.background.cancel(response_id):
+            response = {**record.response, "status": ResponseStatus.CANCELLED, "usage": None}
+            self.store.put(StoredResponse(response_id, response, record.input_items, record.previous_response_id))
+            return response
+        return self.history.stored(response_id).response
+
+    def input_items(
+        self, response_id: str, *, after: str | None = None, limit: int = 20, order: str = "desc"
+    ) -> dict[str, Any]:
+        return self.history.input_items(response_id, after=after, limit=limit, order=order)
+
+    def count_tokens(self, request: CountTokensRequest) -> dict[str, Any]:
+        checks.check_conversation(request)
+        previous = request.previous_response_id
+        thread = conversation_id(request.conversation)
+        history = self.conversations.history(thread) if thread is not None else []
+        items = [*(self.history.load(previous) if previous else history), *self.history.input(request)]
+        counted = usage(
+            instructions=request.instructions,
+            tools=echo_tools(request),
+            input_items=items,
+            output_items=[],
+        )
+        return {"object": "response.input_tokens", "input_tokens": counted["input_tokens"]}
+
+    async def aclose(self) -> None:
+        await self.background.aclose()
+
+    # ---- storing --------------------------------------------------------------------------------
+
+    def _input_items(self, prepared: Prepared) -> list[dict[str, Any]]:
+        """This request's input items as stored (with ids), made once and only when stored."""
+        memo = prepared.memo
+        if memo.input_items is None:
+            memo.input_items = [as_response_item(item, self.ids) for item in prepared.new_items]
+        return memo.input_items
+
+    def _keep(self, prepared: Prepared, response: dict[str, Any]) -> None:
+        """Store the response where it belongs: the server's store, a connection's, or nowhere."""
+        target = self.store if prepared.store else prepared.local
+        if target is not None:
+            previous = prepared.request.previous_response_id
+            target.put(StoredResponse(response["id"], response, self._input_items(prepared), previous))
+
+    def _start_background(self, prepared: Prepared) -> dict[str, Any]:
+        queued = self.response(prepared, [], status=ResponseStatus.QUEUED)
+        self._keep(prepared, queued)
+
+        async def work() -> dict[str, Any]:
+            try:
+                return await self.complete(prepared)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # a background failure is the response's own status
+                message = getattr(e, "message", str(e))
+                error = {"code": "server_error", "message": message}
+                failed = self.response(prepared, [], status=ResponseStatus.FAILED, error=error)
+                self._keep(prepared, failed)
+                return failed
+
+        self.background.start(prepared.response_id, work)
+        return queued

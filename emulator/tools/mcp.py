@@ -1,0 +1,243 @@
+"""MCP tools: the request's `{"type": "mcp", ...}` tool, and a real MCP client for it.
+
+The emulator is an MCP client, as the hosted API is: it connects to `server_url` over streamable
+HTTP (or SSE when the URL ends in `/sse`) with the official `mcp` package, sends the tool's
+`headers` and `authorization` (as a bearer token), lists the server's tools and calls them.
+
+Offline, a scenario (or the hosted script registered for a scope, see `hosted.py`) can declare a
+server's tools and their results under its label instead; a declared server is used even when
+the request gives a URL, so a test runs the request it will send in production.
+
+Errors come back as the SDK's error objects on `mcp_call.error`:
+`{type: "mcp_protocol_error", code, message}` (a JSON-RPC error), `{type:
+"mcp_tool_execution_error", content}` (the tool said `isError`), `{type: "http_error", code,
+message}` (the server could not be reached, or answered with an HTTP error).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field
+
+from ptc_emulator.emulator.wire.items import OpenJSON, WireModel
+from ptc_emulator.emulator.wire.tools import McpTool
+
+__all__ = [
+    "CallResult",
+    "Listing",
+    "McpResultSpec",
+    "McpServerSpec",
+    "McpToolSpec",
+    "call_tool",
+    "list_tools",
+]
+
+CONNECT_TIMEOUT_S = 30.0
+
+
+class McpResultSpec(WireModel):
+    arguments: dict[str, Any] | None = None
+    """The call's arguments (as parsed JSON); omitted matches any."""
+    output: str | None = None
+    error: str | None = None
+    """The tool reports an error (`isError`): the call fails with `mcp_tool_execution_error`."""
+
+
+class McpToolSpec(WireModel):
+    name: str
+    description: str | None = None
+    input_schema: OpenJSON = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    annotations: OpenJSON | None = None
+    read_only: bool = False
+    """Counts for `allowed_tools` and `require_approval` filters with `read_only`."""
+    output: str | None = None
+    """The result for any arguments (when no entry of `results` matches)."""
+    error: str | None = None
+    results: list[McpResultSpec] = Field(default_factory=list)
+
+
+class McpServerSpec(WireModel):
+    """An MCP server declared instead of reached: its tools and what they return."""
+
+    tools: list[McpToolSpec] = Field(default_factory=list)
+    error: str | None = None
+    """Listing the server fails with this message."""
+
+
+# ---- the client ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Listing:
+    tools: list[dict[str, Any]]
+    """`mcp_list_tools.tools` entries, filtered by `allowed_tools`."""
+    read_only: frozenset[str]
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class CallResult:
+    output: str | None = None
+    error: dict[str, Any] | None = None
+    scripted: bool = True
+    """False when an offline server declares no result for these arguments."""
+
+    def message(self) -> str:
+        """The error as a program's rejected promise says it."""
+        error = self.error or {}
+        if error.get("type") == "mcp_tool_execution_error":
+            parts = error.get("content") or []
+            text = " ".join(str(p.get("text", "")) for p in parts if isinstance(p, dict)).strip()
+            return text or "the tool reported an error"
+        return str(error.get("message", "unknown error"))
+
+
+def _listed(spec: McpToolSpec) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": spec.name, "input_schema": spec.input_schema}
+    if spec.description is not None:
+        entry["description"] = spec.description
+    if spec.annotations is not None:
+        entry["annotations"] = spec.annotations
+    return entry
+
+
+def _filtered(tool: McpTool, entries: list[tuple[dict[str, Any], bool]], error: str | None = None) -> Listing:
+    kept = [(entry, ro) for entry, ro in entries if tool.allows(entry["name"], ro)]
+    return Listing([e for e, _ in kept], frozenset(e["name"] for e, ro in kept if ro), error)
+
+
+def _headers(tool: McpTool) -> dict[str, str]:
+    headers = dict(tool.headers or {})
+    if tool.authorization:
+        headers["Authorization"] = f"Bearer {tool.authorization}"
+    return headers
+
+
+def _unwrap(error: BaseException) -> BaseException:
+    """The first leaf of an exception group (anyio task groups wrap transport failures)."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
+
+
+def _http_error(error: BaseException) -> dict[str, Any]:
+    import httpx2
+
+    leaf = _unwrap(error)
+    if isinstance(leaf, httpx2.HTTPStatusError):
+        status = leaf.response.status_code
+        return {"type": "http_error", "code": status, "message": f"HTTP {status} from the MCP server"}
+    return {"type": "http_error", "code": 502, "message": f"could not reach the MCP server: {leaf}"}
+
+
+async def _session(tool: McpTool, work: Any) -> Any:
+    """Connect to the tool's server, run `work(client)`, and close."""
+    from mcp import Client
+    from mcp.client.sse import sse_client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    assert tool.server_url is not None
+    headers = _headers(tool)
+    if tool.server_url.rstrip("/").endswith("/sse"):
+        async with Client(sse_client(tool.server_url, headers=headers)) as client:
+            return await work(client)
+    async with create_mcp_http_client(headers=headers) as http:
+        async with Client(streamable_http_client(tool.server_url, http_client=http)) as client:
+            return await work(client)
+
+
+def _no_server(tool: McpTool) -> str:
+    what = f"the connector '{tool.connector_id}'" if tool.connector_id else "no server_url"
+    return (
+        f"MCP server '{tool.server_label}' has {what}, and no scenario or hosted script declares it: "
+        "the emulator cannot reach connectors; declare the server's tools under `hosted.mcp_servers`."
+    )
+
+
+async def list_tools(tool: McpTool, declared: McpServerSpec | None) -> Listing:
+    if declared is not None:
+        if declared.error is not None:
+            return Listing([], frozenset(), declared.error)
+        return _filtered(tool, [(_listed(spec), spec.read_only) for spec in declared.tools])
+    if tool.server_url is None:
+        return Listing([], frozenset(), _no_server(tool))
+
+    async def work(client: Any) -> Listing:
+        result = await client.list_tools()
+        entries = []
+        for t in result.tools:
+            annotations = (
+                t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True) if t.annotations else None
+            )
+            entry: dict[str, Any] = {"name": t.name, "input_schema": t.input_schema}
+            if t.description:
+                entry["description"] = t.description
+            if annotations:
+                entry["annotations"] = annotations
+            entries.append((entry, bool(annotations and annotations.get("readOnlyHint"))))
+        return _filtered(tool, entries)
+
+    try:
+        listing: Listing = await _session(tool, work)
+        return listing
+    except Exception as e:  # a listing that fails is reported, as the hosted API does
+        error = _http_error(e)
+        return Listing(
+            [], frozenset(), f"Error retrieving tool list from MCP server '{tool.server_label}': {error['message']}"
+        )
+
+
+def _declared_call(spec: McpServerSpec, name: str, arguments: dict[str, Any]) -> CallResult:
+    tool = next((t for t in spec.tools if t.name == name), None)
+    if tool is None:
+        return CallResult(error={"type": "mcp_protocol_error", "code": -32602, "message": f"Unknown tool: {name}"})
+    for result in tool.results:
+        if result.arguments is None or result.arguments == arguments:
+            return _scripted(result.output, result.error)
+    if tool.output is None and tool.error is None:
+        return CallResult(scripted=False)
+    return _scripted(tool.output, tool.error)
+
+
+def _scripted(output: str | None, error: str | None) -> CallResult:
+    if error is not None:
+        return CallResult(error={"type": "mcp_tool_execution_error", "content": [{"type": "text", "text": error}]})
+    return CallResult(output=output or "")
+
+
+def _text(content: list[Any]) -> str:
+    parts = []
+    for part in content:
+        if getattr(part, "type", None) == "text":
+            parts.append(part.text)
+        else:
+            parts.append(json.dumps(part.model_dump(mode="json", by_alias=True, exclude_none=True)))
+    return "\n".join(parts)
+
+
+async def call_tool(tool: McpTool, declared: McpServerSpec | None, name: str, arguments: dict[str, Any]) -> CallResult:
+    if declared is not None:
+        return _declared_call(declared, name, arguments)
+    if tool.server_url is None:
+        return CallResult(error={"type": "http_error", "code": 424, "message": _no_server(tool)})
+    from mcp.shared.exceptions import MCPError
+
+    async def work(client: Any) -> CallResult:
+        result = await client.call_tool(name, arguments)
+        if result.is_error:
+            content = [p.model_dump(mode="json", by_alias=True, exclude_none=True) for p in result.content]
+            return CallResult(error={"type": "mcp_tool_execution_error", "content": content})
+        return CallResult(output=_text(result.content))
+
+    try:
+        found: CallResult = await _session(tool, work)
+        return found
+    except Exception as e:
+        leaf = _unwrap(e)
+        if isinstance(leaf, MCPError):
+            return CallResult(error={"type": "mcp_protocol_error", "code": leaf.code, "message": str(leaf)})
+        return CallResult(error=_http_error(e))

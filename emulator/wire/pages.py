@@ -1,0 +1,33 @@
+"""Cursor pages, as every list endpoint of the API returns them: `{object: "list", data, first_id,
+last_id, has_more}`, after the row whose id is `after`, newest first unless `order` is `asc`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ptc_emulator.emulator.errors import InvalidRequest
+
+__all__ = ["listing", "page"]
+
+
+def page(rows: list[dict[str, Any]], *, after: str | None, limit: int, order: str, missing: str) -> dict[str, Any]:
+    """A page of `rows` (given oldest first); `missing` is the 400's message when no row has the id
+    `after` (`{after}` in it is replaced by that id)."""
+    rows = list(rows) if order == "asc" else list(reversed(rows))
+    if after is not None:
+        index = next((i for i, row in enumerate(rows) if row.get("id") == after), None)
+        if index is None:
+            raise InvalidRequest(missing.replace("{after}", after), param="after")
+        rows = rows[index + 1 :]
+    return listing(rows[:limit], has_more=len(rows) > limit)
+
+
+def listing(data: list[dict[str, Any]], *, has_more: bool = False) -> dict[str, Any]:
+    """The list object around `data`."""
+    return {
+        "object": "list",
+        "data": data,
+        "first_id": data[0].get("id") if data else None,
+        "last_id": data[-1].get("id") if data else None,
+        "has_more": has_more,
+    }

@@ -1,0 +1,445 @@
+"""Validate a replayed conversation's already-seen items once, not on every request.
+
+A `store: false` client sends the whole conversation every time: request k+1's body is request
+k's with the new items appended to `input`. Validating the request (`CreateRequest`) then costs a
+few microseconds per item, over every item, on every request. This module remembers, per
+conversation, the text of a body up to the end of its last input item and the items it validated
+to; a later body that starts with exactly that text, followed by `,` inside the same `input`
+array, holds exactly those items first (a JSON parse of the same characters gives the same
+values), so the already-validated models stand in for them and only the new items are validated.
+
+What is and is not shared, so that results stay exactly the same:
+
+* Only a successful validation is remembered; a body that fails validates as it always did, and
+  an item that differs by one byte (a tampered one) does not match, so it is validated again. The
+  conversation rules (`conversation.analyse`) run over every item as before; only the pydantic
+  validation of the known prefix is skipped.
+* The models are shared between requests, so an item type the engine changes after validation
+  (`ToolSearchOutputItem.execution`) is never remembered.
+* A top-level key met twice (JSON keeps the last) or an `input` that is not the array being
+  extended sends the body down the ordinary path.
+* The text is the body as sent (UTF-8); the check is a prefix comparison, not a hash.
+
+The cache is bounded by bytes (the texts it keeps, with an allowance for their models) and drops
+its least recently used conversations first. A body under `min_bytes` (4 KB) skips it: for so few
+items, scanning the body and keeping its prefix costs more than validating them.
+
+Who feeds it: the HTTP edge puts the request's raw body in `RAW_BODY` (a context variable) for
+`POST /v1/responses`; `CreateRequest`'s validators call `substitute` (before) and `remember`
+(after). Nothing else sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from ptc_emulator.emulator.wire.items import ToolSearchOutputItem
+
+__all__ = ["RAW_BODY", "Body", "PrefixCache", "StoredItems", "cache", "parse", "remember", "substitute"]
+
+
+@dataclass
+class Body:
+    """One request's raw body (its chunks as they arrive), and what `substitute` left for `remember`."""
+
+    chunks: list[bytes] = field(default_factory=list)
+    used: bool = False
+    pending: _Pending | None = None
+    parsed: _Pending | None = None
+    """What `parse` found known in this body, when it read the body with the known items' models."""
+    parsed_input: list[Any] | None = None
+    """The `input` list `parse` made (its known items are models already)."""
+
+    @property
+    def raw(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+RAW_BODY: ContextVar[Body | None] = ContextVar("ptc_emulator_raw_body", default=None)
+
+_WS = re.compile(r"[ \t\n\r]*")
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+"""The C scanner behind `json.loads`: one value from an index, and where it ends."""
+_MODEL_FACTOR = 8
+"""Bytes a validated item's models take per byte of its JSON text, roughly (for the bound)."""
+
+
+@dataclass
+class _Entry:
+    prefix: str
+    """The body's text up to the end of its last input item."""
+    keys: tuple[str, ...]
+    """The top-level keys before `input`, in order."""
+    items: tuple[Any, ...]
+    """The validated input items, in order."""
+
+    @property
+    def size(self) -> int:
+        return len(self.prefix) * (1 + _MODEL_FACTOR)
+
+
+@dataclass
+class _Pending:
+    text: str
+    first_end: int
+    """Where the first input item ends (the cache's key is the text up to there)."""
+    keys: tuple[str, ...]
+    ends: list[int]
+    """Where each input item ends."""
+    known: int
+    """How many leading items came from the cache."""
+    base: _Entry | None
+    items: list[Any] = field(default_factory=list)
+
+
+class _NotPlain(Exception):
+    """The body is not the plain shape this cache handles: take the ordinary path."""
+
+
+def _ws(text: str, i: int) -> int:
+    if i < len(text) and text[i] not in " \t\n\r":
+        return i  # no whitespace here (compact JSON's every case): no regex needed
+    match = _WS.match(text, i)
+    assert match is not None
+    return match.end()
+
+
+def _value(text: str, i: int) -> tuple[Any, int]:
+    """The JSON value at `i` as `json.loads` reads it (the same scanner), and where it ends."""
+    try:
+        value, end = _SCAN(text, i)
+    except (StopIteration, ValueError) as e:
+        raise _NotPlain from e
+    return value, int(end)
+
+
+def _value_end(text: str, i: int) -> int:
+    return _value(text, i)[1]
+
+
+def _key(text: str, i: int) -> tuple[str, int]:
+    if i >= len(text) or text[i] != '"':
+        raise _NotPlain
+    try:
+        key, end = _SCAN(text, i)
+    except (StopIteration, ValueError) as e:
+        raise _NotPlain from e
+    end = _ws(text, end)
+    if end >= len(text) or text[end] != ":":
+        raise _NotPlain
+    return str(key), _ws(text, end + 1)
+
+
+def _items(text: str, i: int, ends: list[int], values: list[Any] | None = None) -> int:
+    """From just after `[` or after an item's `,`: the ends of the items (and their values, into
+    `values` if given); returns the index after `]`."""
+    i = _ws(text, i)
+    if not ends and i < len(text) and text[i] == "]":
+        return i + 1
+    while True:
+        value, end = _value(text, i)
+        if values is not None:
+            values.append(value)
+        ends.append(end)
+        i = _ws(text, end)
+        if i < len(text) and text[i] == ",":
+            i = _ws(text, i + 1)
+            continue
+        if i < len(text) and text[i] == "]":
+            return i + 1
+        raise _NotPlain
+
+
+def _rest(text: str, i: int, seen: set[str], values: dict[str, Any] | None = None) -> None:
+    """The top-level keys after `input`'s array up to the closing `}` (and their values, into
+    `values` if given): none may repeat."""
+    while True:
+        i = _ws(text, i)
+        if i < len(text) and text[i] == "}":
+            if _ws(text, i + 1) != len(text):
+                raise _NotPlain
+            return
+        if i >= len(text) or text[i] != ",":
+            raise _NotPlain
+        key, i = _key(text, _ws(text, i + 1))
+        if key in seen:
+            raise _NotPlain
+        seen.add(key)
+        value, i = _value(text, i)
+        if values is not None:
+            values[key] = value
+
+
+def _head(text: str, values: dict[str, Any] | None = None) -> tuple[tuple[str, ...], int, int]:
+    """(keys before `input`, index after `input`'s `[`, end of its first item or -1 if empty); the
+    values of those keys into `values`, if given."""
+    i = _ws(text, 0)
+    if i >= len(text) or text[i] != "{":
+        raise _NotPlain
+    i = _ws(text, i + 1)
+    keys: list[str] = []
+    while True:
+        key, i = _key(text, i)
+        if key in keys:
+            raise _NotPlain
+        if key == "input":
+            if i >= len(text) or text[i] != "[":
+                raise _NotPlain
+            start = i + 1
+            first = _ws(text, start)
+            if first < len(text) and text[first] == "]":
+                return tuple(keys), start, -1
+            return tuple(keys), start, _value_end(text, first)
+        keys.append(key)
+        value, end = _value(text, i)
+        if values is not None:
+            values[key] = value
+        i = _ws(text, end)
+        if i >= len(text) or text[i] != ",":
+            raise _NotPlain  # no `input` array at all
+        i = _ws(text, i + 1)
+
+
+class PrefixCache:
+    """Validated input items by conversation (the text up to the end of its first item)."""
+
+    def __init__(self, max_bytes: int = 64 * 2**20, per_key: int = 4, min_bytes: int = 4096) -> None:
+        self.max_bytes = max_bytes
+        self.per_key = per_key
+        self.min_bytes = min_bytes
+        """A smaller body takes the ordinary path: finding and keeping its prefix costs more than
+        validating the few items it would spare (measured: even at about 3-4 KB)."""
+        self.bytes = 0
+        self._entries: OrderedDict[str, list[_Entry]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.bytes = 0
+
+    def plan(self, raw: bytes, count: int) -> _Pending | None:
+        """What is known of this body whose parsed `input` holds `count` items (None: nothing to do)."""
+        if self.max_bytes <= 0 or count == 0 or len(raw) < self.min_bytes:
+            return None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None  # not strict UTF-8 (the JSON parser also reads UTF-16 and encoded surrogates)
+        try:
+            keys, start, first_end = _head(text)
+            if first_end < 0:
+                return None
+            base = self._base(text, keys, first_end)
+            ends: list[int] = []
+            if base is None:
+                after = _items(text, start, ends)
+            else:
+                ends = [-1] * (len(base.items) - 1) + [len(base.prefix)]
+                after = _items(text, len(base.prefix) + 1, ends)
+            _rest(text, after, {*keys, "input"})
+        except _NotPlain:
+            return None
+        if len(ends) != count:  # not the array validation will see
+            return None
+        known = len(base.items) if base is not None else 0
+        if base is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return _Pending(text, first_end, keys, ends, known, base)
+
+    def _base(self, text: str, keys: tuple[str, ...], first_end: int) -> _Entry | None:
+        """The entry with the longest prefix this body extends, if any."""
+        key = text[:first_end]
+        with self._lock:
+            candidates = list(self._entries.get(key, ()))
+            if candidates:
+                self._entries.move_to_end(key)
+        base = None
+        for entry in candidates:
+            n = len(entry.prefix)
+            if (
+                entry.keys == keys
+                and len(text) > n
+                and text[n] == ","
+                and text.startswith(entry.prefix)
+                and (base is None or n > len(base.prefix))
+            ):
+                base = entry
+        return base
+
+    def read(self, raw: bytes) -> tuple[dict[str, Any], _Pending] | None:
+        """The body parsed as `json.loads` parses it, but with its known leading input items as
+        their validated models, unparsed (None: no known prefix, or not the plain shape).
+
+        Every other value is read with `json.loads`'s own scanner; the keys keep their order (none
+        repeats: a body with a repeated key takes the ordinary path)."""
+        if self.max_bytes <= 0 or len(raw) < self.min_bytes:
+            return None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        head: dict[str, Any] = {}
+        new: list[Any] = []
+        rest: dict[str, Any] = {}
+        try:
+            keys, _, first_end = _head(text, head)
+            if first_end < 0:
+                return None
+            base = self._base(text, keys, first_end)
+            if base is None:
+                return None
+            ends = [-1] * (len(base.items) - 1) + [len(base.prefix)]
+            after = _items(text, len(base.prefix) + 1, ends, new)
+            _rest(text, after, {*keys, "input"}, rest)
+        except _NotPlain:
+            return None
+        self.hits += 1
+        value = {**head, "input": [*base.items, *new], **rest}
+        return value, _Pending(text, first_end, keys, ends, len(base.items), base)
+
+    def store(self, pending: _Pending, items: list[Any]) -> None:
+        if any(isinstance(i, ToolSearchOutputItem) for i in items[pending.known :]):
+            return
+        entry = _Entry(pending.text[: pending.ends[-1]], pending.keys, tuple(items))
+        if entry.size > self.max_bytes:
+            return
+        key = pending.text[: pending.first_end]
+        with self._lock:
+            entries = self._entries.get(key)
+            if entries is None:
+                entries = self._entries[key] = []
+            else:
+                self._entries.move_to_end(key)
+            if pending.base is not None and pending.base in entries:
+                entries.remove(pending.base)  # the conversation moved on: keep its longer prefix
+                self.bytes -= pending.base.size
+            entries.insert(0, entry)
+            self.bytes += entry.size
+            while len(entries) > self.per_key:
+                self.bytes -= entries.pop().size
+            while self.bytes > self.max_bytes and self._entries:
+                _, dropped = self._entries.popitem(last=False)
+                self.bytes -= sum(e.size for e in dropped)
+
+
+cache = PrefixCache()
+"""The process's cache (the HTTP edge feeds it; `Settings` may resize it)."""
+
+
+def parse(raw: bytes) -> Any:
+    """`json.loads(raw)` for the request's body, except that a body that extends a known prefix
+    (see `PrefixCache.read`) comes back with its known items as their models, unparsed. Anything
+    else, or anything unusual, is `json.loads`'s own answer (and its own errors)."""
+    body = RAW_BODY.get()
+    if body is None or body.used or body.parsed is not None:
+        return json.loads(raw)
+    try:
+        found = cache.read(raw)
+    except Exception:  # (a nesting too deep for the scanner, say) the parser decides, as always
+        found = None
+    if found is None:
+        return json.loads(raw)
+    value, body.parsed = found
+    body.parsed_input = value["input"]
+    return value
+
+
+def substitute(value: Any, check: Callable[[Any], None]) -> Any:
+    """Before `CreateRequest` validates `value` (the parsed body): the known leading input items
+    replaced by their validated models, when this validation is of the request's raw body.
+
+    `check` (the JSON sanity check) runs over the body less its known items: those passed it, at
+    the same depth, in the body they were remembered from."""
+    body = RAW_BODY.get()
+    items = value.get("input") if isinstance(value, dict) else None
+    if (
+        body is not None
+        and not body.used
+        and body.parsed is not None
+        and isinstance(items, list)
+        and items is body.parsed_input
+    ):
+        body.used = True  # the body `parse` read: its known items are their models already
+        read = body.parsed
+        check({**value, "input": items[read.known :]})
+        body.pending = read
+        return value
+    if body is None or body.used or not isinstance(items, list):
+        check(value)
+        return value
+    body.used = True  # only the first validation in this request is of its body
+    pending = cache.plan(body.raw, len(items))
+    if pending is None or pending.base is None:
+        check(value)
+        body.pending = pending
+        return value
+    rest = items[pending.known :]
+    check({**value, "input": rest})
+    body.pending = pending
+    return {**value, "input": [*pending.base.items, *rest]}
+
+
+def remember(input: Any) -> None:
+    """After `CreateRequest` validated: its input items, for the next request that extends them."""
+    body = RAW_BODY.get()
+    if body is None or body.pending is None or not isinstance(input, list):
+        return
+    pending, body.pending = body.pending, None
+    if len(input) == len(pending.ends):
+        cache.store(pending, input)
+
+
+class StoredItems:
+    """Each stored response's items (its input and output) as validated input items, by response id,
+    so that continuing a `store: true` conversation does not validate its history again.
+
+    A stored response is cached only once finished (completed or incomplete: it never changes
+    after that, and `History.load` continues nothing else) and only if it holds no item the engine
+    changes after validation (`ToolSearchOutputItem`). Bounded by bytes (the items' JSON text, with
+    an allowance for their models); the least recently used leave first."""
+
+    def __init__(self, max_bytes: int = 32 * 2**20) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._entries: OrderedDict[str, tuple[tuple[Any, ...], int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, response_id: str) -> tuple[Any, ...] | None:
+        with self._lock:
+            found = self._entries.get(response_id)
+            if found is None:
+                return None
+            self._entries.move_to_end(response_id)
+            return found[0]
+
+    def put(self, response_id: str, raw: list[Any], items: list[Any]) -> None:
+        if self.max_bytes <= 0 or any(isinstance(i, ToolSearchOutputItem) for i in items):
+            return
+        size = len(json.dumps(raw, separators=(",", ":"), default=str)) * (1 + _MODEL_FACTOR)
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            old = self._entries.pop(response_id, None)
+            if old is not None:
+                self.bytes -= old[1]
+            self._entries[response_id] = (tuple(items), size)
+            self.bytes += size
+            while self.bytes > self.max_bytes and self._entries:
+                self.bytes -= self._entries.popitem(last=False)[1][1]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.bytes = 0

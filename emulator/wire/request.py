@@ -1,0 +1,165 @@
+"""The body of `POST /v1/responses` (and of a WebSocket `response.create`), validated strictly."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import field_validator, model_validator
+
+from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator.wire import replayed
+from ptc_emulator.emulator.wire.items import MAX_DEPTH, InputItem, OpenJSON, WireModel, check_depth
+from ptc_emulator.emulator.wire.tools import FunctionTool, ProgrammaticToolCalling, Tool, ToolChoice
+
+__all__ = [
+    "Conversational",
+    "Includable",
+    "conversation_id",
+    "MAX_DEPTH",
+    "OpenJSON",
+    "CountTokensRequest",
+    "CreateRequest",
+    "check_depth",
+    "check_json",
+    "check_metadata",
+]
+
+
+def check_json(value: Any) -> None:
+    """What JSON can carry but a response cannot: NaN and the infinities (Python reads them), and
+    lone UTF-16 surrogates (not encodable as UTF-8). Encoding it once, in C, finds both."""
+    try:
+        json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except RecursionError as e:
+        raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels") from e
+    except ValueError as e:
+        if isinstance(e, UnicodeEncodeError):
+            raise ValueError("a string holds a lone UTF-16 surrogate, which is not valid Unicode") from e
+        raise ValueError("numbers must be finite (NaN and Infinity are not JSON)") from e
+
+
+def check_metadata(value: dict[str, str] | None) -> dict[str, str] | None:
+    """The hosted limits on `metadata`: 16 keys, keys of 64 characters, values of 512."""
+    if value is not None:
+        if len(value) > 16:
+            raise ValueError("metadata can hold at most 16 keys")
+        for key, item in value.items():
+            if len(key) > 64:
+                raise ValueError(f"metadata key '{key[:64]}...' is longer than 64 characters")
+            if len(item) > 512:
+                raise ValueError(f"metadata value for '{key}' is longer than 512 characters")
+    return value
+
+
+Includable = Literal[
+    "file_search_call.results",
+    "web_search_call.results",
+    "web_search_call.action.sources",
+    "message.input_image.image_url",
+    "computer_call_output.output.image_url",
+    "code_interpreter_call.outputs",
+    "reasoning.encrypted_content",
+    "message.output_text.logprobs",
+]
+
+
+class Conversational(WireModel):
+    """The fields a create and a token count share; checked with `check_json` before validation."""
+
+    model: str | None = None
+    input: str | list[InputItem] | None = None
+    instructions: str | None = None
+    tools: list[Tool] | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    previous_response_id: str | None = None
+    conversation: str | OpenJSON | None = None
+    reasoning: OpenJSON | None = None
+    text: OpenJSON | None = None
+    truncation: Literal["auto", "disabled"] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sane(cls, value: Any) -> Any:
+        check_json(value)
+        return value
+
+    @property
+    def function_tools(self) -> list[FunctionTool]:
+        return [t for t in self.tools or () if isinstance(t, FunctionTool)]
+
+    @property
+    def ptc_enabled(self) -> bool:
+        return any(isinstance(t, ProgrammaticToolCalling) for t in self.tools or ())
+
+    @property
+    def programmatic_tools(self) -> tuple[str, ...]:
+        """Top-level function tools that allow programmatic callers, in order, as declared. What a
+        program may call (namespaces, deferred and loaded tools) is `toolset.Toolset.programmatic`."""
+        if not self.ptc_enabled:
+            return ()
+        return tuple(t.name for t in self.function_tools if t.programmatic)
+
+
+class CreateRequest(Conversational):
+    """`ResponseCreateParams`: every field optional, as in the SDK."""
+
+    store: bool | None = None
+    stream: bool | None = None
+    stream_options: OpenJSON | None = None
+    include: list[Includable] | None = None
+    metadata: dict[str, str] | None = None
+    max_tool_calls: int | None = None
+    max_output_tokens: int | None = None
+    background: bool | None = None
+    user: str | None = None
+    safety_identifier: str | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_options: OpenJSON | None = None
+    prompt_cache_retention: str | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_logprobs: int | None = None
+    service_tier: str | None = None
+    prompt: OpenJSON | None = None
+    context_management: list[OpenJSON] | None = None
+    moderation: OpenJSON | None = None
+    image: OpenJSON | None = None
+    access_programs: OpenJSON | None = None
+    # WebSocket mode only (`response.create` frames).
+    generate: bool | None = None
+    stream_id: str | None = None
+
+    _metadata_limits = field_validator("metadata")(check_metadata)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sane(cls, value: Any) -> Any:
+        return replayed.substitute(value, check_json)  # a replayed conversation's known items, already validated
+
+    @model_validator(mode="after")
+    def _remember(self) -> CreateRequest:
+        replayed.remember(self.input)
+        return self
+
+
+class CountTokensRequest(Conversational):
+    """`POST /v1/responses/input_tokens`."""
+
+    personality: str | None = None
+
+
+def conversation_id(value: Any) -> str | None:
+    """The id in a request's `conversation` field: a string, or `{"id": ...}`."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("id"), str):
+        return str(value["id"])
+    raise InvalidRequest(
+        "Invalid type for 'conversation': expected a conversation id string or an object {\"id\": ...}.",
+        param="conversation",
+        code="invalid_type",
+    )

@@ -1,0 +1,206 @@
+"""A pytest plugin: the `ptc_emulator` fixture. Installing the package registers it.
+
+    def test_my_agent(ptc_emulator):
+        ptc_emulator.add_scenario({"match": {"input": "hello"}, "turns": [{"message": "hi!"}]})
+        client = ptc_emulator.client()                 # an openai.OpenAI aimed at the emulator
+        assert client.responses.create(model="m", input="hello").output_text == "hi!"
+        assert ptc_emulator.journal[-1]["figures"]["model_turns"] == 1
+
+One server per test session (per xdist worker) on a real 127.0.0.1 port; each test gets its
+own scope, so its scenarios and journal are its own and vanish when it ends.
+
+Options: `--ptc-emulator-url URL` uses a server that is already running (its `/v1` URL) instead
+of starting one, and `--ptc-emulator-api-key KEY` (or PTC_EMULATOR_API_KEY) is the key for a
+server started with `--api-key`; the ini option `ptc_emulator_fixtures` adds scenario
+directories (relative to the rootdir). Override the session-scoped `ptc_emulator_settings`
+fixture to change the settings of the server the plugin starts.
+
+Record and replay (docs/record-replay.md): `--ptc-emulator-record-mode new|all|none` with
+`--ptc-emulator-upstream URL` (and `--ptc-emulator-upstream-api-key-env NAME`) records the
+conversations of the run into the ini option `ptc_emulator_record_dir` (or
+`--ptc-emulator-record DIR`); without an upstream, mode `none` (the default) replays them.
+
+pytest loads this module in every run of every project the package is installed in, so it
+imports nothing but pytest and the standard library: the emulator itself is imported when a
+test first asks for the fixture, and a problem there fails that test, not the whole run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__: list[str] = []
+
+_API_KEY_ENV = "PTC_EMULATOR_API_KEY"
+_api_key = pytest.StashKey[str]()
+_inspector = pytest.StashKey[str]()
+_failed = pytest.StashKey[bool]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("ptc-emulator")
+    group.addoption(
+        "--ptc-emulator-url",
+        default=None,
+        help="use an emulator that is already running at this /v1 URL instead of starting one",
+    )
+    group.addoption(
+        "--ptc-emulator-api-key",
+        default=None,
+        help=f"the API key of the emulator at --ptc-emulator-url, if it requires one (or {_API_KEY_ENV})",
+    )
+    group.addoption(
+        "--ptc-emulator-upstream",
+        default=None,
+        metavar="URL",
+        help="record: proxy the emulator's /v1/responses to this upstream base URL",
+    )
+    group.addoption(
+        "--ptc-emulator-upstream-api-key-env",
+        default=None,
+        metavar="NAME",
+        help="the environment variable holding the upstream's API key",
+    )
+    group.addoption(
+        "--ptc-emulator-record",
+        default=None,
+        metavar="DIR",
+        help="where recordings are written and replayed from (default: the ini option ptc_emulator_record_dir)",
+    )
+    group.addoption(
+        "--ptc-emulator-record-mode",
+        choices=("new", "all", "none"),
+        default=None,
+        help="new: record what nothing matches; all: re-record everything; none: replay only "
+        "(default: new with an upstream, else none)",
+    )
+    parser.addini(
+        "ptc_emulator_record_dir", type="paths", default=[], help="recorded scenarios (see --ptc-emulator-record)"
+    )
+    parser.addini(
+        "ptc_emulator_fixtures",
+        type="paths",
+        default=[],
+        help="scenario directories the plugin's emulator loads (relative to the rootdir)",
+    )
+
+
+def _resolve(config: pytest.Config, path: Path) -> Path:
+    return path if path.is_absolute() else Path(config.rootpath) / path
+
+
+@pytest.fixture(scope="session")
+def ptc_emulator_settings(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Settings of the server the plugin starts; override this fixture to change them.
+
+    Under pytest-xdist every worker starts a server, so each gets its share of the CPUs for its
+    sandbox workers rather than one per CPU."""
+    from ptc_emulator.api.settings import Settings
+
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    share = max(1, (os.cpu_count() or 1) // (int(workers) if workers.isdigit() and int(workers) > 0 else 1))
+    fixtures = tuple(Path(p) for p in request.config.getini("ptc_emulator_fixtures"))
+    return Settings(
+        data_dir=tmp_path_factory.mktemp("ptc-emulator"),
+        store="sqlite",
+        pool_size=share,
+        fixtures=fixtures,
+        **_record_settings(request.config),
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _record_settings(config)  # refuse record options that cannot work before any test runs
+
+
+def _record_settings(config: pytest.Config) -> dict[str, Any]:
+    """The Settings fields of the record options (nothing when none is given)."""
+    upstream = config.getoption("--ptc-emulator-upstream")
+    given = config.getoption("--ptc-emulator-record")
+    configured = config.getini("ptc_emulator_record_dir")
+    directory = Path(given).resolve() if given else (Path(configured[0]) if configured else None)
+    mode = config.getoption("--ptc-emulator-record-mode") or ("new" if upstream else "none")
+    if upstream and directory is None:
+        raise pytest.UsageError(
+            "--ptc-emulator-upstream needs a directory: ptc_emulator_record_dir or --ptc-emulator-record"
+        )
+    if mode != "none" and not upstream:
+        raise pytest.UsageError(f"--ptc-emulator-record-mode {mode} needs --ptc-emulator-upstream URL")
+    if directory is None:
+        return {}
+    return {
+        "upstream": upstream,
+        "upstream_api_key_env": config.getoption("--ptc-emulator-upstream-api-key-env"),
+        "record_dir": directory,
+        "record_mode": mode,
+    }
+
+
+@pytest.fixture(scope="session")
+def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The base URL (`.../v1`) of the session's emulator."""
+    from ptc_emulator.testing.server import API_KEY, EmulatorServer
+
+    url = request.config.getoption("--ptc-emulator-url")
+    if url:
+        key = request.config.getoption("--ptc-emulator-api-key") or os.environ.get(_API_KEY_ENV)
+        request.config.stash[_api_key] = key or API_KEY
+        yield str(url)
+        return
+    settings = request.getfixturevalue("ptc_emulator_settings")
+    # Relative paths in the settings mean the project's, wherever pytest was started from.
+    settings = dataclasses.replace(
+        settings,
+        fixtures=tuple(_resolve(request.config, Path(p)) for p in settings.fixtures),
+        data_dir=_resolve(request.config, Path(settings.data_dir)),
+        record_dir=_resolve(request.config, Path(settings.record_dir)) if settings.record_dir else None,
+    )
+    request.config.stash[_api_key] = getattr(settings, "api_key", None) or API_KEY
+    server = EmulatorServer(settings).start()
+    try:
+        yield server.base_url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> Iterator[Any]:
+    """The emulator, scoped to this test (a `ptc_emulator.testing.server.PTCEmulator`): `base_url`,
+    `client()`, `async_client()`, `add_scenario(...)`, `scenarios`, `remove_scenario(...)`,
+    `journal`, `clear_journal()`."""
+    from ptc_emulator.testing.server import API_KEY, PTCEmulator
+
+    emulator = PTCEmulator(ptc_emulator_server, api_key=request.config.stash.get(_api_key, API_KEY))
+    request.node.stash[_inspector] = emulator.inspector_url
+    try:
+        yield emulator
+    finally:
+        if request.node.stash.get(_failed, False):
+            # A failed test's journal stays for the inspector link in its report; its scenarios go.
+            for scenario in emulator.scenarios:
+                if scenario.get("scope") == emulator.scope:
+                    emulator.remove_scenario(str(scenario["name"]))
+        else:
+            emulator.reset()
+        emulator.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failing test that used the emulator gets the inspector's link to its scope in its report."""
+    report: pytest.TestReport = yield
+    link = item.stash.get(_inspector, None)
+    if link is not None and report.failed:
+        item.stash[_failed] = True
+        report.sections.append(
+            ("ptc-emulator", f"inspector: {link}\n(this test's requests stay in the journal while the server runs)")
+        )
+    return report

@@ -1,0 +1,218 @@
+"""Test helpers: the emulator in a background thread, and one test's scoped view of it.
+
+`PTCEmulator` is what the `ptc_emulator` fixture yields; `EmulatorServer` runs the app under
+uvicorn on a free 127.0.0.1 port. Both work without pytest, for scripts and benchmarks.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+__all__ = ["API_KEY", "API_KEY_ENV", "SCOPE_HEADER", "EmulatorServer", "PTCEmulator", "inspector_url"]
+
+SCOPE_HEADER = "x-ptc-emulator-scope"
+API_KEY = "sk-ptc-emulator"
+"""The key clients send when the server asks for none (any key is accepted then)."""
+API_KEY_ENV = "PTC_EMULATOR_API_KEY"
+
+
+class EmulatorServer:
+    """The app under uvicorn in a background thread, on a free 127.0.0.1 port."""
+
+    def __init__(self, settings: Any) -> None:
+        import uvicorn
+
+        from ptc_emulator.api.app import create_app
+        from ptc_emulator.api.cli import bind, server_config
+
+        self.settings = settings
+        self.app = create_app(settings)
+        self._socket = bind("127.0.0.1", 0)
+        self.port = self._socket.getsockname()[1]
+        self._server = uvicorn.Server(server_config(self.app, log_level="warning"))
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._socket]}, name="ptc-emulator", daemon=True
+        )
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self, timeout: float = 60.0) -> EmulatorServer:
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the ptc-emulator server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(30)
+        self._socket.close()
+
+
+def inspector_url(base_url: str, scope: str | None = None) -> str:
+    """The inspector's page on the emulator at `base_url` (its `/v1` URL), for one scope or all."""
+    from urllib.parse import quote
+
+    root = base_url.rstrip("/")
+    root = root[: -len("/v1")] if root.endswith("/v1") else root
+    return f"{root}/_emulator/ui/" + (f"#scope={quote(scope, safe='')}" if scope else "")
+
+
+def _plain_http(url: Any) -> bool:
+    """Plain HTTP never does TLS: a client for it can skip loading the CA bundle, which costs
+    tens of milliseconds for every client a test makes."""
+    return str(url).startswith("http://")
+
+
+class PTCEmulator:
+    """One test's view of the emulator: its own scope, scenarios and journal."""
+
+    def __init__(self, base_url: str, scope: str | None = None, api_key: str = API_KEY) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.scope = scope or f"test-{uuid.uuid4().hex[:12]}"
+        self.api_key = api_key
+        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+        self.admin = httpx.Client(
+            base_url=f"{root}/_emulator",
+            # Admin writes must declare JSON (a web page cannot send that without a preflight).
+            headers={
+                SCOPE_HEADER: self.scope,
+                "Authorization": f"Bearer {api_key}",
+                "Content-Type": "application/json",
+            },
+            timeout=30,
+            verify=not _plain_http(root),
+        )
+        self._clients: list[Any] = []
+
+    @property
+    def inspector_url(self) -> str:
+        """The trace inspector's page, showing this test's scope (the key, if any, is not in it)."""
+        return inspector_url(self.base_url, self.scope)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """Headers that put a request in this test's scope (the SDK clients below send them)."""
+        return {SCOPE_HEADER: self.scope}
+
+    def client(self, **options: Any) -> Any:
+        """An `openai.OpenAI` aimed at the emulator, in this test's scope; closed when the test ends."""
+        import openai
+
+        options.setdefault("api_key", self.api_key)
+        options.setdefault("base_url", self.base_url)
+        options["default_headers"] = {**self.headers, **options.get("default_headers", {})}
+        if "http_client" not in options and _plain_http(options["base_url"]):
+            options["http_client"] = openai.DefaultHttpxClient(verify=False)
+        client = openai.OpenAI(**options)
+        self._clients.append(client)
+        return client
+
+    def async_client(self, **options: Any) -> Any:
+        """An `openai.AsyncOpenAI` aimed at the emulator, in this test's scope.
+
+        Its HTTP client keeps no idle connection, so none outlives the test's event loop (the loop
+        is gone before this fixture's teardown could close them). This is done with connection
+        limits, not a `Connection: close` header, which would also go into a WebSocket handshake
+        (`responses.connect()`) and break it."""
+        import openai
+
+        options.setdefault("api_key", self.api_key)
+        options.setdefault("base_url", self.base_url)
+        options["default_headers"] = {**self.headers, **options.get("default_headers", {})}
+        if "http_client" not in options:
+            # The SDK's own HTTP library's Limits class (it is not necessarily httpx's).
+            limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_keepalive_connections=0)
+            verify = not _plain_http(options["base_url"])
+            options["http_client"] = openai.DefaultAsyncHttpxClient(verify=verify, limits=limits)
+        return openai.AsyncOpenAI(**options)
+
+    def add_scenario(self, scenario: dict[str, Any] | str | Path) -> str:
+        """Add a scenario for this test: a dict, a YAML string, or a path to a YAML file.
+
+        Returns its name (given, the file's stem, or generated)."""
+        body: dict[str, Any]
+        if isinstance(scenario, Path):
+            body = {"yaml": scenario.read_text(encoding="utf-8"), "name": scenario.stem}
+        elif isinstance(scenario, str):
+            body = {"yaml": scenario}
+        else:
+            body = scenario
+        reply = self.admin.post("/scenarios", json=body)
+        if reply.status_code != 201:
+            raise ValueError(reply.json()["error"]["message"])
+        return str(reply.json()["name"])
+
+    def remove_scenario(self, name: str) -> None:
+        """Remove a scenario this test added."""
+        reply = self.admin.delete(f"/scenarios/{name}")
+        if reply.status_code != 200:
+            raise KeyError(reply.json()["error"]["message"])
+
+    @property
+    def scenarios(self) -> list[dict[str, Any]]:
+        """The scenarios this test can match, in matching order: its own, and the unscoped ones
+        (scenario files); each `{name, source, scope, priority, turns}`."""
+        reply = self.admin.get("/scenarios")
+        reply.raise_for_status()
+        return list(reply.json()["data"])
+
+    @property
+    def journal(self) -> list[dict[str, Any]]:
+        """This test's requests and responses, oldest first, with per-response figures."""
+        reply = self.admin.get("/journal")
+        reply.raise_for_status()
+        return list(reply.json()["data"])
+
+    @property
+    def conversations(self) -> list[dict[str, Any]]:
+        """This test's journal figures per conversation (one run of a task each), oldest first:
+        tokens, turns, calls by kind and route, retries, bytes kept out of context, latency."""
+        reply = self.admin.get("/journal/conversations")
+        reply.raise_for_status()
+        return list(reply.json()["data"])
+
+    def compare(self, direct: str | None = None, ptc: str | None = None) -> dict[str, Any]:
+        """The comparison report of a direct run and a PTC run of the same task (the guide's
+        "Evaluate"). Each is a conversation or response id; left out, the latest run without
+        programs and the latest with. The report's `summary` is the text to read."""
+        params = {k: v for k, v in (("direct", direct), ("ptc", ptc)) if v is not None}
+        reply = self.admin.get("/journal/compare", params=params)
+        if reply.status_code != 200:
+            raise ValueError(reply.json()["error"]["message"])
+        return dict(reply.json())
+
+    def set_hosted(self, script: dict[str, Any] | None) -> None:
+        """Results for the tools that run on OpenAI's side, for this test: `{"mcp_servers": {label:
+        {"tools": [...]}}, "code_interpreter": [...], "shell": [...]}` (see docs/tools-hosted.md).
+        Inline programs use them, and so do scenarios that script none. None removes them."""
+        if script is None:
+            self.admin.delete("/hosted").raise_for_status()
+        else:
+            self.admin.put("/hosted", json=script).raise_for_status()
+
+    def clear_journal(self) -> None:
+        self.admin.delete("/journal").raise_for_status()
+
+    def reset(self) -> None:
+        self.admin.post("/reset").raise_for_status()
+
+    def close(self) -> None:
+        """Close the admin connection and every client `client()` made."""
+        for client in self._clients:
+            client.close()
+        self._clients.clear()
+        self.admin.close()
+
+    def __repr__(self) -> str:
+        return f"PTCEmulator(base_url={self.base_url!r}, scope={self.scope!r})"
