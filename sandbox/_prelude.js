@@ -65,6 +65,30 @@
   delete Err.prepareStackTrace;
   const siteFile = callSite.getScriptNameOrSourceURL;
   const siteText = callSite.toString;
+  // A program's own formatter sees each frame through a view: a frame's script hash is the hash
+  // of the whole entry script, whose configuration (the journal, the context's nonce) differs
+  // between a live run and its replay, so a program that passed it to a tool would diverge on a
+  // retry. The view names no script (''); every other getter is the frame's own.
+  const frameOf = new G.WeakMap();
+  const frameGet = G.WeakMap.prototype.get;
+  const frameSet = G.WeakMap.prototype.set;
+  const create = G.Object.create;
+  const siteView = create(G.Object.prototype);
+  const siteNames = G.Object.getOwnPropertyNames(callSite);
+  for (let i = 0; i < siteNames.length; i++) {
+    const name = siteNames[i];
+    const method = callSite[name];
+    if (name === 'constructor' || typeof method !== 'function') continue;
+    const view = name === 'getScriptHash'
+      ? function getScriptHash() { return ''; }
+      : function () { return apply(method, apply(frameGet, frameOf, [this]), []); };
+    defineProperty(siteView, name, { value: view, writable: true, enumerable: false, configurable: true });
+  }
+  const viewOf = (frame) => {
+    const v = create(siteView);
+    apply(frameSet, frameOf, [v, frame]);
+    return v;
+  };
   const programFrames = (frames) => {
     const kept = [];
     for (let i = 0; i < frames.length; i++) {
@@ -78,7 +102,11 @@
   let userPrepare;
   const prepare = function prepareStackTrace(e, frames) {
     const kept = programFrames(frames);
-    if (typeof userPrepare === 'function') return apply(userPrepare, Err, [e, kept]);
+    if (typeof userPrepare === 'function') {
+      const views = [];
+      for (let i = 0; i < kept.length; i++) defineProperty(views, i, { value: viewOf(kept[i]), writable: true, enumerable: true, configurable: true });
+      return apply(userPrepare, Err, [e, views]);
+    }
     let r = header(e);
     for (let i = 0; i < kept.length; i++) r += '\n    at ' + apply(siteText, kept[i], []);
     return r;

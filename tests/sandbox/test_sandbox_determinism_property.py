@@ -101,6 +101,9 @@ LEAVES: list[str] = [
     "await null; L.push(n);",
     "L.push(Math.random(), Date.now());",
     "{{ const o = {{}}; Error.captureStackTrace(o); L.push(o.stack); }}",
+    "Error.prepareStackTrace = (e, fs) => fs.map((f) => [f.getScriptHash(), f.getPosition(), f.getFileName(),"
+    " f.getEvalOrigin(), f.getEnclosingLineNumber(), f.getEnclosingColumnNumber(), f.isToplevel(),"
+    " f.getPromiseIndex()].join(',')).join('|'); L.push(new Error('c{i}').stack);",
     "L.push(await Promise.resolve({i}).then((v) => {{ n++; return v; }}));",
 ]
 
