@@ -27,6 +27,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -139,9 +140,12 @@ class UpstreamProxy:
         await self._forward_http(scope, body, parsed, send)
 
     def _goes_upstream(self, scope: Scope, path: str, create: dict[str, Any] | None) -> bool:
+        route = upstream_route(scope.get("method", ""), path)
+        if route is None:  # not a Responses route this proxy serves: the emulator answers (404, 405)
+            return False
         if path != _PREFIX:  # retrieve, delete, cancel, input items, input_tokens, compact
-            rest = path[len(_PREFIX) + 1 :].split("/", 1)[0]
-            return rest in ("input_tokens", "compact") or rest in self.upstream_ids
+            first = route.split("/")[2]
+            return first in ("input_tokens", "compact") or first in self.upstream_ids
         if create is None:
             return True  # not JSON: the upstream says what is wrong with it
         return self._create_goes_upstream(create, _headers(scope))
@@ -187,7 +191,9 @@ class UpstreamProxy:
         return headers
 
     async def _forward_http(self, scope: Scope, body: bytes, create: dict[str, Any] | None, send: Send) -> None:
-        path = scope["path"][len("/v1") :]
+        route = upstream_route(scope["method"], scope["path"])
+        assert route is not None  # `_goes_upstream` said so
+        path = route
         query = scope.get("query_string", b"").decode("latin-1")
         url = self.base + path + (f"?{query}" if query else "")
         request = self.client.build_request(scope["method"], url, headers=self._upstream_headers(scope), content=body)
@@ -201,7 +207,7 @@ class UpstreamProxy:
             headers = [
                 (k.encode("latin-1"), v.encode("latin-1"))
                 for k, v in reply.headers.multi_items()
-                if k.lower() not in _NOT_BACK
+                if k.lower() not in _NOT_BACK and not k.lower().startswith("access-control-")
             ]
             await send({"type": "http.response.start", "status": reply.status_code, "headers": headers})
             # What the response says is noted before the client has it all: a client that
@@ -381,6 +387,37 @@ class UpstreamProxy:
         temporary.replace(path)
         self.scenarios.add(loaded, str(path))
         log.info("recorded %s", path)
+
+
+_SEGMENT = re.compile(r"[A-Za-z0-9_-]{1,128}")
+_ROUTES: dict[tuple[str, ...], frozenset[str]] = {
+    (): frozenset({"POST"}),
+    ("input_tokens",): frozenset({"POST"}),
+    ("compact",): frozenset({"POST"}),
+    ("{id}",): frozenset({"GET", "DELETE"}),
+    ("{id}", "cancel"): frozenset({"POST"}),
+    ("{id}", "input_items"): frozenset({"GET"}),
+}
+
+
+def upstream_route(method: str, path: str) -> str | None:
+    """The upstream path (`/responses/...`) of a Responses route this proxy forwards, or None.
+
+    Only the routes above, with the methods each takes, and ids of plain characters: the path the
+    upstream sees is rebuilt from checked segments, so no dot segment, encoded slash or other
+    route can reach another of the upstream's paths with the key (`OPTIONS` is never forwarded)."""
+    if path != _PREFIX and not path.startswith(_PREFIX + "/"):
+        return None
+    segments = tuple(path[len(_PREFIX) + 1 :].split("/")) if path != _PREFIX else ()
+    if any(not _SEGMENT.fullmatch(s) for s in segments):
+        return None
+    shape = tuple(s if i or s in ("input_tokens", "compact") else "{id}" for i, s in enumerate(segments))
+    if len(segments) == 2 and segments[1] not in ("cancel", "input_items"):
+        return None
+    methods = _ROUTES.get(shape)
+    if methods is None or method not in methods:
+        return None
+    return "/".join(("/responses", *segments)) if segments else "/responses"
 
 
 def _take(

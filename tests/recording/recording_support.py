@@ -44,9 +44,13 @@ def upstream(tmp: Path) -> contextlib.AbstractContextManager[PTCEmulator]:
     return serving(settings(tmp / "upstream"))
 
 
-def recorder(tmp: Path, url: str, directory: Path, mode: str = "new") -> contextlib.AbstractContextManager[PTCEmulator]:
+def recorder(
+    tmp: Path, url: str, directory: Path, mode: str = "new", **overrides: Any
+) -> contextlib.AbstractContextManager[PTCEmulator]:
     return serving(
-        settings(tmp / "recorder", upstream=url, record_dir=directory, record_mode=mode, bundled_fixtures=False)
+        settings(
+            tmp / "recorder", upstream=url, record_dir=directory, record_mode=mode, bundled_fixtures=False, **overrides
+        )
     )
 
 
