@@ -105,9 +105,18 @@ class _Died:
 @dataclass(frozen=True, slots=True)
 class _Crashed:
     """A run whose worker died or went silent while it held the program: a crash, unless a
-    second run shows otherwise."""
+    second run shows otherwise, or the death was the program's own doing (`own`)."""
 
     failed: Failed
+    own: bool = False
+    """V8 aborted the worker on an allocation of the running program's (its fatal line says so):
+    another run would only pay for the same abort again, and abusers would double their cost."""
+
+
+_OWN_FATAL = ("fatal javascript", "out of memory", "invalid size", "invalid array length", "allocation failed")
+"""What V8's fatal line says when a program's own allocation aborted the process. An abort of
+another kind ("Check failed" from the allocator's own set-up, a signal from outside, silence) may
+not be the program's, and gets its second run."""
 
 
 class _Worker:
@@ -155,12 +164,18 @@ class _Worker:
         return f"exited with status {code}"
 
     def fatal_hint(self) -> str:
+        """V8's fatal line from the worker's last stderr, or ''. V8 writes "# Fatal error with no
+        security impact:" and then what the error was; that second line is the one shown."""
         text = self.stderr_tail.decode("utf-8", "replace")
+        generic = ""
         for line in text.splitlines():
             lowered = line.lower()  # V8 writes "Fatal ...", its allocator "[FATAL:...] Check failed"
             if "fatal" in lowered or "out of memory" in lowered or "check failed" in lowered:
-                return line.strip().lstrip("#").strip()[:200]
-        return ""
+                found = line.strip().lstrip("#").strip()[:200]
+                if not found.endswith(":"):
+                    return found
+                generic = generic or found
+        return generic
 
     async def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -180,6 +195,12 @@ class _Worker:
     async def _finish_drain(self) -> None:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._drain, 1)
+
+
+def _own_doing(worker: _Worker) -> bool:
+    """Whether a worker that died holding a program was aborted by that program's allocation."""
+    hint = worker.fatal_hint().lower()
+    return worker.proc.returncode is not None and worker.proc.returncode < 0 and any(w in hint for w in _OWN_FATAL)
 
 
 class Pool:
@@ -263,7 +284,7 @@ class Pool:
                 self.crashes += 1  # fresh workers keep closing their pipes: give up
                 return outcome.failed
             if isinstance(outcome, _Crashed):
-                if not crashed:
+                if not crashed and not outcome.own:
                     crashed = True
                     log.warning("a sandbox worker failed holding a program; running it once more on another worker")
                     continue
@@ -290,7 +311,8 @@ class Pool:
             async with asyncio.timeout(deadline):
                 message = await worker.read_message()
         except (EOFError, ConnectionError):
-            return _Crashed(await self._crashed(worker, exiting=True))
+            failed = await self._crashed(worker, exiting=True)
+            return _Crashed(failed, own=_own_doing(worker))
         except (TimeoutError, json.JSONDecodeError):  # silent past the deadline and grace, or garbled
             return _Crashed(await self._crashed(worker))
         except BaseException:  # cancelled mid-run: the worker's state is unknown

@@ -111,6 +111,9 @@ def test_process_aborting_allocations_crash_only_their_worker(
         assert "Fatal" in f.message
         assert f.outputs == ()
     assert p.pool.crashes == 2
+    # V8's fatal line names the program's own allocation: no second run elsewhere, so a client
+    # sending only such programs cannot make others wait twice as long for a worker.
+    assert p.pool.runs == 2 and p.pool.recovered == 0
     after = p.wait_for_workers(exclude=before)
     assert not set(after) & set(before)
     assert not any(pid_alive(pid) for pid in before)
