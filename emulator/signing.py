@@ -5,7 +5,10 @@
   any process that has the same secret, with no server state.
 * Derived ids: a program's n-th tool call always gets the same call_id, and a program_output's
   id is a MAC of its content, so a modified replay is caught.
-* Sealed reasoning content (`encrypted_content`).
+* Sealed content (`encrypted_content` of reasoning items, the runtime record of hidden MCP
+  calls): encrypted and authenticated (AES-256-GCM), so a client reads nothing of it; its nonce is
+  derived from the content (a synthetic IV), so the same content always seals the same way and a
+  replayed program sees the items it saw live.
 
 The secret comes from `--secret` or `PTC_EMULATOR_SECRET`, otherwise it is generated once and
 kept in the data directory.
@@ -33,6 +36,8 @@ FINGERPRINT_VERSION = "ptc1"
 REASONING_DOMAIN = "reasoning"
 """The seal domain of reasoning items' `encrypted_content` (a `store: false` replay checks every one)."""
 SECRET_ENV = "PTC_EMULATOR_SECRET"
+SEAL_VERSION = "e1."
+"""What sealed content starts with: the version of its format."""
 
 
 _OPENED_ENTRIES = 4096
@@ -85,6 +90,9 @@ class Signer:
         program item comes back on every request of its conversation."""
         self._opened_chars = 0
         self._opened_lock = threading.Lock()
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        self._aead = AESGCM(hashlib.sha256(b"ptc-emulator-seal\x00" + secret).digest())
 
     def mac(self, domain: str, *parts: str) -> bytes:
         message = "\x00".join((domain, *parts)).encode("utf-8")
@@ -208,18 +216,25 @@ class Signer:
     # ---- sealed content ---------------------------------------------------------------------
 
     def seal(self, domain: str, data: dict[str, Any]) -> str:
-        payload = _b64(json.dumps(data, separators=(",", ":")).encode("utf-8"))
-        return f"{payload}.{_b64(self.mac(domain, payload))}"
+        """`data` encrypted for this server alone, bound to `domain`."""
+        plain = json.dumps(data, separators=(",", ":")).encode("utf-8")
+        nonce = self.mac("seal-nonce", domain, plain.decode("utf-8"))[:12]
+        return SEAL_VERSION + _b64(nonce + self._aead.encrypt(nonce, plain, domain.encode("utf-8")))
 
     def unseal(self, domain: str, sealed: str) -> dict[str, Any] | None:
-        try:
-            payload, signature = sealed.split(".")
-            if not hmac.compare_digest(_unb64(signature), self.mac(domain, payload)):
-                return None
-            data: dict[str, Any] = json.loads(_unb64(payload))
-            return data
-        except (ValueError, json.JSONDecodeError):
+        """What `seal` sealed in this domain, or None if it was modified, is of another domain or
+        another server, or is not sealed content at all."""
+        from cryptography.exceptions import InvalidTag
+
+        if not sealed.startswith(SEAL_VERSION):
             return None
+        try:
+            raw = _unb64(sealed[len(SEAL_VERSION) :])
+            plain = self._aead.decrypt(raw[:12], raw[12:], domain.encode("utf-8"))
+            data = json.loads(plain)
+        except (ValueError, InvalidTag, json.JSONDecodeError):
+            return None
+        return data if isinstance(data, dict) else None
 
 
 def code_digest(code: str) -> str:
