@@ -10,6 +10,13 @@ work: nested `range(100000)` loops, `'x' * 10**9`, or a loop over a long input. 
 * rendering counts the lines the compiled template executes and stops at `MAX_STEPS` or after
   `MAX_SECONDS`, whichever comes first (`RenderLimit`);
 * `range` is capped, and string or list repetition and `**` are bounded before they run;
+* no single operation may build more than `MAX_VALUE_CHARS`, and a render no more than
+  `MAX_BUILT_CHARS` in all, checked before the operation runs: concatenation (`~`, `+`), `%`
+  formatting and `str.format` widths, the string methods and filters that build strings
+  (`replace`, `join`, `center`, `ljust`, `rjust`, `zfill`, `expandtabs`, `indent`, `format`,
+  `wordwrap`), and integer `*` and `**` by the bits of their result. A line is one step, but one
+  step could otherwise build gigabytes inside a single C call (`s.replace('x', 'y' * 3000)` on a
+  long `s`), out of reach of the step and time bounds;
 * the output is capped at `MAX_OUTPUT_CHARS`;
 * `render_off_loop` renders in a worker thread, so a template that runs to its bounds delays
   only its own request, never the event loop.
@@ -20,17 +27,22 @@ from __future__ import annotations
 import asyncio
 import operator
 import re
+import string
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any
 
 from jinja2 import Template, TemplateError, nodes
+from jinja2.compiler import CodeGenerator, Frame
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 __all__ = [
+    "MAX_BUILT_CHARS",
     "MAX_OUTPUT_CHARS",
+    "MAX_VALUE_CHARS",
     "MAX_SECONDS",
     "MAX_STEPS",
     "BoundedEnvironment",
@@ -46,6 +58,12 @@ MAX_SECONDS = 0.5
 MAX_OUTPUT_CHARS = 1_000_000
 MAX_RANGE = 10_000
 MAX_REPEAT_CHARS = 100_000
+MAX_VALUE_CHARS = MAX_OUTPUT_CHARS
+"""The longest string (or list) one operation of a template may build."""
+MAX_BUILT_CHARS = 16 * MAX_OUTPUT_CHARS
+"""What all of a render's bounded operations may build together."""
+MAX_INT_BITS = 65_536
+"""The largest integer `*` or `**` may make."""
 
 
 class RenderLimit(TemplateError):
@@ -59,22 +77,168 @@ def _bounded_range(*args: Any) -> range:
     return r
 
 
+_built = threading.local()
+"""The running render's budget of built characters (renders run one per thread)."""
+
+
+def _building(size: int) -> None:
+    """Account for an operation about to build `size` characters (or items); refuse it first if
+    it is over a bound."""
+    if size > MAX_VALUE_CHARS:
+        raise RenderLimit(f"an operation that builds more than {MAX_VALUE_CHARS} characters")
+    budget = getattr(_built, "budget", None)
+    if budget is not None:
+        budget.built += max(size, 0)
+        if budget.built > MAX_BUILT_CHARS:
+            raise RenderLimit(f"the template built more than {MAX_BUILT_CHARS} characters")
+
+
+def _bounded_join(values: Iterable[Any], sep: str = "") -> str:
+    parts = [v if isinstance(v, str) else str(v) for v in values]
+    _building(sum(map(len, parts)) + len(sep) * max(len(parts) - 1, 0))
+    return sep.join(parts)
+
+
+def _replaced_size(text: str, old: str, new: str, count: int | None = None) -> int:
+    found = text.count(old) if old else len(text) + 1
+    if count is not None and count >= 0:
+        found = min(found, count)
+    return len(text) + found * (len(new) - len(old))
+
+
+_WIDTH = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
+
+
+def _check_percent(fmt: str) -> None:
+    """A `%` format whose widths and precisions build at most `MAX_VALUE_CHARS`."""
+    for m in _WIDTH.finditer(fmt):
+        for group in m.groups():
+            if group == "*" or (group is not None and int(group) > MAX_VALUE_CHARS):
+                raise RenderLimit(f"a format width of more than {MAX_VALUE_CHARS} characters")
+
+
+def _check_format(fmt: str) -> None:
+    """A `str.format` string whose field widths build at most `MAX_VALUE_CHARS`."""
+    for _, _, spec, _ in string.Formatter().parse(fmt):
+        if spec and ("{" in spec or any(int(n) > MAX_VALUE_CHARS for n in re.findall(r"\d+", spec))):
+            raise RenderLimit(f"a format width of more than {MAX_VALUE_CHARS} characters")
+
+
+def _str_method_size(method: str, text: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+    """What a string method will build, for those that can build more than their input."""
+    if method == "replace" and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
+        count = args[2] if len(args) > 2 else kwargs.get("count")
+        return _replaced_size(text, args[0], args[1], count if isinstance(count, int) else None)
+    if method in ("center", "ljust", "rjust", "zfill") and args and isinstance(args[0], int):
+        return max(args[0], len(text))
+    if method == "expandtabs":
+        size = args[0] if args else kwargs.get("tabsize", 8)
+        return len(text) + text.count("\t") * (size if isinstance(size, int) else 8)
+    return None
+
+
+def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """A string-building filter that checks what it will build before it builds it."""
+
+    passed = 1 if hasattr(original, "jinja_pass_arg") else 0  # the context or environment, first
+
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        values = args[passed:]
+        value, rest = (values[0], values[1:]) if values else ("", ())
+        if name == "replace" and len(rest) >= 2:
+            count = rest[2] if len(rest) > 2 else kwargs.get("count")
+            _building(_replaced_size(str(value), str(rest[0]), str(rest[1]), count if isinstance(count, int) else None))
+        elif name == "join":
+            items = list(value)
+            sep = rest[0] if rest else kwargs.get("d", "")
+            _building(sum(len(str(i)) for i in items) + len(str(sep)) * max(len(items) - 1, 0))
+            args = (*args[:passed], items, *rest)
+        elif name == "center":
+            width = rest[0] if rest else kwargs.get("width", 80)
+            _building(max(width if isinstance(width, int) else 0, len(str(value))))
+        elif name == "indent":
+            width = rest[0] if rest else kwargs.get("width", 4)
+            pad = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
+            _building(len(str(value)) + (str(value).count("\n") + 1) * pad)
+        elif name == "format" and isinstance(value, str):
+            _check_percent(value)
+        elif name == "wordwrap":
+            _building(2 * len(str(value)))
+        return original(*args, **kwargs)
+
+    return bounded
+
+
+class _BoundedCodeGenerator(CodeGenerator):
+    """Compiles `~` to a concatenation that checks what it builds."""
+
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        if frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
+            super().visit_Concat(node, frame)
+            return
+        self.write("environment.bounded_concat((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
 class BoundedEnvironment(ImmutableSandboxedEnvironment):
-    intercepted_binops = frozenset(["*", "**"])
+    intercepted_binops = frozenset(["*", "**", "+", "%"])
+    code_generator_class = _BoundedCodeGenerator
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self.globals["range"] = _bounded_range
+        self.globals.pop("lipsum", None)  # lipsum(n=10**6) builds whatever it is asked to
+        for name in ("replace", "join", "center", "indent", "format", "wordwrap"):
+            filt = self.filters[name]
+            bounded = _bounded_filter(name, filt)
+            for attr in ("jinja_pass_arg",):  # keep how Jinja passes the context
+                if hasattr(filt, attr):
+                    setattr(bounded, attr, getattr(filt, attr))
+            self.filters[name] = bounded
+
+    @staticmethod
+    def bounded_concat(values: Iterable[Any]) -> str:
+        return _bounded_join(values)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         if operator == "**":
             if isinstance(right, int | float) and abs(right) > 64:
                 raise RenderLimit("exponent too large")
+            if isinstance(left, int) and isinstance(right, int) and right > 0:
+                if abs(left).bit_length() * right > MAX_INT_BITS:
+                    raise RenderLimit(f"an integer of more than {MAX_INT_BITS} bits")
         elif operator == "*":
             for seq, n in ((left, right), (right, left)):
                 if isinstance(seq, str | list | tuple) and isinstance(n, int) and len(seq) * n > MAX_REPEAT_CHARS:
                     raise RenderLimit(f"repetition of more than {MAX_REPEAT_CHARS} items")
+                if isinstance(seq, str | list | tuple) and isinstance(n, int):
+                    _building(len(seq) * max(n, 0))
+            if type(left) is int and type(right) is int:
+                if left.bit_length() + right.bit_length() > MAX_INT_BITS:
+                    raise RenderLimit(f"an integer of more than {MAX_INT_BITS} bits")
+        elif operator == "+":
+            if isinstance(left, str | list | tuple) and isinstance(right, str | list | tuple):
+                _building(len(left) + len(right))
+        elif operator == "%" and isinstance(left, str):
+            _check_percent(left)
         return super().call_binop(context, operator, left, right)
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 (Jinja's signature)
+        target = getattr(__obj, "__wrapped__", __obj)  # the sandbox hands out str.format wrapped
+        owner = getattr(target, "__self__", None)
+        name = getattr(target, "__name__", "")
+        if isinstance(owner, str):
+            if name == "join" and args:
+                return _bounded_join(args[0], owner)
+            if name in ("format", "format_map"):
+                _check_format(owner)
+            size = _str_method_size(name, owner, args, kwargs)
+            if size is not None:
+                _building(size)
+        return super().call(__context, __obj, *args, **kwargs)
 
 
 _UNSUPPORTED = (nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)
@@ -144,6 +308,7 @@ def check(env: BoundedEnvironment, source: str) -> None:
 class _Budget:
     def __init__(self) -> None:
         self.steps = 0
+        self.built = 0
         self.deadline = time.monotonic() + MAX_SECONDS
 
     def tracer(self, frame: FrameType, event: str, arg: Any) -> Any:
@@ -156,7 +321,7 @@ class _Budget:
             self.steps += 1
             if self.steps > MAX_STEPS:
                 raise RenderLimit(f"the template ran more than {MAX_STEPS} steps")
-            if not self.steps % 1000 and time.monotonic() > self.deadline:
+            if not self.steps % 100 and time.monotonic() > self.deadline:
                 raise RenderLimit(f"the template ran longer than {MAX_SECONDS:g} s")
         return self.local
 
@@ -166,6 +331,7 @@ def render(template: Template, context: dict[str, Any]) -> str:
     budget = _Budget()
     previous = sys.gettrace()
     sys.settrace(budget.tracer)
+    _built.budget = budget
     try:
         pieces: list[str] = []
         size = 0
@@ -177,6 +343,7 @@ def render(template: Template, context: dict[str, Any]) -> str:
         return "".join(pieces)
     finally:
         sys.settrace(previous)
+        _built.budget = None
 
 
 def needs_thread(source: str) -> bool:

@@ -1,0 +1,61 @@
+"""A scenario template is bounded by the work it does, whatever one line of it does.
+
+The step and time bounds count lines; each of these lines used to build hundreds of megabytes
+(or gigabytes) inside one C call, out of their reach: `replace` with a long replacement on a long
+string (300 MB in 0.2 s), a chain of them on one line (4.1 s against the 0.5 s bound), `%` and
+`str.format` widths, `center`, `indent`. Each is now refused before it runs, with a 400
+`scenario_error` saying so, and the server goes on answering.
+"""
+
+from __future__ import annotations
+
+import openai
+import pytest
+
+from ptc_emulator.testing.server import PTCEmulator
+
+BUILDS = "an operation that builds more than"
+DOUBLE = "{% set ns = namespace(s=input * 20000) %}{% for i in range(40) %}{% set ns.s = ns.s OP ns.s %}{% endfor %}"
+CHAIN = "{% set s = 'x' * 1000 %}" + "".join("{% set s = s.replace('x', 'xx') %}" for _ in range(17)) + "{{ s|length }}"
+
+
+@pytest.mark.parametrize(
+    ("template", "why"),
+    [
+        ("{{ (input * 20000).replace('x', 'y' * 3000)|length }}", BUILDS),
+        ("{{ (input * 20000)|replace('x', 'y' * 3000)|length }}", BUILDS),
+        (CHAIN.replace("'x' * 1000", "input * 200"), BUILDS),
+        (DOUBLE.replace("OP", "~"), BUILDS),
+        (DOUBLE.replace("OP", "+"), BUILDS),
+        ("{{ ('%' ~ input|length ~ '99999999d') % 1 }}", "a format width of more than"),
+        ("{{ ('{:>' ~ input|length ~ '99999999}').format(1) }}", "a format width of more than"),
+        ("{{ input.center(input|length * 10**9) }}", BUILDS),
+        ("{{ ((input ~ '\\n') * 50000)|indent(1000) }}", BUILDS),
+        (
+            "{% set ns = namespace(n=10 ** (input|length * 60)) %}{% for i in range(12) %}{% set ns.n = ns.n * ns.n %}"
+            "{% endfor %}{{ ns.n }}",
+            "bits",
+        ),
+    ],
+)
+def test_a_template_line_that_would_build_too_much_is_refused(
+    ptc_emulator: PTCEmulator, template: str, why: str
+) -> None:
+    ptc_emulator.add_scenario({"name": "work", "match": {"input": "^x"}, "turns": [{"message": template}]})
+    client = ptc_emulator.client(max_retries=0)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="gpt-test", input="x")
+    assert caught.value.code == "scenario_error"
+    assert why in caught.value.message
+    ptc_emulator.add_scenario({"name": "after", "match": {"input": "^after$"}, "turns": [{"message": "still here"}]})
+    assert client.responses.create(model="gpt-test", input="after").output_text == "still here"
+
+
+def test_the_same_operations_within_bounds_still_render(ptc_emulator: PTCEmulator) -> None:
+    template = (
+        "{{ input.replace('x', 'y') }} {{ input|replace('x', 'z') }} {{ [input, 'b']|join(',') }} {{ input ~ 1 }}"
+        " {{ '%3d' % 7 }} {{ '{:>3}'.format(8) }} {{ input|center(3) }} {{ 'a\\nb'|indent(2) }} {{ 2 ** 10 }}"
+    )
+    ptc_emulator.add_scenario({"name": "fine", "match": {"input": "^x$"}, "turns": [{"message": template}]})
+    text = ptc_emulator.client().responses.create(model="gpt-test", input="x").output_text
+    assert text == "y z x,b x1   7   8  x  a\n  b 1024"
