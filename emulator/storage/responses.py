@@ -1,14 +1,17 @@
 """The responses part as the engine takes it today: `Store` is the responses part with the
-conversations beside it (`Engine` and `history` annotate with it), `MemoryStore` is one in
-memory (a WebSocket connection keeps its `store: false` responses in one), and `view` shows a
-whole `storage.Store` that way. New code imports the parts from `storage`."""
+conversations beside it (`Engine` and `history` annotate with it), and `view` shows a whole
+`storage.Store` that way. New code imports the parts from `storage`.
+
+`MemoryStore` is a WebSocket connection's own cache of its `store: false` responses: never
+shared, gone with the connection, so it keeps the records it is given (no copies), as before."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Protocol
 
 from ptc_emulator.emulator.storage import protocol
-from ptc_emulator.emulator.storage.memory import MemoryConversations, MemoryResponses
+from ptc_emulator.emulator.storage.memory import MemoryConversations, item_ids
 from ptc_emulator.emulator.storage.protocol import Conversations, Responses, StoredResponse
 
 __all__ = ["MemoryStore", "Store", "StoredResponse", "view"]
@@ -21,10 +24,37 @@ class Store(Responses, Protocol):
     def close(self) -> None: ...
 
 
-class MemoryStore(MemoryResponses):
+class MemoryStore:
     def __init__(self) -> None:
-        super().__init__()
+        self._responses: dict[str, StoredResponse] = {}
+        self._items: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._lock = threading.Lock()
         self.conversations: Conversations = MemoryConversations()
+
+    def put(self, record: StoredResponse) -> None:
+        with self._lock:
+            self._responses[record.id] = record
+            for item_id, item in item_ids(record):
+                self._items[item_id] = (record.id, item)
+
+    def get(self, response_id: str) -> StoredResponse | None:
+        return self._responses.get(response_id)
+
+    def delete(self, response_id: str) -> bool:
+        with self._lock:
+            record = self._responses.pop(response_id, None)
+            if record is None:
+                return False
+            for item_id, _ in item_ids(record):
+                if self._items.get(item_id, ("",))[0] == response_id:
+                    del self._items[item_id]
+            return True
+
+    def item(self, item_id: str) -> tuple[str, dict[str, Any]] | None:
+        return self._items.get(item_id)
+
+    def count(self) -> int:
+        return len(self._responses)
 
     def close(self) -> None:
         pass
