@@ -47,14 +47,16 @@ def item_ids(record: StoredResponse) -> Iterator[tuple[str, dict[str, Any]]]:
 
 class MemoryResponses:
     def __init__(self) -> None:
-        self._responses: dict[str, tuple[str, str, str | None]] = {}
+        self._responses: dict[str, tuple[str, str, str | None, list[str]]] = {}
+        """Per response: its body and input items as JSON text, its previous id, its item ids."""
         self._items: dict[str, tuple[str, str]] = {}
         self._lock = threading.Lock()
 
     def put(self, record: StoredResponse) -> None:
-        kept = (_dumps(record.response), _dumps(record.input_items), record.previous_response_id)
         items = [(item_id, _dumps(item)) for item_id, item in item_ids(record)]
+        kept = (_dumps(record.response), _dumps(record.input_items), record.previous_response_id, [i for i, _ in items])
         with self._lock:
+            self._drop_items(record.id)  # a replaced response's items go with it, as in SQLite
             self._responses[record.id] = kept
             for item_id, text in items:
                 self._items[item_id] = (record.id, text)
@@ -67,11 +69,20 @@ class MemoryResponses:
 
     def delete(self, response_id: str) -> bool:
         with self._lock:
-            if self._responses.pop(response_id, None) is None:
+            if not self._drop_items(response_id):
                 return False
-            for item_id in [i for i, (owner, _) in self._items.items() if owner == response_id]:
-                del self._items[item_id]
+            del self._responses[response_id]
             return True
+
+    def _drop_items(self, response_id: str) -> bool:
+        """Unindex the items of the response with this id (under the lock); False if none."""
+        kept = self._responses.get(response_id)
+        if kept is None:
+            return False
+        for item_id in kept[3]:
+            if self._items.get(item_id, ("",))[0] == response_id:
+                del self._items[item_id]
+        return True
 
     def item(self, item_id: str) -> tuple[str, dict[str, Any]] | None:
         found = self._items.get(item_id)

@@ -104,6 +104,7 @@ def test_responses_put_replaces(store: Store) -> None:
     store.responses.put(replaced)
     assert store.responses.get("resp_1") == replaced and store.responses.count() == 1
     assert store.responses.item("msg_b") == ("resp_1", message("msg_b"))
+    assert store.responses.item("msg_a") is None, "the replaced response's items went with it"
 
 
 def test_responses_index_their_items_by_id(store: Store) -> None:
