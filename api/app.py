@@ -25,7 +25,7 @@ from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, Scenari
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.responses.engine import Engine, Runner
 from ptc_emulator.emulator.signing import Signer, load_secret
-from ptc_emulator.emulator.storage.responses import MemoryStore, SqliteStore, Store
+from ptc_emulator.emulator.storage import Store, open_store, responses
 from ptc_emulator.emulator.wire import replayed
 from ptc_emulator.sandbox import Pool, PoolConfig
 
@@ -44,6 +44,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 class AppState:
     settings: Settings
     store: Store
+    """Every part of the state a second server process would share (see `emulator/storage`)."""
     signer: Signer
     scenarios: ScenarioRegistry
     journal: Journal = field(default_factory=Journal)
@@ -72,16 +73,13 @@ def _load_scenarios(settings: Settings) -> ScenarioRegistry:
 def create_app(settings: Settings | None = None, *, runner: Runner | None = None) -> FastAPI:
     """The app for `settings`. With `runner`, programs run there instead of in a new worker pool."""
     settings = settings or Settings()
-    store: Store
-    if settings.store == "sqlite":
-        store = SqliteStore(settings.data_dir / "responses.sqlite3")
-    else:
-        store = MemoryStore()
+    store = open_store(settings.store, settings.data_dir)
     state = AppState(
         settings=settings,
         store=store,
         signer=Signer(load_secret(settings.secret, settings.data_dir if settings.store == "sqlite" else None)),
-        scenarios=_load_scenarios(settings),
+        scenarios=admin.load_added(store, _load_scenarios(settings)),
+        journal=Journal(log=store.journal),
     )
 
     @contextlib.asynccontextmanager
@@ -104,7 +102,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
         state.pool = pool
         state.engine = Engine(
             runner=sandbox_runner,
-            store=state.store,
+            store=responses.view(state.store),
             signer=state.signer,
             scenarios=state.scenarios,
             limits=settings.limits,

@@ -1,6 +1,6 @@
 """Suite-wide: pytester for the plugin tests, and the tiers.
 
-Every test outside `tests/engine/` is marked `integration`: it starts V8 workers, a server, a
+Every test outside `tests/engine/` and `tests/storage/` is marked `integration`: it starts V8 workers, a server, a
 process or a socket. `pytest -m "not integration"` (`make test-fast`) runs the fast tier: the
 engine with a fake runner and the pure functions, in seconds. `make test` runs everything.
 """
@@ -13,7 +13,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-FAST = Path(__file__).resolve().parent / "engine"
+FAST = (Path(__file__).resolve().parent / "engine", Path(__file__).resolve().parent / "storage")
 
 
 # The longest files, longest first (seconds each on two busy cores). `make test` hands whole files
@@ -47,6 +47,6 @@ def _rank(item: pytest.Item) -> int:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if not item.path.is_relative_to(FAST):
+        if not any(item.path.is_relative_to(fast) for fast in FAST):
             item.add_marker(pytest.mark.integration)
     items.sort(key=_rank)  # stable: a file's tests stay together and in order

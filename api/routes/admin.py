@@ -1,11 +1,16 @@
 """`/_emulator/`: scenarios at run time, the request journal, reset, health.
 
+The scenarios added here are kept in the store too (`Store.scenarios`, as they were sent), so a
+server on the SQLite store has them again after a restart (`load_added`).
+
 A caller scope (the `x-ptc-emulator-scope` header, or `?scope=`) confines every call here to
 that caller's scenarios and journal entries, so tests running in parallel never see each other.
 """
 
 from __future__ import annotations
 
+import copy
+import logging
 import uuid
 from typing import Any
 
@@ -17,13 +22,30 @@ from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound
 from ptc_emulator.emulator.journal import evaluation
 from ptc_emulator.emulator.model.scripted.hosted_script import HostedScript
-from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, load_scenario
+from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, ScenarioRegistry, load_scenario
 from ptc_emulator.emulator.responses import usage
+from ptc_emulator.emulator.storage import Store, StoredScenario
 from ptc_emulator.emulator.wire.request import check_json
 
-__all__ = ["router"]
+__all__ = ["load_added", "router"]
 
 router = APIRouter(prefix="/_emulator", tags=["emulator admin"])
+log = logging.getLogger("ptc_emulator")
+
+
+def load_added(store: Store, registry: ScenarioRegistry) -> ScenarioRegistry:
+    """`registry` with the scenarios added at run time before (those the store kept), as they
+    were added: after the scenario files, so they replace the files' scenarios of their names."""
+    for kept in store.scenarios.list():
+        try:
+            scenario = load_scenario(kept.document, default_name=kept.name)
+        except ScenarioError as e:  # kept by an older emulator, perhaps: the others still load
+            log.warning("ptc-emulator: the scenario %r added at run time no longer loads: %s", kept.name, e)
+            continue
+        if kept.scope is not None and scenario.scope is None:
+            scenario = scenario.model_copy(update={"scope": kept.scope})
+        registry.add(scenario)
+    return registry
 
 
 def _scope(request: Request) -> str | None:
@@ -37,7 +59,7 @@ async def health(request: Request) -> dict[str, Any]:
     return {
         "status": "ok",
         "store": state.settings.store,
-        "stored_responses": state.store.count(),
+        "stored_responses": state.store.responses.count(),
         "workers": pool.pids if pool else [],
         "sandbox_runs": pool.runs if pool else 0,
         "sandbox_crashes": pool.crashes if pool else 0,
@@ -72,6 +94,7 @@ async def add_scenario(request: Request) -> JSONResponse:
         data = data["yaml"]
         if not isinstance(data, str):
             raise InvalidRequest("'yaml' must be the text of a scenario file.", param="yaml")
+    document = copy.deepcopy(data)  # what the store keeps, as sent
     try:
         scenario = load_scenario(data, default_name=name)
     except ScenarioError as e:
@@ -79,7 +102,9 @@ async def add_scenario(request: Request) -> JSONResponse:
     scope = _scope(request)
     if scope is not None and scenario.scope is None:
         scenario = scenario.model_copy(update={"scope": scope})
-    request.app.state.emulator.scenarios.add(scenario)
+    state = request.app.state.emulator
+    state.store.scenarios.put(StoredScenario(scenario.scope, scenario.name, document))
+    state.scenarios.add(scenario)
     return JSONResponse({"name": scenario.name, "scope": scenario.scope, "turns": len(scenario.turns)}, 201)
 
 
@@ -104,7 +129,9 @@ async def delete_hosted(request: Request) -> dict[str, Any]:
 
 @router.delete("/scenarios/{name}")
 async def delete_scenario(name: str, request: Request) -> dict[str, Any]:
-    if not request.app.state.emulator.scenarios.remove(name, _scope(request)):
+    state = request.app.state.emulator
+    state.store.scenarios.delete(_scope(request), name)
+    if not state.scenarios.remove(name, _scope(request)):
         raise NotFound(f"No scenario named '{name}' in this scope.")
     return {"name": name, "deleted": True}
 
@@ -143,6 +170,7 @@ async def reset(request: Request) -> dict[str, Any]:
     """Forget the scenarios added at run time and the journal (of the caller's scope, or all)."""
     state = request.app.state.emulator
     scope = _scope(request)
+    state.store.scenarios.clear(scope)
     removed, cleared = state.scenarios.clear(scope), state.journal.clear(scope)
     usage.clear_cache()
     return {"scenarios_removed": removed, "journal_cleared": cleared}

@@ -21,7 +21,6 @@ from ptc_emulator.api.sse import KEEP_ALIVE, EventStreamResponse, frame
 from ptc_emulator.emulator.agents.harness import Harness, Subscription
 from ptc_emulator.emulator.agents.wire import AgentCreate, AgentUpdate, EventsBody, SessionCreate, SessionUpdate
 from ptc_emulator.emulator.errors import InvalidRequest
-from ptc_emulator.emulator.storage.sessions import MemoryRecords, Records, SqliteRecords
 from ptc_emulator.emulator.wire.pages import page
 
 __all__ = ["open_harness", "router"]
@@ -45,14 +44,8 @@ _TERMINAL = ("agent.session.idle", "agent.session.failed")
 
 
 def open_harness(state: Any) -> Harness:
-    """The harness for an app's state (its engine, and records beside its store), resumed."""
-    settings = state.settings
-    records: Records
-    if settings.store == "sqlite":
-        records = SqliteRecords(settings.data_dir / "responses.sqlite3")
-    else:
-        records = MemoryRecords()
-    harness = Harness(state.engine, records)
+    """The harness for an app's state (its engine, and its store's sessions), resumed."""
+    harness = Harness(state.engine, state.store.sessions)
     harness.start()
     return harness
 

@@ -1,6 +1,6 @@
 """The agent harness: runs Agents API sessions on the Responses engine, events out.
 
-A session is one document in the records store (see `records.py`): the public `AgentSession`
+A session is one document in the store's sessions part (`storage.Records`): the public `AgentSession`
 fields, its turns and items as the Agents API shows them, and a *transcript*, the same
 conversation as Responses API items. Each model step is one `store: false` Responses request
 built from the transcript and played by the engine, so the scripted model (inline ```js blocks,
@@ -47,7 +47,7 @@ from ptc_emulator.emulator.agents.wire import (
 )
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, NotFound
 from ptc_emulator.emulator.responses.engine import Engine
-from ptc_emulator.emulator.storage.sessions import Records
+from ptc_emulator.emulator.storage import Records
 from ptc_emulator.emulator.wire.request import CreateRequest
 
 __all__ = ["Harness", "Subscription"]
@@ -114,7 +114,6 @@ class Harness:
         for subscribers in self._subscribers.values():
             for sub in subscribers:
                 sub.queue.put_nowait(None)
-        self.records.close()
 
     # ---- agents -----------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ items to it, `program` and `program_output` included. A paused program therefore
 through the conversation exactly as through `previous_response_id`: the next request sends the
 tool outputs and names the conversation.
 
-Storage is `ConversationStore` (memory or the responses' SQLite file, see `store.py`); the rules
+Storage is the store's conversations part (`storage.Conversations`, memory or SQLite); the rules
 and the wire shapes are `Conversations`.
 """
 
@@ -19,7 +19,8 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from ptc_emulator.emulator.errors import NotFound
-from ptc_emulator.emulator.storage.conversations import ConversationStore, StoredConversation
+from ptc_emulator.emulator.storage import Conversations as ConversationStore
+from ptc_emulator.emulator.storage import StoredConversation
 from ptc_emulator.emulator.wire.items import InputItem, Item, ItemReference, WireModel
 from ptc_emulator.emulator.wire.pages import listing, page
 from ptc_emulator.emulator.wire.request import check_json, check_metadata

@@ -1,22 +1,21 @@
 """The request journal: what each client asked and what it got, for tests to assert on.
 
-Kept in memory only (bounded), per caller scope, and never written to disk or logs; a
+Kept in memory only (bounded, in the store's journal part), per caller scope, and never written to disk or logs; a
 `store: false` request appears here because a test author needs to see it, and leaves with the
 process or the next `clear`.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
-import threading
-from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
 from ptc_emulator.emulator.journal.evaluation import Threads
+from ptc_emulator.emulator.storage import JournalLog
+from ptc_emulator.emulator.storage.memory import MemoryJournal
 from ptc_emulator.emulator.wire.request import CreateRequest
 
 __all__ = ["Figures", "Journal", "JournalEntry", "RawJSON", "RawRequest"]
@@ -126,40 +125,36 @@ _ENTRY_OVERHEAD = 1024
 
 
 class Journal:
-    """Bounded by entries and by bytes: the oldest entries leave first."""
+    """Bounded by entries and by bytes: the oldest entries leave first. The entries are kept in
+    the store's journal part (`storage.JournalLog`); this adds their compaction and threads."""
 
-    def __init__(self, limit: int = 10_000, max_bytes: int = 64 * 2**20) -> None:
-        self.limit = limit
-        self.max_bytes = max_bytes
-        self.bytes = 0
-        self._entries: deque[tuple[JournalEntry, int]] = deque()
-        self._seq = itertools.count(1)
-        self._lock = threading.Lock()
+    def __init__(self, limit: int = 10_000, max_bytes: int = 64 * 2**20, *, log: JournalLog | None = None) -> None:
+        self.log: JournalLog = log if log is not None else MemoryJournal(limit, max_bytes)
         self.threads = Threads()
 
+    @property
+    def limit(self) -> int:
+        return self.log.limit
+
+    @property
+    def max_bytes(self) -> int:
+        return self.log.max_bytes
+
+    @property
+    def bytes(self) -> int:
+        return self.log.bytes
+
     def next_seq(self) -> int:
-        return next(self._seq)
+        return self.log.next_seq()
 
     def record(self, entry: JournalEntry) -> None:
         entry.request = _compact(entry.request)
         entry.response = _compact(entry.response)
         size = _ENTRY_OVERHEAD + len(entry.request or b"") + len(entry.response or b"")
-        with self._lock:
-            self._entries.append((entry, size))
-            self.bytes += size
-            while len(self._entries) > 1 and (len(self._entries) > self.limit or self.bytes > self.max_bytes):
-                self.bytes -= self._entries.popleft()[1]
+        self.log.append(entry.scope, entry, size)
 
     def entries(self, scope: str | None = None) -> list[JournalEntry]:
-        with self._lock:
-            return [e for e, _ in self._entries if scope is None or e.scope == scope]
+        return self.log.entries(scope)
 
     def clear(self, scope: str | None = None) -> int:
-        with self._lock:
-            before = len(self._entries)
-            if scope is None:
-                self._entries.clear()
-            else:
-                self._entries = deque((e, n) for e, n in self._entries if e.scope != scope)
-            self.bytes = sum(n for _, n in self._entries)
-            return before - len(self._entries)
+        return self.log.clear(scope)

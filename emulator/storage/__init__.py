@@ -1,0 +1,51 @@
+"""Storage: the one seam every piece of shared state goes through (see `protocol.py`).
+
+`open_store(kind, data_dir)` makes a `Store`: `memory` (nothing written) or `sqlite` (the file
+`responses.sqlite3` in `data_dir`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ptc_emulator.emulator.storage.memory import MemoryStore
+from ptc_emulator.emulator.storage.protocol import (
+    Conversations,
+    JournalLog,
+    Records,
+    Responses,
+    Scenarios,
+    Store,
+    StoredConversation,
+    StoredResponse,
+    StoredScenario,
+)
+from ptc_emulator.emulator.storage.sqlite import SqliteStore
+
+__all__ = [
+    "FILENAME",
+    "Conversations",
+    "JournalLog",
+    "Records",
+    "Responses",
+    "Scenarios",
+    "Store",
+    "StoredConversation",
+    "StoredResponse",
+    "StoredScenario",
+    "open_store",
+]
+
+FILENAME = "responses.sqlite3"
+"""The SQLite store's file in the data directory."""
+
+
+def open_store(kind: str, data_dir: Path | None = None) -> Store:
+    """A `memory` store, or the `sqlite` store in `data_dir` (made if missing)."""
+    if kind == "memory":
+        return MemoryStore()
+    if kind == "sqlite":
+        if data_dir is None:
+            raise ValueError("a sqlite store needs a data directory")
+        return SqliteStore(data_dir / FILENAME)
+    raise ValueError(f"unknown store {kind!r}: 'memory' or 'sqlite'")

@@ -22,7 +22,7 @@ from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator.agents.harness import SESSION
 from ptc_emulator.emulator.agents.session import Session
 from ptc_emulator.emulator.agents.wire import ToolResult
-from ptc_emulator.emulator.storage.sessions import SqliteRecords
+from ptc_emulator.emulator.storage import open_store
 from tests.agents.agents_support import GET_CUSTOMER, customer, get_customer_code, valid
 
 pytestmark = pytest.mark.anyio
@@ -66,7 +66,8 @@ async def test_a_running_turn_resumes_on_start(tmp_path: Path) -> None:
         )
         (action,) = (await wait_for(client, session.id, "requires_action")).required_actions
 
-    records = SqliteRecords(tmp_path / "responses.sqlite3")
+    store = open_store("sqlite", tmp_path)
+    records = store.sessions
     stored = records.get(SESSION, session.id)
     assert stored is not None
     crashed = Session(stored, ids=lambda prefix: f"{prefix}_resumed", clock=lambda: 0.0)
@@ -74,7 +75,7 @@ async def test_a_running_turn_resumes_on_start(tmp_path: Path) -> None:
     result.update(success=True, output=json.dumps(customer(action.arguments)))
     assert crashed.apply_result(ToolResult.model_validate(result), []) is True  # the last pending result
     records.put(SESSION, session.id, crashed.doc)
-    records.close()
+    store.close()
 
     async with App(tmp_path) as client:
         done = await wait_for(client, session.id, "idle")

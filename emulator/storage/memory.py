@@ -1,0 +1,252 @@
+"""The Store in the process's memory (`--store memory`): gone with the process.
+
+Each part keeps JSON text (or frozen records of it), as the SQLite store does, so what a caller
+gets back is a copy: editing it changes nothing stored.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+from ptc_emulator.emulator.storage.protocol import (
+    Conversations,
+    JournalLog,
+    Records,
+    Responses,
+    Scenarios,
+    StoredConversation,
+    StoredResponse,
+    StoredScenario,
+)
+
+__all__ = [
+    "MemoryConversations",
+    "MemoryJournal",
+    "MemoryRecords",
+    "MemoryResponses",
+    "MemoryScenarios",
+    "MemoryStore",
+    "item_ids",
+]
+
+_dumps = json.dumps
+_loads = json.loads
+
+
+def item_ids(record: StoredResponse) -> Iterator[tuple[str, dict[str, Any]]]:
+    """A response's items that have an id: its request's input, then its output."""
+    for item in [*record.input_items, *record.response.get("output", [])]:
+        if isinstance(item.get("id"), str):
+            yield item["id"], item
+
+
+class MemoryResponses:
+    def __init__(self) -> None:
+        self._responses: dict[str, tuple[str, str, str | None, list[str]]] = {}
+        """Per response: its body and input items as JSON text, its previous id, its item ids."""
+        self._items: dict[str, tuple[str, str]] = {}
+        self._lock = threading.Lock()
+
+    def put(self, record: StoredResponse) -> None:
+        items = [(item_id, _dumps(item)) for item_id, item in item_ids(record)]
+        kept = (_dumps(record.response), _dumps(record.input_items), record.previous_response_id, [i for i, _ in items])
+        with self._lock:
+            self._drop_items(record.id)  # a replaced response's items go with it, as in SQLite
+            self._responses[record.id] = kept
+            for item_id, text in items:
+                self._items[item_id] = (record.id, text)
+
+    def get(self, response_id: str) -> StoredResponse | None:
+        kept = self._responses.get(response_id)
+        if kept is None:
+            return None
+        return StoredResponse(response_id, _loads(kept[0]), _loads(kept[1]), kept[2])
+
+    def delete(self, response_id: str) -> bool:
+        with self._lock:
+            if not self._drop_items(response_id):
+                return False
+            del self._responses[response_id]
+            return True
+
+    def _drop_items(self, response_id: str) -> bool:
+        """Unindex the items of the response with this id (under the lock); False if none."""
+        kept = self._responses.get(response_id)
+        if kept is None:
+            return False
+        for item_id in kept[3]:
+            if self._items.get(item_id, ("",))[0] == response_id:
+                del self._items[item_id]
+        return True
+
+    def item(self, item_id: str) -> tuple[str, dict[str, Any]] | None:
+        found = self._items.get(item_id)
+        return (found[0], _loads(found[1])) if found is not None else None
+
+    def count(self) -> int:
+        return len(self._responses)
+
+
+class MemoryConversations:
+    def __init__(self) -> None:
+        self._conversations: dict[str, StoredConversation] = {}
+        self._items: dict[str, list[tuple[str, str]]] = {}
+        self._lock = threading.Lock()
+
+    def create(self, record: StoredConversation, items: list[dict[str, Any]]) -> None:
+        kept = StoredConversation(record.id, record.created_at, _loads(_dumps(record.metadata)))
+        texts = [(item["id"], _dumps(item)) for item in items]
+        with self._lock:
+            self._conversations[record.id] = kept
+            self._items[record.id] = texts
+
+    def get(self, conversation_id: str) -> StoredConversation | None:
+        kept = self._conversations.get(conversation_id)
+        return None if kept is None else StoredConversation(kept.id, kept.created_at, dict(kept.metadata))
+
+    def update(self, record: StoredConversation) -> bool:
+        with self._lock:
+            kept = self._conversations.get(record.id)
+            if kept is None:
+                return False
+            self._conversations[record.id] = StoredConversation(kept.id, kept.created_at, dict(record.metadata))
+            return True
+
+    def delete(self, conversation_id: str) -> bool:
+        with self._lock:
+            self._items.pop(conversation_id, None)
+            return self._conversations.pop(conversation_id, None) is not None
+
+    def append(self, conversation_id: str, items: list[dict[str, Any]]) -> bool:
+        texts = [(item["id"], _dumps(item)) for item in items]
+        with self._lock:
+            if conversation_id not in self._items:
+                return False
+            self._items[conversation_id].extend(texts)
+            return True
+
+    def items(self, conversation_id: str) -> list[dict[str, Any]]:
+        with self._lock:
+            texts = list(self._items.get(conversation_id, ()))
+        return [_loads(text) for _, text in texts]
+
+    def delete_item(self, conversation_id: str, item_id: str) -> bool:
+        with self._lock:
+            items = self._items.get(conversation_id, [])
+            index = next((i for i, (kept_id, _) in enumerate(items) if kept_id == item_id), None)
+            if index is None:
+                return False
+            del items[index]
+            return True
+
+
+class MemoryRecords:
+    def __init__(self) -> None:
+        self._kinds: dict[str, dict[str, str]] = {}
+        self._lock = threading.Lock()
+
+    def put(self, kind: str, record_id: str, document: dict[str, Any]) -> None:
+        text = _dumps(document)
+        with self._lock:
+            self._kinds.setdefault(kind, {})[record_id] = text
+
+    def get(self, kind: str, record_id: str) -> dict[str, Any] | None:
+        text = self._kinds.get(kind, {}).get(record_id)
+        return _loads(text) if text is not None else None
+
+    def delete(self, kind: str, record_id: str) -> bool:
+        with self._lock:
+            return self._kinds.get(kind, {}).pop(record_id, None) is not None
+
+    def all(self, kind: str) -> list[dict[str, Any]]:
+        with self._lock:
+            texts = list(self._kinds.get(kind, {}).values())
+        return [_loads(t) for t in texts]
+
+
+class MemoryScenarios:
+    def __init__(self) -> None:
+        self._scenarios: dict[tuple[str | None, str], str] = {}
+        self._lock = threading.Lock()
+
+    def put(self, scenario: StoredScenario) -> None:
+        text = _dumps(scenario.document)
+        with self._lock:
+            self._scenarios[(scenario.scope, scenario.name)] = text
+
+    def delete(self, scope: str | None, name: str) -> bool:
+        with self._lock:
+            return self._scenarios.pop((scope, name), None) is not None
+
+    def list(self) -> list[StoredScenario]:
+        with self._lock:
+            kept = list(self._scenarios.items())
+        return [StoredScenario(scope, name, _loads(text)) for (scope, name), text in kept]
+
+    def clear(self, scope: str | None = None) -> int:
+        with self._lock:
+            doomed = [key for key in self._scenarios if scope is None or key[0] == scope]
+            for key in doomed:
+                del self._scenarios[key]
+            return len(doomed)
+
+
+class MemoryJournal:
+    """Bounded by entries and by bytes: the oldest entries leave first."""
+
+    def __init__(self, limit: int = 10_000, max_bytes: int = 64 * 2**20) -> None:
+        self.limit = limit
+        self.max_bytes = max_bytes
+        self._bytes = 0
+        self._entries: deque[tuple[str | None, Any, int]] = deque()
+        self._seq = itertools.count(1)
+        self._lock = threading.Lock()
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+    def next_seq(self) -> int:
+        return next(self._seq)
+
+    def append(self, scope: str | None, entry: Any, size: int) -> None:
+        with self._lock:
+            self._entries.append((scope, entry, size))
+            self._bytes += size
+            while len(self._entries) > 1 and (len(self._entries) > self.limit or self._bytes > self.max_bytes):
+                self._bytes -= self._entries.popleft()[2]
+
+    def entries(self, scope: str | None = None) -> list[Any]:
+        with self._lock:
+            return [e for s, e, _ in self._entries if scope is None or s == scope]
+
+    def clear(self, scope: str | None = None) -> int:
+        with self._lock:
+            before = len(self._entries)
+            if scope is None:
+                self._entries.clear()
+            else:
+                self._entries = deque(kept for kept in self._entries if kept[0] != scope)
+            self._bytes = sum(kept[2] for kept in self._entries)
+            return before - len(self._entries)
+
+
+class MemoryStore:
+    """Every part in memory."""
+
+    kind: str = "memory"
+
+    def __init__(self) -> None:
+        self.responses: Responses = MemoryResponses()
+        self.conversations: Conversations = MemoryConversations()
+        self.sessions: Records = MemoryRecords()
+        self.scenarios: Scenarios = MemoryScenarios()
+        self.journal: JournalLog = MemoryJournal()
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,177 @@
+"""The Store seam: every piece of state a second server process would need to share.
+
+One `Store` has five parts, each a protocol: `responses` (stored responses and their items),
+`conversations` (the Conversations API), `sessions` (Agents API documents), `scenarios` (the
+scenario documents added at run time, per scope) and `journal` (the request journal, bounded).
+`memory.py` and `sqlite.py` implement them; a database shared by several processes would too.
+
+Every call takes and returns data (JSON values, frozen records): nothing a caller gets back is
+the store's own object, so editing it changes nothing stored, and no call relies on in-process
+state another process could not see. The journal is the exception by design: it keeps request
+bodies, so it lives in the process's memory only, whatever the store (see `JournalLog`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = [
+    "Conversations",
+    "JournalLog",
+    "Records",
+    "Responses",
+    "Scenarios",
+    "Store",
+    "StoredConversation",
+    "StoredResponse",
+    "StoredScenario",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    id: str
+    response: dict[str, Any]
+    input_items: list[dict[str, Any]]
+    previous_response_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredConversation:
+    id: str
+    created_at: int
+    metadata: dict[str, str]
+
+    def body(self) -> dict[str, Any]:
+        return {"id": self.id, "object": "conversation", "created_at": self.created_at, "metadata": self.metadata}
+
+
+@dataclass(frozen=True, slots=True)
+class StoredScenario:
+    scope: str | None
+    name: str
+    document: dict[str, Any] | str
+    """What the admin API was sent: a scenario as JSON, or the text of a scenario file."""
+
+
+class Responses(Protocol):
+    """`store: true` responses, and their items indexed by id; every write is atomic."""
+
+    def put(self, record: StoredResponse) -> None:
+        """Add or replace the response with this id (and index its items)."""
+        ...
+
+    def get(self, response_id: str) -> StoredResponse | None: ...
+
+    def delete(self, response_id: str) -> bool:
+        """False if there was none; its items go with it."""
+        ...
+
+    def item(self, item_id: str) -> tuple[str, dict[str, Any]] | None:
+        """The stored item with this id, and the id of the response that holds it."""
+        ...
+
+    def count(self) -> int: ...
+
+
+class Conversations(Protocol):
+    """Conversations and their items in order; every write is atomic."""
+
+    def create(self, record: StoredConversation, items: list[dict[str, Any]]) -> None: ...
+
+    def get(self, conversation_id: str) -> StoredConversation | None: ...
+
+    def update(self, record: StoredConversation) -> bool:
+        """Replace its metadata (its creation time stays); False if it is gone."""
+        ...
+
+    def delete(self, conversation_id: str) -> bool: ...
+
+    def append(self, conversation_id: str, items: list[dict[str, Any]]) -> bool:
+        """Add items at the end; False if the conversation is gone."""
+        ...
+
+    def items(self, conversation_id: str) -> list[dict[str, Any]]:
+        """Its items, oldest first; none for a conversation that is gone."""
+        ...
+
+    def delete_item(self, conversation_id: str, item_id: str) -> bool:
+        """Remove the first item with this id; False if there is none."""
+        ...
+
+
+class Records(Protocol):
+    """JSON documents under a kind and an id (agents, agent sessions)."""
+
+    def put(self, kind: str, record_id: str, document: dict[str, Any]) -> None:
+        """Add or replace; a replaced document keeps its place in `all`."""
+        ...
+
+    def get(self, kind: str, record_id: str) -> dict[str, Any] | None: ...
+
+    def delete(self, kind: str, record_id: str) -> bool: ...
+
+    def all(self, kind: str) -> list[dict[str, Any]]:
+        """Every document of a kind, in the order each was first put."""
+        ...
+
+
+class Scenarios(Protocol):
+    """The scenario documents added at run time, by (scope, name)."""
+
+    def put(self, scenario: StoredScenario) -> None:
+        """Add or replace; a replaced scenario keeps its place in `list`."""
+        ...
+
+    def delete(self, scope: str | None, name: str) -> bool: ...
+
+    def list(self) -> list[StoredScenario]:
+        """Every scenario of every scope, in the order each was first put."""
+        ...
+
+    def clear(self, scope: str | None = None) -> int:
+        """Remove the scenarios of `scope`, or all of them with None; how many went."""
+        ...
+
+
+class JournalLog(Protocol):
+    """The request journal's entries, bounded by count and by bytes: the oldest leave first
+    (the newest always stays). Entries are kept in the process's memory only, never on disk:
+    they hold request bodies, including `store: false` ones."""
+
+    limit: int
+    max_bytes: int
+
+    @property
+    def bytes(self) -> int:
+        """What the kept entries weigh, as their `size`s add up."""
+        ...
+
+    def next_seq(self) -> int:
+        """1, 2, 3, ...: the order entries are numbered in."""
+        ...
+
+    def append(self, scope: str | None, entry: Any, size: int) -> None: ...
+
+    def entries(self, scope: str | None = None) -> list[Any]:
+        """The kept entries of `scope` (all of them with None), oldest first."""
+        ...
+
+    def clear(self, scope: str | None = None) -> int:
+        """Remove the entries of `scope`, or all; how many went."""
+        ...
+
+
+class Store(Protocol):
+    """One place for all of it: `open_store` (in `__init__`) makes one."""
+
+    kind: str
+    """`memory` or `sqlite`."""
+    responses: Responses
+    conversations: Conversations
+    sessions: Records
+    scenarios: Scenarios
+    journal: JournalLog
+
+    def close(self) -> None: ...

@@ -1,0 +1,374 @@
+"""The Store's contract, one set of tests run against each implementation (memory, SQLite).
+
+Every operation of every part is asserted through `storage.open_store`: what it returns, what
+"not found" looks like, the order of listings, that what a call returns is a copy, and, for the
+SQLite store, what survives closing and opening it again (and what does not: the journal).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from ptc_emulator.emulator.storage import (
+    FILENAME,
+    Store,
+    StoredConversation,
+    StoredResponse,
+    StoredScenario,
+    open_store,
+)
+
+Open = Callable[[], Store]
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Open]:
+    opened: list[Store] = []
+
+    def open_() -> Store:
+        store = open_store(request.param, tmp_path / "data")
+        opened.append(store)
+        return store
+
+    yield open_
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def store(opener: Open) -> Store:
+    return opener()
+
+
+@pytest.fixture
+def reopen(tmp_path: Path) -> Callable[[Store], Store]:
+    """Close a SQLite store and open its file again."""
+
+    def again(store: Store) -> Store:
+        store.close()
+        return open_store("sqlite", tmp_path / "data")
+
+    return again
+
+
+def response(
+    response_id: str, *, output: list[str] = (), inputs: list[str] = (), previous: str | None = None
+) -> StoredResponse:
+    body = {"id": response_id, "object": "response", "status": "completed", "output": [message(i) for i in output]}
+    return StoredResponse(response_id, body, [message(i) for i in inputs], previous)
+
+
+def message(item_id: str, text: str = "hi") -> dict[str, object]:
+    return {"id": item_id, "type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def test_open_store_names_its_kind_and_refuses_others(tmp_path: Path) -> None:
+    assert open_store("memory").kind == "memory"
+    sqlite_store = open_store("sqlite", tmp_path)
+    assert sqlite_store.kind == "sqlite" and (tmp_path / FILENAME).is_file()
+    sqlite_store.close()
+    with pytest.raises(ValueError, match="unknown store"):
+        open_store("postgres", tmp_path)
+    with pytest.raises(ValueError, match="data directory"):
+        open_store("sqlite")
+
+
+def test_memory_writes_nothing(tmp_path: Path) -> None:
+    store = open_store("memory", tmp_path)
+    store.responses.put(response("resp_1", output=["msg_1"]))
+    store.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---- responses ---------------------------------------------------------------------------------
+
+
+def test_responses_put_get_delete(store: Store) -> None:
+    parts = store.responses
+    assert parts.get("resp_1") is None and parts.count() == 0
+    record = response("resp_1", output=["msg_out"], inputs=["msg_in"], previous="resp_0")
+    parts.put(record)
+    assert parts.get("resp_1") == record and parts.count() == 1
+    assert parts.delete("resp_1") is True
+    assert parts.get("resp_1") is None and parts.count() == 0
+    assert parts.delete("resp_1") is False
+
+
+def test_responses_put_replaces(store: Store) -> None:
+    store.responses.put(response("resp_1", output=["msg_a"]))
+    replaced = response("resp_1", output=["msg_b"])
+    store.responses.put(replaced)
+    assert store.responses.get("resp_1") == replaced and store.responses.count() == 1
+    assert store.responses.item("msg_b") == ("resp_1", message("msg_b"))
+    assert store.responses.item("msg_a") is None, "the replaced response's items went with it"
+
+
+def test_responses_index_their_items_by_id(store: Store) -> None:
+    store.responses.put(response("resp_1", output=["msg_out"], inputs=["msg_in"]))
+    store.responses.put(response("resp_2", output=["msg_two"]))
+    assert store.responses.item("msg_in") == ("resp_1", message("msg_in"))
+    assert store.responses.item("msg_out") == ("resp_1", message("msg_out"))
+    assert store.responses.item("msg_two") == ("resp_2", message("msg_two"))
+    assert store.responses.item("msg_none") is None
+    store.responses.delete("resp_1")
+    assert store.responses.item("msg_in") is None and store.responses.item("msg_out") is None
+    assert store.responses.item("msg_two") == ("resp_2", message("msg_two"))
+
+
+def test_responses_return_copies(store: Store) -> None:
+    record = response("resp_1", output=["msg_1"])
+    store.responses.put(record)
+    record.response["status"] = "edited after put"
+    got = store.responses.get("resp_1")
+    assert got is not None and got.response["status"] == "completed"
+    got.response["output"].clear()
+    got.input_items.append(message("msg_x"))
+    again = store.responses.get("resp_1")
+    assert again is not None and len(again.response["output"]) == 1 and again.input_items == []
+    found = store.responses.item("msg_1")
+    assert found is not None
+    found[1]["id"] = "edited"
+    assert store.responses.item("msg_1") == ("resp_1", message("msg_1"))
+
+
+# ---- conversations -----------------------------------------------------------------------------
+
+
+def test_conversations_create_get_update_delete(store: Store) -> None:
+    parts = store.conversations
+    assert parts.get("conv_1") is None
+    parts.create(StoredConversation("conv_1", 100, {"topic": "a"}), [message("msg_1")])
+    assert parts.get("conv_1") == StoredConversation("conv_1", 100, {"topic": "a"})
+    assert parts.update(StoredConversation("conv_1", 999, {"topic": "b"})) is True
+    assert parts.get("conv_1") == StoredConversation("conv_1", 100, {"topic": "b"}), "created_at stays"
+    assert parts.update(StoredConversation("conv_none", 0, {})) is False
+    assert parts.delete("conv_1") is True
+    assert parts.get("conv_1") is None and parts.items("conv_1") == []
+    assert parts.delete("conv_1") is False
+
+
+def test_conversation_items_keep_their_order(store: Store) -> None:
+    parts = store.conversations
+    parts.create(StoredConversation("conv_1", 1, {}), [message("msg_1"), message("msg_2")])
+    parts.create(StoredConversation("conv_2", 2, {}), [])
+    assert parts.append("conv_1", [message("msg_3"), message("msg_4")]) is True
+    assert parts.append("conv_2", [message("msg_5")]) is True
+    assert [i["id"] for i in parts.items("conv_1")] == ["msg_1", "msg_2", "msg_3", "msg_4"]
+    assert parts.items("conv_2") == [message("msg_5")]
+    assert parts.append("conv_none", [message("msg_6")]) is False
+    assert parts.items("conv_none") == []
+
+
+def test_conversation_delete_item_removes_the_first_with_that_id(store: Store) -> None:
+    parts = store.conversations
+    parts.create(StoredConversation("conv_1", 1, {}), [message("msg_1", "first"), message("msg_2")])
+    parts.append("conv_1", [message("msg_1", "again")])
+    assert parts.delete_item("conv_1", "msg_1") is True
+    assert parts.items("conv_1") == [message("msg_2"), message("msg_1", "again")]
+    assert parts.delete_item("conv_1", "msg_none") is False
+    assert parts.delete_item("conv_none", "msg_2") is False
+    assert parts.delete_item("conv_1", "msg_1") is True
+    assert parts.delete_item("conv_1", "msg_1") is False
+    assert parts.items("conv_1") == [message("msg_2")]
+
+
+def test_conversations_return_copies(store: Store) -> None:
+    metadata = {"topic": "a"}
+    items = [message("msg_1")]
+    store.conversations.create(StoredConversation("conv_1", 1, metadata), items)
+    metadata["topic"] = "edited"
+    items.append(message("msg_2"))
+    got = store.conversations.get("conv_1")
+    assert got is not None and got.metadata == {"topic": "a"}
+    got.metadata["topic"] = "edited"
+    store.conversations.items("conv_1")[0]["id"] = "edited"
+    assert store.conversations.get("conv_1") == StoredConversation("conv_1", 1, {"topic": "a"})
+    assert store.conversations.items("conv_1") == [message("msg_1")]
+
+
+# ---- sessions (records) ------------------------------------------------------------------------
+
+
+def test_records_put_get_delete_by_kind(store: Store) -> None:
+    parts = store.sessions
+    assert parts.get("session", "s1") is None and parts.all("session") == []
+    parts.put("session", "s1", {"id": "s1", "n": 1})
+    parts.put("agent", "s1", {"id": "s1", "agent": True})
+    assert parts.get("session", "s1") == {"id": "s1", "n": 1}
+    assert parts.get("agent", "s1") == {"id": "s1", "agent": True}
+    assert parts.delete("session", "s1") is True
+    assert parts.get("session", "s1") is None and parts.get("agent", "s1") is not None
+    assert parts.delete("session", "s1") is False
+    assert parts.delete("nothing", "s1") is False
+
+
+def test_records_list_in_first_put_order(store: Store) -> None:
+    parts = store.sessions
+    for n in (3, 1, 2):
+        parts.put("session", f"s{n}", {"id": f"s{n}", "v": 0})
+    parts.put("session", "s3", {"id": "s3", "v": 1})  # replaced: keeps its place
+    parts.delete("session", "s1")
+    parts.put("session", "s1", {"id": "s1", "v": 2})  # put again after a delete: last
+    assert parts.all("session") == [{"id": "s3", "v": 1}, {"id": "s2", "v": 0}, {"id": "s1", "v": 2}]
+    assert parts.all("agent") == []
+
+
+def test_records_return_copies(store: Store) -> None:
+    document: dict[str, object] = {"id": "s1", "turns": []}
+    store.sessions.put("session", "s1", document)
+    document["turns"] = ["edited"]
+    got = store.sessions.get("session", "s1")
+    assert got == {"id": "s1", "turns": []}
+    got["turns"].append("edited")
+    store.sessions.all("session")[0]["id"] = "edited"
+    assert store.sessions.get("session", "s1") == {"id": "s1", "turns": []}
+
+
+# ---- scenarios added at run time ---------------------------------------------------------------
+
+
+def test_scenarios_by_scope_and_name(store: Store) -> None:
+    parts = store.scenarios
+    assert parts.list() == []
+    first = StoredScenario(None, "greet", {"name": "greet", "turns": [{"say": "hi"}]})
+    scoped = StoredScenario("test-a", "greet", "name: greet\nturns:\n  - say: hello\n")
+    other = StoredScenario("test-b", "other", {"turns": []})
+    for scenario in (first, scoped, other):
+        parts.put(scenario)
+    assert parts.list() == [first, scoped, other]
+    replaced = StoredScenario("test-a", "greet", {"turns": [{"say": "again"}]})
+    parts.put(replaced)
+    assert parts.list() == [first, replaced, other], "a replaced scenario keeps its place"
+    assert parts.delete("test-a", "greet") is True
+    assert parts.delete("test-a", "greet") is False
+    assert parts.delete("test-b", "greet") is False
+    assert parts.list() == [first, other]
+
+
+def test_scenarios_clear_one_scope_or_all(store: Store) -> None:
+    parts = store.scenarios
+    for scope, name in ((None, "a"), ("test-a", "a"), ("test-a", "b"), ("test-b", "a")):
+        parts.put(StoredScenario(scope, name, {"turns": []}))
+    assert parts.clear("test-a") == 2
+    assert [(s.scope, s.name) for s in parts.list()] == [(None, "a"), ("test-b", "a")]
+    assert parts.clear("test-none") == 0
+    assert parts.clear() == 2
+    assert parts.list() == []
+
+
+def test_scenarios_return_copies(store: Store) -> None:
+    document: dict[str, object] = {"turns": []}
+    store.scenarios.put(StoredScenario(None, "a", document))
+    document["turns"] = ["edited"]
+    listed = store.scenarios.list()[0].document
+    assert listed == {"turns": []}
+    assert isinstance(listed, dict)
+    listed["turns"] = ["edited"]
+    assert store.scenarios.list()[0].document == {"turns": []}
+
+
+# ---- journal -----------------------------------------------------------------------------------
+
+
+def test_journal_append_list_clear_by_scope(store: Store) -> None:
+    log = store.journal
+    seqs = [log.next_seq() for _ in range(3)]
+    assert seqs == sorted(seqs) and len(set(seqs)) == 3
+    log.append("a", "entry-1", 10)
+    log.append(None, "entry-2", 20)
+    log.append("a", "entry-3", 30)
+    assert log.entries() == ["entry-1", "entry-2", "entry-3"] and log.bytes == 60
+    assert log.entries("a") == ["entry-1", "entry-3"]
+    assert log.entries("b") == []
+    assert log.clear("a") == 2
+    assert log.entries() == ["entry-2"] and log.bytes == 20
+    assert log.clear("a") == 0
+    assert log.clear() == 1
+    assert log.entries() == [] and log.bytes == 0
+
+
+def test_journal_keeps_its_bounds_oldest_first(store: Store) -> None:
+    log = store.journal
+    log.limit, log.max_bytes = 3, 100
+    for n in range(5):
+        log.append(None, n, 10)
+    assert log.entries() == [2, 3, 4], "by count"
+    log.append(None, 5, 70)
+    assert log.entries() == [3, 4, 5] and log.bytes == 90
+    log.append(None, 6, 15)
+    assert log.entries() == [4, 5, 6] and log.bytes == 95, "by count"
+    log.append(None, 7, 80)
+    assert log.entries() == [6, 7] and log.bytes == 95, "by bytes"
+    log.append(None, 8, 500)
+    assert log.entries() == [8] and log.bytes == 500, "the newest stays, whatever it weighs"
+
+
+# ---- surviving a restart (SQLite) --------------------------------------------------------------
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Store:
+    return open_store("sqlite", tmp_path / "data")
+
+
+def test_sqlite_keeps_everything_but_the_journal(sqlite_store: Store, reopen: Callable[[Store], Store]) -> None:
+    store = sqlite_store
+    record = response("resp_1", output=["msg_out"], inputs=["msg_in"])
+    store.responses.put(record)
+    store.conversations.create(StoredConversation("conv_1", 5, {"k": "v"}), [message("msg_1")])
+    store.conversations.append("conv_1", [message("msg_2")])
+    store.sessions.put("session", "s2", {"id": "s2"})
+    store.sessions.put("session", "s1", {"id": "s1"})
+    scenario = StoredScenario("test-a", "greet", "name: greet\n")
+    store.scenarios.put(scenario)
+    store.journal.append(None, "entry", 10)
+
+    store = reopen(store)
+    try:
+        assert store.responses.get("resp_1") == record and store.responses.count() == 1
+        assert store.responses.item("msg_in") == ("resp_1", message("msg_in"))
+        assert store.conversations.get("conv_1") == StoredConversation("conv_1", 5, {"k": "v"})
+        assert [i["id"] for i in store.conversations.items("conv_1")] == ["msg_1", "msg_2"]
+        assert store.sessions.all("session") == [{"id": "s2"}, {"id": "s1"}]
+        assert store.scenarios.list() == [scenario]
+        assert store.journal.entries() == [] and store.journal.bytes == 0, "the journal is never on disk"
+    finally:
+        store.close()
+
+
+def test_sqlite_marks_unfinished_background_responses_failed(
+    sqlite_store: Store, reopen: Callable[[Store], Store]
+) -> None:
+    store = sqlite_store
+    for response_id, status in (("resp_q", "queued"), ("resp_p", "in_progress"), ("resp_c", "completed")):
+        record = response(response_id)
+        store.responses.put(StoredResponse(response_id, {**record.response, "status": status}, [], None))
+    store = reopen(store)
+    try:
+        statuses = {}
+        for rid in ("resp_q", "resp_p", "resp_c"):
+            found = store.responses.get(rid)
+            assert found is not None
+            statuses[rid] = found.response
+    finally:
+        store.close()
+    assert statuses["resp_c"]["status"] == "completed" and "error" not in statuses["resp_c"]
+    for rid in ("resp_q", "resp_p"):
+        assert statuses[rid]["status"] == "failed"
+        assert statuses[rid]["error"]["code"] == "server_error"
+
+
+def test_sqlite_writes_nothing_of_the_journal(sqlite_store: Store, tmp_path: Path) -> None:
+    sqlite_store.journal.append(None, "JOURNAL-MARKER", 10)
+    sqlite_store.responses.put(response("resp_1"))
+    sqlite_store.close()
+    for path in (tmp_path / "data").iterdir():
+        assert b"JOURNAL-MARKER" not in path.read_bytes(), path.name
+    with sqlite3.connect(tmp_path / "data" / FILENAME) as db:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    db.close()
+    assert {"responses", "items", "conversations", "conversation_items", "records", "scenarios"} <= tables
