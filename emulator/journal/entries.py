@@ -16,7 +16,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ptc_emulator.emulator.journal.evaluation import Threads
 from ptc_emulator.emulator.wire.request import CreateRequest
 
 __all__ = ["Figures", "Journal", "JournalEntry", "RawJSON", "RawRequest"]
@@ -77,8 +76,9 @@ class JournalEntry:
     """URLs a program emitted with image(...): validated, kept here, not sent to the client."""
     fault: str | None = None
     conversation: str | None = None
-    """The run this request belongs to (see `evaluation.Threads`): its conversation id, or the id of
-    the first response of its `previous_response_id` chain or replayed item list."""
+    """The run this request belongs to: set when the journal is read (`grouping.label`), as its
+    conversation id, or the id of the first response of its `previous_response_id` chain or
+    replayed item list."""
     hosted_calls: list[dict[str, Any]] = field(default_factory=list)
     """Calls the emulator answered on the server's side (MCP, code interpreter, hosted shell), with
     their route: a program's stay inside the runtime and appear only here."""
@@ -135,7 +135,6 @@ class Journal:
         self._entries: deque[tuple[JournalEntry, int]] = deque()
         self._seq = itertools.count(1)
         self._lock = threading.Lock()
-        self.threads = Threads()
 
     def next_seq(self) -> int:
         return next(self._seq)
