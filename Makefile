@@ -7,7 +7,7 @@ NODE_STAMP := tests/node/node_modules/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: help run test test-fast lint bench clean browser
+.PHONY: help run test test-fast lint format bench clean browser
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -51,6 +51,10 @@ lint: $(STAMP) ## ruff, mypy and the import-layer contract
 	$(BIN)/ruff format --check .
 	PYTHONPATH=.typing $(BIN)/lint-imports  # the links: grimp walks folders, not the editable mapping
 	$(BIN)/mypy
+
+format: $(STAMP) ## sort the imports and format the code with ruff (what `make lint` checks)
+	$(BIN)/ruff check --select I --fix .
+	$(BIN)/ruff format .
 
 # Three pytest-xdist workers on two cores: most tests wait on servers, processes and sockets, so a
 # third worker fills the time the other two wait. One file stays on one worker (module servers).

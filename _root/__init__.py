@@ -11,15 +11,8 @@ folders, mapped here by `package-dir` in pyproject.toml:
 
 __all__ = ["__version__"]
 
-
-def __getattr__(name: str) -> str:
-    # Looked up when asked for: importlib.metadata costs every process that imports this package
-    # (each sandbox worker does) about 60 ms, and only `ptc-emulator --version` needs it.
-    if name != "__version__":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("ptc-emulator")
-    except PackageNotFoundError:  # pragma: no cover - running from a tree that was never installed
-        return "0+unknown"
+__version__ = "0.1.0"
+"""The one place the version is spelt: pyproject.toml reads it (`[tool.setuptools.dynamic]`), and
+so do `ptc-emulator --version` and the OpenAPI schema. A literal, so reading it costs nothing (the
+package's metadata would cost every process that imports the package, each sandbox worker too,
+about 60 ms)."""

@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ptc_emulator import __version__
 from ptc_emulator.api import errors, guards, inspector
 from ptc_emulator.api.routes import admin, agents, conversations, websocket
 from ptc_emulator.api.routes import responses as routes
@@ -123,7 +124,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     app = FastAPI(
         title="ptc-emulator",
         summary="A local stand-in for OpenAI's Responses API with Programmatic Tool Calling.",
-        version="0.1.0",
+        version=__version__,
         lifespan=lifespan,
     )
     app.state.emulator = state

@@ -22,19 +22,13 @@ _LIMITS = Limits()
 _SETTINGS = Settings()
 
 
-class _Version(argparse.Action):
-    """`--version`, reading the version only when asked (see `ptc_emulator.__getattr__`)."""
-
-    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
-        print(f"{parser.prog} {ptc_emulator.__version__}")  # on stdout, as argparse's own action does
-        parser.exit()
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ptc-emulator", description="A local stand-in for OpenAI's Responses API with Programmatic Tool Calling."
     )
-    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {ptc_emulator.__version__}", help="show the version and exit"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser(
         "serve", help="serve the Responses API on a local port", formatter_class=argparse.ArgumentDefaultsHelpFormatter

@@ -10,6 +10,7 @@ from fastapi import Query, Request
 from ptc_emulator.api.recorder import Recorder
 from ptc_emulator.emulator.responses.engine import Engine, Prepared
 from ptc_emulator.emulator.wire.request import CreateRequest
+from ptc_emulator.names import SCOPE_HEADER, SCOPE_METADATA_KEY
 
 __all__ = [
     "CONTRACT_HEADER",
@@ -30,9 +31,6 @@ Order = Literal["asc", "desc"]
 """A list endpoint's `order`."""
 Include = Annotated[list[str] | None, Query()]
 """`include`: accepted as the API accepts it; the emulator has nothing extra to include."""
-
-SCOPE_HEADER = "x-ptc-emulator-scope"
-SCOPE_METADATA_KEY = "ptc_emulator_scope"
 
 
 def engine_of(request: Request) -> Engine:

@@ -20,6 +20,7 @@ __all__ = ["CLIENT_CLOSED", "unless_disconnected"]
 
 T = TypeVar("T")
 CLIENT_CLOSED = 499
+"""The journal status of a request whose client left before it finished."""
 
 
 async def _disconnected(request: Request) -> None:

@@ -6,10 +6,8 @@ API key; everything the page shows comes from `/_emulator/inspector/...`, which 
 same `Authorization: Bearer` check as the rest of the admin API (docs/inspector.md says how the
 page carries the key).
 
-The grouping works on what the journal's public read API returns (`JournalEntry.as_dict()`, the
-rows of `GET /_emulator/journal`), never on its storage: requests that share a program's call id,
-a `previous_response_id` chain, or items replayed by a `store: false` client (the output items of
-an earlier response sent back as input) are one conversation.
+The conversations are the journal's own (`emulator/journal/grouping.py`): the same grouping as the
+journal's `conversation` field and its figures per conversation.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from importlib import resources
 from typing import Any
 
@@ -27,6 +25,16 @@ from fastapi.responses import RedirectResponse, Response
 from ptc_emulator.api.routes.admin import _scope
 from ptc_emulator.api.sse import KEEP_ALIVE, EventStreamResponse
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound
+from ptc_emulator.emulator.journal import grouping
+from ptc_emulator.emulator.journal.grouping import (
+    inputs,
+    outputs,
+    program_ids,
+    replayed,
+    request_of,
+    response_of,
+    retries,
+)
 
 __all__ = ["UI_PATH", "conversation", "group", "router", "summarise"]
 
@@ -59,137 +67,26 @@ Entry = dict[str, Any]
 # Grouping
 
 
-class _Union:
-    def __init__(self, size: int) -> None:
-        self.parent = list(range(size))
-
-    def find(self, i: int) -> int:
-        while self.parent[i] != i:
-            self.parent[i] = self.parent[self.parent[i]]
-            i = self.parent[i]
-        return i
-
-    def join(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
+def group(entries: list[Entry]) -> list[list[Entry]]:
+    """The entries as conversations (each oldest first), newest conversation first: the journal's
+    one grouping (`grouping.group`), in the order the list shows."""
+    return sorted(grouping.group(entries), key=lambda g: g[-1].get("seq", 0), reverse=True)
 
 
 def _items(value: Any) -> list[dict[str, Any]]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
-def _request(entry: Entry) -> dict[str, Any]:
-    request = entry.get("request")
-    return request if isinstance(request, dict) else {}
-
-
-def _response(entry: Entry) -> dict[str, Any]:
-    response = entry.get("response")
-    return response if isinstance(response, dict) else {}
-
-
-def _output(entry: Entry) -> list[dict[str, Any]]:
-    return _items(_response(entry).get("output"))
-
-
-def _input(entry: Entry) -> list[dict[str, Any]]:
-    return _items(_request(entry).get("input"))
-
-
-def _program_ids(items: Iterable[dict[str, Any]]) -> set[str]:
-    """The call ids of the programs these items belong to."""
-    ids: set[str] = set()
-    for item in items:
-        if item.get("type") in ("program", "program_output") and isinstance(item.get("call_id"), str):
-            ids.add(item["call_id"])
-        caller = item.get("caller")
-        if isinstance(caller, dict) and caller.get("type") == "program" and isinstance(caller.get("caller_id"), str):
-            ids.add(caller["caller_id"])
-    return ids
-
-
-def _produced(entry: Entry) -> set[str]:
-    """Ids a later store:false request would send back: the output items' ids and call ids."""
-    ids: set[str] = set()
-    for item in _output(entry):
-        for key in ("id", "call_id"):
-            if isinstance(item.get(key), str):
-                ids.add(item[key])
-    return ids
-
-
-def _replayed(entry: Entry) -> set[str]:
-    ids: set[str] = set()
-    for item in _input(entry):
-        for key in ("id", "call_id"):
-            if isinstance(item.get(key), str):
-                ids.add(item[key])
-    return ids
-
-
-def group(entries: list[Entry]) -> list[list[Entry]]:
-    """The entries as conversations (each oldest first), newest conversation first.
-
-    Two requests are in one conversation when they are in the same scope and one continues the
-    other: by `previous_response_id`, by a program call id they share, by sending back (a
-    `store: false` replay) the items or call ids the other's response produced, or by retrying it
-    (the same body again, with the SDK's retry count above 0)."""
-    entries = sorted(entries, key=lambda e: e.get("seq", 0))
-    union = _Union(len(entries))
-    owner: dict[tuple[Any, str], int] = {}
-
-    def claim(scope: Any, token: str, index: int) -> None:
-        key = (scope, token)
-        if key in owner:
-            union.join(owner[key], index)
-        else:
-            owner[key] = index
-
-    sent: dict[tuple[Any, str], int] = {}
-    for i, entry in enumerate(entries):
-        scope = entry.get("scope")
-        # A retry (the SDK counts them in x-stainless-retry-count) resends an earlier body as it was.
-        body = json.dumps(_request(entry), sort_keys=True)
-        if _retries(entry) > 0 and (scope, body) in sent:
-            union.join(sent[(scope, body)], i)
-        sent[(scope, body)] = i
-        previous = _request(entry).get("previous_response_id")
-        if isinstance(previous, str):
-            claim(scope, "resp:" + previous, i)
-        conversation = _request(entry).get("conversation")
-        if isinstance(conversation, str | dict):
-            name = conversation if isinstance(conversation, str) else conversation.get("id")
-            if isinstance(name, str):
-                claim(scope, "conv:" + name, i)
-        if isinstance(entry.get("response_id"), str):
-            claim(scope, "resp:" + entry["response_id"], i)
-        for program in _program_ids(_input(entry)) | _program_ids(_output(entry)):
-            claim(scope, "prog:" + program, i)
-        for token in _replayed(entry) | _produced(entry):
-            claim(scope, "item:" + token, i)
-    groups: dict[int, list[Entry]] = {}
-    for i, entry in enumerate(entries):
-        groups.setdefault(union.find(i), []).append(entry)
-    return sorted(groups.values(), key=lambda g: g[-1].get("seq", 0), reverse=True)
-
-
-def _retries(entry: Entry) -> int:
-    figures = entry.get("figures")
-    value = figures.get("retries", 0) if isinstance(figures, dict) else 0
-    return value if isinstance(value, int) else 0
-
-
 def _links(entries: list[Entry]) -> list[str]:
     """How the requests of a conversation are tied together, for the list's badges."""
     links: list[str] = []
-    if any(_program_ids(_input(e)) | _program_ids(_output(e)) for e in entries):
+    if any(program_ids(inputs(e)) | program_ids(outputs(e)) for e in entries):
         links.append("program")
-    if any(isinstance(_request(e).get("previous_response_id"), str) for e in entries):
+    if any(isinstance(request_of(e).get("previous_response_id"), str) for e in entries):
         links.append("previous_response_id")
-    if len(entries) > 1 and any(_replayed(e) and _request(e).get("store") is False for e in entries):
+    if len(entries) > 1 and any(replayed(e) and request_of(e).get("store") is False for e in entries):
         links.append("store:false replay")
-    if any(_retries(e) > 0 for e in entries[1:]):
+    if any(retries(e) > 0 for e in entries[1:]):
         links.append("retry")
     return links
 
@@ -207,11 +104,11 @@ def _text(content: Any) -> str:
 
 
 def _title(entries: list[Entry]) -> str:
-    request = _request(entries[0])
+    request = request_of(entries[0])
     value = request.get("input")
     if isinstance(value, str):
         return value
-    for item in _input(entries[0]):
+    for item in inputs(entries[0]):
         if item.get("role") == "user" and item.get("type", "message") == "message":
             return _text(item.get("content"))
     return str(entries[0].get("path", ""))
@@ -219,7 +116,7 @@ def _title(entries: list[Entry]) -> str:
 
 def _final(entries: list[Entry]) -> str | None:
     for entry in reversed(entries):
-        for item in reversed(_output(entry)):
+        for item in reversed(outputs(entry)):
             if item.get("type") == "message":
                 return _text(item.get("content"))
     return None
@@ -231,10 +128,10 @@ def _state(entries: list[Entry]) -> str:
     last = entries[-1]
     if int(last.get("status", 200)) >= 400:
         return "failed"
-    output = _output(last)
+    output = outputs(last)
     if any(item.get("type") in ("function_call", "custom_tool_call") for item in output):
         return "waiting"
-    status = _response(last).get("status")
+    status = response_of(last).get("status")
     return str(status) if isinstance(status, str) else "completed"
 
 
@@ -251,7 +148,7 @@ def _figures(entries: list[Entry]) -> dict[str, Any]:
                 totals[key] = totals.get(key, 0) + value
     calls: dict[str, int] = {}
     for entry in entries:
-        for item in _output(entry):
+        for item in outputs(entry):
             kind = item.get("type")
             if not isinstance(kind, str) or not (kind.endswith("_call") or kind == "program"):
                 continue
@@ -299,7 +196,7 @@ def conversation(entries: list[Entry]) -> dict[str, Any]:
     for entry in entries:
         seq = entry.get("seq")
         pause: list[dict[str, Any]] = []
-        for item in _output(entry):
+        for item in outputs(entry):
             kind = item.get("type")
             call_id = item.get("call_id")
             if not isinstance(call_id, str) or not isinstance(kind, str):
@@ -327,7 +224,7 @@ def conversation(entries: list[Entry]) -> dict[str, Any]:
         for program_id in dict.fromkeys(str(c["caller"]["caller_id"]) for c in pause):
             mine = [c for c in pause if c["caller"]["caller_id"] == program_id]
             program(program_id, seq)["pauses"].append({"seq": seq, "calls": mine})
-        for item in _input(entry):
+        for item in inputs(entry):
             answered = calls.get(str(item.get("call_id")))
             kind = item.get("type")
             if isinstance(kind, str) and kind.endswith("_call_output") and answered and answered["output"] is None:

@@ -11,7 +11,7 @@ from ptc_emulator.emulator.journal.entries import Figures, Journal, JournalEntry
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.responses.engine import Prepared, Refused, Trace
 from ptc_emulator.emulator.tools.kinds import answer_text
-from ptc_emulator.emulator.wire.request import CreateRequest, conversation_id
+from ptc_emulator.emulator.wire.request import CreateRequest
 
 __all__ = ["Recorder"]
 
@@ -141,40 +141,12 @@ class Recorder:
         self.journal.record(self.entry)
 
     def _account(self) -> None:
-        """The tokens kept out of the model's context, and the run this request belongs to (a request
-        refused before it was prepared still belongs to the run it continues)."""
-        request = self.entry.request
+        """The tokens kept out of the model's context (the run a request belongs to is found when the
+        journal is read: `emulator/journal/grouping.py`)."""
         prepared = self.prepared
         if prepared is not None:
             kept = prepared.outputs_kept_out()
             self.entry.figures.kept_out_tokens = sum(usage.count(answer_text(item)) for item in kept)
-            request = prepared.request
-            new_items: list[Any] = prepared.new_items
-        else:
-            new_items = list(getattr(request, "input", None) or []) if not isinstance(request, str) else []
-        if not isinstance(request, CreateRequest):
-            return
-        # Read only as far as needed (the first id already linked to a run), in the items' order.
-        names = (
-            n
-            for item in new_items
-            for n in (getattr(item, "id", None), getattr(item, "call_id", None))
-            if isinstance(n, str)
-        )
-        try:
-            thread = conversation_id(request.conversation)
-        except EmulatorError:
-            thread = None
-        output = (self.entry.response or {}).get("output") if self.entry.status < 400 else None
-        made = [n for item in output or [] for n in (item.get("id"), item.get("call_id")) if isinstance(n, str)]
-        self.entry.conversation = self.journal.threads.assign(
-            scope=self.entry.scope,
-            response_id=self.entry.response_id,
-            previous_response_id=request.previous_response_id,
-            conversation=thread,
-            input_ids=names,
-            output_ids=made,
-        )
 
 
 def _as_kept(rendered: bytes) -> bool:

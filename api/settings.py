@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from ptc_emulator.names import API_KEY_ENV
 from ptc_emulator.sandbox import Limits
 
-__all__ = ["Settings", "bundled_fixtures", "default_data_dir", "resend_floor", "resend_problem"]
+__all__ = ["API_KEY_ENV", "Settings", "bundled_fixtures", "default_data_dir", "resend_floor", "resend_problem"]
 
 
 def bundled_fixtures() -> Path:
@@ -19,7 +20,6 @@ def bundled_fixtures() -> Path:
     return Path(ptc_emulator.fixtures.__file__).resolve().parent
 
 
-API_KEY_ENV = "PTC_EMULATOR_API_KEY"
 LIVE_CACHE_ENV = "PTC_EMULATOR_LIVE_CACHE"
 
 

@@ -119,7 +119,7 @@ another kind ("Check failed" from the allocator's own set-up, a signal from outs
 not be the program's, and gets its second run."""
 
 
-class _Worker:
+class _WorkerProcess:
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
         self.starts = 0
@@ -197,7 +197,7 @@ class _Worker:
             await asyncio.wait_for(self._drain, 1)
 
 
-def _own_doing(worker: _Worker) -> bool:
+def _own_doing(worker: _WorkerProcess) -> bool:
     """Whether a worker that died holding a program was aborted by that program's allocation."""
     hint = worker.fatal_hint().lower()
     return worker.proc.returncode is not None and worker.proc.returncode < 0 and any(w in hint for w in _OWN_FATAL)
@@ -208,11 +208,11 @@ class Pool:
 
     def __init__(self, config: PoolConfig | None = None) -> None:
         self.config = config or PoolConfig()
-        self._idle: list[_Worker] = []
+        self._idle: list[_WorkerProcess] = []
         self._available = asyncio.Condition()
-        self._holders: dict[str, _Worker] = {}
+        self._holders: dict[str, _WorkerProcess] = {}
         """Which worker holds a program live, by program key."""
-        self._workers: set[_Worker] = set()
+        self._workers: set[_WorkerProcess] = set()
         self._spawning: set[asyncio.Task[None]] = set()
         self._ids = itertools.count()
         self._closed = False
@@ -238,7 +238,7 @@ class Pool:
         """The live workers: one that died leaves this list at once, before it is replaced."""
         return sorted(w.pid for w in self._workers if w.proc.returncode is None)
 
-    def _exited(self, worker: _Worker) -> None:
+    def _exited(self, worker: _WorkerProcess) -> None:
         """A worker's process ended. Idle, it is replaced now, not when a program would find it dead
         (busy, its run finds the pipe closed and replaces it)."""
         if worker in self._idle and not self._closed:
@@ -339,7 +339,7 @@ class Pool:
 
     # ---- internals -------------------------------------------------------------------------
 
-    async def _acquire(self, preferred: _Worker | None) -> _Worker:
+    async def _acquire(self, preferred: _WorkerProcess | None) -> _WorkerProcess:
         """An idle worker. The one that holds the program live, if any, even while it is busy, for
         up to `_HOLDER_WAIT_S`: a live resume there costs a fraction of a replay in a fresh
         context elsewhere (and the replay would drop the live copy). Then any idle worker."""
@@ -365,20 +365,20 @@ class Pool:
                 else:
                     await self._available.wait()
 
-    async def _put_idle(self, worker: _Worker) -> None:
+    async def _put_idle(self, worker: _WorkerProcess) -> None:
         async with self._available:
             self._idle.append(worker)
             # Every waiter looks: the one waiting for this very worker may not be the first.
             self._available.notify_all()
 
-    async def _release(self, worker: _Worker) -> None:
+    async def _release(self, worker: _WorkerProcess) -> None:
         limit = self.config.max_jobs_per_worker
         if self._closed or (limit and worker.starts >= limit):
             self._replace(worker, kill=False, retire=True)
         else:
             await self._put_idle(worker)
 
-    async def _crashed(self, worker: _Worker, *, exiting: bool = False) -> Failed:
+    async def _crashed(self, worker: _WorkerProcess, *, exiting: bool = False) -> Failed:
         if exiting:
             # Its pipe closed because it is exiting: let asyncio's child watcher collect the exit
             # status first. Killing it now would reap it inside Popen.poll(), losing the status
@@ -394,7 +394,7 @@ class Pool:
         log.warning("sandbox worker %s %s; replacing it", worker.pid, death)
         return Failed("crash", f"the sandbox worker running this program {death}")
 
-    def _replace(self, worker: _Worker, *, kill: bool, retire: bool = False) -> None:
+    def _replace(self, worker: _WorkerProcess, *, kill: bool, retire: bool = False) -> None:
         self._workers.discard(worker)
         for key in [k for k, w in self._holders.items() if w is worker]:
             del self._holders[key]
@@ -418,7 +418,7 @@ class Pool:
         self._spawning.add(task)
         task.add_done_callback(self._spawning.discard)
 
-    async def _spawn_with_retry(self) -> _Worker:
+    async def _spawn_with_retry(self) -> _WorkerProcess:
         delay = 0.1
         while True:
             try:
@@ -428,7 +428,7 @@ class Pool:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    async def _spawn(self) -> _Worker:
+    async def _spawn(self) -> _WorkerProcess:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-I",  # isolated: no working directory, PYTHONPATH or user site ahead of the installed package
@@ -451,7 +451,7 @@ class Pool:
             start_new_session=True,  # terminal signals go to the server, which then closes the pool
             env=worker_environment(),
         )
-        worker = _Worker(proc)
+        worker = _WorkerProcess(proc)
         try:
             hello = await asyncio.wait_for(worker.read_message(), self.config.startup_timeout_s)
             if "ready" not in hello:

@@ -21,7 +21,8 @@ conversations of the run into the ini option `ptc_emulator_record_dir` (or
 `--ptc-emulator-record DIR`); without an upstream, mode `none` (the default) replays them.
 
 pytest loads this module in every run of every project the package is installed in, so it
-imports nothing but pytest and the standard library: the emulator itself is imported when a
+imports nothing but pytest, the standard library and `ptc_emulator.names` (constants, which imports
+nothing): the emulator itself is imported when a
 test first asks for the fixture, and a problem there fails that test, not the whole run.
 """
 
@@ -35,9 +36,10 @@ from typing import Any
 
 import pytest
 
+from ptc_emulator.names import API_KEY_ENV
+
 __all__: list[str] = []
 
-_API_KEY_ENV = "PTC_EMULATOR_API_KEY"
 _api_key = pytest.StashKey[str]()
 _inspector = pytest.StashKey[str]()
 _failed = pytest.StashKey[bool]()
@@ -53,7 +55,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--ptc-emulator-api-key",
         default=None,
-        help=f"the API key of the emulator at --ptc-emulator-url, if it requires one (or {_API_KEY_ENV})",
+        help=f"the API key of the emulator at --ptc-emulator-url, if it requires one (or {API_KEY_ENV})",
     )
     group.addoption(
         "--ptc-emulator-upstream",
@@ -149,7 +151,7 @@ def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
 
     url = request.config.getoption("--ptc-emulator-url")
     if url:
-        key = request.config.getoption("--ptc-emulator-api-key") or os.environ.get(_API_KEY_ENV)
+        key = request.config.getoption("--ptc-emulator-api-key") or os.environ.get(API_KEY_ENV)
         request.config.stash[_api_key] = key or API_KEY
         yield str(url)
         return

@@ -14,12 +14,12 @@ from typing import Any
 
 import httpx
 
+from ptc_emulator.names import API_KEY_ENV, SCOPE_HEADER
+
 __all__ = ["API_KEY", "API_KEY_ENV", "SCOPE_HEADER", "EmulatorServer", "PTCEmulator", "inspector_url"]
 
-SCOPE_HEADER = "x-ptc-emulator-scope"
 API_KEY = "sk-ptc-emulator"
 """The key clients send when the server asks for none (any key is accepted then)."""
-API_KEY_ENV = "PTC_EMULATOR_API_KEY"
 
 
 class EmulatorServer:

@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from ptc_emulator.api.context import SCOPE_HEADER
 from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound
-from ptc_emulator.emulator.journal import evaluation
+from ptc_emulator.emulator.journal import evaluation, grouping
 from ptc_emulator.emulator.model.scripted.hosted_script import HostedScript
 from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, ScenarioRegistry, load_scenario
 from ptc_emulator.emulator.responses import usage
@@ -139,7 +139,7 @@ async def delete_scenario(name: str, request: Request) -> dict[str, Any]:
 @router.get("/journal")
 async def read_journal(request: Request) -> dict[str, Any]:
     entries = request.app.state.emulator.journal.entries(_scope(request))
-    return {"object": "list", "data": [e.as_dict() for e in entries]}
+    return {"object": "list", "data": grouping.label(e.as_dict() for e in entries)}
 
 
 @router.get("/journal/conversations")

@@ -36,6 +36,7 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from ptc_emulator.api.context import contract_headers, recorder
+from ptc_emulator.api.disconnect import CLIENT_CLOSED
 from ptc_emulator.api.errors import SERVER_ERROR_MESSAGE
 from ptc_emulator.api.recorder import Recorder
 from ptc_emulator.api.sse import KEEP_ALIVE, EventStreamResponse, frame
@@ -48,9 +49,6 @@ from ptc_emulator.emulator.wire.response import ResponseStatus
 __all__ = ["CLIENT_CLOSED", "Play", "error_event", "stream_create", "stream_stored"]
 
 log = logging.getLogger(__name__)
-
-CLIENT_CLOSED = 499
-"""The journal status of a create whose client left before it finished."""
 
 _POLL_S = 0.05
 

@@ -1,6 +1,10 @@
 """The agent harness: runs Agents API sessions on the Responses engine, events out.
 
+<<<<<<< HEAD
 A session is one document in the store's sessions part (`storage.Records`): the public `AgentSession`
+=======
+A session is one document in the records store (see `records.py`): the public `Session`
+>>>>>>> small-house
 fields, its turns and items as the Agents API shows them, and a *transcript*, the same
 conversation as Responses API items. Each model step is one `store: false` Responses request
 built from the transcript and played by the engine, so the scripted model (inline ```js blocks,
@@ -28,7 +32,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ptc_emulator.emulator.agents.session import Doc, Event, Session, input_messages, zero_usage
+from ptc_emulator.emulator.agents.session import AgentSession, Doc, Event, input_messages, zero_usage
 from ptc_emulator.emulator.agents.wire import (
     AgentCreate,
     AgentUpdate,
@@ -89,7 +93,7 @@ class Harness:
         self.records = records
         self.ids: Callable[[str], str] = engine.ids
         self.clock = engine.clock
-        self._sessions: dict[str, Session] = {}
+        self._sessions: dict[str, AgentSession] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._subscribers: dict[str, set[Subscription]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -102,7 +106,7 @@ class Harness:
     def start(self) -> None:
         """Resume the turns that were running when the server last stopped."""
         for doc in self.records.all(SESSION):
-            session = Session(doc, self.ids, self.clock)
+            session = AgentSession(doc, self.ids, self.clock)
             if session.status == "in_progress" and doc["turn_id"] is not None:
                 self._sessions[session.id] = session
                 self._schedule(session.id)
@@ -147,7 +151,7 @@ class Harness:
 
     def create_session(
         self, body: SessionCreate, scope: str | None, *, subscribe: bool = False
-    ) -> tuple[Session, Subscription | None]:
+    ) -> tuple[AgentSession, Subscription | None]:
         environment = body.environment
         kind = environment.get("type")
         if kind != "none":
@@ -223,7 +227,7 @@ class Harness:
             "output_index": 0,
         }
         sid = session["id"]
-        made = self._sessions[sid] = Session(doc, self.ids, self.clock)
+        made = self._sessions[sid] = AgentSession(doc, self.ids, self.clock)
         subscription = self._subscribe(sid, None) if subscribe else None
         events = [made.event("agent.session.created", session=made.object())]
         made.begin_turn(messages, events)
@@ -232,13 +236,13 @@ class Harness:
         self._schedule(sid)
         return made, subscription
 
-    def load(self, session_id: str) -> Session:
+    def load(self, session_id: str) -> AgentSession:
         session = self._sessions.get(session_id)
         if session is None:
             doc = self.records.get(SESSION, session_id)
             if doc is None:
                 raise session_not_found(session_id)
-            session = self._sessions[session_id] = Session(doc, self.ids, self.clock)
+            session = self._sessions[session_id] = AgentSession(doc, self.ids, self.clock)
         return session
 
     def session(self, session_id: str) -> dict[str, Any]:
@@ -441,5 +445,5 @@ class Harness:
     def _lock(self, session_id: str) -> asyncio.Lock:
         return self._locks.setdefault(session_id, asyncio.Lock())
 
-    def _save(self, session: Session) -> None:
+    def _save(self, session: AgentSession) -> None:
         self.records.put(SESSION, session.id, session.doc)

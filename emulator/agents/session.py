@@ -1,6 +1,6 @@
 """One agent session: its document, and how a step or an input changes it, events out.
 
-The document is what the records store keeps: the public `AgentSession` fields, its turns and
+The document is what the records store keeps: the public `Session` fields, its turns and
 items as the Agents API shows them, the calls it issued (pending, answered or abandoned), and a
 *transcript*, the same conversation as Responses API items, which the harness plays a step at a
 time (see `harness.py`). Every method that changes the session appends the events that tell it;
@@ -40,7 +40,7 @@ from ptc_emulator.emulator.agents.wire import (
 )
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest
 
-__all__ = ["Doc", "Event", "Session", "input_messages", "unknown_call", "zero_usage"]
+__all__ = ["AgentSession", "Doc", "Event", "input_messages", "unknown_call", "zero_usage"]
 
 Event = dict[str, Any]
 Doc = dict[str, Any]
@@ -88,7 +88,7 @@ def _chunks(text: str, size: int = 32) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
-class Session:
+class AgentSession:
     """A session document with the rules of its turns."""
 
     def __init__(self, doc: Doc, ids: Callable[[str], str], clock: Callable[[], float]) -> None:
@@ -108,7 +108,7 @@ class Session:
         return int(self.clock())
 
     def object(self) -> dict[str, Any]:
-        """The `AgentSession` object, a copy."""
+        """The `Session` object, a copy."""
         return json.loads(json.dumps(self.doc["session"]))  # type: ignore[no-any-return]
 
     def validate(self, body: EventsBody) -> list[ToolResult | MessageInput | CancelInput]:

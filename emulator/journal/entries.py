@@ -13,7 +13,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ptc_emulator.emulator.journal.evaluation import Threads
 from ptc_emulator.emulator.storage import JournalLog
 from ptc_emulator.emulator.storage.memory import MemoryJournal
 from ptc_emulator.emulator.wire.request import CreateRequest
@@ -76,8 +75,9 @@ class JournalEntry:
     """URLs a program emitted with image(...): validated, kept here, not sent to the client."""
     fault: str | None = None
     conversation: str | None = None
-    """The run this request belongs to (see `evaluation.Threads`): its conversation id, or the id of
-    the first response of its `previous_response_id` chain or replayed item list."""
+    """The run this request belongs to: set when the journal is read (`grouping.label`), as its
+    conversation id, or the id of the first response of its `previous_response_id` chain or
+    replayed item list."""
     hosted_calls: list[dict[str, Any]] = field(default_factory=list)
     """Calls the emulator answered on the server's side (MCP, code interpreter, hosted shell), with
     their route: a program's stay inside the runtime and appear only here."""
@@ -126,11 +126,10 @@ _ENTRY_OVERHEAD = 1024
 
 class Journal:
     """Bounded by entries and by bytes: the oldest entries leave first. The entries are kept in
-    the store's journal part (`storage.JournalLog`); this adds their compaction and threads."""
+    the store's journal part (`storage.JournalLog`); this adds their compaction."""
 
     def __init__(self, limit: int = 10_000, max_bytes: int = 64 * 2**20, *, log: JournalLog | None = None) -> None:
         self.log: JournalLog = log if log is not None else MemoryJournal(limit, max_bytes)
-        self.threads = Threads()
 
     @property
     def limit(self) -> int:

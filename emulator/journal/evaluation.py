@@ -1,23 +1,19 @@
 """The guide's "Evaluate" section, from the request journal: figures per conversation, and a
 comparison of a direct-calling baseline with a programmatic run of the same task.
 
-A conversation here is one run of a task: the responses linked by `previous_response_id`, by a
-Conversations API `conversation`, or, for a `store: false` loop that replays its items, by the
-ids and call ids of earlier outputs its input carries. `Threads` assigns each journal entry to
-one when it is recorded; `conversations()` and `compare()` read journal entries as dicts (what
+A conversation here is one run of a task, as `grouping` finds them (the grouping the trace
+inspector shows). `conversations()` and `compare()` read journal entries as dicts (what
 `JournalEntry.as_dict()` gives), so they do not depend on how the journal keeps them.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Iterable
 from typing import Any
 
 from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator.journal.grouping import label
 
-__all__ = ["Threads", "compare", "conversations"]
+__all__ = ["compare", "conversations"]
 
 _SUMMED = (
     "model_turns",
@@ -35,44 +31,6 @@ _SUMMED = (
 )
 
 
-class Threads:
-    """Which conversation each response belongs to (bounded: the oldest links are forgotten)."""
-
-    def __init__(self, limit: int = 100_000) -> None:
-        self._links: OrderedDict[tuple[str | None, str], str] = OrderedDict()
-        self._limit = limit
-        self._lock = threading.Lock()
-
-    def assign(
-        self,
-        *,
-        scope: str | None,
-        response_id: str | None,
-        previous_response_id: str | None,
-        conversation: str | None,
-        input_ids: Iterable[str],
-        output_ids: Iterable[str],
-    ) -> str | None:
-        """The conversation of a response (its own id when it starts one); links its outputs."""
-        with self._lock:
-            key: str | None = None
-            if conversation is not None:
-                key = conversation
-            elif previous_response_id is not None:
-                key = self._links.get((scope, previous_response_id), previous_response_id)
-            else:
-                key = next((self._links[(scope, i)] for i in input_ids if (scope, i) in self._links), None)
-            key = key or response_id
-            if key is None:
-                return None
-            for name in [*([response_id] if response_id else []), *output_ids]:
-                self._links[(scope, name)] = key
-                self._links.move_to_end((scope, name))
-            while len(self._links) > self._limit:
-                self._links.popitem(last=False)
-            return key
-
-
 def _final_answer(entry: dict[str, Any]) -> str | None:
     response = entry.get("response") or {}
     texts = [
@@ -88,7 +46,7 @@ def _final_answer(entry: dict[str, Any]) -> str | None:
 def conversations(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The figures of each conversation in these journal entries, in order of their first request."""
     found: dict[str, dict[str, Any]] = {}
-    for entry in entries:
+    for entry in label(entries):
         key = entry.get("conversation")
         if key is None:
             continue

@@ -20,7 +20,7 @@ import pytest
 from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator.agents.harness import SESSION
-from ptc_emulator.emulator.agents.session import Session
+from ptc_emulator.emulator.agents.session import AgentSession
 from ptc_emulator.emulator.agents.wire import ToolResult
 from ptc_emulator.emulator.storage import open_store
 from tests.agents.agents_support import GET_CUSTOMER, customer, get_customer_code, valid
@@ -70,7 +70,7 @@ async def test_a_running_turn_resumes_on_start(tmp_path: Path) -> None:
     records = store.sessions
     stored = records.get(SESSION, session.id)
     assert stored is not None
-    crashed = Session(stored, ids=lambda prefix: f"{prefix}_resumed", clock=lambda: 0.0)
+    crashed = AgentSession(stored, ids=lambda prefix: f"{prefix}_resumed", clock=lambda: 0.0)
     result = {"type": "agent.session.input.tool_result", "turn_id": action.turn_id, "call_id": action.call_id}
     result.update(success=True, output=json.dumps(customer(action.arguments)))
     assert crashed.apply_result(ToolResult.model_validate(result), []) is True  # the last pending result

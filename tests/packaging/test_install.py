@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+import ptc_emulator
+
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -133,6 +135,18 @@ def test_the_wheel_installs_one_import_name(wheel: Path) -> None:
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "ptc_emulator = ptc_emulator.testing.plugin" in text
     assert "ptc-emulator = ptc_emulator.api.cli:main" in text
+
+
+def test_the_wheel_has_the_one_version_and_the_mit_license(wheel: Path) -> None:
+    """The version is spelt once (`ptc_emulator.__version__`); the LICENSE file ships in the wheel."""
+    archive = zipfile.ZipFile(wheel)
+    assert wheel.name.startswith(f"ptc_emulator-{ptc_emulator.__version__}-")
+    metadata = archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    assert f"\nVersion: {ptc_emulator.__version__}\n" in metadata
+    assert "\nLicense-Expression: MIT\n" in metadata
+    licence = next(n for n in archive.namelist() if n.endswith(".dist-info/licenses/LICENSE"))
+    assert archive.read(licence).decode() == (ROOT / "LICENSE").read_text()
+    assert archive.read(licence).decode().startswith("MIT License\n")
 
 
 @pytest.fixture(scope="module")
