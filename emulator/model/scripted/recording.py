@@ -172,9 +172,13 @@ def full_match(text: str) -> str:
 
 def _raw(text: str, before_expression: bool = False) -> str:
     """`text` as a template that renders to itself: Jinja's openers kept literal by a raw block
-    (also a trailing `{` that an expression placed right after it would turn into one)."""
+    (also a trailing `{` that an expression placed right after it would turn into one). A text
+    that itself says `endraw` would end such a block early (and an unbalanced one would not
+    compile): there each `{` is written as an expression that renders it, which holds for any text."""
     if not _JINJA.search(text) and not (before_expression and text.endswith("{")):
         return text
+    if "endraw" in text:
+        return text.replace("{", "{{ '{' }}")
     return "{% raw %}" + text + "{% endraw %}"
 
 
