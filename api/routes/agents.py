@@ -116,23 +116,23 @@ async def list_sessions(
         for key, value in request.query_params.items()
         if key.startswith("metadata[") and key.endswith("]")
     }
-    rows = harness_of(request).list_sessions(agent_id, metadata)
+    rows = harness_of(request).list_sessions(agent_id, metadata, scope=_scope(request, None))
     return _page(rows, after=after, limit=limit, order=order, what="session")
 
 
 @router.get("/sessions/{session_id}")
 async def retrieve_session(session_id: str, request: Request) -> dict[str, Any]:
-    return harness_of(request).session(session_id)
+    return harness_of(request).session(session_id, scope=_scope(request, None))
 
 
 @router.post("/sessions/{session_id}")
 async def update_session(session_id: str, body: SessionUpdate, request: Request) -> dict[str, Any]:
-    return await harness_of(request).update_session(session_id, body)
+    return await harness_of(request).update_session(session_id, body, scope=_scope(request, None))
 
 
 @router.delete("/sessions/{session_id}")
 async def delete_session(session_id: str, request: Request) -> dict[str, Any]:
-    return await harness_of(request).delete_session(session_id)
+    return await harness_of(request).delete_session(session_id, scope=_scope(request, None))
 
 
 @router.post("/sessions/{session_id}/events", status_code=202)
@@ -142,32 +142,35 @@ async def create_events(
     request: Request,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> Response:
-    await harness_of(request).submit(session_id, body, idempotency_key)
+    await harness_of(request).submit(session_id, body, idempotency_key, scope=_scope(request, None))
     return Response(status_code=202)
 
 
 @router.get("/sessions/{session_id}/events")
 async def stream_events(session_id: str, request: Request, include_obfuscation: bool = True) -> Response:
-    return _stream(request, harness_of(request).subscribe(session_id), until_idle=False)
+    subscription = harness_of(request).subscribe(session_id, scope=_scope(request, None))
+    return _stream(request, subscription, until_idle=False)
 
 
 @router.get("/sessions/{session_id}/items")
 async def list_items(
     session_id: str, request: Request, after: str | None = None, limit: Limit = 20, order: Order = "asc"
 ) -> dict[str, Any]:
-    return _page(harness_of(request).items(session_id), after=after, limit=limit, order=order, what="item")
+    rows = harness_of(request).items(session_id, scope=_scope(request, None))
+    return _page(rows, after=after, limit=limit, order=order, what="item")
 
 
 @router.get("/sessions/{session_id}/turns")
 async def list_turns(
     session_id: str, request: Request, after: str | None = None, limit: Limit = 20, order: Order = "asc"
 ) -> dict[str, Any]:
-    return _page(harness_of(request).turns(session_id), after=after, limit=limit, order=order, what="turn")
+    rows = harness_of(request).turns(session_id, scope=_scope(request, None))
+    return _page(rows, after=after, limit=limit, order=order, what="turn")
 
 
 @router.get("/sessions/{session_id}/turns/{turn_id}")
 async def retrieve_turn(session_id: str, turn_id: str, request: Request) -> dict[str, Any]:
-    return harness_of(request).turn(session_id, turn_id)
+    return harness_of(request).turn(session_id, turn_id, scope=_scope(request, None))
 
 
 @router.get("/sessions/{session_id}/turns/{turn_id}/items")
@@ -179,7 +182,7 @@ async def list_turn_items(
     limit: Limit = 20,
     order: Order = "asc",
 ) -> dict[str, Any]:
-    rows = harness_of(request).items(session_id, turn_id)
+    rows = harness_of(request).items(session_id, turn_id, scope=_scope(request, None))
     return _page(rows, after=after, limit=limit, order=order, what="item")
 
 

@@ -26,10 +26,11 @@ program state, because program runs are deterministic.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ptc_emulator.emulator.agents.session import AgentSession, Doc, Event, input_messages, zero_usage
@@ -60,6 +61,13 @@ log = logging.getLogger(__name__)
 
 AGENT = "agent"
 SESSION = "agent.session"
+IDEMPOTENCY = "agent.session.idempotency"
+"""Idempotency keys, kept apart from their session's document (which every event rewrites)."""
+IDEMPOTENCY_TTL_S = 24 * 3600
+"""How long an Idempotency-Key is remembered; after that, the same key is a new request."""
+_SWEEP_EVERY = 1024
+ANY_SCOPE = object()
+"""`load`'s scope for the harness's own work (resuming, driving a turn): every session."""
 MAX_STEPS = 64
 """Model steps one drive may take without waiting for the client: a loop guard."""
 
@@ -84,7 +92,11 @@ class Subscription:
         return await asyncio.wait_for(self.queue.get(), timeout)
 
     def close(self) -> None:
-        self.harness._subscribers.get(self.session_id, set()).discard(self)
+        subscribers = self.harness._subscribers.get(self.session_id)
+        if subscribers is not None:
+            subscribers.discard(self)
+            if not subscribers:
+                del self.harness._subscribers[self.session_id]
 
 
 class Harness:
@@ -94,7 +106,10 @@ class Harness:
         self.ids: Callable[[str], str] = engine.ids
         self.clock = engine.clock
         self._sessions: dict[str, AgentSession] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        """A lock per session while someone holds or awaits it, with how many do: dropped when
+        the last one leaves, so a request naming an unknown id leaves nothing behind."""
+        self._keys_put = 0
         self._subscribers: dict[str, set[Subscription]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -222,7 +237,6 @@ class Harness:
             "transcript": [],
             "calls": {},
             "programs": {},
-            "idempotency": {},
             "turn_id": None,
             "output_index": 0,
         }
@@ -236,21 +250,31 @@ class Harness:
         self._schedule(sid)
         return made, subscription
 
-    def load(self, session_id: str) -> AgentSession:
+    def load(self, session_id: str, scope: str | None | object = ANY_SCOPE) -> AgentSession:
+        """The session, if it is visible in `scope`: a session made in a scope is seen only in that
+        scope (its events, items, turns and pending calls with it); one made with no scope is seen
+        in every scope. Otherwise, as for an id that does not exist, a 404."""
         session = self._sessions.get(session_id)
         if session is None:
             doc = self.records.get(SESSION, session_id)
             if doc is None:
                 raise session_not_found(session_id)
+            self._migrate(session_id, doc)
             session = self._sessions[session_id] = AgentSession(doc, self.ids, self.clock)
+        if (scope is None or isinstance(scope, str)) and not _visible(session.doc, scope):
+            raise session_not_found(session_id)
         return session
 
-    def session(self, session_id: str) -> dict[str, Any]:
-        return self.load(session_id).object()
+    def session(self, session_id: str, *, scope: str | None) -> dict[str, Any]:
+        return self.load(session_id, scope).object()
 
-    def list_sessions(self, agent_id: str | None, metadata: dict[str, str]) -> list[dict[str, Any]]:
+    def list_sessions(
+        self, agent_id: str | None, metadata: dict[str, str], *, scope: str | None
+    ) -> list[dict[str, Any]]:
         found = []
         for doc in self.records.all(SESSION):
+            if not _visible(doc, scope):
+                continue
             session = doc["session"]
             if agent_id is not None and session["agent"]["id"] != agent_id:
                 continue
@@ -259,9 +283,10 @@ class Harness:
             found.append(session)
         return found
 
-    async def update_session(self, session_id: str, body: SessionUpdate) -> dict[str, Any]:
+    async def update_session(self, session_id: str, body: SessionUpdate, *, scope: str | None) -> dict[str, Any]:
+        self.load(session_id, scope)
         async with self._lock(session_id):
-            loaded = self.load(session_id)
+            loaded = self.load(session_id, scope)
             session = loaded.doc["session"]
             given = body.model_fields_set
             if body.agent is not None:
@@ -293,41 +318,45 @@ class Harness:
             self._save(loaded)
             return loaded.object()
 
-    async def delete_session(self, session_id: str) -> dict[str, Any]:
+    async def delete_session(self, session_id: str, *, scope: str | None) -> dict[str, Any]:
+        self.load(session_id, scope)
         async with self._lock(session_id):
-            self.load(session_id)
+            self.load(session_id, scope)
             self.records.delete(SESSION, session_id)
             self._sessions.pop(session_id, None)
         for sub in self._subscribers.pop(session_id, set()):
             sub.queue.put_nowait(None)
         return {"id": session_id, "deleted": True, "object": "agent.session.deleted"}
 
-    def items(self, session_id: str, turn_id: str | None = None) -> list[dict[str, Any]]:
-        doc = self.load(session_id).doc
+    def items(self, session_id: str, turn_id: str | None = None, *, scope: str | None) -> list[dict[str, Any]]:
+        doc = self.load(session_id, scope).doc
         if turn_id is not None:
-            self.turn(session_id, turn_id)
+            self.turn(session_id, turn_id, scope=scope)
             return [i for i in doc["items"] if i["turn_id"] == turn_id]
         return list(doc["items"])
 
-    def turns(self, session_id: str) -> list[dict[str, Any]]:
-        return list(self.load(session_id).doc["turns"])
+    def turns(self, session_id: str, *, scope: str | None) -> list[dict[str, Any]]:
+        return list(self.load(session_id, scope).doc["turns"])
 
-    def turn(self, session_id: str, turn_id: str) -> dict[str, Any]:
-        for turn in self.load(session_id).doc["turns"]:
+    def turn(self, session_id: str, turn_id: str, *, scope: str | None) -> dict[str, Any]:
+        for turn in self.load(session_id, scope).doc["turns"]:
             if turn["id"] == turn_id:
                 return turn  # type: ignore[no-any-return]
         raise NotFound(f"No turn found with id '{turn_id}' in session '{session_id}'.", param="turn_id")
 
     # ---- events in --------------------------------------------------------------------------
 
-    async def submit(self, session_id: str, body: EventsBody, idempotency_key: str | None) -> None:
+    async def submit(
+        self, session_id: str, body: EventsBody, idempotency_key: str | None, *, scope: str | None
+    ) -> None:
         """Validate and apply input events; on return the change is stored (the 202)."""
+        self.load(session_id, scope)  # an unknown or invisible id takes no lock
         async with self._lock(session_id):
-            session = self.load(session_id)
+            session = self.load(session_id, scope)
             doc = session.doc
             digest = hashlib.sha256(body.model_dump_json(by_alias=True).encode()).hexdigest()
             if idempotency_key is not None:
-                seen = doc["idempotency"].get(idempotency_key)
+                seen = self._seen(session_id, idempotency_key)
                 if seen == digest:
                     return
                 if seen is not None:
@@ -349,7 +378,7 @@ class Harness:
                     session.cancel(events)
                     resume = False
             if idempotency_key is not None:
-                doc["idempotency"][idempotency_key] = digest
+                self._remember(session_id, idempotency_key, digest)
             doc["session"]["last_active_at"] = self.now()
             self._save(session)
             self._publish(session_id, events)
@@ -424,9 +453,9 @@ class Harness:
 
     # ---- events out -------------------------------------------------------------------------
 
-    def subscribe(self, session_id: str) -> Subscription:
+    def subscribe(self, session_id: str, *, scope: str | None) -> Subscription:
         """A subscription whose first event is the session's current state."""
-        session = self.load(session_id)
+        session = self.load(session_id, scope)
         snapshot = session.event(f"agent.session.{session.status}", session=session.object())
         return self._subscribe(session_id, snapshot)
 
@@ -442,8 +471,60 @@ class Harness:
 
     # ---- helpers ------------------------------------------------------------------------------
 
-    def _lock(self, session_id: str) -> asyncio.Lock:
-        return self._locks.setdefault(session_id, asyncio.Lock())
+    @contextlib.asynccontextmanager
+    async def _lock(self, session_id: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(session_id, (None, 0))
+        if lock is None:
+            lock = asyncio.Lock()
+        self._locks[session_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            _, users = self._locks[session_id]
+            if users == 1:
+                del self._locks[session_id]
+            else:
+                self._locks[session_id] = (lock, users - 1)
+
+    # ---- idempotency keys -----------------------------------------------------------------------
+
+    @staticmethod
+    def _key_id(session_id: str, key: str) -> str:
+        return session_id + ":" + hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+    def _seen(self, session_id: str, key: str) -> str | None:
+        """The digest of the events first sent with this key, unless it has expired."""
+        record = self.records.get(IDEMPOTENCY, self._key_id(session_id, key))
+        if record is None or self.now() - int(record["at"]) >= IDEMPOTENCY_TTL_S:
+            return None
+        return str(record["digest"])
+
+    def _remember(self, session_id: str, key: str, digest: str) -> None:
+        key_id = self._key_id(session_id, key)
+        self.records.put(IDEMPOTENCY, key_id, {"id": key_id, "digest": digest, "at": self.now()})
+        self._keys_put += 1
+        if self._keys_put % _SWEEP_EVERY == 0:
+            self.sweep_keys()
+
+    def sweep_keys(self) -> int:
+        """Forget the expired idempotency keys (every `_SWEEP_EVERY` keys remembered); how many went."""
+        now = self.now()
+        gone = 0
+        for record in self.records.all(IDEMPOTENCY):
+            if now - int(record["at"]) >= IDEMPOTENCY_TTL_S:
+                gone += self.records.delete(IDEMPOTENCY, record["id"])
+        return gone
+
+    def _migrate(self, session_id: str, doc: Doc) -> None:
+        """A session stored by an earlier version kept its keys in its own document."""
+        for key, digest in (doc.pop("idempotency", None) or {}).items():
+            self._remember(session_id, key, digest)
 
     def _save(self, session: AgentSession) -> None:
         self.records.put(SESSION, session.id, session.doc)
+
+
+def _visible(doc: Doc, scope: str | None) -> bool:
+    made_in = doc.get("scope")
+    return made_in is None or made_in == scope
