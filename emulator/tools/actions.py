@@ -11,26 +11,15 @@ from pydantic import TypeAdapter
 
 from ptc_emulator.emulator.tools.base import Binding, ToolKind, first_error
 from ptc_emulator.emulator.tools.surface import ItemSurface, compact_field, output_text
+from ptc_emulator.emulator.wire import calls
 from ptc_emulator.emulator.wire.base import Caller, dump
-from ptc_emulator.emulator.wire.calls import (
-    ApplyPatchCall,
-    ApplyPatchCallOutput,
-    CallItem,
-    LocalShellAction,
-    LocalShellCall,
-    LocalShellCallOutput,
-    OutputItem,
-    PatchOperation,
-    ShellAction,
-    ShellCall,
-    ShellCallOutput,
-)
+from ptc_emulator.emulator.wire.calls import CallItem, OutputItem
 
 __all__ = ["APPLY_PATCH", "LOCAL_SHELL", "SHELL", "ActionKind"]
 
 
-ActionCall = ShellCall | ApplyPatchCall | LocalShellCall
-ActionOutput = ShellCallOutput | ApplyPatchCallOutput | LocalShellCallOutput
+ActionCall = calls.ShellCall | calls.ApplyPatchCall | calls.LocalShellCall
+ActionOutput = calls.ShellCallOutput | calls.ApplyPatchCallOutput | calls.LocalShellCallOutput
 
 
 class ActionKind(ToolKind):
@@ -121,10 +110,10 @@ def _shell_output_text(item: dict[str, Any]) -> Iterable[str]:
 
 SHELL = ActionKind(
     "shell",
-    (ShellCall, ShellCallOutput),
+    (calls.ShellCall, calls.ShellCallOutput),
     prefix="sh",
     field="action",
-    schema=ShellAction,
+    schema=calls.ShellAction,
     takes="tools.shell() takes {commands: string[], timeout_ms?, max_output_length?}",
     received=lambda output: [dump(chunk) for chunk in output.output],
     call_usage=lambda item: item.get("action", {}).get("commands", []),
@@ -134,20 +123,20 @@ SHELL = ActionKind(
 """`shell` with a local environment: the client runs the commands."""
 APPLY_PATCH = ActionKind(
     "apply_patch",
-    (ApplyPatchCall, ApplyPatchCallOutput),
+    (calls.ApplyPatchCall, calls.ApplyPatchCallOutput),
     prefix="apc",
     field="operation",
-    schema=PatchOperation,
+    schema=calls.PatchOperation,
     takes="tools.apply_patch() takes {type: 'create_file'|'update_file'|'delete_file', path, diff?}",
     received=lambda output: {"status": output.status, "output": output.output},
     failure=lambda output: (output.output or "apply_patch failed") if output.status == "failed" else None,
 )
 LOCAL_SHELL = ActionKind(
     "local_shell",
-    (LocalShellCall, LocalShellCallOutput),
+    (calls.LocalShellCall, calls.LocalShellCallOutput),
     prefix="lsh",
     field="action",
-    schema=LocalShellAction,
+    schema=calls.LocalShellAction,
     takes="local_shell takes {command: string[], env?, timeout_ms?, user?, working_directory?}",
     received=lambda output: output.output,
     direct_only=True,
