@@ -48,6 +48,7 @@ class ActionKind(ToolKind):
         output_usage: Callable[[dict[str, Any]], Iterable[str]] = output_text,
         fixed: dict[str, Any] | None = None,
         direct_only: bool = False,
+        keyed_by_id: bool = False,
         stubbed: bool = True,
     ) -> None:
         super().__init__(
@@ -67,6 +68,8 @@ class ActionKind(ToolKind):
         """Fields every call item carries (a local shell's environment)."""
         self.direct_only = direct_only
         """Only a scenario calls it: its call item has no caller, and always an id."""
+        self.keyed_by_id = keyed_by_id
+        """An answer may name its call by `id` instead of `call_id`."""
         self.stubbed = stubbed
 
     def stub(self, call: dict[str, Any]) -> dict[str, Any] | None:
@@ -95,6 +98,11 @@ class ActionKind(ToolKind):
         if failed is not None:
             return failed, True
         return json.dumps(self.received(output), ensure_ascii=False), False
+
+    def answer_key(self, output: OutputItem) -> str | None:
+        if self.keyed_by_id:
+            return output.call_id or getattr(output, "id", None)
+        return output.call_id
 
     def answer_text(self, output: OutputItem) -> str:
         assert isinstance(output, self.models[1])
@@ -140,6 +148,7 @@ LOCAL_SHELL = ActionKind(
     takes="local_shell takes {command: string[], env?, timeout_ms?, user?, working_directory?}",
     received=lambda output: output.output,
     direct_only=True,
+    keyed_by_id=True,  # the SDK's param names the call by `id`; the Agents SDK sends `call_id`
     stubbed=False,  # steering's `required_input` has never listed local_shell calls
 )
 """`local_shell`: no allowed_callers, so only a scenario's direct call makes one."""

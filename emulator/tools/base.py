@@ -109,6 +109,10 @@ class ToolKind:
         The text is parsed as JSON when it is JSON (so a string is sent as a JSON string literal)."""
         raise NotImplementedError
 
+    def answer_key(self, output: OutputItem) -> str | None:
+        """The call_id an answer names."""
+        return output.call_id
+
     def answer_text(self, output: OutputItem) -> str:
         """An answer as text: what a template's `output` sees and the journal measures."""
         raise NotImplementedError

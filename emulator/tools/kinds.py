@@ -56,7 +56,6 @@ from ptc_emulator.emulator.wire.calls import (
     CustomToolCallOutput,
     FunctionCall,
     FunctionCallOutput,
-    LocalShellCallOutput,
     OutputItem,
 )
 from ptc_emulator.emulator.wire.request import Conversational
@@ -267,9 +266,7 @@ def kind_of_output(output: OutputItem) -> ToolKind:
 
 def answer_key(output: OutputItem) -> str | None:
     """The call_id an answer names (a `local_shell_call_output` may name it by `id`)."""
-    if isinstance(output, LocalShellCallOutput):
-        return output.call_id or output.id
-    return output.call_id
+    return kind_of_output(output).answer_key(output)
 
 
 def answer_text(output: OutputItem) -> str:

@@ -31,6 +31,7 @@ from ptc_emulator.emulator.tools.kinds import (
     SHELL,
     TOOL_SEARCH,
     Binding,
+    answer_key,
     answer_text,
     bind,
     kind_of_call,
@@ -311,3 +312,10 @@ def test_action_kinds_differ_only_where_they_say() -> None:
     )
     assert dump(local)["id"] == "c"  # a local_shell call always has an id
     assert TOOL_SEARCH.call is None and TOOL_SEARCH.stub({"call_id": "x"}) is None
+
+
+def test_answer_keys() -> None:
+    assert [answer_key(_output(raw)) for raw in OUTPUTS.values()] == ["c1", "c2", "c3", "c4", "c5"]
+    by_id = _output({"type": "local_shell_call_output", "id": "c7", "output": ""})
+    assert answer_key(by_id) == "c7"  # a local_shell answer may name its call by `id`
+    assert answer_key(_output({**OUTPUTS["shell_call_output"], "id": "other"})) == "c3"
