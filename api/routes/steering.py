@@ -45,6 +45,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from ptc_emulator.emulator.tools.kinds import KINDS
 from ptc_emulator.emulator.wire.events import Sequencer
 from ptc_emulator.emulator.wire.items import InputItem, Message
 
@@ -90,19 +91,15 @@ class Steer:
         return list(self.input)
 
 
-_STUBS = {"custom_tool_call": "custom_tool_call_output", "shell_call": "shell_call_output"}
-_STUBS["apply_patch_call"] = "apply_patch_call_output"
-
-
 def required_input(final: dict[str, Any]) -> list[dict[str, Any]]:
-    """Stubs for the tool outputs a finished response waits for: one per client-answered call."""
+    """Stubs for the tool outputs a finished response waits for: one per client-answered call, as
+    its kind stubs it (`ToolKind.stub`)."""
     stubs = []
     for item in final.get("output", []):
-        kind = item.get("type")
-        if kind == "function_call":
-            stubs.append({"type": "function_call_output", "call_id": item["call_id"], "name": item["name"]})
-        elif kind in _STUBS:
-            stubs.append({"type": _STUBS[kind], "call_id": item["call_id"]})
+        kind = KINDS.get(item.get("type"))
+        stub = kind.stub(item) if kind is not None else None
+        if stub is not None:
+            stubs.append(stub)
     return stubs
 
 

@@ -44,21 +44,8 @@ from unittest import mock
 import tiktoken
 from tiktoken_ext import openai_public
 
-from ptc_emulator.emulator.wire.items import (
-    CALL_TYPES,
-    OUTPUT_TYPES,
-    FunctionCall,
-    FunctionCallOutput,
-    Item,
-    Message,
-    ProgramCaller,
-    ProgramItem,
-    ProgramOutputItem,
-    ReasoningItem,
-    ToolSearchCallItem,
-    ToolSearchOutputItem,
-    dump,
-)
+from ptc_emulator.emulator.tools.kinds import ITEMS
+from ptc_emulator.emulator.wire.items import Item, Message, ProgramCaller, ProgramItem, ProgramOutputItem, ReasoningItem
 
 __all__ = [
     "CACHE_BLOCK",
@@ -149,13 +136,6 @@ def model_text(item: Item) -> Iterable[str]:
     """The same as `item_text`, read from a validated item without dumping it."""
     if isinstance(item, Message):
         yield item.text()
-    elif isinstance(item, FunctionCall):
-        yield item.name
-        yield item.arguments
-    elif isinstance(item, FunctionCallOutput):
-        yield item.output_text()
-    elif isinstance(item, (*CALL_TYPES, *OUTPUT_TYPES)):
-        yield from item_text(dump(item))
     elif isinstance(item, ProgramItem):
         yield item.code
     elif isinstance(item, ProgramOutputItem):
@@ -163,13 +143,14 @@ def model_text(item: Item) -> Iterable[str]:
     elif isinstance(item, ReasoningItem):
         for part in item.summary:
             yield part.text
-    elif isinstance(item, ToolSearchCallItem):
-        yield _compact(item.arguments)
-    elif isinstance(item, ToolSearchOutputItem):
-        yield _compact(item.tools)
+    else:  # a tool kind's item: as its kind reads it
+        surface = ITEMS.get(item.type)
+        if surface is not None:
+            yield from surface.model_text(item)
 
 
 def item_text(item: dict[str, Any]) -> Iterable[str]:
+    """What the model reads of an item, from its JSON form."""
     kind = item.get("type", "message")
     if kind == "message":
         content = item.get("content")
@@ -180,26 +161,6 @@ def item_text(item: dict[str, Any]) -> Iterable[str]:
                 text = part.get("text", part.get("refusal"))
                 if isinstance(text, str):
                     yield text
-    elif kind == "function_call":
-        yield item.get("name", "")
-        yield item.get("arguments", "")
-    elif kind == "function_call_output":
-        output = item.get("output", "")
-        yield output if isinstance(output, str) else json.dumps(output)
-    elif kind == "custom_tool_call":
-        yield item.get("name", "")
-        yield item.get("input", "")
-    elif kind == "shell_call":
-        yield from item.get("action", {}).get("commands", [])
-    elif kind in ("apply_patch_call", "local_shell_call"):
-        yield json.dumps(item.get("operation", item.get("action", {})), separators=(",", ":"))
-    elif kind in ("custom_tool_call_output", "local_shell_call_output", "apply_patch_call_output"):
-        output = item.get("output") or ""
-        yield output if isinstance(output, str) else json.dumps(output, separators=(",", ":"))
-    elif kind == "shell_call_output":
-        for chunk in item.get("output", []):
-            yield chunk.get("stdout", "")
-            yield chunk.get("stderr", "")
     elif kind == "program":
         yield item.get("code", "")
     elif kind == "program_output":
@@ -207,14 +168,10 @@ def item_text(item: dict[str, Any]) -> Iterable[str]:
     elif kind == "reasoning":
         for part in item.get("summary", []):
             yield part.get("text", "")
-    elif kind == "tool_search_call":
-        yield _compact(item.get("arguments", {}))
-    elif kind == "tool_search_output":
-        yield _compact(item.get("tools", []))
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
+    else:  # a tool kind's item: as its kind reads it
+        surface = ITEMS.get(kind) if isinstance(kind, str) else None
+        if surface is not None:
+            yield from surface.text(item)
 
 
 def visible_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -15,17 +15,13 @@ from pydantic import TypeAdapter, ValidationError
 
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound, PreviousResponseNotFound
 from ptc_emulator.emulator.storage.responses import Store, StoredResponse
+from ptc_emulator.emulator.tools.kinds import ITEMS
 from ptc_emulator.emulator.wire import replayed
 from ptc_emulator.emulator.wire.items import (
-    FunctionCall,
-    FunctionCallOutput,
     InputItem,
     Item,
     ItemReference,
-    McpApprovalResponse,
     Message,
-    ToolSearchCallItem,
-    ToolSearchOutputItem,
     dump,
 )
 from ptc_emulator.emulator.wire.pages import page
@@ -45,30 +41,13 @@ def not_found(response_id: str) -> NotFound:
 
 
 def as_input(raw: dict[str, Any]) -> Item:
-    """A stored item (input or output) as an input item."""
-    listed = _LISTED_ONLY.get(raw.get("type"), ())
+    """A stored item (input or output) as an input item (without the fields its listing added)."""
+    kind = raw.get("type")
+    surface = ITEMS.get(kind) if isinstance(kind, str) else None
+    listed = surface.listed_only if surface is not None else ()
     data = {k: v for k, v in raw.items() if k != "created_by" and k not in listed}
     item: Item = _adapter().validate_python(data, strict=False)
     return item
-
-
-_LISTED_ONLY: dict[Any, tuple[str, ...]] = {
-    "custom_tool_call": ("status",),
-    "custom_tool_call_output": ("status",),
-}
-"""Fields `input_items.list` adds to an item that its input form does not have."""
-
-_LISTED_IDS = {
-    "custom_tool_call": "ctc",
-    "custom_tool_call_output": "ctco",
-    "shell_call": "sh",
-    "shell_call_output": "sho",
-    "apply_patch_call": "apc",
-    "apply_patch_call_output": "apco",
-    "local_shell_call": "lsh",
-    "local_shell_call_output": "lsho",
-}
-"""The id prefix of an input item listed without an id of its own."""
 
 
 def as_response_item(item: Item, ids: Callable[[str], str]) -> dict[str, Any]:
@@ -81,21 +60,12 @@ def as_response_item(item: Item, ids: Callable[[str], str]) -> dict[str, Any]:
             extra: dict[str, Any] = {"annotations": []} if part == "output_text" else {}
             data["content"] = [{"type": part, "text": item.content, **extra}]
         data.setdefault("status", "completed")
-    elif isinstance(item, FunctionCallOutput):
-        data.setdefault("id", ids("fco"))
-        data.setdefault("status", "completed")
-    elif isinstance(item, FunctionCall):
-        data.setdefault("id", ids("fc"))
-        data.setdefault("status", "completed")
-    elif isinstance(item, McpApprovalResponse):
-        data.setdefault("id", ids("mcpa"))
-    elif isinstance(item, ToolSearchCallItem | ToolSearchOutputItem):
-        data.setdefault("id", ids("tsc" if isinstance(item, ToolSearchCallItem) else "tso"))
-        data.setdefault("status", "completed")
-        data.setdefault("execution", "server")
-    elif item.type in _LISTED_IDS:
-        data.setdefault("id", ids(_LISTED_IDS[item.type]))
-        data.setdefault("status", "completed")
+    else:  # a tool kind's item: as its kind lists it
+        surface = ITEMS.get(item.type)
+        if surface is not None and surface.listed_id is not None:
+            data.setdefault("id", ids(surface.listed_id))
+            for name, value in surface.listed:
+                data.setdefault(name, value)
     return data
 
 

@@ -1,5 +1,5 @@
-"""Tool kinds: for each kind of tool, what a program sees, which item the client sees, which item
-answers it, and how that answer reaches the program.
+"""Tool kinds: the one registry of what each kind of tool is, to a program, to the client and to the
+rest of the house.
 
     kind         a program calls                   call item         answered by              the program receives
     function     tools.<name>({...})               function_call     function_call_output     the output (JSON: parsed)
@@ -9,54 +9,54 @@ answers it, and how that answer reaches the program.
     apply_patch  tools.apply_patch({type, path,    apply_patch_call  apply_patch_call_output  {status, output};
                    diff?})                                                                    `failed` rejects
     local_shell  (direct calls only)               local_shell_call  local_shell_call_output  -
-    web_search, file_search, image_generation, computer, ...: echoed, never run; a program or a scenario
-    that calls one fails with a message that names it (`Unemulated`).
+    code_interpreter, shell (hosted), mcp: run on the server's side (`hosted.py`); tool_search: the
+    model's own search (`toolset.py`). web_search, file_search, image_generation, computer, ...:
+    echoed, never run; a program or a scenario that calls one fails with a message that names it
+    (`Unemulated`).
 
-One request's tools become `Binding`s (`bind`): a name (what `tools.<name>` and a scenario's `call.name` use),
-the tool, and its `ToolKind`. The player runs a program and, for each call it is waiting on, asks the kind:
+Each kind declares, once: its name in a program (`program_name`), its item types (`call`,
+`output`, and `also` for a hosted kind's items), each as an `ItemSurface`: the id prefix
+`input_items.list` gives a listed item and the fields it fills in, and what the model reads of
+it (token usage); the stub a steered response's `required_input` holds for its call (`stub`);
+and, for the kinds a program calls:
 
 * `check(arguments)`: a message if the arguments cannot make a call item; the program's promise then
   rejects with that message (a deterministic answer, so replay gives it again);
 * `call_item(...)`: the item the client answers (client-owned kinds);
-* `result(output)`: the client's answer as the program's journal entry;
-* `resolve(...)`: for a kind the server runs itself (`owner = "server"`), the result without a client
-  round trip, or None to surface the call. The player's run loop puts every result it knows into the
-  program's journal, in issue order, and replays the program until it finishes or waits only on the
-  client. Server-run results must be recorded (signed state or items) so a replay gets them again
-  without running the tool twice.
+* `result(output)`: the client's answer as the program's journal entry; `answer_text(output)`: the
+  answer as text (what a template's `output` sees and the journal measures);
+* server-run kinds (`owner = "server"`) are answered without a client round trip; the player's run
+  loop puts every result it knows into the program's journal, in issue order, and replays the
+  program until it finishes or waits only on the client. Server-run results must be recorded
+  (signed state or items) so a replay gets them again without running the tool twice.
 
-Adding a kind: subclass `ToolKind`, register its call and output item types in `KINDS`, and give
-`bind` the tool type that makes it.
+One request's tools become `Binding`s (`bind`): a name (what `tools.<name>` and a scenario's
+`call.name` use), the tool, and its kind. `KINDS` finds a client-owned kind by its call item type,
+`ITEMS` any kind's item by its type (history's listing, usage and steering read these).
+
+Adding a kind: its item models in `wire/` (a client-answered pair in `wire/calls.py`, in the
+`InputItem` union), its tool declaration in `wire/tools.py`, and here one `ToolKind` (for a call
+carrying one structured field, an `ActionKind`), added to `REGISTRY`, with a branch of `bind`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from collections.abc import Iterable, Sequence
+from typing import Any
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
-
+from ptc_emulator.emulator.tools.actions import APPLY_PATCH, LOCAL_SHELL, SHELL, ActionKind
+from ptc_emulator.emulator.tools.base import Binding, ServerKind, ToolKind, Unemulated
+from ptc_emulator.emulator.tools.surface import ItemSurface, compact, compact_field, fields, output_text
 from ptc_emulator.emulator.tools.toolset import Toolset
-from ptc_emulator.emulator.wire.items import (
-    ApplyPatchCall,
-    ApplyPatchCallOutput,
-    Caller,
+from ptc_emulator.emulator.wire.base import Caller
+from ptc_emulator.emulator.wire.calls import (
     CallItem,
     CustomToolCall,
     CustomToolCallOutput,
     FunctionCall,
     FunctionCallOutput,
-    LocalShellAction,
-    LocalShellCall,
-    LocalShellCallOutput,
     OutputItem,
-    PatchOperation,
-    ShellAction,
-    ShellCall,
-    ShellCallOutput,
-    dump,
 )
 from ptc_emulator.emulator.wire.request import Conversational
 from ptc_emulator.emulator.wire.tools import (
@@ -70,14 +70,24 @@ from ptc_emulator.emulator.wire.tools import (
 )
 
 __all__ = [
+    "APPLY_PATCH",
+    "CODE_INTERPRETER",
+    "CUSTOM",
+    "FUNCTION",
+    "HOSTED_SHELL",
+    "ITEMS",
     "KINDS",
-    "ApplyPatchKind",
+    "LOCAL_SHELL",
+    "MCP",
+    "REGISTRY",
+    "SHELL",
+    "TOOL_SEARCH",
+    "ActionKind",
     "Binding",
     "CustomKind",
     "FunctionKind",
-    "LocalShellKind",
+    "ItemSurface",
     "ServerKind",
-    "ShellKind",
     "ToolKind",
     "Unemulated",
     "answer_key",
@@ -89,68 +99,24 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Binding:
-    """One tool of a request, by the name programs and scenarios call it."""
-
-    name: str
-    kind: ToolKind
-    tool: Any
-    programmatic: bool
-    """A program may call it (`allowed_callers` holds `programmatic`, and the request enables PTC)."""
-    direct: bool
-    """A scenario turn may call it directly."""
-
-    @property
-    def program_visible(self) -> bool:
-        """`tools.<name>` exists in a program: callable ones, and unemulated ones (which fail, naming the kind)."""
-        return self.programmatic or isinstance(self.kind, Unemulated)
-
-
-class ToolKind:
-    kind: ClassVar[str]
-    call_type: ClassVar[str]
-    """The output item type of a call (`function_call`)."""
-    output_type: ClassVar[str]
-    """The input item type that answers it (`function_call_output`)."""
-    label: ClassVar[str]
-    """How error messages name a call (`function call`)."""
-    id_prefix: ClassVar[str]
-    text_argument: ClassVar[bool] = False
-    """The program passes one string, not an object (`Program.text_tools`)."""
-    owner: ClassVar[Literal["client", "server"]] = "client"
-
-    def check(self, binding: Binding, arguments: Any) -> str | None:
-        """Why a program's parsed arguments cannot make a call, or None."""
-        return None
-
-    def call_item(
-        self, binding: Binding, arguments: str, *, call_id: str, item_id: str | None, caller: Caller | None
-    ) -> CallItem:
-        """The item for a call with `arguments` (JSON text, as a program passes them)."""
-        raise NotImplementedError
-
-    def arguments(self, call: CallItem) -> str:
-        """A call item's arguments as the program passed them (JSON text), for its journal."""
-        raise NotImplementedError
-
-    def result(self, output: OutputItem) -> tuple[str, bool]:
-        """The answer as the program's journal entry: (text the program receives, rejects?).
-
-        The text is parsed as JSON when it is JSON (so a string is sent as a JSON string literal)."""
-        raise NotImplementedError
-
-    def call_name(self, call: CallItem) -> str:
-        """The binding name a call item was made for."""
-        return self.kind
-
-
 class FunctionKind(ToolKind):
-    kind = "function"
-    call_type = "function_call"
-    output_type = "function_call_output"
-    label = "function call"
-    id_prefix = "fc"
+    def __init__(self) -> None:
+        super().__init__(
+            "function",
+            call=ItemSurface(
+                "function_call",
+                listed_id="fc",
+                text=fields("name", "arguments"),
+                read=lambda item: (item.name, item.arguments),
+            ),
+            output=ItemSurface(
+                "function_call_output", listed_id="fco", text=_function_output, read=lambda item: [item.output_text()]
+            ),
+            label="function call",
+        )
+
+    def stub(self, call: dict[str, Any]) -> dict[str, Any] | None:
+        return {"type": self.output_type, "call_id": call["call_id"], "name": call["name"]}
 
     def call_item(
         self, binding: Binding, arguments: str, *, call_id: str, item_id: str | None, caller: Caller | None
@@ -174,18 +140,33 @@ class FunctionKind(ToolKind):
         assert isinstance(output, FunctionCallOutput)
         return output.output_text(), output.status == "incomplete"
 
+    def answer_text(self, output: OutputItem) -> str:
+        assert isinstance(output, FunctionCallOutput)
+        return output.output_text()
+
     def call_name(self, call: CallItem) -> str:
         assert isinstance(call, FunctionCall)
         return f"{call.namespace}.{call.name}" if call.namespace else call.name
 
 
+def _function_output(item: dict[str, Any]) -> Iterable[str]:
+    output = item.get("output", "")
+    yield output if isinstance(output, str) else json.dumps(output)
+
+
 class CustomKind(ToolKind):
-    kind = "custom"
-    call_type = "custom_tool_call"
-    output_type = "custom_tool_call_output"
-    label = "custom tool call"
-    id_prefix = "ctc"
     text_argument = True
+
+    def __init__(self) -> None:
+        listed_only = ("status",)  # a custom tool call's input form has no status
+        super().__init__(
+            "custom",
+            call=ItemSurface(
+                "custom_tool_call", listed_id="ctc", listed_only=listed_only, text=fields("name", "input")
+            ),
+            output=ItemSurface("custom_tool_call_output", listed_id="ctco", listed_only=listed_only, text=output_text),
+            label="custom tool call",
+        )
 
     def check(self, binding: Binding, arguments: Any) -> str | None:
         if not isinstance(arguments, str):
@@ -204,183 +185,75 @@ class CustomKind(ToolKind):
         return json.dumps(call.input, ensure_ascii=False)
 
     def result(self, output: OutputItem) -> tuple[str, bool]:
+        return json.dumps(self.answer_text(output), ensure_ascii=False), False
+
+    def answer_text(self, output: OutputItem) -> str:
         assert isinstance(output, CustomToolCallOutput)
-        return json.dumps(output.output_text(), ensure_ascii=False), False
+        return output.output_text()
 
     def call_name(self, call: CallItem) -> str:
         assert isinstance(call, CustomToolCall)
         return call.name
 
 
-def _first_error(model: type[BaseModel] | TypeAdapter[Any], value: Any, what: str) -> str | None:
-    try:
-        if isinstance(model, TypeAdapter):
-            model.validate_python(value, strict=True)
-        else:
-            model.model_validate(value, strict=True)
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        if first["type"] == "extra_forbidden":
-            return f"{what}: unknown field '{where}'"
-        if first["type"] == "missing":
-            return f"{what}: missing required field '{where}'"
-        return f"{what}: '{where}': {first['msg']}" if where else f"{what}: {first['msg']}"
-    return None
-
-
-class ShellKind(ToolKind):
-    """`shell` with a local environment: the client runs the commands."""
-
-    kind = "shell"
-    call_type = "shell_call"
-    output_type = "shell_call_output"
-    label = "shell call"
-    id_prefix = "sh"
-
-    def check(self, binding: Binding, arguments: Any) -> str | None:
-        return _first_error(
-            ShellAction, arguments, "tools.shell() takes {commands: string[], timeout_ms?, max_output_length?}"
-        )
-
-    def call_item(
-        self, binding: Binding, arguments: str, *, call_id: str, item_id: str | None, caller: Caller | None
-    ) -> CallItem:
-        return ShellCall(
-            id=item_id,
-            call_id=call_id,
-            action=ShellAction.model_validate_json(arguments),
-            caller=caller,
-            environment={"type": "local"},
-            status="completed",
-        )
-
-    def arguments(self, call: CallItem) -> str:
-        assert isinstance(call, ShellCall)
-        return json.dumps(dump(call.action), ensure_ascii=False)
-
-    def result(self, output: OutputItem) -> tuple[str, bool]:
-        assert isinstance(output, ShellCallOutput)
-        return json.dumps([dump(chunk) for chunk in output.output], ensure_ascii=False), False
-
-
-_PATCH = TypeAdapter[Any](PatchOperation)
-
-
-class ApplyPatchKind(ToolKind):
-    kind = "apply_patch"
-    call_type = "apply_patch_call"
-    output_type = "apply_patch_call_output"
-    label = "apply_patch call"
-    id_prefix = "apc"
-
-    def check(self, binding: Binding, arguments: Any) -> str | None:
-        return _first_error(
-            _PATCH,
-            arguments,
-            "tools.apply_patch() takes {type: 'create_file'|'update_file'|'delete_file', path, diff?}",
-        )
-
-    def call_item(
-        self, binding: Binding, arguments: str, *, call_id: str, item_id: str | None, caller: Caller | None
-    ) -> CallItem:
-        return ApplyPatchCall(
-            id=item_id,
-            call_id=call_id,
-            operation=_PATCH.validate_json(arguments),
-            caller=caller,
-            status="completed",
-        )
-
-    def arguments(self, call: CallItem) -> str:
-        assert isinstance(call, ApplyPatchCall)
-        return json.dumps(dump(call.operation), ensure_ascii=False)
-
-    def result(self, output: OutputItem) -> tuple[str, bool]:
-        assert isinstance(output, ApplyPatchCallOutput)
-        if output.status == "failed":
-            return output.output or "apply_patch failed", True
-        return json.dumps({"status": output.status, "output": output.output}, ensure_ascii=False), False
-
-
-class LocalShellKind(ToolKind):
-    """`local_shell`: no allowed_callers, so only a scenario's direct call makes one."""
-
-    kind = "local_shell"
-    call_type = "local_shell_call"
-    output_type = "local_shell_call_output"
-    label = "local_shell call"
-    id_prefix = "lsh"
-
-    def check(self, binding: Binding, arguments: Any) -> str | None:
-        return _first_error(
-            LocalShellAction,
-            arguments,
-            "local_shell takes {command: string[], env?, timeout_ms?, user?, working_directory?}",
-        )
-
-    def call_item(
-        self, binding: Binding, arguments: str, *, call_id: str, item_id: str | None, caller: Caller | None
-    ) -> CallItem:
-        return LocalShellCall(
-            id=item_id or call_id,
-            call_id=call_id,
-            action=LocalShellAction.model_validate_json(arguments),
-            status="completed",
-        )
-
-    def arguments(self, call: CallItem) -> str:
-        assert isinstance(call, LocalShellCall)
-        return json.dumps(dump(call.action), ensure_ascii=False)
-
-    def result(self, output: OutputItem) -> tuple[str, bool]:
-        assert isinstance(output, LocalShellCallOutput)
-        return json.dumps(output.output, ensure_ascii=False), False
-
-
-class Unemulated(ToolKind):
-    """A tool the emulator echoes but does not run: calling it fails, naming the kind."""
-
-    call_type = ""
-    output_type = ""
-    label = "call"
-    id_prefix = ""
-
-    def __init__(self, kind: str, why: str = "") -> None:
-        self.kind = kind  # type: ignore[misc]
-        self.why = why or "a hosted tool that this emulator does not run"
-
-    def message(self, name: str) -> str:
-        return f"tools.{name}() calls the '{self.kind}' tool, {self.why}."
-
-
-class ServerKind(ToolKind):
-    """A tool the emulator runs on the server's side (code interpreter, shell in a hosted container;
-    MCP tools are named by their server's listing, see `hosted.py`): a program's call is answered
-    there, never surfaced to the client."""
-
-    call_type = ""
-    output_type = ""
-    label = "call"
-    id_prefix = ""
-    owner = "server"
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind  # type: ignore[misc]
-
-
-FUNCTION, CUSTOM, SHELL, APPLY_PATCH, LOCAL_SHELL = (
-    FunctionKind(),
-    CustomKind(),
-    ShellKind(),
-    ApplyPatchKind(),
-    LocalShellKind(),
+FUNCTION = FunctionKind()
+CUSTOM = CustomKind()
+CODE_INTERPRETER = ServerKind(
+    "code_interpreter", program_name="code_interpreter", also=(ItemSurface("code_interpreter_call", listed=()),)
 )
+HOSTED_SHELL = ServerKind("shell", program_name="shell")
+"""`shell` in a hosted container (`container_auto`, `container_reference`): its calls stay hidden."""
+MCP = ServerKind(
+    "mcp",
+    also=(
+        ItemSurface("mcp_list_tools", listed=()),
+        ItemSurface("mcp_call", listed=()),
+        ItemSurface("mcp_approval_request", listed=()),
+        ItemSurface("mcp_approval_response", listed_id="mcpa", listed=()),
+    ),
+)
+_SEARCH_LISTED = (("status", "completed"), ("execution", "server"))
+TOOL_SEARCH = ToolKind(
+    "tool_search",
+    also=(
+        ItemSurface(
+            "tool_search_call",
+            listed_id="tsc",
+            listed=_SEARCH_LISTED,
+            text=compact_field("arguments", {}),
+            read=lambda item: [compact(item.arguments)],
+        ),
+        ItemSurface(
+            "tool_search_output",
+            listed_id="tso",
+            listed=_SEARCH_LISTED,
+            text=compact_field("tools", []),
+            read=lambda item: [compact(item.tools)],
+        ),
+    ),
+)
+"""The model's search for deferred tools (`toolset.py`); a program does not call it."""
 
-KINDS: dict[str, ToolKind] = {k.call_type: k for k in (FUNCTION, CUSTOM, SHELL, APPLY_PATCH, LOCAL_SHELL)}
+REGISTRY: tuple[ToolKind, ...] = (
+    FUNCTION,
+    CUSTOM,
+    SHELL,
+    APPLY_PATCH,
+    LOCAL_SHELL,
+    CODE_INTERPRETER,
+    HOSTED_SHELL,
+    MCP,
+    TOOL_SEARCH,
+)
+"""Every kind the emulator knows (unemulated hosted tools aside: they have no items of their own)."""
+
+KINDS: dict[str, ToolKind] = {k.call_type: k for k in REGISTRY if k.call is not None}
 """Client-owned kinds by call item type."""
 
 _BY_OUTPUT: dict[str, ToolKind] = {k.output_type: k for k in KINDS.values()}
+
+ITEMS: dict[str, ItemSurface] = {surface.type: surface for k in REGISTRY for surface in k.items}
+"""Every kind's item types, by type."""
 
 
 def kind_of_call(call: CallItem) -> ToolKind:
@@ -393,24 +266,22 @@ def kind_of_output(output: OutputItem) -> ToolKind:
 
 def answer_key(output: OutputItem) -> str | None:
     """The call_id an answer names (a `local_shell_call_output` may name it by `id`)."""
-    if isinstance(output, LocalShellCallOutput):
-        return output.call_id or output.id
-    return output.call_id
+    return kind_of_output(output).answer_key(output)
 
 
 def answer_text(output: OutputItem) -> str:
     """An answer as text: what a template's `output` sees and the journal measures."""
-    if isinstance(output, FunctionCallOutput | CustomToolCallOutput):
-        return output.output_text()
-    if isinstance(output, LocalShellCallOutput):
-        return output.output
-    if isinstance(output, ApplyPatchCallOutput):
-        return json.dumps({"status": output.status, "output": output.output}, ensure_ascii=False)
-    return json.dumps([dump(chunk) for chunk in output.output], ensure_ascii=False)
+    return kind_of_output(output).answer_text(output)
 
 
 def _unemulated_name(tool: Any) -> str:
     return str(tool.type)
+
+
+def _named(kind: ToolKind, tool: Any, programmatic: bool, direct: bool) -> Binding:
+    """A binding by the kind's program name."""
+    assert kind.program_name is not None
+    return Binding(kind.program_name, kind, tool, programmatic, direct)
 
 
 def bind(request: Conversational, toolset: Toolset | None = None) -> dict[str, Binding]:
@@ -438,23 +309,15 @@ def bind(request: Conversational, toolset: Toolset | None = None) -> dict[str, B
                 continue
             found.setdefault(tool.name, Binding(tool.name, CUSTOM, tool, ptc and tool.programmatic, tool.direct))
         elif isinstance(tool, ShellTool):
-            if tool.hosted:
-                late.append(Binding("shell", ServerKind("shell"), tool, ptc and tool.programmatic, tool.direct))
-            else:
-                late.append(Binding("shell", SHELL, tool, ptc and tool.programmatic, tool.direct))
+            late.append(_named(HOSTED_SHELL if tool.hosted else SHELL, tool, ptc and tool.programmatic, tool.direct))
         elif isinstance(tool, ApplyPatchTool):
-            late.append(Binding("apply_patch", APPLY_PATCH, tool, ptc and tool.programmatic, tool.direct))
+            late.append(_named(APPLY_PATCH, tool, ptc and tool.programmatic, tool.direct))
         elif isinstance(tool, LocalShellTool):
-            late.append(Binding("local_shell", LOCAL_SHELL, tool, False, True))
+            late.append(_named(LOCAL_SHELL, tool, False, True))
         elif isinstance(tool, CodeInterpreterTool):
-            late.append(
-                Binding(
-                    "code_interpreter", ServerKind("code_interpreter"), tool, ptc and tool.programmatic, tool.direct
-                )
-            )
+            late.append(_named(CODE_INTERPRETER, tool, ptc and tool.programmatic, tool.direct))
         elif isinstance(tool, HostedTool):
-            name = _unemulated_name(tool)
-            late.append(Binding(name, Unemulated(name), tool, False, True))
+            late.append(_named(Unemulated(_unemulated_name(tool)), tool, False, True))
     for binding in late:  # a function or custom tool of the same name keeps it
         found.setdefault(binding.name, binding)
     return found

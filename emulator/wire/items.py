@@ -2,15 +2,51 @@
 
 Field lists follow the official SDK's types (openai 3.51+): input items accept every field the
 SDK's output models can dump, so a client may replay `item.model_dump()` as it is; anything
-else is an unknown parameter, as it is for the hosted API.
+else is an unknown parameter, as it is for the hosted API. The client-answered tool calls and
+their outputs are in `calls.py`, what every model stands on in `base.py`; both are named here
+too, so `items` stays the one place to import an item from.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import Discriminator, Tag
+
+from ptc_emulator.emulator.wire.base import (
+    MAX_DEPTH,
+    Caller,
+    ContentPart,
+    DirectCaller,
+    InputText,
+    OpenJSON,
+    OpenModel,
+    OutputText,
+    ProgramCaller,
+    Refusal,
+    WireModel,
+    check_depth,
+    dump,
+)
+from ptc_emulator.emulator.wire.calls import (
+    CALL_TYPES,
+    OUTPUT_TYPES,
+    ApplyPatchCall,
+    ApplyPatchCallOutput,
+    CallItem,
+    CustomToolCall,
+    CustomToolCallOutput,
+    FunctionCall,
+    FunctionCallOutput,
+    LocalShellAction,
+    LocalShellCall,
+    LocalShellCallOutput,
+    OutputItem,
+    PatchOperation,
+    ShellAction,
+    ShellCall,
+    ShellCallOutput,
+)
 
 __all__ = [
     "MAX_DEPTH",
@@ -32,6 +68,7 @@ __all__ = [
     "InputItem",
     "Item",
     "ItemReference",
+    "LocalShellAction",
     "LocalShellCall",
     "LocalShellCallOutput",
     "McpApprovalRequest",
@@ -40,7 +77,9 @@ __all__ = [
     "McpListTools",
     "McpListedTool",
     "Message",
+    "OpenModel",
     "OutputText",
+    "PatchOperation",
     "ProgramCaller",
     "ProgramItem",
     "ProgramOutputItem",
@@ -48,6 +87,7 @@ __all__ = [
     "OutputItem",
     "ReasoningItem",
     "Refusal",
+    "ShellAction",
     "ShellCall",
     "ShellCallOutput",
     "SummaryText",
@@ -56,102 +96,6 @@ __all__ = [
     "WireModel",
     "dump",
 ]
-
-
-MAX_DEPTH = 64
-
-
-def check_depth(value: Any) -> Any:
-    """Free-form JSON (tool schemas, `text`, content-part extras) nested at most MAX_DEPTH deep."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
-        if isinstance(node, dict):
-            stack.extend((child, depth + 1) for child in node.values() if isinstance(child, dict | list))
-        elif isinstance(node, list):
-            stack.extend((child, depth + 1) for child in node if isinstance(child, dict | list))
-    return value
-
-
-OpenJSON: TypeAlias = Annotated[dict[str, Any], AfterValidator(check_depth)]
-"""A free-form JSON object, depth-limited."""
-
-
-class WireModel(BaseModel):
-    """Strict about types and unknown fields, as the hosted API is."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
-
-
-class OpenModel(BaseModel):
-    """For nested shapes the emulator only carries (content parts, annotations): extra fields
-    allowed, depth-limited."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _depth(cls, value: Any) -> Any:
-        return check_depth(value)
-
-
-def dump(model: BaseModel) -> dict[str, Any]:
-    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-# ---- callers --------------------------------------------------------------------------------
-
-
-class DirectCaller(WireModel):
-    type: Literal["direct"] = "direct"
-
-
-class ProgramCaller(WireModel):
-    type: Literal["program"] = "program"
-    caller_id: str
-    """The call ID of the program item that produced this tool call."""
-
-
-Caller: TypeAlias = Annotated[DirectCaller | ProgramCaller, Field(discriminator="type")]
-
-
-# ---- message content --------------------------------------------------------------------------
-
-
-class InputText(OpenModel):
-    type: Literal["input_text"]
-    text: str
-
-
-class InputImage(OpenModel):
-    type: Literal["input_image"]
-    image_url: str | None = None
-    file_id: str | None = None
-    detail: str | None = None
-
-
-class InputFile(OpenModel):
-    type: Literal["input_file"]
-
-
-class OutputText(OpenModel):
-    type: Literal["output_text"] = "output_text"
-    text: str
-    annotations: list[OpenJSON] = Field(default_factory=list)
-    logprobs: list[OpenJSON] | None = None
-
-
-class Refusal(OpenModel):
-    type: Literal["refusal"] = "refusal"
-    refusal: str
-
-
-ContentPart: TypeAlias = Annotated[
-    InputText | InputImage | InputFile | OutputText | Refusal, Field(discriminator="type")
-]
-
 
 # ---- items ----------------------------------------------------------------------------------
 
@@ -177,175 +121,6 @@ class Message(WireModel):
             elif isinstance(part, Refusal):
                 parts.append(part.refusal)
         return "\n".join(parts)
-
-
-class FunctionCall(WireModel):
-    type: Literal["function_call"] = "function_call"
-    call_id: str
-    name: str
-    arguments: str
-    id: str | None = None
-    caller: Caller | None = None
-    namespace: str | None = None
-    status: Literal["in_progress", "completed", "incomplete"] | None = None
-    async_: bool | None = Field(default=None, alias="async")
-
-
-class FunctionCallOutput(WireModel):
-    type: Literal["function_call_output"] = "function_call_output"
-    call_id: str | None = None
-    output: str | list[ContentPart]
-    id: str | None = None
-    caller: Caller | None = None
-    name: str | None = None
-    namespace: str | None = None
-    status: Literal["in_progress", "completed", "incomplete"] | None = None
-    created_by: str | None = None
-
-    def output_text(self) -> str:
-        """The output as a program receives it: a string as is; content parts as a JSON array."""
-        if isinstance(self.output, str):
-            return self.output
-        return json.dumps([part.model_dump(mode="json", exclude_none=True) for part in self.output])
-
-
-class CustomToolCall(WireModel):
-    """A call to a `custom` tool: one free-form string, `input`."""
-
-    type: Literal["custom_tool_call"] = "custom_tool_call"
-    call_id: str
-    name: str
-    input: str
-    id: str | None = None
-    caller: Caller | None = None
-    namespace: str | None = None
-    async_: bool | None = Field(default=None, alias="async")
-
-
-class CustomToolCallOutput(WireModel):
-    type: Literal["custom_tool_call_output"] = "custom_tool_call_output"
-    call_id: str
-    output: str | list[ContentPart]
-    id: str | None = None
-    caller: Caller | None = None
-
-    def output_text(self) -> str:
-        """The output as text: a string as is; content parts as a JSON array."""
-        if isinstance(self.output, str):
-            return self.output
-        return json.dumps([part.model_dump(mode="json", exclude_none=True) for part in self.output])
-
-
-class ShellAction(WireModel):
-    commands: list[str]
-    max_output_length: int | None = None
-    timeout_ms: int | None = None
-
-
-class ShellCall(WireModel):
-    """A `shell` tool call: commands the client runs (environment `local`)."""
-
-    type: Literal["shell_call"] = "shell_call"
-    call_id: str
-    action: ShellAction
-    id: str | None = None
-    caller: Caller | None = None
-    environment: OpenJSON | None = None
-    status: Literal["in_progress", "completed", "incomplete"] | None = None
-
-
-class ExitOutcome(WireModel):
-    type: Literal["exit"] = "exit"
-    exit_code: int
-
-
-class TimeoutOutcome(WireModel):
-    type: Literal["timeout"] = "timeout"
-
-
-class ShellOutputChunk(WireModel):
-    """One command's result."""
-
-    stdout: str
-    stderr: str
-    outcome: Annotated[ExitOutcome | TimeoutOutcome, Field(discriminator="type")]
-
-
-class ShellCallOutput(WireModel):
-    type: Literal["shell_call_output"] = "shell_call_output"
-    call_id: str
-    output: list[ShellOutputChunk]
-    id: str | None = None
-    caller: Caller | None = None
-    max_output_length: int | None = None
-    status: Literal["in_progress", "completed", "incomplete"] | None = None
-
-
-class CreateFile(WireModel):
-    type: Literal["create_file"] = "create_file"
-    path: str
-    diff: str
-
-
-class UpdateFile(WireModel):
-    type: Literal["update_file"] = "update_file"
-    path: str
-    diff: str
-
-
-class DeleteFile(WireModel):
-    type: Literal["delete_file"] = "delete_file"
-    path: str
-
-
-PatchOperation: TypeAlias = Annotated[CreateFile | UpdateFile | DeleteFile, Field(discriminator="type")]
-
-
-class ApplyPatchCall(WireModel):
-    type: Literal["apply_patch_call"] = "apply_patch_call"
-    call_id: str
-    operation: PatchOperation
-    status: Literal["in_progress", "completed"]
-    id: str | None = None
-    caller: Caller | None = None
-
-
-class ApplyPatchCallOutput(WireModel):
-    type: Literal["apply_patch_call_output"] = "apply_patch_call_output"
-    call_id: str
-    status: Literal["completed", "failed"]
-    id: str | None = None
-    caller: Caller | None = None
-    output: str | None = None
-
-
-class LocalShellAction(WireModel):
-    type: Literal["exec"] = "exec"
-    command: list[str]
-    env: dict[str, str] = Field(default_factory=dict)
-    timeout_ms: int | None = None
-    user: str | None = None
-    working_directory: str | None = None
-
-
-class LocalShellCall(WireModel):
-    """A `local_shell` call (direct only: the tool has no allowed_callers)."""
-
-    type: Literal["local_shell_call"] = "local_shell_call"
-    id: str
-    call_id: str
-    action: LocalShellAction
-    status: Literal["in_progress", "completed", "incomplete"]
-
-
-class LocalShellCallOutput(WireModel):
-    """The SDK's param names the call by `id`; the Agents SDK sends `call_id`: either is accepted."""
-
-    type: Literal["local_shell_call_output"] = "local_shell_call_output"
-    output: str
-    id: str | None = None
-    call_id: str | None = None
-    status: Literal["in_progress", "completed", "incomplete"] | None = None
 
 
 class ProgramItem(WireModel):
@@ -514,17 +289,6 @@ InputItem: TypeAlias = Annotated[
 
 HostedItem: TypeAlias = McpListTools | McpCall | McpApprovalRequest | McpApprovalResponse | CodeInterpreterCall
 """Items of the tools the emulator runs on the server's side (`hosted.py`)."""
-
-CallItem: TypeAlias = FunctionCall | CustomToolCall | ShellCall | ApplyPatchCall | LocalShellCall
-"""A tool call the client answers."""
-
-OutputItem: TypeAlias = (
-    FunctionCallOutput | CustomToolCallOutput | ShellCallOutput | ApplyPatchCallOutput | LocalShellCallOutput
-)
-"""A client's answer to a `CallItem`."""
-
-CALL_TYPES = (FunctionCall, CustomToolCall, ShellCall, ApplyPatchCall, LocalShellCall)
-OUTPUT_TYPES = (FunctionCallOutput, CustomToolCallOutput, ShellCallOutput, ApplyPatchCallOutput, LocalShellCallOutput)
 
 Item: TypeAlias = (
     Message

@@ -1,0 +1,129 @@
+"""What every wire model stands on: strictness, depth-limited free-form JSON, dumping, callers and
+message content parts. The items themselves are in `items.py` (and `calls.py`, the tool calls a
+client answers)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "MAX_DEPTH",
+    "Caller",
+    "ContentPart",
+    "DirectCaller",
+    "InputText",
+    "OpenJSON",
+    "OpenModel",
+    "OutputText",
+    "ProgramCaller",
+    "Refusal",
+    "WireModel",
+    "check_depth",
+    "dump",
+    "parts_text",
+]
+
+
+MAX_DEPTH = 64
+
+
+def check_depth(value: Any) -> Any:
+    """Free-form JSON (tool schemas, `text`, content-part extras) nested at most MAX_DEPTH deep."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
+        if isinstance(node, dict):
+            stack.extend((child, depth + 1) for child in node.values() if isinstance(child, dict | list))
+        elif isinstance(node, list):
+            stack.extend((child, depth + 1) for child in node if isinstance(child, dict | list))
+    return value
+
+
+OpenJSON: TypeAlias = Annotated[dict[str, Any], AfterValidator(check_depth)]
+"""A free-form JSON object, depth-limited."""
+
+
+class WireModel(BaseModel):
+    """Strict about types and unknown fields, as the hosted API is."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+
+class OpenModel(BaseModel):
+    """For nested shapes the emulator only carries (content parts, annotations): extra fields
+    allowed, depth-limited."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _depth(cls, value: Any) -> Any:
+        return check_depth(value)
+
+
+def dump(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+# ---- callers --------------------------------------------------------------------------------
+
+
+class DirectCaller(WireModel):
+    type: Literal["direct"] = "direct"
+
+
+class ProgramCaller(WireModel):
+    type: Literal["program"] = "program"
+    caller_id: str
+    """The call ID of the program item that produced this tool call."""
+
+
+Caller: TypeAlias = Annotated[DirectCaller | ProgramCaller, Field(discriminator="type")]
+
+
+# ---- message content --------------------------------------------------------------------------
+
+
+class InputText(OpenModel):
+    type: Literal["input_text"]
+    text: str
+
+
+class InputImage(OpenModel):
+    type: Literal["input_image"]
+    image_url: str | None = None
+    file_id: str | None = None
+    detail: str | None = None
+
+
+class InputFile(OpenModel):
+    type: Literal["input_file"]
+
+
+class OutputText(OpenModel):
+    type: Literal["output_text"] = "output_text"
+    text: str
+    annotations: list[OpenJSON] = Field(default_factory=list)
+    logprobs: list[OpenJSON] | None = None
+
+
+class Refusal(OpenModel):
+    type: Literal["refusal"] = "refusal"
+    refusal: str
+
+
+ContentPart: TypeAlias = Annotated[
+    InputText | InputImage | InputFile | OutputText | Refusal, Field(discriminator="type")
+]
+
+
+def parts_text(output: str | list[ContentPart]) -> str:
+    """A tool output as text: a string as is; content parts as a JSON array."""
+    if isinstance(output, str):
+        return output
+    return json.dumps([part.model_dump(mode="json", exclude_none=True) for part in output])
