@@ -22,7 +22,7 @@ import pytest
 from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator.model.scripted import templating
-from tests.hardening.hardening_support import assert_envelope
+from tests.api.api_support import assert_envelope
 
 JSON = {"content-type": "application/json"}
 pytestmark = pytest.mark.anyio
@@ -36,11 +36,6 @@ async def app_client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=120) as http:
             yield http
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 async def test_a_long_template_render_does_not_hold_up_health(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

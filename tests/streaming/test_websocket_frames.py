@@ -12,7 +12,7 @@ from websockets.sync.client import connect
 from ptc_emulator.api.routes.websocket import MAX_QUEUED_CREATES
 from ptc_emulator.sandbox import Limits
 from ptc_emulator.testing.server import EmulatorServer
-from tests.hardening.hardening_support import PTC_TOOLS, program_message
+from tests.api.api_support import PTC_TOOLS, program_message
 
 
 def events_until(ws: Any, done: Callable[[dict[str, Any]], bool], limit: int = 10_000) -> list[dict[str, Any]]:

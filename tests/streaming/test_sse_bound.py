@@ -22,17 +22,12 @@ from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator.wire.events import MAX_DELTAS
 from ptc_emulator.sandbox import Limits
-from tests.hardening.hardening_support import PTC_TOOLS, program_message
+from tests.api.api_support import PTC_TOOLS, program_message
 
 pytestmark = pytest.mark.anyio
 EVENT: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
 JSON = {"content-type": "application/json"}
 OUTPUT_LIMIT = 2**18
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 async def both_ways(tmp_path: Path, code: str) -> tuple[bytes, list[dict[str, Any]], bytes]:

@@ -10,7 +10,7 @@ import openai
 from openai.types.responses import Response
 
 from ptc_emulator.testing.process import ServerProcess
-from tests.hardening.hardening_support import PTC_TOOLS, program_message
+from tests.api.api_support import PTC_TOOLS, program_message
 
 
 def test_a_background_response_cut_off_by_a_kill_is_failed_after_the_restart(

@@ -13,7 +13,7 @@ import pytest
 
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.testing.server import EmulatorServer
-from tests.hardening.hardening_support import ProgramRun, assert_envelope, drive, program_message
+from tests.api.api_support import ProgramRun, assert_envelope, drive, program_message
 
 JSON = {"content-type": "application/json"}
 

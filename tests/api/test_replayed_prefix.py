@@ -27,11 +27,6 @@ PROGRAM = js("let t = 0;\nfor (let i = 0; i < 4; i++) t = await tools.add({a: t,
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 async def app_client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     settings = Settings(data_dir=tmp_path, store="memory", bundled_fixtures=False, pool_size=1)
     async with in_process_http(settings) as (client, _):

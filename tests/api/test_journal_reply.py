@@ -23,11 +23,6 @@ JSON = {"content-type": "application/json"}
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
     settings = Settings(data_dir=tmp_path, store="memory", bundled_fixtures=False, pool_size=1)
     async with in_process_http(settings, base_url="http://127.0.0.1") as (client, app):

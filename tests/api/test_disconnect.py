@@ -13,7 +13,7 @@ import pytest
 
 from ptc_emulator.sandbox import Limits
 from ptc_emulator.testing.server import EmulatorServer
-from tests.hardening.hardening_support import PTC_TOOLS, program_message
+from tests.api.api_support import PTC_TOOLS, program_message
 
 TIMEOUT_S = 120.0  # the program's own deadline: the test must end long before it
 

@@ -17,7 +17,7 @@ from openai.types.responses import Response
 
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.testing.server import EmulatorServer
-from tests.hardening.hardening_support import PTC_TOOLS, assert_envelope, program_message
+from tests.api.api_support import PTC_TOOLS, assert_envelope, program_message
 
 JSON = {"content-type": "application/json"}
 DEEP_TOOL: dict[str, Any] = {

@@ -19,7 +19,7 @@ from ptc_emulator.api.cli import parse
 from ptc_emulator.api.settings import API_KEY_ENV, Settings
 from ptc_emulator.testing.process import ServerProcess
 from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
-from tests.hardening.hardening_support import ProgramRun, assert_envelope, drive, expected_total, pausing_program
+from tests.api.api_support import ProgramRun, assert_envelope, drive, expected_total, pausing_program
 
 KEY = "sk-hardening-0123456789abcdef"
 WRONG = "sk-hardening-wrong-key-value"

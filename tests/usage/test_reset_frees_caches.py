@@ -16,11 +16,6 @@ pytestmark = pytest.mark.anyio
 JSON = {"content-type": "application/json"}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.parametrize(("method", "path"), [("POST", "/_emulator/reset"), ("DELETE", "/_emulator/journal")])
 async def test_reset_and_clearing_the_journal_free_the_token_cache(tmp_path: Path, method: str, path: str) -> None:
     app = create_app(Settings(data_dir=tmp_path, store="memory", pool_size=1, bundled_fixtures=False))

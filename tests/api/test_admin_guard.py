@@ -12,7 +12,7 @@ import httpx
 
 from ptc_emulator.api.cli import parse
 from ptc_emulator.testing.server import EmulatorServer
-from tests.hardening.hardening_support import assert_envelope
+from tests.api.api_support import assert_envelope
 
 SCENARIO = {"name": "planted", "turns": [{"message": "planted"}]}
 

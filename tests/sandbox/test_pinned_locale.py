@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ptc_emulator.api.settings import Settings
-from tests.hardening.hardening_support import PTC_TOOLS, program_message
+from tests.api.api_support import PTC_TOOLS, program_message
 from tests.support import in_process
 
 pytestmark = pytest.mark.anyio
@@ -19,11 +19,6 @@ CODE = (
     " text(JSON.stringify([new Date().getTimezoneOffset(), o.timeZone, o.locale, (1234.5).toLocaleString(),"
     " new Date(0).toString()]));"
 )
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 async def test_a_server_started_in_another_time_zone_and_locale_runs_programs_in_utc(

@@ -18,15 +18,10 @@ from ptc_emulator.api import cli
 from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings, resend_floor, resend_problem
 from ptc_emulator.sandbox import Limits
-from tests.hardening.hardening_support import PTC_TOOLS, program_message
+from tests.api.api_support import PTC_TOOLS, program_message
 
 pytestmark = pytest.mark.anyio
 OUTPUT = 16 * 2**10
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def test_the_default_limits_are_consistent() -> None:

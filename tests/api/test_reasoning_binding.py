@@ -11,7 +11,7 @@ import httpx
 from openai.types.responses import Response
 
 from ptc_emulator.testing.server import EmulatorServer
-from tests.hardening.hardening_support import assert_envelope
+from tests.api.api_support import assert_envelope
 
 LOOKUP: dict[str, Any] = {
     "type": "function",

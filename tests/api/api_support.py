@@ -1,8 +1,9 @@
-"""Shared pieces of the hardening suite: programs, a client-side driver, servers, the envelope check.
+"""Shared pieces of the tests that drive a real server: programs, a client-side driver, the envelope check.
 
-Every test here talks to a real server over HTTP on 127.0.0.1: either the app under uvicorn in a
+Those tests talk to a real server over HTTP on 127.0.0.1: either the app under uvicorn in a
 thread of the test process (`make_server`) or `python -m ptc_emulator serve` as a subprocess
-(`ServerProcess`, for restarts, `kill -9`, the CLI and the server's own log output).
+(`server_process`, for restarts, `kill -9`, the CLI and the server's own log output); both
+fixtures are in tests/conftest.py.
 """
 
 from __future__ import annotations

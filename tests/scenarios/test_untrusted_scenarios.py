@@ -20,7 +20,7 @@ from openai.types.responses import Response
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator.model.scripted.script import inline_code
 from ptc_emulator.testing.server import EmulatorServer
-from tests.hardening.hardening_support import PTC_TOOLS, assert_envelope
+from tests.api.api_support import PTC_TOOLS, assert_envelope
 
 JSON = {"content-type": "application/json"}
 

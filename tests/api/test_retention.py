@@ -26,7 +26,7 @@ import openai
 import pytest
 
 from ptc_emulator.testing.process import ServerProcess
-from tests.hardening.hardening_support import PTC_TOOLS, ProgramRun, assert_envelope, drive, program_message
+from tests.api.api_support import PTC_TOOLS, ProgramRun, assert_envelope, drive, program_message
 
 
 @pytest.mark.timeout(120)

@@ -23,7 +23,7 @@ from schemathesis.generation.modes import GenerationMode
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.sandbox import Limits
 from ptc_emulator.testing.server import EmulatorServer
-from tests.hardening.hardening_support import is_envelope
+from tests.api.api_support import is_envelope
 
 FUZZ_EXAMPLES = int(os.environ.get("PTC_HARDENING_FUZZ_EXAMPLES", "10"))
 

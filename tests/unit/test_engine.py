@@ -21,7 +21,7 @@ from ptc_emulator.emulator.responses.engine import Engine, Refused
 from ptc_emulator.emulator.signing import Signer
 from ptc_emulator.emulator.storage.responses import MemoryStore
 from ptc_emulator.emulator.wire.request import CreateRequest
-from tests.engine.fake_runner import FakeProgram, FakeRunner
+from tests.unit.fake_runner import FakeProgram, FakeRunner
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "name": "add", "allowed_callers": ["programmatic"]},

@@ -24,7 +24,7 @@ import openai
 import pytest
 
 from ptc_emulator.testing.process import ServerProcess
-from tests.hardening.hardening_support import ProgramRun, assert_envelope, drive, expected_total, pausing_program
+from tests.api.api_support import ProgramRun, assert_envelope, drive, expected_total, pausing_program
 
 SECRET = "restart-secret-0123456789"
 PAUSES = 4

@@ -24,7 +24,7 @@ import pytest
 
 from ptc_emulator.sandbox import Limits
 from ptc_emulator.testing.server import EmulatorServer
-from tests.hardening.hardening_support import ProgramRun, adrive, drive, expected_total, pausing_program
+from tests.api.api_support import ProgramRun, adrive, drive, expected_total, pausing_program
 
 LIMITS = Limits(timeout_s=1.5, max_tool_calls=300, max_output_bytes=256 * 2**10)
 ABORT = "new Array(2**28).fill(1.5);\ntext('unreachable');"

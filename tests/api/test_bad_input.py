@@ -21,7 +21,7 @@ import websockets.sync.client
 
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.testing.server import EmulatorServer
-from tests.hardening.hardening_support import (
+from tests.api.api_support import (
     PTC_TOOLS,
     ProgramRun,
     assert_envelope,
