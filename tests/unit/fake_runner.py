@@ -18,7 +18,8 @@ from ptc_emulator.sandbox import Completed, Failed, Outcome, PendingCall, Progra
 
 @dataclass(frozen=True)
 class FakeProgram:
-    batches: list[list[tuple[str, dict[str, Any]]]]
+    batches: list[list[tuple[str, Any]]]
+    """Each call: a tool name and its parsed arguments (an object, or the string a custom tool takes)."""
     finish: Callable[[list[str]], str]
     fail: str | None = None
     """Fail with this runtime error once every batch is answered, instead of finishing."""
