@@ -13,6 +13,7 @@ from starlette.testclient import TestClient
 
 from ptc_emulator.emulator.model.scripted.scenario import (
     MAX_SCENARIO_BYTES,
+    NearMiss,
     Request,
     ScenarioError,
     ScenarioRegistry,
@@ -218,6 +219,30 @@ def test_named_groups_become_variables_and_priority_orders_the_scenarios() -> No
     registry.remove("high")
     found = registry.match(Request(text="Hello Ada", tools=frozenset(), ptc=True, model="m", metadata={}, scope=None))
     assert not isinstance(found, list) and found[1] == {"who": "Ada"}
+
+
+def _request(text: str, tools: frozenset[str] = frozenset()) -> Request:
+    return Request(text=text, tools=tools, ptc=True, model="m", metadata={}, scope=None)
+
+
+def test_scenarios_match_by_input_and_tools_and_report_near_misses() -> None:
+    registry = ScenarioRegistry()
+    registry.add(
+        load_scenario(
+            {
+                "name": "weather",
+                "match": {"input": "(?i)weather in (?P<city>\\w+)", "tools": ["forecast"]},
+                "turns": [{"message": "rain"}],
+            }
+        )
+    )
+    matched = registry.match(_request("Weather in Oslo?", frozenset({"forecast"})))
+    assert not isinstance(matched, list)
+    scenario, captures = matched
+    assert scenario.name == "weather" and captures["city"] == "Oslo"
+    misses = registry.match(_request("Weather in Oslo?"))
+    assert isinstance(misses, list) and [m.scenario for m in misses] == ["weather"]
+    assert isinstance(misses[0], NearMiss) and misses[0].field == "tools" and "forecast" in misses[0].reason
 
 
 # ---- the admin API's answer to the same refusals ---------------------------------------------------------

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from ptc_emulator.emulator import signing
-from ptc_emulator.emulator.signing import Signer
+from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator.signing import ProgramSeal, Signer, code_digest
 
 
 def test_the_secret_is_the_explicit_one_then_the_environment_then_the_data_dir(
@@ -77,3 +78,34 @@ def test_derived_ids_are_stable_distinct_and_prefixed() -> None:
 def test_the_code_digest_is_the_sha256_of_the_utf8_code() -> None:
     assert signing.code_digest("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     assert signing.code_digest("é") != signing.code_digest("e")
+
+
+def _seal(**changes: object) -> ProgramSeal:
+    fields: dict[str, object] = {
+        "call_id": "call_1",
+        "code_sha256": code_digest("text(1)"),
+        "seed": 7,
+        "clock_ms": 1_700_000_000_000,
+        "tools": ("add",),
+    }
+    return ProgramSeal(**{**fields, **changes})  # type: ignore[arg-type]
+
+
+def test_a_fingerprint_opens_with_its_own_code_and_no_other() -> None:
+    signer = Signer(b"secret")
+    fingerprint = signer.fingerprint(_seal())
+    assert signer.open_fingerprint(fingerprint, call_id="call_1", code="text(1)", param="input") == _seal()
+    with pytest.raises(InvalidRequest):
+        signer.open_fingerprint(fingerprint, call_id="call_1", code="text(2)", param="input")
+    with pytest.raises(InvalidRequest):
+        signer.open_fingerprint(fingerprint, call_id="call_2", code="text(1)", param="input")
+    with pytest.raises(InvalidRequest):
+        Signer(b"another secret").open_fingerprint(fingerprint, call_id="call_1", code="text(1)", param="input")
+
+
+def test_derived_ids_depend_on_the_secret_and_the_call() -> None:
+    one, two = Signer(b"a"), Signer(b"b")
+    assert one.program_call_id("call_1", 0) == one.program_call_id("call_1", 0)
+    assert (
+        len({one.program_call_id("call_1", 0), one.program_call_id("call_1", 1), two.program_call_id("call_1", 0)}) == 3
+    )
