@@ -3,7 +3,8 @@
 `_no_worker_no_server` is active around every module here: building a sandbox `Pool`, starting a
 process (`subprocess.Popen`, `asyncio.create_subprocess_exec`, `multiprocessing`, `os.fork`),
 listening on a socket or connecting one over the network raises `TierViolation`, so a test that
-needs any of them fails here and belongs in the integration tier. `test_tier_guard.py` proves
+needs any of them fails here and belongs in the integration tier; and a module that leaves a new
+child process behind (however it was started) errors at its end. `test_tier_guard.py` proves
 each of those trips.
 
 The app itself runs in this process: `create_app(settings, runner=fake_runner)` behind
@@ -20,6 +21,7 @@ import os
 import socket
 import subprocess
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -63,8 +65,26 @@ def _no_network_connect(original: Callable[..., Any]) -> Callable[..., Any]:
     return connect
 
 
+def _children() -> set[int] | None:
+    """This process's child processes, read from /proc; None where there is no /proc."""
+    proc = Path("/proc")
+    if not (proc / "self" / "stat").exists():
+        return None
+    me, found = os.getpid(), set()
+    for entry in proc.iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue  # gone meanwhile
+            if int(stat.rsplit(")", 1)[1].split()[1]) == me:  # the field after the state is the ppid
+                found.add(int(entry.name))
+    return found
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _no_worker_no_server() -> Iterator[None]:
+    before = _children()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Pool, "__init__", _refuse("built a V8 worker pool"))
         patch.setattr(subprocess.Popen, "__init__", _refuse("started a process"))
@@ -79,6 +99,11 @@ def _no_worker_no_server() -> Iterator[None]:
         patch.setattr(socket.socket, "connect", _no_network_connect(socket.socket.connect))
         patch.setattr(socket.socket, "connect_ex", _no_network_connect(socket.socket.connect_ex))
         yield
+    # A second check that no patch can miss: a process started some other way (a C extension,
+    # an import) is still this process's child.
+    after = _children()
+    if before is not None and after is not None and after - before:
+        raise TierViolation(f"the module started child processes {sorted(after - before)}")
 
 
 # ---- the app in this process, on the fake runner --------------------------------------------------

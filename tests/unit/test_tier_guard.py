@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import multiprocessing
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -16,7 +19,7 @@ from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.sandbox import Pool, PoolConfig
 from ptc_emulator.testing.server import EmulatorServer
-from tests.unit.conftest import TierViolation
+from tests.unit.conftest import TierViolation, _children
 
 
 def test_a_sandbox_pool_cannot_be_built() -> None:
@@ -68,3 +71,22 @@ def test_local_socket_pairs_still_work() -> None:
     with left, right:
         left.sendall(b"x")
         assert right.recv(1) == b"x"
+
+
+@pytest.mark.skipif(_children() is None or shutil.which("sleep") is None, reason="needs /proc and sleep(1)")
+def test_a_child_started_past_the_patches_is_still_seen() -> None:
+    """libc's posix_spawn, called directly, passes every Python-level patch: the module's end
+    still finds the child it left (here ended by its pid before the module ends)."""
+    sleep = shutil.which("sleep")
+    assert sleep is not None
+    libc = ctypes.CDLL(None, use_errno=True)
+    pid = ctypes.c_int()
+    argv = (ctypes.c_char_p * 3)(sleep.encode(), b"30", None)
+    envp = (ctypes.c_char_p * 1)(None)
+    assert libc.posix_spawn(ctypes.byref(pid), sleep.encode(), None, None, argv, envp) == 0
+    try:
+        assert pid.value in (_children() or set())
+    finally:
+        os.kill(pid.value, signal.SIGKILL)
+        os.waitpid(pid.value, 0)
+    assert pid.value not in (_children() or set())
