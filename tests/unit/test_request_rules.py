@@ -288,3 +288,56 @@ def test_tool_choice_none_refuses_an_inline_program(unit_sdk: openai.OpenAI) -> 
         unit_sdk.responses.create(model="m", input=program_message("text(1);"), tools=PTC_TOOLS, tool_choice="none")  # type: ignore[arg-type]
     assert caught.value.code == "no_scenario_matched"
     assert "has a ```js code block, but the ```js block cannot run: tool_choice is 'none'" in caught.value.message
+
+
+# ---- parameters that do not fit together --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("params", "message", "param"),
+    [
+        ({"background": True, "store": False}, "Background mode requires store=true.", "background"),
+        (
+            {"previous_response_id": "resp_x", "conversation": "conv_x"},
+            "Parameters 'previous_response_id' and 'conversation' cannot be used together.",
+            "conversation",
+        ),
+        (
+            {"tools": [{"type": "function", "name": "a"}, {"type": "custom", "name": "a"}]},
+            "Duplicate tool name: 'a'.",
+            "tools",
+        ),
+        (
+            {"tools": [{"type": "function", "name": "a"}], "tool_choice": {"type": "function", "name": "b"}},
+            "Tool choice 'function' with name 'b' not found in 'tools' parameter.",
+            "tool_choice",
+        ),
+    ],
+    ids=["background-without-store", "previous-and-conversation", "duplicate-tool-name", "tool-choice-param"],
+)
+def test_parameters_that_do_not_fit_together(
+    unit_sdk: openai.OpenAI, params: dict[str, Any], message: str, param: str
+) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        unit_sdk.responses.create(model="m", input="x", **params)
+    assert caught.value.message == f"Error code: 400 - {message}"
+    assert caught.value.param == param
+
+
+def test_a_deleted_response_is_gone_and_cannot_be_continued(unit_sdk: openai.OpenAI) -> None:
+    created = unit_sdk.responses.create(model="m", input="```js\ntext('hi')\n```")
+    assert unit_sdk.responses.delete(created.id) is None
+    with pytest.raises(openai.NotFoundError):
+        unit_sdk.responses.retrieve(created.id)
+    with pytest.raises(openai.NotFoundError):
+        unit_sdk.responses.delete(created.id)
+    with pytest.raises(openai.BadRequestError) as caught:
+        unit_sdk.responses.create(model="m", previous_response_id=created.id, input="more")
+    assert caught.value.code == "previous_response_not_found"
+
+
+def test_cancel_needs_a_background_response(unit_sdk: openai.OpenAI) -> None:
+    created = unit_sdk.responses.create(model="m", input="```js\ntext('hi')\n```")
+    with pytest.raises(openai.BadRequestError) as caught:
+        unit_sdk.responses.cancel(created.id)
+    assert caught.value.message.endswith("Only responses created with background=true can be cancelled.")
