@@ -3,8 +3,10 @@
 `_no_worker_no_server` is active around every module here: building a sandbox `Pool`, starting a
 process (`subprocess.Popen`, `asyncio.create_subprocess_exec`, `multiprocessing`, `os.fork`),
 listening on a socket or connecting one over the network raises `TierViolation`, so a test that
-needs any of them fails here and belongs in the integration tier; and a module that leaves a new
-child process behind (however it was started) errors at its end. `test_tier_guard.py` proves
+needs any of them fails here and belongs in the integration tier; and, when this tier runs alone,
+a module that leaves a new child process behind (however it was started) errors at its end.
+Threads that were running before a module began (an integration fixture's, in a `make test`
+worker) are left alone. `test_tier_guard.py` proves
 each of those trips.
 
 The app itself runs in this process: `create_app(settings, runner=fake_runner)` behind
@@ -20,6 +22,7 @@ import multiprocessing.process
 import os
 import socket
 import subprocess
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -43,26 +46,44 @@ class TierViolation(AssertionError):
     """A unit test started what only the integration tier may start."""
 
 
-def _refuse(what: str) -> Callable[..., Any]:
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise TierViolation(f"a unit test {what}: it belongs in the integration tier")
+class _Guard:
+    """Refuses on the threads the module runs its tests on: the main thread and every thread
+    started while the module runs (the app's portal thread). Threads that were running before it
+    (an integration fixture's server or pool, when `make test` runs both tiers in one worker)
+    go on as they were."""
 
-    return refuse
+    def __init__(self) -> None:
+        main = threading.main_thread()
+        self.exempt = {t.ident for t in threading.enumerate() if t is not main}
 
+    def watching(self) -> bool:
+        return threading.get_ident() not in self.exempt
 
-def _no_listen(self: socket.socket, *args: Any) -> None:
-    self.close()  # the socket is of no use now: closed here, it leaks nowhere
-    raise TierViolation("a unit test listened on a socket: it belongs in the integration tier")
+    def refuse(self, what: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            if self.watching():
+                raise TierViolation(f"a unit test {what}: it belongs in the integration tier")
+            return original(*args, **kwargs)
 
+        return refuse
 
-def _no_network_connect(original: Callable[..., Any]) -> Callable[..., Any]:
-    def connect(self: socket.socket, address: Any) -> Any:
-        if self.family in (socket.AF_INET, socket.AF_INET6):
-            self.close()
-            raise TierViolation(f"a unit test connected to {address!r}: it belongs in the integration tier")
-        return original(self, address)
+    def listen(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def listen(sock: socket.socket, *args: Any) -> Any:
+            if self.watching():
+                sock.close()  # of no use now: closed here, it leaks nowhere
+                raise TierViolation("a unit test listened on a socket: it belongs in the integration tier")
+            return original(sock, *args)
 
-    return connect
+        return listen
+
+    def connect(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def connect(sock: socket.socket, address: Any) -> Any:
+            if self.watching() and sock.family in (socket.AF_INET, socket.AF_INET6):
+                sock.close()
+                raise TierViolation(f"a unit test connected to {address!r}: it belongs in the integration tier")
+            return original(sock, address)
+
+        return connect
 
 
 def _children() -> set[int] | None:
@@ -83,21 +104,26 @@ def _children() -> set[int] | None:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _no_worker_no_server() -> Iterator[None]:
-    before = _children()
+def _no_worker_no_server(request: pytest.FixtureRequest) -> Iterator[None]:
+    guard = _Guard()
+    # Only a run of this tier alone can say no child is new: in `make test`, an integration
+    # fixture's pool may replace a worker while a module here runs.
+    alone = all(item.get_closest_marker("unit") for item in request.session.items)
+    before = _children() if alone else None
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Pool, "__init__", _refuse("built a V8 worker pool"))
-        patch.setattr(subprocess.Popen, "__init__", _refuse("started a process"))
+        patch.setattr(Pool, "__init__", guard.refuse("built a V8 worker pool", Pool.__init__))
+        patch.setattr(subprocess.Popen, "__init__", guard.refuse("started a process", subprocess.Popen.__init__))
         for module in (asyncio, asyncio.subprocess):
-            patch.setattr(module, "create_subprocess_exec", _refuse("started a process"))
-            patch.setattr(module, "create_subprocess_shell", _refuse("started a process"))
-        patch.setattr(multiprocessing.process.BaseProcess, "start", _refuse("started a process"))
-        patch.setattr(os, "fork", _refuse("forked"))
-        patch.setattr(os, "posix_spawn", _refuse("started a process"))
-        patch.setattr(os, "posix_spawnp", _refuse("started a process"))
-        patch.setattr(socket.socket, "listen", _no_listen)
-        patch.setattr(socket.socket, "connect", _no_network_connect(socket.socket.connect))
-        patch.setattr(socket.socket, "connect_ex", _no_network_connect(socket.socket.connect_ex))
+            for name in ("create_subprocess_exec", "create_subprocess_shell"):
+                patch.setattr(module, name, guard.refuse("started a process", getattr(module, name)))
+        start = multiprocessing.process.BaseProcess.start
+        patch.setattr(multiprocessing.process.BaseProcess, "start", guard.refuse("started a process", start))
+        patch.setattr(os, "fork", guard.refuse("forked", os.fork))
+        patch.setattr(os, "posix_spawn", guard.refuse("started a process", os.posix_spawn))
+        patch.setattr(os, "posix_spawnp", guard.refuse("started a process", os.posix_spawnp))
+        patch.setattr(socket.socket, "listen", guard.listen(socket.socket.listen))
+        patch.setattr(socket.socket, "connect", guard.connect(socket.socket.connect))
+        patch.setattr(socket.socket, "connect_ex", guard.connect(socket.socket.connect_ex))
         yield
     # A second check that no patch can miss: a process started some other way (a C extension,
     # an import) is still this process's child.

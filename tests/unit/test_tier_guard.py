@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 from starlette.testclient import TestClient
@@ -19,7 +20,7 @@ from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.sandbox import Pool, PoolConfig
 from ptc_emulator.testing.server import EmulatorServer
-from tests.unit.conftest import TierViolation, _children
+from tests.unit.conftest import TierViolation, _children, _Guard
 
 
 def test_a_sandbox_pool_cannot_be_built() -> None:
@@ -90,3 +91,26 @@ def test_a_child_started_past_the_patches_is_still_seen() -> None:
         os.kill(pid.value, signal.SIGKILL)
         os.waitpid(pid.value, 0)
     assert pid.value not in (_children() or set())
+
+
+def test_a_thread_that_ran_before_the_module_is_left_alone() -> None:
+    """In `make test` an integration fixture's pool may replace a worker from its own thread
+    while a unit module runs: that thread is not the module's, and goes on."""
+    results: list[str] = []
+    go, done = threading.Event(), threading.Event()
+
+    def earlier() -> None:
+        go.wait(10)
+        results.append(spawn())
+        done.set()
+
+    thread = threading.Thread(target=earlier)
+    thread.start()
+    guard = _Guard()  # made while `earlier` runs, as the module's guard is
+    spawn = guard.refuse("started a process", lambda: "spawned")
+    go.set()
+    assert done.wait(10)
+    thread.join()
+    assert results == ["spawned"]
+    with pytest.raises(TierViolation, match="started a process"):
+        spawn()  # this test's own thread is watched
