@@ -65,8 +65,8 @@ JOBS ?= 3
 test: $(STAMP) $(NODE_STAMP) browser lint ## the whole suite, after the lint step (JOBS=0: in this one process)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(JOBS) --dist loadfile
 
-test-fast: $(STAMP) ## the fast tier: the engine with a fake runner and pure functions (no V8, no server)
-	$(BIN)/python -m pytest -m "not integration"
+test-fast: $(STAMP) ## the unit tier: the app and engine on a fake runner, pure functions (no V8, no server)
+	$(BIN)/python -m pytest -m unit tests/unit
 
 bench: $(STAMP) ## the sandbox and HTTP benchmarks (a few minutes; bench/load.py runs on its own)
 	$(BIN)/python bench/sandbox_bench.py

@@ -1,19 +1,31 @@
-"""Suite-wide: pytester for the plugin tests, and the tiers.
+"""Suite-wide: the tiers, the order of the long files, and the fixtures more than one folder uses.
 
-Every test outside `tests/engine/` and `tests/storage/` is marked `integration`: it starts V8 workers, a server, a
-process or a socket. `pytest -m "not integration"` (`make test-fast`) runs the fast tier: the
-engine with a fake runner and the pure functions, in seconds. `make test` runs everything.
+The tier is decided by what a test uses. `tests/unit/` holds the tests that need neither V8 nor
+a server: they are marked `unit`, and `tests/unit/conftest.py` makes every test there fail that
+builds a sandbox pool, starts a process or opens a listening socket. Every other test is marked
+`integration`: it starts V8 workers, a server, a process or a socket. `make test-fast` runs the
+unit tier, in seconds; `make test` runs everything.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import openai
 import pytest
+
+from ptc_emulator.api.settings import Settings
+from ptc_emulator.testing.process import ServerProcess
+from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
+from tests.conversations.conversations_support import conversations_client
+from tests.support import validating_client
 
 pytest_plugins = ["pytester"]
 
-FAST = (Path(__file__).resolve().parent / "engine", Path(__file__).resolve().parent / "storage")
+ROOT = Path(__file__).resolve().parent
+UNIT = ROOT / "unit"
 
 
 # The longest files, longest first (seconds each on two busy cores). `make test` hands whole files
@@ -21,9 +33,9 @@ FAST = (Path(__file__).resolve().parent / "engine", Path(__file__).resolve().par
 # out the workers' ends, instead of one worker starting a long file while the others finish.
 LONGEST = (
     "packaging/test_install.py",
-    "hardening/test_hardening_fuzz.py",
-    "hardening/test_hardening_restart.py",
-    "hardening/test_hardening_hostile_load.py",
+    "api/test_fuzz.py",
+    "api/test_restart_under_load.py",
+    "api/test_hostile_load.py",
     "sandbox/test_sandbox_determinism_property.py",
     "plugin/test_plugin_fixture.py",
     "plugin/test_plugin_xdist.py",
@@ -31,13 +43,12 @@ LONGEST = (
     "inspector/test_inspector_browser.py",
     "recording/test_record_plugin.py",
     "agents/test_agents_restart.py",
-    "hardening/test_hardening_bad_input.py",
+    "api/test_bad_input.py",
     "recording/test_record_replay.py",
     "conversations/test_conversations_restart.py",
     "plugin/test_plugin_docs.py",
     "inspector/test_inspector_plugin.py",
 )
-ROOT = Path(__file__).resolve().parent
 
 
 def _rank(item: pytest.Item) -> int:
@@ -47,6 +58,67 @@ def _rank(item: pytest.Item) -> int:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if not any(item.path.is_relative_to(fast) for fast in FAST):
-            item.add_marker(pytest.mark.integration)
+        item.add_marker(pytest.mark.unit if item.path.is_relative_to(UNIT) else pytest.mark.integration)
     items.sort(key=_rank)  # stable: a file's tests stay together and in order
+
+
+# ---- shared fixtures ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # the app, the Agents SDK and the sandbox pool run on asyncio
+
+
+@pytest.fixture
+def client(ptc_emulator: PTCEmulator) -> Iterator[openai.OpenAI]:
+    """An `openai.OpenAI` on the plugin's real port, in this test's scope, validating every body."""
+    with validating_client(ptc_emulator, max_retries=0) as c:
+        yield c
+
+
+@pytest.fixture
+def plain_client(ptc_emulator: PTCEmulator) -> Iterator[openai.OpenAI]:
+    """An `openai.OpenAI` on the plugin's real port, in this test's scope, validating nothing."""
+    with ptc_emulator.client(max_retries=0) as c:
+        yield c
+
+
+@pytest.fixture
+def conversations_sdk(ptc_emulator: PTCEmulator) -> Iterator[openai.OpenAI]:
+    """An `openai.OpenAI` on the plugin's real port that validates every body with the
+    Conversations API's models too (`conversations_support.conversations_client`)."""
+    with conversations_client(ptc_emulator) as c:
+        yield c
+
+
+@pytest.fixture
+def make_server(tmp_path: Path) -> Iterator[Callable[..., EmulatorServer]]:
+    """Start the app under uvicorn in a thread with these settings; stopped when the test ends."""
+    servers: list[EmulatorServer] = []
+
+    def make(**options: Any) -> EmulatorServer:
+        options.setdefault("data_dir", tmp_path / f"data-{len(servers)}")
+        options.setdefault("pool_size", 2)
+        options.setdefault("bundled_fixtures", False)
+        servers.append(EmulatorServer(Settings(**options)).start())
+        return servers[-1]
+
+    yield make
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def server_process(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+    """Make `ServerProcess`es (not started); every one is stopped when the test ends."""
+    made: list[ServerProcess] = []
+
+    def make(data_dir: Path | None = None, **options: Any) -> ServerProcess:
+        server = ServerProcess(data_dir or tmp_path / "data", **options)
+        made.append(server)
+        return server
+
+    yield make
+    for server in made:
+        server.stop()

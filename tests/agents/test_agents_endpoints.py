@@ -3,7 +3,6 @@ rules (unknown, already answered, duplicate, failure), Idempotency-Key, cancel, 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -12,12 +11,6 @@ import pytest
 
 from ptc_emulator.testing.server import PTCEmulator
 from tests.agents.agents_support import GET_CUSTOMER, customer, events_until, js, tool_result, valid
-
-
-@pytest.fixture
-def client(ptc_emulator: PTCEmulator) -> Iterator[openai.OpenAI]:
-    with ptc_emulator.client(max_retries=0) as c:
-        yield c
 
 
 def start(client: openai.OpenAI, text: str, **agent: Any) -> tuple[Any, list[Any]]:
@@ -35,8 +28,8 @@ TWO_CALLS = js(
 )
 
 
-def test_agents_crud_and_a_session_from_a_saved_agent(client: openai.OpenAI) -> None:
-    agents = client.beta.agents
+def test_agents_crud_and_a_session_from_a_saved_agent(plain_client: openai.OpenAI) -> None:
+    agents = plain_client.beta.agents
     made = valid(agents.create(model="gpt-5", name="support", instructions="Be brief.", tools=[GET_CUSTOMER]))
     assert made.object == "agent" and made.tools[0].to_dict()["defer_loading"] is False
     assert valid(agents.retrieve(made.id)).name == "support"
@@ -48,7 +41,7 @@ def test_agents_crud_and_a_session_from_a_saved_agent(client: openai.OpenAI) -> 
 
     session = valid(agents.sessions.create(environment={"type": "none"}, agent_id=made.id, input=js('text("hi")')))
     assert session.agent.id == made.id and session.agent.instructions == "Be brief."
-    events_until(client, session.id, "agent.session.idle")
+    events_until(plain_client, session.id, "agent.session.idle")
     assert [valid(s).id for s in agents.sessions.list(agent_id=made.id)] == [session.id]
     assert valid(agents.sessions.update(session.id, metadata={"k": "v"})).metadata == {"k": "v"}
     assert [s.id for s in agents.sessions.list(metadata={"k": "v"})] == [session.id]
@@ -69,9 +62,9 @@ def test_the_beta_header_is_required(ptc_emulator: PTCEmulator) -> None:
     assert reply.json()["error"]["code"] == "invalid_beta" and "OpenAI-Beta" in reply.json()["error"]["message"]
 
 
-def test_unknown_call_answered_call_and_duplicate(client: openai.OpenAI) -> None:
-    session, (action,) = start(client, "Look up customer 123.")
-    events = client.beta.agents.sessions.events
+def test_unknown_call_answered_call_and_duplicate(plain_client: openai.OpenAI) -> None:
+    session, (action,) = start(plain_client, "Look up customer 123.")
+    events = plain_client.beta.agents.sessions.events
     with pytest.raises(openai.BadRequestError) as caught:
         events.create(session.id, events=[{**tool_result(action, "x"), "call_id": "call_nope"}])
     assert caught.value.body == {
@@ -88,88 +81,90 @@ def test_unknown_call_answered_call_and_duplicate(client: openai.OpenAI) -> None
     with pytest.raises(openai.BadRequestError) as caught:
         events.create(session.id, events=[tool_result(action, {"found": False})])
     assert caught.value.code == "tool_result_already_submitted"
-    events_until(client, session.id, "agent.session.idle")
-    types = [valid(i).type for i in client.beta.agents.sessions.items.list(session.id)]
+    events_until(plain_client, session.id, "agent.session.idle")
+    types = [valid(i).type for i in plain_client.beta.agents.sessions.items.list(session.id)]
     assert types.count("function_call_output") == 1 and types.count("message") == 2
 
 
-def test_requires_action_until_every_result_arrived(client: openai.OpenAI) -> None:
-    session, actions = start(client, TWO_CALLS)
+def test_requires_action_until_every_result_arrived(plain_client: openai.OpenAI) -> None:
+    session, actions = start(plain_client, TWO_CALLS)
     assert sorted(a.arguments["customer_id"] for a in actions) == ["123", "7"]
     first, second = actions
-    client.beta.agents.sessions.events.create(session.id, events=[tool_result(first, customer(first.arguments))])
-    waiting = valid(client.beta.agents.sessions.retrieve(session.id))
+    plain_client.beta.agents.sessions.events.create(session.id, events=[tool_result(first, customer(first.arguments))])
+    waiting = valid(plain_client.beta.agents.sessions.retrieve(session.id))
     assert waiting.status == "requires_action" and waiting.required_actions == [second]
-    (turn,) = client.beta.agents.sessions.turns.list(session.id)
+    (turn,) = plain_client.beta.agents.sessions.turns.list(session.id)
     assert valid(turn).status == "waiting"
-    client.beta.agents.sessions.events.create(session.id, events=[tool_result(second, customer(second.arguments))])
-    events_until(client, session.id, "agent.session.idle")
-    items = [valid(i) for i in client.beta.agents.sessions.items.list(session.id)]
+    plain_client.beta.agents.sessions.events.create(
+        session.id, events=[tool_result(second, customer(second.arguments))]
+    )
+    events_until(plain_client, session.id, "agent.session.idle")
+    items = [valid(i) for i in plain_client.beta.agents.sessions.items.list(session.id)]
     assert items[-1].content[0].text == "true false"
-    page = client.beta.agents.sessions.items.list(session.id, limit=2)
+    page = plain_client.beta.agents.sessions.items.list(session.id, limit=2)
     assert len(page.data) == 2 and page.has_more and [i.id for i in page] == [i.id for i in items]
-    turn = valid(client.beta.agents.sessions.turns.retrieve(turn.id, session_id=session.id))
+    turn = valid(plain_client.beta.agents.sessions.turns.retrieve(turn.id, session_id=session.id))
     assert turn.status == "completed" and turn.usage is not None and turn.usage.output_tokens > 0
-    in_turn = client.beta.agents.sessions.turns.items.list(turn.id, session_id=session.id)
+    in_turn = plain_client.beta.agents.sessions.turns.items.list(turn.id, session_id=session.id)
     assert [i.id for i in in_turn] == [i.id for i in items]
 
 
-def test_a_failed_result_rejects_the_call(client: openai.OpenAI) -> None:
+def test_a_failed_result_rejects_the_call(plain_client: openai.OpenAI) -> None:
     code = js(
         "try { await tools.get_customer({customer_id: '1'}); text('ok') }\ncatch (e) { text('error: ' + e.message) }"
     )
-    session, (action,) = start(client, code)
-    client.beta.agents.sessions.events.create(session.id, events=[tool_result(action, error="no such table")])
-    events_until(client, session.id, "agent.session.idle")
-    items = [valid(i) for i in client.beta.agents.sessions.items.list(session.id)]
+    session, (action,) = start(plain_client, code)
+    plain_client.beta.agents.sessions.events.create(session.id, events=[tool_result(action, error="no such table")])
+    events_until(plain_client, session.id, "agent.session.idle")
+    items = [valid(i) for i in plain_client.beta.agents.sessions.items.list(session.id)]
     assert items[-1].content[0].text == "error: no such table"
     output = next(i for i in items if i.type == "function_call_output")
     assert output.status == "failed" and output.error == "no such table" and output.output is None
 
 
-def test_idempotency_key_applies_input_once(client: openai.OpenAI) -> None:
-    session, _ = start(client, js('text("one")'))
+def test_idempotency_key_applies_input_once(plain_client: openai.OpenAI) -> None:
+    session, _ = start(plain_client, js('text("one")'))
     message = {
         "type": "agent.session.input.message",
         "input": [{"role": "user", "content": [{"type": "input_text", "text": js('text("two")')}]}],
     }
-    events = client.beta.agents.sessions.events
+    events = plain_client.beta.agents.sessions.events
     events.create(session.id, events=[message], idempotency_key="key-1")
     events.create(session.id, events=[message], idempotency_key="key-1")  # a retry: applied once
     with pytest.raises(openai.BadRequestError) as caught:
         events.create(session.id, events=[{**message, "input": []}], idempotency_key="key-1")
     assert caught.value.code in ("idempotency_key_reused", "invalid_value")
-    events_until(client, session.id, "agent.session.idle")
-    turns = [valid(t) for t in client.beta.agents.sessions.turns.list(session.id)]
+    events_until(plain_client, session.id, "agent.session.idle")
+    turns = [valid(t) for t in plain_client.beta.agents.sessions.turns.list(session.id)]
     assert [t.status for t in turns] == ["completed", "completed"]
 
 
-def test_input_while_busy_and_cancel(client: openai.OpenAI) -> None:
-    session, (action,) = start(client, "Look up customer 123.")
+def test_input_while_busy_and_cancel(plain_client: openai.OpenAI) -> None:
+    session, (action,) = start(plain_client, "Look up customer 123.")
     message = {
         "type": "agent.session.input.message",
         "input": [{"role": "user", "content": [{"type": "input_text", "text": "hello"}]}],
     }
     with pytest.raises(openai.BadRequestError) as caught:
-        client.beta.agents.sessions.events.create(session.id, events=[message])
+        plain_client.beta.agents.sessions.events.create(session.id, events=[message])
     assert caught.value.code == "active_turn_not_steerable"
-    client.beta.agents.sessions.events.create(session.id, events=[{"type": "agent.session.input.cancel"}])
-    idle = valid(client.beta.agents.sessions.retrieve(session.id))
+    plain_client.beta.agents.sessions.events.create(session.id, events=[{"type": "agent.session.input.cancel"}])
+    idle = valid(plain_client.beta.agents.sessions.retrieve(session.id))
     assert idle.status == "idle" and idle.required_actions == []
-    assert [valid(t).status for t in client.beta.agents.sessions.turns.list(session.id)] == ["cancelled"]
+    assert [valid(t).status for t in plain_client.beta.agents.sessions.turns.list(session.id)] == ["cancelled"]
     with pytest.raises(openai.BadRequestError, match="Unknown pending tool call"):
-        client.beta.agents.sessions.events.create(session.id, events=[tool_result(action, "late")])
+        plain_client.beta.agents.sessions.events.create(session.id, events=[tool_result(action, "late")])
 
 
-def test_a_turn_the_model_cannot_play_fails_clearly(client: openai.OpenAI) -> None:
-    session = client.beta.agents.sessions.create(
+def test_a_turn_the_model_cannot_play_fails_clearly(plain_client: openai.OpenAI) -> None:
+    session = plain_client.beta.agents.sessions.create(
         environment={"type": "none"}, agent={"model": "gpt-5", "tools": [GET_CUSTOMER]}, input="What's up?"
     )
-    events_until(client, session.id, "agent.session.idle")
-    (turn,) = [valid(t) for t in client.beta.agents.sessions.turns.list(session.id)]
+    events_until(plain_client, session.id, "agent.session.idle")
+    (turn,) = [valid(t) for t in plain_client.beta.agents.sessions.turns.list(session.id)]
     assert turn.status == "failed" and turn.error is not None and turn.error.code == "invalid_request"
     assert "No scenario matches" in turn.error.message
-    assert valid(client.beta.agents.sessions.retrieve(session.id)).status == "idle"
+    assert valid(plain_client.beta.agents.sessions.retrieve(session.id)).status == "idle"
 
 
 @pytest.mark.parametrize(
@@ -186,10 +181,12 @@ def test_a_turn_the_model_cannot_play_fails_clearly(client: openai.OpenAI) -> No
         ({"agent": {"model": "m", "multi_agent": {"enabled": True}}}, "agent.multi_agent.enabled"),
     ],
 )
-def test_what_the_emulator_cannot_honour_is_refused(client: openai.OpenAI, body: dict[str, Any], param: str) -> None:
+def test_what_the_emulator_cannot_honour_is_refused(
+    plain_client: openai.OpenAI, body: dict[str, Any], param: str
+) -> None:
     base: dict[str, Any] = {"environment": {"type": "none"}, "agent": {"model": "m"}, "input": "hi"}
     with pytest.raises(openai.BadRequestError) as caught:
-        client.post(
+        plain_client.post(
             "/agents/sessions", body={**base, **body}, cast_to=object, options={"headers": {"OpenAI-Beta": "agents=v1"}}
         )
     assert caught.value.param == param, caught.value.body

@@ -5,7 +5,6 @@ Every event and object the tests receive is validated against the SDK's models (
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import openai
@@ -26,12 +25,6 @@ from tests.agents.agents_support import (
 SEED_ANSWER = "Customer 123 is Example Customer, on the pro plan."
 
 
-@pytest.fixture
-def client(ptc_emulator: PTCEmulator) -> Iterator[openai.OpenAI]:
-    with ptc_emulator.client(max_retries=0) as c:
-        yield c
-
-
 def new_session(client: openai.OpenAI, text: str, tools: list[dict[str, Any]] | None = None) -> Any:
     session = client.beta.agents.sessions.create(
         environment={"type": "none"},
@@ -48,20 +41,22 @@ def idle_session(client: openai.OpenAI, tools: list[dict[str, Any]] | None = Non
     return session
 
 
-def test_the_seed_flow_with_events_and_tool_result(client: openai.OpenAI) -> None:
+def test_the_seed_flow_with_events_and_tool_result(plain_client: openai.OpenAI) -> None:
     """Create, stream until requires_action, answer with tool_result, stream until idle, read the message."""
-    session = new_session(client, "Look up customer 123.")
+    session = new_session(plain_client, "Look up customer 123.")
     assert session.environment.type == "none" and session.status == "in_progress"
-    seen = events_until(client, session.id, "agent.session.requires_action")
+    seen = events_until(plain_client, session.id, "agent.session.requires_action")
     (action,) = seen[-1].session.required_actions
     assert action.type == "function_call" and action.name == "get_customer"
     assert action.arguments == {"customer_id": "123"}  # an object, not a JSON string
-    retrieved = valid(client.beta.agents.sessions.retrieve(session.id))
+    retrieved = valid(plain_client.beta.agents.sessions.retrieve(session.id))
     assert retrieved.status == "requires_action" and retrieved.required_actions == [action]
 
     # Subscribe before answering, as the SDK's helper does: every event of the rest of the turn is seen.
-    with client.beta.agents.sessions.events.stream(session.id) as stream:
-        client.beta.agents.sessions.events.create(session.id, events=[tool_result(action, customer(action.arguments))])
+    with plain_client.beta.agents.sessions.events.stream(session.id) as stream:
+        plain_client.beta.agents.sessions.events.create(
+            session.id, events=[tool_result(action, customer(action.arguments))]
+        )
         for event in stream:
             seen.append(valid(event))
             if event.type == "agent.session.idle":
@@ -70,7 +65,7 @@ def test_the_seed_flow_with_events_and_tool_result(client: openai.OpenAI) -> Non
     deltas = "".join(e.delta for e in seen if e.type == "agent.session.turn.output_text.delta")
     assert deltas == SEED_ANSWER
 
-    items = [valid(i) for i in client.beta.agents.sessions.items.list(session.id)]
+    items = [valid(i) for i in plain_client.beta.agents.sessions.items.list(session.id)]
     assert [i.type for i in items] == [
         "message",
         "command_execution",
@@ -83,22 +78,22 @@ def test_the_seed_flow_with_events_and_tool_result(client: openai.OpenAI) -> Non
     assert json.loads(program.output) == {"customer_id": "123", "name": "Example Customer", "plan": "pro"}
     assert call.call_id == action.call_id == output.call_id and output.status == "completed"
     assert final.role == "assistant" and final.phase == "final_answer" and final.content[0].text == SEED_ANSWER
-    (turn,) = [valid(t) for t in client.beta.agents.sessions.turns.list(session.id)]
+    (turn,) = [valid(t) for t in plain_client.beta.agents.sessions.turns.list(session.id)]
     assert turn.status == "completed" and turn.usage is not None and turn.usage.total_tokens > 0
-    done = valid(client.beta.agents.sessions.retrieve(session.id))
+    done = valid(plain_client.beta.agents.sessions.retrieve(session.id))
     assert done.status == "idle" and done.required_actions == []
     assert done.usage is not None and done.usage.total_tokens == turn.usage.total_tokens
 
 
-def test_the_stream_helper_runs_the_handlers(client: openai.OpenAI) -> None:
-    session = idle_session(client)
+def test_the_stream_helper_runs_the_handlers(plain_client: openai.OpenAI) -> None:
+    session = idle_session(plain_client)
     calls: list[dict[str, Any]] = []
 
     def get_customer(args: dict[str, Any]) -> dict[str, Any]:
         calls.append(args)
         return customer(args)
 
-    with client.beta.agents.sessions.stream(
+    with plain_client.beta.agents.sessions.stream(
         session.id, input=get_customer_code("123"), tool_handlers={"get_customer": get_customer}
     ) as stream:
         result = stream.get_final_result()
@@ -107,8 +102,8 @@ def test_the_stream_helper_runs_the_handlers(client: openai.OpenAI) -> None:
     assert result.turn.status == "completed"
 
 
-def test_a_raising_handler_rejects_the_programs_call(client: openai.OpenAI) -> None:
-    session = idle_session(client)
+def test_a_raising_handler_rejects_the_programs_call(plain_client: openai.OpenAI) -> None:
+    session = idle_session(plain_client)
     code = js(
         'try {\n  await tools.get_customer({customer_id: "9"});\n  text("no error");\n'
         "} catch (e) {\n  text(`caught ${e instanceof Error}: ${e.message}`);\n}"
@@ -117,7 +112,9 @@ def test_a_raising_handler_rejects_the_programs_call(client: openai.OpenAI) -> N
     def broken(args: dict[str, Any]) -> str:
         raise RuntimeError("database is down")
 
-    with client.beta.agents.sessions.stream(session.id, input=code, tool_handlers={"get_customer": broken}) as stream:
+    with plain_client.beta.agents.sessions.stream(
+        session.id, input=code, tool_handlers={"get_customer": broken}
+    ) as stream:
         seen = [valid(e) for e in stream.with_result_collection()]
         result = stream.get_final_result()
     assert result.output_text == "caught true: Tool handler failed."
@@ -127,8 +124,8 @@ def test_a_raising_handler_rejects_the_programs_call(client: openai.OpenAI) -> N
     assert len(outputs) == 1 and outputs[0].status == "failed" and outputs[0].error == "Tool handler failed."
 
 
-def test_create_with_stream_true_and_handlers(client: openai.OpenAI) -> None:
-    stream = client.beta.agents.sessions.create(
+def test_create_with_stream_true_and_handlers(plain_client: openai.OpenAI) -> None:
+    stream = plain_client.beta.agents.sessions.create(
         environment={"type": "none"},
         agent={"model": "gpt-5", "tools": [GET_CUSTOMER]},
         input="Look up customer 123.",
@@ -147,7 +144,7 @@ def test_create_with_stream_true_and_handlers(client: openai.OpenAI) -> None:
 DISABLED = {"type": "programmatic_tool_calling", "enabled": False}
 
 
-def test_disabled_ptc_takes_the_direct_route(client: openai.OpenAI, ptc_emulator: PTCEmulator) -> None:
+def test_disabled_ptc_takes_the_direct_route(plain_client: openai.OpenAI, ptc_emulator: PTCEmulator) -> None:
     """With PTC off the seed's program scenario does not match; a direct-call one (lower priority) does."""
     ptc_emulator.add_scenario(
         {
@@ -160,26 +157,28 @@ def test_disabled_ptc_takes_the_direct_route(client: openai.OpenAI, ptc_emulator
             ],
         }
     )
-    session = new_session(client, "Look up customer 123.", [GET_CUSTOMER, DISABLED])
+    session = new_session(plain_client, "Look up customer 123.", [GET_CUSTOMER, DISABLED])
     assert [t.to_dict() for t in session.agent.tools][1] == DISABLED
-    (action,) = events_until(client, session.id, "agent.session.requires_action")[-1].session.required_actions
-    client.beta.agents.sessions.events.create(session.id, events=[tool_result(action, customer(action.arguments))])
-    events_until(client, session.id, "agent.session.idle")
-    items = [valid(i) for i in client.beta.agents.sessions.items.list(session.id)]
+    (action,) = events_until(plain_client, session.id, "agent.session.requires_action")[-1].session.required_actions
+    plain_client.beta.agents.sessions.events.create(
+        session.id, events=[tool_result(action, customer(action.arguments))]
+    )
+    events_until(plain_client, session.id, "agent.session.idle")
+    items = [valid(i) for i in plain_client.beta.agents.sessions.items.list(session.id)]
     assert [i.type for i in items] == ["message", "function_call", "function_call_output", "message"]
     assert items[-1].content[0].text == "Direct: Example Customer."
 
     # The same agent with PTC on (the entry's default) takes the program route.
-    on = new_session(client, "Look up customer 123.", [GET_CUSTOMER, {"type": "programmatic_tool_calling"}])
-    events_until(client, on.id, "agent.session.requires_action")
-    types = [i.type for i in client.beta.agents.sessions.items.list(on.id)]
+    on = new_session(plain_client, "Look up customer 123.", [GET_CUSTOMER, {"type": "programmatic_tool_calling"}])
+    events_until(plain_client, on.id, "agent.session.requires_action")
+    types = [i.type for i in plain_client.beta.agents.sessions.items.list(on.id)]
     assert "command_execution" in types
 
 
-def test_disabled_ptc_does_not_run_an_inline_program(client: openai.OpenAI) -> None:
-    session = new_session(client, get_customer_code(), [GET_CUSTOMER, DISABLED])
-    events_until(client, session.id, "agent.session.idle")
-    items = [valid(i) for i in client.beta.agents.sessions.items.list(session.id)]
+def test_disabled_ptc_does_not_run_an_inline_program(plain_client: openai.OpenAI) -> None:
+    session = new_session(plain_client, get_customer_code(), [GET_CUSTOMER, DISABLED])
+    events_until(plain_client, session.id, "agent.session.idle")
+    items = [valid(i) for i in plain_client.beta.agents.sessions.items.list(session.id)]
     assert [i.type for i in items] == ["message", "message"]
     assert "not enabled" in items[-1].content[0].text
 

@@ -51,11 +51,6 @@ def no_tracing() -> Iterator[None]:
     yield
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def agent(ptc_emulator: PTCEmulator, **settings: object) -> Agent:
     model = runner_model(ptc_emulator)
     return Agent(

@@ -4,7 +4,6 @@ in the SQLite store (the plugin's server) and in the memory store (in process)."
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import httpx
 import openai
@@ -12,40 +11,34 @@ import pytest
 
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.testing.server import PTCEmulator
-from tests.conversations.conversations_support import conversations_client, in_process, validated
+from tests.conversations.conversations_support import in_process, validated
 
 
-@pytest.fixture
-def client(ptc_emulator: PTCEmulator) -> Iterator[openai.OpenAI]:
-    with conversations_client(ptc_emulator) as c:
-        yield c
-
-
-def test_create_retrieve_update_delete(client: openai.OpenAI) -> None:
-    conv = client.conversations.create(metadata={"topic": "inventory"})
+def test_create_retrieve_update_delete(conversations_sdk: openai.OpenAI) -> None:
+    conv = conversations_sdk.conversations.create(metadata={"topic": "inventory"})
     assert conv.id.startswith("conv_") and conv.object == "conversation"
     assert conv.metadata == {"topic": "inventory"}
-    assert client.conversations.retrieve(conv.id) == conv
+    assert conversations_sdk.conversations.retrieve(conv.id) == conv
 
-    updated = client.conversations.update(conv.id, metadata={"topic": "demand"})
+    updated = conversations_sdk.conversations.update(conv.id, metadata={"topic": "demand"})
     assert updated.metadata == {"topic": "demand"} and updated.created_at == conv.created_at
-    assert client.conversations.retrieve(conv.id).metadata == {"topic": "demand"}
+    assert conversations_sdk.conversations.retrieve(conv.id).metadata == {"topic": "demand"}
 
-    deleted = client.conversations.delete(conv.id)
+    deleted = conversations_sdk.conversations.delete(conv.id)
     assert (deleted.id, deleted.deleted, deleted.object) == (conv.id, True, "conversation.deleted")
     with pytest.raises(openai.NotFoundError) as caught:
-        client.conversations.retrieve(conv.id)
+        conversations_sdk.conversations.retrieve(conv.id)
     assert caught.value.body["message"] == f"Conversation with id '{conv.id}' not found."  # type: ignore[index]
     with pytest.raises(openai.NotFoundError):
-        client.conversations.delete(conv.id)
+        conversations_sdk.conversations.delete(conv.id)
     with pytest.raises(openai.NotFoundError):
-        client.conversations.items.list(conv.id)
+        conversations_sdk.conversations.items.list(conv.id)
     assert any("/v1/conversations/" in path for path in validated)
 
 
-def test_items_are_created_listed_paged_retrieved_and_deleted(client: openai.OpenAI) -> None:
-    conv = client.conversations.create(items=[{"role": "user", "content": "first"}])
-    added = client.conversations.items.create(
+def test_items_are_created_listed_paged_retrieved_and_deleted(conversations_sdk: openai.OpenAI) -> None:
+    conv = conversations_sdk.conversations.create(items=[{"role": "user", "content": "first"}])
+    added = conversations_sdk.conversations.items.create(
         conv.id,
         items=[
             {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "second"}]},
@@ -55,61 +48,61 @@ def test_items_are_created_listed_paged_retrieved_and_deleted(client: openai.Ope
     assert [i.type for i in added.data] == ["message", "message"]
     assert added.first_id == added.data[0].id and added.last_id == added.data[1].id and added.has_more is False
 
-    asc = [i.content[0].text for i in client.conversations.items.list(conv.id, order="asc")]  # type: ignore[union-attr]
+    asc = [i.content[0].text for i in conversations_sdk.conversations.items.list(conv.id, order="asc")]  # type: ignore[union-attr]
     assert asc == ["first", "second", "third"]
     # The default order is newest first; pages of one follow `after` to the end.
-    pages = client.conversations.items.list(conv.id, limit=1)
+    pages = conversations_sdk.conversations.items.list(conv.id, limit=1)
     assert pages.has_more is True
     texts = [item.content[0].text for item in pages]  # type: ignore[union-attr]  # auto-pagination
     assert texts == ["third", "second", "first"]
 
     middle = added.data[0]
-    assert client.conversations.items.retrieve(middle.id, conversation_id=conv.id) == middle
-    after_delete = client.conversations.items.delete(middle.id, conversation_id=conv.id)
+    assert conversations_sdk.conversations.items.retrieve(middle.id, conversation_id=conv.id) == middle
+    after_delete = conversations_sdk.conversations.items.delete(middle.id, conversation_id=conv.id)
     assert after_delete.id == conv.id
-    asc = [i.content[0].text for i in client.conversations.items.list(conv.id, order="asc")]  # type: ignore[union-attr]
+    asc = [i.content[0].text for i in conversations_sdk.conversations.items.list(conv.id, order="asc")]  # type: ignore[union-attr]
     assert asc == ["first", "third"]
     with pytest.raises(openai.NotFoundError):
-        client.conversations.items.retrieve(middle.id, conversation_id=conv.id)
+        conversations_sdk.conversations.items.retrieve(middle.id, conversation_id=conv.id)
     with pytest.raises(openai.NotFoundError):
-        client.conversations.items.delete(middle.id, conversation_id=conv.id)
+        conversations_sdk.conversations.items.delete(middle.id, conversation_id=conv.id)
     with pytest.raises(openai.BadRequestError) as caught:
-        client.conversations.items.list(conv.id, after="msg_nope")
+        conversations_sdk.conversations.items.list(conv.id, after="msg_nope")
     assert caught.value.body["param"] == "after"  # type: ignore[index]
 
 
-def test_an_empty_conversation_lists_nothing(client: openai.OpenAI) -> None:
-    conv = client.conversations.create()
-    page = client.conversations.items.list(conv.id)
+def test_an_empty_conversation_lists_nothing(conversations_sdk: openai.OpenAI) -> None:
+    conv = conversations_sdk.conversations.create()
+    page = conversations_sdk.conversations.items.list(conv.id)
     assert page.data == [] and page.has_more is False
 
 
-def test_limits_and_shapes_are_enforced(client: openai.OpenAI) -> None:
+def test_limits_and_shapes_are_enforced(conversations_sdk: openai.OpenAI) -> None:
     too_many = [{"role": "user", "content": str(n)} for n in range(21)]
     with pytest.raises(openai.BadRequestError):
-        client.conversations.create(items=too_many)  # type: ignore[arg-type]
-    conv = client.conversations.create()
+        conversations_sdk.conversations.create(items=too_many)  # type: ignore[arg-type]
+    conv = conversations_sdk.conversations.create()
     with pytest.raises(openai.BadRequestError):
-        client.conversations.items.create(conv.id, items=too_many)  # type: ignore[arg-type]
+        conversations_sdk.conversations.items.create(conv.id, items=too_many)  # type: ignore[arg-type]
     with pytest.raises(openai.BadRequestError):
-        client.conversations.items.create(conv.id, items=[{"type": "no_such_item"}])  # type: ignore[list-item]
+        conversations_sdk.conversations.items.create(conv.id, items=[{"type": "no_such_item"}])  # type: ignore[list-item]
     with pytest.raises(openai.BadRequestError):
-        client.conversations.create(metadata={f"k{n}": "v" for n in range(17)})
+        conversations_sdk.conversations.create(metadata={f"k{n}": "v" for n in range(17)})
     with pytest.raises(openai.BadRequestError):
-        client.conversations.create(extra_body={"unknown": 1})
+        conversations_sdk.conversations.create(extra_body={"unknown": 1})
     with pytest.raises(openai.BadRequestError):
-        client.conversations.items.list(conv.id, limit=101)
-    assert client.conversations.items.list(conv.id).data == []  # nothing was added by the refusals
+        conversations_sdk.conversations.items.list(conv.id, limit=101)
+    assert conversations_sdk.conversations.items.list(conv.id).data == []  # nothing was added by the refusals
 
 
-def test_item_references_resolve_to_stored_items(client: openai.OpenAI, ptc_emulator: PTCEmulator) -> None:
+def test_item_references_resolve_to_stored_items(conversations_sdk: openai.OpenAI, ptc_emulator: PTCEmulator) -> None:
     ptc_emulator.add_scenario({"match": {"input": "^hello$"}, "turns": [{"message": "Hi."}]})
-    response = client.responses.create(model="m", input="hello")
-    conv = client.conversations.create(items=[{"type": "item_reference", "id": response.output[0].id}])
-    (item,) = client.conversations.items.list(conv.id).data
+    response = conversations_sdk.responses.create(model="m", input="hello")
+    conv = conversations_sdk.conversations.create(items=[{"type": "item_reference", "id": response.output[0].id}])
+    (item,) = conversations_sdk.conversations.items.list(conv.id).data
     assert item.type == "message" and item.content[0].text == "Hi."  # type: ignore[union-attr]
     with pytest.raises(openai.BadRequestError) as caught:
-        client.conversations.create(items=[{"type": "item_reference", "id": "msg_missing"}])
+        conversations_sdk.conversations.create(items=[{"type": "item_reference", "id": "msg_missing"}])
     assert caught.value.body["param"] == "items[0].id"  # type: ignore[index]
 
 

@@ -22,38 +22,32 @@ from agents import (
 
 from ptc_emulator.emulator.responses.usage import count
 from ptc_emulator.testing.server import PTCEmulator
-from tests.conversations.conversations_support import async_conversations_client, conversations_client
+from tests.conversations.conversations_support import async_conversations_client
 from tests.support import PTC_TOOLS, answer_all, arithmetic, js
 
 ADD = "const x = await tools.add({a: 2, b: 3}); text(String(x));"
-
-
-@pytest.fixture
-def client(ptc_emulator: PTCEmulator) -> Iterator[openai.OpenAI]:
-    with conversations_client(ptc_emulator) as c:
-        yield c
 
 
 def kinds(client: openai.OpenAI, conversation: str) -> list[str]:
     return [item.type for item in client.conversations.items.list(conversation, order="asc", limit=100)]
 
 
-def test_a_program_pauses_and_resumes_through_the_conversation(client: openai.OpenAI) -> None:
-    conv = client.conversations.create(items=[{"role": "developer", "content": "Use programs."}])
+def test_a_program_pauses_and_resumes_through_the_conversation(conversations_sdk: openai.OpenAI) -> None:
+    conv = conversations_sdk.conversations.create(items=[{"role": "developer", "content": "Use programs."}])
 
-    paused = client.responses.create(model="m", conversation=conv.id, input=js(ADD), tools=PTC_TOOLS)
+    paused = conversations_sdk.responses.create(model="m", conversation=conv.id, input=js(ADD), tools=PTC_TOOLS)
     assert [i.type for i in paused.output] == ["program", "function_call"]
     assert paused.conversation is not None and paused.conversation.id == conv.id
     assert paused.previous_response_id is None
-    assert kinds(client, conv.id) == ["message", "message", "program", "function_call"]
+    assert kinds(conversations_sdk, conv.id) == ["message", "message", "program", "function_call"]
 
     # Only the tool output is sent: the conversation holds the program, as previous_response_id would.
-    done = client.responses.create(
+    done = conversations_sdk.responses.create(
         model="m", conversation={"id": conv.id}, input=answer_all(paused, arithmetic), tools=PTC_TOOLS
     )
     assert [i.type for i in done.output] == ["program_output", "message"]
     assert done.output_text == "5"
-    items = list(client.conversations.items.list(conv.id, order="asc", limit=100))
+    items = list(conversations_sdk.conversations.items.list(conv.id, order="asc", limit=100))
     assert [i.type for i in items] == [
         "message",
         "message",
@@ -69,55 +63,63 @@ def test_a_program_pauses_and_resumes_through_the_conversation(client: openai.Op
     assert {i.id for i in items} >= {i.id for i in [*paused.output, *done.output]}  # the ids as returned
 
     # The next user turn sees the whole conversation and appends to it.
-    again = client.responses.create(model="m", conversation=conv.id, input=js("text('again');"), tools=PTC_TOOLS)
+    again = conversations_sdk.responses.create(
+        model="m", conversation=conv.id, input=js("text('again');"), tools=PTC_TOOLS
+    )
     assert again.output_text == "again"
-    assert len(kinds(client, conv.id)) == 7 + 1 + 3
+    assert len(kinds(conversations_sdk, conv.id)) == 7 + 1 + 3
 
 
-def test_a_refused_request_appends_nothing(client: openai.OpenAI) -> None:
-    conv = client.conversations.create()
-    paused = client.responses.create(model="m", conversation=conv.id, input=js(ADD), tools=PTC_TOOLS)
-    before = kinds(client, conv.id)
+def test_a_refused_request_appends_nothing(conversations_sdk: openai.OpenAI) -> None:
+    conv = conversations_sdk.conversations.create()
+    paused = conversations_sdk.responses.create(model="m", conversation=conv.id, input=js(ADD), tools=PTC_TOOLS)
+    before = kinds(conversations_sdk, conv.id)
     with pytest.raises(openai.BadRequestError) as caught:
-        client.responses.create(model="m", conversation=conv.id, input="hello", tools=PTC_TOOLS)  # no tool output
+        conversations_sdk.responses.create(
+            model="m", conversation=conv.id, input="hello", tools=PTC_TOOLS
+        )  # no tool output
     assert "No tool output found" in caught.value.message
     with pytest.raises(openai.BadRequestError) as caught:
-        client.responses.create(
+        conversations_sdk.responses.create(
             model="m", conversation=conv.id, previous_response_id=paused.id, input=answer_all(paused, arithmetic)
         )
     assert caught.value.body["param"] == "conversation"  # type: ignore[index]
-    assert kinds(client, conv.id) == before
+    assert kinds(conversations_sdk, conv.id) == before
 
 
-def test_an_unknown_or_deleted_conversation_is_not_found(client: openai.OpenAI) -> None:
+def test_an_unknown_or_deleted_conversation_is_not_found(conversations_sdk: openai.OpenAI) -> None:
     with pytest.raises(openai.NotFoundError) as caught:
-        client.responses.create(model="m", conversation="conv_missing", input=js(ADD), tools=PTC_TOOLS)
+        conversations_sdk.responses.create(model="m", conversation="conv_missing", input=js(ADD), tools=PTC_TOOLS)
     assert caught.value.body["param"] == "conversation"  # type: ignore[index]
-    conv = client.conversations.create()
-    paused = client.responses.create(model="m", conversation=conv.id, input=js(ADD), tools=PTC_TOOLS)
-    client.conversations.delete(conv.id)
+    conv = conversations_sdk.conversations.create()
+    paused = conversations_sdk.responses.create(model="m", conversation=conv.id, input=js(ADD), tools=PTC_TOOLS)
+    conversations_sdk.conversations.delete(conv.id)
     with pytest.raises(openai.NotFoundError):
-        client.responses.create(model="m", conversation=conv.id, input=answer_all(paused, arithmetic), tools=PTC_TOOLS)
+        conversations_sdk.responses.create(
+            model="m", conversation=conv.id, input=answer_all(paused, arithmetic), tools=PTC_TOOLS
+        )
 
 
-def test_a_streamed_response_is_appended_when_it_finishes(client: openai.OpenAI) -> None:
-    conv = client.conversations.create()
-    with client.responses.stream(model="m", conversation=conv.id, input=js(ADD), tools=PTC_TOOLS) as stream:
+def test_a_streamed_response_is_appended_when_it_finishes(conversations_sdk: openai.OpenAI) -> None:
+    conv = conversations_sdk.conversations.create()
+    with conversations_sdk.responses.stream(model="m", conversation=conv.id, input=js(ADD), tools=PTC_TOOLS) as stream:
         paused = stream.get_final_response()
-    with client.responses.stream(
+    with conversations_sdk.responses.stream(
         model="m", conversation=conv.id, input=answer_all(paused, arithmetic), tools=PTC_TOOLS
     ) as stream:
         done = stream.get_final_response()
     assert done.output_text == "5"
-    assert kinds(client, conv.id)[-2:] == ["program_output", "message"]
+    assert kinds(conversations_sdk, conv.id)[-2:] == ["program_output", "message"]
 
 
-def test_input_tokens_count_reads_the_conversation(client: openai.OpenAI) -> None:
-    conv = client.conversations.create()
-    paused = client.responses.create(model="m", conversation=conv.id, input=js(ADD), tools=PTC_TOOLS)
+def test_input_tokens_count_reads_the_conversation(conversations_sdk: openai.OpenAI) -> None:
+    conv = conversations_sdk.conversations.create()
+    paused = conversations_sdk.responses.create(model="m", conversation=conv.id, input=js(ADD), tools=PTC_TOOLS)
     outputs = answer_all(paused, arithmetic)
-    counted = client.responses.input_tokens.count(model="m", conversation=conv.id, input=outputs, tools=PTC_TOOLS)  # type: ignore[arg-type]
-    done = client.responses.create(model="m", conversation=conv.id, input=outputs, tools=PTC_TOOLS)
+    counted = conversations_sdk.responses.input_tokens.count(
+        model="m", conversation=conv.id, input=outputs, tools=PTC_TOOLS
+    )  # type: ignore[arg-type]
+    done = conversations_sdk.responses.create(model="m", conversation=conv.id, input=outputs, tools=PTC_TOOLS)
     assert done.usage is not None
     program_output = done.output[0]
     assert program_output.type == "program_output"
@@ -144,11 +146,6 @@ def get_demand(sku: str) -> str:
     """Return an object with sku (string) and requested_units (number)."""
     calls.append(f"get_demand:{sku}")
     return json.dumps({"sku": sku, "requested_units": 31})
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # the Agents SDK runs on asyncio
 
 
 @pytest.fixture

@@ -46,11 +46,6 @@ def no_tracing(docs: DocsServer) -> Iterator[None]:
     yield
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def agent(ptc_emulator: PTCEmulator, tools: list[Any], store: bool | None) -> Agent:
     model = runner_model(ptc_emulator)
     return Agent(

@@ -44,11 +44,6 @@ def no_tracing(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def shout(context: ToolContext[Any], text: str) -> str:
     done.append(("shout", text))
     return text.upper()

@@ -30,7 +30,7 @@ def served(tokens: int) -> int:
 
 
 @pytest.fixture
-def client(ptc_emulator: PTCEmulator) -> Iterator[openai.OpenAI]:
+def accounting_client(ptc_emulator: PTCEmulator) -> Iterator[openai.OpenAI]:
     ptc_emulator.add_scenario(SCENARIO)
     with conversations_client(ptc_emulator) as c:
         yield c
@@ -54,12 +54,12 @@ def cached(response: Any) -> int:
 
 
 def test_a_previous_response_id_chain_is_served_from_the_cache(
-    ptc_emulator: PTCEmulator, client: openai.OpenAI
+    ptc_emulator: PTCEmulator, accounting_client: openai.OpenAI
 ) -> None:
     assert count(LONG) > 1024
-    first = client.responses.create(model="m", instructions=LONG, input="look stock up", tools=[LOOKUP])
+    first = accounting_client.responses.create(model="m", instructions=LONG, input="look stock up", tools=[LOOKUP])
     assert cached(first) == 0
-    second = client.responses.create(
+    second = accounting_client.responses.create(
         model="m", instructions=LONG, previous_response_id=first.id, input=answer(first), tools=[LOOKUP]
     )
     assert cached(second) == served(first.usage.input_tokens) > 0  # type: ignore[union-attr]
@@ -69,37 +69,41 @@ def test_a_previous_response_id_chain_is_served_from_the_cache(
     assert [f["total_tokens"] for f in figures] == [first.usage.total_tokens, second.usage.total_tokens]  # type: ignore[union-attr]
 
 
-def test_a_store_false_replay_of_the_same_items_is_served_too(client: openai.OpenAI) -> None:
+def test_a_store_false_replay_of_the_same_items_is_served_too(accounting_client: openai.OpenAI) -> None:
     items: list[dict[str, Any]] = [{"role": "user", "content": "look stock up"}]
-    first = client.responses.create(model="m", instructions=LONG, input=items, tools=[LOOKUP], store=False)  # type: ignore[arg-type]
+    first = accounting_client.responses.create(model="m", instructions=LONG, input=items, tools=[LOOKUP], store=False)  # type: ignore[arg-type]
     items += [i.model_dump(exclude_none=True) for i in first.output] + answer(first)
-    second = client.responses.create(model="m", instructions=LONG, input=items, tools=[LOOKUP], store=False)  # type: ignore[arg-type]
+    second = accounting_client.responses.create(model="m", instructions=LONG, input=items, tools=[LOOKUP], store=False)  # type: ignore[arg-type]
     assert cached(first) == 0
     assert cached(second) == served(first.usage.input_tokens)  # type: ignore[union-attr]
 
 
-def test_a_changed_prefix_ends_what_is_served(ptc_emulator: PTCEmulator, client: openai.OpenAI) -> None:
-    first = client.responses.create(model="m", instructions=LONG, input="look stock up", tools=[LOOKUP])
+def test_a_changed_prefix_ends_what_is_served(ptc_emulator: PTCEmulator, accounting_client: openai.OpenAI) -> None:
+    first = accounting_client.responses.create(model="m", instructions=LONG, input="look stock up", tools=[LOOKUP])
     # Other instructions: nothing of the prompt repeats (the tool list before them is short).
-    other = client.responses.create(
+    other = accounting_client.responses.create(
         model="m", instructions=LONG + " Be brief.", previous_response_id=first.id, input=answer(first), tools=[LOOKUP]
     )
     assert cached(other) == 0
     # The same instructions and another question: the shared tools and instructions are served.
-    again = client.responses.create(model="m", instructions=LONG, input="look price up", tools=[LOOKUP])
+    again = accounting_client.responses.create(model="m", instructions=LONG, input="look price up", tools=[LOOKUP])
     echoed = ptc_emulator.journal[0]["response"]["tools"]  # the tools as the response states them
     system = count(json.dumps(echoed, separators=(",", ":"))) + count(LONG)
     assert cached(again) == served(system) > 0
 
 
-def test_a_short_prompt_is_never_served(client: openai.OpenAI) -> None:
-    first = client.responses.create(model="m", instructions="Be brief.", input="look stock up", tools=[LOOKUP])
-    second = client.responses.create(model="m", previous_response_id=first.id, input=answer(first), tools=[LOOKUP])
+def test_a_short_prompt_is_never_served(accounting_client: openai.OpenAI) -> None:
+    first = accounting_client.responses.create(
+        model="m", instructions="Be brief.", input="look stock up", tools=[LOOKUP]
+    )
+    second = accounting_client.responses.create(
+        model="m", previous_response_id=first.id, input=answer(first), tools=[LOOKUP]
+    )
     assert first.usage.input_tokens < 1024 and cached(second) == 0  # type: ignore[union-attr]
 
 
-def test_the_cache_is_per_caller_scope(ptc_emulator: PTCEmulator, client: openai.OpenAI) -> None:
-    client.responses.create(model="m", instructions=LONG, input="look stock up", tools=[LOOKUP])
+def test_the_cache_is_per_caller_scope(ptc_emulator: PTCEmulator, accounting_client: openai.OpenAI) -> None:
+    accounting_client.responses.create(model="m", instructions=LONG, input="look stock up", tools=[LOOKUP])
     other = PTCEmulator(ptc_emulator.base_url)
     try:
         other.add_scenario(SCENARIO)
@@ -110,14 +114,14 @@ def test_the_cache_is_per_caller_scope(ptc_emulator: PTCEmulator, client: openai
         other.close()
 
 
-def test_tool_traffic_of_a_program_does_not_break_the_replayed_prefix(client: openai.OpenAI) -> None:
+def test_tool_traffic_of_a_program_does_not_break_the_replayed_prefix(accounting_client: openai.OpenAI) -> None:
     """A program's calls and their outputs are not model input, so a replay that carries a large one
     is served everything the model read before, and counts none of it."""
     items: list[dict[str, Any]] = [{"role": "user", "content": js("text(String(await tools.add({a: 1, b: 2})));")}]
-    first = client.responses.create(model="m", instructions=LONG, input=items, tools=PTC, store=False)  # type: ignore[arg-type]
+    first = accounting_client.responses.create(model="m", instructions=LONG, input=items, tools=PTC, store=False)  # type: ignore[arg-type]
     big = json.dumps(list(range(3000)))
     items += [i.model_dump(exclude_none=True) for i in first.output] + answer(first, big)
-    second = client.responses.create(model="m", instructions=LONG, input=items, tools=PTC, store=False)  # type: ignore[arg-type]
+    second = accounting_client.responses.create(model="m", instructions=LONG, input=items, tools=PTC, store=False)  # type: ignore[arg-type]
     assert second.output_text == ",".join(str(n) for n in range(3000))
     assert cached(second) == served(first.usage.input_tokens)  # type: ignore[union-attr]
     program = first.output[0]
@@ -130,12 +134,12 @@ def test_tool_traffic_of_a_program_does_not_break_the_replayed_prefix(client: op
     assert second.usage.output_tokens == count(second.output_text)  # type: ignore[union-attr]
 
 
-def test_a_conversation_is_served_like_a_chain(client: openai.OpenAI) -> None:
-    conv = client.conversations.create()
-    first = client.responses.create(
+def test_a_conversation_is_served_like_a_chain(accounting_client: openai.OpenAI) -> None:
+    conv = accounting_client.conversations.create()
+    first = accounting_client.responses.create(
         model="m", instructions=LONG, conversation=conv.id, input="look stock up", tools=[LOOKUP]
     )
-    second = client.responses.create(
+    second = accounting_client.responses.create(
         model="m", instructions=LONG, conversation=conv.id, input=answer(first), tools=[LOOKUP]
     )
     assert second.output_text == "Found it."

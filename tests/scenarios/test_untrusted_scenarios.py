@@ -1,0 +1,234 @@
+"""Scenario input is untrusted, code-like data: whoever can add a scenario cannot freeze the server,
+and every bad value is a 400 naming its field when the scenario is added, not a 500 later.
+
+Over HTTP against one server; a request that used to take exponential time must come back within
+the client's generous timeout (no timing is asserted beyond "it answers").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from openai.types.responses import Response
+
+from ptc_emulator.api.settings import Settings
+from ptc_emulator.emulator.model.scripted.script import inline_code
+from ptc_emulator.testing.server import EmulatorServer
+from tests.api.api_support import PTC_TOOLS, assert_envelope
+
+JSON = {"content-type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorServer]:
+    settings = Settings(data_dir=Path(tmp_path_factory.mktemp("scenarios")), pool_size=1, bundled_fixtures=False)
+    server = EmulatorServer(settings).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def admin(server: EmulatorServer) -> Iterator[httpx.Client]:
+    root = server.base_url[: -len("/v1")]
+    with httpx.Client(base_url=root + "/_emulator", timeout=60, headers=JSON) as client:
+        yield client
+
+
+@pytest.fixture
+def http(server: EmulatorServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.base_url, timeout=60) as client:
+        yield client
+
+
+def add(admin: httpx.Client, scenario: dict[str, Any]) -> httpx.Response:
+    return admin.post("/scenarios", json=scenario)
+
+
+def ask(http: httpx.Client, text: str) -> httpx.Response:
+    return http.post("/responses", content=json.dumps({"model": "ptc-test", "input": text}), headers=JSON)
+
+
+def message_turn(text: str) -> list[dict[str, Any]]:
+    return [{"message": text}]
+
+
+# ---- regular expressions --------------------------------------------------------------------------
+
+
+def test_a_catastrophic_regex_is_matched_in_linear_time(admin: httpx.Client, http: httpx.Client) -> None:
+    assert add(admin, {"name": "redos", "match": {"input": "^(a+)+$"}, "turns": message_turn("m")}).status_code == 201
+    # Backtracking takes 2**n steps on n "a"s and a "!": with n = 60, longer than any test runs (at
+    # n = 30 a backtracking engine still finishes, in minutes). RE2 answers at once: no scenario matches.
+    assert_envelope(ask(http, "a" * 60 + "!"), 400)
+    assert admin.get("/health").json()["status"] == "ok"
+    admin.delete("/scenarios/redos")
+
+
+def test_a_pattern_re2_cannot_run_is_refused_when_added_naming_the_field(admin: httpx.Client) -> None:
+    reply = add(admin, {"name": "backref", "match": {"input": r"(a)\1"}, "turns": message_turn("m")})
+    assert_envelope(reply, 400, "match.input", code="invalid_scenario")
+
+
+# ---- templates -------------------------------------------------------------------------------------
+
+
+def test_nested_range_loops_in_a_template_are_bounded(admin: httpx.Client, http: httpx.Client) -> None:
+    # The ranges depend on the input (a constant one is refused when added): 20,000 items each here.
+    loops = "{% for i in range(input|length * 100) %}{% for j in range(input|length * 100) %}{% endfor %}{% endfor %}"
+    assert add(admin, {"name": "loops", "match": {"input": "^lo+ps$"}, "turns": message_turn(loops)}).status_code == 201
+    assert_envelope(ask(http, "l" + "o" * 196 + "ps"), 400, "range() of more than", code="scenario_error")
+
+
+def test_nested_loops_over_a_long_input_are_bounded(admin: httpx.Client, http: httpx.Client) -> None:
+    loops = "{% for a in input %}{% for b in input %}{% endfor %}{% endfor %}done"
+    assert add(admin, {"name": "overinput", "match": {"input": "^zz"}, "turns": message_turn(loops)}).status_code == 201
+    # Either bound ends it: the step count, or (on a machine too busy to reach it in time) the clock.
+    bounded = re.compile(r"the template ran (more than \d+ steps|longer than)")
+    assert_envelope(ask(http, "zz" + "a" * 50_000), 400, bounded, code="scenario_error")
+
+
+def test_huge_repetition_in_a_template_is_bounded(admin: httpx.Client, http: httpx.Client) -> None:
+    text = "{{ input * 1000000000 }}"
+    assert (
+        add(admin, {"name": "repeat", "match": {"input": "^repeat$"}, "turns": message_turn(text)}).status_code == 201
+    )
+    assert_envelope(ask(http, "repeat"), 400, "repetition", code="scenario_error")
+
+
+@pytest.mark.parametrize(
+    ("template", "why"),
+    [
+        ("{{ 1/0 }}", "division by zero"),
+        ("{{ 10 % 0 }}", "ZeroDivisionError"),
+        ("{{ 10 // (2 - 2) }}", "ZeroDivisionError"),
+        ("{{ input / 0 }}", "division by zero"),
+        ("{{ -'a' }}", "TypeError"),
+        ("{{ 'x' * 1000000000 }}", "repetition of more than"),
+        ("{{ 2 ** 100000 }}", "exponent too large"),
+        ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "range() of more"),
+    ],
+)
+def test_a_template_that_always_fails_is_refused_when_added(admin: httpx.Client, template: str, why: str) -> None:
+    reply = add(admin, {"name": "alwaysfails", "turns": [{"message": "ok"}, {"message": template}]})
+    error = assert_envelope(reply, 400, why, code="invalid_scenario")
+    assert "turns.1.message" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("turn", "field"),
+    [
+        ({"call": {"name": "echo", "input": "{{ 1/0 }}"}}, "turns.0.call.0.input"),
+        ({"call": {"name": "echo", "arguments": '{"a": {{ 1/0 }}}'}}, "turns.0.call.0.arguments"),
+        ({"search": {"query": "{% include 'x' %}"}}, "turns.0.search.query"),
+        ({"search": {"query": "q", "arguments": {"query": "{{ 1/0 }}"}}}, "turns.0.search.arguments.query"),
+        ({"mcp": {"server_label": "s", "name": "t", "arguments": {"a": "{{ 1/0 }}"}}}, "turns.0.mcp.arguments.a"),
+        ({"code_interpreter": {"code": "{{ unclosed"}}, "turns.0.code_interpreter.code"),
+        ({"program": "text({{ 1/0 }})"}, "turns.0.program"),
+        ({"refusal": "{% import 'm' as m %}"}, "turns.0.refusal"),
+    ],
+)
+def test_every_template_field_is_checked_when_added(admin: httpx.Client, turn: dict[str, Any], field: str) -> None:
+    error = assert_envelope(add(admin, {"name": "fields", "turns": [turn]}), 400, code="invalid_scenario")
+    assert field in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("template", "why"),
+    [
+        ("{% include 'other' %}", "'include' is not supported"),
+        ("{% import 'm' as m %}", "not supported"),
+        ("{% for %}", "invalid template"),
+        ("{{ unclosed", "invalid template"),
+    ],
+)
+def test_a_template_that_cannot_render_is_refused_when_added(admin: httpx.Client, template: str, why: str) -> None:
+    reply = add(admin, {"name": "badtemplate", "turns": message_turn(template)})
+    error = assert_envelope(reply, 400, why, code="invalid_scenario")
+    assert "turns.0.message" in error["message"]
+
+
+def test_a_template_failing_at_request_time_is_a_400_not_a_500(admin: httpx.Client, http: httpx.Client) -> None:
+    # Fails only with this input (its length is 4): nothing to refuse when the scenario is added.
+    template = "{{ 1 / (input|length - 4) }}"
+    assert (
+        add(admin, {"name": "div0", "match": {"input": "^div0?$"}, "turns": message_turn(template)}).status_code == 201
+    )
+    assert_envelope(ask(http, "div0"), 400, "ZeroDivisionError", code="scenario_error")
+    reply = ask(http, "div")
+    assert reply.status_code == 200, reply.text[:300]
+    assert Response.model_validate(reply.json()).output_text == "-1.0"
+
+
+# ---- values checked when added -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["Infinity", "-Infinity", "NaN", -1, 10**9])
+def test_a_retry_after_that_is_not_a_sane_number_is_refused_when_added(admin: httpx.Client, value: Any) -> None:
+    raw = json.dumps(value) if not isinstance(value, str) else value
+    body = '{"name": "retry", "turns": [{"message": "x", "fault": {"http_error": 429, "retry_after": ' + raw + "}}]}"
+    reply = admin.post("/scenarios", content=body)
+    assert_envelope(reply, 400, code="invalid_scenario")
+
+
+@pytest.mark.parametrize(
+    ("headers", "why"),
+    [
+        ({"x-a": "b\r\nSet-Cookie: z"}, "line break"),
+        ({"x-a": "b\nc"}, "line break"),
+        ({"bad name": "v"}, "not a valid HTTP header name"),
+    ],
+)
+def test_error_headers_with_line_breaks_or_bad_names_are_refused_when_added(
+    admin: httpx.Client, headers: dict[str, str], why: str
+) -> None:
+    reply = add(admin, {"name": "hdr", "turns": [{"error": {"message": "x", "headers": headers}}]})
+    error = assert_envelope(reply, 400, why, code="invalid_scenario")
+    assert "turns.0.error.headers" in error["message"]
+
+
+def test_a_lone_surrogate_in_a_scenario_is_refused_when_added(admin: httpx.Client) -> None:
+    reply = admin.post("/scenarios", content='{"name": "sur", "turns": [{"message": "\\ud800"}]}')
+    assert_envelope(reply, 400, "lone UTF-16 surrogate", code="invalid_scenario")
+
+
+# ---- YAML ------------------------------------------------------------------------------------------------
+
+
+def test_a_yaml_alias_chain_is_refused_before_it_expands(admin: httpx.Client) -> None:
+    lines = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    for k in range(8):
+        prev, name = chr(97 + k), chr(98 + k)
+        lines.append(f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]")
+    reply = add(admin, {"yaml": "\n".join(lines) + "\nturns: [{message: x}]\n"})
+    assert_envelope(reply, 400, "aliases", code="invalid_scenario")
+
+
+def test_an_oversized_yaml_scenario_is_refused(admin: httpx.Client) -> None:
+    text = "turns:\n  - message: '" + "x" * (2 * 2**20) + "'\n"
+    assert_envelope(add(admin, {"yaml": text}), 400, "larger than", code="invalid_scenario")
+
+
+def test_scenarios_still_work_after_all_that(admin: httpx.Client, http: httpx.Client) -> None:
+    scenario = {"name": "fine", "match": {"input": "(?i)^hello (?P<who>\\w+)$"}, "turns": message_turn("hi {{ who }}")}
+    assert add(admin, scenario).status_code == 201
+    reply = http.post(
+        "/responses", content=json.dumps({"model": "m", "input": "Hello Ada", "tools": PTC_TOOLS}), headers=JSON
+    )
+    assert reply.status_code == 200, reply.text[:300]
+    assert Response.model_validate(reply.json()).output_text == "hi Ada"
+
+
+# ---- inline fences ---------------------------------------------------------------------------------------
+
+
+def test_a_js_fence_ends_only_on_a_line_of_its_own() -> None:
+    text = "Run this.\n```js\nconst s = 'a ``` inside';\ntext(s);\n```\nthanks"
+    assert inline_code(text) == "const s = 'a ``` inside';\ntext(s);"
+    assert inline_code("```js\ntext(1)```") is None
+    assert inline_code("```js\r\ntext(1);\r\n```\r\n") == "text(1);"

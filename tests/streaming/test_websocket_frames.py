@@ -1,0 +1,66 @@
+"""WebSocket frames are validated like request bodies (a lone surrogate is an error event, not a
+dropped socket), and the creates one socket may have waiting are bounded."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from websockets.sync.client import connect
+
+from ptc_emulator.api.routes.websocket import MAX_QUEUED_CREATES
+from ptc_emulator.sandbox import Limits
+from ptc_emulator.testing.server import EmulatorServer
+from tests.api.api_support import PTC_TOOLS, program_message
+
+
+def events_until(ws: Any, done: Callable[[dict[str, Any]], bool], limit: int = 10_000) -> list[dict[str, Any]]:
+    seen: list[dict[str, Any]] = []
+    while len(seen) < limit:
+        event = json.loads(ws.recv(timeout=60))
+        seen.append(event)
+        if done(event):
+            return seen
+    raise AssertionError(f"no matching event in {len(seen)}")
+
+
+def test_a_steer_frame_with_a_lone_surrogate_is_an_error_event_and_the_socket_stays_open(
+    make_server: Callable[..., EmulatorServer],
+) -> None:
+    server = make_server()
+    url = server.base_url.replace("http://", "ws://") + "/responses"
+    with connect(url) as ws:
+        ws.send('{"type": "response.steer", "previous_response_id": "resp_x", "input": "\\ud800"}')
+        [error] = events_until(ws, lambda e: e["type"] == "error")
+        assert error["status"] == 400 and "surrogate" in error["error"]["message"], error
+        ws.send("[" * 5000 + "]" * 5000)
+        [error] = events_until(ws, lambda e: e["type"] == "error")
+        assert error["status"] == 400 and "nested deeper" in error["error"]["message"], error
+        create = {"type": "response.create", "model": "m", "input": program_message("text('ok');"), "tools": PTC_TOOLS}
+        ws.send(json.dumps(create))
+        final = events_until(ws, lambda e: e["type"] == "response.completed")[-1]
+        assert final["response"]["status"] == "completed"
+
+
+def test_the_creates_waiting_on_one_socket_are_bounded(make_server: Callable[..., EmulatorServer]) -> None:
+    server = make_server(limits=Limits(timeout_s=30))
+    url = server.base_url.replace("http://", "ws://") + "/responses"
+    spin = {"type": "response.create", "model": "m", "input": program_message("while (true) {}"), "tools": PTC_TOOLS}
+    extra = 5
+    with connect(url) as ws:
+        # One plays, MAX_QUEUED_CREATES wait, the rest are refused at once.
+        for _ in range(1 + MAX_QUEUED_CREATES + extra):
+            ws.send(json.dumps(spin))
+        refused = [
+            e
+            for e in events_until(
+                ws,
+                lambda e: e["type"] == "error" and e["error"]["code"] == "too_many_queued_requests",
+            )
+            if e["type"] == "error"
+        ]
+        for _ in range(extra - 1):
+            refused += events_until(ws, lambda e: e["type"] == "error")[-1:]
+        assert len(refused) == extra
+        assert all(e["status"] == 429 and e["error"]["code"] == "too_many_queued_requests" for e in refused), refused

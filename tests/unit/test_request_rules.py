@@ -1,0 +1,343 @@
+"""The request rules, in-process: each bad body gets the status, OpenAI's error envelope, and the
+message, param and code the hosted API gives (the same cases as tests/api/test_rejections.py and
+tests/api/test_bad_input.py assert over a real server and V8; here no program ever runs)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import openai
+import pytest
+from starlette.testclient import TestClient
+
+from ptc_emulator.api.settings import Settings
+from tests.api.api_support import PTC_TOOLS, assert_envelope, program_message
+
+JSON = {"content-type": "application/json"}
+PARSE_ERROR = "could not parse the JSON body"
+
+
+def post(http: TestClient, body: Any, path: str = "/v1/responses") -> Any:
+    content = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
+    return http.post(path, content=content, headers=JSON)
+
+
+def js_request(code: str, **fields: Any) -> dict[str, Any]:
+    return {"model": "m", "input": program_message(code), "tools": PTC_TOOLS, **fields}
+
+
+# ---- bodies that are not a JSON object --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"model": "m", "input": ',
+        b"",
+        b'{"model": "m",}',
+        b"{'model': 'm'}",
+        b'{"model": "m"} trailing',
+        b"\x00\x01\x02",
+    ],
+    ids=["truncated", "empty", "trailing-comma", "single-quotes", "trailing-data", "binary"],
+)
+def test_invalid_json_is_a_400_that_says_the_body_is_not_json(unit_http: TestClient, body: bytes) -> None:
+    assert_envelope(post(unit_http, body), 400, PARSE_ERROR, param=None)
+
+
+def test_a_json_body_that_is_not_an_object(unit_http: TestClient) -> None:
+    assert_envelope(post(unit_http, [1, 2]), 400, "expected an object, but got an array", code="invalid_type")
+
+
+def test_invalid_utf8_is_a_400_parse_error(unit_http: TestClient) -> None:
+    error = assert_envelope(post(unit_http, b'{"model": "m", "input": "\xff\xfe hello \xc3"}'), 400, param=None)
+    assert re.search(r"pars", error["message"], re.I), error
+
+
+@pytest.mark.parametrize("where", ["metadata", "content", "tool-parameters"])
+def test_100k_nested_arrays_are_a_parse_error(unit_http: TestClient, where: str) -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    bodies = {
+        "metadata": b'{"model": "m", "input": "hi", "metadata": ' + deep + b"}",
+        "content": b'{"model": "m", "input": [{"role": "user", "content": ' + deep + b"}]}",
+        "tool-parameters": b'{"model": "m", "input": "hi", "tools": [{"type": "function", "name": "f", '
+        b'"parameters": {"a": ' + deep + b"}}]}",
+    }
+    error = assert_envelope(post(unit_http, bodies[where]), 400, param=None)
+    assert re.search(r"pars", error["message"], re.I), error
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/x-www-form-urlencoded", "text/plain", "multipart/form-data; boundary=x"],
+)
+def test_a_non_json_body_is_a_400_worded_as_the_hosted_api_words_it(unit_http: TestClient, content_type: str) -> None:
+    body = json.dumps({"model": "m", "input": "hi"}).encode()
+    reply = unit_http.post("/v1/responses", content=body, headers={"content-type": content_type})
+    error = assert_envelope(reply, 400, f"Unsupported content type: '{content_type}'.", code="unsupported_content_type")
+    assert "This API method only accepts 'application/json' requests" in error["message"]
+
+
+@pytest.mark.parametrize("raw", [b'"temperature": NaN', b'"top_p": Infinity', b'"temperature": 1e400'])
+def test_non_finite_numbers_are_a_400(unit_http: TestClient, raw: bytes) -> None:
+    body = json.dumps(js_request("text('hi')"))[:-1].encode() + b", " + raw + b"}"
+    assert_envelope(post(unit_http, body), 400)
+
+
+def test_a_lone_surrogate_in_the_instructions_is_a_400(unit_http: TestClient) -> None:
+    body = json.dumps(js_request("text('hi')", instructions="\udfff"))
+    assert_envelope(post(unit_http, body.encode("ascii")), 400)
+
+
+def test_a_body_over_the_limit_is_a_413(unit_http: TestClient) -> None:
+    limit = Settings.max_body_bytes
+    body = b'{"model": "m", "input": "' + b"a" * (limit + 1024) + b'"}'
+    assert_envelope(post(unit_http, body), 413, f"the limit is {limit} bytes", param=None)
+
+
+# ---- wrong types, unknown values, unknown and missing fields ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "message"),
+    [
+        ({"model": 5, "input": "hi"}, "model", "expected a string, but got an integer"),
+        ({"model": "m", "input": 5}, "input", "expected one of a string or an array, but got an integer"),
+        ({"model": "m", "input": "hi", "store": "yes"}, "store", "expected a boolean, but got a string"),
+        ({"model": "m", "input": "hi", "tools": {"type": "function"}}, "tools", "expected an array"),
+        ({"model": "m", "input": "hi", "metadata": {"k": 1}}, "metadata.k", "expected a string"),
+        ({"model": "m", "input": "hi", "temperature": "hot"}, "temperature", "expected a number"),
+        ({"model": "m", "input": "hi", "max_output_tokens": 1.5}, "max_output_tokens", "expected an integer"),
+        ({"model": "m", "input": [{"role": "user", "content": 5}]}, "input[0].content", "Invalid type"),
+        (
+            {"model": "m", "input": [{"type": "function_call_output", "call_id": "c", "output": "x", "caller": 5}]},
+            "input[0].caller",
+            "Invalid type",
+        ),
+        ({"model": 5, "input": "hi", "stream": True}, "model", "Invalid type"),
+    ],
+    ids=[
+        "model",
+        "input",
+        "store",
+        "tools",
+        "metadata-value",
+        "temperature",
+        "max_output_tokens",
+        "content",
+        "caller",
+        "stream-fails-before-streaming",
+    ],
+)
+def test_wrong_types_name_the_parameter(unit_http: TestClient, body: dict[str, Any], param: str, message: str) -> None:
+    error = assert_envelope(post(unit_http, body), 400, message, param=param, code="invalid_type")
+    assert f"'{param}'" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "value"),
+    [
+        ({"model": "m", "input": [{"type": "banana"}]}, "input[0].type", "banana"),
+        ({"model": "m", "input": [{"type": "computer_call"}]}, "input[0].type", "computer_call"),
+        (
+            {"model": "m", "input": [{"role": "user", "content": [{"type": "input_video", "url": "x"}]}]},
+            "input[0].content[0].type",
+            "input_video",
+        ),
+        (
+            {
+                "model": "m",
+                "input": [
+                    {"role": "user", "content": "hi"},
+                    {"type": "function_call_output", "call_id": "c", "output": "x", "caller": {"type": "robot"}},
+                ],
+            },
+            "input[1].caller.type",
+            "robot",
+        ),
+        ({"model": "m", "input": "x", "include": ["everything"]}, "include[0]", "everything"),
+        ({"model": "m", "input": "hi", "tools": [{"type": "teleport"}]}, "tools[0].type", "teleport"),
+    ],
+    ids=["item-type", "computer_call", "content-type", "caller-type", "include", "tool-type"],
+)
+def test_unknown_values_are_refused_with_the_supported_values(
+    unit_http: TestClient, body: dict[str, Any], param: str, value: str
+) -> None:
+    error = assert_envelope(post(unit_http, body), 400, f"Invalid value: '{value}'.", param=param, code="invalid_value")
+    assert "Supported values are:" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"model": "m", "input": "hi", "temprature": 1}, "temprature"),
+        ({"model": "m", "input": "x", "colour": "blue"}, "colour"),
+        ({"model": "m", "input": [{"type": "function_call_output", "output": "1", "call": "x"}]}, "input[0].call"),
+    ],
+)
+def test_unknown_parameters_are_refused(unit_http: TestClient, body: dict[str, Any], param: str) -> None:
+    assert_envelope(post(unit_http, body), 400, f"Unknown parameter: '{param}'.", param=param, code="unknown_parameter")
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"input": "hi"}, "model"),
+        ({"model": "m", "input": [{"type": "message", "content": "hi"}]}, "input[0].role"),
+        ({"model": "m", "input": [{"type": "function_call_output", "output": "x"}]}, "input[0].call_id"),
+        ({"model": "m", "input": [{"type": "function_call", "call_id": "c", "arguments": "{}"}]}, "input[0].name"),
+        ({"model": "m", "input": "hi", "tools": [{"type": "function"}]}, "tools[0].name"),
+        ({"model": "m", "input": [{"type": "program", "id": "p", "code": "", "fingerprint": ""}]}, "input[0].call_id"),
+    ],
+)
+def test_missing_required_fields_are_named(unit_http: TestClient, body: dict[str, Any], param: str) -> None:
+    assert_envelope(
+        post(unit_http, body),
+        400,
+        f"Missing required parameter: '{param}'.",
+        param=param,
+        code="missing_required_parameter",
+    )
+
+
+def test_the_sdk_sees_the_hosted_message_for_a_missing_model(unit_sdk: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        unit_sdk.responses.create(input="hi")  # type: ignore[call-overload]
+    assert caught.value.message == "Error code: 400 - Missing required parameter: 'model'."
+
+
+# ---- tool_choice ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("choice", "tools", "message"),
+    [
+        (
+            {"type": "function", "name": "nope"},
+            [],
+            "Tool choice 'function' with name 'nope' not found in 'tools' parameter.",
+        ),
+        (
+            {"type": "programmatic_tool_calling"},
+            [],
+            "Tool choice 'programmatic_tool_calling' not found in 'tools' parameter.",
+        ),
+        (
+            {"type": "custom", "name": "nope"},
+            [{"type": "custom", "name": "shout"}],
+            "Tool choice 'custom' with name 'nope' not found in 'tools' parameter.",
+        ),
+        (
+            {"type": "apply_patch"},
+            [{"type": "custom", "name": "shout"}],
+            "Tool choice 'apply_patch' not found in 'tools' parameter.",
+        ),
+    ],
+    ids=["function", "programmatic", "custom", "apply_patch"],
+)
+def test_tool_choice_must_name_a_declared_tool(
+    unit_sdk: openai.OpenAI, choice: dict[str, Any], tools: list[dict[str, Any]], message: str
+) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        unit_sdk.responses.create(model="m", input="x", tools=tools, tool_choice=choice)  # type: ignore[arg-type]
+    assert caught.value.message == f"Error code: 400 - {message}"
+    assert caught.value.code is None
+
+
+# ---- query and path parameters, routes, methods ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("params", "param"),
+    [({"limit": 0}, "limit"), ({"limit": 101}, "limit"), ({"order": "sideways"}, "order")],
+    ids=["limit-0", "limit-101", "order"],
+)
+def test_bad_query_parameters_name_the_parameter(unit_http: TestClient, params: dict[str, Any], param: str) -> None:
+    assert_envelope(unit_http.get("/v1/responses/resp_x/input_items", params=params), 400, param=param)
+
+
+def test_unknown_responses_routes_and_methods(unit_http: TestClient) -> None:
+    assert_envelope(unit_http.get("/v1/responses/resp_missing"), 404, "'resp_missing' not found")
+    assert_envelope(unit_http.get("/v1/no-such-endpoint"), 404, "Invalid URL (GET /v1/no-such-endpoint)")
+    assert_envelope(unit_http.put("/v1/responses"), 405, "Invalid method for URL (PUT /v1/responses)")
+
+
+# ---- previous_response_id and the scripted model --------------------------------------------------
+
+
+def test_an_unknown_previous_response_id(unit_sdk: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        unit_sdk.responses.create(model="m", previous_response_id="resp_unknown", input="hi")
+    error = caught.value
+    assert error.message == "Error code: 400 - Previous response with id 'resp_unknown' not found."
+    assert error.code == "previous_response_not_found"
+    assert error.param == "previous_response_id"
+
+
+def test_no_scenario_and_no_code(unit_sdk: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        unit_sdk.responses.create(model="m", input="What is the weather like?")
+    assert caught.value.code == "no_scenario_matched"
+    assert "no ```js code block" in caught.value.message
+
+
+def test_tool_choice_none_refuses_an_inline_program(unit_sdk: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        unit_sdk.responses.create(model="m", input=program_message("text(1);"), tools=PTC_TOOLS, tool_choice="none")  # type: ignore[arg-type]
+    assert caught.value.code == "no_scenario_matched"
+    assert "has a ```js code block, but the ```js block cannot run: tool_choice is 'none'" in caught.value.message
+
+
+# ---- parameters that do not fit together --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("params", "message", "param"),
+    [
+        ({"background": True, "store": False}, "Background mode requires store=true.", "background"),
+        (
+            {"previous_response_id": "resp_x", "conversation": "conv_x"},
+            "Parameters 'previous_response_id' and 'conversation' cannot be used together.",
+            "conversation",
+        ),
+        (
+            {"tools": [{"type": "function", "name": "a"}, {"type": "custom", "name": "a"}]},
+            "Duplicate tool name: 'a'.",
+            "tools",
+        ),
+        (
+            {"tools": [{"type": "function", "name": "a"}], "tool_choice": {"type": "function", "name": "b"}},
+            "Tool choice 'function' with name 'b' not found in 'tools' parameter.",
+            "tool_choice",
+        ),
+    ],
+    ids=["background-without-store", "previous-and-conversation", "duplicate-tool-name", "tool-choice-param"],
+)
+def test_parameters_that_do_not_fit_together(
+    unit_sdk: openai.OpenAI, params: dict[str, Any], message: str, param: str
+) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        unit_sdk.responses.create(model="m", input="x", **params)
+    assert caught.value.message == f"Error code: 400 - {message}"
+    assert caught.value.param == param
+
+
+def test_a_deleted_response_is_gone_and_cannot_be_continued(unit_sdk: openai.OpenAI) -> None:
+    created = unit_sdk.responses.create(model="m", input="```js\ntext('hi')\n```")
+    assert unit_sdk.responses.delete(created.id) is None
+    with pytest.raises(openai.NotFoundError):
+        unit_sdk.responses.retrieve(created.id)
+    with pytest.raises(openai.NotFoundError):
+        unit_sdk.responses.delete(created.id)
+    with pytest.raises(openai.BadRequestError) as caught:
+        unit_sdk.responses.create(model="m", previous_response_id=created.id, input="more")
+    assert caught.value.code == "previous_response_not_found"
+
+
+def test_cancel_needs_a_background_response(unit_sdk: openai.OpenAI) -> None:
+    created = unit_sdk.responses.create(model="m", input="```js\ntext('hi')\n```")
+    with pytest.raises(openai.BadRequestError) as caught:
+        unit_sdk.responses.cancel(created.id)
+    assert caught.value.message.endswith("Only responses created with background=true can be cancelled.")

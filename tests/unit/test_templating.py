@@ -1,0 +1,117 @@
+"""The templating limits (emulator/model/scripted/templating.py): a scenario's template renders
+under bounds on steps, time, output, ranges, repetition and exponents, whatever values the
+request gives it; what always fails is refused by `check` before any request."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from jinja2 import TemplateError
+from jinja2.exceptions import SecurityError
+
+from ptc_emulator.emulator.model.scripted import templating
+from ptc_emulator.emulator.model.scripted.templating import BoundedEnvironment, RenderLimit
+
+ENV = BoundedEnvironment()
+
+
+def render(source: str, **context: Any) -> str:
+    return templating.render(ENV.from_string(source), context)
+
+
+def test_a_template_renders_its_variables() -> None:
+    assert render("hi {{ who }}, {{ n * 2 }}", who="Ada", n=21) == "hi Ada, 42"
+
+
+@pytest.mark.parametrize(
+    ("source", "context", "why"),
+    [
+        ("{% for i in range(n) %}{% endfor %}", {"n": 100_000}, f"range() of more than {templating.MAX_RANGE} items"),
+        ("{{ s * n }}", {"s": "ab", "n": 10**6}, f"repetition of more than {templating.MAX_REPEAT_CHARS} items"),
+        ("{{ n * s }}", {"s": [1, 2], "n": 10**6}, "repetition of more than"),
+        ("{{ 2 ** n }}", {"n": 100_000}, "exponent too large"),
+        (
+            "{% for i in range(9000) %}{% for j in range(9000) %}{% endfor %}{% endfor %}",
+            {},
+            f"the template ran more than {templating.MAX_STEPS} steps",
+        ),
+        (
+            "{% for i in range(10000) %}{{ s }}{% endfor %}",
+            {"s": "x" * 1000},
+            f"the template rendered more than {templating.MAX_OUTPUT_CHARS} characters",
+        ),
+    ],
+    ids=["range", "string-repetition", "list-repetition", "exponent", "steps", "output"],
+)
+def test_a_bound_exceeded_at_render_time_is_a_render_limit(source: str, context: dict[str, Any], why: str) -> None:
+    with pytest.raises(RenderLimit) as caught:
+        render(source, **context)
+    assert why in str(caught.value)
+
+
+def test_within_the_bounds_it_renders() -> None:
+    assert len(render("{{ s * n }}", s="ab", n=50_000)) == 100_000
+    assert render("{{ 2 ** 64 }}") == str(2**64)
+    assert render("{% for i in range(3) %}{{ i }}{% endfor %}") == "012"
+
+
+def test_the_sandbox_refuses_unsafe_attributes() -> None:
+    with pytest.raises(SecurityError):
+        render("{{ s.__class__.__mro__ }}", s="x")
+
+
+def test_the_tracer_is_restored_after_a_render() -> None:
+    import sys
+
+    before = sys.gettrace()
+    with pytest.raises(RenderLimit):
+        render("{{ 2 ** n }}", n=1000)
+    assert sys.gettrace() is before
+
+
+@pytest.mark.parametrize(
+    ("source", "why"),
+    [
+        ("{{ 1/0 }}", "a division by zero always fails"),
+        ("{{ x // 0 }}", "a division by zero always fails"),
+        ("{{ 10 % 0 }}", "an expression that always fails: ZeroDivisionError"),
+        ("{{ -'a' }}", "an expression that always fails: TypeError"),
+        ("{{ 'x' * 1000000000 }}", "repetition of more than"),
+        ("{{ 2 ** 100000 }}", "exponent too large"),
+        ("{{ range(100000) }}", "range() of more than"),
+        ("{% include 'x' %}", "'include' is not supported in scenario templates"),
+        ("{% from 'm' import f %}", "'fromimport' is not supported in scenario templates"),
+    ],
+)
+def test_check_refuses_what_always_fails(source: str, why: str) -> None:
+    with pytest.raises(TemplateError) as caught:
+        templating.check(ENV, source)
+    assert why in str(caught.value)
+
+
+@pytest.mark.parametrize("source", ["{{ 1 / (input|length - 4) }}", "{{ x * 3 }}", "plain", "{{ range(5)|list }}"])
+def test_check_accepts_what_may_render(source: str) -> None:
+    templating.check(ENV, source)
+
+
+@pytest.mark.parametrize(
+    ("source", "needs"),
+    [
+        ("plain text", False),
+        ("hi {{ who }}!", False),
+        ("{{ a.b }}", False),
+        ("{{ a + 1 }}", True),
+        ("{% if a %}x{% endif %}", True),
+    ],
+)
+def test_only_templates_that_do_work_render_off_the_loop(source: str, needs: bool) -> None:
+    assert templating.needs_thread(source) is needs
+
+
+def test_render_off_loop_keeps_the_bounds() -> None:
+    template = ENV.from_string("{{ 2 ** n }}")
+    assert asyncio.run(templating.render_off_loop(template, {"n": 10})) == "1024"
+    with pytest.raises(RenderLimit):
+        asyncio.run(templating.render_off_loop(template, {"n": 1000}))
