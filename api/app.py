@@ -184,6 +184,7 @@ class _Edge:
             headers,
             self.settings.host,
             self.settings.allowed_hosts,
+            self.settings.allowed_origins,
         )
         if refused is not None:
             status, message, code = refused

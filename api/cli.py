@@ -63,7 +63,14 @@ def _parser() -> argparse.ArgumentParser:
         "--strict-contract", action="store_true", help="reject tool I/O that violates the tools' schemas"
     )
     serve.add_argument(
-        "--allowed-host", action="append", default=[], metavar="NAME", help="a Host the admin API answers to"
+        "--allowed-host", action="append", default=[], metavar="NAME", help="a Host the server answers to (repeatable)"
+    )
+    serve.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a web origin whose pages may call the server, such as http://localhost:5173 (repeatable)",
     )
     serve.add_argument("--log-level", default="info", help="uvicorn's and the emulator's log level")
     _record_arguments(serve)
@@ -76,6 +83,11 @@ def _record_arguments(serve: argparse.ArgumentParser) -> None:
     group.add_argument("--upstream", default=None, metavar="URL", help="proxy /v1/responses to this base URL")
     group.add_argument(
         "--upstream-api-key-env", default=None, metavar="NAME", help="send the upstream the key in this variable"
+    )
+    group.add_argument(
+        "--allow-unguarded-upstream-key",
+        action="store_true",
+        help="record with --upstream-api-key-env although the server requires no --api-key of its own",
     )
     group.add_argument(
         "--record", type=Path, default=None, metavar="DIR", help="write finished conversations here as scenarios"
@@ -110,9 +122,11 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
         ),
         max_body_bytes=args.max_body_bytes,
         allowed_hosts=tuple(args.allowed_host),
+        allowed_origins=tuple(args.allowed_origin),
         strict_contract=args.strict_contract,
         upstream=args.upstream,
         upstream_api_key_env=args.upstream_api_key_env,
+        allow_unguarded_upstream_key=args.allow_unguarded_upstream_key,
         record_dir=args.record,
         record_mode=args.record_mode,
     )

@@ -6,10 +6,15 @@
 * Every POST to the admin API (`/_emulator/`) must declare a JSON content type, body or not:
   a web page can send a form or `text/plain` POST to any address without a CORS preflight, but
   not a JSON one. So no page a developer visits can plant or reset scenarios.
-* Requests to the admin API must name this server in their `Host` header: the address it is
-  bound to, a loopback name, or a host given with `--allowed-host`. A DNS-rebinding page (whose
-  own name resolves to 127.0.0.1) sends its own name, so it cannot read the journal, which
-  holds request bodies.
+* Every request must name this server in its `Host` header: the address it is bound to, a
+  loopback name, or a host given with `--allowed-host`. A DNS-rebinding page (whose own name
+  resolves to 127.0.0.1) sends its own name, so it can neither read the journal, which holds
+  request bodies, nor list sessions, read responses or run programs through `/v1/`.
+* A request or WebSocket upgrade that carries an `Origin` must come from the server's own origin
+  (its inspector) or one given with `--allowed-origin`. Browsers send no CORS preflight before
+  a WebSocket upgrade, nor before a "simple" POST: without this, any page a developer visits could
+  run programs, reach loopback-only services through an `mcp` tool, or send a recording server's
+  upstream key on its behalf. SDK clients send no `Origin`.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 
-__all__ = ["Refusal", "refusal"]
+__all__ = ["Refusal", "host_allowed", "origin_allowed", "refusal"]
 
 Refusal = tuple[int, str, str | None]
 """Status, message and code of an error envelope."""
@@ -76,17 +81,51 @@ def host_allowed(host: str | None, bound: str, allowed: tuple[str, ...]) -> bool
     return bound in _ANY and _is_ip(name)
 
 
+def _origin(value: str) -> str:
+    return value.strip().lower().rstrip("/")
+
+
+def origin_allowed(origin: str, host: str | None, allowed: tuple[str, ...]) -> bool:
+    """Whether a request's `Origin` is the server's own (the page it came from was served under the
+    very `Host` it sends to) or one allowed with `--allowed-origin` (`*`: any)."""
+    origin = _origin(origin)
+    if "*" in allowed or origin in {_origin(a) for a in allowed}:
+        return True
+    scheme, _, netloc = origin.partition("://")
+    if scheme not in ("http", "https") or not netloc or host is None:
+        return False  # "null" (a sandboxed frame, a file), or no Host to be the same as
+    default = ":80" if scheme == "http" else ":443"
+    own = host.strip().lower()
+    return netloc == own or netloc + default == own or netloc == own + default
+
+
 def refusal(
-    scope_type: str, method: str, path: str, headers: Mapping[str, str], bound: str, allowed: tuple[str, ...]
+    scope_type: str,
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    bound: str,
+    allowed: tuple[str, ...],
+    origins: tuple[str, ...] = (),
 ) -> Refusal | None:
     """Why this request is refused at the edge, or None."""
     admin = path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/")
-    if admin and not host_allowed(headers.get("host"), bound, allowed):
+    host = headers.get("host")
+    if not host_allowed(host, bound, allowed):
+        what = "The admin API does" if admin else "The emulator does"
         return (
             403,
-            f"The admin API does not answer to the host {headers.get('host')!r}: it answers to the address the "
+            f"{what} not answer to the host {host!r}: it answers to the address the "
             "server is bound to and to loopback names (start the server with --allowed-host NAME to add one).",
             "host_not_allowed",
+        )
+    origin = headers.get("origin")
+    if origin is not None and not origin_allowed(origin, host, origins):
+        return (
+            403,
+            f"Requests from the web origin {origin!r} are refused: the emulator answers its own pages and "
+            "clients that send no Origin (start the server with --allowed-origin ORIGIN to allow one).",
+            "origin_not_allowed",
         )
     if scope_type != "http" or method != "POST":
         return None

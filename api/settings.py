@@ -58,13 +58,18 @@ class Settings:
     limits: Limits = field(default_factory=Limits)
     max_body_bytes: int = 16 * 2**20
     allowed_hosts: tuple[str, ...] = ()
-    """Host names the admin API answers to besides the bound address and loopback (`*`: any)."""
+    """Host names the server answers to besides the bound address and loopback (`*`: any)."""
+    allowed_origins: tuple[str, ...] = ()
+    """Web origins (`http://localhost:5173`) whose pages may call the server, besides its own
+    (`*`: any); a request with no `Origin` (every SDK) is not concerned."""
     strict_contract: bool = False
     """Reject tool outputs and program arguments that violate the tools' schemas (else: warn)."""
     upstream: str | None = None
     """Record mode: proxy `/v1/responses` to this base URL (say https://api.openai.com/v1)."""
     upstream_api_key_env: str | None = None
     """The environment variable whose value replaces the client's key towards the upstream."""
+    allow_unguarded_upstream_key: bool = False
+    """Record with an upstream key although the server requires no key of its own (`api_key`)."""
     record_dir: Path | None = None
     """Where recorded conversations are written as scenario files (and read back from)."""
     record_mode: Literal["new", "all", "none"] = "new"

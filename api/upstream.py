@@ -103,6 +103,12 @@ class UpstreamProxy:
         conversation is known. New recordings are added to it, so they replay at once."""
         self.directory.mkdir(parents=True, exist_ok=True)
         self.api_key: str | None = None
+        if settings.upstream_api_key_env and settings.api_key is None and not settings.allow_unguarded_upstream_key:
+            raise UpstreamSettingsError(
+                f"--upstream-api-key-env {settings.upstream_api_key_env}: a server that holds an upstream key must "
+                "require a key of its own, or any local process could spend it: set PTC_EMULATOR_API_KEY (or "
+                "--api-key), or accept that risk with --allow-unguarded-upstream-key"
+            )
         if settings.upstream_api_key_env:
             key = os.environ.get(settings.upstream_api_key_env)
             if not key:

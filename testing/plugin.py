@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import secrets
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,9 @@ def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
         data_dir=_resolve(request.config, Path(settings.data_dir)),
         record_dir=_resolve(request.config, Path(settings.record_dir)) if settings.record_dir else None,
     )
+    if settings.upstream_api_key_env and settings.api_key is None:
+        # A server holding the upstream key requires one of its own: a fresh one, known to this session's clients.
+        settings = dataclasses.replace(settings, api_key="sk-" + secrets.token_hex(16))
     request.config.stash[_api_key] = getattr(settings, "api_key", None) or API_KEY
     server = EmulatorServer(settings).start()
     try:

@@ -74,7 +74,7 @@ def validating_client(emulator: PTCEmulator, **options: Any) -> openai.OpenAI:
 
 @contextlib.asynccontextmanager
 async def in_process_http(
-    settings: Settings, base_url: str = "http://emulator"
+    settings: Settings, base_url: str = "http://127.0.0.1"
 ) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
     """The app in this process through httpx's ASGI transport (no socket), lifespan included:
     a raw client that validates every response, and the app (for its state). The admin API
@@ -92,7 +92,7 @@ async def in_process_http(
 async def in_process(settings: Settings) -> AsyncIterator[openai.AsyncOpenAI]:
     """The app in this process, as `in_process_http`, through the SDK's async client."""
     async with in_process_http(settings) as (http, _):
-        yield openai.AsyncOpenAI(base_url="http://emulator/v1", api_key="sk-test", http_client=http, max_retries=0)
+        yield openai.AsyncOpenAI(base_url="http://127.0.0.1/v1", api_key="sk-test", http_client=http, max_retries=0)
 
 
 ADD_TOOL: dict[str, Any] = {

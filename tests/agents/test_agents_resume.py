@@ -49,9 +49,9 @@ class App:
     async def __aenter__(self) -> openai.AsyncOpenAI:
         self.lifespan = self.app.router.lifespan_context(self.app)
         await self.lifespan.__aenter__()
-        self.http = httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app), base_url="http://emulator")
+        self.http = httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app), base_url="http://127.0.0.1")
         return openai.AsyncOpenAI(
-            base_url="http://emulator/v1", api_key="sk-test", http_client=self.http, max_retries=0
+            base_url="http://127.0.0.1/v1", api_key="sk-test", http_client=self.http, max_retries=0
         )
 
     async def __aexit__(self, *exc: object) -> None:

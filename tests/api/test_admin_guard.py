@@ -49,9 +49,12 @@ def test_a_foreign_host_header_cannot_read_the_journal(make_server: Callable[...
             assert_envelope(reply, 403, "--allowed-host", code="host_not_allowed")
         for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost", f"[::1]:{port}"):
             assert client.get("/journal", headers={"host": host}).status_code == 200, host
-    # The API itself is not host-checked: an SDK may reach it under any name.
+    # The API itself is host-checked too: a rebinding page can neither list sessions nor run programs.
     with httpx.Client(base_url=server.base_url, timeout=30) as api:
-        assert api.get("/responses/resp_missing", headers={"host": "emulator.internal"}).status_code == 404
+        for method, path in (("GET", "/agents/sessions"), ("GET", "/responses/resp_missing"), ("POST", "/responses")):
+            reply = api.request(method, path, headers={"host": "rebind.attacker.example", "OpenAI-Beta": "agents=v1"})
+            assert_envelope(reply, 403, "The emulator does not answer to the host", code="host_not_allowed")
+        assert api.get("/responses/resp_missing", headers={"host": f"localhost:{port}"}).status_code == 404
 
 
 def test_allowed_host_adds_a_name(make_server: Callable[..., EmulatorServer]) -> None:
@@ -59,6 +62,26 @@ def test_allowed_host_adds_a_name(make_server: Callable[..., EmulatorServer]) ->
     with httpx.Client(base_url=admin_url(server), timeout=30) as client:
         assert client.get("/health", headers={"host": "emulator.internal:8000"}).status_code == 200
         assert client.get("/health", headers={"host": "other.internal"}).status_code == 403
+    with httpx.Client(base_url=server.base_url, timeout=30) as api:  # an SDK reaching it under that name
+        assert api.get("/responses/resp_missing", headers={"host": "emulator.internal"}).status_code == 404
+        assert api.get("/responses/resp_missing", headers={"host": "other.internal"}).status_code == 403
+
+
+def test_a_foreign_origin_is_refused_and_allowed_origin_adds_one(make_server: Callable[..., EmulatorServer]) -> None:
+    server = make_server(allowed_origins=("http://localhost:5173",))
+    port = server.base_url.split(":")[-1].split("/")[0]
+    with httpx.Client(base_url=server.base_url, timeout=30) as api:
+        for origin in ("http://attacker.example", f"http://127.0.0.1:{int(port) + 1}", "null", "https://127.0.0.1"):
+            reply = api.get("/responses/resp_missing", headers={"origin": origin})
+            assert_envelope(reply, 403, "--allowed-origin", code="origin_not_allowed")
+        for origin in (f"http://127.0.0.1:{port}", "http://localhost:5173", None):  # its own, an allowed one, SDKs
+            headers = {"origin": origin} if origin else {}
+            assert api.get("/responses/resp_missing", headers=headers).status_code == 404, origin
+    with httpx.Client(base_url=admin_url(server), timeout=30) as admin:
+        reply = admin.post("/reset", headers={"origin": "http://attacker.example", "content-type": "application/json"})
+        assert_envelope(reply, 403, code="origin_not_allowed")
+    settings, _ = parse(["serve", "--allowed-origin", "http://a.test:1", "--allowed-origin", "http://b.test:2"])
+    assert settings.allowed_origins == ("http://a.test:1", "http://b.test:2")
 
 
 def test_the_cli_takes_allowed_host_more_than_once() -> None:

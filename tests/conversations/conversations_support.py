@@ -76,6 +76,6 @@ async def in_process(settings: Settings) -> AsyncIterator[openai.AsyncOpenAI]:
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
-            transport=transport, base_url="http://emulator", event_hooks={"response": [_ahook]}, timeout=60
+            transport=transport, base_url="http://127.0.0.1", event_hooks={"response": [_ahook]}, timeout=60
         ) as http:
-            yield openai.AsyncOpenAI(base_url="http://emulator/v1", api_key="sk-test", http_client=http, max_retries=0)
+            yield openai.AsyncOpenAI(base_url="http://127.0.0.1/v1", api_key="sk-test", http_client=http, max_retries=0)

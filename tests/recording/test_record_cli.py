@@ -34,7 +34,9 @@ def test_record_with_the_cli_then_replay_with_the_upstream_stopped(tmp_path: Pat
     up = ServerProcess(tmp_path / "up", store="memory", api_key=UPSTREAM_KEY, args=("--fixtures", str(scenarios)))
     with up:
         args = ("--upstream", up.base_url, "--upstream-api-key-env", "THE_UPSTREAM_KEY", "--record", str(cassettes))
-        rec = ServerProcess(tmp_path / "rec", store="memory", args=args, env={"THE_UPSTREAM_KEY": UPSTREAM_KEY})
+        rec = ServerProcess(
+            tmp_path / "rec", store="memory", api_key=CLIENT_KEY, args=args, env={"THE_UPSTREAM_KEY": UPSTREAM_KEY}
+        )
         with rec, sdk_for(rec) as sdk:
             live = chain_loop(sdk, PARCEL_QUESTION, PARCEL_TOOLS, parcels("shipped"))
     assert live[-1].output_text == "3 parcels: P1 shipped p1; P2 shipped p2; P3 shipped p3."
@@ -59,8 +61,13 @@ def test_record_with_the_cli_then_replay_with_the_upstream_stopped(tmp_path: Pat
         (["--record", "DIR"], "--record-mode new needs --upstream URL"),
         (["--record", "DIR", "--record-mode", "none"], "cassettes: no such directory"),
         (
-            ["--upstream", "http://127.0.0.1:9/v1", "--record", "DIR", "--upstream-api-key-env", "PTC_NO_SUCH_VAR"],
+            ["--upstream", "http://127.0.0.1:9/v1", "--record", "DIR", "--upstream-api-key-env", "PTC_NO_SUCH_VAR"]
+            + ["--api-key", "sk-local"],
             "PTC_NO_SUCH_VAR: the variable is not set",
+        ),
+        (
+            ["--upstream", "http://127.0.0.1:9/v1", "--record", "DIR", "--upstream-api-key-env", "HOME"],
+            "must require a key of its own",
         ),
     ],
 )

@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from ptc_emulator.api.upstream import UpstreamSettingsError
 from tests.recording.recording_support import recorder
 
 KEY = "sk-upstream-key-0123456789"
+LOCAL = "sk-local-key-for-the-recorder"
 
 
 class _Upstream(BaseHTTPRequestHandler):
@@ -92,11 +94,28 @@ def test_no_other_upstream_route_is_reached_with_the_key(
 ) -> None:
     url, seen = logged_upstream
     monkeypatch.setenv("PROXY_TEST_KEY", KEY)
-    with recorder(tmp_path, url, tmp_path / "cassettes", upstream_api_key_env="PROXY_TEST_KEY") as rec:
-        reply = _raw(rec.base_url, method, path, {"origin": "http://127.0.0.1"})
+    with recorder(tmp_path, url, tmp_path / "cassettes", upstream_api_key_env="PROXY_TEST_KEY", api_key=LOCAL) as rec:
+        reply = _raw(rec.base_url, method, path, {"authorization": f"Bearer {LOCAL}"})
         assert reply.status in (400, 404, 405), (reply.status, path)
         assert seen == []  # the upstream was never asked
         assert not any(k.lower().startswith("access-control-") for k in reply.headers)
+
+
+def test_a_recorder_holding_an_upstream_key_requires_a_key_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, logged_upstream: tuple[str, list[tuple[str, str, str | None]]]
+) -> None:
+    url, seen = logged_upstream
+    monkeypatch.setenv("PROXY_TEST_KEY", KEY)
+    with pytest.raises(UpstreamSettingsError, match="must require a key of its own"):
+        with recorder(tmp_path, url, tmp_path / "cassettes", upstream_api_key_env="PROXY_TEST_KEY"):
+            pass
+    with recorder(
+        tmp_path, url, tmp_path / "cassettes", upstream_api_key_env="PROXY_TEST_KEY", allow_unguarded_upstream_key=True
+    ) as rec:
+        assert _raw(rec.base_url, "POST", "/v1/responses/input_tokens").status == 200  # the operator accepted it
+    with recorder(tmp_path, url, tmp_path / "cassettes", upstream_api_key_env="PROXY_TEST_KEY", api_key=LOCAL) as rec:
+        assert _raw(rec.base_url, "POST", "/v1/responses/input_tokens").status == 401  # no key, no upstream
+    assert len(seen) == 1
 
 
 def test_an_allowed_route_goes_upstream_without_its_cors_headers(
@@ -104,8 +123,8 @@ def test_an_allowed_route_goes_upstream_without_its_cors_headers(
 ) -> None:
     url, seen = logged_upstream
     monkeypatch.setenv("PROXY_TEST_KEY", KEY)
-    with recorder(tmp_path, url, tmp_path / "cassettes", upstream_api_key_env="PROXY_TEST_KEY") as rec:
-        reply = _raw(rec.base_url, "POST", "/v1/responses/input_tokens")
+    with recorder(tmp_path, url, tmp_path / "cassettes", upstream_api_key_env="PROXY_TEST_KEY", api_key=LOCAL) as rec:
+        reply = _raw(rec.base_url, "POST", "/v1/responses/input_tokens", {"authorization": f"Bearer {LOCAL}"})
         assert reply.status == 200
         assert seen == [("POST", "/v1/responses/input_tokens", f"Bearer {KEY}")]
         assert not any(k.lower().startswith("access-control-") for k in reply.headers)
