@@ -21,7 +21,7 @@ from ptc_emulator.api.settings import Settings, bundled_fixtures
 from ptc_emulator.emulator.agents.harness import Harness
 from ptc_emulator.emulator.errors import EmulatorError, PayloadTooLarge, StatusError, Unauthorized
 from ptc_emulator.emulator.journal.entries import Journal
-from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, ScenarioRegistry
+from ptc_emulator.emulator.model import ScenarioError, ScenarioRegistry
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.responses.engine import Engine, Runner
 from ptc_emulator.emulator.signing import Signer, load_secret

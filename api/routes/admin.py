@@ -16,8 +16,7 @@ from ptc_emulator.api.context import SCOPE_HEADER
 from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound
 from ptc_emulator.emulator.journal import evaluation
-from ptc_emulator.emulator.model.scripted.hosted_script import HostedScript
-from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, load_scenario
+from ptc_emulator.emulator.model import HostedScript, ScenarioError, load_scenario
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.wire.request import check_json
 
