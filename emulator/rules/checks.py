@@ -87,10 +87,10 @@ def check_request(request: CreateRequest) -> None:
 
 def check_open_program(
     conv: Conversation, signer: Signer, *, allowed: list[str], server_labels: set[str], max_tool_calls: int
-) -> None:
+) -> list[int]:
     """The program being resumed may call what it started with (`allowed`: what this request lets a
     program call; tools of MCP servers in `server_labels` are listed at run time, not sealed), and
-    its calls come back as it issued them."""
+    its calls come back as it issued them. Returns their positions in issue order (`call_indexes`)."""
     program = conv.open_program
     assert program is not None
     seal = conv.seals[program.call_id]
@@ -101,7 +101,7 @@ def check_open_program(
             f"with {list(seal.tools)}, this request allows {allowed}.",
             param="tools",
         )
-    call_indexes(signer, program, conv.program_calls(program.call_id), max_tool_calls)
+    return call_indexes(signer, program, conv.program_calls(program.call_id), max_tool_calls)
 
 
 def check_finished_programs(conv: Conversation, signer: Signer) -> None:

@@ -19,11 +19,10 @@ from ptc_emulator.emulator.model.scripted.choose import choose_script
 from ptc_emulator.emulator.model.scripted.faults import FaultInjector, InjectedHTTPError
 from ptc_emulator.emulator.model.scripted.player import Player
 from ptc_emulator.emulator.model.scripted.scenario import ScenarioRegistry
-from ptc_emulator.emulator.model.scripted.script import ScriptedPlan, position, turn_items
+from ptc_emulator.emulator.model.scripted.script import BoundTools, ScriptedPlan, position, turn_items
 from ptc_emulator.emulator.rules import checks
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import Signer
-from ptc_emulator.emulator.tools.kinds import program_tools
 from ptc_emulator.emulator.tools.toolset import Toolset
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.sandbox import Limits
@@ -63,15 +62,17 @@ class ScriptedModel:
         scope: str | None,
     ) -> ScriptedPlan:
         conv = conversation
-        script = choose_script(self.scenarios, conv, request, toolset, scope)
+        tools = BoundTools(request, toolset)
+        script = choose_script(self.scenarios, conv, request, toolset, scope, tools.bindings)
         trace.scenario = script.name
         turn, emitted = position(conv, script)
         hosted = self.player.hosted_tools(request, conv, toolset, script, trace, self.scenarios.hosted(scope))
+        open_indexes: list[int] = []
         if conv.open_program is not None:
-            checks.check_open_program(
+            open_indexes = checks.check_open_program(
                 conv,
                 self.signer,
-                allowed=sorted({*program_tools(request, toolset), *hosted.static_names()}),
+                allowed=sorted({*tools.program_tools, *hosted.static_names()}),
                 server_labels={label for label, tool in hosted.mcp_tools.items() if tool.programmatic},
                 max_tool_calls=self.limits.max_tool_calls,
             )
@@ -93,7 +94,14 @@ class ScriptedModel:
                 trace.fault = e.what
                 raise
         return ScriptedPlan(
-            script=script, hosted=hosted, turn=turn, emitted=emitted, fault=fault, strict_contract=strict
+            script=script,
+            hosted=hosted,
+            tools=tools,
+            open_indexes=tuple(open_indexes),
+            turn=turn,
+            emitted=emitted,
+            fault=fault,
+            strict_contract=strict,
         )
 
     async def play(self, prepared: Prepared, runner: Runner) -> list[dict[str, Any]]:

@@ -26,7 +26,6 @@ from ptc_emulator.emulator.tools.kinds import (
     Unemulated,
     answer_key,
     answer_text,
-    bind,
     kind_of_call,
 )
 from ptc_emulator.emulator.tools.mcp import call_tool
@@ -170,7 +169,7 @@ class Player:
             calls = turn.calls[plan.emitted if index == plan.turn else 0 :]
             if req.parallel_tool_calls is False:
                 calls = calls[:1]
-            bindings = bind(req, prepared.toolset)
+            bindings = plan.tools.bindings
             for n, spec in enumerate(calls):
                 binding = _direct_tool(script, index, spec.name, bindings, prepared.toolset)
                 if binding.kind.text_argument:
@@ -356,6 +355,7 @@ class Player:
         names = spec.load if spec.load is not None else toolset.search(query or "", spec.limit)
         tools = toolset.definitions(names)
         toolset.load(tools, execution="server")
+        plan_of(prepared).tools.rebind()
         output_id = self.ids("tso")
         emit(ToolSearchOutputItem(id=output_id, call_id=call_id, execution="server", status="completed", tools=tools))
         return False

@@ -9,7 +9,7 @@ player (`player.py`) emits what comes out.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from ptc_emulator.emulator.errors import InvalidRequest
@@ -18,9 +18,8 @@ from ptc_emulator.emulator.model.scripted.hosted import Hosted, Unscripted
 from ptc_emulator.emulator.model.scripted.script import ScriptedPlan
 from ptc_emulator.emulator.rules import contract
 from ptc_emulator.emulator.rules.checks import call_indexes
-from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import ProgramSeal, Signer, code_digest
-from ptc_emulator.emulator.tools.kinds import FUNCTION, Binding, Unemulated, bind, kind_of_call, program_tools
+from ptc_emulator.emulator.tools.kinds import FUNCTION, Binding, Unemulated, kind_of_call
 from ptc_emulator.emulator.wire.items import (
     CallItem,
     Item,
@@ -61,11 +60,18 @@ class Programs:
         self.seeds = seeds
         self.clock = clock
 
-    def answers(self, item: ProgramItem, conv: Conversation) -> dict[int, ToolResult]:
-        """The client's answers to the program's calls, by each call's position in issue order."""
+    def answers(self, item: ProgramItem, prepared: Prepared) -> dict[int, ToolResult]:
+        """The client's answers to the program's calls, by each call's position in issue order (for
+        the open program, the positions its check found)."""
+        conv = prepared.conversation
         calls = conv.program_calls(item.call_id)
+        indexes: Sequence[int]
+        if item is conv.open_program:
+            indexes = plan_of(prepared).open_indexes
+        else:
+            indexes = call_indexes(self.signer, item, calls, self.limits.max_tool_calls)
         known: dict[int, ToolResult] = {}
-        for index, call in zip(call_indexes(self.signer, item, calls, self.limits.max_tool_calls), calls, strict=True):
+        for index, call in zip(indexes, calls, strict=True):
             kind = kind_of_call(call)
             text, is_error = kind.result(conv.outputs[call.call_id])
             known[index] = ToolResult(kind.call_name(call), kind.arguments(call), text, is_error=is_error)
@@ -116,7 +122,7 @@ class Programs:
             code_sha256=code_digest(code),
             seed=self.seeds(),
             clock_ms=int(self.clock() * 1000),
-            tools=tuple(sorted({*program_tools(prepared.request, prepared.toolset), *hosted})),
+            tools=tuple(sorted({*plan_of(prepared).tools.program_tools, *hosted})),
         )
         item = ProgramItem(id=self.ids("prog"), call_id=call_id, code=code, fingerprint=self.signer.issue(seal, code))
         return item, seal
@@ -133,10 +139,9 @@ class Programs:
         """Run or replay the program; emit its new calls or its output. True when it finished.
 
         `forced` is an injected fault's outcome, used instead of running the program."""
-        conv, req, trace = prepared.conversation, prepared.request, prepared.trace
-        bindings = bind(req, prepared.toolset)
-        hosted = plan_of(prepared).hosted
-        answered = self.answers(item, conv)
+        trace, plan = prepared.trace, plan_of(prepared)
+        bindings, hosted = plan.tools.bindings, plan.hosted
+        answered = self.answers(item, prepared)
         seen = max(answered, default=-1)
         settled: list[tuple[int, str]] = []
         stopped: str | None = None
