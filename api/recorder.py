@@ -8,9 +8,7 @@ from typing import Any
 
 from ptc_emulator.emulator.errors import EmulatorError, NoScenarioMatched
 from ptc_emulator.emulator.journal.entries import Figures, Journal, JournalEntry, RawJSON, RawRequest
-from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.responses.engine import Prepared, Refused, Trace
-from ptc_emulator.emulator.tools.kinds import answer_text
 from ptc_emulator.emulator.wire.request import CreateRequest, conversation_id
 
 __all__ = ["Recorder"]
@@ -123,6 +121,7 @@ class Recorder:
             figures.model_turns = trace.model_turns
             figures.programs_run = trace.programs_run
             figures.kept_out_bytes = trace.kept_out_bytes
+            figures.kept_out_tokens = trace.kept_out_tokens
             self.entry.hosted_calls = list(trace.hosted_calls)
             calls = [*trace.calls, *((c["kind"], c["route"]) for c in trace.hosted_calls if _counts(c))]
             for kind, route in calls:
@@ -141,17 +140,22 @@ class Recorder:
         self.journal.record(self.entry)
 
     def _account(self) -> None:
-        """The tokens kept out of the model's context, and the run this request belongs to (a request
-        refused before it was prepared still belongs to the run it continues)."""
+        """The run this request belongs to (a request refused before it was prepared still belongs
+        to the run it continues)."""
         request = self.entry.request
         prepared = self.prepared
+        thread: str | None = None
         if prepared is not None:
-            kept = prepared.outputs_kept_out()
-            self.entry.figures.kept_out_tokens = sum(usage.count(answer_text(item)) for item in kept)
             request = prepared.request
             new_items: list[Any] = prepared.new_items
+            thread = prepared.conversation_id
         else:
             new_items = list(getattr(request, "input", None) or []) if not isinstance(request, str) else []
+            if isinstance(request, CreateRequest):
+                try:
+                    thread = conversation_id(request.conversation)
+                except EmulatorError:
+                    thread = None
         if not isinstance(request, CreateRequest):
             return
         # Read only as far as needed (the first id already linked to a run), in the items' order.
@@ -161,10 +165,6 @@ class Recorder:
             for n in (getattr(item, "id", None), getattr(item, "call_id", None))
             if isinstance(n, str)
         )
-        try:
-            thread = conversation_id(request.conversation)
-        except EmulatorError:
-            thread = None
         output = (self.entry.response or {}).get("output") if self.entry.status < 400 else None
         made = [n for item in output or [] for n in (item.get("id"), item.get("call_id")) if isinstance(n, str)]
         self.entry.conversation = self.journal.threads.assign(

@@ -46,6 +46,8 @@ class Trace:
     images: list[str] = field(default_factory=list)
     kept_out_bytes: int = 0
     """Bytes of tool output in this request's input that went to a program, not to the model."""
+    kept_out_tokens: int = 0
+    """The same tool output in tokens."""
     fault: str | None = None
     """The fault injected into this response, if any (the scripted model's `Fault`)."""
     contract: list[Violation] = field(default_factory=list)
@@ -130,6 +132,8 @@ class Prepared:
     plan: Plan | None = None
     """What the model decided to play (`Model.plan`); None for `generate: false` (WebSocket mode):
     the response has no output."""
+    conversation_id: str | None = None
+    """The id in the request's `conversation`, read once (the engine, the body and the journal use it)."""
     scope: str | None = None
     local: Store | None = None
     """A connection's own store, where its `store: false` responses stay while it is open."""

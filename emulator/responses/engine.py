@@ -22,6 +22,7 @@ from ptc_emulator.emulator.conversations.service import Conversations
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest
 from ptc_emulator.emulator.ids import new_id
 from ptc_emulator.emulator.model import Model, Plan, Prepared, Refused, Runner, ScenarioRegistry, ScriptedModel, Trace
+from ptc_emulator.emulator.responses import usage as counting
 from ptc_emulator.emulator.responses.background import Background
 from ptc_emulator.emulator.responses.body import response_body
 from ptc_emulator.emulator.responses.usage import PromptCache, definitions_text, prompt_segments, usage
@@ -132,11 +133,13 @@ class Engine:
             if not generate:
                 conv = Conversation(items, len(history), anchor=-1)
                 toolset = Toolset.of(request, conv.items)
-                return self._prepared(request, conv, toolset, Trace("generate=false"), scope=scope, local=local)
+                return self._prepared(
+                    request, conv, toolset, Trace("generate=false"), scope=scope, local=local, thread=thread
+                )
             conv = analyse(items, len(history), self.signer, self.folds)
             toolset = Toolset.of(request, conv.items, conv.new_from)
             plan = self.model.plan(request, conv, toolset, trace, scope=scope)
-            prepared = self._prepared(request, conv, toolset, trace, scope=scope, local=local, plan=plan)
+            prepared = self._prepared(request, conv, toolset, trace, scope=scope, local=local, plan=plan, thread=thread)
             trace.kept_out_bytes = sum(len(answer_text(item).encode("utf-8")) for item in prepared.outputs_kept_out())
             return prepared
         except EmulatorError as e:
@@ -152,9 +155,11 @@ class Engine:
         *,
         scope: str | None,
         local: Store | None,
+        thread: str | None,
         plan: Plan | None = None,
     ) -> Prepared:
-        return Prepared(
+        """The prepared response, with the figures the journal takes from it."""
+        prepared = Prepared(
             request=request,
             response_id=self.ids("resp"),
             created_at=float(int(self.clock())),
@@ -164,7 +169,10 @@ class Engine:
             scope=scope,
             local=local,
             plan=plan,
+            conversation_id=thread,
         )
+        trace.kept_out_tokens = sum(counting.count(answer_text(item)) for item in prepared.outputs_kept_out())
+        return prepared
 
     async def create(self, request: CreateRequest, *, scope: str | None = None) -> dict[str, Any]:
         return await self.run(self.prepare(request, scope=scope))
@@ -194,7 +202,7 @@ class Engine:
         else:
             response = self.response(prepared, output, status=ResponseStatus.COMPLETED)
         self._keep(prepared, response)
-        thread = conversation_id(prepared.request.conversation)
+        thread = prepared.conversation_id
         if thread is not None:
             self.conversations.record(thread, self._input_items(prepared), response["output"])
         return response
@@ -232,6 +240,7 @@ class Engine:
             cached_tokens=memo.cached_tokens or 0,
             tools=tools,
             definitions=definitions,
+            conversation=prepared.conversation_id,
         )
 
     # ---- the other endpoints --------------------------------------------------------------------
