@@ -34,7 +34,7 @@ from ptc_emulator.emulator.storage.responses import Store, StoredResponse
 from ptc_emulator.emulator.tools.kinds import answer_text
 from ptc_emulator.emulator.tools.toolset import Toolset
 from ptc_emulator.emulator.wire.items import Message
-from ptc_emulator.emulator.wire.request import CountTokensRequest, CreateRequest, conversation_id
+from ptc_emulator.emulator.wire.request import CountTokensRequest, CreateRequest
 from ptc_emulator.emulator.wire.response import ResponseStatus, echo_tools
 from ptc_emulator.sandbox import Limits
 
@@ -120,10 +120,9 @@ class Engine:
         can be continued. `local` is a connection's own store, looked up before the server's."""
         trace = Trace()
         try:
-            checks.check_request(request)
+            thread = checks.check_request(request)
             previous = request.previous_response_id
             history = self.history.load(previous, local) if previous else []
-            thread = conversation_id(request.conversation)
             if thread is not None:
                 history = self.conversations.history(thread)
             new_items = self.history.input(request)
@@ -270,9 +269,8 @@ class Engine:
         return self.history.input_items(response_id, after=after, limit=limit, order=order)
 
     def count_tokens(self, request: CountTokensRequest) -> dict[str, Any]:
-        checks.check_conversation(request)
+        thread = checks.check_conversation(request)
         previous = request.previous_response_id
-        thread = conversation_id(request.conversation)
         history = self.conversations.history(thread) if thread is not None else []
         items = [*(self.history.load(previous) if previous else history), *self.history.input(request)]
         counted = usage(
