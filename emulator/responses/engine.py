@@ -22,10 +22,9 @@ from ptc_emulator.emulator.conversations.service import Conversations
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest
 from ptc_emulator.emulator.ids import new_id
 from ptc_emulator.emulator.model import Model, Plan, Prepared, Refused, Runner, ScenarioRegistry, ScriptedModel, Trace
-from ptc_emulator.emulator.responses import usage as counting
 from ptc_emulator.emulator.responses.background import Background
 from ptc_emulator.emulator.responses.body import response_body
-from ptc_emulator.emulator.responses.usage import PromptCache, definitions_text, prompt_segments, usage
+from ptc_emulator.emulator.responses.usage import PromptCache, count, definitions_text, prompt_segments, usage
 from ptc_emulator.emulator.rules import checks
 from ptc_emulator.emulator.rules.conversation import Conversation, Folds, analyse
 from ptc_emulator.emulator.rules.history import History, as_input, as_response_item, not_found
@@ -138,9 +137,7 @@ class Engine:
             conv = analyse(items, len(history), self.signer, self.folds)
             toolset = Toolset.of(request, conv.items, conv.new_from)
             plan = self.model.plan(request, conv, toolset, trace, scope=scope)
-            prepared = self._prepared(request, conv, toolset, trace, scope=scope, local=local, plan=plan, thread=thread)
-            trace.kept_out_bytes = sum(len(answer_text(item).encode("utf-8")) for item in prepared.outputs_kept_out())
-            return prepared
+            return self._prepared(request, conv, toolset, trace, scope=scope, local=local, plan=plan, thread=thread)
         except EmulatorError as e:
             # What the model knew when it refused, once it had chosen what plays (the journal's).
             return Refused(e, trace if trace.scenario is not None else None)
@@ -170,7 +167,10 @@ class Engine:
             plan=plan,
             conversation_id=thread,
         )
-        trace.kept_out_tokens = sum(counting.count(answer_text(item)) for item in prepared.outputs_kept_out())
+        kept = [answer_text(item) for item in prepared.outputs_kept_out()]
+        trace.kept_out_tokens = sum(count(text) for text in kept)
+        if plan is not None:  # (bytes: of a response that plays)
+            trace.kept_out_bytes = sum(len(text.encode("utf-8")) for text in kept)
         return prepared
 
     async def create(self, request: CreateRequest, *, scope: str | None = None) -> dict[str, Any]:
