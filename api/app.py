@@ -22,12 +22,11 @@ from ptc_emulator.api.settings import Settings, bundled_fixtures
 from ptc_emulator.emulator.agents.harness import Harness
 from ptc_emulator.emulator.errors import EmulatorError, PayloadTooLarge, StatusError, Unauthorized
 from ptc_emulator.emulator.journal.entries import Journal
-from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, ScenarioRegistry
+from ptc_emulator.emulator.model import ScenarioError, ScenarioRegistry
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.responses.engine import Engine, Runner
 from ptc_emulator.emulator.signing import Signer, load_secret
 from ptc_emulator.emulator.storage import Store, open_store, responses
-from ptc_emulator.emulator.wire import replayed
 from ptc_emulator.sandbox import Pool, PoolConfig
 
 __all__ = ["AppState", "create_app"]
@@ -197,8 +196,6 @@ class _Edge:
             await _reject(scope, receive, send_with_id, PayloadTooLarge(_too_large(limit)))
             return
         received = 0
-        body = replayed.Body() if _replayable(scope, self.settings) else None
-        token = replayed.RAW_BODY.set(body)  # for this request only (see emulator/replayed.py)
 
         async def limited_receive() -> Message:
             nonlocal received
@@ -208,24 +205,9 @@ class _Edge:
                 received += len(chunk)
                 if received > limit:
                     raise StarletteHTTPException(413, detail=_too_large(limit))
-                if body is not None:
-                    body.chunks.append(chunk)
             return message
 
-        try:
-            await self.app(scope, limited_receive if scope["type"] == "http" else receive, send_with_id)
-        finally:
-            replayed.RAW_BODY.reset(token)
-
-
-def _replayable(scope: Scope, settings: Settings) -> bool:
-    """A create over HTTP whose body reaches the app as sent (the recording proxy may rewrite it)."""
-    return (
-        scope["type"] == "http"
-        and scope.get("method") == "POST"
-        and scope.get("path") == "/v1/responses"
-        and not settings.recording
-    )
+        await self.app(scope, limited_receive if scope["type"] == "http" else receive, send_with_id)
 
 
 def _is_ui(path: str) -> bool:

@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 import ptc_emulator
 from ptc_emulator.api.settings import API_KEY_ENV, Settings, default_data_dir, resend_problem
-from ptc_emulator.emulator.model.scripted.scenario import ScenarioError
+from ptc_emulator.emulator.model import ScenarioError
 from ptc_emulator.sandbox import Limits
 
 __all__ = ["bind", "main", "parse"]

@@ -8,9 +8,7 @@ from typing import Any
 
 from ptc_emulator.emulator.errors import EmulatorError, NoScenarioMatched
 from ptc_emulator.emulator.journal.entries import Figures, Journal, JournalEntry, RawJSON, RawRequest
-from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.responses.engine import Prepared, Refused, Trace
-from ptc_emulator.emulator.tools.kinds import answer_text
 from ptc_emulator.emulator.wire.request import CreateRequest
 
 __all__ = ["Recorder"]
@@ -123,6 +121,7 @@ class Recorder:
             figures.model_turns = trace.model_turns
             figures.programs_run = trace.programs_run
             figures.kept_out_bytes = trace.kept_out_bytes
+            figures.kept_out_tokens = trace.kept_out_tokens
             self.entry.hosted_calls = list(trace.hosted_calls)
             calls = [*trace.calls, *((c["kind"], c["route"]) for c in trace.hosted_calls if _counts(c))]
             for kind, route in calls:
@@ -133,20 +132,11 @@ class Recorder:
                 else:
                     figures.direct_tool_calls += 1
         self.entry.figures.latency_ms = round((time.time() - self.entry.at) * 1000, 3)
-        self._account()
         if self.raw is not None and isinstance(self.entry.request, CreateRequest):
             self.entry.request = RawRequest(self.raw)
         if self.rendered is not None and self.entry.response is self.response and _as_kept(self.rendered):
             self.entry.response = RawJSON(self.rendered)  # the text the journal would have made
         self.journal.record(self.entry)
-
-    def _account(self) -> None:
-        """The tokens kept out of the model's context (the run a request belongs to is found when the
-        journal is read: `emulator/journal/grouping.py`)."""
-        prepared = self.prepared
-        if prepared is not None:
-            kept = prepared.outputs_kept_out()
-            self.entry.figures.kept_out_tokens = sum(usage.count(answer_text(item)) for item in kept)
 
 
 def _as_kept(rendered: bytes) -> bool:

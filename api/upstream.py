@@ -39,9 +39,18 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ptc_emulator.api.routes.responses import SCOPE_HEADER, SCOPE_METADATA_KEY
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.emulator.model.scripted.recording import Tape, file_name, items_of, scenario_from, to_yaml, user_text
-from ptc_emulator.emulator.model.scripted.scenario import Request as MatchRequest
-from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, ScenarioRegistry, load_scenario
+from ptc_emulator.emulator.model import (
+    MatchRequest,
+    ScenarioError,
+    ScenarioRegistry,
+    Tape,
+    file_name,
+    items_of,
+    load_scenario,
+    scenario_from,
+    to_yaml,
+    user_text,
+)
 from ptc_emulator.emulator.wire.events import TERMINAL
 
 __all__ = ["ProxyMiddleware", "UpstreamProxy", "UpstreamSettingsError"]

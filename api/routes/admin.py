@@ -21,8 +21,7 @@ from ptc_emulator.api.context import SCOPE_HEADER
 from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound
 from ptc_emulator.emulator.journal import evaluation, grouping
-from ptc_emulator.emulator.model.scripted.hosted_script import HostedScript
-from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, ScenarioRegistry, load_scenario
+from ptc_emulator.emulator.model import HostedScript, ScenarioError, ScenarioRegistry, load_scenario
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.storage import Store, StoredScenario
 from ptc_emulator.emulator.wire.request import check_json

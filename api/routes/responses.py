@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -39,13 +40,30 @@ __all__ = [
 
 
 class _BodyRequest(Request):
-    """Its JSON body parsed by `replayed.parse`: a replayed conversation's known items are not
-    parsed again (they stand in as their validated models); any other body is `json.loads`'s."""
+    """A create's JSON body read by `replayed.read`: a replayed conversation's known items are not
+    parsed again (they stand in as their validated models); any other body is `json.loads`'s.
+    `reading` is what the read found, for `replayed.remember` once the body validated."""
+
+    reading: replayed.Reading | None = None
 
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
-            self._json = replayed.parse(await self.body())
+            raw = await self.body()
+            if _replayable(self):
+                self._json, self.reading = replayed.read(raw)
+            else:
+                self._json = json.loads(raw)
         return self._json
+
+
+def _replayable(request: Request) -> bool:
+    """A create over HTTP whose body reaches the app as sent (the recording proxy may rewrite it)."""
+    scope = request.scope
+    return (
+        scope.get("method") == "POST"
+        and scope.get("path") == "/v1/responses"
+        and not request.app.state.emulator.settings.recording
+    )
 
 
 class _Route(APIRoute):
@@ -63,6 +81,9 @@ router = APIRouter(prefix="/v1", route_class=_Route)
 
 @router.post("/responses")
 async def create_response(body: CreateRequest, request: Request) -> Response:
+    reading = request.reading if isinstance(request, _BodyRequest) else None
+    if reading is not None:
+        replayed.remember(reading, body.input)  # the next request of this conversation validates less
     engine = engine_of(request)
     scope = scope_of(request.headers, body)
     if body.stream:

@@ -103,8 +103,8 @@ class Play:
 
     async def tell(self, keepalive_s: float | None) -> AsyncIterator[Event | None]:
         """The events to send, and `None` when a keep-alive is due (see the class docstring)."""
-        fault = self.prepared.fault
-        cut = fault.cut_stream_after if fault is not None else None
+        delivery = self.prepared.delivery
+        cut = delivery.cut_stream_after if delivery is not None else None
         sent = 0
         try:
             async for event in self.events(keepalive_s):

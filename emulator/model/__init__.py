@@ -1,2 +1,37 @@
-"""The scripted model: scenarios, their templates and patterns, where a conversation stands in a
-script, the player that plays the next step, and injected faults."""
+"""What plays a response: the `Model` protocol and the engine's types (`core.py`), and the
+scripted model, its first implementation (`scripted/`: scenarios, their templates and patterns,
+where a conversation stands in a script, the player, injected faults, recordings).
+
+Outside `model/` nothing imports `model.scripted`: the names below are the scripted model's
+public face (the registry the admin routes fill, the loader, the recording proxy's helpers).
+"""
+
+from ptc_emulator.emulator.model.core import Delivery, Model, Plan, Prepared, Refused, ResponseMemo, Runner, Trace
+from ptc_emulator.emulator.model.scripted.hosted import HostedScript
+from ptc_emulator.emulator.model.scripted.model import ScriptedModel
+from ptc_emulator.emulator.model.scripted.recording import Tape, file_name, items_of, scenario_from, to_yaml, user_text
+from ptc_emulator.emulator.model.scripted.scenario import Request as MatchRequest
+from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, ScenarioRegistry, load_scenario
+
+__all__ = [
+    "Delivery",
+    "HostedScript",
+    "MatchRequest",
+    "Model",
+    "Plan",
+    "Prepared",
+    "Refused",
+    "ResponseMemo",
+    "Runner",
+    "ScenarioError",
+    "ScenarioRegistry",
+    "ScriptedModel",
+    "Tape",
+    "Trace",
+    "file_name",
+    "items_of",
+    "load_scenario",
+    "scenario_from",
+    "to_yaml",
+    "user_text",
+]

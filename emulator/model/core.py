@@ -1,15 +1,19 @@
-"""The engine's own types (re-exported by `engine.py`): what it prepares, what it records, and
-what it runs programs with. (`ResponseStatus` is with the Response object, in `response.py`.)
+"""The engine's own types (re-exported by `engine.py`): what it prepares, what it records, what
+it runs programs with, and the `Model` it asks for each response's turn. (`ResponseStatus` is
+with the Response object, in `wire/response.py`.)
 
-A `Prepared` is built whole, once, by `Engine.prepare` and is not reassigned afterwards; what
+A `Prepared` is built whole, once, by `Engine.attempt` and is not reassigned afterwards; what
 playing it changes lives in objects made for that (the trace, the conversation's seals, the
 toolset that a server-executed search grows, the memo of what was made once).
+
+Nothing here names a model's own types: a `Prepared` carries its model's `Plan` opaquely, and the
+engine reads of it only the `Delivery` (what happens to the response on its way out).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.rules.contract import Violation
@@ -20,12 +24,7 @@ from ptc_emulator.emulator.wire.items import Item, OutputItem, ProgramCaller
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.sandbox import Outcome, Program
 
-if TYPE_CHECKING:  # the scripted model's own parts of a prepared response
-    from ptc_emulator.emulator.model.scripted.hosted import Hosted
-    from ptc_emulator.emulator.model.scripted.scenario import Fault
-    from ptc_emulator.emulator.model.scripted.script import Script
-
-__all__ = ["Prepared", "Refused", "ResponseMemo", "Runner", "Trace"]
+__all__ = ["Delivery", "Model", "Plan", "Prepared", "Refused", "ResponseMemo", "Runner", "Trace"]
 
 
 class Runner(Protocol):
@@ -36,9 +35,10 @@ class Runner(Protocol):
 
 @dataclass
 class Trace:
-    """What the scripted model did for one request, for the journal."""
+    """What the model did for one request, for the journal."""
 
-    scenario: str
+    scenario: str | None = None
+    """What the model plays (the scripted model: the scenario's name); None until it has chosen."""
     route: list[str] = field(default_factory=list)
     """The output item types, in order."""
     model_turns: int = 0
@@ -46,13 +46,65 @@ class Trace:
     images: list[str] = field(default_factory=list)
     kept_out_bytes: int = 0
     """Bytes of tool output in this request's input that went to a program, not to the model."""
+    kept_out_tokens: int = 0
+    """The same tool output in tokens."""
     fault: str | None = None
-    """The fault injected into this response, if any (see `model.scenario.Fault`)."""
+    """The fault injected into this response, if any (the scripted model's `Fault`)."""
     contract: list[Violation] = field(default_factory=list)
     hosted_calls: list[dict[str, Any]] = field(default_factory=list)
     """Calls answered on the server's side (MCP, code interpreter, hosted shell), in order."""
     calls: list[tuple[str, str]] = field(default_factory=list)
     """(kind, route) of each tool call made in this response; route is `direct` or `program`."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What happens to a response on its way out, apart from what it says: a wait before it is
+    played, an `incomplete` status, a stream cut short. The engine and the stream apply it, whatever
+    model played (the scripted model makes one from a turn's fault)."""
+
+    latency_ms: int = 0
+    response_incomplete: str | None = None
+    """The `incomplete_details.reason` the response ends with, if it ends incomplete."""
+    cut_stream_after: int | None = None
+    """Close a streamed response after this many events, without a terminal event."""
+
+
+class Plan(Protocol):
+    """What a model decided for one response before anything plays (see `Model`). Opaque to the
+    engine, which keeps it on `Prepared` and hands it back to the model that made it."""
+
+    @property
+    def delivery(self) -> Delivery | None: ...
+
+
+class Model(Protocol):
+    """What plays a response's turn: the engine asks it, given the prepared conversation.
+
+    Two steps, because the engine answers in two: everything that can refuse the request (a 400,
+    an injected HTTP error) must happen before the first byte of a streamed reply, and playing
+    (running programs, asking a model upstream) happens after it, maybe in the background.
+
+    `plan` decides what this response plays and makes every check that needs that decision. It
+    sees only what any model would: the validated request, the conversation as the rules read it,
+    the tools it may call, and the scope. It writes what it chose into `trace` (`trace.scenario`
+    first, so a refusal after that is journaled with what was known). Its `Plan` is its own type.
+
+    `play` plays the plan and returns the output items. Programs run on the engine's `runner`,
+    passed in, not owned: the engine decides where programs run and with which limits, and any
+    model (scripted, or one upstream that writes programs) replays them the same way."""
+
+    def plan(
+        self,
+        request: CreateRequest,
+        conversation: Conversation,
+        toolset: Toolset,
+        trace: Trace,
+        *,
+        scope: str | None,
+    ) -> Plan: ...
+
+    async def play(self, prepared: Prepared, runner: Runner) -> list[dict[str, Any]]: ...
 
 
 @dataclass
@@ -77,18 +129,12 @@ class Prepared:
     toolset: Toolset
     """What the model may call as this response starts; a server-executed search adds to it."""
     trace: Trace
-    script: Script | None = None
-    """None for `generate: false` (WebSocket mode): the response has no output."""
-    hosted: Hosted | None = None
-    """The server-side tools of this response (None when nothing plays)."""
-    turn: int = 0
-    """The next turn of the script to play (after resuming the open program, if any)."""
-    emitted: int = 0
-    """Direct calls of that turn already emitted (it is a `call` turn played one call at a time)."""
+    plan: Plan | None = None
+    """What the model decided to play (`Model.plan`); None for `generate: false` (WebSocket mode):
+    the response has no output."""
+    conversation_id: str | None = None
+    """The id in the request's `conversation`, read once (the engine, the body and the journal use it)."""
     scope: str | None = None
-    fault: Fault | None = None
-    """The fault of the turn this response starts (not of a program it resumes)."""
-    strict_contract: bool = False
     local: Store | None = None
     """A connection's own store, where its `store: false` responses stay while it is open."""
     memo: ResponseMemo = field(default_factory=ResponseMemo)
@@ -100,6 +146,11 @@ class Prepared:
     @property
     def background(self) -> bool:
         return bool(self.request.background)
+
+    @property
+    def delivery(self) -> Delivery | None:
+        """What happens to this response on its way out, if anything (an injected fault's)."""
+        return self.plan.delivery if self.plan is not None else None
 
     @property
     def context(self) -> list[Item]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.wire.items import Item, dump
-from ptc_emulator.emulator.wire.request import CreateRequest, conversation_id
+from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.emulator.wire.response import ResponseStatus, echo_tools
 
 __all__ = ["response_body"]
@@ -34,9 +34,10 @@ def response_body(
     cached_tokens: int = 0,
     tools: list[dict[str, Any]] | None = None,
     definitions: str | None = None,
+    conversation: str | None = None,
 ) -> dict[str, Any]:
     """`tools`, `definitions`: `echo_tools(request)` and its `usage.definitions_text`, if the caller
-    already made them."""
+    already made them. `conversation`: the id in the request's `conversation` (`conversation_id`)."""
     tools = echo_tools(request) if tools is None else tools
     body = {
         "id": response_id,
@@ -79,7 +80,6 @@ def response_body(
         "user": request.user,
         "metadata": request.metadata or {},
     }
-    conversation = conversation_id(request.conversation)
     if conversation is not None:
         body["conversation"] = {"id": conversation}
     return body

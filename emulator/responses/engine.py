@@ -1,10 +1,11 @@
 """The response engine: a request and the items so far go in; a Response comes out.
 
 A facade over the parts that decide: `rules/` (the conversation and its 400s), `model/` (the
-scripted model that plays), `store.py`, `conversations.py`, `usage.py`. `prepare()` does
-everything that can fail with a 400 before the first byte of a streamed reply; `complete()` plays
-the scripted model's next step and builds and stores the Response. Program faults become
-`program_output.status = "incomplete"`, not exceptions.
+`Model` that plays: the scripted one unless another is given), `storage/`, `conversations/`,
+`usage.py`. `attempt()` does everything that can fail with a 400 before the first byte of a
+streamed reply (the model's `plan` among it); `complete()` has the model play its plan and builds
+and stores the Response. Program faults become `program_output.status = "incomplete"`, not
+exceptions.
 
 Nothing here knows HTTP; nothing here touches V8 except through the `Runner` protocol.
 """
@@ -20,25 +21,19 @@ from typing import Any
 from ptc_emulator.emulator.conversations.service import Conversations
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest
 from ptc_emulator.emulator.ids import new_id
-from ptc_emulator.emulator.model.core import Prepared, Refused, Runner, Trace
-from ptc_emulator.emulator.model.scripted.choose import choose_script
-from ptc_emulator.emulator.model.scripted.faults import FaultInjector, InjectedHTTPError
-from ptc_emulator.emulator.model.scripted.hosted import Hosted
-from ptc_emulator.emulator.model.scripted.player import Player
-from ptc_emulator.emulator.model.scripted.scenario import Fault, ScenarioRegistry
-from ptc_emulator.emulator.model.scripted.script import Script, position, turn_items
+from ptc_emulator.emulator.model import Model, Plan, Prepared, Refused, Runner, ScenarioRegistry, ScriptedModel, Trace
 from ptc_emulator.emulator.responses.background import Background
 from ptc_emulator.emulator.responses.body import response_body
-from ptc_emulator.emulator.responses.usage import PromptCache, definitions_text, prompt_segments, usage
+from ptc_emulator.emulator.responses.usage import PromptCache, count, definitions_text, prompt_segments, usage
 from ptc_emulator.emulator.rules import checks
 from ptc_emulator.emulator.rules.conversation import Conversation, Folds, analyse
 from ptc_emulator.emulator.rules.history import History, as_input, as_response_item, not_found
 from ptc_emulator.emulator.signing import Signer
 from ptc_emulator.emulator.storage.responses import Store, StoredResponse
-from ptc_emulator.emulator.tools.kinds import answer_text, program_tools
+from ptc_emulator.emulator.tools.kinds import answer_text
 from ptc_emulator.emulator.tools.toolset import Toolset
 from ptc_emulator.emulator.wire.items import Message
-from ptc_emulator.emulator.wire.request import CountTokensRequest, CreateRequest, conversation_id
+from ptc_emulator.emulator.wire.request import CountTokensRequest, CreateRequest
 from ptc_emulator.emulator.wire.response import ResponseStatus, echo_tools
 from ptc_emulator.sandbox import Limits
 
@@ -52,23 +47,34 @@ class Engine:
         runner: Runner,
         store: Store,
         signer: Signer,
-        scenarios: ScenarioRegistry,
+        scenarios: ScenarioRegistry | None = None,
+        model: Model | None = None,
         limits: Limits | None = None,
         clock: Callable[[], float] = time.time,
         ids: Callable[[str], str] = new_id,
         seeds: Callable[[], int] = lambda: secrets.randbits(128),
         strict_contract: bool = False,
     ) -> None:
+        """`model` plays each response; without one, the scripted model plays `scenarios` (and
+        `strict_contract` is its default for the contract checks of a client's tool outputs)."""
+        self.runner = runner
         self.store = store
         self.signer = signer
-        self.scenarios = scenarios
         self.limits = limits or Limits()
         self.clock = clock
         self.ids = ids
-        self.strict_contract = strict_contract
         self.history = History(store)
-        self.player = Player(runner=runner, signer=signer, limits=self.limits, ids=ids, seeds=seeds, clock=clock)
-        self.faults = FaultInjector()
+        if model is None:
+            model = ScriptedModel(
+                scenarios if scenarios is not None else ScenarioRegistry(),
+                signer=signer,
+                limits=self.limits,
+                ids=ids,
+                seeds=seeds,
+                clock=clock,
+                strict_contract=strict_contract,
+            )
+        self.model: Model = model
         self.background = Background()
         self.conversations = Conversations(
             store.conversations,
@@ -111,12 +117,11 @@ class Engine:
 
         With `generate=False` nothing will play: the response only records its input, so its id
         can be continued. `local` is a connection's own store, looked up before the server's."""
-        trace: Trace | None = None
+        trace = Trace()
         try:
-            checks.check_request(request)
+            thread = checks.check_request(request)
             previous = request.previous_response_id
             history = self.history.load(previous, local) if previous else []
-            thread = conversation_id(request.conversation)
             if thread is not None:
                 history = self.conversations.history(thread)
             new_items = self.history.input(request)
@@ -126,68 +131,16 @@ class Engine:
             if not generate:
                 conv = Conversation(items, len(history), anchor=-1)
                 toolset = Toolset.of(request, conv.items)
-                return self._prepared(request, conv, toolset, Trace("generate=false"), scope=scope, local=local)
+                return self._prepared(
+                    request, conv, toolset, Trace("generate=false"), scope=scope, local=local, thread=thread
+                )
             conv = analyse(items, len(history), self.signer, self.folds)
             toolset = Toolset.of(request, conv.items, conv.new_from)
-            script = choose_script(self.scenarios, conv, request, toolset, scope)
-            trace = Trace(script.name)
-            return self._play(request, conv, toolset, script, trace, scope=scope, local=local)
+            plan = self.model.plan(request, conv, toolset, trace, scope=scope)
+            return self._prepared(request, conv, toolset, trace, scope=scope, local=local, plan=plan, thread=thread)
         except EmulatorError as e:
-            if isinstance(e, InjectedHTTPError) and trace is not None:
-                trace.fault = e.what
-            return Refused(e, trace)
-
-    def _play(
-        self,
-        request: CreateRequest,
-        conv: Conversation,
-        toolset: Toolset,
-        script: Script,
-        trace: Trace,
-        *,
-        scope: str | None,
-        local: Store | None,
-    ) -> Prepared:
-        """The checks that need the script, then the response that plays it."""
-        turn, emitted = position(conv, script)
-        hosted = self.player.hosted_tools(request, conv, toolset, script, trace, self.scenarios.hosted(scope))
-        if conv.open_program is not None:
-            checks.check_open_program(
-                conv,
-                self.signer,
-                allowed=sorted({*program_tools(request, toolset), *hosted.static_names()}),
-                server_labels={label for label, tool in hosted.mcp_tools.items() if tool.programmatic},
-                max_tool_calls=self.limits.max_tool_calls,
-            )
-        checks.check_finished_programs(conv, self.signer)
-        if request.store is False:
-            reasoned = [first for first, scripted in turn_items(conv, script) if scripted.reasoning is not None]
-            checks.check_reasoning(conv, self.signer, reasoned)
-        strict = self.strict_contract
-        if script.scenario is not None and script.scenario.strict_contract is not None:
-            strict = script.scenario.strict_contract
-        trace.contract.extend(checks.check_outputs(conv, toolset))
-        if strict and trace.contract:
-            raise InvalidRequest(trace.contract[0].describe(), param="input", code="contract_violation")
-        fault = script.turns[turn].fault if conv.open_program is None and turn < len(script.turns) else None
-        if fault is not None:
-            trace.fault = self.faults.http_error(fault, (scope, script.name, turn), conv.items)
-        prepared = self._prepared(
-            request,
-            conv,
-            toolset,
-            trace,
-            scope=scope,
-            local=local,
-            script=script,
-            hosted=hosted,
-            turn=turn,
-            emitted=emitted,
-            fault=fault,
-            strict_contract=strict,
-        )
-        trace.kept_out_bytes = sum(len(answer_text(item).encode("utf-8")) for item in prepared.outputs_kept_out())
-        return prepared
+            # What the model knew when it refused, once it had chosen what plays (the journal's).
+            return Refused(e, trace if trace.scenario is not None else None)
 
     def _prepared(
         self,
@@ -198,14 +151,11 @@ class Engine:
         *,
         scope: str | None,
         local: Store | None,
-        script: Script | None = None,
-        hosted: Hosted | None = None,
-        turn: int = 0,
-        emitted: int = 0,
-        fault: Fault | None = None,
-        strict_contract: bool = False,
+        thread: str | None,
+        plan: Plan | None = None,
     ) -> Prepared:
-        return Prepared(
+        """The prepared response, with the figures the journal takes from it."""
+        prepared = Prepared(
             request=request,
             response_id=self.ids("resp"),
             created_at=float(int(self.clock())),
@@ -214,13 +164,14 @@ class Engine:
             trace=trace,
             scope=scope,
             local=local,
-            script=script,
-            hosted=hosted,
-            turn=turn,
-            emitted=emitted,
-            fault=fault,
-            strict_contract=strict_contract,
+            plan=plan,
+            conversation_id=thread,
         )
+        kept = [answer_text(item) for item in prepared.outputs_kept_out()]
+        trace.kept_out_tokens = sum(count(text) for text in kept)
+        if plan is not None:  # (bytes: of a response that plays)
+            trace.kept_out_bytes = sum(len(text.encode("utf-8")) for text in kept)
+        return prepared
 
     async def create(self, request: CreateRequest, *, scope: str | None = None) -> dict[str, Any]:
         return await self.run(self.prepare(request, scope=scope))
@@ -233,21 +184,24 @@ class Engine:
 
     async def complete(self, prepared: Prepared) -> dict[str, Any]:
         """Play the response and store it (`store: true`, or a connection's own store)."""
-        fault = prepared.fault
-        if fault is not None and fault.latency_ms:
-            await asyncio.sleep(fault.latency_ms / 1000)
-        output = await self.player.play(prepared)
-        if fault is not None and fault.response_incomplete:
+        delivery = prepared.delivery
+        if delivery is not None and delivery.latency_ms:
+            await asyncio.sleep(delivery.latency_ms / 1000)
+        output = await self.model.play(prepared, self.runner) if prepared.plan is not None else []
+        if delivery is not None and delivery.response_incomplete:
             for item in output:
                 if item["type"] == "message":
                     item["status"] = "incomplete"
             response = self.response(
-                prepared, output, status=ResponseStatus.INCOMPLETE, incomplete={"reason": fault.response_incomplete}
+                prepared,
+                output,
+                status=ResponseStatus.INCOMPLETE,
+                incomplete={"reason": delivery.response_incomplete},
             )
         else:
             response = self.response(prepared, output, status=ResponseStatus.COMPLETED)
         self._keep(prepared, response)
-        thread = conversation_id(prepared.request.conversation)
+        thread = prepared.conversation_id
         if thread is not None:
             self.conversations.record(thread, self._input_items(prepared), response["output"])
         return response
@@ -285,6 +239,7 @@ class Engine:
             cached_tokens=memo.cached_tokens or 0,
             tools=tools,
             definitions=definitions,
+            conversation=prepared.conversation_id,
         )
 
     # ---- the other endpoints --------------------------------------------------------------------
@@ -314,9 +269,8 @@ class Engine:
         return self.history.input_items(response_id, after=after, limit=limit, order=order)
 
     def count_tokens(self, request: CountTokensRequest) -> dict[str, Any]:
-        checks.check_conversation(request)
+        thread = checks.check_conversation(request)
         previous = request.previous_response_id
-        thread = conversation_id(request.conversation)
         history = self.conversations.history(thread) if thread is not None else []
         items = [*(self.history.load(previous) if previous else history), *self.history.input(request)]
         counted = usage(

@@ -254,7 +254,11 @@ class PromptCache:
     later prompt is served the longest run of leading segments a recorded prompt shares with
     it. So a `previous_response_id` chain, a `store: false` replay of the same items and a
     conversation all find the prompt before theirs, and a changed instruction or tool list,
-    or an edited item, ends the shared prefix where it changed. Bounded (oldest forgotten)."""
+    or an edited item, ends the shared prefix where it changed. Bounded (oldest forgotten).
+
+    It recognises "this conversation again" like the replayed-body cache and `Folds`, but saves no
+    work: it is the behaviour emulated (`cached_tokens`), so it keys on what the hosted cache
+    keys on (the prompt's leading segments, per caller), not on the body or the item objects."""
 
     def __init__(self, limit: int = 100_000) -> None:
         self._seen: OrderedDict[tuple[str, bytes], None] = OrderedDict()

@@ -44,20 +44,23 @@ __all__ = [
 ]
 
 
-def check_conversation(request: CreateRequest | CountTokensRequest) -> None:
-    if request.conversation is not None:
-        if request.previous_response_id is not None:
-            raise InvalidRequest(
-                "Parameters 'previous_response_id' and 'conversation' cannot be used together.", param="conversation"
-            )
-        conversation_id(request.conversation)  # a string or {"id": ...}
+def check_conversation(request: CreateRequest | CountTokensRequest) -> str | None:
+    """The id in the request's `conversation` (a string or `{"id": ...}`), if any."""
+    if request.conversation is None:
+        return None
+    if request.previous_response_id is not None:
+        raise InvalidRequest(
+            "Parameters 'previous_response_id' and 'conversation' cannot be used together.", param="conversation"
+        )
+    return conversation_id(request.conversation)
 
 
-def check_request(request: CreateRequest) -> None:
-    """The request's own parameters, and how they fit together."""
+def check_request(request: CreateRequest) -> str | None:
+    """The request's own parameters, and how they fit together. Returns its conversation's id
+    (`check_conversation`), read once here for the rest of the request."""
     if request.model is None and request.prompt is None:
         raise InvalidRequest("Missing required parameter: 'model'.", param="model", code="missing_required_parameter")
-    check_conversation(request)
+    thread = check_conversation(request)
     if request.background and request.store is False:
         raise InvalidRequest("Background mode requires store=true.", param="background")
     for name in duplicate_names(request):
@@ -83,14 +86,15 @@ def check_request(request: CreateRequest) -> None:
         raise InvalidRequest(
             "Tool choice 'programmatic_tool_calling' not found in 'tools' parameter.", param="tool_choice"
         )
+    return thread
 
 
 def check_open_program(
     conv: Conversation, signer: Signer, *, allowed: list[str], server_labels: set[str], max_tool_calls: int
-) -> None:
+) -> list[int]:
     """The program being resumed may call what it started with (`allowed`: what this request lets a
     program call; tools of MCP servers in `server_labels` are listed at run time, not sealed), and
-    its calls come back as it issued them."""
+    its calls come back as it issued them. Returns their positions in issue order (`call_indexes`)."""
     program = conv.open_program
     assert program is not None
     seal = conv.seals[program.call_id]
@@ -101,7 +105,7 @@ def check_open_program(
             f"with {list(seal.tools)}, this request allows {allowed}.",
             param="tools",
         )
-    call_indexes(signer, program, conv.program_calls(program.call_id), max_tool_calls)
+    return call_indexes(signer, program, conv.program_calls(program.call_id), max_tool_calls)
 
 
 def check_finished_programs(conv: Conversation, signer: Signer) -> None:

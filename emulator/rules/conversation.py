@@ -169,7 +169,13 @@ class Folds:
     the pass reads each item once, in order, and the checks that need the whole conversation run
     every time. A loop needs only the pass of its previous request, so few are kept; each holds
     its items alive, so they are bounded by the items they hold too (the least recent leave
-    first). Thread-safe."""
+    first). Thread-safe.
+
+    Why it stays a cache of its own, beside the replayed-body cache that recognises the same
+    conversation by its text: what it saves is the rules' pass, whose state (the calls by program,
+    where each program stands) is per item object; keyed on identity it needs no text and no
+    hashing, and it can only hit on items that cache (or the stored-history cache) handed back, so
+    it never answers for items it has not read."""
 
     def __init__(self, limit: int = 128, max_items: int = 50_000) -> None:
         self.limit = limit

@@ -24,9 +24,18 @@ The cache is bounded by bytes (the texts it keeps, with an allowance for their m
 its least recently used conversations first. A body under `min_bytes` (4 KB) skips it: for so few
 items, scanning the body and keeping its prefix costs more than validating them.
 
-Who feeds it: the HTTP edge puts the request's raw body in `RAW_BODY` (a context variable) for
-`POST /v1/responses`; `CreateRequest`'s validators call `substitute` (before) and `remember`
-(after). Nothing else sees it.
+Who feeds it, explicitly: the `POST /v1/responses` route reads its body with `read`, which hands
+back the parsed body (its known items as their models, in a `KnownItems` list that says how many
+lead) and a `Reading`; FastAPI validates the body; the route then calls `remember` with the
+reading and the validated items. `CreateRequest`'s JSON check skips the known items it is handed
+(`known_count`). No state passes between them except through those values.
+
+Why this cache stays beside the others that recognise "this conversation again": it is the only
+one that sees the body's text, and it saves the pydantic validation of the items, which is the
+largest cost of a replayed request. `rules.conversation.Folds` saves reading the items again
+and keys on the very objects this cache hands back; the signer's memo of opened fingerprints
+saves the seal's cryptography; `usage.PromptCache` is no saving at all but the emulated prompt
+cache (`cached_tokens`). Each keys on what its own work reads.
 """
 
 from __future__ import annotations
@@ -36,33 +45,26 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 from ptc_emulator.emulator.wire.items import ToolSearchOutputItem
 
-__all__ = ["RAW_BODY", "Body", "PrefixCache", "StoredItems", "cache", "parse", "remember", "substitute"]
+__all__ = ["KnownItems", "PrefixCache", "Reading", "StoredItems", "cache", "known_count", "read", "remember"]
+
+
+class KnownItems(list[Any]):
+    """A parsed body's `input` whose first `known` items are validated models already (`read`)."""
+
+    known: int = 0
 
 
 @dataclass
-class Body:
-    """One request's raw body (its chunks as they arrive), and what `substitute` left for `remember`."""
+class Reading:
+    """What `read` found in one body, for `remember` once the body validated."""
 
-    chunks: list[bytes] = field(default_factory=list)
-    used: bool = False
     pending: _Pending | None = None
-    parsed: _Pending | None = None
-    """What `parse` found known in this body, when it read the body with the known items' models."""
-    parsed_input: list[Any] | None = None
-    """The `input` list `parse` made (its known items are models already)."""
 
-    @property
-    def raw(self) -> bytes:
-        return b"".join(self.chunks)
-
-
-RAW_BODY: ContextVar[Body | None] = ContextVar("ptc_emulator_raw_body", default=None)
 
 _WS = re.compile(r"[ \t\n\r]*")
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
@@ -338,65 +340,37 @@ cache = PrefixCache()
 """The process's cache (the HTTP edge feeds it; `Settings` may resize it)."""
 
 
-def parse(raw: bytes) -> Any:
-    """`json.loads(raw)` for the request's body, except that a body that extends a known prefix
-    (see `PrefixCache.read`) comes back with its known items as their models, unparsed. Anything
-    else, or anything unusual, is `json.loads`'s own answer (and its own errors)."""
-    body = RAW_BODY.get()
-    if body is None or body.used or body.parsed is not None:
-        return json.loads(raw)
+def read(raw: bytes) -> tuple[Any, Reading]:
+    """`json.loads(raw)` for a create's body, except that a body that extends a known prefix (see
+    `PrefixCache.read`) comes back with its known items as their models, unparsed, in a
+    `KnownItems` list. Anything else, or anything unusual, is `json.loads`'s own answer (and its
+    own errors). The `Reading` is for `remember`, once the body validated."""
     try:
         found = cache.read(raw)
     except Exception:  # (a nesting too deep for the scanner, say) the parser decides, as always
         found = None
-    if found is None:
-        return json.loads(raw)
-    value, body.parsed = found
-    body.parsed_input = value["input"]
-    return value
+    if found is not None:
+        value, pending = found
+        items = KnownItems(value["input"])
+        items.known = pending.known
+        return {**value, "input": items}, Reading(pending)
+    value = json.loads(raw)
+    given = value.get("input") if isinstance(value, dict) else None
+    return value, Reading(cache.plan(raw, len(given)) if isinstance(given, list) else None)
 
 
-def substitute(value: Any, check: Callable[[Any], None]) -> Any:
-    """Before `CreateRequest` validates `value` (the parsed body): the known leading input items
-    replaced by their validated models, when this validation is of the request's raw body.
-
-    `check` (the JSON sanity check) runs over the body less its known items: those passed it, at
-    the same depth, in the body they were remembered from."""
-    body = RAW_BODY.get()
-    items = value.get("input") if isinstance(value, dict) else None
-    if (
-        body is not None
-        and not body.used
-        and body.parsed is not None
-        and isinstance(items, list)
-        and items is body.parsed_input
-    ):
-        body.used = True  # the body `parse` read: its known items are their models already
-        read = body.parsed
-        check({**value, "input": items[read.known :]})
-        body.pending = read
-        return value
-    if body is None or body.used or not isinstance(items, list):
-        check(value)
-        return value
-    body.used = True  # only the first validation in this request is of its body
-    pending = cache.plan(body.raw, len(items))
-    if pending is None or pending.base is None:
-        check(value)
-        body.pending = pending
-        return value
-    rest = items[pending.known :]
-    check({**value, "input": rest})
-    body.pending = pending
-    return {**value, "input": [*pending.base.items, *rest]}
+def known_count(items: Any) -> int:
+    """How many leading items of a body's `input` are validated models already (`read` made them):
+    the JSON check passed them, at the same depth, in the body they were remembered from."""
+    return items.known if isinstance(items, KnownItems) else 0
 
 
-def remember(input: Any) -> None:
-    """After `CreateRequest` validated: its input items, for the next request that extends them."""
-    body = RAW_BODY.get()
-    if body is None or body.pending is None or not isinstance(input, list):
+def remember(reading: Reading, input: Any) -> None:
+    """After the body `read` read validated: its input items, for the next request that extends them."""
+    pending = reading.pending
+    if pending is None or not isinstance(input, list):
         return
-    pending, body.pending = body.pending, None
+    reading.pending = None
     if len(input) == len(pending.ends):
         cache.store(pending, input)
 

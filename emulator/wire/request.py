@@ -136,12 +136,10 @@ class CreateRequest(Conversational):
     @model_validator(mode="before")
     @classmethod
     def _sane(cls, value: Any) -> Any:
-        return replayed.substitute(value, check_json)  # a replayed conversation's known items, already validated
-
-    @model_validator(mode="after")
-    def _remember(self) -> CreateRequest:
-        replayed.remember(self.input)
-        return self
+        items = value.get("input") if isinstance(value, dict) else None
+        known = replayed.known_count(items)  # a replayed conversation's known items, already validated
+        check_json({**value, "input": items[known:]} if items is not None and known else value)
+        return value
 
 
 class CountTokensRequest(Conversational):

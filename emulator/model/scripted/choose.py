@@ -27,7 +27,7 @@ from ptc_emulator.emulator.errors import EmulatorError, NoScenarioMatched
 from ptc_emulator.emulator.model.scripted.scenario import NearMiss, Request, Scenario, ScenarioRegistry, Turn
 from ptc_emulator.emulator.model.scripted.script import Script, inline_code, inline_search, position
 from ptc_emulator.emulator.rules.conversation import Conversation
-from ptc_emulator.emulator.tools.kinds import bind
+from ptc_emulator.emulator.tools.kinds import Binding, bind
 from ptc_emulator.emulator.tools.toolset import Toolset
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.emulator.wire.tools import (
@@ -42,8 +42,14 @@ __all__ = ["choose_script", "conflict", "describe", "next_turn_conflict"]
 
 
 def choose_script(
-    scenarios: ScenarioRegistry, conv: Conversation, request: CreateRequest, toolset: Toolset, scope: str | None
+    scenarios: ScenarioRegistry,
+    conv: Conversation,
+    request: CreateRequest,
+    toolset: Toolset,
+    scope: str | None,
+    bindings: dict[str, Binding] | None = None,
 ) -> Script:
+    """`bindings`: the request's tools as bound for `toolset` (`bind`), when the caller has them."""
     text = conv.anchor_text
 
     def contradiction(scenario: Scenario) -> str | None:
@@ -55,7 +61,7 @@ def choose_script(
     found = scenarios.match(
         Request(
             text=text,
-            tools=frozenset({*toolset.declared, *bind(request, toolset)}),
+            tools=frozenset({*toolset.declared, *(bindings if bindings is not None else bind(request, toolset))}),
             ptc=request.ptc_enabled,
             model=request.model or "",
             metadata=request.metadata or {},

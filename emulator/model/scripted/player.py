@@ -9,29 +9,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import InvalidRequest, ScriptedError
 from ptc_emulator.emulator.model.core import Prepared, Runner, Trace
 from ptc_emulator.emulator.model.scripted.faults import forced_failure
-from ptc_emulator.emulator.model.scripted.hosted import Hosted, Memo, Unscripted
-from ptc_emulator.emulator.model.scripted.hosted_script import HostedScript
+from ptc_emulator.emulator.model.scripted.hosted import Hosted, HostedScript, Memo
+from ptc_emulator.emulator.model.scripted.programs import Programs, check_call, plan_of
 from ptc_emulator.emulator.model.scripted.scenario import Turn
 from ptc_emulator.emulator.model.scripted.script import Script
-from ptc_emulator.emulator.rules.checks import call_indexes
-from ptc_emulator.emulator.rules.contract import check_call
 from ptc_emulator.emulator.rules.conversation import Conversation
-from ptc_emulator.emulator.signing import REASONING_DOMAIN, ProgramSeal, Signer, code_digest
+from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
 from ptc_emulator.emulator.tools.kinds import (
-    FUNCTION,
     Binding,
     Unemulated,
     answer_key,
     answer_text,
-    bind,
     kind_of_call,
-    program_tools,
 )
 from ptc_emulator.emulator.tools.mcp import call_tool
 from ptc_emulator.emulator.tools.toolset import NOT_LOADED, Toolset, loaded_names
@@ -49,7 +44,6 @@ from ptc_emulator.emulator.wire.items import (
     Message,
     OutputText,
     ProgramCaller,
-    ProgramItem,
     ProgramOutputItem,
     ReasoningItem,
     Refusal,
@@ -60,14 +54,7 @@ from ptc_emulator.emulator.wire.items import (
 )
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.sandbox import (
-    Completed,
-    Failed,
-    ImageOutput,
     Limits,
-    Program,
-    Suspended,
-    TextOutput,
-    ToolResult,
 )
 
 __all__ = ["Player"]
@@ -82,19 +69,16 @@ class Player:
     def __init__(
         self,
         *,
-        runner: Runner,
         signer: Signer,
         limits: Limits,
         ids: Callable[[str], str],
         seeds: Callable[[], int],
         clock: Callable[[], float],
     ) -> None:
-        self.runner = runner
         self.signer = signer
         self.limits = limits
         self.ids = ids
-        self.seeds = seeds
-        self.clock = clock
+        self.programs = Programs(signer=signer, limits=limits, ids=ids, seeds=seeds, clock=clock)
         self.memo = Memo()
 
     def hosted_tools(
@@ -119,10 +103,10 @@ class Player:
             calls=trace.hosted_calls,
         )
 
-    async def play(self, prepared: Prepared) -> list[dict[str, Any]]:
-        conv, script = prepared.conversation, prepared.script
-        if script is None:
-            return []
+    async def play(self, prepared: Prepared, runner: Runner) -> list[dict[str, Any]]:
+        """The output of the response the scripted model planned for `prepared` (see the module)."""
+        plan = plan_of(prepared)
+        conv, script = prepared.conversation, plan.script
         out: list[dict[str, Any]] = []
         produced: list[Item] = []
 
@@ -138,10 +122,10 @@ class Player:
 
         await self._list_mcp_tools(prepared, emit)
 
-        index = prepared.turn
+        index = plan.turn
         program = conv.open_program
         if program is not None:
-            finished = await self._run(program, conv.seals[program.call_id], prepared, emit)
+            finished = await self.programs.run(program, conv.seals[program.call_id], prepared, runner, emit)
             if not finished:
                 return out
             # A program started by this script's turn before the cursor may hold the final message
@@ -149,7 +133,7 @@ class Player:
             if conv.open_index > conv.anchor and not script.turns[index - 1].with_output:
                 return out
         while index < len(script.turns):
-            if await self._turn(prepared, index, emit, produced):
+            if await self._turn(prepared, runner, index, emit, produced):
                 return out
             index += 1
         if not out:
@@ -160,10 +144,12 @@ class Player:
             )
         return out
 
-    async def _turn(self, prepared: Prepared, index: int, emit: Callable[[Item], None], produced: list[Item]) -> bool:
+    async def _turn(
+        self, prepared: Prepared, runner: Runner, index: int, emit: Callable[[Item], None], produced: list[Item]
+    ) -> bool:
         """Play turn `index`; True when it ends the response."""
-        script, req = prepared.script, prepared.request
-        assert script is not None
+        plan, req = plan_of(prepared), prepared.request
+        script = plan.script
         turn = script.turns[index]
         context = _template_context(prepared.conversation, produced)
         await script.prerender(index, context)  # templates render off the event loop
@@ -172,18 +158,18 @@ class Player:
             if not req.ptc_enabled:
                 emit(self._message(NOT_ENABLED))
                 return True
-            program, seal = await self._new_program(script.code(index, context), prepared)
+            program, seal = await self.programs.start(script.code(index, context), prepared)
             self._reasoning(turn, program.call_id, prepared, emit)
             emit(program)
             prepared.conversation.seals[program.call_id] = seal
-            forced = forced_failure(prepared.fault if index == prepared.turn else None, self.limits)
-            finished = await self._run(program, seal, prepared, emit, forced)
+            forced = forced_failure(plan.fault if index == plan.turn else None, self.limits)
+            finished = await self.programs.run(program, seal, prepared, runner, emit, forced)
             return not finished or not turn.with_output
         if turn.call is not None:
-            calls = turn.calls[prepared.emitted if index == prepared.turn else 0 :]
+            calls = turn.calls[plan.emitted if index == plan.turn else 0 :]
             if req.parallel_tool_calls is False:
                 calls = calls[:1]
-            bindings = bind(req, prepared.toolset)
+            bindings = plan.tools.bindings
             for n, spec in enumerate(calls):
                 binding = _direct_tool(script, index, spec.name, bindings, prepared.toolset)
                 if binding.kind.text_argument:
@@ -200,7 +186,7 @@ class Player:
                 )
                 if n == 0:
                     self._reasoning(turn, call.call_id, prepared, emit)
-                _check_call(binding, call, prepared)
+                check_call(binding, call, prepared)
                 emit(call)
             return True
         if turn.search is not None:
@@ -221,8 +207,8 @@ class Player:
     ) -> bool:
         """A scenario's direct MCP call: made here and emitted as `mcp_call`, or first paused on an
         `mcp_approval_request`. True when it ends the response."""
-        script, hosted = prepared.script, _hosted(prepared)
-        assert script is not None
+        plan = plan_of(prepared)
+        script, hosted = plan.script, plan.hosted
         spec = script.turns[index].mcp
         assert spec is not None
         tool = hosted.mcp_tools.get(spec.server_label)
@@ -284,8 +270,8 @@ class Player:
     def _direct_code_interpreter(
         self, prepared: Prepared, index: int, context: dict[str, Any], emit: Callable[[Item], None]
     ) -> None:
-        script, hosted = prepared.script, _hosted(prepared)
-        assert script is not None
+        plan = plan_of(prepared)
+        script, hosted = plan.script, plan.hosted
         spec = script.turns[index].code_interpreter
         assert spec is not None
         tool = hosted.code_interpreter
@@ -347,8 +333,7 @@ class Player:
     def _search(self, prepared: Prepared, index: int, context: dict[str, Any], emit: Callable[[Item], None]) -> bool:
         """A search turn: the call, then (server execution) its output and the turns after it, or
         (client execution) the end of the response. True when it ends the response."""
-        script, toolset = prepared.script, prepared.toolset
-        assert script is not None
+        script, toolset = plan_of(prepared).script, prepared.toolset
         turn = script.turns[index]
         spec = turn.search
         assert spec is not None
@@ -370,18 +355,19 @@ class Player:
         names = spec.load if spec.load is not None else toolset.search(query or "", spec.limit)
         tools = toolset.definitions(names)
         toolset.load(tools, execution="server")
+        plan_of(prepared).tools.rebind()
         output_id = self.ids("tso")
         emit(ToolSearchOutputItem(id=output_id, call_id=call_id, execution="server", status="completed", tools=tools))
         return False
 
-    # ---- programs -------------------------------------------------------------------------------
+    # ---- MCP listings ---------------------------------------------------------------------------
 
     async def _list_mcp_tools(self, prepared: Prepared, emit: Callable[[Item], None]) -> None:
         """An `mcp_list_tools` item per MCP server, once per conversation, as the hosted API does.
 
         A server whose tools only programs may call is listed inside the runtime instead: the
         Runner judges an item without a caller as direct (contract §12)."""
-        hosted = _hosted(prepared)
+        hosted = plan_of(prepared).hosted
         listed = {i.server_label for i in prepared.conversation.items if isinstance(i, McpListTools)}
         for label, tool in hosted.mcp_tools.items():
             if label in listed or not tool.direct:
@@ -394,182 +380,6 @@ class Player:
                     tools=[McpListedTool.model_validate(entry) for entry in listing.tools],
                 )
             )
-
-    def answers(self, item: ProgramItem, conv: Conversation) -> dict[int, ToolResult]:
-        """The client's answers to the program's calls, by each call's position in issue order."""
-        calls = conv.program_calls(item.call_id)
-        known: dict[int, ToolResult] = {}
-        for index, call in zip(call_indexes(self.signer, item, calls, self.limits.max_tool_calls), calls, strict=True):
-            kind = kind_of_call(call)
-            text, is_error = kind.result(conv.outputs[call.call_id])
-            known[index] = ToolResult(kind.call_name(call), kind.arguments(call), text, is_error=is_error)
-        return known
-
-    async def _settle(
-        self,
-        item: ProgramItem,
-        outcome: Suspended,
-        known: dict[int, ToolResult],
-        answered: dict[int, ToolResult],
-        bindings: dict[str, Binding],
-        hosted: Hosted,
-        settled: list[tuple[int, str]],
-    ) -> tuple[list[McpApprovalRequest], str | None]:
-        """Answer what needs no client among the calls the program waits on: the server-run ones
-        (into the runtime record) and those whose arguments a kind refuses (into `answered`; the
-        promise rejects; `settled` gets their (position, kind)). Returns the approval requests to
-        surface, and why the program must stop."""
-        for pending in outcome.pending:
-            binding = bindings.get(pending.name)
-            if binding is not None and isinstance(binding.kind, Unemulated):
-                return [], binding.kind.message(pending.name)
-        approvals: list[McpApprovalRequest] = []
-        for pending in outcome.pending:
-            if pending.index in known:
-                continue
-            if hosted.owns(pending.name):
-                answer = await hosted.resolve(item.call_id, pending)
-                if isinstance(answer, McpApprovalRequest):
-                    approvals.append(answer)
-                elif isinstance(answer, Unscripted):
-                    return [], f"unscripted: {answer.message}"
-                continue
-            binding = _bound(bindings, pending.name)
-            problem = binding.kind.check(binding, json.loads(pending.arguments))
-            if problem is not None:
-                answered[pending.index] = ToolResult(pending.name, pending.arguments, problem, is_error=True)
-                settled.append((pending.index, binding.kind.kind))
-        return approvals, None
-
-    async def _new_program(self, code: str, prepared: Prepared) -> tuple[ProgramItem, ProgramSeal]:
-        call_id = self.ids("call")
-        hosted = await _hosted(prepared).program_names()
-        seal = ProgramSeal(
-            call_id=call_id,
-            code_sha256=code_digest(code),
-            seed=self.seeds(),
-            clock_ms=int(self.clock() * 1000),
-            tools=tuple(sorted({*program_tools(prepared.request, prepared.toolset), *hosted})),
-        )
-        item = ProgramItem(id=self.ids("prog"), call_id=call_id, code=code, fingerprint=self.signer.issue(seal, code))
-        return item, seal
-
-    async def _run(
-        self,
-        item: ProgramItem,
-        seal: ProgramSeal,
-        prepared: Prepared,
-        emit: Callable[[Item], None],
-        forced: Failed | None = None,
-    ) -> bool:
-        """Run or replay the program; emit its new calls or its output. True when it finished.
-
-        `forced` is an injected fault's outcome, used instead of running the program."""
-        conv, req, trace = prepared.conversation, prepared.request, prepared.trace
-        bindings = bind(req, prepared.toolset)
-        hosted = _hosted(prepared)
-        answered = self.answers(item, conv)
-        seen = max(answered, default=-1)
-        settled: list[tuple[int, str]] = []
-        stopped: str | None = None
-        approvals: list[McpApprovalRequest] = []
-        while True:
-            known = {**hosted.record(item.call_id), **answered}
-            journal = _prefix(known)
-            program = Program(
-                code=item.code,
-                tools=seal.tools,
-                seed=seal.seed,
-                clock_ms=seal.clock_ms,
-                journal=tuple(journal),
-                limits=self.limits,
-                text_tools=tuple(n for n in seal.tools if n in bindings and bindings[n].kind.text_argument),
-            )
-            outcome = forced or await self.runner.run(program)
-            if isinstance(outcome, Failed) and outcome.kind == "divergence":
-                raise InvalidRequest(
-                    f"The function_call items of program {item.call_id} do not match what the program does: a tool "
-                    f"name or its arguments were modified ({outcome.message}).",
-                    param="input",
-                    code="program_divergence",
-                )
-            if not isinstance(outcome, Suspended) or forced is not None:
-                break
-            approvals, stopped = await self._settle(item, outcome, known, answered, bindings, hosted, settled)
-            if stopped is not None or len(_prefix({**hosted.record(item.call_id), **answered})) == len(journal):
-                break
-        trace.programs_run += 1
-        # Calls before the last one the client answered were settled, and counted, in an earlier response.
-        trace.calls.extend((kind, "program") for index, kind in settled if index > seen)
-        trace.images.extend(o.url for o in outcome.outputs if isinstance(o, ImageOutput))
-        unused = sorted(i for i in answered if i >= len(journal))
-        if unused and (not isinstance(outcome, Suspended) or stopped is not None):
-            raise InvalidRequest(
-                f"The tool call items of program {item.call_id} do not match what the program does: the input "
-                f"answers {len(answered)} of its calls, but the program made only {len(journal)} before it ended.",
-                param="input",
-                code="program_divergence",
-            )
-        if isinstance(outcome, Suspended) and stopped is None:
-            state = hosted.state_item(item.call_id)
-            if state is not None:
-                emit(state)
-            for approval in approvals:
-                emit(approval)
-            known = {**hosted.record(item.call_id), **answered}
-            for pending in outcome.pending:
-                if pending.index in known or hosted.owns(pending.name):
-                    continue  # answered, or answered by the server once the calls before it are
-                binding = _bound(bindings, pending.name)
-                if binding.kind.owner == "server":
-                    continue
-                call = binding.kind.call_item(
-                    binding,
-                    pending.arguments,
-                    call_id=self.signer.program_call_id(item.call_id, pending.index),
-                    item_id=self.signer.program_call_item_id(item.call_id, pending.index, binding.kind.id_prefix),
-                    caller=ProgramCaller(caller_id=item.call_id),
-                )
-                _check_call(binding, call, prepared)
-                emit(call)
-            return False
-        text = "\n".join(o.text for o in outcome.outputs if isinstance(o, TextOutput))
-        status: Literal["completed", "incomplete"]
-        if stopped is not None:
-            status, result = "incomplete", f"{text}\n{stopped}" if text else stopped
-        elif isinstance(outcome, Completed):
-            status, result = "completed", text
-        else:
-            assert isinstance(outcome, Failed)
-            reason = f"{outcome.kind}: {outcome.message}"
-            status, result = "incomplete", f"{text}\n{reason}" if text else reason
-        self._program_output(item, status, result, emit)
-        return True
-
-    def _program_output(
-        self,
-        item: ProgramItem,
-        status: Literal["completed", "incomplete"],
-        result: str,
-        emit: Callable[[Item], None],
-    ) -> None:
-        emit(
-            ProgramOutputItem(
-                id=self.signer.program_output_id(item.call_id, status, result),
-                call_id=item.call_id,
-                result=result,
-                status=status,
-            )
-        )
-
-
-def _prefix(known: dict[int, ToolResult]) -> list[ToolResult]:
-    """The known results of the program's calls from the first, up to the first it lacks: a journal
-    answers calls in issue order."""
-    journal: list[ToolResult] = []
-    while len(journal) in known:
-        journal.append(known[len(journal)])
-    return journal
 
 
 def _direct_tool(script: Script, index: int, name: str, bindings: dict[str, Binding], toolset: Toolset) -> Binding:
@@ -607,21 +417,6 @@ def _direct_tool(script: Script, index: int, name: str, bindings: dict[str, Bind
             code="scenario_error",
         )
     return binding
-
-
-def _bound(bindings: dict[str, Binding], name: str) -> Binding:
-    """A sealed tool name's binding; a function the program was started with is callable even if
-    this request no longer lists it (the open program's tools were checked against the request's)."""
-    return bindings.get(name) or Binding(name, FUNCTION, None, True, False)
-
-
-def _check_call(binding: Binding, call: CallItem, prepared: Prepared) -> None:
-    violation = check_call(binding.tool, call)
-    if violation is None:
-        return
-    prepared.trace.contract.append(violation)
-    if prepared.strict_contract:
-        raise InvalidRequest(violation.describe(), param="tools", code="contract_violation")
 
 
 def _parse(text: str) -> Any:
@@ -666,8 +461,3 @@ def _template_context(conv: Conversation, produced: list[Item]) -> dict[str, Any
         "output": output,
         "outputs": outputs,
     }
-
-
-def _hosted(prepared: Prepared) -> Hosted:
-    assert prepared.hosted is not None, "a response that plays has its server-side tools"
-    return prepared.hosted

@@ -1,0 +1,269 @@
+"""The scripted model's programs: starting one, and running or replaying it in the sandbox.
+
+A program resumes by replay: the client's answers to its calls (and the server's answers to the
+hosted calls, from the runtime record) form a journal in issue order, and the program runs again
+from the start against it until it suspends on calls nobody has answered yet, or ends. The
+player (`player.py`) emits what comes out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator.model.core import Prepared, Runner
+from ptc_emulator.emulator.model.scripted.hosted import Hosted, Unscripted
+from ptc_emulator.emulator.model.scripted.script import ScriptedPlan
+from ptc_emulator.emulator.rules import contract
+from ptc_emulator.emulator.rules.checks import call_indexes
+from ptc_emulator.emulator.signing import ProgramSeal, Signer, code_digest
+from ptc_emulator.emulator.tools.kinds import FUNCTION, Binding, Unemulated, kind_of_call
+from ptc_emulator.emulator.wire.items import (
+    CallItem,
+    Item,
+    McpApprovalRequest,
+    ProgramCaller,
+    ProgramItem,
+    ProgramOutputItem,
+)
+from ptc_emulator.sandbox import (
+    Completed,
+    Failed,
+    ImageOutput,
+    Limits,
+    Program,
+    Suspended,
+    TextOutput,
+    ToolResult,
+)
+
+__all__ = ["Programs", "check_call", "plan_of"]
+
+
+class Programs:
+    """Starts a response's programs and runs or replays them on the engine's runner."""
+
+    def __init__(
+        self,
+        *,
+        signer: Signer,
+        limits: Limits,
+        ids: Callable[[str], str],
+        seeds: Callable[[], int],
+        clock: Callable[[], float],
+    ) -> None:
+        self.signer = signer
+        self.limits = limits
+        self.ids = ids
+        self.seeds = seeds
+        self.clock = clock
+
+    def answers(self, item: ProgramItem, prepared: Prepared) -> dict[int, ToolResult]:
+        """The client's answers to the program's calls, by each call's position in issue order (for
+        the open program, the positions its check found)."""
+        conv = prepared.conversation
+        calls = conv.program_calls(item.call_id)
+        indexes: Sequence[int]
+        if item is conv.open_program:
+            indexes = plan_of(prepared).open_indexes
+        else:
+            indexes = call_indexes(self.signer, item, calls, self.limits.max_tool_calls)
+        known: dict[int, ToolResult] = {}
+        for index, call in zip(indexes, calls, strict=True):
+            kind = kind_of_call(call)
+            text, is_error = kind.result(conv.outputs[call.call_id])
+            known[index] = ToolResult(kind.call_name(call), kind.arguments(call), text, is_error=is_error)
+        return known
+
+    async def _settle(
+        self,
+        item: ProgramItem,
+        outcome: Suspended,
+        known: dict[int, ToolResult],
+        answered: dict[int, ToolResult],
+        bindings: dict[str, Binding],
+        hosted: Hosted,
+        settled: list[tuple[int, str]],
+    ) -> tuple[list[McpApprovalRequest], str | None]:
+        """Answer what needs no client among the calls the program waits on: the server-run ones
+        (into the runtime record) and those whose arguments a kind refuses (into `answered`; the
+        promise rejects; `settled` gets their (position, kind)). Returns the approval requests to
+        surface, and why the program must stop."""
+        for pending in outcome.pending:
+            binding = bindings.get(pending.name)
+            if binding is not None and isinstance(binding.kind, Unemulated):
+                return [], binding.kind.message(pending.name)
+        approvals: list[McpApprovalRequest] = []
+        for pending in outcome.pending:
+            if pending.index in known:
+                continue
+            if hosted.owns(pending.name):
+                answer = await hosted.resolve(item.call_id, pending)
+                if isinstance(answer, McpApprovalRequest):
+                    approvals.append(answer)
+                elif isinstance(answer, Unscripted):
+                    return [], f"unscripted: {answer.message}"
+                continue
+            binding = _bound(bindings, pending.name)
+            problem = binding.kind.check(binding, json.loads(pending.arguments))
+            if problem is not None:
+                answered[pending.index] = ToolResult(pending.name, pending.arguments, problem, is_error=True)
+                settled.append((pending.index, binding.kind.kind))
+        return approvals, None
+
+    async def start(self, code: str, prepared: Prepared) -> tuple[ProgramItem, ProgramSeal]:
+        """A new program item for `code`, and the seal its fingerprint carries."""
+        call_id = self.ids("call")
+        hosted = await plan_of(prepared).hosted.program_names()
+        seal = ProgramSeal(
+            call_id=call_id,
+            code_sha256=code_digest(code),
+            seed=self.seeds(),
+            clock_ms=int(self.clock() * 1000),
+            tools=tuple(sorted({*plan_of(prepared).tools.program_tools, *hosted})),
+        )
+        item = ProgramItem(id=self.ids("prog"), call_id=call_id, code=code, fingerprint=self.signer.issue(seal, code))
+        return item, seal
+
+    async def run(
+        self,
+        item: ProgramItem,
+        seal: ProgramSeal,
+        prepared: Prepared,
+        runner: Runner,
+        emit: Callable[[Item], None],
+        forced: Failed | None = None,
+    ) -> bool:
+        """Run or replay the program; emit its new calls or its output. True when it finished.
+
+        `forced` is an injected fault's outcome, used instead of running the program."""
+        trace, plan = prepared.trace, plan_of(prepared)
+        bindings, hosted = plan.tools.bindings, plan.hosted
+        answered = self.answers(item, prepared)
+        seen = max(answered, default=-1)
+        settled: list[tuple[int, str]] = []
+        stopped: str | None = None
+        approvals: list[McpApprovalRequest] = []
+        while True:
+            known = {**hosted.record(item.call_id), **answered}
+            journal = _prefix(known)
+            program = Program(
+                code=item.code,
+                tools=seal.tools,
+                seed=seal.seed,
+                clock_ms=seal.clock_ms,
+                journal=tuple(journal),
+                limits=self.limits,
+                text_tools=tuple(n for n in seal.tools if n in bindings and bindings[n].kind.text_argument),
+            )
+            outcome = forced or await runner.run(program)
+            if isinstance(outcome, Failed) and outcome.kind == "divergence":
+                raise InvalidRequest(
+                    f"The function_call items of program {item.call_id} do not match what the program does: a tool "
+                    f"name or its arguments were modified ({outcome.message}).",
+                    param="input",
+                    code="program_divergence",
+                )
+            if not isinstance(outcome, Suspended) or forced is not None:
+                break
+            approvals, stopped = await self._settle(item, outcome, known, answered, bindings, hosted, settled)
+            if stopped is not None or len(_prefix({**hosted.record(item.call_id), **answered})) == len(journal):
+                break
+        trace.programs_run += 1
+        # Calls before the last one the client answered were settled, and counted, in an earlier response.
+        trace.calls.extend((kind, "program") for index, kind in settled if index > seen)
+        trace.images.extend(o.url for o in outcome.outputs if isinstance(o, ImageOutput))
+        unused = sorted(i for i in answered if i >= len(journal))
+        if unused and (not isinstance(outcome, Suspended) or stopped is not None):
+            raise InvalidRequest(
+                f"The tool call items of program {item.call_id} do not match what the program does: the input "
+                f"answers {len(answered)} of its calls, but the program made only {len(journal)} before it ended.",
+                param="input",
+                code="program_divergence",
+            )
+        if isinstance(outcome, Suspended) and stopped is None:
+            state = hosted.state_item(item.call_id)
+            if state is not None:
+                emit(state)
+            for approval in approvals:
+                emit(approval)
+            known = {**hosted.record(item.call_id), **answered}
+            for pending in outcome.pending:
+                if pending.index in known or hosted.owns(pending.name):
+                    continue  # answered, or answered by the server once the calls before it are
+                binding = _bound(bindings, pending.name)
+                if binding.kind.owner == "server":
+                    continue
+                call = binding.kind.call_item(
+                    binding,
+                    pending.arguments,
+                    call_id=self.signer.program_call_id(item.call_id, pending.index),
+                    item_id=self.signer.program_call_item_id(item.call_id, pending.index, binding.kind.id_prefix),
+                    caller=ProgramCaller(caller_id=item.call_id),
+                )
+                check_call(binding, call, prepared)
+                emit(call)
+            return False
+        text = "\n".join(o.text for o in outcome.outputs if isinstance(o, TextOutput))
+        status: Literal["completed", "incomplete"]
+        if stopped is not None:
+            status, result = "incomplete", f"{text}\n{stopped}" if text else stopped
+        elif isinstance(outcome, Completed):
+            status, result = "completed", text
+        else:
+            assert isinstance(outcome, Failed)
+            reason = f"{outcome.kind}: {outcome.message}"
+            status, result = "incomplete", f"{text}\n{reason}" if text else reason
+        self._program_output(item, status, result, emit)
+        return True
+
+    def _program_output(
+        self,
+        item: ProgramItem,
+        status: Literal["completed", "incomplete"],
+        result: str,
+        emit: Callable[[Item], None],
+    ) -> None:
+        emit(
+            ProgramOutputItem(
+                id=self.signer.program_output_id(item.call_id, status, result),
+                call_id=item.call_id,
+                result=result,
+                status=status,
+            )
+        )
+
+
+def _prefix(known: dict[int, ToolResult]) -> list[ToolResult]:
+    """The known results of the program's calls from the first, up to the first it lacks: a journal
+    answers calls in issue order."""
+    journal: list[ToolResult] = []
+    while len(journal) in known:
+        journal.append(known[len(journal)])
+    return journal
+
+
+def _bound(bindings: dict[str, Binding], name: str) -> Binding:
+    """A sealed tool name's binding; a function the program was started with is callable even if
+    this request no longer lists it (the open program's tools were checked against the request's)."""
+    return bindings.get(name) or Binding(name, FUNCTION, None, True, False)
+
+
+def check_call(binding: Binding, call: CallItem, prepared: Prepared) -> None:
+    """Check a call item the model makes against its tool's schema: a violation goes to the trace,
+    or refuses the request under a strict contract."""
+    violation = contract.check_call(binding.tool, call)
+    if violation is None:
+        return
+    prepared.trace.contract.append(violation)
+    if plan_of(prepared).strict_contract:
+        raise InvalidRequest(violation.describe(), param="tools", code="contract_violation")
+
+
+def plan_of(prepared: Prepared) -> ScriptedPlan:
+    """The scripted model's plan of a response it plays."""
+    plan = prepared.plan
+    assert isinstance(plan, ScriptedPlan), "a response the scripted model plays has its plan"
+    return plan
