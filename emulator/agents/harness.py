@@ -33,6 +33,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from ptc_emulator.emulator.agents.keys import IdempotencyKeys
 from ptc_emulator.emulator.agents.session import AgentSession, Doc, Event, input_messages, zero_usage
 from ptc_emulator.emulator.agents.wire import (
     AgentCreate,
@@ -61,11 +62,6 @@ log = logging.getLogger(__name__)
 
 AGENT = "agent"
 SESSION = "agent.session"
-IDEMPOTENCY = "agent.session.idempotency"
-"""Idempotency keys, kept apart from their session's document (which every event rewrites)."""
-IDEMPOTENCY_TTL_S = 24 * 3600
-"""How long an Idempotency-Key is remembered; after that, the same key is a new request."""
-_SWEEP_EVERY = 1024
 ANY_SCOPE = object()
 """`load`'s scope for the harness's own work (resuming, driving a turn): every session."""
 MAX_STEPS = 64
@@ -109,7 +105,7 @@ class Harness:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
         """A lock per session while someone holds or awaits it, with how many do: dropped when
         the last one leaves, so a request naming an unknown id leaves nothing behind."""
-        self._keys_put = 0
+        self.keys = IdempotencyKeys(records, self.now)
         self._subscribers: dict[str, set[Subscription]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -259,7 +255,7 @@ class Harness:
             doc = self.records.get(SESSION, session_id)
             if doc is None:
                 raise session_not_found(session_id)
-            self._migrate(session_id, doc)
+            self.keys.migrate(session_id, doc)
             session = self._sessions[session_id] = AgentSession(doc, self.ids, self.clock)
         if (scope is None or isinstance(scope, str)) and not _visible(session.doc, scope):
             raise session_not_found(session_id)
@@ -356,7 +352,7 @@ class Harness:
             doc = session.doc
             digest = hashlib.sha256(body.model_dump_json(by_alias=True).encode()).hexdigest()
             if idempotency_key is not None:
-                seen = self._seen(session_id, idempotency_key)
+                seen = self.keys.seen(session_id, idempotency_key)
                 if seen == digest:
                     return
                 if seen is not None:
@@ -378,7 +374,7 @@ class Harness:
                     session.cancel(events)
                     resume = False
             if idempotency_key is not None:
-                self._remember(session_id, idempotency_key, digest)
+                self.keys.remember(session_id, idempotency_key, digest)
             doc["session"]["last_active_at"] = self.now()
             self._save(session)
             self._publish(session_id, events)
@@ -486,40 +482,6 @@ class Harness:
                 del self._locks[session_id]
             else:
                 self._locks[session_id] = (lock, users - 1)
-
-    # ---- idempotency keys -----------------------------------------------------------------------
-
-    @staticmethod
-    def _key_id(session_id: str, key: str) -> str:
-        return session_id + ":" + hashlib.sha256(key.encode("utf-8")).hexdigest()
-
-    def _seen(self, session_id: str, key: str) -> str | None:
-        """The digest of the events first sent with this key, unless it has expired."""
-        record = self.records.get(IDEMPOTENCY, self._key_id(session_id, key))
-        if record is None or self.now() - int(record["at"]) >= IDEMPOTENCY_TTL_S:
-            return None
-        return str(record["digest"])
-
-    def _remember(self, session_id: str, key: str, digest: str) -> None:
-        key_id = self._key_id(session_id, key)
-        self.records.put(IDEMPOTENCY, key_id, {"id": key_id, "digest": digest, "at": self.now()})
-        self._keys_put += 1
-        if self._keys_put % _SWEEP_EVERY == 0:
-            self.sweep_keys()
-
-    def sweep_keys(self) -> int:
-        """Forget the expired idempotency keys (every `_SWEEP_EVERY` keys remembered); how many went."""
-        now = self.now()
-        gone = 0
-        for record in self.records.all(IDEMPOTENCY):
-            if now - int(record["at"]) >= IDEMPOTENCY_TTL_S:
-                gone += self.records.delete(IDEMPOTENCY, record["id"])
-        return gone
-
-    def _migrate(self, session_id: str, doc: Doc) -> None:
-        """A session stored by an earlier version kept its keys in its own document."""
-        for key, digest in (doc.pop("idempotency", None) or {}).items():
-            self._remember(session_id, key, digest)
 
     def _save(self, session: AgentSession) -> None:
         self.records.put(SESSION, session.id, session.doc)

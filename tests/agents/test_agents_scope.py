@@ -19,7 +19,8 @@ import openai
 import pytest
 
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.emulator.agents.harness import IDEMPOTENCY_TTL_S, SESSION
+from ptc_emulator.emulator.agents.harness import SESSION
+from ptc_emulator.emulator.agents.keys import IDEMPOTENCY_TTL_S
 from ptc_emulator.names import SCOPE_HEADER
 from ptc_emulator.testing.server import PTCEmulator
 from tests.agents.agents_support import GET_CUSTOMER, events_until, js
@@ -122,7 +123,7 @@ async def test_unknown_ids_leave_nothing_and_keys_live_apart_and_expire(tmp_path
         )
         assert reused.status_code == 400 and reused.json()["error"]["code"] == "idempotency_key_reused"
         now[0] += IDEMPOTENCY_TTL_S  # the key has expired: the same key is a new request
-        assert harness.sweep_keys() == 1
+        assert harness.keys.sweep() == 1
         again = await http.post(
             f"/v1/agents/sessions/{sid}/events", json=other, headers={**headers, "Idempotency-Key": "k"}
         )
