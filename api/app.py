@@ -26,7 +26,7 @@ from ptc_emulator.emulator.model import ScenarioError, ScenarioRegistry
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.responses.engine import Engine, Runner
 from ptc_emulator.emulator.signing import Signer, load_secret
-from ptc_emulator.emulator.storage import Store, open_store, responses
+from ptc_emulator.emulator.storage import Store, open_store, view
 from ptc_emulator.sandbox import Pool, PoolConfig
 
 __all__ = ["AppState", "create_app"]
@@ -102,7 +102,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
         state.pool = pool
         state.engine = Engine(
             runner=sandbox_runner,
-            store=responses.view(state.store),
+            store=view(state.store),
             signer=state.signer,
             scenarios=state.scenarios,
             limits=settings.limits,

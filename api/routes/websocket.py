@@ -45,7 +45,7 @@ from ptc_emulator.api.routes.streaming import Play
 from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, StatusError
 from ptc_emulator.emulator.responses.engine import Engine, Prepared, Refused
-from ptc_emulator.emulator.storage.responses import MemoryStore
+from ptc_emulator.emulator.storage import ConnectionStore
 from ptc_emulator.emulator.wire import events
 from ptc_emulator.emulator.wire.items import dump
 from ptc_emulator.emulator.wire.request import CreateRequest, check_json
@@ -85,7 +85,7 @@ class Session:
         self.inbox: asyncio.Queue[object] = asyncio.Queue(maxsize=MAX_QUEUED_CREATES)
         self.targets: dict[str, Target] = {}
         self.steering = Steering(lambda: engine.ids("steer"))
-        self.local = MemoryStore()
+        self.local = ConnectionStore()
         """This socket's `store: false` responses, gone with the socket."""
         self._send_lock = asyncio.Lock()
 

@@ -13,8 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ptc_emulator.emulator.storage import JournalLog
-from ptc_emulator.emulator.storage.memory import MemoryJournal
+from ptc_emulator.emulator.storage import JournalLog, MemoryJournal
 from ptc_emulator.emulator.wire.request import CreateRequest
 
 __all__ = ["Figures", "Journal", "JournalEntry", "RawJSON", "RawRequest"]

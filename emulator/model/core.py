@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.rules.contract import Violation
 from ptc_emulator.emulator.rules.conversation import Conversation
-from ptc_emulator.emulator.storage.responses import Store
+from ptc_emulator.emulator.storage import ResponseStore
 from ptc_emulator.emulator.tools.toolset import Toolset
 from ptc_emulator.emulator.wire.items import Item, OutputItem, ProgramCaller
 from ptc_emulator.emulator.wire.request import CreateRequest
@@ -135,7 +135,7 @@ class Prepared:
     conversation_id: str | None = None
     """The id in the request's `conversation`, read once (the engine, the body and the journal use it)."""
     scope: str | None = None
-    local: Store | None = None
+    local: ResponseStore | None = None
     """A connection's own store, where its `store: false` responses stay while it is open."""
     memo: ResponseMemo = field(default_factory=ResponseMemo)
 

@@ -29,7 +29,7 @@ from ptc_emulator.emulator.rules import checks
 from ptc_emulator.emulator.rules.conversation import Conversation, Folds, analyse
 from ptc_emulator.emulator.rules.history import History, as_input, as_response_item, not_found
 from ptc_emulator.emulator.signing import Signer
-from ptc_emulator.emulator.storage.responses import Store, StoredResponse
+from ptc_emulator.emulator.storage import ResponseStore, StoredResponse
 from ptc_emulator.emulator.tools.kinds import answer_text
 from ptc_emulator.emulator.tools.toolset import Toolset
 from ptc_emulator.emulator.wire.items import Message
@@ -45,7 +45,7 @@ class Engine:
         self,
         *,
         runner: Runner,
-        store: Store,
+        store: ResponseStore,
         signer: Signer,
         scenarios: ScenarioRegistry | None = None,
         model: Model | None = None,
@@ -96,7 +96,7 @@ class Engine:
         *,
         scope: str | None = None,
         generate: bool = True,
-        local: Store | None = None,
+        local: ResponseStore | None = None,
     ) -> Prepared:
         """`attempt()` for callers that keep no journal: the request's 400 is raised."""
         attempt = self.attempt(request, scope=scope, generate=generate, local=local)
@@ -110,7 +110,7 @@ class Engine:
         *,
         scope: str | None = None,
         generate: bool = True,
-        local: Store | None = None,
+        local: ResponseStore | None = None,
     ) -> Prepared | Refused:
         """Validate a create and decide what plays, or refuse it (with the request's 400 or an injected
         error) and say what was known by then.
@@ -150,7 +150,7 @@ class Engine:
         trace: Trace,
         *,
         scope: str | None,
-        local: Store | None,
+        local: ResponseStore | None,
         thread: str | None,
         plan: Plan | None = None,
     ) -> Prepared:

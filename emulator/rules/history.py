@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound, PreviousResponseNotFound
-from ptc_emulator.emulator.storage.responses import Store, StoredResponse
+from ptc_emulator.emulator.storage import ResponseStore, StoredResponse
 from ptc_emulator.emulator.tools.kinds import ITEMS
 from ptc_emulator.emulator.wire import replayed
 from ptc_emulator.emulator.wire.items import (
@@ -70,12 +70,12 @@ def as_response_item(item: Item, ids: Callable[[str], str]) -> dict[str, Any]:
 
 
 class History:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: ResponseStore) -> None:
         self.store = store
         self.validated = replayed.StoredItems()
         """Finished stored responses' items, validated once (ids are this server's own)."""
 
-    def record(self, response_id: str, local: Store | None = None) -> StoredResponse | None:
+    def record(self, response_id: str, local: ResponseStore | None = None) -> StoredResponse | None:
         found = local.get(response_id) if local is not None else None
         return found if found is not None else self.store.get(response_id)
 
@@ -97,7 +97,7 @@ class History:
             missing=f"No item with id '{{after}}' in the input of response '{response_id}'.",
         )
 
-    def load(self, response_id: str, local: Store | None = None) -> list[Item]:
+    def load(self, response_id: str, local: ResponseStore | None = None) -> list[Item]:
         """The items before and of a stored response, oldest first (instructions are not carried)."""
         chain: list[StoredResponse] = []
         next_id: str | None = response_id

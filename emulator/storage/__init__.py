@@ -1,5 +1,8 @@
 """Storage: the one seam every piece of shared state goes through (see `protocol.py`).
 
+Nothing outside this package imports its modules: the names below are the seam (checked by
+import-linter).
+
 `open_store(kind, data_dir)` makes a `Store`: `memory` (nothing written) or `sqlite` (the file
 `responses.sqlite3` in `data_dir`).
 """
@@ -8,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ptc_emulator.emulator.storage.memory import MemoryStore
+from ptc_emulator.emulator.storage.memory import MemoryJournal, MemoryStore
 from ptc_emulator.emulator.storage.protocol import (
     Conversations,
     JournalLog,
@@ -20,12 +23,16 @@ from ptc_emulator.emulator.storage.protocol import (
     StoredResponse,
     StoredScenario,
 )
+from ptc_emulator.emulator.storage.responses import ConnectionStore, ResponseStore, view
 from ptc_emulator.emulator.storage.sqlite import SqliteStore
 
 __all__ = [
     "FILENAME",
+    "ConnectionStore",
     "Conversations",
     "JournalLog",
+    "MemoryJournal",
+    "ResponseStore",
     "Records",
     "Responses",
     "Scenarios",
@@ -34,6 +41,7 @@ __all__ = [
     "StoredResponse",
     "StoredScenario",
     "open_store",
+    "view",
 ]
 
 FILENAME = "responses.sqlite3"

@@ -1,9 +1,9 @@
-"""The responses part as the engine takes it today: `Store` is the responses part with the
-conversations beside it (`Engine` and `history` annotate with it), and `view` shows a whole
-`storage.Store` that way. New code imports the parts from `storage`.
+"""The responses part as the engine reads it: `ResponseStore` is the responses part with the
+conversations beside it (a continuation reads both), and `view` shows a whole `storage.Store`
+that way.
 
-`MemoryStore` is a WebSocket connection's own cache of its `store: false` responses: never
-shared, gone with the connection, so it keeps the records it is given (no copies), as before."""
+`ConnectionStore` is a WebSocket connection's own cache of its `store: false` responses: never
+shared, gone with the connection, so it keeps the records it is given (no copies)."""
 
 from __future__ import annotations
 
@@ -14,17 +14,17 @@ from ptc_emulator.emulator.storage import protocol
 from ptc_emulator.emulator.storage.memory import MemoryConversations, item_ids
 from ptc_emulator.emulator.storage.protocol import Conversations, Responses, StoredResponse
 
-__all__ = ["MemoryStore", "Store", "StoredResponse", "view"]
+__all__ = ["ConnectionStore", "ResponseStore", "view"]
 
 
-class Store(Responses, Protocol):
+class ResponseStore(Responses, Protocol):
     conversations: Conversations
     """The Conversations API's conversations and items, in the same place."""
 
     def close(self) -> None: ...
 
 
-class MemoryStore:
+class ConnectionStore:
     def __init__(self) -> None:
         self._responses: dict[str, StoredResponse] = {}
         self._items: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -87,5 +87,5 @@ class _View:
         pass
 
 
-def view(store: protocol.Store) -> Store:
+def view(store: protocol.Store) -> ResponseStore:
     return _View(store)

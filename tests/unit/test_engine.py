@@ -19,7 +19,7 @@ from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.model.scripted.scenario import ScenarioRegistry, load_scenario
 from ptc_emulator.emulator.responses.engine import Engine, Refused
 from ptc_emulator.emulator.signing import Signer
-from ptc_emulator.emulator.storage.responses import MemoryStore
+from ptc_emulator.emulator.storage import ConnectionStore as MemoryStore
 from ptc_emulator.emulator.wire.request import CreateRequest
 from tests.unit.fake_runner import FakeProgram, FakeRunner
 
