@@ -195,7 +195,7 @@ def _racer() -> MiniRacer:
     it on close), and installs its timer globals through that loop. Here every context of the
     process shares one idle loop (only mini-racer's cancelable calls would use it, and the
     sandbox makes none), and `Context` installs the same timer script on the fast path. Private
-    names again; tests/sandbox/test_sandbox_private_api.py guards them."""
+    names again; tests/sandbox/test_private_api.py guards them."""
     global _loop, _first_made
     with _loop_lock:
         if _loop is None:
@@ -218,7 +218,7 @@ def _racer() -> MiniRacer:
 
 def _fast_eval(mr: MiniRacer, source: str, timeout: float) -> Any:
     """`MiniRacer.eval` without the asyncio round trip, through mini-racer's private API (the
-    version is pinned; tests/sandbox/test_sandbox_private_api.py fails if it changes).
+    version is pinned; tests/sandbox/test_private_api.py fails if it changes).
 
     The task is posted with mini-racer's "uncancelable" callback id, whose result goes straight
     to the context's result queue from the isolate's thread. Only this context's owner posts

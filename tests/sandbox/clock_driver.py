@@ -1,6 +1,6 @@
 """Drive one program by live resumes under a fake clock; print each step's outcome as JSON.
 
-Run by `test_sandbox_live_cache.py` as `python -m tests.sandbox.clock_driver STEP_S`, so V8 never
+Run by `test_live_cache.py` as `python -m tests.sandbox.clock_driver STEP_S`, so V8 never
 lives in the pytest process. The clock advances by exactly STEP_S seconds across every start or
 resume, whatever the machine's speed, so the live-resume budget is tested without a wall clock.
 """

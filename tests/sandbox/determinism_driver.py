@@ -1,6 +1,6 @@
 """Drive programs by replay and by live resume in this process, one JSON request per stdin line.
 
-Run by `test_sandbox_determinism_property.py` as one long-lived subprocess, so V8 never lives in
+Run by `test_determinism_property.py` as one long-lived subprocess, so V8 never lives in
 the pytest process. Each request line is `{"code": ..., "tools": [...], "text_tools": [...]}`;
 each answer line is `{"replay": Drive, "live": Drive}` (see `sandbox_support.Drive.as_json`):
 the same program resumed by replay (a fresh context per resume, answered from the items) and

@@ -1,6 +1,6 @@
 """Drive catalogue programs in this process by replay and by live resume; print both as JSON.
 
-Run by `test_sandbox_live.py` as a subprocess (`python -m tests.sandbox.engine_driver NAME...`), so V8 never
+Run by `test_live.py` as a subprocess (`python -m tests.sandbox.engine_driver NAME...`), so V8 never
 lives in the pytest process. Its output is one JSON object: {name: {"replay": ..., "live": ...}}.
 """
 

@@ -57,7 +57,7 @@ def test_a_program_sent_to_a_worker_that_is_dying_is_not_blamed(pool: SyncPool) 
     assert pool.pool.crashes == 0
 
 
-# A program that does kill its worker is still blamed, once: see test_sandbox_limits.py's
+# A program that does kill its worker is still blamed, once: see test_limits.py's
 # test of V8 aborts (`crashes == 2` for two bombs, each run twice before it is blamed), and the
 # last two tests here.
 

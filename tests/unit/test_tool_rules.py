@@ -1,6 +1,6 @@
 """The tool rules, in-process on the fake runner: declarations the API does not have, grammars
 that do not compile, the client-owned kinds' conversation rules, hosted tools and tool_choice
-(the cases of tests/tools/test_tools_rules.py, which plays them over a real server and V8)."""
+(the cases of tests/tools/test_rules.py, which plays them over a real server and V8)."""
 
 from __future__ import annotations
 

@@ -173,7 +173,7 @@ def test_the_page_works_with_an_api_key(keyed_server: EmulatorServer, browser: A
 
 
 def test_faults_retries_and_reasoning_are_shown(ptc_emulator: PTCEmulator, browser: Any) -> None:
-    from tests.inspector.test_inspector_api import FAULTY, ping
+    from tests.inspector.test_api import FAULTY, ping
 
     ptc_emulator.add_scenario(FAULTY)
     assert ping(ptc_emulator).output_text == "pong"
