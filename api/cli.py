@@ -43,8 +43,18 @@ def _parser() -> argparse.ArgumentParser:
         "--store", choices=("sqlite", "memory"), default="sqlite", help="memory: nothing is written to disk"
     )
     serve.add_argument("--data-dir", type=Path, default=default_data_dir(), help="where SQLite and the secret live")
-    serve.add_argument("--secret", default=None, help="fingerprint HMAC secret (or PTC_EMULATOR_SECRET)")
-    serve.add_argument("--api-key", default=None, help=f"require this Bearer key (or {API_KEY_ENV})")
+    serve.add_argument(
+        "--secret",
+        default=None,
+        help="fingerprint secret (visible in ps: prefer PTC_EMULATOR_SECRET or --secret-file)",
+    )
+    serve.add_argument("--secret-file", type=Path, default=None, metavar="PATH", help="read the secret from PATH")
+    serve.add_argument(
+        "--api-key",
+        default=None,
+        help=f"require this Bearer key (visible in ps: prefer {API_KEY_ENV} or --api-key-file)",
+    )
+    serve.add_argument("--api-key-file", type=Path, default=None, metavar="PATH", help="read the key from PATH")
     serve.add_argument("--workers", type=int, default=_SETTINGS.pool_size, help="V8 worker processes")
     serve.add_argument(
         "--live-cache",
@@ -109,8 +119,8 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
         bundled_fixtures=not args.no_bundled_fixtures,
         store=args.store,
         data_dir=args.data_dir,
-        secret=args.secret,
-        api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
+        secret=args.secret or _read(args.secret_file, "--secret-file"),
+        api_key=args.api_key or _read(args.api_key_file, "--api-key-file") or os.environ.get(API_KEY_ENV) or None,
         pool_size=args.workers,
         live_cache=args.live_cache,
         limits=Limits(
@@ -133,12 +143,39 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
     return settings, args.log_level
 
 
+def _read(path: Path | None, option: str) -> str | None:
+    """A secret from a file (its first line, stripped): kept out of the command line, which every
+    local user can read with ps."""
+    if path is None:
+        return None
+    try:
+        value = path.read_text(encoding="utf-8").strip()
+    except OSError as e:
+        _fail(f"{option} {path}: {e.strerror or e}", 2)
+    if not value:
+        _fail(f"{option} {path}: the file is empty", 2)
+    return value
+
+
+def _warn_visible(argv: list[str] | None) -> None:
+    given = sys.argv[1:] if argv is None else argv
+    for option, better in (
+        ("--api-key", f"{API_KEY_ENV} or --api-key-file"),
+        ("--secret", "PTC_EMULATOR_SECRET or --secret-file"),
+    ):
+        if any(a == option or a.startswith(option + "=") for a in given):
+            logging.getLogger("ptc_emulator").warning(
+                "%s on the command line is visible to every local user (ps); use %s instead", option, better
+            )
+
+
 def main(argv: list[str] | None = None) -> None:
     from ptc_emulator.api.app import create_app
     from ptc_emulator.api.upstream import UpstreamSettingsError
 
     settings, log_level = parse(argv)
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    _warn_visible(argv)
     for directory in settings.fixtures:
         if not directory.is_dir():
             _fail(f"--fixtures {directory}: no such directory", 2)

@@ -22,6 +22,8 @@ from typing import Any
 
 import httpx
 
+from ptc_emulator.names import API_KEY_ENV
+
 __all__ = ["ServerProcess", "free_port"]
 
 
@@ -70,12 +72,12 @@ class ServerProcess:
         command = [sys.executable, "-m", "ptc_emulator", "serve", "--port", str(self.port)]
         command += ["--data-dir", str(data_dir), "--store", store, "--workers", str(workers)]
         command += ["--no-bundled-fixtures", "--log-level", "info"]
-        if secret is not None:
-            command += ["--secret", secret]
-        if api_key is not None:
-            command += ["--api-key", api_key]
         self.command = [*command, *args]
-        self.env = _clean_env(env)
+        # Secrets by the environment, never on the command line (any local user can read that).
+        secrets = {"PTC_EMULATOR_SECRET": secret} if secret is not None else {}
+        if api_key is not None:
+            secrets[API_KEY_ENV] = api_key
+        self.env = {**_clean_env(env), **secrets}
         self.log_path = log_path or data_dir.parent / f"server-{self.port}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.worker_pids: list[int] = []
