@@ -76,6 +76,9 @@ class Settings:
     """new: record what no recording matches; all: re-record everything; none: never record."""
     keepalive_s: float = 10.0
     """Seconds between SSE keep-alive comments while a streamed response waits on a program."""
+    websocket_lifetime_s: float = 3600.0
+    """How long a WebSocket-mode connection lasts (the hosted mode's 60 minutes); then it gets a
+    `websocket_connection_limit_reached` error event and is closed."""
 
     @property
     def recording(self) -> bool:

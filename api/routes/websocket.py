@@ -5,9 +5,16 @@ and played exactly as `POST /v1/responses` plays it (same engine, same storage, 
 its events sent as frames. On top of HTTP:
 
 * `stream` is accepted and ignored (a socket always streams); `background` is refused.
-* `stream_id` names a lane; every event of that response echoes it. The emulator plays one
-  response at a time per socket, in the order the creates arrived, so lanes are FIFO and the
-  events of two responses never interleave.
+* Lanes, as the hosted mode has them: `stream_id` (1-256 of `[A-Za-z0-9_.-]`) names a lane, and
+  every event of that lane's responses echoes it (the default lane's omit it). Each lane plays
+  its creates in order, one at a time; lanes play at once and their events interleave. At most
+  `MAX_ACTIVE` responses play at once per socket and further creates wait their turn; at most
+  `MAX_NAMED_LANES` distinct named lanes per socket (the default lane does not count, and a lane
+  once named stays counted). Errors: `invalid_stream_id`, `websocket_stream_limit_reached`,
+  `previous_response_not_found` (from the engine) and, when the socket has lasted
+  `Settings.websocket_lifetime_s` (60 minutes), `websocket_connection_limit_reached` before it is
+  closed. A same-lane continuation that errors evicts the `store: false` parent it named from the
+  socket's cache; an errored fork on another lane leaves it for its own lane.
 * `generate: false` prepares state without model output: the response completes with an empty
   output and, when stored, its id works as `previous_response_id`. It needs no scenario.
 * An error is a WebSocket `error` event, `{"type": "error", "status", "error": {message, type,
@@ -31,6 +38,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 from typing import Any
 
 from fastapi import APIRouter, WebSocket
@@ -60,7 +68,13 @@ Event = dict[str, Any]
 
 MAX_QUEUED_CREATES = 64
 """`response.create` frames one socket may have waiting; more are refused with an error event."""
+MAX_ACTIVE = 16
+"""Responses one socket plays at once; more creates wait."""
+MAX_NAMED_LANES = 32
+"""Distinct named lanes one socket may use; the default lane does not count."""
+_STREAM_ID = re.compile(r"[A-Za-z0-9_.-]{1,256}")
 _CUT_CODE = 1011
+_LIFETIME_CODE = 1000
 
 
 @router.websocket("/v1/responses")
@@ -76,27 +90,54 @@ class _Cut(Exception):
 
 
 class Session:
-    """One socket: a reader that answers steers at once and queues creates, and a player that
-    plays the creates one at a time."""
+    """One socket: a reader that answers steers at once and hands each create to its lane, and a
+    player per lane that plays that lane's creates one at a time, at most `MAX_ACTIVE` at once."""
 
     def __init__(self, websocket: WebSocket, engine: Engine) -> None:
         self.ws = websocket
         self.engine = engine
-        self.inbox: asyncio.Queue[object] = asyncio.Queue(maxsize=MAX_QUEUED_CREATES)
+        self.lanes: dict[str | None, asyncio.Queue[dict[str, Any]]] = {}
+        self.players: set[asyncio.Task[None]] = set()
+        self.named: set[str] = set()
+        """Every named lane this socket has used (the count never goes down)."""
+        self.waiting = 0
+        """Creates handed to a lane that have not started playing."""
+        self.active = asyncio.Semaphore(MAX_ACTIVE)
+        self.lane_of: dict[str, str | None] = {}
+        """The lane that made each of this socket's responses (for the eviction rule)."""
         self.targets: dict[str, Target] = {}
         self.steering = Steering(lambda: engine.ids("steer"))
         self.local = ConnectionStore()
         """This socket's `store: false` responses, gone with the socket."""
         self._send_lock = asyncio.Lock()
+        self.closed = asyncio.Event()
 
     async def serve(self) -> None:
-        player = asyncio.ensure_future(self._play_all())
+        settings = self.ws.app.state.emulator.settings
+        lifetime = asyncio.ensure_future(self._expire(settings.websocket_lifetime_s))
+        reader = asyncio.ensure_future(self._read_all())
         try:
-            await self._read_all()
+            await asyncio.wait([reader, asyncio.ensure_future(self.closed.wait())], return_when=asyncio.FIRST_COMPLETED)
         finally:
-            player.cancel()
+            for task in (reader, lifetime, *self.players):
+                task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await player
+                await asyncio.gather(reader, lifetime, *self.players, return_exceptions=True)
+
+    async def _expire(self, after_s: float) -> None:
+        await asyncio.sleep(after_s)
+        minutes = after_s / 60
+        shown = f"{minutes:g} minutes" if minutes >= 1 else f"{after_s:g} seconds"
+        limit = StatusError(
+            400,
+            f"WebSocket connections last at most {shown}: open a new connection to continue.",
+            type="invalid_request_error",
+            code="websocket_connection_limit_reached",
+        )
+        with contextlib.suppress(Exception):
+            await self._error(limit, None)
+            await self.ws.close(_LIFETIME_CODE, "connection lifetime reached")
+        self.closed.set()
 
     # ---- reading ------------------------------------------------------------------------------
 
@@ -132,17 +173,7 @@ class Session:
             target = self.targets.get(reference) if isinstance(reference, str) else None
             await self._send_all(self.steering.steer(frame, target))
         elif kind == "response.create":
-            try:
-                self.inbox.put_nowait(frame)
-            except asyncio.QueueFull:
-                busy = StatusError(
-                    429,
-                    f"Too many response.create frames are waiting on this socket (at most {MAX_QUEUED_CREATES}): "
-                    "wait for a response before sending more.",
-                    type="invalid_request_error",
-                    code="too_many_queued_requests",
-                )
-                await self._error(busy, None)
+            await self._route(frame)
         elif kind is None:
             missing = InvalidRequest(
                 "Missing required parameter: 'type'.", param="type", code="missing_required_parameter"
@@ -156,25 +187,72 @@ class Session:
             )
             await self._error(invalid, None)
 
+    async def _route(self, frame: dict[str, Any]) -> None:
+        """Hand a create to its lane (made on first use), or refuse it with the hosted code."""
+        given = frame.get("stream_id")
+        if "stream_id" in frame and given is not None and not (isinstance(given, str) and _STREAM_ID.fullmatch(given)):
+            invalid = InvalidRequest(
+                "Invalid 'stream_id': a named stream ID holds 1 to 256 ASCII letters, digits, underscores, hyphens "
+                "or periods (omit it for the default lane).",
+                param="stream_id",
+                code="invalid_stream_id",
+            )
+            await self._error(invalid, None)
+            return
+        lane: str | None = given
+        if lane is not None and lane not in self.named:
+            if len(self.named) >= MAX_NAMED_LANES:
+                full = InvalidRequest(
+                    f"This connection has used {MAX_NAMED_LANES} named streams, the most one connection may: reuse "
+                    "one of them, use the default stream, or open a new connection.",
+                    param="stream_id",
+                    code="websocket_stream_limit_reached",
+                )
+                await self._error(full, lane)
+                return
+            self.named.add(lane)
+        if self.waiting >= MAX_QUEUED_CREATES:
+            busy = StatusError(
+                429,
+                f"Too many response.create frames are waiting on this socket (at most {MAX_QUEUED_CREATES}): "
+                "wait for a response before sending more.",
+                type="invalid_request_error",
+                code="too_many_queued_requests",
+            )
+            await self._error(busy, lane)
+            return
+        queue = self.lanes.get(lane)
+        if queue is None:
+            queue = self.lanes[lane] = asyncio.Queue()
+            player = asyncio.ensure_future(self._play_lane(queue))
+            self.players.add(player)
+        self.waiting += 1
+        queue.put_nowait(frame)
+
     # ---- playing ------------------------------------------------------------------------------
 
-    async def _play_all(self) -> None:
+    async def _play_lane(self, queue: asyncio.Queue[dict[str, Any]]) -> None:
+        """One lane: its creates in order, each once a place among the active responses is free."""
         while True:
-            frame = await self.inbox.get()
-            assert isinstance(frame, dict)
+            frame = await queue.get()
             try:
-                await self._create(frame)
+                async with self.active:
+                    self.waiting -= 1
+                    await self._create(frame)
             except _Cut:
                 with contextlib.suppress(Exception):
                     await self.ws.close(_CUT_CODE, "stream cut by a scenario fault")
+                self.closed.set()
                 return
             except (WebSocketDisconnect, OSError):
+                self.closed.set()
                 return  # the socket closed under us
             except Exception:
                 log.exception("unhandled error in a WebSocket create")
                 try:
                     await self._error(StatusError(500, SERVER_ERROR_MESSAGE, type="server_error"), None)
                 except Exception:
+                    self.closed.set()
                     return
 
     async def _create(self, frame: dict[str, Any]) -> None:
@@ -183,6 +261,8 @@ class Session:
         try:
             request = CreateRequest.model_validate(body)
         except ValidationError as e:
+            parent = body.get("previous_response_id")
+            self._evict(parent if isinstance(parent, str) else None, stream_id)
             await self._error(validation_error(e.errors(), body), stream_id)
             return
         if request.background:
@@ -216,9 +296,12 @@ class Session:
         attempt = self.engine.attempt(request, scope=scope, generate=request.generate is not False, local=self.local)
         if isinstance(attempt, Refused):
             rec.refuse(attempt)
+            self._evict(request.previous_response_id, stream_id)
             await self._failed(Target("", stream_id), attempt.error, stream_id, steers, None)
             return
         prepared = rec.admit(attempt)
+        if not prepared.store:  # only a socket-local parent can be evicted
+            self.lane_of[prepared.response_id] = stream_id
         if request.previous_response_id in self.targets:
             self.targets[request.previous_response_id].continued = True
         target = Target(prepared.response_id, stream_id)
@@ -230,6 +313,7 @@ class Session:
         else:
             final = await self._play(Play(self.engine, prepared, rec), target, stream_id, steers)
         if final is None:
+            self._evict(request.previous_response_id, stream_id)
             return
         target.final = final
         self.targets[target.id] = target
@@ -291,6 +375,13 @@ class Session:
             )
             return
         await self._respond(request, successor, target.stream_id, steers)
+
+    def _evict(self, parent: str | None, stream_id: str | None) -> None:
+        """A continuation that errored on the lane that made its parent drops that parent from the
+        socket's cache (a `store: false` parent is then gone); a fork from another lane keeps it."""
+        if parent is not None and parent in self.lane_of and self.lane_of[parent] == stream_id:
+            self.local.delete(parent)
+            del self.lane_of[parent]
 
     # ---- sending ------------------------------------------------------------------------------
 
