@@ -63,6 +63,7 @@ def check_request(request: CreateRequest) -> str | None:
     thread = check_conversation(request)
     if request.background and request.store is False:
         raise InvalidRequest("Background mode requires store=true.", param="background")
+    check_background_options(request)
     for name in duplicate_names(request):
         raise InvalidRequest(f"Duplicate tool name: '{name}'.", param="tools")
     names = {t.name for t in request.function_tools}
@@ -87,6 +88,26 @@ def check_request(request: CreateRequest) -> str | None:
             "Tool choice 'programmatic_tool_calling' not found in 'tools' parameter.", param="tool_choice"
         )
     return thread
+
+
+def check_background_options(request: CreateRequest) -> None:
+    """`background_options.completion_window` `2h` and `8h` need `background: true`, Standard
+    processing (a `service_tier` that resolves to `default`) and no `stream`."""
+    options = request.background_options
+    window = options.completion_window if options is not None else None
+    if window not in ("2h", "8h"):
+        return
+    param = "background_options.completion_window"
+    if not request.background:
+        raise InvalidRequest(f"The '{window}' completion window requires background: true.", param=param)
+    if request.stream:
+        raise InvalidRequest(f"The '{window}' completion window cannot be used with stream: true.", param="stream")
+    if request.service_tier not in (None, "auto", "default"):
+        raise InvalidRequest(
+            f"The '{window}' completion window requires Standard processing: service_tier "
+            f"'{request.service_tier}' cannot be used with it.",
+            param="service_tier",
+        )
 
 
 def check_open_program(

@@ -102,6 +102,16 @@ class Conversational(WireModel):
         return tuple(t.name for t in self.function_tools if t.programmatic)
 
 
+class BackgroundOptions(WireModel):
+    """`background_options` (openai 3.57): how a background response is run."""
+
+    completion_window: Literal["soonest", "2h", "8h"] | None = None
+    """`soonest` (the default); `2h` and `8h` select discounted background execution and need
+    `background: true`, Standard processing and no `stream`."""
+    continuation_id: str | None = None
+    """Groups background requests; it adds no prior history to the input."""
+
+
 class CreateRequest(Conversational):
     """`ResponseCreateParams`: every field optional, as in the SDK."""
 
@@ -113,6 +123,7 @@ class CreateRequest(Conversational):
     max_tool_calls: int | None = None
     max_output_tokens: int | None = None
     background: bool | None = None
+    background_options: BackgroundOptions | None = None
     user: str | None = None
     safety_identifier: str | None = None
     prompt_cache_key: str | None = None
