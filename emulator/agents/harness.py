@@ -429,9 +429,13 @@ class Harness:
         for tool in agent["tools"]:
             if tool["type"] == "function":
                 entry = {k: tool[k] for k in ("type", "name", "description", "parameters")}
+                if tool.get("defer_loading"):
+                    entry["defer_loading"] = True
                 if ptc:
                     entry["allowed_callers"] = ["direct", "programmatic"]
                 tools.append(entry)
+            elif tool["type"] == "tool_search":
+                tools.append({"type": "tool_search"})
         if ptc:
             tools.append({"type": "programmatic_tool_calling"})
         body: dict[str, Any] = {

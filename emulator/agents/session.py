@@ -108,8 +108,14 @@ class AgentSession:
         return int(self.clock())
 
     def object(self) -> dict[str, Any]:
-        """The `Session` object, a copy."""
-        return json.loads(json.dumps(self.doc["session"]))  # type: ignore[no-any-return]
+        """The `Session` object, a copy. Its `agent.tools` are `AgentTool`s, a union without
+        `tool_search` (which the agent's own, persisted tools do show): the session keeps it and
+        plays it, and does not show it."""
+        shown: dict[str, Any] = json.loads(json.dumps(self.doc["session"]))
+        agent = shown.get("agent") or {}
+        if isinstance(agent.get("tools"), list):
+            agent["tools"] = [t for t in agent["tools"] if t.get("type") != "tool_search"]
+        return shown
 
     def validate(self, body: EventsBody) -> list[ToolResult | MessageInput | CancelInput]:
         """Every event checked before any is applied; duplicates of applied results dropped."""

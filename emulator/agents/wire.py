@@ -56,20 +56,28 @@ class PTCToolParam(WireModel):
     """Whether tools can be called from model-generated code; defaults to true."""
 
 
+class ToolSearchParam(WireModel):
+    """`{"type": "tool_search"}`: deferred functions (`defer_loading: true`) stay invisible to the
+    session's programs and direct calls until a search loads them, as in the Responses API."""
+
+    type: Literal["tool_search"]
+
+
 class OtherToolParam(OpenModel):
-    """tool_search, mcp, web_search, computer_use, automations: refused in `check_tools`."""
+    """mcp, web_search, computer_use, automations: refused in `check_tools`."""
 
     type: str
 
 
 def _tool_tag(value: Any) -> str:
     tag = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return tag if tag in ("function", "programmatic_tool_calling") else "other"
+    return tag if tag in ("function", "programmatic_tool_calling", "tool_search") else "other"
 
 
 AgentToolParam: TypeAlias = Annotated[
     Annotated[FunctionToolParam, Tag("function")]
     | Annotated[PTCToolParam, Tag("programmatic_tool_calling")]
+    | Annotated[ToolSearchParam, Tag("tool_search")]
     | Annotated[OtherToolParam, Tag("other")],
     Discriminator(_tool_tag),
 ]
@@ -263,11 +271,11 @@ def check_tools(tools: list[AgentToolParam], param: str = "tools") -> None:
             if tool.name in names:
                 raise InvalidRequest(f"Duplicate tool name: '{tool.name}'.", param=f"{where}.name")
             names.add(tool.name)
-            if tool.defer_loading:
+            if tool.defer_loading and not any(isinstance(t, ToolSearchParam) for t in tools):
                 raise InvalidRequest(
-                    "defer_loading needs tool search, which the emulator's Agents API does not support yet.",
+                    'Deferred tools require a tool search: add {"type": "tool_search"} to the agent\'s tools to load '
+                    "functions declared with defer_loading: true.",
                     param=f"{where}.defer_loading",
-                    code="unsupported_parameter",
                 )
             if tool.async_:
                 raise InvalidRequest(
@@ -275,6 +283,8 @@ def check_tools(tools: list[AgentToolParam], param: str = "tools") -> None:
                     param=f"{where}.async",
                     code="unsupported_parameter",
                 )
+    if sum(isinstance(t, ToolSearchParam) for t in tools) > 1:
+        raise InvalidRequest("At most one tool_search entry is allowed.", param=param)
     if sum(isinstance(t, PTCToolParam) for t in tools) > 1:
         raise InvalidRequest("At most one programmatic_tool_calling entry is allowed.", param=param)
     if len(json.dumps([dump_tool(t) for t in tools], separators=(",", ":")).encode()) > MAX_TOOLS_BYTES:
@@ -308,6 +318,8 @@ def dump_tool(tool: AgentToolParam) -> dict[str, Any]:
         return out
     if isinstance(tool, PTCToolParam):
         return {"type": "programmatic_tool_calling", "enabled": tool.enabled is not False}
+    if isinstance(tool, ToolSearchParam):
+        return {"type": "tool_search"}
     return tool.model_dump(mode="json")
 
 

@@ -172,7 +172,6 @@ def test_a_turn_the_model_cannot_play_fails_clearly(plain_client: openai.OpenAI)
     [
         ({"environment": {"type": "openai_hosted"}}, "environment.type"),
         ({"environment": {"type": "self_hosted", "workspace_directory": "/w"}}, "environment.type"),
-        ({"agent": {"model": "m", "tools": [{"type": "tool_search"}]}}, "agent.tools[0].type"),
         ({"agent": {"model": "m", "tools": [{"type": "mcp", "server_label": "x"}]}}, "agent.tools[0].type"),
         ({"agent": {"model": "m", "tools": [{**GET_CUSTOMER, "defer_loading": True}]}}, "agent.tools[0].defer_loading"),
         ({"agent": {"model": "m", "tools": [{"type": "function", "name": "f"}]}}, "agent.tools[0].description"),
