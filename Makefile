@@ -7,7 +7,7 @@ NODE_STAMP := tests/node/node_modules/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: help run test test-fast lint format bench clean browser
+.PHONY: help run test test-fast test-sdk-oldest lint format bench clean browser
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -65,6 +65,22 @@ JOBS ?= 3
 test: $(STAMP) $(NODE_STAMP) browser lint ## the whole suite, after the lint step (JOBS=0: in this one process)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(JOBS) --dist loadfile
 
+# The lowest openai release the package supports (pyproject: openai>=3.51), in a virtual
+# environment of its own: `make test` runs on the newest, this on the oldest; CI runs both.
+OLDEST_SDK   ?= 3.51.0
+OLDEST_VENV  := .venv-openai-$(OLDEST_SDK)
+OLDEST_STAMP := $(OLDEST_VENV)/.installed
+
+$(OLDEST_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(OLDEST_VENV)
+	$(OLDEST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(OLDEST_VENV)/bin/python -m pip install --quiet --no-compile -e '.[dev]' 'openai==$(OLDEST_SDK)'
+	touch $(OLDEST_STAMP)
+
+test-sdk-oldest: $(OLDEST_STAMP) $(NODE_STAMP) browser ## the whole suite again on the oldest supported openai (3.51)
+	$(OLDEST_VENV)/bin/python -c 'import openai; assert openai.__version__ == "$(OLDEST_SDK)", openai.__version__'
+	PYTHONDONTWRITEBYTECODE= $(OLDEST_VENV)/bin/python -m pytest -n $(JOBS) --dist loadfile -q
+
 test-fast: $(STAMP) ## the unit tier: the app and engine on a fake runner, pure functions (no V8, no server)
 	$(BIN)/python -m pytest -m unit tests/unit
 
@@ -74,6 +90,6 @@ bench: $(STAMP) ## the sandbox and HTTP benchmarks (a few minutes; bench/load.py
 	$(BIN)/python bench/floor.py
 
 clean: ## remove the virtual environment and caches
-	rm -rf $(VENV) tests/node/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache \
+	rm -rf $(VENV) .venv-openai-* tests/node/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache \
 		build dist *.egg-info .data
 	find . -name __pycache__ -type d -not -path './.git/*' -prune -exec rm -rf {} +
