@@ -146,19 +146,24 @@ def check_finished_programs(conv: Conversation, signer: Signer) -> None:
 def check_reasoning(conv: Conversation, signer: Signer, reasoned: Iterable[Item]) -> None:
     """Without storage, reasoning items come back intact and with the items they preceded
     (`reasoned`: the first item of each scripted turn that had reasoning)."""
-    reasoning = {item.id: item for item in conv.items if isinstance(item, ReasoningItem)}
-    for item in reasoning.values():
-        # Sealed with its own id: another reasoning item's content does not verify here.
+    reasoning: set[str] = set()
+    for item in conv.items:
+        if not isinstance(item, ReasoningItem):
+            continue
+        # Sealed with its own id: another reasoning item's content does not verify here. A client
+        # may replay a reasoning item without its id (the Agents SDK does with store:false): its
+        # sealed content then says which it is.
         sealed = None if item.encrypted_content is None else signer.unseal(REASONING_DOMAIN, item.encrypted_content)
-        if sealed is None or sealed.get("id") != item.id:
+        if sealed is None or (item.id is not None and sealed.get("id") != item.id):
             raise InvalidRequest(
                 f"The encrypted content for item {item.id} could not be verified.",
                 param="input",
                 code="invalid_encrypted_content",
             )
+        reasoning.add(str(sealed.get("id")))
     for first in reasoned:
         call_id = getattr(first, "call_id", None)
-        required = signer.reasoning_id(call_id or "")
+        required = signer.reasoning_id(call_id or getattr(first, "id", None) or "")
         if required not in reasoning:
             raise InvalidRequest(
                 f"Item '{getattr(first, 'id', None) or call_id}' of type '{first.type}' was provided without its "

@@ -199,7 +199,9 @@ class Player:
         if turn.error is not None:
             e = turn.error
             raise ScriptedError(e.status, e.message, type=e.type, code=e.code, param=e.param, headers=e.headers)
-        emit(self._final_message(script, index, turn, context))
+        message = self._final_message(script, index, turn, context)
+        self._reasoning(turn, message.id or "", prepared, emit)
+        emit(message)
         return True
 
     async def _direct_mcp(
@@ -287,9 +289,11 @@ class Player:
             )
         outputs = found.all_outputs()
         included = "code_interpreter_call.outputs" in (prepared.request.include or [])
+        item_id = self.ids("ci")
+        self._reasoning(script.turns[index], item_id, prepared, emit)
         emit(
             CodeInterpreterCall(
-                id=self.ids("ci"),
+                id=item_id,
                 container_id=tool.container_id,
                 code=code,
                 outputs=outputs if included else None,

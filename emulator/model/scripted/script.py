@@ -49,7 +49,6 @@ from ptc_emulator.emulator.tools.kinds import Binding, bind
 from ptc_emulator.emulator.tools.toolset import Toolset
 from ptc_emulator.emulator.wire.items import (
     CALL_TYPES,
-    CallItem,
     CodeInterpreterCall,
     Item,
     McpApprovalRequest,
@@ -373,13 +372,14 @@ def position(conv: Conversation, script: Script) -> tuple[int, int]:
     return turn + 1, 0
 
 
-def turn_items(conv: Conversation, script: Script) -> list[tuple[ProgramItem | CallItem | ToolSearchCallItem, Turn]]:
-    """The first item of each program, call or search turn after the latest user message, with its turn."""
-    return [
-        (item, script.turns[turn])
-        for item, turn, emitted in _walk(conv, script)
-        if isinstance(item, (ProgramItem, ToolSearchCallItem, *CALL_TYPES)) and emitted == 0
-    ]
+def turn_items(conv: Conversation, script: Script) -> list[tuple[Item, Turn]]:
+    """The first item of each turn after the latest user message, with its turn (a turn's
+    reasoning item precedes its first item)."""
+    firsts: dict[int, tuple[Item, Turn]] = {}
+    for item, turn, emitted in _walk(conv, script):
+        if emitted == 0 and turn not in firsts:
+            firsts[turn] = (item, script.turns[turn])
+    return list(firsts.values())
 
 
 class BoundTools:
