@@ -48,7 +48,7 @@ from typing import Any
 from ptc_emulator.emulator.tools.actions import APPLY_PATCH, LOCAL_SHELL, SHELL, ActionKind
 from ptc_emulator.emulator.tools.base import Binding, ServerKind, ToolKind, Unemulated
 from ptc_emulator.emulator.tools.surface import ItemSurface, compact, compact_field, fields, output_text
-from ptc_emulator.emulator.tools.toolset import Toolset
+from ptc_emulator.emulator.tools.toolset import Toolset, qualified
 from ptc_emulator.emulator.wire.base import Caller
 from ptc_emulator.emulator.wire.calls import (
     CallItem,
@@ -122,6 +122,8 @@ class FunctionKind(ToolKind):
         self, binding: Binding, arguments: str, *, call_id: str, item_id: str | None, caller: Caller | None
     ) -> CallItem:
         namespace, dot, name = binding.name.rpartition(".")
+        if not dot and getattr(binding.tool, "defer_loading", False):
+            namespace, dot = name, "."  # a top-level deferred function: the synthetic namespace, its own name
         return FunctionCall(
             id=item_id,
             call_id=call_id,
@@ -146,7 +148,7 @@ class FunctionKind(ToolKind):
 
     def call_name(self, call: CallItem) -> str:
         assert isinstance(call, FunctionCall)
-        return f"{call.namespace}.{call.name}" if call.namespace else call.name
+        return qualified(call.name, call.namespace)
 
 
 def _function_output(item: dict[str, Any]) -> Iterable[str]:

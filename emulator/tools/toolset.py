@@ -41,7 +41,9 @@ NOT_LOADED = "deferred, not loaded"
 
 
 def qualified(name: str, namespace: str | None) -> str:
-    return f"{namespace}.{name}" if namespace else name
+    """`namespace.name`; a namespace equal to the name is the synthetic one the hosted API gives a
+    top-level deferred function's calls (`get_weather` in `get_weather`), which names it alone."""
+    return f"{namespace}.{name}" if namespace and namespace != name else name
 
 
 def split(name: str) -> tuple[str, str | None]:
@@ -140,6 +142,14 @@ class Toolset:
             elif getattr(tool, "type", None) in _LOADABLE_OTHER and _declared_deferred(tool):
                 data = dump(tool)
                 found.searchable_other[loaded_names([data])[0]] = data
+        for space in found.namespaces.values():
+            for member in space.tools:
+                if getattr(member, "name", None) == space.name:
+                    raise InvalidRequest(
+                        f"Responses tool-search reserves the synthetic namespace '{space.name}.{space.name}' for "
+                        "deferred top-level function tools: rename the namespace or its tool.",
+                        param="tools",
+                    )
         for name in found.declared:
             if name in found.namespaces:
                 raise InvalidRequest(
@@ -153,6 +163,14 @@ class Toolset:
                 param="tools",
             )
         for index, item in enumerate(items):
+            if index >= new_from and isinstance(item, FunctionCall) and item.namespace is None:
+                entry = found.declared.get(item.name)
+                if entry is not None and entry.namespace is None and entry.deferred:
+                    raise InvalidRequest(
+                        f"Missing namespace for function_call '{item.name}'. It does not exist in the default "
+                        "namespace. Round-trip the model's function_call item with its namespace field included.",
+                        param=f"input[{index - new_from}].namespace",
+                    )
             if isinstance(item, ToolSearchOutputItem):
                 param = f"input[{index - new_from}]" if index >= new_from else "previous_response_id"
                 found.load(item.tools, execution=item.execution or "server", param=param)
