@@ -413,14 +413,23 @@ def _direct_tool(script: Script, index: int, name: str, bindings: dict[str, Bind
             code="scenario_error",
         )
     if binding.kind.owner == "server":
+        turn = _SERVER_TURNS.get(binding.kind.kind)
+        instead = (
+            f"use a `{turn}:` turn instead of `call`."
+            if turn is not None
+            else "a hosted shell is called by programs here (`tools.shell({commands})` in a `program` turn), its "
+            "results scripted under hosted.shell."
+        )
         raise InvalidRequest(
-            f"Scenario '{script.name}', turn {index + 1}: calls '{name}', which runs on the server's side: use a "
-            f"`{binding.kind.kind}:` turn instead of `call`"
-            + (" (a hosted shell is scripted under hosted.shell and called by programs)." if name == "shell" else "."),
+            f"Scenario '{script.name}', turn {index + 1}: calls '{name}', which runs on the server's side: {instead}",
             param="tools",
             code="scenario_error",
         )
     return binding
+
+
+_SERVER_TURNS = {"code_interpreter": "code_interpreter", "mcp": "mcp", "tool_search": "search"}
+"""The scenario turn that makes each server-side kind's direct call (a hosted shell has none)."""
 
 
 def _parse(text: str) -> Any:
