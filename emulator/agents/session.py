@@ -275,6 +275,17 @@ class AgentSession:
                 index = self.doc["programs"][out["call_id"]]
                 item = self.doc["items"][index["item"]]
                 ok = out["status"] == "completed"
+                if out["result"]:  # the program's output as the command's, before the item is done
+                    events.append(
+                        self.event(
+                            "agent.output.command_execution_output.delta",
+                            delta=out["result"],
+                            item_id=item["id"],
+                            output_index=index["output_index"],
+                            session_id=self.doc["session"]["id"],
+                            turn_id=turn_id,
+                        )
+                    )
                 item.update(status="completed" if ok else "failed", output=out["result"], exit_code=0 if ok else 1)
                 events.append(self._item_done(item, index["output_index"]))
                 continue
