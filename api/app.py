@@ -7,6 +7,7 @@ import contextlib
 import hmac
 import logging
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,12 +22,14 @@ from ptc_emulator.api.routes import responses as routes
 from ptc_emulator.api.settings import Settings, bundled_fixtures
 from ptc_emulator.emulator.agents.harness import Harness
 from ptc_emulator.emulator.errors import EmulatorError, PayloadTooLarge, StatusError, Unauthorized
+from ptc_emulator.emulator.ids import new_id
 from ptc_emulator.emulator.journal.entries import Journal
-from ptc_emulator.emulator.model import ScenarioError, ScenarioRegistry
+from ptc_emulator.emulator.model import ScenarioError, ScenarioRegistry, ScriptedModel
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.responses.engine import Engine, Runner
 from ptc_emulator.emulator.signing import Signer, load_secret
 from ptc_emulator.emulator.storage import Store, open_store, view
+from ptc_emulator.emulator.tools.egress import note_own_address
 from ptc_emulator.sandbox import Pool, PoolConfig
 
 __all__ = ["AppState", "create_app"]
@@ -100,11 +103,21 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             await pool.start()
             sandbox_runner = pool
         state.pool = pool
+        model = ScriptedModel(
+            state.scenarios,
+            signer=state.signer,
+            limits=settings.limits,
+            ids=new_id,
+            seeds=lambda: secrets.randbits(128),
+            clock=time.time,
+            strict_contract=settings.strict_contract,
+            mcp=settings.mcp_policy,
+        )
         state.engine = Engine(
             runner=sandbox_runner,
             store=view(state.store),
             signer=state.signer,
-            scenarios=state.scenarios,
+            model=model,
             limits=settings.limits,
             strict_contract=settings.strict_contract,
         )
@@ -160,6 +173,7 @@ class _Edge:
             await self.app(scope, receive, send)
             return
         request_id = "req_" + secrets.token_hex(16)
+        note_own_address(scope.get("server"))  # the MCP client never connects here
 
         async def send_with_id(message: Message) -> None:
             if message.get("type") == "http.response.start" and not any(

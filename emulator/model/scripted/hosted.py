@@ -36,7 +36,7 @@ from pydantic import Field, field_validator
 from ptc_emulator.emulator.errors import InvalidRequest, StatusError
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
-from ptc_emulator.emulator.tools.mcp import Listing, McpServerSpec, call_tool, list_tools
+from ptc_emulator.emulator.tools.mcp import Listing, McpPolicy, McpServerSpec, call_tool, list_tools
 from ptc_emulator.emulator.wire.items import (
     McpApprovalRequest,
     McpApprovalResponse,
@@ -162,6 +162,10 @@ class Hosted:
     conversation: Conversation
     signer: Signer
     memo: Memo
+    policy: McpPolicy = field(default_factory=McpPolicy)
+    """Where the MCP client may connect, its deadlines and answer limit."""
+    program_timeout_s: float | None = None
+    """A program's own timeout: a call it makes ends within it too."""
     available: Callable[[str], bool] = lambda key: True
     """Whether a deferred tool is loaded (`Toolset.other_available`: `mcp:<server_label>`)."""
     calls: list[dict[str, Any]] = field(default_factory=list)
@@ -212,7 +216,9 @@ class Hosted:
     async def listing(self, tool: McpTool) -> Listing:
         found = self._listings.get(tool.server_label)
         if found is None:
-            found = self._listings[tool.server_label] = await list_tools(tool, self.declared(tool.server_label))
+            found = self._listings[tool.server_label] = await list_tools(
+                tool, self.declared(tool.server_label), self.policy
+            )
             if found.error is not None:
                 raise StatusError(
                     424,
@@ -342,7 +348,9 @@ class Hosted:
                 return ToolResult(
                     pending.name, pending.arguments, f"The call to {pending.name} was not approved{why}", is_error=True
                 )
-        result = await call_tool(tool, self.declared(label), name, arguments)
+        result = await call_tool(
+            tool, self.declared(label), name, arguments, self.policy, timeout_s=self.program_timeout_s
+        )
         if not result.scripted:
             return Unscripted(
                 f"The program called tools.{pending.name}({pending.arguments}), and the declared MCP server "

@@ -28,7 +28,7 @@ from ptc_emulator.emulator.tools.kinds import (
     answer_text,
     kind_of_call,
 )
-from ptc_emulator.emulator.tools.mcp import call_tool
+from ptc_emulator.emulator.tools.mcp import McpPolicy, call_tool
 from ptc_emulator.emulator.tools.toolset import NOT_LOADED, Toolset, loaded_names
 from ptc_emulator.emulator.wire.items import (
     CALL_TYPES,
@@ -74,11 +74,13 @@ class Player:
         ids: Callable[[str], str],
         seeds: Callable[[], int],
         clock: Callable[[], float],
+        mcp: McpPolicy | None = None,
     ) -> None:
         self.signer = signer
         self.limits = limits
         self.ids = ids
         self.programs = Programs(signer=signer, limits=limits, ids=ids, seeds=seeds, clock=clock)
+        self.mcp = mcp or McpPolicy()
         self.memo = Memo()
 
     def hosted_tools(
@@ -99,6 +101,8 @@ class Player:
             conversation=conv,
             signer=self.signer,
             memo=self.memo,
+            policy=self.mcp,
+            program_timeout_s=self.limits.timeout_s,
             available=toolset.other_available,
             calls=trace.hosted_calls,
         )
@@ -247,7 +251,9 @@ class Player:
                     }
                 )
                 return False
-        result = await call_tool(tool, hosted.declared(spec.server_label), spec.name, _parse(arguments) or {})
+        result = await call_tool(
+            tool, hosted.declared(spec.server_label), spec.name, _parse(arguments) or {}, hosted.policy
+        )
         if not result.scripted:
             raise script.error(
                 index,
