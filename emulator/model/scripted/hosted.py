@@ -18,6 +18,12 @@ items, or `previous_response_id` finds it. A record that fails its seal is refus
 process, a memo keyed by the program and the call's position also keeps a retried request from
 calling the server again.
 
+An MCP call that needs approval pauses on an `mcp_approval_request` whose id is a MAC of the
+program, the call's position, the server label, the tool and its arguments: a `store: false`
+client that rewrites an output the program consumed changes the call, so the approval given to
+the old one does not cover it (the program pauses on a new request). The request item the client
+replays must also say what the call is: one whose label, name or arguments differ is refused.
+
 Rejected: fetching again on replay (repeats side effects); server-side state only (lost under
 `store: false` in another process); carrying the record in item ids (clients may drop ids).
 """
@@ -284,8 +290,35 @@ class Hosted:
         )
         return ReasoningItem(id=rid, summary=[], encrypted_content=sealed)
 
-    def approval_id(self, program: str, index: int) -> str:
-        return "mcpr_" + self.signer.token("mcp-approval", program, str(index), length=40)
+    def approval_id(self, program: str, index: int, label: str, name: str, arguments: str) -> str:
+        """The id of the approval request for this call: it covers what is called, not only where."""
+        canonical = json.dumps(_arguments(arguments), sort_keys=True, separators=(",", ":"))
+        return "mcpr_" + self.signer.token("mcp-approval", program, str(index), label, name, canonical, length=40)
+
+    def _check_replayed(self, approval_id: str, label: str, name: str, arguments: str) -> None:
+        """Refuse an approval whose request item, as the client sent it back, is not this call."""
+        request = self.conversation.approval_requests.get(approval_id)
+        if request is None:
+            return
+        mismatches = []
+        if request.server_label != label:
+            mismatches.append(f"server_label {request.server_label!r} (the call's is {label!r})")
+        if request.name != name:
+            mismatches.append(f"name {request.name!r} (the call's is {name!r})")
+        if _canonical(request.arguments) != _canonical(arguments):
+            mismatches.append(f"arguments {request.arguments} (the call's are {arguments})")
+        if not mismatches:
+            return
+        at = next((i for i, item in enumerate(self.conversation.items) if item is request), -1)
+        new_from = self.conversation.new_from
+        param = f"input[{at - new_from}]" if at >= new_from else "previous_response_id"
+        raise InvalidRequest(
+            f"The mcp_approval_request {approval_id} does not match the call it approves: its "
+            + "; its ".join(mismatches)
+            + ". An approval covers the call it was asked for, unchanged.",
+            param=param,
+            code="invalid_approval_request",
+        )
 
     def _approval(self, approval_id: str) -> McpApprovalResponse | None:
         return next(
@@ -331,7 +364,7 @@ class Hosted:
         entry: dict[str, Any] = {"kind": "mcp", "route": "program", "server_label": label, "name": name}
         approval_id: str | None = None
         if tool.needs_approval(name, name in listing.read_only):
-            approval_id = self.approval_id(program, pending.index)
+            approval_id = self.approval_id(program, pending.index, label, name, pending.arguments)
             answer = self._approval(approval_id)
             if answer is None:
                 return McpApprovalRequest(
@@ -341,6 +374,7 @@ class Hosted:
                     arguments=pending.arguments,
                     caller=ProgramCaller(caller_id=program),
                 )
+            self._check_replayed(approval_id, label, name, pending.arguments)
             entry["approval_request_id"] = approval_id
             if not answer.approve:
                 why = f": {answer.reason}" if answer.reason else ""
@@ -416,6 +450,13 @@ class Hosted:
             outputs.append(spec.output())
         self.calls.append({"kind": "shell", "route": "program", "status": "completed", "commands": len(commands)})
         return ToolResult(pending.name, pending.arguments, json.dumps(outputs, ensure_ascii=False))
+
+
+def _canonical(text: str) -> str:
+    try:
+        return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+    except json.JSONDecodeError:
+        return text
 
 
 def _arguments(text: str) -> dict[str, Any]:
