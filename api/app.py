@@ -30,6 +30,7 @@ from ptc_emulator.emulator.responses.engine import Engine, Runner
 from ptc_emulator.emulator.signing import Signer, load_secret
 from ptc_emulator.emulator.storage import Store, open_store, view
 from ptc_emulator.emulator.tools.egress import note_own_address
+from ptc_emulator.emulator.tools.memo import Memo
 from ptc_emulator.sandbox import Pool, PoolConfig
 
 __all__ = ["AppState", "create_app"]
@@ -57,6 +58,8 @@ class AppState:
     """The recording proxy (`upstream.UpstreamProxy`), when recording."""
     agents: Harness | None = None
     """The Agents API harness, made when the lifespan starts."""
+    hidden_memo: Memo = field(default_factory=Memo)
+    """Hidden call results (`tools/memo.py`): `POST /_emulator/reset` empties it."""
 
 
 def _load_scenarios(settings: Settings) -> ScenarioRegistry:
@@ -83,6 +86,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
         signer=Signer(load_secret(settings.secret, settings.data_dir if settings.store == "sqlite" else None)),
         scenarios=admin.load_added(store, _load_scenarios(settings)),
         journal=Journal(log=store.journal),
+        hidden_memo=Memo(settings.mcp_memo_entries, settings.mcp_memo_bytes),
     )
 
     @contextlib.asynccontextmanager
@@ -112,6 +116,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             clock=time.time,
             strict_contract=settings.strict_contract,
             mcp=settings.mcp_policy,
+            memo=state.hidden_memo,
         )
         state.engine = Engine(
             runner=sandbox_runner,

@@ -100,6 +100,9 @@ def _mcp_arguments(serve: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--mcp-max-answer-bytes", type=int, default=_SETTINGS.mcp_max_answer_bytes, help="bytes read per MCP call"
     )
+    group.add_argument(
+        "--mcp-memo-bytes", type=int, default=_SETTINGS.mcp_memo_bytes, help="bytes of hidden call results kept"
+    )
 
 
 def _record_arguments(serve: argparse.ArgumentParser) -> None:
@@ -158,6 +161,7 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
         mcp_connect_timeout_s=args.mcp_connect_timeout,
         mcp_timeout_s=args.mcp_timeout,
         mcp_max_answer_bytes=args.mcp_max_answer_bytes,
+        mcp_memo_bytes=args.mcp_memo_bytes,
         record_mode=args.record_mode,
     )
     return settings, args.log_level

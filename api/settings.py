@@ -86,6 +86,9 @@ class Settings:
     mcp_timeout_s: float = 30.0
     """One MCP listing or call, whole (a program's call: within the program's timeout too)."""
     mcp_max_answer_bytes: int = 8 * 2**20
+    mcp_memo_entries: int = 10_000
+    mcp_memo_bytes: int = 64 * 2**20
+    """The memo of hidden call results (a retried request calls nothing twice), by entries and bytes."""
 
     @property
     def mcp_policy(self) -> McpPolicy:

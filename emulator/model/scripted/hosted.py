@@ -15,8 +15,8 @@ calls must survive the round trip without being fetched again (an MCP call may h
 effects). When a program pauses after hidden calls, the response carries a `reasoning` item
 whose `encrypted_content` seals them (the runtime record). The client replays it with the other
 items, or `previous_response_id` finds it. A record that fails its seal is refused. Within one
-process, a memo keyed by the program and the call's position also keeps a retried request from
-calling the server again.
+process, a memo keyed by the program and the call (`tools/memo.py`) also keeps a retried request
+from calling the server again.
 
 An MCP call that needs approval pauses on an `mcp_approval_request` whose id is a MAC of the
 program, the call's position, the server label, the tool and its arguments: a `store: false`
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +42,7 @@ from ptc_emulator.emulator.errors import InvalidRequest, StatusError
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
 from ptc_emulator.emulator.tools.mcp import Listing, McpPolicy, McpServerSpec, call_tool, list_tools
+from ptc_emulator.emulator.tools.memo import Memo
 from ptc_emulator.emulator.wire.items import (
     McpApprovalRequest,
     McpApprovalResponse,
@@ -128,22 +128,6 @@ class Unscripted:
     """A hosted call nobody scripted: the program ends `incomplete` with this message."""
 
     message: str
-
-
-class Memo:
-    """Hidden call results by (program, position), bounded: a retried request calls nothing twice."""
-
-    def __init__(self, limit: int = 10_000) -> None:
-        self._results: OrderedDict[str, ToolResult] = OrderedDict()
-        self._limit = limit
-
-    def get(self, key: str) -> ToolResult | None:
-        return self._results.get(key)
-
-    def put(self, key: str, result: ToolResult) -> None:
-        self._results[key] = result
-        while len(self._results) > self._limit:
-            self._results.popitem(last=False)
 
 
 def _shell_environment(tool: Any) -> str | None:

@@ -15,7 +15,7 @@ from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import InvalidRequest, ScriptedError
 from ptc_emulator.emulator.model.core import Prepared, Runner, Trace
 from ptc_emulator.emulator.model.scripted.faults import forced_failure
-from ptc_emulator.emulator.model.scripted.hosted import Hosted, HostedScript, Memo
+from ptc_emulator.emulator.model.scripted.hosted import Hosted, HostedScript
 from ptc_emulator.emulator.model.scripted.programs import Programs, check_call, plan_of
 from ptc_emulator.emulator.model.scripted.scenario import Turn
 from ptc_emulator.emulator.model.scripted.script import Script
@@ -29,6 +29,7 @@ from ptc_emulator.emulator.tools.kinds import (
     kind_of_call,
 )
 from ptc_emulator.emulator.tools.mcp import McpPolicy, call_tool
+from ptc_emulator.emulator.tools.memo import Memo
 from ptc_emulator.emulator.tools.toolset import NOT_LOADED, Toolset, loaded_names
 from ptc_emulator.emulator.wire.items import (
     CALL_TYPES,
@@ -75,13 +76,14 @@ class Player:
         seeds: Callable[[], int],
         clock: Callable[[], float],
         mcp: McpPolicy | None = None,
+        memo: Memo | None = None,
     ) -> None:
         self.signer = signer
         self.limits = limits
         self.ids = ids
         self.programs = Programs(signer=signer, limits=limits, ids=ids, seeds=seeds, clock=clock)
         self.mcp = mcp or McpPolicy()
-        self.memo = Memo()
+        self.memo = memo if memo is not None else Memo()
 
     def hosted_tools(
         self,
