@@ -120,3 +120,26 @@ def test_an_unchanged_approval_still_runs_the_call(ptc_emulator: PTCEmulator, do
         final = client.responses.create(model="gpt-test", tools=tools(docs), input=sent, store=False)
     assert final.output_text == "deleted old"
     assert docs.calls == [("delete_page", {"page": "old"})]
+
+
+def test_a_direct_calls_approval_request_sent_back_changed_is_refused(ptc_emulator: PTCEmulator) -> None:
+    """A scenario's direct call (`mcp_call`, no program) checks the replayed request item too."""
+    hosted = {"mcp_servers": {"docs": {"tools": [{"name": "wipe", "output": "wiped"}, {"name": "lookup"}]}}}
+    turns = [{"mcp": {"server_label": "docs", "name": "wipe"}}, {"message": "done: {{ outputs.wipe }}"}]
+    ptc_emulator.add_scenario({"match": {"input": "^direct wipe"}, "hosted": hosted, "turns": turns})
+    mcp = {"type": "mcp", "server_label": "docs", "server_url": "https://mcp.example.com/mcp"}
+    user = {"role": "user", "content": "direct wipe"}
+    with validating_client(ptc_emulator) as client:
+        first = dumped(client.responses.create(model="gpt-test", tools=[mcp], input=[user], store=False))
+        index = next(i for i, item in enumerate(first) if item["type"] == "mcp_approval_request")
+        request = {**first[index], "name": "lookup"}
+        answer = {"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": True}
+        sent = [user, *first[:index], request, *first[index + 1 :], answer]
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(model="gpt-test", tools=[mcp], input=sent, store=False)
+        error = caught.value.body
+        assert isinstance(error, dict) and error["param"] == f"input[{1 + index}]"
+        assert "name 'lookup'" in error["message"]
+        sent = [user, *first, answer]
+        final = client.responses.create(model="gpt-test", tools=[mcp], input=sent, store=False)
+    assert final.output_text == "done: wiped"

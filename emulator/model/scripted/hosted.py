@@ -279,7 +279,7 @@ class Hosted:
         canonical = json.dumps(_arguments(arguments), sort_keys=True, separators=(",", ":"))
         return "mcpr_" + self.signer.token("mcp-approval", program, str(index), label, name, canonical, length=40)
 
-    def _check_replayed(self, approval_id: str, label: str, name: str, arguments: str) -> None:
+    def check_replayed(self, approval_id: str, label: str, name: str, arguments: str) -> None:
         """Refuse an approval whose request item, as the client sent it back, is not this call."""
         request = self.conversation.approval_requests.get(approval_id)
         if request is None:
@@ -358,7 +358,7 @@ class Hosted:
                     arguments=pending.arguments,
                     caller=ProgramCaller(caller_id=program),
                 )
-            self._check_replayed(approval_id, label, name, pending.arguments)
+            self.check_replayed(approval_id, label, name, pending.arguments)
             entry["approval_request_id"] = approval_id
             if not answer.approve:
                 why = f": {answer.reason}" if answer.reason else ""

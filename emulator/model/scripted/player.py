@@ -240,6 +240,7 @@ class Player:
                 )
                 return True
             approval_id = asked[-1].id
+            hosted.check_replayed(approval_id, spec.server_label, spec.name, arguments)
             answer = conv.approval_responses[approval_id]
             if not answer.approve:
                 prepared.trace.hosted_calls.append(
