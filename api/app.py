@@ -29,7 +29,7 @@ from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.responses.engine import Engine, Runner
 from ptc_emulator.emulator.signing import Signer, load_secret
 from ptc_emulator.emulator.storage import Store, open_store, view
-from ptc_emulator.emulator.tools.egress import note_own_address
+from ptc_emulator.emulator.tools.egress import OwnAddresses
 from ptc_emulator.emulator.tools.memo import Memo
 from ptc_emulator.sandbox import Pool, PoolConfig
 
@@ -60,6 +60,8 @@ class AppState:
     """The Agents API harness, made when the lifespan starts."""
     hidden_memo: Memo = field(default_factory=Memo)
     """Hidden call results (`tools/memo.py`): `POST /_emulator/reset` empties it."""
+    own: OwnAddresses = field(default_factory=OwnAddresses)
+    """The ports this app serves on: the MCP client never connects there."""
 
 
 def _load_scenarios(settings: Settings) -> ScenarioRegistry:
@@ -130,6 +132,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
         try:
             yield
         finally:
+            state.own.release()
             await harness.aclose()
             await state.engine.aclose()
             if state.upstream is not None:
@@ -154,7 +157,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     app.include_router(agents.router)
     if settings.recording:
         _record(app, state)
-    app.add_middleware(_Edge, settings=settings)
+    app.add_middleware(_Edge, settings=settings, own=state.own)
     return app
 
 
@@ -169,16 +172,17 @@ def _record(app: FastAPI, state: AppState) -> None:
 class _Edge:
     """Request ids, the body size limit and the optional API key, for HTTP and WebSocket alike."""
 
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+    def __init__(self, app: ASGIApp, settings: Settings, own: OwnAddresses | None = None) -> None:
         self.app = app
         self.settings = settings
+        self.own = own or OwnAddresses()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         request_id = "req_" + secrets.token_hex(16)
-        note_own_address(scope.get("server"))  # the MCP client never connects here
+        self.own.note(scope.get("server"))  # the MCP client never connects here
 
         async def send_with_id(message: Message) -> None:
             if message.get("type") == "http.response.start" and not any(

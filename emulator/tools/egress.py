@@ -19,6 +19,8 @@ from __future__ import annotations
 import ipaddress
 import socket
 import ssl
+import threading
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +29,7 @@ from urllib.parse import urlsplit
 import httpcore2
 import httpx2
 
-__all__ = ["AnswerTooLarge", "EgressRefused", "McpPolicy", "guarded_client", "note_own_address", "refusal_for_url"]
+__all__ = ["AnswerTooLarge", "EgressRefused", "McpPolicy", "OwnAddresses", "guarded_client", "refusal_for_url"]
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -55,14 +57,36 @@ class AnswerTooLarge(Exception):
     """The server sent more than the answer limit."""
 
 
-_OWN_PORTS: set[int] = set()
-"""Ports this process serves the emulator on (noted from each request's ASGI `server`)."""
+_OWN_PORTS: Counter[int] = Counter()
+"""Ports this process serves an emulator on, by how many apps serve there."""
+_OWN_LOCK = threading.Lock()
 
 
-def note_own_address(server: Any) -> None:
-    """Note the (host, port) a request reached the emulator on: never an MCP server's."""
-    if isinstance(server, tuple | list) and len(server) == 2 and isinstance(server[1], int):
-        _OWN_PORTS.add(server[1])
+class OwnAddresses:
+    """The ports one app serves on, noted from its requests' ASGI `server`; released when it stops
+    (a port an app no longer serves may be another server's later)."""
+
+    def __init__(self) -> None:
+        self._ports: set[int] = set()
+
+    def note(self, server: Any) -> None:
+        """Note the (host, port) a request reached the emulator on: never an MCP server's."""
+        if not (isinstance(server, tuple | list) and len(server) == 2 and isinstance(server[1], int)):
+            return
+        port = server[1]
+        if port in self._ports:
+            return
+        with _OWN_LOCK:
+            self._ports.add(port)
+            _OWN_PORTS[port] += 1
+
+    def release(self) -> None:
+        with _OWN_LOCK:
+            for port in self._ports:
+                _OWN_PORTS[port] -= 1
+                if _OWN_PORTS[port] <= 0:
+                    del _OWN_PORTS[port]
+            self._ports.clear()
 
 
 def _address(text: str) -> Address | None:
