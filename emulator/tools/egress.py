@@ -45,6 +45,8 @@ class McpPolicy:
     connect_timeout_s: float = 10.0
     timeout_s: float = 30.0
     """The whole of one listing or call; a call a program makes also ends within the program's timeout."""
+    timeout_flag: str = "--mcp-timeout"
+    """The option that set `timeout_s`, for the error that reports it."""
     max_answer_bytes: int = 8 * 2**20
     """Bytes read from the server for one listing or call (headers and framing included)."""
 

@@ -143,7 +143,7 @@ def _http_error(error: BaseException, policy: McpPolicy) -> dict[str, Any]:
     if isinstance(leaf, AnswerTooLarge):
         return {"type": "http_error", "code": 502, "message": str(leaf)}
     if isinstance(leaf, _Deadline | TimeoutError | httpx2.TimeoutException):
-        message = f"the MCP server did not answer within {_seconds(policy.timeout_s)} (--mcp-timeout)"
+        message = f"the MCP server did not answer within {_seconds(policy.timeout_s)} ({policy.timeout_flag})"
         if isinstance(leaf, httpx2.ConnectTimeout):
             message = f"could not connect to the MCP server within {_seconds(policy.connect_timeout_s)}"
         return {"type": "http_error", "code": 504, "message": message}
@@ -179,7 +179,12 @@ def _bounded(policy: McpPolicy, timeout_s: float | None) -> McpPolicy:
     """The policy with its deadline within `timeout_s` (a program's own timeout)."""
     if timeout_s is None or not math.isfinite(timeout_s) or timeout_s >= policy.timeout_s:
         return policy
-    return replace(policy, timeout_s=timeout_s, connect_timeout_s=min(policy.connect_timeout_s, timeout_s))
+    return replace(
+        policy,
+        timeout_s=timeout_s,
+        connect_timeout_s=min(policy.connect_timeout_s, timeout_s),
+        timeout_flag="the program's --timeout",
+    )
 
 
 async def _session(tool: McpTool, policy: McpPolicy, work: Any) -> Any:

@@ -93,7 +93,7 @@ def test_a_call_ends_within_the_programs_timeout(tmp_path_factory: pytest.TempPa
     try:
         with misbehaving_server() as mcp:
             text, _ = call(emulator, mcp.url, "wait")
-        assert text == "caught: the MCP server did not answer within 1 s (--mcp-timeout)"
+        assert text == "caught: the MCP server did not answer within 1 s (the program's --timeout)"
     finally:
         emulator.close()
         server.stop()
