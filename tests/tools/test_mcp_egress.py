@@ -2,7 +2,7 @@
 emulator itself; and nothing of a server's non-MCP answer in the error (docs/limits.md, "MCP").
 
 Through the official SDK against real servers on loopback. The session's emulator here allows
-127.0.0.1 (tests/tools/conftest.py); a server started with the defaults allows nothing private.
+127.0.0.1 (tests/conftest.py); a server started with the defaults allows nothing private.
 """
 
 from __future__ import annotations
