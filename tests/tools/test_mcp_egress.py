@@ -8,7 +8,7 @@ Through the official SDK against real servers on loopback. The session's emulato
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,6 +17,7 @@ import openai
 import pytest
 
 from ptc_emulator.api.settings import Settings
+from ptc_emulator.testing.process import ServerProcess
 from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
 from tests.support import js, validating_client
 from tests.tools.mcp_servers_support import misbehaving_server
@@ -150,3 +151,24 @@ def test_a_settings_allowance_names_the_host_and_port(tmp_path: Path, docs: Docs
     finally:
         emulator.close()
         server.stop()
+
+
+def test_the_command_line_options_allow_hosts_but_never_the_emulator(
+    server_process: Callable[..., ServerProcess], docs: DocsServer
+) -> None:
+    """`ptc-emulator serve --mcp-allow-host 127.0.0.1:PORT --mcp-allow-private`, as a process."""
+    port = urlsplit(docs.url).port
+    args = ("--mcp-allow-host", f"127.0.0.1:{port}", "--mcp-allow-private", "--mcp-timeout", "20")
+    server = server_process(store="memory", args=args).start()
+    emulator = PTCEmulator(server.base_url)
+    tool = {"type": "mcp", "server_label": "d", "server_url": docs.url, "require_approval": "never"}
+    try:
+        with validating_client(emulator) as client:
+            code = "text(await tools.d.lookup({topic: 'flags'}))"
+            tools = [PTC, {**tool, "allowed_callers": ["programmatic"]}]
+            response = client.responses.create(model="gpt-test", tools=tools, input=js(code))
+        assert response.output_text == "The docs say flags is fine."
+        error = listing_error(emulator, f"http://localhost:{server.port}/_emulator/reset")
+        assert "the emulator itself" in error.response.json()["error"]["message"]
+    finally:
+        emulator.close()
