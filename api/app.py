@@ -7,6 +7,7 @@ import contextlib
 import hmac
 import logging
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,12 +22,15 @@ from ptc_emulator.api.routes import responses as routes
 from ptc_emulator.api.settings import Settings, bundled_fixtures
 from ptc_emulator.emulator.agents.harness import Harness
 from ptc_emulator.emulator.errors import EmulatorError, PayloadTooLarge, StatusError, Unauthorized
+from ptc_emulator.emulator.ids import new_id
 from ptc_emulator.emulator.journal.entries import Journal
-from ptc_emulator.emulator.model import ScenarioError, ScenarioRegistry
+from ptc_emulator.emulator.model import ScenarioError, ScenarioRegistry, ScriptedModel
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.responses.engine import Engine, Runner
 from ptc_emulator.emulator.signing import Signer, load_secret
 from ptc_emulator.emulator.storage import Store, open_store, view
+from ptc_emulator.emulator.tools.egress import OwnAddresses
+from ptc_emulator.emulator.tools.memo import Memo
 from ptc_emulator.sandbox import Pool, PoolConfig
 
 __all__ = ["AppState", "create_app"]
@@ -54,6 +58,10 @@ class AppState:
     """The recording proxy (`upstream.UpstreamProxy`), when recording."""
     agents: Harness | None = None
     """The Agents API harness, made when the lifespan starts."""
+    hidden_memo: Memo = field(default_factory=Memo)
+    """Hidden call results (`tools/memo.py`): `POST /_emulator/reset` empties it."""
+    own: OwnAddresses = field(default_factory=OwnAddresses)
+    """The ports this app serves on: the MCP client never connects there."""
 
 
 def _load_scenarios(settings: Settings) -> ScenarioRegistry:
@@ -80,6 +88,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
         signer=Signer(load_secret(settings.secret, settings.data_dir if settings.store == "sqlite" else None)),
         scenarios=admin.load_added(store, _load_scenarios(settings)),
         journal=Journal(log=store.journal),
+        hidden_memo=Memo(settings.mcp_memo_entries, settings.mcp_memo_bytes),
     )
 
     @contextlib.asynccontextmanager
@@ -100,11 +109,22 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             await pool.start()
             sandbox_runner = pool
         state.pool = pool
+        model = ScriptedModel(
+            state.scenarios,
+            signer=state.signer,
+            limits=settings.limits,
+            ids=new_id,
+            seeds=lambda: secrets.randbits(128),
+            clock=time.time,
+            strict_contract=settings.strict_contract,
+            mcp=settings.mcp_policy,
+            memo=state.hidden_memo,
+        )
         state.engine = Engine(
             runner=sandbox_runner,
             store=view(state.store),
             signer=state.signer,
-            scenarios=state.scenarios,
+            model=model,
             limits=settings.limits,
             strict_contract=settings.strict_contract,
         )
@@ -112,6 +132,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
         try:
             yield
         finally:
+            state.own.release()
             await harness.aclose()
             await state.engine.aclose()
             if state.upstream is not None:
@@ -136,7 +157,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     app.include_router(agents.router)
     if settings.recording:
         _record(app, state)
-    app.add_middleware(_Edge, settings=settings)
+    app.add_middleware(_Edge, settings=settings, own=state.own)
     return app
 
 
@@ -151,15 +172,17 @@ def _record(app: FastAPI, state: AppState) -> None:
 class _Edge:
     """Request ids, the body size limit and the optional API key, for HTTP and WebSocket alike."""
 
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+    def __init__(self, app: ASGIApp, settings: Settings, own: OwnAddresses | None = None) -> None:
         self.app = app
         self.settings = settings
+        self.own = own or OwnAddresses()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         request_id = "req_" + secrets.token_hex(16)
+        self.own.note(scope.get("server"))  # the MCP client never connects here
 
         async def send_with_id(message: Message) -> None:
             if message.get("type") == "http.response.start" and not any(

@@ -84,7 +84,35 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--log-level", default="info", help="uvicorn's and the emulator's log level")
     _record_arguments(serve)
+    _mcp_arguments(serve)
     return parser
+
+
+def _mcp_arguments(serve: argparse.ArgumentParser) -> None:
+    """The MCP client's egress and bounds (docs/limits.md, "MCP")."""
+    group = serve.add_argument_group("MCP client")
+    group.add_argument(
+        "--mcp-allow-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="an MCP server host the emulator may reach although not public (repeatable; never its own port)",
+    )
+    group.add_argument(
+        "--mcp-allow-private", action="store_true", help="MCP servers on loopback and private addresses are allowed"
+    )
+    group.add_argument(
+        "--mcp-connect-timeout", type=float, default=_SETTINGS.mcp_connect_timeout_s, help="seconds to connect"
+    )
+    group.add_argument(
+        "--mcp-timeout", type=float, default=_SETTINGS.mcp_timeout_s, help="seconds for one MCP listing or call"
+    )
+    group.add_argument(
+        "--mcp-max-answer-bytes", type=int, default=_SETTINGS.mcp_max_answer_bytes, help="bytes read per MCP call"
+    )
+    group.add_argument(
+        "--mcp-memo-bytes", type=int, default=_SETTINGS.mcp_memo_bytes, help="bytes of hidden call results kept"
+    )
 
 
 def _record_arguments(serve: argparse.ArgumentParser) -> None:
@@ -138,6 +166,12 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
         upstream_api_key_env=args.upstream_api_key_env,
         allow_unguarded_upstream_key=args.allow_unguarded_upstream_key,
         record_dir=args.record,
+        mcp_allow_hosts=tuple(args.mcp_allow_host),
+        mcp_allow_private=args.mcp_allow_private,
+        mcp_connect_timeout_s=args.mcp_connect_timeout,
+        mcp_timeout_s=args.mcp_timeout,
+        mcp_max_answer_bytes=args.mcp_max_answer_bytes,
+        mcp_memo_bytes=args.mcp_memo_bytes,
         record_mode=args.record_mode,
     )
     return settings, args.log_level

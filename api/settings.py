@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from ptc_emulator.emulator.tools.egress import McpPolicy
 from ptc_emulator.names import API_KEY_ENV
 from ptc_emulator.sandbox import Limits
 
@@ -79,6 +80,28 @@ class Settings:
     websocket_lifetime_s: float = 3600.0
     """How long a WebSocket-mode connection lasts (the hosted mode's 60 minutes); then it gets a
     `websocket_connection_limit_reached` error event and is closed."""
+    mcp_allow_hosts: tuple[str, ...] = ()
+    """`HOST` or `HOST:PORT` the MCP client may reach although not public (loopback, link-local,
+    private); the emulator's own port never."""
+    mcp_allow_private: bool = False
+    """The MCP client may reach loopback and private addresses (not link-local)."""
+    mcp_connect_timeout_s: float = 10.0
+    mcp_timeout_s: float = 30.0
+    """One MCP listing or call, whole (a program's call: within the program's timeout too)."""
+    mcp_max_answer_bytes: int = 8 * 2**20
+    mcp_memo_entries: int = 10_000
+    mcp_memo_bytes: int = 64 * 2**20
+    """The memo of hidden call results (a retried request calls nothing twice), by entries and bytes."""
+
+    @property
+    def mcp_policy(self) -> McpPolicy:
+        return McpPolicy(
+            allow_hosts=self.mcp_allow_hosts,
+            allow_private=self.mcp_allow_private,
+            connect_timeout_s=self.mcp_connect_timeout_s,
+            timeout_s=self.mcp_timeout_s,
+            max_answer_bytes=self.mcp_max_answer_bytes,
+        )
 
     @property
     def recording(self) -> bool:

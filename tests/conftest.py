@@ -9,6 +9,7 @@ unit tier, in seconds; `make test` runs everything.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"  # the app, the Agents SDK and the sandbox pool run on asyncio
+
+
+@pytest.fixture(scope="session")
+def ptc_emulator_settings(ptc_emulator_settings: Any) -> Any:
+    """The plugin's settings, with the MCP tests' servers allowed: they listen on loopback, which
+    the emulator's MCP client refuses unless told (127.0.0.1, any port but the emulator's own).
+    Here, not in tests/tools/: the session's server is made once, for whichever folder asks first."""
+    return dataclasses.replace(ptc_emulator_settings, mcp_allow_hosts=("127.0.0.1",))
 
 
 @pytest.fixture

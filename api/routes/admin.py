@@ -64,6 +64,8 @@ async def health(request: Request) -> dict[str, Any]:
         "sandbox_crashes": pool.crashes if pool else 0,
         "sandbox_recovered": pool.recovered if pool else 0,
         "sandbox_live_hits": pool.live_hits if pool else 0,
+        "hidden_results": state.hidden_memo.size[0],
+        "hidden_result_bytes": state.hidden_memo.size[1],
     }
 
 
@@ -166,10 +168,12 @@ async def clear_journal(request: Request) -> dict[str, Any]:
 
 @router.post("/reset")
 async def reset(request: Request) -> dict[str, Any]:
-    """Forget the scenarios added at run time and the journal (of the caller's scope, or all)."""
+    """Forget the scenarios added at run time and the journal (of the caller's scope, or all), and
+    the memo of hidden call results (all of it)."""
     state = request.app.state.emulator
     scope = _scope(request)
     state.store.scenarios.clear(scope)
     removed, cleared = state.scenarios.clear(scope), state.journal.clear(scope)
     usage.clear_cache()
+    state.hidden_memo.clear()  # the hidden call results of every scope: a cache, not state
     return {"scenarios_removed": removed, "journal_cleared": cleared}

@@ -16,12 +16,15 @@ message}` (the server could not be reached, or answered with an HTTP error).
 
 from __future__ import annotations
 
+import functools
 import json
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import Field
 
+from ptc_emulator.emulator.tools.egress import AnswerTooLarge, EgressRefused, McpPolicy, guarded_client, refusal_for_url
 from ptc_emulator.emulator.wire.items import OpenJSON, WireModel
 from ptc_emulator.emulator.wire.tools import McpTool
 
@@ -31,11 +34,10 @@ __all__ = [
     "McpResultSpec",
     "McpServerSpec",
     "McpToolSpec",
+    "McpPolicy",
     "call_tool",
     "list_tools",
 ]
-
-CONNECT_TIMEOUT_S = 30.0
 
 
 class McpResultSpec(WireModel):
@@ -123,31 +125,98 @@ def _unwrap(error: BaseException) -> BaseException:
     return error
 
 
-def _http_error(error: BaseException) -> dict[str, Any]:
+class _Deadline(Exception):
+    """The listing or call did not end within its deadline."""
+
+
+def _http_error(error: BaseException, policy: McpPolicy) -> dict[str, Any]:
+    """The error of a listing or call that failed below MCP. Nothing of the server's answer goes
+    into it but its HTTP status: a non-MCP body may hold anything."""
     import httpx2
 
     leaf = _unwrap(error)
     if isinstance(leaf, httpx2.HTTPStatusError):
         status = leaf.response.status_code
         return {"type": "http_error", "code": status, "message": f"HTTP {status} from the MCP server"}
-    return {"type": "http_error", "code": 502, "message": f"could not reach the MCP server: {leaf}"}
+    if isinstance(leaf, EgressRefused):
+        return {"type": "http_error", "code": 403, "message": str(leaf)}
+    if isinstance(leaf, AnswerTooLarge):
+        return {"type": "http_error", "code": 502, "message": str(leaf)}
+    if isinstance(leaf, _Deadline | TimeoutError | httpx2.TimeoutException):
+        message = f"the MCP server did not answer within {_seconds(policy.timeout_s)} ({policy.timeout_flag})"
+        if isinstance(leaf, httpx2.ConnectTimeout):
+            message = f"could not connect to the MCP server within {_seconds(policy.connect_timeout_s)}"
+        return {"type": "http_error", "code": 504, "message": message}
+    from mcp.shared.exceptions import MCPError
+
+    if isinstance(leaf, MCPError):
+        return {"type": "http_error", "code": 502, "message": _protocol_message(leaf)}
+    if isinstance(leaf, httpx2.TransportError | OSError):
+        return {"type": "http_error", "code": 502, "message": "could not reach the MCP server"}
+    return {"type": "http_error", "code": 502, "message": "the MCP server's answer is not a valid MCP message"}
 
 
-async def _session(tool: McpTool, work: Any) -> Any:
-    """Connect to the tool's server, run `work(client)`, and close."""
+MAX_PROTOCOL_MESSAGE = 500
+"""Characters of a JSON-RPC error's message kept (the field is MCP's; its text is the server's)."""
+
+
+def _protocol_message(error: Any) -> str:
+    """A JSON-RPC error's message, unless the client made it up from the server's answer (a
+    parse failure quotes the body; an unexpected content type quotes the header)."""
+    from mcp_types import PARSE_ERROR
+
+    message = str(getattr(error, "message", None) or error)
+    if error.code == PARSE_ERROR or message.startswith(("Failed to parse", "Unexpected content type")):
+        return "the MCP server's answer is not a valid MCP message"
+    return message[:MAX_PROTOCOL_MESSAGE]
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+def _bounded(policy: McpPolicy, timeout_s: float | None) -> McpPolicy:
+    """The policy with its deadline within `timeout_s` (a program's own timeout)."""
+    if timeout_s is None or not math.isfinite(timeout_s) or timeout_s >= policy.timeout_s:
+        return policy
+    return replace(
+        policy,
+        timeout_s=timeout_s,
+        connect_timeout_s=min(policy.connect_timeout_s, timeout_s),
+        timeout_flag="the program's --timeout",
+    )
+
+
+async def _session(tool: McpTool, policy: McpPolicy, work: Any) -> Any:
+    """Connect to the tool's server, run `work(client)`, and close; within the policy's deadline."""
+    import anyio
     from mcp import Client
     from mcp.client.sse import sse_client
     from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
 
     assert tool.server_url is not None
+    problem = refusal_for_url(tool.server_url)
+    if problem is not None:
+        raise EgressRefused(problem)
     headers = _headers(tool)
-    if tool.server_url.rstrip("/").endswith("/sse"):
-        async with Client(sse_client(tool.server_url, headers=headers)) as client:
-            return await work(client)
-    async with create_mcp_http_client(headers=headers) as http:
-        async with Client(streamable_http_client(tool.server_url, http_client=http)) as client:
-            return await work(client)
+    factory = functools.partial(guarded_client, policy)
+    try:
+        with anyio.fail_after(policy.timeout_s):
+            if tool.server_url.rstrip("/").endswith("/sse"):
+                transport = sse_client(
+                    tool.server_url,
+                    headers=headers,
+                    timeout=policy.connect_timeout_s,
+                    sse_read_timeout=policy.timeout_s,
+                    httpx_client_factory=factory,
+                )
+                async with Client(transport) as client:
+                    return await work(client)
+            async with factory(headers=headers) as http:
+                async with Client(streamable_http_client(tool.server_url, http_client=http)) as client:
+                    return await work(client)
+    except TimeoutError as e:
+        raise _Deadline() from e
 
 
 def _no_server(tool: McpTool) -> str:
@@ -158,7 +227,9 @@ def _no_server(tool: McpTool) -> str:
     )
 
 
-async def list_tools(tool: McpTool, declared: McpServerSpec | None) -> Listing:
+async def list_tools(
+    tool: McpTool, declared: McpServerSpec | None, policy: McpPolicy, timeout_s: float | None = None
+) -> Listing:
     if declared is not None:
         if declared.error is not None:
             return Listing([], frozenset(), declared.error)
@@ -182,10 +253,10 @@ async def list_tools(tool: McpTool, declared: McpServerSpec | None) -> Listing:
         return _filtered(tool, entries)
 
     try:
-        listing: Listing = await _session(tool, work)
+        listing: Listing = await _session(tool, _bounded(policy, timeout_s), work)
         return listing
     except Exception as e:  # a listing that fails is reported, as the hosted API does
-        error = _http_error(e)
+        error = _http_error(e, _bounded(policy, timeout_s))
         return Listing(
             [], frozenset(), f"Error retrieving tool list from MCP server '{tool.server_label}': {error['message']}"
         )
@@ -219,7 +290,14 @@ def _text(content: list[Any]) -> str:
     return "\n".join(parts)
 
 
-async def call_tool(tool: McpTool, declared: McpServerSpec | None, name: str, arguments: dict[str, Any]) -> CallResult:
+async def call_tool(
+    tool: McpTool,
+    declared: McpServerSpec | None,
+    name: str,
+    arguments: dict[str, Any],
+    policy: McpPolicy,
+    timeout_s: float | None = None,
+) -> CallResult:
     if declared is not None:
         return _declared_call(declared, name, arguments)
     if tool.server_url is None:
@@ -234,10 +312,12 @@ async def call_tool(tool: McpTool, declared: McpServerSpec | None, name: str, ar
         return CallResult(output=_text(result.content))
 
     try:
-        found: CallResult = await _session(tool, work)
+        found: CallResult = await _session(tool, _bounded(policy, timeout_s), work)
         return found
     except Exception as e:
         leaf = _unwrap(e)
-        if isinstance(leaf, MCPError):
-            return CallResult(error={"type": "mcp_protocol_error", "code": leaf.code, "message": str(leaf)})
-        return CallResult(error=_http_error(e))
+        if isinstance(leaf, MCPError):  # a JSON-RPC error: its code and message are MCP's own
+            return CallResult(
+                error={"type": "mcp_protocol_error", "code": leaf.code, "message": _protocol_message(leaf)}
+            )
+        return CallResult(error=_http_error(e, _bounded(policy, timeout_s)))

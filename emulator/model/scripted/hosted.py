@@ -15,8 +15,14 @@ calls must survive the round trip without being fetched again (an MCP call may h
 effects). When a program pauses after hidden calls, the response carries a `reasoning` item
 whose `encrypted_content` seals them (the runtime record). The client replays it with the other
 items, or `previous_response_id` finds it. A record that fails its seal is refused. Within one
-process, a memo keyed by the program and the call's position also keeps a retried request from
-calling the server again.
+process, a memo keyed by the program and the call (`tools/memo.py`) also keeps a retried request
+from calling the server again.
+
+An MCP call that needs approval pauses on an `mcp_approval_request` whose id is a MAC of the
+program, the call's position, the server label, the tool and its arguments: a `store: false`
+client that rewrites an output the program consumed changes the call, so the approval given to
+the old one does not cover it (the program pauses on a new request). The request item the client
+replays must also say what the call is: one whose label, name or arguments differ is refused.
 
 Rejected: fetching again on replay (repeats side effects); server-side state only (lost under
 `store: false` in another process); carrying the record in item ids (clients may drop ids).
@@ -26,7 +32,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +41,8 @@ from pydantic import Field, field_validator
 from ptc_emulator.emulator.errors import InvalidRequest, StatusError
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
-from ptc_emulator.emulator.tools.mcp import Listing, McpServerSpec, call_tool, list_tools
+from ptc_emulator.emulator.tools.mcp import Listing, McpPolicy, McpServerSpec, call_tool, list_tools
+from ptc_emulator.emulator.tools.memo import Memo
 from ptc_emulator.emulator.wire.items import (
     McpApprovalRequest,
     McpApprovalResponse,
@@ -124,22 +130,6 @@ class Unscripted:
     message: str
 
 
-class Memo:
-    """Hidden call results by (program, position), bounded: a retried request calls nothing twice."""
-
-    def __init__(self, limit: int = 10_000) -> None:
-        self._results: OrderedDict[str, ToolResult] = OrderedDict()
-        self._limit = limit
-
-    def get(self, key: str) -> ToolResult | None:
-        return self._results.get(key)
-
-    def put(self, key: str, result: ToolResult) -> None:
-        self._results[key] = result
-        while len(self._results) > self._limit:
-            self._results.popitem(last=False)
-
-
 def _shell_environment(tool: Any) -> str | None:
     environment = getattr(tool, "environment", None)
     if environment is None and isinstance(getattr(tool, "model_extra", None), dict):
@@ -162,6 +152,10 @@ class Hosted:
     conversation: Conversation
     signer: Signer
     memo: Memo
+    policy: McpPolicy = field(default_factory=McpPolicy)
+    """Where the MCP client may connect, its deadlines and answer limit."""
+    program_timeout_s: float | None = None
+    """A program's own timeout: a call it makes ends within it too."""
     available: Callable[[str], bool] = lambda key: True
     """Whether a deferred tool is loaded (`Toolset.other_available`: `mcp:<server_label>`)."""
     calls: list[dict[str, Any]] = field(default_factory=list)
@@ -212,7 +206,9 @@ class Hosted:
     async def listing(self, tool: McpTool) -> Listing:
         found = self._listings.get(tool.server_label)
         if found is None:
-            found = self._listings[tool.server_label] = await list_tools(tool, self.declared(tool.server_label))
+            found = self._listings[tool.server_label] = await list_tools(
+                tool, self.declared(tool.server_label), self.policy
+            )
             if found.error is not None:
                 raise StatusError(
                     424,
@@ -278,8 +274,35 @@ class Hosted:
         )
         return ReasoningItem(id=rid, summary=[], encrypted_content=sealed)
 
-    def approval_id(self, program: str, index: int) -> str:
-        return "mcpr_" + self.signer.token("mcp-approval", program, str(index), length=40)
+    def approval_id(self, program: str, index: int, label: str, name: str, arguments: str) -> str:
+        """The id of the approval request for this call: it covers what is called, not only where."""
+        canonical = json.dumps(_arguments(arguments), sort_keys=True, separators=(",", ":"))
+        return "mcpr_" + self.signer.token("mcp-approval", program, str(index), label, name, canonical, length=40)
+
+    def check_replayed(self, approval_id: str, label: str, name: str, arguments: str) -> None:
+        """Refuse an approval whose request item, as the client sent it back, is not this call."""
+        request = self.conversation.approval_requests.get(approval_id)
+        if request is None:
+            return
+        mismatches = []
+        if request.server_label != label:
+            mismatches.append(f"server_label {request.server_label!r} (the call's is {label!r})")
+        if request.name != name:
+            mismatches.append(f"name {request.name!r} (the call's is {name!r})")
+        if _canonical(request.arguments) != _canonical(arguments):
+            mismatches.append(f"arguments {request.arguments} (the call's are {arguments})")
+        if not mismatches:
+            return
+        at = next((i for i, item in enumerate(self.conversation.items) if item is request), -1)
+        new_from = self.conversation.new_from
+        param = f"input[{at - new_from}]" if at >= new_from else "previous_response_id"
+        raise InvalidRequest(
+            f"The mcp_approval_request {approval_id} does not match the call it approves: its "
+            + "; its ".join(mismatches)
+            + ". An approval covers the call it was asked for, unchanged.",
+            param=param,
+            code="invalid_approval_request",
+        )
 
     def _approval(self, approval_id: str) -> McpApprovalResponse | None:
         return next(
@@ -325,7 +348,7 @@ class Hosted:
         entry: dict[str, Any] = {"kind": "mcp", "route": "program", "server_label": label, "name": name}
         approval_id: str | None = None
         if tool.needs_approval(name, name in listing.read_only):
-            approval_id = self.approval_id(program, pending.index)
+            approval_id = self.approval_id(program, pending.index, label, name, pending.arguments)
             answer = self._approval(approval_id)
             if answer is None:
                 return McpApprovalRequest(
@@ -335,6 +358,7 @@ class Hosted:
                     arguments=pending.arguments,
                     caller=ProgramCaller(caller_id=program),
                 )
+            self.check_replayed(approval_id, label, name, pending.arguments)
             entry["approval_request_id"] = approval_id
             if not answer.approve:
                 why = f": {answer.reason}" if answer.reason else ""
@@ -342,7 +366,9 @@ class Hosted:
                 return ToolResult(
                     pending.name, pending.arguments, f"The call to {pending.name} was not approved{why}", is_error=True
                 )
-        result = await call_tool(tool, self.declared(label), name, arguments)
+        result = await call_tool(
+            tool, self.declared(label), name, arguments, self.policy, timeout_s=self.program_timeout_s
+        )
         if not result.scripted:
             return Unscripted(
                 f"The program called tools.{pending.name}({pending.arguments}), and the declared MCP server "
@@ -408,6 +434,13 @@ class Hosted:
             outputs.append(spec.output())
         self.calls.append({"kind": "shell", "route": "program", "status": "completed", "commands": len(commands)})
         return ToolResult(pending.name, pending.arguments, json.dumps(outputs, ensure_ascii=False))
+
+
+def _canonical(text: str) -> str:
+    try:
+        return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+    except json.JSONDecodeError:
+        return text
 
 
 def _arguments(text: str) -> dict[str, Any]:

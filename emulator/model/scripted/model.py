@@ -23,6 +23,8 @@ from ptc_emulator.emulator.model.scripted.script import BoundTools, ScriptedPlan
 from ptc_emulator.emulator.rules import checks
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import Signer
+from ptc_emulator.emulator.tools.mcp import McpPolicy
+from ptc_emulator.emulator.tools.memo import Memo
 from ptc_emulator.emulator.tools.toolset import Toolset
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.sandbox import Limits
@@ -43,13 +45,16 @@ class ScriptedModel:
         seeds: Callable[[], int],
         clock: Callable[[], float],
         strict_contract: bool = False,
+        mcp: McpPolicy | None = None,
+        memo: Memo | None = None,
     ) -> None:
+        """`mcp`: the MCP client's policy; `memo`: the hidden call results' memo (its owner frees it)."""
         self.scenarios = scenarios
         self.signer = signer
         self.limits = limits
         self.strict_contract = strict_contract
         """The server's default; a scenario's own `strict_contract` wins."""
-        self.player = Player(signer=signer, limits=limits, ids=ids, seeds=seeds, clock=clock)
+        self.player = Player(signer=signer, limits=limits, ids=ids, seeds=seeds, clock=clock, mcp=mcp, memo=memo)
         self.faults = FaultInjector()
 
     def plan(

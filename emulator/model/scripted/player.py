@@ -15,7 +15,7 @@ from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import InvalidRequest, ScriptedError
 from ptc_emulator.emulator.model.core import Prepared, Runner, Trace
 from ptc_emulator.emulator.model.scripted.faults import forced_failure
-from ptc_emulator.emulator.model.scripted.hosted import Hosted, HostedScript, Memo
+from ptc_emulator.emulator.model.scripted.hosted import Hosted, HostedScript
 from ptc_emulator.emulator.model.scripted.programs import Programs, check_call, plan_of
 from ptc_emulator.emulator.model.scripted.scenario import Turn
 from ptc_emulator.emulator.model.scripted.script import Script
@@ -28,7 +28,8 @@ from ptc_emulator.emulator.tools.kinds import (
     answer_text,
     kind_of_call,
 )
-from ptc_emulator.emulator.tools.mcp import call_tool
+from ptc_emulator.emulator.tools.mcp import McpPolicy, call_tool
+from ptc_emulator.emulator.tools.memo import Memo
 from ptc_emulator.emulator.tools.toolset import NOT_LOADED, Toolset, loaded_names
 from ptc_emulator.emulator.wire.items import (
     CALL_TYPES,
@@ -74,12 +75,15 @@ class Player:
         ids: Callable[[str], str],
         seeds: Callable[[], int],
         clock: Callable[[], float],
+        mcp: McpPolicy | None = None,
+        memo: Memo | None = None,
     ) -> None:
         self.signer = signer
         self.limits = limits
         self.ids = ids
         self.programs = Programs(signer=signer, limits=limits, ids=ids, seeds=seeds, clock=clock)
-        self.memo = Memo()
+        self.mcp = mcp or McpPolicy()
+        self.memo = memo if memo is not None else Memo()
 
     def hosted_tools(
         self,
@@ -99,6 +103,8 @@ class Player:
             conversation=conv,
             signer=self.signer,
             memo=self.memo,
+            policy=self.mcp,
+            program_timeout_s=self.limits.timeout_s,
             available=toolset.other_available,
             calls=trace.hosted_calls,
         )
@@ -236,6 +242,7 @@ class Player:
                 )
                 return True
             approval_id = asked[-1].id
+            hosted.check_replayed(approval_id, spec.server_label, spec.name, arguments)
             answer = conv.approval_responses[approval_id]
             if not answer.approve:
                 prepared.trace.hosted_calls.append(
@@ -249,7 +256,9 @@ class Player:
                     }
                 )
                 return False
-        result = await call_tool(tool, hosted.declared(spec.server_label), spec.name, _parse(arguments) or {})
+        result = await call_tool(
+            tool, hosted.declared(spec.server_label), spec.name, _parse(arguments) or {}, hosted.policy
+        )
         if not result.scripted:
             raise script.error(
                 index,

@@ -1,0 +1,109 @@
+"""An MCP call ends: a server that never answers, or keeps its SSE stream alive with comments, or
+streams a huge result, ends the call with a clear error, and the program goes on (docs/limits.md,
+"MCP"). The servers are real (`MCPServer`) and wait on events nothing sets; the emulator has a
+short deadline (`mcp_timeout_s`) and a small answer limit (`mcp_max_answer_bytes`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+
+from ptc_emulator.api.settings import Settings
+from ptc_emulator.sandbox import Limits
+from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
+from tests.support import js, validating_client
+from tests.tools.mcp_servers_support import misbehaving_server
+
+PTC = {"type": "programmatic_tool_calling"}
+LIMIT = 64 * 1024
+
+
+@pytest.fixture(scope="module")
+def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PTCEmulator]:
+    logging.getLogger("mcp").setLevel(logging.CRITICAL)
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("deadlines"),
+        store="memory",
+        pool_size=1,
+        mcp_allow_hosts=("127.0.0.1",),
+        mcp_timeout_s=1.0,
+        mcp_max_answer_bytes=LIMIT,
+    )
+    server = EmulatorServer(settings).start()
+    found = PTCEmulator(server.base_url)
+    try:
+        yield found
+    finally:
+        found.close()
+        server.stop()
+
+
+def call(emulator: PTCEmulator, url: str, tool: str) -> tuple[str, dict[str, Any]]:
+    """Run a program calling `tool` on the server at `url`; its text, and the hidden call's error."""
+    mcp = {
+        "type": "mcp",
+        "server_label": "slow",
+        "server_url": url,
+        "allowed_callers": ["programmatic"],
+        "require_approval": "never",
+    }
+    code = f"try {{ text(await tools.slow.{tool}({{}})); }} catch (e) {{ text('caught: ' + e.message); }}"
+    with validating_client(emulator) as client:
+        response = client.responses.create(model="gpt-test", tools=[PTC, mcp], input=js(code))
+    [entry] = [e for e in emulator.journal if e.get("hosted_calls")][-1:]
+    return response.output_text, entry["hosted_calls"][0]["error"]
+
+
+@pytest.mark.parametrize("mode", ["", "keepalive"])
+def test_a_call_that_never_ends_ends_at_the_deadline(emulator: PTCEmulator, mode: str) -> None:
+    with misbehaving_server(mode) as server:
+        text, error = call(emulator, server.url, "wait" if mode == "" else "ping")
+    assert text == "caught: the MCP server did not answer within 1 s (--mcp-timeout)"
+    assert error == {"type": "http_error", "code": 504, "message": text.removeprefix("caught: ")}
+
+
+def test_a_huge_answer_is_cut_at_the_limit(emulator: PTCEmulator) -> None:
+    with misbehaving_server(huge_bytes=4 * LIMIT) as server:
+        text, error = call(emulator, server.url, "huge")
+    assert text == f"caught: the MCP server's answer exceeded {LIMIT} bytes (--mcp-max-answer-bytes)"
+    assert error["code"] == 502
+
+
+def test_an_answer_within_the_limit_arrives(emulator: PTCEmulator) -> None:
+    with misbehaving_server(huge_bytes=LIMIT // 4) as server:
+        text, _ = call(emulator, server.url, "huge")
+    assert text == "x" * (LIMIT // 4)
+
+
+def test_a_call_ends_within_the_programs_timeout(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """With the default MCP deadline (30 s), a program's call ends within the program's own timeout."""
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("program-timeout"),
+        store="memory",
+        pool_size=1,
+        mcp_allow_hosts=("127.0.0.1",),
+        limits=Limits(timeout_s=1.0),
+    )
+    server = EmulatorServer(settings).start()
+    emulator = PTCEmulator(server.base_url)
+    try:
+        with misbehaving_server() as mcp:
+            text, _ = call(emulator, mcp.url, "wait")
+        assert text == "caught: the MCP server did not answer within 1 s (the program's --timeout)"
+    finally:
+        emulator.close()
+        server.stop()
+
+
+def test_a_listing_that_never_ends_is_a_424_at_the_deadline(emulator: PTCEmulator) -> None:
+    """The listing's answer is an SSE stream of comments only (`keepalive` for every request)."""
+    with misbehaving_server("keepalive_all") as server:
+        mcp = {"type": "mcp", "server_label": "slow", "server_url": server.url, "allowed_callers": ["programmatic"]}
+        with validating_client(emulator) as client, pytest.raises(openai.APIStatusError) as caught:
+            client.responses.create(model="gpt-test", tools=[PTC, mcp], input=js("text('x')"))
+    assert caught.value.status_code == 424
+    assert "did not answer within 1 s" in caught.value.response.json()["error"]["message"]
