@@ -72,7 +72,8 @@ class Conversations:
     """The endpoints' rules and shapes over a `ConversationStore`.
 
     `as_item` turns a validated input item into a conversation item (with an id and a status);
-    `resolve` turns an `item_reference` into the stored item it names; `as_input` reads a stored
+    `resolve` turns an `item_reference` into the stored item it names (in the caller's scope: an
+    item of another scope's response is as a missing one); `as_input` reads a stored
     item back as an input item. They come from `history.py`, which owns those conversions."""
 
     def __init__(
@@ -82,7 +83,7 @@ class Conversations:
         ids: Callable[[str], str],
         clock: Callable[[], float],
         as_item: Callable[[Item], dict[str, Any]],
-        resolve: Callable[[str, str], Item],
+        resolve: Callable[[str, str, str | None], Item],
         as_input: Callable[[dict[str, Any]], Item],
     ) -> None:
         self.store = store
@@ -94,8 +95,8 @@ class Conversations:
 
     # ---- conversations --------------------------------------------------------------------------
 
-    def create(self, body: ConversationCreate) -> dict[str, Any]:
-        items = self._new_items(body.items or [])
+    def create(self, body: ConversationCreate, scope: str | None = None) -> dict[str, Any]:
+        items = self._new_items(body.items or [], scope)
         record = StoredConversation(self.ids("conv"), int(self.clock()), dict(body.metadata or {}))
         self.store.create(record, items)
         return record.body()
@@ -123,9 +124,9 @@ class Conversations:
 
     # ---- items ----------------------------------------------------------------------------------
 
-    def add_items(self, conversation_id: str, body: ItemsCreate) -> dict[str, Any]:
+    def add_items(self, conversation_id: str, body: ItemsCreate, scope: str | None = None) -> dict[str, Any]:
         self.stored(conversation_id)
-        items = self._new_items(body.items)
+        items = self._new_items(body.items, scope)
         if not self.store.append(conversation_id, items):
             raise _not_found(conversation_id)
         return listing(items)
@@ -166,11 +167,11 @@ class Conversations:
         """Append a finished response's input and output items (a deleted conversation keeps nothing)."""
         self.store.append(conversation_id, [*input_items, *output])
 
-    def _new_items(self, items: list[Any]) -> list[dict[str, Any]]:
+    def _new_items(self, items: list[Any], scope: str | None) -> list[dict[str, Any]]:
         made = []
         for index, item in enumerate(items):
             if isinstance(item, ItemReference):
-                item = self._resolve(item.id, f"items[{index}].id")
+                item = self._resolve(item.id, f"items[{index}].id", scope)
             data = self._as_item(item)
             data.setdefault("id", self.ids("item"))
             made.append(data)

@@ -124,9 +124,9 @@ class Engine:
             history = self.history.load(previous, local) if previous else []
             if thread is not None:
                 history = self.conversations.history(thread)
-            new_items = self.history.input(request)
+            new_items = self.history.input(request, scope)
             if not history and not any(isinstance(i, Message) and i.role == "user" for i in new_items):
-                history = self.history.recovered(new_items)
+                history = self.history.recovered(new_items, scope)
             items = [*history, *new_items]
             if not generate:
                 conv = Conversation(items, len(history), anchor=-1)
@@ -259,7 +259,8 @@ class Engine:
             raise InvalidRequest("Only responses created with background=true can be cancelled.")
         if self.background.cancel(response_id):
             response = {**record.response, "status": ResponseStatus.CANCELLED, "usage": None}
-            self.store.put(StoredResponse(response_id, response, record.input_items, record.previous_response_id))
+            kept = StoredResponse(response_id, response, record.input_items, record.previous_response_id, record.scope)
+            self.store.put(kept)
             return response
         return self.history.stored(response_id).response
 
@@ -268,11 +269,11 @@ class Engine:
     ) -> dict[str, Any]:
         return self.history.input_items(response_id, after=after, limit=limit, order=order)
 
-    def count_tokens(self, request: CountTokensRequest) -> dict[str, Any]:
+    def count_tokens(self, request: CountTokensRequest, *, scope: str | None = None) -> dict[str, Any]:
         thread = checks.check_conversation(request)
         previous = request.previous_response_id
         history = self.conversations.history(thread) if thread is not None else []
-        items = [*(self.history.load(previous) if previous else history), *self.history.input(request)]
+        items = [*(self.history.load(previous) if previous else history), *self.history.input(request, scope)]
         counted = usage(
             instructions=request.instructions,
             tools=echo_tools(request),
@@ -298,7 +299,8 @@ class Engine:
         target = self.store if prepared.store else prepared.local
         if target is not None:
             previous = prepared.request.previous_response_id
-            target.put(StoredResponse(response["id"], response, self._input_items(prepared), previous))
+            items = self._input_items(prepared)
+            target.put(StoredResponse(response["id"], response, items, previous, prepared.scope))
 
     def _start_background(self, prepared: Prepared) -> dict[str, Any]:
         queued = self.response(prepared, [], status=ResponseStatus.QUEUED)

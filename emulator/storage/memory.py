@@ -47,25 +47,26 @@ def item_ids(record: StoredResponse) -> Iterator[tuple[str, dict[str, Any]]]:
 
 class MemoryResponses:
     def __init__(self) -> None:
-        self._responses: dict[str, tuple[str, str, str | None, list[str]]] = {}
-        """Per response: its body and input items as JSON text, its previous id, its item ids."""
-        self._items: dict[str, tuple[str, str]] = {}
+        self._responses: dict[str, tuple[str, str, str | None, list[str], str | None]] = {}
+        """Per response: its body and input items as JSON text, its previous id, its item ids, its scope."""
+        self._items: dict[str, tuple[str, str, str | None]] = {}
         self._lock = threading.Lock()
 
     def put(self, record: StoredResponse) -> None:
         items = [(item_id, _dumps(item)) for item_id, item in item_ids(record)]
-        kept = (_dumps(record.response), _dumps(record.input_items), record.previous_response_id, [i for i, _ in items])
+        ids = [i for i, _ in items]
+        kept = (_dumps(record.response), _dumps(record.input_items), record.previous_response_id, ids, record.scope)
         with self._lock:
             self._drop_items(record.id)  # a replaced response's items go with it, as in SQLite
             self._responses[record.id] = kept
             for item_id, text in items:
-                self._items[item_id] = (record.id, text)
+                self._items[item_id] = (record.id, text, record.scope)
 
     def get(self, response_id: str) -> StoredResponse | None:
         kept = self._responses.get(response_id)
         if kept is None:
             return None
-        return StoredResponse(response_id, _loads(kept[0]), _loads(kept[1]), kept[2])
+        return StoredResponse(response_id, _loads(kept[0]), _loads(kept[1]), kept[2], kept[4])
 
     def delete(self, response_id: str) -> bool:
         with self._lock:
@@ -87,6 +88,10 @@ class MemoryResponses:
     def item(self, item_id: str) -> tuple[str, dict[str, Any]] | None:
         found = self._items.get(item_id)
         return (found[0], _loads(found[1])) if found is not None else None
+
+    def item_in(self, scope: str | None, item_id: str) -> tuple[str, dict[str, Any]] | None:
+        found = self._items.get(item_id)
+        return (found[0], _loads(found[1])) if found is not None and found[2] == scope else None
 
     def count(self) -> int:
         return len(self._responses)

@@ -35,6 +35,9 @@ class StoredResponse:
     response: dict[str, Any]
     input_items: list[dict[str, Any]]
     previous_response_id: str | None
+    scope: str | None = None
+    """The caller's scope it was made in (`x-ptc-emulator-scope`): its items are referenced
+    (`item_reference`) from that scope only."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,11 @@ class Responses(Protocol):
 
     def item(self, item_id: str) -> tuple[str, dict[str, Any]] | None:
         """The stored item with this id, and the id of the response that holds it."""
+        ...
+
+    def item_in(self, scope: str | None, item_id: str) -> tuple[str, dict[str, Any]] | None:
+        """As `item`, but only if the response that holds it was made in `scope` (None: made in
+        none): an item of another scope is as one that does not exist."""
         ...
 
     def count(self) -> int: ...

@@ -27,7 +27,7 @@ class ResponseStore(Responses, Protocol):
 class ConnectionStore:
     def __init__(self) -> None:
         self._responses: dict[str, StoredResponse] = {}
-        self._items: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._items: dict[str, tuple[str, dict[str, Any], str | None]] = {}
         self._lock = threading.Lock()
         self.conversations: Conversations = MemoryConversations()
 
@@ -35,7 +35,7 @@ class ConnectionStore:
         with self._lock:
             self._responses[record.id] = record
             for item_id, item in item_ids(record):
-                self._items[item_id] = (record.id, item)
+                self._items[item_id] = (record.id, item, record.scope)
 
     def get(self, response_id: str) -> StoredResponse | None:
         return self._responses.get(response_id)
@@ -51,7 +51,12 @@ class ConnectionStore:
             return True
 
     def item(self, item_id: str) -> tuple[str, dict[str, Any]] | None:
-        return self._items.get(item_id)
+        found = self._items.get(item_id)
+        return (found[0], found[1]) if found is not None else None
+
+    def item_in(self, scope: str | None, item_id: str) -> tuple[str, dict[str, Any]] | None:
+        found = self._items.get(item_id)
+        return (found[0], found[1]) if found is not None and found[2] == scope else None
 
     def count(self) -> int:
         return len(self._responses)
@@ -79,6 +84,9 @@ class _View:
 
     def item(self, item_id: str) -> tuple[str, dict[str, Any]] | None:
         return self._responses.item(item_id)
+
+    def item_in(self, scope: str | None, item_id: str) -> tuple[str, dict[str, Any]] | None:
+        return self._responses.item_in(scope, item_id)
 
     def count(self) -> int:
         return self._responses.count()

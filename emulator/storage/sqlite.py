@@ -39,7 +39,8 @@ CREATE TABLE IF NOT EXISTS responses (
     id TEXT PRIMARY KEY,
     previous_response_id TEXT,
     response TEXT NOT NULL,
-    input_items TEXT NOT NULL
+    input_items TEXT NOT NULL,
+    scope TEXT
 );
 CREATE TABLE IF NOT EXISTS items (
     id TEXT PRIMARY KEY,
@@ -119,9 +120,15 @@ class SqliteResponses:
 
         def statements(db: sqlite3.Connection) -> bool:
             db.execute(
-                "INSERT OR REPLACE INTO responses (id, previous_response_id, response, input_items) "
-                "VALUES (?, ?, ?, ?)",
-                (record.id, record.previous_response_id, dumps(record.response), dumps(record.input_items)),
+                "INSERT OR REPLACE INTO responses (id, previous_response_id, response, input_items, scope) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (
+                    record.id,
+                    record.previous_response_id,
+                    dumps(record.response),
+                    dumps(record.input_items),
+                    record.scope,
+                ),
             )
             db.executemany(
                 "INSERT OR REPLACE INTO items (id, response_id, item) VALUES (?, ?, ?)",
@@ -133,15 +140,25 @@ class SqliteResponses:
 
     def get(self, response_id: str) -> StoredResponse | None:
         row = self._db.one(
-            "SELECT response, input_items, previous_response_id FROM responses WHERE id = ?", (response_id,)
+            "SELECT response, input_items, previous_response_id, scope FROM responses WHERE id = ?", (response_id,)
         )
-        return None if row is None else StoredResponse(response_id, json.loads(row[0]), json.loads(row[1]), row[2])
+        if row is None:
+            return None
+        return StoredResponse(response_id, json.loads(row[0]), json.loads(row[1]), row[2], row[3])
 
     def delete(self, response_id: str) -> bool:
         return self._db.changed("DELETE FROM responses WHERE id = ?", (response_id,)) > 0
 
     def item(self, item_id: str) -> tuple[str, dict[str, Any]] | None:
         row = self._db.one("SELECT response_id, item FROM items WHERE id = ?", (item_id,))
+        return (row[0], json.loads(row[1])) if row else None
+
+    def item_in(self, scope: str | None, item_id: str) -> tuple[str, dict[str, Any]] | None:
+        row = self._db.one(
+            "SELECT items.response_id, items.item FROM items JOIN responses ON responses.id = items.response_id "
+            "WHERE items.id = ? AND responses.scope IS ?",
+            (item_id, scope),
+        )
         return (row[0], json.loads(row[1])) if row else None
 
     def count(self) -> int:
@@ -269,6 +286,9 @@ class SqliteStore:
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA foreign_keys=ON")
             db.executescript(SCHEMA)
+            # A file made before responses kept their scope: theirs is none.
+            if "scope" not in {row[1] for row in db.execute("PRAGMA table_info(responses)")}:
+                db.execute("ALTER TABLE responses ADD COLUMN scope TEXT")
             # A background response still queued or in progress was cut off by the previous
             # process (a kill or a crash): nothing will ever finish it, so it failed.
             db.execute(

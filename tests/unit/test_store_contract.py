@@ -135,6 +135,51 @@ def test_responses_return_copies(store: Store) -> None:
     assert store.responses.item("msg_1") == ("resp_1", message("msg_1"))
 
 
+def test_responses_keep_their_scope_and_its_items_are_found_in_it_only(
+    store: Store, reopen: Callable[[Store], Store]
+) -> None:
+    scoped = StoredResponse("resp_a", response("resp_a").response, [message("msg_a")], None, "test-a")
+    store.responses.put(scoped)
+    store.responses.put(response("resp_n", output=["msg_n"]))
+    if store.kind == "sqlite":
+        store = reopen(store)
+    try:
+        assert store.responses.get("resp_a") == scoped
+        assert store.responses.item_in("test-a", "msg_a") == ("resp_a", message("msg_a"))
+        assert store.responses.item_in("test-b", "msg_a") is None
+        assert store.responses.item_in(None, "msg_a") is None
+        assert store.responses.item_in(None, "msg_n") == ("resp_n", message("msg_n"))
+        assert store.responses.item_in("test-a", "msg_n") is None
+        assert store.responses.item_in("test-a", "msg_none") is None
+        assert store.responses.item("msg_a") == ("resp_a", message("msg_a")), "item finds it in any scope"
+    finally:
+        store.close()
+
+
+def test_sqlite_opens_a_file_made_before_responses_kept_their_scope(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    with sqlite3.connect(tmp_path / "data" / FILENAME) as db:
+        db.executescript(
+            "CREATE TABLE responses (id TEXT PRIMARY KEY, previous_response_id TEXT, response TEXT NOT NULL,"
+            " input_items TEXT NOT NULL);"
+            "CREATE TABLE items (id TEXT PRIMARY KEY, response_id TEXT NOT NULL REFERENCES responses(id)"
+            " ON DELETE CASCADE, item TEXT NOT NULL);"
+        )
+        db.execute("INSERT INTO responses VALUES ('resp_old', NULL, '{\"status\": \"completed\"}', '[]')")
+        db.execute("INSERT INTO items VALUES ('msg_old', 'resp_old', '{\"id\": \"msg_old\"}')")
+    db.close()
+    store = open_store("sqlite", tmp_path / "data")
+    try:
+        found = store.responses.get("resp_old")
+        assert found is not None and found.scope is None
+        assert store.responses.item_in(None, "msg_old") == ("resp_old", {"id": "msg_old"})
+        store.responses.put(StoredResponse("resp_new", {"status": "completed"}, [], None, "test-a"))
+        again = store.responses.get("resp_new")
+        assert again is not None and again.scope == "test-a"
+    finally:
+        store.close()
+
+
 # ---- conversations -----------------------------------------------------------------------------
 
 
