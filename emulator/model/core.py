@@ -134,6 +134,9 @@ class Prepared:
     the response has no output."""
     conversation_id: str | None = None
     """The id in the request's `conversation`, read once (the engine, the body and the journal use it)."""
+    conversation_version: int | None = None
+    """The version of that conversation's items its history was read at: the response's items
+    are appended only if it is still that (a concurrent continuation appended nothing since)."""
     scope: str | None = None
     local: ResponseStore | None = None
     """A connection's own store, where its `store: false` responses stay while it is open."""

@@ -37,7 +37,17 @@ from ptc_emulator.emulator.wire.request import CountTokensRequest, CreateRequest
 from ptc_emulator.emulator.wire.response import ResponseStatus, echo_tools
 from ptc_emulator.sandbox import Limits
 
-__all__ = ["Engine", "Prepared", "Refused", "ResponseStatus", "Runner", "Trace", "new_id"]
+__all__ = ["Engine", "Prepared", "Refused", "ResponseStatus", "Runner", "Trace", "continued", "new_id"]
+
+
+def continued(response_id: str) -> InvalidRequest:
+    """The refusal of a second continuation of a paused program."""
+    return InvalidRequest(
+        f"Response '{response_id}' was continued already: the program paused in it runs on in one response "
+        "only. Continue that response instead.",
+        param="previous_response_id",
+        code="previous_response_continued",
+    )
 
 
 class Engine:
@@ -122,8 +132,9 @@ class Engine:
             thread = checks.check_request(request)
             previous = request.previous_response_id
             history = self.history.load(previous, local) if previous else []
+            version = None
             if thread is not None:
-                history = self.conversations.history(thread)
+                version, history = self.conversations.versioned_history(thread)
             new_items = self.history.input(request, scope)
             if not history and not any(isinstance(i, Message) and i.role == "user" for i in new_items):
                 history = self.history.recovered(new_items, scope)
@@ -132,12 +143,14 @@ class Engine:
                 conv = Conversation(items, len(history), anchor=-1)
                 toolset = Toolset.of(request, conv.items)
                 return self._prepared(
-                    request, conv, toolset, Trace("generate=false"), scope=scope, local=local, thread=thread
+                    request, conv, toolset, Trace("generate=false"), scope=scope, local=local, thread=(thread, version)
                 )
             conv = analyse(items, len(history), self.signer, self.folds)
             toolset = Toolset.of(request, conv.items, conv.new_from)
             plan = self.model.plan(request, conv, toolset, trace, scope=scope)
-            return self._prepared(request, conv, toolset, trace, scope=scope, local=local, plan=plan, thread=thread)
+            return self._prepared(
+                request, conv, toolset, trace, scope=scope, local=local, plan=plan, thread=(thread, version)
+            )
         except EmulatorError as e:
             # What the model knew when it refused, once it had chosen what plays (the journal's).
             return Refused(e, trace if trace.scenario is not None else None)
@@ -151,10 +164,11 @@ class Engine:
         *,
         scope: str | None,
         local: ResponseStore | None,
-        thread: str | None,
+        thread: tuple[str | None, int | None],
         plan: Plan | None = None,
     ) -> Prepared:
-        """The prepared response, with the figures the journal takes from it."""
+        """The prepared response, with the figures the journal takes from it; `thread` is the
+        request's conversation and the version its history was read at."""
         prepared = Prepared(
             request=request,
             response_id=self.ids("resp"),
@@ -165,7 +179,8 @@ class Engine:
             scope=scope,
             local=local,
             plan=plan,
-            conversation_id=thread,
+            conversation_id=thread[0],
+            conversation_version=thread[1],
         )
         kept = [answer_text(item) for item in prepared.outputs_kept_out()]
         trace.kept_out_tokens = sum(count(text) for text in kept)
@@ -200,10 +215,11 @@ class Engine:
             )
         else:
             response = self.response(prepared, output, status=ResponseStatus.COMPLETED)
-        self._keep(prepared, response)
         thread = prepared.conversation_id
-        if thread is not None:
-            self.conversations.record(thread, self._input_items(prepared), response["output"])
+        if thread is not None:  # first: a continuation refused there is not stored either
+            expected = prepared.conversation_version
+            self.conversations.record(thread, self._input_items(prepared), response["output"], expected=expected)
+        self._keep(prepared, response)
         return response
 
     def response(
@@ -297,10 +313,18 @@ class Engine:
     def _keep(self, prepared: Prepared, response: dict[str, Any]) -> None:
         """Store the response where it belongs: the server's store, a connection's, or nowhere."""
         target = self.store if prepared.store else prepared.local
-        if target is not None:
-            previous = prepared.request.previous_response_id
-            items = self._input_items(prepared)
-            target.put(StoredResponse(response["id"], response, items, previous, prepared.scope))
+        if target is None:
+            return
+        previous = prepared.request.previous_response_id
+        record = StoredResponse(response["id"], response, self._input_items(prepared), previous, prepared.scope)
+        conv = prepared.conversation
+        if previous is not None and conv.open_program is not None and conv.open_index < conv.new_from:
+            # It resumes a program paused in `previous`: a paused program continues once, so
+            # of two continuations the first stored wins, checked by the store.
+            if not target.put_successor(record):
+                raise continued(previous)
+        else:
+            target.put(record)
 
     def _start_background(self, prepared: Prepared) -> dict[str, Any]:
         queued = self.response(prepared, [], status=ResponseStatus.QUEUED)

@@ -50,17 +50,31 @@ class MemoryResponses:
         self._responses: dict[str, tuple[str, str, str | None, list[str], str | None]] = {}
         """Per response: its body and input items as JSON text, its previous id, its item ids, its scope."""
         self._items: dict[str, tuple[str, str, str | None]] = {}
+        self._successors: dict[str, set[str]] = {}
+        """By previous response id: the ids of the stored responses that continue it."""
         self._lock = threading.Lock()
 
     def put(self, record: StoredResponse) -> None:
+        self._put(record, sole=False)
+
+    def put_successor(self, record: StoredResponse) -> bool:
+        return self._put(record, sole=True)
+
+    def _put(self, record: StoredResponse, *, sole: bool) -> bool:
         items = [(item_id, _dumps(item)) for item_id, item in item_ids(record)]
         ids = [i for i, _ in items]
-        kept = (_dumps(record.response), _dumps(record.input_items), record.previous_response_id, ids, record.scope)
+        previous = record.previous_response_id
+        kept = (_dumps(record.response), _dumps(record.input_items), previous, ids, record.scope)
         with self._lock:
+            if sole and previous is not None and self._successors.get(previous, set()) - {record.id}:
+                return False
             self._drop_items(record.id)  # a replaced response's items go with it, as in SQLite
             self._responses[record.id] = kept
             for item_id, text in items:
                 self._items[item_id] = (record.id, text, record.scope)
+            if previous is not None:
+                self._successors.setdefault(previous, set()).add(record.id)
+            return True
 
     def get(self, response_id: str) -> StoredResponse | None:
         kept = self._responses.get(response_id)
@@ -80,6 +94,11 @@ class MemoryResponses:
         kept = self._responses.get(response_id)
         if kept is None:
             return False
+        if kept[2] is not None:
+            successors = self._successors.get(kept[2], set())
+            successors.discard(response_id)
+            if not successors:
+                self._successors.pop(kept[2], None)
         for item_id in kept[3]:
             if self._items.get(item_id, ("",))[0] == response_id:
                 del self._items[item_id]
@@ -101,6 +120,7 @@ class MemoryConversations:
     def __init__(self) -> None:
         self._conversations: dict[str, StoredConversation] = {}
         self._items: dict[str, list[tuple[str, str]]] = {}
+        self._versions: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def create(self, record: StoredConversation, items: list[dict[str, Any]]) -> None:
@@ -109,6 +129,7 @@ class MemoryConversations:
         with self._lock:
             self._conversations[record.id] = kept
             self._items[record.id] = texts
+            self._versions[record.id] = 0
 
     def get(self, conversation_id: str) -> StoredConversation | None:
         kept = self._conversations.get(conversation_id)
@@ -125,20 +146,31 @@ class MemoryConversations:
     def delete(self, conversation_id: str) -> bool:
         with self._lock:
             self._items.pop(conversation_id, None)
+            self._versions.pop(conversation_id, None)
             return self._conversations.pop(conversation_id, None) is not None
 
-    def append(self, conversation_id: str, items: list[dict[str, Any]]) -> bool:
+    def append(self, conversation_id: str, items: list[dict[str, Any]], *, expected: int | None = None) -> bool:
         texts = [(item["id"], _dumps(item)) for item in items]
         with self._lock:
             if conversation_id not in self._items:
                 return False
+            if expected is not None and self._versions[conversation_id] != expected:
+                return False
             self._items[conversation_id].extend(texts)
+            self._versions[conversation_id] += 1
             return True
 
     def items(self, conversation_id: str) -> list[dict[str, Any]]:
         with self._lock:
             texts = list(self._items.get(conversation_id, ()))
         return [_loads(text) for _, text in texts]
+
+    def read(self, conversation_id: str) -> tuple[int, list[dict[str, Any]]] | None:
+        with self._lock:
+            if conversation_id not in self._items:
+                return None
+            version, texts = self._versions[conversation_id], list(self._items[conversation_id])
+        return version, [_loads(text) for _, text in texts]
 
     def delete_item(self, conversation_id: str, item_id: str) -> bool:
         with self._lock:
@@ -147,6 +179,7 @@ class MemoryConversations:
             if index is None:
                 return False
             del items[index]
+            self._versions[conversation_id] += 1
             return True
 
 

@@ -65,6 +65,12 @@ class Responses(Protocol):
         """Add or replace the response with this id (and index its items)."""
         ...
 
+    def put_successor(self, record: StoredResponse) -> bool:
+        """`put`, as the one response that continues `record.previous_response_id` (a paused
+        program continues once), checked and written in one atomic step: False, and nothing
+        written, if a stored response with another id continues it already."""
+        ...
+
     def get(self, response_id: str) -> StoredResponse | None: ...
 
     def delete(self, response_id: str) -> bool:
@@ -96,12 +102,19 @@ class Conversations(Protocol):
 
     def delete(self, conversation_id: str) -> bool: ...
 
-    def append(self, conversation_id: str, items: list[dict[str, Any]]) -> bool:
-        """Add items at the end; False if the conversation is gone."""
+    def append(self, conversation_id: str, items: list[dict[str, Any]], *, expected: int | None = None) -> bool:
+        """Add items at the end; False if the conversation is gone. With `expected`, only if its
+        items are still at that version (see `read`), checked and added in one atomic step;
+        False, and nothing added, if they are not: another writer changed them in between."""
         ...
 
     def items(self, conversation_id: str) -> list[dict[str, Any]]:
         """Its items, oldest first; none for a conversation that is gone."""
+        ...
+
+    def read(self, conversation_id: str) -> tuple[int, list[dict[str, Any]]] | None:
+        """Its items' version and its items, read together; None if it is gone. The version is 0
+        when it is created and grows with every change of its items (an append, a deletion)."""
         ...
 
     def delete_item(self, conversation_id: str, item_id: str) -> bool:

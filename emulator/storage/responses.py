@@ -33,9 +33,22 @@ class ConnectionStore:
 
     def put(self, record: StoredResponse) -> None:
         with self._lock:
-            self._responses[record.id] = record
-            for item_id, item in item_ids(record):
-                self._items[item_id] = (record.id, item, record.scope)
+            self._put(record)
+
+    def put_successor(self, record: StoredResponse) -> bool:
+        with self._lock:
+            previous = record.previous_response_id
+            if previous is not None and any(
+                r.previous_response_id == previous and r.id != record.id for r in self._responses.values()
+            ):
+                return False
+            self._put(record)
+            return True
+
+    def _put(self, record: StoredResponse) -> None:
+        self._responses[record.id] = record
+        for item_id, item in item_ids(record):
+            self._items[item_id] = (record.id, item, record.scope)
 
     def get(self, response_id: str) -> StoredResponse | None:
         return self._responses.get(response_id)
@@ -75,6 +88,9 @@ class _View:
 
     def put(self, record: StoredResponse) -> None:
         self._responses.put(record)
+
+    def put_successor(self, record: StoredResponse) -> bool:
+        return self._responses.put_successor(record)
 
     def get(self, response_id: str) -> StoredResponse | None:
         return self._responses.get(response_id)

@@ -156,7 +156,7 @@ def test_responses_keep_their_scope_and_its_items_are_found_in_it_only(
         store.close()
 
 
-def test_sqlite_opens_a_file_made_before_responses_kept_their_scope(tmp_path: Path) -> None:
+def test_sqlite_opens_a_file_made_before_scopes_and_versions_were_kept(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
     with sqlite3.connect(tmp_path / "data" / FILENAME) as db:
         db.executescript(
@@ -164,7 +164,9 @@ def test_sqlite_opens_a_file_made_before_responses_kept_their_scope(tmp_path: Pa
             " input_items TEXT NOT NULL);"
             "CREATE TABLE items (id TEXT PRIMARY KEY, response_id TEXT NOT NULL REFERENCES responses(id)"
             " ON DELETE CASCADE, item TEXT NOT NULL);"
+            "CREATE TABLE conversations (id TEXT PRIMARY KEY, created_at INTEGER NOT NULL, metadata TEXT NOT NULL);"
         )
+        db.execute("INSERT INTO conversations VALUES ('conv_old', 1, '{}')")
         db.execute("INSERT INTO responses VALUES ('resp_old', NULL, '{\"status\": \"completed\"}', '[]')")
         db.execute("INSERT INTO items VALUES ('msg_old', 'resp_old', '{\"id\": \"msg_old\"}')")
     db.close()
@@ -176,6 +178,8 @@ def test_sqlite_opens_a_file_made_before_responses_kept_their_scope(tmp_path: Pa
         store.responses.put(StoredResponse("resp_new", {"status": "completed"}, [], None, "test-a"))
         again = store.responses.get("resp_new")
         assert again is not None and again.scope == "test-a"
+        assert store.conversations.read("conv_old") == (0, [])
+        assert store.conversations.append("conv_old", [message("msg_1")], expected=0) is True
     finally:
         store.close()
 
@@ -206,6 +210,57 @@ def test_conversation_items_keep_their_order(store: Store) -> None:
     assert parts.items("conv_2") == [message("msg_5")]
     assert parts.append("conv_none", [message("msg_6")]) is False
     assert parts.items("conv_none") == []
+
+
+def test_conversation_append_at_a_version_is_checked_and_written_at_once(
+    store: Store, reopen: Callable[[Store], Store]
+) -> None:
+    parts = store.conversations
+    assert parts.read("conv_none") is None
+    parts.create(StoredConversation("conv_1", 1, {}), [message("msg_1")])
+    assert parts.read("conv_1") == (0, [message("msg_1")])
+    # Two writers read version 0: the first appends, the second is refused and appends nothing.
+    assert parts.append("conv_1", [message("msg_a")], expected=0) is True
+    assert parts.append("conv_1", [message("msg_a")], expected=0) is False
+    assert parts.read("conv_1") == (1, [message("msg_1"), message("msg_a")])
+    assert parts.append("conv_1", [message("msg_b")], expected=1) is True
+    assert parts.append("conv_1", [message("msg_c")]) is True, "without a version, as before"
+    assert parts.delete_item("conv_1", "msg_c") is True
+    assert parts.delete_item("conv_1", "msg_none") is False
+    version, items = parts.read("conv_1") or (None, None)
+    assert version == 4 and [i["id"] for i in items or []] == ["msg_1", "msg_a", "msg_b"], "a deletion counts"
+    assert parts.append("conv_1", [message("msg_d")], expected=3) is False
+    assert parts.append("conv_none", [message("msg_d")], expected=0) is False
+    if store.kind == "sqlite":
+        store = reopen(store)
+        assert store.conversations.read("conv_1") == (4, [message("msg_1"), message("msg_a"), message("msg_b")])
+        store.close()
+
+
+def test_a_response_stored_as_the_successor_of_another_is_the_only_one(
+    store: Store, reopen: Callable[[Store], Store]
+) -> None:
+    parts = store.responses
+    parts.put(response("resp_paused"))
+    first = response("resp_a", previous="resp_paused")
+    assert parts.put_successor(first) is True
+    assert parts.put_successor(response("resp_b", previous="resp_paused")) is False
+    assert parts.get("resp_b") is None, "nothing written"
+    finished = StoredResponse("resp_a", {**first.response, "status": "incomplete"}, [], "resp_paused")
+    assert parts.put_successor(finished) is True, "the successor itself may be replaced"
+    assert parts.get("resp_a") == finished
+    parts.put(response("resp_fork", previous="resp_other"))
+    assert parts.put_successor(response("resp_c", previous="resp_other")) is False, "a plain put counts too"
+    assert parts.put_successor(response("resp_root")) is True, "nothing to continue: a put"
+    if store.kind == "sqlite":
+        store = reopen(store)
+        parts = store.responses
+    try:
+        assert parts.put_successor(response("resp_d", previous="resp_paused")) is False
+        assert parts.delete("resp_a") is True
+        assert parts.put_successor(response("resp_d", previous="resp_paused")) is True, "once it is gone"
+    finally:
+        store.close()
 
 
 def test_conversation_delete_item_removes_the_first_with_that_id(store: Store) -> None:
