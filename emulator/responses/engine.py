@@ -40,6 +40,11 @@ from ptc_emulator.sandbox import Limits
 __all__ = ["Engine", "Prepared", "Refused", "ResponseStatus", "Runner", "Trace", "continued", "new_id"]
 
 
+def _resumes(conv: Conversation) -> bool:
+    """Whether the request resumes a program that paused in its history."""
+    return conv.open_program is not None and conv.open_index < conv.new_from
+
+
 def continued(response_id: str) -> InvalidRequest:
     """The refusal of a second continuation of a paused program."""
     return InvalidRequest(
@@ -146,6 +151,10 @@ class Engine:
                     request, conv, toolset, Trace("generate=false"), scope=scope, local=local, thread=(thread, version)
                 )
             conv = analyse(items, len(history), self.signer, self.folds)
+            if previous and _resumes(conv):  # one that continued it is stored: refused before it plays
+                target = self.store if request.store is not False else local
+                if target is not None and target.successor(previous) is not None:
+                    raise continued(previous)
             toolset = Toolset.of(request, conv.items, conv.new_from)
             plan = self.model.plan(request, conv, toolset, trace, scope=scope)
             return self._prepared(
@@ -317,8 +326,7 @@ class Engine:
             return
         previous = prepared.request.previous_response_id
         record = StoredResponse(response["id"], response, self._input_items(prepared), previous, prepared.scope)
-        conv = prepared.conversation
-        if previous is not None and conv.open_program is not None and conv.open_index < conv.new_from:
+        if previous is not None and _resumes(prepared.conversation):
             # It resumes a program paused in `previous`: a paused program continues once, so
             # of two continuations the first stored wins, checked by the store.
             if not target.put_successor(record):

@@ -76,6 +76,10 @@ class MemoryResponses:
                 self._successors.setdefault(previous, set()).add(record.id)
             return True
 
+    def successor(self, response_id: str) -> str | None:
+        with self._lock:
+            return min(self._successors.get(response_id, ()), default=None)
+
     def get(self, response_id: str) -> StoredResponse | None:
         kept = self._responses.get(response_id)
         if kept is None:

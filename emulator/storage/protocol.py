@@ -71,6 +71,10 @@ class Responses(Protocol):
         written, if a stored response with another id continues it already."""
         ...
 
+    def successor(self, response_id: str) -> str | None:
+        """The id of a stored response that continues this one, if any."""
+        ...
+
     def get(self, response_id: str) -> StoredResponse | None: ...
 
     def delete(self, response_id: str) -> bool:

@@ -45,6 +45,10 @@ class ConnectionStore:
             self._put(record)
             return True
 
+    def successor(self, response_id: str) -> str | None:
+        with self._lock:
+            return next((r.id for r in self._responses.values() if r.previous_response_id == response_id), None)
+
     def _put(self, record: StoredResponse) -> None:
         self._responses[record.id] = record
         for item_id, item in item_ids(record):
@@ -91,6 +95,9 @@ class _View:
 
     def put_successor(self, record: StoredResponse) -> bool:
         return self._responses.put_successor(record)
+
+    def successor(self, response_id: str) -> str | None:
+        return self._responses.successor(response_id)
 
     def get(self, response_id: str) -> StoredResponse | None:
         return self._responses.get(response_id)

@@ -160,6 +160,10 @@ class SqliteResponses:
 
         return self._db.write(statements)
 
+    def successor(self, response_id: str) -> str | None:
+        row = self._db.one("SELECT id FROM responses WHERE previous_response_id = ? LIMIT 1", (response_id,))
+        return str(row[0]) if row else None
+
     def get(self, response_id: str) -> StoredResponse | None:
         row = self._db.one(
             "SELECT response, input_items, previous_response_id, scope FROM responses WHERE id = ?", (response_id,)

@@ -139,8 +139,11 @@ async def test_two_continuations_of_a_paused_program_one_wins(app: tuple[httpx.A
     assert [i["type"] for i in won["output"]] == ["program_output", "message"]
     assert (await http.get(f"/v1/responses/{won['id']}")).status_code == 200
 
-    # One continuation, for good: a later one is refused too; the winner goes on.
+    # One continuation, for good: a later one is refused too, before its program runs again (the
+    # journal's entry of it ran none); the winner goes on.
     again = await create(http, **body)
     assert again.status_code == 400 and again.json()["error"]["code"] == "previous_response_continued"
+    entry = (await http.get("/_emulator/journal")).json()["data"][-1]
+    assert entry["status"] == 400 and entry["figures"]["programs_run"] == 0
     after = await create(http, previous_response_id=won["id"], input=js("text('next');"))
     assert after.status_code == 200, after.text

@@ -242,8 +242,10 @@ def test_a_response_stored_as_the_successor_of_another_is_the_only_one(
 ) -> None:
     parts = store.responses
     parts.put(response("resp_paused"))
+    assert parts.successor("resp_paused") is None
     first = response("resp_a", previous="resp_paused")
     assert parts.put_successor(first) is True
+    assert parts.successor("resp_paused") == "resp_a" and parts.successor("resp_a") is None
     assert parts.put_successor(response("resp_b", previous="resp_paused")) is False
     assert parts.get("resp_b") is None, "nothing written"
     finished = StoredResponse("resp_a", {**first.response, "status": "incomplete"}, [], "resp_paused")
@@ -257,7 +259,9 @@ def test_a_response_stored_as_the_successor_of_another_is_the_only_one(
         parts = store.responses
     try:
         assert parts.put_successor(response("resp_d", previous="resp_paused")) is False
+        assert parts.successor("resp_paused") == "resp_a"
         assert parts.delete("resp_a") is True
+        assert parts.successor("resp_paused") is None
         assert parts.put_successor(response("resp_d", previous="resp_paused")) is True, "once it is gone"
     finally:
         store.close()
