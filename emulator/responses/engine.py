@@ -46,10 +46,10 @@ def _resumes(conv: Conversation) -> bool:
 
 
 def continued(response_id: str) -> InvalidRequest:
-    """The refusal of a second continuation of a paused program."""
+    """The refusal of a continuation of a paused program that another one overtook."""
     return InvalidRequest(
-        f"Response '{response_id}' was continued already: the program paused in it runs on in one response "
-        "only. Continue that response instead.",
+        f"Another request continued the program paused in response '{response_id}' while this one was "
+        "running: only one of them is kept. Continue from the response that was kept.",
         param="previous_response_id",
         code="previous_response_continued",
     )
@@ -148,17 +148,16 @@ class Engine:
                 conv = Conversation(items, len(history), anchor=-1)
                 toolset = Toolset.of(request, conv.items)
                 return self._prepared(
-                    request, conv, toolset, Trace("generate=false"), scope=scope, local=local, thread=(thread, version)
+                    request, conv, toolset, Trace("generate=false"), scope=scope, local=local, read=(thread, version)
                 )
             conv = analyse(items, len(history), self.signer, self.folds)
-            if previous and _resumes(conv):  # one that continued it is stored: refused before it plays
+            if previous and _resumes(conv):  # how many continued the paused response so far
                 target = self.store if request.store is not False else local
-                if target is not None and target.successor(previous) is not None:
-                    raise continued(previous)
+                version = target.successors(previous) if target is not None else None
             toolset = Toolset.of(request, conv.items, conv.new_from)
             plan = self.model.plan(request, conv, toolset, trace, scope=scope)
             return self._prepared(
-                request, conv, toolset, trace, scope=scope, local=local, plan=plan, thread=(thread, version)
+                request, conv, toolset, trace, scope=scope, local=local, plan=plan, read=(thread, version)
             )
         except EmulatorError as e:
             # What the model knew when it refused, once it had chosen what plays (the journal's).
@@ -173,11 +172,11 @@ class Engine:
         *,
         scope: str | None,
         local: ResponseStore | None,
-        thread: tuple[str | None, int | None],
+        read: tuple[str | None, int | None],
         plan: Plan | None = None,
     ) -> Prepared:
-        """The prepared response, with the figures the journal takes from it; `thread` is the
-        request's conversation and the version its history was read at."""
+        """The prepared response, with the figures the journal takes from it; `read` is the
+        request's conversation, and the version of what it continues (`Prepared.read_version`)."""
         prepared = Prepared(
             request=request,
             response_id=self.ids("resp"),
@@ -188,8 +187,8 @@ class Engine:
             scope=scope,
             local=local,
             plan=plan,
-            conversation_id=thread[0],
-            conversation_version=thread[1],
+            conversation_id=read[0],
+            read_version=read[1],
         )
         kept = [answer_text(item) for item in prepared.outputs_kept_out()]
         trace.kept_out_tokens = sum(count(text) for text in kept)
@@ -226,7 +225,7 @@ class Engine:
             response = self.response(prepared, output, status=ResponseStatus.COMPLETED)
         thread = prepared.conversation_id
         if thread is not None:  # first: a continuation refused there is not stored either
-            expected = prepared.conversation_version
+            expected = prepared.read_version
             self.conversations.record(thread, self._input_items(prepared), response["output"], expected=expected)
         self._keep(prepared, response)
         return response
@@ -326,10 +325,11 @@ class Engine:
             return
         previous = prepared.request.previous_response_id
         record = StoredResponse(response["id"], response, self._input_items(prepared), previous, prepared.scope)
-        if previous is not None and _resumes(prepared.conversation):
-            # It resumes a program paused in `previous`: a paused program continues once, so
-            # of two continuations the first stored wins, checked by the store.
-            if not target.put_successor(record):
+        expected = prepared.read_version
+        if previous is not None and expected is not None:
+            # It resumes a program paused in `previous`: of continuations in flight together,
+            # the first stored wins (the store checks no other was stored since this one read).
+            if not target.put_successor(record, expected):
                 raise continued(previous)
         else:
             target.put(record)

@@ -55,19 +55,20 @@ class MemoryResponses:
         self._lock = threading.Lock()
 
     def put(self, record: StoredResponse) -> None:
-        self._put(record, sole=False)
+        self._put(record, None)
 
-    def put_successor(self, record: StoredResponse) -> bool:
-        return self._put(record, sole=True)
+    def put_successor(self, record: StoredResponse, expected: int) -> bool:
+        return self._put(record, expected)
 
-    def _put(self, record: StoredResponse, *, sole: bool) -> bool:
+    def _put(self, record: StoredResponse, expected: int | None) -> bool:
         items = [(item_id, _dumps(item)) for item_id, item in item_ids(record)]
         ids = [i for i, _ in items]
         previous = record.previous_response_id
         kept = (_dumps(record.response), _dumps(record.input_items), previous, ids, record.scope)
         with self._lock:
-            if sole and previous is not None and self._successors.get(previous, set()) - {record.id}:
-                return False
+            if expected is not None and previous is not None and record.id not in self._responses:
+                if len(self._successors.get(previous, ())) != expected:
+                    return False
             self._drop_items(record.id)  # a replaced response's items go with it, as in SQLite
             self._responses[record.id] = kept
             for item_id, text in items:
@@ -76,9 +77,9 @@ class MemoryResponses:
                 self._successors.setdefault(previous, set()).add(record.id)
             return True
 
-    def successor(self, response_id: str) -> str | None:
+    def successors(self, response_id: str) -> int:
         with self._lock:
-            return min(self._successors.get(response_id, ()), default=None)
+            return len(self._successors.get(response_id, ()))
 
     def get(self, response_id: str) -> StoredResponse | None:
         kept = self._responses.get(response_id)

@@ -65,14 +65,15 @@ class Responses(Protocol):
         """Add or replace the response with this id (and index its items)."""
         ...
 
-    def put_successor(self, record: StoredResponse) -> bool:
-        """`put`, as the one response that continues `record.previous_response_id` (a paused
-        program continues once), checked and written in one atomic step: False, and nothing
-        written, if a stored response with another id continues it already."""
+    def put_successor(self, record: StoredResponse, expected: int) -> bool:
+        """`put` a response that continues `record.previous_response_id`, only if that one still
+        has `expected` other stored continuations (see `successors`), checked and written in one
+        atomic step: False, and nothing written, if another was stored in between. A response
+        already stored under this id is replaced without the check (it was counted when stored)."""
         ...
 
-    def successor(self, response_id: str) -> str | None:
-        """The id of a stored response that continues this one, if any."""
+    def successors(self, response_id: str) -> int:
+        """How many stored responses continue this one (name it as their `previous_response_id`)."""
         ...
 
     def get(self, response_id: str) -> StoredResponse | None: ...

@@ -35,19 +35,21 @@ class ConnectionStore:
         with self._lock:
             self._put(record)
 
-    def put_successor(self, record: StoredResponse) -> bool:
+    def put_successor(self, record: StoredResponse, expected: int) -> bool:
         with self._lock:
-            previous = record.previous_response_id
-            if previous is not None and any(
-                r.previous_response_id == previous and r.id != record.id for r in self._responses.values()
-            ):
+            if record.id not in self._responses and self._successors(record.previous_response_id) != expected:
                 return False
             self._put(record)
             return True
 
-    def successor(self, response_id: str) -> str | None:
+    def successors(self, response_id: str) -> int:
         with self._lock:
-            return next((r.id for r in self._responses.values() if r.previous_response_id == response_id), None)
+            return self._successors(response_id)
+
+    def _successors(self, response_id: str | None) -> int:
+        return sum(
+            1 for r in self._responses.values() if response_id is not None and r.previous_response_id == response_id
+        )
 
     def _put(self, record: StoredResponse) -> None:
         self._responses[record.id] = record
@@ -93,11 +95,11 @@ class _View:
     def put(self, record: StoredResponse) -> None:
         self._responses.put(record)
 
-    def put_successor(self, record: StoredResponse) -> bool:
-        return self._responses.put_successor(record)
+    def put_successor(self, record: StoredResponse, expected: int) -> bool:
+        return self._responses.put_successor(record, expected)
 
-    def successor(self, response_id: str) -> str | None:
-        return self._responses.successor(response_id)
+    def successors(self, response_id: str) -> int:
+        return self._responses.successors(response_id)
 
     def get(self, response_id: str) -> StoredResponse | None:
         return self._responses.get(response_id)

@@ -124,22 +124,22 @@ class SqliteResponses:
         self._db = db
 
     def put(self, record: StoredResponse) -> None:
-        self._put(record, sole=False)
+        self._put(record, None)
 
-    def put_successor(self, record: StoredResponse) -> bool:
-        return self._put(record, sole=True)
+    def put_successor(self, record: StoredResponse, expected: int) -> bool:
+        return self._put(record, expected)
 
-    def _put(self, record: StoredResponse, *, sole: bool) -> bool:
+    def _put(self, record: StoredResponse, expected: int | None) -> bool:
         dumps = json.dumps
 
         def statements(db: sqlite3.Connection) -> bool:
             # One IMMEDIATE transaction: no other writer stores a successor between check and write.
-            if sole and record.previous_response_id is not None:
-                other = db.execute(
-                    "SELECT 1 FROM responses WHERE previous_response_id = ? AND id != ? LIMIT 1",
-                    (record.previous_response_id, record.id),
+            if expected is not None and record.previous_response_id is not None:
+                known = db.execute("SELECT 1 FROM responses WHERE id = ?", (record.id,)).fetchone()
+                (n,) = db.execute(
+                    "SELECT COUNT(*) FROM responses WHERE previous_response_id = ?", (record.previous_response_id,)
                 ).fetchone()
-                if other is not None:
+                if known is None and n != expected:
                     return False
             db.execute(
                 "INSERT OR REPLACE INTO responses (id, previous_response_id, response, input_items, scope) "
@@ -160,9 +160,9 @@ class SqliteResponses:
 
         return self._db.write(statements)
 
-    def successor(self, response_id: str) -> str | None:
-        row = self._db.one("SELECT id FROM responses WHERE previous_response_id = ? LIMIT 1", (response_id,))
-        return str(row[0]) if row else None
+    def successors(self, response_id: str) -> int:
+        (n,) = self._db.one("SELECT COUNT(*) FROM responses WHERE previous_response_id = ?", (response_id,))
+        return int(n)
 
     def get(self, response_id: str) -> StoredResponse | None:
         row = self._db.one(

@@ -4,8 +4,9 @@ exactly that): one wins, the other is refused, and nothing is kept twice.
 - Of one conversation: the first to finish appends its items; the other gets the hosted API's
   `conversation_locked` 400 and appends nothing, so the conversation holds each item once and
   the next request on it works.
-- Of one paused program by `previous_response_id` (`store: true`): the first stored is the
-  program's one continuation; the other, and any later one, gets a 400.
+- Of one paused program by `previous_response_id` (`store: true`): the first stored is kept; the
+  other gets a 400 and is not stored. One sent after the first finished is a new continuation
+  (a client resending what a broken connection cut off), as before.
 
 The store decides (a check-and-append, a check-and-put, each one atomic step), so the tests run
 on both stores. The app runs in this process; the engine's model is wrapped in a gate that holds
@@ -122,6 +123,7 @@ async def test_two_continuations_of_a_conversation_one_appends(app: tuple[httpx.
     kinds = [item["type"] for item in listed["data"]]
     assert kinds == ["message", "program", "function_call", "function_call_output", "program_output", "message"]
     assert {item["id"] for item in won["output"]} <= set(ids)
+    assert (await http.get("/_emulator/health")).json()["stored_responses"] == 2, "the refused one is not stored"
 
     # The conversation goes on: no "Duplicate item" for the next request on it.
     after = await create(http, conversation=conv, input=js("text('next');"))
@@ -138,12 +140,13 @@ async def test_two_continuations_of_a_paused_program_one_wins(app: tuple[httpx.A
     won = one_wins(replies, "previous_response_continued", "previous_response_id")
     assert [i["type"] for i in won["output"]] == ["program_output", "message"]
     assert (await http.get(f"/v1/responses/{won['id']}")).status_code == 200
+    [lost] = [r.json()["error"]["message"] for r in replies if r.status_code == 400]
+    assert lost.startswith(f"Another request continued the program paused in response '{paused['id']}'")
+    assert sorted(e["status"] for e in (await http.get("/_emulator/journal")).json()["data"]) == [200, 200, 400]
+    assert (await http.get("/_emulator/health")).json()["stored_responses"] == 2, "the paused one and the winner"
 
-    # One continuation, for good: a later one is refused too, before its program runs again (the
-    # journal's entry of it ran none); the winner goes on.
+    # One sent after the first finished is not in flight with it: it is kept, as before.
     again = await create(http, **body)
-    assert again.status_code == 400 and again.json()["error"]["code"] == "previous_response_continued"
-    entry = (await http.get("/_emulator/journal")).json()["data"][-1]
-    assert entry["status"] == 400 and entry["figures"]["programs_run"] == 0
+    assert again.status_code == 200, again.text
     after = await create(http, previous_response_id=won["id"], input=js("text('next');"))
     assert after.status_code == 200, after.text

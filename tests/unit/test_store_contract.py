@@ -237,32 +237,33 @@ def test_conversation_append_at_a_version_is_checked_and_written_at_once(
         store.close()
 
 
-def test_a_response_stored_as_the_successor_of_another_is_the_only_one(
+def test_a_successor_is_put_only_if_no_other_was_put_since_it_counted(
     store: Store, reopen: Callable[[Store], Store]
 ) -> None:
     parts = store.responses
     parts.put(response("resp_paused"))
-    assert parts.successor("resp_paused") is None
+    assert parts.successors("resp_paused") == 0
+    # Two continuations counted none: the first is put, the second is refused and nothing written.
     first = response("resp_a", previous="resp_paused")
-    assert parts.put_successor(first) is True
-    assert parts.successor("resp_paused") == "resp_a" and parts.successor("resp_a") is None
-    assert parts.put_successor(response("resp_b", previous="resp_paused")) is False
-    assert parts.get("resp_b") is None, "nothing written"
+    assert parts.put_successor(first, 0) is True
+    assert parts.put_successor(response("resp_b", previous="resp_paused"), 0) is False
+    assert parts.get("resp_b") is None and parts.successors("resp_paused") == 1
     finished = StoredResponse("resp_a", {**first.response, "status": "incomplete"}, [], "resp_paused")
-    assert parts.put_successor(finished) is True, "the successor itself may be replaced"
-    assert parts.get("resp_a") == finished
+    assert parts.put_successor(finished, 0) is True, "one already put is replaced without the check"
+    assert parts.get("resp_a") == finished and parts.successors("resp_paused") == 1
+    # One that counted the first (it came after it) is put.
+    assert parts.put_successor(response("resp_c", previous="resp_paused"), 1) is True
     parts.put(response("resp_fork", previous="resp_other"))
-    assert parts.put_successor(response("resp_c", previous="resp_other")) is False, "a plain put counts too"
-    assert parts.put_successor(response("resp_root")) is True, "nothing to continue: a put"
+    assert parts.put_successor(response("resp_d", previous="resp_other"), 0) is False, "a plain put counts too"
+    assert parts.put_successor(response("resp_root"), 5) is True, "nothing to continue: a put"
     if store.kind == "sqlite":
         store = reopen(store)
         parts = store.responses
     try:
-        assert parts.put_successor(response("resp_d", previous="resp_paused")) is False
-        assert parts.successor("resp_paused") == "resp_a"
+        assert parts.successors("resp_paused") == 2 and parts.successors("resp_a") == 0
         assert parts.delete("resp_a") is True
-        assert parts.successor("resp_paused") is None
-        assert parts.put_successor(response("resp_d", previous="resp_paused")) is True, "once it is gone"
+        assert parts.successors("resp_paused") == 1
+        assert parts.put_successor(response("resp_e", previous="resp_paused"), 1) is True
     finally:
         store.close()
 
