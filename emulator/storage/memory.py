@@ -31,8 +31,12 @@ __all__ = [
     "MemoryResponses",
     "MemoryScenarios",
     "MemoryStore",
+    "UNFINISHED",
     "item_ids",
 ]
+
+UNFINISHED = ("queued", "in_progress")
+"""The statuses of a background response still in flight."""
 
 _dumps = json.dumps
 _loads = json.loads
@@ -52,6 +56,8 @@ class MemoryResponses:
         self._items: dict[str, tuple[str, str, str | None]] = {}
         self._successors: dict[str, set[str]] = {}
         """By previous response id: the ids of the stored responses that continue it."""
+        self._unfinished: set[str] = set()
+        """The ids of the stored responses still queued or in progress (background ones)."""
         self._lock = threading.Lock()
 
     def put(self, record: StoredResponse) -> None:
@@ -75,11 +81,13 @@ class MemoryResponses:
                 self._items[item_id] = (record.id, text, record.scope)
             if previous is not None:
                 self._successors.setdefault(previous, set()).add(record.id)
+            if record.response.get("status") in UNFINISHED:
+                self._unfinished.add(record.id)
             return True
 
     def successors(self, response_id: str) -> int:
         with self._lock:
-            return len(self._successors.get(response_id, ()))
+            return len(self._successors.get(response_id, set()) - self._unfinished)
 
     def get(self, response_id: str) -> StoredResponse | None:
         kept = self._responses.get(response_id)
@@ -99,6 +107,7 @@ class MemoryResponses:
         kept = self._responses.get(response_id)
         if kept is None:
             return False
+        self._unfinished.discard(response_id)
         if kept[2] is not None:
             successors = self._successors.get(kept[2], set())
             successors.discard(response_id)

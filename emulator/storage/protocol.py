@@ -66,14 +66,17 @@ class Responses(Protocol):
         ...
 
     def put_successor(self, record: StoredResponse, expected: int) -> bool:
-        """`put` a response that continues `record.previous_response_id`, only if that one still
-        has `expected` other stored continuations (see `successors`), checked and written in one
-        atomic step: False, and nothing written, if another was stored in between. A response
-        already stored under this id is replaced without the check (it was counted when stored)."""
+        """`put` a response that continues `record.previous_response_id`, only if that one has
+        exactly `expected` stored continuations (finished or not), checked and written in one
+        atomic step: False, and nothing written, otherwise. `expected` is what `successors` said
+        as the response started: another stored since, or still in flight then, makes it differ.
+        A response already stored under this id is replaced without the check (a background
+        response finishing: it was checked when it was queued)."""
         ...
 
     def successors(self, response_id: str) -> int:
-        """How many stored responses continue this one (name it as their `previous_response_id`)."""
+        """How many finished stored responses continue this one (name it as their
+        `previous_response_id`); a background one still queued or in progress is not counted."""
         ...
 
     def get(self, response_id: str) -> StoredResponse | None: ...

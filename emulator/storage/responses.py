@@ -11,7 +11,7 @@ import threading
 from typing import Any, Protocol
 
 from ptc_emulator.emulator.storage import protocol
-from ptc_emulator.emulator.storage.memory import MemoryConversations, item_ids
+from ptc_emulator.emulator.storage.memory import UNFINISHED, MemoryConversations, item_ids
 from ptc_emulator.emulator.storage.protocol import Conversations, Responses, StoredResponse
 
 __all__ = ["ConnectionStore", "ResponseStore", "view"]
@@ -44,7 +44,8 @@ class ConnectionStore:
 
     def successors(self, response_id: str) -> int:
         with self._lock:
-            return self._successors(response_id)
+            found = [r for r in self._responses.values() if r.previous_response_id == response_id]
+        return sum(1 for r in found if r.response.get("status") not in UNFINISHED)
 
     def _successors(self, response_id: str | None) -> int:
         return sum(

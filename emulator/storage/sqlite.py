@@ -161,7 +161,11 @@ class SqliteResponses:
         return self._db.write(statements)
 
     def successors(self, response_id: str) -> int:
-        (n,) = self._db.one("SELECT COUNT(*) FROM responses WHERE previous_response_id = ?", (response_id,))
+        (n,) = self._db.one(
+            "SELECT COUNT(*) FROM responses WHERE previous_response_id = ? "
+            "AND json_extract(response, '$.status') NOT IN ('queued', 'in_progress')",
+            (response_id,),
+        )
         return int(n)
 
     def get(self, response_id: str) -> StoredResponse | None:

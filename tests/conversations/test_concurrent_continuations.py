@@ -150,3 +150,30 @@ async def test_two_continuations_of_a_paused_program_one_wins(app: tuple[httpx.A
     assert again.status_code == 200, again.text
     after = await create(http, previous_response_id=won["id"], input=js("text('next');"))
     assert after.status_code == 200, after.text
+
+
+async def test_a_background_continuation_in_flight_wins_over_a_later_one(app: tuple[httpx.AsyncClient, Any]) -> None:
+    """A background continuation is stored as it is queued: one that starts while it still runs
+    overlaps it, and is refused, however the two finish."""
+    http, state = app
+    paused = (await create(http, input=PROGRAM)).json()
+    body = {"previous_response_id": paused["id"], "input": answers(paused["output"])}
+    engine = state.state.emulator.engine
+    gate = Gate(engine.model, expected=2)
+    engine.model = gate
+    try:
+        queued = await create(http, background=True, **body)
+        assert queued.status_code == 200 and queued.json()["status"] == "queued", queued.text
+        later = asyncio.ensure_future(create(http, **body))
+        await asyncio.wait_for(gate.all_in.wait(), 60)  # (a guard: both arrive long before)
+        gate.open.set()
+        refused = await later
+    finally:
+        engine.model = gate.model
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["code"] == "previous_response_continued"
+    kept = queued.json()["id"]
+    while (current := (await http.get(f"/v1/responses/{kept}")).json())["status"] in ("queued", "in_progress"):
+        await asyncio.sleep(0.01)  # (the background task finishes on this loop)
+    assert current["status"] == "completed"
+    assert [i["type"] for i in current["output"]] == ["program_output", "message"]

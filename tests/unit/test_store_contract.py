@@ -256,6 +256,13 @@ def test_a_successor_is_put_only_if_no_other_was_put_since_it_counted(
     parts.put(response("resp_fork", previous="resp_other"))
     assert parts.put_successor(response("resp_d", previous="resp_other"), 0) is False, "a plain put counts too"
     assert parts.put_successor(response("resp_root"), 5) is True, "nothing to continue: a put"
+    # A background continuation still queued is in flight: not counted as done, but it is there.
+    queued = StoredResponse("resp_q", {**response("resp_q").response, "status": "queued"}, [], "resp_bg")
+    assert parts.put_successor(queued, 0) is True
+    assert parts.successors("resp_bg") == 0
+    assert parts.put_successor(response("resp_r", previous="resp_bg"), 0) is False, "it overlapped the queued one"
+    parts.put(StoredResponse("resp_q", {**queued.response, "status": "completed"}, [], "resp_bg"))
+    assert parts.successors("resp_bg") == 1
     if store.kind == "sqlite":
         store = reopen(store)
         parts = store.responses
