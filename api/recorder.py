@@ -7,7 +7,7 @@ from types import TracebackType
 from typing import Any
 
 from ptc_emulator.emulator.errors import EmulatorError, NoScenarioMatched
-from ptc_emulator.emulator.journal.entries import Figures, Journal, JournalEntry, RawJSON, RawRequest
+from ptc_emulator.emulator.journal.entries import Figures, Journal, JournalEntry, RawJSON, kept_request
 from ptc_emulator.emulator.responses.engine import Prepared, Refused, Trace
 from ptc_emulator.emulator.wire.request import CreateRequest
 
@@ -132,8 +132,8 @@ class Recorder:
                 else:
                     figures.direct_tool_calls += 1
         self.entry.figures.latency_ms = round((time.time() - self.entry.at) * 1000, 3)
-        if self.raw is not None and isinstance(self.entry.request, CreateRequest):
-            self.entry.request = RawRequest(self.raw)
+        if isinstance(self.entry.request, CreateRequest):  # (an mcp tool's credentials are not kept)
+            self.entry.request = kept_request(self.entry.request, self.raw)
         if self.rendered is not None and self.entry.response is self.response and _as_kept(self.rendered):
             self.entry.response = RawJSON(self.rendered)  # the text the journal would have made
         self.journal.record(self.entry)

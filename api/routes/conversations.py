@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from ptc_emulator.api.context import Include, Limit, Order, engine_of
+from ptc_emulator.api.context import Include, Limit, Order, engine_of, scope_of
 from ptc_emulator.emulator.conversations.service import (
     ConversationCreate,
     Conversations,
@@ -25,7 +25,7 @@ def _conversations(request: Request) -> Conversations:
 
 @router.post("")
 async def create_conversation(body: ConversationCreate, request: Request) -> dict[str, Any]:
-    return _conversations(request).create(body)
+    return _conversations(request).create(body, scope_of(request.headers, None))
 
 
 @router.get("/{conversation_id}")
@@ -50,7 +50,7 @@ async def create_items(
     request: Request,
     include: Include = None,
 ) -> dict[str, Any]:
-    return _conversations(request).add_items(conversation_id, body)
+    return _conversations(request).add_items(conversation_id, body, scope_of(request.headers, None))
 
 
 @router.get("/{conversation_id}/items")

@@ -98,7 +98,7 @@ async def create_response(body: CreateRequest, request: Request) -> Response:
 
 @router.post("/responses/input_tokens")
 async def count_input_tokens(body: CountTokensRequest, request: Request) -> dict[str, Any]:
-    return engine_of(request).count_tokens(body)
+    return engine_of(request).count_tokens(body, scope=scope_of(request.headers, None))
 
 
 @router.get("/responses/{response_id}")

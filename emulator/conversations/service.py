@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from ptc_emulator.emulator.errors import NotFound
+from ptc_emulator.emulator.errors import InvalidRequest, NotFound
 from ptc_emulator.emulator.storage import Conversations as ConversationStore
 from ptc_emulator.emulator.storage import StoredConversation
 from ptc_emulator.emulator.wire.items import InputItem, Item, ItemReference, WireModel
@@ -31,6 +31,7 @@ __all__ = [
     "ConversationUpdate",
     "Conversations",
     "ItemsCreate",
+    "locked",
 ]
 
 MAX_ITEMS_PER_REQUEST = 20
@@ -72,7 +73,8 @@ class Conversations:
     """The endpoints' rules and shapes over a `ConversationStore`.
 
     `as_item` turns a validated input item into a conversation item (with an id and a status);
-    `resolve` turns an `item_reference` into the stored item it names; `as_input` reads a stored
+    `resolve` turns an `item_reference` into the stored item it names (in the caller's scope: an
+    item of another scope's response is as a missing one); `as_input` reads a stored
     item back as an input item. They come from `history.py`, which owns those conversions."""
 
     def __init__(
@@ -82,7 +84,7 @@ class Conversations:
         ids: Callable[[str], str],
         clock: Callable[[], float],
         as_item: Callable[[Item], dict[str, Any]],
-        resolve: Callable[[str, str], Item],
+        resolve: Callable[[str, str, str | None], Item],
         as_input: Callable[[dict[str, Any]], Item],
     ) -> None:
         self.store = store
@@ -94,8 +96,8 @@ class Conversations:
 
     # ---- conversations --------------------------------------------------------------------------
 
-    def create(self, body: ConversationCreate) -> dict[str, Any]:
-        items = self._new_items(body.items or [])
+    def create(self, body: ConversationCreate, scope: str | None = None) -> dict[str, Any]:
+        items = self._new_items(body.items or [], scope)
         record = StoredConversation(self.ids("conv"), int(self.clock()), dict(body.metadata or {}))
         self.store.create(record, items)
         return record.body()
@@ -123,9 +125,9 @@ class Conversations:
 
     # ---- items ----------------------------------------------------------------------------------
 
-    def add_items(self, conversation_id: str, body: ItemsCreate) -> dict[str, Any]:
+    def add_items(self, conversation_id: str, body: ItemsCreate, scope: str | None = None) -> dict[str, Any]:
         self.stored(conversation_id)
-        items = self._new_items(body.items)
+        items = self._new_items(body.items, scope)
         if not self.store.append(conversation_id, items):
             raise _not_found(conversation_id)
         return listing(items)
@@ -159,22 +161,52 @@ class Conversations:
 
     def history(self, conversation_id: str) -> list[Item]:
         """The conversation's items as a request's history, oldest first."""
-        self.stored(conversation_id, param="conversation")
-        return [self._as_input(raw) for raw in self.store.items(conversation_id)]
+        return self.versioned_history(conversation_id)[1]
 
-    def record(self, conversation_id: str, input_items: list[dict[str, Any]], output: list[dict[str, Any]]) -> None:
-        """Append a finished response's input and output items (a deleted conversation keeps nothing)."""
-        self.store.append(conversation_id, [*input_items, *output])
+    def versioned_history(self, conversation_id: str) -> tuple[int, list[Item]]:
+        """The conversation's items as a request's history, and the version they were read at
+        (what `record` expects)."""
+        read = self.store.read(conversation_id)
+        if read is None:
+            raise _not_found(conversation_id, "conversation")
+        return read[0], [self._as_input(raw) for raw in read[1]]
 
-    def _new_items(self, items: list[Any]) -> list[dict[str, Any]]:
+    def record(
+        self,
+        conversation_id: str,
+        input_items: list[dict[str, Any]],
+        output: list[dict[str, Any]],
+        *,
+        expected: int | None = None,
+    ) -> None:
+        """Append a finished response's input and output items (a deleted conversation keeps nothing).
+
+        With `expected` (the version its history was read at), the items are appended only if no
+        other write changed the conversation since, in one atomic step of the store: of two
+        continuations in flight at once, the first to finish appends, and the other is refused
+        with the hosted API's `conversation_locked` error, so no item is ever appended twice."""
+        if not self.store.append(conversation_id, [*input_items, *output], expected=expected):
+            if expected is not None and self.store.get(conversation_id) is not None:
+                raise locked()
+
+    def _new_items(self, items: list[Any], scope: str | None) -> list[dict[str, Any]]:
         made = []
         for index, item in enumerate(items):
             if isinstance(item, ItemReference):
-                item = self._resolve(item.id, f"items[{index}].id")
+                item = self._resolve(item.id, f"items[{index}].id", scope)
             data = self._as_item(item)
             data.setdefault("id", self.ids("item"))
             made.append(data)
         return made
+
+
+def locked() -> InvalidRequest:
+    """The hosted API's answer to a request on a conversation another request is writing to."""
+    return InvalidRequest(
+        "Another process is currently operating on this conversation. Please retry in a few seconds.",
+        param="conversation",
+        code="conversation_locked",
+    )
 
 
 def _not_found(conversation_id: str, param: str | None = None) -> NotFound:

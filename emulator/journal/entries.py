@@ -15,8 +15,9 @@ from pydantic import BaseModel
 
 from ptc_emulator.emulator.storage import JournalLog, MemoryJournal
 from ptc_emulator.emulator.wire.request import CreateRequest
+from ptc_emulator.emulator.wire.response import redacted
 
-__all__ = ["Figures", "Journal", "JournalEntry", "RawJSON", "RawRequest"]
+__all__ = ["Figures", "Journal", "JournalEntry", "RawJSON", "RawRequest", "kept_request"]
 
 
 @dataclass
@@ -109,6 +110,21 @@ class RawRequest(RawJSON):
     def validated(self) -> RawJSON:
         request = CreateRequest.model_validate(json.loads(self))
         return RawJSON(request.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8"))
+
+
+def kept_request(request: CreateRequest, raw: bytes | None) -> Any:
+    """What the journal keeps of a create request: the bytes it was validated from (`raw`, when
+    given), or the request itself; but never an `mcp` tool's credentials: a request that carries
+    any is kept as its dump with each tool `redacted` (as the Response echoes it)."""
+    if not any(getattr(tool, "type", None) == "mcp" and _credentialed(tool) for tool in request.tools or ()):
+        return RawRequest(raw) if raw is not None else request
+    data = request.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    data["tools"] = [redacted(tool) for tool in data["tools"]]
+    return data
+
+
+def _credentialed(tool: Any) -> bool:
+    return getattr(tool, "authorization", None) is not None or getattr(tool, "headers", None) is not None
 
 
 def _compact(value: Any) -> Any:

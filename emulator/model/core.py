@@ -134,6 +134,11 @@ class Prepared:
     the response has no output."""
     conversation_id: str | None = None
     """The id in the request's `conversation`, read once (the engine, the body and the journal use it)."""
+    read_version: int | None = None
+    """The version of what this response continues, as it was read: its conversation's items'
+    version, or for a paused program's continuation by `previous_response_id` how many responses
+    continued that one. The response is kept only if it is still that (no concurrent
+    continuation was kept in between)."""
     scope: str | None = None
     local: ResponseStore | None = None
     """A connection's own store, where its `store: false` responses stay while it is open."""

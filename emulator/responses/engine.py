@@ -37,7 +37,22 @@ from ptc_emulator.emulator.wire.request import CountTokensRequest, CreateRequest
 from ptc_emulator.emulator.wire.response import ResponseStatus, echo_tools
 from ptc_emulator.sandbox import Limits
 
-__all__ = ["Engine", "Prepared", "Refused", "ResponseStatus", "Runner", "Trace", "new_id"]
+__all__ = ["Engine", "Prepared", "Refused", "ResponseStatus", "Runner", "Trace", "continued", "new_id"]
+
+
+def _resumes(conv: Conversation) -> bool:
+    """Whether the request resumes a program that paused in its history."""
+    return conv.open_program is not None and conv.open_index < conv.new_from
+
+
+def continued(response_id: str) -> InvalidRequest:
+    """The refusal of a continuation of a paused program that another one overtook."""
+    return InvalidRequest(
+        f"Another request continued the program paused in response '{response_id}' while this one was "
+        "running: only one of them is kept. Continue from the response that was kept.",
+        param="previous_response_id",
+        code="previous_response_continued",
+    )
 
 
 class Engine:
@@ -122,22 +137,28 @@ class Engine:
             thread = checks.check_request(request)
             previous = request.previous_response_id
             history = self.history.load(previous, local) if previous else []
+            version = None
             if thread is not None:
-                history = self.conversations.history(thread)
-            new_items = self.history.input(request)
+                version, history = self.conversations.versioned_history(thread)
+            new_items = self.history.input(request, scope)
             if not history and not any(isinstance(i, Message) and i.role == "user" for i in new_items):
-                history = self.history.recovered(new_items)
+                history = self.history.recovered(new_items, scope)
             items = [*history, *new_items]
             if not generate:
                 conv = Conversation(items, len(history), anchor=-1)
                 toolset = Toolset.of(request, conv.items)
                 return self._prepared(
-                    request, conv, toolset, Trace("generate=false"), scope=scope, local=local, thread=thread
+                    request, conv, toolset, Trace("generate=false"), scope=scope, local=local, read=(thread, version)
                 )
             conv = analyse(items, len(history), self.signer, self.folds)
+            if previous and _resumes(conv):  # how many continued the paused response so far
+                target = self.store if request.store is not False else local
+                version = target.successors(previous) if target is not None else None
             toolset = Toolset.of(request, conv.items, conv.new_from)
             plan = self.model.plan(request, conv, toolset, trace, scope=scope)
-            return self._prepared(request, conv, toolset, trace, scope=scope, local=local, plan=plan, thread=thread)
+            return self._prepared(
+                request, conv, toolset, trace, scope=scope, local=local, plan=plan, read=(thread, version)
+            )
         except EmulatorError as e:
             # What the model knew when it refused, once it had chosen what plays (the journal's).
             return Refused(e, trace if trace.scenario is not None else None)
@@ -151,10 +172,11 @@ class Engine:
         *,
         scope: str | None,
         local: ResponseStore | None,
-        thread: str | None,
+        read: tuple[str | None, int | None],
         plan: Plan | None = None,
     ) -> Prepared:
-        """The prepared response, with the figures the journal takes from it."""
+        """The prepared response, with the figures the journal takes from it; `read` is the
+        request's conversation, and the version of what it continues (`Prepared.read_version`)."""
         prepared = Prepared(
             request=request,
             response_id=self.ids("resp"),
@@ -165,7 +187,8 @@ class Engine:
             scope=scope,
             local=local,
             plan=plan,
-            conversation_id=thread,
+            conversation_id=read[0],
+            read_version=read[1],
         )
         kept = [answer_text(item) for item in prepared.outputs_kept_out()]
         trace.kept_out_tokens = sum(count(text) for text in kept)
@@ -200,10 +223,11 @@ class Engine:
             )
         else:
             response = self.response(prepared, output, status=ResponseStatus.COMPLETED)
-        self._keep(prepared, response)
         thread = prepared.conversation_id
-        if thread is not None:
-            self.conversations.record(thread, self._input_items(prepared), response["output"])
+        if thread is not None:  # first: a continuation refused there is not stored either
+            expected = prepared.read_version
+            self.conversations.record(thread, self._input_items(prepared), response["output"], expected=expected)
+        self._keep(prepared, response)
         return response
 
     def response(
@@ -259,7 +283,8 @@ class Engine:
             raise InvalidRequest("Only responses created with background=true can be cancelled.")
         if self.background.cancel(response_id):
             response = {**record.response, "status": ResponseStatus.CANCELLED, "usage": None}
-            self.store.put(StoredResponse(response_id, response, record.input_items, record.previous_response_id))
+            kept = StoredResponse(response_id, response, record.input_items, record.previous_response_id, record.scope)
+            self.store.put(kept)
             return response
         return self.history.stored(response_id).response
 
@@ -268,11 +293,11 @@ class Engine:
     ) -> dict[str, Any]:
         return self.history.input_items(response_id, after=after, limit=limit, order=order)
 
-    def count_tokens(self, request: CountTokensRequest) -> dict[str, Any]:
+    def count_tokens(self, request: CountTokensRequest, *, scope: str | None = None) -> dict[str, Any]:
         thread = checks.check_conversation(request)
         previous = request.previous_response_id
         history = self.conversations.history(thread) if thread is not None else []
-        items = [*(self.history.load(previous) if previous else history), *self.history.input(request)]
+        items = [*(self.history.load(previous) if previous else history), *self.history.input(request, scope)]
         counted = usage(
             instructions=request.instructions,
             tools=echo_tools(request),
@@ -296,9 +321,18 @@ class Engine:
     def _keep(self, prepared: Prepared, response: dict[str, Any]) -> None:
         """Store the response where it belongs: the server's store, a connection's, or nowhere."""
         target = self.store if prepared.store else prepared.local
-        if target is not None:
-            previous = prepared.request.previous_response_id
-            target.put(StoredResponse(response["id"], response, self._input_items(prepared), previous))
+        if target is None:
+            return
+        previous = prepared.request.previous_response_id
+        record = StoredResponse(response["id"], response, self._input_items(prepared), previous, prepared.scope)
+        expected = prepared.read_version
+        if previous is not None and expected is not None:
+            # It resumes a program paused in `previous`: of continuations in flight together,
+            # the first stored wins (the store checks no other was stored since this one read).
+            if not target.put_successor(record, expected):
+                raise continued(previous)
+        else:
+            target.put(record)
 
     def _start_background(self, prepared: Prepared) -> dict[str, Any]:
         queued = self.response(prepared, [], status=ResponseStatus.QUEUED)

@@ -124,7 +124,7 @@ class History:
             items.extend(known)
         return items
 
-    def recovered(self, items: list[Item]) -> list[Item]:
+    def recovered(self, items: list[Item], scope: str | None = None) -> list[Item]:
         """What came before the replayed output of a stored response, when the input starts there.
 
         A client may continue by sending a stored response's output back with its tool outputs
@@ -133,16 +133,17 @@ class History:
         """
         for item in items:
             item_id = getattr(item, "id", None)
-            found = self.store.item(item_id) if isinstance(item_id, str) else None
+            found = self.store.item_in(scope, item_id) if isinstance(item_id, str) else None
             if found is not None:
                 record = self.stored(found[0])
                 prefix = self.load(record.previous_response_id) if record.previous_response_id else []
                 return [*prefix, *(as_input(raw) for raw in record.input_items)]
         return []
 
-    def reference(self, item_id: str, param: str) -> Item:
-        """The stored item an `item_reference` names, as an input item."""
-        found = self.store.item(item_id)
+    def reference(self, item_id: str, param: str, scope: str | None = None) -> Item:
+        """The stored item an `item_reference` names, as an input item: an item of a response made
+        in another scope than the request's is as one that does not exist."""
+        found = self.store.item_in(scope, item_id)
         if found is None:
             raise InvalidRequest(f"Item with id '{item_id}' not found.", param=param)
         try:
@@ -150,8 +151,8 @@ class History:
         except ValidationError as e:
             raise InvalidRequest(f"Item '{item_id}' cannot be used as input here.", param=param) from e
 
-    def input(self, request: CreateRequest | CountTokensRequest) -> list[Item]:
-        """This request's input items, with item references resolved."""
+    def input(self, request: CreateRequest | CountTokensRequest, scope: str | None = None) -> list[Item]:
+        """This request's input items, with item references resolved (in the request's scope)."""
         if request.input is None:
             return []
         if isinstance(request.input, str):
@@ -159,7 +160,7 @@ class History:
         items: list[Item] = []
         for index, item in enumerate(request.input):
             if isinstance(item, ItemReference):
-                found = self.store.item(item.id)
+                found = self.store.item_in(scope, item.id)
                 if found is None:
                     raise InvalidRequest(f"Item with id '{item.id}' not found.", param=f"input[{index}].id")
                 try:

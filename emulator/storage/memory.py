@@ -31,8 +31,12 @@ __all__ = [
     "MemoryResponses",
     "MemoryScenarios",
     "MemoryStore",
+    "UNFINISHED",
     "item_ids",
 ]
+
+UNFINISHED = ("queued", "in_progress")
+"""The statuses of a background response still in flight."""
 
 _dumps = json.dumps
 _loads = json.loads
@@ -47,25 +51,49 @@ def item_ids(record: StoredResponse) -> Iterator[tuple[str, dict[str, Any]]]:
 
 class MemoryResponses:
     def __init__(self) -> None:
-        self._responses: dict[str, tuple[str, str, str | None, list[str]]] = {}
-        """Per response: its body and input items as JSON text, its previous id, its item ids."""
-        self._items: dict[str, tuple[str, str]] = {}
+        self._responses: dict[str, tuple[str, str, str | None, list[str], str | None]] = {}
+        """Per response: its body and input items as JSON text, its previous id, its item ids, its scope."""
+        self._items: dict[str, tuple[str, str, str | None]] = {}
+        self._successors: dict[str, set[str]] = {}
+        """By previous response id: the ids of the stored responses that continue it."""
+        self._unfinished: set[str] = set()
+        """The ids of the stored responses still queued or in progress (background ones)."""
         self._lock = threading.Lock()
 
     def put(self, record: StoredResponse) -> None:
+        self._put(record, None)
+
+    def put_successor(self, record: StoredResponse, expected: int) -> bool:
+        return self._put(record, expected)
+
+    def _put(self, record: StoredResponse, expected: int | None) -> bool:
         items = [(item_id, _dumps(item)) for item_id, item in item_ids(record)]
-        kept = (_dumps(record.response), _dumps(record.input_items), record.previous_response_id, [i for i, _ in items])
+        ids = [i for i, _ in items]
+        previous = record.previous_response_id
+        kept = (_dumps(record.response), _dumps(record.input_items), previous, ids, record.scope)
         with self._lock:
+            if expected is not None and previous is not None and record.id not in self._responses:
+                if len(self._successors.get(previous, ())) != expected:
+                    return False
             self._drop_items(record.id)  # a replaced response's items go with it, as in SQLite
             self._responses[record.id] = kept
             for item_id, text in items:
-                self._items[item_id] = (record.id, text)
+                self._items[item_id] = (record.id, text, record.scope)
+            if previous is not None:
+                self._successors.setdefault(previous, set()).add(record.id)
+            if record.response.get("status") in UNFINISHED:
+                self._unfinished.add(record.id)
+            return True
+
+    def successors(self, response_id: str) -> int:
+        with self._lock:
+            return len(self._successors.get(response_id, set()) - self._unfinished)
 
     def get(self, response_id: str) -> StoredResponse | None:
         kept = self._responses.get(response_id)
         if kept is None:
             return None
-        return StoredResponse(response_id, _loads(kept[0]), _loads(kept[1]), kept[2])
+        return StoredResponse(response_id, _loads(kept[0]), _loads(kept[1]), kept[2], kept[4])
 
     def delete(self, response_id: str) -> bool:
         with self._lock:
@@ -79,6 +107,12 @@ class MemoryResponses:
         kept = self._responses.get(response_id)
         if kept is None:
             return False
+        self._unfinished.discard(response_id)
+        if kept[2] is not None:
+            successors = self._successors.get(kept[2], set())
+            successors.discard(response_id)
+            if not successors:
+                self._successors.pop(kept[2], None)
         for item_id in kept[3]:
             if self._items.get(item_id, ("",))[0] == response_id:
                 del self._items[item_id]
@@ -88,6 +122,10 @@ class MemoryResponses:
         found = self._items.get(item_id)
         return (found[0], _loads(found[1])) if found is not None else None
 
+    def item_in(self, scope: str | None, item_id: str) -> tuple[str, dict[str, Any]] | None:
+        found = self._items.get(item_id)
+        return (found[0], _loads(found[1])) if found is not None and found[2] == scope else None
+
     def count(self) -> int:
         return len(self._responses)
 
@@ -96,6 +134,7 @@ class MemoryConversations:
     def __init__(self) -> None:
         self._conversations: dict[str, StoredConversation] = {}
         self._items: dict[str, list[tuple[str, str]]] = {}
+        self._versions: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def create(self, record: StoredConversation, items: list[dict[str, Any]]) -> None:
@@ -104,6 +143,7 @@ class MemoryConversations:
         with self._lock:
             self._conversations[record.id] = kept
             self._items[record.id] = texts
+            self._versions[record.id] = 0
 
     def get(self, conversation_id: str) -> StoredConversation | None:
         kept = self._conversations.get(conversation_id)
@@ -120,20 +160,31 @@ class MemoryConversations:
     def delete(self, conversation_id: str) -> bool:
         with self._lock:
             self._items.pop(conversation_id, None)
+            self._versions.pop(conversation_id, None)
             return self._conversations.pop(conversation_id, None) is not None
 
-    def append(self, conversation_id: str, items: list[dict[str, Any]]) -> bool:
+    def append(self, conversation_id: str, items: list[dict[str, Any]], *, expected: int | None = None) -> bool:
         texts = [(item["id"], _dumps(item)) for item in items]
         with self._lock:
             if conversation_id not in self._items:
                 return False
+            if expected is not None and self._versions[conversation_id] != expected:
+                return False
             self._items[conversation_id].extend(texts)
+            self._versions[conversation_id] += 1
             return True
 
     def items(self, conversation_id: str) -> list[dict[str, Any]]:
         with self._lock:
             texts = list(self._items.get(conversation_id, ()))
         return [_loads(text) for _, text in texts]
+
+    def read(self, conversation_id: str) -> tuple[int, list[dict[str, Any]]] | None:
+        with self._lock:
+            if conversation_id not in self._items:
+                return None
+            version, texts = self._versions[conversation_id], list(self._items[conversation_id])
+        return version, [_loads(text) for _, text in texts]
 
     def delete_item(self, conversation_id: str, item_id: str) -> bool:
         with self._lock:
@@ -142,6 +193,7 @@ class MemoryConversations:
             if index is None:
                 return False
             del items[index]
+            self._versions[conversation_id] += 1
             return True
 
 

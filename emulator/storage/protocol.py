@@ -35,6 +35,9 @@ class StoredResponse:
     response: dict[str, Any]
     input_items: list[dict[str, Any]]
     previous_response_id: str | None
+    scope: str | None = None
+    """The caller's scope it was made in (`x-ptc-emulator-scope`): its items are referenced
+    (`item_reference`) from that scope only."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,20 @@ class Responses(Protocol):
         """Add or replace the response with this id (and index its items)."""
         ...
 
+    def put_successor(self, record: StoredResponse, expected: int) -> bool:
+        """`put` a response that continues `record.previous_response_id`, only if that one has
+        exactly `expected` stored continuations (finished or not), checked and written in one
+        atomic step: False, and nothing written, otherwise. `expected` is what `successors` said
+        as the response started: another stored since, or still in flight then, makes it differ.
+        A response already stored under this id is replaced without the check (a background
+        response finishing: it was checked when it was queued)."""
+        ...
+
+    def successors(self, response_id: str) -> int:
+        """How many finished stored responses continue this one (name it as their
+        `previous_response_id`); a background one still queued or in progress is not counted."""
+        ...
+
     def get(self, response_id: str) -> StoredResponse | None: ...
 
     def delete(self, response_id: str) -> bool:
@@ -70,6 +87,11 @@ class Responses(Protocol):
 
     def item(self, item_id: str) -> tuple[str, dict[str, Any]] | None:
         """The stored item with this id, and the id of the response that holds it."""
+        ...
+
+    def item_in(self, scope: str | None, item_id: str) -> tuple[str, dict[str, Any]] | None:
+        """As `item`, but only if the response that holds it was made in `scope` (None: made in
+        none): an item of another scope is as one that does not exist."""
         ...
 
     def count(self) -> int: ...
@@ -88,12 +110,19 @@ class Conversations(Protocol):
 
     def delete(self, conversation_id: str) -> bool: ...
 
-    def append(self, conversation_id: str, items: list[dict[str, Any]]) -> bool:
-        """Add items at the end; False if the conversation is gone."""
+    def append(self, conversation_id: str, items: list[dict[str, Any]], *, expected: int | None = None) -> bool:
+        """Add items at the end; False if the conversation is gone. With `expected`, only if its
+        items are still at that version (see `read`), checked and added in one atomic step;
+        False, and nothing added, if they are not: another writer changed them in between."""
         ...
 
     def items(self, conversation_id: str) -> list[dict[str, Any]]:
         """Its items, oldest first; none for a conversation that is gone."""
+        ...
+
+    def read(self, conversation_id: str) -> tuple[int, list[dict[str, Any]]] | None:
+        """Its items' version and its items, read together; None if it is gone. The version is 0
+        when it is created and grows with every change of its items (an append, a deletion)."""
         ...
 
     def delete_item(self, conversation_id: str, item_id: str) -> bool:

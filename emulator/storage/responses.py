@@ -11,7 +11,7 @@ import threading
 from typing import Any, Protocol
 
 from ptc_emulator.emulator.storage import protocol
-from ptc_emulator.emulator.storage.memory import MemoryConversations, item_ids
+from ptc_emulator.emulator.storage.memory import UNFINISHED, MemoryConversations, item_ids
 from ptc_emulator.emulator.storage.protocol import Conversations, Responses, StoredResponse
 
 __all__ = ["ConnectionStore", "ResponseStore", "view"]
@@ -27,15 +27,35 @@ class ResponseStore(Responses, Protocol):
 class ConnectionStore:
     def __init__(self) -> None:
         self._responses: dict[str, StoredResponse] = {}
-        self._items: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._items: dict[str, tuple[str, dict[str, Any], str | None]] = {}
         self._lock = threading.Lock()
         self.conversations: Conversations = MemoryConversations()
 
     def put(self, record: StoredResponse) -> None:
         with self._lock:
-            self._responses[record.id] = record
-            for item_id, item in item_ids(record):
-                self._items[item_id] = (record.id, item)
+            self._put(record)
+
+    def put_successor(self, record: StoredResponse, expected: int) -> bool:
+        with self._lock:
+            if record.id not in self._responses and self._successors(record.previous_response_id) != expected:
+                return False
+            self._put(record)
+            return True
+
+    def successors(self, response_id: str) -> int:
+        with self._lock:
+            found = [r for r in self._responses.values() if r.previous_response_id == response_id]
+        return sum(1 for r in found if r.response.get("status") not in UNFINISHED)
+
+    def _successors(self, response_id: str | None) -> int:
+        return sum(
+            1 for r in self._responses.values() if response_id is not None and r.previous_response_id == response_id
+        )
+
+    def _put(self, record: StoredResponse) -> None:
+        self._responses[record.id] = record
+        for item_id, item in item_ids(record):
+            self._items[item_id] = (record.id, item, record.scope)
 
     def get(self, response_id: str) -> StoredResponse | None:
         return self._responses.get(response_id)
@@ -51,7 +71,12 @@ class ConnectionStore:
             return True
 
     def item(self, item_id: str) -> tuple[str, dict[str, Any]] | None:
-        return self._items.get(item_id)
+        found = self._items.get(item_id)
+        return (found[0], found[1]) if found is not None else None
+
+    def item_in(self, scope: str | None, item_id: str) -> tuple[str, dict[str, Any]] | None:
+        found = self._items.get(item_id)
+        return (found[0], found[1]) if found is not None and found[2] == scope else None
 
     def count(self) -> int:
         return len(self._responses)
@@ -71,6 +96,12 @@ class _View:
     def put(self, record: StoredResponse) -> None:
         self._responses.put(record)
 
+    def put_successor(self, record: StoredResponse, expected: int) -> bool:
+        return self._responses.put_successor(record, expected)
+
+    def successors(self, response_id: str) -> int:
+        return self._responses.successors(response_id)
+
     def get(self, response_id: str) -> StoredResponse | None:
         return self._responses.get(response_id)
 
@@ -79,6 +110,9 @@ class _View:
 
     def item(self, item_id: str) -> tuple[str, dict[str, Any]] | None:
         return self._responses.item(item_id)
+
+    def item_in(self, scope: str | None, item_id: str) -> tuple[str, dict[str, Any]] | None:
+        return self._responses.item_in(scope, item_id)
 
     def count(self) -> int:
         return self._responses.count()

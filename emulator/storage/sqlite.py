@@ -39,7 +39,8 @@ CREATE TABLE IF NOT EXISTS responses (
     id TEXT PRIMARY KEY,
     previous_response_id TEXT,
     response TEXT NOT NULL,
-    input_items TEXT NOT NULL
+    input_items TEXT NOT NULL,
+    scope TEXT
 );
 CREATE TABLE IF NOT EXISTS items (
     id TEXT PRIMARY KEY,
@@ -50,7 +51,8 @@ CREATE INDEX IF NOT EXISTS items_by_response ON items(response_id);
 CREATE TABLE IF NOT EXISTS conversations (
     id TEXT PRIMARY KEY,
     created_at INTEGER NOT NULL,
-    metadata TEXT NOT NULL
+    metadata TEXT NOT NULL,
+    version INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS conversation_items (
     conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
@@ -74,7 +76,14 @@ CREATE TABLE IF NOT EXISTS scenarios (
     PRIMARY KEY (scope_key, name)
 );
 """
-"""`scenarios.scope_key` is the scope as JSON (`null` for none): a primary key cannot hold NULL."""
+"""`scenarios.scope_key` is the scope as JSON (`null` for none): a primary key cannot hold NULL.
+`conversations.version` grows with every change of the conversation's items (see `read`)."""
+
+COLUMNS = (
+    ("responses", "scope", "TEXT"),
+    ("conversations", "version", "INTEGER NOT NULL DEFAULT 0"),
+)
+"""Columns a file made by an older version lacks: added when it is opened (its rows get the default)."""
 
 
 class _Db:
@@ -85,10 +94,10 @@ class _Db:
         self.connection = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         self.lock = threading.Lock()
 
-    def write(self, statements: Callable[[sqlite3.Connection], bool]) -> bool:
-        """`statements` in one transaction."""
+    def write(self, statements: Callable[[sqlite3.Connection], bool], begin: str = "BEGIN IMMEDIATE") -> bool:
+        """`statements` in one transaction (`BEGIN` for one that only reads)."""
         with self.lock:
-            self.connection.execute("BEGIN IMMEDIATE")
+            self.connection.execute(begin)
             try:
                 done = statements(self.connection)
                 self.connection.execute("COMMIT")
@@ -115,13 +124,33 @@ class SqliteResponses:
         self._db = db
 
     def put(self, record: StoredResponse) -> None:
+        self._put(record, None)
+
+    def put_successor(self, record: StoredResponse, expected: int) -> bool:
+        return self._put(record, expected)
+
+    def _put(self, record: StoredResponse, expected: int | None) -> bool:
         dumps = json.dumps
 
         def statements(db: sqlite3.Connection) -> bool:
+            # One IMMEDIATE transaction: no other writer stores a successor between check and write.
+            if expected is not None and record.previous_response_id is not None:
+                known = db.execute("SELECT 1 FROM responses WHERE id = ?", (record.id,)).fetchone()
+                (n,) = db.execute(
+                    "SELECT COUNT(*) FROM responses WHERE previous_response_id = ?", (record.previous_response_id,)
+                ).fetchone()
+                if known is None and n != expected:
+                    return False
             db.execute(
-                "INSERT OR REPLACE INTO responses (id, previous_response_id, response, input_items) "
-                "VALUES (?, ?, ?, ?)",
-                (record.id, record.previous_response_id, dumps(record.response), dumps(record.input_items)),
+                "INSERT OR REPLACE INTO responses (id, previous_response_id, response, input_items, scope) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (
+                    record.id,
+                    record.previous_response_id,
+                    dumps(record.response),
+                    dumps(record.input_items),
+                    record.scope,
+                ),
             )
             db.executemany(
                 "INSERT OR REPLACE INTO items (id, response_id, item) VALUES (?, ?, ?)",
@@ -129,19 +158,37 @@ class SqliteResponses:
             )
             return True
 
-        self._db.write(statements)
+        return self._db.write(statements)
+
+    def successors(self, response_id: str) -> int:
+        (n,) = self._db.one(
+            "SELECT COUNT(*) FROM responses WHERE previous_response_id = ? "
+            "AND json_extract(response, '$.status') NOT IN ('queued', 'in_progress')",
+            (response_id,),
+        )
+        return int(n)
 
     def get(self, response_id: str) -> StoredResponse | None:
         row = self._db.one(
-            "SELECT response, input_items, previous_response_id FROM responses WHERE id = ?", (response_id,)
+            "SELECT response, input_items, previous_response_id, scope FROM responses WHERE id = ?", (response_id,)
         )
-        return None if row is None else StoredResponse(response_id, json.loads(row[0]), json.loads(row[1]), row[2])
+        if row is None:
+            return None
+        return StoredResponse(response_id, json.loads(row[0]), json.loads(row[1]), row[2], row[3])
 
     def delete(self, response_id: str) -> bool:
         return self._db.changed("DELETE FROM responses WHERE id = ?", (response_id,)) > 0
 
     def item(self, item_id: str) -> tuple[str, dict[str, Any]] | None:
         row = self._db.one("SELECT response_id, item FROM items WHERE id = ?", (item_id,))
+        return (row[0], json.loads(row[1])) if row else None
+
+    def item_in(self, scope: str | None, item_id: str) -> tuple[str, dict[str, Any]] | None:
+        row = self._db.one(
+            "SELECT items.response_id, items.item FROM items JOIN responses ON responses.id = items.response_id "
+            "WHERE items.id = ? AND responses.scope IS ?",
+            (item_id, scope),
+        )
         return (row[0], json.loads(row[1])) if row else None
 
     def count(self) -> int:
@@ -185,11 +232,14 @@ class SqliteConversations:
     def delete(self, conversation_id: str) -> bool:
         return self._db.changed("DELETE FROM conversations WHERE id = ?", (conversation_id,)) > 0
 
-    def append(self, conversation_id: str, items: list[dict[str, Any]]) -> bool:
+    def append(self, conversation_id: str, items: list[dict[str, Any]], *, expected: int | None = None) -> bool:
         def statements(db: sqlite3.Connection) -> bool:
-            if db.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone() is None:
+            # One IMMEDIATE transaction: the version checked is the version written after.
+            row = db.execute("SELECT version FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+            if row is None or (expected is not None and row[0] != expected):
                 return False
             self._insert(db, conversation_id, items)
+            db.execute("UPDATE conversations SET version = version + 1 WHERE id = ?", (conversation_id,))
             return True
 
         return self._db.write(statements)
@@ -198,12 +248,32 @@ class SqliteConversations:
         sql = "SELECT item FROM conversation_items WHERE conversation_id = ? ORDER BY seq"
         return [json.loads(row[0]) for row in self._db.rows(sql, (conversation_id,))]
 
+    def read(self, conversation_id: str) -> tuple[int, list[dict[str, Any]]] | None:
+        found: list[tuple[int, list[dict[str, Any]]]] = []
+
+        def statements(db: sqlite3.Connection) -> bool:
+            row = db.execute("SELECT version FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+            if row is not None:
+                sql = "SELECT item FROM conversation_items WHERE conversation_id = ? ORDER BY seq"
+                found.append((int(row[0]), [json.loads(r[0]) for r in db.execute(sql, (conversation_id,))]))
+            return True
+
+        self._db.write(statements, begin="BEGIN")  # one snapshot of both
+        return found[0] if found else None
+
     def delete_item(self, conversation_id: str, item_id: str) -> bool:
         sql = (
             "DELETE FROM conversation_items WHERE seq = (SELECT MIN(seq) FROM conversation_items "
             "WHERE conversation_id = ? AND item_id = ?) AND conversation_id = ?"
         )
-        return self._db.changed(sql, (conversation_id, item_id, conversation_id)) > 0
+
+        def statements(db: sqlite3.Connection) -> bool:
+            if db.execute(sql, (conversation_id, item_id, conversation_id)).rowcount == 0:
+                return False
+            db.execute("UPDATE conversations SET version = version + 1 WHERE id = ?", (conversation_id,))
+            return True
+
+        return self._db.write(statements)
 
 
 class SqliteRecords:
@@ -269,6 +339,10 @@ class SqliteStore:
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA foreign_keys=ON")
             db.executescript(SCHEMA)
+            for table, column, declaration in COLUMNS:
+                if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
+                    db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+            db.execute("CREATE INDEX IF NOT EXISTS responses_by_previous ON responses(previous_response_id)")
             # A background response still queued or in progress was cut off by the previous
             # process (a kill or a crash): nothing will ever finish it, so it failed.
             db.execute(

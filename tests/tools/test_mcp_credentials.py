@@ -1,5 +1,6 @@
 """An `mcp` tool's credentials reach its server and nothing else: the Response echoes the tool
-without `authorization` and with its header values redacted, and so does the stored response."""
+without `authorization` and with its header values redacted, and so do the stored response, the
+journal's entry of the request and the inspector's view of it."""
 
 from __future__ import annotations
 
@@ -48,3 +49,20 @@ def test_credentials_go_to_the_server_and_are_never_echoed_or_stored(
         assert echoed.get("authorization") is None
         assert echoed["headers"] == {"X-Api-Key": "[redacted]"}
         assert SECRET not in json.dumps(shown)
+
+    # The journal keeps the request as the client sent it, but not the credentials.
+    [entry] = ptc_emulator.journal
+    [journaled] = [t for t in entry["request"]["tools"] if t["type"] == "mcp"]
+    assert "authorization" not in journaled
+    assert journaled["headers"] == {"X-Api-Key": "[redacted]"}
+    assert journaled["server_url"] == docs.url  # the rest of the declaration stays
+    assert SECRET not in json.dumps(entry)
+    # The inspector reads the journal: its list and its conversation view show no credential.
+    listed = ptc_emulator.admin.get("/inspector/conversations")
+    listed.raise_for_status()
+    [conversation] = listed.json()["data"]
+    shown = ptc_emulator.admin.get(f"/inspector/conversations/{conversation['id']}")
+    shown.raise_for_status()
+    for text in (listed.text, shown.text):
+        assert SECRET not in text
+    assert "[redacted]" in shown.text

@@ -135,6 +135,55 @@ def test_responses_return_copies(store: Store) -> None:
     assert store.responses.item("msg_1") == ("resp_1", message("msg_1"))
 
 
+def test_responses_keep_their_scope_and_its_items_are_found_in_it_only(
+    store: Store, reopen: Callable[[Store], Store]
+) -> None:
+    scoped = StoredResponse("resp_a", response("resp_a").response, [message("msg_a")], None, "test-a")
+    store.responses.put(scoped)
+    store.responses.put(response("resp_n", output=["msg_n"]))
+    if store.kind == "sqlite":
+        store = reopen(store)
+    try:
+        assert store.responses.get("resp_a") == scoped
+        assert store.responses.item_in("test-a", "msg_a") == ("resp_a", message("msg_a"))
+        assert store.responses.item_in("test-b", "msg_a") is None
+        assert store.responses.item_in(None, "msg_a") is None
+        assert store.responses.item_in(None, "msg_n") == ("resp_n", message("msg_n"))
+        assert store.responses.item_in("test-a", "msg_n") is None
+        assert store.responses.item_in("test-a", "msg_none") is None
+        assert store.responses.item("msg_a") == ("resp_a", message("msg_a")), "item finds it in any scope"
+    finally:
+        store.close()
+
+
+def test_sqlite_opens_a_file_made_before_scopes_and_versions_were_kept(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    with sqlite3.connect(tmp_path / "data" / FILENAME) as db:
+        db.executescript(
+            "CREATE TABLE responses (id TEXT PRIMARY KEY, previous_response_id TEXT, response TEXT NOT NULL,"
+            " input_items TEXT NOT NULL);"
+            "CREATE TABLE items (id TEXT PRIMARY KEY, response_id TEXT NOT NULL REFERENCES responses(id)"
+            " ON DELETE CASCADE, item TEXT NOT NULL);"
+            "CREATE TABLE conversations (id TEXT PRIMARY KEY, created_at INTEGER NOT NULL, metadata TEXT NOT NULL);"
+        )
+        db.execute("INSERT INTO conversations VALUES ('conv_old', 1, '{}')")
+        db.execute("INSERT INTO responses VALUES ('resp_old', NULL, '{\"status\": \"completed\"}', '[]')")
+        db.execute("INSERT INTO items VALUES ('msg_old', 'resp_old', '{\"id\": \"msg_old\"}')")
+    db.close()
+    store = open_store("sqlite", tmp_path / "data")
+    try:
+        found = store.responses.get("resp_old")
+        assert found is not None and found.scope is None
+        assert store.responses.item_in(None, "msg_old") == ("resp_old", {"id": "msg_old"})
+        store.responses.put(StoredResponse("resp_new", {"status": "completed"}, [], None, "test-a"))
+        again = store.responses.get("resp_new")
+        assert again is not None and again.scope == "test-a"
+        assert store.conversations.read("conv_old") == (0, [])
+        assert store.conversations.append("conv_old", [message("msg_1")], expected=0) is True
+    finally:
+        store.close()
+
+
 # ---- conversations -----------------------------------------------------------------------------
 
 
@@ -161,6 +210,69 @@ def test_conversation_items_keep_their_order(store: Store) -> None:
     assert parts.items("conv_2") == [message("msg_5")]
     assert parts.append("conv_none", [message("msg_6")]) is False
     assert parts.items("conv_none") == []
+
+
+def test_conversation_append_at_a_version_is_checked_and_written_at_once(
+    store: Store, reopen: Callable[[Store], Store]
+) -> None:
+    parts = store.conversations
+    assert parts.read("conv_none") is None
+    parts.create(StoredConversation("conv_1", 1, {}), [message("msg_1")])
+    assert parts.read("conv_1") == (0, [message("msg_1")])
+    # Two writers read version 0: the first appends, the second is refused and appends nothing.
+    assert parts.append("conv_1", [message("msg_a")], expected=0) is True
+    assert parts.append("conv_1", [message("msg_a")], expected=0) is False
+    assert parts.read("conv_1") == (1, [message("msg_1"), message("msg_a")])
+    assert parts.append("conv_1", [message("msg_b")], expected=1) is True
+    assert parts.append("conv_1", [message("msg_c")]) is True, "without a version, as before"
+    assert parts.delete_item("conv_1", "msg_c") is True
+    assert parts.delete_item("conv_1", "msg_none") is False
+    version, items = parts.read("conv_1") or (None, None)
+    assert version == 4 and [i["id"] for i in items or []] == ["msg_1", "msg_a", "msg_b"], "a deletion counts"
+    assert parts.append("conv_1", [message("msg_d")], expected=3) is False
+    assert parts.append("conv_none", [message("msg_d")], expected=0) is False
+    if store.kind == "sqlite":
+        store = reopen(store)
+        assert store.conversations.read("conv_1") == (4, [message("msg_1"), message("msg_a"), message("msg_b")])
+        store.close()
+
+
+def test_a_successor_is_put_only_if_no_other_was_put_since_it_counted(
+    store: Store, reopen: Callable[[Store], Store]
+) -> None:
+    parts = store.responses
+    parts.put(response("resp_paused"))
+    assert parts.successors("resp_paused") == 0
+    # Two continuations counted none: the first is put, the second is refused and nothing written.
+    first = response("resp_a", previous="resp_paused")
+    assert parts.put_successor(first, 0) is True
+    assert parts.put_successor(response("resp_b", previous="resp_paused"), 0) is False
+    assert parts.get("resp_b") is None and parts.successors("resp_paused") == 1
+    finished = StoredResponse("resp_a", {**first.response, "status": "incomplete"}, [], "resp_paused")
+    assert parts.put_successor(finished, 0) is True, "one already put is replaced without the check"
+    assert parts.get("resp_a") == finished and parts.successors("resp_paused") == 1
+    # One that counted the first (it came after it) is put.
+    assert parts.put_successor(response("resp_c", previous="resp_paused"), 1) is True
+    parts.put(response("resp_fork", previous="resp_other"))
+    assert parts.put_successor(response("resp_d", previous="resp_other"), 0) is False, "a plain put counts too"
+    assert parts.put_successor(response("resp_root"), 5) is True, "nothing to continue: a put"
+    # A background continuation still queued is in flight: not counted as done, but it is there.
+    queued = StoredResponse("resp_q", {**response("resp_q").response, "status": "queued"}, [], "resp_bg")
+    assert parts.put_successor(queued, 0) is True
+    assert parts.successors("resp_bg") == 0
+    assert parts.put_successor(response("resp_r", previous="resp_bg"), 0) is False, "it overlapped the queued one"
+    parts.put(StoredResponse("resp_q", {**queued.response, "status": "completed"}, [], "resp_bg"))
+    assert parts.successors("resp_bg") == 1
+    if store.kind == "sqlite":
+        store = reopen(store)
+        parts = store.responses
+    try:
+        assert parts.successors("resp_paused") == 2 and parts.successors("resp_a") == 0
+        assert parts.delete("resp_a") is True
+        assert parts.successors("resp_paused") == 1
+        assert parts.put_successor(response("resp_e", previous="resp_paused"), 1) is True
+    finally:
+        store.close()
 
 
 def test_conversation_delete_item_removes_the_first_with_that_id(store: Store) -> None:
