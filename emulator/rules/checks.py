@@ -154,7 +154,7 @@ def check_reasoning(conv: Conversation, signer: Signer, reasoned: Iterable[Item]
         # may replay a reasoning item without its id (the Agents SDK does with store:false): its
         # sealed content then says which it is.
         sealed = None if item.encrypted_content is None else signer.unseal(REASONING_DOMAIN, item.encrypted_content)
-        if sealed is None or (item.id is not None and sealed.get("id") != item.id):
+        if sealed is None or (item.id and sealed.get("id") != item.id):
             raise InvalidRequest(
                 f"The encrypted content for item {item.id} could not be verified.",
                 param="input",

@@ -146,7 +146,10 @@ class SummaryText(WireModel):
 
 class ReasoningItem(WireModel):
     type: Literal["reasoning"] = "reasoning"
-    id: str
+    id: str = ""
+    """Every reasoning item the emulator makes has one. A client may replay one without it (the
+    Agents SDK does, with its `reasoning_item_id_policy="omit"`): its sealed content says which it
+    is, so it reads as "" here and the checks go by that content."""
     summary: list[SummaryText]
     content: list[OpenJSON] | None = None
     encrypted_content: str | None = None

@@ -245,10 +245,13 @@ class Hosted:
         if found is None:
             found = {}
             for item in self.conversation.items:
-                if isinstance(item, ReasoningItem) and item.encrypted_content and item.id.startswith("rs_rt"):
+                runtime_like = not item.id or item.id.startswith("rs_rt") if isinstance(item, ReasoningItem) else False
+                if isinstance(item, ReasoningItem) and item.encrypted_content and runtime_like:
                     data = self.signer.unseal(REASONING_DOMAIN, item.encrypted_content)
                     runtime = (data or {}).get("runtime")
-                    if data is None or data.get("id") != item.id:
+                    if not item.id and not str((data or {}).get("id", "")).startswith("rs_rt"):
+                        continue  # an id-less reasoning item of a turn's, not the runtime record
+                    if data is None or (item.id and data.get("id") != item.id):
                         raise InvalidRequest(
                             f"The encrypted content for item {item.id} could not be verified.",
                             code="invalid_encrypted_content",

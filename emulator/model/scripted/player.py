@@ -235,9 +235,11 @@ class Player:
             conv = prepared.conversation
             asked = [i for i in conv.after_anchor() if isinstance(i, McpApprovalRequest) and i.caller is None]
             if not asked or asked[-1].id not in conv.approval_responses:
+                request_id = self.ids("mcpr")
+                self._reasoning(script.turns[index], request_id, prepared, emit)  # the turn's first item
                 emit(
                     McpApprovalRequest(
-                        id=self.ids("mcpr"), name=spec.name, server_label=spec.server_label, arguments=arguments
+                        id=request_id, name=spec.name, server_label=spec.server_label, arguments=arguments
                     )
                 )
                 return True
@@ -264,9 +266,12 @@ class Player:
                 index,
                 f"the declared MCP server '{spec.server_label}' has no result for {spec.name}({arguments})",
             )
+        call_id = self.ids("mcp")
+        if approval_id is None:  # after an approval, the turn's reasoning came with its request
+            self._reasoning(script.turns[index], call_id, prepared, emit)
         emit(
             McpCall(
-                id=self.ids("mcp"),
+                id=call_id,
                 name=spec.name,
                 server_label=spec.server_label,
                 arguments=arguments,
