@@ -42,6 +42,11 @@ SEAL_VERSION = "e1."
 
 _OPENED_ENTRIES = 4096
 _OPENED_CHARS = 16 * 2**20
+"""The memo of opened fingerprints: entries, and characters of their keys (fingerprint, call_id,
+code; a seal it keeps holds no more than its fingerprint embeds, so about as much again)."""
+_CALL_IDS = 100_000
+"""The memo of derived call ids: entries (each of a server-issued call_id, an index and a derived
+id: about 250 bytes, so about 25 MB at most)."""
 
 
 def load_secret(explicit: str | None, data_dir: Path | None) -> bytes:
@@ -85,6 +90,7 @@ class Signer:
     def __init__(self, secret: bytes) -> None:
         self._key = hashlib.sha256(b"ptc-emulator\x00" + secret).digest()
         self._call_ids: dict[tuple[str, int], str] = {}
+        """Derived call ids (`program_call_id`), at most `_CALL_IDS`: every resume checks every earlier call."""
         self._opened: OrderedDict[tuple[str, str, str], ProgramSeal] = OrderedDict()
         """Fingerprints already opened, by (fingerprint, call_id, code) exactly as sent: a replayed
         program item comes back on every request of its conversation."""
@@ -142,8 +148,23 @@ class Signer:
         self._remember(fingerprint, call_id, code, seal)
         return seal
 
+    def clear(self) -> None:
+        """Forget the memos (opened fingerprints, derived call ids): `POST /_emulator/reset`."""
+        with self._opened_lock:
+            self._opened.clear()
+            self._opened_chars = 0
+            self._call_ids.clear()
+
+    def memo_sizes(self) -> tuple[int, int]:
+        """(opened fingerprints, derived call ids) remembered."""
+        return len(self._opened), len(self._call_ids)
+
+    @staticmethod
+    def _size(fingerprint: str, call_id: str, code: str) -> int:
+        return len(fingerprint) + len(call_id) + len(code)
+
     def _remember(self, fingerprint: str, call_id: str, code: str, seal: ProgramSeal) -> None:
-        size = len(fingerprint) + len(call_id) + len(code)
+        size = self._size(fingerprint, call_id, code)
         if size > _OPENED_CHARS:
             return
         key = (fingerprint, call_id, code)
@@ -153,7 +174,7 @@ class Signer:
                 self._opened_chars += size
             while len(self._opened) > _OPENED_ENTRIES or self._opened_chars > _OPENED_CHARS:
                 dropped, _ = self._opened.popitem(last=False)
-                self._opened_chars -= sum(len(part) for part in dropped)
+                self._opened_chars -= self._size(*dropped)
 
     def _open(self, fingerprint: str, *, call_id: str, code: str, param: str) -> ProgramSeal:
         try:
@@ -198,7 +219,7 @@ class Signer:
         key = (program_call_id, index)
         found = self._call_ids.get(key)
         if found is None:  # every resume checks every earlier call: remember them
-            if len(self._call_ids) > 100_000:
+            if len(self._call_ids) > _CALL_IDS:
                 self._call_ids.clear()
             found = self._call_ids[key] = "call_" + self.token("program-call", program_call_id, str(index))
         return found
