@@ -274,6 +274,14 @@ class Pool:
         await asyncio.gather(*(w.retire() for w in list(self._workers)), return_exceptions=True)
         self._workers.clear()
 
+    async def forget_live(self) -> None:
+        """Close every worker's live programs (`POST /_emulator/reset`); their next resumes replay,
+        with the same results. A busy worker reads the request after its program, before the next."""
+        self._holders.clear()
+        for worker in list(self._workers):
+            with contextlib.suppress(ConnectionError):
+                await worker.send({"forget": True})
+
     async def run(self, program: Program) -> Outcome:
         """Run or replay `program` in a worker. Cancelling the caller kills and replaces that worker.
 

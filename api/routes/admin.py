@@ -177,6 +177,8 @@ async def reset(request: Request) -> dict[str, Any]:
     state.store.scenarios.clear(scope)
     removed, cleared = state.scenarios.clear(scope), state.journal.clear(scope)
     _free_caches(state)
+    if state.pool is not None:
+        await state.pool.forget_live()
     return {"scenarios_removed": removed, "journal_cleared": cleared}
 
 

@@ -50,6 +50,11 @@ def _big_messages(marker: str) -> int:
     return sum(1 for o in gc.get_objects() if isinstance(o, Message) and marker in o.text())
 
 
+def text(response: dict[str, Any]) -> str:
+    message = [o for o in response["output"] if o["type"] == "message"][-1]
+    return str(message["content"][0]["text"])
+
+
 async def _post(http: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, Any]:
     reply = await http.post("/v1/responses", content=json.dumps(body), headers=JSON)
     assert reply.status_code == 200, reply.text[:300]
@@ -106,3 +111,27 @@ async def test_kept_passes_are_bounded_by_bytes_and_reset_frees_every_cache(tmp_
         assert replayed.cache.bytes == 0 and engine.history.validated.bytes == 0
         assert contract._schemas.bytes == 0 and contract._verdicts.bytes == 0
         assert sandbox_pool._key.cache_info().currsize == 0
+
+
+async def test_reset_closes_the_live_programs(tmp_path: Path) -> None:
+    """A suspended program kept live in its worker holds its heap and its data: reset closes it,
+    and its resume replays to the same result."""
+    settings = Settings(data_dir=tmp_path, store="memory", pool_size=1, bundled_fixtures=False, live_cache=64)
+    async with in_process_http(settings) as (http, app):
+        pool = app.state.emulator.pool
+
+        async def paused() -> list[Any]:
+            first = await _post(http, {"model": "m", "input": PAUSING, "tools": TOOLS, "store": False})
+            call = next(o for o in first["output"] if o["type"] == "function_call")
+            output = {"type": "function_call_output", "call_id": call["call_id"], "output": "3"}
+            return [{"role": "user", "content": PAUSING}, *first["output"], {**output, "caller": call["caller"]}]
+
+        hits = pool.live_hits
+        done = await _post(http, {"model": "m", "input": await paused(), "tools": TOOLS, "store": False})
+        assert pool.live_hits == hits + 1  # kept live: resumed without a replay
+        items = await paused()
+        reply = await http.post("/_emulator/reset", headers=JSON)
+        assert reply.status_code == 200, reply.text[:300]
+        again = await _post(http, {"model": "m", "input": items, "tools": TOOLS, "store": False})
+        assert pool.live_hits == hits + 1  # closed by the reset: replayed
+        assert text(again) == text(done) == "r=3"
