@@ -68,6 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-tool-calls", type=int, default=_LIMITS.max_tool_calls, help="per program")
     serve.add_argument("--max-output-bytes", type=int, default=_LIMITS.max_output_bytes, help="a program's output")
     serve.add_argument("--max-code-bytes", type=int, default=_LIMITS.max_code_bytes, help="a program's source")
+    serve.add_argument(
+        "--max-argument-bytes", type=int, default=_LIMITS.max_argument_bytes, help="a program's tool calls, in all"
+    )
     serve.add_argument("--max-body-bytes", type=int, default=_SETTINGS.max_body_bytes, help="a request body")
     serve.add_argument(
         "--strict-contract", action="store_true", help="reject tool I/O that violates the tools' schemas"
@@ -157,6 +160,7 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
             max_tool_calls=args.max_tool_calls,
             max_output_bytes=args.max_output_bytes,
             max_code_bytes=args.max_code_bytes,
+            max_argument_bytes=args.max_argument_bytes,
         ),
         max_body_bytes=args.max_body_bytes,
         allowed_hosts=tuple(args.allowed_host),

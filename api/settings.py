@@ -114,9 +114,10 @@ def resend_floor(limits: Limits) -> int:
     program at its full output limit (docs/limits.md). The limit counts the output as the runtime
     records it: JSON text in UTF-8, control characters already escaped. A client may escape every
     non-ASCII character too (`\\u00e9`: six bytes for two counted), so at worst three times that,
-    twice over (the `program_output`, and the closing message that quotes it); and the code twice
-    (the user message and the `program` item), at worst six bytes a character."""
-    return 6 * limits.max_output_bytes + 12 * limits.max_code_bytes
+    twice over (the `program_output`, and the closing message that quotes it); the code twice
+    (the user message and the `program` item), at worst six bytes a character; and the program's
+    tool calls, counted as they travel back (`Limits.max_argument_bytes`)."""
+    return 6 * limits.max_output_bytes + 12 * limits.max_code_bytes + limits.max_argument_bytes
 
 
 def resend_problem(settings: Settings) -> str | None:
@@ -126,7 +127,8 @@ def resend_problem(settings: Settings) -> str | None:
         return None
     return (
         f"--max-body-bytes {settings.max_body_bytes} is too small for --max-output-bytes "
-        f"{settings.limits.max_output_bytes} and --max-code-bytes {settings.limits.max_code_bytes}: a store:false "
-        f"conversation could not send a program's output back; use --max-body-bytes {floor} or more, or lower "
-        "--max-output-bytes (docs/limits.md)"
+        f"{settings.limits.max_output_bytes}, --max-code-bytes {settings.limits.max_code_bytes} and "
+        f"--max-argument-bytes {settings.limits.max_argument_bytes}: a store:false conversation could not send "
+        f"a program's output and calls back; use --max-body-bytes {floor} or more, or lower the others "
+        "(docs/limits.md)"
     )

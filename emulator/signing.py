@@ -24,13 +24,14 @@ import os
 import secrets
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ptc_emulator.emulator.errors import InvalidRequest
 
-__all__ = ["FINGERPRINT_VERSION", "REASONING_DOMAIN", "ProgramSeal", "Signer", "load_secret"]
+__all__ = ["EMBEDDED_TOOLS_CHARS", "FINGERPRINT_VERSION", "REASONING_DOMAIN", "ProgramSeal", "Signer", "load_secret"]
 
 FINGERPRINT_VERSION = "ptc1"
 REASONING_DOMAIN = "reasoning"
@@ -40,8 +41,18 @@ SEAL_VERSION = "e1."
 """What sealed content starts with: the version of its format."""
 
 
+EMBEDDED_TOOLS_CHARS = 512
+"""A fingerprint embeds the program's tool names when their JSON list is at most this long; a
+longer list (a request of thousands of tools, a large MCP listing) is bound by its digest, which
+the request that resumes the program must match (`ProgramSeal.with_tools`)."""
+
 _OPENED_ENTRIES = 4096
 _OPENED_CHARS = 16 * 2**20
+"""The memo of opened fingerprints: entries, and characters of their keys (fingerprint, call_id,
+code; a seal it keeps holds no more than its fingerprint embeds, so about as much again)."""
+_CALL_IDS = 100_000
+"""The memo of derived call ids: entries (each of a server-issued call_id, an index and a derived
+id: about 250 bytes, so about 25 MB at most)."""
 
 
 def load_secret(explicit: str | None, data_dir: Path | None) -> bytes:
@@ -79,12 +90,39 @@ class ProgramSeal:
     seed: int
     clock_ms: int
     tools: tuple[str, ...]
+    """Every tool the program may call, sorted. Empty in a seal opened from a fingerprint that binds
+    them by digest (`tools_digest`) until `with_tools` gives them."""
+    tools_digest: str = ""
+    """`<count>:<sha256>` of the tools' JSON list, when the fingerprint binds that instead of the
+    list (set when opened; a seal made to be issued leaves it empty, `Signer.fingerprint` decides)."""
+
+    @property
+    def tools_known(self) -> bool:
+        return not self.tools_digest or bool(self.tools)
+
+    def with_tools(self, tools: Sequence[str]) -> ProgramSeal | None:
+        """This seal with `tools` (sorted), if they are the ones its fingerprint binds (else None)."""
+        if self.tools_digest:
+            return replace(self, tools=tuple(tools)) if tools_digest(tools) == self.tools_digest else None
+        return self if tuple(tools) == self.tools else None
+
+    def describe_tools(self) -> str:
+        """The tools it started with, for a message: the list, or how many when only a digest is bound."""
+        if self.tools_known:
+            return str(list(self.tools))
+        return f"{self.tools_digest.partition(':')[0]} tools (its fingerprint binds a digest of their list)"
+
+
+def tools_digest(tools: Sequence[str]) -> str:
+    text = json.dumps(list(tools), separators=(",", ":"))
+    return f"{len(tools)}:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class Signer:
     def __init__(self, secret: bytes) -> None:
         self._key = hashlib.sha256(b"ptc-emulator\x00" + secret).digest()
         self._call_ids: dict[tuple[str, int], str] = {}
+        """Derived call ids (`program_call_id`), at most `_CALL_IDS`: every resume checks every earlier call."""
         self._opened: OrderedDict[tuple[str, str, str], ProgramSeal] = OrderedDict()
         """Fingerprints already opened, by (fingerprint, call_id, code) exactly as sent: a replayed
         program item comes back on every request of its conversation."""
@@ -104,25 +142,36 @@ class Signer:
     # ---- programs ---------------------------------------------------------------------------
 
     def fingerprint(self, seal: ProgramSeal) -> str:
-        payload = json.dumps(
-            {
-                "c": seal.call_id,
-                "h": seal.code_sha256,
-                "s": format(seal.seed, "x"),
-                "t": seal.clock_ms,
-                "k": list(seal.tools),
-            },
-            separators=(",", ":"),
-        ).encode("utf-8")
+        """The fingerprint of a program item: its tools embedded (`k`) when their list is short,
+        else its digest (`d`, see `EMBEDDED_TOOLS_CHARS`)."""
+        return self._fingerprint(seal)[0]
+
+    def _fingerprint(self, seal: ProgramSeal) -> tuple[str, ProgramSeal]:
+        """The fingerprint, and the seal as opening it gives it back (without a digested list)."""
+        data: dict[str, Any] = {
+            "c": seal.call_id,
+            "h": seal.code_sha256,
+            "s": format(seal.seed, "x"),
+            "t": seal.clock_ms,
+        }
+        listed = json.dumps(list(seal.tools), separators=(",", ":"))
+        bound = seal
+        if seal.tools_digest or len(listed) > EMBEDDED_TOOLS_CHARS:
+            digest = seal.tools_digest if seal.tools_digest and not seal.tools else tools_digest(seal.tools)
+            data["d"] = digest
+            bound = replace(seal, tools=(), tools_digest=digest)
+        else:
+            data["k"] = list(seal.tools)
+        payload = json.dumps(data, separators=(",", ":")).encode("utf-8")
         body = f"{FINGERPRINT_VERSION}.{_b64(payload)}"
-        return f"{body}.{_b64(self.mac('fingerprint', body))}"
+        return f"{body}.{_b64(self.mac('fingerprint', body))}", bound
 
     def issue(self, seal: ProgramSeal, code: str) -> str:
         """`fingerprint(seal)` for a program item with this code, remembered as opened: the item
         comes back, unchanged, when its program resumes."""
-        fingerprint = self.fingerprint(seal)
+        fingerprint, bound = self._fingerprint(seal)
         if seal.code_sha256 == code_digest(code):
-            self._remember(fingerprint, seal.call_id, code, seal)
+            self._remember(fingerprint, seal.call_id, code, bound)
         return fingerprint
 
     def open_fingerprint(self, fingerprint: str, *, call_id: str, code: str, param: str) -> ProgramSeal:
@@ -142,8 +191,23 @@ class Signer:
         self._remember(fingerprint, call_id, code, seal)
         return seal
 
+    def clear(self) -> None:
+        """Forget the memos (opened fingerprints, derived call ids): `POST /_emulator/reset`."""
+        with self._opened_lock:
+            self._opened.clear()
+            self._opened_chars = 0
+            self._call_ids.clear()
+
+    def memo_sizes(self) -> tuple[int, int]:
+        """(opened fingerprints, derived call ids) remembered."""
+        return len(self._opened), len(self._call_ids)
+
+    @staticmethod
+    def _size(fingerprint: str, call_id: str, code: str) -> int:
+        return len(fingerprint) + len(call_id) + len(code)
+
     def _remember(self, fingerprint: str, call_id: str, code: str, seal: ProgramSeal) -> None:
-        size = len(fingerprint) + len(call_id) + len(code)
+        size = self._size(fingerprint, call_id, code)
         if size > _OPENED_CHARS:
             return
         key = (fingerprint, call_id, code)
@@ -153,7 +217,7 @@ class Signer:
                 self._opened_chars += size
             while len(self._opened) > _OPENED_ENTRIES or self._opened_chars > _OPENED_CHARS:
                 dropped, _ = self._opened.popitem(last=False)
-                self._opened_chars -= sum(len(part) for part in dropped)
+                self._opened_chars -= self._size(*dropped)
 
     def _open(self, fingerprint: str, *, call_id: str, code: str, param: str) -> ProgramSeal:
         try:
@@ -177,7 +241,8 @@ class Signer:
             code_sha256=data["h"],
             seed=int(data["s"], 16),
             clock_ms=data["t"],
-            tools=tuple(data["k"]),
+            tools=tuple(data["k"]) if "k" in data else (),
+            tools_digest=data.get("d", ""),
         )
         if seal.call_id != call_id:
             raise InvalidRequest(
@@ -198,7 +263,7 @@ class Signer:
         key = (program_call_id, index)
         found = self._call_ids.get(key)
         if found is None:  # every resume checks every earlier call: remember them
-            if len(self._call_ids) > 100_000:
+            if len(self._call_ids) > _CALL_IDS:
                 self._call_ids.clear()
             found = self._call_ids[key] = "call_" + self.token("program-call", program_call_id, str(index))
         return found

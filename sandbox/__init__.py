@@ -67,7 +67,7 @@ from .outcome import (
     TextOutput,
     ToolResult,
 )
-from .pool import Pool, PoolClosed, PoolConfig
+from .pool import Pool, PoolClosed, PoolConfig, clear_program_keys
 
 __all__ = [
     "Completed",
@@ -85,4 +85,5 @@ __all__ = [
     "Suspended",
     "TextOutput",
     "ToolResult",
+    "clear_program_keys",
 ]

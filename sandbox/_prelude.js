@@ -192,7 +192,8 @@
   // that swallows the write and hands back a forged record on the next read.
   let configured = false;
   let toolNames = [];
-  let maxCalls = 0, maxOut = 0;
+  let maxCalls = 0, maxOut = 0, maxArgs = 0, callBytes = 0;
+  let argBytes = 0;              // what the calls so far cost against maxArgs (see `wireLength`)
   let journal = setPrototypeOf([], null);
   const calls = { __proto__: null };   // index -> {index, name, args, done, res, rej}
   let nCalls = 0;
@@ -214,6 +215,17 @@
     for (let i = 0; i < s.length; i++) {
       const c = apply(charCode, s, [i]);
       n += c < 0x80 ? 1 : c < 0x800 ? 2 : (c >= 0xd800 && c < 0xdc00) ? 2 : (c >= 0xdc00 && c < 0xe000) ? 2 : 3;
+    }
+    return n;
+  };
+
+  // A call's name or arguments as a request that sends the call back carries them: inside a JSON
+  // string, every non-ASCII character (and control character) a six-byte \uXXXX escape at worst.
+  const wireLength = (s) => {
+    let n = 0;
+    for (let i = 0; i < s.length; i++) {
+      const c = apply(charCode, s, [i]);
+      n += c === 34 || c === 92 ? 2 : c < 0x20 || c >= 0x80 ? 6 : 1;
     }
     return n;
   };
@@ -282,6 +294,12 @@
     }
     if (nCalls >= maxCalls) {
       return rejected(doAbort('limit', 'program exceeded the limit of ' + maxCalls + ' tool calls'));
+    }
+    // A string is never shorter escaped: one too long is refused before it is scanned.
+    argBytes += callBytes + (argsJson.length + name.length > maxArgs ? maxArgs + 1 : wireLength(name) + wireLength(argsJson));
+    if (argBytes > maxArgs) {
+      return rejected(doAbort('limit', 'program tool calls exceeded the limit of ' + maxArgs +
+        ' bytes of names and arguments (--max-argument-bytes)'));
     }
     const index = nCalls++;
     const call = { __proto__: null, index, name, args: argsJson, done: false, res: null, rej: null };
@@ -357,6 +375,8 @@
       for (let i = 0; i < 16; i++) random();   // sfc32 warm-up
       maxCalls = cfg.maxCalls;
       maxOut = cfg.maxOut;
+      maxArgs = cfg.maxArgs;
+      callBytes = cfg.callBytes;
       journal = setPrototypeOf(cfg.journal, null);
       toolNames = cfg.tools;
       const textTools = { __proto__: null };

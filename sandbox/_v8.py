@@ -33,6 +33,7 @@ from py_mini_racer._mini_racer import _make_context
 from py_mini_racer._set_timeout import INSTALL_SET_TIMEOUT
 
 from .outcome import (
+    CALL_BYTES,
     Completed,
     Failed,
     FailureKind,
@@ -286,6 +287,8 @@ class Execution:
             "seed": _seed_words(program.seed),
             "maxCalls": limits.max_tool_calls,
             "maxOut": limits.max_output_bytes,
+            "maxArgs": limits.max_argument_bytes,
+            "callBytes": CALL_BYTES,
             "journal": _journal_json(program.journal),
             "tools": list(program.tools),
             "textTools": list(program.text_tools),

@@ -162,6 +162,13 @@ class LiveCache:
     def __len__(self) -> int:
         return len(self._live)
 
+    def drain(self) -> list[_v8.Execution]:
+        """Every live execution, forgotten (their next resumes replay)."""
+        gone = [live.execution for live in self._live.values()]
+        self._live.clear()
+        self.bytes = 0
+        return gone
+
 
 def _close_within(execution: _v8.Execution, seconds: float) -> bool:
     """Close the execution's context; False if that takes longer than `seconds` (V8 is stuck)."""
@@ -187,6 +194,9 @@ class Worker:
         self.replies.flush()
 
     def handle(self, request: dict[str, Any]) -> None:
+        if request.get("forget"):  # `Pool.forget_live`: no answer, the pool waits for none
+            self.housekeeper.close(self.cache.drain())
+            return
         self.housekeeper.busy(True)
         try:
             self._handle(request)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 __all__ = [
+    "CALL_BYTES",
     "Completed",
     "Failed",
     "FailureKind",
@@ -23,6 +24,11 @@ __all__ = [
     "TextOutput",
     "ToolResult",
 ]
+
+CALL_BYTES = 512
+"""What a tool call costs against `Limits.max_argument_bytes` besides its name and arguments: the
+rest of its item (ids, caller, status) and the output item that answers it, as a request carries
+them back."""
 
 FailureKind: TypeAlias = Literal["syntax", "runtime", "timeout", "memory", "limit", "crash", "divergence"]
 
@@ -41,6 +47,11 @@ class Limits:
     """Bytes of `text(...)` and `image(...)` output one program may emit."""
     max_code_bytes: int = 256 * 2**10
     """Size of the program's source in UTF-8 bytes."""
+    max_argument_bytes: int = 4 * 2**20
+    """Bytes of tool calls one program may make over its whole life, counted as a request that sends
+    them back carries them: each call's name and arguments as the JSON string of its item's field
+    (the arguments' own JSON escaped again), every non-ASCII character as a six-byte `\\uXXXX`
+    escape, and `CALL_BYTES` for the rest of the item and the output item that answers it."""
 
 
 @dataclass(frozen=True, slots=True)

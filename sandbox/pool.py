@@ -42,7 +42,21 @@ def program_key(program: Program) -> str:
     """Identifies a program apart from its journal: the key of its live copy in a worker. The
     digest of its wire form (`program_to_json`) without the journal; kept for the few hundred
     programs seen last, since every resume of a program asks again."""
+    if len(program.code) + sum(len(t) for t in program.tools) > _CACHED_KEY_CHARS:
+        return _key.__wrapped__(
+            program.code, program.tools, program.seed, program.clock_ms, program.limits, program.text_tools
+        )
     return _key(program.code, program.tools, program.seed, program.clock_ms, program.limits, program.text_tools)
+
+
+_CACHED_KEY_CHARS = 32_768
+"""A program whose code and tool names are up to this long has its key kept (512 of them, so at
+most 16 MiB); a longer one's key is made on every run (a digest: under a millisecond a 256 KiB)."""
+
+
+def clear_program_keys() -> None:
+    """Forget the programs' keys (`POST /_emulator/reset`)."""
+    _key.cache_clear()
 
 
 @functools.lru_cache(maxsize=512)
@@ -259,6 +273,14 @@ class Pool:
         await asyncio.gather(*self._spawning, return_exceptions=True)
         await asyncio.gather(*(w.retire() for w in list(self._workers)), return_exceptions=True)
         self._workers.clear()
+
+    async def forget_live(self) -> None:
+        """Close every worker's live programs (`POST /_emulator/reset`); their next resumes replay,
+        with the same results. A busy worker reads the request after its program, before the next."""
+        self._holders.clear()
+        for worker in list(self._workers):
+            with contextlib.suppress(ConnectionError):
+                await worker.send({"forget": True})
 
     async def run(self, program: Program) -> Outcome:
         """Run or replay `program` in a worker. Cancelling the caller kills and replaces that worker.

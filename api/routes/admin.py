@@ -21,10 +21,13 @@ from ptc_emulator.api.context import SCOPE_HEADER
 from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound
 from ptc_emulator.emulator.journal import evaluation, grouping
-from ptc_emulator.emulator.model import HostedScript, ScenarioError, ScenarioRegistry, load_scenario
+from ptc_emulator.emulator.model import HostedScript, ScenarioError, ScenarioRegistry, clear_caches, load_scenario
 from ptc_emulator.emulator.responses import usage
+from ptc_emulator.emulator.rules import contract
 from ptc_emulator.emulator.storage import Store, StoredScenario
+from ptc_emulator.emulator.wire import replayed
 from ptc_emulator.emulator.wire.request import check_json
+from ptc_emulator.sandbox import clear_program_keys
 
 __all__ = ["load_added", "router"]
 
@@ -169,11 +172,28 @@ async def clear_journal(request: Request) -> dict[str, Any]:
 @router.post("/reset")
 async def reset(request: Request) -> dict[str, Any]:
     """Forget the scenarios added at run time and the journal (of the caller's scope, or all), and
-    the memo of hidden call results (all of it)."""
+    free every cache and memo of the process (docs/limits.md, "Memory": they only save work, so
+    no answer changes), the memo of hidden call results among them (all of it)."""
     state = request.app.state.emulator
     scope = _scope(request)
     state.store.scenarios.clear(scope)
     removed, cleared = state.scenarios.clear(scope), state.journal.clear(scope)
-    usage.clear_cache()
+    _free_caches(state)
     state.hidden_memo.clear()  # the hidden call results of every scope: a cache, not state
+    if state.pool is not None:
+        await state.pool.forget_live()
     return {"scenarios_removed": removed, "journal_cleared": cleared}
+
+
+def _free_caches(state: Any) -> None:
+    usage.clear_cache()
+    replayed.cache.clear()
+    contract.clear_caches()
+    clear_caches()
+    clear_program_keys()
+    state.signer.clear()
+    engine = state.engine
+    if engine is not None:
+        engine.folds.clear()
+        engine.prompt_cache.clear()
+        engine.history.validated.clear()

@@ -12,6 +12,7 @@ from ptc_emulator.emulator.model.scripted.model import ScriptedModel
 from ptc_emulator.emulator.model.scripted.recording import Tape, file_name, items_of, scenario_from, to_yaml, user_text
 from ptc_emulator.emulator.model.scripted.scenario import Request as MatchRequest
 from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, ScenarioRegistry, load_scenario
+from ptc_emulator.emulator.model.scripted.script import clear_caches
 
 __all__ = [
     "Delivery",
@@ -28,6 +29,7 @@ __all__ = [
     "ScriptedModel",
     "Tape",
     "Trace",
+    "clear_caches",
     "file_name",
     "items_of",
     "load_scenario",

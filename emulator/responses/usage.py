@@ -92,6 +92,8 @@ def encoding() -> tiktoken.Encoding:
 
 MAX_CACHED_CHARS = 16 * 2**20
 """The token cache holds texts of this many characters in all (the oldest leave first)."""
+MAX_CACHED_TEXTS = 65_536
+"""And at most this many texts (so that many tiny ones cost no more than their entries)."""
 _MAX_CACHED_TEXT = 2**20
 """A longer text is counted every time, never cached."""
 _cache: OrderedDict[str, int] = OrderedDict()
@@ -115,7 +117,7 @@ def count(text: str) -> int:
             if text not in _cache:
                 _cache[text] = tokens
                 _cached_chars += len(text)
-                while _cached_chars > MAX_CACHED_CHARS:
+                while _cached_chars > MAX_CACHED_CHARS or len(_cache) > MAX_CACHED_TEXTS:
                     _cached_chars -= len(_cache.popitem(last=False)[0])
     return tokens
 
@@ -261,15 +263,25 @@ class PromptCache:
     keys on (the prompt's leading segments, per caller), not on the body or the item objects."""
 
     def __init__(self, limit: int = 100_000) -> None:
-        self._seen: OrderedDict[tuple[str, bytes], None] = OrderedDict()
+        self._seen: OrderedDict[bytes, None] = OrderedDict()
+        """Digests of the caller and a prompt's leading segments: 32 bytes each, whatever the
+        texts (about 170 bytes an entry with the dict's own, so at most about 17 MB)."""
         self._limit = limit
         self._lock = threading.Lock()
 
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def clear(self) -> None:
+        """Forget every prompt (`POST /_emulator/reset`)."""
+        with self._lock:
+            self._seen.clear()
+
     def served(self, scope: str | None, segments: list[tuple[str, int]]) -> int:
         """The cached tokens of this prompt, recording it for later prompts."""
-        key = scope or ""
+        key = (scope or "").encode("utf-8", "surrogatepass")
         digests = []
-        digest = hashlib.sha256()
+        digest = hashlib.sha256(len(key).to_bytes(8, "big") + key)
         for text, _ in segments:
             digest.update(len(text).to_bytes(8, "big"))
             digest.update(text.encode("utf-8", "surrogatepass"))
@@ -279,13 +291,13 @@ class PromptCache:
         with self._lock:
             running = 0
             for (_, tokens), d in zip(segments, digests, strict=True):
-                if (key, d) not in self._seen:
+                if d not in self._seen:
                     break
                 running += tokens
                 matched = running
             for d in digests:
-                self._seen[(key, d)] = None
-                self._seen.move_to_end((key, d))
+                self._seen[d] = None
+                self._seen.move_to_end(d)
             while len(self._seen) > self._limit:
                 self._seen.popitem(last=False)
         if total < CACHE_MINIMUM or matched < CACHE_MINIMUM:

@@ -41,6 +41,7 @@ __all__ = [
     "check_outputs",
     "check_reasoning",
     "check_request",
+    "tools_changed",
 ]
 
 
@@ -119,14 +120,26 @@ def check_open_program(
     program = conv.open_program
     assert program is not None
     seal = conv.seals[program.call_id]
+    if not seal.tools_known:  # bound by digest: what the MCP servers list is known only once they list it
+        if not server_labels:
+            resolved = seal.with_tools(allowed)
+            if resolved is None:
+                raise tools_changed(program.call_id, seal.describe_tools(), allowed)
+            conv.seals[program.call_id] = resolved
+        return call_indexes(signer, program, conv.program_calls(program.call_id), max_tool_calls)
     started = [t for t in seal.tools if not ("." in t and t.partition(".")[0] in server_labels)]
     if started != allowed:
-        raise InvalidRequest(
-            f"The tools a program may call changed while program {program.call_id} was running: it started "
-            f"with {list(seal.tools)}, this request allows {allowed}.",
-            param="tools",
-        )
+        raise tools_changed(program.call_id, seal.describe_tools(), allowed)
     return call_indexes(signer, program, conv.program_calls(program.call_id), max_tool_calls)
+
+
+def tools_changed(program_call_id: str, started: str, allowed: list[str]) -> InvalidRequest:
+    """The 400 of a program resumed with other tools than it started with (`started`, described)."""
+    return InvalidRequest(
+        f"The tools a program may call changed while program {program_call_id} was running: it started "
+        f"with {started}, this request allows {allowed if len(allowed) <= 64 else f'{len(allowed)} tools'}.",
+        param="tools",
+    )
 
 
 def check_finished_programs(conv: Conversation, signer: Signer) -> None:

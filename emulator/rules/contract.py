@@ -252,9 +252,25 @@ def check_tools(request: Conversational) -> None:
                 ) from e
 
 
-@functools.lru_cache(maxsize=256)
+_CACHED_GRAMMAR_CHARS = 16_384
+"""A grammar up to this long is compiled once (at most 256 are kept); a longer one on every use."""
+
+
 def _grammar(syntax: str, definition: str) -> _Matcher:
     """A matcher for the grammar: the text's first mismatch, or None. Raises ValueError if it does not compile."""
+    if len(definition) <= _CACHED_GRAMMAR_CHARS:
+        return _cached_grammar(syntax, definition)
+    return _compile_grammar(syntax, definition)
+
+
+def clear_caches() -> None:
+    """Forget the compiled grammars, the schemas' validators and their verdicts (`POST /_emulator/reset`)."""
+    _cached_grammar.cache_clear()
+    _schemas.clear()
+    _verdicts.clear()
+
+
+def _compile_grammar(syntax: str, definition: str) -> _Matcher:
     if syntax == "regex":
         try:
             pattern = re2.compile(definition)
@@ -281,3 +297,6 @@ def _grammar(syntax: str, definition: str) -> _Matcher:
         return None
 
     return lark
+
+
+_cached_grammar = functools.lru_cache(maxsize=256)(_compile_grammar)

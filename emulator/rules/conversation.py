@@ -8,13 +8,11 @@ with, and items the server issued (fingerprints, program outputs) must come back
 
 from __future__ import annotations
 
-import operator
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator.rules.folds import Fold, Folds, file_program_call, retained
 from ptc_emulator.emulator.signing import ProgramSeal, Signer
 from ptc_emulator.emulator.tools.kinds import answer_key, kind_of_call, kind_of_output
 from ptc_emulator.emulator.wire.items import (
@@ -78,7 +76,7 @@ class Conversation:
             by_program: dict[str, list[CallItem]] = {}
             for item in self.items:
                 if isinstance(item, CALL_TYPES):
-                    _file_program_call(by_program, item)
+                    file_program_call(by_program, item)
             self._program_calls = by_program
         return list(self._program_calls.get(program_call_id, ()))
 
@@ -101,117 +99,8 @@ class Conversation:
         return self.items[self.anchor + 1 :]
 
 
-def _file_program_call(by_program: dict[str, list[CallItem]], call: CallItem) -> None:
-    """Add `call` to its program's calls, if a program made it."""
-    caller = getattr(call, "caller", None)
-    if isinstance(caller, ProgramCaller):
-        by_program.setdefault(caller.caller_id, []).append(call)
-
-
-def _copy_calls(by_program: dict[str, list[CallItem]]) -> dict[str, list[CallItem]]:
-    return {caller: list(calls) for caller, calls in by_program.items()}
-
-
 def _param(index: int, new_from: int) -> str:
     return f"input[{index - new_from}]" if index >= new_from else "previous_response_id"
-
-
-_STATE = (
-    "calls",
-    "outputs",
-    "programs",
-    "seals",
-    "program_outputs",
-    "approval_requests",
-    "approval_responses",
-    "search_calls",
-    "search_outputs",
-)
-"""The dicts `analyse`'s pass fills, item by item (with the anchor, each program's calls and
-where each program item stands)."""
-
-
-@dataclass
-class _Fold:
-    """`analyse`'s pass stopped after the last of `items` (the very objects), before the checks
-    that need the whole conversation: where a request that replays those items starts."""
-
-    items: list[Item]
-    anchor: int
-    state: dict[str, dict[str, Any]]
-    by_program: dict[str, list[CallItem]]
-    program_at: dict[str, int]
-
-    @classmethod
-    def of(cls, conv: Conversation, by_program: dict[str, list[CallItem]], program_at: dict[str, int]) -> _Fold:
-        return cls(
-            list(conv.items),
-            conv.anchor,
-            {name: dict(getattr(conv, name)) for name in _STATE},
-            _copy_calls(by_program),
-            dict(program_at),
-        )
-
-    def restore(self, conv: Conversation) -> tuple[dict[str, list[CallItem]], dict[str, int]]:
-        conv.anchor = self.anchor
-        for name in _STATE:
-            setattr(conv, name, dict(self.state[name]))
-        return _copy_calls(self.by_program), dict(self.program_at)
-
-
-class Folds:
-    """The latest passes of `analyse`, for the requests that replay their items.
-
-    A `store: false` client resends every item on every request: the next request of a loop is
-    the last one's items plus a few new ones. The replayed-body cache hands it the very item
-    objects it validated before (see `replayed`), so a pass over those is found by identity,
-    never by equality, and only the new items are read. The result is the same as a whole pass:
-    the pass reads each item once, in order, and the checks that need the whole conversation run
-    every time. A loop needs only the pass of its previous request, so few are kept; each holds
-    its items alive, so they are bounded by the items they hold too (the least recent leave
-    first). Thread-safe.
-
-    Why it stays a cache of its own, beside the replayed-body cache that recognises the same
-    conversation by its text: what it saves is the rules' pass, whose state (the calls by program,
-    where each program stands) is per item object; keyed on identity it needs no text and no
-    hashing, and it can only hit on items that cache (or the stored-history cache) handed back, so
-    it never answers for items it has not read."""
-
-    def __init__(self, limit: int = 128, max_items: int = 50_000) -> None:
-        self.limit = limit
-        """Passes kept (0: none, every request reads all its items)."""
-        self.max_items = max_items
-        """Items the kept passes may hold in all (a pass over more is not kept)."""
-        self.items = 0
-        self._by_last: OrderedDict[int, _Fold] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.read = 0
-        """Items read by `analyse` in all (those of a found pass are not read again)."""
-
-    def find(self, items: list[Item]) -> _Fold | None:
-        """The longest kept pass over a prefix of `items` (the same objects, in order)."""
-        with self._lock:
-            for end in range(len(items), 0, -1):
-                fold = self._by_last.get(id(items[end - 1]))
-                if fold is not None and len(fold.items) == end and all(map(operator.is_, fold.items, items)):
-                    self._by_last.move_to_end(id(items[end - 1]))
-                    self.hits += 1
-                    return fold
-        return None
-
-    def keep(self, fold: _Fold) -> None:
-        if not fold.items or self.limit <= 0 or len(fold.items) > self.max_items:
-            return
-        with self._lock:  # the fold holds its items, so no other object can take the last one's id
-            replaced = self._by_last.pop(id(fold.items[-1]), None)
-            if replaced is not None:
-                self.items -= len(replaced.items)
-            self._by_last[id(fold.items[-1])] = fold
-            self.items += len(fold.items)
-            while len(self._by_last) > self.limit or self.items > self.max_items:
-                _, oldest = self._by_last.popitem(last=False)
-                self.items -= len(oldest.items)
 
 
 def analyse(items: list[Item], new_from: int, signer: Signer, folds: Folds | None = None) -> Conversation:
@@ -220,12 +109,12 @@ def analyse(items: list[Item], new_from: int, signer: Signer, folds: Folds | Non
     conv = Conversation(items, new_from, -1)
     by_program: dict[str, list[CallItem]] = {}
     program_at: dict[str, int] = {}
-    start = 0
+    start = size = 0
     if folds is not None:
         fold = folds.find(items)
         if fold is not None:
             by_program, program_at = fold.restore(conv)
-            start = len(fold.items)
+            start, size = len(fold.items), fold.bytes
         folds.read += len(items) - start
     for i in range(start, len(items)):
         item = items[i]
@@ -235,7 +124,7 @@ def analyse(items: list[Item], new_from: int, signer: Signer, folds: Folds | Non
                 conv.anchor = i
         elif isinstance(item, CALL_TYPES):
             _add_call(conv, item, param)
-            _file_program_call(by_program, item)
+            file_program_call(by_program, item)
         elif isinstance(item, OUTPUT_TYPES):
             _add_output(conv, item, param)
         elif isinstance(item, ProgramItem):
@@ -267,7 +156,8 @@ def analyse(items: list[Item], new_from: int, signer: Signer, folds: Folds | Non
             _add_approval_response(conv, item, param)
     conv._program_calls = by_program
     if folds is not None and start < len(items):
-        folds.keep(_Fold.of(conv, by_program, program_at))
+        size += sum(retained(item) for item in items[start:])
+        folds.keep(Fold.of(conv, by_program, program_at, size))
     anchor = conv.anchor
     for call_id, call in conv.calls.items():
         if call_id not in conv.outputs:

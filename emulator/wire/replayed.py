@@ -71,6 +71,8 @@ _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # t
 """The C scanner behind `json.loads`: one value from an index, and where it ends."""
 _MODEL_FACTOR = 8
 """Bytes a validated item's models take per byte of its JSON text, roughly (for the bound)."""
+_ENTRY = 256
+"""Bytes an entry costs beyond its text and models, roughly (its key, tuple and dict slot)."""
 
 
 @dataclass
@@ -84,7 +86,7 @@ class _Entry:
 
     @property
     def size(self) -> int:
-        return len(self.prefix) * (1 + _MODEL_FACTOR)
+        return _ENTRY + len(self.prefix) * (1 + _MODEL_FACTOR)
 
 
 @dataclass
@@ -401,7 +403,7 @@ class StoredItems:
     def put(self, response_id: str, raw: list[Any], items: list[Any]) -> None:
         if self.max_bytes <= 0 or any(isinstance(i, ToolSearchOutputItem) for i in items):
             return
-        size = len(json.dumps(raw, separators=(",", ":"), default=str)) * (1 + _MODEL_FACTOR)
+        size = _ENTRY + len(json.dumps(raw, separators=(",", ":"), default=str)) * (1 + _MODEL_FACTOR)
         if size > self.max_bytes:
             return
         with self._lock:

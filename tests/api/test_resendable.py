@@ -78,3 +78,57 @@ async def test_a_store_false_conversation_at_the_output_limit_stays_resendable(t
         ]
         second = await create(http, history)
     assert second.output_text == "again"
+
+
+# A program of about ninety bytes whose thousand parallel calls made a response of 26 MB (plain
+# letters) to 36 MB (quotes, which JSON escapes twice over in `arguments`), or 8 MB that a client
+# escaping every non-ASCII character sends back as 24 MB: none of them could be continued.
+CHARACTERS = {"letters": ("x", 1), "quotes": ('\\"', 4), "controls": ("\\x01", 7), "accents": ("\u00e9", 6)}
+REPEATS = {"letters": "26e3", "quotes": "9e3", "controls": "4e3", "accents": "4e3"}
+"""Each character's count per call: the response sizes above (within the heap limit), before the
+call limit (`--max-argument-bytes`) ended such a program."""
+
+
+@pytest.mark.parametrize("kind", CHARACTERS)
+async def test_a_tiny_program_cannot_make_a_response_too_large_to_send_back(tmp_path: Path, kind: str) -> None:
+    char, times = CHARACTERS[kind][0], REPEATS[kind]
+    code = f"let p=[];for(let i=0;i<1e3;i++)p.push(tools.add({{a:'{char}'.repeat({times})}}));await Promise.all(p)"
+    assert len(code.encode()) < 100
+    async with app_client(Settings(data_dir=tmp_path, store="memory", pool_size=1)) as http:
+        first = await create(http, [{"role": "user", "content": program_message(code)}])
+    output = next(item for item in first.output if item.type == "program_output")
+    assert output.status == "incomplete"  # type: ignore[union-attr]
+    assert "--max-argument-bytes" in output.result  # type: ignore[union-attr]
+    assert not any(item.type == "function_call" for item in first.output)
+    assert len(first.model_dump_json()) < 64 * 2**10
+
+
+@pytest.mark.parametrize("kind", CHARACTERS)
+async def test_a_program_just_under_the_call_limit_stays_resendable(tmp_path: Path, kind: str) -> None:
+    limits = Limits(max_output_bytes=OUTPUT, max_code_bytes=2**10, max_argument_bytes=256 * 2**10)
+    settings = Settings(
+        data_dir=tmp_path, store="memory", pool_size=1, limits=limits, max_body_bytes=resend_floor(limits)
+    )
+    from ptc_emulator.sandbox.outcome import CALL_BYTES  # (here: the first test runs without it)
+
+    char, cost = CHARACTERS[kind]
+    calls = 50
+    # Each call: CALL_BYTES, its name (`add`), `{"a":"` and `"}` escaped (12), the characters.
+    size = (limits.max_argument_bytes // calls - CALL_BYTES - 3 - 12) // cost
+    call = f"tools.add({{a: '{char}'.repeat({size})}})"
+    code = f"const rs = await Promise.all(Array.from({{length: {calls}}}, () => {call}));\ntext('got ' + rs.length);"
+    async with app_client(settings) as http:
+        first = await create(http, [{"role": "user", "content": program_message(code)}])
+        called = [item for item in first.output if item.type == "function_call"]
+        assert len(called) == calls, [item.type for item in first.output]
+        answers = [
+            {"type": "function_call_output", "call_id": c.call_id, "output": "1", "caller": c.caller.model_dump()}  # type: ignore[union-attr]
+            for c in called
+        ]
+        history = [
+            {"role": "user", "content": program_message(code)},
+            *(item.model_dump(exclude_none=True) for item in first.output),
+            *answers,
+        ]
+        second = await create(http, history)
+    assert second.output_text == f"got {calls}"

@@ -4,6 +4,8 @@ before; the memory stays bounded."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ptc_emulator.emulator import signing
@@ -71,3 +73,25 @@ def test_an_issued_item_opens_to_the_seal_it_was_issued_with() -> None:
     other = ProgramSeal(call_id="call_8", code_sha256=code_digest("x"), seed=1, clock_ms=1, tools=())
     odd = signer.issue(other, CODE)
     assert refusal(signer, odd, "call_8", CODE) == refusal(Signer(b"secret"), odd, "call_8", CODE)
+
+
+def test_a_long_tool_list_is_bound_by_digest_and_an_old_embedding_fingerprint_still_opens() -> None:
+    signer = Signer(b"secret")
+    names = tuple(f"tool_{n:05d}" for n in range(2000))
+    seal = ProgramSeal(call_id="call_7", code_sha256=code_digest(CODE), seed=3, clock_ms=5, tools=names)
+    fingerprint = signer.issue(seal, CODE)
+    assert len(fingerprint) < 1024
+    opened = Signer(b"secret").open_fingerprint(fingerprint, call_id="call_7", code=CODE, param="input[0]")
+    assert opened.tools == () and not opened.tools_known
+    assert opened.with_tools(names) == signer.open_fingerprint(
+        fingerprint, call_id="call_7", code=CODE, param="input[0]"
+    ).with_tools(names)
+    resolved = opened.with_tools(names)
+    assert resolved is not None and resolved.tools == names
+    assert opened.with_tools(names[1:]) is None and opened.with_tools((*names, "more")) is None
+    # A fingerprint of the earlier format, the whole list embedded, opens to that list.
+    payload = json.dumps({"c": "call_7", "h": code_digest(CODE), "s": "3", "t": 5, "k": list(names)})
+    body = f"{signing.FINGERPRINT_VERSION}.{signing._b64(payload.encode())}"
+    old = f"{body}.{signing._b64(signer.mac('fingerprint', body))}"
+    kept = signer.open_fingerprint(old, call_id="call_7", code=CODE, param="input[0]")
+    assert kept.tools == names and kept.tools_known and kept.with_tools(names) is kept

@@ -171,6 +171,18 @@ def test_unfinished_and_unknown_chains_write_nothing() -> None:
     assert tape.exchange({"input": "x"}, failed) is None
 
 
+def test_the_tape_keeps_histories_by_bytes_too() -> None:
+    tape = Tape(max_bytes=1_000_000)
+    big = "x" * 300_000
+    for n in range(10):  # ten unfinished chains of 300 KB each: three fit, the oldest leave first
+        assert tape.exchange({"input": f"{n} {big}"}, response(f"r{n}", [program_call(n)])) is None
+    assert 0 < tape.bytes <= 1_000_000
+    gone = {"input": [], "previous_response_id": "r0"}
+    assert tape.exchange(gone, response("r10", [message("hi")])) is None  # r0 was forgotten
+    finished = tape.exchange({"input": [], "previous_response_id": "r9"}, response("r11", [message("hi")]))
+    assert finished is not None and finished.items[0]["content"].endswith(big)
+
+
 def test_the_yaml_is_for_people() -> None:
     finished = Tape().exchange(
         {"input": "Hi there", "tools": TOOLS}, response("r", [program("a();\nb();\n"), message("done")])

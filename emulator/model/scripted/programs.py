@@ -16,7 +16,7 @@ from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.model.core import Prepared, Runner
 from ptc_emulator.emulator.model.scripted.hosted import Hosted, Unscripted
 from ptc_emulator.emulator.model.scripted.script import ScriptedPlan
-from ptc_emulator.emulator.rules import contract
+from ptc_emulator.emulator.rules import checks, contract
 from ptc_emulator.emulator.rules.checks import call_indexes
 from ptc_emulator.emulator.signing import ProgramSeal, Signer, code_digest
 from ptc_emulator.emulator.tools.kinds import FUNCTION, Binding, Unemulated, kind_of_call
@@ -127,6 +127,17 @@ class Programs:
         item = ProgramItem(id=self.ids("prog"), call_id=call_id, code=code, fingerprint=self.signer.issue(seal, code))
         return item, seal
 
+    async def _resolve(self, item: ProgramItem, seal: ProgramSeal, prepared: Prepared) -> ProgramSeal:
+        """The open program's seal with its tools, which its fingerprint binds by digest: what this
+        request lets a new program call, if that is what it started with (else the 400)."""
+        plan = plan_of(prepared)
+        names = sorted({*plan.tools.program_tools, *await plan.hosted.program_names()})
+        resolved = seal.with_tools(names)
+        if resolved is None:
+            raise checks.tools_changed(item.call_id, seal.describe_tools(), names)
+        prepared.conversation.seals[item.call_id] = resolved
+        return resolved
+
     async def run(
         self,
         item: ProgramItem,
@@ -141,6 +152,8 @@ class Programs:
         `forced` is an injected fault's outcome, used instead of running the program."""
         trace, plan = prepared.trace, plan_of(prepared)
         bindings, hosted = plan.tools.bindings, plan.hosted
+        if not seal.tools_known:  # bound by digest, with MCP servers: the tools are known once they list
+            seal = await self._resolve(item, seal, prepared)
         answered = self.answers(item, prepared)
         seen = max(answered, default=-1)
         settled: list[tuple[int, str]] = []

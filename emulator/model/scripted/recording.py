@@ -109,11 +109,14 @@ class Finished:
 class Tape:
     """Follows conversations through the exchanges a recording server proxies.
 
-    Keeps the items of the latest responses (at most `keep`) so `previous_response_id` continues
-    them; a `store: false` replay needs nothing kept, as it resends the whole history."""
+    Keeps the items of the latest responses (at most `keep`, and `max_bytes` of their JSON text,
+    each history counted in full though a chain's share their items) so `previous_response_id`
+    continues them; a `store: false` replay needs nothing kept, as it resends the whole history."""
 
     keep: int = 10_000
-    _histories: OrderedDict[str, list[Item]] = field(default_factory=OrderedDict)
+    max_bytes: int = 64 * 2**20
+    bytes: int = 0
+    _histories: OrderedDict[str, tuple[list[Item], int]] = field(default_factory=OrderedDict)
     _produced_by: OrderedDict[str, str] = field(default_factory=OrderedDict)
 
     def exchange(self, request: dict[str, Any], response: dict[str, Any]) -> Finished | None:
@@ -121,22 +124,28 @@ class Tape:
         previous = request.get("previous_response_id")
         given = items_of(request.get("input"))
         if isinstance(previous, str):
-            before = self._histories.get(previous)
-            if before is None:
+            found = self._histories.get(previous)
+            if found is None:
                 return None  # the chain began before this server saw it: nothing complete to write
+            before, size = found
             history = [*before, *given]
         else:
-            history = given
+            history, size = given, 0
         output = [dict(item) for item in response.get("output") or () if isinstance(item, dict)]
         items = [*history, *output]
         response_id = response.get("id")
         if isinstance(response_id, str):
-            self._histories[response_id] = items
+            size += len(json.dumps([*given, *output], default=str)) + 64 * len(items)
+            old = self._histories.pop(response_id, None)
+            self.bytes -= old[1] if old is not None else 0
+            if size <= self.max_bytes:
+                self._histories[response_id] = (items, size)
+                self.bytes += size
             for item in output:
                 if isinstance(item.get("id"), str):
                     self._produced_by[item["id"]] = response_id
-            while len(self._histories) > self.keep:
-                self._histories.popitem(last=False)
+            while len(self._histories) > self.keep or self.bytes > self.max_bytes:
+                self.bytes -= self._histories.popitem(last=False)[1][1]
             while len(self._produced_by) > self.keep * 8:
                 self._produced_by.popitem(last=False)
         if not finished(response):

@@ -43,6 +43,7 @@ from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.model.core import Delivery
 from ptc_emulator.emulator.model.scripted import templating
 from ptc_emulator.emulator.model.scripted.hosted import Hosted
+from ptc_emulator.emulator.model.scripted.patterns import compile_pattern
 from ptc_emulator.emulator.model.scripted.scenario import Fault, Scenario, SearchSpec, Turn
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.tools.kinds import Binding, bind
@@ -114,10 +115,25 @@ def _inline_turns(code: str) -> tuple[Turn, Turn]:
     return Turn(program=code), Turn(message="{{ result }}")
 
 
-@functools.lru_cache(maxsize=1024)
 def _compiled(env: templating.BoundedEnvironment, template: str) -> Template:
-    """Compiling a template costs more than rendering it; scenarios render the same ones often."""
+    """Compiling a template costs more than rendering it; scenarios render the same ones often.
+    One up to `_SHARED_CODE_CHARS` long is compiled once (at most 1024 are kept)."""
+    if len(template) <= _SHARED_CODE_CHARS:
+        return _compiled_once(env, template)
     return env.from_string(template)
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled_once(env: templating.BoundedEnvironment, template: str) -> Template:
+    return env.from_string(template)
+
+
+def clear_caches() -> None:
+    """Forget the compiled templates, the inline blocks' turns and the compiled patterns
+    (`POST /_emulator/reset`)."""
+    _compiled_once.cache_clear()
+    _inline_turns.cache_clear()
+    compile_pattern.cache_clear()
 
 
 _Rendered = dict[tuple[int, str], "str | Exception"]
