@@ -18,6 +18,7 @@ from ptc_emulator.emulator.model.core import Prepared, Runner, Trace
 from ptc_emulator.emulator.model.scripted.choose import choose_script
 from ptc_emulator.emulator.model.scripted.faults import FaultInjector, InjectedHTTPError
 from ptc_emulator.emulator.model.scripted.player import Player
+from ptc_emulator.emulator.model.scripted.programs import Programs
 from ptc_emulator.emulator.model.scripted.scenario import ScenarioRegistry
 from ptc_emulator.emulator.model.scripted.script import BoundTools, ScriptedPlan, position, turn_items
 from ptc_emulator.emulator.rules import checks
@@ -54,7 +55,8 @@ class ScriptedModel:
         self.limits = limits
         self.strict_contract = strict_contract
         """The server's default; a scenario's own `strict_contract` wins."""
-        self.player = Player(signer=signer, limits=limits, ids=ids, seeds=seeds, clock=clock, mcp=mcp, memo=memo)
+        programs = Programs(signer=signer, limits=limits, ids=ids, seeds=seeds, clock=clock)
+        self.player = Player(programs, mcp=mcp, memo=memo)
         self.faults = FaultInjector()
 
     def plan(

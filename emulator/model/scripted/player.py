@@ -20,7 +20,7 @@ from ptc_emulator.emulator.model.scripted.programs import Programs, check_call, 
 from ptc_emulator.emulator.model.scripted.scenario import Turn
 from ptc_emulator.emulator.model.scripted.script import Script
 from ptc_emulator.emulator.rules.conversation import Conversation
-from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
+from ptc_emulator.emulator.signing import REASONING_DOMAIN
 from ptc_emulator.emulator.tools.kinds import (
     Binding,
     Unemulated,
@@ -54,9 +54,6 @@ from ptc_emulator.emulator.wire.items import (
     dump,
 )
 from ptc_emulator.emulator.wire.request import CreateRequest
-from ptc_emulator.sandbox import (
-    Limits,
-)
 
 __all__ = ["Player"]
 
@@ -67,21 +64,13 @@ NOT_ENABLED = (
 
 
 class Player:
-    def __init__(
-        self,
-        *,
-        signer: Signer,
-        limits: Limits,
-        ids: Callable[[str], str],
-        seeds: Callable[[], int],
-        clock: Callable[[], float],
-        mcp: McpPolicy | None = None,
-        memo: Memo | None = None,
-    ) -> None:
-        self.signer = signer
-        self.limits = limits
-        self.ids = ids
-        self.programs = Programs(signer=signer, limits=limits, ids=ids, seeds=seeds, clock=clock)
+    def __init__(self, programs: Programs, *, mcp: McpPolicy | None = None, memo: Memo | None = None) -> None:
+        """Plays the turns; `programs` starts and runs their programs (and has the signer, the
+        limits and the id source both use)."""
+        self.programs = programs
+        self.signer = programs.signer
+        self.limits = programs.limits
+        self.ids = programs.ids
         self.mcp = mcp or McpPolicy()
         self.memo = memo if memo is not None else Memo()
 
