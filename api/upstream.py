@@ -326,15 +326,10 @@ class UpstreamProxy:
         async def client_to_upstream() -> None:
             if first is not None:
                 await to_upstream(first)
-            while True:
-                message = await websocket.receive()
-                if message["type"] == "websocket.disconnect":
-                    return
-                text = message.get("text")
-                if text is None and message.get("bytes") is not None:
-                    text = message["bytes"].decode("utf-8", "replace")
-                if text is not None:
-                    await to_upstream(text)
+            from ptc_emulator.api.routes.websocket import frames
+
+            async for text in frames(websocket):
+                await to_upstream(text)
 
         async def upstream_to_client() -> None:
             async for data in upstream:

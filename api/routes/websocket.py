@@ -39,6 +39,7 @@ import contextlib
 import json
 import logging
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, WebSocket
@@ -83,6 +84,19 @@ async def responses_socket(websocket: WebSocket) -> None:
     engine = websocket.app.state.emulator.engine
     assert engine is not None, "the app's lifespan has not started"
     await Session(websocket, engine).serve()
+
+
+async def frames(websocket: WebSocket) -> AsyncIterator[str]:
+    """A socket's frames as text (binary ones decoded as UTF-8), until the client closes it."""
+    while True:
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            return
+        data = message.get("text")
+        if data is None and message.get("bytes") is not None:
+            data = message["bytes"].decode("utf-8", "replace")
+        if data is not None:
+            yield data
 
 
 class _Cut(Exception):
@@ -142,15 +156,8 @@ class Session:
     # ---- reading ------------------------------------------------------------------------------
 
     async def _read_all(self) -> None:
-        while True:
-            message = await self.ws.receive()
-            if message["type"] == "websocket.disconnect":
-                return
-            data = message.get("text")
-            if data is None and message.get("bytes") is not None:
-                data = message["bytes"].decode("utf-8", "replace")
-            if data is not None:
-                await self._dispatch(data)
+        async for data in frames(self.ws):
+            await self._dispatch(data)
 
     async def _dispatch(self, data: str) -> None:
         """Answer a steer at once; queue a create; refuse anything else."""

@@ -4,7 +4,7 @@ but not emulated) and every choice it may make."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from pydantic import Discriminator, Field, StringConstraints, Tag
 
@@ -132,7 +132,24 @@ class McpTool(WireModel):
 # ---- offline declarations -----------------------------------------------------------------------
 
 
-class FunctionTool(WireModel):
+class CallerRules:
+    """Who may call a tool, read from its `allowed_callers` (a field of the model it is mixed into,
+    declared there, so that it keeps its place among that model's fields)."""
+
+    if TYPE_CHECKING:
+        allowed_callers: list[Literal["direct", "programmatic"]] | None
+
+    @property
+    def programmatic(self) -> bool:
+        return "programmatic" in (self.allowed_callers or ())
+
+    @property
+    def direct(self) -> bool:
+        """Omitted means `["direct"]`."""
+        return self.allowed_callers is None or "direct" in self.allowed_callers
+
+
+class FunctionTool(CallerRules, WireModel):
     type: Literal["function"] = "function"
     name: ToolName
     description: str | None = None
@@ -143,14 +160,6 @@ class FunctionTool(WireModel):
     output_schema: OpenJSON | None = None
     defer_loading: bool | None = None
     async_: bool | None = Field(default=None, alias="async")
-
-    @property
-    def programmatic(self) -> bool:
-        return "programmatic" in (self.allowed_callers or ())
-
-    @property
-    def direct(self) -> bool:
-        return self.allowed_callers is None or "direct" in self.allowed_callers
 
 
 class NamespaceCustomTool(OpenModel):
@@ -188,18 +197,10 @@ class ProgrammaticToolCalling(WireModel):
     type: Literal["programmatic_tool_calling"] = "programmatic_tool_calling"
 
 
-class Callers(WireModel):
+class Callers(CallerRules, WireModel):
     """A tool that declares who may call it (`allowed_callers`; omitted means `["direct"]`)."""
 
     allowed_callers: list[Literal["direct", "programmatic"]] | None = None
-
-    @property
-    def programmatic(self) -> bool:
-        return "programmatic" in (self.allowed_callers or ())
-
-    @property
-    def direct(self) -> bool:
-        return self.allowed_callers is None or "direct" in self.allowed_callers
 
 
 class TextFormat(WireModel):
