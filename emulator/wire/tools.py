@@ -70,7 +70,24 @@ class McpApprovalFilter(WireModel):
     never: McpFilter | None = None
 
 
-class McpTool(WireModel):
+class CallerRules:
+    """Who may call a tool, read from its `allowed_callers` (a field of the model it is mixed into,
+    declared there, so that it keeps its place among that model's fields)."""
+
+    if TYPE_CHECKING:
+        allowed_callers: list[Literal["direct", "programmatic"]] | None
+
+    @property
+    def programmatic(self) -> bool:
+        return "programmatic" in (self.allowed_callers or ())
+
+    @property
+    def direct(self) -> bool:
+        """Omitted means `["direct"]`."""
+        return self.allowed_callers is None or "direct" in self.allowed_callers
+
+
+class McpTool(CallerRules, WireModel):
     type: Literal["mcp"] = "mcp"
     server_label: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
     server_url: str | None = None
@@ -97,14 +114,6 @@ class McpTool(WireModel):
     defer_loading: bool | None = None
     tunnel_id: str | None = None
 
-    @property
-    def programmatic(self) -> bool:
-        return "programmatic" in (self.allowed_callers or ())
-
-    @property
-    def direct(self) -> bool:
-        return self.allowed_callers is None or "direct" in self.allowed_callers
-
     def allows(self, name: str, read_only: bool) -> bool:
         """Whether `allowed_tools` lets the model see this server tool."""
         allowed = self.allowed_tools
@@ -130,23 +139,6 @@ class McpTool(WireModel):
 
 
 # ---- offline declarations -----------------------------------------------------------------------
-
-
-class CallerRules:
-    """Who may call a tool, read from its `allowed_callers` (a field of the model it is mixed into,
-    declared there, so that it keeps its place among that model's fields)."""
-
-    if TYPE_CHECKING:
-        allowed_callers: list[Literal["direct", "programmatic"]] | None
-
-    @property
-    def programmatic(self) -> bool:
-        return "programmatic" in (self.allowed_callers or ())
-
-    @property
-    def direct(self) -> bool:
-        """Omitted means `["direct"]`."""
-        return self.allowed_callers is None or "direct" in self.allowed_callers
 
 
 class FunctionTool(CallerRules, WireModel):
