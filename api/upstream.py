@@ -149,15 +149,13 @@ class UpstreamProxy:
             await _error(send, e.status_code, str(e.detail), "invalid_request_error", None)
             return
         parsed = _json(body) if scope["method"] == "POST" and path == _PREFIX else None
-        if not self._goes_upstream(scope, path, parsed):
-            await app(scope, _replayed(body, receive), send)
+        route = upstream_route(scope["method"], path)
+        if route is None or not self._goes_upstream(scope, path, route, parsed):
+            await app(scope, _replayed(body, receive), send)  # not a route this proxy serves: 404, 405
             return
-        await self._forward_http(scope, body, parsed, send)
+        await self._forward_http(scope, route, body, parsed, send)
 
-    def _goes_upstream(self, scope: Scope, path: str, create: dict[str, Any] | None) -> bool:
-        route = upstream_route(scope.get("method", ""), path)
-        if route is None:  # not a Responses route this proxy serves: the emulator answers (404, 405)
-            return False
+    def _goes_upstream(self, scope: Scope, path: str, route: str, create: dict[str, Any] | None) -> bool:
         if path != _PREFIX:  # retrieve, delete, cancel, input items, input_tokens, compact
             first = route.split("/")[2]
             return first in ("input_tokens", "compact") or first in self.upstream_ids
@@ -205,9 +203,10 @@ class UpstreamProxy:
             headers["authorization"] = f"Bearer {self.api_key}"
         return headers
 
-    async def _forward_http(self, scope: Scope, body: bytes, create: dict[str, Any] | None, send: Send) -> None:
-        route = upstream_route(scope["method"], scope["path"])
-        assert route is not None  # `_goes_upstream` said so
+    async def _forward_http(
+        self, scope: Scope, route: str, body: bytes, create: dict[str, Any] | None, send: Send
+    ) -> None:
+        """`route`: the upstream path `upstream_route` rebuilt from the request's checked segments."""
         path = route
         query = scope.get("query_string", b"").decode("latin-1")
         url = self.base + path + (f"?{query}" if query else "")

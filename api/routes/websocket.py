@@ -130,13 +130,15 @@ class Session:
         settings = self.ws.app.state.emulator.settings
         lifetime = asyncio.ensure_future(self._expire(settings.websocket_lifetime_s))
         reader = asyncio.ensure_future(self._read_all())
+        closed = asyncio.ensure_future(self.closed.wait())
         try:
-            await asyncio.wait([reader, asyncio.ensure_future(self.closed.wait())], return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait([reader, closed], return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for task in (reader, lifetime, *self.players):
+            tasks = (reader, closed, lifetime, *self.players)
+            for task in tasks:
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.gather(reader, lifetime, *self.players, return_exceptions=True)
+                await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _expire(self, after_s: float) -> None:
         await asyncio.sleep(after_s)
