@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import runpy
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,6 @@ import openai
 import pytest
 import yaml
 
-from ptc_emulator.testing.process import free_port
 from tests.api.test_seed_loops import EXPECTED, SEEDS
 from tests.recording.recording_support import (
     chain_loop,
@@ -220,8 +220,9 @@ def test_secrets_are_not_written(tmp_path: Path) -> None:
 
 
 def test_an_unreachable_upstream_is_a_clear_error(tmp_path: Path) -> None:
-    gone = f"http://127.0.0.1:{free_port()}/v1"
-    with recorder(tmp_path, gone, tmp_path / "cassettes") as rec:
+    # A port held bound but not listening: refused, and no other server of the suite can take it
+    # meanwhile (a port freed again could be, and would then answer).
+    with socket.socket() as held, recorder(tmp_path, _bound_url(held), tmp_path / "cassettes") as rec:
         sdk = client(rec)
         with pytest.raises(openai.InternalServerError) as caught:
             sdk.responses.create(model="m", input=PARCEL_QUESTION, tools=PARCEL_TOOLS)
@@ -235,3 +236,8 @@ def test_an_unreachable_upstream_is_a_clear_error(tmp_path: Path) -> None:
         assert event["error"]["code"] == "upstream_unreachable"
         # The emulator's own endpoints still answer.
         assert rec.scenarios == []
+
+
+def _bound_url(sock: socket.socket) -> str:
+    sock.bind(("127.0.0.1", 0))
+    return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"

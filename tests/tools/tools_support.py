@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from mcp.server.mcpserver import MCPServer
 
 
@@ -58,23 +54,11 @@ def docs_server(transport: str = "streamable-http") -> Iterator[DocsServer]:
             record.authorizations.append(auth.decode() if auth else None)
         await app(scope, receive, send)
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(capture, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the MCP server did not start"
-        time.sleep(0.01)
-    record.url = f"http://127.0.0.1:{port}/{'sse' if transport == 'sse' else 'mcp'}"
-    try:
+    from tests.tools.mcp_servers_support import serve
+
+    with serve(capture, "/sse" if transport == "sse" else "/mcp") as served:
+        record.url = served.url
         yield record
-    finally:
-        server.should_exit = True
-        thread.join(30)
-        sock.close()
 
 
 def approve_all(approve: bool, reason: str | None = None) -> Any:
