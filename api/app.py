@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ptc_emulator import __version__
-from ptc_emulator.api import errors, guards, inspector
+from ptc_emulator.api import errors, guards, inspector, scopes
 from ptc_emulator.api.routes import admin, agents, conversations, websocket
 from ptc_emulator.api.routes import responses as routes
 from ptc_emulator.api.settings import Settings, bundled_fixtures
@@ -191,6 +191,15 @@ class _Edge:
                 message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode("ascii"))]
             await send(message)
 
+        unusable = scopes.unscope(scope)
+        if unusable is not None:
+            await _reject(
+                scope,
+                receive,
+                send_with_id,
+                StatusError(400, unusable, type="invalid_request_error", param="scope", code="invalid_scope"),
+            )
+            return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         key = self.settings.api_key
         # The inspector's page holds no data (its data comes from the admin API, with the key).
