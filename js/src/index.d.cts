@@ -63,7 +63,9 @@ export interface Call {
   callId: string | null;
   serverLabel?: string;
   status?: string;
-  /** The journal entry (request) the call came back in. */
+  /** The request the call came back in: its place in this scope's journal, from 1 (as the
+   *  assertion messages number them), and its journal-wide `seq`. */
+  request: number;
   seq: number;
   responseId: string | null;
   scenario: string | null;

@@ -44,9 +44,14 @@ function parsed(text) {
 
 /** The tool calls of one journal entry: those in its response's output, then the calls the
  *  server answered itself (`hosted_calls`: MCP, code interpreter, hosted shell in programs). */
-function callsOf(entry) {
+function callsOf(entry, index) {
   const found = [];
-  const base = { seq: entry.seq, responseId: entry.response_id ?? null, scenario: entry.scenario ?? null };
+  const base = {
+    request: index + 1,
+    seq: entry.seq,
+    responseId: entry.response_id ?? null,
+    scenario: entry.scenario ?? null,
+  };
   const output = entry.response && Array.isArray(entry.response.output) ? entry.response.output : [];
   for (const item of output) {
     if (typeof item.type !== "string" || !item.type.endsWith("_call")) continue;
@@ -94,14 +99,14 @@ function times(n) {
 function describe(scopeName, entries) {
   if (entries.length === 0) return `No request reached scope '${scopeName}'.`;
   const lines = [`Requests in scope '${scopeName}':`];
-  for (const entry of entries) {
-    let line = `  #${entry.seq} ${entry.method} ${entry.path} -> ${entry.status}`;
+  for (const [index, entry] of entries.entries()) {
+    let line = `  #${index + 1} ${entry.method} ${entry.path} -> ${entry.status}`;
     const error = entry.response && entry.response.error;
     if (entry.scenario) line += `, scenario '${entry.scenario}'`;
     if (entry.route && entry.route.length) line += `: ${entry.route.join(", ")}`;
     if (error) line += `: ${error.code ?? error.type ?? "error"}: ${short(error.message ?? "", 400)}`;
     lines.push(line);
-    for (const call of callsOf(entry)) {
+    for (const call of callsOf(entry, index)) {
       const label = call.serverLabel ? `${call.serverLabel}.${call.name}` : call.name;
       const args = call.arguments === null ? "" : short(call.arguments);
       lines.push(`      ${label}(${args}) [${call.route}${call.status ? `, ${call.status}` : ""}]`);
@@ -150,7 +155,8 @@ class EmulatorScope {
 
   async _admin(method, path, body) {
     const headers = { authorization: `Bearer ${this.apiKey}` };
-    if (body !== undefined) headers["content-type"] = "application/json";
+    // Admin writes must declare JSON (a web page cannot send that without a preflight).
+    if (method !== "GET") headers["content-type"] = "application/json";
     const reply = await fetch(`${this.adminURL}${path}`, {
       method,
       headers,
@@ -232,11 +238,11 @@ class EmulatorScope {
   /** Throws if a request in this scope matched no scenario. */
   async expectNoUnmatched() {
     const entries = await this.journal();
-    const missed = entries.filter((entry) => entry.near_miss != null);
+    const missed = [...entries.keys()].filter((index) => entries[index].near_miss != null);
     if (missed.length) {
       throw new EmulatorAssertionError(
         `${missed.length} request${missed.length === 1 ? "" : "s"} matched no scenario: ` +
-          `${missed.map((e) => `#${e.seq}`).join(", ")}.\n${describe(this.name, entries)}`,
+          `${missed.map((index) => `#${index + 1}`).join(", ")}.\n${describe(this.name, entries)}`,
       );
     }
   }

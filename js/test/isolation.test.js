@@ -1,0 +1,68 @@
+// Two tests' scopes on one server: each client sees only its own scope's scenarios, through the
+// scoped base URL alone (no header), and so does the journal each scope reads.
+import { emulatorScope } from "ptc-emulator";
+import OpenAI from "openai";
+import { describe, expect, test } from "vitest";
+
+const answering = (name, text) => ({ name, match: { input: "(?i)which scope" }, turns: [{ message: text }] });
+
+function clientOf(scope) {
+  return new OpenAI({ baseURL: scope.baseURL, apiKey: scope.apiKey, maxRetries: 0 });
+}
+
+describe("scopes", () => {
+  test("two scopes with a scenario of the same name each get their own answer", async () => {
+    const a = emulatorScope();
+    const b = emulatorScope();
+    await a.addScenario(answering("which", "scope A"));
+    await b.addScenario(answering("which", "scope B"));
+
+    const [fromA, fromB] = await Promise.all(
+      [a, b].map((scope) => clientOf(scope).responses.create({ model: "m", input: "Which scope is this?" })),
+    );
+
+    expect([fromA.output_text, fromB.output_text]).toEqual(["scope A", "scope B"]);
+    expect((await a.journal()).map((entry) => [entry.scope, entry.scenario])).toEqual([[a.name, "which"]]);
+    expect((await b.journal()).map((entry) => [entry.scope, entry.scenario])).toEqual([[b.name, "which"]]);
+  });
+
+  test("a scope does not see another scope's scenarios", async () => {
+    const owner = emulatorScope();
+    const other = emulatorScope();
+    await owner.addScenario(answering("owned", "only for the owner"));
+
+    const refused = await clientOf(other)
+      .responses.create({ model: "m", input: "Which scope is this?" })
+      .catch((e) => e);
+
+    expect(refused.status).toBe(400);
+    expect(refused.code).toBe("no_scenario_matched");
+    expect(refused.message).not.toContain("owned");
+    expect((await other.scenarios()).map((s) => s.name)).not.toContain("owned");
+    expect(await owner.journal()).toEqual([]);
+    expect((await other.unmatched()).length).toBe(1);
+  });
+
+  test("the env gives a default client the scoped URL", async () => {
+    const scope = emulatorScope("a-named-scope");
+    await scope.reset();
+    await scope.addScenario(answering("env", "by the environment"));
+    expect(scope.env).toEqual({ OPENAI_BASE_URL: `${scope.rootURL}/scopes/a-named-scope/v1`, OPENAI_API_KEY: scope.apiKey });
+
+    const restore = scope.applyEnv();
+    let answer;
+    try {
+      answer = (await new OpenAI({ maxRetries: 0 }).responses.create({ model: "m", input: "which scope?" })).output_text;
+    } finally {
+      restore();
+    }
+
+    expect(answer).toBe("by the environment");
+    expect(process.env.OPENAI_BASE_URL).not.toBe(scope.baseURL);
+    await scope.reset();
+  });
+
+  test("a scope name the URL cannot carry is refused at once", () => {
+    expect(() => emulatorScope("has space")).toThrow(/Invalid scope name/);
+  });
+});
