@@ -44,13 +44,34 @@ async function health(root, apiKey, timeoutMs = 5000) {
   return reply.json();
 }
 
-function groupAlive(pid) {
-  try {
-    process.kill(-pid, 0);
-    return true;
-  } catch (e) {
-    return e.code === "EPERM";
+/** The live processes of process group `pgid` (zombies are dead: they wait only to be reaped). */
+function groupMembers(pgid) {
+  if (process.platform !== "linux") {
+    try {
+      process.kill(-pgid, 0);
+      return [pgid];
+    } catch (e) {
+      return e.code === "EPERM" ? [pgid] : [];
+    }
   }
+  const members = [];
+  for (const name of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    let stat;
+    try {
+      stat = fs.readFileSync(`/proc/${name}/stat`, "utf8");
+    } catch {
+      continue; // gone meanwhile
+    }
+    // pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after its last ")".
+    const [state, , pgrp] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if (Number(pgrp) === pgid && state !== "Z" && state !== "X") members.push(Number(name));
+  }
+  return members;
+}
+
+function groupAlive(pgid) {
+  return groupMembers(pgid).length > 0;
 }
 
 function killGroup(pid, signal) {
@@ -112,7 +133,8 @@ class Emulator {
       while (groupAlive(this.pid) && Date.now() < deadline) await sleep(25);
       if (groupAlive(this.pid)) {
         killGroup(this.pid, "SIGKILL");
-        while (groupAlive(this.pid)) await sleep(25);
+        const end = Date.now() + 10000;
+        while (groupAlive(this.pid) && Date.now() < end) await sleep(25);
       }
       await this._exited;
     }
@@ -240,4 +262,14 @@ async function stopEmulator(options) {
   if (running) await running.stop(options);
 }
 
-module.exports = { API_KEY_ENV, COMMAND_ENV, DEFAULT_API_KEY, URL_ENV, Emulator, rootOf, startEmulator, stopEmulator };
+module.exports = {
+  API_KEY_ENV,
+  COMMAND_ENV,
+  DEFAULT_API_KEY,
+  URL_ENV,
+  Emulator,
+  groupMembers,
+  rootOf,
+  startEmulator,
+  stopEmulator,
+};

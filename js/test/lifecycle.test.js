@@ -1,0 +1,98 @@
+// The server's life: a Vitest run that uses the package's global setup leaves no process behind,
+// whether its teardown stops the server or it forgets to; a command that cannot serve fails the
+// start with the reason.
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+import { startEmulator } from "ptc-emulator";
+import { afterEach, expect, test } from "vitest";
+
+const require = createRequire(import.meta.url);
+const VITEST = join(require.resolve("vitest/package.json"), "..", "vitest.mjs");
+const FIXTURE = fileURLToPath(new URL("./fixtures/run", import.meta.url));
+const dirs = [];
+
+afterEach(() => dirs.splice(0).forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+
+function nestedRun(env) {
+  const dir = mkdtempSync(join(tmpdir(), "ptc-emulator-run-"));
+  dirs.push(dir);
+  const processesFile = join(dir, "processes.json");
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [VITEST, "run", "--root", FIXTURE, "--color=false"], {
+      env: { ...process.env, PTC_EMULATOR_URL: "", PROCESSES_FILE: processesFile, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    child.stdout.on("data", (chunk) => (output += chunk));
+    child.stderr.on("data", (chunk) => (output += chunk));
+    child.on("error", reject);
+    child.on("exit", (code) => resolve({ code, output, processes: JSON.parse(readFileSync(processesFile, "utf8")) }));
+  });
+}
+
+function running(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return !["Z", "X"].includes(stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3));
+  } catch {
+    return false;
+  }
+}
+
+/** The server's processes still running: its group's and its workers'. A process the run's exit
+ *  killed may take a moment to die, so this waits (up to 10 s) for the answer to become empty. */
+async function leftovers({ pid, workers }) {
+  const { groupMembers } = require("../src/server.cjs");
+  const left = () => [...new Set([...groupMembers(pid), ...[pid, ...workers].filter(running)])];
+  const end = Date.now() + 10000;
+  while (left().length && Date.now() < end) await new Promise((resolve) => setTimeout(resolve, 25));
+  return left();
+}
+
+async function refused(root) {
+  const reached = await fetch(`${root}/_emulator/health`).then(
+    () => true,
+    () => false,
+  );
+  return !reached;
+}
+
+test("a run that stops the server in its teardown leaves no process", async () => {
+  const run = await nestedRun({});
+
+  expect(run.code, run.output).toBe(0);
+  const { pid, root, workers } = run.processes;
+  expect(workers.length).toBe(1);
+  expect(await leftovers({ pid, workers })).toEqual([]);
+  expect(await refused(root)).toBe(true);
+});
+
+test("a run that forgets to stop the server still leaves no process, and its failure shows the calls", async () => {
+  const run = await nestedRun({ SKIP_TEARDOWN: "1", EXPECT_TOOL: "get_demand" });
+
+  expect(run.code).toBe(1);
+  expect(run.output).toContain("Expected get_demand to be called at least once, but it was called 0 times.");
+  expect(run.output).toContain("get_inventory({\"sku\":\"sku_5\"}) [direct]");
+  const { pid, root, workers } = run.processes;
+  expect(await leftovers({ pid, workers })).toEqual([]);
+  expect(await refused(root)).toBe(true);
+});
+
+test("a command that is not there fails the start and says what to do", async () => {
+  const failure = await startEmulator({ command: ["/nonexistent/ptc-emulator"] }).catch((e) => e);
+  expect(failure.message).toContain("cannot run `/nonexistent/ptc-emulator serve --host 127.0.0.1 --port 0");
+  expect(failure.message).toContain("set PTC_EMULATOR_COMMAND or the `command` option");
+});
+
+test("a server that exits before serving fails the start with its output", async () => {
+  const script = "console.error('no such option: ' + process.argv.slice(1).join(' ')); process.exit(2)";
+  const failure = await startEmulator({ command: [process.execPath, "-e", script], args: ["--bogus"] }).catch((e) => e);
+  expect(failure.message).toMatch(/exited \(status 2\) before serving/);
+  expect(failure.message).toContain("no such option: serve --host 127.0.0.1 --port 0");
+  expect(failure.message).toContain("--bogus");
+});
