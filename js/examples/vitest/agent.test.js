@@ -5,7 +5,7 @@ import { promisify } from "node:util";
 import { emulatorScope } from "ptc-emulator";
 import { expect, inject, onTestFinished, test } from "vitest";
 
-import { runAgent } from "./agent.js";
+import { runAgent } from "../agent.js";
 
 const SHORTAGE = {
   name: "shortage",
@@ -45,7 +45,7 @@ test("the agent as a child process", async () => {
   const scope = emulatorScope({ url: inject("ptcEmulatorURL") }); // the URL global setup provided
   await scope.addScenario(SHORTAGE);
 
-  const agent = fileURLToPath(new URL("./agent.js", import.meta.url));
+  const agent = fileURLToPath(new URL("../agent.js", import.meta.url));
   const { stdout } = await promisify(execFile)(process.execPath, [agent, "Any shortage for sku_9?"], {
     env: { ...process.env, ...scope.env },
   });
