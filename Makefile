@@ -7,7 +7,7 @@ NODE_STAMP := tests/node/node_modules/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: help run test test-fast test-sdk-oldest lint format bench clean browser
+.PHONY: help run test test-fast test-sdk-oldest lint format bench clean browser test-js
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -32,6 +32,14 @@ $(STAMP): pyproject.toml
 $(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
 	cd tests/node && npm ci --no-audit --no-fund --loglevel=error
 	touch $(NODE_STAMP)
+
+JS_STAMP := js/node_modules/.installed
+$(JS_STAMP): js/package.json js/package-lock.json
+	cd js && npm ci --no-audit --no-fund --loglevel=error
+	touch $(JS_STAMP)
+
+test-js: $(STAMP) $(JS_STAMP) ## the npm package in js/ (Vitest, against this checkout's server)
+	cd js && PTC_EMULATOR_COMMAND=$(abspath $(BIN))/ptc-emulator ./node_modules/.bin/vitest run
 
 # The trace inspector's tests drive the distribution's headless Chromium and its chromedriver.
 # Installed here where that is possible (as root, with apt-get); elsewhere those tests skip and say why.
@@ -64,6 +72,7 @@ JOBS ?= 3
 # compile this project's modules again if an inherited PYTHONDONTWRITEBYTECODE kept the bytecode.
 test: $(STAMP) $(NODE_STAMP) browser lint ## the whole suite, after the lint step (JOBS=0: in this one process)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(JOBS) --dist loadfile
+	$(MAKE) --no-print-directory test-js
 
 # The lowest openai release the package supports (pyproject: openai>=3.51), in a virtual
 # environment of its own: `make test` runs on the newest, this on the oldest; CI runs both.
@@ -90,6 +99,6 @@ bench: $(STAMP) ## the sandbox and HTTP benchmarks (a few minutes; bench/load.py
 	$(BIN)/python bench/floor.py
 
 clean: ## remove the virtual environment and caches
-	rm -rf $(VENV) .venv-openai-* tests/node/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache \
+	rm -rf $(VENV) .venv-openai-* tests/node/node_modules js/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache \
 		build dist *.egg-info .data
 	find . -name __pycache__ -type d -not -path './.git/*' -prune -exec rm -rf {} +

@@ -62,6 +62,16 @@ describe("scopes", () => {
     await scope.reset();
   });
 
+  test("a scope is named after its test when the runner's global expect knows it", () => {
+    globalThis.expect = expect; // as Jest, or Vitest with globals: true, have it
+    try {
+      expect(emulatorScope().name).toMatch(/^scopes-a-scope-is-named-after-its-test[\w.-]*-[0-9a-f]{12}$/);
+    } finally {
+      delete globalThis.expect;
+    }
+    expect(emulatorScope().name).toMatch(/^test-[0-9a-f]{12}$/);
+  });
+
   test("a scope name the URL cannot carry is refused at once", () => {
     expect(() => emulatorScope("has space")).toThrow(/Invalid scope name/);
   });
