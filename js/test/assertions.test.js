@@ -76,7 +76,7 @@ test("expectNoUnmatched() shows the request no scenario matched and why", async 
 
   const failure = await scope.expectNoUnmatched().catch((e) => e);
   expect(failure.message).toContain("1 request matched no scenario: #1.");
-  expect(failure.message).toContain("#1 POST /v1/responses -> 400: no_scenario_matched: No scenario matches this request.");
+  expect(failure.message).toContain("#1 POST /v1/responses -> 400: no_scenario_matched: ");
   expect(failure.message).toContain("'lookup'");
 });
 
@@ -84,4 +84,16 @@ test("a scope with no requests says so", async () => {
   const scope = emulatorScope();
   const failure = await scope.expectCalled("get_inventory").catch((e) => e);
   expect(failure.message).toContain(`No request reached scope '${scope.name}'.`);
+});
+
+test("calls() sees the calls of a streamed response", async () => {
+  const scope = emulatorScope();
+  await scope.addScenario(LOOKUP);
+  const client = new OpenAI({ baseURL: scope.baseURL, apiKey: scope.apiKey, maxRetries: 0 });
+  const stream = await client.responses.create({ model: "m", input: "Stock of sku_8?", tools: [TOOL], stream: true });
+  const types = [];
+  for await (const event of stream) types.push(event.type);
+
+  expect(types.at(-1)).toBe("response.completed");
+  expect((await scope.calls()).map((call) => [call.name, call.arguments])).toEqual([["get_inventory", { sku: "sku_8" }]]);
 });
