@@ -11,7 +11,8 @@ export interface StartOptions {
   command?: string | string[];
   /** More `ptc-emulator serve` arguments, e.g. `["--fixtures", "tests/scenarios"]`. */
   args?: string[];
-  /** Use a server that is already running (its URL, with or without /v1) instead of starting one. */
+  /** Use a server that is already running (its URL, with or without /v1) instead of starting
+   *  one; default PTC_EMULATOR_URL when it is set. stop() leaves such a server running. */
   url?: string;
   /** The key the server requires (PTC_EMULATOR_API_KEY if set); any key works when it requires none. */
   apiKey?: string;

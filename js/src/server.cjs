@@ -155,7 +155,6 @@ function spawnServer(options, apiKey, dataDir) {
   args.push(...(options.args ?? []));
   const env = { ...process.env, ...(options.env ?? {}) };
   if (options.apiKey !== undefined) env[API_KEY_ENV] = options.apiKey;
-  else if (env[API_KEY_ENV] === undefined) delete env[API_KEY_ENV];
   // Its own process group (detached), so that stopping it reaches its workers too.
   const child = spawn(file, args, { cwd: options.cwd, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
   return { child, shown: [file, ...args].join(" ") };
@@ -205,9 +204,9 @@ function waitForURL(child, log, shown, timeoutMs) {
 }
 
 /**
- * Start the emulator (or use a running one given by `url`), wait for its health check, and put
- * its URL in process.env.PTC_EMULATOR_URL for the tests. Calling it again while one runs returns
- * that one.
+ * Start the emulator (or use a running one: `url`, else PTC_EMULATOR_URL when set), wait for its
+ * health check, and put its URL in process.env.PTC_EMULATOR_URL for the tests. Calling it again
+ * while one runs returns that one.
  */
 async function startEmulator(options = {}) {
   const running = globalThis[RUNNING];
@@ -215,9 +214,13 @@ async function startEmulator(options = {}) {
   const apiKey = options.apiKey ?? process.env[API_KEY_ENV] ?? DEFAULT_API_KEY;
   const timeoutMs = options.timeoutMs ?? 60000;
   let emulator;
-  if (options.url) {
-    const root = rootOf(options.url);
-    await health(root, apiKey);
+  const url = options.url || process.env[URL_ENV];
+  if (url) {
+    const root = rootOf(url);
+    const given = options.url ? "the `url` option" : `${URL_ENV} (set in the environment)`;
+    await health(root, apiKey).catch((e) => {
+      throw new Error(`no emulator answers at ${url}, which ${given} names: ${e.cause?.message ?? e.message}`);
+    });
     emulator = new Emulator({ root, apiKey, child: null, dataDir: null, log: [] });
   } else {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ptc-emulator-"));

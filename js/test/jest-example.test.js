@@ -14,6 +14,7 @@ test("the Jest example's setup, test and teardown", async () => {
   const setup = require(path.join(DIR, config.globalSetup));
   const teardown = require(path.join(DIR, config.globalTeardown));
   const outer = process.env.PTC_EMULATOR_URL; // this run's server, started by its global setup
+  delete process.env.PTC_EMULATOR_URL; // else the setup would use that one, as a run would given it
 
   await setup(); // in this test worker no server runs yet: it starts one of its own
   const url = process.env.PTC_EMULATOR_URL;
@@ -30,7 +31,8 @@ test("the Jest example's setup, test and teardown", async () => {
     await teardown();
   }
 
-  expect(process.env.PTC_EMULATOR_URL).toBe(outer);
+  expect(process.env.PTC_EMULATOR_URL).toBeUndefined();
+  process.env.PTC_EMULATOR_URL = outer;
   const reached = await fetch(`${url.replace(/\/v1$/, "")}/_emulator/health`).then(
     () => true,
     () => false,

@@ -35,6 +35,20 @@ function nestedRun(env) {
   });
 }
 
+/** What `start()` rejects with, called with no PTC_EMULATOR_URL (this run's server) in the env. */
+async function withoutURL(start) {
+  const given = process.env.PTC_EMULATOR_URL;
+  delete process.env.PTC_EMULATOR_URL;
+  try {
+    return await start().then(
+      (emulator) => emulator.stop().then(() => new Error("it started")),
+      (e) => e,
+    );
+  } finally {
+    process.env.PTC_EMULATOR_URL = given;
+  }
+}
+
 function running(pid) {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
@@ -83,15 +97,37 @@ test("a run that forgets to stop the server still leaves no process, and its fai
   expect(await refused(root)).toBe(true);
 });
 
+test("with PTC_EMULATOR_URL set, startEmulator() uses that server and stop() leaves it running", async () => {
+  const given = process.env.PTC_EMULATOR_URL; // this run's server
+  const emulator = await startEmulator({ command: ["/nonexistent/ptc-emulator"] });
+
+  expect([emulator.url, emulator.pid]).toEqual([given, undefined]);
+  await emulator.stop();
+  expect(process.env.PTC_EMULATOR_URL).toBe(given);
+  expect((await fetch(`${emulator.rootURL}/_emulator/health`)).status).toBe(200);
+});
+
+test("a PTC_EMULATOR_URL where nothing answers fails the start and says so", async () => {
+  const given = process.env.PTC_EMULATOR_URL;
+  process.env.PTC_EMULATOR_URL = "http://127.0.0.1:9/v1"; // the discard port: nothing listens
+  try {
+    const failure = await startEmulator().catch((e) => e);
+    expect(failure.message).toContain("no emulator answers at http://127.0.0.1:9/v1, which PTC_EMULATOR_URL");
+  } finally {
+    process.env.PTC_EMULATOR_URL = given;
+  }
+});
+
 test("a command that is not there fails the start and says what to do", async () => {
-  const failure = await startEmulator({ command: ["/nonexistent/ptc-emulator"] }).catch((e) => e);
+  const failure = await withoutURL(() => startEmulator({ command: ["/nonexistent/ptc-emulator"] }));
   expect(failure.message).toContain("cannot run `/nonexistent/ptc-emulator serve --host 127.0.0.1 --port 0");
   expect(failure.message).toContain("set PTC_EMULATOR_COMMAND or the `command` option");
 });
 
 test("a server that exits before serving fails the start with its output", async () => {
   const script = "console.error('no such option: ' + process.argv.slice(1).join(' ')); process.exit(2)";
-  const failure = await startEmulator({ command: [process.execPath, "-e", script], args: ["--bogus"] }).catch((e) => e);
+  const options = { command: [process.execPath, "-e", script], args: ["--bogus"] };
+  const failure = await withoutURL(() => startEmulator(options));
   expect(failure.message).toMatch(/exited \(status 2\) before serving/);
   expect(failure.message).toContain("no such option: serve --host 127.0.0.1 --port 0");
   expect(failure.message).toContain("--bogus");
