@@ -1,5 +1,7 @@
 // The agent under test: it builds its own client from the environment (OPENAI_BASE_URL,
 // OPENAI_API_KEY) and runs the PTC loop with store: false until a final message.
+import { fileURLToPath } from "node:url";
+
 import OpenAI from "openai";
 
 const schema = (field) => ({
@@ -50,6 +52,6 @@ export async function runAgent(question) {
 }
 
 // `node agent.js "question"` runs it as a program.
-if (process.argv[1] === new URL(import.meta.url).pathname) {
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
   console.log(await runAgent(process.argv[2]));
 }

@@ -1,5 +1,10 @@
-// Two tests' scopes on one server: each client sees only its own scope's scenarios, through the
-// scoped base URL alone (no header), and so does the journal each scope reads.
+// Scopes on one server: each client (one given the scoped base URL, a default client reading
+// OPENAI_BASE_URL, a child-process agent) sees only its own scope's scenarios, with no header,
+// and so does the journal each scope reads.
+import { execFile } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+
 import { emulatorScope } from "ptc-emulator";
 import OpenAI from "openai";
 import { describe, expect, test } from "vitest";
@@ -75,4 +80,27 @@ describe("scopes", () => {
   test("a scope name the URL cannot carry is refused at once", () => {
     expect(() => emulatorScope("has space")).toThrow(/Invalid scope name/);
   });
+});
+
+test("two child-process agents in two scopes at once each get their own scenario's answer", async () => {
+  const agent = fileURLToPath(new URL("../examples/agent.js", import.meta.url));
+  const scopes = [emulatorScope(), emulatorScope()];
+  await Promise.all(
+    scopes.map((scope, i) =>
+      scope.addScenario({
+        name: "shortage",
+        match: { input: "(?i)shortage", tools: ["get_inventory"] },
+        turns: [{ message: `answer ${i}` }],
+      }),
+    ),
+  );
+
+  const answers = await Promise.all(
+    scopes.map((scope) =>
+      promisify(execFile)(process.execPath, [agent, "Any shortage?"], { env: { ...process.env, ...scope.env } }),
+    ),
+  );
+
+  expect(answers.map(({ stdout }) => stdout.trim())).toEqual(["answer 0", "answer 1"]);
+  for (const scope of scopes) expect((await scope.journal()).map((entry) => entry.scenario)).toEqual(["shortage"]);
 });
