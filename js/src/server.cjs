@@ -15,6 +15,7 @@ const DEFAULT_API_KEY = "sk-ptc-emulator";
 // Kept on globalThis: a runner may load this module twice (Jest's setup and teardown).
 const RUNNING = Symbol.for("ptc-emulator.running");
 const LOG_LINES = 200;
+const SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"];
 
 function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -96,7 +97,18 @@ class Emulator {
     this._log = log;
     this._exited = child ? new Promise((resolve) => child.once("exit", resolve)) : Promise.resolve();
     this._onExit = () => this._killNow();
-    if (child) process.once("exit", this._onExit);
+    // The server is in a group of its own, which a terminal's Ctrl-C does not reach: a signal
+    // that ends this process ends the server too, then takes its default course unless another
+    // listener (the test runner's) handles it.
+    this._onSignal = (signal) => {
+      this._killNow();
+      this._unhook();
+      if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+    };
+    if (child) {
+      process.once("exit", this._onExit);
+      for (const signal of SIGNALS) process.on(signal, this._onSignal);
+    }
   }
 
   /** The server's last lines of output (stdout and stderr). */
@@ -108,6 +120,11 @@ class Emulator {
     return this._child != null && this._child.exitCode === null && this._child.signalCode === null;
   }
 
+  _unhook() {
+    process.removeListener("exit", this._onExit);
+    for (const signal of SIGNALS) process.removeListener(signal, this._onSignal);
+  }
+
   _killNow() {
     // At process exit nothing can be awaited: end the whole group at once.
     if (this.pid !== undefined) killGroup(this.pid, "SIGKILL");
@@ -116,7 +133,7 @@ class Emulator {
   /** A graceful stop (SIGTERM to the server), then its process group is waited for; whatever
    *  is still there after `timeoutMs` is killed. Resolves once no process of the group is left. */
   async stop({ timeoutMs = 20000 } = {}) {
-    process.removeListener("exit", this._onExit);
+    this._unhook();
     if (this._child) {
       if (this._running()) {
         this._child.kill("SIGTERM");

@@ -97,6 +97,27 @@ test("a run that forgets to stop the server still leaves no process, and its fai
   expect(await refused(root)).toBe(true);
 });
 
+test("a signal that ends the Node process ends the server too", async () => {
+  const script = [
+    'const { startEmulator } = require("ptc-emulator");',
+    "startEmulator({ workers: 1 }).then(async (e) => {",
+    "  const health = await (await fetch(`${e.rootURL}/_emulator/health`)).json();",
+    "  console.log(JSON.stringify({ pid: e.pid, root: e.rootURL, workers: health.workers }));",
+    "  setInterval(() => {}, 1000);", // stays up until the signal
+    "});",
+  ].join("\n");
+  const env = { ...process.env, PTC_EMULATOR_URL: "" };
+  const child = spawn(process.execPath, ["-e", script], { cwd: FIXTURE, env, stdio: ["ignore", "pipe", "inherit"] });
+  const started = await new Promise((resolve) => child.stdout.once("data", (chunk) => resolve(JSON.parse(chunk))));
+  const ended = new Promise((resolve) => child.once("exit", (code, signal) => resolve(signal)));
+
+  child.kill("SIGINT");
+
+  expect(await ended).toBe("SIGINT"); // the default course: the process ends by the signal
+  expect(await leftovers(started)).toEqual([]);
+  expect(await refused(started.root)).toBe(true);
+});
+
 test("with PTC_EMULATOR_URL set, startEmulator() uses that server and stop() leaves it running", async () => {
   const given = process.env.PTC_EMULATOR_URL; // this run's server
   const emulator = await startEmulator({ command: ["/nonexistent/ptc-emulator"] });
