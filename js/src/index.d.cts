@@ -39,6 +39,8 @@ export declare class Emulator {
   readonly apiKey: string;
   /** The server's process id (and its process group's); undefined for a server given by `url`. */
   readonly pid: number | undefined;
+  /** The server's temporary data directory (removed when it stops); undefined for a server given by `url`. */
+  readonly dataDir: string | undefined;
   /** The server's last lines of output. */
   log(): string;
   /** Stop the server and wait until no process of its group is left. */

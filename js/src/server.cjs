@@ -93,7 +93,7 @@ class Emulator {
     this.apiKey = apiKey;
     this.pid = child ? child.pid : undefined;
     this._child = child;
-    this._dataDir = dataDir;
+    this.dataDir = dataDir ?? undefined;
     this._log = log;
     this._exited = child ? new Promise((resolve) => child.once("exit", resolve)) : Promise.resolve();
     this._onExit = () => this._killNow();
@@ -128,6 +128,7 @@ class Emulator {
   _killNow() {
     // At process exit nothing can be awaited: end the whole group at once.
     if (this.pid !== undefined) killGroup(this.pid, "SIGKILL");
+    if (this.dataDir) fs.rmSync(this.dataDir, { recursive: true, force: true });
   }
 
   /** A graceful stop (SIGTERM to the server), then its process group is waited for; whatever
@@ -155,7 +156,7 @@ class Emulator {
       }
       await this._exited;
     }
-    if (this._dataDir) fs.rmSync(this._dataDir, { recursive: true, force: true });
+    if (this.dataDir) fs.rmSync(this.dataDir, { recursive: true, force: true });
     if (process.env[URL_ENV] === this.url) {
       if (this._previousURL === undefined) delete process.env[URL_ENV];
       else process.env[URL_ENV] = this._previousURL;

@@ -2,7 +2,7 @@
 // whether its teardown stops the server or it forgets to; a command that cannot serve fails the
 // start with the reason.
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -82,8 +82,10 @@ test("a run that stops the server in its teardown leaves no process", async () =
   expect(run.code, run.output).toBe(0);
   const { pid, root, workers } = run.processes;
   expect(workers.length).toBe(1);
+  expect(run.processes.dataDir).toMatch(/ptc-emulator-/);
   expect(await leftovers({ pid, workers })).toEqual([]);
   expect(await refused(root)).toBe(true);
+  expect(existsSync(run.processes.dataDir)).toBe(false);
 });
 
 test("a run that forgets to stop the server still leaves no process, and its failure shows the calls", async () => {
@@ -95,6 +97,7 @@ test("a run that forgets to stop the server still leaves no process, and its fai
   const { pid, root, workers } = run.processes;
   expect(await leftovers({ pid, workers })).toEqual([]);
   expect(await refused(root)).toBe(true);
+  expect(existsSync(run.processes.dataDir)).toBe(false);
 });
 
 test("a signal that ends the Node process ends the server too", async () => {
@@ -102,7 +105,7 @@ test("a signal that ends the Node process ends the server too", async () => {
     'const { startEmulator } = require("ptc-emulator");',
     "startEmulator({ workers: 1 }).then(async (e) => {",
     "  const health = await (await fetch(`${e.rootURL}/_emulator/health`)).json();",
-    "  console.log(JSON.stringify({ pid: e.pid, root: e.rootURL, workers: health.workers }));",
+    "  console.log(JSON.stringify({ pid: e.pid, root: e.rootURL, workers: health.workers, dataDir: e.dataDir }));",
     "  setInterval(() => {}, 1000);", // stays up until the signal
     "});",
   ].join("\n");
@@ -116,6 +119,7 @@ test("a signal that ends the Node process ends the server too", async () => {
   expect(await ended).toBe("SIGINT"); // the default course: the process ends by the signal
   expect(await leftovers(started)).toEqual([]);
   expect(await refused(started.root)).toBe(true);
+  expect(existsSync(started.dataDir)).toBe(false);
 });
 
 test("with PTC_EMULATOR_URL set, startEmulator() uses that server and stop() leaves it running", async () => {
