@@ -1,41 +1,27 @@
-// The docs' Jest example (examples/jest), called as Jest calls it: the config's global setup, the
-// test file's tests (Jest's `test` and `expect` globals are Vitest's here), the global teardown.
+// The docs' Jest example (examples/jest) under Jest itself, as a user runs it: its config's
+// global setup starts the server, its test's agent runs as a child process in the test's scope,
+// and its global teardown stops the server.
+import { execFile } from "node:child_process";
 import { createRequire } from "node:module";
-import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 
 import { expect, test } from "vitest";
 
 const require = createRequire(import.meta.url);
-const DIR = fileURLToPath(new URL("../examples/jest/", import.meta.url));
+const JEST = require.resolve("jest/bin/jest");
+const CONFIG = fileURLToPath(new URL("../examples/jest/jest.config.cjs", import.meta.url));
 
-test("the Jest example's setup, test and teardown", async () => {
-  const config = require(path.join(DIR, "jest.config.cjs"));
-  const setup = require(path.join(DIR, config.globalSetup));
-  const teardown = require(path.join(DIR, config.globalTeardown));
-  const outer = process.env.PTC_EMULATOR_URL; // this run's server, started by its global setup
-  delete process.env.PTC_EMULATOR_URL; // else the setup would use that one, as a run would given it
+async function jest(env) {
+  const args = [JEST, "--config", CONFIG, "--ci", "--colors=false"];
+  const run = await promisify(execFile)(process.execPath, args, { env: { ...process.env, ...env } }).catch((e) => e);
+  return { code: run.code ?? 0, output: `${run.stdout}${run.stderr}` };
+}
 
-  await setup(); // in this test worker no server runs yet: it starts one of its own
-  const url = process.env.PTC_EMULATOR_URL;
-  const tests = [];
-  try {
-    expect(url).not.toBe(outer);
-    Object.assign(globalThis, { test: (name, fn) => tests.push([name, fn]), expect });
-    require(path.join(DIR, "agent.test.cjs"));
-    expect(tests.map(([name]) => name)).toEqual(["the agent, run as a child process, answers from one program"]);
-    for (const [, fn] of tests) await fn();
-  } finally {
-    delete globalThis.test;
-    delete globalThis.expect;
-    await teardown();
-  }
+test("the Jest example passes under Jest, with a server of its own", async () => {
+  const run = await jest({ PTC_EMULATOR_URL: "" }); // not this run's server: the example starts one
 
-  expect(process.env.PTC_EMULATOR_URL).toBeUndefined();
-  process.env.PTC_EMULATOR_URL = outer;
-  const reached = await fetch(`${url.replace(/\/v1$/, "")}/_emulator/health`).then(
-    () => true,
-    () => false,
-  );
-  expect(reached).toBe(false);
+  expect(run.code, run.output).toBe(0);
+  expect(run.output).toContain("✓ the agent, run as a child process, answers from one program");
+  expect(run.output).toMatch(/Tests:\s+1 passed, 1 total/);
 });
