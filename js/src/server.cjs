@@ -95,7 +95,8 @@ class Emulator {
     this._child = child;
     this.dataDir = dataDir ?? undefined;
     this._log = log;
-    this._exited = child ? new Promise((resolve) => child.once("exit", resolve)) : Promise.resolve();
+    const gone = !child || child.exitCode !== null || child.signalCode !== null;
+    this._exited = gone ? Promise.resolve() : new Promise((resolve) => child.once("exit", resolve));
     this._onExit = () => this._killNow();
     // The server is in a group of its own, which a terminal's Ctrl-C does not reach: a signal
     // that ends this process ends the server too, then takes its default course unless another
