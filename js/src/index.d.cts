@@ -148,6 +148,9 @@ export declare class EmulatorScope {
   expectNoUnmatched(): Promise<void>;
   /** The requests of this scope and their calls, as the assertion messages show them. */
   describe(): Promise<string>;
+  /** Results for the tools that run on OpenAI's side, for this scope: `{ mcp_servers, code_interpreter,
+   *  shell }` (docs/tools-hosted.md); null removes them. */
+  setHosted(script: Record<string, unknown> | null): Promise<void>;
   clearJournal(): Promise<void>;
   /** Forget this scope's scenarios and journal. */
   reset(): Promise<void>;

@@ -252,6 +252,14 @@ class EmulatorScope {
     return describe(this.name, await this.journal());
   }
 
+  /** Results for the tools that run on OpenAI's side (MCP, code interpreter, hosted shell), for
+   *  this scope's inline programs and scenarios that script none (docs/tools-hosted.md); null
+   *  removes them. */
+  async setHosted(script) {
+    if (script === null) await this._admin("DELETE", "/hosted");
+    else await this._admin("PUT", "/hosted", script);
+  }
+
   async clearJournal() {
     await this._admin("DELETE", "/journal");
   }

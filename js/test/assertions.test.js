@@ -97,3 +97,21 @@ test("calls() sees the calls of a streamed response", async () => {
   expect(types.at(-1)).toBe("response.completed");
   expect((await scope.calls()).map((call) => [call.name, call.arguments])).toEqual([["get_inventory", { sku: "sku_8" }]]);
 });
+
+test("calls() lists the calls a program made to tools the server answers itself", async () => {
+  const scope = emulatorScope();
+  await scope.setHosted({ code_interpreter: [{ code: "sum\\(", logs: "6\n" }] });
+  const client = new OpenAI({ baseURL: scope.baseURL, apiKey: scope.apiKey, maxRetries: 0 });
+  const tools = [
+    { type: "programmatic_tool_calling" },
+    { type: "code_interpreter", container: { type: "auto" }, allowed_callers: ["programmatic"] },
+  ];
+  const program = "const run = await tools.code_interpreter({ code: 'sum([1, 2, 3])' });\ntext(run.logs);";
+  const response = await client.responses.create({ model: "m", input: `\`\`\`js\n${program}\n\`\`\``, tools });
+
+  expect(response.output_text).toContain("6");
+  expect(await scope.calls("code_interpreter")).toMatchObject([
+    { name: "code_interpreter", type: "code_interpreter_call", route: "program", status: "completed" },
+  ]);
+  await scope.setHosted(null);
+});

@@ -24,6 +24,8 @@ export async function check(): Promise<void> {
   const count: number = await scope.expectCalled("get_inventory", 2);
   await scope.expectAllScenariosUsed();
   await scope.expectNoUnmatched();
+  await scope.setHosted({ code_interpreter: [{ code: "sum", logs: "6\n" }] });
+  await scope.setHosted(null);
   const entries = await scope.journal();
   const status: number = entries[0].status;
   // @ts-expect-error: the count is a number
