@@ -24,7 +24,7 @@ from ptc_emulator.emulator.agents.harness import Harness
 from ptc_emulator.emulator.errors import EmulatorError, PayloadTooLarge, StatusError, Unauthorized
 from ptc_emulator.emulator.ids import new_id
 from ptc_emulator.emulator.journal.entries import Journal
-from ptc_emulator.emulator.model import ScenarioError, ScenarioRegistry, ScriptedModel
+from ptc_emulator.emulator.model import ScenarioError, ScenarioRegistry, ScriptedModel, with_upstream
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.responses.engine import Engine, Runner
 from ptc_emulator.emulator.signing import Signer, load_secret
@@ -120,11 +120,12 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             mcp=settings.mcp_policy,
             memo=state.hidden_memo,
         )
+        playing = with_upstream(model, settings.model_upstream_config())  # docs/any-model.md
         state.engine = Engine(
             runner=sandbox_runner,
             store=view(state.store),
             signer=state.signer,
-            model=model,
+            model=playing,
             limits=settings.limits,
             strict_contract=settings.strict_contract,
         )
@@ -135,6 +136,8 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             state.own.release()
             await harness.aclose()
             await state.engine.aclose()
+            if playing is not model:
+                await playing.aclose()  # type: ignore[attr-defined]
             if state.upstream is not None:
                 await state.upstream.aclose()
             if pool is not None:

@@ -1,6 +1,9 @@
 """What plays a response: the `Model` protocol and the engine's types (`core.py`), and the
 scripted model, its first implementation (`scripted/`: scenarios, their templates and patterns,
-where a conversation stands in a script, the player, injected faults, recordings).
+where a conversation stands in a script, the player, injected faults, recordings), and the
+upstream model, its second (`upstream/`: a real model behind an OpenAI-compatible endpoint
+writes the programs for what no scenario matches; `with_upstream` makes one around the scripted
+model, which still answers what its scenarios match).
 
 Outside `model/` nothing imports `model.scripted`: the names below are the scripted model's
 public face (the registry the admin routes fill, the loader, the recording proxy's helpers).
@@ -13,6 +16,7 @@ from ptc_emulator.emulator.model.scripted.recording import Tape, file_name, item
 from ptc_emulator.emulator.model.scripted.scenario import Request as MatchRequest
 from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, ScenarioRegistry, load_scenario
 from ptc_emulator.emulator.model.scripted.script import clear_caches
+from ptc_emulator.emulator.model.upstream import UpstreamClient, UpstreamConfig, UpstreamModel
 
 __all__ = [
     "Delivery",
@@ -29,6 +33,8 @@ __all__ = [
     "ScriptedModel",
     "Tape",
     "Trace",
+    "UpstreamConfig",
+    "UpstreamModel",
     "clear_caches",
     "file_name",
     "items_of",
@@ -36,4 +42,13 @@ __all__ = [
     "scenario_from",
     "to_yaml",
     "user_text",
+    "with_upstream",
 ]
+
+
+def with_upstream(scripted: ScriptedModel, config: UpstreamConfig | None) -> Model:
+    """The model the engine plays with: `scripted`, or with a model upstream for what its
+    scenarios do not match."""
+    if config is None:
+        return scripted
+    return UpstreamModel(scripted, UpstreamClient(config))
