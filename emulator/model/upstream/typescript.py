@@ -44,7 +44,7 @@ def _literal(value: Any) -> str:
 def type_of(schema: Any, depth: int = 0) -> str:
     """The TypeScript type of a JSON Schema (a sketch: what a model needs to call the tool)."""
     if depth > _MAX_DEPTH or not isinstance(schema, dict):
-        return "unknown" if schema is not True else "unknown"
+        return "unknown"
     if "const" in schema:
         return _literal(schema["const"])
     if isinstance(schema.get("enum"), list) and schema["enum"]:
