@@ -165,12 +165,15 @@ class _Play:
     async def _ask(self, taught: Teaching) -> Answer:
         request = self.prepared.request
         self.prepared.trace.model_turns += 1
-        return await self.model.client.complete(
+        answer = await self.model.client.complete(
             model=request.model or self.model.author,
             instructions=request.instructions,
             transcript=transcript([*self.prepared.conversation.items, *self.produced], CODE_TOOL),
             functions=taught.functions,
         )
+        read, written = self.prepared.trace.upstream_tokens
+        self.prepared.trace.upstream_tokens = (read + answer.input_tokens, written + answer.output_tokens)
+        return answer
 
     async def _turn(self, answer: Answer, taught: Teaching) -> bool:
         """Play one upstream answer; True when the response goes on (a program ended)."""
