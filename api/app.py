@@ -120,7 +120,8 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             mcp=settings.mcp_policy,
             memo=state.hidden_memo,
         )
-        playing = with_upstream(model, settings.model_upstream_config())  # docs/any-model.md
+        record = settings.record_dir if settings.record_mode != "none" else None
+        playing = with_upstream(model, settings.model_upstream_config(), record=record)  # docs/any-model.md
         state.engine = Engine(
             runner=sandbox_runner,
             store=view(state.store),

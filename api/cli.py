@@ -254,13 +254,25 @@ def main(argv: list[str] | None = None) -> None:
         _fail(f"--upstream {settings.upstream}: not an http:// or https:// base URL", 2)
     if settings.upstream is not None and settings.record_dir is None:
         _fail("--upstream needs --record DIR: where the recorded conversations go", 2)
-    if settings.record_dir is not None and settings.upstream is None and settings.record_mode != "none":
-        _fail(f"--record-mode {settings.record_mode} needs --upstream URL (replay alone: --record-mode none)", 2)
+    recorder = settings.upstream is None and settings.model_upstream is None
+    if settings.record_dir is not None and recorder and settings.record_mode != "none":
+        _fail(
+            f"--record-mode {settings.record_mode} needs --upstream URL or --model-upstream URL "
+            "(replay alone: --record-mode none)",
+            2,
+        )
     if settings.model_upstream is not None and not settings.model_upstream.startswith(("http://", "https://")):
         _fail(f"--model-upstream {settings.model_upstream}: not an http:// or https:// base URL", 2)
     key_env = settings.model_upstream_api_key_env
     if key_env is not None and not os.environ.get(key_env):
         _fail(f"--model-upstream-api-key-env {key_env}: the variable is not set", 2)
+    if key_env is not None and settings.api_key is None and not settings.allow_unguarded_upstream_key:
+        _fail(
+            f"--model-upstream-api-key-env {key_env}: a server that holds an upstream key must require a key of "
+            "its own, or any local process could spend it: set PTC_EMULATOR_API_KEY (or --api-key), or accept "
+            "that risk with --allow-unguarded-upstream-key",
+            2,
+        )
     if settings.record_dir is not None and settings.record_mode == "none" and not settings.record_dir.is_dir():
         _fail(f"--record {settings.record_dir}: no such directory (nothing recorded to replay)", 2)
     try:

@@ -9,6 +9,8 @@ Outside `model/` nothing imports `model.scripted`: the names below are the scrip
 public face (the registry the admin routes fill, the loader, the recording proxy's helpers).
 """
 
+from pathlib import Path
+
 from ptc_emulator.emulator.model.core import Delivery, Model, Plan, Prepared, Refused, ResponseMemo, Runner, Trace
 from ptc_emulator.emulator.model.scripted.hosted import HostedScript
 from ptc_emulator.emulator.model.scripted.model import ScriptedModel
@@ -17,6 +19,7 @@ from ptc_emulator.emulator.model.scripted.scenario import Request as MatchReques
 from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, ScenarioRegistry, load_scenario
 from ptc_emulator.emulator.model.scripted.script import clear_caches
 from ptc_emulator.emulator.model.upstream import UpstreamClient, UpstreamConfig, UpstreamModel
+from ptc_emulator.emulator.model.upstream.record import Recording
 
 __all__ = [
     "Delivery",
@@ -46,9 +49,10 @@ __all__ = [
 ]
 
 
-def with_upstream(scripted: ScriptedModel, config: UpstreamConfig | None) -> Model:
+def with_upstream(scripted: ScriptedModel, config: UpstreamConfig | None, *, record: Path | None = None) -> Model:
     """The model the engine plays with: `scripted`, or with a model upstream for what its
-    scenarios do not match."""
+    scenarios do not match (`record`: the directory its finished conversations are written to)."""
     if config is None:
         return scripted
-    return UpstreamModel(scripted, UpstreamClient(config))
+    recording = Recording(record, scripted.scenarios) if record is not None else None
+    return UpstreamModel(scripted, UpstreamClient(config), recording)

@@ -33,6 +33,7 @@ from ptc_emulator.emulator.model.scripted.model import ScriptedModel
 from ptc_emulator.emulator.model.scripted.programs import check_call
 from ptc_emulator.emulator.model.scripted.script import BoundTools, Script, ScriptedPlan
 from ptc_emulator.emulator.model.upstream.client import Answer, ToolCall, UpstreamClient
+from ptc_emulator.emulator.model.upstream.record import Recording
 from ptc_emulator.emulator.model.upstream.teach import CODE_TOOL, Teaching, teach
 from ptc_emulator.emulator.model.upstream.transcript import transcript
 from ptc_emulator.emulator.rules import checks
@@ -65,10 +66,12 @@ class UpstreamPlan(ScriptedPlan):
 
 
 class UpstreamModel:
-    def __init__(self, scripted: ScriptedModel, client: UpstreamClient) -> None:
+    def __init__(self, scripted: ScriptedModel, client: UpstreamClient, recording: Recording | None = None) -> None:
+        """`recording`: where the conversations it finishes are written as scenarios (`--record`)."""
         self.scripted = scripted
         self.client = client
         self.author = client.config.label
+        self.recording = recording
 
     def plan(
         self,
@@ -117,7 +120,10 @@ class UpstreamModel:
         plan = prepared.plan
         if not isinstance(plan, UpstreamPlan):
             return await self.scripted.play(prepared, runner)
-        return await _Play(self, prepared, plan, runner).run()
+        output = await _Play(self, prepared, plan, runner).run()
+        if self.recording is not None:
+            self.recording.exchange(prepared, output, plan.author)
+        return output
 
     async def aclose(self) -> None:
         await self.client.aclose()
