@@ -34,8 +34,8 @@ def say(text: str) -> Answer:
     return {"text": text}
 
 
-def program(code: str, text: str = "") -> Answer:
-    return {"text": text, "calls": [(CODE_TOOL, json.dumps({"code": code}))]}
+def program(code: str, text: str = "", reasoning: str = "") -> Answer:
+    return {"text": text, "reasoning": reasoning, "calls": [(CODE_TOOL, json.dumps({"code": code}))]}
 
 
 def call(name: str, **arguments: Any) -> Answer:
@@ -88,6 +88,8 @@ class FakeUpstream:
 
 def _chat_message(answer: Answer) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": answer.get("text") or None}
+    if answer.get("reasoning"):
+        message["reasoning_content"] = answer["reasoning"]
     calls = answer.get("calls") or []
     if calls:
         message["tool_calls"] = [
@@ -114,6 +116,8 @@ def _chunks(answer: Answer, model: str, usage: tuple[int, int], include_usage: b
         return f"data: {json.dumps(body)}\n\n"
 
     yield chunk({"role": "assistant", "content": ""})
+    if answer.get("reasoning"):
+        yield chunk({"reasoning_content": answer["reasoning"]})
     text = answer.get("text") or ""
     for start in range(0, len(text), 8):
         yield chunk({"content": text[start : start + 8]})
@@ -183,6 +187,9 @@ def _app(fake: FakeUpstream) -> Starlette:
         if isinstance(answer, Response):
             return answer
         output: list[dict[str, Any]] = []
+        if answer.get("reasoning"):
+            summary = [{"type": "summary_text", "text": answer["reasoning"]}]
+            output.append({"type": "reasoning", "id": "rs_up", "summary": summary})
         if answer.get("text"):
             output.append(
                 {

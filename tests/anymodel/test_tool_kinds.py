@@ -177,3 +177,41 @@ def test_a_scenario_still_wins_where_it_matches(
         e.get("scenario") for e in journal[:2]
     ] == ["greeting", "upstream:m"]
     emulator.close()
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_upstream_reasoning_is_a_reasoning_item_that_replays(
+    any_server: Callable[..., EmulatorServer], upstream: FakeUpstream, api: str
+) -> None:
+    upstream.reply(program("text(await tools.step({ n: 1 }))", reasoning="Step once, then report."), echo())
+    emulator = PTCEmulator(any_server(model_upstream_api=api).base_url)
+    with emulator.client(max_retries=0) as sdk:
+        first = sdk.responses.create(model="m", input="Step.", tools=[STEP, PTC], store=False)
+        assert [i.type for i in first.output] == ["reasoning", "program", "function_call"]
+        assert first.output[0].summary[0].text == "Step once, then report."
+        fc = first.output[-1]
+        items = [
+            {"role": "user", "content": "Step."},
+            *(i.model_dump(exclude_none=True) for i in first.output),
+            _output(fc, {"next": 2}),
+        ]
+        second = sdk.responses.create(model="m", input=items, tools=[STEP, PTC], store=False)
+    assert second.output_text == '{"next":2}'
+    emulator.close()
+
+
+@pytest.mark.parametrize(
+    ("choice", "told"),
+    [
+        ({"type": "programmatic_tool_calling"}, {"type": "function", "function": {"name": CODE_TOOL}}),
+        ({"type": "function", "name": "get_order"}, {"type": "function", "function": {"name": "get_order"}}),
+        ("required", "required"),
+        ("none", "none"),
+        (None, "auto"),
+    ],
+)
+def test_tool_choice_reaches_the_upstream(sdk: openai.OpenAI, upstream: FakeUpstream, choice: Any, told: Any) -> None:
+    upstream.reply(say("ok"))
+    extra = {"tool_choice": choice} if choice is not None else {}
+    sdk.responses.create(model="m", input="Go.", tools=[ORDER, PTC], **extra)
+    assert upstream.requests[0]["tool_choice"] == told

@@ -82,16 +82,23 @@ class UpstreamClient:
         return headers
 
     async def complete(
-        self, *, model: str, instructions: str | None, transcript: list[Entry], functions: list[Function]
+        self,
+        *,
+        model: str,
+        instructions: str | None,
+        transcript: list[Entry],
+        functions: list[Function],
+        tool_choice: str = "auto",
     ) -> Answer:
-        """One turn of the upstream model, retried as the module says."""
+        """One turn of the upstream model, retried as the module says. `tool_choice`: `auto`,
+        `none`, `required` or `function:<name>`."""
         model = self.config.model or model
         attempt = 0
         while True:
             try:
                 if self.config.api == "responses":
-                    return await self._responses(model, instructions, transcript, functions)
-                return await self._chat(model, instructions, transcript, functions)
+                    return await self._responses(model, instructions, transcript, functions, tool_choice)
+                return await self._chat(model, instructions, transcript, functions, tool_choice)
             except _Retry as e:
                 if attempt >= self.config.retries:
                     raise e.error from None
@@ -119,7 +126,7 @@ class UpstreamClient:
     # ---- Chat Completions -----------------------------------------------------------------------
 
     async def _chat(
-        self, model: str, instructions: str | None, transcript: list[Entry], functions: list[Function]
+        self, model: str, instructions: str | None, transcript: list[Entry], functions: list[Function], choice: str
     ) -> Answer:
         body: dict[str, Any] = {"model": model, "messages": chat_messages(instructions, transcript)}
         if functions:
@@ -130,7 +137,8 @@ class UpstreamClient:
                 }
                 for f in functions
             ]
-            body["tool_choice"] = "auto"
+            name = choice.removeprefix("function:")
+            body["tool_choice"] = {"type": "function", "function": {"name": name}} if name != choice else choice
         if not self.config.stream:
             response = await self._post("/chat/completions", body, stream=False)
             return _chat_answer(_json(response, self.config))
@@ -149,7 +157,7 @@ class UpstreamClient:
     # ---- Responses ------------------------------------------------------------------------------
 
     async def _responses(
-        self, model: str, instructions: str | None, transcript: list[Entry], functions: list[Function]
+        self, model: str, instructions: str | None, transcript: list[Entry], functions: list[Function], choice: str
     ) -> Answer:
         body: dict[str, Any] = {"model": model, "input": responses_input(transcript), "store": False}
         if instructions:
@@ -159,6 +167,8 @@ class UpstreamClient:
                 {"type": "function", "name": f.name, "description": f.description, "parameters": f.parameters}
                 for f in functions
             ]
+            name = choice.removeprefix("function:")
+            body["tool_choice"] = {"type": "function", "name": name} if name != choice else choice
         response = await self._post("/responses", body, stream=False)
         return _responses_answer(_json(response, self.config))
 

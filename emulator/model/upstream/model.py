@@ -47,9 +47,12 @@ from ptc_emulator.emulator.wire.items import (
     Message,
     OutputText,
     ProgramCaller,
+    ReasoningItem,
+    SummaryText,
     dump,
 )
 from ptc_emulator.emulator.wire.request import CreateRequest
+from ptc_emulator.emulator.wire.tools import AllowedToolsChoice, FunctionToolChoice, ProgrammaticToolChoice
 
 __all__ = ["MAX_TURNS", "UpstreamModel", "UpstreamPlan"]
 
@@ -176,6 +179,7 @@ class _Play:
             instructions=request.instructions,
             transcript=transcript([*self.prepared.conversation.items, *self.produced], CODE_TOOL),
             functions=taught.functions,
+            tool_choice=_choice(request.tool_choice, taught),
         )
         read, written = self.prepared.trace.upstream_tokens
         self.prepared.trace.upstream_tokens = (read + answer.input_tokens, written + answer.output_tokens)
@@ -184,6 +188,8 @@ class _Play:
     async def _turn(self, answer: Answer, taught: Teaching) -> bool:
         """Play one upstream answer; True when the response goes on (a program ended)."""
         prepared = self.prepared
+        if answer.reasoning:  # as the upstream summarised its thinking; not sent back to it
+            self.emit(ReasoningItem(id=self.ids("rs"), summary=[SummaryText(text=answer.reasoning)]))
         code_calls = [c for c in answer.calls if c.name == CODE_TOOL] if taught.programs else []
         if answer.text and (code_calls or answer.calls):
             self.emit(self._message(answer.text, phase="commentary"))
@@ -251,6 +257,22 @@ def _code(call: ToolCall) -> str:
             f"The model upstream called {CODE_TOOL} without a `code` argument (a string): {call.arguments[:200]!r}."
         )
     return code
+
+
+def _choice(choice: Any, taught: Teaching) -> str:
+    """The request's `tool_choice` as the upstream is asked it: `auto`, `none`, `required`, or the
+    name of the one function it must call (the code function for `programmatic_tool_calling`)."""
+    if choice in ("none", "required"):
+        return str(choice)
+    if isinstance(choice, ProgrammaticToolChoice) and taught.programs:
+        return "function:" + CODE_TOOL
+    if isinstance(choice, FunctionToolChoice):
+        for name, qualified in taught.direct.items():
+            if qualified == choice.name:
+                return "function:" + name
+    if isinstance(choice, AllowedToolsChoice) and choice.mode == "required":
+        return "required"
+    return "auto"
 
 
 def _shown(call: ToolCall) -> str:
