@@ -61,6 +61,19 @@ def last_result(body: dict[str, Any]) -> str:
     return str([i for i in body["input"] if i.get("type") == "function_call_output"][-1]["output"])
 
 
+def functions_of(body: dict[str, Any]) -> dict[str, str]:
+    """The functions a request body offers, name -> description, either protocol."""
+    tools = [t.get("function", t) for t in body.get("tools") or ()]
+    return {t["name"]: t.get("description", "") for t in tools}
+
+
+def called(body: dict[str, Any]) -> list[str]:
+    """The names of the calls a request body replays, either protocol."""
+    if "messages" in body:
+        return [c["function"]["name"] for m in body["messages"] for c in m.get("tool_calls") or ()]
+    return [i["name"] for i in body["input"] if i.get("type") == "function_call"]
+
+
 def echo(prefix: str = "") -> Callable[[dict[str, Any]], Answer]:
     """A final message that quotes the latest tool result."""
     return lambda body: say(prefix + last_result(body))

@@ -39,3 +39,13 @@ def sdk(any_server: Callable[..., EmulatorServer]) -> Iterator[openai.OpenAI]:
     with emulator.client(max_retries=0) as client:
         yield client
     emulator.close()
+
+
+@pytest.fixture(params=["chat", "responses"])
+def either_sdk(any_server: Callable[..., EmulatorServer], request: pytest.FixtureRequest) -> Iterator[openai.OpenAI]:
+    """The official SDK on an emulator whose model upstream speaks each protocol in turn."""
+    server = any_server(model_upstream_api=request.param)
+    emulator = PTCEmulator(server.base_url)
+    with emulator.client(max_retries=0) as client:
+        yield client
+    emulator.close()

@@ -11,7 +11,17 @@ import openai
 import pytest
 
 from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
-from tests.anymodel.anymodel_support import CODE_TOOL, FakeUpstream, call, echo, last_result, program, say
+from tests.anymodel.anymodel_support import (
+    CODE_TOOL,
+    FakeUpstream,
+    call,
+    called,
+    echo,
+    functions_of,
+    last_result,
+    program,
+    say,
+)
 from tests.tools.tools_support import DocsServer, docs_server
 
 PTC = {"type": "programmatic_tool_calling"}
@@ -37,7 +47,8 @@ def _output(item: Any, output: Any) -> dict[str, Any]:
     return answer
 
 
-def test_a_five_pause_loop(sdk: openai.OpenAI, upstream: FakeUpstream) -> None:
+def test_a_five_pause_loop(either_sdk: openai.OpenAI, upstream: FakeUpstream) -> None:
+    sdk = either_sdk
     upstream.reply(program(FIVE_PAUSES), echo("Done: "))
     response = sdk.responses.create(model="m", input="Count to five.", tools=[STEP, PTC])
     pauses = 0
@@ -74,7 +85,8 @@ SHIPPING = {
 }
 
 
-def test_a_namespace_tool(sdk: openai.OpenAI, upstream: FakeUpstream) -> None:
+def test_a_namespace_tool(either_sdk: openai.OpenAI, upstream: FakeUpstream) -> None:
+    sdk = either_sdk
     code = "const e = await tools.shipping.get_delivery_eta({ order_id: 'A-104' });\ntext(e.eta);"
     upstream.reply(program(code), echo("ETA "))
     first = sdk.responses.create(model="m", input="When does A-104 arrive?", tools=[SHIPPING, PTC])
@@ -84,7 +96,7 @@ def test_a_namespace_tool(sdk: openai.OpenAI, upstream: FakeUpstream) -> None:
         model="m", previous_response_id=first.id, input=[_output(fc, {"eta": "2026-12-04"})], tools=[SHIPPING, PTC]
     )
     assert second.output_text == "ETA 2026-12-04"
-    description = upstream.requests[0]["tools"][0]["function"]["description"]
+    description = functions_of(upstream.requests[0])[CODE_TOOL]
     assert (
         "  shipping: {\n    /** The delivery date of an order. */\n    get_delivery_eta(args: { order_id: string; })"
         in (description)
@@ -129,7 +141,8 @@ ORDER = {
 }
 
 
-def test_a_direct_call(sdk: openai.OpenAI, upstream: FakeUpstream) -> None:
+def test_a_direct_call(either_sdk: openai.OpenAI, upstream: FakeUpstream) -> None:
+    sdk = either_sdk
     upstream.reply(
         call("get_order", id="A-104"), lambda body: say(f"The order is {json.loads(last_result(body))['state']}.")
     )
@@ -142,9 +155,8 @@ def test_a_direct_call(sdk: openai.OpenAI, upstream: FakeUpstream) -> None:
         model="m", previous_response_id=first.id, input=[_output(fc, {"state": "shipped"})], tools=[ORDER, PTC]
     )
     assert second.output_text == "The order is shipped."
-    names = [t["function"]["name"] for t in upstream.requests[0]["tools"]]
-    assert names == ["get_order", CODE_TOOL]
-    assert upstream.requests[1]["messages"][1]["tool_calls"][0]["function"]["name"] == "get_order"
+    assert list(functions_of(upstream.requests[0])) == ["get_order", CODE_TOOL]
+    assert called(upstream.requests[1]) == ["get_order"]
 
 
 def test_text_beside_a_program_is_a_commentary_message(sdk: openai.OpenAI, upstream: FakeUpstream) -> None:
