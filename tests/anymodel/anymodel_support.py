@@ -54,6 +54,11 @@ def hold() -> Answer:
     return {"hold": True}
 
 
+def stall() -> Answer:
+    """A streamed answer that sends its first chunk and then nothing until the test ends."""
+    return {"stall": True}
+
+
 def last_result(body: dict[str, Any]) -> str:
     """The latest tool result in a request body, either protocol."""
     if "messages" in body:
@@ -181,6 +186,14 @@ def _app(fake: FakeUpstream) -> Starlette:
         if isinstance(answer, Response):
             return answer
         model = body.get("model", "fake")
+        if body.get("stream") and answer.get("stall"):
+
+            async def stalled() -> Any:
+                yield next(_chunks({}, model, fake.usage, False))
+                while not fake.released.is_set():
+                    await asyncio.sleep(0.02)
+
+            return StreamingResponse(stalled(), media_type="text/event-stream")
         if body.get("stream"):
             include = bool((body.get("stream_options") or {}).get("include_usage"))
             return StreamingResponse(_chunks(answer, model, fake.usage, include), media_type="text/event-stream")

@@ -12,7 +12,18 @@ import openai
 import pytest
 
 from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
-from tests.anymodel.anymodel_support import CODE_TOOL, FakeUpstream, call, echo, fail, hold, program, raw_call, say
+from tests.anymodel.anymodel_support import (
+    CODE_TOOL,
+    FakeUpstream,
+    call,
+    echo,
+    fail,
+    hold,
+    program,
+    raw_call,
+    say,
+    stall,
+)
 
 PTC = {"type": "programmatic_tool_calling"}
 
@@ -96,6 +107,15 @@ def test_a_timeout(any_server: Callable[..., EmulatorServer], upstream: FakeUpst
     envelope = _envelope(error)
     assert envelope["code"] == "upstream_timeout"
     assert envelope["message"] == f"The model upstream at {upstream.url} did not answer within 0.5 s."
+
+
+def test_a_stream_that_stalls_after_its_first_chunk(
+    any_server: Callable[..., EmulatorServer], upstream: FakeUpstream
+) -> None:
+    upstream.reply(stall(), stall())
+    error = _error(any_server, model_upstream_timeout_s=0.5, model_upstream_retries=1)
+    assert error.status_code == 504 and _envelope(error)["code"] == "upstream_timeout"
+    assert len(upstream.requests) == 2  # retried once
 
 
 def test_an_unreachable_upstream(make_server: Callable[..., EmulatorServer]) -> None:

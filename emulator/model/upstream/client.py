@@ -96,9 +96,13 @@ class UpstreamClient:
         attempt = 0
         while True:
             try:
-                if self.config.api == "responses":
-                    return await self._responses(model, instructions, transcript, functions, tool_choice)
-                return await self._chat(model, instructions, transcript, functions, tool_choice)
+                async with asyncio.timeout(self.config.timeout_s):  # the whole request, a stream's chunks too
+                    if self.config.api == "responses":
+                        return await self._responses(model, instructions, transcript, functions, tool_choice)
+                    return await self._chat(model, instructions, transcript, functions, tool_choice)
+            except TimeoutError:
+                if attempt >= self.config.retries:
+                    raise _timeout(self.config) from None
             except _Retry as e:
                 if attempt >= self.config.retries:
                     raise e.error from None
