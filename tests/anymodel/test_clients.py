@@ -38,10 +38,11 @@ def get_demand(sku: str) -> str:
     return json.dumps({"sku": sku, "requested_units": 31})
 
 
-@pytest.fixture
-def emulator(any_server: Callable[..., EmulatorServer]) -> Iterator[PTCEmulator]:
+@pytest.fixture(params=["chat", "responses"])
+def emulator(any_server: Callable[..., EmulatorServer], request: pytest.FixtureRequest) -> Iterator[PTCEmulator]:
+    """An emulator whose model upstream speaks each protocol in turn."""
     set_tracing_disabled(True)  # nothing may leave this machine
-    found = PTCEmulator(any_server().base_url)
+    found = PTCEmulator(any_server(model_upstream_api=request.param).base_url)
     yield found
     found.close()
 
@@ -63,7 +64,11 @@ async def test_the_agents_sdk_runner(emulator: PTCEmulator, upstream: FakeUpstre
         agent, "Compare inventory with demand for sku_123.", run_config=RunConfig(tracing_disabled=True)
     )
     assert result.final_output == EXPECTED
-    assert upstream.requests[0]["messages"][0] == {"role": "system", "content": "Compare inventory with demand."}
+    told = upstream.requests[0]
+    if "messages" in told:
+        assert told["messages"][0] == {"role": "system", "content": "Compare inventory with demand."}
+    else:
+        assert told["instructions"] == "Compare inventory with demand."
     assert [e["status"] for e in emulator.journal] == [200, 200]
 
 
