@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ptc_emulator.emulator.errors import NoScenarioMatched, StatusError
+from ptc_emulator.emulator.errors import InvalidRequest, NoScenarioMatched, StatusError
 from ptc_emulator.emulator.model.core import Prepared, Runner, Trace
 from ptc_emulator.emulator.model.scripted.model import ScriptedModel
 from ptc_emulator.emulator.model.scripted.programs import check_call
@@ -107,8 +107,6 @@ class UpstreamModel:
         checks.check_finished_programs(conv, scripted.signer)
         trace.contract.extend(checks.check_outputs(conv, toolset))
         if scripted.strict_contract and trace.contract:
-            from ptc_emulator.emulator.errors import InvalidRequest
-
             raise InvalidRequest(trace.contract[0].describe(), param="input", code="contract_violation")
         return UpstreamPlan(
             script=script,
