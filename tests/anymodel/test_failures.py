@@ -148,7 +148,7 @@ def test_the_upstream_key_reaches_only_the_upstream(
     caplog.set_level("DEBUG")
     server = any_server(model_upstream_api_key_env="ANY30_UPSTREAM_KEY")
     emulator = PTCEmulator(server.base_url)
-    upstream.reply(program("text('k=' + typeof process)"), echo(), fail(500))
+    upstream.reply(program("text('k=' + typeof process)"), echo(), *[fail(500, f"bad key {KEY}")] * 3)
     with emulator.client(max_retries=0) as sdk:
         response = sdk.responses.create(model="m", input="Go.", tools=[PTC])
         with pytest.raises(openai.APIStatusError) as raised:
@@ -156,6 +156,7 @@ def test_the_upstream_key_reaches_only_the_upstream(
         seen = [json.dumps(r.model_dump()) for r in (response, sdk.responses.retrieve(response.id))]
     assert [h.get("authorization") for h in upstream.headers] == [f"Bearer {KEY}"] * 5
     seen.append(json.dumps(emulator.journal))
+    assert "bad key [redacted]" in raised.value.response.text
     seen.append(raised.value.response.text)
     seen.append(emulator.admin.get("/ui/").text)
     seen.append(caplog.text)

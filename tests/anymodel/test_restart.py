@@ -38,10 +38,20 @@ def _outputs(response: Any) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.parametrize("mode", ["previous_response_id", "store_false", "conversation"])
-def test_a_restart_mid_program(server_process: Callable[..., ServerProcess], upstream: FakeUpstream, mode: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "api"),
+    [
+        ("previous_response_id", "chat"),
+        ("store_false", "chat"),
+        ("conversation", "chat"),
+        ("store_false", "responses"),
+    ],
+)
+def test_a_restart_mid_program(
+    server_process: Callable[..., ServerProcess], upstream: FakeUpstream, mode: str, api: str
+) -> None:
     upstream.reply(program(CODE), echo("Counted: "))
-    process = server_process(args=("--model-upstream", upstream.url)).start()
+    process = server_process(args=("--model-upstream", upstream.url, "--model-upstream-api", api)).start()
     store = mode != "store_false"
     with openai.OpenAI(base_url=process.base_url, api_key="sk-test", max_retries=0) as sdk:
         thread = sdk.conversations.create().id if mode == "conversation" else None
@@ -64,6 +74,11 @@ def test_a_restart_mid_program(server_process: Callable[..., ServerProcess], ups
                 response = sdk.responses.create(model="m", previous_response_id=response.id, input=outputs, tools=TOOLS)
     assert response.output_text == "Counted: n=3"
     assert len(upstream.requests) == 2
-    back = upstream.requests[1]["messages"]
-    assert [m["role"] for m in back] == ["user", "assistant", "tool"]
-    assert json.loads(back[1]["tool_calls"][0]["function"]["arguments"]) == {"code": CODE}
+    if api == "chat":
+        back = upstream.requests[1]["messages"]
+        assert [m["role"] for m in back] == ["user", "assistant", "tool"]
+        assert json.loads(back[1]["tool_calls"][0]["function"]["arguments"]) == {"code": CODE}
+    else:
+        back = upstream.requests[1]["input"]
+        assert [i["type"] for i in back] == ["message", "function_call", "function_call_output"]
+        assert json.loads(back[1]["arguments"]) == {"code": CODE}

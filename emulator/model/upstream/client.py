@@ -121,6 +121,8 @@ class UpstreamClient:
         if response.status_code >= 400:
             text = (await response.aread()).decode("utf-8", "replace")
             await response.aclose()
+            if self.config.api_key:  # an upstream that echoes the request's headers
+                text = text.replace(self.config.api_key, "[redacted]")
             error = _error(f"The model upstream at {url} answered {response.status_code}: {_snippet(text)}")
             if response.status_code == 429 or response.status_code >= 500:
                 raise _Retry(error)
