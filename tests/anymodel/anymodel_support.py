@@ -54,6 +54,11 @@ def hold() -> Answer:
     return {"hold": True}
 
 
+def raw_stream(*lines: str) -> Answer:
+    """A streamed answer of these `data:` lines, whatever they say."""
+    return {"raw": lines}
+
+
 def stall() -> Answer:
     """A streamed answer that sends its first chunk and then nothing until the test ends."""
     return {"stall": True}
@@ -186,6 +191,9 @@ def _app(fake: FakeUpstream) -> Starlette:
         if isinstance(answer, Response):
             return answer
         model = body.get("model", "fake")
+        if body.get("stream") and answer.get("raw"):
+            lines = [f"data: {line}\n\n" for line in answer["raw"]]
+            return StreamingResponse(iter(lines), media_type="text/event-stream")
         if body.get("stream") and answer.get("stall"):
 
             async def stalled() -> Any:

@@ -21,6 +21,7 @@ from tests.anymodel.anymodel_support import (
     hold,
     program,
     raw_call,
+    raw_stream,
     say,
     stall,
 )
@@ -61,6 +62,23 @@ def test_code_that_does_not_parse_is_an_incomplete_program(sdk: openai.OpenAI, u
     assert output.status == "incomplete" and "SyntaxError" in output.result
     assert response.output_text.startswith("The program failed: The program ended incomplete: ")
     assert "SyntaxError" in upstream.requests[1]["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("lines", "says"),
+    [
+        (["not json", "[DONE]"], "streamed a chunk that is not JSON"),
+        (["[1, 2]", "[DONE]"], "streamed chunks of an unknown shape"),
+        (['{"choices": [{"delta": {"tool_calls": "many"}}]}', "[DONE]"], "streamed chunks of an unknown shape"),
+    ],
+)
+def test_a_malformed_stream(
+    any_server: Callable[..., EmulatorServer], upstream: FakeUpstream, lines: list[str], says: str
+) -> None:
+    upstream.reply(raw_stream(*lines))
+    error = _error(any_server)
+    assert error.status_code == 502
+    assert _envelope(error)["message"] == f"The model upstream at {upstream.url} {says}."
 
 
 def test_an_unknown_tool_name(any_server: Callable[..., EmulatorServer], upstream: FakeUpstream) -> None:

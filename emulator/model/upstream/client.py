@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -147,12 +148,14 @@ class UpstreamClient:
             body["tool_choice"] = {"type": "function", "function": {"name": name}} if name != choice else choice
         if not self.config.stream:
             response = await self._post("/chat/completions", body, stream=False)
-            return _chat_answer(_json(response, self.config))
+            return _shaped(_chat_answer, _json(response, self.config), self.config)
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
         response = await self._post("/chat/completions", body, stream=True)
         try:
             return await _chat_stream(response, self.config)
+        except (TypeError, AttributeError, KeyError, ValueError):
+            raise _error(f"The model upstream at {self.config.url} streamed chunks of an unknown shape.") from None
         except httpx.TimeoutException:
             raise _Retry(_timeout(self.config)) from None
         except httpx.HTTPError as e:
@@ -176,7 +179,7 @@ class UpstreamClient:
             name = choice.removeprefix("function:")
             body["tool_choice"] = {"type": "function", "name": name} if name != choice else choice
         response = await self._post("/responses", body, stream=False)
-        return _responses_answer(_json(response, self.config))
+        return _shaped(_responses_answer, _json(response, self.config), self.config)
 
 
 def _function(f: Function) -> dict[str, Any]:
@@ -229,6 +232,14 @@ def _json(response: httpx.Response, config: UpstreamConfig) -> dict[str, Any]:
     return data
 
 
+def _shaped(parse: Callable[[dict[str, Any]], Answer], data: dict[str, Any], config: UpstreamConfig) -> Answer:
+    """`parse(data)`, or the 502 for an answer of a shape the protocol does not have."""
+    try:
+        return parse(data)
+    except (TypeError, AttributeError, KeyError, ValueError):
+        raise _error(f"The model upstream at {config.url} answered JSON of an unknown shape.") from None
+
+
 def _chat_answer(data: dict[str, Any]) -> Answer:
     choices = data.get("choices") or []
     message = (choices[0] or {}).get("message") or {} if choices else {}
@@ -273,10 +284,10 @@ async def _chat_stream(response: httpx.Response, config: UpstreamConfig) -> Answ
                 reasoning.append(thought)
             for part in delta.get("tool_calls") or ():
                 slot = calls.setdefault(int(part.get("index", len(calls))), {"id": "", "name": "", "arguments": ""})
-                slot["id"] = part.get("id") or slot["id"]
+                slot["id"] = str(part.get("id") or slot["id"])
                 function = part.get("function") or {}
-                slot["name"] += function.get("name") or ""
-                slot["arguments"] += function.get("arguments") or ""
+                slot["name"] += str(function.get("name") or "")
+                slot["arguments"] += _arguments(function.get("arguments") or "")
     answer.text = "".join(text)
     answer.reasoning = "".join(reasoning) or None
     answer.calls = [
