@@ -24,7 +24,7 @@ from ptc_emulator.emulator.agents.harness import Harness
 from ptc_emulator.emulator.errors import EmulatorError, PayloadTooLarge, StatusError, Unauthorized
 from ptc_emulator.emulator.ids import new_id
 from ptc_emulator.emulator.journal.entries import Journal
-from ptc_emulator.emulator.model import ScenarioError, ScenarioRegistry, ScriptedModel
+from ptc_emulator.emulator.model import ScenarioError, ScenarioRegistry, ScriptedModel, UpstreamModel, with_upstream
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.responses.engine import Engine, Runner
 from ptc_emulator.emulator.signing import Signer, load_secret
@@ -120,11 +120,13 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             mcp=settings.mcp_policy,
             memo=state.hidden_memo,
         )
+        record = settings.record_dir if settings.record_mode != "none" else None
+        playing = with_upstream(model, settings.model_upstream_config(), record=record)  # docs/any-model.md
         state.engine = Engine(
             runner=sandbox_runner,
             store=view(state.store),
             signer=state.signer,
-            model=model,
+            model=playing,
             limits=settings.limits,
             strict_contract=settings.strict_contract,
         )
@@ -135,6 +137,8 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             state.own.release()
             await harness.aclose()
             await state.engine.aclose()
+            if isinstance(playing, UpstreamModel):
+                await playing.aclose()
             if state.upstream is not None:
                 await state.upstream.aclose()
             if pool is not None:

@@ -88,6 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="info", help="uvicorn's and the emulator's log level")
     _record_arguments(serve)
     _mcp_arguments(serve)
+    _model_upstream_arguments(serve)
     return parser
 
 
@@ -141,6 +142,30 @@ def _record_arguments(serve: argparse.ArgumentParser) -> None:
     )
 
 
+def _model_upstream_arguments(serve: argparse.ArgumentParser) -> None:
+    """A model upstream (docs/any-model.md)."""
+    group = serve.add_argument_group("model upstream")
+    group.add_argument(
+        "--model-upstream",
+        default=None,
+        metavar="URL",
+        help="an OpenAI-compatible base URL whose model answers what no scenario matches (writes the programs)",
+    )
+    group.add_argument(
+        "--model-upstream-api-key-env", default=None, metavar="NAME", help="send the model upstream the key in NAME"
+    )
+    group.add_argument("--model-upstream-model", default=None, metavar="NAME", help="the model id sent upstream")
+    group.add_argument(
+        "--model-upstream-api", choices=("chat", "responses"), default="chat", help="the upstream's protocol"
+    )
+    group.add_argument(
+        "--model-upstream-timeout", type=float, default=120.0, metavar="SECONDS", help="one upstream request"
+    )
+    group.add_argument(
+        "--model-upstream-retries", type=int, default=2, help="further attempts after a failure or a 429/5xx"
+    )
+
+
 def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
     args = _parser().parse_args(argv)
     settings = Settings(
@@ -177,6 +202,12 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
         mcp_max_answer_bytes=args.mcp_max_answer_bytes,
         mcp_memo_bytes=args.mcp_memo_bytes,
         record_mode=args.record_mode,
+        model_upstream=args.model_upstream,
+        model_upstream_api_key_env=args.model_upstream_api_key_env,
+        model_upstream_model=args.model_upstream_model,
+        model_upstream_api=args.model_upstream_api,
+        model_upstream_timeout_s=args.model_upstream_timeout,
+        model_upstream_retries=args.model_upstream_retries,
     )
     return settings, args.log_level
 
@@ -223,8 +254,25 @@ def main(argv: list[str] | None = None) -> None:
         _fail(f"--upstream {settings.upstream}: not an http:// or https:// base URL", 2)
     if settings.upstream is not None and settings.record_dir is None:
         _fail("--upstream needs --record DIR: where the recorded conversations go", 2)
-    if settings.record_dir is not None and settings.upstream is None and settings.record_mode != "none":
-        _fail(f"--record-mode {settings.record_mode} needs --upstream URL (replay alone: --record-mode none)", 2)
+    recorder = settings.upstream is None and settings.model_upstream is None
+    if settings.record_dir is not None and recorder and settings.record_mode != "none":
+        _fail(
+            f"--record-mode {settings.record_mode} needs --upstream URL or --model-upstream URL "
+            "(replay alone: --record-mode none)",
+            2,
+        )
+    if settings.model_upstream is not None and not settings.model_upstream.startswith(("http://", "https://")):
+        _fail(f"--model-upstream {settings.model_upstream}: not an http:// or https:// base URL", 2)
+    key_env = settings.model_upstream_api_key_env
+    if key_env is not None and not os.environ.get(key_env):
+        _fail(f"--model-upstream-api-key-env {key_env}: the variable is not set", 2)
+    if key_env is not None and settings.api_key is None and not settings.allow_unguarded_upstream_key:
+        _fail(
+            f"--model-upstream-api-key-env {key_env}: a server that holds an upstream key must require a key of "
+            "its own, or any local process could spend it: set PTC_EMULATOR_API_KEY (or --api-key), or accept "
+            "that risk with --allow-unguarded-upstream-key",
+            2,
+        )
     if settings.record_dir is not None and settings.record_mode == "none" and not settings.record_dir.is_dir():
         _fail(f"--record {settings.record_dir}: no such directory (nothing recorded to replay)", 2)
     try:

@@ -50,6 +50,9 @@ class Figures:
     "program": 2}}`."""
     latency_ms: float = 0.0
     """From the request's arrival to its journal entry (for a stream: to its last event)."""
+    upstream_input_tokens: int = 0
+    """Tokens a model upstream read for this response's turns, as it counted them (docs/any-model.md)."""
+    upstream_output_tokens: int = 0
 
 
 @dataclass

@@ -55,6 +55,8 @@ class Trace:
     """Calls answered on the server's side (MCP, code interpreter, hosted shell), in order."""
     calls: list[tuple[str, str]] = field(default_factory=list)
     """(kind, route) of each tool call made in this response; route is `direct` or `program`."""
+    upstream_tokens: tuple[int, int] = (0, 0)
+    """(input, output) tokens a model upstream counted for this response's turns, summed."""
 
 
 @dataclass(frozen=True)
