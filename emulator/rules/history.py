@@ -25,7 +25,7 @@ from ptc_emulator.emulator.wire.items import (
     dump,
 )
 from ptc_emulator.emulator.wire.pages import page
-from ptc_emulator.emulator.wire.request import CountTokensRequest, CreateRequest
+from ptc_emulator.emulator.wire.request import CompactRequest, CountTokensRequest, CreateRequest
 from ptc_emulator.emulator.wire.response import ResponseStatus
 
 __all__ = ["History", "as_input", "as_response_item", "not_found"]
@@ -151,7 +151,9 @@ class History:
         except ValidationError as e:
             raise InvalidRequest(f"Item '{item_id}' cannot be used as input here.", param=param) from e
 
-    def input(self, request: CreateRequest | CountTokensRequest, scope: str | None = None) -> list[Item]:
+    def input(
+        self, request: CreateRequest | CountTokensRequest | CompactRequest, scope: str | None = None
+    ) -> list[Item]:
         """This request's input items, with item references resolved (in the request's scope)."""
         if request.input is None:
             return []

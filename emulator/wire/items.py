@@ -58,6 +58,7 @@ __all__ = [
     "CALL_TYPES",
     "CallItem",
     "CodeInterpreterCall",
+    "CompactionItem",
     "ContentPart",
     "CustomToolCall",
     "CustomToolCallOutput",
@@ -245,6 +246,16 @@ class ToolSearchOutputItem(WireModel):
     created_by: str | None = None
 
 
+class CompactionItem(WireModel):
+    """What `POST /v1/responses/compact` (or `context_management` compaction) makes of the items
+    before it: their sealed form. Replayed, it stands for them (`rules/compaction.py`)."""
+
+    type: Literal["compaction"] = "compaction"
+    encrypted_content: str
+    id: str | None = None
+    created_by: str | None = None
+
+
 class ItemReference(WireModel):
     type: Literal["item_reference"] | None = "item_reference"
     id: str
@@ -285,6 +296,7 @@ InputItem: TypeAlias = Annotated[
     | Annotated[CodeInterpreterCall, Tag("code_interpreter_call")]
     | Annotated[ToolSearchCallItem, Tag("tool_search_call")]
     | Annotated[ToolSearchOutputItem, Tag("tool_search_output")]
+    | Annotated[CompactionItem, Tag("compaction")]
     | Annotated[ItemReference, Tag("item_reference")],
     Discriminator(_item_tag),
 ]
@@ -303,4 +315,5 @@ Item: TypeAlias = (
     | ToolSearchCallItem
     | ToolSearchOutputItem
     | HostedItem
+    | CompactionItem
 )
