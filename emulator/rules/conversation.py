@@ -18,6 +18,7 @@ from ptc_emulator.emulator.tools.kinds import answer_key, kind_of_call, kind_of_
 from ptc_emulator.emulator.wire.items import (
     CALL_TYPES,
     OUTPUT_TYPES,
+    AdditionalToolsItem,
     CallItem,
     CodeInterpreterCall,
     Item,
@@ -91,7 +92,9 @@ class Conversation:
         for i in range(len(self.items) - 1, -1, -1):
             item = self.items[i]
             if (
-                not isinstance(item, (*OUTPUT_TYPES, Message, ToolSearchOutputItem, McpApprovalResponse))
+                not isinstance(
+                    item, (*OUTPUT_TYPES, Message, ToolSearchOutputItem, McpApprovalResponse, AdditionalToolsItem)
+                )
                 or (isinstance(item, Message) and item.role == "assistant")
                 or (isinstance(item, ToolSearchOutputItem) and item.execution != "client")
             ):

@@ -50,6 +50,9 @@ def as_input(raw: dict[str, Any]) -> Item:
     return item
 
 
+_LISTED_IDS = {"compaction": "cmp", "additional_tools": "at"}
+
+
 def as_response_item(item: Item, ids: Callable[[str], str]) -> dict[str, Any]:
     """An input item as `input_items.list` returns it: with an id and a status."""
     data = dump(item)
@@ -60,6 +63,8 @@ def as_response_item(item: Item, ids: Callable[[str], str]) -> dict[str, Any]:
             extra: dict[str, Any] = {"annotations": []} if part == "output_text" else {}
             data["content"] = [{"type": part, "text": item.content, **extra}]
         data.setdefault("status", "completed")
+    elif item.type in _LISTED_IDS:  # items of no tool kind that a listing shows with an id
+        data.setdefault("id", ids(_LISTED_IDS[item.type]))
     else:  # a tool kind's item: as its kind lists it
         surface = ITEMS.get(item.type)
         if surface is not None and surface.listed_id is not None:

@@ -49,6 +49,7 @@ from ptc_emulator.emulator.wire.calls import (
 )
 
 __all__ = [
+    "AdditionalToolsItem",
     "MAX_DEPTH",
     "OpenJSON",
     "check_depth",
@@ -256,6 +257,18 @@ class CompactionItem(WireModel):
     created_by: str | None = None
 
 
+class AdditionalToolsItem(WireModel):
+    """Tools a developer adds mid-conversation: callable from this item on, by later programs and
+    direct calls. `tools` uses the request's Tool union, checked where the conversation is read
+    (`toolset.py`), as for a `tool_search_output`."""
+
+    type: Literal["additional_tools"] = "additional_tools"
+    role: Literal["developer"]
+    """"Only `developer` is supported" (the SDK's type)."""
+    tools: list[OpenJSON]
+    id: str | None = None
+
+
 class ItemReference(WireModel):
     type: Literal["item_reference"] | None = "item_reference"
     id: str
@@ -297,6 +310,7 @@ InputItem: TypeAlias = Annotated[
     | Annotated[ToolSearchCallItem, Tag("tool_search_call")]
     | Annotated[ToolSearchOutputItem, Tag("tool_search_output")]
     | Annotated[CompactionItem, Tag("compaction")]
+    | Annotated[AdditionalToolsItem, Tag("additional_tools")]
     | Annotated[ItemReference, Tag("item_reference")],
     Discriminator(_item_tag),
 ]
@@ -316,4 +330,5 @@ Item: TypeAlias = (
     | ToolSearchOutputItem
     | HostedItem
     | CompactionItem
+    | AdditionalToolsItem
 )
