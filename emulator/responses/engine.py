@@ -26,7 +26,7 @@ from ptc_emulator.emulator.responses.background import Background
 from ptc_emulator.emulator.responses.body import response_body
 from ptc_emulator.emulator.responses.usage import PromptCache, count, definitions_text, prompt_segments, usage
 from ptc_emulator.emulator.rules import checks
-from ptc_emulator.emulator.rules.compaction import Compactor, Expanded, compact_threshold
+from ptc_emulator.emulator.rules.compaction import Compactor, Expanded, compact_threshold, triggered
 from ptc_emulator.emulator.rules.conversation import Conversation, Folds, analyse
 from ptc_emulator.emulator.rules.history import History, as_input, as_response_item, not_found
 from ptc_emulator.emulator.signing import Signer
@@ -152,7 +152,8 @@ class Engine:
             new_items = self.history.input(request, scope)
             if not history and not any(isinstance(i, Message) and i.role == "user" for i in new_items):
                 history = self.history.recovered(new_items, scope)
-            items = [*history, *new_items]
+            trigger = triggered(new_items)
+            items = [*history, *new_items[: -1 if trigger else None]]
             threshold = compact_threshold(request.context_management)
             expanded = self.compactor.expand(items, len(history))
             if not generate:
@@ -167,6 +168,13 @@ class Engine:
             else:
                 conv = analyse(expanded.items, expanded.new_from, self.signer, self.folds, expanded.shift)
                 _with(expanded, conv)
+            if trigger:  # the response is the context's compaction item, and nothing plays
+                # (the trigger is not stored: `ResponseItem`, what input_items lists, has no such type)
+                toolset = Toolset.of(request, conv.items, conv.new_from)
+                trace = Trace("compaction_trigger")
+                return self._prepared(
+                    request, conv, toolset, trace, scope=scope, local=local, read=(thread, version), compacts=True
+                )
             if previous and _resumes(conv):  # how many continued the paused response so far
                 target = self.store if request.store is not False else local
                 version = target.successors(previous) if target is not None else None

@@ -30,9 +30,9 @@ from pydantic import ValidationError
 from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.rules.history import as_input
 from ptc_emulator.emulator.signing import Signer
-from ptc_emulator.emulator.wire.items import CompactionItem, Item, Message, dump
+from ptc_emulator.emulator.wire.items import CompactionItem, CompactionTrigger, Item, Message, dump
 
-__all__ = ["COMPACTION_DOMAIN", "Compactor", "Expanded", "compact_threshold"]
+__all__ = ["COMPACTION_DOMAIN", "Compactor", "Expanded", "compact_threshold", "triggered"]
 
 COMPACTION_DOMAIN = "compaction"
 """The seal domain of compaction items' `encrypted_content`."""
@@ -121,6 +121,17 @@ class Compactor:
         if last < new_from:
             return Expanded(expanded, len(window) + new_from - last - 1, 0, visible, None)
         return Expanded(expanded, len(window), last + 1 - new_from, visible, items[new_from:])
+
+
+def triggered(new_items: list[Item]) -> bool:
+    """Whether this request's input ends with a `compaction_trigger` (its response is then one
+    compaction item standing for the context before it); one anywhere else is a 400."""
+    for index, item in enumerate(new_items):
+        if isinstance(item, CompactionTrigger) and index != len(new_items) - 1:
+            raise InvalidRequest(
+                "A compaction_trigger must be the final input item.", param=f"input[{index}]", code="invalid_value"
+            )
+    return bool(new_items) and isinstance(new_items[-1], CompactionTrigger)
 
 
 def compact_threshold(entries: list[Any] | None) -> int | None:

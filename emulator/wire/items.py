@@ -60,6 +60,7 @@ __all__ = [
     "CallItem",
     "CodeInterpreterCall",
     "CompactionItem",
+    "CompactionTrigger",
     "ContentPart",
     "CustomToolCall",
     "CustomToolCallOutput",
@@ -257,6 +258,13 @@ class CompactionItem(WireModel):
     created_by: str | None = None
 
 
+class CompactionTrigger(WireModel):
+    """ "Compacts the current context. Must be the final input item." (the SDK's type)"""
+
+    type: Literal["compaction_trigger"] = "compaction_trigger"
+    id: str | None = None
+
+
 class AdditionalToolsItem(WireModel):
     """Tools a developer adds mid-conversation: callable from this item on, by later programs and
     direct calls. `tools` uses the request's Tool union, checked where the conversation is read
@@ -310,6 +318,7 @@ InputItem: TypeAlias = Annotated[
     | Annotated[ToolSearchCallItem, Tag("tool_search_call")]
     | Annotated[ToolSearchOutputItem, Tag("tool_search_output")]
     | Annotated[CompactionItem, Tag("compaction")]
+    | Annotated[CompactionTrigger, Tag("compaction_trigger")]
     | Annotated[AdditionalToolsItem, Tag("additional_tools")]
     | Annotated[ItemReference, Tag("item_reference")],
     Discriminator(_item_tag),
@@ -330,5 +339,6 @@ Item: TypeAlias = (
     | ToolSearchOutputItem
     | HostedItem
     | CompactionItem
+    | CompactionTrigger
     | AdditionalToolsItem
 )

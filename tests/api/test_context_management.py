@@ -78,3 +78,34 @@ def test_context_management_other_than_compaction_is_refused(
         client.responses.create(model="gpt-5.4", input="hi", extra_body={"context_management": [entry]})
     body = caught.value.body
     assert isinstance(body, dict) and body["param"] == param
+
+
+def test_a_compaction_trigger_compacts_the_context_and_the_chain_continues(
+    client: openai.OpenAI, ptc_emulator: PTCEmulator
+) -> None:
+    ptc_emulator.add_scenario(SCENARIO)
+    first = client.responses.create(model="gpt-5.4", input="weather in Oslo", tools=[LOOKUP])
+    call = first.output[0]
+    assert call.type == "function_call"
+    output = {"type": "function_call_output", "call_id": call.call_id, "output": json.dumps({"sky": "pale"})}
+    compacted = client.responses.create(
+        model="gpt-5.4",
+        previous_response_id=first.id,
+        input=[output, {"type": "compaction_trigger"}],  # type: ignore[list-item]
+        tools=[LOOKUP],
+    )
+    assert [item.type for item in compacted.output] == ["compaction"]  # nothing else plays
+    listed = client.responses.input_items.list(compacted.id, order="asc").data
+    assert [item.type for item in listed] == ["function_call_output"]  # ResponseItem has no trigger type
+    answer = client.responses.create(model="gpt-5.4", previous_response_id=compacted.id, tools=[LOOKUP])
+    assert answer.output_text == "It is pale in Oslo."
+
+
+def test_a_compaction_trigger_must_be_the_final_input_item(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(
+            model="gpt-5.4",
+            input=[{"type": "compaction_trigger"}, {"type": "message", "role": "user", "content": "hi"}],  # type: ignore[list-item]
+        )
+    body = caught.value.body
+    assert isinstance(body, dict) and body["param"] == "input[0]" and "final input item" in body["message"]
