@@ -38,8 +38,10 @@ COMPACTION_DOMAIN = "compaction"
 """The seal domain of compaction items' `encrypted_content`."""
 
 _MEMO_ENTRIES = 32
-"""Windows already opened, by their sealed text: a replayed compaction item comes back on every
-request of its conversation."""
+_MEMO_CHARS = 16 * 2**20
+"""Windows already opened, by their sealed text (at most this many, and this many characters of
+it; a larger one is opened every time): a replayed compaction item comes back on every request of
+its conversation."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ class Compactor:
         self.signer = signer
         self.ids = ids
         self._opened: OrderedDict[str, tuple[Item, ...]] = OrderedDict()
+        self._opened_chars = 0
         self._lock = threading.Lock()
 
     def item(self, window: Sequence[Item]) -> dict[str, Any]:
@@ -96,11 +99,22 @@ class Compactor:
                 param=f"{param}.encrypted_content",
                 code="invalid_encrypted_content",
             )
-        with self._lock:
-            self._opened[item.encrypted_content] = window
-            while len(self._opened) > _MEMO_ENTRIES:
-                self._opened.popitem(last=False)
+        sealed = item.encrypted_content
+        if len(sealed) <= _MEMO_CHARS:
+            with self._lock:
+                if sealed not in self._opened:
+                    self._opened[sealed] = window
+                    self._opened_chars += len(sealed)
+                while len(self._opened) > _MEMO_ENTRIES or self._opened_chars > _MEMO_CHARS:
+                    dropped, _ = self._opened.popitem(last=False)
+                    self._opened_chars -= len(dropped)
         return window
+
+    def clear(self) -> None:
+        """Forget the opened windows (`POST /_emulator/reset`)."""
+        with self._lock:
+            self._opened.clear()
+            self._opened_chars = 0
 
     def expand(self, items: list[Item], new_from: int) -> Expanded | None:
         """`items` with their last compaction item read back (see the module's docstring); None
