@@ -38,7 +38,7 @@ COMPACTION_DOMAIN = "compaction"
 """The seal domain of compaction items' `encrypted_content`."""
 
 _MEMO_ENTRIES = 32
-_MEMO_CHARS = 16 * 2**20
+_MEMO_CHARS = 4 * 2**20
 """Windows already opened, by their sealed text (at most this many, and this many characters of
 it; a larger one is opened every time): a replayed compaction item comes back on every request of
 its conversation."""
