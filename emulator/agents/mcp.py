@@ -14,7 +14,11 @@ session's required action `{type: "mcp_approval_request", request_id, turn_id, r
 `agent.session.input.mcp_approval_request_result` with `decision` `approve`, `deny` or `cancel`
 ("Cancel dismisses this request without cancelling the session or turn": the call is not made,
 as for a denial, and the turn goes on). The answer goes into the transcript as the Responses API's
-`mcp_approval_response`, with the request's caller, and the program resumes.
+`mcp_approval_response`, with the request's caller, and the program resumes. With the session's
+`review: "auto_review"` ("Review eligible actions automatically. Deny manual approval fallbacks.")
+no request is surfaced: the emulator reviews nothing, so every call that needs approval is such a
+fallback and is denied. A direct MCP call (a scenario's `mcp:` turn) is shown as the session's
+`mcp_call` item.
 
 Not emulated: the `stdio` transport, `connection_origin: "environment"` and `credential_id` (they
 need the session's environment or a stored credential), and `transport.authorization` (the
@@ -32,7 +36,17 @@ from pydantic import Field
 from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.wire.items import OpenJSON, WireModel
 
-__all__ = ["ApprovalDecision", "McpApprovalResult", "McpToolParam", "approval_action", "check_mcp", "responses_tool"]
+__all__ = [
+    "ApprovalDecision",
+    "McpApprovalResult",
+    "McpToolParam",
+    "approval_action",
+    "approval_response",
+    "check_mcp",
+    "dump_mcp",
+    "mcp_call_item",
+    "responses_tool",
+]
 
 
 class HttpTransport(WireModel):
@@ -158,7 +172,8 @@ def approval_action(out: dict[str, Any], turn_id: str) -> dict[str, Any]:
 
 
 def approval_response(request: dict[str, Any], decision: str) -> dict[str, Any]:
-    """The transcript's `mcp_approval_response` for a decision (cancel: the call is not made)."""
+    """The transcript's `mcp_approval_response` for a decision: `approve` runs the call; `deny`,
+    `cancel` and `auto_review` (the session's `review: "auto_review"`) do not."""
     item: dict[str, Any] = {
         "type": "mcp_approval_response",
         "approval_request_id": request["request_id"],
@@ -166,6 +181,27 @@ def approval_response(request: dict[str, Any], decision: str) -> dict[str, Any]:
     }
     if decision == "cancel":
         item["reason"] = "The user dismissed the approval request."
+    elif decision == "auto_review":
+        item["reason"] = "Denied by the session's automatic review (a manual approval fallback is denied)."
     if request.get("caller") is not None:
         item["caller"] = request["caller"]
     return item
+
+
+def mcp_call_item(out: dict[str, Any]) -> dict[str, Any]:
+    """A step's direct `mcp_call` as the session's `mcp_call` item (`AgentMcpCallItem`)."""
+    try:
+        arguments = json.loads(out["arguments"]) if out.get("arguments") else {}
+    except json.JSONDecodeError:
+        arguments = out["arguments"]
+    failed = out.get("error") is not None or out.get("status") == "failed"
+    return {
+        "id": out["id"],
+        "type": "mcp_call",
+        "server_label": out["server_label"],
+        "name": out["name"],
+        "arguments": arguments,
+        "output": out.get("output"),
+        "error": out.get("error"),
+        "status": "failed" if failed else "completed",
+    }

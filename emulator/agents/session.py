@@ -18,6 +18,7 @@ How Responses items become agent session items:
     reasoning                   reasoning
     mcp_approval_request        a pending required_action `mcp_approval_request` (see `mcp.py`);
                                 its answer goes in as `mcp_approval_response`
+    mcp_call (a direct one)     mcp_call, arguments as an object
     message                     message (assistant, phase final_answer), streamed as text deltas
 
 Agent items have no program or caller types, so a program is the `exec` tool's command
@@ -31,7 +32,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ptc_emulator.emulator.agents.mcp import approval_action, approval_response
+from ptc_emulator.emulator.agents.mcp import approval_action, approval_response, mcp_call_item
 from ptc_emulator.emulator.agents.wire import (
     ApprovalResult,
     CancelInput,
@@ -357,10 +358,15 @@ class AgentSession:
                     }
                 )
             elif kind == "mcp_approval_request":
-                approvals = self.doc.setdefault("approvals", {})
-                approvals[out["id"]] = {"request_id": out["id"], "turn_id": turn_id, "caller": out.get("caller")}
-                approvals[out["id"]]["state"] = "pending"
-                pending.append(approval_action(out, turn_id))
+                request = {"request_id": out["id"], "turn_id": turn_id, "caller": out.get("caller"), "state": "pending"}
+                self.doc.setdefault("approvals", {})[out["id"]] = request
+                if self.doc["session"].get("review") == "auto_review":  # no manual approval: denied
+                    request["state"] = "deny"
+                    self.doc["transcript"].append(approval_response(request, "auto_review"))
+                else:
+                    pending.append(approval_action(out, turn_id))
+            elif kind == "mcp_call":
+                self._add(mcp_call_item(out), output_index, events, done=True)
             elif kind == "message":
                 self._message(out, output_index, events)
                 finished = True

@@ -105,3 +105,52 @@ def test_the_agent_shows_its_mcp_tool_and_refuses_what_is_not_emulated(client: o
     with pytest.raises(openai.BadRequestError) as caught:
         client.beta.agents.create(model="gpt-5", tools=[stdio])  # type: ignore[list-item]
     assert caught.value.param == "tools[0].transport.type" and "stdio" in caught.value.message
+
+
+def test_auto_review_surfaces_no_approval_and_denies_the_fallback(client: openai.OpenAI, docs: DocsServer) -> None:
+    session = valid(
+        client.beta.agents.sessions.create(
+            environment={"type": "none"},
+            agent={"model": "gpt-5", "tools": [mcp(docs)]},
+            input=js(DELETE),
+            review="auto_review",
+        )
+    )
+    seen = events_until(client, session.id, "agent.session.idle")
+    assert all(e.type != "agent.session.requires_action" for e in seen)
+    items = [valid(i) for i in client.beta.agents.sessions.items.list(session.id)]
+    assert items[-1].content[0].text.startswith("caught: The call to docs.delete_page was not approved")
+    assert docs.calls == []
+
+
+def test_a_direct_mcp_call_in_a_session_is_approved_then_shown(
+    client: openai.OpenAI, ptc_emulator: PTCEmulator, docs: DocsServer
+) -> None:
+    ptc_emulator.add_scenario(
+        {
+            "name": "session-direct-mcp",
+            "match": {"input": "^look ptc up$"},
+            "turns": [
+                {"mcp": {"server_label": "docs", "name": "lookup", "arguments": {"topic": "ptc"}}},
+                {"message": "{{ output }}"},
+            ],
+        }
+    )
+    session = valid(
+        client.beta.agents.sessions.create(
+            environment={"type": "none"}, agent={"model": "gpt-5", "tools": [mcp(docs)]}, input="look ptc up"
+        )
+    )
+    last = events_until(client, session.id, "agent.session.requires_action", "agent.session.idle")[-1]
+    assert last.type == "agent.session.requires_action", last
+    (action,) = last.session.required_actions
+    assert action.request.name == "lookup" and action.request.arguments == {"topic": "ptc"}
+    assert answer(client, session, action, "approve") == "The docs say ptc is fine."
+    items = [valid(i) for i in client.beta.agents.sessions.items.list(session.id)]
+    (call,) = [i for i in items if i.type == "mcp_call"]
+    assert (call.name, call.arguments, call.output, call.status) == (
+        "lookup",
+        {"topic": "ptc"},
+        "The docs say ptc is fine.",
+        "completed",
+    )
