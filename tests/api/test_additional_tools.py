@@ -89,3 +89,10 @@ def test_additional_tools_take_only_the_developer_role(client: openai.OpenAI) ->
         client.responses.create(
             model="gpt-5.4", input=[{**ADDED, "role": "user"}, {"type": "message", "role": "user", "content": "hi"}]
         )
+
+
+def test_added_tool_definitions_count_as_input(client: openai.OpenAI) -> None:
+    message = {"type": "message", "role": "user", "content": "hi"}
+    plain = client.responses.input_tokens.count(model="gpt-5.4", input=[message])  # type: ignore[list-item]
+    added = client.responses.input_tokens.count(model="gpt-5.4", input=[ADDED, message])  # type: ignore[list-item]
+    assert added.input_tokens > plain.input_tokens + 20  # the definition's JSON, where the item stands
