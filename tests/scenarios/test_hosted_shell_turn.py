@@ -142,5 +142,16 @@ def test_a_call_turn_on_a_hosted_shell_names_the_shell_turn(client: openai.OpenA
             "hosted": {"shell": [{"command": "pwd", "stdout": "/mnt/data\n"}]},
         }
     )
-    response = client.responses.create(model="gpt-5.5", input="by turn", tools=tools)
+    response = client.responses.create(model="gpt-5.5", input="by turn", tools=tools, store=False)
     assert [item.type for item in response.output] == ["shell_call", "shell_call_output", "message"]
+    # Replayed as it came (store: false), the server-run pair is accepted, and a container_auto
+    # shell runs again in the conversation's container.
+    replay: Any = [
+        {"type": "message", "role": "user", "content": "by turn"},
+        *[item.model_dump(mode="json", exclude_none=True) for item in response.output],
+        {"type": "message", "role": "user", "content": "by turn"},
+    ]
+    again = client.responses.create(model="gpt-5.5", input=replay, tools=tools, store=False)
+    first_env, second_env = response.output[0].environment, again.output[0].environment  # type: ignore[union-attr]
+    assert first_env is not None and second_env is not None
+    assert second_env.container_id == first_env.container_id  # type: ignore[union-attr]
