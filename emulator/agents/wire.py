@@ -300,7 +300,9 @@ def check_tools(tools: list[AgentToolParam], param: str = "tools") -> None:
                 )
             if tool.async_:
                 raise InvalidRequest(
-                    "Asynchronous function tools are not supported by the emulator's Agents API.",
+                    'Asynchronous function tools (async: true, "the agent continues without waiting for the '
+                    'function result") are not emulated: a session waits for every function result. Omit async '
+                    "or set it to false.",
                     param=f"{where}.async",
                     code="unsupported_parameter",
                 )
