@@ -7,11 +7,12 @@ reaches the threshold starts its output with one. The item's `encrypted_content`
 window, in order, sealed with the server's secret (`Signer.seal`, domain `compaction`): a client
 reads nothing of it and cannot forge or alter it (a changed one is a 400).
 
-Read back (`Compactor.expand`), the last compaction item of a conversation replaces itself and
-every item before it with its window: the items before it are the window's own user messages (as
+Read back (`Compactor.expand`), the last compaction item of a conversation replaces itself, and
+the items before it that the window covers, with its window: the window's own user messages (as
 the compact endpoint returned them) or, reached by `previous_response_id`, the history it was made
-from. So the scripted model reads the conversation as it was (a hosted model reads a summary of
-it; the scripted one answers from the items themselves), a program paused in the window resumes
+from; what came before those (a client that compacted only a suffix) stays in front. So the
+scripted model reads the conversation as it was (a hosted model reads a summary of it; the
+scripted one answers from the items themselves), a program paused in the window resumes
 by replay as it would have without compaction, and usage counts what a hosted model's context
 holds after compaction: the user messages, the compaction item (no text of its own) and what
 follows it (`Expanded.visible`).
@@ -129,12 +130,33 @@ class Compactor:
             param = f"input[{i - new_from}]" if i >= new_from else "previous_response_id"
             windows.append(self.open(item, param))
         last, window = found[-1], list(windows[-1])
-        expanded = [*window, *items[last + 1 :]]
-        users = [item for item in items[:last] if isinstance(item, Message) and item.role == "user"]
-        visible = [*users, *items[last:]]
+        kept = _kept(items[:last], window)
+        expanded = [*items[:kept], *window, *items[last + 1 :]]
+        users = [item for item in items[kept:last] if isinstance(item, Message) and item.role == "user"]
+        visible = [*items[:kept], *users, *items[last:]]
         if last < new_from:
-            return Expanded(expanded, len(window) + new_from - last - 1, 0, visible, None)
-        return Expanded(expanded, len(window), last + 1 - new_from, visible, items[new_from:])
+            return Expanded(expanded, kept + len(window) + new_from - last - 1, 0, visible, None)
+        return Expanded(expanded, kept + len(window), last + 1 - new_from, visible, items[new_from:])
+
+
+def _kept(before: list[Item], window: Sequence[Item]) -> int:
+    """How many of the items before a compaction item stay in front of its window: those before
+    the window itself (the conversation it was made from, as `previous_response_id` finds it after
+    `context_management` compaction) or before its user messages (as the compact endpoint returned
+    them: a client that compacted only a suffix keeps what came earlier). Otherwise none: the
+    window stands for everything before it."""
+    size = len(window)
+    if 0 < size <= len(before):
+        tail = before[len(before) - size :]
+        if all(a is b or dump(a) == dump(b) for a, b in zip(tail, window, strict=True)):
+            return len(before) - size
+    users = [item.text() for item in window if isinstance(item, Message) and item.role == "user"]
+    count = len(users)
+    if 0 < count <= len(before):
+        tail = before[len(before) - count :]
+        if all(isinstance(m, Message) and m.role == "user" and m.text() == t for m, t in zip(tail, users, strict=True)):
+            return len(before) - count
+    return 0
 
 
 def triggered(new_items: list[Item]) -> bool:

@@ -147,3 +147,19 @@ def test_a_changed_compaction_item_is_refused(client: openai.OpenAI, ptc_emulato
     assert error["code"] == "invalid_encrypted_content"
     assert error["param"] == "input[1].encrypted_content"
     assert "could not be verified" in error["message"]
+
+
+def test_a_compacted_suffix_keeps_what_came_before_it(client: openai.OpenAI, ptc_emulator: PTCEmulator) -> None:
+    ptc_emulator.add_scenario(SCENARIO)
+    oslo = first_turn(client, store=False)
+    done = client.responses.create(model="gpt-5.4", input=oslo, tools=[LOOKUP], store=False)
+    prefix = [*oslo, *dumped(done.output)]  # a finished exchange, not compacted
+    compacted = client.responses.compact(model="gpt-5.4", input=first_turn(client, store=False))  # the suffix
+    with_prefix = client.responses.create(
+        model="gpt-5.4", input=[*prefix, *dumped(compacted.output)], tools=[LOOKUP], store=False
+    )
+    alone = client.responses.create(model="gpt-5.4", input=dumped(compacted.output), tools=[LOOKUP], store=False)
+    assert with_prefix.output_text == alone.output_text == "It is grey in Oslo."
+    assert with_prefix.usage is not None and alone.usage is not None
+    counted = client.responses.input_tokens.count(model="gpt-5.4", input=prefix)  # type: ignore[arg-type]
+    assert with_prefix.usage.input_tokens - alone.usage.input_tokens == counted.input_tokens  # the prefix stays
