@@ -197,3 +197,4 @@ def _free_caches(state: Any) -> None:
         engine.folds.clear()
         engine.prompt_cache.clear()
         engine.history.validated.clear()
+        engine.compactor.clear()

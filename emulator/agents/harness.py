@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ptc_emulator.emulator.agents.keys import IdempotencyKeys
+from ptc_emulator.emulator.agents.mcp import McpApprovalResult
 from ptc_emulator.emulator.agents.session import AgentSession, Doc, Event, input_messages, zero_usage
 from ptc_emulator.emulator.agents.wire import (
     AgentCreate,
@@ -48,8 +49,8 @@ from ptc_emulator.emulator.agents.wire import (
     check_agent,
     check_tools,
     persisted_tools,
-    ptc_enabled,
     session_agent,
+    session_tools,
 )
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, NotFound
 from ptc_emulator.emulator.responses.engine import Engine
@@ -373,6 +374,8 @@ class Harness:
                 elif isinstance(event, CancelInput):
                     session.cancel(events)
                     resume = False
+                elif isinstance(event, McpApprovalResult):
+                    resume = session.apply_approval(event, events) or resume
             if idempotency_key is not None:
                 self.keys.remember(session_id, idempotency_key, digest)
             doc["session"]["last_active_at"] = self.now()
@@ -424,20 +427,7 @@ class Harness:
 
     async def _play(self, doc: Doc) -> dict[str, Any]:
         agent = doc["session"]["agent"]
-        ptc = ptc_enabled(agent["tools"])
-        tools: list[dict[str, Any]] = []
-        for tool in agent["tools"]:
-            if tool["type"] == "function":
-                entry = {k: tool[k] for k in ("type", "name", "description", "parameters")}
-                if tool.get("defer_loading"):
-                    entry["defer_loading"] = True
-                if ptc:
-                    entry["allowed_callers"] = ["direct", "programmatic"]
-                tools.append(entry)
-            elif tool["type"] == "tool_search":
-                tools.append({"type": "tool_search"})
-        if ptc:
-            tools.append({"type": "programmatic_tool_calling"})
+        tools = session_tools(agent["tools"])
         body: dict[str, Any] = {
             "model": agent["model"],
             "store": False,
