@@ -1,0 +1,186 @@
+"""The Store contract (tests/unit/test_store_contract.py) against PostgreSQL: the same cases,
+each on a fresh database of the session's throwaway cluster, and what only a shared database
+has to show: a versioned schema made once however many replicas start at once, and the
+database deciding between two writers of different processes.
+
+The cases are imported from the unit file (the fast tier, which may start no server): only the
+fixtures that open a store differ.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+
+from ptc_emulator.emulator.storage import SchemaTooNew, Store, StoredConversation, StoredResponse, open_store, ping
+from tests.unit.test_store_contract import (  # noqa: F401 (collected here too)
+    message,
+    response,
+    test_a_successor_is_put_only_if_no_other_was_put_since_it_counted,
+    test_conversation_append_at_a_version_is_checked_and_written_at_once,
+    test_conversation_delete_item_removes_the_first_with_that_id,
+    test_conversation_items_keep_their_order,
+    test_conversations_create_get_update_delete,
+    test_conversations_return_copies,
+    test_journal_append_list_clear_by_scope,
+    test_journal_keeps_its_bounds_oldest_first,
+    test_records_list_in_first_put_order,
+    test_records_put_get_delete_by_kind,
+    test_records_return_copies,
+    test_responses_index_their_items_by_id,
+    test_responses_keep_their_scope_and_its_items_are_found_in_it_only,
+    test_responses_put_get_delete,
+    test_responses_put_replaces,
+    test_responses_return_copies,
+    test_scenarios_by_scope_and_name,
+    test_scenarios_clear_one_scope_or_all,
+    test_scenarios_return_copies,
+)
+
+Open = Callable[[], Store]
+
+
+@pytest.fixture
+def opener(postgres_url: str) -> Iterator[Open]:
+    opened: list[Store] = []
+
+    def open_() -> Store:
+        store = open_store(postgres_url)
+        opened.append(store)
+        return store
+
+    yield open_
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def store(opener: Open) -> Store:
+    return opener()
+
+
+@pytest.fixture
+def reopen(opener: Open) -> Callable[[Store], Store]:
+    """Close the store and open its database again (a server started again, or another replica)."""
+
+    def again(store: Store) -> Store:
+        store.close()
+        return opener()
+
+    return again
+
+
+def _version(url: str) -> int:
+    with psycopg.connect(url) as db:
+        row = db.execute("SELECT version FROM ptc_schema").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_url_opens_a_postgresql_store_that_answers(store: Store) -> None:
+    assert store.kind == "postgresql" and ping(store) is True
+
+
+def test_the_schema_is_made_once_by_replicas_starting_together(postgres_url: str) -> None:
+    barrier = threading.Barrier(4)
+    stores: list[Store] = []
+    errors: list[BaseException] = []
+
+    def start() -> None:
+        barrier.wait()
+        try:
+            stores.append(open_store(postgres_url))
+        except BaseException as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert errors == [] and len(stores) == 4
+        stores[0].responses.put(response("resp_1", output=["msg_1"]))
+        assert all(s.responses.get("resp_1") == response("resp_1", output=["msg_1"]) for s in stores)
+    finally:
+        for s in stores:
+            s.close()
+    version = _version(postgres_url)
+    again = open_store(postgres_url)  # a restart: nothing to do, nothing lost
+    try:
+        assert _version(postgres_url) == version >= 1
+        assert again.responses.count() == 1
+    finally:
+        again.close()
+
+
+def test_a_database_of_a_newer_schema_is_refused(postgres_url: str) -> None:
+    open_store(postgres_url).close()
+    with psycopg.connect(postgres_url) as db:
+        db.execute("UPDATE ptc_schema SET version = version + 1")
+    with pytest.raises(SchemaTooNew, match="newer than this emulator"):
+        open_store(postgres_url)
+
+
+def test_the_journal_never_reaches_the_database(store: Store, postgres_url: str) -> None:
+    store.journal.append(None, "JOURNAL-MARKER", 10)
+    store.responses.put(response("resp_1"))
+    with psycopg.connect(postgres_url) as db:
+        tables = [r[0] for r in db.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
+        for table in tables:
+            (found,) = db.execute(f"SELECT count(*) FROM {table} t WHERE t::text LIKE '%%JOURNAL-MARKER%%'").fetchone()
+            assert found == 0, table
+
+
+def test_an_unfinished_background_response_stays_as_it_is_when_a_replica_starts(
+    store: Store, reopen: Callable[[Store], Store]
+) -> None:
+    """Unlike SQLite's one process, another replica may be running it: a start fails nothing."""
+    store.responses.put(StoredResponse("resp_q", {**response("resp_q").response, "status": "queued"}, [], None))
+    store = reopen(store)
+    found = store.responses.get("resp_q")
+    assert found is not None and found.response["status"] == "queued"
+
+
+def test_two_stores_continuing_one_response_at_once_put_one_successor(opener: Open) -> None:
+    first, second = opener(), opener()
+    first.responses.put(response("resp_paused"))
+    barrier = threading.Barrier(2)
+    won: list[bool] = []
+
+    def continue_(store: Store, name: str) -> None:
+        counted = store.responses.successors("resp_paused")
+        barrier.wait()  # both counted none before either writes
+        won.append(store.responses.put_successor(response(name, previous="resp_paused"), counted))
+
+    threads = [threading.Thread(target=continue_, args=(s, n)) for s, n in ((first, "resp_a"), (second, "resp_b"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(won) == [False, True]
+    assert first.responses.successors("resp_paused") == 1
+
+
+def test_two_stores_appending_at_one_version_append_once(opener: Open) -> None:
+    first, second = opener(), opener()
+    first.conversations.create(StoredConversation("conv_1", 1, {}), [message("msg_1")])
+    barrier = threading.Barrier(2)
+    won: list[bool] = []
+
+    def append(store: Store, item_id: str) -> None:
+        version, _ = store.conversations.read("conv_1") or (-1, [])
+        barrier.wait()
+        won.append(store.conversations.append("conv_1", [message(item_id)], expected=version))
+
+    threads = [threading.Thread(target=append, args=(s, n)) for s, n in ((first, "msg_a"), (second, "msg_b"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(won) == [False, True]
+    version, items = second.conversations.read("conv_1") or (-1, [])
+    assert version == 1 and len(items) == 2
