@@ -44,7 +44,8 @@ class Settings:
     fixtures: tuple[Path, ...] = ()
     """Scenario directories loaded after the bundled `fixtures/`."""
     bundled_fixtures: bool = True
-    store: Literal["sqlite", "memory"] = "sqlite"
+    store: str = "sqlite"
+    """`sqlite`, `memory`, or a `postgresql://` URL: a database several replicas share."""
     data_dir: Path = field(default_factory=default_data_dir)
     secret: str | None = None
     """HMAC secret for fingerprints; else PTC_EMULATOR_SECRET; else `<data_dir>/secret`."""

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from ptc_emulator.emulator.storage.memory import MemoryJournal, MemoryStore
 from ptc_emulator.emulator.storage.pgschema import SchemaTooNew
-from ptc_emulator.emulator.storage.postgres import PostgresStore, is_postgres_url
 from ptc_emulator.emulator.storage.protocol import (
     Conversations,
     JournalLog,
@@ -25,6 +24,7 @@ from ptc_emulator.emulator.storage.protocol import (
     StoredConversation,
     StoredResponse,
     StoredScenario,
+    StoreUnavailable,
 )
 from ptc_emulator.emulator.storage.responses import ConnectionStore, ResponseStore, view
 from ptc_emulator.emulator.storage.sqlite import SqliteStore
@@ -44,6 +44,7 @@ __all__ = [
     "StoredConversation",
     "StoredResponse",
     "StoredScenario",
+    "StoreUnavailable",
     "is_postgres_url",
     "open_store",
     "ping",
@@ -58,7 +59,10 @@ def open_store(kind: str, data_dir: Path | None = None) -> Store:
     """A `memory` store, the `sqlite` store in `data_dir` (made if missing), or the store in the
     PostgreSQL database at a `postgresql://` URL (its schema made or migrated first)."""
     if is_postgres_url(kind):
-        return PostgresStore(kind)
+        # Imported here: psycopg is loaded by the servers that use it only.
+        from ptc_emulator.emulator.storage.postgres import open_postgres
+
+        return open_postgres(kind)
     if kind == "memory":
         return MemoryStore()
     if kind == "sqlite":
@@ -66,6 +70,10 @@ def open_store(kind: str, data_dir: Path | None = None) -> Store:
             raise ValueError("a sqlite store needs a data directory")
         return SqliteStore(data_dir / FILENAME)
     raise ValueError(f"unknown store {kind!r}: 'memory', 'sqlite' or a postgresql:// URL")
+
+
+def is_postgres_url(kind: str) -> bool:
+    return kind.startswith(("postgresql://", "postgres://"))
 
 
 def ping(store: Store) -> bool:

@@ -11,7 +11,12 @@ change of the schema is a new entry.
 
 from __future__ import annotations
 
-import psycopg
+from typing import TYPE_CHECKING
+
+from ptc_emulator.emulator.storage.protocol import StoreUnavailable
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = ["LOCK", "MIGRATIONS", "VERSION", "SchemaTooNew", "migrate"]
 
@@ -65,6 +70,21 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (scope_key, name)
     );
     """,
+    # 2: the request journal, shared so every replica's inspector shows every replica's requests.
+    # UNLOGGED: never written to the write-ahead log and emptied by a crash of the database, as the
+    # journal of one process is gone with it; `journal_totals` is its one row of bounds.
+    """
+    CREATE UNLOGGED TABLE journal (
+        seq BIGINT PRIMARY KEY,
+        scope TEXT,
+        size BIGINT NOT NULL,
+        entry TEXT NOT NULL
+    );
+    CREATE SEQUENCE journal_seq;
+    CREATE UNLOGGED TABLE journal_totals (one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+        entries BIGINT NOT NULL, bytes BIGINT NOT NULL);
+    INSERT INTO journal_totals (entries, bytes) VALUES (0, 0);
+    """,
 )
 """`scenarios.scope_key` is the scope as JSON (`null` for none): a primary key cannot hold NULL.
 `records.ord` and `scenarios.ord` are the listing order: an upsert keeps the row's. `responses.status`
@@ -73,7 +93,7 @@ is the body's status, kept beside it for the successor count."""
 VERSION = len(MIGRATIONS)
 
 
-class SchemaTooNew(RuntimeError):
+class SchemaTooNew(StoreUnavailable):
     """The database was made by a newer emulator."""
 
 

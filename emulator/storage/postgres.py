@@ -8,21 +8,20 @@ wins, the other is refused, as `put_successor` says); a conversation's items are
 its row's lock, its version checked in the same `UPDATE`. The schema is the server's own
 (`pgschema.py`), migrated when the store opens.
 
-The journal stays in the process's memory (`protocol.JournalLog`): it holds `store: false`
-bodies, which never reach the database.
+The journal is shared too (`pgjournal.py`), in tables the database never logs.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
-from psycopg_pool import ConnectionPool
+from psycopg_pool import PoolTimeout
 
-from ptc_emulator.emulator.storage.memory import UNFINISHED, MemoryJournal, item_ids
+from ptc_emulator.emulator.storage.memory import UNFINISHED, item_ids
+from ptc_emulator.emulator.storage.pgjournal import PostgresJournal
+from ptc_emulator.emulator.storage.pgpool import Db, Pool
 from ptc_emulator.emulator.storage.pgschema import migrate
 from ptc_emulator.emulator.storage.protocol import (
     Conversations,
@@ -33,53 +32,18 @@ from ptc_emulator.emulator.storage.protocol import (
     StoredConversation,
     StoredResponse,
     StoredScenario,
+    StoreUnavailable,
 )
 
-__all__ = ["PostgresStore", "is_postgres_url"]
+__all__ = ["PostgresStore", "open_postgres"]
 
-Db = psycopg.Connection[tuple[Any, ...]]
-T = TypeVar("T")
 
 _dumps = json.dumps
 _loads = json.loads
 
 
-def is_postgres_url(kind: str) -> bool:
-    return kind.startswith(("postgresql://", "postgres://"))
-
-
-class _Pool:
-    def __init__(self, url: str, size: int) -> None:
-        self.pool: ConnectionPool[Db] = ConnectionPool(
-            url, min_size=1, max_size=size, open=False, kwargs={"autocommit": True}, name="ptc-emulator"
-        )
-        self.pool.open(wait=True, timeout=30)
-
-    @contextmanager
-    def tx(self) -> Iterator[Db]:
-        """One transaction, committed at the end (rolled back on an exception)."""
-        with self.pool.connection() as db, db.transaction():
-            yield db
-
-    def run(self, work: Callable[[Db], T]) -> T:
-        with self.tx() as db:
-            return work(db)
-
-    def one(self, sql: Any, parameters: tuple[Any, ...] = ()) -> Any:
-        with self.pool.connection() as db:
-            return db.execute(sql, parameters).fetchone()
-
-    def rows(self, sql: Any, parameters: tuple[Any, ...] = ()) -> list[Any]:
-        with self.pool.connection() as db:
-            return db.execute(sql, parameters).fetchall()
-
-    def changed(self, sql: Any, parameters: tuple[Any, ...] = ()) -> int:
-        with self.pool.connection() as db:
-            return db.execute(sql, parameters).rowcount
-
-
 class PostgresResponses:
-    def __init__(self, db: _Pool) -> None:
+    def __init__(self, db: Pool) -> None:
         self._db = db
 
     def put(self, record: StoredResponse) -> None:
@@ -163,7 +127,7 @@ class PostgresResponses:
 
 
 class PostgresConversations:
-    def __init__(self, db: _Pool) -> None:
+    def __init__(self, db: Pool) -> None:
         self._db = db
 
     @staticmethod
@@ -254,7 +218,7 @@ class PostgresConversations:
 
 
 class PostgresRecords:
-    def __init__(self, db: _Pool) -> None:
+    def __init__(self, db: Pool) -> None:
         self._db = db
 
     def put(self, kind: str, record_id: str, document: dict[str, Any]) -> None:
@@ -278,7 +242,7 @@ class PostgresRecords:
 
 
 class PostgresScenarios:
-    def __init__(self, db: _Pool) -> None:
+    def __init__(self, db: Pool) -> None:
         self._db = db
 
     def put(self, scenario: StoredScenario) -> None:
@@ -310,12 +274,12 @@ class PostgresStore:
     def __init__(self, url: str, *, pool_size: int = 8) -> None:
         with psycopg.connect(url, autocommit=True) as connection:
             migrate(connection)
-        self._db = _Pool(url, pool_size)
+        self._db = Pool(url, pool_size)
         self.responses: Responses = PostgresResponses(self._db)
         self.conversations: Conversations = PostgresConversations(self._db)
         self.sessions: Records = PostgresRecords(self._db)
         self.scenarios: Scenarios = PostgresScenarios(self._db)
-        self.journal: JournalLog = MemoryJournal()
+        self.journal: JournalLog = PostgresJournal(self._db)
 
     def ping(self) -> bool:
         """Whether the database answers."""
@@ -326,3 +290,11 @@ class PostgresStore:
 
     def close(self) -> None:
         self._db.pool.close()
+
+
+def open_postgres(url: str) -> PostgresStore:
+    """The store at `url`; `StoreUnavailable` if the database does not answer or is too new."""
+    try:
+        return PostgresStore(url)
+    except (psycopg.Error, PoolTimeout) as e:
+        raise StoreUnavailable(f"the database does not answer: {e}") from e

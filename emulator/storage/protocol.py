@@ -26,7 +26,12 @@ __all__ = [
     "StoredConversation",
     "StoredResponse",
     "StoredScenario",
+    "StoreUnavailable",
 ]
+
+
+class StoreUnavailable(RuntimeError):
+    """The store could not be opened: its database does not answer, or cannot be used."""
 
 
 @dataclass(frozen=True, slots=True)
