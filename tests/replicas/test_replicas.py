@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import openai
+import psycopg
 import pytest
 
 from ptc_emulator.testing.process import ServerProcess
@@ -165,3 +166,13 @@ def test_a_replica_refuses_to_start_without_a_shared_secret(postgres_url: str, t
     server = ServerProcess(tmp_path / "data", store=postgres_url, secret=None)
     with pytest.raises(RuntimeError, match="needs --secret"):
         server.start(timeout=30)
+
+
+def test_health_says_when_the_database_does_not_answer(postgres_cluster: Cluster, tmp_path: Path) -> None:
+    url = postgres_cluster.database()
+    with replicas(tmp_path, url, 1) as (server,):
+        assert server.health()["database"] == "ok"
+        with psycopg.connect(postgres_cluster.admin_url, autocommit=True) as db:
+            db.execute(f'DROP DATABASE "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
+        reply = admin(server, "GET", "/health")
+        assert reply.status_code == 503 and reply.json()["database"] == "unreachable"
