@@ -47,6 +47,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="{sqlite,memory,postgresql://...}",
         help=f"memory: nothing is written to disk; a postgresql:// URL: shared by replicas (or {STORE_ENV})",
     )
+    serve.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=_SETTINGS.lease_s,
+        help="with a postgresql store: a dead replica's running turns are taken over after this long",
+    )
     serve.add_argument("--data-dir", type=Path, default=default_data_dir(), help="where SQLite and the secret live")
     serve.add_argument(
         "--secret",
@@ -174,6 +180,7 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
         fixtures=tuple(args.fixtures),
         bundled_fixtures=not args.no_bundled_fixtures,
         store=args.store,
+        lease_s=args.lease_seconds,
         data_dir=args.data_dir,
         secret=args.secret or _read(args.secret_file, "--secret-file"),
         api_key=args.api_key or _read(args.api_key_file, "--api-key-file") or os.environ.get(API_KEY_ENV) or None,

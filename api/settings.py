@@ -46,6 +46,9 @@ class Settings:
     bundled_fixtures: bool = True
     store: str = "sqlite"
     """`sqlite`, `memory`, or a `postgresql://` URL: a database several replicas share."""
+    lease_s: float = 30.0
+    """With a shared store: how long a replica's claim on a running Agents API turn lasts unless
+    renewed (every third of it); another replica takes the turn over once it expired."""
     data_dir: Path = field(default_factory=default_data_dir)
     secret: str | None = None
     """HMAC secret for fingerprints; else PTC_EMULATOR_SECRET; else `<data_dir>/secret`."""

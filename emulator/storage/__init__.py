@@ -17,6 +17,7 @@ from ptc_emulator.emulator.storage.pgschema import SchemaTooNew
 from ptc_emulator.emulator.storage.protocol import (
     Conversations,
     JournalLog,
+    Leases,
     Records,
     Responses,
     Scenarios,
@@ -34,6 +35,7 @@ __all__ = [
     "ConnectionStore",
     "Conversations",
     "JournalLog",
+    "Leases",
     "MemoryJournal",
     "ResponseStore",
     "Records",

@@ -85,6 +85,14 @@ MIGRATIONS: tuple[str, ...] = (
         entries BIGINT NOT NULL, bytes BIGINT NOT NULL);
     INSERT INTO journal_totals (entries, bytes) VALUES (0, 0);
     """,
+    # 3: leases of the work that outlives a request (Agents API turns), expiring by the database's clock.
+    """
+    CREATE TABLE leases (
+        key TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        expires_at TIMESTAMPTZ NOT NULL
+    );
+    """,
 )
 """`scenarios.scope_key` is the scope as JSON (`null` for none): a primary key cannot hold NULL.
 `records.ord` and `scenarios.ord` are the listing order: an upsert keeps the row's. `responses.status`

@@ -26,6 +26,7 @@ from ptc_emulator.emulator.storage.pgschema import migrate
 from ptc_emulator.emulator.storage.protocol import (
     Conversations,
     JournalLog,
+    Leases,
     Records,
     Responses,
     Scenarios,
@@ -266,6 +267,27 @@ class PostgresScenarios:
         return self._db.changed("DELETE FROM scenarios WHERE scope_key = %s", (_dumps(scope),))
 
 
+class PostgresLeases:
+    def __init__(self, db: Pool) -> None:
+        self._db = db
+
+    def claim(self, key: str, owner: str, seconds: float) -> bool:
+        row = self._db.one(
+            "INSERT INTO leases (key, owner, expires_at) VALUES (%s, %s, now() + make_interval(secs => %s)) "
+            "ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at "
+            "WHERE leases.owner = excluded.owner OR leases.expires_at <= now() RETURNING owner",
+            (key, owner, seconds),
+        )
+        return row is not None
+
+    def release(self, key: str, owner: str) -> None:
+        self._db.changed("DELETE FROM leases WHERE key = %s AND owner = %s", (key, owner))
+
+    def holder(self, key: str) -> str | None:
+        row = self._db.one("SELECT owner FROM leases WHERE key = %s AND expires_at > now()", (key,))
+        return str(row[0]) if row else None
+
+
 class PostgresStore:
     """Every part in the database at `url` but the journal; the schema migrated as it opens."""
 
@@ -280,6 +302,8 @@ class PostgresStore:
         self.sessions: Records = PostgresRecords(self._db)
         self.scenarios: Scenarios = PostgresScenarios(self._db)
         self.journal: JournalLog = PostgresJournal(self._db)
+        self.leases: Leases = PostgresLeases(self._db)
+        self.shared = True
 
     def ping(self) -> bool:
         """Whether the database answers."""

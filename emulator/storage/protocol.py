@@ -19,6 +19,7 @@ from typing import Any, Protocol
 __all__ = [
     "Conversations",
     "JournalLog",
+    "Leases",
     "Records",
     "Responses",
     "Scenarios",
@@ -197,15 +198,40 @@ class JournalLog(Protocol):
         ...
 
 
+class Leases(Protocol):
+    """Who runs the work that outlives a request (an Agents API session's turn): one owner at a
+    time per key, until its lease expires unless renewed. In one process (memory, SQLite) every
+    claim of a free key succeeds at once; in a database replicas share, the database decides, on
+    its own clock, and a replica that dies stops renewing, so another claims the work after
+    `seconds`."""
+
+    def claim(self, key: str, owner: str, seconds: float) -> bool:
+        """Take the lease of `key` for `seconds` if it is free, expired, or `owner`'s already (a
+        renewal); False if another owner holds it."""
+        ...
+
+    def release(self, key: str, owner: str) -> None:
+        """Give it up, if `owner` holds it."""
+        ...
+
+    def holder(self, key: str) -> str | None:
+        """Who holds the lease of `key` now (None: nobody, or it expired)."""
+        ...
+
+
 class Store(Protocol):
     """One place for all of it: `open_store` (in `__init__`) makes one."""
 
     kind: str
-    """`memory` or `sqlite`."""
+    """`memory`, `sqlite` or `postgresql`."""
     responses: Responses
     conversations: Conversations
     sessions: Records
     scenarios: Scenarios
     journal: JournalLog
+    leases: Leases
+    shared: bool
+    """True when other processes share the store (a database replicas use): what this process
+    keeps in memory of it may be stale, and its locks are not theirs."""
 
     def close(self) -> None: ...

@@ -383,6 +383,26 @@ def test_scenarios_return_copies(store: Store) -> None:
     assert store.scenarios.list()[0].document == {"turns": []}
 
 
+# ---- leases ------------------------------------------------------------------------------------
+
+
+def test_leases_have_one_owner_until_released_or_expired(store: Store) -> None:
+    leases = store.leases
+    assert leases.holder("session:s1") is None
+    assert leases.claim("session:s1", "replica-a", 60) is True
+    assert leases.claim("session:s1", "replica-b", 60) is False, "held by another"
+    assert leases.claim("session:s1", "replica-a", 60) is True, "a renewal"
+    assert leases.holder("session:s1") == "replica-a"
+    assert leases.claim("session:s2", "replica-b", 60) is True, "keys are apart"
+    leases.release("session:s1", "replica-b")  # not its lease: nothing happens
+    assert leases.holder("session:s1") == "replica-a"
+    leases.release("session:s1", "replica-a")
+    assert leases.holder("session:s1") is None
+    assert leases.claim("session:s1", "replica-b", -1) is True, "an expired lease"
+    assert leases.holder("session:s1") is None
+    assert leases.claim("session:s1", "replica-a", 60) is True, "an expired lease is free"
+
+
 # ---- journal -----------------------------------------------------------------------------------
 
 
