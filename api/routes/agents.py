@@ -47,7 +47,7 @@ def open_harness(state: Any) -> Harness:
     """The harness for an app's state (its engine, and its store's sessions), resumed."""
     store = state.store
     leases = store.leases if store.shared else None  # replicas share it: turns run under leases
-    harness = Harness(state.engine, store.sessions, leases=leases, lease_s=state.settings.lease_s)
+    harness = Harness(state.engine, store.sessions, leases=leases, lease_s=state.settings.lease_s, events=store.events)
     harness.start()
     return harness
 

@@ -31,7 +31,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from ptc_emulator.emulator.agents.events import Subscription
+from ptc_emulator.emulator.agents.events import Fanout, Subscription
 from ptc_emulator.emulator.agents.keys import IdempotencyKeys
 from ptc_emulator.emulator.agents.ownership import Ownership
 from ptc_emulator.emulator.agents.session import AgentSession, Doc, Event, input_messages, zero_usage
@@ -53,7 +53,7 @@ from ptc_emulator.emulator.agents.wire import (
 )
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, NotFound
 from ptc_emulator.emulator.responses.engine import Engine
-from ptc_emulator.emulator.storage import Leases, Records
+from ptc_emulator.emulator.storage import EventLog, Leases, Records
 from ptc_emulator.emulator.wire.request import CreateRequest
 
 __all__ = ["Harness", "Subscription"]
@@ -74,7 +74,13 @@ def session_not_found(session_id: str) -> NotFound:
 
 class Harness:
     def __init__(
-        self, engine: Engine, records: Records, *, leases: Leases | None = None, lease_s: float = 30.0
+        self,
+        engine: Engine,
+        records: Records,
+        *,
+        leases: Leases | None = None,
+        lease_s: float = 30.0,
+        events: EventLog | None = None,
     ) -> None:
         self.engine = engine
         self.records = records
@@ -87,7 +93,8 @@ class Harness:
         """A lock per session while someone holds or awaits it, with how many do: dropped when
         the last one leaves, so a request naming an unknown id leaves nothing behind."""
         self.keys = IdempotencyKeys(records, self.now)
-        self._subscribers: dict[str, set[Subscription]] = {}
+        self.fanout = Fanout(events)
+        self._subscribers = self.fanout.subscribers
         self._tasks: set[asyncio.Task[None]] = set()
 
     def now(self) -> int:
@@ -98,6 +105,7 @@ class Harness:
     def start(self) -> None:
         """Resume the turns that were running when the server last stopped (shared: watch for the
         turns no replica holds)."""
+        self.fanout.start()
         if self.ownership is not None:
             task = asyncio.ensure_future(self.ownership.watch(self._running, self._take))
             self._tasks.add(task)
@@ -121,9 +129,7 @@ class Harness:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        for subscribers in self._subscribers.values():
-            for sub in subscribers:
-                sub.queue.put_nowait(None)
+        self.fanout.end_all()
 
     # ---- agents -----------------------------------------------------------------------------
 
@@ -233,7 +239,7 @@ class Harness:
         }
         sid = session["id"]
         made = self._sessions[sid] = AgentSession(doc, self.ids, self.clock)
-        subscription = self._subscribe(sid, None) if subscribe else None
+        subscription = self.fanout.subscribe(sid, None) if subscribe else None
         events = [made.event("agent.session.created", session=made.object())]
         made.begin_turn(messages, events)
         self._save(made)
@@ -317,8 +323,7 @@ class Harness:
             self.load(session_id, scope)
             self.records.delete(SESSION, session_id)
             self._sessions.pop(session_id, None)
-        for sub in self._subscribers.pop(session_id, set()):
-            sub.queue.put_nowait(None)
+        self.fanout.end(session_id)
         return {"id": session_id, "deleted": True, "object": "agent.session.deleted"}
 
     def items(self, session_id: str, turn_id: str | None = None, *, scope: str | None) -> list[dict[str, Any]]:
@@ -454,19 +459,13 @@ class Harness:
 
     def subscribe(self, session_id: str, *, scope: str | None) -> Subscription:
         """A subscription whose first event is the session's current state."""
+        position = self.fanout.position(session_id)
         session = self.load(session_id, scope)
         snapshot = session.event(f"agent.session.{session.status}", session=session.object())
-        return self._subscribe(session_id, snapshot)
-
-    def _subscribe(self, session_id: str, snapshot: Event | None) -> Subscription:
-        subscription = Subscription(self, session_id, snapshot)
-        self._subscribers.setdefault(session_id, set()).add(subscription)
-        return subscription
+        return self.fanout.subscribe(session_id, snapshot, position)
 
     def _publish(self, session_id: str, events: list[Event]) -> None:
-        for sub in self._subscribers.get(session_id, set()):
-            for event in events:
-                sub.queue.put_nowait(event)
+        self.fanout.publish(session_id, list(events))
 
     # ---- helpers ------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from ptc_emulator.emulator.storage.memory import MemoryJournal, MemoryStore
 from ptc_emulator.emulator.storage.pgschema import SchemaTooNew
 from ptc_emulator.emulator.storage.protocol import (
     Conversations,
+    EventLog,
     JournalLog,
     Leases,
     Records,
@@ -34,6 +35,7 @@ __all__ = [
     "FILENAME",
     "ConnectionStore",
     "Conversations",
+    "EventLog",
     "JournalLog",
     "Leases",
     "MemoryJournal",

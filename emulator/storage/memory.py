@@ -16,6 +16,7 @@ from typing import Any
 
 from ptc_emulator.emulator.storage.protocol import (
     Conversations,
+    EventLog,
     JournalLog,
     Leases,
     Records,
@@ -330,6 +331,7 @@ class MemoryStore:
         self.scenarios: Scenarios = MemoryScenarios()
         self.journal: JournalLog = MemoryJournal()
         self.leases: Leases = MemoryLeases()
+        self.events: EventLog | None = None  # one process: its harness fans events out itself
         self.shared = False
 
     def close(self) -> None:

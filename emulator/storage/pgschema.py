@@ -93,6 +93,15 @@ MIGRATIONS: tuple[str, ...] = (
         expires_at TIMESTAMPTZ NOT NULL
     );
     """,
+    # 4: the events the replicas fan out (Agents API sessions' streams), numbered per stream.
+    """
+    CREATE TABLE stream_events (
+        stream TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        event TEXT NOT NULL,
+        PRIMARY KEY (stream, seq)
+    );
+    """,
 )
 """`scenarios.scope_key` is the scope as JSON (`null` for none): a primary key cannot hold NULL.
 `records.ord` and `scenarios.ord` are the listing order: an upsert keeps the row's. `responses.status`

@@ -20,11 +20,13 @@ import psycopg
 from psycopg_pool import PoolTimeout
 
 from ptc_emulator.emulator.storage.memory import UNFINISHED, item_ids
+from ptc_emulator.emulator.storage.pgevents import PostgresEvents
 from ptc_emulator.emulator.storage.pgjournal import PostgresJournal
 from ptc_emulator.emulator.storage.pgpool import Db, Pool
 from ptc_emulator.emulator.storage.pgschema import migrate
 from ptc_emulator.emulator.storage.protocol import (
     Conversations,
+    EventLog,
     JournalLog,
     Leases,
     Records,
@@ -303,6 +305,8 @@ class PostgresStore:
         self.scenarios: Scenarios = PostgresScenarios(self._db)
         self.journal: JournalLog = PostgresJournal(self._db)
         self.leases: Leases = PostgresLeases(self._db)
+        self._events = PostgresEvents(self._db, url)
+        self.events: EventLog | None = self._events
         self.shared = True
 
     def ping(self) -> bool:
@@ -313,6 +317,7 @@ class PostgresStore:
             return False
 
     def close(self) -> None:
+        self._events.close()
         self._db.pool.close()
 
 

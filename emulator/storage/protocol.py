@@ -13,11 +13,13 @@ bodies, so it lives in the process's memory only, whatever the store (see `Journ
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 __all__ = [
     "Conversations",
+    "EventLog",
     "JournalLog",
     "Leases",
     "Records",
@@ -219,6 +221,28 @@ class Leases(Protocol):
         ...
 
 
+class EventLog(Protocol):
+    """Events of streams (an Agents API session's), for the replicas sharing a store: rows numbered
+    in one order per stream, and a notification to every replica when new ones are committed."""
+
+    def append(self, stream: str, events: list[Any]) -> None:
+        """Add events (JSON values) at the end of `stream`, numbered after its last in one step."""
+        ...
+
+    def last(self, stream: str) -> int:
+        """The sequence number of the stream's last event (0: none yet)."""
+        ...
+
+    def since(self, stream: str, after: int) -> list[tuple[int, Any]]:
+        """The stream's events numbered after `after`, with their numbers, in order."""
+        ...
+
+    def listen(self, notified: Callable[[str | None], None]) -> None:
+        """Call `notified(stream)` (from another thread) whenever a stream got new events, and
+        `notified(None)` after listening was broken and made again (any stream may have)."""
+        ...
+
+
 class Store(Protocol):
     """One place for all of it: `open_store` (in `__init__`) makes one."""
 
@@ -230,6 +254,8 @@ class Store(Protocol):
     scenarios: Scenarios
     journal: JournalLog
     leases: Leases
+    events: EventLog | None
+    """Shared stores only: the event log the replicas fan events out through."""
     shared: bool
     """True when other processes share the store (a database replicas use): what this process
     keeps in memory of it may be stale, and its locks are not theirs."""

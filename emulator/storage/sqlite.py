@@ -18,6 +18,7 @@ from typing import Any
 from ptc_emulator.emulator.storage.memory import MemoryJournal, MemoryLeases, item_ids
 from ptc_emulator.emulator.storage.protocol import (
     Conversations,
+    EventLog,
     JournalLog,
     Leases,
     Records,
@@ -357,6 +358,7 @@ class SqliteStore:
         self.scenarios: Scenarios = SqliteScenarios(self._db)
         self.journal: JournalLog = MemoryJournal()
         self.leases: Leases = MemoryLeases()  # one process owns the file
+        self.events: EventLog | None = None  # one process: its harness fans events out itself
         self.shared = False
 
     def close(self) -> None:

@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from ptc_emulator.testing.process import ServerProcess
+from tests.agents.agents_support import GET_CUSTOMER, customer, events_until, get_customer_code, js, valid
 from tests.replicas.cluster import Cluster
 from tests.replicas.replicas_support import FIXTURES, admin, replicas, round_robin_client
 
@@ -176,3 +177,36 @@ def test_health_says_when_the_database_does_not_answer(postgres_cluster: Cluster
             db.execute(f'DROP DATABASE "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
         reply = admin(server, "GET", "/health")
         assert reply.status_code == 503 and reply.json()["database"] == "unreachable"
+
+
+def test_an_agents_session_streamed_from_one_replica_while_others_run_it(three: list[ServerProcess]) -> None:
+    """sessions.stream(..., tool_handlers=...) through the round-robin client: the stream is read
+    from one replica, the input and the tool result go to others, and the turn runs on whichever
+    replica claimed it: every event arrives on the stream, in order, through the database."""
+    client, transport = round_robin_client(three)
+    calls: list[dict[str, Any]] = []
+
+    def get_customer(args: dict[str, Any]) -> dict[str, Any]:
+        calls.append(args)
+        return customer(args)
+
+    with client:
+        session = valid(
+            client.beta.agents.sessions.create(
+                environment={"type": "none"},
+                agent={"model": "gpt-5", "tools": [GET_CUSTOMER]},
+                input=js('text("ready")'),
+            )
+        )
+        seen = events_until(client, session.id, "agent.session.idle")
+        assert [e.type for e in seen][-1] == "agent.session.idle"
+        with client.beta.agents.sessions.stream(
+            session.id, input=get_customer_code("123"), tool_handlers={"get_customer": get_customer}
+        ) as stream:
+            result = stream.get_final_result()
+        assert calls == [{"customer_id": "123"}]
+        assert json.loads(result.output_text) == customer({"customer_id": "123"})
+        assert result.turn.status == "completed"
+        items = [valid(i) for i in client.beta.agents.sessions.items.list(session.id)]
+    assert [i.type for i in items].count("function_call_output") == 1
+    assert len(transport.served) == 3

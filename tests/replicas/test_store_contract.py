@@ -10,7 +10,9 @@ fixtures that open a store differ.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -191,3 +193,39 @@ def test_two_stores_appending_at_one_version_append_once(opener: Open) -> None:
     assert sorted(won) == [False, True]
     version, items = second.conversations.read("conv_1") or (-1, [])
     assert version == 1 and len(items) == 2
+
+
+def test_the_event_log_numbers_each_stream_and_notifies_every_replica(opener: Open) -> None:
+    first, second = opener(), opener()
+    assert first.events is not None and second.events is not None
+    heard: list[str | None] = []
+    woke = threading.Event()
+
+    def notified(stream: str | None) -> None:
+        heard.append(stream)
+        woke.set()
+
+    second.events.listen(notified)
+    assert first.events.last("sess_a") == 0 and first.events.since("sess_a", 0) == []
+    # A notification sent before the listener listens is lost; rows are not: append until heard.
+    while not woke.wait(0.05):
+        first.events.append("sess_warm", [{"warm": True}])
+    warm = len(heard)
+    first.events.append("sess_a", [{"n": 1}, {"n": 2}])
+    second.events.append("sess_b", [{"n": 1}])
+    first.events.append("sess_a", [None])
+    assert second.events.since("sess_a", 0) == [(1, {"n": 1}), (2, {"n": 2}), (3, None)]
+    assert second.events.since("sess_a", 2) == [(3, None)] and second.events.last("sess_a") == 3
+    assert first.events.since("sess_b", 0) == [(1, {"n": 1})]
+    deadline = time.monotonic() + 30  # a guard: they arrive as the transactions commit, long before
+    while len(news := [h for h in heard[warm:] if h != "sess_warm"]) < 3:
+        assert time.monotonic() < deadline, heard
+        time.sleep(0.01)
+    assert news == ["sess_a", "sess_b", "sess_a"]
+
+
+def test_the_memory_and_sqlite_stores_have_no_event_log(tmp_path: Any) -> None:
+    for kind in ("memory", "sqlite"):
+        store = open_store(kind, tmp_path)
+        assert store.events is None and store.shared is False
+        store.close()
