@@ -210,3 +210,20 @@ def test_an_agents_session_streamed_from_one_replica_while_others_run_it(three: 
         items = [valid(i) for i in client.beta.agents.sessions.items.list(session.id)]
     assert [i.type for i in items].count("function_call_output") == 1
     assert len(transport.served) == 3
+
+
+def test_a_background_response_made_on_one_replica_is_streamed_and_read_from_others(
+    three: list[ServerProcess],
+) -> None:
+    scope = {"x-ptc-emulator-scope": "test-background"}
+    scenario = {"name": "slow-hello", "match": {"input": "background hello"}, "turns": [{"message": "hello later"}]}
+    assert admin(three[0], "POST", "/scenarios", json=scenario, headers=scope).status_code == 201
+    made, streamed, read = (openai.OpenAI(base_url=s.base_url, api_key="sk-local", max_retries=0) for s in three)
+    with made, streamed, read:
+        queued = made.responses.create(model="m", input="background hello", background=True, extra_headers=scope)
+        assert queued.status in ("queued", "in_progress", "completed")
+        with streamed.responses.retrieve(queued.id, stream=True, extra_headers=scope) as stream:
+            kinds = [event.type for event in stream]
+        assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+        final = read.responses.retrieve(queued.id, extra_headers=scope)
+    assert final.status == "completed" and final.output_text == "hello later"
