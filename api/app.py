@@ -128,6 +128,8 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             limits=settings.limits,
             strict_contract=settings.strict_contract,
         )
+        if state.store.shared:  # replicas share the store: background responses run under leases
+            state.engine.background.share(state.store.leases, settings.lease_s)
         harness = state.agents = agents.open_harness(state)
         try:
             yield

@@ -22,7 +22,7 @@ from ptc_emulator.emulator.conversations.service import Conversations
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest
 from ptc_emulator.emulator.ids import new_id
 from ptc_emulator.emulator.model import Model, Plan, Prepared, Refused, Runner, ScenarioRegistry, ScriptedModel, Trace
-from ptc_emulator.emulator.responses.background import Background
+from ptc_emulator.emulator.responses.background import INTERRUPTED, Background
 from ptc_emulator.emulator.responses.body import response_body
 from ptc_emulator.emulator.responses.usage import PromptCache, count, definitions_text, prompt_segments, usage
 from ptc_emulator.emulator.rules import checks
@@ -53,6 +53,9 @@ def continued(response_id: str) -> InvalidRequest:
         param="previous_response_id",
         code="previous_response_continued",
     )
+
+
+UNFINISHED = (ResponseStatus.QUEUED, ResponseStatus.IN_PROGRESS)
 
 
 class Engine:
@@ -269,7 +272,14 @@ class Engine:
     # ---- the other endpoints --------------------------------------------------------------------
 
     def retrieve(self, response_id: str) -> dict[str, Any]:
-        return self.history.stored(response_id).response
+        record = self.history.stored(response_id)
+        if record.response.get("status") in UNFINISHED and self.background.orphaned(response_id):
+            failed = {**record.response, "status": ResponseStatus.FAILED, "error": INTERRUPTED}  # its replica died
+            self.store.put(
+                StoredResponse(response_id, failed, record.input_items, record.previous_response_id, record.scope)
+            )
+            return failed
+        return record.response
 
     def delete(self, response_id: str) -> dict[str, Any]:
         self.background.cancel(response_id)
@@ -336,6 +346,7 @@ class Engine:
 
     def _start_background(self, prepared: Prepared) -> dict[str, Any]:
         queued = self.response(prepared, [], status=ResponseStatus.QUEUED)
+        self.background.claim(prepared.response_id)
         self._keep(prepared, queued)
 
         async def work() -> dict[str, Any]:

@@ -99,3 +99,26 @@ def test_a_killed_replicas_turn_is_taken_over_and_its_result_applied_once(
     assert [t.status for t in turns] == ["completed"]
     final = [i for i in items if i.type == "message"][-1]
     assert "Example Customer" in final.content[0].text
+
+
+def test_a_killed_replicas_background_response_fails_once_its_lease_expired(
+    three: tuple[str, list[ServerProcess]],
+) -> None:
+    """Any replica reading it then finds it failed, as a restarted server fails the background
+    responses it was running; the replicas alive go on serving."""
+    url, servers = three
+    spin = js("let n = 0; for (let i = 0; i < 3e9; i++) { n = (n + i) % 7; }\ntext(String(n))")
+    ptc = [{"type": "programmatic_tool_calling"}]
+    queued = client(servers[0]).responses.create(model="m", input=spin, background=True, tools=ptc)
+    owner = until("the background response's lease", lambda: lease_holder(url, queued.id))
+    [running] = [s for s in servers if s.proc is not None and f":{s.proc.pid}:" in owner]
+    others = [s for s in servers if s is not running]
+    assert client(others[0]).responses.retrieve(queued.id).status in ("queued", "in_progress"), "still running"
+    running.kill9()
+    failed = until(
+        "the response to be found failed",
+        lambda: (r := client(others[0]).responses.retrieve(queued.id)).status == "failed" and r,
+    )
+    assert failed.error is not None and failed.error.code == "server_error"
+    again = client(others[1]).responses.retrieve(queued.id)
+    assert again.status == "failed", "stored as failed, for every replica"
