@@ -23,7 +23,7 @@ from tests.replicas.replicas_support import replicas
 
 LEASE_S = "1"
 SPIN = js(
-    "let n = 0; for (let i = 0; i < 6e8; i++) { n = (n + i) % 7; }\n"
+    "let n = 0; for (let i = 0; i < 3e8; i++) { n = (n + i) % 7; }\n"
     'const c = await tools.get_customer({customer_id: "123"});\n'
     "text(JSON.stringify({spun: n, customer: c}))"
 )
