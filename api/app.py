@@ -129,7 +129,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             strict_contract=settings.strict_contract,
         )
         if state.store.shared:  # replicas share the store: background responses run under leases
-            state.engine.background.share(state.store.leases, settings.lease_s)
+            state.engine.background.share(state.store.leases, settings.lease_s, state.engine.cancelled)
         harness = state.agents = agents.open_harness(state)
         try:
             yield

@@ -4,7 +4,8 @@ With a store replicas share (`share`), the replica running a background response
 lease (`storage.Leases`), claimed before the queued response is stored and renewed while the task
 runs: a replica that reads the response still unfinished while nobody holds its lease knows its
 replica died (`orphaned`), and the response failed, as a server that restarts fails the
-background responses it was running.
+background responses it was running. A cancel that reaches another replica is stored there; the
+running replica finds it at its next renewal and stops the task.
 """
 
 from __future__ import annotations
@@ -38,10 +39,19 @@ class Background:
         self.leases: Leases | None = None
         self.lease_s = 30.0
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.cancelled: Callable[[str], bool] = lambda _: False
+        """Shared: whether another replica stored the response as cancelled (asked at each renewal)."""
 
-    def share(self, leases: Leases, lease_s: float) -> None:
-        """Other replicas share the store: run every background response under its lease."""
-        self.leases, self.lease_s = leases, lease_s
+    def share(self, leases: Leases, lease_s: float, cancelled: Callable[[str], bool]) -> None:
+        """Other replicas share the store: run every background response under its lease, and stop
+        one that another replica was asked to cancel."""
+        self.leases, self.lease_s, self.cancelled = leases, lease_s, cancelled
+
+    def held_elsewhere(self, response_id: str) -> bool:
+        """Shared: another replica runs it."""
+        if self.leases is None or response_id in self._tasks:
+            return False
+        return self.leases.holder(response_id) not in (None, self.owner)
 
     def claim(self, response_id: str) -> None:
         """Before the queued response is stored: it is never seen unfinished and unheld."""
@@ -76,6 +86,9 @@ class Background:
             await asyncio.sleep(self.lease_s / 3)
             if not await asyncio.to_thread(self.leases.claim, response_id, self.owner, self.lease_s):
                 log.warning("ptc-emulator: the lease of background response %s was lost", response_id)
+            if await asyncio.to_thread(self.cancelled, response_id):
+                self.cancel(response_id)  # cancelled through another replica: stored so already
+                return
 
     def cancel(self, response_id: str) -> bool:
         """Stop the response's task; True if it was still running."""

@@ -271,6 +271,11 @@ class Engine:
 
     # ---- the other endpoints --------------------------------------------------------------------
 
+    def cancelled(self, response_id: str) -> bool:
+        """Whether the stored response was cancelled (by any replica)."""
+        record = self.store.get(response_id)
+        return record is not None and record.response.get("status") == ResponseStatus.CANCELLED
+
     def retrieve(self, response_id: str) -> dict[str, Any]:
         record = self.history.stored(response_id)
         if record.response.get("status") in UNFINISHED and self.background.orphaned(response_id):
@@ -291,7 +296,9 @@ class Engine:
         record = self.history.stored(response_id)
         if not record.response.get("background"):
             raise InvalidRequest("Only responses created with background=true can be cancelled.")
-        if self.background.cancel(response_id):
+        if self.background.cancel(response_id) or (
+            record.response.get("status") in UNFINISHED and self.background.held_elsewhere(response_id)
+        ):
             response = {**record.response, "status": ResponseStatus.CANCELLED, "usage": None}
             kept = StoredResponse(response_id, response, record.input_items, record.previous_response_id, record.scope)
             self.store.put(kept)

@@ -122,3 +122,21 @@ def test_a_killed_replicas_background_response_fails_once_its_lease_expired(
     assert failed.error is not None and failed.error.code == "server_error"
     again = client(others[1]).responses.retrieve(queued.id)
     assert again.status == "failed", "stored as failed, for every replica"
+
+
+def test_a_background_response_cancelled_through_another_replica_stops_where_it_runs(
+    three: tuple[str, list[ServerProcess]],
+) -> None:
+    url, servers = three
+    spin = js("let n = 0; for (let i = 0; i < 3e9; i++) { n = (n + i) % 7; }\ntext(String(n))")
+    ptc = [{"type": "programmatic_tool_calling"}]
+    queued = client(servers[0]).responses.create(model="m", input=spin, background=True, tools=ptc)
+    owner = until("the background response's lease", lambda: lease_holder(url, queued.id))
+    [running] = [s for s in servers if s.proc is not None and f":{s.proc.pid}:" in owner]
+    other = next(s for s in servers if s is not running)
+    cancelled = client(other).responses.cancel(queued.id)
+    assert cancelled.status == "cancelled"
+    # The running replica finds the cancel at its next renewal, stops, and gives the lease up.
+    until("the running replica to stop", lambda: lease_holder(url, queued.id) is None)
+    for server in servers:
+        assert client(server).responses.retrieve(queued.id).status == "cancelled"
