@@ -229,3 +229,25 @@ def test_the_memory_and_sqlite_stores_have_no_event_log(tmp_path: Any) -> None:
         store = open_store(kind, tmp_path)
         assert store.events is None and store.shared is False
         store.close()
+
+
+def test_a_database_of_an_older_schema_is_migrated_keeping_its_rows(postgres_url: str) -> None:
+    from ptc_emulator.emulator.storage.pgschema import MIGRATIONS, VERSION
+
+    with psycopg.connect(postgres_url) as db:  # as the first release left it: version 1
+        db.execute("CREATE TABLE ptc_schema (version INTEGER NOT NULL)")
+        db.execute("INSERT INTO ptc_schema VALUES (1)")
+        db.execute(MIGRATIONS[0].encode())
+        db.execute(
+            "INSERT INTO responses (id, status, response, input_items) VALUES ('resp_old', 'completed', %s, '[]')",
+            ('{"id": "resp_old", "status": "completed", "output": []}',),
+        )
+    store = open_store(postgres_url)
+    try:
+        assert _version(postgres_url) == VERSION > 1
+        found = store.responses.get("resp_old")
+        assert found is not None and found.response["status"] == "completed"
+        store.journal.append(None, {"n": 1}, 10)
+        assert store.journal.entries() == [{"n": 1}] and store.leases.claim("k", "me", 60) is True
+    finally:
+        store.close()
