@@ -19,7 +19,13 @@ T = TypeVar("T")
 class Pool:
     def __init__(self, url: str, size: int) -> None:
         self.pool: ConnectionPool[Db] = ConnectionPool(
-            url, min_size=1, max_size=size, open=False, kwargs={"autocommit": True}, name="ptc-emulator"
+            url,
+            min_size=1,
+            max_size=size,
+            open=False,
+            kwargs={"autocommit": True},
+            name="ptc-emulator",
+            timeout=10,  # a request (or the health check) waits this long for a connection, then fails
         )
         self.pool.open(wait=True, timeout=30)
 
