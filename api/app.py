@@ -159,7 +159,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     app.include_router(agents.router)
     if settings.recording:
         _record(app, state)
-    if store.kind == "postgresql":
+    if store.shared:
         app.add_middleware(_Shared, shared=admin.SharedScenarios(store, state.scenarios))
     app.add_middleware(_Edge, settings=settings, own=state.own)
     return app

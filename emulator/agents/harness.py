@@ -238,7 +238,9 @@ class Harness:
             "output_index": 0,
         }
         sid = session["id"]
-        made = self._sessions[sid] = AgentSession(doc, self.ids, self.clock)
+        made = AgentSession(doc, self.ids, self.clock)
+        if self.ownership is None:  # shared: every read is of the store
+            self._sessions[sid] = made
         subscription = self.fanout.subscribe(sid, None) if subscribe else None
         events = [made.event("agent.session.created", session=made.object())]
         made.begin_turn(messages, events)
