@@ -7,7 +7,7 @@ NODE_STAMP := tests/node/node_modules/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: help run test test-fast test-sdk-oldest lint format bench clean browser test-js
+.PHONY: help run test test-fast test-sdk-oldest lint format bench clean browser test-js postgres
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -51,6 +51,19 @@ browser:
 		fi; \
 	fi
 
+# The replica tests start a throwaway PostgreSQL cluster of their own (tests/replicas/cluster.py).
+# The server is installed here where that is possible (as root, with apt-get), without the main
+# cluster the package would otherwise create and start on port 5432; elsewhere those tests skip.
+postgres:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			mkdir -p /etc/postgresql-common/createcluster.d && \
+			echo 'create_main_cluster = false' > /etc/postgresql-common/createcluster.d/ptc-emulator.conf && \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) \
+				>/dev/null 2>&1 || true; \
+		fi; \
+	fi
+
 run: $(RUN_STAMP) ## serve the bundled fixtures with SQLite on 127.0.0.1:8000
 	$(BIN)/ptc-emulator serve --host $(HOST) --port $(PORT) --store sqlite --data-dir .data
 
@@ -70,7 +83,7 @@ JOBS ?= 3
 
 # The suite starts about a hundred Python processes (servers, CLIs, inner pytest runs): each would
 # compile this project's modules again if an inherited PYTHONDONTWRITEBYTECODE kept the bytecode.
-test: $(STAMP) $(NODE_STAMP) browser lint ## the whole suite, after the lint step (JOBS=0: in this one process)
+test: $(STAMP) $(NODE_STAMP) browser postgres lint ## the whole suite, after the lint step (JOBS=0: in this one process)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(JOBS) --dist loadfile
 	$(MAKE) --no-print-directory test-js
 
@@ -86,7 +99,7 @@ $(OLDEST_STAMP): pyproject.toml
 	$(OLDEST_VENV)/bin/python -m pip install --quiet --no-compile -e '.[dev]' 'openai==$(OLDEST_SDK)'
 	touch $(OLDEST_STAMP)
 
-test-sdk-oldest: $(OLDEST_STAMP) $(NODE_STAMP) browser ## the whole suite again on the oldest supported openai (3.51)
+test-sdk-oldest: $(OLDEST_STAMP) $(NODE_STAMP) browser postgres ## the whole suite again on the oldest supported openai (3.51)
 	$(OLDEST_VENV)/bin/python -c 'import openai; assert openai.__version__ == "$(OLDEST_SDK)", openai.__version__'
 	PYTHONDONTWRITEBYTECODE= $(OLDEST_VENV)/bin/python -m pytest -n $(JOBS) --dist loadfile -q
 

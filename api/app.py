@@ -130,6 +130,8 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             limits=settings.limits,
             strict_contract=settings.strict_contract,
         )
+        if state.store.shared:  # replicas share the store: background responses run under leases
+            state.engine.background.share(state.store.leases, settings.lease_s, state.engine.cancelled)
         harness = state.agents = agents.open_harness(state)
         try:
             yield
@@ -161,6 +163,8 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     app.include_router(agents.router)
     if settings.recording:
         _record(app, state)
+    if store.shared:
+        app.add_middleware(_Shared, shared=admin.SharedScenarios(store, state.scenarios))
     app.add_middleware(_Edge, settings=settings, own=state.own)
     return app
 
@@ -171,6 +175,21 @@ def _record(app: FastAPI, state: AppState) -> None:
 
     state.upstream = UpstreamProxy(state.settings, state.scenarios)
     app.add_middleware(ProxyMiddleware, proxy=state.upstream)
+
+
+class _Shared:
+    """With a store replicas share: the registry takes the scenarios the other replicas were given
+    before this one answers a request that reads them."""
+
+    def __init__(self, app: ASGIApp, shared: admin.SharedScenarios) -> None:
+        self.app = app
+        self.shared = shared
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "") if scope["type"] in ("http", "websocket") else ""
+        if path.startswith(("/v1/", "/_emulator/scenarios")):
+            await self.shared.refresh()
+        await self.app(scope, receive, send)
 
 
 class _Edge:

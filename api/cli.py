@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 import ptc_emulator
 from ptc_emulator.api.settings import API_KEY_ENV, Settings, default_data_dir, resend_problem
 from ptc_emulator.emulator.model import ScenarioError
+from ptc_emulator.emulator.storage import StoreUnavailable
 from ptc_emulator.sandbox import Limits
 
 __all__ = ["bind", "main", "parse"]
@@ -40,7 +41,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--no-bundled-fixtures", action="store_true", help="do not load the bundled fixtures/")
     serve.add_argument(
-        "--store", choices=("sqlite", "memory"), default="sqlite", help="memory: nothing is written to disk"
+        "--store",
+        type=_store_kind,
+        default=os.environ.get(STORE_ENV) or "sqlite",
+        metavar="{sqlite,memory,postgresql://...}",
+        help=f"memory: nothing is written to disk; a postgresql:// URL: shared by replicas (or {STORE_ENV})",
+    )
+    serve.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=_SETTINGS.lease_s,
+        help="with a postgresql store: a dead replica's running turns are taken over after this long",
     )
     serve.add_argument("--data-dir", type=Path, default=default_data_dir(), help="where SQLite and the secret live")
     serve.add_argument(
@@ -166,6 +177,26 @@ def _model_upstream_arguments(serve: argparse.ArgumentParser) -> None:
     )
 
 
+STORE_ENV = "PTC_EMULATOR_STORE"
+
+
+def _store_kind(value: str) -> str:
+    if value in ("sqlite", "memory") or value.startswith(("postgresql://", "postgres://")):
+        return value
+    raise argparse.ArgumentTypeError(f"{value!r}: 'sqlite', 'memory' or a postgresql:// URL")
+
+
+def _shown_store(store: str) -> str:
+    """The store as the startup line shows it: a URL without its password."""
+    if "://" not in store:
+        return store
+    scheme, rest = store.split("://", 1)
+    where = rest.rsplit("@", 1)
+    if len(where) == 2 and ":" in where[0]:
+        rest = f"{where[0].split(':', 1)[0]}:***@{where[1]}"
+    return f"{scheme}://{rest}"
+
+
 def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
     args = _parser().parse_args(argv)
     settings = Settings(
@@ -174,6 +205,7 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
         fixtures=tuple(args.fixtures),
         bundled_fixtures=not args.no_bundled_fixtures,
         store=args.store,
+        lease_s=args.lease_seconds,
         data_dir=args.data_dir,
         secret=args.secret or _read(args.secret_file, "--secret-file"),
         api_key=args.api_key or _read(args.api_key_file, "--api-key-file") or os.environ.get(API_KEY_ENV) or None,
@@ -275,17 +307,24 @@ def main(argv: list[str] | None = None) -> None:
         )
     if settings.record_dir is not None and settings.record_mode == "none" and not settings.record_dir.is_dir():
         _fail(f"--record {settings.record_dir}: no such directory (nothing recorded to replay)", 2)
+    if "://" in settings.store and not (settings.secret or os.environ.get("PTC_EMULATOR_SECRET")):
+        _fail("--store postgresql://... needs --secret (or PTC_EMULATOR_SECRET): every replica must sign with one", 2)
     try:
         app = create_app(settings)
     except (ScenarioError, UpstreamSettingsError) as e:
         _fail(str(e), 2)
+    except StoreUnavailable as e:
+        _fail(f"--store {_shown_store(settings.store)}: {e}", 1)
     try:
         sock = bind(settings.host, settings.port)
     except OSError as e:
         _fail(f"cannot listen on {settings.host}:{settings.port}: {e.strerror or e}", 1)
     where = f"data dir {settings.data_dir}" if settings.store == "sqlite" else "nothing written to disk"
+    if "://" in settings.store:
+        where = "a database replicas share"
     print(
-        f"ptc-emulator: serving on http://{settings.host}:{sock.getsockname()[1]}/v1 (store={settings.store}, {where})",
+        f"ptc-emulator: serving on http://{settings.host}:{sock.getsockname()[1]}/v1 "
+        f"(store={_shown_store(settings.store)}, {where})",
         file=sys.stderr,
         flush=True,
     )

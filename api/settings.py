@@ -45,7 +45,11 @@ class Settings:
     fixtures: tuple[Path, ...] = ()
     """Scenario directories loaded after the bundled `fixtures/`."""
     bundled_fixtures: bool = True
-    store: Literal["sqlite", "memory"] = "sqlite"
+    store: str = "sqlite"
+    """`sqlite`, `memory`, or a `postgresql://` URL: a database several replicas share."""
+    lease_s: float = 30.0
+    """With a shared store: how long a replica's claim on a running Agents API turn lasts unless
+    renewed (every third of it); another replica takes the turn over once it expired."""
     data_dir: Path = field(default_factory=default_data_dir)
     secret: str | None = None
     """HMAC secret for fingerprints; else PTC_EMULATOR_SECRET; else `<data_dir>/secret`."""

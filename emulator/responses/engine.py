@@ -22,7 +22,7 @@ from ptc_emulator.emulator.conversations.service import Conversations
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest
 from ptc_emulator.emulator.ids import new_id
 from ptc_emulator.emulator.model import Model, Plan, Prepared, Refused, Runner, ScenarioRegistry, ScriptedModel, Trace
-from ptc_emulator.emulator.responses.background import Background
+from ptc_emulator.emulator.responses.background import INTERRUPTED, Background
 from ptc_emulator.emulator.responses.body import response_body
 from ptc_emulator.emulator.responses.usage import PromptCache, count, definitions_text, prompt_segments, usage
 from ptc_emulator.emulator.rules import checks
@@ -61,6 +61,9 @@ def _with(expanded: Expanded | None, conv: Conversation) -> Conversation:
     if expanded is not None:
         conv.visible, conv.sent = expanded.visible, expanded.sent
     return conv
+
+
+UNFINISHED = (ResponseStatus.QUEUED, ResponseStatus.IN_PROGRESS)
 
 
 class Engine:
@@ -336,8 +339,20 @@ class Engine:
             "usage": counted,
         }
 
+    def cancelled(self, response_id: str) -> bool:
+        """Whether the stored response was cancelled (by any replica)."""
+        record = self.store.get(response_id)
+        return record is not None and record.response.get("status") == ResponseStatus.CANCELLED
+
     def retrieve(self, response_id: str) -> dict[str, Any]:
-        return self.history.stored(response_id).response
+        record = self.history.stored(response_id)
+        if record.response.get("status") in UNFINISHED and self.background.orphaned(response_id):
+            failed = {**record.response, "status": ResponseStatus.FAILED, "error": INTERRUPTED}  # its replica died
+            self.store.put(
+                StoredResponse(response_id, failed, record.input_items, record.previous_response_id, record.scope)
+            )
+            return failed
+        return record.response
 
     def delete(self, response_id: str) -> dict[str, Any]:
         self.background.cancel(response_id)
@@ -349,7 +364,9 @@ class Engine:
         record = self.history.stored(response_id)
         if not record.response.get("background"):
             raise InvalidRequest("Only responses created with background=true can be cancelled.")
-        if self.background.cancel(response_id):
+        if self.background.cancel(response_id) or (
+            record.response.get("status") in UNFINISHED and self.background.held_elsewhere(response_id)
+        ):
             response = {**record.response, "status": ResponseStatus.CANCELLED, "usage": None}
             kept = StoredResponse(response_id, response, record.input_items, record.previous_response_id, record.scope)
             self.store.put(kept)
@@ -404,6 +421,7 @@ class Engine:
 
     def _start_background(self, prepared: Prepared) -> dict[str, Any]:
         queued = self.response(prepared, [], status=ResponseStatus.QUEUED)
+        self.background.claim(prepared.response_id)
         self._keep(prepared, queued)
 
         async def work() -> dict[str, Any]:
