@@ -58,6 +58,8 @@ class AppState:
     """The recording proxy (`upstream.UpstreamProxy`), when recording."""
     agents: Harness | None = None
     """The Agents API harness, made when the lifespan starts."""
+    shared: Any = None
+    """With a store replicas share: what keeps the registry in step with it (`admin.SharedScenarios`)."""
     hidden_memo: Memo = field(default_factory=Memo)
     """Hidden call results (`tools/memo.py`): `POST /_emulator/reset` empties it."""
     own: OwnAddresses = field(default_factory=OwnAddresses)
@@ -164,7 +166,8 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     if settings.recording:
         _record(app, state)
     if store.shared:
-        app.add_middleware(_Shared, shared=admin.SharedScenarios(store, state.scenarios))
+        state.shared = admin.SharedScenarios(store, state.scenarios)
+        app.add_middleware(_Shared, shared=state.shared)
     app.add_middleware(_Edge, settings=settings, own=state.own)
     return app
 

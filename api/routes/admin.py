@@ -36,10 +36,34 @@ router = APIRouter(prefix="/_emulator", tags=["emulator admin"])
 log = logging.getLogger("ptc_emulator")
 
 
+HOSTED = "hosted_script"
+"""The kind of the store's records (its `sessions` part: documents by kind and id) that keep the
+hosted-tool scripts set through `PUT /_emulator/hosted`, one per scope (id: the scope, or "" for
+none), so that they outlive a restart and reach every replica as added scenarios do."""
+
+
 def load_added(store: Store, registry: ScenarioRegistry) -> ScenarioRegistry:
     """`registry` with the scenarios added at run time before (those the store kept), as they
-    were added: after the scenario files, so they replace the files' scenarios of their names."""
+    were added: after the scenario files, so they replace the files' scenarios of their names;
+    and the hosted-tool scripts set at run time."""
+    _set_kept_hosted(store.sessions.all(HOSTED), registry)
     return _add_kept(store.scenarios.list(), registry)
+
+
+def _set_kept_hosted(documents: list[dict[str, Any]], registry: ScenarioRegistry) -> None:
+    for document in documents:
+        try:
+            script = HostedScript.model_validate(document.get("script"), strict=False)
+        except ValueError as e:  # kept by an older emulator, perhaps
+            log.warning("ptc-emulator: a hosted script set at run time no longer loads: %s", e)
+            continue
+        registry.set_hosted(script, document.get("scope"))
+
+
+def _clear_kept_hosted(store: Store, scope: str | None) -> None:
+    for document in store.sessions.all(HOSTED):
+        if scope is None or document.get("scope") == scope:
+            store.sessions.delete(HOSTED, document.get("scope") or "")
 
 
 def _add_kept(stored: list[StoredScenario], registry: ScenarioRegistry) -> ScenarioRegistry:
@@ -64,11 +88,20 @@ class SharedScenarios:
         self.store = store
         self.registry = registry
         self.seen = store.scenarios.list()
+        self.seen_hosted = store.sessions.all(HOSTED)
         self._lock = asyncio.Lock()
 
     async def refresh(self) -> None:
         kept = await asyncio.to_thread(self.store.scenarios.list)
+        hosted = await asyncio.to_thread(self.store.sessions.all, HOSTED)
         async with self._lock:  # the registry is changed on the event loop's thread only
+            if hosted != self.seen_hosted:
+                scopes = {d.get("scope") for d in hosted}
+                for dropped in self.seen_hosted:
+                    if dropped.get("scope") not in scopes:
+                        self.registry.set_hosted(None, dropped.get("scope"))
+                _set_kept_hosted([d for d in hosted if d not in self.seen_hosted], self.registry)
+                self.seen_hosted = hosted
             if kept == self.seen:
                 return
             keys = {(k.scope, k.name) for k in kept}
@@ -78,6 +111,13 @@ class SharedScenarios:
             new = [k for k in kept if k not in self.seen]
             self.seen = kept
             _add_kept(new, self.registry)
+
+
+async def _synced(state: Any) -> None:
+    """After this replica wrote the shared store: take the store's state as seen, so that a later
+    change by another replica is told apart from this one's own."""
+    if state.shared is not None:
+        await state.shared.refresh()
 
 
 def _scope(request: Request) -> str | None:
@@ -142,6 +182,7 @@ async def add_scenario(request: Request) -> JSONResponse:
     state = request.app.state.emulator
     state.store.scenarios.put(StoredScenario(scenario.scope, scenario.name, document))
     state.scenarios.add(scenario)
+    await _synced(state)
     return JSONResponse({"name": scenario.name, "scope": scenario.scope, "turns": len(scenario.turns)}, 201)
 
 
@@ -154,13 +195,19 @@ async def set_hosted(request: Request) -> dict[str, Any]:
         script = HostedScript.model_validate(data, strict=False)
     except ValueError as e:
         raise InvalidRequest(f"Invalid hosted script: {e}", code="invalid_scenario") from e
-    request.app.state.emulator.scenarios.set_hosted(script, _scope(request))
+    state, scope = request.app.state.emulator, _scope(request)
+    state.store.sessions.put(HOSTED, scope or "", {"scope": scope, "script": data})
+    state.scenarios.set_hosted(script, scope)
+    await _synced(state)
     return {"scope": _scope(request), "mcp_servers": sorted(script.mcp_servers)}
 
 
 @router.delete("/hosted")
 async def delete_hosted(request: Request) -> dict[str, Any]:
-    request.app.state.emulator.scenarios.set_hosted(None, _scope(request))
+    state = request.app.state.emulator
+    state.store.sessions.delete(HOSTED, _scope(request) or "")
+    state.scenarios.set_hosted(None, _scope(request))
+    await _synced(state)
     return {"scope": _scope(request), "deleted": True}
 
 
@@ -168,7 +215,9 @@ async def delete_hosted(request: Request) -> dict[str, Any]:
 async def delete_scenario(name: str, request: Request) -> dict[str, Any]:
     state = request.app.state.emulator
     state.store.scenarios.delete(_scope(request), name)
-    if not state.scenarios.remove(name, _scope(request)):
+    removed = state.scenarios.remove(name, _scope(request))
+    await _synced(state)
+    if not removed:
         raise NotFound(f"No scenario named '{name}' in this scope.")
     return {"name": name, "deleted": True}
 
@@ -210,7 +259,9 @@ async def reset(request: Request) -> dict[str, Any]:
     state = request.app.state.emulator
     scope = _scope(request)
     state.store.scenarios.clear(scope)
+    _clear_kept_hosted(state.store, scope)
     removed, cleared = state.scenarios.clear(scope), state.journal.clear(scope)
+    await _synced(state)
     _free_caches(state)
     state.hidden_memo.clear()  # the hidden call results of every scope: a cache, not state
     if state.pool is not None:

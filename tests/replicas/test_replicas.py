@@ -143,6 +143,40 @@ def test_scenarios_added_on_one_replica_match_on_the_others_and_go_when_removed(
         assert "hello-replicas" not in [s["name"] for s in listed]
 
 
+def test_a_scenario_added_on_one_replica_and_removed_on_another_is_gone_on_the_first(
+    three: list[ServerProcess],
+) -> None:
+    scenario = {"name": "short-lived", "match": {"input": "short lived"}, "turns": [{"message": "still here"}]}
+    scope = {"x-ptc-emulator-scope": "test-short-lived"}
+    assert admin(three[0], "POST", "/scenarios", json=scenario, headers=scope).status_code == 201
+    assert admin(three[1], "DELETE", "/scenarios/short-lived", headers=scope).status_code == 200
+    reply = httpx.post(
+        f"{three[0].base_url}/responses", json={"model": "m", "input": "short lived"}, headers=scope, timeout=30
+    )
+    assert reply.status_code == 400 and reply.json()["error"]["code"] == "no_scenario_matched", reply.text
+
+
+def test_hosted_results_set_on_one_replica_serve_the_others_and_go_when_deleted(three: list[ServerProcess]) -> None:
+    scope = {"x-ptc-emulator-scope": "test-hosted"}
+    script = {"code_interpreter": [{"logs": "4\n"}]}
+    assert admin(three[0], "PUT", "/hosted", json=script, headers=scope).status_code == 200
+    ci = {"type": "code_interpreter", "container": {"type": "auto"}, "allowed_callers": ["programmatic"]}
+    program = (
+        "```js\nconst r = await tools.code_interpreter({code: 'print(2 + 2)'}); text('got ' + r.logs.trim());\n```"
+    )
+    body = {"model": "m", "input": program, "tools": [{"type": "programmatic_tool_calling"}, ci]}
+
+    def ask(server: ServerProcess) -> str:
+        reply = httpx.post(f"{server.base_url}/responses", json=body, headers=scope, timeout=30)
+        assert reply.status_code == 200, reply.text
+        return str(reply.json()["output"][-1]["content"][0]["text"])
+
+    assert [ask(server) for server in three[1:]] == ["got 4", "got 4"]
+    assert admin(three[2], "DELETE", "/hosted", headers=scope).status_code == 200
+    for server in three:
+        assert "got 4" not in ask(server), "the script deleted on one replica is gone on every one"
+
+
 def test_the_journal_of_any_replica_shows_every_replicas_requests(three: list[ServerProcess]) -> None:
     scope = {"x-ptc-emulator-scope": "test-journal"}
     scenario = {"name": "ping", "match": {"input": "ping"}, "turns": [{"message": "pong"}]}
