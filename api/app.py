@@ -146,6 +146,10 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
         summary="A local stand-in for OpenAI's Responses API with Programmatic Tool Calling.",
         version=__version__,
         lifespan=lifespan,
+        # Swagger UI and ReDoc load their scripts from a CDN, which an offline test machine cannot
+        # reach; the schema stays at /openapi.json.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.emulator = state
     errors.install(app)
@@ -153,6 +157,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     app.include_router(conversations.router)
     app.include_router(admin.router)
     app.include_router(inspector.router)
+    app.include_router(inspector.root_router)
     app.include_router(websocket.router)
     app.include_router(agents.router)
     if settings.recording:
@@ -243,7 +248,7 @@ class _Edge:
 
 
 def _is_ui(path: str) -> bool:
-    return path == "/_emulator/ui" or path.startswith("/_emulator/ui/")
+    return path in ("/", "/_emulator/ui") or path.startswith("/_emulator/ui/")
 
 
 def _authorised(header: str | None, key: str) -> bool:
