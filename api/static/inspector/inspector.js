@@ -32,7 +32,40 @@
 
   class Unauthorised extends Error {}
 
+  // A saved trace (`ptc-emulator` writes one per failed test) carries its conversations in the
+  // page itself: the same views, read from that data instead of the server, with no server at all.
+  const saved = document.getElementById("ptc-trace");
+  const trace = saved ? JSON.parse(saved.textContent) : null;
+
+  function matches(s, query) {
+    const status = query.get("status");
+    if (query.get("scope") && s.scope !== query.get("scope")) return false;
+    if (query.get("scenario") && !s.scenarios.includes(query.get("scenario"))) return false;
+    if (query.get("errors") && !s.errors) return false;
+    if (!status) return true;
+    const codes = s.statuses.map(String);
+    if (/^[245]xx$/.test(status)) return codes.some((code) => code[0] === status[0]);
+    if (/^\d+$/.test(status)) return codes.includes(status);
+    return s.state === status;
+  }
+
+  function fromTrace(path) {
+    const [where, search] = path.split("?");
+    const all = trace.conversations;
+    if (where === "/conversations") {
+      const query = new URLSearchParams(search || "");
+      const rows = all.map((c) => c.summary).filter((s) => matches(s, query));
+      const seen = (name) => [...new Set(all.flatMap((c) => name === "scope" ? (c.summary.scope ? [c.summary.scope] : []) : c.summary.scenarios))].sort();
+      return { object: "list", data: rows, scopes: seen("scope"), scenarios: seen("scenarios"), latest_seq: 0 };
+    }
+    const id = decodeURIComponent(where.replace("/conversations/", ""));
+    const found = all.find((c) => c.summary.id === id);
+    if (!found) throw new Error("No conversation '" + id + "' in this trace.");
+    return found;
+  }
+
   async function api(path) {
+    if (trace) return fromTrace(path);
     const reply = await fetch(API + path, { headers: headers(), cache: "no-store" });
     if (reply.status === 401) {
       askForKey(true);
@@ -391,7 +424,8 @@
         el("span", { class: "actions" },
           el("button", { type: "button", text: "Request JSON", onclick: showRaw("Request", entry.request) }),
           el("button", { type: "button", text: "Response JSON", onclick: showRaw("Response", entry.response) }),
-          el("button", { type: "button", text: "Copy as curl", onclick: () => copyCurl(entry) }))));
+          // A saved trace has no server of its own to send the request to.
+          trace ? null : el("button", { type: "button", text: "Copy as curl", onclick: () => copyCurl(entry) }))));
 
     const items = el("ul", { class: "items" });
     for (const item of sent) items.appendChild(renderItem(item, "sent"));
@@ -530,6 +564,13 @@
     if (hadKey) listen();
   });
   fromFragment();
-  refresh();
-  listen();
+  if (trace) {
+    setLive(false, "saved trace");
+    $("key-button").hidden = true;
+    if (trace.title) document.title = trace.title + " \u2014 ptc-emulator trace";
+    refresh();
+  } else {
+    refresh();
+    listen();
+  }
 })();
