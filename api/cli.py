@@ -88,7 +88,17 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="info", help="uvicorn's and the emulator's log level")
     _record_arguments(serve)
     _mcp_arguments(serve)
+    _tool_commands(commands)
     return parser
+
+
+def _tool_commands(commands: Any) -> None:
+    """The subcommands besides `serve` (each run by `_run_tool`)."""
+    inspect = commands.add_parser(
+        "inspect", help="serve a saved trace (a failed test's .html or .json) in the inspector"
+    )
+    inspect.add_argument("file", type=Path, metavar="FILE", help="a trace's .html or .json, or a journal's JSON")
+    inspect.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free one)")
 
 
 def _mcp_arguments(serve: argparse.ArgumentParser) -> None:
@@ -208,6 +218,9 @@ def _warn_visible(argv: list[str] | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    given = sys.argv[1:] if argv is None else argv
+    if given and given[0] in _TOOLS:
+        raise SystemExit(_run_tool(_parser().parse_args(given)))
     from ptc_emulator.api.app import create_app
     from ptc_emulator.api.upstream import UpstreamSettingsError
 
@@ -303,3 +316,33 @@ def bind(host: str, port: int) -> socket.socket:
 def _fail(message: str, code: int) -> NoReturn:
     print(f"ptc-emulator: {message}", file=sys.stderr)
     raise SystemExit(code)
+
+
+_TOOLS = ("inspect",)
+
+
+def _run_tool(args: argparse.Namespace) -> int:
+    """`inspect`: the exit status."""
+    return _inspect(args.file, args.port)
+
+
+def _inspect(path: Path, port: int) -> int:
+    from ptc_emulator.api.inspector.serve import TraceError, TraceServer, load_trace
+
+    try:
+        page = load_trace(path)
+    except TraceError as error:
+        _fail(str(error), 2)
+    try:
+        server = TraceServer(page, port)
+    except OSError as e:
+        _fail(f"cannot listen on 127.0.0.1:{port}: {e.strerror or e}", 1)
+
+    def ready(url: str) -> None:
+        print(f"ptc-emulator: trace {path} in the inspector at {url} (Ctrl-C stops)", file=sys.stderr, flush=True)
+
+    try:
+        server.serve(ready)
+    except KeyboardInterrupt:
+        pass
+    return 0
