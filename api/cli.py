@@ -86,6 +86,9 @@ def _parser() -> argparse.ArgumentParser:
         help="a web origin whose pages may call the server, such as http://localhost:5173 (repeatable)",
     )
     serve.add_argument("--log-level", default="info", help="uvicorn's and the emulator's log level")
+    serve.add_argument(
+        "--watch", action="store_true", help="reload the scenario files when one is added, edited or removed"
+    )
     _record_arguments(serve)
     _mcp_arguments(serve)
     _tool_commands(commands)
@@ -99,6 +102,10 @@ def _tool_commands(commands: Any) -> None:
     )
     inspect.add_argument("file", type=Path, metavar="FILE", help="a trace's .html or .json, or a journal's JSON")
     inspect.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free one)")
+    validate = commands.add_parser(
+        "validate", help="check scenario files as the server would load them (exit status 1 on any problem)"
+    )
+    validate.add_argument("paths", type=Path, nargs="+", metavar="DIR", help="scenario directories (or files)")
 
 
 def _mcp_arguments(serve: argparse.ArgumentParser) -> None:
@@ -187,6 +194,7 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
         mcp_max_answer_bytes=args.mcp_max_answer_bytes,
         mcp_memo_bytes=args.mcp_memo_bytes,
         record_mode=args.record_mode,
+        watch=args.watch,
     )
     return settings, args.log_level
 
@@ -254,6 +262,9 @@ def main(argv: list[str] | None = None) -> None:
         file=sys.stderr,
         flush=True,
     )
+    files = app.state.emulator.scenario_files
+    watching = " (watching them for changes)" if settings.watch else ""
+    print(f"ptc-emulator: {files.banner()}{watching}", file=sys.stderr, flush=True)
     inspector = f"http://{settings.host}:{sock.getsockname()[1]}/_emulator/ui/"
     print(f"ptc-emulator: trace inspector at {inspector} (docs/inspector.md)", file=sys.stderr, flush=True)
     _server_class()(server_config(app, log_level=log_level)).run(sockets=[sock])
@@ -318,12 +329,30 @@ def _fail(message: str, code: int) -> NoReturn:
     raise SystemExit(code)
 
 
-_TOOLS = ("inspect",)
+_TOOLS = ("inspect", "validate")
 
 
 def _run_tool(args: argparse.Namespace) -> int:
-    """`inspect`: the exit status."""
+    """`inspect`, `validate`: the exit status."""
+    if args.command == "validate":
+        return _validate(args.paths)
     return _inspect(args.file, args.port)
+
+
+def _validate(paths: list[Path]) -> int:
+    """Every problem on its own line (file: field: why), on stderr; a summary on stdout; 1 if any."""
+    from ptc_emulator.emulator.model import validate_scenarios
+
+    found = validate_scenarios(paths)
+    for error in found.errors:
+        print(error, file=sys.stderr)
+    files = f"{found.files} file" + ("" if found.files == 1 else "s")
+    if found.errors:
+        problems = f"{len(found.errors)} problem" + ("" if len(found.errors) == 1 else "s")
+        print(f"ptc-emulator validate: {problems} in {files}")
+        return 1
+    print(f"ptc-emulator validate: {found.scenarios} scenarios in {files}, all valid")
+    return 0
 
 
 def _inspect(path: Path, port: int) -> int:
