@@ -8,13 +8,14 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
 from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.emulator.model import ScenarioError, ScenarioFiles, ScenarioRegistry
+from ptc_emulator.emulator.model import ScenarioError, ScenarioFiles, ScenarioRegistry, load_scenario
 from tests.unit.fake_runner import FakeRunner
 
 BASE_URL = "http://127.0.0.1"
@@ -24,9 +25,9 @@ def scenario_yaml(answer: str, name: str = "ping") -> str:
     return f"name: {name}\nmatch: {{input: '(?i)^ping'}}\nturns:\n  - message: {answer!r}\n"
 
 
-def served(folder: Path, **settings: object) -> TestClient:
+def served(folder: Path, **settings: Any) -> TestClient:
     app = create_app(
-        Settings(store="memory", secret="unit-tests", fixtures=(folder,), bundled_fixtures=False, **settings),  # type: ignore[arg-type]
+        Settings(store="memory", secret="unit-tests", fixtures=(folder,), bundled_fixtures=False, **settings),
         runner=FakeRunner(),
     )
     return TestClient(app, base_url=BASE_URL, raise_server_exceptions=False)
@@ -80,6 +81,8 @@ def test_the_watchers_check_picks_up_an_edit(folder: Path) -> None:
     registry = ScenarioRegistry()
     files = ScenarioFiles(registry, [folder]).load()
     assert files.check() is False  # nothing changed
+    mine = load_scenario({"name": "mine", "turns": [{"message": "added at run time"}]})
+    registry.add(mine)
     path.write_text(scenario_yaml("pong 2"), encoding="utf-8")  # the same size, perhaps the same mtime
     assert files.changed() is True and files.check() is True
     scenario = registry.get("ping")
@@ -90,6 +93,7 @@ def test_the_watchers_check_picks_up_an_edit(folder: Path) -> None:
     (folder / "extra.json").unlink()
     assert files.check() is True and registry.get("extra") is None
     assert files.banner() == f"1 scenario loaded: 1 from {folder}"
+    assert registry.get("mine") is mine  # what was added at run time stays through every reload
 
 
 def test_an_edit_that_breaks_a_file_keeps_the_scenarios_and_says_why(folder: Path) -> None:
