@@ -151,6 +151,20 @@ def _failures(entries: list[Entry]) -> list[dict[str, Any]]:
     return found
 
 
+def _last_failure(entries: list[Entry]) -> dict[str, Any] | None:
+    """The failure of the conversation's last program, if it did not complete: a later program
+    (the model trying again) that completed, or still runs, supersedes an earlier one's failure."""
+    failures = {(f["seq"], f["call_id"]): f for f in _failures(entries)}
+    last: dict[str, Any] | None = None
+    for entry in entries:
+        for item in outputs(entry):
+            if item.get("type") == "program":
+                last = None
+            elif item.get("type") == "program_output":
+                last = failures.get((entry.get("seq"), item.get("call_id")))
+    return last
+
+
 def _refusal(entry: Entry) -> str:
     error = response_of(entry).get("error")
     message = error.get("message") if isinstance(error, dict) else None
@@ -165,9 +179,8 @@ def _error(entries: list[Entry]) -> str | None:
     last = entries[-1]
     if int(last.get("status", 200)) >= 400:
         return f"Request #{last.get('seq')} was refused: {_refusal(last)}"
-    failures = _failures(entries)
-    if failures:
-        failure = failures[-1]
+    failure = _last_failure(entries)
+    if failure is not None:
         where = f"(response #{failure['seq']})"
         return f"Program {failure['call_id']} ended {failure['status']} {where}: {failure['message']}"
     status = response_of(last).get("status")
@@ -177,10 +190,10 @@ def _error(entries: list[Entry]) -> str | None:
 
 
 def _state(entries: list[Entry]) -> str:
-    """`failed` (the last request was refused, or a program threw or ended `incomplete`),
+    """`failed` (the last request was refused, or the last program threw or ended `incomplete`),
     `waiting` (the last response asked for tool outputs), `completed`, or the last response's status."""
     last = entries[-1]
-    if int(last.get("status", 200)) >= 400 or _failures(entries):
+    if int(last.get("status", 200)) >= 400 or _last_failure(entries) is not None:
         return "failed"
     output = outputs(last)
     if any(item.get("type") in ("function_call", "custom_tool_call") for item in output):

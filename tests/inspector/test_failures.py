@@ -81,6 +81,20 @@ def test_a_program_that_threw_is_a_failed_conversation(ptc_emulator: PTCEmulator
     assert program["failure"]["line"] == 2 and program["failure"]["status"] == "incomplete"
 
 
+def test_a_later_program_that_completed_supersedes_the_failure(ptc_emulator: PTCEmulator) -> None:
+    history, answers = paused(ptc_emulator)
+    second = post(ptc_emulator, {"model": "m", "input": history + answers, "tools": ECHO, "store": False})
+    again = {"role": "user", "content": "Run this program.\n```js\ntext('fine now');\n```"}
+    replay = history + answers + second.json()["output"] + [again]
+    third = post(ptc_emulator, {"model": "m", "input": replay, "tools": ECHO, "store": False})
+    assert third.status_code == 200 and third.json()["output"][-1]["content"][0]["text"] == "fine now", third.text
+    [row] = inspector(ptc_emulator, "conversations")["data"]
+    assert row["requests"] == 3 and row["state"] == "completed" and row["error"] is None
+    assert row["errors"] is True  # the first program's failure is still there to find
+    programs = inspector(ptc_emulator, f"conversations/{row['id']}")["programs"]
+    assert [p["failure"] is not None for p in programs] == [True, False]
+
+
 def test_an_output_a_400_refused_is_shown_as_refused(ptc_emulator: PTCEmulator) -> None:
     history, answers = paused(ptc_emulator)
     # The tools changed while the program was paused: the request, and the outputs in it, are refused.
