@@ -105,3 +105,28 @@ def test_where_traces_go_is_configurable(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(failed=1, deselected=1)
     assert "ptc-emulator trace" not in result.stdout.str()
     assert not (pytester.path / ".ptc-emulator").exists()
+
+
+def test_nothing_in_the_journal_becomes_markup_in_a_trace() -> None:
+    from ptc_emulator.api.inspector.trace import trace_html
+
+    hostile = "</script><script>alert(1)</script><!-- & \u2028"
+    entry = {
+        "seq": 1,
+        "at": 1.0,
+        "scope": "s",
+        "method": "POST",
+        "path": "/v1/responses",
+        "status": 200,
+        "request": {"model": "m", "input": hostile},
+        "response": {"status": "completed", "output": [{"type": "message", "content": [{"text": hostile}]}]},
+    }
+    page = trace_html([entry], title=hostile)
+    assert "alert(1)" in page and "<script>alert" not in page and "</script><script>alert" not in page
+    data = page.split('<script type="application/json" id="ptc-trace">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in data and ">" not in data and "&" not in data
+    parsed = json.loads(data)
+    assert parsed["title"] == hostile and parsed["conversations"][0]["summary"]["final"] == hostile
+    # Only the page's own scripts run: the policy names them by hash and allows no connection.
+    policy = page.split('http-equiv="Content-Security-Policy" content="', 1)[1].split('"', 1)[0]
+    assert "'unsafe-inline'" not in policy and "connect-src 'none'" in policy and policy.count("'sha256-") == 3
