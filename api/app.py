@@ -24,7 +24,13 @@ from ptc_emulator.emulator.agents.harness import Harness
 from ptc_emulator.emulator.errors import EmulatorError, PayloadTooLarge, StatusError, Unauthorized
 from ptc_emulator.emulator.ids import new_id
 from ptc_emulator.emulator.journal.entries import Journal
-from ptc_emulator.emulator.model import ScenarioError, ScenarioRegistry, ScriptedModel, UpstreamModel, with_upstream
+from ptc_emulator.emulator.model import (
+    ScenarioFiles,
+    ScenarioRegistry,
+    ScriptedModel,
+    UpstreamModel,
+    with_upstream,
+)
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.responses.engine import Engine, Runner
 from ptc_emulator.emulator.signing import Signer, load_secret
@@ -64,31 +70,33 @@ class AppState:
     """Hidden call results (`tools/memo.py`): `POST /_emulator/reset` empties it."""
     own: OwnAddresses = field(default_factory=OwnAddresses)
     """The ports this app serves on: the MCP client never connects there."""
+    scenario_files: ScenarioFiles | None = None
+    """The scenario directories `scenarios` was loaded from (reloaded by --watch and reset)."""
 
 
-def _load_scenarios(settings: Settings) -> ScenarioRegistry:
-    registry = ScenarioRegistry()
+def _load_scenarios(settings: Settings) -> ScenarioFiles:
+    """The scenario directories, loaded (`files.load` refuses a missing one, a bad file, a duplicate name)."""
     # A recording server leaves the bundled demo scenarios out: they would answer in the real model's place.
     bundled = settings.bundled_fixtures and not settings.recording
     directories = ([bundled_fixtures()] if bundled else []) + list(settings.fixtures)
+    labels = (["bundled"] if bundled else []) + [""] * len(settings.fixtures)
     if settings.record_dir is not None and settings.record_dir.is_dir():
         directories.append(settings.record_dir)  # the recordings replay
-    for directory in directories:
-        if not directory.is_dir():  # a missing directory is a mistake to report, never an empty registry
-            raise ScenarioError(f"scenario directory {str(directory)!r} does not exist")
-        registry.load_dir(directory)
-    return registry
+        labels.append("recordings")
+    return ScenarioFiles(ScenarioRegistry(), directories, labels).load()
 
 
 def create_app(settings: Settings | None = None, *, runner: Runner | None = None) -> FastAPI:
     """The app for `settings`. With `runner`, programs run there instead of in a new worker pool."""
     settings = settings or Settings()
+    files = _load_scenarios(settings)
     store = open_store(settings.store, settings.data_dir)
     state = AppState(
         settings=settings,
         store=store,
         signer=Signer(load_secret(settings.secret, settings.data_dir if settings.store == "sqlite" else None)),
-        scenarios=admin.load_added(store, _load_scenarios(settings)),
+        scenarios=admin.load_added(store, files.registry),
+        scenario_files=files,
         journal=Journal(log=store.journal),
         hidden_memo=Memo(settings.mcp_memo_entries, settings.mcp_memo_bytes),
     )
@@ -135,9 +143,14 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
         if state.store.shared:  # replicas share the store: background responses run under leases
             state.engine.background.share(state.store.leases, settings.lease_s, state.engine.cancelled)
         harness = state.agents = agents.open_harness(state)
+        watching = (
+            asyncio.create_task(_watch(state.scenario_files)) if settings.watch and state.scenario_files else None
+        )
         try:
             yield
         finally:
+            if watching is not None:
+                watching.cancel()
             state.own.release()
             await harness.aclose()
             await state.engine.aclose()
@@ -154,6 +167,10 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
         summary="A local stand-in for OpenAI's Responses API with Programmatic Tool Calling.",
         version=__version__,
         lifespan=lifespan,
+        # Swagger UI and ReDoc load their scripts from a CDN, which an offline test machine cannot
+        # reach; the schema stays at /openapi.json.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.emulator = state
     errors.install(app)
@@ -161,6 +178,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     app.include_router(conversations.router)
     app.include_router(admin.router)
     app.include_router(inspector.router)
+    app.include_router(inspector.root_router)
     app.include_router(websocket.router)
     app.include_router(agents.router)
     if settings.recording:
@@ -170,6 +188,19 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
         app.add_middleware(_Shared, shared=state.shared)
     app.add_middleware(_Edge, settings=settings, own=state.own)
     return app
+
+
+WATCH_S = 0.25
+"""How often `--watch` looks at the scenario files: an edit is served well within a second."""
+
+
+async def _watch(files: ScenarioFiles) -> None:
+    """`--watch`: reload the scenario files when they change. The files are read off the event
+    loop; the registry is replaced on it, between requests."""
+    while True:
+        await asyncio.sleep(WATCH_S)
+        if await asyncio.to_thread(files.changed):
+            files.check()
 
 
 def _record(app: FastAPI, state: AppState) -> None:
@@ -269,7 +300,7 @@ class _Edge:
 
 
 def _is_ui(path: str) -> bool:
-    return path == "/_emulator/ui" or path.startswith("/_emulator/ui/")
+    return path in ("/", "/_emulator/ui") or path.startswith("/_emulator/ui/")
 
 
 def _authorised(header: str | None, key: str) -> bool:

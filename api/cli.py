@@ -97,10 +97,27 @@ def _parser() -> argparse.ArgumentParser:
         help="a web origin whose pages may call the server, such as http://localhost:5173 (repeatable)",
     )
     serve.add_argument("--log-level", default="info", help="uvicorn's and the emulator's log level")
+    serve.add_argument(
+        "--watch", action="store_true", help="reload the scenario files when one is added, edited or removed"
+    )
     _record_arguments(serve)
     _mcp_arguments(serve)
     _model_upstream_arguments(serve)
+    _tool_commands(commands)
     return parser
+
+
+def _tool_commands(commands: Any) -> None:
+    """The subcommands besides `serve` (each run by `_run_tool`)."""
+    inspect = commands.add_parser(
+        "inspect", help="serve a saved trace (a failed test's .html or .json) in the inspector"
+    )
+    inspect.add_argument("file", type=Path, metavar="FILE", help="a trace's .html or .json, or a journal's JSON")
+    inspect.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free one)")
+    validate = commands.add_parser(
+        "validate", help="check scenario files as the server would load them (exit status 1 on any problem)"
+    )
+    validate.add_argument("paths", type=Path, nargs="+", metavar="DIR", help="scenario directories (or files)")
 
 
 def _mcp_arguments(serve: argparse.ArgumentParser) -> None:
@@ -240,6 +257,7 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
         model_upstream_api=args.model_upstream_api,
         model_upstream_timeout_s=args.model_upstream_timeout,
         model_upstream_retries=args.model_upstream_retries,
+        watch=args.watch,
     )
     return settings, args.log_level
 
@@ -271,6 +289,9 @@ def _warn_visible(argv: list[str] | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    given = sys.argv[1:] if argv is None else argv
+    if given and given[0] in _TOOLS:
+        raise SystemExit(_run_tool(_parser().parse_args(given)))
     from ptc_emulator.api.app import create_app
     from ptc_emulator.api.upstream import UpstreamSettingsError
 
@@ -328,6 +349,9 @@ def main(argv: list[str] | None = None) -> None:
         file=sys.stderr,
         flush=True,
     )
+    files = app.state.emulator.scenario_files
+    watching = " (watching them for changes)" if settings.watch else ""
+    print(f"ptc-emulator: {files.banner()}{watching}", file=sys.stderr, flush=True)
     inspector = f"http://{settings.host}:{sock.getsockname()[1]}/_emulator/ui/"
     print(f"ptc-emulator: trace inspector at {inspector} (docs/inspector.md)", file=sys.stderr, flush=True)
     _server_class()(server_config(app, log_level=log_level)).run(sockets=[sock])
@@ -390,3 +414,51 @@ def bind(host: str, port: int) -> socket.socket:
 def _fail(message: str, code: int) -> NoReturn:
     print(f"ptc-emulator: {message}", file=sys.stderr)
     raise SystemExit(code)
+
+
+_TOOLS = ("inspect", "validate")
+
+
+def _run_tool(args: argparse.Namespace) -> int:
+    """`inspect`, `validate`: the exit status."""
+    if args.command == "validate":
+        return _validate(args.paths)
+    return _inspect(args.file, args.port)
+
+
+def _validate(paths: list[Path]) -> int:
+    """Every problem on its own line (file: field: why), on stderr; a summary on stdout; 1 if any."""
+    from ptc_emulator.emulator.model import validate_scenarios
+
+    found = validate_scenarios(paths)
+    for error in found.errors:
+        print(error, file=sys.stderr)
+    files = f"{found.files} file" + ("" if found.files == 1 else "s")
+    if found.errors:
+        problems = f"{len(found.errors)} problem" + ("" if len(found.errors) == 1 else "s")
+        print(f"ptc-emulator validate: {problems} in {files}")
+        return 1
+    print(f"ptc-emulator validate: {found.scenarios} scenarios in {files}, all valid")
+    return 0
+
+
+def _inspect(path: Path, port: int) -> int:
+    from ptc_emulator.api.inspector.serve import TraceError, TraceServer, load_trace
+
+    try:
+        page = load_trace(path)
+    except TraceError as error:
+        _fail(str(error), 2)
+    try:
+        server = TraceServer(page, port)
+    except OSError as e:
+        _fail(f"cannot listen on 127.0.0.1:{port}: {e.strerror or e}", 1)
+
+    def ready(url: str) -> None:
+        print(f"ptc-emulator: trace {path} in the inspector at {url} (Ctrl-C stops)", file=sys.stderr, flush=True)
+
+    try:
+        server.serve(ready)
+    except KeyboardInterrupt:
+        pass
+    return 0

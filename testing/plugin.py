@@ -41,6 +41,9 @@ from ptc_emulator.names import API_KEY_ENV
 
 __all__: list[str] = []
 
+# A failed test's trace files (HTML and JSON journal): testing/traces.py.
+pytest_plugins = ["ptc_emulator.testing.traces"]
+
 _api_key = pytest.StashKey[str]()
 _inspector = pytest.StashKey[str]()
 _failed = pytest.StashKey[bool]()

@@ -258,6 +258,10 @@ async def reset(request: Request) -> dict[str, Any]:
     no answer changes), the memo of hidden call results among them (all of it)."""
     state = request.app.state.emulator
     scope = _scope(request)
+    # The scenario files are read again: an edited, added or removed file is served from now on
+    # (a file that cannot be used leaves the previous ones, and the log says why).
+    if state.scenario_files is not None:
+        state.scenario_files.check()
     state.store.scenarios.clear(scope)
     _clear_kept_hosted(state.store, scope)
     removed, cleared = state.scenarios.clear(scope), state.journal.clear(scope)

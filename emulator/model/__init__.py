@@ -12,6 +12,8 @@ public face (the registry the admin routes fill, the loader, the recording proxy
 from pathlib import Path
 
 from ptc_emulator.emulator.model.core import Delivery, Model, Plan, Prepared, Refused, ResponseMemo, Runner, Trace
+from ptc_emulator.emulator.model.scripted.files.loader import ScenarioFiles, Validation
+from ptc_emulator.emulator.model.scripted.files.loader import validate as validate_scenarios
 from ptc_emulator.emulator.model.scripted.hosted import HostedScript
 from ptc_emulator.emulator.model.scripted.model import ScriptedModel
 from ptc_emulator.emulator.model.scripted.recording import Tape, file_name, items_of, scenario_from, to_yaml, user_text
@@ -32,12 +34,14 @@ __all__ = [
     "ResponseMemo",
     "Runner",
     "ScenarioError",
+    "ScenarioFiles",
     "ScenarioRegistry",
     "ScriptedModel",
     "Tape",
     "Trace",
     "UpstreamConfig",
     "UpstreamModel",
+    "Validation",
     "clear_caches",
     "file_name",
     "items_of",
@@ -45,6 +49,7 @@ __all__ = [
     "scenario_from",
     "to_yaml",
     "user_text",
+    "validate_scenarios",
     "with_upstream",
 ]
 

@@ -32,7 +32,40 @@
 
   class Unauthorised extends Error {}
 
+  // A saved trace (`ptc-emulator` writes one per failed test) carries its conversations in the
+  // page itself: the same views, read from that data instead of the server, with no server at all.
+  const saved = document.getElementById("ptc-trace");
+  const trace = saved ? JSON.parse(saved.textContent) : null;
+
+  function matches(s, query) {
+    const status = query.get("status");
+    if (query.get("scope") && s.scope !== query.get("scope")) return false;
+    if (query.get("scenario") && !s.scenarios.includes(query.get("scenario"))) return false;
+    if (query.get("errors") && !s.errors) return false;
+    if (!status) return true;
+    const codes = s.statuses.map(String);
+    if (/^[245]xx$/.test(status)) return codes.some((code) => code[0] === status[0]);
+    if (/^\d+$/.test(status)) return codes.includes(status);
+    return s.state === status;
+  }
+
+  function fromTrace(path) {
+    const [where, search] = path.split("?");
+    const all = trace.conversations;
+    if (where === "/conversations") {
+      const query = new URLSearchParams(search || "");
+      const rows = all.map((c) => c.summary).filter((s) => matches(s, query));
+      const seen = (name) => [...new Set(all.flatMap((c) => name === "scope" ? (c.summary.scope ? [c.summary.scope] : []) : c.summary.scenarios))].sort();
+      return { object: "list", data: rows, scopes: seen("scope"), scenarios: seen("scenarios"), latest_seq: 0 };
+    }
+    const id = decodeURIComponent(where.replace("/conversations/", ""));
+    const found = all.find((c) => c.summary.id === id);
+    if (!found) throw new Error("No conversation '" + id + "' in this trace.");
+    return found;
+  }
+
   async function api(path) {
+    if (trace) return fromTrace(path);
     const reply = await fetch(API + path, { headers: headers(), cache: "no-store" });
     if (reply.status === 401) {
       askForKey(true);
@@ -220,6 +253,10 @@
           s.links.map((l) => badge(l, "link")),
           el("span", { class: "mono", text: s.id }))),
     ];
+    // A failed conversation says why first: the refusal, or the program that did not complete.
+    if (s.error) {
+      parts.push(el("section", { class: "panel failure", id: "error" }, el("h3", { text: "What failed" }), el("pre", { class: "error-text", text: s.error })));
+    }
     if (s.final !== null && s.final !== undefined) {
       parts.push(el("section", { class: "panel", id: "final" }, el("h3", { text: "Final message" }), el("div", { class: "final", text: s.final })));
     }
@@ -253,17 +290,25 @@
         : null);
   }
 
-  function codeBlock(code) {
+  // `failing`: the line (from 1) the program's error names, marked in the code.
+  function codeBlock(code, failing) {
     const pre = el("pre", { class: "code" });
     pre.appendChild(window.ptcHighlight ? window.ptcHighlight.highlight(code || "") : el("code", { text: code || "" }));
+    const line = failing ? pre.querySelectorAll(".line")[failing - 1] : null;
+    if (line) {
+      line.classList.add("failing");
+      line.title = "the program failed here";
+    }
     return pre;
   }
 
   function renderProgram(p) {
-    const section = el("section", { class: "panel program" },
-      el("h3", { text: "Program" }),
+    const failure = p.failure;
+    const section = el("section", { class: failure ? "panel program failed" : "panel program" },
+      el("h3", {}, "Program", failure ? badge("failed", "failed") : null),
       el("div", { class: "note mono", text: p.call_id + (p.seq ? " \u00b7 written in request #" + p.seq : "") }),
-      p.code ? codeBlock(p.code) : el("p", { class: "note", text: "(its code is not in the journal)" }));
+      p.code ? codeBlock(p.code, failure && failure.line) : el("p", { class: "note", text: "(its code is not in the journal)" }),
+      failure ? el("pre", { class: "error-text program-error", text: "Ended " + failure.status + (failure.line ? " at line " + failure.line : "") + ": " + failure.message }) : null);
     p.pauses.forEach((pause, i) => {
       section.appendChild(el("div", { class: "pause" },
         el("h4", { text: "Pause " + (i + 1) + " \u2014 response #" + pause.seq + ": " + pause.calls.length + " call" + (pause.calls.length === 1 ? "" : "s") }),
@@ -271,7 +316,7 @@
     });
     if (p.output) {
       section.appendChild(el("div", { class: "pause" },
-        el("h4", { text: "program_output \u2014 response #" + p.output.seq + " (" + (p.output.status || "") + ")" }),
+        el("h4", { class: failure ? "error-text" : null, text: "program_output \u2014 response #" + p.output.seq + " (" + (p.output.status || "") + ")" }),
         el("pre", { class: "mono", text: pretty(p.output.result) })));
     }
     return section;
@@ -282,14 +327,16 @@
     for (const c of calls) {
       const caller = c.caller ? c.caller.type + (c.caller.caller_id ? " " + short(c.caller.caller_id, 18) : "") : "the model";
       const bad = c.violations && c.violations.length;
-      body.appendChild(el("tr", { class: bad ? "violation call" : "call", "data-call-id": c.call_id },
+      const refused = c.output && c.output.refused;
+      body.appendChild(el("tr", { class: (bad ? "violation call" : "call") + (refused ? " refused" : ""), "data-call-id": c.call_id },
         el("td", {}, el("strong", { class: "mono", text: c.name || c.type }), el("div", { class: "note mono", text: c.call_id })),
         el("td", {}, el("pre", { text: pretty(c.arguments) })),
         el("td", { class: "mono", text: caller, title: c.caller && c.caller.caller_id ? c.caller.caller_id : null }),
         el("td", {}, badge(c.route, "link")),
         el("td", {},
           c.output ? el("pre", { text: pretty(c.output.output) }) : el("span", { class: "note", text: "no output yet" }),
-          c.output ? el("div", { class: "note", text: "came back in request #" + c.output.seq }) : null,
+          refused ? el("div", { class: "error-text", text: "refused: request #" + c.output.seq + " sent it and was answered " + c.output.error }) : null,
+          c.output && !refused ? el("div", { class: "note", text: "came back in request #" + c.output.seq }) : null,
           bad ? c.violations.map((v) => el("div", { class: "violation-note", text: "\u26a0 contract violation (" + v.kind + "): " + v.message })) : null)));
     }
     return el("table", { class: "calls" },
@@ -308,11 +355,37 @@
     return ids;
   }
 
+  // What a client sent, one key per item: a message by its role and text (a string input and
+  // its replay as a message item are the same message), anything else by its JSON.
+  function sentKey(item) {
+    if (item && typeof item === "object" && (item.type || "message") === "message" && item.role) return "msg:" + item.role + ":" + textOf(item.content);
+    return "json:" + JSON.stringify(item);
+  }
+  function sentItems(req) {
+    if (typeof req.input === "string") return [{ type: "message", role: "user", content: req.input }];
+    return Array.isArray(req.input) ? req.input : [];
+  }
+
   function renderTimeline(entries) {
     const produced = new Set();
+    const authored = [];  // the keys of what the client wrote (not sent back), in order
     const list = el("ol", { class: "timeline" });
     for (const entry of entries) {
-      list.appendChild(renderEntry(entry, produced));
+      const req = entry.request && typeof entry.request === "object" ? entry.request : {};
+      // Items an earlier response produced are left out; and a store:false replay sends the
+      // whole history again, so what the client wrote before leads its own items once more.
+      const replay = !req.previous_response_id && !req.conversation;
+      const shown = [];
+      let next = 0;
+      let matching = replay;
+      for (const item of sentItems(req)) {
+        if (!fresh(item, produced)) continue;
+        if (matching && next < authored.length && sentKey(item) === authored[next]) { next++; continue; }
+        matching = false;
+        shown.push(item);
+      }
+      list.appendChild(renderEntry(entry, shown));
+      if (entry.status < 400) for (const item of shown) authored.push(sentKey(item));
       const output = (entry.response && entry.response.output) || [];
       for (const id of idsOf(output)) produced.add(id);
     }
@@ -326,7 +399,7 @@
     return true;
   }
 
-  function renderEntry(entry, produced) {
+  function renderEntry(entry, sent) {
     const req = entry.request && typeof entry.request === "object" ? entry.request : {};
     const res = entry.response && typeof entry.response === "object" ? entry.response : {};
     const f = entry.figures || {};
@@ -351,11 +424,9 @@
         el("span", { class: "actions" },
           el("button", { type: "button", text: "Request JSON", onclick: showRaw("Request", entry.request) }),
           el("button", { type: "button", text: "Response JSON", onclick: showRaw("Response", entry.response) }),
-          el("button", { type: "button", text: "Copy as curl", onclick: () => copyCurl(entry) }))));
+          // A saved trace has no server of its own to send the request to.
+          trace ? null : el("button", { type: "button", text: "Copy as curl", onclick: () => copyCurl(entry) }))));
 
-    const sent = typeof req.input === "string"
-      ? [{ type: "message", role: "user", content: req.input }]
-      : (Array.isArray(req.input) ? req.input : []).filter((item) => fresh(item, produced));
     const items = el("ul", { class: "items" });
     for (const item of sent) items.appendChild(renderItem(item, "sent"));
     const output = Array.isArray(res.output) ? res.output : [];
@@ -493,6 +564,13 @@
     if (hadKey) listen();
   });
   fromFragment();
-  refresh();
-  listen();
+  if (trace) {
+    setLive(false, "saved trace");
+    $("key-button").hidden = true;
+    if (trace.title) document.title = trace.title + " \u2014 ptc-emulator trace";
+    refresh();
+  } else {
+    refresh();
+    listen();
+  }
 })();

@@ -231,9 +231,11 @@ class Scenario(WireModel):
         return any(t.program is not None for t in self.turns)
 
 
-def load_scenario(data: dict[str, Any] | str | Path, *, default_name: str | None = None) -> Scenario:
-    """A scenario from a dict, a YAML string or a path to a YAML file."""
-    source = "scenario"
+def load_scenario(
+    data: dict[str, Any] | str | Path, *, default_name: str | None = None, source: str = "scenario"
+) -> Scenario:
+    """A scenario from a dict, a YAML string or a path to a YAML file; errors start with `source`
+    (a path's own name)."""
     if isinstance(data, Path):
         source = str(data)
         default_name = default_name or data.stem
@@ -382,6 +384,12 @@ class ScenarioRegistry:
             self.add(scenario, str(path))
             loaded.append(scenario)
         return loaded
+
+    def replace_files(self, loaded: list[tuple[Scenario, str]]) -> None:
+        """The scenarios from files become `loaded` (scenario, its file); those added at run time stay
+        and still win over a file's of the same name, as when they were added after it."""
+        kept = {key: value for key, value in self._scenarios.items() if value[1] == "api"}
+        self._scenarios = {**{(s.scope, s.name): (s, source) for s, source in loaded}, **kept}
 
     def remove(self, name: str, scope: str | None = None) -> bool:
         return self._scenarios.pop((scope, name), None) is not None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from importlib import resources
@@ -36,11 +37,13 @@ from ptc_emulator.emulator.journal.grouping import (
     retries,
 )
 
-__all__ = ["UI_PATH", "conversation", "group", "router", "summarise"]
+__all__ = ["UI_PATH", "conversation", "group", "root_router", "router", "summarise"]
 
 UI_PATH = "/_emulator/ui/"
 
 router = APIRouter(prefix="/_emulator", tags=["emulator inspector"])
+root_router = APIRouter()
+"""`/`: a person who opens the server's address lands in the inspector."""
 
 _STATIC = {
     "index.html": "text/html; charset=utf-8",
@@ -122,11 +125,75 @@ def _final(entries: list[Entry]) -> str | None:
     return None
 
 
-def _state(entries: list[Entry]) -> str:
-    """`failed` (the last request was refused), `waiting` (the last response asked for tool
-    outputs), `completed`, or the last response's status."""
+_LINE = re.compile(r"\(line (\d+)\)")
+
+
+def _failures(entries: list[Entry]) -> list[dict[str, Any]]:
+    """The programs that did not complete (they threw, timed out, or ended `incomplete`), oldest
+    first: a 200 response that carries a failed `program_output` is still a failed run."""
+    found: list[dict[str, Any]] = []
+    for entry in entries:
+        for item in outputs(entry):
+            if item.get("type") != "program_output" or item.get("status", "completed") == "completed":
+                continue
+            result = item.get("result")
+            message = result if isinstance(result, str) else json.dumps(result)
+            line = _LINE.search(message.splitlines()[0] if message else "")
+            found.append(
+                {
+                    "call_id": item.get("call_id"),
+                    "seq": entry.get("seq"),
+                    "status": item.get("status"),
+                    "message": message,
+                    "line": int(line.group(1)) if line else None,
+                }
+            )
+    return found
+
+
+def _last_failure(entries: list[Entry]) -> dict[str, Any] | None:
+    """The failure of the conversation's last program, if it did not complete: a later program
+    (the model trying again) that completed, or still runs, supersedes an earlier one's failure."""
+    failures = {(f["seq"], f["call_id"]): f for f in _failures(entries)}
+    last: dict[str, Any] | None = None
+    for entry in entries:
+        for item in outputs(entry):
+            if item.get("type") == "program":
+                last = None
+            elif item.get("type") == "program_output":
+                last = failures.get((entry.get("seq"), item.get("call_id")))
+    return last
+
+
+def _refusal(entry: Entry) -> str:
+    error = response_of(entry).get("error")
+    message = error.get("message") if isinstance(error, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    head = f"{entry.get('status')}" + (f" {code}" if isinstance(code, str) else "")
+    return f"{head}: {message}" if isinstance(message, str) else head
+
+
+def _error(entries: list[Entry]) -> str | None:
+    """What went wrong, for the top of a failed conversation: the last request's refusal, else
+    the last program that failed."""
     last = entries[-1]
     if int(last.get("status", 200)) >= 400:
+        return f"Request #{last.get('seq')} was refused: {_refusal(last)}"
+    failure = _last_failure(entries)
+    if failure is not None:
+        where = f"(response #{failure['seq']})"
+        return f"Program {failure['call_id']} ended {failure['status']} {where}: {failure['message']}"
+    status = response_of(last).get("status")
+    if status in ("failed", "incomplete"):
+        return f"Response #{last.get('seq')} ended {status}."
+    return None
+
+
+def _state(entries: list[Entry]) -> str:
+    """`failed` (the last request was refused, or the last program threw or ended `incomplete`),
+    `waiting` (the last response asked for tool outputs), `completed`, or the last response's status."""
+    last = entries[-1]
+    if int(last.get("status", 200)) >= 400 or _last_failure(entries) is not None:
         return "failed"
     output = outputs(last)
     if any(item.get("type") in ("function_call", "custom_tool_call") for item in output):
@@ -136,7 +203,12 @@ def _state(entries: list[Entry]) -> str:
 
 
 def _errors(entry: Entry) -> bool:
-    return int(entry.get("status", 200)) >= 400 or bool(entry.get("contract")) or bool(entry.get("fault"))
+    return (
+        int(entry.get("status", 200)) >= 400
+        or bool(entry.get("contract"))
+        or bool(entry.get("fault"))
+        or bool(_failures([entry]))
+    )
 
 
 def _figures(entries: list[Entry]) -> dict[str, Any]:
@@ -177,6 +249,7 @@ def summarise(entries: list[Entry]) -> dict[str, Any]:
         "statuses": [e.get("status") for e in entries],
         "state": _state(entries),
         "errors": any(_errors(e) for e in entries),
+        "error": _error(entries),
         "links": _links(entries),
         "final": _final(entries),
     }
@@ -191,7 +264,9 @@ def conversation(entries: list[Entry]) -> dict[str, Any]:
     calls: dict[str, dict[str, Any]] = {}
 
     def program(call_id: str, seq: Any) -> dict[str, Any]:
-        return programs.setdefault(call_id, {"call_id": call_id, "code": None, "seq": seq, "pauses": []})
+        return programs.setdefault(
+            call_id, {"call_id": call_id, "code": None, "seq": seq, "pauses": [], "failure": None}
+        )
 
     for entry in entries:
         seq = entry.get("seq")
@@ -224,15 +299,26 @@ def conversation(entries: list[Entry]) -> dict[str, Any]:
         for program_id in dict.fromkeys(str(c["caller"]["caller_id"]) for c in pause):
             mine = [c for c in pause if c["caller"]["caller_id"] == program_id]
             program(program_id, seq)["pauses"].append({"seq": seq, "calls": mine})
+        refused = int(entry.get("status", 200)) >= 400
         for item in inputs(entry):
             answered = calls.get(str(item.get("call_id")))
             kind = item.get("type")
-            if isinstance(kind, str) and kind.endswith("_call_output") and answered and answered["output"] is None:
+            if not (isinstance(kind, str) and kind.endswith("_call_output") and answered):
+                continue
+            # An output the emulator refused (its request was a 4xx) never reached the program:
+            # it is shown as refused until a later request sends one that is taken.
+            before = answered["output"]
+            if before is None or (before.get("refused") and not refused):
                 answered["output"] = {"output": item.get("output"), "seq": seq}
+                if refused:
+                    answered["output"].update(refused=True, status=entry.get("status"), error=_refusal(entry))
         for violation in _items(entry.get("contract")):
             concerned = calls.get(str(violation.get("call_id")))
             if concerned is not None:
                 concerned["violations"].append(violation)
+    for failure in _failures(entries):
+        if isinstance(failure["call_id"], str):
+            program(failure["call_id"], failure["seq"])["failure"] = failure
     return {
         "summary": summarise(entries),
         "figures": _figures(entries),
@@ -339,6 +425,11 @@ async def journal_events(request: Request) -> EventStreamResponse:
     Read by the page with `fetch` (so the API key travels in the Authorization header, as for
     every other call), not `EventSource`, which cannot send headers."""
     return EventStreamResponse(_changes(request))
+
+
+@root_router.get("/", include_in_schema=False)
+async def site_root() -> RedirectResponse:
+    return RedirectResponse(UI_PATH, status_code=307)
 
 
 @router.get("/ui", include_in_schema=False)

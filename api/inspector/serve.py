@@ -1,0 +1,116 @@
+"""`ptc-emulator inspect FILE`: a saved trace served in the inspector, on this machine only.
+
+FILE is a trace the pytest plugin wrote (its `.html` or its `.json` journal), the body of
+`GET /_emulator/journal` (`{"data": [...]}`), or a list of journal entries. The page is the
+inspector's, with the conversations inside it (`trace.trace_html`): nothing else is served, and
+only to a loopback `Host` with no foreign `Origin`, as the emulator itself answers.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from ptc_emulator.api import guards
+from ptc_emulator.api.inspector import UI_PATH
+from ptc_emulator.api.inspector.trace import trace_html
+
+__all__ = ["TraceError", "TraceServer", "load_trace"]
+
+
+class TraceError(ValueError):
+    """A file that is not a trace, said in one sentence that names it."""
+
+
+def load_trace(path: Path) -> bytes:
+    """The page for the trace in `path`."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise TraceError(f"{path}: cannot read it ({error})") from error
+    if path.suffix.lower() in (".html", ".htm"):
+        if 'id="ptc-trace"' not in text:
+            raise TraceError(f"{path}: not a ptc-emulator trace (no trace data in the page)")
+        return text.encode("utf-8")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise TraceError(f"{path}: not JSON ({error.msg}, line {error.lineno})") from error
+    title = str(data.get("test") or path.name) if isinstance(data, dict) else path.name
+    entries = data.get("journal", data.get("data")) if isinstance(data, dict) else data
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise TraceError(
+            f"{path}: not a journal: expected a trace's JSON ('journal': [...]), the body of "
+            "GET /_emulator/journal ('data': [...]) or a list of its entries"
+        )
+    return trace_html(entries, title=title).encode("utf-8")
+
+
+def _handler(page: bytes) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+            host, origin = self.headers.get("Host"), self.headers.get("Origin")
+            path = self.path.split("?", 1)[0]
+            if not guards.host_allowed(host, "127.0.0.1", ()) or (
+                origin is not None and not guards.origin_allowed(origin, host, ())
+            ):
+                self._send(403, b"This trace is served to this machine's own pages only.\n", "text/plain")
+            elif path == "/":
+                self.send_response(307)
+                self.send_header("Location", UI_PATH)
+                self.end_headers()
+            elif path == UI_PATH:
+                self._send(200, page, "text/html; charset=utf-8")
+            else:
+                self._send(
+                    404, b"Not found: this server serves one trace, at " + UI_PATH.encode() + b"\n", "text/plain"
+                )
+
+        def _send(self, status: int, body: bytes, media: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", media)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the standard library's name)
+            pass
+
+    return Handler
+
+
+class TraceServer:
+    """The page on 127.0.0.1:`port` (0: any free port), until `stop()`."""
+
+    def __init__(self, page: bytes, port: int = 0) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(page))
+        self.port = int(self.httpd.server_address[1])
+        self.url = f"http://127.0.0.1:{self.port}{UI_PATH}"
+        self._thread: threading.Thread | None = None
+
+    def serve(self, ready: Callable[[str], None] | None = None) -> None:
+        """Serve in this thread until interrupted (the CLI)."""
+        if ready is not None:
+            ready(self.url)
+        try:
+            self.httpd.serve_forever()
+        finally:
+            self.httpd.server_close()
+
+    def start(self) -> TraceServer:
+        """Serve from a thread (tests)."""
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="ptc-trace", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        if self._thread is not None:
+            self._thread.join()

@@ -1,0 +1,185 @@
+"""Directories of scenario files: what the server loads at startup, `ptc-emulator validate`
+checks, and `--watch` and `POST /_emulator/reset` load again when the files changed.
+
+A directory's `*.yaml`, `*.yml` and `*.json` files are scenarios, one per file (a JSON file holds
+the same mapping as a YAML one). Two files that give the same scenario name in the same scope are
+refused, naming both: one would silently replace the other. A reload that fails leaves the
+scenarios as they were, and says why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ptc_emulator.emulator.model.scripted.scenario import Scenario, ScenarioError, ScenarioRegistry, load_scenario
+
+__all__ = ["SUFFIXES", "ScenarioFiles", "Validation", "load_directories", "scenario_files", "validate"]
+
+log = logging.getLogger("ptc_emulator")
+
+SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def scenario_files(directory: Path) -> list[Path]:
+    """The scenario files of a directory (not its subdirectories), by name."""
+    return sorted(p for p in directory.iterdir() if p.suffix.lower() in SUFFIXES and p.is_file())
+
+
+def read(path: Path) -> Scenario:
+    """The scenario in one file (YAML, or JSON by its suffix); a ScenarioError names the file."""
+    if path.suffix.lower() != ".json":
+        return load_scenario(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ScenarioError(f"{path}: {e}") from e
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ScenarioError(f"{path}: invalid JSON: {e}") from e
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: a scenario is a mapping with `match` and `turns`")
+    return load_scenario(data, default_name=path.stem, source=str(path))
+
+
+def _all_errors(path: Path, error: ScenarioError) -> list[str]:
+    """Every field a file gets wrong (the loader names only the first)."""
+    cause = error.__cause__
+    if not isinstance(cause, ValidationError):
+        return [str(error)]
+    return [f"{path}: {'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in cause.errors()]
+
+
+def _duplicates(found: Iterable[tuple[Scenario, str]]) -> list[str]:
+    first: dict[tuple[str | None, str], str] = {}
+    problems = []
+    for scenario, source in found:
+        key = (scenario.scope, scenario.name)
+        if key in first:
+            scope = f" in scope {scenario.scope!r}" if scenario.scope is not None else ""
+            problems.append(
+                f"{source}: name: duplicate scenario name {scenario.name!r}{scope}: {first[key]} already has it"
+            )
+        else:
+            first[key] = source
+    return problems
+
+
+def load_directories(directories: Sequence[Path]) -> list[tuple[Scenario, str]]:
+    """Every scenario of these directories with its file, in order; a ScenarioError at the first
+    file that cannot be used, a missing directory, or a name two files give."""
+    loaded: list[tuple[Scenario, str]] = []
+    for directory in directories:
+        if not directory.is_dir():  # a missing directory is a mistake to report, never an empty registry
+            raise ScenarioError(f"scenario directory {str(directory)!r} does not exist")
+        loaded += [(read(path), str(path)) for path in scenario_files(directory)]
+    duplicates = _duplicates(loaded)
+    if duplicates:
+        raise ScenarioError(duplicates[0])
+    return loaded
+
+
+@dataclass
+class Validation:
+    """What `validate` found: the files it read, the scenarios they hold, and every problem."""
+
+    files: int = 0
+    scenarios: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def validate(paths: Sequence[Path]) -> Validation:
+    """Check directories (or single files) of scenarios as the server would load them, reporting
+    every problem with its file and field instead of stopping at the first."""
+    result = Validation()
+    loaded: list[tuple[Scenario, str]] = []
+    for given in paths:
+        if given.is_dir():
+            files = scenario_files(given)
+            if not files:
+                result.errors.append(f"{given}: no scenario files (*.yaml, *.yml, *.json) in this directory")
+        elif given.is_file():
+            files = [given]
+        else:
+            result.errors.append(f"{given}: no such file or directory")
+            continue
+        for path in files:
+            result.files += 1
+            try:
+                loaded.append((read(path), str(path)))
+            except ScenarioError as error:
+                result.errors += _all_errors(path, error)
+    result.errors += _duplicates(loaded)
+    result.errors = [" ".join(error.split()) for error in result.errors]  # one line each (YAML's span several)
+    result.scenarios = len(loaded)
+    return result
+
+
+def _fingerprint(directories: Sequence[Path]) -> dict[str, str]:
+    """Each scenario file's content hash (an edit within the file system's time resolution counts)."""
+    found: dict[str, str] = {}
+    for directory in directories:
+        if directory.is_dir():
+            for path in scenario_files(directory):
+                try:
+                    found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+                except OSError:
+                    found[str(path)] = "unreadable"
+    return found
+
+
+class ScenarioFiles:
+    """The scenario directories a server loaded into its registry, loaded again when they change."""
+
+    def __init__(self, registry: ScenarioRegistry, directories: Sequence[Path], labels: Sequence[str] = ()) -> None:
+        self.registry = registry
+        self.directories = list(directories)
+        self.labels = list(labels) + [""] * (len(self.directories) - len(labels))
+        """How the banner names each directory ("bundled demos", ...), or nothing."""
+        self.counts: list[int] = []
+        self.error: str | None = None
+        """Why the last reload failed (the scenarios stayed as they were), or None."""
+        self._seen: dict[str, str] = {}
+
+    def load(self) -> ScenarioFiles:
+        """Load every directory now; a ScenarioError leaves the registry as it was."""
+        seen = _fingerprint(self.directories)
+        loaded = load_directories(self.directories)
+        self.registry.replace_files(loaded)
+        self.counts = [sum(1 for _, src in loaded if Path(src).parent == d) for d in self.directories]
+        self._seen, self.error = seen, None
+        return self
+
+    def changed(self) -> bool:
+        """Whether a file was added, edited or removed since the last load (reads only)."""
+        return _fingerprint(self.directories) != self._seen
+
+    def check(self) -> bool:
+        """Reload when the files changed: True when it did. A file that cannot be used now keeps
+        the scenarios as they were, in `error` and the log, until the files change again."""
+        seen = _fingerprint(self.directories)
+        if seen == self._seen:
+            return False
+        try:
+            self.load()
+        except ScenarioError as error:
+            self._seen, self.error = seen, str(error)
+            log.warning("scenario files not reloaded (the previous ones stay): %s", error)
+            return False
+        log.info("scenario files reloaded: %s", self.banner())
+        return True
+
+    def banner(self) -> str:
+        """How many scenarios loaded from where, for the startup line."""
+        total = sum(self.counts)
+        parts = [
+            f"{n} from {d}" + (f" ({label})" if label else "")
+            for d, n, label in zip(self.directories, self.counts, self.labels, strict=True)
+        ]
+        noun = "scenario" if total == 1 else "scenarios"
+        return f"{total} {noun} loaded" + (": " + ", ".join(parts) if parts else " (no scenario directories)")

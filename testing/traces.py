@@ -1,0 +1,102 @@
+"""Trace artifacts: for each failed test that used the `ptc_emulator` fixture, the inspector's view
+of the test's conversations as one self-contained HTML file (it opens from disk, no server
+needed) and the test's journal as JSON, their paths printed in the failure report.
+
+    pytest                                      # writes under .ptc-emulator/traces/ (of the rootdir)
+    pytest --ptc-emulator-traces=ci-artifacts   # or the ini option ptc_emulator_traces_dir
+    pytest --ptc-emulator-traces=off            # writes none
+
+`ptc-emulator inspect FILE` serves either file in the inspector. Loaded by the plugin
+(`testing/plugin.py`); like it, this imports only pytest and the standard library until a trace is
+written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = ["DEFAULT_DIR", "trace_paths", "write_trace"]
+
+DEFAULT_DIR = ".ptc-emulator/traces"
+_written = pytest.StashKey[bool]()
+OFF = ("off", "none", "no", "false", "0")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("ptc-emulator")
+    group.addoption(
+        "--ptc-emulator-traces",
+        default=None,
+        metavar="DIR",
+        help="where a failed test's trace (HTML and JSON journal) is written, relative to the rootdir; "
+        f"'off' writes none (default: the ini option ptc_emulator_traces_dir, else {DEFAULT_DIR})",
+    )
+    parser.addini(
+        "ptc_emulator_traces_dir",
+        default=DEFAULT_DIR,
+        help=f"where failed tests' traces are written (relative to the rootdir; 'off' for none; default {DEFAULT_DIR})",
+    )
+
+
+def traces_dir(config: pytest.Config) -> Path | None:
+    """The directory traces go to, or None when they are off."""
+    value = config.getoption("--ptc-emulator-traces") or str(config.getini("ptc_emulator_traces_dir") or "")
+    if not value or value.strip().lower() in OFF:
+        return None
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else Path(config.rootpath) / path
+
+
+def trace_paths(directory: Path, nodeid: str) -> tuple[Path, Path]:
+    """The HTML and JSON files of one test: named after its node id (readable, and unique by a
+    short hash of the whole id)."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid).strip("_")[:120] or "test"
+    digest = hashlib.sha256(nodeid.encode("utf-8")).hexdigest()[:8]
+    stem = f"{readable}-{digest}"
+    return directory / f"{stem}.html", directory / f"{stem}.json"
+
+
+def write_trace(directory: Path, nodeid: str, emulator: Any) -> tuple[Path, Path]:
+    """Write the trace of `emulator`'s scope (a `PTCEmulator`) for test `nodeid`."""
+    from ptc_emulator.api.inspector.trace import trace_html
+
+    entries = emulator.journal
+    html, data = trace_paths(directory, nodeid)
+    directory.mkdir(parents=True, exist_ok=True)
+    record = {"object": "emulator.trace", "test": nodeid, "scope": emulator.scope, "journal": entries}
+    data.write_text(json.dumps(record, indent=1, ensure_ascii=False), encoding="utf-8")
+    html.write_text(trace_html(entries, title=nodeid), encoding="utf-8")
+    return html, data
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failing test that used the emulator leaves its trace, and its report says where."""
+    report: pytest.TestReport = yield
+    funcargs = getattr(item, "funcargs", None) or {}
+    emulator = funcargs.get("ptc_emulator")
+    directory = traces_dir(item.config)
+    if not report.failed or emulator is None or directory is None or item.stash.get(_written, False):
+        return report
+    item.stash[_written] = True
+    try:
+        html, data = write_trace(directory, item.nodeid, emulator)
+    except Exception as error:  # a trace that cannot be written must not hide the failure
+        report.sections.append(("ptc-emulator trace", f"no trace written: {type(error).__name__}: {error}"))
+        return report
+    report.sections.append(
+        (
+            "ptc-emulator trace",
+            f"trace: {html}\njournal: {data}\n(open the HTML in a browser, or: ptc-emulator inspect {data})",
+        )
+    )
+    return report

@@ -1,0 +1,80 @@
+"""`ptc-emulator inspect FILE`: a saved trace (a failed test's .json or .html, or a journal's
+JSON) served in the inspector on 127.0.0.1, with no emulator running."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from ptc_emulator.api.inspector.serve import TraceServer, load_trace
+from ptc_emulator.api.inspector.trace import trace_html
+from ptc_emulator.testing.server import PTCEmulator
+from tests.cli.test_cli import CLI, run
+
+PING = {"name": "ping", "match": {"input": "(?i)^ping"}, "turns": [{"message": "pong from the saved trace"}]}
+
+
+def saved(emulator: PTCEmulator, folder: Path) -> Path:
+    emulator.add_scenario(PING)
+    emulator.client().responses.create(model="m", input="ping, then save the trace")
+    path = folder / "trace.json"
+    path.write_text(json.dumps({"object": "emulator.trace", "test": "t::ping", "journal": emulator.journal}))
+    return path
+
+
+def test_inspect_serves_a_saved_journal(ptc_emulator: PTCEmulator, tmp_path: Path) -> None:
+    path = saved(ptc_emulator, tmp_path)
+    server = subprocess.Popen([*CLI, "inspect", str(path)], stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stderr is not None
+        line = server.stderr.readline()
+        [url] = re.findall(r"in the inspector at (http://127\.0\.0\.1:\d+/_emulator/ui/)", line)
+        root = url[: -len("/_emulator/ui/")]
+        assert httpx.get(root + "/", timeout=30).headers["location"] == "/_emulator/ui/"
+        page = httpx.get(url, timeout=30)
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        assert "pong from the saved trace" in page.text and 'id="ptc-trace"' in page.text
+        assert httpx.get(root + "/_emulator/journal", timeout=30).status_code == 404  # nothing else
+        foreign = httpx.get(url, headers={"Host": "evil.example"}, timeout=30)
+        assert foreign.status_code == 403 and "pong" not in foreign.text
+        assert httpx.get(url, headers={"Origin": "http://evil.example"}, timeout=30).status_code == 403
+    finally:
+        server.terminate()  # the process this test started, by its handle
+        server.wait(timeout=30)
+        if server.stderr is not None:
+            server.stderr.close()
+
+
+def test_the_trace_html_itself_is_served_as_it_is(ptc_emulator: PTCEmulator, tmp_path: Path) -> None:
+    page = trace_html(json.loads(saved(ptc_emulator, tmp_path).read_text())["journal"], title="t::ping")
+    html = tmp_path / "trace.html"
+    html.write_text(page, encoding="utf-8")
+    server = TraceServer(load_trace(html)).start()
+    try:
+        assert httpx.get(server.url, timeout=30).text == page
+    finally:
+        server.stop()
+
+
+def test_what_is_not_a_trace_is_one_line_and_status_2(tmp_path: Path) -> None:
+    cases = {
+        "missing.json": None,
+        "broken.json": "{not json",
+        "other.json": '{"hello": "world"}',
+        "page.html": "<html><body>hello</body></html>",
+    }
+    for name, text in cases.items():
+        path = tmp_path / name
+        if text is not None:
+            path.write_text(text, encoding="utf-8")
+        done = run("inspect", str(path), timeout=60)
+        assert done.returncode == 2, (name, done.stderr)
+        [line] = done.stderr.strip().splitlines()
+        assert line.startswith(f"ptc-emulator: {path}: "), line
+    assert "not a journal" in run("inspect", str(tmp_path / "other.json")).stderr
+    assert sys.executable  # the CLI ran under this interpreter

@@ -1,0 +1,118 @@
+"""`ptc-emulator validate DIR...`: every file the loader refuses is a non-zero exit with the file
+and the field (the malformed examples of tests/unit/test_scenario_loader.py, as files); the bundled
+scenarios pass; and `serve` says how many scenarios it loaded from where."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ptc_emulator.api.cli import main
+from ptc_emulator.api.settings import bundled_fixtures
+from tests.cli.test_cli import CLI, run
+from tests.unit import test_scenario_loader as loader_tests
+
+
+def examples(test: Any) -> list[tuple[Any, ...]]:
+    """The cases of one of the loader's parametrized tests."""
+    [mark] = [m for m in test.pytestmark if m.name == "parametrize"]
+    return list(mark.args[1])
+
+
+def malformed() -> list[tuple[str, str, str]]:
+    """(file name, its text, what the refusal must say) for every malformed scenario the loader's tests refuse."""
+    cases: list[tuple[str, str, str]] = []
+    for i, (data, why) in enumerate(examples(loader_tests.test_a_malformed_scenario_is_refused_naming_the_field)):
+        text = data if isinstance(data, str) else yaml.safe_dump(data)
+        cases.append((f"shape_{i}.yaml", text, why))
+    for i, (template, why) in enumerate(examples(loader_tests.test_a_template_that_always_fails_is_refused)):
+        data = {"name": "alwaysfails", "turns": [{"message": "ok"}, {"message": template}]}
+        cases.append((f"template_{i}.json", json.dumps(data), "turns.1.message"))
+        assert why
+    for i, (turn, field) in enumerate(examples(loader_tests.test_every_template_field_is_checked)):
+        cases.append((f"field_{i}.json", json.dumps({"name": "fields", "turns": [turn]}), f"{field}: invalid template"))
+    for i, (template, why) in enumerate(examples(loader_tests.test_a_template_that_cannot_render_is_refused)):
+        cases.append((f"render_{i}.yaml", yaml.safe_dump({"name": "bad", "turns": [{"message": template}]}), why))
+    aliases = ["a: &a [x, x]", "b: [*a, *a]", "turns: [{message: x}]"]
+    cases += [
+        ("aliases.yaml", "\n".join(aliases) + "\n", "aliases (*name) are not supported in scenarios"),
+        ("deep.yaml", "turns: " + "[" * 100 + "]" * 100, "nested deeper than 64 levels"),
+        ("invalid.yaml", "turns: [", "invalid YAML"),
+        ("big.yaml", "turns:\n  - message: '" + "x" * (2 * 2**20) + "'\n", "larger than"),
+        ("broken.json", '{"turns": [', "invalid JSON"),
+        ("list.json", "[1, 2]", "a scenario is a mapping"),
+    ]
+    return cases
+
+
+MALFORMED = malformed()
+
+
+def test_the_bundled_scenarios_are_valid() -> None:
+    done = run("validate", str(bundled_fixtures()), timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "" and done.stdout.strip().endswith("all valid")
+
+
+def validate(capsys: pytest.CaptureFixture[str], *paths: Path) -> tuple[int, str, str]:
+    """`ptc-emulator validate` in this process (its exit status, stdout, stderr): the same main()."""
+    with pytest.raises(SystemExit) as ended:
+        main(["validate", *map(str, paths)])
+    out, err = capsys.readouterr()
+    return int(ended.value.code or 0), out, err
+
+
+@pytest.mark.parametrize(("name", "text", "why"), MALFORMED, ids=[c[0] for c in MALFORMED])
+def test_each_malformed_file_is_a_failure_naming_file_and_field(
+    name: str, text: str, why: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    status, out, err = validate(capsys, tmp_path)
+    assert status == 1, out
+    lines = err.strip().splitlines()
+    assert lines and all(line.startswith(f"{path}: ") for line in lines), lines
+    assert any(why in line for line in lines), (why, lines)
+
+
+def test_every_problem_of_every_file_in_one_run(tmp_path: Path) -> None:
+    good, more = tmp_path / "good", tmp_path / "more"
+    good.mkdir()
+    more.mkdir()
+    (good / "ping.yaml").write_text("match: {input: ping}\nturns: [{message: pong}]\n", encoding="utf-8")
+    (more / "ping.json").write_text('{"turns": [{"message": "again"}]}', encoding="utf-8")  # also `ping`
+    (more / "two.yaml").write_text("name: two\nturns: []\ncolour: red\n", encoding="utf-8")
+    done = run("validate", str(good), str(more), str(tmp_path / "absent"), timeout=60)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert f"{more / 'two.yaml'}: turns: List should have at least 1 item after validation, not 0" in lines
+    assert f"{more / 'two.yaml'}: colour: Extra inputs are not permitted" in lines
+    assert f"{more / 'ping.json'}: name: duplicate scenario name 'ping': {good / 'ping.yaml'} already has it" in lines
+    assert f"{tmp_path / 'absent'}: no such file or directory" in lines
+    assert len(lines) == 4 and done.stdout.strip() == "ptc-emulator validate: 4 problems in 3 files"
+
+
+def test_serve_says_how_many_scenarios_it_loaded_from_where(tmp_path: Path) -> None:
+    (tmp_path / "ping.yaml").write_text("match: {input: ping}\nturns: [{message: pong}]\n", encoding="utf-8")
+    (tmp_path / "hello.json").write_text('{"turns": [{"message": "hi"}]}', encoding="utf-8")
+    server = subprocess.Popen(
+        [*CLI, "serve", "--port", "0", "--store", "memory", "--workers", "1", "--no-bundled-fixtures"]
+        + ["--fixtures", str(tmp_path), "--watch"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None
+        lines = [server.stderr.readline() for _ in range(2)]
+        expected = f"ptc-emulator: 2 scenarios loaded: 2 from {tmp_path} (watching them for changes)"
+        assert lines[1].strip() == expected, lines
+    finally:
+        server.terminate()  # the process this test started, by its handle
+        server.wait(60)
+        if server.stderr is not None:
+            server.stderr.close()
