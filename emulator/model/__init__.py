@@ -11,7 +11,7 @@ public face (the registry the admin routes fill, the loader, the recording proxy
 
 from pathlib import Path
 
-from ptc_emulator.emulator.model.core import Delivery, Model, Plan, Prepared, Refused, ResponseMemo, Runner, Trace
+from ptc_emulator.emulator.model.core import Delivery, Live, Model, Plan, Prepared, Refused, ResponseMemo, Runner, Trace
 from ptc_emulator.emulator.model.scripted.hosted import HostedScript
 from ptc_emulator.emulator.model.scripted.model import ScriptedModel
 from ptc_emulator.emulator.model.scripted.recording import Tape, file_name, items_of, scenario_from, to_yaml, user_text
@@ -24,6 +24,7 @@ from ptc_emulator.emulator.model.upstream.record import Recording
 __all__ = [
     "Delivery",
     "HostedScript",
+    "Live",
     "MatchRequest",
     "Model",
     "Plan",
