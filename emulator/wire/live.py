@@ -70,8 +70,13 @@ class LiveTelling:
         return waiting
 
     def agrees(self, output: list[dict[str, Any]]) -> bool:
-        """Whether the finished `output` starts with what was told."""
-        return output[: len(self.told)] == self.told and (self._open is None or len(output) > len(self.told))
+        """Whether the finished `output` starts with what was told (and the message opened, if any)."""
+        if output[: len(self.told)] != self.told:
+            return False
+        if self._open is None:
+            return True
+        after = output[len(self.told)] if len(output) > len(self.told) else {}
+        return after.get("type") == "message" and after.get("id") == self._open.get("id")
 
     def rest(self, output: list[dict[str, Any]]) -> list[Event]:
         """The events of the finished `output` after what was told (the whole of it, if nothing was)."""

@@ -323,6 +323,10 @@ async def _chat_stream(response: httpx.Response, config: UpstreamConfig, on_delt
             chunk = json.loads(payload)
         except ValueError:
             raise _error(f"The model upstream at {config.url} streamed a chunk that is not JSON.") from None
+        if chunk.get("error"):  # what OpenAI-compatible servers send when they fail mid-stream
+            failure = chunk["error"]
+            message = failure.get("message") if isinstance(failure, dict) else failure
+            raise _error(f"The model upstream at {config.url} failed mid-stream: {_snippet(str(message))}")
         answer.model = chunk.get("model") or answer.model
         _usage(answer, chunk.get("usage"))
         for choice in chunk.get("choices") or ():
