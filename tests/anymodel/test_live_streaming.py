@@ -18,13 +18,11 @@ PIECES = ("Every", " SKU", " is", " well", " stocked.")
 
 
 @pytest.fixture(params=["chat", "responses"])
-def live_sdk(
-    any_server: Callable[..., EmulatorServer], request: pytest.FixtureRequest
-) -> Iterator[tuple[openai.OpenAI, str]]:
+def live_sdk(any_server: Callable[..., EmulatorServer], request: pytest.FixtureRequest) -> Iterator[openai.OpenAI]:
     """The official SDK on an emulator whose (streaming) model upstream speaks each protocol."""
     emulator = PTCEmulator(any_server(model_upstream_api=request.param).base_url)
     with emulator.client(max_retries=0) as client:
-        yield client, request.param
+        yield client
     emulator.close()
 
 
@@ -75,9 +73,9 @@ def _accumulated(events: list[Any]) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("store", [True, False])
 def test_each_delta_reaches_the_client_before_the_upstream_sends_the_next(
-    live_sdk: tuple[openai.OpenAI, str], upstream: FakeUpstream, store: bool
+    live_sdk: openai.OpenAI, upstream: FakeUpstream, store: bool
 ) -> None:
-    sdk, _ = live_sdk
+    sdk = live_sdk
     gate = Gate()
     upstream.reply(streamed(*PIECES, gate=gate))
     with sdk.responses.stream(model="m", input="Anything low?", tools=INVENTORY_TOOLS, store=store) as stream:
@@ -91,8 +89,8 @@ def test_each_delta_reaches_the_client_before_the_upstream_sends_the_next(
         assert _dump(sdk.responses.retrieve(final.id)) == _dump(final)
 
 
-def test_commentary_before_a_program_streams_too(live_sdk: tuple[openai.OpenAI, str], upstream: FakeUpstream) -> None:
-    sdk, _ = live_sdk
+def test_commentary_before_a_program_streams_too(live_sdk: openai.OpenAI, upstream: FakeUpstream) -> None:
+    sdk = live_sdk
     gate = Gate()
     upstream.reply(streamed("Let me", " check", " the stock.", gate=gate, code=INVENTORY_CODE, reasoning="Count."))
     with sdk.responses.stream(model="m", input="Which SKUs are low?", tools=INVENTORY_TOOLS) as stream:
@@ -110,9 +108,9 @@ def test_commentary_before_a_program_streams_too(live_sdk: tuple[openai.OpenAI, 
 
 @pytest.mark.parametrize("how", ["error", "break"])
 def test_an_upstream_that_fails_mid_stream_ends_it_with_an_error_event(
-    live_sdk: tuple[openai.OpenAI, str], upstream: FakeUpstream, how: str
+    live_sdk: openai.OpenAI, upstream: FakeUpstream, how: str
 ) -> None:
-    sdk, _ = live_sdk
+    sdk = live_sdk
     gate = Gate()
     upstream.reply(streamed("Every", " SKU", gate=gate, then=how))
     with sdk.responses.stream(model="m", input="Anything low?", tools=INVENTORY_TOOLS) as stream:
