@@ -137,6 +137,8 @@ class FakeUpstream:
     usage: tuple[int, int] = (11, 7)
     stream_responses: bool = True
     """Answer a Responses request that asks to stream with stream events (else as JSON, whole)."""
+    completed_output: bool = True
+    """A streamed Responses answer's `response.completed` carries the output (else only its usage)."""
 
     def reply(self, *answers: Script) -> FakeUpstream:
         self.script.extend(answers)
@@ -218,7 +220,7 @@ def _chunks(answer: Answer, model: str, usage: tuple[int, int], include_usage: b
     yield "data: [DONE]\n\n"
 
 
-def _events(answer: Answer, model: str, usage: tuple[int, int]) -> Iterator[str]:
+def _events(answer: Answer, model: str, usage: tuple[int, int], with_output: bool = True) -> Iterator[str]:
     """A Responses answer as its stream events (`_HOLD` before each text piece)."""
     sequence = iter(range(1_000_000))
 
@@ -248,7 +250,8 @@ def _events(answer: Answer, model: str, usage: tuple[int, int]) -> Iterator[str]
         return
     prompt, completion = usage
     counted = {"input_tokens": prompt, "output_tokens": completion, "total_tokens": prompt + completion}
-    yield event("response.completed", response={**response, "status": "completed", "output": output, "usage": counted})
+    finished = {**response, "status": "completed", "usage": counted}
+    yield event("response.completed", response={**finished, "output": output} if with_output else finished)
 
 
 async def _gated(lines: Iterator[str], answer: Answer) -> AsyncIterator[str]:
@@ -346,7 +349,7 @@ def _app(fake: FakeUpstream) -> Starlette:
         if isinstance(answer, Response):
             return answer
         if body.get("stream") and fake.stream_responses:
-            lines = _gated(_events(answer, body.get("model", "fake"), fake.usage), answer)
+            lines = _gated(_events(answer, body.get("model", "fake"), fake.usage, fake.completed_output), answer)
             return StreamingResponse(lines, media_type="text/event-stream")
         output = _responses_output(answer)
         prompt, completion = fake.usage

@@ -171,3 +171,15 @@ def test_a_responses_upstream_that_answers_whole_is_read_whole(
     assert upstream.requests[0]["stream"] is True
     assert text == final.output_text == "".join(PIECES)
     emulator.close()
+
+
+def test_a_responses_upstream_whose_completed_event_has_no_output_is_read_from_its_items(
+    any_server: Callable[..., EmulatorServer], upstream: FakeUpstream
+) -> None:
+    upstream.completed_output = False
+    upstream.reply(streamed("Checking.", code=INVENTORY_CODE))
+    emulator = PTCEmulator(any_server(model_upstream_api="responses").base_url)
+    with emulator.client(max_retries=0) as sdk:
+        first = sdk.responses.create(model="m", input="Which SKUs are low?", tools=INVENTORY_TOOLS)
+    assert [item.type for item in first.output] == ["message", "program", *["function_call"] * 3]
+    emulator.close()

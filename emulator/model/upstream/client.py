@@ -109,8 +109,8 @@ class UpstreamClient:
 
         def told(kind: str, text: str) -> None:
             nonlocal passed
-            passed = True
-            if on_delta is not None:
+            if text and on_delta is not None:
+                passed = True
                 on_delta(kind, text)
 
         feed = told if on_delta is not None else None
@@ -357,7 +357,9 @@ async def _chat_stream(response: httpx.Response, config: UpstreamConfig, on_delt
 
 async def _responses_stream(response: httpx.Response, config: UpstreamConfig, on_delta: Delta | None) -> Answer:
     """A streamed Responses answer: the text deltas as they come, a reasoning item's summary
-    when it is done; the answer is the `response.completed` event's response."""
+    when it is done; the answer is the `response.completed` event's response (its output as the
+    `output_item.done` events gave it, if the response comes without)."""
+    done: list[dict[str, Any]] = []
     async for line in response.aiter_lines():
         if not line.startswith("data:"):
             continue
@@ -368,12 +370,13 @@ async def _responses_stream(response: httpx.Response, config: UpstreamConfig, on
         kind = event.get("type")
         if kind == "response.output_text.delta" and on_delta is not None:
             on_delta("text", str(event.get("delta") or ""))
-        elif kind == "response.output_item.done" and (event.get("item") or {}).get("type") == "reasoning":
-            summary = " ".join(part.get("text", "") for part in event["item"].get("summary") or ())
-            if on_delta is not None:
-                on_delta("reasoning", summary)
+        elif kind == "response.output_item.done":
+            done.append(event["item"])
+            if event["item"].get("type") == "reasoning" and on_delta is not None:
+                on_delta("reasoning", " ".join(part.get("text", "") for part in event["item"].get("summary") or ()))
         elif kind in ("response.completed", "response.incomplete"):
-            return _responses_answer(event["response"])
+            final = event["response"]
+            return _responses_answer(final if final.get("output") else {**final, "output": done})
         elif kind in ("response.failed", "error"):
             failure = (event.get("response") or {}).get("error") or event.get("error") or event
             message = _snippet(str(failure.get("message") or "no message"))
