@@ -5,6 +5,13 @@ A streamed create plays exactly as a JSON one (`Engine.prepare`, then `Engine.co
 also stores it); only the telling differs. The events come from `emulator.events`, a pure
 function of the response, so a stored response replays the very events it was streamed with.
 
+A model that writes its output as it arrives (the model upstream) reports it while it plays
+(`Trace.live`, `wire/live.py`): its items and its text deltas go out as they come, and the rest
+of the events once the response has finished. Those deltas are the upstream's own pieces, so a
+replay of the stored response (`events.replay`, its text cut into words) can number the events
+after a live text differently. A background response, and one whose output starts with a
+compaction item (made after the model played), are told from the finished response only.
+
 When the first byte goes out
 ----------------------------
 The engine's work starts as a task and gets one turn of the event loop before anything is sent:
@@ -43,6 +50,7 @@ from ptc_emulator.api.sse import KEEP_ALIVE, EventStreamResponse, frame
 from ptc_emulator.emulator.errors import EmulatorError, StatusError
 from ptc_emulator.emulator.responses.engine import Engine, Prepared
 from ptc_emulator.emulator.wire import events
+from ptc_emulator.emulator.wire.live import LiveTelling
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.emulator.wire.response import ResponseStatus
 
@@ -78,6 +86,9 @@ class Play:
         """What failed after the first event, if anything did."""
         self.cut = False
         """Whether a scenario's `cut_stream_after` ended the telling."""
+        self._wake = asyncio.Event()
+        self.live = LiveTelling(self._wake.set)
+        """What the model reports while it plays, and the rest once it has finished."""
 
     @property
     def background(self) -> bool:
@@ -89,6 +100,8 @@ class Play:
             self.rec.response = await self.engine.run(self.prepared)
             self.rec.finish(self.rec.response)
             return
+        if not self.prepared.compacts:
+            self.prepared.trace.live = self.live
         self.task = asyncio.ensure_future(self.engine.complete(self.prepared))
         self.task.add_done_callback(self._record)
         try:
@@ -129,9 +142,24 @@ class Play:
         start = events.skeleton(self.engine.response(self.prepared, [], status=ResponseStatus.IN_PROGRESS))
         for event in events.opening(start):
             yield self.sequence.number(event)
-        while (final := await self._finished(keepalive_s)) is None:
+        while True:
+            for event in self.live.take():
+                yield self.sequence.number(event)
+            if self.task is None:
+                final = await wait_finished(self.engine, self.prepared.response_id, keepalive_s)
+            elif self.task.done():
+                final = self.task.result()
+            elif await self._woken(keepalive_s):
+                continue
+            else:
+                final = None
+            if final is not None:
+                break
             yield None
-        for event in [*events.output_events(final.get("output", [])), events.closing(final)]:
+        output = final.get("output", [])
+        if not self.live.agrees(output):
+            log.warning("response %s: its output differs from what was streamed live", self.prepared.response_id)
+        for event in [*self.live.rest(output), events.closing(final)]:
             yield self.sequence.number(event)
 
     def detach(self) -> None:
@@ -142,12 +170,17 @@ class Play:
         if self.task is not None and not self.task.done() and not self._detached:
             self.task.cancel()
 
-    async def _finished(self, keepalive_s: float | None) -> dict[str, Any] | None:
-        """The final response, or None if `keepalive_s` passed first."""
-        if self.task is not None:
-            done, _ = await asyncio.wait({self.task}, timeout=keepalive_s)
-            return self.task.result() if done else None
-        return await wait_finished(self.engine, self.prepared.response_id, keepalive_s)
+    async def _woken(self, keepalive_s: float | None) -> bool:
+        """Wait until the work ends or the model reports live events; False if `keepalive_s`
+        passed first."""
+        assert self.task is not None
+        woken = asyncio.ensure_future(self._wake.wait())
+        try:
+            done, _ = await asyncio.wait({self.task, woken}, timeout=keepalive_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            woken.cancel()
+        self._wake.clear()
+        return bool(done)
 
     def _record(self, task: asyncio.Task[dict[str, Any]]) -> None:
         if task.cancelled():

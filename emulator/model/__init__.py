@@ -11,7 +11,7 @@ public face (the registry the admin routes fill, the loader, the recording proxy
 
 from pathlib import Path
 
-from ptc_emulator.emulator.model.core import Delivery, Model, Plan, Prepared, Refused, ResponseMemo, Runner, Trace
+from ptc_emulator.emulator.model.core import Delivery, Live, Model, Plan, Prepared, Refused, ResponseMemo, Runner, Trace
 from ptc_emulator.emulator.model.scripted.files.loader import ScenarioFiles, Validation
 from ptc_emulator.emulator.model.scripted.files.loader import validate as validate_scenarios
 from ptc_emulator.emulator.model.scripted.hosted import HostedScript
@@ -26,6 +26,7 @@ from ptc_emulator.emulator.model.upstream.record import Recording
 __all__ = [
     "Delivery",
     "HostedScript",
+    "Live",
     "MatchRequest",
     "Model",
     "Plan",

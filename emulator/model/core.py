@@ -24,13 +24,34 @@ from ptc_emulator.emulator.wire.items import Item, OutputItem, ProgramCaller
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.sandbox import Outcome, Program
 
-__all__ = ["Delivery", "Model", "Plan", "Prepared", "Refused", "ResponseMemo", "Runner", "Trace"]
+__all__ = ["Delivery", "Live", "Model", "Plan", "Prepared", "Refused", "ResponseMemo", "Runner", "Trace"]
 
 
 class Runner(Protocol):
     """What the engine needs from the sandbox: the `sandbox.Pool` interface."""
 
     async def run(self, program: Program) -> Outcome: ...
+
+
+class Live(Protocol):
+    """Where a streamed response is told while it plays, by a model that writes its output as it
+    arrives (the upstream model): each output item as it is made, in output order, and a message's
+    text as it is written. A model that reports nothing here (the scripted model) is told from the
+    finished response, as is any response whose output the engine changes after the model played.
+
+    The calls come in this grammar: `item(x)`, or `opened(m)`, `delta(text)`..., `item(m')`, where
+    `m` is a message whose one output_text part is still empty and `m'` is the same message (the
+    same id) finished; nothing else comes between."""
+
+    def item(self, item: dict[str, Any]) -> None:
+        """The next output item, finished, as the response's output will hold it."""
+
+    def opened(self, message: dict[str, Any]) -> None:
+        """A message that is the next output item, before its text: its one output_text part's
+        `text` is still empty."""
+
+    def delta(self, text: str) -> None:
+        """More of the opened message's text."""
 
 
 @dataclass
@@ -57,6 +78,9 @@ class Trace:
     """(kind, route) of each tool call made in this response; route is `direct` or `program`."""
     upstream_tokens: tuple[int, int] = (0, 0)
     """(input, output) tokens a model upstream counted for this response's turns, summed."""
+    live: Live | None = field(default=None, repr=False, compare=False)
+    """Where a streamed response is told while it plays, if it is told live (`Live`); set by the
+    stream before the model plays, not journaled."""
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,10 @@ chunk, a usage chunk with no choices when `stream_options.include_usage` asks, `
 Responses (`/v1/responses`).
 
 Each request takes the next answer of the script: `say(text)`, `program(code)`, `call(name,
-**arguments)`, `fail(status)`, `hold()` (the request waits until the test ends), or a function of
-the request body that returns one. Every request body and its headers are kept.
+**arguments)`, `fail(status)`, `hold()` (the request waits until the test ends), `streamed(...)`
+(text in given pieces, held back one by one by a `Gate` the test opens), or a function of the
+request body that returns one. Every request body and its headers are kept. A Responses request
+that asks to stream is answered with Responses stream events (unless `stream_responses` is off).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +54,42 @@ def fail(status: int, message: str = "upstream exploded") -> Answer:
 
 def hold() -> Answer:
     return {"hold": True}
+
+
+@dataclass
+class Gate:
+    """Holds a streamed answer's text pieces back: the fake sends the first at once and each next
+    one after a `release()`. A release that does not come within `timeout_s` lets the piece go
+    anyway, so a test of an emulator that does not stream live fails instead of hanging."""
+
+    timeout_s: float = 5.0
+    sent: int = 0
+    """The text pieces the fake has sent so far."""
+    _released: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
+
+    def release(self) -> None:
+        self._released.release()
+
+    def wait(self) -> None:
+        self._released.acquire(timeout=self.timeout_s)
+
+
+def streamed(
+    *pieces: str, gate: Gate | None = None, code: str | None = None, reasoning: str = "", then: str | None = None
+) -> Answer:
+    """A streamed answer whose text comes in these pieces (held back by `gate`), then a call of the
+    code function with `code` if given. `then`: "error" ends the stream with an error (a chunk with
+    `error`; a `response.failed` event) instead of its end, "break" drops the connection."""
+    answer: Answer = {"text": "".join(pieces), "pieces": list(pieces), "gate": gate, "reasoning": reasoning}
+    if code is not None:
+        answer["calls"] = [(CODE_TOOL, json.dumps({"code": code}))]
+    if then is not None:
+        answer["then"] = then
+    return answer
+
+
+_HOLD = "<the next text piece>"
+"""What `_chunks` and `_events` yield before each text piece, for `_gated` to hold it back."""
 
 
 def raw_stream(*lines: str) -> Answer:
@@ -97,6 +135,10 @@ class FakeUpstream:
     headers: list[dict[str, str]] = field(default_factory=list)
     released: threading.Event = field(default_factory=threading.Event)
     usage: tuple[int, int] = (11, 7)
+    stream_responses: bool = True
+    """Answer a Responses request that asks to stream with stream events (else as JSON, whole)."""
+    completed_output: bool = True
+    """A streamed Responses answer's `response.completed` carries the output (else only its usage)."""
 
     def reply(self, *answers: Script) -> FakeUpstream:
         self.script.extend(answers)
@@ -142,8 +184,9 @@ def _chunks(answer: Answer, model: str, usage: tuple[int, int], include_usage: b
     if answer.get("reasoning"):
         yield chunk({"reasoning_content": answer["reasoning"]})
     text = answer.get("text") or ""
-    for start in range(0, len(text), 8):
-        yield chunk({"content": text[start : start + 8]})
+    for piece in answer.get("pieces") or [text[start : start + 8] for start in range(0, len(text), 8)]:
+        yield _HOLD
+        yield chunk({"content": piece})
     calls = answer.get("calls") or []
     for n, (name, arguments) in enumerate(calls):
         yield chunk(
@@ -156,6 +199,12 @@ def _chunks(answer: Answer, model: str, usage: tuple[int, int], include_usage: b
         half = len(arguments) // 2
         for piece in (arguments[:half], arguments[half:]):
             yield chunk({"tool_calls": [{"index": n, "function": {"arguments": piece}}]})
+    if answer.get("then") == "break":
+        return
+    if answer.get("then") == "error":
+        yield f"data: {json.dumps({'error': {'message': 'the model crashed', 'type': 'server_error'}})}\n\n"
+        yield "data: [DONE]\n\n"
+        return
     yield chunk({}, "tool_calls" if calls else "stop")
     if include_usage:
         prompt, completion = usage
@@ -169,6 +218,84 @@ def _chunks(answer: Answer, model: str, usage: tuple[int, int], include_usage: b
         }
         yield f"data: {json.dumps(body)}\n\n"
     yield "data: [DONE]\n\n"
+
+
+def _events(answer: Answer, model: str, usage: tuple[int, int], with_output: bool = True) -> Iterator[str]:
+    """A Responses answer as its stream events (`_HOLD` before each text piece)."""
+    sequence = iter(range(1_000_000))
+
+    def event(kind: str, **fields: Any) -> str:
+        return f"data: {json.dumps({'type': kind, 'sequence_number': next(sequence), **fields})}\n\n"
+
+    output = _responses_output(answer)
+    response: dict[str, Any] = {"id": "resp_up", "object": "response", "model": model, "status": "in_progress"}
+    yield event("response.created", response={**response, "output": []})
+    for index, item in enumerate(output):
+        if item["type"] == "message":
+            yield event("response.output_item.added", output_index=index, item={**item, "content": []})
+            where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+            yield event("response.content_part.added", **where, part={"type": "output_text", "text": ""})
+            for piece in answer.get("pieces") or [answer["text"]]:
+                yield _HOLD
+                yield event("response.output_text.delta", **where, delta=piece)
+            if answer.get("then") == "break":
+                return
+            yield event("response.output_text.done", **where, text=answer["text"])
+        else:
+            yield event("response.output_item.added", output_index=index, item=item)
+        yield event("response.output_item.done", output_index=index, item=item)
+    if answer.get("then") == "error":
+        failed = {**response, "status": "failed", "error": {"code": "server_error", "message": "the model crashed"}}
+        yield event("response.failed", response=failed)
+        return
+    prompt, completion = usage
+    counted = {"input_tokens": prompt, "output_tokens": completion, "total_tokens": prompt + completion}
+    finished = {**response, "status": "completed", "usage": counted}
+    yield event("response.completed", response={**finished, "output": output} if with_output else finished)
+
+
+async def _gated(lines: Iterator[str], answer: Answer) -> AsyncIterator[str]:
+    """`lines`, each text piece after the first held until the answer's gate opens; "break" drops
+    the connection after them (`_chunks` and `_events` end after the text then)."""
+    gate: Gate | None = answer.get("gate")
+    for line in lines:
+        if line != _HOLD:
+            yield line
+            continue
+        if gate is not None:
+            if gate.sent:
+                await asyncio.to_thread(gate.wait)
+            gate.sent += 1
+    if answer.get("then") == "break":
+        raise ConnectionResetError("the fake upstream dropped the connection")
+
+
+def _responses_output(answer: Answer) -> list[dict[str, Any]]:
+    output: list[dict[str, Any]] = []
+    if answer.get("reasoning"):
+        summary = [{"type": "summary_text", "text": answer["reasoning"]}]
+        output.append({"type": "reasoning", "id": "rs_up", "summary": summary})
+    if answer.get("text"):
+        output.append(
+            {
+                "type": "message",
+                "id": "msg_up",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": answer["text"], "annotations": []}],
+            }
+        )
+    for n, (name, arguments) in enumerate(answer.get("calls") or []):
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_up_{n}",
+                "call_id": f"call_up_{n}",
+                "name": name,
+                "arguments": arguments,
+            }
+        )
+    return output
 
 
 def _app(fake: FakeUpstream) -> Starlette:
@@ -204,7 +331,8 @@ def _app(fake: FakeUpstream) -> Starlette:
             return StreamingResponse(stalled(), media_type="text/event-stream")
         if body.get("stream"):
             include = bool((body.get("stream_options") or {}).get("include_usage"))
-            return StreamingResponse(_chunks(answer, model, fake.usage, include), media_type="text/event-stream")
+            lines = _gated(_chunks(answer, model, fake.usage, include), answer)
+            return StreamingResponse(lines, media_type="text/event-stream")
         return JSONResponse(
             {
                 "id": "chatcmpl-fake",
@@ -220,30 +348,10 @@ def _app(fake: FakeUpstream) -> Starlette:
         body, answer = await answer_of(request)
         if isinstance(answer, Response):
             return answer
-        output: list[dict[str, Any]] = []
-        if answer.get("reasoning"):
-            summary = [{"type": "summary_text", "text": answer["reasoning"]}]
-            output.append({"type": "reasoning", "id": "rs_up", "summary": summary})
-        if answer.get("text"):
-            output.append(
-                {
-                    "type": "message",
-                    "id": "msg_up",
-                    "role": "assistant",
-                    "status": "completed",
-                    "content": [{"type": "output_text", "text": answer["text"], "annotations": []}],
-                }
-            )
-        for n, (name, arguments) in enumerate(answer.get("calls") or []):
-            output.append(
-                {
-                    "type": "function_call",
-                    "id": f"fc_up_{n}",
-                    "call_id": f"call_up_{n}",
-                    "name": name,
-                    "arguments": arguments,
-                }
-            )
+        if body.get("stream") and fake.stream_responses:
+            lines = _gated(_events(answer, body.get("model", "fake"), fake.usage, fake.completed_output), answer)
+            return StreamingResponse(lines, media_type="text/event-stream")
+        output = _responses_output(answer)
         prompt, completion = fake.usage
         return JSONResponse(
             {

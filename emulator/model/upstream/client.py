@@ -3,8 +3,11 @@ streamed with `stream_options.include_usage`, as Ollama, vLLM, llama.cpp's serve
 LiteLLM serve it) and Responses (`/responses`, `store: false`).
 
 Both take the same transcript (`transcript.Entry`) and functions (`teach.Function`) and give an
-`Answer`: the text, the tool calls, any reasoning, the token counts. A connection failure, a
-timeout, a 429 or a 5xx is retried a bounded number of times; what still fails is a
+`Answer`: the text, the tool calls, any reasoning, the token counts. Both are asked to stream
+(Chat Completions `delta.content` chunks, Responses `response.output_text.delta` events; an
+answer that comes whole instead is read whole), and `on_delta` gets the text and the reasoning
+as they arrive. A connection failure, a timeout, a 429 or a 5xx is retried a bounded number of
+times, unless part of the answer already went to `on_delta`; what still fails is a
 `StatusError` in the OpenAI envelope (502 `upstream_error`, 504 `upstream_timeout`). The key is
 sent only in the `Authorization` header and appears in no message.
 """
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -39,11 +42,16 @@ class UpstreamConfig:
     retries: int = 2
     """Further attempts after a connection failure, a timeout, a 429 or a 5xx."""
     stream: bool = True
-    """Chat Completions: ask for streamed chunks (the usage in the last one)."""
+    """Ask for a streamed answer (Chat Completions: chunks, the usage in the last one; Responses:
+    its events)."""
 
     @property
     def label(self) -> str:
         return self.model or "upstream"
+
+
+Delta = Callable[[str, str], None]
+"""`(kind, text)`: a piece of a streamed answer as it arrives, `kind` "text" or "reasoning"."""
 
 
 @dataclass(frozen=True)
@@ -90,22 +98,33 @@ class UpstreamClient:
         transcript: list[Entry],
         functions: list[Function],
         tool_choice: str = "auto",
+        on_delta: Delta | None = None,
     ) -> Answer:
         """One turn of the upstream model, retried as the module says. `tool_choice`: `auto`,
-        `none`, `required` or `function:<name>`."""
+        `none`, `required` or `function:<name>`. `on_delta(kind, text)`: each piece of the
+        answer's text (`kind` "text") and reasoning ("reasoning") as it arrives."""
         model = self.config.model or model
         attempt = 0
+        passed = False
+
+        def told(kind: str, text: str) -> None:
+            nonlocal passed
+            if text and on_delta is not None:
+                passed = True
+                on_delta(kind, text)
+
+        feed = told if on_delta is not None else None
         while True:
             try:
                 async with asyncio.timeout(self.config.timeout_s):  # the whole request, a stream's chunks too
                     if self.config.api == "responses":
-                        return await self._responses(model, instructions, transcript, functions, tool_choice)
-                    return await self._chat(model, instructions, transcript, functions, tool_choice)
+                        return await self._responses(model, instructions, transcript, functions, tool_choice, feed)
+                    return await self._chat(model, instructions, transcript, functions, tool_choice, feed)
             except TimeoutError:
-                if attempt >= self.config.retries:
+                if attempt >= self.config.retries or passed:
                     raise _timeout(self.config) from None
             except _Retry as e:
-                if attempt >= self.config.retries:
+                if attempt >= self.config.retries or passed:  # what was passed on cannot be taken back
                     raise e.error from None
             attempt += 1
             await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
@@ -133,7 +152,13 @@ class UpstreamClient:
     # ---- Chat Completions -----------------------------------------------------------------------
 
     async def _chat(
-        self, model: str, instructions: str | None, transcript: list[Entry], functions: list[Function], choice: str
+        self,
+        model: str,
+        instructions: str | None,
+        transcript: list[Entry],
+        functions: list[Function],
+        choice: str,
+        on_delta: Delta | None,
     ) -> Answer:
         body: dict[str, Any] = {"model": model, "messages": chat_messages(instructions, transcript)}
         if functions:
@@ -152,8 +177,21 @@ class UpstreamClient:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
         response = await self._post("/chat/completions", body, stream=True)
+        return await self._streamed(response, _chat_answer, lambda: _chat_stream(response, self.config, on_delta))
+
+    async def _streamed(
+        self,
+        response: httpx.Response,
+        parse: Callable[[dict[str, Any]], Answer],
+        read: Callable[[], Awaitable[Answer]],
+    ) -> Answer:
+        """`read()` of a streamed answer, or `parse` of one that came whole (a server that does
+        not stream); the 502 for a stream of an unknown shape, a retry for one that broke off."""
         try:
-            return await _chat_stream(response, self.config)
+            if "json" in response.headers.get("content-type", ""):
+                await response.aread()
+                return _shaped(parse, _json(response, self.config), self.config)
+            return await read()
         except (TypeError, AttributeError, KeyError, ValueError):
             raise _error(f"The model upstream at {self.config.url} streamed chunks of an unknown shape.") from None
         except httpx.TimeoutException:
@@ -166,7 +204,13 @@ class UpstreamClient:
     # ---- Responses ------------------------------------------------------------------------------
 
     async def _responses(
-        self, model: str, instructions: str | None, transcript: list[Entry], functions: list[Function], choice: str
+        self,
+        model: str,
+        instructions: str | None,
+        transcript: list[Entry],
+        functions: list[Function],
+        choice: str,
+        on_delta: Delta | None,
     ) -> Answer:
         body: dict[str, Any] = {"model": model, "input": responses_input(transcript), "store": False}
         if instructions:
@@ -178,8 +222,14 @@ class UpstreamClient:
             ]
             name = choice.removeprefix("function:")
             body["tool_choice"] = {"type": "function", "name": name} if name != choice else choice
-        response = await self._post("/responses", body, stream=False)
-        return _shaped(_responses_answer, _json(response, self.config), self.config)
+        if not self.config.stream:
+            response = await self._post("/responses", body, stream=False)
+            return _shaped(_responses_answer, _json(response, self.config), self.config)
+        body["stream"] = True
+        response = await self._post("/responses", body, stream=True)
+        return await self._streamed(
+            response, _responses_answer, lambda: _responses_stream(response, self.config, on_delta)
+        )
 
 
 def _function(f: Function) -> dict[str, Any]:
@@ -258,7 +308,7 @@ def _chat_answer(data: dict[str, Any]) -> Answer:
     return answer
 
 
-async def _chat_stream(response: httpx.Response, config: UpstreamConfig) -> Answer:
+async def _chat_stream(response: httpx.Response, config: UpstreamConfig, on_delta: Delta | None = None) -> Answer:
     answer = Answer()
     text: list[str] = []
     reasoning: list[str] = []
@@ -273,15 +323,23 @@ async def _chat_stream(response: httpx.Response, config: UpstreamConfig) -> Answ
             chunk = json.loads(payload)
         except ValueError:
             raise _error(f"The model upstream at {config.url} streamed a chunk that is not JSON.") from None
+        if chunk.get("error"):  # what OpenAI-compatible servers send when they fail mid-stream
+            failure = chunk["error"]
+            message = failure.get("message") if isinstance(failure, dict) else failure
+            raise _error(f"The model upstream at {config.url} failed mid-stream: {_snippet(str(message))}")
         answer.model = chunk.get("model") or answer.model
         _usage(answer, chunk.get("usage"))
         for choice in chunk.get("choices") or ():
             delta = choice.get("delta") or {}
-            if delta.get("content"):
-                text.append(delta["content"])
             thought = delta.get("reasoning_content") or delta.get("reasoning")
             if isinstance(thought, str) and thought:
                 reasoning.append(thought)
+                if on_delta is not None:
+                    on_delta("reasoning", thought)
+            if delta.get("content"):
+                text.append(delta["content"])
+                if on_delta is not None:
+                    on_delta("text", str(delta["content"]))
             for part in delta.get("tool_calls") or ():
                 slot = calls.setdefault(int(part.get("index", len(calls))), {"id": "", "name": "", "arguments": ""})
                 slot["id"] = str(part.get("id") or slot["id"])
@@ -295,6 +353,35 @@ async def _chat_stream(response: httpx.Response, config: UpstreamConfig) -> Answ
         for index, slot in sorted(calls.items())
     ]
     return answer
+
+
+async def _responses_stream(response: httpx.Response, config: UpstreamConfig, on_delta: Delta | None) -> Answer:
+    """A streamed Responses answer: the text deltas as they come, a reasoning item's summary
+    when it is done; the answer is the `response.completed` event's response (its output as the
+    `output_item.done` events gave it, if the response comes without)."""
+    done: list[dict[str, Any]] = []
+    async for line in response.aiter_lines():
+        if not line.startswith("data:"):
+            continue
+        try:
+            event = json.loads(line[5:].strip())
+        except ValueError:
+            raise _error(f"The model upstream at {config.url} streamed an event that is not JSON.") from None
+        kind = event.get("type")
+        if kind == "response.output_text.delta" and on_delta is not None:
+            on_delta("text", str(event.get("delta") or ""))
+        elif kind == "response.output_item.done":
+            done.append(event["item"])
+            if event["item"].get("type") == "reasoning" and on_delta is not None:
+                on_delta("reasoning", " ".join(part.get("text", "") for part in event["item"].get("summary") or ()))
+        elif kind in ("response.completed", "response.incomplete"):
+            final = event["response"]
+            return _responses_answer(final if final.get("output") else {**final, "output": done})
+        elif kind in ("response.failed", "error"):
+            failure = (event.get("response") or {}).get("error") or event.get("error") or event
+            message = _snippet(str(failure.get("message") or "no message"))
+            raise _error(f"The model upstream at {config.url} failed mid-stream: {message}")
+    raise _error(f"The model upstream at {config.url} ended its stream before the response was completed.")
 
 
 def _responses_answer(data: dict[str, Any]) -> Answer:

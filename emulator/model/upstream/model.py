@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ptc_emulator.emulator.errors import InvalidRequest, NoScenarioMatched, StatusError
@@ -143,11 +143,17 @@ class _Play:
         self.ids: Callable[[str], str] = self.player.ids
         self.out: list[dict[str, Any]] = []
         self.produced: list[Item] = []
+        self.live = prepared.trace.live
+        """Where a streamed response is told while it plays; None: it is told when it has finished."""
+        self.writing: _Writing | None = None
+        """What the current turn has told live so far."""
 
     def emit(self, item: Item) -> None:
         trace = self.prepared.trace
         self.produced.append(item)
         self.out.append(dump(item))
+        if self.live is not None:
+            self.live.item(self.out[-1])
         trace.route.append(item.type)
         if isinstance(item, CALL_TYPES):
             route = "program" if isinstance(getattr(item, "caller", None), ProgramCaller) else "direct"
@@ -172,25 +178,54 @@ class _Play:
     async def _ask(self, taught: Teaching) -> Answer:
         request = self.prepared.request
         self.prepared.trace.model_turns += 1
+        self.writing = _Writing()
         answer = await self.model.client.complete(
             model=request.model or self.model.author,
             instructions=request.instructions,
             transcript=transcript([*self.prepared.conversation.items, *self.produced], CODE_TOOL),
             functions=taught.functions,
             tool_choice=_choice(request.tool_choice, taught),
+            on_delta=self._delta if self.live is not None else None,
         )
         read, written = self.prepared.trace.upstream_tokens
         self.prepared.trace.upstream_tokens = (read + answer.input_tokens, written + answer.output_tokens)
         return answer
 
+    def _delta(self, kind: str, text: str) -> None:
+        """A piece of the upstream's turn as it arrives (`kind`: `text` or `reasoning`): its text
+        is told live in the message it will be, after the reasoning that came before it."""
+        writing, live = self.writing, self.live
+        if writing is None or live is None or not text:
+            return
+        if kind == "reasoning":
+            writing.reasoning.append(text)
+            return
+        if writing.message is None:
+            if writing.reasoning:
+                writing.reasoned = "".join(writing.reasoning)
+                self._reasoning(writing.reasoned)
+            writing.message = self._message("")
+            live.opened(dump(writing.message))
+        writing.text.append(text)
+        live.delta(text)
+
+    def _reasoning(self, text: str) -> None:
+        self.emit(ReasoningItem(id=self.ids("rs"), summary=[SummaryText(text=text)]))
+
     async def _turn(self, answer: Answer, taught: Teaching) -> bool:
         """Play one upstream answer; True when the response goes on (a program ended)."""
         prepared = self.prepared
-        if answer.reasoning:  # as the upstream summarised its thinking; not sent back to it
-            self.emit(ReasoningItem(id=self.ids("rs"), summary=[SummaryText(text=answer.reasoning)]))
         code_calls = [c for c in answer.calls if c.name == CODE_TOOL] if taught.programs else []
-        if answer.text and (code_calls or answer.calls):
-            self.emit(self._message(answer.text, phase="commentary"))
+        writing, self.writing = self.writing, None
+        if writing is not None and writing.message is not None:  # its text was told as it came
+            self._finish(writing, answer, commentary=bool(code_calls or answer.calls))
+            if not (code_calls or answer.calls):
+                return False
+        else:
+            if answer.reasoning:  # as the upstream summarised its thinking; not sent back to it
+                self._reasoning(answer.reasoning)
+            if answer.text and (code_calls or answer.calls):
+                self.emit(self._message(answer.text, phase="commentary"))
         if code_calls:
             code = _code(code_calls[0])
             item, seal = await self.programs.start(code, prepared)
@@ -229,6 +264,22 @@ class _Play:
         check_call(binding, item, self.prepared)
         self.emit(item)
 
+    def _finish(self, writing: _Writing, answer: Answer, *, commentary: bool) -> None:
+        """The message told live, finished with the turn's text; reasoning that came after the
+        text began follows it as a reasoning item of its own."""
+        message = writing.message
+        assert message is not None
+        text = answer.text or "".join(writing.text)
+        message.content = [OutputText(text=text, annotations=[], logprobs=[])]
+        message.status = "completed"
+        if commentary:
+            message.phase = "commentary"
+        self.emit(message)
+        later = answer.reasoning or ""
+        later = later[len(writing.reasoned) :] if later.startswith(writing.reasoned) else later
+        if later.strip():
+            self._reasoning(later)
+
     def _message(self, text: str, phase: str | None = None) -> Message:
         message = Message(
             id=self.ids("msg"),
@@ -239,6 +290,19 @@ class _Play:
         if phase == "commentary":
             message.phase = "commentary"
         return message
+
+
+@dataclass
+class _Writing:
+    """What one upstream turn has told live so far."""
+
+    reasoning: list[str] = field(default_factory=list)
+    """The reasoning that arrived, told when the text begins."""
+    reasoned: str = ""
+    """The reasoning told before the text, as one reasoning item."""
+    message: Message | None = None
+    """The message its text is told in, once the text began."""
+    text: list[str] = field(default_factory=list)
 
 
 def _code(call: ToolCall) -> str:
