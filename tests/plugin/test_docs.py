@@ -31,7 +31,7 @@ def python_blocks(text: str) -> list[str]:
 
 
 def test_the_example_test_file_passes(pytester: pytest.Pytester) -> None:
-    [example] = [block for block in python_blocks(doc()) if "def test_" in block]
+    [example] = [block for block in python_blocks(doc()) if "def test_the_agent_answers" in block]
     for part in ("ptc_emulator.add_scenario(", '"fault"', "ptc_emulator.journal", "ptc_emulator.client("):
         assert part in example, f"the example no longer shows {part}"
     tests = re.findall(r"^def (test_\w+)\(ptc_emulator\)", example, flags=re.M)
@@ -41,6 +41,14 @@ def test_the_example_test_file_passes(pytester: pytest.Pytester) -> None:
     result = run(pytester, "-v")
 
     result.assert_outcomes(passed=len(tests))
+
+
+def test_the_environment_example_passes(pytester: pytest.Pytester) -> None:
+    [example] = [block for block in python_blocks(doc()) if "use_env(monkeypatch)" in block]
+    tests = re.findall(r"^def (test_\w+)\(", example, flags=re.M)
+    pytester.makepyfile(test_env_agent=example)
+
+    run(pytester, "-v").assert_outcomes(passed=len(tests))
 
 
 def test_the_settings_snippet_compiles() -> None:

@@ -181,7 +181,7 @@ def test_url_option_uses_a_running_server(pytester: pytest.Pytester, outer_serve
     pytester.makepyfile(
         test_remote=f"""
         def test_uses_the_given_server(ptc_emulator):
-            assert ptc_emulator.base_url == {outer_server.base_url!r}
+            assert ptc_emulator.server_url == {outer_server.base_url!r}
             ptc_emulator.add_scenario({{"name": "remote", "match": {{"input": "ping"}}, "turns": [{{"message": "1"}}]}})
             assert ptc_emulator.client().responses.create(model="m", input="ping").output_text == "1"
 

@@ -402,6 +402,8 @@ class ScenarioRegistry:
         misses = []
         for scenario, _ in self._ordered():
             if scenario.scope is not None and scenario.scope != request.scope:
+                if request.scope is None and isinstance(_try(scenario, request), dict):
+                    misses.append(_unscoped(scenario))  # the usual mistake: a client without the scope
                 continue  # another caller's scenario: invisible, not a near miss
             result = _try(scenario, request)
             if isinstance(result, NearMiss):
@@ -410,6 +412,19 @@ class ScenarioRegistry:
                 return scenario, result
         misses.sort(key=lambda m: -m.score)
         return misses
+
+
+def _unscoped(scenario: Scenario) -> NearMiss:
+    """A scoped scenario that would match a request that has no scope: say how to give it one."""
+    scope = scenario.scope or ""
+    return NearMiss(
+        scenario.name,
+        "scope",
+        f"the request has no scope, and this scenario is in scope '{scope}': use the base URL "
+        f"http://HOST:PORT/scopes/{scope}/v1 (the pytest fixture's base_url and env) or send the "
+        "x-ptc-emulator-scope header",
+        100.0,
+    )
 
 
 def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
