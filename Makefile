@@ -44,7 +44,7 @@ browser:
 	fi
 
 run: $(RUN_STAMP) ## serve the bundled fixtures with SQLite on 127.0.0.1:8000
-	$(BIN)/ptc-emulator serve --host $(HOST) --port $(PORT) --store sqlite --data-dir .data
+	$(BIN)/ptc-emulator serve --demo --host $(HOST) --port $(PORT) --store sqlite --data-dir .data
 
 lint: $(STAMP) ## ruff, mypy and the import-layer contract
 	$(BIN)/ruff check .

@@ -66,8 +66,9 @@ class AppState:
 
 def _load_scenarios(settings: Settings) -> ScenarioRegistry:
     registry = ScenarioRegistry()
-    # A recording server leaves the bundled demo scenarios out: they would answer in the real model's place.
-    bundled = settings.bundled_fixtures and not settings.recording
+    # The demos only when asked, and never beside recordings: recording, they would answer in the real
+    # model's place; replaying, a question nothing recorded would get a demo's 200 instead of the 400.
+    bundled = settings.bundled_fixtures and settings.record_dir is None
     directories = ([bundled_fixtures()] if bundled else []) + list(settings.fixtures)
     if settings.record_dir is not None and settings.record_dir.is_dir():
         directories.append(settings.record_dir)  # the recordings replay

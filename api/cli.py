@@ -38,7 +38,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--fixtures", type=Path, action="append", default=[], metavar="DIR", help="more scenario files (repeatable)"
     )
-    serve.add_argument("--no-bundled-fixtures", action="store_true", help="do not load the bundled fixtures/")
+    serve.add_argument(
+        "--demo",
+        action="store_true",
+        help="also serve the bundled demo scenarios (the guide's examples; `make run` does); never with --record",
+    )
+    serve.add_argument("--no-bundled-fixtures", action="store_true", help="do not load the demos (the default)")
     serve.add_argument(
         "--store", choices=("sqlite", "memory"), default="sqlite", help="memory: nothing is written to disk"
     )
@@ -147,7 +152,7 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
         host=args.host,
         port=args.port,
         fixtures=tuple(args.fixtures),
-        bundled_fixtures=not args.no_bundled_fixtures,
+        bundled_fixtures=args.demo and not args.no_bundled_fixtures,
         store=args.store,
         data_dir=args.data_dir,
         secret=args.secret or _read(args.secret_file, "--secret-file"),
@@ -225,6 +230,8 @@ def main(argv: list[str] | None = None) -> None:
         _fail("--upstream needs --record DIR: where the recorded conversations go", 2)
     if settings.record_dir is not None and settings.upstream is None and settings.record_mode != "none":
         _fail(f"--record-mode {settings.record_mode} needs --upstream URL (replay alone: --record-mode none)", 2)
+    if settings.bundled_fixtures and settings.record_dir is not None:
+        _fail("--demo cannot go with --record: the demos would answer in the upstream's or the recordings' place", 2)
     if settings.record_dir is not None and settings.record_mode == "none" and not settings.record_dir.is_dir():
         _fail(f"--record {settings.record_dir}: no such directory (nothing recorded to replay)", 2)
     try:

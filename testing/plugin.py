@@ -83,6 +83,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="new: record what nothing matches; all: re-record everything; none: replay only "
         "(default: new with an upstream, else none)",
     )
+    group.addoption(
+        "--ptc-emulator-demo",
+        action="store_true",
+        default=None,
+        help="the plugin's server also serves the bundled demo scenarios (or the ini option ptc_emulator_demo)",
+    )
+    parser.addini("ptc_emulator_demo", type="bool", default=False, help="serve the bundled demo scenarios too")
     parser.addini(
         "ptc_emulator_record_dir", type="paths", default=[], help="recorded scenarios (see --ptc-emulator-record)"
     )
@@ -114,6 +121,10 @@ def ptc_emulator_settings(request: pytest.FixtureRequest, tmp_path_factory: pyte
         store="sqlite",
         pool_size=share,
         fixtures=fixtures,
+        # The demos answer only when asked: a test must not pass on a demo's answer by accident.
+        bundled_fixtures=bool(
+            request.config.getoption("--ptc-emulator-demo") or request.config.getini("ptc_emulator_demo")
+        ),
         **_record_settings(request.config),
     )
 

@@ -107,7 +107,7 @@ def test_fixture_needs_no_configuration(pytester: pytest.Pytester) -> None:
     )
     assert not (pytester.path / "conftest.py").exists()
 
-    result = run(pytester, "-v")
+    result = run(pytester, "-v", "--ptc-emulator-demo")  # two tests use the bundled demos: asked for
 
     result.assert_outcomes(passed=6)
     result.stdout.no_fnmatch_line("*ResourceWarning*")
