@@ -89,6 +89,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="the plugin's server also serves the bundled demo scenarios (or the ini option ptc_emulator_demo)",
     )
+    group.addoption(
+        "--ptc-emulator-strict",
+        action="store_true",
+        default=None,
+        help="every test using the fixture fails at teardown if a request matched no scenario or one "
+        "of its scenarios answered none (or the ini option ptc_emulator_strict, or @pytest.mark.ptc_strict)",
+    )
+    parser.addini("ptc_emulator_strict", type="bool", default=False, help="see --ptc-emulator-strict")
     parser.addini("ptc_emulator_demo", type="bool", default=False, help="serve the bundled demo scenarios too")
     parser.addini(
         "ptc_emulator_record_dir", type="paths", default=[], help="recorded scenarios (see --ptc-emulator-record)"
@@ -130,6 +138,11 @@ def ptc_emulator_settings(request: pytest.FixtureRequest, tmp_path_factory: pyte
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "ptc_strict: the ptc_emulator fixture fails the test at teardown if a request matched no scenario "
+        "or a scenario the test added answered none",
+    )
     _record_settings(config)  # refuse record options that cannot work before any test runs
 
 
@@ -189,14 +202,21 @@ def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
 @pytest.fixture
 def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> Iterator[Any]:
     """The emulator, scoped to this test (a `ptc_emulator.testing.server.PTCEmulator`): `base_url`,
-    `client()`, `async_client()`, `add_scenario(...)`, `scenarios`, `remove_scenario(...)`,
-    `journal`, `clear_journal()`."""
+    `env`, `use_env(monkeypatch)`, `client()`, `async_client()`, `add_scenario(...)`, `scenarios`,
+    `remove_scenario(...)`, `journal`, `entries`, `requests(...)`, `calls(...)`,
+    `assert_all_scenarios_used()`, `assert_no_unmatched()`, `clear_journal()`.
+
+    Strict mode (`@pytest.mark.ptc_strict`, `--ptc-emulator-strict`, ini `ptc_emulator_strict`):
+    a test that passed fails at teardown if a request matched no scenario or one it added answered none."""
     from ptc_emulator.testing.server import API_KEY, PTCEmulator
 
     emulator = PTCEmulator(ptc_emulator_server, api_key=request.config.stash.get(_api_key, API_KEY))
     request.node.stash[_inspector] = emulator.inspector_url
     try:
         yield emulator
+        if _strict(request) and not request.node.stash.get(_failed, False):
+            emulator.assert_no_unmatched()
+            emulator.assert_all_scenarios_used()
     finally:
         if request.node.stash.get(_failed, False):
             # A failed test's journal stays for the inspector link in its report; its scenarios go.
@@ -206,6 +226,12 @@ def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> It
         else:
             emulator.reset()
         emulator.close()
+
+
+def _strict(request: pytest.FixtureRequest) -> bool:
+    config = request.config
+    marked = request.node.get_closest_marker("ptc_strict") is not None
+    return marked or bool(config.getoption("--ptc-emulator-strict") or config.getini("ptc_emulator_strict"))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -202,6 +202,53 @@ class PTCEmulator:
         reply.raise_for_status()
         return list(reply.json()["data"])
 
+    @property
+    def entries(self) -> list[Any]:
+        """The journal as typed entries (`ptc_emulator.testing.assertions.JournalEntry` dataclasses,
+        `figures` a `Figures`): `entry.scenario`, `entry.figures.program_tool_calls`, `entry.error`."""
+        from ptc_emulator.testing.assertions import JournalEntry
+
+        return [JournalEntry.from_dict(e) for e in self.journal]
+
+    def requests(self, *, status: int | None = None, scenario: str | None = None, path: str | None = None) -> list[Any]:
+        """This test's journal entries (typed), those with this status, scenario and path if given."""
+        return [
+            e
+            for e in self.entries
+            if (status is None or e.status == status)
+            and (scenario is None or e.scenario == scenario)
+            and (path is None or e.path == path)
+        ]
+
+    def calls(self, name: str | None = None, route: str | None = None) -> list[Any]:
+        """The tool calls of this test (`ToolCall`: name, arguments parsed, route `program` or
+        `direct`, call_id, the calling program, the output sent back), oldest first; of one tool
+        and one route if given."""
+        from ptc_emulator.testing.assertions import tool_calls
+
+        if route not in (None, "program", "direct"):
+            raise ValueError(f"route is 'program' or 'direct', not {route!r}")
+        return [c for c in tool_calls(self.entries) if (name is None or c.name == name) and route in (None, c.route)]
+
+    def assert_all_scenarios_used(self) -> None:
+        """Fail unless every scenario this test added answered a request; the message lists the
+        unused ones and every request with what answered it."""
+        from ptc_emulator.testing.assertions import unused
+
+        added = [str(s["name"]) for s in self.scenarios if s.get("scope") == self.scope]
+        problem = unused(added, self.entries)
+        if problem is not None:
+            raise AssertionError(problem)
+
+    def assert_no_unmatched(self) -> None:
+        """Fail if any request of this test matched no scenario; the message shows each one's input,
+        its closest scenario and why that one did not match."""
+        from ptc_emulator.testing.assertions import unmatched
+
+        problem = unmatched(self.entries)
+        if problem is not None:
+            raise AssertionError(problem)
+
     def compare(self, direct: str | None = None, ptc: str | None = None) -> dict[str, Any]:
         """The comparison report of a direct run and a PTC run of the same task (the guide's
         "Evaluate"). Each is a conversation or response id; left out, the latest run without

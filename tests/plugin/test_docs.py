@@ -51,6 +51,13 @@ def test_the_environment_example_passes(pytester: pytest.Pytester) -> None:
     run(pytester, "-v").assert_outcomes(passed=len(tests))
 
 
+def test_the_assertions_example_passes(pytester: pytest.Pytester) -> None:
+    [example] = [block for block in python_blocks(doc()) if "ptc_strict" in block]
+    pytester.makepyfile(test_assertions_example=example)
+
+    run(pytester, "-v").assert_outcomes(passed=1)
+
+
 def test_the_settings_snippet_compiles() -> None:
     [snippet] = [block for block in python_blocks(doc()) if "def ptc_emulator_settings" in block]
     compile(snippet, "snippet", "exec")
