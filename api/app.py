@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ptc_emulator import __version__
 from ptc_emulator.api import errors, guards, inspector, scopes
+from ptc_emulator.api.recorder import RequestLog
 from ptc_emulator.api.routes import admin, agents, conversations, websocket
 from ptc_emulator.api.routes import responses as routes
 from ptc_emulator.api.settings import Settings, bundled_fixtures
@@ -159,6 +160,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     if settings.recording:
         _record(app, state)
     app.add_middleware(_Edge, settings=settings, own=state.own)
+    app.add_middleware(RequestLog)  # outermost: the edge's refusals have their line too
     return app
 
 

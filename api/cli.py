@@ -91,6 +91,12 @@ def _parser() -> argparse.ArgumentParser:
         help="a web origin whose pages may call the server, such as http://localhost:5173 (repeatable)",
     )
     serve.add_argument("--log-level", default="info", help="uvicorn's and the emulator's log level")
+    serve.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="json: every log line one JSON object (a request's: method, path, scope, scenario, route, status, ...)",
+    )
     _record_arguments(serve)
     _mcp_arguments(serve)
     return parser
@@ -217,7 +223,8 @@ def main(argv: list[str] | None = None) -> None:
     from ptc_emulator.api.upstream import UpstreamSettingsError
 
     settings, log_level = parse(argv)
-    logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    json_logs = _log_format(argv) == "json"
+    _configure_logging(log_level, json_logs)
     _warn_visible(argv)
     for directory in settings.fixtures:
         if not directory.is_dir():
@@ -250,7 +257,23 @@ def main(argv: list[str] | None = None) -> None:
     )
     inspector = f"http://{settings.host}:{sock.getsockname()[1]}/_emulator/ui/"
     print(f"ptc-emulator: trace inspector at {inspector} (docs/inspector.md)", file=sys.stderr, flush=True)
-    _server_class()(server_config(app, log_level=log_level)).run(sockets=[sock])
+    _server_class()(server_config(app, log_level=log_level, json_logs=json_logs)).run(sockets=[sock])
+
+
+def _log_format(argv: list[str] | None) -> str:
+    return str(getattr(_parser().parse_args(argv), "log_format", "text"))
+
+
+def _configure_logging(level: str, json_logs: bool) -> None:
+    """Text lines for a person; with `--log-format json`, one JSON object a line for CI."""
+    if not json_logs:
+        logging.basicConfig(level=level.upper(), format="%(levelname)s %(name)s: %(message)s")
+        return
+    from ptc_emulator.api.recorder import JsonFormatter
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter())
+    logging.basicConfig(level=level.upper(), handlers=[handler])
 
 
 def _server_class() -> Any:
@@ -282,12 +305,14 @@ pooled connection after a pause (a slow tool, a busy machine): the server closes
 request goes out, and the client sees a connection error."""
 
 
-def server_config(app: Any, *, log_level: str) -> Any:
-    """The `uvicorn.Config` every way of serving the app shares (the CLI, the test server)."""
+def server_config(app: Any, *, log_level: str, json_logs: bool = False) -> Any:
+    """The `uvicorn.Config` every way of serving the app shares (the CLI, the test server).
+    `json_logs`: uvicorn's loggers keep no handlers of their own, so the root's JSON handler has them."""
     import uvicorn
 
+    extra: dict[str, Any] = {"log_config": None} if json_logs else {}
     return uvicorn.Config(
-        app, log_level=log_level, ws="websockets-sansio", lifespan="on", timeout_keep_alive=KEEP_ALIVE_S
+        app, log_level=log_level, ws="websockets-sansio", lifespan="on", timeout_keep_alive=KEEP_ALIVE_S, **extra
     )
 
 
