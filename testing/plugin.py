@@ -6,8 +6,11 @@
         assert client.responses.create(model="m", input="hello").output_text == "hi!"
         assert ptc_emulator.journal[-1]["figures"]["model_turns"] == 1
 
-One server per test session (per xdist worker) on a real 127.0.0.1 port; each test gets its
-own scope, so its scenarios and journal are its own and vanish when it ends.
+One server per test session (per xdist worker, or one for all workers with
+`--ptc-emulator-shared`: `testing/shared.py`) on a real 127.0.0.1 port; each test gets its own
+scope, so its scenarios and journal are its own and vanish when it ends. The test's `base_url` is
+scoped (`/scopes/<scope>/v1`): `ptc_emulator.env` / `use_env(monkeypatch)` hand it to code that
+builds its own client.
 
 Options: `--ptc-emulator-url URL` uses a server that is already running (its `/v1` URL) instead
 of starting one, and `--ptc-emulator-api-key KEY` (or PTC_EMULATOR_API_KEY) is the key for a
@@ -96,6 +99,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="every test using the fixture fails at teardown if a request matched no scenario or one "
         "of its scenarios answered none (or the ini option ptc_emulator_strict, or @pytest.mark.ptc_strict)",
     )
+    group.addoption(
+        "--ptc-emulator-shared",
+        action="store_true",
+        default=None,
+        help="under pytest-xdist, every worker uses one server (started by the first; or the ini option "
+        "ptc_emulator_shared)",
+    )
+    parser.addini("ptc_emulator_shared", type="bool", default=False, help="see --ptc-emulator-shared")
     parser.addini("ptc_emulator_strict", type="bool", default=False, help="see --ptc-emulator-strict")
     parser.addini("ptc_emulator_demo", type="bool", default=False, help="serve the bundled demo scenarios too")
     parser.addini(
@@ -192,6 +203,14 @@ def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
         # A server holding the upstream key requires one of its own: a fresh one, known to this session's clients.
         settings = dataclasses.replace(settings, api_key="sk-" + secrets.token_hex(16))
     request.config.stash[_api_key] = getattr(settings, "api_key", None) or API_KEY
+    shared = request.config.getoption("--ptc-emulator-shared") or request.config.getini("ptc_emulator_shared")
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if shared and run and os.environ.get("PYTEST_XDIST_WORKER"):
+        from ptc_emulator.testing.shared import shared_url
+
+        directory = request.getfixturevalue("tmp_path_factory").getbasetemp().parent / f"ptc-emulator-{run[:16]}"
+        yield shared_url(directory, settings, controller=os.getppid())  # it stops when the run does
+        return
     server = EmulatorServer(settings).start()
     try:
         yield server.base_url
