@@ -91,3 +91,13 @@ def test_the_readme_pytest_example_passes(pytester: pytest.Pytester) -> None:
     assert len(example.splitlines()) <= 16
     pytester.makepyfile(test_readme=example)
     run(pytester, "-v").assert_outcomes(passed=1)
+
+
+def test_the_readme_scoped_url_example_passes(pytester: pytest.Pytester) -> None:
+    """The README's example of agent code that builds its own client runs as written."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("\n## Testing agent code that builds its own client\n") :]
+    [example] = python_blocks(section[: section.index("\n## ", 1)])
+    assert "/scopes/<scope>/v1" in section and "use_env(monkeypatch)" in example
+    pytester.makepyfile(test_readme_env=example)
+    run(pytester, "-v").assert_outcomes(passed=1)
