@@ -47,6 +47,7 @@ __all__: list[str] = []
 _api_key = pytest.StashKey[str]()
 _inspector = pytest.StashKey[str]()
 _failed = pytest.StashKey[bool]()
+_staging = pytest.StashKey[Path]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -107,6 +108,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "ptc_emulator_shared)",
     )
     parser.addini("ptc_emulator_shared", type="bool", default=False, help="see --ptc-emulator-shared")
+    parser.addini(
+        "ptc_emulator_cassette_dir",
+        default="cassettes",
+        help="@pytest.mark.ptc_record: the cassettes' folder, beside each test file",
+    )
     parser.addini("ptc_emulator_strict", type="bool", default=False, help="see --ptc-emulator-strict")
     parser.addini("ptc_emulator_demo", type="bool", default=False, help="serve the bundled demo scenarios too")
     parser.addini(
@@ -153,6 +159,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "ptc_strict: the ptc_emulator fixture fails the test at teardown if a request matched no scenario "
         "or a scenario the test added answered none",
+    )
+    config.addinivalue_line(
+        "markers",
+        "ptc_record(mode='once'): record this test's conversations against the upstream into a cassette "
+        "named after the test and replay them from it (modes: once, all, none)",
     )
     _record_settings(config)  # refuse record options that cannot work before any test runs
 
@@ -203,6 +214,8 @@ def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
         # A server holding the upstream key requires one of its own: a fresh one, known to this session's clients.
         settings = dataclasses.replace(settings, api_key="sk-" + secrets.token_hex(16))
     request.config.stash[_api_key] = getattr(settings, "api_key", None) or API_KEY
+    if settings.recording:
+        request.config.stash[_staging] = Path(settings.record_dir)
     shared = request.config.getoption("--ptc-emulator-shared") or request.config.getini("ptc_emulator_shared")
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if shared and run and os.environ.get("PYTEST_XDIST_WORKER"):
@@ -231,8 +244,13 @@ def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> It
 
     emulator = PTCEmulator(ptc_emulator_server, api_key=request.config.stash.get(_api_key, API_KEY))
     request.node.stash[_inspector] = emulator.inspector_url
+    cassette = _cassette(request)
+    for scenario in cassette.start() if cassette is not None else ():
+        emulator.add_scenario(scenario)
     try:
         yield emulator
+        if cassette is not None and not request.node.stash.get(_failed, False):
+            cassette.finish()
         if _strict(request) and not request.node.stash.get(_failed, False):
             emulator.assert_no_unmatched()
             emulator.assert_all_scenarios_used()
@@ -245,6 +263,19 @@ def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> It
         else:
             emulator.reset()
         emulator.close()
+
+
+def _cassette(request: pytest.FixtureRequest) -> Any:
+    """The test's cassette (`testing/cassettes.py`) when it is marked `ptc_record`, else None."""
+    marker = request.node.get_closest_marker("ptc_record")
+    if marker is None:
+        return None
+    from ptc_emulator.testing.cassettes import Cassette
+
+    folder = str(request.config.getini("ptc_emulator_cassette_dir"))
+    mode = str(marker.kwargs.get("mode", "once"))
+    staging = request.config.stash.get(_staging, None)
+    return Cassette.for_test(Path(str(request.node.path)), request.node.name, folder, mode, staging)
 
 
 def _strict(request: pytest.FixtureRequest) -> bool:
