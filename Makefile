@@ -7,7 +7,7 @@ NODE_STAMP := tests/node/node_modules/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: help run test test-fast test-sdk-oldest lint format bench clean browser
+.PHONY: help run test test-fast test-sdk-oldest lint format bench clean browser test-js postgres
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -33,12 +33,33 @@ $(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
 	cd tests/node && npm ci --no-audit --no-fund --loglevel=error
 	touch $(NODE_STAMP)
 
+JS_STAMP := js/node_modules/.installed
+$(JS_STAMP): js/package.json js/package-lock.json
+	cd js && npm ci --no-audit --no-fund --loglevel=error
+	touch $(JS_STAMP)
+
+test-js: $(STAMP) $(JS_STAMP) ## the npm package in js/ (Vitest, against this checkout's server)
+	cd js && PTC_EMULATOR_COMMAND=$(abspath $(BIN))/ptc-emulator ./node_modules/.bin/vitest run
+
 # The trace inspector's tests drive the distribution's headless Chromium and its chromedriver.
 # Installed here where that is possible (as root, with apt-get); elsewhere those tests skip and say why.
 browser:
 	@if ! command -v chromium >/dev/null 2>&1 || [ ! -x /usr/bin/chromedriver ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) \
+				>/dev/null 2>&1 || true; \
+		fi; \
+	fi
+
+# The replica tests start a throwaway PostgreSQL cluster of their own (tests/replicas/cluster.py).
+# The server is installed here where that is possible (as root, with apt-get), without the main
+# cluster the package would otherwise create and start on port 5432; elsewhere those tests skip.
+postgres:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			mkdir -p /etc/postgresql-common/createcluster.d && \
+			echo 'create_main_cluster = false' > /etc/postgresql-common/createcluster.d/ptc-emulator.conf && \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) \
 				>/dev/null 2>&1 || true; \
 		fi; \
 	fi
@@ -62,8 +83,9 @@ JOBS ?= 3
 
 # The suite starts about a hundred Python processes (servers, CLIs, inner pytest runs): each would
 # compile this project's modules again if an inherited PYTHONDONTWRITEBYTECODE kept the bytecode.
-test: $(STAMP) $(NODE_STAMP) browser lint ## the whole suite, after the lint step (JOBS=0: in this one process)
+test: $(STAMP) $(NODE_STAMP) browser postgres lint ## the whole suite, after the lint step (JOBS=0: in this one process)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(JOBS) --dist loadfile
+	$(MAKE) --no-print-directory test-js
 
 # The lowest openai release the package supports (pyproject: openai>=3.51), in a virtual
 # environment of its own: `make test` runs on the newest, this on the oldest; CI runs both.
@@ -77,7 +99,7 @@ $(OLDEST_STAMP): pyproject.toml
 	$(OLDEST_VENV)/bin/python -m pip install --quiet --no-compile -e '.[dev]' 'openai==$(OLDEST_SDK)'
 	touch $(OLDEST_STAMP)
 
-test-sdk-oldest: $(OLDEST_STAMP) $(NODE_STAMP) browser ## the whole suite again on the oldest supported openai (3.51)
+test-sdk-oldest: $(OLDEST_STAMP) $(NODE_STAMP) browser postgres ## the whole suite again on the oldest supported openai (3.51)
 	$(OLDEST_VENV)/bin/python -c 'import openai; assert openai.__version__ == "$(OLDEST_SDK)", openai.__version__'
 	PYTHONDONTWRITEBYTECODE= $(OLDEST_VENV)/bin/python -m pytest -n $(JOBS) --dist loadfile -q
 
@@ -90,6 +112,6 @@ bench: $(STAMP) ## the sandbox and HTTP benchmarks (a few minutes; bench/load.py
 	$(BIN)/python bench/floor.py
 
 clean: ## remove the virtual environment and caches
-	rm -rf $(VENV) .venv-openai-* tests/node/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache \
+	rm -rf $(VENV) .venv-openai-* tests/node/node_modules js/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache \
 		build dist *.egg-info .data
 	find . -name __pycache__ -type d -not -path './.git/*' -prune -exec rm -rf {} +

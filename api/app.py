@@ -25,7 +25,7 @@ from ptc_emulator.emulator.agents.harness import Harness
 from ptc_emulator.emulator.errors import EmulatorError, PayloadTooLarge, StatusError, Unauthorized
 from ptc_emulator.emulator.ids import new_id
 from ptc_emulator.emulator.journal.entries import Journal
-from ptc_emulator.emulator.model import ScenarioError, ScenarioRegistry, ScriptedModel
+from ptc_emulator.emulator.model import ScenarioError, ScenarioRegistry, ScriptedModel, UpstreamModel, with_upstream
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.responses.engine import Engine, Runner
 from ptc_emulator.emulator.signing import Signer, load_secret
@@ -122,14 +122,18 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             mcp=settings.mcp_policy,
             memo=state.hidden_memo,
         )
+        record = settings.record_dir if settings.record_mode != "none" else None
+        playing = with_upstream(model, settings.model_upstream_config(), record=record)  # docs/any-model.md
         state.engine = Engine(
             runner=sandbox_runner,
             store=view(state.store),
             signer=state.signer,
-            model=model,
+            model=playing,
             limits=settings.limits,
             strict_contract=settings.strict_contract,
         )
+        if state.store.shared:  # replicas share the store: background responses run under leases
+            state.engine.background.share(state.store.leases, settings.lease_s, state.engine.cancelled)
         harness = state.agents = agents.open_harness(state)
         try:
             yield
@@ -137,6 +141,8 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             state.own.release()
             await harness.aclose()
             await state.engine.aclose()
+            if isinstance(playing, UpstreamModel):
+                await playing.aclose()
             if state.upstream is not None:
                 await state.upstream.aclose()
             if pool is not None:
@@ -159,6 +165,8 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     app.include_router(agents.router)
     if settings.recording:
         _record(app, state)
+    if store.shared:
+        app.add_middleware(_Shared, shared=admin.SharedScenarios(store, state.scenarios))
     app.add_middleware(_Edge, settings=settings, own=state.own)
     app.add_middleware(RequestLog)  # outermost: the edge's refusals have their line too
     return app
@@ -170,6 +178,21 @@ def _record(app: FastAPI, state: AppState) -> None:
 
     state.upstream = UpstreamProxy(state.settings, state.scenarios)
     app.add_middleware(ProxyMiddleware, proxy=state.upstream)
+
+
+class _Shared:
+    """With a store replicas share: the registry takes the scenarios the other replicas were given
+    before this one answers a request that reads them."""
+
+    def __init__(self, app: ASGIApp, shared: admin.SharedScenarios) -> None:
+        self.app = app
+        self.shared = shared
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "") if scope["type"] in ("http", "websocket") else ""
+        if path.startswith(("/v1/", "/_emulator/scenarios")):
+            await self.shared.refresh()
+        await self.app(scope, receive, send)
 
 
 class _Edge:

@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 import ptc_emulator
 from ptc_emulator.api.settings import API_KEY_ENV, Settings, default_data_dir, resend_problem
 from ptc_emulator.emulator.model import ScenarioError
+from ptc_emulator.emulator.storage import StoreUnavailable
 from ptc_emulator.sandbox import Limits
 
 __all__ = ["bind", "main", "parse"]
@@ -45,7 +46,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--no-bundled-fixtures", action="store_true", help="do not load the demos (the default)")
     serve.add_argument(
-        "--store", choices=("sqlite", "memory"), default="sqlite", help="memory: nothing is written to disk"
+        "--store",
+        type=_store_kind,
+        default=os.environ.get(STORE_ENV) or "sqlite",
+        metavar="{sqlite,memory,postgresql://...}",
+        help=f"memory: nothing is written to disk; a postgresql:// URL: shared by replicas (or {STORE_ENV})",
+    )
+    serve.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=_SETTINGS.lease_s,
+        help="with a postgresql store: a dead replica's running turns are taken over after this long",
     )
     serve.add_argument("--data-dir", type=Path, default=default_data_dir(), help="where SQLite and the secret live")
     serve.add_argument(
@@ -99,6 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _record_arguments(serve)
     _mcp_arguments(serve)
+    _model_upstream_arguments(serve)
     return parser
 
 
@@ -152,6 +164,50 @@ def _record_arguments(serve: argparse.ArgumentParser) -> None:
     )
 
 
+def _model_upstream_arguments(serve: argparse.ArgumentParser) -> None:
+    """A model upstream (docs/any-model.md)."""
+    group = serve.add_argument_group("model upstream")
+    group.add_argument(
+        "--model-upstream",
+        default=None,
+        metavar="URL",
+        help="an OpenAI-compatible base URL whose model answers what no scenario matches (writes the programs)",
+    )
+    group.add_argument(
+        "--model-upstream-api-key-env", default=None, metavar="NAME", help="send the model upstream the key in NAME"
+    )
+    group.add_argument("--model-upstream-model", default=None, metavar="NAME", help="the model id sent upstream")
+    group.add_argument(
+        "--model-upstream-api", choices=("chat", "responses"), default="chat", help="the upstream's protocol"
+    )
+    group.add_argument(
+        "--model-upstream-timeout", type=float, default=120.0, metavar="SECONDS", help="one upstream request"
+    )
+    group.add_argument(
+        "--model-upstream-retries", type=int, default=2, help="further attempts after a failure or a 429/5xx"
+    )
+
+
+STORE_ENV = "PTC_EMULATOR_STORE"
+
+
+def _store_kind(value: str) -> str:
+    if value in ("sqlite", "memory") or value.startswith(("postgresql://", "postgres://")):
+        return value
+    raise argparse.ArgumentTypeError(f"{value!r}: 'sqlite', 'memory' or a postgresql:// URL")
+
+
+def _shown_store(store: str) -> str:
+    """The store as the startup line shows it: a URL without its password."""
+    if "://" not in store:
+        return store
+    scheme, rest = store.split("://", 1)
+    where = rest.rsplit("@", 1)
+    if len(where) == 2 and ":" in where[0]:
+        rest = f"{where[0].split(':', 1)[0]}:***@{where[1]}"
+    return f"{scheme}://{rest}"
+
+
 def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
     args = _parser().parse_args(argv)
     settings = Settings(
@@ -160,6 +216,7 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
         fixtures=tuple(args.fixtures),
         bundled_fixtures=args.demo and not args.no_bundled_fixtures,
         store=args.store,
+        lease_s=args.lease_seconds,
         data_dir=args.data_dir,
         secret=args.secret or _read(args.secret_file, "--secret-file"),
         api_key=args.api_key or _read(args.api_key_file, "--api-key-file") or os.environ.get(API_KEY_ENV) or None,
@@ -188,6 +245,12 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
         mcp_max_answer_bytes=args.mcp_max_answer_bytes,
         mcp_memo_bytes=args.mcp_memo_bytes,
         record_mode=args.record_mode,
+        model_upstream=args.model_upstream,
+        model_upstream_api_key_env=args.model_upstream_api_key_env,
+        model_upstream_model=args.model_upstream_model,
+        model_upstream_api=args.model_upstream_api,
+        model_upstream_timeout_s=args.model_upstream_timeout,
+        model_upstream_retries=args.model_upstream_retries,
     )
     return settings, args.log_level
 
@@ -235,23 +298,47 @@ def main(argv: list[str] | None = None) -> None:
         _fail(f"--upstream {settings.upstream}: not an http:// or https:// base URL", 2)
     if settings.upstream is not None and settings.record_dir is None:
         _fail("--upstream needs --record DIR: where the recorded conversations go", 2)
-    if settings.record_dir is not None and settings.upstream is None and settings.record_mode != "none":
-        _fail(f"--record-mode {settings.record_mode} needs --upstream URL (replay alone: --record-mode none)", 2)
+    recorder = settings.upstream is None and settings.model_upstream is None
+    if settings.record_dir is not None and recorder and settings.record_mode != "none":
+        _fail(
+            f"--record-mode {settings.record_mode} needs --upstream URL or --model-upstream URL "
+            "(replay alone: --record-mode none)",
+            2,
+        )
+    if settings.model_upstream is not None and not settings.model_upstream.startswith(("http://", "https://")):
+        _fail(f"--model-upstream {settings.model_upstream}: not an http:// or https:// base URL", 2)
+    key_env = settings.model_upstream_api_key_env
+    if key_env is not None and not os.environ.get(key_env):
+        _fail(f"--model-upstream-api-key-env {key_env}: the variable is not set", 2)
+    if key_env is not None and settings.api_key is None and not settings.allow_unguarded_upstream_key:
+        _fail(
+            f"--model-upstream-api-key-env {key_env}: a server that holds an upstream key must require a key of "
+            "its own, or any local process could spend it: set PTC_EMULATOR_API_KEY (or --api-key), or accept "
+            "that risk with --allow-unguarded-upstream-key",
+            2,
+        )
     if settings.bundled_fixtures and settings.record_dir is not None:
         _fail("--demo cannot go with --record: the demos would answer in the upstream's or the recordings' place", 2)
     if settings.record_dir is not None and settings.record_mode == "none" and not settings.record_dir.is_dir():
         _fail(f"--record {settings.record_dir}: no such directory (nothing recorded to replay)", 2)
+    if "://" in settings.store and not (settings.secret or os.environ.get("PTC_EMULATOR_SECRET")):
+        _fail("--store postgresql://... needs --secret (or PTC_EMULATOR_SECRET): every replica must sign with one", 2)
     try:
         app = create_app(settings)
     except (ScenarioError, UpstreamSettingsError) as e:
         _fail(str(e), 2)
+    except StoreUnavailable as e:
+        _fail(f"--store {_shown_store(settings.store)}: {e}", 1)
     try:
         sock = bind(settings.host, settings.port)
     except OSError as e:
         _fail(f"cannot listen on {settings.host}:{settings.port}: {e.strerror or e}", 1)
     where = f"data dir {settings.data_dir}" if settings.store == "sqlite" else "nothing written to disk"
+    if "://" in settings.store:
+        where = "a database replicas share"
     print(
-        f"ptc-emulator: serving on http://{settings.host}:{sock.getsockname()[1]}/v1 (store={settings.store}, {where})",
+        f"ptc-emulator: serving on http://{settings.host}:{sock.getsockname()[1]}/v1 "
+        f"(store={_shown_store(settings.store)}, {where})",
         file=sys.stderr,
         flush=True,
     )

@@ -135,6 +135,7 @@ class Recorder:
             figures.programs_run = trace.programs_run
             figures.kept_out_bytes = trace.kept_out_bytes
             figures.kept_out_tokens = trace.kept_out_tokens
+            figures.upstream_input_tokens, figures.upstream_output_tokens = trace.upstream_tokens
             self.entry.hosted_calls = list(trace.hosted_calls)
             calls = [*trace.calls, *((c["kind"], c["route"]) for c in trace.hosted_calls if _counts(c))]
             for kind, route in calls:

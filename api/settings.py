@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from ptc_emulator.emulator.model import UpstreamConfig
 from ptc_emulator.emulator.tools.egress import McpPolicy
 from ptc_emulator.names import API_KEY_ENV
 from ptc_emulator.sandbox import Limits
@@ -47,7 +48,11 @@ class Settings:
     """Load the bundled demo scenarios (`fixtures/`: `--demo`, `make run`). Off unless asked, and
     never while recording or replaying (`record_dir`): a demo answering a question that nothing
     recorded would be a 200 where the test should fail."""
-    store: Literal["sqlite", "memory"] = "sqlite"
+    store: str = "sqlite"
+    """`sqlite`, `memory`, or a `postgresql://` URL: a database several replicas share."""
+    lease_s: float = 30.0
+    """With a shared store: how long a replica's claim on a running Agents API turn lasts unless
+    renewed (every third of it); another replica takes the turn over once it expired."""
     data_dir: Path = field(default_factory=default_data_dir)
     secret: str | None = None
     """HMAC secret for fingerprints; else PTC_EMULATOR_SECRET; else `<data_dir>/secret`."""
@@ -78,6 +83,18 @@ class Settings:
     """Where recorded conversations are written as scenario files (and read back from)."""
     record_mode: Literal["new", "all", "none"] = "new"
     """new: record what no recording matches; all: re-record everything; none: never record."""
+    model_upstream: str | None = None
+    """A model upstream (docs/any-model.md): an OpenAI-compatible base URL whose model writes the
+    programs and messages of the requests no scenario matches."""
+    model_upstream_api_key_env: str | None = None
+    """The environment variable holding the model upstream's key (sent as a bearer token)."""
+    model_upstream_model: str | None = None
+    """The model id sent to the model upstream; None: each request's `model`."""
+    model_upstream_api: Literal["chat", "responses"] = "chat"
+    model_upstream_timeout_s: float = 120.0
+    """One request to the model upstream, whole."""
+    model_upstream_retries: int = 2
+    """Further attempts after a connection failure, a timeout, a 429 or a 5xx of the model upstream."""
     keepalive_s: float = 10.0
     """Seconds between SSE keep-alive comments while a streamed response waits on a program."""
     websocket_lifetime_s: float = 3600.0
@@ -104,6 +121,20 @@ class Settings:
             connect_timeout_s=self.mcp_connect_timeout_s,
             timeout_s=self.mcp_timeout_s,
             max_answer_bytes=self.mcp_max_answer_bytes,
+        )
+
+    def model_upstream_config(self) -> UpstreamConfig | None:
+        """The model upstream's settings (its key read from its variable now), or None."""
+        if self.model_upstream is None:
+            return None
+        key_env = self.model_upstream_api_key_env
+        return UpstreamConfig(
+            url=self.model_upstream,
+            model=self.model_upstream_model,
+            api=self.model_upstream_api,
+            api_key=os.environ.get(key_env) if key_env else None,
+            timeout_s=self.model_upstream_timeout_s,
+            retries=self.model_upstream_retries,
         )
 
     @property

@@ -47,6 +47,7 @@ LONGEST = (
     "api/test_bad_input.py",
     "recording/test_record_replay.py",
     "conversations/test_restart.py",
+    "anymodel/test_restart.py",
     "plugin/test_docs.py",
     "inspector/test_plugin.py",
 )

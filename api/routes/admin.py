@@ -9,6 +9,7 @@ that caller's scenarios and journal entries, so tests running in parallel never 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 import uuid
@@ -24,7 +25,7 @@ from ptc_emulator.emulator.journal import evaluation, grouping
 from ptc_emulator.emulator.model import HostedScript, ScenarioError, ScenarioRegistry, clear_caches, load_scenario
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.rules import contract
-from ptc_emulator.emulator.storage import Store, StoredScenario
+from ptc_emulator.emulator.storage import Store, StoredScenario, ping
 from ptc_emulator.emulator.wire import replayed
 from ptc_emulator.emulator.wire.request import check_json
 from ptc_emulator.sandbox import clear_program_keys
@@ -38,7 +39,11 @@ log = logging.getLogger("ptc_emulator")
 def load_added(store: Store, registry: ScenarioRegistry) -> ScenarioRegistry:
     """`registry` with the scenarios added at run time before (those the store kept), as they
     were added: after the scenario files, so they replace the files' scenarios of their names."""
-    for kept in store.scenarios.list():
+    return _add_kept(store.scenarios.list(), registry)
+
+
+def _add_kept(stored: list[StoredScenario], registry: ScenarioRegistry) -> ScenarioRegistry:
+    for kept in stored:
         try:
             scenario = load_scenario(kept.document, default_name=kept.name)
         except ScenarioError as e:  # kept by an older emulator, perhaps: the others still load
@@ -50,17 +55,45 @@ def load_added(store: Store, registry: ScenarioRegistry) -> ScenarioRegistry:
     return registry
 
 
+class SharedScenarios:
+    """With a store replicas share: the scenarios the other replicas added or removed through
+    their admin API, applied to this replica's registry before it answers (`refresh`). The
+    store's rows are the truth; `seen` is what this registry last took from them."""
+
+    def __init__(self, store: Store, registry: ScenarioRegistry) -> None:
+        self.store = store
+        self.registry = registry
+        self.seen = store.scenarios.list()
+        self._lock = asyncio.Lock()
+
+    async def refresh(self) -> None:
+        kept = await asyncio.to_thread(self.store.scenarios.list)
+        async with self._lock:  # the registry is changed on the event loop's thread only
+            if kept == self.seen:
+                return
+            keys = {(k.scope, k.name) for k in kept}
+            for gone in self.seen:
+                if (gone.scope, gone.name) not in keys:
+                    self.registry.remove(gone.name, gone.scope)
+            new = [k for k in kept if k not in self.seen]
+            self.seen = kept
+            _add_kept(new, self.registry)
+
+
 def _scope(request: Request) -> str | None:
     return request.headers.get(SCOPE_HEADER) or request.query_params.get("scope") or None
 
 
-@router.get("/health")
-async def health(request: Request) -> dict[str, Any]:
+@router.get("/health", response_model=None)
+async def health(request: Request) -> dict[str, Any] | JSONResponse:
     state = request.app.state.emulator
     pool = state.pool
+    if not await asyncio.to_thread(ping, state.store):  # a shared database that does not answer
+        return JSONResponse({"status": "unavailable", "store": state.store.kind, "database": "unreachable"}, 503)
     return {
         "status": "ok",
-        "store": state.settings.store,
+        "store": state.store.kind,
+        **({"database": "ok"} if state.store.kind == "postgresql" else {}),
         "stored_responses": state.store.responses.count(),
         "workers": pool.pids if pool else [],
         "sandbox_runs": pool.runs if pool else 0,
@@ -197,3 +230,4 @@ def _free_caches(state: Any) -> None:
         engine.folds.clear()
         engine.prompt_cache.clear()
         engine.history.validated.clear()
+        engine.compactor.clear()

@@ -45,7 +45,9 @@ _TERMINAL = ("agent.session.idle", "agent.session.failed")
 
 def open_harness(state: Any) -> Harness:
     """The harness for an app's state (its engine, and its store's sessions), resumed."""
-    harness = Harness(state.engine, state.store.sessions)
+    store = state.store
+    leases = store.leases if store.shared else None  # replicas share it: turns run under leases
+    harness = Harness(state.engine, store.sessions, leases=leases, lease_s=state.settings.lease_s, events=store.events)
     harness.start()
     return harness
 

@@ -25,7 +25,7 @@ from ptc_emulator.api.context import (
 from ptc_emulator.api.disconnect import unless_disconnected
 from ptc_emulator.api.routes.streaming import stream_create, stream_stored
 from ptc_emulator.emulator.wire import replayed
-from ptc_emulator.emulator.wire.request import CountTokensRequest, CreateRequest
+from ptc_emulator.emulator.wire.request import CompactRequest, CountTokensRequest, CreateRequest
 
 __all__ = [
     "CONTRACT_HEADER",
@@ -99,6 +99,11 @@ async def create_response(body: CreateRequest, request: Request) -> Response:
 @router.post("/responses/input_tokens")
 async def count_input_tokens(body: CountTokensRequest, request: Request) -> dict[str, Any]:
     return engine_of(request).count_tokens(body, scope=scope_of(request.headers, None))
+
+
+@router.post("/responses/compact")
+async def compact_response(body: CompactRequest, request: Request) -> dict[str, Any]:
+    return engine_of(request).compact(body, scope=scope_of(request.headers, None))
 
 
 @router.get("/responses/{response_id}")

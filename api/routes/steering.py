@@ -9,6 +9,7 @@ defined by what state the target response is in when the steer is read:
     --------------------------------------------  --------------------------------------------------
     not created on this socket                    response.steer.failed   response_not_found
     invalid steer (see below)                     response.steer.failed   invalid_input
+    bound to a conversation, or compacting        response.steer.failed   steering_not_supported
     more than MAX_PENDING steers already queued   response.steer.failed   too_many_pending_steers
     still playing (e.g. a long program)           response.steer.accepted; when it finishes:
         finished waiting on client tool calls       response.steer.pending (after response.completed)
@@ -49,7 +50,7 @@ from ptc_emulator.emulator.tools.kinds import KINDS
 from ptc_emulator.emulator.wire.events import Sequencer
 from ptc_emulator.emulator.wire.items import InputItem, Message
 
-__all__ = ["MAX_PENDING", "Steer", "Steering", "Target", "required_input"]
+__all__ = ["MAX_PENDING", "Steer", "Steering", "Target", "required_input", "unsteerable"]
 
 MAX_PENDING = 8
 
@@ -74,6 +75,8 @@ class Target:
     """The finished response; None while it plays."""
     continued: bool = False
     """A later create on this socket continued it (named it as previous_response_id)."""
+    unsteerable: str | None = None
+    """Why the response takes no steering at all, if it does not (see `unsteerable`)."""
 
 
 @dataclass
@@ -123,6 +126,8 @@ class Steering:
         if target is None:
             message = f"Response '{reference}' is not available on this connection."
             return [self._failed("response_not_found", message, reference, steer_input, None)]
+        if target.unsteerable is not None:
+            return [self._failed("steering_not_supported", target.unsteerable, reference, steer_input, stream_id)]
         queue = self.queues.setdefault(target.id, [])
         if len(queue) >= MAX_PENDING:
             message = f"Response '{target.id}' already has {MAX_PENDING} steers pending."
@@ -208,6 +213,16 @@ class Steering:
             "steer": steer,
         }
         return self._event(event, stream_id)
+
+
+def unsteerable(response_id: str, conversation: object, context_management: list[Any] | None) -> str | None:
+    """The SDK's rule: "Responses bound to a conversation or using automatic compaction do not
+    support steering." The message says which, for the response the create made."""
+    if conversation is not None:
+        return f"Response '{response_id}' is bound to a conversation; such responses do not support steering."
+    if any(isinstance(e, dict) and e.get("type") == "compaction" for e in context_management or []):
+        return f"Response '{response_id}' uses automatic compaction; such responses do not support steering."
+    return None
 
 
 def _refusal(target: Target, final: dict[str, Any]) -> tuple[str, str] | None:

@@ -49,7 +49,7 @@ from starlette.websockets import WebSocketDisconnect
 from ptc_emulator.api.context import scope_of
 from ptc_emulator.api.errors import SERVER_ERROR_MESSAGE, validation_error
 from ptc_emulator.api.recorder import Recorder
-from ptc_emulator.api.routes.steering import Steer, Steering, Target
+from ptc_emulator.api.routes.steering import Steer, Steering, Target, unsteerable
 from ptc_emulator.api.routes.streaming import Play
 from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, StatusError
@@ -313,7 +313,11 @@ class Session:
             self.lane_of[prepared.response_id] = stream_id
         if request.previous_response_id in self.targets:
             self.targets[request.previous_response_id].continued = True
-        target = Target(prepared.response_id, stream_id)
+        target = Target(
+            prepared.response_id,
+            stream_id,
+            unsteerable=unsteerable(prepared.response_id, request.conversation, request.context_management),
+        )
         final: dict[str, Any] | None
         if request.generate is False:
             final = await self.engine.complete(prepared)

@@ -1,10 +1,6 @@
 """The agent harness: runs Agents API sessions on the Responses engine, events out.
 
-<<<<<<< HEAD
 A session is one document in the store's sessions part (`storage.Records`): the public `AgentSession`
-=======
-A session is one document in the records store (see `records.py`): the public `Session`
->>>>>>> small-house
 fields, its turns and items as the Agents API shows them, and a *transcript*, the same
 conversation as Responses API items. Each model step is one `store: false` Responses request
 built from the transcript and played by the engine, so the scripted model (inline ```js blocks,
@@ -20,7 +16,9 @@ program gets the engine's "not enabled" answer.
 Durability: every change is written before its events are published, and before a 202; a tool
 result is applied once (a second identical delivery is a no-op). A session whose turn was
 running when the server stopped resumes on start: replaying the transcript gives the same
-program state, because program runs are deterministic.
+program state, because program runs are deterministic. With a store replicas share, a turn is
+run under the session's lease instead, and taken over by another replica if its own dies
+(`ownership.py`).
 """
 
 from __future__ import annotations
@@ -33,7 +31,10 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from ptc_emulator.emulator.agents.events import Fanout, Subscription
 from ptc_emulator.emulator.agents.keys import IdempotencyKeys
+from ptc_emulator.emulator.agents.mcp import McpApprovalResult
+from ptc_emulator.emulator.agents.ownership import Ownership
 from ptc_emulator.emulator.agents.session import AgentSession, Doc, Event, input_messages, zero_usage
 from ptc_emulator.emulator.agents.wire import (
     AgentCreate,
@@ -48,12 +49,12 @@ from ptc_emulator.emulator.agents.wire import (
     check_agent,
     check_tools,
     persisted_tools,
-    ptc_enabled,
     session_agent,
+    session_tools,
 )
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, NotFound
 from ptc_emulator.emulator.responses.engine import Engine
-from ptc_emulator.emulator.storage import Records
+from ptc_emulator.emulator.storage import EventLog, Leases, Records
 from ptc_emulator.emulator.wire.request import CreateRequest
 
 __all__ = ["Harness", "Subscription"]
@@ -72,33 +73,20 @@ def session_not_found(session_id: str) -> NotFound:
     return NotFound(f"No session found with id '{session_id}'.", param="session_id")
 
 
-class Subscription:
-    """A live view of one session's events: the current state first, then what happens next."""
-
-    def __init__(self, harness: Harness, session_id: str, snapshot: Event | None) -> None:
-        self.harness = harness
-        self.session_id = session_id
-        self.queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        if snapshot is not None:
-            self.queue.put_nowait(snapshot)
-
-    async def get(self, timeout: float) -> Event | None:
-        """The next event; None when the session is gone or the server stops. TimeoutError when
-        nothing happened for `timeout` seconds."""
-        return await asyncio.wait_for(self.queue.get(), timeout)
-
-    def close(self) -> None:
-        subscribers = self.harness._subscribers.get(self.session_id)
-        if subscribers is not None:
-            subscribers.discard(self)
-            if not subscribers:
-                del self.harness._subscribers[self.session_id]
-
-
 class Harness:
-    def __init__(self, engine: Engine, records: Records) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        records: Records,
+        *,
+        leases: Leases | None = None,
+        lease_s: float = 30.0,
+        events: EventLog | None = None,
+    ) -> None:
         self.engine = engine
         self.records = records
+        self.ownership = Ownership(leases, lease_s) if leases is not None else None
+        self._driving: set[str] = set()
         self.ids: Callable[[str], str] = engine.ids
         self.clock = engine.clock
         self._sessions: dict[str, AgentSession] = {}
@@ -106,7 +94,8 @@ class Harness:
         """A lock per session while someone holds or awaits it, with how many do: dropped when
         the last one leaves, so a request naming an unknown id leaves nothing behind."""
         self.keys = IdempotencyKeys(records, self.now)
-        self._subscribers: dict[str, set[Subscription]] = {}
+        self.fanout = Fanout(events)
+        self._subscribers = self.fanout.subscribers
         self._tasks: set[asyncio.Task[None]] = set()
 
     def now(self) -> int:
@@ -115,20 +104,33 @@ class Harness:
     # ---- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Resume the turns that were running when the server last stopped."""
+        """Resume the turns that were running when the server last stopped (shared: watch for the
+        turns no replica holds)."""
+        self.fanout.start()
+        if self.ownership is not None:
+            task = asyncio.ensure_future(self.ownership.watch(self._running, self._take))
+            self._tasks.add(task)
+            return
         for doc in self.records.all(SESSION):
             session = AgentSession(doc, self.ids, self.clock)
             if session.status == "in_progress" and doc["turn_id"] is not None:
                 self._sessions[session.id] = session
                 self._schedule(session.id)
 
+    def _running(self) -> list[str]:
+        docs = self.records.all(SESSION)
+        return [d["session"]["id"] for d in docs if d["session"]["status"] == "in_progress" and d["turn_id"]]
+
+    def _take(self, session_id: str) -> None:
+        if session_id not in self._driving:
+            log.info("agent session %s: its turn is taken over (no replica held it)", session_id)
+            self._schedule(session_id)
+
     async def aclose(self) -> None:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        for subscribers in self._subscribers.values():
-            for sub in subscribers:
-                sub.queue.put_nowait(None)
+        self.fanout.end_all()
 
     # ---- agents -----------------------------------------------------------------------------
 
@@ -237,8 +239,10 @@ class Harness:
             "output_index": 0,
         }
         sid = session["id"]
-        made = self._sessions[sid] = AgentSession(doc, self.ids, self.clock)
-        subscription = self._subscribe(sid, None) if subscribe else None
+        made = AgentSession(doc, self.ids, self.clock)
+        if self.ownership is None:  # shared: every read is of the store
+            self._sessions[sid] = made
+        subscription = self.fanout.subscribe(sid, None) if subscribe else None
         events = [made.event("agent.session.created", session=made.object())]
         made.begin_turn(messages, events)
         self._save(made)
@@ -250,13 +254,15 @@ class Harness:
         """The session, if it is visible in `scope`: a session made in a scope is seen only in that
         scope (its events, items, turns and pending calls with it); one made with no scope is seen
         in every scope. Otherwise, as for an id that does not exist, a 404."""
-        session = self._sessions.get(session_id)
+        session = self._sessions.get(session_id) if self.ownership is None else None  # shared: as stored
         if session is None:
             doc = self.records.get(SESSION, session_id)
             if doc is None:
                 raise session_not_found(session_id)
             self.keys.migrate(session_id, doc)
-            session = self._sessions[session_id] = AgentSession(doc, self.ids, self.clock)
+            session = AgentSession(doc, self.ids, self.clock)
+            if self.ownership is None:
+                self._sessions[session_id] = session
         if (scope is None or isinstance(scope, str)) and not _visible(session.doc, scope):
             raise session_not_found(session_id)
         return session
@@ -320,8 +326,7 @@ class Harness:
             self.load(session_id, scope)
             self.records.delete(SESSION, session_id)
             self._sessions.pop(session_id, None)
-        for sub in self._subscribers.pop(session_id, set()):
-            sub.queue.put_nowait(None)
+        self.fanout.end(session_id)
         return {"id": session_id, "deleted": True, "object": "agent.session.deleted"}
 
     def items(self, session_id: str, turn_id: str | None = None, *, scope: str | None) -> list[dict[str, Any]]:
@@ -373,6 +378,8 @@ class Harness:
                 elif isinstance(event, CancelInput):
                     session.cancel(events)
                     resume = False
+                elif isinstance(event, McpApprovalResult):
+                    resume = session.apply_approval(event, events) or resume
             if idempotency_key is not None:
                 self.keys.remember(session_id, idempotency_key, digest)
             doc["session"]["last_active_at"] = self.now()
@@ -386,7 +393,9 @@ class Harness:
     def _schedule(self, session_id: str) -> None:
         task = asyncio.ensure_future(self._drive(session_id))
         self._tasks.add(task)
+        self._driving.add(session_id)
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda _: self._driving.discard(session_id))
 
     async def _drive(self, session_id: str) -> None:
         async with self._lock(session_id):
@@ -424,20 +433,7 @@ class Harness:
 
     async def _play(self, doc: Doc) -> dict[str, Any]:
         agent = doc["session"]["agent"]
-        ptc = ptc_enabled(agent["tools"])
-        tools: list[dict[str, Any]] = []
-        for tool in agent["tools"]:
-            if tool["type"] == "function":
-                entry = {k: tool[k] for k in ("type", "name", "description", "parameters")}
-                if tool.get("defer_loading"):
-                    entry["defer_loading"] = True
-                if ptc:
-                    entry["allowed_callers"] = ["direct", "programmatic"]
-                tools.append(entry)
-            elif tool["type"] == "tool_search":
-                tools.append({"type": "tool_search"})
-        if ptc:
-            tools.append({"type": "programmatic_tool_calling"})
+        tools = session_tools(agent["tools"])
         body: dict[str, Any] = {
             "model": agent["model"],
             "store": False,
@@ -455,19 +451,13 @@ class Harness:
 
     def subscribe(self, session_id: str, *, scope: str | None) -> Subscription:
         """A subscription whose first event is the session's current state."""
+        position = self.fanout.position(session_id)
         session = self.load(session_id, scope)
         snapshot = session.event(f"agent.session.{session.status}", session=session.object())
-        return self._subscribe(session_id, snapshot)
-
-    def _subscribe(self, session_id: str, snapshot: Event | None) -> Subscription:
-        subscription = Subscription(self, session_id, snapshot)
-        self._subscribers.setdefault(session_id, set()).add(subscription)
-        return subscription
+        return self.fanout.subscribe(session_id, snapshot, position)
 
     def _publish(self, session_id: str, events: list[Event]) -> None:
-        for sub in self._subscribers.get(session_id, set()):
-            for event in events:
-                sub.queue.put_nowait(event)
+        self.fanout.publish(session_id, list(events))
 
     # ---- helpers ------------------------------------------------------------------------------
 
@@ -479,7 +469,11 @@ class Harness:
         self._locks[session_id] = (lock, users + 1)
         try:
             async with lock:
-                yield
+                if self.ownership is None:
+                    yield
+                else:
+                    async with self.ownership.hold(session_id):
+                        yield
         finally:
             _, users = self._locks[session_id]
             if users == 1:

@@ -16,6 +16,9 @@ How Responses items become agent session items:
     function_call (any caller)  function_call, arguments as an object; a pending required_action
     function_call_output        function_call_output (status completed or failed, output or error)
     reasoning                   reasoning
+    mcp_approval_request        a pending required_action `mcp_approval_request` (see `mcp.py`);
+                                its answer goes in as `mcp_approval_response`
+    mcp_call (a direct one)     mcp_call, arguments as an object
     message                     message (assistant, phase final_answer), streamed as text deltas
 
 Agent items have no program or caller types, so a program is the `exec` tool's command
@@ -29,11 +32,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ptc_emulator.emulator.agents.mcp import approval_action, approval_response, mcp_call_item
 from ptc_emulator.emulator.agents.wire import (
     ApprovalResult,
     CancelInput,
     EventsBody,
     InputMessage,
+    McpApprovalResult,
     MessageInput,
     ToolResult,
     message_text_parts,
@@ -117,13 +122,23 @@ class AgentSession:
             agent["tools"] = [t for t in agent["tools"] if t.get("type") != "tool_search"]
         return shown
 
-    def validate(self, body: EventsBody) -> list[ToolResult | MessageInput | CancelInput]:
+    def validate(self, body: EventsBody) -> list[ToolResult | MessageInput | CancelInput | McpApprovalResult]:
         """Every event checked before any is applied; duplicates of applied results dropped."""
         session = self.doc["session"]
-        todo: list[ToolResult | MessageInput | CancelInput] = []
+        todo: list[ToolResult | MessageInput | CancelInput | McpApprovalResult] = []
         answered_here: dict[str, dict[str, Any]] = {}
         busy = session["status"] != "idle"
         for n, event in enumerate(body.events):
+            if isinstance(event, McpApprovalResult):
+                request = self.doc.get("approvals", {}).get(event.request_id)
+                if request is None or request["state"] != "pending" or request["turn_id"] != self.doc["turn_id"]:
+                    raise InvalidRequest(
+                        f"Unknown pending approval request: {event.request_id}", param=f"events[{n}].request_id"
+                    )
+                if any(isinstance(e, McpApprovalResult) and e.request_id == event.request_id for e in todo):
+                    continue  # the same request answered twice in one body: the first answer holds
+                todo.append(event)
+                continue
             if isinstance(event, ApprovalResult):
                 raise InvalidRequest(
                     f"Unknown pending approval request: {event.request_id}", param=f"events[{n}].request_id"
@@ -203,7 +218,23 @@ class AgentSession:
             transcript_item["status"] = "incomplete"  # the engine's mark of a failed call: the promise rejects
         self.doc["transcript"].append(transcript_item)
         session = self.doc["session"]
-        session["required_actions"] = [a for a in session["required_actions"] if a["call_id"] != event.call_id]
+        session["required_actions"] = [a for a in session["required_actions"] if a.get("call_id") != event.call_id]
+        return self._answered(events)
+
+    def apply_approval(self, event: McpApprovalResult, events: list[Event]) -> bool:
+        """Record the answer to an MCP approval request; True when nothing else is pending."""
+        request = self.doc["approvals"][event.request_id]
+        request["state"] = event.response.decision
+        self.doc["transcript"].append(approval_response(request, event.response.decision))
+        session = self.doc["session"]
+        session["required_actions"] = [
+            a for a in session["required_actions"] if a.get("request_id") != event.request_id
+        ]
+        return self._answered(events)
+
+    def _answered(self, events: list[Event]) -> bool:
+        """After an answer: still waiting (True when not), with the events that say which."""
+        session = self.doc["session"]
         if session["required_actions"]:
             events.append(self.event("agent.session.requires_action", session=self.object()))
             return False
@@ -326,6 +357,16 @@ class AgentSession:
                         "arguments": item["arguments"],
                     }
                 )
+            elif kind == "mcp_approval_request":
+                request = {"request_id": out["id"], "turn_id": turn_id, "caller": out.get("caller"), "state": "pending"}
+                self.doc.setdefault("approvals", {})[out["id"]] = request
+                if self.doc["session"].get("review") == "auto_review":  # no manual approval: denied
+                    request["state"] = "deny"
+                    self.doc["transcript"].append(approval_response(request, "auto_review"))
+                else:
+                    pending.append(approval_action(out, turn_id))
+            elif kind == "mcp_call":
+                self._add(mcp_call_item(out), output_index, events, done=True)
             elif kind == "message":
                 self._message(out, output_index, events)
                 finished = True

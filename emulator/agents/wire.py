@@ -1,8 +1,8 @@
 """The Agents API's request bodies and the agent object (beta, `OpenAI-Beta: agents=v1`).
 
 Field lists follow openai 3.51's `types/beta/agent_*_params.py` and `agents/session_*_params.py`.
-What the emulator can honour is accepted; what it cannot (other environments, MCP and web search
-tools, deferred loading, subagents, vaults) is refused with a 400 that says so, never accepted and
+What the emulator can honour is accepted; what it cannot (other environments, web search and
+computer use tools, subagents, vaults) is refused with a 400 that says so, never accepted and
 ignored.
 """
 
@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Discriminator, Field, StringConstraints, Tag, field_validator, model_validator
 
+from ptc_emulator.emulator.agents.mcp import McpApprovalResult, McpToolParam, check_mcp, dump_mcp, responses_tool
 from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.wire.items import OpenJSON, OpenModel, WireModel
 from ptc_emulator.emulator.wire.request import check_json
@@ -24,6 +25,7 @@ __all__ = [
     "FunctionToolParam",
     "InputMessage",
     "InputEvent",
+    "McpApprovalResult",
     "SessionAgent",
     "SessionCreate",
     "SessionUpdate",
@@ -33,6 +35,7 @@ __all__ = [
     "persisted_tools",
     "ptc_enabled",
     "session_agent",
+    "session_tools",
 ]
 
 ToolName = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9_-]{1,128}$")]
@@ -64,13 +67,16 @@ class ToolSearchParam(WireModel):
 
 
 class OtherToolParam(OpenModel):
-    """mcp, web_search, computer_use, automations: refused in `check_tools`."""
+    """web_search, computer_use, automations: refused in `check_tools`."""
 
     type: str
 
 
 def _tool_tag(value: Any) -> str:
     tag = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    if tag == "mcp":  # without a transport it names no server: refused as a tool type (`check_tools`)
+        has_transport = "transport" in value if isinstance(value, dict) else hasattr(value, "transport")
+        return "mcp" if has_transport else "other"
     return tag if tag in ("function", "programmatic_tool_calling", "tool_search") else "other"
 
 
@@ -78,6 +84,7 @@ AgentToolParam: TypeAlias = Annotated[
     Annotated[FunctionToolParam, Tag("function")]
     | Annotated[PTCToolParam, Tag("programmatic_tool_calling")]
     | Annotated[ToolSearchParam, Tag("tool_search")]
+    | Annotated[McpToolParam, Tag("mcp")]
     | Annotated[OtherToolParam, Tag("other")],
     Discriminator(_tool_tag),
 ]
@@ -237,15 +244,15 @@ class CancelInput(WireModel):
 
 
 class ApprovalResult(OpenModel):
-    """MCP and computer-use approval results: no such request is ever pending here."""
+    """Computer-use approval results: no such request is ever pending here."""
 
-    type: Literal[
-        "agent.session.input.mcp_approval_request_result", "agent.session.input.computer_use_approval_request_result"
-    ]
+    type: Literal["agent.session.input.computer_use_approval_request_result"]
     request_id: str
 
 
-InputEvent: TypeAlias = Annotated[ToolResult | MessageInput | CancelInput | ApprovalResult, Field(discriminator="type")]
+InputEvent: TypeAlias = Annotated[
+    ToolResult | MessageInput | CancelInput | McpApprovalResult | ApprovalResult, Field(discriminator="type")
+]
 
 
 class EventsBody(_Checked):
@@ -258,12 +265,26 @@ class EventsBody(_Checked):
 def check_tools(tools: list[AgentToolParam], param: str = "tools") -> None:
     """Refuse what the emulator cannot honour; the rest is a function or the PTC switch."""
     names: set[str] = set()
+    labels: set[str] = set()
     for n, tool in enumerate(tools):
         where = f"{param}[{n}]"
+        if isinstance(tool, McpToolParam):
+            if tool.server_label in labels:
+                label = tool.server_label
+                raise InvalidRequest(f"Duplicate MCP server label: '{label}'.", param=f"{where}.server_label")
+            labels.add(tool.server_label)
+            check_mcp(tool, where)
+        if isinstance(tool, OtherToolParam) and tool.type == "mcp":
+            raise InvalidRequest(
+                'An MCP tool names its server by its transport: add transport {"type": "http", "server_url": '
+                "...} (MCP tools without one are not supported).",
+                param=f"{where}.type",
+                code="unsupported_parameter",
+            )
         if isinstance(tool, OtherToolParam):
             raise InvalidRequest(
-                f"Agent tools of type '{tool.type}' are not supported by the emulator: it runs function tools and "
-                "programmatic tool calling.",
+                f"Agent tools of type '{tool.type}' are not supported by the emulator: it runs function tools, "
+                "MCP servers over HTTP and programmatic tool calling.",
                 param=f"{where}.type",
                 code="unsupported_parameter",
             )
@@ -279,7 +300,9 @@ def check_tools(tools: list[AgentToolParam], param: str = "tools") -> None:
                 )
             if tool.async_:
                 raise InvalidRequest(
-                    "Asynchronous function tools are not supported by the emulator's Agents API.",
+                    'Asynchronous function tools (async: true, "the agent continues without waiting for the '
+                    'function result") are not emulated: a session waits for every function result. Omit async '
+                    "or set it to false.",
                     param=f"{where}.async",
                     code="unsupported_parameter",
                 )
@@ -320,6 +343,8 @@ def dump_tool(tool: AgentToolParam) -> dict[str, Any]:
         return {"type": "programmatic_tool_calling", "enabled": tool.enabled is not False}
     if isinstance(tool, ToolSearchParam):
         return {"type": "tool_search"}
+    if isinstance(tool, McpToolParam):
+        return dump_mcp(tool)
     return tool.model_dump(mode="json")
 
 
@@ -330,6 +355,29 @@ def persisted_tools(tools: list[AgentToolParam] | None) -> list[dict[str, Any]]:
 def ptc_enabled(tools: list[dict[str, Any]]) -> bool:
     """On unless an entry says `enabled: false` (a type-only entry, or none at all, keeps it on)."""
     return not any(t["type"] == "programmatic_tool_calling" and t.get("enabled") is False for t in tools)
+
+
+def session_tools(agent_tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Responses API tools a session step plays for the agent's persisted tools: its
+    functions (callable by programs too, with PTC on), its tool search, its MCP servers, and the
+    PTC tool unless the agent switched it off."""
+    ptc = ptc_enabled(agent_tools)
+    tools: list[dict[str, Any]] = []
+    for tool in agent_tools:
+        if tool["type"] == "function":
+            entry = {k: tool[k] for k in ("type", "name", "description", "parameters")}
+            if tool.get("defer_loading"):
+                entry["defer_loading"] = True
+            if ptc:
+                entry["allowed_callers"] = ["direct", "programmatic"]
+            tools.append(entry)
+        elif tool["type"] == "tool_search":
+            tools.append({"type": "tool_search"})
+        elif tool["type"] == "mcp":
+            tools.append(responses_tool(tool, ptc))
+    if ptc:
+        tools.append({"type": "programmatic_tool_calling"})
+    return tools
 
 
 def _settings(fields: AgentFields, base: dict[str, Any] | None) -> dict[str, Any]:

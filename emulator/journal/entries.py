@@ -1,6 +1,7 @@
 """The request journal: what each client asked and what it got, for tests to assert on.
 
-Kept in memory only (bounded, in the store's journal part), per caller scope, and never written to disk or logs; a
+Kept in memory only (bounded, in the store's journal part), per caller scope, and never written to disk or logs
+(but with a store that replicas share, in its database's unlogged tables: see docs/scale-out.md); a
 `store: false` request appears here because a test author needs to see it, and leaves with the
 process or the next `clear`.
 """
@@ -8,7 +9,7 @@ process or the next `clear`.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from pydantic import BaseModel
@@ -17,7 +18,7 @@ from ptc_emulator.emulator.storage import JournalLog, MemoryJournal
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.emulator.wire.response import redacted
 
-__all__ = ["Figures", "Journal", "JournalEntry", "RawJSON", "RawRequest", "kept_request"]
+__all__ = ["Figures", "Journal", "JournalEntry", "RawJSON", "RawRequest", "dump_entry", "kept_request", "load_entry"]
 
 
 @dataclass
@@ -50,6 +51,9 @@ class Figures:
     "program": 2}}`."""
     latency_ms: float = 0.0
     """From the request's arrival to its journal entry (for a stream: to its last event)."""
+    upstream_input_tokens: int = 0
+    """Tokens a model upstream read for this response's turns, as it counted them (docs/any-model.md)."""
+    upstream_output_tokens: int = 0
 
 
 @dataclass
@@ -161,6 +165,8 @@ class Journal:
 
     def __init__(self, limit: int = 10_000, max_bytes: int = 64 * 2**20, *, log: JournalLog | None = None) -> None:
         self.log: JournalLog = log if log is not None else MemoryJournal(limit, max_bytes)
+        if hasattr(self.log, "codec"):  # a log kept outside the process (a shared database) keeps text
+            self.log.codec = (dump_entry, load_entry)
 
     @property
     def limit(self) -> int:
@@ -188,3 +194,35 @@ class Journal:
 
     def clear(self, scope: str | None = None) -> int:
         return self.log.clear(scope)
+
+
+def dump_entry(entry: JournalEntry) -> str:
+    """An entry as JSON text, for a journal kept outside the process: its bodies as the text they
+    are kept as (a raw request is validated only when read, as in memory)."""
+    data: dict[str, Any] = {f.name: getattr(entry, f.name) for f in fields(entry)}
+    data["figures"] = asdict(entry.figures)
+    for name in ("request", "response"):
+        value = data[name]
+        if isinstance(value, RawRequest):
+            data[name] = {"raw_request": value.decode("utf-8")}
+        elif isinstance(value, RawJSON):
+            data[name] = {"raw": value.decode("utf-8")}
+        else:
+            if isinstance(value, BaseModel):
+                value = value.model_dump(mode="json", by_alias=True, exclude_unset=True)
+            data[name] = {"value": value}
+    return json.dumps(data, separators=(",", ":"))
+
+
+def load_entry(text: str) -> JournalEntry:
+    data = json.loads(text)
+    data["figures"] = Figures(**data["figures"])
+    for name in ("request", "response"):
+        kept = data[name]
+        if "raw_request" in kept:
+            data[name] = RawRequest(kept["raw_request"].encode("utf-8"))
+        elif "raw" in kept:
+            data[name] = RawJSON(kept["raw"].encode("utf-8"))
+        else:
+            data[name] = kept["value"]
+    return JournalEntry(**data)

@@ -55,6 +55,8 @@ class Trace:
     """Calls answered on the server's side (MCP, code interpreter, hosted shell), in order."""
     calls: list[tuple[str, str]] = field(default_factory=list)
     """(kind, route) of each tool call made in this response; route is `direct` or `program`."""
+    upstream_tokens: tuple[int, int] = (0, 0)
+    """(input, output) tokens a model upstream counted for this response's turns, summed."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,9 @@ class Prepared:
     local: ResponseStore | None = None
     """A connection's own store, where its `store: false` responses stay while it is open."""
     memo: ResponseMemo = field(default_factory=ResponseMemo)
+    compacts: bool = False
+    """Its context reached the request's `context_management` compaction threshold: its output
+    starts with a compaction item that stands for the context (`rules/compaction.py`)."""
 
     @property
     def store(self) -> bool:
@@ -159,13 +164,16 @@ class Prepared:
 
     @property
     def context(self) -> list[Item]:
-        """Every item the model sees for this response: the history, then this request's input."""
-        return self.conversation.items
+        """Every item the model sees for this response: the history, then this request's input
+        (after a compaction item, as a hosted model's context holds them: what usage counts)."""
+        conv = self.conversation
+        return conv.visible if conv.visible is not None else conv.items
 
     @property
     def new_items(self) -> list[Item]:
-        """This request's own input items."""
-        return self.conversation.items[self.conversation.new_from :]
+        """This request's own input items (as sent, when a compaction item among them was read back)."""
+        conv = self.conversation
+        return conv.sent if conv.sent is not None else conv.items[conv.new_from :]
 
     def outputs_kept_out(self) -> list[OutputItem]:
         """This request's tool outputs that went to a program rather than to the model."""

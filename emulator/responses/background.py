@@ -1,12 +1,34 @@
-"""Responses created with `background: true`: queued at once, finished by a task of their own."""
+"""Responses created with `background: true`: queued at once, finished by a task of their own.
+
+With a store replicas share (`share`), the replica running a background response holds its
+lease (`storage.Leases`), claimed before the queued response is stored and renewed while the task
+runs: a replica that reads the response still unfinished while nobody holds its lease knows its
+replica died (`orphaned`), and the response failed, as a server that restarts fails the
+background responses it was running. A cancel that reaches another replica is stored there; the
+running replica finds it at its next renewal and stops the task.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-__all__ = ["Background"]
+from ptc_emulator.emulator.storage import Leases
+
+__all__ = ["INTERRUPTED", "Background"]
+
+log = logging.getLogger(__name__)
+
+INTERRUPTED = {
+    "code": "server_error",
+    "message": "The emulator replica running this background response stopped before it finished; create it again.",
+}
 
 
 class Background:
@@ -14,15 +36,59 @@ class Background:
 
     def __init__(self) -> None:
         self._tasks: dict[str, asyncio.Task[dict[str, Any]]] = {}
+        self.leases: Leases | None = None
+        self.lease_s = 30.0
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.cancelled: Callable[[str], bool] = lambda _: False
+        """Shared: whether another replica stored the response as cancelled (asked at each renewal)."""
+
+    def share(self, leases: Leases, lease_s: float, cancelled: Callable[[str], bool]) -> None:
+        """Other replicas share the store: run every background response under its lease, and stop
+        one that another replica was asked to cancel."""
+        self.leases, self.lease_s, self.cancelled = leases, lease_s, cancelled
+
+    def held_elsewhere(self, response_id: str) -> bool:
+        """Shared: another replica runs it."""
+        if self.leases is None or response_id in self._tasks:
+            return False
+        return self.leases.holder(response_id) not in (None, self.owner)
+
+    def claim(self, response_id: str) -> None:
+        """Before the queued response is stored: it is never seen unfinished and unheld."""
+        if self.leases is not None:
+            self.leases.claim(response_id, self.owner, self.lease_s)
+
+    def orphaned(self, response_id: str) -> bool:
+        """Shared: the response's replica is gone (not this one's, and nobody renews its lease)."""
+        if self.leases is None or response_id in self._tasks:
+            return False
+        return self.leases.holder(response_id) is None
 
     def start(self, response_id: str, work: Callable[[], Awaitable[dict[str, Any]]]) -> None:
         async def run() -> dict[str, Any]:
+            beat = asyncio.ensure_future(self._beat(response_id)) if self.leases is not None else None
             try:
                 return await work()
             finally:
                 self._tasks.pop(response_id, None)
+                if beat is not None:
+                    beat.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await beat
+                if self.leases is not None:  # after the finished response was stored
+                    await asyncio.to_thread(self.leases.release, response_id, self.owner)
 
         self._tasks[response_id] = asyncio.ensure_future(run())
+
+    async def _beat(self, response_id: str) -> None:
+        assert self.leases is not None
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            if not await asyncio.to_thread(self.leases.claim, response_id, self.owner, self.lease_s):
+                log.warning("ptc-emulator: the lease of background response %s was lost", response_id)
+            if await asyncio.to_thread(self.cancelled, response_id):
+                self.cancel(response_id)  # cancelled through another replica: stored so already
+                return
 
     def cancel(self, response_id: str) -> bool:
         """Stop the response's task; True if it was still running."""

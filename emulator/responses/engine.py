@@ -22,10 +22,11 @@ from ptc_emulator.emulator.conversations.service import Conversations
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest
 from ptc_emulator.emulator.ids import new_id
 from ptc_emulator.emulator.model import Model, Plan, Prepared, Refused, Runner, ScenarioRegistry, ScriptedModel, Trace
-from ptc_emulator.emulator.responses.background import Background
+from ptc_emulator.emulator.responses.background import INTERRUPTED, Background
 from ptc_emulator.emulator.responses.body import response_body
 from ptc_emulator.emulator.responses.usage import PromptCache, count, definitions_text, prompt_segments, usage
 from ptc_emulator.emulator.rules import checks
+from ptc_emulator.emulator.rules.compaction import Compactor, Expanded, compact_threshold, triggered
 from ptc_emulator.emulator.rules.conversation import Conversation, Folds, analyse
 from ptc_emulator.emulator.rules.history import History, as_input, as_response_item, not_found
 from ptc_emulator.emulator.signing import Signer
@@ -33,7 +34,7 @@ from ptc_emulator.emulator.storage import ResponseStore, StoredResponse
 from ptc_emulator.emulator.tools.kinds import answer_text
 from ptc_emulator.emulator.tools.toolset import Toolset
 from ptc_emulator.emulator.wire.items import Message
-from ptc_emulator.emulator.wire.request import CountTokensRequest, CreateRequest
+from ptc_emulator.emulator.wire.request import CompactRequest, CountTokensRequest, CreateRequest
 from ptc_emulator.emulator.wire.response import ResponseStatus, echo_tools
 from ptc_emulator.sandbox import Limits
 
@@ -53,6 +54,16 @@ def continued(response_id: str) -> InvalidRequest:
         param="previous_response_id",
         code="previous_response_continued",
     )
+
+
+def _with(expanded: Expanded | None, conv: Conversation) -> Conversation:
+    """`conv`, told what a compaction item read back in it changed (`Expanded`)."""
+    if expanded is not None:
+        conv.visible, conv.sent = expanded.visible, expanded.sent
+    return conv
+
+
+UNFINISHED = (ResponseStatus.QUEUED, ResponseStatus.IN_PROGRESS)
 
 
 class Engine:
@@ -102,6 +113,7 @@ class Engine:
         self.prompt_cache = PromptCache()
         self.folds = Folds()
         """`analyse`'s latest passes: a replayed conversation's known items are not read again."""
+        self.compactor = Compactor(signer, ids)
 
     # ---- create -------------------------------------------------------------------------------
 
@@ -143,21 +155,45 @@ class Engine:
             new_items = self.history.input(request, scope)
             if not history and not any(isinstance(i, Message) and i.role == "user" for i in new_items):
                 history = self.history.recovered(new_items, scope)
-            items = [*history, *new_items]
+            trigger = triggered(new_items)
+            items = [*history, *new_items[: -1 if trigger else None]]
+            threshold = compact_threshold(request.context_management)
+            expanded = self.compactor.expand(items, len(history))
             if not generate:
-                conv = Conversation(items, len(history), anchor=-1)
+                read_back = (expanded.items, expanded.new_from) if expanded is not None else (items, len(history))
+                conv = _with(expanded, Conversation(*read_back, anchor=-1))
                 toolset = Toolset.of(request, conv.items)
                 return self._prepared(
                     request, conv, toolset, Trace("generate=false"), scope=scope, local=local, read=(thread, version)
                 )
-            conv = analyse(items, len(history), self.signer, self.folds)
+            if expanded is None:
+                conv = analyse(items, len(history), self.signer, self.folds)
+            else:
+                conv = analyse(expanded.items, expanded.new_from, self.signer, self.folds, expanded.shift)
+                _with(expanded, conv)
+            if trigger:  # the response is the context's compaction item, and nothing plays
+                # (the trigger is not stored: `ResponseItem`, what input_items lists, has no such type)
+                toolset = Toolset.of(request, conv.items, conv.new_from)
+                trace = Trace("compaction_trigger")
+                return self._prepared(
+                    request, conv, toolset, trace, scope=scope, local=local, read=(thread, version), compacts=True
+                )
             if previous and _resumes(conv):  # how many continued the paused response so far
                 target = self.store if request.store is not False else local
                 version = target.successors(previous) if target is not None else None
             toolset = Toolset.of(request, conv.items, conv.new_from)
             plan = self.model.plan(request, conv, toolset, trace, scope=scope)
+            compacts = threshold is not None and self._context_tokens(request, conv) >= threshold
             return self._prepared(
-                request, conv, toolset, trace, scope=scope, local=local, plan=plan, read=(thread, version)
+                request,
+                conv,
+                toolset,
+                trace,
+                scope=scope,
+                local=local,
+                plan=plan,
+                read=(thread, version),
+                compacts=compacts,
             )
         except EmulatorError as e:
             # What the model knew when it refused, once it had chosen what plays (the journal's).
@@ -174,6 +210,7 @@ class Engine:
         local: ResponseStore | None,
         read: tuple[str | None, int | None],
         plan: Plan | None = None,
+        compacts: bool = False,
     ) -> Prepared:
         """The prepared response, with the figures the journal takes from it; `read` is the
         request's conversation, and the version of what it continues (`Prepared.read_version`)."""
@@ -189,6 +226,7 @@ class Engine:
             plan=plan,
             conversation_id=read[0],
             read_version=read[1],
+            compacts=compacts,
         )
         kept = [answer_text(item) for item in prepared.outputs_kept_out()]
         trace.kept_out_tokens = sum(count(text) for text in kept)
@@ -211,6 +249,8 @@ class Engine:
         if delivery is not None and delivery.latency_ms:
             await asyncio.sleep(delivery.latency_ms / 1000)
         output = await self.model.play(prepared, self.runner) if prepared.plan is not None else []
+        if prepared.compacts:  # the context was compacted before the model's turn
+            output = [self.compactor.item(prepared.conversation.items), *output]
         if delivery is not None and delivery.response_incomplete:
             for item in output:
                 if item["type"] == "message":
@@ -266,10 +306,53 @@ class Engine:
             conversation=prepared.conversation_id,
         )
 
+    def _context_tokens(self, request: CreateRequest, conv: Conversation) -> int:
+        """The input tokens of a create's context, as `context_management`'s threshold counts them."""
+        seen = conv.visible if conv.visible is not None else conv.items
+        counted = usage(instructions=request.instructions, tools=echo_tools(request), input_items=seen, output_items=[])
+        return int(counted["input_tokens"])
+
     # ---- the other endpoints --------------------------------------------------------------------
 
+    def compact(self, request: CompactRequest, *, scope: str | None = None) -> dict[str, Any]:
+        """`POST /v1/responses/compact`: the window's user messages, then one compaction item that
+        stands for the whole window (`rules/compaction.py`). Nothing is stored."""
+        previous = request.previous_response_id
+        history = self.history.load(previous) if previous else []
+        items = [*history, *self.history.input(request, scope)]
+        if not items:
+            raise InvalidRequest("Nothing to compact: give 'input' or 'previous_response_id'.", param="input")
+        expanded = self.compactor.expand(items, len(history))
+        window = expanded.items if expanded is not None else items
+        users = [as_response_item(i, self.ids) for i in window if isinstance(i, Message) and i.role == "user"]
+        counted = usage(
+            instructions=request.instructions,
+            tools=[],
+            input_items=expanded.visible if expanded is not None else items,
+            output_items=[],
+        )
+        return {
+            "id": self.ids("resp"),
+            "object": "response.compaction",
+            "created_at": int(self.clock()),
+            "output": [*users, self.compactor.item(window)],
+            "usage": counted,
+        }
+
+    def cancelled(self, response_id: str) -> bool:
+        """Whether the stored response was cancelled (by any replica)."""
+        record = self.store.get(response_id)
+        return record is not None and record.response.get("status") == ResponseStatus.CANCELLED
+
     def retrieve(self, response_id: str) -> dict[str, Any]:
-        return self.history.stored(response_id).response
+        record = self.history.stored(response_id)
+        if record.response.get("status") in UNFINISHED and self.background.orphaned(response_id):
+            failed = {**record.response, "status": ResponseStatus.FAILED, "error": INTERRUPTED}  # its replica died
+            self.store.put(
+                StoredResponse(response_id, failed, record.input_items, record.previous_response_id, record.scope)
+            )
+            return failed
+        return record.response
 
     def delete(self, response_id: str) -> dict[str, Any]:
         self.background.cancel(response_id)
@@ -281,7 +364,9 @@ class Engine:
         record = self.history.stored(response_id)
         if not record.response.get("background"):
             raise InvalidRequest("Only responses created with background=true can be cancelled.")
-        if self.background.cancel(response_id):
+        if self.background.cancel(response_id) or (
+            record.response.get("status") in UNFINISHED and self.background.held_elsewhere(response_id)
+        ):
             response = {**record.response, "status": ResponseStatus.CANCELLED, "usage": None}
             kept = StoredResponse(response_id, response, record.input_items, record.previous_response_id, record.scope)
             self.store.put(kept)
@@ -336,6 +421,7 @@ class Engine:
 
     def _start_background(self, prepared: Prepared) -> dict[str, Any]:
         queued = self.response(prepared, [], status=ResponseStatus.QUEUED)
+        self.background.claim(prepared.response_id)
         self._keep(prepared, queued)
 
         async def work() -> dict[str, Any]:

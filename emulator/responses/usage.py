@@ -9,7 +9,8 @@ is exactly the sum of the tokenizer's counts of these strings. Usage is accounte
 hosted runtime accounts it: what a program does between its start and its end happens outside
 the model's context.
 
-    input   instructions; tool definitions (as compact JSON); each input item the model reads:
+    input   instructions; tool definitions (as compact JSON, those of `additional_tools` items
+            too, where they stand); each input item the model reads:
             message text, a direct function_call's name and arguments, a direct
             function_call_output's output, program code, program_output result, reasoning
             summaries; other tool calls by their name and input, commands or patch operation,
@@ -45,7 +46,15 @@ import tiktoken
 from tiktoken_ext import openai_public
 
 from ptc_emulator.emulator.tools.kinds import ITEMS
-from ptc_emulator.emulator.wire.items import Item, Message, ProgramCaller, ProgramItem, ProgramOutputItem, ReasoningItem
+from ptc_emulator.emulator.wire.items import (
+    AdditionalToolsItem,
+    Item,
+    Message,
+    ProgramCaller,
+    ProgramItem,
+    ProgramOutputItem,
+    ReasoningItem,
+)
 
 __all__ = [
     "CACHE_BLOCK",
@@ -145,6 +154,8 @@ def model_text(item: Item) -> Iterable[str]:
     elif isinstance(item, ReasoningItem):
         for part in item.summary:
             yield part.text
+    elif isinstance(item, AdditionalToolsItem):
+        yield definitions_text(item.tools)
     else:  # a tool kind's item: as its kind reads it
         surface = ITEMS.get(item.type)
         if surface is not None:
@@ -170,6 +181,8 @@ def item_text(item: dict[str, Any]) -> Iterable[str]:
     elif kind == "reasoning":
         for part in item.get("summary", []):
             yield part.get("text", "")
+    elif kind == "additional_tools":
+        yield definitions_text(item.get("tools", []))
     else:  # a tool kind's item: as its kind reads it
         surface = ITEMS.get(kind) if isinstance(kind, str) else None
         if surface is not None:

@@ -18,6 +18,7 @@ from ptc_emulator.emulator.tools.kinds import answer_key, kind_of_call, kind_of_
 from ptc_emulator.emulator.wire.items import (
     CALL_TYPES,
     OUTPUT_TYPES,
+    AdditionalToolsItem,
     CallItem,
     CodeInterpreterCall,
     Item,
@@ -63,6 +64,10 @@ class Conversation:
     """Every program's calls, by the program's call_id: made in one pass, when first asked for."""
     walks: list[tuple[object, Any]] = field(default_factory=list, repr=False, compare=False)
     """(a script, how this conversation walks it), for `model.script`: a request asks more than once."""
+    visible: list[Item] | None = None
+    """With a compaction item read back (`compaction.Expanded`): what a hosted model's context holds."""
+    sent: list[Item] | None = None
+    """With a compaction item in this request's input: the input as sent (what is stored)."""
 
     @property
     def anchor_text(self) -> str:
@@ -87,7 +92,9 @@ class Conversation:
         for i in range(len(self.items) - 1, -1, -1):
             item = self.items[i]
             if (
-                not isinstance(item, (*OUTPUT_TYPES, Message, ToolSearchOutputItem, McpApprovalResponse))
+                not isinstance(
+                    item, (*OUTPUT_TYPES, Message, ToolSearchOutputItem, McpApprovalResponse, AdditionalToolsItem)
+                )
                 or (isinstance(item, Message) and item.role == "assistant")
                 or (isinstance(item, ToolSearchOutputItem) and item.execution != "client")
             ):
@@ -99,13 +106,16 @@ class Conversation:
         return self.items[self.anchor + 1 :]
 
 
-def _param(index: int, new_from: int) -> str:
-    return f"input[{index - new_from}]" if index >= new_from else "previous_response_id"
+def _param(index: int, new_from: int, shift: int = 0) -> str:
+    return f"input[{index - new_from + shift}]" if index >= new_from else "previous_response_id"
 
 
-def analyse(items: list[Item], new_from: int, signer: Signer, folds: Folds | None = None) -> Conversation:
+def analyse(
+    items: list[Item], new_from: int, signer: Signer, folds: Folds | None = None, shift: int = 0
+) -> Conversation:
     """Read the conversation and hold it to the rules (an `InvalidRequest` names the first item
-    that breaks one). `folds`: earlier passes, so that a replayed prefix is not read again."""
+    that breaks one). `folds`: earlier passes, so that a replayed prefix is not read again.
+    `shift`: how many input items a compaction item's window replaced (`compaction.Expanded`)."""
     conv = Conversation(items, new_from, -1)
     by_program: dict[str, list[CallItem]] = {}
     program_at: dict[str, int] = {}
@@ -118,7 +128,7 @@ def analyse(items: list[Item], new_from: int, signer: Signer, folds: Folds | Non
         folds.read += len(items) - start
     for i in range(start, len(items)):
         item = items[i]
-        param = _param(i, new_from)
+        param = _param(i, new_from, shift)
         if isinstance(item, Message):
             if item.role == "user":
                 conv.anchor = i

@@ -25,7 +25,7 @@ from ptc_emulator.emulator.wire.items import (
     dump,
 )
 from ptc_emulator.emulator.wire.pages import page
-from ptc_emulator.emulator.wire.request import CountTokensRequest, CreateRequest
+from ptc_emulator.emulator.wire.request import CompactRequest, CountTokensRequest, CreateRequest
 from ptc_emulator.emulator.wire.response import ResponseStatus
 
 __all__ = ["History", "as_input", "as_response_item", "not_found"]
@@ -50,6 +50,9 @@ def as_input(raw: dict[str, Any]) -> Item:
     return item
 
 
+_LISTED_IDS = {"compaction": "cmp", "additional_tools": "at"}
+
+
 def as_response_item(item: Item, ids: Callable[[str], str]) -> dict[str, Any]:
     """An input item as `input_items.list` returns it: with an id and a status."""
     data = dump(item)
@@ -60,6 +63,8 @@ def as_response_item(item: Item, ids: Callable[[str], str]) -> dict[str, Any]:
             extra: dict[str, Any] = {"annotations": []} if part == "output_text" else {}
             data["content"] = [{"type": part, "text": item.content, **extra}]
         data.setdefault("status", "completed")
+    elif item.type in _LISTED_IDS:  # items of no tool kind that a listing shows with an id
+        data.setdefault("id", ids(_LISTED_IDS[item.type]))
     else:  # a tool kind's item: as its kind lists it
         surface = ITEMS.get(item.type)
         if surface is not None and surface.listed_id is not None:
@@ -151,7 +156,9 @@ class History:
         except ValidationError as e:
             raise InvalidRequest(f"Item '{item_id}' cannot be used as input here.", param=param) from e
 
-    def input(self, request: CreateRequest | CountTokensRequest, scope: str | None = None) -> list[Item]:
+    def input(
+        self, request: CreateRequest | CountTokensRequest | CompactRequest, scope: str | None = None
+    ) -> list[Item]:
         """This request's input items, with item references resolved (in the request's scope)."""
         if request.input is None:
             return []

@@ -9,13 +9,16 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
 from ptc_emulator.emulator.storage.protocol import (
     Conversations,
+    EventLog,
     JournalLog,
+    Leases,
     Records,
     Responses,
     Scenarios,
@@ -27,6 +30,7 @@ from ptc_emulator.emulator.storage.protocol import (
 __all__ = [
     "MemoryConversations",
     "MemoryJournal",
+    "MemoryLeases",
     "MemoryRecords",
     "MemoryResponses",
     "MemoryScenarios",
@@ -288,6 +292,33 @@ class MemoryJournal:
             return before - len(self._entries)
 
 
+class MemoryLeases:
+    """Leases in one process: by the monotonic clock."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, tuple[str, float]] = {}
+        self._lock = threading.Lock()
+
+    def claim(self, key: str, owner: str, seconds: float) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            held = self._held.get(key)
+            if held is not None and held[0] != owner and held[1] > now:
+                return False
+            self._held[key] = (owner, now + seconds)
+            return True
+
+    def release(self, key: str, owner: str) -> None:
+        with self._lock:
+            if self._held.get(key, ("",))[0] == owner:
+                del self._held[key]
+
+    def holder(self, key: str) -> str | None:
+        with self._lock:
+            held = self._held.get(key)
+        return held[0] if held is not None and held[1] > time.monotonic() else None
+
+
 class MemoryStore:
     """Every part in memory."""
 
@@ -299,6 +330,9 @@ class MemoryStore:
         self.sessions: Records = MemoryRecords()
         self.scenarios: Scenarios = MemoryScenarios()
         self.journal: JournalLog = MemoryJournal()
+        self.leases: Leases = MemoryLeases()
+        self.events: EventLog | None = None  # one process: its harness fans events out itself
+        self.shared = False
 
     def close(self) -> None:
         pass

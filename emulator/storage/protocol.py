@@ -13,12 +13,15 @@ bodies, so it lives in the process's memory only, whatever the store (see `Journ
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 __all__ = [
     "Conversations",
+    "EventLog",
     "JournalLog",
+    "Leases",
     "Records",
     "Responses",
     "Scenarios",
@@ -26,7 +29,12 @@ __all__ = [
     "StoredConversation",
     "StoredResponse",
     "StoredScenario",
+    "StoreUnavailable",
 ]
+
+
+class StoreUnavailable(RuntimeError):
+    """The store could not be opened: its database does not answer, or cannot be used."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,15 +200,64 @@ class JournalLog(Protocol):
         ...
 
 
+class Leases(Protocol):
+    """Who runs the work that outlives a request (an Agents API session's turn): one owner at a
+    time per key, until its lease expires unless renewed. In one process (memory, SQLite) every
+    claim of a free key succeeds at once; in a database replicas share, the database decides, on
+    its own clock, and a replica that dies stops renewing, so another claims the work after
+    `seconds`."""
+
+    def claim(self, key: str, owner: str, seconds: float) -> bool:
+        """Take the lease of `key` for `seconds` if it is free, expired, or `owner`'s already (a
+        renewal); False if another owner holds it."""
+        ...
+
+    def release(self, key: str, owner: str) -> None:
+        """Give it up, if `owner` holds it."""
+        ...
+
+    def holder(self, key: str) -> str | None:
+        """Who holds the lease of `key` now (None: nobody, or it expired)."""
+        ...
+
+
+class EventLog(Protocol):
+    """Events of streams (an Agents API session's), for the replicas sharing a store: rows numbered
+    in one order per stream, and a notification to every replica when new ones are committed."""
+
+    def append(self, stream: str, events: list[Any]) -> None:
+        """Add events (JSON values) at the end of `stream`, numbered after its last in one step."""
+        ...
+
+    def last(self, stream: str) -> int:
+        """The sequence number of the stream's last event (0: none yet)."""
+        ...
+
+    def since(self, stream: str, after: int) -> list[tuple[int, Any]]:
+        """The stream's events numbered after `after`, with their numbers, in order."""
+        ...
+
+    def listen(self, notified: Callable[[str | None], None]) -> None:
+        """Call `notified(stream)` (from another thread) whenever a stream got new events, and
+        `notified(None)` after listening was broken and made again (any stream may have)."""
+        ...
+
+
 class Store(Protocol):
     """One place for all of it: `open_store` (in `__init__`) makes one."""
 
     kind: str
-    """`memory` or `sqlite`."""
+    """`memory`, `sqlite` or `postgresql`."""
     responses: Responses
     conversations: Conversations
     sessions: Records
     scenarios: Scenarios
     journal: JournalLog
+    leases: Leases
+    events: EventLog | None
+    """Shared stores only: the event log the replicas fan events out through."""
+    shared: bool
+    """True when other processes share the store (a database replicas use): what this process
+    keeps in memory of it may be stale, and its locks are not theirs."""
 
     def close(self) -> None: ...

@@ -15,10 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ptc_emulator.emulator.storage.memory import MemoryJournal, item_ids
+from ptc_emulator.emulator.storage.memory import MemoryJournal, MemoryLeases, item_ids
 from ptc_emulator.emulator.storage.protocol import (
     Conversations,
+    EventLog,
     JournalLog,
+    Leases,
     Records,
     Responses,
     Scenarios,
@@ -355,6 +357,9 @@ class SqliteStore:
         self.sessions: Records = SqliteRecords(self._db)
         self.scenarios: Scenarios = SqliteScenarios(self._db)
         self.journal: JournalLog = MemoryJournal()
+        self.leases: Leases = MemoryLeases()  # one process owns the file
+        self.events: EventLog | None = None  # one process: its harness fans events out itself
+        self.shared = False
 
     def close(self) -> None:
         with self._db.lock:

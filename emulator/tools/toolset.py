@@ -28,7 +28,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.tools.search import Document, rank
-from ptc_emulator.emulator.wire.items import FunctionCall, Item, ToolSearchOutputItem, dump
+from ptc_emulator.emulator.wire.items import AdditionalToolsItem, FunctionCall, Item, ToolSearchOutputItem, dump
 from ptc_emulator.emulator.wire.request import Conversational
 from ptc_emulator.emulator.wire.tools import FunctionTool, NamespaceTool, ProgrammaticToolCalling, Tool, ToolSearchTool
 
@@ -171,9 +171,10 @@ class Toolset:
                         "namespace. Round-trip the model's function_call item with its namespace field included.",
                         param=f"input[{index - new_from}].namespace",
                     )
-            if isinstance(item, ToolSearchOutputItem):
+            if isinstance(item, ToolSearchOutputItem | AdditionalToolsItem):
                 param = f"input[{index - new_from}]" if index >= new_from else "previous_response_id"
-                found.load(item.tools, execution=item.execution or "server", param=param)
+                execution = item.execution or "server" if isinstance(item, ToolSearchOutputItem) else "client"
+                found.load(item.tools, execution=execution, param=param)
         return found
 
     def _declare(self, entry: Entry) -> None:

@@ -19,6 +19,7 @@ A streamed response is told as events (`types/responses/response_stream_event.py
         code_interpreter_call: code_interpreter_call.in_progress, code_interpreter_call_code.delta...,
                    code_interpreter_call_code.done, code_interpreter_call.interpreting,
                    code_interpreter_call.completed
+        compaction: response.compaction.compacting (the item is added with no encrypted_content yet)
         program, program_output and anything else: nothing in between (they arrive whole)
       response.output_item.done                      the item as in the final output
     response.completed | response.incomplete | response.failed   the final response
@@ -130,6 +131,9 @@ def item_events(item: dict[str, Any], output_index: int) -> list[Event]:
         added, middle = _with_status({**empty, "summary": []}, item), list(_reasoning(item, output_index))
     elif kind in _HOSTED:
         added, middle = _HOSTED[kind](item, output_index)
+    elif kind == "compaction":
+        where = {"item_id": _item_id(item), "output_index": output_index}
+        added, middle = {**item, "encrypted_content": ""}, [{"type": "response.compaction.compacting", **where}]
     else:
         added, middle = item, []
     return [

@@ -49,6 +49,7 @@ from ptc_emulator.emulator.wire.calls import (
 )
 
 __all__ = [
+    "AdditionalToolsItem",
     "MAX_DEPTH",
     "OpenJSON",
     "check_depth",
@@ -58,6 +59,8 @@ __all__ = [
     "CALL_TYPES",
     "CallItem",
     "CodeInterpreterCall",
+    "CompactionItem",
+    "CompactionTrigger",
     "ContentPart",
     "CustomToolCall",
     "CustomToolCallOutput",
@@ -245,6 +248,35 @@ class ToolSearchOutputItem(WireModel):
     created_by: str | None = None
 
 
+class CompactionItem(WireModel):
+    """What `POST /v1/responses/compact` (or `context_management` compaction) makes of the items
+    before it: their sealed form. Replayed, it stands for them (`rules/compaction.py`)."""
+
+    type: Literal["compaction"] = "compaction"
+    encrypted_content: str
+    id: str | None = None
+    created_by: str | None = None
+
+
+class CompactionTrigger(WireModel):
+    """ "Compacts the current context. Must be the final input item." (the SDK's type)"""
+
+    type: Literal["compaction_trigger"] = "compaction_trigger"
+    id: str | None = None
+
+
+class AdditionalToolsItem(WireModel):
+    """Tools a developer adds mid-conversation: callable from this item on, by later programs and
+    direct calls. `tools` uses the request's Tool union, checked where the conversation is read
+    (`toolset.py`), as for a `tool_search_output`."""
+
+    type: Literal["additional_tools"] = "additional_tools"
+    role: Literal["developer"]
+    """"Only `developer` is supported" (the SDK's type)."""
+    tools: list[OpenJSON]
+    id: str | None = None
+
+
 class ItemReference(WireModel):
     type: Literal["item_reference"] | None = "item_reference"
     id: str
@@ -285,6 +317,9 @@ InputItem: TypeAlias = Annotated[
     | Annotated[CodeInterpreterCall, Tag("code_interpreter_call")]
     | Annotated[ToolSearchCallItem, Tag("tool_search_call")]
     | Annotated[ToolSearchOutputItem, Tag("tool_search_output")]
+    | Annotated[CompactionItem, Tag("compaction")]
+    | Annotated[CompactionTrigger, Tag("compaction_trigger")]
+    | Annotated[AdditionalToolsItem, Tag("additional_tools")]
     | Annotated[ItemReference, Tag("item_reference")],
     Discriminator(_item_tag),
 ]
@@ -303,4 +338,7 @@ Item: TypeAlias = (
     | ToolSearchCallItem
     | ToolSearchOutputItem
     | HostedItem
+    | CompactionItem
+    | CompactionTrigger
+    | AdditionalToolsItem
 )

@@ -13,6 +13,7 @@ from ptc_emulator.emulator.wire.items import MAX_DEPTH, InputItem, OpenJSON, Wir
 from ptc_emulator.emulator.wire.tools import FunctionTool, ProgrammaticToolCalling, Tool, ToolChoice
 
 __all__ = [
+    "CompactRequest",
     "Conversational",
     "Includable",
     "conversation_id",
@@ -157,6 +158,26 @@ class CountTokensRequest(Conversational):
     """`POST /v1/responses/input_tokens`."""
 
     personality: str | None = None
+
+
+class CompactRequest(WireModel):
+    """`POST /v1/responses/compact` (`ResponseCompactParams`): `model` is required (it may be null)."""
+
+    model: str | None
+    input: str | list[InputItem] | None = None
+    instructions: str | None = None
+    previous_response_id: str | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_options: OpenJSON | None = None
+    prompt_cache_retention: Literal["in_memory", "24h"] | None = None
+    service_tier: Literal["auto", "default", "fast", "flex", "priority"] | None = None
+    image: OpenJSON | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sane(cls, value: Any) -> Any:
+        check_json(value)
+        return value
 
 
 def conversation_id(value: Any) -> str | None:

@@ -46,7 +46,7 @@ def store(opener: Open) -> Store:
 
 @pytest.fixture
 def reopen(tmp_path: Path) -> Callable[[Store], Store]:
-    """Close a SQLite store and open its file again."""
+    """Close a SQLite store and open its file again (the PostgreSQL contract file has its own)."""
 
     def again(store: Store) -> Store:
         store.close()
@@ -141,7 +141,7 @@ def test_responses_keep_their_scope_and_its_items_are_found_in_it_only(
     scoped = StoredResponse("resp_a", response("resp_a").response, [message("msg_a")], None, "test-a")
     store.responses.put(scoped)
     store.responses.put(response("resp_n", output=["msg_n"]))
-    if store.kind == "sqlite":
+    if store.kind != "memory":  # a store that outlives its process: open it again
         store = reopen(store)
     try:
         assert store.responses.get("resp_a") == scoped
@@ -231,7 +231,7 @@ def test_conversation_append_at_a_version_is_checked_and_written_at_once(
     assert version == 4 and [i["id"] for i in items or []] == ["msg_1", "msg_a", "msg_b"], "a deletion counts"
     assert parts.append("conv_1", [message("msg_d")], expected=3) is False
     assert parts.append("conv_none", [message("msg_d")], expected=0) is False
-    if store.kind == "sqlite":
+    if store.kind != "memory":  # a store that outlives its process: open it again
         store = reopen(store)
         assert store.conversations.read("conv_1") == (4, [message("msg_1"), message("msg_a"), message("msg_b")])
         store.close()
@@ -263,7 +263,7 @@ def test_a_successor_is_put_only_if_no_other_was_put_since_it_counted(
     assert parts.put_successor(response("resp_r", previous="resp_bg"), 0) is False, "it overlapped the queued one"
     parts.put(StoredResponse("resp_q", {**queued.response, "status": "completed"}, [], "resp_bg"))
     assert parts.successors("resp_bg") == 1
-    if store.kind == "sqlite":
+    if store.kind != "memory":  # a store that outlives its process: open it again
         store = reopen(store)
         parts = store.responses
     try:
@@ -381,6 +381,26 @@ def test_scenarios_return_copies(store: Store) -> None:
     assert isinstance(listed, dict)
     listed["turns"] = ["edited"]
     assert store.scenarios.list()[0].document == {"turns": []}
+
+
+# ---- leases ------------------------------------------------------------------------------------
+
+
+def test_leases_have_one_owner_until_released_or_expired(store: Store) -> None:
+    leases = store.leases
+    assert leases.holder("session:s1") is None
+    assert leases.claim("session:s1", "replica-a", 60) is True
+    assert leases.claim("session:s1", "replica-b", 60) is False, "held by another"
+    assert leases.claim("session:s1", "replica-a", 60) is True, "a renewal"
+    assert leases.holder("session:s1") == "replica-a"
+    assert leases.claim("session:s2", "replica-b", 60) is True, "keys are apart"
+    leases.release("session:s1", "replica-b")  # not its lease: nothing happens
+    assert leases.holder("session:s1") == "replica-a"
+    leases.release("session:s1", "replica-a")
+    assert leases.holder("session:s1") is None
+    assert leases.claim("session:s1", "replica-b", -1) is True, "an expired lease"
+    assert leases.holder("session:s1") is None
+    assert leases.claim("session:s1", "replica-a", 60) is True, "an expired lease is free"
 
 
 # ---- journal -----------------------------------------------------------------------------------

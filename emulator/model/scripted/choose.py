@@ -146,7 +146,7 @@ def _what(turn: Turn) -> str:
     if turn.kind == "call":
         names = ", ".join(f"'{c.name}'" for c in turn.calls)
         return f"calls {names}"
-    if turn.kind in ("mcp", "code_interpreter"):
+    if turn.kind in ("mcp", "code_interpreter", "shell"):
         return f"makes a direct {turn.kind} call"
     return f"is a {turn.kind}"
 
@@ -169,7 +169,7 @@ def conflict(choice: Any, turn: Turn, number: int) -> str | None:
     """Why turn `number` (1-based) does what `choice` forbids, or None."""
     if choice is None or choice == "auto":
         return None
-    tool_turn = turn.kind in ("program", "call", "mcp", "code_interpreter")
+    tool_turn = turn.kind in ("program", "call", "mcp", "code_interpreter", "shell")
     ok: bool
     if choice == "none":
         ok = not tool_turn

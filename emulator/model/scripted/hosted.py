@@ -49,6 +49,7 @@ from ptc_emulator.emulator.wire.items import (
     OpenJSON,
     ProgramCaller,
     ReasoningItem,
+    ShellCall,
     WireModel,
 )
 from ptc_emulator.emulator.wire.tools import CodeInterpreterTool, McpTool
@@ -61,6 +62,7 @@ __all__ = [
     "Memo",
     "ShellSpec",
     "Unscripted",
+    "hosted_shell_call",
 ]
 
 CODE_INTERPRETER = "code_interpreter"
@@ -416,6 +418,18 @@ class Hosted:
         value = {"container_id": container, "outputs": outputs, "logs": logs}
         return ToolResult(pending.name, pending.arguments, json.dumps(value, ensure_ascii=False))
 
+    def shell_results(self, commands: list[str]) -> list[dict[str, Any]] | str:
+        """Each command's scripted result (the first `hosted.shell` entry it matches), or the
+        first command that none matches."""
+        specs = self.script.shell if self.script is not None else []
+        outputs = []
+        for command in commands:
+            spec = next((s for s in specs if s.command is None or re.fullmatch(s.command, command)), None)
+            if spec is None:
+                return command
+            outputs.append(spec.output())
+        return outputs
+
     def _shell(self, pending: PendingCall, arguments: dict[str, Any]) -> ToolResult | Unscripted:
         commands = arguments.get("commands")
         if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands) or not commands:
@@ -425,18 +439,20 @@ class Hosted:
                 "tools.shell() takes {commands: string[], timeout_ms?, max_output_length?}",
                 is_error=True,
             )
-        specs = self.script.shell if self.script is not None else []
-        outputs = []
-        for command in commands:
-            spec = next((s for s in specs if s.command is None or re.fullmatch(s.command, command)), None)
-            if spec is None:
-                return Unscripted(
-                    f"The program ran the command {command!r} in a hosted shell (which runs on OpenAI's side), and "
-                    "no entry of the scenario's hosted.shell matches it."
-                )
-            outputs.append(spec.output())
+        outputs = self.shell_results(commands)
+        if isinstance(outputs, str):
+            return Unscripted(
+                f"The program ran the command {outputs!r} in a hosted shell (which runs on OpenAI's side), and "
+                "no entry of the scenario's hosted.shell matches it."
+            )
         self.calls.append({"kind": "shell", "route": "program", "status": "completed", "commands": len(commands)})
         return ToolResult(pending.name, pending.arguments, json.dumps(outputs, ensure_ascii=False))
+
+
+def hosted_shell_call(call: ShellCall) -> bool:
+    """Whether a shell call ran in a hosted container (the server ran it and answered it)."""
+    environment = call.environment
+    return isinstance(environment, dict) and environment.get("type") in HOSTED_ENVIRONMENTS
 
 
 def _canonical(text: str) -> str:

@@ -19,6 +19,7 @@ from ptc_emulator.emulator.model.scripted.hosted import Hosted, HostedScript
 from ptc_emulator.emulator.model.scripted.programs import Programs, check_call, plan_of
 from ptc_emulator.emulator.model.scripted.scenario import Turn
 from ptc_emulator.emulator.model.scripted.script import Script
+from ptc_emulator.emulator.model.scripted.turns.shell import shell_turn
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import REASONING_DOMAIN
 from ptc_emulator.emulator.tools.kinds import (
@@ -55,7 +56,7 @@ from ptc_emulator.emulator.wire.items import (
 )
 from ptc_emulator.emulator.wire.request import CreateRequest
 
-__all__ = ["Player"]
+__all__ = ["SERVER_TURNS", "Player"]
 
 NOT_ENABLED = (
     "Programmatic tool calling is not enabled for this request (add the programmatic_tool_calling tool), so the "
@@ -190,6 +191,12 @@ class Player:
             return await self._direct_mcp(prepared, index, context, emit)
         if turn.code_interpreter is not None:
             self._direct_code_interpreter(prepared, index, context, emit)
+            return False
+        if turn.shell is not None:  # run by the server: the model goes on
+            call, output = shell_turn(prepared, index, context, self.ids)
+            self._reasoning(turn, call.call_id, prepared, emit)
+            emit(call)
+            emit(output)
             return False
         if turn.error is not None:
             e = turn.error
@@ -416,23 +423,20 @@ def _direct_tool(script: Script, index: int, name: str, bindings: dict[str, Bind
             code="scenario_error",
         )
     if binding.kind.owner == "server":
-        turn = _SERVER_TURNS.get(binding.kind.kind)
-        instead = (
-            f"use a `{turn}:` turn instead of `call`."
-            if turn is not None
-            else "a hosted shell is called by programs here (`tools.shell({commands})` in a `program` turn), its "
-            "results scripted under hosted.shell."
-        )
+        turn = SERVER_TURNS[binding.kind.kind]
+        also = _PROGRAM_TOO.get(binding.kind.kind, "")
         raise InvalidRequest(
-            f"Scenario '{script.name}', turn {index + 1}: calls '{name}', which runs on the server's side: {instead}",
+            f"Scenario '{script.name}', turn {index + 1}: calls '{name}', which runs on the server's side: use a "
+            f"`{turn}:` turn instead of `call`{also}.",
             param="tools",
             code="scenario_error",
         )
     return binding
 
 
-_SERVER_TURNS = {"code_interpreter": "code_interpreter", "mcp": "mcp", "tool_search": "search"}
-"""The scenario turn that makes each server-side kind's direct call (a hosted shell has none)."""
+SERVER_TURNS = {"code_interpreter": "code_interpreter", "mcp": "mcp", "tool_search": "search", "shell": "shell"}
+"""The scenario turn that makes each server-side kind's direct call (every one is in `scenario.KINDS`)."""
+_PROGRAM_TOO = {"shell": " (or `tools.shell({commands})` in a `program` turn), its results scripted under hosted.shell"}
 
 
 def _parse(text: str) -> Any:

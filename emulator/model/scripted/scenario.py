@@ -142,7 +142,17 @@ class CodeInterpreterCallSpec(WireModel):
     code: str
 
 
-KINDS = ("program", "call", "search", "mcp", "code_interpreter", "message", "refusal", "error")
+class ShellCallSpec(WireModel):
+    """A direct shell call in the request's hosted container (`shell` with `container_auto` or
+    `container_reference`): the server runs it, each command's result comes from the scenario's
+    `hosted.shell`, and the output carries `shell_call` and `shell_call_output`."""
+
+    commands: list[str] = Field(min_length=1)
+    timeout_ms: int | None = None
+    max_output_length: int | None = None
+
+
+KINDS = ("program", "call", "search", "mcp", "code_interpreter", "shell", "message", "refusal", "error")
 
 
 class Turn(WireModel):
@@ -152,6 +162,8 @@ class Turn(WireModel):
     mcp: McpCallSpec | None = None
     """A direct MCP call, made by the emulator in the same response (or paused on its approval)."""
     code_interpreter: CodeInterpreterCallSpec | None = None
+    shell: ShellCallSpec | None = None
+    """A direct call of a hosted shell, run by the server in the same response."""
     message: str | None = None
     refusal: str | None = None
     error: ErrorSpec | None = None
@@ -306,6 +318,8 @@ def _check_templates(scenario: Scenario, source: str) -> None:
             found += strings(turn.mcp.arguments, f"turns.{i}.mcp.arguments")
         if turn.code_interpreter is not None:
             found.append((f"turns.{i}.code_interpreter.code", turn.code_interpreter.code))
+        if turn.shell is not None:
+            found += [(f"turns.{i}.shell.commands.{k}", c) for k, c in enumerate(turn.shell.commands)]
         for where, text in found:
             try:
                 templating.check(_template_env, text)

@@ -42,7 +42,7 @@ from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.model.core import Delivery
 from ptc_emulator.emulator.model.scripted import templating
-from ptc_emulator.emulator.model.scripted.hosted import Hosted
+from ptc_emulator.emulator.model.scripted.hosted import Hosted, hosted_shell_call
 from ptc_emulator.emulator.model.scripted.patterns import compile_pattern
 from ptc_emulator.emulator.model.scripted.scenario import Fault, Scenario, SearchSpec, Turn
 from ptc_emulator.emulator.rules.conversation import Conversation
@@ -58,6 +58,7 @@ from ptc_emulator.emulator.wire.items import (
     Message,
     ProgramCaller,
     ProgramItem,
+    ShellCall,
     ToolSearchCallItem,
 )
 from ptc_emulator.emulator.wire.request import CreateRequest
@@ -257,6 +258,8 @@ class Script:
             arguments(turn.mcp.arguments)
         if turn.code_interpreter is not None:
             found.append((_text_env, turn.code_interpreter.code))
+        if turn.shell is not None:
+            found += [(_text_env, command) for command in turn.shell.commands]
         if turn.search is not None:
             if turn.search.query is not None:
                 found.append((_text_env, turn.search.query))
@@ -304,7 +307,9 @@ class Script:
 def _turn_kind(item: Item) -> str | None:
     kind = _kind_of_type(type(item))
     if kind == "call":
-        return None if isinstance(getattr(item, "caller", None), ProgramCaller) else "call"
+        if isinstance(getattr(item, "caller", None), ProgramCaller):
+            return None
+        return "shell" if isinstance(item, ShellCall) and hosted_shell_call(item) else "call"
     if kind == "message":
         return "message" if item.role == "assistant" else None  # type: ignore[union-attr]
     if kind in ("mcp", "code_interpreter"):

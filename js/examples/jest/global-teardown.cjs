@@ -1,0 +1,5 @@
+const { stopEmulator } = require("ptc-emulator");
+
+module.exports = async () => {
+  await stopEmulator();
+};

@@ -1,0 +1,5 @@
+module.exports = {
+  globalSetup: "./global-setup.cjs",
+  globalTeardown: "./global-teardown.cjs",
+  testMatch: ["**/*.test.cjs"],
+};

@@ -1,0 +1,161 @@
+/** The variable startEmulator() sets to the server's /v1 URL, and emulatorScope() reads. */
+export declare const URL_ENV: "PTC_EMULATOR_URL";
+/** The variable naming the command that starts the server (default: `ptc-emulator` on PATH). */
+export declare const COMMAND_ENV: "PTC_EMULATOR_COMMAND";
+/** The variable holding the API key a server requires (and the helpers send). */
+export declare const API_KEY_ENV: "PTC_EMULATOR_API_KEY";
+
+export interface StartOptions {
+  /** The command that runs the Python CLI, `serve ...` is appended: an argv array, or words
+   *  split on spaces. Default: PTC_EMULATOR_COMMAND, else `ptc-emulator` found on PATH. */
+  command?: string | string[];
+  /** More `ptc-emulator serve` arguments, e.g. `["--fixtures", "tests/scenarios"]`. */
+  args?: string[];
+  /** Use a server that is already running (its URL, with or without /v1) instead of starting
+   *  one; default PTC_EMULATOR_URL when it is set. stop() leaves such a server running. */
+  url?: string;
+  /** The key the server requires (PTC_EMULATOR_API_KEY if set); any key works when it requires none. */
+  apiKey?: string;
+  /** The port to bind; default 0, a free one the server picks. */
+  port?: number;
+  /** V8 worker processes of the server. */
+  workers?: number;
+  /** The server's log level (default "warning"); its output is kept, see Emulator.log(). */
+  logLevel?: string;
+  cwd?: string;
+  /** Variables added to the server's environment. */
+  env?: Record<string, string>;
+  /** How long the server may take to print its URL and become healthy (default 60000). */
+  timeoutMs?: number;
+}
+
+export declare class Emulator {
+  private constructor();
+  /** The server's root URL, e.g. http://127.0.0.1:41234 */
+  readonly rootURL: string;
+  /** The unscoped OpenAI base URL, e.g. http://127.0.0.1:41234/v1 */
+  readonly url: string;
+  readonly port: number;
+  readonly apiKey: string;
+  /** The server's process id (and its process group's); undefined for a server given by `url`. */
+  readonly pid: number | undefined;
+  /** The server's temporary data directory (removed when it stops); undefined for a server given by `url`. */
+  readonly dataDir: string | undefined;
+  /** The server's last lines of output. */
+  log(): string;
+  /** Stop the server and wait until no process of its group is left. */
+  stop(options?: { timeoutMs?: number }): Promise<void>;
+}
+
+/** Start the server (once per run: a second call returns the running one), wait for its health
+ *  check, and set process.env.PTC_EMULATOR_URL to its /v1 URL. */
+export declare function startEmulator(options?: StartOptions): Promise<Emulator>;
+/** Stop the server startEmulator() started; nothing if none runs. */
+export declare function stopEmulator(options?: { timeoutMs?: number }): Promise<void>;
+
+/** A tool call a response carried (or one the server answered itself, MCP and the like). */
+export interface Call {
+  /** The tool's name (an MCP tool's name without its server label). */
+  name: string;
+  /** The output item's type (`function_call`, `custom_tool_call`, `mcp_call`, ...). */
+  type: string;
+  /** Made by a program (`caller.type: "program"`) or directly by the model. */
+  route: "direct" | "program";
+  /** The arguments, parsed from JSON when they are JSON; null when the journal has none. */
+  arguments: unknown;
+  callId: string | null;
+  serverLabel?: string;
+  status?: string;
+  /** The request the call came back in: its place in this scope's journal, from 1 (as the
+   *  assertion messages number them), and its journal-wide `seq`. */
+  request: number;
+  seq: number;
+  responseId: string | null;
+  scenario: string | null;
+}
+
+/** One request in the journal (see docs/pytest.md for every field). */
+export interface JournalEntry {
+  seq: number;
+  at: number;
+  scope: string | null;
+  method: string;
+  path: string;
+  status: number;
+  request: unknown;
+  response: any;
+  response_id: string | null;
+  scenario: string | null;
+  route: string[];
+  figures: Record<string, unknown>;
+  near_miss: { input?: string; near_misses: { scenario: string; field: string; reason: string }[] } | null;
+  contract: Record<string, unknown>[];
+  fault: string | null;
+  conversation: string | null;
+  hosted_calls: Record<string, unknown>[];
+  [field: string]: unknown;
+}
+
+export interface ScenarioListing {
+  name: string;
+  source: string;
+  scope: string | null;
+  priority: number;
+  turns: number;
+}
+
+export interface ScopeOptions {
+  name?: string;
+  /** The server's URL; default process.env.PTC_EMULATOR_URL (set by startEmulator()). */
+  url?: string;
+  apiKey?: string;
+}
+
+/** The error the expect* assertions throw: its message shows what happened in the scope. */
+export declare class EmulatorAssertionError extends Error {}
+
+export declare class EmulatorScope {
+  constructor(name?: string, options?: ScopeOptions);
+  /** The scope's name (given, or made from the test's name and a random suffix). */
+  readonly name: string;
+  readonly rootURL: string;
+  /** The scoped OpenAI base URL: http://127.0.0.1:PORT/scopes/<name>/v1 */
+  readonly baseURL: string;
+  /** The scoped admin API: http://127.0.0.1:PORT/scopes/<name>/_emulator */
+  readonly adminURL: string;
+  readonly apiKey: string;
+  /** The trace inspector's page for this scope. */
+  readonly inspectorURL: string;
+  /** OPENAI_BASE_URL and OPENAI_API_KEY for a child process or a default client. */
+  readonly env: { OPENAI_BASE_URL: string; OPENAI_API_KEY: string };
+  /** Put `env` into `target` (default process.env); returns a function that restores it. */
+  applyEnv(target?: Record<string, string | undefined>): () => void;
+  /** Add a scenario for this scope (an object, or a YAML scenario file's text); returns its name. */
+  addScenario(scenario: Record<string, unknown> | string, options?: { name?: string }): Promise<string>;
+  removeScenario(name: string): Promise<void>;
+  /** What this scope can match, in order: its own scenarios, then the unscoped ones. */
+  scenarios(): Promise<ScenarioListing[]>;
+  journal(): Promise<JournalEntry[]>;
+  /** The tool calls made in this scope, oldest first; only tool `name`'s when given. */
+  calls(name?: string): Promise<Call[]>;
+  /** The requests that matched no scenario. */
+  unmatched(): Promise<JournalEntry[]>;
+  /** Rejects unless `name` was called `times` times (at least once when not given); resolves to the count. */
+  expectCalled(name: string, times?: number): Promise<number>;
+  /** Rejects unless every scenario added in this scope was matched by a request. */
+  expectAllScenariosUsed(): Promise<void>;
+  /** Rejects if a request in this scope matched no scenario. */
+  expectNoUnmatched(): Promise<void>;
+  /** The requests of this scope and their calls, as the assertion messages show them. */
+  describe(): Promise<string>;
+  /** Results for the tools that run on OpenAI's side, for this scope: `{ mcp_servers, code_interpreter,
+   *  shell }` (docs/tools-hosted.md); null removes them. */
+  setHosted(script: Record<string, unknown> | null): Promise<void>;
+  clearJournal(): Promise<void>;
+  /** Forget this scope's scenarios and journal. */
+  reset(): Promise<void>;
+}
+
+/** One test's scope on the emulator. */
+export declare function emulatorScope(name?: string, options?: ScopeOptions): EmulatorScope;
+export declare function emulatorScope(options: ScopeOptions): EmulatorScope;

@@ -1,0 +1,36 @@
+// Type-checked by types.test.js (`tsc --noEmit`): the declarations describe the package as used.
+import { type Call, type Emulator, emulatorScope, startEmulator, stopEmulator, URL_ENV } from "ptc-emulator";
+
+export async function setup(): Promise<string> {
+  const emulator: Emulator = await startEmulator({ command: ["ptc-emulator"], args: ["--fixtures", "s"], timeoutMs: 1 });
+  const port: number = emulator.port;
+  const pid: number | undefined = emulator.pid;
+  const url: string = process.env[URL_ENV] ?? emulator.url;
+  await stopEmulator();
+  return `${url}:${port}:${pid}`;
+}
+
+export async function check(): Promise<void> {
+  const scope = emulatorScope();
+  emulatorScope("named");
+  emulatorScope({ name: "named", url: "http://127.0.0.1:1/v1", apiKey: "k" });
+  const name: string = await scope.addScenario({ match: { input: "x" }, turns: [{ message: "y" }] });
+  await scope.addScenario("name: y\nturns: [{message: z}]\n", { name });
+  const env: { OPENAI_BASE_URL: string; OPENAI_API_KEY: string } = scope.env;
+  const restore: () => void = scope.applyEnv();
+  restore();
+  const calls: Call[] = await scope.calls("get_inventory");
+  const route: "direct" | "program" = calls[0].route;
+  const count: number = await scope.expectCalled("get_inventory", 2);
+  await scope.expectAllScenariosUsed();
+  await scope.expectNoUnmatched();
+  await scope.setHosted({ code_interpreter: [{ code: "sum", logs: "6\n" }] });
+  await scope.setHosted(null);
+  const entries = await scope.journal();
+  const status: number = entries[0].status;
+  // @ts-expect-error: the count is a number
+  await scope.expectCalled("get_inventory", "2");
+  // @ts-expect-error: a scope's URL is read-only
+  scope.baseURL = "elsewhere";
+  void [env, route, count, status];
+}

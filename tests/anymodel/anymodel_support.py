@@ -1,0 +1,328 @@
+"""A fake model upstream, scripted per test, on a free 127.0.0.1 port: Chat Completions
+(`/v1/chat/completions`, plain or streamed as OpenAI-compatible servers stream it: a role chunk,
+content deltas, tool-call deltas with the id and name first and the arguments in pieces, a finish
+chunk, a usage chunk with no choices when `stream_options.include_usage` asks, `[DONE]`) and
+Responses (`/v1/responses`).
+
+Each request takes the next answer of the script: `say(text)`, `program(code)`, `call(name,
+**arguments)`, `fail(status)`, `hold()` (the request waits until the test ends), or a function of
+the request body that returns one. Every request body and its headers are kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+CODE_TOOL = "run_javascript"
+
+Answer = dict[str, Any]
+Script = Answer | Callable[[dict[str, Any]], Answer]
+
+
+def say(text: str) -> Answer:
+    return {"text": text}
+
+
+def program(code: str, text: str = "", reasoning: str = "") -> Answer:
+    return {"text": text, "reasoning": reasoning, "calls": [(CODE_TOOL, json.dumps({"code": code}))]}
+
+
+def call(name: str, **arguments: Any) -> Answer:
+    return {"calls": [(name, json.dumps(arguments))]}
+
+
+def raw_call(name: str, arguments: str) -> Answer:
+    return {"calls": [(name, arguments)]}
+
+
+def fail(status: int, message: str = "upstream exploded") -> Answer:
+    return {"status": status, "message": message}
+
+
+def hold() -> Answer:
+    return {"hold": True}
+
+
+def raw_stream(*lines: str) -> Answer:
+    """A streamed answer of these `data:` lines, whatever they say."""
+    return {"raw": lines}
+
+
+def stall() -> Answer:
+    """A streamed answer that sends its first chunk and then nothing until the test ends."""
+    return {"stall": True}
+
+
+def last_result(body: dict[str, Any]) -> str:
+    """The latest tool result in a request body, either protocol."""
+    if "messages" in body:
+        return str([m for m in body["messages"] if m["role"] == "tool"][-1]["content"])
+    return str([i for i in body["input"] if i.get("type") == "function_call_output"][-1]["output"])
+
+
+def functions_of(body: dict[str, Any]) -> dict[str, str]:
+    """The functions a request body offers, name -> description, either protocol."""
+    tools = [t.get("function", t) for t in body.get("tools") or ()]
+    return {t["name"]: t.get("description", "") for t in tools}
+
+
+def called(body: dict[str, Any]) -> list[str]:
+    """The names of the calls a request body replays, either protocol."""
+    if "messages" in body:
+        return [c["function"]["name"] for m in body["messages"] for c in m.get("tool_calls") or ()]
+    return [i["name"] for i in body["input"] if i.get("type") == "function_call"]
+
+
+def echo(prefix: str = "") -> Callable[[dict[str, Any]], Answer]:
+    """A final message that quotes the latest tool result."""
+    return lambda body: say(prefix + last_result(body))
+
+
+@dataclass
+class FakeUpstream:
+    url: str = ""
+    script: list[Script] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    released: threading.Event = field(default_factory=threading.Event)
+    usage: tuple[int, int] = (11, 7)
+
+    def reply(self, *answers: Script) -> FakeUpstream:
+        self.script.extend(answers)
+        return self
+
+    def _next(self, body: dict[str, Any]) -> Answer:
+        if not self.script:
+            return fail(500, "the fake upstream's script is used up")
+        answer = self.script.pop(0)
+        return answer(body) if callable(answer) else answer
+
+
+def _chat_message(answer: Answer) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": answer.get("text") or None}
+    if answer.get("reasoning"):
+        message["reasoning_content"] = answer["reasoning"]
+    calls = answer.get("calls") or []
+    if calls:
+        message["tool_calls"] = [
+            {"id": f"call_up_{n}", "type": "function", "function": {"name": name, "arguments": arguments}}
+            for n, (name, arguments) in enumerate(calls)
+        ]
+    return message
+
+
+def _chat_usage(usage: tuple[int, int]) -> dict[str, int]:
+    prompt, completion = usage
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _chunks(answer: Answer, model: str, usage: tuple[int, int], include_usage: bool) -> Iterator[str]:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        body = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return f"data: {json.dumps(body)}\n\n"
+
+    yield chunk({"role": "assistant", "content": ""})
+    if answer.get("reasoning"):
+        yield chunk({"reasoning_content": answer["reasoning"]})
+    text = answer.get("text") or ""
+    for start in range(0, len(text), 8):
+        yield chunk({"content": text[start : start + 8]})
+    calls = answer.get("calls") or []
+    for n, (name, arguments) in enumerate(calls):
+        yield chunk(
+            {
+                "tool_calls": [
+                    {"index": n, "id": f"call_up_{n}", "type": "function", "function": {"name": name, "arguments": ""}}
+                ]
+            }
+        )
+        half = len(arguments) // 2
+        for piece in (arguments[:half], arguments[half:]):
+            yield chunk({"tool_calls": [{"index": n, "function": {"arguments": piece}}]})
+    yield chunk({}, "tool_calls" if calls else "stop")
+    if include_usage:
+        prompt, completion = usage
+        body = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": model,
+            "choices": [],
+            "usage": _chat_usage(usage),
+        }
+        yield f"data: {json.dumps(body)}\n\n"
+    yield "data: [DONE]\n\n"
+
+
+def _app(fake: FakeUpstream) -> Starlette:
+    async def answer_of(request: Request) -> tuple[dict[str, Any], Answer | Response]:
+        body = await request.json()
+        fake.requests.append(body)
+        fake.headers.append(dict(request.headers))
+        answer = fake._next(body)
+        if answer.get("hold"):
+            while not fake.released.is_set():
+                await asyncio.sleep(0.02)
+            return body, JSONResponse({"error": {"message": "released"}}, status_code=500)
+        if "status" in answer:
+            error = {"error": {"message": answer["message"], "type": "server_error", "code": None}}
+            return body, JSONResponse(error, status_code=answer["status"])
+        return body, answer
+
+    async def chat(request: Request) -> Response:
+        body, answer = await answer_of(request)
+        if isinstance(answer, Response):
+            return answer
+        model = body.get("model", "fake")
+        if body.get("stream") and answer.get("raw"):
+            lines = [f"data: {line}\n\n" for line in answer["raw"]]
+            return StreamingResponse(iter(lines), media_type="text/event-stream")
+        if body.get("stream") and answer.get("stall"):
+
+            async def stalled() -> Any:
+                yield next(_chunks({}, model, fake.usage, False))
+                while not fake.released.is_set():
+                    await asyncio.sleep(0.02)
+
+            return StreamingResponse(stalled(), media_type="text/event-stream")
+        if body.get("stream"):
+            include = bool((body.get("stream_options") or {}).get("include_usage"))
+            return StreamingResponse(_chunks(answer, model, fake.usage, include), media_type="text/event-stream")
+        return JSONResponse(
+            {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion",
+                "created": 1,
+                "model": model,
+                "choices": [{"index": 0, "message": _chat_message(answer), "finish_reason": "stop"}],
+                "usage": _chat_usage(fake.usage),
+            }
+        )
+
+    async def responses(request: Request) -> Response:
+        body, answer = await answer_of(request)
+        if isinstance(answer, Response):
+            return answer
+        output: list[dict[str, Any]] = []
+        if answer.get("reasoning"):
+            summary = [{"type": "summary_text", "text": answer["reasoning"]}]
+            output.append({"type": "reasoning", "id": "rs_up", "summary": summary})
+        if answer.get("text"):
+            output.append(
+                {
+                    "type": "message",
+                    "id": "msg_up",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": answer["text"], "annotations": []}],
+                }
+            )
+        for n, (name, arguments) in enumerate(answer.get("calls") or []):
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": f"fc_up_{n}",
+                    "call_id": f"call_up_{n}",
+                    "name": name,
+                    "arguments": arguments,
+                }
+            )
+        prompt, completion = fake.usage
+        return JSONResponse(
+            {
+                "id": "resp_up",
+                "object": "response",
+                "model": body.get("model", "fake"),
+                "status": "completed",
+                "output": output,
+                "usage": {"input_tokens": prompt, "output_tokens": completion, "total_tokens": prompt + completion},
+            }
+        )
+
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/responses", responses, methods=["POST"]),
+        ]
+    )
+
+
+@contextmanager
+def fake_upstream() -> Iterator[FakeUpstream]:
+    from tests.tools.mcp_servers_support import serve
+
+    fake = FakeUpstream()
+    app = _app(fake)
+
+    async def http_only(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":  # nothing to start or stop
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        await app(scope, receive, send)
+
+    with serve(http_only, "/v1") as served:
+        fake.url = served.url
+        try:
+            yield fake
+        finally:
+            fake.released.set()
+
+
+INVENTORY_TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "name": "get_inventory",
+        "description": "Return an object with sku (string) and available_units (number).",
+        "parameters": {
+            "type": "object",
+            "properties": {"sku": {"type": "string"}},
+            "required": ["sku"],
+            "additionalProperties": False,
+        },
+        "output_schema": {
+            "type": "object",
+            "properties": {"sku": {"type": "string"}, "available_units": {"type": "number"}},
+            "required": ["sku", "available_units"],
+            "additionalProperties": False,
+        },
+        "allowed_callers": ["programmatic"],
+    },
+    {"type": "programmatic_tool_calling"},
+]
+
+INVENTORY_CODE = """const skus = ["A-1", "B-2", "C-3"];
+const rows = await Promise.all(skus.map((sku) => tools.get_inventory({ sku })));
+const low = rows.filter((r) => r.available_units < 10).map((r) => r.sku);
+text(JSON.stringify({ low }));"""
+
+STOCK = {"A-1": 4, "B-2": 25, "C-3": 8}
+
+
+def answer_inventory(call: Any) -> dict[str, Any]:
+    args = json.loads(call.arguments)
+    out = {"sku": args["sku"], "available_units": STOCK[args["sku"]]}
+    return {
+        "type": "function_call_output",
+        "call_id": call.call_id,
+        "output": json.dumps(out),
+        "caller": call.caller.model_dump(),
+    }

@@ -1,0 +1,185 @@
+"""What the user sees when the model upstream fails or gets something wrong: an error in the
+OpenAI envelope (never a 500, never a hang), or, for code that does not parse, a program that ends
+`incomplete` with the syntax error (which goes back to the upstream like any result)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import openai
+import pytest
+
+from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
+from tests.anymodel.anymodel_support import (
+    CODE_TOOL,
+    FakeUpstream,
+    call,
+    echo,
+    fail,
+    hold,
+    program,
+    raw_call,
+    raw_stream,
+    say,
+    stall,
+)
+
+PTC = {"type": "programmatic_tool_calling"}
+
+
+def _error(any_server: Callable[..., EmulatorServer], **options: Any) -> openai.APIStatusError:
+    emulator = PTCEmulator(any_server(**options).base_url)
+    with emulator.client(max_retries=0) as sdk, pytest.raises(openai.APIStatusError) as raised:
+        sdk.responses.create(model="m", input="Go.", tools=[PTC])
+    emulator.close()
+    return raised.value
+
+
+def _envelope(error: openai.APIStatusError) -> dict[str, Any]:
+    body = error.response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
+    return dict(body["error"])
+
+
+def test_a_code_call_without_code(any_server: Callable[..., EmulatorServer], upstream: FakeUpstream) -> None:
+    upstream.reply(raw_call(CODE_TOOL, '{"program": "text(1)"}'))
+    error = _error(any_server)
+    assert error.status_code == 502
+    envelope = _envelope(error)
+    assert envelope["code"] == "upstream_invalid_tool_call" and envelope["type"] == "server_error"
+    assert envelope["message"] == (
+        'The model upstream called run_javascript without a `code` argument (a string): \'{"program": "text(1)"}\'.'
+    )
+
+
+def test_code_that_does_not_parse_is_an_incomplete_program(sdk: openai.OpenAI, upstream: FakeUpstream) -> None:
+    upstream.reply(program("const = ;"), echo("The program failed: "))
+    response = sdk.responses.create(model="m", input="Go.", tools=[PTC])
+    assert [i.type for i in response.output] == ["program", "program_output", "message"]
+    output = response.output[1]
+    assert output.status == "incomplete" and "SyntaxError" in output.result
+    assert response.output_text.startswith("The program failed: The program ended incomplete: ")
+    assert "SyntaxError" in upstream.requests[1]["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("lines", "says"),
+    [
+        (["not json", "[DONE]"], "streamed a chunk that is not JSON"),
+        (["[1, 2]", "[DONE]"], "streamed chunks of an unknown shape"),
+        (['{"choices": [{"delta": {"tool_calls": "many"}}]}', "[DONE]"], "streamed chunks of an unknown shape"),
+    ],
+)
+def test_a_malformed_stream(
+    any_server: Callable[..., EmulatorServer], upstream: FakeUpstream, lines: list[str], says: str
+) -> None:
+    upstream.reply(raw_stream(*lines))
+    error = _error(any_server)
+    assert error.status_code == 502
+    assert _envelope(error)["message"] == f"The model upstream at {upstream.url} {says}."
+
+
+def test_an_unknown_tool_name(any_server: Callable[..., EmulatorServer], upstream: FakeUpstream) -> None:
+    upstream.reply(call("delete_everything", really=True))
+    error = _error(any_server)
+    assert error.status_code == 502
+    assert _envelope(error)["message"] == (
+        "The model upstream called a function this request does not offer: 'delete_everything' "
+        "(offered: run_javascript)."
+    )
+
+
+def test_an_upstream_500_is_retried_a_bounded_number_of_times(
+    any_server: Callable[..., EmulatorServer], upstream: FakeUpstream
+) -> None:
+    upstream.reply(fail(500), fail(500), fail(500), say("never reached"))
+    error = _error(any_server, model_upstream_retries=2)
+    assert error.status_code == 502
+    envelope = _envelope(error)
+    assert envelope["code"] == "upstream_error"
+    assert envelope["message"].startswith(f"The model upstream at {upstream.url}/chat/completions answered 500: ")
+    assert "upstream exploded" in envelope["message"]
+    assert len(upstream.requests) == 3
+
+
+def test_a_passing_500_is_retried(sdk: openai.OpenAI, upstream: FakeUpstream) -> None:
+    upstream.reply(fail(503), say("Fine now."))
+    assert sdk.responses.create(model="m", input="Go.", tools=[PTC]).output_text == "Fine now."
+    assert len(upstream.requests) == 2
+
+
+def test_an_upstream_400_is_not_retried(any_server: Callable[..., EmulatorServer], upstream: FakeUpstream) -> None:
+    upstream.reply(fail(400, "model 'm' not found"), say("never reached"))
+    error = _error(any_server)
+    assert error.status_code == 502 and "answered 400" in _envelope(error)["message"]
+    assert len(upstream.requests) == 1
+
+
+def test_a_timeout(any_server: Callable[..., EmulatorServer], upstream: FakeUpstream) -> None:
+    """The fake holds the request until the test ends; the emulator's upstream timeout is short."""
+    upstream.reply(hold())
+    error = _error(any_server, model_upstream_timeout_s=0.5, model_upstream_retries=0)
+    assert error.status_code == 504
+    envelope = _envelope(error)
+    assert envelope["code"] == "upstream_timeout"
+    assert envelope["message"] == f"The model upstream at {upstream.url} did not answer within 0.5 s."
+
+
+def test_a_stream_that_stalls_after_its_first_chunk(
+    any_server: Callable[..., EmulatorServer], upstream: FakeUpstream
+) -> None:
+    upstream.reply(stall(), stall())
+    error = _error(any_server, model_upstream_timeout_s=0.5, model_upstream_retries=1)
+    assert error.status_code == 504 and _envelope(error)["code"] == "upstream_timeout"
+    assert len(upstream.requests) == 2  # retried once
+
+
+def test_an_unreachable_upstream(make_server: Callable[..., EmulatorServer]) -> None:
+    import socket
+
+    with socket.socket() as held:  # bound, never listening: nothing answers on it meanwhile
+        held.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{held.getsockname()[1]}/v1"
+        emulator = PTCEmulator(make_server(model_upstream=url, model_upstream_retries=1, pool_size=1).base_url)
+        with emulator.client(max_retries=0) as sdk, pytest.raises(openai.APIStatusError) as raised:
+            sdk.responses.create(model="m", input="Go.", tools=[PTC])
+        emulator.close()
+    assert raised.value.status_code == 502
+    assert _envelope(raised.value)["message"] == (
+        f"The model upstream at {url}/chat/completions could not be reached (ConnectError)."
+    )
+
+
+KEY = "sk-upstream-secret-4f9c2e"
+
+
+def test_the_upstream_key_reaches_only_the_upstream(
+    any_server: Callable[..., EmulatorServer],
+    upstream: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("ANY30_UPSTREAM_KEY", KEY)
+    caplog.set_level("DEBUG")
+    server = any_server(model_upstream_api_key_env="ANY30_UPSTREAM_KEY")
+    emulator = PTCEmulator(server.base_url)
+    upstream.reply(program("text('k=' + typeof process)"), echo(), *[fail(500, f"bad key {KEY}")] * 3)
+    with emulator.client(max_retries=0) as sdk:
+        response = sdk.responses.create(model="m", input="Go.", tools=[PTC])
+        with pytest.raises(openai.APIStatusError) as raised:
+            sdk.responses.create(model="m", input="Again.", tools=[PTC], previous_response_id=response.id)
+        seen = [json.dumps(r.model_dump()) for r in (response, sdk.responses.retrieve(response.id))]
+    assert [h.get("authorization") for h in upstream.headers] == [f"Bearer {KEY}"] * 5
+    seen.append(json.dumps(emulator.journal))
+    assert "bad key [redacted]" in raised.value.response.text
+    seen.append(raised.value.response.text)
+    seen.append(emulator.admin.get("/ui/").text)
+    seen.append(caplog.text)
+    captured = capfd.readouterr()
+    seen += [captured.out, captured.err]
+    assert all(KEY not in text for text in seen)
+    assert response.output_text == "k=undefined"
+    emulator.close()

@@ -1,0 +1,97 @@
+"""Two replicas on one database receiving the same continuation at the same instant: the
+outcome is what one server alone gives (tests/conversations/test_concurrent_continuations.py),
+decided by the database, since neither replica's locks can see the other's request.
+
+The two replicas are two apps in this process, each with its own store (its own connections),
+engine and V8 pool, on one PostgreSQL database with one secret. Each app's model is wrapped in
+a gate holding its response after it read its history; when both wait, both are let go at once
+(no sleep, no race)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ptc_emulator.api.settings import Settings
+from tests.conversations.test_concurrent_continuations import PROGRAM, Gate, answers, create, one_wins
+from tests.replicas.replicas_support import SECRET
+from tests.support import in_process_http, js
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+Replica = tuple[httpx.AsyncClient, Any]
+
+
+@pytest.fixture
+async def two(postgres_url: str, tmp_path: Path) -> AsyncIterator[tuple[Replica, Replica]]:
+    def settings(n: int) -> Settings:
+        return Settings(
+            data_dir=tmp_path / f"r{n}", store=postgres_url, secret=SECRET, bundled_fixtures=False, pool_size=1
+        )
+
+    async with in_process_http(settings(0)) as first, in_process_http(settings(1)) as second:
+        yield first, second
+
+
+async def both_at_once(replicas: tuple[Replica, Replica], **body: Any) -> list[httpx.Response]:
+    """The same continuation to each replica, both held in flight together, then both let go."""
+    gates = []
+    for _, app in replicas:
+        engine = app.state.emulator.engine
+        gates.append(Gate(engine.model, expected=1))
+        engine.model = gates[-1]
+    open_ = asyncio.Event()
+    for gate in gates:
+        gate.open = open_
+    try:
+        sent = [asyncio.ensure_future(create(http, **body)) for http, _ in replicas]
+        await asyncio.wait_for(asyncio.gather(*(g.all_in.wait() for g in gates)), 60)  # (a guard)
+        assert not any(task.done() for task in sent)
+        open_.set()
+        return list(await asyncio.gather(*sent))
+    finally:
+        for (_, app), gate in zip(replicas, gates, strict=True):
+            app.state.emulator.engine.model = gate.model
+
+
+async def test_two_replicas_continuing_one_paused_program_one_wins(two: tuple[Replica, Replica]) -> None:
+    (first, _), (second, _) = two
+    paused = (await create(first, input=PROGRAM)).json()
+    assert [i["type"] for i in paused["output"]] == ["program", "function_call"]
+    body = {"previous_response_id": paused["id"], "input": answers(paused["output"])}
+
+    replies = await both_at_once(two, **body)
+    won = one_wins(replies, "previous_response_continued", "previous_response_id")
+    assert [i["type"] for i in won["output"]] == ["program_output", "message"]
+    for http in (first, second):
+        assert (await http.get(f"/v1/responses/{won['id']}")).status_code == 200
+        assert (await http.get("/_emulator/health")).json()["stored_responses"] == 2, "the paused one and the winner"
+    statuses = sorted(e["status"] for e in (await second.get("/_emulator/journal")).json()["data"])
+    assert statuses == [200, 200, 400], "one journal for both"
+    after = await second.post(
+        "/v1/responses", json={"model": "m", "previous_response_id": won["id"], "input": js("text('next');")}
+    )
+    assert after.status_code == 200, after.text
+
+
+async def test_two_replicas_continuing_one_conversation_one_appends(two: tuple[Replica, Replica]) -> None:
+    (first, _), (second, _) = two
+    conv = (await first.post("/v1/conversations", json={})).json()["id"]
+    paused = await create(second, conversation=conv, input=PROGRAM)
+    assert [i["type"] for i in paused.json()["output"]] == ["program", "function_call"]
+
+    replies = await both_at_once(two, conversation=conv, input=answers(paused.json()["output"]))
+    won = one_wins(replies, "conversation_locked", "conversation")
+    assert [i["type"] for i in won["output"]] == ["program_output", "message"]
+    listed = (await first.get(f"/v1/conversations/{conv}/items", params={"order": "asc", "limit": 100})).json()
+    ids = [item["id"] for item in listed["data"]]
+    assert len(ids) == len(set(ids)), "no item twice"
+    kinds = [item["type"] for item in listed["data"]]
+    assert kinds == ["message", "program", "function_call", "function_call_output", "program_output", "message"]
+    after = await create(second, conversation=conv, input=js("text('next');"))
+    assert after.status_code == 200, after.text

@@ -1,0 +1,229 @@
+"""Three replicas on one PostgreSQL database with one secret, the official client sending each
+request to the next replica in turn: what one server gives, whichever replica answers.
+
+The replicas share a database for the module (each test uses its own scope or ids); they are
+started once, as a deployment would be.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import psycopg
+import pytest
+
+from ptc_emulator.testing.process import ServerProcess
+from tests.agents.agents_support import GET_CUSTOMER, customer, events_until, get_customer_code, js, valid
+from tests.replicas.cluster import Cluster
+from tests.replicas.replicas_support import FIXTURES, admin, replicas, round_robin_client
+
+EXPECTED = "sku_123: 42 units available against 31 requested, so the shortage is 0 units."
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "name": name,
+        "parameters": {"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]},
+        "allowed_callers": ["programmatic"],
+    }
+    for name in ("get_inventory", "get_demand")
+] + [{"type": "programmatic_tool_calling"}]
+
+
+def run_tool(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    if name == "get_inventory":
+        return {"sku": args["sku"], "available_units": 42}
+    return {"sku": args["sku"], "requested_units": 31}
+
+
+@pytest.fixture(scope="module")
+def three(postgres_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ServerProcess]]:
+    url = postgres_cluster.database()
+    with replicas(tmp_path_factory.mktemp("replicas"), url, 3) as started:
+        # The inventory scenario, added at run time through one replica's admin API only.
+        text = (FIXTURES / "inventory__sku_123.yaml").read_text(encoding="utf-8")
+        added = admin(started[0], "POST", "/scenarios", json={"yaml": text, "name": "inventory"})
+        assert added.status_code == 201, added.text
+        yield started
+
+
+def outputs(response: Any) -> list[dict[str, Any]]:
+    calls = [item for item in response.output if item.type == "function_call"]
+    return [
+        {
+            "type": "function_call_output",
+            "call_id": call.call_id,
+            "output": json.dumps(run_tool(call.name, json.loads(call.arguments))),
+            "caller": call.caller.model_dump() if call.caller else None,
+        }
+        for call in calls
+    ]
+
+
+def test_every_replica_reports_the_shared_database(three: list[ServerProcess]) -> None:
+    for server in three:
+        health = server.health()
+        assert health["store"] == "postgresql" and health["database"] == "ok"
+
+
+def test_the_ptc_loop_with_store_false_across_replicas(three: list[ServerProcess]) -> None:
+    client, transport = round_robin_client(three)
+    items: list[Any] = [{"role": "user", "content": "Compare inventory with demand for sku_123."}]
+    with client:
+        for _ in range(4):
+            response = client.responses.create(model="gpt-6-astra", store=False, input=items, tools=TOOLS)
+            assert response.status == "completed"
+            items.extend(item.model_dump(exclude_none=True) for item in response.output)
+            if not outputs(response):
+                break
+            items.extend(outputs(response))
+    assert response.output_text == EXPECTED
+    assert len(transport.served) == 2, "two steps, two replicas"
+
+
+def test_the_ptc_loop_by_previous_response_id_across_replicas(three: list[ServerProcess]) -> None:
+    client, transport = round_robin_client(three)
+    with client:
+        first = client.responses.create(
+            model="gpt-6-astra", input="Compare inventory with demand for sku_123.", tools=TOOLS
+        )
+        assert [i.type for i in first.output if i.type == "function_call"] == ["function_call"] * 2
+        second = client.responses.create(
+            model="gpt-6-astra", previous_response_id=first.id, input=outputs(first), tools=TOOLS
+        )
+        assert second.output_text == EXPECTED
+        again = client.responses.retrieve(second.id)  # stored by one replica, read from another
+        assert again.output_text == EXPECTED and again.previous_response_id == first.id
+        items = client.responses.input_items.list(second.id)
+        assert [i.type for i in items.data] == ["function_call_output"] * 2
+        client.responses.delete(first.id)  # on yet another replica
+        with pytest.raises(openai.NotFoundError):
+            client.responses.retrieve(first.id)
+    assert set(transport.served) == {s.port for s in three}, "every replica answered a step"
+
+
+def test_a_conversation_across_replicas(three: list[ServerProcess]) -> None:
+    client, transport = round_robin_client(three)
+    with client:
+        conversation = client.conversations.create(metadata={"topic": "inventory"})
+        first = client.responses.create(
+            model="gpt-6-astra",
+            conversation=conversation.id,
+            input="Compare inventory with demand for sku_123.",
+            tools=TOOLS,
+        )
+        second = client.responses.create(
+            model="gpt-6-astra", conversation=conversation.id, input=outputs(first), tools=TOOLS
+        )
+        assert second.output_text == EXPECTED
+        items = client.conversations.items.list(conversation.id, order="asc")
+        types = [i.type for i in items.data]
+    assert types[0] == "message" and types[-1] == "message" and types.count("function_call_output") == 2
+    assert len(transport.served) == 3
+
+
+def test_scenarios_added_on_one_replica_match_on_the_others_and_go_when_removed(three: list[ServerProcess]) -> None:
+    scenario = {"name": "hello-replicas", "match": {"input": "hello replicas"}, "turns": [{"message": "hi all"}]}
+    scope = {"x-ptc-emulator-scope": "test-scenarios"}
+    assert admin(three[1], "POST", "/scenarios", json=scenario, headers=scope).status_code == 201
+    for server in three:
+        listed = admin(server, "GET", "/scenarios", headers=scope).json()["data"]
+        assert "hello-replicas" in [s["name"] for s in listed]
+        reply = httpx.post(
+            f"{server.base_url}/responses", json={"model": "m", "input": "hello replicas"}, headers=scope, timeout=30
+        )
+        assert reply.status_code == 200 and reply.json()["output"][0]["content"][0]["text"] == "hi all"
+    assert admin(three[2], "DELETE", "/scenarios/hello-replicas", headers=scope).status_code == 200
+    for server in three:
+        listed = admin(server, "GET", "/scenarios", headers=scope).json()["data"]
+        assert "hello-replicas" not in [s["name"] for s in listed]
+
+
+def test_the_journal_of_any_replica_shows_every_replicas_requests(three: list[ServerProcess]) -> None:
+    scope = {"x-ptc-emulator-scope": "test-journal"}
+    scenario = {"name": "ping", "match": {"input": "ping"}, "turns": [{"message": "pong"}]}
+    assert admin(three[0], "POST", "/scenarios", json=scenario, headers=scope).status_code == 201
+    made = []
+    for server in three:
+        reply = httpx.post(
+            f"{server.base_url}/responses", json={"model": "m", "input": "ping"}, headers=scope, timeout=30
+        )
+        assert reply.status_code == 200
+        made.append(reply.json()["id"])
+    for server in three:
+        entries = admin(server, "GET", "/journal", headers=scope).json()["data"]
+        assert [e["response_id"] for e in entries] == made, f"replica {server.port}"
+        seqs = [e["seq"] for e in entries]
+        assert seqs == sorted(seqs)
+    assert admin(three[1], "DELETE", "/journal", headers=scope).json()["cleared"] == 3
+    assert admin(three[2], "GET", "/journal", headers=scope).json()["data"] == []
+
+
+def test_a_replica_refuses_to_start_without_a_shared_secret(postgres_url: str, tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data", store=postgres_url, secret=None)
+    with pytest.raises(RuntimeError, match="needs --secret"):
+        server.start(timeout=30)
+
+
+def test_health_says_when_the_database_does_not_answer(postgres_cluster: Cluster, tmp_path: Path) -> None:
+    url = postgres_cluster.database()
+    with replicas(tmp_path, url, 1) as (server,):
+        assert server.health()["database"] == "ok"
+        with psycopg.connect(postgres_cluster.admin_url, autocommit=True) as db:
+            db.execute(f'DROP DATABASE "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
+        reply = admin(server, "GET", "/health")
+        assert reply.status_code == 503 and reply.json()["database"] == "unreachable"
+
+
+def test_an_agents_session_streamed_from_one_replica_while_others_run_it(three: list[ServerProcess]) -> None:
+    """sessions.stream(..., tool_handlers=...) through the round-robin client: the stream is read
+    from one replica, the input and the tool result go to others, and the turn runs on whichever
+    replica claimed it: every event arrives on the stream, in order, through the database."""
+    client, transport = round_robin_client(three)
+    calls: list[dict[str, Any]] = []
+
+    def get_customer(args: dict[str, Any]) -> dict[str, Any]:
+        calls.append(args)
+        return customer(args)
+
+    with client:
+        session = valid(
+            client.beta.agents.sessions.create(
+                environment={"type": "none"},
+                agent={"model": "gpt-5", "tools": [GET_CUSTOMER]},
+                input=js('text("ready")'),
+            )
+        )
+        seen = events_until(client, session.id, "agent.session.idle")
+        assert [e.type for e in seen][-1] == "agent.session.idle"
+        with client.beta.agents.sessions.stream(
+            session.id, input=get_customer_code("123"), tool_handlers={"get_customer": get_customer}
+        ) as stream:
+            result = stream.get_final_result()
+        assert calls == [{"customer_id": "123"}]
+        assert json.loads(result.output_text) == customer({"customer_id": "123"})
+        assert result.turn.status == "completed"
+        items = [valid(i) for i in client.beta.agents.sessions.items.list(session.id)]
+    assert [i.type for i in items].count("function_call_output") == 1
+    assert len(transport.served) == 3
+
+
+def test_a_background_response_made_on_one_replica_is_streamed_and_read_from_others(
+    three: list[ServerProcess],
+) -> None:
+    scope = {"x-ptc-emulator-scope": "test-background"}
+    scenario = {"name": "slow-hello", "match": {"input": "background hello"}, "turns": [{"message": "hello later"}]}
+    assert admin(three[0], "POST", "/scenarios", json=scenario, headers=scope).status_code == 201
+    made, streamed, read = (openai.OpenAI(base_url=s.base_url, api_key="sk-local", max_retries=0) for s in three)
+    with made, streamed, read:
+        queued = made.responses.create(model="m", input="background hello", background=True, extra_headers=scope)
+        assert queued.status in ("queued", "in_progress", "completed")
+        with streamed.responses.retrieve(queued.id, stream=True, extra_headers=scope) as stream:
+            kinds = [event.type for event in stream]
+        assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+        final = read.responses.retrieve(queued.id, extra_headers=scope)
+    assert final.status == "completed" and final.output_text == "hello later"

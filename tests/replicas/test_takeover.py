@@ -1,0 +1,142 @@
+"""A replica killed (SIGKILL) while it runs an Agents API turn: once its lease expires, another
+replica takes the turn over from the session's last stored state, and the tool result the client
+then sends, to two replicas, is applied once.
+
+The test chooses the instant: the turn's program spins before its tool call, and the test kills
+the replica whose lease row the database shows for the session while the program still runs (the
+session is still in progress, its call not made yet)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import psycopg
+import pytest
+
+from ptc_emulator.testing.process import ServerProcess
+from tests.agents.agents_support import GET_CUSTOMER, customer, js, tool_result, valid
+from tests.replicas.cluster import Cluster
+from tests.replicas.replicas_support import replicas
+
+LEASE_S = "1"
+SPIN = js(
+    "let n = 0; for (let i = 0; i < 3e8; i++) { n = (n + i) % 7; }\n"
+    'const c = await tools.get_customer({customer_id: "123"});\n'
+    "text(JSON.stringify({spun: n, customer: c}))"
+)
+
+
+@pytest.fixture
+def three(postgres_cluster: Cluster, tmp_path: Any) -> Iterator[tuple[str, list[ServerProcess]]]:
+    url = postgres_cluster.database()
+    args = ("--lease-seconds", LEASE_S, "--timeout", "120")
+    with replicas(tmp_path, url, 3, args=args) as started:
+        yield url, started
+
+
+def client(server: ServerProcess) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.base_url, api_key="sk-local", max_retries=0)
+
+
+def until(what: str, check: Any, timeout: float = 90) -> Any:
+    deadline = time.monotonic() + timeout  # a guard: each wait ends on the condition, long before
+    while (found := check()) is None or found is False:
+        assert time.monotonic() < deadline, f"still waiting for {what}"
+        time.sleep(0.02)
+    return found
+
+
+def lease_holder(url: str, session_id: str) -> str | None:
+    with psycopg.connect(url) as db:
+        row = db.execute("SELECT owner FROM leases WHERE key = %s AND expires_at > now()", (session_id,)).fetchone()
+    return str(row[0]) if row else None
+
+
+def test_a_killed_replicas_turn_is_taken_over_and_its_result_applied_once(
+    three: tuple[str, list[ServerProcess]],
+) -> None:
+    url, servers = three
+    first = client(servers[0])
+    session = valid(
+        first.beta.agents.sessions.create(
+            environment={"type": "none"}, agent={"model": "gpt-5", "tools": [GET_CUSTOMER]}, input=SPIN
+        )
+    )
+    owner = until("a replica to claim the turn", lambda: lease_holder(url, session.id))
+    [running] = [s for s in servers if s.proc is not None and f":{s.proc.pid}:" in owner]
+    running.kill9()  # mid-turn: its program spins, its call is not made yet
+    others = [s for s in servers if s is not running]
+    seen = valid(client(others[0]).beta.agents.sessions.retrieve(session.id))
+    assert seen.status == "in_progress" and seen.required_actions == [], "killed before the turn paused"
+
+    # Another replica claims the expired lease and runs the turn again from what was stored.
+    until("another replica to take the turn over", lambda: lease_holder(url, session.id) not in (None, owner))
+    paused = until(
+        "the taken-over turn to ask for its tool call",
+        lambda: (s := client(others[1]).beta.agents.sessions.retrieve(session.id)).status == "requires_action" and s,
+    )
+    (action,) = paused.required_actions
+    result = tool_result(action, customer(action.arguments))
+    # The result sent to both live replicas (a client retrying elsewhere): applied once.
+    for server in others:
+        client(server).beta.agents.sessions.events.create(
+            session.id, events=[result], extra_headers={"Idempotency-Key": "result-1"}
+        )
+    client(others[0]).beta.agents.sessions.events.create(session.id, events=[result])  # and without the key
+    done = until(
+        "the turn to finish",
+        lambda: (s := client(others[1]).beta.agents.sessions.retrieve(session.id)).status == "idle" and s,
+    )
+    assert done.status == "idle"
+    items = [valid(i) for i in client(others[0]).beta.agents.sessions.items.list(session.id)]
+    outputs = [i for i in items if i.type == "function_call_output"]
+    calls = [i for i in items if i.type == "function_call"]
+    assert len(outputs) == 1 and len(calls) == 1, [i.type for i in items]
+    turns = [valid(t) for t in client(others[1]).beta.agents.sessions.turns.list(session.id)]
+    assert [t.status for t in turns] == ["completed"]
+    final = [i for i in items if i.type == "message"][-1]
+    assert "Example Customer" in final.content[0].text
+
+
+def test_a_killed_replicas_background_response_fails_once_its_lease_expired(
+    three: tuple[str, list[ServerProcess]],
+) -> None:
+    """Any replica reading it then finds it failed, as a restarted server fails the background
+    responses it was running; the replicas alive go on serving."""
+    url, servers = three
+    spin = js("let n = 0; for (let i = 0; i < 3e9; i++) { n = (n + i) % 7; }\ntext(String(n))")
+    ptc = [{"type": "programmatic_tool_calling"}]
+    queued = client(servers[0]).responses.create(model="m", input=spin, background=True, tools=ptc)
+    owner = until("the background response's lease", lambda: lease_holder(url, queued.id))
+    [running] = [s for s in servers if s.proc is not None and f":{s.proc.pid}:" in owner]
+    others = [s for s in servers if s is not running]
+    assert client(others[0]).responses.retrieve(queued.id).status in ("queued", "in_progress"), "still running"
+    running.kill9()
+    failed = until(
+        "the response to be found failed",
+        lambda: (r := client(others[0]).responses.retrieve(queued.id)).status == "failed" and r,
+    )
+    assert failed.error is not None and failed.error.code == "server_error"
+    again = client(others[1]).responses.retrieve(queued.id)
+    assert again.status == "failed", "stored as failed, for every replica"
+
+
+def test_a_background_response_cancelled_through_another_replica_stops_where_it_runs(
+    three: tuple[str, list[ServerProcess]],
+) -> None:
+    url, servers = three
+    spin = js("let n = 0; for (let i = 0; i < 3e9; i++) { n = (n + i) % 7; }\ntext(String(n))")
+    ptc = [{"type": "programmatic_tool_calling"}]
+    queued = client(servers[0]).responses.create(model="m", input=spin, background=True, tools=ptc)
+    owner = until("the background response's lease", lambda: lease_holder(url, queued.id))
+    [running] = [s for s in servers if s.proc is not None and f":{s.proc.pid}:" in owner]
+    other = next(s for s in servers if s is not running)
+    cancelled = client(other).responses.cancel(queued.id)
+    assert cancelled.status == "cancelled"
+    # The running replica finds the cancel at its next renewal, stops, and gives the lease up.
+    until("the running replica to stop", lambda: lease_holder(url, queued.id) is None)
+    for server in servers:
+        assert client(server).responses.retrieve(queued.id).status == "cancelled"
