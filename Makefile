@@ -64,8 +64,8 @@ postgres:
 		fi; \
 	fi
 
-run: $(RUN_STAMP) ## serve the bundled fixtures with SQLite on 127.0.0.1:8000
-	$(BIN)/ptc-emulator serve --host $(HOST) --port $(PORT) --store sqlite --data-dir .data
+run: $(RUN_STAMP) ## serve the bundled demo scenarios (--demo) with SQLite on 127.0.0.1:8000 (PORT=, HOST=)
+	$(BIN)/ptc-emulator serve --demo --host $(HOST) --port $(PORT) --store sqlite --data-dir .data
 
 lint: $(STAMP) ## ruff, mypy and the import-layer contract
 	$(BIN)/ruff check .

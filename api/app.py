@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ptc_emulator import __version__
 from ptc_emulator.api import errors, guards, inspector, scopes
+from ptc_emulator.api.recorder import RequestLog
 from ptc_emulator.api.routes import admin, agents, conversations, websocket
 from ptc_emulator.api.routes import responses as routes
 from ptc_emulator.api.settings import Settings, bundled_fixtures
@@ -76,8 +77,9 @@ class AppState:
 
 def _load_scenarios(settings: Settings) -> ScenarioFiles:
     """The scenario directories, loaded (`files.load` refuses a missing one, a bad file, a duplicate name)."""
-    # A recording server leaves the bundled demo scenarios out: they would answer in the real model's place.
-    bundled = settings.bundled_fixtures and not settings.recording
+    # The demos only when asked, and never beside recordings: recording, they would answer in the real
+    # model's place; replaying, a question nothing recorded would get a demo's 200 instead of the 400.
+    bundled = settings.bundled_fixtures and settings.record_dir is None
     directories = ([bundled_fixtures()] if bundled else []) + list(settings.fixtures)
     labels = (["bundled"] if bundled else []) + [""] * len(settings.fixtures)
     if settings.record_dir is not None and settings.record_dir.is_dir():
@@ -187,6 +189,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
         state.shared = admin.SharedScenarios(store, state.scenarios)
         app.add_middleware(_Shared, shared=state.shared)
     app.add_middleware(_Edge, settings=settings, own=state.own)
+    app.add_middleware(RequestLog)  # outermost: the edge's refusals have their line too
     return app
 
 

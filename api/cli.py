@@ -39,7 +39,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--fixtures", type=Path, action="append", default=[], metavar="DIR", help="more scenario files (repeatable)"
     )
-    serve.add_argument("--no-bundled-fixtures", action="store_true", help="do not load the bundled fixtures/")
+    serve.add_argument(
+        "--demo",
+        action="store_true",
+        help="also serve the bundled demo scenarios (the guide's examples; `make run` does); never with --record",
+    )
+    serve.add_argument("--no-bundled-fixtures", action="store_true", help="do not load the demos (the default)")
     serve.add_argument(
         "--store",
         type=_store_kind,
@@ -99,6 +104,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="info", help="uvicorn's and the emulator's log level")
     serve.add_argument(
         "--watch", action="store_true", help="reload the scenario files when one is added, edited or removed"
+    )
+    serve.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="json: every log line one JSON object (a request's: method, path, scope, scenario, route, status, ...)",
     )
     _record_arguments(serve)
     _mcp_arguments(serve)
@@ -220,7 +231,7 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
         host=args.host,
         port=args.port,
         fixtures=tuple(args.fixtures),
-        bundled_fixtures=not args.no_bundled_fixtures,
+        bundled_fixtures=args.demo and not args.no_bundled_fixtures,
         store=args.store,
         lease_s=args.lease_seconds,
         data_dir=args.data_dir,
@@ -296,7 +307,8 @@ def main(argv: list[str] | None = None) -> None:
     from ptc_emulator.api.upstream import UpstreamSettingsError
 
     settings, log_level = parse(argv)
-    logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    json_logs = _log_format(argv) == "json"
+    _configure_logging(log_level, json_logs)
     _warn_visible(argv)
     for directory in settings.fixtures:
         if not directory.is_dir():
@@ -326,6 +338,8 @@ def main(argv: list[str] | None = None) -> None:
             "that risk with --allow-unguarded-upstream-key",
             2,
         )
+    if settings.bundled_fixtures and settings.record_dir is not None:
+        _fail("--demo cannot go with --record: the demos would answer in the upstream's or the recordings' place", 2)
     if settings.record_dir is not None and settings.record_mode == "none" and not settings.record_dir.is_dir():
         _fail(f"--record {settings.record_dir}: no such directory (nothing recorded to replay)", 2)
     if "://" in settings.store and not (settings.secret or os.environ.get("PTC_EMULATOR_SECRET")):
@@ -354,7 +368,23 @@ def main(argv: list[str] | None = None) -> None:
     print(f"ptc-emulator: {files.banner()}{watching}", file=sys.stderr, flush=True)
     inspector = f"http://{settings.host}:{sock.getsockname()[1]}/_emulator/ui/"
     print(f"ptc-emulator: trace inspector at {inspector} (docs/inspector.md)", file=sys.stderr, flush=True)
-    _server_class()(server_config(app, log_level=log_level)).run(sockets=[sock])
+    _server_class()(server_config(app, log_level=log_level, json_logs=json_logs)).run(sockets=[sock])
+
+
+def _log_format(argv: list[str] | None) -> str:
+    return str(getattr(_parser().parse_args(argv), "log_format", "text"))
+
+
+def _configure_logging(level: str, json_logs: bool) -> None:
+    """Text lines for a person; with `--log-format json`, one JSON object a line for CI."""
+    if not json_logs:
+        logging.basicConfig(level=level.upper(), format="%(levelname)s %(name)s: %(message)s")
+        return
+    from ptc_emulator.api.recorder import JsonFormatter
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter())
+    logging.basicConfig(level=level.upper(), handlers=[handler])
 
 
 def _server_class() -> Any:
@@ -386,12 +416,14 @@ pooled connection after a pause (a slow tool, a busy machine): the server closes
 request goes out, and the client sees a connection error."""
 
 
-def server_config(app: Any, *, log_level: str) -> Any:
-    """The `uvicorn.Config` every way of serving the app shares (the CLI, the test server)."""
+def server_config(app: Any, *, log_level: str, json_logs: bool = False) -> Any:
+    """The `uvicorn.Config` every way of serving the app shares (the CLI, the test server).
+    `json_logs`: uvicorn's loggers keep no handlers of their own, so the root's JSON handler has them."""
     import uvicorn
 
+    extra: dict[str, Any] = {"log_config": None} if json_logs else {}
     return uvicorn.Config(
-        app, log_level=log_level, ws="websockets-sansio", lifespan="on", timeout_keep_alive=KEEP_ALIVE_S
+        app, log_level=log_level, ws="websockets-sansio", lifespan="on", timeout_keep_alive=KEEP_ALIVE_S, **extra
     )
 
 

@@ -1,17 +1,30 @@
-"""Records each create request in the journal, whatever way it ends (JSON, stream, socket, error)."""
+"""Records each create request in the journal, whatever way it ends (JSON, stream, socket, error),
+and logs one line per HTTP request (`RequestLog`, below)."""
 
 from __future__ import annotations
 
+import contextvars
+import json
+import logging
 import time
+from collections.abc import Awaitable, Callable, MutableMapping
 from types import TracebackType
 from typing import Any
 
+from ptc_emulator.api import scopes
 from ptc_emulator.emulator.errors import EmulatorError, NoScenarioMatched
 from ptc_emulator.emulator.journal.entries import Figures, Journal, JournalEntry, RawJSON, kept_request
 from ptc_emulator.emulator.responses.engine import Prepared, Refused, Trace
 from ptc_emulator.emulator.wire.request import CreateRequest
+from ptc_emulator.names import SCOPE_HEADER
 
-__all__ = ["Recorder"]
+__all__ = ["JsonFormatter", "Recorder", "RequestLog", "line", "note"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def _retries(headers: Any) -> int:
@@ -133,6 +146,7 @@ class Recorder:
                 else:
                     figures.direct_tool_calls += 1
         self.entry.figures.latency_ms = round((time.time() - self.entry.at) * 1000, 3)
+        note(scenario=self.entry.scenario, route=self.entry.route, unmatched=self.entry.near_miss is not None)
         if isinstance(self.entry.request, CreateRequest):  # (an mcp tool's credentials are not kept)
             self.entry.request = kept_request(self.entry.request, self.raw)
         if self.rendered is not None and self.entry.response is self.response and _as_kept(self.rendered):
@@ -151,3 +165,132 @@ def _counts(call: dict[str, Any]) -> bool:
     """A program's call the server answered (a denied one never ran; direct ones are items, counted
     with the output)."""
     return call["route"] == "program" and call.get("status") != "denied"
+
+
+# ---- the request log -----------------------------------------------------------------------------
+# One log line per HTTP request, for a person or (`--log-format json`) for CI.
+#
+#     POST /v1/responses scope=test-1a2b scenario=shortage route=program,function_call -> 200 (12.4 ms)
+#     POST /v1/responses scope=- no match -> 400 no_scenario_matched: No scenario matches ... (3.1 ms)
+#
+# The middleware sits outside everything else, so a request the edge refuses (a bad key, a foreign
+# Host) has its line too. What only the engine knows (the scenario, the route) reaches the line
+# through `note`, called where the journal entry is recorded; the error code and reason are read
+# from the error body the client got. Logged on `ptc_emulator.requests` at INFO.
+
+log = logging.getLogger("ptc_emulator.requests")
+
+
+_NOTES: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("ptc_emulator_notes", default=None)
+_ERROR_BODY_BYTES = 64 * 1024
+_REASON_CHARS = 300
+_HEADER = SCOPE_HEADER.encode("latin-1")
+
+
+def note(**fields: Any) -> None:
+    """Add fields to the current request's log line (a no-op outside a logged request)."""
+    notes = _NOTES.get()
+    if notes is not None:
+        notes.update(fields)
+
+
+def _scope_name(scope: Scope) -> str | None:
+    path: str = scope.get("path", "")
+    if path.startswith(scopes.PREFIX):
+        return path[len(scopes.PREFIX) :].partition("/")[0] or None
+    for key, value in scope.get("headers", []):
+        if key.lower() == _HEADER:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _error(body: bytes) -> tuple[str | None, str | None]:
+    try:
+        error = json.loads(body)["error"]
+        return error.get("code") or error.get("type"), error.get("message")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None, None
+
+
+def line(fields: dict[str, Any]) -> str:
+    """The text form of a request's fields."""
+    parts = [f"{fields['method']} {fields['path']}", f"scope={fields['scope'] or '-'}"]
+    if fields.get("scenario"):
+        parts.append(f"scenario={fields['scenario']}")
+    elif fields.get("unmatched"):
+        parts.append("no match")
+    if fields.get("route"):
+        parts.append("route=" + ",".join(fields["route"]))
+    outcome = f"-> {fields['status']}"
+    if fields.get("code") or fields.get("reason"):
+        outcome += f" {fields.get('code') or 'error'}: {fields.get('reason') or ''}".rstrip()
+    parts.append(outcome)
+    parts.append(f"({fields['ms']} ms)")
+    return " ".join(parts)
+
+
+class JsonFormatter(logging.Formatter):
+    """Every record as one JSON object: `level`, `logger`, and a request's fields or `message`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = getattr(record, "request", None)
+        data: dict[str, Any] = {"level": record.levelname.lower(), "logger": record.name}
+        data.update(fields if isinstance(fields, dict) else {"message": record.getMessage()})
+        if record.exc_info:
+            data["exception"] = self.formatException(record.exc_info)
+        return json.dumps(data, ensure_ascii=False)
+
+
+class RequestLog:
+    """Logs each HTTP request when its response has been sent (a stream: at its end)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not log.isEnabledFor(logging.INFO):
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        method, path, who = scope.get("method", ""), scope.get("path", ""), _scope_name(scope)
+        notes: dict[str, Any] = {}
+        token = _NOTES.set(notes)
+        status = 500
+        body = bytearray()
+        logged = False
+
+        def emit() -> None:
+            nonlocal logged
+            logged = True
+            code, reason = _error(bytes(body)) if body else (None, None)
+            fields = {
+                "method": method,
+                "path": path,
+                "scope": who,
+                "scenario": notes.get("scenario"),
+                "unmatched": bool(notes.get("unmatched")),
+                "route": list(notes.get("route") or []),
+                "status": status,
+                "code": code,
+                "reason": reason[:_REASON_CHARS] if isinstance(reason, str) else None,
+                "ms": round((time.perf_counter() - started) * 1000, 1),
+            }
+            log.info("%s", line(fields), extra={"request": fields})
+
+        async def watched(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            elif message["type"] == "http.response.body":
+                if status >= 400 and len(body) < _ERROR_BODY_BYTES:
+                    body.extend(message.get("body", b"")[: _ERROR_BODY_BYTES - len(body)])
+                if not message.get("more_body", False) and not logged:
+                    emit()  # before the last bytes go: a client that has its answer can read the line
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        finally:
+            _NOTES.reset(token)
+            if not logged:
+                emit()

@@ -43,8 +43,11 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8000
     fixtures: tuple[Path, ...] = ()
-    """Scenario directories loaded after the bundled `fixtures/`."""
-    bundled_fixtures: bool = True
+    """Scenario directories (after the bundled demos, when those are asked for)."""
+    bundled_fixtures: bool = False
+    """Load the bundled demo scenarios (`fixtures/`: `--demo`, `make run`). Off unless asked, and
+    never while recording or replaying (`record_dir`): a demo answering a question that nothing
+    recorded would be a 200 where the test should fail."""
     store: str = "sqlite"
     """`sqlite`, `memory`, or a `postgresql://` URL: a database several replicas share."""
     lease_s: float = 30.0

@@ -6,8 +6,11 @@
         assert client.responses.create(model="m", input="hello").output_text == "hi!"
         assert ptc_emulator.journal[-1]["figures"]["model_turns"] == 1
 
-One server per test session (per xdist worker) on a real 127.0.0.1 port; each test gets its
-own scope, so its scenarios and journal are its own and vanish when it ends.
+One server per test session (per xdist worker, or one for all workers with
+`--ptc-emulator-shared`: `testing/shared.py`) on a real 127.0.0.1 port; each test gets its own
+scope, so its scenarios and journal are its own and vanish when it ends. The test's `base_url` is
+scoped (`/scopes/<scope>/v1`): `ptc_emulator.env` / `use_env(monkeypatch)` hand it to code that
+builds its own client.
 
 Options: `--ptc-emulator-url URL` uses a server that is already running (its `/v1` URL) instead
 of starting one, and `--ptc-emulator-api-key KEY` (or PTC_EMULATOR_API_KEY) is the key for a
@@ -47,6 +50,7 @@ pytest_plugins = ["ptc_emulator.testing.traces"]
 _api_key = pytest.StashKey[str]()
 _inspector = pytest.StashKey[str]()
 _failed = pytest.StashKey[bool]()
+_staging = pytest.StashKey[Path]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -86,6 +90,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="new: record what nothing matches; all: re-record everything; none: replay only "
         "(default: new with an upstream, else none)",
     )
+    group.addoption(
+        "--ptc-emulator-demo",
+        action="store_true",
+        default=None,
+        help="the plugin's server also serves the bundled demo scenarios (or the ini option ptc_emulator_demo)",
+    )
+    group.addoption(
+        "--ptc-emulator-strict",
+        action="store_true",
+        default=None,
+        help="every test using the fixture fails at teardown if a request matched no scenario or one "
+        "of its scenarios answered none (or the ini option ptc_emulator_strict, or @pytest.mark.ptc_strict)",
+    )
+    group.addoption(
+        "--ptc-emulator-shared",
+        action="store_true",
+        default=None,
+        help="under pytest-xdist, every worker uses one server (started by the first; or the ini option "
+        "ptc_emulator_shared)",
+    )
+    parser.addini("ptc_emulator_shared", type="bool", default=False, help="see --ptc-emulator-shared")
+    parser.addini(
+        "ptc_emulator_cassette_dir",
+        default="cassettes",
+        help="@pytest.mark.ptc_record: the cassettes' folder, beside each test file",
+    )
+    parser.addini("ptc_emulator_strict", type="bool", default=False, help="see --ptc-emulator-strict")
+    parser.addini("ptc_emulator_demo", type="bool", default=False, help="serve the bundled demo scenarios too")
     parser.addini(
         "ptc_emulator_record_dir", type="paths", default=[], help="recorded scenarios (see --ptc-emulator-record)"
     )
@@ -117,11 +149,25 @@ def ptc_emulator_settings(request: pytest.FixtureRequest, tmp_path_factory: pyte
         store="sqlite",
         pool_size=share,
         fixtures=fixtures,
+        # The demos answer only when asked: a test must not pass on a demo's answer by accident.
+        bundled_fixtures=bool(
+            request.config.getoption("--ptc-emulator-demo") or request.config.getini("ptc_emulator_demo")
+        ),
         **_record_settings(request.config),
     )
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "ptc_strict: the ptc_emulator fixture fails the test at teardown if a request matched no scenario "
+        "or a scenario the test added answered none",
+    )
+    config.addinivalue_line(
+        "markers",
+        "ptc_record(mode='once'): record this test's conversations against the upstream into a cassette "
+        "named after the test and replay them from it (modes: once, all, none)",
+    )
     _record_settings(config)  # refuse record options that cannot work before any test runs
 
 
@@ -171,6 +217,16 @@ def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
         # A server holding the upstream key requires one of its own: a fresh one, known to this session's clients.
         settings = dataclasses.replace(settings, api_key="sk-" + secrets.token_hex(16))
     request.config.stash[_api_key] = getattr(settings, "api_key", None) or API_KEY
+    if settings.recording:
+        request.config.stash[_staging] = Path(settings.record_dir)
+    shared = request.config.getoption("--ptc-emulator-shared") or request.config.getini("ptc_emulator_shared")
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if shared and run and os.environ.get("PYTEST_XDIST_WORKER"):
+        from ptc_emulator.testing.shared import shared_url
+
+        directory = request.getfixturevalue("tmp_path_factory").getbasetemp().parent / f"ptc-emulator-{run[:16]}"
+        yield shared_url(directory, settings, controller=os.getppid())  # it stops when the run does
+        return
     server = EmulatorServer(settings).start()
     try:
         yield server.base_url
@@ -181,14 +237,26 @@ def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
 @pytest.fixture
 def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> Iterator[Any]:
     """The emulator, scoped to this test (a `ptc_emulator.testing.server.PTCEmulator`): `base_url`,
-    `client()`, `async_client()`, `add_scenario(...)`, `scenarios`, `remove_scenario(...)`,
-    `journal`, `clear_journal()`."""
+    `env`, `use_env(monkeypatch)`, `client()`, `async_client()`, `add_scenario(...)`, `scenarios`,
+    `remove_scenario(...)`, `journal`, `entries`, `requests(...)`, `calls(...)`,
+    `assert_all_scenarios_used()`, `assert_no_unmatched()`, `clear_journal()`.
+
+    Strict mode (`@pytest.mark.ptc_strict`, `--ptc-emulator-strict`, ini `ptc_emulator_strict`):
+    a test that passed fails at teardown if a request matched no scenario or one it added answered none."""
     from ptc_emulator.testing.server import API_KEY, PTCEmulator
 
     emulator = PTCEmulator(ptc_emulator_server, api_key=request.config.stash.get(_api_key, API_KEY))
     request.node.stash[_inspector] = emulator.inspector_url
+    cassette = _cassette(request)
+    for scenario in cassette.start() if cassette is not None else ():
+        emulator.add_scenario(scenario)
     try:
         yield emulator
+        if cassette is not None and not request.node.stash.get(_failed, False):
+            cassette.finish()
+        if _strict(request) and not request.node.stash.get(_failed, False):
+            emulator.assert_no_unmatched()
+            emulator.assert_all_scenarios_used()
     finally:
         if request.node.stash.get(_failed, False):
             # A failed test's journal stays for the inspector link in its report; its scenarios go.
@@ -198,6 +266,25 @@ def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> It
         else:
             emulator.reset()
         emulator.close()
+
+
+def _cassette(request: pytest.FixtureRequest) -> Any:
+    """The test's cassette (`testing/cassettes.py`) when it is marked `ptc_record`, else None."""
+    marker = request.node.get_closest_marker("ptc_record")
+    if marker is None:
+        return None
+    from ptc_emulator.testing.cassettes import Cassette
+
+    folder = str(request.config.getini("ptc_emulator_cassette_dir"))
+    mode = str(marker.kwargs.get("mode", "once"))
+    staging = request.config.stash.get(_staging, None)
+    return Cassette.for_test(Path(str(request.node.path)), request.node.name, folder, mode, staging)
+
+
+def _strict(request: pytest.FixtureRequest) -> bool:
+    config = request.config
+    marked = request.node.get_closest_marker("ptc_strict") is not None
+    return marked or bool(config.getoption("--ptc-emulator-strict") or config.getini("ptc_emulator_strict"))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -71,7 +71,7 @@ class ServerProcess:
         self.api_key = api_key
         command = [sys.executable, "-m", "ptc_emulator", "serve", "--port", str(self.port)]
         command += ["--data-dir", str(data_dir), "--store", store, "--workers", str(workers)]
-        command += ["--no-bundled-fixtures", "--log-level", "info"]
+        command += ["--log-level", "info"]  # no demos unless `args` has --demo
         self.command = [*command, *args]
         # Secrets by the environment, never on the command line (any local user can read that).
         secrets = {"PTC_EMULATOR_SECRET": secret} if secret is not None else {}

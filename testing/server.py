@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from ptc_emulator import env as _env
 from ptc_emulator.names import API_KEY_ENV, SCOPE_HEADER
 
 __all__ = ["API_KEY", "API_KEY_ENV", "SCOPE_HEADER", "EmulatorServer", "PTCEmulator", "inspector_url"]
@@ -75,13 +76,17 @@ def _plain_http(url: Any) -> bool:
 
 
 class PTCEmulator:
-    """One test's view of the emulator: its own scope, scenarios and journal."""
+    """One test's view of the emulator: its own scope, scenarios and journal.
+
+    `base_url` is the scoped URL (`http://127.0.0.1:PORT/scopes/<scope>/v1`): any client given it
+    is in this test's scope, with no header; `server_url` is the server's own `/v1` URL."""
 
     def __init__(self, base_url: str, scope: str | None = None, api_key: str = API_KEY) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.server_url = _env.server_url(base_url)
         self.scope = scope or f"test-{uuid.uuid4().hex[:12]}"
+        self.base_url = _env.scoped_url(self.server_url, self.scope)
         self.api_key = api_key
-        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+        root = self.server_url[: -len("/v1")] if self.server_url.endswith("/v1") else self.server_url
         self.admin = httpx.Client(
             base_url=f"{root}/_emulator",
             # Admin writes must declare JSON (a web page cannot send that without a preflight).
@@ -98,20 +103,37 @@ class PTCEmulator:
     @property
     def inspector_url(self) -> str:
         """The trace inspector's page, showing this test's scope (the key, if any, is not in it)."""
-        return inspector_url(self.base_url, self.scope)
+        return inspector_url(self.server_url, self.scope)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """`OPENAI_BASE_URL` (the scoped URL), `OPENAI_API_KEY`, and the Agents SDK's tracing off:
+        for a subprocess (`env={**os.environ, **ptc_emulator.env}`) or code that builds its own client."""
+        return _env.environ(self.base_url, self.api_key)
+
+    def use_env(self, monkeypatch: Any) -> dict[str, str]:
+        """Set `env` in this process for the test, with pytest's `monkeypatch` (undone after it):
+        `OpenAI()`, `AsyncOpenAI()` and the Agents SDK's default client then land in this scope."""
+        return _env.apply(monkeypatch, self.base_url, self.api_key)
 
     @property
     def headers(self) -> dict[str, str]:
         """Headers that put a request in this test's scope (the SDK clients below send them)."""
         return {SCOPE_HEADER: self.scope}
 
+    def _aim(self, options: dict[str, Any]) -> None:
+        """An SDK client's options: the key, the scoped URL and the scope header; a client given
+        another scope's header goes to the server's own URL (the URL's scope would contradict it)."""
+        options.setdefault("api_key", self.api_key)
+        headers = {**self.headers, **options.get("default_headers", {})}
+        options.setdefault("base_url", self.base_url if headers[SCOPE_HEADER] == self.scope else self.server_url)
+        options["default_headers"] = headers
+
     def client(self, **options: Any) -> Any:
         """An `openai.OpenAI` aimed at the emulator, in this test's scope; closed when the test ends."""
         import openai
 
-        options.setdefault("api_key", self.api_key)
-        options.setdefault("base_url", self.base_url)
-        options["default_headers"] = {**self.headers, **options.get("default_headers", {})}
+        self._aim(options)
         if "http_client" not in options and _plain_http(options["base_url"]):
             options["http_client"] = openai.DefaultHttpxClient(verify=False)
         client = openai.OpenAI(**options)
@@ -127,9 +149,7 @@ class PTCEmulator:
         (`responses.connect()`) and break it."""
         import openai
 
-        options.setdefault("api_key", self.api_key)
-        options.setdefault("base_url", self.base_url)
-        options["default_headers"] = {**self.headers, **options.get("default_headers", {})}
+        self._aim(options)
         if "http_client" not in options:
             # The SDK's own HTTP library's Limits class (it is not necessarily httpx's).
             limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_keepalive_connections=0)
@@ -181,6 +201,53 @@ class PTCEmulator:
         reply = self.admin.get("/journal/conversations")
         reply.raise_for_status()
         return list(reply.json()["data"])
+
+    @property
+    def entries(self) -> list[Any]:
+        """The journal as typed entries (`ptc_emulator.testing.assertions.JournalEntry` dataclasses,
+        `figures` a `Figures`): `entry.scenario`, `entry.figures.program_tool_calls`, `entry.error`."""
+        from ptc_emulator.testing.assertions import JournalEntry
+
+        return [JournalEntry.from_dict(e) for e in self.journal]
+
+    def requests(self, *, status: int | None = None, scenario: str | None = None, path: str | None = None) -> list[Any]:
+        """This test's journal entries (typed), those with this status, scenario and path if given."""
+        return [
+            e
+            for e in self.entries
+            if (status is None or e.status == status)
+            and (scenario is None or e.scenario == scenario)
+            and (path is None or e.path == path)
+        ]
+
+    def calls(self, name: str | None = None, route: str | None = None) -> list[Any]:
+        """The tool calls of this test (`ToolCall`: name, arguments parsed, route `program` or
+        `direct`, call_id, the calling program, the output sent back), oldest first; of one tool
+        and one route if given."""
+        from ptc_emulator.testing.assertions import tool_calls
+
+        if route not in (None, "program", "direct"):
+            raise ValueError(f"route is 'program' or 'direct', not {route!r}")
+        return [c for c in tool_calls(self.entries) if (name is None or c.name == name) and route in (None, c.route)]
+
+    def assert_all_scenarios_used(self) -> None:
+        """Fail unless every scenario this test added answered a request; the message lists the
+        unused ones and every request with what answered it."""
+        from ptc_emulator.testing.assertions import unused
+
+        added = [str(s["name"]) for s in self.scenarios if s.get("scope") == self.scope]
+        problem = unused(added, self.entries)
+        if problem is not None:
+            raise AssertionError(problem)
+
+    def assert_no_unmatched(self) -> None:
+        """Fail if any request of this test matched no scenario; the message shows each one's input,
+        its closest scenario and why that one did not match."""
+        from ptc_emulator.testing.assertions import unmatched
+
+        problem = unmatched(self.entries)
+        if problem is not None:
+            raise AssertionError(problem)
 
     def compare(self, direct: str | None = None, ptc: str | None = None) -> dict[str, Any]:
         """The comparison report of a direct run and a PTC run of the same task (the guide's

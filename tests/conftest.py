@@ -76,8 +76,10 @@ def anyio_backend() -> str:
 def ptc_emulator_settings(ptc_emulator_settings: Any) -> Any:
     """The plugin's settings, with the MCP tests' servers allowed: they listen on loopback, which
     the emulator's MCP client refuses unless told (127.0.0.1, any port but the emulator's own).
-    Here, not in tests/tools/: the session's server is made once, for whichever folder asks first."""
-    return dataclasses.replace(ptc_emulator_settings, mcp_allow_hosts=("127.0.0.1",))
+    Here, not in tests/tools/: the session's server is made once, for whichever folder asks first.
+    The demo scenarios too, which the plugin loads only when asked."""
+    # The suite's tests written against the bundled demos ask for them here, once.
+    return dataclasses.replace(ptc_emulator_settings, mcp_allow_hosts=("127.0.0.1",), bundled_fixtures=True)
 
 
 @pytest.fixture

@@ -86,6 +86,22 @@ class JournalEntry:
     """Calls the emulator answered on the server's side (MCP, code interpreter, hosted shell), with
     their route: a program's stay inside the runtime and appear only here."""
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JournalEntry:
+        """An entry as `as_dict` (and `GET /_emulator/journal`) gave it: the typed view a test reads."""
+        known = {f for f in cls.__dataclass_fields__}
+        values = {k: v for k, v in data.items() if k in known}
+        figures = Figures.__dataclass_fields__
+        values["figures"] = Figures(**{k: v for k, v in (data.get("figures") or {}).items() if k in figures})
+        return cls(**values)
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        """The error body's `error` (`message`, `type`, `param`, `code`), or None for a 200."""
+        if isinstance(self.response, dict) and isinstance(self.response.get("error"), dict):
+            return dict(self.response["error"])
+        return None
+
     def as_dict(self) -> dict[str, Any]:
         if isinstance(self.request, RawRequest):
             self.request = self.request.validated()  # once: later reads parse its JSON text

@@ -59,7 +59,7 @@ def test_a_session_is_invisible_from_another_scope(ptc_emulator: PTCEmulator) ->
             attempt()
         assert caught.value.body["message"] == f"No session found with id '{session.id}'."  # type: ignore[index]
     stream = httpx.get(
-        f"{ptc_emulator.base_url}/agents/sessions/{session.id}/events",
+        f"{ptc_emulator.server_url}/agents/sessions/{session.id}/events",
         headers={**BETA, SCOPE_HEADER: "another-test", "Authorization": f"Bearer {ptc_emulator.api_key}"},
         timeout=30,
     )

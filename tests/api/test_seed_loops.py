@@ -124,7 +124,7 @@ def test_previous_response_id_loop(client: openai.OpenAI, ptc_emulator: PTCEmula
 @pytest.mark.anyio
 async def test_in_process_through_the_asgi_transport(tmp_path: Path) -> None:
     """The same loop with no socket: the SDK on httpx's ASGI transport, store:false."""
-    async with in_process(Settings(data_dir=tmp_path, store="memory")) as client:
+    async with in_process(Settings(data_dir=tmp_path, store="memory", bundled_fixtures=True)) as client:
         items: list[Any] = [{"role": "user", "content": "Compare inventory with demand for sku_123."}]
         while True:
             response = await client.responses.create(model="m", store=False, input=items, tools=INVENTORY_TOOLS)

@@ -45,7 +45,7 @@ def test_another_scopes_item_is_as_missing(ptc_emulator: PTCEmulator) -> None:
     assert len(mine.conversations.items.list(conv.id).data) == 1
 
     other = validating_client(ptc_emulator, default_headers={SCOPE_HEADER: ptc_emulator.scope + "-other"})
-    unscoped = openai.OpenAI(base_url=ptc_emulator.base_url, api_key=ptc_emulator.api_key, max_retries=0)
+    unscoped = openai.OpenAI(base_url=ptc_emulator.server_url, api_key=ptc_emulator.api_key, max_retries=0)
     try:
         for client in (other, unscoped):
             missing = _refusals(client, "msg_missing")

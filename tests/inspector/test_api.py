@@ -37,7 +37,7 @@ INVENTORY_TOOLS: list[dict[str, Any]] = [
 
 def inspector(emulator: PTCEmulator, path: str, **params: str) -> Any:
     """GET /_emulator/inspector/<path> in the test's scope, as the page would (no scope header)."""
-    root = emulator.base_url[: -len("/v1")]
+    root = emulator.server_url[: -len("/v1")]
     reply = httpx.get(f"{root}/_emulator/inspector/{path}", params={"scope": emulator.scope, **params}, timeout=30)
     reply.raise_for_status()
     return reply.json()
@@ -136,7 +136,7 @@ def test_filters_by_scope_scenario_and_status(ptc_emulator: PTCEmulator) -> None
 
 
 def test_an_unknown_conversation_is_a_404_in_the_error_envelope(ptc_emulator: PTCEmulator) -> None:
-    root = ptc_emulator.base_url[: -len("/v1")]
+    root = ptc_emulator.server_url[: -len("/v1")]
     for name, status in (("c999999", 404), ("bogus", 400)):
         reply = httpx.get(f"{root}/_emulator/inspector/conversations/{name}", timeout=30)
         assert reply.status_code == status
@@ -144,7 +144,7 @@ def test_an_unknown_conversation_is_a_404_in_the_error_envelope(ptc_emulator: PT
 
 
 def test_the_event_stream_announces_new_requests(ptc_emulator: PTCEmulator) -> None:
-    root = ptc_emulator.base_url[: -len("/v1")]
+    root = ptc_emulator.server_url[: -len("/v1")]
     ptc_emulator.add_scenario({"match": {"input": "(?i)^ping"}, "turns": [{"message": "pong"}]})
     seen: list[tuple[str, dict[str, Any]]] = []
     hello = threading.Event()
@@ -166,7 +166,7 @@ def test_the_event_stream_announces_new_requests(ptc_emulator: PTCEmulator) -> N
 
 
 def test_the_pages_files_are_served_from_the_package(ptc_emulator: PTCEmulator) -> None:
-    root = ptc_emulator.base_url[: -len("/v1")]
+    root = ptc_emulator.server_url[: -len("/v1")]
     with httpx.Client(base_url=root, timeout=30) as http:
         assert http.get("/_emulator/ui").headers["location"] == "/_emulator/ui/"
         page = http.get("/_emulator/ui/")

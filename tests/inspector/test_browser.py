@@ -123,7 +123,9 @@ def test_the_list_updates_live(ptc_emulator: PTCEmulator, browser: Any) -> None:
 @pytest.fixture(scope="module")
 def keyed_server() -> Iterator[EmulatorServer]:
     with tempfile.TemporaryDirectory() as folder:
-        settings = Settings(data_dir=Path(folder), store="memory", pool_size=1, api_key="sk-inspector-key")
+        settings = Settings(
+            data_dir=Path(folder), store="memory", pool_size=1, api_key="sk-inspector-key", bundled_fixtures=True
+        )
         server = EmulatorServer(settings).start()
         try:
             yield server

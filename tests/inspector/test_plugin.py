@@ -22,7 +22,7 @@ def test_a_failing_test_reports_its_inspector_link(pytester: pytest.Pytester) ->
             ptc_emulator.add_scenario(PING)
             assert ptc_emulator.client().responses.create(model="m", input="ping").output_text == "pong"
             # While the server runs, the link shows this test's conversation: read its data as the page does.
-            root = ptc_emulator.base_url[: -len("/v1")]
+            root = ptc_emulator.server_url[: -len("/v1")]
             rows = httpx.get(root + "/_emulator/inspector/conversations", params={"scope": ptc_emulator.scope}).json()
             print("TITLES", [r["title"] for r in rows["data"]])
             assert ptc_emulator.inspector_url.endswith("/_emulator/ui/#scope=" + ptc_emulator.scope)

@@ -210,7 +210,7 @@ def test_the_installed_cli_serves_the_quick_start(flat_project: tuple[Path, Path
     start = readme.index("```python", readme.index("## Quick start"))
     code = readme[start + len("```python") : readme.index("```", start + 9)]
     server = subprocess.Popen(
-        [python.parent / "ptc-emulator", "serve", "--port", "0", "--store", "memory", "--workers", "1"],
+        [python.parent / "ptc-emulator", "serve", "--demo", "--port", "0", "--store", "memory", "--workers", "1"],
         stderr=subprocess.PIPE,
         text=True,
         env=_user_env(),

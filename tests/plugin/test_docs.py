@@ -31,7 +31,7 @@ def python_blocks(text: str) -> list[str]:
 
 
 def test_the_example_test_file_passes(pytester: pytest.Pytester) -> None:
-    [example] = [block for block in python_blocks(doc()) if "def test_" in block]
+    [example] = [block for block in python_blocks(doc()) if "def test_the_agent_answers" in block]
     for part in ("ptc_emulator.add_scenario(", '"fault"', "ptc_emulator.journal", "ptc_emulator.client("):
         assert part in example, f"the example no longer shows {part}"
     tests = re.findall(r"^def (test_\w+)\(ptc_emulator\)", example, flags=re.M)
@@ -41,6 +41,21 @@ def test_the_example_test_file_passes(pytester: pytest.Pytester) -> None:
     result = run(pytester, "-v")
 
     result.assert_outcomes(passed=len(tests))
+
+
+def test_the_environment_example_passes(pytester: pytest.Pytester) -> None:
+    [example] = [block for block in python_blocks(doc()) if "use_env(monkeypatch)" in block]
+    tests = re.findall(r"^def (test_\w+)\(", example, flags=re.M)
+    pytester.makepyfile(test_env_agent=example)
+
+    run(pytester, "-v").assert_outcomes(passed=len(tests))
+
+
+def test_the_assertions_example_passes(pytester: pytest.Pytester) -> None:
+    [example] = [block for block in python_blocks(doc()) if "ptc_strict" in block]
+    pytester.makepyfile(test_assertions_example=example)
+
+    run(pytester, "-v").assert_outcomes(passed=1)
 
 
 def test_the_settings_snippet_compiles() -> None:
@@ -75,4 +90,14 @@ def test_the_readme_pytest_example_passes(pytester: pytest.Pytester) -> None:
     [example] = python_blocks(section[: section.index("\n## ", 1)])
     assert len(example.splitlines()) <= 16
     pytester.makepyfile(test_readme=example)
+    run(pytester, "-v").assert_outcomes(passed=1)
+
+
+def test_the_readme_scoped_url_example_passes(pytester: pytest.Pytester) -> None:
+    """The README's example of agent code that builds its own client runs as written."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("\n## Testing agent code that builds its own client\n") :]
+    [example] = python_blocks(section[: section.index("\n## ", 1)])
+    assert "/scopes/<scope>/v1" in section and "use_env(monkeypatch)" in example
+    pytester.makepyfile(test_readme_env=example)
     run(pytester, "-v").assert_outcomes(passed=1)

@@ -107,7 +107,7 @@ def test_fixture_needs_no_configuration(pytester: pytest.Pytester) -> None:
     )
     assert not (pytester.path / "conftest.py").exists()
 
-    result = run(pytester, "-v")
+    result = run(pytester, "-v", "--ptc-emulator-demo")  # two tests use the bundled demos: asked for
 
     result.assert_outcomes(passed=6)
     result.stdout.no_fnmatch_line("*ResourceWarning*")
@@ -181,7 +181,7 @@ def test_url_option_uses_a_running_server(pytester: pytest.Pytester, outer_serve
     pytester.makepyfile(
         test_remote=f"""
         def test_uses_the_given_server(ptc_emulator):
-            assert ptc_emulator.base_url == {outer_server.base_url!r}
+            assert ptc_emulator.server_url == {outer_server.base_url!r}
             ptc_emulator.add_scenario({{"name": "remote", "match": {{"input": "ping"}}, "turns": [{{"message": "1"}}]}})
             assert ptc_emulator.client().responses.create(model="m", input="ping").output_text == "1"
 

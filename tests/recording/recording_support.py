@@ -41,7 +41,7 @@ def serving(config: Settings) -> Iterator[PTCEmulator]:
 
 
 def upstream(tmp: Path) -> contextlib.AbstractContextManager[PTCEmulator]:
-    return serving(settings(tmp / "upstream"))
+    return serving(settings(tmp / "upstream", bundled_fixtures=True))  # the demos play the real model
 
 
 def recorder(
@@ -56,7 +56,7 @@ def recorder(
 
 def replayer(tmp: Path, directory: Path) -> contextlib.AbstractContextManager[PTCEmulator]:
     """A plain emulator (no upstream), bundled fixtures included, with the recordings as fixtures."""
-    return serving(settings(tmp / "replayer", fixtures=(directory,)))
+    return serving(settings(tmp / "replayer", fixtures=(directory,), bundled_fixtures=True))
 
 
 def journal(view: PTCEmulator, count: int) -> list[dict[str, Any]]:

@@ -45,7 +45,7 @@ def admin(server: PTCEmulator) -> Iterator[Callable[[str | None], httpx.Client]]
 
 def sdk(server: PTCEmulator, scope: str | None) -> openai.OpenAI:
     headers = {SCOPE_HEADER: scope} if scope else {}
-    return openai.OpenAI(api_key="sk-test", base_url=server.base_url, default_headers=headers, max_retries=0)
+    return openai.OpenAI(api_key="sk-test", base_url=server.server_url, default_headers=headers, max_retries=0)
 
 
 def ask(server: PTCEmulator, scope: str | None, text: str) -> str:
@@ -175,7 +175,7 @@ def test_reset_one_scope_or_all(server: PTCEmulator, admin: Callable[[str | None
 
 
 def test_reset_keeps_scenario_files(own_server: Callable[..., PTCEmulator]) -> None:
-    server = own_server()  # with the bundled fixtures
+    server = own_server(bundled_fixtures=True)  # with the bundled fixtures
     before = server.admin.get("/scenarios", headers={SCOPE_HEADER: ""}).json()["data"]
     assert {s["source"] for s in before} != {"api"} and before
     server.admin.post("/reset", headers={SCOPE_HEADER: ""}).raise_for_status()

@@ -24,7 +24,7 @@ def shared(module_server: Callable[..., PTCEmulator]) -> PTCEmulator:
 @pytest.fixture
 def root(shared: PTCEmulator) -> str:
     shared.admin.post("/reset", headers={SCOPE_HEADER: ""}).raise_for_status()
-    return shared.base_url[: -len("/v1")]
+    return shared.server_url[: -len("/v1")]
 
 
 def plain(base_url: str) -> openai.OpenAI:

@@ -80,7 +80,7 @@ def test_ptc_saves_the_tool_output_in_input_tokens(
 
     # Left out, the runs are found by route; the admin API gives the same report over plain HTTP.
     assert ptc_emulator.compare() == report
-    root = ptc_emulator.base_url.removesuffix("/v1")
+    root = ptc_emulator.server_url.removesuffix("/v1")
     reply = httpx.get(
         f"{root}/_emulator/journal/compare",
         params={"direct": direct[-1].id, "ptc": ptc[0].id},

@@ -58,18 +58,17 @@ def choose_script(
         script = Script(scenario.name, list(scenario.turns), {}, scenario)
         return next_turn_conflict(request, script.turns, lambda: position(conv, script)[0])
 
-    found = scenarios.match(
-        Request(
-            text=text,
-            tools=frozenset({*toolset.declared, *(bindings if bindings is not None else bind(request, toolset))}),
-            ptc=request.ptc_enabled,
-            model=request.model or "",
-            metadata=request.metadata or {},
-            scope=scope,
-            deferred=frozenset(n for n in toolset.declared if toolset.not_loaded(n)),
-            choice=contradiction,
-        )
+    asked = Request(
+        text=text,
+        tools=frozenset({*toolset.declared, *(bindings if bindings is not None else bind(request, toolset))}),
+        ptc=request.ptc_enabled,
+        model=request.model or "",
+        metadata=request.metadata or {},
+        scope=scope,
+        deferred=frozenset(n for n in toolset.declared if toolset.not_loaded(n)),
+        choice=contradiction,
     )
+    found = scenarios.match(asked)
     if not isinstance(found, list):
         scenario, captures = found
         return Script(scenario.name, list(scenario.turns), {"input": text, **captures}, scenario)
@@ -81,18 +80,32 @@ def choose_script(
             reason = next_turn_conflict(request, script.turns, lambda: position(conv, script)[0])
         if reason is None:
             return script
-        raise no_match(text, found, inline=f"the ```js block cannot run: {reason}")
-    raise no_match(text, found)
+        raise no_match(text, found, inline=f"the ```js block cannot run: {reason}", scoped=_scoped(scenarios, asked))
+    raise no_match(text, found, scoped=_scoped(scenarios, asked))
 
 
-def no_match(text: str, misses: list[NearMiss], inline: str | None = None) -> NoScenarioMatched:
-    """The 400 for a request no script plays, with the near-miss report the journal keeps."""
+def _scoped(scenarios: ScenarioRegistry, request: Request) -> int:
+    """For a request with no scope: how many scoped scenarios it would match (names not shown: they
+    are other callers')."""
+    return scenarios.scoped_matches(request) if request.scope is None else 0
+
+
+def no_match(text: str, misses: list[NearMiss], inline: str | None = None, scoped: int = 0) -> NoScenarioMatched:
+    """The 400 for a request no script plays, with the near-miss report the journal keeps.
+    `scoped`: how many scenarios of a scope would match, the request having none."""
     shown = text if len(text) <= 120 else text[:117] + "..."
     if misses:
         closest = "; ".join(f"'{m.scenario}' ({m.field}): {m.reason}" for m in misses[:3])
         message = f"No scenario matches this request. Closest: {closest}."
     else:
         message = "No scenario matches this request (no scenario is loaded)."
+    if scoped:
+        message = (
+            f"This request has no scope, and {scoped} scenario{'' if scoped == 1 else 's'} of a scope would match "
+            "it: send it in the test's scope, with the base URL http://HOST:PORT/scopes/<scope>/v1 (the pytest "
+            "fixture's base_url, or its env for code that builds its own client) or the x-ptc-emulator-scope "
+            "header. " + message
+        )
     if inline is None:
         message += " The latest user message has no ```js code block to run inline either."
     else:
@@ -104,6 +117,8 @@ def no_match(text: str, misses: list[NearMiss], inline: str | None = None) -> No
     }
     if inline is not None:
         report["inline_conflict"] = inline
+    if scoped:
+        report["scoped_matches"] = scoped
     return NoScenarioMatched(message, report)
 
 

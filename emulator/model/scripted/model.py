@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator.errors import InvalidRequest, NoScenarioMatched
 from ptc_emulator.emulator.model.core import Prepared, Runner, Trace
 from ptc_emulator.emulator.model.scripted.choose import choose_script
 from ptc_emulator.emulator.model.scripted.faults import FaultInjector, InjectedHTTPError
@@ -70,7 +70,20 @@ class ScriptedModel:
     ) -> ScriptedPlan:
         conv = conversation
         tools = BoundTools(request, toolset)
-        script = choose_script(self.scenarios, conv, request, toolset, scope, tools.bindings)
+        try:
+            script = choose_script(self.scenarios, conv, request, toolset, scope, tools.bindings)
+        except NoScenarioMatched:
+            if conv.open_program is not None:
+                # A paused program continued with other tools matches no scenario (its `match.tools`
+                # are gone): the precise 400 an inline program gets says what changed.
+                checks.check_open_program(
+                    conv,
+                    self.signer,
+                    allowed=sorted(tools.program_tools),
+                    server_labels=set(),
+                    max_tool_calls=self.limits.max_tool_calls,
+                )
+            raise
         trace.scenario = script.name
         turn, emitted = position(conv, script)
         hosted = self.player.hosted_tools(request, conv, toolset, script, trace, self.scenarios.hosted(scope))

@@ -9,6 +9,7 @@ player (`player.py`) emits what comes out.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Literal
 
@@ -227,7 +228,7 @@ class Programs:
             status, result = "completed", text
         else:
             assert isinstance(outcome, Failed)
-            reason = f"{outcome.kind}: {outcome.message}"
+            reason = _uncallable(outcome, bindings, seal.tools) or f"{outcome.kind}: {outcome.message}"
             status, result = "incomplete", f"{text}\n{reason}" if text else reason
         self._program_output(item, status, result, emit)
         return True
@@ -247,6 +248,30 @@ class Programs:
                 status=status,
             )
         )
+
+
+_NOT_A_FUNCTION = re.compile(r"^TypeError: tools\.([\w$.]+) is not a function")
+
+
+def _uncallable(outcome: Failed, bindings: dict[str, Binding], callable_names: Sequence[str]) -> str | None:
+    """A program's `tools.x is not a function` said as what it is: a tool of the request that
+    programs may not call (naming its allowed_callers), or no tool of the request at all."""
+    found = _NOT_A_FUNCTION.match(outcome.message) if outcome.kind == "runtime" else None
+    if found is None or found.group(1) in callable_names:
+        return None
+    name, where = found.group(1), outcome.message[found.end() :]
+    binding = bindings.get(name)
+    if binding is not None and not binding.programmatic:
+        callers = getattr(binding.tool, "allowed_callers", None)
+        shown = json.dumps(callers) if callers is not None else 'not set (["direct"])'
+        return (
+            f"runtime: the program called tools.{name}, which a program may not call: its allowed_callers is "
+            f'{shown}; a program may call only tools whose allowed_callers include "programmatic"{where}'
+        )
+    may = ", ".join(callable_names) or "none"
+    return (
+        f"runtime: the program called tools.{name}, which is no tool of this request (a program may call: {may}){where}"
+    )
 
 
 def _prefix(known: dict[int, ToolResult]) -> list[ToolResult]:

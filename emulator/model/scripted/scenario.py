@@ -433,6 +433,19 @@ class ScenarioRegistry:
         misses.sort(key=lambda m: -m.score)
         return misses
 
+    def scoped_matches(self, request: Request) -> int:
+        """How many scenarios of some scope would match this request if it carried their scope: the
+        usual mistake behind an unscoped request's 400 is a client built without the test's URL."""
+        return sum(
+            1
+            for s, _ in self._ordered()
+            if s.scope is not None and s.scope != request.scope and not _misses(s, request)
+        )
+
+
+def _misses(scenario: Scenario, request: Request) -> bool:
+    return isinstance(_try(scenario, request), NearMiss)
+
 
 def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
     m = scenario.match

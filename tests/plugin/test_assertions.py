@@ -1,0 +1,163 @@
+"""Assertions a test can make with the fixture: typed journal entries, `calls(...)`,
+`requests(...)`, `assert_all_scenarios_used()`, `assert_no_unmatched()`, and strict mode."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+
+from ptc_emulator.testing.assertions import Figures, JournalEntry, ToolCall
+from ptc_emulator.testing.server import PTCEmulator
+from tests.plugin.plugin_support import run
+
+TOOLS = [
+    {
+        "type": "function",
+        "name": name,
+        "parameters": {"type": "object", "properties": {"sku": {"type": "string"}}},
+        "allowed_callers": ["programmatic"],
+    }
+    for name in ("get_inventory", "get_demand")
+] + [{"type": "programmatic_tool_calling"}]
+STOCK = {"get_inventory": {"available_units": 42}, "get_demand": {"requested_units": 50}}
+SHORTAGE = {
+    "name": "shortage",
+    "match": {"input": "(?i)shortage for (?P<sku>sku_\\w+)", "tools": ["get_inventory", "get_demand"]},
+    "turns": [
+        {
+            "program": "const [s, d] = await Promise.all([tools.get_inventory({ sku: {{ sku }} }), "
+            "tools.get_demand({ sku: {{ sku }} })]);\ntext(String(d.requested_units - s.available_units));"
+        },
+        {"message": "short by {{ result }}"},
+    ],
+}
+
+
+def loop(client: openai.OpenAI, question: str) -> str:
+    items: list[object] = [{"role": "user", "content": question}]
+    while True:
+        response = client.responses.create(model="gpt-test", store=False, input=items, tools=TOOLS)  # type: ignore[arg-type]
+        items += [i.model_dump(exclude_none=True) for i in response.output]
+        calls = [i for i in response.output if i.type == "function_call"]
+        if not calls:
+            return response.output_text
+        for call in calls:
+            sku = json.loads(call.arguments)["sku"]
+            output = json.dumps({"sku": sku, **STOCK[call.name]})
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": call.call_id,
+                    "output": output,
+                    "caller": call.caller.model_dump(),
+                }
+            )
+
+
+def test_calls_and_typed_entries(ptc_emulator: PTCEmulator) -> None:
+    ptc_emulator.add_scenario(SHORTAGE)
+
+    assert loop(ptc_emulator.client(max_retries=0), "What is the shortage for sku_123?") == "short by 8"
+
+    [inventory] = ptc_emulator.calls("get_inventory")
+    assert isinstance(inventory, ToolCall)
+    assert (inventory.arguments, inventory.route, inventory.type) == ({"sku": "sku_123"}, "program", "function_call")
+    assert inventory.output == {"sku": "sku_123", "available_units": 42}  # what the client sent back
+    assert inventory.program is not None and inventory.seq == ptc_emulator.entries[0].seq
+    assert [c.name for c in ptc_emulator.calls(route="program")] == ["get_inventory", "get_demand"]
+    assert ptc_emulator.calls(route="direct") == []
+    first, second = ptc_emulator.entries
+    assert isinstance(first, JournalEntry) and isinstance(first.figures, Figures)
+    assert first.figures.program_tool_calls == 2 and second.route == ["program_output", "message"]
+    assert [e.scenario for e in ptc_emulator.requests(status=200, scenario="shortage")] == ["shortage"] * 2
+    ptc_emulator.assert_all_scenarios_used()
+    ptc_emulator.assert_no_unmatched()
+    with pytest.raises(ValueError, match="route is 'program' or 'direct'"):
+        ptc_emulator.calls(route="programmatic")
+
+
+def test_assert_no_unmatched_shows_each_unmatched_request(ptc_emulator: PTCEmulator) -> None:
+    ptc_emulator.add_scenario(SHORTAGE)
+    client = ptc_emulator.client(max_retries=0)
+    with pytest.raises(openai.BadRequestError):
+        client.responses.create(model="gpt-test", input="What is the shortage for sku_123?")  # no tools declared
+
+    [refused] = ptc_emulator.requests(status=400)
+    assert refused.error is not None and refused.error["code"] == "no_scenario_matched"
+    with pytest.raises(AssertionError) as caught:
+        ptc_emulator.assert_no_unmatched()
+    message = str(caught.value)
+    assert message.startswith("1 of 1 requests matched no scenario:\n")
+    assert "'What is the shortage for sku_123?' -> no match (400; closest 'shortage' (tools): " in message
+    assert "the request does not declare the function tool 'get_inventory'" in message
+
+
+def test_assert_all_scenarios_used_names_the_unused_and_what_answered(ptc_emulator: PTCEmulator) -> None:
+    ptc_emulator.add_scenario(SHORTAGE)
+    ptc_emulator.add_scenario({"name": "greet", "match": {"input": "(?i)hello"}, "turns": [{"message": "hi"}]})
+    ptc_emulator.client(max_retries=0).responses.create(model="gpt-test", input="hello")
+
+    with pytest.raises(AssertionError) as caught:
+        ptc_emulator.assert_all_scenarios_used()
+
+    message = str(caught.value)
+    assert message.startswith("1 of this test's scenarios answered no request: 'shortage'. The requests:\n")
+    assert "POST /v1/responses 'hello' -> scenario 'greet' (200, message)" in message
+
+
+STRICT = """
+import openai
+import pytest
+
+GREET = {"name": "greet", "match": {"input": "(?i)hello"}, "turns": [{"message": "hi"}]}
+
+
+def ask(ptc_emulator, text):
+    try:
+        return ptc_emulator.client(max_retries=0).responses.create(model="m", input=text).output_text
+    except openai.BadRequestError:
+        return None  # the agent under test swallows the 400: without strict mode the test passes
+
+
+@pytest.mark.ptc_strict
+def test_marked_with_an_unmatched_request(ptc_emulator):
+    ptc_emulator.add_scenario(GREET)
+    assert ask(ptc_emulator, "hello") == "hi"
+    ask(ptc_emulator, "goodbye")
+
+
+@pytest.mark.ptc_strict
+def test_marked_with_an_unused_scenario(ptc_emulator):
+    ptc_emulator.add_scenario(GREET)
+
+
+@pytest.mark.ptc_strict
+def test_marked_and_clean(ptc_emulator):
+    ptc_emulator.add_scenario(GREET)
+    assert ask(ptc_emulator, "hello") == "hi"
+
+
+def test_not_marked(ptc_emulator):
+    ptc_emulator.add_scenario(GREET)
+    ask(ptc_emulator, "goodbye")
+"""
+
+
+def test_strict_mode_fails_the_test_at_teardown(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_strict=STRICT)
+
+    result = run(pytester, "-v")
+
+    result.assert_outcomes(passed=4, errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_marked_with_an_unmatched_request*",
+            "*1 of 2 requests matched no scenario:*",
+            "*'goodbye' -> no match (400; closest 'greet' (input)*",
+        ]
+    )
+    result.stdout.fnmatch_lines(["*1 of this test's scenarios answered no request: 'greet'*"])
+    everywhere = run(pytester, "--ptc-emulator-strict")
+    everywhere.assert_outcomes(passed=4, errors=3)  # the unmarked test too
