@@ -255,8 +255,16 @@ def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> It
         if cassette is not None and not request.node.stash.get(_failed, False):
             cassette.finish()
         if _strict(request) and not request.node.stash.get(_failed, False):
-            emulator.assert_no_unmatched()
-            emulator.assert_all_scenarios_used()
+            try:
+                emulator.assert_no_unmatched()
+                emulator.assert_all_scenarios_used()
+            except AssertionError:
+                # Failing at teardown: the trace is written now, while the journal is there.
+                request.node.stash[_failed] = True
+                from ptc_emulator.testing.traces import keep_trace
+
+                keep_trace(request.node, emulator)
+                raise
     finally:
         if request.node.stash.get(_failed, False):
             # A failed test's journal stays for the inspector link in its report; its scenarios go.

@@ -22,10 +22,12 @@ from typing import Any
 
 import pytest
 
-__all__ = ["DEFAULT_DIR", "trace_paths", "write_trace"]
+__all__ = ["DEFAULT_DIR", "keep_trace", "trace_paths", "write_trace"]
 
 DEFAULT_DIR = ".ptc-emulator/traces"
 _written = pytest.StashKey[bool]()
+_section = pytest.StashKey[str]()
+_reported = pytest.StashKey[bool]()
 OFF = ("off", "none", "no", "false", "0")
 
 
@@ -76,27 +78,42 @@ def write_trace(directory: Path, nodeid: str, emulator: Any) -> tuple[Path, Path
     return html, data
 
 
+def keep_trace(item: pytest.Item, emulator: Any) -> None:
+    """Write `item`'s trace now (the fixture calls this when the test fails in its teardown, before
+    the emulator's client is closed); the report of that phase then says where it is."""
+    directory = traces_dir(item.config)
+    if directory is None or item.stash.get(_written, False):
+        return
+    item.stash[_written] = True
+    item.stash[_section] = _write(directory, item.nodeid, emulator)
+
+
+def _write(directory: Path, nodeid: str, emulator: Any) -> str:
+    try:
+        html, data = write_trace(directory, nodeid, emulator)
+    except Exception as error:  # a trace that cannot be written must not hide the failure
+        return f"no trace written: {type(error).__name__}: {error}"
+    return f"trace: {html}\njournal: {data}\n(open the HTML in a browser, or: ptc-emulator inspect {data})"
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """A failing test that used the emulator leaves its trace, and its report says where."""
     report: pytest.TestReport = yield
-    funcargs = getattr(item, "funcargs", None) or {}
-    emulator = funcargs.get("ptc_emulator")
-    directory = traces_dir(item.config)
-    if not report.failed or emulator is None or directory is None or item.stash.get(_written, False):
+    if not report.failed:
         return report
-    item.stash[_written] = True
-    try:
-        html, data = write_trace(directory, item.nodeid, emulator)
-    except Exception as error:  # a trace that cannot be written must not hide the failure
-        report.sections.append(("ptc-emulator trace", f"no trace written: {type(error).__name__}: {error}"))
-        return report
-    report.sections.append(
-        (
-            "ptc-emulator trace",
-            f"trace: {html}\njournal: {data}\n(open the HTML in a browser, or: ptc-emulator inspect {data})",
-        )
-    )
+    section = item.stash.get(_section, None)
+    if section is None:
+        funcargs = getattr(item, "funcargs", None) or {}
+        emulator = funcargs.get("ptc_emulator")
+        directory = traces_dir(item.config)
+        if emulator is None or directory is None or item.stash.get(_written, False):
+            return report
+        item.stash[_written] = True
+        section = item.stash[_section] = _write(directory, item.nodeid, emulator)
+    if not item.stash.get(_reported, False):
+        item.stash[_reported] = True
+        report.sections.append(("ptc-emulator trace", section))
     return report

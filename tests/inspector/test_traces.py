@@ -68,7 +68,7 @@ def test_a_failed_test_leaves_a_trace_that_opens_with_no_server(
     assert record["test"] == "test_agent.py::test_agent_fails" and len(record["journal"]) == 2
 
     # The session's server is gone: the trace needs none.
-    [port] = re.findall(r"^SERVER http://127\.0\.0\.1:(\d+)/v1$", output, re.M)
+    [port] = re.findall(r"^SERVER http://127\.0\.0\.1:(\d+)/\S*v1$", output, re.M)  # the scoped URL
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", int(port)), timeout=5).close()
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import openai
 import pytest
@@ -161,3 +162,15 @@ def test_strict_mode_fails_the_test_at_teardown(pytester: pytest.Pytester) -> No
     result.stdout.fnmatch_lines(["*1 of this test's scenarios answered no request: 'greet'*"])
     everywhere = run(pytester, "--ptc-emulator-strict")
     everywhere.assert_outcomes(passed=4, errors=3)  # the unmarked test too
+
+
+def test_a_test_failed_by_strict_mode_at_teardown_leaves_its_trace(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_strict=STRICT)
+
+    result = run(pytester, "-k", "unmatched_request")
+
+    result.assert_outcomes(passed=1, errors=1)
+    [line] = [line for line in result.stdout.lines if line.startswith("journal: ")]
+    journal = json.loads(Path(line.removeprefix("journal: ")).read_text(encoding="utf-8"))["journal"]
+    assert [e["request"]["input"] for e in journal] == ["hello", "goodbye"], "the requests the strict check saw"
+    assert [e["status"] for e in journal] == [200, 400]
