@@ -69,8 +69,9 @@ class PoolConfig:
     """A live program idle this long is closed; its next resume replays."""
     live_cache_bytes: int = 256 * 2**20
     """Heap bytes (and journal text) the live programs of one worker may hold in all; the
-    oldest are evicted to replay beyond it. A program's heap is measured when it first suspends,
-    then at every suspension while it holds more than 4 MB, and at every 4th below that."""
+    oldest are evicted to replay beyond it. A program's heap is due a measure when it first
+    suspends, then at every suspension while it holds more than 4 MB, and at every 4th below
+    that; a due measure waits for the worker to be idle, unless the bound could be passed."""
     grace_s: float = 3.0
     """Beyond a program's own deadline, how long a worker may stay silent before it is killed."""
     startup_timeout_s: float = 60.0
