@@ -26,6 +26,12 @@ the program the emulator ran for that body: a start to its suspension, or a live
 column is the least any server built on this sandbox spends: the floor, the pipe to a worker
 and V8, and none of the emulator's own work (validation, rules, scripts, usage, the journal).
 
+Beside each measure it prints the emulator's own share (the emulator minus the floor + V8 pool)
+and the sandbox's (the floor + V8 pool minus the floor), and the same 100-call chain two more
+ways (`bench/chains.py`): over HTTP by `previous_response_id` (`store: true`) and over one
+WebSocket (`response.create` frames, `store: false`, continued by `previous_response_id`), as a
+fraction of the HTTP `store: false` chain; then the goals of issue 31 (`bench/floor_report.py`).
+
 The tool definitions are the test suite's (`tests.support.ADD_TOOL`).
 """
 
@@ -50,7 +56,9 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the test suite's helpers, for the same tool definitions
 
-from clients import Counts, rates  # noqa: E402  (bench/, beside this script)
+from chains import Socket, by_id  # noqa: E402  (bench/, beside this script)
+from clients import Counts, rates  # noqa: E402
+from floor_report import report  # noqa: E402
 
 from ptc_emulator.testing.process import ServerProcess, free_port  # noqa: E402
 from tests.support import ADD_TOOL, js  # noqa: E402
@@ -381,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     print("the emulator against its floor: raw keep-alive httpx, same bodies, interleaved blocks; medians")
     print(f"cpus: {os.cpu_count()}   python: {sys.version.split()[0]}   blocks: {blocks}   serve args: {list(extra)}")
     results: dict[str, list[float]] = {f"{p}{k}": [] for p in ("", "f", "s") for k in ("create", "resume", "chain")}
+    results.update(idchain=[], wschain=[])
+    first = {"model": "m", "input": [{"role": "user", "content": CHAIN}], "tools": TOOLS}
     with emulator(extra) as server, floor() as bare, floor(sandbox=True) as sandboxed:
         emu, flo, sfl = Timed(server.root), Timed(bare), Timed(sandboxed)
         assert server.proc is not None
@@ -399,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
         sent = emu.take()
         replay_on_floor(flo, sent)
         replay_on_floor(sfl, sent)
+        socket = Socket(server.root, HEADERS)
+        socket.chain(first, answers)
+        by_id(emu.http, HEADERS, first, answers)
         for _ in range(blocks):
             for _ in range(fanouts_per_block):
                 before = cpu_s(server_pids), cpu_s(worker_pids)
@@ -430,6 +443,9 @@ def main(argv: list[str] | None = None) -> int:
             times, used = replay_on_floor(sfl, sent, sandbox_pids)
             results["schain"].append(sum(times))
             cpu["chain sandboxed"] += used
+            results["idchain"].append(by_id(emu.http, HEADERS, first, answers))
+            results["wschain"].append(socket.chain(first, answers))
+        socket.close()
         conversation = pauses(emu)
         emu.close()
         flo.close()
@@ -444,48 +460,9 @@ def main(argv: list[str] | None = None) -> int:
             "workers": cpu_s(worker_pids) - before[2],
         }
 
-    rows = [
-        ("create to suspend (2-call Promise.all)", "create", 2.5),
-        ("resume to complete", "resume", 2.0),
-        ("100-call store:false chain (101 requests)", "chain", 2.5),
-    ]
-    print()
-    print(f"{'measure':44} {'emulator':>11} {'floor':>11} {'ratio':>7} {'goal':>7}   {'floor + V8 pool':>20}")
-    print("-" * 108)
-    met = True
-    for label, key, goal in rows:
-        mine, base, least = median_ms(results[key]), median_ms(results["f" + key]), median_ms(results["s" + key])
-        ratio = mine / base
-        met &= ratio <= goal
-        print(
-            f"{label:44} {mine:8.2f} ms {base:8.2f} ms {ratio:6.2f}x {'<=' + str(goal) + 'x':>7}"
-            f"   {least:8.2f} ms {least / base:6.2f}x"
-        )
-    met &= resumes >= 450
-    label = "resumes/s, 8 concurrent clients"
-    print(f"{label:44} {resumes:8.0f} /s {'':>11} {'':>7} {'>=450':>7}   {least_resumes:8.0f} /s")
-    print(f"{'requests/s, the same run':44} {requests:8.0f} /s")
-    print("-" * 108)
-    for label, prefix, n in (
-        ("create and resume", "", requests_sent["emulator"]),
-        ("the chain", "chain ", requests_sent["chain"]),
-    ):
-        n = max(1, n)
-        server_ms, workers_ms = cpu[prefix + "server"] * 1000 / n, cpu[prefix + "workers"] * 1000 / n
-        floor_ms, sandboxed_ms = cpu[prefix + "floor"] * 1000 / n, cpu[prefix + "sandboxed"] * 1000 / n
-        print(
-            f"CPU per request, {label} ({n}): server {server_ms:.2f} ms + V8 workers {workers_ms:.2f} ms;"
-            f" floor {floor_ms:.2f} ms (server/floor {server_ms / max(floor_ms, 1e-9):.2f}x);"
-            f" floor + V8 pool {sandboxed_ms:.2f} ms"
-        )
-    n = max(1, round(requests * elapsed))
-    client_ms, server_ms, workers_ms = (load[k] * 1000 / n for k in ("client", "server", "workers"))
-    busy = sum(load.values()) / elapsed / (os.cpu_count() or 1) * 100
-    print(
-        f"CPU per request, 8 clients ({n}): client {client_ms:.2f} ms + server {server_ms:.2f} ms"
-        f" + V8 workers {workers_ms:.2f} ms; the cores {busy:.0f}% busy"
-    )
-    print("goals met" if met else "goals not all met")
+    medians = {key: median_ms(values) for key, values in results.items()}
+    rates_seen = {"resumes": resumes, "requests": requests, "least": least_resumes}
+    report(medians, rates_seen, cpu, requests_sent, load, elapsed)
     return 0
 
 

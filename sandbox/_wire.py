@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import json
 from typing import Any
 
 from .outcome import (
@@ -20,12 +22,33 @@ from .outcome import (
     ToolResult,
 )
 
-__all__ = ["outcome_from_json", "outcome_to_json", "program_from_json", "program_to_json"]
+__all__ = [
+    "clear_program_keys",
+    "digest_and_size",
+    "journal_to_json",
+    "outcome_from_json",
+    "outcome_to_json",
+    "program_from_json",
+    "program_key",
+    "program_to_json",
+]
 
 
 @functools.lru_cache(maxsize=64)
 def _limits_json(limits: Limits) -> dict[str, Any]:
     return dataclasses.asdict(limits)
+
+
+def journal_to_json(journal: tuple[ToolResult, ...]) -> list[list[Any]]:
+    return [[r.name, r.arguments, r.output, r.is_error] for r in journal]
+
+
+def digest_and_size(journal: list[Any]) -> tuple[str, int]:
+    """A journal's digest (wire form, as `journal_to_json` gives it or a worker parsed it) and
+    the length of the text it is a digest of: how a tail-only resume names the prefix it
+    continues, so that the worker holding the program checks it instead of being sent it."""
+    text = json.dumps(journal, separators=(",", ":")).encode("utf-8")
+    return hashlib.sha256(text).hexdigest(), len(text)
 
 
 def program_to_json(program: Program) -> dict[str, Any]:
@@ -34,7 +57,7 @@ def program_to_json(program: Program) -> dict[str, Any]:
         "tools": list(program.tools),
         "seed": str(program.seed),  # may exceed a double's integer range
         "clock_ms": program.clock_ms,
-        "journal": [[r.name, r.arguments, r.output, r.is_error] for r in program.journal],
+        "journal": journal_to_json(program.journal),
         "limits": _limits_json(program.limits),
         "text_tools": list(program.text_tools),
     }
@@ -80,3 +103,33 @@ def outcome_from_json(d: dict[str, Any]) -> Outcome:
     if d["status"] == "suspended":
         return Suspended(tuple(PendingCall(i, n, a) for i, n, a in d["pending"]), outputs, d["calls"])
     return Failed(d["kind"], d["message"], outputs, d["calls"])
+
+
+def program_key(program: Program) -> str:
+    """Identifies a program apart from its journal: the key of its live copy in a worker. The
+    digest of its wire form (`program_to_json`) without the journal; kept for the few hundred
+    programs seen last, since every resume of a program asks again."""
+    if len(program.code) + sum(len(t) for t in program.tools) > _CACHED_KEY_CHARS:
+        return _key.__wrapped__(
+            program.code, program.tools, program.seed, program.clock_ms, program.limits, program.text_tools
+        )
+    return _key(program.code, program.tools, program.seed, program.clock_ms, program.limits, program.text_tools)
+
+
+_CACHED_KEY_CHARS = 32_768
+"""A program whose code and tool names are up to this long has its key kept (512 of them, so at
+most 16 MiB); a longer one's key is made on every run (a digest: under a millisecond a 256 KiB)."""
+
+
+def clear_program_keys() -> None:
+    """Forget the programs' keys (`POST /_emulator/reset`)."""
+    _key.cache_clear()
+
+
+@functools.lru_cache(maxsize=512)
+def _key(
+    code: str, tools: tuple[str, ...], seed: int, clock_ms: int, limits: Limits, text_tools: tuple[str, ...]
+) -> str:
+    data = program_to_json(Program(code, tools, seed, clock_ms, (), limits, text_tools))
+    ident = {name: value for name, value in data.items() if name != "journal"}
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode("utf-8")).hexdigest()

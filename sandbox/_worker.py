@@ -9,9 +9,12 @@ Two things keep V8's fixed costs off the request path: spare contexts created ah
 and closing finished contexts after the answer is sent. Both happen on a housekeeping thread
 (each context is an isolate with a thread of its own; creating or closing one does not stop
 another from running), so a request never waits for them.
-A warm cache keeps suspended programs alive: a request whose journal extends a cached
-program's journal by exactly its pending calls resumes it live instead of replaying it. The
-outcome is the same either way (a miss simply replays), so correctness never depends on a hit.
+A warm cache keeps suspended programs alive (`_live.LiveCache`): a request whose journal extends
+a cached program's journal by exactly its pending calls resumes it live instead of replaying it.
+The outcome is the same either way (a miss simply replays), so correctness never depends on a hit.
+A request may carry only the new results (`tail`) with the length and digest of the journal it
+continues: if this worker holds that very state, it resumes it; otherwise it answers `miss` and
+the pool sends the whole program. Heap measures the cache is due are taken while no request waits.
 """
 
 from __future__ import annotations
@@ -22,15 +25,15 @@ import os
 import select
 import sys
 import threading
-import time
-import weakref
-from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from . import _v8
+from ._live import LiveCache
 from ._wire import outcome_to_json, program_from_json
 from .outcome import Failed, Outcome, Suspended, ToolResult
+
+_IDLE_MEASURE_S = 0.002
+"""With a heap measure due, how long no request may come before the worker takes it."""
 
 
 class Housekeeper:
@@ -75,101 +78,6 @@ class Housekeeper:
                     self._ready.append(context)
 
 
-@dataclass
-class _Live:
-    execution: _v8.Execution
-    journal: list[Any]
-    """The journal (wire form) the execution has consumed."""
-    used: float
-    bytes: int = 0
-    """What keeping it costs: its isolate's heap and its journal's text."""
-
-
-_SMALL_HEAP = 4 * 2**20
-"""A suspended program's heap at or under which it is measured only every `_MEASURE_EVERY`th
-suspension (a fresh context holds about 0.75 MB, a small program about 1 MB)."""
-_MEASURE_EVERY = 4
-
-
-class LiveCache:
-    """Suspended executions by program key, bounded by count, by total bytes (heap and journal)
-    and by idle time. Evicting only means the next resume replays, which is always correct."""
-
-    def __init__(self, size: int, idle_s: float, max_bytes: int = 256 * 2**20) -> None:
-        self.size = size
-        self.idle_s = idle_s
-        self.max_bytes = max_bytes
-        self.bytes = 0
-        self._live: OrderedDict[str, _Live] = OrderedDict()
-        self._measured: weakref.WeakKeyDictionary[_v8.Execution, tuple[int, int]] = weakref.WeakKeyDictionary()
-        """Per execution: (suspensions since its heap was measured, the bytes measured)."""
-        self.hits = 0
-        self.misses = 0
-
-    def take(self, key: str, journal: list[Any]) -> tuple[_v8.Execution, list[Any]] | None:
-        """The cached execution if `journal` is its journal plus answers to all its pending calls."""
-        live = self._live.pop(key, None)
-        if live is None:
-            self.misses += 1
-            return None
-        self.bytes -= live.bytes
-        outcome = live.execution.outcome
-        consumed = len(live.journal)
-        if not isinstance(outcome, Suspended) or len(journal) != outcome.calls or journal[:consumed] != live.journal:
-            live.execution.close()  # another state of the same program: replay decides
-            self.misses += 1
-            return None
-        self.hits += 1
-        return live.execution, journal[consumed:]
-
-    def put(self, key: str, execution: _v8.Execution, journal: list[Any]) -> list[_v8.Execution]:
-        """Keep a suspended execution; returns the executions evicted to make room."""
-        if self.size <= 0:
-            return [execution]
-        evicted = []
-        old = self._live.pop(key, None)
-        if old is not None:
-            self.bytes -= old.bytes
-            evicted.append(old.execution)
-        cost = self._heap(execution) + sum(len(str(entry)) for entry in journal)
-        self._live[key] = _Live(execution, journal, time.monotonic(), cost)
-        self.bytes += cost
-        while self._live and (len(self._live) > self.size or self.bytes > self.max_bytes):
-            gone = self._live.popitem(last=False)[1]
-            self.bytes -= gone.bytes
-            evicted.append(gone.execution)
-        return evicted
-
-    def _heap(self, execution: _v8.Execution) -> int:
-        """The isolate's heap, as charged to the cache. Measuring it costs about 0.5 ms (mini-racer
-        makes a V8 context to report it), so it is measured at a program's first suspension, at
-        every suspension while it holds more than `_SMALL_HEAP`, and at every `_MEASURE_EVERY`th
-        otherwise; in between, a small program is charged its last measure."""
-        seen = self._measured.get(execution)
-        if seen is None or seen[1] > _SMALL_HEAP or seen[0] + 1 >= _MEASURE_EVERY:
-            seen = (0, execution.context.heap_in_use())
-        else:
-            seen = (seen[0] + 1, seen[1])
-        self._measured[execution] = seen
-        return seen[1]
-
-    def expired(self) -> list[_v8.Execution]:
-        limit = time.monotonic() - self.idle_s
-        gone = [self._live.pop(k) for k, v in list(self._live.items()) if v.used < limit]
-        self.bytes -= sum(live.bytes for live in gone)
-        return [live.execution for live in gone]
-
-    def __len__(self) -> int:
-        return len(self._live)
-
-    def drain(self) -> list[_v8.Execution]:
-        """Every live execution, forgotten (their next resumes replay)."""
-        gone = [live.execution for live in self._live.values()]
-        self._live.clear()
-        self.bytes = 0
-        return gone
-
-
 def _close_within(execution: _v8.Execution, seconds: float) -> bool:
     """Close the execution's context; False if that takes longer than `seconds` (V8 is stuck)."""
     closer = threading.Thread(target=execution.close, name="teardown", daemon=True)
@@ -205,8 +113,19 @@ class Worker:
 
     def _handle(self, request: dict[str, Any]) -> None:
         key: str | None = request.get("key")
-        journal: list[Any] = request["program"]["journal"]
-        hit = self.cache.take(key, journal) if key is not None and self.cache.size > 0 else None
+        hit: tuple[_v8.Execution, list[Any]] | None
+        if "tail" in request:  # only the new results: resume the state it names, or say miss
+            assert key is not None
+            journal: list[Any] = request["tail"]
+            held = self.cache.take_tail(key, request["prefix"], request["digest"], journal)
+            if held is None:
+                self.send({"id": request["id"], "miss": True})
+                return
+            hit = held[0], journal
+            journal = held[1]
+        else:
+            journal = request["program"]["journal"]
+            hit = self.cache.take(key, journal) if key is not None and self.cache.size > 0 else None
         outcome: Outcome
         if hit is not None:
             execution, more = hit
@@ -239,16 +158,25 @@ class Worker:
     def idle(self) -> None:
         self.housekeeper.close(self.cache.expired())
 
+    def measure(self) -> None:
+        """No request waits: take one heap measure the live cache is due."""
+        self.housekeeper.close(self.cache.measure_one())
+
 
 def serve(fd: int, worker: Worker) -> None:
-    """Answer requests as they come; when none comes for a second, evict idle live programs."""
+    """Answer requests as they come; when none comes for a second, evict idle live programs, and
+    when none comes for `_IDLE_MEASURE_S` while a heap measure is due, take it."""
     worker.send({"ready": os.getpid()})
     buffer = b""
     while True:
         if b"\n" not in buffer:
-            ready, _, _ = select.select([fd], [], [], 1.0)
+            due = worker.cache.due
+            ready, _, _ = select.select([fd], [], [], _IDLE_MEASURE_S if due else 1.0)
             if not ready:
-                worker.idle()
+                if due:
+                    worker.measure()
+                else:
+                    worker.idle()
                 continue
             chunk = os.read(fd, 1 << 20)
             if not chunk:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import hashlib
 import itertools
 import json
 import logging
@@ -23,10 +21,10 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ._wire import outcome_from_json, program_to_json
-from .outcome import Failed, Limits, Outcome, Program
+from ._wire import clear_program_keys, digest_and_size, journal_to_json, outcome_from_json, program_key, program_to_json
+from .outcome import Failed, Outcome, Program
 
-__all__ = ["Pool", "PoolClosed", "PoolConfig", "worker_environment"]
+__all__ = ["Pool", "PoolClosed", "PoolConfig", "clear_program_keys", "program_key", "worker_environment"]
 
 log = logging.getLogger(__name__)
 
@@ -36,36 +34,6 @@ _ATTEMPTS = 3
 _HOLDER_WAIT_S = 0.05
 """How long a program waits for the busy worker that holds it live before it replays elsewhere."""
 _STDERR_TAIL = 16 * 2**10  # bytes: V8's fatal-error line is followed by a ~3 KB C stack trace
-
-
-def program_key(program: Program) -> str:
-    """Identifies a program apart from its journal: the key of its live copy in a worker. The
-    digest of its wire form (`program_to_json`) without the journal; kept for the few hundred
-    programs seen last, since every resume of a program asks again."""
-    if len(program.code) + sum(len(t) for t in program.tools) > _CACHED_KEY_CHARS:
-        return _key.__wrapped__(
-            program.code, program.tools, program.seed, program.clock_ms, program.limits, program.text_tools
-        )
-    return _key(program.code, program.tools, program.seed, program.clock_ms, program.limits, program.text_tools)
-
-
-_CACHED_KEY_CHARS = 32_768
-"""A program whose code and tool names are up to this long has its key kept (512 of them, so at
-most 16 MiB); a longer one's key is made on every run (a digest: under a millisecond a 256 KiB)."""
-
-
-def clear_program_keys() -> None:
-    """Forget the programs' keys (`POST /_emulator/reset`)."""
-    _key.cache_clear()
-
-
-@functools.lru_cache(maxsize=512)
-def _key(
-    code: str, tools: tuple[str, ...], seed: int, clock_ms: int, limits: Limits, text_tools: tuple[str, ...]
-) -> str:
-    data = program_to_json(Program(code, tools, seed, clock_ms, (), limits, text_tools))
-    ident = {name: value for name, value in data.items() if name != "journal"}
-    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode("utf-8")).hexdigest()
 
 
 def worker_environment() -> dict[str, str]:
@@ -101,8 +69,9 @@ class PoolConfig:
     """A live program idle this long is closed; its next resume replays."""
     live_cache_bytes: int = 256 * 2**20
     """Heap bytes (and journal text) the live programs of one worker may hold in all; the
-    oldest are evicted to replay beyond it. A program's heap is measured when it first suspends,
-    then at every suspension while it holds more than 4 MB, and at every 4th below that."""
+    oldest are evicted to replay beyond it. A program's heap is due a measure when it first
+    suspends, then at every suspension while it holds more than 4 MB, and at every 4th below
+    that; a due measure waits for the worker to be idle, unless the bound could be passed."""
     grace_s: float = 3.0
     """Beyond a program's own deadline, how long a worker may stay silent before it is killed."""
     startup_timeout_s: float = 60.0
@@ -226,6 +195,11 @@ class Pool:
         self._available = asyncio.Condition()
         self._holders: dict[str, _WorkerProcess] = {}
         """Which worker holds a program live, by program key."""
+        self._held: dict[str, tuple[int, str]] = {}
+        """The journal each held program has consumed, by program key: (its length, its digest).
+        A run that extends it sends its holder only the new results and this digest."""
+        self.tail_misses = 0
+        """Tail-only resumes the holder did not have the named state for (sent again whole)."""
         self._workers: set[_WorkerProcess] = set()
         self._spawning: set[asyncio.Task[None]] = set()
         self._ids = itertools.count()
@@ -278,6 +252,7 @@ class Pool:
         """Close every worker's live programs (`POST /_emulator/reset`); their next resumes replay,
         with the same results. A busy worker reads the request after its program, before the next."""
         self._holders.clear()
+        self._held.clear()
         for worker in list(self._workers):
             with contextlib.suppress(ConnectionError):
                 await worker.send({"forget": True})
@@ -316,30 +291,24 @@ class Pool:
             return outcome
 
     async def _run_once(self, program: Program) -> Outcome | _Died | _Crashed:
-        data = program_to_json(program)
         key = program_key(program) if self.config.live_cache > 0 else None
         worker = await self._acquire(self._holders.get(key) if key else None)
         request_id = next(self._ids)
         self.runs += 1
-        deadline = program.limits.timeout_s + self.config.grace_s
-        try:
-            await worker.send({"id": request_id, "program": data, "key": key})
-        except ConnectionError:  # its pipe is closed: the program never reached it
-            return _Died(await self._crashed(worker, exiting=True))
-        except BaseException:  # cancelled before the program was sent whole
-            self._replace(worker, kill=True)
-            raise
-        try:
-            async with asyncio.timeout(deadline):
-                message = await worker.read_message()
-        except (EOFError, ConnectionError):
-            failed = await self._crashed(worker, exiting=True)
-            return _Crashed(failed, own=_own_doing(worker))
-        except (TimeoutError, json.JSONDecodeError):  # silent past the deadline and grace, or garbled
-            return _Crashed(await self._crashed(worker))
-        except BaseException:  # cancelled mid-run: the worker's state is unknown
-            self._replace(worker, kill=True)
-            raise
+        journal = journal_to_json(program.journal)
+        held = self._held.get(key) if key is not None and self._holders.get(key) is worker else None
+        message: dict[str, Any] | _Died | _Crashed | None = None
+        if held is not None and len(journal) > held[0] and digest_and_size(journal[: held[0]])[0] == held[1]:
+            tail = {"id": request_id, "key": key, "tail": journal[held[0] :], "prefix": held[0], "digest": held[1]}
+            message = await self._exchange(worker, tail, program)
+            if isinstance(message, dict) and message.get("miss") and message.get("id") == request_id:
+                self.tail_misses += 1
+                message = None  # the holder had another state, or none: send the whole program
+        if message is None:
+            data = program_to_json(program)
+            message = await self._exchange(worker, {"id": request_id, "program": data, "key": key}, program)
+        if not isinstance(message, dict):
+            return message
         if message.get("id") != request_id:
             return _Crashed(await self._crashed(worker))
         hit = bool(message.get("hit"))
@@ -354,10 +323,36 @@ class Pool:
             if key is not None:
                 if message.get("cached"):
                     self._holders[key] = worker
+                    self._held[key] = (len(journal), digest_and_size(journal)[0])
                 elif self._holders.get(key) is worker:
                     del self._holders[key]
+                    self._held.pop(key, None)
             await self._release(worker)
         return outcome_from_json(message["outcome"])
+
+    async def _exchange(
+        self, worker: _WorkerProcess, request: dict[str, Any], program: Program
+    ) -> dict[str, Any] | _Died | _Crashed:
+        """Send one request to `worker` and read its answer (a dict), or what became of the worker."""
+        deadline = program.limits.timeout_s + self.config.grace_s
+        try:
+            await worker.send(request)
+        except ConnectionError:  # its pipe is closed: the program never reached it
+            return _Died(await self._crashed(worker, exiting=True))
+        except BaseException:  # cancelled before the program was sent whole
+            self._replace(worker, kill=True)
+            raise
+        try:
+            async with asyncio.timeout(deadline):
+                return await worker.read_message()
+        except (EOFError, ConnectionError):
+            failed = await self._crashed(worker, exiting=True)
+            return _Crashed(failed, own=_own_doing(worker))
+        except (TimeoutError, json.JSONDecodeError):  # silent past the deadline and grace, or garbled
+            return _Crashed(await self._crashed(worker))
+        except BaseException:  # cancelled mid-run: the worker's state is unknown
+            self._replace(worker, kill=True)
+            raise
 
     # ---- internals -------------------------------------------------------------------------
 
@@ -420,6 +415,7 @@ class Pool:
         self._workers.discard(worker)
         for key in [k for k, w in self._holders.items() if w is worker]:
             del self._holders[key]
+            self._held.pop(key, None)
         if not retire:
             self.replaced += 1
 

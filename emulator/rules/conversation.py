@@ -126,7 +126,17 @@ def analyse(
             by_program, program_at = fold.restore(conv)
             start, size = len(fold.items), fold.bytes
         folds.read += len(items) - start
+    # A request that continues stored items (`previous_response_id`) gets its history as the same
+    # objects next time (`History.validated`), but its own items come back re-validated from the
+    # store: so the pass is also kept where its history ends, and the next request, whose history
+    # is this one's plus a few items, reads only those.
+    boundary = new_from if folds is not None and start < new_from < len(items) else -1
     for i in range(start, len(items)):
+        if i == boundary:
+            assert folds is not None
+            size += sum(retained(item) for item in items[start:boundary])
+            start = boundary
+            folds.keep(Fold.of(conv, by_program, program_at, size, end=boundary))
         item = items[i]
         param = _param(i, new_from, shift)
         if isinstance(item, Message):

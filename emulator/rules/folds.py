@@ -81,9 +81,12 @@ class Fold:
     """What `items` retain (`retained`), summed as the passes read them."""
 
     @classmethod
-    def of(cls, conv: Any, by_program: dict[str, list[CallItem]], program_at: dict[str, int], size: int) -> Fold:
+    def of(
+        cls, conv: Any, by_program: dict[str, list[CallItem]], program_at: dict[str, int], size: int, end: int = -1
+    ) -> Fold:
+        """The pass as it stands, over `conv.items` (or its first `end`, all the pass has read)."""
         return cls(
-            list(conv.items),
+            list(conv.items) if end < 0 else conv.items[:end],
             conv.anchor,
             {name: dict(getattr(conv, name)) for name in _STATE},
             _copy_calls(by_program),

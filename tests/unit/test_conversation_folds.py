@@ -136,3 +136,29 @@ def test_the_kept_passes_hold_at_most_their_items_bound() -> None:
     assert folds._by_last  # the latest passes that fit are kept; one over the bound alone is not
     assert max(len(fold.items) for fold in folds._by_last.values()) <= 12
     assert _decide(POOL, 0, folds)[0] == "ok"
+
+
+@settings(max_examples=300, deadline=None)
+@given(order=replays(), cut=st.integers(0, len(POOL) + 2), first_from=st.integers(0, 12), new_from=st.integers(0, 12))
+def test_a_pass_kept_where_a_history_ends_decides_as_a_whole_pass(
+    order: list[int], cut: int, first_from: int, new_from: int
+) -> None:
+    # The earlier request continued a history (`previous_response_id`): its pass is also kept
+    # where that history ended, and a later request over the same objects resumes from there.
+    items = [POOL[i] for i in order]
+    folds = Folds()
+    _decide(items[: min(cut, len(items))], first_from, folds)
+    assert _decide(items, new_from, folds) == _decide(items, new_from, None)
+
+
+def test_a_continuation_reads_only_what_follows_its_history() -> None:
+    folds = Folds()
+    history, mine = POOL[:7], [item.model_copy() for item in POOL[7:9]]
+    first = [*history, *mine]
+    assert _decide(first, len(history), folds) == _decide(first, len(history), None)
+    read = folds.read
+    # The next request: the same history objects, the last request's items as the store gives
+    # them back (validated again: other objects), then its own new items.
+    again = [*history, *(item.model_copy() for item in mine), *POOL[9:12]]
+    assert _decide(again, 9, folds) == _decide(again, 9, None)
+    assert folds.read - read == len(again) - len(history)
