@@ -7,7 +7,7 @@
         assert ptc_emulator.journal[-1]["figures"]["model_turns"] == 1
 
 One server per test session (per xdist worker, or one for all workers with
-`--ptc-emulator-shared`: `testing/shared.py`) on a real 127.0.0.1 port; each test gets its own
+by default under pytest-xdist: `testing/shared.py`) on a real 127.0.0.1 port; each test gets its own
 scope, so its scenarios and journal are its own and vanish when it ends. The test's `base_url` is
 scoped (`/scopes/<scope>/v1`): `ptc_emulator.env` / `use_env(monkeypatch)` hand it to code that
 builds its own client.
@@ -105,12 +105,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--ptc-emulator-shared",
-        action="store_true",
+        nargs="?",
+        const="yes",
+        choices=("yes", "no"),
         default=None,
-        help="under pytest-xdist, every worker uses one server (started by the first; or the ini option "
-        "ptc_emulator_shared)",
+        help="under pytest-xdist, every worker uses one server, started by the first (the default); "
+        "'no': a server per worker (or the ini option ptc_emulator_shared)",
     )
-    parser.addini("ptc_emulator_shared", type="bool", default=False, help="see --ptc-emulator-shared")
+    parser.addini("ptc_emulator_shared", type="bool", default=True, help="see --ptc-emulator-shared")
     parser.addini(
         "ptc_emulator_cassette_dir",
         default="cassettes",
@@ -219,7 +221,8 @@ def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
     request.config.stash[_api_key] = getattr(settings, "api_key", None) or API_KEY
     if settings.recording:
         request.config.stash[_staging] = Path(settings.record_dir)
-    shared = request.config.getoption("--ptc-emulator-shared") or request.config.getini("ptc_emulator_shared")
+    chosen = request.config.getoption("--ptc-emulator-shared")
+    shared = chosen == "yes" if chosen is not None else bool(request.config.getini("ptc_emulator_shared"))
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if shared and run and os.environ.get("PYTEST_XDIST_WORKER"):
         from ptc_emulator.testing.shared import shared_url

@@ -1,7 +1,7 @@
 """100 tests under pytest-xdist, each with its own scenario of the same name and the same match
 pattern but its own answer: every test must get its own answer and see only its own journal.
 
-Run twice: with a server per xdist worker (the plugin's default; two workers), and with four
+Run twice: with a server per xdist worker (`--ptc-emulator-shared=no`; two workers), and with four
 workers on ONE server through --ptc-emulator-url, where only the per-test scopes keep the tests
 apart."""
 
@@ -47,7 +47,7 @@ def test_a_server_per_worker(pytester: pytest.Pytester) -> None:
     # Two workers show a server per worker as well as four would (the four are shown sharing one
     # server below); each worker is a process that starts its own server and sandbox workers.
     pytester.makepyfile(test_many=SAME_NAME_SAME_PATTERN)
-    result = run(pytester, "-n", "2")
+    result = run(pytester, "-n", "2", "--ptc-emulator-shared=no")
     result.assert_outcomes(passed=COUNT)
     result.stdout.fnmatch_lines(["*2 workers*"])
 

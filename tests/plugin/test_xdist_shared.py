@@ -1,5 +1,6 @@
-"""`--ptc-emulator-shared`: under pytest-xdist every worker uses one server, the first worker's,
-and each test is still in its own scope; the server stops by itself when the run ends."""
+"""Under pytest-xdist every worker uses one server by default, the first worker's, and each test is
+still in its own scope; the server stops by itself when the run ends. `--ptc-emulator-shared=no`
+(or the ini option `ptc_emulator_shared = false`) gives each worker a server of its own."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def test_workers_share_one_server(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_shared=SUITE)
     base = pytester.path / "basetemp"
 
-    result = run(pytester, "-n", "2", "--ptc-emulator-shared", f"--basetemp={base}")
+    result = run(pytester, "-n", "2", f"--basetemp={base}")  # no option: the default
 
     result.assert_outcomes(passed=20)
     seen = {p.name.split("-")[1]: p.read_text() for p in base.glob("seen-*")}
@@ -50,3 +51,15 @@ def test_workers_share_one_server(pytester: pytest.Pytester) -> None:
         time.sleep(0.1)
     else:
         pytest.fail(f"the shared server at {url} still answers after the run")
+
+
+@pytest.mark.parametrize("opt_out", [["--ptc-emulator-shared=no"], ["-o", "ptc_emulator_shared=false"]])
+def test_each_worker_has_its_own_server_when_asked(pytester: pytest.Pytester, opt_out: list[str]) -> None:
+    pytester.makepyfile(test_shared=SUITE)
+    base = pytester.path / "basetemp"
+
+    result = run(pytester, "-n", "2", *opt_out, f"--basetemp={base}")
+
+    result.assert_outcomes(passed=20)
+    by_worker = {p.name.split("-")[1]: p.read_text() for p in base.glob("seen-*")}
+    assert set(by_worker) == {"gw0", "gw1"} and len(set(by_worker.values())) == 2, by_worker
