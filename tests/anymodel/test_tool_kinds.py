@@ -109,8 +109,11 @@ def docs() -> Iterator[DocsServer]:
         yield server
 
 
-def test_an_mcp_tool(any_server: Callable[..., EmulatorServer], upstream: FakeUpstream, docs: DocsServer) -> None:
-    server = any_server(mcp_allow_hosts=("127.0.0.1",))
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_an_mcp_tool(
+    any_server: Callable[..., EmulatorServer], upstream: FakeUpstream, docs: DocsServer, api: str
+) -> None:
+    server = any_server(mcp_allow_hosts=("127.0.0.1",), model_upstream_api=api)
     emulator = PTCEmulator(server.base_url)
     mcp = {
         "type": "mcp",
@@ -125,7 +128,7 @@ def test_an_mcp_tool(any_server: Callable[..., EmulatorServer], upstream: FakeUp
     assert [i.type for i in response.output] == ["program", "program_output", "message"]
     assert response.output_text == "The docs say ptc is fine."
     assert docs.calls == [("lookup", {"topic": "ptc"})]
-    description = upstream.requests[0]["tools"][0]["function"]["description"]
+    description = functions_of(upstream.requests[0])[CODE_TOOL]
     assert "  docs: {\n" in description
     assert (
         "    /** Look up a topic in the docs */\n    lookup(args: { topic: string; }): Promise<unknown>;" in description
