@@ -27,7 +27,18 @@ from agents import (
 )
 
 from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
-from tests.anymodel.anymodel_support import FakeUpstream, Script, call, echo, last_result, program, say
+from tests.anymodel.anymodel_support import (
+    CODE_TOOL,
+    FakeUpstream,
+    Script,
+    call,
+    called,
+    echo,
+    functions_of,
+    last_result,
+    program,
+    say,
+)
 from tests.anymodel.test_clients import NODE_DIR
 from tests.anymodel.test_tool_kinds import FIVE_PAUSES
 from tests.support import runner_model
@@ -42,6 +53,10 @@ class Flow:
     expected: str
     answered: tuple[str, ...]
     """The calls the client answers, as `caller type:tool name`."""
+    declares: str
+    """What the code function's description declares of the flow's tools."""
+    direct: tuple[str, ...] = ()
+    """The functions the upstream may call directly, beside the code function."""
 
 
 def _order_state(body: dict[str, Any]) -> dict[str, Any]:
@@ -49,7 +64,13 @@ def _order_state(body: dict[str, Any]) -> dict[str, Any]:
 
 
 FLOWS = {
-    "five_pauses": Flow("Count to five.", (program(FIVE_PAUSES), echo("Done: ")), "Done: n=5", ("program:step",) * 5),
+    "five_pauses": Flow(
+        "Count to five.",
+        (program(FIVE_PAUSES), echo("Done: ")),
+        "Done: n=5",
+        ("program:step",) * 5,
+        "step(args: { n: number; })",
+    ),
     "namespace": Flow(
         "When does A-104 arrive?",
         (
@@ -58,20 +79,33 @@ FLOWS = {
         ),
         "ETA 2026-12-04",
         ("program:shipping.get_delivery_eta",),
+        "  shipping: {\n    /** The delivery date of an order. */\n    get_delivery_eta(args: { order_id: string; })",
     ),
     "mcp": Flow(
         "What do the docs say of ptc?",
         (program("text(await tools.docs.lookup({ topic: 'ptc' }))"), echo()),
         "The docs say ptc is fine.",
         (),
+        "    /** Look up a topic in the docs */\n    lookup(args: { topic: string; })",
     ),
     "direct": Flow(
         "Where is order A-104?",
         (call("get_order", id="A-104"), _order_state),
         "The order is shipped.",
         ("direct:get_order",),
+        "",
+        ("get_order",),
     ),
 }
+
+
+def _assert_told(flow: Flow, upstream: FakeUpstream) -> None:
+    """The upstream was offered the flow's tools, and its second turn read back its first."""
+    assert len(upstream.requests) == 2  # the pauses are the program's, not the model's
+    offered = functions_of(upstream.requests[0])
+    assert list(offered) == [*flow.direct, CODE_TOOL]
+    assert flow.declares in offered[CODE_TOOL]
+    assert called(upstream.requests[1]) == (list(flow.direct) or [CODE_TOOL])
 
 
 @pytest.fixture(params=["chat", "responses"])
@@ -156,7 +190,7 @@ async def test_the_agents_sdk_runner(
     result = await Runner.run(agent, flow.prompt, run_config=RunConfig(tracing_disabled=True))
     assert result.final_output == flow.expected
     assert answered == list(flow.answered)
-    assert len(upstream.requests) == 2
+    _assert_told(flow, upstream)
     assert [e["status"] for e in emulator.journal] == [200] * (len(flow.answered) + 1)
 
 
@@ -180,4 +214,4 @@ def test_the_npm_client(emulator: PTCEmulator, upstream: FakeUpstream, flow_name
         "requests": len(flow.answered) + 1,
         "answered": list(flow.answered),
     }
-    assert len(upstream.requests) == 2
+    _assert_told(flow, upstream)
