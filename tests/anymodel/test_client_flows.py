@@ -6,9 +6,6 @@ test_tool_kinds.py, and the seed's inventory loop through all three clients is t
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +26,7 @@ from agents import (
 from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
 from tests.anymodel.anymodel_support import (
     CODE_TOOL,
+    FIVE_PAUSES,
     FakeUpstream,
     Script,
     call,
@@ -36,11 +34,11 @@ from tests.anymodel.anymodel_support import (
     echo,
     functions_of,
     last_result,
+    needs_node,
     program,
+    run_node,
     say,
 )
-from tests.anymodel.test_clients import NODE_DIR
-from tests.anymodel.test_tool_kinds import FIVE_PAUSES
 from tests.support import runner_model
 from tests.tools.tools_support import docs_server
 
@@ -194,22 +192,12 @@ async def test_the_agents_sdk_runner(
     assert [e["status"] for e in emulator.journal] == [200] * (len(flow.answered) + 1)
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+@needs_node
 def test_the_npm_client(emulator: PTCEmulator, upstream: FakeUpstream, flow_name: str, docs_url: str) -> None:
-    if not (NODE_DIR / "node_modules" / "openai").is_dir():
-        pytest.fail("tests/node/node_modules is missing: run `make test` (it runs `npm ci` there)")
     flow = FLOWS[flow_name]
     upstream.reply(*flow.script)
-    env = {
-        **os.environ,
-        "OPENAI_BASE_URL": emulator.base_url,
-        "OPENAI_API_KEY": "sk-test",
-        "FLOW": flow_name,
-        "DOCS_URL": docs_url,
-    }
-    done = subprocess.run(["node", "flows.mjs"], cwd=NODE_DIR, env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {
+    printed = run_node("flows.mjs", emulator.base_url, FLOW=flow_name, DOCS_URL=docs_url)
+    assert json.loads(printed) == {
         "text": flow.expected,
         "requests": len(flow.answered) + 1,
         "answered": list(flow.answered),

@@ -13,6 +13,7 @@ import pytest
 from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
 from tests.anymodel.anymodel_support import (
     CODE_TOOL,
+    FIVE_PAUSES,
     FakeUpstream,
     call,
     called,
@@ -33,11 +34,6 @@ STEP = {
     "output_schema": {"type": "object", "properties": {"next": {"type": "integer"}}, "required": ["next"]},
     "allowed_callers": ["programmatic"],
 }
-FIVE_PAUSES = """let n = 0;
-for (let i = 0; i < 5; i++) {
-  n = (await tools.step({ n })).next;
-}
-text(`n=${n}`);"""
 
 
 def _output(item: Any, output: Any) -> dict[str, Any]:
