@@ -9,18 +9,26 @@ Each request takes the next answer of the script: `say(text)`, `program(code)`, 
 (text in given pieces, held back one by one by a `Gate` the test opens), or a function of the
 request body that returns one. Every request body and its headers are kept. A Responses request
 that asks to stream is answered with Responses stream events (unless `stream_responses` is off).
+
+Also what several test files share: the seed's inventory tools, the five-pause program, and
+`run_node` for the npm client's scripts in tests/node.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
+import subprocess
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -434,3 +442,23 @@ def answer_inventory(call: Any) -> dict[str, Any]:
         "output": json.dumps(out),
         "caller": call.caller.model_dump(),
     }
+
+
+FIVE_PAUSES = """let n = 0;
+for (let i = 0; i < 5; i++) {
+  n = (await tools.step({ n })).next;
+}
+text(`n=${n}`);"""
+
+NODE_DIR = Path(__file__).parents[1] / "node"
+needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+
+
+def run_node(script: str, base_url: str, **env: str) -> str:
+    """What a script of tests/node prints, run against the emulator at `base_url` (it must succeed)."""
+    if not (NODE_DIR / "node_modules" / "openai").is_dir():
+        pytest.fail("tests/node/node_modules is missing: run `make test` (it runs `npm ci` there)")
+    env = {**os.environ, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "sk-test", **env}
+    done = subprocess.run(["node", script], cwd=NODE_DIR, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout

@@ -4,20 +4,15 @@ the npm client (the guide's JavaScript loop, as tests/node has it)."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from agents import Agent, ProgrammaticToolCallingTool, RunConfig, Runner, function_tool, set_tracing_disabled
 
 from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
-from tests.anymodel.anymodel_support import FakeUpstream, echo, program
+from tests.anymodel.anymodel_support import FakeUpstream, echo, needs_node, program, run_node
 from tests.support import runner_model
 
-NODE_DIR = Path(__file__).parents[1] / "node"
 COMPARE = """const [inv, dem] = await Promise.all([
   tools.get_inventory({ sku: "sku_123" }),
   tools.get_demand({ sku: "sku_123" }),
@@ -72,13 +67,8 @@ async def test_the_agents_sdk_runner(emulator: PTCEmulator, upstream: FakeUpstre
     assert [e["status"] for e in emulator.journal] == [200, 200]
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+@needs_node
 def test_the_npm_client(emulator: PTCEmulator, upstream: FakeUpstream) -> None:
-    if not (NODE_DIR / "node_modules" / "openai").is_dir():
-        pytest.fail("tests/node/node_modules is missing: run `make test` (it runs `npm ci` there)")
     upstream.reply(program(COMPARE), echo())
-    env = {**os.environ, "OPENAI_BASE_URL": emulator.base_url, "OPENAI_API_KEY": "sk-test"}
-    done = subprocess.run(["node", "seed_loop.mjs"], cwd=NODE_DIR, env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == EXPECTED
+    assert run_node("seed_loop.mjs", emulator.base_url).strip() == EXPECTED
     assert len(upstream.requests) == 2

@@ -13,6 +13,7 @@ import pytest
 from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
 from tests.anymodel.anymodel_support import (
     CODE_TOOL,
+    FIVE_PAUSES,
     FakeUpstream,
     call,
     called,
@@ -33,11 +34,6 @@ STEP = {
     "output_schema": {"type": "object", "properties": {"next": {"type": "integer"}}, "required": ["next"]},
     "allowed_callers": ["programmatic"],
 }
-FIVE_PAUSES = """let n = 0;
-for (let i = 0; i < 5; i++) {
-  n = (await tools.step({ n })).next;
-}
-text(`n=${n}`);"""
 
 
 def _output(item: Any, output: Any) -> dict[str, Any]:
@@ -109,8 +105,11 @@ def docs() -> Iterator[DocsServer]:
         yield server
 
 
-def test_an_mcp_tool(any_server: Callable[..., EmulatorServer], upstream: FakeUpstream, docs: DocsServer) -> None:
-    server = any_server(mcp_allow_hosts=("127.0.0.1",))
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_an_mcp_tool(
+    any_server: Callable[..., EmulatorServer], upstream: FakeUpstream, docs: DocsServer, api: str
+) -> None:
+    server = any_server(mcp_allow_hosts=("127.0.0.1",), model_upstream_api=api)
     emulator = PTCEmulator(server.base_url)
     mcp = {
         "type": "mcp",
@@ -125,7 +124,7 @@ def test_an_mcp_tool(any_server: Callable[..., EmulatorServer], upstream: FakeUp
     assert [i.type for i in response.output] == ["program", "program_output", "message"]
     assert response.output_text == "The docs say ptc is fine."
     assert docs.calls == [("lookup", {"topic": "ptc"})]
-    description = upstream.requests[0]["tools"][0]["function"]["description"]
+    description = functions_of(upstream.requests[0])[CODE_TOOL]
     assert "  docs: {\n" in description
     assert (
         "    /** Look up a topic in the docs */\n    lookup(args: { topic: string; }): Promise<unknown>;" in description
