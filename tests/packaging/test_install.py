@@ -157,7 +157,10 @@ def flat_project(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Itera
     _write_packages(project)
     (project / "tests").mkdir()
     (project / "tests" / "test_agent.py").write_text(USER_TEST)
-    (project / "pyproject.toml").write_text('[tool.pytest.ini_options]\npythonpath = ["."]\ntestpaths = ["tests"]\n')
+    # The user's test answers from a bundled demo scenario: asked for, as the demos load only then.
+    (project / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\npythonpath = ["."]\ntestpaths = ["tests"]\nptc_emulator_demo = true\n'
+    )
     yield python, project
 
 
@@ -194,6 +197,7 @@ def test_an_editable_src_project_with_the_same_package_names(
 
             [tool.pytest.ini_options]
             testpaths = ["tests"]
+            ptc_emulator_demo = true
             """
         )
     )

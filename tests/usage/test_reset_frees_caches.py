@@ -19,7 +19,7 @@ from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.rules import contract
 from ptc_emulator.emulator.wire import replayed
 from ptc_emulator.emulator.wire.items import Message
-from ptc_emulator.sandbox import pool as sandbox_pool
+from ptc_emulator.sandbox import _wire as sandbox_wire
 from tests.support import ADD_TOOL, in_process_http, js
 
 pytestmark = pytest.mark.anyio
@@ -100,7 +100,7 @@ async def test_kept_passes_are_bounded_by_bytes_and_reset_frees_every_cache(tmp_
         assert all(signer.memo_sizes()), signer.memo_sizes()
         assert replayed.cache.bytes > 0 and engine.history.validated.bytes > 0
         assert contract._schemas.bytes > 0 and contract._verdicts.bytes > 0
-        assert sandbox_pool._key.cache_info().currsize > 0
+        assert sandbox_wire._key.cache_info().currsize > 0
 
         reply = await http.post("/_emulator/reset", headers=JSON)
         assert reply.status_code == 200, reply.text[:300]
@@ -110,7 +110,7 @@ async def test_kept_passes_are_bounded_by_bytes_and_reset_frees_every_cache(tmp_
         assert signer.memo_sizes() == (0, 0)
         assert replayed.cache.bytes == 0 and engine.history.validated.bytes == 0
         assert contract._schemas.bytes == 0 and contract._verdicts.bytes == 0
-        assert sandbox_pool._key.cache_info().currsize == 0
+        assert sandbox_wire._key.cache_info().currsize == 0
 
 
 async def test_reset_closes_the_live_programs(tmp_path: Path) -> None:
