@@ -223,8 +223,11 @@ def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
         request.config.stash[_staging] = Path(settings.record_dir)
     chosen = request.config.getoption("--ptc-emulator-shared")
     shared = chosen == "yes" if chosen is not None else bool(request.config.getini("ptc_emulator_shared"))
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if shared and run and os.environ.get("PYTEST_XDIST_WORKER"):
+    # This process is an xdist worker when its config has `workerinput` (the environment variables
+    # xdist sets are inherited by any pytest a test starts, which is no worker of this run).
+    workerinput = getattr(request.config, "workerinput", None)
+    run = str(workerinput.get("testrunuid") or "") if isinstance(workerinput, dict) else ""
+    if shared and run:
         from ptc_emulator.testing.shared import shared_url
 
         directory = request.getfixturevalue("tmp_path_factory").getbasetemp().parent / f"ptc-emulator-{run[:16]}"
