@@ -17,10 +17,11 @@ from ptc_emulator.emulator.errors import InvalidRequest, NoScenarioMatched
 from ptc_emulator.emulator.model.core import Prepared, Runner, Trace
 from ptc_emulator.emulator.model.scripted.choose import choose_script
 from ptc_emulator.emulator.model.scripted.faults import FaultInjector, InjectedHTTPError
+from ptc_emulator.emulator.model.scripted.hosted import Hosted
 from ptc_emulator.emulator.model.scripted.player import Player
 from ptc_emulator.emulator.model.scripted.programs import Programs
 from ptc_emulator.emulator.model.scripted.scenario import ScenarioRegistry
-from ptc_emulator.emulator.model.scripted.script import BoundTools, ScriptedPlan, position, turn_items
+from ptc_emulator.emulator.model.scripted.script import BoundTools, Script, ScriptedPlan, position, turn_items
 from ptc_emulator.emulator.rules import checks
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import Signer
@@ -86,17 +87,7 @@ class ScriptedModel:
             raise
         trace.scenario = script.name
         turn, emitted = position(conv, script)
-        hosted = self.player.hosted_tools(request, conv, toolset, script, trace, self.scenarios.hosted(scope))
-        open_indexes: list[int] = []
-        if conv.open_program is not None:
-            open_indexes = checks.check_open_program(
-                conv,
-                self.signer,
-                allowed=sorted({*tools.program_tools, *hosted.static_names()}),
-                server_labels={label for label, tool in hosted.mcp_tools.items() if tool.programmatic},
-                max_tool_calls=self.limits.max_tool_calls,
-            )
-        checks.check_finished_programs(conv, self.signer)
+        hosted, open_indexes = self.check_programs(request, conv, toolset, tools, script, trace, scope)
         if request.store is False:
             reasoned = [first for first, scripted in turn_items(conv, script) if scripted.reasoning is not None]
             checks.check_reasoning(conv, self.signer, reasoned)
@@ -123,6 +114,32 @@ class ScriptedModel:
             fault=fault,
             strict_contract=strict,
         )
+
+    def check_programs(
+        self,
+        request: CreateRequest,
+        conv: Conversation,
+        toolset: Toolset,
+        tools: BoundTools,
+        script: Script,
+        trace: Trace,
+        scope: str | None,
+    ) -> tuple[Hosted, list[int]]:
+        """The server-side tools `script` may use, and the checks of the conversation's programs: the
+        open one's calls against the tools it may call (its call indexes), the finished ones' seals.
+        Shared with the model upstream, whose programs are checked as scripted ones are."""
+        hosted = self.player.hosted_tools(request, conv, toolset, script, trace, self.scenarios.hosted(scope))
+        open_indexes: list[int] = []
+        if conv.open_program is not None:
+            open_indexes = checks.check_open_program(
+                conv,
+                self.signer,
+                allowed=sorted({*tools.program_tools, *hosted.static_names()}),
+                server_labels={label for label, tool in hosted.mcp_tools.items() if tool.programmatic},
+                max_tool_calls=self.limits.max_tool_calls,
+            )
+        checks.check_finished_programs(conv, self.signer)
+        return hosted, open_indexes
 
     async def play(self, prepared: Prepared, runner: Runner) -> list[dict[str, Any]]:
         return await self.player.play(prepared, runner)

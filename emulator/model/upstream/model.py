@@ -94,17 +94,7 @@ class UpstreamModel:
         tools = BoundTools(request, toolset)
         script = Script(f"upstream:{author}", [])
         trace.scenario = script.name
-        hosted = scripted.player.hosted_tools(request, conv, toolset, script, trace, scripted.scenarios.hosted(scope))
-        open_indexes: list[int] = []
-        if conv.open_program is not None:
-            open_indexes = checks.check_open_program(
-                conv,
-                scripted.signer,
-                allowed=sorted({*tools.program_tools, *hosted.static_names()}),
-                server_labels={label for label, tool in hosted.mcp_tools.items() if tool.programmatic},
-                max_tool_calls=scripted.limits.max_tool_calls,
-            )
-        checks.check_finished_programs(conv, scripted.signer)
+        hosted, open_indexes = scripted.check_programs(request, conv, toolset, tools, script, trace, scope)
         trace.contract.extend(checks.check_outputs(conv, toolset))
         if scripted.strict_contract and trace.contract:
             raise InvalidRequest(trace.contract[0].describe(), param="input", code="contract_violation")
