@@ -4,6 +4,9 @@ A request whose journal extends a cached program's journal by exactly its pendin
 it live instead of replaying it. The outcome is the same either way (a miss simply replays), so
 correctness never depends on a hit. A tail-only request names the prefix it continues by its
 length and digest (`_wire.digest_and_size`); the cache checks both before it hands the program out.
+The digest is a chain over the entries, so a resume extends the held digest (and the journal text
+charged) by its new results alone; only a program put after a full run has its journal digested
+whole.
 
 What keeping a program costs is its isolate's heap and its journal's text. Measuring the heap
 costs about 0.5 ms (mini-racer makes a V8 context to report it), so it is not measured at every
@@ -19,13 +22,13 @@ import time
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import _v8
-from ._wire import digest_and_size
+from ._wire import digest_and_size, extend_digest
 from .outcome import Suspended
 
-__all__ = ["LiveCache"]
+__all__ = ["LiveCache", "Taken"]
 
 _SMALL_HEAP = 4 * 2**20
 """A suspended program's heap at or under which it is measured only every `_MEASURE_EVERY`th
@@ -39,12 +42,12 @@ class _Live:
     journal: list[Any]
     """The journal (wire form) the execution has consumed."""
     digest: str
-    """`journal_digest(journal)`: what a tail-only request must name."""
+    """`digest_and_size(journal)`'s digest: what a tail-only request must name."""
     used: float
     heap: int
     """The isolate's heap as last measured (0: never)."""
     text: int
-    """The journal's text, in characters."""
+    """The journal's text, in characters (`digest_and_size(journal)`'s size)."""
     due: bool
     """Its heap is due a measure: `heap` may be stale."""
 
@@ -56,6 +59,19 @@ class _Live:
     def headroom(self) -> int:
         """What its heap could hold beyond what it is charged, at its limit."""
         return max(0, self.execution.context.heap_bytes - self.heap) if self.due else 0
+
+
+class Taken(NamedTuple):
+    """A cached execution handed out for a resume."""
+
+    execution: _v8.Execution
+    more: list[Any]
+    """The results it has not consumed yet (wire form): what the resume hands it."""
+    journal: list[Any]
+    """Its whole journal once it has consumed `more` (wire form)."""
+    known: tuple[int, str, int]
+    """How many entries of `journal` it had consumed, with their digest and text size: what
+    `LiveCache.put` extends instead of digesting the whole journal again."""
 
 
 class LiveCache:
@@ -76,7 +92,7 @@ class LiveCache:
         self.measures = 0
         """Heap measures taken (each one mini-racer's `heap_stats()`)."""
 
-    def take(self, key: str, journal: list[Any]) -> tuple[_v8.Execution, list[Any]] | None:
+    def take(self, key: str, journal: list[Any]) -> Taken | None:
         """The cached execution if `journal` is its journal plus answers to all its pending calls."""
         live = self._pop(key)
         if live is None:
@@ -88,12 +104,12 @@ class LiveCache:
             self.misses += 1
             return None
         self.hits += 1
-        return live.execution, journal[consumed:]
+        return Taken(live.execution, journal[consumed:], journal, (consumed, live.digest, live.text))
 
-    def take_tail(self, key: str, prefix: int, digest: str, tail: list[Any]) -> tuple[_v8.Execution, list[Any]] | None:
-        """The cached execution and its whole journal with `tail`, if the execution has consumed
-        exactly `prefix` entries whose digest is `digest` and `tail` answers all its pending
-        calls. Otherwise None, and the cache is left as it was (the full request decides)."""
+    def take_tail(self, key: str, prefix: int, digest: str, tail: list[Any]) -> Taken | None:
+        """The cached execution, with its journal extended by `tail`, if the execution has
+        consumed exactly `prefix` entries whose digest is `digest` and `tail` answers all its
+        pending calls. Otherwise None, and the cache is left as it was (the full request decides)."""
         live = self._live.get(key)
         if live is None or len(live.journal) != prefix or live.digest != digest:
             return None
@@ -101,7 +117,8 @@ class LiveCache:
             return None
         self._pop(key)
         self.hits += 1
-        return live.execution, [*live.journal, *tail]
+        live.journal.extend(tail)  # no longer cached: its list is the resumed journal
+        return Taken(live.execution, tail, live.journal, (prefix, live.digest, live.text))
 
     @staticmethod
     def _resumable(live: _Live, entries: int) -> bool:
@@ -114,15 +131,23 @@ class LiveCache:
             self.bytes -= live.bytes
         return live
 
-    def put(self, key: str, execution: _v8.Execution, journal: list[Any]) -> list[_v8.Execution]:
-        """Keep a suspended execution; returns the executions evicted to make room."""
+    def put(
+        self, key: str, execution: _v8.Execution, journal: list[Any], known: tuple[int, str, int] | None = None
+    ) -> list[_v8.Execution]:
+        """Keep a suspended execution; returns the executions evicted to make room. With `known`
+        (a prefix of `journal`: its length, digest and size, as `Taken.known` gives them) only
+        the entries past it are digested; without it, the whole journal is."""
         if self.size <= 0:
             return [execution]
         evicted = []
         old = self._pop(key)
         if old is not None:
             evicted.append(old.execution)
-        digest, text = digest_and_size(journal)
+        if known is None:
+            digest, text = digest_and_size(journal)
+        else:
+            consumed, digest, text = known
+            digest, text = extend_digest(digest, text, journal[consumed:])
         count, heap, waiting = self._seen.get(execution, (-1, 0, False))
         due = waiting or count < 0 or heap > _SMALL_HEAP or count + 1 >= _MEASURE_EVERY
         self._seen[execution] = (count + 1, heap, due)

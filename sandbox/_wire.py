@@ -23,8 +23,10 @@ from .outcome import (
 )
 
 __all__ = [
+    "HeldJournal",
     "clear_program_keys",
     "digest_and_size",
+    "extend_digest",
     "journal_to_json",
     "outcome_from_json",
     "outcome_to_json",
@@ -43,12 +45,58 @@ def journal_to_json(journal: tuple[ToolResult, ...]) -> list[list[Any]]:
     return [[r.name, r.arguments, r.output, r.is_error] for r in journal]
 
 
+_JOURNAL_ROOT = hashlib.sha256(b"ptc-journal").hexdigest()
+
+
 def digest_and_size(journal: list[Any]) -> tuple[str, int]:
     """A journal's digest (wire form, as `journal_to_json` gives it or a worker parsed it) and
-    the length of the text it is a digest of: how a tail-only resume names the prefix it
-    continues, so that the worker holding the program checks it instead of being sent it."""
-    text = json.dumps(journal, separators=(",", ":")).encode("utf-8")
-    return hashlib.sha256(text).hexdigest(), len(text)
+    the length of its text: how a tail-only resume names the prefix it continues, so that the
+    worker holding the program checks it instead of being sent it. The digest is a chain over
+    the entries (`extend_digest` from the empty journal's), so the digest of a longer journal is
+    made from a prefix's and the rest alone."""
+    return extend_digest(_JOURNAL_ROOT, 1, journal)
+
+
+def extend_digest(digest: str, size: int, entries: list[Any]) -> tuple[str, int]:
+    """The digest and text length of a journal whose prefix has `digest` and `size`, extended by
+    `entries` (wire form): each entry's digest is sha256 of the one before it (32 bytes) and the
+    entry's compact JSON, and each entry adds its JSON and a separator to the size. The empty
+    journal's digest is sha256(b"ptc-journal"), its size 1 (`[]` has 2 characters, `[e]` 2 more
+    than `e`: the size is the compact JSON text's length for any journal but the empty one)."""
+    chained = bytes.fromhex(digest)
+    for entry in entries:
+        text = json.dumps(entry, separators=(",", ":")).encode("utf-8")
+        chained = hashlib.sha256(chained + text).digest()
+        size += len(text) + 1
+    return chained.hex(), size
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HeldJournal:
+    """The journal a worker's live copy of a program has consumed, as the pool last sent it."""
+
+    entries: tuple[ToolResult, ...]
+    """The program's journal it corresponds to: a later journal extends it if its first
+    `len(entries)` entries are equal (a tuple comparison, at once for the very same objects)."""
+    digest: str
+    """Its digest (`digest_and_size`): what a tail-only request names."""
+
+    @classmethod
+    def whole(cls, journal: tuple[ToolResult, ...], sent: list[Any]) -> HeldJournal:
+        """After `journal` was sent whole, as `sent` (its wire form): its digest from scratch."""
+        return cls(journal, digest_and_size(sent)[0])
+
+    def tail_of(self, journal: tuple[ToolResult, ...]) -> list[Any] | None:
+        """What `journal` adds to these entries (wire form), if it extends them by at least one."""
+        held = len(self.entries)
+        if len(journal) <= held or journal[:held] != self.entries:
+            return None
+        return journal_to_json(journal[held:])
+
+    def extended(self, journal: tuple[ToolResult, ...], tail: list[Any]) -> HeldJournal:
+        """After `journal`, these entries and then `tail` (its wire form), was resumed live: the
+        digest extended by the tail alone."""
+        return HeldJournal(journal, extend_digest(self.digest, 0, tail)[0])
 
 
 def program_to_json(program: Program) -> dict[str, Any]:

@@ -13,8 +13,9 @@ A warm cache keeps suspended programs alive (`_live.LiveCache`): a request whose
 a cached program's journal by exactly its pending calls resumes it live instead of replaying it.
 The outcome is the same either way (a miss simply replays), so correctness never depends on a hit.
 A request may carry only the new results (`tail`) with the length and digest of the journal it
-continues: if this worker holds that very state, it resumes it; otherwise it answers `miss` and
-the pool sends the whole program. Heap measures the cache is due are taken while no request waits.
+continues: if this worker holds that very state, it resumes it (and extends the digest it holds
+by the tail alone); otherwise it answers `miss` and the pool sends the whole program. Heap
+measures the cache is due are taken while no request waits.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import threading
 from typing import Any, BinaryIO
 
 from . import _v8
-from ._live import LiveCache
+from ._live import LiveCache, Taken
 from ._wire import outcome_to_json, program_from_json
 from .outcome import Failed, Outcome, Suspended, ToolResult
 
@@ -113,23 +114,21 @@ class Worker:
 
     def _handle(self, request: dict[str, Any]) -> None:
         key: str | None = request.get("key")
-        hit: tuple[_v8.Execution, list[Any]] | None
+        hit: Taken | None
         if "tail" in request:  # only the new results: resume the state it names, or say miss
             assert key is not None
-            journal: list[Any] = request["tail"]
-            held = self.cache.take_tail(key, request["prefix"], request["digest"], journal)
-            if held is None:
+            hit = self.cache.take_tail(key, request["prefix"], request["digest"], request["tail"])
+            if hit is None:
                 self.send({"id": request["id"], "miss": True})
                 return
-            hit = held[0], journal
-            journal = held[1]
+            journal = hit.journal
         else:
             journal = request["program"]["journal"]
             hit = self.cache.take(key, journal) if key is not None and self.cache.size > 0 else None
         outcome: Outcome
         if hit is not None:
-            execution, more = hit
-            outcome = execution.resume([ToolResult(n, a, o, e) for n, a, o, e in more])
+            execution = hit.execution
+            outcome = execution.resume([ToolResult(n, a, o, e) for n, a, o, e in hit.more])
         else:
             program = program_from_json(request["program"])
             execution = _v8.Execution(program, self.housekeeper.take(program.limits.heap_bytes))
@@ -151,7 +150,7 @@ class Worker:
         self.send(answer)
         if keep:
             assert key is not None
-            self.housekeeper.close(self.cache.put(key, execution, journal))
+            self.housekeeper.close(self.cache.put(key, execution, journal, hit.known if hit is not None else None))
         else:
             self.housekeeper.close([execution])
 

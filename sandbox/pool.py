@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ._wire import clear_program_keys, digest_and_size, journal_to_json, outcome_from_json, program_key, program_to_json
+from ._wire import HeldJournal, clear_program_keys, outcome_from_json, program_key, program_to_json
 from .outcome import Failed, Outcome, Program
 
 __all__ = ["Pool", "PoolClosed", "PoolConfig", "clear_program_keys", "program_key", "worker_environment"]
@@ -195,9 +195,10 @@ class Pool:
         self._available = asyncio.Condition()
         self._holders: dict[str, _WorkerProcess] = {}
         """Which worker holds a program live, by program key."""
-        self._held: dict[str, tuple[int, str]] = {}
-        """The journal each held program has consumed, by program key: (its length, its digest).
-        A run that extends it sends its holder only the new results and this digest."""
+        self._held: dict[str, HeldJournal] = {}
+        """The journal each held program has consumed, by program key. A run whose journal extends
+        it sends its holder only the new results and its digest, and then extends the digest by
+        those results alone."""
         self.tail_misses = 0
         """Tail-only resumes the holder did not have the named state for (sent again whole)."""
         self._workers: set[_WorkerProcess] = set()
@@ -295,17 +296,19 @@ class Pool:
         worker = await self._acquire(self._holders.get(key) if key else None)
         request_id = next(self._ids)
         self.runs += 1
-        journal = journal_to_json(program.journal)
         held = self._held.get(key) if key is not None and self._holders.get(key) is worker else None
+        tail = held.tail_of(program.journal) if held is not None else None
         message: dict[str, Any] | _Died | _Crashed | None = None
-        if held is not None and len(journal) > held[0] and digest_and_size(journal[: held[0]])[0] == held[1]:
-            tail = {"id": request_id, "key": key, "tail": journal[held[0] :], "prefix": held[0], "digest": held[1]}
-            message = await self._exchange(worker, tail, program)
+        if held is not None and tail is not None:
+            request = {"id": request_id, "key": key, "tail": tail, "prefix": len(held.entries), "digest": held.digest}
+            message = await self._exchange(worker, request, program)
             if isinstance(message, dict) and message.get("miss") and message.get("id") == request_id:
                 self.tail_misses += 1
-                message = None  # the holder had another state, or none: send the whole program
+                message = tail = None  # the holder had another state, or none: send the whole program
+        sent: list[Any] | None = None  # the journal sent whole (wire form), if it was
         if message is None:
             data = program_to_json(program)
+            sent = data["journal"]
             message = await self._exchange(worker, {"id": request_id, "program": data, "key": key}, program)
         if not isinstance(message, dict):
             return message
@@ -323,7 +326,11 @@ class Pool:
             if key is not None:
                 if message.get("cached"):
                     self._holders[key] = worker
-                    self._held[key] = (len(journal), digest_and_size(journal)[0])
+                    if held is not None and tail is not None:  # resumed live: extend by the tail alone
+                        self._held[key] = held.extended(program.journal, tail)
+                    else:
+                        assert sent is not None
+                        self._held[key] = HeldJournal.whole(program.journal, sent)
                 elif self._holders.get(key) is worker:
                     del self._holders[key]
                     self._held.pop(key, None)
