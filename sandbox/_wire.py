@@ -23,7 +23,6 @@ from .outcome import (
 )
 
 __all__ = [
-    "HeldJournal",
     "clear_program_keys",
     "digest_and_size",
     "extend_digest",
@@ -69,34 +68,6 @@ def extend_digest(digest: str, size: int, entries: list[Any]) -> tuple[str, int]
         chained = hashlib.sha256(chained + text).digest()
         size += len(text) + 1
     return chained.hex(), size
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class HeldJournal:
-    """The journal a worker's live copy of a program has consumed, as the pool last sent it."""
-
-    entries: tuple[ToolResult, ...]
-    """The program's journal it corresponds to: a later journal extends it if its first
-    `len(entries)` entries are equal (a tuple comparison, at once for the very same objects)."""
-    digest: str
-    """Its digest (`digest_and_size`): what a tail-only request names."""
-
-    @classmethod
-    def whole(cls, journal: tuple[ToolResult, ...], sent: list[Any]) -> HeldJournal:
-        """After `journal` was sent whole, as `sent` (its wire form): its digest from scratch."""
-        return cls(journal, digest_and_size(sent)[0])
-
-    def tail_of(self, journal: tuple[ToolResult, ...]) -> list[Any] | None:
-        """What `journal` adds to these entries (wire form), if it extends them by at least one."""
-        held = len(self.entries)
-        if len(journal) <= held or journal[:held] != self.entries:
-            return None
-        return journal_to_json(journal[held:])
-
-    def extended(self, journal: tuple[ToolResult, ...], tail: list[Any]) -> HeldJournal:
-        """After `journal`, these entries and then `tail` (its wire form), was resumed live: the
-        digest extended by the tail alone."""
-        return HeldJournal(journal, extend_digest(self.digest, 0, tail)[0])
 
 
 def program_to_json(program: Program) -> dict[str, Any]:

@@ -21,7 +21,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ._wire import HeldJournal, clear_program_keys, outcome_from_json, program_key, program_to_json
+from ._held import HeldJournal, Holders
+from ._wire import clear_program_keys, outcome_from_json, program_key, program_to_json
 from .outcome import Failed, Outcome, Program
 
 __all__ = ["Pool", "PoolClosed", "PoolConfig", "clear_program_keys", "program_key", "worker_environment"]
@@ -193,12 +194,10 @@ class Pool:
         self.config = config or PoolConfig()
         self._idle: list[_WorkerProcess] = []
         self._available = asyncio.Condition()
-        self._holders: dict[str, _WorkerProcess] = {}
-        """Which worker holds a program live, by program key."""
-        self._held: dict[str, HeldJournal] = {}
-        """The journal each held program has consumed, by program key. A run whose journal extends
-        it sends its holder only the new results and its digest, and then extends the digest by
-        those results alone."""
+        self._holders: Holders[_WorkerProcess] = Holders(2 * self.config.live_cache, self.config.live_idle_s)
+        """Which worker holds a program live, by program key, and the journal it has consumed. A
+        run whose journal extends it sends the holder only the new results and its digest, and
+        then extends the digest by those results alone."""
         self.tail_misses = 0
         """Tail-only resumes the holder did not have the named state for (sent again whole)."""
         self._workers: set[_WorkerProcess] = set()
@@ -253,7 +252,6 @@ class Pool:
         """Close every worker's live programs (`POST /_emulator/reset`); their next resumes replay,
         with the same results. A busy worker reads the request after its program, before the next."""
         self._holders.clear()
-        self._held.clear()
         for worker in list(self._workers):
             with contextlib.suppress(ConnectionError):
                 await worker.send({"forget": True})
@@ -293,10 +291,10 @@ class Pool:
 
     async def _run_once(self, program: Program) -> Outcome | _Died | _Crashed:
         key = program_key(program) if self.config.live_cache > 0 else None
-        worker = await self._acquire(self._holders.get(key) if key else None)
+        worker = await self._acquire(self._holders.holder(key) if key else None)
         request_id = next(self._ids)
         self.runs += 1
-        held = self._held.get(key) if key is not None and self._holders.get(key) is worker else None
+        held = self._holders.held(key, worker) if key is not None else None
         tail = held.tail_of(program.journal) if held is not None else None
         message: dict[str, Any] | _Died | _Crashed | None = None
         if held is not None and tail is not None:
@@ -325,15 +323,13 @@ class Pool:
         else:
             if key is not None:
                 if message.get("cached"):
-                    self._holders[key] = worker
                     if held is not None and tail is not None:  # resumed live: extend by the tail alone
-                        self._held[key] = held.extended(program.journal, tail)
+                        self._holders.keep(key, worker, held.extended(program.journal, tail))
                     else:
                         assert sent is not None
-                        self._held[key] = HeldJournal.whole(program.journal, sent)
-                elif self._holders.get(key) is worker:
-                    del self._holders[key]
-                    self._held.pop(key, None)
+                        self._holders.keep(key, worker, HeldJournal.whole(program.journal, sent))
+                else:
+                    self._holders.drop(key, worker)
             await self._release(worker)
         return outcome_from_json(message["outcome"])
 
@@ -420,9 +416,7 @@ class Pool:
 
     def _replace(self, worker: _WorkerProcess, *, kill: bool, retire: bool = False) -> None:
         self._workers.discard(worker)
-        for key in [k for k, w in self._holders.items() if w is worker]:
-            del self._holders[key]
-            self._held.pop(key, None)
+        self._holders.drop_worker(worker)
         if not retire:
             self.replaced += 1
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from ptc_emulator.sandbox import ToolResult
-from ptc_emulator.sandbox._wire import HeldJournal, digest_and_size, extend_digest, journal_to_json
+from ptc_emulator.sandbox._held import HeldJournal
+from ptc_emulator.sandbox._wire import digest_and_size, extend_digest, journal_to_json
 
 RESULTS = (
     ToolResult("add", '{"a":0,"b":1}', "1"),

@@ -61,6 +61,23 @@ def test_a_tail_the_holder_no_longer_has_falls_back_to_the_whole_program(loop_th
         plain.close()
 
 
+def test_the_pool_forgets_programs_its_worker_can_no_longer_hold(loop_thread: LoopThread) -> None:
+    # One live place in one worker: of three programs the pool keeps track of the last two (twice
+    # the worker's places), so the first one's resume is sent whole at once, not as a tail first.
+    cached = SyncPool(loop_thread, PoolConfig(size=1, live_cache=1))
+    plain = SyncPool(loop_thread, PoolConfig(size=1, live_cache=0))
+    try:
+        firsts = [cached.run(program(SEQ50, seed=seed)) for seed in (21, 22, 23)]
+        assert all(isinstance(o, Suspended) for o in firsts)
+        pending = firsts[0].pending if isinstance(firsts[0], Suspended) else ()
+        resumed = program(SEQ50, seed=21, journal=[answer(c) for c in pending])
+        assert outcome_json(cached.run(resumed)) == outcome_json(plain.run(resumed))
+        assert (cached.pool.live_hits, cached.pool.tail_misses) == (0, 0)  # replayed, no tail tried
+    finally:
+        cached.close()
+        plain.close()
+
+
 def test_equal_results_in_new_objects_still_resume_live_by_their_tail(loop_thread: LoopThread) -> None:
     # A server parses every request anew: each step's journal is equal to the last one's, entry
     # by entry, without being made of the same objects.
