@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound, PreviousResponseNotFound
-from ptc_emulator.emulator.storage import ResponseStore, StoredResponse
+from ptc_emulator.emulator.storage import ConnectionStore, ResponseStore, StoredResponse
 from ptc_emulator.emulator.tools.kinds import ITEMS
 from ptc_emulator.emulator.wire import replayed
 from ptc_emulator.emulator.wire.items import (
@@ -103,10 +103,20 @@ class History:
         )
 
     def load(self, response_id: str, local: ResponseStore | None = None) -> list[Item]:
-        """The items before and of a stored response, oldest first (instructions are not carried)."""
+        """The items before and of a stored response, oldest first (instructions are not carried).
+
+        A connection's own store (`local`, a `ConnectionStore`) remembers the latest conversations
+        read back wholly from its records, so a socket's step reads only the records after the
+        one it continues (the same item objects, which the rules' pass then finds)."""
+        chains = local if isinstance(local, ConnectionStore) else None
         chain: list[StoredResponse] = []
+        known_before: tuple[Item, ...] = ()
         next_id: str | None = response_id
         while next_id is not None:
+            remembered = chains.chain(next_id) if chains is not None else None
+            if remembered is not None:
+                known_before = remembered
+                break
             record = self.record(next_id, local)
             if record is None:
                 raise PreviousResponseNotFound(response_id)
@@ -116,9 +126,11 @@ class History:
                     f"Previous response '{next_id}' has status '{status}': only a finished response can be continued.",
                     param="previous_response_id",
                 )
+            if chains is not None and chains.get(next_id) is not record:
+                chains = None  # a record of the whole store: read the chain afresh each time
             chain.append(record)
             next_id = record.previous_response_id
-        items: list[Item] = []
+        items: list[Item] = list(known_before)
         for record in reversed(chain):  # each finished response's items, validated once
             known = self.validated.get(record.id)
             if known is None:
@@ -126,7 +138,11 @@ class History:
                 converted = [as_input(r) for r in raw]
                 self.validated.put(record.id, raw, converted)
                 known = tuple(converted)
+                if self.validated.get(record.id) is None:  # items the engine changes: never shared
+                    chains = None
             items.extend(known)
+        if chains is not None:
+            chains.keep_chain(response_id, tuple(items))
         return items
 
     def recovered(self, items: list[Item], scope: str | None = None) -> list[Item]:

@@ -3,11 +3,15 @@ conversations beside it (a continuation reads both), and `view` shows a whole `s
 that way.
 
 `ConnectionStore` is a WebSocket connection's own cache of its `store: false` responses: never
-shared, gone with the connection, so it keeps the records it is given (no copies)."""
+shared, gone with the connection, so it keeps the records it is given (no copies). Since every
+step of a socket's loop continues the one before, it also indexes each response's successors and
+remembers the latest conversations read back from it (`chain`), so a step's work does not grow
+with the conversation."""
 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from typing import Any, Protocol
 
 from ptc_emulator.emulator.storage import protocol
@@ -24,12 +28,39 @@ class ResponseStore(Responses, Protocol):
     def close(self) -> None: ...
 
 
+_CHAINS = 4
+"""Conversations `ConnectionStore.chain` remembers: a loop needs its last step's."""
+
+
 class ConnectionStore:
     def __init__(self) -> None:
         self._responses: dict[str, StoredResponse] = {}
         self._items: dict[str, tuple[str, dict[str, Any], str | None]] = {}
+        self._children: dict[str, list[str]] = {}
+        """The ids of each response's successors (`previous_response_id`), in the order put."""
+        self._chains: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
         self._lock = threading.Lock()
         self.conversations: Conversations = MemoryConversations()
+
+    def chain(self, response_id: str) -> tuple[Any, ...] | None:
+        """The conversation up to and of a response of this store, as `keep_chain` was given it: only
+        while none of the records it was read from has been replaced or deleted since."""
+        with self._lock:
+            found = self._chains.get(response_id)
+            if found is not None:
+                self._chains.move_to_end(response_id)
+            return found
+
+    def keep_chain(self, response_id: str, items: tuple[Any, ...]) -> None:
+        """Remember the conversation read back from this store's records, up to and of `response_id`
+        (the caller read every record of it from this store). Forgotten when any record is
+        replaced or deleted, and the least recent first beyond a few."""
+        with self._lock:
+            if response_id in self._responses:
+                self._chains[response_id] = items
+                self._chains.move_to_end(response_id)
+                while len(self._chains) > _CHAINS:
+                    self._chains.popitem(last=False)
 
     def put(self, record: StoredResponse) -> None:
         with self._lock:
@@ -44,18 +75,31 @@ class ConnectionStore:
 
     def successors(self, response_id: str) -> int:
         with self._lock:
-            found = [r for r in self._responses.values() if r.previous_response_id == response_id]
+            found = [self._responses[i] for i in self._children.get(response_id, ())]
         return sum(1 for r in found if r.response.get("status") not in UNFINISHED)
 
     def _successors(self, response_id: str | None) -> int:
-        return sum(
-            1 for r in self._responses.values() if response_id is not None and r.previous_response_id == response_id
-        )
+        return len(self._children.get(response_id, ())) if response_id is not None else 0
 
     def _put(self, record: StoredResponse) -> None:
+        old = self._responses.get(record.id)
+        if old is not None:
+            if old.response.get("status") not in UNFINISHED:  # a chain may have been read from it
+                self._chains.clear()
+            self._unlink(old)
         self._responses[record.id] = record
+        if record.previous_response_id is not None:
+            self._children.setdefault(record.previous_response_id, []).append(record.id)
         for item_id, item in item_ids(record):
             self._items[item_id] = (record.id, item, record.scope)
+
+    def _unlink(self, record: StoredResponse) -> None:
+        if record.previous_response_id is not None:
+            siblings = self._children.get(record.previous_response_id, [])
+            if record.id in siblings:
+                siblings.remove(record.id)
+            if not siblings:
+                self._children.pop(record.previous_response_id, None)
 
     def get(self, response_id: str) -> StoredResponse | None:
         return self._responses.get(response_id)
@@ -65,6 +109,8 @@ class ConnectionStore:
             record = self._responses.pop(response_id, None)
             if record is None:
                 return False
+            self._chains.clear()
+            self._unlink(record)
             for item_id, _ in item_ids(record):
                 if self._items.get(item_id, ("",))[0] == response_id:
                     del self._items[item_id]
