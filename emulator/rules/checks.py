@@ -8,11 +8,14 @@ reasoning items without storage, and tool outputs against their schemas.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Iterable
 
 from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.rules.contract import Violation, check_output, check_tools
 from ptc_emulator.emulator.rules.conversation import Conversation
+from ptc_emulator.emulator.rules.folds import identical_prefix
 from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
 from ptc_emulator.emulator.tools.kinds import duplicate_names, kind_of_call
 from ptc_emulator.emulator.tools.toolset import Toolset, call_name
@@ -126,11 +129,11 @@ def check_open_program(
             if resolved is None:
                 raise tools_changed(program.call_id, seal.describe_tools(), allowed)
             conv.seals[program.call_id] = resolved
-        return call_indexes(signer, program, conv.program_calls(program.call_id), max_tool_calls)
+        return call_indexes(signer, program, conv.program_calls(program.call_id), max_tool_calls, conv)
     started = [t for t in seal.tools if not ("." in t and t.partition(".")[0] in server_labels)]
     if started != allowed:
         raise tools_changed(program.call_id, seal.describe_tools(), allowed)
-    return call_indexes(signer, program, conv.program_calls(program.call_id), max_tool_calls)
+    return call_indexes(signer, program, conv.program_calls(program.call_id), max_tool_calls, conv)
 
 
 def tools_changed(program_call_id: str, started: str, allowed: list[str]) -> InvalidRequest:
@@ -160,9 +163,11 @@ def check_reasoning(conv: Conversation, signer: Signer, reasoned: Iterable[Item]
     """Without storage, reasoning items come back intact and with the items they preceded
     (`reasoned`: the first item of each scripted turn that had reasoning)."""
     reasoning: set[str] = set()
-    for item in conv.items:
-        if not isinstance(item, ReasoningItem):
-            continue
+    # The reasoning items, picked at C speed (a long program's conversation is mostly its calls).
+    for item in itertools.compress(
+        conv.items, map(operator.is_, map(type, conv.items), itertools.repeat(ReasoningItem))
+    ):
+        assert isinstance(item, ReasoningItem)  # the class has no subclass
         # Sealed with its own id: another reasoning item's content does not verify here. A client
         # may replay a reasoning item without its id (the Agents SDK does with store:false): its
         # sealed content then says which it is.
@@ -198,13 +203,22 @@ def check_outputs(conv: Conversation, toolset: Toolset) -> list[Violation]:
     return found
 
 
-def call_indexes(signer: Signer, program: ProgramItem, calls: list[CallItem], limit: int) -> list[int]:
+def call_indexes(
+    signer: Signer, program: ProgramItem, calls: list[CallItem], limit: int, conv: Conversation | None = None
+) -> list[int]:
     """Each program call item's position in the program's issue order, from its derived call_id.
 
-    The items must come in issue order; a position may be skipped (a call the server answered)."""
-    found: list[int] = []
-    index = 0
-    for call in calls:
+    The items must come in issue order; a position may be skipped (a call the server answered).
+    With `conv`, the positions are left with its kept passes (`Conversation.remember`), and those
+    the pass it was read on from left are read on from, as far as the calls are the very objects."""
+    key = ("call_indexes", program.call_id)
+    kept = conv.earlier.get(key) if conv is not None else None
+    start, found = 0, []
+    if isinstance(kept, tuple) and kept[0] is signer:
+        start = identical_prefix(kept[1], calls)
+        found = list(kept[2][:start])
+    index = found[-1] + 1 if found else 0
+    for call in calls[start:]:
         while index < limit and signer.program_call_id(program.call_id, index) != call.call_id:
             index += 1
         if index >= limit:
@@ -215,4 +229,6 @@ def call_indexes(signer: Signer, program: ProgramItem, calls: list[CallItem], li
             )
         found.append(index)
         index += 1
+    if conv is not None:
+        conv.remember(key, (signer, list(calls), list(found)))
     return found

@@ -64,6 +64,11 @@ class Conversation:
     """Every program's calls, by the program's call_id: made in one pass, when first asked for."""
     walks: list[tuple[object, Any]] = field(default_factory=list, repr=False, compare=False)
     """(a script, how this conversation walks it), for `model.script`: a request asks more than once."""
+    earlier: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The memo of the kept pass this conversation was read on from (`Fold.memo`): what steps
+    after the rules worked out over (at least) its items, the very objects of this one's start."""
+    memos: list[dict[Any, Any]] = field(default_factory=list, repr=False, compare=False)
+    """The memos of the passes kept for this conversation (`remember` writes to them)."""
     visible: list[Item] | None = None
     """With a compaction item read back (`compaction.Expanded`): what a hosted model's context holds."""
     sent: list[Item] | None = None
@@ -102,6 +107,12 @@ class Conversation:
                 break
         return [item for item in self.items[last + 1 :] if isinstance(item, OUTPUT_TYPES)]
 
+    def remember(self, key: Any, value: Any) -> None:
+        """Leave `value` (worked out over this conversation's items) for the next request that
+        reads on from a pass kept for this one (it finds it in `earlier`)."""
+        for memo in self.memos:
+            memo[key] = value
+
     def after_anchor(self) -> list[Item]:
         return self.items[self.anchor + 1 :]
 
@@ -125,6 +136,7 @@ def analyse(
         if fold is not None:
             by_program, program_at = fold.restore(conv)
             start, size = len(fold.items), fold.bytes
+            conv.earlier = fold.memo
         folds.read += len(items) - start
     # A request that continues stored items (`previous_response_id`) gets its history as the same
     # objects next time (`History.validated`), but its own items come back re-validated from the
@@ -136,7 +148,9 @@ def analyse(
             assert folds is not None
             size += sum(retained(item) for item in items[start:boundary])
             start = boundary
-            folds.keep(Fold.of(conv, by_program, program_at, size, end=boundary))
+            kept = Fold.of(conv, by_program, program_at, size, end=boundary)
+            folds.keep(kept)
+            conv.memos.append(kept.memo)
         item = items[i]
         param = _param(i, new_from, shift)
         if isinstance(item, Message):
@@ -177,7 +191,9 @@ def analyse(
     conv._program_calls = by_program
     if folds is not None and start < len(items):
         size += sum(retained(item) for item in items[start:])
-        folds.keep(Fold.of(conv, by_program, program_at, size))
+        kept = Fold.of(conv, by_program, program_at, size)
+        folds.keep(kept)
+        conv.memos.append(kept.memo)
     anchor = conv.anchor
     for call_id, call in conv.calls.items():
         if call_id not in conv.outputs:

@@ -7,14 +7,15 @@ import operator
 import sys
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
 from ptc_emulator.emulator.wire.items import CallItem, Item, ProgramCaller
 
-__all__ = ["Fold", "Folds", "file_program_call", "retained"]
+__all__ = ["Fold", "Folds", "file_program_call", "identical_prefix", "retained"]
 
 _OBJECT = 64
 """Bytes an object, a field or a list slot costs beyond its text, roughly (for the bound)."""
@@ -38,6 +39,24 @@ def retained(value: Any) -> int:
     if isinstance(value, list | tuple):
         return _OBJECT + sum(_OBJECT + retained(v) for v in value)
     return _OBJECT
+
+
+def identical_prefix(kept: Sequence[Any], current: Sequence[Any], *more: tuple[Sequence[Any], Sequence[Any]]) -> int:
+    """How many leading elements `current` shares with `kept`, the very objects (and so for each
+    further pair at the same positions). A replay hands back the objects a request read before,
+    except at its end, where items come back from the store again: so the mismatch is looked for
+    from the end, one by one, and the prefix before it is checked at C speed."""
+    end = min(len(kept), len(current), *(min(len(a), len(b)) for a, b in more))
+    while end > 0 and not (kept[end - 1] is current[end - 1] and all(a[end - 1] is b[end - 1] for a, b in more)):
+        end -= 1
+    if end and all(map(operator.is_, kept[:end], current[:end])):
+        if all(all(map(operator.is_, a[:end], b[:end])) for a, b in more):
+            return end
+    # An earlier object differs too (an edited or re-parsed item): find the first that does.
+    same = 0
+    while same < end and kept[same] is current[same] and all(a[same] is b[same] for a, b in more):
+        same += 1
+    return same
 
 
 def file_program_call(by_program: dict[str, list[CallItem]], call: CallItem) -> None:
@@ -79,6 +98,11 @@ class Fold:
     program_at: dict[str, int]
     bytes: int = 0
     """What `items` retain (`retained`), summed as the passes read them."""
+    memo: dict[Any, Any] = field(default_factory=dict)
+    """What later steps of the request that kept this pass worked out over these items (or more:
+    each checks, by identity, how much of it still holds), for the next request that finds it
+    (`Conversation.earlier`, `Conversation.remember`): so a walk of the script, the program
+    call positions and the journal are read on from where it stopped. Gone with the pass."""
 
     @classmethod
     def of(

@@ -21,7 +21,8 @@ from ptc_emulator.emulator.model.scripted.hosted import Hosted
 from ptc_emulator.emulator.model.scripted.player import Player
 from ptc_emulator.emulator.model.scripted.programs import Programs
 from ptc_emulator.emulator.model.scripted.scenario import ScenarioRegistry
-from ptc_emulator.emulator.model.scripted.script import BoundTools, Script, ScriptedPlan, position, turn_items
+from ptc_emulator.emulator.model.scripted.script import BoundTools, Script, ScriptedPlan
+from ptc_emulator.emulator.model.scripted.turns.walk import position, turn_items
 from ptc_emulator.emulator.rules import checks
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import Signer

@@ -9,6 +9,7 @@ player (`player.py`) emits what comes out.
 from __future__ import annotations
 
 import json
+import operator
 import re
 from collections.abc import Callable, Sequence
 from typing import Literal
@@ -19,6 +20,7 @@ from ptc_emulator.emulator.model.scripted.hosted import Hosted, Unscripted
 from ptc_emulator.emulator.model.scripted.script import ScriptedPlan
 from ptc_emulator.emulator.rules import checks, contract
 from ptc_emulator.emulator.rules.checks import call_indexes
+from ptc_emulator.emulator.rules.folds import identical_prefix
 from ptc_emulator.emulator.signing import ProgramSeal, Signer, code_digest
 from ptc_emulator.emulator.tools.kinds import FUNCTION, Binding, Unemulated, kind_of_call
 from ptc_emulator.emulator.wire.items import (
@@ -41,6 +43,8 @@ from ptc_emulator.sandbox import (
 )
 
 __all__ = ["Programs", "check_call", "plan_of"]
+
+_CALL_ID = operator.attrgetter("call_id")
 
 
 class Programs:
@@ -70,13 +74,20 @@ class Programs:
         if item is conv.open_program:
             indexes = plan_of(prepared).open_indexes
         else:
-            indexes = call_indexes(self.signer, item, calls, self.limits.max_tool_calls)
-        known: dict[int, ToolResult] = {}
-        for index, call in zip(indexes, calls, strict=True):
+            indexes = call_indexes(self.signer, item, calls, self.limits.max_tool_calls, conv)
+        outputs = list(map(conv.outputs.__getitem__, map(_CALL_ID, calls)))
+        # The entries the kept pass this conversation was read on from left (see `rules.folds`): a
+        # replay hands back the very items it validated before, so only the new answers are made
+        # into entries, and the pool is handed the same entries again.
+        key = ("answers", item.call_id)
+        kept = conv.earlier.get(key)
+        entries = list(kept[2][: identical_prefix(kept[0], calls, (kept[1], outputs))]) if kept else []
+        for call, output in zip(calls[len(entries) :], outputs[len(entries) :], strict=True):
             kind = kind_of_call(call)
-            text, is_error = kind.result(conv.outputs[call.call_id])
-            known[index] = ToolResult(kind.call_name(call), kind.arguments(call), text, is_error=is_error)
-        return known
+            text, is_error = kind.result(output)
+            entries.append(ToolResult(kind.call_name(call), kind.arguments(call), text, is_error=is_error))
+        conv.remember(key, (calls, outputs, entries))
+        return dict(zip(indexes, entries, strict=True))
 
     async def _settle(
         self,

@@ -42,28 +42,14 @@ from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.model.core import Delivery
 from ptc_emulator.emulator.model.scripted import templating
-from ptc_emulator.emulator.model.scripted.hosted import Hosted, hosted_shell_call
+from ptc_emulator.emulator.model.scripted.hosted import Hosted
 from ptc_emulator.emulator.model.scripted.patterns import compile_pattern
 from ptc_emulator.emulator.model.scripted.scenario import Fault, Scenario, SearchSpec, Turn
-from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.tools.kinds import Binding, bind
 from ptc_emulator.emulator.tools.toolset import Toolset
-from ptc_emulator.emulator.wire.items import (
-    CALL_TYPES,
-    CodeInterpreterCall,
-    Item,
-    McpApprovalRequest,
-    McpApprovalResponse,
-    McpCall,
-    Message,
-    ProgramCaller,
-    ProgramItem,
-    ShellCall,
-    ToolSearchCallItem,
-)
 from ptc_emulator.emulator.wire.request import CreateRequest
 
-__all__ = ["INLINE", "BoundTools", "Script", "ScriptedPlan", "inline_code", "inline_search", "position", "turn_items"]
+__all__ = ["INLINE", "BoundTools", "Script", "ScriptedPlan", "inline_code", "inline_search"]
 
 INLINE = "inline"
 # Both fences on lines of their own: a ``` inside a line (in a string or a comment) does not end
@@ -302,105 +288,6 @@ class Script:
         return InvalidRequest(
             f"Scenario '{self.name}', turn {index + 1}: {message}", param="input", code="scenario_error"
         )
-
-
-def _turn_kind(item: Item) -> str | None:
-    kind = _kind_of_type(type(item))
-    if kind == "call":
-        if isinstance(getattr(item, "caller", None), ProgramCaller):
-            return None
-        return "shell" if isinstance(item, ShellCall) and hosted_shell_call(item) else "call"
-    if kind == "message":
-        return "message" if item.role == "assistant" else None  # type: ignore[union-attr]
-    if kind in ("mcp", "code_interpreter"):
-        return kind if item.caller is None else None  # type: ignore[union-attr]
-    return kind
-
-
-@functools.cache
-def _kind_of_type(cls: type) -> str | None:
-    """`_turn_kind`'s type tests, once per item class (the per-item tests are in `_turn_kind`)."""
-    if issubclass(cls, ProgramItem):
-        return "program"
-    if issubclass(cls, ToolSearchCallItem):
-        return "search"
-    if issubclass(cls, CALL_TYPES):
-        return "call"
-    if issubclass(cls, Message):
-        return "message"
-    if issubclass(cls, (McpCall, McpApprovalRequest)):
-        return "mcp"
-    if issubclass(cls, CodeInterpreterCall):
-        return "code_interpreter"
-    return None
-
-
-def _walk(conv: Conversation, script: Script) -> list[tuple[Item, int, int]]:
-    """Each model item after the latest user message, with its turn and its place in that turn.
-
-    Walked once per script (by identity) and conversation: neither changes while a request is
-    answered. A walk that fails is not kept (it fails again, the same way)."""
-    for walked_script, walked in conv.walks:
-        if walked_script is script:
-            return list(walked)
-    walked = _walk_once(conv, script)
-    conv.walks.append((script, walked))
-    return list(walked)
-
-
-def _walk_once(conv: Conversation, script: Script) -> list[tuple[Item, int, int]]:
-    walked = []
-    turn, emitted = 0, 0
-    asked: set[str] = set()
-    for item in conv.after_anchor():
-        if isinstance(item, McpApprovalResponse) and item.approval_request_id in asked and not item.approve:
-            turn += 1  # a denied direct MCP call: the model goes on without it
-            continue
-        kind = _turn_kind(item)
-        if kind is None:
-            continue
-        expected = script.turns[turn].kind if turn < len(script.turns) else "nothing"
-        if kind != expected and not (kind == "message" and expected == "refusal"):
-            raise InvalidRequest(
-                f"The conversation does not follow scenario '{script.name}': after the latest user message, turn "
-                f"{turn + 1} should be a {expected}, but the input has a {item.type} item there.",
-                param="input",
-                code="scenario_mismatch",
-            )
-        walked.append((item, turn, emitted))
-        if isinstance(item, McpApprovalRequest):
-            asked.add(item.id)
-            continue  # the turn plays again once the request is answered
-        if kind == "call":
-            emitted += 1
-            if emitted < len(script.turns[turn].calls):
-                continue
-            emitted = 0
-        turn += 1
-    return walked
-
-
-def position(conv: Conversation, script: Script) -> tuple[int, int]:
-    """Where the conversation stands in the script: (next turn, direct calls of it already emitted)."""
-    walked = _walk(conv, script)
-    if not walked:
-        return 0, 0
-    item, turn, emitted = walked[-1]
-    if isinstance(item, CALL_TYPES) and emitted + 1 < len(script.turns[turn].calls):
-        return turn, emitted + 1
-    if isinstance(item, McpApprovalRequest):
-        return turn, 0
-    return turn + 1, 0
-
-
-def turn_items(conv: Conversation, script: Script) -> list[tuple[Item, Turn]]:
-    """The first item of each turn after the latest user message, with its turn (a turn's
-    reasoning item precedes its first item)."""
-    firsts: dict[int, tuple[Item, Turn]] = {}
-    for item, turn, emitted in _walk(conv, script):
-        if emitted == 0 and turn not in firsts:
-            firsts[turn] = (item, script.turns[turn])
-    return list(firsts.values())
 
 
 class BoundTools:
