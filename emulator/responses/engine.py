@@ -24,7 +24,14 @@ from ptc_emulator.emulator.ids import new_id
 from ptc_emulator.emulator.model import Model, Plan, Prepared, Refused, Runner, ScenarioRegistry, ScriptedModel, Trace
 from ptc_emulator.emulator.responses.background import INTERRUPTED, Background
 from ptc_emulator.emulator.responses.body import response_body
-from ptc_emulator.emulator.responses.usage import PromptCache, count, definitions_text, prompt_segments, usage
+from ptc_emulator.emulator.responses.usage import (
+    PromptCache,
+    count,
+    definitions_text,
+    model_read,
+    prompt_segments,
+    usage,
+)
 from ptc_emulator.emulator.rules import checks
 from ptc_emulator.emulator.rules.compaction import Compactor, Expanded, compact_threshold, triggered
 from ptc_emulator.emulator.rules.conversation import Conversation, Folds, analyse
@@ -283,10 +290,12 @@ class Engine:
         memo = prepared.memo
         tools = echo_tools(prepared.request)  # made once: the prompt's segments and the body read the same
         definitions = definitions_text(tools) if status.finished else None  # what usage counts
+        # What the model reads of the context: all that usage and the prompt's segments count.
+        context = model_read(prepared.context, prepared.conversation) if status.finished else prepared.context
         if memo.cached_tokens is None and status.finished:
             request = prepared.request
             segments = prompt_segments(
-                instructions=request.instructions, tools=tools, input_items=prepared.context, definitions=definitions
+                instructions=request.instructions, tools=tools, input_items=context, definitions=definitions
             )
             memo.cached_tokens = self.prompt_cache.served(prepared.scope, segments)
         return response_body(
@@ -297,7 +306,7 @@ class Engine:
             store=prepared.store,
             output=output,
             status=status,
-            context=prepared.context,
+            context=context,
             error=error,
             incomplete=incomplete,
             cached_tokens=memo.cached_tokens or 0,

@@ -34,7 +34,9 @@ import base64
 import functools
 import gzip
 import hashlib
+import itertools
 import json
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -45,6 +47,8 @@ from unittest import mock
 import tiktoken
 from tiktoken_ext import openai_public
 
+from ptc_emulator.emulator.rules.conversation import Conversation
+from ptc_emulator.emulator.rules.folds import identical_prefix
 from ptc_emulator.emulator.tools.kinds import ITEMS
 from ptc_emulator.emulator.wire.items import (
     AdditionalToolsItem,
@@ -67,6 +71,7 @@ __all__ = [
     "definitions_text",
     "encoding",
     "item_text",
+    "model_read",
     "model_reads",
     "model_text",
     "prompt_segments",
@@ -226,9 +231,32 @@ def model_reads(item: Item | dict[str, Any]) -> bool:
     return not from_program(item)
 
 
+def model_read(items: list[Item], conv: Conversation) -> list[Item]:
+    """The items of `conv`'s context (`items`) the model reads, as `usage` and `prompt_segments`
+    read them (handing them these gives the same result at less cost). What the kept pass `conv`
+    was read on from left is read on from (`Conversation.remember`), as far as its items are the
+    very objects: a step of a long program reads only its new items."""
+    kept = conv.earlier.get("model_read")
+    start = identical_prefix(kept[0], items) if kept is not None else 0
+    read: list[Item] = kept[1][: kept[2][start]] if kept is not None else []
+    before: list[int] = kept[2][: start + 1] if kept is not None else [0]
+    for item in items[start:]:
+        if not from_program(item):
+            read.append(item)
+        before.append(len(read))
+    conv.remember("model_read", (list(items), read, before))
+    return list(read)
+
+
 def _model_read(items: Sequence[Item | dict[str, Any]]) -> list[Item | dict[str, Any]]:
-    """The items `model_reads`, in order."""
-    return [item for item in items if not from_program(item)]
+    """The items `model_reads`, in order: picked at C speed, since a long program's conversation
+    is mostly its calls and their outputs, which the model does not read."""
+    if any(map(isinstance, items, itertools.repeat(dict))):
+        return [item for item in items if not from_program(item)]
+    callers = map(getattr, items, itertools.repeat("caller"), itertools.repeat(None))
+    return list(
+        itertools.compress(items, map(operator.not_, map(isinstance, callers, itertools.repeat(ProgramCaller))))
+    )
 
 
 def _model_wrote(item: dict[str, Any]) -> bool:
