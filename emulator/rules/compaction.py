@@ -20,6 +20,7 @@ follows it (`Expanded.visible`).
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -162,6 +163,8 @@ def _kept(before: list[Item], window: Sequence[Item]) -> int:
 def triggered(new_items: list[Item]) -> bool:
     """Whether this request's input ends with a `compaction_trigger` (its response is then one
     compaction item standing for the context before it); one anywhere else is a 400."""
+    if not any(map(isinstance, new_items[:-1], itertools.repeat(CompactionTrigger))):  # at C speed
+        return bool(new_items) and isinstance(new_items[-1], CompactionTrigger)
     for index, item in enumerate(new_items):
         if isinstance(item, CompactionTrigger) and index != len(new_items) - 1:
             raise InvalidRequest(

@@ -8,8 +8,9 @@ WebSocket mode keeps its `store: false` responses for the life of the socket), l
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -180,6 +181,8 @@ class History:
             return []
         if isinstance(request.input, str):
             return [Message(role="user", content=request.input)]
+        if not any(map(isinstance, request.input, itertools.repeat(ItemReference))):  # at C speed
+            return cast(list[Item], list(request.input))
         items: list[Item] = []
         for index, item in enumerate(request.input):
             if isinstance(item, ItemReference):

@@ -19,6 +19,7 @@ loaded later reaches a running program, and none can be loaded while one runs.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -31,6 +32,9 @@ from ptc_emulator.emulator.tools.search import Document, rank
 from ptc_emulator.emulator.wire.items import AdditionalToolsItem, FunctionCall, Item, ToolSearchOutputItem, dump
 from ptc_emulator.emulator.wire.request import Conversational
 from ptc_emulator.emulator.wire.tools import FunctionTool, NamespaceTool, ProgrammaticToolCalling, Tool, ToolSearchTool
+
+_LOADING_ITEMS = (ToolSearchOutputItem, AdditionalToolsItem)
+"""The items that load tools into a conversation."""
 
 __all__ = ["DEFAULT_LIMIT", "NOT_LOADED", "Entry", "Toolset", "call_name", "loaded_names", "qualified", "split"]
 
@@ -162,7 +166,13 @@ class Toolset:
                 "with defer_loading: true.",
                 param="tools",
             )
-        for index, item in enumerate(items):
+        # Only the items a check can refuse are visited: picked at C speed (a long program's
+        # conversation is mostly its calls and outputs, which neither check reads).
+        deferred = any(e.namespace is None and e.deferred for e in found.declared.values())
+        kinds = (FunctionCall, ToolSearchOutputItem, AdditionalToolsItem) if deferred else _LOADING_ITEMS
+        listed = items if isinstance(items, list) else list(items)
+        for index in itertools.compress(itertools.count(), map(isinstance, listed, itertools.repeat(kinds))):
+            item = listed[index]
             if index >= new_from and isinstance(item, FunctionCall) and item.namespace is None:
                 entry = found.declared.get(item.name)
                 if entry is not None and entry.namespace is None and entry.deferred:
