@@ -121,7 +121,7 @@ class Compactor:
     def expand(self, items: list[Item], new_from: int) -> Expanded | None:
         """`items` with their last compaction item read back (see the module's docstring); None
         when there is none. Every compaction item is checked, the earlier ones too."""
-        found = [i for i, item in enumerate(items) if isinstance(item, CompactionItem)]
+        found = list(itertools.compress(itertools.count(), map(isinstance, items, itertools.repeat(CompactionItem))))
         if not found:
             return None
         windows = []

@@ -30,6 +30,7 @@ Rejected: fetching again on replay (repeats side effects); server-side state onl
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Callable
@@ -246,7 +247,8 @@ class Hosted:
         found = self._records.get(program)
         if found is None:
             found = {}
-            for item in self.conversation.items:
+            items = self.conversation.items  # the reasoning items, picked at C speed
+            for item in itertools.compress(items, map(isinstance, items, itertools.repeat(ReasoningItem))):
                 runtime_like = not item.id or item.id.startswith("rs_rt") if isinstance(item, ReasoningItem) else False
                 if isinstance(item, ReasoningItem) and item.encrypted_content and runtime_like:
                     data = self.signer.unseal(REASONING_DOMAIN, item.encrypted_content)

@@ -288,6 +288,8 @@ def _uncallable(outcome: Failed, bindings: dict[str, Binding], callable_names: S
 def _prefix(known: dict[int, ToolResult]) -> list[ToolResult]:
     """The known results of the program's calls from the first, up to the first it lacks: a journal
     answers calls in issue order."""
+    if known and max(known) == len(known) - 1:  # every call from the first (positions are distinct)
+        return list(map(known.__getitem__, range(len(known))))
     journal: list[ToolResult] = []
     while len(journal) in known:
         journal.append(known[len(journal)])
