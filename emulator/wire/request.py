@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import field_validator, model_validator
+from pydantic import ValidationError, ValidatorFunctionWrapHandler, field_validator, model_validator
 
 from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.wire import replayed
@@ -72,6 +72,22 @@ class Conversational(WireModel):
     input: str | list[InputItem] | None = None
     instructions: str | None = None
     tools: list[Tool] | None = None
+
+    @field_validator("input", mode="wrap")
+    @classmethod
+    def _known_first(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        """A replayed conversation's known items are validated models already (`replayed.read`):
+        only the items after them are validated. Should those fail, the whole input is validated,
+        so that the errors name the items by their place in the input as sent."""
+        known = replayed.known_count(value)
+        if not known:
+            return handler(value)
+        try:
+            new = handler(list(value[known:]))
+        except ValidationError:
+            return handler(value)
+        return [*value[:known], *new]
+
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
     previous_response_id: str | None = None
