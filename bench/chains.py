@@ -5,11 +5,16 @@ the socket keeps its own responses, as the hosted mode does).
 
 Each returns the sum of its 101 round trips: for a frame, from the send to the arrival of its
 response's last event (`response.completed`), as a client waiting for it sees it.
+
+`long_steps` measures what a step costs as a chain grows: a longer chain (400 calls) over one
+WebSocket and over HTTP `store: false` (whose bodies the floor is then sent too), each step's
+round trip kept, so that the first steps' median can be set beside the last steps'.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -77,5 +82,40 @@ class Socket:
             frame = {k: v for k, v in first.items() if k != "input"}
             frame.update(store=False, previous_response_id=response["id"], input=tail)
 
+    def steps(self, first: dict[str, Any], answer: Answer) -> list[float]:
+        """`chain`, each step's round trip."""
+        frame: dict[str, Any] = {**first, "store": False}
+        times = []
+        while True:
+            took, response = self.create(frame)
+            times.append(took)
+            tail = answer(response["output"])
+            if not tail:
+                return times
+            frame = {k: v for k, v in first.items() if k != "input"}
+            frame.update(store=False, previous_response_id=response["id"], input=tail)
+
     def close(self) -> None:
         self.ws.close()
+
+
+def replayed_steps(post: Callable[[bytes], tuple[float, bytes]], first: dict[str, Any], answer: Answer) -> list[float]:
+    """The chain over HTTP `store: false` (the whole input each time), each step's round trip."""
+    items: list[Any] = list(first["input"])
+    times = []
+    while True:
+        body = {**first, "input": items, "store": False}
+        took, reply = post(json.dumps(body, separators=(",", ":")).encode("utf-8"))
+        times.append(took)
+        output = json.loads(reply)["output"]
+        tail = answer(output)
+        if not tail:
+            return times
+        items = [*items, *output, *tail]
+
+
+def ends(times: list[float], count: int = 10) -> tuple[float, float]:
+    """The medians (ms) of a chain's first steps after its create and of its last steps before
+    the final one."""
+    first, last = times[1 : 1 + count], times[-1 - count : -1]
+    return statistics.median(first) * 1000, statistics.median(last) * 1000

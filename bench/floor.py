@@ -56,9 +56,9 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the test suite's helpers, for the same tool definitions
 
-from chains import Socket, by_id  # noqa: E402  (bench/, beside this script)
+from chains import Socket, by_id, replayed_steps  # noqa: E402  (bench/, beside this script)
 from clients import Counts, rates  # noqa: E402
-from floor_report import report  # noqa: E402
+from floor_report import report, report_long  # noqa: E402
 
 from ptc_emulator.testing.process import ServerProcess, free_port  # noqa: E402
 from tests.support import ADD_TOOL, js  # noqa: E402
@@ -69,6 +69,7 @@ FANOUT = js(
 )
 PAUSES = js("let acc = 0;\nfor (let i = 0; i < 5; i++) acc = await tools.add({a: acc, b: i});\ntext(String(acc))")
 CHAIN = js("let acc = 0;\nfor (let i = 0; i < 100; i++) acc = await tools.add({a: acc, b: i});\ntext(String(acc))")
+LONG = js("let acc = 0;\nfor (let i = 0; i < 400; i++) acc = await tools.add({a: acc, b: i});\ntext(String(acc))")
 HEADERS = {"content-type": "application/json", "authorization": "Bearer sk-bench"}
 
 FLOOR_APP = """
@@ -445,6 +446,11 @@ def main(argv: list[str] | None = None) -> int:
             cpu["chain sandboxed"] += used
             results["idchain"].append(by_id(emu.http, HEADERS, first, answers))
             results["wschain"].append(socket.chain(first, answers))
+        # A step of a longer chain, early and late: over the socket, and over HTTP store:false
+        # beside the floor sent the same bodies (whose growing size the floor parses too).
+        longer = {"model": "m", "input": [{"role": "user", "content": LONG}], "tools": TOOLS}
+        long_steps = {"socket": socket.steps(longer, answers), "replayed": replayed_steps(emu.post, longer, answers)}
+        long_steps["floor"] = replay_on_floor(flo, emu.take())[0]
         socket.close()
         conversation = pauses(emu)
         emu.close()
@@ -463,6 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     medians = {key: median_ms(values) for key, values in results.items()}
     rates_seen = {"resumes": resumes, "requests": requests, "least": least_resumes}
     report(medians, rates_seen, cpu, requests_sent, load, elapsed)
+    report_long(long_steps)
     return 0
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 
+from chains import ends
+
 OWN_GOALS_MS = {"create": 0.6, "resume": 0.5}
 """The emulator's own share, at most (ms), for create and resume."""
 OWN_CHAIN_GOAL = 0.15
@@ -111,3 +113,16 @@ def report(
         print(f"load average at the end: {' '.join(f.read().split()[:3])}")
     print("goals met" if met else "goals not all met")
     return met
+
+
+def report_long(steps: dict[str, list[float]]) -> None:
+    """A step of the 400-call chain near its start and near its end (medians of 10 steps each):
+    whether a step's cost grows with the conversation."""
+    print("a step of a 400-call chain, early (steps 2-11) and late (the 10 before the last), medians:")
+    for label, key in (
+        ("one WebSocket (previous_response_id)", "socket"),
+        ("HTTP store:false (the whole input)", "replayed"),
+        ("the floor, sent the same bodies", "floor"),
+    ):
+        early, late = ends(steps[key])
+        print(f"  {label:<40} {early:6.2f} ms -> {late:6.2f} ms  ({late - early:+.2f} ms)")
