@@ -63,7 +63,9 @@ async def _post(http: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, Any]
 
 
 async def test_kept_passes_are_bounded_by_bytes_and_reset_frees_every_cache(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path, store="memory", pool_size=1, bundled_fixtures=False)
+    # With the live cache on whatever PTC_EMULATOR_LIVE_CACHE says: the program-key memo it
+    # checks is filled only for the live cache.
+    settings = Settings(data_dir=tmp_path, store="memory", pool_size=1, bundled_fixtures=False, live_cache=64)
     async with in_process_http(settings) as (http, app):
         engine, signer = app.state.emulator.engine, app.state.emulator.signer
         folds = engine.folds
