@@ -297,7 +297,7 @@ class Pool:
         held = self._holders.held(key, worker) if key is not None else None
         tail = held.tail_of(program.journal) if held is not None else None
         message: dict[str, Any] | _Died | _Crashed | None = None
-        if held is not None and tail is not None:
+        if held is not None and tail is not None:  # (a tail is only ever made from what is held)
             request = {"id": request_id, "key": key, "tail": tail, "prefix": len(held.entries), "digest": held.digest}
             message = await self._exchange(worker, request, program)
             if isinstance(message, dict) and message.get("miss") and message.get("id") == request_id:

@@ -8,8 +8,6 @@ reasoning items without storage, and tool outputs against their schemas.
 
 from __future__ import annotations
 
-import itertools
-import operator
 from collections.abc import Iterable
 
 from ptc_emulator.emulator.errors import InvalidRequest
@@ -26,6 +24,7 @@ from ptc_emulator.emulator.wire.items import (
     Item,
     ProgramItem,
     ReasoningItem,
+    of_type,
 )
 from ptc_emulator.emulator.wire.request import CountTokensRequest, CreateRequest, conversation_id
 from ptc_emulator.emulator.wire.tools import (
@@ -163,11 +162,7 @@ def check_reasoning(conv: Conversation, signer: Signer, reasoned: Iterable[Item]
     """Without storage, reasoning items come back intact and with the items they preceded
     (`reasoned`: the first item of each scripted turn that had reasoning)."""
     reasoning: set[str] = set()
-    # The reasoning items, picked at C speed (a long program's conversation is mostly its calls).
-    for item in itertools.compress(
-        conv.items, map(operator.is_, map(type, conv.items), itertools.repeat(ReasoningItem))
-    ):
-        assert isinstance(item, ReasoningItem)  # the class has no subclass
+    for item in of_type(conv.items, ReasoningItem):
         # Sealed with its own id: another reasoning item's content does not verify here. A client
         # may replay a reasoning item without its id (the Agents SDK does with store:false): its
         # sealed content then says which it is.
@@ -204,15 +199,15 @@ def check_outputs(conv: Conversation, toolset: Toolset) -> list[Violation]:
 
 
 def call_indexes(
-    signer: Signer, program: ProgramItem, calls: list[CallItem], limit: int, conv: Conversation | None = None
+    signer: Signer, program: ProgramItem, calls: list[CallItem], limit: int, conv: Conversation
 ) -> list[int]:
     """Each program call item's position in the program's issue order, from its derived call_id.
 
     The items must come in issue order; a position may be skipped (a call the server answered).
-    With `conv`, the positions are left with its kept passes (`Conversation.remember`), and those
-    the pass it was read on from left are read on from, as far as the calls are the very objects."""
+    The positions are left with `conv`'s kept passes (`Conversation.remember`), and those the pass
+    it was read on from left are read on from, as far as the calls are the very objects."""
     key = ("call_indexes", program.call_id)
-    kept = conv.earlier.get(key) if conv is not None else None
+    kept = conv.earlier.get(key)
     start, found = 0, []
     if isinstance(kept, tuple) and kept[0] is signer:
         start = identical_prefix(kept[1], calls)
@@ -229,6 +224,5 @@ def call_indexes(
             )
         found.append(index)
         index += 1
-    if conv is not None:
-        conv.remember(key, (signer, list(calls), list(found)))
+    conv.remember(key, (signer, list(calls), list(found)))
     return found

@@ -20,7 +20,6 @@ follows it (`Expanded.visible`).
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -32,7 +31,15 @@ from pydantic import ValidationError
 from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.rules.history import as_input
 from ptc_emulator.emulator.signing import Signer
-from ptc_emulator.emulator.wire.items import CompactionItem, CompactionTrigger, Item, Message, dump
+from ptc_emulator.emulator.wire.items import (
+    CompactionItem,
+    CompactionTrigger,
+    Item,
+    Message,
+    dump,
+    of_type,
+    places_of_type,
+)
 
 __all__ = ["COMPACTION_DOMAIN", "Compactor", "Expanded", "compact_threshold", "triggered"]
 
@@ -121,7 +128,7 @@ class Compactor:
     def expand(self, items: list[Item], new_from: int) -> Expanded | None:
         """`items` with their last compaction item read back (see the module's docstring); None
         when there is none. Every compaction item is checked, the earlier ones too."""
-        found = list(itertools.compress(itertools.count(), map(isinstance, items, itertools.repeat(CompactionItem))))
+        found = list(places_of_type(items, CompactionItem))
         if not found:
             return None
         windows = []
@@ -163,7 +170,7 @@ def _kept(before: list[Item], window: Sequence[Item]) -> int:
 def triggered(new_items: list[Item]) -> bool:
     """Whether this request's input ends with a `compaction_trigger` (its response is then one
     compaction item standing for the context before it); one anywhere else is a 400."""
-    if not any(map(isinstance, new_items[:-1], itertools.repeat(CompactionTrigger))):  # at C speed
+    if next(of_type(new_items[:-1], CompactionTrigger), None) is None:
         return bool(new_items) and isinstance(new_items[-1], CompactionTrigger)
     for index, item in enumerate(new_items):
         if isinstance(item, CompactionTrigger) and index != len(new_items) - 1:

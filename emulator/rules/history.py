@@ -8,7 +8,6 @@ WebSocket mode keeps its `store: false` responses for the life of the socket), l
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -24,6 +23,7 @@ from ptc_emulator.emulator.wire.items import (
     ItemReference,
     Message,
     dump,
+    of_type,
 )
 from ptc_emulator.emulator.wire.pages import page
 from ptc_emulator.emulator.wire.request import CompactRequest, CountTokensRequest, CreateRequest
@@ -181,7 +181,7 @@ class History:
             return []
         if isinstance(request.input, str):
             return [Message(role="user", content=request.input)]
-        if not any(map(isinstance, request.input, itertools.repeat(ItemReference))):  # at C speed
+        if next(of_type(request.input, ItemReference), None) is None:
             return cast(list[Item], list(request.input))
         items: list[Item] = []
         for index, item in enumerate(request.input):

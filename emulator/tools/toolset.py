@@ -19,7 +19,6 @@ loaded later reaches a running program, and none can be loaded while one runs.
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -29,7 +28,14 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.tools.search import Document, rank
-from ptc_emulator.emulator.wire.items import AdditionalToolsItem, FunctionCall, Item, ToolSearchOutputItem, dump
+from ptc_emulator.emulator.wire.items import (
+    AdditionalToolsItem,
+    FunctionCall,
+    Item,
+    ToolSearchOutputItem,
+    dump,
+    places_of_type,
+)
 from ptc_emulator.emulator.wire.request import Conversational
 from ptc_emulator.emulator.wire.tools import FunctionTool, NamespaceTool, ProgrammaticToolCalling, Tool, ToolSearchTool
 
@@ -171,7 +177,7 @@ class Toolset:
         deferred = any(e.namespace is None and e.deferred for e in found.declared.values())
         kinds = (FunctionCall, ToolSearchOutputItem, AdditionalToolsItem) if deferred else _LOADING_ITEMS
         listed = items if isinstance(items, list) else list(items)
-        for index in itertools.compress(itertools.count(), map(isinstance, listed, itertools.repeat(kinds))):
+        for index in places_of_type(listed, kinds):
             item = listed[index]
             if index >= new_from and isinstance(item, FunctionCall) and item.namespace is None:
                 entry = found.declared.get(item.name)

@@ -9,7 +9,9 @@ too, so `items` stays the one place to import an item from.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeAlias
+import itertools
+from collections.abc import Iterable, Iterator
+from typing import Annotated, Any, Literal, TypeAlias, TypeVar
 
 from pydantic import Discriminator, Tag
 
@@ -98,6 +100,8 @@ __all__ = [
     "ToolSearchOutputItem",
     "WireModel",
     "dump",
+    "of_type",
+    "places_of_type",
 ]
 
 # ---- items ----------------------------------------------------------------------------------
@@ -342,3 +346,18 @@ Item: TypeAlias = (
     | CompactionTrigger
     | AdditionalToolsItem
 )
+
+
+_T = TypeVar("_T")
+
+
+def of_type(items: Iterable[object], kind: type[_T] | tuple[type[_T], ...]) -> Iterator[_T]:
+    """The items that are instances of `kind`, in order, picked at C speed: a long program's
+    conversation is mostly its calls and their outputs, which most scans look past."""
+    listed = items if isinstance(items, list | tuple) else list(items)
+    return itertools.compress(listed, map(isinstance, listed, itertools.repeat(kind)))
+
+
+def places_of_type(items: Iterable[object], kind: type | tuple[type, ...]) -> Iterator[int]:
+    """The indexes of the items that are instances of `kind`, in order, picked at C speed."""
+    return itertools.compress(itertools.count(), map(isinstance, items, itertools.repeat(kind)))

@@ -30,7 +30,6 @@ Rejected: fetching again on replay (repeats side effects); server-side state onl
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 from collections.abc import Callable
@@ -52,6 +51,7 @@ from ptc_emulator.emulator.wire.items import (
     ReasoningItem,
     ShellCall,
     WireModel,
+    of_type,
 )
 from ptc_emulator.emulator.wire.tools import CodeInterpreterTool, McpTool
 from ptc_emulator.sandbox import PendingCall, ToolResult
@@ -247,10 +247,9 @@ class Hosted:
         found = self._records.get(program)
         if found is None:
             found = {}
-            items = self.conversation.items  # the reasoning items, picked at C speed
-            for item in itertools.compress(items, map(isinstance, items, itertools.repeat(ReasoningItem))):
-                runtime_like = not item.id or item.id.startswith("rs_rt") if isinstance(item, ReasoningItem) else False
-                if isinstance(item, ReasoningItem) and item.encrypted_content and runtime_like:
+            for item in of_type(self.conversation.items, ReasoningItem):
+                runtime_like = not item.id or item.id.startswith("rs_rt")
+                if item.encrypted_content and runtime_like:
                     data = self.signer.unseal(REASONING_DOMAIN, item.encrypted_content)
                     runtime = (data or {}).get("runtime")
                     if not item.id and not str((data or {}).get("id", "")).startswith("rs_rt"):

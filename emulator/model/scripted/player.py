@@ -7,10 +7,9 @@ message, an error). The items it emits are the Response's output.
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import InvalidRequest, ScriptedError
@@ -54,6 +53,7 @@ from ptc_emulator.emulator.wire.items import (
     ToolSearchCallItem,
     ToolSearchOutputItem,
     dump,
+    of_type,
 )
 from ptc_emulator.emulator.wire.request import CreateRequest
 
@@ -383,9 +383,7 @@ class Player:
         A server whose tools only programs may call is listed inside the runtime instead: the
         Runner judges an item without a caller as direct (contract §12)."""
         hosted = plan_of(prepared).hosted
-        items = prepared.conversation.items  # the listings, picked at C speed (a conversation is mostly calls)
-        listings = itertools.compress(items, map(isinstance, items, itertools.repeat(McpListTools)))
-        listed = {cast(McpListTools, i).server_label for i in listings}
+        listed = {i.server_label for i in of_type(prepared.conversation.items, McpListTools)}
         for label, tool in hosted.mcp_tools.items():
             if label in listed or not tool.direct:
                 continue
