@@ -7,25 +7,30 @@ NODE_STAMP := tests/node/node_modules/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: help run test test-fast test-sdk-oldest lint format bench clean browser test-js postgres
+.PHONY: help run test test-fast test-sdk-oldest lint format bench clean browser test-js postgres lock
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 RUN_STAMP := $(VENV)/.installed-run
 
+# Every install takes its versions from a committed lock (pip constraints, written by `make lock`),
+# so a fresh clone tests what main was tested with. The package itself keeps lower bounds only.
+LOCK        := locks/python.txt
+OLDEST_LOCK := locks/python-oldest.txt
+
 # `make run` needs only what serving needs; the dev toolchain comes with `make test`.
-$(RUN_STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet --upgrade -c $(LOCK) pip
+	$(BIN)/python -m pip install --quiet -c $(LOCK) -e .
 	touch $(RUN_STAMP)
 
 # pip compiles what it installs one file at a time; compileall does it on every core.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --upgrade -c $(LOCK) pip
+	$(BIN)/python -m pip install --quiet --no-compile -c $(LOCK) -e '.[dev]'
 	$(BIN)/python -m compileall -q -j 0 $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') >/dev/null || true
 	touch $(RUN_STAMP) $(STAMP)
 
@@ -93,10 +98,10 @@ OLDEST_SDK   ?= 3.51.0
 OLDEST_VENV  := .venv-openai-$(OLDEST_SDK)
 OLDEST_STAMP := $(OLDEST_VENV)/.installed
 
-$(OLDEST_STAMP): pyproject.toml
+$(OLDEST_STAMP): pyproject.toml $(OLDEST_LOCK)
 	$(PYTHON) -m venv $(OLDEST_VENV)
-	$(OLDEST_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(OLDEST_VENV)/bin/python -m pip install --quiet --no-compile -e '.[dev]' 'openai==$(OLDEST_SDK)'
+	$(OLDEST_VENV)/bin/python -m pip install --quiet --upgrade -c $(OLDEST_LOCK) pip
+	$(OLDEST_VENV)/bin/python -m pip install --quiet --no-compile -c $(OLDEST_LOCK) -e '.[dev]' 'openai==$(OLDEST_SDK)'
 	touch $(OLDEST_STAMP)
 
 test-sdk-oldest: $(OLDEST_STAMP) $(NODE_STAMP) browser postgres ## the whole suite again on the oldest supported openai (3.51)
@@ -110,6 +115,9 @@ bench: $(STAMP) ## the sandbox and HTTP benchmarks (a few minutes; bench/load.py
 	$(BIN)/python bench/sandbox_bench.py
 	$(BIN)/python bench/http_bench.py
 	$(BIN)/python bench/floor.py
+
+lock: ## resolve the newest dependencies afresh into locks/ (commit that on its own, once make test passes)
+	PYTHON=$(PYTHON) locks/refresh.sh $(HOLD)
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .venv-openai-* tests/node/node_modules js/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache \
