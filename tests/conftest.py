@@ -58,6 +58,35 @@ def _rank(item: pytest.Item) -> int:
     return LONGEST.index(name) if name in LONGEST else len(LONGEST)
 
 
+# ---- the SDK matrix: which official clients ran, printed at the end of the run ---------------------
+
+_CLIENTS_RUN: set[str] = set()
+
+
+@pytest.fixture
+def client_version(record_property: Callable[[str, object], None]) -> Callable[[str, str], None]:
+    """Say which official client a test ran and at which version (`client_version("openai-go",
+    "v3.102.0")`): the run's summary lists every one, read from the client itself, not from a lock.
+    Through the report's user properties, so pytest-xdist's workers hand them to the controller."""
+
+    def note(client: str, version: str) -> None:
+        record_property("client_version", f"{client} {version}")
+
+    return note
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" and report.passed:
+        _CLIENTS_RUN.update(str(v) for k, v in report.user_properties if k == "client_version")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _CLIENTS_RUN:
+        terminalreporter.section("official clients run (passed)")
+        for line in sorted(_CLIENTS_RUN):
+            terminalreporter.write_line(line)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         item.add_marker(pytest.mark.unit if item.path.is_relative_to(UNIT) else pytest.mark.integration)
