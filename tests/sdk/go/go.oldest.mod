@@ -1,0 +1,12 @@
+module ptc-emulator/tests/sdk/go
+
+go 1.26.0
+
+require github.com/openai/openai-go/v3 v3.61.0
+
+require (
+	github.com/tidwall/gjson v1.20.1 // indirect
+	github.com/tidwall/match v1.1.1 // indirect
+	github.com/tidwall/pretty v1.2.1 // indirect
+	github.com/tidwall/sjson v1.2.5 // indirect
+)
