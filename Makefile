@@ -38,6 +38,17 @@ $(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
 	cd tests/node && npm ci --no-audit --no-fund --loglevel=error
 	touch $(NODE_STAMP)
 
+# The Go SDK's flows (tests/sdk/go): one source built against the newest openai-go (go.mod) and the
+# oldest with the beta Agents sessions (go.oldest.mod, before Responses WebSockets), from the
+# committed go.sum files only (-mod=readonly); the module cache is only a cache.
+GO_BUILD := .build/sdk-go
+GO_STAMP := $(GO_BUILD)/.built
+$(GO_STAMP): $(wildcard tests/sdk/go/*.go tests/sdk/go/go.*)
+	cd tests/sdk/go && go build -mod=readonly -buildvcs=false -o $(abspath $(GO_BUILD))/sdkflows .
+	cd tests/sdk/go && go build -mod=readonly -buildvcs=false -modfile=go.oldest.mod -tags no_responses_websocket \
+		-o $(abspath $(GO_BUILD))/sdkflows-oldest .
+	touch $(GO_STAMP)
+
 JS_STAMP := js/node_modules/.installed
 $(JS_STAMP): js/package.json js/package-lock.json
 	cd js && npm ci --no-audit --no-fund --loglevel=error
@@ -88,7 +99,7 @@ JOBS ?= 3
 
 # The suite starts about a hundred Python processes (servers, CLIs, inner pytest runs): each would
 # compile this project's modules again if an inherited PYTHONDONTWRITEBYTECODE kept the bytecode.
-test: $(STAMP) $(NODE_STAMP) browser postgres lint ## the whole suite, after the lint step (JOBS=0: in this one process)
+test: $(STAMP) $(NODE_STAMP) $(GO_STAMP) browser postgres lint ## the whole suite, after the lint step (JOBS=0: in this one process)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(JOBS) --dist loadfile
 	$(MAKE) --no-print-directory test-js
 
