@@ -27,7 +27,8 @@ from ptc_emulator.testing.server import PTCEmulator
 from tests.agents.agents_support import valid
 from tests.support import validating_client
 
-pytestmark = pytest.mark.sdk
+# A JVM per flow takes seconds idle, and many times that on two cores shared with busy neighbours.
+pytestmark = [pytest.mark.sdk, pytest.mark.timeout(300)]
 
 JAVA_DIR = Path(__file__).parent / "java"
 CLASSES = JAVA_DIR / "target" / "classes"
@@ -65,7 +66,7 @@ def run_flow(emulator: PTCEmulator, flow: str) -> dict[str, Any]:
         env={**os.environ, "OPENAI_API_KEY": emulator.api_key},
         capture_output=True,
         text=True,
-        timeout=90,  # a hang guard only (pytest-timeout stops a test at 120 s)
+        timeout=240,  # a hang guard only, under the module's test timeout
     )
     lines = done.stdout.splitlines()
     assert len(lines) == 1, f"exit {done.returncode}\nstdout: {done.stdout}\nstderr: {done.stderr}"
