@@ -49,6 +49,13 @@ $(GO_STAMP): $(wildcard tests/sdk/go/*.go tests/sdk/go/go.*)
 		-o $(abspath $(GO_BUILD))/sdkflows-oldest .
 	touch $(GO_STAMP)
 
+# The official Java SDK's flows (tests/sdk/test_java.py): Maven builds them, fetching openai-java and
+# its dependencies from Maven Central, into tests/sdk/java/target (classes, and every jar in lib/).
+JAVA_STAMP := tests/sdk/java/target/.built
+$(JAVA_STAMP): tests/sdk/java/pom.xml $(wildcard tests/sdk/java/src/main/java/ptcemulator/sdk/*.java)
+	cd tests/sdk/java && mvn -q -B process-classes
+	touch $(JAVA_STAMP)
+
 JS_STAMP := js/node_modules/.installed
 $(JS_STAMP): js/package.json js/package-lock.json
 	cd js && npm ci --no-audit --no-fund --loglevel=error
@@ -99,7 +106,7 @@ JOBS ?= 3
 
 # The suite starts about a hundred Python processes (servers, CLIs, inner pytest runs): each would
 # compile this project's modules again if an inherited PYTHONDONTWRITEBYTECODE kept the bytecode.
-test: $(STAMP) $(NODE_STAMP) $(GO_STAMP) browser postgres lint ## the whole suite, after the lint step (JOBS=0: in this one process)
+test: $(STAMP) $(NODE_STAMP) $(GO_STAMP) $(JAVA_STAMP) browser postgres lint ## the whole suite, after the lint step (JOBS=0: in this one process)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(JOBS) --dist loadfile
 	$(MAKE) --no-print-directory test-js
 
