@@ -11,28 +11,26 @@ request body that returns one. Every request body and its headers are kept. A Re
 that asks to stream is answered with Responses stream events (unless `stream_responses` is off).
 
 Also what several test files share: the seed's inventory tools, the five-pause program, and
-`run_node` for the npm client's scripts in tests/node.
+`run_node` for the npm client's scripts in tests/node (tests/sdk/node_support.py runs them).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
-import subprocess
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from tests.sdk import node_support
+from tests.sdk.node_support import NodeRun
 
 CODE_TOOL = "run_javascript"
 
@@ -450,15 +448,10 @@ for (let i = 0; i < 5; i++) {
 }
 text(`n=${n}`);"""
 
-NODE_DIR = Path(__file__).parents[1] / "node"
-needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+needs_node = node_support.needs_node
 
 
-def run_node(script: str, base_url: str, **env: str) -> str:
-    """What a script of tests/node prints, run against the emulator at `base_url` (it must succeed)."""
-    if not (NODE_DIR / "node_modules" / "openai").is_dir():
-        pytest.fail("tests/node/node_modules is missing: run `make test` (it runs `npm ci` there)")
-    env = {**os.environ, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "sk-test", **env}
-    done = subprocess.run(["node", script], cwd=NODE_DIR, env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+def run_node(script: str, base_url: str, **env: str) -> NodeRun:
+    """Run a script of tests/node with the newest npm `openai` against the emulator at `base_url`
+    (it must succeed): what it printed, and the version that ran."""
+    return node_support.run_node(script, {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "sk-test", **env})

@@ -8,6 +8,7 @@ from typing import Any
 import openai
 import pytest
 
+from ptc_emulator.sandbox import Limits
 from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
 from tests.anymodel.anymodel_support import FakeUpstream, fake_upstream
 
@@ -20,11 +21,15 @@ def upstream() -> Iterator[FakeUpstream]:
 
 @pytest.fixture
 def any_server(make_server: Callable[..., EmulatorServer], upstream: FakeUpstream) -> Callable[..., EmulatorServer]:
-    """An emulator (in a thread) whose model upstream is `upstream`; options go to its Settings."""
+    """An emulator (in a thread) whose model upstream is `upstream`; options go to its Settings.
+    Its deadlines are far beyond what a test waits for on a busy machine: the upstream's answer,
+    and a program's run (which includes the MCP calls it makes), whose default 5 s a loaded
+    machine's MCP round trip exceeded."""
 
     def make(**options: Any) -> EmulatorServer:
         options.setdefault("model_upstream", upstream.url)
         options.setdefault("model_upstream_timeout_s", 30.0)
+        options.setdefault("limits", Limits(timeout_s=30.0))
         options.setdefault("pool_size", 1)
         return make_server(**options)
 

@@ -193,11 +193,19 @@ async def test_the_agents_sdk_runner(
 
 
 @needs_node
-def test_the_npm_client(emulator: PTCEmulator, upstream: FakeUpstream, flow_name: str, docs_url: str) -> None:
+@pytest.mark.sdk
+def test_the_npm_client(
+    emulator: PTCEmulator,
+    upstream: FakeUpstream,
+    flow_name: str,
+    docs_url: str,
+    client_version: Callable[[str, str], None],
+) -> None:
     flow = FLOWS[flow_name]
     upstream.reply(*flow.script)
-    printed = run_node("flows.mjs", emulator.base_url, FLOW=flow_name, DOCS_URL=docs_url)
-    assert json.loads(printed) == {
+    done = run_node("flows.mjs", emulator.base_url, FLOW=flow_name, DOCS_URL=docs_url)
+    client_version("npm openai", done.version)
+    assert done.json() == {
         "text": flow.expected,
         "requests": len(flow.answered) + 1,
         "answered": list(flow.answered),

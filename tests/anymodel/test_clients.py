@@ -68,7 +68,12 @@ async def test_the_agents_sdk_runner(emulator: PTCEmulator, upstream: FakeUpstre
 
 
 @needs_node
-def test_the_npm_client(emulator: PTCEmulator, upstream: FakeUpstream) -> None:
+@pytest.mark.sdk
+def test_the_npm_client(
+    emulator: PTCEmulator, upstream: FakeUpstream, client_version: Callable[[str, str], None]
+) -> None:
     upstream.reply(program(COMPARE), echo())
-    assert run_node("seed_loop.mjs", emulator.base_url).strip() == EXPECTED
+    done = run_node("seed_loop.mjs", emulator.base_url)
+    client_version("npm openai", done.version)
+    assert done.stdout.strip() == EXPECTED
     assert len(upstream.requests) == 2

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import runpy
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,6 @@ from ptc_emulator.testing.server import PTCEmulator
 from tests.support import in_process, validated, validating_client
 
 SEEDS = Path(__file__).parent / "seeds"
-NODE_DIR = Path(__file__).parents[1] / "node"
 EXPECTED = "sku_123: 42 units available against 31 requested, so the shortage is 0 units."
 INVENTORY_TOOLS: list[dict[str, Any]] = [
     {
@@ -142,16 +140,6 @@ async def test_in_process_through_the_asgi_transport(tmp_path: Path) -> None:
                     }
                 )
         assert response.output_text == EXPECTED
-
-
-@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
-def test_javascript_loop_from_the_guide(ptc_emulator: PTCEmulator) -> None:
-    if not (NODE_DIR / "node_modules" / "openai").is_dir():
-        pytest.fail("tests/node/node_modules is missing: run `make test` (it runs `npm ci` there)")
-    env = {**os.environ, "OPENAI_BASE_URL": ptc_emulator.base_url, "OPENAI_API_KEY": "sk-test"}
-    done = subprocess.run(["node", "seed_loop.mjs"], cwd=NODE_DIR, env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == EXPECTED
 
 
 def test_the_readme_quick_start(ptc_emulator: PTCEmulator, capsys: pytest.CaptureFixture[str]) -> None:

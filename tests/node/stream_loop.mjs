@@ -1,38 +1,13 @@
 // A programmatic tool calling loop streamed with the npm package's `responses.stream()` helper.
-//
-//   node stream_loop.mjs [BASE_URL [SCOPE]]
-//
-// BASE_URL (or OPENAI_BASE_URL) is the emulator's /v1 URL; SCOPE (or PTC_EMULATOR_SCOPE) is sent
-// as the x-ptc-emulator-scope header. The program pauses once per `await`; each pause is one
-// streamed response whose function calls this script answers. It prints one JSON line:
+// The model's program pauses once per `await`; each pause is one streamed response whose function
+// calls this script answers. It prints one JSON line:
 // {"answer": <final text>, "responses": <streamed responses>, "events": <events seen>}.
 import OpenAI from "openai";
 import { toResponseInputItems } from "openai/lib/responses/ResponseInputItems";
+import { addOutputs, prompt, tools } from "./adder.mjs";
 
-const baseURL = process.argv[2] ?? process.env.OPENAI_BASE_URL;
-const scope = process.argv[3] ?? process.env.PTC_EMULATOR_SCOPE;
-if (!baseURL) throw new Error("pass the emulator's /v1 URL as the first argument or OPENAI_BASE_URL");
-
-const client = new OpenAI({
-  baseURL,
-  apiKey: process.env.OPENAI_API_KEY ?? "sk-ptc-emulator",
-  maxRetries: 0,
-  defaultHeaders: scope ? { "x-ptc-emulator-scope": scope } : {},
-});
-
-const tools = [
-  { type: "function", name: "add", parameters: null, strict: null, allowed_callers: ["programmatic"] },
-  { type: "programmatic_tool_calling" },
-];
-
-const program = [
-  "const a = await tools.add({ a: 1, b: 2 });",
-  "const b = await tools.add({ a, b: 10 });",
-  "const c = await tools.add({ a: b, b: 100 });",
-  "text(`total: ${c}`);",
-].join("\n");
-
-const input = [{ role: "user", content: "Run this:\n```js\n" + program + "\n```" }];
+const client = new OpenAI({ maxRetries: 0 });
+const input = [{ role: "user", content: prompt([1, 2, 10, 100]) }];
 let responses = 0;
 let events = 0;
 
@@ -49,16 +24,12 @@ for (;;) {
   if (response.status !== "completed") throw new Error(`Response ended with status ${response.status}`);
 
   // The stream helper's final function_call items carry `parsed_arguments`; toResponseInputItems
-  // drops it from 7.x on, but 6.49 keeps it, and the API refuses it as an unknown parameter.
+  // drops it from 7.x on, but 6.x keeps it, and the API refuses it as an unknown parameter.
   input.push(...toResponseInputItems(response.output).map(({ parsed_arguments: _, ...item }) => item));
-  const calls = response.output.filter((item) => item.type === "function_call");
-  if (calls.length === 0) {
+  const outputs = addOutputs(response);
+  if (outputs.length === 0) {
     console.log(JSON.stringify({ answer: response.output_text, responses, events }));
     break;
   }
-  for (const call of calls) {
-    if (call.caller?.type !== "program") throw new Error(`expected a program caller on ${call.call_id}`);
-    const { a, b } = JSON.parse(call.arguments);
-    input.push({ type: "function_call_output", call_id: call.call_id, output: String(a + b), caller: call.caller });
-  }
+  input.push(...outputs);
 }
