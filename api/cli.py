@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 import ptc_emulator
 from ptc_emulator.api.settings import API_KEY_ENV, Settings, default_data_dir, resend_problem
-from ptc_emulator.emulator.model import ScenarioError
+from ptc_emulator.emulator.model import DEFAULT_UPSTREAM_PROTOCOL, UPSTREAM_PROTOCOLS, ScenarioError
 from ptc_emulator.emulator.storage import StoreUnavailable
 from ptc_emulator.sandbox import Limits
 
@@ -195,7 +195,11 @@ def _model_upstream_arguments(serve: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--model-upstream-model", default=None, metavar="NAME", help="the model id sent upstream")
     group.add_argument(
-        "--model-upstream-api", choices=("chat", "responses"), default="chat", help="the upstream's protocol"
+        "--model-upstream-api",
+        choices=tuple(UPSTREAM_PROTOCOLS),
+        default=DEFAULT_UPSTREAM_PROTOCOL,
+        help="the upstream's protocol: "
+        + "; ".join(f"{name}: {protocol.title}" for name, protocol in UPSTREAM_PROTOCOLS.items()),
     )
     group.add_argument(
         "--model-upstream-timeout", type=float, default=120.0, metavar="SECONDS", help="one upstream request"
