@@ -13,8 +13,8 @@ from typing import Any, NoReturn
 
 import ptc_emulator
 from ptc_emulator.api.settings import API_KEY_ENV, Settings, default_data_dir, resend_problem
-from ptc_emulator.emulator.model import ScenarioError
-from ptc_emulator.emulator.storage import StoreUnavailable
+from ptc_emulator.emulator.model import DEFAULT_UPSTREAM_PROTOCOL, UPSTREAM_PROTOCOLS, ScenarioError
+from ptc_emulator.emulator.storage import STORES, StoreUnavailable, store_kind
 from ptc_emulator.sandbox import Limits
 
 __all__ = ["bind", "main", "parse"]
@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
         "--store",
         type=_store_kind,
         default=os.environ.get(STORE_ENV) or "sqlite",
-        metavar="{sqlite,memory,postgresql://...}",
+        metavar="{" + ",".join(f"{k.schemes[0]}://..." if k.schemes else k.name for k in STORES.values()) + "}",
         help=f"memory: nothing is written to disk; a postgresql:// URL: shared by replicas (or {STORE_ENV})",
     )
     serve.add_argument(
@@ -195,7 +195,11 @@ def _model_upstream_arguments(serve: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--model-upstream-model", default=None, metavar="NAME", help="the model id sent upstream")
     group.add_argument(
-        "--model-upstream-api", choices=("chat", "responses"), default="chat", help="the upstream's protocol"
+        "--model-upstream-api",
+        choices=tuple(UPSTREAM_PROTOCOLS),
+        default=DEFAULT_UPSTREAM_PROTOCOL,
+        help="the upstream's protocol: "
+        + "; ".join(f"{name}: {protocol.title}" for name, protocol in UPSTREAM_PROTOCOLS.items()),
     )
     group.add_argument(
         "--model-upstream-timeout", type=float, default=120.0, metavar="SECONDS", help="one upstream request"
@@ -209,9 +213,12 @@ STORE_ENV = "PTC_EMULATOR_STORE"
 
 
 def _store_kind(value: str) -> str:
-    if value in ("sqlite", "memory") or value.startswith(("postgresql://", "postgres://")):
-        return value
-    raise argparse.ArgumentTypeError(f"{value!r}: 'sqlite', 'memory' or a postgresql:// URL")
+    """A store `open_store` can open: a registered kind's name, or a URL of a registered scheme."""
+    try:
+        store_kind(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value
 
 
 def _shown_store(store: str) -> str:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ptc_emulator.emulator.model import UpstreamConfig
+from ptc_emulator.emulator.model import DEFAULT_UPSTREAM_PROTOCOL, UpstreamConfig, protocol_named
 from ptc_emulator.emulator.tools.egress import McpPolicy
 from ptc_emulator.names import API_KEY_ENV
 from ptc_emulator.sandbox import Limits
@@ -90,7 +90,8 @@ class Settings:
     """The environment variable holding the model upstream's key (sent as a bearer token)."""
     model_upstream_model: str | None = None
     """The model id sent to the model upstream; None: each request's `model`."""
-    model_upstream_api: Literal["chat", "responses"] = "chat"
+    model_upstream_api: str = DEFAULT_UPSTREAM_PROTOCOL
+    """The model upstream's protocol: a name in the registry of protocols (`chat`, `responses`)."""
     model_upstream_timeout_s: float = 120.0
     """One request to the model upstream, whole."""
     model_upstream_retries: int = 2
@@ -114,6 +115,12 @@ class Settings:
     """The memo of hidden call results (a retried request calls nothing twice), by entries and bytes."""
     watch: bool = False
     """Reload the scenario directories when a file in them is added, edited or removed (`--watch`)."""
+
+    def __post_init__(self) -> None:
+        try:
+            protocol_named(self.model_upstream_api)
+        except ValueError as e:
+            raise ValueError(f"model_upstream_api: {e}") from None
 
     @property
     def mcp_policy(self) -> McpPolicy:

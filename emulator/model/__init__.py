@@ -20,10 +20,20 @@ from ptc_emulator.emulator.model.scripted.recording import Tape, file_name, item
 from ptc_emulator.emulator.model.scripted.scenario import Request as MatchRequest
 from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, ScenarioRegistry, load_scenario
 from ptc_emulator.emulator.model.scripted.script import clear_caches
-from ptc_emulator.emulator.model.upstream import UpstreamClient, UpstreamConfig, UpstreamModel
+from ptc_emulator.emulator.model.upstream import DEFAULT_PROTOCOL as DEFAULT_UPSTREAM_PROTOCOL
+from ptc_emulator.emulator.model.upstream import PROTOCOLS as UPSTREAM_PROTOCOLS
+from ptc_emulator.emulator.model.upstream import (
+    UpstreamClient,
+    UpstreamConfig,
+    UpstreamModel,
+    UpstreamProtocol,
+    protocol_named,
+)
 from ptc_emulator.emulator.model.upstream.record import Recording
 
 __all__ = [
+    "DEFAULT_UPSTREAM_PROTOCOL",
+    "UPSTREAM_PROTOCOLS",
     "Delivery",
     "HostedScript",
     "Live",
@@ -42,11 +52,13 @@ __all__ = [
     "Trace",
     "UpstreamConfig",
     "UpstreamModel",
+    "UpstreamProtocol",
     "Validation",
     "clear_caches",
     "file_name",
     "items_of",
     "load_scenario",
+    "protocol_named",
     "scenario_from",
     "to_yaml",
     "user_text",

@@ -12,6 +12,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from ptc_emulator.emulator.storage.protocol import (
@@ -37,6 +38,7 @@ __all__ = [
     "MemoryStore",
     "UNFINISHED",
     "item_ids",
+    "open_at",
 ]
 
 UNFINISHED = ("queued", "in_progress")
@@ -336,3 +338,8 @@ class MemoryStore:
 
     def close(self) -> None:
         pass
+
+
+def open_at(where: str, data_dir: Path | None) -> MemoryStore:
+    """`--store memory`: nothing is written anywhere."""
+    return MemoryStore()

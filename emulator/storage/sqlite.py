@@ -1,7 +1,9 @@
-"""The Store in one SQLite file in the data directory (`--store sqlite`, the default).
+"""The Store in one SQLite file in the data directory (`--store sqlite`, the default): the SQL
+stores' shared statements (`sql.py`) in SQLite's dialect, over one connection.
 
 One connection, serialised by one lock, for every part; WAL, so a killed server leaves a
-consistent file. Every write is one transaction: a response and its items, a conversation and
+consistent file. Every write is one transaction, `BEGIN IMMEDIATE` (the one writer from its
+start, so what it checks holds until it commits): a response and its items, a conversation and
 its items, appear together or not at all. The journal is the one part kept in memory (see
 `protocol.JournalLog`): it holds `store: false` bodies, which never reach the disk.
 """
@@ -11,25 +13,20 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from ptc_emulator.emulator.storage.memory import MemoryJournal, MemoryLeases, item_ids
-from ptc_emulator.emulator.storage.protocol import (
-    Conversations,
-    EventLog,
-    JournalLog,
-    Leases,
-    Records,
-    Responses,
-    Scenarios,
-    StoredConversation,
-    StoredResponse,
-    StoredScenario,
-)
+from ptc_emulator.emulator.storage.memory import MemoryJournal, MemoryLeases
+from ptc_emulator.emulator.storage.protocol import EventLog, JournalLog, Leases
+from ptc_emulator.emulator.storage.sql import Dialect, SqlParts, Tx
 
-__all__ = ["INTERRUPTED", "SqliteConversations", "SqliteRecords", "SqliteResponses", "SqliteScenarios", "SqliteStore"]
+__all__ = ["FILENAME", "INTERRUPTED", "SQLITE", "SqliteStore", "open_at"]
+
+T = TypeVar("T")
+
+FILENAME = "responses.sqlite3"
+"""The store's file in the data directory."""
 
 INTERRUPTED = {
     "code": "server_error",
@@ -40,6 +37,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
     id TEXT PRIMARY KEY,
     previous_response_id TEXT,
+    status TEXT,
     response TEXT NOT NULL,
     input_items TEXT NOT NULL,
     scope TEXT
@@ -79,255 +77,90 @@ CREATE TABLE IF NOT EXISTS scenarios (
 );
 """
 """`scenarios.scope_key` is the scope as JSON (`null` for none): a primary key cannot hold NULL.
-`conversations.version` grows with every change of the conversation's items (see `read`)."""
+`conversations.version` grows with every change of the conversation's items (see `read`).
+`responses.status` is the body's status, kept beside it for the successor count (`sql.py`)."""
 
 COLUMNS = (
     ("responses", "scope", "TEXT"),
+    ("responses", "status", "TEXT"),
     ("conversations", "version", "INTEGER NOT NULL DEFAULT 0"),
 )
 """Columns a file made by an older version lacks: added when it is opened (its rows get the default)."""
 
 
+SQLITE = Dialect("sqlite", placeholder="?", same="IS", order="rowid")
+"""One connection, one writer at a time (`BEGIN IMMEDIATE`): no row or key needs a lock of its own."""
+
+
+class _Tx:
+    """The connection inside a transaction (the lock held)."""
+
+    __slots__ = ("connection",)
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+
+    def one(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
+        return self.connection.execute(sql, parameters).fetchone()
+
+    def rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[Any]:
+        return self.connection.execute(sql, parameters).fetchall()
+
+    def changed(self, sql: str, parameters: Sequence[Any] = ()) -> int:
+        return self.connection.execute(sql, parameters).rowcount
+
+    def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.connection.executemany(sql, rows)
+
+
 class _Db:
-    """The connection and its lock, shared by the parts."""
+    """The connection and its lock, shared by the parts (`sql.Connections`)."""
+
+    dialect = SQLITE
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.connection = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         self.lock = threading.Lock()
+        self._tx = _Tx(self.connection)
 
-    def write(self, statements: Callable[[sqlite3.Connection], bool], begin: str = "BEGIN IMMEDIATE") -> bool:
-        """`statements` in one transaction (`BEGIN` for one that only reads)."""
+    def _transaction(self, work: Callable[[Tx], T], begin: str) -> T:
         with self.lock:
             self.connection.execute(begin)
             try:
-                done = statements(self.connection)
+                done = work(self._tx)
                 self.connection.execute("COMMIT")
                 return done
             except BaseException:
                 self.connection.execute("ROLLBACK")
                 raise
 
-    def one(self, sql: str, parameters: tuple[Any, ...]) -> Any:
+    def write(self, work: Callable[[Tx], T]) -> T:
+        # IMMEDIATE: the write lock from the start, so what the transaction checks stays so
+        # until it commits (no other writer in between).
+        return self._transaction(work, "BEGIN IMMEDIATE")
+
+    def read(self, work: Callable[[Tx], T]) -> T:
+        return self._transaction(work, "BEGIN")  # one snapshot of every table
+
+    def one(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
         with self.lock:
-            return self.connection.execute(sql, parameters).fetchone()
+            return self._tx.one(sql, parameters)
 
-    def rows(self, sql: str, parameters: tuple[Any, ...]) -> list[Any]:
+    def rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[Any]:
         with self.lock:
-            return self.connection.execute(sql, parameters).fetchall()
+            return self._tx.rows(sql, parameters)
 
-    def changed(self, sql: str, parameters: tuple[Any, ...]) -> int:
+    def changed(self, sql: str, parameters: Sequence[Any] = ()) -> int:
         with self.lock:
-            return self.connection.execute(sql, parameters).rowcount
+            return self._tx.changed(sql, parameters)
+
+    def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self.lock:
+            self._tx.many(sql, rows)
 
 
-class SqliteResponses:
-    def __init__(self, db: _Db) -> None:
-        self._db = db
-
-    def put(self, record: StoredResponse) -> None:
-        self._put(record, None)
-
-    def put_successor(self, record: StoredResponse, expected: int) -> bool:
-        return self._put(record, expected)
-
-    def _put(self, record: StoredResponse, expected: int | None) -> bool:
-        dumps = json.dumps
-
-        def statements(db: sqlite3.Connection) -> bool:
-            # One IMMEDIATE transaction: no other writer stores a successor between check and write.
-            if expected is not None and record.previous_response_id is not None:
-                known = db.execute("SELECT 1 FROM responses WHERE id = ?", (record.id,)).fetchone()
-                (n,) = db.execute(
-                    "SELECT COUNT(*) FROM responses WHERE previous_response_id = ?", (record.previous_response_id,)
-                ).fetchone()
-                if known is None and n != expected:
-                    return False
-            db.execute(
-                "INSERT OR REPLACE INTO responses (id, previous_response_id, response, input_items, scope) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (
-                    record.id,
-                    record.previous_response_id,
-                    dumps(record.response),
-                    dumps(record.input_items),
-                    record.scope,
-                ),
-            )
-            db.executemany(
-                "INSERT OR REPLACE INTO items (id, response_id, item) VALUES (?, ?, ?)",
-                [(item_id, record.id, dumps(item)) for item_id, item in item_ids(record)],
-            )
-            return True
-
-        return self._db.write(statements)
-
-    def successors(self, response_id: str) -> int:
-        (n,) = self._db.one(
-            "SELECT COUNT(*) FROM responses WHERE previous_response_id = ? "
-            "AND json_extract(response, '$.status') NOT IN ('queued', 'in_progress')",
-            (response_id,),
-        )
-        return int(n)
-
-    def get(self, response_id: str) -> StoredResponse | None:
-        row = self._db.one(
-            "SELECT response, input_items, previous_response_id, scope FROM responses WHERE id = ?", (response_id,)
-        )
-        if row is None:
-            return None
-        return StoredResponse(response_id, json.loads(row[0]), json.loads(row[1]), row[2], row[3])
-
-    def delete(self, response_id: str) -> bool:
-        return self._db.changed("DELETE FROM responses WHERE id = ?", (response_id,)) > 0
-
-    def item(self, item_id: str) -> tuple[str, dict[str, Any]] | None:
-        row = self._db.one("SELECT response_id, item FROM items WHERE id = ?", (item_id,))
-        return (row[0], json.loads(row[1])) if row else None
-
-    def item_in(self, scope: str | None, item_id: str) -> tuple[str, dict[str, Any]] | None:
-        row = self._db.one(
-            "SELECT items.response_id, items.item FROM items JOIN responses ON responses.id = items.response_id "
-            "WHERE items.id = ? AND responses.scope IS ?",
-            (item_id, scope),
-        )
-        return (row[0], json.loads(row[1])) if row else None
-
-    def count(self) -> int:
-        (n,) = self._db.one("SELECT COUNT(*) FROM responses", ())
-        return int(n)
-
-
-class SqliteConversations:
-    def __init__(self, db: _Db) -> None:
-        self._db = db
-
-    @staticmethod
-    def _insert(db: sqlite3.Connection, conversation_id: str, items: list[dict[str, Any]]) -> None:
-        (last,) = db.execute(
-            "SELECT COALESCE(MAX(seq), 0) FROM conversation_items WHERE conversation_id = ?", (conversation_id,)
-        ).fetchone()
-        db.executemany(
-            "INSERT INTO conversation_items (conversation_id, seq, item_id, item) VALUES (?, ?, ?, ?)",
-            [(conversation_id, last + n, item["id"], json.dumps(item)) for n, item in enumerate(items, 1)],
-        )
-
-    def create(self, record: StoredConversation, items: list[dict[str, Any]]) -> None:
-        def statements(db: sqlite3.Connection) -> bool:
-            db.execute(
-                "INSERT INTO conversations (id, created_at, metadata) VALUES (?, ?, ?)",
-                (record.id, record.created_at, json.dumps(record.metadata)),
-            )
-            self._insert(db, record.id, items)
-            return True
-
-        self._db.write(statements)
-
-    def get(self, conversation_id: str) -> StoredConversation | None:
-        row = self._db.one("SELECT created_at, metadata FROM conversations WHERE id = ?", (conversation_id,))
-        return StoredConversation(conversation_id, int(row[0]), json.loads(row[1])) if row else None
-
-    def update(self, record: StoredConversation) -> bool:
-        sql = "UPDATE conversations SET metadata = ? WHERE id = ?"
-        return self._db.changed(sql, (json.dumps(record.metadata), record.id)) > 0
-
-    def delete(self, conversation_id: str) -> bool:
-        return self._db.changed("DELETE FROM conversations WHERE id = ?", (conversation_id,)) > 0
-
-    def append(self, conversation_id: str, items: list[dict[str, Any]], *, expected: int | None = None) -> bool:
-        def statements(db: sqlite3.Connection) -> bool:
-            # One IMMEDIATE transaction: the version checked is the version written after.
-            row = db.execute("SELECT version FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
-            if row is None or (expected is not None and row[0] != expected):
-                return False
-            self._insert(db, conversation_id, items)
-            db.execute("UPDATE conversations SET version = version + 1 WHERE id = ?", (conversation_id,))
-            return True
-
-        return self._db.write(statements)
-
-    def items(self, conversation_id: str) -> list[dict[str, Any]]:
-        sql = "SELECT item FROM conversation_items WHERE conversation_id = ? ORDER BY seq"
-        return [json.loads(row[0]) for row in self._db.rows(sql, (conversation_id,))]
-
-    def read(self, conversation_id: str) -> tuple[int, list[dict[str, Any]]] | None:
-        found: list[tuple[int, list[dict[str, Any]]]] = []
-
-        def statements(db: sqlite3.Connection) -> bool:
-            row = db.execute("SELECT version FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
-            if row is not None:
-                sql = "SELECT item FROM conversation_items WHERE conversation_id = ? ORDER BY seq"
-                found.append((int(row[0]), [json.loads(r[0]) for r in db.execute(sql, (conversation_id,))]))
-            return True
-
-        self._db.write(statements, begin="BEGIN")  # one snapshot of both
-        return found[0] if found else None
-
-    def delete_item(self, conversation_id: str, item_id: str) -> bool:
-        sql = (
-            "DELETE FROM conversation_items WHERE seq = (SELECT MIN(seq) FROM conversation_items "
-            "WHERE conversation_id = ? AND item_id = ?) AND conversation_id = ?"
-        )
-
-        def statements(db: sqlite3.Connection) -> bool:
-            if db.execute(sql, (conversation_id, item_id, conversation_id)).rowcount == 0:
-                return False
-            db.execute("UPDATE conversations SET version = version + 1 WHERE id = ?", (conversation_id,))
-            return True
-
-        return self._db.write(statements)
-
-
-class SqliteRecords:
-    def __init__(self, db: _Db) -> None:
-        self._db = db
-
-    def put(self, kind: str, record_id: str, document: dict[str, Any]) -> None:
-        # An upsert keeps the row (and its rowid, the listing order) of an existing record.
-        self._db.changed(
-            "INSERT INTO records (kind, id, document) VALUES (?, ?, ?) "
-            "ON CONFLICT (kind, id) DO UPDATE SET document = excluded.document",
-            (kind, record_id, json.dumps(document)),
-        )
-
-    def get(self, kind: str, record_id: str) -> dict[str, Any] | None:
-        row = self._db.one("SELECT document FROM records WHERE kind = ? AND id = ?", (kind, record_id))
-        return json.loads(row[0]) if row else None
-
-    def delete(self, kind: str, record_id: str) -> bool:
-        return self._db.changed("DELETE FROM records WHERE kind = ? AND id = ?", (kind, record_id)) > 0
-
-    def all(self, kind: str) -> list[dict[str, Any]]:
-        rows = self._db.rows("SELECT document FROM records WHERE kind = ? ORDER BY rowid", (kind,))
-        return [json.loads(r[0]) for r in rows]
-
-
-class SqliteScenarios:
-    def __init__(self, db: _Db) -> None:
-        self._db = db
-
-    def put(self, scenario: StoredScenario) -> None:
-        self._db.changed(
-            "INSERT INTO scenarios (scope_key, name, scope, document) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (scope_key, name) DO UPDATE SET document = excluded.document",
-            (json.dumps(scenario.scope), scenario.name, scenario.scope, json.dumps(scenario.document)),
-        )
-
-    def delete(self, scope: str | None, name: str) -> bool:
-        sql = "DELETE FROM scenarios WHERE scope_key = ? AND name = ?"
-        return self._db.changed(sql, (json.dumps(scope), name)) > 0
-
-    def list(self) -> list[StoredScenario]:
-        rows = self._db.rows("SELECT scope, name, document FROM scenarios ORDER BY rowid", ())
-        return [StoredScenario(row[0], row[1], json.loads(row[2])) for row in rows]
-
-    def clear(self, scope: str | None = None) -> int:
-        if scope is None:
-            return self._db.changed("DELETE FROM scenarios", ())
-        return self._db.changed("DELETE FROM scenarios WHERE scope_key = ?", (json.dumps(scope),))
-
-
-class SqliteStore:
+class SqliteStore(SqlParts):
     """Every part in `path` but the journal."""
 
     kind: str = "sqlite"
@@ -345,17 +178,17 @@ class SqliteStore:
                 if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
                     db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
             db.execute("CREATE INDEX IF NOT EXISTS responses_by_previous ON responses(previous_response_id)")
+            # Rows an older version wrote keep their status in the body only.
+            db.execute("UPDATE responses SET status = json_extract(response, '$.status') WHERE status IS NULL")
             # A background response still queued or in progress was cut off by the previous
             # process (a kill or a crash): nothing will ever finish it, so it failed.
             db.execute(
-                "UPDATE responses SET response = json_set(response, '$.status', 'failed', '$.error', json(?)) "
-                "WHERE json_extract(response, '$.status') IN ('queued', 'in_progress')",
+                "UPDATE responses SET status = 'failed', "
+                "response = json_set(response, '$.status', 'failed', '$.error', json(?)) "
+                "WHERE status IN ('queued', 'in_progress')",
                 (json.dumps(INTERRUPTED),),
             )
-        self.responses: Responses = SqliteResponses(self._db)
-        self.conversations: Conversations = SqliteConversations(self._db)
-        self.sessions: Records = SqliteRecords(self._db)
-        self.scenarios: Scenarios = SqliteScenarios(self._db)
+        super().__init__(self._db)
         self.journal: JournalLog = MemoryJournal()
         self.leases: Leases = MemoryLeases()  # one process owns the file
         self.events: EventLog | None = None  # one process: its harness fans events out itself
@@ -364,3 +197,10 @@ class SqliteStore:
     def close(self) -> None:
         with self._db.lock:
             self._db.connection.close()
+
+
+def open_at(where: str, data_dir: Path | None) -> SqliteStore:
+    """`--store sqlite`: the file `FILENAME` in `data_dir` (made if missing)."""
+    if data_dir is None:
+        raise ValueError("a sqlite store needs a data directory")
+    return SqliteStore(data_dir / FILENAME)

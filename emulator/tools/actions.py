@@ -11,6 +11,7 @@ from pydantic import TypeAdapter
 
 from ptc_emulator.emulator.tools.base import Binding, ToolKind, first_error
 from ptc_emulator.emulator.tools.surface import ItemSurface, compact_field, output_text
+from ptc_emulator.emulator.tools.toolset import Toolset
 from ptc_emulator.emulator.wire import calls
 from ptc_emulator.emulator.wire.base import Caller, dump
 from ptc_emulator.emulator.wire.calls import CallItem, OutputItem
@@ -71,6 +72,11 @@ class ActionKind(ToolKind):
         self.keyed_by_id = keyed_by_id
         """An answer may name its call by `id` instead of `call_id`."""
         self.stubbed = stubbed
+
+    def binding(self, tool: Any, ptc: bool, toolset: Toolset | None) -> Binding | None:
+        if self.direct_only:
+            return Binding(self.kind, self, tool, False, True)
+        return super().binding(tool, ptc, toolset)
 
     def stub(self, call: dict[str, Any]) -> dict[str, Any] | None:
         return super().stub(call) if self.stubbed else None

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import TypeAdapter, ValidationError
 
 from ptc_emulator.emulator.tools.surface import ItemSurface
+from ptc_emulator.emulator.tools.toolset import Toolset
 from ptc_emulator.emulator.wire.base import Caller
 from ptc_emulator.emulator.wire.calls import CallItem, OutputItem
 
@@ -85,6 +86,13 @@ class ToolKind:
         """Every item type of the kind."""
         return (*(s for s in (self.call, self.output) if s is not None), *self.also)
 
+    def binding(self, tool: Any, ptc: bool, toolset: Toolset | None) -> Binding | None:
+        """A request's `tool` (a declaration the kind is registered for) as a binding of this kind,
+        or None when it binds nothing now. `ptc`: the request enables programmatic tool calling.
+        The base binds it by the kind's program name, callable as its `allowed_callers` say."""
+        assert self.program_name is not None, f"the {self.kind} kind binds by the tool's name: it says how"
+        return Binding(self.program_name, self, tool, ptc and tool.programmatic, tool.direct)
+
     def stub(self, call: dict[str, Any]) -> dict[str, Any] | None:
         """The placeholder answer a finished response's `required_input` lists for `call` (steering)."""
         return {"type": self.output_type, "call_id": call["call_id"]} if self.output is not None else None
@@ -142,6 +150,9 @@ class Unemulated(ToolKind):
     def __init__(self, kind: str, why: str = "") -> None:
         super().__init__(kind, program_name=kind)
         self.why = why or "a hosted tool that this emulator does not run"
+
+    def binding(self, tool: Any, ptc: bool, toolset: Toolset | None) -> Binding | None:
+        return Binding(self.kind, self, tool, False, True)  # a program sees it, and fails naming it
 
     def message(self, name: str) -> str:
         return f"tools.{name}() calls the '{self.kind}' tool, {self.why}."

@@ -31,19 +31,22 @@ and, for the kinds a program calls:
   (signed state or items) so a replay gets them again without running the tool twice.
 
 One request's tools become `Binding`s (`bind`): a name (what `tools.<name>` and a scenario's
-`call.name` use), the tool, and its kind. `KINDS` finds a client-owned kind by its call item type,
-`ITEMS` any kind's item by its type (history's listing, usage and steering read these).
+`call.name` use), the tool, and its kind. `REGISTRY` maps each tool declaration type (the
+models of `wire/tools.py`) to its kind, and the kind makes the binding (`ToolKind.binding`);
+`KINDS` finds a client-owned kind by its call item type, `ITEMS` any kind's item by its type
+(history's listing, usage and steering read these).
 
-Adding a kind: its item models in `wire/` (a client-answered pair in `wire/calls.py`, in the
-`InputItem` union), its tool declaration in `wire/tools.py`, and here one `ToolKind` (for a call
-carrying one structured field, an `ActionKind`), added to `REGISTRY`, with a branch of `bind`.
+Adding a kind: the API's shapes in `wire/` (its items, a client-answered pair in `wire/calls.py`
+in the `InputItem` union, and its tool declaration in `wire/tools.py`), then one module in
+`tools/` holding its `ToolKind` (for a call carrying one structured field, an `ActionKind`), and
+one line below: `REGISTRY.add(KIND, TheDeclaration)`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, get_args
 
 from ptc_emulator.emulator.tools.actions import APPLY_PATCH, LOCAL_SHELL, SHELL, ActionKind
 from ptc_emulator.emulator.tools.base import Binding, ServerKind, ToolKind, Unemulated
@@ -80,6 +83,7 @@ __all__ = [
     "LOCAL_SHELL",
     "MCP",
     "REGISTRY",
+    "Registry",
     "SHELL",
     "TOOL_SEARCH",
     "ActionKind",
@@ -114,6 +118,11 @@ class FunctionKind(ToolKind):
             ),
             label="function call",
         )
+
+    def binding(self, tool: Any, ptc: bool, toolset: Toolset | None) -> Binding | None:
+        if toolset is not None:  # its callable functions, namespaces' and loaded ones too, came first
+            return None
+        return Binding(tool.name, self, tool, ptc and tool.programmatic, tool.direct)
 
     def stub(self, call: dict[str, Any]) -> dict[str, Any] | None:
         return {"type": self.output_type, "call_id": call["call_id"], "name": call["name"]}
@@ -169,6 +178,11 @@ class CustomKind(ToolKind):
             output=ItemSurface("custom_tool_call_output", listed_id="ctco", listed_only=listed_only, text=output_text),
             label="custom tool call",
         )
+
+    def binding(self, tool: Any, ptc: bool, toolset: Toolset | None) -> Binding | None:
+        if toolset is not None and not toolset.other_available(tool.name):
+            return None  # deferred, not loaded yet
+        return Binding(tool.name, self, tool, ptc and tool.programmatic, tool.direct)
 
     def check(self, binding: Binding, arguments: Any) -> str | None:
         if not isinstance(arguments, str):
@@ -236,25 +250,91 @@ TOOL_SEARCH = ToolKind(
 )
 """The model's search for deferred tools (`toolset.py`); a program does not call it."""
 
-REGISTRY: tuple[ToolKind, ...] = (
-    FUNCTION,
-    CUSTOM,
-    SHELL,
-    APPLY_PATCH,
-    LOCAL_SHELL,
-    CODE_INTERPRETER,
-    HOSTED_SHELL,
-    MCP,
-    TOOL_SEARCH,
-)
-"""Every kind the emulator knows (unemulated hosted tools aside: they have no items of their own)."""
 
-KINDS: dict[str, ToolKind] = {k.call_type: k for k in REGISTRY if k.call is not None}
+class Registry:
+    """Every kind the emulator knows, by what finds it: the tool declaration a request lists (`bind`),
+    a client-owned kind's call and output item types (`calls`, `outputs`), any kind's item types
+    (`items`). Iterating it gives the kinds in the order they were added."""
+
+    def __init__(self) -> None:
+        self._kinds: list[ToolKind] = []
+        self._declared: dict[type, list[tuple[ToolKind, Callable[[Any], bool] | None]]] = {}
+        self._echoed: set[type] = set()
+        self.calls: dict[str, ToolKind] = {}
+        """Client-owned kinds by call item type."""
+        self.outputs: dict[str, ToolKind] = {}
+        """Client-owned kinds by the item type that answers a call."""
+        self.items: dict[str, ItemSurface] = {}
+        """Every kind's item types, by type."""
+
+    def __iter__(self) -> Iterator[ToolKind]:
+        return iter(self._kinds)
+
+    def add(self, kind: ToolKind, *declarations: type, when: Callable[[Any], bool] | None = None) -> ToolKind:
+        """Register `kind`, the kind of a request's tools that are one of `declarations` (those for
+        which `when(tool)` holds, if given: one declaration, several kinds). A kind of no
+        declaration of its own (tool search) is found by its items only."""
+        taken = [surface.type for surface in kind.items if surface.type in self.items]
+        if kind in self._kinds or taken:
+            raise ValueError(f"the {kind.kind} kind, or its items {taken}, are registered already")
+        self._kinds.append(kind)
+        for surface in kind.items:
+            self.items[surface.type] = surface
+        if kind.call is not None:
+            self.calls[kind.call_type] = kind
+            self.outputs[kind.output_type] = kind
+        for declaration in declarations:
+            self._declared.setdefault(declaration, []).append((kind, when))
+        return kind
+
+    def echo(self, *declarations: type) -> None:
+        """Tools of these declarations are echoed, never run: unless a kind is registered for
+        one, each binds an `Unemulated` kind named after its `type`, so a program or a scenario
+        that calls one fails, naming it."""
+        self._echoed.update(declarations)
+
+    def remove(self, kind: ToolKind) -> None:
+        """Undo `add`."""
+        self._kinds.remove(kind)
+        for table in (self.calls, self.outputs):
+            for key in [key for key, found in table.items() if found is kind]:
+                del table[key]
+        for surface in kind.items:
+            del self.items[surface.type]
+        for declaration, choices in list(self._declared.items()):
+            choices[:] = [choice for choice in choices if choice[0] is not kind]
+            if not choices:
+                del self._declared[declaration]
+
+    def kind_of_tool(self, tool: Any) -> ToolKind | None:
+        """The kind a request's tool binds to; None for a declaration that binds none (namespaces,
+        MCP servers, tool search, the PTC tool itself: other rooms read those)."""
+        declarations = type(tool).__mro__
+        for declaration in declarations:
+            for kind, when in self._declared.get(declaration, ()):
+                if when is None or when(tool):
+                    return kind
+        if any(declaration in self._echoed for declaration in declarations):
+            return Unemulated(str(tool.type))
+        return None
+
+
+REGISTRY = Registry()
+REGISTRY.add(FUNCTION, FunctionTool)
+REGISTRY.add(CUSTOM, CustomTool)
+REGISTRY.add(SHELL, ShellTool, when=lambda tool: not tool.hosted)
+REGISTRY.add(APPLY_PATCH, ApplyPatchTool)
+REGISTRY.add(LOCAL_SHELL, LocalShellTool)
+REGISTRY.add(CODE_INTERPRETER, CodeInterpreterTool)
+REGISTRY.add(HOSTED_SHELL, ShellTool, when=lambda tool: tool.hosted)
+REGISTRY.add(MCP)  # its tools are its server's listing (`hosted.py`), not bound here
+REGISTRY.add(TOOL_SEARCH)
+REGISTRY.echo(*get_args(HostedTool))
+
+KINDS: dict[str, ToolKind] = REGISTRY.calls
 """Client-owned kinds by call item type."""
 
-_BY_OUTPUT: dict[str, ToolKind] = {k.output_type: k for k in KINDS.values()}
-
-ITEMS: dict[str, ItemSurface] = {surface.type: surface for k in REGISTRY for surface in k.items}
+ITEMS: dict[str, ItemSurface] = REGISTRY.items
 """Every kind's item types, by type."""
 
 
@@ -263,7 +343,7 @@ def kind_of_call(call: CallItem) -> ToolKind:
 
 
 def kind_of_output(output: OutputItem) -> ToolKind:
-    return _BY_OUTPUT[output.type]
+    return REGISTRY.outputs[output.type]
 
 
 def answer_key(output: OutputItem) -> str | None:
@@ -276,23 +356,15 @@ def answer_text(output: OutputItem) -> str:
     return kind_of_output(output).answer_text(output)
 
 
-def _unemulated_name(tool: Any) -> str:
-    return str(tool.type)
-
-
-def _named(kind: ToolKind, tool: Any, programmatic: bool, direct: bool) -> Binding:
-    """A binding by the kind's program name."""
-    assert kind.program_name is not None
-    return Binding(kind.program_name, kind, tool, programmatic, direct)
-
-
 def bind(request: Conversational, toolset: Toolset | None = None) -> dict[str, Binding]:
-    """The request's callable tools by name, in declaration order.
+    """The request's callable tools by name, in declaration order, each bound by its kind
+    (`REGISTRY`).
 
     Programs see the programmatic ones (when the request enables PTC) and the unemulated ones
     (which fail, naming their kind); scenarios call the direct ones. With a `toolset`, function
     tools are its callable ones (qualified names: namespaces, deferred tools a search loaded), and
-    a deferred custom tool binds once loaded."""
+    a deferred custom tool binds once loaded. A tool bound by its own name (function, custom)
+    keeps that name over one bound by its kind's (a function named `shell` beside a shell tool)."""
     ptc = any(getattr(t, "type", None) == "programmatic_tool_calling" for t in request.tools or ())
     found: dict[str, Binding] = {}
     late: list[Binding] = []
@@ -302,24 +374,14 @@ def bind(request: Conversational, toolset: Toolset | None = None) -> dict[str, B
             if function is not None:
                 found[name] = Binding(name, FUNCTION, function, ptc and function.programmatic, function.direct)
     for tool in request.tools or ():
-        if isinstance(tool, FunctionTool):
-            if toolset is None:
-                binding = Binding(tool.name, FUNCTION, tool, ptc and tool.programmatic, tool.direct)
-                found.setdefault(tool.name, binding)
-        elif isinstance(tool, CustomTool):
-            if toolset is not None and not toolset.other_available(tool.name):
-                continue
-            found.setdefault(tool.name, Binding(tool.name, CUSTOM, tool, ptc and tool.programmatic, tool.direct))
-        elif isinstance(tool, ShellTool):
-            late.append(_named(HOSTED_SHELL if tool.hosted else SHELL, tool, ptc and tool.programmatic, tool.direct))
-        elif isinstance(tool, ApplyPatchTool):
-            late.append(_named(APPLY_PATCH, tool, ptc and tool.programmatic, tool.direct))
-        elif isinstance(tool, LocalShellTool):
-            late.append(_named(LOCAL_SHELL, tool, False, True))
-        elif isinstance(tool, CodeInterpreterTool):
-            late.append(_named(CODE_INTERPRETER, tool, ptc and tool.programmatic, tool.direct))
-        elif isinstance(tool, HostedTool):
-            late.append(_named(Unemulated(_unemulated_name(tool)), tool, False, True))
+        kind = REGISTRY.kind_of_tool(tool)
+        binding = kind.binding(tool, ptc, toolset) if kind is not None else None
+        if binding is None:
+            continue
+        if kind is not None and kind.program_name is None:
+            found.setdefault(binding.name, binding)
+        else:
+            late.append(binding)
     for binding in late:  # a function or custom tool of the same name keeps it
         found.setdefault(binding.name, binding)
     return found

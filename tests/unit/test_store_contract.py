@@ -156,7 +156,7 @@ def test_responses_keep_their_scope_and_its_items_are_found_in_it_only(
         store.close()
 
 
-def test_sqlite_opens_a_file_made_before_scopes_and_versions_were_kept(tmp_path: Path) -> None:
+def test_sqlite_opens_a_file_made_before_scopes_versions_and_statuses_were_kept(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
     with sqlite3.connect(tmp_path / "data" / FILENAME) as db:
         db.executescript(
@@ -169,6 +169,9 @@ def test_sqlite_opens_a_file_made_before_scopes_and_versions_were_kept(tmp_path:
         db.execute("INSERT INTO conversations VALUES ('conv_old', 1, '{}')")
         db.execute("INSERT INTO responses VALUES ('resp_old', NULL, '{\"status\": \"completed\"}', '[]')")
         db.execute("INSERT INTO items VALUES ('msg_old', 'resp_old', '{\"id\": \"msg_old\"}')")
+        for n, status in enumerate(["completed", "in_progress"]):
+            body = f'{{"status": "{status}"}}'
+            db.execute(f"INSERT INTO responses VALUES ('resp_next{n}', 'resp_old', '{body}', '[]')")
     db.close()
     store = open_store("sqlite", tmp_path / "data")
     try:
@@ -180,6 +183,10 @@ def test_sqlite_opens_a_file_made_before_scopes_and_versions_were_kept(tmp_path:
         assert again is not None and again.scope == "test-a"
         assert store.conversations.read("conv_old") == (0, [])
         assert store.conversations.append("conv_old", [message("msg_1")], expected=0) is True
+        # the statuses the bodies held count: the one cut off in progress failed when the file opened
+        cut = store.responses.get("resp_next1")
+        assert cut is not None and cut.response["status"] == "failed"
+        assert store.responses.successors("resp_old") == 2
     finally:
         store.close()
 

@@ -1,0 +1,381 @@
+"""The SQL the SQL stores share (SQLite's `sqlite.py`, PostgreSQL's `postgres.py`), written once:
+the statements of the responses, conversations, sessions and scenarios parts, and the parts
+themselves over a backend's connections.
+
+What differs between two SQL databases is said by a small `Dialect`: how a statement marks a
+parameter, the null-safe equality, the column that keeps rows in the order they were first put,
+and the locks (a row's, a key's) a write takes where its transaction alone does not exclude other
+writers. Both databases take the same `INSERT ... ON CONFLICT ... DO UPDATE` upserts and
+`CAST(? AS BIGINT)`, so the dialect has nothing to say of those. A backend is its dialect plus its
+connection handling (`Connections`: one statement, one transaction that writes, one that reads a
+single snapshot) plus its schema, which stays the backend's own: PostgreSQL's is a list of
+released migrations never edited, SQLite's a file made if missing whose older versions gain
+columns.
+
+No ORM: the statements are few and plain, and each is read where it is used.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from ptc_emulator.emulator.storage.memory import UNFINISHED, item_ids
+from ptc_emulator.emulator.storage.protocol import (
+    Conversations,
+    Records,
+    Responses,
+    Scenarios,
+    StoredConversation,
+    StoredResponse,
+    StoredScenario,
+)
+
+__all__ = [
+    "Connections",
+    "Dialect",
+    "SqlConversations",
+    "SqlParts",
+    "SqlRecords",
+    "SqlResponses",
+    "SqlScenarios",
+    "Statements",
+    "Tx",
+]
+
+T = TypeVar("T")
+
+_dumps = json.dumps
+_loads = json.loads
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What one SQL database spells its own way."""
+
+    name: str
+    placeholder: str
+    """How a statement marks its n-th parameter: `?` (SQLite), `%s` (psycopg), or a pattern with
+    `{n}` for numbered ones (`?{n}`, `${n}`)."""
+    same: str
+    """The null-safe equality (NULL equals NULL): `IS`, `IS NOT DISTINCT FROM`."""
+    order: str
+    """The column that lists rows in the order they were first put (an upsert keeps a row's):
+    `rowid`, `ord`."""
+    lock_row: str = ""
+    """What a `SELECT` adds to lock the rows it reads until its transaction ends (` FOR UPDATE`);
+    "" where a write transaction already excludes every other writer (SQLite's `BEGIN IMMEDIATE`)."""
+    lock_key: str | None = None
+    """A statement that locks one text key (its one parameter) until the transaction ends (an
+    advisory lock): the response a successor continues; None where a write transaction already
+    excludes every other writer."""
+
+    def render(self, template: str) -> str:
+        """`template` (parameters as `?`, `{same}`, `{order}`, `{lock_row}`) in this dialect."""
+        text = template.replace("{same}", self.same).replace("{order}", self.order).replace("{lock_row}", self.lock_row)
+        parts = text.split("?")
+        if "{n}" not in self.placeholder:
+            return self.placeholder.join(parts)
+        numbered = [parts[0]]
+        for n, part in enumerate(parts[1:], 1):
+            numbered += [self.placeholder.replace("{n}", str(n)), part]
+        return "".join(numbered)
+
+
+class Tx(Protocol):
+    """A connection inside one transaction (and, for `Connections`' own calls, outside one)."""
+
+    def one(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
+        """The first row, or None."""
+        ...
+
+    def rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[Any]: ...
+
+    def changed(self, sql: str, parameters: Sequence[Any] = ()) -> int:
+        """How many rows the statement changed."""
+        ...
+
+    def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """The statement once per row of parameters."""
+        ...
+
+
+class Connections(Tx, Protocol):
+    """A backend's connection handling: its statements one at a time (`one`, `rows`, `changed`),
+    or several in one transaction."""
+
+    dialect: Dialect
+
+    def write(self, work: Callable[[Tx], T]) -> T:
+        """`work` in one transaction, committed when it returns (rolled back when it raises)."""
+        ...
+
+    def read(self, work: Callable[[Tx], T]) -> T:
+        """`work` in one transaction that reads one snapshot of every table."""
+        ...
+
+
+class Statements:
+    """Every statement of the shared parts, rendered once per dialect (`of`)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        q = dialect.render
+        unfinished = ", ".join("?" for _ in UNFINISHED)
+        # responses
+        self.response_exists = q("SELECT 1 FROM responses WHERE id = ?")
+        self.continuations = q("SELECT COUNT(*) FROM responses WHERE previous_response_id = ?")
+        self.successors = q(
+            "SELECT COUNT(*) FROM responses WHERE previous_response_id = ? "
+            f"AND (status IS NULL OR status NOT IN ({unfinished}))"
+        )
+        self.lock_key = q(dialect.lock_key) if dialect.lock_key is not None else None
+        self.drop_items = q("DELETE FROM items WHERE response_id = ?")
+        self.put_response = q(
+            "INSERT INTO responses (id, previous_response_id, status, response, input_items, scope) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+            "previous_response_id = excluded.previous_response_id, status = excluded.status, "
+            "response = excluded.response, input_items = excluded.input_items, scope = excluded.scope"
+        )
+        self.put_item = q(
+            "INSERT INTO items (id, response_id, item) VALUES (?, ?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET response_id = excluded.response_id, item = excluded.item"
+        )
+        self.get_response = q("SELECT response, input_items, previous_response_id, scope FROM responses WHERE id = ?")
+        self.delete_response = q("DELETE FROM responses WHERE id = ?")
+        self.item = q("SELECT response_id, item FROM items WHERE id = ?")
+        self.item_in = q(
+            "SELECT items.response_id, items.item FROM items JOIN responses ON responses.id = items.response_id "
+            "WHERE items.id = ? AND responses.scope {same} ?"
+        )
+        self.count_responses = q("SELECT COUNT(*) FROM responses")
+        # conversations
+        self.last_seq = q("SELECT COALESCE(MAX(seq), 0) FROM conversation_items WHERE conversation_id = ?")
+        self.add_item = q("INSERT INTO conversation_items (conversation_id, seq, item_id, item) VALUES (?, ?, ?, ?)")
+        self.create_conversation = q("INSERT INTO conversations (id, created_at, metadata) VALUES (?, ?, ?)")
+        self.get_conversation = q("SELECT created_at, metadata FROM conversations WHERE id = ?")
+        self.update_conversation = q("UPDATE conversations SET metadata = ? WHERE id = ?")
+        self.delete_conversation = q("DELETE FROM conversations WHERE id = ?")
+        self.lock_conversation = q("SELECT 1 FROM conversations WHERE id = ?{lock_row}")
+        self.next_version = q(
+            # Checks the version and locks the row in one statement: a second writer waits, then
+            # finds the version moved on and changes nothing.
+            "UPDATE conversations SET version = version + 1 WHERE id = ? "
+            "AND (CAST(? AS BIGINT) IS NULL OR version = CAST(? AS BIGINT))"
+        )
+        self.bump_version = q("UPDATE conversations SET version = version + 1 WHERE id = ?")
+        self.version = q("SELECT version FROM conversations WHERE id = ?")
+        self.conversation_items = q("SELECT item FROM conversation_items WHERE conversation_id = ? ORDER BY seq")
+        self.delete_conversation_item = q(
+            "DELETE FROM conversation_items WHERE conversation_id = ? AND seq = (SELECT MIN(seq) "
+            "FROM conversation_items WHERE conversation_id = ? AND item_id = ?)"
+        )
+        # records (agents, sessions)
+        self.put_record = q(
+            "INSERT INTO records (kind, id, document) VALUES (?, ?, ?) "
+            "ON CONFLICT (kind, id) DO UPDATE SET document = excluded.document"
+        )
+        self.get_record = q("SELECT document FROM records WHERE kind = ? AND id = ?")
+        self.delete_record = q("DELETE FROM records WHERE kind = ? AND id = ?")
+        self.records = q("SELECT document FROM records WHERE kind = ? ORDER BY {order}")
+        # scenarios
+        self.put_scenario = q(
+            "INSERT INTO scenarios (scope_key, name, scope, document) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (scope_key, name) DO UPDATE SET document = excluded.document"
+        )
+        self.delete_scenario = q("DELETE FROM scenarios WHERE scope_key = ? AND name = ?")
+        self.scenarios = q("SELECT scope, name, document FROM scenarios ORDER BY {order}")
+        self.clear_scenarios = q("DELETE FROM scenarios")
+        self.clear_scope = q("DELETE FROM scenarios WHERE scope_key = ?")
+
+    @staticmethod
+    @functools.cache
+    def of(dialect: Dialect) -> Statements:
+        return Statements(dialect)
+
+
+class SqlResponses:
+    def __init__(self, db: Connections) -> None:
+        self._db = db
+        self._sql = Statements.of(db.dialect)
+
+    def put(self, record: StoredResponse) -> None:
+        self._db.write(lambda tx: self._put(tx, record, None))
+
+    def put_successor(self, record: StoredResponse, expected: int) -> bool:
+        return self._db.write(lambda tx: self._put(tx, record, expected))
+
+    def _put(self, tx: Tx, record: StoredResponse, expected: int | None) -> bool:
+        sql = self._sql
+        previous = record.previous_response_id
+        if previous is not None and sql.lock_key is not None:
+            # Every writer of a successor of `previous` takes this lock first: the count checked
+            # is the count when this transaction commits.
+            tx.one(sql.lock_key, (previous,))
+        if expected is not None and previous is not None:
+            known = tx.one(sql.response_exists, (record.id,))
+            (n,) = tx.one(sql.continuations, (previous,))
+            if known is None and n != expected:
+                return False
+        tx.changed(sql.drop_items, (record.id,))
+        tx.changed(
+            sql.put_response,
+            (
+                record.id,
+                previous,
+                record.response.get("status"),
+                _dumps(record.response),
+                _dumps(record.input_items),
+                record.scope,
+            ),
+        )
+        items = [(item_id, record.id, _dumps(item)) for item_id, item in item_ids(record)]
+        if items:
+            tx.many(sql.put_item, items)
+        return True
+
+    def successors(self, response_id: str) -> int:
+        (n,) = self._db.one(self._sql.successors, (response_id, *UNFINISHED))
+        return int(n)
+
+    def get(self, response_id: str) -> StoredResponse | None:
+        row = self._db.one(self._sql.get_response, (response_id,))
+        if row is None:
+            return None
+        return StoredResponse(response_id, _loads(row[0]), _loads(row[1]), row[2], row[3])
+
+    def delete(self, response_id: str) -> bool:
+        return self._db.changed(self._sql.delete_response, (response_id,)) > 0
+
+    def item(self, item_id: str) -> tuple[str, dict[str, Any]] | None:
+        row = self._db.one(self._sql.item, (item_id,))
+        return (row[0], _loads(row[1])) if row else None
+
+    def item_in(self, scope: str | None, item_id: str) -> tuple[str, dict[str, Any]] | None:
+        row = self._db.one(self._sql.item_in, (item_id, scope))
+        return (row[0], _loads(row[1])) if row else None
+
+    def count(self) -> int:
+        (n,) = self._db.one(self._sql.count_responses)
+        return int(n)
+
+
+class SqlConversations:
+    def __init__(self, db: Connections) -> None:
+        self._db = db
+        self._sql = Statements.of(db.dialect)
+
+    def _insert(self, tx: Tx, conversation_id: str, items: list[dict[str, Any]]) -> None:
+        """Under the conversation's lock (the caller took it)."""
+        if not items:
+            return
+        (last,) = tx.one(self._sql.last_seq, (conversation_id,))
+        tx.many(
+            self._sql.add_item,
+            [(conversation_id, int(last) + n, item["id"], _dumps(item)) for n, item in enumerate(items, 1)],
+        )
+
+    def create(self, record: StoredConversation, items: list[dict[str, Any]]) -> None:
+        def work(tx: Tx) -> None:
+            tx.changed(self._sql.create_conversation, (record.id, record.created_at, _dumps(record.metadata)))
+            self._insert(tx, record.id, items)
+
+        self._db.write(work)
+
+    def get(self, conversation_id: str) -> StoredConversation | None:
+        row = self._db.one(self._sql.get_conversation, (conversation_id,))
+        return StoredConversation(conversation_id, int(row[0]), _loads(row[1])) if row else None
+
+    def update(self, record: StoredConversation) -> bool:
+        return self._db.changed(self._sql.update_conversation, (_dumps(record.metadata), record.id)) > 0
+
+    def delete(self, conversation_id: str) -> bool:
+        return self._db.changed(self._sql.delete_conversation, (conversation_id,)) > 0
+
+    def append(self, conversation_id: str, items: list[dict[str, Any]], *, expected: int | None = None) -> bool:
+        def work(tx: Tx) -> bool:
+            if tx.changed(self._sql.next_version, (conversation_id, expected, expected)) == 0:
+                return False  # gone, or another writer changed its items since `expected`
+            self._insert(tx, conversation_id, items)
+            return True
+
+        return self._db.write(work)
+
+    def items(self, conversation_id: str) -> list[dict[str, Any]]:
+        return [_loads(row[0]) for row in self._db.rows(self._sql.conversation_items, (conversation_id,))]
+
+    def read(self, conversation_id: str) -> tuple[int, list[dict[str, Any]]] | None:
+        def work(tx: Tx) -> tuple[int, list[dict[str, Any]]] | None:
+            row = tx.one(self._sql.version, (conversation_id,))
+            if row is None:
+                return None
+            return int(row[0]), [_loads(r[0]) for r in tx.rows(self._sql.conversation_items, (conversation_id,))]
+
+        return self._db.read(work)  # one snapshot of both
+
+    def delete_item(self, conversation_id: str, item_id: str) -> bool:
+        def work(tx: Tx) -> bool:
+            if tx.one(self._sql.lock_conversation, (conversation_id,)) is None:
+                return False
+            if tx.changed(self._sql.delete_conversation_item, (conversation_id, conversation_id, item_id)) == 0:
+                return False
+            tx.changed(self._sql.bump_version, (conversation_id,))
+            return True
+
+        return self._db.write(work)
+
+
+class SqlRecords:
+    def __init__(self, db: Connections) -> None:
+        self._db = db
+        self._sql = Statements.of(db.dialect)
+
+    def put(self, kind: str, record_id: str, document: dict[str, Any]) -> None:
+        # An upsert keeps the row (and its place in the listing order) of an existing record.
+        self._db.changed(self._sql.put_record, (kind, record_id, _dumps(document)))
+
+    def get(self, kind: str, record_id: str) -> dict[str, Any] | None:
+        row = self._db.one(self._sql.get_record, (kind, record_id))
+        return _loads(row[0]) if row else None
+
+    def delete(self, kind: str, record_id: str) -> bool:
+        return self._db.changed(self._sql.delete_record, (kind, record_id)) > 0
+
+    def all(self, kind: str) -> list[dict[str, Any]]:
+        return [_loads(row[0]) for row in self._db.rows(self._sql.records, (kind,))]
+
+
+class SqlScenarios:
+    def __init__(self, db: Connections) -> None:
+        self._db = db
+        self._sql = Statements.of(db.dialect)
+
+    def put(self, scenario: StoredScenario) -> None:
+        self._db.changed(
+            self._sql.put_scenario,
+            (_dumps(scenario.scope), scenario.name, scenario.scope, _dumps(scenario.document)),
+        )
+
+    def delete(self, scope: str | None, name: str) -> bool:
+        return self._db.changed(self._sql.delete_scenario, (_dumps(scope), name)) > 0
+
+    def list(self) -> list[StoredScenario]:
+        return [StoredScenario(row[0], row[1], _loads(row[2])) for row in self._db.rows(self._sql.scenarios)]
+
+    def clear(self, scope: str | None = None) -> int:
+        if scope is None:
+            return self._db.changed(self._sql.clear_scenarios)
+        return self._db.changed(self._sql.clear_scope, (_dumps(scope),))
+
+
+class SqlParts:
+    """The four parts every SQL store keeps in its tables, over `db`; a backend adds the rest of
+    a `Store` (its kind, the journal, the leases, the events, `close`)."""
+
+    def __init__(self, db: Connections) -> None:
+        self.responses: Responses = SqlResponses(db)
+        self.conversations: Conversations = SqlConversations(db)
+        self.sessions: Records = SqlRecords(db)
+        self.scenarios: Scenarios = SqlScenarios(db)
