@@ -51,6 +51,7 @@ _api_key = pytest.StashKey[str]()
 _inspector = pytest.StashKey[str]()
 _failed = pytest.StashKey[bool]()
 _staging = pytest.StashKey[Path]()
+_unpooled = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -251,6 +252,7 @@ def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> It
     a test that passed fails at teardown if a request matched no scenario or one it added answered none."""
     from ptc_emulator.testing.server import API_KEY, PTCEmulator
 
+    _unpool_agents_sdk(request.config)
     emulator = PTCEmulator(ptc_emulator_server, api_key=request.config.stash.get(_api_key, API_KEY))
     request.node.stash[_inspector] = emulator.inspector_url
     cassette = _cassette(request)
@@ -280,6 +282,18 @@ def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> It
         else:
             emulator.reset()
         emulator.close()
+
+
+def _unpool_agents_sdk(config: pytest.Config) -> None:
+    """The Agents SDK's shared HTTP client made one that keeps no idle connection, now or when
+    the SDK is imported: several async tests in a session run each on a loop of its own
+    (`testing/agents_sdk.py`). Undone when the session ends."""
+    from ptc_emulator.testing.agents_sdk import restore_shared_clients, unpool_shared_clients
+
+    unpool_shared_clients()
+    if not config.stash.get(_unpooled, False):
+        config.stash[_unpooled] = True
+        config.add_cleanup(restore_shared_clients)
 
 
 def _cassette(request: pytest.FixtureRequest) -> Any:
