@@ -21,7 +21,10 @@ fixture to change the settings of the server the plugin starts.
 Record and replay (docs/record-replay.md): `--ptc-emulator-record-mode new|all|none` with
 `--ptc-emulator-upstream URL` (and `--ptc-emulator-upstream-api-key-env NAME`) records the
 conversations of the run into the ini option `ptc_emulator_record_dir` (or
-`--ptc-emulator-record DIR`); without an upstream, mode `none` (the default) replays them.
+`--ptc-emulator-record DIR`; by default `ptc-recordings/` under the rootdir); without an
+upstream, mode `none` (the default) replays them. `@pytest.mark.ptc_record` moves a test's
+recordings into a cassette of its own (`testing/cassettes.py`), through the scrubber of the
+`ptc_emulator_scrub` fixture (by default the ini option `ptc_emulator_scrub`, a `module:function`).
 
 pytest loads this module in every run of every project the package is installed in, so it
 imports nothing but pytest, the standard library and `ptc_emulator.names` (constants, which imports
@@ -53,6 +56,10 @@ _failed = pytest.StashKey[bool]()
 _staging = pytest.StashKey[Path]()
 _unpooled = pytest.StashKey[bool]()
 
+DEFAULT_RECORD_DIR = "ptc-recordings"
+"""Where recordings go and are replayed from when no directory is given (under the rootdir): a
+folder of its own name, as a project's own `recordings/` may hold anything."""
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ptc-emulator")
@@ -82,7 +89,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--ptc-emulator-record",
         default=None,
         metavar="DIR",
-        help="where recordings are written and replayed from (default: the ini option ptc_emulator_record_dir)",
+        help="where recordings are written and replayed from (default: the ini option ptc_emulator_record_dir, "
+        f"else {DEFAULT_RECORD_DIR}/ under the rootdir)",
     )
     group.addoption(
         "--ptc-emulator-record-mode",
@@ -118,6 +126,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "ptc_emulator_cassette_dir",
         default="cassettes",
         help="@pytest.mark.ptc_record: the cassettes' folder, beside each test file",
+    )
+    parser.addini(
+        "ptc_emulator_scrub",
+        default="",
+        help="@pytest.mark.ptc_record: a function (module:name) that takes each text a recording holds and "
+        "returns what the cassette keeps (or override the ptc_emulator_scrub fixture)",
     )
     parser.addini("ptc_emulator_strict", type="bool", default=False, help="see --ptc-emulator-strict")
     parser.addini("ptc_emulator_demo", type="bool", default=False, help="serve the bundled demo scenarios too")
@@ -180,11 +194,10 @@ def _record_settings(config: pytest.Config) -> dict[str, Any]:
     given = config.getoption("--ptc-emulator-record")
     configured = config.getini("ptc_emulator_record_dir")
     directory = Path(given).resolve() if given else (Path(configured[0]) if configured else None)
+    default = Path(config.rootpath) / DEFAULT_RECORD_DIR
+    if directory is None and (upstream or default.is_dir()):
+        directory = default  # recorded into when recording, replayed from when it is there
     mode = config.getoption("--ptc-emulator-record-mode") or ("new" if upstream else "none")
-    if upstream and directory is None:
-        raise pytest.UsageError(
-            "--ptc-emulator-upstream needs a directory: ptc_emulator_record_dir or --ptc-emulator-record"
-        )
     if mode != "none" and not upstream:
         raise pytest.UsageError(f"--ptc-emulator-record-mode {mode} needs --ptc-emulator-upstream URL")
     if directory is None:
@@ -220,8 +233,10 @@ def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
         # A server holding the upstream key requires one of its own: a fresh one, known to this session's clients.
         settings = dataclasses.replace(settings, api_key="sk-" + secrets.token_hex(16))
     request.config.stash[_api_key] = getattr(settings, "api_key", None) or API_KEY
+    made = None
     if settings.recording:
         request.config.stash[_staging] = Path(settings.record_dir)
+        made = None if Path(settings.record_dir).exists() else Path(settings.record_dir)
     chosen = request.config.getoption("--ptc-emulator-shared")
     shared = chosen == "yes" if chosen is not None else bool(request.config.getini("ptc_emulator_shared"))
     # This process is an xdist worker when its config has `workerinput` (the environment variables
@@ -239,6 +254,14 @@ def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
         yield server.base_url
     finally:
         server.stop()
+        if workerinput is None:  # under xdist another worker's server may still record into it
+            _remove_if_empty(made)
+
+
+def _remove_if_empty(directory: Path | None) -> None:
+    """The record folder this session made, when every recording left it for a cassette."""
+    if directory is not None and directory.is_dir() and not any(directory.iterdir()):
+        directory.rmdir()
 
 
 @pytest.fixture
@@ -296,6 +319,27 @@ def _unpool_agents_sdk(config: pytest.Config) -> None:
         config.add_cleanup(restore_shared_clients)
 
 
+@pytest.fixture
+def ptc_emulator_scrub(request: pytest.FixtureRequest) -> Any:
+    """What `@pytest.mark.ptc_record` applies to each text of a recording before the cassette keeps
+    it (`Callable[[str], str]`, or None to keep everything): the function the ini option
+    `ptc_emulator_scrub` names (`package.module:function`). Override this fixture in a
+    `conftest.py` to return one of your own."""
+    named = str(request.config.getini("ptc_emulator_scrub")).strip()
+    if not named:
+        return None
+    import importlib
+
+    module, _, attribute = named.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), attribute) if attribute else None
+    except (ImportError, AttributeError) as error:
+        raise pytest.UsageError(f"ptc_emulator_scrub = {named}: {error}") from error
+    if not callable(found):
+        raise pytest.UsageError(f"ptc_emulator_scrub = {named}: not a function (module:function)")
+    return found
+
+
 def _cassette(request: pytest.FixtureRequest) -> Any:
     """The test's cassette (`testing/cassettes.py`) when it is marked `ptc_record`, else None."""
     marker = request.node.get_closest_marker("ptc_record")
@@ -306,7 +350,8 @@ def _cassette(request: pytest.FixtureRequest) -> Any:
     folder = str(request.config.getini("ptc_emulator_cassette_dir"))
     mode = str(marker.kwargs.get("mode", "once"))
     staging = request.config.stash.get(_staging, None)
-    return Cassette.for_test(Path(str(request.node.path)), request.node.name, folder, mode, staging)
+    scrub = request.getfixturevalue("ptc_emulator_scrub")
+    return Cassette.for_test(Path(str(request.node.path)), request.node.name, folder, mode, staging, scrub)
 
 
 def _strict(request: pytest.FixtureRequest) -> bool:
