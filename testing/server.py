@@ -182,7 +182,8 @@ class PTCEmulator:
     @property
     def scenarios(self) -> list[dict[str, Any]]:
         """The scenarios this test can match, in matching order: its own, and the unscoped ones
-        (scenario files); each `{name, source, scope, priority, turns}`."""
+        (scenario files); each `{name, source, scope, priority, turns, uses}` (`uses`: how many
+        requests the server chose it for)."""
         reply = self.admin.get("/scenarios")
         reply.raise_for_status()
         return list(reply.json()["data"])
