@@ -107,10 +107,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--ptc-emulator-strict",
-        action="store_true",
+        nargs="?",
+        const="yes",
+        choices=("yes", "no"),
         default=None,
-        help="every test using the fixture fails at teardown if a request matched no scenario or one "
-        "of its scenarios answered none (or the ini option ptc_emulator_strict, or @pytest.mark.ptc_strict)",
+        help="yes (the default): a test using the fixture fails at teardown if a request matched no scenario or "
+        "one of its scenarios answered none; no: it does not (or the ini option ptc_emulator_strict; "
+        "@pytest.mark.ptc_strict(False) on a test or module wins over both)",
     )
     group.addoption(
         "--ptc-emulator-shared",
@@ -133,7 +136,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="@pytest.mark.ptc_record: a function (module:name) that takes each text a recording holds and "
         "returns what the cassette keeps (or override the ptc_emulator_scrub fixture)",
     )
-    parser.addini("ptc_emulator_strict", type="bool", default=False, help="see --ptc-emulator-strict")
+    parser.addini("ptc_emulator_strict", type="bool", default=True, help="see --ptc-emulator-strict")
     parser.addini("ptc_emulator_demo", type="bool", default=False, help="serve the bundled demo scenarios too")
     parser.addini(
         "ptc_emulator_record_dir", type="paths", default=[], help="recorded scenarios (see --ptc-emulator-record)"
@@ -177,8 +180,9 @@ def ptc_emulator_settings(request: pytest.FixtureRequest, tmp_path_factory: pyte
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "ptc_strict: the ptc_emulator fixture fails the test at teardown if a request matched no scenario "
-        "or a scenario the test added answered none",
+        "ptc_strict(on=True, *, unmatched=True, unused=True): strict mode for this test (on by default): the "
+        "ptc_emulator fixture fails it at teardown if a request matched no scenario (unmatched) or a "
+        "scenario the test added answered none (unused); ptc_strict(False) turns both checks off",
     )
     config.addinivalue_line(
         "markers",
@@ -271,8 +275,10 @@ def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> It
     `remove_scenario(...)`, `journal`, `entries`, `requests(...)`, `calls(...)`,
     `assert_all_scenarios_used()`, `assert_no_unmatched()`, `clear_journal()`.
 
-    Strict mode (`@pytest.mark.ptc_strict`, `--ptc-emulator-strict`, ini `ptc_emulator_strict`):
-    a test that passed fails at teardown if a request matched no scenario or one it added answered none."""
+    Strict mode, on by default: a test that passed fails at teardown if a request matched no
+    scenario or a scenario it added answered none; `@pytest.mark.ptc_strict(False)` (or
+    `unmatched=False` / `unused=False`), `--ptc-emulator-strict=no` or the ini option
+    `ptc_emulator_strict = false` turn it off."""
     from ptc_emulator.testing.server import API_KEY, PTCEmulator
 
     _unpool_agents_sdk(request.config)
@@ -285,17 +291,18 @@ def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> It
         yield emulator
         if cassette is not None and not request.node.stash.get(_failed, False):
             cassette.finish()
-        if _strict(request) and not request.node.stash.get(_failed, False):
-            try:
-                emulator.assert_no_unmatched()
-                emulator.assert_all_scenarios_used()
-            except AssertionError:
+        checks = _strict_checks(request)
+        if any(checks.values()) and not request.node.stash.get(_failed, False):
+            problem = emulator.strict_failure(**checks)
+            if problem is not None:
                 # Failing at teardown: the trace is written now, while the journal is there.
                 request.node.stash[_failed] = True
                 from ptc_emulator.testing.traces import keep_trace
 
                 keep_trace(request.node, emulator)
-                raise
+                # The message alone: the plugin's own frames say nothing about the test.
+                summary, details = problem.split("\n", 1)
+                pytest.fail(f"ptc-emulator strict mode: {summary}\n{_STRICT_HINT}\n{details}", pytrace=False)
     finally:
         if request.node.stash.get(_failed, False):
             # A failed test's journal stays for the inspector link in its report; its scenarios go.
@@ -354,10 +361,31 @@ def _cassette(request: pytest.FixtureRequest) -> Any:
     return Cassette.for_test(Path(str(request.node.path)), request.node.name, folder, mode, staging, scrub)
 
 
-def _strict(request: pytest.FixtureRequest) -> bool:
-    config = request.config
-    marked = request.node.get_closest_marker("ptc_strict") is not None
-    return marked or bool(config.getoption("--ptc-emulator-strict") or config.getini("ptc_emulator_strict"))
+_STRICT_HINT = (
+    "(A test that means to leave them: @pytest.mark.ptc_strict(False), or ptc_strict(unmatched=False) / "
+    "ptc_strict(unused=False); for a whole run: ptc_emulator_strict = false.)"
+)
+
+
+def _strict_checks(request: pytest.FixtureRequest) -> dict[str, bool]:
+    """Which strict checks run for this test. On or off: the closest `ptc_strict` marker's
+    `on` (a bare marker is on), else `--ptc-emulator-strict`, else the ini option (on by
+    default); the marker's `unmatched=False` / `unused=False` then leave out one check."""
+    chosen = request.config.getoption("--ptc-emulator-strict")
+    on = chosen == "yes" if chosen is not None else bool(request.config.getini("ptc_emulator_strict"))
+    marker = request.node.get_closest_marker("ptc_strict")
+    if marker is None:
+        return {"unmatched": on, "unused": on}
+    if len(marker.args) > 1 or set(marker.kwargs) - {"on", "unmatched", "unused"}:
+        raise TypeError(f"ptc_strict(on=True, *, unmatched=True, unused=True), not {marker}")
+    if marker.args or "on" in marker.kwargs:
+        on = bool(marker.args[0] if marker.args else marker.kwargs["on"])
+    elif not marker.kwargs:
+        on = True  # @pytest.mark.ptc_strict
+    return {
+        "unmatched": on and bool(marker.kwargs.get("unmatched", True)),
+        "unused": on and bool(marker.kwargs.get("unused", True)),
+    }
 
 
 @pytest.hookimpl(wrapper=True)

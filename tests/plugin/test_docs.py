@@ -52,10 +52,28 @@ def test_the_environment_example_passes(pytester: pytest.Pytester) -> None:
 
 
 def test_the_assertions_example_passes(pytester: pytest.Pytester) -> None:
-    [example] = [block for block in python_blocks(doc()) if "ptc_strict" in block]
+    [example] = [block for block in python_blocks(doc()) if "def test_the_program_asked_for_the_right_sku" in block]
     pytester.makepyfile(test_assertions_example=example)
 
     run(pytester, "-v").assert_outcomes(passed=1)
+
+
+def test_the_strict_example_fails_as_documented(pytester: pytest.Pytester) -> None:
+    """The guide's swallowed 400 fails its test at teardown with the report the guide shows; the
+    test that opts out passes."""
+    [example] = [block for block in python_blocks(doc()) if "def test_the_agent_greets" in block]
+    section = doc()[doc().index("### Strict by default") :]
+    [report] = re.findall(r"^```text\n(.*?)^```$", section, flags=re.S | re.M)[:1]
+    pytester.makepyfile(test_strict_example=example)
+
+    result = run(pytester, "-v")
+
+    result.assert_outcomes(passed=2, errors=1)
+    banner, *lines = report.splitlines()
+    assert "ERROR at teardown of test_the_agent_greets" in banner
+    result.stdout.fnmatch_lines(
+        ["*ERROR at teardown of test_the_agent_greets*", *(line.replace("...", "*") for line in lines)]
+    )
 
 
 def test_the_agents_sdk_example_passes(pytester: pytest.Pytester) -> None:
