@@ -191,7 +191,8 @@ class UpstreamProxy:
                 model=str(create.get("model") or ""),
                 metadata={str(k): str(v) for k, v in (metadata or {}).items()},
                 scope=scope if isinstance(scope, str) else None,
-            )
+            ),
+            count=False,  # the emulator counts it when it plays it
         )
         return isinstance(found, list)  # no scenario matches: record it
 

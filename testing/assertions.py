@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from ptc_emulator.emulator.journal.entries import Figures, JournalEntry
 
-__all__ = ["Figures", "JournalEntry", "ToolCall", "describe", "tool_calls", "unmatched", "unused"]
+__all__ = ["Figures", "JournalEntry", "ToolCall", "describe", "strict_failure", "tool_calls", "unmatched", "unused"]
 
 Route = Literal["program", "direct"]
 
@@ -86,22 +86,24 @@ def tool_calls(entries: list[JournalEntry]) -> list[ToolCall]:
     return calls
 
 
-def describe(entry: JournalEntry) -> str:
-    """One line for an entry: `#3 POST /v1/responses 'input...' -> scenario 'x' (200, program, message)`."""
+def describe(entry: JournalEntry, number: int | None = None) -> str:
+    """One line for an entry: `#3 POST /v1/responses 'input...' -> scenario 'x' (200, program, message)`,
+    numbered `number` (the entry's place among the test's requests, from 1), else by its `seq`."""
+    label = f"#{entry.seq if number is None else number}"
     text = (entry.near_miss or {}).get("input") or _latest_input(entry.request)
     shown = f" {text[:60]!r}" if text else ""
     error = entry.error
     if entry.near_miss is not None:
         misses = entry.near_miss.get("near_misses") or []
         closest = f"; closest '{misses[0]['scenario']}' ({misses[0]['field']}): {misses[0]['reason']}" if misses else ""
-        return f"#{entry.seq} {entry.method} {entry.path}{shown} -> no match ({entry.status}{closest})"
+        return f"{label} {entry.method} {entry.path}{shown} -> no match ({entry.status}{closest})"
     what = f"scenario '{entry.scenario}'" if entry.scenario else "no scenario"
     detail = (
         f"{entry.status} {error.get('code')}: {error.get('message')}"
         if error
         else ", ".join([str(entry.status), *entry.route])
     )
-    return f"#{entry.seq} {entry.method} {entry.path}{shown} -> {what} ({detail})"
+    return f"{label} {entry.method} {entry.path}{shown} -> {what} ({detail})"
 
 
 def _latest_input(request: Any) -> str:
@@ -121,7 +123,9 @@ def _latest_input(request: Any) -> str:
 
 
 def _what_happened(entries: list[JournalEntry]) -> str:
-    return "\n".join(f"  {describe(e)}" for e in entries) if entries else "  (no request reached the emulator)"
+    if not entries:
+        return "  (no request reached the emulator)"
+    return "\n".join(f"  {describe(e, number)}" for number, e in enumerate(entries, 1))
 
 
 def unused(added: list[str], entries: list[JournalEntry]) -> str | None:
@@ -138,11 +142,27 @@ def unused(added: list[str], entries: list[JournalEntry]) -> str | None:
 
 def unmatched(entries: list[JournalEntry]) -> str | None:
     """The failure message when some requests matched no scenario."""
-    missed = [e for e in entries if e.near_miss is not None]
+    missed = [(number, e) for number, e in enumerate(entries, 1) if e.near_miss is not None]
     if not missed:
         return None
     lines = []
-    for entry in missed:
+    for number, entry in missed:
         message = (entry.error or {}).get("message", "")
-        lines.append(f"  {describe(entry)}\n    {message}")
+        lines.append(f"  {describe(entry, number)}\n    {message}")
     return f"{len(missed)} of {len(entries)} requests matched no scenario:\n" + "\n".join(lines)
+
+
+def strict_failure(
+    added: list[str], entries: list[JournalEntry], *, unmatched_requests: bool = True, unused_scenarios: bool = True
+) -> str | None:
+    """What strict mode reports for a test (None when all is well): a first line that counts what
+    failed, then every failed check's message. The requests are numbered from 1, in the order the
+    test made them."""
+    missed = unmatched(entries) if unmatched_requests else None
+    never = unused(added, entries) if unused_scenarios else None
+    problems = [p for p in (missed, never) if p is not None]
+    if not problems:
+        return None
+    # Each message's own first clause: "1 of 2 requests matched no scenario", "1 of this test's ...".
+    summary = "; ".join(p.split(":", 1)[0] for p in problems)
+    return "\n".join([f"{summary}.", *problems])

@@ -3,40 +3,58 @@ upstream into a file named after the test, and replays them from it after.
 
     <the test file's folder>/cassettes/<module>/<test name>.yaml    # `scenarios:` a list of recordings
 
-With an upstream (`--ptc-emulator-upstream URL`, which records into `--ptc-emulator-record DIR`),
-mode `once` (the default) replays what the cassette holds and records only what is missing: a
+With an upstream (`--ptc-emulator-upstream URL`, which records into the record directory:
+`--ptc-emulator-record DIR`, the ini option, or `ptc-recordings/` under the rootdir), mode
+`once` (the default) replays what the cassette holds and records only what is missing: a
 conversation no recording matches goes upstream, and the file gains its recording when the test
 ends. Mode `all` records everything again and rewrites the file; mode `none` only replays. With no
 upstream every mode replays: a conversation the cassette lacks is the usual 400 no_scenario_matched.
 The recordings are added to the test's own scope, so no other test sees them.
+
+The file is written as `--record` writes a recording (`recording.readable_yaml`): programs and
+other multi-line text as YAML block scalars, keys in a fixed order. A scrubber (`Scrub`: text in,
+text out) sees every text a recording holds before it is written: the user message it matches,
+the model's messages, refusals and reasoning, the programs' code and the direct calls' arguments.
+Where it changes the user message, the recording's match takes any text there (`.+?`), so the
+test's own request still replays and the cassette keeps only the scrubbed text.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-__all__ = ["MODES", "Cassette"]
+from ptc_emulator.emulator.model import file_name, full_match, readable_yaml
+
+__all__ = ["MODES", "Cassette", "Scrub", "scrubbed"]
 
 MODES = ("once", "all", "none")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_HEADER = "# Recorded by @pytest.mark.ptc_record: this test's conversations (docs/record-replay.md).\n"
+
+Scrub = Callable[[str], str]
+"""Text in, the text to keep out: `lambda text: re.sub(r"sk-\\w+", "<key>", text)`."""
 
 
 class Cassette:
-    def __init__(self, path: Path, mode: str, staging: Path | None) -> None:
+    def __init__(self, path: Path, mode: str, staging: Path | None, scrub: Scrub | None = None) -> None:
         """`staging`: the recording server's directory (None: no upstream, replay only)."""
         if mode not in MODES:
             raise ValueError(f"ptc_record mode is one of {', '.join(MODES)}, not {mode!r}")
-        self.path, self.mode, self.staging = path, mode, staging
+        self.path, self.mode, self.staging, self.scrub = path, mode, staging, scrub
         self._before: dict[str, float] = {}
 
     @classmethod
-    def for_test(cls, test_file: Path, test_name: str, folder: str, mode: str, staging: Path | None) -> Cassette:
+    def for_test(
+        cls, test_file: Path, test_name: str, folder: str, mode: str, staging: Path | None, scrub: Scrub | None = None
+    ) -> Cassette:
         path = test_file.parent / folder / test_file.stem / f"{_UNSAFE.sub('_', test_name).strip('_')}.yaml"
-        return cls(path, mode, staging)
+        return cls(path, mode, staging, scrub)
 
     def recordings(self) -> list[dict[str, Any]]:
         """The cassette's scenarios (none when the file does not exist yet)."""
@@ -66,18 +84,84 @@ class Cassette:
         added = []
         for name in fresh:
             source = self.staging / name
-            scenario = yaml.safe_load(source.read_text(encoding="utf-8"))
-            scenario.setdefault("name", source.stem)
+            recorded = yaml.safe_load(source.read_text(encoding="utf-8"))
+            scenario = {"name": recorded.pop("name", source.stem), **recorded}  # the name first, for the reader
+            if self.scrub is not None:
+                scenario = scrubbed(scenario, self.scrub)
             kept[str(scenario["name"])] = scenario
             added.append(str(scenario["name"]))
             source.unlink()  # it lives in the cassette now
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        header = "# Recorded by @pytest.mark.ptc_record: this test's conversations (docs/record-replay.md).\n"
-        text = yaml.safe_dump({"scenarios": list(kept.values())}, sort_keys=False, allow_unicode=True, width=100)
         temporary = self.path.with_suffix(".yaml.tmp")
-        temporary.write_text(header + text, encoding="utf-8")
+        temporary.write_text(_HEADER + readable_yaml({"scenarios": list(kept.values())}), encoding="utf-8")
         temporary.replace(self.path)
         return added
+
+
+# ---- scrubbing ----------------------------------------------------------------------------------------
+
+_TURN_TEXTS = ("message", "refusal", "reasoning", "program")
+_TOKEN = re.compile(r"\s+|\S+")  # words with their punctuation, and the spaces between
+_ESCAPED = re.compile(r"\\(.)", re.S)
+
+
+def scrubbed(scenario: dict[str, Any], scrub: Scrub) -> dict[str, Any]:
+    """The recording with `scrub` applied to each text it holds (a new dict; tool names and
+    numbers are left as they are). A recording's generated name, made from its message, is made
+    again from the scrubbed one."""
+    out = dict(scenario)
+    match = dict(out.get("match") or {})
+    if isinstance(match.get("input"), str):
+        generated = out.get("name") == file_name(out).removesuffix(".yaml")
+        match["input"] = _scrubbed_match(match["input"], scrub)
+        out["match"] = match
+        if generated:
+            out["name"] = file_name(out).removesuffix(".yaml")
+    if isinstance(out.get("description"), str):
+        out["description"] = scrub(out["description"])
+    turns = []
+    for turn in out.get("turns") or ():
+        turn = dict(turn)
+        for key in _TURN_TEXTS:
+            if isinstance(turn.get(key), str):
+                turn[key] = scrub(turn[key])
+        if "call" in turn:
+            calls = turn["call"] if isinstance(turn["call"], list) else [turn["call"]]
+            done = [{**c, "arguments": _scrub_values(c.get("arguments"), scrub)} for c in calls]
+            turn["call"] = done if isinstance(turn["call"], list) else done[0]
+        turns.append(turn)
+    out["turns"] = turns
+    return out
+
+
+def _scrub_values(value: Any, scrub: Scrub) -> Any:
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, list):
+        return [_scrub_values(v, scrub) for v in value]
+    if isinstance(value, dict):
+        return {k: _scrub_values(v, scrub) for k, v in value.items()}
+    return value
+
+
+def _scrubbed_match(pattern: str, scrub: Scrub) -> str:
+    """A recording's anchored, escaped match of one message, scrubbed: the words the scrubber kept
+    stay literal, and each run of words it changed matches any text (`.+?`), so the message the
+    test sends still replays. A pattern that is not such a match is scrubbed as it is."""
+    text = _ESCAPED.sub(r"\1", pattern[1:-1]) if pattern.startswith("^") and pattern.endswith("$") else None
+    if text is None or full_match(text) != pattern:
+        return scrub(pattern)
+    clean = scrub(text)
+    if clean == text:
+        return pattern
+    before, after = _TOKEN.findall(text), _TOKEN.findall(clean)
+    parts: list[str] = []
+    for op, _, _, low, high in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
+        if op == "equal":
+            parts.append(full_match("".join(after[low:high]))[1:-1])
+        elif op != "insert" and parts[-1:] != [".+?"]:  # what the scrubber only added matches nothing
+            parts.append(".+?")
+    return "^" + "".join(parts) + "$"
 
 
 def _stamps(directory: Path) -> dict[str, float]:

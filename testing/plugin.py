@@ -21,7 +21,10 @@ fixture to change the settings of the server the plugin starts.
 Record and replay (docs/record-replay.md): `--ptc-emulator-record-mode new|all|none` with
 `--ptc-emulator-upstream URL` (and `--ptc-emulator-upstream-api-key-env NAME`) records the
 conversations of the run into the ini option `ptc_emulator_record_dir` (or
-`--ptc-emulator-record DIR`); without an upstream, mode `none` (the default) replays them.
+`--ptc-emulator-record DIR`; by default `ptc-recordings/` under the rootdir); without an
+upstream, mode `none` (the default) replays them. `@pytest.mark.ptc_record` moves a test's
+recordings into a cassette of its own (`testing/cassettes.py`), through the scrubber of the
+`ptc_emulator_scrub` fixture (by default the ini option `ptc_emulator_scrub`, a `module:function`).
 
 pytest loads this module in every run of every project the package is installed in, so it
 imports nothing but pytest, the standard library and `ptc_emulator.names` (constants, which imports
@@ -51,6 +54,11 @@ _api_key = pytest.StashKey[str]()
 _inspector = pytest.StashKey[str]()
 _failed = pytest.StashKey[bool]()
 _staging = pytest.StashKey[Path]()
+_unpooled = pytest.StashKey[bool]()
+
+DEFAULT_RECORD_DIR = "ptc-recordings"
+"""Where recordings go and are replayed from when no directory is given (under the rootdir): a
+folder of its own name, as a project's own `recordings/` may hold anything."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -81,7 +89,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--ptc-emulator-record",
         default=None,
         metavar="DIR",
-        help="where recordings are written and replayed from (default: the ini option ptc_emulator_record_dir)",
+        help="where recordings are written and replayed from (default: the ini option ptc_emulator_record_dir, "
+        f"else {DEFAULT_RECORD_DIR}/ under the rootdir)",
     )
     group.addoption(
         "--ptc-emulator-record-mode",
@@ -98,10 +107,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--ptc-emulator-strict",
-        action="store_true",
+        nargs="?",
+        const="yes",
+        choices=("yes", "no"),
         default=None,
-        help="every test using the fixture fails at teardown if a request matched no scenario or one "
-        "of its scenarios answered none (or the ini option ptc_emulator_strict, or @pytest.mark.ptc_strict)",
+        help="yes (the default): a test using the fixture fails at teardown if a request matched no scenario or "
+        "one of its scenarios answered none; no: it does not (or the ini option ptc_emulator_strict; "
+        "@pytest.mark.ptc_strict(False) on a test or module wins over both)",
     )
     group.addoption(
         "--ptc-emulator-shared",
@@ -118,7 +130,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="cassettes",
         help="@pytest.mark.ptc_record: the cassettes' folder, beside each test file",
     )
-    parser.addini("ptc_emulator_strict", type="bool", default=False, help="see --ptc-emulator-strict")
+    parser.addini(
+        "ptc_emulator_scrub",
+        default="",
+        help="@pytest.mark.ptc_record: a function (module:name) that takes each text a recording holds and "
+        "returns what the cassette keeps (or override the ptc_emulator_scrub fixture)",
+    )
+    parser.addini("ptc_emulator_strict", type="bool", default=True, help="see --ptc-emulator-strict")
     parser.addini("ptc_emulator_demo", type="bool", default=False, help="serve the bundled demo scenarios too")
     parser.addini(
         "ptc_emulator_record_dir", type="paths", default=[], help="recorded scenarios (see --ptc-emulator-record)"
@@ -162,8 +180,9 @@ def ptc_emulator_settings(request: pytest.FixtureRequest, tmp_path_factory: pyte
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "ptc_strict: the ptc_emulator fixture fails the test at teardown if a request matched no scenario "
-        "or a scenario the test added answered none",
+        "ptc_strict(on=True, *, unmatched=True, unused=True): strict mode for this test (on by default): the "
+        "ptc_emulator fixture fails it at teardown if a request matched no scenario (unmatched) or a "
+        "scenario the test added answered none (unused); ptc_strict(False) turns both checks off",
     )
     config.addinivalue_line(
         "markers",
@@ -179,11 +198,10 @@ def _record_settings(config: pytest.Config) -> dict[str, Any]:
     given = config.getoption("--ptc-emulator-record")
     configured = config.getini("ptc_emulator_record_dir")
     directory = Path(given).resolve() if given else (Path(configured[0]) if configured else None)
+    default = Path(config.rootpath) / DEFAULT_RECORD_DIR
+    if directory is None and (upstream or default.is_dir()):
+        directory = default  # recorded into when recording, replayed from when it is there
     mode = config.getoption("--ptc-emulator-record-mode") or ("new" if upstream else "none")
-    if upstream and directory is None:
-        raise pytest.UsageError(
-            "--ptc-emulator-upstream needs a directory: ptc_emulator_record_dir or --ptc-emulator-record"
-        )
     if mode != "none" and not upstream:
         raise pytest.UsageError(f"--ptc-emulator-record-mode {mode} needs --ptc-emulator-upstream URL")
     if directory is None:
@@ -219,8 +237,10 @@ def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
         # A server holding the upstream key requires one of its own: a fresh one, known to this session's clients.
         settings = dataclasses.replace(settings, api_key="sk-" + secrets.token_hex(16))
     request.config.stash[_api_key] = getattr(settings, "api_key", None) or API_KEY
+    made = None
     if settings.recording:
         request.config.stash[_staging] = Path(settings.record_dir)
+        made = None if Path(settings.record_dir).exists() else Path(settings.record_dir)
     chosen = request.config.getoption("--ptc-emulator-shared")
     shared = chosen == "yes" if chosen is not None else bool(request.config.getini("ptc_emulator_shared"))
     # This process is an xdist worker when its config has `workerinput` (the environment variables
@@ -238,6 +258,14 @@ def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
         yield server.base_url
     finally:
         server.stop()
+        if workerinput is None:  # under xdist another worker's server may still record into it
+            _remove_if_empty(made)
+
+
+def _remove_if_empty(directory: Path | None) -> None:
+    """The record folder this session made, when every recording left it for a cassette."""
+    if directory is not None and directory.is_dir() and not any(directory.iterdir()):
+        directory.rmdir()
 
 
 @pytest.fixture
@@ -247,10 +275,13 @@ def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> It
     `remove_scenario(...)`, `journal`, `entries`, `requests(...)`, `calls(...)`,
     `assert_all_scenarios_used()`, `assert_no_unmatched()`, `clear_journal()`.
 
-    Strict mode (`@pytest.mark.ptc_strict`, `--ptc-emulator-strict`, ini `ptc_emulator_strict`):
-    a test that passed fails at teardown if a request matched no scenario or one it added answered none."""
+    Strict mode, on by default: a test that passed fails at teardown if a request matched no
+    scenario or a scenario it added answered none; `@pytest.mark.ptc_strict(False)` (or
+    `unmatched=False` / `unused=False`), `--ptc-emulator-strict=no` or the ini option
+    `ptc_emulator_strict = false` turn it off."""
     from ptc_emulator.testing.server import API_KEY, PTCEmulator
 
+    _unpool_agents_sdk(request.config)
     emulator = PTCEmulator(ptc_emulator_server, api_key=request.config.stash.get(_api_key, API_KEY))
     request.node.stash[_inspector] = emulator.inspector_url
     cassette = _cassette(request)
@@ -260,17 +291,18 @@ def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> It
         yield emulator
         if cassette is not None and not request.node.stash.get(_failed, False):
             cassette.finish()
-        if _strict(request) and not request.node.stash.get(_failed, False):
-            try:
-                emulator.assert_no_unmatched()
-                emulator.assert_all_scenarios_used()
-            except AssertionError:
+        checks = _strict_checks(request)
+        if any(checks.values()) and not request.node.stash.get(_failed, False):
+            problem = emulator.strict_failure(**checks)
+            if problem is not None:
                 # Failing at teardown: the trace is written now, while the journal is there.
                 request.node.stash[_failed] = True
                 from ptc_emulator.testing.traces import keep_trace
 
                 keep_trace(request.node, emulator)
-                raise
+                # The message alone: the plugin's own frames say nothing about the test.
+                summary, details = problem.split("\n", 1)
+                pytest.fail(f"ptc-emulator strict mode: {summary}\n{_STRICT_HINT}\n{details}", pytrace=False)
     finally:
         if request.node.stash.get(_failed, False):
             # A failed test's journal stays for the inspector link in its report; its scenarios go.
@@ -280,6 +312,39 @@ def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> It
         else:
             emulator.reset()
         emulator.close()
+
+
+def _unpool_agents_sdk(config: pytest.Config) -> None:
+    """The Agents SDK's shared HTTP client made one that keeps no idle connection, now or when
+    the SDK is imported: several async tests in a session run each on a loop of its own
+    (`testing/agents_sdk.py`). Undone when the session ends."""
+    from ptc_emulator.testing.agents_sdk import restore_shared_clients, unpool_shared_clients
+
+    unpool_shared_clients()
+    if not config.stash.get(_unpooled, False):
+        config.stash[_unpooled] = True
+        config.add_cleanup(restore_shared_clients)
+
+
+@pytest.fixture
+def ptc_emulator_scrub(request: pytest.FixtureRequest) -> Any:
+    """What `@pytest.mark.ptc_record` applies to each text of a recording before the cassette keeps
+    it (`Callable[[str], str]`, or None to keep everything): the function the ini option
+    `ptc_emulator_scrub` names (`package.module:function`). Override this fixture in a
+    `conftest.py` to return one of your own."""
+    named = str(request.config.getini("ptc_emulator_scrub")).strip()
+    if not named:
+        return None
+    import importlib
+
+    module, _, attribute = named.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), attribute) if attribute else None
+    except (ImportError, AttributeError) as error:
+        raise pytest.UsageError(f"ptc_emulator_scrub = {named}: {error}") from error
+    if not callable(found):
+        raise pytest.UsageError(f"ptc_emulator_scrub = {named}: not a function (module:function)")
+    return found
 
 
 def _cassette(request: pytest.FixtureRequest) -> Any:
@@ -292,13 +357,35 @@ def _cassette(request: pytest.FixtureRequest) -> Any:
     folder = str(request.config.getini("ptc_emulator_cassette_dir"))
     mode = str(marker.kwargs.get("mode", "once"))
     staging = request.config.stash.get(_staging, None)
-    return Cassette.for_test(Path(str(request.node.path)), request.node.name, folder, mode, staging)
+    scrub = request.getfixturevalue("ptc_emulator_scrub")
+    return Cassette.for_test(Path(str(request.node.path)), request.node.name, folder, mode, staging, scrub)
 
 
-def _strict(request: pytest.FixtureRequest) -> bool:
-    config = request.config
-    marked = request.node.get_closest_marker("ptc_strict") is not None
-    return marked or bool(config.getoption("--ptc-emulator-strict") or config.getini("ptc_emulator_strict"))
+_STRICT_HINT = (
+    "(A test that means to leave them: @pytest.mark.ptc_strict(False), or ptc_strict(unmatched=False) / "
+    "ptc_strict(unused=False); for a whole run: ptc_emulator_strict = false.)"
+)
+
+
+def _strict_checks(request: pytest.FixtureRequest) -> dict[str, bool]:
+    """Which strict checks run for this test. On or off: the closest `ptc_strict` marker's
+    `on` (a bare marker is on), else `--ptc-emulator-strict`, else the ini option (on by
+    default); the marker's `unmatched=False` / `unused=False` then leave out one check."""
+    chosen = request.config.getoption("--ptc-emulator-strict")
+    on = chosen == "yes" if chosen is not None else bool(request.config.getini("ptc_emulator_strict"))
+    marker = request.node.get_closest_marker("ptc_strict")
+    if marker is None:
+        return {"unmatched": on, "unused": on}
+    if len(marker.args) > 1 or set(marker.kwargs) - {"on", "unmatched", "unused"}:
+        raise TypeError(f"ptc_strict(on=True, *, unmatched=True, unused=True), not {marker}")
+    if marker.args or "on" in marker.kwargs:
+        on = bool(marker.args[0] if marker.args else marker.kwargs["on"])
+    elif not marker.kwargs:
+        on = True  # @pytest.mark.ptc_strict
+    return {
+        "unmatched": on and bool(marker.kwargs.get("unmatched", True)),
+        "unused": on and bool(marker.kwargs.get("unused", True)),
+    }
 
 
 @pytest.hookimpl(wrapper=True)

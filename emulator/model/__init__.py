@@ -6,7 +6,8 @@ writes the programs for what no scenario matches; `with_upstream` makes one arou
 model, which still answers what its scenarios match).
 
 Outside `model/` nothing imports `model.scripted`: the names below are the scripted model's
-public face (the registry the admin routes fill, the loader, the recording proxy's helpers).
+public face (the registry the admin routes fill, the loader, the recording proxy's helpers and
+the pytest cassettes').
 """
 
 from pathlib import Path
@@ -16,7 +17,16 @@ from ptc_emulator.emulator.model.scripted.files.loader import ScenarioFiles, Val
 from ptc_emulator.emulator.model.scripted.files.loader import validate as validate_scenarios
 from ptc_emulator.emulator.model.scripted.hosted import HostedScript
 from ptc_emulator.emulator.model.scripted.model import ScriptedModel
-from ptc_emulator.emulator.model.scripted.recording import Tape, file_name, items_of, scenario_from, to_yaml, user_text
+from ptc_emulator.emulator.model.scripted.recording import (
+    Tape,
+    file_name,
+    full_match,
+    items_of,
+    readable_yaml,
+    scenario_from,
+    to_yaml,
+    user_text,
+)
 from ptc_emulator.emulator.model.scripted.scenario import Request as MatchRequest
 from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, ScenarioRegistry, load_scenario
 from ptc_emulator.emulator.model.scripted.script import clear_caches
@@ -56,9 +66,11 @@ __all__ = [
     "Validation",
     "clear_caches",
     "file_name",
+    "full_match",
     "items_of",
     "load_scenario",
     "protocol_named",
+    "readable_yaml",
     "scenario_from",
     "to_yaml",
     "user_text",

@@ -21,6 +21,7 @@ def lines(caplog: pytest.LogCaptureFixture, scope: str) -> list[logging.LogRecor
     return [r for r in caplog.records if r.name == "ptc_emulator.requests" and r.request["scope"] == scope]  # type: ignore[attr-defined]
 
 
+@pytest.mark.ptc_strict(unmatched=False)  # it logs a request no scenario matches, on purpose
 def test_one_readable_line_per_request(ptc_emulator: PTCEmulator, caplog: pytest.LogCaptureFixture) -> None:
     ptc_emulator.add_scenario(GREET)
     client = ptc_emulator.client(max_retries=0)

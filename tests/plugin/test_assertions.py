@@ -79,6 +79,7 @@ def test_calls_and_typed_entries(ptc_emulator: PTCEmulator) -> None:
         ptc_emulator.calls(route="programmatic")
 
 
+@pytest.mark.ptc_strict(False)  # it leaves an unmatched request on purpose
 def test_assert_no_unmatched_shows_each_unmatched_request(ptc_emulator: PTCEmulator) -> None:
     ptc_emulator.add_scenario(SHORTAGE)
     client = ptc_emulator.client(max_retries=0)
@@ -91,10 +92,14 @@ def test_assert_no_unmatched_shows_each_unmatched_request(ptc_emulator: PTCEmula
         ptc_emulator.assert_no_unmatched()
     message = str(caught.value)
     assert message.startswith("1 of 1 requests matched no scenario:\n")
-    assert "'What is the shortage for sku_123?' -> no match (400; closest 'shortage' (tools): " in message
+    assert (
+        "  #1 POST /v1/responses 'What is the shortage for sku_123?' -> no match (400; closest 'shortage' (tools): "
+        in message
+    )
     assert "the request does not declare the function tool 'get_inventory'" in message
 
 
+@pytest.mark.ptc_strict(False)  # it leaves a scenario unused on purpose
 def test_assert_all_scenarios_used_names_the_unused_and_what_answered(ptc_emulator: PTCEmulator) -> None:
     ptc_emulator.add_scenario(SHORTAGE)
     ptc_emulator.add_scenario({"name": "greet", "match": {"input": "(?i)hello"}, "turns": [{"message": "hi"}]})
@@ -105,7 +110,7 @@ def test_assert_all_scenarios_used_names_the_unused_and_what_answered(ptc_emulat
 
     message = str(caught.value)
     assert message.startswith("1 of this test's scenarios answered no request: 'shortage'. The requests:\n")
-    assert "POST /v1/responses 'hello' -> scenario 'greet' (200, message)" in message
+    assert "  #1 POST /v1/responses 'hello' -> scenario 'greet' (200, message)" in message  # its first request
 
 
 STRICT = """
@@ -113,61 +118,123 @@ import openai
 import pytest
 
 GREET = {"name": "greet", "match": {"input": "(?i)hello"}, "turns": [{"message": "hi"}]}
+SHOUT = {"name": "shout", "match": {"input": "(?i)shout"}, "turns": [{"message": "HI"}]}
 
 
 def ask(ptc_emulator, text):
     try:
         return ptc_emulator.client(max_retries=0).responses.create(model="m", input=text).output_text
     except openai.BadRequestError:
-        return None  # the agent under test swallows the 400: without strict mode the test passes
+        return None  # the agent under test swallows the 400: the test itself would pass
 
 
-@pytest.mark.ptc_strict
-def test_marked_with_an_unmatched_request(ptc_emulator):
+def test_clean(ptc_emulator):  # its requests come first on the server
+    ptc_emulator.add_scenario(GREET)
+    assert ask(ptc_emulator, "hello") == "hi"
+    assert ask(ptc_emulator, "Hello again") == "hi"
+
+
+def test_swallows_a_400(ptc_emulator):
     ptc_emulator.add_scenario(GREET)
     assert ask(ptc_emulator, "hello") == "hi"
     ask(ptc_emulator, "goodbye")
 
 
-@pytest.mark.ptc_strict
-def test_marked_with_an_unused_scenario(ptc_emulator):
+def test_leaves_a_scenario_unused(ptc_emulator):
     ptc_emulator.add_scenario(GREET)
-
-
-@pytest.mark.ptc_strict
-def test_marked_and_clean(ptc_emulator):
-    ptc_emulator.add_scenario(GREET)
+    ptc_emulator.add_scenario(SHOUT)
     assert ask(ptc_emulator, "hello") == "hi"
 
 
-def test_not_marked(ptc_emulator):
+def test_does_both(ptc_emulator):
     ptc_emulator.add_scenario(GREET)
+    ptc_emulator.add_scenario(SHOUT)
+    ask(ptc_emulator, "goodbye")
+    assert ask(ptc_emulator, "hello") == "hi"
+
+
+@pytest.mark.ptc_strict(False)
+def test_opts_out(ptc_emulator):
+    ptc_emulator.add_scenario(SHOUT)
+    ask(ptc_emulator, "goodbye")
+
+
+@pytest.mark.ptc_strict(unmatched=False)
+def test_opts_out_of_one_check(ptc_emulator):
+    ptc_emulator.add_scenario(SHOUT)
     ask(ptc_emulator, "goodbye")
 """
+FAILING = ("test_swallows_a_400", "test_leaves_a_scenario_unused", "test_does_both", "test_opts_out_of_one_check")
 
 
-def test_strict_mode_fails_the_test_at_teardown(pytester: pytest.Pytester) -> None:
+def test_strict_by_default_fails_the_test_at_teardown_with_every_check(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_strict=STRICT)
 
     result = run(pytester, "-v")
 
-    result.assert_outcomes(passed=4, errors=2)
+    result.assert_outcomes(passed=6, errors=4)
+    errors = {line.split(" - ")[0].split("::")[1] for line in result.stdout.lines if line.startswith("ERROR ")}
+    assert errors == set(FAILING)
+    output = result.stdout.str()
+    # The swallowed 400, numbered among this test's own requests (the server had seen 3 before it).
+    swallowed = output[output.index("ERROR at teardown of test_swallows_a_400") :]
+    swallowed = swallowed[: swallowed.index("ERROR at teardown of", 30)]
+    assert swallowed.splitlines()[1] == "ptc-emulator strict mode: 1 of 2 requests matched no scenario."
+    assert "ptc_strict(False)" in swallowed.splitlines()[2]
+    assert "  #2 POST /v1/responses 'goodbye' -> no match (400; closest 'greet' (input): " in swallowed
+    assert "#3" not in swallowed and "#4" not in swallowed
+    # An unused scenario, with what answered instead.
     result.stdout.fnmatch_lines(
         [
-            "*ERROR at teardown of test_marked_with_an_unmatched_request*",
-            "*1 of 2 requests matched no scenario:*",
-            "*'goodbye' -> no match (400; closest 'greet' (input)*",
+            "*ERROR at teardown of test_leaves_a_scenario_unused*",
+            "ptc-emulator strict mode: 1 of this test's scenarios answered no request.",
+            "*",
+            "1 of this test's scenarios answered no request: 'shout'. The requests:",
+            "  #1 POST /v1/responses 'hello' -> scenario 'greet' (200, message)",
         ]
     )
-    result.stdout.fnmatch_lines(["*1 of this test's scenarios answered no request: 'greet'*"])
-    everywhere = run(pytester, "--ptc-emulator-strict")
-    everywhere.assert_outcomes(passed=4, errors=3)  # the unmarked test too
+    # Both checks failed: both are reported, not only the first.
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_does_both*",
+            "ptc-emulator strict mode: 1 of 2 requests matched no scenario; 1 of this test's scenarios answered "
+            "no request.",
+            "*",
+            "1 of 2 requests matched no scenario:",
+            "  #1 POST /v1/responses 'goodbye' -> no match*",
+            "*",
+            "1 of this test's scenarios answered no request: 'shout'. The requests:",
+            "  #1 POST /v1/responses 'goodbye' -> no match*",
+            "  #2 POST /v1/responses 'hello' -> scenario 'greet' (200, message)",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        ["*ERROR at teardown of test_opts_out_of_one_check*", "ptc-emulator strict mode: 1 of this test's scenarios*"]
+    )
+    # The message alone: none of the plugin's source or frames.
+    for frame in ("plugin.py", "def ptc_emulator", "strict_failure", "pytest.fail(", "Traceback"):
+        assert frame not in output, frame
+
+
+def test_strict_mode_is_turned_off_by_ini_or_option_and_on_by_the_marker(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_strict=STRICT)
+
+    run(pytester, "--ptc-emulator-strict=no").assert_outcomes(passed=6)
+    pytester.makeini("[pytest]\nptc_emulator_strict = false\n")
+    run(pytester).assert_outcomes(passed=6)
+    run(pytester, "--ptc-emulator-strict").assert_outcomes(passed=6, errors=4)  # the option wins over the ini
+    pytester.makepyfile(
+        test_strict=STRICT.replace("def test_swallows_a_400", "@pytest.mark.ptc_strict\ndef test_swallows_a_400")
+    )
+    lenient = run(pytester)
+    lenient.assert_outcomes(passed=6, errors=1)  # the marker turns it on for its test
+    lenient.stdout.fnmatch_lines(["*ERROR at teardown of test_swallows_a_400*"])
 
 
 def test_a_test_failed_by_strict_mode_at_teardown_leaves_its_trace(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_strict=STRICT)
 
-    result = run(pytester, "-k", "unmatched_request")
+    result = run(pytester, "-k", "swallows_a_400")
 
     result.assert_outcomes(passed=1, errors=1)
     [line] = [line for line in result.stdout.lines if line.startswith("journal: ")]

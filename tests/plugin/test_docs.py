@@ -52,10 +52,48 @@ def test_the_environment_example_passes(pytester: pytest.Pytester) -> None:
 
 
 def test_the_assertions_example_passes(pytester: pytest.Pytester) -> None:
-    [example] = [block for block in python_blocks(doc()) if "ptc_strict" in block]
+    [example] = [block for block in python_blocks(doc()) if "def test_the_program_asked_for_the_right_sku" in block]
     pytester.makepyfile(test_assertions_example=example)
 
     run(pytester, "-v").assert_outcomes(passed=1)
+
+
+def test_the_strict_example_fails_as_documented(pytester: pytest.Pytester) -> None:
+    """The guide's swallowed 400 fails its test at teardown with the report the guide shows; the
+    test that opts out passes."""
+    [example] = [block for block in python_blocks(doc()) if "def test_the_agent_greets" in block]
+    section = doc()[doc().index("### Strict by default") :]
+    [report] = re.findall(r"^```text\n(.*?)^```$", section, flags=re.S | re.M)[:1]
+    pytester.makepyfile(test_strict_example=example)
+
+    result = run(pytester, "-v")
+
+    result.assert_outcomes(passed=2, errors=1)
+    banner, *lines = report.splitlines()
+    assert "ERROR at teardown of test_the_agent_greets" in banner
+    result.stdout.fnmatch_lines(
+        ["*ERROR at teardown of test_the_agent_greets*", *(line.replace("...", "*") for line in lines)]
+    )
+
+
+def test_the_agents_sdk_example_passes(pytester: pytest.Pytester) -> None:
+    """docs/agents-sdk.md's test file: three async Agents SDK tests with PTC and faults, in one session."""
+    page = (GUIDE.parent / "agents-sdk.md").read_text(encoding="utf-8")
+    [example] = [block for block in python_blocks(page) if "ProgrammaticToolCallingTool()" in block]
+    for part in ('allowed_callers=["programmatic"]', "ptc_emulator.use_env(monkeypatch)", '"http_error": 429'):
+        assert part in example, f"the example no longer shows {part}"
+    tests = re.findall(r"^async def (test_\w+)\(", example, flags=re.M)
+    assert len(tests) >= 3
+    pytester.makepyfile(test_planner=example)
+
+    run(pytester, "-v").assert_outcomes(passed=len(tests))
+
+
+def test_the_two_agents_pages_name_each_other() -> None:
+    sdk = (GUIDE.parent / "agents-sdk.md").read_text(encoding="utf-8")
+    api = (GUIDE.parent / "agents.md").read_text(encoding="utf-8")
+    assert "**OpenAI Agents SDK**" in sdk.split("\n\n")[1] and "[agents.md](agents.md)" in sdk.split("\n\n")[1]
+    assert "[agents-sdk.md](agents-sdk.md)" in api.split("\n## ")[0]
 
 
 def test_the_settings_snippet_compiles() -> None:

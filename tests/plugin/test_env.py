@@ -88,6 +88,7 @@ def test_a_subprocess_agent(ptc_emulator: PTCEmulator, neighbour: PTCEmulator) -
     assert neighbour.journal == []
 
 
+@pytest.mark.ptc_strict(False)  # its scenario is one the unscoped request must not reach
 def test_an_unscoped_request_is_told_it_has_no_scope(ptc_emulator: PTCEmulator) -> None:
     answer(ptc_emulator, "Oslo ships it.")
     with openai.OpenAI(base_url=ptc_emulator.server_url, api_key=ptc_emulator.api_key, max_retries=0) as client:

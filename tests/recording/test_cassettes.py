@@ -4,6 +4,7 @@ missing recorded later."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 import yaml
 
 from ptc_emulator.api.settings import Settings
+from ptc_emulator.emulator.model.scripted.recording import readable_yaml
 from ptc_emulator.testing.server import EmulatorServer
 from tests.plugin.plugin_support import run
 
@@ -85,3 +87,123 @@ def test_a_conversation_the_cassette_lacks_is_a_400_without_an_upstream(pytester
 
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*400 - No scenario matches this request*"])
+
+
+# ---- the default record folder, the readable format, the scrubber ------------------------------------
+
+PARCELS = {
+    "name": "parcels",
+    "match": {"input": "(?i)where are my parcels\\? I am (?P<email>\\S+@\\S+)\\.", "tools": ["get_parcel"]},
+    "turns": [
+        {
+            "reasoning": "Look the parcels up one at a time.",
+            "program": (
+                "const seen = [];\n"
+                'for (const id of ["P1", "P2"]) {\n'
+                "  const parcel = await tools.get_parcel({ id });\n"
+                "  seen.push(`${id} ${parcel.status}`);\n"
+                "}\n"
+                "text(JSON.stringify({ count: seen.length, summary: seen.join('; ') }));\n"
+            ),
+        },
+        {"message": "{{ data.count }} parcels for {{ email }}:\n{{ data.summary }}."},
+    ],
+}
+GREETING = {"name": "greeting", "match": {"input": "(?i)^hello$"}, "turns": [{"message": "Hi there."}]}
+
+AGENT = """
+import json
+
+import pytest
+
+TOOLS = [{"type": "function", "name": "get_parcel", "allowed_callers": ["programmatic"]},
+         {"type": "programmatic_tool_calling"}]
+
+
+def ask(ptc_emulator, question):
+    client = ptc_emulator.client(max_retries=0)
+    response = client.responses.create(model="m", input=question, tools=TOOLS)
+    while calls := [item for item in response.output if item.type == "function_call"]:
+        outputs = [{"type": "function_call_output", "call_id": call.call_id, "caller": call.caller.model_dump(),
+                    "output": json.dumps({"status": "at the depot"})} for call in calls]
+        response = client.responses.create(model="m", input=outputs, previous_response_id=response.id, tools=TOOLS)
+    return response.output_text
+
+
+@pytest.mark.ptc_record
+def test_parcels(ptc_emulator):
+    answer = ask(ptc_emulator, "Where are my parcels? I am bob@example.com.")
+    assert answer.startswith("2 parcels for ") and answer.endswith(":\\nP1 at the depot; P2 at the depot.")
+"""
+UNMARKED = """
+
+def test_greeting(ptc_emulator):
+    assert ptc_emulator.client(max_retries=0).responses.create(model="m", input="hello").output_text == "Hi there."
+"""
+SCRUBBER = """
+import re
+
+
+def scrub(text):
+    return re.sub(r"[\\w.]+@[\\w.]+\\w", "<email>", text)
+"""
+
+
+@pytest.fixture
+def parcel_upstream(tmp_path: Path) -> Iterator[EmulatorServer]:
+    scenarios = tmp_path / "upstream-scenarios"
+    scenarios.mkdir()
+    for scenario in (PARCELS, GREETING):
+        (scenarios / f"{scenario['name']}.yaml").write_text(yaml.safe_dump(scenario), encoding="utf-8")
+    server = EmulatorServer(Settings(data_dir=tmp_path / "up", store="memory", pool_size=1, fixtures=(scenarios,)))
+    yield server.start()
+    server.stop()
+
+
+def test_a_cassette_is_written_as_record_writes_with_a_scrubber_and_the_default_folder(
+    pytester: pytest.Pytester, parcel_upstream: EmulatorServer
+) -> None:
+    pytester.makepyfile(test_parcels=AGENT + UNMARKED, scrubber=SCRUBBER)
+    pytester.makeini("[pytest]\nptc_emulator_scrub = scrubber:scrub\n")
+
+    # No record directory given: ptc-recordings/ under the rootdir.
+    run(pytester, f"--ptc-emulator-upstream={parcel_upstream.base_url}").assert_outcomes(passed=2)
+
+    [greeting] = (pytester.path / "ptc-recordings").glob("*.yaml")  # the unmarked test's recording stays there
+    assert yaml.safe_load(greeting.read_text(encoding="utf-8"))["turns"] == [{"message": "Hi there."}]
+    cassette = pytester.path / "cassettes" / "test_parcels" / "test_parcels.yaml"
+    text = cassette.read_text(encoding="utf-8")
+    [scenario] = yaml.safe_load(text)["scenarios"]
+    # The format of a --record file: the program and the multi-line message as block scalars.
+    assert text.split("\n", 1)[1] == readable_yaml({"scenarios": [scenario]})
+    assert "        program: |\n          const seen = [];\n          for (const id of" in text
+    assert "      - message: |-\n          {{ data.count }} parcels for <email>:\n          {{ data.summary }}." in text
+    # The scrubber saw the user message and the model's: the address is nowhere in the file.
+    assert "bob" not in text and "example" not in text
+    assert scenario["match"]["input"] == "^Where are my parcels\\? I am .+?$"
+    assert scenario["name"].startswith("recorded__where_are_my_parcels_i_am__")  # named after the scrubbed match
+    assert list(scenario) == ["name", "description", "priority", "match", "turns"]
+
+    # Offline, from the cassette and the default folder: the test's own message still matches.
+    run(pytester, "-v").assert_outcomes(passed=2)
+
+
+def documented_scrub_fixture() -> str:
+    """docs/record-replay.md's `ptc_emulator_scrub` fixture, as a conftest.py."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "record-replay.md").read_text(encoding="utf-8")
+    [block] = [b for b in re.findall(r"^```python\n(.*?)^```$", doc, flags=re.S | re.M) if "ptc_emulator_scrub" in b]
+    return block
+
+
+def test_the_scrub_fixture_and_a_record_folder_left_empty(
+    pytester: pytest.Pytester, parcel_upstream: EmulatorServer
+) -> None:
+    pytester.makepyfile(test_parcels=AGENT)
+    pytester.makeconftest(documented_scrub_fixture())
+
+    run(pytester, f"--ptc-emulator-upstream={parcel_upstream.base_url}").assert_outcomes(passed=1)
+
+    text = (pytester.path / "cassettes" / "test_parcels" / "test_parcels.yaml").read_text(encoding="utf-8")
+    assert "parcels for <email>:" in text and "bob@" not in text
+    assert not (pytester.path / "ptc-recordings").exists()  # it held nothing once the cassette took the recording
+    run(pytester).assert_outcomes(passed=1)

@@ -67,7 +67,11 @@ def test_add_list_use_delete_a_scenario(server: PTCEmulator, admin: Callable[[st
     assert added.status_code == 201
     assert added.json() == {"name": "greeting", "scope": "team-a", "turns": 1}
     [listed] = a.get("/scenarios").json()["data"]
-    assert listed == {"name": "greeting", "source": "api", "scope": "team-a", "priority": 0, "turns": 1}
+    assert listed == {"name": "greeting", "source": "api", "scope": "team-a", "priority": 0, "turns": 1, "uses": 0}
+    assert ask(server, "team-a", "hello there") == "hi from hello there"
+    assert [s["uses"] for s in a.get("/scenarios").json()["data"]] == [1]  # the requests it was chosen for
+    assert a.post("/scenarios", json=HELLO).status_code == 201
+    assert [s["uses"] for s in a.get("/scenarios").json()["data"]] == [0]  # replaced: counted afresh
     assert ask(server, "team-a", "hello there") == "hi from hello there"
 
     assert a.delete("/scenarios/greeting").json() == {"name": "greeting", "deleted": True}

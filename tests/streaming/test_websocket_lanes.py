@@ -111,6 +111,7 @@ def test_sixteen_play_at_once_and_the_seventeenth_waits(conn: Any) -> None:
     assert order.index(("seventeenth", "response.created")) > order.index(("sixteenth", "response.completed"))
 
 
+@pytest.mark.ptc_strict(unused=False)  # the conn fixture's HOLD scenario is not needed here
 def test_the_limits_and_their_error_codes(conn: Any) -> None:
     for bad in ("", "has space", "x" * 257, 7):
         create(conn, js("text('x')"), stream_id=bad)
@@ -134,6 +135,7 @@ def test_the_limits_and_their_error_codes(conn: Any) -> None:
     assert error["error"]["code"] == "previous_response_not_found" and error["stream_id"] == "lane7"
 
 
+@pytest.mark.ptc_strict(unused=False)  # the conn fixture's HOLD scenario is not needed here
 def test_a_failed_continuation_on_its_own_lane_evicts_the_parent_a_fork_does_not(conn: Any) -> None:
     def parent(lane: str) -> str:
         create(conn, js("text('parent')"), lane, store=False)

@@ -160,6 +160,7 @@ def test_input_items_lists_hosted_items(ptc_emulator: PTCEmulator) -> None:
     assert all(i.id for i in listed.data)
 
 
+@pytest.mark.ptc_strict(False)  # its scenario must not match, so its request goes unmatched
 def test_tool_choice_none_does_not_match_a_direct_hosted_call(ptc_emulator: PTCEmulator) -> None:
     ptc_emulator.add_scenario(scenario([{"mcp": {"server_label": "docs", "name": "wipe"}}, {"message": "done"}]))
     client = validating_client(ptc_emulator)

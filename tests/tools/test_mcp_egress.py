@@ -91,6 +91,7 @@ def test_schemes_other_than_http_are_refused(ptc_emulator: PTCEmulator, url: str
     assert "must be http or https" in error.response.json()["error"]["message"]
 
 
+@pytest.mark.ptc_strict(unused=False)  # its scenario is a canary that must survive, never asked for
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.1", "0.0.0.0", "localhost"])
 def test_the_emulator_never_calls_itself_even_with_loopback_allowed(ptc_emulator: PTCEmulator, host: str) -> None:
     """`server_url` at the emulator's own `/_emulator/reset` would forget every scenario."""

@@ -227,6 +227,7 @@ def test_a_grammar_that_does_not_compile_is_refused(client: openai.OpenAI, fmt: 
 # ---- tool_choice ------------------------------------------------------------------------------
 
 
+@pytest.mark.ptc_strict(unmatched=False)  # the refused program is a 400 no_scenario_matched, on purpose
 def test_tool_choice_none_refuses_an_inline_program(client: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(model="m", input=js("text(1);"), tools=TOOLS, tool_choice="none")  # type: ignore[arg-type]
@@ -241,6 +242,7 @@ def test_tool_choice_none_refuses_an_inline_program(client: openai.OpenAI) -> No
     assert ok.output_text == "1"
 
 
+@pytest.mark.ptc_strict(unmatched=False)  # the contradicted scenario is a near miss, on purpose
 @pytest.mark.parametrize(
     ("choice", "reason"),
     [

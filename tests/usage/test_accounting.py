@@ -114,6 +114,7 @@ def test_the_cache_is_per_caller_scope(ptc_emulator: PTCEmulator, accounting_cli
         other.close()
 
 
+@pytest.mark.ptc_strict(unused=False)  # an inline program: the module fixture's scenario is not needed here
 def test_tool_traffic_of_a_program_does_not_break_the_replayed_prefix(accounting_client: openai.OpenAI) -> None:
     """A program's calls and their outputs are not model input, so a replay that carries a large one
     is served everything the model read before, and counts none of it."""

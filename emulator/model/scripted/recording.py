@@ -34,6 +34,7 @@ __all__ = [
     "file_name",
     "full_match",
     "items_of",
+    "readable_yaml",
     "scenario_from",
     "template_for",
     "to_yaml",
@@ -419,10 +420,15 @@ _Dumper.add_representer(str, _string)
 _Dumper.add_representer(list, _list)
 
 
+def readable_yaml(value: Any) -> str:
+    """YAML for people: keys in the order given, multi-line strings as block scalars (a pytest
+    cassette's `scenarios:` list is written this way too)."""
+    return yaml.dump(
+        value, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100_000, default_flow_style=False
+    )
+
+
 def to_yaml(scenario: dict[str, Any]) -> str:
     """The scenario as YAML: keys in the order given, multi-line strings as block scalars."""
     header = "# Recorded by ptc-emulator serve --record. Edit freely: it is an ordinary scenario file.\n"
-    body = yaml.dump(
-        scenario, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100_000, default_flow_style=False
-    )
-    return header + body
+    return header + readable_yaml(scenario)

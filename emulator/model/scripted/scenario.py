@@ -364,6 +364,9 @@ class ScenarioRegistry:
     _hosted: dict[str | None, HostedScript] = field(default_factory=dict)
     """Hosted tool results registered at run time, per scope: for inline programs and for
     scenarios that script none of their own."""
+    _uses: dict[tuple[str | None, str], int] = field(default_factory=dict)
+    """How many requests each scenario was chosen for (this process's count), whatever surface
+    asked (a response, a WebSocket, an Agents API session): the test fixture's unused check."""
 
     def set_hosted(self, script: HostedScript | None, scope: str | None = None) -> None:
         if script is None:
@@ -376,6 +379,7 @@ class ScenarioRegistry:
 
     def add(self, scenario: Scenario, source: str = "api") -> None:
         self._scenarios[(scenario.scope, scenario.name)] = (scenario, source)
+        self._uses.pop((scenario.scope, scenario.name), None)  # a replaced scenario starts again
 
     def load_dir(self, directory: Path) -> list[Scenario]:
         loaded = []
@@ -392,6 +396,7 @@ class ScenarioRegistry:
         self._scenarios = {**{(s.scope, s.name): (s, source) for s, source in loaded}, **kept}
 
     def remove(self, name: str, scope: str | None = None) -> bool:
+        self._uses.pop((scope, name), None)
         return self._scenarios.pop((scope, name), None) is not None
 
     def clear(self, scope: str | None = None) -> int:
@@ -403,6 +408,7 @@ class ScenarioRegistry:
             self._hosted.pop(scope, None)
         for key in doomed:
             del self._scenarios[key]
+            self._uses.pop(key, None)
         return len(doomed)
 
     def get(self, name: str, scope: str | None = None) -> Scenario | None:
@@ -411,7 +417,14 @@ class ScenarioRegistry:
 
     def listing(self, scope: str | None = None) -> list[dict[str, Any]]:
         return [
-            {"name": s.name, "source": src, "scope": s.scope, "priority": s.priority, "turns": len(s.turns)}
+            {
+                "name": s.name,
+                "source": src,
+                "scope": s.scope,
+                "priority": s.priority,
+                "turns": len(s.turns),
+                "uses": self._uses.get((s.scope, s.name), 0),
+            }
             for s, src in self._ordered()
             if scope is None or s.scope in (None, scope)
         ]
@@ -419,8 +432,9 @@ class ScenarioRegistry:
     def _ordered(self) -> list[tuple[Scenario, str]]:
         return sorted(self._scenarios.values(), key=lambda v: (-v[0].priority, v[0].scope is None, v[0].name))
 
-    def match(self, request: Request) -> tuple[Scenario, dict[str, str]] | list[NearMiss]:
-        """The first matching scenario and its captures, or the near misses, closest first."""
+    def match(self, request: Request, *, count: bool = True) -> tuple[Scenario, dict[str, str]] | list[NearMiss]:
+        """The first matching scenario and its captures, or the near misses, closest first.
+        `count=False`: only asking (the recording proxy's question), not choosing it to answer."""
         misses = []
         for scenario, _ in self._ordered():
             if scenario.scope is not None and scenario.scope != request.scope:
@@ -429,6 +443,9 @@ class ScenarioRegistry:
             if isinstance(result, NearMiss):
                 misses.append(result)
             else:
+                if count:
+                    key = (scenario.scope, scenario.name)
+                    self._uses[key] = self._uses.get(key, 0) + 1
                 return scenario, result
         misses.sort(key=lambda m: -m.score)
         return misses
