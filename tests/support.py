@@ -57,6 +57,9 @@ def validate_compacted(body: Any) -> None:
     CompactedResponse.model_validate({**body, "output": [i for i in body["output"] if i not in users]})
 
 
+ClientVersion = Callable[[str, str], None]
+"""The `client_version` fixture (tests/conftest.py): `client_version("openai-python", openai.__version__)`."""
+
 Validate = Callable[[str, str, int, Any], None]
 
 

@@ -13,6 +13,8 @@ import pytest
 from ptc_emulator.testing.server import PTCEmulator
 from tests.agents.agents_support import GET_CUSTOMER
 
+pytestmark = pytest.mark.sdk  # what the official client sends by default is accepted
+
 
 @pytest.fixture
 def client(ptc_emulator: PTCEmulator) -> Any:

@@ -12,6 +12,8 @@ import pytest
 from ptc_emulator.testing.server import PTCEmulator
 from tests.agents.agents_support import GET_CUSTOMER, customer, events_until, js, tool_result, valid
 
+pytestmark = pytest.mark.sdk  # the Agents API's endpoints through the official client, every body validated
+
 
 def start(client: openai.OpenAI, text: str, **agent: Any) -> tuple[Any, list[Any]]:
     """A session on `text`, streamed until it needs input or is idle: (session, required actions)."""

@@ -1,10 +1,15 @@
 """The seed's get_customer flow through openai 3.51's `client.beta.agents`, against a real server.
 
-Every event and object the tests receive is validated against the SDK's models (`valid`)."""
+Every event and object the tests receive is validated against the SDK's models (`valid`). The
+guide's own Python code runs too, unchanged, as a program of its own (seeds/function_tool.py)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -21,8 +26,12 @@ from tests.agents.agents_support import (
     tool_result,
     valid,
 )
+from tests.support import ClientVersion
+
+pytestmark = pytest.mark.sdk  # the official client's Agents API surface, against what the server sends
 
 SEED_ANSWER = "Customer 123 is Example Customer, on the pro plan."
+SEEDS = Path(__file__).parent / "seeds"
 
 
 def new_session(client: openai.OpenAI, text: str, tools: list[dict[str, Any]] | None = None) -> Any:
@@ -41,8 +50,39 @@ def idle_session(client: openai.OpenAI, tools: list[dict[str, Any]] | None = Non
     return session
 
 
-def test_the_seed_flow_with_events_and_tool_result(plain_client: openai.OpenAI) -> None:
+def test_the_guide_flow_runs_verbatim_in_its_own_process(
+    ptc_emulator: PTCEmulator, plain_client: openai.OpenAI, client_version: ClientVersion
+) -> None:
+    """The guide's tool definition and tool_result code, in a program that builds its own `OpenAI()`."""
+    client_version("openai-python", openai.__version__)
+    done = subprocess.run(
+        [sys.executable, str(SEEDS / "function_tool.py")],
+        env={**os.environ, **ptc_emulator.env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == SEED_ANSWER
+    # What the program sent, as the session keeps it: the guide's result, for the call it answered.
+    (session,) = [valid(s) for s in plain_client.beta.agents.sessions.list()]
+    items = [valid(i) for i in plain_client.beta.agents.sessions.items.list(session.id)]
+    assert [i.type for i in items] == [
+        "message",
+        "command_execution",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
+    call, output = items[2:4]
+    assert call.arguments == {"customer_id": "123"} and output.call_id == call.call_id
+    assert json.loads(output.output) == {"found": True, "customer": {"name": "Example Customer", "plan": "pro"}}
+    assert valid(plain_client.beta.agents.sessions.retrieve(session.id)).status == "idle"
+
+
+def test_the_seed_flow_with_events_and_tool_result(plain_client: openai.OpenAI, client_version: ClientVersion) -> None:
     """Create, stream until requires_action, answer with tool_result, stream until idle, read the message."""
+    client_version("openai-python", openai.__version__)
     session = new_session(plain_client, "Look up customer 123.")
     assert session.environment.type == "none" and session.status == "in_progress"
     seen = events_until(plain_client, session.id, "agent.session.requires_action")

@@ -21,9 +21,12 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
+from agents.version import __version__ as agents_version
 
 from ptc_emulator.testing.server import PTCEmulator
-from tests.support import runner_model
+from tests.support import ClientVersion, runner_model
+
+pytestmark = pytest.mark.sdk  # the Agents SDK's Runner accepts every response and the server every replay
 
 EXPECTED = "sku_123: 42 units available against 31 requested, so the shortage is 0 units."
 
@@ -64,7 +67,10 @@ def agent(ptc_emulator: PTCEmulator, **settings: object) -> Agent:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("store", [None, False])
-async def test_runner_completes_a_programmatic_run(ptc_emulator: PTCEmulator, store: bool | None) -> None:
+async def test_runner_completes_a_programmatic_run(
+    ptc_emulator: PTCEmulator, store: bool | None, client_version: ClientVersion
+) -> None:
+    client_version("openai-agents", agents_version)
     result = await Runner.run(
         agent(ptc_emulator, store=store),
         "Compare inventory with demand for sku_123.",
@@ -92,7 +98,8 @@ async def test_runner_completes_a_programmatic_run(ptc_emulator: PTCEmulator, st
         assert all(e["response"]["store"] is False for e in journal)
 
 
-def test_runner_run_sync(ptc_emulator: PTCEmulator) -> None:
+def test_runner_run_sync(ptc_emulator: PTCEmulator, client_version: ClientVersion) -> None:
+    client_version("openai-agents", agents_version)
     try:
         result = Runner.run_sync(
             agent(ptc_emulator),
@@ -105,3 +112,44 @@ def test_runner_run_sync(ptc_emulator: PTCEmulator) -> None:
         policy.get_event_loop().close()
         policy.set_event_loop(None)
     assert result.final_output == EXPECTED
+
+
+@pytest.mark.anyio
+async def test_runner_continues_by_previous_response_id(
+    ptc_emulator: PTCEmulator, client_version: ClientVersion
+) -> None:
+    """`auto_previous_response_id=True`: the Runner continues each response by its id and sends only
+    what is new, the calls' outputs with their callers; the stored chain holds the program. A second
+    run goes on from the first's last response (`previous_response_id=`)."""
+    client_version("openai-agents", agents_version)
+    config = RunConfig(tracing_disabled=True)
+    first = await Runner.run(
+        agent(ptc_emulator),
+        "Compare inventory with demand for sku_123.",
+        run_config=config,
+        auto_previous_response_id=True,
+    )
+    assert first.final_output == EXPECTED
+    assert sorted(calls) == [("get_demand", "sku_123"), ("get_inventory", "sku_123")]
+    journal = ptc_emulator.journal
+    assert [e["status"] for e in journal] == [200, 200]
+    opening, resume = (e["request"] for e in journal)
+    assert "previous_response_id" not in opening
+    assert resume["previous_response_id"] == journal[0]["response_id"]
+    assert [i["type"] for i in resume["input"]] == ["function_call_output", "function_call_output"]
+    assert all(
+        i["caller"] == {"type": "program", "caller_id": journal[0]["response"]["output"][0]["call_id"]}
+        for i in resume["input"]
+    )
+    assert first.last_response_id == journal[1]["response_id"]
+
+    calls.clear()
+    second = await Runner.run(
+        agent(ptc_emulator),
+        "Compare inventory with demand for sku_456.",
+        run_config=config,
+        previous_response_id=first.last_response_id,
+    )
+    assert second.final_output == EXPECTED.replace("sku_123", "sku_456")
+    assert sorted(calls) == [("get_demand", "sku_456"), ("get_inventory", "sku_456")]
+    assert ptc_emulator.journal[2]["request"]["previous_response_id"] == first.last_response_id

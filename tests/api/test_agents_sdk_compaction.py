@@ -22,8 +22,12 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
+from agents.version import __version__ as agents_version
 
 from ptc_emulator.testing.server import PTCEmulator
+from tests.support import ClientVersion
+
+pytestmark = pytest.mark.sdk  # the Agents SDK's compaction session against what the server sends
 
 SCENARIO = {
     "name": "session-weather",
@@ -50,8 +54,9 @@ def no_tracing() -> Iterator[None]:
 @pytest.mark.anyio
 @pytest.mark.parametrize("store", [False, True], ids=["stateless", "stored"])
 async def test_the_compaction_session_compacts_and_the_next_run_plays_on(
-    ptc_emulator: PTCEmulator, tmp_path: Path, store: bool
+    ptc_emulator: PTCEmulator, tmp_path: Path, store: bool, client_version: ClientVersion
 ) -> None:
+    client_version("openai-agents", agents_version)
     ptc_emulator.add_scenario(SCENARIO)
     compacts: list[dict[str, Any]] = []
 

@@ -14,6 +14,9 @@ from openai.types.responses import CompactedResponse, ResponseCompactionItem
 
 from ptc_emulator.testing.server import PTCEmulator
 from tests.api.api_support import PTC_TOOLS
+from tests.support import ClientVersion
+
+pytestmark = pytest.mark.sdk  # responses.compact and its item, as the official client sends and validates them
 
 LOOKUP: dict[str, Any] = {
     "type": "function",
@@ -70,8 +73,9 @@ def test_compact_returns_the_user_messages_and_one_opaque_compaction_item(
 
 
 def test_a_store_false_continuation_from_the_compaction_item_plays_on(
-    client: openai.OpenAI, ptc_emulator: PTCEmulator
+    client: openai.OpenAI, ptc_emulator: PTCEmulator, client_version: ClientVersion
 ) -> None:
+    client_version("openai-python", openai.__version__)
     ptc_emulator.add_scenario(SCENARIO)
     compacted = client.responses.compact(model="gpt-5.4", input=first_turn(client, store=False))
     window = dumped(compacted.output)
@@ -84,8 +88,9 @@ def test_a_store_false_continuation_from_the_compaction_item_plays_on(
 
 
 def test_a_stored_continuation_reaches_the_compaction_item_by_previous_response_id(
-    client: openai.OpenAI, ptc_emulator: PTCEmulator
+    client: openai.OpenAI, ptc_emulator: PTCEmulator, client_version: ClientVersion
 ) -> None:
+    client_version("openai-python", openai.__version__)
     ptc_emulator.add_scenario(SCENARIO)
     first = client.responses.create(model="gpt-5.4", input="weather in Oslo", tools=[LOOKUP])
     (call,) = [item for item in first.output if item.type == "function_call"]
@@ -104,8 +109,9 @@ def test_a_stored_continuation_reaches_the_compaction_item_by_previous_response_
 
 @pytest.mark.parametrize("store", [False, True])
 def test_a_program_paused_at_compaction_time_stays_resumable(
-    client: openai.OpenAI, ptc_emulator: PTCEmulator, store: bool
+    client: openai.OpenAI, ptc_emulator: PTCEmulator, store: bool, client_version: ClientVersion
 ) -> None:
+    client_version("openai-python", openai.__version__)
     ptc_emulator.add_scenario(PAUSED)
     first = client.responses.create(model="gpt-5.4", input="add twice", tools=PTC_TOOLS, store=store)
     (call,) = [item for item in first.output if item.type == "function_call"]

@@ -11,6 +11,8 @@ from ptc_emulator.emulator.responses.usage import count
 from ptc_emulator.testing.server import PTCEmulator
 from tests.support import PTC_TOOLS, js
 
+pytestmark = pytest.mark.sdk  # each endpoint's body, as the official client sends and validates it
+
 
 def test_retrieve_returns_the_stored_response(client: openai.OpenAI) -> None:
     created = client.responses.create(model="m", input=js("text('hi')"), tools=PTC_TOOLS)

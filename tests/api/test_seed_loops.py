@@ -15,7 +15,7 @@ import pytest
 
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.testing.server import PTCEmulator
-from tests.support import in_process, validated, validating_client
+from tests.support import ClientVersion, in_process, validated, validating_client
 
 SEEDS = Path(__file__).parent / "seeds"
 EXPECTED = "sku_123: 42 units available against 31 requested, so the shortage is 0 units."
@@ -42,6 +42,7 @@ def implementations(name: str, args: dict[str, Any]) -> dict[str, Any]:
     return {"sku": args["sku"], "requested_units": 31}
 
 
+@pytest.mark.sdk
 @pytest.mark.parametrize("store", [False, True])
 def test_python_loop_from_the_guide(
     store: bool,
@@ -49,7 +50,9 @@ def test_python_loop_from_the_guide(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
+    client_version: ClientVersion,
 ) -> None:
+    client_version("openai-python", openai.__version__)
     # The loop's code is the guide's; `OpenAI()` is the only thing pointed elsewhere.
     source = (SEEDS / "python_loop.py").read_text(encoding="utf-8")
     assert source.count("store=False") == 1
@@ -72,7 +75,9 @@ def test_python_loop_from_the_guide(
     assert all(e["response"]["store"] is store for e in journal)
 
 
-def test_python_loop_runs_verbatim_in_its_own_process(ptc_emulator: PTCEmulator) -> None:
+@pytest.mark.sdk
+def test_python_loop_runs_verbatim_in_its_own_process(ptc_emulator: PTCEmulator, client_version: ClientVersion) -> None:
+    client_version("openai-python", openai.__version__)  # the same interpreter, so the same package
     env = {**os.environ, "OPENAI_BASE_URL": ptc_emulator.base_url, "OPENAI_API_KEY": "sk-test"}
     done = subprocess.run(
         [sys.executable, str(SEEDS / "python_loop.py")], env=env, capture_output=True, text=True, timeout=60
@@ -81,8 +86,12 @@ def test_python_loop_runs_verbatim_in_its_own_process(ptc_emulator: PTCEmulator)
     assert done.stdout.strip() == EXPECTED
 
 
-def test_previous_response_id_loop(client: openai.OpenAI, ptc_emulator: PTCEmulator) -> None:
+@pytest.mark.sdk
+def test_previous_response_id_loop(
+    client: openai.OpenAI, ptc_emulator: PTCEmulator, client_version: ClientVersion
+) -> None:
     """store:true, continuing with previous_response_id and only the new outputs."""
+    client_version("openai-python", openai.__version__)
     response = client.responses.create(
         model="gpt-6-astra", input="Compare inventory with demand for sku_123.", tools=INVENTORY_TOOLS
     )
@@ -119,6 +128,7 @@ def test_previous_response_id_loop(client: openai.OpenAI, ptc_emulator: PTCEmula
     assert [i.type for i in items] == ["function_call_output", "function_call_output"]
 
 
+@pytest.mark.sdk
 @pytest.mark.anyio
 async def test_in_process_through_the_asgi_transport(tmp_path: Path) -> None:
     """The same loop with no socket: the SDK on httpx's ASGI transport, store:false."""
@@ -142,6 +152,7 @@ async def test_in_process_through_the_asgi_transport(tmp_path: Path) -> None:
         assert response.output_text == EXPECTED
 
 
+@pytest.mark.sdk
 def test_the_readme_quick_start(ptc_emulator: PTCEmulator, capsys: pytest.CaptureFixture[str]) -> None:
     """The README's quick start runs as written, against the bundled scenario."""
     readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")

@@ -13,6 +13,8 @@ from ptc_emulator.api.settings import Settings
 from ptc_emulator.testing.server import PTCEmulator
 from tests.conversations.conversations_support import in_process, validated
 
+pytestmark = pytest.mark.sdk  # the Conversations API's bodies, validated with the official client's models
+
 
 def test_create_retrieve_update_delete(conversations_sdk: openai.OpenAI) -> None:
     conv = conversations_sdk.conversations.create(metadata={"topic": "inventory"})

@@ -19,11 +19,14 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
+from agents.version import __version__ as agents_version
 
 from ptc_emulator.emulator.responses.usage import count
 from ptc_emulator.testing.server import PTCEmulator
 from tests.conversations.conversations_support import async_conversations_client
-from tests.support import PTC_TOOLS, answer_all, arithmetic, js
+from tests.support import PTC_TOOLS, ClientVersion, answer_all, arithmetic, js
+
+pytestmark = pytest.mark.sdk  # conversations through the official client and the Agents SDK's sessions
 
 ADD = "const x = await tools.add({a: 2, b: 3}); text(String(x));"
 
@@ -32,7 +35,10 @@ def kinds(client: openai.OpenAI, conversation: str) -> list[str]:
     return [item.type for item in client.conversations.items.list(conversation, order="asc", limit=100)]
 
 
-def test_a_program_pauses_and_resumes_through_the_conversation(conversations_sdk: openai.OpenAI) -> None:
+def test_a_program_pauses_and_resumes_through_the_conversation(
+    conversations_sdk: openai.OpenAI, client_version: ClientVersion
+) -> None:
+    client_version("openai-python", openai.__version__)
     conv = conversations_sdk.conversations.create(items=[{"role": "developer", "content": "Use programs."}])
 
     paused = conversations_sdk.responses.create(model="m", conversation=conv.id, input=js(ADD), tools=PTC_TOOLS)
@@ -183,8 +189,9 @@ ONE_RUN = [
 
 @pytest.mark.anyio
 async def test_agents_runner_with_an_openai_conversations_session(
-    ptc_emulator: PTCEmulator, agents_client: openai.AsyncOpenAI
+    ptc_emulator: PTCEmulator, agents_client: openai.AsyncOpenAI, client_version: ClientVersion
 ) -> None:
+    client_version("openai-agents", agents_version)
     agent = inventory_agent(agents_client)
     session = OpenAIConversationsSession(openai_client=agents_client)
     config = RunConfig(tracing_disabled=True)
@@ -202,8 +209,9 @@ async def test_agents_runner_with_an_openai_conversations_session(
 
 @pytest.mark.anyio
 async def test_agents_runner_with_a_conversation_id(
-    ptc_emulator: PTCEmulator, agents_client: openai.AsyncOpenAI
+    ptc_emulator: PTCEmulator, agents_client: openai.AsyncOpenAI, client_version: ClientVersion
 ) -> None:
+    client_version("openai-agents", agents_version)
     agent = inventory_agent(agents_client)
     conv = await agents_client.conversations.create()
     config = RunConfig(tracing_disabled=True)

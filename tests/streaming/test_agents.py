@@ -10,9 +10,12 @@ from typing import Any
 import pytest
 
 from ptc_emulator.testing.server import PTCEmulator
+from tests.support import ClientVersion
 
 agents = pytest.importorskip("agents", reason="openai-agents is not installed")
 from agents.models.openai_responses import OpenAIResponsesModel, OpenAIResponsesWSModel  # noqa: E402
+
+pytestmark = pytest.mark.sdk  # the Agents SDK's streamed Runner over both of its transports
 
 EXPECTED = "sku_123: 7 units available against 9 requested, so the shortage is 2 units."
 
@@ -54,7 +57,8 @@ async def _stream(model: Any) -> tuple[str, list[str]]:
 
 
 @pytest.mark.parametrize("transport", [OpenAIResponsesModel, OpenAIResponsesWSModel], ids=["sse", "websocket"])
-def test_streamed_runner(ptc_emulator: PTCEmulator, transport: Any) -> None:
+def test_streamed_runner(ptc_emulator: PTCEmulator, transport: Any, client_version: ClientVersion) -> None:
+    client_version("openai-agents", agents.__version__)
     answer, kinds = asyncio.run(_run(ptc_emulator, transport))
     assert answer == EXPECTED
     assert "raw_response_event" in kinds and "run_item_stream_event" in kinds

@@ -29,6 +29,9 @@ from tests.streaming.streaming_support import (
     post_stream,
     run_loop,
 )
+from tests.support import ClientVersion
+
+pytestmark = pytest.mark.sdk  # every SSE event, through the official client's stream helper and models
 
 REASONING_SCENARIO = """
 match:
@@ -67,7 +70,10 @@ def _sdk_loop(client: openai.OpenAI, first: str, tools: list[dict[str, Any]]) ->
     raise AssertionError("the loop did not end")
 
 
-def test_stream_helper_runs_a_program_through_three_pauses(ptc_emulator: PTCEmulator) -> None:
+def test_stream_helper_runs_a_program_through_three_pauses(
+    ptc_emulator: PTCEmulator, client_version: ClientVersion
+) -> None:
+    client_version("openai-python", openai.__version__)
     client = ptc_emulator.client(max_retries=0)
     finals = _sdk_loop(client, js(THREE_PAUSES), ADD_TOOLS)
     assert [len([i for i in f.output if i.type == "function_call"]) for f in finals] == [1, 1, 1, 0]

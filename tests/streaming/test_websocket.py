@@ -33,6 +33,9 @@ from tests.streaming.streaming_support import (
     js,
     post_stream,
 )
+from tests.support import ClientVersion
+
+pytestmark = pytest.mark.sdk  # every frame, through the official client's connect() and its event union
 
 Event = dict[str, Any]
 
@@ -69,7 +72,10 @@ def conn(ptc_emulator: PTCEmulator) -> Iterator[Any]:
         yield connection
 
 
-def test_loop_with_previous_response_id_on_one_socket(ptc_emulator: PTCEmulator, conn: Any) -> None:
+def test_loop_with_previous_response_id_on_one_socket(
+    ptc_emulator: PTCEmulator, conn: Any, client_version: ClientVersion
+) -> None:
+    client_version("openai-python", openai.__version__)
     conn.response.create(model="emulated", input=js(THREE_PAUSES), tools=ADD_TOOLS, stream_id="lane-1")
     finals = [final_of(read_response(conn), "lane-1")]
     while outputs := add_outputs(finals[-1]["output"]):
@@ -85,7 +91,10 @@ def test_loop_with_previous_response_id_on_one_socket(ptc_emulator: PTCEmulator,
     assert [(e["method"], e["status"], e["response_id"]) for e in journal] == [("WS", 200, f["id"]) for f in finals]
 
 
-def test_loop_with_store_false_replay_on_one_socket(ptc_emulator: PTCEmulator, conn: Any) -> None:
+def test_loop_with_store_false_replay_on_one_socket(
+    ptc_emulator: PTCEmulator, conn: Any, client_version: ClientVersion
+) -> None:
+    client_version("openai-python", openai.__version__)
     items: list[Event] = [{"role": "user", "content": js(THREE_PAUSES)}]
     finals = []
     for _ in range(6):

@@ -23,6 +23,8 @@ from ptc_emulator.testing.server import PTCEmulator
 from tests.support import js, runner_model
 from tests.tools.tools_support import DocsServer, docs_server
 
+pytestmark = pytest.mark.sdk  # the Agents SDK's Runner accepts hosted MCP items and their approvals
+
 CODE = """
 let out = [];
 try { out.push(await tools.docs_server.delete_page({page: 'old'})); }

@@ -15,6 +15,8 @@ from ptc_emulator.testing.server import PTCEmulator
 from tests.support import js
 from tests.tools.client_kinds_support import LISTED_ITEM, PROGRAMMATIC, PTC, answer, run_to_end
 
+pytestmark = pytest.mark.sdk  # each client-owned kind's items, as the official client reads and answers them
+
 CUSTOM = {"type": "custom", "name": "shout", "description": "Upper-cases text.", "allowed_callers": PROGRAMMATIC}
 SHELL = {"type": "shell", "environment": {"type": "local"}, "allowed_callers": PROGRAMMATIC}
 PATCH = {"type": "apply_patch", "allowed_callers": PROGRAMMATIC}

@@ -52,6 +52,7 @@ def no_tracing(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+@pytest.mark.sdk
 @pytest.mark.anyio
 @pytest.mark.parametrize("store", [None, False])
 async def test_the_runner_finds_and_runs_a_top_level_deferred_tool(

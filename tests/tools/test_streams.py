@@ -6,10 +6,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from ptc_emulator.testing.server import PTCEmulator
 from tests.streaming.streaming_support import SERVER_EVENT, check_event, check_stream, decode, get_stream, post_stream
 from tests.support import js
 from tests.tools.client_kinds_support import PROGRAMMATIC, PTC
+
+pytestmark = pytest.mark.sdk  # every event of the new items, validated with the official client's models
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "custom", "name": "shout", "allowed_callers": PROGRAMMATIC},

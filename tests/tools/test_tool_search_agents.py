@@ -26,6 +26,8 @@ from agents import (
 from ptc_emulator.testing.server import PTCEmulator
 from tests.support import runner_model
 
+pytestmark = pytest.mark.sdk  # the Agents SDK's Runner accepts tool search items
+
 calls: list[tuple[str, str]] = []
 
 

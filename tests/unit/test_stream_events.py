@@ -13,6 +13,8 @@ from pydantic import TypeAdapter
 from tests.support import PTC_TOOLS, js
 from tests.unit.fake_runner import FakeProgram, FakeRunner
 
+pytestmark = pytest.mark.sdk  # every event, validated with the official client's models
+
 EVENT = TypeAdapter[Any](ResponseStreamEvent)
 CODE = "const [a, b] = await Promise.all([tools.add({a: 1, b: 2}), tools.add({a: 3, b: 4})]);\ntext(a + b);"
 
