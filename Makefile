@@ -125,7 +125,7 @@ $(OLDEST_STAMP): pyproject.toml $(OLDEST_LOCK)
 	$(OLDEST_VENV)/bin/python -m pip install --quiet --no-compile -c $(OLDEST_LOCK) -e '.[dev]' 'openai==$(OLDEST_SDK)'
 	touch $(OLDEST_STAMP)
 
-test-sdk-oldest: $(OLDEST_STAMP) $(NODE_STAMP) ## the client-facing tests (-m sdk) on the oldest supported openai (3.51)
+test-sdk-oldest: $(OLDEST_STAMP) $(NODE_STAMP) $(GO_STAMP) $(JAVA_STAMP) ## the client-facing tests (-m sdk) on the oldest supported openai (3.51)
 	$(OLDEST_VENV)/bin/python -c 'import openai; assert openai.__version__ == "$(OLDEST_SDK)", openai.__version__'
 	PYTHONDONTWRITEBYTECODE= $(OLDEST_VENV)/bin/python -m pytest -m sdk -n $(JOBS) --dist loadfile -q
 
@@ -141,6 +141,6 @@ lock: ## resolve the newest dependencies afresh into locks/ (commit that on its 
 	PYTHON=$(PYTHON) locks/refresh.sh $(HOLD)
 
 clean: ## remove the virtual environment and caches
-	rm -rf $(VENV) .venv-openai-* tests/node/node_modules js/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache \
+	rm -rf $(VENV) .venv-openai-* .build tests/sdk/java/target tests/node/node_modules js/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache \
 		build dist *.egg-info .data
 	find . -name __pycache__ -type d -not -path './.git/*' -prune -exec rm -rf {} +
