@@ -340,13 +340,17 @@ class Engine:
             input_items=expanded.visible if expanded is not None else items,
             output_items=[],
         )
-        return {
+        compacted: dict[str, Any] = {
             "id": self.ids("resp"),
             "object": "response.compaction",
             "created_at": int(self.clock()),
             "output": [*users, self.compactor.item(window)],
             "usage": counted,
         }
+        for echoed in ("safety_identifier", "service_tier"):  # the CompactedResponse shows them when given
+            if getattr(request, echoed) is not None:
+                compacted[echoed] = getattr(request, echoed)
+        return compacted
 
     def cancelled(self, response_id: str) -> bool:
         """Whether the stored response was cancelled (by any replica)."""

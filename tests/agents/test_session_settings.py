@@ -14,13 +14,14 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from openai.resources.beta.agents.sessions import Sessions
 
 from ptc_emulator.testing.server import PTCEmulator
 from tests.agents.agents_support import GET_CUSTOMER, customer, events_until, js, tool_result, valid
 
 pytestmark = pytest.mark.sdk
 
-SESSIONS = openai.resources.beta.agents.sessions.Sessions
+SESSIONS = Sessions
 needs_spend_control = pytest.mark.skipif(
     "spend_control" not in inspect.signature(SESSIONS.update).parameters,
     reason=f"openai {openai.__version__} has no spend_control on sessions.update (openai 3.60 and later)",
