@@ -34,6 +34,7 @@ from ptc_emulator.emulator.responses.usage import (
 )
 from ptc_emulator.emulator.rules import checks
 from ptc_emulator.emulator.rules.compaction import Compactor, Expanded, compact_threshold, triggered
+from ptc_emulator.emulator.rules.configuration import in_effect
 from ptc_emulator.emulator.rules.conversation import Conversation, Folds, analyse
 from ptc_emulator.emulator.rules.history import History, as_input, as_response_item, not_found
 from ptc_emulator.emulator.signing import Signer
@@ -221,8 +222,9 @@ class Engine:
     ) -> Prepared:
         """The prepared response, with the figures the journal takes from it; `read` is the
         request's conversation, and the version of what it continues (`Prepared.read_version`)."""
+        seen = conv.visible if conv.visible is not None else conv.items
         prepared = Prepared(
-            request=request,
+            request=in_effect(request, seen),  # with the configuration the conversation's updates set
             response_id=self.ids("resp"),
             created_at=float(int(self.clock())),
             conversation=conv,

@@ -99,11 +99,16 @@ class UpstreamClient:
         functions: list[Function],
         tool_choice: str = "auto",
         on_delta: Delta | None = None,
+        effort: str | None = None,
+        text_format: dict[str, Any] | None = None,
     ) -> Answer:
         """One turn of the upstream model, retried as the module says. `tool_choice`: `auto`,
         `none`, `required` or `function:<name>`. `on_delta(kind, text)`: each piece of the
-        answer's text (`kind` "text") and reasoning ("reasoning") as it arrives."""
+        answer's text (`kind` "text") and reasoning ("reasoning") as it arrives. `effort`, a
+        reasoning effort, and `text_format`, a Responses text format (`json_schema`), are asked
+        for as each protocol spells them (`settings`)."""
         model = self.config.model or model
+        extra = _settings(self.config.api, effort, text_format)
         attempt = 0
         passed = False
 
@@ -118,8 +123,10 @@ class UpstreamClient:
             try:
                 async with asyncio.timeout(self.config.timeout_s):  # the whole request, a stream's chunks too
                     if self.config.api == "responses":
-                        return await self._responses(model, instructions, transcript, functions, tool_choice, feed)
-                    return await self._chat(model, instructions, transcript, functions, tool_choice, feed)
+                        return await self._responses(
+                            model, instructions, transcript, functions, tool_choice, feed, extra
+                        )
+                    return await self._chat(model, instructions, transcript, functions, tool_choice, feed, extra)
             except TimeoutError:
                 if attempt >= self.config.retries or passed:
                     raise _timeout(self.config) from None
@@ -159,8 +166,9 @@ class UpstreamClient:
         functions: list[Function],
         choice: str,
         on_delta: Delta | None,
+        extra: dict[str, Any],
     ) -> Answer:
-        body: dict[str, Any] = {"model": model, "messages": chat_messages(instructions, transcript)}
+        body: dict[str, Any] = {"model": model, "messages": chat_messages(instructions, transcript), **extra}
         if functions:
             body["tools"] = [
                 {
@@ -211,8 +219,9 @@ class UpstreamClient:
         functions: list[Function],
         choice: str,
         on_delta: Delta | None,
+        extra: dict[str, Any],
     ) -> Answer:
-        body: dict[str, Any] = {"model": model, "input": responses_input(transcript), "store": False}
+        body: dict[str, Any] = {"model": model, "input": responses_input(transcript), "store": False, **extra}
         if instructions:
             body["instructions"] = instructions
         if functions:
@@ -230,6 +239,28 @@ class UpstreamClient:
         return await self._streamed(
             response, _responses_answer, lambda: _responses_stream(response, self.config, on_delta)
         )
+
+
+def _settings(api: str, effort: str | None, text_format: dict[str, Any] | None) -> dict[str, Any]:
+    """A reasoning effort and a text format as the protocol's body fields: Chat Completions'
+    `reasoning_effort` and `response_format` (`{type: json_schema, json_schema: {name, schema,
+    ...}}`), or Responses' `reasoning` and `text`. A plain text format is the default: not sent."""
+    fields: dict[str, Any] = {}
+    schema = text_format if text_format is not None and text_format.get("type") == "json_schema" else None
+    if api == "responses":
+        if effort is not None:
+            fields["reasoning"] = {"effort": effort}
+        if schema is not None:
+            fields["text"] = {"format": schema}
+        return fields
+    if effort is not None:
+        fields["reasoning_effort"] = effort
+    if schema is not None:
+        fields["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {k: v for k, v in schema.items() if k != "type"},
+        }
+    return fields
 
 
 def _function(f: Function) -> dict[str, Any]:
