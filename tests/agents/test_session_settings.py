@@ -218,3 +218,21 @@ def test_a_sessions_tools_fit_in_8_mib_an_agents_in_3(ptc_emulator: PTCEmulator)
     }
     update = raw(ptc_emulator, "POST", f"/agents/sessions/{session.json()['id']}", {"agent": {"tools": nine}})
     assert update.status_code == 400 and update.json()["error"]["param"] == "agent.tools"
+
+
+def test_a_stdio_mcp_server_with_env_gets_the_stdio_refusal(ptc_emulator: PTCEmulator) -> None:
+    """`env` is a field of the SDK's stdio transport: a transport that sets it is refused as stdio,
+    not as an unknown parameter."""
+    transport = {"type": "stdio", "command": "srv", "cwd": "/", "env": {"TOKEN": "t"}}
+    tool = {"type": "mcp", "server_label": "local", "transport": transport}
+    reply = raw(ptc_emulator, "POST", "/agents/sessions", session_body(agent={"model": "gpt-5", "tools": [tool]}))
+    assert (reply.status_code, reply.json()["error"]) == (
+        400,
+        {
+            "message": "MCP servers over the stdio transport are not emulated: they run in the session's environment. "
+            "Serve the MCP server over HTTP (transport type 'http').",
+            "type": "invalid_request_error",
+            "param": "agent.tools[0].transport.type",
+            "code": "unsupported_parameter",
+        },
+    )
