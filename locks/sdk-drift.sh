@@ -14,10 +14,16 @@ venv=$(mktemp -d)
 trap 'rm -rf "$venv"' EXIT
 
 grep -v -E '^(openai|openai-agents)==' locks/python.txt >"$venv/constraints.txt"
+install() {  # pip's output goes to a log, shown when it fails (the editable build is chatty)
+  if ! "$venv/bin/python" -m pip install --quiet --no-compile "$@" >"$venv/pip.log" 2>&1; then
+    cat "$venv/pip.log" >&2
+    exit 1
+  fi
+}
 "$python" -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet --no-compile -c "$venv/constraints.txt" -e '.[dev]'
-"$venv/bin/python" -m pip install --quiet --no-compile --upgrade openai openai-agents
+install --upgrade pip
+install -c "$venv/constraints.txt" -e '.[dev]'
+install --upgrade openai openai-agents
 
 "$venv/bin/python" - <<'EOF'
 """What moved since the lock: the Python packages, then the other languages' official SDKs."""
@@ -39,10 +45,11 @@ def locked(path):
 
 
 def report(title, rows):
-    print(f"\n{title}")
+    if title:
+        print(f"\n{title}")
     width = max((len(r[0]) for r in rows), default=10)
     for name, pinned, newest in rows:
-        mark = "  (same)" if pinned == newest else ""
+        mark = "  (same)" if pinned and pinned == newest else ""
         print(f"  {name:<{width}}  {pinned or '-':>12}  ->  {newest or '?':<12}{mark}")
 
 
@@ -55,7 +62,11 @@ moved = sorted(
     for name, version in installed.items()
     if name not in ("openai", "openai-agents", "ptc-emulator", "pip") and pins.get(name) != version
 )
-report("Other Python packages that differ from the lock (what the newest SDKs pulled in):", moved or [("none", "", "")])
+print("\nOther Python packages that differ from the lock (what the newest SDKs pulled in):")
+if moved:
+    report("", moved)
+else:
+    print("  none")
 
 
 def fetch(url):
@@ -81,21 +92,20 @@ if package.exists():
     for name in ("openai", "@openai/agents"):
         rows.append((f"npm {name}", deps.get(name), npm_latest(name)))
 gomod = Path("tests/sdk/go/go.mod")
-if gomod.exists():
-    pinned = re.search(r"github\.com/openai/openai-go/v3\s+v(\S+)", gomod.read_text())
-    latest = fetch("https://proxy.golang.org/github.com/openai/openai-go/v3/@latest")
-    newest = json.loads(latest)["Version"].lstrip("v") if latest.startswith("{") else None
-    rows.append(("go github.com/openai/openai-go/v3", pinned.group(1) if pinned else None, newest))
+pinned = re.search(r"github\.com/openai/openai-go/v3\s+v(\S+)", gomod.read_text()) if gomod.exists() else None
+releases = [v.lstrip("v") for v in fetch("https://proxy.golang.org/github.com/openai/openai-go/v3/@v/list").split()]
+releases = [v for v in releases if re.fullmatch(r"\d+\.\d+\.\d+", v)]  # no pre-releases
+newest = max(releases, key=lambda v: tuple(map(int, v.split(".")))) if releases else None
+rows.append(("go github.com/openai/openai-go/v3", pinned.group(1) if pinned else None, newest))
 pom = Path("tests/sdk/java/pom.xml")
-if pom.exists():
-    pinned = re.search(r"<artifactId>openai-java</artifactId>\s*<version>([^<]+)</version>", pom.read_text())
-    meta = fetch("https://repo1.maven.org/maven2/com/openai/openai-java/maven-metadata.xml")
-    newest = re.search(r"<release>([^<]+)</release>", meta)
-    rows.append(("maven com.openai:openai-java", pinned.group(1) if pinned else None, newest.group(1) if newest else None))
+pinned = re.search(r"<artifactId>openai-java</artifactId>\s*<version>([^<]+)</version>", pom.read_text()) if pom.exists() else None
+meta = fetch("https://repo1.maven.org/maven2/com/openai/openai-java/maven-metadata.xml")
+newest = re.search(r"<release>([^<]+)</release>", meta)
+rows.append(("maven com.openai:openai-java", pinned.group(1) if pinned else None, newest.group(1) if newest else None))
 if rows:
     report("Other languages' SDKs (pinned by the suites -> newest on the registry):", rows)
 for missing in (p for p in (package, gomod, pom) if not p.exists()):
-    print(f"  ({missing} does not exist here: not compared)")
+    print(f"  ({missing} does not exist here: nothing pinned to compare with)")
 print()
 EOF
 
