@@ -7,7 +7,7 @@ NODE_STAMP := tests/node/node_modules/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: help run test test-fast test-sdk-oldest lint format bench clean browser test-js postgres lock
+.PHONY: help run test test-fast test-sdk-oldest lint format bench clean browser test-js postgres lock sdk-drift
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -139,6 +139,9 @@ bench: $(STAMP) ## the sandbox and HTTP benchmarks (a few minutes; bench/load.py
 
 lock: ## resolve the newest dependencies afresh into locks/ (commit that on its own, once make test passes)
 	PYTHON=$(PYTHON) locks/refresh.sh $(HOLD)
+
+sdk-drift: ## the drift guard against the newest openai and openai-agents on PyPI, in a throwaway venv, with what moved since the lock
+	PYTHON=$(PYTHON) JOBS=$(JOBS) locks/sdk-drift.sh
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .venv-openai-* .build tests/sdk/java/target tests/node/node_modules js/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache \

@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ptc_emulator import __version__
 from ptc_emulator.api import errors, guards, inspector, scopes
 from ptc_emulator.api.recorder import RequestLog
-from ptc_emulator.api.routes import admin, agents, conversations, websocket
+from ptc_emulator.api.routes import admin, agents, conversations, models, websocket
 from ptc_emulator.api.routes import responses as routes
 from ptc_emulator.api.settings import Settings, bundled_fixtures
 from ptc_emulator.emulator.agents.harness import Harness
@@ -73,6 +73,8 @@ class AppState:
     """The ports this app serves on: the MCP client never connects there."""
     scenario_files: ScenarioFiles | None = None
     """The scenario directories `scenarios` was loaded from (reloaded by --watch and reset)."""
+    started_at: int = field(default_factory=lambda: int(time.time()))
+    """When the app was made: the `created` of the models `GET /v1/models` lists."""
 
 
 def _load_scenarios(settings: Settings) -> ScenarioFiles:
@@ -183,6 +185,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     app.include_router(inspector.root_router)
     app.include_router(websocket.router)
     app.include_router(agents.router)
+    app.include_router(models.router)
     if settings.recording:
         _record(app, state)
     if store.shared:

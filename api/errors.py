@@ -131,6 +131,25 @@ def validation_error(errors: Sequence[Any], body: Any) -> InvalidRequest:
             param=param or None,
             code="invalid_type",
         )
+    bound = error.get("ctx") or {}
+    if kind == "string_too_long":  # the hosted wording of a string's length bound
+        length = len(value) if isinstance(value, str) else value
+        return InvalidRequest(
+            f"Invalid '{param}': string too long. Expected a string with maximum length {bound.get('max_length')}, "
+            f"but got a string with length {length} instead.",
+            param=param,
+            code="string_above_max_length",
+        )
+    if kind in ("greater_than_equal", "greater_than"):  # and of a number's lower bound
+        least = bound.get("ge", bound.get("gt"))
+        sign = ">=" if kind == "greater_than_equal" else ">"
+        number = "integer" if isinstance(value, int) else "decimal"
+        return InvalidRequest(
+            f"Invalid '{param}': {number} below minimum value. Expected a value {sign} {least}, but got {value} "
+            "instead.",
+            param=param,
+            code=f"{number}_below_min_value",
+        )
     message = str(error.get("msg", "invalid value"))
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import typing
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -39,11 +40,82 @@ def validate_body(method: str, path: str, status: int, body: Any) -> None:
         InputTokenCountResponse.model_validate(body)
     elif path.endswith("/responses/compact"):
         validate_compacted(body)
+    elif "/v1/agents" in path or "/v1/models" in path:
+        validate_resource(method, path, body)
     elif method == "DELETE":
         assert body["deleted"] is True
     elif "/responses" in path:
         Response.model_validate(body)
     validated.append(path)
+
+
+def validate_resource(method: str, path: str, body: Any) -> None:
+    """An Agents API or Models API body, by path, with the installed SDK's models."""
+    from openai.types import Model
+    from openai.types.beta.agent import Agent
+    from openai.types.beta.agent_session import AgentSession
+    from openai.types.beta.agent_session_item import AgentSessionItem
+    from openai.types.beta.agents.sessions.turn import Turn
+
+    def session(data: Any) -> None:
+        AgentSession.model_validate(for_installed_sdk(data))
+
+    item = TypeAdapter(AgentSessionItem).validate_python
+    parts = path.split("/v1/", 1)[1].split("/")
+    if parts[0] == "models":
+        one: Callable[[Any], Any] = Model.model_validate
+    elif parts[:2] != ["agents", "sessions"]:
+        one = Agent.model_validate
+    elif len(parts) <= 3:
+        one = session
+    elif parts[-1] == "items":
+        one = item
+    elif parts[3] == "turns":
+        one = Turn.model_validate
+    else:
+        raise AssertionError(f"no SDK model is known here for {method} {path}")
+    collection = parts[-1] in ("models", "agents", "sessions", "items", "turns")
+    if method == "DELETE":
+        assert body["deleted"] is True and body["id"] == parts[-1], body
+    elif method == "GET" and collection:
+        assert body["object"] == "list" and isinstance(body.get("has_more", False), bool), body
+        for row in body["data"]:
+            one(row)
+    else:
+        one(body)
+
+
+def _older_spend_control() -> bool:
+    """Whether the installed SDK's `SpendControl` is the one before openai 3.60: `limit` required,
+    and "unlimited sessions omit this object" (3.51). openai 3.60 made `spend_control` required,
+    its limit null for an unlimited session: the newest types win, so the emulator sends that."""
+    from openai.types.beta.agent_session import AgentSession
+
+    field = AgentSession.model_fields.get("spend_control")
+    if field is None or field.is_required():
+        return False
+    spend = next(a for a in typing.get_args(field.annotation) if a is not type(None))
+    return bool(spend.model_fields["limit"].is_required())
+
+
+def for_installed_sdk(data: Any) -> Any:
+    """An Agents API body as the installed SDK's models take it: under an SDK of the older spend
+    control (`_older_spend_control`), every unlimited session's `spend_control` (null limit) is
+    left out, as such an SDK expects of an unlimited session; nothing else changes."""
+    if not _older_spend_control():
+        return data
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(n) for n in node]
+        if not isinstance(node, dict):
+            return node
+        out = {k: walk(v) for k, v in node.items()}
+        if node.get("object") == "agent.session" and (node.get("spend_control") or {}).get("limit") is None:
+            out.pop("spend_control", None)
+        return out
+
+    return walk(data)
 
 
 def validate_compacted(body: Any) -> None:

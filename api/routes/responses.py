@@ -113,7 +113,10 @@ async def retrieve_response(
     stream: bool = False,
     starting_after: int | None = None,
     include: Include = None,
+    include_obfuscation: bool = True,
 ) -> Response:
+    """`include_obfuscation` (the SDK's): the emulator pads no event with `obfuscation`, so a replayed
+    stream is the same either way, as a hosted one is with it false."""
     engine = engine_of(request)
     if stream:
         return stream_stored(request, engine, response_id, starting_after)

@@ -35,8 +35,9 @@ from ptc_emulator.emulator.agents.events import Fanout, Subscription
 from ptc_emulator.emulator.agents.keys import IdempotencyKeys
 from ptc_emulator.emulator.agents.mcp import McpApprovalResult
 from ptc_emulator.emulator.agents.ownership import Ownership
-from ptc_emulator.emulator.agents.session import AgentSession, Doc, Event, input_messages, zero_usage
+from ptc_emulator.emulator.agents.session import AgentSession, Doc, Event, input_messages, spend_control, zero_usage
 from ptc_emulator.emulator.agents.wire import (
+    MAX_SESSION_TOOLS_BYTES,
     AgentCreate,
     AgentUpdate,
     CancelInput,
@@ -67,6 +68,10 @@ ANY_SCOPE = object()
 """`load`'s scope for the harness's own work (resuming, driving a turn): every session."""
 MAX_STEPS = 64
 """Model steps one drive may take without waiting for the client: a loop guard."""
+
+
+def no_vaults() -> InvalidRequest:
+    return InvalidRequest("Vaults are not supported by the emulator.", param="vault_ids", code="unsupported_parameter")
 
 
 def session_not_found(session_id: str) -> NotFound:
@@ -184,9 +189,7 @@ class Harness:
             extra = sorted(set(environment) - {"type"})[0]
             raise InvalidRequest(f"Unknown parameter: 'environment.{extra}'.", param=f"environment.{extra}")
         if body.vault_ids:
-            raise InvalidRequest(
-                "Vaults are not supported by the emulator.", param="vault_ids", code="unsupported_parameter"
-            )
+            raise no_vaults()
         saved = None
         if body.agent_id is not None:
             saved = self.agent(body.agent_id)
@@ -197,7 +200,7 @@ class Harness:
                 code="missing_required_parameter",
             )
         if body.agent is not None:
-            check_agent(body.agent, "agent")
+            check_agent(body.agent, "agent", MAX_SESSION_TOOLS_BYTES)
             if "metadata" in body.agent.model_fields_set or "name" in body.agent.model_fields_set:
                 what = "metadata" if "metadata" in body.agent.model_fields_set else "name"
                 raise InvalidRequest(f"Unknown parameter: 'agent.{what}'.", param=f"agent.{what}")
@@ -219,6 +222,7 @@ class Harness:
             "environment": {"type": "none"},
             "metadata": dict(body.metadata or {}),
             "required_actions": [],
+            "spend_control": spend_control(body.spend_control.limit if body.spend_control else None),
             "status": "idle",
             "usage": zero_usage(),
             "vault_ids": [],
@@ -282,7 +286,7 @@ class Harness:
                 continue
             if any(session["metadata"].get(k) != v for k, v in metadata.items()):
                 continue
-            found.append(session)
+            found.append(AgentSession(doc, self.ids, self.clock).object())  # as a retrieve shows it
         return found
 
     async def update_session(self, session_id: str, body: SessionUpdate, *, scope: str | None) -> dict[str, Any]:
@@ -291,12 +295,14 @@ class Harness:
             loaded = self.load(session_id, scope)
             session = loaded.doc["session"]
             given = body.model_fields_set
+            if body.vault_ids:  # refused before anything changes; null or [] clears (there are none)
+                raise no_vaults()
+            if body.agent is not None and body.agent.tools:
+                check_tools(body.agent.tools, "agent.tools", MAX_SESSION_TOOLS_BYTES)
             if body.agent is not None:
                 agent = session["agent"]
                 fields = body.agent.model_fields_set
                 if "tools" in fields:
-                    if body.agent.tools:
-                        check_tools(body.agent.tools, "agent.tools")
                     agent["tools"] = persisted_tools(body.agent.tools)
                 if "model" in fields and body.agent.model is not None:
                     agent["model"] = body.agent.model
@@ -317,6 +323,11 @@ class Harness:
                     session.pop("review", None)
                 else:
                     session["review"] = body.review
+            if "spend_control" in given:  # omitted: the limit is kept; null or a null limit: removed
+                limit = body.spend_control.limit if body.spend_control is not None else None
+                session["spend_control"] = {**(session.get("spend_control") or spend_control(None)), "limit": limit}
+            if "vault_ids" in given:
+                session["vault_ids"] = []
             self._save(loaded)
             return loaded.object()
 

@@ -61,6 +61,7 @@ class StdioTransport(WireModel):
     command: str
     cwd: str
     args: list[str] | None = None
+    env: dict[str, str] | None = None
     env_vars: list[str] | None = None
 
 

@@ -45,7 +45,7 @@ from ptc_emulator.emulator.agents.wire import (
 )
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest
 
-__all__ = ["AgentSession", "Doc", "Event", "input_messages", "unknown_call", "zero_usage"]
+__all__ = ["AgentSession", "Doc", "Event", "input_messages", "spend_control", "unknown_call", "zero_usage"]
 
 Event = dict[str, Any]
 Doc = dict[str, Any]
@@ -59,6 +59,14 @@ def zero_usage() -> dict[str, Any]:
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": 0,
     }
+
+
+def spend_control(limit: int | None) -> dict[str, Any]:
+    """A session's `spend_control`, in USD cents: the limit as set (null: none), and what was spent,
+    which is null ("unavailable", as the SDK allows): the emulator prices nothing and charges
+    nothing, so a limit is kept and shown but never reached (no `budget_reached` status, no
+    `agent.session.budget_reached` event, no `session_budget_exceeded` turn error)."""
+    return {"consumed": None, "limit": limit}
 
 
 def _add_usage(total: dict[str, Any], usage: dict[str, Any] | None) -> None:
@@ -117,6 +125,7 @@ class AgentSession:
         `tool_search` (which the agent's own, persisted tools do show): the session keeps it and
         plays it, and does not show it."""
         shown: dict[str, Any] = json.loads(json.dumps(self.doc["session"]))
+        shown.setdefault("spend_control", spend_control(None))  # a session stored before it was kept
         agent = shown.get("agent") or {}
         if isinstance(agent.get("tools"), list):
             agent["tools"] = [t for t in agent["tools"] if t.get("type") != "tool_search"]

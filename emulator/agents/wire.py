@@ -1,9 +1,12 @@
 """The Agents API's request bodies and the agent object (beta, `OpenAI-Beta: agents=v1`).
 
-Field lists follow openai 3.51's `types/beta/agent_*_params.py` and `agents/session_*_params.py`.
+Field lists follow openai 3.63's `types/beta/agent_*_params.py` and `agents/session_*_params.py`.
 What the emulator can honour is accepted; what it cannot (other environments, web search and
 computer use tools, subagents, vaults) is refused with a 400 that says so, never accepted and
-ignored.
+ignored. Two fields the hosted API itself accepts and ignores are accepted here the same way:
+`compaction.async` ("accepted for compatibility and ignored", always false), and a session's
+`spend_control` limit, kept and shown but never reached, as the emulator charges nothing
+(docs/agents.md, "Spend control").
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from ptc_emulator.emulator.wire.items import OpenJSON, OpenModel, WireModel
 from ptc_emulator.emulator.wire.request import check_json
 
 __all__ = [
+    "MAX_SESSION_TOOLS_BYTES",
     "AgentCreate",
     "AgentUpdate",
     "EventsBody",
@@ -29,6 +33,7 @@ __all__ = [
     "SessionAgent",
     "SessionCreate",
     "SessionUpdate",
+    "SpendControlParam",
     "ToolResult",
     "agent_object",
     "message_text_parts",
@@ -42,6 +47,9 @@ ToolName = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9_-]{1,128}$")]
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 ServiceTier = Literal["auto", "default", "flex", "priority", "fast", "ultrafast"]
 MAX_TOOLS_BYTES = 3 * 2**20
+"""An agent's tools (create, update), in compact UTF-8 JSON."""
+MAX_SESSION_TOOLS_BYTES = 8 * 2**20
+"""A session's `agent.tools` (openai 3.63: "within 8 MiB (8,388,608 bytes) of compact UTF-8 JSON")."""
 
 
 class FunctionToolParam(WireModel):
@@ -111,6 +119,8 @@ class MultiAgentParam(WireModel):
 
 class CompactionParam(WireModel):
     async_: bool | None = Field(default=None, alias="async")
+    """"Accepted for compatibility and ignored. Context compaction is always blocking." (openai
+    3.63): the agent shows `async: false` whatever was sent."""
 
 
 class ExperimentalParam(WireModel):
@@ -184,6 +194,13 @@ class InputMessage(WireModel):
     type: Literal["message"] | None = None
 
 
+class SpendControlParam(WireModel):
+    """A session's spending limit: `limit` is required, and may be null (no limit)."""
+
+    limit: Annotated[int, Field(ge=1)] | None
+    """Positive USD cents, or null to remove the limit."""
+
+
 class SessionCreate(_Checked):
     environment: OpenJSON
     agent: SessionAgent | None = None
@@ -192,7 +209,8 @@ class SessionCreate(_Checked):
     metadata: dict[str, str] | None = None
     prompt_cache_options: OpenJSON | None = None
     review: Literal["none", "auto_review"] | None = None
-    spend_control: OpenJSON | None = None
+    spend_control: SpendControlParam | None = None
+    """Omission or null: an unlimited session."""
     stream: bool | None = None
     stream_options: OpenJSON | None = None
     vault_ids: list[str] | None = None
@@ -212,7 +230,11 @@ class SessionUpdate(_Checked):
     metadata: dict[str, str] | None = None
     prompt_cache_options: OpenJSON | None = None
     review: Literal["none", "auto_review"] | None = None
-    spend_control: OpenJSON | None = None
+    spend_control: SpendControlParam | None = None
+    """Omit to retain the limit; null or a null limit removes it without resetting spend."""
+    vault_ids: list[str] | None = None
+    """Omit to retain the session's vaults; null or [] clears them (a session has none here: a
+    non-empty list gets the refusal a create gets)."""
 
     _check_metadata = field_validator("metadata")(_metadata)
 
@@ -262,8 +284,9 @@ class EventsBody(_Checked):
 # ---- objects ----------------------------------------------------------------------------------
 
 
-def check_tools(tools: list[AgentToolParam], param: str = "tools") -> None:
-    """Refuse what the emulator cannot honour; the rest is a function or the PTC switch."""
+def check_tools(tools: list[AgentToolParam], param: str = "tools", max_bytes: int = MAX_TOOLS_BYTES) -> None:
+    """Refuse what the emulator cannot honour; the rest is a function or the PTC switch.
+    `max_bytes`: the list's bound in compact UTF-8 JSON (an agent's 3 MiB, a session's 8 MiB)."""
     names: set[str] = set()
     labels: set[str] = set()
     for n, tool in enumerate(tools):
@@ -310,14 +333,16 @@ def check_tools(tools: list[AgentToolParam], param: str = "tools") -> None:
         raise InvalidRequest("At most one tool_search entry is allowed.", param=param)
     if sum(isinstance(t, PTCToolParam) for t in tools) > 1:
         raise InvalidRequest("At most one programmatic_tool_calling entry is allowed.", param=param)
-    if len(json.dumps([dump_tool(t) for t in tools], separators=(",", ":")).encode()) > MAX_TOOLS_BYTES:
-        raise InvalidRequest("The tool list must fit within 3 MiB of compact UTF-8 JSON.", param=param)
+    if len(json.dumps([dump_tool(t) for t in tools], separators=(",", ":")).encode()) > max_bytes:
+        raise InvalidRequest(
+            f"The tool list must fit within {max_bytes // 2**20} MiB of compact UTF-8 JSON.", param=param
+        )
 
 
-def check_agent(fields: AgentFields, param: str = "") -> None:
+def check_agent(fields: AgentFields, param: str = "", max_tools_bytes: int = MAX_TOOLS_BYTES) -> None:
     prefix = f"{param}." if param else ""
     if fields.tools:
-        check_tools(fields.tools, f"{prefix}tools")
+        check_tools(fields.tools, f"{prefix}tools", max_tools_bytes)
     if fields.multi_agent is not None and fields.multi_agent.enabled:
         raise InvalidRequest(
             "Subagents (multi_agent.enabled) are not supported by the emulator.",
@@ -420,9 +445,7 @@ def _settings(fields: AgentFields, base: dict[str, Any] | None) -> dict[str, Any
         out["multi_agent"] = {"enabled": False} if m is None else m.model_dump(mode="json", exclude_none=True)
     if "service_tier" in given:
         out["service_tier"] = fields.service_tier or "auto"
-    if "compaction" in given:
-        c = fields.compaction
-        out["compaction"] = {"async": bool(c.async_) if c else False}
+    out["compaction"] = {"async": False}  # `async` is accepted and ignored (openai 3.63): always false
     if "experimental" in given and fields.experimental is not None:
         if fields.experimental.time_awareness is not None:
             out["experimental"] = {"time_awareness": fields.experimental.time_awareness}

@@ -23,7 +23,7 @@ from ptc_emulator.emulator.storage import Conversations as ConversationStore
 from ptc_emulator.emulator.storage import StoredConversation
 from ptc_emulator.emulator.wire.items import InputItem, Item, ItemReference, WireModel
 from ptc_emulator.emulator.wire.pages import listing, page
-from ptc_emulator.emulator.wire.request import check_json, check_metadata
+from ptc_emulator.emulator.wire.request import SafetyIdentifier, check_json, check_metadata
 
 __all__ = [
     "MAX_ITEMS_PER_REQUEST",
@@ -51,6 +51,9 @@ class ConversationCreate(_Body):
 
     items: list[InputItem] | None = Field(default=None, max_length=MAX_ITEMS_PER_REQUEST)
     metadata: dict[str, str] | None = None
+    safety_identifier: SafetyIdentifier | None = None
+    """openai 3.60: checked as on a response create (at most 128 characters). It has nothing to
+    monitor here, and the Conversation object has no field that shows it."""
 
     _metadata = field_validator("metadata")(check_metadata)
 

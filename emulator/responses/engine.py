@@ -34,6 +34,7 @@ from ptc_emulator.emulator.responses.usage import (
 )
 from ptc_emulator.emulator.rules import checks
 from ptc_emulator.emulator.rules.compaction import Compactor, Expanded, compact_threshold, triggered
+from ptc_emulator.emulator.rules.configuration import in_effect
 from ptc_emulator.emulator.rules.conversation import Conversation, Folds, analyse
 from ptc_emulator.emulator.rules.history import History, as_input, as_response_item, not_found
 from ptc_emulator.emulator.signing import Signer
@@ -221,8 +222,9 @@ class Engine:
     ) -> Prepared:
         """The prepared response, with the figures the journal takes from it; `read` is the
         request's conversation, and the version of what it continues (`Prepared.read_version`)."""
+        seen = conv.visible if conv.visible is not None else conv.items
         prepared = Prepared(
-            request=request,
+            request=in_effect(request, seen),  # with the configuration the conversation's updates set
             response_id=self.ids("resp"),
             created_at=float(int(self.clock())),
             conversation=conv,
@@ -340,13 +342,17 @@ class Engine:
             input_items=expanded.visible if expanded is not None else items,
             output_items=[],
         )
-        return {
+        compacted: dict[str, Any] = {
             "id": self.ids("resp"),
             "object": "response.compaction",
             "created_at": int(self.clock()),
             "output": [*users, self.compactor.item(window)],
             "usage": counted,
         }
+        for echoed in ("safety_identifier", "service_tier"):  # the CompactedResponse shows them when given
+            if getattr(request, echoed) is not None:
+                compacted[echoed] = getattr(request, echoed)
+        return compacted
 
     def cancelled(self, response_id: str) -> bool:
         """Whether the stored response was cancelled (by any replica)."""

@@ -43,6 +43,7 @@ __all__ = [
     "check_outputs",
     "check_reasoning",
     "check_request",
+    "saved_prompts",
     "tools_changed",
 ]
 
@@ -58,10 +59,23 @@ def check_conversation(request: CreateRequest | CountTokensRequest) -> str | Non
     return conversation_id(request.conversation)
 
 
+def saved_prompts() -> InvalidRequest:
+    """`prompt` (a saved prompt's id and variables): "OpenAI scheduled the shutdown of saved prompts
+    for November 30, 2026" (openai 3.63's docstring), and the emulator never kept any."""
+    return InvalidRequest(
+        "Saved prompts ('prompt') were shut down on November 30, 2026: put the prompt's text in "
+        "'instructions' and 'input' instead (prompts in application code).",
+        param="prompt",
+        code="unsupported_parameter",
+    )
+
+
 def check_request(request: CreateRequest) -> str | None:
     """The request's own parameters, and how they fit together. Returns its conversation's id
     (`check_conversation`), read once here for the rest of the request."""
-    if request.model is None and request.prompt is None:
+    if request.prompt is not None:
+        raise saved_prompts()
+    if request.model is None:
         raise InvalidRequest("Missing required parameter: 'model'.", param="model", code="missing_required_parameter")
     thread = check_conversation(request)
     if request.background and request.store is False:

@@ -21,6 +21,7 @@ from ptc_emulator.emulator.wire.items import (
     AdditionalToolsItem,
     CallItem,
     CodeInterpreterCall,
+    ConfigurationUpdateItem,
     Item,
     LocalShellCall,
     LocalShellCallOutput,
@@ -38,6 +39,17 @@ from ptc_emulator.emulator.wire.items import (
 )
 
 __all__ = ["Conversation", "Folds", "analyse"]
+
+
+_CLIENT_MAY_SEND = (
+    *OUTPUT_TYPES,
+    Message,
+    ToolSearchOutputItem,
+    McpApprovalResponse,
+    AdditionalToolsItem,
+    ConfigurationUpdateItem,
+)
+"""Items a client adds after the model's latest output (with the tool outputs that answer it)."""
 
 
 @dataclass
@@ -97,9 +109,7 @@ class Conversation:
         for i in range(len(self.items) - 1, -1, -1):
             item = self.items[i]
             if (
-                not isinstance(
-                    item, (*OUTPUT_TYPES, Message, ToolSearchOutputItem, McpApprovalResponse, AdditionalToolsItem)
-                )
+                not isinstance(item, _CLIENT_MAY_SEND)
                 or (isinstance(item, Message) and item.role == "assistant")
                 or (isinstance(item, ToolSearchOutputItem) and item.execution != "client")
             ):

@@ -51,7 +51,7 @@ def as_input(raw: dict[str, Any]) -> Item:
     return item
 
 
-_LISTED_IDS = {"compaction": "cmp", "additional_tools": "at"}
+_LISTED_IDS = {"compaction": "cmp", "additional_tools": "at", "configuration_update": "cfg"}
 
 
 def as_response_item(item: Item, ids: Callable[[str], str]) -> dict[str, Any]:

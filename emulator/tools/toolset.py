@@ -34,6 +34,7 @@ from ptc_emulator.emulator.wire.items import (
     Item,
     ToolSearchOutputItem,
     dump,
+    of_type,
     places_of_type,
 )
 from ptc_emulator.emulator.wire.request import Conversational
@@ -173,15 +174,18 @@ class Toolset:
                 param="tools",
             )
         # Only the items a check can refuse are visited: picked at C speed (a long program's
-        # conversation is mostly its calls and outputs, which neither check reads).
-        deferred = any(e.namespace is None and e.deferred for e in found.declared.values())
-        kinds = (FunctionCall, ToolSearchOutputItem, AdditionalToolsItem) if deferred else _LOADING_ITEMS
+        # conversation is mostly its calls and outputs, which neither check reads). A call is read
+        # when a name may need its namespace: a deferred top-level function's, or a namespace's
+        # function's (declared, or loaded by a search or an additional_tools item).
         listed = items if isinstance(items, list) else list(items)
+        deferred = any(e.namespace is None and e.deferred for e in found.declared.values())
+        spaced = bool(found.namespaces) or found.search_tool is not None
+        calls = deferred or spaced or next(of_type(listed, AdditionalToolsItem), None) is not None
+        kinds = (FunctionCall, ToolSearchOutputItem, AdditionalToolsItem) if calls else _LOADING_ITEMS
         for index in places_of_type(listed, kinds):
             item = listed[index]
             if index >= new_from and isinstance(item, FunctionCall) and item.namespace is None:
-                entry = found.declared.get(item.name)
-                if entry is not None and entry.namespace is None and entry.deferred:
+                if found._needs_namespace(item.name):
                     raise InvalidRequest(
                         f"Missing namespace for function_call '{item.name}'. It does not exist in the default "
                         "namespace. Round-trip the model's function_call item with its namespace field included.",
@@ -192,6 +196,17 @@ class Toolset:
                 execution = item.execution or "server" if isinstance(item, ToolSearchOutputItem) else "client"
                 found.load(item.tools, execution=execution, param=param)
         return found
+
+    def _needs_namespace(self, name: str) -> bool:
+        """Whether a call of `name` without a namespace names nothing of the default namespace: a
+        deferred top-level function (its calls carry the synthetic namespace, its own name), or a
+        function only a namespace has (declared or loaded so far)."""
+        entry = self.declared.get(name)
+        if entry is not None:
+            return entry.deferred
+        if name in self.loaded:
+            return False
+        return any(split(q)[0] == name for q in (*self.declared, *self.loaded) if "." in q)
 
     def _declare(self, entry: Entry) -> None:
         if entry.name in self.declared:

@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import Annotated, Any, Literal, TypeAlias, TypeVar
 
-from pydantic import Discriminator, Tag
+from pydantic import Discriminator, Field, Tag, model_validator
 
 from ptc_emulator.emulator.wire.base import (
     MAX_DEPTH,
@@ -63,6 +63,7 @@ __all__ = [
     "CodeInterpreterCall",
     "CompactionItem",
     "CompactionTrigger",
+    "ConfigurationUpdateItem",
     "ContentPart",
     "CustomToolCall",
     "CustomToolCallOutput",
@@ -281,6 +282,47 @@ class AdditionalToolsItem(WireModel):
     id: str | None = None
 
 
+class ConfigurationEffort(WireModel):
+    """ "Updates to reasoning configuration. Only effort is supported." (the SDK's type)"""
+
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
+
+
+class PlainTextFormat(WireModel):
+    type: Literal["text"]
+
+
+class SchemaTextFormat(WireModel):
+    """`ResponseFormatTextJSONSchemaConfig`: the schema the responses after the update answer in."""
+
+    type: Literal["json_schema"]
+    name: str
+    schema_: OpenJSON = Field(alias="schema")
+    description: str | None = None
+    strict: bool | None = None
+
+
+class ConfigurationText(WireModel):
+    format: Annotated[PlainTextFormat | SchemaTextFormat, Field(discriminator="type")]
+
+
+class ConfigurationUpdateItem(WireModel):
+    """An update to the conversation's response configuration: "Supply reasoning, text, or both.
+    Each setting stays in effect until a later update replaces it." (the SDK's type). The
+    responses after it echo it and ask a model upstream with it (`rules/configuration.py`)."""
+
+    type: Literal["configuration_update"] = "configuration_update"
+    id: str | None = None
+    reasoning: ConfigurationEffort | None = None
+    text: ConfigurationText | None = None
+
+    @model_validator(mode="after")
+    def _supplies_something(self) -> ConfigurationUpdateItem:
+        if self.reasoning is None and self.text is None:
+            raise ValueError("a configuration_update supplies reasoning, text, or both")
+        return self
+
+
 class ItemReference(WireModel):
     type: Literal["item_reference"] | None = "item_reference"
     id: str
@@ -324,6 +366,7 @@ InputItem: TypeAlias = Annotated[
     | Annotated[CompactionItem, Tag("compaction")]
     | Annotated[CompactionTrigger, Tag("compaction_trigger")]
     | Annotated[AdditionalToolsItem, Tag("additional_tools")]
+    | Annotated[ConfigurationUpdateItem, Tag("configuration_update")]
     | Annotated[ItemReference, Tag("item_reference")],
     Discriminator(_item_tag),
 ]
@@ -345,6 +388,7 @@ Item: TypeAlias = (
     | CompactionItem
     | CompactionTrigger
     | AdditionalToolsItem
+    | ConfigurationUpdateItem
 )
 
 

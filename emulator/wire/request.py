@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ValidationError, ValidatorFunctionWrapHandler, field_validator, model_validator
+from pydantic import StringConstraints, ValidationError, ValidatorFunctionWrapHandler, field_validator, model_validator
 
 from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.wire import replayed
@@ -13,6 +13,7 @@ from ptc_emulator.emulator.wire.items import MAX_DEPTH, InputItem, OpenJSON, Wir
 from ptc_emulator.emulator.wire.tools import FunctionTool, ProgrammaticToolCalling, Tool, ToolChoice
 
 __all__ = [
+    "SafetyIdentifier",
     "CompactRequest",
     "Conversational",
     "Includable",
@@ -52,6 +53,10 @@ def check_metadata(value: dict[str, str] | None) -> dict[str, str] | None:
                 raise ValueError(f"metadata value for '{key}' is longer than 512 characters")
     return value
 
+
+SafetyIdentifier = Annotated[str, StringConstraints(max_length=128)]
+"""`safety_identifier`: "a maximum length of 128 characters" (the SDK's docstring), on every route
+that takes it (create, compact, conversations), refused alike above it."""
 
 Includable = Literal[
     "file_search_call.results",
@@ -142,7 +147,7 @@ class CreateRequest(Conversational):
     background: bool | None = None
     background_options: BackgroundOptions | None = None
     user: str | None = None
-    safety_identifier: str | None = None
+    safety_identifier: SafetyIdentifier | None = None
     prompt_cache_key: str | None = None
     prompt_cache_options: OpenJSON | None = None
     prompt_cache_retention: str | None = None
@@ -188,6 +193,8 @@ class CompactRequest(WireModel):
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
     service_tier: Literal["auto", "default", "fast", "flex", "priority"] | None = None
     image: OpenJSON | None = None
+    safety_identifier: SafetyIdentifier | None = None
+    """openai 3.60; echoed on the `CompactedResponse`."""
 
     @model_validator(mode="before")
     @classmethod

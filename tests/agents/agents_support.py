@@ -15,7 +15,7 @@ from openai.types.beta.agent_session_item import AgentSessionItem
 from openai.types.beta.agents.sessions.turn import Turn
 from pydantic import TypeAdapter
 
-from tests.support import js
+from tests.support import for_installed_sdk, js
 
 __all__ = [
     "GET_CUSTOMER",
@@ -51,7 +51,7 @@ _MODELS: dict[str, Callable[[dict[str, Any]], Any]] = {
 
 def valid(obj: Any) -> Any:
     """`obj` (an SDK object, as received) validated strictly against its SDK model; returns it."""
-    data = obj.to_dict()
+    data = for_installed_sdk(obj.to_dict())
     kind = data.get("object")
     if kind in _MODELS:
         _MODELS[kind](data)

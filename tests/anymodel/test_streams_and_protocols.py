@@ -144,3 +144,35 @@ def test_a_direct_answer_streams_too(sdk: openai.OpenAI, upstream: FakeUpstream)
     with sdk.responses.stream(model="m", input="Anything low?", tools=INVENTORY_TOOLS) as stream:
         text = "".join(e.delta for e in stream if e.type == "response.output_text.delta")
     assert text == "Nothing to run: all is well."
+
+
+SCHEMA = {"type": "json_schema", "name": "low", "schema": {"type": "object"}, "strict": True}
+
+
+def test_the_upstream_is_asked_with_the_configuration_in_effect(
+    either_sdk: openai.OpenAI, upstream: FakeUpstream
+) -> None:
+    """A `configuration_update` item's effort and format, as each protocol spells them; a later
+    update replaces its setting, the other holds."""
+    upstream.reply(say('{"low": []}'), say('{"low": ["A-1"]}'))
+    update = {"type": "configuration_update", "reasoning": {"effort": "high"}, "text": {"format": SCHEMA}}
+    first = either_sdk.responses.create(model="m", input=[update, {"role": "user", "content": QUESTION}])
+    assert (first.reasoning.effort, first.text.format.type) == ("high", "json_schema")  # type: ignore[union-attr]
+    lower = {"type": "configuration_update", "reasoning": {"effort": "low"}}
+    second = either_sdk.responses.create(
+        model="m", previous_response_id=first.id, input=[lower, {"role": "user", "content": "And now?"}]
+    )
+    assert second.output_text == '{"low": ["A-1"]}' and second.reasoning.effort == "low"  # type: ignore[union-attr]
+    asked = upstream.requests
+    if "messages" in asked[0]:  # Chat Completions
+        assert [(r["reasoning_effort"], r["response_format"]) for r in asked] == [
+            ("high", {"type": "json_schema", "json_schema": {k: v for k, v in SCHEMA.items() if k != "type"}}),
+            ("low", {"type": "json_schema", "json_schema": {k: v for k, v in SCHEMA.items() if k != "type"}}),
+        ]
+        assert all(m["role"] in ("system", "user", "assistant") for r in asked for m in r["messages"])
+    else:
+        assert [(r["reasoning"], r["text"]) for r in asked] == [
+            ({"effort": "high"}, {"format": SCHEMA}),
+            ({"effort": "low"}, {"format": SCHEMA}),
+        ]
+        assert all(i["type"] != "configuration_update" for r in asked for i in r["input"])

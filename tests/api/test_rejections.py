@@ -289,3 +289,30 @@ def test_request_validation_speaks_openai(
     assert error["type"] == "invalid_request_error"
     assert error["message"].startswith(message), error
     assert error["code"] == code
+
+
+@pytest.mark.parametrize("model", ["m", None])
+def test_a_saved_prompt_is_refused_as_shut_down(client: openai.OpenAI, ptc_emulator: PTCEmulator, model: Any) -> None:
+    """openai 3.63: "OpenAI scheduled the shutdown of saved prompts for November 30, 2026": `prompt`
+    is refused by name, with or without a model, never accepted and ignored."""
+    import httpx
+
+    body = {"prompt": {"id": "pmpt_123", "variables": {"city": "Oslo"}}, "input": js('text("hi")')}
+    if model is not None:
+        body["model"] = model
+    reply = httpx.post(ptc_emulator.base_url + "/responses", json=body, headers={"Authorization": "Bearer sk-test"})
+    assert (reply.status_code, reply.json()) == (
+        400,
+        {
+            "error": {
+                "message": "Saved prompts ('prompt') were shut down on November 30, 2026: put the prompt's text in "
+                "'instructions' and 'input' instead (prompts in application code).",
+                "type": "invalid_request_error",
+                "param": "prompt",
+                "code": "unsupported_parameter",
+            }
+        },
+    )
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="m", input="hi", prompt={"id": "pmpt_123"})
+    assert caught.value.body == reply.json()["error"]

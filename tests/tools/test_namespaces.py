@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from openai.types.responses import ResponseToolSearchOutputItem
@@ -146,3 +147,55 @@ def test_bad_namespaces_are_refused(client: openai.OpenAI, tools: list[dict[str,
     with pytest.raises(openai.BadRequestError) as e:
         client.responses.create(model="m", input="hi", tools=tools)
     assert message in e.value.message
+
+
+MISSING_NAMESPACE = (
+    "Missing namespace for function_call 'get_delivery_eta'. It does not exist in the default namespace. "
+    "Round-trip the model's function_call item with its namespace field included."
+)
+
+
+def _without_namespace(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """`items` with the namespace dropped from its function_call, and that call's index."""
+    index = next(n for n, i in enumerate(items) if i.get("type") == "function_call")
+    assert items[index]["namespace"] == "shipping"
+    return [*items[:index], {k: v for k, v in items[index].items() if k != "namespace"}, *items[index + 1 :]], index
+
+
+@pytest.mark.parametrize(
+    ("tools", "text"),
+    [
+        ([SHIPPING, {"type": "tool_search"}], "Quando o pedido A-104 chegará?"),  # deferred, loaded by a search
+        (  # not deferred: a program calls it at once
+            [
+                {**PTC_SHIPPING, "tools": [{**ETA, "defer_loading": None, "allowed_callers": ["programmatic"]}]},
+                {"type": "programmatic_tool_calling"},
+            ],
+            CALL,
+        ),
+    ],
+    ids=["deferred", "direct-member"],
+)
+def test_a_namespace_members_call_replayed_without_its_namespace_is_the_hosted_400(
+    client: openai.OpenAI, ptc_emulator: Any, tools: list[dict[str, Any]], text: str
+) -> None:
+    items: list[dict[str, Any]] = [{"role": "user", "content": text}]
+    first = client.responses.create(model="m", input=items, tools=tools, store=False)
+    items += [i.model_dump(exclude_none=True) for i in first.output]
+    items += answer_all(first, eta)
+    assert client.responses.create(model="m", input=items, tools=tools, store=False).status == "completed"
+    stripped, index = _without_namespace(items)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="m", input=stripped, tools=tools, store=False)
+    assert caught.value.body == {
+        "message": MISSING_NAMESPACE,
+        "type": "invalid_request_error",
+        "param": f"input[{index}].namespace",
+        "code": None,
+    }
+    raw = httpx.post(
+        ptc_emulator.base_url + "/responses",
+        json={"model": "m", "input": stripped, "tools": tools, "store": False},
+        headers={"Authorization": "Bearer sk-test"},
+    )
+    assert (raw.status_code, raw.json()["error"]) == (400, caught.value.body)

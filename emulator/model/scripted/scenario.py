@@ -356,6 +356,9 @@ class NearMiss:
         return {"scenario": self.scenario, "field": self.field, "reason": self.reason}
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9._:/-]+")
+
+
 @dataclass
 class ScenarioRegistry:
     """Scenarios by (scope, name): callers in different scopes may use the same names."""
@@ -428,6 +431,16 @@ class ScenarioRegistry:
             for s, src in self._ordered()
             if scope is None or s.scope in (None, scope)
         ]
+
+    def models(self, scope: str | None = None) -> list[str]:
+        """The model names the scenarios a caller in `scope` can match name outright: a `match.model`
+        that is a plain name (letters, digits and `.-_:/`), not a pattern of several."""
+        named = {
+            s.match.model
+            for s, _ in self._ordered()
+            if s.scope in (None, scope) and s.match.model is not None and _PLAIN_NAME.fullmatch(s.match.model)
+        }
+        return sorted(named)
 
     def _ordered(self) -> list[tuple[Scenario, str]]:
         return sorted(self._scenarios.values(), key=lambda v: (-v[0].priority, v[0].scope is None, v[0].name))

@@ -16,6 +16,7 @@ from ptc_emulator.emulator.model.upstream.protocol import (
     ToolCall,
     UpstreamProtocol,
     arguments,
+    json_schema_of,
     snippet,
     usage,
 )
@@ -52,6 +53,19 @@ class ChatCompletions(UpstreamProtocol):
                 {"type": "function", "function": {"name": name}} if name != tool_choice else tool_choice
             )
         return body
+
+    def settings(self, effort: str | None, text_format: dict[str, Any] | None) -> dict[str, Any]:
+        """`reasoning_effort`, and `response_format` as `{type: json_schema, json_schema: {name, schema, ...}}`."""
+        fields: dict[str, Any] = {}
+        if effort is not None:
+            fields["reasoning_effort"] = effort
+        schema = json_schema_of(text_format)
+        if schema is not None:
+            fields["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {k: v for k, v in schema.items() if k != "type"},
+            }
+        return fields
 
     def streamed(self, body: dict[str, Any]) -> dict[str, Any]:
         return {**body, "stream": True, "stream_options": {"include_usage": True}}

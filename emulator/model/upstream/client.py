@@ -124,11 +124,16 @@ class UpstreamClient:
         functions: list[Function],
         tool_choice: str = "auto",
         on_delta: Delta | None = None,
+        effort: str | None = None,
+        text_format: dict[str, Any] | None = None,
     ) -> Answer:
         """One turn of the upstream model, retried as the module says. `tool_choice`: `auto`,
         `none`, `required` or `function:<name>`. `on_delta(kind, text)`: each piece of the
-        answer's text (`kind` "text") and reasoning ("reasoning") as it arrives."""
+        answer's text (`kind` "text") and reasoning ("reasoning") as it arrives. `effort`, a
+        reasoning effort, and `text_format`, a Responses text format (`json_schema`), are asked
+        for as the protocol spells them (`UpstreamProtocol.settings`)."""
         model = self.config.model or model
+        extra = self.config.protocol.settings(effort, text_format)
         attempt = 0
         passed = False
 
@@ -142,7 +147,7 @@ class UpstreamClient:
         while True:
             try:
                 async with asyncio.timeout(self.config.timeout_s):  # the whole request, a stream's chunks too
-                    return await self._turn(model, instructions, transcript, functions, tool_choice, feed)
+                    return await self._turn(model, instructions, transcript, functions, tool_choice, feed, extra)
             except TimeoutError:
                 if attempt >= self.config.retries or passed:
                     raise _timeout(self.config) from None
@@ -160,10 +165,11 @@ class UpstreamClient:
         functions: list[Function],
         choice: str,
         on_delta: Delta | None,
+        extra: dict[str, Any],
     ) -> Answer:
-        """One attempt: the protocol's request, its answer (whole or streamed)."""
+        """One attempt: the protocol's request (with `extra`, its settings), its answer (whole or streamed)."""
         protocol = self.config.protocol
-        body = protocol.request(model, instructions, transcript, functions, choice)
+        body = {**protocol.request(model, instructions, transcript, functions, choice), **extra}
         if not self.config.stream:
             response = await self._post(protocol.path, body, stream=False)
             return _shaped(protocol.answer, _json(response, self.config), self.config)

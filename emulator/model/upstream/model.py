@@ -176,6 +176,8 @@ class _Play:
             functions=taught.functions,
             tool_choice=_choice(request.tool_choice, taught),
             on_delta=self._delta if self.live is not None else None,
+            effort=(request.reasoning or {}).get("effort"),  # what the request and its updates set
+            text_format=(request.text or {}).get("format"),
         )
         read, written = self.prepared.trace.upstream_tokens
         self.prepared.trace.upstream_tokens = (read + answer.input_tokens, written + answer.output_tokens)

@@ -22,7 +22,17 @@ from typing import Any, ClassVar
 from ptc_emulator.emulator.model.upstream.teach import Function
 from ptc_emulator.emulator.model.upstream.transcript import Entry
 
-__all__ = ["Answer", "Delta", "Fault", "ToolCall", "UpstreamProtocol", "arguments", "snippet", "usage"]
+__all__ = [
+    "Answer",
+    "Delta",
+    "Fault",
+    "ToolCall",
+    "UpstreamProtocol",
+    "arguments",
+    "json_schema_of",
+    "snippet",
+    "usage",
+]
 
 
 Delta = Callable[[str, str], None]
@@ -73,6 +83,12 @@ class UpstreamProtocol(ABC):
         """The body of a request for a whole answer. `tool_choice`: `auto`, `none`, `required` or
         `function:<name>`."""
 
+    def settings(self, effort: str | None, text_format: dict[str, Any] | None) -> dict[str, Any]:
+        """A reasoning effort and a Responses text format as this protocol's body fields (a plain
+        text format is the default: not sent), added to `request`'s body. A protocol that has
+        neither sends nothing."""
+        return {}
+
     @abstractmethod
     def streamed(self, body: dict[str, Any]) -> dict[str, Any]:
         """`body` (from `request`) asking for a streamed answer."""
@@ -100,6 +116,11 @@ def usage(answer: Answer, counts: Any) -> None:
         return
     answer.input_tokens = int(counts.get("prompt_tokens") or counts.get("input_tokens") or 0)
     answer.output_tokens = int(counts.get("completion_tokens") or counts.get("output_tokens") or 0)
+
+
+def json_schema_of(text_format: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A text format that asks for a JSON schema, or None (plain text: the default)."""
+    return text_format if text_format is not None and text_format.get("type") == "json_schema" else None
 
 
 def snippet(text: str) -> str:

@@ -15,6 +15,7 @@ from ptc_emulator.emulator.model.upstream.protocol import (
     ToolCall,
     UpstreamProtocol,
     arguments,
+    json_schema_of,
     snippet,
     usage,
 )
@@ -48,6 +49,16 @@ class Responses(UpstreamProtocol):
             name = tool_choice.removeprefix("function:")
             body["tool_choice"] = {"type": "function", "name": name} if name != tool_choice else tool_choice
         return body
+
+    def settings(self, effort: str | None, text_format: dict[str, Any] | None) -> dict[str, Any]:
+        """`reasoning: {effort}` and `text: {format}`, as a Responses request spells them."""
+        fields: dict[str, Any] = {}
+        if effort is not None:
+            fields["reasoning"] = {"effort": effort}
+        schema = json_schema_of(text_format)
+        if schema is not None:
+            fields["text"] = {"format": schema}
+        return fields
 
     def streamed(self, body: dict[str, Any]) -> dict[str, Any]:
         return {**body, "stream": True}
