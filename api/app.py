@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ptc_emulator import __version__
 from ptc_emulator.api import errors, guards, inspector, scopes
-from ptc_emulator.api.recorder import RequestLog
+from ptc_emulator.api.journaling import RequestLog
 from ptc_emulator.api.routes import admin, agents, conversations, websocket
 from ptc_emulator.api.routes import responses as routes
 from ptc_emulator.api.settings import Settings, bundled_fixtures
@@ -32,12 +32,12 @@ from ptc_emulator.emulator.model import (
     UpstreamModel,
     with_upstream,
 )
+from ptc_emulator.emulator.model.runtime.hidden_results import Memo
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.responses.engine import Engine, Runner
 from ptc_emulator.emulator.signing import Signer, load_secret
 from ptc_emulator.emulator.storage import Store, open_store, view
 from ptc_emulator.emulator.tools.egress import OwnAddresses
-from ptc_emulator.emulator.tools.memo import Memo
 from ptc_emulator.sandbox import Pool, PoolConfig
 
 __all__ = ["AppState", "create_app"]
@@ -208,7 +208,7 @@ async def _watch(files: ScenarioFiles) -> None:
 
 def _record(app: FastAPI, state: AppState) -> None:
     """Put the recording proxy in front of the routes (see `upstream`)."""
-    from ptc_emulator.api.upstream import ProxyMiddleware, UpstreamProxy
+    from ptc_emulator.api.proxy import ProxyMiddleware, UpstreamProxy
 
     state.upstream = UpstreamProxy(state.settings, state.scenarios)
     app.add_middleware(ProxyMiddleware, proxy=state.upstream)

@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> None:
     if given and given[0] in _TOOLS:
         raise SystemExit(_run_tool(_parser().parse_args(given)))
     from ptc_emulator.api.app import create_app
-    from ptc_emulator.api.upstream import UpstreamSettingsError
+    from ptc_emulator.api.proxy import UpstreamSettingsError
 
     settings, log_level = parse(argv)
     json_logs = _log_format(argv) == "json"
@@ -380,7 +380,7 @@ def _configure_logging(level: str, json_logs: bool) -> None:
     if not json_logs:
         logging.basicConfig(level=level.upper(), format="%(levelname)s %(name)s: %(message)s")
         return
-    from ptc_emulator.api.recorder import JsonFormatter
+    from ptc_emulator.api.journaling import JsonFormatter
 
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter())

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Query, Request
 
-from ptc_emulator.api.recorder import Recorder
+from ptc_emulator.api.journaling import Recorder
 from ptc_emulator.emulator.responses.engine import Engine, Prepared
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.names import SCOPE_HEADER, SCOPE_METADATA_KEY

@@ -21,12 +21,12 @@ from fastapi.responses import JSONResponse
 from ptc_emulator.api.context import SCOPE_HEADER
 from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound
+from ptc_emulator.emulator.history import replayed
 from ptc_emulator.emulator.journal import evaluation, grouping
 from ptc_emulator.emulator.model import HostedScript, ScenarioError, ScenarioRegistry, clear_caches, load_scenario
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.rules import contract
 from ptc_emulator.emulator.storage import Store, StoredScenario, ping
-from ptc_emulator.emulator.wire import replayed
 from ptc_emulator.emulator.wire.request import check_json
 from ptc_emulator.sandbox import clear_program_keys
 

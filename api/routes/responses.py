@@ -24,7 +24,7 @@ from ptc_emulator.api.context import (
 )
 from ptc_emulator.api.disconnect import unless_disconnected
 from ptc_emulator.api.routes.streaming import stream_create, stream_stored
-from ptc_emulator.emulator.wire import replayed
+from ptc_emulator.emulator.history import replayed
 from ptc_emulator.emulator.wire.request import CompactRequest, CountTokensRequest, CreateRequest
 
 __all__ = [

@@ -45,12 +45,12 @@ from fastapi.responses import Response
 from ptc_emulator.api.context import contract_headers, recorder
 from ptc_emulator.api.disconnect import CLIENT_CLOSED
 from ptc_emulator.api.errors import SERVER_ERROR_MESSAGE
-from ptc_emulator.api.recorder import Recorder
+from ptc_emulator.api.journaling import Recorder
 from ptc_emulator.api.sse import KEEP_ALIVE, EventStreamResponse, frame
 from ptc_emulator.emulator.errors import EmulatorError, StatusError
 from ptc_emulator.emulator.responses.engine import Engine, Prepared
+from ptc_emulator.emulator.responses.live import LiveTelling
 from ptc_emulator.emulator.wire import events
-from ptc_emulator.emulator.wire.live import LiveTelling
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.emulator.wire.response import ResponseStatus
 

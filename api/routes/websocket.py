@@ -48,7 +48,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from ptc_emulator.api.context import scope_of
 from ptc_emulator.api.errors import SERVER_ERROR_MESSAGE, validation_error
-from ptc_emulator.api.recorder import Recorder
+from ptc_emulator.api.journaling import Recorder
 from ptc_emulator.api.routes.steering import Steer, Steering, Target, unsteerable
 from ptc_emulator.api.routes.streaming import Play
 from ptc_emulator.emulator import jsontext

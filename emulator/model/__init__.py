@@ -12,9 +12,9 @@ public face (the registry the admin routes fill, the loader, the recording proxy
 from pathlib import Path
 
 from ptc_emulator.emulator.model.core import Delivery, Live, Model, Plan, Prepared, Refused, ResponseMemo, Runner, Trace
-from ptc_emulator.emulator.model.scripted.files.loader import ScenarioFiles, Validation
-from ptc_emulator.emulator.model.scripted.files.loader import validate as validate_scenarios
-from ptc_emulator.emulator.model.scripted.hosted import HostedScript
+from ptc_emulator.emulator.model.runtime.hosted import HostedScript
+from ptc_emulator.emulator.model.scripted.files import ScenarioFiles, Validation
+from ptc_emulator.emulator.model.scripted.files import validate as validate_scenarios
 from ptc_emulator.emulator.model.scripted.model import ScriptedModel
 from ptc_emulator.emulator.model.scripted.recording import Tape, file_name, items_of, scenario_from, to_yaml, user_text
 from ptc_emulator.emulator.model.scripted.scenario import Request as MatchRequest

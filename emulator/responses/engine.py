@@ -20,6 +20,7 @@ from typing import Any
 
 from ptc_emulator.emulator.conversations.service import Conversations
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest
+from ptc_emulator.emulator.history.stored import History, as_input, as_response_item, not_found
 from ptc_emulator.emulator.ids import new_id
 from ptc_emulator.emulator.model import Model, Plan, Prepared, Refused, Runner, ScenarioRegistry, ScriptedModel, Trace
 from ptc_emulator.emulator.responses.background import INTERRUPTED, Background
@@ -35,7 +36,6 @@ from ptc_emulator.emulator.responses.usage import (
 from ptc_emulator.emulator.rules import checks
 from ptc_emulator.emulator.rules.compaction import Compactor, Expanded, compact_threshold, triggered
 from ptc_emulator.emulator.rules.conversation import Conversation, Folds, analyse
-from ptc_emulator.emulator.rules.history import History, as_input, as_response_item, not_found
 from ptc_emulator.emulator.signing import Signer
 from ptc_emulator.emulator.storage import ResponseStore, StoredResponse
 from ptc_emulator.emulator.tools.kinds import answer_text

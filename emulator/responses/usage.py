@@ -47,8 +47,8 @@ from unittest import mock
 import tiktoken
 from tiktoken_ext import openai_public
 
+from ptc_emulator.emulator.history.folds import identical_prefix
 from ptc_emulator.emulator.rules.conversation import Conversation
-from ptc_emulator.emulator.rules.folds import identical_prefix
 from ptc_emulator.emulator.tools.kinds import ITEMS
 from ptc_emulator.emulator.wire.items import (
     AdditionalToolsItem,

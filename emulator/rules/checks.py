@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator.history.folds import identical_prefix
 from ptc_emulator.emulator.rules.contract import Violation, check_output, check_tools
 from ptc_emulator.emulator.rules.conversation import Conversation
-from ptc_emulator.emulator.rules.folds import identical_prefix
 from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
 from ptc_emulator.emulator.tools.kinds import duplicate_names, kind_of_call
 from ptc_emulator.emulator.tools.toolset import Toolset, call_name

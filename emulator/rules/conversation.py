@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ptc_emulator.emulator.errors import InvalidRequest
-from ptc_emulator.emulator.rules.folds import Fold, Folds, file_program_call, retained
+from ptc_emulator.emulator.history.folds import Fold, Folds, file_program_call, retained
 from ptc_emulator.emulator.signing import ProgramSeal, Signer
 from ptc_emulator.emulator.tools.kinds import answer_key, kind_of_call, kind_of_output
 from ptc_emulator.emulator.wire.items import (

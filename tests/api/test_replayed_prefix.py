@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.emulator.wire import replayed
+from ptc_emulator.emulator.history import replayed
 from tests.support import ADD_TOOL, in_process_http, js
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ptc_emulator.api.upstream import UpstreamSettingsError
+from ptc_emulator.api.proxy import UpstreamSettingsError
 from tests.recording.recording_support import recorder
 
 KEY = "sk-upstream-key-0123456789"

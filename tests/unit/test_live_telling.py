@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from ptc_emulator.emulator.responses.live import LiveTelling
 from ptc_emulator.emulator.wire import events
-from ptc_emulator.emulator.wire.live import LiveTelling
 
 PROGRAM = {"type": "program", "id": "prog_1", "call_id": "call_1", "code": "text(1)", "fingerprint": "f"}
 CALL = {"type": "function_call", "id": "fc_1", "call_id": "call_2", "name": "f", "arguments": '{"a": 1}'}

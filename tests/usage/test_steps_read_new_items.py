@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.emulator.model.scripted.turns import walk
+from ptc_emulator.emulator.model.scripted import walk
 from ptc_emulator.emulator.tools import kinds
 from tests.support import ADD_TOOL, in_process_http, js
 

@@ -26,7 +26,7 @@ from typing import Any
 from ptc_emulator.emulator.errors import EmulatorError, NoScenarioMatched
 from ptc_emulator.emulator.model.scripted.scenario import NearMiss, Request, Scenario, ScenarioRegistry, Turn
 from ptc_emulator.emulator.model.scripted.script import Script, inline_code, inline_search
-from ptc_emulator.emulator.model.scripted.turns.walk import position
+from ptc_emulator.emulator.model.scripted.walk import position
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.tools.kinds import Binding, bind
 from ptc_emulator.emulator.tools.toolset import Toolset

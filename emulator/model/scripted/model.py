@@ -15,19 +15,19 @@ from typing import Any
 
 from ptc_emulator.emulator.errors import InvalidRequest, NoScenarioMatched
 from ptc_emulator.emulator.model.core import Prepared, Runner, Trace
+from ptc_emulator.emulator.model.runtime.hidden_results import Memo
+from ptc_emulator.emulator.model.runtime.hosted import Hosted
+from ptc_emulator.emulator.model.runtime.programs import Programs
 from ptc_emulator.emulator.model.scripted.choose import choose_script
 from ptc_emulator.emulator.model.scripted.faults import FaultInjector, InjectedHTTPError
-from ptc_emulator.emulator.model.scripted.hosted import Hosted
 from ptc_emulator.emulator.model.scripted.player import Player
-from ptc_emulator.emulator.model.scripted.programs import Programs
 from ptc_emulator.emulator.model.scripted.scenario import ScenarioRegistry
 from ptc_emulator.emulator.model.scripted.script import BoundTools, Script, ScriptedPlan
-from ptc_emulator.emulator.model.scripted.turns.walk import position, turn_items
+from ptc_emulator.emulator.model.scripted.walk import position, turn_items
 from ptc_emulator.emulator.rules import checks
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import Signer
 from ptc_emulator.emulator.tools.mcp import McpPolicy
-from ptc_emulator.emulator.tools.memo import Memo
 from ptc_emulator.emulator.tools.toolset import Toolset
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.sandbox import Limits

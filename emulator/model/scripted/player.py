@@ -14,12 +14,13 @@ from typing import Any
 from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import InvalidRequest, ScriptedError
 from ptc_emulator.emulator.model.core import Prepared, Runner, Trace
+from ptc_emulator.emulator.model.runtime.hidden_results import Memo
+from ptc_emulator.emulator.model.runtime.hosted import Hosted, HostedScript
+from ptc_emulator.emulator.model.runtime.programs import Programs, check_call, plan_of
 from ptc_emulator.emulator.model.scripted.faults import forced_failure
-from ptc_emulator.emulator.model.scripted.hosted import Hosted, HostedScript
-from ptc_emulator.emulator.model.scripted.programs import Programs, check_call, plan_of
 from ptc_emulator.emulator.model.scripted.scenario import Turn
 from ptc_emulator.emulator.model.scripted.script import Script
-from ptc_emulator.emulator.model.scripted.turns.shell import shell_turn
+from ptc_emulator.emulator.model.scripted.shell import shell_turn
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import REASONING_DOMAIN
 from ptc_emulator.emulator.tools.kinds import (
@@ -30,7 +31,6 @@ from ptc_emulator.emulator.tools.kinds import (
     kind_of_call,
 )
 from ptc_emulator.emulator.tools.mcp import McpPolicy, call_tool
-from ptc_emulator.emulator.tools.memo import Memo
 from ptc_emulator.emulator.tools.toolset import NOT_LOADED, Toolset, loaded_names
 from ptc_emulator.emulator.wire.items import (
     CALL_TYPES,

@@ -41,8 +41,8 @@ from jinja2 import StrictUndefined, Template, TemplateError
 from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.model.core import Delivery
+from ptc_emulator.emulator.model.runtime.hosted import Hosted
 from ptc_emulator.emulator.model.scripted import templating
-from ptc_emulator.emulator.model.scripted.hosted import Hosted
 from ptc_emulator.emulator.model.scripted.patterns import compile_pattern
 from ptc_emulator.emulator.model.scripted.scenario import Fault, Scenario, SearchSpec, Turn
 from ptc_emulator.emulator.tools.kinds import Binding, bind

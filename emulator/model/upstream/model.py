@@ -29,8 +29,8 @@ from typing import Any
 
 from ptc_emulator.emulator.errors import InvalidRequest, NoScenarioMatched, StatusError
 from ptc_emulator.emulator.model.core import Prepared, Runner, Trace
+from ptc_emulator.emulator.model.runtime.programs import check_call
 from ptc_emulator.emulator.model.scripted.model import ScriptedModel
-from ptc_emulator.emulator.model.scripted.programs import check_call
 from ptc_emulator.emulator.model.scripted.script import BoundTools, Script, ScriptedPlan
 from ptc_emulator.emulator.model.upstream.client import Answer, ToolCall, UpstreamClient
 from ptc_emulator.emulator.model.upstream.record import Recording

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ptc_emulator.emulator.model.core import Prepared
-from ptc_emulator.emulator.model.scripted.hosted import hosted_shell_call
-from ptc_emulator.emulator.model.scripted.programs import plan_of
+from ptc_emulator.emulator.model.runtime.hosted import hosted_shell_call
+from ptc_emulator.emulator.model.runtime.programs import plan_of
 from ptc_emulator.emulator.wire.items import ShellAction, ShellCall, ShellCallOutput
 
 __all__ = ["shell_turn"]

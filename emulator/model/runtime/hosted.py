@@ -39,10 +39,10 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from ptc_emulator.emulator.errors import InvalidRequest, StatusError
+from ptc_emulator.emulator.model.runtime.hidden_results import Memo
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
 from ptc_emulator.emulator.tools.mcp import Listing, McpPolicy, McpServerSpec, call_tool, list_tools
-from ptc_emulator.emulator.tools.memo import Memo
 from ptc_emulator.emulator.wire.items import (
     McpApprovalRequest,
     McpApprovalResponse,

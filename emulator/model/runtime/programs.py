@@ -15,12 +15,12 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator.history.folds import identical_prefix
 from ptc_emulator.emulator.model.core import Prepared, Runner
-from ptc_emulator.emulator.model.scripted.hosted import Hosted, Unscripted
+from ptc_emulator.emulator.model.runtime.hosted import Hosted, Unscripted
 from ptc_emulator.emulator.model.scripted.script import ScriptedPlan
 from ptc_emulator.emulator.rules import checks, contract
 from ptc_emulator.emulator.rules.checks import call_indexes
-from ptc_emulator.emulator.rules.folds import identical_prefix
 from ptc_emulator.emulator.signing import ProgramSeal, Signer, code_digest
 from ptc_emulator.emulator.tools.kinds import FUNCTION, Binding, Unemulated, kind_of_call
 from ptc_emulator.emulator.wire.items import (
