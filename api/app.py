@@ -26,13 +26,14 @@ from ptc_emulator.emulator.errors import EmulatorError, PayloadTooLarge, StatusE
 from ptc_emulator.emulator.ids import new_id
 from ptc_emulator.emulator.journal.entries import Journal
 from ptc_emulator.emulator.model import (
+    Fallback,
+    Memo,
+    Runtime,
     ScenarioFiles,
     ScenarioRegistry,
     ScriptedModel,
-    UpstreamModel,
     with_upstream,
 )
-from ptc_emulator.emulator.model.runtime.hidden_results import Memo
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.responses.engine import Engine, Runner
 from ptc_emulator.emulator.signing import Signer, load_secret
@@ -121,17 +122,16 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             await pool.start()
             sandbox_runner = pool
         state.pool = pool
-        model = ScriptedModel(
-            state.scenarios,
+        runtime = Runtime(
             signer=state.signer,
             limits=settings.limits,
             ids=new_id,
             seeds=lambda: secrets.randbits(128),
             clock=time.time,
-            strict_contract=settings.strict_contract,
             mcp=settings.mcp_policy,
             memo=state.hidden_memo,
         )
+        model = ScriptedModel(state.scenarios, runtime, strict_contract=settings.strict_contract)
         record = settings.record_dir if settings.record_mode != "none" else None
         playing = with_upstream(model, settings.model_upstream_config(), record=record)  # docs/any-model.md
         state.engine = Engine(
@@ -156,7 +156,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             state.own.release()
             await harness.aclose()
             await state.engine.aclose()
-            if isinstance(playing, UpstreamModel):
+            if isinstance(playing, Fallback):
                 await playing.aclose()
             if state.upstream is not None:
                 await state.upstream.aclose()

@@ -22,7 +22,17 @@ from ptc_emulator.emulator.conversations.service import Conversations
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest
 from ptc_emulator.emulator.history.stored import History, as_input, as_response_item, not_found
 from ptc_emulator.emulator.ids import new_id
-from ptc_emulator.emulator.model import Model, Plan, Prepared, Refused, Runner, ScenarioRegistry, ScriptedModel, Trace
+from ptc_emulator.emulator.model import (
+    Model,
+    Plan,
+    Prepared,
+    Refused,
+    Runner,
+    Runtime,
+    ScenarioRegistry,
+    ScriptedModel,
+    Trace,
+)
 from ptc_emulator.emulator.responses.background import INTERRUPTED, Background
 from ptc_emulator.emulator.responses.body import response_body
 from ptc_emulator.emulator.responses.usage import (
@@ -98,13 +108,10 @@ class Engine:
         self.ids = ids
         self.history = History(store)
         if model is None:
+            runtime = Runtime(signer=signer, limits=self.limits, ids=ids, seeds=seeds, clock=clock)
             model = ScriptedModel(
                 scenarios if scenarios is not None else ScenarioRegistry(),
-                signer=signer,
-                limits=self.limits,
-                ids=ids,
-                seeds=seeds,
-                clock=clock,
+                runtime,
                 strict_contract=strict_contract,
             )
         self.model: Model = model

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ptc_emulator.emulator.errors import InvalidRequest
-from ptc_emulator.emulator.model.runtime.hosted import hosted_shell_call
+from ptc_emulator.emulator.model.runtime import hosted_shell_call
 from ptc_emulator.emulator.model.scripted.scenario import Turn
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.wire.items import (
