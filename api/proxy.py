@@ -49,9 +49,9 @@ from ptc_emulator.emulator.model import (
 )
 from ptc_emulator.emulator.wire.events import TERMINAL
 
-__all__ = ["ProxyMiddleware", "UpstreamProxy", "UpstreamSettingsError"]
+__all__ = ["ProxyMiddleware", "RecordingProxy", "ProxySettingsError"]
 
-log = logging.getLogger("ptc_emulator.upstream")
+log = logging.getLogger("ptc_emulator.proxy")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -80,14 +80,14 @@ _NOT_BACK = frozenset({"content-length", "content-encoding", "transfer-encoding"
 _KEEP_IDS = 200_000
 
 
-class UpstreamSettingsError(ValueError):
+class ProxySettingsError(ValueError):
     """Recording settings that cannot work (say, a missing API key variable)."""
 
 
 class ProxyMiddleware:
     """Sends `/v1/responses` requests through `proxy`; everything else goes on to `app`."""
 
-    def __init__(self, app: ASGIApp, proxy: UpstreamProxy) -> None:
+    def __init__(self, app: ASGIApp, proxy: RecordingProxy) -> None:
         self.app = app
         self.proxy = proxy
 
@@ -95,7 +95,7 @@ class ProxyMiddleware:
         await self.proxy.serve(self.app, scope, receive, send)
 
 
-class UpstreamProxy:
+class RecordingProxy:
     """The recording proxy's state: the upstream client, the recorder, the ids seen upstream."""
 
     def __init__(self, settings: Settings, scenarios: ScenarioRegistry) -> None:
@@ -108,7 +108,7 @@ class UpstreamProxy:
         self.recorder = Recorder(settings.record_dir, scenarios)
         self.api_key: str | None = None
         if settings.upstream_api_key_env and settings.api_key is None and not settings.allow_unguarded_upstream_key:
-            raise UpstreamSettingsError(
+            raise ProxySettingsError(
                 f"--upstream-api-key-env {settings.upstream_api_key_env}: a server that holds an upstream key must "
                 "require a key of its own, or any local process could spend it: set PTC_EMULATOR_API_KEY (or "
                 "--api-key), or accept that risk with --allow-unguarded-upstream-key"
@@ -116,7 +116,7 @@ class UpstreamProxy:
         if settings.upstream_api_key_env:
             key = os.environ.get(settings.upstream_api_key_env)
             if not key:
-                raise UpstreamSettingsError(
+                raise ProxySettingsError(
                     f"--upstream-api-key-env {settings.upstream_api_key_env}: the variable is not set"
                 )
             self.api_key = key

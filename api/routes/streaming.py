@@ -42,10 +42,10 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 
-from ptc_emulator.api.context import contract_headers, recorder
+from ptc_emulator.api.context import contract_headers, journaling_of
 from ptc_emulator.api.disconnect import CLIENT_CLOSED
 from ptc_emulator.api.errors import SERVER_ERROR_MESSAGE
-from ptc_emulator.api.journaling import Recorder
+from ptc_emulator.api.journaling import Journaling
 from ptc_emulator.api.sse import KEEP_ALIVE, EventStreamResponse, frame
 from ptc_emulator.emulator.errors import EmulatorError, StatusError
 from ptc_emulator.emulator.responses.engine import Engine, Prepared
@@ -73,10 +73,10 @@ class Play:
     on. The outcome is recorded in the journal when the work ends, however the stream ends.
     """
 
-    def __init__(self, engine: Engine, prepared: Prepared, rec: Recorder) -> None:
+    def __init__(self, engine: Engine, prepared: Prepared, journaling: Journaling) -> None:
         self.engine = engine
         self.prepared = prepared
-        self.rec = rec
+        self.journaling = journaling
         self.sequence = events.Sequencer()
         self.task: asyncio.Task[dict[str, Any]] | None = None
         self._detached = False
@@ -97,8 +97,8 @@ class Play:
     async def start(self) -> None:
         """Start the work; raise the error it raises before it first has to wait, if any."""
         if self.background:
-            self.rec.response = await self.engine.run(self.prepared)
-            self.rec.finish(self.rec.response)
+            self.journaling.response = await self.engine.run(self.prepared)
+            self.journaling.finish(self.journaling.response)
             return
         if not self.prepared.compacts:
             self.prepared.trace.live = self.live
@@ -189,16 +189,16 @@ class Play:
                 "The client closed the connection before the response was complete.",
                 type="client_closed_request",
             )
-            self.rec.fail(closed)
+            self.journaling.fail(closed)
             return
         error = task.exception()
         if error is None:
-            self.rec.finish(task.result())
+            self.journaling.finish(task.result())
         elif isinstance(error, EmulatorError):
-            self.rec.fail(error)
+            self.journaling.fail(error)
         else:
             log.error("unhandled error in a streamed response", exc_info=error)
-            self.rec.fail(StatusError(500, SERVER_ERROR_MESSAGE, type="server_error"))
+            self.journaling.fail(StatusError(500, SERVER_ERROR_MESSAGE, type="server_error"))
 
 
 async def wait_finished(engine: Engine, response_id: str, timeout: float | None) -> dict[str, Any] | None:
@@ -225,9 +225,9 @@ def error_event(error: BaseException) -> Event:
 
 async def stream_create(request: Request, engine: Engine, body: CreateRequest, scope: str | None) -> Response:
     """`POST /v1/responses` with `stream: true`."""
-    rec = recorder(request, body, scope, await request.body())
-    prepared = rec.admit(engine.attempt(body, scope=scope))
-    play = Play(engine, prepared, rec)
+    journaling = journaling_of(request, body, scope, await request.body())
+    prepared = journaling.admit(engine.attempt(body, scope=scope))
+    play = Play(engine, prepared, journaling)
     await play.start()
     keepalive_s = request.app.state.emulator.settings.keepalive_s
     return EventStreamResponse(_frames(play, keepalive_s), on_close=play.cancel, headers=contract_headers(prepared))

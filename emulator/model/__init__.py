@@ -17,9 +17,9 @@ recorder and the recording proxy's helpers, the runtime the engine makes).
 
 from pathlib import Path
 
-from ptc_emulator.emulator.model.core import Delivery, Live, Model, Plan, Prepared, Refused, ResponseMemo, Runner, Trace
+from ptc_emulator.emulator.model.core import Delivery, Live, MadeOnce, Model, Plan, Prepared, Refused, Runner, Trace
 from ptc_emulator.emulator.model.fallback import Fallback
-from ptc_emulator.emulator.model.runtime import HostedScript, Memo, Runtime
+from ptc_emulator.emulator.model.runtime import HiddenResults, HostedScript, Runtime
 from ptc_emulator.emulator.model.scripted.files import ScenarioFiles, Validation
 from ptc_emulator.emulator.model.scripted.files import validate as validate_scenarios
 from ptc_emulator.emulator.model.scripted.model import ScriptedModel
@@ -36,13 +36,13 @@ __all__ = [
     "HostedScript",
     "Live",
     "MatchRequest",
-    "Memo",
+    "HiddenResults",
     "Model",
     "Plan",
     "Prepared",
     "Recorder",
     "Refused",
-    "ResponseMemo",
+    "MadeOnce",
     "Runner",
     "Runtime",
     "ScenarioError",

@@ -294,17 +294,17 @@ class Engine:
         incomplete: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The Response object for `prepared` with this output and status."""
-        memo = prepared.memo
+        made = prepared.made
         tools = echo_tools(prepared.request)  # made once: the prompt's segments and the body read the same
         definitions = definitions_text(tools) if status.finished else None  # what usage counts
         # What the model reads of the context: all that usage and the prompt's segments count.
         context = model_read(prepared.context, prepared.conversation) if status.finished else prepared.context
-        if memo.cached_tokens is None and status.finished:
+        if made.cached_tokens is None and status.finished:
             request = prepared.request
             segments = prompt_segments(
                 instructions=request.instructions, tools=tools, input_items=context, definitions=definitions
             )
-            memo.cached_tokens = self.prompt_cache.served(prepared.scope, segments)
+            made.cached_tokens = self.prompt_cache.served(prepared.scope, segments)
         return response_body(
             prepared.request,
             response_id=prepared.response_id,
@@ -316,7 +316,7 @@ class Engine:
             context=context,
             error=error,
             incomplete=incomplete,
-            cached_tokens=memo.cached_tokens or 0,
+            cached_tokens=made.cached_tokens or 0,
             tools=tools,
             definitions=definitions,
             conversation=prepared.conversation_id,
@@ -414,10 +414,10 @@ class Engine:
 
     def _input_items(self, prepared: Prepared) -> list[dict[str, Any]]:
         """This request's input items as stored (with ids), made once and only when stored."""
-        memo = prepared.memo
-        if memo.input_items is None:
-            memo.input_items = [as_response_item(item, self.ids) for item in prepared.new_items]
-        return memo.input_items
+        made = prepared.made
+        if made.input_items is None:
+            made.input_items = [as_response_item(item, self.ids) for item in prepared.new_items]
+        return made.input_items
 
     def _keep(self, prepared: Prepared, response: dict[str, Any]) -> None:
         """Store the response where it belongs: the server's store, a connection's, or nowhere."""

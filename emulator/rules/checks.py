@@ -207,7 +207,7 @@ def call_indexes(
     The positions are left with `conv`'s kept passes (`Conversation.remember`), and those the pass
     it was read on from left are read on from, as far as the calls are the very objects."""
     key = ("call_indexes", program.call_id)
-    kept = conv.earlier.get(key)
+    kept = conv.derived.get(key)
     start, found = 0, []
     if isinstance(kept, tuple) and kept[0] is signer:
         start = identical_prefix(kept[1], calls)

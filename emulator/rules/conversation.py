@@ -64,11 +64,11 @@ class Conversation:
     """Every program's calls, by the program's call_id: made in one pass, when first asked for."""
     walks: list[tuple[object, Any]] = field(default_factory=list, repr=False, compare=False)
     """(a script, how this conversation walks it), for `model.script`: a request asks more than once."""
-    earlier: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
-    """The memo of the kept pass this conversation was read on from (`Fold.memo`): what steps
-    after the rules worked out over (at least) its items, the very objects of this one's start."""
-    memos: list[dict[Any, Any]] = field(default_factory=list, repr=False, compare=False)
-    """The memos of the passes kept for this conversation (`remember` writes to them)."""
+    derived: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    """What was derived over the kept pass this conversation was read on from (`Fold.derived`): what
+    steps after the rules worked out over (at least) its items, the very objects of this one's start."""
+    deriving: list[dict[Any, Any]] = field(default_factory=list, repr=False, compare=False)
+    """The `derived` of the passes kept for this conversation (`remember` writes to them)."""
     visible: list[Item] | None = None
     """With a compaction item read back (`compaction.Expanded`): what a hosted model's context holds."""
     sent: list[Item] | None = None
@@ -109,9 +109,9 @@ class Conversation:
 
     def remember(self, key: Any, value: Any) -> None:
         """Leave `value` (worked out over this conversation's items) for the next request that
-        reads on from a pass kept for this one (it finds it in `earlier`)."""
-        for memo in self.memos:
-            memo[key] = value
+        reads on from a pass kept for this one (it finds it in `derived`)."""
+        for derived in self.deriving:
+            derived[key] = value
 
     def after_anchor(self) -> list[Item]:
         return self.items[self.anchor + 1 :]
@@ -136,7 +136,7 @@ def analyse(
         if fold is not None:
             by_program, program_at = fold.restore(conv)
             start, size = len(fold.items), fold.bytes
-            conv.earlier = fold.memo
+            conv.derived = fold.derived
         folds.read += len(items) - start
     # A request that continues stored items (`previous_response_id`) gets its history as the same
     # objects next time (`History.validated`), but its own items come back re-validated from the
@@ -150,7 +150,7 @@ def analyse(
             start = boundary
             kept = Fold.of(conv, by_program, program_at, size, end=boundary)
             folds.keep(kept)
-            conv.memos.append(kept.memo)
+            conv.deriving.append(kept.derived)
         item = items[i]
         param = _param(i, new_from, shift)
         if isinstance(item, Message):
@@ -193,7 +193,7 @@ def analyse(
         size += sum(retained(item) for item in items[start:])
         kept = Fold.of(conv, by_program, program_at, size)
         folds.keep(kept)
-        conv.memos.append(kept.memo)
+        conv.deriving.append(kept.derived)
     anchor = conv.anchor
     for call_id, call in conv.calls.items():
         if call_id not in conv.outputs:

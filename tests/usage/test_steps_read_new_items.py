@@ -1,5 +1,5 @@
 """A step of a long program reads only what the request adds: the script's walk, the program's
-call positions and its journal entries are read on from the rules' kept pass (`Fold.memo`), over
+call positions and its journal entries are read on from the rules' kept pass (`Fold.derived`), over
 `store: false` replays and `previous_response_id` continuations alike, and an edited earlier
 item is read afresh, so the answer is the one a fresh server gives (docs/speed.md)."""
 

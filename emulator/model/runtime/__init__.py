@@ -7,7 +7,7 @@
     hosted.py           the tools that run on the server's side (MCP, code interpreter, a hosted
                         shell): their listings, their scripted results (`HostedScript`), the
                         results a paused program carries sealed in its response
-    hidden_results.py   the process's memo of hidden call results, for a retried request
+    hidden_results.py   the hidden call results the process keeps, for a retried request
     plan.py             what a model's plan hands the runtime (`ProgramPlan`, `BoundTools`)
 
 The models (`model/scripted/`, `model/upstream/`) reach it through the names below and nothing
@@ -17,7 +17,7 @@ Rejected: the runtime inside the scripted model, with the model upstream subclas
 reaching into its player (where it began): a third model would have copied that.
 """
 
-from ptc_emulator.emulator.model.runtime.hidden_results import Memo
+from ptc_emulator.emulator.model.runtime.hidden_results import HiddenResults
 from ptc_emulator.emulator.model.runtime.hosted import (
     CodeInterpreterSpec,
     Hosted,
@@ -34,7 +34,7 @@ __all__ = [
     "CodeInterpreterSpec",
     "Hosted",
     "HostedScript",
-    "Memo",
+    "HiddenResults",
     "Output",
     "ProgramPlan",
     "Runtime",

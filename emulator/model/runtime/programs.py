@@ -32,7 +32,7 @@ from typing import Any, Literal
 from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.history.folds import identical_prefix
 from ptc_emulator.emulator.model.core import Live, Prepared, Runner, Trace
-from ptc_emulator.emulator.model.runtime.hidden_results import Memo
+from ptc_emulator.emulator.model.runtime.hidden_results import HiddenResults
 from ptc_emulator.emulator.model.runtime.hosted import Hosted, HostedScript, Unscripted
 from ptc_emulator.emulator.model.runtime.plan import BoundTools, plan_of
 from ptc_emulator.emulator.rules import checks, contract
@@ -114,16 +114,17 @@ class Runtime:
         seeds: Callable[[], int],
         clock: Callable[[], float],
         mcp: McpPolicy | None = None,
-        memo: Memo | None = None,
+        hidden_results: HiddenResults | None = None,
     ) -> None:
-        """`mcp`: the MCP client's policy; `memo`: the hidden call results' memo (its owner frees it)."""
+        """`mcp`: the MCP client's policy; `hidden_results`: the hidden call results kept for
+        retries (their owner frees them)."""
         self.signer = signer
         self.limits = limits
         self.ids = ids
         self.seeds = seeds
         self.clock = clock
         self.mcp = mcp or McpPolicy()
-        self.memo = memo if memo is not None else Memo()
+        self.hidden_results = hidden_results if hidden_results is not None else HiddenResults()
 
     # ---- planning -------------------------------------------------------------------------------
 
@@ -142,7 +143,7 @@ class Runtime:
             script=script,
             conversation=conv,
             signer=self.signer,
-            memo=self.memo,
+            hidden_results=self.hidden_results,
             policy=self.mcp,
             program_timeout_s=self.limits.timeout_s,
             available=toolset.other_available,
@@ -215,7 +216,7 @@ class Runtime:
         # replay hands back the very items it validated before, so only the new answers are made
         # into entries, and the pool is handed the same entries again.
         key = ("answers", item.call_id)
-        kept = conv.earlier.get(key)
+        kept = conv.derived.get(key)
         entries = list(kept[2][: identical_prefix(kept[0], calls, (kept[1], outputs))]) if kept else []
         for call, output in zip(calls[len(entries) :], outputs[len(entries) :], strict=True):
             kind = kind_of_call(call)
@@ -235,7 +236,7 @@ class Runtime:
         settled: list[tuple[int, str]],
     ) -> tuple[list[McpApprovalRequest], str | None]:
         """Answer what needs no client among the calls the program waits on: the server-run ones
-        (into the runtime record) and those whose arguments a kind refuses (into `answered`; the
+        (into the sealed results) and those whose arguments a kind refuses (into `answered`; the
         promise rejects; `settled` gets their (position, kind)). Returns the approval requests to
         surface, and why the program must stop."""
         for pending in outcome.pending:
@@ -307,7 +308,7 @@ class Runtime:
         stopped: str | None = None
         approvals: list[McpApprovalRequest] = []
         while True:
-            known = {**hosted.record(item.call_id), **answered}
+            known = {**hosted.results(item.call_id), **answered}
             journal = _prefix(known)
             program = Program(
                 code=item.code,
@@ -329,7 +330,7 @@ class Runtime:
             if not isinstance(outcome, Suspended) or forced is not None:
                 break
             approvals, stopped = await self._settle(item, outcome, known, answered, bindings, hosted, settled)
-            if stopped is not None or len(_prefix({**hosted.record(item.call_id), **answered})) == len(journal):
+            if stopped is not None or len(_prefix({**hosted.results(item.call_id), **answered})) == len(journal):
                 break
         trace.programs_run += 1
         # Calls before the last one the client answered were settled, and counted, in an earlier response.
@@ -344,12 +345,12 @@ class Runtime:
                 code="program_divergence",
             )
         if isinstance(outcome, Suspended) and stopped is None:
-            state = hosted.state_item(item.call_id)
+            state = hosted.sealed_results(item.call_id)
             if state is not None:
                 emit(state)
             for approval in approvals:
                 emit(approval)
-            known = {**hosted.record(item.call_id), **answered}
+            known = {**hosted.results(item.call_id), **answered}
             for pending in outcome.pending:
                 if pending.index in known or hosted.owns(pending.name):
                     continue  # answered, or answered by the server once the calls before it are

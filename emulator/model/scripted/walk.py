@@ -102,7 +102,7 @@ def _key(script: Script) -> tuple[str, tuple[tuple[str, int], ...]]:
 def _resumed(conv: Conversation, script: Script, after: list[Item]) -> tuple[_Point, Walked] | None:
     """Where a walk of the kept pass this conversation was read on from stopped, if its items
     are this one's first (the very objects, after the very same latest user message)."""
-    kept = conv.earlier.get(_key(script))
+    kept = conv.derived.get(_key(script))
     anchor = conv.items[conv.anchor] if conv.anchor >= 0 else None
     if not isinstance(kept, _Kept) or kept.anchor is not anchor:
         return None
