@@ -103,7 +103,7 @@ class Play:
         if not self.prepared.compacts:
             self.prepared.trace.live = self.live
         self.task = asyncio.ensure_future(self.engine.complete(self.prepared))
-        self.task.add_done_callback(self._record)
+        self.task.add_done_callback(self._journal)
         try:
             await asyncio.sleep(0)  # one step: the work runs until it first waits, or ends
         except BaseException:
@@ -182,7 +182,8 @@ class Play:
         self._wake.clear()
         return bool(done)
 
-    def _record(self, task: asyncio.Task[dict[str, Any]]) -> None:
+    def _journal(self, task: asyncio.Task[dict[str, Any]]) -> None:
+        """Journal how the play ended: finished, failed, or closed by the client."""
         if task.cancelled():
             closed = StatusError(
                 CLIENT_CLOSED,
