@@ -46,10 +46,13 @@ Stop = tuple[str, str]
 
 
 def walk(title: str) -> list[Stop]:
-    """The stops of the doc's section `## <title>`, in order."""
+    """The stops of the doc's section `## <title>`, in order (and as many as its text says)."""
     text = DOC.read_text(encoding="utf-8")
     section = text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
-    return STOP.findall(section)
+    stops: list[Stop] = STOP.findall(section)
+    said = re.search(r"(\d+) stops", section)
+    assert said is not None and int(said.group(1)) == len(stops), f"{title}: the text counts its stops wrong"
+    return stops
 
 
 def follows(trace: list[Stop], stops: list[Stop]) -> list[Stop]:
