@@ -32,7 +32,7 @@ reading and the validated items. `CreateRequest`'s JSON check skips the known it
 
 Why this cache stays beside the others that recognise "this conversation again": it is the only
 one that sees the body's text, and it saves the pydantic validation of the items, which is the
-largest cost of a replayed request. `rules.conversation.Folds` saves reading the items again
+largest cost of a replayed request. `history.folds.Folds` saves reading the items again
 and keys on the very objects this cache hands back; the signer's memo of opened fingerprints
 saves the seal's cryptography; `usage.PromptCache` is no saving at all but the emulated prompt
 cache (`cached_tokens`). Each keys on what its own work reads.

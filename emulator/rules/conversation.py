@@ -1,7 +1,7 @@
 """Reads a conversation (stored history plus this request's input) and holds it to the rules.
 
 The hosted API is strict about the item sequence and so is this: every tool call (of any kind:
-function, custom, shell, apply_patch, local_shell; see `toolkinds.py`) needs its output, every
+function, custom, shell, apply_patch, local_shell; see `tools/kinds.py`) needs its output, every
 output its call, of the matching kind; a program call's output must carry the caller it was issued
 with, and items the server issued (fingerprints, program outputs) must come back unmodified.
 """
@@ -63,7 +63,7 @@ class Conversation:
     _program_calls: dict[str, list[CallItem]] | None = field(default=None, repr=False, compare=False)
     """Every program's calls, by the program's call_id: made in one pass, when first asked for."""
     walks: list[tuple[object, Any]] = field(default_factory=list, repr=False, compare=False)
-    """(a script, how this conversation walks it), for `model.script`: a request asks more than once."""
+    """(a script, how this conversation walks it), for `scripted.walk`: a request asks more than once."""
     derived: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
     """What was derived over the kept pass this conversation was read on from (`Fold.derived`): what
     steps after the rules worked out over (at least) its items, the very objects of this one's start."""

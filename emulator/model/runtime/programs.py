@@ -212,7 +212,7 @@ class Runtime:
         else:
             indexes = call_indexes(self.signer, item, calls, self.limits.max_tool_calls, conv)
         outputs = list(map(conv.outputs.__getitem__, map(_CALL_ID, calls)))
-        # The entries the kept pass this conversation was read on from left (see `rules.folds`): a
+        # The entries the kept pass this conversation was read on from left (see `history.folds`): a
         # replay hands back the very items it validated before, so only the new answers are made
         # into entries, and the pool is handed the same entries again.
         key = ("answers", item.call_id)

@@ -2,7 +2,7 @@
 its turn and its place in that turn (`position`, `turn_items`).
 
 A replayed conversation is mostly the last request's items again (the very objects, see
-`rules.folds`), so a walk is left with the rules' kept passes (`Conversation.remember`) where the
+`history.folds`), so a walk is left with the rules' kept passes (`Conversation.remember`) where the
 last request's items ended and where its history ended (a `previous_response_id` continuation
 reads its history back as the same objects, its own items as new ones); a walk whose items begin
 with those very objects, after the very same latest user message, resumes there, and a step
