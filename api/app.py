@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ptc_emulator import __version__
 from ptc_emulator.api import errors, guards, inspector, scopes
-from ptc_emulator.api.recorder import RequestLog
+from ptc_emulator.api.journaling import RequestLog
 from ptc_emulator.api.routes import admin, agents, conversations, models, websocket
 from ptc_emulator.api.routes import responses as routes
 from ptc_emulator.api.settings import Settings, bundled_fixtures
@@ -26,10 +26,12 @@ from ptc_emulator.emulator.errors import EmulatorError, PayloadTooLarge, StatusE
 from ptc_emulator.emulator.ids import new_id
 from ptc_emulator.emulator.journal.entries import Journal
 from ptc_emulator.emulator.model import (
+    Fallback,
+    HiddenResults,
+    Runtime,
     ScenarioFiles,
     ScenarioRegistry,
     ScriptedModel,
-    UpstreamModel,
     with_upstream,
 )
 from ptc_emulator.emulator.responses import usage
@@ -37,7 +39,6 @@ from ptc_emulator.emulator.responses.engine import Engine, Runner
 from ptc_emulator.emulator.signing import Signer, load_secret
 from ptc_emulator.emulator.storage import Store, open_store, view
 from ptc_emulator.emulator.tools.egress import OwnAddresses
-from ptc_emulator.emulator.tools.memo import Memo
 from ptc_emulator.sandbox import Pool, PoolConfig
 
 __all__ = ["AppState", "create_app"]
@@ -61,14 +62,15 @@ class AppState:
     journal: Journal = field(default_factory=Journal)
     engine: Engine | None = None
     pool: Pool | None = None
-    upstream: Any = None
-    """The recording proxy (`upstream.UpstreamProxy`), when recording."""
+    proxy: Any = None
+    """The recording proxy (`proxy.RecordingProxy`), when recording."""
     agents: Harness | None = None
     """The Agents API harness, made when the lifespan starts."""
     shared: Any = None
     """With a store replicas share: what keeps the registry in step with it (`admin.SharedScenarios`)."""
-    hidden_memo: Memo = field(default_factory=Memo)
-    """Hidden call results (`tools/memo.py`): `POST /_emulator/reset` empties it."""
+    hidden_results: HiddenResults = field(default_factory=HiddenResults)
+    """Hidden call results kept for retries (`model/runtime/hidden_results.py`): `POST /_emulator/reset`
+    empties it."""
     own: OwnAddresses = field(default_factory=OwnAddresses)
     """The ports this app serves on: the MCP client never connects there."""
     scenario_files: ScenarioFiles | None = None
@@ -102,7 +104,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
         scenarios=admin.load_added(store, files.registry),
         scenario_files=files,
         journal=Journal(log=store.journal),
-        hidden_memo=Memo(settings.mcp_memo_entries, settings.mcp_memo_bytes),
+        hidden_results=HiddenResults(settings.mcp_memo_entries, settings.mcp_memo_bytes),
     )
 
     @contextlib.asynccontextmanager
@@ -123,17 +125,16 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             await pool.start()
             sandbox_runner = pool
         state.pool = pool
-        model = ScriptedModel(
-            state.scenarios,
+        runtime = Runtime(
             signer=state.signer,
             limits=settings.limits,
             ids=new_id,
             seeds=lambda: secrets.randbits(128),
             clock=time.time,
-            strict_contract=settings.strict_contract,
             mcp=settings.mcp_policy,
-            memo=state.hidden_memo,
+            hidden_results=state.hidden_results,
         )
+        model = ScriptedModel(state.scenarios, runtime, strict_contract=settings.strict_contract)
         record = settings.record_dir if settings.record_mode != "none" else None
         playing = with_upstream(model, settings.model_upstream_config(), record=record)  # docs/any-model.md
         state.engine = Engine(
@@ -158,10 +159,10 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             state.own.release()
             await harness.aclose()
             await state.engine.aclose()
-            if isinstance(playing, UpstreamModel):
+            if isinstance(playing, Fallback):
                 await playing.aclose()
-            if state.upstream is not None:
-                await state.upstream.aclose()
+            if state.proxy is not None:
+                await state.proxy.aclose()
             if pool is not None:
                 await pool.close()
             state.store.close()
@@ -210,11 +211,11 @@ async def _watch(files: ScenarioFiles) -> None:
 
 
 def _record(app: FastAPI, state: AppState) -> None:
-    """Put the recording proxy in front of the routes (see `upstream`)."""
-    from ptc_emulator.api.upstream import ProxyMiddleware, UpstreamProxy
+    """Put the recording proxy in front of the routes (see `proxy`)."""
+    from ptc_emulator.api.proxy import ProxyMiddleware, RecordingProxy
 
-    state.upstream = UpstreamProxy(state.settings, state.scenarios)
-    app.add_middleware(ProxyMiddleware, proxy=state.upstream)
+    state.proxy = RecordingProxy(state.settings, state.scenarios)
+    app.add_middleware(ProxyMiddleware, proxy=state.proxy)
 
 
 class _Shared:

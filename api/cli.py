@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
     if given and given[0] in _TOOLS:
         raise SystemExit(_run_tool(_parser().parse_args(given)))
     from ptc_emulator.api.app import create_app
-    from ptc_emulator.api.upstream import UpstreamSettingsError
+    from ptc_emulator.api.proxy import ProxySettingsError
 
     settings, log_level = parse(argv)
     json_logs = _log_format(argv) == "json"
@@ -353,7 +353,7 @@ def main(argv: list[str] | None = None) -> None:
         _fail("--store postgresql://... needs --secret (or PTC_EMULATOR_SECRET): every replica must sign with one", 2)
     try:
         app = create_app(settings)
-    except (ScenarioError, UpstreamSettingsError) as e:
+    except (ScenarioError, ProxySettingsError) as e:
         _fail(str(e), 2)
     except StoreUnavailable as e:
         _fail(f"--store {_shown_store(settings.store)}: {e}", 1)
@@ -387,7 +387,7 @@ def _configure_logging(level: str, json_logs: bool) -> None:
     if not json_logs:
         logging.basicConfig(level=level.upper(), format="%(levelname)s %(name)s: %(message)s")
         return
-    from ptc_emulator.api.recorder import JsonFormatter
+    from ptc_emulator.api.journaling import JsonFormatter
 
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter())

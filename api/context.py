@@ -1,4 +1,4 @@
-"""What every route needs from a request: the engine, the caller's scope, a journal recorder,
+"""What every route needs from a request: the engine, the caller's scope, the journaling of a create,
 and the contract-warning header. Shared by the HTTP, SSE, WebSocket and admin routes."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Query, Request
 
-from ptc_emulator.api.recorder import Recorder
+from ptc_emulator.api.journaling import Journaling
 from ptc_emulator.emulator.responses.engine import Engine, Prepared
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.names import SCOPE_HEADER, SCOPE_METADATA_KEY
@@ -21,7 +21,7 @@ __all__ = [
     "SCOPE_METADATA_KEY",
     "contract_headers",
     "engine_of",
-    "recorder",
+    "journaling_of",
     "scope_of",
 ]
 
@@ -47,9 +47,9 @@ def scope_of(headers: Any, body: CreateRequest | None) -> str | None:
     return scope  # type: ignore[no-any-return]
 
 
-def recorder(request: Request, body: CreateRequest, scope: str | None, raw: bytes | None = None) -> Recorder:
+def journaling_of(request: Request, body: CreateRequest, scope: str | None, raw: bytes | None = None) -> Journaling:
     """`raw`: the request's body bytes, which `body` was validated from (the journal keeps them)."""
-    return Recorder(
+    return Journaling(
         request.app.state.emulator.journal,
         method=request.method,
         path=_path(request),

@@ -112,7 +112,7 @@ class Settings:
     mcp_max_answer_bytes: int = 8 * 2**20
     mcp_memo_entries: int = 10_000
     mcp_memo_bytes: int = 64 * 2**20
-    """The memo of hidden call results (a retried request calls nothing twice), by entries and bytes."""
+    """The hidden call results kept for retries (a retried request calls nothing twice), by entries and bytes."""
     watch: bool = False
     """Reload the scenario directories when a file in them is added, edited or removed (`--watch`)."""
 

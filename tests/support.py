@@ -227,6 +227,21 @@ def answer_all(response: Any, handler: Any) -> list[dict[str, Any]]:
     return outputs
 
 
+def add_answers(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The `function_call_output` items that answer every `add` call in a response's output (as
+    dicts), caller copied."""
+    return [
+        {
+            "type": "function_call_output",
+            "call_id": item["call_id"],
+            "output": json.dumps(sum(json.loads(item["arguments"]).values())),
+            "caller": item["caller"],
+        }
+        for item in output
+        if item["type"] == "function_call"
+    ]
+
+
 def arithmetic(name: str, args: dict[str, Any]) -> Any:
     if name == "add":
         return args["a"] + args["b"]

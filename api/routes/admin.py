@@ -21,12 +21,12 @@ from fastapi.responses import JSONResponse
 from ptc_emulator.api.context import SCOPE_HEADER
 from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound
+from ptc_emulator.emulator.history import replayed
 from ptc_emulator.emulator.journal import evaluation, grouping
 from ptc_emulator.emulator.model import HostedScript, ScenarioError, ScenarioRegistry, clear_caches, load_scenario
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.rules import contract
 from ptc_emulator.emulator.storage import Store, StoredScenario, ping
-from ptc_emulator.emulator.wire import replayed
 from ptc_emulator.emulator.wire.request import check_json
 from ptc_emulator.sandbox import clear_program_keys
 
@@ -140,8 +140,8 @@ async def health(request: Request) -> dict[str, Any] | JSONResponse:
         "sandbox_crashes": pool.crashes if pool else 0,
         "sandbox_recovered": pool.recovered if pool else 0,
         "sandbox_live_hits": pool.live_hits if pool else 0,
-        "hidden_results": state.hidden_memo.size[0],
-        "hidden_result_bytes": state.hidden_memo.size[1],
+        "hidden_results": state.hidden_results.size[0],
+        "hidden_result_bytes": state.hidden_results.size[1],
     }
 
 
@@ -254,8 +254,8 @@ async def clear_journal(request: Request) -> dict[str, Any]:
 @router.post("/reset")
 async def reset(request: Request) -> dict[str, Any]:
     """Forget the scenarios added at run time and the journal (of the caller's scope, or all), and
-    free every cache and memo of the process (docs/limits.md, "Memory": they only save work, so
-    no answer changes), the memo of hidden call results among them (all of it)."""
+    free every cache of the process (docs/limits.md, "Memory": they only save work, so no answer
+    changes), the hidden call results kept for retries among them (all of them)."""
     state = request.app.state.emulator
     scope = _scope(request)
     # The scenario files are read again: an edited, added or removed file is served from now on
@@ -267,7 +267,7 @@ async def reset(request: Request) -> dict[str, Any]:
     removed, cleared = state.scenarios.clear(scope), state.journal.clear(scope)
     await _synced(state)
     _free_caches(state)
-    state.hidden_memo.clear()  # the hidden call results of every scope: a cache, not state
+    state.hidden_results.clear()  # the hidden call results of every scope: a cache, not state
     if state.pool is not None:
         await state.pool.forget_live()
     return {"scenarios_removed": removed, "journal_cleared": cleared}

@@ -19,12 +19,12 @@ from ptc_emulator.api.context import (
     Order,
     contract_headers,
     engine_of,
-    recorder,
+    journaling_of,
     scope_of,
 )
 from ptc_emulator.api.disconnect import unless_disconnected
 from ptc_emulator.api.routes.streaming import stream_create, stream_stored
-from ptc_emulator.emulator.wire import replayed
+from ptc_emulator.emulator.history import replayed
 from ptc_emulator.emulator.wire.request import CompactRequest, CountTokensRequest, CreateRequest
 
 __all__ = [
@@ -33,7 +33,7 @@ __all__ = [
     "SCOPE_METADATA_KEY",
     "contract_headers",
     "engine_of",
-    "recorder",
+    "journaling_of",
     "router",
     "scope_of",
 ]
@@ -88,11 +88,11 @@ async def create_response(body: CreateRequest, request: Request) -> Response:
     scope = scope_of(request.headers, body)
     if body.stream:
         return await stream_create(request, engine, body, scope)
-    with recorder(request, body, scope, await request.body()) as rec:
-        prepared = rec.admit(engine.attempt(body, scope=scope))
-        rec.response = await unless_disconnected(request, engine.run(prepared))
-        reply = JSONResponse(rec.response, headers=contract_headers(prepared))
-        rec.rendered = bytes(reply.body)  # the journal keeps these bytes when they are its own JSON text
+    with journaling_of(request, body, scope, await request.body()) as journaling:
+        prepared = journaling.admit(engine.attempt(body, scope=scope))
+        journaling.response = await unless_disconnected(request, engine.run(prepared))
+        reply = JSONResponse(journaling.response, headers=contract_headers(prepared))
+        journaling.rendered = bytes(reply.body)  # the journal keeps these bytes when they are its own JSON text
         return reply
 
 

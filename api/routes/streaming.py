@@ -6,7 +6,7 @@ also stores it); only the telling differs. The events come from `emulator.events
 function of the response, so a stored response replays the very events it was streamed with.
 
 A model that writes its output as it arrives (the model upstream) reports it while it plays
-(`Trace.live`, `wire/live.py`): its items and its text deltas go out as they come, and the rest
+(`Trace.live`, `responses/live.py`): its items and its text deltas go out as they come, and the rest
 of the events once the response has finished. Those deltas are the upstream's own pieces, so a
 replay of the stored response (`events.replay`, its text cut into words) can number the events
 after a live text differently. A background response, and one whose output starts with a
@@ -42,15 +42,15 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 
-from ptc_emulator.api.context import contract_headers, recorder
+from ptc_emulator.api.context import contract_headers, journaling_of
 from ptc_emulator.api.disconnect import CLIENT_CLOSED
 from ptc_emulator.api.errors import SERVER_ERROR_MESSAGE
-from ptc_emulator.api.recorder import Recorder
+from ptc_emulator.api.journaling import Journaling
 from ptc_emulator.api.sse import KEEP_ALIVE, EventStreamResponse, frame
 from ptc_emulator.emulator.errors import EmulatorError, StatusError
 from ptc_emulator.emulator.responses.engine import Engine, Prepared
+from ptc_emulator.emulator.responses.live import LiveTelling
 from ptc_emulator.emulator.wire import events
-from ptc_emulator.emulator.wire.live import LiveTelling
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.emulator.wire.response import ResponseStatus
 
@@ -73,10 +73,10 @@ class Play:
     on. The outcome is recorded in the journal when the work ends, however the stream ends.
     """
 
-    def __init__(self, engine: Engine, prepared: Prepared, rec: Recorder) -> None:
+    def __init__(self, engine: Engine, prepared: Prepared, journaling: Journaling) -> None:
         self.engine = engine
         self.prepared = prepared
-        self.rec = rec
+        self.journaling = journaling
         self.sequence = events.Sequencer()
         self.task: asyncio.Task[dict[str, Any]] | None = None
         self._detached = False
@@ -97,13 +97,13 @@ class Play:
     async def start(self) -> None:
         """Start the work; raise the error it raises before it first has to wait, if any."""
         if self.background:
-            self.rec.response = await self.engine.run(self.prepared)
-            self.rec.finish(self.rec.response)
+            self.journaling.response = await self.engine.run(self.prepared)
+            self.journaling.finish(self.journaling.response)
             return
         if not self.prepared.compacts:
             self.prepared.trace.live = self.live
         self.task = asyncio.ensure_future(self.engine.complete(self.prepared))
-        self.task.add_done_callback(self._record)
+        self.task.add_done_callback(self._journal)
         try:
             await asyncio.sleep(0)  # one step: the work runs until it first waits, or ends
         except BaseException:
@@ -182,23 +182,24 @@ class Play:
         self._wake.clear()
         return bool(done)
 
-    def _record(self, task: asyncio.Task[dict[str, Any]]) -> None:
+    def _journal(self, task: asyncio.Task[dict[str, Any]]) -> None:
+        """Journal how the play ended: finished, failed, or closed by the client."""
         if task.cancelled():
             closed = StatusError(
                 CLIENT_CLOSED,
                 "The client closed the connection before the response was complete.",
                 type="client_closed_request",
             )
-            self.rec.fail(closed)
+            self.journaling.fail(closed)
             return
         error = task.exception()
         if error is None:
-            self.rec.finish(task.result())
+            self.journaling.finish(task.result())
         elif isinstance(error, EmulatorError):
-            self.rec.fail(error)
+            self.journaling.fail(error)
         else:
             log.error("unhandled error in a streamed response", exc_info=error)
-            self.rec.fail(StatusError(500, SERVER_ERROR_MESSAGE, type="server_error"))
+            self.journaling.fail(StatusError(500, SERVER_ERROR_MESSAGE, type="server_error"))
 
 
 async def wait_finished(engine: Engine, response_id: str, timeout: float | None) -> dict[str, Any] | None:
@@ -225,9 +226,9 @@ def error_event(error: BaseException) -> Event:
 
 async def stream_create(request: Request, engine: Engine, body: CreateRequest, scope: str | None) -> Response:
     """`POST /v1/responses` with `stream: true`."""
-    rec = recorder(request, body, scope, await request.body())
-    prepared = rec.admit(engine.attempt(body, scope=scope))
-    play = Play(engine, prepared, rec)
+    journaling = journaling_of(request, body, scope, await request.body())
+    prepared = journaling.admit(engine.attempt(body, scope=scope))
+    play = Play(engine, prepared, journaling)
     await play.start()
     keepalive_s = request.app.state.emulator.settings.keepalive_s
     return EventStreamResponse(_frames(play, keepalive_s), on_close=play.cancel, headers=contract_headers(prepared))

@@ -48,7 +48,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from ptc_emulator.api.context import scope_of
 from ptc_emulator.api.errors import SERVER_ERROR_MESSAGE, validation_error
-from ptc_emulator.api.recorder import Recorder
+from ptc_emulator.api.journaling import Journaling
 from ptc_emulator.api.routes.steering import Steer, Steering, Target, unsteerable
 from ptc_emulator.api.routes.streaming import Play
 from ptc_emulator.emulator import jsontext
@@ -294,7 +294,7 @@ class Session:
     ) -> None:
         """Play one create (an explicit one, or an automatic successor carrying `steers`)."""
         scope = scope_of(self.ws.headers, request)
-        rec = Recorder(
+        journaling = Journaling(
             self.ws.app.state.emulator.journal,
             method="WS",
             path=self.ws.url.path,
@@ -304,11 +304,11 @@ class Session:
         )
         attempt = self.engine.attempt(request, scope=scope, generate=request.generate is not False, local=self.local)
         if isinstance(attempt, Refused):
-            rec.refuse(attempt)
+            journaling.refuse(attempt)
             self._evict(request.previous_response_id, stream_id)
             await self._failed(Target("", stream_id), attempt.error, stream_id, steers, None)
             return
-        prepared = rec.admit(attempt)
+        prepared = journaling.admit(attempt)
         if not prepared.store:  # only a socket-local parent can be evicted
             self.lane_of[prepared.response_id] = stream_id
         if request.previous_response_id in self.targets:
@@ -321,10 +321,10 @@ class Session:
         final: dict[str, Any] | None
         if request.generate is False:
             final = await self.engine.complete(prepared)
-            rec.finish(final)
+            journaling.finish(final)
             await self._send_all(self._numbered(events.replay(final), stream_id))
         else:
-            final = await self._play(Play(self.engine, prepared, rec), target, stream_id, steers)
+            final = await self._play(Play(self.engine, prepared, journaling), target, stream_id, steers)
         if final is None:
             self._evict(request.previous_response_id, stream_id)
             return

@@ -1,32 +1,30 @@
-"""What plays a response: the `Model` protocol and the engine's types (`core.py`), and the
-scripted model, its first implementation (`scripted/`: scenarios, their templates and patterns,
-where a conversation stands in a script, the player, injected faults, recordings), and the
-upstream model, its second (`upstream/`: a real model behind an OpenAI-compatible endpoint
-writes the programs for what no scenario matches; `with_upstream` makes one around the scripted
-model, which still answers what its scenarios match).
+"""What plays a response.
 
-Outside `model/` nothing imports `model.scripted`: the names below are the scripted model's
-public face (the registry the admin routes fill, the loader, the recording proxy's helpers and
-the pytest cassettes').
+    core.py       the `Model` protocol and the engine's types (`Prepared`, `Trace`, `Runner`...)
+    runtime/      the PTC runtime every model plays programs with (check, start, resume, run,
+                  settle, the server-side tools, the MCP listings)
+    scripted/     the first model: scenarios, their templates and patterns, where a conversation
+                  stands in a script (the walk), the player, injected faults, recordings
+    upstream/     the second: a real model behind an OpenAI-compatible endpoint writes the programs
+    fallback.py   the scripted model for what its scripts match, a model upstream for the rest
+                  (`with_upstream` makes one)
+
+The two models import the runtime's face and never each other; the runtime imports neither
+(the import contracts in pyproject.toml hold this). Outside `model/` nothing imports the rooms
+above: the names below are the face (the registry the admin routes fill, the loader, the
+recorder and the recording proxy's helpers, the runtime the engine makes).
 """
 
 from pathlib import Path
 
-from ptc_emulator.emulator.model.core import Delivery, Live, Model, Plan, Prepared, Refused, ResponseMemo, Runner, Trace
-from ptc_emulator.emulator.model.scripted.files.loader import ScenarioFiles, Validation
-from ptc_emulator.emulator.model.scripted.files.loader import validate as validate_scenarios
-from ptc_emulator.emulator.model.scripted.hosted import HostedScript
+from ptc_emulator.emulator.model.core import Delivery, Live, MadeOnce, Model, Plan, Prepared, Refused, Runner, Trace
+from ptc_emulator.emulator.model.fallback import Fallback
+from ptc_emulator.emulator.model.runtime import HiddenResults, HostedScript, Runtime
+from ptc_emulator.emulator.model.scripted.files import ScenarioFiles, Validation
+from ptc_emulator.emulator.model.scripted.files import validate as validate_scenarios
 from ptc_emulator.emulator.model.scripted.model import ScriptedModel
-from ptc_emulator.emulator.model.scripted.recording import (
-    Tape,
-    file_name,
-    full_match,
-    items_of,
-    readable_yaml,
-    scenario_from,
-    to_yaml,
-    user_text,
-)
+from ptc_emulator.emulator.model.scripted.recorder import Recorder
+from ptc_emulator.emulator.model.scripted.recording import file_name, full_match, items_of, readable_yaml, user_text
 from ptc_emulator.emulator.model.scripted.scenario import Request as MatchRequest
 from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, ScenarioRegistry, load_scenario
 from ptc_emulator.emulator.model.scripted.script import clear_caches
@@ -39,26 +37,28 @@ from ptc_emulator.emulator.model.upstream import (
     UpstreamProtocol,
     protocol_named,
 )
-from ptc_emulator.emulator.model.upstream.record import Recording
 
 __all__ = [
     "DEFAULT_UPSTREAM_PROTOCOL",
     "UPSTREAM_PROTOCOLS",
     "Delivery",
+    "Fallback",
     "HostedScript",
     "Live",
     "MatchRequest",
+    "HiddenResults",
     "Model",
     "Plan",
     "Prepared",
+    "Recorder",
     "Refused",
-    "ResponseMemo",
+    "MadeOnce",
     "Runner",
+    "Runtime",
     "ScenarioError",
     "ScenarioFiles",
     "ScenarioRegistry",
     "ScriptedModel",
-    "Tape",
     "Trace",
     "UpstreamConfig",
     "UpstreamModel",
@@ -71,8 +71,6 @@ __all__ = [
     "load_scenario",
     "protocol_named",
     "readable_yaml",
-    "scenario_from",
-    "to_yaml",
     "user_text",
     "validate_scenarios",
     "with_upstream",
@@ -84,5 +82,11 @@ def with_upstream(scripted: ScriptedModel, config: UpstreamConfig | None, *, rec
     scenarios do not match (`record`: the directory its finished conversations are written to)."""
     if config is None:
         return scripted
-    recording = Recording(record, scripted.scenarios) if record is not None else None
-    return UpstreamModel(scripted, UpstreamClient(config), recording)
+    upstream = UpstreamModel(
+        scripted.runtime,
+        UpstreamClient(config),
+        strict_contract=scripted.strict_contract,
+        hosted=scripted.scenarios.hosted,
+    )
+    recorder = Recorder(record, scripted.scenarios) if record is not None else None
+    return Fallback(scripted, upstream, recorder)

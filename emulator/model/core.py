@@ -4,7 +4,7 @@ with the Response object, in `wire/response.py`.)
 
 A `Prepared` is built whole, once, by `Engine.attempt` and is not reassigned afterwards; what
 playing it changes lives in objects made for that (the trace, the conversation's seals, the
-toolset that a server-executed search grows, the memo of what was made once).
+toolset that a server-executed search grows, what is made once).
 
 Nothing here names a model's own types: a `Prepared` carries its model's `Plan` opaquely, and the
 engine reads of it only the `Delivery` (what happens to the response on its way out).
@@ -24,7 +24,7 @@ from ptc_emulator.emulator.wire.items import Item, OutputItem, ProgramCaller
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.sandbox import Outcome, Program
 
-__all__ = ["Delivery", "Live", "Model", "Plan", "Prepared", "Refused", "ResponseMemo", "Runner", "Trace"]
+__all__ = ["Delivery", "Live", "Model", "Plan", "Prepared", "Refused", "MadeOnce", "Runner", "Trace"]
 
 
 class Runner(Protocol):
@@ -134,7 +134,7 @@ class Model(Protocol):
 
 
 @dataclass
-class ResponseMemo:
+class MadeOnce:
     """What is made once per response, the first time it is needed, so that a background response's
     queued and finished forms agree."""
 
@@ -168,7 +168,7 @@ class Prepared:
     scope: str | None = None
     local: ResponseStore | None = None
     """A connection's own store, where its `store: false` responses stay while it is open."""
-    memo: ResponseMemo = field(default_factory=ResponseMemo)
+    made: MadeOnce = field(default_factory=MadeOnce)
     compacts: bool = False
     """Its context reached the request's `context_management` compaction threshold: its output
     starts with a compaction item that stands for the context (`rules/compaction.py`)."""

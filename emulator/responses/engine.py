@@ -20,8 +20,19 @@ from typing import Any
 
 from ptc_emulator.emulator.conversations.service import Conversations
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest
+from ptc_emulator.emulator.history.stored import History, as_input, as_response_item, not_found
 from ptc_emulator.emulator.ids import new_id
-from ptc_emulator.emulator.model import Model, Plan, Prepared, Refused, Runner, ScenarioRegistry, ScriptedModel, Trace
+from ptc_emulator.emulator.model import (
+    Model,
+    Plan,
+    Prepared,
+    Refused,
+    Runner,
+    Runtime,
+    ScenarioRegistry,
+    ScriptedModel,
+    Trace,
+)
 from ptc_emulator.emulator.responses.background import INTERRUPTED, Background
 from ptc_emulator.emulator.responses.body import response_body
 from ptc_emulator.emulator.responses.usage import (
@@ -36,7 +47,6 @@ from ptc_emulator.emulator.rules import checks
 from ptc_emulator.emulator.rules.compaction import Compactor, Expanded, compact_threshold, triggered
 from ptc_emulator.emulator.rules.configuration import in_effect
 from ptc_emulator.emulator.rules.conversation import Conversation, Folds, analyse
-from ptc_emulator.emulator.rules.history import History, as_input, as_response_item, not_found
 from ptc_emulator.emulator.signing import Signer
 from ptc_emulator.emulator.storage import ResponseStore, StoredResponse
 from ptc_emulator.emulator.tools.kinds import answer_text
@@ -99,13 +109,10 @@ class Engine:
         self.ids = ids
         self.history = History(store)
         if model is None:
+            runtime = Runtime(signer=signer, limits=self.limits, ids=ids, seeds=seeds, clock=clock)
             model = ScriptedModel(
                 scenarios if scenarios is not None else ScenarioRegistry(),
-                signer=signer,
-                limits=self.limits,
-                ids=ids,
-                seeds=seeds,
-                clock=clock,
+                runtime,
                 strict_contract=strict_contract,
             )
         self.model: Model = model
@@ -289,17 +296,17 @@ class Engine:
         incomplete: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The Response object for `prepared` with this output and status."""
-        memo = prepared.memo
+        made = prepared.made
         tools = echo_tools(prepared.request)  # made once: the prompt's segments and the body read the same
         definitions = definitions_text(tools) if status.finished else None  # what usage counts
         # What the model reads of the context: all that usage and the prompt's segments count.
         context = model_read(prepared.context, prepared.conversation) if status.finished else prepared.context
-        if memo.cached_tokens is None and status.finished:
+        if made.cached_tokens is None and status.finished:
             request = prepared.request
             segments = prompt_segments(
                 instructions=request.instructions, tools=tools, input_items=context, definitions=definitions
             )
-            memo.cached_tokens = self.prompt_cache.served(prepared.scope, segments)
+            made.cached_tokens = self.prompt_cache.served(prepared.scope, segments)
         return response_body(
             prepared.request,
             response_id=prepared.response_id,
@@ -311,7 +318,7 @@ class Engine:
             context=context,
             error=error,
             incomplete=incomplete,
-            cached_tokens=memo.cached_tokens or 0,
+            cached_tokens=made.cached_tokens or 0,
             tools=tools,
             definitions=definitions,
             conversation=prepared.conversation_id,
@@ -413,10 +420,10 @@ class Engine:
 
     def _input_items(self, prepared: Prepared) -> list[dict[str, Any]]:
         """This request's input items as stored (with ids), made once and only when stored."""
-        memo = prepared.memo
-        if memo.input_items is None:
-            memo.input_items = [as_response_item(item, self.ids) for item in prepared.new_items]
-        return memo.input_items
+        made = prepared.made
+        if made.input_items is None:
+            made.input_items = [as_response_item(item, self.ids) for item in prepared.new_items]
+        return made.input_items
 
     def _keep(self, prepared: Prepared, response: dict[str, Any]) -> None:
         """Store the response where it belongs: the server's store, a connection's, or nowhere."""

@@ -47,8 +47,8 @@ from unittest import mock
 import tiktoken
 from tiktoken_ext import openai_public
 
+from ptc_emulator.emulator.history.folds import identical_prefix
 from ptc_emulator.emulator.rules.conversation import Conversation
-from ptc_emulator.emulator.rules.folds import identical_prefix
 from ptc_emulator.emulator.tools.kinds import ITEMS
 from ptc_emulator.emulator.wire.items import (
     AdditionalToolsItem,
@@ -236,7 +236,7 @@ def model_read(items: list[Item], conv: Conversation) -> list[Item]:
     read them (handing them these gives the same result at less cost). What the kept pass `conv`
     was read on from left is read on from (`Conversation.remember`), as far as its items are the
     very objects: a step of a long program reads only its new items."""
-    kept = conv.earlier.get("model_read")
+    kept = conv.derived.get("model_read")
     start = identical_prefix(kept[0], items) if kept is not None else 0
     read: list[Item] = kept[1][: kept[2][start]] if kept is not None else []
     before: list[int] = kept[2][: start + 1] if kept is not None else [0]

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator.history.folds import identical_prefix
 from ptc_emulator.emulator.rules.contract import Violation, check_output, check_tools
 from ptc_emulator.emulator.rules.conversation import Conversation
-from ptc_emulator.emulator.rules.folds import identical_prefix
 from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
 from ptc_emulator.emulator.tools.kinds import duplicate_names, kind_of_call
 from ptc_emulator.emulator.tools.toolset import Toolset, call_name
@@ -221,7 +221,7 @@ def call_indexes(
     The positions are left with `conv`'s kept passes (`Conversation.remember`), and those the pass
     it was read on from left are read on from, as far as the calls are the very objects."""
     key = ("call_indexes", program.call_id)
-    kept = conv.earlier.get(key)
+    kept = conv.derived.get(key)
     start, found = 0, []
     if isinstance(kept, tuple) and kept[0] is signer:
         start = identical_prefix(kept[1], calls)

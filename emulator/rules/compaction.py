@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ptc_emulator.emulator.errors import InvalidRequest
-from ptc_emulator.emulator.rules.history import as_input
+from ptc_emulator.emulator.history.stored import as_input
 from ptc_emulator.emulator.signing import Signer
 from ptc_emulator.emulator.wire.items import (
     CompactionItem,

@@ -1,7 +1,7 @@
 """Reads a conversation (stored history plus this request's input) and holds it to the rules.
 
 The hosted API is strict about the item sequence and so is this: every tool call (of any kind:
-function, custom, shell, apply_patch, local_shell; see `toolkinds.py`) needs its output, every
+function, custom, shell, apply_patch, local_shell; see `tools/kinds.py`) needs its output, every
 output its call, of the matching kind; a program call's output must carry the caller it was issued
 with, and items the server issued (fingerprints, program outputs) must come back unmodified.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ptc_emulator.emulator.errors import InvalidRequest
-from ptc_emulator.emulator.rules.folds import Fold, Folds, file_program_call, retained
+from ptc_emulator.emulator.history.folds import Fold, Folds, file_program_call, retained
 from ptc_emulator.emulator.signing import ProgramSeal, Signer
 from ptc_emulator.emulator.tools.kinds import answer_key, kind_of_call, kind_of_output
 from ptc_emulator.emulator.wire.items import (
@@ -75,12 +75,12 @@ class Conversation:
     _program_calls: dict[str, list[CallItem]] | None = field(default=None, repr=False, compare=False)
     """Every program's calls, by the program's call_id: made in one pass, when first asked for."""
     walks: list[tuple[object, Any]] = field(default_factory=list, repr=False, compare=False)
-    """(a script, how this conversation walks it), for `model.script`: a request asks more than once."""
-    earlier: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
-    """The memo of the kept pass this conversation was read on from (`Fold.memo`): what steps
-    after the rules worked out over (at least) its items, the very objects of this one's start."""
-    memos: list[dict[Any, Any]] = field(default_factory=list, repr=False, compare=False)
-    """The memos of the passes kept for this conversation (`remember` writes to them)."""
+    """(a script, how this conversation walks it), for `scripted.walk`: a request asks more than once."""
+    derived: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    """What was derived over the kept pass this conversation was read on from (`Fold.derived`): what
+    steps after the rules worked out over (at least) its items, the very objects of this one's start."""
+    deriving: list[dict[Any, Any]] = field(default_factory=list, repr=False, compare=False)
+    """The `derived` of the passes kept for this conversation (`remember` writes to them)."""
     visible: list[Item] | None = None
     """With a compaction item read back (`compaction.Expanded`): what a hosted model's context holds."""
     sent: list[Item] | None = None
@@ -119,9 +119,9 @@ class Conversation:
 
     def remember(self, key: Any, value: Any) -> None:
         """Leave `value` (worked out over this conversation's items) for the next request that
-        reads on from a pass kept for this one (it finds it in `earlier`)."""
-        for memo in self.memos:
-            memo[key] = value
+        reads on from a pass kept for this one (it finds it in `derived`)."""
+        for derived in self.deriving:
+            derived[key] = value
 
     def after_anchor(self) -> list[Item]:
         return self.items[self.anchor + 1 :]
@@ -146,7 +146,7 @@ def analyse(
         if fold is not None:
             by_program, program_at = fold.restore(conv)
             start, size = len(fold.items), fold.bytes
-            conv.earlier = fold.memo
+            conv.derived = fold.derived
         folds.read += len(items) - start
     # A request that continues stored items (`previous_response_id`) gets its history as the same
     # objects next time (`History.validated`), but its own items come back re-validated from the
@@ -160,7 +160,7 @@ def analyse(
             start = boundary
             kept = Fold.of(conv, by_program, program_at, size, end=boundary)
             folds.keep(kept)
-            conv.memos.append(kept.memo)
+            conv.deriving.append(kept.derived)
         item = items[i]
         param = _param(i, new_from, shift)
         if isinstance(item, Message):
@@ -203,7 +203,7 @@ def analyse(
         size += sum(retained(item) for item in items[start:])
         kept = Fold.of(conv, by_program, program_at, size)
         folds.keep(kept)
-        conv.memos.append(kept.memo)
+        conv.deriving.append(kept.derived)
     anchor = conv.anchor
     for call_id, call in conv.calls.items():
         if call_id not in conv.outputs:

@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal
 from pydantic import StringConstraints, ValidationError, ValidatorFunctionWrapHandler, field_validator, model_validator
 
 from ptc_emulator.emulator.errors import InvalidRequest
-from ptc_emulator.emulator.wire import replayed
 from ptc_emulator.emulator.wire.items import MAX_DEPTH, InputItem, OpenJSON, WireModel, check_depth
+from ptc_emulator.emulator.wire.known import known_count
 from ptc_emulator.emulator.wire.tools import FunctionTool, ProgrammaticToolCalling, Tool, ToolChoice
 
 __all__ = [
@@ -81,10 +81,10 @@ class Conversational(WireModel):
     @field_validator("input", mode="wrap")
     @classmethod
     def _known_first(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-        """A replayed conversation's known items are validated models already (`replayed.read`):
+        """A replayed conversation's known items are validated models already (`wire.known`):
         only the items after them are validated. Should those fail, the whole input is validated,
         so that the errors name the items by their place in the input as sent."""
-        known = replayed.known_count(value)
+        known = known_count(value)
         if not known:
             return handler(value)
         try:
@@ -170,7 +170,7 @@ class CreateRequest(Conversational):
     @classmethod
     def _sane(cls, value: Any) -> Any:
         items = value.get("input") if isinstance(value, dict) else None
-        known = replayed.known_count(items)  # a replayed conversation's known items, already validated
+        known = known_count(items)  # a replayed conversation's known items, already validated
         check_json({**value, "input": items[known:]} if items is not None and known else value)
         return value
 

@@ -121,7 +121,7 @@ def test_the_loop_with_another_upstream_protocol(
 
         from ptc_emulator.emulator.model.upstream.client import UpstreamConfig
 
-        server_model = server.app.state.emulator.engine.model
+        server_model = server.app.state.emulator.engine.model.upstream  # the Fallback's model upstream
         server_model.client.config = dataclasses.replace(server_model.client.config, stream=False)
         assert isinstance(server_model.client.config, UpstreamConfig)
     emulator = PTCEmulator(server.base_url)

@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.emulator.wire import replayed
-from tests.support import ADD_TOOL, in_process_http, js
+from ptc_emulator.emulator.history import replayed
+from tests.support import ADD_TOOL, add_answers, in_process_http, js
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -41,19 +41,6 @@ async def http(app_client: httpx.AsyncClient) -> AsyncIterator[httpx.AsyncClient
         yield app_client
     finally:
         replayed.cache.min_bytes = smallest
-
-
-def answers(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "function_call_output",
-            "call_id": item["call_id"],
-            "output": json.dumps(sum(json.loads(item["arguments"]).values())),
-            "caller": item["caller"],
-        }
-        for item in output
-        if item["type"] == "function_call"
-    ]
 
 
 async def post(http: httpx.AsyncClient, items: list[Any]) -> httpx.Response:
@@ -90,7 +77,7 @@ async def test_a_replayed_chain_validates_only_new_items_and_ends_the_same(http:
         output = reply.json()["output"]
         if not any(o["type"] == "function_call" for o in output):
             break
-        items = [*items, *output, *answers(output)]
+        items = [*items, *output, *add_answers(output)]
         steps += 1
     assert steps == 4
     assert output[-1]["content"][0]["text"] == "t=6"
@@ -111,7 +98,7 @@ async def _warm(http: httpx.AsyncClient) -> list[Any]:
         reply = await post(http, items)
         assert reply.status_code == 200, reply.text
         output = reply.json()["output"]
-        items = [*items, *output, *answers(output)]
+        items = [*items, *output, *add_answers(output)]
     return items
 
 
@@ -193,7 +180,7 @@ def _without(value: Any, keys: tuple[str, ...]) -> Any:
 
 async def test_a_stored_conversation_validates_each_stored_response_once(http: httpx.AsyncClient) -> None:
     """`store: true` with `previous_response_id`: each finished response's items are validated once
-    (rules/history.py keeps them), and the conversation ends as it always did."""
+    (history/stored.py keeps them), and the conversation ends as it always did."""
     engine = http._transport.app.state.emulator.engine  # type: ignore[attr-defined]
     body: dict[str, Any] = {"model": "m", "input": [{"role": "user", "content": PROGRAM}], "tools": TOOLS}
     ids = []
@@ -202,7 +189,7 @@ async def test_a_stored_conversation_validates_each_stored_response_once(http: h
         assert reply.status_code == 200, reply.text
         response = reply.json()
         ids.append(response["id"])
-        outputs = answers(response["output"])
+        outputs = add_answers(response["output"])
         if not outputs:
             break
         body = {"model": "m", "input": outputs, "tools": TOOLS, "previous_response_id": response["id"]}
@@ -231,7 +218,7 @@ async def test_a_body_under_the_smallest_size_takes_the_ordinary_path(app_client
         output = on.json()["output"]
         if not any(o["type"] == "function_call" for o in output):
             break
-        items = [*items, *output, *answers(output)]
+        items = [*items, *output, *add_answers(output)]
     assert output[-1]["content"][0]["text"] == "t=6"
     assert (replayed.cache.hits, replayed.cache.misses, replayed.cache.bytes) == (hits, misses, 0)
 

@@ -15,7 +15,6 @@ each response once it has read its history, until both are in flight (no sleep, 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ import httpx
 import pytest
 
 from ptc_emulator.api.settings import Settings
-from tests.support import ADD_TOOL, in_process_http, js
+from tests.support import ADD_TOOL, add_answers, in_process_http, js
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -64,19 +63,6 @@ async def app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[t
         yield client, app
 
 
-def answers(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "function_call_output",
-            "call_id": item["call_id"],
-            "output": json.dumps(sum(json.loads(item["arguments"]).values())),
-            "caller": item["caller"],
-        }
-        for item in output
-        if item["type"] == "function_call"
-    ]
-
-
 async def create(http: httpx.AsyncClient, **body: Any) -> httpx.Response:
     return await http.post("/v1/responses", json={"model": "m", "tools": TOOLS, **body})
 
@@ -111,7 +97,7 @@ async def test_two_continuations_of_a_conversation_one_appends(app: tuple[httpx.
     paused = await create(http, conversation=conv, input=PROGRAM)
     assert [i["type"] for i in paused.json()["output"]] == ["program", "function_call"]
 
-    replies = await both_at_once(http, state, conversation=conv, input=answers(paused.json()["output"]))
+    replies = await both_at_once(http, state, conversation=conv, input=add_answers(paused.json()["output"]))
     won = one_wins(replies, "conversation_locked", "conversation")
     assert [i["type"] for i in won["output"]] == ["program_output", "message"]
     [lost] = [r.json()["error"]["message"] for r in replies if r.status_code == 400]
@@ -134,7 +120,7 @@ async def test_two_continuations_of_a_paused_program_one_wins(app: tuple[httpx.A
     http, state = app
     paused = (await create(http, input=PROGRAM)).json()
     assert [i["type"] for i in paused["output"]] == ["program", "function_call"]
-    body = {"previous_response_id": paused["id"], "input": answers(paused["output"])}
+    body = {"previous_response_id": paused["id"], "input": add_answers(paused["output"])}
 
     replies = await both_at_once(http, state, **body)
     won = one_wins(replies, "previous_response_continued", "previous_response_id")
@@ -157,7 +143,7 @@ async def test_a_background_continuation_in_flight_wins_over_a_later_one(app: tu
     overlaps it, and is refused, however the two finish."""
     http, state = app
     paused = (await create(http, input=PROGRAM)).json()
-    body = {"previous_response_id": paused["id"], "input": answers(paused["output"])}
+    body = {"previous_response_id": paused["id"], "input": add_answers(paused["output"])}
     engine = state.state.emulator.engine
     gate = Gate(engine.model, expected=2)
     engine.model = gate

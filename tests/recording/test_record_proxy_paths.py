@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ptc_emulator.api.upstream import UpstreamSettingsError
+from ptc_emulator.api.proxy import ProxySettingsError
 from tests.recording.recording_support import recorder
 
 KEY = "sk-upstream-key-0123456789"
@@ -106,7 +106,7 @@ def test_a_recorder_holding_an_upstream_key_requires_a_key_of_its_own(
 ) -> None:
     url, seen = logged_upstream
     monkeypatch.setenv("PROXY_TEST_KEY", KEY)
-    with pytest.raises(UpstreamSettingsError, match="must require a key of its own"):
+    with pytest.raises(ProxySettingsError, match="must require a key of its own"):
         with recorder(tmp_path, url, tmp_path / "cassettes", upstream_api_key_env="PROXY_TEST_KEY"):
             pass
     with recorder(

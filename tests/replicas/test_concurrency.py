@@ -18,9 +18,9 @@ import httpx
 import pytest
 
 from ptc_emulator.api.settings import Settings
-from tests.conversations.test_concurrent_continuations import PROGRAM, Gate, answers, create, one_wins
+from tests.conversations.test_concurrent_continuations import PROGRAM, Gate, create, one_wins
 from tests.replicas.replicas_support import SECRET
-from tests.support import in_process_http, js
+from tests.support import add_answers, in_process_http, js
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -63,7 +63,7 @@ async def test_two_replicas_continuing_one_paused_program_one_wins(two: tuple[Re
     (first, _), (second, _) = two
     paused = (await create(first, input=PROGRAM)).json()
     assert [i["type"] for i in paused["output"]] == ["program", "function_call"]
-    body = {"previous_response_id": paused["id"], "input": answers(paused["output"])}
+    body = {"previous_response_id": paused["id"], "input": add_answers(paused["output"])}
 
     replies = await both_at_once(two, **body)
     won = one_wins(replies, "previous_response_continued", "previous_response_id")
@@ -85,7 +85,7 @@ async def test_two_replicas_continuing_one_conversation_one_appends(two: tuple[R
     paused = await create(second, conversation=conv, input=PROGRAM)
     assert [i["type"] for i in paused.json()["output"]] == ["program", "function_call"]
 
-    replies = await both_at_once(two, conversation=conv, input=answers(paused.json()["output"]))
+    replies = await both_at_once(two, conversation=conv, input=add_answers(paused.json()["output"]))
     won = one_wins(replies, "conversation_locked", "conversation")
     assert [i["type"] for i in won["output"]] == ["program_output", "message"]
     listed = (await first.get(f"/v1/conversations/{conv}/items", params={"order": "asc", "limit": 100})).json()

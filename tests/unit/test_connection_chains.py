@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ptc_emulator.emulator.errors import PreviousResponseNotFound
-from ptc_emulator.emulator.rules.history import History
+from ptc_emulator.emulator.history.stored import History
 from ptc_emulator.emulator.storage import ConnectionStore, StoredResponse
 
 

@@ -15,8 +15,8 @@ import pytest
 from pydantic import TypeAdapter
 
 from ptc_emulator.api.routes.steering import required_input
+from ptc_emulator.emulator.history.stored import as_input, as_response_item
 from ptc_emulator.emulator.responses.usage import item_text, model_text
-from ptc_emulator.emulator.rules.history import as_input, as_response_item
 from ptc_emulator.emulator.tools.kinds import (
     APPLY_PATCH,
     CODE_INTERPRETER,

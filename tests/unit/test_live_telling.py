@@ -1,4 +1,4 @@
-"""What a model reports while it plays (`wire/live.py`) becomes the very events the finished
+"""What a model reports while it plays (`responses/live.py`) becomes the very events the finished
 response is told with: the same items at the same indexes, a message's deltas as the model wrote
 them, and the rest of the output once it has finished."""
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from ptc_emulator.emulator.responses.live import LiveTelling
 from ptc_emulator.emulator.wire import events
-from ptc_emulator.emulator.wire.live import LiveTelling
 
 PROGRAM = {"type": "program", "id": "prog_1", "call_id": "call_1", "code": "text(1)", "fingerprint": "f"}
 CALL = {"type": "function_call", "id": "fc_1", "call_id": "call_2", "name": "f", "arguments": '{"a": 1}'}

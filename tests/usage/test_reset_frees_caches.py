@@ -15,9 +15,9 @@ import pytest
 
 from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
+from ptc_emulator.emulator.history import replayed
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.rules import contract
-from ptc_emulator.emulator.wire import replayed
 from ptc_emulator.emulator.wire.items import Message
 from ptc_emulator.sandbox import _wire as sandbox_wire
 from tests.support import ADD_TOOL, in_process_http, js

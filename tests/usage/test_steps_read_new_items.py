@@ -1,5 +1,5 @@
 """A step of a long program reads only what the request adds: the script's walk, the program's
-call positions and its journal entries are read on from the rules' kept pass (`Fold.memo`), over
+call positions and its journal entries are read on from the rules' kept pass (`Fold.derived`), over
 `store: false` replays and `previous_response_id` continuations alike, and an edited earlier
 item is read afresh, so the answer is the one a fresh server gives (docs/speed.md)."""
 
@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.emulator.model.scripted.turns import walk
+from ptc_emulator.emulator.model.scripted import walk
 from ptc_emulator.emulator.tools import kinds
 from tests.support import ADD_TOOL, in_process_http, js
 

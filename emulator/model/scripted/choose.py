@@ -1,5 +1,7 @@
 """Which script plays a request: the first scenario that matches, else the latest user message's
-inline ```js block (or tool search), else a 400 that says what came closest.
+inline ```js block (or tool search), else no script: the near misses (`NoMatch`), for the caller
+to decide (the scripted model answers with the 400 that says what came closest; a model upstream
+behind it plays the request instead).
 
 `tool_choice` (below): what the request lets the scripted model do next, and the turns that contradict it.
 
@@ -21,12 +23,13 @@ A program the request resumes is not the model choosing, so it is never checked.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ptc_emulator.emulator.errors import EmulatorError, NoScenarioMatched
 from ptc_emulator.emulator.model.scripted.scenario import NearMiss, Request, Scenario, ScenarioRegistry, Turn
 from ptc_emulator.emulator.model.scripted.script import Script, inline_code, inline_search
-from ptc_emulator.emulator.model.scripted.turns.walk import position
+from ptc_emulator.emulator.model.scripted.walk import position
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.tools.kinds import Binding, bind
 from ptc_emulator.emulator.tools.toolset import Toolset
@@ -39,7 +42,7 @@ from ptc_emulator.emulator.wire.tools import (
     ProgrammaticToolChoice,
 )
 
-__all__ = ["choose_script", "conflict", "describe", "next_turn_conflict"]
+__all__ = ["NoMatch", "choose_script", "conflict", "describe", "next_turn_conflict"]
 
 
 def choose_script(
@@ -49,8 +52,9 @@ def choose_script(
     toolset: Toolset,
     scope: str | None,
     bindings: dict[str, Binding] | None = None,
-) -> Script:
-    """`bindings`: the request's tools as bound for `toolset` (`bind`), when the caller has them."""
+) -> Script | NoMatch:
+    """The script that plays the request, or the near misses (`bindings`: the request's tools as
+    bound for `toolset` (`bind`), when the caller has them)."""
     text = conv.anchor_text
 
     def contradiction(scenario: Scenario) -> str | None:
@@ -81,8 +85,8 @@ def choose_script(
             reason = next_turn_conflict(request, script.turns, lambda: position(conv, script)[0])
         if reason is None:
             return script
-        raise no_match(text, found, inline=f"the ```js block cannot run: {reason}", scoped=_scoped(scenarios, asked))
-    raise no_match(text, found, scoped=_scoped(scenarios, asked))
+        return NoMatch(text, found, inline=f"the ```js block cannot run: {reason}", scoped=_scoped(scenarios, asked))
+    return NoMatch(text, found, scoped=_scoped(scenarios, asked))
 
 
 def _scoped(scenarios: ScenarioRegistry, request: Request) -> int:
@@ -91,36 +95,47 @@ def _scoped(scenarios: ScenarioRegistry, request: Request) -> int:
     return scenarios.scoped_matches(request) if request.scope is None else 0
 
 
-def no_match(text: str, misses: list[NearMiss], inline: str | None = None, scoped: int = 0) -> NoScenarioMatched:
-    """The 400 for a request no script plays, with the near-miss report the journal keeps.
-    `scoped`: how many scenarios of a scope would match, the request having none."""
-    shown = text if len(text) <= 120 else text[:117] + "..."
-    if misses:
-        closest = "; ".join(f"'{m.scenario}' ({m.field}): {m.reason}" for m in misses[:3])
-        message = f"No scenario matches this request. Closest: {closest}."
-    else:
-        message = "No scenario matches this request (no scenario is loaded)."
-    if scoped:
-        message = (
-            f"This request has no scope, and {scoped} scenario{'' if scoped == 1 else 's'} of a scope would match "
-            "it: send it in the test's scope, with the base URL http://HOST:PORT/scopes/<scope>/v1 (the pytest "
-            "fixture's base_url, or its env for code that builds its own client) or the x-ptc-emulator-scope "
-            "header. " + message
-        )
-    if inline is None:
-        message += " The latest user message has no ```js code block to run inline either."
-    else:
-        message += f" The latest user message has a ```js code block, but {inline}."
-    report: dict[str, Any] = {
-        "input": shown,
-        "near_misses": [m.as_dict() for m in misses],
-        "inline_code": inline is not None,
-    }
-    if inline is not None:
-        report["inline_conflict"] = inline
-    if scoped:
-        report["scoped_matches"] = scoped
-    return NoScenarioMatched(message, report)
+@dataclass(frozen=True)
+class NoMatch:
+    """A request no script plays: its latest user message, the scenarios that came closest, why
+    its inline block cannot run (if it has one), and how many scenarios of a scope would match it
+    (`scoped`, the request having no scope)."""
+
+    text: str
+    misses: list[NearMiss]
+    inline: str | None = None
+    scoped: int = 0
+
+    def error(self) -> NoScenarioMatched:
+        """The 400 that says so, with the near-miss report the journal keeps."""
+        text, misses, inline, scoped = self.text, self.misses, self.inline, self.scoped
+        shown = text if len(text) <= 120 else text[:117] + "..."
+        if misses:
+            closest = "; ".join(f"'{m.scenario}' ({m.field}): {m.reason}" for m in misses[:3])
+            message = f"No scenario matches this request. Closest: {closest}."
+        else:
+            message = "No scenario matches this request (no scenario is loaded)."
+        if scoped:
+            message = (
+                f"This request has no scope, and {scoped} scenario{'' if scoped == 1 else 's'} of a scope would match "
+                "it: send it in the test's scope, with the base URL http://HOST:PORT/scopes/<scope>/v1 (the pytest "
+                "fixture's base_url, or its env for code that builds its own client) or the x-ptc-emulator-scope "
+                "header. " + message
+            )
+        if inline is None:
+            message += " The latest user message has no ```js code block to run inline either."
+        else:
+            message += f" The latest user message has a ```js code block, but {inline}."
+        report: dict[str, Any] = {
+            "input": shown,
+            "near_misses": [m.as_dict() for m in misses],
+            "inline_code": inline is not None,
+        }
+        if inline is not None:
+            report["inline_conflict"] = inline
+        if scoped:
+            report["scoped_matches"] = scoped
+        return NoScenarioMatched(message, report)
 
 
 # tool_choice: what the request lets the scripted model do next

@@ -1,4 +1,4 @@
-"""Plays the scripted model's next step for a prepared request, running programs in the sandbox.
+"""Plays the scripted model's next step for a prepared request, its programs on the runtime.
 
 One response plays from where the conversation stands: it resumes the open program, if any,
 then plays turns until one ends the response (a program that suspends, direct calls, a final
@@ -13,13 +13,12 @@ from typing import Any
 
 from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import InvalidRequest, ScriptedError
-from ptc_emulator.emulator.model.core import Prepared, Runner, Trace
+from ptc_emulator.emulator.model.core import Prepared, Runner
+from ptc_emulator.emulator.model.runtime import Output, Runtime
 from ptc_emulator.emulator.model.scripted.faults import forced_failure
-from ptc_emulator.emulator.model.scripted.hosted import Hosted, HostedScript
-from ptc_emulator.emulator.model.scripted.programs import Programs, check_call, plan_of
 from ptc_emulator.emulator.model.scripted.scenario import Turn
-from ptc_emulator.emulator.model.scripted.script import Script
-from ptc_emulator.emulator.model.scripted.turns.shell import shell_turn
+from ptc_emulator.emulator.model.scripted.script import Script, scripted_plan
+from ptc_emulator.emulator.model.scripted.shell import shell_turn
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import REASONING_DOMAIN
 from ptc_emulator.emulator.tools.kinds import (
@@ -29,8 +28,7 @@ from ptc_emulator.emulator.tools.kinds import (
     answer_text,
     kind_of_call,
 )
-from ptc_emulator.emulator.tools.mcp import McpPolicy, call_tool
-from ptc_emulator.emulator.tools.memo import Memo
+from ptc_emulator.emulator.tools.mcp import call_tool
 from ptc_emulator.emulator.tools.toolset import NOT_LOADED, Toolset, loaded_names
 from ptc_emulator.emulator.wire.items import (
     CALL_TYPES,
@@ -41,8 +39,6 @@ from ptc_emulator.emulator.wire.items import (
     LocalShellCall,
     McpApprovalRequest,
     McpCall,
-    McpListedTool,
-    McpListTools,
     Message,
     OutputText,
     ProgramCaller,
@@ -52,10 +48,7 @@ from ptc_emulator.emulator.wire.items import (
     SummaryText,
     ToolSearchCallItem,
     ToolSearchOutputItem,
-    dump,
-    of_type,
 )
-from ptc_emulator.emulator.wire.request import CreateRequest
 
 __all__ = ["SERVER_TURNS", "Player"]
 
@@ -66,86 +59,46 @@ NOT_ENABLED = (
 
 
 class Player:
-    def __init__(self, programs: Programs, *, mcp: McpPolicy | None = None, memo: Memo | None = None) -> None:
-        """Plays the turns; `programs` starts and runs their programs (and has the signer, the
+    def __init__(self, runtime: Runtime) -> None:
+        """Plays the turns; `runtime` starts and runs their programs (and has the signer, the
         limits and the id source both use)."""
-        self.programs = programs
-        self.signer = programs.signer
-        self.limits = programs.limits
-        self.ids = programs.ids
-        self.mcp = mcp or McpPolicy()
-        self.memo = memo if memo is not None else Memo()
-
-    def hosted_tools(
-        self,
-        request: CreateRequest,
-        conv: Conversation,
-        toolset: Toolset,
-        script: Script,
-        trace: Trace,
-        registered: HostedScript | None,
-    ) -> Hosted:
-        """The server-side tools of a response (`registered`: results for them registered for the
-        scope, used when the scenario gives none)."""
-        return Hosted(
-            tools=list(request.tools or ()),
-            ptc=request.ptc_enabled,
-            script=(script.scenario.hosted if script.scenario is not None else None) or registered,
-            conversation=conv,
-            signer=self.signer,
-            memo=self.memo,
-            policy=self.mcp,
-            program_timeout_s=self.limits.timeout_s,
-            available=toolset.other_available,
-            calls=trace.hosted_calls,
-        )
+        self.runtime = runtime
+        self.signer = runtime.signer
+        self.limits = runtime.limits
+        self.ids = runtime.ids
 
     async def play(self, prepared: Prepared, runner: Runner) -> list[dict[str, Any]]:
         """The output of the response the scripted model planned for `prepared` (see the module)."""
-        plan = plan_of(prepared)
-        conv, script = prepared.conversation, plan.script
-        out: list[dict[str, Any]] = []
-        produced: list[Item] = []
-
-        def emit(item: Item) -> None:
-            produced.append(item)
-            out.append(dump(item))
-            prepared.trace.route.append(item.type)
-            if isinstance(item, CALL_TYPES):
-                route = "program" if isinstance(getattr(item, "caller", None), ProgramCaller) else "direct"
-                prepared.trace.calls.append((kind_of_call(item).kind, route))
-            elif isinstance(item, McpCall | CodeInterpreterCall):
-                prepared.trace.calls.append(("mcp" if isinstance(item, McpCall) else "code_interpreter", "direct"))
-
-        await self._list_mcp_tools(prepared, emit)
-
+        plan = scripted_plan(prepared)
+        conv, script, runtime = prepared.conversation, plan.script, self.runtime
+        output = Output(prepared.trace)
+        emit = output.emit
+        await runtime.list_mcp_tools(prepared, emit)
         index = plan.turn
-        program = conv.open_program
-        if program is not None:
-            finished = await self.programs.run(program, conv.seals[program.call_id], prepared, runner, emit)
-            if not finished:
-                return out
-            # A program started by this script's turn before the cursor may hold the final message
-            # back for a later response; one left open by an earlier exchange never does.
-            if conv.open_index > conv.anchor and not script.turns[index - 1].with_output:
-                return out
+        resumed = await runtime.resume(prepared, runner, emit)
+        if resumed is False:
+            return output.dumped
+        # A program started by this script's turn before the cursor may hold the final message
+        # back for a later response; one left open by an earlier exchange never does.
+        if resumed and conv.open_index > conv.anchor and not script.turns[index - 1].with_output:
+            return output.dumped
         while index < len(script.turns):
-            if await self._turn(prepared, runner, index, emit, produced):
-                return out
+            if await self._turn(prepared, runner, index, emit, output.items):
+                return output.dumped
             index += 1
-        if not out:
+        if not output.dumped:
             raise InvalidRequest(
                 f"Scenario '{script.name}' has no turn left to play for this conversation.",
                 param="input",
                 code="scenario_exhausted",
             )
-        return out
+        return output.dumped
 
     async def _turn(
         self, prepared: Prepared, runner: Runner, index: int, emit: Callable[[Item], None], produced: list[Item]
     ) -> bool:
         """Play turn `index`; True when it ends the response."""
-        plan, req = plan_of(prepared), prepared.request
+        plan, req = scripted_plan(prepared), prepared.request
         script = plan.script
         turn = script.turns[index]
         context = _template_context(prepared.conversation, produced)
@@ -155,12 +108,12 @@ class Player:
             if not req.ptc_enabled:
                 emit(self._message(NOT_ENABLED))
                 return True
-            program, seal = await self.programs.start(script.code(index, context), prepared)
+            program, seal = await self.runtime.start(script.code(index, context), prepared)
             self._reasoning(turn, program.call_id, prepared, emit)
             emit(program)
             prepared.conversation.seals[program.call_id] = seal
             forced = forced_failure(plan.fault if index == plan.turn else None, self.limits)
-            finished = await self.programs.run(program, seal, prepared, runner, emit, forced)
+            finished = await self.runtime.run(program, seal, prepared, runner, emit, forced)
             return not finished or not turn.with_output
         if turn.call is not None:
             calls = turn.calls[plan.emitted if index == plan.turn else 0 :]
@@ -183,7 +136,7 @@ class Player:
                 )
                 if n == 0:
                     self._reasoning(turn, call.call_id, prepared, emit)
-                check_call(binding, call, prepared)
+                self.runtime.check_call(binding, call, prepared)
                 emit(call)
             return True
         if turn.search is not None:
@@ -212,7 +165,7 @@ class Player:
     ) -> bool:
         """A scenario's direct MCP call: made here and emitted as `mcp_call`, or first paused on an
         `mcp_approval_request`. True when it ends the response."""
-        plan = plan_of(prepared)
+        plan = scripted_plan(prepared)
         script, hosted = plan.script, plan.hosted
         spec = script.turns[index].mcp
         assert spec is not None
@@ -283,7 +236,7 @@ class Player:
     def _direct_code_interpreter(
         self, prepared: Prepared, index: int, context: dict[str, Any], emit: Callable[[Item], None]
     ) -> None:
-        plan = plan_of(prepared)
+        plan = scripted_plan(prepared)
         script, hosted = plan.script, plan.hosted
         spec = script.turns[index].code_interpreter
         assert spec is not None
@@ -348,7 +301,7 @@ class Player:
     def _search(self, prepared: Prepared, index: int, context: dict[str, Any], emit: Callable[[Item], None]) -> bool:
         """A search turn: the call, then (server execution) its output and the turns after it, or
         (client execution) the end of the response. True when it ends the response."""
-        script, toolset = plan_of(prepared).script, prepared.toolset
+        script, toolset = scripted_plan(prepared).script, prepared.toolset
         turn = script.turns[index]
         spec = turn.search
         assert spec is not None
@@ -370,31 +323,10 @@ class Player:
         names = spec.load if spec.load is not None else toolset.search(query or "", spec.limit)
         tools = toolset.definitions(names)
         toolset.load(tools, execution="server")
-        plan_of(prepared).tools.rebind()
+        scripted_plan(prepared).tools.rebind()
         output_id = self.ids("tso")
         emit(ToolSearchOutputItem(id=output_id, call_id=call_id, execution="server", status="completed", tools=tools))
         return False
-
-    # ---- MCP listings ---------------------------------------------------------------------------
-
-    async def _list_mcp_tools(self, prepared: Prepared, emit: Callable[[Item], None]) -> None:
-        """An `mcp_list_tools` item per MCP server, once per conversation, as the hosted API does.
-
-        A server whose tools only programs may call is listed inside the runtime instead: the
-        Runner judges an item without a caller as direct (contract §12)."""
-        hosted = plan_of(prepared).hosted
-        listed = {i.server_label for i in of_type(prepared.conversation.items, McpListTools)}
-        for label, tool in hosted.mcp_tools.items():
-            if label in listed or not tool.direct:
-                continue
-            listing = await hosted.listing(tool)
-            emit(
-                McpListTools(
-                    id=self.ids("mcpl"),
-                    server_label=label,
-                    tools=[McpListedTool.model_validate(entry) for entry in listing.tools],
-                )
-            )
 
 
 def _direct_tool(script: Script, index: int, name: str, bindings: dict[str, Binding], toolset: Toolset) -> Binding:

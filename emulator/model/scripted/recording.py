@@ -1,6 +1,6 @@
 """Recorded conversations become scenario files: pure functions, no I/O.
 
-A recording server (`api.upstream`) hands every exchange it proxied, a create request's body and
+A recording server (`api.proxy`) hands every exchange it proxied, a create request's body and
 the upstream's final response, to a `Tape`. The tape follows conversations across
 `previous_response_id` chains and `store: false` replays (the whole history resent as input) and,
 when a response ends one (a final assistant message, no pending call), returns the

@@ -34,8 +34,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from ptc_emulator.emulator.model.runtime import HostedScript
 from ptc_emulator.emulator.model.scripted import templating
-from ptc_emulator.emulator.model.scripted.hosted import HostedScript
 from ptc_emulator.emulator.model.scripted.patterns import PatternError, compile_pattern
 from ptc_emulator.emulator.wire.items import MAX_DEPTH, WireModel, check_depth
 

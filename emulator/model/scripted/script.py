@@ -40,16 +40,13 @@ from jinja2 import StrictUndefined, Template, TemplateError
 
 from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import InvalidRequest
-from ptc_emulator.emulator.model.core import Delivery
+from ptc_emulator.emulator.model.core import Delivery, Prepared
+from ptc_emulator.emulator.model.runtime import ProgramPlan
 from ptc_emulator.emulator.model.scripted import templating
-from ptc_emulator.emulator.model.scripted.hosted import Hosted
 from ptc_emulator.emulator.model.scripted.patterns import compile_pattern
 from ptc_emulator.emulator.model.scripted.scenario import Fault, Scenario, SearchSpec, Turn
-from ptc_emulator.emulator.tools.kinds import Binding, bind
-from ptc_emulator.emulator.tools.toolset import Toolset
-from ptc_emulator.emulator.wire.request import CreateRequest
 
-__all__ = ["INLINE", "BoundTools", "Script", "ScriptedPlan", "inline_code", "inline_search"]
+__all__ = ["INLINE", "Script", "ScriptedPlan", "inline_code", "inline_search", "scripted_plan"]
 
 INLINE = "inline"
 # Both fences on lines of their own: a ``` inside a line (in a string or a comment) does not end
@@ -290,49 +287,19 @@ class Script:
         )
 
 
-class BoundTools:
-    """A response's callable tools (`tools.kinds.bind`) and what a program started now may call,
-    made once as the response starts and handed to each step that calls a tool (choosing the
-    scenario, the open program's check, starting and running programs, direct calls). A
-    server-executed tool search is the one thing that changes them while the response plays: it
-    calls `rebind` after it loads tools."""
-
-    def __init__(self, request: CreateRequest, toolset: Toolset) -> None:
-        self.request = request
-        self.toolset = toolset
-        self.bindings: dict[str, Binding] = {}
-        self.program_tools: tuple[str, ...] = ()
-        """By the names a program calls them, sorted (a fingerprint binds this tuple; none without PTC)."""
-        self.rebind()
-
-    def rebind(self) -> None:
-        self.bindings = bind(self.request, self.toolset)
-        self.program_tools = (
-            tuple(sorted(b.name for b in self.bindings.values() if b.program_visible))
-            if self.request.ptc_enabled
-            else ()
-        )
-
-
-@dataclass(frozen=True)
-class ScriptedPlan:
-    """The scripted model's plan for one response (a `model.core.Plan`): the script, where this
-    conversation stands in it, the response's server-side tools, and the fault of the turn it starts."""
+@dataclass(frozen=True, kw_only=True)
+class ScriptedPlan(ProgramPlan):
+    """The scripted model's plan for one response (a `model.core.Plan`): what the runtime reads
+    (`ProgramPlan`: the tools, the server-side tools, the open program's call positions), the
+    script, where this conversation stands in it, and the fault of the turn it starts."""
 
     script: Script
-    hosted: Hosted
-    """The server-side tools of this response."""
-    tools: BoundTools
-    """The request's tools as bound for this response (see `BoundTools`)."""
-    open_indexes: tuple[int, ...] = ()
-    """The open program's calls' positions in its issue order, as the checks found them."""
     turn: int = 0
     """The next turn of the script to play (after resuming the open program, if any)."""
     emitted: int = 0
     """Direct calls of that turn already emitted (it is a `call` turn played one call at a time)."""
     fault: Fault | None = None
     """The fault of the turn this response starts (not of a program it resumes)."""
-    strict_contract: bool = False
 
     @property
     def delivery(self) -> Delivery | None:
@@ -344,3 +311,10 @@ class ScriptedPlan:
             response_incomplete=fault.response_incomplete,
             cut_stream_after=fault.cut_stream_after,
         )
+
+
+def scripted_plan(prepared: Prepared) -> ScriptedPlan:
+    """The scripted model's plan of a response it plays."""
+    plan = prepared.plan
+    assert isinstance(plan, ScriptedPlan), "a response the scripted model plays has its plan"
+    return plan

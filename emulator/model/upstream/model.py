@@ -1,11 +1,11 @@
 """The upstream model, the second `model.core.Model`: a real model behind an OpenAI-compatible
-endpoint writes the programs and the messages, for the requests no scenario matches (scenarios,
-and a user message's inline ```js block, still win: the scripted model is asked first).
+endpoint writes the programs and the messages (`model.fallback` puts it behind the scripted
+model, for the requests no scenario matches).
 
-`plan` makes the checks any model's resume needs (the open program's tools, the finished
-programs' seals, the contract of the client's outputs) on the scripted model's types, so the
-programs it starts run and replay exactly as scripted ones do. `play` resumes the open program,
-if any; then asks the upstream for its turn, with the transcript rebuilt from the items
+`plan` makes the checks any model's resume needs (the runtime's: the open program's tools, the
+finished programs' seals; and the contract of the client's outputs), so the programs it starts
+run and replay on the runtime exactly as scripted ones do. `play` resumes the open program, if
+any; then asks the upstream for its turn, with the transcript rebuilt from the items
 (`transcript.py`) and the functions `teach.py` makes, until a turn ends the response:
 
     a call of the code function   a `program` item runs it; when it ends, its `program_output`
@@ -27,26 +27,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ptc_emulator.emulator.errors import InvalidRequest, NoScenarioMatched, StatusError
+from ptc_emulator.emulator.errors import InvalidRequest, StatusError
 from ptc_emulator.emulator.model.core import Prepared, Runner, Trace
-from ptc_emulator.emulator.model.scripted.model import ScriptedModel
-from ptc_emulator.emulator.model.scripted.programs import check_call
-from ptc_emulator.emulator.model.scripted.script import BoundTools, Script, ScriptedPlan
+from ptc_emulator.emulator.model.runtime import BoundTools, HostedScript, Output, ProgramPlan, Runtime
 from ptc_emulator.emulator.model.upstream.client import Answer, ToolCall, UpstreamClient
-from ptc_emulator.emulator.model.upstream.record import Recording
 from ptc_emulator.emulator.model.upstream.teach import CODE_TOOL, Teaching, teach
 from ptc_emulator.emulator.model.upstream.transcript import transcript
 from ptc_emulator.emulator.rules import checks
 from ptc_emulator.emulator.rules.conversation import Conversation
-from ptc_emulator.emulator.tools.kinds import kind_of_call
 from ptc_emulator.emulator.tools.toolset import Toolset
 from ptc_emulator.emulator.wire.items import (
-    CALL_TYPES,
-    Item,
-    McpCall,
     Message,
     OutputText,
-    ProgramCaller,
     ReasoningItem,
     SummaryText,
     dump,
@@ -60,21 +52,30 @@ MAX_TURNS = 16
 """Upstream turns one response may take (programs that end, each followed by another turn)."""
 
 
-@dataclass(frozen=True)
-class UpstreamPlan(ScriptedPlan):
-    """A response the upstream plays: the scripted plan's tools and checks, no turns."""
+@dataclass(frozen=True, kw_only=True)
+class UpstreamPlan(ProgramPlan):
+    """A response the upstream plays: what the runtime reads, and who writes it."""
 
     author: str = ""
     """Which model writes this response (the journal's `scenario` says `upstream:<author>`)."""
 
 
 class UpstreamModel:
-    def __init__(self, scripted: ScriptedModel, client: UpstreamClient, recording: Recording | None = None) -> None:
-        """`recording`: where the conversations it finishes are written as scenarios (`--record`)."""
-        self.scripted = scripted
+    def __init__(
+        self,
+        runtime: Runtime,
+        client: UpstreamClient,
+        *,
+        strict_contract: bool = False,
+        hosted: Callable[[str | None], HostedScript | None] = lambda scope: None,
+    ) -> None:
+        """`strict_contract`: whether a client's tool output that breaks its schema refuses the
+        request; `hosted`: the results registered for the server-side tools, by scope."""
+        self.runtime = runtime
         self.client = client
         self.author = client.config.label
-        self.recording = recording
+        self.strict_contract = strict_contract
+        self.hosted = hosted
 
     def plan(
         self,
@@ -84,37 +85,28 @@ class UpstreamModel:
         trace: Trace,
         *,
         scope: str | None,
-    ) -> ScriptedPlan:
-        try:
-            return self.scripted.plan(request, conversation, toolset, trace, scope=scope)
-        except NoScenarioMatched:
-            pass
-        scripted, conv = self.scripted, conversation
+    ) -> UpstreamPlan:
+        runtime, conv = self.runtime, conversation
         author = self.client.config.model or request.model or self.author
         tools = BoundTools(request, toolset)
-        script = Script(f"upstream:{author}", [])
-        trace.scenario = script.name
-        hosted, open_indexes = scripted.check_programs(request, conv, toolset, tools, script, trace, scope)
+        trace.scenario = f"upstream:{author}"
+        hosted = runtime.hosted(request, conv, toolset, trace, self.hosted(scope))
+        open_indexes = runtime.check(conv, tools, hosted)
         trace.contract.extend(checks.check_outputs(conv, toolset))
-        if scripted.strict_contract and trace.contract:
+        if self.strict_contract and trace.contract:
             raise InvalidRequest(trace.contract[0].describe(), param="input", code="contract_violation")
         return UpstreamPlan(
-            script=script,
             hosted=hosted,
             tools=tools,
-            open_indexes=tuple(open_indexes),
-            strict_contract=scripted.strict_contract,
+            open_indexes=open_indexes,
+            strict_contract=self.strict_contract,
             author=author,
         )
 
     async def play(self, prepared: Prepared, runner: Runner) -> list[dict[str, Any]]:
         plan = prepared.plan
-        if not isinstance(plan, UpstreamPlan):
-            return await self.scripted.play(prepared, runner)
-        output = await _Play(self, prepared, plan, runner).run()
-        if self.recording is not None:
-            self.recording.exchange(prepared, output, plan.author)
-        return output
+        assert isinstance(plan, UpstreamPlan), "a response the upstream model plays has its plan"
+        return await _Play(self, prepared, plan, runner).run()
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -128,41 +120,25 @@ class _Play:
         self.prepared = prepared
         self.plan = plan
         self.runner = runner
-        self.player = model.scripted.player
-        self.programs = self.player.programs
-        self.ids: Callable[[str], str] = self.player.ids
-        self.out: list[dict[str, Any]] = []
-        self.produced: list[Item] = []
+        self.runtime = model.runtime
+        self.ids: Callable[[str], str] = model.runtime.ids
         self.live = prepared.trace.live
         """Where a streamed response is told while it plays; None: it is told when it has finished."""
+        self.output = Output(prepared.trace, self.live)
+        self.emit = self.output.emit
         self.writing: _Writing | None = None
         """What the current turn has told live so far."""
 
-    def emit(self, item: Item) -> None:
-        trace = self.prepared.trace
-        self.produced.append(item)
-        self.out.append(dump(item))
-        if self.live is not None:
-            self.live.item(self.out[-1])
-        trace.route.append(item.type)
-        if isinstance(item, CALL_TYPES):
-            route = "program" if isinstance(getattr(item, "caller", None), ProgramCaller) else "direct"
-            trace.calls.append((kind_of_call(item).kind, route))
-        elif isinstance(item, McpCall):
-            trace.calls.append(("mcp", "direct"))
-
     async def run(self) -> list[dict[str, Any]]:
-        prepared, conv = self.prepared, self.prepared.conversation
-        await self.player._list_mcp_tools(prepared, self.emit)  # noqa: SLF001 (the hosted listing items)
-        program = conv.open_program
-        if program is not None:
-            if not await self.programs.run(program, conv.seals[program.call_id], prepared, self.runner, self.emit):
-                return self.out
+        prepared, runtime = self.prepared, self.runtime
+        await runtime.list_mcp_tools(prepared, self.emit)
+        if await runtime.resume(prepared, self.runner, self.emit) is False:
+            return self.output.dumped
         taught = await teach(self.plan.tools, self.plan.hosted, ptc=prepared.request.ptc_enabled)
         for _ in range(MAX_TURNS):
             answer = await self._ask(taught)
             if not await self._turn(answer, taught):
-                return self.out
+                return self.output.dumped
         raise _invalid(f"The model upstream took more than {MAX_TURNS} turns in one response.")
 
     async def _ask(self, taught: Teaching) -> Answer:
@@ -172,7 +148,7 @@ class _Play:
         answer = await self.model.client.complete(
             model=request.model or self.model.author,
             instructions=request.instructions,
-            transcript=transcript([*self.prepared.conversation.items, *self.produced], CODE_TOOL),
+            transcript=transcript([*self.prepared.conversation.items, *self.output.items], CODE_TOOL),
             functions=taught.functions,
             tool_choice=_choice(request.tool_choice, taught),
             on_delta=self._delta if self.live is not None else None,
@@ -220,10 +196,10 @@ class _Play:
                 self.emit(self._message(answer.text, phase="commentary"))
         if code_calls:
             code = _code(code_calls[0])
-            item, seal = await self.programs.start(code, prepared)
+            item, seal = await self.runtime.start(code, prepared)
             self.emit(item)
             prepared.conversation.seals[item.call_id] = seal
-            return await self.programs.run(item, seal, prepared, self.runner, self.emit)
+            return await self.runtime.run(item, seal, prepared, self.runner, self.emit)
         if answer.calls:
             calls = answer.calls[:1] if prepared.request.parallel_tool_calls is False else answer.calls
             for call in calls:
@@ -253,7 +229,7 @@ class _Play:
             item_id=self.ids(binding.kind.id_prefix),
             caller=None,
         )
-        check_call(binding, item, self.prepared)
+        self.runtime.check_call(binding, item, self.prepared)
         self.emit(item)
 
     def _finish(self, writing: _Writing, answer: Answer, *, commentary: bool) -> None:

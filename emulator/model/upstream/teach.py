@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from ptc_emulator.emulator.model.scripted.hosted import Hosted
-from ptc_emulator.emulator.model.scripted.script import BoundTools
+from ptc_emulator.emulator.model.runtime import BoundTools, Hosted
 from ptc_emulator.emulator.model.upstream.transcript import upstream_name
 from ptc_emulator.emulator.model.upstream.typescript import Signature, declarations
 from ptc_emulator.emulator.tools.kinds import FUNCTION

@@ -28,11 +28,11 @@ Who feeds it, explicitly: the `POST /v1/responses` route reads its body with `re
 back the parsed body (its known items as their models, in a `KnownItems` list that says how many
 lead) and a `Reading`; FastAPI validates the body; the route then calls `remember` with the
 reading and the validated items. `CreateRequest`'s JSON check skips the known items it is handed
-(`known_count`). No state passes between them except through those values.
+(`wire.known`). No state passes between them except through those values.
 
 Why this cache stays beside the others that recognise "this conversation again": it is the only
 one that sees the body's text, and it saves the pydantic validation of the items, which is the
-largest cost of a replayed request. `rules.conversation.Folds` saves reading the items again
+largest cost of a replayed request. `history.folds.Folds` saves reading the items again
 and keys on the very objects this cache hands back; the signer's memo of opened fingerprints
 saves the seal's cryptography; `usage.PromptCache` is no saving at all but the emulated prompt
 cache (`cached_tokens`). Each keys on what its own work reads.
@@ -49,14 +49,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ptc_emulator.emulator.wire.items import ToolSearchOutputItem
+from ptc_emulator.emulator.wire.known import KnownItems
 
-__all__ = ["KnownItems", "PrefixCache", "Reading", "StoredItems", "cache", "known_count", "read", "remember"]
-
-
-class KnownItems(list[Any]):
-    """A parsed body's `input` whose first `known` items are validated models already (`read`)."""
-
-    known: int = 0
+__all__ = ["PrefixCache", "Reading", "StoredItems", "cache", "read", "remember"]
 
 
 @dataclass
@@ -359,12 +354,6 @@ def read(raw: bytes) -> tuple[Any, Reading]:
     value = json.loads(raw)
     given = value.get("input") if isinstance(value, dict) else None
     return value, Reading(cache.plan(raw, len(given)) if isinstance(given, list) else None)
-
-
-def known_count(items: Any) -> int:
-    """How many leading items of a body's `input` are validated models already (`read` made them):
-    the JSON check passed them, at the same depth, in the body they were remembered from."""
-    return items.known if isinstance(items, KnownItems) else 0
 
 
 def remember(reading: Reading, input: Any) -> None:

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ptc_emulator.emulator.model.core import Prepared
-from ptc_emulator.emulator.model.scripted.hosted import hosted_shell_call
-from ptc_emulator.emulator.model.scripted.programs import plan_of
+from ptc_emulator.emulator.model.runtime import hosted_shell_call
+from ptc_emulator.emulator.model.scripted.script import scripted_plan
 from ptc_emulator.emulator.wire.items import ShellAction, ShellCall, ShellCallOutput
 
 __all__ = ["shell_turn"]
@@ -32,7 +32,7 @@ def shell_turn(
     prepared: Prepared, index: int, context: dict[str, Any], ids: Callable[[str], str]
 ) -> tuple[ShellCall, ShellCallOutput]:
     """The call and output of turn `index` (a `shell:` turn), or the scenario's 400."""
-    plan = plan_of(prepared)
+    plan = scripted_plan(prepared)
     script, hosted = plan.script, plan.hosted
     spec = script.turns[index].shell
     assert spec is not None

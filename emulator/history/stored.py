@@ -14,9 +14,9 @@ from typing import Any, cast
 from pydantic import TypeAdapter, ValidationError
 
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound, PreviousResponseNotFound
+from ptc_emulator.emulator.history import replayed
 from ptc_emulator.emulator.storage import ConnectionStore, ResponseStore, StoredResponse
 from ptc_emulator.emulator.tools.kinds import ITEMS
-from ptc_emulator.emulator.wire import replayed
 from ptc_emulator.emulator.wire.items import (
     InputItem,
     Item,

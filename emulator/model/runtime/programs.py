@@ -1,9 +1,24 @@
-"""The scripted model's programs: starting one, and running or replaying it in the sandbox.
+"""The PTC runtime: what every model calls to run a response's programs.
+
+`Runtime` is the one face the models use (the scripted model and the model upstream alike), in
+the order a response meets it:
+
+    planning, before anything plays (every 400 comes from here, before a streamed reply starts)
+        hosted(...)         the response's server-side tools (`hosted.py`)
+        check(...)          the open program's calls against the tools it may call (their
+                            positions), and the finished programs' seals
+    playing
+        list_mcp_tools(...) an `mcp_list_tools` item per MCP server the conversation has not listed
+        resume(...)         the open program, continued from the client's answers
+        start(...)          a new program item, sealed
+        run(...)            run or replay a program; between suspensions, settle the calls that
+                            need no client (the server-run ones, and those a kind refuses)
+        check_call(...)     a call item the model makes, against its tool's schema
 
 A program resumes by replay: the client's answers to its calls (and the server's answers to the
-hosted calls, from the runtime record) form a journal in issue order, and the program runs again
-from the start against it until it suspends on calls nobody has answered yet, or ends. The
-player (`player.py`) emits what comes out.
+hosted calls, carried sealed in the response) form a journal in issue order, and the program runs
+again from the start against it until it suspends on calls nobody has answered yet, or ends.
+`Output` collects what a response emits, in order.
 """
 
 from __future__ import annotations
@@ -12,25 +27,37 @@ import json
 import operator
 import re
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from ptc_emulator.emulator.errors import InvalidRequest
-from ptc_emulator.emulator.model.core import Prepared, Runner
-from ptc_emulator.emulator.model.scripted.hosted import Hosted, Unscripted
-from ptc_emulator.emulator.model.scripted.script import ScriptedPlan
+from ptc_emulator.emulator.history.folds import identical_prefix
+from ptc_emulator.emulator.model.core import Live, Prepared, Runner, Trace
+from ptc_emulator.emulator.model.runtime.hidden_results import HiddenResults
+from ptc_emulator.emulator.model.runtime.hosted import Hosted, HostedScript, Unscripted
+from ptc_emulator.emulator.model.runtime.plan import BoundTools, plan_of
 from ptc_emulator.emulator.rules import checks, contract
 from ptc_emulator.emulator.rules.checks import call_indexes
-from ptc_emulator.emulator.rules.folds import identical_prefix
+from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import ProgramSeal, Signer, code_digest
 from ptc_emulator.emulator.tools.kinds import FUNCTION, Binding, Unemulated, kind_of_call
+from ptc_emulator.emulator.tools.mcp import McpPolicy
+from ptc_emulator.emulator.tools.toolset import Toolset
 from ptc_emulator.emulator.wire.items import (
+    CALL_TYPES,
     CallItem,
+    CodeInterpreterCall,
     Item,
     McpApprovalRequest,
+    McpCall,
+    McpListedTool,
+    McpListTools,
     ProgramCaller,
     ProgramItem,
     ProgramOutputItem,
+    dump,
+    of_type,
 )
+from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.sandbox import (
     Completed,
     Failed,
@@ -42,13 +69,41 @@ from ptc_emulator.sandbox import (
     ToolResult,
 )
 
-__all__ = ["Programs", "check_call", "plan_of"]
+__all__ = ["Output", "Runtime"]
 
 _CALL_ID = operator.attrgetter("call_id")
 
 
-class Programs:
-    """Starts a response's programs and runs or replays them on the engine's runner."""
+class Output:
+    """The items one response emits, in order: each dumped into the response's output, its type
+    and its tool call's (kind, route) into the trace, and, for a model that tells its response
+    while it plays, told live (`model.core.Live`)."""
+
+    def __init__(self, trace: Trace, live: Live | None = None) -> None:
+        self.trace = trace
+        self.live = live
+        self.items: list[Item] = []
+        """As made (the models' templates and transcripts read them)."""
+        self.dumped: list[dict[str, Any]] = []
+        """As the response's output holds them."""
+
+    def emit(self, item: Item) -> None:
+        trace = self.trace
+        self.items.append(item)
+        self.dumped.append(dump(item))
+        if self.live is not None:
+            self.live.item(self.dumped[-1])
+        trace.route.append(item.type)
+        if isinstance(item, CALL_TYPES):
+            route = "program" if isinstance(getattr(item, "caller", None), ProgramCaller) else "direct"
+            trace.calls.append((kind_of_call(item).kind, route))
+        elif isinstance(item, McpCall | CodeInterpreterCall):
+            trace.calls.append(("mcp" if isinstance(item, McpCall) else "code_interpreter", "direct"))
+
+
+class Runtime:
+    """Checks, starts, runs and replays a response's programs on the engine's runner, and answers
+    their server-side calls (see the module docstring)."""
 
     def __init__(
         self,
@@ -58,12 +113,93 @@ class Programs:
         ids: Callable[[str], str],
         seeds: Callable[[], int],
         clock: Callable[[], float],
+        mcp: McpPolicy | None = None,
+        hidden_results: HiddenResults | None = None,
     ) -> None:
+        """`mcp`: the MCP client's policy; `hidden_results`: the hidden call results kept for
+        retries (their owner frees them)."""
         self.signer = signer
         self.limits = limits
         self.ids = ids
         self.seeds = seeds
         self.clock = clock
+        self.mcp = mcp or McpPolicy()
+        self.hidden_results = hidden_results if hidden_results is not None else HiddenResults()
+
+    # ---- planning -------------------------------------------------------------------------------
+
+    def hosted(
+        self,
+        request: CreateRequest,
+        conv: Conversation,
+        toolset: Toolset,
+        trace: Trace,
+        script: HostedScript | None,
+    ) -> Hosted:
+        """The server-side tools of a response (`script`: the results scripted for them, if any)."""
+        return Hosted(
+            tools=list(request.tools or ()),
+            ptc=request.ptc_enabled,
+            script=script,
+            conversation=conv,
+            signer=self.signer,
+            hidden_results=self.hidden_results,
+            policy=self.mcp,
+            program_timeout_s=self.limits.timeout_s,
+            available=toolset.other_available,
+            calls=trace.hosted_calls,
+        )
+
+    def check_open(self, conv: Conversation, tools: BoundTools, hosted: Hosted | None = None) -> tuple[int, ...]:
+        """The open program's calls against the tools it may call (the request's, and `hosted`'s):
+        their positions in its issue order, or the 400 that says what changed. () without one."""
+        if conv.open_program is None:
+            return ()
+        allowed = sorted({*tools.program_tools, *(hosted.static_names() if hosted is not None else ())})
+        labels = (
+            {label for label, tool in hosted.mcp_tools.items() if tool.programmatic} if hosted is not None else set()
+        )
+        indexes = checks.check_open_program(
+            conv, self.signer, allowed=allowed, server_labels=labels, max_tool_calls=self.limits.max_tool_calls
+        )
+        return tuple(indexes)
+
+    def check(self, conv: Conversation, tools: BoundTools, hosted: Hosted) -> tuple[int, ...]:
+        """`check_open`, then the finished programs' seals: every check of the conversation's
+        programs a resume needs, whatever model plays it."""
+        open_indexes = self.check_open(conv, tools, hosted)
+        checks.check_finished_programs(conv, self.signer)
+        return open_indexes
+
+    # ---- playing --------------------------------------------------------------------------------
+
+    async def list_mcp_tools(self, prepared: Prepared, emit: Callable[[Item], None]) -> None:
+        """An `mcp_list_tools` item per MCP server, once per conversation, as the hosted API does.
+
+        A server whose tools only programs may call is listed inside the runtime instead: the
+        Runner judges an item without a caller as direct (contract §12)."""
+        hosted = plan_of(prepared).hosted
+        listed = {i.server_label for i in of_type(prepared.conversation.items, McpListTools)}
+        for label, tool in hosted.mcp_tools.items():
+            if label in listed or not tool.direct:
+                continue
+            listing = await hosted.listing(tool)
+            emit(
+                McpListTools(
+                    id=self.ids("mcpl"),
+                    server_label=label,
+                    tools=[McpListedTool.model_validate(entry) for entry in listing.tools],
+                )
+            )
+
+    async def resume(self, prepared: Prepared, runner: Runner, emit: Callable[[Item], None]) -> bool | None:
+        """Continue the open program, if any, from the client's answers: True when it finished,
+        False when it paused again, None when no program is open."""
+        conv = prepared.conversation
+        program = conv.open_program
+        if program is None:
+            return None
+        return await self.run(program, conv.seals[program.call_id], prepared, runner, emit)
 
     def answers(self, item: ProgramItem, prepared: Prepared) -> dict[int, ToolResult]:
         """The client's answers to the program's calls, by each call's position in issue order (for
@@ -76,11 +212,11 @@ class Programs:
         else:
             indexes = call_indexes(self.signer, item, calls, self.limits.max_tool_calls, conv)
         outputs = list(map(conv.outputs.__getitem__, map(_CALL_ID, calls)))
-        # The entries the kept pass this conversation was read on from left (see `rules.folds`): a
+        # The entries the kept pass this conversation was read on from left (see `history.folds`): a
         # replay hands back the very items it validated before, so only the new answers are made
         # into entries, and the pool is handed the same entries again.
         key = ("answers", item.call_id)
-        kept = conv.earlier.get(key)
+        kept = conv.derived.get(key)
         entries = list(kept[2][: identical_prefix(kept[0], calls, (kept[1], outputs))]) if kept else []
         for call, output in zip(calls[len(entries) :], outputs[len(entries) :], strict=True):
             kind = kind_of_call(call)
@@ -100,7 +236,7 @@ class Programs:
         settled: list[tuple[int, str]],
     ) -> tuple[list[McpApprovalRequest], str | None]:
         """Answer what needs no client among the calls the program waits on: the server-run ones
-        (into the runtime record) and those whose arguments a kind refuses (into `answered`; the
+        (into the sealed results) and those whose arguments a kind refuses (into `answered`; the
         promise rejects; `settled` gets their (position, kind)). Returns the approval requests to
         surface, and why the program must stop."""
         for pending in outcome.pending:
@@ -172,7 +308,7 @@ class Programs:
         stopped: str | None = None
         approvals: list[McpApprovalRequest] = []
         while True:
-            known = {**hosted.record(item.call_id), **answered}
+            known = {**hosted.results(item.call_id), **answered}
             journal = _prefix(known)
             program = Program(
                 code=item.code,
@@ -194,7 +330,7 @@ class Programs:
             if not isinstance(outcome, Suspended) or forced is not None:
                 break
             approvals, stopped = await self._settle(item, outcome, known, answered, bindings, hosted, settled)
-            if stopped is not None or len(_prefix({**hosted.record(item.call_id), **answered})) == len(journal):
+            if stopped is not None or len(_prefix({**hosted.results(item.call_id), **answered})) == len(journal):
                 break
         trace.programs_run += 1
         # Calls before the last one the client answered were settled, and counted, in an earlier response.
@@ -209,12 +345,12 @@ class Programs:
                 code="program_divergence",
             )
         if isinstance(outcome, Suspended) and stopped is None:
-            state = hosted.state_item(item.call_id)
+            state = hosted.sealed_results(item.call_id)
             if state is not None:
                 emit(state)
             for approval in approvals:
                 emit(approval)
-            known = {**hosted.record(item.call_id), **answered}
+            known = {**hosted.results(item.call_id), **answered}
             for pending in outcome.pending:
                 if pending.index in known or hosted.owns(pending.name):
                     continue  # answered, or answered by the server once the calls before it are
@@ -228,7 +364,7 @@ class Programs:
                     item_id=self.signer.program_call_item_id(item.call_id, pending.index, binding.kind.id_prefix),
                     caller=ProgramCaller(caller_id=item.call_id),
                 )
-                check_call(binding, call, prepared)
+                self.check_call(binding, call, prepared)
                 emit(call)
             return False
         text = "\n".join(o.text for o in outcome.outputs if isinstance(o, TextOutput))
@@ -243,6 +379,16 @@ class Programs:
             status, result = "incomplete", f"{text}\n{reason}" if text else reason
         self._program_output(item, status, result, emit)
         return True
+
+    def check_call(self, binding: Binding, call: CallItem, prepared: Prepared) -> None:
+        """Check a call item the model makes against its tool's schema: a violation goes to the trace,
+        or refuses the request under a strict contract."""
+        violation = contract.check_call(binding.tool, call)
+        if violation is None:
+            return
+        prepared.trace.contract.append(violation)
+        if plan_of(prepared).strict_contract:
+            raise InvalidRequest(violation.describe(), param="tools", code="contract_violation")
 
     def _program_output(
         self,
@@ -300,21 +446,3 @@ def _bound(bindings: dict[str, Binding], name: str) -> Binding:
     """A sealed tool name's binding; a function the program was started with is callable even if
     this request no longer lists it (the open program's tools were checked against the request's)."""
     return bindings.get(name) or Binding(name, FUNCTION, None, True, False)
-
-
-def check_call(binding: Binding, call: CallItem, prepared: Prepared) -> None:
-    """Check a call item the model makes against its tool's schema: a violation goes to the trace,
-    or refuses the request under a strict contract."""
-    violation = contract.check_call(binding.tool, call)
-    if violation is None:
-        return
-    prepared.trace.contract.append(violation)
-    if plan_of(prepared).strict_contract:
-        raise InvalidRequest(violation.describe(), param="tools", code="contract_violation")
-
-
-def plan_of(prepared: Prepared) -> ScriptedPlan:
-    """The scripted model's plan of a response it plays."""
-    plan = prepared.plan
-    assert isinstance(plan, ScriptedPlan), "a response the scripted model plays has its plan"
-    return plan

@@ -2,7 +2,7 @@
 its turn and its place in that turn (`position`, `turn_items`).
 
 A replayed conversation is mostly the last request's items again (the very objects, see
-`rules.folds`), so a walk is left with the rules' kept passes (`Conversation.remember`) where the
+`history.folds`), so a walk is left with the rules' kept passes (`Conversation.remember`) where the
 last request's items ended and where its history ended (a `previous_response_id` continuation
 reads its history back as the same objects, its own items as new ones); a walk whose items begin
 with those very objects, after the very same latest user message, resumes there, and a step
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ptc_emulator.emulator.errors import InvalidRequest
-from ptc_emulator.emulator.model.scripted.hosted import hosted_shell_call
+from ptc_emulator.emulator.model.runtime import hosted_shell_call
 from ptc_emulator.emulator.model.scripted.scenario import Turn
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.wire.items import (
@@ -102,7 +102,7 @@ def _key(script: Script) -> tuple[str, tuple[tuple[str, int], ...]]:
 def _resumed(conv: Conversation, script: Script, after: list[Item]) -> tuple[_Point, Walked] | None:
     """Where a walk of the kept pass this conversation was read on from stopped, if its items
     are this one's first (the very objects, after the very same latest user message)."""
-    kept = conv.earlier.get(_key(script))
+    kept = conv.derived.get(_key(script))
     anchor = conv.items[conv.anchor] if conv.anchor >= 0 else None
     if not isinstance(kept, _Kept) or kept.anchor is not anchor:
         return None

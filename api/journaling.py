@@ -1,4 +1,4 @@
-"""Records each create request in the journal, whatever way it ends (JSON, stream, socket, error),
+"""Journals each create request, whatever way it ends (JSON, stream, socket, error),
 and logs one line per HTTP request (`RequestLog`, below)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ptc_emulator.emulator.responses.engine import Prepared, Refused, Trace
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.names import SCOPE_HEADER
 
-__all__ = ["JsonFormatter", "Recorder", "RequestLog", "line", "note"]
+__all__ = ["JsonFormatter", "Journaling", "RequestLog", "line", "note"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -35,9 +35,9 @@ def _retries(headers: Any) -> int:
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else 0
 
 
-class Recorder:
-    """`with Recorder(...) as rec:` around a create; `rec.admit(engine.attempt(...))`, then set
-    `rec.response`.
+class Journaling:
+    """`with Journaling(...) as journaling:` around a create; `journaling.admit(engine.attempt(...))`,
+    then set `journaling.response`.
 
     A request the engine refuses (an injected HTTP error, a strict contract check, no matching
     scenario) has no `Prepared`; what the engine knew then comes with the refusal, as its `trace`."""
@@ -73,7 +73,7 @@ class Recorder:
         """`response` as the client was sent it (compact JSON), when it was sent whole."""
         self._done = False
 
-    def __enter__(self) -> Recorder:
+    def __enter__(self) -> Journaling:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
@@ -99,7 +99,7 @@ class Recorder:
         self.entry.response = error.body()
         if isinstance(error, NoScenarioMatched):
             self.entry.near_miss = error.report
-        self._record()
+        self._write()
 
     def finish(self, response: dict[str, Any]) -> None:
         self.entry.response = response
@@ -111,15 +111,15 @@ class Recorder:
                 caller = item.get("caller") or {}
                 route = "program" if caller.get("type") == "program" else "direct"
                 counts = figures.calls.setdefault(kind, {"direct": 0, "program": 0})
-                counts[route] += 1  # the totals by route come from the trace (see _record)
+                counts[route] += 1  # the totals by route come from the trace (see _write)
         counted = response.get("usage") or {}
         figures.input_tokens = counted.get("input_tokens", 0)
         figures.cached_tokens = (counted.get("input_tokens_details") or {}).get("cached_tokens", 0)
         figures.output_tokens = counted.get("output_tokens", 0)
         figures.total_tokens = counted.get("total_tokens", 0)
-        self._record()
+        self._write()
 
-    def _record(self) -> None:
+    def _write(self) -> None:
         if self._done:
             return
         self._done = True

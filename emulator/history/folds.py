@@ -98,10 +98,10 @@ class Fold:
     program_at: dict[str, int]
     bytes: int = 0
     """What `items` retain (`retained`), summed as the passes read them."""
-    memo: dict[Any, Any] = field(default_factory=dict)
+    derived: dict[Any, Any] = field(default_factory=dict)
     """What later steps of the request that kept this pass worked out over these items (or more:
     each checks, by identity, how much of it still holds), for the next request that finds it
-    (`Conversation.earlier`, `Conversation.remember`): so a walk of the script, the program
+    (`Conversation.derived`, `Conversation.remember`): so a walk of the script, the program
     call positions and the journal are read on from where it stopped. Gone with the pass."""
 
     @classmethod

@@ -5,8 +5,9 @@ An ASGI middleware in front of the emulator's routes. For each request under `/v
 
 * upstream: the request goes to `URL` with the client's headers (its `Authorization` replaced by
   `Bearer $NAME` with `--upstream-api-key-env NAME`); the client gets the upstream's status,
-  headers and body unchanged, streamed as they arrive. Each create and its final response go to a
-  `recording.Tape`; a conversation that ends is written to DIR as a scenario file.
+  headers and body unchanged, streamed as they arrive. Each create and its final response go to
+  the scenario recorder (`scripted/recorder.py`); a conversation that ends is written to DIR as a
+  scenario file.
 * local: the emulator plays it, as without `--upstream`.
 
 `--record-mode all` sends every conversation upstream and re-records it. `new` (the default)
@@ -41,21 +42,16 @@ from ptc_emulator.api.routes.responses import SCOPE_HEADER, SCOPE_METADATA_KEY
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator.model import (
     MatchRequest,
-    ScenarioError,
+    Recorder,
     ScenarioRegistry,
-    Tape,
-    file_name,
     items_of,
-    load_scenario,
-    scenario_from,
-    to_yaml,
     user_text,
 )
 from ptc_emulator.emulator.wire.events import TERMINAL
 
-__all__ = ["ProxyMiddleware", "UpstreamProxy", "UpstreamSettingsError"]
+__all__ = ["ProxyMiddleware", "RecordingProxy", "ProxySettingsError"]
 
-log = logging.getLogger("ptc_emulator.upstream")
+log = logging.getLogger("ptc_emulator.proxy")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -84,14 +80,14 @@ _NOT_BACK = frozenset({"content-length", "content-encoding", "transfer-encoding"
 _KEEP_IDS = 200_000
 
 
-class UpstreamSettingsError(ValueError):
+class ProxySettingsError(ValueError):
     """Recording settings that cannot work (say, a missing API key variable)."""
 
 
 class ProxyMiddleware:
     """Sends `/v1/responses` requests through `proxy`; everything else goes on to `app`."""
 
-    def __init__(self, app: ASGIApp, proxy: UpstreamProxy) -> None:
+    def __init__(self, app: ASGIApp, proxy: RecordingProxy) -> None:
         self.app = app
         self.proxy = proxy
 
@@ -99,21 +95,20 @@ class ProxyMiddleware:
         await self.proxy.serve(self.app, scope, receive, send)
 
 
-class UpstreamProxy:
-    """The recording proxy's state: the upstream client, the tape, the ids seen upstream."""
+class RecordingProxy:
+    """The recording proxy's state: the upstream client, the recorder, the ids seen upstream."""
 
     def __init__(self, settings: Settings, scenarios: ScenarioRegistry) -> None:
         assert settings.upstream is not None and settings.record_dir is not None
         self.base = settings.upstream.rstrip("/")
         self.mode = settings.record_mode
-        self.directory = settings.record_dir
         self.scenarios = scenarios
         """The emulator's registry (the recordings in DIR among them): what `new` asks whether a
         conversation is known. New recordings are added to it, so they replay at once."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.recorder = Recorder(settings.record_dir, scenarios)
         self.api_key: str | None = None
         if settings.upstream_api_key_env and settings.api_key is None and not settings.allow_unguarded_upstream_key:
-            raise UpstreamSettingsError(
+            raise ProxySettingsError(
                 f"--upstream-api-key-env {settings.upstream_api_key_env}: a server that holds an upstream key must "
                 "require a key of its own, or any local process could spend it: set PTC_EMULATOR_API_KEY (or "
                 "--api-key), or accept that risk with --allow-unguarded-upstream-key"
@@ -121,11 +116,10 @@ class UpstreamProxy:
         if settings.upstream_api_key_env:
             key = os.environ.get(settings.upstream_api_key_env)
             if not key:
-                raise UpstreamSettingsError(
+                raise ProxySettingsError(
                     f"--upstream-api-key-env {settings.upstream_api_key_env}: the variable is not set"
                 )
             self.api_key = key
-        self.tape = Tape(keep=2_000)
         self.upstream_ids: OrderedDict[str, None] = OrderedDict()
         """Response and item ids the upstream made: a request that mentions one continues there."""
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=30.0))
@@ -378,25 +372,7 @@ class UpstreamProxy:
             self.upstream_ids.popitem(last=False)
 
     def _record(self, create: dict[str, Any], response: dict[str, Any]) -> None:
-        try:
-            finished = self.tape.exchange(create, response)
-            if finished is None:
-                return
-            scenario = scenario_from(finished, model=response.get("model") or create.get("model"))
-            if scenario is None:
-                return
-            name = file_name(scenario)
-            path = self.directory / name
-            text = to_yaml(scenario)
-            loaded = load_scenario(text, default_name=path.stem)
-        except (ScenarioError, ValueError, TypeError, KeyError) as e:
-            log.warning("a finished conversation could not be recorded: %s", e)
-            return
-        temporary = path.with_suffix(".yaml.tmp")
-        temporary.write_text(text, encoding="utf-8")
-        temporary.replace(path)
-        self.scenarios.add(loaded, str(path))
-        log.info("recorded %s", path)
+        self.recorder.exchange(create, response, response.get("model") or create.get("model"))
 
 
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]{1,128}")

@@ -1,9 +1,9 @@
-"""The memo of hidden call results: what a retried request finds instead of calling again.
+"""The hidden call results kept in the process: what a retried request finds instead of calling again.
 
 A program's hidden calls (an MCP server's tools, a hosted code interpreter or shell) are answered
-by the emulator; their results travel in the sealed runtime record of the response that paused
-after them. A request retried before its response reached the client has no such record: within
-one process this memo, keyed by the program and the call, keeps it from calling the server twice.
+by the emulator; their results travel in the sealed results of the response that paused
+after them. A request retried before its response reached the client has no such results: within
+one process this cache, keyed by the program and the call, keeps it from calling the server twice.
 
 It is bounded by entries and by bytes (the results' arguments and output as UTF-8), the oldest
 going first, and `POST /_emulator/reset` empties it (docs/limits.md, "MCP").
@@ -16,14 +16,14 @@ from collections import OrderedDict
 
 from ptc_emulator.sandbox import ToolResult
 
-__all__ = ["Memo"]
+__all__ = ["HiddenResults"]
 
 
 def _size(result: ToolResult) -> int:
     return len(result.output.encode()) + len(result.arguments.encode()) + len(result.name.encode())
 
 
-class Memo:
+class HiddenResults:
     """Hidden call results by key, bounded by `entries` and `max_bytes`."""
 
     def __init__(self, entries: int = 10_000, max_bytes: int = 64 * 2**20) -> None:
@@ -49,7 +49,7 @@ class Memo:
             if old is not None:
                 self._bytes -= old[1]
             if size > self._max_bytes or self._entries <= 0:
-                return  # larger than the whole memo: a retry calls again
+                return  # larger than the whole cache: a retry calls again
             self._results[key] = (result, size)
             self._bytes += size
             while len(self._results) > self._entries or self._bytes > self._max_bytes:

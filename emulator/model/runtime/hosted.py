@@ -13,9 +13,10 @@ that needs approval: the program pauses on an `mcp_approval_request` with the pr
 Resuming a program replays it from a journal of tool results, so the results of its hidden
 calls must survive the round trip without being fetched again (an MCP call may have side
 effects). When a program pauses after hidden calls, the response carries a `reasoning` item
-whose `encrypted_content` seals them (the runtime record). The client replays it with the other
-items, or `previous_response_id` finds it. A record that fails its seal is refused. Within one
-process, a memo keyed by the program and the call (`tools/memo.py`) also keeps a retried request
+whose `encrypted_content` seals them (the sealed results). The client replays it with the other
+items, or `previous_response_id` finds it. Sealed results that fail their seal are refused. Within
+one process, the hidden results kept by the program and the call (`hidden_results.py`) also keep
+a retried request
 from calling the server again.
 
 An MCP call that needs approval pauses on an `mcp_approval_request` whose id is a MAC of the
@@ -25,7 +26,7 @@ the old one does not cover it (the program pauses on a new request). The request
 replays must also say what the call is: one whose label, name or arguments differ is refused.
 
 Rejected: fetching again on replay (repeats side effects); server-side state only (lost under
-`store: false` in another process); carrying the record in item ids (clients may drop ids).
+`store: false` in another process); carrying the results in item ids (clients may drop ids).
 """
 
 from __future__ import annotations
@@ -39,10 +40,10 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from ptc_emulator.emulator.errors import InvalidRequest, StatusError
+from ptc_emulator.emulator.model.runtime.hidden_results import HiddenResults
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
 from ptc_emulator.emulator.tools.mcp import Listing, McpPolicy, McpServerSpec, call_tool, list_tools
-from ptc_emulator.emulator.tools.memo import Memo
 from ptc_emulator.emulator.wire.items import (
     McpApprovalRequest,
     McpApprovalResponse,
@@ -60,7 +61,6 @@ __all__ = [
     "CodeInterpreterSpec",
     "Hosted",
     "HostedScript",
-    "Memo",
     "ShellSpec",
     "Unscripted",
     "hosted_shell_call",
@@ -146,7 +146,7 @@ def _shell_environment(tool: Any) -> str | None:
 
 @dataclass
 class Hosted:
-    """One response's view of the server-side tools: listings, results, the runtime record."""
+    """One response's view of the server-side tools: listings, results, the sealed results."""
 
     tools: list[Any]
     """The request's tools."""
@@ -154,7 +154,7 @@ class Hosted:
     script: HostedScript | None
     conversation: Conversation
     signer: Signer
-    memo: Memo
+    hidden_results: HiddenResults
     policy: McpPolicy = field(default_factory=McpPolicy)
     """Where the MCP client may connect, its deadlines and answer limit."""
     program_timeout_s: float | None = None
@@ -164,8 +164,8 @@ class Hosted:
     calls: list[dict[str, Any]] = field(default_factory=list)
     """Every hidden call answered in this response, for the journal."""
     _listings: dict[str, Listing] = field(default_factory=dict)
-    _records: dict[str, dict[int, ToolResult]] = field(default_factory=dict)
-    _carried: dict[str, int] = field(default_factory=dict)
+    _results: dict[str, dict[int, ToolResult]] = field(default_factory=dict)
+    _sealed: dict[str, int] = field(default_factory=dict)
 
     # ---- the request's hosted tools -------------------------------------------------------------
 
@@ -240,11 +240,11 @@ class Hosted:
         tool = self.mcp_tools.get(label)
         return bool(dot) and tool is not None and tool.programmatic
 
-    # ---- the runtime record ---------------------------------------------------------------------
+    # ---- the sealed results -----------------------------------------------------------------------
 
-    def record(self, program: str) -> dict[int, ToolResult]:
+    def results(self, program: str) -> dict[int, ToolResult]:
         """The hidden results a program has had so far, by call position."""
-        found = self._records.get(program)
+        found = self._results.get(program)
         if found is None:
             found = {}
             for item in of_type(self.conversation.items, ReasoningItem):
@@ -253,7 +253,7 @@ class Hosted:
                     data = self.signer.unseal(REASONING_DOMAIN, item.encrypted_content)
                     runtime = (data or {}).get("runtime")
                     if not item.id and not str((data or {}).get("id", "")).startswith("rs_rt"):
-                        continue  # an id-less reasoning item of a turn's, not the runtime record
+                        continue  # an id-less reasoning item of a turn's, not the sealed results
                     if data is None or (item.id and data.get("id") != item.id):
                         raise InvalidRequest(
                             f"The encrypted content for item {item.id} could not be verified.",
@@ -263,17 +263,17 @@ class Hosted:
                     if isinstance(runtime, dict) and runtime.get("program") == program:
                         for index, name, arguments, output, is_error in runtime.get("calls", []):
                             found[int(index)] = ToolResult(name, arguments, output, is_error=bool(is_error))
-            self._records[program] = found
-            self._carried[program] = len(found)
+            self._results[program] = found
+            self._sealed[program] = len(found)
         return found
 
-    def state_item(self, program: str) -> ReasoningItem | None:
-        """The sealed runtime record to emit at a pause, when it holds anything new."""
-        record = self.record(program)
-        if len(record) == self._carried.get(program, 0):
+    def sealed_results(self, program: str) -> ReasoningItem | None:
+        """The reasoning item that seals the results, to emit at a pause, when it holds anything new."""
+        results = self.results(program)
+        if len(results) == self._sealed.get(program, 0):
             return None
-        self._carried[program] = len(record)
-        calls = [[i, r.name, r.arguments, r.output, r.is_error] for i, r in sorted(record.items())]
+        self._sealed[program] = len(results)
+        calls = [[i, r.name, r.arguments, r.output, r.is_error] for i, r in sorted(results.items())]
         rid = "rs_rt" + self.signer.token("runtime", program, str(len(calls)), length=40)
         sealed = self.signer.seal(
             REASONING_DOMAIN, {"id": rid, "summary": "", "runtime": {"program": program, "calls": calls}}
@@ -324,13 +324,13 @@ class Hosted:
 
     async def resolve(self, program: str, pending: PendingCall) -> ToolResult | McpApprovalRequest | Unscripted:
         """Answer a program's hidden call, or say what it waits for."""
-        record = self.record(program)
-        if pending.index in record:
-            return record[pending.index]
+        results = self.results(program)
+        if pending.index in results:
+            return results[pending.index]
         key = self.signer.token("hosted-call", program, str(pending.index), pending.name, pending.arguments, length=48)
-        remembered = self.memo.get(key)
+        remembered = self.hidden_results.get(key)
         if remembered is not None:
-            record[pending.index] = remembered
+            results[pending.index] = remembered
             return remembered
         arguments = _arguments(pending.arguments)
         answer: ToolResult | McpApprovalRequest | Unscripted
@@ -341,8 +341,8 @@ class Hosted:
         else:
             answer = await self._mcp(program, pending, arguments)
         if isinstance(answer, ToolResult):
-            record[pending.index] = answer
-            self.memo.put(key, answer)
+            results[pending.index] = answer
+            self.hidden_results.put(key, answer)
         return answer
 
     async def _mcp(

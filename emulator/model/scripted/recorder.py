@@ -1,8 +1,11 @@
-"""`--record DIR` with a model upstream: each conversation the upstream model finishes becomes a
-scenario file in DIR (the scripted model's recording format, `scripted/recording.py`), added to
-the registry at once, so the same conversation replays offline, with the upstream stopped.
+"""Recording: each conversation a recorder follows to its end becomes a scenario file in a
+directory, added to the registry at once, so the same conversation replays offline.
 
-What is written comes from the request and the response bodies only (the user message, the tool
+One writer for both ways of recording: the recording proxy in front of a real service
+(`serve --upstream URL --record DIR`, `api/proxy.py`) and a model upstream's `--record DIR`
+(`model/fallback.py`). Each hands it the exchanges it saw, a create request's body and the final
+response; the tape (`recording.Tape`) follows the conversations and `recording.scenario_from`
+writes what is kept. What is written comes from the bodies only (the user message, the tool
 names, the programs' code, the call arguments, the message text): never a header or a key.
 """
 
@@ -12,26 +15,25 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ptc_emulator.emulator.model.core import Prepared
 from ptc_emulator.emulator.model.scripted.recording import Tape, file_name, scenario_from, to_yaml
 from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, ScenarioRegistry, load_scenario
 
-__all__ = ["Recording"]
+__all__ = ["Recorder"]
 
 log = logging.getLogger(__name__)
 
 
-class Recording:
+class Recorder:
+    """Writes the conversations that end into `directory` and adds them to `scenarios`."""
+
     def __init__(self, directory: Path, scenarios: ScenarioRegistry) -> None:
         self.directory = directory
         self.scenarios = scenarios
         self.tape = Tape(keep=2_000)
         directory.mkdir(parents=True, exist_ok=True)
 
-    def exchange(self, prepared: Prepared, output: list[dict[str, Any]], model: str) -> Path | None:
-        """Note one response the upstream played; write its conversation if it ended there."""
-        request = prepared.request.model_dump(mode="json", exclude_none=True, by_alias=True)
-        response = {"id": prepared.response_id, "status": "completed", "output": output}
+    def exchange(self, request: dict[str, Any], response: dict[str, Any], model: str | None) -> Path | None:
+        """Note one exchange; write its conversation if it ended there (the path written)."""
         try:
             finished = self.tape.exchange(request, response)
             if finished is None:
