@@ -7,8 +7,15 @@ Responses (`/v1/responses`).
 Each request takes the next answer of the script: `say(text)`, `program(code)`, `call(name,
 **arguments)`, `fail(status)`, `hold()` (the request waits until the test ends), `streamed(...)`
 (text in given pieces, held back one by one by a `Gate` the test opens), or a function of the
-request body that returns one. Every request body and its headers are kept. A Responses request
-that asks to stream is answered with Responses stream events (unless `stream_responses` is off).
+request body that returns one. Every request body and its headers are kept. A request that asks
+to stream is answered with the protocol's stream (unless `streams` is off: a server that does not
+stream).
+
+What a server that gets it wrong sends, either protocol: `raw_body(bytes)` (a whole body, as it
+is), `raw_stream(*data)` (server-sent events of that data), `raw_bytes(*chunks, forever=...)`
+(bytes as they are, then one chunk again and again until the client goes). The exact JSON the
+fake sends for an answer, to change before sending it that way: `chat_completion`,
+`chat_chunks`, `responses_object`, `responses_events`.
 
 Also what several test files share: the seed's inventory tools, the five-pause program, and
 `run_node` for the npm client's scripts in tests/node (tests/sdk/node_support.py runs them).
@@ -99,8 +106,20 @@ _HOLD = "<the next text piece>"
 
 
 def raw_stream(*lines: str) -> Answer:
-    """A streamed answer of these `data:` lines, whatever they say."""
+    """A streamed answer of these `data:` lines, whatever they say (either protocol)."""
     return {"raw": lines}
+
+
+def raw_body(data: bytes | str, content_type: str = "application/json", **headers: str) -> Answer:
+    """A whole answer of these bytes, whatever they say, with this content type (either protocol,
+    asked to stream or not)."""
+    return {"body": data.encode() if isinstance(data, str) else data, "content_type": content_type, "headers": headers}
+
+
+def raw_bytes(*chunks: bytes, forever: bytes | None = None, content_type: str = "text/event-stream") -> Answer:
+    """An answer of these bytes, sent chunk by chunk as they are; then `forever`, if given, again
+    and again until the client goes (`FakeUpstream.sent` counts what went out)."""
+    return {"chunks": chunks, "forever": forever, "content_type": content_type}
 
 
 def stall() -> Answer:
@@ -141,8 +160,10 @@ class FakeUpstream:
     headers: list[dict[str, str]] = field(default_factory=list)
     released: threading.Event = field(default_factory=threading.Event)
     usage: tuple[int, int] = (11, 7)
-    stream_responses: bool = True
-    """Answer a Responses request that asks to stream with stream events (else as JSON, whole)."""
+    streams: bool = True
+    """Answer a request that asks to stream with the protocol's stream (else as JSON, whole)."""
+    sent: int = 0
+    """The bytes the latest `raw_bytes` answer sent."""
     completed_output: bool = True
     """A streamed Responses answer's `response.completed` carries the output (else only its usage)."""
 
@@ -276,6 +297,43 @@ async def _gated(lines: Iterator[str], answer: Answer) -> AsyncIterator[str]:
         raise ConnectionResetError("the fake upstream dropped the connection")
 
 
+def chat_completion(answer: Answer, model: str = "fake", usage: tuple[int, int] = (11, 7)) -> dict[str, Any]:
+    """A whole Chat Completions answer, as the fake sends it."""
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 1,
+        "model": model,
+        "choices": [{"index": 0, "message": _chat_message(answer), "finish_reason": "stop"}],
+        "usage": _chat_usage(usage),
+    }
+
+
+def chat_chunks(answer: Answer, model: str = "fake", usage: tuple[int, int] = (11, 7)) -> list[dict[str, Any]]:
+    """A streamed Chat Completions answer's chunks, as the fake sends them (the usage chunk last;
+    `[DONE]` after them is not one)."""
+    lines = _chunks(answer, model, usage, include_usage=True)
+    return [json.loads(line.removeprefix("data: ")) for line in lines if line != _HOLD and "[DONE]" not in line]
+
+
+def responses_object(answer: Answer, model: str = "fake", usage: tuple[int, int] = (11, 7)) -> dict[str, Any]:
+    """A whole Responses answer, as the fake sends it."""
+    prompt, completion = usage
+    return {
+        "id": "resp_up",
+        "object": "response",
+        "model": model,
+        "status": "completed",
+        "output": _responses_output(answer),
+        "usage": {"input_tokens": prompt, "output_tokens": completion, "total_tokens": prompt + completion},
+    }
+
+
+def responses_events(answer: Answer, model: str = "fake", usage: tuple[int, int] = (11, 7)) -> list[dict[str, Any]]:
+    """A streamed Responses answer's events, as the fake sends them."""
+    return [json.loads(line.removeprefix("data: ")) for line in _events(answer, model, usage) if line != _HOLD]
+
+
 def _responses_output(answer: Answer) -> list[dict[str, Any]]:
     output: list[dict[str, Any]] = []
     if answer.get("reasoning"):
@@ -319,14 +377,39 @@ def _app(fake: FakeUpstream) -> Starlette:
             return body, JSONResponse(error, status_code=answer["status"])
         return body, answer
 
+    def raw(answer: Answer, request: Request) -> Response | None:
+        """The answer of `raw_body`, `raw_stream` or `raw_bytes`, if it is one."""
+        if "body" in answer:
+            return Response(answer["body"], media_type=answer["content_type"], headers=answer["headers"])
+        if "raw" in answer:
+            lines = [f"data: {line}\n\n" for line in answer["raw"]]
+            return StreamingResponse(iter(lines), media_type="text/event-stream")
+        if "chunks" in answer:
+            fake.sent = 0
+
+            async def chunks() -> AsyncIterator[bytes]:
+                for chunk in answer["chunks"]:
+                    if await request.is_disconnected():
+                        return
+                    fake.sent += len(chunk)
+                    yield chunk
+                while answer["forever"] is not None and not fake.released.is_set():
+                    if await request.is_disconnected():  # writes to a closed connection do not fail
+                        return
+                    fake.sent += len(answer["forever"])
+                    yield answer["forever"]
+
+            return StreamingResponse(chunks(), media_type=answer["content_type"])
+        return None
+
     async def chat(request: Request) -> Response:
         body, answer = await answer_of(request)
         if isinstance(answer, Response):
             return answer
         model = body.get("model", "fake")
-        if body.get("stream") and answer.get("raw"):
-            lines = [f"data: {line}\n\n" for line in answer["raw"]]
-            return StreamingResponse(iter(lines), media_type="text/event-stream")
+        raw_answer = raw(answer, request)
+        if raw_answer is not None:
+            return raw_answer
         if body.get("stream") and answer.get("stall"):
 
             async def stalled() -> Any:
@@ -335,40 +418,24 @@ def _app(fake: FakeUpstream) -> Starlette:
                     await asyncio.sleep(0.02)
 
             return StreamingResponse(stalled(), media_type="text/event-stream")
-        if body.get("stream"):
+        if body.get("stream") and fake.streams:
             include = bool((body.get("stream_options") or {}).get("include_usage"))
             lines = _gated(_chunks(answer, model, fake.usage, include), answer)
             return StreamingResponse(lines, media_type="text/event-stream")
-        return JSONResponse(
-            {
-                "id": "chatcmpl-fake",
-                "object": "chat.completion",
-                "created": 1,
-                "model": model,
-                "choices": [{"index": 0, "message": _chat_message(answer), "finish_reason": "stop"}],
-                "usage": _chat_usage(fake.usage),
-            }
-        )
+        return JSONResponse(chat_completion(answer, model, fake.usage))
 
     async def responses(request: Request) -> Response:
         body, answer = await answer_of(request)
         if isinstance(answer, Response):
             return answer
-        if body.get("stream") and fake.stream_responses:
-            lines = _gated(_events(answer, body.get("model", "fake"), fake.usage, fake.completed_output), answer)
+        raw_answer = raw(answer, request)
+        if raw_answer is not None:
+            return raw_answer
+        model = body.get("model", "fake")
+        if body.get("stream") and fake.streams:
+            lines = _gated(_events(answer, model, fake.usage, fake.completed_output), answer)
             return StreamingResponse(lines, media_type="text/event-stream")
-        output = _responses_output(answer)
-        prompt, completion = fake.usage
-        return JSONResponse(
-            {
-                "id": "resp_up",
-                "object": "response",
-                "model": body.get("model", "fake"),
-                "status": "completed",
-                "output": output,
-                "usage": {"input_tokens": prompt, "output_tokens": completion, "total_tokens": prompt + completion},
-            }
-        )
+        return JSONResponse(responses_object(answer, model, fake.usage))
 
     return Starlette(
         routes=[

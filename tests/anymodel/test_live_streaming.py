@@ -162,7 +162,7 @@ def test_websocket_mode_streams_the_deltas_as_they_come(
 def test_a_responses_upstream_that_answers_whole_is_read_whole(
     any_server: Callable[..., EmulatorServer], upstream: FakeUpstream
 ) -> None:
-    upstream.stream_responses = False  # it ignores `stream: true`
+    upstream.streams = False  # it ignores `stream: true`
     upstream.reply(streamed(*PIECES))
     emulator = PTCEmulator(any_server(model_upstream_api="responses").base_url)
     with emulator.client(max_retries=0) as sdk, sdk.responses.stream(model="m", input="Anything low?") as stream:
