@@ -207,6 +207,13 @@ def _model_upstream_arguments(serve: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--model-upstream-retries", type=int, default=2, help="further attempts after a failure or a 429/5xx"
     )
+    group.add_argument(
+        "--model-upstream-max-answer-bytes",
+        type=int,
+        default=_SETTINGS.model_upstream_max_answer_bytes,
+        metavar="BYTES",
+        help="bytes one upstream answer may take, whole or streamed",
+    )
 
 
 STORE_ENV = "PTC_EMULATOR_STORE"
@@ -275,6 +282,7 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
         model_upstream_api=args.model_upstream_api,
         model_upstream_timeout_s=args.model_upstream_timeout,
         model_upstream_retries=args.model_upstream_retries,
+        model_upstream_max_answer_bytes=args.model_upstream_max_answer_bytes,
         watch=args.watch,
     )
     return settings, args.log_level

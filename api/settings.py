@@ -96,6 +96,8 @@ class Settings:
     """One request to the model upstream, whole."""
     model_upstream_retries: int = 2
     """Further attempts after a connection failure, a timeout, a 429 or a 5xx of the model upstream."""
+    model_upstream_max_answer_bytes: int = 8 * 2**20
+    """Bytes one answer of the model upstream may take, whole or streamed (docs/limits.md)."""
     keepalive_s: float = 10.0
     """Seconds between SSE keep-alive comments while a streamed response waits on a program."""
     websocket_lifetime_s: float = 3600.0
@@ -144,6 +146,7 @@ class Settings:
             api_key=os.environ.get(key_env) if key_env else None,
             timeout_s=self.model_upstream_timeout_s,
             retries=self.model_upstream_retries,
+            max_answer_bytes=self.model_upstream_max_answer_bytes,
         )
 
     @property

@@ -68,8 +68,11 @@ def test_code_that_does_not_parse_is_an_incomplete_program(sdk: openai.OpenAI, u
     ("lines", "says"),
     [
         (["not json", "[DONE]"], "streamed a chunk that is not JSON"),
-        (["[1, 2]", "[DONE]"], "streamed chunks of an unknown shape"),
-        (['{"choices": [{"delta": {"tool_calls": "many"}}]}', "[DONE]"], "streamed chunks of an unknown shape"),
+        (["[1, 2]", "[DONE]"], "streamed a chunk of an unknown shape: `(the chunk)` is a list, not an object"),
+        (
+            ['{"choices": [{"delta": {"tool_calls": "many"}}]}', "[DONE]"],
+            "streamed a chunk of an unknown shape: `choices[0].delta.tool_calls` is a string, not a list",
+        ),
     ],
 )
 def test_a_malformed_stream(

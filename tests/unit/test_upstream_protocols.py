@@ -26,7 +26,7 @@ from ptc_emulator.emulator.model.upstream.transcript import Entry
 
 class Plain(UpstreamProtocol):
     """A made-up API: `POST /generate {"prompt", "tools"}`, answered `{"text", "calls"}`, or
-    streamed as `data: <text>` lines ending with `data: END`."""
+    streamed as server-sent events whose data is the text, ending with `data: END`."""
 
     name = "plain"
     title = "a plain text API (/generate)"
@@ -46,14 +46,14 @@ class Plain(UpstreamProtocol):
     def streamed(self, body: dict[str, Any]) -> dict[str, Any]:
         return {**body, "stream": True}
 
-    def answer(self, data: dict[str, Any]) -> Answer:
+    def answer(self, data: Any) -> Answer:
         calls = [ToolCall(f"call_{n}", name, json.dumps(args)) for n, (name, args) in enumerate(data["calls"])]
         return Answer(text=data["text"], calls=calls, output_tokens=len(data["text"].split()))
 
-    async def stream(self, lines: AsyncIterator[str], on_delta: Delta | None) -> Answer:
+    async def stream(self, events: AsyncIterator[bytes], on_delta: Delta | None) -> Answer:
         text: list[str] = []
-        async for line in lines:
-            piece = line.removeprefix("data: ")
+        async for data in events:
+            piece = data.decode()
             if piece == "END":
                 return Answer(text="".join(text))
             text.append(piece)
@@ -144,7 +144,7 @@ def test_the_client_reads_the_registered_protocols_stream(plain: UpstreamProtoco
     settings = Settings(model_upstream="http://127.0.0.1:9/v1", model_upstream_api="plain")
     seen: list[httpx.Request] = []
     streamed = httpx.Response(
-        200, text="data: Thr\ndata: ee.\ndata: END\n", headers={"content-type": "text/event-stream"}
+        200, text="data: Thr\n\ndata: ee.\n\ndata: END\n\n", headers={"content-type": "text/event-stream"}
     )
     deltas: list[tuple[str, str]] = []
     answer = asyncio.run(
@@ -158,7 +158,7 @@ def test_the_client_reads_the_registered_protocols_stream(plain: UpstreamProtoco
 
 def test_a_fault_of_the_protocols_stream_is_the_upstream_error(plain: UpstreamProtocol) -> None:
     settings = Settings(model_upstream="http://127.0.0.1:9/v1", model_upstream_api="plain")
-    cut = httpx.Response(200, text="data: Thr\n", headers={"content-type": "text/event-stream"})
+    cut = httpx.Response(200, text="data: Thr\n\n", headers={"content-type": "text/event-stream"})
     with pytest.raises(
         Exception, match=r"^The model upstream at http://127.0.0.1:9/v1 ended its stream before END\.$"
     ) as e:

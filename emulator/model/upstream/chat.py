@@ -1,11 +1,10 @@
 """OpenAI-compatible Chat Completions (`/chat/completions`), as Ollama, vLLM, llama.cpp's server,
 LM Studio and LiteLLM serve it: streamed as `delta.content` chunks with
 `stream_options.include_usage` (the usage in the last one), reasoning as `reasoning_content` (or
-`reasoning`), a failure mid-stream as an `error` chunk."""
+`reasoning`), a failure mid-stream as an `error` chunk, the end as `data: [DONE]`."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,11 +14,9 @@ from ptc_emulator.emulator.model.upstream.protocol import (
     Fault,
     ToolCall,
     UpstreamProtocol,
-    arguments,
     json_schema_of,
-    snippet,
-    usage,
 )
+from ptc_emulator.emulator.model.upstream.reading import Malformed, Shape, parse
 from ptc_emulator.emulator.model.upstream.teach import Function
 from ptc_emulator.emulator.model.upstream.transcript import Entry
 
@@ -70,61 +67,85 @@ class ChatCompletions(UpstreamProtocol):
     def streamed(self, body: dict[str, Any]) -> dict[str, Any]:
         return {**body, "stream": True, "stream_options": {"include_usage": True}}
 
-    def answer(self, data: dict[str, Any]) -> Answer:
-        choices = data.get("choices") or []
-        message = (choices[0] or {}).get("message") or {} if choices else {}
-        answer = Answer(text=message.get("content") or "", model=data.get("model"))
-        answer.reasoning = message.get("reasoning_content") or message.get("reasoning") or None
-        for n, call in enumerate(message.get("tool_calls") or ()):
-            function = call.get("function") or {}
+    def answer(self, data: Any) -> Answer:
+        shape = Shape("answered a body")
+        body = shape.object(data, "(the body)")
+        choices = shape.objects(body.get("choices"), "choices")
+        if not choices:
+            raise Fault("answered no choices (`choices` is empty).")
+        message = shape.object(choices[0].get("message"), "choices[0].message")
+        answer = Answer(
+            text=shape.string(message.get("content"), "choices[0].message.content"),
+            model=shape.string(body.get("model"), "model") or None,
+        )
+        for name in "reasoning_content", "reasoning":
+            answer.reasoning = answer.reasoning or shape.string(message.get(name), f"choices[0].message.{name}") or None
+        for n, call in enumerate(shape.objects(message.get("tool_calls"), "choices[0].message.tool_calls")):
+            where = f"choices[0].message.tool_calls[{n}]"
+            function = shape.object(call.get("function"), f"{where}.function")
             answer.calls.append(
                 ToolCall(
-                    str(call.get("id") or f"call_{n}"),
-                    str(function.get("name") or ""),
-                    arguments(function.get("arguments")),
+                    shape.string(call.get("id"), f"{where}.id") or f"call_{n}",
+                    shape.string(function.get("name"), f"{where}.function.name"),
+                    shape.arguments(function.get("arguments"), f"{where}.function.arguments"),
                 )
             )
-        usage(answer, data.get("usage"))
+        shape.usage(answer, body.get("usage"), "usage")
         return answer
 
-    async def stream(self, lines: AsyncIterator[str], on_delta: Delta | None) -> Answer:
+    async def stream(self, events: AsyncIterator[bytes], on_delta: Delta | None) -> Answer:
+        """The chunks of choice 0 until `[DONE]`; a stream that ends before it (and before a
+        `finish_reason`) was cut short, which is a `Fault`, not an answer."""
+        shape = Shape("streamed a chunk")
         answer = Answer()
         text: list[str] = []
         reasoning: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}
-        async for line in lines:
-            if not line.startswith("data:"):
-                continue
-            payload = line[5:].strip()
-            if payload == "[DONE]":
+        calls: dict[int, dict[str, str]] = {}
+        finished = False
+        async for data in events:
+            if data.strip() == b"[DONE]":
+                finished = True
                 break
             try:
-                chunk = json.loads(payload)
-            except ValueError:
-                raise Fault("streamed a chunk that is not JSON.") from None
+                chunk = shape.object(await parse(data), "(the chunk)")
+            except Malformed as e:
+                raise Fault(e.said("streamed a chunk")) from None
             if chunk.get("error"):  # what OpenAI-compatible servers send when they fail mid-stream
                 failure = chunk["error"]
                 message = failure.get("message") if isinstance(failure, dict) else failure
-                raise Fault(f"failed mid-stream: {snippet(str(message))}")
-            answer.model = chunk.get("model") or answer.model
-            usage(answer, chunk.get("usage"))
-            for choice in chunk.get("choices") or ():
-                delta = choice.get("delta") or {}
-                thought = delta.get("reasoning_content") or delta.get("reasoning")
-                if isinstance(thought, str) and thought:
-                    reasoning.append(thought)
+                raise Fault("failed mid-stream", quoted=str(message))
+            answer.model = shape.string(chunk.get("model"), "model") or answer.model
+            shape.usage(answer, chunk.get("usage"), "usage")
+            for n, choice in enumerate(shape.objects(chunk.get("choices"), "choices")):
+                if shape.index(choice.get("index"), f"choices[{n}].index", 0) != 0:
+                    continue  # the one choice asked for is the first
+                finished = finished or choice.get("finish_reason") is not None
+                delta = shape.object(choice.get("delta", {}), f"choices[{n}].delta")
+                for name in "reasoning_content", "reasoning":
+                    thought = shape.string(delta.get(name), f"choices[{n}].delta.{name}")
+                    if thought:
+                        reasoning.append(thought)
+                        if on_delta is not None:
+                            on_delta("reasoning", thought)
+                        break
+                piece = shape.string(delta.get("content"), f"choices[{n}].delta.content")
+                if piece:
+                    text.append(piece)
                     if on_delta is not None:
-                        on_delta("reasoning", thought)
-                if delta.get("content"):
-                    text.append(delta["content"])
-                    if on_delta is not None:
-                        on_delta("text", str(delta["content"]))
-                for part in delta.get("tool_calls") or ():
-                    slot = calls.setdefault(int(part.get("index", len(calls))), {"id": "", "name": "", "arguments": ""})
-                    slot["id"] = str(part.get("id") or slot["id"])
-                    function = part.get("function") or {}
-                    slot["name"] += str(function.get("name") or "")
-                    slot["arguments"] += arguments(function.get("arguments") or "")
+                        on_delta("text", piece)
+                for m, part in enumerate(shape.objects(delta.get("tool_calls"), f"choices[{n}].delta.tool_calls")):
+                    where = f"choices[{n}].delta.tool_calls[{m}]"
+                    slot = calls.setdefault(
+                        shape.index(part.get("index"), f"{where}.index", len(calls)),
+                        {"id": "", "name": "", "arguments": ""},
+                    )
+                    slot["id"] = shape.string(part.get("id"), f"{where}.id") or slot["id"]
+                    function = shape.object(part.get("function", {}), f"{where}.function")
+                    slot["name"] += shape.string(function.get("name"), f"{where}.function.name")
+                    if function.get("arguments") is not None:
+                        slot["arguments"] += shape.arguments(function["arguments"], f"{where}.function.arguments")
+        if not finished:
+            raise Fault("ended its stream before it finished (no `finish_reason`, no `[DONE]`).")
         answer.text = "".join(text)
         answer.reasoning = "".join(reasoning) or None
         answer.calls = [

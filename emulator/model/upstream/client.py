@@ -7,8 +7,14 @@ the answer; this module sends it. Every protocol is asked to stream (an answer t
 instead is read whole), and `on_delta` gets the text and the reasoning as they arrive. A
 connection failure, a timeout, a 429 or a 5xx is retried a bounded number of times, unless part
 of the answer already went to `on_delta`; what still fails is a `StatusError` in the OpenAI
-envelope (502 `upstream_error`, 504 `upstream_timeout`). The key is sent only in the
-`Authorization` header and appears in no message.
+envelope (502 `upstream_error`, 504 `upstream_timeout`).
+
+The answer is untrusted input (`reading.py`): read within `max_answer_bytes` as it arrives,
+decoded strictly (off the event loop when it is long), read against the protocol's shape; an
+answer it cannot take is the 502 saying what is wrong with it, and so is one with neither text
+nor a tool call (it would be a `completed` response with nothing in it). The key is sent only
+in the `Authorization` header; the upstream's text that is passed on, and every message, has it
+taken out (`redaction.py`).
 
 Adding a protocol: a module with one `UpstreamProtocol` subclass, and a `register(...)` line below.
 """
@@ -16,7 +22,7 @@ Adding a protocol: a module with one `UpstreamProtocol` subclass, and a `registe
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +31,8 @@ import httpx
 from ptc_emulator.emulator.errors import StatusError
 from ptc_emulator.emulator.model.upstream.chat import ChatCompletions
 from ptc_emulator.emulator.model.upstream.protocol import Answer, Delta, Fault, ToolCall, UpstreamProtocol, snippet
+from ptc_emulator.emulator.model.upstream.reading import INLINE_BYTES, Budget, Malformed, decode, events, whole
+from ptc_emulator.emulator.model.upstream.redaction import Redaction
 from ptc_emulator.emulator.model.upstream.responses import Responses
 from ptc_emulator.emulator.model.upstream.teach import Function
 from ptc_emulator.emulator.model.upstream.transcript import Entry
@@ -83,9 +91,13 @@ class UpstreamConfig:
     stream: bool = True
     """Ask for a streamed answer (Chat Completions: chunks, the usage in the last one; Responses:
     its events)."""
+    max_answer_bytes: int = 8 * 2**20
+    """Bytes one answer may take, whole or streamed (`--model-upstream-max-answer-bytes`)."""
 
     def __post_init__(self) -> None:
         protocol_named(self.api)
+        if self.max_answer_bytes < 1:
+            raise ValueError(f"max_answer_bytes must be at least 1, not {self.max_answer_bytes}")
 
     @property
     def label(self) -> str:
@@ -110,10 +122,16 @@ class UpstreamClient:
         await self._http.aclose()
 
     def _headers(self) -> dict[str, str]:
-        headers = {"content-type": "application/json"}
+        # identity: the byte budget counts what is read, and a compressed answer would be
+        # unpacked past it in one step
+        headers = {"content-type": "application/json", "accept-encoding": "identity"}
         if self.config.api_key:
             headers["authorization"] = f"Bearer {self.config.api_key}"
         return headers
+
+    @property
+    def _redaction(self) -> Redaction:
+        return Redaction(self.config.api_key)
 
     async def complete(
         self,
@@ -143,17 +161,29 @@ class UpstreamClient:
                 passed = True
                 on_delta(kind, text)
 
-        feed = told if on_delta is not None else None
         while True:
+            redaction = self._redaction
+            feed = redaction.stream(told) if on_delta is not None else None
             try:
                 async with asyncio.timeout(self.config.timeout_s):  # the whole request, a stream's chunks too
-                    return await self._turn(model, instructions, transcript, functions, tool_choice, feed, extra)
+                    answer = await self._turn(model, instructions, transcript, functions, tool_choice, feed, extra)
             except TimeoutError:
                 if attempt >= self.config.retries or passed:
-                    raise _timeout(self.config) from None
+                    raise redaction.error(_timeout(self.config)) from None
             except _Retry as e:
                 if attempt >= self.config.retries or passed:  # what was passed on cannot be taken back
-                    raise e.error from None
+                    raise redaction.error(e.error) from None
+            except Fault as e:
+                raise redaction.error(_fault(self.config, e, redaction)) from None
+            except StatusError as e:
+                raise redaction.error(e) from None
+            else:
+                if feed is not None:
+                    feed.flush()
+                if not answer.text.strip() and not answer.calls:  # a response with nothing in it
+                    empty = Fault("answered neither text nor a tool call.")
+                    raise redaction.error(_fault(self.config, empty, redaction))
+                return redaction.answer(answer)
             attempt += 1
             await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
 
@@ -167,66 +197,87 @@ class UpstreamClient:
         on_delta: Delta | None,
         extra: dict[str, Any],
     ) -> Answer:
-        """One attempt: the protocol's request (with `extra`, its settings), its answer (whole or streamed)."""
+        """One attempt: the protocol's request (with `extra`, its settings), its answer (whole or
+        streamed), read within the byte budget (`reading.py`)."""
         protocol = self.config.protocol
         body = {**protocol.request(model, instructions, transcript, functions, choice), **extra}
-        if not self.config.stream:
-            response = await self._post(protocol.path, body, stream=False)
-            return _shaped(protocol.answer, _json(response, self.config), self.config)
-        response = await self._post(protocol.path, protocol.streamed(body), stream=True)
+        response = await self._post(protocol.path, protocol.streamed(body) if self.config.stream else body)
         try:
-            if "json" in response.headers.get("content-type", ""):  # a server that does not stream
-                await response.aread()
-                return _shaped(protocol.answer, _json(response, self.config), self.config)
-            return await protocol.stream(response.aiter_lines(), on_delta)
-        except Fault as e:
-            raise _error(f"The model upstream at {self.config.url} {e}") from None
-        except (TypeError, AttributeError, KeyError, ValueError):
-            raise _error(f"The model upstream at {self.config.url} streamed chunks of an unknown shape.") from None
+            encoding = response.headers.get("content-encoding", "identity").strip().lower()
+            if encoding not in ("", "identity"):
+                raise Fault(f"answered with Content-Encoding {snippet(encoding)!r} although asked for none.")
+            chunks = response.aiter_bytes()
+            if self.config.stream and "json" not in response.headers.get("content-type", ""):
+                budget = Budget(self.config.max_answer_bytes, "streamed")
+                return await protocol.stream(events(chunks, budget), on_delta)
+            data = await whole(chunks, Budget(self.config.max_answer_bytes, "answered"))
+            if len(data) <= INLINE_BYTES:  # a server that does not stream, or was asked not to
+                return _whole(protocol, data)
+            return await asyncio.to_thread(_whole, protocol, data)
         except httpx.TimeoutException:
             raise _Retry(_timeout(self.config)) from None
         except httpx.HTTPError as e:
             raise _Retry(_error(f"The model upstream's stream broke off ({type(e).__name__}).")) from None
+        except (TypeError, AttributeError, KeyError, IndexError, ValueError):  # a protocol that reads without a Shape
+            raise Fault("answered in a shape its protocol does not read.") from None
         finally:
             await response.aclose()
 
-    async def _post(self, path: str, body: dict[str, Any], *, stream: bool) -> httpx.Response:
+    async def _post(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        """The response to `body`, its headers read, its body not yet; an error status is the
+        502 (retried when it is a 429 or a 5xx), with the start of the upstream's body."""
         url = self.config.url.rstrip("/") + path
         try:
             request = self._http.build_request("POST", url, json=body, headers=self._headers())
-            response = await self._http.send(request, stream=stream)
+            response = await self._http.send(request, stream=True)
         except httpx.TimeoutException:
             raise _Retry(_timeout(self.config)) from None
         except httpx.HTTPError as e:
             raise _Retry(_error(f"The model upstream at {url} could not be reached ({type(e).__name__}).")) from None
         if response.status_code >= 400:
-            text = (await response.aread()).decode("utf-8", "replace")
-            await response.aclose()
-            if self.config.api_key:  # an upstream that echoes the request's headers
-                text = text.replace(self.config.api_key, "[redacted]")
-            error = _error(f"The model upstream at {url} answered {response.status_code}: {snippet(text)}")
+            try:
+                text = await _start(response.aiter_bytes(), ERROR_BODY_BYTES)
+            except httpx.HTTPError:
+                text = ""
+            finally:
+                await response.aclose()
+            said = self._redaction.text(text, cut=len(text.encode()) >= ERROR_BODY_BYTES)
+            error = _error(f"The model upstream at {url} answered {response.status_code}: {snippet(said)}")
             if response.status_code == 429 or response.status_code >= 500:
                 raise _Retry(error)
             raise error
         return response
 
 
-def _json(response: httpx.Response, config: UpstreamConfig) -> dict[str, Any]:
-    try:
-        data = response.json()
-    except ValueError:
-        raise _error(f"The model upstream at {config.url} answered something that is not JSON.") from None
-    if not isinstance(data, dict):
-        raise _error(f"The model upstream at {config.url} answered JSON that is not an object.")
-    return data
+ERROR_BODY_BYTES = 64 * 1024
+"""What is read of an error status's body: its start goes into the 502."""
 
 
-def _shaped(parse: Callable[[dict[str, Any]], Answer], data: dict[str, Any], config: UpstreamConfig) -> Answer:
-    """`parse(data)`, or the 502 for an answer of a shape the protocol does not have."""
+async def _start(chunks: AsyncIterator[bytes], limit: int) -> str:
+    """The first `limit` bytes of a body, as text."""
+    read = bytearray()
+    async for chunk in chunks:
+        read += chunk[: limit - len(read)]
+        if len(read) >= limit:
+            break
+    return read.decode("utf-8", "replace")
+
+
+def _whole(protocol: UpstreamProtocol, data: bytes) -> Answer:
+    """A whole answer, from its body."""
     try:
-        return parse(data)
-    except (TypeError, AttributeError, KeyError, ValueError):
-        raise _error(f"The model upstream at {config.url} answered JSON of an unknown shape.") from None
+        value = decode(data)
+    except Malformed as e:
+        raise Fault(e.said("answered a body")) from None
+    return protocol.answer(value)
+
+
+def _fault(config: UpstreamConfig, fault: Fault, redaction: Redaction) -> StatusError:
+    """The 502 for what the upstream got wrong: its own words, if any, without the key and cut short."""
+    message = f"The model upstream at {config.url} {fault.message}"
+    if fault.quoted is not None:
+        message += f": {snippet(redaction.text(fault.quoted))}"
+    return _error(message)
 
 
 def _error(message: str) -> StatusError:

@@ -22,7 +22,6 @@ What the upstream gets wrong is the response's error in the OpenAI envelope (502
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +30,7 @@ from ptc_emulator.emulator.errors import InvalidRequest, StatusError
 from ptc_emulator.emulator.model.core import Prepared, Runner, Trace
 from ptc_emulator.emulator.model.runtime import BoundTools, HostedScript, Output, ProgramPlan, Runtime
 from ptc_emulator.emulator.model.upstream.client import Answer, ToolCall, UpstreamClient
+from ptc_emulator.emulator.model.upstream.reading import Malformed, parse
 from ptc_emulator.emulator.model.upstream.teach import CODE_TOOL, Teaching, teach
 from ptc_emulator.emulator.model.upstream.transcript import transcript
 from ptc_emulator.emulator.rules import checks
@@ -195,7 +195,7 @@ class _Play:
             if answer.text and (code_calls or answer.calls):
                 self.emit(self._message(answer.text, phase="commentary"))
         if code_calls:
-            code = _code(code_calls[0])
+            code = _code(code_calls[0], await _arguments(code_calls[0]))
             item, seal = await self.runtime.start(code, prepared)
             self.emit(item)
             prepared.conversation.seals[item.call_id] = seal
@@ -203,25 +203,20 @@ class _Play:
         if answer.calls:
             calls = answer.calls[:1] if prepared.request.parallel_tool_calls is False else answer.calls
             for call in calls:
-                self._direct(call, taught)
+                await self._direct(call, taught)
             return False
         self.emit(self._message(answer.text))
         return False
 
-    def _direct(self, call: ToolCall, taught: Teaching) -> None:
+    async def _direct(self, call: ToolCall, taught: Teaching) -> None:
         name = taught.direct.get(call.name)
         if name is None:
             offered = ", ".join(f.name for f in taught.functions) or "none"
             raise _invalid(
-                f"The model upstream called a function this request does not offer: {call.name!r} (offered: {offered})."
+                f"The model upstream called a function this request does not offer: {_name(call)} (offered: {offered})."
             )
         binding = self.plan.tools.bindings[name]
-        try:
-            json.loads(call.arguments or "{}")
-        except ValueError:
-            raise _invalid(
-                f"The model upstream called {call.name!r} with arguments that are not JSON: {call.arguments[:200]!r}."
-            ) from None
+        await _arguments(call)
         item = binding.kind.call_item(
             binding,
             call.arguments or "{}",
@@ -273,20 +268,29 @@ class _Writing:
     text: list[str] = field(default_factory=list)
 
 
-def _code(call: ToolCall) -> str:
-    """The `code` argument of a call of the code function, or the 502 that says what is wrong."""
+async def _arguments(call: ToolCall) -> Any:
+    """A call's arguments, decoded as strictly as an answer is (`reading.decode`: JSON, nested at
+    most 64 levels, no NaN or Infinity, no lone surrogate), or the 502 that says what is wrong."""
     try:
-        arguments = json.loads(call.arguments or "{}")
-    except ValueError:
-        raise _invalid(
-            f"The model upstream called {CODE_TOOL} with arguments that are not JSON: {call.arguments[:200]!r}."
-        ) from None
+        return await parse(call.arguments or "{}")
+    except Malformed as e:
+        said = e.said(f"The model upstream called {_name(call)} with arguments", plural=True)
+        raise _invalid(f"{said[:-1]}: {call.arguments[:200]!r}.") from None
+
+
+def _code(call: ToolCall, arguments: Any) -> str:
+    """The `code` argument of a call of the code function, or the 502 that says what is wrong."""
     code = arguments.get("code") if isinstance(arguments, dict) else None
     if not isinstance(code, str) or not code.strip():
         raise _invalid(
             f"The model upstream called {CODE_TOOL} without a `code` argument (a string): {call.arguments[:200]!r}."
         )
     return code
+
+
+def _name(call: ToolCall) -> str:
+    """A call's function name for a message (the upstream's: any length)."""
+    return repr(call.name if len(call.name) <= 100 else call.name[:97] + "...")
 
 
 def _choice(choice: Any, taught: Teaching) -> str:
@@ -303,10 +307,6 @@ def _choice(choice: Any, taught: Teaching) -> str:
     if isinstance(choice, AllowedToolsChoice) and choice.mode == "required":
         return "required"
     return "auto"
-
-
-def _shown(call: ToolCall) -> str:
-    return repr(call.arguments if len(call.arguments) <= 200 else call.arguments[:197] + "...")
 
 
 def _invalid(message: str) -> StatusError:

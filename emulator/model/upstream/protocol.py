@@ -1,19 +1,20 @@
 """What a model upstream's protocol must do, whichever API the real model speaks: build the request
 (`request`, and `streamed` to ask for a stream), read a whole answer (`answer`), read a streamed
-one (`stream`). `client.py` does the rest (the HTTP, the retries, the timeout, the errors in the
-OpenAI envelope) and keeps the registry of protocols; `chat.py` and `responses.py` are the two
-the emulator speaks.
+one (`stream`). `client.py` does the rest (the HTTP, the byte budget, the retries, the timeout,
+the errors in the OpenAI envelope) and keeps the registry of protocols; `chat.py` and
+`responses.py` are the two the emulator speaks.
 
 A protocol takes the transcript (`transcript.Entry`) and the functions (`teach.Function`) the
 model is offered, and gives an `Answer`: the text, the tool calls, any reasoning, the token
-counts. Reading an answer of a shape the protocol does not have may raise `TypeError`,
-`AttributeError`, `KeyError` or `ValueError` (the client reports the shape); a stream that says
-it failed, or cannot be read, raises `Fault`.
+counts. What it reads is untrusted (`reading.py`): it decodes with `reading.parse`, reads the
+values with a `reading.Shape`, and raises `Fault` for anything it cannot take (an answer of a
+shape the protocol does not have, a stream that says it failed or ends before it finished); a
+`TypeError`, `AttributeError`, `KeyError`, `IndexError` or `ValueError` that escapes a protocol is
+still the 502 (`answered in a shape its protocol does not read.`), never a 500.
 """
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -28,10 +29,8 @@ __all__ = [
     "Fault",
     "ToolCall",
     "UpstreamProtocol",
-    "arguments",
     "json_schema_of",
     "snippet",
-    "usage",
 ]
 
 
@@ -57,8 +56,15 @@ class Answer:
 
 
 class Fault(Exception):
-    """What went wrong with a stream, as the end of a sentence that begins "The model upstream at
-    <url> " (`streamed a chunk that is not JSON.`): the client makes it the 502."""
+    """What went wrong with an answer, as the end of a sentence that begins "The model upstream at
+    <url> " (`streamed a chunk that is not JSON.`): the client makes it the 502. `quoted`: the
+    upstream's own words (a failure's message), which the client adds after a colon once it has
+    taken the key out of them and cut them short."""
+
+    def __init__(self, message: str, quoted: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.quoted = quoted
 
 
 class UpstreamProtocol(ABC):
@@ -94,28 +100,14 @@ class UpstreamProtocol(ABC):
         """`body` (from `request`) asking for a streamed answer."""
 
     @abstractmethod
-    def answer(self, data: dict[str, Any]) -> Answer:
-        """A whole answer, from its JSON object."""
+    def answer(self, data: Any) -> Answer:
+        """A whole answer, from its decoded JSON (`reading.decode`: any JSON value)."""
 
     @abstractmethod
-    async def stream(self, lines: AsyncIterator[str], on_delta: Delta | None) -> Answer:
-        """A streamed answer, from the response's lines as they arrive (server-sent events):
-        `on_delta(kind, text)` gets each piece of text and reasoning as it comes."""
-
-
-def arguments(value: Any) -> str:
-    """A call's arguments as JSON text (some servers send an object)."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value if value is not None else {}, ensure_ascii=False)
-
-
-def usage(answer: Answer, counts: Any) -> None:
-    """The token counts of a `usage` object (either protocol's names) into `answer`."""
-    if not isinstance(counts, dict):
-        return
-    answer.input_tokens = int(counts.get("prompt_tokens") or counts.get("input_tokens") or 0)
-    answer.output_tokens = int(counts.get("completion_tokens") or counts.get("output_tokens") or 0)
+    async def stream(self, events: AsyncIterator[bytes], on_delta: Delta | None) -> Answer:
+        """A streamed answer, from the data of its server-sent events as they arrive
+        (`reading.events`, not yet decoded): `on_delta(kind, text)` gets each piece of text and
+        reasoning as it comes."""
 
 
 def json_schema_of(text_format: dict[str, Any] | None) -> dict[str, Any] | None:

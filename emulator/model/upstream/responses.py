@@ -4,7 +4,6 @@ in `response.completed`), a failure mid-stream as `response.failed` or `error`."
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,11 +13,9 @@ from ptc_emulator.emulator.model.upstream.protocol import (
     Fault,
     ToolCall,
     UpstreamProtocol,
-    arguments,
     json_schema_of,
-    snippet,
-    usage,
 )
+from ptc_emulator.emulator.model.upstream.reading import Malformed, Shape, parse
 from ptc_emulator.emulator.model.upstream.teach import Function
 from ptc_emulator.emulator.model.upstream.transcript import Entry
 
@@ -63,56 +60,82 @@ class Responses(UpstreamProtocol):
     def streamed(self, body: dict[str, Any]) -> dict[str, Any]:
         return {**body, "stream": True}
 
-    def answer(self, data: dict[str, Any]) -> Answer:
-        answer = Answer(model=data.get("model"))
+    def answer(self, data: Any) -> Answer:
+        return self._answer(Shape("answered a body"), data, "")
+
+    def _answer(self, shape: Shape, data: Any, at: str, done: list[dict[str, Any]] | None = None) -> Answer:
+        """A response object (`at`: its path, for a `Fault`), its output as `done` gives it if it
+        comes without one."""
+        response = shape.object(data, at or "(the body)")
+        at = f"{at}." if at else ""
+        if response.get("status") == "failed" or response.get("error"):
+            error = response.get("error")
+            message = error.get("message") if isinstance(error, dict) else error
+            raise Fault("answered a failed response", quoted=str(message or "no message"))
+        answer = Answer(model=shape.string(response.get("model"), f"{at}model") or None)
+        output = shape.objects(response.get("output"), f"{at}output")
+        where = f"{at}output"
+        if not output and done:
+            output, where = done, "output_item.done"
         text: list[str] = []
-        for item in data.get("output") or ():
+        for n, item in enumerate(output):
             kind = item.get("type")
+            path = f"{where}[{n}]"
             if kind == "message":
-                text.extend(
-                    part.get("text", "") for part in item.get("content") or () if part.get("type") == "output_text"
-                )
+                for m, part in enumerate(shape.objects(item.get("content"), f"{path}.content")):
+                    if part.get("type") == "output_text":
+                        text.append(shape.string(part.get("text"), f"{path}.content[{m}].text"))
             elif kind == "function_call":
                 answer.calls.append(
                     ToolCall(
-                        str(item.get("call_id") or item.get("id") or ""),
-                        str(item.get("name") or ""),
-                        arguments(item.get("arguments")),
+                        shape.string(item.get("call_id"), f"{path}.call_id")
+                        or shape.string(item.get("id"), f"{path}.id"),
+                        shape.string(item.get("name"), f"{path}.name"),
+                        shape.arguments(item.get("arguments"), f"{path}.arguments"),
                     )
                 )
             elif kind == "reasoning":
-                summary = " ".join(part.get("text", "") for part in item.get("summary") or ())
-                answer.reasoning = summary or answer.reasoning
+                answer.reasoning = _summary(shape, item, path) or answer.reasoning
         answer.text = "".join(text)
-        usage(answer, data.get("usage"))
+        shape.usage(answer, response.get("usage"), f"{at}usage")
         return answer
 
-    async def stream(self, lines: AsyncIterator[str], on_delta: Delta | None) -> Answer:
+    async def stream(self, events: AsyncIterator[bytes], on_delta: Delta | None) -> Answer:
         """The text deltas as they come, a reasoning item's summary when it is done; the answer is
         the `response.completed` event's response (its output as the `output_item.done` events gave
         it, if the response comes without)."""
+        shape = Shape("streamed an event")
         done: list[dict[str, Any]] = []
-        async for line in lines:
-            if not line.startswith("data:"):
-                continue
+        async for data in events:
             try:
-                event = json.loads(line[5:].strip())
-            except ValueError:
-                raise Fault("streamed an event that is not JSON.") from None
+                event = shape.object(await parse(data), "(the event)")
+            except Malformed as e:
+                raise Fault(e.said("streamed an event")) from None
             kind = event.get("type")
-            if kind == "response.output_text.delta" and on_delta is not None:
-                on_delta("text", str(event.get("delta") or ""))
+            if kind == "response.output_text.delta":
+                piece = shape.string(event.get("delta"), "delta")
+                if piece and on_delta is not None:
+                    on_delta("text", piece)
             elif kind == "response.output_item.done":
-                done.append(event["item"])
-                if event["item"].get("type") == "reasoning" and on_delta is not None:
-                    on_delta("reasoning", " ".join(part.get("text", "") for part in event["item"].get("summary") or ()))
+                item = shape.object(event.get("item"), "item")
+                done.append(item)
+                if item.get("type") == "reasoning" and on_delta is not None:
+                    on_delta("reasoning", _summary(shape, item, "item"))
             elif kind in ("response.completed", "response.incomplete"):
-                final = event["response"]
-                return self.answer(final if final.get("output") else {**final, "output": done})
+                return self._answer(shape, event.get("response"), "response", done)
             elif kind in ("response.failed", "error"):
-                failure = (event.get("response") or {}).get("error") or event.get("error") or event
-                raise Fault(f"failed mid-stream: {snippet(str(failure.get('message') or 'no message'))}")
+                response = event.get("response")
+                failure = response.get("error") if isinstance(response, dict) else None
+                failure = failure or event.get("error") or event
+                message = failure.get("message") if isinstance(failure, dict) else failure
+                raise Fault("failed mid-stream", quoted=str(message or "no message"))
         raise Fault("ended its stream before the response was completed.")
+
+
+def _summary(shape: Shape, item: dict[str, Any], at: str) -> str:
+    """A reasoning item's summary, its parts' text joined."""
+    parts = shape.objects(item.get("summary"), f"{at}.summary")
+    return " ".join(shape.string(part.get("text"), f"{at}.summary[{n}].text") for n, part in enumerate(parts))
 
 
 def responses_input(transcript: list[Entry]) -> list[dict[str, Any]]:

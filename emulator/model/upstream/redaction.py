@@ -1,0 +1,92 @@
+"""The model upstream's key, kept to the one header that carries it: wherever the upstream's own
+text is passed on (its answer's text, reasoning and calls, the message of a failure it reports,
+the start of an error body that echoes the request's headers) and wherever a message names the
+upstream (its URL), the key is replaced by `[redacted]` before the client, the journal, the log,
+a trace or a recording can see it.
+
+A streamed answer is passed on piece by piece, and the key may arrive split across pieces: each
+kind of text (`text`, `reasoning`) holds back its end while it could be the start of the key, and
+lets it go with the next piece or at the end of the turn (`Redacting.flush`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ptc_emulator.emulator.errors import StatusError
+from ptc_emulator.emulator.model.upstream.protocol import Answer, Delta, ToolCall
+
+__all__ = ["MASK", "Redacting", "Redaction"]
+
+MASK = "[redacted]"
+
+
+class Redaction:
+    """Takes `secret` (the upstream's key; None or empty: nothing to take) out of text."""
+
+    def __init__(self, secret: str | None) -> None:
+        self.secret = secret or ""
+
+    def text(self, text: str, *, cut: bool = False) -> str:
+        """`text` without the key; `cut`: the text was cut short, so an end that starts the key
+        goes too."""
+        if not self.secret:
+            return text
+        text = text.replace(self.secret, MASK)
+        if cut:
+            text = text[: len(text) - self.held(text)]
+        return text
+
+    def held(self, text: str) -> int:
+        """The length of the longest end of `text` that the key starts with (the whole key not counted)."""
+        for size in range(min(len(self.secret) - 1, len(text)), 0, -1):
+            if text.endswith(self.secret[:size]):
+                return size
+        return 0
+
+    def answer(self, answer: Answer) -> Answer:
+        """`answer` with the key out of every text in it."""
+        if not self.secret:
+            return answer
+        return dataclasses.replace(
+            answer,
+            text=self.text(answer.text),
+            reasoning=None if answer.reasoning is None else self.text(answer.reasoning),
+            model=None if answer.model is None else self.text(answer.model),
+            calls=[ToolCall(self.text(c.id), self.text(c.name), self.text(c.arguments)) for c in answer.calls],
+        )
+
+    def error(self, error: StatusError) -> StatusError:
+        """`error` with the key out of its message."""
+        error.message = self.text(error.message)
+        error.args = (error.message,)
+        return error
+
+    def stream(self, on_delta: Delta) -> Redacting:
+        return Redacting(self, on_delta)
+
+
+class Redacting:
+    """An `on_delta` that passes each piece on without the key (see the module docstring)."""
+
+    def __init__(self, redaction: Redaction, on_delta: Delta) -> None:
+        self.redaction = redaction
+        self.on_delta = on_delta
+        self.pending: dict[str, str] = {}
+
+    def __call__(self, kind: str, text: str) -> None:
+        if not self.redaction.secret:
+            self.on_delta(kind, text)
+            return
+        text = self.redaction.text(self.pending.pop(kind, "") + text)
+        held = self.redaction.held(text)
+        if held:
+            self.pending[kind] = text[len(text) - held :]
+            text = text[: len(text) - held]
+        if text:
+            self.on_delta(kind, text)
+
+    def flush(self) -> None:
+        """Pass on what was held back: the turn has ended, so it is not the key."""
+        pending, self.pending = self.pending, {}
+        for kind, text in pending.items():
+            self.on_delta(kind, text)

@@ -1,0 +1,397 @@
+"""A model upstream is untrusted input: whatever it answers, the client gets a response with
+something in it or an error in the OpenAI envelope that says what was wrong, never a 500, a cut
+stream or a `completed` response with nothing in it.
+
+Each malformed answer is sent by the fake upstream exactly as a server would send it (the fake's
+own JSON for a good answer, changed in one place), through both protocols, whole and streamed,
+to a client that asks for JSON and to one that streams (server-sent events, through the official
+SDK). The byte budget is small here (`LIMIT`) so that an endless answer is refused quickly."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+import pytest
+
+from ptc_emulator.api.settings import Settings
+from ptc_emulator.sandbox import Limits
+from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
+from tests.anymodel.anymodel_support import (
+    CODE_TOOL,
+    Answer,
+    FakeUpstream,
+    chat_chunks,
+    chat_completion,
+    fake_upstream,
+    raw_body,
+    raw_bytes,
+    raw_call,
+    raw_stream,
+    responses_events,
+    responses_object,
+    say,
+)
+
+LIMIT = 256 * 1024
+"""The servers' `model_upstream_max_answer_bytes` here."""
+
+HUGE = 40 * 2**20
+"""The answer the hostile round sent: 40 MB."""
+
+DEEP = "[" * 100_000 + "]" * 100_000
+"""Nested far past what Python's `json` takes (it recurses once a level)."""
+
+PTC = {"type": "programmatic_tool_calling"}
+
+Change = Callable[[Any], Any]
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeUpstream]:
+    with fake_upstream() as upstream:
+        yield upstream
+
+
+@pytest.fixture(scope="module")
+def servers(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, EmulatorServer]]:
+    """An emulator for each protocol, both on the fake; no retries (each answer is asked once)."""
+    made = {
+        api: EmulatorServer(
+            Settings(
+                data_dir=tmp_path_factory.mktemp(f"untrusted-{api}"),
+                pool_size=1,
+                bundled_fixtures=False,
+                limits=Limits(timeout_s=30.0),
+                model_upstream=fake.url,
+                model_upstream_api=api,
+                model_upstream_retries=0,
+                model_upstream_timeout_s=60.0,
+                model_upstream_max_answer_bytes=LIMIT,
+            )
+        ).start()
+        for api in ("chat", "responses")
+    }
+    yield made
+    for server in made.values():
+        server.stop()
+
+
+# ---- the malformed answers ------------------------------------------------------------------------
+
+
+def _whole(api: str, change: Change, answer: Answer | None = None) -> Answer:
+    """The fake's whole answer for `answer` (a short text by default), changed by `change`."""
+    answer = answer or say("Fine.")
+    body = chat_completion(answer) if api == "chat" else responses_object(answer)
+    return raw_body(json.dumps(change(body) or body))
+
+
+def _streamed(api: str, change: Change, answer: Answer | None = None) -> Answer:
+    """The fake's stream for `answer`, its list of chunks (events) changed by `change`."""
+    answer = answer or say("Fine.")
+    events = chat_chunks(answer) if api == "chat" else responses_events(answer)
+    events = change(events) or events
+    return raw_stream(*[e if isinstance(e, str) else json.dumps(e) for e in events])
+
+
+def _done(events: list[Any]) -> list[Any]:
+    return [*events, "[DONE]"]
+
+
+def _set(path: str, value: Any) -> Change:
+    """Set `value` at a dotted path (`choices.0.message`) of a JSON value."""
+
+    def change(data: Any) -> Any:
+        *parents, last = path.split(".")
+        node = data
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        if isinstance(node, list):
+            node[int(last)] = value
+        elif value is _DELETE:
+            del node[last]
+        else:
+            node[last] = value
+        return data
+
+    return change
+
+
+_DELETE = object()
+
+
+def _each(kind: str, change: Change) -> Change:
+    """`change` on every chunk, or every Responses event of type `kind`."""
+
+    def each(events: list[Any]) -> list[Any]:
+        return [change(e) if kind in ("*", e.get("type")) else e for e in events]
+
+    return each
+
+
+def _content_chunks(change: Change) -> Change:
+    """`change` on every Chat Completions chunk that carries text."""
+
+    def each(events: list[Any]) -> list[Any]:
+        return [change(e) if e["choices"] and e["choices"][0]["delta"].get("content") else e for e in events]
+
+    return each
+
+
+@dataclass(frozen=True)
+class Case:
+    """One malformed answer: the fake's answer and what the client is told, by protocol and by
+    whether the upstream answers whole."""
+
+    name: str
+    make: Callable[[str, bool], tuple[Answer, str]]
+    """(api, whole) -> (the fake's answer, the end of the message after "The model upstream at <url> ")."""
+    code: str = "upstream_error"
+
+
+def _empty(api: str, whole: bool) -> tuple[Answer, str]:
+    nothing = "answered neither text nor a tool call."
+    if api == "chat" and whole:
+        return _whole(api, _set("choices", [])), "answered no choices (`choices` is empty)."
+    if api == "chat":
+        return _streamed(api, lambda chunks: _done([{**c, "choices": []} for c in chunks])), nothing
+    if whole:
+        return _whole(api, _set("output", [])), nothing
+
+    def created_and_completed(events: list[Any]) -> list[Any]:
+        done = events[-1]
+        return [events[0], {**done, "response": {**done["response"], "output": []}}]
+
+    return _streamed(api, created_and_completed), nothing
+
+
+def _no_message(api: str, whole: bool) -> tuple[Answer, str]:
+    if api == "chat" and whole:
+        shape = "answered a body of an unknown shape: `choices[0].message` is missing."
+        return _whole(api, _set("choices.0.message", _DELETE)), shape
+    if api == "chat":
+        shape = "streamed a chunk of an unknown shape: `choices[0].delta` is missing."
+        return _streamed(api, lambda chunks: _done([_set("choices.0.delta", None)(c) for c in chunks[:1]])), shape
+    message = {"type": "message", "id": "msg_up", "role": "assistant", "status": "completed"}  # no `content`
+    nothing = "answered neither text nor a tool call."
+    if whole:
+        return _whole(api, _set("output.0", message)), nothing
+
+    def without_content(events: list[Any]) -> list[Any]:
+        done = events[-1]
+        added = {"type": "response.output_item.added", "output_index": 0, "item": message}
+        return [
+            events[0],
+            added,
+            {**added, "type": "response.output_item.done"},
+            _set("response.output.0", message)(done),
+        ]
+
+    return _streamed(api, without_content), nothing
+
+
+def _deep(api: str, whole: bool) -> tuple[Answer, str]:
+    def deepened(data: Any) -> str:
+        return json.dumps(data)[:-1] + ', "x": ' + DEEP + "}"
+
+    if whole:
+        answer = chat_completion(say("Fine.")) if api == "chat" else responses_object(say("Fine."))
+        return raw_body(deepened(answer)), "answered a body nested deeper than 64 levels."
+    if api == "chat":
+        stream = _streamed(api, lambda chunks: _done([deepened(c) for c in chunks]))
+        return stream, "streamed a chunk nested deeper than 64 levels."
+    return _streamed(
+        api, lambda events: [deepened(e) for e in events]
+    ), "streamed an event nested deeper than 64 levels."
+
+
+def _non_finite(shown: str) -> Callable[[str, bool], tuple[Answer, str]]:
+    """A token count that is no JSON number (`Infinity`), or one beyond a double (`1e999`)."""
+    said = (
+        f"holding {shown}, which JSON does not have"
+        if shown == "Infinity"
+        else f"holding a number beyond a double's range ({shown})"
+    )
+
+    def make(api: str, whole: bool) -> tuple[Answer, str]:
+        def counted(data: Any) -> str:
+            text = json.dumps(data)
+            return text.replace('"prompt_tokens": 11', f'"prompt_tokens": {shown}').replace(
+                '"input_tokens": 11', f'"input_tokens": {shown}'
+            )
+
+        if whole:
+            answer = chat_completion(say("Fine.")) if api == "chat" else responses_object(say("Fine."))
+            return raw_body(counted(answer)), f"answered a body {said}."
+        if api == "chat":
+            return _streamed(api, lambda chunks: _done([counted(c) for c in chunks])), f"streamed a chunk {said}."
+        return _streamed(api, lambda events: [counted(e) for e in events]), f"streamed an event {said}."
+
+    return make
+
+
+def _subject(api: str, whole: bool) -> str:
+    return "answered a body" if whole else "streamed a chunk" if api == "chat" else "streamed an event"
+
+
+def _surrogate(api: str, whole: bool) -> tuple[Answer, str]:
+    said = f"{_subject(api, whole)} holding invalid Unicode (a lone surrogate)."
+    text = say("Fine \ud800.")  # json.dumps escapes it: "Fine \\ud800."
+    if whole:
+        return _whole(api, lambda body: body, text), said
+    return _streamed(api, lambda events: _done(events) if api == "chat" else events, text), said
+
+
+def _not_utf8(api: str, whole: bool) -> tuple[Answer, str]:
+    said = f"{_subject(api, whole)} that is not UTF-8."
+    body = chat_completion(say("Fine \u00ff.")) if api == "chat" else responses_object(say("Fine \u00ff."))
+    latin1 = json.dumps(body, ensure_ascii=False).encode("latin-1")  # \xff alone: no UTF-8
+    if whole:
+        return raw_body(latin1), said
+    events = chat_chunks(say("Fine \u00ff.")) if api == "chat" else responses_events(say("Fine \u00ff."))
+    lines = [b"data: " + json.dumps(e, ensure_ascii=False).encode("latin-1") + b"\n\n" for e in events]
+    return raw_bytes(*lines, b"data: [DONE]\n\n"), said
+
+
+def _wrong_type(api: str, whole: bool) -> tuple[Answer, str]:
+    wrong = "is a number, not a string."
+    if api == "chat" and whole:
+        where = "choices[0].message.content"
+        return _whole(
+            api, _set("choices.0.message.content", 5)
+        ), f"answered a body of an unknown shape: `{where}` {wrong}"
+    if api == "chat":
+        where = "choices[0].delta.content"
+        change = _content_chunks(_set("choices.0.delta.content", 5))
+        return _streamed(
+            api, lambda chunks: _done(change(chunks))
+        ), f"streamed a chunk of an unknown shape: `{where}` {wrong}"
+    if whole:
+        where = "output[0].content[0].text"
+        return _whole(
+            api, _set("output.0.content.0.text", 5)
+        ), f"answered a body of an unknown shape: `{where}` {wrong}"
+    change = _each("response.output_text.delta", _set("delta", 5))
+    return _streamed(api, change), f"streamed an event of an unknown shape: `delta` {wrong}"
+
+
+def _cut(api: str, whole: bool) -> tuple[Answer, str]:
+    if whole:
+        text = json.dumps(chat_completion(say("Fine.")) if api == "chat" else responses_object(say("Fine.")))
+        return raw_body(text[: len(text) // 2]), "answered a body that is not JSON."
+    if api == "chat":  # the text, then nothing: no finish_reason, no usage, no [DONE]
+        return _streamed(api, lambda chunks: chunks[:2]), (
+            "ended its stream before it finished (no `finish_reason`, no `[DONE]`)."
+        )
+    return _streamed(api, lambda events: events[:-1]), "ended its stream before the response was completed."
+
+
+def _too_long(api: str, whole: bool) -> str:
+    return f"{'answered' if whole else 'streamed'} more than {LIMIT} bytes (--model-upstream-max-answer-bytes)."
+
+
+def _endless(api: str, whole: bool) -> tuple[Answer, str]:
+    """An answer that never ends: a JSON string that never closes, or text chunks forever."""
+    if whole:
+        return raw_bytes(
+            b'{"choices": [{"message": {"content": "', forever=b"x" * 4096, content_type="application/json"
+        ), _too_long(api, whole)
+    if api == "chat":
+        chunk = {"choices": [{"index": 0, "delta": {"content": "more "}}]}
+    else:
+        chunk = {
+            "type": "response.output_text.delta",
+            "item_id": "msg_up",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": "more ",
+        }
+    return raw_bytes(forever=f"data: {json.dumps(chunk)}\n\n".encode() * 64), _too_long(api, whole)
+
+
+def _huge(api: str, whole: bool) -> tuple[Answer, str]:
+    """The 40 MB answer: one JSON string in a body, or one line of a stream that never breaks."""
+    piece = b"x" * 2**16
+    start = b'{"choices": [{"message": {"content": "' if whole else b'data: {"choices": [{"delta": {"content": "'
+    kind = "application/json" if whole else "text/event-stream"
+    return raw_bytes(start, *[piece] * (HUGE // len(piece)), b'"}}]}\n\n', content_type=kind), _too_long(api, whole)
+
+
+def _arguments(arguments: str, said: str) -> Callable[[str, bool], tuple[Answer, str]]:
+    def make(api: str, whole: bool) -> tuple[Answer, str]:
+        return raw_call(CODE_TOOL, arguments), (f"called '{CODE_TOOL}' with arguments {said}: {arguments[:200]!r}.")
+
+    return make
+
+
+CASES = [
+    Case("empty", _empty),
+    Case("no_message", _no_message),
+    Case("deep", _deep),
+    Case("infinity", _non_finite("Infinity")),
+    Case("beyond_a_double", _non_finite("1e999")),
+    Case("lone_surrogate", _surrogate),
+    Case("not_utf8", _not_utf8),
+    Case("wrong_type", _wrong_type),
+    Case("cut", _cut),
+    Case("endless", _endless),
+    Case("huge", _huge),
+    Case(
+        "deep_arguments",
+        _arguments('{"code": "text(1)", "x": ' + DEEP[:5000] + DEEP[-5000:] + "}", "nested deeper than 64 levels"),
+        "upstream_invalid_tool_call",
+    ),
+    Case(
+        "surrogate_in_code",
+        _arguments('{"code": "text(\\"\\ud800\\")"}', "holding invalid Unicode (a lone surrogate)"),
+        "upstream_invalid_tool_call",
+    ),
+    Case(
+        "infinity_in_arguments",
+        _arguments('{"code": "text(1)", "n": Infinity}', "holding Infinity, which JSON does not have"),
+        "upstream_invalid_tool_call",
+    ),
+]
+
+
+@pytest.mark.parametrize("client", ["json", "sse"])
+@pytest.mark.parametrize("upstream_answers", ["whole", "streamed"])
+@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_a_malformed_answer_is_an_error_that_says_what_is_wrong(
+    case: Case, api: str, upstream_answers: str, client: str, fake: FakeUpstream, servers: dict[str, EmulatorServer]
+) -> None:
+    whole = upstream_answers == "whole"
+    answer, tail = case.make(api, whole)
+    fake.script[:] = [answer]
+    fake.streams = not whole  # the arguments' cases: the fake's own answer, whole or streamed
+    prefix = f"The model upstream at {fake.url} " if case.code == "upstream_error" else "The model upstream "
+    emulator = PTCEmulator(servers[api].base_url)
+    try:
+        with emulator.client(max_retries=0) as sdk:
+            if client == "json":
+                with pytest.raises(openai.APIStatusError) as raised:
+                    sdk.responses.create(model="m", input="Go.", tools=[PTC])
+                assert raised.value.status_code == 502
+                assert raised.value.response.json() == {
+                    "error": {"message": prefix + tail, "type": "server_error", "param": None, "code": case.code}
+                }
+            else:
+                events = [
+                    e.model_dump() for e in sdk.responses.create(model="m", input="Go.", tools=[PTC], stream=True)
+                ]
+                kinds = [e["type"] for e in events]
+                assert kinds[:2] == ["response.created", "response.in_progress"]
+                assert kinds[-1] == "error" and "response.completed" not in kinds  # an end, not a cut
+                assert (events[-1]["code"], events[-1]["message"]) == (case.code, prefix + tail)
+                assert [e["sequence_number"] for e in events] == list(range(len(events)))
+        assert [e["status"] for e in emulator.journal] == [502]
+        if case.name == "huge":  # refused as it came, not read whole first
+            assert fake.sent < HUGE
+    finally:
+        fake.streams = True
+        emulator.close()
