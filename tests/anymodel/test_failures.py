@@ -186,3 +186,58 @@ def test_the_upstream_key_reaches_only_the_upstream(
     assert all(KEY not in text for text in seen)
     assert response.output_text == "k=undefined"
     emulator.close()
+
+
+@pytest.mark.parametrize("client", ["json", "sse"])
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_the_upstream_key_in_a_mid_stream_failure_or_its_text_reaches_no_one(
+    any_server: Callable[..., EmulatorServer],
+    upstream: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+    api: str,
+    client: str,
+) -> None:
+    """An upstream that echoes the key in a mid-stream failure (the hostile round's finding: the
+    502 and the INFO log carried it), and one that streams it in its text, split across chunks."""
+    monkeypatch.setenv("ANY30_UPSTREAM_KEY", KEY)
+    caplog.set_level("DEBUG")
+    server = any_server(model_upstream_api_key_env="ANY30_UPSTREAM_KEY", model_upstream_api=api)
+    emulator = PTCEmulator(server.base_url)
+    half = len(KEY) // 2
+    if api == "chat":
+        failure = json.dumps({"error": {"message": f"bad key {KEY}"}})
+        pieces = [{"choices": [{"index": 0, "delta": {"content": text}}]} for text in ("k=", KEY[:half], KEY[half:])]
+        text = raw_stream(
+            *map(json.dumps, pieces),
+            json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+            "[DONE]",
+        )
+    else:
+        failure = json.dumps({"type": "error", "error": {"message": f"bad key {KEY}"}})
+        deltas = [{"type": "response.output_text.delta", "delta": text} for text in ("k=", KEY[:half], KEY[half:])]
+        message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": f"k={KEY}"}]}
+        done = {"type": "response.completed", "response": {"status": "completed", "output": [message]}}
+        text = raw_stream(*map(json.dumps, [*deltas, done]))
+    upstream.reply(raw_stream(failure), text)
+    seen: list[str] = []
+    with emulator.client(max_retries=0) as sdk:
+        for _ in range(2):
+            if client == "json":
+                try:
+                    seen.append(json.dumps(sdk.responses.create(model="m", input="Go.", tools=[PTC]).model_dump()))
+                except openai.APIStatusError as e:
+                    assert e.status_code == 502
+                    seen.append(e.response.text)
+            else:
+                events = sdk.responses.create(model="m", input="Go.", tools=[PTC], stream=True)
+                seen.append(json.dumps([e.model_dump() for e in events]))
+    assert "bad key [redacted]" in seen[0]
+    assert "k=[redacted]" in seen[1]
+    seen.append(json.dumps(emulator.journal))
+    seen.append(caplog.text)
+    captured = capfd.readouterr()
+    seen += [captured.out, captured.err]
+    assert all(KEY not in text for text in seen)
+    emulator.close()
