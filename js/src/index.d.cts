@@ -1,14 +1,24 @@
 /** The variable startEmulator() sets to the server's /v1 URL, and emulatorScope() reads. */
 export declare const URL_ENV: "PTC_EMULATOR_URL";
-/** The variable naming the command that starts the server (default: `ptc-emulator` on PATH). */
+/** The variable naming the command that starts the server (see StartOptions.command). */
 export declare const COMMAND_ENV: "PTC_EMULATOR_COMMAND";
 /** The variable holding the API key a server requires (and the helpers send). */
 export declare const API_KEY_ENV: "PTC_EMULATOR_API_KEY";
 
 export interface StartOptions {
   /** The command that runs the Python CLI, `serve ...` is appended: an argv array, or words
-   *  split on spaces. Default: PTC_EMULATOR_COMMAND, else `ptc-emulator` found on PATH. */
+   *  split on spaces. Default: PTC_EMULATOR_COMMAND; without either, `install` (below), else
+   *  `ptc-emulator` found on PATH, else the server installed into an environment of its own. */
   command?: string | string[];
+  /** What to install into the package's own Python environment and run: a wheel file's path or a
+   *  pip requirement (default PTC_EMULATOR_INSTALL; without it, `ptc-emulator` on PATH is used
+   *  when there is one, else `ptc-emulator==<this package's version>`). Made once, then reused. */
+  install?: string;
+  /** The Python 3.11+ that makes that environment (default PTC_EMULATOR_PYTHON, else `python3`). */
+  python?: string;
+  /** Where such environments are kept (default PTC_EMULATOR_CACHE, else the user's cache folder:
+   *  $XDG_CACHE_HOME/ptc-emulator or ~/.cache/ptc-emulator; ~/Library/Caches on macOS). */
+  cacheDir?: string;
   /** More `ptc-emulator serve` arguments, e.g. `["--fixtures", "tests/scenarios"]`. */
   args?: string[];
   /** Use a server that is already running (its URL, with or without /v1) instead of starting

@@ -7,6 +7,7 @@ export async function setup(): Promise<string> {
   const pid: number | undefined = emulator.pid;
   const url: string = process.env[URL_ENV] ?? emulator.url;
   await stopEmulator();
+  await startEmulator({ install: "dist/ptc_emulator-0.1.0-py3-none-any.whl", python: "python3.12", cacheDir: ".cache" });
   return `${url}:${port}:${pid}`;
 }
 
