@@ -65,14 +65,6 @@ _OMITTED_NULL = (
 )
 GAPS = (
     Gap(
-        r"(^|\.)access_programs: required, missing$",
-        RESPONSE_FLOWS,
-        ("newest",),
-        "Response.access_programs ({cyber}: the effective Cyber access program) is required in openai-go "
-        "from v3.67.0 on, optional in openai-python 3.63; the emulator sends none, and takes the create "
-        "parameter of that name without applying it.",
-    ),
-    Gap(
         r'^compacted\.output\[\]\.content\[\]: type "input_text" is no variant of ResponseOutputMessageContentUnion$',
         ("compact",),
         ("newest", "oldest"),
