@@ -10,11 +10,15 @@ How Responses items become agent session items:
 
     Responses item              agent session item
     program                     command_execution (the harness's `exec` tool; `command` is the
-                                JavaScript, `output` the program's result)
+                                JavaScript; `cwd` null: a session without an environment has no
+                                working directory; `duration_ms`, `exit_code`, `output` null
+                                while it runs)
     program_output              command_execution done: status completed (exit_code 0) or
-                                failed (exit_code 1), output = the result
+                                failed (exit_code 1), output = the result, duration_ms from the
+                                start of the model step that began it to the one that ended it
     function_call (any caller)  function_call, arguments as an object; a pending required_action
-    function_call_output        function_call_output (status completed or failed, output or error)
+    function_call_output        function_call_output (status completed or failed, output or error,
+                                the other null)
     reasoning                   reasoning
     mcp_approval_request        a pending required_action `mcp_approval_request` (see `mcp.py`);
                                 its answer goes in as `mcp_approval_response`
@@ -24,6 +28,11 @@ How Responses items become agent session items:
 Agent items have no program or caller types, so a program is the `exec` tool's command
 execution and the calls it makes are plain function calls; the caller each call came with stays
 in the transcript, which is what resumes the right program.
+
+Every field the SDKs' types declare is sent, null when it has no value (openai-python marks them
+optional; openai-go and openai-java require them): the session's `error`, a turn's
+`completed_at`, `error` and `subagent_id`, a user message's `phase`. A session stored by an
+earlier version gets them when it is read (`upgrade`).
 """
 
 from __future__ import annotations
@@ -45,7 +54,7 @@ from ptc_emulator.emulator.agents.wire import (
 )
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest
 
-__all__ = ["AgentSession", "Doc", "Event", "input_messages", "spend_control", "unknown_call", "zero_usage"]
+__all__ = ["AgentSession", "Doc", "Event", "input_messages", "spend_control", "unknown_call", "upgrade", "zero_usage"]
 
 Event = dict[str, Any]
 Doc = dict[str, Any]
@@ -67,6 +76,34 @@ def spend_control(limit: int | None) -> dict[str, Any]:
     nothing, so a limit is kept and shown but never reached (no `budget_reached` status, no
     `agent.session.budget_reached` event, no `session_budget_exceeded` turn error)."""
     return {"consumed": None, "limit": limit}
+
+
+TURN_NULLS = ("completed_at", "error", "subagent_id")
+"""A turn's fields that are null until it ends (`completed_at`), fails (`error`), or always here
+(`subagent_id`: subagents are refused)."""
+ITEM_NULLS = {
+    "message": ("phase",),  # null for user messages; an assistant's is `final_answer`
+    "command_execution": ("cwd", "duration_ms", "exit_code", "output"),
+    "function_call_output": ("output", "error"),
+}
+
+
+def upgrade(doc: Doc) -> Doc:
+    """A session document as this version writes it: what an earlier one left out, null (no
+    session, turn or item of an earlier version had a value for these), in place."""
+    session = doc["session"]
+    session.setdefault("error", None)
+    session.setdefault("spend_control", spend_control(None))
+    agent = session.get("agent")
+    if isinstance(agent, dict) and isinstance(agent.get("multi_agent"), dict):
+        agent["multi_agent"].setdefault("max_concurrent_subagents", None)
+    for turn in doc.get("turns", ()):
+        for key in TURN_NULLS:
+            turn.setdefault(key, None)
+    for item in doc.get("items", ()):
+        for key in ITEM_NULLS.get(item.get("type"), ()):
+            item.setdefault(key, None)
+    return doc
 
 
 def _add_usage(total: dict[str, Any], usage: dict[str, Any] | None) -> None:
@@ -105,7 +142,7 @@ class AgentSession:
     """A session document with the rules of its turns."""
 
     def __init__(self, doc: Doc, ids: Callable[[str], str], clock: Callable[[], float]) -> None:
-        self.doc = doc
+        self.doc = upgrade(doc)
         self.ids = ids
         self.clock = clock
 
@@ -125,7 +162,6 @@ class AgentSession:
         `tool_search` (which the agent's own, persisted tools do show): the session keeps it and
         plays it, and does not show it."""
         shown: dict[str, Any] = json.loads(json.dumps(self.doc["session"]))
-        shown.setdefault("spend_control", spend_control(None))  # a session stored before it was kept
         agent = shown.get("agent") or {}
         if isinstance(agent.get("tools"), list):
             agent["tools"] = [t for t in agent["tools"] if t.get("type") != "tool_search"]
@@ -212,14 +248,15 @@ class AgentSession:
         }
         if event.success:
             output_item["output"] = call["answer"]["output"] if call["answer"]["output"] is not None else ""
+            output_item["error"] = None
         else:
-            output_item["error"] = event.error
+            output_item["output"], output_item["error"] = None, event.error
         self.doc["items"].append(output_item)
         events.append(self.event("agent.session.turn.item.added", item=output_item, session_id=sid, turn_id=turn_id))
         transcript_item: dict[str, Any] = {
             "type": "function_call_output",
             "call_id": event.call_id,
-            "output": output_item.get("output", event.error or ""),
+            "output": output_item["output"] if event.success else event.error or "",
         }
         if call["caller"] is not None:
             transcript_item["caller"] = call["caller"]
@@ -265,6 +302,7 @@ class AgentSession:
             "started_at": now,
             "status": "in_progress",
             "usage": zero_usage(),
+            **dict.fromkeys(TURN_NULLS),
         }
         self.doc["turns"].append(turn)
         self.doc["turn_id"], self.doc["output_index"] = turn["id"], 0
@@ -279,6 +317,7 @@ class AgentSession:
                 "type": "message",
                 "role": "user",
                 "content": content,
+                "phase": None,
                 "status": "completed",
                 "turn_id": turn["id"],
             }
@@ -300,8 +339,9 @@ class AgentSession:
         events.append(self._turn_event("agent.session.turn.cancelled", turn))
         events.append(self.event("agent.session.idle", session=self.object()))
 
-    def apply_output(self, response: dict[str, Any], events: list[Event]) -> bool:
-        """Translate one step's output; True when the drive stops (input needed, or turn over)."""
+    def apply_output(self, response: dict[str, Any], events: list[Event], *, began: float) -> bool:
+        """Translate one step's output; True when the drive stops (input needed, or turn over).
+        `began`: when the step started, on the session's clock (a program's start)."""
         turn = self.current_turn()
         turn_id = turn["id"]
         _add_usage(turn["usage"], response.get("usage"))
@@ -326,7 +366,14 @@ class AgentSession:
                             turn_id=turn_id,
                         )
                     )
-                item.update(status="completed" if ok else "failed", output=out["result"], exit_code=0 if ok else 1)
+                started = index.get("began")  # None: begun before this version kept it
+                duration = None if started is None else max(0, round((self.clock() - started) * 1000))
+                item.update(
+                    status="completed" if ok else "failed",
+                    output=out["result"],
+                    exit_code=0 if ok else 1,
+                    duration_ms=duration,
+                )
                 events.append(self._item_done(item, index["output_index"]))
                 continue
             output_index = self.doc["output_index"]
@@ -336,8 +383,18 @@ class AgentSession:
                 item = {"id": out["id"], "type": "reasoning", "summary": summary, "status": "completed"}
                 self._add(item, output_index, events, done=True)
             elif kind == "program":
-                item = {"id": out["id"], "type": "command_execution", "command": out["code"], "status": "in_progress"}
-                self.doc["programs"][out["call_id"]] = {"item": len(self.doc["items"]), "output_index": output_index}
+                item = {
+                    "id": out["id"],
+                    "type": "command_execution",
+                    "command": out["code"],
+                    **dict.fromkeys(ITEM_NULLS["command_execution"]),
+                    "status": "in_progress",
+                }
+                self.doc["programs"][out["call_id"]] = {
+                    "item": len(self.doc["items"]),
+                    "output_index": output_index,
+                    "began": began,
+                }
                 self._add(item, output_index, events, done=False)
             elif kind == "function_call":
                 item = {
