@@ -31,8 +31,9 @@ in the transcript, which is what resumes the right program.
 
 Every field the SDKs' types declare is sent, null when it has no value (openai-python marks them
 optional; openai-go and openai-java require them): the session's `error`, a turn's
-`completed_at`, `error` and `subagent_id`, a user message's `phase`. A session stored by an
-earlier version gets them when it is read (`upgrade`).
+`completed_at`, `error` and `subagent_id`, a user message's `phase`, the `output_index` of the
+`item.added` event of an item the client gave. A session stored by an earlier version gets them
+when it is read (`upgrade`).
 """
 
 from __future__ import annotations
@@ -233,7 +234,7 @@ class AgentSession:
 
     def apply_result(self, event: ToolResult, events: list[Event]) -> bool:
         """Record one result; True when it was the turn's last pending one."""
-        sid, turn_id = self.doc["session"]["id"], event.turn_id
+        turn_id = event.turn_id
         call = self.doc["calls"][event.call_id]
         call["state"], call["answer"] = "answered", event.answer()
         item = self.doc["items"][call["item_index"]]
@@ -252,7 +253,7 @@ class AgentSession:
         else:
             output_item["output"], output_item["error"] = None, event.error
         self.doc["items"].append(output_item)
-        events.append(self.event("agent.session.turn.item.added", item=output_item, session_id=sid, turn_id=turn_id))
+        events.append(self._client_item_added(output_item))
         transcript_item: dict[str, Any] = {
             "type": "function_call_output",
             "call_id": event.call_id,
@@ -322,7 +323,7 @@ class AgentSession:
                 "turn_id": turn["id"],
             }
             self.doc["items"].append(item)
-            events.append(self.event("agent.session.turn.item.added", item=item, session_id=sid, turn_id=turn["id"]))
+            events.append(self._client_item_added(item))
             self.doc["transcript"].append({"type": "message", "role": "user", "content": content})
 
     def cancel(self, events: list[Event]) -> None:
@@ -520,6 +521,17 @@ class AgentSession:
         if kind in ("agent.session.turn.completed", "agent.session.turn.failed", "agent.session.turn.cancelled"):
             fields["usage"] = turn["usage"]
         return self.event(kind, **fields)
+
+    def _client_item_added(self, item: dict[str, Any]) -> Event:
+        """The `item.added` event of an item the client gave (a user message, a tool result): no
+        agent output, so its `output_index` is null."""
+        return self.event(
+            "agent.session.turn.item.added",
+            item=item,
+            output_index=None,
+            session_id=self.doc["session"]["id"],
+            turn_id=item["turn_id"],
+        )
 
     def _item_done(self, item: dict[str, Any], output_index: int) -> Event:
         return self.event(

@@ -7,7 +7,8 @@ So the server sends the key: an unfailed session's `error`, a disabled `multi_ag
 `max_concurrent_subagents`, a turn's `completed_at` (until it ends), `error` and `subagent_id`, a
 program's `command_execution` `cwd` (a session with no environment has no working directory),
 `duration_ms`, `exit_code` and `output` (until it ends), a user message's `phase`, and the
-`function_call_output`'s `error` when it succeeded or `output` when it failed.
+`function_call_output`'s `error` when it succeeded or `output` when it failed, and an event's
+`output_index` for an item that is no agent output (the user's message, the client's tool result).
 
 What the tests read is validated with the SDK's models too (`valid`), and read as sent (`to_dict`
 keeps the keys the body had, null ones included)."""
@@ -84,6 +85,11 @@ def test_a_turn_s_objects_carry_every_field(plain_client: openai.OpenAI, succeed
     assert all(t["error"] is None and t["subagent_id"] is None for t in turns)
     assert all((t["completed_at"] is None) == (t["status"] == "in_progress") for t in turns)
     items = [(e["type"], e["item"]) for e in seen if e["type"].startswith("agent.session.turn.item.")]
+    # The output index is "the index of the item in the turn output, when the item is agent output":
+    # null for the user's message and the client's tool result.
+    indexes = {(e["item"]["type"], e["item"].get("role")): e["output_index"] for e in seen if "item" in e}
+    assert indexes[("message", "user")] is None and indexes[("function_call_output", None)] is None
+    assert indexes[("command_execution", None)] == 0 and indexes[("function_call", None)] == 1
     (user,) = [i for _, i in items if i["type"] == "message" and i["role"] == "user"]
     assert user["phase"] is None
     running, done = [i for _, i in items if i["type"] == "command_execution"]
