@@ -131,6 +131,20 @@ def test_history_matches_a_replayed_conversation(ptc_emulator: PTCEmulator) -> N
     assert answer.output_text == "You are Grace."
 
 
+def test_history_matches_a_conversations_items(ptc_emulator: PTCEmulator) -> None:
+    ptc_emulator.add_scenario(RECALL)
+    client = ptc_emulator.client(max_retries=0)
+    said: Any = [
+        {"type": "message", "role": "user", "content": "My name is Lin."},
+        {"type": "message", "role": "assistant", "content": "Nice to meet you, Lin."},
+    ]
+    conversation = client.conversations.create(items=said)
+
+    answer = client.responses.create(model="m", conversation=conversation.id, input="What is my name?")
+
+    assert answer.output_text == "You are Lin."
+
+
 @pytest.mark.ptc_strict(False)
 def test_history_that_does_not_match_is_the_near_miss(ptc_emulator: PTCEmulator) -> None:
     ptc_emulator.add_scenario(RECALL)
