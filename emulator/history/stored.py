@@ -13,7 +13,8 @@ from typing import Any, cast
 
 from pydantic import TypeAdapter, ValidationError
 
-from ptc_emulator.emulator.errors import InvalidRequest, NotFound, PreviousResponseNotFound
+from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.errors import InvalidRequest, NotFound
 from ptc_emulator.emulator.history import replayed
 from ptc_emulator.emulator.storage import ConnectionStore, ResponseStore, StoredResponse
 from ptc_emulator.emulator.tools.kinds import ITEMS
@@ -120,7 +121,7 @@ class History:
                 break
             record = self.record(next_id, local)
             if record is None:
-                raise PreviousResponseNotFound(response_id)
+                raise messages.previous_response_not_found(response_id)
             status = record.response.get("status")
             if status not in (ResponseStatus.COMPLETED, ResponseStatus.INCOMPLETE):
                 raise InvalidRequest(
