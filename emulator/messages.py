@@ -25,7 +25,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
-from ptc_emulator.emulator.errors import EmulatorError, PreviousResponseNotFound
+from ptc_emulator.emulator.errors import (
+    EmulatorError,
+    InvalidEncryptedContent,
+    InvalidRequest,
+    InvalidType,
+    InvalidValue,
+    MissingParameter,
+    PreviousResponseNotFound,
+    UnknownParameter,
+    UnsupportedParameter,
+)
 
 __all__ = ["CATALOGUE", "SURFACES", "Entry", "markdown"]
 
@@ -116,6 +126,437 @@ MCP = "MCP servers"
 AGENTS = "Agents API"
 SOCKET = "WebSocket mode and steering"
 ADMIN = "Admin API, journal and inspector"
+
+
+# ---- request parameters ----------------------------------------------------------------------------
+
+
+@error(REQUEST)
+def missing_parameter(param: str, note: str | None = None) -> MissingParameter:
+    """A required parameter is absent (`note`: when it is required, for a parameter that is not always)."""
+    return MissingParameter(
+        f"Missing required parameter: '{param}'" + (f" ({note})" if note else "") + ".", param=param
+    )
+
+
+@error(REQUEST)
+def unknown_parameter(param: str) -> UnknownParameter:
+    """A parameter the endpoint does not have."""
+    return UnknownParameter(f"Unknown parameter: '{param}'.", param=param)
+
+
+@error(REQUEST)
+def invalid_value(value: object, supported: str, param: str) -> InvalidValue:
+    """A value outside the parameter's set (`supported`: the set, each value quoted)."""
+    return InvalidValue(f"Invalid value: '{value}'. Supported values are: {supported}.", param=param)
+
+
+@error(REQUEST)
+def expected_an_object(param: str, got: str) -> InvalidType:
+    """An entry of `context_management` that is not an object (`got`: its Python type's name)."""
+    return InvalidType(f"Invalid type for '{param}': expected an object, but got {got}.", param=param)
+
+
+@error(REQUEST)
+def saved_prompts() -> UnsupportedParameter:
+    """`prompt` (a saved prompt's id and variables): "OpenAI scheduled the shutdown of saved prompts
+    for November 30, 2026" (openai 3.63's docstring), and the emulator never kept any."""
+    return UnsupportedParameter(
+        "Saved prompts ('prompt') were shut down on November 30, 2026: put the prompt's text in "
+        "'instructions' and 'input' instead (prompts in application code).",
+        param="prompt",
+    )
+
+
+@error(REQUEST)
+def conversation_with_previous_response() -> InvalidRequest:
+    """`conversation` and `previous_response_id` in one request."""
+    return InvalidRequest(
+        "Parameters 'previous_response_id' and 'conversation' cannot be used together.", param="conversation"
+    )
+
+
+@error(REQUEST)
+def background_needs_store() -> InvalidRequest:
+    """`background: true` with `store: false`."""
+    return InvalidRequest("Background mode requires store=true.", param="background")
+
+
+@error(REQUEST)
+def completion_window_needs_background(window: str) -> InvalidRequest:
+    """A `background_options.completion_window` of `2h` or `8h` without `background: true`."""
+    return InvalidRequest(
+        f"The '{window}' completion window requires background: true.", param="background_options.completion_window"
+    )
+
+
+@error(REQUEST)
+def completion_window_with_stream(window: str) -> InvalidRequest:
+    """A `2h` or `8h` completion window with `stream: true`."""
+    return InvalidRequest(f"The '{window}' completion window cannot be used with stream: true.", param="stream")
+
+
+@error(REQUEST)
+def completion_window_needs_standard(window: str, service_tier: str) -> InvalidRequest:
+    """A `2h` or `8h` completion window with a `service_tier` that is not Standard processing."""
+    return InvalidRequest(
+        f"The '{window}' completion window requires Standard processing: service_tier "
+        f"'{service_tier}' cannot be used with it.",
+        param="service_tier",
+    )
+
+
+@error(REQUEST)
+def compact_threshold_invalid(param: str) -> InvalidValue:
+    """A `context_management` entry's `compact_threshold` that is not a positive integer."""
+    return InvalidValue(
+        f"Invalid value for '{param}.compact_threshold': expected a positive integer.",
+        param=f"{param}.compact_threshold",
+    )
+
+
+# ---- tools and tool search -------------------------------------------------------------------------
+
+
+@error(TOOLS)
+def duplicate_tool_name(name: str, param: str = "tools") -> InvalidRequest:
+    """Two tools (or two functions of one namespace, or two agent function tools) with one name."""
+    return InvalidRequest(f"Duplicate tool name: '{name}'.", param=param)
+
+
+@error(TOOLS)
+def tool_choice_name_not_found(kind: str, name: str) -> InvalidRequest:
+    """`tool_choice` naming a function or custom tool the request does not declare."""
+    return InvalidRequest(
+        f"Tool choice '{kind}' with name '{name}' not found in 'tools' parameter.", param="tool_choice"
+    )
+
+
+@error(TOOLS)
+def tool_choice_not_found(kind: str) -> InvalidRequest:
+    """`tool_choice` naming a tool type (or `programmatic_tool_calling`) the request does not declare."""
+    return InvalidRequest(f"Tool choice '{kind}' not found in 'tools' parameter.", param="tool_choice")
+
+
+@error(TOOLS)
+def invalid_grammar(syntax: str, tool: str, problem: str, param: str) -> InvalidValue:
+    """A custom tool's grammar that does not compile (`problem`: the compiler's first line)."""
+    return InvalidValue(f"Invalid {syntax} grammar for custom tool '{tool}': {problem}", param=param)
+
+
+@text(TOOLS, "a contract violation's reason")
+def not_json(kind: str) -> str:
+    """A tool's output or a call's arguments that are not JSON (`kind`: `output` or `arguments`)."""
+    return f"the {kind} {'is' if kind == 'output' else 'are'} not JSON"
+
+
+@text(TOOLS, "a contract violation's reason", max_depth=64)
+def nested_too_deep(kind: str, max_depth: int) -> str:
+    """A tool's output or a call's arguments nested deeper than the JSON parser goes."""
+    return f"the {kind} nest deeper than {max_depth} levels"
+
+
+@text(TOOLS, "a contract violation's reason")
+def schema_invalid(problem: str) -> str:
+    """A tool's `output_schema` or `parameters` that is not a valid JSON schema."""
+    return f"the schema itself is invalid ({problem})"
+
+
+@text(TOOLS, "a contract violation's reason")
+def regex_mismatch(definition: str) -> str:
+    """A custom tool call's input that its regex grammar does not match."""
+    return f"the input does not match the regex /{definition}/"
+
+
+@text(TOOLS, "a contract violation's reason")
+def lark_mismatch(problem: str) -> str:
+    """A custom tool call's input that its lark grammar does not parse."""
+    return f"the input is not in the lark grammar ({problem})"
+
+
+@text(TOOLS, "the journal, the x-ptc-emulator-contract-warning header, and a contract_violation's message")
+def contract_broken(kind: str, call_id: str, tool: str, reason: str) -> str:
+    """A tool call's I/O against its tool's contract: a custom tool's `input` against its format, a
+    function's `output` against `output_schema`, or its `arguments` against `parameters`."""
+    if kind == "input":
+        return f"The input of custom tool call {call_id} does not match the format of '{tool}': {reason}"
+    if kind == "output":
+        return f"The output of function call {call_id} does not match the output_schema of '{tool}': {reason}"
+    return f"The arguments of function call {call_id} do not match the parameters of '{tool}': {reason}"
+
+
+# ---- conversation items ----------------------------------------------------------------------------
+
+
+@error(ITEMS)
+def no_tool_output(label: str, call_id: str) -> InvalidRequest:
+    """A call in the input with no output (`label`: the call's kind, e.g. `function call`)."""
+    return InvalidRequest(f"No tool output found for {label} {call_id}.", param="input")
+
+
+@error(ITEMS)
+def no_call_for_output(label: str, call_id: str) -> InvalidRequest:
+    """An output with no earlier call (`label`: the output's kind, e.g. `function call`)."""
+    return InvalidRequest(f"No tool call found for {label} output with call_id {call_id}.", param="input")
+
+
+@error(ITEMS)
+def output_answers_another_kind(
+    output_type: str, call_id: str, call_type: str, answer: str, param: str
+) -> InvalidRequest:
+    """An output of one kind answering a call of another (`answer`: the output type that call takes)."""
+    return InvalidRequest(
+        f"The {output_type} with call_id {call_id} answers a {call_type}: answer it with a {answer}.", param=param
+    )
+
+
+@error(ITEMS)
+def output_caller_changed(
+    output_type: str, call_id: str, call_type: str, program: str | None, param: str
+) -> InvalidRequest:
+    """An output without the `caller` of its call, or with another (`program`: the call's caller, if a program)."""
+    want = f'{{"type": "program", "caller_id": "{program}"}}' if program else 'none (or {"type": "direct"})'
+    return InvalidRequest(
+        f"The {output_type} for call_id {call_id} must carry the caller of its {call_type} unchanged: expected {want}.",
+        param=param,
+    )
+
+
+@error(ITEMS)
+def duplicate_item(item_type: str, call_id: str, param: str) -> InvalidRequest:
+    """A program, call or tool search call whose call_id appears more than once."""
+    return InvalidRequest(
+        f"Duplicate item: a {item_type} with call_id '{call_id}' appears more than once.", param=param
+    )
+
+
+@error(ITEMS)
+def duplicate_answer(item_type: str, call_id: str, param: str) -> InvalidRequest:
+    """An output (a tool's, a program's, a tool search's) for a call_id answered already."""
+    return InvalidRequest(f"Duplicate item: a {item_type} for call_id '{call_id}' appears more than once.", param=param)
+
+
+@error(ITEMS)
+def duplicate_approval_request(item_id: str, param: str) -> InvalidRequest:
+    """An `mcp_approval_request` whose id appears more than once."""
+    return InvalidRequest(
+        f"Duplicate item: an mcp_approval_request with id '{item_id}' appears more than once.", param=param
+    )
+
+
+@error(ITEMS)
+def duplicate_approval_response(request_id: str, param: str) -> InvalidRequest:
+    """Two `mcp_approval_response`s for one request."""
+    return InvalidRequest(f"Duplicate item: approval request '{request_id}' is answered more than once.", param=param)
+
+
+def _no_program_before(subject: str, program: str, param: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"{subject} has caller program '{program}', but no program item with that call_id comes before it.",
+        param=param,
+    )
+
+
+@error(ITEMS)
+def call_without_program(label: str, call_id: str, program: str, param: str) -> InvalidRequest:
+    """A call whose `caller` names a program no earlier item is (`label`: the call's kind)."""
+    return _no_program_before(f"{label.capitalize()} {call_id}", program, param)
+
+
+@error(ITEMS)
+def approval_without_program(request_id: str, program: str, param: str) -> InvalidRequest:
+    """An `mcp_approval_request` whose `caller` names a program no earlier item is."""
+    return _no_program_before(f"Approval request {request_id}", program, param)
+
+
+@error(ITEMS)
+def item_without_program(item_id: str, item_type: str, program: str, param: str) -> InvalidRequest:
+    """A server-run tool's item (`mcp_call`, `mcp_list_tools`, `code_interpreter_call`) whose `caller`
+    names a program no earlier item is."""
+    return _no_program_before(f"Item {item_id} of type '{item_type}'", program, param)
+
+
+def _finished(subject: str, program: str, param: str) -> InvalidRequest:
+    return InvalidRequest(f"{subject} belongs to program '{program}', which already finished.", param=param)
+
+
+@error(ITEMS)
+def call_of_finished_program(label: str, call_id: str, program: str, param: str) -> InvalidRequest:
+    """A call attached to a program whose `program_output` came earlier (`label`: the call's kind)."""
+    return _finished(f"{label.capitalize()} {call_id}", program, param)
+
+
+@error(ITEMS)
+def approval_of_finished_program(request_id: str, program: str, param: str) -> InvalidRequest:
+    """An `mcp_approval_request` attached to a program whose `program_output` came earlier."""
+    return _finished(f"Approval request {request_id}", program, param)
+
+
+@error(ITEMS)
+def no_user_message() -> InvalidRequest:
+    """An input with no user message."""
+    return InvalidRequest("The input has no user message for the model to answer.", param="input")
+
+
+@error(ITEMS)
+def program_output_missing(call_id: str) -> InvalidRequest:
+    """Two programs left open: a `program_output` left out of a replay."""
+    return InvalidRequest(
+        f"No program_output found for program with call_id '{call_id}': replay every item in order.", param="input"
+    )
+
+
+@error(ITEMS)
+def no_program_for_output(call_id: str, param: str) -> InvalidRequest:
+    """A `program_output` with no earlier program."""
+    return InvalidRequest(f"No program found for program_output with call_id {call_id}.", param=param)
+
+
+@error(ITEMS)
+def program_output_modified(call_id: str, param: str) -> InvalidRequest:
+    """A `program_output` replayed with another status or result than it was returned with."""
+    return InvalidRequest(
+        f"The program_output item with call_id {call_id} was modified: replay it as it was returned.", param=param
+    )
+
+
+@error(ITEMS)
+def approval_response_missing(request_id: str, program: str) -> InvalidRequest:
+    """A program paused on an approval request, resumed without its `mcp_approval_response`."""
+    return InvalidRequest(
+        f"No mcp_approval_response found for approval request {request_id}: program {program} is paused on it.",
+        param="input",
+    )
+
+
+@error(ITEMS)
+def approval_request_not_found(request_id: str, param: str) -> InvalidRequest:
+    """An `mcp_approval_response` whose `approval_request_id` names no earlier request."""
+    return InvalidRequest(
+        f"No approval request found for mcp_approval_response with approval_request_id '{request_id}'.",
+        param=f"{param}.approval_request_id",
+    )
+
+
+@error(ITEMS)
+def approval_caller_changed(request_id: str, param: str) -> InvalidRequest:
+    """An `mcp_approval_response` with another `caller` than its request's."""
+    return InvalidRequest(
+        f"The mcp_approval_response for {request_id} must carry the caller of its request unchanged, or none.",
+        param=f"{param}.caller",
+    )
+
+
+@error(ITEMS)
+def no_search_output(call_id: str) -> InvalidRequest:
+    """A client-executed `tool_search_call` with no `tool_search_output`."""
+    return InvalidRequest(
+        f"No tool_search_output found for client-executed tool search call {call_id}: answer it with the "
+        "tools it loads (an empty list loads none).",
+        param="input",
+    )
+
+
+@error(ITEMS)
+def search_call_without_call_id(param: str) -> MissingParameter:
+    """A client-executed `tool_search_call` without a call_id."""
+    return missing_parameter(f"{param}.call_id", "a client-executed tool search call needs one")
+
+
+@error(ITEMS)
+def search_output_without_call_id(param: str) -> MissingParameter:
+    """A client `tool_search_output` without a call_id."""
+    return missing_parameter(f"{param}.call_id", "a client tool_search_output answers a call")
+
+
+@error(ITEMS)
+def search_while_program_runs(param: str) -> InvalidRequest:
+    """A `tool_search_call` while a program is open."""
+    return InvalidRequest(
+        "A tool search cannot run while a program is running: the program must finish first.", param=param
+    )
+
+
+@error(ITEMS)
+def no_search_call_for_output(call_id: str, param: str) -> InvalidRequest:
+    """A `tool_search_output` whose call_id names no earlier `tool_search_call`."""
+    return InvalidRequest(f"No tool search call found for tool_search_output with call_id {call_id}.", param=param)
+
+
+@error(ITEMS)
+def search_execution_changed(call_id: str, said: str, executed: str, param: str) -> InvalidRequest:
+    """A `tool_search_output` whose `execution` is not its call's."""
+    return InvalidRequest(
+        f"The tool_search_output for call_id {call_id} says execution '{said}', but its tool_search_call was "
+        f"executed by the {executed}.",
+        param=f"{param}.execution",
+    )
+
+
+@error(ITEMS)
+def compaction_trigger_not_last(param: str) -> InvalidValue:
+    """A `compaction_trigger` item anywhere but last in the input."""
+    return InvalidValue("A compaction_trigger must be the final input item.", param=param)
+
+
+@error(ITEMS)
+def compaction_unverified(item_id: str | None, param: str) -> InvalidEncryptedContent:
+    """A compaction item modified, or not issued by this server."""
+    name = f"compaction item {item_id}" if item_id else "a compaction item"
+    return InvalidEncryptedContent(
+        f"The encrypted content of {name} could not be verified: it was modified or was not issued by this "
+        "server. Replay the compaction item as it was returned.",
+        param=f"{param}.encrypted_content",
+    )
+
+
+# ---- programs and sealed content --------------------------------------------------------------------
+
+
+@error(PROGRAMS, allowed=["<tool>"])
+def tools_changed(program: str, started: str, allowed: list[str]) -> InvalidRequest:
+    """The tools a program may call changed while it runs (`started`: what it started with, described)."""
+    shown = allowed if len(allowed) <= 64 else f"{len(allowed)} tools"
+    return InvalidRequest(
+        f"The tools a program may call changed while program {program} was running: it started with {started}, "
+        f"this request allows {shown}.",
+        param="tools",
+    )
+
+
+@error(PROGRAMS)
+def call_not_issued_by_finished_program(call_id: str, program: str) -> InvalidRequest:
+    """A function call attached to a finished program that did not make it."""
+    return InvalidRequest(
+        f"Function call {call_id} was not issued by program {program}, which has finished: replay the program's "
+        "function calls unmodified and in order.",
+        param="input",
+    )
+
+
+@error(PROGRAMS)
+def call_not_issued_here(label: str, call_id: str, program: str) -> InvalidRequest:
+    """A program's call the program did not make at this position (`label`: the call's kind)."""
+    return InvalidRequest(
+        f"{label.capitalize()} {call_id} was not issued by program {program} at this position: replay the "
+        "program's tool calls unmodified and in order.",
+        param="input",
+    )
+
+
+@error(PROGRAMS)
+def encrypted_content_unverified(item_id: str | None) -> InvalidEncryptedContent:
+    """A modified reasoning item's `encrypted_content` (or one sealed for another item)."""
+    return InvalidEncryptedContent(f"The encrypted content for item {item_id} could not be verified.", param="input")
+
+
+@error(PROGRAMS)
+def reasoning_missing(item: str | None, item_type: str, reasoning: str) -> InvalidRequest:
+    """`store: false` without the reasoning item that preceded an item."""
+    return InvalidRequest(
+        f"Item '{item}' of type '{item_type}' was provided without its required 'reasoning' item: '{reasoning}'.",
+        param="input",
+    )
 
 
 # ---- stored responses and items --------------------------------------------------------------------

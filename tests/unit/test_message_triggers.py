@@ -23,6 +23,10 @@ from starlette.testclient import TestClient
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import EmulatorError
+from ptc_emulator.emulator.rules import compaction, contract
+from ptc_emulator.emulator.wire.tools import CustomTool, FunctionTool
+from tests.support import PTC_TOOLS, js
+from tests.unit.fake_runner import FakeProgram, FakeRunner
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,6 +37,10 @@ class Context:
     def __init__(self, http: TestClient, sdk: openai.OpenAI) -> None:
         self.http = http
         self.sdk = sdk
+
+    def items(self, *items: dict[str, Any], **body: Any) -> Any:
+        """A store:false create whose input is `items` (a user message first) and the PTC tools."""
+        return self.create(input=[USER, *items], tools=PTC_TOOLS, store=False, **body)
 
     def post(self, path: str, body: Any, **headers: str) -> Any:
         content = json.dumps(body).encode()
@@ -109,6 +117,19 @@ def _read(observed: object) -> str:
     return json.dumps(observed, default=str)
 
 
+CODE = "const s = await tools.add({a: 1, b: 2});\ntext(String(s))"
+"""A program that calls `add` once, then finishes with its result."""
+PROGRAM = js(CODE)
+USER = {"role": "user", "content": "hi"}
+AGAIN = {"role": "user", "content": js("text('again')")}
+"""A later user message with an inline program: the scripted model plays it."""
+
+
+@pytest.fixture(autouse=True)
+def _programs(fake_runner: FakeRunner) -> None:
+    fake_runner.define(CODE, FakeProgram(batches=[[("add", {"a": 1, "b": 2})]], finish=lambda out: out[-1]))
+
+
 @pytest.mark.parametrize("name", list(messages.CATALOGUE))
 def test_the_rule_fires_through_its_entry(
     name: str, unit_http: TestClient, unit_sdk: openai.OpenAI, marked: Callable[[str], list[EmulatorError | str]]
@@ -164,3 +185,391 @@ def _fixed_parts(wording: str) -> list[str]:
 @trigger("previous_response_not_found")
 def _(c: Context) -> object:
     return c.create(input="hi", previous_response_id="resp_nope")
+
+
+def _sdk_items(response: Any) -> list[dict[str, Any]]:
+    return [item.model_dump(exclude_none=True) for item in response.output]
+
+
+def paused(c: Context) -> list[dict[str, Any]]:
+    """The replay after the program's first pause: the user message, the program, its call and
+    the call's output."""
+    response = c.sdk.responses.create(model="m", input=PROGRAM, tools=PTC_TOOLS, store=False)  # type: ignore[arg-type]
+    program, call = _sdk_items(response)
+    output = {"type": "function_call_output", "call_id": call["call_id"], "output": "3", "caller": call["caller"]}
+    return [{"role": "user", "content": PROGRAM}, program, call, output]
+
+
+def finished(c: Context) -> list[dict[str, Any]]:
+    """The replay once the program finished: `paused(c)` and the response that ends it."""
+    items = paused(c)
+    done = c.sdk.responses.create(model="m", input=items, tools=PTC_TOOLS, store=False)  # type: ignore[arg-type]
+    return [*items, *_sdk_items(done)]
+
+
+def replay(c: Context, items: list[dict[str, Any]], **body: Any) -> Any:
+    return c.create(**{"input": items, "tools": PTC_TOOLS, "store": False, **body})
+
+
+def call(call_id: str = "call_1", **fields: Any) -> dict[str, Any]:
+    return {"type": "function_call", "call_id": call_id, "name": "echo", "arguments": "{}", **fields}
+
+
+def output(call_id: str = "call_1", **fields: Any) -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": call_id, "output": "1", **fields}
+
+
+def by_program(program: str = "call_nobody") -> dict[str, Any]:
+    return {"caller": {"type": "program", "caller_id": program}}
+
+
+def approval_request(item_id: str = "mcpr_1", **fields: Any) -> dict[str, Any]:
+    return {
+        "type": "mcp_approval_request",
+        "id": item_id,
+        "name": "t",
+        "server_label": "s",
+        "arguments": "{}",
+        **fields,
+    }
+
+
+def approval_response(request_id: str = "mcpr_1", **fields: Any) -> dict[str, Any]:
+    return {"type": "mcp_approval_response", "approval_request_id": request_id, "approve": True, **fields}
+
+
+def search_call(call_id: str | None = "ts_1", execution: str = "client") -> dict[str, Any]:
+    found = {"type": "tool_search_call", "execution": execution, "arguments": {"query": "x"}, "status": "completed"}
+    return {**found, "call_id": call_id} if call_id else found
+
+
+def search_output(call_id: str | None = "ts_1", execution: str = "client") -> dict[str, Any]:
+    found = {"type": "tool_search_output", "execution": execution, "tools": [], "status": "completed"}
+    return {**found, "call_id": call_id} if call_id else found
+
+
+def function_tool(**fields: Any) -> FunctionTool:
+    return FunctionTool.model_validate({"type": "function", "name": "f", **fields})
+
+
+# ---- request parameters ----------------------------------------------------------------------------
+
+
+@trigger("missing_parameter")
+def _(c: Context) -> object:
+    return c.post("/v1/responses", {"input": "hi"})
+
+
+@trigger("unknown_parameter")
+def _(c: Context) -> object:
+    return c.create(input="hi", context_management=[{"type": "compaction", "colour": 1}])
+
+
+@trigger("invalid_value")
+def _(c: Context) -> object:
+    return c.create(input="hi", context_management=[{"type": "summary"}])
+
+
+@trigger("expected_an_object")
+def _(c: Context) -> object:
+    # The Responses body admits only objects there; the rule guards what reaches it otherwise.
+    with pytest.raises(EmulatorError) as caught:
+        compaction.compact_threshold(["compaction"])
+    return caught.value
+
+
+@trigger("compact_threshold_invalid")
+def _(c: Context) -> object:
+    return c.create(input="hi", context_management=[{"type": "compaction", "compact_threshold": 0}])
+
+
+@trigger("saved_prompts")
+def _(c: Context) -> object:
+    return c.create(input="hi", prompt={"id": "pmpt_1"})
+
+
+@trigger("conversation_with_previous_response")
+def _(c: Context) -> object:
+    return c.create(input="hi", conversation="conv_1", previous_response_id="resp_1")
+
+
+@trigger("background_needs_store")
+def _(c: Context) -> object:
+    return c.create(input="hi", background=True, store=False)
+
+
+@trigger("completion_window_needs_background")
+def _(c: Context) -> object:
+    return c.create(input="hi", background_options={"completion_window": "2h"})
+
+
+@trigger("completion_window_with_stream")
+def _(c: Context) -> object:
+    return c.create(input="hi", background=True, stream=True, background_options={"completion_window": "2h"})
+
+
+@trigger("completion_window_needs_standard")
+def _(c: Context) -> object:
+    return c.create(input="hi", background=True, service_tier="flex", background_options={"completion_window": "8h"})
+
+
+# ---- tools and tool search -------------------------------------------------------------------------
+
+
+@trigger("duplicate_tool_name")
+def _(c: Context) -> object:
+    return c.create(input="hi", tools=[{"type": "function", "name": "f"}, {"type": "function", "name": "f"}])
+
+
+@trigger("tool_choice_name_not_found")
+def _(c: Context) -> object:
+    return c.create(input="hi", tools=PTC_TOOLS, tool_choice={"type": "function", "name": "nope"})
+
+
+@trigger("tool_choice_not_found")
+def _(c: Context) -> object:
+    return c.create(input="hi", tool_choice={"type": "programmatic_tool_calling"})
+
+
+@trigger("invalid_grammar")
+def _(c: Context) -> object:
+    grammar = {"type": "grammar", "syntax": "regex", "definition": "("}
+    return c.create(input="hi", tools=[{"type": "custom", "name": "c", "format": grammar}])
+
+
+@trigger("not_json")
+def _(c: Context) -> object:
+    return contract.check_output(function_tool(output_schema={"type": "object"}), "call_1", "not json")
+
+
+@trigger("nested_too_deep")
+def _(c: Context) -> object:
+    return contract.check_output(function_tool(output_schema={"type": "array"}), "call_1", "[" * 100_000)
+
+
+@trigger("schema_invalid")
+def _(c: Context) -> object:
+    """Over HTTP: an output checked against a schema that is none is reported, never a 500."""
+    tools = [{**PTC_TOOLS[0], "output_schema": {"type": "nope"}}, *PTC_TOOLS[1:]]
+    answered = replay(c, paused(c), tools=tools)
+    assert answered.status_code == 200
+    return answered.headers["x-ptc-emulator-contract-warning"]
+
+
+@trigger("contract_broken")
+def _(c: Context) -> object:
+    violation = contract.check_output(function_tool(output_schema={"type": "object"}), "call_1", "[]")
+    assert violation is not None
+    return violation.describe()
+
+
+def _custom(syntax: str, definition: str) -> CustomTool:
+    grammar = {"type": "grammar", "syntax": syntax, "definition": definition}
+    return CustomTool.model_validate({"type": "custom", "name": "c", "format": grammar})
+
+
+@trigger("regex_mismatch")
+def _(c: Context) -> object:
+    return contract.check_input(_custom("regex", "[a-z]+"), "call_1", "123")
+
+
+@trigger("lark_mismatch")
+def _(c: Context) -> object:
+    return contract.check_input(_custom("lark", 'start: "a"'), "call_1", "b")
+
+
+# ---- conversation items ----------------------------------------------------------------------------
+
+
+@trigger("no_tool_output")
+def _(c: Context) -> object:
+    return c.items(call())
+
+
+@trigger("no_call_for_output")
+def _(c: Context) -> object:
+    return c.items(output())
+
+
+@trigger("output_answers_another_kind")
+def _(c: Context) -> object:
+    return c.items(call(), {"type": "custom_tool_call_output", "call_id": "call_1", "output": "1"})
+
+
+@trigger("output_caller_changed")
+def _(c: Context) -> object:
+    return c.items(call(), output(**by_program("call_p")))
+
+
+@trigger("duplicate_item")
+def _(c: Context) -> object:
+    return c.items(call(), call(), output())
+
+
+@trigger("duplicate_answer")
+def _(c: Context) -> object:
+    return c.items(call(), output(), output())
+
+
+@trigger("duplicate_approval_request")
+def _(c: Context) -> object:
+    return c.items(approval_request(), approval_request())
+
+
+@trigger("duplicate_approval_response")
+def _(c: Context) -> object:
+    return c.items(approval_request(), approval_response(), approval_response())
+
+
+@trigger("call_without_program")
+def _(c: Context) -> object:
+    return c.items(call(**by_program()), output(**by_program()))
+
+
+@trigger("approval_without_program")
+def _(c: Context) -> object:
+    return c.items(approval_request(**by_program()))
+
+
+@trigger("item_without_program")
+def _(c: Context) -> object:
+    mcp_call = {"type": "mcp_call", "id": "mcp_1", "name": "t", "server_label": "s", "arguments": "{}"}
+    return c.items({**mcp_call, **by_program()})
+
+
+@trigger("call_of_finished_program")
+def _(c: Context) -> object:
+    items = finished(c)
+    program = items[1]["call_id"]
+    return replay(c, [*items, call("call_late", **by_program(program)), output("call_late", **by_program(program))])
+
+
+@trigger("approval_of_finished_program")
+def _(c: Context) -> object:
+    items = finished(c)
+    return replay(c, [*items, approval_request(**by_program(items[1]["call_id"]))])
+
+
+@trigger("no_user_message")
+def _(c: Context) -> object:
+    return c.create(input=[{"role": "assistant", "content": "hello"}], store=False)
+
+
+@trigger("program_output_missing")
+def _(c: Context) -> object:
+    first, second = paused(c)[1], paused(c)[1]
+    return replay(c, [USER, first, second])
+
+
+@trigger("no_program_for_output")
+def _(c: Context) -> object:
+    program_output = next(i for i in finished(c) if i.get("type") == "program_output")
+    return c.items(program_output)
+
+
+@trigger("program_output_modified")
+def _(c: Context) -> object:
+    items = finished(c)
+    at = next(n for n, i in enumerate(items) if i.get("type") == "program_output")
+    items[at]["result"] = "300"
+    return replay(c, [*items, AGAIN])
+
+
+@trigger("approval_response_missing")
+def _(c: Context) -> object:
+    user, program, *_ = paused(c)
+    return replay(c, [user, program, approval_request(**by_program(program["call_id"]))])
+
+
+@trigger("approval_request_not_found")
+def _(c: Context) -> object:
+    return c.items(approval_response())
+
+
+@trigger("approval_caller_changed")
+def _(c: Context) -> object:
+    return c.items(approval_request(), approval_response(**by_program()))
+
+
+@trigger("no_search_output")
+def _(c: Context) -> object:
+    return c.items(search_call())
+
+
+@trigger("search_call_without_call_id")
+def _(c: Context) -> object:
+    return c.items(search_call(None))
+
+
+@trigger("search_output_without_call_id")
+def _(c: Context) -> object:
+    return c.items(search_output(None))
+
+
+@trigger("search_while_program_runs")
+def _(c: Context) -> object:
+    return replay(c, [*paused(c), search_call(), search_output()])
+
+
+@trigger("no_search_call_for_output")
+def _(c: Context) -> object:
+    return c.items(search_output("ts_9"))
+
+
+@trigger("search_execution_changed")
+def _(c: Context) -> object:
+    return c.items(search_call(), search_output(execution="server"))
+
+
+@trigger("compaction_trigger_not_last")
+def _(c: Context) -> object:
+    return c.create(input=[{"type": "compaction_trigger"}, USER], store=False)
+
+
+@trigger("compaction_unverified")
+def _(c: Context) -> object:
+    return c.create(input=[{"type": "compaction", "encrypted_content": "forged"}, USER], store=False)
+
+
+# ---- programs and sealed content --------------------------------------------------------------------
+
+
+@trigger("tools_changed")
+def _(c: Context) -> object:
+    return c.create(input=paused(c), tools=[t for t in PTC_TOOLS if t.get("name") != "echo"], store=False)
+
+
+@trigger("call_not_issued_by_finished_program")
+def _(c: Context) -> object:
+    items = finished(c)
+    at = next(n for n, i in enumerate(items) if i.get("type") == "program_output")
+    caller = items[2]["caller"]
+    forged = [call("call_forged", caller=caller), output("call_forged", caller=caller)]
+    return replay(c, [*items[:at], *forged, *items[at:], AGAIN])
+
+
+@trigger("call_not_issued_here")
+def _(c: Context) -> object:
+    items = paused(c)
+    items[2]["call_id"] = items[3]["call_id"] = "call_forged"
+    return replay(c, items)
+
+
+@trigger("encrypted_content_unverified")
+def _(c: Context) -> object:
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "forged"}
+    return replay(c, [{"role": "user", "content": PROGRAM}, reasoning])
+
+
+@trigger("reasoning_missing")
+def _(c: Context) -> object:
+    scenario = {
+        "name": "triggers__think_first",
+        "match": {"input": "think first"},
+        "turns": [{"reasoning": "Add them in a program.", "program": CODE}, {"message": "{{ result }}"}],
+    }
+    c.post("/_emulator/scenarios", scenario)
+    response = c.sdk.responses.create(model="m", input="think first", tools=PTC_TOOLS, store=False)  # type: ignore[arg-type]
+    _, program, paused_call = _sdk_items(response)
+    answer = output(paused_call["call_id"], caller=paused_call["caller"], output="3")
+    return replay(c, [{"role": "user", "content": "think first"}, program, paused_call, answer])

@@ -29,6 +29,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.history.folds import identical_prefix
 from ptc_emulator.emulator.model.core import Live, Prepared, Runner, Trace
@@ -282,7 +283,7 @@ class Runtime:
         names = sorted({*plan.tools.program_tools, *await plan.hosted.program_names()})
         resolved = seal.with_tools(names)
         if resolved is None:
-            raise checks.tools_changed(item.call_id, seal.describe_tools(), names)
+            raise messages.tools_changed(item.call_id, seal.describe_tools(), names)
         prepared.conversation.seals[item.call_id] = resolved
         return resolved
 
