@@ -26,13 +26,16 @@ from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
 from ptc_emulator.emulator.errors import (
+    ContractViolation,
     EmulatorError,
     InvalidEncryptedContent,
+    InvalidFingerprint,
     InvalidRequest,
     InvalidType,
     InvalidValue,
     MissingParameter,
     PreviousResponseNotFound,
+    ProgramDivergence,
     UnknownParameter,
     UnsupportedParameter,
 )
@@ -283,6 +286,13 @@ def contract_broken(kind: str, call_id: str, tool: str, reason: str) -> str:
     if kind == "output":
         return f"The output of function call {call_id} does not match the output_schema of '{tool}': {reason}"
     return f"The arguments of function call {call_id} do not match the parameters of '{tool}': {reason}"
+
+
+@error(TOOLS, described="<the violation, as contract_broken words it>")
+def contract_violation(described: str, param: str) -> ContractViolation:
+    """In strict mode (a scenario's `strict_contract`, or `--strict-contract`), a tool output against
+    `output_schema`, or arguments against `parameters`."""
+    return ContractViolation(described, param=param)
 
 
 # ---- conversation items ----------------------------------------------------------------------------
@@ -556,6 +566,83 @@ def reasoning_missing(item: str | None, item_type: str, reasoning: str) -> Inval
     return InvalidRequest(
         f"Item '{item}' of type '{item_type}' was provided without its required 'reasoning' item: '{reasoning}'.",
         param="input",
+    )
+
+
+@error(PROGRAMS)
+def fingerprint_invalid(call_id: str, param: str) -> InvalidFingerprint:
+    """A program item whose fingerprint was modified, or made with another secret."""
+    return InvalidFingerprint(
+        f"Invalid fingerprint for program item with call_id '{call_id}': it was modified or was not issued by "
+        "this server.",
+        param=f"{param}.fingerprint",
+    )
+
+
+@error(PROGRAMS)
+def fingerprint_of_another_program(call_id: str, param: str) -> InvalidFingerprint:
+    """A program item carrying the (valid) fingerprint of another program."""
+    return InvalidFingerprint(
+        f"The fingerprint of program item with call_id '{call_id}' belongs to another program.",
+        param=f"{param}.fingerprint",
+    )
+
+
+@error(PROGRAMS)
+def program_code_modified(call_id: str, param: str) -> InvalidFingerprint:
+    """A program item whose code is not the code its fingerprint seals."""
+    return InvalidFingerprint(
+        f"The code of program item with call_id '{call_id}' does not match its fingerprint: program code cannot "
+        "be modified.",
+        param=f"{param}.code",
+    )
+
+
+@error(PROGRAMS)
+def program_calls_modified(program: str, divergence: str) -> ProgramDivergence:
+    """A program's `function_call` name or arguments modified (arguments compare as parsed JSON;
+    `divergence`: where the replay left the program's path)."""
+    return ProgramDivergence(
+        f"The function_call items of program {program} do not match what the program does: a tool name or its "
+        f"arguments were modified ({divergence}).",
+        param="input",
+    )
+
+
+@error(PROGRAMS, answered=2, made=1)
+def program_answered_too_much(program: str, answered: int, made: int) -> ProgramDivergence:
+    """An input answering more of a program's calls than the program made before it ended."""
+    return ProgramDivergence(
+        f"The tool call items of program {program} do not match what the program does: the input answers "
+        f"{answered} of its calls, but the program made only {made} before it ended.",
+        param="input",
+    )
+
+
+@error(PROGRAMS, name=("lookup", "delete_page"))
+def approval_request_mismatch(
+    approval_id: str,
+    param: str,
+    *,
+    server_label: tuple[str, str] | None = None,
+    name: tuple[str, str] | None = None,
+    arguments: tuple[str, str] | None = None,
+) -> InvalidRequest:
+    """An `mcp_approval_response` whose request item, as sent back, names another server label, tool
+    or arguments than the call it approves (each given as what the item says, and the call's)."""
+    differences = []
+    if server_label is not None:
+        differences.append(f"server_label {server_label[0]!r} (the call's is {server_label[1]!r})")
+    if name is not None:
+        differences.append(f"name {name[0]!r} (the call's is {name[1]!r})")
+    if arguments is not None:
+        differences.append(f"arguments {arguments[0]} (the call's are {arguments[1]})")
+    return InvalidRequest(
+        f"The mcp_approval_request {approval_id} does not match the call it approves: its "
+        + "; its ".join(differences)
+        + ". An approval covers the call it was asked for, unchanged.",
+        param=param,
+        code="invalid_approval_request",
     )
 
 

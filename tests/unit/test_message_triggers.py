@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,11 @@ def trigger(*names: str) -> Callable[[Trigger], Trigger]:
     return register
 
 
-ELSEWHERE: dict[str, str] = {}
+ELSEWHERE: dict[str, str] = {
+    "approval_request_mismatch": (
+        "tests/tools/test_mcp_approvals.py::test_an_approval_request_sent_back_changed_is_refused"
+    ),
+}
 """Entries whose rule needs what this tier does not start (V8, a server, a socket): the
 integration test (`path::test`) that makes each answer."""
 
@@ -163,18 +168,11 @@ def test_the_integration_test_named_exists_and_holds_the_wording(name: str) -> N
     assert test in defined, f"{ELSEWHERE[name]} does not exist"
     made = messages.CATALOGUE[name].sample()
     wording = made.message if isinstance(made, EmulatorError) else made
-    fixed = max((part for part in _fixed_parts(wording)), key=len)
-    assert fixed in source, f"{path} does not hold {fixed!r}, of messages.{name}"
-
-
-def _fixed_parts(wording: str) -> list[str]:
-    """The parts of a sample wording between its `<placeholders>`."""
-    parts, rest = [], wording
-    while "<" in rest and ">" in rest.split("<", 1)[1]:
-        head, _, tail = rest.partition("<")
-        parts.append(head)
-        rest = tail.partition(">")[2]
-    return [*parts, rest]
+    runs = []  # every five words in a row of the wording's fixed text
+    for part in re.split(r"<[a-z_]+>", wording):
+        words = part.split()
+        runs += [" ".join(words[i : i + 5]) for i in range(len(words) - 4)]
+    assert any(run in source for run in runs), f"{path} holds no five words in a row of messages.{name}"
 
 
 # ==== the triggers, by surface ==========================================================================
@@ -573,3 +571,53 @@ def _(c: Context) -> object:
     _, program, paused_call = _sdk_items(response)
     answer = output(paused_call["call_id"], caller=paused_call["caller"], output="3")
     return replay(c, [{"role": "user", "content": "think first"}, program, paused_call, answer])
+
+
+@trigger("fingerprint_invalid")
+def _(c: Context) -> object:
+    items = paused(c)
+    items[1]["fingerprint"] = items[1]["fingerprint"][:-4] + "AAAA"
+    return replay(c, items)
+
+
+@trigger("fingerprint_of_another_program")
+def _(c: Context) -> object:
+    items, other = paused(c), paused(c)
+    items[1]["fingerprint"] = other[1]["fingerprint"]
+    return replay(c, items)
+
+
+@trigger("program_code_modified")
+def _(c: Context) -> object:
+    items = paused(c)
+    items[1]["code"] = items[1]["code"].replace("b: 2", "b: 3")
+    return replay(c, items)
+
+
+@trigger("program_calls_modified")
+def _(c: Context) -> object:
+    items = paused(c)
+    items[2]["arguments"] = json.dumps({"a": 1, "b": 20})
+    return replay(c, items)
+
+
+@trigger("program_answered_too_much")
+def _(c: Context) -> object:
+    items = paused(c)
+    program, caller = items[1]["call_id"], items[2]["caller"]
+    extra = c.http.app.state.emulator.signer.program_call_id(program, 2)  # a call it never reaches
+    arguments = json.dumps({"a": 3, "b": 3})
+    return replay(
+        c, [*items, call(extra, name="add", arguments=arguments, caller=caller), output(extra, caller=caller)]
+    )
+
+
+@trigger("contract_violation")
+def _(c: Context) -> object:
+    scenario = {"name": "triggers__strict", "match": {"input": "strict"}, "strict_contract": True}
+    c.post("/_emulator/scenarios", {**scenario, "turns": [{"program": CODE}, {"message": "{{ result }}"}]})
+    tools = [{**PTC_TOOLS[0], "output_schema": {"type": "object"}}, *PTC_TOOLS[1:]]
+    response = c.sdk.responses.create(model="m", input="strict", tools=tools, store=False)  # type: ignore[arg-type]
+    program, paused_call = _sdk_items(response)
+    answer = output(paused_call["call_id"], caller=paused_call["caller"], output="3")
+    return replay(c, [{"role": "user", "content": "strict"}, program, paused_call, answer], tools=tools)

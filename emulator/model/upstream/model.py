@@ -27,7 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ptc_emulator.emulator.errors import InvalidRequest, StatusError
+from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.errors import StatusError
 from ptc_emulator.emulator.model.core import Prepared, Runner, Trace
 from ptc_emulator.emulator.model.runtime import BoundTools, HostedScript, Output, ProgramPlan, Runtime
 from ptc_emulator.emulator.model.upstream.client import Answer, ToolCall, UpstreamClient
@@ -94,7 +95,7 @@ class UpstreamModel:
         open_indexes = runtime.check(conv, tools, hosted)
         trace.contract.extend(checks.check_outputs(conv, toolset))
         if self.strict_contract and trace.contract:
-            raise InvalidRequest(trace.contract[0].describe(), param="input", code="contract_violation")
+            raise messages.contract_violation(trace.contract[0].describe(), "input")
         return UpstreamPlan(
             hosted=hosted,
             tools=tools,
