@@ -34,6 +34,7 @@ from ptc_emulator.emulator.errors import (
     InvalidType,
     InvalidValue,
     MissingParameter,
+    NotFound,
     PreviousResponseNotFound,
     ProgramDivergence,
     UnknownParameter,
@@ -655,6 +656,81 @@ def previous_response_not_found(response_id: str) -> PreviousResponseNotFound:
     return PreviousResponseNotFound(
         f"Previous response with id '{response_id}' not found.", param="previous_response_id"
     )
+
+
+@error(HISTORY)
+def response_not_found(response_id: str) -> NotFound:
+    """An unknown response id (retrieved, deleted, cancelled or listed)."""
+    return NotFound(f"Response with id '{response_id}' not found.")
+
+
+@error(HISTORY)
+def previous_response_unfinished(response_id: str, status: object) -> InvalidRequest:
+    """A `previous_response_id` (or one before it) that has not finished: queued, in progress, failed."""
+    return InvalidRequest(
+        f"Previous response '{response_id}' has status '{status}': only a finished response can be continued.",
+        param="previous_response_id",
+    )
+
+
+@error(HISTORY)
+def item_not_found(item_id: str, param: str) -> InvalidRequest:
+    """An `item_reference` to an item that does not exist, or to one of a response made in another
+    scope (`x-ptc-emulator-scope`)."""
+    return InvalidRequest(f"Item with id '{item_id}' not found.", param=param)
+
+
+@error(HISTORY)
+def item_not_input(item_id: str | None, param: str) -> InvalidRequest:
+    """An `item_reference` to a stored item that cannot be input."""
+    return InvalidRequest(f"Item '{item_id}' cannot be used as input here.", param=param)
+
+
+@error(HISTORY)
+def no_input_item_after(after: str, response_id: str) -> InvalidRequest:
+    """A page of a response's input items `after` an id it does not hold."""
+    return InvalidRequest(f"No item with id '{after}' in the input of response '{response_id}'.", param="after")
+
+
+# ---- conversations ---------------------------------------------------------------------------------
+
+
+@error(CONVERSATIONS)
+def conversation_not_found(conversation_id: str, param: str | None = None) -> NotFound:
+    """An unknown conversation (retrieved, updated, deleted, listed, or a create's `conversation`)."""
+    return NotFound(f"Conversation with id '{conversation_id}' not found.", param=param)
+
+
+@error(CONVERSATIONS)
+def conversation_item_not_found(conversation_id: str, item_id: str) -> NotFound:
+    """An unknown item of a conversation."""
+    return NotFound(f"Item with id '{item_id}' not found in conversation '{conversation_id}'.")
+
+
+@error(CONVERSATIONS)
+def no_conversation_item_after(after: str, conversation_id: str) -> InvalidRequest:
+    """A page of a conversation's items `after` an id it does not hold."""
+    return InvalidRequest(f"No item with id '{after}' in conversation '{conversation_id}'.", param="after")
+
+
+@error(CONVERSATIONS)
+def conversation_locked() -> InvalidRequest:
+    """Two continuations of one conversation at once: the first to finish appends, the other appends
+    nothing (the hosted API's words)."""
+    return InvalidRequest(
+        "Another process is currently operating on this conversation. Please retry in a few seconds.",
+        param="conversation",
+        code="conversation_locked",
+    )
+
+
+# ---- agents ----------------------------------------------------------------------------------------
+
+
+@error(AGENTS)
+def no_listed_after(what: str, after: str) -> InvalidRequest:
+    """A page of agents, sessions, turns or items `after` an id the list does not hold."""
+    return InvalidRequest(f"No {what} with id '{after}' in this list.", param="after")
 
 
 # ---- the docs ------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse, Response
 
 from ptc_emulator.api.context import SCOPE_HEADER, SCOPE_METADATA_KEY, Limit, Order
 from ptc_emulator.api.sse import KEEP_ALIVE, EventStreamResponse, frame
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.agents.harness import Harness, Subscription
 from ptc_emulator.emulator.agents.wire import AgentCreate, AgentUpdate, EventsBody, SessionCreate, SessionUpdate
 from ptc_emulator.emulator.errors import InvalidRequest
@@ -61,7 +62,7 @@ def harness_of(request: Request) -> Harness:
 def _page(
     rows: list[dict[str, Any]], *, after: str | None, limit: int, order: str, what: str = "object"
 ) -> dict[str, Any]:
-    return page(rows, after=after, limit=limit, order=order, missing=f"No {what} with id '{{after}}' in this list.")
+    return page(rows, after=after, limit=limit, order=order, missing=lambda at: messages.no_listed_after(what, at))
 
 
 def _scope(request: Request, metadata: dict[str, str] | None) -> str | None:

@@ -25,6 +25,7 @@ from starlette.testclient import TestClient
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.rules import compaction, contract
+from ptc_emulator.emulator.storage import StoredResponse
 from ptc_emulator.emulator.wire.tools import CustomTool, FunctionTool
 from tests.support import PTC_TOOLS, js
 from tests.unit.fake_runner import FakeProgram, FakeRunner
@@ -621,3 +622,73 @@ def _(c: Context) -> object:
     program, paused_call = _sdk_items(response)
     answer = output(paused_call["call_id"], caller=paused_call["caller"], output="3")
     return replay(c, [{"role": "user", "content": "strict"}, program, paused_call, answer], tools=tools)
+
+
+# ---- stored responses, conversations and pages ----------------------------------------------------
+
+
+def stored(c: Context, response_id: str, status: str = "completed", output: list[Any] | None = None) -> str:
+    """A response put in the store as it is (its status and output as given)."""
+    body = {"id": response_id, "object": "response", "status": status, "output": output or []}
+    c.http.app.state.emulator.store.responses.put(StoredResponse(response_id, body, [], None))
+    return response_id
+
+
+def conversation(c: Context) -> str:
+    return str(c.post("/v1/conversations", {}).json()["id"])
+
+
+@trigger("response_not_found")
+def _(c: Context) -> object:
+    return c.http.get("/v1/responses/resp_nope")
+
+
+@trigger("previous_response_unfinished")
+def _(c: Context) -> object:
+    return c.create(input="hi", previous_response_id=stored(c, "resp_triggers_unfinished", "in_progress"))
+
+
+@trigger("item_not_found")
+def _(c: Context) -> object:
+    return c.create(input=[{"type": "item_reference", "id": "msg_nope"}])
+
+
+@trigger("item_not_input")
+def _(c: Context) -> object:
+    odd = {"type": "message", "id": "msg_triggers_odd", "role": "wizard", "content": 7}
+    stored(c, "resp_triggers_odd", output=[odd])
+    return c.create(input=[{"type": "item_reference", "id": "msg_triggers_odd"}])
+
+
+@trigger("no_input_item_after")
+def _(c: Context) -> object:
+    response = c.create(input=PROGRAM, tools=PTC_TOOLS).json()
+    return c.http.get(f"/v1/responses/{response['id']}/input_items", params={"after": "msg_nope"})
+
+
+@trigger("conversation_not_found")
+def _(c: Context) -> object:
+    return c.http.get("/v1/conversations/conv_nope")
+
+
+@trigger("conversation_item_not_found")
+def _(c: Context) -> object:
+    return c.http.get(f"/v1/conversations/{conversation(c)}/items/msg_nope")
+
+
+@trigger("no_conversation_item_after")
+def _(c: Context) -> object:
+    return c.http.get(f"/v1/conversations/{conversation(c)}/items", params={"after": "msg_nope"})
+
+
+@trigger("conversation_locked")
+def _(c: Context) -> object:
+    """The one write of a continuation, at a version another write has moved on from."""
+    with pytest.raises(EmulatorError) as caught:
+        c.http.app.state.emulator.engine.conversations.record(conversation(c), [], [], expected=-1)
+    return caught.value
+
+
+@trigger("no_listed_after")
+def _(c: Context) -> object:
+    return c.http.get("/v1/agents", params={"after": "agent_nope"}, headers={"OpenAI-Beta": "agents=v1"})

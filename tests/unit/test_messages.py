@@ -218,8 +218,6 @@ NOT_YET: set[str] = {
     "emulator/agents/mcp.py",
     "emulator/agents/session.py",
     "emulator/agents/wire.py",
-    "emulator/conversations/service.py",
-    "emulator/history/stored.py",
     "emulator/journal/evaluation.py",
     "emulator/model/runtime/hosted.py",
     "emulator/model/scripted/player.py",
