@@ -37,6 +37,7 @@ from ptc_emulator.emulator.errors import (
     NotFound,
     PreviousResponseNotFound,
     ProgramDivergence,
+    StatusError,
     UnknownParameter,
     UnsupportedParameter,
 )
@@ -294,6 +295,116 @@ def contract_violation(described: str, param: str) -> ContractViolation:
     """In strict mode (a scenario's `strict_contract`, or `--strict-contract`), a tool output against
     `output_schema`, or arguments against `parameters`."""
     return ContractViolation(described, param=param)
+
+
+@error(TOOLS)
+def duplicate_namespace(name: str) -> InvalidRequest:
+    """Two namespaces with one name."""
+    return InvalidRequest(f"Duplicate namespace name: '{name}'.", param="tools")
+
+
+@error(TOOLS)
+def one_tool_search() -> InvalidRequest:
+    """Two `tool_search` tools in one request."""
+    return InvalidRequest("Only one tool_search tool may be declared.", param="tools")
+
+
+@error(TOOLS)
+def namespace_reserved(name: str) -> InvalidRequest:
+    """A namespace holding a function of its own name: tool search reserves that name."""
+    return InvalidRequest(
+        f"Responses tool-search reserves the synthetic namespace '{name}.{name}' for deferred top-level function "
+        "tools: rename the namespace or its tool.",
+        param="tools",
+    )
+
+
+@error(TOOLS)
+def function_and_namespace(name: str) -> InvalidRequest:
+    """A function tool and a namespace with one name."""
+    return InvalidRequest(
+        f"The name '{name}' is both a function tool and a namespace; a program could not call both.", param="tools"
+    )
+
+
+@error(TOOLS)
+def deferred_needs_search() -> InvalidRequest:
+    """A tool declared with `defer_loading: true` and no `tool_search` tool to load it."""
+    return InvalidRequest(
+        'Deferred tools require tools.tool_search: add {"type": "tool_search"} to load tools declared with '
+        "defer_loading: true.",
+        param="tools",
+    )
+
+
+@error(TOOLS)
+def missing_namespace(name: str, param: str) -> InvalidRequest:
+    """A namespace's function call (or a deferred top-level function's) replayed without its `namespace`."""
+    return InvalidRequest(
+        f"Missing namespace for function_call '{name}'. It does not exist in the default namespace. Round-trip "
+        "the model's function_call item with its namespace field included.",
+        param=param,
+    )
+
+
+@error(TOOLS)
+def search_output_invalid_tool(at: str, problem: str, param: str) -> InvalidRequest:
+    """A `tool_search_output` loading a tool that is no tool (`at`: where, `problem`: the validator's words)."""
+    return InvalidRequest(f"Invalid tool in tool_search_output: {at}: {problem}.", param=param)
+
+
+@error(TOOLS)
+def search_output_loads_kind(kind: str, param: str) -> InvalidRequest:
+    """A `tool_search_output` loading a kind of tool a search cannot load."""
+    return InvalidRequest(
+        f"A tool_search_output can load function, custom, namespace and mcp tools, not '{kind}'.", param=param
+    )
+
+
+@error(TOOLS)
+def search_output_undeclared(name: str, param: str) -> InvalidRequest:
+    """A server-executed `tool_search_output` loading a tool the request does not declare."""
+    return InvalidRequest(
+        f"The server-executed tool_search_output loads '{name}', which this request does not declare (a server "
+        "search loads only declared tools): replay the tool search items the server returned, with the same tools.",
+        param=param,
+    )
+
+
+@text(TOOLS, "a program's rejected promise, and a scenario turn's reason")
+def takes_a_string(name: str) -> str:
+    """A custom tool called with anything but one string."""
+    return f"tools.{name}() takes one argument: a string"
+
+
+@text(TOOLS, "a program's rejected promise, and a scenario turn's reason")
+def unknown_field(what: str, where: str) -> str:
+    """A tool action's arguments with a field it does not take (`what`: what the arguments are)."""
+    return f"{what}: unknown field '{where}'"
+
+
+@text(TOOLS, "a program's rejected promise, and a scenario turn's reason")
+def missing_field(what: str, where: str) -> str:
+    """A tool action's arguments without a field it requires."""
+    return f"{what}: missing required field '{where}'"
+
+
+@text(TOOLS, "a program's rejected promise, and a scenario turn's reason")
+def invalid_field(what: str, where: str, problem: str) -> str:
+    """A tool action's arguments with a field of the wrong shape (`where` empty: the arguments themselves)."""
+    return f"{what}: '{where}': {problem}" if where else f"{what}: {problem}"
+
+
+@text(TOOLS, "a program's rejected promise", why="a hosted tool that this emulator does not run")
+def unemulated_tool(name: str, kind: str, why: str) -> str:
+    """A program calling a hosted tool the emulator echoes but does not run (`why`: `not_run_here`)."""
+    return f"tools.{name}() calls the '{kind}' tool, {why}."
+
+
+@text(TOOLS, "a program's rejected promise, and a scenario turn's reason")
+def not_run_here() -> str:
+    """Why a hosted tool the emulator echoes cannot be called."""
+    return "a hosted tool that this emulator does not run"
 
 
 # ---- conversation items ----------------------------------------------------------------------------
@@ -722,6 +833,127 @@ def conversation_locked() -> InvalidRequest:
         param="conversation",
         code="conversation_locked",
     )
+
+
+# ---- MCP servers ------------------------------------------------------------------------------------
+
+
+@error(MCP, message="<listing_failed, no_server, or the scenario's declared error>")
+def mcp_listing_error(message: str) -> StatusError:
+    """An MCP server that cannot be listed: unreachable, refused by the egress policy, past its
+    deadline or answer limit, not speaking MCP (docs/limits.md, "MCP"), or a declared failure."""
+    return StatusError(424, message, type="external_connector_error", code="http_error", param="tools")
+
+
+@text(MCP, "the 424 of a listing")
+def listing_failed(label: str, reason: str) -> str:
+    """Listing an MCP server failed (`reason`: one of the texts below)."""
+    return f"Error retrieving tool list from MCP server '{label}': {reason}"
+
+
+@text(MCP, "the 424 of a listing, and an mcp_call's error")
+def no_server(label: str, connector: str | None = None) -> str:
+    """An MCP tool with no `server_url` (or a connector) that no scenario or hosted script declares."""
+    what = f"the connector '{connector}'" if connector else "no server_url"
+    return (
+        f"MCP server '{label}' has {what}, and no scenario or hosted script declares it: the emulator cannot "
+        "reach connectors; declare the server's tools under `hosted.mcp_servers`."
+    )
+
+
+@text(MCP, "an MCP listing's or call's error")
+def mcp_http_status(status: int) -> str:
+    """An MCP server answering an HTTP error status (nothing else of its answer is shown)."""
+    return f"HTTP {status} from the MCP server"
+
+
+@text(MCP, "an MCP listing's or call's error", seconds="5 s", flag="--mcp-timeout")
+def mcp_no_answer(seconds: str, flag: str) -> str:
+    """An MCP server past the deadline (`flag`: what sets it)."""
+    return f"the MCP server did not answer within {seconds} ({flag})"
+
+
+@text(MCP, "an MCP listing's or call's error", seconds="5 s")
+def mcp_no_connection(seconds: str) -> str:
+    """An MCP server that does not accept the connection within the connect deadline."""
+    return f"could not connect to the MCP server within {seconds}"
+
+
+@text(MCP, "an MCP listing's or call's error")
+def mcp_unreachable() -> str:
+    """An MCP server that cannot be reached (refused, reset, unknown name)."""
+    return "could not reach the MCP server"
+
+
+@text(MCP, "an MCP listing's or call's error")
+def mcp_not_mcp() -> str:
+    """An answer that is not MCP (not JSON-RPC, another content type)."""
+    return "the MCP server's answer is not a valid MCP message"
+
+
+@text(MCP, "an MCP listing's or call's error", limit=1048576)
+def mcp_answer_too_large(limit: int) -> str:
+    """An MCP server's answer over `--mcp-max-answer-bytes`."""
+    return f"the MCP server's answer exceeded {limit} bytes (--mcp-max-answer-bytes)"
+
+
+@text(MCP, "an MCP listing's or call's error")
+def mcp_url_scheme(scheme: str) -> str:
+    """An MCP server URL that is not http or https (`scheme`: its scheme, empty for a relative URL)."""
+    return f"the MCP server URL must be http or https, not {scheme or 'a relative URL'!r}"
+
+
+@text(MCP, "an MCP listing's or call's error")
+def mcp_url_no_host() -> str:
+    """An MCP server URL without a host."""
+    return "the MCP server URL has no host"
+
+
+@text(MCP, "an MCP listing's or call's error")
+def mcp_is_the_emulator(server: str, ip: str) -> str:
+    """An MCP server URL naming the emulator's own port (`server`: host and port)."""
+    return (
+        f"the MCP server {server} is the emulator itself ({ip}); the emulator never connects to its own port, "
+        "whatever --mcp-allow-host says"
+    )
+
+
+@text(MCP, "an MCP listing's or call's error", kind="private", server="localhost:9000", private=True)
+def mcp_address_refused(host: str, ip: str, kind: str, server: str, private: bool) -> str:
+    """An MCP server at a loopback, private or link-local address the egress policy does not allow
+    (`server`: host and port, as `--mcp-allow-host` takes it; `private`: `--mcp-allow-private` would allow it)."""
+    how = f"--mcp-allow-host {server}" + (" (or --mcp-allow-private)" if private else "")
+    return f"the emulator does not connect to {host} ({ip}, a {kind} address); allow it with {how}"
+
+
+@text(MCP, "an MCP listing's or call's error")
+def mcp_no_address(host: str) -> str:
+    """An MCP server name that resolves to no address."""
+    return f"{host} has no address"
+
+
+@text(MCP, "an MCP listing's or call's error")
+def mcp_tcp_only() -> str:
+    """An MCP transport asking for a Unix socket."""
+    return "the MCP client connects over TCP only"
+
+
+@text(MCP, "an mcp_call's error (an mcp_protocol_error)")
+def mcp_unknown_tool(name: str) -> str:
+    """A call to a tool a declared (offline) MCP server does not have."""
+    return f"Unknown tool: {name}"
+
+
+@text(MCP, "a program's rejected promise")
+def mcp_tool_failed() -> str:
+    """An MCP tool that reported an error with no text."""
+    return "the tool reported an error"
+
+
+@text(MCP, "a program's rejected promise")
+def mcp_unknown_error() -> str:
+    """An MCP call error with no message."""
+    return "unknown error"
 
 
 # ---- agents ----------------------------------------------------------------------------------------

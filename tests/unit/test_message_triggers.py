@@ -12,12 +12,15 @@ hold the entry's wording.
 from __future__ import annotations
 
 import ast
+import asyncio
 import json
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
+import httpx2
 import openai
 import pytest
 from starlette.testclient import TestClient
@@ -26,7 +29,10 @@ from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.rules import compaction, contract
 from ptc_emulator.emulator.storage import StoredResponse
-from ptc_emulator.emulator.wire.tools import CustomTool, FunctionTool
+from ptc_emulator.emulator.tools import egress, kinds, mcp
+from ptc_emulator.emulator.tools.egress import McpPolicy
+from ptc_emulator.emulator.tools.mcp import McpServerSpec
+from ptc_emulator.emulator.wire.tools import CustomTool, FunctionTool, McpTool
 from tests.support import PTC_TOOLS, js
 from tests.unit.fake_runner import FakeProgram, FakeRunner
 
@@ -42,7 +48,7 @@ class Context:
 
     def items(self, *items: dict[str, Any], **body: Any) -> Any:
         """A store:false create whose input is `items` (a user message first) and the PTC tools."""
-        return self.create(input=[USER, *items], tools=PTC_TOOLS, store=False, **body)
+        return self.create(**{"input": [USER, *items], "tools": PTC_TOOLS, "store": False, **body})
 
     def post(self, path: str, body: Any, **headers: str) -> Any:
         content = json.dumps(body).encode()
@@ -692,3 +698,200 @@ def _(c: Context) -> object:
 @trigger("no_listed_after")
 def _(c: Context) -> object:
     return c.http.get("/v1/agents", params={"after": "agent_nope"}, headers={"OpenAI-Beta": "agents=v1"})
+
+
+# ---- tools and tool search (the toolset) ------------------------------------------------------------
+
+
+def namespace(name: str = "n", *members: str) -> dict[str, Any]:
+    tools = [{"type": "function", "name": member} for member in members or ("f",)]
+    return {"type": "namespace", "name": name, "description": "d", "tools": tools}
+
+
+SEARCH = {"type": "tool_search"}
+
+
+@trigger("duplicate_namespace")
+def _(c: Context) -> object:
+    return c.create(input="hi", tools=[namespace(), namespace()])
+
+
+@trigger("one_tool_search")
+def _(c: Context) -> object:
+    return c.create(input="hi", tools=[SEARCH, SEARCH])
+
+
+@trigger("namespace_reserved")
+def _(c: Context) -> object:
+    return c.create(input="hi", tools=[namespace("n", "n")])
+
+
+@trigger("function_and_namespace")
+def _(c: Context) -> object:
+    return c.create(input="hi", tools=[{"type": "function", "name": "n"}, namespace("n")])
+
+
+@trigger("deferred_needs_search")
+def _(c: Context) -> object:
+    return c.create(input="hi", tools=[{"type": "function", "name": "f", "defer_loading": True}])
+
+
+@trigger("missing_namespace")
+def _(c: Context) -> object:
+    return c.items(call(name="f"), output(), tools=[namespace("n", "f")])
+
+
+@trigger("search_output_invalid_tool")
+def _(c: Context) -> object:
+    return c.items(search_call(), {**search_output(), "tools": [{"type": "function"}]}, tools=[SEARCH])
+
+
+@trigger("search_output_loads_kind")
+def _(c: Context) -> object:
+    return c.items(search_call(), {**search_output(), "tools": [SEARCH]}, tools=[SEARCH])
+
+
+@trigger("search_output_undeclared")
+def _(c: Context) -> object:
+    loaded = {**search_output("ts_1", "server"), "tools": [{"type": "function", "name": "zzz"}]}
+    return c.items(search_call("ts_1", "server"), loaded, tools=[SEARCH])
+
+
+def _refused(kind: kinds.ToolKind, arguments: Any) -> object:
+    return kind.check(kinds.Binding("t", kind, None, True, True), arguments)
+
+
+@trigger("takes_a_string")
+def _(c: Context) -> object:
+    return _refused(kinds.CUSTOM, {"text": "hi"})
+
+
+@trigger("unknown_field")
+def _(c: Context) -> object:
+    return _refused(kinds.SHELL, {"commands": ["ls"], "cwd": "/"})
+
+
+@trigger("missing_field")
+def _(c: Context) -> object:
+    return _refused(kinds.SHELL, {})
+
+
+@trigger("invalid_field")
+def _(c: Context) -> object:
+    return _refused(kinds.SHELL, {"commands": "ls"})
+
+
+@trigger("unemulated_tool")
+def _(c: Context) -> object:
+    return kinds.Unemulated("image_generation").message("image_generation")
+
+
+@trigger("not_run_here")
+def _(c: Context) -> object:
+    return kinds.Unemulated("image_generation").message("image_generation")
+
+
+# ---- MCP servers ------------------------------------------------------------------------------------
+
+
+def listed(c: Context, server_url: str | None) -> Any:
+    """A program's first run with an MCP server's tools: the server is listed first."""
+    tool = {"type": "mcp", "server_label": "docs", "allowed_callers": ["programmatic"]}
+    return c.create(input=PROGRAM, tools=[*PTC_TOOLS, {**tool, "server_url": server_url} if server_url else tool])
+
+
+@trigger("mcp_listing_error", "no_server")
+def _(c: Context) -> object:
+    return listed(c, None)
+
+
+@trigger("listing_failed", "mcp_url_scheme")
+def _(c: Context) -> object:
+    return listed(c, "ftp://docs.example/mcp")
+
+
+@trigger("mcp_url_no_host")
+def _(c: Context) -> object:
+    return listed(c, "http:///mcp")
+
+
+@trigger("mcp_address_refused")
+def _(c: Context) -> object:
+    return listed(c, "http://127.0.0.1:9/mcp")  # refused before any connection
+
+
+@trigger("mcp_is_the_emulator")
+def _(c: Context) -> object:
+    return listed(c, "http://127.0.0.1:80/mcp")  # the port the test client reaches the app on
+
+
+def _failed(error: BaseException) -> object:
+    """What a listing or call that failed below MCP reports, for `error`."""
+    return mcp._http_error(error, McpPolicy())
+
+
+@trigger("mcp_http_status")
+def _(c: Context) -> object:
+    request = httpx2.Request("POST", "https://docs.example/mcp")
+    return _failed(httpx2.HTTPStatusError("503", request=request, response=httpx2.Response(503, request=request)))
+
+
+@trigger("mcp_no_answer")
+def _(c: Context) -> object:
+    return _failed(TimeoutError())
+
+
+@trigger("mcp_no_connection")
+def _(c: Context) -> object:
+    return _failed(httpx2.ConnectTimeout("connect"))
+
+
+@trigger("mcp_unreachable")
+def _(c: Context) -> object:
+    return _failed(ConnectionRefusedError())
+
+
+@trigger("mcp_not_mcp")
+def _(c: Context) -> object:
+    return _failed(ValueError("not JSON-RPC"))
+
+
+@trigger("mcp_answer_too_large")
+def _(c: Context) -> object:
+    with pytest.raises(egress.AnswerTooLarge) as caught:
+        egress._Budget(10).spend(11)
+    return caught.value
+
+
+@trigger("mcp_no_address")
+def _(c: Context) -> object:
+    async def nothing(*args: Any, **kwargs: Any) -> list[Any]:
+        return []
+
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(egress.EgressRefused) as caught:
+        patch.setattr(anyio, "getaddrinfo", nothing)
+        asyncio.run(egress._Backend(McpPolicy()).connect_tcp("docs.example", 443))
+    return caught.value
+
+
+@trigger("mcp_tcp_only")
+def _(c: Context) -> object:
+    with pytest.raises(egress.EgressRefused) as caught:
+        asyncio.run(egress._Backend(McpPolicy()).connect_unix_socket("/run/mcp.sock"))
+    return caught.value
+
+
+@trigger("mcp_unknown_tool")
+def _(c: Context) -> object:
+    tool = McpTool.model_validate({"type": "mcp", "server_label": "docs"})
+    return asyncio.run(mcp.call_tool(tool, McpServerSpec(), "nope", {}, McpPolicy())).error
+
+
+@trigger("mcp_tool_failed")
+def _(c: Context) -> object:
+    return mcp.CallResult(error={"type": "mcp_tool_execution_error", "content": []}).message()
+
+
+@trigger("mcp_unknown_error")
+def _(c: Context) -> object:
+    return mcp.CallResult(error={"type": "http_error"}).message()

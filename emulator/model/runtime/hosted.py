@@ -40,7 +40,6 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from ptc_emulator.emulator import messages
-from ptc_emulator.emulator.errors import StatusError
 from ptc_emulator.emulator.model.runtime.hidden_results import HiddenResults
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
@@ -214,13 +213,7 @@ class Hosted:
                 tool, self.declared(tool.server_label), self.policy
             )
             if found.error is not None:
-                raise StatusError(
-                    424,
-                    found.error,
-                    type="external_connector_error",
-                    code="http_error",
-                    param="tools",
-                )
+                raise messages.mcp_listing_error(found.error)
         return found
 
     async def program_names(self) -> tuple[str, ...]:
