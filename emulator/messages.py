@@ -34,9 +34,11 @@ from ptc_emulator.emulator.errors import (
     InvalidType,
     InvalidValue,
     MissingParameter,
+    NoScenarioMatched,
     NotFound,
     PreviousResponseNotFound,
     ProgramDivergence,
+    ScenarioTurnError,
     StatusError,
     UnknownParameter,
     UnsupportedParameter,
@@ -131,6 +133,15 @@ MCP = "MCP servers"
 AGENTS = "Agents API"
 SOCKET = "WebSocket mode and steering"
 ADMIN = "Admin API, journal and inspector"
+
+
+# ---- the edge ---------------------------------------------------------------------------------------
+
+
+@error(EDGE)
+def server_error() -> EmulatorError:
+    """A bug (and a scenario's `http_error: 500` fault, OpenAI's body)."""
+    return EmulatorError("The server had an error while processing your request. Sorry about that!")
 
 
 # ---- request parameters ----------------------------------------------------------------------------
@@ -833,6 +844,239 @@ def conversation_locked() -> InvalidRequest:
         param="conversation",
         code="conversation_locked",
     )
+
+
+# ---- scenarios (the scripted model) ----------------------------------------------------------------
+
+
+@error(SCENARIOS, closest=[("<name>", "<field>", "<reason>")], report={})
+def no_scenario_matched(
+    closest: list[tuple[str, str, str]], report: dict[str, object], *, scoped: int = 0, inline: str | None = None
+) -> NoScenarioMatched:
+    """No scenario matches and the latest user message has no inline block that can run (`closest`:
+    up to three near misses as (scenario, field, reason); `scoped`: how many scenarios of a scope
+    would match a request that has none; `inline`: why its inline block cannot run)."""
+    if closest:
+        shown = "; ".join(f"'{scenario}' ({field}): {reason}" for scenario, field, reason in closest)
+        message = f"No scenario matches this request. Closest: {shown}."
+    else:
+        message = "No scenario matches this request (no scenario is loaded)."
+    if scoped:
+        message = (
+            f"This request has no scope, and {scoped} scenario{'' if scoped == 1 else 's'} of a scope would match it: "
+            "send it in the test's scope, with the base URL http://HOST:PORT/scopes/<scope>/v1 (the pytest "
+            "fixture's base_url, or its env for code that builds its own client) or the x-ptc-emulator-scope "
+            "header. " + message
+        )
+    if inline is None:
+        message += " The latest user message has no ```js code block to run inline either."
+    else:
+        message += f" The latest user message has a ```js code block, but {inline}."
+    return NoScenarioMatched(message, report)
+
+
+@text(SCENARIOS, "no_scenario_matched's inline reason")
+def inline_cannot_run(reason: str) -> str:
+    """The latest user message's ```js block, which the request's `tool_choice` forbids."""
+    return f"the ```js block cannot run: {reason}"
+
+
+@text(SCENARIOS, "a near miss's reason, and inline_cannot_run's", choice="'none'", number=1, does="runs a program")
+def tool_choice_conflict(choice: str, number: int, does: str) -> str:
+    """A scenario (or an inline block) whose next turn does what `tool_choice` forbids (`choice`: the
+    choice described, `does`: what the turn does)."""
+    return f"tool_choice is {choice}, but turn {number} {does}"
+
+
+@error(SCENARIOS)
+def scenario_exhausted(scenario: str) -> InvalidRequest:
+    """The conversation went past the end of its scenario."""
+    return InvalidRequest(
+        f"Scenario '{scenario}' has no turn left to play for this conversation.",
+        param="input",
+        code="scenario_exhausted",
+    )
+
+
+@error(SCENARIOS, turn=0, expected="program", item_type="function_call")
+def scenario_mismatch(scenario: str, turn: int, expected: str, item_type: str) -> InvalidRequest:
+    """The conversation went off its scenario: an item where the scenario has another kind of turn
+    (`turn`: the turn's index, from 0)."""
+    return InvalidRequest(
+        f"The conversation does not follow scenario '{scenario}': after the latest user message, turn {turn + 1} "
+        f"should be a {expected}, but the input has a {item_type} item there.",
+        param="input",
+        code="scenario_mismatch",
+    )
+
+
+@error(SCENARIOS, index=0)
+def scenario_turn(scenario: str, index: int, reason: str, param: str = "input") -> ScenarioTurnError:
+    """A scenario's turn that cannot play for this request (`index`: the turn's, from 0; `reason`:
+    one of the texts below, or a tool kind's refusal)."""
+    return ScenarioTurnError(f"Scenario '{scenario}', turn {index + 1}: {reason}", param=param)
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def arguments_not_json(problem: str) -> str:
+    """A call turn's `arguments` template that does not render to JSON."""
+    return f"call arguments did not render to JSON: {problem}"
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def arguments_not_object() -> str:
+    """A call turn's `arguments` that render to JSON other than an object."""
+    return "call arguments must be a JSON object"
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def template_error(problem: str) -> str:
+    """A template that fails to render (an undefined name, a syntax error)."""
+    return f"template error: {problem}"
+
+
+@text(SCENARIOS, "a scenario turn's reason", kind="ZeroDivisionError")
+def template_failed(kind: str, problem: str) -> str:
+    """A template whose own code fails (arithmetic, a filter on the wrong type): `kind` is the exception's."""
+    return f"template error: {kind}: {problem}"
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def custom_takes_input(name: str) -> str:
+    """A call turn calling a custom tool with `arguments` instead of `input`."""
+    return f"the custom tool '{name}' takes `input` (a string)"
+
+
+@text(SCENARIOS, 'a scenario turn\'s reason, after "but the request"')
+def undeclared() -> str:
+    """A turn calling a tool the request does not declare."""
+    return "does not declare it"
+
+
+@text(SCENARIOS, 'a scenario turn\'s reason, after "but the request"')
+def programmatic_only() -> str:
+    """A turn calling directly a tool the request lets only programs call."""
+    return "allows only programmatic calls to it"
+
+
+@text(SCENARIOS, 'a scenario turn\'s reason, after "but the request"', not_loaded="deferred, not loaded")
+def not_loaded_yet(not_loaded: str) -> str:
+    """A turn calling a deferred tool no tool search has loaded (`not_loaded`: how near misses say it)."""
+    return f"declares it with defer_loading: true and no tool search has loaded it ({not_loaded})"
+
+
+@error(SCENARIOS, index=0, why="does not declare it")
+def scenario_calls_directly(scenario: str, index: int, kind: str, name: str, why: str) -> ScenarioTurnError:
+    """A call turn calling a tool the request does not let it call directly (`why`: `undeclared`,
+    `programmatic_only` or `not_loaded_yet`)."""
+    what = "the function" if kind == "function" else f"the {kind} tool"
+    return scenario_turn(scenario, index, f"calls {what} '{name}' directly, but the request {why}.", "tools")
+
+
+@error(SCENARIOS, index=0, why="a hosted tool that this emulator does not run")
+def scenario_calls_unemulated(scenario: str, index: int, name: str, why: str) -> ScenarioTurnError:
+    """A call turn calling a hosted tool the emulator echoes but does not run (`why`: `not_run_here`)."""
+    return scenario_turn(scenario, index, f"calls '{name}', {why}; script its result as a message instead.", "tools")
+
+
+@error(SCENARIOS, index=0, kind="shell", turn="shell")
+def scenario_calls_server_tool(scenario: str, index: int, name: str, kind: str, turn: str) -> ScenarioTurnError:
+    """A call turn calling a tool that runs on the server's side (`turn`: the turn that plays it)."""
+    also = ""
+    if kind == "shell":
+        also = " (or `tools.shell({commands})` in a `program` turn), its results scripted under hosted.shell"
+    return scenario_turn(
+        scenario,
+        index,
+        f"calls '{name}', which runs on the server's side: use a `{turn}:` turn instead of `call`{also}.",
+        "tools",
+    )
+
+
+@text(SCENARIOS, "a scenario turn's reason", why="does not declare it")
+def mcp_called_directly(label: str, why: str) -> str:
+    """An `mcp` turn for a server the request does not let it call directly."""
+    return f"calls the MCP server '{label}' directly, but the request {why}"
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def mcp_tool_not_listed(name: str, label: str) -> str:
+    """An `mcp` turn calling a tool its server does not list."""
+    return f"calls '{name}', which MCP server '{label}' does not list (or allowed_tools hides)"
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def mcp_no_result(label: str, name: str, arguments: str) -> str:
+    """An `mcp` turn calling a declared (offline) server that has no result for these arguments."""
+    return f"the declared MCP server '{label}' has no result for {name}({arguments})"
+
+
+@text(SCENARIOS, "a scenario turn's reason", why="does not declare it")
+def interpreter_called_directly(why: str) -> str:
+    """A `code_interpreter` turn the request does not let call the code interpreter directly."""
+    return f"calls the code interpreter directly, but the request {why}"
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def interpreter_unscripted() -> str:
+    """A `code_interpreter` turn whose code no entry of `hosted.code_interpreter` matches."""
+    return "calls the code interpreter, and no entry of the scenario's hosted.code_interpreter matches its code"
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def no_hosted_shell() -> str:
+    """A `shell` turn in a request with no hosted shell tool."""
+    return (
+        "runs a shell command in a hosted container, but the request declares no `shell` tool with a "
+        "`container_auto` or `container_reference` environment (a local shell is called with a `call` turn)"
+    )
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def shell_programmatic_only() -> str:
+    """A `shell` turn in a request that lets only programs call the hosted shell."""
+    return "calls the hosted shell directly, but the request allows only programmatic calls"
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def shell_unscripted(command: str) -> str:
+    """A `shell` turn whose command no entry of `hosted.shell` matches."""
+    return f"runs the command {command!r} in the hosted shell, and no entry of the scenario's hosted.shell matches it"
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def no_search_tool() -> str:
+    """A `search` turn in a request without a `tool_search` tool."""
+    return "searches for tools, but the request declares no tool_search tool."
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def search_loads_undeferred(name: str) -> str:
+    """A `search` turn whose `load` names a tool the request does not declare deferred."""
+    return f"loads '{name}', but the request declares no deferred tool by that name."
+
+
+@text(SCENARIOS, "a scenario turn's reason", arguments='{"query": "x"}')
+def search_arguments_unfit(arguments: str, problem: str) -> str:
+    """A client-executed `search` turn whose arguments do not fit the tool_search tool's `parameters`."""
+    return (
+        f"the tool_search_call arguments {arguments} do not fit the tool_search tool's parameters ({problem}): "
+        "give the search turn `arguments` that do."
+    )
+
+
+@error(SCENARIOS)
+def rate_limited() -> StatusError:
+    """A scenario's `http_error: 429` fault (with `Retry-After` and `x-should-retry` when asked)."""
+    return StatusError(
+        429, "Rate limit reached for requests (injected by the scenario).", type="requests", code="rate_limit_exceeded"
+    )
+
+
+@error(SCENARIOS)
+def overloaded() -> StatusError:
+    """A scenario's `http_error: 503` fault (OpenAI's body; a 500 fault answers `server_error`'s)."""
+    return StatusError(503, "The engine is currently overloaded, please try again later.", type="server_error")
 
 
 # ---- MCP servers ------------------------------------------------------------------------------------

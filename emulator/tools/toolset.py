@@ -27,7 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ptc_emulator.emulator import messages
-from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator.errors import ScenarioTurnError
 from ptc_emulator.emulator.tools.search import Document, rank
 from ptc_emulator.emulator.wire.items import (
     AdditionalToolsItem,
@@ -299,22 +299,22 @@ class Toolset:
         return rank(query, self._documents(), limit)
 
     def search_arguments(
-        self, load: list[str] | None, query: str | None, given: dict[str, Any] | None, *, where: str
+        self, load: list[str] | None, query: str | None, given: dict[str, Any] | None, *, scenario: str, turn: int
     ) -> dict[str, Any]:
         """The `tool_search_call.arguments` of a scripted search turn, checked: the request has a
         tool_search tool, a `load` list (the turn's) names deferred tools, and a client search's arguments fit
         the tool's `parameters`. `query` and `given` are the turn's rendered templates."""
 
-        def error(message: str) -> InvalidRequest:
-            return InvalidRequest(f"{where}: {message}", param="tools", code="scenario_error")
+        def error(reason: str) -> ScenarioTurnError:
+            return messages.scenario_turn(scenario, turn, reason, "tools")
 
         if self.search_tool is None:
-            raise error("searches for tools, but the request declares no tool_search tool.")
+            raise error(messages.no_search_tool())
         if load is not None:
             searchable = {d.key for d in self._documents()}
             unknown = [n for n in load if n not in searchable]
             if unknown:
-                raise error(f"loads '{unknown[0]}', but the request declares no deferred tool by that name.")
+                raise error(messages.search_loads_undeferred(unknown[0]))
         arguments = given if given is not None else {"query": query} if query is not None else {"paths": load}
         parameters = self.search_tool.parameters
         if self.execution == "client" and parameters is not None:
@@ -322,10 +322,7 @@ class Toolset:
 
             problem = next(iter(Draft202012Validator(parameters).iter_errors(arguments)), None)
             if problem is not None:
-                raise error(
-                    f"the tool_search_call arguments {json.dumps(arguments)} do not fit the tool_search tool's "
-                    f"parameters ({problem.message}): give the search turn `arguments` that do."
-                )
+                raise error(messages.search_arguments_unfit(json.dumps(arguments), problem.message))
         return arguments
 
     def definitions(self, names: Iterable[str]) -> list[dict[str, Any]]:

@@ -895,3 +895,181 @@ def _(c: Context) -> object:
 @trigger("mcp_unknown_error")
 def _(c: Context) -> object:
     return mcp.CallResult(error={"type": "http_error"}).message()
+
+
+# ---- scenarios (the scripted model) ------------------------------------------------------------------
+
+
+def play(c: Context, name: str, turns: list[Any], tools: list[Any] | None = None, **scenario: Any) -> Any:
+    """A scenario of `turns` (matched by its own name), and a first request that plays it."""
+    added = c.post("/_emulator/scenarios", {"name": name, "match": {"input": f"^{name}$"}, "turns": turns, **scenario})
+    assert added.status_code == 201, added.text
+    return c.create(input=name, tools=tools if tools is not None else PTC_TOOLS)
+
+
+def played(response: Any) -> list[dict[str, Any]]:
+    assert response.status_code == 200, response.text
+    return list(response.json()["output"])
+
+
+HOSTED_SHELL = {"type": "shell", "environment": {"type": "container_auto"}}
+INTERPRETER = {"type": "code_interpreter", "container": {"type": "auto"}}
+
+
+def docs_server(**fields: Any) -> dict[str, Any]:
+    return {"type": "mcp", "server_label": "docs", "allowed_callers": ["direct"], **fields}
+
+
+@trigger("no_scenario_matched")
+def _(c: Context) -> object:
+    return c.create(input="nothing is scripted for this")
+
+
+@trigger("inline_cannot_run", "tool_choice_conflict")
+def _(c: Context) -> object:
+    return c.create(input=PROGRAM, tools=PTC_TOOLS, tool_choice="none")
+
+
+@trigger("scenario_exhausted")
+def _(c: Context) -> object:
+    (looked_up,) = played(play(c, "exhausted", [{"call": {"name": "lookup", "arguments": {}}}]))
+    answer = output(looked_up["call_id"])
+    return replay(c, [{"role": "user", "content": "exhausted"}, looked_up, answer])
+
+
+@trigger("scenario_mismatch")
+def _(c: Context) -> object:
+    play(c, "mismatch", [{"program": CODE}, {"message": "done"}])
+    return replay(c, [{"role": "user", "content": "mismatch"}, call(name="lookup"), output()])
+
+
+@trigger("scenario_turn", "arguments_not_object")
+def _(c: Context) -> object:
+    return play(c, "not_an_object", [{"call": {"name": "lookup", "arguments": "[1]"}}])
+
+
+@trigger("arguments_not_json")
+def _(c: Context) -> object:
+    return play(c, "not_json", [{"call": {"name": "lookup", "arguments": "{{ 'not' }} json"}}])
+
+
+@trigger("template_error")
+def _(c: Context) -> object:
+    return play(c, "template_error", [{"message": "{{ nowhere.deeper }}"}])
+
+
+@trigger("template_failed")
+def _(c: Context) -> object:
+    return play(c, "template_failed", [{"message": "{{ 10 // (input | length - 15) }}"}])  # its name is 15 long
+
+
+@trigger("custom_takes_input")
+def _(c: Context) -> object:
+    custom = {"type": "custom", "name": "c"}
+    return play(c, "custom_input", [{"call": {"name": "c", "arguments": {}}}], [custom])
+
+
+@trigger("scenario_calls_directly", "undeclared")
+def _(c: Context) -> object:
+    return play(c, "undeclared", [{"call": {"name": "nope", "arguments": {}}}])
+
+
+@trigger("programmatic_only")
+def _(c: Context) -> object:
+    return play(c, "programmatic_only", [{"call": {"name": "add", "arguments": {}}}])
+
+
+@trigger("not_loaded_yet")
+def _(c: Context) -> object:
+    """A search turn that finds another tool than the one the next turn calls."""
+    f, g = ({"type": "function", "name": name, "defer_loading": True} for name in ("f", "g"))
+    turns = [{"search": {"query": "weather"}}, {"call": {"name": "f", "arguments": {}}}]
+    return play(c, "not_loaded", turns, [f, {**g, "description": "weather"}, SEARCH])
+
+
+@trigger("scenario_calls_unemulated")
+def _(c: Context) -> object:
+    return play(c, "unemulated", [{"call": {"name": "web_search", "arguments": {}}}], [{"type": "web_search"}])
+
+
+@trigger("scenario_calls_server_tool")
+def _(c: Context) -> object:
+    return play(c, "server_side", [{"call": {"name": "shell", "arguments": {}}}], [HOSTED_SHELL])
+
+
+@trigger("mcp_called_directly")
+def _(c: Context) -> object:
+    return play(c, "mcp_undeclared", [{"mcp": {"server_label": "docs", "name": "a"}}])
+
+
+DECLARED = {"mcp_servers": {"docs": {"tools": [{"name": "a", "input_schema": {"type": "object"}}]}}}
+
+
+@trigger("mcp_tool_not_listed")
+def _(c: Context) -> object:
+    return play(c, "mcp_unlisted", [{"mcp": {"server_label": "docs", "name": "b"}}], [docs_server()], hosted=DECLARED)
+
+
+@trigger("mcp_no_result")
+def _(c: Context) -> object:
+    unasked = docs_server(require_approval="never")
+    return play(c, "mcp_no_result", [{"mcp": {"server_label": "docs", "name": "a"}}], [unasked], hosted=DECLARED)
+
+
+@trigger("interpreter_called_directly")
+def _(c: Context) -> object:
+    return play(c, "interpreter_undeclared", [{"code_interpreter": {"code": "1 + 1"}}])
+
+
+@trigger("interpreter_unscripted")
+def _(c: Context) -> object:
+    return play(c, "interpreter_unscripted", [{"code_interpreter": {"code": "1 + 1"}}], [INTERPRETER])
+
+
+@trigger("no_hosted_shell")
+def _(c: Context) -> object:
+    return play(c, "no_shell", [{"shell": {"commands": ["ls"]}}])
+
+
+@trigger("shell_programmatic_only")
+def _(c: Context) -> object:
+    only = {**HOSTED_SHELL, "allowed_callers": ["programmatic"]}
+    return play(c, "shell_programmatic", [{"shell": {"commands": ["ls"]}}], [only])
+
+
+@trigger("shell_unscripted")
+def _(c: Context) -> object:
+    return play(c, "shell_unscripted", [{"shell": {"commands": ["ls"]}}], [HOSTED_SHELL])
+
+
+@trigger("no_search_tool")
+def _(c: Context) -> object:
+    return play(c, "no_search_tool", [{"search": {"query": "weather"}}])
+
+
+@trigger("search_loads_undeferred")
+def _(c: Context) -> object:
+    return play(c, "search_undeferred", [{"search": {"load": ["nope"]}}], [SEARCH])
+
+
+@trigger("search_arguments_unfit")
+def _(c: Context) -> object:
+    schema = {"type": "object", "properties": {"goal": {"type": "string"}}, "required": ["goal"]}
+    client_search = {"type": "tool_search", "execution": "client", "parameters": schema}
+    deferred = {"type": "function", "name": "f", "defer_loading": True}
+    return play(c, "search_unfit", [{"search": {"query": "weather"}}], [deferred, client_search])
+
+
+@trigger("rate_limited")
+def _(c: Context) -> object:
+    return play(c, "fault_429", [{"message": "hi", "fault": {"http_error": 429}}])
+
+
+@trigger("overloaded")
+def _(c: Context) -> object:
+    return play(c, "fault_503", [{"message": "hi", "fault": {"http_error": 503}}])
+
+
+@trigger("server_error")
+def _(c: Context) -> object:
+    return play(c, "fault_500", [{"message": "hi", "fault": {"http_error": 500}}])
