@@ -42,6 +42,9 @@ from ptc_emulator.emulator.errors import (
     StatusError,
     UnknownParameter,
     UnsupportedParameter,
+    UpstreamError,
+    UpstreamInvalidToolCall,
+    UpstreamTimeout,
 )
 
 __all__ = ["CATALOGUE", "SURFACES", "Entry", "markdown"]
@@ -1077,6 +1080,124 @@ def rate_limited() -> StatusError:
 def overloaded() -> StatusError:
     """A scenario's `http_error: 503` fault (OpenAI's body; a 500 fault answers `server_error`'s)."""
     return StatusError(503, "The engine is currently overloaded, please try again later.", type="server_error")
+
+
+# ---- the model upstream -----------------------------------------------------------------------------
+
+
+@error(UPSTREAM, seconds=120.0)
+def upstream_timeout(url: str, seconds: float) -> UpstreamTimeout:
+    """The model upstream did not answer within `--model-upstream-timeout` (after its retries)."""
+    return UpstreamTimeout(f"The model upstream at {url} did not answer within {seconds:g} s.")
+
+
+@error(UPSTREAM)
+def upstream_unreachable(url: str, error: str) -> UpstreamError:
+    """The model upstream cannot be reached (`error`: the transport error's name)."""
+    return UpstreamError(f"The model upstream at {url} could not be reached ({error}).")
+
+
+@error(UPSTREAM, status=500)
+def upstream_answered_status(url: str, status: int, body: str) -> UpstreamError:
+    """The model upstream answered an error status (`body`: the start of its body, the key redacted)."""
+    return UpstreamError(f"The model upstream at {url} answered {status}: {body}")
+
+
+@error(UPSTREAM)
+def upstream_not_json(url: str) -> UpstreamError:
+    """The model upstream answered a body that is not JSON."""
+    return UpstreamError(f"The model upstream at {url} answered something that is not JSON.")
+
+
+@error(UPSTREAM)
+def upstream_not_an_object(url: str) -> UpstreamError:
+    """The model upstream answered JSON that is not an object."""
+    return UpstreamError(f"The model upstream at {url} answered JSON that is not an object.")
+
+
+@error(UPSTREAM)
+def upstream_unknown_shape(url: str) -> UpstreamError:
+    """The model upstream answered an object its protocol does not have."""
+    return UpstreamError(f"The model upstream at {url} answered JSON of an unknown shape.")
+
+
+@error(UPSTREAM)
+def upstream_stream_failed(url: str, fault: str) -> UpstreamError:
+    """The model upstream's stream went wrong (`fault`: one of the texts below)."""
+    return UpstreamError(f"The model upstream at {url} {fault}")
+
+
+@text(UPSTREAM, "upstream_stream_failed's fault")
+def streamed_event_not_json() -> str:
+    """A Responses stream's event that is not JSON."""
+    return "streamed an event that is not JSON."
+
+
+@text(UPSTREAM, "upstream_stream_failed's fault")
+def streamed_chunk_not_json() -> str:
+    """A Chat Completions stream's chunk that is not JSON."""
+    return "streamed a chunk that is not JSON."
+
+
+@text(UPSTREAM, "upstream_stream_failed's fault")
+def failed_mid_stream(message: str) -> str:
+    """A stream that reports an error (`message`: the start of the upstream's)."""
+    return f"failed mid-stream: {message}"
+
+
+@text(UPSTREAM, "upstream_stream_failed's fault")
+def no_failure_message() -> str:
+    """A stream's error that carries no message."""
+    return "no message"
+
+
+@text(UPSTREAM, "upstream_stream_failed's fault")
+def stream_ended_early() -> str:
+    """A Responses stream that ends before `response.completed`."""
+    return "ended its stream before the response was completed."
+
+
+@error(UPSTREAM)
+def upstream_stream_unknown_shape(url: str) -> UpstreamError:
+    """A stream whose chunks its protocol does not have."""
+    return UpstreamError(f"The model upstream at {url} streamed chunks of an unknown shape.")
+
+
+@error(UPSTREAM)
+def upstream_stream_broke(error: str) -> UpstreamError:
+    """A stream cut off by the transport (`error`: the transport error's name)."""
+    return UpstreamError(f"The model upstream's stream broke off ({error}).")
+
+
+@error(UPSTREAM, limit=16)
+def upstream_too_many_turns(limit: int) -> UpstreamInvalidToolCall:
+    """A model upstream that keeps calling server-run tools past the bound of one response."""
+    return UpstreamInvalidToolCall(f"The model upstream took more than {limit} turns in one response.")
+
+
+@error(UPSTREAM)
+def upstream_unoffered_function(name: str, offered: str) -> UpstreamInvalidToolCall:
+    """A model upstream calling a function the request does not offer (`offered`: their names, or `none`)."""
+    return UpstreamInvalidToolCall(
+        f"The model upstream called a function this request does not offer: {name!r} (offered: {offered})."
+    )
+
+
+@error(UPSTREAM, called="'lookup'")
+def upstream_arguments_not_json(called: str, arguments: str) -> UpstreamInvalidToolCall:
+    """A model upstream calling a function (or the program tool) with arguments that are not JSON
+    (`called`: the function's name as shown)."""
+    return UpstreamInvalidToolCall(
+        f"The model upstream called {called} with arguments that are not JSON: {arguments[:200]!r}."
+    )
+
+
+@error(UPSTREAM)
+def upstream_code_missing(tool: str, arguments: str) -> UpstreamInvalidToolCall:
+    """A model upstream calling the program tool without a `code` string."""
+    return UpstreamInvalidToolCall(
+        f"The model upstream called {tool} without a `code` argument (a string): {arguments[:200]!r}."
+    )
 
 
 # ---- MCP servers ------------------------------------------------------------------------------------

@@ -15,11 +15,12 @@ import ast
 import asyncio
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import httpx2
 import openai
 import pytest
@@ -27,6 +28,11 @@ from starlette.testclient import TestClient
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import EmulatorError
+from ptc_emulator.emulator.model import UpstreamClient
+from ptc_emulator.emulator.model.upstream import model as upstream_model
+from ptc_emulator.emulator.model.upstream.client import UpstreamConfig
+from ptc_emulator.emulator.model.upstream.protocol import ToolCall
+from ptc_emulator.emulator.model.upstream.teach import CODE_TOOL
 from ptc_emulator.emulator.rules import compaction, contract
 from ptc_emulator.emulator.storage import StoredResponse
 from ptc_emulator.emulator.tools import egress, kinds, mcp
@@ -1073,3 +1079,125 @@ def _(c: Context) -> object:
 @trigger("server_error")
 def _(c: Context) -> object:
     return play(c, "fault_500", [{"message": "hi", "fault": {"http_error": 500}}])
+
+
+# ---- the model upstream ------------------------------------------------------------------------------
+
+UPSTREAM_URL = "http://upstream.test/v1"
+SSE = {"content-type": "text/event-stream"}
+
+
+def asked(answer: Callable[[httpx.Request], httpx.Response], *, api: str = "chat", stream: bool = False) -> object:
+    """The model upstream's client asked one turn, the answer made by `answer` (no retries)."""
+    config = UpstreamConfig(UPSTREAM_URL, api=api, retries=0, stream=stream, timeout_s=5)
+    client = UpstreamClient(config, transport=httpx.MockTransport(answer))
+    with pytest.raises(EmulatorError) as caught:
+        asyncio.run(client.complete(model="m", instructions=None, transcript=[], functions=[]))
+    return caught.value
+
+
+def raising(error: Exception) -> Callable[[httpx.Request], httpx.Response]:
+    def answer(request: httpx.Request) -> httpx.Response:
+        raise error
+
+    return answer
+
+
+def answering(**response: Any) -> Callable[[httpx.Request], httpx.Response]:
+    return lambda request: httpx.Response(**response)
+
+
+class _Broken(httpx.AsyncByteStream):
+    """A stream that breaks off after its first chunk."""
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield b'data: {"choices": []}\n\n'
+        raise httpx.ReadError("reset")
+
+
+@trigger("upstream_timeout")
+def _(c: Context) -> object:
+    return asked(raising(httpx.ReadTimeout("slow")))
+
+
+@trigger("upstream_unreachable")
+def _(c: Context) -> object:
+    return asked(raising(httpx.ConnectError("refused")))
+
+
+@trigger("upstream_answered_status")
+def _(c: Context) -> object:
+    return asked(answering(status_code=400, json={"error": {"message": "no"}}))
+
+
+@trigger("upstream_not_json")
+def _(c: Context) -> object:
+    return asked(answering(status_code=200, text="<html>"))
+
+
+@trigger("upstream_not_an_object")
+def _(c: Context) -> object:
+    return asked(answering(status_code=200, json=[1, 2]))
+
+
+@trigger("upstream_unknown_shape")
+def _(c: Context) -> object:
+    return asked(answering(status_code=200, json={"choices": "many"}))
+
+
+@trigger("upstream_stream_failed", "streamed_chunk_not_json")
+def _(c: Context) -> object:
+    return asked(answering(status_code=200, text="data: {\n\n", headers=SSE), stream=True)
+
+
+@trigger("streamed_event_not_json")
+def _(c: Context) -> object:
+    return asked(answering(status_code=200, text="data: {\n\n", headers=SSE), api="responses", stream=True)
+
+
+@trigger("failed_mid_stream")
+def _(c: Context) -> object:
+    failed = 'data: {"error": {"message": "overloaded"}}\n\n'
+    return asked(answering(status_code=200, text=failed, headers=SSE), stream=True)
+
+
+@trigger("no_failure_message")
+def _(c: Context) -> object:
+    failed = 'data: {"type": "error", "error": {}}\n\n'
+    return asked(answering(status_code=200, text=failed, headers=SSE), api="responses", stream=True)
+
+
+@trigger("stream_ended_early")
+def _(c: Context) -> object:
+    cut = 'data: {"type": "response.output_text.delta", "delta": "Th"}\n\n'
+    return asked(answering(status_code=200, text=cut, headers=SSE), api="responses", stream=True)
+
+
+@trigger("upstream_stream_unknown_shape")
+def _(c: Context) -> object:
+    return asked(answering(status_code=200, text="data: [1, 2]\n\ndata: [DONE]\n\n", headers=SSE), stream=True)
+
+
+@trigger("upstream_stream_broke")
+def _(c: Context) -> object:
+    return asked(answering(status_code=200, stream=_Broken(), headers=SSE), stream=True)
+
+
+@trigger("upstream_arguments_not_json")
+def _(c: Context) -> object:
+    with pytest.raises(EmulatorError) as caught:
+        upstream_model._code(ToolCall("call_1", CODE_TOOL, "not json"))
+    return caught.value
+
+
+@trigger("upstream_code_missing")
+def _(c: Context) -> object:
+    with pytest.raises(EmulatorError) as caught:
+        upstream_model._code(ToolCall("call_1", CODE_TOOL, '{"program": "text(1)"}'))
+    return caught.value
+
+
+ELSEWHERE["upstream_too_many_turns"] = (
+    "tests/anymodel/test_failures.py::test_an_upstream_that_never_stops_running_programs"
+)
+ELSEWHERE["upstream_unoffered_function"] = "tests/anymodel/test_failures.py::test_an_unknown_tool_name"
