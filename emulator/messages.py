@@ -1330,6 +1330,258 @@ def no_listed_after(what: str, after: str) -> InvalidRequest:
     return InvalidRequest(f"No {what} with id '{after}' in this list.", param="after")
 
 
+@error(AGENTS)
+def agents_beta_missing() -> InvalidRequest:
+    """A request to the Agents API without the `OpenAI-Beta: agents=v1` header."""
+    return InvalidRequest(
+        "You must provide the 'OpenAI-Beta' header to access the Agents API. Please try again by setting the "
+        "header 'OpenAI-Beta: agents=v1'.",
+        code="invalid_beta",
+    )
+
+
+@error(AGENTS)
+def agent_not_found(agent_id: str) -> NotFound:
+    """An agent id that names no agent (read, update, delete, or a session's `agent_id`)."""
+    return NotFound(f"No agent found with id '{agent_id}'.", param="agent_id")
+
+
+@error(AGENTS)
+def session_not_found(session_id: str) -> NotFound:
+    """A session id that names no session this key may see."""
+    return NotFound(f"No session found with id '{session_id}'.", param="session_id")
+
+
+@error(AGENTS)
+def turn_not_found(turn_id: str, session_id: str) -> NotFound:
+    """A turn id the session does not hold."""
+    return NotFound(f"No turn found with id '{turn_id}' in session '{session_id}'.", param="turn_id")
+
+
+@error(AGENTS)
+def duplicate_mcp_label(label: str, param: str) -> InvalidRequest:
+    """Two MCP servers of one tool list with the same `server_label`."""
+    return InvalidRequest(f"Duplicate MCP server label: '{label}'.", param=param)
+
+
+@error(AGENTS)
+def mcp_without_transport(param: str) -> UnsupportedParameter:
+    """An agent's MCP tool without a `transport` (the Responses API's shape)."""
+    return UnsupportedParameter(
+        'An MCP tool names its server by its transport: add transport {"type": "http", "server_url": '
+        "...} (MCP tools without one are not supported).",
+        param=param,
+    )
+
+
+@error(AGENTS, kind="code_interpreter")
+def agent_tool_unsupported(kind: str, param: str) -> UnsupportedParameter:
+    """An agent tool of a type the emulator does not run (hosted tools that need an environment)."""
+    return UnsupportedParameter(
+        f"Agent tools of type '{kind}' are not supported by the emulator: it runs function tools, "
+        "MCP servers over HTTP and programmatic tool calling.",
+        param=param,
+    )
+
+
+@error(AGENTS)
+def agent_deferred_needs_search(param: str) -> InvalidRequest:
+    """A function tool with `defer_loading: true` in a tool list without a `tool_search`."""
+    return InvalidRequest(
+        'Deferred tools require a tool search: add {"type": "tool_search"} to the agent\'s tools to load '
+        "functions declared with defer_loading: true.",
+        param=param,
+    )
+
+
+@error(AGENTS)
+def async_function_tool(param: str) -> UnsupportedParameter:
+    """A function tool with `async: true` (a session waits for every function result)."""
+    return UnsupportedParameter(
+        'Asynchronous function tools (async: true, "the agent continues without waiting for the '
+        'function result") are not emulated: a session waits for every function result. Omit async '
+        "or set it to false.",
+        param=param,
+    )
+
+
+@error(AGENTS, kind="tool_search")
+def at_most_one(kind: str, param: str) -> InvalidRequest:
+    """Two `tool_search` (or two `programmatic_tool_calling`) entries in one tool list."""
+    return InvalidRequest(f"At most one {kind} entry is allowed.", param=param)
+
+
+@error(AGENTS, mebibytes=3)
+def agent_tools_too_large(mebibytes: int, param: str) -> InvalidRequest:
+    """A tool list past its bound in compact UTF-8 JSON (an agent's 3 MiB, a session's 8 MiB)."""
+    return InvalidRequest(f"The tool list must fit within {mebibytes} MiB of compact UTF-8 JSON.", param=param)
+
+
+@error(AGENTS)
+def subagents_unsupported(param: str) -> UnsupportedParameter:
+    """`multi_agent.enabled: true` (subagents)."""
+    return UnsupportedParameter("Subagents (multi_agent.enabled) are not supported by the emulator.", param=param)
+
+
+@error(AGENTS)
+def vaults_unsupported() -> UnsupportedParameter:
+    """A session given `vault_ids`."""
+    return UnsupportedParameter("Vaults are not supported by the emulator.", param="vault_ids")
+
+
+@error(AGENTS)
+def stdio_mcp_unsupported(param: str) -> UnsupportedParameter:
+    """An MCP server over the stdio transport (it would run in the session's environment)."""
+    return UnsupportedParameter(
+        "MCP servers over the stdio transport are not emulated: they run in the session's environment. "
+        "Serve the MCP server over HTTP (transport type 'http').",
+        param=param,
+    )
+
+
+@error(AGENTS)
+def mcp_authorization_unsupported(param: str) -> UnsupportedParameter:
+    """An MCP server's `transport.authorization` (the agent would show it back)."""
+    return UnsupportedParameter(
+        "transport.authorization is not emulated (the agent would show it back): send the credential as a "
+        "header in transport.headers.",
+        param=param,
+    )
+
+
+@error(AGENTS)
+def mcp_environment_origin_unsupported(param: str) -> UnsupportedParameter:
+    """An MCP server's `connection_origin: environment`."""
+    return UnsupportedParameter(
+        "connection_origin 'environment' is not emulated: the emulator connects to MCP servers itself ('service').",
+        param=param,
+    )
+
+
+@error(AGENTS)
+def mcp_credential_unsupported(param: str) -> UnsupportedParameter:
+    """An MCP server's `credential_id` (stored credentials)."""
+    return UnsupportedParameter(
+        "Stored credentials (credential_id) are not emulated: give the server's authorization in "
+        "transport.authorization.",
+        param=param,
+    )
+
+
+@text(AGENTS, "an mcp_approval_request event's request.message")
+def mcp_approval_question(name: str, label: str) -> str:
+    """An MCP call that waits for the client's approval."""
+    return f"Allow the agent to call the tool '{name}' of the MCP server '{label}'?"
+
+
+@text(AGENTS, "the reason of a validation error on an agent's metadata")
+def agent_metadata_too_many_keys() -> str:
+    """An agent's `metadata` with more than 16 keys."""
+    return "metadata can hold at most 16 keys"
+
+
+@text(AGENTS, "the reason of a validation error on an agent's metadata")
+def agent_metadata_too_long() -> str:
+    """An agent's `metadata` key over 64 characters or value over 512."""
+    return "metadata keys are at most 64 characters and values at most 512"
+
+
+@error(AGENTS, kind="cloud")
+def environment_type_invalid(kind: object) -> InvalidValue:
+    """A session's `environment.type` that is none of the three."""
+    return invalid_value(kind, "'none', 'openai_hosted' and 'self_hosted'", "environment.type")
+
+
+@error(AGENTS)
+def agent_model_missing() -> MissingParameter:
+    """A session with neither an `agent_id` nor an inline agent's `model`."""
+    return missing_parameter("agent.model", "or give an 'agent_id'")
+
+
+@error(AGENTS)
+def session_input_missing() -> MissingParameter:
+    """A session created without `input` (a session without an environment starts with a turn)."""
+    return missing_parameter("input", "required when environment.type is 'none'")
+
+
+@error(AGENTS)
+def failed_result_without_error(param: str) -> MissingParameter:
+    """A tool result with `success: false` and no `error`."""
+    return missing_parameter(param, "required when success is false")
+
+
+@error(AGENTS, kind="openai_hosted")
+def environment_unsupported(kind: str) -> UnsupportedParameter:
+    """A session's `environment.type` of `openai_hosted` or `self_hosted`."""
+    return UnsupportedParameter(
+        f"Execution environments of type '{kind}' are not supported by the emulator: create the session "
+        'with environment {"type": "none"} (programs and function tools need no environment).',
+        param="environment.type",
+    )
+
+
+@error(AGENTS)
+def idempotency_key_reused(key: str) -> InvalidRequest:
+    """An `Idempotency-Key` sent again with other events for the same session."""
+    return InvalidRequest(
+        f"Idempotency-Key '{key}' was already used with other events for this session.",
+        param="Idempotency-Key",
+        code="idempotency_key_reused",
+    )
+
+
+@error(AGENTS)
+def unknown_pending_call(call_id: str) -> InvalidRequest:
+    """A tool result for a call the session is not waiting on (the SDK's tool dispatcher matches it)."""
+    return InvalidRequest(f"Unknown pending tool call: {call_id}", code="invalid_request_error")
+
+
+@error(AGENTS)
+def unknown_pending_approval(request_id: str, param: str) -> InvalidRequest:
+    """An approval result for a request the current turn is not waiting on."""
+    return InvalidRequest(f"Unknown pending approval request: {request_id}", param=param)
+
+
+@error(AGENTS, status="running")
+def turn_in_progress(session_id: str, status: str, param: str) -> InvalidRequest:
+    """New input while a turn runs (steering is not emulated)."""
+    return InvalidRequest(
+        f"Session '{session_id}' has a turn in progress ({status}): send new input "
+        "once it is idle, or cancel the turn with agent.session.input.cancel.",
+        param=param,
+        code="active_turn_not_steerable",
+    )
+
+
+@error(AGENTS)
+def successful_result_with_error(param: str) -> InvalidRequest:
+    """A tool result with `success: true` that carries an `error`."""
+    return InvalidRequest("A successful tool result carries 'output', not 'error'.", param=param)
+
+
+@error(AGENTS)
+def result_already_submitted(call_id: str, turn_id: str, param: str) -> InvalidRequest:
+    """A second, different result for a tool call already answered."""
+    return InvalidRequest(
+        f"Tool call {call_id} of turn {turn_id} already has a different result; a result "
+        "is applied once and cannot be replaced.",
+        param=param,
+        code="tool_result_already_submitted",
+    )
+
+
+@error(AGENTS)
+def turn_failed() -> EmulatorError:
+    """A turn that failed on a bug (the session's error; the session stays usable)."""
+    return EmulatorError("The server had an error while processing the turn.")
+
+
+@error(AGENTS, limit=64)
+def too_many_steps(limit: int) -> EmulatorError:
+    """A turn that takes more model steps than the loop guard allows without waiting for input."""
+    return EmulatorError(f"The turn took more than {limit} model steps without waiting for input.")
+
+
 # ---- the docs ------------------------------------------------------------------------------------
 
 BEGIN = "<!-- catalogue: written by `python -m ptc_emulator.emulator.messages docs/errors.md`; do not edit -->"

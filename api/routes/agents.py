@@ -21,7 +21,6 @@ from ptc_emulator.api.sse import KEEP_ALIVE, EventStreamResponse, frame
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.agents.harness import Harness, Subscription
 from ptc_emulator.emulator.agents.wire import AgentCreate, AgentUpdate, EventsBody, SessionCreate, SessionUpdate
-from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.wire.pages import page
 
 __all__ = ["open_harness", "router"]
@@ -32,11 +31,7 @@ BETA = "agents=v1"
 def require_beta(openai_beta: Annotated[str | None, Header(alias="OpenAI-Beta")] = None) -> None:
     values = [v.strip() for v in (openai_beta or "").split(",")]
     if BETA not in values:
-        raise InvalidRequest(
-            "You must provide the 'OpenAI-Beta' header to access the Agents API. Please try again by setting the "
-            "header 'OpenAI-Beta: agents=v1'.",
-            code="invalid_beta",
-        )
+        raise messages.agents_beta_missing()
 
 
 router = APIRouter(prefix="/v1/agents", dependencies=[Depends(require_beta)])

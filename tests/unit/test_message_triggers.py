@@ -15,6 +15,7 @@ import ast
 import asyncio
 import json
 import re
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -1201,3 +1202,270 @@ ELSEWHERE["upstream_too_many_turns"] = (
     "tests/anymodel/test_failures.py::test_an_upstream_that_never_stops_running_programs"
 )
 ELSEWHERE["upstream_unoffered_function"] = "tests/anymodel/test_failures.py::test_an_unknown_tool_name"
+
+
+# ---- the Agents API ------------------------------------------------------------------------------------
+
+BETA = {"OpenAI-Beta": "agents=v1"}
+FUNCTION = {"type": "function", "name": "lookup", "description": "d", "parameters": {"type": "object"}}
+
+
+def agents(c: Context, method: str, path: str, body: Any = None, **headers: str) -> Any:
+    """A request to `/v1/agents{path}` with the beta header."""
+    content = None if body is None else json.dumps(body).encode()
+    every = {"content-type": "application/json", **BETA, **headers}
+    return c.http.request(method, f"/v1/agents{path}", content=content, headers=every)
+
+
+def agent_with(c: Context, **fields: Any) -> Any:
+    return agents(c, "POST", "", {"model": "m", **fields})
+
+
+def mcp_server(**fields: Any) -> dict[str, Any]:
+    transport = {"type": "http", "server_url": "http://mcp.test/mcp"}
+    return {"type": "mcp", "server_label": "docs", "transport": transport, **fields}
+
+
+class Stepped:
+    """Sessions whose model steps answer `outputs` in turn (the harness's step replaced: these
+    rules are the harness's, whatever the model says), each session run to where it stops."""
+
+    def __init__(self, c: Context, *outputs: list[dict[str, Any]] | BaseException) -> None:
+        self.c = c
+        self.harness = c.http.app.state.emulator.agents
+        self.outputs = list(outputs)
+
+    async def _play(self, doc: Any) -> dict[str, Any]:
+        output = self.outputs.pop(0) if len(self.outputs) > 1 else self.outputs[0]
+        if isinstance(output, BaseException):
+            raise output
+        return {"output": output, "usage": None}
+
+    def session(self, **body: Any) -> dict[str, Any]:
+        """A session, once its first turn has stopped (waiting, or over)."""
+        self.harness._play = self._play
+        try:
+            made = agents(self.c, "POST", "/sessions", {"environment": {"type": "none"}, "input": "hi", **body})
+            assert made.status_code == 200, made.text
+            session: dict[str, Any] = made.json()
+            for _ in range(1000):  # the turn runs on the app's loop: wait for the state it ends in
+                session = agents(self.c, "GET", f"/sessions/{session['id']}").json()
+                if session["status"] != "in_progress":
+                    return session
+                time.sleep(0.01)
+            raise AssertionError(f"the session's turn did not stop: {session}")
+        finally:
+            del self.harness._play
+
+
+CALL = {"type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": "{}"}
+
+
+def waiting(c: Context) -> dict[str, Any]:
+    """A session whose turn waits on the result of `lookup` (call_1)."""
+    return Stepped(c, [CALL]).session(agent={"model": "m", "tools": [FUNCTION]})
+
+
+def result(session: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    (action,) = session["required_actions"]
+    return {"type": "agent.session.input.tool_result", "turn_id": action["turn_id"], "call_id": "call_1", **fields}
+
+
+def send(c: Context, session: dict[str, Any], *events: dict[str, Any], **headers: str) -> Any:
+    return agents(c, "POST", f"/sessions/{session['id']}/events", {"events": list(events)}, **headers)
+
+
+@trigger("agents_beta_missing")
+def _(c: Context) -> object:
+    return c.http.get("/v1/agents")
+
+
+@trigger("agent_not_found")
+def _(c: Context) -> object:
+    return agents(c, "GET", "/agent_nope")
+
+
+@trigger("session_not_found")
+def _(c: Context) -> object:
+    return agents(c, "GET", "/sessions/sess_nope")
+
+
+@trigger("turn_not_found")
+def _(c: Context) -> object:
+    session = Stepped(c, [{"type": "message", "content": [{"type": "output_text", "text": "ok"}]}]).session(
+        agent={"model": "m"}
+    )
+    return agents(c, "GET", f"/sessions/{session['id']}/turns/turn_nope")
+
+
+@trigger("duplicate_mcp_label")
+def _(c: Context) -> object:
+    return agent_with(c, tools=[mcp_server(), mcp_server()])
+
+
+@trigger("mcp_without_transport")
+def _(c: Context) -> object:
+    return agent_with(c, tools=[{"type": "mcp", "server_label": "docs", "server_url": "http://mcp.test/mcp"}])
+
+
+@trigger("agent_tool_unsupported")
+def _(c: Context) -> object:
+    return agent_with(c, tools=[{"type": "code_interpreter"}])
+
+
+@trigger("agent_deferred_needs_search")
+def _(c: Context) -> object:
+    return agent_with(c, tools=[{**FUNCTION, "defer_loading": True}])
+
+
+@trigger("async_function_tool")
+def _(c: Context) -> object:
+    return agent_with(c, tools=[{**FUNCTION, "async": True}])
+
+
+@trigger("at_most_one")
+def _(c: Context) -> object:
+    return agent_with(c, tools=[{"type": "tool_search"}, {"type": "tool_search"}])
+
+
+@trigger("agent_tools_too_large")
+def _(c: Context) -> object:
+    return agent_with(c, tools=[{**FUNCTION, "description": "d" * (3 * 2**20)}])
+
+
+@trigger("subagents_unsupported")
+def _(c: Context) -> object:
+    return agent_with(c, multi_agent={"enabled": True})
+
+
+@trigger("stdio_mcp_unsupported")
+def _(c: Context) -> object:
+    stdio = {"type": "stdio", "command": "docs-server", "cwd": "/"}
+    return agent_with(c, tools=[mcp_server(transport=stdio)])
+
+
+@trigger("mcp_authorization_unsupported")
+def _(c: Context) -> object:
+    transport = {"type": "http", "server_url": "http://mcp.test/mcp", "authorization": "token"}
+    return agent_with(c, tools=[mcp_server(transport=transport)])
+
+
+@trigger("mcp_environment_origin_unsupported")
+def _(c: Context) -> object:
+    return agent_with(c, tools=[mcp_server(connection_origin="environment")])
+
+
+@trigger("mcp_credential_unsupported")
+def _(c: Context) -> object:
+    return agent_with(c, tools=[mcp_server(credential_id="cred_1")])
+
+
+@trigger("agent_metadata_too_many_keys")
+def _(c: Context) -> object:
+    return agent_with(c, metadata={f"k{n}": "v" for n in range(17)})
+
+
+@trigger("agent_metadata_too_long")
+def _(c: Context) -> object:
+    return agent_with(c, metadata={"k" * 65: "v"})
+
+
+@trigger("environment_type_invalid")
+def _(c: Context) -> object:
+    return agents(c, "POST", "/sessions", {"environment": {"type": "cloud"}, "agent": {"model": "m"}, "input": "hi"})
+
+
+@trigger("environment_unsupported")
+def _(c: Context) -> object:
+    body = {"environment": {"type": "openai_hosted"}, "agent": {"model": "m"}, "input": "hi"}
+    return agents(c, "POST", "/sessions", body)
+
+
+@trigger("vaults_unsupported")
+def _(c: Context) -> object:
+    body = {"environment": {"type": "none"}, "agent": {"model": "m"}, "input": "hi", "vault_ids": ["vault_1"]}
+    return agents(c, "POST", "/sessions", body)
+
+
+@trigger("agent_model_missing")
+def _(c: Context) -> object:
+    return agents(c, "POST", "/sessions", {"environment": {"type": "none"}, "input": "hi"})
+
+
+@trigger("session_input_missing")
+def _(c: Context) -> object:
+    return agents(c, "POST", "/sessions", {"environment": {"type": "none"}, "agent": {"model": "m"}})
+
+
+@trigger("unknown_pending_call")
+def _(c: Context) -> object:
+    session = waiting(c)
+    return send(c, session, {**result(session, success=True, output="x"), "call_id": "call_nope"})
+
+
+@trigger("unknown_pending_approval")
+def _(c: Context) -> object:
+    session = waiting(c)
+    approval = {"type": "agent.session.input.mcp_approval_request_result", "request_id": "mcpr_nope"}
+    return send(c, session, {**approval, "response": {"type": "mcp_tool_call", "decision": "approve"}})
+
+
+@trigger("turn_in_progress")
+def _(c: Context) -> object:
+    message = {
+        "type": "agent.session.input.message",
+        "input": [{"role": "user", "content": [{"type": "input_text", "text": "more"}]}],
+    }
+    return send(c, waiting(c), message)
+
+
+@trigger("successful_result_with_error")
+def _(c: Context) -> object:
+    session = waiting(c)
+    return send(c, session, result(session, success=True, output="x", error="no"))
+
+
+@trigger("failed_result_without_error")
+def _(c: Context) -> object:
+    session = waiting(c)
+    return send(c, session, result(session, success=False))
+
+
+@trigger("result_already_submitted")
+def _(c: Context) -> object:
+    session = waiting(c)
+    first = send(c, session, result(session, success=True, output="x"))
+    assert first.status_code == 202, first.text
+    return send(c, session, result(session, success=True, output="y"))
+
+
+@trigger("idempotency_key_reused")
+def _(c: Context) -> object:
+    session = waiting(c)
+    first = send(c, session, result(session, success=True, output="x"), **{"Idempotency-Key": "k1"})
+    assert first.status_code == 202, first.text
+    return send(c, session, result(session, success=True, output="y"), **{"Idempotency-Key": "k1"})
+
+
+@trigger("mcp_approval_question")
+def _(c: Context) -> object:
+    asked = {
+        "type": "mcp_approval_request",
+        "id": "mcpr_1",
+        "name": "lookup",
+        "server_label": "docs",
+        "arguments": "{}",
+    }
+    return Stepped(c, [asked]).session(agent={"model": "m"})["required_actions"]
+
+
+@trigger("turn_failed")
+def _(c: Context) -> object:
+    session = Stepped(c, RuntimeError("a bug")).session(agent={"model": "m"})
+    return agents(c, "GET", f"/sessions/{session['id']}/turns").json()
+
+
+@trigger("too_many_steps")
+def _(c: Context) -> object:
+    session = Stepped(c, []).session(agent={"model": "m"})
+    return agents(c, "GET", f"/sessions/{session['id']}/turns").json()
