@@ -42,6 +42,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.agents.mcp import approval_action, approval_response, mcp_call_item
 from ptc_emulator.emulator.agents.wire import (
     ApprovalResult,
@@ -121,7 +122,7 @@ def _add_usage(total: dict[str, Any], usage: dict[str, Any] | None) -> None:
 
 def unknown_call(call_id: str) -> InvalidRequest:
     # The hosted wording, matched literally by the SDK's tool dispatcher (lib/streaming/agents).
-    return InvalidRequest(f"Unknown pending tool call: {call_id}", code="invalid_request_error")
+    return messages.unknown_pending_call(call_id)
 
 
 def input_messages(value: str | list[InputMessage] | None) -> list[InputMessage]:
@@ -178,25 +179,16 @@ class AgentSession:
             if isinstance(event, McpApprovalResult):
                 request = self.doc.get("approvals", {}).get(event.request_id)
                 if request is None or request["state"] != "pending" or request["turn_id"] != self.doc["turn_id"]:
-                    raise InvalidRequest(
-                        f"Unknown pending approval request: {event.request_id}", param=f"events[{n}].request_id"
-                    )
+                    raise messages.unknown_pending_approval(event.request_id, f"events[{n}].request_id")
                 if any(isinstance(e, McpApprovalResult) and e.request_id == event.request_id for e in todo):
                     continue  # the same request answered twice in one body: the first answer holds
                 todo.append(event)
                 continue
             if isinstance(event, ApprovalResult):
-                raise InvalidRequest(
-                    f"Unknown pending approval request: {event.request_id}", param=f"events[{n}].request_id"
-                )
+                raise messages.unknown_pending_approval(event.request_id, f"events[{n}].request_id")
             if isinstance(event, MessageInput):
                 if busy:
-                    raise InvalidRequest(
-                        f"Session '{session['id']}' has a turn in progress ({session['status']}): send new input "
-                        "once it is idle, or cancel the turn with agent.session.input.cancel.",
-                        param=f"events[{n}]",
-                        code="active_turn_not_steerable",
-                    )
+                    raise messages.turn_in_progress(session["id"], session["status"], f"events[{n}]")
                 busy = True
                 todo.append(event)
                 continue
@@ -208,26 +200,15 @@ class AgentSession:
             if call is None or call["turn_id"] != event.turn_id or call["state"] == "abandoned":
                 raise unknown_call(event.call_id)
             if event.success and event.error is not None:
-                raise InvalidRequest(
-                    "A successful tool result carries 'output', not 'error'.", param=f"events[{n}].error"
-                )
+                raise messages.successful_result_with_error(f"events[{n}].error")
             if not event.success and event.error is None:
-                raise InvalidRequest(
-                    "Missing required parameter: 'error' (required when success is false).",
-                    param=f"events[{n}].error",
-                    code="missing_required_parameter",
-                )
+                raise messages.failed_result_without_error(f"events[{n}].error")
             answer = event.answer()
             earlier = call["answer"] if call["state"] == "answered" else answered_here.get(event.call_id)
             if earlier is not None:
                 if earlier == answer:
                     continue  # the same result again: already applied
-                raise InvalidRequest(
-                    f"Tool call {event.call_id} of turn {event.turn_id} already has a different result; a result "
-                    "is applied once and cannot be replaced.",
-                    param=f"events[{n}]",
-                    code="tool_result_already_submitted",
-                )
+                raise messages.result_already_submitted(event.call_id, event.turn_id, f"events[{n}]")
             answered_here[event.call_id] = answer
             todo.append(event)
         return todo

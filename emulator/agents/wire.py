@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Discriminator, Field, StringConstraints, Tag, field_validator, model_validator
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.agents.mcp import McpApprovalResult, McpToolParam, check_mcp, dump_mcp, responses_tool
-from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.wire.items import OpenJSON, OpenModel, WireModel
 from ptc_emulator.emulator.wire.request import check_json
 
@@ -137,10 +137,10 @@ class ExperimentalParam(WireModel):
 def _metadata(value: dict[str, str] | None) -> dict[str, str] | None:
     if value is not None:
         if len(value) > 16:
-            raise ValueError("metadata can hold at most 16 keys")
+            raise ValueError(messages.agent_metadata_too_many_keys())
         for key, item in value.items():
             if len(key) > 64 or len(item) > 512:
-                raise ValueError("metadata keys are at most 64 characters and values at most 512")
+                raise ValueError(messages.agent_metadata_too_long())
     return value
 
 
@@ -300,50 +300,27 @@ def check_tools(tools: list[AgentToolParam], param: str = "tools", max_bytes: in
         where = f"{param}[{n}]"
         if isinstance(tool, McpToolParam):
             if tool.server_label in labels:
-                label = tool.server_label
-                raise InvalidRequest(f"Duplicate MCP server label: '{label}'.", param=f"{where}.server_label")
+                raise messages.duplicate_mcp_label(tool.server_label, f"{where}.server_label")
             labels.add(tool.server_label)
             check_mcp(tool, where)
         if isinstance(tool, OtherToolParam) and tool.type == "mcp":
-            raise InvalidRequest(
-                'An MCP tool names its server by its transport: add transport {"type": "http", "server_url": '
-                "...} (MCP tools without one are not supported).",
-                param=f"{where}.type",
-                code="unsupported_parameter",
-            )
+            raise messages.mcp_without_transport(f"{where}.type")
         if isinstance(tool, OtherToolParam):
-            raise InvalidRequest(
-                f"Agent tools of type '{tool.type}' are not supported by the emulator: it runs function tools, "
-                "MCP servers over HTTP and programmatic tool calling.",
-                param=f"{where}.type",
-                code="unsupported_parameter",
-            )
+            raise messages.agent_tool_unsupported(tool.type, f"{where}.type")
         if isinstance(tool, FunctionToolParam):
             if tool.name in names:
-                raise InvalidRequest(f"Duplicate tool name: '{tool.name}'.", param=f"{where}.name")
+                raise messages.duplicate_tool_name(tool.name, f"{where}.name")
             names.add(tool.name)
             if tool.defer_loading and not any(isinstance(t, ToolSearchParam) for t in tools):
-                raise InvalidRequest(
-                    'Deferred tools require a tool search: add {"type": "tool_search"} to the agent\'s tools to load '
-                    "functions declared with defer_loading: true.",
-                    param=f"{where}.defer_loading",
-                )
+                raise messages.agent_deferred_needs_search(f"{where}.defer_loading")
             if tool.async_:
-                raise InvalidRequest(
-                    'Asynchronous function tools (async: true, "the agent continues without waiting for the '
-                    'function result") are not emulated: a session waits for every function result. Omit async '
-                    "or set it to false.",
-                    param=f"{where}.async",
-                    code="unsupported_parameter",
-                )
+                raise messages.async_function_tool(f"{where}.async")
     if sum(isinstance(t, ToolSearchParam) for t in tools) > 1:
-        raise InvalidRequest("At most one tool_search entry is allowed.", param=param)
+        raise messages.at_most_one("tool_search", param)
     if sum(isinstance(t, PTCToolParam) for t in tools) > 1:
-        raise InvalidRequest("At most one programmatic_tool_calling entry is allowed.", param=param)
+        raise messages.at_most_one("programmatic_tool_calling", param)
     if len(json.dumps([dump_tool(t) for t in tools], separators=(",", ":")).encode()) > max_bytes:
-        raise InvalidRequest(
-            f"The tool list must fit within {max_bytes // 2**20} MiB of compact UTF-8 JSON.", param=param
-        )
+        raise messages.agent_tools_too_large(max_bytes // 2**20, param)
 
 
 def check_agent(fields: AgentFields, param: str = "", max_tools_bytes: int = MAX_TOOLS_BYTES) -> None:
@@ -351,11 +328,7 @@ def check_agent(fields: AgentFields, param: str = "", max_tools_bytes: int = MAX
     if fields.tools:
         check_tools(fields.tools, f"{prefix}tools", max_tools_bytes)
     if fields.multi_agent is not None and fields.multi_agent.enabled:
-        raise InvalidRequest(
-            "Subagents (multi_agent.enabled) are not supported by the emulator.",
-            param=f"{prefix}multi_agent.enabled",
-            code="unsupported_parameter",
-        )
+        raise messages.subagents_unsupported(f"{prefix}multi_agent.enabled")
 
 
 def dump_tool(tool: AgentToolParam) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from ptc_emulator.emulator.errors import InvalidRequest, NotFound
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.storage import Conversations as ConversationStore
 from ptc_emulator.emulator.storage import StoredConversation
 from ptc_emulator.emulator.wire.items import InputItem, Item, ItemReference, WireModel
@@ -31,7 +31,6 @@ __all__ = [
     "ConversationUpdate",
     "Conversations",
     "ItemsCreate",
-    "locked",
 ]
 
 MAX_ITEMS_PER_REQUEST = 20
@@ -112,18 +111,18 @@ class Conversations:
         record = self.stored(conversation_id)
         updated = StoredConversation(record.id, record.created_at, dict(body.metadata or {}))
         if not self.store.update(updated):
-            raise _not_found(conversation_id)
+            raise messages.conversation_not_found(conversation_id)
         return updated.body()
 
     def delete(self, conversation_id: str) -> dict[str, Any]:
         if not self.store.delete(conversation_id):
-            raise _not_found(conversation_id)
+            raise messages.conversation_not_found(conversation_id)
         return {"id": conversation_id, "object": "conversation.deleted", "deleted": True}
 
     def stored(self, conversation_id: str, param: str | None = None) -> StoredConversation:
         record = self.store.get(conversation_id)
         if record is None:
-            raise _not_found(conversation_id, param)
+            raise messages.conversation_not_found(conversation_id, param)
         return record
 
     # ---- items ----------------------------------------------------------------------------------
@@ -132,7 +131,7 @@ class Conversations:
         self.stored(conversation_id)
         items = self._new_items(body.items, scope)
         if not self.store.append(conversation_id, items):
-            raise _not_found(conversation_id)
+            raise messages.conversation_not_found(conversation_id)
         return listing(items)
 
     def list_items(
@@ -144,20 +143,20 @@ class Conversations:
             after=after,
             limit=limit,
             order=order,
-            missing=f"No item with id '{{after}}' in conversation '{conversation_id}'.",
+            missing=lambda after: messages.no_conversation_item_after(after, conversation_id),
         )
 
     def get_item(self, conversation_id: str, item_id: str) -> dict[str, Any]:
         self.stored(conversation_id)
         found = next((item for item in self.store.items(conversation_id) if item.get("id") == item_id), None)
         if found is None:
-            raise _item_not_found(conversation_id, item_id)
+            raise messages.conversation_item_not_found(conversation_id, item_id)
         return found
 
     def delete_item(self, conversation_id: str, item_id: str) -> dict[str, Any]:
         record = self.stored(conversation_id)
         if not self.store.delete_item(conversation_id, item_id):
-            raise _item_not_found(conversation_id, item_id)
+            raise messages.conversation_item_not_found(conversation_id, item_id)
         return record.body()
 
     # ---- responses.create(conversation=...) -----------------------------------------------------
@@ -171,7 +170,7 @@ class Conversations:
         (what `record` expects)."""
         read = self.store.read(conversation_id)
         if read is None:
-            raise _not_found(conversation_id, "conversation")
+            raise messages.conversation_not_found(conversation_id, "conversation")
         return read[0], [self._as_input(raw) for raw in read[1]]
 
     def record(
@@ -190,7 +189,7 @@ class Conversations:
         with the hosted API's `conversation_locked` error, so no item is ever appended twice."""
         if not self.store.append(conversation_id, [*input_items, *output], expected=expected):
             if expected is not None and self.store.get(conversation_id) is not None:
-                raise locked()
+                raise messages.conversation_locked()
 
     def _new_items(self, items: list[Any], scope: str | None) -> list[dict[str, Any]]:
         made = []
@@ -201,20 +200,3 @@ class Conversations:
             data.setdefault("id", self.ids("item"))
             made.append(data)
         return made
-
-
-def locked() -> InvalidRequest:
-    """The hosted API's answer to a request on a conversation another request is writing to."""
-    return InvalidRequest(
-        "Another process is currently operating on this conversation. Please retry in a few seconds.",
-        param="conversation",
-        code="conversation_locked",
-    )
-
-
-def _not_found(conversation_id: str, param: str | None = None) -> NotFound:
-    return NotFound(f"Conversation with id '{conversation_id}' not found.", param=param)
-
-
-def _item_not_found(conversation_id: str, item_id: str) -> NotFound:
-    return NotFound(f"Item with id '{item_id}' not found in conversation '{conversation_id}'.")

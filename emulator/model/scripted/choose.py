@@ -27,6 +27,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import EmulatorError, NoScenarioMatched
 from ptc_emulator.emulator.model.scripted.scenario import (
     NearMiss,
@@ -97,7 +98,7 @@ def choose_script(
             reason = next_turn_conflict(request, script.turns, lambda: position(conv, script)[0])
         if reason is None:
             return script
-        return NoMatch(text, found, inline=f"the ```js block cannot run: {reason}", scoped=_scoped(scenarios, asked))
+        return NoMatch(text, found, inline=messages.inline_cannot_run(reason), scoped=_scoped(scenarios, asked))
     return NoMatch(text, found, scoped=_scoped(scenarios, asked))
 
 
@@ -163,22 +164,6 @@ class NoMatch:
         """The 400 that says so, with the near-miss report the journal keeps."""
         text, misses, inline, scoped = self.text, self.misses, self.inline, self.scoped
         shown = text if len(text) <= 120 else text[:117] + "..."
-        if misses:
-            closest = "; ".join(f"'{m.scenario}' ({m.field}): {m.reason}" for m in misses[:3])
-            message = f"No scenario matches this request. Closest: {closest}."
-        else:
-            message = "No scenario matches this request (no scenario is loaded)."
-        if scoped:
-            message = (
-                f"This request has no scope, and {scoped} scenario{'' if scoped == 1 else 's'} of a scope would match "
-                "it: send it in the test's scope, with the base URL http://HOST:PORT/scopes/<scope>/v1 (the pytest "
-                "fixture's base_url, or its env for code that builds its own client) or the x-ptc-emulator-scope "
-                "header. " + message
-            )
-        if inline is None:
-            message += " The latest user message has no ```js code block to run inline either."
-        else:
-            message += f" The latest user message has a ```js code block, but {inline}."
         report: dict[str, Any] = {
             "input": shown,
             "near_misses": [m.as_dict() for m in misses],
@@ -188,7 +173,8 @@ class NoMatch:
             report["inline_conflict"] = inline
         if scoped:
             report["scoped_matches"] = scoped
-        return NoScenarioMatched(message, report)
+        closest = [(m.scenario, m.field, m.reason) for m in misses[:3]]
+        return messages.no_scenario_matched(closest, report, scoped=scoped, inline=inline)
 
 
 # tool_choice: what the request lets the scripted model do next
@@ -262,7 +248,7 @@ def conflict(choice: Any, turn: Turn, number: int) -> str | None:
         return None  # a hosted tool's choice: nothing a scenario can do
     if ok:
         return None
-    return f"tool_choice is {describe(choice)}, but turn {number} {_what(turn)}"
+    return messages.tool_choice_conflict(describe(choice), number, _what(turn))
 
 
 def next_turn_conflict(request: CreateRequest, turns: list[Turn], position: Any) -> str | None:

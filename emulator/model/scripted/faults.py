@@ -12,18 +12,22 @@ import json
 from collections import OrderedDict
 from typing import Any
 
-from ptc_emulator.emulator.errors import ScriptedError
+from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.errors import EmulatorError, ScriptedError
 from ptc_emulator.emulator.model.scripted.scenario import Fault
 from ptc_emulator.emulator.wire.items import Item, dump
 from ptc_emulator.sandbox import Failed, Limits
 
 __all__ = ["FaultInjector", "InjectedHTTPError", "describe", "forced_failure"]
 
-_BODIES: dict[int, tuple[str, str, str | None]] = {
-    429: ("Rate limit reached for requests (injected by the scenario).", "requests", "rate_limit_exceeded"),
-    500: ("The server had an error while processing your request. Sorry about that!", "server_error", None),
-    503: ("The engine is currently overloaded, please try again later.", "server_error", None),
-}
+
+def _injected(status: int) -> EmulatorError:
+    """OpenAI's body for an injected HTTP error of `status` (429, 500 or 503)."""
+    if status == 429:
+        return messages.rate_limited()
+    if status == 503:
+        return messages.overloaded()
+    return messages.server_error()
 
 
 class FaultInjector:
@@ -51,12 +55,12 @@ class FaultInjector:
             headers["retry-after-ms"] = str(int(fault.retry_after * 1000))
         if fault.should_retry is not None:
             headers["x-should-retry"] = "true" if fault.should_retry else "false"
-        message, type_, code = _BODIES[fault.http_error]
+        body = _injected(fault.http_error)
         raise InjectedHTTPError(
             fault.http_error,
-            message,
-            type=type_,
-            code=code,
+            body.message,
+            type=body.type,
+            code=body.code,
             headers=headers,
             what=f"http_error {fault.http_error} ({seen + 1} of {fault.times})",
         )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.model.core import Prepared, Runner, Trace
 from ptc_emulator.emulator.model.runtime import BoundTools, Runtime
 from ptc_emulator.emulator.model.scripted.choose import NoMatch, choose_script
@@ -87,7 +87,7 @@ class ScriptedModel:
             strict = script.scenario.strict_contract
         trace.contract.extend(checks.check_outputs(conv, toolset))
         if strict and trace.contract:
-            raise InvalidRequest(trace.contract[0].describe(), param="input", code="contract_violation")
+            raise messages.contract_violation(trace.contract[0].describe(), "input")
         fault = script.turns[turn].fault if conv.open_program is None and turn < len(script.turns) else None
         if fault is not None:
             try:

@@ -9,6 +9,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.model.upstream.protocol import (
     Answer,
     Delta,
@@ -101,11 +102,11 @@ class ChatCompletions(UpstreamProtocol):
             try:
                 chunk = json.loads(payload)
             except ValueError:
-                raise Fault("streamed a chunk that is not JSON.") from None
+                raise Fault(messages.streamed_chunk_not_json()) from None
             if chunk.get("error"):  # what OpenAI-compatible servers send when they fail mid-stream
                 failure = chunk["error"]
                 message = failure.get("message") if isinstance(failure, dict) else failure
-                raise Fault(f"failed mid-stream: {snippet(str(message))}")
+                raise Fault(messages.failed_mid_stream(snippet(str(message))))
             answer.model = chunk.get("model") or answer.model
             usage(answer, chunk.get("usage"))
             for choice in chunk.get("choices") or ():

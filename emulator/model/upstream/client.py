@@ -22,7 +22,8 @@ from typing import Any
 
 import httpx
 
-from ptc_emulator.emulator.errors import StatusError
+from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.model.upstream.chat import ChatCompletions
 from ptc_emulator.emulator.model.upstream.protocol import Answer, Delta, Fault, ToolCall, UpstreamProtocol, snippet
 from ptc_emulator.emulator.model.upstream.responses import Responses
@@ -97,7 +98,7 @@ class UpstreamConfig:
 
 
 class _Retry(Exception):
-    def __init__(self, error: StatusError) -> None:
+    def __init__(self, error: EmulatorError) -> None:
         self.error = error
 
 
@@ -180,13 +181,13 @@ class UpstreamClient:
                 return _shaped(protocol.answer, _json(response, self.config), self.config)
             return await protocol.stream(response.aiter_lines(), on_delta)
         except Fault as e:
-            raise _error(f"The model upstream at {self.config.url} {e}") from None
+            raise messages.upstream_stream_failed(self.config.url, str(e)) from None
         except (TypeError, AttributeError, KeyError, ValueError):
-            raise _error(f"The model upstream at {self.config.url} streamed chunks of an unknown shape.") from None
+            raise messages.upstream_stream_unknown_shape(self.config.url) from None
         except httpx.TimeoutException:
             raise _Retry(_timeout(self.config)) from None
         except httpx.HTTPError as e:
-            raise _Retry(_error(f"The model upstream's stream broke off ({type(e).__name__}).")) from None
+            raise _Retry(messages.upstream_stream_broke(type(e).__name__)) from None
         finally:
             await response.aclose()
 
@@ -198,13 +199,13 @@ class UpstreamClient:
         except httpx.TimeoutException:
             raise _Retry(_timeout(self.config)) from None
         except httpx.HTTPError as e:
-            raise _Retry(_error(f"The model upstream at {url} could not be reached ({type(e).__name__}).")) from None
+            raise _Retry(messages.upstream_unreachable(url, type(e).__name__)) from None
         if response.status_code >= 400:
             text = (await response.aread()).decode("utf-8", "replace")
             await response.aclose()
             if self.config.api_key:  # an upstream that echoes the request's headers
                 text = text.replace(self.config.api_key, "[redacted]")
-            error = _error(f"The model upstream at {url} answered {response.status_code}: {snippet(text)}")
+            error = messages.upstream_answered_status(url, response.status_code, snippet(text))
             if response.status_code == 429 or response.status_code >= 500:
                 raise _Retry(error)
             raise error
@@ -215,9 +216,9 @@ def _json(response: httpx.Response, config: UpstreamConfig) -> dict[str, Any]:
     try:
         data = response.json()
     except ValueError:
-        raise _error(f"The model upstream at {config.url} answered something that is not JSON.") from None
+        raise messages.upstream_not_json(config.url) from None
     if not isinstance(data, dict):
-        raise _error(f"The model upstream at {config.url} answered JSON that is not an object.")
+        raise messages.upstream_not_an_object(config.url)
     return data
 
 
@@ -226,17 +227,8 @@ def _shaped(parse: Callable[[dict[str, Any]], Answer], data: dict[str, Any], con
     try:
         return parse(data)
     except (TypeError, AttributeError, KeyError, ValueError):
-        raise _error(f"The model upstream at {config.url} answered JSON of an unknown shape.") from None
+        raise messages.upstream_unknown_shape(config.url) from None
 
 
-def _error(message: str) -> StatusError:
-    return StatusError(502, message, type="server_error", code="upstream_error")
-
-
-def _timeout(config: UpstreamConfig) -> StatusError:
-    return StatusError(
-        504,
-        f"The model upstream at {config.url} did not answer within {config.timeout_s:g} s.",
-        type="server_error",
-        code="upstream_timeout",
-    )
+def _timeout(config: UpstreamConfig) -> EmulatorError:
+    return messages.upstream_timeout(config.url, config.timeout_s)

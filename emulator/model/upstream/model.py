@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ptc_emulator.emulator.errors import InvalidRequest, StatusError
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.model.core import Prepared, Runner, Trace
 from ptc_emulator.emulator.model.runtime import BoundTools, HostedScript, Output, ProgramPlan, Runtime
 from ptc_emulator.emulator.model.upstream.client import Answer, ToolCall, UpstreamClient
@@ -94,7 +94,7 @@ class UpstreamModel:
         open_indexes = runtime.check(conv, tools, hosted)
         trace.contract.extend(checks.check_outputs(conv, toolset))
         if self.strict_contract and trace.contract:
-            raise InvalidRequest(trace.contract[0].describe(), param="input", code="contract_violation")
+            raise messages.contract_violation(trace.contract[0].describe(), "input")
         return UpstreamPlan(
             hosted=hosted,
             tools=tools,
@@ -139,7 +139,7 @@ class _Play:
             answer = await self._ask(taught)
             if not await self._turn(answer, taught):
                 return self.output.dumped
-        raise _invalid(f"The model upstream took more than {MAX_TURNS} turns in one response.")
+        raise messages.upstream_too_many_turns(MAX_TURNS)
 
     async def _ask(self, taught: Teaching) -> Answer:
         request = self.prepared.request
@@ -212,16 +212,12 @@ class _Play:
         name = taught.direct.get(call.name)
         if name is None:
             offered = ", ".join(f.name for f in taught.functions) or "none"
-            raise _invalid(
-                f"The model upstream called a function this request does not offer: {call.name!r} (offered: {offered})."
-            )
+            raise messages.upstream_unoffered_function(call.name, offered)
         binding = self.plan.tools.bindings[name]
         try:
             json.loads(call.arguments or "{}")
         except ValueError:
-            raise _invalid(
-                f"The model upstream called {call.name!r} with arguments that are not JSON: {call.arguments[:200]!r}."
-            ) from None
+            raise messages.upstream_arguments_not_json(repr(call.name), call.arguments) from None
         item = binding.kind.call_item(
             binding,
             call.arguments or "{}",
@@ -278,14 +274,10 @@ def _code(call: ToolCall) -> str:
     try:
         arguments = json.loads(call.arguments or "{}")
     except ValueError:
-        raise _invalid(
-            f"The model upstream called {CODE_TOOL} with arguments that are not JSON: {call.arguments[:200]!r}."
-        ) from None
+        raise messages.upstream_arguments_not_json(CODE_TOOL, call.arguments) from None
     code = arguments.get("code") if isinstance(arguments, dict) else None
     if not isinstance(code, str) or not code.strip():
-        raise _invalid(
-            f"The model upstream called {CODE_TOOL} without a `code` argument (a string): {call.arguments[:200]!r}."
-        )
+        raise messages.upstream_code_missing(CODE_TOOL, call.arguments)
     return code
 
 
@@ -307,7 +299,3 @@ def _choice(choice: Any, taught: Teaching) -> str:
 
 def _shown(call: ToolCall) -> str:
     return repr(call.arguments if len(call.arguments) <= 200 else call.arguments[:197] + "...")
-
-
-def _invalid(message: str) -> StatusError:
-    return StatusError(502, message, type="server_error", code="upstream_invalid_tool_call")

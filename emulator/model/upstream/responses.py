@@ -8,6 +8,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.model.upstream.protocol import (
     Answer,
     Delta,
@@ -98,7 +99,7 @@ class Responses(UpstreamProtocol):
             try:
                 event = json.loads(line[5:].strip())
             except ValueError:
-                raise Fault("streamed an event that is not JSON.") from None
+                raise Fault(messages.streamed_event_not_json()) from None
             kind = event.get("type")
             if kind == "response.output_text.delta" and on_delta is not None:
                 on_delta("text", str(event.get("delta") or ""))
@@ -111,8 +112,9 @@ class Responses(UpstreamProtocol):
                 return self.answer(final if final.get("output") else {**final, "output": done})
             elif kind in ("response.failed", "error"):
                 failure = (event.get("response") or {}).get("error") or event.get("error") or event
-                raise Fault(f"failed mid-stream: {snippet(str(failure.get('message') or 'no message'))}")
-        raise Fault("ended its stream before the response was completed.")
+                said = failure.get("message") or messages.no_failure_message()
+                raise Fault(messages.failed_mid_stream(snippet(str(said))))
+        raise Fault(messages.stream_ended_early())
 
 
 def responses_input(transcript: list[Entry]) -> list[dict[str, Any]]:
