@@ -13,6 +13,7 @@ Nothing here knows HTTP; nothing here touches V8 except through the `Runner` pro
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import secrets
 import time
 from collections.abc import Callable
@@ -82,6 +83,13 @@ def _with(expanded: Expanded | None, conv: Conversation) -> Conversation:
 
 
 UNFINISHED = (ResponseStatus.QUEUED, ResponseStatus.IN_PROGRESS)
+
+
+def _digest(request: CreateRequest) -> str:
+    """What names a request as the same one sent again: its body as validated, but for how its
+    answer travels (a stream, a socket's lane)."""
+    body = request.model_dump_json(exclude={"stream", "stream_options", "stream_id"})
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
 class Engine:
@@ -193,9 +201,11 @@ class Engine:
                 return self._prepared(
                     request, conv, toolset, trace, scope=scope, local=local, read=(thread, version), compacts=True
                 )
-            if previous and _resumes(conv):  # how many continued the paused response so far
-                target = self.store if request.store is not False else local
-                version = target.successors(previous) if target is not None else None
+            continues = None
+            if previous and _resumes(conv):  # the paused program's one continuation, or this one again
+                continues, answered = self._continuation(request, previous, local)
+                if answered is not None:
+                    return self._answered(request, conv, answered, scope=scope, local=local, continues=continues)
             toolset = Toolset.of(request, conv.items, conv.new_from)
             plan = self.model.plan(request, conv, toolset, trace, scope=scope)
             compacts = threshold is not None and self._context_tokens(request, conv) >= threshold
@@ -209,6 +219,7 @@ class Engine:
                 plan=plan,
                 read=(thread, version),
                 compacts=compacts,
+                continues=continues,
             )
         except EmulatorError as e:
             # What the model knew when it refused, once it had chosen what plays (the journal's).
@@ -226,9 +237,10 @@ class Engine:
         read: tuple[str | None, int | None],
         plan: Plan | None = None,
         compacts: bool = False,
+        continues: str | None = None,
     ) -> Prepared:
         """The prepared response, with the figures the journal takes from it; `read` is the
-        request's conversation, and the version of what it continues (`Prepared.read_version`)."""
+        request's conversation, and the version of its items (`Prepared.read_version`)."""
         seen = conv.visible if conv.visible is not None else conv.items
         prepared = Prepared(
             request=in_effect(request, seen),  # with the configuration the conversation's updates set
@@ -243,6 +255,7 @@ class Engine:
             conversation_id=read[0],
             read_version=read[1],
             compacts=compacts,
+            continues=continues,
         )
         kept = [answer_text(item) for item in prepared.outputs_kept_out()]
         trace.kept_out_tokens = sum(count(text) for text in kept)
@@ -250,17 +263,64 @@ class Engine:
             trace.kept_out_bytes = sum(len(text.encode("utf-8")) for text in kept)
         return prepared
 
+    def _continuation(
+        self, request: CreateRequest, previous: str, local: ResponseStore | None
+    ) -> tuple[str | None, dict[str, Any] | None]:
+        """For a request that resumes the program paused in `previous`: the digest it is kept under
+        (None: it is not kept), and the response this very request was answered with already, if
+        it was. A continuation another request made, or one still running, is the lost race's 400."""
+        target = self.store if request.store is not False else local
+        if target is None:
+            return None, None
+        digest = _digest(request)
+        kept = target.continuation(previous)
+        if kept is None:
+            return digest, None
+        record = target.get(kept[0]) if kept[1] == digest else None
+        if record is None or record.response.get("status") in UNFINISHED:
+            raise continued(previous)
+        return digest, record.response
+
+    def _answered(
+        self,
+        request: CreateRequest,
+        conv: Conversation,
+        answer: dict[str, Any],
+        *,
+        scope: str | None,
+        local: ResponseStore | None,
+        continues: str | None,
+    ) -> Prepared:
+        """A continuation sent again after it was answered (a client resending what a broken
+        connection cut off): the answer it had, played by nobody and stored again nowhere."""
+        return Prepared(
+            request=request,
+            response_id=str(answer["id"]),
+            created_at=float(answer.get("created_at") or int(self.clock())),
+            conversation=conv,
+            toolset=Toolset.of(request, conv.items, conv.new_from),
+            trace=Trace(),
+            scope=scope,
+            local=local,
+            continues=continues,
+            answered=answer,
+        )
+
     async def create(self, request: CreateRequest, *, scope: str | None = None) -> dict[str, Any]:
         return await self.run(self.prepare(request, scope=scope))
 
     async def run(self, prepared: Prepared) -> dict[str, Any]:
         """The finished response, or for `background: true` the queued one (it finishes later)."""
+        if prepared.answered is not None:
+            return prepared.answered
         if prepared.background:
             return self._start_background(prepared)
         return await self.complete(prepared)
 
     async def complete(self, prepared: Prepared) -> dict[str, Any]:
         """Play the response and store it (`store: true`, or a connection's own store)."""
+        if prepared.answered is not None:
+            return prepared.answered
         delivery = prepared.delivery
         if delivery is not None and delivery.latency_ms:
             await asyncio.sleep(delivery.latency_ms / 1000)
@@ -432,11 +492,10 @@ class Engine:
             return
         previous = prepared.request.previous_response_id
         record = StoredResponse(response["id"], response, self._input_items(prepared), previous, prepared.scope)
-        expected = prepared.read_version
-        if previous is not None and expected is not None:
-            # It resumes a program paused in `previous`: of continuations in flight together,
-            # the first stored wins (the store checks no other was stored since this one read).
-            if not target.put_successor(record, expected):
+        if previous is not None and prepared.continues is not None:
+            # It resumes a program paused in `previous`: the store keeps one continuation of it,
+            # the first to commit; the others are the lost race's 400, and are not kept.
+            if target.put_continuation(record, prepared.continues) is not None:
                 raise continued(previous)
         else:
             target.put(record)

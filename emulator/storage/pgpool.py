@@ -23,10 +23,9 @@ POSTGRES = Dialect(
     same="IS NOT DISTINCT FROM",
     order="ord",
     lock_row=" FOR UPDATE",
-    lock_key="SELECT pg_advisory_xact_lock(hashtextextended(?, 0))",
 )
-"""Replicas write at once: a write locks the conversation row it changes, and the response a
-successor continues (an advisory lock on its id, namespace 0; the event log's streams use 1)."""
+"""Replicas write at once: a write locks the conversation row it changes (a paused program's one
+continuation is decided by a primary key; the event log's streams take advisory locks)."""
 
 
 class _Tx:

@@ -3,9 +3,9 @@ server processes (replicas), each with its own pool of connections (`pgpool.py`,
 dialect of the shared statements, `sql.py`).
 
 Every write is one transaction. What one replica alone decides with its lock, the database
-decides here: a successor of a response is checked and put under a transaction-level advisory
-lock on the response it continues (two replicas continuing one paused program at once: one
-wins, the other is refused, as `put_successor` says); a conversation's items are appended under
+decides here: a paused program's one continuation by the primary key of its row in
+`continuations` (two replicas continuing one paused program: the first to commit is kept, the
+other is refused, as `put_continuation` says); a conversation's items are appended under
 its row's lock, its version checked in the same `UPDATE`. The schema is the server's own
 (`pgschema.py`), migrated when the store opens.
 

@@ -73,18 +73,20 @@ class Responses(Protocol):
         """Add or replace the response with this id (and index its items)."""
         ...
 
-    def put_successor(self, record: StoredResponse, expected: int) -> bool:
-        """`put` a response that continues `record.previous_response_id`, only if that one has
-        exactly `expected` stored continuations (finished or not), checked and written in one
-        atomic step: False, and nothing written, otherwise. `expected` is what `successors` said
-        as the response started: another stored since, or still in flight then, makes it differ.
+    def put_continuation(self, record: StoredResponse, digest: str) -> str | None:
+        """`put` the response that resumes the program paused in `record.previous_response_id`, as
+        that pause's one continuation, decided by the store in one atomic step (a constraint: one
+        continuation per paused response, whichever process writes it). None when it was put;
+        when another response is that continuation already, nothing is written and its id is
+        returned. A continuation that failed or was cancelled leaves the pause free again, and one
+        deleted with it. `digest` names the request that made it (`continuation` tells it back).
         A response already stored under this id is replaced without the check (a background
         response finishing: it was checked when it was queued)."""
         ...
 
-    def successors(self, response_id: str) -> int:
-        """How many finished stored responses continue this one (name it as their
-        `previous_response_id`); a background one still queued or in progress is not counted."""
+    def continuation(self, response_id: str) -> tuple[str, str] | None:
+        """The id and the request digest of the one response that resumed the program paused in
+        this response (`put_continuation`), unless it failed or was cancelled; None if none did."""
         ...
 
     def get(self, response_id: str) -> StoredResponse | None: ...

@@ -68,6 +68,12 @@ CREATE TABLE IF NOT EXISTS records (
     document TEXT NOT NULL,
     PRIMARY KEY (kind, id)
 );
+CREATE TABLE IF NOT EXISTS continuations (
+    paused_id TEXT PRIMARY KEY,
+    response_id TEXT NOT NULL REFERENCES responses(id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
+    digest TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS continuations_by_response ON continuations(response_id);
 CREATE TABLE IF NOT EXISTS scenarios (
     scope_key TEXT NOT NULL,
     name TEXT NOT NULL,
@@ -78,7 +84,8 @@ CREATE TABLE IF NOT EXISTS scenarios (
 """
 """`scenarios.scope_key` is the scope as JSON (`null` for none): a primary key cannot hold NULL.
 `conversations.version` grows with every change of the conversation's items (see `read`).
-`responses.status` is the body's status, kept beside it for the successor count (`sql.py`)."""
+`responses.status` is the body's status, kept beside it for the continuations (`sql.py`).
+`continuations` holds the one response that resumed each paused program (its primary key decides)."""
 
 COLUMNS = (
     ("responses", "scope", "TEXT"),

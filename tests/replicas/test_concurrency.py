@@ -19,6 +19,7 @@ import pytest
 
 from ptc_emulator.api.settings import Settings
 from tests.conversations.test_concurrent_continuations import PROGRAM, Gate, create, one_wins
+from tests.conversations.test_one_answer_per_continuation import COPIES, one_answer, replica, send_copies
 from tests.replicas.replicas_support import SECRET
 from tests.support import add_answers, in_process_http, js
 
@@ -95,3 +96,34 @@ async def test_two_replicas_continuing_one_conversation_one_appends(two: tuple[R
     assert kinds == ["message", "program", "function_call", "function_call_output", "program_output", "message"]
     after = await create(second, conversation=conv, input=js("text('next');"))
     assert after.status_code == 200, after.text
+
+
+async def test_hundreds_of_copies_of_one_continuation_across_two_replicas_keep_one(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """tests/conversations/test_one_answer_per_continuation.py across two replicas: the copies go
+    to each in turn; each lets its first half in at once and the rest once those were answered.
+    The database keeps one continuation; every other copy is the lost race's 400, or (sent again
+    after it was answered) the one answer itself."""
+
+    def settings(n: int) -> Settings:
+        return Settings(
+            data_dir=tmp_path / f"r{n}", store=postgres_url, secret=SECRET, bundled_fixtures=False, pool_size=1
+        )
+
+    per_replica = COPIES // 2
+    async for first in replica(settings(0), per_replica // 2):
+        async for second in replica(settings(1), per_replica // 2):
+            http = first[0]
+            first[2].open.set()
+            paused = (await create(http, input=PROGRAM)).json()
+            first[2].open.clear()
+            first[2].entered = 0
+            body = {"previous_response_id": paused["id"], "input": add_answers(paused["output"])}
+
+            replies, played = await send_copies([first, second], body, COPIES)
+            won = one_answer(replies, paused["id"], late=COPIES - 2 * (per_replica // 2))
+            assert played == [per_replica // 2] * 2, "the late ones played nothing"
+            for other in (first[0], second[0]):
+                assert (await other.get("/_emulator/health")).json()["stored_responses"] == 2
+                assert (await other.get(f"/v1/responses/{won['id']}")).json() == won

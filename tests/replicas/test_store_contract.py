@@ -21,7 +21,7 @@ from ptc_emulator.emulator.storage import SchemaTooNew, Store, StoredConversatio
 from tests.unit.test_store_contract import (  # noqa: F401 (collected here too)
     message,
     response,
-    test_a_successor_is_put_only_if_no_other_was_put_since_it_counted,
+    test_a_paused_program_keeps_one_continuation,
     test_conversation_append_at_a_version_is_checked_and_written_at_once,
     test_conversation_delete_item_removes_the_first_with_that_id,
     test_conversation_items_keep_their_order,
@@ -154,24 +154,31 @@ def test_an_unfinished_background_response_stays_as_it_is_when_a_replica_starts(
     assert found is not None and found.response["status"] == "queued"
 
 
-def test_two_stores_continuing_one_response_at_once_put_one_successor(opener: Open) -> None:
-    first, second = opener(), opener()
-    first.responses.put(response("resp_paused"))
-    barrier = threading.Barrier(2)
-    won: list[bool] = []
+def test_two_stores_continuing_one_paused_program_at_once_keep_one(opener: Open) -> None:
+    """Many replicas' stores, each putting a continuation of one paused program at the same
+    instant: the primary key keeps one, and every other is told which."""
+    stores = [opener() for _ in range(4)]
+    stores[0].responses.put(response("resp_paused"))
+    barrier = threading.Barrier(len(stores) * 4)
+    answers: list[str | None] = []
 
     def continue_(store: Store, name: str) -> None:
-        counted = store.responses.successors("resp_paused")
-        barrier.wait()  # both counted none before either writes
-        won.append(store.responses.put_successor(response(name, previous="resp_paused"), counted))
+        barrier.wait()  # all write at once
+        answers.append(store.responses.put_continuation(response(name, previous="resp_paused"), name))
 
-    threads = [threading.Thread(target=continue_, args=(s, n)) for s, n in ((first, "resp_a"), (second, "resp_b"))]
+    threads = [
+        threading.Thread(target=continue_, args=(store, f"resp_{n}_{i}"))
+        for n, store in enumerate(stores)
+        for i in range(4)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert sorted(won) == [False, True]
-    assert first.responses.successors("resp_paused") == 1
+    kept = stores[1].responses.continuation("resp_paused")
+    assert kept is not None and answers.count(None) == 1
+    assert sorted(a for a in answers if a is not None) == [kept[0]] * 15
+    assert stores[2].responses.count() == 2, "the paused one and the one kept"
 
 
 def test_two_stores_appending_at_one_version_append_once(opener: Open) -> None:

@@ -26,7 +26,7 @@ from ptc_emulator.emulator.storage.sqlite import SCHEMA
 from tests.unit.test_store_contract import (  # noqa: F401 (collected here too)
     message,
     response,
-    test_a_successor_is_put_only_if_no_other_was_put_since_it_counted,
+    test_a_paused_program_keeps_one_continuation,
     test_conversation_append_at_a_version_is_checked_and_written_at_once,
     test_conversation_delete_item_removes_the_first_with_that_id,
     test_conversation_items_keep_their_order,
@@ -203,4 +203,5 @@ def test_the_statements_are_spelled_in_the_dialect() -> None:
     statements = Statements.of(NUMBERED)
     assert statements.item_in.endswith("WHERE items.id = ?1 AND responses.scope IS ?2")
     assert statements.next_version.endswith("AND (CAST(?2 AS BIGINT) IS NULL OR version = CAST(?3 AS BIGINT))")
-    assert statements.records.endswith("ORDER BY rowid") and statements.lock_key is None
+    assert statements.records.endswith("ORDER BY rowid")
+    assert statements.claim_pause.endswith("VALUES (?1, ?2, ?3) ON CONFLICT (paused_id) DO NOTHING")
