@@ -146,7 +146,8 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             strict_contract=settings.strict_contract,
         )
         if state.store.shared:  # replicas share the store: background responses run under leases
-            state.engine.background.share(state.store.leases, settings.lease_s, state.engine.cancelled)
+            background = state.engine.background
+            background.share(state.store.leases, settings.lease_s, state.engine.cancelled, state.store.events)
         harness = state.agents = agents.open_harness(state)
         watching = (
             asyncio.create_task(_watch(state.scenario_files)) if settings.watch and state.scenario_files else None

@@ -430,10 +430,10 @@ class Engine:
         record = self.history.stored(response_id)
         if record.response.get("status") in UNFINISHED and self.background.orphaned(response_id):
             failed = {**record.response, "status": ResponseStatus.FAILED, "error": INTERRUPTED}  # its replica died
-            self.store.put(
-                StoredResponse(response_id, failed, record.input_items, record.previous_response_id, record.scope)
-            )
-            return failed
+            kept = StoredResponse(response_id, failed, record.input_items, record.previous_response_id, record.scope)
+            if self.store.replace_unfinished(kept):
+                return failed
+            return self.history.stored(response_id).response  # it finished meanwhile
         return record.response
 
     def delete(self, response_id: str) -> dict[str, Any]:
@@ -446,14 +446,16 @@ class Engine:
         record = self.history.stored(response_id)
         if not record.response.get("background"):
             raise InvalidRequest("Only responses created with background=true can be cancelled.")
-        if self.background.cancel(response_id) or (
-            record.response.get("status") in UNFINISHED and self.background.held_elsewhere(response_id)
-        ):
-            response = {**record.response, "status": ResponseStatus.CANCELLED, "usage": None}
-            kept = StoredResponse(response_id, response, record.input_items, record.previous_response_id, record.scope)
-            self.store.put(kept)
-            return response
+        if record.response.get("status") in UNFINISHED and self._cancelled(record):
+            self.background.stopped(response_id)  # its task, here or on the replica running it
         return self.history.stored(response_id).response
+
+    def _cancelled(self, record: StoredResponse) -> bool:
+        """Store the unfinished background response as cancelled, unless it finished (or failed)
+        meanwhile, whatever process wrote that: the store decides which came first."""
+        response = {**record.response, "status": ResponseStatus.CANCELLED, "usage": None}
+        kept = StoredResponse(record.id, response, record.input_items, record.previous_response_id, record.scope)
+        return self.store.replace_unfinished(kept)
 
     def input_items(
         self, response_id: str, *, after: str | None = None, limit: int = 20, order: str = "desc"
@@ -492,6 +494,9 @@ class Engine:
             return
         previous = prepared.request.previous_response_id
         record = StoredResponse(response["id"], response, self._input_items(prepared), previous, prepared.scope)
+        if prepared.background and response.get("status") not in UNFINISHED:
+            target.replace_unfinished(record)  # unless cancelled meanwhile, through any replica
+            return
         if previous is not None and prepared.continues is not None:
             # It resumes a program paused in `previous`: the store keeps one continuation of it,
             # the first to commit; the others are the lost race's 400, and are not kept.

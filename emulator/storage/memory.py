@@ -90,6 +90,14 @@ class MemoryResponses:
         with self._lock:
             return self._taken(response_id)
 
+    def replace_unfinished(self, record: StoredResponse) -> bool:
+        with self._lock:
+            kept = self._responses.get(record.id)
+            if kept is None or kept[5] not in UNFINISHED:
+                return False
+            self._put(record)
+            return True
+
     def _taken(self, paused: str) -> tuple[str, str] | None:
         """The continuation that holds the pause (under the lock): none once it failed, was
         cancelled or is gone."""

@@ -89,6 +89,13 @@ class Responses(Protocol):
         this response (`put_continuation`), unless it failed or was cancelled; None if none did."""
         ...
 
+    def replace_unfinished(self, record: StoredResponse) -> bool:
+        """Replace the stored response with this id by `record` only while the stored one is still
+        unfinished (queued or in progress), checked and written in one atomic step: a background
+        response finishing, failing or cancelled, whichever is written first is what every
+        process sees. False, and nothing written, if it finished already or is gone."""
+        ...
+
     def get(self, response_id: str) -> StoredResponse | None: ...
 
     def delete(self, response_id: str) -> bool:
@@ -240,8 +247,14 @@ class EventLog(Protocol):
         ...
 
     def listen(self, notified: Callable[[str | None], None]) -> None:
-        """Call `notified(stream)` (from another thread) whenever a stream got new events, and
-        `notified(None)` after listening was broken and made again (any stream may have)."""
+        """Call `notified(stream)` (from another thread) whenever a stream got new events or a
+        signal, and `notified(None)` after listening was broken and made again (any stream may
+        have). Every listener of the process hears every notification."""
+        ...
+
+    def signal(self, stream: str) -> None:
+        """Notify every replica's listeners of `stream`, with no event kept (a cancel: the stored
+        state says what happened, the notification only says when to look)."""
         ...
 
 

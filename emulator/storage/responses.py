@@ -81,6 +81,14 @@ class ConnectionStore:
         with self._lock:
             return self._taken(response_id)
 
+    def replace_unfinished(self, record: StoredResponse) -> bool:
+        with self._lock:
+            kept = self._responses.get(record.id)
+            if kept is None or kept.response.get("status") not in UNFINISHED:
+                return False
+            self._put(record)
+            return True
+
     def _taken(self, paused: str) -> tuple[str, str] | None:
         kept = self._continuations.get(paused)
         if kept is None:
@@ -143,6 +151,9 @@ class _View:
 
     def continuation(self, response_id: str) -> tuple[str, str] | None:
         return self._responses.continuation(response_id)
+
+    def replace_unfinished(self, record: StoredResponse) -> bool:
+        return self._responses.replace_unfinished(record)
 
     def get(self, response_id: str) -> StoredResponse | None:
         return self._responses.get(response_id)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from ptc_emulator.emulator.storage.memory import FREEING, item_ids
+from ptc_emulator.emulator.storage.memory import FREEING, UNFINISHED, item_ids
 from ptc_emulator.emulator.storage.protocol import (
     Conversations,
     Records,
@@ -137,6 +137,11 @@ class Statements:
             "SELECT continuations.response_id, continuations.digest FROM continuations WHERE paused_id = ? "
             f"AND EXISTS (SELECT 1 FROM responses WHERE {holds})"
         )
+        unfinished = ", ".join("?" for _ in UNFINISHED)
+        self.replace_unfinished = q(  # locks the row: a second writer waits, then finds it finished
+            "UPDATE responses SET status = ?, response = ?, input_items = ?, scope = ? "
+            f"WHERE id = ? AND status IN ({unfinished})"
+        )
         self.drop_items = q("DELETE FROM items WHERE response_id = ?")
         self.put_response = q(
             "INSERT INTO responses (id, previous_response_id, status, response, input_items, scope) "
@@ -223,6 +228,16 @@ class SqlResponses:
                 return str(row[0]) if row is not None else paused  # (the row that stopped it is the one kept)
         self._put(tx, record)
         return None
+
+    def replace_unfinished(self, record: StoredResponse) -> bool:
+        def work(tx: Tx) -> bool:
+            body = (record.response.get("status"), _dumps(record.response), _dumps(record.input_items), record.scope)
+            if tx.changed(self._sql.replace_unfinished, (*body, record.id, *UNFINISHED)) == 0:
+                return False
+            self._put(tx, record)  # its items with it (the row is this transaction's now)
+            return True
+
+        return self._db.write(work)
 
     def _put(self, tx: Tx, record: StoredResponse) -> None:
         sql = self._sql

@@ -22,6 +22,7 @@ from tests.unit.test_store_contract import (  # noqa: F401 (collected here too)
     message,
     response,
     test_a_paused_program_keeps_one_continuation,
+    test_an_unfinished_response_is_replaced_once,
     test_conversation_append_at_a_version_is_checked_and_written_at_once,
     test_conversation_delete_item_removes_the_first_with_that_id,
     test_conversation_items_keep_their_order,
@@ -218,17 +219,22 @@ def test_the_event_log_numbers_each_stream_and_notifies_every_replica(opener: Op
     while not woke.wait(0.05):
         first.events.append("sess_warm", [{"warm": True}])
     warm = len(heard)
+    also: list[str | None] = []
+    second.events.listen(also.append)  # a second listener of the same process hears everything too
     first.events.append("sess_a", [{"n": 1}, {"n": 2}])
     second.events.append("sess_b", [{"n": 1}])
     first.events.append("sess_a", [None])
+    first.events.signal("cancel:x")  # a notification alone: no row
+    assert second.events.since("cancel:x", 0) == [] and second.events.last("cancel:x") == 0
     assert second.events.since("sess_a", 0) == [(1, {"n": 1}), (2, {"n": 2}), (3, None)]
     assert second.events.since("sess_a", 2) == [(3, None)] and second.events.last("sess_a") == 3
     assert first.events.since("sess_b", 0) == [(1, {"n": 1})]
     deadline = time.monotonic() + 30  # a guard: they arrive as the transactions commit, long before
-    while len(news := [h for h in heard[warm:] if h != "sess_warm"]) < 3:
+    while len(news := [h for h in heard[warm:] if h != "sess_warm"]) < 4 or len(also) < 4:
         assert time.monotonic() < deadline, heard
         time.sleep(0.01)
-    assert news == ["sess_a", "sess_b", "sess_a"]
+    assert news == ["sess_a", "sess_b", "sess_a", "cancel:x"]
+    assert [h for h in also if h != "sess_warm"] == news
 
 
 def test_the_memory_and_sqlite_stores_have_no_event_log(tmp_path: Any) -> None:

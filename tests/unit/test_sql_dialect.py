@@ -27,6 +27,7 @@ from tests.unit.test_store_contract import (  # noqa: F401 (collected here too)
     message,
     response,
     test_a_paused_program_keeps_one_continuation,
+    test_an_unfinished_response_is_replaced_once,
     test_conversation_append_at_a_version_is_checked_and_written_at_once,
     test_conversation_delete_item_removes_the_first_with_that_id,
     test_conversation_items_keep_their_order,

@@ -298,6 +298,21 @@ def test_a_paused_program_keeps_one_continuation(store: Store, reopen: Callable[
         store.close()
 
 
+def test_an_unfinished_response_is_replaced_once(store: Store) -> None:
+    """A background response finishing and a cancel of it: whichever is written first stays."""
+    parts = store.responses
+    queued = with_status(response("resp_bg", output=["msg_q"]), "queued")
+    parts.put(queued)
+    cancelled = with_status(response("resp_bg", output=["msg_c"]), "cancelled")
+    assert parts.replace_unfinished(cancelled) is True
+    assert parts.get("resp_bg") == cancelled and parts.item("msg_c") == ("resp_bg", message("msg_c"))
+    assert parts.item("msg_q") is None, "the replaced one's items went with it"
+    assert parts.replace_unfinished(with_status(response("resp_bg", output=["msg_f"]), "completed")) is False
+    assert parts.get("resp_bg") == cancelled and parts.item("msg_f") is None, "the finish came too late"
+    assert parts.replace_unfinished(with_status(response("resp_none"), "failed")) is False
+    assert parts.get("resp_none") is None, "nothing to replace: nothing written"
+
+
 def test_conversation_delete_item_removes_the_first_with_that_id(store: Store) -> None:
     parts = store.conversations
     parts.create(StoredConversation("conv_1", 1, {}), [message("msg_1", "first"), message("msg_2")])
