@@ -134,7 +134,9 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             mcp=settings.mcp_policy,
             hidden_results=state.hidden_results,
         )
-        model = ScriptedModel(state.scenarios, runtime, strict_contract=settings.strict_contract)
+        model = ScriptedModel(
+            state.scenarios, runtime, strict_contract=settings.strict_contract, fault_counts=state.store.counts
+        )
         record = settings.record_dir if settings.record_mode != "none" else None
         playing = with_upstream(model, settings.model_upstream_config(), record=record)  # docs/any-model.md
         state.engine = Engine(

@@ -23,6 +23,7 @@ from ptc_emulator.emulator.storage.memory import MemoryJournal
 from ptc_emulator.emulator.storage.pgschema import SchemaTooNew
 from ptc_emulator.emulator.storage.protocol import (
     Conversations,
+    Counts,
     EventLog,
     JournalLog,
     Leases,
@@ -43,6 +44,7 @@ __all__ = [
     "STORES",
     "ConnectionStore",
     "Conversations",
+    "Counts",
     "EventLog",
     "JournalLog",
     "Leases",

@@ -10,13 +10,14 @@ import itertools
 import json
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ptc_emulator.emulator.storage.protocol import (
     Conversations,
+    Counts,
     EventLog,
     JournalLog,
     Leases,
@@ -30,6 +31,7 @@ from ptc_emulator.emulator.storage.protocol import (
 
 __all__ = [
     "MemoryConversations",
+    "MemoryCounts",
     "MemoryJournal",
     "MemoryLeases",
     "MemoryRecords",
@@ -343,6 +345,26 @@ class MemoryLeases:
         return held[0] if held is not None and held[1] > time.monotonic() else None
 
 
+class MemoryCounts:
+    """Counts in one process, bounded: the least recently counted keys are forgotten first."""
+
+    def __init__(self, remember: int = 10_000) -> None:
+        self._counts: OrderedDict[str, int] = OrderedDict()
+        self._remember = remember
+        self._lock = threading.Lock()
+
+    def take(self, key: str, limit: int) -> int | None:
+        with self._lock:
+            seen = self._counts.get(key, 0)
+            if seen >= limit:
+                return None
+            self._counts[key] = seen + 1
+            self._counts.move_to_end(key)
+            while len(self._counts) > self._remember:
+                self._counts.popitem(last=False)
+            return seen
+
+
 class MemoryStore:
     """Every part in memory."""
 
@@ -355,6 +377,7 @@ class MemoryStore:
         self.scenarios: Scenarios = MemoryScenarios()
         self.journal: JournalLog = MemoryJournal()
         self.leases: Leases = MemoryLeases()
+        self.counts: Counts = MemoryCounts()
         self.events: EventLog | None = None  # one process: its harness fans events out itself
         self.shared = False
 

@@ -112,6 +112,14 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX continuations_by_response ON continuations (response_id);
     """,
+    # 6: counts shared by every replica (a scenario's fault answers `times` requests in all).
+    """
+    CREATE TABLE counts (
+        key TEXT PRIMARY KEY,
+        n BIGINT NOT NULL,
+        at TIMESTAMPTZ NOT NULL DEFAULT now()
+    );
+    """,
 )
 """`scenarios.scope_key` is the scope as JSON (`null` for none): a primary key cannot hold NULL.
 `records.ord` and `scenarios.ord` are the listing order: an upsert keeps the row's. `responses.status`

@@ -10,7 +10,7 @@ its row's lock, its version checked in the same `UPDATE`. The schema is the serv
 (`pgschema.py`), migrated when the store opens.
 
 The journal is shared too (`pgjournal.py`), in tables the database never logs; so are the
-leases (below) and the event log (`pgevents.py`), which one process keeps in memory.
+leases and the counts (below) and the event log (`pgevents.py`), which one process keeps in memory.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ptc_emulator.emulator.storage.pgevents import PostgresEvents
 from ptc_emulator.emulator.storage.pgjournal import PostgresJournal
 from ptc_emulator.emulator.storage.pgpool import Pool
 from ptc_emulator.emulator.storage.pgschema import migrate
-from ptc_emulator.emulator.storage.protocol import EventLog, JournalLog, Leases, StoreUnavailable
+from ptc_emulator.emulator.storage.protocol import Counts, EventLog, JournalLog, Leases, StoreUnavailable
 from ptc_emulator.emulator.storage.sql import SqlParts
 
 __all__ = ["PostgresStore", "open_at", "open_postgres"]
@@ -51,6 +51,31 @@ class PostgresLeases:
         return str(row[0]) if row else None
 
 
+class PostgresCounts:
+    """Counts in the `counts` table: one upsert counts and checks the limit (it locks the row, so
+    two replicas counting one key at once count twice, in turn). Keys untouched for a day are
+    swept now and then."""
+
+    SWEEP_EVERY = 1024
+
+    def __init__(self, db: Pool) -> None:
+        self._db = db
+        self._taken = 0
+
+    def take(self, key: str, limit: int) -> int | None:
+        if limit < 1:
+            return None
+        row = self._db.one(
+            "INSERT INTO counts (key, n) VALUES (%s, 1) ON CONFLICT (key) DO UPDATE SET n = counts.n + 1, "
+            "at = now() WHERE counts.n < %s RETURNING n",
+            (key, limit),
+        )
+        self._taken += 1
+        if self._taken % self.SWEEP_EVERY == 0:
+            self._db.changed("DELETE FROM counts WHERE at < now() - interval '1 day'")
+        return int(row[0]) - 1 if row is not None else None
+
+
 class PostgresStore(SqlParts):
     """Every part in the database at `url`; the schema migrated as it opens."""
 
@@ -63,6 +88,7 @@ class PostgresStore(SqlParts):
         super().__init__(self._db)
         self.journal: JournalLog = PostgresJournal(self._db)
         self.leases: Leases = PostgresLeases(self._db)
+        self.counts: Counts = PostgresCounts(self._db)
         self._events = PostgresEvents(self._db, url)
         self.events: EventLog | None = self._events
         self.shared = True

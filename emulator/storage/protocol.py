@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 __all__ = [
     "Conversations",
+    "Counts",
     "EventLog",
     "JournalLog",
     "Leases",
@@ -230,6 +231,17 @@ class Leases(Protocol):
         ...
 
 
+class Counts(Protocol):
+    """How often something happened, up to a limit, counted once for every process sharing the store
+    (a scenario's fault answering `times` requests: `times` in all, whichever replica is asked).
+    A store may forget keys untouched for long (memory: the least recent beyond many)."""
+
+    def take(self, key: str, limit: int) -> int | None:
+        """Count one more of `key` if fewer than `limit` were counted, in one atomic step: how many
+        were counted before this one. None, and nothing counted, once `limit` were."""
+        ...
+
+
 class EventLog(Protocol):
     """Events of streams (an Agents API session's), for the replicas sharing a store: rows numbered
     in one order per stream, and a notification to every replica when new ones are committed."""
@@ -269,6 +281,7 @@ class Store(Protocol):
     scenarios: Scenarios
     journal: JournalLog
     leases: Leases
+    counts: Counts
     events: EventLog | None
     """Shared stores only: the event log the replicas fan events out through."""
     shared: bool

@@ -393,7 +393,7 @@ class SqlScenarios:
 
 class SqlParts:
     """The four parts every SQL store keeps in its tables, over `db`; a backend adds the rest of
-    a `Store` (its kind, the journal, the leases, the events, `close`)."""
+    a `Store` (its kind, the journal, the leases, the counts, the events, `close`)."""
 
     def __init__(self, db: Connections) -> None:
         self.responses: Responses = SqlResponses(db)

@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ptc_emulator.emulator.storage.memory import MemoryJournal, MemoryLeases
-from ptc_emulator.emulator.storage.protocol import EventLog, JournalLog, Leases
+from ptc_emulator.emulator.storage.memory import MemoryCounts, MemoryJournal, MemoryLeases
+from ptc_emulator.emulator.storage.protocol import Counts, EventLog, JournalLog, Leases
 from ptc_emulator.emulator.storage.sql import Dialect, SqlParts, Tx
 
 __all__ = ["FILENAME", "INTERRUPTED", "SQLITE", "SqliteStore", "open_at"]
@@ -198,6 +198,7 @@ class SqliteStore(SqlParts):
         super().__init__(self._db)
         self.journal: JournalLog = MemoryJournal()
         self.leases: Leases = MemoryLeases()  # one process owns the file
+        self.counts: Counts = MemoryCounts()  # (so a restart counts afresh, as the journal starts afresh)
         self.events: EventLog | None = None  # one process: its harness fans events out itself
         self.shared = False
 

@@ -197,6 +197,26 @@ def test_the_journal_of_any_replica_shows_every_replicas_requests(three: list[Se
     assert admin(three[2], "GET", "/journal", headers=scope).json()["data"] == []
 
 
+def test_a_faults_times_count_the_deployments_requests(three: list[ServerProcess]) -> None:
+    """A fault with `times: 2`, added on one replica: the same request sent to each replica in turn
+    is answered by the fault twice in all, then plays (not twice per replica)."""
+    scope = {"x-ptc-emulator-scope": "test-fault-times"}
+    scenario = {
+        "name": "flaky",
+        "match": {"input": "flaky"},
+        "turns": [{"message": "through", "fault": {"http_error": 503, "times": 2}}],
+    }
+    assert admin(three[0], "POST", "/scenarios", json=scenario, headers=scope).status_code == 201
+    body = {"model": "m", "input": "flaky"}
+    statuses = [
+        httpx.post(f"{server.base_url}/responses", json=body, headers=scope, timeout=30).status_code
+        for server in [*three, *three]
+    ]
+    assert statuses == [503, 503, 200, 200, 200, 200]
+    faults = [e.get("fault") for e in admin(three[1], "GET", "/journal", headers=scope).json()["data"]]
+    assert faults[:2] == ["http_error 503 (1 of 2)", "http_error 503 (2 of 2)"]
+
+
 def test_a_replica_refuses_to_start_without_a_shared_secret(postgres_url: str, tmp_path: Path) -> None:
     server = ServerProcess(tmp_path / "data", store=postgres_url, secret=None)
     with pytest.raises(RuntimeError, match="needs --secret"):

@@ -28,6 +28,7 @@ from tests.unit.test_store_contract import (  # noqa: F401 (collected here too)
     test_conversation_items_keep_their_order,
     test_conversations_create_get_update_delete,
     test_conversations_return_copies,
+    test_counts_count_up_to_their_limit,
     test_journal_append_list_clear_by_scope,
     test_journal_keeps_its_bounds_oldest_first,
     test_leases_have_one_owner_until_released_or_expired,
@@ -180,6 +181,23 @@ def test_two_stores_continuing_one_paused_program_at_once_keep_one(opener: Open)
     assert kept is not None and answers.count(None) == 1
     assert sorted(a for a in answers if a is not None) == [kept[0]] * 15
     assert stores[2].responses.count() == 2, "the paused one and the one kept"
+
+
+def test_counts_taken_by_many_stores_at_once_count_once_each(opener: Open) -> None:
+    stores = [opener() for _ in range(3)]
+    barrier = threading.Barrier(12)
+    taken: list[int | None] = []
+
+    def take(store: Store) -> None:
+        barrier.wait()
+        taken.append(store.counts.take("fault", 5))
+
+    threads = [threading.Thread(target=take, args=(stores[n % 3],)) for n in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(t for t in taken if t is not None) == [0, 1, 2, 3, 4] and taken.count(None) == 7
 
 
 def test_two_stores_appending_at_one_version_append_once(opener: Open) -> None:

@@ -19,8 +19,8 @@ import pytest
 
 from ptc_emulator.api.cli import parse
 from ptc_emulator.emulator.storage import STORES, MemoryJournal, Store, StoreKind, open_store, register_store
-from ptc_emulator.emulator.storage.memory import MemoryLeases
-from ptc_emulator.emulator.storage.protocol import EventLog, JournalLog, Leases
+from ptc_emulator.emulator.storage.memory import MemoryCounts, MemoryLeases
+from ptc_emulator.emulator.storage.protocol import Counts, EventLog, JournalLog, Leases
 from ptc_emulator.emulator.storage.sql import Dialect, SqlParts, Statements, Tx
 from ptc_emulator.emulator.storage.sqlite import SCHEMA
 from tests.unit.test_store_contract import (  # noqa: F401 (collected here too)
@@ -33,6 +33,7 @@ from tests.unit.test_store_contract import (  # noqa: F401 (collected here too)
     test_conversation_items_keep_their_order,
     test_conversations_create_get_update_delete,
     test_conversations_return_copies,
+    test_counts_count_up_to_their_limit,
     test_journal_append_list_clear_by_scope,
     test_journal_keeps_its_bounds_oldest_first,
     test_leases_have_one_owner_until_released_or_expired,
@@ -129,6 +130,7 @@ class NumberedStore(SqlParts):
         super().__init__(_PerCall(path))
         self.journal: JournalLog = MemoryJournal()
         self.leases: Leases = MemoryLeases()
+        self.counts: Counts = MemoryCounts()
         self.events: EventLog | None = None
         self.shared = False
 

@@ -444,6 +444,14 @@ def test_leases_have_one_owner_until_released_or_expired(store: Store) -> None:
 # ---- journal -----------------------------------------------------------------------------------
 
 
+def test_counts_count_up_to_their_limit(store: Store) -> None:
+    counts = store.counts
+    assert [counts.take("k", 2) for _ in range(3)] == [0, 1, None]
+    assert counts.take("other", 1) == 0 and counts.take("other", 1) is None
+    assert counts.take("k", 3) == 2, "a higher limit counts on"
+    assert counts.take("zero", 0) is None
+
+
 def test_journal_append_list_clear_by_scope(store: Store) -> None:
     log = store.journal
     seqs = [log.next_seq() for _ in range(3)]
