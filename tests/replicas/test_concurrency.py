@@ -10,6 +10,7 @@ a gate holding its response after it read its history; when both wait, both are 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -127,3 +128,64 @@ async def test_hundreds_of_copies_of_one_continuation_across_two_replicas_keep_o
             for other in (first[0], second[0]):
                 assert (await other.get("/_emulator/health")).json()["stored_responses"] == 2
                 assert (await other.get(f"/v1/responses/{won['id']}")).json() == won
+
+
+class HeldRead:
+    """A replica's scenarios part whose first read after its own write waits until `go` is set:
+    another replica's write lands in between (no sleep, no race)."""
+
+    def __init__(self, scenarios: Any) -> None:
+        self.scenarios = scenarios
+        self.armed = False
+        self.held = threading.Event()
+        self.go = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.scenarios, name)
+
+    def put(self, scenario: Any) -> None:
+        self.scenarios.put(scenario)
+        self.armed = True
+
+    def list(self) -> Any:  # (called off the event loop, in a thread)
+        if self.armed:
+            self.armed = False
+            self.held.set()
+            assert self.go.wait(60)  # (a guard)
+        return self.scenarios.list()
+
+
+async def test_concurrent_scenario_writes_to_one_name_converge_on_the_databases_last(
+    two: tuple[Replica, Replica],
+) -> None:
+    """Replica A writes version 2 of a scenario; before A reads the scenarios back, replica B
+    writes version 1 of it, which the database keeps last. Both replicas then serve version 1."""
+    (first, first_app), (second, _) = two
+    scope = {"x-ptc-emulator-scope": "test-order"}
+
+    def version(n: int) -> dict[str, Any]:
+        return {"name": "same", "match": {"input": "which"}, "turns": [{"message": f"version {n}"}]}
+
+    async def served(http: httpx.AsyncClient) -> str:
+        reply = await http.post("/v1/responses", json={"model": "m", "input": "which"}, headers=scope)
+        assert reply.status_code == 200, reply.text
+        return str(reply.json()["output"][0]["content"][0]["text"])
+
+    assert (await first.post("/_emulator/scenarios", json=version(1), headers=scope)).status_code == 201
+    assert [await served(http) for http in (first, second)] == ["version 1", "version 1"]
+
+    store = first_app.state.emulator.store
+    held = store.scenarios = HeldRead(store.scenarios)
+    try:
+        writing = asyncio.ensure_future(first.post("/_emulator/scenarios", json=version(2), headers=scope))
+        assert await asyncio.to_thread(held.held.wait, 60)  # A wrote version 2, and reads
+        assert (await second.post("/_emulator/scenarios", json=version(1), headers=scope)).status_code == 201
+        held.go.set()
+        assert (await writing).status_code == 201
+    finally:
+        held.go.set()
+        store.scenarios = held.scenarios
+    assert [await served(http) for http in (first, second)] == ["version 1", "version 1"]
+    for http in (first, second):
+        listed = (await http.get("/_emulator/scenarios", headers=scope)).json()["data"]
+        assert [s["name"] for s in listed if s["scope"] == "test-order"] == ["same"]
