@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ptc_emulator import __version__
 from ptc_emulator.api import errors, guards, inspector, scopes
 from ptc_emulator.api.journaling import RequestLog
+from ptc_emulator.api.replicas import OneSecret, SecretMismatch
 from ptc_emulator.api.routes import admin, agents, conversations, models, websocket
 from ptc_emulator.api.routes import responses as routes
 from ptc_emulator.api.settings import Settings, bundled_fixtures
@@ -77,6 +78,8 @@ class AppState:
     """The scenario directories `scenarios` was loaded from (reloaded by --watch and reset)."""
     started_at: int = field(default_factory=lambda: int(time.time()))
     """When the app was made: the `created` of the models `GET /v1/models` lists."""
+    secret: OneSecret | None = None
+    """With a store replicas share: this replica's share of their one secret (`api/replicas.py`)."""
 
 
 def _load_scenarios(settings: Settings) -> ScenarioFiles:
@@ -106,6 +109,8 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
         journal=Journal(log=store.journal),
         hidden_results=HiddenResults(settings.mcp_memo_entries, settings.mcp_memo_bytes),
     )
+    if store.shared:
+        state.secret = _one_secret(state)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -154,11 +159,14 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
         watching = (
             asyncio.create_task(_watch(state.scenario_files)) if settings.watch and state.scenario_files else None
         )
+        renewing = asyncio.create_task(state.secret.keep()) if state.secret is not None else None
         try:
             yield
         finally:
             if watching is not None:
                 watching.cancel()
+            if renewing is not None:
+                renewing.cancel()
             state.own.release()
             await harness.aclose()
             await state.engine.aclose()
@@ -198,6 +206,17 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     app.add_middleware(_Edge, settings=settings, own=state.own)
     app.add_middleware(RequestLog)  # outermost: the edge's refusals have their line too
     return app
+
+
+def _one_secret(state: AppState) -> OneSecret:
+    """Join the replicas on the store's database, or refuse to start (`SecretMismatch`)."""
+    secret = OneSecret(state.store.leases, state.signer, state.settings.lease_s)
+    try:
+        secret.join()
+    except SecretMismatch:
+        state.store.close()
+        raise
+    return secret
 
 
 WATCH_S = 0.25

@@ -166,6 +166,8 @@ async def health(request: Request) -> dict[str, Any] | JSONResponse:
     pool = state.pool
     if not await asyncio.to_thread(ping, state.store):  # a shared database that does not answer
         return JSONResponse({"status": "unavailable", "store": state.store.kind, "database": "unreachable"}, 503)
+    if state.secret is not None and state.secret.problem is not None:  # replicas that disagree
+        return JSONResponse({"status": "unavailable", "store": state.store.kind, "reason": state.secret.problem}, 503)
     return {
         "status": "ok",
         "store": state.store.kind,

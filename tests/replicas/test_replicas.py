@@ -20,7 +20,7 @@ import pytest
 from ptc_emulator.testing.process import ServerProcess
 from tests.agents.agents_support import GET_CUSTOMER, customer, events_until, get_customer_code, js, valid
 from tests.replicas.cluster import Cluster
-from tests.replicas.replicas_support import FIXTURES, admin, replicas, round_robin_client
+from tests.replicas.replicas_support import FIXTURES, SECRET, admin, replicas, round_robin_client
 
 EXPECTED = "sku_123: 42 units available against 31 requested, so the shortage is 0 units."
 TOOLS: list[dict[str, Any]] = [
@@ -221,6 +221,21 @@ def test_a_replica_refuses_to_start_without_a_shared_secret(postgres_url: str, t
     server = ServerProcess(tmp_path / "data", store=postgres_url, secret=None)
     with pytest.raises(RuntimeError, match="needs --secret"):
         server.start(timeout=30)
+
+
+def test_a_replica_with_another_secret_refuses_to_start_and_says_why(postgres_url: str, tmp_path: Path) -> None:
+    """Every program crossing it would fail: it does not start, and the replicas running go on."""
+    with replicas(tmp_path, postgres_url, 1) as (running,):
+        odd = ServerProcess(tmp_path / "odd", store=postgres_url, secret="another-secret-of-its-own")
+        with pytest.raises(RuntimeError, match="sign with another secret: give every replica the same --secret"):
+            odd.start(timeout=60)
+        assert odd.proc is not None and odd.proc.returncode == 1
+        assert running.health()["status"] == "ok"
+        same = ServerProcess(tmp_path / "same", store=postgres_url, secret=SECRET).start()
+        try:
+            assert same.health()["status"] == "ok", "one with the same secret joins"
+        finally:
+            same.stop()
 
 
 def test_health_says_when_the_database_does_not_answer(postgres_cluster: Cluster, tmp_path: Path) -> None:
