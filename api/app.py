@@ -38,7 +38,7 @@ from ptc_emulator.emulator.model import (
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.responses.engine import Engine, Runner
 from ptc_emulator.emulator.signing import Signer, load_secret
-from ptc_emulator.emulator.storage import Store, open_store, view
+from ptc_emulator.emulator.storage import Store, StoreUnavailable, open_store, view
 from ptc_emulator.emulator.tools.egress import OwnAddresses
 from ptc_emulator.sandbox import Pool, PoolConfig
 
@@ -251,7 +251,11 @@ class _Shared:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "") if scope["type"] in ("http", "websocket") else ""
         if path.startswith(("/v1/", "/_emulator/scenarios")):
-            await self.shared.refresh()
+            try:
+                await self.shared.refresh()
+            except StoreUnavailable:
+                await _reject(scope, receive, send, errors.database_away())
+                return
         await self.app(scope, receive, send)
 
 

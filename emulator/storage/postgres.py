@@ -27,7 +27,11 @@ from ptc_emulator.emulator.storage.pgschema import migrate
 from ptc_emulator.emulator.storage.protocol import Counts, EventLog, JournalLog, Leases, StoreUnavailable
 from ptc_emulator.emulator.storage.sql import SqlParts
 
-__all__ = ["PostgresStore", "open_at", "open_postgres"]
+__all__ = ["PING_WAIT_S", "PostgresStore", "open_at", "open_postgres"]
+
+PING_WAIT_S = 1.0
+"""How long the health check waits for a pooled connection: with the database away it answers 503
+within this and a connection attempt's failure (a refused or closed socket fails at once)."""
 
 
 class PostgresLeases:
@@ -94,10 +98,12 @@ class PostgresStore(SqlParts):
         self.shared = True
 
     def ping(self) -> bool:
-        """Whether the database answers."""
+        """Whether the database answers, found out within `PING_WAIT_S` for a connection (and the
+        time a broken one takes to fail): the health check of a load balancer."""
         try:
-            return bool(self._db.one("SELECT 1") == (1,))
-        except psycopg.Error:
+            with self._db.connection(wait_s=PING_WAIT_S) as db:
+                return bool(db.execute(b"SELECT 1").fetchone() == (1,))
+        except (StoreUnavailable, psycopg.Error):
             return False
 
     def close(self) -> None:

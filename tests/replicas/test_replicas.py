@@ -8,6 +8,7 @@ started once, as a deployment would be.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import openai
 import psycopg
 import pytest
 
+from ptc_emulator.emulator.storage.pgpool import WAIT_S
 from ptc_emulator.testing.process import ServerProcess
 from tests.agents.agents_support import GET_CUSTOMER, customer, events_until, get_customer_code, js, valid
 from tests.replicas.cluster import Cluster
@@ -246,6 +248,39 @@ def test_health_says_when_the_database_does_not_answer(postgres_cluster: Cluster
             db.execute(f'DROP DATABASE "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
         reply = admin(server, "GET", "/health")
         assert reply.status_code == 503 and reply.json()["database"] == "unreachable"
+
+
+def test_with_the_database_away_health_and_requests_fail_at_once_with_a_503(tmp_path: Path) -> None:
+    """The test stops the database itself (a cluster of its own): health answers 503 and a request
+    a 503 in the OpenAI envelope, each before the server's own wait for a pooled connection
+    (`WAIT_S`, 10 s) could have passed: the code before waited it out, then answered health with a
+    503 and requests with a 500. Once the database is back, requests are answered again."""
+    with Cluster.started() as cluster, replicas(tmp_path, cluster.database(), 1) as (server,):
+        ptc = [{"type": "programmatic_tool_calling"}]
+        body = {"model": "m", "input": js("text('up')"), "tools": ptc}
+        made = httpx.post(f"{server.base_url}/responses", json=body, timeout=30)
+        assert made.status_code == 200, made.text
+        cluster.halt()
+        with httpx.Client(timeout=WAIT_S * 0.8) as http:  # not a measure: less than the wait it must not do
+            for _ in range(3):
+                health = http.get(f"{server.root}/_emulator/health")
+                assert health.status_code == 503 and health.json()["database"] == "unreachable"
+            for method, path, sent in [
+                ("POST", "/responses", body),
+                ("GET", f"/responses/{made.json()['id']}", None),
+                ("POST", "/conversations", {}),
+            ]:
+                reply = http.request(method, f"{server.base_url}{path}", json=sent)
+                assert reply.status_code == 503, reply.text
+                error = reply.json()["error"]
+                assert (error["type"], error["code"]) == ("server_error", "database_unavailable")
+                assert error["message"] == "The emulator's database does not answer; try again once it is back."
+        cluster.resume()
+        deadline = time.monotonic() + 60  # a guard: the pool connects again within seconds
+        while (again := httpx.get(f"{server.base_url}/responses/{made.json()['id']}", timeout=30)).status_code != 200:
+            assert again.status_code == 503 and time.monotonic() < deadline, again.text
+            time.sleep(0.2)
+        assert server.health()["database"] == "ok"
 
 
 def test_an_agents_session_streamed_from_one_replica_while_others_run_it(three: list[ServerProcess]) -> None:
