@@ -171,10 +171,10 @@ class Engine:
         try:
             thread = checks.check_request(request)
             previous = request.previous_response_id
-            history = self.history.load(previous, local) if previous else []
+            history = self.history.load(previous, local, scope) if previous else []
             version = None
             if thread is not None:
-                version, history = self.conversations.versioned_history(thread)
+                version, history = self.conversations.versioned_history(thread, scope)
             new_items = self.history.input(request, scope)
             if not history and not any(isinstance(i, Message) and i.role == "user" for i in new_items):
                 history = self.history.recovered(new_items, scope)
@@ -396,7 +396,7 @@ class Engine:
         """`POST /v1/responses/compact`: the window's user messages, then one compaction item that
         stands for the whole window (`rules/compaction.py`). Nothing is stored."""
         previous = request.previous_response_id
-        history = self.history.load(previous) if previous else []
+        history = self.history.load(previous, scope=scope) if previous else []
         items = [*history, *self.history.input(request, scope)]
         if not items:
             raise InvalidRequest("Nothing to compact: give 'input' or 'previous_response_id'.", param="input")
@@ -426,8 +426,9 @@ class Engine:
         record = self.store.get(response_id)
         return record is not None and record.response.get("status") == ResponseStatus.CANCELLED
 
-    def retrieve(self, response_id: str) -> dict[str, Any]:
-        record = self.history.stored(response_id)
+    def retrieve(self, response_id: str, *, scope: str | None) -> dict[str, Any]:
+        """The stored response, as a request in `scope` sees it (one of another scope is a 404)."""
+        record = self.history.seen(response_id, scope)
         if record.response.get("status") in UNFINISHED and self.background.orphaned(response_id):
             failed = {**record.response, "status": ResponseStatus.FAILED, "error": INTERRUPTED}  # its replica died
             kept = StoredResponse(response_id, failed, record.input_items, record.previous_response_id, record.scope)
@@ -436,14 +437,15 @@ class Engine:
             return self.history.stored(response_id).response  # it finished meanwhile
         return record.response
 
-    def delete(self, response_id: str) -> dict[str, Any]:
+    def delete(self, response_id: str, *, scope: str | None) -> dict[str, Any]:
+        self.history.seen(response_id, scope)
         self.background.cancel(response_id)
         if not self.store.delete(response_id):
             raise not_found(response_id)
         return {"id": response_id, "object": "response", "deleted": True}
 
-    async def cancel(self, response_id: str) -> dict[str, Any]:
-        record = self.history.stored(response_id)
+    async def cancel(self, response_id: str, *, scope: str | None) -> dict[str, Any]:
+        record = self.history.seen(response_id, scope)
         if not record.response.get("background"):
             raise InvalidRequest("Only responses created with background=true can be cancelled.")
         if record.response.get("status") in UNFINISHED and self._cancelled(record):
@@ -458,15 +460,24 @@ class Engine:
         return self.store.replace_unfinished(kept)
 
     def input_items(
-        self, response_id: str, *, after: str | None = None, limit: int = 20, order: str = "desc"
+        self,
+        response_id: str,
+        *,
+        after: str | None = None,
+        limit: int = 20,
+        order: str = "desc",
+        scope: str | None,
     ) -> dict[str, Any]:
-        return self.history.input_items(response_id, after=after, limit=limit, order=order)
+        return self.history.input_items(response_id, after=after, limit=limit, order=order, scope=scope)
 
     def count_tokens(self, request: CountTokensRequest, *, scope: str | None = None) -> dict[str, Any]:
         thread = checks.check_conversation(request)
         previous = request.previous_response_id
-        history = self.conversations.history(thread) if thread is not None else []
-        items = [*(self.history.load(previous) if previous else history), *self.history.input(request, scope)]
+        history = self.conversations.history(thread, scope) if thread is not None else []
+        items = [
+            *(self.history.load(previous, scope=scope) if previous else history),
+            *self.history.input(request, scope),
+        ]
         counted = usage(
             instructions=request.instructions,
             tools=echo_tools(request),

@@ -35,6 +35,7 @@ from ptc_emulator.emulator.storage.protocol import (
     StoredResponse,
     StoredScenario,
     StoreUnavailable,
+    visible,
 )
 from ptc_emulator.emulator.storage.responses import ConnectionStore, ResponseStore, view
 from ptc_emulator.emulator.storage.sqlite import FILENAME
@@ -66,6 +67,7 @@ __all__ = [
     "register_store",
     "store_kind",
     "view",
+    "visible",
 ]
 
 

@@ -168,7 +168,7 @@ class MemoryConversations:
         self._lock = threading.Lock()
 
     def create(self, record: StoredConversation, items: list[dict[str, Any]]) -> None:
-        kept = StoredConversation(record.id, record.created_at, _loads(_dumps(record.metadata)))
+        kept = StoredConversation(record.id, record.created_at, _loads(_dumps(record.metadata)), record.scope)
         texts = [(item["id"], _dumps(item)) for item in items]
         with self._lock:
             self._conversations[record.id] = kept
@@ -177,14 +177,16 @@ class MemoryConversations:
 
     def get(self, conversation_id: str) -> StoredConversation | None:
         kept = self._conversations.get(conversation_id)
-        return None if kept is None else StoredConversation(kept.id, kept.created_at, dict(kept.metadata))
+        return None if kept is None else StoredConversation(kept.id, kept.created_at, dict(kept.metadata), kept.scope)
 
     def update(self, record: StoredConversation) -> bool:
         with self._lock:
             kept = self._conversations.get(record.id)
             if kept is None:
                 return False
-            self._conversations[record.id] = StoredConversation(kept.id, kept.created_at, dict(record.metadata))
+            self._conversations[record.id] = StoredConversation(
+                kept.id, kept.created_at, dict(record.metadata), kept.scope
+            )
             return True
 
     def delete(self, conversation_id: str) -> bool:

@@ -120,6 +120,10 @@ MIGRATIONS: tuple[str, ...] = (
         at TIMESTAMPTZ NOT NULL DEFAULT now()
     );
     """,
+    # 7: the scope a conversation was made in (seen in that scope only, as a response is).
+    """
+    ALTER TABLE conversations ADD COLUMN scope TEXT;
+    """,
 )
 """`scenarios.scope_key` is the scope as JSON (`null` for none): a primary key cannot hold NULL.
 `records.ord` and `scenarios.ord` are the listing order: an upsert keeps the row's. `responses.status`

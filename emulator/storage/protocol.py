@@ -31,7 +31,15 @@ __all__ = [
     "StoredResponse",
     "StoredScenario",
     "StoreUnavailable",
+    "visible",
 ]
+
+
+def visible(made_in: str | None, scope: str | None) -> bool:
+    """Whether what was made in scope `made_in` (a response, a conversation, an Agents API session)
+    is seen by a request in `scope`: one made in a scope is seen in that scope only, one made in
+    none in every scope. What is not seen is as what does not exist (a 404)."""
+    return made_in is None or made_in == scope
 
 
 class StoreUnavailable(RuntimeError):
@@ -54,6 +62,8 @@ class StoredConversation:
     id: str
     created_at: int
     metadata: dict[str, str]
+    scope: str | None = None
+    """The caller's scope it was made in: seen in that scope only (`visible`)."""
 
     def body(self) -> dict[str, Any]:
         return {"id": self.id, "object": "conversation", "created_at": self.created_at, "metadata": self.metadata}

@@ -164,8 +164,8 @@ class Statements:
         # conversations
         self.last_seq = q("SELECT COALESCE(MAX(seq), 0) FROM conversation_items WHERE conversation_id = ?")
         self.add_item = q("INSERT INTO conversation_items (conversation_id, seq, item_id, item) VALUES (?, ?, ?, ?)")
-        self.create_conversation = q("INSERT INTO conversations (id, created_at, metadata) VALUES (?, ?, ?)")
-        self.get_conversation = q("SELECT created_at, metadata FROM conversations WHERE id = ?")
+        self.create_conversation = q("INSERT INTO conversations (id, created_at, metadata, scope) VALUES (?, ?, ?, ?)")
+        self.get_conversation = q("SELECT created_at, metadata, scope FROM conversations WHERE id = ?")
         self.update_conversation = q("UPDATE conversations SET metadata = ? WHERE id = ?")
         self.delete_conversation = q("DELETE FROM conversations WHERE id = ?")
         self.lock_conversation = q("SELECT 1 FROM conversations WHERE id = ?{lock_row}")
@@ -300,14 +300,16 @@ class SqlConversations:
 
     def create(self, record: StoredConversation, items: list[dict[str, Any]]) -> None:
         def work(tx: Tx) -> None:
-            tx.changed(self._sql.create_conversation, (record.id, record.created_at, _dumps(record.metadata)))
+            tx.changed(
+                self._sql.create_conversation, (record.id, record.created_at, _dumps(record.metadata), record.scope)
+            )
             self._insert(tx, record.id, items)
 
         self._db.write(work)
 
     def get(self, conversation_id: str) -> StoredConversation | None:
         row = self._db.one(self._sql.get_conversation, (conversation_id,))
-        return StoredConversation(conversation_id, int(row[0]), _loads(row[1])) if row else None
+        return StoredConversation(conversation_id, int(row[0]), _loads(row[1]), row[2]) if row else None
 
     def update(self, record: StoredConversation) -> bool:
         return self._db.changed(self._sql.update_conversation, (_dumps(record.metadata), record.id)) > 0

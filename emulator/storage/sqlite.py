@@ -52,7 +52,8 @@ CREATE TABLE IF NOT EXISTS conversations (
     id TEXT PRIMARY KEY,
     created_at INTEGER NOT NULL,
     metadata TEXT NOT NULL,
-    version INTEGER NOT NULL DEFAULT 0
+    version INTEGER NOT NULL DEFAULT 0,
+    scope TEXT
 );
 CREATE TABLE IF NOT EXISTS conversation_items (
     conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
@@ -91,6 +92,7 @@ COLUMNS = (
     ("responses", "scope", "TEXT"),
     ("responses", "status", "TEXT"),
     ("conversations", "version", "INTEGER NOT NULL DEFAULT 0"),
+    ("conversations", "scope", "TEXT"),
 )
 """Columns a file made by an older version lacks: added when it is opened (its rows get the default)."""
 

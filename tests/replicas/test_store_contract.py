@@ -27,6 +27,7 @@ from tests.unit.test_store_contract import (  # noqa: F401 (collected here too)
     test_conversation_delete_item_removes_the_first_with_that_id,
     test_conversation_items_keep_their_order,
     test_conversations_create_get_update_delete,
+    test_conversations_keep_the_scope_they_were_made_in,
     test_conversations_return_copies,
     test_counts_count_up_to_their_limit,
     test_journal_append_list_clear_by_scope,

@@ -210,6 +210,18 @@ def test_conversations_create_get_update_delete(store: Store) -> None:
     assert parts.delete("conv_1") is False
 
 
+def test_conversations_keep_the_scope_they_were_made_in(store: Store) -> None:
+    """The scope a conversation was made in comes back with it, and an update keeps it (the routes
+    hide it from every other scope)."""
+    parts = store.conversations
+    parts.create(StoredConversation("conv_a", 1, {}, "scope-a"), [message("msg_1")])
+    parts.create(StoredConversation("conv_none", 2, {}), [])
+    assert parts.get("conv_a") == StoredConversation("conv_a", 1, {}, "scope-a")
+    assert parts.get("conv_none") == StoredConversation("conv_none", 2, {}, None)
+    assert parts.update(StoredConversation("conv_a", 1, {"k": "v"}, "scope-a")) is True
+    assert parts.get("conv_a") == StoredConversation("conv_a", 1, {"k": "v"}, "scope-a")
+
+
 def test_conversation_items_keep_their_order(store: Store) -> None:
     parts = store.conversations
     parts.create(StoredConversation("conv_1", 1, {}), [message("msg_1"), message("msg_2")])
