@@ -16,8 +16,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, StatusError
+from ptc_emulator.emulator.storage import StoreUnavailable
 
-__all__ = ["error_response", "install", "validation_error"]
+__all__ = ["database_away", "error_response", "install", "validation_error"]
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,8 @@ JSON_PARSE_MESSAGE = (
     "library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.)"
 )
 SERVER_ERROR_MESSAGE = "The server had an error while processing your request. Sorry about that!"
+DATABASE_AWAY_MESSAGE = "The emulator's database does not answer; try again once it is back."
+"""A store replicas share that is away: a 503 (which the SDKs retry), as soon as it is known."""
 
 _EXPECTED = {
     "string_type": "a string",
@@ -160,7 +163,16 @@ def error_response(error: EmulatorError) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
 
 
+def database_away() -> StatusError:
+    return StatusError(503, DATABASE_AWAY_MESSAGE, type="server_error", code="database_unavailable")
+
+
 def install(app: FastAPI) -> None:
+    @app.exception_handler(StoreUnavailable)
+    async def _away(request: Request, exc: StoreUnavailable) -> JSONResponse:
+        log.warning("%s %s: %s", request.method, request.url.path, exc)
+        return error_response(database_away())
+
     @app.exception_handler(EmulatorError)
     async def _emulator(request: Request, exc: EmulatorError) -> JSONResponse:
         return error_response(exc)
@@ -183,5 +195,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, StoreUnavailable):  # raised outside the routes (a middleware's read)
+            log.warning("%s %s: %s", request.method, request.url.path, exc)
+            return error_response(database_away())
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return error_response(StatusError(500, SERVER_ERROR_MESSAGE, type="server_error"))

@@ -57,7 +57,7 @@ from ptc_emulator.emulator.agents.wire import (
 )
 from ptc_emulator.emulator.errors import EmulatorError, NotFound
 from ptc_emulator.emulator.responses.engine import Engine
-from ptc_emulator.emulator.storage import EventLog, Leases, Records
+from ptc_emulator.emulator.storage import EventLog, Leases, Records, visible
 from ptc_emulator.emulator.wire.request import CreateRequest
 
 __all__ = ["Harness", "Subscription"]
@@ -472,5 +472,4 @@ class Harness:
 
 
 def _visible(doc: Doc, scope: str | None) -> bool:
-    made_in = doc.get("scope")
-    return made_in is None or made_in == scope
+    return visible(doc.get("scope"), scope)

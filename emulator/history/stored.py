@@ -16,7 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import NotFound
 from ptc_emulator.emulator.history import replayed
-from ptc_emulator.emulator.storage import ConnectionStore, ResponseStore, StoredResponse
+from ptc_emulator.emulator.storage import ConnectionStore, ResponseStore, StoredResponse, visible
 from ptc_emulator.emulator.tools.kinds import ITEMS
 from ptc_emulator.emulator.wire.items import (
     InputItem,
@@ -87,25 +87,41 @@ class History:
         return found if found is not None else self.store.get(response_id)
 
     def stored(self, response_id: str) -> StoredResponse:
+        """The stored response, whatever scope it was made in (the server's own work)."""
         record = self.store.get(response_id)
         if record is None:
             raise not_found(response_id)
         return record
 
+    def seen(self, response_id: str, scope: str | None) -> StoredResponse:
+        """The stored response, if a request in `scope` sees it (`visible`): one made in another
+        scope is as one that does not exist, on every route."""
+        record = self.store.get(response_id)
+        if record is None or not visible(record.scope, scope):
+            raise not_found(response_id)
+        return record
+
     def input_items(
-        self, response_id: str, *, after: str | None = None, limit: int = 20, order: str = "desc"
+        self,
+        response_id: str,
+        *,
+        after: str | None = None,
+        limit: int = 20,
+        order: str = "desc",
+        scope: str | None = None,
     ) -> dict[str, Any]:
         """A page of a stored response's input items (`GET /v1/responses/{id}/input_items`)."""
         return page(
-            self.stored(response_id).input_items,
+            self.seen(response_id, scope).input_items,
             after=after,
             limit=limit,
             order=order,
             missing=lambda after: messages.no_input_item_after(after, response_id),
         )
 
-    def load(self, response_id: str, local: ResponseStore | None = None) -> list[Item]:
-        """The items before and of a stored response, oldest first (instructions are not carried).
+    def load(self, response_id: str, local: ResponseStore | None = None, scope: str | None = None) -> list[Item]:
+        """The items before and of a stored response, oldest first (instructions are not carried);
+        a response a request in `scope` does not see (`visible`) is as one that does not exist.
 
         A connection's own store (`local`, a `ConnectionStore`) remembers the latest conversations
         read back wholly from its records, so a socket's step reads only the records after the
@@ -120,7 +136,7 @@ class History:
                 known_before = remembered
                 break
             record = self.record(next_id, local)
-            if record is None:
+            if record is None or (next_id == response_id and not visible(record.scope, scope)):
                 raise messages.previous_response_not_found(response_id)
             status = record.response.get("status")
             if status not in (ResponseStatus.COMPLETED, ResponseStatus.INCOMPLETE):

@@ -33,7 +33,7 @@ from ptc_emulator.emulator.model.scripted.recording import (
     user_text,
 )
 from ptc_emulator.emulator.model.scripted.scenario import Request as MatchRequest
-from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, ScenarioRegistry, load_scenario
+from ptc_emulator.emulator.model.scripted.scenario import Scenario, ScenarioError, ScenarioRegistry, load_scenario
 from ptc_emulator.emulator.model.scripted.script import clear_caches
 from ptc_emulator.emulator.model.upstream import DEFAULT_PROTOCOL as DEFAULT_UPSTREAM_PROTOCOL
 from ptc_emulator.emulator.model.upstream import PROTOCOLS as UPSTREAM_PROTOCOLS
@@ -62,6 +62,7 @@ __all__ = [
     "MadeOnce",
     "Runner",
     "Runtime",
+    "Scenario",
     "ScenarioError",
     "ScenarioFiles",
     "ScenarioRegistry",

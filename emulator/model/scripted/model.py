@@ -25,6 +25,7 @@ from ptc_emulator.emulator.model.scripted.script import ScriptedPlan
 from ptc_emulator.emulator.model.scripted.walk import position, turn_items
 from ptc_emulator.emulator.rules import checks
 from ptc_emulator.emulator.rules.conversation import Conversation
+from ptc_emulator.emulator.storage import Counts
 from ptc_emulator.emulator.tools.toolset import Toolset
 from ptc_emulator.emulator.wire.request import CreateRequest
 
@@ -34,13 +35,22 @@ __all__ = ["ScriptedModel"]
 class ScriptedModel:
     """Plays the registered scenarios (see the module docstring)."""
 
-    def __init__(self, scenarios: ScenarioRegistry, runtime: Runtime, *, strict_contract: bool = False) -> None:
+    def __init__(
+        self,
+        scenarios: ScenarioRegistry,
+        runtime: Runtime,
+        *,
+        strict_contract: bool = False,
+        fault_counts: Counts | None = None,
+    ) -> None:
+        """`fault_counts`: where the requests an HTTP fault answered are counted (the store's, so
+        that replicas count together); without it, in this process."""
         self.scenarios = scenarios
         self.runtime = runtime
         self.strict_contract = strict_contract
         """The server's default; a scenario's own `strict_contract` wins."""
         self.player = Player(runtime)
-        self.faults = FaultInjector()
+        self.faults = FaultInjector(counts=fault_counts)
 
     def plan(
         self,

@@ -564,6 +564,14 @@ class ScenarioRegistry:
         found = self._scenarios.get((scope, name))
         return found[0] if found else None
 
+    def added(self) -> dict[tuple[str | None, str], Scenario]:
+        """The scenarios added at run time (`add` with its default source), by (scope, name)."""
+        return {key: scenario for key, (scenario, source) in self._scenarios.items() if source == "api"}
+
+    def hosted_scripts(self) -> dict[str | None, HostedScript]:
+        """The hosted tool results set at run time, by scope."""
+        return dict(self._hosted)
+
     def listing(self, scope: str | None = None) -> list[dict[str, Any]]:
         return [
             {
