@@ -15,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, StatusError
 from ptc_emulator.emulator.storage import StoreUnavailable
 
@@ -27,7 +28,6 @@ JSON_PARSE_MESSAGE = (
     "library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.)"
 )
 SERVER_ERROR_MESSAGE = "The server had an error while processing your request. Sorry about that!"
-DATABASE_AWAY_MESSAGE = "The emulator's database does not answer; try again once it is back."
 """A store replicas share that is away: a 503 (which the SDKs retry), as soon as it is known."""
 
 _EXPECTED = {
@@ -164,7 +164,7 @@ def error_response(error: EmulatorError) -> JSONResponse:
 
 
 def database_away() -> StatusError:
-    return StatusError(503, DATABASE_AWAY_MESSAGE, type="server_error", code="database_unavailable")
+    return messages.database_away()
 
 
 def install(app: FastAPI) -> None:

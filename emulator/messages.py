@@ -142,6 +142,18 @@ ADMIN = "Admin API, journal and inspector"
 
 
 @error(EDGE)
+def database_away() -> StatusError:
+    """The server's PostgreSQL database does not answer (stopped, unreachable, or no connection in
+    time): a request, and health, fail at once instead of waiting on it."""
+    return StatusError(
+        503,
+        "The emulator's database does not answer; try again once it is back.",
+        type="server_error",
+        code="database_unavailable",
+    )
+
+
+@error(EDGE)
 def server_error() -> EmulatorError:
     """A bug (and a scenario's `http_error: 500` fault, OpenAI's body)."""
     return EmulatorError("The server had an error while processing your request. Sorry about that!")
