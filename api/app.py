@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ptc_emulator import __version__
 from ptc_emulator.api import errors, guards, inspector, scopes
 from ptc_emulator.api.journaling import RequestLog
+from ptc_emulator.api.replicas import OneSecret, SecretMismatch
 from ptc_emulator.api.routes import admin, agents, conversations, models, websocket
 from ptc_emulator.api.routes import responses as routes
 from ptc_emulator.api.settings import Settings, bundled_fixtures
@@ -37,7 +38,7 @@ from ptc_emulator.emulator.model import (
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.responses.engine import Engine, Runner
 from ptc_emulator.emulator.signing import Signer, load_secret
-from ptc_emulator.emulator.storage import Store, open_store, view
+from ptc_emulator.emulator.storage import Store, StoreUnavailable, open_store, view
 from ptc_emulator.emulator.tools.egress import OwnAddresses
 from ptc_emulator.sandbox import Pool, PoolConfig
 
@@ -77,6 +78,8 @@ class AppState:
     """The scenario directories `scenarios` was loaded from (reloaded by --watch and reset)."""
     started_at: int = field(default_factory=lambda: int(time.time()))
     """When the app was made: the `created` of the models `GET /v1/models` lists."""
+    secret: OneSecret | None = None
+    """With a store replicas share: this replica's share of their one secret (`api/replicas.py`)."""
 
 
 def _load_scenarios(settings: Settings) -> ScenarioFiles:
@@ -106,6 +109,8 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
         journal=Journal(log=store.journal),
         hidden_results=HiddenResults(settings.mcp_memo_entries, settings.mcp_memo_bytes),
     )
+    if store.shared:
+        state.secret = _one_secret(state)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -134,7 +139,9 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             mcp=settings.mcp_policy,
             hidden_results=state.hidden_results,
         )
-        model = ScriptedModel(state.scenarios, runtime, strict_contract=settings.strict_contract)
+        model = ScriptedModel(
+            state.scenarios, runtime, strict_contract=settings.strict_contract, fault_counts=state.store.counts
+        )
         record = settings.record_dir if settings.record_mode != "none" else None
         playing = with_upstream(model, settings.model_upstream_config(), record=record)  # docs/any-model.md
         state.engine = Engine(
@@ -146,16 +153,20 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             strict_contract=settings.strict_contract,
         )
         if state.store.shared:  # replicas share the store: background responses run under leases
-            state.engine.background.share(state.store.leases, settings.lease_s, state.engine.cancelled)
+            background = state.engine.background
+            background.share(state.store.leases, settings.lease_s, state.engine.cancelled, state.store.events)
         harness = state.agents = agents.open_harness(state)
         watching = (
             asyncio.create_task(_watch(state.scenario_files)) if settings.watch and state.scenario_files else None
         )
+        renewing = asyncio.create_task(state.secret.keep()) if state.secret is not None else None
         try:
             yield
         finally:
             if watching is not None:
                 watching.cancel()
+            if renewing is not None:
+                renewing.cancel()
             state.own.release()
             await harness.aclose()
             await state.engine.aclose()
@@ -197,6 +208,17 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     return app
 
 
+def _one_secret(state: AppState) -> OneSecret:
+    """Join the replicas on the store's database, or refuse to start (`SecretMismatch`)."""
+    secret = OneSecret(state.store.leases, state.signer, state.settings.lease_s)
+    try:
+        secret.join()
+    except SecretMismatch:
+        state.store.close()
+        raise
+    return secret
+
+
 WATCH_S = 0.25
 """How often `--watch` looks at the scenario files: an edit is served well within a second."""
 
@@ -229,7 +251,11 @@ class _Shared:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "") if scope["type"] in ("http", "websocket") else ""
         if path.startswith(("/v1/", "/_emulator/scenarios")):
-            await self.shared.refresh()
+            try:
+                await self.shared.refresh()
+            except StoreUnavailable:
+                await _reject(scope, receive, send, errors.database_away())
+                return
         await self.app(scope, receive, send)
 
 

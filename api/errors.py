@@ -15,9 +15,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, StatusError
+from ptc_emulator.emulator.storage import StoreUnavailable
 
-__all__ = ["error_response", "install", "validation_error"]
+__all__ = ["database_away", "error_response", "install", "validation_error"]
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +28,7 @@ JSON_PARSE_MESSAGE = (
     "library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.)"
 )
 SERVER_ERROR_MESSAGE = "The server had an error while processing your request. Sorry about that!"
+"""A store replicas share that is away: a 503 (which the SDKs retry), as soon as it is known."""
 
 _EXPECTED = {
     "string_type": "a string",
@@ -160,7 +163,16 @@ def error_response(error: EmulatorError) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
 
 
+def database_away() -> StatusError:
+    return messages.database_away()
+
+
 def install(app: FastAPI) -> None:
+    @app.exception_handler(StoreUnavailable)
+    async def _away(request: Request, exc: StoreUnavailable) -> JSONResponse:
+        log.warning("%s %s: %s", request.method, request.url.path, exc)
+        return error_response(database_away())
+
     @app.exception_handler(EmulatorError)
     async def _emulator(request: Request, exc: EmulatorError) -> JSONResponse:
         return error_response(exc)
@@ -183,5 +195,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, StoreUnavailable):  # raised outside the routes (a middleware's read)
+            log.warning("%s %s: %s", request.method, request.url.path, exc)
+            return error_response(database_away())
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return error_response(StatusError(500, SERVER_ERROR_MESSAGE, type="server_error"))

@@ -11,7 +11,9 @@
     agents/          the Agents API, played on the Responses engine
     storage/         the `Store` seam and its memory, SQLite and PostgreSQL implementations
     journal/         the request journal and its figures
-    errors.py        the one exception tree; ids.py, signing.py, jsontext.py: small shared parts
+    errors.py        the one exception tree, a class per recurring code
+    messages.py      the catalogue: every message the emulator answers with, written once
+    ids.py, signing.py, jsontext.py: small shared parts
 
 Each room says what it holds, and exports its face, in its own `__init__`. The rooms import one
 another without a cycle (the import contracts in pyproject.toml hold the arrows); the names below
@@ -26,6 +28,7 @@ __all__ = [
     "ids",
     "journal",
     "jsontext",
+    "messages",
     "model",
     "responses",
     "rules",

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator import messages
 
 __all__ = ["EMBEDDED_TOOLS_CHARS", "FINGERPRINT_VERSION", "REASONING_DOMAIN", "ProgramSeal", "Signer", "load_secret"]
 
@@ -230,12 +230,7 @@ class Signer:
         except (ValueError, json.JSONDecodeError):
             valid, data = False, {}
         if not valid:
-            raise InvalidRequest(
-                f"Invalid fingerprint for program item with call_id '{call_id}': it was modified or was "
-                "not issued by this server.",
-                param=f"{param}.fingerprint",
-                code="invalid_fingerprint",
-            )
+            raise messages.fingerprint_invalid(call_id, param)
         seal = ProgramSeal(
             call_id=data["c"],
             code_sha256=data["h"],
@@ -245,18 +240,9 @@ class Signer:
             tools_digest=data.get("d", ""),
         )
         if seal.call_id != call_id:
-            raise InvalidRequest(
-                f"The fingerprint of program item with call_id '{call_id}' belongs to another program.",
-                param=f"{param}.fingerprint",
-                code="invalid_fingerprint",
-            )
+            raise messages.fingerprint_of_another_program(call_id, param)
         if seal.code_sha256 != code_digest(code):
-            raise InvalidRequest(
-                f"The code of program item with call_id '{call_id}' does not match its fingerprint: "
-                "program code cannot be modified.",
-                param=f"{param}.code",
-                code="invalid_fingerprint",
-            )
+            raise messages.program_code_modified(call_id, param)
         return seal
 
     def program_call_id(self, program_call_id: str, index: int) -> str:

@@ -36,6 +36,7 @@ from ptc_emulator.emulator.journal.grouping import (
     response_of,
     retries,
 )
+from ptc_emulator.names import SCOPE_HEADER
 
 __all__ = ["UI_PATH", "conversation", "group", "root_router", "router", "summarise"]
 
@@ -359,12 +360,18 @@ def _journal(request: Request) -> list[Entry]:
 @router.get("/inspector/conversations")
 async def list_conversations(request: Request) -> dict[str, Any]:
     """Conversations newest first, filtered by `?scope=`, `scenario=`, `status=` (a code, 2xx/4xx/5xx,
-    or completed/waiting/failed) and `errors=1`; with the scopes and scenarios seen, for the filters."""
-    everything = [e.as_dict() for e in request.app.state.emulator.journal.entries(None)]
-    scope = _scope(request)
+    or completed/waiting/failed) and `errors=1`; with the scopes and scenarios seen, for the filters.
+
+    A caller in a scope (the scope header, or a `/scopes/<scope>/` URL: how a test's client is
+    scoped) sees that scope alone: its conversations, and its own name, scenarios and latest seq,
+    nothing of another scope. A caller in none (the server's owner, who gave the key where the
+    server has one; the page is such a caller) sees every scope, `?scope=` a filter of the list."""
+    caller = request.headers.get(SCOPE_HEADER)
+    everything = [e.as_dict() for e in request.app.state.emulator.journal.entries(caller)]
+    wanted = _scope(request)
     query = dict(request.query_params)
     rows = []
-    for entries in group([e for e in everything if scope is None or e.get("scope") == scope]):
+    for entries in group([e for e in everything if wanted is None or e.get("scope") == wanted]):
         summary = summarise(entries)
         if _matches(summary, entries, query):
             rows.append(summary)
@@ -391,10 +398,11 @@ async def read_conversation(conversation_id: str, request: Request) -> dict[str,
 
 
 async def _changes(request: Request) -> AsyncIterator[bytes]:
-    journal = request.app.state.emulator.journal
+    """What changed in the caller's scope's journal (every scope's, for a caller in none)."""
+    journal, scope = request.app.state.emulator.journal, request.headers.get(SCOPE_HEADER)
 
     def mark() -> tuple[int, int]:
-        entries = journal.entries(None)
+        entries = journal.entries(scope)
         return len(entries), max((e.seq for e in entries), default=0)
 
     seen = mark()

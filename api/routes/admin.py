@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import itertools
 import logging
 import uuid
 from typing import Any
@@ -23,7 +24,14 @@ from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound
 from ptc_emulator.emulator.history import replayed
 from ptc_emulator.emulator.journal import evaluation, grouping
-from ptc_emulator.emulator.model import HostedScript, ScenarioError, ScenarioRegistry, clear_caches, load_scenario
+from ptc_emulator.emulator.model import (
+    HostedScript,
+    Scenario,
+    ScenarioError,
+    ScenarioRegistry,
+    clear_caches,
+    load_scenario,
+)
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.rules import contract
 from ptc_emulator.emulator.storage import Store, StoredScenario, ping
@@ -68,49 +76,77 @@ def _clear_kept_hosted(store: Store, scope: str | None) -> None:
 
 def _add_kept(stored: list[StoredScenario], registry: ScenarioRegistry) -> ScenarioRegistry:
     for kept in stored:
-        try:
-            scenario = load_scenario(kept.document, default_name=kept.name)
-        except ScenarioError as e:  # kept by an older emulator, perhaps: the others still load
-            log.warning("ptc-emulator: the scenario %r added at run time no longer loads: %s", kept.name, e)
-            continue
-        if kept.scope is not None and scenario.scope is None:
-            scenario = scenario.model_copy(update={"scope": kept.scope})
-        registry.add(scenario)
+        scenario = _loaded(kept)
+        if scenario is not None:
+            registry.add(scenario)
     return registry
 
 
+def _loaded(kept: StoredScenario) -> Scenario | None:
+    try:
+        scenario = load_scenario(kept.document, default_name=kept.name)
+    except ScenarioError as e:  # kept by an older emulator, perhaps: the others still load
+        log.warning("ptc-emulator: the scenario %r added at run time no longer loads: %s", kept.name, e)
+        return None
+    if kept.scope is not None and scenario.scope is None:
+        scenario = scenario.model_copy(update={"scope": kept.scope})
+    return scenario
+
+
 class SharedScenarios:
-    """With a store replicas share: the scenarios the other replicas added or removed through
-    their admin API, applied to this replica's registry before it answers (`refresh`). The
-    store's rows are the truth; `seen` is what this registry last took from them."""
+    """With a store replicas share: this replica's run-time scenarios and hosted scripts made what
+    the store holds, before it answers (`refresh`). The store's rows are the truth, ordered by the
+    database (its last write of a (scope, name) is the one kept): whatever this replica applied
+    itself, and whichever replica wrote last, each refresh makes the registry's run-time
+    scenarios the rows it read. A read begun before another that was applied already is dropped,
+    so a slow read never brings back an older state."""
 
     def __init__(self, store: Store, registry: ScenarioRegistry) -> None:
         self.store = store
         self.registry = registry
-        self.seen = store.scenarios.list()
-        self.seen_hosted = store.sessions.all(HOSTED)
-        self._lock = asyncio.Lock()
+        self._applied: dict[tuple[str | None, str], tuple[Any, Scenario]] = {}
+        """What each run-time scenario was last made from here: its document, and the scenario."""
+        self._applied_hosted: dict[str | None, tuple[Any, HostedScript]] = {}
+        self._reads = itertools.count(1)
+        self._last = 0
+        self._apply(store.scenarios.list(), store.sessions.all(HOSTED))
 
     async def refresh(self) -> None:
+        read = next(self._reads)
         kept = await asyncio.to_thread(self.store.scenarios.list)
         hosted = await asyncio.to_thread(self.store.sessions.all, HOSTED)
-        async with self._lock:  # the registry is changed on the event loop's thread only
-            if hosted != self.seen_hosted:
-                scopes = {d.get("scope") for d in hosted}
-                for dropped in self.seen_hosted:
-                    if dropped.get("scope") not in scopes:
-                        self.registry.set_hosted(None, dropped.get("scope"))
-                _set_kept_hosted([d for d in hosted if d not in self.seen_hosted], self.registry)
-                self.seen_hosted = hosted
-            if kept == self.seen:
-                return
-            keys = {(k.scope, k.name) for k in kept}
-            for gone in self.seen:
-                if (gone.scope, gone.name) not in keys:
-                    self.registry.remove(gone.name, gone.scope)
-            new = [k for k in kept if k not in self.seen]
-            self.seen = kept
-            _add_kept(new, self.registry)
+        if read < self._last:
+            return  # a read begun after this one was applied already
+        self._last = read
+        self._apply(kept, hosted)  # on the event loop's thread, between requests
+
+    def _apply(self, kept: list[StoredScenario], hosted: list[dict[str, Any]]) -> None:
+        rows = {(k.scope, k.name): k for k in kept}
+        present = self.registry.added()
+        for key in present.keys() - rows.keys():
+            self.registry.remove(key[1], key[0])
+            self._applied.pop(key, None)
+        for key, row in rows.items():
+            applied = self._applied.get(key)
+            if applied is not None and applied[0] == row.document and present.get(key) is applied[1]:
+                continue  # what the registry holds is what this row made
+            scenario = _loaded(row)
+            if scenario is not None:
+                self.registry.add(scenario)
+                self._applied[key] = (row.document, scenario)
+        documents = {d.get("scope"): d for d in hosted}
+        scripts = self.registry.hosted_scripts()
+        for scope in scripts.keys() - documents.keys():
+            self.registry.set_hosted(None, scope)
+            self._applied_hosted.pop(scope, None)
+        for scope, document in documents.items():
+            done = self._applied_hosted.get(scope)
+            if done is not None and done[0] == document and scripts.get(scope) is done[1]:
+                continue
+            _set_kept_hosted([document], self.registry)
+            script = self.registry.hosted_scripts().get(scope)
+            if script is not None:
+                self._applied_hosted[scope] = (document, script)
 
 
 async def _synced(state: Any) -> None:
@@ -130,6 +166,8 @@ async def health(request: Request) -> dict[str, Any] | JSONResponse:
     pool = state.pool
     if not await asyncio.to_thread(ping, state.store):  # a shared database that does not answer
         return JSONResponse({"status": "unavailable", "store": state.store.kind, "database": "unreachable"}, 503)
+    if state.secret is not None and state.secret.problem is not None:  # replicas that disagree
+        return JSONResponse({"status": "unavailable", "store": state.store.kind, "reason": state.secret.problem}, 503)
     return {
         "status": "ok",
         "store": state.store.kind,

@@ -18,9 +18,9 @@ from fastapi.responses import JSONResponse, Response
 
 from ptc_emulator.api.context import SCOPE_HEADER, SCOPE_METADATA_KEY, Limit, Order
 from ptc_emulator.api.sse import KEEP_ALIVE, EventStreamResponse, frame
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.agents.harness import Harness, Subscription
 from ptc_emulator.emulator.agents.wire import AgentCreate, AgentUpdate, EventsBody, SessionCreate, SessionUpdate
-from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.wire.pages import page
 
 __all__ = ["open_harness", "router"]
@@ -31,11 +31,7 @@ BETA = "agents=v1"
 def require_beta(openai_beta: Annotated[str | None, Header(alias="OpenAI-Beta")] = None) -> None:
     values = [v.strip() for v in (openai_beta or "").split(",")]
     if BETA not in values:
-        raise InvalidRequest(
-            "You must provide the 'OpenAI-Beta' header to access the Agents API. Please try again by setting the "
-            "header 'OpenAI-Beta: agents=v1'.",
-            code="invalid_beta",
-        )
+        raise messages.agents_beta_missing()
 
 
 router = APIRouter(prefix="/v1/agents", dependencies=[Depends(require_beta)])
@@ -61,7 +57,7 @@ def harness_of(request: Request) -> Harness:
 def _page(
     rows: list[dict[str, Any]], *, after: str | None, limit: int, order: str, what: str = "object"
 ) -> dict[str, Any]:
-    return page(rows, after=after, limit=limit, order=order, missing=f"No {what} with id '{{after}}' in this list.")
+    return page(rows, after=after, limit=limit, order=order, missing=lambda at: messages.no_listed_after(what, at))
 
 
 def _scope(request: Request, metadata: dict[str, str] | None) -> str | None:

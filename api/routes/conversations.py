@@ -30,17 +30,17 @@ async def create_conversation(body: ConversationCreate, request: Request) -> dic
 
 @router.get("/{conversation_id}")
 async def retrieve_conversation(conversation_id: str, request: Request) -> dict[str, Any]:
-    return _conversations(request).retrieve(conversation_id)
+    return _conversations(request).retrieve(conversation_id, scope_of(request.headers, None))
 
 
 @router.post("/{conversation_id}")
 async def update_conversation(conversation_id: str, body: ConversationUpdate, request: Request) -> dict[str, Any]:
-    return _conversations(request).update(conversation_id, body)
+    return _conversations(request).update(conversation_id, body, scope_of(request.headers, None))
 
 
 @router.delete("/{conversation_id}")
 async def delete_conversation(conversation_id: str, request: Request) -> dict[str, Any]:
-    return _conversations(request).delete(conversation_id)
+    return _conversations(request).delete(conversation_id, scope_of(request.headers, None))
 
 
 @router.post("/{conversation_id}/items")
@@ -62,7 +62,8 @@ async def list_items(
     order: Order = "desc",
     include: Include = None,
 ) -> dict[str, Any]:
-    return _conversations(request).list_items(conversation_id, after=after, limit=limit, order=order)
+    scope = scope_of(request.headers, None)
+    return _conversations(request).list_items(conversation_id, after=after, limit=limit, order=order, scope=scope)
 
 
 @router.get("/{conversation_id}/items/{item_id}")
@@ -72,9 +73,9 @@ async def retrieve_item(
     request: Request,
     include: Include = None,
 ) -> dict[str, Any]:
-    return _conversations(request).get_item(conversation_id, item_id)
+    return _conversations(request).get_item(conversation_id, item_id, scope_of(request.headers, None))
 
 
 @router.delete("/{conversation_id}/items/{item_id}")
 async def delete_item(conversation_id: str, item_id: str, request: Request) -> dict[str, Any]:
-    return _conversations(request).delete_item(conversation_id, item_id)
+    return _conversations(request).delete_item(conversation_id, item_id, scope_of(request.headers, None))

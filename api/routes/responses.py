@@ -117,20 +117,20 @@ async def retrieve_response(
 ) -> Response:
     """`include_obfuscation` (the SDK's): the emulator pads no event with `obfuscation`, so a replayed
     stream is the same either way, as a hosted one is with it false."""
-    engine = engine_of(request)
+    engine, scope = engine_of(request), scope_of(request.headers, None)
     if stream:
-        return stream_stored(request, engine, response_id, starting_after)
-    return JSONResponse(engine.retrieve(response_id))
+        return stream_stored(request, engine, response_id, starting_after, scope)
+    return JSONResponse(engine.retrieve(response_id, scope=scope))
 
 
 @router.delete("/responses/{response_id}")
 async def delete_response(response_id: str, request: Request) -> dict[str, Any]:
-    return engine_of(request).delete(response_id)
+    return engine_of(request).delete(response_id, scope=scope_of(request.headers, None))
 
 
 @router.post("/responses/{response_id}/cancel")
 async def cancel_response(response_id: str, request: Request) -> dict[str, Any]:
-    return await engine_of(request).cancel(response_id)
+    return await engine_of(request).cancel(response_id, scope=scope_of(request.headers, None))
 
 
 @router.get("/responses/{response_id}/input_items")
@@ -142,4 +142,5 @@ async def list_input_items(
     order: Order = "desc",
     include: Include = None,
 ) -> dict[str, Any]:
-    return engine_of(request).input_items(response_id, after=after, limit=limit, order=order)
+    scope = scope_of(request.headers, None)
+    return engine_of(request).input_items(response_id, after=after, limit=limit, order=order, scope=scope)

@@ -146,7 +146,7 @@ class Play:
             for event in self.live.take():
                 yield self.sequence.number(event)
             if self.task is None:
-                final = await wait_finished(self.engine, self.prepared.response_id, keepalive_s)
+                final = await wait_finished(self.engine, self.prepared.response_id, keepalive_s, self.prepared.scope)
             elif self.task.done():
                 final = self.task.result()
             elif await self._woken(keepalive_s):
@@ -202,12 +202,14 @@ class Play:
             self.journaling.fail(StatusError(500, SERVER_ERROR_MESSAGE, type="server_error"))
 
 
-async def wait_finished(engine: Engine, response_id: str, timeout: float | None) -> dict[str, Any] | None:
+async def wait_finished(
+    engine: Engine, response_id: str, timeout: float | None, scope: str | None
+) -> dict[str, Any] | None:
     """A background response once it has finished, or None if `timeout` passed first."""
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + timeout
     while True:
-        current = engine.retrieve(response_id)
+        current = engine.retrieve(response_id, scope=scope)
         if current.get("status") not in (ResponseStatus.QUEUED, ResponseStatus.IN_PROGRESS):
             return current
         if deadline is not None and loop.time() >= deadline:
@@ -241,19 +243,22 @@ async def _frames(play: Play, keepalive_s: float) -> AsyncIterator[bytes]:
         yield frame(play.sequence.number(error_event(play.error)))
 
 
-def stream_stored(request: Request, engine: Engine, response_id: str, starting_after: int | None) -> Response:
-    """`GET /v1/responses/{id}?stream=true`: the stored response's events after `starting_after`."""
-    engine.retrieve(response_id)  # a 404 before the first byte
+def stream_stored(
+    request: Request, engine: Engine, response_id: str, starting_after: int | None, scope: str | None
+) -> Response:
+    """`GET /v1/responses/{id}?stream=true`: the stored response's events after `starting_after`
+    (one made in another scope than `scope` is a 404, as for `retrieve`)."""
+    engine.retrieve(response_id, scope=scope)  # a 404 before the first byte
     keepalive_s = request.app.state.emulator.settings.keepalive_s
-    return EventStreamResponse(_replay(engine, response_id, starting_after, keepalive_s))
+    return EventStreamResponse(_replay(engine, response_id, starting_after, keepalive_s, scope))
 
 
 async def _replay(
-    engine: Engine, response_id: str, starting_after: int | None, keepalive_s: float
+    engine: Engine, response_id: str, starting_after: int | None, keepalive_s: float, scope: str | None
 ) -> AsyncIterator[bytes]:
     sequence = events.Sequencer()
     try:
-        while (final := await wait_finished(engine, response_id, keepalive_s)) is None:
+        while (final := await wait_finished(engine, response_id, keepalive_s, scope)) is None:
             yield KEEP_ALIVE
         for event in events.replay(final):
             sequence.next = event["sequence_number"] + 1

@@ -31,6 +31,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.agents.events import Fanout, Subscription
 from ptc_emulator.emulator.agents.keys import IdempotencyKeys
 from ptc_emulator.emulator.agents.mcp import McpApprovalResult
@@ -52,10 +53,11 @@ from ptc_emulator.emulator.agents.wire import (
     persisted_tools,
     session_agent,
     session_tools,
+    stored_agent,
 )
-from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, NotFound
+from ptc_emulator.emulator.errors import EmulatorError, NotFound
 from ptc_emulator.emulator.responses.engine import Engine
-from ptc_emulator.emulator.storage import EventLog, Leases, Records
+from ptc_emulator.emulator.storage import EventLog, Leases, Records, visible
 from ptc_emulator.emulator.wire.request import CreateRequest
 
 __all__ = ["Harness", "Subscription"]
@@ -68,14 +70,6 @@ ANY_SCOPE = object()
 """`load`'s scope for the harness's own work (resuming, driving a turn): every session."""
 MAX_STEPS = 64
 """Model steps one drive may take without waiting for the client: a loop guard."""
-
-
-def no_vaults() -> InvalidRequest:
-    return InvalidRequest("Vaults are not supported by the emulator.", param="vault_ids", code="unsupported_parameter")
-
-
-def session_not_found(session_id: str) -> NotFound:
-    return NotFound(f"No session found with id '{session_id}'.", param="session_id")
 
 
 class Harness:
@@ -148,8 +142,8 @@ class Harness:
     def agent(self, agent_id: str) -> dict[str, Any]:
         agent = self.records.get(AGENT, agent_id)
         if agent is None:
-            raise NotFound(f"No agent found with id '{agent_id}'.", param="agent_id")
-        return agent
+            raise messages.agent_not_found(agent_id)
+        return stored_agent(agent)
 
     def update_agent(self, agent_id: str, body: AgentUpdate) -> dict[str, Any]:
         check_agent(body)
@@ -159,11 +153,11 @@ class Harness:
 
     def delete_agent(self, agent_id: str) -> dict[str, Any]:
         if not self.records.delete(AGENT, agent_id):
-            raise NotFound(f"No agent found with id '{agent_id}'.", param="agent_id")
+            raise messages.agent_not_found(agent_id)
         return {"id": agent_id, "deleted": True, "object": "agent.deleted"}
 
     def list_agents(self) -> list[dict[str, Any]]:
-        return self.records.all(AGENT)
+        return [stored_agent(agent) for agent in self.records.all(AGENT)]
 
     # ---- sessions ---------------------------------------------------------------------------
 
@@ -174,43 +168,26 @@ class Harness:
         kind = environment.get("type")
         if kind != "none":
             if kind not in ("openai_hosted", "self_hosted"):
-                raise InvalidRequest(
-                    f"Invalid value: '{kind}'. Supported values are: 'none', 'openai_hosted' and 'self_hosted'.",
-                    param="environment.type",
-                    code="invalid_value",
-                )
-            raise InvalidRequest(
-                f"Execution environments of type '{kind}' are not supported by the emulator: create the session "
-                'with environment {"type": "none"} (programs and function tools need no environment).',
-                param="environment.type",
-                code="unsupported_parameter",
-            )
+                raise messages.environment_type_invalid(kind)
+            raise messages.environment_unsupported(kind)
         if set(environment) != {"type"}:
             extra = sorted(set(environment) - {"type"})[0]
-            raise InvalidRequest(f"Unknown parameter: 'environment.{extra}'.", param=f"environment.{extra}")
+            raise messages.unknown_parameter(f"environment.{extra}")
         if body.vault_ids:
-            raise no_vaults()
+            raise messages.vaults_unsupported()
         saved = None
         if body.agent_id is not None:
             saved = self.agent(body.agent_id)
         elif body.agent is None or body.agent.model is None:
-            raise InvalidRequest(
-                "Missing required parameter: 'agent.model' (or give an 'agent_id').",
-                param="agent.model",
-                code="missing_required_parameter",
-            )
+            raise messages.agent_model_missing()
         if body.agent is not None:
             check_agent(body.agent, "agent", MAX_SESSION_TOOLS_BYTES)
             if "metadata" in body.agent.model_fields_set or "name" in body.agent.model_fields_set:
                 what = "metadata" if "metadata" in body.agent.model_fields_set else "name"
-                raise InvalidRequest(f"Unknown parameter: 'agent.{what}'.", param=f"agent.{what}")
-        messages = input_messages(body.input)
-        if not messages:
-            raise InvalidRequest(
-                "Missing required parameter: 'input' (required when environment.type is 'none').",
-                param="input",
-                code="missing_required_parameter",
-            )
+                raise messages.unknown_parameter(f"agent.{what}")
+        said = input_messages(body.input)
+        if not said:
+            raise messages.session_input_missing()
         now = self.now()
         agent_id = body.agent_id or self.ids("agent")
         session: dict[str, Any] = {
@@ -221,6 +198,7 @@ class Harness:
             "last_active_at": now,
             "environment": {"type": "none"},
             "metadata": dict(body.metadata or {}),
+            "error": None,  # never set: a failed turn leaves the session idle, not failed
             "required_actions": [],
             "spend_control": spend_control(body.spend_control.limit if body.spend_control else None),
             "status": "idle",
@@ -248,7 +226,7 @@ class Harness:
             self._sessions[sid] = made
         subscription = self.fanout.subscribe(sid, None) if subscribe else None
         events = [made.event("agent.session.created", session=made.object())]
-        made.begin_turn(messages, events)
+        made.begin_turn(said, events)
         self._save(made)
         self._publish(sid, events)
         self._schedule(sid)
@@ -262,13 +240,13 @@ class Harness:
         if session is None:
             doc = self.records.get(SESSION, session_id)
             if doc is None:
-                raise session_not_found(session_id)
+                raise messages.session_not_found(session_id)
             self.keys.migrate(session_id, doc)
             session = AgentSession(doc, self.ids, self.clock)
             if self.ownership is None:
                 self._sessions[session_id] = session
         if (scope is None or isinstance(scope, str)) and not _visible(session.doc, scope):
-            raise session_not_found(session_id)
+            raise messages.session_not_found(session_id)
         return session
 
     def session(self, session_id: str, *, scope: str | None) -> dict[str, Any]:
@@ -296,7 +274,7 @@ class Harness:
             session = loaded.doc["session"]
             given = body.model_fields_set
             if body.vault_ids:  # refused before anything changes; null or [] clears (there are none)
-                raise no_vaults()
+                raise messages.vaults_unsupported()
             if body.agent is not None and body.agent.tools:
                 check_tools(body.agent.tools, "agent.tools", MAX_SESSION_TOOLS_BYTES)
             if body.agent is not None:
@@ -354,7 +332,7 @@ class Harness:
         for turn in self.load(session_id, scope).doc["turns"]:
             if turn["id"] == turn_id:
                 return turn  # type: ignore[no-any-return]
-        raise NotFound(f"No turn found with id '{turn_id}' in session '{session_id}'.", param="turn_id")
+        raise messages.turn_not_found(turn_id, session_id)
 
     # ---- events in --------------------------------------------------------------------------
 
@@ -372,11 +350,7 @@ class Harness:
                 if seen == digest:
                     return
                 if seen is not None:
-                    raise InvalidRequest(
-                        f"Idempotency-Key '{idempotency_key}' was already used with other events for this session.",
-                        param="Idempotency-Key",
-                        code="idempotency_key_reused",
-                    )
+                    raise messages.idempotency_key_reused(idempotency_key)
             todo = session.validate(body)
             events: list[Event] = []
             resume = False
@@ -418,6 +392,7 @@ class Harness:
                 if session.status != "in_progress" or session.doc["turn_id"] is None:
                     return
                 events: list[Event] = []
+                began = self.clock()
                 try:
                     response = await self._play(session.doc)
                 except EmulatorError as e:
@@ -427,17 +402,17 @@ class Harness:
                     raise
                 except Exception:  # a failed turn, never a silently stuck session
                     log.exception("agent session %s: the turn failed", session_id)
-                    error = EmulatorError("The server had an error while processing the turn.")
+                    error = messages.turn_failed()
                     session.fail_turn(error.message, "internal_error", error, events)
                     done = True
                 else:
-                    done = session.apply_output(response, events)
+                    done = session.apply_output(response, events, began=began)
                 self._save(session)
                 self._publish(session_id, events)
                 if done:
                     return
             events = []
-            error = EmulatorError(f"The turn took more than {MAX_STEPS} model steps without waiting for input.")
+            error = messages.too_many_steps(MAX_STEPS)
             session.fail_turn(error.message, "internal_error", error, events)
             self._save(session)
             self._publish(session_id, events)
@@ -497,5 +472,4 @@ class Harness:
 
 
 def _visible(doc: Doc, scope: str | None) -> bool:
-    made_in = doc.get("scope")
-    return made_in is None or made_in == scope
+    return visible(doc.get("scope"), scope)

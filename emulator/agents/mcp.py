@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.wire.items import OpenJSON, WireModel
 
 __all__ = [
@@ -79,32 +79,13 @@ class McpToolParam(WireModel):
 def check_mcp(tool: McpToolParam, where: str) -> None:
     """Refuse what a session cannot play (see the module's docstring)."""
     if isinstance(tool.transport, StdioTransport):
-        raise InvalidRequest(
-            "MCP servers over the stdio transport are not emulated: they run in the session's environment. "
-            "Serve the MCP server over HTTP (transport type 'http').",
-            param=f"{where}.transport.type",
-            code="unsupported_parameter",
-        )
+        raise messages.stdio_mcp_unsupported(f"{where}.transport.type")
     if tool.transport.authorization is not None:
-        raise InvalidRequest(
-            "transport.authorization is not emulated (the agent would show it back): send the credential as a "
-            "header in transport.headers.",
-            param=f"{where}.transport.authorization",
-            code="unsupported_parameter",
-        )
+        raise messages.mcp_authorization_unsupported(f"{where}.transport.authorization")
     if tool.connection_origin == "environment":
-        raise InvalidRequest(
-            "connection_origin 'environment' is not emulated: the emulator connects to MCP servers itself ('service').",
-            param=f"{where}.connection_origin",
-            code="unsupported_parameter",
-        )
+        raise messages.mcp_environment_origin_unsupported(f"{where}.connection_origin")
     if tool.credential_id is not None:
-        raise InvalidRequest(
-            "Stored credentials (credential_id) are not emulated: give the server's authorization in "
-            "transport.authorization.",
-            param=f"{where}.credential_id",
-            code="unsupported_parameter",
-        )
+        raise messages.mcp_credential_unsupported(f"{where}.credential_id")
 
 
 def dump_mcp(tool: McpToolParam) -> dict[str, Any]:
@@ -167,7 +148,7 @@ def approval_action(out: dict[str, Any], turn_id: str) -> dict[str, Any]:
             "server_label": out["server_label"],
             "name": out["name"],
             "arguments": arguments if isinstance(arguments, dict) else None,
-            "message": f"Allow the agent to call the tool '{out['name']}' of the MCP server '{out['server_label']}'?",
+            "message": messages.mcp_approval_question(out["name"], out["server_label"]),
         },
     }
 

@@ -16,13 +16,14 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Discriminator, Field, StringConstraints, Tag, field_validator, model_validator
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.agents.mcp import McpApprovalResult, McpToolParam, check_mcp, dump_mcp, responses_tool
-from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.wire.items import OpenJSON, OpenModel, WireModel
 from ptc_emulator.emulator.wire.request import check_json
 
 __all__ = [
     "MAX_SESSION_TOOLS_BYTES",
+    "MULTI_AGENT_OFF",
     "AgentCreate",
     "AgentUpdate",
     "EventsBody",
@@ -41,6 +42,7 @@ __all__ = [
     "ptc_enabled",
     "session_agent",
     "session_tools",
+    "stored_agent",
 ]
 
 ToolName = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9_-]{1,128}$")]
@@ -117,6 +119,11 @@ class MultiAgentParam(WireModel):
     max_concurrent_subagents: int | None = None
 
 
+MULTI_AGENT_OFF: dict[str, Any] = {"enabled": False, "max_concurrent_subagents": None}
+"""An agent's `multi_agent` as every agent shows it: subagents are refused (`check_agent`), and the
+limit is "null when disabled" (openai 3.63)."""
+
+
 class CompactionParam(WireModel):
     async_: bool | None = Field(default=None, alias="async")
     """"Accepted for compatibility and ignored. Context compaction is always blocking." (openai
@@ -130,10 +137,10 @@ class ExperimentalParam(WireModel):
 def _metadata(value: dict[str, str] | None) -> dict[str, str] | None:
     if value is not None:
         if len(value) > 16:
-            raise ValueError("metadata can hold at most 16 keys")
+            raise ValueError(messages.agent_metadata_too_many_keys())
         for key, item in value.items():
             if len(key) > 64 or len(item) > 512:
-                raise ValueError("metadata keys are at most 64 characters and values at most 512")
+                raise ValueError(messages.agent_metadata_too_long())
     return value
 
 
@@ -293,50 +300,27 @@ def check_tools(tools: list[AgentToolParam], param: str = "tools", max_bytes: in
         where = f"{param}[{n}]"
         if isinstance(tool, McpToolParam):
             if tool.server_label in labels:
-                label = tool.server_label
-                raise InvalidRequest(f"Duplicate MCP server label: '{label}'.", param=f"{where}.server_label")
+                raise messages.duplicate_mcp_label(tool.server_label, f"{where}.server_label")
             labels.add(tool.server_label)
             check_mcp(tool, where)
         if isinstance(tool, OtherToolParam) and tool.type == "mcp":
-            raise InvalidRequest(
-                'An MCP tool names its server by its transport: add transport {"type": "http", "server_url": '
-                "...} (MCP tools without one are not supported).",
-                param=f"{where}.type",
-                code="unsupported_parameter",
-            )
+            raise messages.mcp_without_transport(f"{where}.type")
         if isinstance(tool, OtherToolParam):
-            raise InvalidRequest(
-                f"Agent tools of type '{tool.type}' are not supported by the emulator: it runs function tools, "
-                "MCP servers over HTTP and programmatic tool calling.",
-                param=f"{where}.type",
-                code="unsupported_parameter",
-            )
+            raise messages.agent_tool_unsupported(tool.type, f"{where}.type")
         if isinstance(tool, FunctionToolParam):
             if tool.name in names:
-                raise InvalidRequest(f"Duplicate tool name: '{tool.name}'.", param=f"{where}.name")
+                raise messages.duplicate_tool_name(tool.name, f"{where}.name")
             names.add(tool.name)
             if tool.defer_loading and not any(isinstance(t, ToolSearchParam) for t in tools):
-                raise InvalidRequest(
-                    'Deferred tools require a tool search: add {"type": "tool_search"} to the agent\'s tools to load '
-                    "functions declared with defer_loading: true.",
-                    param=f"{where}.defer_loading",
-                )
+                raise messages.agent_deferred_needs_search(f"{where}.defer_loading")
             if tool.async_:
-                raise InvalidRequest(
-                    'Asynchronous function tools (async: true, "the agent continues without waiting for the '
-                    'function result") are not emulated: a session waits for every function result. Omit async '
-                    "or set it to false.",
-                    param=f"{where}.async",
-                    code="unsupported_parameter",
-                )
+                raise messages.async_function_tool(f"{where}.async")
     if sum(isinstance(t, ToolSearchParam) for t in tools) > 1:
-        raise InvalidRequest("At most one tool_search entry is allowed.", param=param)
+        raise messages.at_most_one("tool_search", param)
     if sum(isinstance(t, PTCToolParam) for t in tools) > 1:
-        raise InvalidRequest("At most one programmatic_tool_calling entry is allowed.", param=param)
+        raise messages.at_most_one("programmatic_tool_calling", param)
     if len(json.dumps([dump_tool(t) for t in tools], separators=(",", ":")).encode()) > max_bytes:
-        raise InvalidRequest(
-            f"The tool list must fit within {max_bytes // 2**20} MiB of compact UTF-8 JSON.", param=param
-        )
+        raise messages.agent_tools_too_large(max_bytes // 2**20, param)
 
 
 def check_agent(fields: AgentFields, param: str = "", max_tools_bytes: int = MAX_TOOLS_BYTES) -> None:
@@ -344,11 +328,7 @@ def check_agent(fields: AgentFields, param: str = "", max_tools_bytes: int = MAX
     if fields.tools:
         check_tools(fields.tools, f"{prefix}tools", max_tools_bytes)
     if fields.multi_agent is not None and fields.multi_agent.enabled:
-        raise InvalidRequest(
-            "Subagents (multi_agent.enabled) are not supported by the emulator.",
-            param=f"{prefix}multi_agent.enabled",
-            code="unsupported_parameter",
-        )
+        raise messages.subagents_unsupported(f"{prefix}multi_agent.enabled")
 
 
 def dump_tool(tool: AgentToolParam) -> dict[str, Any]:
@@ -418,7 +398,7 @@ def _settings(fields: AgentFields, base: dict[str, Any] | None) -> dict[str, Any
             "reasoning": {"effort": None, "summary": None},
             "text": {"format": {"type": "text"}, "verbosity": "medium"},
             "tools": [],
-            "multi_agent": {"enabled": False},
+            "multi_agent": dict(MULTI_AGENT_OFF),
             "service_tier": "auto",
             "compaction": {"async": False},
             "experimental": {"time_awareness": False},
@@ -440,9 +420,7 @@ def _settings(fields: AgentFields, base: dict[str, Any] | None) -> dict[str, Any
         out["text"] = {"format": fmt, "verbosity": (t.verbosity if t else None) or "medium"}
     if "tools" in given:
         out["tools"] = persisted_tools(fields.tools)
-    if "multi_agent" in given:
-        m = fields.multi_agent
-        out["multi_agent"] = {"enabled": False} if m is None else m.model_dump(mode="json", exclude_none=True)
+    out["multi_agent"] = dict(MULTI_AGENT_OFF)  # whatever was sent (and stored by an earlier version)
     if "service_tier" in given:
         out["service_tier"] = fields.service_tier or "auto"
     out["compaction"] = {"async": False}  # `async` is accepted and ignored (openai 3.63): always false
@@ -457,6 +435,12 @@ def agent_object(agent_id: str, fields: AgentFields, *, now: int, base: dict[str
     settings = _settings(fields, base)
     created = base["created_at"] if base else now
     return {**settings, "id": agent_id, "object": "agent", "created_at": created, "updated_at": now}
+
+
+def stored_agent(agent: dict[str, Any]) -> dict[str, Any]:
+    """An `Agent` as stored, as this version shows it (an earlier one kept `multi_agent` without
+    its null limit)."""
+    return {**agent, "multi_agent": dict(MULTI_AGENT_OFF)}
 
 
 _SESSION_AGENT_KEYS = (

@@ -18,9 +18,9 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from ptc_emulator.emulator.errors import InvalidRequest, NotFound
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.storage import Conversations as ConversationStore
-from ptc_emulator.emulator.storage import StoredConversation
+from ptc_emulator.emulator.storage import StoredConversation, visible
 from ptc_emulator.emulator.wire.items import InputItem, Item, ItemReference, WireModel
 from ptc_emulator.emulator.wire.pages import listing, page
 from ptc_emulator.emulator.wire.request import SafetyIdentifier, check_json, check_metadata
@@ -31,7 +31,6 @@ __all__ = [
     "ConversationUpdate",
     "Conversations",
     "ItemsCreate",
-    "locked",
 ]
 
 MAX_ITEMS_PER_REQUEST = 20
@@ -101,77 +100,87 @@ class Conversations:
 
     def create(self, body: ConversationCreate, scope: str | None = None) -> dict[str, Any]:
         items = self._new_items(body.items or [], scope)
-        record = StoredConversation(self.ids("conv"), int(self.clock()), dict(body.metadata or {}))
+        record = StoredConversation(self.ids("conv"), int(self.clock()), dict(body.metadata or {}), scope)
         self.store.create(record, items)
         return record.body()
 
-    def retrieve(self, conversation_id: str) -> dict[str, Any]:
-        return self.stored(conversation_id).body()
+    def retrieve(self, conversation_id: str, scope: str | None = None) -> dict[str, Any]:
+        return self.stored(conversation_id, scope=scope).body()
 
-    def update(self, conversation_id: str, body: ConversationUpdate) -> dict[str, Any]:
-        record = self.stored(conversation_id)
-        updated = StoredConversation(record.id, record.created_at, dict(body.metadata or {}))
+    def update(self, conversation_id: str, body: ConversationUpdate, scope: str | None = None) -> dict[str, Any]:
+        record = self.stored(conversation_id, scope=scope)
+        updated = StoredConversation(record.id, record.created_at, dict(body.metadata or {}), record.scope)
         if not self.store.update(updated):
-            raise _not_found(conversation_id)
+            raise messages.conversation_not_found(conversation_id)
         return updated.body()
 
-    def delete(self, conversation_id: str) -> dict[str, Any]:
+    def delete(self, conversation_id: str, scope: str | None = None) -> dict[str, Any]:
+        self.stored(conversation_id, scope=scope)
         if not self.store.delete(conversation_id):
-            raise _not_found(conversation_id)
+            raise messages.conversation_not_found(conversation_id)
         return {"id": conversation_id, "object": "conversation.deleted", "deleted": True}
 
-    def stored(self, conversation_id: str, param: str | None = None) -> StoredConversation:
+    def stored(self, conversation_id: str, param: str | None = None, *, scope: str | None = None) -> StoredConversation:
+        """The conversation, if a request in `scope` sees it (`visible`): one made in another scope
+        is as one that does not exist, on every route."""
         record = self.store.get(conversation_id)
-        if record is None:
-            raise _not_found(conversation_id, param)
+        if record is None or not visible(record.scope, scope):
+            raise messages.conversation_not_found(conversation_id, param)
         return record
 
     # ---- items ----------------------------------------------------------------------------------
 
     def add_items(self, conversation_id: str, body: ItemsCreate, scope: str | None = None) -> dict[str, Any]:
-        self.stored(conversation_id)
+        self.stored(conversation_id, scope=scope)
         items = self._new_items(body.items, scope)
         if not self.store.append(conversation_id, items):
-            raise _not_found(conversation_id)
+            raise messages.conversation_not_found(conversation_id)
         return listing(items)
 
     def list_items(
-        self, conversation_id: str, *, after: str | None = None, limit: int = 20, order: str = "desc"
+        self,
+        conversation_id: str,
+        *,
+        after: str | None = None,
+        limit: int = 20,
+        order: str = "desc",
+        scope: str | None = None,
     ) -> dict[str, Any]:
-        self.stored(conversation_id)
+        self.stored(conversation_id, scope=scope)
         return page(
             self.store.items(conversation_id),
             after=after,
             limit=limit,
             order=order,
-            missing=f"No item with id '{{after}}' in conversation '{conversation_id}'.",
+            missing=lambda after: messages.no_conversation_item_after(after, conversation_id),
         )
 
-    def get_item(self, conversation_id: str, item_id: str) -> dict[str, Any]:
-        self.stored(conversation_id)
+    def get_item(self, conversation_id: str, item_id: str, scope: str | None = None) -> dict[str, Any]:
+        self.stored(conversation_id, scope=scope)
         found = next((item for item in self.store.items(conversation_id) if item.get("id") == item_id), None)
         if found is None:
-            raise _item_not_found(conversation_id, item_id)
+            raise messages.conversation_item_not_found(conversation_id, item_id)
         return found
 
-    def delete_item(self, conversation_id: str, item_id: str) -> dict[str, Any]:
-        record = self.stored(conversation_id)
+    def delete_item(self, conversation_id: str, item_id: str, scope: str | None = None) -> dict[str, Any]:
+        record = self.stored(conversation_id, scope=scope)
         if not self.store.delete_item(conversation_id, item_id):
-            raise _item_not_found(conversation_id, item_id)
+            raise messages.conversation_item_not_found(conversation_id, item_id)
         return record.body()
 
     # ---- responses.create(conversation=...) -----------------------------------------------------
 
-    def history(self, conversation_id: str) -> list[Item]:
+    def history(self, conversation_id: str, scope: str | None = None) -> list[Item]:
         """The conversation's items as a request's history, oldest first."""
-        return self.versioned_history(conversation_id)[1]
+        return self.versioned_history(conversation_id, scope)[1]
 
-    def versioned_history(self, conversation_id: str) -> tuple[int, list[Item]]:
+    def versioned_history(self, conversation_id: str, scope: str | None = None) -> tuple[int, list[Item]]:
         """The conversation's items as a request's history, and the version they were read at
-        (what `record` expects)."""
+        (what `record` expects); a conversation the request's scope does not see is a 404."""
+        self.stored(conversation_id, "conversation", scope=scope)
         read = self.store.read(conversation_id)
         if read is None:
-            raise _not_found(conversation_id, "conversation")
+            raise messages.conversation_not_found(conversation_id, "conversation")
         return read[0], [self._as_input(raw) for raw in read[1]]
 
     def record(
@@ -190,7 +199,7 @@ class Conversations:
         with the hosted API's `conversation_locked` error, so no item is ever appended twice."""
         if not self.store.append(conversation_id, [*input_items, *output], expected=expected):
             if expected is not None and self.store.get(conversation_id) is not None:
-                raise locked()
+                raise messages.conversation_locked()
 
     def _new_items(self, items: list[Any], scope: str | None) -> list[dict[str, Any]]:
         made = []
@@ -201,20 +210,3 @@ class Conversations:
             data.setdefault("id", self.ids("item"))
             made.append(data)
         return made
-
-
-def locked() -> InvalidRequest:
-    """The hosted API's answer to a request on a conversation another request is writing to."""
-    return InvalidRequest(
-        "Another process is currently operating on this conversation. Please retry in a few seconds.",
-        param="conversation",
-        code="conversation_locked",
-    )
-
-
-def _not_found(conversation_id: str, param: str | None = None) -> NotFound:
-    return NotFound(f"Conversation with id '{conversation_id}' not found.", param=param)
-
-
-def _item_not_found(conversation_id: str, item_id: str) -> NotFound:
-    return NotFound(f"Item with id '{item_id}' not found in conversation '{conversation_id}'.")

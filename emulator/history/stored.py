@@ -13,9 +13,10 @@ from typing import Any, cast
 
 from pydantic import TypeAdapter, ValidationError
 
-from ptc_emulator.emulator.errors import InvalidRequest, NotFound, PreviousResponseNotFound
+from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.errors import NotFound
 from ptc_emulator.emulator.history import replayed
-from ptc_emulator.emulator.storage import ConnectionStore, ResponseStore, StoredResponse
+from ptc_emulator.emulator.storage import ConnectionStore, ResponseStore, StoredResponse, visible
 from ptc_emulator.emulator.tools.kinds import ITEMS
 from ptc_emulator.emulator.wire.items import (
     InputItem,
@@ -38,7 +39,7 @@ def _adapter() -> TypeAdapter[Any]:
 
 
 def not_found(response_id: str) -> NotFound:
-    return NotFound(f"Response with id '{response_id}' not found.")
+    return messages.response_not_found(response_id)
 
 
 def as_input(raw: dict[str, Any]) -> Item:
@@ -86,25 +87,41 @@ class History:
         return found if found is not None else self.store.get(response_id)
 
     def stored(self, response_id: str) -> StoredResponse:
+        """The stored response, whatever scope it was made in (the server's own work)."""
         record = self.store.get(response_id)
         if record is None:
             raise not_found(response_id)
         return record
 
+    def seen(self, response_id: str, scope: str | None) -> StoredResponse:
+        """The stored response, if a request in `scope` sees it (`visible`): one made in another
+        scope is as one that does not exist, on every route."""
+        record = self.store.get(response_id)
+        if record is None or not visible(record.scope, scope):
+            raise not_found(response_id)
+        return record
+
     def input_items(
-        self, response_id: str, *, after: str | None = None, limit: int = 20, order: str = "desc"
+        self,
+        response_id: str,
+        *,
+        after: str | None = None,
+        limit: int = 20,
+        order: str = "desc",
+        scope: str | None = None,
     ) -> dict[str, Any]:
         """A page of a stored response's input items (`GET /v1/responses/{id}/input_items`)."""
         return page(
-            self.stored(response_id).input_items,
+            self.seen(response_id, scope).input_items,
             after=after,
             limit=limit,
             order=order,
-            missing=f"No item with id '{{after}}' in the input of response '{response_id}'.",
+            missing=lambda after: messages.no_input_item_after(after, response_id),
         )
 
-    def load(self, response_id: str, local: ResponseStore | None = None) -> list[Item]:
-        """The items before and of a stored response, oldest first (instructions are not carried).
+    def load(self, response_id: str, local: ResponseStore | None = None, scope: str | None = None) -> list[Item]:
+        """The items before and of a stored response, oldest first (instructions are not carried);
+        a response a request in `scope` does not see (`visible`) is as one that does not exist.
 
         A connection's own store (`local`, a `ConnectionStore`) remembers the latest conversations
         read back wholly from its records, so a socket's step reads only the records after the
@@ -119,14 +136,11 @@ class History:
                 known_before = remembered
                 break
             record = self.record(next_id, local)
-            if record is None:
-                raise PreviousResponseNotFound(response_id)
+            if record is None or (next_id == response_id and not visible(record.scope, scope)):
+                raise messages.previous_response_not_found(response_id)
             status = record.response.get("status")
             if status not in (ResponseStatus.COMPLETED, ResponseStatus.INCOMPLETE):
-                raise InvalidRequest(
-                    f"Previous response '{next_id}' has status '{status}': only a finished response can be continued.",
-                    param="previous_response_id",
-                )
+                raise messages.previous_response_unfinished(next_id, status)
             if chains is not None and chains.get(next_id) is not record:
                 chains = None  # a record of the whole store: read the chain afresh each time
             chain.append(record)
@@ -167,11 +181,11 @@ class History:
         in another scope than the request's is as one that does not exist."""
         found = self.store.item_in(scope, item_id)
         if found is None:
-            raise InvalidRequest(f"Item with id '{item_id}' not found.", param=param)
+            raise messages.item_not_found(item_id, param)
         try:
             return as_input(found[1])
         except ValidationError as e:
-            raise InvalidRequest(f"Item '{item_id}' cannot be used as input here.", param=param) from e
+            raise messages.item_not_input(item_id, param) from e
 
     def input(
         self, request: CreateRequest | CountTokensRequest | CompactRequest, scope: str | None = None
@@ -188,12 +202,10 @@ class History:
             if isinstance(item, ItemReference):
                 found = self.store.item_in(scope, item.id)
                 if found is None:
-                    raise InvalidRequest(f"Item with id '{item.id}' not found.", param=f"input[{index}].id")
+                    raise messages.item_not_found(item.id, f"input[{index}].id")
                 try:
                     item = as_input(found[1])
                 except ValidationError as e:
-                    raise InvalidRequest(
-                        f"Item '{item.id}' cannot be used as input here.", param=f"input[{index}].id"
-                    ) from e
+                    raise messages.item_not_input(item.id, f"input[{index}].id") from e
             items.append(item)
         return items

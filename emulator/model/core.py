@@ -161,10 +161,15 @@ class Prepared:
     conversation_id: str | None = None
     """The id in the request's `conversation`, read once (the engine, the body and the journal use it)."""
     read_version: int | None = None
-    """The version of what this response continues, as it was read: its conversation's items'
-    version, or for a paused program's continuation by `previous_response_id` how many responses
-    continued that one. The response is kept only if it is still that (no concurrent
-    continuation was kept in between)."""
+    """The version of its conversation's items, as they were read: the response is kept only if
+    they are still at it (no concurrent continuation was kept in between)."""
+    continues: str | None = None
+    """For a request that resumes a program paused in its `previous_response_id` (and is stored):
+    the digest of the request. The store keeps one continuation per paused program; the same
+    request sent again once that one finished is answered with it (`answered`)."""
+    answered: dict[str, Any] | None = None
+    """The response this very continuation was answered with already: nothing plays, nothing is
+    stored, and it is the answer again."""
     scope: str | None = None
     local: ResponseStore | None = None
     """A connection's own store, where its `store: false` responses stay while it is open."""

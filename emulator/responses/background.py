@@ -4,8 +4,11 @@ With a store replicas share (`share`), the replica running a background response
 lease (`storage.Leases`), claimed before the queued response is stored and renewed while the task
 runs: a replica that reads the response still unfinished while nobody holds its lease knows its
 replica died (`orphaned`), and the response failed, as a server that restarts fails the
-background responses it was running. A cancel that reaches another replica is stored there; the
-running replica finds it at its next renewal and stops the task.
+background responses it was running. A cancel that reaches another replica is stored there (the
+store writes a cancel, a finish or a failure only over a response still unfinished, so the first
+written is the one every replica reports) and signalled through the store's event log: the
+running replica hears it at once and stops the task. Should the signal be lost (its listening
+connection broken), the replica looks again when it listens again, and at every renewal.
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ptc_emulator.emulator.storage import Leases
+from ptc_emulator.emulator.storage import EventLog, Leases
 
-__all__ = ["INTERRUPTED", "Background"]
+__all__ = ["CANCELS", "INTERRUPTED", "Background"]
 
 log = logging.getLogger(__name__)
+
+CANCELS = "response.cancelled:"
+"""The event log's signals of a cancel stored by some replica: this prefix, then the response's id."""
 
 INTERRUPTED = {
     "code": "server_error",
@@ -40,18 +46,40 @@ class Background:
         self.lease_s = 30.0
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.cancelled: Callable[[str], bool] = lambda _: False
-        """Shared: whether another replica stored the response as cancelled (asked at each renewal)."""
+        """Shared: whether another replica stored the response as cancelled (asked when signalled,
+        and at each renewal)."""
+        self.events: EventLog | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
-    def share(self, leases: Leases, lease_s: float, cancelled: Callable[[str], bool]) -> None:
+    def share(
+        self, leases: Leases, lease_s: float, cancelled: Callable[[str], bool], events: EventLog | None = None
+    ) -> None:
         """Other replicas share the store: run every background response under its lease, and stop
-        one that another replica was asked to cancel."""
-        self.leases, self.lease_s, self.cancelled = leases, lease_s, cancelled
+        one that another replica was asked to cancel as soon as `events` signals it."""
+        self.leases, self.lease_s, self.cancelled, self.events = leases, lease_s, cancelled, events
+        if events is not None:
+            self._loop = asyncio.get_running_loop()
+            events.listen(self._heard)
 
-    def held_elsewhere(self, response_id: str) -> bool:
-        """Shared: another replica runs it."""
-        if self.leases is None or response_id in self._tasks:
-            return False
-        return self.leases.holder(response_id) not in (None, self.owner)
+    def stopped(self, response_id: str) -> None:
+        """The response was stored cancelled: stop its task here, and wherever else it runs."""
+        if not self.cancel(response_id) and self.events is not None:
+            self.events.signal(CANCELS + response_id)
+
+    def _heard(self, stream: str | None) -> None:
+        """From the event log's listening thread: a cancel signalled (None: perhaps one was lost)."""
+        if stream is not None and not (stream.startswith(CANCELS) and stream[len(CANCELS) :] in self._tasks):
+            return
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            ids = list(self._tasks) if stream is None else [stream[len(CANCELS) :]]
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                asyncio.run_coroutine_threadsafe(self._stop_cancelled(ids), loop)
+
+    async def _stop_cancelled(self, ids: list[str]) -> None:
+        for response_id in ids:
+            if response_id in self._tasks and await asyncio.to_thread(self.cancelled, response_id):
+                self.cancel(response_id)
 
     def claim(self, response_id: str) -> None:
         """Before the queued response is stored: it is never seen unfinished and unheld."""

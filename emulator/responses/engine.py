@@ -13,6 +13,7 @@ Nothing here knows HTTP; nothing here touches V8 except through the `Runner` pro
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import secrets
 import time
 from collections.abc import Callable
@@ -82,6 +83,13 @@ def _with(expanded: Expanded | None, conv: Conversation) -> Conversation:
 
 
 UNFINISHED = (ResponseStatus.QUEUED, ResponseStatus.IN_PROGRESS)
+
+
+def _digest(request: CreateRequest) -> str:
+    """What names a request as the same one sent again: its body as validated, but for how its
+    answer travels (a stream, a socket's lane)."""
+    body = request.model_dump_json(exclude={"stream", "stream_options", "stream_id"})
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
 class Engine:
@@ -163,10 +171,10 @@ class Engine:
         try:
             thread = checks.check_request(request)
             previous = request.previous_response_id
-            history = self.history.load(previous, local) if previous else []
+            history = self.history.load(previous, local, scope) if previous else []
             version = None
             if thread is not None:
-                version, history = self.conversations.versioned_history(thread)
+                version, history = self.conversations.versioned_history(thread, scope)
             new_items = self.history.input(request, scope)
             if not history and not any(isinstance(i, Message) and i.role == "user" for i in new_items):
                 history = self.history.recovered(new_items, scope)
@@ -193,9 +201,11 @@ class Engine:
                 return self._prepared(
                     request, conv, toolset, trace, scope=scope, local=local, read=(thread, version), compacts=True
                 )
-            if previous and _resumes(conv):  # how many continued the paused response so far
-                target = self.store if request.store is not False else local
-                version = target.successors(previous) if target is not None else None
+            continues = None
+            if previous and _resumes(conv):  # the paused program's one continuation, or this one again
+                continues, answered = self._continuation(request, previous, local)
+                if answered is not None:
+                    return self._answered(request, conv, answered, scope=scope, local=local, continues=continues)
             toolset = Toolset.of(request, conv.items, conv.new_from)
             plan = self.model.plan(request, conv, toolset, trace, scope=scope)
             compacts = threshold is not None and self._context_tokens(request, conv) >= threshold
@@ -209,6 +219,7 @@ class Engine:
                 plan=plan,
                 read=(thread, version),
                 compacts=compacts,
+                continues=continues,
             )
         except EmulatorError as e:
             # What the model knew when it refused, once it had chosen what plays (the journal's).
@@ -226,9 +237,10 @@ class Engine:
         read: tuple[str | None, int | None],
         plan: Plan | None = None,
         compacts: bool = False,
+        continues: str | None = None,
     ) -> Prepared:
         """The prepared response, with the figures the journal takes from it; `read` is the
-        request's conversation, and the version of what it continues (`Prepared.read_version`)."""
+        request's conversation, and the version of its items (`Prepared.read_version`)."""
         seen = conv.visible if conv.visible is not None else conv.items
         prepared = Prepared(
             request=in_effect(request, seen),  # with the configuration the conversation's updates set
@@ -243,6 +255,7 @@ class Engine:
             conversation_id=read[0],
             read_version=read[1],
             compacts=compacts,
+            continues=continues,
         )
         kept = [answer_text(item) for item in prepared.outputs_kept_out()]
         trace.kept_out_tokens = sum(count(text) for text in kept)
@@ -250,17 +263,64 @@ class Engine:
             trace.kept_out_bytes = sum(len(text.encode("utf-8")) for text in kept)
         return prepared
 
+    def _continuation(
+        self, request: CreateRequest, previous: str, local: ResponseStore | None
+    ) -> tuple[str | None, dict[str, Any] | None]:
+        """For a request that resumes the program paused in `previous`: the digest it is kept under
+        (None: it is not kept), and the response this very request was answered with already, if
+        it was. A continuation another request made, or one still running, is the lost race's 400."""
+        target = self.store if request.store is not False else local
+        if target is None:
+            return None, None
+        digest = _digest(request)
+        kept = target.continuation(previous)
+        if kept is None:
+            return digest, None
+        record = target.get(kept[0]) if kept[1] == digest else None
+        if record is None or record.response.get("status") in UNFINISHED:
+            raise continued(previous)
+        return digest, record.response
+
+    def _answered(
+        self,
+        request: CreateRequest,
+        conv: Conversation,
+        answer: dict[str, Any],
+        *,
+        scope: str | None,
+        local: ResponseStore | None,
+        continues: str | None,
+    ) -> Prepared:
+        """A continuation sent again after it was answered (a client resending what a broken
+        connection cut off): the answer it had, played by nobody and stored again nowhere."""
+        return Prepared(
+            request=request,
+            response_id=str(answer["id"]),
+            created_at=float(answer.get("created_at") or int(self.clock())),
+            conversation=conv,
+            toolset=Toolset.of(request, conv.items, conv.new_from),
+            trace=Trace(),
+            scope=scope,
+            local=local,
+            continues=continues,
+            answered=answer,
+        )
+
     async def create(self, request: CreateRequest, *, scope: str | None = None) -> dict[str, Any]:
         return await self.run(self.prepare(request, scope=scope))
 
     async def run(self, prepared: Prepared) -> dict[str, Any]:
         """The finished response, or for `background: true` the queued one (it finishes later)."""
+        if prepared.answered is not None:
+            return prepared.answered
         if prepared.background:
             return self._start_background(prepared)
         return await self.complete(prepared)
 
     async def complete(self, prepared: Prepared) -> dict[str, Any]:
         """Play the response and store it (`store: true`, or a connection's own store)."""
+        if prepared.answered is not None:
+            return prepared.answered
         delivery = prepared.delivery
         if delivery is not None and delivery.latency_ms:
             await asyncio.sleep(delivery.latency_ms / 1000)
@@ -336,7 +396,7 @@ class Engine:
         """`POST /v1/responses/compact`: the window's user messages, then one compaction item that
         stands for the whole window (`rules/compaction.py`). Nothing is stored."""
         previous = request.previous_response_id
-        history = self.history.load(previous) if previous else []
+        history = self.history.load(previous, scope=scope) if previous else []
         items = [*history, *self.history.input(request, scope)]
         if not items:
             raise InvalidRequest("Nothing to compact: give 'input' or 'previous_response_id'.", param="input")
@@ -366,45 +426,58 @@ class Engine:
         record = self.store.get(response_id)
         return record is not None and record.response.get("status") == ResponseStatus.CANCELLED
 
-    def retrieve(self, response_id: str) -> dict[str, Any]:
-        record = self.history.stored(response_id)
+    def retrieve(self, response_id: str, *, scope: str | None) -> dict[str, Any]:
+        """The stored response, as a request in `scope` sees it (one of another scope is a 404)."""
+        record = self.history.seen(response_id, scope)
         if record.response.get("status") in UNFINISHED and self.background.orphaned(response_id):
             failed = {**record.response, "status": ResponseStatus.FAILED, "error": INTERRUPTED}  # its replica died
-            self.store.put(
-                StoredResponse(response_id, failed, record.input_items, record.previous_response_id, record.scope)
-            )
-            return failed
+            kept = StoredResponse(response_id, failed, record.input_items, record.previous_response_id, record.scope)
+            if self.store.replace_unfinished(kept):
+                return failed
+            return self.history.stored(response_id).response  # it finished meanwhile
         return record.response
 
-    def delete(self, response_id: str) -> dict[str, Any]:
+    def delete(self, response_id: str, *, scope: str | None) -> dict[str, Any]:
+        self.history.seen(response_id, scope)
         self.background.cancel(response_id)
         if not self.store.delete(response_id):
             raise not_found(response_id)
         return {"id": response_id, "object": "response", "deleted": True}
 
-    async def cancel(self, response_id: str) -> dict[str, Any]:
-        record = self.history.stored(response_id)
+    async def cancel(self, response_id: str, *, scope: str | None) -> dict[str, Any]:
+        record = self.history.seen(response_id, scope)
         if not record.response.get("background"):
             raise InvalidRequest("Only responses created with background=true can be cancelled.")
-        if self.background.cancel(response_id) or (
-            record.response.get("status") in UNFINISHED and self.background.held_elsewhere(response_id)
-        ):
-            response = {**record.response, "status": ResponseStatus.CANCELLED, "usage": None}
-            kept = StoredResponse(response_id, response, record.input_items, record.previous_response_id, record.scope)
-            self.store.put(kept)
-            return response
+        if record.response.get("status") in UNFINISHED and self._cancelled(record):
+            self.background.stopped(response_id)  # its task, here or on the replica running it
         return self.history.stored(response_id).response
 
+    def _cancelled(self, record: StoredResponse) -> bool:
+        """Store the unfinished background response as cancelled, unless it finished (or failed)
+        meanwhile, whatever process wrote that: the store decides which came first."""
+        response = {**record.response, "status": ResponseStatus.CANCELLED, "usage": None}
+        kept = StoredResponse(record.id, response, record.input_items, record.previous_response_id, record.scope)
+        return self.store.replace_unfinished(kept)
+
     def input_items(
-        self, response_id: str, *, after: str | None = None, limit: int = 20, order: str = "desc"
+        self,
+        response_id: str,
+        *,
+        after: str | None = None,
+        limit: int = 20,
+        order: str = "desc",
+        scope: str | None,
     ) -> dict[str, Any]:
-        return self.history.input_items(response_id, after=after, limit=limit, order=order)
+        return self.history.input_items(response_id, after=after, limit=limit, order=order, scope=scope)
 
     def count_tokens(self, request: CountTokensRequest, *, scope: str | None = None) -> dict[str, Any]:
         thread = checks.check_conversation(request)
         previous = request.previous_response_id
-        history = self.conversations.history(thread) if thread is not None else []
-        items = [*(self.history.load(previous) if previous else history), *self.history.input(request, scope)]
+        history = self.conversations.history(thread, scope) if thread is not None else []
+        items = [
+            *(self.history.load(previous, scope=scope) if previous else history),
+            *self.history.input(request, scope),
+        ]
         counted = usage(
             instructions=request.instructions,
             tools=echo_tools(request),
@@ -432,11 +505,13 @@ class Engine:
             return
         previous = prepared.request.previous_response_id
         record = StoredResponse(response["id"], response, self._input_items(prepared), previous, prepared.scope)
-        expected = prepared.read_version
-        if previous is not None and expected is not None:
-            # It resumes a program paused in `previous`: of continuations in flight together,
-            # the first stored wins (the store checks no other was stored since this one read).
-            if not target.put_successor(record, expected):
+        if prepared.background and response.get("status") not in UNFINISHED:
+            target.replace_unfinished(record)  # unless cancelled meanwhile, through any replica
+            return
+        if previous is not None and prepared.continues is not None:
+            # It resumes a program paused in `previous`: the store keeps one continuation of it,
+            # the first to commit; the others are the lost race's 400, and are not kept.
+            if target.put_continuation(record, prepared.continues) is not None:
                 raise continued(previous)
         else:
             target.put(record)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.history.folds import identical_prefix
 from ptc_emulator.emulator.rules.contract import Violation, check_output, check_tools
 from ptc_emulator.emulator.rules.conversation import Conversation
@@ -43,8 +43,6 @@ __all__ = [
     "check_outputs",
     "check_reasoning",
     "check_request",
-    "saved_prompts",
-    "tools_changed",
 ]
 
 
@@ -53,57 +51,38 @@ def check_conversation(request: CreateRequest | CountTokensRequest) -> str | Non
     if request.conversation is None:
         return None
     if request.previous_response_id is not None:
-        raise InvalidRequest(
-            "Parameters 'previous_response_id' and 'conversation' cannot be used together.", param="conversation"
-        )
+        raise messages.conversation_with_previous_response()
     return conversation_id(request.conversation)
-
-
-def saved_prompts() -> InvalidRequest:
-    """`prompt` (a saved prompt's id and variables): "OpenAI scheduled the shutdown of saved prompts
-    for November 30, 2026" (openai 3.63's docstring), and the emulator never kept any."""
-    return InvalidRequest(
-        "Saved prompts ('prompt') were shut down on November 30, 2026: put the prompt's text in "
-        "'instructions' and 'input' instead (prompts in application code).",
-        param="prompt",
-        code="unsupported_parameter",
-    )
 
 
 def check_request(request: CreateRequest) -> str | None:
     """The request's own parameters, and how they fit together. Returns its conversation's id
     (`check_conversation`), read once here for the rest of the request."""
     if request.prompt is not None:
-        raise saved_prompts()
+        raise messages.saved_prompts()
     if request.model is None:
-        raise InvalidRequest("Missing required parameter: 'model'.", param="model", code="missing_required_parameter")
+        raise messages.missing_parameter("model")
     thread = check_conversation(request)
     if request.background and request.store is False:
-        raise InvalidRequest("Background mode requires store=true.", param="background")
+        raise messages.background_needs_store()
     check_background_options(request)
     for name in duplicate_names(request):
-        raise InvalidRequest(f"Duplicate tool name: '{name}'.", param="tools")
+        raise messages.duplicate_tool_name(name)
     names = {t.name for t in request.function_tools}
     choice = request.tool_choice
     if isinstance(choice, FunctionToolChoice) and choice.name not in names:
-        raise InvalidRequest(
-            f"Tool choice 'function' with name '{choice.name}' not found in 'tools' parameter.", param="tool_choice"
-        )
+        raise messages.tool_choice_name_not_found("function", choice.name)
     check_tools(request)
     if isinstance(choice, CustomToolChoice) and choice.name not in {
         t.name for t in request.tools or () if isinstance(t, CustomTool)
     }:
-        raise InvalidRequest(
-            f"Tool choice 'custom' with name '{choice.name}' not found in 'tools' parameter.", param="tool_choice"
-        )
+        raise messages.tool_choice_name_not_found("custom", choice.name)
     if isinstance(choice, KindToolChoice) and not any(
         getattr(t, "type", None) == choice.type for t in request.tools or ()
     ):
-        raise InvalidRequest(f"Tool choice '{choice.type}' not found in 'tools' parameter.", param="tool_choice")
+        raise messages.tool_choice_not_found(choice.type)
     if isinstance(choice, ProgrammaticToolChoice) and not request.ptc_enabled:
-        raise InvalidRequest(
-            "Tool choice 'programmatic_tool_calling' not found in 'tools' parameter.", param="tool_choice"
-        )
+        raise messages.tool_choice_not_found("programmatic_tool_calling")
     return thread
 
 
@@ -114,17 +93,12 @@ def check_background_options(request: CreateRequest) -> None:
     window = options.completion_window if options is not None else None
     if window not in ("2h", "8h"):
         return
-    param = "background_options.completion_window"
     if not request.background:
-        raise InvalidRequest(f"The '{window}' completion window requires background: true.", param=param)
+        raise messages.completion_window_needs_background(window)
     if request.stream:
-        raise InvalidRequest(f"The '{window}' completion window cannot be used with stream: true.", param="stream")
+        raise messages.completion_window_with_stream(window)
     if request.service_tier not in (None, "auto", "default"):
-        raise InvalidRequest(
-            f"The '{window}' completion window requires Standard processing: service_tier "
-            f"'{request.service_tier}' cannot be used with it.",
-            param="service_tier",
-        )
+        raise messages.completion_window_needs_standard(window, request.service_tier)
 
 
 def check_open_program(
@@ -140,22 +114,13 @@ def check_open_program(
         if not server_labels:
             resolved = seal.with_tools(allowed)
             if resolved is None:
-                raise tools_changed(program.call_id, seal.describe_tools(), allowed)
+                raise messages.tools_changed(program.call_id, seal.describe_tools(), allowed)
             conv.seals[program.call_id] = resolved
         return call_indexes(signer, program, conv.program_calls(program.call_id), max_tool_calls, conv)
     started = [t for t in seal.tools if not ("." in t and t.partition(".")[0] in server_labels)]
     if started != allowed:
-        raise tools_changed(program.call_id, seal.describe_tools(), allowed)
+        raise messages.tools_changed(program.call_id, seal.describe_tools(), allowed)
     return call_indexes(signer, program, conv.program_calls(program.call_id), max_tool_calls, conv)
-
-
-def tools_changed(program_call_id: str, started: str, allowed: list[str]) -> InvalidRequest:
-    """The 400 of a program resumed with other tools than it started with (`started`, described)."""
-    return InvalidRequest(
-        f"The tools a program may call changed while program {program_call_id} was running: it started "
-        f"with {started}, this request allows {allowed if len(allowed) <= 64 else f'{len(allowed)} tools'}.",
-        param="tools",
-    )
 
 
 def check_finished_programs(conv: Conversation, signer: Signer) -> None:
@@ -165,11 +130,7 @@ def check_finished_programs(conv: Conversation, signer: Signer) -> None:
             continue
         for index, call in enumerate(conv.program_calls(call_id)):
             if call.call_id != signer.program_call_id(call_id, index):
-                raise InvalidRequest(
-                    f"Function call {call.call_id} was not issued by program {call_id}, which has finished: "
-                    "replay the program's function calls unmodified and in order.",
-                    param="input",
-                )
+                raise messages.call_not_issued_by_finished_program(call.call_id, call_id)
 
 
 def check_reasoning(conv: Conversation, signer: Signer, reasoned: Iterable[Item]) -> None:
@@ -182,21 +143,13 @@ def check_reasoning(conv: Conversation, signer: Signer, reasoned: Iterable[Item]
         # sealed content then says which it is.
         sealed = None if item.encrypted_content is None else signer.unseal(REASONING_DOMAIN, item.encrypted_content)
         if sealed is None or (item.id and sealed.get("id") != item.id):
-            raise InvalidRequest(
-                f"The encrypted content for item {item.id} could not be verified.",
-                param="input",
-                code="invalid_encrypted_content",
-            )
+            raise messages.encrypted_content_unverified(item.id)
         reasoning.add(str(sealed.get("id")))
     for first in reasoned:
         call_id = getattr(first, "call_id", None)
         required = signer.reasoning_id(call_id or getattr(first, "id", None) or "")
         if required not in reasoning:
-            raise InvalidRequest(
-                f"Item '{getattr(first, 'id', None) or call_id}' of type '{first.type}' was provided without its "
-                f"required 'reasoning' item: '{required}'.",
-                param="input",
-            )
+            raise messages.reasoning_missing(getattr(first, "id", None) or call_id, first.type, required)
 
 
 def check_outputs(conv: Conversation, toolset: Toolset) -> list[Violation]:
@@ -231,11 +184,7 @@ def call_indexes(
         while index < limit and signer.program_call_id(program.call_id, index) != call.call_id:
             index += 1
         if index >= limit:
-            raise InvalidRequest(
-                f"{kind_of_call(call).label.capitalize()} {call.call_id} was not issued by program "
-                f"{program.call_id} at this position: replay the program's tool calls unmodified and in order.",
-                param="input",
-            )
+            raise messages.call_not_issued_here(kind_of_call(call).label, call.call_id, program.call_id)
         found.append(index)
         index += 1
     conv.remember(key, (signer, list(calls), list(found)))

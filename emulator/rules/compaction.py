@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.history.stored import as_input
 from ptc_emulator.emulator.signing import Signer
 from ptc_emulator.emulator.wire.items import (
@@ -101,13 +101,7 @@ class Compactor:
             except ValidationError:
                 window = None
         if window is None:
-            name = f"compaction item {item.id}" if item.id else "a compaction item"
-            raise InvalidRequest(
-                f"The encrypted content of {name} could not be verified: it was modified or was not issued "
-                "by this server. Replay the compaction item as it was returned.",
-                param=f"{param}.encrypted_content",
-                code="invalid_encrypted_content",
-            )
+            raise messages.compaction_unverified(item.id, param)
         sealed = item.encrypted_content
         if len(sealed) <= _MEMO_CHARS:
             with self._lock:
@@ -174,9 +168,7 @@ def triggered(new_items: list[Item]) -> bool:
         return bool(new_items) and isinstance(new_items[-1], CompactionTrigger)
     for index, item in enumerate(new_items):
         if isinstance(item, CompactionTrigger) and index != len(new_items) - 1:
-            raise InvalidRequest(
-                "A compaction_trigger must be the final input item.", param=f"input[{index}]", code="invalid_value"
-            )
+            raise messages.compaction_trigger_not_last(f"input[{index}]")
     return bool(new_items) and isinstance(new_items[-1], CompactionTrigger)
 
 
@@ -188,35 +180,19 @@ def compact_threshold(entries: list[Any] | None) -> int | None:
     for index, entry in enumerate(entries or ()):
         param = f"context_management[{index}]"
         if not isinstance(entry, dict):
-            raise InvalidRequest(
-                f"Invalid type for '{param}': expected an object, but got {type(entry).__name__}.",
-                param=param,
-                code="invalid_type",
-            )
+            raise messages.expected_an_object(param, type(entry).__name__)
         for key in entry:
             if key not in ("type", "compact_threshold"):
-                raise InvalidRequest(
-                    f"Unknown parameter: '{param}.{key}'.", param=f"{param}.{key}", code="unknown_parameter"
-                )
+                raise messages.unknown_parameter(f"{param}.{key}")
         kind = entry.get("type")
         if kind is None:
-            raise InvalidRequest(
-                f"Missing required parameter: '{param}.type'.", param=f"{param}.type", code="missing_required_parameter"
-            )
+            raise messages.missing_parameter(f"{param}.type")
         if kind != "compaction":
-            raise InvalidRequest(
-                f"Invalid value: '{kind}'. Supported values are: 'compaction'.",
-                param=f"{param}.type",
-                code="invalid_value",
-            )
+            raise messages.invalid_value(kind, "'compaction'", f"{param}.type")
         value = entry.get("compact_threshold")
         if value is None:
             continue
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise InvalidRequest(
-                f"Invalid value for '{param}.compact_threshold': expected a positive integer.",
-                param=f"{param}.compact_threshold",
-                code="invalid_value",
-            )
+            raise messages.compact_threshold_invalid(param)
         threshold = value if threshold is None else min(threshold, value)
     return threshold

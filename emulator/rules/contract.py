@@ -27,8 +27,7 @@ from typing import Any, Protocol, TypeAlias
 import re2
 from lark import Lark, LarkError
 
-from ptc_emulator.emulator import jsontext
-from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator import jsontext, messages
 from ptc_emulator.emulator.wire.items import CallItem, CustomToolCall, FunctionCall
 from ptc_emulator.emulator.wire.request import Conversational
 from ptc_emulator.emulator.wire.tools import CustomTool, FunctionTool, GrammarFormat
@@ -53,32 +52,23 @@ class Violation:
         return asdict(self)
 
     def describe(self) -> str:
-        if self.kind == "input":
-            return (
-                f"The input of custom tool call {self.call_id} does not match the format of '{self.tool}': "
-                f"{self.message}"
-            )
-        if self.kind == "output":
-            return (
-                f"The output of function call {self.call_id} does not match the output_schema of '{self.tool}': "
-                f"{self.message}"
-            )
-        return (
-            f"The arguments of function call {self.call_id} do not match the parameters of '{self.tool}': "
-            f"{self.message}"
-        )
+        return messages.contract_broken(self.kind, self.call_id, self.tool, self.message)
 
 
 def _first_error(schema: _Schema, value: Any) -> str | None:
     from jsonschema import Draft202012Validator  # imported when first needed: it costs 80 ms
     from jsonschema.exceptions import SchemaError
+    from referencing.exceptions import Unresolvable
 
     try:
         if schema.validator is None:
+            Draft202012Validator.check_schema(schema.document)  # an unknown type, a bound of the wrong kind
             schema.validator = Draft202012Validator(schema.document)
         error = next(iter(sorted(schema.validator.iter_errors(value), key=lambda e: list(e.path))), None)
     except SchemaError as e:
-        return f"the schema itself is invalid ({e.message})"
+        return messages.schema_invalid(e.message)
+    except Unresolvable as e:  # a $ref to nowhere
+        return messages.schema_invalid(str(e))
     if error is None:
         return None
     where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.path)
@@ -208,9 +198,9 @@ def _check(kind: str, tool: FunctionTool, call_id: str, schema: dict[str, Any] |
         return None
     problem = _verdicts.check(schema, text)
     if problem is _Unparsed.TOO_DEEP:
-        return Violation(kind, tool.name, call_id, f"the {kind} nest deeper than {jsontext.MAX_DEPTH} levels")
+        return Violation(kind, tool.name, call_id, messages.nested_too_deep(kind, jsontext.MAX_DEPTH))
     if problem is _Unparsed.NOT_JSON:
-        return Violation(kind, tool.name, call_id, f"the {kind} {'is' if kind == 'output' else 'are'} not JSON")
+        return Violation(kind, tool.name, call_id, messages.not_json(kind))
     return Violation(kind, tool.name, call_id, problem) if problem else None
 
 
@@ -245,10 +235,8 @@ def check_tools(request: Conversational) -> None:
             try:
                 _grammar(tool.format.syntax, tool.format.definition)
             except ValueError as e:
-                raise InvalidRequest(
-                    f"Invalid {tool.format.syntax} grammar for custom tool '{tool.name}': {e}",
-                    param=f"tools[{index}].format.definition",
-                    code="invalid_value",
+                raise messages.invalid_grammar(
+                    tool.format.syntax, tool.name, str(e), f"tools[{index}].format.definition"
                 ) from e
 
 
@@ -279,7 +267,7 @@ def _compile_grammar(syntax: str, definition: str) -> _Matcher:
 
         def regex(text: str) -> str | None:
             if pattern.fullmatch(text) is None:
-                return f"the input does not match the regex /{definition}/"
+                return messages.regex_mismatch(definition)
             return None
 
         return regex
@@ -293,7 +281,7 @@ def _compile_grammar(syntax: str, definition: str) -> _Matcher:
             parser.parse(text)
         except LarkError as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            return f"the input is not in the lark grammar ({first})"
+            return messages.lark_mismatch(first)
         return None
 
     return lark

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.history.folds import Fold, Folds, file_program_call, retained
 from ptc_emulator.emulator.signing import ProgramSeal, Signer
 from ptc_emulator.emulator.tools.kinds import answer_key, kind_of_call, kind_of_output
@@ -173,9 +173,7 @@ def analyse(
             _add_output(conv, item, param)
         elif isinstance(item, ProgramItem):
             if item.call_id in conv.programs:
-                raise InvalidRequest(
-                    f"Duplicate item: a program with call_id '{item.call_id}' appears more than once.", param=param
-                )
+                raise messages.duplicate_item("program", item.call_id, param)
             conv.seals[item.call_id] = signer.open_fingerprint(
                 item.fingerprint, call_id=item.call_id, code=item.code, param=param
             )
@@ -189,11 +187,7 @@ def analyse(
             _add_search_output(conv, item, param)
         elif isinstance(item, McpListTools | McpCall | CodeInterpreterCall) and isinstance(item.caller, ProgramCaller):
             if item.caller.caller_id not in conv.programs:
-                raise InvalidRequest(
-                    f"Item {item.id} of type '{item.type}' has caller program '{item.caller.caller_id}', but no "
-                    "program item with that call_id comes before it.",
-                    param=f"{param}.caller",
-                )
+                raise messages.item_without_program(item.id, item.type, item.caller.caller_id, f"{param}.caller")
         elif isinstance(item, McpApprovalRequest):
             _add_approval_request(conv, item, param)
         elif isinstance(item, McpApprovalResponse):
@@ -207,23 +201,15 @@ def analyse(
     anchor = conv.anchor
     for call_id, call in conv.calls.items():
         if call_id not in conv.outputs:
-            raise InvalidRequest(f"No tool output found for {kind_of_call(call).label} {call_id}.", param="input")
+            raise messages.no_tool_output(kind_of_call(call).label, call_id)
     for call_id, search in conv.search_calls.items():
         if search.execution == "client" and call_id not in conv.search_outputs:
-            raise InvalidRequest(
-                f"No tool_search_output found for client-executed tool search call {call_id}: answer it with the "
-                "tools it loads (an empty list loads none).",
-                param="input",
-            )
+            raise messages.no_search_output(call_id)
     if anchor < 0:
-        raise InvalidRequest("The input has no user message for the model to answer.", param="input")
+        raise messages.no_user_message()
     open_programs = [p for p in conv.programs.values() if p.call_id not in conv.program_outputs]
     if len(open_programs) > 1:
-        raise InvalidRequest(
-            f"No program_output found for program with call_id '{open_programs[0].call_id}': replay every item "
-            "in order.",
-            param="input",
-        )
+        raise messages.program_output_missing(open_programs[0].call_id)
     if open_programs:
         conv.open_program = open_programs[-1]
         conv.open_index = program_at[conv.open_program.call_id]
@@ -234,75 +220,43 @@ def analyse(
                 and caller.caller_id == conv.open_program.call_id
                 and request.id not in conv.approval_responses
             ):
-                raise InvalidRequest(
-                    f"No mcp_approval_response found for approval request {request.id}: program "
-                    f"{caller.caller_id} is paused on it.",
-                    param="input",
-                )
+                raise messages.approval_response_missing(request.id, caller.caller_id)
     return conv
 
 
 def _add_approval_request(conv: Conversation, item: McpApprovalRequest, param: str) -> None:
     if item.id in conv.approval_requests:
-        raise InvalidRequest(
-            f"Duplicate item: an mcp_approval_request with id '{item.id}' appears more than once.", param=param
-        )
+        raise messages.duplicate_approval_request(item.id, param)
     if isinstance(item.caller, ProgramCaller):
         if item.caller.caller_id not in conv.programs:
-            raise InvalidRequest(
-                f"Approval request {item.id} has caller program '{item.caller.caller_id}', but no program item with "
-                "that call_id comes before it.",
-                param=param,
-            )
+            raise messages.approval_without_program(item.id, item.caller.caller_id, param)
         if item.caller.caller_id in conv.program_outputs:
-            raise InvalidRequest(
-                f"Approval request {item.id} belongs to program '{item.caller.caller_id}', which already finished.",
-                param=param,
-            )
+            raise messages.approval_of_finished_program(item.id, item.caller.caller_id, param)
     conv.approval_requests[item.id] = item
 
 
 def _add_approval_response(conv: Conversation, item: McpApprovalResponse, param: str) -> None:
     request = conv.approval_requests.get(item.approval_request_id)
     if request is None:
-        raise InvalidRequest(
-            f"No approval request found for mcp_approval_response with approval_request_id "
-            f"'{item.approval_request_id}'.",
-            param=f"{param}.approval_request_id",
-        )
+        raise messages.approval_request_not_found(item.approval_request_id, param)
     if item.approval_request_id in conv.approval_responses:
-        raise InvalidRequest(
-            f"Duplicate item: approval request '{item.approval_request_id}' is answered more than once.", param=param
-        )
+        raise messages.duplicate_approval_response(item.approval_request_id, param)
     expected = request.caller if isinstance(request.caller, ProgramCaller) else None
     given = item.caller if isinstance(item.caller, ProgramCaller) else None
     if given is not None and expected != given:
-        raise InvalidRequest(
-            f"The mcp_approval_response for {item.approval_request_id} must carry the caller of its request "
-            "unchanged, or none.",
-            param=f"{param}.caller",
-        )
+        raise messages.approval_caller_changed(item.approval_request_id, param)
     conv.approval_responses[item.approval_request_id] = item
 
 
 def _add_call(conv: Conversation, call: CallItem, param: str) -> None:
     label = kind_of_call(call).label
     if call.call_id in conv.calls:
-        raise InvalidRequest(
-            f"Duplicate item: a {call.type} with call_id '{call.call_id}' appears more than once.", param=param
-        )
+        raise messages.duplicate_item(call.type, call.call_id, param)
     caller = getattr(call, "caller", None)
     if isinstance(caller, ProgramCaller) and caller.caller_id not in conv.programs:
-        raise InvalidRequest(
-            f"{label.capitalize()} {call.call_id} has caller program '{caller.caller_id}', but no program item "
-            "with that call_id comes before it.",
-            param=param,
-        )
+        raise messages.call_without_program(label, call.call_id, caller.caller_id, param)
     if isinstance(caller, ProgramCaller) and caller.caller_id in conv.program_outputs:
-        raise InvalidRequest(
-            f"{label.capitalize()} {call.call_id} belongs to program '{caller.caller_id}', which already finished.",
-            param=param,
-        )
+        raise messages.call_of_finished_program(label, call.call_id, caller.caller_id, param)
     conv.calls[call.call_id] = call
 
 
@@ -310,78 +264,48 @@ def _add_output(conv: Conversation, output: OutputItem, param: str) -> None:
     kind = kind_of_output(output)
     call_id = answer_key(output)
     if call_id is None:
-        raise InvalidRequest(
-            f"Missing required parameter: '{param}.call_id'.",
-            param=f"{param}.call_id",
-            code="missing_required_parameter",
-        )
+        raise messages.missing_parameter(f"{param}.call_id")
     call = conv.calls.get(call_id)
     if call is None and isinstance(output, LocalShellCallOutput):  # named by the call's item id
         call = next((c for c in conv.calls.values() if isinstance(c, LocalShellCall) and c.id == call_id), None)
         call_id = call.call_id if call is not None else call_id
     if call is None:
-        raise InvalidRequest(f"No tool call found for {kind.label} output with call_id {call_id}.", param="input")
+        raise messages.no_call_for_output(kind.label, call_id)
     if call.type != kind.call_type:
-        raise InvalidRequest(
-            f"The {output.type} with call_id {call_id} answers a {call.type}: answer it with a "
-            f"{kind_of_call(call).output_type}.",
-            param=f"{param}.type",
+        raise messages.output_answers_another_kind(
+            output.type, call_id, call.type, kind_of_call(call).output_type, f"{param}.type"
         )
     if call_id in conv.outputs:
-        raise InvalidRequest(
-            f"Duplicate item: a {output.type} for call_id '{call_id}' appears more than once.",
-            param=param,
-        )
+        raise messages.duplicate_answer(output.type, call_id, param)
     call_caller = getattr(call, "caller", None)
     output_caller = getattr(output, "caller", None)
     expected = call_caller if isinstance(call_caller, ProgramCaller) else None
     given = output_caller if isinstance(output_caller, ProgramCaller) else None
     if expected != given:
-        want = (
-            f'{{"type": "program", "caller_id": "{expected.caller_id}"}}'
-            if expected
-            else 'none (or {"type": "direct"})'
-        )
-        raise InvalidRequest(
-            f"The {output.type} for call_id {call_id} must carry the caller of its {call.type} "
-            f"unchanged: expected {want}.",
-            param=f"{param}.caller",
-        )
+        program = expected.caller_id if expected else None
+        raise messages.output_caller_changed(output.type, call_id, call.type, program, f"{param}.caller")
     conv.outputs[call_id] = output
 
 
 def _add_program_output(conv: Conversation, item: ProgramOutputItem, param: str, signer: Signer) -> None:
     if item.call_id not in conv.programs:
-        raise InvalidRequest(f"No program found for program_output with call_id {item.call_id}.", param=param)
+        raise messages.no_program_for_output(item.call_id, param)
     if item.call_id in conv.program_outputs:
-        raise InvalidRequest(
-            f"Duplicate item: a program_output for call_id '{item.call_id}' appears more than once.", param=param
-        )
+        raise messages.duplicate_answer("program_output", item.call_id, param)
     if item.id != signer.program_output_id(item.call_id, item.status, item.result):
-        raise InvalidRequest(
-            f"The program_output item with call_id {item.call_id} was modified: replay it as it was returned.",
-            param=param,
-        )
+        raise messages.program_output_modified(item.call_id, param)
     conv.program_outputs[item.call_id] = item
 
 
 def _add_search_call(conv: Conversation, call: ToolSearchCallItem, param: str) -> None:
     if call.call_id is None:
         if call.execution == "client":
-            raise InvalidRequest(
-                f"Missing required parameter: '{param}.call_id' (a client-executed tool search call needs one).",
-                param=f"{param}.call_id",
-                code="missing_required_parameter",
-            )
+            raise messages.search_call_without_call_id(param)
         return
     if call.call_id in conv.search_calls:
-        raise InvalidRequest(
-            f"Duplicate item: a tool_search_call with call_id '{call.call_id}' appears more than once.", param=param
-        )
+        raise messages.duplicate_item("tool_search_call", call.call_id, param)
     if any(p not in conv.program_outputs for p in conv.programs):
-        raise InvalidRequest(
-            "A tool search cannot run while a program is running: the program must finish first.", param=param
-        )
+        raise messages.search_while_program_runs(param)
     conv.search_calls[call.call_id] = call
 
 
@@ -390,29 +314,16 @@ def _add_search_output(conv: Conversation, output: ToolSearchOutputItem, param: 
     output replayed as it came (the execution then says who ran it, server by default)."""
     if output.call_id is None:
         if output.execution == "client":
-            raise InvalidRequest(
-                f"Missing required parameter: '{param}.call_id' (a client tool_search_output answers a call).",
-                param=f"{param}.call_id",
-                code="missing_required_parameter",
-            )
+            raise messages.search_output_without_call_id(param)
         output.execution = output.execution or "server"
         return
     call = conv.search_calls.get(output.call_id)
     if call is None:
-        raise InvalidRequest(
-            f"No tool search call found for tool_search_output with call_id {output.call_id}.", param=param
-        )
+        raise messages.no_search_call_for_output(output.call_id, param)
     if output.call_id in conv.search_outputs:
-        raise InvalidRequest(
-            f"Duplicate item: a tool_search_output for call_id '{output.call_id}' appears more than once.",
-            param=param,
-        )
+        raise messages.duplicate_answer("tool_search_output", output.call_id, param)
     execution = call.execution or "server"
     if output.execution is not None and output.execution != execution:
-        raise InvalidRequest(
-            f"The tool_search_output for call_id {output.call_id} says execution '{output.execution}', but its "
-            f"tool_search_call was executed by the {execution}.",
-            param=f"{param}.execution",
-        )
+        raise messages.search_execution_changed(output.call_id, output.execution, execution, param)
     output.execution = execution
     conv.search_outputs[output.call_id] = output

@@ -23,6 +23,7 @@ from ptc_emulator.emulator.storage.memory import MemoryJournal
 from ptc_emulator.emulator.storage.pgschema import SchemaTooNew
 from ptc_emulator.emulator.storage.protocol import (
     Conversations,
+    Counts,
     EventLog,
     JournalLog,
     Leases,
@@ -34,6 +35,7 @@ from ptc_emulator.emulator.storage.protocol import (
     StoredResponse,
     StoredScenario,
     StoreUnavailable,
+    visible,
 )
 from ptc_emulator.emulator.storage.responses import ConnectionStore, ResponseStore, view
 from ptc_emulator.emulator.storage.sqlite import FILENAME
@@ -43,6 +45,7 @@ __all__ = [
     "STORES",
     "ConnectionStore",
     "Conversations",
+    "Counts",
     "EventLog",
     "JournalLog",
     "Leases",
@@ -64,6 +67,7 @@ __all__ = [
     "register_store",
     "store_kind",
     "view",
+    "visible",
 ]
 
 

@@ -10,13 +10,14 @@ import itertools
 import json
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ptc_emulator.emulator.storage.protocol import (
     Conversations,
+    Counts,
     EventLog,
     JournalLog,
     Leases,
@@ -30,12 +31,14 @@ from ptc_emulator.emulator.storage.protocol import (
 
 __all__ = [
     "MemoryConversations",
+    "MemoryCounts",
     "MemoryJournal",
     "MemoryLeases",
     "MemoryRecords",
     "MemoryResponses",
     "MemoryScenarios",
     "MemoryStore",
+    "FREEING",
     "UNFINISHED",
     "item_ids",
     "open_at",
@@ -43,6 +46,8 @@ __all__ = [
 
 UNFINISHED = ("queued", "in_progress")
 """The statuses of a background response still in flight."""
+FREEING = ("failed", "cancelled")
+"""The statuses of a continuation that leaves its paused program free to be continued again."""
 
 _dumps = json.dumps
 _loads = json.loads
@@ -57,43 +62,65 @@ def item_ids(record: StoredResponse) -> Iterator[tuple[str, dict[str, Any]]]:
 
 class MemoryResponses:
     def __init__(self) -> None:
-        self._responses: dict[str, tuple[str, str, str | None, list[str], str | None]] = {}
-        """Per response: its body and input items as JSON text, its previous id, its item ids, its scope."""
+        self._responses: dict[str, tuple[str, str, str | None, list[str], str | None, Any]] = {}
+        """Per response: its body and input items as JSON text, its previous id, its item ids, its
+        scope, its status."""
         self._items: dict[str, tuple[str, str, str | None]] = {}
-        self._successors: dict[str, set[str]] = {}
-        """By previous response id: the ids of the stored responses that continue it."""
-        self._unfinished: set[str] = set()
-        """The ids of the stored responses still queued or in progress (background ones)."""
+        self._continuations: dict[str, tuple[str, str]] = {}
+        """By paused response id: the id of the response that resumed its program, and its digest."""
+        self._resumed: dict[str, str] = {}
+        """By continuation id: the paused response it resumed."""
         self._lock = threading.Lock()
 
     def put(self, record: StoredResponse) -> None:
-        self._put(record, None)
-
-    def put_successor(self, record: StoredResponse, expected: int) -> bool:
-        return self._put(record, expected)
-
-    def _put(self, record: StoredResponse, expected: int | None) -> bool:
-        items = [(item_id, _dumps(item)) for item_id, item in item_ids(record)]
-        ids = [i for i, _ in items]
-        previous = record.previous_response_id
-        kept = (_dumps(record.response), _dumps(record.input_items), previous, ids, record.scope)
         with self._lock:
-            if expected is not None and previous is not None and record.id not in self._responses:
-                if len(self._successors.get(previous, ())) != expected:
-                    return False
-            self._drop_items(record.id)  # a replaced response's items go with it, as in SQLite
-            self._responses[record.id] = kept
-            for item_id, text in items:
-                self._items[item_id] = (record.id, text, record.scope)
-            if previous is not None:
-                self._successors.setdefault(previous, set()).add(record.id)
-            if record.response.get("status") in UNFINISHED:
-                self._unfinished.add(record.id)
+            self._put(record)
+
+    def put_continuation(self, record: StoredResponse, digest: str) -> str | None:
+        paused = record.previous_response_id
+        with self._lock:
+            if paused is not None and record.id not in self._responses:
+                kept = self._taken(paused)
+                if kept is not None:
+                    return kept[0]
+                self._continuations[paused] = (record.id, digest)
+                self._resumed[record.id] = paused
+            self._put(record)
+            return None
+
+    def continuation(self, response_id: str) -> tuple[str, str] | None:
+        with self._lock:
+            return self._taken(response_id)
+
+    def replace_unfinished(self, record: StoredResponse) -> bool:
+        with self._lock:
+            kept = self._responses.get(record.id)
+            if kept is None or kept[5] not in UNFINISHED:
+                return False
+            self._put(record)
             return True
 
-    def successors(self, response_id: str) -> int:
-        with self._lock:
-            return len(self._successors.get(response_id, set()) - self._unfinished)
+    def _taken(self, paused: str) -> tuple[str, str] | None:
+        """The continuation that holds the pause (under the lock): none once it failed, was
+        cancelled or is gone."""
+        kept = self._continuations.get(paused)
+        if kept is None:
+            return None
+        record = self._responses.get(kept[0])
+        if record is None or record[5] in FREEING:
+            return None
+        return kept
+
+    def _put(self, record: StoredResponse) -> None:
+        """Under the lock."""
+        items = [(item_id, _dumps(item)) for item_id, item in item_ids(record)]
+        ids = [i for i, _ in items]
+        status = record.response.get("status")
+        kept = (_dumps(record.response), _dumps(record.input_items), record.previous_response_id, ids, record.scope)
+        self._drop_items(record.id)  # a replaced response's items go with it, as in SQLite
+        self._responses[record.id] = (*kept, status)
+        for item_id, text in items:
+            self._items[item_id] = (record.id, text, record.scope)
 
     def get(self, response_id: str) -> StoredResponse | None:
         kept = self._responses.get(response_id)
@@ -106,6 +133,9 @@ class MemoryResponses:
             if not self._drop_items(response_id):
                 return False
             del self._responses[response_id]
+            paused = self._resumed.pop(response_id, None)
+            if paused is not None and self._continuations.get(paused, ("",))[0] == response_id:
+                del self._continuations[paused]  # the pause is free again
             return True
 
     def _drop_items(self, response_id: str) -> bool:
@@ -113,12 +143,6 @@ class MemoryResponses:
         kept = self._responses.get(response_id)
         if kept is None:
             return False
-        self._unfinished.discard(response_id)
-        if kept[2] is not None:
-            successors = self._successors.get(kept[2], set())
-            successors.discard(response_id)
-            if not successors:
-                self._successors.pop(kept[2], None)
         for item_id in kept[3]:
             if self._items.get(item_id, ("",))[0] == response_id:
                 del self._items[item_id]
@@ -144,7 +168,7 @@ class MemoryConversations:
         self._lock = threading.Lock()
 
     def create(self, record: StoredConversation, items: list[dict[str, Any]]) -> None:
-        kept = StoredConversation(record.id, record.created_at, _loads(_dumps(record.metadata)))
+        kept = StoredConversation(record.id, record.created_at, _loads(_dumps(record.metadata)), record.scope)
         texts = [(item["id"], _dumps(item)) for item in items]
         with self._lock:
             self._conversations[record.id] = kept
@@ -153,14 +177,16 @@ class MemoryConversations:
 
     def get(self, conversation_id: str) -> StoredConversation | None:
         kept = self._conversations.get(conversation_id)
-        return None if kept is None else StoredConversation(kept.id, kept.created_at, dict(kept.metadata))
+        return None if kept is None else StoredConversation(kept.id, kept.created_at, dict(kept.metadata), kept.scope)
 
     def update(self, record: StoredConversation) -> bool:
         with self._lock:
             kept = self._conversations.get(record.id)
             if kept is None:
                 return False
-            self._conversations[record.id] = StoredConversation(kept.id, kept.created_at, dict(record.metadata))
+            self._conversations[record.id] = StoredConversation(
+                kept.id, kept.created_at, dict(record.metadata), kept.scope
+            )
             return True
 
     def delete(self, conversation_id: str) -> bool:
@@ -321,6 +347,26 @@ class MemoryLeases:
         return held[0] if held is not None and held[1] > time.monotonic() else None
 
 
+class MemoryCounts:
+    """Counts in one process, bounded: the least recently counted keys are forgotten first."""
+
+    def __init__(self, remember: int = 10_000) -> None:
+        self._counts: OrderedDict[str, int] = OrderedDict()
+        self._remember = remember
+        self._lock = threading.Lock()
+
+    def take(self, key: str, limit: int) -> int | None:
+        with self._lock:
+            seen = self._counts.get(key, 0)
+            if seen >= limit:
+                return None
+            self._counts[key] = seen + 1
+            self._counts.move_to_end(key)
+            while len(self._counts) > self._remember:
+                self._counts.popitem(last=False)
+            return seen
+
+
 class MemoryStore:
     """Every part in memory."""
 
@@ -333,6 +379,7 @@ class MemoryStore:
         self.scenarios: Scenarios = MemoryScenarios()
         self.journal: JournalLog = MemoryJournal()
         self.leases: Leases = MemoryLeases()
+        self.counts: Counts = MemoryCounts()
         self.events: EventLog | None = None  # one process: its harness fans events out itself
         self.shared = False
 

@@ -4,9 +4,11 @@ produced it.
 `append` numbers a stream's events after its last under a transaction-level advisory lock on the
 stream (so the numbers are in commit order: a reader that saw number n never later finds a
 smaller one committed) and sends `NOTIFY ptc_events, '<stream>'` in the same transaction,
-delivered when it commits. `listen` keeps one connection per process in `LISTEN ptc_events` on a
-thread of its own; when that connection breaks it is made again, and every stream is reported as
-changed, since notifications sent meanwhile were lost (the rows were not).
+delivered when it commits; `signal` sends the notification alone. `listen` keeps one connection
+per process in `LISTEN ptc_events` on a thread of its own, and tells each listener every
+notification; when that connection breaks it is made again, and every stream is reported as
+changed, since notifications sent meanwhile were lost (the rows, and what a signal was about, were
+not).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class PostgresEvents:
         self._url = url
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._listeners: list[Callable[[str | None], None]] = []
 
     def append(self, stream: str, events: list[Any]) -> None:
         def work(db: Db) -> None:
@@ -59,11 +62,22 @@ class PostgresEvents:
         )
         return [(int(seq), json.loads(event)) for seq, event in rows]
 
+    def signal(self, stream: str) -> None:
+        self._db.one("SELECT pg_notify(%s, %s)", (CHANNEL, stream))
+
     def listen(self, notified: Callable[[str | None], None]) -> None:
+        self._listeners.append(notified)
         if self._thread is not None:
             return
-        self._thread = threading.Thread(target=self._listen, args=(notified,), name="ptc-events", daemon=True)
+        self._thread = threading.Thread(target=self._listen, args=(self._tell,), name="ptc-events", daemon=True)
         self._thread.start()
+
+    def _tell(self, stream: str | None) -> None:
+        for notified in list(self._listeners):
+            try:
+                notified(stream)
+            except Exception:  # one listener's failure is not another's
+                log.exception("ptc-emulator: a listener of the event log failed")
 
     def _listen(self, notified: Callable[[str | None], None]) -> None:
         first = True

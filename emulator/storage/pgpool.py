@@ -1,5 +1,11 @@
 """The PostgreSQL store's connections: one pool per process (`psycopg_pool`), in autocommit, with
-a transaction opened where a write needs one (`sql.Connections`), and PostgreSQL's dialect."""
+a transaction opened where a write needs one (`sql.Connections`), and PostgreSQL's dialect.
+
+A database that does not answer is `StoreUnavailable` (the API's 503), never a driver error: a
+broken connection, a connection that cannot be made, none free in time. Once one statement found
+it away, the next wait for a connection is short (`AWAY_WAIT_S`), so requests fail at once while
+it is away; the pool keeps connecting meanwhile, and the first statement that goes through ends
+the outage."""
 
 from __future__ import annotations
 
@@ -8,11 +14,12 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
+from ptc_emulator.emulator.storage.protocol import StoreUnavailable
 from ptc_emulator.emulator.storage.sql import Dialect, Tx
 
-__all__ = ["POSTGRES", "Db", "Pool"]
+__all__ = ["AWAY_WAIT_S", "CONNECT_S", "POSTGRES", "WAIT_S", "Db", "Pool"]
 
 Db = psycopg.Connection[tuple[Any, ...]]
 T = TypeVar("T")
@@ -23,10 +30,9 @@ POSTGRES = Dialect(
     same="IS NOT DISTINCT FROM",
     order="ord",
     lock_row=" FOR UPDATE",
-    lock_key="SELECT pg_advisory_xact_lock(hashtextextended(?, 0))",
 )
-"""Replicas write at once: a write locks the conversation row it changes, and the response a
-successor continues (an advisory lock on its id, namespace 0; the event log's streams use 1)."""
+"""Replicas write at once: a write locks the conversation row it changes (a paused program's one
+continuation is decided by a primary key; the event log's streams take advisory locks)."""
 
 
 class _Tx:
@@ -51,6 +57,31 @@ class _Tx:
             cursor.executemany(sql.encode(), rows)
 
 
+WAIT_S = 10.0
+"""How long a statement waits for a pooled connection while the database answers (the pool busy)."""
+AWAY_WAIT_S = 0.5
+"""How long it waits once the database was found away: a request fails at once, not after
+`WAIT_S`; the pool keeps connecting in the background, and the first statement that goes
+through ends the outage."""
+RECONNECT_S = 8.0
+CONNECT_S = 2
+"""How long making a connection may take (`connect_timeout`): a database host that does not
+answer at all is found away in this time."""
+
+
+_GONE = ("08", "57P01", "57P02", "57P03")
+"""SQLSTATEs of a database that is away: a connection exception (class 08), the server shutting
+down or not yet started (`admin_shutdown`, `crash_shutdown`, `cannot_connect_now`)."""
+
+
+def _away(error: Exception) -> bool:
+    """Whether `error` says the database is away, not that a statement failed on a live one (a
+    serialization failure or a lock timeout is an `OperationalError` too, and stays what it is)."""
+    if not isinstance(error, psycopg.OperationalError):
+        return True  # no connection to be had in time, or one that is closed
+    return error.sqlstate is None or error.sqlstate.startswith(_GONE)
+
+
 class Pool:
     dialect = POSTGRES
 
@@ -60,16 +91,36 @@ class Pool:
             min_size=1,
             max_size=size,
             open=False,
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_S},
             name="ptc-emulator",
-            timeout=10,  # a request (or the health check) waits this long for a connection, then fails
+            timeout=WAIT_S,
+            # Connecting again backs off (1, 2, 4 s) for this long, then gives up: the next request
+            # that needs a connection starts again at 1 s, so an outage's end is found soon.
+            reconnect_timeout=RECONNECT_S,
         )
         self.pool.open(wait=True, timeout=30)
+        self.away = False
+        """Whether the last statement found the database away."""
+
+    @contextmanager
+    def connection(self, wait_s: float | None = None) -> Iterator[Db]:
+        """A pooled connection; `StoreUnavailable` when the database does not answer (a broken
+        connection, none to be had), after `AWAY_WAIT_S` at most once it was found away."""
+        wait = wait_s if wait_s is not None else (AWAY_WAIT_S if self.away else WAIT_S)
+        try:
+            with self.pool.connection(timeout=wait) as db:
+                yield db
+        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as e:
+            if not _away(e):
+                raise
+            self.away = True
+            raise StoreUnavailable(f"the database does not answer ({type(e).__name__})") from e
+        self.away = False
 
     @contextmanager
     def tx(self) -> Iterator[Db]:
         """One transaction, committed at the end (rolled back on an exception)."""
-        with self.pool.connection() as db, db.transaction():
+        with self.connection() as db, db.transaction():
             yield db
 
     def run(self, work: Callable[[Db], T]) -> T:
@@ -86,15 +137,15 @@ class Pool:
             return work(_Tx(db))
 
     def one(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
-        with self.pool.connection() as db:
+        with self.connection() as db:
             return _Tx(db).one(sql, parameters)
 
     def rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[Any]:
-        with self.pool.connection() as db:
+        with self.connection() as db:
             return _Tx(db).rows(sql, parameters)
 
     def changed(self, sql: str, parameters: Sequence[Any] = ()) -> int:
-        with self.pool.connection() as db:
+        with self.connection() as db:
             return _Tx(db).changed(sql, parameters)
 
     def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:

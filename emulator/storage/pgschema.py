@@ -102,10 +102,32 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (stream, seq)
     );
     """,
+    # 5: the one continuation of each paused program, decided by the primary key whichever replica
+    # writes it; the key to the response is checked at commit (the pause is claimed first).
+    """
+    CREATE TABLE continuations (
+        paused_id TEXT PRIMARY KEY,
+        response_id TEXT NOT NULL REFERENCES responses (id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
+        digest TEXT NOT NULL
+    );
+    CREATE INDEX continuations_by_response ON continuations (response_id);
+    """,
+    # 6: counts shared by every replica (a scenario's fault answers `times` requests in all).
+    """
+    CREATE TABLE counts (
+        key TEXT PRIMARY KEY,
+        n BIGINT NOT NULL,
+        at TIMESTAMPTZ NOT NULL DEFAULT now()
+    );
+    """,
+    # 7: the scope a conversation was made in (seen in that scope only, as a response is).
+    """
+    ALTER TABLE conversations ADD COLUMN scope TEXT;
+    """,
 )
 """`scenarios.scope_key` is the scope as JSON (`null` for none): a primary key cannot hold NULL.
 `records.ord` and `scenarios.ord` are the listing order: an upsert keeps the row's. `responses.status`
-is the body's status, kept beside it for the successor count."""
+is the body's status, kept beside it for the continuations."""
 
 VERSION = len(MIGRATIONS)
 

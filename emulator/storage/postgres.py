@@ -3,14 +3,14 @@ server processes (replicas), each with its own pool of connections (`pgpool.py`,
 dialect of the shared statements, `sql.py`).
 
 Every write is one transaction. What one replica alone decides with its lock, the database
-decides here: a successor of a response is checked and put under a transaction-level advisory
-lock on the response it continues (two replicas continuing one paused program at once: one
-wins, the other is refused, as `put_successor` says); a conversation's items are appended under
+decides here: a paused program's one continuation by the primary key of its row in
+`continuations` (two replicas continuing one paused program: the first to commit is kept, the
+other is refused, as `put_continuation` says); a conversation's items are appended under
 its row's lock, its version checked in the same `UPDATE`. The schema is the server's own
 (`pgschema.py`), migrated when the store opens.
 
 The journal is shared too (`pgjournal.py`), in tables the database never logs; so are the
-leases (below) and the event log (`pgevents.py`), which one process keeps in memory.
+leases and the counts (below) and the event log (`pgevents.py`), which one process keeps in memory.
 """
 
 from __future__ import annotations
@@ -24,10 +24,14 @@ from ptc_emulator.emulator.storage.pgevents import PostgresEvents
 from ptc_emulator.emulator.storage.pgjournal import PostgresJournal
 from ptc_emulator.emulator.storage.pgpool import Pool
 from ptc_emulator.emulator.storage.pgschema import migrate
-from ptc_emulator.emulator.storage.protocol import EventLog, JournalLog, Leases, StoreUnavailable
+from ptc_emulator.emulator.storage.protocol import Counts, EventLog, JournalLog, Leases, StoreUnavailable
 from ptc_emulator.emulator.storage.sql import SqlParts
 
-__all__ = ["PostgresStore", "open_at", "open_postgres"]
+__all__ = ["PING_WAIT_S", "PostgresStore", "open_at", "open_postgres"]
+
+PING_WAIT_S = 1.0
+"""How long the health check waits for a pooled connection: with the database away it answers 503
+within this and a connection attempt's failure (a refused or closed socket fails at once)."""
 
 
 class PostgresLeases:
@@ -51,6 +55,31 @@ class PostgresLeases:
         return str(row[0]) if row else None
 
 
+class PostgresCounts:
+    """Counts in the `counts` table: one upsert counts and checks the limit (it locks the row, so
+    two replicas counting one key at once count twice, in turn). Keys untouched for a day are
+    swept now and then."""
+
+    SWEEP_EVERY = 1024
+
+    def __init__(self, db: Pool) -> None:
+        self._db = db
+        self._taken = 0
+
+    def take(self, key: str, limit: int) -> int | None:
+        if limit < 1:
+            return None
+        row = self._db.one(
+            "INSERT INTO counts (key, n) VALUES (%s, 1) ON CONFLICT (key) DO UPDATE SET n = counts.n + 1, "
+            "at = now() WHERE counts.n < %s RETURNING n",
+            (key, limit),
+        )
+        self._taken += 1
+        if self._taken % self.SWEEP_EVERY == 0:
+            self._db.changed("DELETE FROM counts WHERE at < now() - interval '1 day'")
+        return int(row[0]) - 1 if row is not None else None
+
+
 class PostgresStore(SqlParts):
     """Every part in the database at `url`; the schema migrated as it opens."""
 
@@ -63,15 +92,18 @@ class PostgresStore(SqlParts):
         super().__init__(self._db)
         self.journal: JournalLog = PostgresJournal(self._db)
         self.leases: Leases = PostgresLeases(self._db)
+        self.counts: Counts = PostgresCounts(self._db)
         self._events = PostgresEvents(self._db, url)
         self.events: EventLog | None = self._events
         self.shared = True
 
     def ping(self) -> bool:
-        """Whether the database answers."""
+        """Whether the database answers, found out within `PING_WAIT_S` for a connection (and the
+        time a broken one takes to fail): the health check of a load balancer."""
         try:
-            return bool(self._db.one("SELECT 1") == (1,))
-        except psycopg.Error:
+            with self._db.connection(wait_s=PING_WAIT_S) as db:
+                return bool(db.execute(b"SELECT 1").fetchone() == (1,))
+        except (StoreUnavailable, psycopg.Error):
             return False
 
     def close(self) -> None:

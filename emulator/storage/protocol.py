@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 __all__ = [
     "Conversations",
+    "Counts",
     "EventLog",
     "JournalLog",
     "Leases",
@@ -30,7 +31,15 @@ __all__ = [
     "StoredResponse",
     "StoredScenario",
     "StoreUnavailable",
+    "visible",
 ]
+
+
+def visible(made_in: str | None, scope: str | None) -> bool:
+    """Whether what was made in scope `made_in` (a response, a conversation, an Agents API session)
+    is seen by a request in `scope`: one made in a scope is seen in that scope only, one made in
+    none in every scope. What is not seen is as what does not exist (a 404)."""
+    return made_in is None or made_in == scope
 
 
 class StoreUnavailable(RuntimeError):
@@ -53,6 +62,8 @@ class StoredConversation:
     id: str
     created_at: int
     metadata: dict[str, str]
+    scope: str | None = None
+    """The caller's scope it was made in: seen in that scope only (`visible`)."""
 
     def body(self) -> dict[str, Any]:
         return {"id": self.id, "object": "conversation", "created_at": self.created_at, "metadata": self.metadata}
@@ -73,18 +84,27 @@ class Responses(Protocol):
         """Add or replace the response with this id (and index its items)."""
         ...
 
-    def put_successor(self, record: StoredResponse, expected: int) -> bool:
-        """`put` a response that continues `record.previous_response_id`, only if that one has
-        exactly `expected` stored continuations (finished or not), checked and written in one
-        atomic step: False, and nothing written, otherwise. `expected` is what `successors` said
-        as the response started: another stored since, or still in flight then, makes it differ.
+    def put_continuation(self, record: StoredResponse, digest: str) -> str | None:
+        """`put` the response that resumes the program paused in `record.previous_response_id`, as
+        that pause's one continuation, decided by the store in one atomic step (a constraint: one
+        continuation per paused response, whichever process writes it). None when it was put;
+        when another response is that continuation already, nothing is written and its id is
+        returned. A continuation that failed or was cancelled leaves the pause free again, and one
+        deleted with it. `digest` names the request that made it (`continuation` tells it back).
         A response already stored under this id is replaced without the check (a background
         response finishing: it was checked when it was queued)."""
         ...
 
-    def successors(self, response_id: str) -> int:
-        """How many finished stored responses continue this one (name it as their
-        `previous_response_id`); a background one still queued or in progress is not counted."""
+    def continuation(self, response_id: str) -> tuple[str, str] | None:
+        """The id and the request digest of the one response that resumed the program paused in
+        this response (`put_continuation`), unless it failed or was cancelled; None if none did."""
+        ...
+
+    def replace_unfinished(self, record: StoredResponse) -> bool:
+        """Replace the stored response with this id by `record` only while the stored one is still
+        unfinished (queued or in progress), checked and written in one atomic step: a background
+        response finishing, failing or cancelled, whichever is written first is what every
+        process sees. False, and nothing written, if it finished already or is gone."""
         ...
 
     def get(self, response_id: str) -> StoredResponse | None: ...
@@ -221,6 +241,17 @@ class Leases(Protocol):
         ...
 
 
+class Counts(Protocol):
+    """How often something happened, up to a limit, counted once for every process sharing the store
+    (a scenario's fault answering `times` requests: `times` in all, whichever replica is asked).
+    A store may forget keys untouched for long (memory: the least recent beyond many)."""
+
+    def take(self, key: str, limit: int) -> int | None:
+        """Count one more of `key` if fewer than `limit` were counted, in one atomic step: how many
+        were counted before this one. None, and nothing counted, once `limit` were."""
+        ...
+
+
 class EventLog(Protocol):
     """Events of streams (an Agents API session's), for the replicas sharing a store: rows numbered
     in one order per stream, and a notification to every replica when new ones are committed."""
@@ -238,8 +269,14 @@ class EventLog(Protocol):
         ...
 
     def listen(self, notified: Callable[[str | None], None]) -> None:
-        """Call `notified(stream)` (from another thread) whenever a stream got new events, and
-        `notified(None)` after listening was broken and made again (any stream may have)."""
+        """Call `notified(stream)` (from another thread) whenever a stream got new events or a
+        signal, and `notified(None)` after listening was broken and made again (any stream may
+        have). Every listener of the process hears every notification."""
+        ...
+
+    def signal(self, stream: str) -> None:
+        """Notify every replica's listeners of `stream`, with no event kept (a cancel: the stored
+        state says what happened, the notification only says when to look)."""
         ...
 
 
@@ -254,6 +291,7 @@ class Store(Protocol):
     scenarios: Scenarios
     journal: JournalLog
     leases: Leases
+    counts: Counts
     events: EventLog | None
     """Shared stores only: the event log the replicas fan events out through."""
     shared: bool

@@ -3,10 +3,10 @@ conversations beside it (a continuation reads both), and `view` shows a whole `s
 that way.
 
 `ConnectionStore` is a WebSocket connection's own cache of its `store: false` responses: never
-shared, gone with the connection, so it keeps the records it is given (no copies). Since every
-step of a socket's loop continues the one before, it also indexes each response's successors and
-remembers the latest conversations read back from it (`chain`), so a step's work does not grow
-with the conversation."""
+shared, gone with the connection, so it keeps the records it is given (no copies), and a paused
+program's one continuation is decided under its lock. Since every step of a socket's loop
+continues the one before, it also remembers the latest conversations read back from it
+(`chain`), so a step's work does not grow with the conversation."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from collections import OrderedDict
 from typing import Any, Protocol
 
 from ptc_emulator.emulator.storage import protocol
-from ptc_emulator.emulator.storage.memory import UNFINISHED, MemoryConversations, item_ids
+from ptc_emulator.emulator.storage.memory import FREEING, UNFINISHED, MemoryConversations, item_ids
 from ptc_emulator.emulator.storage.protocol import Conversations, Responses, StoredResponse
 
 __all__ = ["ConnectionStore", "ResponseStore", "view"]
@@ -36,8 +36,8 @@ class ConnectionStore:
     def __init__(self) -> None:
         self._responses: dict[str, StoredResponse] = {}
         self._items: dict[str, tuple[str, dict[str, Any], str | None]] = {}
-        self._children: dict[str, list[str]] = {}
-        """The ids of each response's successors (`previous_response_id`), in the order put."""
+        self._continuations: dict[str, tuple[str, str]] = {}
+        """By paused response id: the response that resumed its program, and its digest."""
         self._chains: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
         self._lock = threading.Lock()
         self.conversations: Conversations = MemoryConversations()
@@ -66,40 +66,45 @@ class ConnectionStore:
         with self._lock:
             self._put(record)
 
-    def put_successor(self, record: StoredResponse, expected: int) -> bool:
+    def put_continuation(self, record: StoredResponse, digest: str) -> str | None:
+        paused = record.previous_response_id
         with self._lock:
-            if record.id not in self._responses and self._successors(record.previous_response_id) != expected:
+            if paused is not None and record.id not in self._responses:
+                kept = self._taken(paused)
+                if kept is not None:
+                    return kept[0]
+                self._continuations[paused] = (record.id, digest)
+            self._put(record)
+            return None
+
+    def continuation(self, response_id: str) -> tuple[str, str] | None:
+        with self._lock:
+            return self._taken(response_id)
+
+    def replace_unfinished(self, record: StoredResponse) -> bool:
+        with self._lock:
+            kept = self._responses.get(record.id)
+            if kept is None or kept.response.get("status") not in UNFINISHED:
                 return False
             self._put(record)
             return True
 
-    def successors(self, response_id: str) -> int:
-        with self._lock:
-            found = [self._responses[i] for i in self._children.get(response_id, ())]
-        return sum(1 for r in found if r.response.get("status") not in UNFINISHED)
-
-    def _successors(self, response_id: str | None) -> int:
-        return len(self._children.get(response_id, ())) if response_id is not None else 0
+    def _taken(self, paused: str) -> tuple[str, str] | None:
+        kept = self._continuations.get(paused)
+        if kept is None:
+            return None
+        record = self._responses.get(kept[0])
+        if record is None or record.response.get("status") in FREEING:
+            return None
+        return kept
 
     def _put(self, record: StoredResponse) -> None:
         old = self._responses.get(record.id)
-        if old is not None:
-            if old.response.get("status") not in UNFINISHED:  # a chain may have been read from it
-                self._chains.clear()
-            self._unlink(old)
+        if old is not None and old.response.get("status") not in UNFINISHED:  # a chain may have been read from it
+            self._chains.clear()
         self._responses[record.id] = record
-        if record.previous_response_id is not None:
-            self._children.setdefault(record.previous_response_id, []).append(record.id)
         for item_id, item in item_ids(record):
             self._items[item_id] = (record.id, item, record.scope)
-
-    def _unlink(self, record: StoredResponse) -> None:
-        if record.previous_response_id is not None:
-            siblings = self._children.get(record.previous_response_id, [])
-            if record.id in siblings:
-                siblings.remove(record.id)
-            if not siblings:
-                self._children.pop(record.previous_response_id, None)
 
     def get(self, response_id: str) -> StoredResponse | None:
         return self._responses.get(response_id)
@@ -110,7 +115,6 @@ class ConnectionStore:
             if record is None:
                 return False
             self._chains.clear()
-            self._unlink(record)
             for item_id, _ in item_ids(record):
                 if self._items.get(item_id, ("",))[0] == response_id:
                     del self._items[item_id]
@@ -142,11 +146,14 @@ class _View:
     def put(self, record: StoredResponse) -> None:
         self._responses.put(record)
 
-    def put_successor(self, record: StoredResponse, expected: int) -> bool:
-        return self._responses.put_successor(record, expected)
+    def put_continuation(self, record: StoredResponse, digest: str) -> str | None:
+        return self._responses.put_continuation(record, digest)
 
-    def successors(self, response_id: str) -> int:
-        return self._responses.successors(response_id)
+    def continuation(self, response_id: str) -> tuple[str, str] | None:
+        return self._responses.continuation(response_id)
+
+    def replace_unfinished(self, record: StoredResponse) -> bool:
+        return self._responses.replace_unfinished(record)
 
     def get(self, response_id: str) -> StoredResponse | None:
         return self._responses.get(response_id)

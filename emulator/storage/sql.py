@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from ptc_emulator.emulator.storage.memory import UNFINISHED, item_ids
+from ptc_emulator.emulator.storage.memory import FREEING, UNFINISHED, item_ids
 from ptc_emulator.emulator.storage.protocol import (
     Conversations,
     Records,
@@ -68,10 +68,6 @@ class Dialect:
     lock_row: str = ""
     """What a `SELECT` adds to lock the rows it reads until its transaction ends (` FOR UPDATE`);
     "" where a write transaction already excludes every other writer (SQLite's `BEGIN IMMEDIATE`)."""
-    lock_key: str | None = None
-    """A statement that locks one text key (its one parameter) until the transaction ends (an
-    advisory lock): the response a successor continues; None where a write transaction already
-    excludes every other writer."""
 
     def render(self, template: str) -> str:
         """`template` (parameters as `?`, `{same}`, `{order}`, `{lock_row}`) in this dialect."""
@@ -123,15 +119,29 @@ class Statements:
 
     def __init__(self, dialect: Dialect) -> None:
         q = dialect.render
-        unfinished = ", ".join("?" for _ in UNFINISHED)
         # responses
         self.response_exists = q("SELECT 1 FROM responses WHERE id = ?")
-        self.continuations = q("SELECT COUNT(*) FROM responses WHERE previous_response_id = ?")
-        self.successors = q(
-            "SELECT COUNT(*) FROM responses WHERE previous_response_id = ? "
-            f"AND (status IS NULL OR status NOT IN ({unfinished}))"
+        # A paused program's one continuation: the primary key decides between two writers (the
+        # second waits for the first to commit, then finds the pause taken).
+        self.claim_pause = q(
+            "INSERT INTO continuations (paused_id, response_id, digest) VALUES (?, ?, ?) "
+            "ON CONFLICT (paused_id) DO NOTHING"
         )
-        self.lock_key = q(dialect.lock_key) if dialect.lock_key is not None else None
+        freeing = ", ".join("?" for _ in FREEING)
+        holds = f"responses.id = continuations.response_id AND (status IS NULL OR status NOT IN ({freeing}))"
+        self.retake_pause = q(  # from one that failed, was cancelled or is gone
+            "UPDATE continuations SET response_id = ?, digest = ? WHERE paused_id = ? "
+            f"AND NOT EXISTS (SELECT 1 FROM responses WHERE {holds})"
+        )
+        self.continuation = q(
+            "SELECT continuations.response_id, continuations.digest FROM continuations WHERE paused_id = ? "
+            f"AND EXISTS (SELECT 1 FROM responses WHERE {holds})"
+        )
+        unfinished = ", ".join("?" for _ in UNFINISHED)
+        self.replace_unfinished = q(  # locks the row: a second writer waits, then finds it finished
+            "UPDATE responses SET status = ?, response = ?, input_items = ?, scope = ? "
+            f"WHERE id = ? AND status IN ({unfinished})"
+        )
         self.drop_items = q("DELETE FROM items WHERE response_id = ?")
         self.put_response = q(
             "INSERT INTO responses (id, previous_response_id, status, response, input_items, scope) "
@@ -154,8 +164,8 @@ class Statements:
         # conversations
         self.last_seq = q("SELECT COALESCE(MAX(seq), 0) FROM conversation_items WHERE conversation_id = ?")
         self.add_item = q("INSERT INTO conversation_items (conversation_id, seq, item_id, item) VALUES (?, ?, ?, ?)")
-        self.create_conversation = q("INSERT INTO conversations (id, created_at, metadata) VALUES (?, ?, ?)")
-        self.get_conversation = q("SELECT created_at, metadata FROM conversations WHERE id = ?")
+        self.create_conversation = q("INSERT INTO conversations (id, created_at, metadata, scope) VALUES (?, ?, ?, ?)")
+        self.get_conversation = q("SELECT created_at, metadata, scope FROM conversations WHERE id = ?")
         self.update_conversation = q("UPDATE conversations SET metadata = ? WHERE id = ?")
         self.delete_conversation = q("DELETE FROM conversations WHERE id = ?")
         self.lock_conversation = q("SELECT 1 FROM conversations WHERE id = ?{lock_row}")
@@ -202,29 +212,41 @@ class SqlResponses:
         self._sql = Statements.of(db.dialect)
 
     def put(self, record: StoredResponse) -> None:
-        self._db.write(lambda tx: self._put(tx, record, None))
+        self._db.write(lambda tx: self._put(tx, record))
 
-    def put_successor(self, record: StoredResponse, expected: int) -> bool:
-        return self._db.write(lambda tx: self._put(tx, record, expected))
+    def put_continuation(self, record: StoredResponse, digest: str) -> str | None:
+        return self._db.write(lambda tx: self._put_continuation(tx, record, digest))
 
-    def _put(self, tx: Tx, record: StoredResponse, expected: int | None) -> bool:
-        sql = self._sql
-        previous = record.previous_response_id
-        if previous is not None and sql.lock_key is not None:
-            # Every writer of a successor of `previous` takes this lock first: the count checked
-            # is the count when this transaction commits.
-            tx.one(sql.lock_key, (previous,))
-        if expected is not None and previous is not None:
-            known = tx.one(sql.response_exists, (record.id,))
-            (n,) = tx.one(sql.continuations, (previous,))
-            if known is None and n != expected:
+    def _put_continuation(self, tx: Tx, record: StoredResponse, digest: str) -> str | None:
+        sql, paused = self._sql, record.previous_response_id
+        if paused is not None and tx.one(sql.response_exists, (record.id,)) is None:
+            # The pause's row first (its key to the response is checked at commit): a second
+            # writer stops here, having written nothing.
+            taken = tx.changed(sql.claim_pause, (paused, record.id, digest)) == 0
+            if taken and tx.changed(sql.retake_pause, (record.id, digest, paused, *FREEING)) == 0:
+                row = tx.one(sql.continuation, (paused, *FREEING))
+                return str(row[0]) if row is not None else paused  # (the row that stopped it is the one kept)
+        self._put(tx, record)
+        return None
+
+    def replace_unfinished(self, record: StoredResponse) -> bool:
+        def work(tx: Tx) -> bool:
+            body = (record.response.get("status"), _dumps(record.response), _dumps(record.input_items), record.scope)
+            if tx.changed(self._sql.replace_unfinished, (*body, record.id, *UNFINISHED)) == 0:
                 return False
+            self._put(tx, record)  # its items with it (the row is this transaction's now)
+            return True
+
+        return self._db.write(work)
+
+    def _put(self, tx: Tx, record: StoredResponse) -> None:
+        sql = self._sql
         tx.changed(sql.drop_items, (record.id,))
         tx.changed(
             sql.put_response,
             (
                 record.id,
-                previous,
+                record.previous_response_id,
                 record.response.get("status"),
                 _dumps(record.response),
                 _dumps(record.input_items),
@@ -234,11 +256,10 @@ class SqlResponses:
         items = [(item_id, record.id, _dumps(item)) for item_id, item in item_ids(record)]
         if items:
             tx.many(sql.put_item, items)
-        return True
 
-    def successors(self, response_id: str) -> int:
-        (n,) = self._db.one(self._sql.successors, (response_id, *UNFINISHED))
-        return int(n)
+    def continuation(self, response_id: str) -> tuple[str, str] | None:
+        row = self._db.one(self._sql.continuation, (response_id, *FREEING))
+        return (str(row[0]), str(row[1])) if row is not None else None
 
     def get(self, response_id: str) -> StoredResponse | None:
         row = self._db.one(self._sql.get_response, (response_id,))
@@ -279,14 +300,16 @@ class SqlConversations:
 
     def create(self, record: StoredConversation, items: list[dict[str, Any]]) -> None:
         def work(tx: Tx) -> None:
-            tx.changed(self._sql.create_conversation, (record.id, record.created_at, _dumps(record.metadata)))
+            tx.changed(
+                self._sql.create_conversation, (record.id, record.created_at, _dumps(record.metadata), record.scope)
+            )
             self._insert(tx, record.id, items)
 
         self._db.write(work)
 
     def get(self, conversation_id: str) -> StoredConversation | None:
         row = self._db.one(self._sql.get_conversation, (conversation_id,))
-        return StoredConversation(conversation_id, int(row[0]), _loads(row[1])) if row else None
+        return StoredConversation(conversation_id, int(row[0]), _loads(row[1]), row[2]) if row else None
 
     def update(self, record: StoredConversation) -> bool:
         return self._db.changed(self._sql.update_conversation, (_dumps(record.metadata), record.id)) > 0
@@ -372,7 +395,7 @@ class SqlScenarios:
 
 class SqlParts:
     """The four parts every SQL store keeps in its tables, over `db`; a backend adds the rest of
-    a `Store` (its kind, the journal, the leases, the events, `close`)."""
+    a `Store` (its kind, the journal, the leases, the counts, the events, `close`)."""
 
     def __init__(self, db: Connections) -> None:
         self.responses: Responses = SqlResponses(db)

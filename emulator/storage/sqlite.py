@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ptc_emulator.emulator.storage.memory import MemoryJournal, MemoryLeases
-from ptc_emulator.emulator.storage.protocol import EventLog, JournalLog, Leases
+from ptc_emulator.emulator.storage.memory import MemoryCounts, MemoryJournal, MemoryLeases
+from ptc_emulator.emulator.storage.protocol import Counts, EventLog, JournalLog, Leases
 from ptc_emulator.emulator.storage.sql import Dialect, SqlParts, Tx
 
 __all__ = ["FILENAME", "INTERRUPTED", "SQLITE", "SqliteStore", "open_at"]
@@ -52,7 +52,8 @@ CREATE TABLE IF NOT EXISTS conversations (
     id TEXT PRIMARY KEY,
     created_at INTEGER NOT NULL,
     metadata TEXT NOT NULL,
-    version INTEGER NOT NULL DEFAULT 0
+    version INTEGER NOT NULL DEFAULT 0,
+    scope TEXT
 );
 CREATE TABLE IF NOT EXISTS conversation_items (
     conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
@@ -68,6 +69,12 @@ CREATE TABLE IF NOT EXISTS records (
     document TEXT NOT NULL,
     PRIMARY KEY (kind, id)
 );
+CREATE TABLE IF NOT EXISTS continuations (
+    paused_id TEXT PRIMARY KEY,
+    response_id TEXT NOT NULL REFERENCES responses(id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
+    digest TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS continuations_by_response ON continuations(response_id);
 CREATE TABLE IF NOT EXISTS scenarios (
     scope_key TEXT NOT NULL,
     name TEXT NOT NULL,
@@ -78,12 +85,14 @@ CREATE TABLE IF NOT EXISTS scenarios (
 """
 """`scenarios.scope_key` is the scope as JSON (`null` for none): a primary key cannot hold NULL.
 `conversations.version` grows with every change of the conversation's items (see `read`).
-`responses.status` is the body's status, kept beside it for the successor count (`sql.py`)."""
+`responses.status` is the body's status, kept beside it for the continuations (`sql.py`).
+`continuations` holds the one response that resumed each paused program (its primary key decides)."""
 
 COLUMNS = (
     ("responses", "scope", "TEXT"),
     ("responses", "status", "TEXT"),
     ("conversations", "version", "INTEGER NOT NULL DEFAULT 0"),
+    ("conversations", "scope", "TEXT"),
 )
 """Columns a file made by an older version lacks: added when it is opened (its rows get the default)."""
 
@@ -191,6 +200,7 @@ class SqliteStore(SqlParts):
         super().__init__(self._db)
         self.journal: JournalLog = MemoryJournal()
         self.leases: Leases = MemoryLeases()  # one process owns the file
+        self.counts: Counts = MemoryCounts()  # (so a restart counts afresh, as the journal starts afresh)
         self.events: EventLog | None = None  # one process: its harness fans events out itself
         self.shared = False
 

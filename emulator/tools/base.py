@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.tools.surface import ItemSurface
 from ptc_emulator.emulator.tools.toolset import Toolset
 from ptc_emulator.emulator.wire.base import Caller
@@ -137,10 +138,10 @@ def first_error(model: TypeAdapter[Any], value: Any, what: str) -> str | None:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         if first["type"] == "extra_forbidden":
-            return f"{what}: unknown field '{where}'"
+            return messages.unknown_field(what, where)
         if first["type"] == "missing":
-            return f"{what}: missing required field '{where}'"
-        return f"{what}: '{where}': {first['msg']}" if where else f"{what}: {first['msg']}"
+            return messages.missing_field(what, where)
+        return messages.invalid_field(what, where, first["msg"])
     return None
 
 
@@ -149,13 +150,13 @@ class Unemulated(ToolKind):
 
     def __init__(self, kind: str, why: str = "") -> None:
         super().__init__(kind, program_name=kind)
-        self.why = why or "a hosted tool that this emulator does not run"
+        self.why = why or messages.not_run_here()
 
     def binding(self, tool: Any, ptc: bool, toolset: Toolset | None) -> Binding | None:
         return Binding(self.kind, self, tool, False, True)  # a program sees it, and fails naming it
 
     def message(self, name: str) -> str:
-        return f"tools.{name}() calls the '{self.kind}' tool, {self.why}."
+        return messages.unemulated_tool(name, self.kind, self.why)
 
 
 class ServerKind(ToolKind):

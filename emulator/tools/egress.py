@@ -29,6 +29,8 @@ from urllib.parse import urlsplit
 import httpcore2
 import httpx2
 
+from ptc_emulator.emulator import messages
+
 __all__ = ["AnswerTooLarge", "EgressRefused", "McpPolicy", "OwnAddresses", "guarded_client", "refusal_for_url"]
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -146,19 +148,13 @@ class _Check:
     def refusal(self, host: str, port: int, ip: Address) -> str | None:
         """Why the client must not connect to `ip` (which `host` resolved to) on `port`."""
         if port in _OWN_PORTS and _is_local(ip):
-            return (
-                f"the MCP server {_port_text(host, port)} is the emulator itself ({ip}); the emulator never "
-                "connects to its own port, whatever --mcp-allow-host says"
-            )
+            return messages.mcp_is_the_emulator(_port_text(host, port), str(ip))
         kind = _kind(ip)
         if kind is None or self._allowed_entry(host, port, ip):
             return None
         if self.policy.allow_private and kind in ("loopback", "private"):
             return None
-        how = "--mcp-allow-host " + _port_text(host, port)
-        if kind != "link-local":
-            how += " (or --mcp-allow-private)"
-        return f"the emulator does not connect to {host} ({ip}, a {kind} address); allow it with {how}"
+        return messages.mcp_address_refused(host, str(ip), kind, _port_text(host, port), kind != "link-local")
 
 
 def _has_port(entry: str) -> bool:
@@ -171,9 +167,9 @@ def refusal_for_url(url: str) -> str | None:
     """What is wrong with a server URL before any connection (its scheme, its host)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
-        return f"the MCP server URL must be http or https, not {parts.scheme or 'a relative URL'!r}"
+        return messages.mcp_url_scheme(parts.scheme)
     if not parts.hostname:
-        return "the MCP server URL has no host"
+        return messages.mcp_url_no_host()
     return None
 
 
@@ -185,7 +181,7 @@ class _Budget:
     def spend(self, count: int) -> None:
         self.read += count
         if self.read > self.limit:
-            raise AnswerTooLarge(f"the MCP server's answer exceeded {self.limit} bytes (--mcp-max-answer-bytes)")
+            raise AnswerTooLarge(messages.mcp_answer_too_large(self.limit))
 
 
 class _Stream(httpcore2.AsyncNetworkStream):
@@ -243,7 +239,7 @@ class _Backend(httpcore2.AsyncNetworkBackend):
         refusals = [(ip, self.check.refusal(host, port, ip)) for ip in addresses]
         allowed = [ip for ip, problem in refusals if problem is None]
         if not allowed:
-            raise EgressRefused(next((p for _, p in refusals if p), f"{host} has no address"))
+            raise EgressRefused(next((p for _, p in refusals if p), messages.mcp_no_address(host)))
         failure: Exception | None = None
         for ip in allowed:  # the addresses checked, and only those
             try:
@@ -260,7 +256,7 @@ class _Backend(httpcore2.AsyncNetworkBackend):
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
     ) -> httpcore2.AsyncNetworkStream:
-        raise EgressRefused("the MCP client connects over TCP only")
+        raise EgressRefused(messages.mcp_tcp_only())
 
     async def sleep(self, seconds: float) -> None:
         await self.inner.sleep(seconds)

@@ -48,6 +48,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, get_args
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.tools.actions import APPLY_PATCH, LOCAL_SHELL, SHELL, ActionKind
 from ptc_emulator.emulator.tools.base import Binding, ServerKind, ToolKind, Unemulated
 from ptc_emulator.emulator.tools.surface import ItemSurface, compact, compact_field, fields, output_text
@@ -186,7 +187,7 @@ class CustomKind(ToolKind):
 
     def check(self, binding: Binding, arguments: Any) -> str | None:
         if not isinstance(arguments, str):
-            return f"tools.{binding.name}() takes one argument: a string"
+            return messages.takes_a_string(binding.name)
         return None
 
     def call_item(

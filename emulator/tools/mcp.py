@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import Field
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.tools.egress import AnswerTooLarge, EgressRefused, McpPolicy, guarded_client, refusal_for_url
 from ptc_emulator.emulator.wire.items import OpenJSON, WireModel
 from ptc_emulator.emulator.wire.tools import McpTool
@@ -93,8 +94,8 @@ class CallResult:
         if error.get("type") == "mcp_tool_execution_error":
             parts = error.get("content") or []
             text = " ".join(str(p.get("text", "")) for p in parts if isinstance(p, dict)).strip()
-            return text or "the tool reported an error"
-        return str(error.get("message", "unknown error"))
+            return text or messages.mcp_tool_failed()
+        return str(error.get("message") or messages.mcp_unknown_error())
 
 
 def _listed(spec: McpToolSpec) -> dict[str, Any]:
@@ -137,23 +138,23 @@ def _http_error(error: BaseException, policy: McpPolicy) -> dict[str, Any]:
     leaf = _unwrap(error)
     if isinstance(leaf, httpx2.HTTPStatusError):
         status = leaf.response.status_code
-        return {"type": "http_error", "code": status, "message": f"HTTP {status} from the MCP server"}
+        return {"type": "http_error", "code": status, "message": messages.mcp_http_status(status)}
     if isinstance(leaf, EgressRefused):
         return {"type": "http_error", "code": 403, "message": str(leaf)}
     if isinstance(leaf, AnswerTooLarge):
         return {"type": "http_error", "code": 502, "message": str(leaf)}
     if isinstance(leaf, _Deadline | TimeoutError | httpx2.TimeoutException):
-        message = f"the MCP server did not answer within {_seconds(policy.timeout_s)} ({policy.timeout_flag})"
+        message = messages.mcp_no_answer(_seconds(policy.timeout_s), policy.timeout_flag)
         if isinstance(leaf, httpx2.ConnectTimeout):
-            message = f"could not connect to the MCP server within {_seconds(policy.connect_timeout_s)}"
+            message = messages.mcp_no_connection(_seconds(policy.connect_timeout_s))
         return {"type": "http_error", "code": 504, "message": message}
     from mcp.shared.exceptions import MCPError
 
     if isinstance(leaf, MCPError):
         return {"type": "http_error", "code": 502, "message": _protocol_message(leaf)}
     if isinstance(leaf, httpx2.TransportError | OSError):
-        return {"type": "http_error", "code": 502, "message": "could not reach the MCP server"}
-    return {"type": "http_error", "code": 502, "message": "the MCP server's answer is not a valid MCP message"}
+        return {"type": "http_error", "code": 502, "message": messages.mcp_unreachable()}
+    return {"type": "http_error", "code": 502, "message": messages.mcp_not_mcp()}
 
 
 MAX_PROTOCOL_MESSAGE = 500
@@ -167,7 +168,7 @@ def _protocol_message(error: Any) -> str:
 
     message = str(getattr(error, "message", None) or error)
     if error.code == PARSE_ERROR or message.startswith(("Failed to parse", "Unexpected content type")):
-        return "the MCP server's answer is not a valid MCP message"
+        return messages.mcp_not_mcp()
     return message[:MAX_PROTOCOL_MESSAGE]
 
 
@@ -219,14 +220,6 @@ async def _session(tool: McpTool, policy: McpPolicy, work: Any) -> Any:
         raise _Deadline() from e
 
 
-def _no_server(tool: McpTool) -> str:
-    what = f"the connector '{tool.connector_id}'" if tool.connector_id else "no server_url"
-    return (
-        f"MCP server '{tool.server_label}' has {what}, and no scenario or hosted script declares it: "
-        "the emulator cannot reach connectors; declare the server's tools under `hosted.mcp_servers`."
-    )
-
-
 async def list_tools(
     tool: McpTool, declared: McpServerSpec | None, policy: McpPolicy, timeout_s: float | None = None
 ) -> Listing:
@@ -235,7 +228,7 @@ async def list_tools(
             return Listing([], frozenset(), declared.error)
         return _filtered(tool, [(_listed(spec), spec.read_only) for spec in declared.tools])
     if tool.server_url is None:
-        return Listing([], frozenset(), _no_server(tool))
+        return Listing([], frozenset(), messages.no_server(tool.server_label, tool.connector_id))
 
     async def work(client: Any) -> Listing:
         result = await client.list_tools()
@@ -257,15 +250,14 @@ async def list_tools(
         return listing
     except Exception as e:  # a listing that fails is reported, as the hosted API does
         error = _http_error(e, _bounded(policy, timeout_s))
-        return Listing(
-            [], frozenset(), f"Error retrieving tool list from MCP server '{tool.server_label}': {error['message']}"
-        )
+        return Listing([], frozenset(), messages.listing_failed(tool.server_label, error["message"]))
 
 
 def _declared_call(spec: McpServerSpec, name: str, arguments: dict[str, Any]) -> CallResult:
     tool = next((t for t in spec.tools if t.name == name), None)
     if tool is None:
-        return CallResult(error={"type": "mcp_protocol_error", "code": -32602, "message": f"Unknown tool: {name}"})
+        unknown = messages.mcp_unknown_tool(name)
+        return CallResult(error={"type": "mcp_protocol_error", "code": -32602, "message": unknown})
     for result in tool.results:
         if result.arguments is None or result.arguments == arguments:
             return _scripted(result.output, result.error)
@@ -301,7 +293,8 @@ async def call_tool(
     if declared is not None:
         return _declared_call(declared, name, arguments)
     if tool.server_url is None:
-        return CallResult(error={"type": "http_error", "code": 424, "message": _no_server(tool)})
+        unreached = messages.no_server(tool.server_label, tool.connector_id)
+        return CallResult(error={"type": "http_error", "code": 424, "message": unreached})
     from mcp.shared.exceptions import MCPError
 
     async def work(client: Any) -> CallResult:

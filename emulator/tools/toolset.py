@@ -26,7 +26,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.errors import ScenarioTurnError
 from ptc_emulator.emulator.tools.search import Document, rank
 from ptc_emulator.emulator.wire.items import (
     AdditionalToolsItem,
@@ -139,7 +140,7 @@ class Toolset:
                 found._declare(Entry(tool.name, tool))
             elif isinstance(tool, NamespaceTool):
                 if tool.name in found.namespaces:
-                    raise InvalidRequest(f"Duplicate namespace name: '{tool.name}'.", param="tools")
+                    raise messages.duplicate_namespace(tool.name)
                 found.namespaces[tool.name] = tool
                 for member in tool.tools:
                     if isinstance(member, FunctionTool):
@@ -148,7 +149,7 @@ class Toolset:
                         found.searchable_other[qualified(member.name, tool.name)] = dump(member)
             elif isinstance(tool, ToolSearchTool):
                 if found.search_tool is not None:
-                    raise InvalidRequest("Only one tool_search tool may be declared.", param="tools")
+                    raise messages.one_tool_search()
                 found.search_tool = tool
             elif getattr(tool, "type", None) in _LOADABLE_OTHER and _declared_deferred(tool):
                 data = dump(tool)
@@ -156,23 +157,12 @@ class Toolset:
         for space in found.namespaces.values():
             for member in space.tools:
                 if getattr(member, "name", None) == space.name:
-                    raise InvalidRequest(
-                        f"Responses tool-search reserves the synthetic namespace '{space.name}.{space.name}' for "
-                        "deferred top-level function tools: rename the namespace or its tool.",
-                        param="tools",
-                    )
+                    raise messages.namespace_reserved(space.name)
         for name in found.declared:
             if name in found.namespaces:
-                raise InvalidRequest(
-                    f"The name '{name}' is both a function tool and a namespace; a program could not call both.",
-                    param="tools",
-                )
+                raise messages.function_and_namespace(name)
         if found.search_tool is None and any(_declared_deferred(t) for t in tools):
-            raise InvalidRequest(
-                'Deferred tools require tools.tool_search: add {"type": "tool_search"} to load tools declared '
-                "with defer_loading: true.",
-                param="tools",
-            )
+            raise messages.deferred_needs_search()
         # Only the items a check can refuse are visited: picked at C speed (a long program's
         # conversation is mostly its calls and outputs, which neither check reads). A call is read
         # when a name may need its namespace: a deferred top-level function's, or a namespace's
@@ -186,11 +176,7 @@ class Toolset:
             item = listed[index]
             if index >= new_from and isinstance(item, FunctionCall) and item.namespace is None:
                 if found._needs_namespace(item.name):
-                    raise InvalidRequest(
-                        f"Missing namespace for function_call '{item.name}'. It does not exist in the default "
-                        "namespace. Round-trip the model's function_call item with its namespace field included.",
-                        param=f"input[{index - new_from}].namespace",
-                    )
+                    raise messages.missing_namespace(item.name, f"input[{index - new_from}].namespace")
             if isinstance(item, ToolSearchOutputItem | AdditionalToolsItem):
                 param = f"input[{index - new_from}]" if index >= new_from else "previous_response_id"
                 execution = item.execution or "server" if isinstance(item, ToolSearchOutputItem) else "client"
@@ -210,7 +196,7 @@ class Toolset:
 
     def _declare(self, entry: Entry) -> None:
         if entry.name in self.declared:
-            raise InvalidRequest(f"Duplicate tool name: '{entry.name}'.", param="tools")
+            raise messages.duplicate_tool_name(entry.name)
         self.declared[entry.name] = entry
 
     # ---- what may be called ---------------------------------------------------------------------
@@ -259,7 +245,7 @@ class Toolset:
             except ValidationError as e:
                 first = e.errors()[0]
                 at = ".".join(str(p) for p in first["loc"])
-                raise InvalidRequest(f"Invalid tool in tool_search_output: {at}: {first['msg']}.", param=where) from e
+                raise messages.search_output_invalid_tool(at, first["msg"], where) from e
             if isinstance(tool, FunctionTool):
                 self._load_function(tool.name, tool, None, execution, where)
             elif isinstance(tool, NamespaceTool):
@@ -273,22 +259,14 @@ class Toolset:
             elif getattr(tool, "type", None) in _LOADABLE_OTHER:
                 self.loaded_other.update(loaded_names([dump(tool)]))
             else:
-                raise InvalidRequest(
-                    f"A tool_search_output can load function, custom, namespace and mcp tools, not '{tool.type}'.",
-                    param=where,
-                )
+                raise messages.search_output_loads_kind(tool.type, where)
 
     def _load_function(
         self, name: str, tool: FunctionTool, namespace: NamespaceTool | None, execution: str, where: str
     ) -> None:
         entry = self.declared.get(name)
         if execution == "server" and entry is None:
-            raise InvalidRequest(
-                f"The server-executed tool_search_output loads '{name}', which this request does not declare "
-                "(a server search loads only declared tools): replay the tool search items the server returned, "
-                "with the same tools.",
-                param=where,
-            )
+            raise messages.search_output_undeclared(name, where)
         if entry is not None and not entry.deferred:
             return  # already callable as declared
         self.loaded[name] = tool
@@ -321,22 +299,22 @@ class Toolset:
         return rank(query, self._documents(), limit)
 
     def search_arguments(
-        self, load: list[str] | None, query: str | None, given: dict[str, Any] | None, *, where: str
+        self, load: list[str] | None, query: str | None, given: dict[str, Any] | None, *, scenario: str, turn: int
     ) -> dict[str, Any]:
         """The `tool_search_call.arguments` of a scripted search turn, checked: the request has a
         tool_search tool, a `load` list (the turn's) names deferred tools, and a client search's arguments fit
         the tool's `parameters`. `query` and `given` are the turn's rendered templates."""
 
-        def error(message: str) -> InvalidRequest:
-            return InvalidRequest(f"{where}: {message}", param="tools", code="scenario_error")
+        def error(reason: str) -> ScenarioTurnError:
+            return messages.scenario_turn(scenario, turn, reason, "tools")
 
         if self.search_tool is None:
-            raise error("searches for tools, but the request declares no tool_search tool.")
+            raise error(messages.no_search_tool())
         if load is not None:
             searchable = {d.key for d in self._documents()}
             unknown = [n for n in load if n not in searchable]
             if unknown:
-                raise error(f"loads '{unknown[0]}', but the request declares no deferred tool by that name.")
+                raise error(messages.search_loads_undeferred(unknown[0]))
         arguments = given if given is not None else {"query": query} if query is not None else {"paths": load}
         parameters = self.search_tool.parameters
         if self.execution == "client" and parameters is not None:
@@ -344,10 +322,7 @@ class Toolset:
 
             problem = next(iter(Draft202012Validator(parameters).iter_errors(arguments)), None)
             if problem is not None:
-                raise error(
-                    f"the tool_search_call arguments {json.dumps(arguments)} do not fit the tool_search tool's "
-                    f"parameters ({problem.message}): give the search turn `arguments` that do."
-                )
+                raise error(messages.search_arguments_unfit(json.dumps(arguments), problem.message))
         return arguments
 
     def definitions(self, names: Iterable[str]) -> list[dict[str, Any]]:

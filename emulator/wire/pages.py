@@ -3,21 +3,28 @@ last_id, has_more}`, after the row whose id is `after`, newest first unless `ord
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator.errors import EmulatorError
 
 __all__ = ["listing", "page"]
 
 
-def page(rows: list[dict[str, Any]], *, after: str | None, limit: int, order: str, missing: str) -> dict[str, Any]:
-    """A page of `rows` (given oldest first); `missing` is the 400's message when no row has the id
-    `after` (`{after}` in it is replaced by that id)."""
+def page(
+    rows: list[dict[str, Any]],
+    *,
+    after: str | None,
+    limit: int,
+    order: str,
+    missing: Callable[[str], EmulatorError],
+) -> dict[str, Any]:
+    """A page of `rows` (given oldest first); `missing(after)` is the 400 when no row has the id `after`."""
     rows = list(rows) if order == "asc" else list(reversed(rows))
     if after is not None:
         index = next((i for i, row in enumerate(rows) if row.get("id") == after), None)
         if index is None:
-            raise InvalidRequest(missing.replace("{after}", after), param="after")
+            raise missing(after)
         rows = rows[index + 1 :]
     return listing(rows[:limit], has_more=len(rows) > limit)
 

@@ -241,3 +241,15 @@ def test_the_upstream_key_in_a_mid_stream_failure_or_its_text_reaches_no_one(
     seen += [captured.out, captured.err]
     assert all(KEY not in text for text in seen)
     emulator.close()
+
+
+def test_an_upstream_that_never_stops_running_programs(
+    any_server: Callable[..., EmulatorServer], upstream: FakeUpstream
+) -> None:
+    """Each program ends and the upstream writes another: one response takes at most MAX_TURNS."""
+    upstream.reply(*[program("text('again')")] * 17)
+    error = _error(any_server)
+    assert error.status_code == 502
+    envelope = _envelope(error)
+    assert envelope["code"] == "upstream_invalid_tool_call"
+    assert envelope["message"] == "The model upstream took more than 16 turns in one response."

@@ -5,11 +5,12 @@ exactly that): one wins, the other is refused, and nothing is kept twice.
   `conversation_locked` 400 and appends nothing, so the conversation holds each item once and
   the next request on it works.
 - Of one paused program by `previous_response_id` (`store: true`): the first stored is kept; the
-  other gets a 400 and is not stored. One sent after the first finished is a new continuation
-  (a client resending what a broken connection cut off), as before.
+  other gets a 400 and is not stored. A paused program has one continuation: the same request
+  sent after it finished (a client resending what a broken connection cut off) is answered with
+  it; another continuation of it is the same 400.
 
-The store decides (a check-and-append, a check-and-put, each one atomic step), so the tests run
-on both stores. The app runs in this process; the engine's model is wrapped in a gate that holds
+The store decides (a check-and-append; a primary key of the paused response's continuation), so
+the tests run on both stores. The app runs in this process; the engine's model is wrapped in a gate that holds
 each response once it has read its history, until both are in flight (no sleep, no race)."""
 
 from __future__ import annotations
@@ -131,29 +132,35 @@ async def test_two_continuations_of_a_paused_program_one_wins(app: tuple[httpx.A
     assert sorted(e["status"] for e in (await http.get("/_emulator/journal")).json()["data"]) == [200, 200, 400]
     assert (await http.get("/_emulator/health")).json()["stored_responses"] == 2, "the paused one and the winner"
 
-    # One sent after the first finished is not in flight with it: it is kept, as before.
+    # The same request sent after the first finished (a client resending what a broken connection
+    # cut off) gets the one answer the continuation has; another continuation of it, the 400.
     again = await create(http, **body)
     assert again.status_code == 200, again.text
+    assert again.json() == (await http.get(f"/v1/responses/{won['id']}")).json()
+    other = [{**output, "output": "6"} for output in body["input"]]
+    forked = await create(http, previous_response_id=paused["id"], input=other)
+    assert forked.status_code == 400 and forked.json()["error"]["code"] == "previous_response_continued"
+    assert (await http.get("/_emulator/health")).json()["stored_responses"] == 2, "neither was stored"
     after = await create(http, previous_response_id=won["id"], input=js("text('next');"))
     assert after.status_code == 200, after.text
 
 
 async def test_a_background_continuation_in_flight_wins_over_a_later_one(app: tuple[httpx.AsyncClient, Any]) -> None:
     """A background continuation is stored as it is queued: one that starts while it still runs
-    overlaps it, and is refused, however the two finish."""
+    finds the pause taken and is refused before anything plays, however the two finish."""
     http, state = app
     paused = (await create(http, input=PROGRAM)).json()
     body = {"previous_response_id": paused["id"], "input": add_answers(paused["output"])}
     engine = state.state.emulator.engine
-    gate = Gate(engine.model, expected=2)
+    gate = Gate(engine.model, expected=1)
     engine.model = gate
     try:
         queued = await create(http, background=True, **body)
         assert queued.status_code == 200 and queued.json()["status"] == "queued", queued.text
-        later = asyncio.ensure_future(create(http, **body))
-        await asyncio.wait_for(gate.all_in.wait(), 60)  # (a guard: both arrive long before)
+        await asyncio.wait_for(gate.all_in.wait(), 60)  # (a guard: it plays long before)
+        refused = await create(http, **body)  # the very same request, while the first runs
+        assert gate.waiting == 1, "refused before it played"
         gate.open.set()
-        refused = await later
     finally:
         engine.model = gate.model
     assert refused.status_code == 400, refused.text

@@ -106,6 +106,17 @@ class Cluster:
             db.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
 
+    def halt(self) -> None:
+        """Stop the server (the database is away), keeping its files and port for `resume`."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def resume(self) -> None:
+        """Start the server again after `halt`, on the same port."""
+        options = f"-h 127.0.0.1 -p {self.port} -k {self.root} {_FAST}"
+        self._run(
+            "pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-w", "-t", "60", "-o", options, "start"
+        )
+
     def stop(self) -> None:
         with contextlib.suppress(subprocess.CalledProcessError):
             self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")

@@ -8,6 +8,7 @@ started once, as a deployment would be.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,11 @@ import openai
 import psycopg
 import pytest
 
+from ptc_emulator.emulator.storage.pgpool import WAIT_S
 from ptc_emulator.testing.process import ServerProcess
 from tests.agents.agents_support import GET_CUSTOMER, customer, events_until, get_customer_code, js, valid
 from tests.replicas.cluster import Cluster
-from tests.replicas.replicas_support import FIXTURES, admin, replicas, round_robin_client
+from tests.replicas.replicas_support import FIXTURES, SECRET, admin, replicas, round_robin_client
 
 EXPECTED = "sku_123: 42 units available against 31 requested, so the shortage is 0 units."
 TOOLS: list[dict[str, Any]] = [
@@ -197,10 +199,45 @@ def test_the_journal_of_any_replica_shows_every_replicas_requests(three: list[Se
     assert admin(three[2], "GET", "/journal", headers=scope).json()["data"] == []
 
 
+def test_a_faults_times_count_the_deployments_requests(three: list[ServerProcess]) -> None:
+    """A fault with `times: 2`, added on one replica: the same request sent to each replica in turn
+    is answered by the fault twice in all, then plays (not twice per replica)."""
+    scope = {"x-ptc-emulator-scope": "test-fault-times"}
+    scenario = {
+        "name": "flaky",
+        "match": {"input": "flaky"},
+        "turns": [{"message": "through", "fault": {"http_error": 503, "times": 2}}],
+    }
+    assert admin(three[0], "POST", "/scenarios", json=scenario, headers=scope).status_code == 201
+    body = {"model": "m", "input": "flaky"}
+    statuses = [
+        httpx.post(f"{server.base_url}/responses", json=body, headers=scope, timeout=30).status_code
+        for server in [*three, *three]
+    ]
+    assert statuses == [503, 503, 200, 200, 200, 200]
+    faults = [e.get("fault") for e in admin(three[1], "GET", "/journal", headers=scope).json()["data"]]
+    assert faults[:2] == ["http_error 503 (1 of 2)", "http_error 503 (2 of 2)"]
+
+
 def test_a_replica_refuses_to_start_without_a_shared_secret(postgres_url: str, tmp_path: Path) -> None:
     server = ServerProcess(tmp_path / "data", store=postgres_url, secret=None)
     with pytest.raises(RuntimeError, match="needs --secret"):
         server.start(timeout=30)
+
+
+def test_a_replica_with_another_secret_refuses_to_start_and_says_why(postgres_url: str, tmp_path: Path) -> None:
+    """Every program crossing it would fail: it does not start, and the replicas running go on."""
+    with replicas(tmp_path, postgres_url, 1) as (running,):
+        odd = ServerProcess(tmp_path / "odd", store=postgres_url, secret="another-secret-of-its-own")
+        with pytest.raises(RuntimeError, match="sign with another secret: give every replica the same --secret"):
+            odd.start(timeout=60)
+        assert odd.proc is not None and odd.proc.returncode == 1
+        assert running.health()["status"] == "ok"
+        same = ServerProcess(tmp_path / "same", store=postgres_url, secret=SECRET).start()
+        try:
+            assert same.health()["status"] == "ok", "one with the same secret joins"
+        finally:
+            same.stop()
 
 
 def test_health_says_when_the_database_does_not_answer(postgres_cluster: Cluster, tmp_path: Path) -> None:
@@ -211,6 +248,39 @@ def test_health_says_when_the_database_does_not_answer(postgres_cluster: Cluster
             db.execute(f'DROP DATABASE "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
         reply = admin(server, "GET", "/health")
         assert reply.status_code == 503 and reply.json()["database"] == "unreachable"
+
+
+def test_with_the_database_away_health_and_requests_fail_at_once_with_a_503(tmp_path: Path) -> None:
+    """The test stops the database itself (a cluster of its own): health answers 503 and a request
+    a 503 in the OpenAI envelope, each before the server's own wait for a pooled connection
+    (`WAIT_S`, 10 s) could have passed: the code before waited it out, then answered health with a
+    503 and requests with a 500. Once the database is back, requests are answered again."""
+    with Cluster.started() as cluster, replicas(tmp_path, cluster.database(), 1) as (server,):
+        ptc = [{"type": "programmatic_tool_calling"}]
+        body = {"model": "m", "input": js("text('up')"), "tools": ptc}
+        made = httpx.post(f"{server.base_url}/responses", json=body, timeout=30)
+        assert made.status_code == 200, made.text
+        cluster.halt()
+        with httpx.Client(timeout=WAIT_S * 0.8) as http:  # not a measure: less than the wait it must not do
+            for _ in range(3):
+                health = http.get(f"{server.root}/_emulator/health")
+                assert health.status_code == 503 and health.json()["database"] == "unreachable"
+            for method, path, sent in [
+                ("POST", "/responses", body),
+                ("GET", f"/responses/{made.json()['id']}", None),
+                ("POST", "/conversations", {}),
+            ]:
+                reply = http.request(method, f"{server.base_url}{path}", json=sent)
+                assert reply.status_code == 503, reply.text
+                error = reply.json()["error"]
+                assert (error["type"], error["code"]) == ("server_error", "database_unavailable")
+                assert error["message"] == "The emulator's database does not answer; try again once it is back."
+        cluster.resume()
+        deadline = time.monotonic() + 60  # a guard: the pool connects again within seconds
+        while (again := httpx.get(f"{server.base_url}/responses/{made.json()['id']}", timeout=30)).status_code != 200:
+            assert again.status_code == 503 and time.monotonic() < deadline, again.text
+            time.sleep(0.2)
+        assert server.health()["database"] == "ok"
 
 
 def test_an_agents_session_streamed_from_one_replica_while_others_run_it(three: list[ServerProcess]) -> None:

@@ -21,12 +21,15 @@ from ptc_emulator.emulator.storage import SchemaTooNew, Store, StoredConversatio
 from tests.unit.test_store_contract import (  # noqa: F401 (collected here too)
     message,
     response,
-    test_a_successor_is_put_only_if_no_other_was_put_since_it_counted,
+    test_a_paused_program_keeps_one_continuation,
+    test_an_unfinished_response_is_replaced_once,
     test_conversation_append_at_a_version_is_checked_and_written_at_once,
     test_conversation_delete_item_removes_the_first_with_that_id,
     test_conversation_items_keep_their_order,
     test_conversations_create_get_update_delete,
+    test_conversations_keep_the_scope_they_were_made_in,
     test_conversations_return_copies,
+    test_counts_count_up_to_their_limit,
     test_journal_append_list_clear_by_scope,
     test_journal_keeps_its_bounds_oldest_first,
     test_leases_have_one_owner_until_released_or_expired,
@@ -154,24 +157,48 @@ def test_an_unfinished_background_response_stays_as_it_is_when_a_replica_starts(
     assert found is not None and found.response["status"] == "queued"
 
 
-def test_two_stores_continuing_one_response_at_once_put_one_successor(opener: Open) -> None:
-    first, second = opener(), opener()
-    first.responses.put(response("resp_paused"))
-    barrier = threading.Barrier(2)
-    won: list[bool] = []
+def test_two_stores_continuing_one_paused_program_at_once_keep_one(opener: Open) -> None:
+    """Many replicas' stores, each putting a continuation of one paused program at the same
+    instant: the primary key keeps one, and every other is told which."""
+    stores = [opener() for _ in range(4)]
+    stores[0].responses.put(response("resp_paused"))
+    barrier = threading.Barrier(len(stores) * 4)
+    answers: list[str | None] = []
 
     def continue_(store: Store, name: str) -> None:
-        counted = store.responses.successors("resp_paused")
-        barrier.wait()  # both counted none before either writes
-        won.append(store.responses.put_successor(response(name, previous="resp_paused"), counted))
+        barrier.wait()  # all write at once
+        answers.append(store.responses.put_continuation(response(name, previous="resp_paused"), name))
 
-    threads = [threading.Thread(target=continue_, args=(s, n)) for s, n in ((first, "resp_a"), (second, "resp_b"))]
+    threads = [
+        threading.Thread(target=continue_, args=(store, f"resp_{n}_{i}"))
+        for n, store in enumerate(stores)
+        for i in range(4)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert sorted(won) == [False, True]
-    assert first.responses.successors("resp_paused") == 1
+    kept = stores[1].responses.continuation("resp_paused")
+    assert kept is not None and answers.count(None) == 1
+    assert sorted(a for a in answers if a is not None) == [kept[0]] * 15
+    assert stores[2].responses.count() == 2, "the paused one and the one kept"
+
+
+def test_counts_taken_by_many_stores_at_once_count_once_each(opener: Open) -> None:
+    stores = [opener() for _ in range(3)]
+    barrier = threading.Barrier(12)
+    taken: list[int | None] = []
+
+    def take(store: Store) -> None:
+        barrier.wait()
+        taken.append(store.counts.take("fault", 5))
+
+    threads = [threading.Thread(target=take, args=(stores[n % 3],)) for n in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(t for t in taken if t is not None) == [0, 1, 2, 3, 4] and taken.count(None) == 7
 
 
 def test_two_stores_appending_at_one_version_append_once(opener: Open) -> None:
@@ -211,17 +238,22 @@ def test_the_event_log_numbers_each_stream_and_notifies_every_replica(opener: Op
     while not woke.wait(0.05):
         first.events.append("sess_warm", [{"warm": True}])
     warm = len(heard)
+    also: list[str | None] = []
+    second.events.listen(also.append)  # a second listener of the same process hears everything too
     first.events.append("sess_a", [{"n": 1}, {"n": 2}])
     second.events.append("sess_b", [{"n": 1}])
     first.events.append("sess_a", [None])
+    first.events.signal("cancel:x")  # a notification alone: no row
+    assert second.events.since("cancel:x", 0) == [] and second.events.last("cancel:x") == 0
     assert second.events.since("sess_a", 0) == [(1, {"n": 1}), (2, {"n": 2}), (3, None)]
     assert second.events.since("sess_a", 2) == [(3, None)] and second.events.last("sess_a") == 3
     assert first.events.since("sess_b", 0) == [(1, {"n": 1})]
     deadline = time.monotonic() + 30  # a guard: they arrive as the transactions commit, long before
-    while len(news := [h for h in heard[warm:] if h != "sess_warm"]) < 3:
+    while len(news := [h for h in heard[warm:] if h != "sess_warm"]) < 4 or len(also) < 4:
         assert time.monotonic() < deadline, heard
         time.sleep(0.01)
-    assert news == ["sess_a", "sess_b", "sess_a"]
+    assert news == ["sess_a", "sess_b", "sess_a", "cancel:x"]
+    assert [h for h in also if h != "sess_warm"] == news
 
 
 def test_the_memory_and_sqlite_stores_have_no_event_log(tmp_path: Any) -> None:

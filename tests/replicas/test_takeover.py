@@ -19,7 +19,7 @@ import pytest
 from ptc_emulator.testing.process import ServerProcess
 from tests.agents.agents_support import GET_CUSTOMER, customer, js, tool_result, valid
 from tests.replicas.cluster import Cluster
-from tests.replicas.replicas_support import replicas
+from tests.replicas.replicas_support import admin, replicas
 
 LEASE_S = "1"
 SPIN = js(
@@ -136,7 +136,48 @@ def test_a_background_response_cancelled_through_another_replica_stops_where_it_
     other = next(s for s in servers if s is not running)
     cancelled = client(other).responses.cancel(queued.id)
     assert cancelled.status == "cancelled"
-    # The running replica finds the cancel at its next renewal, stops, and gives the lease up.
+    # The running replica hears of the cancel, stops, and gives the lease up.
     until("the running replica to stop", lambda: lease_holder(url, queued.id) is None)
+    for server in servers:
+        assert client(server).responses.retrieve(queued.id).status == "cancelled"
+
+
+@pytest.fixture
+def three_slow(postgres_cluster: Cluster, tmp_path: Any) -> Iterator[tuple[str, list[ServerProcess]]]:
+    """Three replicas whose leases are renewed only every 100 s: what happens sooner is told to
+    the replicas, not found at a renewal."""
+    url = postgres_cluster.database()
+    args = ("--lease-seconds", "300", "--timeout", "600")
+    with replicas(tmp_path, url, 3, args=args) as started:
+        yield url, started
+
+
+def test_a_cancel_through_another_replica_is_heard_at_once_and_is_what_every_replica_reports(
+    three_slow: tuple[str, list[ServerProcess]],
+) -> None:
+    """Two background responses, each cancelled through a replica that does not run it. One runs a
+    program that never ends: its replica lets its lease go only once the cancel reached it (its
+    next renewal is 100 s away). The other waits out a scripted latency and would then finish at
+    once: it stays cancelled wherever it is read, never finished over the cancel."""
+    url, servers = three_slow
+    runner = servers[0].proc
+    assert runner is not None
+    ptc = [{"type": "programmatic_tool_calling"}]
+    forever = client(servers[0]).responses.create(model="m", input=js("while (true) {}"), background=True, tools=ptc)
+    owner = until("the background response's lease", lambda: lease_holder(url, forever.id))
+    assert f":{runner.pid}:" in owner, "the replica that created it runs it"
+    assert client(servers[1]).responses.cancel(forever.id).status == "cancelled"
+    until("the running replica to stop", lambda: lease_holder(url, forever.id) is None, timeout=60)
+    for server in servers:
+        assert client(server).responses.retrieve(forever.id).status == "cancelled"
+    again = client(servers[0]).responses.create(model="m", input=js("text('still serving')"), tools=ptc)
+    assert again.output_text == "still serving", "its worker was given back"
+
+    slow = {"name": "slow", "match": {"input": "slow"}, "turns": [{"message": "done", "fault": {"latency_ms": 20_000}}]}
+    admin(servers[0], "POST", "/scenarios", json=slow).raise_for_status()
+    queued = client(servers[0]).responses.create(model="m", input="slow", background=True)
+    until("the background response's lease", lambda: lease_holder(url, queued.id))
+    assert client(servers[2]).responses.cancel(queued.id).status == "cancelled"
+    until("the running replica to stop", lambda: lease_holder(url, queued.id) is None, timeout=60)
     for server in servers:
         assert client(server).responses.retrieve(queued.id).status == "cancelled"

@@ -63,13 +63,15 @@ def test_a_replaced_finished_record_forgets_what_was_read_from_it() -> None:
     assert local.chain("resp_3") is None
 
 
-def test_successors_are_counted_from_the_index() -> None:
+def test_a_paused_program_keeps_one_continuation_in_the_sockets_store() -> None:
     local = ConnectionStore()
     local.put(_record(1))
-    assert local.put_successor(_record(2, status="in_progress"), expected=0)
-    assert not local.put_successor(StoredResponse("resp_x", {"status": "completed"}, [], "resp_1"), expected=0)
-    assert local.successors("resp_1") == 0  # one successor, not finished
-    local.put(_record(2))
-    assert local.successors("resp_1") == 1
-    assert local.delete("resp_2")
-    assert local.successors("resp_1") == 0
+    assert local.put_continuation(_record(2, status="in_progress"), "d2") is None
+    assert local.put_continuation(StoredResponse("resp_x", {"status": "completed"}, [], "resp_1"), "dx") == "resp_2"
+    assert local.get("resp_x") is None and local.continuation("resp_1") == ("resp_2", "d2")
+    assert local.put_continuation(_record(2), "d2") is None, "the same one finishing: replaced"
+    local.put(_record(2, status="cancelled"))
+    assert local.continuation("resp_1") is None, "a cancelled continuation frees the pause"
+    assert local.put_continuation(StoredResponse("resp_y", {"status": "completed"}, [], "resp_1"), "dy") is None
+    assert local.delete("resp_y")
+    assert local.continuation("resp_1") is None, "so does a deleted one"

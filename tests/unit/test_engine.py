@@ -94,7 +94,7 @@ def test_previous_response_id_continues_the_stored_conversation(runner: FakeRunn
     first = create(engine, input=js(CODE), tools=TOOLS)
     second = create(engine, previous_response_id=first["id"], input=outputs(first, {0: "10", 1: "20"}), tools=TOOLS)
     assert second["output"][0]["result"] == "sum=30"
-    assert engine.retrieve(second["id"])["output"] == second["output"]
+    assert engine.retrieve(second["id"], scope=None)["output"] == second["output"]
 
 
 def test_a_missing_tool_output_is_refused_with_the_hosted_message(runner: FakeRunner) -> None:
@@ -183,9 +183,9 @@ def test_a_background_response_is_queued_then_finished(runner: FakeRunner) -> No
         queued = await engine.create(request)
         for _ in range(100):
             await asyncio.sleep(0)
-            if engine.retrieve(queued["id"])["status"] != "queued":
+            if engine.retrieve(queued["id"], scope=None)["status"] != "queued":
                 break
-        return queued, engine.retrieve(queued["id"])
+        return queued, engine.retrieve(queued["id"], scope=None)
 
     queued, finished = asyncio.run(scenario())
     assert queued["status"] == "queued"

@@ -8,11 +8,15 @@ from typing import Any
 import openai
 import pytest
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import InvalidRequest
 from ptc_emulator.emulator.wire.pages import listing, page
 
 ROWS = [{"id": f"item_{n}"} for n in range(5)]  # oldest first
-MISSING = "No item with id '{after}' in this list."
+
+
+def missing(after: str) -> InvalidRequest:
+    return messages.no_listed_after("item", after)
 
 
 def ids(result: dict[str, Any]) -> list[str]:
@@ -34,7 +38,7 @@ def ids(result: dict[str, Any]) -> list[str]:
 def test_a_page_follows_the_cursor(
     order: str, after: str | None, limit: int, expected: list[str], has_more: bool
 ) -> None:
-    result = page(ROWS, after=after, limit=limit, order=order, missing=MISSING)
+    result = page(ROWS, after=after, limit=limit, order=order, missing=missing)
     assert ids(result) == expected
     assert result["has_more"] is has_more
     assert result["object"] == "list"
@@ -43,7 +47,7 @@ def test_a_page_follows_the_cursor(
 
 def test_an_unknown_cursor_is_a_400_naming_after() -> None:
     with pytest.raises(InvalidRequest) as caught:
-        page(ROWS, after="item_9", limit=2, order="asc", missing=MISSING)
+        page(ROWS, after="item_9", limit=2, order="asc", missing=missing)
     assert str(caught.value) == "No item with id 'item_9' in this list."
     assert caught.value.param == "after"
 

@@ -19,19 +19,21 @@ import pytest
 
 from ptc_emulator.api.cli import parse
 from ptc_emulator.emulator.storage import STORES, MemoryJournal, Store, StoreKind, open_store, register_store
-from ptc_emulator.emulator.storage.memory import MemoryLeases
-from ptc_emulator.emulator.storage.protocol import EventLog, JournalLog, Leases
+from ptc_emulator.emulator.storage.memory import MemoryCounts, MemoryLeases
+from ptc_emulator.emulator.storage.protocol import Counts, EventLog, JournalLog, Leases
 from ptc_emulator.emulator.storage.sql import Dialect, SqlParts, Statements, Tx
 from ptc_emulator.emulator.storage.sqlite import SCHEMA
 from tests.unit.test_store_contract import (  # noqa: F401 (collected here too)
     message,
     response,
-    test_a_successor_is_put_only_if_no_other_was_put_since_it_counted,
+    test_a_paused_program_keeps_one_continuation,
+    test_an_unfinished_response_is_replaced_once,
     test_conversation_append_at_a_version_is_checked_and_written_at_once,
     test_conversation_delete_item_removes_the_first_with_that_id,
     test_conversation_items_keep_their_order,
     test_conversations_create_get_update_delete,
     test_conversations_return_copies,
+    test_counts_count_up_to_their_limit,
     test_journal_append_list_clear_by_scope,
     test_journal_keeps_its_bounds_oldest_first,
     test_leases_have_one_owner_until_released_or_expired,
@@ -128,6 +130,7 @@ class NumberedStore(SqlParts):
         super().__init__(_PerCall(path))
         self.journal: JournalLog = MemoryJournal()
         self.leases: Leases = MemoryLeases()
+        self.counts: Counts = MemoryCounts()
         self.events: EventLog | None = None
         self.shared = False
 
@@ -203,4 +206,5 @@ def test_the_statements_are_spelled_in_the_dialect() -> None:
     statements = Statements.of(NUMBERED)
     assert statements.item_in.endswith("WHERE items.id = ?1 AND responses.scope IS ?2")
     assert statements.next_version.endswith("AND (CAST(?2 AS BIGINT) IS NULL OR version = CAST(?3 AS BIGINT))")
-    assert statements.records.endswith("ORDER BY rowid") and statements.lock_key is None
+    assert statements.records.endswith("ORDER BY rowid")
+    assert statements.claim_pause.endswith("VALUES (?1, ?2, ?3) ON CONFLICT (paused_id) DO NOTHING")

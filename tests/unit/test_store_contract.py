@@ -156,7 +156,7 @@ def test_responses_keep_their_scope_and_its_items_are_found_in_it_only(
         store.close()
 
 
-def test_sqlite_opens_a_file_made_before_scopes_versions_and_statuses_were_kept(tmp_path: Path) -> None:
+def test_sqlite_opens_a_file_made_before_scopes_versions_statuses_and_continuations_were_kept(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
     with sqlite3.connect(tmp_path / "data" / FILENAME) as db:
         db.executescript(
@@ -186,7 +186,10 @@ def test_sqlite_opens_a_file_made_before_scopes_versions_and_statuses_were_kept(
         # the statuses the bodies held count: the one cut off in progress failed when the file opened
         cut = store.responses.get("resp_next1")
         assert cut is not None and cut.response["status"] == "failed"
-        assert store.responses.successors("resp_old") == 2
+        # the table of paused programs' continuations is made in it
+        assert store.responses.continuation("resp_old") is None
+        assert store.responses.put_continuation(response("resp_c", previous="resp_old"), "d") is None
+        assert store.responses.continuation("resp_old") == ("resp_c", "d")
     finally:
         store.close()
 
@@ -205,6 +208,18 @@ def test_conversations_create_get_update_delete(store: Store) -> None:
     assert parts.delete("conv_1") is True
     assert parts.get("conv_1") is None and parts.items("conv_1") == []
     assert parts.delete("conv_1") is False
+
+
+def test_conversations_keep_the_scope_they_were_made_in(store: Store) -> None:
+    """The scope a conversation was made in comes back with it, and an update keeps it (the routes
+    hide it from every other scope)."""
+    parts = store.conversations
+    parts.create(StoredConversation("conv_a", 1, {}, "scope-a"), [message("msg_1")])
+    parts.create(StoredConversation("conv_none", 2, {}), [])
+    assert parts.get("conv_a") == StoredConversation("conv_a", 1, {}, "scope-a")
+    assert parts.get("conv_none") == StoredConversation("conv_none", 2, {}, None)
+    assert parts.update(StoredConversation("conv_a", 1, {"k": "v"}, "scope-a")) is True
+    assert parts.get("conv_a") == StoredConversation("conv_a", 1, {"k": "v"}, "scope-a")
 
 
 def test_conversation_items_keep_their_order(store: Store) -> None:
@@ -244,42 +259,70 @@ def test_conversation_append_at_a_version_is_checked_and_written_at_once(
         store.close()
 
 
-def test_a_successor_is_put_only_if_no_other_was_put_since_it_counted(
-    store: Store, reopen: Callable[[Store], Store]
-) -> None:
+def with_status(record: StoredResponse, status: str) -> StoredResponse:
+    return StoredResponse(
+        record.id, {**record.response, "status": status}, record.input_items, record.previous_response_id
+    )
+
+
+def test_a_paused_program_keeps_one_continuation(store: Store, reopen: Callable[[Store], Store]) -> None:
     parts = store.responses
     parts.put(response("resp_paused"))
-    assert parts.successors("resp_paused") == 0
-    # Two continuations counted none: the first is put, the second is refused and nothing written.
+    assert parts.continuation("resp_paused") is None
+    # The first continuation is put; a second is refused, nothing written, and told the first.
     first = response("resp_a", previous="resp_paused")
-    assert parts.put_successor(first, 0) is True
-    assert parts.put_successor(response("resp_b", previous="resp_paused"), 0) is False
-    assert parts.get("resp_b") is None and parts.successors("resp_paused") == 1
-    finished = StoredResponse("resp_a", {**first.response, "status": "incomplete"}, [], "resp_paused")
-    assert parts.put_successor(finished, 0) is True, "one already put is replaced without the check"
-    assert parts.get("resp_a") == finished and parts.successors("resp_paused") == 1
-    # One that counted the first (it came after it) is put.
-    assert parts.put_successor(response("resp_c", previous="resp_paused"), 1) is True
+    assert parts.put_continuation(first, "digest-a") is None
+    assert parts.put_continuation(response("resp_b", previous="resp_paused"), "digest-b") == "resp_a"
+    assert parts.get("resp_b") is None and parts.count() == 2
+    assert parts.continuation("resp_paused") == ("resp_a", "digest-a")
+    finished = with_status(first, "incomplete")
+    assert parts.put_continuation(finished, "digest-a") is None, "one already put is replaced without the check"
+    assert parts.get("resp_a") == finished and parts.continuation("resp_paused") == ("resp_a", "digest-a")
+    # A plain put is no continuation (a fork of a response whose program did not pause).
     parts.put(response("resp_fork", previous="resp_other"))
-    assert parts.put_successor(response("resp_d", previous="resp_other"), 0) is False, "a plain put counts too"
-    assert parts.put_successor(response("resp_root"), 5) is True, "nothing to continue: a put"
-    # A background continuation still queued is in flight: not counted as done, but it is there.
-    queued = StoredResponse("resp_q", {**response("resp_q").response, "status": "queued"}, [], "resp_bg")
-    assert parts.put_successor(queued, 0) is True
-    assert parts.successors("resp_bg") == 0
-    assert parts.put_successor(response("resp_r", previous="resp_bg"), 0) is False, "it overlapped the queued one"
-    parts.put(StoredResponse("resp_q", {**queued.response, "status": "completed"}, [], "resp_bg"))
-    assert parts.successors("resp_bg") == 1
+    assert parts.continuation("resp_other") is None
+    assert parts.put_continuation(response("resp_c", previous="resp_other"), "digest-c") is None
+    assert parts.put_continuation(response("resp_root"), "digest-root") is None, "nothing to continue: a put"
+    # A background continuation still queued holds the pause; once it failed, the pause is free.
+    queued = with_status(response("resp_q", previous="resp_bg"), "queued")
+    assert parts.put_continuation(queued, "digest-q") is None
+    assert parts.put_continuation(response("resp_r", previous="resp_bg"), "digest-r") == "resp_q"
+    parts.put(with_status(queued, "failed"))
+    assert parts.continuation("resp_bg") is None
+    assert parts.put_continuation(response("resp_s", previous="resp_bg"), "digest-s") is None
+    assert parts.continuation("resp_bg") == ("resp_s", "digest-s")
     if store.kind != "memory":  # a store that outlives its process: open it again
         store = reopen(store)
         parts = store.responses
     try:
-        assert parts.successors("resp_paused") == 2 and parts.successors("resp_a") == 0
+        assert parts.continuation("resp_paused") == ("resp_a", "digest-a")
+        assert parts.put_continuation(response("resp_d", previous="resp_paused"), "digest-d") == "resp_a"
+        # Deleting the continuation frees the pause; a cancelled one does too.
         assert parts.delete("resp_a") is True
-        assert parts.successors("resp_paused") == 1
-        assert parts.put_successor(response("resp_e", previous="resp_paused"), 1) is True
+        assert parts.continuation("resp_paused") is None
+        assert parts.put_continuation(response("resp_e", previous="resp_paused"), "digest-e") is None
+        parts.put(with_status(response("resp_e", previous="resp_paused"), "cancelled"))
+        assert parts.continuation("resp_paused") is None
+        assert parts.put_continuation(response("resp_f", previous="resp_paused"), "digest-f") is None
+        assert parts.continuation("resp_paused") == ("resp_f", "digest-f")
+        assert parts.get("resp_e") is not None, "the cancelled one stays, as it was"
     finally:
         store.close()
+
+
+def test_an_unfinished_response_is_replaced_once(store: Store) -> None:
+    """A background response finishing and a cancel of it: whichever is written first stays."""
+    parts = store.responses
+    queued = with_status(response("resp_bg", output=["msg_q"]), "queued")
+    parts.put(queued)
+    cancelled = with_status(response("resp_bg", output=["msg_c"]), "cancelled")
+    assert parts.replace_unfinished(cancelled) is True
+    assert parts.get("resp_bg") == cancelled and parts.item("msg_c") == ("resp_bg", message("msg_c"))
+    assert parts.item("msg_q") is None, "the replaced one's items went with it"
+    assert parts.replace_unfinished(with_status(response("resp_bg", output=["msg_f"]), "completed")) is False
+    assert parts.get("resp_bg") == cancelled and parts.item("msg_f") is None, "the finish came too late"
+    assert parts.replace_unfinished(with_status(response("resp_none"), "failed")) is False
+    assert parts.get("resp_none") is None, "nothing to replace: nothing written"
 
 
 def test_conversation_delete_item_removes_the_first_with_that_id(store: Store) -> None:
@@ -411,6 +454,14 @@ def test_leases_have_one_owner_until_released_or_expired(store: Store) -> None:
 
 
 # ---- journal -----------------------------------------------------------------------------------
+
+
+def test_counts_count_up_to_their_limit(store: Store) -> None:
+    counts = store.counts
+    assert [counts.take("k", 2) for _ in range(3)] == [0, 1, None]
+    assert counts.take("other", 1) == 0 and counts.take("other", 1) is None
+    assert counts.take("k", 3) == 2, "a higher limit counts on"
+    assert counts.take("zero", 0) is None
 
 
 def test_journal_append_list_clear_by_scope(store: Store) -> None:

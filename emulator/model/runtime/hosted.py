@@ -39,7 +39,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from ptc_emulator.emulator.errors import InvalidRequest, StatusError
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.model.runtime.hidden_results import HiddenResults
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
@@ -213,13 +213,7 @@ class Hosted:
                 tool, self.declared(tool.server_label), self.policy
             )
             if found.error is not None:
-                raise StatusError(
-                    424,
-                    found.error,
-                    type="external_connector_error",
-                    code="http_error",
-                    param="tools",
-                )
+                raise messages.mcp_listing_error(found.error)
         return found
 
     async def program_names(self) -> tuple[str, ...]:
@@ -255,11 +249,7 @@ class Hosted:
                     if not item.id and not str((data or {}).get("id", "")).startswith("rs_rt"):
                         continue  # an id-less reasoning item of a turn's, not the sealed results
                     if data is None or (item.id and data.get("id") != item.id):
-                        raise InvalidRequest(
-                            f"The encrypted content for item {item.id} could not be verified.",
-                            code="invalid_encrypted_content",
-                            param="input",
-                        )
+                        raise messages.encrypted_content_unverified(item.id)
                     if isinstance(runtime, dict) and runtime.get("program") == program:
                         for index, name, arguments, output, is_error in runtime.get("calls", []):
                             found[int(index)] = ToolResult(name, arguments, output, is_error=bool(is_error))
@@ -290,24 +280,17 @@ class Hosted:
         request = self.conversation.approval_requests.get(approval_id)
         if request is None:
             return
-        mismatches = []
-        if request.server_label != label:
-            mismatches.append(f"server_label {request.server_label!r} (the call's is {label!r})")
-        if request.name != name:
-            mismatches.append(f"name {request.name!r} (the call's is {name!r})")
-        if _canonical(request.arguments) != _canonical(arguments):
-            mismatches.append(f"arguments {request.arguments} (the call's are {arguments})")
-        if not mismatches:
+        other_label = (request.server_label, label) if request.server_label != label else None
+        other_name = (request.name, name) if request.name != name else None
+        same = _canonical(request.arguments) == _canonical(arguments)
+        other_arguments = None if same else (request.arguments, arguments)
+        if other_label is None and other_name is None and other_arguments is None:
             return
         at = next((i for i, item in enumerate(self.conversation.items) if item is request), -1)
         new_from = self.conversation.new_from
         param = f"input[{at - new_from}]" if at >= new_from else "previous_response_id"
-        raise InvalidRequest(
-            f"The mcp_approval_request {approval_id} does not match the call it approves: its "
-            + "; its ".join(mismatches)
-            + ". An approval covers the call it was asked for, unchanged.",
-            param=param,
-            code="invalid_approval_request",
+        raise messages.approval_request_mismatch(
+            approval_id, param, server_label=other_label, name=other_name, arguments=other_arguments
         )
 
     def _approval(self, approval_id: str) -> McpApprovalResponse | None:

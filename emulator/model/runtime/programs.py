@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.history.folds import identical_prefix
 from ptc_emulator.emulator.model.core import Live, Prepared, Runner, Trace
 from ptc_emulator.emulator.model.runtime.hidden_results import HiddenResults
@@ -282,7 +282,7 @@ class Runtime:
         names = sorted({*plan.tools.program_tools, *await plan.hosted.program_names()})
         resolved = seal.with_tools(names)
         if resolved is None:
-            raise checks.tools_changed(item.call_id, seal.describe_tools(), names)
+            raise messages.tools_changed(item.call_id, seal.describe_tools(), names)
         prepared.conversation.seals[item.call_id] = resolved
         return resolved
 
@@ -321,12 +321,7 @@ class Runtime:
             )
             outcome = forced or await runner.run(program)
             if isinstance(outcome, Failed) and outcome.kind == "divergence":
-                raise InvalidRequest(
-                    f"The function_call items of program {item.call_id} do not match what the program does: a tool "
-                    f"name or its arguments were modified ({outcome.message}).",
-                    param="input",
-                    code="program_divergence",
-                )
+                raise messages.program_calls_modified(item.call_id, outcome.message)
             if not isinstance(outcome, Suspended) or forced is not None:
                 break
             approvals, stopped = await self._settle(item, outcome, known, answered, bindings, hosted, settled)
@@ -338,12 +333,7 @@ class Runtime:
         trace.images.extend(o.url for o in outcome.outputs if isinstance(o, ImageOutput))
         unused = sorted(i for i in answered if i >= len(journal))
         if unused and (not isinstance(outcome, Suspended) or stopped is not None):
-            raise InvalidRequest(
-                f"The tool call items of program {item.call_id} do not match what the program does: the input "
-                f"answers {len(answered)} of its calls, but the program made only {len(journal)} before it ended.",
-                param="input",
-                code="program_divergence",
-            )
+            raise messages.program_answered_too_much(item.call_id, len(answered), len(journal))
         if isinstance(outcome, Suspended) and stopped is None:
             state = hosted.sealed_results(item.call_id)
             if state is not None:
@@ -388,7 +378,7 @@ class Runtime:
             return
         prepared.trace.contract.append(violation)
         if plan_of(prepared).strict_contract:
-            raise InvalidRequest(violation.describe(), param="tools", code="contract_violation")
+            raise messages.contract_violation(violation.describe(), "tools")
 
     def _program_output(
         self,

@@ -2,7 +2,9 @@
 
 A fault belongs to the response that starts its turn, not to the responses that resume a
 program the turn started. An HTTP error answers the first `times` requests for one conversation
-state, so the SDK's retries of the same request see it and then get through.
+state, so the SDK's retries of the same request see it and then get through. The requests are
+counted by the store's `Counts` when one is given: with a store replicas share, `times` counts
+the deployment's requests, whichever replica answers each.
 """
 
 from __future__ import annotations
@@ -12,24 +14,31 @@ import json
 from collections import OrderedDict
 from typing import Any
 
-from ptc_emulator.emulator.errors import ScriptedError
+from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.errors import EmulatorError, ScriptedError
 from ptc_emulator.emulator.model.scripted.scenario import Fault
+from ptc_emulator.emulator.storage import Counts
 from ptc_emulator.emulator.wire.items import Item, dump
 from ptc_emulator.sandbox import Failed, Limits
 
 __all__ = ["FaultInjector", "InjectedHTTPError", "describe", "forced_failure"]
 
-_BODIES: dict[int, tuple[str, str, str | None]] = {
-    429: ("Rate limit reached for requests (injected by the scenario).", "requests", "rate_limit_exceeded"),
-    500: ("The server had an error while processing your request. Sorry about that!", "server_error", None),
-    503: ("The engine is currently overloaded, please try again later.", "server_error", None),
-}
+
+def _injected(status: int) -> EmulatorError:
+    """OpenAI's body for an injected HTTP error of `status` (429, 500 or 503)."""
+    if status == 429:
+        return messages.rate_limited()
+    if status == 503:
+        return messages.overloaded()
+    return messages.server_error()
 
 
 class FaultInjector:
-    def __init__(self, remember: int = 10_000) -> None:
+    def __init__(self, remember: int = 10_000, counts: Counts | None = None) -> None:
         self._seen: OrderedDict[tuple[Any, ...], int] = OrderedDict()
         self._remember = remember
+        self.counts = counts
+        """Where the requests a fault answered are counted (None: in this object)."""
 
     def http_error(self, fault: Fault, key: tuple[Any, ...], items: list[Item]) -> str | None:
         """Raise the fault's HTTP error if this conversation state has not had it `times` times yet.
@@ -38,28 +47,39 @@ class FaultInjector:
         if fault.http_error is None:
             return describe(fault)
         state = (*key, _digest(items))
-        seen = self._seen.get(state, 0)
-        if seen >= fault.times:
+        seen = self._take(state, fault.times)
+        if seen is None:
             return describe(fault)
-        self._seen[state] = seen + 1
-        self._seen.move_to_end(state)
-        while len(self._seen) > self._remember:
-            self._seen.popitem(last=False)
         headers = {}
         if fault.retry_after is not None:
             headers["retry-after"] = f"{fault.retry_after:g}"
             headers["retry-after-ms"] = str(int(fault.retry_after * 1000))
         if fault.should_retry is not None:
             headers["x-should-retry"] = "true" if fault.should_retry else "false"
-        message, type_, code = _BODIES[fault.http_error]
+        body = _injected(fault.http_error)
         raise InjectedHTTPError(
             fault.http_error,
-            message,
-            type=type_,
-            code=code,
+            body.message,
+            type=body.type,
+            code=body.code,
             headers=headers,
             what=f"http_error {fault.http_error} ({seen + 1} of {fault.times})",
         )
+
+    def _take(self, state: tuple[Any, ...], times: int) -> int | None:
+        """Count one more request answered in this conversation state, unless `times` were: how
+        many were before (None: `times` were)."""
+        if self.counts is not None:
+            key = hashlib.sha256(json.dumps(["fault", *state]).encode("utf-8")).hexdigest()
+            return self.counts.take(key, times)
+        seen = self._seen.get(state, 0)
+        if seen >= times:
+            return None
+        self._seen[state] = seen + 1
+        self._seen.move_to_end(state)
+        while len(self._seen) > self._remember:
+            self._seen.popitem(last=False)
+        return seen
 
 
 class InjectedHTTPError(ScriptedError):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.model.core import Prepared, Runner, Trace
 from ptc_emulator.emulator.model.runtime import BoundTools, Runtime
 from ptc_emulator.emulator.model.scripted.choose import NoMatch, choose_script
@@ -25,6 +25,7 @@ from ptc_emulator.emulator.model.scripted.script import ScriptedPlan
 from ptc_emulator.emulator.model.scripted.walk import position, turn_items
 from ptc_emulator.emulator.rules import checks
 from ptc_emulator.emulator.rules.conversation import Conversation
+from ptc_emulator.emulator.storage import Counts
 from ptc_emulator.emulator.tools.toolset import Toolset
 from ptc_emulator.emulator.wire.request import CreateRequest
 
@@ -34,13 +35,22 @@ __all__ = ["ScriptedModel"]
 class ScriptedModel:
     """Plays the registered scenarios (see the module docstring)."""
 
-    def __init__(self, scenarios: ScenarioRegistry, runtime: Runtime, *, strict_contract: bool = False) -> None:
+    def __init__(
+        self,
+        scenarios: ScenarioRegistry,
+        runtime: Runtime,
+        *,
+        strict_contract: bool = False,
+        fault_counts: Counts | None = None,
+    ) -> None:
+        """`fault_counts`: where the requests an HTTP fault answered are counted (the store's, so
+        that replicas count together); without it, in this process."""
         self.scenarios = scenarios
         self.runtime = runtime
         self.strict_contract = strict_contract
         """The server's default; a scenario's own `strict_contract` wins."""
         self.player = Player(runtime)
-        self.faults = FaultInjector()
+        self.faults = FaultInjector(counts=fault_counts)
 
     def plan(
         self,
@@ -87,7 +97,7 @@ class ScriptedModel:
             strict = script.scenario.strict_contract
         trace.contract.extend(checks.check_outputs(conv, toolset))
         if strict and trace.contract:
-            raise InvalidRequest(trace.contract[0].describe(), param="input", code="contract_violation")
+            raise messages.contract_violation(trace.contract[0].describe(), "input")
         fault = script.turns[turn].fault if conv.open_program is None and turn < len(script.turns) else None
         if fault is not None:
             try:

@@ -11,8 +11,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ptc_emulator.emulator import jsontext
-from ptc_emulator.emulator.errors import InvalidRequest, ScriptedError
+from ptc_emulator.emulator import jsontext, messages
+from ptc_emulator.emulator.errors import ScriptedError
 from ptc_emulator.emulator.model.core import Prepared, Runner
 from ptc_emulator.emulator.model.runtime import Output, Runtime
 from ptc_emulator.emulator.model.scripted.faults import forced_failure
@@ -87,11 +87,7 @@ class Player:
                 return output.dumped
             index += 1
         if not output.dumped:
-            raise InvalidRequest(
-                f"Scenario '{script.name}' has no turn left to play for this conversation.",
-                param="input",
-                code="scenario_exhausted",
-            )
+            raise messages.scenario_exhausted(script.name)
         return output.dumped
 
     async def _turn(
@@ -124,7 +120,7 @@ class Player:
                 binding = _direct_tool(script, index, spec.name, bindings, prepared.toolset)
                 if binding.kind.text_argument:
                     if spec.input is None:
-                        raise script.error(index, f"the custom tool '{spec.name}' takes `input` (a string)")
+                        raise script.error(index, messages.custom_takes_input(spec.name))
                     arguments = json.dumps(script.text(index, spec.input, context), ensure_ascii=False)
                 else:
                     arguments = script.arguments(index, spec.arguments, context)
@@ -171,14 +167,11 @@ class Player:
         assert spec is not None
         tool = hosted.mcp_tools.get(spec.server_label)
         if tool is None or not tool.direct:
-            why = "does not declare it" if tool is None else "allows only programmatic calls to it"
-            raise script.error(index, f"calls the MCP server '{spec.server_label}' directly, but the request {why}")
+            why = messages.undeclared() if tool is None else messages.programmatic_only()
+            raise script.error(index, messages.mcp_called_directly(spec.server_label, why))
         listing = await hosted.listing(tool)
         if spec.name not in {entry["name"] for entry in listing.tools}:
-            raise script.error(
-                index,
-                f"calls '{spec.name}', which MCP server '{spec.server_label}' does not list (or allowed_tools hides)",
-            )
+            raise script.error(index, messages.mcp_tool_not_listed(spec.name, spec.server_label))
         arguments = script.arguments(index, spec.arguments, context)
         approval_id = None
         if tool.needs_approval(spec.name, spec.name in listing.read_only):
@@ -212,10 +205,7 @@ class Player:
             tool, hosted.declared(spec.server_label), spec.name, _parse(arguments) or {}, hosted.policy
         )
         if not result.scripted:
-            raise script.error(
-                index,
-                f"the declared MCP server '{spec.server_label}' has no result for {spec.name}({arguments})",
-            )
+            raise script.error(index, messages.mcp_no_result(spec.server_label, spec.name, arguments))
         call_id = self.ids("mcp")
         if approval_id is None:  # after an approval, the turn's reasoning came with its request
             self._reasoning(script.turns[index], call_id, prepared, emit)
@@ -242,15 +232,12 @@ class Player:
         assert spec is not None
         tool = hosted.code_interpreter
         if tool is None or not tool.direct:
-            why = "does not declare it" if tool is None else "allows only programmatic calls to it"
-            raise script.error(index, f"calls the code interpreter directly, but the request {why}")
+            why = messages.undeclared() if tool is None else messages.programmatic_only()
+            raise script.error(index, messages.interpreter_called_directly(why))
         code = script.text(index, spec.code, context)
         found = hosted.code_result(code)
         if found is None:
-            raise script.error(
-                index,
-                "calls the code interpreter, and no entry of the scenario's hosted.code_interpreter matches its code",
-            )
+            raise script.error(index, messages.interpreter_unscripted())
         outputs = found.all_outputs()
         included = "code_interpreter_call.outputs" in (prepared.request.include or [])
         item_id = self.ids("ci")
@@ -307,9 +294,7 @@ class Player:
         assert spec is not None
         query = script.text(index, spec.query, context) if spec.query is not None else None
         given = json.loads(script.arguments(index, spec.arguments, context)) if spec.arguments is not None else None
-        arguments = toolset.search_arguments(
-            spec.load, query, given, where=f"Scenario '{script.name}', turn {index + 1}"
-        )
+        arguments = toolset.search_arguments(spec.load, query, given, scenario=script.name, turn=index)
         execution = toolset.execution
         call_id = self.ids("call")
         self._reasoning(turn, call_id, prepared, emit)
@@ -333,43 +318,23 @@ def _direct_tool(script: Script, index: int, name: str, bindings: dict[str, Bind
     binding = bindings.get(name)
     if binding is None or not binding.direct:
         if binding is None and toolset.not_loaded(name):
-            why = f"declares it with defer_loading: true and no tool search has loaded it ({NOT_LOADED})"
+            why = messages.not_loaded_yet(NOT_LOADED)
         elif binding is None:
-            why = "does not declare it"
+            why = messages.undeclared()
         else:
-            why = "allows only programmatic calls to it"
-        what = (
-            f"the {binding.kind.kind} tool"
-            if binding is not None and binding.kind.kind != "function"
-            else "the function"
-        )
-        raise InvalidRequest(
-            f"Scenario '{script.name}', turn {index + 1}: calls {what} '{name}' directly, but the request {why}.",
-            param="tools",
-            code="scenario_error",
-        )
+            why = messages.programmatic_only()
+        kind = binding.kind.kind if binding is not None else "function"
+        raise messages.scenario_calls_directly(script.name, index, kind, name, why)
     if isinstance(binding.kind, Unemulated):
-        raise InvalidRequest(
-            f"Scenario '{script.name}', turn {index + 1}: calls '{name}', {binding.kind.why}; script its "
-            "result as a message instead.",
-            param="tools",
-            code="scenario_error",
-        )
+        raise messages.scenario_calls_unemulated(script.name, index, name, binding.kind.why)
     if binding.kind.owner == "server":
         turn = SERVER_TURNS[binding.kind.kind]
-        also = _PROGRAM_TOO.get(binding.kind.kind, "")
-        raise InvalidRequest(
-            f"Scenario '{script.name}', turn {index + 1}: calls '{name}', which runs on the server's side: use a "
-            f"`{turn}:` turn instead of `call`{also}.",
-            param="tools",
-            code="scenario_error",
-        )
+        raise messages.scenario_calls_server_tool(script.name, index, name, binding.kind.kind, turn)
     return binding
 
 
 SERVER_TURNS = {"code_interpreter": "code_interpreter", "mcp": "mcp", "tool_search": "search", "shell": "shell"}
 """The scenario turn that makes each server-side kind's direct call (every one is in `scenario.KINDS`)."""
-_PROGRAM_TOO = {"shell": " (or `tools.shell({commands})` in a `program` turn), its results scripted under hosted.shell"}
 
 
 def _parse(text: str) -> Any:

@@ -38,8 +38,8 @@ from typing import Any
 
 from jinja2 import StrictUndefined, Template, TemplateError
 
-from ptc_emulator.emulator import jsontext
-from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator import jsontext, messages
+from ptc_emulator.emulator.errors import ScenarioTurnError
 from ptc_emulator.emulator.model.core import Delivery, Prepared
 from ptc_emulator.emulator.model.runtime import ProgramPlan
 from ptc_emulator.emulator.model.scripted import templating
@@ -194,11 +194,11 @@ class Script:
             try:
                 value = jsontext.loads(rendered)
             except json.JSONDecodeError as e:
-                raise self.error(index, f"call arguments did not render to JSON: {e}") from e
+                raise self.error(index, messages.arguments_not_json(str(e))) from e
         else:
             value = self._render_values(arguments, context, index)
         if not isinstance(value, dict):
-            raise self.error(index, "call arguments must be a JSON object")
+            raise self.error(index, messages.arguments_not_object())
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
     def _render_values(self, value: Any, context: dict[str, Any], index: int) -> Any:
@@ -276,15 +276,13 @@ class Script:
                     return plain
             return templating.render(_compiled(env, template), {**self.variables, **context})
         except TemplateError as e:
-            raise self.error(index, f"template error: {e}") from e
+            raise self.error(index, messages.template_error(str(e))) from e
         except Exception as e:  # a template's own arithmetic or a filter on the wrong type: never a 500
-            raise self.error(index, f"template error: {type(e).__name__}: {e}") from e
+            raise self.error(index, messages.template_failed(type(e).__name__, str(e))) from e
 
-    def error(self, index: int, message: str) -> InvalidRequest:
-        """A 400 that names this script's turn."""
-        return InvalidRequest(
-            f"Scenario '{self.name}', turn {index + 1}: {message}", param="input", code="scenario_error"
-        )
+    def error(self, index: int, reason: str) -> ScenarioTurnError:
+        """A 400 that names this script's turn (`reason`: a catalogue text)."""
+        return messages.scenario_turn(self.name, index, reason)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.model.core import Prepared
 from ptc_emulator.emulator.model.runtime import hosted_shell_call
 from ptc_emulator.emulator.model.scripted.script import scripted_plan
@@ -38,20 +39,13 @@ def shell_turn(
     assert spec is not None
     tool = hosted.hosted_shell
     if tool is None:
-        raise script.error(
-            index,
-            "runs a shell command in a hosted container, but the request declares no `shell` tool with a "
-            "`container_auto` or `container_reference` environment (a local shell is called with a `call` turn)",
-        )
+        raise script.error(index, messages.no_hosted_shell())
     if not getattr(tool, "direct", True):
-        raise script.error(index, "calls the hosted shell directly, but the request allows only programmatic calls")
+        raise script.error(index, messages.shell_programmatic_only())
     commands = [script.text(index, command, context) for command in spec.commands]
     results = hosted.shell_results(commands)
     if isinstance(results, str):
-        raise script.error(
-            index,
-            f"runs the command {results!r} in the hosted shell, and no entry of the scenario's hosted.shell matches it",
-        )
+        raise script.error(index, messages.shell_unscripted(results))
     limit = spec.max_output_length
     if limit is not None:
         results = [{**r, "stdout": r["stdout"][:limit], "stderr": r["stderr"][:limit]} for r in results]

@@ -17,7 +17,7 @@ import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.model.runtime import hosted_shell_call
 from ptc_emulator.emulator.model.scripted.scenario import Turn
 from ptc_emulator.emulator.rules.conversation import Conversation
@@ -148,12 +148,7 @@ def _walk_once(conv: Conversation, script: Script) -> Walked:
             continue
         expected = script.turns[turn].kind if turn < len(script.turns) else "nothing"
         if kind != expected and not (kind == "message" and expected == "refusal"):
-            raise InvalidRequest(
-                f"The conversation does not follow scenario '{script.name}': after the latest user message, turn "
-                f"{turn + 1} should be a {expected}, but the input has a {item.type} item there.",
-                param="input",
-                code="scenario_mismatch",
-            )
+            raise messages.scenario_mismatch(script.name, turn, expected, item.type)
         walked.append((item, turn, emitted))
         if isinstance(item, McpApprovalRequest):
             asked.add(item.id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.model.upstream.protocol import (
     Answer,
     Delta,
@@ -68,11 +69,11 @@ class ChatCompletions(UpstreamProtocol):
         return {**body, "stream": True, "stream_options": {"include_usage": True}}
 
     def answer(self, data: Any) -> Answer:
-        shape = Shape("answered a body")
+        shape = Shape(messages.answered_body())
         body = shape.object(data, "(the body)")
         choices = shape.objects(body.get("choices"), "choices")
         if not choices:
-            raise Fault("answered no choices (`choices` is empty).")
+            raise Fault(messages.no_choices())
         message = shape.object(choices[0].get("message"), "choices[0].message")
         answer = Answer(
             text=shape.string(message.get("content"), "choices[0].message.content"),
@@ -96,7 +97,7 @@ class ChatCompletions(UpstreamProtocol):
     async def stream(self, events: AsyncIterator[bytes], on_delta: Delta | None) -> Answer:
         """The chunks of choice 0 until `[DONE]`; a stream that ends before it (and before a
         `finish_reason`) was cut short, which is a `Fault`, not an answer."""
-        shape = Shape("streamed a chunk")
+        shape = Shape(messages.streamed_chunk())
         answer = Answer()
         text: list[str] = []
         reasoning: list[str] = []
@@ -109,11 +110,11 @@ class ChatCompletions(UpstreamProtocol):
             try:
                 chunk = shape.object(await parse(data), "(the chunk)")
             except Malformed as e:
-                raise Fault(e.said("streamed a chunk")) from None
+                raise Fault(e.said(messages.streamed_chunk())) from None
             if chunk.get("error"):  # what OpenAI-compatible servers send when they fail mid-stream
                 failure = chunk["error"]
                 message = failure.get("message") if isinstance(failure, dict) else failure
-                raise Fault("failed mid-stream", quoted=str(message))
+                raise Fault.quoting(messages.failed_mid_stream, str(message))
             answer.model = shape.string(chunk.get("model"), "model") or answer.model
             shape.usage(answer, chunk.get("usage"), "usage")
             for n, choice in enumerate(shape.objects(chunk.get("choices"), "choices")):
@@ -145,7 +146,7 @@ class ChatCompletions(UpstreamProtocol):
                     if function.get("arguments") is not None:
                         slot["arguments"] += shape.arguments(function["arguments"], f"{where}.function.arguments")
         if not finished:
-            raise Fault("ended its stream before it finished (no `finish_reason`, no `[DONE]`).")
+            raise Fault(messages.stream_unfinished())
         answer.text = "".join(text)
         answer.reasoning = "".join(reasoning) or None
         answer.calls = [

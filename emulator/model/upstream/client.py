@@ -6,7 +6,7 @@ A protocol (`protocol.UpstreamProtocol`: `chat.py`, `responses.py`) builds the r
 the answer; this module sends it. Every protocol is asked to stream (an answer that comes whole
 instead is read whole), and `on_delta` gets the text and the reasoning as they arrive. A
 connection failure, a timeout, a 429 or a 5xx is retried a bounded number of times, unless part
-of the answer already went to `on_delta`; what still fails is a `StatusError` in the OpenAI
+of the answer already went to `on_delta`; what still fails is an `EmulatorError` in the OpenAI
 envelope (502 `upstream_error`, 504 `upstream_timeout`).
 
 The answer is untrusted input (`reading.py`): read within `max_answer_bytes` as it arrives,
@@ -28,7 +28,8 @@ from typing import Any
 
 import httpx
 
-from ptc_emulator.emulator.errors import StatusError
+from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.model.upstream.chat import ChatCompletions
 from ptc_emulator.emulator.model.upstream.protocol import Answer, Delta, Fault, ToolCall, UpstreamProtocol, snippet
 from ptc_emulator.emulator.model.upstream.reading import INLINE_BYTES, Budget, Malformed, decode, events, whole
@@ -109,7 +110,7 @@ class UpstreamConfig:
 
 
 class _Retry(Exception):
-    def __init__(self, error: StatusError) -> None:
+    def __init__(self, error: EmulatorError) -> None:
         self.error = error
 
 
@@ -175,13 +176,13 @@ class UpstreamClient:
                     raise redaction.error(e.error) from None
             except Fault as e:
                 raise redaction.error(_fault(self.config, e, redaction)) from None
-            except StatusError as e:
+            except EmulatorError as e:
                 raise redaction.error(e) from None
             else:
                 if feed is not None:
                     feed.flush()
                 if not answer.text.strip() and not answer.calls:  # a response with nothing in it
-                    empty = Fault("answered neither text nor a tool call.")
+                    empty = Fault(messages.answered_nothing())
                     raise redaction.error(_fault(self.config, empty, redaction))
                 return redaction.answer(answer)
             attempt += 1
@@ -205,7 +206,7 @@ class UpstreamClient:
         try:
             encoding = response.headers.get("content-encoding", "identity").strip().lower()
             if encoding not in ("", "identity"):
-                raise Fault(f"answered with Content-Encoding {snippet(encoding)!r} although asked for none.")
+                raise Fault(messages.compressed(snippet(encoding)))
             chunks = response.aiter_bytes()
             if self.config.stream and "json" not in response.headers.get("content-type", ""):
                 budget = Budget(self.config.max_answer_bytes, "streamed")
@@ -217,9 +218,9 @@ class UpstreamClient:
         except httpx.TimeoutException:
             raise _Retry(_timeout(self.config)) from None
         except httpx.HTTPError as e:
-            raise _Retry(_error(f"The model upstream's stream broke off ({type(e).__name__}).")) from None
+            raise _Retry(messages.upstream_stream_broke(type(e).__name__)) from None
         except (TypeError, AttributeError, KeyError, IndexError, ValueError):  # a protocol that reads without a Shape
-            raise Fault("answered in a shape its protocol does not read.") from None
+            raise Fault(messages.unreadable_shape()) from None
         finally:
             await response.aclose()
 
@@ -233,7 +234,7 @@ class UpstreamClient:
         except httpx.TimeoutException:
             raise _Retry(_timeout(self.config)) from None
         except httpx.HTTPError as e:
-            raise _Retry(_error(f"The model upstream at {url} could not be reached ({type(e).__name__}).")) from None
+            raise _Retry(messages.upstream_unreachable(url, type(e).__name__)) from None
         if response.status_code >= 400:
             try:
                 text = await _start(response.aiter_bytes(), ERROR_BODY_BYTES)
@@ -242,7 +243,7 @@ class UpstreamClient:
             finally:
                 await response.aclose()
             said = self._redaction.text(text, cut=len(text.encode()) >= ERROR_BODY_BYTES)
-            error = _error(f"The model upstream at {url} answered {response.status_code}: {snippet(said)}")
+            error = messages.upstream_answered_status(url, response.status_code, snippet(said))
             if response.status_code == 429 or response.status_code >= 500:
                 raise _Retry(error)
             raise error
@@ -268,26 +269,14 @@ def _whole(protocol: UpstreamProtocol, data: bytes) -> Answer:
     try:
         value = decode(data)
     except Malformed as e:
-        raise Fault(e.said("answered a body")) from None
+        raise Fault(e.said(messages.answered_body())) from None
     return protocol.answer(value)
 
 
-def _fault(config: UpstreamConfig, fault: Fault, redaction: Redaction) -> StatusError:
+def _fault(config: UpstreamConfig, fault: Fault, redaction: Redaction) -> EmulatorError:
     """The 502 for what the upstream got wrong: its own words, if any, without the key and cut short."""
-    message = f"The model upstream at {config.url} {fault.message}"
-    if fault.quoted is not None:
-        message += f": {snippet(redaction.text(fault.quoted))}"
-    return _error(message)
+    return messages.upstream_fault(config.url, fault.said(redaction.text))
 
 
-def _error(message: str) -> StatusError:
-    return StatusError(502, message, type="server_error", code="upstream_error")
-
-
-def _timeout(config: UpstreamConfig) -> StatusError:
-    return StatusError(
-        504,
-        f"The model upstream at {config.url} did not answer within {config.timeout_s:g} s.",
-        type="server_error",
-        code="upstream_timeout",
-    )
+def _timeout(config: UpstreamConfig) -> EmulatorError:
+    return messages.upstream_timeout(config.url, config.timeout_s)

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ptc_emulator.emulator.errors import InvalidRequest, StatusError
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.model.core import Prepared, Runner, Trace
 from ptc_emulator.emulator.model.runtime import BoundTools, HostedScript, Output, ProgramPlan, Runtime
 from ptc_emulator.emulator.model.upstream.client import Answer, ToolCall, UpstreamClient
@@ -94,7 +94,7 @@ class UpstreamModel:
         open_indexes = runtime.check(conv, tools, hosted)
         trace.contract.extend(checks.check_outputs(conv, toolset))
         if self.strict_contract and trace.contract:
-            raise InvalidRequest(trace.contract[0].describe(), param="input", code="contract_violation")
+            raise messages.contract_violation(trace.contract[0].describe(), "input")
         return UpstreamPlan(
             hosted=hosted,
             tools=tools,
@@ -139,7 +139,7 @@ class _Play:
             answer = await self._ask(taught)
             if not await self._turn(answer, taught):
                 return self.output.dumped
-        raise _invalid(f"The model upstream took more than {MAX_TURNS} turns in one response.")
+        raise messages.upstream_too_many_turns(MAX_TURNS)
 
     async def _ask(self, taught: Teaching) -> Answer:
         request = self.prepared.request
@@ -212,9 +212,7 @@ class _Play:
         name = taught.direct.get(call.name)
         if name is None:
             offered = ", ".join(f.name for f in taught.functions) or "none"
-            raise _invalid(
-                f"The model upstream called a function this request does not offer: {_name(call)} (offered: {offered})."
-            )
+            raise messages.upstream_unoffered_function(_name(call), offered)
         binding = self.plan.tools.bindings[name]
         await _arguments(call)
         item = binding.kind.call_item(
@@ -274,23 +272,22 @@ async def _arguments(call: ToolCall) -> Any:
     try:
         return await parse(call.arguments or "{}")
     except Malformed as e:
-        said = e.said(f"The model upstream called {_name(call)} with arguments", plural=True)
-        raise _invalid(f"{said[:-1]}: {call.arguments[:200]!r}.") from None
+        if e.not_json:
+            raise messages.upstream_arguments_not_json(repr(_name(call)), call.arguments) from None
+        raise messages.upstream_arguments_malformed(repr(_name(call)), e.problem, call.arguments) from None
 
 
 def _code(call: ToolCall, arguments: Any) -> str:
     """The `code` argument of a call of the code function, or the 502 that says what is wrong."""
     code = arguments.get("code") if isinstance(arguments, dict) else None
     if not isinstance(code, str) or not code.strip():
-        raise _invalid(
-            f"The model upstream called {CODE_TOOL} without a `code` argument (a string): {call.arguments[:200]!r}."
-        )
+        raise messages.upstream_code_missing(CODE_TOOL, call.arguments)
     return code
 
 
 def _name(call: ToolCall) -> str:
-    """A call's function name for a message (the upstream's: any length)."""
-    return repr(call.name if len(call.name) <= 100 else call.name[:97] + "...")
+    """A call's function name for a message (the upstream's: any length), cut short."""
+    return call.name if len(call.name) <= 100 else call.name[:97] + "..."
 
 
 def _choice(choice: Any, taught: Teaching) -> str:
@@ -307,7 +304,3 @@ def _choice(choice: Any, taught: Teaching) -> str:
     if isinstance(choice, AllowedToolsChoice) and choice.mode == "required":
         return "required"
     return "auto"
-
-
-def _invalid(message: str) -> StatusError:
-    return StatusError(502, message, type="server_error", code="upstream_invalid_tool_call")

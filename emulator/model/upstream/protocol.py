@@ -10,7 +10,7 @@ counts. What it reads is untrusted (`reading.py`): it decodes with `reading.pars
 values with a `reading.Shape`, and raises `Fault` for anything it cannot take (an answer of a
 shape the protocol does not have, a stream that says it failed or ends before it finished); a
 `TypeError`, `AttributeError`, `KeyError`, `IndexError` or `ValueError` that escapes a protocol is
-still the 502 (`answered in a shape its protocol does not read.`), never a 500.
+still the 502 (`messages.unreadable_shape`), never a 500.
 """
 
 from __future__ import annotations
@@ -57,14 +57,29 @@ class Answer:
 
 class Fault(Exception):
     """What went wrong with an answer, as the end of a sentence that begins "The model upstream at
-    <url> " (`streamed a chunk that is not JSON.`): the client makes it the 502. `quoted`: the
-    upstream's own words (a failure's message), which the client adds after a colon once it has
-    taken the key out of them and cut them short."""
+    <url> " (a catalogue text: `messages.malformed(...)`): the client makes it the 502
+    (`messages.upstream_fault`). `Fault.quoting(wording, quoted)`: a text that quotes the
+    upstream's own words (a failure's message), which the client gives it once it has taken the
+    key out of them and cut them short."""
 
-    def __init__(self, message: str, quoted: str | None = None) -> None:
+    def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-        self.quoted = quoted
+        self.wording: Callable[[str], str] | None = None
+        self.quoted: str | None = None
+
+    @classmethod
+    def quoting(cls, wording: Callable[[str], str], quoted: str) -> Fault:
+        fault = cls(quoted)
+        fault.wording = wording
+        fault.quoted = quoted
+        return fault
+
+    def said(self, redact: Callable[[str], str]) -> str:
+        """The fault's text, the upstream's words in it passed through `redact` and cut short."""
+        if self.wording is None or self.quoted is None:
+            return self.message
+        return self.wording(snippet(redact(self.quoted)))
 
 
 class UpstreamProtocol(ABC):

@@ -30,12 +30,12 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.jsontext import MAX_DEPTH, depth
 from ptc_emulator.emulator.model.upstream.protocol import Answer, Fault
 
 __all__ = [
     "INLINE_BYTES",
-    "LIMIT_FLAG",
     "Budget",
     "Malformed",
     "Shape",
@@ -45,25 +45,24 @@ __all__ = [
     "parse",
 ]
 
-LIMIT_FLAG = "--model-upstream-max-answer-bytes"
-
 INLINE_BYTES = 8 * 1024
 """JSON text up to this many bytes is decoded on the event loop (a stream's chunk is a few
 hundred); longer text in a worker thread."""
 
 
 class Budget:
-    """The bytes one answer may still take (`said`: "answered" or "streamed", for the refusal)."""
+    """The bytes one answer may still take (`verb`: "answered" or "streamed", for the refusal,
+    `messages.too_many_bytes`)."""
 
-    def __init__(self, limit: int, said: str) -> None:
+    def __init__(self, limit: int, verb: str) -> None:
         self.limit = limit
-        self.said = said
+        self.verb = verb
         self.read = 0
 
     def spend(self, count: int) -> None:
         self.read += count
         if self.read > self.limit:
-            raise Fault(f"{self.said} more than {self.limit} bytes ({LIMIT_FLAG}).")
+            raise Fault(messages.too_many_bytes(self.verb, self.limit))
 
 
 async def whole(chunks: AsyncIterator[bytes], budget: Budget) -> bytes:
@@ -114,17 +113,17 @@ def _field(line: bytearray, data: list[bytes]) -> None:
 
 
 class Malformed(ValueError):
-    """Text `decode` does not take; `tail` completes a sentence about it ("a chunk " + tail)."""
+    """Text `decode` does not take; `problem`: what is wrong with it, a catalogue text
+    (`messages.answer_not_json()`, `messages.answer_too_deep(64)`, ...); `not_json`: it is not JSON at all."""
 
-    def __init__(self, tail: str) -> None:
-        super().__init__(tail)
-        self.tail = tail
+    def __init__(self, problem: str, *, not_json: bool = False) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.not_json = not_json
 
-    def said(self, subject: str, *, plural: bool = False) -> str:
-        """`subject` and what is wrong with it, as a sentence's end ("a chunk that is not JSON.");
-        `plural`: the subject is ("arguments that are not JSON.")."""
-        tail = self.tail.replace("that is ", "that are ", 1) if plural else self.tail
-        return f"{subject} {tail}."
+    def said(self, subject: str) -> str:
+        """`subject` (what was read, `messages.streamed_chunk()`) and what is wrong with it: a fault's text."""
+        return messages.malformed(subject, self.problem)
 
 
 class _NotFinite(Exception):
@@ -132,14 +131,13 @@ class _NotFinite(Exception):
 
 
 def _constant(name: str) -> Any:
-    raise _NotFinite(f"holding {name}, which JSON does not have")
+    raise _NotFinite(messages.answer_constant(name))
 
 
 def _float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        shown = text if len(text) <= 40 else text[:37] + "..."
-        raise _NotFinite(f"holding a number beyond a double's range ({shown})")
+        raise _NotFinite(messages.answer_number_too_large(text if len(text) <= 40 else text[:37] + "..."))
     return value
 
 
@@ -161,11 +159,11 @@ def decode(data: bytes | str) -> Any:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
-            raise Malformed("that is not UTF-8") from None
+            raise Malformed(messages.answer_not_utf8()) from None
     else:
         text = data
     if text.count("[") + text.count("{") > MAX_DEPTH and depth(text) > MAX_DEPTH:
-        raise Malformed(f"nested deeper than {MAX_DEPTH} levels")
+        raise Malformed(messages.answer_too_deep(MAX_DEPTH))
     decoder = json.JSONDecoder(parse_constant=_constant, parse_float=_float)
     if len(text) > INLINE_BYTES:
         _pure_python(decoder)
@@ -174,9 +172,9 @@ def decode(data: bytes | str) -> Any:
     except _NotFinite as e:
         raise Malformed(str(e)) from None
     except (ValueError, RecursionError):
-        raise Malformed("that is not JSON") from None
+        raise Malformed(messages.answer_not_json(), not_json=True) from None
     if _SURROGATE_ESCAPE.search(text) and _lone_surrogate(value):
-        raise Malformed("holding invalid Unicode (a lone surrogate)")
+        raise Malformed(messages.answer_lone_surrogate())
     return value
 
 
@@ -219,19 +217,20 @@ def _kind(value: Any) -> str:
 
 
 class Shape:
-    """Reads decoded JSON as a protocol expects it; `subject` is what is read ("answered a
-    body", "streamed a chunk"), for the `Fault` that names the path that is wrong."""
+    """Reads decoded JSON as a protocol expects it; `subject` is what is read (`messages.answered_body()`,
+    `messages.streamed_chunk()`), for the `Fault` that names the path that is wrong."""
 
     def __init__(self, subject: str) -> None:
         self.subject = subject
 
     def fault(self, where: str, problem: str) -> Fault:
-        return Fault(f"{self.subject} of an unknown shape: `{where}` {problem}.")
+        """`problem` (`messages.shape_missing()`, ...) at the path `where`."""
+        return Fault(messages.unknown_shape_at(self.subject, where, problem))
 
     def _wrong(self, value: Any, where: str, wanted: str) -> Fault:
         if value is None:
-            return self.fault(where, "is missing")
-        return self.fault(where, f"is {_kind(value)}, not {wanted}")
+            return self.fault(where, messages.shape_missing())
+        return self.fault(where, messages.shape_wrong(_kind(value), wanted))
 
     def object(self, value: Any, where: str) -> dict[str, Any]:
         if not isinstance(value, dict):
@@ -261,7 +260,7 @@ class Shape:
         if isinstance(value, bool) or not isinstance(value, int):
             raise self._wrong(value, where, "a whole number")
         if value < 0:
-            raise self.fault(where, "is negative")
+            raise self.fault(where, messages.shape_negative())
         return value
 
     def index(self, value: Any, where: str, default: int) -> int:

@@ -11,11 +11,14 @@ lets it go with the next piece or at the end of the turn (`Redacting.flush`)."""
 from __future__ import annotations
 
 import dataclasses
+from typing import TypeVar
 
-from ptc_emulator.emulator.errors import StatusError
+from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.model.upstream.protocol import Answer, Delta, ToolCall
 
 __all__ = ["MASK", "Redacting", "Redaction"]
+
+E = TypeVar("E", bound=EmulatorError)
 
 MASK = "[redacted]"
 
@@ -55,7 +58,7 @@ class Redaction:
             calls=[ToolCall(self.text(c.id), self.text(c.name), self.text(c.arguments)) for c in answer.calls],
         )
 
-    def error(self, error: StatusError) -> StatusError:
+    def error(self, error: E) -> E:
         """`error` with the key out of its message."""
         error.message = self.text(error.message)
         error.args = (error.message,)

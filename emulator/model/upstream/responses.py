@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.model.upstream.protocol import (
     Answer,
     Delta,
@@ -61,7 +62,7 @@ class Responses(UpstreamProtocol):
         return {**body, "stream": True}
 
     def answer(self, data: Any) -> Answer:
-        return self._answer(Shape("answered a body"), data, "")
+        return self._answer(Shape(messages.answered_body()), data, "")
 
     def _answer(self, shape: Shape, data: Any, at: str, done: list[dict[str, Any]] | None = None) -> Answer:
         """A response object (`at`: its path, for a `Fault`), its output as `done` gives it if it
@@ -71,7 +72,7 @@ class Responses(UpstreamProtocol):
         if response.get("status") == "failed" or response.get("error"):
             error = response.get("error")
             message = error.get("message") if isinstance(error, dict) else error
-            raise Fault("answered a failed response", quoted=str(message or "no message"))
+            raise Fault.quoting(messages.failed_response, str(message or messages.no_failure_message()))
         answer = Answer(model=shape.string(response.get("model"), f"{at}model") or None)
         output = shape.objects(response.get("output"), f"{at}output")
         where = f"{at}output"
@@ -104,13 +105,13 @@ class Responses(UpstreamProtocol):
         """The text deltas as they come, a reasoning item's summary when it is done; the answer is
         the `response.completed` event's response (its output as the `output_item.done` events gave
         it, if the response comes without)."""
-        shape = Shape("streamed an event")
+        shape = Shape(messages.streamed_event())
         done: list[dict[str, Any]] = []
         async for data in events:
             try:
                 event = shape.object(await parse(data), "(the event)")
             except Malformed as e:
-                raise Fault(e.said("streamed an event")) from None
+                raise Fault(e.said(messages.streamed_event())) from None
             kind = event.get("type")
             if kind == "response.output_text.delta":
                 piece = shape.string(event.get("delta"), "delta")
@@ -128,8 +129,8 @@ class Responses(UpstreamProtocol):
                 failure = response.get("error") if isinstance(response, dict) else None
                 failure = failure or event.get("error") or event
                 message = failure.get("message") if isinstance(failure, dict) else failure
-                raise Fault("failed mid-stream", quoted=str(message or "no message"))
-        raise Fault("ended its stream before the response was completed.")
+                raise Fault.quoting(messages.failed_mid_stream, str(message or messages.no_failure_message()))
+        raise Fault(messages.stream_ended_early())
 
 
 def _summary(shape: Shape, item: dict[str, Any], at: str) -> str:

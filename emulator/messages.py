@@ -1,0 +1,1763 @@
+"""The catalogue: every message the emulator answers with, each written once, grouped by surface.
+
+The emulator's promise is the hosted API's message, exactly; so the messages live here, not at the
+places that raise them. Two sorts of entry:
+
+* an **error**: a function taking the message's variable parts and returning the exception to
+  raise, whose class carries the status, type and code (`emulator/errors.py`): `raise
+  messages.no_tool_output(label, call_id)`;
+* a **text**: a function returning a wording that travels inside something else: a response's
+  `error`, the reason inside a validation error (`Invalid 'metadata': <reason>.`), the reason a
+  scenario turn cannot play, an MCP call's `error`, a WebSocket or agent event.
+
+Every module names an entry through this module (`messages.x(...)`), never by importing the name,
+so a wording changed here (or patched in a test) changes everywhere it is used.
+`tests/unit/test_messages.py` holds that: it lists any wording written inline elsewhere, checks
+that `docs/errors.md`'s catalogue is what `python -m ptc_emulator.emulator.messages docs/errors.md`
+writes, and makes each rule fire through its entry. An entry's docstring says when it is answered.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ParamSpec, TypeVar
+
+from ptc_emulator.emulator.errors import (
+    ContractViolation,
+    EmulatorError,
+    InvalidEncryptedContent,
+    InvalidFingerprint,
+    InvalidRequest,
+    InvalidType,
+    InvalidValue,
+    MissingParameter,
+    NoScenarioMatched,
+    NotFound,
+    PreviousResponseNotFound,
+    ProgramDivergence,
+    ScenarioTurnError,
+    StatusError,
+    UnknownParameter,
+    UnsupportedParameter,
+    UpstreamError,
+    UpstreamInvalidToolCall,
+    UpstreamTimeout,
+)
+
+__all__ = ["CATALOGUE", "SURFACES", "Entry", "markdown"]
+
+P = ParamSpec("P")
+E = TypeVar("E", bound=EmulatorError)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One catalogue entry: its function, the surface it belongs to, and, for a text, where it
+    appears. `samples` are the parts the docs show it with (by default the parameter's default,
+    else `<name>`)."""
+
+    name: str
+    surface: str
+    function: Callable[..., EmulatorError | str]
+    where: str | None = None
+    samples: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_text(self) -> bool:
+        return self.where is not None
+
+    @property
+    def when(self) -> str:
+        doc = inspect.getdoc(self.function) or ""
+        return " ".join(doc.split("\n\n", 1)[0].split())
+
+    def sample(self) -> EmulatorError | str:
+        """The entry made with its sample parts."""
+        parts: dict[str, Any] = {}
+        for name, parameter in inspect.signature(self.function).parameters.items():
+            if name in self.samples:
+                parts[name] = self.samples[name]
+            elif parameter.default is inspect.Parameter.empty:
+                parts[name] = f"<{name}>"
+        return self.function(**parts)
+
+
+CATALOGUE: dict[str, Entry] = {}
+"""Every entry by its name, in the order of this module."""
+
+SURFACES: list[str] = []
+"""The surfaces, in the order of this module."""
+
+
+def _register(surface: str, function: Callable[..., Any], where: str | None, samples: Mapping[str, Any]) -> None:
+    name = function.__name__
+    assert name not in CATALOGUE, f"two entries named {name}"
+    if surface not in SURFACES:
+        SURFACES.append(surface)
+    CATALOGUE[name] = Entry(name, surface, function, where, dict(samples))
+
+
+def error(surface: str, **samples: Any) -> Callable[[Callable[P, E]], Callable[P, E]]:
+    """Register an error entry (a function returning the exception to raise)."""
+
+    def register(function: Callable[P, E]) -> Callable[P, E]:
+        _register(surface, function, None, samples)
+        return function
+
+    return register
+
+
+def text(surface: str, where: str, **samples: Any) -> Callable[[Callable[P, str]], Callable[P, str]]:
+    """Register a text entry (a wording that travels inside something else, `where`)."""
+
+    def register(function: Callable[P, str]) -> Callable[P, str]:
+        _register(surface, function, where, samples)
+        return function
+
+    return register
+
+
+# ==== the entries, by surface ====================================================================
+
+EDGE = "The edge: API keys, hosts, bodies, routes"
+REQUEST = "Request parameters"
+ITEMS = "Conversation items"
+PROGRAMS = "Programs and sealed content"
+TOOLS = "Tools and tool search"
+HISTORY = "Stored responses and items"
+RESPONSES = "Responses: background, compaction, continuations"
+CONVERSATIONS = "Conversations API"
+SCENARIOS = "Scenarios (the scripted model)"
+UPSTREAM = "The model upstream"
+MCP = "MCP servers"
+AGENTS = "Agents API"
+SOCKET = "WebSocket mode and steering"
+ADMIN = "Admin API, journal and inspector"
+
+
+# ---- the edge ---------------------------------------------------------------------------------------
+
+
+@error(EDGE)
+def database_away() -> StatusError:
+    """The server's PostgreSQL database does not answer (stopped, unreachable, or no connection in
+    time): a request, and health, fail at once instead of waiting on it."""
+    return StatusError(
+        503,
+        "The emulator's database does not answer; try again once it is back.",
+        type="server_error",
+        code="database_unavailable",
+    )
+
+
+@error(EDGE)
+def server_error() -> EmulatorError:
+    """A bug (and a scenario's `http_error: 500` fault, OpenAI's body)."""
+    return EmulatorError("The server had an error while processing your request. Sorry about that!")
+
+
+# ---- request parameters ----------------------------------------------------------------------------
+
+
+@error(REQUEST)
+def missing_parameter(param: str, note: str | None = None) -> MissingParameter:
+    """A required parameter is absent (`note`: when it is required, for a parameter that is not always)."""
+    return MissingParameter(
+        f"Missing required parameter: '{param}'" + (f" ({note})" if note else "") + ".", param=param
+    )
+
+
+@error(REQUEST)
+def unknown_parameter(param: str) -> UnknownParameter:
+    """A parameter the endpoint does not have."""
+    return UnknownParameter(f"Unknown parameter: '{param}'.", param=param)
+
+
+@error(REQUEST)
+def invalid_value(value: object, supported: str, param: str) -> InvalidValue:
+    """A value outside the parameter's set (`supported`: the set, each value quoted)."""
+    return InvalidValue(f"Invalid value: '{value}'. Supported values are: {supported}.", param=param)
+
+
+@error(REQUEST)
+def expected_an_object(param: str, got: str) -> InvalidType:
+    """An entry of `context_management` that is not an object (`got`: its Python type's name)."""
+    return InvalidType(f"Invalid type for '{param}': expected an object, but got {got}.", param=param)
+
+
+@error(REQUEST)
+def saved_prompts() -> UnsupportedParameter:
+    """`prompt` (a saved prompt's id and variables): "OpenAI scheduled the shutdown of saved prompts
+    for November 30, 2026" (openai 3.63's docstring), and the emulator never kept any."""
+    return UnsupportedParameter(
+        "Saved prompts ('prompt') were shut down on November 30, 2026: put the prompt's text in "
+        "'instructions' and 'input' instead (prompts in application code).",
+        param="prompt",
+    )
+
+
+@error(REQUEST)
+def conversation_with_previous_response() -> InvalidRequest:
+    """`conversation` and `previous_response_id` in one request."""
+    return InvalidRequest(
+        "Parameters 'previous_response_id' and 'conversation' cannot be used together.", param="conversation"
+    )
+
+
+@error(REQUEST)
+def background_needs_store() -> InvalidRequest:
+    """`background: true` with `store: false`."""
+    return InvalidRequest("Background mode requires store=true.", param="background")
+
+
+@error(REQUEST)
+def completion_window_needs_background(window: str) -> InvalidRequest:
+    """A `background_options.completion_window` of `2h` or `8h` without `background: true`."""
+    return InvalidRequest(
+        f"The '{window}' completion window requires background: true.", param="background_options.completion_window"
+    )
+
+
+@error(REQUEST)
+def completion_window_with_stream(window: str) -> InvalidRequest:
+    """A `2h` or `8h` completion window with `stream: true`."""
+    return InvalidRequest(f"The '{window}' completion window cannot be used with stream: true.", param="stream")
+
+
+@error(REQUEST)
+def completion_window_needs_standard(window: str, service_tier: str) -> InvalidRequest:
+    """A `2h` or `8h` completion window with a `service_tier` that is not Standard processing."""
+    return InvalidRequest(
+        f"The '{window}' completion window requires Standard processing: service_tier "
+        f"'{service_tier}' cannot be used with it.",
+        param="service_tier",
+    )
+
+
+@error(REQUEST)
+def compact_threshold_invalid(param: str) -> InvalidValue:
+    """A `context_management` entry's `compact_threshold` that is not a positive integer."""
+    return InvalidValue(
+        f"Invalid value for '{param}.compact_threshold': expected a positive integer.",
+        param=f"{param}.compact_threshold",
+    )
+
+
+# ---- tools and tool search -------------------------------------------------------------------------
+
+
+@error(TOOLS)
+def duplicate_tool_name(name: str, param: str = "tools") -> InvalidRequest:
+    """Two tools (or two functions of one namespace, or two agent function tools) with one name."""
+    return InvalidRequest(f"Duplicate tool name: '{name}'.", param=param)
+
+
+@error(TOOLS)
+def tool_choice_name_not_found(kind: str, name: str) -> InvalidRequest:
+    """`tool_choice` naming a function or custom tool the request does not declare."""
+    return InvalidRequest(
+        f"Tool choice '{kind}' with name '{name}' not found in 'tools' parameter.", param="tool_choice"
+    )
+
+
+@error(TOOLS)
+def tool_choice_not_found(kind: str) -> InvalidRequest:
+    """`tool_choice` naming a tool type (or `programmatic_tool_calling`) the request does not declare."""
+    return InvalidRequest(f"Tool choice '{kind}' not found in 'tools' parameter.", param="tool_choice")
+
+
+@error(TOOLS)
+def invalid_grammar(syntax: str, tool: str, problem: str, param: str) -> InvalidValue:
+    """A custom tool's grammar that does not compile (`problem`: the compiler's first line)."""
+    return InvalidValue(f"Invalid {syntax} grammar for custom tool '{tool}': {problem}", param=param)
+
+
+@text(TOOLS, "a contract violation's reason")
+def not_json(kind: str) -> str:
+    """A tool's output or a call's arguments that are not JSON (`kind`: `output` or `arguments`)."""
+    return f"the {kind} {'is' if kind == 'output' else 'are'} not JSON"
+
+
+@text(TOOLS, "a contract violation's reason", max_depth=64)
+def nested_too_deep(kind: str, max_depth: int) -> str:
+    """A tool's output or a call's arguments nested deeper than the JSON parser goes."""
+    return f"the {kind} nest deeper than {max_depth} levels"
+
+
+@text(TOOLS, "a contract violation's reason")
+def schema_invalid(problem: str) -> str:
+    """A tool's `output_schema` or `parameters` that is not a valid JSON schema."""
+    return f"the schema itself is invalid ({problem})"
+
+
+@text(TOOLS, "a contract violation's reason")
+def regex_mismatch(definition: str) -> str:
+    """A custom tool call's input that its regex grammar does not match."""
+    return f"the input does not match the regex /{definition}/"
+
+
+@text(TOOLS, "a contract violation's reason")
+def lark_mismatch(problem: str) -> str:
+    """A custom tool call's input that its lark grammar does not parse."""
+    return f"the input is not in the lark grammar ({problem})"
+
+
+@text(TOOLS, "the journal, the x-ptc-emulator-contract-warning header, and a contract_violation's message")
+def contract_broken(kind: str, call_id: str, tool: str, reason: str) -> str:
+    """A tool call's I/O against its tool's contract: a custom tool's `input` against its format, a
+    function's `output` against `output_schema`, or its `arguments` against `parameters`."""
+    if kind == "input":
+        return f"The input of custom tool call {call_id} does not match the format of '{tool}': {reason}"
+    if kind == "output":
+        return f"The output of function call {call_id} does not match the output_schema of '{tool}': {reason}"
+    return f"The arguments of function call {call_id} do not match the parameters of '{tool}': {reason}"
+
+
+@error(TOOLS, described="<the violation, as contract_broken words it>")
+def contract_violation(described: str, param: str) -> ContractViolation:
+    """In strict mode (a scenario's `strict_contract`, or `--strict-contract`), a tool output against
+    `output_schema`, or arguments against `parameters`."""
+    return ContractViolation(described, param=param)
+
+
+@error(TOOLS)
+def duplicate_namespace(name: str) -> InvalidRequest:
+    """Two namespaces with one name."""
+    return InvalidRequest(f"Duplicate namespace name: '{name}'.", param="tools")
+
+
+@error(TOOLS)
+def one_tool_search() -> InvalidRequest:
+    """Two `tool_search` tools in one request."""
+    return InvalidRequest("Only one tool_search tool may be declared.", param="tools")
+
+
+@error(TOOLS)
+def namespace_reserved(name: str) -> InvalidRequest:
+    """A namespace holding a function of its own name: tool search reserves that name."""
+    return InvalidRequest(
+        f"Responses tool-search reserves the synthetic namespace '{name}.{name}' for deferred top-level function "
+        "tools: rename the namespace or its tool.",
+        param="tools",
+    )
+
+
+@error(TOOLS)
+def function_and_namespace(name: str) -> InvalidRequest:
+    """A function tool and a namespace with one name."""
+    return InvalidRequest(
+        f"The name '{name}' is both a function tool and a namespace; a program could not call both.", param="tools"
+    )
+
+
+@error(TOOLS)
+def deferred_needs_search() -> InvalidRequest:
+    """A tool declared with `defer_loading: true` and no `tool_search` tool to load it."""
+    return InvalidRequest(
+        'Deferred tools require tools.tool_search: add {"type": "tool_search"} to load tools declared with '
+        "defer_loading: true.",
+        param="tools",
+    )
+
+
+@error(TOOLS)
+def missing_namespace(name: str, param: str) -> InvalidRequest:
+    """A namespace's function call (or a deferred top-level function's) replayed without its `namespace`."""
+    return InvalidRequest(
+        f"Missing namespace for function_call '{name}'. It does not exist in the default namespace. Round-trip "
+        "the model's function_call item with its namespace field included.",
+        param=param,
+    )
+
+
+@error(TOOLS)
+def search_output_invalid_tool(at: str, problem: str, param: str) -> InvalidRequest:
+    """A `tool_search_output` loading a tool that is no tool (`at`: where, `problem`: the validator's words)."""
+    return InvalidRequest(f"Invalid tool in tool_search_output: {at}: {problem}.", param=param)
+
+
+@error(TOOLS)
+def search_output_loads_kind(kind: str, param: str) -> InvalidRequest:
+    """A `tool_search_output` loading a kind of tool a search cannot load."""
+    return InvalidRequest(
+        f"A tool_search_output can load function, custom, namespace and mcp tools, not '{kind}'.", param=param
+    )
+
+
+@error(TOOLS)
+def search_output_undeclared(name: str, param: str) -> InvalidRequest:
+    """A server-executed `tool_search_output` loading a tool the request does not declare."""
+    return InvalidRequest(
+        f"The server-executed tool_search_output loads '{name}', which this request does not declare (a server "
+        "search loads only declared tools): replay the tool search items the server returned, with the same tools.",
+        param=param,
+    )
+
+
+@text(TOOLS, "a program's rejected promise, and a scenario turn's reason")
+def takes_a_string(name: str) -> str:
+    """A custom tool called with anything but one string."""
+    return f"tools.{name}() takes one argument: a string"
+
+
+@text(TOOLS, "a program's rejected promise, and a scenario turn's reason")
+def unknown_field(what: str, where: str) -> str:
+    """A tool action's arguments with a field it does not take (`what`: what the arguments are)."""
+    return f"{what}: unknown field '{where}'"
+
+
+@text(TOOLS, "a program's rejected promise, and a scenario turn's reason")
+def missing_field(what: str, where: str) -> str:
+    """A tool action's arguments without a field it requires."""
+    return f"{what}: missing required field '{where}'"
+
+
+@text(TOOLS, "a program's rejected promise, and a scenario turn's reason")
+def invalid_field(what: str, where: str, problem: str) -> str:
+    """A tool action's arguments with a field of the wrong shape (`where` empty: the arguments themselves)."""
+    return f"{what}: '{where}': {problem}" if where else f"{what}: {problem}"
+
+
+@text(TOOLS, "a program's rejected promise", why="a hosted tool that this emulator does not run")
+def unemulated_tool(name: str, kind: str, why: str) -> str:
+    """A program calling a hosted tool the emulator echoes but does not run (`why`: `not_run_here`)."""
+    return f"tools.{name}() calls the '{kind}' tool, {why}."
+
+
+@text(TOOLS, "a program's rejected promise, and a scenario turn's reason")
+def not_run_here() -> str:
+    """Why a hosted tool the emulator echoes cannot be called."""
+    return "a hosted tool that this emulator does not run"
+
+
+# ---- conversation items ----------------------------------------------------------------------------
+
+
+@error(ITEMS)
+def no_tool_output(label: str, call_id: str) -> InvalidRequest:
+    """A call in the input with no output (`label`: the call's kind, e.g. `function call`)."""
+    return InvalidRequest(f"No tool output found for {label} {call_id}.", param="input")
+
+
+@error(ITEMS)
+def no_call_for_output(label: str, call_id: str) -> InvalidRequest:
+    """An output with no earlier call (`label`: the output's kind, e.g. `function call`)."""
+    return InvalidRequest(f"No tool call found for {label} output with call_id {call_id}.", param="input")
+
+
+@error(ITEMS)
+def output_answers_another_kind(
+    output_type: str, call_id: str, call_type: str, answer: str, param: str
+) -> InvalidRequest:
+    """An output of one kind answering a call of another (`answer`: the output type that call takes)."""
+    return InvalidRequest(
+        f"The {output_type} with call_id {call_id} answers a {call_type}: answer it with a {answer}.", param=param
+    )
+
+
+@error(ITEMS)
+def output_caller_changed(
+    output_type: str, call_id: str, call_type: str, program: str | None, param: str
+) -> InvalidRequest:
+    """An output without the `caller` of its call, or with another (`program`: the call's caller, if a program)."""
+    want = f'{{"type": "program", "caller_id": "{program}"}}' if program else 'none (or {"type": "direct"})'
+    return InvalidRequest(
+        f"The {output_type} for call_id {call_id} must carry the caller of its {call_type} unchanged: expected {want}.",
+        param=param,
+    )
+
+
+@error(ITEMS)
+def duplicate_item(item_type: str, call_id: str, param: str) -> InvalidRequest:
+    """A program, call or tool search call whose call_id appears more than once."""
+    return InvalidRequest(
+        f"Duplicate item: a {item_type} with call_id '{call_id}' appears more than once.", param=param
+    )
+
+
+@error(ITEMS)
+def duplicate_answer(item_type: str, call_id: str, param: str) -> InvalidRequest:
+    """An output (a tool's, a program's, a tool search's) for a call_id answered already."""
+    return InvalidRequest(f"Duplicate item: a {item_type} for call_id '{call_id}' appears more than once.", param=param)
+
+
+@error(ITEMS)
+def duplicate_approval_request(item_id: str, param: str) -> InvalidRequest:
+    """An `mcp_approval_request` whose id appears more than once."""
+    return InvalidRequest(
+        f"Duplicate item: an mcp_approval_request with id '{item_id}' appears more than once.", param=param
+    )
+
+
+@error(ITEMS)
+def duplicate_approval_response(request_id: str, param: str) -> InvalidRequest:
+    """Two `mcp_approval_response`s for one request."""
+    return InvalidRequest(f"Duplicate item: approval request '{request_id}' is answered more than once.", param=param)
+
+
+def _no_program_before(subject: str, program: str, param: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"{subject} has caller program '{program}', but no program item with that call_id comes before it.",
+        param=param,
+    )
+
+
+@error(ITEMS)
+def call_without_program(label: str, call_id: str, program: str, param: str) -> InvalidRequest:
+    """A call whose `caller` names a program no earlier item is (`label`: the call's kind)."""
+    return _no_program_before(f"{label.capitalize()} {call_id}", program, param)
+
+
+@error(ITEMS)
+def approval_without_program(request_id: str, program: str, param: str) -> InvalidRequest:
+    """An `mcp_approval_request` whose `caller` names a program no earlier item is."""
+    return _no_program_before(f"Approval request {request_id}", program, param)
+
+
+@error(ITEMS)
+def item_without_program(item_id: str, item_type: str, program: str, param: str) -> InvalidRequest:
+    """A server-run tool's item (`mcp_call`, `mcp_list_tools`, `code_interpreter_call`) whose `caller`
+    names a program no earlier item is."""
+    return _no_program_before(f"Item {item_id} of type '{item_type}'", program, param)
+
+
+def _finished(subject: str, program: str, param: str) -> InvalidRequest:
+    return InvalidRequest(f"{subject} belongs to program '{program}', which already finished.", param=param)
+
+
+@error(ITEMS)
+def call_of_finished_program(label: str, call_id: str, program: str, param: str) -> InvalidRequest:
+    """A call attached to a program whose `program_output` came earlier (`label`: the call's kind)."""
+    return _finished(f"{label.capitalize()} {call_id}", program, param)
+
+
+@error(ITEMS)
+def approval_of_finished_program(request_id: str, program: str, param: str) -> InvalidRequest:
+    """An `mcp_approval_request` attached to a program whose `program_output` came earlier."""
+    return _finished(f"Approval request {request_id}", program, param)
+
+
+@error(ITEMS)
+def no_user_message() -> InvalidRequest:
+    """An input with no user message."""
+    return InvalidRequest("The input has no user message for the model to answer.", param="input")
+
+
+@error(ITEMS)
+def program_output_missing(call_id: str) -> InvalidRequest:
+    """Two programs left open: a `program_output` left out of a replay."""
+    return InvalidRequest(
+        f"No program_output found for program with call_id '{call_id}': replay every item in order.", param="input"
+    )
+
+
+@error(ITEMS)
+def no_program_for_output(call_id: str, param: str) -> InvalidRequest:
+    """A `program_output` with no earlier program."""
+    return InvalidRequest(f"No program found for program_output with call_id {call_id}.", param=param)
+
+
+@error(ITEMS)
+def program_output_modified(call_id: str, param: str) -> InvalidRequest:
+    """A `program_output` replayed with another status or result than it was returned with."""
+    return InvalidRequest(
+        f"The program_output item with call_id {call_id} was modified: replay it as it was returned.", param=param
+    )
+
+
+@error(ITEMS)
+def approval_response_missing(request_id: str, program: str) -> InvalidRequest:
+    """A program paused on an approval request, resumed without its `mcp_approval_response`."""
+    return InvalidRequest(
+        f"No mcp_approval_response found for approval request {request_id}: program {program} is paused on it.",
+        param="input",
+    )
+
+
+@error(ITEMS)
+def approval_request_not_found(request_id: str, param: str) -> InvalidRequest:
+    """An `mcp_approval_response` whose `approval_request_id` names no earlier request."""
+    return InvalidRequest(
+        f"No approval request found for mcp_approval_response with approval_request_id '{request_id}'.",
+        param=f"{param}.approval_request_id",
+    )
+
+
+@error(ITEMS)
+def approval_caller_changed(request_id: str, param: str) -> InvalidRequest:
+    """An `mcp_approval_response` with another `caller` than its request's."""
+    return InvalidRequest(
+        f"The mcp_approval_response for {request_id} must carry the caller of its request unchanged, or none.",
+        param=f"{param}.caller",
+    )
+
+
+@error(ITEMS)
+def no_search_output(call_id: str) -> InvalidRequest:
+    """A client-executed `tool_search_call` with no `tool_search_output`."""
+    return InvalidRequest(
+        f"No tool_search_output found for client-executed tool search call {call_id}: answer it with the "
+        "tools it loads (an empty list loads none).",
+        param="input",
+    )
+
+
+@error(ITEMS)
+def search_call_without_call_id(param: str) -> MissingParameter:
+    """A client-executed `tool_search_call` without a call_id."""
+    return missing_parameter(f"{param}.call_id", "a client-executed tool search call needs one")
+
+
+@error(ITEMS)
+def search_output_without_call_id(param: str) -> MissingParameter:
+    """A client `tool_search_output` without a call_id."""
+    return missing_parameter(f"{param}.call_id", "a client tool_search_output answers a call")
+
+
+@error(ITEMS)
+def search_while_program_runs(param: str) -> InvalidRequest:
+    """A `tool_search_call` while a program is open."""
+    return InvalidRequest(
+        "A tool search cannot run while a program is running: the program must finish first.", param=param
+    )
+
+
+@error(ITEMS)
+def no_search_call_for_output(call_id: str, param: str) -> InvalidRequest:
+    """A `tool_search_output` whose call_id names no earlier `tool_search_call`."""
+    return InvalidRequest(f"No tool search call found for tool_search_output with call_id {call_id}.", param=param)
+
+
+@error(ITEMS)
+def search_execution_changed(call_id: str, said: str, executed: str, param: str) -> InvalidRequest:
+    """A `tool_search_output` whose `execution` is not its call's."""
+    return InvalidRequest(
+        f"The tool_search_output for call_id {call_id} says execution '{said}', but its tool_search_call was "
+        f"executed by the {executed}.",
+        param=f"{param}.execution",
+    )
+
+
+@error(ITEMS)
+def compaction_trigger_not_last(param: str) -> InvalidValue:
+    """A `compaction_trigger` item anywhere but last in the input."""
+    return InvalidValue("A compaction_trigger must be the final input item.", param=param)
+
+
+@error(ITEMS)
+def compaction_unverified(item_id: str | None, param: str) -> InvalidEncryptedContent:
+    """A compaction item modified, or not issued by this server."""
+    name = f"compaction item {item_id}" if item_id else "a compaction item"
+    return InvalidEncryptedContent(
+        f"The encrypted content of {name} could not be verified: it was modified or was not issued by this "
+        "server. Replay the compaction item as it was returned.",
+        param=f"{param}.encrypted_content",
+    )
+
+
+# ---- programs and sealed content --------------------------------------------------------------------
+
+
+@error(PROGRAMS, allowed=["<tool>"])
+def tools_changed(program: str, started: str, allowed: list[str]) -> InvalidRequest:
+    """The tools a program may call changed while it runs (`started`: what it started with, described)."""
+    shown = allowed if len(allowed) <= 64 else f"{len(allowed)} tools"
+    return InvalidRequest(
+        f"The tools a program may call changed while program {program} was running: it started with {started}, "
+        f"this request allows {shown}.",
+        param="tools",
+    )
+
+
+@error(PROGRAMS)
+def call_not_issued_by_finished_program(call_id: str, program: str) -> InvalidRequest:
+    """A function call attached to a finished program that did not make it."""
+    return InvalidRequest(
+        f"Function call {call_id} was not issued by program {program}, which has finished: replay the program's "
+        "function calls unmodified and in order.",
+        param="input",
+    )
+
+
+@error(PROGRAMS)
+def call_not_issued_here(label: str, call_id: str, program: str) -> InvalidRequest:
+    """A program's call the program did not make at this position (`label`: the call's kind)."""
+    return InvalidRequest(
+        f"{label.capitalize()} {call_id} was not issued by program {program} at this position: replay the "
+        "program's tool calls unmodified and in order.",
+        param="input",
+    )
+
+
+@error(PROGRAMS)
+def encrypted_content_unverified(item_id: str | None) -> InvalidEncryptedContent:
+    """A modified reasoning item's `encrypted_content` (or one sealed for another item)."""
+    return InvalidEncryptedContent(f"The encrypted content for item {item_id} could not be verified.", param="input")
+
+
+@error(PROGRAMS)
+def reasoning_missing(item: str | None, item_type: str, reasoning: str) -> InvalidRequest:
+    """`store: false` without the reasoning item that preceded an item."""
+    return InvalidRequest(
+        f"Item '{item}' of type '{item_type}' was provided without its required 'reasoning' item: '{reasoning}'.",
+        param="input",
+    )
+
+
+@error(PROGRAMS)
+def fingerprint_invalid(call_id: str, param: str) -> InvalidFingerprint:
+    """A program item whose fingerprint was modified, or made with another secret."""
+    return InvalidFingerprint(
+        f"Invalid fingerprint for program item with call_id '{call_id}': it was modified or was not issued by "
+        "this server.",
+        param=f"{param}.fingerprint",
+    )
+
+
+@error(PROGRAMS)
+def fingerprint_of_another_program(call_id: str, param: str) -> InvalidFingerprint:
+    """A program item carrying the (valid) fingerprint of another program."""
+    return InvalidFingerprint(
+        f"The fingerprint of program item with call_id '{call_id}' belongs to another program.",
+        param=f"{param}.fingerprint",
+    )
+
+
+@error(PROGRAMS)
+def program_code_modified(call_id: str, param: str) -> InvalidFingerprint:
+    """A program item whose code is not the code its fingerprint seals."""
+    return InvalidFingerprint(
+        f"The code of program item with call_id '{call_id}' does not match its fingerprint: program code cannot "
+        "be modified.",
+        param=f"{param}.code",
+    )
+
+
+@error(PROGRAMS)
+def program_calls_modified(program: str, divergence: str) -> ProgramDivergence:
+    """A program's `function_call` name or arguments modified (arguments compare as parsed JSON;
+    `divergence`: where the replay left the program's path)."""
+    return ProgramDivergence(
+        f"The function_call items of program {program} do not match what the program does: a tool name or its "
+        f"arguments were modified ({divergence}).",
+        param="input",
+    )
+
+
+@error(PROGRAMS, answered=2, made=1)
+def program_answered_too_much(program: str, answered: int, made: int) -> ProgramDivergence:
+    """An input answering more of a program's calls than the program made before it ended."""
+    return ProgramDivergence(
+        f"The tool call items of program {program} do not match what the program does: the input answers "
+        f"{answered} of its calls, but the program made only {made} before it ended.",
+        param="input",
+    )
+
+
+@error(PROGRAMS, name=("lookup", "delete_page"))
+def approval_request_mismatch(
+    approval_id: str,
+    param: str,
+    *,
+    server_label: tuple[str, str] | None = None,
+    name: tuple[str, str] | None = None,
+    arguments: tuple[str, str] | None = None,
+) -> InvalidRequest:
+    """An `mcp_approval_response` whose request item, as sent back, names another server label, tool
+    or arguments than the call it approves (each given as what the item says, and the call's)."""
+    differences = []
+    if server_label is not None:
+        differences.append(f"server_label {server_label[0]!r} (the call's is {server_label[1]!r})")
+    if name is not None:
+        differences.append(f"name {name[0]!r} (the call's is {name[1]!r})")
+    if arguments is not None:
+        differences.append(f"arguments {arguments[0]} (the call's are {arguments[1]})")
+    return InvalidRequest(
+        f"The mcp_approval_request {approval_id} does not match the call it approves: its "
+        + "; its ".join(differences)
+        + ". An approval covers the call it was asked for, unchanged.",
+        param=param,
+        code="invalid_approval_request",
+    )
+
+
+# ---- stored responses and items --------------------------------------------------------------------
+
+
+@error(HISTORY)
+def previous_response_not_found(response_id: str) -> PreviousResponseNotFound:
+    """An unknown (deleted, or `store: false`) `previous_response_id`."""
+    return PreviousResponseNotFound(
+        f"Previous response with id '{response_id}' not found.", param="previous_response_id"
+    )
+
+
+@error(HISTORY)
+def response_not_found(response_id: str) -> NotFound:
+    """An unknown response id (retrieved, deleted, cancelled or listed)."""
+    return NotFound(f"Response with id '{response_id}' not found.")
+
+
+@error(HISTORY)
+def previous_response_unfinished(response_id: str, status: object) -> InvalidRequest:
+    """A `previous_response_id` (or one before it) that has not finished: queued, in progress, failed."""
+    return InvalidRequest(
+        f"Previous response '{response_id}' has status '{status}': only a finished response can be continued.",
+        param="previous_response_id",
+    )
+
+
+@error(HISTORY)
+def item_not_found(item_id: str, param: str) -> InvalidRequest:
+    """An `item_reference` to an item that does not exist, or to one of a response made in another
+    scope (`x-ptc-emulator-scope`)."""
+    return InvalidRequest(f"Item with id '{item_id}' not found.", param=param)
+
+
+@error(HISTORY)
+def item_not_input(item_id: str | None, param: str) -> InvalidRequest:
+    """An `item_reference` to a stored item that cannot be input."""
+    return InvalidRequest(f"Item '{item_id}' cannot be used as input here.", param=param)
+
+
+@error(HISTORY)
+def no_input_item_after(after: str, response_id: str) -> InvalidRequest:
+    """A page of a response's input items `after` an id it does not hold."""
+    return InvalidRequest(f"No item with id '{after}' in the input of response '{response_id}'.", param="after")
+
+
+# ---- conversations ---------------------------------------------------------------------------------
+
+
+@error(CONVERSATIONS)
+def conversation_not_found(conversation_id: str, param: str | None = None) -> NotFound:
+    """An unknown conversation (retrieved, updated, deleted, listed, or a create's `conversation`)."""
+    return NotFound(f"Conversation with id '{conversation_id}' not found.", param=param)
+
+
+@error(CONVERSATIONS)
+def conversation_item_not_found(conversation_id: str, item_id: str) -> NotFound:
+    """An unknown item of a conversation."""
+    return NotFound(f"Item with id '{item_id}' not found in conversation '{conversation_id}'.")
+
+
+@error(CONVERSATIONS)
+def no_conversation_item_after(after: str, conversation_id: str) -> InvalidRequest:
+    """A page of a conversation's items `after` an id it does not hold."""
+    return InvalidRequest(f"No item with id '{after}' in conversation '{conversation_id}'.", param="after")
+
+
+@error(CONVERSATIONS)
+def conversation_locked() -> InvalidRequest:
+    """Two continuations of one conversation at once: the first to finish appends, the other appends
+    nothing (the hosted API's words)."""
+    return InvalidRequest(
+        "Another process is currently operating on this conversation. Please retry in a few seconds.",
+        param="conversation",
+        code="conversation_locked",
+    )
+
+
+# ---- scenarios (the scripted model) ----------------------------------------------------------------
+
+
+@error(SCENARIOS, closest=[("<name>", "<field>", "<reason>")], report={})
+def no_scenario_matched(
+    closest: list[tuple[str, str, str]], report: dict[str, object], *, scoped: int = 0, inline: str | None = None
+) -> NoScenarioMatched:
+    """No scenario matches and the latest user message has no inline block that can run (`closest`:
+    up to three near misses as (scenario, field, reason); `scoped`: how many scenarios of a scope
+    would match a request that has none; `inline`: why its inline block cannot run)."""
+    if closest:
+        shown = "; ".join(f"'{scenario}' ({field}): {reason}" for scenario, field, reason in closest)
+        message = f"No scenario matches this request. Closest: {shown}."
+    else:
+        message = "No scenario matches this request (no scenario is loaded)."
+    if scoped:
+        message = (
+            f"This request has no scope, and {scoped} scenario{'' if scoped == 1 else 's'} of a scope would match it: "
+            "send it in the test's scope, with the base URL http://HOST:PORT/scopes/<scope>/v1 (the pytest "
+            "fixture's base_url, or its env for code that builds its own client) or the x-ptc-emulator-scope "
+            "header. " + message
+        )
+    if inline is None:
+        message += " The latest user message has no ```js code block to run inline either."
+    else:
+        message += f" The latest user message has a ```js code block, but {inline}."
+    return NoScenarioMatched(message, report)
+
+
+@text(SCENARIOS, "no_scenario_matched's inline reason")
+def inline_cannot_run(reason: str) -> str:
+    """The latest user message's ```js block, which the request's `tool_choice` forbids."""
+    return f"the ```js block cannot run: {reason}"
+
+
+@text(SCENARIOS, "a near miss's reason, and inline_cannot_run's", choice="'none'", number=1, does="runs a program")
+def tool_choice_conflict(choice: str, number: int, does: str) -> str:
+    """A scenario (or an inline block) whose next turn does what `tool_choice` forbids (`choice`: the
+    choice described, `does`: what the turn does)."""
+    return f"tool_choice is {choice}, but turn {number} {does}"
+
+
+@error(SCENARIOS)
+def scenario_exhausted(scenario: str) -> InvalidRequest:
+    """The conversation went past the end of its scenario."""
+    return InvalidRequest(
+        f"Scenario '{scenario}' has no turn left to play for this conversation.",
+        param="input",
+        code="scenario_exhausted",
+    )
+
+
+@error(SCENARIOS, turn=0, expected="program", item_type="function_call")
+def scenario_mismatch(scenario: str, turn: int, expected: str, item_type: str) -> InvalidRequest:
+    """The conversation went off its scenario: an item where the scenario has another kind of turn
+    (`turn`: the turn's index, from 0)."""
+    return InvalidRequest(
+        f"The conversation does not follow scenario '{scenario}': after the latest user message, turn {turn + 1} "
+        f"should be a {expected}, but the input has a {item_type} item there.",
+        param="input",
+        code="scenario_mismatch",
+    )
+
+
+@error(SCENARIOS, index=0)
+def scenario_turn(scenario: str, index: int, reason: str, param: str = "input") -> ScenarioTurnError:
+    """A scenario's turn that cannot play for this request (`index`: the turn's, from 0; `reason`:
+    one of the texts below, or a tool kind's refusal)."""
+    return ScenarioTurnError(f"Scenario '{scenario}', turn {index + 1}: {reason}", param=param)
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def arguments_not_json(problem: str) -> str:
+    """A call turn's `arguments` template that does not render to JSON."""
+    return f"call arguments did not render to JSON: {problem}"
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def arguments_not_object() -> str:
+    """A call turn's `arguments` that render to JSON other than an object."""
+    return "call arguments must be a JSON object"
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def template_error(problem: str) -> str:
+    """A template that fails to render (an undefined name, a syntax error)."""
+    return f"template error: {problem}"
+
+
+@text(SCENARIOS, "a scenario turn's reason", kind="ZeroDivisionError")
+def template_failed(kind: str, problem: str) -> str:
+    """A template whose own code fails (arithmetic, a filter on the wrong type): `kind` is the exception's."""
+    return f"template error: {kind}: {problem}"
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def custom_takes_input(name: str) -> str:
+    """A call turn calling a custom tool with `arguments` instead of `input`."""
+    return f"the custom tool '{name}' takes `input` (a string)"
+
+
+@text(SCENARIOS, 'a scenario turn\'s reason, after "but the request"')
+def undeclared() -> str:
+    """A turn calling a tool the request does not declare."""
+    return "does not declare it"
+
+
+@text(SCENARIOS, 'a scenario turn\'s reason, after "but the request"')
+def programmatic_only() -> str:
+    """A turn calling directly a tool the request lets only programs call."""
+    return "allows only programmatic calls to it"
+
+
+@text(SCENARIOS, 'a scenario turn\'s reason, after "but the request"', not_loaded="deferred, not loaded")
+def not_loaded_yet(not_loaded: str) -> str:
+    """A turn calling a deferred tool no tool search has loaded (`not_loaded`: how near misses say it)."""
+    return f"declares it with defer_loading: true and no tool search has loaded it ({not_loaded})"
+
+
+@error(SCENARIOS, index=0, why="does not declare it")
+def scenario_calls_directly(scenario: str, index: int, kind: str, name: str, why: str) -> ScenarioTurnError:
+    """A call turn calling a tool the request does not let it call directly (`why`: `undeclared`,
+    `programmatic_only` or `not_loaded_yet`)."""
+    what = "the function" if kind == "function" else f"the {kind} tool"
+    return scenario_turn(scenario, index, f"calls {what} '{name}' directly, but the request {why}.", "tools")
+
+
+@error(SCENARIOS, index=0, why="a hosted tool that this emulator does not run")
+def scenario_calls_unemulated(scenario: str, index: int, name: str, why: str) -> ScenarioTurnError:
+    """A call turn calling a hosted tool the emulator echoes but does not run (`why`: `not_run_here`)."""
+    return scenario_turn(scenario, index, f"calls '{name}', {why}; script its result as a message instead.", "tools")
+
+
+@error(SCENARIOS, index=0, kind="shell", turn="shell")
+def scenario_calls_server_tool(scenario: str, index: int, name: str, kind: str, turn: str) -> ScenarioTurnError:
+    """A call turn calling a tool that runs on the server's side (`turn`: the turn that plays it)."""
+    also = ""
+    if kind == "shell":
+        also = " (or `tools.shell({commands})` in a `program` turn), its results scripted under hosted.shell"
+    return scenario_turn(
+        scenario,
+        index,
+        f"calls '{name}', which runs on the server's side: use a `{turn}:` turn instead of `call`{also}.",
+        "tools",
+    )
+
+
+@text(SCENARIOS, "a scenario turn's reason", why="does not declare it")
+def mcp_called_directly(label: str, why: str) -> str:
+    """An `mcp` turn for a server the request does not let it call directly."""
+    return f"calls the MCP server '{label}' directly, but the request {why}"
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def mcp_tool_not_listed(name: str, label: str) -> str:
+    """An `mcp` turn calling a tool its server does not list."""
+    return f"calls '{name}', which MCP server '{label}' does not list (or allowed_tools hides)"
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def mcp_no_result(label: str, name: str, arguments: str) -> str:
+    """An `mcp` turn calling a declared (offline) server that has no result for these arguments."""
+    return f"the declared MCP server '{label}' has no result for {name}({arguments})"
+
+
+@text(SCENARIOS, "a scenario turn's reason", why="does not declare it")
+def interpreter_called_directly(why: str) -> str:
+    """A `code_interpreter` turn the request does not let call the code interpreter directly."""
+    return f"calls the code interpreter directly, but the request {why}"
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def interpreter_unscripted() -> str:
+    """A `code_interpreter` turn whose code no entry of `hosted.code_interpreter` matches."""
+    return "calls the code interpreter, and no entry of the scenario's hosted.code_interpreter matches its code"
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def no_hosted_shell() -> str:
+    """A `shell` turn in a request with no hosted shell tool."""
+    return (
+        "runs a shell command in a hosted container, but the request declares no `shell` tool with a "
+        "`container_auto` or `container_reference` environment (a local shell is called with a `call` turn)"
+    )
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def shell_programmatic_only() -> str:
+    """A `shell` turn in a request that lets only programs call the hosted shell."""
+    return "calls the hosted shell directly, but the request allows only programmatic calls"
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def shell_unscripted(command: str) -> str:
+    """A `shell` turn whose command no entry of `hosted.shell` matches."""
+    return f"runs the command {command!r} in the hosted shell, and no entry of the scenario's hosted.shell matches it"
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def no_search_tool() -> str:
+    """A `search` turn in a request without a `tool_search` tool."""
+    return "searches for tools, but the request declares no tool_search tool."
+
+
+@text(SCENARIOS, "a scenario turn's reason")
+def search_loads_undeferred(name: str) -> str:
+    """A `search` turn whose `load` names a tool the request does not declare deferred."""
+    return f"loads '{name}', but the request declares no deferred tool by that name."
+
+
+@text(SCENARIOS, "a scenario turn's reason", arguments='{"query": "x"}')
+def search_arguments_unfit(arguments: str, problem: str) -> str:
+    """A client-executed `search` turn whose arguments do not fit the tool_search tool's `parameters`."""
+    return (
+        f"the tool_search_call arguments {arguments} do not fit the tool_search tool's parameters ({problem}): "
+        "give the search turn `arguments` that do."
+    )
+
+
+@error(SCENARIOS)
+def rate_limited() -> StatusError:
+    """A scenario's `http_error: 429` fault (with `Retry-After` and `x-should-retry` when asked)."""
+    return StatusError(
+        429, "Rate limit reached for requests (injected by the scenario).", type="requests", code="rate_limit_exceeded"
+    )
+
+
+@error(SCENARIOS)
+def overloaded() -> StatusError:
+    """A scenario's `http_error: 503` fault (OpenAI's body; a 500 fault answers `server_error`'s)."""
+    return StatusError(503, "The engine is currently overloaded, please try again later.", type="server_error")
+
+
+# ---- the model upstream -----------------------------------------------------------------------------
+
+
+@error(UPSTREAM, seconds=120.0)
+def upstream_timeout(url: str, seconds: float) -> UpstreamTimeout:
+    """The model upstream did not answer within `--model-upstream-timeout` (after its retries)."""
+    return UpstreamTimeout(f"The model upstream at {url} did not answer within {seconds:g} s.")
+
+
+@error(UPSTREAM)
+def upstream_unreachable(url: str, error: str) -> UpstreamError:
+    """The model upstream cannot be reached (`error`: the transport error's name)."""
+    return UpstreamError(f"The model upstream at {url} could not be reached ({error}).")
+
+
+@error(UPSTREAM, status=500)
+def upstream_answered_status(url: str, status: int, body: str) -> UpstreamError:
+    """The model upstream answered an error status (`body`: the start of its body, the key redacted)."""
+    return UpstreamError(f"The model upstream at {url} answered {status}: {body}")
+
+
+FAULT = "upstream_fault's fault"
+SUBJECT = "malformed's and unknown_shape_at's subject"
+PROBLEM = "malformed's problem, and upstream_arguments_malformed's"
+WRONG = "unknown_shape_at's problem"
+
+
+@error(UPSTREAM)
+def upstream_fault(url: str, fault: str) -> UpstreamError:
+    """The model upstream's answer, whole or streamed, is refused as untrusted input (`fault`: one
+    of the texts below, the end of the sentence)."""
+    return UpstreamError(f"The model upstream at {url} {fault}")
+
+
+@text(UPSTREAM, FAULT, verb="streamed", limit=8388608)
+def too_many_bytes(verb: str, limit: int) -> str:
+    """An answer (`verb`: `answered`) or a stream (`streamed`) past `--model-upstream-max-answer-bytes`,
+    refused at the chunk that crosses it."""
+    return f"{verb} more than {limit} bytes (--model-upstream-max-answer-bytes)."
+
+
+@text(UPSTREAM, FAULT, encoding="gzip")
+def compressed(encoding: str) -> str:
+    """An answer sent with a Content-Encoding although `Accept-Encoding: identity` asked for none."""
+    return f"answered with Content-Encoding {encoding!r} although asked for none."
+
+
+@text(UPSTREAM, SUBJECT)
+def answered_body() -> str:
+    """A whole answer's body."""
+    return "answered a body"
+
+
+@text(UPSTREAM, SUBJECT)
+def streamed_chunk() -> str:
+    """A Chat Completions stream's chunk."""
+    return "streamed a chunk"
+
+
+@text(UPSTREAM, SUBJECT)
+def streamed_event() -> str:
+    """A Responses stream's event."""
+    return "streamed an event"
+
+
+@text(UPSTREAM, FAULT, subject="streamed a chunk", problem="that is not JSON")
+def malformed(subject: str, problem: str) -> str:
+    """JSON text the emulator does not take (`subject`: what was read; `problem`: one of the texts below)."""
+    return f"{subject} {problem}."
+
+
+@text(UPSTREAM, PROBLEM)
+def answer_not_json() -> str:
+    """Text that is not JSON (RFC 8259)."""
+    return "that is not JSON"
+
+
+@text(UPSTREAM, PROBLEM)
+def answer_not_utf8() -> str:
+    """Bytes that are not UTF-8."""
+    return "that is not UTF-8"
+
+
+@text(UPSTREAM, PROBLEM, limit=64)
+def answer_too_deep(limit: int) -> str:
+    """JSON nested deeper than the emulator carries."""
+    return f"nested deeper than {limit} levels"
+
+
+@text(UPSTREAM, PROBLEM, name="Infinity")
+def answer_constant(name: str) -> str:
+    """`NaN`, `Infinity` or `-Infinity`, which JSON does not have."""
+    return f"holding {name}, which JSON does not have"
+
+
+@text(UPSTREAM, PROBLEM, shown="1e999")
+def answer_number_too_large(shown: str) -> str:
+    """A number beyond a double's range (`shown`: its text, cut short)."""
+    return f"holding a number beyond a double's range ({shown})"
+
+
+@text(UPSTREAM, PROBLEM)
+def answer_lone_surrogate() -> str:
+    """A string holding a lone UTF-16 surrogate (`"\\ud800"`)."""
+    return "holding invalid Unicode (a lone surrogate)"
+
+
+@text(
+    UPSTREAM, FAULT, subject="answered a body", path="choices[0].message.content", problem="is a number, not a string"
+)
+def unknown_shape_at(subject: str, path: str, problem: str) -> str:
+    """Decoded JSON its protocol does not have, at `path` (`problem`: one of the texts below)."""
+    return f"{subject} of an unknown shape: `{path}` {problem}."
+
+
+@text(UPSTREAM, WRONG)
+def shape_missing() -> str:
+    """A value the protocol needs is missing (or null)."""
+    return "is missing"
+
+
+@text(UPSTREAM, WRONG, found="a number", wanted="a string")
+def shape_wrong(found: str, wanted: str) -> str:
+    """A value of another JSON kind than the protocol's (`found`, `wanted`: `null`, `a boolean`,
+    `a number`, `a string`, `a list`, `an object`, `a whole number`)."""
+    return f"is {found}, not {wanted}"
+
+
+@text(UPSTREAM, WRONG)
+def shape_negative() -> str:
+    """A token count below zero."""
+    return "is negative"
+
+
+@text(UPSTREAM, FAULT)
+def no_choices() -> str:
+    """A Chat Completions answer whose `choices` is empty."""
+    return "answered no choices (`choices` is empty)."
+
+
+@text(UPSTREAM, FAULT)
+def answered_nothing() -> str:
+    """An answer, whole or streamed, with neither text nor a tool call (never an empty completed response)."""
+    return "answered neither text nor a tool call."
+
+
+@text(UPSTREAM, FAULT)
+def unreadable_shape() -> str:
+    """The safety net: a protocol that stumbles on an answer's shape without naming the path."""
+    return "answered in a shape its protocol does not read."
+
+
+@text(UPSTREAM, FAULT)
+def failed_response(message: str) -> str:
+    """A Responses answer whose status is `failed` (`message`: the start of its error's, the key redacted)."""
+    return f"answered a failed response: {message}"
+
+
+@text(UPSTREAM, FAULT)
+def failed_mid_stream(message: str) -> str:
+    """A stream that reports an error (`message`: the start of the upstream's, the key redacted)."""
+    return f"failed mid-stream: {message}"
+
+
+@text(UPSTREAM, "failed_mid_stream's and failed_response's message")
+def no_failure_message() -> str:
+    """A Responses failure that carries no message."""
+    return "no message"
+
+
+@text(UPSTREAM, FAULT)
+def stream_unfinished() -> str:
+    """A Chat Completions stream that ends with no `finish_reason` and no `[DONE]`."""
+    return "ended its stream before it finished (no `finish_reason`, no `[DONE]`)."
+
+
+@text(UPSTREAM, FAULT)
+def stream_ended_early() -> str:
+    """A Responses stream that ends before `response.completed`."""
+    return "ended its stream before the response was completed."
+
+
+@error(UPSTREAM)
+def upstream_stream_broke(error: str) -> UpstreamError:
+    """A stream cut off by the transport (`error`: the transport error's name)."""
+    return UpstreamError(f"The model upstream's stream broke off ({error}).")
+
+
+@error(UPSTREAM, limit=16)
+def upstream_too_many_turns(limit: int) -> UpstreamInvalidToolCall:
+    """A model upstream that keeps calling server-run tools past the bound of one response."""
+    return UpstreamInvalidToolCall(f"The model upstream took more than {limit} turns in one response.")
+
+
+@error(UPSTREAM)
+def upstream_unoffered_function(name: str, offered: str) -> UpstreamInvalidToolCall:
+    """A model upstream calling a function the request does not offer (`offered`: their names, or `none`)."""
+    return UpstreamInvalidToolCall(
+        f"The model upstream called a function this request does not offer: {name!r} (offered: {offered})."
+    )
+
+
+@error(UPSTREAM, called="'lookup'")
+def upstream_arguments_not_json(called: str, arguments: str) -> UpstreamInvalidToolCall:
+    """A model upstream calling a function (or the program tool) with arguments that are not JSON
+    (`called`: the function's name as shown)."""
+    return UpstreamInvalidToolCall(
+        f"The model upstream called {called} with arguments that are not JSON: {arguments[:200]!r}."
+    )
+
+
+@error(UPSTREAM, called="'lookup'", problem="nested deeper than 64 levels")
+def upstream_arguments_malformed(called: str, problem: str, arguments: str) -> UpstreamInvalidToolCall:
+    """A model upstream calling a function (or the program tool) with arguments that are JSON the
+    emulator does not take (`problem`: one of `malformed`'s but `answer_not_json`'s)."""
+    return UpstreamInvalidToolCall(f"The model upstream called {called} with arguments {problem}: {arguments[:200]!r}.")
+
+
+@error(UPSTREAM)
+def upstream_code_missing(tool: str, arguments: str) -> UpstreamInvalidToolCall:
+    """A model upstream calling the program tool without a `code` string."""
+    return UpstreamInvalidToolCall(
+        f"The model upstream called {tool} without a `code` argument (a string): {arguments[:200]!r}."
+    )
+
+
+# ---- MCP servers ------------------------------------------------------------------------------------
+
+
+@error(MCP, message="<listing_failed, no_server, or the scenario's declared error>")
+def mcp_listing_error(message: str) -> StatusError:
+    """An MCP server that cannot be listed: unreachable, refused by the egress policy, past its
+    deadline or answer limit, not speaking MCP (docs/limits.md, "MCP"), or a declared failure."""
+    return StatusError(424, message, type="external_connector_error", code="http_error", param="tools")
+
+
+@text(MCP, "the 424 of a listing")
+def listing_failed(label: str, reason: str) -> str:
+    """Listing an MCP server failed (`reason`: one of the texts below)."""
+    return f"Error retrieving tool list from MCP server '{label}': {reason}"
+
+
+@text(MCP, "the 424 of a listing, and an mcp_call's error")
+def no_server(label: str, connector: str | None = None) -> str:
+    """An MCP tool with no `server_url` (or a connector) that no scenario or hosted script declares."""
+    what = f"the connector '{connector}'" if connector else "no server_url"
+    return (
+        f"MCP server '{label}' has {what}, and no scenario or hosted script declares it: the emulator cannot "
+        "reach connectors; declare the server's tools under `hosted.mcp_servers`."
+    )
+
+
+@text(MCP, "an MCP listing's or call's error")
+def mcp_http_status(status: int) -> str:
+    """An MCP server answering an HTTP error status (nothing else of its answer is shown)."""
+    return f"HTTP {status} from the MCP server"
+
+
+@text(MCP, "an MCP listing's or call's error", seconds="5 s", flag="--mcp-timeout")
+def mcp_no_answer(seconds: str, flag: str) -> str:
+    """An MCP server past the deadline (`flag`: what sets it)."""
+    return f"the MCP server did not answer within {seconds} ({flag})"
+
+
+@text(MCP, "an MCP listing's or call's error", seconds="5 s")
+def mcp_no_connection(seconds: str) -> str:
+    """An MCP server that does not accept the connection within the connect deadline."""
+    return f"could not connect to the MCP server within {seconds}"
+
+
+@text(MCP, "an MCP listing's or call's error")
+def mcp_unreachable() -> str:
+    """An MCP server that cannot be reached (refused, reset, unknown name)."""
+    return "could not reach the MCP server"
+
+
+@text(MCP, "an MCP listing's or call's error")
+def mcp_not_mcp() -> str:
+    """An answer that is not MCP (not JSON-RPC, another content type)."""
+    return "the MCP server's answer is not a valid MCP message"
+
+
+@text(MCP, "an MCP listing's or call's error", limit=1048576)
+def mcp_answer_too_large(limit: int) -> str:
+    """An MCP server's answer over `--mcp-max-answer-bytes`."""
+    return f"the MCP server's answer exceeded {limit} bytes (--mcp-max-answer-bytes)"
+
+
+@text(MCP, "an MCP listing's or call's error")
+def mcp_url_scheme(scheme: str) -> str:
+    """An MCP server URL that is not http or https (`scheme`: its scheme, empty for a relative URL)."""
+    return f"the MCP server URL must be http or https, not {scheme or 'a relative URL'!r}"
+
+
+@text(MCP, "an MCP listing's or call's error")
+def mcp_url_no_host() -> str:
+    """An MCP server URL without a host."""
+    return "the MCP server URL has no host"
+
+
+@text(MCP, "an MCP listing's or call's error")
+def mcp_is_the_emulator(server: str, ip: str) -> str:
+    """An MCP server URL naming the emulator's own port (`server`: host and port)."""
+    return (
+        f"the MCP server {server} is the emulator itself ({ip}); the emulator never connects to its own port, "
+        "whatever --mcp-allow-host says"
+    )
+
+
+@text(MCP, "an MCP listing's or call's error", kind="private", server="localhost:9000", private=True)
+def mcp_address_refused(host: str, ip: str, kind: str, server: str, private: bool) -> str:
+    """An MCP server at a loopback, private or link-local address the egress policy does not allow
+    (`server`: host and port, as `--mcp-allow-host` takes it; `private`: `--mcp-allow-private` would allow it)."""
+    how = f"--mcp-allow-host {server}" + (" (or --mcp-allow-private)" if private else "")
+    return f"the emulator does not connect to {host} ({ip}, a {kind} address); allow it with {how}"
+
+
+@text(MCP, "an MCP listing's or call's error")
+def mcp_no_address(host: str) -> str:
+    """An MCP server name that resolves to no address."""
+    return f"{host} has no address"
+
+
+@text(MCP, "an MCP listing's or call's error")
+def mcp_tcp_only() -> str:
+    """An MCP transport asking for a Unix socket."""
+    return "the MCP client connects over TCP only"
+
+
+@text(MCP, "an mcp_call's error (an mcp_protocol_error)")
+def mcp_unknown_tool(name: str) -> str:
+    """A call to a tool a declared (offline) MCP server does not have."""
+    return f"Unknown tool: {name}"
+
+
+@text(MCP, "a program's rejected promise")
+def mcp_tool_failed() -> str:
+    """An MCP tool that reported an error with no text."""
+    return "the tool reported an error"
+
+
+@text(MCP, "a program's rejected promise")
+def mcp_unknown_error() -> str:
+    """An MCP call error with no message."""
+    return "unknown error"
+
+
+# ---- agents ----------------------------------------------------------------------------------------
+
+
+@error(AGENTS)
+def no_listed_after(what: str, after: str) -> InvalidRequest:
+    """A page of agents, sessions, turns or items `after` an id the list does not hold."""
+    return InvalidRequest(f"No {what} with id '{after}' in this list.", param="after")
+
+
+@error(AGENTS)
+def agents_beta_missing() -> InvalidRequest:
+    """A request to the Agents API without the `OpenAI-Beta: agents=v1` header."""
+    return InvalidRequest(
+        "You must provide the 'OpenAI-Beta' header to access the Agents API. Please try again by setting the "
+        "header 'OpenAI-Beta: agents=v1'.",
+        code="invalid_beta",
+    )
+
+
+@error(AGENTS)
+def agent_not_found(agent_id: str) -> NotFound:
+    """An agent id that names no agent (read, update, delete, or a session's `agent_id`)."""
+    return NotFound(f"No agent found with id '{agent_id}'.", param="agent_id")
+
+
+@error(AGENTS)
+def session_not_found(session_id: str) -> NotFound:
+    """A session id that names no session this key may see."""
+    return NotFound(f"No session found with id '{session_id}'.", param="session_id")
+
+
+@error(AGENTS)
+def turn_not_found(turn_id: str, session_id: str) -> NotFound:
+    """A turn id the session does not hold."""
+    return NotFound(f"No turn found with id '{turn_id}' in session '{session_id}'.", param="turn_id")
+
+
+@error(AGENTS)
+def duplicate_mcp_label(label: str, param: str) -> InvalidRequest:
+    """Two MCP servers of one tool list with the same `server_label`."""
+    return InvalidRequest(f"Duplicate MCP server label: '{label}'.", param=param)
+
+
+@error(AGENTS)
+def mcp_without_transport(param: str) -> UnsupportedParameter:
+    """An agent's MCP tool without a `transport` (the Responses API's shape)."""
+    return UnsupportedParameter(
+        'An MCP tool names its server by its transport: add transport {"type": "http", "server_url": '
+        "...} (MCP tools without one are not supported).",
+        param=param,
+    )
+
+
+@error(AGENTS, kind="code_interpreter")
+def agent_tool_unsupported(kind: str, param: str) -> UnsupportedParameter:
+    """An agent tool of a type the emulator does not run (hosted tools that need an environment)."""
+    return UnsupportedParameter(
+        f"Agent tools of type '{kind}' are not supported by the emulator: it runs function tools, "
+        "MCP servers over HTTP and programmatic tool calling.",
+        param=param,
+    )
+
+
+@error(AGENTS)
+def agent_deferred_needs_search(param: str) -> InvalidRequest:
+    """A function tool with `defer_loading: true` in a tool list without a `tool_search`."""
+    return InvalidRequest(
+        'Deferred tools require a tool search: add {"type": "tool_search"} to the agent\'s tools to load '
+        "functions declared with defer_loading: true.",
+        param=param,
+    )
+
+
+@error(AGENTS)
+def async_function_tool(param: str) -> UnsupportedParameter:
+    """A function tool with `async: true` (a session waits for every function result)."""
+    return UnsupportedParameter(
+        'Asynchronous function tools (async: true, "the agent continues without waiting for the '
+        'function result") are not emulated: a session waits for every function result. Omit async '
+        "or set it to false.",
+        param=param,
+    )
+
+
+@error(AGENTS, kind="tool_search")
+def at_most_one(kind: str, param: str) -> InvalidRequest:
+    """Two `tool_search` (or two `programmatic_tool_calling`) entries in one tool list."""
+    return InvalidRequest(f"At most one {kind} entry is allowed.", param=param)
+
+
+@error(AGENTS, mebibytes=3)
+def agent_tools_too_large(mebibytes: int, param: str) -> InvalidRequest:
+    """A tool list past its bound in compact UTF-8 JSON (an agent's 3 MiB, a session's 8 MiB)."""
+    return InvalidRequest(f"The tool list must fit within {mebibytes} MiB of compact UTF-8 JSON.", param=param)
+
+
+@error(AGENTS)
+def subagents_unsupported(param: str) -> UnsupportedParameter:
+    """`multi_agent.enabled: true` (subagents)."""
+    return UnsupportedParameter("Subagents (multi_agent.enabled) are not supported by the emulator.", param=param)
+
+
+@error(AGENTS)
+def vaults_unsupported() -> UnsupportedParameter:
+    """A session given `vault_ids`."""
+    return UnsupportedParameter("Vaults are not supported by the emulator.", param="vault_ids")
+
+
+@error(AGENTS)
+def stdio_mcp_unsupported(param: str) -> UnsupportedParameter:
+    """An MCP server over the stdio transport (it would run in the session's environment)."""
+    return UnsupportedParameter(
+        "MCP servers over the stdio transport are not emulated: they run in the session's environment. "
+        "Serve the MCP server over HTTP (transport type 'http').",
+        param=param,
+    )
+
+
+@error(AGENTS)
+def mcp_authorization_unsupported(param: str) -> UnsupportedParameter:
+    """An MCP server's `transport.authorization` (the agent would show it back)."""
+    return UnsupportedParameter(
+        "transport.authorization is not emulated (the agent would show it back): send the credential as a "
+        "header in transport.headers.",
+        param=param,
+    )
+
+
+@error(AGENTS)
+def mcp_environment_origin_unsupported(param: str) -> UnsupportedParameter:
+    """An MCP server's `connection_origin: environment`."""
+    return UnsupportedParameter(
+        "connection_origin 'environment' is not emulated: the emulator connects to MCP servers itself ('service').",
+        param=param,
+    )
+
+
+@error(AGENTS)
+def mcp_credential_unsupported(param: str) -> UnsupportedParameter:
+    """An MCP server's `credential_id` (stored credentials)."""
+    return UnsupportedParameter(
+        "Stored credentials (credential_id) are not emulated: give the server's authorization in "
+        "transport.authorization.",
+        param=param,
+    )
+
+
+@text(AGENTS, "an mcp_approval_request event's request.message")
+def mcp_approval_question(name: str, label: str) -> str:
+    """An MCP call that waits for the client's approval."""
+    return f"Allow the agent to call the tool '{name}' of the MCP server '{label}'?"
+
+
+@text(AGENTS, "the reason of a validation error on an agent's metadata")
+def agent_metadata_too_many_keys() -> str:
+    """An agent's `metadata` with more than 16 keys."""
+    return "metadata can hold at most 16 keys"
+
+
+@text(AGENTS, "the reason of a validation error on an agent's metadata")
+def agent_metadata_too_long() -> str:
+    """An agent's `metadata` key over 64 characters or value over 512."""
+    return "metadata keys are at most 64 characters and values at most 512"
+
+
+@error(AGENTS, kind="cloud")
+def environment_type_invalid(kind: object) -> InvalidValue:
+    """A session's `environment.type` that is none of the three."""
+    return invalid_value(kind, "'none', 'openai_hosted' and 'self_hosted'", "environment.type")
+
+
+@error(AGENTS)
+def agent_model_missing() -> MissingParameter:
+    """A session with neither an `agent_id` nor an inline agent's `model`."""
+    return missing_parameter("agent.model", "or give an 'agent_id'")
+
+
+@error(AGENTS)
+def session_input_missing() -> MissingParameter:
+    """A session created without `input` (a session without an environment starts with a turn)."""
+    return missing_parameter("input", "required when environment.type is 'none'")
+
+
+@error(AGENTS)
+def failed_result_without_error(param: str) -> MissingParameter:
+    """A tool result with `success: false` and no `error`."""
+    return missing_parameter(param, "required when success is false")
+
+
+@error(AGENTS, kind="openai_hosted")
+def environment_unsupported(kind: str) -> UnsupportedParameter:
+    """A session's `environment.type` of `openai_hosted` or `self_hosted`."""
+    return UnsupportedParameter(
+        f"Execution environments of type '{kind}' are not supported by the emulator: create the session "
+        'with environment {"type": "none"} (programs and function tools need no environment).',
+        param="environment.type",
+    )
+
+
+@error(AGENTS)
+def idempotency_key_reused(key: str) -> InvalidRequest:
+    """An `Idempotency-Key` sent again with other events for the same session."""
+    return InvalidRequest(
+        f"Idempotency-Key '{key}' was already used with other events for this session.",
+        param="Idempotency-Key",
+        code="idempotency_key_reused",
+    )
+
+
+@error(AGENTS)
+def unknown_pending_call(call_id: str) -> InvalidRequest:
+    """A tool result for a call the session is not waiting on (the SDK's tool dispatcher matches it)."""
+    return InvalidRequest(f"Unknown pending tool call: {call_id}", code="invalid_request_error")
+
+
+@error(AGENTS)
+def unknown_pending_approval(request_id: str, param: str) -> InvalidRequest:
+    """An approval result for a request the current turn is not waiting on."""
+    return InvalidRequest(f"Unknown pending approval request: {request_id}", param=param)
+
+
+@error(AGENTS, status="running")
+def turn_in_progress(session_id: str, status: str, param: str) -> InvalidRequest:
+    """New input while a turn runs (steering is not emulated)."""
+    return InvalidRequest(
+        f"Session '{session_id}' has a turn in progress ({status}): send new input "
+        "once it is idle, or cancel the turn with agent.session.input.cancel.",
+        param=param,
+        code="active_turn_not_steerable",
+    )
+
+
+@error(AGENTS)
+def successful_result_with_error(param: str) -> InvalidRequest:
+    """A tool result with `success: true` that carries an `error`."""
+    return InvalidRequest("A successful tool result carries 'output', not 'error'.", param=param)
+
+
+@error(AGENTS)
+def result_already_submitted(call_id: str, turn_id: str, param: str) -> InvalidRequest:
+    """A second, different result for a tool call already answered."""
+    return InvalidRequest(
+        f"Tool call {call_id} of turn {turn_id} already has a different result; a result "
+        "is applied once and cannot be replaced.",
+        param=param,
+        code="tool_result_already_submitted",
+    )
+
+
+@error(AGENTS)
+def turn_failed() -> EmulatorError:
+    """A turn that failed on a bug (the session's error; the session stays usable)."""
+    return EmulatorError("The server had an error while processing the turn.")
+
+
+@error(AGENTS, limit=64)
+def too_many_steps(limit: int) -> EmulatorError:
+    """A turn that takes more model steps than the loop guard allows without waiting for input."""
+    return EmulatorError(f"The turn took more than {limit} model steps without waiting for input.")
+
+
+# ---- the docs ------------------------------------------------------------------------------------
+
+BEGIN = "<!-- catalogue: written by `python -m ptc_emulator.emulator.messages docs/errors.md`; do not edit -->"
+END = "<!-- end of catalogue -->"
+
+
+def _cell(value: str) -> str:
+    return value.replace("|", "\\|").replace("\n", " ")
+
+
+def _code(value: str) -> str:
+    """`value` as inline code, fenced with enough backticks for the ones it holds."""
+    longest = 0
+    run = 0
+    for char in value:
+        run = run + 1 if char == "`" else 0
+        longest = max(longest, run)
+    ticks = "`" * (longest + 1)
+    pad = " " if value.startswith("`") or value.endswith("`") else ""
+    return f"{ticks}{pad}{value}{pad}{ticks}"
+
+
+def markdown() -> str:
+    """The catalogue as docs/errors.md shows it: a table per surface."""
+    out = [BEGIN, ""]
+    for surface in SURFACES:
+        out += [f"### {surface}", "", "| entry | status | code | when | message |", "|---|---|---|---|---|"]
+        for entry in (e for e in CATALOGUE.values() if e.surface == surface):
+            made = entry.sample()
+            if isinstance(made, EmulatorError):
+                status = str(made.status)
+                code = _code(made.code) if made.code is not None else "`null`"
+                if made.type != "invalid_request_error":
+                    code += f" (`{made.type}`)"
+                message = made.message
+                when = entry.when
+            else:
+                status, code, message = "", "", made
+                when = f"{entry.when} (in {entry.where})"
+            out.append(f"| `{entry.name}` | {status} | {code} | {_cell(when)} | {_cell(_code(message))} |")
+        out.append("")
+    out.append(END)
+    return "\n".join(out)
+
+
+def written(document: str) -> str:
+    """`document` with its catalogue section replaced by `markdown()`."""
+    head, begin, rest = document.partition(BEGIN)
+    _, end, tail = rest.partition(END)
+    if not begin or not end:
+        raise ValueError(f"the document has no catalogue section ({BEGIN} ... {END})")
+    return head + markdown() + tail
+
+
+if __name__ == "__main__":  # python -m ptc_emulator.emulator.messages docs/errors.md
+    from pathlib import Path
+
+    path = Path(sys.argv[1])
+    path.write_text(written(path.read_text(encoding="utf-8")), encoding="utf-8")
