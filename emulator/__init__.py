@@ -11,7 +11,8 @@
     agents/          the Agents API, played on the Responses engine
     storage/         the `Store` seam and its memory, SQLite and PostgreSQL implementations
     journal/         the request journal and its figures
-    errors.py        the one exception tree; ids.py, signing.py, jsontext.py: small shared parts
+    errors.py        the one exception tree; ids.py, signing.py, jsontext.py: small shared parts;
+                     caches.py: every cache's registry, which `POST /_emulator/reset` clears
 
 Each room says what it holds, and exports its face, in its own `__init__`. The rooms import one
 another without a cycle (the import contracts in pyproject.toml hold the arrows); the names below
@@ -20,6 +21,7 @@ are the rooms, imported when asked for, so importing one room does not load the 
 
 __all__ = [
     "agents",
+    "caches",
     "conversations",
     "errors",
     "history",

@@ -27,7 +27,6 @@ from ptc_emulator.emulator.model.scripted.recorder import Recorder
 from ptc_emulator.emulator.model.scripted.recording import file_name, full_match, items_of, readable_yaml, user_text
 from ptc_emulator.emulator.model.scripted.scenario import Request as MatchRequest
 from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, ScenarioRegistry, load_scenario
-from ptc_emulator.emulator.model.scripted.script import clear_caches
 from ptc_emulator.emulator.model.upstream import DEFAULT_PROTOCOL as DEFAULT_UPSTREAM_PROTOCOL
 from ptc_emulator.emulator.model.upstream import PROTOCOLS as UPSTREAM_PROTOCOLS
 from ptc_emulator.emulator.model.upstream import (
@@ -64,7 +63,6 @@ __all__ = [
     "UpstreamModel",
     "UpstreamProtocol",
     "Validation",
-    "clear_caches",
     "file_name",
     "full_match",
     "items_of",
