@@ -222,20 +222,27 @@ def call_indexes(
     the cursor its source recognised, so a step reads only the program's new calls."""
 
     def read(kept: Positions | None, end: int) -> Positions:
-        found = list(kept.found) if kept is not None else []
-        index = found[-1] + 1 if found else 0
-        for call in calls[len(found) : end]:
-            while index < limit and signer.program_call_id(program.call_id, index) != call.call_id:
-                index += 1
-            if index >= limit:
-                raise InvalidRequest(
-                    f"{kind_of_call(call).label.capitalize()} {call.call_id} was not issued by program "
-                    f"{program.call_id} at this position: replay the program's tool calls unmodified and in order.",
-                    param="input",
-                )
-            found.append(index)
-            index += 1
-        return Positions(tuple(found))
+        return _positions(signer, program, calls, limit, kept, end)
 
     ext = conv.cursor
     return list(ext.read_on(POSITIONS, program.call_id, len(calls), ext.calls_at_mark(program.call_id), read).found)
+
+
+def _positions(
+    signer: Signer, program: ProgramItem, calls: list[CallItem], limit: int, kept: Positions | None, end: int
+) -> Positions:
+    """`kept` (None: none yet) read on to the program's first `end` calls."""
+    found = list(kept.found) if kept is not None else []
+    index = found[-1] + 1 if found else 0
+    for call in calls[len(found) : end]:
+        while index < limit and signer.program_call_id(program.call_id, index) != call.call_id:
+            index += 1
+        if index >= limit:
+            raise InvalidRequest(
+                f"{kind_of_call(call).label.capitalize()} {call.call_id} was not issued by program "
+                f"{program.call_id} at this position: replay the program's tool calls unmodified and in order.",
+                param="input",
+            )
+        found.append(index)
+        index += 1
+    return Positions(tuple(found))
