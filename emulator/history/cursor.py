@@ -24,12 +24,15 @@ exactly those objects (identity, never equality: `Extension.fit`, once per reque
 So an edited, re-parsed or reordered item is another object and is read afresh, and each field,
 derived over those objects alone, holds for the request as it held for the one that made it.
 
-Each request extends once, through one mechanism (`Extension.read_on`): a field is read on from
-the base cursor's state over the elements the request adds, left in the request's cursor at its
-mark (where the cursor's items end), and kept for the rest of the request, so a step that asks
-again gets the same state. A field's state covers a prefix of its own sequence (the items after
-the latest user message, a program's calls, ...), counted by `covers`. Nothing else in the engine
-keeps conversation state between requests; a cursor goes when its source lets it go.
+Each request extends once, by one rule: a field is read on from the base cursor's state over the
+elements the request adds, left in the request's cursor at its mark (where the cursor's items
+end), and kept for the rest of the request, so a step that asks again gets the same state.
+`Extension.read_on` is that rule for every field derived after the rules; the rules' pass, being
+the very loop that holds the conversation to the rules, is read on from the base's and left at
+the mark by `analyse` itself (`Extension.start`, `Extension.mark`). A field's state covers a prefix
+of its own sequence (the items after the latest user message, a program's calls, ...), counted
+by `covers`. Nothing else in the engine keeps conversation state between requests; a cursor
+goes when its source lets it go.
 """
 
 from __future__ import annotations
