@@ -7,12 +7,17 @@ NODE_STAMP := tests/node/node_modules/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: help run test test-fast test-sdk-oldest lint format bench clean browser test-js postgres lock sdk-drift
+.PHONY: help run test test-fast test-sdk-oldest lint format bench clean browser test-js postgres lock sdk-drift dist
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 RUN_STAMP := $(VENV)/.installed-run
+
+# setuptools ends every editable install with an "Editable installation" notice (a warning of its
+# category InformationOnly, whatever the layout or mode: no setting turns it off). This project's
+# own editable installs filter that one message; every other warning still shows.
+EDITABLE := PYTHONWARNINGS="$${PYTHONWARNINGS:+$$PYTHONWARNINGS,}ignore:Editable installation"
 
 # Every install takes its versions from a committed lock (pip constraints, written by `make lock`),
 # so a fresh clone tests what main was tested with. The package itself keeps lower bounds only.
@@ -23,14 +28,14 @@ OLDEST_LOCK := locks/python-oldest.txt
 $(RUN_STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade -c $(LOCK) pip
-	$(BIN)/python -m pip install --quiet -c $(LOCK) -e .
+	$(EDITABLE) $(BIN)/python -m pip install --quiet -c $(LOCK) -e .
 	touch $(RUN_STAMP)
 
 # pip compiles what it installs one file at a time; compileall does it on every core.
 $(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade -c $(LOCK) pip
-	$(BIN)/python -m pip install --quiet --no-compile -c $(LOCK) -e '.[dev]'
+	$(EDITABLE) $(BIN)/python -m pip install --quiet --no-compile -c $(LOCK) -e '.[dev]'
 	$(BIN)/python -m compileall -q -j 0 $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') >/dev/null || true
 	touch $(RUN_STAMP) $(STAMP)
 
@@ -49,11 +54,13 @@ $(GO_STAMP): $(wildcard tests/sdk/go/*.go tests/sdk/go/go.*)
 		-o $(abspath $(GO_BUILD))/sdkflows-oldest .
 	touch $(GO_STAMP)
 
-# The official Java SDK's flows (tests/sdk/test_java.py): Maven builds them, fetching openai-java and
-# its dependencies from Maven Central, into tests/sdk/java/target (classes, and every jar in lib/).
+# The official Java SDK's flows (tests/sdk/test_java.py): Maven builds one source twice, fetching
+# openai-java and its dependencies from Maven Central, against the two releases pom.xml names (the
+# newest, and with -P earlier the earlier one), each into tests/sdk/java/target/openai-java-<release>
+# (classes, and every jar in lib/).
 JAVA_STAMP := tests/sdk/java/target/.built
 $(JAVA_STAMP): tests/sdk/java/pom.xml $(wildcard tests/sdk/java/src/main/java/ptcemulator/sdk/*.java)
-	cd tests/sdk/java && mvn -q -B process-classes
+	cd tests/sdk/java && mvn -q -B process-classes && mvn -q -B -P earlier process-classes
 	touch $(JAVA_STAMP)
 
 JS_STAMP := js/node_modules/.installed
@@ -122,7 +129,7 @@ OLDEST_STAMP := $(OLDEST_VENV)/.installed
 $(OLDEST_STAMP): pyproject.toml $(OLDEST_LOCK)
 	$(PYTHON) -m venv $(OLDEST_VENV)
 	$(OLDEST_VENV)/bin/python -m pip install --quiet --upgrade -c $(OLDEST_LOCK) pip
-	$(OLDEST_VENV)/bin/python -m pip install --quiet --no-compile -c $(OLDEST_LOCK) -e '.[dev]' 'openai==$(OLDEST_SDK)'
+	$(EDITABLE) $(OLDEST_VENV)/bin/python -m pip install --quiet --no-compile -c $(OLDEST_LOCK) -e '.[dev]' 'openai==$(OLDEST_SDK)'
 	touch $(OLDEST_STAMP)
 
 test-sdk-oldest: $(OLDEST_STAMP) $(NODE_STAMP) $(GO_STAMP) $(JAVA_STAMP) ## the client-facing tests (-m sdk) on the oldest supported openai (3.51)
@@ -138,10 +145,31 @@ bench: $(STAMP) ## the sandbox and HTTP benchmarks (a few minutes; bench/load.py
 	$(BIN)/python bench/floor.py
 
 lock: ## resolve the newest dependencies afresh into locks/ (commit that on its own, once make test passes)
-	PYTHON=$(PYTHON) locks/refresh.sh $(HOLD)
+	$(EDITABLE) PYTHON=$(PYTHON) locks/refresh.sh $(HOLD)
 
 sdk-drift: ## the drift guard against the newest openai and openai-agents on PyPI, in a throwaway venv, with what moved since the lock
 	PYTHON=$(PYTHON) JOBS=$(JOBS) locks/sdk-drift.sh
+
+# The version is spelt once, in _root/__init__.py (ptc_emulator.__version__): the Python package
+# reads it there, and `make dist` writes it into js/package.json (and its lock) before packing.
+# tests/unit/test_release.py fails when a commit leaves those apart, or CHANGELOG.md's newest
+# entry names another version. The build runs with PYTHONDONTWRITEBYTECODE unset (set, setuptools
+# prints that it skips bytecode, which no wheel ships anyway), verbosely, so a setuptools warning
+# shows (tests/packaging/test_dist.py checks there is none). The npm package is packed from a copy
+# of what it ships plus the LICENSE, which lives above js/ (npm packs only its own folder's files).
+VERSION   := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' _root/__init__.py)
+DIST      ?= dist
+NPM_STAGE := .build/npm
+
+dist: $(STAMP) ## the release: sdist and wheel (checked by twine) and the npm package of js/, in dist/ (DIST=)
+	mkdir -p $(DIST)
+	rm -f $(DIST)/ptc_emulator-*.tar.gz $(DIST)/ptc_emulator-*.whl $(DIST)/ptc-emulator-*.tgz
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m build --no-isolation --outdir $(DIST) .
+	$(BIN)/twine check --strict $(DIST)/ptc_emulator-$(VERSION).tar.gz $(DIST)/ptc_emulator-$(VERSION)-py3-none-any.whl
+	cd js && npm version --no-git-tag-version --allow-same-version $(VERSION) >/dev/null
+	rm -rf $(NPM_STAGE) && mkdir -p $(NPM_STAGE)
+	cp -R js/package.json js/README.md js/src LICENSE $(NPM_STAGE)/
+	cd $(NPM_STAGE) && npm pack --quiet --pack-destination $(abspath $(DIST))
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .venv-openai-* .build tests/sdk/java/target tests/node/node_modules js/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache \

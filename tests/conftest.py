@@ -33,6 +33,7 @@ UNIT = ROOT / "unit"
 # to its xdist workers in collection order: these go out first, and the many short files then even
 # out the workers' ends, instead of one worker starting a long file while the others finish.
 LONGEST = (
+    "packaging/test_dist.py",
     "packaging/test_install.py",
     "api/test_fuzz.py",
     "api/test_restart_under_load.py",

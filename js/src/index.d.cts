@@ -1,14 +1,24 @@
 /** The variable startEmulator() sets to the server's /v1 URL, and emulatorScope() reads. */
 export declare const URL_ENV: "PTC_EMULATOR_URL";
-/** The variable naming the command that starts the server (default: `ptc-emulator` on PATH). */
+/** The variable naming the command that starts the server (see StartOptions.command). */
 export declare const COMMAND_ENV: "PTC_EMULATOR_COMMAND";
 /** The variable holding the API key a server requires (and the helpers send). */
 export declare const API_KEY_ENV: "PTC_EMULATOR_API_KEY";
 
 export interface StartOptions {
   /** The command that runs the Python CLI, `serve ...` is appended: an argv array, or words
-   *  split on spaces. Default: PTC_EMULATOR_COMMAND, else `ptc-emulator` found on PATH. */
+   *  split on spaces. Default: PTC_EMULATOR_COMMAND; without either, `install` (below), else
+   *  `ptc-emulator` found on PATH, else the server installed into an environment of its own. */
   command?: string | string[];
+  /** What to install into the package's own Python environment and run: a wheel file's path or a
+   *  pip requirement (default PTC_EMULATOR_INSTALL; without it, `ptc-emulator` on PATH is used
+   *  when there is one, else `ptc-emulator==<this package's version>`). Made once, then reused. */
+  install?: string;
+  /** The Python 3.11+ that makes that environment (default PTC_EMULATOR_PYTHON, else `python3`). */
+  python?: string;
+  /** Where such environments are kept (default PTC_EMULATOR_CACHE, else the user's cache folder:
+   *  $XDG_CACHE_HOME/ptc-emulator or ~/.cache/ptc-emulator; ~/Library/Caches on macOS). */
+  cacheDir?: string;
   /** More `ptc-emulator serve` arguments, e.g. `["--fixtures", "tests/scenarios"]`. */
   args?: string[];
   /** Use a server that is already running (its URL, with or without /v1) instead of starting
@@ -104,6 +114,30 @@ export interface ScenarioListing {
   turns: number;
 }
 
+/** What `expectCalled()` counts: `times` calls (at least one when left out) whose arguments include
+ *  `args` (an object's entries, recursively) or satisfy it, made by `route` (either when left out). */
+export interface CalledOptions {
+  times?: number;
+  args?: Record<string, unknown> | unknown[] | ((args: unknown) => boolean);
+  route?: "direct" | "program";
+}
+
+/** What `expectRequests()` counts: `times` requests (at least one when left out) that have all
+ *  that is given. A string pattern is made a RegExp. */
+export interface RequestsOptions {
+  times?: number;
+  /** Found in the request's `instructions` or one of its system or developer messages. */
+  instructions?: RegExp | string;
+  /** Found in the request's latest user message. */
+  input?: RegExp | string;
+  /** Matching the request's whole `model`. */
+  model?: RegExp | string;
+  /** The scenario that answered it. */
+  scenario?: string;
+  status?: number;
+  where?: (entry: JournalEntry) => boolean;
+}
+
 export interface ScopeOptions {
   name?: string;
   /** The server's URL; default process.env.PTC_EMULATOR_URL (set by startEmulator()). */
@@ -140,8 +174,13 @@ export declare class EmulatorScope {
   calls(name?: string): Promise<Call[]>;
   /** The requests that matched no scenario. */
   unmatched(): Promise<JournalEntry[]>;
-  /** Rejects unless `name` was called `times` times (at least once when not given); resolves to the count. */
+  /** Rejects unless `name` was called `times` times (at least once when not given), counting only
+   *  the calls with these `args` and `route` when given; resolves to the count. */
   expectCalled(name: string, times?: number): Promise<number>;
+  expectCalled(name: string, options: CalledOptions): Promise<number>;
+  /** Rejects unless `times` requests of this scope (at least one when not given) have all that is
+   *  given; resolves to those journal entries. */
+  expectRequests(options?: RequestsOptions): Promise<JournalEntry[]>;
   /** Rejects unless every scenario added in this scope was matched by a request. */
   expectAllScenariosUsed(): Promise<void>;
   /** Rejects if a request in this scope matched no scenario. */

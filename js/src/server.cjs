@@ -1,15 +1,17 @@
 "use strict";
 // startEmulator() / stopEmulator(): the Python server as a child process, for a test runner's
 // global setup. It binds a free 127.0.0.1 port itself (`--port 0`) and prints its URL, so no port
-// is chosen here and raced for; health is polled before the URL is handed on.
+// is chosen here and raced for; health is polled before the URL is handed on. Which command runs
+// it (one named, `ptc-emulator` on PATH, or an environment made for it): install.cjs.
 
 const { spawn } = require("node:child_process");
 const fs = require("node:fs");
 const os = require("node:os");
 const path = require("node:path");
 
+const { COMMAND_ENV, resolveCommand } = require("./install.cjs");
+
 const URL_ENV = "PTC_EMULATOR_URL";
-const COMMAND_ENV = "PTC_EMULATOR_COMMAND";
 const API_KEY_ENV = "PTC_EMULATOR_API_KEY";
 const DEFAULT_API_KEY = "sk-ptc-emulator";
 // Kept on globalThis: a runner may load this module twice (Jest's setup and teardown).
@@ -19,14 +21,6 @@ const SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"];
 
 function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-function commandOf(option) {
-  if (Array.isArray(option)) return [...option];
-  const text = option ?? process.env[COMMAND_ENV] ?? "ptc-emulator";
-  const words = String(text).trim().split(/\s+/).filter(Boolean);
-  if (words.length === 0) throw new Error(`${COMMAND_ENV} is empty: name the ptc-emulator command`);
-  return words;
 }
 
 /** The server's root URL (no /v1) from any of the forms a user may give. */
@@ -166,8 +160,8 @@ class Emulator {
   }
 }
 
-function spawnServer(options, apiKey, dataDir) {
-  const [file, ...pre] = commandOf(options.command);
+function spawnServer(command, options, apiKey, dataDir) {
+  const [file, ...pre] = command;
   const args = [...pre, "serve", "--host", "127.0.0.1", "--port", String(options.port ?? 0)];
   args.push("--store", "memory", "--data-dir", dataDir, "--log-level", options.logLevel ?? "warning");
   if (options.workers !== undefined) args.push("--workers", String(options.workers));
@@ -242,8 +236,9 @@ async function startEmulator(options = {}) {
     });
     emulator = new Emulator({ root, apiKey, child: null, dataDir: null, log: [] });
   } else {
+    const command = await resolveCommand(options); // may install the server first: not timed
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ptc-emulator-"));
-    const { child, shown } = spawnServer(options, apiKey, dataDir);
+    const { child, shown } = spawnServer(command, options, apiKey, dataDir);
     const log = [];
     let root;
     try {
