@@ -12,6 +12,7 @@ them again from the package index would only test pip, and take minutes.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -27,6 +28,25 @@ import ptc_emulator
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+# What a checkout holds besides its sources (.gitignore's entries, and the repository itself).
+NOT_SOURCES = (
+    ".git",
+    ".venv",
+    ".venv-openai-*",
+    ".build",
+    "build",
+    "dist",
+    "*.egg-info",
+    "node_modules",
+    "__pycache__",
+    ".*_cache",
+    ".hypothesis",
+    ".data",
+    ".ptc-emulator",
+    "target",
+    "*.tgz",
+)
 
 USER_PACKAGES = {
     "api": "NAME = 'the project api'\n",
@@ -89,7 +109,11 @@ def _run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> sub
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", out, ROOT, cwd=out)
+    # Built from a copy of the sources: setuptools builds in place under build/, and a module
+    # since moved or deleted would still be in a checkout's old build/lib and so in the wheel.
+    source = tmp_path_factory.mktemp("source") / "ptc-emulator"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*NOT_SOURCES))
+    _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", out, source, cwd=out)
     (built,) = out.glob("ptc_emulator-*.whl")
     return built
 
