@@ -23,6 +23,7 @@ from ptc_emulator.api.routes import admin, agents, conversations, models, websoc
 from ptc_emulator.api.routes import responses as routes
 from ptc_emulator.api.settings import Settings, bundled_fixtures
 from ptc_emulator.emulator.agents.harness import Harness
+from ptc_emulator.emulator.caches import PROCESS, Caches
 from ptc_emulator.emulator.errors import EmulatorError, PayloadTooLarge, StatusError, Unauthorized
 from ptc_emulator.emulator.ids import new_id
 from ptc_emulator.emulator.journal.entries import Journal
@@ -70,8 +71,9 @@ class AppState:
     shared: Any = None
     """With a store replicas share: what keeps the registry in step with it (`admin.SharedScenarios`)."""
     hidden_results: HiddenResults = field(default_factory=HiddenResults)
-    """Hidden call results kept for retries (`model/runtime/hidden_results.py`): `POST /_emulator/reset`
-    empties it."""
+    """Hidden call results kept for retries (`model/runtime/hidden_results.py`): a cache."""
+    caches: Caches = field(default_factory=lambda: Caches(PROCESS))
+    """Every cache the app and the process hold: `POST /_emulator/reset` clears them all."""
     own: OwnAddresses = field(default_factory=OwnAddresses)
     """The ports this app serves on: the MCP client never connects there."""
     scenario_files: ScenarioFiles | None = None
@@ -111,6 +113,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     )
     if store.shared:
         state.secret = _one_secret(state)
+    state.caches = _caches(state)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -152,6 +155,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             limits=settings.limits,
             strict_contract=settings.strict_contract,
         )
+        state.caches = _caches(state)
         if state.store.shared:  # replicas share the store: background responses run under leases
             background = state.engine.background
             background.share(state.store.leases, settings.lease_s, state.engine.cancelled, state.store.events)
@@ -217,6 +221,20 @@ def _one_secret(state: AppState) -> OneSecret:
         state.store.close()
         raise
     return secret
+
+
+def _caches(state: AppState) -> Caches:
+    """The registry of every cache the app's parts own, and the process's (`emulator/caches.py`)."""
+    caches = Caches(PROCESS)
+    for name, cache in {**state.signer.caches(), "hidden call results": state.hidden_results}.items():
+        caches.add(name, cache)
+    if state.engine is not None:
+        for name, cache in state.engine.caches().items():
+            caches.add(name, cache)
+    pool = state.pool
+    if pool is not None:
+        caches.add_async("live programs", pool.forget_live, lambda: pool.live_held)
+    return caches
 
 
 WATCH_S = 0.25

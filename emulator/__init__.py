@@ -13,6 +13,7 @@
     journal/         the request journal and its figures
     errors.py        the one exception tree, a class per recurring code
     messages.py      the catalogue: every message the emulator answers with, written once
+    caches.py        every cache's registry, which `POST /_emulator/reset` clears
     ids.py, signing.py, jsontext.py: small shared parts
 
 Each room says what it holds, and exports its face, in its own `__init__`. The rooms import one
@@ -22,6 +23,7 @@ are the rooms, imported when asked for, so importing one room does not load the 
 
 __all__ = [
     "agents",
+    "caches",
     "conversations",
     "errors",
     "history",

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.caches import Cache
 
 __all__ = ["EMBEDDED_TOOLS_CHARS", "FINGERPRINT_VERSION", "REASONING_DOMAIN", "ProgramSeal", "Signer", "load_secret"]
 
@@ -118,16 +119,67 @@ def tools_digest(tools: Sequence[str]) -> str:
     return f"{len(tools)}:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+class _Opened(Cache):
+    """Fingerprints already opened, by (fingerprint, call_id, code) exactly as sent: a replayed
+    program item comes back on every request of its conversation. At most `_OPENED_ENTRIES` of
+    them and `_OPENED_CHARS` characters, the least recently used leaving first."""
+
+    def __init__(self) -> None:
+        self._seals: OrderedDict[tuple[str, str, str], ProgramSeal] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, str]) -> ProgramSeal | None:
+        with self._lock:
+            known = self._seals.get(key)
+            if known is not None:
+                self._seals.move_to_end(key)
+            return known
+
+    def put(self, key: tuple[str, str, str], seal: ProgramSeal) -> None:
+        size = _size(*key)
+        if size > _OPENED_CHARS:
+            return
+        with self._lock:
+            if key not in self._seals:
+                self._seals[key] = seal
+                self._chars += size
+            while len(self._seals) > _OPENED_ENTRIES or self._chars > _OPENED_CHARS:
+                dropped, _ = self._seals.popitem(last=False)
+                self._chars -= _size(*dropped)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._seals.clear()
+            self._chars = 0
+
+    def __len__(self) -> int:
+        return len(self._seals)
+
+
+def _size(fingerprint: str, call_id: str, code: str) -> int:
+    return len(fingerprint) + len(call_id) + len(code)
+
+
+class _CallIds(Cache):
+    """Derived call ids (`Signer.program_call_id`), at most `_CALL_IDS`, emptied when full: every
+    resume checks every earlier call."""
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple[str, int], str] = {}
+
+    def clear(self) -> None:
+        self.ids.clear()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
 class Signer:
     def __init__(self, secret: bytes) -> None:
         self._key = hashlib.sha256(b"ptc-emulator\x00" + secret).digest()
-        self._call_ids: dict[tuple[str, int], str] = {}
-        """Derived call ids (`program_call_id`), at most `_CALL_IDS`: every resume checks every earlier call."""
-        self._opened: OrderedDict[tuple[str, str, str], ProgramSeal] = OrderedDict()
-        """Fingerprints already opened, by (fingerprint, call_id, code) exactly as sent: a replayed
-        program item comes back on every request of its conversation."""
-        self._opened_chars = 0
-        self._opened_lock = threading.Lock()
+        self.call_ids = _CallIds()
+        self.opened = _Opened()
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
         self._aead = AESGCM(hashlib.sha256(b"ptc-emulator-seal\x00" + secret).digest())
@@ -171,7 +223,7 @@ class Signer:
         comes back, unchanged, when its program resumes."""
         fingerprint, bound = self._fingerprint(seal)
         if seal.code_sha256 == code_digest(code):
-            self._remember(fingerprint, seal.call_id, code, bound)
+            self.opened.put((fingerprint, seal.call_id, code), bound)
         return fingerprint
 
     def open_fingerprint(self, fingerprint: str, *, call_id: str, code: str, param: str) -> ProgramSeal:
@@ -182,42 +234,16 @@ class Signer:
         kept, at most `_OPENED_ENTRIES` of them and `_OPENED_CHARS` characters, the least recently
         used leaving first."""
         key = (fingerprint, call_id, code)
-        with self._opened_lock:
-            known = self._opened.get(key)
-            if known is not None:
-                self._opened.move_to_end(key)
-                return known
+        known = self.opened.get(key)
+        if known is not None:
+            return known
         seal = self._open(fingerprint, call_id=call_id, code=code, param=param)
-        self._remember(fingerprint, call_id, code, seal)
+        self.opened.put(key, seal)
         return seal
 
-    def clear(self) -> None:
-        """Forget the memos (opened fingerprints, derived call ids): `POST /_emulator/reset`."""
-        with self._opened_lock:
-            self._opened.clear()
-            self._opened_chars = 0
-            self._call_ids.clear()
-
-    def memo_sizes(self) -> tuple[int, int]:
-        """(opened fingerprints, derived call ids) remembered."""
-        return len(self._opened), len(self._call_ids)
-
-    @staticmethod
-    def _size(fingerprint: str, call_id: str, code: str) -> int:
-        return len(fingerprint) + len(call_id) + len(code)
-
-    def _remember(self, fingerprint: str, call_id: str, code: str, seal: ProgramSeal) -> None:
-        size = self._size(fingerprint, call_id, code)
-        if size > _OPENED_CHARS:
-            return
-        key = (fingerprint, call_id, code)
-        with self._opened_lock:
-            if key not in self._opened:
-                self._opened[key] = seal
-                self._opened_chars += size
-            while len(self._opened) > _OPENED_ENTRIES or self._opened_chars > _OPENED_CHARS:
-                dropped, _ = self._opened.popitem(last=False)
-                self._opened_chars -= self._size(*dropped)
+    def caches(self) -> dict[str, Cache]:
+        """The signer's caches, by name (for the app's registry)."""
+        return {"opened fingerprints": self.opened, "derived call ids": self.call_ids}
 
     def _open(self, fingerprint: str, *, call_id: str, code: str, param: str) -> ProgramSeal:
         try:
@@ -247,11 +273,12 @@ class Signer:
 
     def program_call_id(self, program_call_id: str, index: int) -> str:
         key = (program_call_id, index)
-        found = self._call_ids.get(key)
+        ids = self.call_ids.ids
+        found = ids.get(key)
         if found is None:  # every resume checks every earlier call: remember them
-            if len(self._call_ids) > _CALL_IDS:
-                self._call_ids.clear()
-            found = self._call_ids[key] = "call_" + self.token("program-call", program_call_id, str(index))
+            if len(ids) > _CALL_IDS:
+                ids.clear()
+            found = ids[key] = "call_" + self.token("program-call", program_call_id, str(index))
         return found
 
     def program_call_item_id(self, program_call_id: str, index: int, prefix: str = "fc") -> str:

@@ -67,9 +67,10 @@ from .outcome import (
     TextOutput,
     ToolResult,
 )
-from .pool import Pool, PoolClosed, PoolConfig, clear_program_keys
+from .pool import MEMOS, Pool, PoolClosed, PoolConfig
 
 __all__ = [
+    "MEMOS",
     "Completed",
     "Failed",
     "FailureKind",
@@ -85,5 +86,4 @@ __all__ = [
     "Suspended",
     "TextOutput",
     "ToolResult",
-    "clear_program_keys",
 ]

@@ -23,7 +23,7 @@ from .outcome import (
 )
 
 __all__ = [
-    "clear_program_keys",
+    "MEMOS",
     "digest_and_size",
     "extend_digest",
     "journal_to_json",
@@ -140,11 +140,6 @@ _CACHED_KEY_CHARS = 32_768
 most 16 MiB); a longer one's key is made on every run (a digest: under a millisecond a 256 KiB)."""
 
 
-def clear_program_keys() -> None:
-    """Forget the programs' keys (`POST /_emulator/reset`)."""
-    _key.cache_clear()
-
-
 @functools.lru_cache(maxsize=512)
 def _key(
     code: str, tools: tuple[str, ...], seed: int, clock_ms: int, limits: Limits, text_tools: tuple[str, ...]
@@ -152,3 +147,8 @@ def _key(
     data = program_to_json(Program(code, tools, seed, clock_ms, (), limits, text_tools))
     ident = {name: value for name, value in data.items() if name != "journal"}
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+MEMOS = {"sandbox: programs' keys": _key, "sandbox: limits as JSON": _limits_json}
+"""This module's memos (`functools.lru_cache`, each bounded by its `maxsize`), for the engine's
+registry of caches (`emulator/caches.py`): `POST /_emulator/reset` clears them."""

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._held import HeldJournal, Holders
-from ._wire import clear_program_keys, outcome_from_json, program_key, program_to_json
+from ._wire import MEMOS, outcome_from_json, program_key, program_to_json
 from .outcome import Failed, Outcome, Program
 
-__all__ = ["Pool", "PoolClosed", "PoolConfig", "clear_program_keys", "program_key", "worker_environment"]
+__all__ = ["MEMOS", "Pool", "PoolClosed", "PoolConfig", "program_key", "worker_environment"]
 
 log = logging.getLogger(__name__)
 
@@ -247,6 +247,11 @@ class Pool:
         await asyncio.gather(*self._spawning, return_exceptions=True)
         await asyncio.gather(*(w.retire() for w in list(self._workers)), return_exceptions=True)
         self._workers.clear()
+
+    @property
+    def live_held(self) -> int:
+        """Programs the pool knows a worker holds live (the journals it last sent them)."""
+        return len(self._holders)
 
     async def forget_live(self) -> None:
         """Close every worker's live programs (`POST /_emulator/reset`); their next resumes replay,

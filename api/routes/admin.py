@@ -22,21 +22,11 @@ from fastapi.responses import JSONResponse
 from ptc_emulator.api.context import SCOPE_HEADER
 from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.errors import InvalidRequest, NotFound
-from ptc_emulator.emulator.history import replayed
 from ptc_emulator.emulator.journal import evaluation, grouping
-from ptc_emulator.emulator.model import (
-    HostedScript,
-    Scenario,
-    ScenarioError,
-    ScenarioRegistry,
-    clear_caches,
-    load_scenario,
-)
+from ptc_emulator.emulator.model import HostedScript, Scenario, ScenarioError, ScenarioRegistry, load_scenario
 from ptc_emulator.emulator.responses import usage
-from ptc_emulator.emulator.rules import contract
 from ptc_emulator.emulator.storage import Store, StoredScenario, ping
 from ptc_emulator.emulator.wire.request import check_json
-from ptc_emulator.sandbox import clear_program_keys
 
 __all__ = ["load_added", "router"]
 
@@ -304,23 +294,5 @@ async def reset(request: Request) -> dict[str, Any]:
     _clear_kept_hosted(state.store, scope)
     removed, cleared = state.scenarios.clear(scope), state.journal.clear(scope)
     await _synced(state)
-    _free_caches(state)
-    state.hidden_results.clear()  # the hidden call results of every scope: a cache, not state
-    if state.pool is not None:
-        await state.pool.forget_live()
+    await state.caches.clear()  # every cache the app and the process hold (`emulator/caches.py`)
     return {"scenarios_removed": removed, "journal_cleared": cleared}
-
-
-def _free_caches(state: Any) -> None:
-    usage.clear_cache()
-    replayed.cache.clear()
-    contract.clear_caches()
-    clear_caches()
-    clear_program_keys()
-    state.signer.clear()
-    engine = state.engine
-    if engine is not None:
-        engine.folds.clear()
-        engine.prompt_cache.clear()
-        engine.history.validated.clear()
-        engine.compactor.clear()

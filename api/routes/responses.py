@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
+from pydantic import ValidationError
 
 from ptc_emulator.api.context import (
     CONTRACT_HEADER,
@@ -24,7 +25,7 @@ from ptc_emulator.api.context import (
 )
 from ptc_emulator.api.disconnect import unless_disconnected
 from ptc_emulator.api.routes.streaming import stream_create, stream_stored
-from ptc_emulator.emulator.history import replayed
+from ptc_emulator.emulator.history.cursor import Extension
 from ptc_emulator.emulator.wire.request import CompactRequest, CountTokensRequest, CreateRequest
 
 __all__ = [
@@ -40,17 +41,22 @@ __all__ = [
 
 
 class _BodyRequest(Request):
-    """A create's JSON body read by `replayed.read`: a replayed conversation's known items are not
-    parsed again (they stand in as their validated models); any other body is `json.loads`'s.
-    `reading` is what the read found, for `replayed.remember` once the body validated."""
+    """A create's body read by the engine's body reader (`history/replayed.py`,
+    `PrefixCache.read_create`: the one function that reads a create body into the request and its
+    cursor). FastAPI is handed the validated `CreateRequest`, which it takes as it is, and the
+    route the `cursor`. A body that does not validate is handed to FastAPI parsed, and FastAPI
+    words its 400 as it does for any body."""
 
-    reading: replayed.Reading | None = None
+    cursor: Extension | None = None
 
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
             raw = await self.body()
             if _replayable(self):
-                self._json, self.reading = replayed.read(raw)
+                try:
+                    self._json, self.cursor = engine_of(self).history.bodies.read_create(raw)
+                except ValidationError:
+                    self._json = json.loads(raw)
             else:
                 self._json = json.loads(raw)
         return self._json
@@ -81,15 +87,13 @@ router = APIRouter(prefix="/v1", route_class=_Route)
 
 @router.post("/responses")
 async def create_response(body: CreateRequest, request: Request) -> Response:
-    reading = request.reading if isinstance(request, _BodyRequest) else None
-    if reading is not None:
-        replayed.remember(reading, body.input)  # the next request of this conversation validates less
+    cursor = request.cursor if isinstance(request, _BodyRequest) else None  # what the body reader recognised
     engine = engine_of(request)
     scope = scope_of(request.headers, body)
     if body.stream:
-        return await stream_create(request, engine, body, scope)
+        return await stream_create(request, engine, body, scope, cursor)
     with journaling_of(request, body, scope, await request.body()) as journaling:
-        prepared = journaling.admit(engine.attempt(body, scope=scope))
+        prepared = journaling.admit(engine.attempt(body, scope=scope, cursor=cursor))
         journaling.response = await unless_disconnected(request, engine.run(prepared))
         reply = JSONResponse(journaling.response, headers=contract_headers(prepared))
         journaling.rendered = bytes(reply.body)  # the journal keeps these bytes when they are its own JSON text

@@ -48,6 +48,7 @@ from ptc_emulator.api.errors import SERVER_ERROR_MESSAGE
 from ptc_emulator.api.journaling import Journaling
 from ptc_emulator.api.sse import KEEP_ALIVE, EventStreamResponse, frame
 from ptc_emulator.emulator.errors import EmulatorError, StatusError
+from ptc_emulator.emulator.history.cursor import Extension
 from ptc_emulator.emulator.responses.engine import Engine, Prepared
 from ptc_emulator.emulator.responses.live import LiveTelling
 from ptc_emulator.emulator.wire import events
@@ -226,10 +227,12 @@ def error_event(error: BaseException) -> Event:
     return {"type": "error", "code": "server_error", "message": SERVER_ERROR_MESSAGE, "param": None}
 
 
-async def stream_create(request: Request, engine: Engine, body: CreateRequest, scope: str | None) -> Response:
+async def stream_create(
+    request: Request, engine: Engine, body: CreateRequest, scope: str | None, cursor: Extension | None = None
+) -> Response:
     """`POST /v1/responses` with `stream: true`."""
     journaling = journaling_of(request, body, scope, await request.body())
-    prepared = journaling.admit(engine.attempt(body, scope=scope))
+    prepared = journaling.admit(engine.attempt(body, scope=scope, cursor=cursor))
     play = Play(engine, prepared, journaling)
     await play.start()
     keepalive_s = request.app.state.emulator.settings.keepalive_s

@@ -12,30 +12,33 @@ What is and is not shared, so that results stay exactly the same:
 
 * Only a successful validation is remembered; a body that fails validates as it always did, and
   an item that differs by one byte (a tampered one) does not match, so it is validated again. The
-  conversation rules (`conversation.analyse`) run over every item as before; only the pydantic
-  validation of the known prefix is skipped.
+  checks that need the whole conversation run over every item as before; what is read on from
+  the entry's cursor was derived over these items (`history/cursor.py`).
 * The models are shared between requests, so an item type the engine changes after validation
   (`ToolSearchOutputItem.execution`) is never remembered.
 * A top-level key met twice (JSON keeps the last) or an `input` that is not the array being
   extended sends the body down the ordinary path.
 * The text is the body as sent (UTF-8); the check is a prefix comparison, not a hash.
 
-The cache is bounded by bytes (the texts it keeps, with an allowance for their models) and drops
-its least recently used conversations first. A body under `min_bytes` (4 KB) skips it: for so few
-items, scanning the body and keeping its prefix costs more than validating them.
+The cache is bounded by bytes (the texts it keeps, with an allowance for their models and their
+cursors' fields) and drops its least recently used conversations first. A body under `min_bytes`
+(4 KB) skips it: for so few items, scanning the body and keeping its prefix costs more than
+validating them.
 
-Who feeds it, explicitly: the `POST /v1/responses` route reads its body with `read`, which hands
-back the parsed body (its known items as their models, in a `KnownItems` list that says how many
-lead) and a `Reading`; FastAPI validates the body; the route then calls `remember` with the
-reading and the validated items. `CreateRequest`'s JSON check skips the known items it is handed
-(`wire.known`). No state passes between them except through those values.
+Who feeds it, explicitly: the `POST /v1/responses` route hands the body's bytes to
+`PrefixCache.read_create`, the one function that reads a create body into the request and its
+cursor: the body parsed (its known items as their models, in a `KnownItems` list that says how
+many lead), validated as a `CreateRequest` (whose JSON check skips the known items it is handed,
+`wire.known`), and remembered with the items it validated to. No state passes between them
+except through those values.
 
-Why this cache stays beside the others that recognise "this conversation again": it is the only
-one that sees the body's text, and it saves the pydantic validation of the items, which is the
-largest cost of a replayed request. `history.folds.Folds` saves reading the items again
-and keys on the very objects this cache hands back; the signer's memo of opened fingerprints
-saves the seal's cryptography; `usage.PromptCache` is no saving at all but the emulated prompt
-cache (`cached_tokens`). Each keys on what its own work reads.
+Each entry holds a conversation cursor (`history/cursor.py`) over its items: the request that
+made it leaves there what it derives over them (the rules' pass, the script's walk, the program
+call positions and journal entries, what the model reads), and the next body that extends the
+entry's text reads on from it. Why this source stays beside the others that recognise "this
+conversation again" (the stored history's `Chains`): it is the only one that sees the body's
+text, and it saves the pydantic validation of the items, which is the largest cost of a replayed
+request; the cursor's fields save the rest. The engine owns one (`History.bodies`).
 """
 
 from __future__ import annotations
@@ -48,17 +51,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ptc_emulator.emulator.caches import Cache
+from ptc_emulator.emulator.history.cursor import DERIVED, Cursor, Extension
 from ptc_emulator.emulator.wire.items import ToolSearchOutputItem
 from ptc_emulator.emulator.wire.known import KnownItems
+from ptc_emulator.emulator.wire.request import CreateRequest
 
-__all__ = ["PrefixCache", "Reading", "StoredItems", "cache", "read", "remember"]
-
-
-@dataclass
-class Reading:
-    """What `read` found in one body, for `remember` once the body validated."""
-
-    pending: _Pending | None = None
+__all__ = ["PrefixCache", "StoredItems"]
 
 
 _WS = re.compile(r"[ \t\n\r]*")
@@ -67,7 +66,8 @@ _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # t
 _MODEL_FACTOR = 8
 """Bytes a validated item's models take per byte of its JSON text, roughly (for the bound)."""
 _ENTRY = 256
-"""Bytes an entry costs beyond its text and models, roughly (its key, tuple and dict slot)."""
+"""Bytes an entry costs beyond its text, its models and its cursor's fields, roughly (its key,
+tuple and dict slot)."""
 
 
 @dataclass
@@ -76,12 +76,16 @@ class _Entry:
     """The body's text up to the end of its last input item."""
     keys: tuple[str, ...]
     """The top-level keys before `input`, in order."""
-    items: tuple[Any, ...]
-    """The validated input items, in order."""
+    cursor: Cursor
+    """The validated input items, in order, and what requests derived over them."""
+
+    @property
+    def items(self) -> tuple[Any, ...]:
+        return self.cursor.items
 
     @property
     def size(self) -> int:
-        return _ENTRY + len(self.prefix) * (1 + _MODEL_FACTOR)
+        return self.cursor.size
 
 
 @dataclass
@@ -206,8 +210,9 @@ def _head(text: str, values: dict[str, Any] | None = None) -> tuple[tuple[str, .
         i = _ws(text, i + 1)
 
 
-class PrefixCache:
-    """Validated input items by conversation (the text up to the end of its first item)."""
+class PrefixCache(Cache):
+    """Validated input items, and the cursor over them, by conversation (the text up to the end
+    of its first item): the conversation cursor's source for `store: false` bodies."""
 
     def __init__(self, max_bytes: int = 64 * 2**20, per_key: int = 4, min_bytes: int = 4096) -> None:
         self.max_bytes = max_bytes
@@ -225,6 +230,42 @@ class PrefixCache:
         with self._lock:
             self._entries.clear()
             self.bytes = 0
+
+    def __len__(self) -> int:
+        return sum(len(entries) for entries in list(self._entries.values()))
+
+    def read_create(self, raw: bytes) -> tuple[CreateRequest, Extension]:
+        """A create's body read into the request and its cursor: `json.loads(raw)` validated as a
+        `CreateRequest`, except that a body that extends a known prefix (see `read`) has its known
+        items as their models already, and the cursor over them to read on from; the body's input
+        items are remembered, with a new cursor for this request to leave what it derives in.
+        Raises what `json.loads` and the validation raise."""
+        value, pending = self._parse(raw)
+        request = CreateRequest.model_validate(value)
+        base = pending.base.cursor if pending is not None and pending.base is not None else None
+        cursor = self._remember(pending, request.input) if pending is not None else None
+        return request, Extension(base, cursor)
+
+    def _parse(self, raw: bytes) -> tuple[Any, _Pending | None]:
+        """The body parsed (see `read_create`), and what to remember of it once it validated."""
+        try:
+            found = self.read(raw)
+        except Exception:  # (a nesting too deep for the scanner, say) the parser decides, as always
+            found = None
+        if found is not None:
+            value, pending = found
+            items = KnownItems(value["input"])
+            items.known = pending.known
+            return {**value, "input": items}, pending
+        value = json.loads(raw)
+        given = value.get("input") if isinstance(value, dict) else None
+        return value, self.plan(raw, len(given)) if isinstance(given, list) else None
+
+    def _remember(self, pending: _Pending, items: Any) -> Cursor | None:
+        """Keep the body's validated input items, with a new cursor over them (None: not kept)."""
+        if not isinstance(items, list) or len(items) != len(pending.ends):
+            return None
+        return self.store(pending, items)
 
     def plan(self, raw: bytes, count: int) -> _Pending | None:
         """What is known of this body whose parsed `input` holds `count` items (None: nothing to do)."""
@@ -308,12 +349,16 @@ class PrefixCache:
         value = {**head, "input": [*base.items, *new], **rest}
         return value, _Pending(text, first_end, keys, ends, len(base.items), base)
 
-    def store(self, pending: _Pending, items: list[Any]) -> None:
+    def store(self, pending: _Pending, items: list[Any]) -> Cursor | None:
+        """Keep `items` (the body's validated input) for the bodies that extend this one; returns
+        the cursor made over them (None: not kept)."""
         if any(isinstance(i, ToolSearchOutputItem) for i in items[pending.known :]):
-            return
-        entry = _Entry(pending.text[: pending.ends[-1]], pending.keys, tuple(items))
+            return None
+        prefix = pending.text[: pending.ends[-1]]
+        size = _ENTRY + len(prefix) * (1 + _MODEL_FACTOR) + DERIVED * len(items)
+        entry = _Entry(prefix, pending.keys, Cursor(tuple(items), size))
         if entry.size > self.max_bytes:
-            return
+            return None
         key = pending.text[: pending.first_end]
         with self._lock:
             entries = self._entries.get(key)
@@ -331,42 +376,10 @@ class PrefixCache:
             while self.bytes > self.max_bytes and self._entries:
                 _, dropped = self._entries.popitem(last=False)
                 self.bytes -= sum(e.size for e in dropped)
+        return entry.cursor
 
 
-cache = PrefixCache()
-"""The process's cache (the HTTP edge feeds it; `Settings` may resize it)."""
-
-
-def read(raw: bytes) -> tuple[Any, Reading]:
-    """`json.loads(raw)` for a create's body, except that a body that extends a known prefix (see
-    `PrefixCache.read`) comes back with its known items as their models, unparsed, in a
-    `KnownItems` list. Anything else, or anything unusual, is `json.loads`'s own answer (and its
-    own errors). The `Reading` is for `remember`, once the body validated."""
-    try:
-        found = cache.read(raw)
-    except Exception:  # (a nesting too deep for the scanner, say) the parser decides, as always
-        found = None
-    if found is not None:
-        value, pending = found
-        items = KnownItems(value["input"])
-        items.known = pending.known
-        return {**value, "input": items}, Reading(pending)
-    value = json.loads(raw)
-    given = value.get("input") if isinstance(value, dict) else None
-    return value, Reading(cache.plan(raw, len(given)) if isinstance(given, list) else None)
-
-
-def remember(reading: Reading, input: Any) -> None:
-    """After the body `read` read validated: its input items, for the next request that extends them."""
-    pending = reading.pending
-    if pending is None or not isinstance(input, list):
-        return
-    reading.pending = None
-    if len(input) == len(pending.ends):
-        cache.store(pending, input)
-
-
-class StoredItems:
+class StoredItems(Cache):
     """Each stored response's items (its input and output) as validated input items, by response id,
     so that continuing a `store: true` conversation does not validate its history again.
 
@@ -408,3 +421,6 @@ class StoredItems:
         with self._lock:
             self._entries.clear()
             self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -8,14 +8,20 @@ WebSocket mode keeps its `store: false` responses for the life of the socket), l
 from __future__ import annotations
 
 import functools
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
 from pydantic import TypeAdapter, ValidationError
 
 from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.caches import Cache
 from ptc_emulator.emulator.errors import NotFound
 from ptc_emulator.emulator.history import replayed
+from ptc_emulator.emulator.history.cursor import DERIVED, Cursor, Extension, retained
 from ptc_emulator.emulator.storage import ConnectionStore, ResponseStore, StoredResponse, visible
 from ptc_emulator.emulator.tools.kinds import ITEMS
 from ptc_emulator.emulator.wire.items import (
@@ -30,12 +36,26 @@ from ptc_emulator.emulator.wire.pages import page
 from ptc_emulator.emulator.wire.request import CompactRequest, CountTokensRequest, CreateRequest
 from ptc_emulator.emulator.wire.response import ResponseStatus
 
-__all__ = ["History", "as_input", "as_response_item", "not_found"]
+__all__ = ["Chains", "History", "as_input", "as_response_item", "not_found"]
 
 
 @functools.cache
 def _adapter() -> TypeAdapter[Any]:
     return TypeAdapter(InputItem)
+
+
+@dataclass
+class _Chain:
+    """A `previous_response_id` chain read back."""
+
+    items: list[Item]
+    found: Cursor | None
+    """The cursor of its longest part one was kept for (`items` begins with the cursor's items)."""
+    shareable: bool
+    """No item the engine changes after validation: a cursor may hold them."""
+    socket: ConnectionStore | None
+    """The connection's own store it was wholly read from, if it was."""
+    revision: int
 
 
 def not_found(response_id: str) -> NotFound:
@@ -76,11 +96,96 @@ def as_response_item(item: Item, ids: Callable[[str], str]) -> dict[str, Any]:
     return data
 
 
+class Chains(Cache):
+    """The conversation cursors of `previous_response_id` chains (`history/cursor.py`): the stored
+    history's source. A request that continues a response gets its history beginning with the
+    items of the cursor kept for the latest response of the chain that has one, and a new cursor
+    over its whole history, which it extends and which is kept here for the next step.
+
+    Two kinds, each by response id: the server's store's (a continuation still reads every
+    record of its chain, so a response deleted since is never continued from here), bounded by
+    `max_bytes` of what the cursors keep alive, the least recently used leaving first; and each
+    WebSocket's own store's (a step reads only the records after the one it continues: a cursor
+    holds while the store's `revision` is the one it was read at), `per_socket` for each socket,
+    gone with it."""
+
+    def __init__(self, max_bytes: int = 64 * 2**20, per_socket: int = 4) -> None:
+        self.max_bytes = max_bytes
+        self.per_socket = per_socket
+        self.bytes = 0
+        self._server: OrderedDict[str, Cursor] = OrderedDict()
+        self._sockets: weakref.WeakKeyDictionary[ConnectionStore, tuple[int, OrderedDict[str, Cursor]]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+
+    def find(self, response_id: str, socket: ConnectionStore | None = None) -> Cursor | None:
+        """The cursor of the conversation up to and of `response_id` (of a socket's own store, or
+        the server's)."""
+        with self._lock:
+            if socket is None:
+                found = self._server.get(response_id)
+                if found is not None:
+                    self._server.move_to_end(response_id)
+                return found
+            kept = self._sockets.get(socket)
+            if kept is None or kept[0] != socket.revision:
+                return None
+            found = kept[1].get(response_id)
+            if found is not None:
+                kept[1].move_to_end(response_id)
+            return found
+
+    def keep(self, response_id: str, cursor: Cursor, socket: ConnectionStore | None = None, revision: int = 0) -> bool:
+        """Keep `cursor`, the conversation up to and of `response_id` (read from `socket`'s own
+        records at its `revision`, or from the server's store); False if it is not kept."""
+        with self._lock:
+            if socket is None:
+                if cursor.size > self.max_bytes:
+                    return False
+                old = self._server.pop(response_id, None)
+                self.bytes += cursor.size - (old.size if old is not None else 0)
+                self._server[response_id] = cursor
+                while self.bytes > self.max_bytes:
+                    self.bytes -= self._server.popitem(last=False)[1].size
+                return True
+            kept = self._sockets.get(socket)
+            if kept is None or kept[0] != revision:
+                kept = self._sockets[socket] = (revision, OrderedDict())
+            kept[1][response_id] = cursor
+            kept[1].move_to_end(response_id)
+            while len(kept[1]) > self.per_socket:
+                kept[1].popitem(last=False)
+            return revision == socket.revision
+
+    def clear(self) -> None:
+        with self._lock:
+            self._server.clear()
+            self._sockets.clear()
+            self.bytes = 0
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._server) + sum(len(kept) for _, kept in self._sockets.values())
+
+
 class History:
+    """What stored responses hold, and the sources that recognise a conversation again: the
+    body reader (`bodies`, for `store: false` replays), the stored responses' validated items
+    (`validated`) and the chains' cursors (`chains`). Each is a cache the engine owns."""
+
     def __init__(self, store: ResponseStore) -> None:
         self.store = store
+        self.bodies = replayed.PrefixCache()
+        """`store: false` bodies' known prefixes, validated once (`read_create`)."""
         self.validated = replayed.StoredItems()
         """Finished stored responses' items, validated once (ids are this server's own)."""
+        self.chains = Chains()
+        """The cursors of `previous_response_id` chains."""
+
+    def caches(self) -> dict[str, Cache]:
+        """The caches this history owns, by name (for the app's registry)."""
+        return {"replayed bodies": self.bodies, "stored items": self.validated, "chains": self.chains}
 
     def record(self, response_id: str, local: ResponseStore | None = None) -> StoredResponse | None:
         found = local.get(response_id) if local is not None else None
@@ -121,31 +226,59 @@ class History:
 
     def load(self, response_id: str, local: ResponseStore | None = None, scope: str | None = None) -> list[Item]:
         """The items before and of a stored response, oldest first (instructions are not carried);
-        a response a request in `scope` does not see (`visible`) is as one that does not exist.
+        a response a request in `scope` does not see (`visible`) is as one that does not exist."""
+        return self._chain(response_id, local, scope).items
 
-        A connection's own store (`local`, a `ConnectionStore`) remembers the latest conversations
-        read back wholly from its records, so a socket's step reads only the records after the
-        one it continues (the same item objects, which the rules' pass then finds)."""
-        chains = local if isinstance(local, ConnectionStore) else None
+    def continuing(
+        self, response_id: str, local: ResponseStore | None = None, scope: str | None = None
+    ) -> tuple[list[Item], Extension]:
+        """`load`, for a request that continues the response: with the cursor of the longest part
+        of the chain one was kept for (the items begin with its items), and a new one over these
+        items, kept for the next step, which this request extends."""
+        chain = self._chain(response_id, local, scope)
+        if not chain.shareable:
+            return chain.items, Extension(chain.found)
+        known = len(chain.found.items) if chain.found is not None else 0
+        size = (chain.found.size if chain.found is not None else 0) + sum(
+            retained(item) + DERIVED for item in chain.items[known:]
+        )
+        cursor = Cursor(tuple(chain.items), size)
+        kept = self.chains.keep(response_id, cursor, chain.socket, chain.revision)
+        return chain.items, Extension(chain.found, cursor if kept else None)
+
+    def _chain(self, response_id: str, local: ResponseStore | None, scope: str | None) -> _Chain:
+        """A connection's own store (`local`, a `ConnectionStore`) is read back from only for the
+        records after the latest one a cursor was kept for (the same item objects). The server's
+        store is read back wholly (a record deleted since is never continued), and the items of
+        the records a cursor was kept for are the cursor's."""
+        socket = local if isinstance(local, ConnectionStore) else None
+        revision = socket.revision if socket is not None else 0
         chain: list[StoredResponse] = []
-        known_before: tuple[Item, ...] = ()
+        found: Cursor | None = None
         next_id: str | None = response_id
         while next_id is not None:
-            remembered = chains.chain(next_id) if chains is not None else None
-            if remembered is not None:
-                known_before = remembered
-                break
+            if socket is not None:
+                found = self.chains.find(next_id, socket)
+                if found is not None:
+                    break
             record = self.record(next_id, local)
             if record is None or (next_id == response_id and not visible(record.scope, scope)):
                 raise messages.previous_response_not_found(response_id)
             status = record.response.get("status")
             if status not in (ResponseStatus.COMPLETED, ResponseStatus.INCOMPLETE):
                 raise messages.previous_response_unfinished(next_id, status)
-            if chains is not None and chains.get(next_id) is not record:
-                chains = None  # a record of the whole store: read the chain afresh each time
-            chain.append(record)
+            if socket is not None and socket.get(next_id) is not record:
+                socket = None  # a record of the whole store: read the chain afresh each time
+            if socket is None and found is None:
+                found = self.chains.find(next_id)  # the records before it are still read, not their items
+                if found is not None:
+                    next_id = record.previous_response_id
+                    continue
+            if found is None:
+                chain.append(record)
             next_id = record.previous_response_id
-        items: list[Item] = list(known_before)
+        items: list[Item] = list(found.items) if found is not None else []
+        shareable = True
         for record in reversed(chain):  # each finished response's items, validated once
             known = self.validated.get(record.id)
             if known is None:
@@ -154,11 +287,9 @@ class History:
                 self.validated.put(record.id, raw, converted)
                 known = tuple(converted)
                 if self.validated.get(record.id) is None:  # items the engine changes: never shared
-                    chains = None
+                    shareable = False
             items.extend(known)
-        if chains is not None:
-            chains.keep_chain(response_id, tuple(items))
-        return items
+        return _Chain(items, found, shareable, socket, revision)
 
     def recovered(self, items: list[Item], scope: str | None = None) -> list[Item]:
         """What came before the replayed output of a stored response, when the input starts there.

@@ -34,7 +34,6 @@ from ptc_emulator.emulator.model.scripted.recording import (
 )
 from ptc_emulator.emulator.model.scripted.scenario import Request as MatchRequest
 from ptc_emulator.emulator.model.scripted.scenario import Scenario, ScenarioError, ScenarioRegistry, load_scenario
-from ptc_emulator.emulator.model.scripted.script import clear_caches
 from ptc_emulator.emulator.model.upstream import DEFAULT_PROTOCOL as DEFAULT_UPSTREAM_PROTOCOL
 from ptc_emulator.emulator.model.upstream import PROTOCOLS as UPSTREAM_PROTOCOLS
 from ptc_emulator.emulator.model.upstream import (
@@ -72,7 +71,6 @@ __all__ = [
     "UpstreamModel",
     "UpstreamProtocol",
     "Validation",
-    "clear_caches",
     "file_name",
     "full_match",
     "items_of",

@@ -19,8 +19,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ptc_emulator.emulator.caches import Cache
 from ptc_emulator.emulator.conversations.service import Conversations
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest
+from ptc_emulator.emulator.history.cursor import Extension
 from ptc_emulator.emulator.history.stored import History, as_input, as_response_item, not_found
 from ptc_emulator.emulator.ids import new_id
 from ptc_emulator.emulator.model import (
@@ -47,7 +49,7 @@ from ptc_emulator.emulator.responses.usage import (
 from ptc_emulator.emulator.rules import checks
 from ptc_emulator.emulator.rules.compaction import Compactor, Expanded, compact_threshold, triggered
 from ptc_emulator.emulator.rules.configuration import in_effect
-from ptc_emulator.emulator.rules.conversation import Conversation, Folds, analyse
+from ptc_emulator.emulator.rules.conversation import Conversation, analyse
 from ptc_emulator.emulator.signing import Signer
 from ptc_emulator.emulator.storage import ResponseStore, StoredResponse
 from ptc_emulator.emulator.tools.kinds import answer_text
@@ -134,9 +136,11 @@ class Engine:
             as_input=as_input,
         )
         self.prompt_cache = PromptCache()
-        self.folds = Folds()
-        """`analyse`'s latest passes: a replayed conversation's known items are not read again."""
         self.compactor = Compactor(signer, ids)
+
+    def caches(self) -> dict[str, Cache]:
+        """The caches the engine owns, by name (for the app's registry, which reset clears)."""
+        return {**self.history.caches(), "prompt cache": self.prompt_cache, "compaction windows": self.compactor}
 
     # ---- create -------------------------------------------------------------------------------
 
@@ -147,9 +151,10 @@ class Engine:
         scope: str | None = None,
         generate: bool = True,
         local: ResponseStore | None = None,
+        cursor: Extension | None = None,
     ) -> Prepared:
         """`attempt()` for callers that keep no journal: the request's 400 is raised."""
-        attempt = self.attempt(request, scope=scope, generate=generate, local=local)
+        attempt = self.attempt(request, scope=scope, generate=generate, local=local, cursor=cursor)
         if isinstance(attempt, Refused):
             raise attempt.error
         return attempt
@@ -161,17 +166,20 @@ class Engine:
         scope: str | None = None,
         generate: bool = True,
         local: ResponseStore | None = None,
+        cursor: Extension | None = None,
     ) -> Prepared | Refused:
         """Validate a create and decide what plays, or refuse it (with the request's 400 or an injected
         error) and say what was known by then.
 
         With `generate=False` nothing will play: the response only records its input, so its id
-        can be continued. `local` is a connection's own store, looked up before the server's."""
+        can be continued. `local` is a connection's own store, looked up before the server's.
+        `cursor`: what the body reader recognised of the request's input (`read_create`); a
+        request that continues stored history gets the history's own."""
         trace = Trace()
         try:
             thread = checks.check_request(request)
             previous = request.previous_response_id
-            history = self.history.load(previous, local, scope) if previous else []
+            history, cursor = self.history.continuing(previous, local, scope) if previous else ([], cursor)
             version = None
             if thread is not None:
                 version, history = self.conversations.versioned_history(thread, scope)
@@ -190,9 +198,9 @@ class Engine:
                     request, conv, toolset, Trace("generate=false"), scope=scope, local=local, read=(thread, version)
                 )
             if expanded is None:
-                conv = analyse(items, len(history), self.signer, self.folds)
+                conv = analyse(items, len(history), self.signer, cursor)
             else:
-                conv = analyse(expanded.items, expanded.new_from, self.signer, self.folds, expanded.shift)
+                conv = analyse(expanded.items, expanded.new_from, self.signer, cursor, expanded.shift)
                 _with(expanded, conv)
             if trigger:  # the response is the context's compaction item, and nothing plays
                 # (the trigger is not stored: `ResponseItem`, what input_items lists, has no such type)

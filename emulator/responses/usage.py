@@ -41,13 +41,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 from unittest import mock
 
 import tiktoken
 from tiktoken_ext import openai_public
 
-from ptc_emulator.emulator.history.folds import identical_prefix
+from ptc_emulator.emulator.caches import PROCESS, Cache
+from ptc_emulator.emulator.history.cursor import MODEL_READ, ModelRead
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.tools.kinds import ITEMS
 from ptc_emulator.emulator.wire.items import (
@@ -64,7 +65,9 @@ __all__ = [
     "CACHE_BLOCK",
     "CACHE_MINIMUM",
     "MAX_CACHED_CHARS",
+    "TOKEN_COUNTS",
     "PromptCache",
+    "TokenCounts",
     "cached_chars",
     "clear_cache",
     "count",
@@ -110,42 +113,58 @@ MAX_CACHED_TEXTS = 65_536
 """And at most this many texts (so that many tiny ones cost no more than their entries)."""
 _MAX_CACHED_TEXT = 2**20
 """A longer text is counted every time, never cached."""
-_cache: OrderedDict[str, int] = OrderedDict()
-_cached_chars = 0
-_cache_lock = threading.Lock()
+
+
+class TokenCounts(Cache):
+    """Tokens by text: a replayed conversation sends the same texts again and again. Bounded by
+    `MAX_CACHED_CHARS` characters and `MAX_CACHED_TEXTS` texts, the least recently used leaving
+    first; a text over `_MAX_CACHED_TEXT` is counted every time."""
+
+    def __init__(self) -> None:
+        self._counts: OrderedDict[str, int] = OrderedDict()
+        self.chars = 0
+        self._lock = threading.Lock()
+
+    def count(self, text: str) -> int:
+        with self._lock:
+            hit = self._counts.get(text)
+            if hit is not None:
+                self._counts.move_to_end(text)
+                return hit
+        tokens = len(encoding().encode(text, disallowed_special=()))
+        if len(text) <= _MAX_CACHED_TEXT:
+            with self._lock:
+                if text not in self._counts:
+                    self._counts[text] = tokens
+                    self.chars += len(text)
+                    while self.chars > MAX_CACHED_CHARS or len(self._counts) > MAX_CACHED_TEXTS:
+                        self.chars -= len(self._counts.popitem(last=False)[0])
+        return tokens
+
+    def clear(self) -> None:
+        with self._lock:
+            self._counts.clear()
+            self.chars = 0
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+
+TOKEN_COUNTS = PROCESS.add("token counts", TokenCounts())
 
 
 def count(text: str) -> int:
-    """Tokens in `text`. Cached: a replayed conversation sends the same texts again and again."""
-    global _cached_chars
-    if not text:
-        return 0
-    with _cache_lock:
-        hit = _cache.get(text)
-        if hit is not None:
-            _cache.move_to_end(text)
-            return hit
-    tokens = len(encoding().encode(text, disallowed_special=()))
-    if len(text) <= _MAX_CACHED_TEXT:
-        with _cache_lock:
-            if text not in _cache:
-                _cache[text] = tokens
-                _cached_chars += len(text)
-                while _cached_chars > MAX_CACHED_CHARS or len(_cache) > MAX_CACHED_TEXTS:
-                    _cached_chars -= len(_cache.popitem(last=False)[0])
-    return tokens
+    """Tokens in `text` (cached: `TOKEN_COUNTS`)."""
+    return TOKEN_COUNTS.count(text) if text else 0
 
 
 def cached_chars() -> int:
-    return _cached_chars
+    return TOKEN_COUNTS.chars
 
 
 def clear_cache() -> None:
-    """Forget every cached count (reset and clearing the journal call this)."""
-    global _cached_chars
-    with _cache_lock:
-        _cache.clear()
-        _cached_chars = 0
+    """Forget every cached count (`TOKEN_COUNTS.clear()`: reset, and clearing the journal)."""
+    TOKEN_COUNTS.clear()
 
 
 def model_text(item: Item) -> Iterable[str]:
@@ -233,19 +252,19 @@ def model_reads(item: Item | dict[str, Any]) -> bool:
 
 def model_read(items: list[Item], conv: Conversation) -> list[Item]:
     """The items of `conv`'s context (`items`) the model reads, as `usage` and `prompt_segments`
-    read them (handing them these gives the same result at less cost). What the kept pass `conv`
-    was read on from left is read on from (`Conversation.remember`), as far as its items are the
-    very objects: a step of a long program reads only its new items."""
-    kept = conv.derived.get("model_read")
-    start = identical_prefix(kept[0], items) if kept is not None else 0
-    read: list[Item] = kept[1][: kept[2][start]] if kept is not None else []
-    before: list[int] = kept[2][: start + 1] if kept is not None else [0]
-    for item in items[start:]:
-        if not from_program(item):
-            read.append(item)
-        before.append(len(read))
-    conv.remember("model_read", (list(items), read, before))
-    return list(read)
+    read them (handing them these gives the same result at less cost). A field of the
+    conversation's cursor (`MODEL_READ`) when the context is the conversation's items: a step of a
+    long program reads only its new items."""
+    if items is not conv.items:  # a compaction item read back: the context is another list
+        return cast(list[Item], _model_read(items))
+
+    def read(kept: ModelRead | None, end: int) -> ModelRead:
+        start = kept.covers if kept is not None else 0
+        new = cast(list[Item], _model_read(items[start:end]))
+        return ModelRead((*kept.read, *new) if kept is not None else tuple(new), end)
+
+    ext = conv.cursor
+    return list(ext.read_on(MODEL_READ, None, len(items), ext.mark, read).read)
 
 
 def _model_read(items: Sequence[Item | dict[str, Any]]) -> list[Item | dict[str, Any]]:
@@ -290,7 +309,7 @@ def prompt_segments(
     return segments
 
 
-class PromptCache:
+class PromptCache(Cache):
     """The prompt prefixes each caller sent, to say how much of a new prompt a cache would serve.
 
     Each prompt is recorded as the running digests of its segments (see `prompt_segments`); a
@@ -299,9 +318,10 @@ class PromptCache:
     conversation all find the prompt before theirs, and a changed instruction or tool list,
     or an edited item, ends the shared prefix where it changed. Bounded (oldest forgotten).
 
-    It recognises "this conversation again" like the replayed-body cache and `Folds`, but saves no
-    work: it is the behaviour emulated (`cached_tokens`), so it keys on what the hosted cache
-    keys on (the prompt's leading segments, per caller), not on the body or the item objects."""
+    It recognises "this conversation again" like the conversation cursor's sources
+    (`history/cursor.py`), but saves no work: it is the behaviour emulated (`cached_tokens`), so it
+    keys on what the hosted cache keys on (the prompt's leading segments, per caller), not on the
+    body or the item objects. Clearing it is the hosted cache expiring. The engine owns one."""
 
     def __init__(self, limit: int = 100_000) -> None:
         self._seen: OrderedDict[bytes, None] = OrderedDict()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ptc_emulator.emulator import messages
-from ptc_emulator.emulator.history.folds import identical_prefix
+from ptc_emulator.emulator.history.cursor import POSITIONS, Positions
 from ptc_emulator.emulator.rules.contract import Violation, check_output, check_tools
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
@@ -171,21 +171,27 @@ def call_indexes(
     """Each program call item's position in the program's issue order, from its derived call_id.
 
     The items must come in issue order; a position may be skipped (a call the server answered).
-    The positions are left with `conv`'s kept passes (`Conversation.remember`), and those the pass
-    it was read on from left are read on from, as far as the calls are the very objects."""
-    key = ("call_indexes", program.call_id)
-    kept = conv.derived.get(key)
-    start, found = 0, []
-    if isinstance(kept, tuple) and kept[0] is signer:
-        start = identical_prefix(kept[1], calls)
-        found = list(kept[2][:start])
+    The positions are a field of the conversation's cursor (`POSITIONS`): read on from those of
+    the cursor its source recognised, so a step reads only the program's new calls."""
+
+    def read(kept: Positions | None, end: int) -> Positions:
+        return _positions(signer, program, calls, limit, kept, end)
+
+    ext = conv.cursor
+    return list(ext.read_on(POSITIONS, program.call_id, len(calls), ext.calls_at_mark(program.call_id), read).found)
+
+
+def _positions(
+    signer: Signer, program: ProgramItem, calls: list[CallItem], limit: int, kept: Positions | None, end: int
+) -> Positions:
+    """`kept` (None: none yet) read on to the program's first `end` calls."""
+    found = list(kept.found) if kept is not None else []
     index = found[-1] + 1 if found else 0
-    for call in calls[start:]:
+    for call in calls[len(found) : end]:
         while index < limit and signer.program_call_id(program.call_id, index) != call.call_id:
             index += 1
         if index >= limit:
             raise messages.call_not_issued_here(kind_of_call(call).label, call.call_id, program.call_id)
         found.append(index)
         index += 1
-    conv.remember(key, (signer, list(calls), list(found)))
-    return found
+    return Positions(tuple(found))

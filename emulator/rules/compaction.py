@@ -29,6 +29,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.caches import Cache
 from ptc_emulator.emulator.history.stored import as_input
 from ptc_emulator.emulator.signing import Signer
 from ptc_emulator.emulator.wire.items import (
@@ -71,7 +72,9 @@ class Expanded:
     stored as sent), else None."""
 
 
-class Compactor:
+class Compactor(Cache):
+    """Compaction items made and opened; a cache of the windows opened (by their sealed text)."""
+
     def __init__(self, signer: Signer, ids: Callable[[str], str]) -> None:
         self.signer = signer
         self.ids = ids
@@ -118,6 +121,9 @@ class Compactor:
         with self._lock:
             self._opened.clear()
             self._opened_chars = 0
+
+    def __len__(self) -> int:
+        return len(self._opened)
 
     def expand(self, items: list[Item], new_from: int) -> Expanded | None:
         """`items` with their last compaction item read back (see the module's docstring); None

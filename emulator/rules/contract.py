@@ -28,6 +28,7 @@ import re2
 from lark import Lark, LarkError
 
 from ptc_emulator.emulator import jsontext, messages
+from ptc_emulator.emulator.caches import PROCESS, Cache, Memo
 from ptc_emulator.emulator.wire.items import CallItem, CustomToolCall, FunctionCall
 from ptc_emulator.emulator.wire.request import Conversational
 from ptc_emulator.emulator.wire.tools import CustomTool, FunctionTool, GrammarFormat
@@ -94,7 +95,7 @@ class _Schema:
     """Its `Draft202012Validator`, made on first use."""
 
 
-class _Schemas:
+class _Schemas(Cache):
     """Each schema once, keyed by its JSON text, with its validator built on first use.
 
     The text keeps the schema's key order (the order its keywords are checked in, which decides
@@ -139,8 +140,11 @@ class _Schemas:
             self._entries.clear()
             self.bytes = 0
 
+    def __len__(self) -> int:
+        return len(self._entries)
 
-class _Verdicts:
+
+class _Verdicts(Cache):
     """Verdicts by (the schema's serial number, the exact text checked).
 
     A verdict is a pure function of the schema and the text, so a hit is what checking again would
@@ -178,6 +182,9 @@ class _Verdicts:
             self._entries.clear()
             self.bytes = 0
 
+    def __len__(self) -> int:
+        return len(self._entries)
+
 
 def _examine(schema: _Schema, text: str) -> _Verdict:
     try:
@@ -189,8 +196,8 @@ def _examine(schema: _Schema, text: str) -> _Verdict:
     return _first_error(schema, value)
 
 
-_schemas = _Schemas()
-_verdicts = _Verdicts()
+_schemas = PROCESS.add("output schemas", _Schemas())
+_verdicts = PROCESS.add("output verdicts", _Verdicts())
 
 
 def _check(kind: str, tool: FunctionTool, call_id: str, schema: dict[str, Any] | None, text: str) -> Violation | None:
@@ -251,13 +258,6 @@ def _grammar(syntax: str, definition: str) -> _Matcher:
     return _compile_grammar(syntax, definition)
 
 
-def clear_caches() -> None:
-    """Forget the compiled grammars, the schemas' validators and their verdicts (`POST /_emulator/reset`)."""
-    _cached_grammar.cache_clear()
-    _schemas.clear()
-    _verdicts.clear()
-
-
 def _compile_grammar(syntax: str, definition: str) -> _Matcher:
     if syntax == "regex":
         try:
@@ -288,3 +288,4 @@ def _compile_grammar(syntax: str, definition: str) -> _Matcher:
 
 
 _cached_grammar = functools.lru_cache(maxsize=256)(_compile_grammar)
+PROCESS.add("compiled grammars", Memo(_cached_grammar))

@@ -9,10 +9,9 @@ with, and items the server issued (fingerprints, program outputs) must come back
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ptc_emulator.emulator import messages
-from ptc_emulator.emulator.history.folds import Fold, Folds, file_program_call, retained
+from ptc_emulator.emulator.history.cursor import Extension, RulesPass
 from ptc_emulator.emulator.signing import ProgramSeal, Signer
 from ptc_emulator.emulator.tools.kinds import answer_key, kind_of_call, kind_of_output
 from ptc_emulator.emulator.wire.items import (
@@ -38,7 +37,7 @@ from ptc_emulator.emulator.wire.items import (
     ToolSearchOutputItem,
 )
 
-__all__ = ["Conversation", "Folds", "analyse"]
+__all__ = ["Conversation", "analyse", "file_program_call"]
 
 
 _CLIENT_MAY_SEND = (
@@ -74,13 +73,11 @@ class Conversation:
     """Index of the open program's item."""
     _program_calls: dict[str, list[CallItem]] | None = field(default=None, repr=False, compare=False)
     """Every program's calls, by the program's call_id: made in one pass, when first asked for."""
-    walks: list[tuple[object, Any]] = field(default_factory=list, repr=False, compare=False)
-    """(a script, how this conversation walks it), for `scripted.walk`: a request asks more than once."""
-    derived: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
-    """What was derived over the kept pass this conversation was read on from (`Fold.derived`): what
-    steps after the rules worked out over (at least) its items, the very objects of this one's start."""
-    deriving: list[dict[Any, Any]] = field(default_factory=list, repr=False, compare=False)
-    """The `derived` of the passes kept for this conversation (`remember` writes to them)."""
+    cursor: Extension = field(default_factory=Extension, repr=False, compare=False)
+    """What is derived over this conversation's items, read on from the cursor its source
+    recognised and left for the next request (`history/cursor.py`)."""
+    read_from: int = 0
+    """Where the rules' pass began reading (the items before it were read for an earlier request)."""
     visible: list[Item] | None = None
     """With a compaction item read back (`compaction.Expanded`): what a hosted model's context holds."""
     sent: list[Item] | None = None
@@ -117,14 +114,15 @@ class Conversation:
                 break
         return [item for item in self.items[last + 1 :] if isinstance(item, OUTPUT_TYPES)]
 
-    def remember(self, key: Any, value: Any) -> None:
-        """Leave `value` (worked out over this conversation's items) for the next request that
-        reads on from a pass kept for this one (it finds it in `derived`)."""
-        for derived in self.deriving:
-            derived[key] = value
-
     def after_anchor(self) -> list[Item]:
         return self.items[self.anchor + 1 :]
+
+
+def file_program_call(by_program: dict[str, list[CallItem]], call: CallItem) -> None:
+    """Add `call` to its program's calls, if a program made it."""
+    caller = getattr(call, "caller", None)
+    if isinstance(caller, ProgramCaller):
+        by_program.setdefault(caller.caller_id, []).append(call)
 
 
 def _param(index: int, new_from: int, shift: int = 0) -> str:
@@ -132,35 +130,24 @@ def _param(index: int, new_from: int, shift: int = 0) -> str:
 
 
 def analyse(
-    items: list[Item], new_from: int, signer: Signer, folds: Folds | None = None, shift: int = 0
+    items: list[Item], new_from: int, signer: Signer, cursor: Extension | None = None, shift: int = 0
 ) -> Conversation:
     """Read the conversation and hold it to the rules (an `InvalidRequest` names the first item
-    that breaks one). `folds`: earlier passes, so that a replayed prefix is not read again.
+    that breaks one). `cursor`: what the request's source recognised, so that a known prefix is
+    not read again (the pass is read on from its base cursor's and left at its mark).
     `shift`: how many input items a compaction item's window replaced (`compaction.Expanded`)."""
     conv = Conversation(items, new_from, -1)
+    conv.cursor = ext = cursor.fit(items) if cursor is not None else Extension()
     by_program: dict[str, list[CallItem]] = {}
     program_at: dict[str, int] = {}
-    start = size = 0
-    if folds is not None:
-        fold = folds.find(items)
-        if fold is not None:
-            by_program, program_at = fold.restore(conv)
-            start, size = len(fold.items), fold.bytes
-            conv.derived = fold.derived
-        folds.read += len(items) - start
-    # A request that continues stored items (`previous_response_id`) gets its history as the same
-    # objects next time (`History.validated`), but its own items come back re-validated from the
-    # store: so the pass is also kept where its history ends, and the next request, whose history
-    # is this one's plus a few items, reads only those.
-    boundary = new_from if folds is not None and start < new_from < len(items) else -1
+    start = ext.start
+    if ext.base is not None and ext.base.rules is not None:
+        by_program, program_at = ext.base.rules.restore(conv)
+    conv.read_from = start
+    mark = ext.mark
     for i in range(start, len(items)):
-        if i == boundary:
-            assert folds is not None
-            size += sum(retained(item) for item in items[start:boundary])
-            start = boundary
-            kept = Fold.of(conv, by_program, program_at, size, end=boundary)
-            folds.keep(kept)
-            conv.deriving.append(kept.derived)
+        if i == mark and ext.cursor is not None:
+            ext.cursor.rules = RulesPass.of(conv, by_program, program_at)
         item = items[i]
         param = _param(i, new_from, shift)
         if isinstance(item, Message):
@@ -193,11 +180,8 @@ def analyse(
         elif isinstance(item, McpApprovalResponse):
             _add_approval_response(conv, item, param)
     conv._program_calls = by_program
-    if folds is not None and start < len(items):
-        size += sum(retained(item) for item in items[start:])
-        kept = Fold.of(conv, by_program, program_at, size)
-        folds.keep(kept)
-        conv.deriving.append(kept.derived)
+    if mark == len(items) and ext.cursor is not None and ext.cursor.rules is None:
+        ext.cursor.rules = RulesPass.of(conv, by_program, program_at)
     anchor = conv.anchor
     for call_id, call in conv.calls.items():
         if call_id not in conv.outputs:

@@ -5,13 +5,13 @@ that way.
 `ConnectionStore` is a WebSocket connection's own cache of its `store: false` responses: never
 shared, gone with the connection, so it keeps the records it is given (no copies), and a paused
 program's one continuation is decided under its lock. Since every step of a socket's loop
-continues the one before, it also remembers the latest conversations read back from it
-(`chain`), so a step's work does not grow with the conversation."""
+continues the one before, it also counts the changes that could make a conversation read back
+from it stale (`revision`: the history's cursors of its chains hold while it stays the same), so
+a step's work does not grow with the conversation."""
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from typing import Any, Protocol
 
 from ptc_emulator.emulator.storage import protocol
@@ -28,39 +28,17 @@ class ResponseStore(Responses, Protocol):
     def close(self) -> None: ...
 
 
-_CHAINS = 4
-"""Conversations `ConnectionStore.chain` remembers: a loop needs its last step's."""
-
-
 class ConnectionStore:
     def __init__(self) -> None:
         self._responses: dict[str, StoredResponse] = {}
         self._items: dict[str, tuple[str, dict[str, Any], str | None]] = {}
         self._continuations: dict[str, tuple[str, str]] = {}
         """By paused response id: the response that resumed its program, and its digest."""
-        self._chains: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
+        self.revision = 0
+        """Counts the finished records replaced and the records deleted: what was read back from
+        this store holds while it stays the same."""
         self._lock = threading.Lock()
         self.conversations: Conversations = MemoryConversations()
-
-    def chain(self, response_id: str) -> tuple[Any, ...] | None:
-        """The conversation up to and of a response of this store, as `keep_chain` was given it: only
-        while none of the records it was read from has been replaced or deleted since."""
-        with self._lock:
-            found = self._chains.get(response_id)
-            if found is not None:
-                self._chains.move_to_end(response_id)
-            return found
-
-    def keep_chain(self, response_id: str, items: tuple[Any, ...]) -> None:
-        """Remember the conversation read back from this store's records, up to and of `response_id`
-        (the caller read every record of it from this store). Forgotten when any record is
-        replaced or deleted, and the least recent first beyond a few."""
-        with self._lock:
-            if response_id in self._responses:
-                self._chains[response_id] = items
-                self._chains.move_to_end(response_id)
-                while len(self._chains) > _CHAINS:
-                    self._chains.popitem(last=False)
 
     def put(self, record: StoredResponse) -> None:
         with self._lock:
@@ -101,7 +79,7 @@ class ConnectionStore:
     def _put(self, record: StoredResponse) -> None:
         old = self._responses.get(record.id)
         if old is not None and old.response.get("status") not in UNFINISHED:  # a chain may have been read from it
-            self._chains.clear()
+            self.revision += 1
         self._responses[record.id] = record
         for item_id, item in item_ids(record):
             self._items[item_id] = (record.id, item, record.scope)
@@ -114,7 +92,7 @@ class ConnectionStore:
             record = self._responses.pop(response_id, None)
             if record is None:
                 return False
-            self._chains.clear()
+            self.revision += 1
             for item_id, _ in item_ids(record):
                 if self._items.get(item_id, ("",))[0] == response_id:
                     del self._items[item_id]

@@ -1,4 +1,4 @@
-"""A replayed `store: false` conversation validates only its new items (emulator/replayed.py), and
+"""A replayed `store: false` conversation validates only its new items (history/replayed.py), and
 answers exactly as if it validated them all: the same outputs, the same 400s for a tampered,
 missing or reordered item, whether the item sits in the already-seen prefix or not.
 
@@ -17,13 +17,20 @@ import httpx
 import pytest
 
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.emulator.history import replayed
+from ptc_emulator.emulator.history.replayed import PrefixCache
+from ptc_emulator.emulator.rules import conversation
 from tests.support import ADD_TOOL, add_answers, in_process_http, js
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 TOOLS: list[dict[str, Any]] = [ADD_TOOL, {"type": "programmatic_tool_calling"}]
 PROGRAM = js("let t = 0;\nfor (let i = 0; i < 4; i++) t = await tools.add({a: t, b: i});\ntext('t=' + t)")
+
+
+def reader(http: httpx.AsyncClient) -> PrefixCache:
+    """The app's body reader (the engine owns it)."""
+    bodies: PrefixCache = http._transport.app.state.emulator.engine.history.bodies  # type: ignore[attr-defined]
+    return bodies
 
 
 @pytest.fixture
@@ -36,11 +43,11 @@ async def app_client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
 @pytest.fixture
 async def http(app_client: httpx.AsyncClient) -> AsyncIterator[httpx.AsyncClient]:
     """The cache on for bodies of any size: these conversations are smaller than its `min_bytes`."""
-    smallest, replayed.cache.min_bytes = replayed.cache.min_bytes, 0
+    smallest, reader(app_client).min_bytes = reader(app_client).min_bytes, 0
     try:
         yield app_client
     finally:
-        replayed.cache.min_bytes = smallest
+        reader(app_client).min_bytes = smallest
 
 
 async def post(http: httpx.AsyncClient, items: list[Any]) -> httpx.Response:
@@ -51,28 +58,38 @@ async def post(http: httpx.AsyncClient, items: list[Any]) -> httpx.Response:
 async def both_ways(http: httpx.AsyncClient, items: list[Any]) -> tuple[httpx.Response, httpx.Response]:
     """The same body with the prefix cache on (after the conversation warmed it) and off."""
     on = await post(http, items)
-    size, replayed.cache.max_bytes = replayed.cache.max_bytes, 0
+    size, reader(http).max_bytes = reader(http).max_bytes, 0
     try:
         off = await post(http, items)
     finally:
-        replayed.cache.max_bytes = size
+        reader(http).max_bytes = size
     return on, off
 
 
-async def test_a_replayed_chain_validates_only_new_items_and_ends_the_same(http: httpx.AsyncClient) -> None:
-    replayed.cache.clear()
-    hits = replayed.cache.hits
-    folds = http._transport.app.state.emulator.engine.folds  # type: ignore[attr-defined]
+async def test_a_replayed_chain_validates_only_new_items_and_ends_the_same(
+    http: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader(http).clear()
+    hits = reader(http).hits
+    read = 0
+    param = conversation._param
+
+    def counted(index: int, new_from: int, shift: int = 0) -> str:  # once per item the rules read
+        nonlocal read
+        read += 1
+        return param(index, new_from, shift)
+
+    monkeypatch.setattr(conversation, "_param", counted)
     items: list[Any] = [{"role": "user", "content": PROGRAM}]
     steps = 0
     sent_before = 0
     while True:
-        read = folds.read
+        read = 0
         reply = await post(http, items)
         assert reply.status_code == 200, reply.text
         # The conversation rules read only what this request added: its prefix (the very item
-        # objects the replayed-body cache handed it) was read for the request before.
-        assert folds.read - read == len(items) - sent_before, (folds.read - read, len(items), sent_before)
+        # objects the body reader handed it) was read for the request before, and its cursor kept.
+        assert read == len(items) - sent_before, (read, len(items), sent_before)
         sent_before = len(items)
         output = reply.json()["output"]
         if not any(o["type"] == "function_call" for o in output):
@@ -81,8 +98,8 @@ async def test_a_replayed_chain_validates_only_new_items_and_ends_the_same(http:
         steps += 1
     assert steps == 4
     assert output[-1]["content"][0]["text"] == "t=6"
-    assert replayed.cache.hits - hits >= 3  # every request after the first extended a known prefix
-    assert 0 < replayed.cache.bytes <= replayed.cache.max_bytes
+    assert reader(http).hits - hits >= 3  # every request after the first extended a known prefix
+    assert 0 < reader(http).bytes <= reader(http).max_bytes
 
     # The last request again, with the cache off: the same output, item for item (less the ids).
     on, off = await both_ways(http, items[:-1] + items[-1:])
@@ -118,9 +135,9 @@ async def _warm(http: httpx.AsyncClient) -> list[Any]:
     ],
 )
 async def test_a_tampered_item_in_the_known_prefix_is_still_refused(http: httpx.AsyncClient, tamper: str) -> None:
-    replayed.cache.clear()
+    reader(http).clear()
     items = await _warm(http)
-    hits = replayed.cache.hits
+    hits = reader(http).hits
     bad = copy.deepcopy(items)
     calls = [i for i, item in enumerate(bad) if item.get("type") == "function_call"]
     first = calls[0]
@@ -149,24 +166,24 @@ async def test_a_tampered_item_in_the_known_prefix_is_still_refused(http: httpx.
         assert on.status_code == 400, on.text
     # The untampered conversation still extends its prefix from the cache.
     reply = await post(http, items)
-    assert reply.status_code == 200 and replayed.cache.hits > hits
+    assert reply.status_code == 200 and reader(http).hits > hits
 
 
 async def test_a_body_that_is_not_plain_takes_the_ordinary_path(http: httpx.AsyncClient) -> None:
     """A repeated top-level `input` (JSON keeps the last) is never matched against a prefix."""
-    replayed.cache.clear()
+    reader(http).clear()
     items = await _warm(http)
     prefix = json.dumps({"model": "m", "input": items, "tools": TOOLS, "store": False})
     doubled = prefix[:-1] + ', "input": [{"role": "user", "content": "hi"}]}'
-    hits = replayed.cache.hits
+    hits = reader(http).hits
     headers = {"content-type": "application/json"}
     on = await http.post("/v1/responses", content=doubled.encode(), headers=headers)
-    assert replayed.cache.hits == hits
-    size, replayed.cache.max_bytes = replayed.cache.max_bytes, 0
+    assert reader(http).hits == hits
+    size, reader(http).max_bytes = reader(http).max_bytes, 0
     try:
         off = await http.post("/v1/responses", content=doubled.encode(), headers=headers)
     finally:
-        replayed.cache.max_bytes = size
+        reader(http).max_bytes = size
     assert on.status_code == off.status_code and on.json() == off.json()
 
 
@@ -205,9 +222,10 @@ async def test_a_stored_conversation_validates_each_stored_response_once(http: h
 async def test_a_body_under_the_smallest_size_takes_the_ordinary_path(app_client: httpx.AsyncClient) -> None:
     """Below `min_bytes` nothing is looked up or kept, and the chain ends as it does with the cache
     off (the `http` fixture's tests run the same chain with the cache on for every size)."""
-    assert replayed.cache.min_bytes == 4096
-    replayed.cache.clear()
-    hits, misses = replayed.cache.hits, replayed.cache.misses
+    cache = reader(app_client)
+    assert cache.min_bytes == 4096
+    cache.clear()
+    hits, misses = cache.hits, cache.misses
     items: list[Any] = [{"role": "user", "content": PROGRAM}]
     while True:
         assert len(json.dumps({"model": "m", "input": items, "tools": TOOLS, "store": False})) < 4096
@@ -220,7 +238,7 @@ async def test_a_body_under_the_smallest_size_takes_the_ordinary_path(app_client
             break
         items = [*items, *output, *add_answers(output)]
     assert output[-1]["content"][0]["text"] == "t=6"
-    assert (replayed.cache.hits, replayed.cache.misses, replayed.cache.bytes) == (hits, misses, 0)
+    assert (cache.hits, cache.misses, cache.bytes) == (hits, misses, 0)
 
 
 @pytest.mark.parametrize("pad", [10, 5000])
@@ -234,11 +252,11 @@ async def test_a_body_that_is_not_strict_utf8_gets_the_same_400_with_the_cache_o
     body = b'{"model":"m","input":[{"role":"user","content":' + content + b'}],"store":false}'
     replies = []
     for on in (True, False):
-        size, replayed.cache.max_bytes = replayed.cache.max_bytes, replayed.cache.max_bytes if on else 0
+        size, reader(http).max_bytes = reader(http).max_bytes, reader(http).max_bytes if on else 0
         try:
             replies.append(await http.post("/v1/responses", content=body, headers={"content-type": "application/json"}))
         finally:
-            replayed.cache.max_bytes = size
+            reader(http).max_bytes = size
     assert replies[0].status_code == replies[1].status_code == 400
     assert replies[0].json() == replies[1].json()
     assert "lone UTF-16 surrogate" in replies[0].json()["error"]["message"]
@@ -252,7 +270,7 @@ async def test_a_bad_body_after_a_known_prefix_gets_the_same_400_with_the_cache_
 ) -> None:
     """The known prefix's items stand in as models; whatever is wrong after them is found, and
     worded and located, exactly as without the cache."""
-    replayed.cache.clear()
+    reader(http).clear()
     items = await _warm(http)
     body: dict[str, Any] = {"model": "m", "input": copy.deepcopy(items), "tools": TOOLS, "store": False}
     if change == "unknown_field":
@@ -271,17 +289,17 @@ async def test_a_bad_body_after_a_known_prefix_gets_the_same_400_with_the_cache_
         text = text[:-40]
     elif change == "trailing":
         text += " x"
-    hits = replayed.cache.hits
+    hits = reader(http).hits
     headers = {"content-type": "application/json"}
     on = await http.post("/v1/responses", content=text.encode(), headers=headers)
-    size, replayed.cache.max_bytes = replayed.cache.max_bytes, 0
+    size, reader(http).max_bytes = reader(http).max_bytes, 0
     try:
         off = await http.post("/v1/responses", content=text.encode(), headers=headers)
     finally:
-        replayed.cache.max_bytes = size
+        reader(http).max_bytes = size
     assert on.status_code == off.status_code == 400, on.text[:300]
     assert on.json() == off.json()
     if change in ("unknown_field", "wrong_type", "bad_setting", "unknown_key", "deep"):
-        assert replayed.cache.hits > hits  # read with the known prefix's models
+        assert reader(http).hits > hits  # read with the known prefix's models
     if change == "unknown_field":
         assert on.json()["error"]["param"] == f"input[{len(items)}].colour"

@@ -1,6 +1,9 @@
-"""`analyse` resumed from an earlier pass (rules/conversation.py's `Folds`) decides exactly as a pass
-over every item: the same conversation, or the same 400 with the same message and param, whatever
-the items' order, repeats and omissions, and wherever the earlier pass stopped."""
+"""`analyse` read on from a conversation cursor (history/cursor.py) decides exactly as a pass over
+every item: the same conversation, or the same 400 with the same message and param, whatever the
+items' order, repeats and omissions, wherever the earlier request's cursor ended, and whatever
+cursor a source offers (one that is not the very objects the conversation begins with is not read
+on from). And `Extension.read_on`, the one way a cursor's fields are extended, reads each
+element once."""
 
 from __future__ import annotations
 
@@ -10,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ptc_emulator.emulator.errors import InvalidRequest
-from ptc_emulator.emulator.rules.conversation import Conversation, Folds, analyse
+from ptc_emulator.emulator.history.cursor import POSITIONS, Cursor, Extension, Positions
+from ptc_emulator.emulator.rules.conversation import Conversation, analyse
 from ptc_emulator.emulator.signing import ProgramSeal, Signer, code_digest
 from ptc_emulator.emulator.wire.items import (
     FunctionCall,
@@ -53,12 +57,20 @@ def _pool() -> list[Item]:
 POOL = _pool()
 
 
-def _decide(items: list[Item], new_from: int, folds: Folds | None) -> Any:
+def _decide(items: list[Item], new_from: int, cursor: Extension | None) -> Any:
     try:
-        conv = analyse(items, new_from, SIGNER, folds)
+        conv = analyse(items, new_from, SIGNER, cursor)
     except InvalidRequest as e:
         return ("error", e.message, e.param)
     return ("ok", _state(conv))
+
+
+def _left(items: list[Item], new_from: int = 0, base: Cursor | None = None, mark: int | None = None) -> Cursor:
+    """The cursor a request over `items` leaves for the next (over its first `mark` items: all of
+    them, as the body reader's, or a history's, as a chain's), read on from `base`."""
+    cursor = Cursor(tuple(items[: len(items) if mark is None else mark]))
+    _decide(items, new_from, Extension(base, cursor))
+    return cursor
 
 
 def _state(conv: Conversation) -> Any:
@@ -95,70 +107,88 @@ def replays(draw: st.DrawFn) -> list[int]:
 
 @settings(max_examples=400, deadline=None)
 @given(order=replays(), other=replays(), cut=st.integers(0, len(POOL) + 2), new_from=st.integers(0, 5))
-def test_a_pass_resumed_from_a_prefix_decides_as_a_whole_pass(
+def test_a_pass_read_on_from_a_cursor_decides_as_a_whole_pass(
     order: list[int], other: list[int], cut: int, new_from: int
 ) -> None:
-    # The same objects, in order or edited: what a replay looks like to the engine once the
-    # replayed-body cache has handed back the known items. Two earlier requests: this one's
-    # prefix, and another replay of the same conversation (which may end on the same object at
-    # the same place after other items: it must not be taken for a prefix).
+    # The same objects, in order or edited: what a replay looks like to the engine once the body
+    # reader has handed back the known items. Two earlier requests: this one's prefix, and
+    # another replay of the same conversation (which may end on the same object at the same
+    # place after other items): offered as the cursor to read on from, it must not be used.
     items = [POOL[i] for i in order]
-    folds = Folds()
-    _decide([POOL[i] for i in other], 0, folds)
-    _decide(items[: min(cut, len(items))], 0, folds)
-    resumed = _decide(items, new_from, folds)
+    prefix = _left(items[: min(cut, len(items))])
+    elsewhere = _left([POOL[i] for i in other])
     whole = _decide(items, new_from, None)
-    assert resumed == whole
+    assert _decide(items, new_from, Extension(prefix)) == whole
+    assert _decide(items, new_from, Extension(elsewhere)) == whole
+    assert _decide(items, new_from, Extension(prefix, Cursor(tuple(items)))) == whole
 
 
-def test_the_pass_reads_only_the_new_items_and_keeps_its_bounds() -> None:
-    folds = Folds(limit=2)
+def test_the_pass_reads_only_the_new_items() -> None:
     base = POOL[:7]
-    assert _decide(base, 0, folds)[0] == "ok"
-    assert folds.read == 7
+    cursor = _left(base)
     longer = [*base, *POOL[7:12]]
-    assert _decide(longer, 0, folds) == _decide(longer, 0, None)
-    assert folds.read == 7 + 5 and folds.hits == 1
+    conv = analyse(longer, 0, SIGNER, Extension(cursor))
+    assert conv.read_from == 7
+    assert _decide(longer, 0, Extension(cursor)) == _decide(longer, 0, None)
     # Equal items that are other objects are read again: identity, never equality.
     copies = [item.model_copy() for item in longer]
-    before = folds.read
-    assert _decide(copies, 0, folds)[0] == "ok"
-    assert folds.read - before == len(copies)
-    assert len(folds._by_last) <= 2
+    assert analyse(copies, 0, SIGNER, Extension(cursor)).read_from == 0
+    assert _decide(copies, 0, Extension(cursor))[0] == "ok"
 
 
-def test_the_kept_passes_hold_at_most_their_items_bound() -> None:
-    folds = Folds(max_items=12)
-    for n in range(1, len(POOL) + 1):
-        _decide(POOL[:n], 0, folds)
-        assert folds.items <= 12
-        assert folds.items == sum(len(fold.items) for fold in folds._by_last.values())
-    assert folds._by_last  # the latest passes that fit are kept; one over the bound alone is not
-    assert max(len(fold.items) for fold in folds._by_last.values()) <= 12
-    assert _decide(POOL, 0, folds)[0] == "ok"
+def test_a_cursor_is_left_as_the_pass_stood_at_its_mark() -> None:
+    later = _left(POOL, mark=9)  # a history's cursor: the request read on past it
+    assert later.rules is not None
+    fresh = Cursor(tuple(POOL[:9]))
+    _decide(POOL[:9], 0, Extension(None, fresh))
+    assert fresh.rules is not None
+    assert later.rules.anchor == fresh.rules.anchor
+    assert later.rules.state == fresh.rules.state
+    assert later.rules.by_program == fresh.rules.by_program and later.rules.program_at == fresh.rules.program_at
 
 
 @settings(max_examples=300, deadline=None)
 @given(order=replays(), cut=st.integers(0, len(POOL) + 2), first_from=st.integers(0, 12), new_from=st.integers(0, 12))
-def test_a_pass_kept_where_a_history_ends_decides_as_a_whole_pass(
+def test_a_cursor_left_where_a_history_ends_decides_as_a_whole_pass(
     order: list[int], cut: int, first_from: int, new_from: int
 ) -> None:
-    # The earlier request continued a history (`previous_response_id`): its pass is also kept
-    # where that history ended, and a later request over the same objects resumes from there.
+    # The earlier request continued a history (`previous_response_id`): its cursor is the
+    # history's, and a later request over the same objects reads on from there.
     items = [POOL[i] for i in order]
-    folds = Folds()
-    _decide(items[: min(cut, len(items))], first_from, folds)
-    assert _decide(items, new_from, folds) == _decide(items, new_from, None)
+    first = items[: min(cut, len(items))]
+    cursor = _left(first, first_from, mark=min(first_from, len(first)))
+    assert _decide(items, new_from, Extension(cursor)) == _decide(items, new_from, None)
 
 
 def test_a_continuation_reads_only_what_follows_its_history() -> None:
-    folds = Folds()
     history, mine = POOL[:7], [item.model_copy() for item in POOL[7:9]]
     first = [*history, *mine]
-    assert _decide(first, len(history), folds) == _decide(first, len(history), None)
-    read = folds.read
+    cursor = _left(first, len(history), mark=len(history))
+    assert _decide(first, len(history), Extension(None, Cursor(tuple(history)))) == _decide(first, len(history), None)
     # The next request: the same history objects, the last request's items as the store gives
     # them back (validated again: other objects), then its own new items.
     again = [*history, *(item.model_copy() for item in mine), *POOL[9:12]]
-    assert _decide(again, 9, folds) == _decide(again, 9, None)
-    assert folds.read - read == len(again) - len(history)
+    assert _decide(again, 9, Extension(cursor)) == _decide(again, 9, None)
+    assert analyse(again, 9, SIGNER, Extension(cursor)).read_from == len(history)
+
+
+def test_a_field_is_read_on_once_left_at_the_mark_and_kept_for_the_request() -> None:
+    read: list[tuple[int, int]] = []
+
+    def positions(kept: Positions | None, end: int) -> Positions:
+        found = kept.found if kept is not None else ()
+        read.append((len(found), end))
+        return Positions((*found, *range(len(found), end)))
+
+    base, mine = Cursor(tuple(POOL[:4])), Cursor(tuple(POOL[:6]))
+    base.positions["p"] = Positions((0, 1))
+    ext = Extension(base, mine)
+    assert ext.read_on(POSITIONS, "p", 5, 3, positions).found == (0, 1, 2, 3, 4)
+    assert read == [(2, 3), (3, 5)]  # from the base's two to the mark, then on to all five
+    assert mine.positions["p"].found == (0, 1, 2)
+    assert ext.read_on(POSITIONS, "p", 5, 3, positions).found == (0, 1, 2, 3, 4)
+    assert len(read) == 2  # kept for the rest of the request
+    # A state that does not hold for this conversation is not read on from.
+    read.clear()
+    assert Extension(base).read_on(POSITIONS, "p", 5, None, positions, holds=lambda _: False).covers == 5
+    assert read == [(0, 5)]

@@ -54,9 +54,9 @@ def test_the_opened_items_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         code = f"text('{n}')" + " " * (n * 20)
         fingerprint = issued(signer, f"call_{n}", code)
         signer.open_fingerprint(fingerprint, call_id=f"call_{n}", code=code, param="input[0]")
-        kept = signer._opened
+        kept = signer.opened._seals
         assert len(kept) <= 5
-        assert signer._opened_chars == sum(len(a) + len(b) + len(c) for a, b, c in kept) <= 2_000
+        assert signer.opened._chars == sum(len(a) + len(b) + len(c) for a, b, c in kept) <= 2_000
 
 
 def test_an_issued_item_opens_to_the_seal_it_was_issued_with() -> None:

@@ -1,7 +1,8 @@
 """A step of a long program reads only what the request adds: the script's walk, the program's
-call positions and its journal entries are read on from the rules' kept pass (`Fold.derived`), over
-`store: false` replays and `previous_response_id` continuations alike, and an edited earlier
-item is read afresh, so the answer is the one a fresh server gives (docs/speed.md)."""
+call positions and its journal entries are read on from the conversation cursor its source
+recognised (history/cursor.py), over `store: false` replays and `previous_response_id`
+continuations alike, and an edited earlier item is read afresh, so the answer is the one a fresh
+server gives (docs/speed.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.testclient import TestClient
 
+from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator.model.scripted import walk
 from ptc_emulator.emulator.tools import kinds
@@ -164,3 +167,31 @@ async def test_an_edited_answer_is_read_afresh(tmp_path: Path) -> None:
 
 def _calls(response: dict[str, Any]) -> list[str]:
     return [o["arguments"] for o in response["output"] if o["type"] == "function_call"]
+
+
+def test_a_websocket_step_reads_only_its_new_items(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over a socket, a step continues its last response from the socket's own store: its history
+    comes back as the very objects of the cursor the last step kept, and only what follows is read."""
+    counted = _Counted(monkeypatch)
+    with TestClient(create_app(_settings(tmp_path)), base_url="http://127.0.0.1") as client:
+        with client.websocket_connect("ws://127.0.0.1/v1/responses") as socket:
+
+            def create(body: dict[str, Any]) -> dict[str, Any]:
+                socket.send_text(json.dumps({"type": "response.create", "model": "m", "tools": TOOLS, **body}))
+                while True:
+                    event = json.loads(socket.receive_text())
+                    if event["type"] in ("response.completed", "error", "response.failed", "response.incomplete"):
+                        assert event["type"] == "response.completed", event
+                        return dict(event["response"])
+
+            response = create({"input": LOOP, "store": False})
+            per_step: list[tuple[int, int]] = []
+            while any(o["type"] == "function_call" for o in response["output"]):
+                with counted.step():
+                    response = create(
+                        {"input": _answers(response["output"]), "store": False, "previous_response_id": response["id"]}
+                    )
+                per_step.append((counted.results, counted.kinds))
+    assert _final(response) == str(sum(range(CALLS)))
+    assert max(results for results, _ in per_step[2:]) <= 2, per_step
+    assert max(looked for _, looked in per_step[2:]) <= 6, per_step

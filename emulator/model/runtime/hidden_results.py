@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+from ptc_emulator.emulator.caches import Cache
 from ptc_emulator.sandbox import ToolResult
 
 __all__ = ["HiddenResults"]
@@ -23,7 +24,7 @@ def _size(result: ToolResult) -> int:
     return len(result.output.encode()) + len(result.arguments.encode()) + len(result.name.encode())
 
 
-class HiddenResults:
+class HiddenResults(Cache):
     """Hidden call results by key, bounded by `entries` and `max_bytes`."""
 
     def __init__(self, entries: int = 10_000, max_bytes: int = 64 * 2**20) -> None:
@@ -56,10 +57,11 @@ class HiddenResults:
                 _, (_, dropped) = self._results.popitem(last=False)
                 self._bytes -= dropped
 
-    def clear(self) -> int:
-        """Forget everything; returns how many results were held."""
+    def clear(self) -> None:
+        """Forget everything."""
         with self._lock:
-            count = len(self._results)
             self._results.clear()
             self._bytes = 0
-            return count
+
+    def __len__(self) -> int:
+        return len(self._results)

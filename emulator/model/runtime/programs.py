@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from ptc_emulator.emulator import messages
-from ptc_emulator.emulator.history.folds import identical_prefix
+from ptc_emulator.emulator.history.cursor import ENTRIES, Entries
 from ptc_emulator.emulator.model.core import Live, Prepared, Runner, Trace
 from ptc_emulator.emulator.model.runtime.hidden_results import HiddenResults
 from ptc_emulator.emulator.model.runtime.hosted import Hosted, HostedScript, Unscripted
@@ -212,17 +212,19 @@ class Runtime:
         else:
             indexes = call_indexes(self.signer, item, calls, self.limits.max_tool_calls, conv)
         outputs = list(map(conv.outputs.__getitem__, map(_CALL_ID, calls)))
-        # The entries the kept pass this conversation was read on from left (see `history.folds`): a
-        # replay hands back the very items it validated before, so only the new answers are made
-        # into entries, and the pool is handed the same entries again.
-        key = ("answers", item.call_id)
-        kept = conv.derived.get(key)
-        entries = list(kept[2][: identical_prefix(kept[0], calls, (kept[1], outputs))]) if kept else []
-        for call, output in zip(calls[len(entries) :], outputs[len(entries) :], strict=True):
-            kind = kind_of_call(call)
-            text, is_error = kind.result(output)
-            entries.append(ToolResult(kind.call_name(call), kind.arguments(call), text, is_error=is_error))
-        conv.remember(key, (calls, outputs, entries))
+
+        def read(kept: Entries | None, end: int) -> Entries:
+            results = list(kept.results) if kept is not None else []
+            for call, output in zip(calls[len(results) : end], outputs[len(results) : end], strict=True):
+                kind = kind_of_call(call)
+                text, is_error = kind.result(output)
+                results.append(ToolResult(kind.call_name(call), kind.arguments(call), text, is_error=is_error))
+            return Entries(tuple(results))
+
+        # A field of the conversation's cursor (`ENTRIES`): only the new answers are made into
+        # entries, and the pool is handed the very same ones again.
+        ext = conv.cursor
+        entries = ext.read_on(ENTRIES, item.call_id, len(calls), ext.answered_at_mark(item.call_id), read).results
         return dict(zip(indexes, entries, strict=True))
 
     async def _settle(

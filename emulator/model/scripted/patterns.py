@@ -13,6 +13,8 @@ from typing import Any
 
 import re2
 
+from ptc_emulator.emulator.caches import PROCESS, Memo
+
 __all__ = ["MAX_PATTERN_CHARS", "PatternError", "compile_pattern"]
 
 MAX_PATTERN_CHARS = 4096
@@ -40,3 +42,6 @@ def compile_pattern(pattern: str) -> Any:
     except re2.error as e:
         reason = e.args[0].decode("utf-8", "replace") if e.args and isinstance(e.args[0], bytes) else str(e)
         raise PatternError(f"{reason} (patterns run on RE2: no backreferences or lookaround)") from e
+
+
+PROCESS.add("compiled patterns", Memo(compile_pattern))

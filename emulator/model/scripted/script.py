@@ -39,11 +39,11 @@ from typing import Any
 from jinja2 import StrictUndefined, Template, TemplateError
 
 from ptc_emulator.emulator import jsontext, messages
+from ptc_emulator.emulator.caches import PROCESS, Memo
 from ptc_emulator.emulator.errors import ScenarioTurnError
 from ptc_emulator.emulator.model.core import Delivery, Prepared
 from ptc_emulator.emulator.model.runtime import ProgramPlan
 from ptc_emulator.emulator.model.scripted import templating
-from ptc_emulator.emulator.model.scripted.patterns import compile_pattern
 from ptc_emulator.emulator.model.scripted.scenario import Fault, Scenario, SearchSpec, Turn
 
 __all__ = ["INLINE", "Script", "ScriptedPlan", "inline_code", "inline_search", "scripted_plan"]
@@ -112,12 +112,8 @@ def _compiled_once(env: templating.BoundedEnvironment, template: str) -> Templat
     return env.from_string(template)
 
 
-def clear_caches() -> None:
-    """Forget the compiled templates, the inline blocks' turns and the compiled patterns
-    (`POST /_emulator/reset`)."""
-    _compiled_once.cache_clear()
-    _inline_turns.cache_clear()
-    compile_pattern.cache_clear()
+PROCESS.add("compiled templates", Memo(_compiled_once))
+PROCESS.add("inline blocks' turns", Memo(_inline_turns))
 
 
 _Rendered = dict[tuple[int, str], "str | Exception"]

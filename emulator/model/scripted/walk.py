@@ -1,23 +1,20 @@
 """Where a conversation stands in a script: each model item after the latest user message, with
 its turn and its place in that turn (`position`, `turn_items`).
 
-A replayed conversation is mostly the last request's items again (the very objects, see
-`history.folds`), so a walk is left with the rules' kept passes (`Conversation.remember`) where the
-last request's items ended and where its history ended (a `previous_response_id` continuation
-reads its history back as the same objects, its own items as new ones); a walk whose items begin
-with those very objects, after the very same latest user message, resumes there, and a step
-reads only its new items. Items are matched by identity, never by equality; a script by its
-shape (each turn's kind and number of calls: all a walk reads of it), since an inline program's
-script is made again per request."""
+A walk is one of the conversation cursor's fields (`history/cursor.py`, `WALKS`): read on from the
+walk the recognised cursor holds, if it began after the same latest user message, and left
+in the request's cursor where its items end, so a step of a long conversation reads only its new
+items. A script is known by its shape (each turn's kind and number of calls: all a walk reads of
+it), since an inline program's script is made again per request.
+"""
 
 from __future__ import annotations
 
 import functools
-import operator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.history.cursor import WALKS, Walk, WalkKey
 from ptc_emulator.emulator.model.runtime import hosted_shell_call
 from ptc_emulator.emulator.model.scripted.scenario import Turn
 from ptc_emulator.emulator.rules.conversation import Conversation
@@ -39,8 +36,6 @@ if TYPE_CHECKING:
     from ptc_emulator.emulator.model.scripted.script import Script
 
 __all__ = ["position", "turn_items"]
-
-Walked = list[tuple[Item, int, int]]
 
 
 def turn_kind(item: Item) -> str | None:
@@ -74,71 +69,29 @@ def _kind_of_type(cls: type) -> str | None:
     return None
 
 
-@dataclass
-class _Point:
-    """A walk stopped after `items` (the very objects after the anchor): its state there."""
-
-    items: list[Item]
-    turn: int
-    emitted: int
-    asked: frozenset[str]
-    walked: int
-    """How many of the walk's entries come from `items`."""
+def _key(script: Script) -> WalkKey:
+    return tuple((turn.kind, len(turn.calls)) for turn in script.turns)
 
 
-@dataclass
-class _Kept:
-    anchor: Item | None
-    """The latest user message the walk began after."""
-    points: list[_Point]
-    """The longest first."""
-    walked: Walked
+def _walk(conv: Conversation, script: Script) -> Walk:
+    """The walk of the items after the latest user message: once per request and script shape
+    (neither changes while a request is answered), read on through the conversation's cursor. A
+    walk that fails is not kept (it fails again, the same way)."""
+    after, anchor, ext = conv.after_anchor(), conv.anchor, conv.cursor
+    mark = ext.mark - anchor - 1 if ext.mark is not None and ext.mark > anchor else None
+
+    def read(walk: Walk | None, end: int) -> Walk:
+        return _read(script, after, anchor, walk, end)
+
+    return ext.read_on(WALKS, _key(script), len(after), mark, read, holds=lambda walk: walk.anchor == anchor)
 
 
-def _key(script: Script) -> tuple[str, tuple[tuple[str, int], ...]]:
-    return "walk", tuple((turn.kind, len(turn.calls)) for turn in script.turns)
-
-
-def _resumed(conv: Conversation, script: Script, after: list[Item]) -> tuple[_Point, Walked] | None:
-    """Where a walk of the kept pass this conversation was read on from stopped, if its items
-    are this one's first (the very objects, after the very same latest user message)."""
-    kept = conv.derived.get(_key(script))
-    anchor = conv.items[conv.anchor] if conv.anchor >= 0 else None
-    if not isinstance(kept, _Kept) or kept.anchor is not anchor:
-        return None
-    for point in kept.points:
-        if len(point.items) <= len(after) and all(map(operator.is_, point.items, after)):
-            return point, kept.walked[: point.walked]
-    return None
-
-
-def _walk(conv: Conversation, script: Script) -> Walked:
-    """Each model item after the latest user message, with its turn and its place in that turn.
-
-    Walked once per script (by identity) and conversation: neither changes while a request is
-    answered. A walk that fails is not kept (it fails again, the same way)."""
-    for walked_script, walked in conv.walks:
-        if walked_script is script:
-            return list(walked)
-    walked = _walk_once(conv, script)
-    conv.walks.append((script, walked))
-    return list(walked)
-
-
-def _walk_once(conv: Conversation, script: Script) -> Walked:
-    after = conv.after_anchor()
-    walked: Walked = []
-    start = turn = emitted = 0
-    asked: set[str] = set()
-    found = _resumed(conv, script, after)
-    if found is not None:
-        point, walked = found
-        start, turn, emitted, asked = len(point.items), point.turn, point.emitted, set(point.asked)
-    boundary = conv.new_from - conv.anchor - 1  # where this request's own items begin
-    points: list[_Point] = []
-    for i in range(start, len(after)):
-        if i == boundary and i > 0:
-            points.append(_Point(after[:i], turn, emitted, frozenset(asked), len(walked)))
+def _read(script: Script, after: list[Item], anchor: int, walk: Walk | None, end: int) -> Walk:
+    """`walk` (None: the start) read on to the first `end` items after the latest user message."""
+    start, turn, emitted = (walk.covers, walk.turn, walk.emitted) if walk is not None else (0, 0, 0)
+    asked = set(walk.asked) if walk is not None else set()
+    walked = list(walk.walked) if walk is not None else []
+    for i in range(start, end):
         item = after[i]
         if isinstance(item, McpApprovalResponse) and item.approval_request_id in asked and not item.approve:
             turn += 1  # a denied direct MCP call: the model goes on without it
@@ -159,14 +112,12 @@ def _walk_once(conv: Conversation, script: Script) -> Walked:
                 continue
             emitted = 0
         turn += 1
-    points.insert(0, _Point(after, turn, emitted, frozenset(asked), len(walked)))
-    conv.remember(_key(script), _Kept(conv.items[conv.anchor] if conv.anchor >= 0 else None, points, walked))
-    return walked
+    return Walk(anchor, end, turn, emitted, frozenset(asked), tuple(walked))
 
 
 def position(conv: Conversation, script: Script) -> tuple[int, int]:
     """Where the conversation stands in the script: (next turn, direct calls of it already emitted)."""
-    walked = _walk(conv, script)
+    walked = _walk(conv, script).walked
     if not walked:
         return 0, 0
     item, turn, emitted = walked[-1]
@@ -181,7 +132,7 @@ def turn_items(conv: Conversation, script: Script) -> list[tuple[Item, Turn]]:
     """The first item of each turn after the latest user message, with its turn (a turn's
     reasoning item precedes its first item)."""
     firsts: dict[int, tuple[Item, Turn]] = {}
-    for item, turn, emitted in _walk(conv, script):
+    for item, turn, emitted in _walk(conv, script).walked:
         if emitted == 0 and turn not in firsts:
             firsts[turn] = (item, script.turns[turn])
     return list(firsts.values())
