@@ -817,6 +817,23 @@ def no_input_item_after(after: str, response_id: str) -> InvalidRequest:
     return InvalidRequest(f"No item with id '{after}' in the input of response '{response_id}'.", param="after")
 
 
+# ---- responses: background, compaction, continuations ----------------------------------------------
+
+
+@text(RESPONSES, "a failed background response's error (code `server_error`)")
+def background_interrupted() -> str:
+    """A background response still queued or in progress in the SQLite file when the emulator
+    stopped (a kill or a crash): the next start marks it failed."""
+    return "The emulator stopped before this background response finished; create it again."
+
+
+@text(RESPONSES, "a failed background response's error (code `server_error`)")
+def background_replica_stopped() -> str:
+    """A background response whose replica (of a shared store) stopped holding its lease before it
+    finished: the next retrieve marks it failed."""
+    return "The emulator replica running this background response stopped before it finished; create it again."
+
+
 # ---- conversations ---------------------------------------------------------------------------------
 
 

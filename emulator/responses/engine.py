@@ -33,7 +33,7 @@ from ptc_emulator.emulator.model import (
     ScriptedModel,
     Trace,
 )
-from ptc_emulator.emulator.responses.background import INTERRUPTED, Background
+from ptc_emulator.emulator.responses.background import Background, interrupted
 from ptc_emulator.emulator.responses.body import response_body
 from ptc_emulator.emulator.responses.usage import (
     PromptCache,
@@ -369,7 +369,7 @@ class Engine:
     def retrieve(self, response_id: str) -> dict[str, Any]:
         record = self.history.stored(response_id)
         if record.response.get("status") in UNFINISHED and self.background.orphaned(response_id):
-            failed = {**record.response, "status": ResponseStatus.FAILED, "error": INTERRUPTED}  # its replica died
+            failed = {**record.response, "status": ResponseStatus.FAILED, "error": interrupted()}  # its replica died
             self.store.put(
                 StoredResponse(response_id, failed, record.input_items, record.previous_response_id, record.scope)
             )

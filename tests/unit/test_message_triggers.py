@@ -15,6 +15,7 @@ import ast
 import asyncio
 import json
 import re
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -35,7 +36,8 @@ from ptc_emulator.emulator.model.upstream.client import UpstreamConfig
 from ptc_emulator.emulator.model.upstream.protocol import ToolCall
 from ptc_emulator.emulator.model.upstream.teach import CODE_TOOL
 from ptc_emulator.emulator.rules import compaction, contract
-from ptc_emulator.emulator.storage import StoredResponse
+from ptc_emulator.emulator.storage import StoredResponse, open_store
+from ptc_emulator.emulator.storage.memory import MemoryLeases
 from ptc_emulator.emulator.tools import egress, kinds, mcp
 from ptc_emulator.emulator.tools.egress import McpPolicy
 from ptc_emulator.emulator.tools.mcp import McpServerSpec
@@ -1469,3 +1471,35 @@ def _(c: Context) -> object:
 def _(c: Context) -> object:
     session = Stepped(c, []).session(agent={"model": "m"})
     return agents(c, "GET", f"/sessions/{session['id']}/turns").json()
+
+
+# ---- responses: background, compaction, continuations ----------------------------------------------
+
+
+@trigger("background_interrupted")
+def _(c: Context) -> object:
+    with tempfile.TemporaryDirectory() as data:
+        before = open_store("sqlite", Path(data))
+        before.responses.put(StoredResponse("resp_cut", {"id": "resp_cut", "status": "in_progress"}, [], None))
+        before.close()
+        after = open_store("sqlite", Path(data))  # the next start
+        try:
+            record = after.responses.get("resp_cut")
+        finally:
+            after.close()
+    assert record is not None and record.response["status"] == "failed"
+    return record.response["error"]
+
+
+@trigger("background_replica_stopped")
+def _(c: Context) -> object:
+    background = c.http.app.state.emulator.engine.background
+    held = background.leases
+    background.leases = MemoryLeases()  # shared, and nobody holds the response's lease
+    try:
+        made = c.sdk.responses.create(model="m", input=PROGRAM, tools=PTC_TOOLS)  # type: ignore[arg-type]
+        body = {**made.model_dump(exclude_none=True), "status": "in_progress", "background": True}
+        c.http.app.state.emulator.store.responses.put(StoredResponse(made.id, body, [], None))
+        return c.http.get(f"/v1/responses/{made.id}")
+    finally:
+        background.leases = held
