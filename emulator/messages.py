@@ -234,6 +234,53 @@ def compact_threshold_invalid(param: str) -> InvalidValue:
     )
 
 
+@text(REQUEST, "the reason of a validation error (`Invalid '<param>': <reason>.`)", max_depth=64)
+def json_too_deep(max_depth: int) -> str:
+    """Free-form JSON in a body (tool schemas, `text`, content-part extras, a scenario) nested
+    deeper than the emulator reads."""
+    return f"JSON nested deeper than {max_depth} levels"
+
+
+@text(REQUEST, "the reason of a validation error (`Invalid '<param>': <reason>.`)")
+def lone_surrogate() -> str:
+    """A string of the body holding a lone UTF-16 surrogate (JSON carries it, a reply cannot)."""
+    return "a string holds a lone UTF-16 surrogate, which is not valid Unicode"
+
+
+@text(REQUEST, "the reason of a validation error (`Invalid '<param>': <reason>.`)")
+def number_not_finite() -> str:
+    """A number of the body that is NaN or an infinity (Python's JSON reader takes them)."""
+    return "numbers must be finite (NaN and Infinity are not JSON)"
+
+
+@text(REQUEST, "the reason of a validation error on `metadata`")
+def metadata_too_many_keys() -> str:
+    """A `metadata` with more than 16 keys (a response's, a conversation's, an agent's)."""
+    return "metadata can hold at most 16 keys"
+
+
+@text(REQUEST, "the reason of a validation error on `metadata`")
+def metadata_key_too_long(key: str) -> str:
+    """A `metadata` key over 64 characters (shown cut at 64)."""
+    return f"metadata key '{key[:64]}...' is longer than 64 characters"
+
+
+@text(REQUEST, "the reason of a validation error on `metadata`")
+def metadata_value_too_long(key: str) -> str:
+    """A `metadata` value over 512 characters."""
+    return f"metadata value for '{key}' is longer than 512 characters"
+
+
+@error(REQUEST)
+def conversation_id_invalid() -> InvalidRequest:
+    """A request's `conversation` that is neither an id string nor an object with a string `id`."""
+    return InvalidRequest(
+        "Invalid type for 'conversation': expected a conversation id string or an object {\"id\": ...}.",
+        param="conversation",
+        code="invalid_type",
+    )
+
+
 # ---- tools and tool search -------------------------------------------------------------------------
 
 
@@ -644,6 +691,12 @@ def compaction_unverified(item_id: str | None, param: str) -> InvalidEncryptedCo
         "server. Replay the compaction item as it was returned.",
         param=f"{param}.encrypted_content",
     )
+
+
+@text(ITEMS, "the reason of a validation error on an input item")
+def configuration_update_empty() -> str:
+    """A `configuration_update` item with neither `reasoning` nor `text`."""
+    return "a configuration_update supplies reasoning, text, or both"
 
 
 # ---- programs and sealed content --------------------------------------------------------------------
@@ -1489,12 +1542,6 @@ def mcp_credential_unsupported(param: str) -> UnsupportedParameter:
 def mcp_approval_question(name: str, label: str) -> str:
     """An MCP call that waits for the client's approval."""
     return f"Allow the agent to call the tool '{name}' of the MCP server '{label}'?"
-
-
-@text(AGENTS, "the reason of a validation error on an agent's metadata")
-def agent_metadata_too_many_keys() -> str:
-    """An agent's `metadata` with more than 16 keys."""
-    return "metadata can hold at most 16 keys"
 
 
 @text(AGENTS, "the reason of a validation error on an agent's metadata")

@@ -1362,11 +1362,6 @@ def _(c: Context) -> object:
     return agent_with(c, tools=[mcp_server(credential_id="cred_1")])
 
 
-@trigger("agent_metadata_too_many_keys")
-def _(c: Context) -> object:
-    return agent_with(c, metadata={f"k{n}": "v" for n in range(17)})
-
-
 @trigger("agent_metadata_too_long")
 def _(c: Context) -> object:
     return agent_with(c, metadata={"k" * 65: "v"})
@@ -1503,3 +1498,53 @@ def _(c: Context) -> object:
         return c.http.get(f"/v1/responses/{made.id}")
     finally:
         background.leases = held
+
+
+# ---- request parameters: what a body's JSON and metadata may hold ----------------------------------
+
+
+def nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+@trigger("json_too_deep")
+def _(c: Context) -> object:
+    return c.create(input="hi", tools=[{"type": "function", "name": "f", "parameters": nested(70)}])
+
+
+@trigger("lone_surrogate")
+def _(c: Context) -> object:
+    return c.create(input="hi", metadata={"k": "\ud800"})
+
+
+@trigger("number_not_finite")
+def _(c: Context) -> object:
+    return c.create(input="hi", temperature=float("nan"))
+
+
+@trigger("metadata_too_many_keys")
+def _(c: Context) -> object:
+    return c.create(input="hi", metadata={f"k{n}": "v" for n in range(17)})
+
+
+@trigger("metadata_key_too_long")
+def _(c: Context) -> object:
+    return c.create(input="hi", metadata={"k" * 65: "v"})
+
+
+@trigger("metadata_value_too_long")
+def _(c: Context) -> object:
+    return c.create(input="hi", metadata={"k": "v" * 513})
+
+
+@trigger("conversation_id_invalid")
+def _(c: Context) -> object:
+    return c.create(input="hi", conversation={"id": 5})
+
+
+@trigger("configuration_update_empty")
+def _(c: Context) -> object:
+    return c.create(input=[USER, {"type": "configuration_update"}])
