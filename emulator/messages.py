@@ -147,6 +147,15 @@ def server_error() -> EmulatorError:
     return EmulatorError("The server had an error while processing your request. Sorry about that!")
 
 
+@error(EDGE)
+def client_closed() -> StatusError:
+    """The client closed the connection before the response was complete (a create, streamed or
+    not): the run is cancelled and the journal records the request with this error and status 499."""
+    return StatusError(
+        499, "The client closed the connection before the response was complete.", type="client_closed_request"
+    )
+
+
 # ---- request parameters ----------------------------------------------------------------------------
 
 

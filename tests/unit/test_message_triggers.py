@@ -26,8 +26,10 @@ import httpx
 import httpx2
 import openai
 import pytest
+from starlette.requests import Request
 from starlette.testclient import TestClient
 
+from ptc_emulator.api.disconnect import unless_disconnected
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.model import UpstreamClient
@@ -1548,3 +1550,26 @@ def _(c: Context) -> object:
 @trigger("configuration_update_empty")
 def _(c: Context) -> object:
     return c.create(input=[USER, {"type": "configuration_update"}])
+
+
+# ---- the edge: a client that leaves --------------------------------------------------------------------
+
+
+@trigger("client_closed")
+def _(c: Context) -> object:
+    """A create whose client disconnects once its body is read: the run is cancelled."""
+
+    async def gone() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    async def run() -> object:
+        forever = asyncio.get_running_loop().create_future()
+        request = Request({"type": "http", "method": "POST", "headers": []}, gone)
+        try:
+            await unless_disconnected(request, forever)
+        except EmulatorError as e:
+            assert forever.cancelled()
+            return e
+        raise AssertionError("the run outlived its client")
+
+    return asyncio.run(run())

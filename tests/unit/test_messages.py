@@ -206,12 +206,10 @@ def _call(path: Path, node: ast.Call, tree: set[str], factories: set[str], catal
 
 NOT_YET: set[str] = {
     "api/app.py",
-    "api/disconnect.py",
     "api/errors.py",
     "api/inspector/__init__.py",
     "api/proxy.py",
     "api/routes/admin.py",
-    "api/routes/streaming.py",
     "api/routes/websocket.py",
     "emulator/journal/evaluation.py",
     "emulator/responses/engine.py",
