@@ -31,6 +31,7 @@ from ptc_emulator.emulator.errors import (
     InvalidEncryptedContent,
     InvalidFingerprint,
     InvalidRequest,
+    InvalidScenario,
     InvalidType,
     InvalidValue,
     MissingParameter,
@@ -1398,6 +1399,67 @@ def mcp_tool_failed() -> str:
 def mcp_unknown_error() -> str:
     """An MCP call error with no message."""
     return "unknown error"
+
+
+# ---- the admin API, journal and inspector ------------------------------------------------------------
+
+
+@error(ADMIN)
+def scenario_body_not_json() -> InvalidRequest:
+    """`POST /_emulator/scenarios` with a body that is not JSON."""
+    return InvalidRequest('The body must be a scenario as JSON, or {"yaml": "..."}.')
+
+
+@error(ADMIN, problem="<the JSON problem>")
+def scenario_body_refused(problem: str) -> InvalidScenario:
+    """A scenario's JSON nested too deep, or holding what a response cannot carry (a lone
+    surrogate, NaN): `problem` as `json_too_deep`, `lone_surrogate` or `number_not_finite` word it."""
+    return InvalidScenario(f"Invalid scenario: {problem}.")
+
+
+@error(ADMIN, problem="<the loader's reason>")
+def invalid_scenario(problem: str) -> InvalidScenario:
+    """A scenario the loader refuses (its YAML, its fields, its templates), with the loader's reason."""
+    return InvalidScenario(f"Invalid scenario: {problem}")
+
+
+@error(ADMIN)
+def scenario_yaml_not_text() -> InvalidRequest:
+    """`{"yaml": ...}` whose value is not a string."""
+    return InvalidRequest("'yaml' must be the text of a scenario file.", param="yaml")
+
+
+@error(ADMIN, problem="<the validation error>")
+def invalid_hosted_script(problem: str) -> InvalidScenario:
+    """`PUT /_emulator/hosted` with a body that is not a hosted script."""
+    return InvalidScenario(f"Invalid hosted script: {problem}")
+
+
+@error(ADMIN)
+def scenario_not_found(name: str) -> NotFound:
+    """`DELETE /_emulator/scenarios/{name}` naming no scenario of the caller's scope."""
+    return NotFound(f"No scenario named '{name}' in this scope.")
+
+
+@error(ADMIN)
+def journal_names_nothing(name: str, param: str) -> InvalidRequest:
+    """`/_emulator/journal/compare`'s `direct` or `ptc` naming no conversation or response of the journal."""
+    return InvalidRequest(f"No conversation or response '{name}' in this scope's journal.", param=param)
+
+
+@error(ADMIN, route="direct", param="direct")
+def journal_has_no_route(route: str, param: str) -> InvalidRequest:
+    """`/_emulator/journal/compare` without `direct` (or `ptc`) when the journal holds no conversation
+    of that kind (`route`: `direct` or `programmatic`)."""
+    return InvalidRequest(
+        f"This scope's journal has no {route} conversation to compare; name one with '{param}'.", param=param
+    )
+
+
+@error(ADMIN)
+def compare_same_conversation() -> InvalidRequest:
+    """`/_emulator/journal/compare` whose `direct` and `ptc` name one conversation."""
+    return InvalidRequest("'direct' and 'ptc' name the same conversation.", param="ptc")
 
 
 # ---- agents ----------------------------------------------------------------------------------------

@@ -1573,3 +1573,61 @@ def _(c: Context) -> object:
         raise AssertionError("the run outlived its client")
 
     return asyncio.run(run())
+
+
+# ---- the admin API, journal and inspector ------------------------------------------------------------
+
+ADMIN = "/_emulator"
+
+
+@trigger("scenario_body_not_json")
+def _(c: Context) -> object:
+    return c.http.post(f"{ADMIN}/scenarios", content=b"{not json", headers={"content-type": "application/json"})
+
+
+@trigger("scenario_body_refused")
+def _(c: Context) -> object:
+    return c.http.post(f"{ADMIN}/scenarios", content=b'{"turns": NaN}', headers={"content-type": "application/json"})
+
+
+@trigger("invalid_scenario")
+def _(c: Context) -> object:
+    return c.post(f"{ADMIN}/scenarios", {"turns": []})
+
+
+@trigger("scenario_yaml_not_text")
+def _(c: Context) -> object:
+    return c.post(f"{ADMIN}/scenarios", {"yaml": 1})
+
+
+@trigger("invalid_hosted_script")
+def _(c: Context) -> object:
+    return c.http.put(f"{ADMIN}/hosted", json={"mcp_servers": 1})
+
+
+@trigger("scenario_not_found")
+def _(c: Context) -> object:
+    return c.http.delete(f"{ADMIN}/scenarios/nope")
+
+
+def scoped(c: Context) -> dict[str, str]:
+    """A scope of its own, so this module's other requests are not in its journal."""
+    return {"x-ptc-emulator-scope": f"triggers-{time.monotonic_ns()}"}
+
+
+@trigger("journal_names_nothing")
+def _(c: Context) -> object:
+    return c.http.get(f"{ADMIN}/journal/compare", params={"direct": "resp_nope"}, headers=scoped(c))
+
+
+@trigger("journal_has_no_route")
+def _(c: Context) -> object:
+    return c.http.get(f"{ADMIN}/journal/compare", headers=scoped(c))
+
+
+@trigger("compare_same_conversation")
+def _(c: Context) -> object:
+    scope = scoped(c)
+    made = c.post("/v1/responses", {"model": "m", "input": PROGRAM, "tools": PTC_TOOLS}, **scope).json()
+    both = {"direct": made["id"], "ptc": made["id"]}
+    return c.http.get(f"{ADMIN}/journal/compare", params=both, headers=scope)
