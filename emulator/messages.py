@@ -134,6 +134,7 @@ CONVERSATIONS = "Conversations API"
 SCENARIOS = "Scenarios (the scripted model)"
 UPSTREAM = "The model upstream"
 MCP = "MCP servers"
+PROXY = "The recording proxy"
 AGENTS = "Agents API"
 SOCKET = "WebSocket mode and steering"
 ADMIN = "Admin API, journal and inspector"
@@ -1277,6 +1278,32 @@ def upstream_code_missing(tool: str, arguments: str) -> UpstreamInvalidToolCall:
     """A model upstream calling the program tool without a `code` string."""
     return UpstreamInvalidToolCall(
         f"The model upstream called {tool} without a `code` argument (a string): {arguments[:200]!r}."
+    )
+
+
+# ---- the recording proxy ----------------------------------------------------------------------------
+
+
+@error(PROXY)
+def proxy_unreachable(base: str, kind: str, detail: str) -> StatusError:
+    """The recording proxy cannot reach its upstream (`kind`: the transport error's name, `detail`: its text)."""
+    return StatusError(
+        502,
+        f"The upstream {base} could not be reached: {kind}: {detail}",
+        type="server_error",
+        code="upstream_unreachable",
+    )
+
+
+@error(PROXY, status=502)
+def proxy_socket_refused(base: str, kind: str, detail: str, status: int) -> StatusError:
+    """The recording proxy's upstream does not take the WebSocket (`status`: its HTTP answer, else 502);
+    sent as an `error` event, then close code 1014."""
+    return StatusError(
+        status,
+        f"The upstream {base} did not take the WebSocket: {kind}: {detail}",
+        type="server_error" if status >= 500 else "invalid_request_error",
+        code="upstream_unreachable",
     )
 
 

@@ -30,9 +30,11 @@ from starlette.requests import Request
 from starlette.testclient import TestClient
 
 from ptc_emulator.api.disconnect import unless_disconnected
+from ptc_emulator.api.proxy import RecordingProxy
+from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import EmulatorError
-from ptc_emulator.emulator.model import UpstreamClient
+from ptc_emulator.emulator.model import ScenarioRegistry, UpstreamClient
 from ptc_emulator.emulator.model.upstream import model as upstream_model
 from ptc_emulator.emulator.model.upstream.client import UpstreamConfig
 from ptc_emulator.emulator.model.upstream.protocol import ToolCall
@@ -1631,3 +1633,69 @@ def _(c: Context) -> object:
     made = c.post("/v1/responses", {"model": "m", "input": PROGRAM, "tools": PTC_TOOLS}, **scope).json()
     both = {"direct": made["id"], "ptc": made["id"]}
     return c.http.get(f"{ADMIN}/journal/compare", params=both, headers=scope)
+
+
+# ---- the recording proxy --------------------------------------------------------------------------------
+
+
+def recording(data: str) -> RecordingProxy:
+    """A recording proxy that forwards everything (`--record-mode all`) to an upstream it cannot reach."""
+    settings = Settings(upstream="http://upstream.test/v1", record_dir=Path(data), record_mode="all")
+    proxy = RecordingProxy(settings, ScenarioRegistry())
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    proxy.client = httpx.AsyncClient(transport=httpx.MockTransport(refuse))
+    return proxy
+
+
+def asgi(scope: dict[str, Any], inbound: list[dict[str, Any]], serve: Callable[..., Any]) -> list[dict[str, Any]]:
+    """What an ASGI callable sends, given `inbound` messages (then nothing more)."""
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if inbound:
+            return inbound.pop(0)
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def run() -> None:
+        await serve(scope, receive, send)
+
+    asyncio.run(run())
+    return sent
+
+
+@trigger("proxy_unreachable")
+def _(c: Context) -> object:
+    with tempfile.TemporaryDirectory() as data:
+        proxy = recording(data)
+        scope = {"type": "http", "method": "POST", "path": "/v1/responses", "headers": [], "query_string": b""}
+        body = {"type": "http.request", "body": b'{"model": "m", "input": "hi"}', "more_body": False}
+        sent = asgi(scope, [body], lambda *a: proxy.serve(c.http.app, *a))
+    assert sent[0]["status"] == 502, sent
+    return json.loads(sent[1]["body"])
+
+
+@trigger("proxy_socket_refused")
+def _(c: Context) -> object:
+    import websockets.asyncio.client as client
+
+    async def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise ConnectionRefusedError("connection refused")
+
+    connect = client.connect
+    client.connect = refuse  # type: ignore[assignment]
+    try:
+        with tempfile.TemporaryDirectory() as data:
+            proxy = recording(data)
+            scope = {"type": "websocket", "path": "/v1/responses", "headers": [], "query_string": b""}
+            sent = asgi(scope, [{"type": "websocket.connect"}], lambda *a: proxy.serve(c.http.app, *a))
+    finally:
+        client.connect = connect  # type: ignore[assignment]
+    assert sent[-1] == {"type": "websocket.close", "code": 1014, "reason": "the upstream did not take the WebSocket"}
+    return [json.loads(m["text"]) for m in sent if m.get("text")]

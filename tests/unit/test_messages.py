@@ -208,7 +208,6 @@ NOT_YET: set[str] = {
     "api/app.py",
     "api/errors.py",
     "api/inspector/__init__.py",
-    "api/proxy.py",
     "api/routes/websocket.py",
     "emulator/responses/engine.py",
 }
