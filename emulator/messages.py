@@ -898,6 +898,29 @@ def background_replica_stopped() -> str:
     return "The emulator replica running this background response stopped before it finished; create it again."
 
 
+@error(RESPONSES)
+def previous_response_continued(response_id: str) -> InvalidRequest:
+    """A continuation of a paused program that another continuation, stored first, overtook."""
+    return InvalidRequest(
+        f"Another request continued the program paused in response '{response_id}' while this one was "
+        "running: only one of them is kept. Continue from the response that was kept.",
+        param="previous_response_id",
+        code="previous_response_continued",
+    )
+
+
+@error(RESPONSES)
+def nothing_to_compact() -> InvalidRequest:
+    """`POST /v1/responses/compact` with neither `input` nor `previous_response_id`."""
+    return InvalidRequest("Nothing to compact: give 'input' or 'previous_response_id'.", param="input")
+
+
+@error(RESPONSES)
+def cancel_needs_background() -> InvalidRequest:
+    """`POST /v1/responses/{id}/cancel` of a response not created with `background: true`."""
+    return InvalidRequest("Only responses created with background=true can be cancelled.")
+
+
 # ---- conversations ---------------------------------------------------------------------------------
 
 

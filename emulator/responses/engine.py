@@ -18,8 +18,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.conversations.service import Conversations
-from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest
+from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.history.stored import History, as_input, as_response_item, not_found
 from ptc_emulator.emulator.ids import new_id
 from ptc_emulator.emulator.model import (
@@ -56,22 +57,12 @@ from ptc_emulator.emulator.wire.request import CompactRequest, CountTokensReques
 from ptc_emulator.emulator.wire.response import ResponseStatus, echo_tools
 from ptc_emulator.sandbox import Limits
 
-__all__ = ["Engine", "Prepared", "Refused", "ResponseStatus", "Runner", "Trace", "continued", "new_id"]
+__all__ = ["Engine", "Prepared", "Refused", "ResponseStatus", "Runner", "Trace", "new_id"]
 
 
 def _resumes(conv: Conversation) -> bool:
     """Whether the request resumes a program that paused in its history."""
     return conv.open_program is not None and conv.open_index < conv.new_from
-
-
-def continued(response_id: str) -> InvalidRequest:
-    """The refusal of a continuation of a paused program that another one overtook."""
-    return InvalidRequest(
-        f"Another request continued the program paused in response '{response_id}' while this one was "
-        "running: only one of them is kept. Continue from the response that was kept.",
-        param="previous_response_id",
-        code="previous_response_continued",
-    )
 
 
 def _with(expanded: Expanded | None, conv: Conversation) -> Conversation:
@@ -339,7 +330,7 @@ class Engine:
         history = self.history.load(previous) if previous else []
         items = [*history, *self.history.input(request, scope)]
         if not items:
-            raise InvalidRequest("Nothing to compact: give 'input' or 'previous_response_id'.", param="input")
+            raise messages.nothing_to_compact()
         expanded = self.compactor.expand(items, len(history))
         window = expanded.items if expanded is not None else items
         users = [as_response_item(i, self.ids) for i in window if isinstance(i, Message) and i.role == "user"]
@@ -385,7 +376,7 @@ class Engine:
     async def cancel(self, response_id: str) -> dict[str, Any]:
         record = self.history.stored(response_id)
         if not record.response.get("background"):
-            raise InvalidRequest("Only responses created with background=true can be cancelled.")
+            raise messages.cancel_needs_background()
         if self.background.cancel(response_id) or (
             record.response.get("status") in UNFINISHED and self.background.held_elsewhere(response_id)
         ):
@@ -437,7 +428,7 @@ class Engine:
             # It resumes a program paused in `previous`: of continuations in flight together,
             # the first stored wins (the store checks no other was stored since this one read).
             if not target.put_successor(record, expected):
-                raise continued(previous)
+                raise messages.previous_response_continued(previous)
         else:
             target.put(record)
 

@@ -1699,3 +1699,38 @@ def _(c: Context) -> object:
         client.connect = connect  # type: ignore[assignment]
     assert sent[-1] == {"type": "websocket.close", "code": 1014, "reason": "the upstream did not take the WebSocket"}
     return [json.loads(m["text"]) for m in sent if m.get("text")]
+
+
+# ---- responses: compaction, cancellation, continuations ------------------------------------------------
+
+
+@trigger("nothing_to_compact")
+def _(c: Context) -> object:
+    return c.post("/v1/responses/compact", {"model": "m"})
+
+
+@trigger("cancel_needs_background")
+def _(c: Context) -> object:
+    made = c.sdk.responses.create(model="m", input=PROGRAM, tools=PTC_TOOLS)  # type: ignore[arg-type]
+    return c.post(f"/v1/responses/{made.id}/cancel", {})
+
+
+@trigger("previous_response_continued")
+def _(c: Context) -> object:
+    """Another continuation of the paused program is stored between this one's read and its write."""
+    paused = c.sdk.responses.create(model="m", input=PROGRAM, tools=PTC_TOOLS)  # type: ignore[arg-type]
+    _, paused_call = _sdk_items(paused)
+    responses = c.http.app.state.emulator.store.responses
+    put_successor = responses.put_successor
+
+    def overtaken(record: StoredResponse, expected: int) -> bool:
+        other = StoredResponse("resp_other", {**record.response, "id": "resp_other"}, [], record.previous_response_id)
+        assert put_successor(other, expected)  # the other one wins
+        return bool(put_successor(record, expected))
+
+    responses.put_successor = overtaken
+    try:
+        answer = output(paused_call["call_id"], caller=paused_call["caller"], output="3")
+        return c.create(previous_response_id=paused.id, input=[answer], tools=PTC_TOOLS)
+    finally:
+        del responses.put_successor
