@@ -37,10 +37,12 @@ from ptc_emulator.emulator.errors import (
     MissingParameter,
     NoScenarioMatched,
     NotFound,
+    PayloadTooLarge,
     PreviousResponseNotFound,
     ProgramDivergence,
     ScenarioTurnError,
     StatusError,
+    Unauthorized,
     UnknownParameter,
     UnsupportedParameter,
     UpstreamError,
@@ -147,6 +149,90 @@ ADMIN = "Admin API, journal and inspector"
 def server_error() -> EmulatorError:
     """A bug (and a scenario's `http_error: 500` fault, OpenAI's body)."""
     return EmulatorError("The server had an error while processing your request. Sorry about that!")
+
+
+@error(EDGE)
+def api_key_missing() -> Unauthorized:
+    """A request without an `Authorization` header to a server started with `--api-key`."""
+    return Unauthorized(
+        "You didn't provide an API key. You need to provide your API key in an Authorization header using "
+        "Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
+    )
+
+
+@error(EDGE, shown="sk-****************1234")
+def api_key_incorrect(shown: str) -> Unauthorized:
+    """A request whose key is not the server's `--api-key` (`shown`: the key as sent, masked)."""
+    return Unauthorized(f"Incorrect API key provided: {shown}. The emulator was started with --api-key.")
+
+
+@error(EDGE, limit=10485760)
+def body_too_large(limit: int) -> PayloadTooLarge:
+    """A request body over `--max-body-bytes` (declared, or counted as it arrives)."""
+    return PayloadTooLarge(f"Request body too large: the limit is {limit} bytes (set --max-body-bytes).")
+
+
+@error(EDGE, admin=False)
+def host_not_allowed(host: str | None, admin: bool) -> StatusError:
+    """A request whose `Host` is neither the bound address nor a loopback name nor `--allowed-host`
+    (`admin`: a request to the admin API)."""
+    what = "The admin API does" if admin else "The emulator does"
+    return StatusError(
+        403,
+        f"{what} not answer to the host {host!r}: it answers to the address the "
+        "server is bound to and to loopback names (start the server with --allowed-host NAME to add one).",
+        type="invalid_request_error",
+        code="host_not_allowed",
+    )
+
+
+@error(EDGE)
+def origin_not_allowed(origin: str) -> StatusError:
+    """A request from a web origin that is not the emulator's own pages nor `--allowed-origin`."""
+    return StatusError(
+        403,
+        f"Requests from the web origin {origin!r} are refused: the emulator answers its own pages and "
+        "clients that send no Origin (start the server with --allowed-origin ORIGIN to allow one).",
+        type="invalid_request_error",
+        code="origin_not_allowed",
+    )
+
+
+@error(EDGE, shown="text/plain")
+def unsupported_content_type(shown: str) -> StatusError:
+    """A POST with a body to `/v1/...` or the admin API that is not JSON (OpenAI's wording)."""
+    return StatusError(
+        400,
+        f"Unsupported content type: '{shown}'. This API method only accepts 'application/json' requests, but you "
+        f"specified the header 'Content-Type: {shown}'. Please try again with a supported content type.",
+        type="invalid_request_error",
+        code="unsupported_content_type",
+    )
+
+
+@error(EDGE)
+def invalid_scope(name: str) -> StatusError:
+    """A `/scopes/<scope>/...` URL whose scope is not 1-200 characters of the allowed set."""
+    return StatusError(
+        400,
+        f"Invalid scope in the URL: {name[:60]!r}. A scope is 1-200 characters of letters, digits "
+        "and `_ . : @ + = -`, as in /scopes/<scope>/v1/responses.",
+        type="invalid_request_error",
+        param="scope",
+        code="invalid_scope",
+    )
+
+
+@error(EDGE, header="x-ptc-emulator-scope")
+def scope_conflict(name: str, header: str, given: str) -> StatusError:
+    """A `/scopes/<scope>/...` URL and a scope header naming different scopes."""
+    return StatusError(
+        400,
+        f"The URL names scope {name!r} but the {header} header names {given[:60]!r}: give one, or the same in both.",
+        type="invalid_request_error",
+        param="scope",
+        code="invalid_scope",
+    )
 
 
 @error(EDGE)

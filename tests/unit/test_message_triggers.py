@@ -29,6 +29,7 @@ import pytest
 from starlette.requests import Request
 from starlette.testclient import TestClient
 
+from ptc_emulator.api.app import create_app
 from ptc_emulator.api.disconnect import unless_disconnected
 from ptc_emulator.api.proxy import RecordingProxy
 from ptc_emulator.api.settings import Settings
@@ -1734,3 +1735,55 @@ def _(c: Context) -> object:
         return c.create(previous_response_id=paused.id, input=[answer], tools=PTC_TOOLS)
     finally:
         del responses.put_successor
+
+
+# ---- the edge: keys, hosts, origins, content types, scopes, body size ----------------------------------
+
+
+def guarded(c: Context, path: str, **headers: str) -> object:
+    """A request to an app started with `--api-key sk-the-right-key --max-body-bytes 64`."""
+    settings = Settings(store="memory", secret="unit-tests", api_key="sk-the-right-key", max_body_bytes=64)
+    with TestClient(create_app(settings, runner=FakeRunner()), base_url="http://127.0.0.1") as client:
+        if path == "/v1/responses":
+            return client.post(path, content=b'{"model": "m", "input": "' + b"x" * 100 + b'"}', headers=headers)
+        return client.get(path, headers=headers)
+
+
+@trigger("api_key_missing")
+def _(c: Context) -> object:
+    return guarded(c, "/v1/models")
+
+
+@trigger("api_key_incorrect")
+def _(c: Context) -> object:
+    return guarded(c, "/v1/models", authorization="Bearer sk-the-wrong-key")
+
+
+@trigger("body_too_large")
+def _(c: Context) -> object:
+    return guarded(c, "/v1/responses", authorization="Bearer sk-the-right-key", **{"content-type": "application/json"})
+
+
+@trigger("host_not_allowed")
+def _(c: Context) -> object:
+    return c.http.get("/v1/models", headers={"host": "evil.example"})
+
+
+@trigger("origin_not_allowed")
+def _(c: Context) -> object:
+    return c.http.get("/v1/models", headers={"origin": "https://evil.example"})
+
+
+@trigger("unsupported_content_type")
+def _(c: Context) -> object:
+    return c.http.post("/v1/responses", content=b"hi", headers={"content-type": "text/plain"})
+
+
+@trigger("invalid_scope")
+def _(c: Context) -> object:
+    return c.http.get(f"/scopes/{'x' * 201}/v1/models")
+
+
+@trigger("scope_conflict")
+def _(c: Context) -> object:
+    return c.http.get("/scopes/one/v1/models", headers={"x-ptc-emulator-scope": "two"})
