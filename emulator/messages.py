@@ -1598,6 +1598,24 @@ def compare_same_conversation() -> InvalidRequest:
     return InvalidRequest("'direct' and 'ptc' name the same conversation.", param="ptc")
 
 
+@error(ADMIN)
+def inspector_conversation_id_invalid(conversation_id: str) -> InvalidRequest:
+    """The inspector asked for a conversation by an id that is neither `c<seq>` nor a seq."""
+    return InvalidRequest(f"'{conversation_id}' is not a conversation id.", param="conversation_id")
+
+
+@error(ADMIN)
+def inspector_conversation_not_found(conversation_id: str) -> NotFound:
+    """The inspector asked for a conversation the journal does not hold (any more)."""
+    return NotFound(f"No conversation '{conversation_id}' in the journal (it may have been cleared).")
+
+
+@error(ADMIN)
+def inspector_file_not_found(name: str) -> NotFound:
+    """`/_emulator/ui/{name}` naming no file of the inspector's page."""
+    return NotFound(f"The inspector has no file '{name}'.")
+
+
 # ---- agents ----------------------------------------------------------------------------------------
 
 

@@ -1787,3 +1787,18 @@ def _(c: Context) -> object:
 @trigger("scope_conflict")
 def _(c: Context) -> object:
     return c.http.get("/scopes/one/v1/models", headers={"x-ptc-emulator-scope": "two"})
+
+
+@trigger("inspector_conversation_id_invalid")
+def _(c: Context) -> object:
+    return c.http.get(f"{ADMIN}/inspector/conversations/nope")
+
+
+@trigger("inspector_conversation_not_found")
+def _(c: Context) -> object:
+    return c.http.get(f"{ADMIN}/inspector/conversations/c999999")
+
+
+@trigger("inspector_file_not_found")
+def _(c: Context) -> object:
+    return c.http.get(f"{ADMIN}/ui/nope.js")
