@@ -236,6 +236,34 @@ def scope_conflict(name: str, header: str, given: str) -> StatusError:
 
 
 @error(EDGE)
+def json_parse_error() -> InvalidRequest:
+    """A body that is not JSON (or not UTF-8, or nested beyond what the parser takes): OpenAI's wording."""
+    return InvalidRequest(
+        "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP "
+        "library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.)"
+    )
+
+
+@error(EDGE)
+def invalid_url(method: str, path: str) -> StatusError:
+    """A path no route has."""
+    return StatusError(404, f"Invalid URL ({method} {path})", type="invalid_request_error")
+
+
+@error(EDGE)
+def invalid_method(method: str, path: str) -> StatusError:
+    """A route asked with a method it does not take."""
+    return StatusError(405, f"Invalid method for URL ({method} {path})", type="invalid_request_error")
+
+
+@error(EDGE, status=413, detail="<the refusal's text, as the catalogue words it>")
+def http_refusal(status: int, detail: str) -> StatusError:
+    """A refusal raised while the body is read (a body past `--max-body-bytes` that declared no length:
+    `detail` is `body_too_large`'s message)."""
+    return StatusError(status, detail, type="invalid_request_error")
+
+
+@error(EDGE)
 def client_closed() -> StatusError:
     """The client closed the connection before the response was complete (a create, streamed or
     not): the run is cancelled and the journal records the request with this error and status 499."""
@@ -265,6 +293,53 @@ def unknown_parameter(param: str) -> UnknownParameter:
 def invalid_value(value: object, supported: str, param: str) -> InvalidValue:
     """A value outside the parameter's set (`supported`: the set, each value quoted)."""
     return InvalidValue(f"Invalid value: '{value}'. Supported values are: {supported}.", param=param)
+
+
+@error(REQUEST)
+def invalid_request() -> InvalidRequest:
+    """A body refused by validation with no error to name (never seen from the SDKs)."""
+    return InvalidRequest("Invalid request.")
+
+
+@error(REQUEST)
+def invalid_value_unlisted(value: object, param: str) -> InvalidValue:
+    """An item or part `type` outside its union when the supported values cannot be listed."""
+    return InvalidValue(f"Invalid value: '{value}'.", param=param)
+
+
+@error(REQUEST, expected=["a string", "an integer"], got="an array")
+def wrong_type(name: str, expected: list[str], got: str, param: str | None) -> InvalidType:
+    """A parameter of the wrong JSON type (`expected`: what it may be; `name`: the parameter, `body` for the body)."""
+    wanted = expected[0] if len(expected) == 1 else "one of " + " or ".join(expected)
+    return InvalidType(f"Invalid type for '{name}': expected {wanted}, but got {got} instead.", param=param)
+
+
+@error(REQUEST, max_length=128, length=200)
+def string_too_long(param: str, max_length: object, length: object) -> InvalidRequest:
+    """A string past its hosted length bound (`safety_identifier`, a `metadata`-like field)."""
+    return InvalidRequest(
+        f"Invalid '{param}': string too long. Expected a string with maximum length {max_length}, "
+        f"but got a string with length {length} instead.",
+        param=param,
+        code="string_above_max_length",
+    )
+
+
+@error(REQUEST, number="integer", sign=">=", least=1, value=0)
+def below_minimum(param: str, number: str, sign: str, least: object, value: object) -> InvalidRequest:
+    """A number below its lower bound (`number`: `integer` or `decimal`; `sign`: `>=` or `>`)."""
+    return InvalidRequest(
+        f"Invalid '{param}': {number} below minimum value. Expected a value {sign} {least}, but got {value} instead.",
+        param=param,
+        code=f"{number}_below_min_value",
+    )
+
+
+@error(REQUEST, reason="<a validator's reason>")
+def invalid_reason(name: str, reason: str, param: str | None) -> InvalidValue:
+    """A value a validator refuses with its reason (the texts of this catalogue that say "the reason of
+    a validation error"); `name`: the parameter, `body` for the body."""
+    return InvalidValue(f"Invalid '{name}': {reason}.", param=param)
 
 
 @error(REQUEST)

@@ -47,11 +47,11 @@ from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
 
 from ptc_emulator.api.context import scope_of
-from ptc_emulator.api.errors import SERVER_ERROR_MESSAGE, validation_error
+from ptc_emulator.api.errors import validation_error
 from ptc_emulator.api.journaling import Journaling
 from ptc_emulator.api.routes.steering import Steer, Steering, Target, unsteerable
 from ptc_emulator.api.routes.streaming import Play
-from ptc_emulator.emulator import jsontext
+from ptc_emulator.emulator import jsontext, messages
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, StatusError
 from ptc_emulator.emulator.responses.engine import Engine, Prepared, Refused
 from ptc_emulator.emulator.storage import ConnectionStore
@@ -259,7 +259,7 @@ class Session:
             except Exception:
                 log.exception("unhandled error in a WebSocket create")
                 try:
-                    await self._error(StatusError(500, SERVER_ERROR_MESSAGE, type="server_error"), None)
+                    await self._error(messages.server_error(), None)
                 except Exception:
                     self.closed.set()
                     return
@@ -364,7 +364,7 @@ class Session:
         """An error event; the steers this create carried, and any queued on it meanwhile, come back."""
         self.targets.pop(target.id, None)
         await self._error(error, stream_id, sequence_number)
-        message = error.message if isinstance(error, EmulatorError) else SERVER_ERROR_MESSAGE
+        message = error.message if isinstance(error, EmulatorError) else messages.server_error().message
         await self._send_all(self.steering.lost(steers, message, stream_id))
         stranded = self.steering.take(target.id)
         await self._send_all(self.steering.lost(stranded, message, stream_id, code="response_not_active"))
@@ -415,7 +415,7 @@ class Session:
 
     async def _error(self, error: BaseException, stream_id: str | None, sequence_number: int | None = None) -> None:
         if not isinstance(error, EmulatorError):
-            error = StatusError(500, SERVER_ERROR_MESSAGE, type="server_error")
+            error = messages.server_error()
         event: Event = {"type": "error", "status": error.status, "error": error.body()["error"]}
         if error.headers:
             event["error"]["headers"] = dict(error.headers)

@@ -31,6 +31,7 @@ from starlette.testclient import TestClient
 
 from ptc_emulator.api.app import create_app
 from ptc_emulator.api.disconnect import unless_disconnected
+from ptc_emulator.api.errors import validation_error
 from ptc_emulator.api.proxy import RecordingProxy
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator import messages
@@ -1802,3 +1803,61 @@ def _(c: Context) -> object:
 @trigger("inspector_file_not_found")
 def _(c: Context) -> object:
     return c.http.get(f"{ADMIN}/ui/nope.js")
+
+
+# ---- request parameters: validation as the hosted API words it --------------------------------------
+
+
+@trigger("json_parse_error")
+def _(c: Context) -> object:
+    return c.http.post("/v1/responses", content=b"{not json", headers={"content-type": "application/json"})
+
+
+@trigger("invalid_url")
+def _(c: Context) -> object:
+    return c.http.get("/v1/nope")
+
+
+@trigger("invalid_method")
+def _(c: Context) -> object:
+    return c.http.put("/v1/responses", json={})
+
+
+@trigger("http_refusal")
+def _(c: Context) -> object:
+    """A body past --max-body-bytes that declares no length: refused while it is read."""
+    settings = Settings(store="memory", secret="unit-tests", max_body_bytes=64)
+    chunks = iter([b'{"model": "m", "input": "', b"x" * 100, b'"}'])
+    with TestClient(create_app(settings, runner=FakeRunner()), base_url="http://127.0.0.1") as client:
+        return client.post("/v1/responses", content=chunks, headers={"content-type": "application/json"})
+
+
+@trigger("invalid_request")
+def _(c: Context) -> object:
+    return validation_error([], {})
+
+
+@trigger("invalid_value_unlisted")
+def _(c: Context) -> object:
+    refused = {"type": "union_tag_invalid", "loc": ("body", "input", 0), "ctx": {"tag": "nope", "expected_tags": ""}}
+    return validation_error([refused], {"input": [{"type": "nope"}]})
+
+
+@trigger("wrong_type")
+def _(c: Context) -> object:
+    return c.create(input="hi", temperature="hot")
+
+
+@trigger("string_too_long")
+def _(c: Context) -> object:
+    return c.create(input="hi", safety_identifier="x" * 129)
+
+
+@trigger("below_minimum")
+def _(c: Context) -> object:
+    return c.http.get("/v1/responses/resp_nope/input_items", params={"limit": 0})
+
+
+@trigger("invalid_reason")
+def _(c: Context) -> object:
+    return c.create(input="hi", metadata={"k": "v" * 513})
