@@ -1612,6 +1612,88 @@ def mcp_unknown_error() -> str:
     return "unknown error"
 
 
+# ---- WebSocket mode ---------------------------------------------------------------------------------
+
+
+@error(SOCKET, seconds=3600.0)
+def socket_lifetime_reached(seconds: float) -> StatusError:
+    """A WebSocket open for its whole lifetime (`--websocket-lifetime`, 60 minutes): sent, then closed."""
+    minutes = seconds / 60
+    shown = f"{minutes:g} minutes" if minutes >= 1 else f"{seconds:g} seconds"
+    return StatusError(
+        400,
+        f"WebSocket connections last at most {shown}: open a new connection to continue.",
+        type="invalid_request_error",
+        code="websocket_connection_limit_reached",
+    )
+
+
+@error(SOCKET, problem="nested deeper than 64 levels")
+def frame_too_deep(problem: str) -> InvalidRequest:
+    """A frame nested deeper than the emulator reads (`problem`: the reader's words)."""
+    return InvalidRequest(f"The frame is {problem}.")
+
+
+@error(SOCKET)
+def frame_not_json() -> InvalidRequest:
+    """A frame that is not JSON."""
+    return InvalidRequest("The frame is not valid JSON.")
+
+
+@error(SOCKET, problem="<lone_surrogate or number_not_finite>")
+def frame_invalid(problem: str) -> InvalidValue:
+    """A frame holding what a reply cannot carry (a lone surrogate, NaN)."""
+    return InvalidValue(f"Invalid frame: {problem}.")
+
+
+@error(SOCKET)
+def frame_type_invalid(kind: object) -> InvalidValue:
+    """A frame whose `type` is neither `response.create` nor `response.steer`."""
+    return invalid_value(kind, "'response.create' and 'response.steer'", "type")
+
+
+@error(SOCKET)
+def stream_id_invalid() -> InvalidRequest:
+    """A `response.create` whose `stream_id` is not 1 to 256 of the allowed characters."""
+    return InvalidRequest(
+        "Invalid 'stream_id': a named stream ID holds 1 to 256 ASCII letters, digits, underscores, hyphens "
+        "or periods (omit it for the default lane).",
+        param="stream_id",
+        code="invalid_stream_id",
+    )
+
+
+@error(SOCKET, limit=32)
+def stream_limit_reached(limit: int) -> InvalidRequest:
+    """A new named stream past the bound of one connection."""
+    return InvalidRequest(
+        f"This connection has used {limit} named streams, the most one connection may: reuse "
+        "one of them, use the default stream, or open a new connection.",
+        param="stream_id",
+        code="websocket_stream_limit_reached",
+    )
+
+
+@error(SOCKET, limit=64)
+def too_many_queued(limit: int) -> StatusError:
+    """More `response.create` frames waiting on one socket than it queues."""
+    return StatusError(
+        429,
+        f"Too many response.create frames are waiting on this socket (at most {limit}): "
+        "wait for a response before sending more.",
+        type="invalid_request_error",
+        code="too_many_queued_requests",
+    )
+
+
+@error(SOCKET)
+def background_over_socket() -> UnsupportedParameter:
+    """A `response.create` frame with `background: true`."""
+    return UnsupportedParameter(
+        "Background mode is not supported over WebSocket: use POST /v1/responses.", param="background"
+    )
+
+
 # ---- the admin API, journal and inspector ------------------------------------------------------------
 
 

@@ -88,6 +88,7 @@ def trigger(*names: str) -> Callable[[Trigger], Trigger]:
 
 
 ELSEWHERE: dict[str, str] = {
+    "too_many_queued": "tests/streaming/test_websocket_frames.py::test_the_creates_waiting_on_one_socket_are_bounded",
     "approval_request_mismatch": (
         "tests/tools/test_mcp_approvals.py::test_an_approval_request_sent_back_changed_is_refused"
     ),
@@ -1861,3 +1862,72 @@ def _(c: Context) -> object:
 @trigger("invalid_reason")
 def _(c: Context) -> object:
     return c.create(input="hi", metadata={"k": "v" * 513})
+
+
+# ---- WebSocket mode ---------------------------------------------------------------------------------
+
+
+def over_socket(c: Context, *frames: str, until: str = "error") -> dict[str, Any]:
+    """The first event of type `until` on a socket that was sent `frames`."""
+    with c.http.websocket_connect("ws://127.0.0.1/v1/responses") as ws:
+        for sent in frames:
+            ws.send_text(sent)
+        while True:
+            event = ws.receive_json()
+            if event["type"] == until:
+                return dict(event)
+
+
+def create_frame(**fields: Any) -> str:
+    return json.dumps({"type": "response.create", "model": "m", "input": "hi", **fields})
+
+
+@trigger("socket_lifetime_reached")
+def _(c: Context) -> object:
+    settings = Settings(store="memory", secret="unit-tests", websocket_lifetime_s=0.01)
+    with TestClient(create_app(settings, runner=FakeRunner()), base_url="http://127.0.0.1") as client:
+        with client.websocket_connect("ws://127.0.0.1/v1/responses") as ws:
+            return ws.receive_json()
+
+
+@trigger("frame_too_deep")
+def _(c: Context) -> object:
+    return over_socket(c, "[" * 200 + "]" * 200)
+
+
+@trigger("frame_not_json")
+def _(c: Context) -> object:
+    return over_socket(c, "{nope")
+
+
+@trigger("frame_invalid")
+def _(c: Context) -> object:
+    return over_socket(c, '{"type": "response.create", "model": "m", "input": "hi", "temperature": NaN}')
+
+
+@trigger("frame_type_invalid")
+def _(c: Context) -> object:
+    return over_socket(c, '{"type": "response.nope"}')
+
+
+@trigger("stream_id_invalid")
+def _(c: Context) -> object:
+    return over_socket(c, create_frame(stream_id="not a stream id!"))
+
+
+@trigger("stream_limit_reached")
+def _(c: Context) -> object:
+    """Named streams past the bound: each refused create (no model) still takes its stream."""
+    frames = [json.dumps({"type": "response.create", "stream_id": f"s{n}"}) for n in range(40)]
+    with c.http.websocket_connect("ws://127.0.0.1/v1/responses") as ws:
+        for sent in frames:
+            ws.send_text(sent)
+        while True:
+            event = ws.receive_json()
+            if event["type"] == "error" and event["error"]["code"] == "websocket_stream_limit_reached":
+                return event
+
+
+@trigger("background_over_socket")
+def _(c: Context) -> object:
+    return over_socket(c, create_frame(background=True))
