@@ -22,9 +22,10 @@ from ptc_emulator.api.replicas import OneSecret, SecretMismatch
 from ptc_emulator.api.routes import admin, agents, conversations, models, websocket
 from ptc_emulator.api.routes import responses as routes
 from ptc_emulator.api.settings import Settings, bundled_fixtures
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.agents.harness import Harness
 from ptc_emulator.emulator.caches import PROCESS, Caches
-from ptc_emulator.emulator.errors import EmulatorError, PayloadTooLarge, StatusError, Unauthorized
+from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.ids import new_id
 from ptc_emulator.emulator.journal.entries import Journal
 from ptc_emulator.emulator.model import (
@@ -305,7 +306,7 @@ class _Edge:
                 scope,
                 receive,
                 send_with_id,
-                StatusError(400, unusable, type="invalid_request_error", param="scope", code="invalid_scope"),
+                unusable,
             )
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
@@ -313,8 +314,7 @@ class _Edge:
         # The inspector's page holds no data (its data comes from the admin API, with the key).
         page = scope["type"] == "http" and scope.get("method") in ("GET", "HEAD") and _is_ui(scope.get("path", ""))
         if key is not None and not page and not _authorised(headers.get("authorization"), key):
-            message = _auth_message(headers.get("authorization"))
-            await _reject(scope, receive, send_with_id, Unauthorized(message, code="invalid_api_key"))
+            await _reject(scope, receive, send_with_id, _unauthorised(headers.get("authorization")))
             return
         refused = guards.refusal(
             scope["type"],
@@ -326,14 +326,12 @@ class _Edge:
             self.settings.allowed_origins,
         )
         if refused is not None:
-            status, message, code = refused
-            error = StatusError(status, message, type="invalid_request_error", code=code)
-            await _reject(scope, receive, send_with_id, error)
+            await _reject(scope, receive, send_with_id, refused)
             return
         limit = self.settings.max_body_bytes
         declared = headers.get("content-length")
         if scope["type"] == "http" and declared is not None and declared.isdigit() and int(declared) > limit:
-            await _reject(scope, receive, send_with_id, PayloadTooLarge(_too_large(limit)))
+            await _reject(scope, receive, send_with_id, messages.body_too_large(limit))
             return
         received = 0
 
@@ -344,7 +342,7 @@ class _Edge:
                 chunk = message.get("body", b"")
                 received += len(chunk)
                 if received > limit:
-                    raise StarletteHTTPException(413, detail=_too_large(limit))
+                    raise StarletteHTTPException(413, detail=messages.body_too_large(limit).message)
             return message
 
         await self.app(scope, limited_receive if scope["type"] == "http" else receive, send_with_id)
@@ -360,19 +358,12 @@ def _authorised(header: str | None, key: str) -> bool:
     return hmac.compare_digest(header[7:].strip().encode("utf-8"), key.encode("utf-8"))
 
 
-def _auth_message(header: str | None) -> str:
+def _unauthorised(header: str | None) -> EmulatorError:
     if not header:
-        return (
-            "You didn't provide an API key. You need to provide your API key in an Authorization header using "
-            "Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
-        )
+        return messages.api_key_missing()
     given = header[7:].strip() if header.lower().startswith("bearer ") else header
     shown = given[:3] + "*" * max(0, len(given) - 7) + given[-4:] if len(given) > 8 else "*" * len(given)
-    return f"Incorrect API key provided: {shown}. The emulator was started with --api-key."
-
-
-def _too_large(limit: int) -> str:
-    return f"Request body too large: the limit is {limit} bytes (set --max-body-bytes)."
+    return messages.api_key_incorrect(shown)
 
 
 async def _reject(scope: Scope, receive: Receive, send: Send, error: EmulatorError) -> None:

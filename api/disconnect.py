@@ -14,13 +14,11 @@ from typing import TypeVar
 
 from starlette.requests import Request
 
-from ptc_emulator.emulator.errors import StatusError
+from ptc_emulator.emulator import messages
 
-__all__ = ["CLIENT_CLOSED", "unless_disconnected"]
+__all__ = ["unless_disconnected"]
 
 T = TypeVar("T")
-CLIENT_CLOSED = 499
-"""The journal status of a request whose client left before it finished."""
 
 
 async def _disconnected(request: Request) -> None:
@@ -32,7 +30,8 @@ async def _disconnected(request: Request) -> None:
 
 
 async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
-    """`await work`, unless the client disconnects first: then cancel it and raise a 499."""
+    """`await work`, unless the client disconnects first: then cancel it and raise a 499
+    (`messages.client_closed()`)."""
     task = asyncio.ensure_future(work)
     watch = asyncio.ensure_future(_disconnected(request))
     try:
@@ -48,9 +47,5 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
         task.cancel()
         with contextlib.suppress(BaseException):
             await task
-        raise StatusError(
-            CLIENT_CLOSED,
-            "The client closed the connection before the response was complete.",
-            type="client_closed_request",
-        )
+        raise messages.client_closed()
     return task.result()

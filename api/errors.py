@@ -23,13 +23,6 @@ __all__ = ["database_away", "error_response", "install", "validation_error"]
 
 log = logging.getLogger(__name__)
 
-JSON_PARSE_MESSAGE = (
-    "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP "
-    "library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.)"
-)
-SERVER_ERROR_MESSAGE = "The server had an error while processing your request. Sorry about that!"
-"""A store replicas share that is away: a 503 (which the SDKs retry), as soon as it is known."""
-
 _EXPECTED = {
     "string_type": "a string",
     "int_type": "an integer",
@@ -80,7 +73,7 @@ def _param(loc: Sequence[Any], body: Any, missing_key: bool) -> str:
 def validation_error(errors: Sequence[Any], body: Any) -> InvalidRequest:
     """The first (deepest) pydantic error as the hosted API would word it."""
     if not errors:
-        return InvalidRequest("Invalid request.")
+        return messages.invalid_request()
     errors = [dict(e) for e in errors]
     for e in errors:
         loc = tuple(e.get("loc", ()))
@@ -88,7 +81,7 @@ def validation_error(errors: Sequence[Any], body: Any) -> InvalidRequest:
             e["where"], e["loc"] = loc[0], loc[1:]
     json_error = next((e for e in errors if e.get("type") == "json_invalid"), None)
     if json_error is not None:
-        return InvalidRequest(JSON_PARSE_MESSAGE)
+        return messages.json_parse_error()
     error = max(errors, key=lambda e: len(e.get("loc", ())))
     kind = error.get("type", "")
     where = error.get("where", "body")
@@ -102,61 +95,42 @@ def validation_error(errors: Sequence[Any], body: Any) -> InvalidRequest:
     same_place = [e for e in errors if e is not error and _param(e.get("loc", ()), data, False) == param]
     if kind == "missing":
         if not param:
-            return InvalidRequest(JSON_PARSE_MESSAGE)
-        return InvalidRequest(f"Missing required parameter: '{param}'.", param=param, code="missing_required_parameter")
+            return messages.json_parse_error()
+        return messages.missing_parameter(param)
     if kind == "extra_forbidden":
-        return InvalidRequest(f"Unknown parameter: '{param}'.", param=param, code="unknown_parameter")
+        return messages.unknown_parameter(param)
     if kind in ("union_tag_invalid", "invalid_type_tag", "union_tag_not_found"):
         tag = (error.get("ctx") or {}).get("tag", value.get("type") if isinstance(value, dict) else value)
         expected = (error.get("ctx") or {}).get("expected_tags", "")
         where_param = f"{param}.type" if param else "type"
         if kind == "union_tag_not_found" or tag is None:
-            return InvalidRequest(
-                f"Missing required parameter: '{where_param}'.", param=where_param, code="missing_required_parameter"
-            )
-        supported = f" Supported values are: {expected}." if expected else ""
-        return InvalidRequest(f"Invalid value: '{tag}'.{supported}", param=where_param, code="invalid_value")
+            return messages.missing_parameter(where_param)
+        if expected:
+            return messages.invalid_value(tag, expected, where_param)
+        return messages.invalid_value_unlisted(tag, where_param)
     if kind in ("literal_error", "enum"):
         expected = (error.get("ctx") or {}).get("expected", "")
-        return InvalidRequest(
-            f"Invalid value: '{value}'. Supported values are: {expected}.", param=param, code="invalid_value"
-        )
+        return messages.invalid_value(value, expected, param)
     if kind in _EXPECTED:
         expected_kinds = []
         for e in [error, *same_place]:
             want = _EXPECTED.get(e.get("type", ""))
             if want and want not in expected_kinds:
                 expected_kinds.append(want)
-        expected_text = expected_kinds[0] if len(expected_kinds) == 1 else "one of " + " or ".join(expected_kinds)
-        name = param or "body"
-        return InvalidRequest(
-            f"Invalid type for '{name}': expected {expected_text}, but got {_kind(value)} instead.",
-            param=param or None,
-            code="invalid_type",
-        )
+        return messages.wrong_type(param or "body", expected_kinds, _kind(value), param or None)
     bound = error.get("ctx") or {}
     if kind == "string_too_long":  # the hosted wording of a string's length bound
         length = len(value) if isinstance(value, str) else value
-        return InvalidRequest(
-            f"Invalid '{param}': string too long. Expected a string with maximum length {bound.get('max_length')}, "
-            f"but got a string with length {length} instead.",
-            param=param,
-            code="string_above_max_length",
-        )
+        return messages.string_too_long(param, bound.get("max_length"), length)
     if kind in ("greater_than_equal", "greater_than"):  # and of a number's lower bound
         least = bound.get("ge", bound.get("gt"))
         sign = ">=" if kind == "greater_than_equal" else ">"
         number = "integer" if isinstance(value, int) else "decimal"
-        return InvalidRequest(
-            f"Invalid '{param}': {number} below minimum value. Expected a value {sign} {least}, but got {value} "
-            "instead.",
-            param=param,
-            code=f"{number}_below_min_value",
-        )
+        return messages.below_minimum(param, number, sign, least, value)
     message = str(error.get("msg", "invalid value"))
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
-    return InvalidRequest(f"Invalid '{param or 'body'}': {message}.", param=param or None, code="invalid_value")
+    return messages.invalid_reason(param or "body", message, param or None)
 
 
 def error_response(error: EmulatorError) -> JSONResponse:
@@ -184,14 +158,12 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 404:
-            message = f"Invalid URL ({request.method} {request.url.path})"
-        elif exc.status_code == 405:
-            message = f"Invalid method for URL ({request.method} {request.url.path})"
-        elif exc.status_code == 400 and exc.detail == "There was an error parsing the body":
-            message = JSON_PARSE_MESSAGE  # invalid UTF-8, or JSON nested beyond what the parser takes
-        else:
-            message = str(exc.detail)
-        return error_response(StatusError(exc.status_code, message, type="invalid_request_error"))
+            return error_response(messages.invalid_url(request.method, request.url.path))
+        if exc.status_code == 405:
+            return error_response(messages.invalid_method(request.method, request.url.path))
+        if exc.status_code == 400 and exc.detail == "There was an error parsing the body":
+            return error_response(messages.json_parse_error())  # invalid UTF-8, or JSON nested too deep
+        return error_response(messages.http_refusal(exc.status_code, str(exc.detail)))
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -199,4 +171,4 @@ def install(app: FastAPI) -> None:
             log.warning("%s %s: %s", request.method, request.url.path, exc)
             return error_response(database_away())
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(StatusError(500, SERVER_ERROR_MESSAGE, type="server_error"))
+        return error_response(messages.server_error())

@@ -22,10 +22,10 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 
-__all__ = ["Refusal", "host_allowed", "origin_allowed", "refusal"]
+from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.errors import StatusError
 
-Refusal = tuple[int, str, str | None]
-"""Status, message and code of an error envelope."""
+__all__ = ["host_allowed", "origin_allowed", "refusal"]
 
 ADMIN_PREFIX = "/_emulator"
 _LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1"}
@@ -41,14 +41,8 @@ def _is_json(value: str | None) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
-def _unsupported(value: str | None) -> Refusal:
-    shown = value if value is not None else ""
-    return (
-        400,
-        f"Unsupported content type: '{shown}'. This API method only accepts 'application/json' requests, but you "
-        f"specified the header 'Content-Type: {shown}'. Please try again with a supported content type.",
-        "unsupported_content_type",
-    )
+def _unsupported(value: str | None) -> StatusError:
+    return messages.unsupported_content_type(value if value is not None else "")
 
 
 def _hostname(host: str) -> str:
@@ -107,26 +101,15 @@ def refusal(
     bound: str,
     allowed: tuple[str, ...],
     origins: tuple[str, ...] = (),
-) -> Refusal | None:
+) -> StatusError | None:
     """Why this request is refused at the edge, or None."""
     admin = path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/")
     host = headers.get("host")
     if not host_allowed(host, bound, allowed):
-        what = "The admin API does" if admin else "The emulator does"
-        return (
-            403,
-            f"{what} not answer to the host {host!r}: it answers to the address the "
-            "server is bound to and to loopback names (start the server with --allowed-host NAME to add one).",
-            "host_not_allowed",
-        )
+        return messages.host_not_allowed(host, admin)
     origin = headers.get("origin")
     if origin is not None and not origin_allowed(origin, host, origins):
-        return (
-            403,
-            f"Requests from the web origin {origin!r} are refused: the emulator answers its own pages and "
-            "clients that send no Origin (start the server with --allowed-origin ORIGIN to allow one).",
-            "origin_not_allowed",
-        )
+        return messages.origin_not_allowed(origin)
     if scope_type != "http" or method != "POST":
         return None
     content_type = headers.get("content-type")

@@ -40,6 +40,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ptc_emulator.api.routes.responses import SCOPE_HEADER, SCOPE_METADATA_KEY
 from ptc_emulator.api.settings import Settings
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.model import (
     MatchRequest,
     Recorder,
@@ -211,8 +212,8 @@ class RecordingProxy:
         try:
             reply = await self.client.send(request, stream=True)
         except httpx.HTTPError as e:
-            message = f"The upstream {self.base} could not be reached: {type(e).__name__}: {e}"
-            await _error(send, 502, message, "server_error", "upstream_unreachable")
+            refused = messages.proxy_unreachable(self.base, type(e).__name__, str(e))
+            await _error(send, refused.status, refused.message, refused.type, refused.code)
             return
         try:
             headers = [
@@ -297,12 +298,7 @@ class RecordingProxy:
         except (TimeoutError, OSError, InvalidStatus, WebSocketException) as e:
             # An error event, then 1014 (bad gateway): not a code the SDK reconnects on.
             status = e.response.status_code if isinstance(e, InvalidStatus) else 502
-            error = {
-                "message": f"The upstream {self.base} did not take the WebSocket: {type(e).__name__}: {e}",
-                "type": "server_error" if status >= 500 else "invalid_request_error",
-                "param": None,
-                "code": "upstream_unreachable",
-            }
+            error = messages.proxy_socket_refused(self.base, type(e).__name__, str(e), status).body()["error"]
             with contextlib.suppress(Exception):
                 if first is None:
                     await websocket.accept()

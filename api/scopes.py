@@ -12,6 +12,8 @@ import re
 from collections.abc import MutableMapping
 from typing import Any
 
+from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.errors import StatusError
 from ptc_emulator.names import SCOPE_HEADER
 
 __all__ = ["PREFIX", "SCOPE_PATTERN", "unscope"]
@@ -24,27 +26,21 @@ would escape."""
 _HEADER = SCOPE_HEADER.encode("latin-1")
 
 
-def unscope(scope: MutableMapping[str, Any]) -> str | None:
+def unscope(scope: MutableMapping[str, Any]) -> StatusError | None:
     """Take a `/scopes/<scope>` prefix off an ASGI scope's path, setting the scope header.
 
-    Returns an error message when the prefix is there but unusable, else None (also when there is
+    Returns the refusal when the prefix is there but unusable, else None (also when there is
     no prefix: the request is left as it came)."""
     path: str = scope.get("path", "")
     if not path.startswith(PREFIX):
         return None
     name, slash, rest = path[len(PREFIX) :].partition("/")
     if not SCOPE_PATTERN.fullmatch(name):
-        return (
-            f"Invalid scope in the URL: {name[:60]!r}. A scope is 1-200 characters of letters, digits "
-            "and `_ . : @ + = -`, as in /scopes/<scope>/v1/responses."
-        )
+        return messages.invalid_scope(name)
     headers: list[tuple[bytes, bytes]] = list(scope.get("headers", []))
     given = [v.decode("latin-1") for k, v in headers if k.lower() == _HEADER]
     if given and given[0] != name:
-        return (
-            f"The URL names scope {name!r} but the {SCOPE_HEADER} header names {given[0][:60]!r}: "
-            "give one, or the same in both."
-        )
+        return messages.scope_conflict(name, SCOPE_HEADER, given[0])
     if not given:
         headers.append((_HEADER, name.encode("latin-1")))
     scope["headers"] = headers

@@ -31,15 +31,18 @@ from ptc_emulator.emulator.errors import (
     InvalidEncryptedContent,
     InvalidFingerprint,
     InvalidRequest,
+    InvalidScenario,
     InvalidType,
     InvalidValue,
     MissingParameter,
     NoScenarioMatched,
     NotFound,
+    PayloadTooLarge,
     PreviousResponseNotFound,
     ProgramDivergence,
     ScenarioTurnError,
     StatusError,
+    Unauthorized,
     UnknownParameter,
     UnsupportedParameter,
     UpstreamError,
@@ -133,6 +136,7 @@ CONVERSATIONS = "Conversations API"
 SCENARIOS = "Scenarios (the scripted model)"
 UPSTREAM = "The model upstream"
 MCP = "MCP servers"
+PROXY = "The recording proxy"
 AGENTS = "Agents API"
 SOCKET = "WebSocket mode and steering"
 ADMIN = "Admin API, journal and inspector"
@@ -159,6 +163,127 @@ def server_error() -> EmulatorError:
     return EmulatorError("The server had an error while processing your request. Sorry about that!")
 
 
+@error(EDGE)
+def api_key_missing() -> Unauthorized:
+    """A request without an `Authorization` header to a server started with `--api-key`."""
+    return Unauthorized(
+        "You didn't provide an API key. You need to provide your API key in an Authorization header using "
+        "Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
+    )
+
+
+@error(EDGE, shown="sk-****************1234")
+def api_key_incorrect(shown: str) -> Unauthorized:
+    """A request whose key is not the server's `--api-key` (`shown`: the key as sent, masked)."""
+    return Unauthorized(f"Incorrect API key provided: {shown}. The emulator was started with --api-key.")
+
+
+@error(EDGE, limit=10485760)
+def body_too_large(limit: int) -> PayloadTooLarge:
+    """A request body over `--max-body-bytes` (declared, or counted as it arrives)."""
+    return PayloadTooLarge(f"Request body too large: the limit is {limit} bytes (set --max-body-bytes).")
+
+
+@error(EDGE, admin=False)
+def host_not_allowed(host: str | None, admin: bool) -> StatusError:
+    """A request whose `Host` is neither the bound address nor a loopback name nor `--allowed-host`
+    (`admin`: a request to the admin API)."""
+    what = "The admin API does" if admin else "The emulator does"
+    return StatusError(
+        403,
+        f"{what} not answer to the host {host!r}: it answers to the address the "
+        "server is bound to and to loopback names (start the server with --allowed-host NAME to add one).",
+        type="invalid_request_error",
+        code="host_not_allowed",
+    )
+
+
+@error(EDGE)
+def origin_not_allowed(origin: str) -> StatusError:
+    """A request from a web origin that is not the emulator's own pages nor `--allowed-origin`."""
+    return StatusError(
+        403,
+        f"Requests from the web origin {origin!r} are refused: the emulator answers its own pages and "
+        "clients that send no Origin (start the server with --allowed-origin ORIGIN to allow one).",
+        type="invalid_request_error",
+        code="origin_not_allowed",
+    )
+
+
+@error(EDGE, shown="text/plain")
+def unsupported_content_type(shown: str) -> StatusError:
+    """A POST with a body to `/v1/...` or the admin API that is not JSON (OpenAI's wording)."""
+    return StatusError(
+        400,
+        f"Unsupported content type: '{shown}'. This API method only accepts 'application/json' requests, but you "
+        f"specified the header 'Content-Type: {shown}'. Please try again with a supported content type.",
+        type="invalid_request_error",
+        code="unsupported_content_type",
+    )
+
+
+@error(EDGE)
+def invalid_scope(name: str) -> StatusError:
+    """A `/scopes/<scope>/...` URL whose scope is not 1-200 characters of the allowed set."""
+    return StatusError(
+        400,
+        f"Invalid scope in the URL: {name[:60]!r}. A scope is 1-200 characters of letters, digits "
+        "and `_ . : @ + = -`, as in /scopes/<scope>/v1/responses.",
+        type="invalid_request_error",
+        param="scope",
+        code="invalid_scope",
+    )
+
+
+@error(EDGE, header="x-ptc-emulator-scope")
+def scope_conflict(name: str, header: str, given: str) -> StatusError:
+    """A `/scopes/<scope>/...` URL and a scope header naming different scopes."""
+    return StatusError(
+        400,
+        f"The URL names scope {name!r} but the {header} header names {given[:60]!r}: give one, or the same in both.",
+        type="invalid_request_error",
+        param="scope",
+        code="invalid_scope",
+    )
+
+
+@error(EDGE)
+def json_parse_error() -> InvalidRequest:
+    """A body that is not JSON (or not UTF-8, or nested beyond what the parser takes): OpenAI's wording."""
+    return InvalidRequest(
+        "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP "
+        "library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.)"
+    )
+
+
+@error(EDGE)
+def invalid_url(method: str, path: str) -> StatusError:
+    """A path no route has."""
+    return StatusError(404, f"Invalid URL ({method} {path})", type="invalid_request_error")
+
+
+@error(EDGE)
+def invalid_method(method: str, path: str) -> StatusError:
+    """A route asked with a method it does not take."""
+    return StatusError(405, f"Invalid method for URL ({method} {path})", type="invalid_request_error")
+
+
+@error(EDGE, status=413, detail="<the refusal's text, as the catalogue words it>")
+def http_refusal(status: int, detail: str) -> StatusError:
+    """A refusal raised while the body is read (a body past `--max-body-bytes` that declared no length:
+    `detail` is `body_too_large`'s message)."""
+    return StatusError(status, detail, type="invalid_request_error")
+
+
+@error(EDGE)
+def client_closed() -> StatusError:
+    """The client closed the connection before the response was complete (a create, streamed or
+    not): the run is cancelled and the journal records the request with this error and status 499."""
+    return StatusError(
+        499, "The client closed the connection before the response was complete.", type="client_closed_request"
+    )
+
+
 # ---- request parameters ----------------------------------------------------------------------------
 
 
@@ -180,6 +305,53 @@ def unknown_parameter(param: str) -> UnknownParameter:
 def invalid_value(value: object, supported: str, param: str) -> InvalidValue:
     """A value outside the parameter's set (`supported`: the set, each value quoted)."""
     return InvalidValue(f"Invalid value: '{value}'. Supported values are: {supported}.", param=param)
+
+
+@error(REQUEST)
+def invalid_request() -> InvalidRequest:
+    """A body refused by validation with no error to name (never seen from the SDKs)."""
+    return InvalidRequest("Invalid request.")
+
+
+@error(REQUEST)
+def invalid_value_unlisted(value: object, param: str) -> InvalidValue:
+    """An item or part `type` outside its union when the supported values cannot be listed."""
+    return InvalidValue(f"Invalid value: '{value}'.", param=param)
+
+
+@error(REQUEST, expected=["a string", "an integer"], got="an array")
+def wrong_type(name: str, expected: list[str], got: str, param: str | None) -> InvalidType:
+    """A parameter of the wrong JSON type (`expected`: what it may be; `name`: the parameter, `body` for the body)."""
+    wanted = expected[0] if len(expected) == 1 else "one of " + " or ".join(expected)
+    return InvalidType(f"Invalid type for '{name}': expected {wanted}, but got {got} instead.", param=param)
+
+
+@error(REQUEST, max_length=128, length=200)
+def string_too_long(param: str, max_length: object, length: object) -> InvalidRequest:
+    """A string past its hosted length bound (`safety_identifier`, a `metadata`-like field)."""
+    return InvalidRequest(
+        f"Invalid '{param}': string too long. Expected a string with maximum length {max_length}, "
+        f"but got a string with length {length} instead.",
+        param=param,
+        code="string_above_max_length",
+    )
+
+
+@error(REQUEST, number="integer", sign=">=", least=1, value=0)
+def below_minimum(param: str, number: str, sign: str, least: object, value: object) -> InvalidRequest:
+    """A number below its lower bound (`number`: `integer` or `decimal`; `sign`: `>=` or `>`)."""
+    return InvalidRequest(
+        f"Invalid '{param}': {number} below minimum value. Expected a value {sign} {least}, but got {value} instead.",
+        param=param,
+        code=f"{number}_below_min_value",
+    )
+
+
+@error(REQUEST, reason="<a validator's reason>")
+def invalid_reason(name: str, reason: str, param: str | None) -> InvalidValue:
+    """A value a validator refuses with its reason (the texts of this catalogue that say "the reason of
+    a validation error"); `name`: the parameter, `body` for the body."""
+    return InvalidValue(f"Invalid '{name}': {reason}.", param=param)
 
 
 @error(REQUEST)
@@ -243,6 +415,53 @@ def compact_threshold_invalid(param: str) -> InvalidValue:
     return InvalidValue(
         f"Invalid value for '{param}.compact_threshold': expected a positive integer.",
         param=f"{param}.compact_threshold",
+    )
+
+
+@text(REQUEST, "the reason of a validation error (`Invalid '<param>': <reason>.`)", max_depth=64)
+def json_too_deep(max_depth: int) -> str:
+    """Free-form JSON in a body (tool schemas, `text`, content-part extras, a scenario) nested
+    deeper than the emulator reads."""
+    return f"JSON nested deeper than {max_depth} levels"
+
+
+@text(REQUEST, "the reason of a validation error (`Invalid '<param>': <reason>.`)")
+def lone_surrogate() -> str:
+    """A string of the body holding a lone UTF-16 surrogate (JSON carries it, a reply cannot)."""
+    return "a string holds a lone UTF-16 surrogate, which is not valid Unicode"
+
+
+@text(REQUEST, "the reason of a validation error (`Invalid '<param>': <reason>.`)")
+def number_not_finite() -> str:
+    """A number of the body that is NaN or an infinity (Python's JSON reader takes them)."""
+    return "numbers must be finite (NaN and Infinity are not JSON)"
+
+
+@text(REQUEST, "the reason of a validation error on `metadata`")
+def metadata_too_many_keys() -> str:
+    """A `metadata` with more than 16 keys (a response's, a conversation's, an agent's)."""
+    return "metadata can hold at most 16 keys"
+
+
+@text(REQUEST, "the reason of a validation error on `metadata`")
+def metadata_key_too_long(key: str) -> str:
+    """A `metadata` key over 64 characters (shown cut at 64)."""
+    return f"metadata key '{key[:64]}...' is longer than 64 characters"
+
+
+@text(REQUEST, "the reason of a validation error on `metadata`")
+def metadata_value_too_long(key: str) -> str:
+    """A `metadata` value over 512 characters."""
+    return f"metadata value for '{key}' is longer than 512 characters"
+
+
+@error(REQUEST)
+def conversation_id_invalid() -> InvalidRequest:
+    """A request's `conversation` that is neither an id string nor an object with a string `id`."""
+    return InvalidRequest(
+        "Invalid type for 'conversation': expected a conversation id string or an object {\"id\": ...}.",
+        param="conversation",
+        code="invalid_type",
     )
 
 
@@ -658,6 +877,12 @@ def compaction_unverified(item_id: str | None, param: str) -> InvalidEncryptedCo
     )
 
 
+@text(ITEMS, "the reason of a validation error on an input item")
+def configuration_update_empty() -> str:
+    """A `configuration_update` item with neither `reasoning` nor `text`."""
+    return "a configuration_update supplies reasoning, text, or both"
+
+
 # ---- programs and sealed content --------------------------------------------------------------------
 
 
@@ -827,6 +1052,46 @@ def item_not_input(item_id: str | None, param: str) -> InvalidRequest:
 def no_input_item_after(after: str, response_id: str) -> InvalidRequest:
     """A page of a response's input items `after` an id it does not hold."""
     return InvalidRequest(f"No item with id '{after}' in the input of response '{response_id}'.", param="after")
+
+
+# ---- responses: background, compaction, continuations ----------------------------------------------
+
+
+@text(RESPONSES, "a failed background response's error (code `server_error`)")
+def background_interrupted() -> str:
+    """A background response still queued or in progress in the SQLite file when the emulator
+    stopped (a kill or a crash): the next start marks it failed."""
+    return "The emulator stopped before this background response finished; create it again."
+
+
+@text(RESPONSES, "a failed background response's error (code `server_error`)")
+def background_replica_stopped() -> str:
+    """A background response whose replica (of a shared store) stopped holding its lease before it
+    finished: the next retrieve marks it failed."""
+    return "The emulator replica running this background response stopped before it finished; create it again."
+
+
+@error(RESPONSES)
+def previous_response_continued(response_id: str) -> InvalidRequest:
+    """A continuation of a paused program that another continuation, stored first, overtook."""
+    return InvalidRequest(
+        f"Another request continued the program paused in response '{response_id}' while this one was "
+        "running: only one of them is kept. Continue from the response that was kept.",
+        param="previous_response_id",
+        code="previous_response_continued",
+    )
+
+
+@error(RESPONSES)
+def nothing_to_compact() -> InvalidRequest:
+    """`POST /v1/responses/compact` with neither `input` nor `previous_response_id`."""
+    return InvalidRequest("Nothing to compact: give 'input' or 'previous_response_id'.", param="input")
+
+
+@error(RESPONSES)
+def cancel_needs_background() -> InvalidRequest:
+    """`POST /v1/responses/{id}/cancel` of a response not created with `background: true`."""
+    return InvalidRequest("Only responses created with background=true can be cancelled.")
 
 
 # ---- conversations ---------------------------------------------------------------------------------
@@ -1320,6 +1585,32 @@ def upstream_code_missing(tool: str, arguments: str) -> UpstreamInvalidToolCall:
     )
 
 
+# ---- the recording proxy ----------------------------------------------------------------------------
+
+
+@error(PROXY)
+def proxy_unreachable(base: str, kind: str, detail: str) -> StatusError:
+    """The recording proxy cannot reach its upstream (`kind`: the transport error's name, `detail`: its text)."""
+    return StatusError(
+        502,
+        f"The upstream {base} could not be reached: {kind}: {detail}",
+        type="server_error",
+        code="upstream_unreachable",
+    )
+
+
+@error(PROXY, status=502)
+def proxy_socket_refused(base: str, kind: str, detail: str, status: int) -> StatusError:
+    """The recording proxy's upstream does not take the WebSocket (`status`: its HTTP answer, else 502);
+    sent as an `error` event, then close code 1014."""
+    return StatusError(
+        status,
+        f"The upstream {base} did not take the WebSocket: {kind}: {detail}",
+        type="server_error" if status >= 500 else "invalid_request_error",
+        code="upstream_unreachable",
+    )
+
+
 # ---- MCP servers ------------------------------------------------------------------------------------
 
 
@@ -1439,6 +1730,167 @@ def mcp_tool_failed() -> str:
 def mcp_unknown_error() -> str:
     """An MCP call error with no message."""
     return "unknown error"
+
+
+# ---- WebSocket mode ---------------------------------------------------------------------------------
+
+
+@error(SOCKET, seconds=3600.0)
+def socket_lifetime_reached(seconds: float) -> StatusError:
+    """A WebSocket open for its whole lifetime (`--websocket-lifetime`, 60 minutes): sent, then closed."""
+    minutes = seconds / 60
+    shown = f"{minutes:g} minutes" if minutes >= 1 else f"{seconds:g} seconds"
+    return StatusError(
+        400,
+        f"WebSocket connections last at most {shown}: open a new connection to continue.",
+        type="invalid_request_error",
+        code="websocket_connection_limit_reached",
+    )
+
+
+@error(SOCKET, problem="nested deeper than 64 levels")
+def frame_too_deep(problem: str) -> InvalidRequest:
+    """A frame nested deeper than the emulator reads (`problem`: the reader's words)."""
+    return InvalidRequest(f"The frame is {problem}.")
+
+
+@error(SOCKET)
+def frame_not_json() -> InvalidRequest:
+    """A frame that is not JSON."""
+    return InvalidRequest("The frame is not valid JSON.")
+
+
+@error(SOCKET, problem="<lone_surrogate or number_not_finite>")
+def frame_invalid(problem: str) -> InvalidValue:
+    """A frame holding what a reply cannot carry (a lone surrogate, NaN)."""
+    return InvalidValue(f"Invalid frame: {problem}.")
+
+
+@error(SOCKET)
+def frame_type_invalid(kind: object) -> InvalidValue:
+    """A frame whose `type` is neither `response.create` nor `response.steer`."""
+    return invalid_value(kind, "'response.create' and 'response.steer'", "type")
+
+
+@error(SOCKET)
+def stream_id_invalid() -> InvalidRequest:
+    """A `response.create` whose `stream_id` is not 1 to 256 of the allowed characters."""
+    return InvalidRequest(
+        "Invalid 'stream_id': a named stream ID holds 1 to 256 ASCII letters, digits, underscores, hyphens "
+        "or periods (omit it for the default lane).",
+        param="stream_id",
+        code="invalid_stream_id",
+    )
+
+
+@error(SOCKET, limit=32)
+def stream_limit_reached(limit: int) -> InvalidRequest:
+    """A new named stream past the bound of one connection."""
+    return InvalidRequest(
+        f"This connection has used {limit} named streams, the most one connection may: reuse "
+        "one of them, use the default stream, or open a new connection.",
+        param="stream_id",
+        code="websocket_stream_limit_reached",
+    )
+
+
+@error(SOCKET, limit=64)
+def too_many_queued(limit: int) -> StatusError:
+    """More `response.create` frames waiting on one socket than it queues."""
+    return StatusError(
+        429,
+        f"Too many response.create frames are waiting on this socket (at most {limit}): "
+        "wait for a response before sending more.",
+        type="invalid_request_error",
+        code="too_many_queued_requests",
+    )
+
+
+@error(SOCKET)
+def background_over_socket() -> UnsupportedParameter:
+    """A `response.create` frame with `background: true`."""
+    return UnsupportedParameter(
+        "Background mode is not supported over WebSocket: use POST /v1/responses.", param="background"
+    )
+
+
+# ---- the admin API, journal and inspector ------------------------------------------------------------
+
+
+@error(ADMIN)
+def scenario_body_not_json() -> InvalidRequest:
+    """`POST /_emulator/scenarios` with a body that is not JSON."""
+    return InvalidRequest('The body must be a scenario as JSON, or {"yaml": "..."}.')
+
+
+@error(ADMIN, problem="<the JSON problem>")
+def scenario_body_refused(problem: str) -> InvalidScenario:
+    """A scenario's JSON nested too deep, or holding what a response cannot carry (a lone
+    surrogate, NaN): `problem` as `json_too_deep`, `lone_surrogate` or `number_not_finite` word it."""
+    return InvalidScenario(f"Invalid scenario: {problem}.")
+
+
+@error(ADMIN, problem="<the loader's reason>")
+def invalid_scenario(problem: str) -> InvalidScenario:
+    """A scenario the loader refuses (its YAML, its fields, its templates), with the loader's reason."""
+    return InvalidScenario(f"Invalid scenario: {problem}")
+
+
+@error(ADMIN)
+def scenario_yaml_not_text() -> InvalidRequest:
+    """`{"yaml": ...}` whose value is not a string."""
+    return InvalidRequest("'yaml' must be the text of a scenario file.", param="yaml")
+
+
+@error(ADMIN, problem="<the validation error>")
+def invalid_hosted_script(problem: str) -> InvalidScenario:
+    """`PUT /_emulator/hosted` with a body that is not a hosted script."""
+    return InvalidScenario(f"Invalid hosted script: {problem}")
+
+
+@error(ADMIN)
+def scenario_not_found(name: str) -> NotFound:
+    """`DELETE /_emulator/scenarios/{name}` naming no scenario of the caller's scope."""
+    return NotFound(f"No scenario named '{name}' in this scope.")
+
+
+@error(ADMIN)
+def journal_names_nothing(name: str, param: str) -> InvalidRequest:
+    """`/_emulator/journal/compare`'s `direct` or `ptc` naming no conversation or response of the journal."""
+    return InvalidRequest(f"No conversation or response '{name}' in this scope's journal.", param=param)
+
+
+@error(ADMIN, route="direct", param="direct")
+def journal_has_no_route(route: str, param: str) -> InvalidRequest:
+    """`/_emulator/journal/compare` without `direct` (or `ptc`) when the journal holds no conversation
+    of that kind (`route`: `direct` or `programmatic`)."""
+    return InvalidRequest(
+        f"This scope's journal has no {route} conversation to compare; name one with '{param}'.", param=param
+    )
+
+
+@error(ADMIN)
+def compare_same_conversation() -> InvalidRequest:
+    """`/_emulator/journal/compare` whose `direct` and `ptc` name one conversation."""
+    return InvalidRequest("'direct' and 'ptc' name the same conversation.", param="ptc")
+
+
+@error(ADMIN)
+def inspector_conversation_id_invalid(conversation_id: str) -> InvalidRequest:
+    """The inspector asked for a conversation by an id that is neither `c<seq>` nor a seq."""
+    return InvalidRequest(f"'{conversation_id}' is not a conversation id.", param="conversation_id")
+
+
+@error(ADMIN)
+def inspector_conversation_not_found(conversation_id: str) -> NotFound:
+    """The inspector asked for a conversation the journal does not hold (any more)."""
+    return NotFound(f"No conversation '{conversation_id}' in the journal (it may have been cleared).")
+
+
+@error(ADMIN)
+def inspector_file_not_found(name: str) -> NotFound:
+    """`/_emulator/ui/{name}` naming no file of the inspector's page."""
+    return NotFound(f"The inspector has no file '{name}'.")
 
 
 # ---- agents ----------------------------------------------------------------------------------------
@@ -1592,12 +2044,6 @@ def mcp_credential_unsupported(param: str) -> UnsupportedParameter:
 def mcp_approval_question(name: str, label: str) -> str:
     """An MCP call that waits for the client's approval."""
     return f"Allow the agent to call the tool '{name}' of the MCP server '{label}'?"
-
-
-@text(AGENTS, "the reason of a validation error on an agent's metadata")
-def agent_metadata_too_many_keys() -> str:
-    """An agent's `metadata` with more than 16 keys."""
-    return "metadata can hold at most 16 keys"
 
 
 @text(AGENTS, "the reason of a validation error on an agent's metadata")

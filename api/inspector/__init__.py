@@ -25,7 +25,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from ptc_emulator.api.routes.admin import _scope
 from ptc_emulator.api.sse import KEEP_ALIVE, EventStreamResponse
-from ptc_emulator.emulator.errors import InvalidRequest, NotFound
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.journal import grouping
 from ptc_emulator.emulator.journal.grouping import (
     inputs,
@@ -389,12 +389,12 @@ async def read_conversation(conversation_id: str, request: Request) -> dict[str,
     """One conversation by its id (`c<seq of its first request>`), or by the seq of any of its requests."""
     wanted = conversation_id[1:] if conversation_id.startswith("c") else conversation_id
     if not wanted.isdigit():
-        raise InvalidRequest(f"'{conversation_id}' is not a conversation id.", param="conversation_id")
+        raise messages.inspector_conversation_id_invalid(conversation_id)
     seq = int(wanted)
     for entries in group(_journal(request)):
         if any(e.get("seq") == seq for e in entries):
             return conversation(entries)
-    raise NotFound(f"No conversation '{conversation_id}' in the journal (it may have been cleared).")
+    raise messages.inspector_conversation_not_found(conversation_id)
 
 
 async def _changes(request: Request) -> AsyncIterator[bytes]:
@@ -453,7 +453,7 @@ async def ui_index() -> Response:
 @router.get("/ui/{name}", include_in_schema=False)
 async def ui_file(name: str) -> Response:
     if name not in _STATIC:
-        raise NotFound(f"The inspector has no file '{name}'.")
+        raise messages.inspector_file_not_found(name)
     return _static(name)
 
 

@@ -20,8 +20,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from ptc_emulator.api.context import SCOPE_HEADER
-from ptc_emulator.emulator import jsontext
-from ptc_emulator.emulator.errors import InvalidRequest, NotFound
+from ptc_emulator.emulator import jsontext, messages
 from ptc_emulator.emulator.journal import evaluation, grouping
 from ptc_emulator.emulator.model import HostedScript, Scenario, ScenarioError, ScenarioRegistry, load_scenario
 from ptc_emulator.emulator.responses import usage
@@ -186,24 +185,24 @@ async def add_scenario(request: Request) -> JSONResponse:
     try:
         data = jsontext.loads(await request.body())
     except jsontext.TooDeep as e:
-        raise InvalidRequest(f"Invalid scenario: {e.msg}.", code="invalid_scenario") from e
+        raise messages.scenario_body_refused(e.msg) from e
     except ValueError as e:
-        raise InvalidRequest('The body must be a scenario as JSON, or {"yaml": "..."}.') from e
+        raise messages.scenario_body_not_json() from e
     try:
         check_json(data)  # lone surrogates and NaN: refused now, not when a response carries them
     except ValueError as e:
-        raise InvalidRequest(f"Invalid scenario: {e}.", code="invalid_scenario") from e
+        raise messages.scenario_body_refused(str(e)) from e
     name = f"scenario-{uuid.uuid4().hex[:8]}"
     if isinstance(data, dict) and "yaml" in data and set(data) <= {"yaml", "name"}:
         name = data.get("name") or name
         data = data["yaml"]
         if not isinstance(data, str):
-            raise InvalidRequest("'yaml' must be the text of a scenario file.", param="yaml")
+            raise messages.scenario_yaml_not_text()
     document = copy.deepcopy(data)  # what the store keeps, as sent
     try:
         scenario = load_scenario(data, default_name=name)
     except ScenarioError as e:
-        raise InvalidRequest(f"Invalid scenario: {e}", code="invalid_scenario") from e
+        raise messages.invalid_scenario(str(e)) from e
     scope = _scope(request)
     if scope is not None and scenario.scope is None:
         scenario = scenario.model_copy(update={"scope": scope})
@@ -222,7 +221,7 @@ async def set_hosted(request: Request) -> dict[str, Any]:
         data = await request.json()
         script = HostedScript.model_validate(data, strict=False)
     except ValueError as e:
-        raise InvalidRequest(f"Invalid hosted script: {e}", code="invalid_scenario") from e
+        raise messages.invalid_hosted_script(str(e)) from e
     state, scope = request.app.state.emulator, _scope(request)
     state.store.sessions.put(HOSTED, scope or "", {"scope": scope, "script": data})
     state.scenarios.set_hosted(script, scope)
@@ -246,7 +245,7 @@ async def delete_scenario(name: str, request: Request) -> dict[str, Any]:
     removed = state.scenarios.remove(name, _scope(request))
     await _synced(state)
     if not removed:
-        raise NotFound(f"No scenario named '{name}' in this scope.")
+        raise messages.scenario_not_found(name)
     return {"name": name, "deleted": True}
 
 

@@ -43,11 +43,10 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from ptc_emulator.api.context import contract_headers, journaling_of
-from ptc_emulator.api.disconnect import CLIENT_CLOSED
-from ptc_emulator.api.errors import SERVER_ERROR_MESSAGE
 from ptc_emulator.api.journaling import Journaling
 from ptc_emulator.api.sse import KEEP_ALIVE, EventStreamResponse, frame
-from ptc_emulator.emulator.errors import EmulatorError, StatusError
+from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.history.cursor import Extension
 from ptc_emulator.emulator.responses.engine import Engine, Prepared
 from ptc_emulator.emulator.responses.live import LiveTelling
@@ -55,7 +54,7 @@ from ptc_emulator.emulator.wire import events
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.emulator.wire.response import ResponseStatus
 
-__all__ = ["CLIENT_CLOSED", "Play", "error_event", "stream_create", "stream_stored"]
+__all__ = ["Play", "error_event", "stream_create", "stream_stored"]
 
 log = logging.getLogger(__name__)
 
@@ -186,12 +185,7 @@ class Play:
     def _journal(self, task: asyncio.Task[dict[str, Any]]) -> None:
         """Journal how the play ended: finished, failed, or closed by the client."""
         if task.cancelled():
-            closed = StatusError(
-                CLIENT_CLOSED,
-                "The client closed the connection before the response was complete.",
-                type="client_closed_request",
-            )
-            self.journaling.fail(closed)
+            self.journaling.fail(messages.client_closed())
             return
         error = task.exception()
         if error is None:
@@ -200,7 +194,7 @@ class Play:
             self.journaling.fail(error)
         else:
             log.error("unhandled error in a streamed response", exc_info=error)
-            self.journaling.fail(StatusError(500, SERVER_ERROR_MESSAGE, type="server_error"))
+            self.journaling.fail(messages.server_error())
 
 
 async def wait_finished(
@@ -224,7 +218,7 @@ def error_event(error: BaseException) -> Event:
     if isinstance(error, EmulatorError):
         code = error.code if error.code is not None else error.type
         return {"type": "error", "code": code, "message": error.message, "param": error.param}
-    return {"type": "error", "code": "server_error", "message": SERVER_ERROR_MESSAGE, "param": None}
+    return {"type": "error", "code": "server_error", "message": messages.server_error().message, "param": None}
 
 
 async def stream_create(

@@ -47,12 +47,12 @@ from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
 
 from ptc_emulator.api.context import scope_of
-from ptc_emulator.api.errors import SERVER_ERROR_MESSAGE, validation_error
+from ptc_emulator.api.errors import validation_error
 from ptc_emulator.api.journaling import Journaling
 from ptc_emulator.api.routes.steering import Steer, Steering, Target, unsteerable
 from ptc_emulator.api.routes.streaming import Play
-from ptc_emulator.emulator import jsontext
-from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, StatusError
+from ptc_emulator.emulator import jsontext, messages
+from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.responses.engine import Engine, Prepared, Refused
 from ptc_emulator.emulator.storage import ConnectionStore
 from ptc_emulator.emulator.wire import events
@@ -142,14 +142,7 @@ class Session:
 
     async def _expire(self, after_s: float) -> None:
         await asyncio.sleep(after_s)
-        minutes = after_s / 60
-        shown = f"{minutes:g} minutes" if minutes >= 1 else f"{after_s:g} seconds"
-        limit = StatusError(
-            400,
-            f"WebSocket connections last at most {shown}: open a new connection to continue.",
-            type="invalid_request_error",
-            code="websocket_connection_limit_reached",
-        )
+        limit = messages.socket_lifetime_reached(after_s)
         with contextlib.suppress(Exception):
             await self._error(limit, None)
             await self.ws.close(_LIFETIME_CODE, "connection lifetime reached")
@@ -166,15 +159,15 @@ class Session:
         try:
             frame = jsontext.loads(data)
         except jsontext.TooDeep as e:
-            await self._error(InvalidRequest(f"The frame is {e.msg}."), None)
+            await self._error(messages.frame_too_deep(e.msg), None)
             return
         except (json.JSONDecodeError, RecursionError):  # not JSON, or nested beyond what the parser takes
-            await self._error(InvalidRequest("The frame is not valid JSON."), None)
+            await self._error(messages.frame_not_json(), None)
             return
         try:
             check_json(frame)  # a lone surrogate or NaN would fail only when echoed back
         except ValueError as e:
-            await self._error(InvalidRequest(f"Invalid frame: {e}.", code="invalid_value"), None)
+            await self._error(messages.frame_invalid(str(e)), None)
             return
         kind = frame.get("type") if isinstance(frame, dict) else None
         if kind == "response.steer":
@@ -184,50 +177,24 @@ class Session:
         elif kind == "response.create":
             await self._route(frame)
         elif kind is None:
-            missing = InvalidRequest(
-                "Missing required parameter: 'type'.", param="type", code="missing_required_parameter"
-            )
-            await self._error(missing, None)
+            await self._error(messages.missing_parameter("type"), None)
         else:
-            invalid = InvalidRequest(
-                f"Invalid value: '{kind}'. Supported values are: 'response.create' and 'response.steer'.",
-                param="type",
-                code="invalid_value",
-            )
-            await self._error(invalid, None)
+            await self._error(messages.frame_type_invalid(kind), None)
 
     async def _route(self, frame: dict[str, Any]) -> None:
         """Hand a create to its lane (made on first use), or refuse it with the hosted code."""
         given = frame.get("stream_id")
         if "stream_id" in frame and given is not None and not (isinstance(given, str) and _STREAM_ID.fullmatch(given)):
-            invalid = InvalidRequest(
-                "Invalid 'stream_id': a named stream ID holds 1 to 256 ASCII letters, digits, underscores, hyphens "
-                "or periods (omit it for the default lane).",
-                param="stream_id",
-                code="invalid_stream_id",
-            )
-            await self._error(invalid, None)
+            await self._error(messages.stream_id_invalid(), None)
             return
         lane: str | None = given
         if lane is not None and lane not in self.named:
             if len(self.named) >= MAX_NAMED_LANES:
-                full = InvalidRequest(
-                    f"This connection has used {MAX_NAMED_LANES} named streams, the most one connection may: reuse "
-                    "one of them, use the default stream, or open a new connection.",
-                    param="stream_id",
-                    code="websocket_stream_limit_reached",
-                )
-                await self._error(full, lane)
+                await self._error(messages.stream_limit_reached(MAX_NAMED_LANES), lane)
                 return
             self.named.add(lane)
         if self.waiting >= MAX_QUEUED_CREATES:
-            busy = StatusError(
-                429,
-                f"Too many response.create frames are waiting on this socket (at most {MAX_QUEUED_CREATES}): "
-                "wait for a response before sending more.",
-                type="invalid_request_error",
-                code="too_many_queued_requests",
-            )
+            busy = messages.too_many_queued(MAX_QUEUED_CREATES)
             await self._error(busy, lane)
             return
         queue = self.lanes.get(lane)
@@ -259,7 +226,7 @@ class Session:
             except Exception:
                 log.exception("unhandled error in a WebSocket create")
                 try:
-                    await self._error(StatusError(500, SERVER_ERROR_MESSAGE, type="server_error"), None)
+                    await self._error(messages.server_error(), None)
                 except Exception:
                     self.closed.set()
                     return
@@ -275,12 +242,7 @@ class Session:
             await self._error(validation_error(e.errors(), body), stream_id)
             return
         if request.background:
-            error = InvalidRequest(
-                "Background mode is not supported over WebSocket: use POST /v1/responses.",
-                param="background",
-                code="unsupported_parameter",
-            )
-            await self._error(error, stream_id)
+            await self._error(messages.background_over_socket(), stream_id)
             return
         steers: list[Steer] = []
         if request.previous_response_id is not None:
@@ -364,7 +326,7 @@ class Session:
         """An error event; the steers this create carried, and any queued on it meanwhile, come back."""
         self.targets.pop(target.id, None)
         await self._error(error, stream_id, sequence_number)
-        message = error.message if isinstance(error, EmulatorError) else SERVER_ERROR_MESSAGE
+        message = error.message if isinstance(error, EmulatorError) else messages.server_error().message
         await self._send_all(self.steering.lost(steers, message, stream_id))
         stranded = self.steering.take(target.id)
         await self._send_all(self.steering.lost(stranded, message, stream_id, code="response_not_active"))
@@ -415,7 +377,7 @@ class Session:
 
     async def _error(self, error: BaseException, stream_id: str | None, sequence_number: int | None = None) -> None:
         if not isinstance(error, EmulatorError):
-            error = StatusError(500, SERVER_ERROR_MESSAGE, type="server_error")
+            error = messages.server_error()
         event: Event = {"type": "error", "status": error.status, "error": error.body()["error"]}
         if error.headers:
             event["error"]["headers"] = dict(error.headers)

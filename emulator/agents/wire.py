@@ -137,7 +137,7 @@ class ExperimentalParam(WireModel):
 def _metadata(value: dict[str, str] | None) -> dict[str, str] | None:
     if value is not None:
         if len(value) > 16:
-            raise ValueError(messages.agent_metadata_too_many_keys())
+            raise ValueError(messages.metadata_too_many_keys())
         for key, item in value.items():
             if len(key) > 64 or len(item) > 512:
                 raise ValueError(messages.agent_metadata_too_long())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.journal.grouping import label
 
 __all__ = ["compare", "conversations"]
@@ -90,15 +90,13 @@ def _find(summaries: list[dict[str, Any]], name: str, param: str) -> dict[str, A
     for summary in summaries:
         if summary["conversation"] == name or name in summary["responses"]:
             return summary
-    raise InvalidRequest(f"No conversation or response '{name}' in this scope's journal.", param=param)
+    raise messages.journal_names_nothing(name, param)
 
 
 def _pick(summaries: list[dict[str, Any]], route: str, param: str) -> dict[str, Any]:
     matching = [s for s in summaries if s["route"] == route]
     if not matching:
-        raise InvalidRequest(
-            f"This scope's journal has no {route} conversation to compare; name one with '{param}'.", param=param
-        )
+        raise messages.journal_has_no_route(route, param)
     return matching[-1]
 
 
@@ -125,7 +123,7 @@ def compare(entries: list[dict[str, Any]], *, direct: str | None = None, ptc: st
     base = _find(summaries, direct, "direct") if direct else _pick(summaries, "direct", "direct")
     cand = _find(summaries, ptc, "ptc") if ptc else _pick(summaries, "programmatic", "ptc")
     if base is cand:
-        raise InvalidRequest("'direct' and 'ptc' name the same conversation.", param="ptc")
+        raise messages.compare_same_conversation()
     difference = {name: cand[name] - base[name] for name in _SUMMED}
     saved = base["input_tokens"] - cand["input_tokens"]
     kept = cand["kept_out_tokens"]

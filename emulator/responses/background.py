@@ -22,19 +22,20 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.storage import EventLog, Leases
 
-__all__ = ["CANCELS", "INTERRUPTED", "Background"]
+__all__ = ["CANCELS", "Background", "interrupted"]
 
 log = logging.getLogger(__name__)
 
 CANCELS = "response.cancelled:"
 """The event log's signals of a cancel stored by some replica: this prefix, then the response's id."""
 
-INTERRUPTED = {
-    "code": "server_error",
-    "message": "The emulator replica running this background response stopped before it finished; create it again.",
-}
+
+def interrupted() -> dict[str, str]:
+    """The error of a background response whose replica died before it finished."""
+    return {"code": "server_error", "message": messages.background_replica_stopped()}
 
 
 class Background:

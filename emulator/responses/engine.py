@@ -19,9 +19,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.caches import Cache
 from ptc_emulator.emulator.conversations.service import Conversations
-from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest
+from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.history.cursor import Extension
 from ptc_emulator.emulator.history.stored import History, as_input, as_response_item, not_found
 from ptc_emulator.emulator.ids import new_id
@@ -36,7 +37,7 @@ from ptc_emulator.emulator.model import (
     ScriptedModel,
     Trace,
 )
-from ptc_emulator.emulator.responses.background import INTERRUPTED, Background
+from ptc_emulator.emulator.responses.background import Background, interrupted
 from ptc_emulator.emulator.responses.body import response_body
 from ptc_emulator.emulator.responses.usage import (
     PromptCache,
@@ -59,22 +60,12 @@ from ptc_emulator.emulator.wire.request import CompactRequest, CountTokensReques
 from ptc_emulator.emulator.wire.response import ResponseStatus, echo_tools
 from ptc_emulator.sandbox import Limits
 
-__all__ = ["Engine", "Prepared", "Refused", "ResponseStatus", "Runner", "Trace", "continued", "new_id"]
+__all__ = ["Engine", "Prepared", "Refused", "ResponseStatus", "Runner", "Trace", "new_id"]
 
 
 def _resumes(conv: Conversation) -> bool:
     """Whether the request resumes a program that paused in its history."""
     return conv.open_program is not None and conv.open_index < conv.new_from
-
-
-def continued(response_id: str) -> InvalidRequest:
-    """The refusal of a continuation of a paused program that another one overtook."""
-    return InvalidRequest(
-        f"Another request continued the program paused in response '{response_id}' while this one was "
-        "running: only one of them is kept. Continue from the response that was kept.",
-        param="previous_response_id",
-        code="previous_response_continued",
-    )
 
 
 def _with(expanded: Expanded | None, conv: Conversation) -> Conversation:
@@ -286,7 +277,7 @@ class Engine:
             return digest, None
         record = target.get(kept[0]) if kept[1] == digest else None
         if record is None or record.response.get("status") in UNFINISHED:
-            raise continued(previous)
+            raise messages.previous_response_continued(previous)
         return digest, record.response
 
     def _answered(
@@ -407,7 +398,7 @@ class Engine:
         history = self.history.load(previous, scope=scope) if previous else []
         items = [*history, *self.history.input(request, scope)]
         if not items:
-            raise InvalidRequest("Nothing to compact: give 'input' or 'previous_response_id'.", param="input")
+            raise messages.nothing_to_compact()
         expanded = self.compactor.expand(items, len(history))
         window = expanded.items if expanded is not None else items
         users = [as_response_item(i, self.ids) for i in window if isinstance(i, Message) and i.role == "user"]
@@ -438,7 +429,7 @@ class Engine:
         """The stored response, as a request in `scope` sees it (one of another scope is a 404)."""
         record = self.history.seen(response_id, scope)
         if record.response.get("status") in UNFINISHED and self.background.orphaned(response_id):
-            failed = {**record.response, "status": ResponseStatus.FAILED, "error": INTERRUPTED}  # its replica died
+            failed = {**record.response, "status": ResponseStatus.FAILED, "error": interrupted()}  # its replica died
             kept = StoredResponse(response_id, failed, record.input_items, record.previous_response_id, record.scope)
             if self.store.replace_unfinished(kept):
                 return failed
@@ -455,7 +446,7 @@ class Engine:
     async def cancel(self, response_id: str, *, scope: str | None) -> dict[str, Any]:
         record = self.history.seen(response_id, scope)
         if not record.response.get("background"):
-            raise InvalidRequest("Only responses created with background=true can be cancelled.")
+            raise messages.cancel_needs_background()
         if record.response.get("status") in UNFINISHED and self._cancelled(record):
             self.background.stopped(response_id)  # its task, here or on the replica running it
         return self.history.stored(response_id).response
@@ -520,7 +511,7 @@ class Engine:
             # It resumes a program paused in `previous`: the store keeps one continuation of it,
             # the first to commit; the others are the lost race's 400, and are not kept.
             if target.put_continuation(record, prepared.continues) is not None:
-                raise continued(previous)
+                raise messages.previous_response_continued(previous)
         else:
             target.put(record)
 

@@ -17,21 +17,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.storage.memory import MemoryCounts, MemoryJournal, MemoryLeases
 from ptc_emulator.emulator.storage.protocol import Counts, EventLog, JournalLog, Leases
 from ptc_emulator.emulator.storage.sql import Dialect, SqlParts, Tx
 
-__all__ = ["FILENAME", "INTERRUPTED", "SQLITE", "SqliteStore", "open_at"]
+__all__ = ["FILENAME", "SQLITE", "SqliteStore", "open_at"]
 
 T = TypeVar("T")
 
 FILENAME = "responses.sqlite3"
 """The store's file in the data directory."""
-
-INTERRUPTED = {
-    "code": "server_error",
-    "message": "The emulator stopped before this background response finished; create it again.",
-}
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -195,7 +191,7 @@ class SqliteStore(SqlParts):
                 "UPDATE responses SET status = 'failed', "
                 "response = json_set(response, '$.status', 'failed', '$.error', json(?)) "
                 "WHERE status IN ('queued', 'in_progress')",
-                (json.dumps(INTERRUPTED),),
+                (json.dumps({"code": "server_error", "message": messages.background_interrupted()}),),
             )
         super().__init__(self._db)
         self.journal: JournalLog = MemoryJournal()

@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from ptc_emulator.emulator import messages
+
 __all__ = [
     "MAX_DEPTH",
     "Caller",
@@ -36,7 +38,7 @@ def check_depth(value: Any) -> Any:
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
-            raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
+            raise ValueError(messages.json_too_deep(MAX_DEPTH))
         if isinstance(node, dict):
             stack.extend((child, depth + 1) for child in node.values() if isinstance(child, dict | list))
         elif isinstance(node, list):

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, TypeAlias, TypeVar
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.wire.base import (
     MAX_DEPTH,
     Caller,
@@ -319,7 +320,7 @@ class ConfigurationUpdateItem(WireModel):
     @model_validator(mode="after")
     def _supplies_something(self) -> ConfigurationUpdateItem:
         if self.reasoning is None and self.text is None:
-            raise ValueError("a configuration_update supplies reasoning, text, or both")
+            raise ValueError(messages.configuration_update_empty())
         return self
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import StringConstraints, ValidationError, ValidatorFunctionWrapHandler, field_validator, model_validator
 
-from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.wire.items import MAX_DEPTH, InputItem, OpenJSON, WireModel, check_depth
 from ptc_emulator.emulator.wire.known import known_count
 from ptc_emulator.emulator.wire.tools import FunctionTool, ProgrammaticToolCalling, Tool, ToolChoice
@@ -35,23 +35,23 @@ def check_json(value: Any) -> None:
     try:
         json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
     except RecursionError as e:
-        raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels") from e
+        raise ValueError(messages.json_too_deep(MAX_DEPTH)) from e
     except ValueError as e:
         if isinstance(e, UnicodeEncodeError):
-            raise ValueError("a string holds a lone UTF-16 surrogate, which is not valid Unicode") from e
-        raise ValueError("numbers must be finite (NaN and Infinity are not JSON)") from e
+            raise ValueError(messages.lone_surrogate()) from e
+        raise ValueError(messages.number_not_finite()) from e
 
 
 def check_metadata(value: dict[str, str] | None) -> dict[str, str] | None:
     """The hosted limits on `metadata`: 16 keys, keys of 64 characters, values of 512."""
     if value is not None:
         if len(value) > 16:
-            raise ValueError("metadata can hold at most 16 keys")
+            raise ValueError(messages.metadata_too_many_keys())
         for key, item in value.items():
             if len(key) > 64:
-                raise ValueError(f"metadata key '{key[:64]}...' is longer than 64 characters")
+                raise ValueError(messages.metadata_key_too_long(key))
             if len(item) > 512:
-                raise ValueError(f"metadata value for '{key}' is longer than 512 characters")
+                raise ValueError(messages.metadata_value_too_long(key))
     return value
 
 
@@ -225,8 +225,4 @@ def conversation_id(value: Any) -> str | None:
         return value
     if isinstance(value, dict) and isinstance(value.get("id"), str):
         return str(value["id"])
-    raise InvalidRequest(
-        "Invalid type for 'conversation': expected a conversation id string or an object {\"id\": ...}.",
-        param="conversation",
-        code="invalid_type",
-    )
+    raise messages.conversation_id_invalid()

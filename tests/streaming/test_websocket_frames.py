@@ -64,3 +64,5 @@ def test_the_creates_waiting_on_one_socket_are_bounded(make_server: Callable[...
             refused += events_until(ws, lambda e: e["type"] == "error")[-1:]
         assert len(refused) == extra
         assert all(e["status"] == 429 and e["error"]["code"] == "too_many_queued_requests" for e in refused), refused
+        wording = f"Too many response.create frames are waiting on this socket (at most {MAX_QUEUED_CREATES})"
+        assert all(e["error"]["message"].startswith(wording) for e in refused), refused

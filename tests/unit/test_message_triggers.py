@@ -16,6 +16,7 @@ import asyncio
 import gzip
 import json
 import re
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -26,18 +27,25 @@ import httpx
 import httpx2
 import openai
 import pytest
+from starlette.requests import Request
 from starlette.testclient import TestClient
 
+from ptc_emulator.api.app import create_app
+from ptc_emulator.api.disconnect import unless_disconnected
+from ptc_emulator.api.errors import validation_error
+from ptc_emulator.api.proxy import RecordingProxy
+from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import EmulatorError
-from ptc_emulator.emulator.model import UpstreamClient
+from ptc_emulator.emulator.model import ScenarioRegistry, UpstreamClient
 from ptc_emulator.emulator.model.upstream import model as upstream_model
 from ptc_emulator.emulator.model.upstream.chat import ChatCompletions
 from ptc_emulator.emulator.model.upstream.client import UpstreamConfig
 from ptc_emulator.emulator.model.upstream.protocol import ToolCall
 from ptc_emulator.emulator.model.upstream.teach import CODE_TOOL
 from ptc_emulator.emulator.rules import compaction, contract
-from ptc_emulator.emulator.storage import StoredResponse
+from ptc_emulator.emulator.storage import StoredResponse, open_store
+from ptc_emulator.emulator.storage.memory import MemoryLeases
 from ptc_emulator.emulator.tools import egress, kinds, mcp
 from ptc_emulator.emulator.tools.egress import McpPolicy
 from ptc_emulator.emulator.tools.mcp import McpServerSpec
@@ -85,6 +93,7 @@ ELSEWHERE: dict[str, str] = {
     "database_away": (
         "tests/replicas/test_replicas.py::test_with_the_database_away_health_and_requests_fail_at_once_with_a_503"
     ),
+    "too_many_queued": "tests/streaming/test_websocket_frames.py::test_the_creates_waiting_on_one_socket_are_bounded",
     "approval_request_mismatch": (
         "tests/tools/test_mcp_approvals.py::test_an_approval_request_sent_back_changed_is_refused"
     ),
@@ -1462,11 +1471,6 @@ def _(c: Context) -> object:
     return agent_with(c, tools=[mcp_server(credential_id="cred_1")])
 
 
-@trigger("agent_metadata_too_many_keys")
-def _(c: Context) -> object:
-    return agent_with(c, metadata={f"k{n}": "v" for n in range(17)})
-
-
 @trigger("agent_metadata_too_long")
 def _(c: Context) -> object:
     return agent_with(c, metadata={"k" * 65: "v"})
@@ -1571,3 +1575,463 @@ def _(c: Context) -> object:
 def _(c: Context) -> object:
     session = Stepped(c, []).session(agent={"model": "m"})
     return agents(c, "GET", f"/sessions/{session['id']}/turns").json()
+
+
+# ---- responses: background, compaction, continuations ----------------------------------------------
+
+
+@trigger("background_interrupted")
+def _(c: Context) -> object:
+    with tempfile.TemporaryDirectory() as data:
+        before = open_store("sqlite", Path(data))
+        before.responses.put(StoredResponse("resp_cut", {"id": "resp_cut", "status": "in_progress"}, [], None))
+        before.close()
+        after = open_store("sqlite", Path(data))  # the next start
+        try:
+            record = after.responses.get("resp_cut")
+        finally:
+            after.close()
+    assert record is not None and record.response["status"] == "failed"
+    return record.response["error"]
+
+
+@trigger("background_replica_stopped")
+def _(c: Context) -> object:
+    background = c.http.app.state.emulator.engine.background
+    held = background.leases
+    background.leases = MemoryLeases()  # shared, and nobody holds the response's lease
+    try:
+        made = c.sdk.responses.create(model="m", input=PROGRAM, tools=PTC_TOOLS)  # type: ignore[arg-type]
+        body = {**made.model_dump(exclude_none=True), "status": "in_progress", "background": True}
+        c.http.app.state.emulator.store.responses.put(StoredResponse(made.id, body, [], None))
+        return c.http.get(f"/v1/responses/{made.id}")
+    finally:
+        background.leases = held
+
+
+# ---- request parameters: what a body's JSON and metadata may hold ----------------------------------
+
+
+def nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+@trigger("json_too_deep")
+def _(c: Context) -> object:
+    return c.create(input="hi", tools=[{"type": "function", "name": "f", "parameters": nested(70)}])
+
+
+@trigger("lone_surrogate")
+def _(c: Context) -> object:
+    return c.create(input="hi", metadata={"k": "\ud800"})
+
+
+@trigger("number_not_finite")
+def _(c: Context) -> object:
+    return c.create(input="hi", temperature=float("nan"))
+
+
+@trigger("metadata_too_many_keys")
+def _(c: Context) -> object:
+    return c.create(input="hi", metadata={f"k{n}": "v" for n in range(17)})
+
+
+@trigger("metadata_key_too_long")
+def _(c: Context) -> object:
+    return c.create(input="hi", metadata={"k" * 65: "v"})
+
+
+@trigger("metadata_value_too_long")
+def _(c: Context) -> object:
+    return c.create(input="hi", metadata={"k": "v" * 513})
+
+
+@trigger("conversation_id_invalid")
+def _(c: Context) -> object:
+    return c.create(input="hi", conversation={"id": 5})
+
+
+@trigger("configuration_update_empty")
+def _(c: Context) -> object:
+    return c.create(input=[USER, {"type": "configuration_update"}])
+
+
+# ---- the edge: a client that leaves --------------------------------------------------------------------
+
+
+@trigger("client_closed")
+def _(c: Context) -> object:
+    """A create whose client disconnects once its body is read: the run is cancelled."""
+
+    async def gone() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    async def run() -> object:
+        forever = asyncio.get_running_loop().create_future()
+        request = Request({"type": "http", "method": "POST", "headers": []}, gone)
+        try:
+            await unless_disconnected(request, forever)
+        except EmulatorError as e:
+            assert forever.cancelled()
+            return e
+        raise AssertionError("the run outlived its client")
+
+    return asyncio.run(run())
+
+
+# ---- the admin API, journal and inspector ------------------------------------------------------------
+
+ADMIN = "/_emulator"
+
+
+@trigger("scenario_body_not_json")
+def _(c: Context) -> object:
+    return c.http.post(f"{ADMIN}/scenarios", content=b"{not json", headers={"content-type": "application/json"})
+
+
+@trigger("scenario_body_refused")
+def _(c: Context) -> object:
+    return c.http.post(f"{ADMIN}/scenarios", content=b'{"turns": NaN}', headers={"content-type": "application/json"})
+
+
+@trigger("invalid_scenario")
+def _(c: Context) -> object:
+    return c.post(f"{ADMIN}/scenarios", {"turns": []})
+
+
+@trigger("scenario_yaml_not_text")
+def _(c: Context) -> object:
+    return c.post(f"{ADMIN}/scenarios", {"yaml": 1})
+
+
+@trigger("invalid_hosted_script")
+def _(c: Context) -> object:
+    return c.http.put(f"{ADMIN}/hosted", json={"mcp_servers": 1})
+
+
+@trigger("scenario_not_found")
+def _(c: Context) -> object:
+    return c.http.delete(f"{ADMIN}/scenarios/nope")
+
+
+def scoped(c: Context) -> dict[str, str]:
+    """A scope of its own, so this module's other requests are not in its journal."""
+    return {"x-ptc-emulator-scope": f"triggers-{time.monotonic_ns()}"}
+
+
+@trigger("journal_names_nothing")
+def _(c: Context) -> object:
+    return c.http.get(f"{ADMIN}/journal/compare", params={"direct": "resp_nope"}, headers=scoped(c))
+
+
+@trigger("journal_has_no_route")
+def _(c: Context) -> object:
+    return c.http.get(f"{ADMIN}/journal/compare", headers=scoped(c))
+
+
+@trigger("compare_same_conversation")
+def _(c: Context) -> object:
+    scope = scoped(c)
+    made = c.post("/v1/responses", {"model": "m", "input": PROGRAM, "tools": PTC_TOOLS}, **scope).json()
+    both = {"direct": made["id"], "ptc": made["id"]}
+    return c.http.get(f"{ADMIN}/journal/compare", params=both, headers=scope)
+
+
+# ---- the recording proxy --------------------------------------------------------------------------------
+
+
+def recording(data: str) -> RecordingProxy:
+    """A recording proxy that forwards everything (`--record-mode all`) to an upstream it cannot reach."""
+    settings = Settings(upstream="http://upstream.test/v1", record_dir=Path(data), record_mode="all")
+    proxy = RecordingProxy(settings, ScenarioRegistry())
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    proxy.client = httpx.AsyncClient(transport=httpx.MockTransport(refuse))
+    return proxy
+
+
+def asgi(scope: dict[str, Any], inbound: list[dict[str, Any]], serve: Callable[..., Any]) -> list[dict[str, Any]]:
+    """What an ASGI callable sends, given `inbound` messages (then nothing more)."""
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if inbound:
+            return inbound.pop(0)
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def run() -> None:
+        await serve(scope, receive, send)
+
+    asyncio.run(run())
+    return sent
+
+
+@trigger("proxy_unreachable")
+def _(c: Context) -> object:
+    with tempfile.TemporaryDirectory() as data:
+        proxy = recording(data)
+        scope = {"type": "http", "method": "POST", "path": "/v1/responses", "headers": [], "query_string": b""}
+        body = {"type": "http.request", "body": b'{"model": "m", "input": "hi"}', "more_body": False}
+        sent = asgi(scope, [body], lambda *a: proxy.serve(c.http.app, *a))
+    assert sent[0]["status"] == 502, sent
+    return json.loads(sent[1]["body"])
+
+
+@trigger("proxy_socket_refused")
+def _(c: Context) -> object:
+    import websockets.asyncio.client as client
+
+    async def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise ConnectionRefusedError("connection refused")
+
+    connect = client.connect
+    client.connect = refuse  # type: ignore[assignment]
+    try:
+        with tempfile.TemporaryDirectory() as data:
+            proxy = recording(data)
+            scope = {"type": "websocket", "path": "/v1/responses", "headers": [], "query_string": b""}
+            sent = asgi(scope, [{"type": "websocket.connect"}], lambda *a: proxy.serve(c.http.app, *a))
+    finally:
+        client.connect = connect  # type: ignore[assignment]
+    assert sent[-1] == {"type": "websocket.close", "code": 1014, "reason": "the upstream did not take the WebSocket"}
+    return [json.loads(m["text"]) for m in sent if m.get("text")]
+
+
+# ---- responses: compaction, cancellation, continuations ------------------------------------------------
+
+
+@trigger("nothing_to_compact")
+def _(c: Context) -> object:
+    return c.post("/v1/responses/compact", {"model": "m"})
+
+
+@trigger("cancel_needs_background")
+def _(c: Context) -> object:
+    made = c.sdk.responses.create(model="m", input=PROGRAM, tools=PTC_TOOLS)  # type: ignore[arg-type]
+    return c.post(f"/v1/responses/{made.id}/cancel", {})
+
+
+@trigger("previous_response_continued")
+def _(c: Context) -> object:
+    """Another continuation of the paused program is stored between this one's read and its write."""
+    paused = c.sdk.responses.create(model="m", input=PROGRAM, tools=PTC_TOOLS)  # type: ignore[arg-type]
+    _, paused_call = _sdk_items(paused)
+    responses = c.http.app.state.emulator.store.responses
+    put_continuation = responses.put_continuation
+
+    def overtaken(record: StoredResponse, digest: str) -> str | None:
+        other = StoredResponse(
+            "resp_other", {**record.response, "id": "resp_other"}, [], record.previous_response_id, record.scope
+        )
+        assert put_continuation(other, "another request's digest") is None  # the other one wins
+        return put_continuation(record, digest)  # type: ignore[no-any-return]
+
+    responses.put_continuation = overtaken
+    try:
+        answer = output(paused_call["call_id"], caller=paused_call["caller"], output="3")
+        return c.create(previous_response_id=paused.id, input=[answer], tools=PTC_TOOLS)
+    finally:
+        del responses.put_continuation
+
+
+# ---- the edge: keys, hosts, origins, content types, scopes, body size ----------------------------------
+
+
+def guarded(c: Context, path: str, **headers: str) -> object:
+    """A request to an app started with `--api-key sk-the-right-key --max-body-bytes 64`."""
+    settings = Settings(store="memory", secret="unit-tests", api_key="sk-the-right-key", max_body_bytes=64)
+    with TestClient(create_app(settings, runner=FakeRunner()), base_url="http://127.0.0.1") as client:
+        if path == "/v1/responses":
+            return client.post(path, content=b'{"model": "m", "input": "' + b"x" * 100 + b'"}', headers=headers)
+        return client.get(path, headers=headers)
+
+
+@trigger("api_key_missing")
+def _(c: Context) -> object:
+    return guarded(c, "/v1/models")
+
+
+@trigger("api_key_incorrect")
+def _(c: Context) -> object:
+    return guarded(c, "/v1/models", authorization="Bearer sk-the-wrong-key")
+
+
+@trigger("body_too_large")
+def _(c: Context) -> object:
+    return guarded(c, "/v1/responses", authorization="Bearer sk-the-right-key", **{"content-type": "application/json"})
+
+
+@trigger("host_not_allowed")
+def _(c: Context) -> object:
+    return c.http.get("/v1/models", headers={"host": "evil.example"})
+
+
+@trigger("origin_not_allowed")
+def _(c: Context) -> object:
+    return c.http.get("/v1/models", headers={"origin": "https://evil.example"})
+
+
+@trigger("unsupported_content_type")
+def _(c: Context) -> object:
+    return c.http.post("/v1/responses", content=b"hi", headers={"content-type": "text/plain"})
+
+
+@trigger("invalid_scope")
+def _(c: Context) -> object:
+    return c.http.get(f"/scopes/{'x' * 201}/v1/models")
+
+
+@trigger("scope_conflict")
+def _(c: Context) -> object:
+    return c.http.get("/scopes/one/v1/models", headers={"x-ptc-emulator-scope": "two"})
+
+
+@trigger("inspector_conversation_id_invalid")
+def _(c: Context) -> object:
+    return c.http.get(f"{ADMIN}/inspector/conversations/nope")
+
+
+@trigger("inspector_conversation_not_found")
+def _(c: Context) -> object:
+    return c.http.get(f"{ADMIN}/inspector/conversations/c999999")
+
+
+@trigger("inspector_file_not_found")
+def _(c: Context) -> object:
+    return c.http.get(f"{ADMIN}/ui/nope.js")
+
+
+# ---- request parameters: validation as the hosted API words it --------------------------------------
+
+
+@trigger("json_parse_error")
+def _(c: Context) -> object:
+    return c.http.post("/v1/responses", content=b"{not json", headers={"content-type": "application/json"})
+
+
+@trigger("invalid_url")
+def _(c: Context) -> object:
+    return c.http.get("/v1/nope")
+
+
+@trigger("invalid_method")
+def _(c: Context) -> object:
+    return c.http.put("/v1/responses", json={})
+
+
+@trigger("http_refusal")
+def _(c: Context) -> object:
+    """A body past --max-body-bytes that declares no length: refused while it is read."""
+    settings = Settings(store="memory", secret="unit-tests", max_body_bytes=64)
+    chunks = iter([b'{"model": "m", "input": "', b"x" * 100, b'"}'])
+    with TestClient(create_app(settings, runner=FakeRunner()), base_url="http://127.0.0.1") as client:
+        return client.post("/v1/responses", content=chunks, headers={"content-type": "application/json"})
+
+
+@trigger("invalid_request")
+def _(c: Context) -> object:
+    return validation_error([], {})
+
+
+@trigger("invalid_value_unlisted")
+def _(c: Context) -> object:
+    refused = {"type": "union_tag_invalid", "loc": ("body", "input", 0), "ctx": {"tag": "nope", "expected_tags": ""}}
+    return validation_error([refused], {"input": [{"type": "nope"}]})
+
+
+@trigger("wrong_type")
+def _(c: Context) -> object:
+    return c.create(input="hi", temperature="hot")
+
+
+@trigger("string_too_long")
+def _(c: Context) -> object:
+    return c.create(input="hi", safety_identifier="x" * 129)
+
+
+@trigger("below_minimum")
+def _(c: Context) -> object:
+    return c.http.get("/v1/responses/resp_nope/input_items", params={"limit": 0})
+
+
+@trigger("invalid_reason")
+def _(c: Context) -> object:
+    return c.create(input="hi", metadata={"k": "v" * 513})
+
+
+# ---- WebSocket mode ---------------------------------------------------------------------------------
+
+
+def over_socket(c: Context, *frames: str, until: str = "error") -> dict[str, Any]:
+    """The first event of type `until` on a socket that was sent `frames`."""
+    with c.http.websocket_connect("ws://127.0.0.1/v1/responses") as ws:
+        for sent in frames:
+            ws.send_text(sent)
+        while True:
+            event = ws.receive_json()
+            if event["type"] == until:
+                return dict(event)
+
+
+def create_frame(**fields: Any) -> str:
+    return json.dumps({"type": "response.create", "model": "m", "input": "hi", **fields})
+
+
+@trigger("socket_lifetime_reached")
+def _(c: Context) -> object:
+    settings = Settings(store="memory", secret="unit-tests", websocket_lifetime_s=0.01)
+    with TestClient(create_app(settings, runner=FakeRunner()), base_url="http://127.0.0.1") as client:
+        with client.websocket_connect("ws://127.0.0.1/v1/responses") as ws:
+            return ws.receive_json()
+
+
+@trigger("frame_too_deep")
+def _(c: Context) -> object:
+    return over_socket(c, "[" * 200 + "]" * 200)
+
+
+@trigger("frame_not_json")
+def _(c: Context) -> object:
+    return over_socket(c, "{nope")
+
+
+@trigger("frame_invalid")
+def _(c: Context) -> object:
+    return over_socket(c, '{"type": "response.create", "model": "m", "input": "hi", "temperature": NaN}')
+
+
+@trigger("frame_type_invalid")
+def _(c: Context) -> object:
+    return over_socket(c, '{"type": "response.nope"}')
+
+
+@trigger("stream_id_invalid")
+def _(c: Context) -> object:
+    return over_socket(c, create_frame(stream_id="not a stream id!"))
+
+
+@trigger("stream_limit_reached")
+def _(c: Context) -> object:
+    """Named streams past the bound: each refused create (no model) still takes its stream."""
+    frames = [json.dumps({"type": "response.create", "stream_id": f"s{n}"}) for n in range(40)]
+    with c.http.websocket_connect("ws://127.0.0.1/v1/responses") as ws:
+        for sent in frames:
+            ws.send_text(sent)
+        while True:
+            event = ws.receive_json()
+            if event["type"] == "error" and event["error"]["code"] == "websocket_stream_limit_reached":
+                return event
+
+
+@trigger("background_over_socket")
+def _(c: Context) -> object:
+    return over_socket(c, create_frame(background=True))
