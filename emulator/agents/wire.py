@@ -18,6 +18,7 @@ from pydantic import Discriminator, Field, StringConstraints, Tag, field_validat
 
 from ptc_emulator.emulator.agents.mcp import McpApprovalResult, McpToolParam, check_mcp, dump_mcp, responses_tool
 from ptc_emulator.emulator.errors import InvalidRequest
+from ptc_emulator.emulator.rules.contract import invalid_schema, schema_problem
 from ptc_emulator.emulator.wire.items import OpenJSON, OpenModel, WireModel
 from ptc_emulator.emulator.wire.request import check_json
 
@@ -322,6 +323,9 @@ def check_tools(tools: list[AgentToolParam], param: str = "tools", max_bytes: in
             if tool.name in names:
                 raise InvalidRequest(f"Duplicate tool name: '{tool.name}'.", param=f"{where}.name")
             names.add(tool.name)
+            problem = schema_problem(tool.parameters)
+            if problem is not None:
+                raise invalid_schema(tool.name, problem, f"{where}.parameters")
             if tool.defer_loading and not any(isinstance(t, ToolSearchParam) for t in tools):
                 raise InvalidRequest(
                     'Deferred tools require a tool search: add {"type": "tool_search"} to the agent\'s tools to load '
