@@ -86,6 +86,7 @@ async def create_response(body: CreateRequest, request: Request) -> Response:
         replayed.remember(reading, body.input)  # the next request of this conversation validates less
     engine = engine_of(request)
     scope = scope_of(request.headers, body)
+    await engine.read_ahead(body)
     if body.stream:
         return await stream_create(request, engine, body, scope)
     with journaling_of(request, body, scope, await request.body()) as journaling:

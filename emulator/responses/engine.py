@@ -38,6 +38,7 @@ from ptc_emulator.emulator.responses.body import response_body
 from ptc_emulator.emulator.responses.usage import (
     PromptCache,
     count,
+    count_long_texts,
     definitions_text,
     model_read,
     prompt_segments,
@@ -131,6 +132,13 @@ class Engine:
         self.compactor = Compactor(signer, ids)
 
     # ---- create -------------------------------------------------------------------------------
+
+    @staticmethod
+    async def read_ahead(request: CreateRequest) -> None:
+        """Count the request's long texts (a large tool output, a long message) in a worker thread,
+        before `attempt`: the counts `attempt` and `response` make on the event loop are then cache
+        hits, and no other client waits on the tokenizer (docs/usage.md)."""
+        await asyncio.to_thread(count_long_texts, (request.instructions, request.input))
 
     def prepare(
         self,
