@@ -475,6 +475,17 @@ def duplicate_tool_name(name: str, param: str = "tools") -> InvalidRequest:
 
 
 @error(TOOLS)
+def invalid_function_schema(tool: str, problem: str, param: str, field: str = "schema") -> InvalidRequest:
+    """A function tool's `parameters` that are not a JSON Schema (the hosted API's 400); the
+    emulator says the same of an `output_schema` and of a client tool_search's `parameters`."""
+    return InvalidRequest(
+        f"Invalid {field} for function '{tool}': {problem.rstrip('.')}.",
+        param=param,
+        code="invalid_function_parameters",
+    )
+
+
+@error(TOOLS)
 def tool_choice_name_not_found(kind: str, name: str) -> InvalidRequest:
     """`tool_choice` naming a function or custom tool the request does not declare."""
     return InvalidRequest(

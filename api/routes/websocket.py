@@ -264,6 +264,7 @@ class Session:
             body=request,
             scope=scope,
         )
+        await self.engine.read_ahead(request)
         attempt = self.engine.attempt(request, scope=scope, generate=request.generate is not False, local=self.local)
         if isinstance(attempt, Refused):
             journaling.refuse(attempt)

@@ -18,6 +18,7 @@ from pydantic import Discriminator, Field, StringConstraints, Tag, field_validat
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.agents.mcp import McpApprovalResult, McpToolParam, check_mcp, dump_mcp, responses_tool
+from ptc_emulator.emulator.rules.contract import schema_problem
 from ptc_emulator.emulator.wire.items import OpenJSON, OpenModel, WireModel
 from ptc_emulator.emulator.wire.request import check_json
 
@@ -311,6 +312,9 @@ def check_tools(tools: list[AgentToolParam], param: str = "tools", max_bytes: in
             if tool.name in names:
                 raise messages.duplicate_tool_name(tool.name, f"{where}.name")
             names.add(tool.name)
+            problem = schema_problem(tool.parameters)
+            if problem is not None:
+                raise messages.invalid_function_schema(tool.name, problem, f"{where}.parameters")
             if tool.defer_loading and not any(isinstance(t, ToolSearchParam) for t in tools):
                 raise messages.agent_deferred_needs_search(f"{where}.defer_loading")
             if tool.async_:

@@ -42,6 +42,7 @@ from ptc_emulator.emulator.responses.body import response_body
 from ptc_emulator.emulator.responses.usage import (
     PromptCache,
     count,
+    count_long_texts,
     definitions_text,
     model_read,
     prompt_segments,
@@ -134,6 +135,13 @@ class Engine:
         return {**self.history.caches(), "prompt cache": self.prompt_cache, "compaction windows": self.compactor}
 
     # ---- create -------------------------------------------------------------------------------
+
+    @staticmethod
+    async def read_ahead(request: CreateRequest) -> None:
+        """Count the request's long texts (a large tool output, a long message) in a worker thread,
+        before `attempt`: the counts `attempt` and `response` make on the event loop are then cache
+        hits, and no other client waits on the tokenizer (docs/usage.md)."""
+        await asyncio.to_thread(count_long_texts, (request.instructions, request.input))
 
     def prepare(
         self,

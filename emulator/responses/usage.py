@@ -71,6 +71,7 @@ __all__ = [
     "cached_chars",
     "clear_cache",
     "count",
+    "count_long_texts",
     "definitions_text",
     "encoding",
     "item_text",
@@ -112,13 +113,34 @@ MAX_CACHED_CHARS = 16 * 2**20
 MAX_CACHED_TEXTS = 65_536
 """And at most this many texts (so that many tiny ones cost no more than their entries)."""
 _MAX_CACHED_TEXT = 2**20
-"""A longer text is counted every time, never cached."""
+"""A longer text is counted every time (in pieces, each of which is cached), never cached whole."""
+_PIECE = 65_536
+"""A text longer than this is encoded in pieces of at most this many characters, so no one call
+into the tokenizer holds the interpreter for more than a few milliseconds."""
+
+
+def _pieces(text: str) -> Iterable[str]:
+    """`text` cut into pieces of at most `_PIECE` characters, each cut just after a line break
+    that a non-space character follows where the window has one (o200k_base's pattern starts a
+    new pre-token there, so the pieces' counts add up to the text's exactly), else at `_PIECE`
+    (the count is then an estimate, a token or so off at each such cut: docs/usage.md)."""
+    start = 0
+    while len(text) - start > _PIECE:
+        end = start + _PIECE
+        cut = max(text.rfind("\n", start + 1, end - 1), text.rfind("\r", start + 1, end - 1))
+        while cut > start and (text[cut + 1].isspace()):
+            cut = max(text.rfind("\n", start + 1, cut), text.rfind("\r", start + 1, cut))
+        end = cut + 1 if cut > start else end
+        yield text[start:end]
+        start = end
+    yield text[start:]
 
 
 class TokenCounts(Cache):
     """Tokens by text: a replayed conversation sends the same texts again and again. Bounded by
     `MAX_CACHED_CHARS` characters and `MAX_CACHED_TEXTS` texts, the least recently used leaving
-    first; a text over `_MAX_CACHED_TEXT` is counted every time."""
+    first; a text over `_MAX_CACHED_TEXT` is counted every time. A long text is counted in pieces
+    (`_pieces`), each cached too: a text that repeats itself costs one piece's encoding."""
 
     def __init__(self) -> None:
         self._counts: OrderedDict[str, int] = OrderedDict()
@@ -131,7 +153,10 @@ class TokenCounts(Cache):
             if hit is not None:
                 self._counts.move_to_end(text)
                 return hit
-        tokens = len(encoding().encode(text, disallowed_special=()))
+        if len(text) <= _PIECE:
+            tokens = len(encoding().encode(text, disallowed_special=()))
+        else:
+            tokens = sum(self.count(piece) for piece in _pieces(text))
         if len(text) <= _MAX_CACHED_TEXT:
             with self._lock:
                 if text not in self._counts:
@@ -156,6 +181,27 @@ TOKEN_COUNTS = PROCESS.add("token counts", TokenCounts())
 def count(text: str) -> int:
     """Tokens in `text` (cached: `TOKEN_COUNTS`)."""
     return TOKEN_COUNTS.count(text) if text else 0
+
+
+def count_long_texts(value: Any, at_least: int = _PIECE) -> None:
+    """Count (into the cache) every string of `value` (a model, a list, a dict, nested) of at
+    least `at_least` characters, so that counting the same string objects later is a cache hit.
+    Meant for a worker thread: the route runs it before the engine reads the request."""
+    stack = [value]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, str):
+            if len(current) >= at_least:
+                count(current)
+        elif isinstance(current, dict):
+            stack.extend(current.values())
+        elif isinstance(current, (list, tuple)):
+            stack.extend(current)
+        elif hasattr(current, "__pydantic_fields__"):
+            stack.extend(getattr(current, name, None) for name in type(current).__pydantic_fields__)
+            extra = getattr(current, "__pydantic_extra__", None)
+            if extra:
+                stack.append(extra)
 
 
 def cached_chars() -> int:

@@ -31,9 +31,17 @@ from ptc_emulator.emulator import jsontext, messages
 from ptc_emulator.emulator.caches import PROCESS, Cache, Memo
 from ptc_emulator.emulator.wire.items import CallItem, CustomToolCall, FunctionCall
 from ptc_emulator.emulator.wire.request import Conversational
-from ptc_emulator.emulator.wire.tools import CustomTool, FunctionTool, GrammarFormat
+from ptc_emulator.emulator.wire.tools import CustomTool, FunctionTool, GrammarFormat, NamespaceTool, ToolSearchTool
 
-__all__ = ["Violation", "check_arguments", "check_call", "check_input", "check_output", "check_tools"]
+__all__ = [
+    "Violation",
+    "check_arguments",
+    "check_call",
+    "check_input",
+    "check_output",
+    "check_tools",
+    "schema_problem",
+]
 
 
 class _Matcher(Protocol):
@@ -56,19 +64,35 @@ class Violation:
         return messages.contract_broken(self.kind, self.call_id, self.tool, self.message)
 
 
-def _first_error(schema: _Schema, value: Any) -> str | None:
+def _schema_problem(schema: _Schema) -> str | None:
+    """Why the schema is not a JSON Schema (draft 2020-12, its `pattern`s compiling), or None;
+    found once per schema."""
     from jsonschema import Draft202012Validator  # imported when first needed: it costs 80 ms
     from jsonschema.exceptions import SchemaError
+
+    if schema.problem is None:
+        try:
+            Draft202012Validator.check_schema(schema.document)
+            schema.problem = ""
+        except SchemaError as e:
+            schema.problem = e.message
+        except RecursionError:
+            schema.problem = "the schema nests too deep"
+    return schema.problem or None
+
+
+def _first_error(schema: _Schema, value: Any) -> str | None:
+    from jsonschema import Draft202012Validator  # imported when first needed: it costs 80 ms
     from referencing.exceptions import Unresolvable
 
+    problem = _schema_problem(schema)
+    if problem is not None:
+        return messages.schema_invalid(problem)
     try:
         if schema.validator is None:
-            Draft202012Validator.check_schema(schema.document)  # an unknown type, a bound of the wrong kind
             schema.validator = Draft202012Validator(schema.document)
         error = next(iter(sorted(schema.validator.iter_errors(value), key=lambda e: list(e.path))), None)
-    except SchemaError as e:
-        return messages.schema_invalid(e.message)
-    except Unresolvable as e:  # a $ref to nowhere
+    except Unresolvable as e:  # a `$ref` to nowhere: no schema to check against
         return messages.schema_invalid(str(e))
     if error is None:
         return None
@@ -93,6 +117,8 @@ class _Schema:
     document: dict[str, Any]
     validator: Any = None
     """Its `Draft202012Validator`, made on first use."""
+    problem: str | None = None
+    """Why it is not a valid schema ("" when it is), found on first use (`_schema_problem`)."""
 
 
 class _Schemas(Cache):
@@ -235,9 +261,37 @@ def check_input(tool: CustomTool, call_id: str, text: str) -> Violation | None:
     return Violation("input", tool.name, call_id, problem) if problem else None
 
 
+def schema_problem(document: dict[str, Any]) -> str | None:
+    """Why `document` is not a JSON Schema, or None (found once per schema, as checking against it needs)."""
+    return _schema_problem(_schemas.get(document))
+
+
+def _check_function_schemas(tool: FunctionTool, param: str) -> None:
+    for field, schema in (("parameters", tool.parameters), ("output_schema", tool.output_schema)):
+        if schema is None:
+            continue
+        problem = schema_problem(schema)
+        if problem is not None:
+            raise messages.invalid_function_schema(
+                tool.name, problem, f"{param}.{field}", "schema" if field == "parameters" else field
+            )
+
+
 def check_tools(request: Conversational) -> None:
-    """A custom tool's grammar must compile (a 400 otherwise, as the hosted API refuses it)."""
+    """Every tool schema is a JSON Schema (function tools' `parameters` and `output_schema`, in
+    namespaces too, a tool_search's `parameters`) and a custom tool's grammar compiles: a 400
+    otherwise, as the hosted API refuses them, before anything is checked against them."""
     for index, tool in enumerate(request.tools or ()):
+        if isinstance(tool, FunctionTool):
+            _check_function_schemas(tool, f"tools[{index}]")
+        elif isinstance(tool, NamespaceTool):
+            for member_index, member in enumerate(tool.tools):
+                if isinstance(member, FunctionTool):
+                    _check_function_schemas(member, f"tools[{index}].tools[{member_index}]")
+        elif isinstance(tool, ToolSearchTool) and tool.parameters is not None:
+            problem = schema_problem(tool.parameters)
+            if problem is not None:
+                raise messages.invalid_function_schema("tool_search", problem, f"tools[{index}].parameters")
         if isinstance(tool, CustomTool) and isinstance(tool.format, GrammarFormat):
             try:
                 _grammar(tool.format.syntax, tool.format.definition)

@@ -347,6 +347,11 @@ def _(c: Context) -> object:
     return c.create(input="hi", tools=[{"type": "function", "name": "f"}, {"type": "function", "name": "f"}])
 
 
+@trigger("invalid_function_schema")
+def _(c: Context) -> object:
+    return c.create(input="hi", tools=[{"type": "function", "name": "f", "parameters": {"type": "nope"}}])
+
+
 @trigger("tool_choice_name_not_found")
 def _(c: Context) -> object:
     return c.create(input="hi", tools=PTC_TOOLS, tool_choice={"type": "function", "name": "nope"})
@@ -375,8 +380,8 @@ def _(c: Context) -> object:
 
 @trigger("schema_invalid")
 def _(c: Context) -> object:
-    """Over HTTP: an output checked against a schema that is none is reported, never a 500."""
-    tools = [{**PTC_TOOLS[0], "output_schema": {"type": "nope"}}, *PTC_TOOLS[1:]]
+    """Over HTTP: an output checked against a schema whose `$ref` leads nowhere is reported, never a 500."""
+    tools = [{**PTC_TOOLS[0], "output_schema": {"$ref": "#/$defs/nowhere"}}, *PTC_TOOLS[1:]]
     answered = replay(c, paused(c), tools=tools)
     assert answered.status_code == 200
     return answered.headers["x-ptc-emulator-contract-warning"]
