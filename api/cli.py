@@ -394,9 +394,31 @@ def main(argv: list[str] | None = None) -> None:
     files = app.state.emulator.scenario_files
     watching = " (watching them for changes)" if settings.watch else ""
     print(f"ptc-emulator: {files.banner()}{watching}", file=sys.stderr, flush=True)
+    for line in _sources(settings):
+        print(f"ptc-emulator: {line}", file=sys.stderr, flush=True)
     inspector = f"http://{settings.host}:{sock.getsockname()[1]}/_emulator/ui/"
     print(f"ptc-emulator: trace inspector at {inspector} (docs/inspector.md)", file=sys.stderr, flush=True)
     _server_class()(server_config(app, log_level=log_level, json_logs=json_logs)).run(sockets=[sock])
+
+
+def _sources(settings: Settings) -> list[str]:
+    """The startup lines naming what answers besides the scenario files: the recording proxy and
+    its folder, replayed recordings, a model upstream."""
+    lines = []
+    if settings.upstream is not None:
+        lines.append(
+            f"proxying /v1/responses to {settings.upstream} (--record-mode {settings.record_mode}), "
+            f"recording into {settings.record_dir.resolve() if settings.record_dir else None}"
+        )
+    elif settings.record_dir is not None:
+        lines.append(f"recordings in {settings.record_dir.resolve()} (--record-mode {settings.record_mode})")
+    if settings.model_upstream is not None:
+        model = settings.model_upstream_model or "each request's model"
+        lines.append(
+            f"model upstream {settings.model_upstream} ({settings.model_upstream_api}, {model}) answers what no "
+            "scenario matches"
+        )
+    return lines
 
 
 def _log_format(argv: list[str] | None) -> str:

@@ -112,3 +112,26 @@ def test_the_data_dir_variable_counts_as_the_flag(tmp_path: Path) -> None:
 def test_an_explicit_store_wins_over_the_default(tmp_path: Path, store: str) -> None:
     with serving("--store", store, "--data-dir", str(tmp_path / "d"), cwd=tmp_path) as started:
         assert f"store={store}," in started.lines[0], started.text
+
+
+def test_the_startup_lines_name_every_source(tmp_path: Path) -> None:
+    """Scenario folders, the recording proxy and its folder, the model upstream, the store: each named."""
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    (scenarios / "hi.yaml").write_text("match: {input: hi}\nturns:\n  - message: hello\n")
+    record = tmp_path / "recorded"
+    args = ["--fixtures", str(scenarios), "--upstream", "http://127.0.0.1:9/v1", "--record", str(record)]
+    args += ["--model-upstream", "http://127.0.0.1:9/v1", "--model-upstream-model", "small-model"]
+    with serving(*args, cwd=tmp_path) as started:
+        text = started.text
+    assert "store=memory" in text
+    assert f"1 from {scenarios}" in text, text
+    assert f"proxying /v1/responses to http://127.0.0.1:9/v1 (--record-mode new), recording into {record}" in text
+    assert "model upstream http://127.0.0.1:9/v1 (chat, small-model) answers what no scenario matches" in text
+
+
+def test_replayed_recordings_are_named(tmp_path: Path) -> None:
+    record = tmp_path / "recorded"
+    record.mkdir()
+    with serving("--record", str(record), "--record-mode", "none", cwd=tmp_path) as started:
+        assert f"recordings in {record} (--record-mode none)" in started.text, started.text
