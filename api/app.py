@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ptc_emulator import __version__
 from ptc_emulator.api import errors, guards, inspector, scopes
+from ptc_emulator.api.context import HEALTH_PATH, KEYLESS_HEALTH
 from ptc_emulator.api.journaling import RequestLog
 from ptc_emulator.api.replicas import OneSecret, SecretMismatch
 from ptc_emulator.api.routes import admin, agents, conversations, models, websocket
@@ -312,8 +313,13 @@ class _Edge:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         key = self.settings.api_key
         # The inspector's page holds no data (its data comes from the admin API, with the key).
-        page = scope["type"] == "http" and scope.get("method") in ("GET", "HEAD") and _is_ui(scope.get("path", ""))
-        if key is not None and not page and not _authorised(headers.get("authorization"), key):
+        reading = scope["type"] == "http" and scope.get("method") in ("GET", "HEAD")
+        page = reading and _is_ui(scope.get("path", ""))
+        keyless = key is not None and not _authorised(headers.get("authorization"), key)
+        if keyless and reading and scope.get("path") == HEALTH_PATH:
+            # A load balancer's check carries no key: it gets the status alone (admin.health).
+            scope[KEYLESS_HEALTH] = True
+        elif keyless and not page:
             await _reject(scope, receive, send_with_id, _unauthorised(headers.get("authorization")))
             return
         refused = guards.refusal(

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import ptc_emulator
-from ptc_emulator.api.settings import API_KEY_ENV, Settings, default_data_dir, resend_problem
+from ptc_emulator.api.settings import API_KEY_ENV, DATA_DIR_ENV, PROJECT_DATA_DIR, Settings, resend_problem
 from ptc_emulator.emulator.model import DEFAULT_UPSTREAM_PROTOCOL, UPSTREAM_PROTOCOLS, ScenarioError
 from ptc_emulator.emulator.storage import STORES, StoreUnavailable, store_kind
 from ptc_emulator.sandbox import Limits
@@ -23,6 +23,17 @@ _LIMITS = Limits()
 _SETTINGS = Settings()
 
 
+class _OneDefault(argparse.ArgumentDefaultsHelpFormatter):
+    """Each flag's default said once: argparse's "(default: X)" only where the help names none of
+    its own, and never for a flag whose default is nothing (None, off, an empty list)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, [], argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ptc-emulator", description="A local stand-in for OpenAI's Responses API with Programmatic Tool Calling."
@@ -31,9 +42,7 @@ def _parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"%(prog)s {ptc_emulator.__version__}", help="show the version and exit"
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser(
-        "serve", help="serve the Responses API on a local port", formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+    serve = commands.add_parser("serve", help="serve the Responses API on a local port", formatter_class=_OneDefault)
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     serve.add_argument("--port", type=int, default=8000, help="port to bind")
     serve.add_argument(
@@ -44,13 +53,18 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also serve the bundled demo scenarios (the guide's examples; `make run` does); never with --record",
     )
-    serve.add_argument("--no-bundled-fixtures", action="store_true", help="do not load the demos (the default)")
+    serve.add_argument(
+        "--no-bundled-fixtures",
+        action="store_true",
+        help="do not load the demos (without --demo they are not loaded either)",
+    )
     serve.add_argument(
         "--store",
         type=_store_kind,
-        default=os.environ.get(STORE_ENV) or "sqlite",
+        default=os.environ.get(STORE_ENV) or None,
         metavar="{" + ",".join(f"{k.schemes[0]}://..." if k.schemes else k.name for k in STORES.values()) + "}",
-        help=f"memory: nothing is written to disk; a postgresql:// URL: shared by replicas (or {STORE_ENV})",
+        help=f"memory: nothing is written to disk; sqlite: a file in --data-dir; a postgresql:// URL: shared by "
+        f"replicas (or {STORE_ENV}; default: sqlite with --data-dir, else memory)",
     )
     serve.add_argument(
         "--lease-seconds",
@@ -58,7 +72,14 @@ def _parser() -> argparse.ArgumentParser:
         default=_SETTINGS.lease_s,
         help="with a postgresql store: a dead replica's running turns are taken over after this long",
     )
-    serve.add_argument("--data-dir", type=Path, default=default_data_dir(), help="where SQLite and the secret live")
+    serve.add_argument(
+        "--data-dir",
+        type=Path,
+        default=os.environ.get(DATA_DIR_ENV) or None,
+        metavar="DIR",
+        help=f"where the sqlite store and the secret live (or {DATA_DIR_ENV}; default: nowhere, with --store "
+        f"sqlite {PROJECT_DATA_DIR} under the current directory)",
+    )
     serve.add_argument(
         "--secret",
         default=None,
@@ -246,9 +267,9 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
         port=args.port,
         fixtures=tuple(args.fixtures),
         bundled_fixtures=args.demo and not args.no_bundled_fixtures,
-        store=args.store,
+        store=args.store or ("sqlite" if args.data_dir is not None else "memory"),
         lease_s=args.lease_seconds,
-        data_dir=args.data_dir,
+        data_dir=Path(args.data_dir) if args.data_dir is not None else Path(PROJECT_DATA_DIR),
         secret=args.secret or _read(args.secret_file, "--secret-file"),
         api_key=args.api_key or _read(args.api_key_file, "--api-key-file") or os.environ.get(API_KEY_ENV) or None,
         pool_size=args.workers,
@@ -369,7 +390,7 @@ def main(argv: list[str] | None = None) -> None:
         sock = bind(settings.host, settings.port)
     except OSError as e:
         _fail(f"cannot listen on {settings.host}:{settings.port}: {e.strerror or e}", 1)
-    where = f"data dir {settings.data_dir}" if settings.store == "sqlite" else "nothing written to disk"
+    where = f"data dir {settings.data_dir.resolve()}" if settings.store == "sqlite" else "nothing written to disk"
     if "://" in settings.store:
         where = "a database replicas share"
     print(
@@ -381,9 +402,31 @@ def main(argv: list[str] | None = None) -> None:
     files = app.state.emulator.scenario_files
     watching = " (watching them for changes)" if settings.watch else ""
     print(f"ptc-emulator: {files.banner()}{watching}", file=sys.stderr, flush=True)
+    for line in _sources(settings):
+        print(f"ptc-emulator: {line}", file=sys.stderr, flush=True)
     inspector = f"http://{settings.host}:{sock.getsockname()[1]}/_emulator/ui/"
     print(f"ptc-emulator: trace inspector at {inspector} (docs/inspector.md)", file=sys.stderr, flush=True)
     _server_class()(server_config(app, log_level=log_level, json_logs=json_logs)).run(sockets=[sock])
+
+
+def _sources(settings: Settings) -> list[str]:
+    """The startup lines naming what answers besides the scenario files: the recording proxy and
+    its folder, replayed recordings, a model upstream."""
+    lines = []
+    if settings.upstream is not None:
+        lines.append(
+            f"proxying /v1/responses to {settings.upstream} (--record-mode {settings.record_mode}), "
+            f"recording into {settings.record_dir.resolve() if settings.record_dir else None}"
+        )
+    elif settings.record_dir is not None:
+        lines.append(f"recordings in {settings.record_dir.resolve()} (--record-mode {settings.record_mode})")
+    if settings.model_upstream is not None:
+        model = settings.model_upstream_model or "each request's model"
+        lines.append(
+            f"model upstream {settings.model_upstream} ({settings.model_upstream_api}, {model}) answers what no "
+            "scenario matches"
+        )
+    return lines
 
 
 def _log_format(argv: list[str] | None) -> str:

@@ -14,6 +14,8 @@ from ptc_emulator.names import SCOPE_HEADER, SCOPE_METADATA_KEY
 
 __all__ = [
     "CONTRACT_HEADER",
+    "HEALTH_PATH",
+    "KEYLESS_HEALTH",
     "Include",
     "Limit",
     "Order",
@@ -24,6 +26,11 @@ __all__ = [
     "journaling_of",
     "scope_of",
 ]
+
+HEALTH_PATH = "/_emulator/health"
+KEYLESS_HEALTH = "ptc_emulator.keyless_health"
+"""Set in the ASGI scope of a health check that came without the server's `--api-key` (a load
+balancer's): it is answered with the status alone, none of the server's figures."""
 
 Limit = Annotated[int, Query(ge=1, le=100)]
 """A list endpoint's `limit`."""

@@ -12,7 +12,16 @@ from ptc_emulator.emulator.tools.egress import McpPolicy
 from ptc_emulator.names import API_KEY_ENV
 from ptc_emulator.sandbox import Limits
 
-__all__ = ["API_KEY_ENV", "Settings", "bundled_fixtures", "default_data_dir", "resend_floor", "resend_problem"]
+__all__ = [
+    "API_KEY_ENV",
+    "DATA_DIR_ENV",
+    "PROJECT_DATA_DIR",
+    "Settings",
+    "bundled_fixtures",
+    "default_data_dir",
+    "resend_floor",
+    "resend_problem",
+]
 
 
 def bundled_fixtures() -> Path:
@@ -30,12 +39,15 @@ def _live_cache_default() -> int:
     return int(value) if value.isascii() and value.isdigit() and len(value) <= 6 else 64
 
 
+DATA_DIR_ENV = "PTC_EMULATOR_DATA_DIR"
+PROJECT_DATA_DIR = ".ptc-emulator/data"
+"""Where the sqlite store and the secret go when no directory is named: under the current
+directory (the project's), beside the pytest plugin's traces, never in the home directory."""
+
+
 def default_data_dir() -> Path:
-    env = os.environ.get("PTC_EMULATOR_DATA_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "ptc-emulator"
+    env = os.environ.get(DATA_DIR_ENV)
+    return Path(env) if env else Path(PROJECT_DATA_DIR)
 
 
 @dataclass(frozen=True)

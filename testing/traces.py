@@ -6,6 +6,8 @@ needed) and the test's journal as JSON, their paths printed in the failure repor
     pytest --ptc-emulator-traces=ci-artifacts   # or the ini option ptc_emulator_traces_dir
     pytest --ptc-emulator-traces=off            # writes none
 
+Each run starts by removing the traces an earlier run left there (the plugin's own files only).
+
 `ptc-emulator inspect FILE` serves either file in the inspector. Loaded by the plugin
 (`testing/plugin.py`); like it, this imports only pytest and the standard library until a trace is
 written.
@@ -54,6 +56,29 @@ def traces_dir(config: pytest.Config) -> Path | None:
         return None
     path = Path(value).expanduser()
     return path if path.is_absolute() else Path(config.rootpath) / path
+
+
+_OWN_NAME = re.compile(r"^[A-Za-z0-9._-]*-[0-9a-f]{8}\.json$")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Clear the traces of earlier runs (their tests may pass now), once per run: not in an xdist
+    worker, whose siblings write theirs. Only the plugin's own files go: a JSON whose name is a
+    trace's and whose content says `emulator.trace`, and the HTML of the same name."""
+    config = session.config
+    directory = traces_dir(config)
+    if hasattr(config, "workerinput") or directory is None or not directory.is_dir():
+        return
+    for data in directory.glob("*.json"):
+        if not _OWN_NAME.match(data.name):
+            continue
+        try:
+            own = json.loads(data.read_text(encoding="utf-8")).get("object") == "emulator.trace"
+        except (OSError, ValueError, AttributeError):
+            continue
+        if own:
+            data.with_suffix(".html").unlink(missing_ok=True)
+            data.unlink(missing_ok=True)
 
 
 def trace_paths(directory: Path, nodeid: str) -> tuple[Path, Path]:

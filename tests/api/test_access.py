@@ -32,7 +32,6 @@ ENDPOINTS: list[tuple[str, str, dict[str, Any] | None]] = [
     ("DELETE", "/v1/responses/resp_x", None),
     ("POST", "/v1/responses/resp_x/cancel", None),
     ("GET", "/v1/responses/resp_x/input_items", None),
-    ("GET", "/_emulator/health", None),
     ("GET", "/_emulator/scenarios", None),
     ("POST", "/_emulator/scenarios", {"turns": [{"message": "hi"}]}),
     ("DELETE", "/_emulator/scenarios/any", None),
@@ -139,12 +138,28 @@ def test_the_websocket_works_with_the_key(server: EmulatorServer) -> None:
     assert event["response"]["output"][-1]["content"][0]["text"] == "over the socket"
 
 
+@pytest.mark.parametrize("authorization", [None, f"Bearer {WRONG}"], ids=["no key", "a wrong key"])
+def test_health_answers_a_check_without_the_key_with_the_status_alone(
+    server: EmulatorServer, authorization: str | None
+) -> None:
+    """A load balancer's health check carries no key: it gets 200 and the status, none of the
+    figures (stored responses, worker pids) that the key's holder sees."""
+    headers = {"Authorization": authorization} if authorization else {}
+    reply = httpx.get(f"{root(server)}/_emulator/health", headers=headers, timeout=10)
+    assert reply.status_code == 200, reply.text
+    assert reply.json() == {"status": "ok"}
+    full = httpx.get(f"{root(server)}/_emulator/health", headers={"Authorization": f"Bearer {KEY}"}, timeout=10)
+    assert full.status_code == 200
+    assert full.json()["status"] == "ok"
+    assert {"store", "workers", "stored_responses", "sandbox_runs"} <= set(full.json())
+
+
 def test_the_environment_variable_sets_the_key(server_process: Callable[..., ServerProcess]) -> None:
     server = server_process(env={API_KEY_ENV: KEY})
     server.api_key = KEY  # for its own health checks; the command line carries no --api-key
     assert "--api-key" not in server.command
     server.start()
-    reply = httpx.get(f"{server.root}/_emulator/health", timeout=10)
+    reply = httpx.get(f"{server.root}/_emulator/journal", timeout=10)
     assert_envelope(reply, 401, NO_KEY, code="invalid_api_key")
     with openai.OpenAI(base_url=server.base_url, api_key="sk-not-it", max_retries=0) as client:
         with pytest.raises(openai.AuthenticationError):
@@ -193,6 +208,6 @@ def _listening_addresses(port: int) -> set[str]:
 
 
 def test_edge_rejections_carry_a_request_id(server: EmulatorServer) -> None:
-    reply = httpx.get(f"{root(server)}/_emulator/health", timeout=10)
+    reply = httpx.get(f"{root(server)}/_emulator/journal", timeout=10)
     assert reply.status_code == 401
     assert reply.headers.get("x-request-id", "").startswith("req_")

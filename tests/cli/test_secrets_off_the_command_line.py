@@ -27,8 +27,8 @@ def test_a_server_started_with_a_key_and_a_secret_shows_neither_in_ps(
     assert server.proc is not None
     shown = " ".join(_cmdline(pid) for pid in [server.proc.pid, *server.worker_pids])
     assert KEY not in shown and SECRET not in shown
-    assert httpx.get(f"{server.root}/_emulator/health", timeout=10).status_code == 401  # the key is required
-    assert httpx.get(f"{server.root}/_emulator/health", headers=server.headers, timeout=10).status_code == 200
+    assert httpx.get(f"{server.root}/_emulator/journal", timeout=10).status_code == 401  # the key is required
+    assert httpx.get(f"{server.root}/_emulator/journal", headers=server.headers, timeout=10).status_code == 200
 
 
 def test_keys_and_secrets_from_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -81,3 +81,28 @@ def test_a_failed_tests_journal_outlives_it_on_a_running_server(pytester: pytest
         assert httpx.get(link.split("#")[0], timeout=30).status_code == 200
     finally:
         server.stop()
+
+
+def test_a_run_clears_the_traces_of_earlier_runs_and_nothing_else(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(
+        test_flaky="""
+        import os
+
+        def test_once_failing(ptc_emulator):
+            ptc_emulator.add_scenario({"match": {"input": "hi"}, "turns": [{"message": "hello"}]})
+            ptc_emulator.client().responses.create(model="m", input="hi")
+            assert os.environ.get("PASS_NOW") == "1"
+        """
+    )
+    traces = pytester.path / ".ptc-emulator" / "traces"
+    run(pytester, "-p", "no:randomly").assert_outcomes(failed=1)
+    written = sorted(p.name for p in traces.iterdir())
+    assert [name.rsplit(".", 1)[1] for name in written] == ["html", "json"]
+    (traces / "notes.json").write_text('{"object": "emulator.trace"}')  # not a trace's name
+    (traces / "mine-0123abcd.json").write_text('{"object": "something else"}')  # a trace's name, not one
+    (traces / "readme.txt").write_text("kept")
+    monkeypatch.setenv("PASS_NOW", "1")
+    run(pytester, "-p", "no:randomly").assert_outcomes(passed=1)
+    assert sorted(p.name for p in traces.iterdir()) == ["mine-0123abcd.json", "notes.json", "readme.txt"]
