@@ -54,11 +54,13 @@ $(GO_STAMP): $(wildcard tests/sdk/go/*.go tests/sdk/go/go.*)
 		-o $(abspath $(GO_BUILD))/sdkflows-oldest .
 	touch $(GO_STAMP)
 
-# The official Java SDK's flows (tests/sdk/test_java.py): Maven builds them, fetching openai-java and
-# its dependencies from Maven Central, into tests/sdk/java/target (classes, and every jar in lib/).
+# The official Java SDK's flows (tests/sdk/test_java.py): Maven builds one source twice, fetching
+# openai-java and its dependencies from Maven Central, against the two releases pom.xml names (the
+# newest, and with -P earlier the earlier one), each into tests/sdk/java/target/openai-java-<release>
+# (classes, and every jar in lib/).
 JAVA_STAMP := tests/sdk/java/target/.built
 $(JAVA_STAMP): tests/sdk/java/pom.xml $(wildcard tests/sdk/java/src/main/java/ptcemulator/sdk/*.java)
-	cd tests/sdk/java && mvn -q -B process-classes
+	cd tests/sdk/java && mvn -q -B process-classes && mvn -q -B -P earlier process-classes
 	touch $(JAVA_STAMP)
 
 JS_STAMP := js/node_modules/.installed

@@ -45,6 +45,7 @@ from ptc_emulator.emulator.model import (
     Recorder,
     ScenarioRegistry,
     items_of,
+    match_context,
     user_text,
 )
 from ptc_emulator.emulator.wire.events import TERMINAL
@@ -185,6 +186,7 @@ class RecordingProxy:
                 model=str(create.get("model") or ""),
                 metadata={str(k): str(v) for k, v in (metadata or {}).items()},
                 scope=scope if isinstance(scope, str) else None,
+                context=match_context(create),
             ),
             count=False,  # the emulator counts it when it plays it
         )

@@ -15,7 +15,7 @@ from typing import Any
 
 from ptc_emulator.emulator.wire.items import MAX_DEPTH
 
-__all__ = ["MAX_DEPTH", "TooDeep", "depth", "loads"]
+__all__ = ["MAX_DEPTH", "TooDeep", "depth", "includes", "loads"]
 
 # A string (skipped whole, escapes included) or one bracket.
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.S)
@@ -47,3 +47,20 @@ def loads(text: str | bytes, max_depth: int = MAX_DEPTH) -> Any:
         shown = text if isinstance(text, str) else text.decode("utf-8", "replace")
         raise TooDeep(f"JSON nested deeper than {max_depth} levels", shown[:0], 0)
     return json.loads(text)
+
+
+def includes(actual: Any, expected: Any) -> bool:
+    """Whether the JSON value `actual` has all that `expected` says: each of an object's entries
+    (recursively: `actual` may have more), an array's elements one by one (the same length),
+    anything else equal (`true` is not `1`)."""
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(k in actual and includes(actual[k], v) for k, v in expected.items())
+    if isinstance(expected, list):
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(expected)
+            and all(includes(a, e) for a, e in zip(actual, expected, strict=True))
+        )
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return isinstance(actual, bool) and isinstance(expected, bool) and actual == expected
+    return bool(actual == expected)

@@ -98,7 +98,7 @@ releases = [v for v in releases if re.fullmatch(r"\d+\.\d+\.\d+", v)]  # no pre-
 newest = max(releases, key=lambda v: tuple(map(int, v.split(".")))) if releases else None
 rows.append(("go github.com/openai/openai-go/v3", pinned.group(1) if pinned else None, newest))
 pom = Path("tests/sdk/java/pom.xml")
-pinned = re.search(r"<artifactId>openai-java</artifactId>\s*<version>([^<]+)</version>", pom.read_text()) if pom.exists() else None
+pinned = re.search(r"<openai-java\.newest>([^<]+)</openai-java\.newest>", pom.read_text()) if pom.exists() else None
 meta = fetch("https://repo1.maven.org/maven2/com/openai/openai-java/maven-metadata.xml")
 newest = re.search(r"<release>([^<]+)</release>", meta)
 rows.append(("maven com.openai:openai-java", pinned.group(1) if pinned else None, newest.group(1) if newest else None))

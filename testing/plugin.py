@@ -273,6 +273,7 @@ def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> It
     """The emulator, scoped to this test (a `ptc_emulator.testing.server.PTCEmulator`): `base_url`,
     `env`, `use_env(monkeypatch)`, `client()`, `async_client()`, `add_scenario(...)`, `scenarios`,
     `remove_scenario(...)`, `journal`, `entries`, `requests(...)`, `calls(...)`,
+    `assert_called(name, times, args=...)`, `assert_requests(times, instructions=...)`,
     `assert_all_scenarios_used()`, `assert_no_unmatched()`, `clear_journal()`.
 
     Strict mode, on by default: a test that passed fails at teardown if a request matched no

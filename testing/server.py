@@ -6,9 +6,11 @@ uvicorn on a free 127.0.0.1 port. Both work without pytest, for scripts and benc
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -230,6 +232,58 @@ class PTCEmulator:
         if route not in (None, "program", "direct"):
             raise ValueError(f"route is 'program' or 'direct', not {route!r}")
         return [c for c in tool_calls(self.entries) if (name is None or c.name == name) and route in (None, c.route)]
+
+    def assert_called(
+        self,
+        name: str,
+        times: int | None = None,
+        *,
+        args: dict[str, Any] | Callable[[Any], bool] | None = None,
+        route: str | None = None,
+    ) -> list[Any]:
+        """Fail unless tool `name` was called `times` times (at least once when left out), directly
+        or by programs (`route`: only `"program"` or `"direct"` calls), counting only the calls whose
+        arguments include `args` (an object's entries, recursively) or satisfy it (a function of the
+        arguments). Returns those calls (`ToolCall`s); the message shows every request of the test
+        with the calls it carried."""
+        from ptc_emulator.testing.assertions import called
+
+        found, problem = called(self.entries, name, times=times, args=args, route=route)
+        if problem is not None:
+            raise AssertionError(problem)
+        return found
+
+    def assert_requests(
+        self,
+        times: int | None = None,
+        *,
+        instructions: str | re.Pattern[str] | None = None,
+        input: str | re.Pattern[str] | None = None,
+        model: str | re.Pattern[str] | None = None,
+        scenario: str | None = None,
+        status: int | None = None,
+        where: Callable[[Any], bool] | None = None,
+    ) -> list[Any]:
+        """Fail unless `times` of this test's requests (at least one when left out) have all that is
+        given: `instructions` found (`re.search`) in the request's instructions or a system or
+        developer message, `input` in its latest user message, `model` matching its model in full,
+        answered by `scenario`, with `status`, `where(entry)` true. Returns those entries; the
+        message shows every request of the test."""
+        from ptc_emulator.testing.assertions import requested
+
+        found, problem = requested(
+            self.entries,
+            times=times,
+            instructions=instructions,
+            input=input,
+            model=model,
+            scenario=scenario,
+            status=status,
+            where=where,
+        )
+        if problem is not None:
+            raise AssertionError(problem)
+        return found
 
     def assert_all_scenarios_used(self) -> None:
         """Fail unless every scenario this test added answered a request; the message lists the

@@ -52,6 +52,7 @@ from ptc_emulator.emulator.agents.wire import (
     persisted_tools,
     session_agent,
     session_tools,
+    stored_agent,
 )
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, NotFound
 from ptc_emulator.emulator.responses.engine import Engine
@@ -149,7 +150,7 @@ class Harness:
         agent = self.records.get(AGENT, agent_id)
         if agent is None:
             raise NotFound(f"No agent found with id '{agent_id}'.", param="agent_id")
-        return agent
+        return stored_agent(agent)
 
     def update_agent(self, agent_id: str, body: AgentUpdate) -> dict[str, Any]:
         check_agent(body)
@@ -163,7 +164,7 @@ class Harness:
         return {"id": agent_id, "deleted": True, "object": "agent.deleted"}
 
     def list_agents(self) -> list[dict[str, Any]]:
-        return self.records.all(AGENT)
+        return [stored_agent(agent) for agent in self.records.all(AGENT)]
 
     # ---- sessions ---------------------------------------------------------------------------
 
@@ -221,6 +222,7 @@ class Harness:
             "last_active_at": now,
             "environment": {"type": "none"},
             "metadata": dict(body.metadata or {}),
+            "error": None,  # never set: a failed turn leaves the session idle, not failed
             "required_actions": [],
             "spend_control": spend_control(body.spend_control.limit if body.spend_control else None),
             "status": "idle",
@@ -418,6 +420,7 @@ class Harness:
                 if session.status != "in_progress" or session.doc["turn_id"] is None:
                     return
                 events: list[Event] = []
+                began = self.clock()
                 try:
                     response = await self._play(session.doc)
                 except EmulatorError as e:
@@ -431,7 +434,7 @@ class Harness:
                     session.fail_turn(error.message, "internal_error", error, events)
                     done = True
                 else:
-                    done = session.apply_output(response, events)
+                    done = session.apply_output(response, events, began=began)
                 self._save(session)
                 self._publish(session_id, events)
                 if done:

@@ -10,11 +10,15 @@ How Responses items become agent session items:
 
     Responses item              agent session item
     program                     command_execution (the harness's `exec` tool; `command` is the
-                                JavaScript, `output` the program's result)
+                                JavaScript; `cwd` null: a session without an environment has no
+                                working directory; `duration_ms`, `exit_code`, `output` null
+                                while it runs)
     program_output              command_execution done: status completed (exit_code 0) or
-                                failed (exit_code 1), output = the result
+                                failed (exit_code 1), output = the result, duration_ms from the
+                                start of the model step that began it to the one that ended it
     function_call (any caller)  function_call, arguments as an object; a pending required_action
-    function_call_output        function_call_output (status completed or failed, output or error)
+    function_call_output        function_call_output (status completed or failed, output or error,
+                                the other null)
     reasoning                   reasoning
     mcp_approval_request        a pending required_action `mcp_approval_request` (see `mcp.py`);
                                 its answer goes in as `mcp_approval_response`
@@ -24,6 +28,12 @@ How Responses items become agent session items:
 Agent items have no program or caller types, so a program is the `exec` tool's command
 execution and the calls it makes are plain function calls; the caller each call came with stays
 in the transcript, which is what resumes the right program.
+
+Every field the SDKs' types declare is sent, null when it has no value (openai-python marks them
+optional; openai-go and openai-java require them): the session's `error`, a turn's
+`completed_at`, `error` and `subagent_id`, a user message's `phase`, the `output_index` of the
+`item.added` event of an item the client gave. A session stored by an earlier version gets them
+when it is read (`upgrade`).
 """
 
 from __future__ import annotations
@@ -45,7 +55,7 @@ from ptc_emulator.emulator.agents.wire import (
 )
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest
 
-__all__ = ["AgentSession", "Doc", "Event", "input_messages", "spend_control", "unknown_call", "zero_usage"]
+__all__ = ["AgentSession", "Doc", "Event", "input_messages", "spend_control", "unknown_call", "upgrade", "zero_usage"]
 
 Event = dict[str, Any]
 Doc = dict[str, Any]
@@ -67,6 +77,34 @@ def spend_control(limit: int | None) -> dict[str, Any]:
     nothing, so a limit is kept and shown but never reached (no `budget_reached` status, no
     `agent.session.budget_reached` event, no `session_budget_exceeded` turn error)."""
     return {"consumed": None, "limit": limit}
+
+
+TURN_NULLS = ("completed_at", "error", "subagent_id")
+"""A turn's fields that are null until it ends (`completed_at`), fails (`error`), or always here
+(`subagent_id`: subagents are refused)."""
+ITEM_NULLS = {
+    "message": ("phase",),  # null for user messages; an assistant's is `final_answer`
+    "command_execution": ("cwd", "duration_ms", "exit_code", "output"),
+    "function_call_output": ("output", "error"),
+}
+
+
+def upgrade(doc: Doc) -> Doc:
+    """A session document as this version writes it: what an earlier one left out, null (no
+    session, turn or item of an earlier version had a value for these), in place."""
+    session = doc["session"]
+    session.setdefault("error", None)
+    session.setdefault("spend_control", spend_control(None))
+    agent = session.get("agent")
+    if isinstance(agent, dict) and isinstance(agent.get("multi_agent"), dict):
+        agent["multi_agent"].setdefault("max_concurrent_subagents", None)
+    for turn in doc.get("turns", ()):
+        for key in TURN_NULLS:
+            turn.setdefault(key, None)
+    for item in doc.get("items", ()):
+        for key in ITEM_NULLS.get(item.get("type"), ()):
+            item.setdefault(key, None)
+    return doc
 
 
 def _add_usage(total: dict[str, Any], usage: dict[str, Any] | None) -> None:
@@ -105,7 +143,7 @@ class AgentSession:
     """A session document with the rules of its turns."""
 
     def __init__(self, doc: Doc, ids: Callable[[str], str], clock: Callable[[], float]) -> None:
-        self.doc = doc
+        self.doc = upgrade(doc)
         self.ids = ids
         self.clock = clock
 
@@ -125,7 +163,6 @@ class AgentSession:
         `tool_search` (which the agent's own, persisted tools do show): the session keeps it and
         plays it, and does not show it."""
         shown: dict[str, Any] = json.loads(json.dumps(self.doc["session"]))
-        shown.setdefault("spend_control", spend_control(None))  # a session stored before it was kept
         agent = shown.get("agent") or {}
         if isinstance(agent.get("tools"), list):
             agent["tools"] = [t for t in agent["tools"] if t.get("type") != "tool_search"]
@@ -197,7 +234,7 @@ class AgentSession:
 
     def apply_result(self, event: ToolResult, events: list[Event]) -> bool:
         """Record one result; True when it was the turn's last pending one."""
-        sid, turn_id = self.doc["session"]["id"], event.turn_id
+        turn_id = event.turn_id
         call = self.doc["calls"][event.call_id]
         call["state"], call["answer"] = "answered", event.answer()
         item = self.doc["items"][call["item_index"]]
@@ -212,14 +249,15 @@ class AgentSession:
         }
         if event.success:
             output_item["output"] = call["answer"]["output"] if call["answer"]["output"] is not None else ""
+            output_item["error"] = None
         else:
-            output_item["error"] = event.error
+            output_item["output"], output_item["error"] = None, event.error
         self.doc["items"].append(output_item)
-        events.append(self.event("agent.session.turn.item.added", item=output_item, session_id=sid, turn_id=turn_id))
+        events.append(self._client_item_added(output_item))
         transcript_item: dict[str, Any] = {
             "type": "function_call_output",
             "call_id": event.call_id,
-            "output": output_item.get("output", event.error or ""),
+            "output": output_item["output"] if event.success else event.error or "",
         }
         if call["caller"] is not None:
             transcript_item["caller"] = call["caller"]
@@ -265,6 +303,7 @@ class AgentSession:
             "started_at": now,
             "status": "in_progress",
             "usage": zero_usage(),
+            **dict.fromkeys(TURN_NULLS),
         }
         self.doc["turns"].append(turn)
         self.doc["turn_id"], self.doc["output_index"] = turn["id"], 0
@@ -279,11 +318,12 @@ class AgentSession:
                 "type": "message",
                 "role": "user",
                 "content": content,
+                "phase": None,
                 "status": "completed",
                 "turn_id": turn["id"],
             }
             self.doc["items"].append(item)
-            events.append(self.event("agent.session.turn.item.added", item=item, session_id=sid, turn_id=turn["id"]))
+            events.append(self._client_item_added(item))
             self.doc["transcript"].append({"type": "message", "role": "user", "content": content})
 
     def cancel(self, events: list[Event]) -> None:
@@ -300,8 +340,9 @@ class AgentSession:
         events.append(self._turn_event("agent.session.turn.cancelled", turn))
         events.append(self.event("agent.session.idle", session=self.object()))
 
-    def apply_output(self, response: dict[str, Any], events: list[Event]) -> bool:
-        """Translate one step's output; True when the drive stops (input needed, or turn over)."""
+    def apply_output(self, response: dict[str, Any], events: list[Event], *, began: float) -> bool:
+        """Translate one step's output; True when the drive stops (input needed, or turn over).
+        `began`: when the step started, on the session's clock (a program's start)."""
         turn = self.current_turn()
         turn_id = turn["id"]
         _add_usage(turn["usage"], response.get("usage"))
@@ -326,7 +367,14 @@ class AgentSession:
                             turn_id=turn_id,
                         )
                     )
-                item.update(status="completed" if ok else "failed", output=out["result"], exit_code=0 if ok else 1)
+                started = index.get("began")  # None: begun before this version kept it
+                duration = None if started is None else max(0, round((self.clock() - started) * 1000))
+                item.update(
+                    status="completed" if ok else "failed",
+                    output=out["result"],
+                    exit_code=0 if ok else 1,
+                    duration_ms=duration,
+                )
                 events.append(self._item_done(item, index["output_index"]))
                 continue
             output_index = self.doc["output_index"]
@@ -336,8 +384,18 @@ class AgentSession:
                 item = {"id": out["id"], "type": "reasoning", "summary": summary, "status": "completed"}
                 self._add(item, output_index, events, done=True)
             elif kind == "program":
-                item = {"id": out["id"], "type": "command_execution", "command": out["code"], "status": "in_progress"}
-                self.doc["programs"][out["call_id"]] = {"item": len(self.doc["items"]), "output_index": output_index}
+                item = {
+                    "id": out["id"],
+                    "type": "command_execution",
+                    "command": out["code"],
+                    **dict.fromkeys(ITEM_NULLS["command_execution"]),
+                    "status": "in_progress",
+                }
+                self.doc["programs"][out["call_id"]] = {
+                    "item": len(self.doc["items"]),
+                    "output_index": output_index,
+                    "began": began,
+                }
                 self._add(item, output_index, events, done=False)
             elif kind == "function_call":
                 item = {
@@ -463,6 +521,17 @@ class AgentSession:
         if kind in ("agent.session.turn.completed", "agent.session.turn.failed", "agent.session.turn.cancelled"):
             fields["usage"] = turn["usage"]
         return self.event(kind, **fields)
+
+    def _client_item_added(self, item: dict[str, Any]) -> Event:
+        """The `item.added` event of an item the client gave (a user message, a tool result): no
+        agent output, so its `output_index` is null."""
+        return self.event(
+            "agent.session.turn.item.added",
+            item=item,
+            output_index=None,
+            session_id=self.doc["session"]["id"],
+            turn_id=item["turn_id"],
+        )
 
     def _item_done(self, item: dict[str, Any], output_index: int) -> Event:
         return self.event(

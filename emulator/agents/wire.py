@@ -23,6 +23,7 @@ from ptc_emulator.emulator.wire.request import check_json
 
 __all__ = [
     "MAX_SESSION_TOOLS_BYTES",
+    "MULTI_AGENT_OFF",
     "AgentCreate",
     "AgentUpdate",
     "EventsBody",
@@ -41,6 +42,7 @@ __all__ = [
     "ptc_enabled",
     "session_agent",
     "session_tools",
+    "stored_agent",
 ]
 
 ToolName = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9_-]{1,128}$")]
@@ -115,6 +117,11 @@ class TextParam(WireModel):
 class MultiAgentParam(WireModel):
     enabled: bool
     max_concurrent_subagents: int | None = None
+
+
+MULTI_AGENT_OFF: dict[str, Any] = {"enabled": False, "max_concurrent_subagents": None}
+"""An agent's `multi_agent` as every agent shows it: subagents are refused (`check_agent`), and the
+limit is "null when disabled" (openai 3.63)."""
 
 
 class CompactionParam(WireModel):
@@ -418,7 +425,7 @@ def _settings(fields: AgentFields, base: dict[str, Any] | None) -> dict[str, Any
             "reasoning": {"effort": None, "summary": None},
             "text": {"format": {"type": "text"}, "verbosity": "medium"},
             "tools": [],
-            "multi_agent": {"enabled": False},
+            "multi_agent": dict(MULTI_AGENT_OFF),
             "service_tier": "auto",
             "compaction": {"async": False},
             "experimental": {"time_awareness": False},
@@ -440,9 +447,7 @@ def _settings(fields: AgentFields, base: dict[str, Any] | None) -> dict[str, Any
         out["text"] = {"format": fmt, "verbosity": (t.verbosity if t else None) or "medium"}
     if "tools" in given:
         out["tools"] = persisted_tools(fields.tools)
-    if "multi_agent" in given:
-        m = fields.multi_agent
-        out["multi_agent"] = {"enabled": False} if m is None else m.model_dump(mode="json", exclude_none=True)
+    out["multi_agent"] = dict(MULTI_AGENT_OFF)  # whatever was sent (and stored by an earlier version)
     if "service_tier" in given:
         out["service_tier"] = fields.service_tier or "auto"
     out["compaction"] = {"async": False}  # `async` is accepted and ignored (openai 3.63): always false
@@ -457,6 +462,12 @@ def agent_object(agent_id: str, fields: AgentFields, *, now: int, base: dict[str
     settings = _settings(fields, base)
     created = base["created_at"] if base else now
     return {**settings, "id": agent_id, "object": "agent", "created_at": created, "updated_at": now}
+
+
+def stored_agent(agent: dict[str, Any]) -> dict[str, Any]:
+    """An `Agent` as stored, as this version shows it (an earlier one kept `multi_agent` without
+    its null limit)."""
+    return {**agent, "multi_agent": dict(MULTI_AGENT_OFF)}
 
 
 _SESSION_AGENT_KEYS = (

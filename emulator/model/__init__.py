@@ -24,7 +24,14 @@ from ptc_emulator.emulator.model.scripted.files import ScenarioFiles, Validation
 from ptc_emulator.emulator.model.scripted.files import validate as validate_scenarios
 from ptc_emulator.emulator.model.scripted.model import ScriptedModel
 from ptc_emulator.emulator.model.scripted.recorder import Recorder
-from ptc_emulator.emulator.model.scripted.recording import file_name, full_match, items_of, readable_yaml, user_text
+from ptc_emulator.emulator.model.scripted.recording import (
+    file_name,
+    full_match,
+    items_of,
+    match_context,
+    readable_yaml,
+    user_text,
+)
 from ptc_emulator.emulator.model.scripted.scenario import Request as MatchRequest
 from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, ScenarioRegistry, load_scenario
 from ptc_emulator.emulator.model.scripted.script import clear_caches
@@ -69,6 +76,7 @@ __all__ = [
     "full_match",
     "items_of",
     "load_scenario",
+    "match_context",
     "protocol_named",
     "readable_yaml",
     "user_text",

@@ -44,6 +44,7 @@ def response_body(
         "object": "response",
         "created_at": created_at,
         "status": status,
+        "access_programs": request.access_programs.effective() if request.access_programs else None,
         "background": bool(request.background),
         "completed_at": float(int(now)) if status is ResponseStatus.COMPLETED else None,
         "error": error,

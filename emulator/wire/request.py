@@ -13,6 +13,7 @@ from ptc_emulator.emulator.wire.known import known_count
 from ptc_emulator.emulator.wire.tools import FunctionTool, ProgrammaticToolCalling, Tool, ToolChoice
 
 __all__ = [
+    "AccessPrograms",
     "SafetyIdentifier",
     "CompactRequest",
     "Conversational",
@@ -134,6 +135,19 @@ class BackgroundOptions(WireModel):
     """Groups background requests; it adds no prior history to the input."""
 
 
+class AccessPrograms(WireModel):
+    """`access_programs` (openai 3.63): the domain-specific access programs a request asks for. The
+    Response reports the effective one (`Response.access_programs`): the one asked for, or null for
+    the implicit Standard fallback when none was (models without a Cyber tier use Standard). The
+    emulator's one project holds every program, so a Daybreak request is granted, never the 403 an
+    unauthorized organization gets."""
+
+    cyber: Literal["standard", "daybreak_blue", "daybreak_red"] | None = None
+
+    def effective(self) -> dict[str, str] | None:
+        return {"cyber": self.cyber} if self.cyber is not None else None
+
+
 class CreateRequest(Conversational):
     """`ResponseCreateParams`: every field optional, as in the SDK."""
 
@@ -159,7 +173,7 @@ class CreateRequest(Conversational):
     context_management: list[OpenJSON] | None = None
     moderation: OpenJSON | None = None
     image: OpenJSON | None = None
-    access_programs: OpenJSON | None = None
+    access_programs: AccessPrograms | None = None
     # WebSocket mode only (`response.create` frames).
     generate: bool | None = None
     stream_id: str | None = None

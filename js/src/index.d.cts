@@ -114,6 +114,30 @@ export interface ScenarioListing {
   turns: number;
 }
 
+/** What `expectCalled()` counts: `times` calls (at least one when left out) whose arguments include
+ *  `args` (an object's entries, recursively) or satisfy it, made by `route` (either when left out). */
+export interface CalledOptions {
+  times?: number;
+  args?: Record<string, unknown> | unknown[] | ((args: unknown) => boolean);
+  route?: "direct" | "program";
+}
+
+/** What `expectRequests()` counts: `times` requests (at least one when left out) that have all
+ *  that is given. A string pattern is made a RegExp. */
+export interface RequestsOptions {
+  times?: number;
+  /** Found in the request's `instructions` or one of its system or developer messages. */
+  instructions?: RegExp | string;
+  /** Found in the request's latest user message. */
+  input?: RegExp | string;
+  /** Matching the request's whole `model`. */
+  model?: RegExp | string;
+  /** The scenario that answered it. */
+  scenario?: string;
+  status?: number;
+  where?: (entry: JournalEntry) => boolean;
+}
+
 export interface ScopeOptions {
   name?: string;
   /** The server's URL; default process.env.PTC_EMULATOR_URL (set by startEmulator()). */
@@ -150,8 +174,13 @@ export declare class EmulatorScope {
   calls(name?: string): Promise<Call[]>;
   /** The requests that matched no scenario. */
   unmatched(): Promise<JournalEntry[]>;
-  /** Rejects unless `name` was called `times` times (at least once when not given); resolves to the count. */
+  /** Rejects unless `name` was called `times` times (at least once when not given), counting only
+   *  the calls with these `args` and `route` when given; resolves to the count. */
   expectCalled(name: string, times?: number): Promise<number>;
+  expectCalled(name: string, options: CalledOptions): Promise<number>;
+  /** Rejects unless `times` requests of this scope (at least one when not given) have all that is
+   *  given; resolves to those journal entries. */
+  expectRequests(options?: RequestsOptions): Promise<JournalEntry[]>;
   /** Rejects unless every scenario added in this scope was matched by a request. */
   expectAllScenariosUsed(): Promise<void>;
   /** Rejects if a request in this scope matched no scenario. */

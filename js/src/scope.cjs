@@ -95,8 +95,71 @@ function times(n) {
   return `${n} time${n === 1 ? "" : "s"}`;
 }
 
-/** What happened in a scope, one request a line and its calls under it. */
-function describe(scopeName, entries) {
+/** Whether the JSON value `actual` has all that `expected` says: each of an object's entries
+ *  (recursively: `actual` may have more), an array's elements one by one (the same length),
+ *  anything else equal. What `match.outputs[].json` means on the server. */
+function includes(actual, expected) {
+  if (Array.isArray(expected)) {
+    if (!Array.isArray(actual) || actual.length !== expected.length) return false;
+    return expected.every((element, index) => includes(actual[index], element));
+  }
+  if (expected !== null && typeof expected === "object") {
+    if (actual === null || typeof actual !== "object" || Array.isArray(actual)) return false;
+    return Object.entries(expected).every(([key, value]) => Object.hasOwn(actual, key) && includes(actual[key], value));
+  }
+  return actual === expected;
+}
+
+function predicateName(fn) {
+  return fn.name ? `${fn.name}()` : "the predicate";
+}
+
+function regExp(pattern, name) {
+  if (pattern instanceof RegExp) return pattern;
+  if (typeof pattern === "string") return new RegExp(pattern);
+  throw new TypeError(`${name} is a RegExp or a string, not ${JSON.stringify(pattern)}`);
+}
+
+function textOf(content) {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  return content
+    .filter((part) => part && typeof part === "object" && "text" in part)
+    .map((part) => String(part.text))
+    .join("\n");
+}
+
+/** The request body's `instructions`, then each system or developer message's text. */
+function instructionsOf(request) {
+  if (!request || typeof request !== "object") return [];
+  const found = typeof request.instructions === "string" && request.instructions ? [request.instructions] : [];
+  for (const item of Array.isArray(request.input) ? request.input : []) {
+    if (item && (item.role === "system" || item.role === "developer")) found.push(textOf(item.content));
+  }
+  return found;
+}
+
+/** The request body's latest user message. */
+function latestInput(request) {
+  if (!request || typeof request !== "object") return "";
+  if (typeof request.input === "string") return request.input;
+  const users = (Array.isArray(request.input) ? request.input : []).filter((item) => item && item.role === "user");
+  return users.length ? textOf(users.at(-1).content) : "";
+}
+
+function quoted(text, limit = 80) {
+  return JSON.stringify(text.length <= limit ? text : `${text.slice(0, limit - 3)}...`);
+}
+
+function checkTimes(count) {
+  if (count !== undefined && !(Number.isInteger(count) && count >= 0)) {
+    throw new TypeError(`times is a count (0 or more), not ${JSON.stringify(count)}`);
+  }
+}
+
+/** What happened in a scope, one request a line and its calls under it (`extra(entry)`: more
+ *  lines under a request). */
+function describe(scopeName, entries, extra = () => []) {
   if (entries.length === 0) return `No request reached scope '${scopeName}'.`;
   const lines = [`Requests in scope '${scopeName}':`];
   for (const [index, entry] of entries.entries()) {
@@ -111,6 +174,7 @@ function describe(scopeName, entries) {
       const args = call.arguments === null ? "" : short(call.arguments);
       lines.push(`      ${label}(${args}) [${call.route}${call.status ? `, ${call.status}` : ""}]`);
     }
+    for (const line of extra(entry)) lines.push(`      ${line}`);
   }
   return lines.join("\n");
 }
@@ -208,18 +272,93 @@ class EmulatorScope {
     return (await this.journal()).filter((entry) => entry.near_miss != null);
   }
 
-  /** Throws unless tool `name` was called `count` times (at least once, when not given). */
-  async expectCalled(name, count) {
+  /** Throws unless tool `name` was called `times` times (at least once when not given): a count,
+   *  or `{ times, args, route }`: only the calls whose arguments include `args` (an object's
+   *  entries, recursively) or satisfy it (a function of the arguments), made by `route`
+   *  ("program" or "direct"). Resolves to how many there were. */
+  async expectCalled(name, options) {
+    const given = typeof options === "object" && options !== null ? options : { times: options };
+    const { times: count, args, route } = given;
+    checkTimes(count);
+    if (route !== undefined && route !== "program" && route !== "direct") {
+      throw new TypeError(`route is "program" or "direct", not ${JSON.stringify(route)}`);
+    }
     const entries = await this.journal();
-    const made = entries.flatMap(callsOf).filter((call) => named(call, name)).length;
+    const of = entries
+      .flatMap(callsOf)
+      .filter((call) => named(call, name) && (route === undefined || call.route === route));
+    const test = args === undefined ? () => true : typeof args === "function" ? args : (value) => includes(value, args);
+    const made = of.filter((call) => test(call.arguments)).length;
     const fine = count === undefined ? made > 0 : made === count;
     if (!fine) {
-      const wanted = count === undefined ? "at least once" : times(count);
-      throw new EmulatorAssertionError(
-        `Expected ${name} to be called ${wanted}, but it was called ${times(made)}.\n${describe(this.name, entries)}`,
-      );
+      let wanted = "not to be called";
+      if (count !== 0) wanted = `to be called ${count === undefined ? "at least once" : times(count)}`;
+      if (route !== undefined) wanted += route === "program" ? " by a program" : " directly";
+      if (args !== undefined) {
+        wanted +=
+          typeof args === "function"
+            ? ` with arguments for which ${predicateName(args)} is true`
+            : ` with arguments including ${JSON.stringify(args)}`;
+      }
+      let happened = `it was called ${times(made)}`;
+      if (args !== undefined && of.length !== made) happened += ` (${times(of.length)} whatever the arguments)`;
+      throw new EmulatorAssertionError(`Expected ${name} ${wanted}, but ${happened}.\n${describe(this.name, entries)}`);
     }
     return made;
+  }
+
+  /** Throws unless `times` requests of this scope (at least one when not given) have all that is
+   *  given: `instructions` found in the request's instructions or a system or developer message,
+   *  `input` in its latest user message, `model` matching its whole model (each a RegExp, or a
+   *  string made one), answered by `scenario`, with `status`, `where(entry)` true. Resolves to
+   *  those journal entries. */
+  async expectRequests(options = {}) {
+    const { times: count, instructions, input, model, scenario, status, where } = options;
+    checkTimes(count);
+    const tests = [];
+    if (instructions !== undefined) {
+      const pattern = regExp(instructions, "instructions");
+      const test = (entry) => instructionsOf(entry.request).some((text) => new RegExp(pattern).test(text));
+      tests.push([`whose instructions match ${pattern}`, test]);
+    }
+    if (input !== undefined) {
+      const pattern = regExp(input, "input");
+      const test = (entry) => new RegExp(pattern).test(latestInput(entry.request));
+      tests.push([`whose latest user message matches ${pattern}`, test]);
+    }
+    if (model !== undefined) {
+      const pattern = regExp(model, "model");
+      const whole = new RegExp(`^(?:${pattern.source})$`, pattern.flags.replace("g", ""));
+      tests.push([`for model ${pattern}`, (e) => whole.test(String(e.request?.model ?? ""))]);
+    }
+    if (scenario !== undefined) tests.push([`answered by scenario '${scenario}'`, (e) => e.scenario === scenario]);
+    if (status !== undefined) tests.push([`with status ${status}`, (e) => e.status === status]);
+    if (where !== undefined) tests.push([`for which ${predicateName(where)} is true`, where]);
+    const entries = await this.journal();
+    const found = entries.filter((entry) => tests.every(([, test]) => test(entry)));
+    const fine = count === undefined ? found.length > 0 : found.length === count;
+    if (!fine) {
+      let wanted = `exactly ${count} request${count === 1 ? "" : "s"}`;
+      if (count === undefined) wanted = "at least one request";
+      else if (count === 0) wanted = "no request";
+      const kind = tests.map(([label]) => label).join(" and ");
+      const numbers = entries.flatMap((entry, index) => (found.includes(entry) ? [`#${index + 1}`] : [])).join(", ");
+      let happened = found.length === 0 ? "none did" : `${found.length} did (${numbers})`;
+      if (tests.length === 0) happened = `there ${found.length === 1 ? "was" : "were"} ${found.length}`;
+      const extra = (entry) => {
+        const lines = [];
+        if (instructions !== undefined) {
+          const said = instructionsOf(entry.request);
+          lines.push(`instructions: ${said.length ? said.map((t) => quoted(t)).join("; ") : "(none)"}`);
+        }
+        if (model !== undefined) lines.push(`model: ${quoted(String(entry.request?.model ?? ""))}`);
+        return lines;
+      };
+      throw new EmulatorAssertionError(
+        `Expected ${wanted}${kind ? ` ${kind}` : ""}, but ${happened}.\n${describe(this.name, entries, extra)}`,
+      );
+    }
+    return found;
   }
 
   /** Throws unless every scenario this scope added was matched by at least one request. */

@@ -1,7 +1,7 @@
-"""docs/compatibility.md must not rot: the versions it names are the ones the locks pin, every test
-it names exists, is marked `sdk` and says which client it ran, a row it leaves to another language's
-suite says so exactly while that suite is missing, and the 400s it quotes are what the server says
-to a framework's body."""
+"""docs/compatibility.md must not rot: the versions it names are the ones the locks and the Go and
+Java builds pin, every test it names exists, is marked `sdk` and says which client it ran, a row it
+leaves to another language's suite says so exactly while that suite is missing, and the 400s it
+quotes are what the server says to a framework's body."""
 
 from __future__ import annotations
 
@@ -48,6 +48,22 @@ def test_the_python_versions_are_the_locked_ones() -> None:
     assert f'"openai>={oldest["openai"].removesuffix(".0")}' in (ROOT / "pyproject.toml").read_text()
     # This run's own client is one of the two the page names.
     assert openai.__version__ in {oldest["openai"], newest["openai"]}
+
+
+def test_the_go_and_java_versions_are_the_builds_ones() -> None:
+    """The Go row names the two modules' openai-go, the Java row pom.xml's two openai-java releases."""
+    table = section("Node, Go and Java").splitlines()
+    rows = {row.split("|")[1].strip(): row.split("|")[2] for row in table if row.startswith("| ")}
+    go = ROOT / "tests" / "sdk" / "go"
+    modules = [(go / mod).read_text() for mod in ("go.mod", "go.oldest.mod")]
+    go_versions = [re.findall(r"^require github.com/openai/openai-go/v3 (\S+)$", m, re.M) for m in modules]
+    assert sorted(re.findall(r"v3\.\d+\.\d+", rows["Go `github.com/openai/openai-go/v3`"])) == sorted(
+        v for (v,) in go_versions
+    )
+    pom = (ROOT / "tests" / "sdk" / "java" / "pom.xml").read_text()
+    releases = re.findall(r"<openai-java\.(?:newest|earlier)>([^<]+)<", pom)
+    assert len(releases) == 2
+    assert sorted(set(re.findall(r"\b4\.\d+\.\d+\b", rows["Java `com.openai:openai-java`"]))) == sorted(releases)
 
 
 def _marked_sdk(node: ast.AST) -> bool:

@@ -7,7 +7,9 @@ import dataclasses
 import re
 import textwrap
 from pathlib import Path
+from typing import Any
 
+import openai
 import pytest
 
 from ptc_emulator.emulator.journal.entries import Figures, JournalEntry
@@ -56,6 +58,36 @@ def test_the_assertions_example_passes(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_assertions_example=example)
 
     run(pytester, "-v").assert_outcomes(passed=1)
+
+
+def verification_example() -> str:
+    [example] = [b for b in python_blocks(doc()) if "def test_the_agent_checks_the_stock_around_a_reservation" in b]
+    return example
+
+
+def test_the_verification_example_passes(pytester: pytest.Pytester) -> None:
+    example = verification_example()
+    for part in ("assert_called(", "args=", "route=", "assert_requests(", "instructions="):
+        assert part in example, f"the example no longer shows {part}"
+    pytester.makepyfile(test_verification_example=example)
+
+    run(pytester, "-v").assert_outcomes(passed=1)
+
+
+def test_the_verification_failure_is_the_one_shown(ptc_emulator: Any) -> None:
+    """The guide's failed `assert_called` message, word for word, after its own example's agent."""
+    section = doc()[doc().index("A failed verification shows what happened instead") :]
+    [shown] = re.findall(r"^```text\n(.*?)^```$", section, flags=re.S | re.M)[:1]
+    [call] = re.findall(r"`(assert_called\(.*?\))`", section.split("\n\n")[0].replace("\n", " "))
+    names: dict[str, Any] = {}
+    exec(compile(verification_example(), "pytest.md", "exec"), names)  # noqa: S102 (the guide's own example)
+    ptc_emulator.add_scenario(names["RESERVE"])
+    names["run_agent"](ptc_emulator.client(), "Please reserve 3 of sku_123")
+
+    with pytest.raises(AssertionError) as caught:
+        eval(f"ptc_emulator.{call}", {"ptc_emulator": ptc_emulator})  # noqa: S307 (the guide's own call)
+
+    assert str(caught.value) == shown.rstrip("\n")
 
 
 def test_the_strict_example_fails_as_documented(pytester: pytest.Pytester) -> None:
@@ -139,3 +171,60 @@ def test_the_readme_scoped_url_example_passes(pytester: pytest.Pytester) -> None
     assert "/scopes/<scope>/v1" in section and "use_env(monkeypatch)" in example
     pytester.makepyfile(test_readme_env=example)
     run(pytester, "-v").assert_outcomes(passed=1)
+
+
+# ---- docs/scenarios.md: what `match` asks ----------------------------------------------------------
+
+SCENARIOS_PAGE = GUIDE.parent / "scenarios.md"
+
+
+def scenarios_example() -> str:
+    [example] = [b for b in python_blocks(SCENARIOS_PAGE.read_text(encoding="utf-8")) if "LOOKUP_FAILED" in b]
+    return example
+
+
+def test_the_scenarios_page_example_passes(pytester: pytest.Pytester) -> None:
+    """The page's test file: a scenario chosen by each of outputs, instructions, history and tool_choice."""
+    example = scenarios_example()
+    for part in ("outputs:", '"instructions":', '"history":', '"tool_choice":'):
+        assert part in example, f"the example no longer shows {part}"
+    pytester.makepyfile(test_matchers=example)
+
+    run(pytester, "-v").assert_outcomes(passed=5)  # one of them twice, once per branch
+
+
+@pytest.mark.ptc_strict(False)  # the 400 is the point, and the scenarios are the page's
+def test_the_scenarios_page_near_miss_is_the_servers(ptc_emulator: Any) -> None:
+    """The near miss the page shows is what the server says for its example's scenarios."""
+    text = SCENARIOS_PAGE.read_text(encoding="utf-8")
+    section = text[text.index("**A near miss names the matcher that missed.**") :]
+    [shown] = re.findall(r"^```text\n(.*?)^```$", section, flags=re.S | re.M)[:1]
+    names: dict[str, Any] = {}
+    exec(compile(scenarios_example(), "scenarios.md", "exec"), names)  # noqa: S102 (the page's own example)
+    for scenario in (names["LOOKUP_FAILED"], names["RECALL"], names["FORCED"]):
+        ptc_emulator.add_scenario(scenario)
+
+    with pytest.raises(openai.BadRequestError) as caught:
+        ptc_emulator.client(max_retries=0).responses.create(
+            model="gpt-test",
+            instructions="You are a pirate.",
+            input="What is the stock of sku_7?",
+            tools=[names["INVENTORY"]],
+        )
+
+    expected = " ".join(shown.split("\n")).strip()
+    assert expected.endswith(" ...")
+    message = caught.value.body["message"]  # type: ignore[index]
+    assert message.startswith(expected.removesuffix(" ...")), message
+
+
+def test_the_scenarios_page_refusals_are_the_loaders() -> None:
+    text = SCENARIOS_PAGE.read_text(encoding="utf-8")
+    section = text[text.index("`ptc-emulator validate` and `add_scenario` refuse a matcher") :]
+    [shown] = re.findall(r"^```text\n(.*?)^```$", section, flags=re.S | re.M)[:1]
+    refused = []
+    for match in ({"history": [{"text": "(?=sku)"}]}, {"outputs": [{}]}, {"tool_choice": "always"}):
+        with pytest.raises(ValueError) as caught:
+            load_scenario({"name": "x", "match": match, "turns": [{"message": "x"}]})
+        refused.append(str(caught.value).removeprefix("scenario: "))
+    assert shown.splitlines() == refused

@@ -241,3 +241,28 @@ def test_an_unreachable_upstream_is_a_clear_error(tmp_path: Path) -> None:
 def _bound_url(sock: socket.socket) -> str:
     sock.bind(("127.0.0.1", 0))
     return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+
+
+def test_record_mode_new_asks_the_instructions_matcher_where_a_conversation_plays(tmp_path: Path) -> None:
+    """A scenario of the recorder that matches by instructions keeps a request whose instructions
+    match (the upstream sees nothing), and lets one whose instructions do not go upstream."""
+    cassettes = tmp_path / "cassettes"
+    with upstream(tmp_path) as up:
+        up.add_scenario({"match": {"input": "(?i)hello"}, "turns": [{"message": "Hello from upstream."}]})
+        with recorder(tmp_path, up.base_url, cassettes) as rec:
+            rec.add_scenario(
+                {
+                    "name": "clerk",
+                    "match": {"input": "(?i)hello", "instructions": "(?i)clerk", "tool_choice": "auto"},
+                    "turns": [{"message": "Hello from the clerk."}],
+                }
+            )
+            sdk = client(rec)
+            local = sdk.responses.create(model="gpt-test", instructions="You are a clerk.", input="Hello")
+            assert up.journal == []
+            recorded_answer = sdk.responses.create(model="gpt-test", instructions="You are a pirate.", input="Hello")
+            forced = sdk.responses.create(
+                model="gpt-test", instructions="You are a clerk.", input="Hello", tool_choice="none"
+            )
+    assert local.output_text == "Hello from the clerk."
+    assert recorded_answer.output_text == forced.output_text == "Hello from upstream."

@@ -58,20 +58,7 @@ class Gap:
     reason: str
 
 
-_OMITTED_NULL = (
-    "openai-go declares the field required (its types are generated from the API's spec); the emulator "
-    "leaves the key out where it has no value instead of sending null. Go reads a zero value, so no flow "
-    "breaks, but a strict client (openai-java's responseValidation) would throw."
-)
 GAPS = (
-    Gap(
-        r"(^|\.)access_programs: required, missing$",
-        RESPONSE_FLOWS,
-        ("newest",),
-        "Response.access_programs ({cyber}: the effective Cyber access program) is required in openai-go "
-        "from v3.67.0 on, optional in openai-python 3.63; the emulator sends none, and takes the create "
-        "parameter of that name without applying it.",
-    ),
     Gap(
         r'^compacted\.output\[\]\.content\[\]: type "input_text" is no variant of ResponseOutputMessageContentUnion$',
         ("compact",),
@@ -79,43 +66,6 @@ GAPS = (
         "Not the server's fault: the compacted output is the window's user messages, then one compaction item "
         "(the SDK's docstring); openai-go types an output `message` as an assistant message, whose content knows "
         "output_text and refusal only. Its README says to replay those items from their raw JSON, as the flow does.",
-    ),
-    Gap(
-        r"^(session|final|events\[[^\]]+\]\.session)\.error: required, missing$",
-        ("agents",),
-        ("newest", "oldest"),
-        "AgentSession.error: " + _OMITTED_NULL,
-    ),
-    Gap(
-        r"\.multi_agent\.max_concurrent_subagents: required, missing$",
-        ("agents",),
-        ("newest", "oldest"),
-        "MultiAgentConfig.max_concurrent_subagents (agent and session.agent): " + _OMITTED_NULL,
-    ),
-    Gap(
-        r"(\.turn|^turns\.data\[\])\.(error|subagent_id): required, missing$",
-        ("agents",),
-        ("newest", "oldest"),
-        "Turn.error and Turn.subagent_id: " + _OMITTED_NULL,
-    ),
-    Gap(
-        r"(\.item|^items\.data\[\])\.(cwd|duration_ms|exit_code|output): required, missing$",
-        ("agents",),
-        ("newest", "oldest"),
-        "command_execution items (a program, as the session shows it) without cwd, duration_ms and, while the "
-        "program runs, exit_code and output: " + _OMITTED_NULL,
-    ),
-    Gap(
-        r"^items\.data\[\]\.phase: required, missing$",
-        ("agents",),
-        ("newest", "oldest"),
-        "a user message item's phase (null for user messages, openai-python's docstring): " + _OMITTED_NULL,
-    ),
-    Gap(
-        r"^items\.data\[\]\.error: required, missing$",
-        ("agents",),
-        ("newest", "oldest"),
-        "a successful function_call_output item's error: " + _OMITTED_NULL,
     ),
 )
 

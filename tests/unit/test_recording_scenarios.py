@@ -13,11 +13,12 @@ from ptc_emulator.emulator.model.scripted.recording import (
     Tape,
     file_name,
     full_match,
+    match_context,
     scenario_from,
     template_for,
     to_yaml,
 )
-from ptc_emulator.emulator.model.scripted.scenario import load_scenario
+from ptc_emulator.emulator.model.scripted.scenario import NOT_JSON, load_scenario
 from ptc_emulator.emulator.model.scripted.script import Script
 
 TOOLS = [{"type": "function", "name": "b"}, {"type": "function", "name": "a"}, {"type": "programmatic_tool_calling"}]
@@ -201,3 +202,33 @@ def test_the_documented_recording_is_a_valid_scenario() -> None:
     scenario = load_scenario(block[: block.index("```")], default_name="documented")
     assert scenario.priority == 1 and scenario.match.tools == ["get_demand", "get_inventory"]
     assert re.search(scenario.match.input or "", "Compare inventory with demand for sku_123.")
+
+
+def test_match_context_reads_a_create_body_as_the_matchers_do() -> None:
+    """The recording proxy's view of a request for `match.instructions`, `history`, `outputs` and
+    `tool_choice`: what the emulator reads from the same request."""
+    body = {
+        "instructions": "Be brief.",
+        "tool_choice": {"type": "function", "name": "a"},
+        "input": [
+            {"role": "developer", "content": [{"type": "input_text", "text": "You are a clerk."}]},
+            {"role": "user", "content": "My name is Ada."},
+            message("Hi Ada."),
+            {"role": "user", "content": "Stock of sku_1?"},
+            {"type": "function_call", "call_id": "c1", "name": "a", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": '{"units": 0}'},
+            {"type": "custom_tool_call", "call_id": "c2", "name": "b", "input": "x"},
+            {"type": "custom_tool_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "done"}]},
+        ],
+    }
+
+    context = match_context(body)
+
+    assert context.instructions == ("Be brief.", "You are a clerk.")
+    assert [(s.role, s.text) for s in context.history] == [("user", "My name is Ada."), ("assistant", "Hi Ada.")]
+    assert [(o.tool, o.text, o.data) for o in context.outputs] == [
+        ("a", '{"units": 0}', {"units": 0}),
+        ("b", "done", NOT_JSON),
+    ]
+    assert context.tool_choice == {"type": "function", "name": "a"}
+    assert match_context({"input": "hello"}).tool_choice == "auto"

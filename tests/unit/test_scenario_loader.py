@@ -68,6 +68,34 @@ def test_a_missing_file_is_refused_naming_it(tmp_path: Path) -> None:
         ({"name": "x", "turns": [{"error": {"status": 200, "message": "x"}}]}, "turns.0.error.status"),
         ({"name": "x", "turns": [{"message": "x", "fault": {"http_error": 418}}]}, "turns.0.fault.http_error"),
         ({"name": "x", "match": {"input": "(unclosed"}, "turns": [{"message": "x"}]}, "invalid regular expression"),
+        (
+            {"name": "x", "match": {"instructions": "(unclosed"}, "turns": [{"message": "x"}]},
+            "match.instructions: Value error, invalid regular expression '(unclosed'",
+        ),
+        (
+            {"name": "x", "match": {"history": [{"text": "(a)\\1"}]}, "turns": [{"message": "x"}]},
+            "match.history.0.text: Value error, invalid regular expression '(a)",
+        ),
+        (
+            {"name": "x", "match": {"history": [{"role": "system", "text": "a"}]}, "turns": [{"message": "x"}]},
+            "match.history.0.role: Input should be 'user' or 'assistant'",
+        ),
+        (
+            {"name": "x", "match": {"outputs": [{"tool": "t", "output": "a{2,1}"}]}, "turns": [{"message": "x"}]},
+            "match.outputs.0.output: Value error, invalid regular expression 'a{2,1}'",
+        ),
+        (
+            {"name": "x", "match": {"outputs": [{}]}, "turns": [{"message": "x"}]},
+            "match.outputs.0: Value error, an output matcher needs at least one of tool, output, json",
+        ),
+        (
+            {"name": "x", "match": {"tool_choice": "always"}, "turns": [{"message": "x"}]},
+            "match.tool_choice: Value error, tool_choice is one of auto, none, required, or an object",
+        ),
+        (
+            {"name": "x", "match": {"tool_choice": {"name": "t"}}, "turns": [{"message": "x"}]},
+            "match.tool_choice: Value error, an object tool_choice needs its type",
+        ),
     ],
     ids=[
         "not-a-mapping",
@@ -80,6 +108,13 @@ def test_a_missing_file_is_refused_naming_it(tmp_path: Path) -> None:
         "error-status",
         "http-error",
         "regex",
+        "instructions-regex",
+        "history-regex",
+        "history-role",
+        "outputs-regex",
+        "outputs-empty",
+        "tool-choice-mode",
+        "tool-choice-object",
     ],
 )
 def test_a_malformed_scenario_is_refused_naming_the_field(data: Any, why: str) -> None:

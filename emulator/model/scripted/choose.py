@@ -23,16 +23,27 @@ A program the request resumes is not the model choosing, so it is never checked.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 from ptc_emulator.emulator.errors import EmulatorError, NoScenarioMatched
-from ptc_emulator.emulator.model.scripted.scenario import NearMiss, Request, Scenario, ScenarioRegistry, Turn
+from ptc_emulator.emulator.model.scripted.scenario import (
+    NearMiss,
+    Request,
+    Said,
+    Scenario,
+    ScenarioRegistry,
+    ToolOutput,
+    Turn,
+)
 from ptc_emulator.emulator.model.scripted.script import Script, inline_code, inline_search
 from ptc_emulator.emulator.model.scripted.walk import position
 from ptc_emulator.emulator.rules.conversation import Conversation
-from ptc_emulator.emulator.tools.kinds import Binding, bind
+from ptc_emulator.emulator.tools.kinds import Binding, answer_text, bind, kind_of_call
 from ptc_emulator.emulator.tools.toolset import Toolset
+from ptc_emulator.emulator.wire.base import dump
+from ptc_emulator.emulator.wire.items import OUTPUT_TYPES, Message
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.emulator.wire.tools import (
     AllowedToolsChoice,
@@ -72,6 +83,7 @@ def choose_script(
         scope=scope,
         deferred=frozenset(n for n in toolset.declared if toolset.not_loaded(n)),
         choice=contradiction,
+        context=_Read(conv, request),
     )
     found = scenarios.match(asked)
     if not isinstance(found, list):
@@ -87,6 +99,47 @@ def choose_script(
             return script
         return NoMatch(text, found, inline=f"the ```js block cannot run: {reason}", scoped=_scoped(scenarios, asked))
     return NoMatch(text, found, scoped=_scoped(scenarios, asked))
+
+
+class _Read:
+    """The request's `Context`, read from the conversation when a scenario first asks."""
+
+    def __init__(self, conv: Conversation, request: CreateRequest) -> None:
+        self._conv = conv
+        self._request = request
+
+    @functools.cached_property
+    def instructions(self) -> tuple[str, ...]:
+        given = [self._request.instructions] if self._request.instructions else []
+        said = [i.text() for i in self._conv.items if isinstance(i, Message) and i.role in ("system", "developer")]
+        return (*given, *said)
+
+    @functools.cached_property
+    def history(self) -> tuple[Said, ...]:
+        earlier = self._conv.items[: self._conv.anchor]
+        return tuple(Said(i.role, i.text()) for i in earlier if isinstance(i, Message) and i.role in _SPEAKERS)
+
+    @functools.cached_property
+    def outputs(self) -> tuple[ToolOutput, ...]:
+        conv = self._conv
+        since = {id(item) for item in conv.after_anchor() if isinstance(item, OUTPUT_TYPES)}
+        found = []
+        for call_id, output in conv.outputs.items():
+            if id(output) in since:
+                call = conv.calls.get(call_id)
+                name = kind_of_call(call).call_name(call) if call is not None else ""
+                found.append(ToolOutput(name, answer_text(output)))
+        return tuple(found)
+
+    @functools.cached_property
+    def tool_choice(self) -> Any:
+        choice = self._request.tool_choice
+        if choice is None:
+            return "auto"
+        return choice if isinstance(choice, str) else dump(choice)
+
+
+_SPEAKERS = ("user", "assistant")
 
 
 def _scoped(scenarios: ScenarioRegistry, request: Request) -> int:

@@ -28,12 +28,15 @@ from typing import Any
 
 import yaml
 
+from ptc_emulator.emulator.model.scripted.scenario import Given, Said, ToolOutput
+
 __all__ = [
     "RECORDED_PRIORITY",
     "Tape",
     "file_name",
     "full_match",
     "items_of",
+    "match_context",
     "readable_yaml",
     "scenario_from",
     "template_for",
@@ -86,6 +89,41 @@ def user_text(item: Item) -> str:
             elif part.get("type") == "refusal":
                 parts.append(str(part.get("refusal", "")))
     return "\n".join(parts)
+
+
+def match_context(create: dict[str, Any]) -> Given:
+    """What `match.instructions`, `history`, `outputs` and `tool_choice` see in a create request's
+    body (the recording proxy's question: does a scenario play this conversation?)."""
+    items = items_of(create.get("input"))
+    messages = [(i, item) for i, item in enumerate(items) if _kind(item) == "message"]
+    latest = max((i for i, item in messages if item.get("role") == "user"), default=-1)
+    instructions = create.get("instructions")
+    calls = {str(item["call_id"]): item for item in items if _kind(item).endswith("_call") and "call_id" in item}
+    outputs = []
+    for item in items[latest + 1 :]:
+        if _kind(item).endswith("_output") and "call_id" in item:
+            call = calls.get(str(item["call_id"]))
+            name = "" if call is None else str(call.get("name") or _kind(call).removesuffix("_call"))
+            output = item.get("output")
+            if isinstance(output, list) and all(isinstance(part, dict) and "text" in part for part in output):
+                text = user_text({"content": output})  # content parts
+            else:
+                text = output if isinstance(output, str) else json.dumps(output)
+            outputs.append(ToolOutput(name, text))
+    choice = create.get("tool_choice")
+    return Given(
+        instructions=(
+            *([instructions] if isinstance(instructions, str) and instructions else []),
+            *(user_text(item) for _, item in messages if item.get("role") in ("system", "developer")),
+        ),
+        history=tuple(
+            Said(str(item["role"]), user_text(item))
+            for i, item in messages
+            if i < latest and item.get("role") in ("user", "assistant")
+        ),
+        outputs=tuple(outputs),
+        tool_choice="auto" if choice is None else choice,
+    )
 
 
 def _is_direct(call: Item) -> bool:

@@ -7,6 +7,7 @@ One scenario per YAML file, named `group__case.yaml`:
     match:
       input: '(?i)compare inventory with demand for (?P<sku>sku_\\w+)'   # re.search, latest user message
       tools: [get_inventory, get_demand]      # the request must declare these function tools
+      # also: model, metadata, instructions, history, outputs, tool_choice (see `Match`)
     turns:
       - reasoning: Both lookups are independent.   # optional, on any turn
         program: |
@@ -25,15 +26,17 @@ from __future__ import annotations
 
 import difflib
 import functools
+import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.model.runtime import HostedScript
 from ptc_emulator.emulator.model.scripted import templating
 from ptc_emulator.emulator.model.scripted.patterns import PatternError, compile_pattern
@@ -191,6 +194,58 @@ class Turn(WireModel):
         return self.call if isinstance(self.call, list) else [self.call]
 
 
+def _pattern(value: str | None) -> str | None:
+    """A field's regular expression, refused when it does not compile (as the scenario is added)."""
+    if value is not None:
+        try:
+            compile_pattern(value)
+        except PatternError as e:
+            raise ValueError(f"invalid regular expression {value!r}: {e}") from e
+    return value
+
+
+class HistoryMatch(WireModel):
+    """A message of the conversation before the latest user message (`match.history`)."""
+
+    text: str
+    """A regular expression searched in the message's text; named groups become variables."""
+    role: Literal["user", "assistant"] | None = None
+    """Only messages of this role; either when left out."""
+
+    @field_validator("text")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        return _pattern(value)
+
+
+class OutputMatch(WireModel):
+    """A tool output the client sent back since the latest user message (`match.outputs`): for a
+    direct call or a program's, of any tool kind."""
+
+    tool: str | None = None
+    """The tool whose call it answers, by the name a scenario's `call` uses (a function or custom
+    tool's name, `shell`, `apply_patch`, `local_shell`); any tool when left out."""
+    output: str | None = None
+    """A regular expression searched in the output's text; named groups become variables."""
+    json_: Any = Field(default=None, alias="json")
+    """What the output, parsed as JSON, must have: an object's entries (it may have more),
+    recursively; anything else equal."""
+
+    @field_validator("output")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        return _pattern(value)
+
+    @model_validator(mode="after")
+    def _says_something(self) -> OutputMatch:
+        if self.tool is None and self.output is None and "json_" not in self.model_fields_set:
+            raise ValueError("an output matcher needs at least one of tool, output, json")
+        return self
+
+
+TOOL_CHOICE_MODES = ("auto", "none", "required")
+
+
 class Match(WireModel):
     input: str | None = None
     """A regular expression searched in the latest user message; named groups become variables."""
@@ -201,15 +256,34 @@ class Match(WireModel):
     """A regular expression the request's `model` must match in full."""
     metadata: dict[str, str] = Field(default_factory=dict)
     """Metadata entries the request must carry."""
+    instructions: str | None = None
+    """A regular expression searched in the request's `instructions` and in each system or developer
+    message of the conversation: one of them must match; named groups become variables."""
+    history: list[HistoryMatch] = Field(default_factory=list)
+    """Messages the conversation must have before the latest user message: each entry is matched by
+    one of them, in any order."""
+    outputs: list[OutputMatch] = Field(default_factory=list)
+    """Tool outputs the client must have sent back since the latest user message: each entry is
+    matched by one of them."""
+    tool_choice: str | dict[str, Any] | None = None
+    """The request's `tool_choice` (`auto` when it sends none): `auto`, `none` or `required`, or
+    the entries of an object choice (`{type: function, name: get_inventory}`)."""
 
-    @field_validator("input", "model")
+    @field_validator("input", "model", "instructions")
     @classmethod
     def _compiles(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                compile_pattern(value)
-            except PatternError as e:
-                raise ValueError(f"invalid regular expression {value!r}: {e}") from e
+        return _pattern(value)
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _choice(cls, value: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
+        if isinstance(value, str) and value not in TOOL_CHOICE_MODES:
+            raise ValueError(
+                f"tool_choice is one of {', '.join(TOOL_CHOICE_MODES)}, or an object such as "
+                f"{{type: function, name: {value}}}, not {value!r}"
+            )
+        if isinstance(value, dict) and not isinstance(value.get("type"), str):
+            raise ValueError("an object tool_choice needs its type (function, custom, allowed_tools, ...)")
         return value
 
 
@@ -330,6 +404,75 @@ def _check_templates(scenario: Scenario, source: str) -> None:
 
 
 @dataclass(frozen=True, slots=True)
+class Said:
+    """A message before the latest user message, as `match.history` sees it."""
+
+    role: str
+    text: str
+
+
+class ToolOutput:
+    """A tool output sent back since the latest user message, as `match.outputs` sees it."""
+
+    __slots__ = ("_data", "text", "tool")
+
+    def __init__(self, tool: str, text: str) -> None:
+        self.tool = tool
+        """The name of the tool whose call it answers ('' when the call is not known)."""
+        self.text = text
+        self._data: Any = _UNPARSED
+
+    @property
+    def data(self) -> Any:
+        """The text parsed as JSON (once), or `NOT_JSON`."""
+        if self._data is _UNPARSED:
+            try:
+                self._data = jsontext.loads(self.text)
+            except ValueError:
+                self._data = NOT_JSON
+        return self._data
+
+
+_UNPARSED = object()
+NOT_JSON = object()
+
+
+class Context(Protocol):
+    """What a request says besides its latest user message, tools, model and metadata: read only
+    when a scenario asks (a conversation's may be long)."""
+
+    @property
+    def instructions(self) -> Sequence[str]:
+        """The request's `instructions`, then each system or developer message's text."""
+        ...
+
+    @property
+    def history(self) -> Sequence[Said]:
+        """The user and assistant messages before the latest user message, oldest first."""
+        ...
+
+    @property
+    def outputs(self) -> Sequence[ToolOutput]:
+        """The tool outputs sent back since the latest user message, in order."""
+        ...
+
+    @property
+    def tool_choice(self) -> Any:
+        """The request's `tool_choice` as JSON (`"auto"` when it sends none)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Given:
+    """A `Context` read up front."""
+
+    instructions: tuple[str, ...] = ()
+    history: tuple[Said, ...] = ()
+    outputs: tuple[ToolOutput, ...] = ()
+    tool_choice: Any = "auto"
+
+
+@dataclass(frozen=True, slots=True)
 class Request:
     """What matching looks at."""
 
@@ -343,6 +486,9 @@ class Request:
     """Declared tools deferred and not loaded yet (qualified names): a scenario must search first."""
     choice: Callable[[Scenario], str | None] | None = None
     """Why the scenario's next turn contradicts the request's tool_choice, or None."""
+    context: Context = Given()
+    """The instructions, earlier messages, tool outputs and tool_choice (`match.instructions`,
+    `history`, `outputs`, `tool_choice`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -478,6 +624,9 @@ def _misses(scenario: Scenario, request: Request) -> bool:
 
 
 def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
+    """The scenario's captures for the request, or the first check it fails. The checks run in the
+    order tools, model, metadata, tool_choice, instructions, history, input, outputs: a near miss
+    that got further is closer (`score`)."""
     m = scenario.match
     passed = 0.0
     missing = [t for t in m.tools if t not in request.tools]
@@ -505,24 +654,117 @@ def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
         if request.metadata.get(key) != value:
             return NearMiss(scenario.name, f"metadata.{key}", f"metadata '{key}' is not '{value}'", passed)
     passed += 1
+    context = request.context
     captures: dict[str, str] = {}
-    if m.input is not None:
-        found = compile_pattern(m.input).search(request.text)
+    if m.tool_choice is not None and not _choice_matches(m.tool_choice, context.tool_choice):
+        shown = f"tool_choice is {_shown(context.tool_choice)}, not {_shown(m.tool_choice)}"
+        return NearMiss(scenario.name, "tool_choice", shown, passed)
+    passed += 1
+    if m.instructions is not None:
+        found = _search(m.instructions, context.instructions)
         if found is None:
+            return NearMiss(
+                scenario.name, "instructions", _instructions_miss(m.instructions, context.instructions), passed
+            )
+        captures.update(found)
+    passed += 1
+    for index, wanted in enumerate(m.history):
+        said = [message.text for message in context.history if wanted.role in (None, message.role)]
+        found = _search(wanted.text, said)
+        if found is None:
+            whose = f"{wanted.role} message" if wanted.role else "user or assistant message"
+            why = (
+                f"none of the {len(said)} earlier {whose}s matches /{wanted.text}/"
+                if len(said) > 1
+                else f"the earlier {whose} {_quoted(said[0])} does not match /{wanted.text}/"
+                if said
+                else f"the conversation has no earlier {whose} to match /{wanted.text}/"
+            )
+            return NearMiss(scenario.name, f"history.{index}", why, passed + index / (len(m.history) + 1))
+        captures.update(found)
+    passed += 1
+    if m.input is not None:
+        matched = compile_pattern(m.input).search(request.text)
+        if matched is None:
             similarity = difflib.SequenceMatcher(None, _literal(m.input).lower(), request.text.lower()).ratio()
-            shown = request.text if len(request.text) <= 80 else request.text[:77] + "..."
             return NearMiss(
                 scenario.name,
                 "input",
-                f"the latest user message '{shown}' does not match /{m.input}/",
+                f"the latest user message {_quoted(request.text)} does not match /{m.input}/",
                 passed + similarity,
             )
-        captures = {k: v for k, v in found.groupdict().items() if v is not None}
+        captures.update({k: v for k, v in matched.groupdict().items() if v is not None})
+    passed += 1
+    for index, expected in enumerate(m.outputs):
+        answered = _output_found(expected, context.outputs)
+        if isinstance(answered, str):
+            return NearMiss(scenario.name, f"outputs.{index}", answered, passed + index / (len(m.outputs) + 1))
+        captures = {**answered, **captures}  # the input's captures win over an output's
     passed += 1
     reason = request.choice(scenario) if request.choice is not None else None
     if reason is not None:
         return NearMiss(scenario.name, "tool_choice", reason, passed)
     return captures
+
+
+def _search(pattern: str, texts: Sequence[str]) -> dict[str, str] | None:
+    """The named groups of the first text `pattern` is found in, or None."""
+    compiled = compile_pattern(pattern)
+    for text in texts:
+        found = compiled.search(text)
+        if found is not None:
+            return {k: v for k, v in found.groupdict().items() if v is not None}
+    return None
+
+
+def _quoted(text: str, limit: int = 80) -> str:
+    return "'" + (text if len(text) <= limit else text[: limit - 3] + "...") + "'"
+
+
+def _shown(value: Any) -> str:
+    return f"'{value}'" if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _instructions_miss(pattern: str, texts: Sequence[str]) -> str:
+    if not texts:
+        return f"the request has no instructions (nor a system or developer message) to match /{pattern}/"
+    if len(texts) == 1:
+        return f"the instructions {_quoted(texts[0])} do not match /{pattern}/"
+    shown = "; ".join(_quoted(t, 40) for t in texts[:3]) + ("; ..." if len(texts) > 3 else "")
+    return f"none of the request's {len(texts)} instructions ({shown}) matches /{pattern}/"
+
+
+def _choice_matches(expected: str | dict[str, Any], given: Any) -> bool:
+    if isinstance(expected, str):
+        return bool(given == expected)
+    return isinstance(given, dict) and jsontext.includes(given, expected)
+
+
+def _output_found(expected: OutputMatch, outputs: Sequence[ToolOutput]) -> dict[str, str] | str:
+    """The captures of the first output `expected` matches, or why none does."""
+    candidates = [o for o in outputs if expected.tool is None or o.tool == expected.tool]
+    what = f"{expected.tool} output" if expected.tool is not None else "tool output"
+    if not candidates:
+        return f"no {what} has come back since the latest user message"
+    for output in candidates:
+        captures: dict[str, str] = {}
+        if expected.output is not None:
+            found = compile_pattern(expected.output).search(output.text)
+            if found is None:
+                continue
+            captures = {k: v for k, v in found.groupdict().items() if v is not None}
+        if "json_" in expected.model_fields_set and (
+            output.data is NOT_JSON or not jsontext.includes(output.data, expected.json_)
+        ):
+            continue
+        return captures
+    wants = []
+    if expected.output is not None:
+        wants.append(f"matches /{expected.output}/")
+    if "json_" in expected.model_fields_set:
+        wants.append(f"has {_shown(expected.json_)}")
+    latest = candidates[-1].text
+    return f"no {what} since the latest user message {' and '.join(wants)} (the latest: {_quoted(latest)})"
 
 
 def _unloaded_call(scenario: Scenario, deferred: frozenset[str]) -> tuple[int, str] | None:

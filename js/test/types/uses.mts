@@ -1,5 +1,5 @@
 // Type-checked by types.test.js (`tsc --noEmit`): the declarations describe the package as used.
-import { type Call, type Emulator, emulatorScope, startEmulator, stopEmulator, URL_ENV } from "ptc-emulator";
+import { type Call, type Emulator, type JournalEntry, emulatorScope, startEmulator, stopEmulator, URL_ENV } from "ptc-emulator";
 
 export async function setup(): Promise<string> {
   const emulator: Emulator = await startEmulator({ command: ["ptc-emulator"], args: ["--fixtures", "s"], timeoutMs: 1 });
@@ -23,6 +23,10 @@ export async function check(): Promise<void> {
   const calls: Call[] = await scope.calls("get_inventory");
   const route: "direct" | "program" = calls[0].route;
   const count: number = await scope.expectCalled("get_inventory", 2);
+  await scope.expectCalled("get_inventory", { times: 2, args: { sku: "sku_123" }, route: "program" });
+  await scope.expectCalled("get_inventory", { args: (args) => (args as { sku: string }).sku.endsWith("9") });
+  const asked: JournalEntry[] = await scope.expectRequests({ times: 1, instructions: /clerk/i, model: "gpt-.*" });
+  await scope.expectRequests({ scenario: "x", status: 200, input: "hello", where: (entry) => entry.route.length > 0 });
   await scope.expectAllScenariosUsed();
   await scope.expectNoUnmatched();
   await scope.setHosted({ code_interpreter: [{ code: "sum", logs: "6\n" }] });
@@ -31,7 +35,11 @@ export async function check(): Promise<void> {
   const status: number = entries[0].status;
   // @ts-expect-error: the count is a number
   await scope.expectCalled("get_inventory", "2");
+  // @ts-expect-error: a route is "direct" or "program"
+  await scope.expectCalled("get_inventory", { route: "programmatic" });
+  // @ts-expect-error: an instructions pattern is a RegExp or a string
+  await scope.expectRequests({ instructions: 3 });
   // @ts-expect-error: a scope's URL is read-only
   scope.baseURL = "elsewhere";
-  void [env, route, count, status];
+  void [env, route, count, status, asked];
 }
