@@ -136,8 +136,10 @@ test-sdk-oldest: $(OLDEST_STAMP) $(NODE_STAMP) $(GO_STAMP) $(JAVA_STAMP) ## the 
 	$(OLDEST_VENV)/bin/python -c 'import openai; assert openai.__version__ == "$(OLDEST_SDK)", openai.__version__'
 	PYTHONDONTWRITEBYTECODE= $(OLDEST_VENV)/bin/python -m pytest -m sdk -n $(JOBS) --dist loadfile -q
 
+# With bytecode written and read, as `make test` has it: an inherited PYTHONDONTWRITEBYTECODE made
+# every run compile this project's modules and rewrite every test module's asserts again.
 test-fast: $(STAMP) ## the unit tier: the app and engine on a fake runner, pure functions (no V8, no server)
-	$(BIN)/python -m pytest -m unit tests/unit
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -m unit tests/unit
 
 bench: $(STAMP) ## the sandbox and HTTP benchmarks (a few minutes; bench/load.py runs on its own)
 	$(BIN)/python bench/sandbox_bench.py

@@ -119,7 +119,9 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await asyncio.to_thread(usage.encoding)  # load the tokenizer now, not on the first request
+        # The tokenizer loads now, not on the first request, in a thread while the pool's workers
+        # start (processes of their own): neither waits for the other.
+        tokenizer = asyncio.ensure_future(asyncio.to_thread(usage.encoding))
         pool = None
         sandbox_runner = runner
         if sandbox_runner is None:
@@ -132,8 +134,13 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
                     heap_bytes=settings.limits.heap_bytes,
                 )
             )
-            await pool.start()
+            try:
+                await pool.start()
+            except BaseException:
+                await asyncio.gather(tokenizer, return_exceptions=True)
+                raise
             sandbox_runner = pool
+        await tokenizer
         state.pool = pool
         runtime = Runtime(
             signer=state.signer,

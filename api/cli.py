@@ -1,4 +1,9 @@
-"""`ptc-emulator serve [...]` (also `python -m ptc_emulator serve`)."""
+"""`ptc-emulator serve [...]` (also `python -m ptc_emulator serve`).
+
+What `serve` needs (the settings, the store and model registries, the sandbox's limits, the app)
+is imported when a command line names `serve`: `ptc-emulator --help`, `--version`, `validate`
+and `inspect` (and their `--help`) load none of it, about a second's worth of imports.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +14,15 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import ptc_emulator
-from ptc_emulator.api.settings import API_KEY_ENV, DATA_DIR_ENV, PROJECT_DATA_DIR, Settings, resend_problem
-from ptc_emulator.emulator.model import DEFAULT_UPSTREAM_PROTOCOL, UPSTREAM_PROTOCOLS, ScenarioError
-from ptc_emulator.emulator.storage import STORES, StoreUnavailable, store_kind
-from ptc_emulator.sandbox import Limits
+from ptc_emulator.names import API_KEY_ENV
+
+if TYPE_CHECKING:
+    from ptc_emulator.api.settings import Settings
 
 __all__ = ["bind", "main", "parse"]
-
-_LIMITS = Limits()
-_SETTINGS = Settings()
 
 
 class _OneDefault(argparse.ArgumentDefaultsHelpFormatter):
@@ -34,7 +36,9 @@ class _OneDefault(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(serve_options: bool = True) -> argparse.ArgumentParser:
+    """The command line. Without `serve_options`, `serve` is listed with its help line but given
+    none of its options: enough for a command line that does not run `serve`."""
     parser = argparse.ArgumentParser(
         prog="ptc-emulator", description="A local stand-in for OpenAI's Responses API with Programmatic Tool Calling."
     )
@@ -43,6 +47,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="serve the Responses API on a local port", formatter_class=_OneDefault)
+    if serve_options:
+        _serve_arguments(serve)
+    _tool_commands(commands)
+    return parser
+
+
+def _serve_arguments(serve: argparse.ArgumentParser) -> None:
+    from ptc_emulator.api.settings import DATA_DIR_ENV, PROJECT_DATA_DIR, Settings
+    from ptc_emulator.emulator.storage import STORES
+    from ptc_emulator.sandbox import Limits
+
+    limits = Limits()
+    defaults = Settings()
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     serve.add_argument("--port", type=int, default=8000, help="port to bind")
     serve.add_argument(
@@ -69,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--lease-seconds",
         type=float,
-        default=_SETTINGS.lease_s,
+        default=defaults.lease_s,
         help="with a postgresql store: a dead replica's running turns are taken over after this long",
     )
     serve.add_argument(
@@ -92,23 +109,23 @@ def _parser() -> argparse.ArgumentParser:
         help=f"require this Bearer key (visible in ps: prefer {API_KEY_ENV} or --api-key-file)",
     )
     serve.add_argument("--api-key-file", type=Path, default=None, metavar="PATH", help="read the key from PATH")
-    serve.add_argument("--workers", type=int, default=_SETTINGS.pool_size, help="V8 worker processes")
+    serve.add_argument("--workers", type=int, default=defaults.pool_size, help="V8 worker processes")
     serve.add_argument(
         "--live-cache",
         type=int,
-        default=_SETTINGS.live_cache,
+        default=defaults.live_cache,
         metavar="N",
         help="suspended programs each worker keeps live to skip replay (0: always replay)",
     )
-    serve.add_argument("--timeout", type=float, default=_LIMITS.timeout_s, help="seconds per program run")
-    serve.add_argument("--heap-mb", type=int, default=_LIMITS.heap_bytes // 2**20, help="V8 heap per program")
-    serve.add_argument("--max-tool-calls", type=int, default=_LIMITS.max_tool_calls, help="per program")
-    serve.add_argument("--max-output-bytes", type=int, default=_LIMITS.max_output_bytes, help="a program's output")
-    serve.add_argument("--max-code-bytes", type=int, default=_LIMITS.max_code_bytes, help="a program's source")
+    serve.add_argument("--timeout", type=float, default=limits.timeout_s, help="seconds per program run")
+    serve.add_argument("--heap-mb", type=int, default=limits.heap_bytes // 2**20, help="V8 heap per program")
+    serve.add_argument("--max-tool-calls", type=int, default=limits.max_tool_calls, help="per program")
+    serve.add_argument("--max-output-bytes", type=int, default=limits.max_output_bytes, help="a program's output")
+    serve.add_argument("--max-code-bytes", type=int, default=limits.max_code_bytes, help="a program's source")
     serve.add_argument(
-        "--max-argument-bytes", type=int, default=_LIMITS.max_argument_bytes, help="a program's tool calls, in all"
+        "--max-argument-bytes", type=int, default=limits.max_argument_bytes, help="a program's tool calls, in all"
     )
-    serve.add_argument("--max-body-bytes", type=int, default=_SETTINGS.max_body_bytes, help="a request body")
+    serve.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes, help="a request body")
     serve.add_argument(
         "--strict-contract", action="store_true", help="reject tool I/O that violates the tools' schemas"
     )
@@ -133,10 +150,8 @@ def _parser() -> argparse.ArgumentParser:
         help="json: every log line one JSON object (a request's: method, path, scope, scenario, route, status, ...)",
     )
     _record_arguments(serve)
-    _mcp_arguments(serve)
-    _model_upstream_arguments(serve)
-    _tool_commands(commands)
-    return parser
+    _mcp_arguments(serve, defaults)
+    _model_upstream_arguments(serve, defaults)
 
 
 def _tool_commands(commands: Any) -> None:
@@ -152,7 +167,7 @@ def _tool_commands(commands: Any) -> None:
     validate.add_argument("paths", type=Path, nargs="+", metavar="DIR", help="scenario directories (or files)")
 
 
-def _mcp_arguments(serve: argparse.ArgumentParser) -> None:
+def _mcp_arguments(serve: argparse.ArgumentParser, defaults: Settings) -> None:
     """The MCP client's egress and bounds (docs/limits.md, "MCP")."""
     group = serve.add_argument_group("MCP client")
     group.add_argument(
@@ -166,16 +181,16 @@ def _mcp_arguments(serve: argparse.ArgumentParser) -> None:
         "--mcp-allow-private", action="store_true", help="MCP servers on loopback and private addresses are allowed"
     )
     group.add_argument(
-        "--mcp-connect-timeout", type=float, default=_SETTINGS.mcp_connect_timeout_s, help="seconds to connect"
+        "--mcp-connect-timeout", type=float, default=defaults.mcp_connect_timeout_s, help="seconds to connect"
     )
     group.add_argument(
-        "--mcp-timeout", type=float, default=_SETTINGS.mcp_timeout_s, help="seconds for one MCP listing or call"
+        "--mcp-timeout", type=float, default=defaults.mcp_timeout_s, help="seconds for one MCP listing or call"
     )
     group.add_argument(
-        "--mcp-max-answer-bytes", type=int, default=_SETTINGS.mcp_max_answer_bytes, help="bytes read per MCP call"
+        "--mcp-max-answer-bytes", type=int, default=defaults.mcp_max_answer_bytes, help="bytes read per MCP call"
     )
     group.add_argument(
-        "--mcp-memo-bytes", type=int, default=_SETTINGS.mcp_memo_bytes, help="bytes of hidden call results kept"
+        "--mcp-memo-bytes", type=int, default=defaults.mcp_memo_bytes, help="bytes of hidden call results kept"
     )
 
 
@@ -202,8 +217,10 @@ def _record_arguments(serve: argparse.ArgumentParser) -> None:
     )
 
 
-def _model_upstream_arguments(serve: argparse.ArgumentParser) -> None:
+def _model_upstream_arguments(serve: argparse.ArgumentParser, defaults: Settings) -> None:
     """A model upstream (docs/any-model.md)."""
+    from ptc_emulator.emulator.model import DEFAULT_UPSTREAM_PROTOCOL, UPSTREAM_PROTOCOLS
+
     group = serve.add_argument_group("model upstream")
     group.add_argument(
         "--model-upstream",
@@ -231,7 +248,7 @@ def _model_upstream_arguments(serve: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--model-upstream-max-answer-bytes",
         type=int,
-        default=_SETTINGS.model_upstream_max_answer_bytes,
+        default=defaults.model_upstream_max_answer_bytes,
         metavar="BYTES",
         help="bytes one upstream answer may take, whole or streamed",
     )
@@ -242,6 +259,8 @@ STORE_ENV = "PTC_EMULATOR_STORE"
 
 def _store_kind(value: str) -> str:
     """A store `open_store` can open: a registered kind's name, or a URL of a registered scheme."""
+    from ptc_emulator.emulator.storage import store_kind
+
     try:
         store_kind(value)
     except ValueError as e:
@@ -261,6 +280,9 @@ def _shown_store(store: str) -> str:
 
 
 def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
+    from ptc_emulator.api.settings import PROJECT_DATA_DIR, Settings
+    from ptc_emulator.sandbox import Limits
+
     args = _parser().parse_args(argv)
     settings = Settings(
         host=args.host,
@@ -338,9 +360,15 @@ def _warn_visible(argv: list[str] | None) -> None:
 def main(argv: list[str] | None = None) -> None:
     given = sys.argv[1:] if argv is None else argv
     if given and given[0] in _TOOLS:
-        raise SystemExit(_run_tool(_parser().parse_args(given)))
+        raise SystemExit(_run_tool(_parser(serve_options=False).parse_args(given)))
+    if "serve" not in given:
+        # `--help`, `--version`, no command or an unknown one: the top level answers and exits.
+        _parser(serve_options=False).parse_args(given)
     from ptc_emulator.api.app import create_app
     from ptc_emulator.api.proxy import ProxySettingsError
+    from ptc_emulator.api.settings import resend_problem
+    from ptc_emulator.emulator.model import ScenarioError
+    from ptc_emulator.emulator.storage import StoreUnavailable
 
     settings, log_level = parse(argv)
     json_logs = _log_format(argv) == "json"

