@@ -17,7 +17,7 @@ from typing import Any
 
 from ptc_emulator.api import guards
 from ptc_emulator.api.inspector import UI_PATH
-from ptc_emulator.api.inspector.trace import trace_html
+from ptc_emulator.api.inspector.trace import trace_html, trace_page, trace_policy
 
 __all__ = ["TraceError", "TraceServer", "load_trace"]
 
@@ -33,9 +33,22 @@ def load_trace(path: Path) -> bytes:
     except (OSError, UnicodeDecodeError) as error:
         raise TraceError(f"{path}: cannot read it ({error})") from error
     if path.suffix.lower() in (".html", ".htm"):
-        if 'id="ptc-trace"' not in text:
+        # Only the trace's data is taken from the file; the page around it is the emulator's own,
+        # so a crafted page holding `id="ptc-trace"` runs none of its scripts.
+        opening = '<script type="application/json" id="ptc-trace">'
+        start = text.find(opening)
+        end = text.find("</script>", start) if start >= 0 else -1
+        if start < 0 or end < 0:
             raise TraceError(f"{path}: not a ptc-emulator trace (no trace data in the page)")
-        return text.encode("utf-8")
+        try:
+            data = json.loads(text[start + len(opening) : end])
+        except json.JSONDecodeError as error:
+            raise TraceError(f"{path}: not a ptc-emulator trace (its data is not JSON: {error.msg})") from error
+        if not isinstance(data, dict) or not isinstance(data.get("conversations"), list):
+            raise TraceError(f"{path}: not a ptc-emulator trace (its data has no conversations)")
+        return trace_page(
+            {"title": str(data.get("title") or path.name), "conversations": data["conversations"]}
+        ).encode("utf-8")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
@@ -76,6 +89,7 @@ def _handler(page: bytes) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-cache")
             self.send_header("X-Content-Type-Options", "nosniff")
+            self.send_header("Content-Security-Policy", trace_policy())
             self.end_headers()
             self.wfile.write(body)
 

@@ -32,7 +32,20 @@ def trace_html(entries: list[Entry], *, title: str = "") -> str:
     own inline scripts and style (by hash) and no connection at all. Nothing from the journal is
     markup: the data is JSON in a non-script element (every `<`, `>` and `&` escaped), and the
     page renders it as text, as it does from the server."""
-    data = {"title": title, "conversations": [conversation(g) for g in group(entries)]}
+    return trace_page({"title": title, "conversations": [conversation(g) for g in group(entries)]})
+
+
+def trace_policy() -> str:
+    """The Content-Security-Policy of a trace page: its own inline scripts and style, by hash."""
+    style, scripts = _asset("inspector.css"), [_asset("highlight.js"), _asset("inspector.js")]
+    return (
+        f"default-src 'none'; script-src {' '.join(_hash(t) for t in scripts)}; style-src {_hash(style)}; "
+        "img-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'"
+    )
+
+
+def trace_page(data: dict[str, Any]) -> str:
+    """The page for a trace's data (`{"title", "conversations"}`): only the data comes from outside."""
     payload = json.dumps(data, ensure_ascii=False)
     payload = payload.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
     payload = payload.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
@@ -40,10 +53,7 @@ def trace_html(entries: list[Entry], *, title: str = "") -> str:
     for text in (style, *scripts):
         if "</" in text:  # never in our own files: it would end the element it is inlined in
             raise ValueError("an inspector asset holds '</', which cannot be inlined")
-    policy = (
-        f"default-src 'none'; script-src {' '.join(_hash(t) for t in scripts)}; style-src {_hash(style)}; "
-        "img-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'"
-    )
+    policy = trace_policy()
     page = _asset("index.html")
     page = page.replace('<link rel="stylesheet" href="inspector.css">', f"<style>{style}</style>")
     page = page.replace('  <script src="highlight.js" defer></script>\n', "")

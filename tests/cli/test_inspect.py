@@ -78,3 +78,32 @@ def test_what_is_not_a_trace_is_one_line_and_status_2(tmp_path: Path) -> None:
         assert line.startswith(f"ptc-emulator: {path}: "), line
     assert "not a journal" in run("inspect", str(tmp_path / "other.json")).stderr
     assert sys.executable  # the CLI ran under this interpreter
+
+
+def test_a_crafted_page_is_never_served_only_its_trace_data_with_the_inspector_policy(tmp_path: Path) -> None:
+    """A page that merely holds `id="ptc-trace"` used to be served verbatim, with no policy: its
+    scripts ran on 127.0.0.1. Now only the trace data is taken from the file, into the emulator's
+    own page, served with a Content-Security-Policy that allows only that page's scripts."""
+    data = json.dumps({"title": "crafted", "conversations": []})
+    crafted = tmp_path / "trace.html"
+    crafted.write_text(
+        f'<html><head>\n</head><body><script type="application/json" id="ptc-trace">{data}</script>'
+        "<script>document.title = 'EVIL-' + document.cookie</script></body></html>",
+        encoding="utf-8",
+    )
+    server = subprocess.Popen([*CLI, "inspect", str(crafted)], stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stderr is not None
+        [url] = re.findall(r"in the inspector at (http://127\.0\.0\.1:\d+/_emulator/ui/)", server.stderr.readline())
+        page = httpx.get(url, timeout=30)
+        assert page.status_code == 200 and "EVIL-" not in page.text and 'id="ptc-trace"' in page.text
+        policy = page.headers["content-security-policy"]
+        assert "default-src 'none'" in policy and "'unsafe-inline'" not in policy
+        root = url[: -len("/_emulator/ui/")]
+        for other in ("/_emulator/ui/../../etc/passwd", "/trace.html", "/_emulator/ui/inspector.js"):
+            assert httpx.get(root + other, timeout=30).status_code == 404
+    finally:
+        server.terminate()  # the process this test started, by its handle
+        server.wait(timeout=30)
+        if server.stderr is not None:
+            server.stderr.close()

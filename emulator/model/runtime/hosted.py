@@ -32,7 +32,6 @@ Rejected: fetching again on replay (repeats side effects); server-side state onl
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +40,7 @@ from pydantic import Field, field_validator
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.model.runtime.hidden_results import HiddenResults
+from ptc_emulator.emulator.patterns import PatternError, compile_pattern
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
 from ptc_emulator.emulator.tools.mcp import Listing, McpPolicy, McpServerSpec, call_tool, list_tools
@@ -87,7 +87,10 @@ class CodeInterpreterSpec(WireModel):
     @classmethod
     def _compiles(cls, value: str | None) -> str | None:
         if value is not None:
-            re.compile(value)
+            try:
+                compile_pattern(value)
+            except PatternError as e:
+                raise ValueError(f"invalid regular expression {value!r}: {e}") from None
         return value
 
     def all_outputs(self) -> list[dict[str, Any]]:
@@ -107,7 +110,10 @@ class ShellSpec(WireModel):
     @classmethod
     def _compiles(cls, value: str | None) -> str | None:
         if value is not None:
-            re.compile(value)
+            try:
+                compile_pattern(value)
+            except PatternError as e:
+                raise ValueError(f"invalid regular expression {value!r}: {e}") from None
         return value
 
     def output(self) -> dict[str, Any]:
@@ -371,7 +377,7 @@ class Hosted:
     def code_result(self, code: str) -> CodeInterpreterSpec | None:
         """The scripted result for this code: the first entry whose pattern it matches."""
         specs = self.script.code_interpreter if self.script is not None else []
-        return next((s for s in specs if s.code is None or re.search(s.code, code)), None)
+        return next((s for s in specs if s.code is None or compile_pattern(s.code).search(code)), None)
 
     def _code_interpreter(self, pending: PendingCall, arguments: dict[str, Any]) -> ToolResult | Unscripted:
         code = arguments.get("code")
@@ -408,7 +414,7 @@ class Hosted:
         specs = self.script.shell if self.script is not None else []
         outputs = []
         for command in commands:
-            spec = next((s for s in specs if s.command is None or re.fullmatch(s.command, command)), None)
+            spec = next((s for s in specs if s.command is None or compile_pattern(s.command).fullmatch(command)), None)
             if spec is None:
                 return command
             outputs.append(spec.output())

@@ -39,7 +39,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from ptc_emulator.emulator import jsontext
 from ptc_emulator.emulator.model.runtime import HostedScript
 from ptc_emulator.emulator.model.scripted import templating
-from ptc_emulator.emulator.model.scripted.patterns import PatternError, compile_pattern
+from ptc_emulator.emulator.patterns import PatternError, compile_pattern
 from ptc_emulator.emulator.wire.items import MAX_DEPTH, WireModel, check_depth
 
 __all__ = [

@@ -1,6 +1,8 @@
-"""Scenario regular expressions, run by RE2: linear time in the text, whatever the pattern.
+"""User-given regular expressions, run by RE2: linear time in the text, whatever the pattern.
 
-A scenario's `match.input` and `match.model` come from whoever can add a scenario. Python's
+A scenario's matchers (`match.input`, `match.model`, the `match.*` of instructions, history and
+outputs) and the hosted tools' `code_interpreter.code` and `shell.command` come from whoever can
+add a scenario. Python's
 backtracking engine takes exponential time on patterns such as `^(a+)+$`, long enough to freeze
 the server; RE2 never backtracks. It has no backreferences or lookaround: a pattern that needs
 them is refused when the scenario is added, naming the field.
