@@ -45,7 +45,6 @@ from ptc_emulator.emulator.model.core import Delivery, Prepared
 from ptc_emulator.emulator.model.runtime import ProgramPlan
 from ptc_emulator.emulator.model.scripted import templating
 from ptc_emulator.emulator.model.scripted.scenario import Fault, Scenario, SearchSpec, Turn
-from ptc_emulator.emulator.patterns import compile_pattern
 
 __all__ = ["INLINE", "Script", "ScriptedPlan", "inline_code", "inline_search", "scripted_plan"]
 
