@@ -21,6 +21,7 @@ import itertools
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, TypeAlias
 
@@ -29,6 +30,7 @@ from lark import Lark, LarkError
 
 from ptc_emulator.emulator import jsontext, messages
 from ptc_emulator.emulator.caches import PROCESS, Cache, Memo
+from ptc_emulator.emulator.patterns import PatternError, compile_pattern
 from ptc_emulator.emulator.wire.items import CallItem, CustomToolCall, FunctionCall
 from ptc_emulator.emulator.wire.request import Conversational
 from ptc_emulator.emulator.wire.tools import CustomTool, FunctionTool, GrammarFormat, NamespaceTool, ToolSearchTool
@@ -64,15 +66,65 @@ class Violation:
         return messages.contract_broken(self.kind, self.call_id, self.tool, self.message)
 
 
+_NOT_SCHEMAS = frozenset({"const", "enum", "default", "examples"})
+"""Keywords whose values are data, not schemas: a `pattern` key inside them is no pattern."""
+
+
+def _patterns(document: Any) -> Iterator[str]:
+    """Every regular expression a schema gives: `pattern` values and `patternProperties` keys."""
+    stack = [document]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, list):
+            stack.extend(current)
+        elif isinstance(current, dict):
+            for key, value in current.items():
+                if key == "pattern" and isinstance(value, str):
+                    yield value
+                elif key == "patternProperties" and isinstance(value, dict):
+                    yield from (k for k in value if isinstance(k, str))
+                    stack.extend(value.values())
+                elif key not in _NOT_SCHEMAS:
+                    stack.append(value)
+
+
+@functools.cache
+def _validator_class() -> Any:
+    """Draft 2020-12 with `pattern` and `patternProperties` run by RE2 (`emulator/patterns.py`):
+    a tool's schema is anyone's input, and Python's backtracking engine takes exponential time on
+    patterns such as `^(a|a)+$`."""
+    from jsonschema import Draft202012Validator, ValidationError, validators
+
+    def pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Iterator[Any]:
+        if validator.is_type(instance, "string") and compile_pattern(patrn).search(instance) is None:
+            yield ValidationError(f"{instance!r} does not match {patrn!r}")
+
+    def pattern_properties(validator: Any, properties: dict[str, Any], instance: Any, schema: Any) -> Iterator[Any]:
+        if not validator.is_type(instance, "object"):
+            return
+        for patrn, subschema in properties.items():
+            compiled = compile_pattern(patrn)
+            for key, value in instance.items():
+                if compiled.search(key) is not None:
+                    yield from validator.descend(value, subschema, path=key, schema_path=patrn)
+
+    keywords = {"pattern": pattern, "patternProperties": pattern_properties}
+    return validators.extend(Draft202012Validator, keywords)  # type: ignore[no-untyped-call]
+
+
 def _schema_problem(schema: _Schema) -> str | None:
-    """Why the schema is not a JSON Schema (draft 2020-12, its `pattern`s compiling), or None;
-    found once per schema."""
-    from jsonschema import Draft202012Validator  # imported when first needed: it costs 80 ms
+    """Why the schema is not a JSON Schema (draft 2020-12, its patterns compiling on RE2), or
+    None; found once per schema."""
     from jsonschema.exceptions import SchemaError
 
     if schema.problem is None:
         try:
-            Draft202012Validator.check_schema(schema.document)
+            _validator_class().check_schema(schema.document)
+            for patrn in _patterns(schema.document):
+                try:
+                    compile_pattern(patrn)
+                except PatternError as e:
+                    raise SchemaError(f"{patrn!r} is not a pattern this server runs: {e}") from e
             schema.problem = ""
         except SchemaError as e:
             schema.problem = e.message
@@ -82,7 +134,6 @@ def _schema_problem(schema: _Schema) -> str | None:
 
 
 def _first_error(schema: _Schema, value: Any) -> str | None:
-    from jsonschema import Draft202012Validator  # imported when first needed: it costs 80 ms
     from referencing.exceptions import Unresolvable
 
     problem = _schema_problem(schema)
@@ -90,7 +141,7 @@ def _first_error(schema: _Schema, value: Any) -> str | None:
         return messages.schema_invalid(problem)
     try:
         if schema.validator is None:
-            schema.validator = Draft202012Validator(schema.document)
+            schema.validator = _validator_class()(schema.document)
         error = next(iter(sorted(schema.validator.iter_errors(value), key=lambda e: list(e.path))), None)
     except Unresolvable as e:  # a `$ref` to nowhere: no schema to check against
         return messages.schema_invalid(str(e))

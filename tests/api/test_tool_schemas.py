@@ -52,8 +52,18 @@ BAD_SCHEMAS = [
     ),
     ("parameters", {"type": "object", "properties": {"q": {"pattern": "("}}}, "is not a 'regex'"),
     ("output_schema", {"type": "object", "required": 5}, "Invalid output_schema for function 'lookup': 5 is not"),
+    (
+        "parameters",
+        {"type": "object", "properties": {"q": {"type": "string", "pattern": "^(?=a)"}}},
+        "Invalid schema for function 'lookup': '^(?=a)' is not a pattern this server runs: ",
+    ),
+    (
+        "output_schema",
+        {"type": "object", "patternProperties": {"^(a)\\1$": {}}},
+        "Invalid output_schema for function 'lookup': '^(a)\\\\1$' is not a pattern this server runs: ",
+    ),
 ]
-IDS = ["required-not-array", "unknown-type", "bad-pattern", "output-schema"]
+IDS = ["required-not-array", "unknown-type", "bad-pattern", "output-schema", "lookahead", "backreference"]
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +144,21 @@ def test_an_invalid_schema_on_a_replayed_continuation_is_a_400(
         "/responses", json={"model": "m", "input": items, "store": False, "tools": [PTC, tool(**{field: schema})]}
     )
     assert_envelope(response, 400, message, param=f"tools[1].{field}", code="invalid_function_parameters")
+    finishes(http)
+
+
+def test_a_pattern_that_backtracks_exponentially_in_re_is_checked_in_linear_time(http: httpx.Client) -> None:
+    """`^(a|a)+$` against forty a's and a `!` takes Python's `re` 2**40 steps; RE2 checks it at
+    once, and the mismatch is reported as any other."""
+    evil = tool(output_schema={"type": "string", "pattern": "^(a|a)+$"})
+    body = paused(http, store=True)
+    answer = {**call_output(body), "output": json.dumps("a" * 40 + "!")}
+    done = http.post(
+        "/responses",
+        json={"model": "m", "previous_response_id": body["id"], "input": [answer], "tools": [PTC, evil]},
+    )
+    assert done.status_code == 200, done.text[:500]
+    assert "does not match '^(a|a)+$'" in done.headers["x-ptc-emulator-contract-warning"]
     finishes(http)
 
 
