@@ -56,6 +56,55 @@ def test_a_bound_exceeded_at_render_time_is_a_render_limit(
     assert why in str(caught.value)
 
 
+NESTED = "{% set a = range(1000)|list %}{% set b = [a] * 100 %}{% set c = [b] * 100 %}"
+"""A million numbers held by reference in a few hundred items: what prints them builds megabytes."""
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{% set a = range(1000)|list %}{{ ([a] * 2000)|sum(start=[])|length }}",
+        NESTED + "{{ c|string|length }}",
+        NESTED + "{{ c|tojson|length }}",
+        NESTED + "{{ c|pprint|length }}",
+        NESTED + "{{ (c ~ '')|length }}",
+        NESTED + "{{ [c]|join(',')|length }}",
+        "{{ ('x' * 1000).translate({120: 'y' * 5000})|length }}",
+        "{{ {'k': long}|urlencode|length }}",
+        "{{ [1]|batch(10**8, 0)|list|length }}",
+        "{{ [1]|slice(10**8)|list|length }}",
+    ],
+    ids=["sum", "string", "tojson", "pprint", "concat", "join", "translate", "urlencode", "batch", "slice"],
+)
+def test_a_filter_that_builds_more_than_its_input_is_bounded_before_it_runs(
+    source: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each of these built tens of millions of items in one call the step and time bounds cannot
+    reach (issue 38); each is now refused before it builds."""
+    monkeypatch.setattr(templating, "MAX_SECONDS", 3600.0)
+    with pytest.raises(RenderLimit, match="builds more than|built more than"):
+        render(source, long="a" * 400_000)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("{{ [[1, 2], [3]]|sum(start=[]) }}", "[1, 2, 3]"),
+        ("{{ [{'v': [1]}, {'v': [2]}]|sum(attribute='v', start=[0]) }}", "[0, 1, 2]"),
+        ("{{ [1, 2, 3]|sum }}", "6"),
+        ("{{ range(3)|list|string }}", "[0, 1, 2]"),
+        ("{{ {'a': 1}|tojson }}", '{"a": 1}'),
+        ("{{ 'abc'.translate({97: 'xy'}) }}", "xybc"),
+        ("{{ {'q': 'a b'}|urlencode }}", "q=a+b"),
+        ("{{ [1, 2, 3]|batch(2, 0)|list }}", "[[1, 2], [3, 0]]"),
+        ("{{ [1, 2, 3]|slice(2)|list }}", "[[1, 2], [3]]"),
+        ("{{ 1 ~ [2] ~ 'x' }}", "1[2]x"),
+    ],
+)
+def test_the_bounded_filters_render_as_jinja_does_within_their_bounds(source: str, expected: str) -> None:
+    assert render(source) == expected
+
+
 def test_a_render_past_its_time_bound_is_a_render_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     """The clock is the test's: each reading is a second later than the one before."""
     now = iter(range(10**6))

@@ -13,8 +13,12 @@ work: nested `range(100000)` loops, `'x' * 10**9`, or a loop over a long input. 
 * no single operation may build more than `MAX_VALUE_CHARS`, and a render no more than
   `MAX_BUILT_CHARS` in all, checked before the operation runs: concatenation (`~`, `+`), `%`
   formatting and `str.format` widths, the string methods and filters that build strings
-  (`replace`, `join`, `center`, `ljust`, `rjust`, `zfill`, `expandtabs`, `indent`, `format`,
-  `wordwrap`), and integer `*` and `**` by the bits of their result. A line is one step, but one
+  (`replace`, `join`, `translate`, `center`, `ljust`, `rjust`, `zfill`, `expandtabs`, `indent`,
+  `format`, `wordwrap`), the filters that print a value (`string`, `tojson`, `pprint`,
+  `urlencode`, and `~` of a value that is no string: its printed size is counted on the value,
+  a list held twice counted twice, before it is printed), `batch` and `slice` by the items they
+  fill in, `sum` of sequences (concatenated once, not copied at each item), and integer `*` and
+  `**` by the bits of their result. A line is one step, but one
   step could otherwise build gigabytes inside a single C call (`s.replace('x', 'y' * 3000)` on a
   long `s`), out of reach of the step and time bounds;
 * the output is capped at `MAX_OUTPUT_CHARS`;
@@ -93,10 +97,43 @@ def _building(size: int) -> None:
             raise RenderLimit(f"the template built more than {MAX_BUILT_CHARS} characters")
 
 
+def _printed_size(value: Any, limit: int = MAX_VALUE_CHARS) -> int:
+    """About how many characters `str`, `tojson` or `pprint` of `value` take, counted as a tree
+    (a list held twice counts twice, as it prints twice), refused (`RenderLimit`) as soon as the
+    count passes `limit`: the walk costs no more than the bound, whatever `value` holds."""
+    total = 0
+    stack = [value]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, str):
+            total += len(current) + 2
+        elif isinstance(current, dict):
+            total += 2 + 4 * len(current)
+            if total <= limit:
+                stack.extend(current.keys())
+                stack.extend(current.values())
+        elif isinstance(current, list | tuple | set | frozenset):
+            total += 2 + 2 * len(current)
+            if total <= limit:
+                stack.extend(current)
+        elif isinstance(current, int) and not isinstance(current, bool):
+            total += current.bit_length() // 3 + 2
+        else:
+            total += 8
+        if total > limit:
+            raise RenderLimit(f"an operation that builds more than {limit} characters")
+    return total
+
+
+def _text_size(value: Any) -> int:
+    """The length of `str(value)`, found without making it when `value` is not a string."""
+    return len(value) if isinstance(value, str) else _printed_size(value)
+
+
 def _bounded_join(values: Iterable[Any], sep: str = "") -> str:
-    parts = [v if isinstance(v, str) else str(v) for v in values]
-    _building(sum(map(len, parts)) + len(sep) * max(len(parts) - 1, 0))
-    return sep.join(parts)
+    items = list(values)
+    _building(sum(_text_size(v) for v in items) + len(sep) * max(len(items) - 1, 0))
+    return sep.join(v if isinstance(v, str) else str(v) for v in items)
 
 
 def _replaced_size(text: str, old: str, new: str, count: int | None = None) -> int:
@@ -131,10 +168,31 @@ def _str_method_size(method: str, text: str, args: tuple[Any, ...], kwargs: dict
         return _replaced_size(text, args[0], args[1], count if isinstance(count, int) else None)
     if method in ("center", "ljust", "rjust", "zfill") and args and isinstance(args[0], int):
         return max(args[0], len(text))
+    if method == "translate" and args and isinstance(args[0], dict):
+        longest = max((len(v) if isinstance(v, str) else 1 for v in args[0].values()), default=1)
+        return len(text) * max(longest, 1)
     if method == "expandtabs":
         size = args[0] if args else kwargs.get("tabsize", 8)
         return len(text) + text.count("\t") * (size if isinstance(size, int) else 8)
     return None
+
+
+def _sequence_sum(environment: Any, value: Iterable[Any], attribute: Any, start: list[Any] | tuple[Any, ...]) -> Any:
+    """`sum(start=[])`: the concatenation of the items, built once (Python's `sum` copies what
+    it has built at every item: quadratic), after its size is checked."""
+    from jinja2.filters import make_attrgetter
+
+    getter = make_attrgetter(environment, attribute) if attribute is not None else (lambda item: item)
+    items = [getter(item) for item in value]
+    kind = type(start)
+    for item in items:
+        if not isinstance(item, kind):
+            raise TypeError(f'can only concatenate {kind.__name__} (not "{type(item).__name__}") to {kind.__name__}')
+    _building(len(start) + sum(len(item) for item in items))
+    built = list(start)
+    for item in items:
+        built.extend(item)
+    return built if kind is list else tuple(built)
 
 
 def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -151,8 +209,25 @@ def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., An
         elif name == "join":
             items = list(value)
             sep = rest[0] if rest else kwargs.get("d", "")
-            _building(sum(len(str(i)) for i in items) + len(str(sep)) * max(len(items) - 1, 0))
+            _building(sum(_text_size(i) for i in items) + _text_size(sep) * max(len(items) - 1, 0))
             args = (*args[:passed], items, *rest)
+        elif name in ("string", "tojson", "pprint"):
+            _building(_text_size(value))
+        elif name == "urlencode":
+            _building(3 * _text_size(value))  # each character may become a %XX escape
+        elif name == "batch":
+            size = rest[0] if rest else kwargs.get("linecount", 0)
+            fill = rest[1] if len(rest) > 1 else kwargs.get("fill_with")
+            if isinstance(size, int) and fill is not None:
+                _building(size)  # the last batch is filled up to `linecount` items
+        elif name == "slice":
+            slices = rest[0] if rest else kwargs.get("slices", 0)
+            if isinstance(slices, int):
+                _building(slices)
+        elif name == "sum":
+            start = rest[1] if len(rest) > 1 else kwargs.get("start", 0)
+            if isinstance(start, list | tuple):
+                return _sequence_sum(args[0], value, rest[0] if rest else kwargs.get("attribute"), start)
         elif name == "center":
             width = rest[0] if rest else kwargs.get("width", 80)
             _building(max(width if isinstance(width, int) else 0, len(str(value))))
@@ -191,7 +266,10 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         super().__init__(**options)
         self.globals["range"] = _bounded_range
         self.globals.pop("lipsum", None)  # lipsum(n=10**6) builds whatever it is asked to
-        for name in ("replace", "join", "center", "indent", "format", "wordwrap"):
+        for name in (
+            *("replace", "join", "center", "indent", "format", "wordwrap"),
+            *("string", "tojson", "pprint", "urlencode", "batch", "slice", "sum"),
+        ):
             filt = self.filters[name]
             bounded = _bounded_filter(name, filt)
             for attr in ("jinja_pass_arg",):  # keep how Jinja passes the context
