@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -52,14 +53,25 @@ class _BodyRequest(Request):
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
             raw = await self.body()
-            if _replayable(self):
-                try:
-                    self._json, self.cursor = engine_of(self).history.bodies.read_create(raw)
-                except ValidationError:
-                    self._json = json.loads(raw)
-            else:
-                self._json = json.loads(raw)
+            if len(raw) < OFF_LOOP_BYTES:
+                self._read(raw)
+            else:  # parsing and validating a large body takes its time: in a worker thread
+                await asyncio.to_thread(self._read, raw)
         return self._json
+
+    def _read(self, raw: bytes) -> None:
+        if _replayable(self):
+            try:
+                self._json, self.cursor = engine_of(self).history.bodies.read_create(raw)
+            except ValidationError:
+                self._json = json.loads(raw)
+        else:
+            self._json = json.loads(raw)
+
+
+OFF_LOOP_BYTES = 256 * 2**10
+"""A body this long or longer is read (parsed, validated, its known prefix found) in a worker
+thread, so the event loop serves other clients meanwhile; a shorter one costs less than the hop."""
 
 
 def _replayable(request: Request) -> bool:

@@ -1,0 +1,80 @@
+"""A large create's body is read (parsed, validated as a `CreateRequest`) off the event loop:
+health and a small request are answered while a large one is inside its validation.
+
+The server runs in this process, so the test holds the large body inside `model_validate`: a
+validation of an input of more than `HELD_ITEMS` items waits on an event the test sets. Nothing is
+timed: before the body was read in a worker thread, the held validation held the event loop, and
+health got no answer until the event was set (issue 38: 200,000 small items stalled every other
+client for 11.4 s).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+
+from ptc_emulator.emulator.wire.request import CreateRequest
+from ptc_emulator.testing.server import EmulatorServer
+from tests.api.api_support import PTC_TOOLS, program_message
+
+ITEMS = 100_000
+HELD_ITEMS = 50_000
+
+
+class _Held:
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+
+@pytest.fixture
+def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Held]:
+    holder = _Held()
+    real = CreateRequest.model_validate
+
+    def model_validate(value: Any, *args: Any, **kwargs: Any) -> CreateRequest:
+        given = value.get("input") if isinstance(value, dict) else None
+        if given is not None and not isinstance(given, str) and len(given) > HELD_ITEMS:
+            holder.entered.set()
+            assert holder.release.wait(120), "never released"
+        return real(value, *args, **kwargs)
+
+    monkeypatch.setattr(CreateRequest, "model_validate", model_validate)
+    yield holder
+    holder.release.set()
+
+
+def test_health_and_a_small_request_are_answered_while_a_large_body_is_validated(
+    make_server: Callable[..., EmulatorServer], held: _Held
+) -> None:
+    server = make_server()
+    items = [{"role": "user", "content": "hi"}] * ITEMS + [{"role": "user", "content": program_message("text('big')")}]
+    big_body = {"model": "m", "input": items, "tools": PTC_TOOLS, "store": False}
+
+    def big() -> httpx.Response:
+        with httpx.Client(base_url=server.base_url, timeout=300) as client:
+            return client.post("/responses", json=big_body)
+
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(big)
+        assert held.entered.wait(120), "the large request never reached its validation"
+        try:
+            with httpx.Client(base_url=server.base_url, timeout=60) as http:
+                health = http.get(server.base_url.removesuffix("/v1") + "/_emulator/health")
+                small = http.post(
+                    "/responses", json={"model": "m", "input": program_message("text('small')"), "tools": PTC_TOOLS}
+                )
+            assert not pending.done(), "the large request should still be held"
+        finally:
+            held.release.set()
+        large = pending.result(timeout=300)
+    assert health.status_code == 200, health.text
+    assert small.status_code == 200, small.text[:500]
+    assert small.json()["output"][-1]["content"][0]["text"] == "small"
+    assert large.status_code == 200, large.text[:500]
+    assert large.json()["output"][-1]["content"][0]["text"] == "big"
