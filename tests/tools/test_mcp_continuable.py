@@ -99,10 +99,15 @@ def test_a_program_pausing_after_each_large_result_is_continued_to_its_end(emula
             sizes += sealed(output)
             conversation += [*output, *answers(output)]
             response = client.responses.create(model="gpt-test", tools=tools(big), input=conversation, store=False)
-    [done] = [i for i in items(response) if i["type"] == "program_output"]
-    assert (done["status"], done["result"]) == ("completed", f"read {4 * RESULT}")
-    # Each pause carried its own result alone: four items of one result's size, within the budget.
-    assert len(sizes) == 4 and max(sizes) < RESULT * 3 // 2 and sum(sizes) <= BUDGET
+        [done] = [i for i in items(response) if i["type"] == "program_output"]
+        assert (done["status"], done["result"]) == ("completed", f"read {4 * RESULT}")
+        # Each pause carried its own result alone: four items of one result's size, within the budget.
+        assert len(sizes) == 4 and max(sizes) < RESULT * 3 // 2 and sum(sizes) <= BUDGET
+        # The finished program's calls skip the positions of its MCP calls: the conversation goes on.
+        conversation += [*items(response), {"role": "user", "content": js("text('goes on')")}]
+        after = client.responses.create(model="gpt-test", tools=tools(big), input=conversation, store=False)
+    [more] = [i for i in items(after) if i["type"] == "program_output"]
+    assert (more["status"], more["result"]) == ("completed", "goes on")
 
 
 def test_results_past_what_a_client_can_send_back_end_the_program(emulator: PTCEmulator, big: Served) -> None:
@@ -143,3 +148,21 @@ def test_a_continuation_past_the_body_limit_is_still_a_413(emulator: PTCEmulator
     with validating_client(emulator) as client, pytest.raises(openai.APIStatusError) as caught:
         client.responses.create(model="gpt-test", input="x" * 400_000, store=False)
     assert caught.value.status_code == 413
+
+
+def test_what_earlier_programs_carry_counts_too(emulator: PTCEmulator, big: Served) -> None:
+    """The bound is the conversation's: a second program's results are counted with the first's,
+    which a store: false client sends back as well."""
+    code = "for (let i = 0; i < 4; i++) await tools.big.huge({}); await tools.add({a: 1, b: 2}); text('paused once');"
+    conversation: list[dict[str, Any]] = [{"role": "user", "content": js(code)}]
+    with validating_client(emulator) as client:
+        first = client.responses.create(model="gpt-test", tools=tools(big), input=conversation, store=False)
+        output = items(first)
+        [carried] = sealed(output)
+        conversation += [*output, *answers(output)]
+        done = client.responses.create(model="gpt-test", tools=tools(big), input=conversation, store=False)
+        conversation += [*items(done), {"role": "user", "content": js(code.replace("once", "again"))}]
+        second = client.responses.create(model="gpt-test", tools=tools(big), input=conversation, store=False)
+    [ended] = [i for i in items(second) if i["type"] == "program_output"]
+    assert ended["status"] == "incomplete" and not answers(items(second))
+    assert f"the conversation carries {carried + 256} bytes of such results already" in ended["result"]

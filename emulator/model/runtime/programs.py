@@ -173,7 +173,7 @@ class Runtime:
         """`check_open`, then the finished programs' seals: every check of the conversation's
         programs a resume needs, whatever model plays it."""
         open_indexes = self.check_open(conv, tools, hosted)
-        checks.check_finished_programs(conv, self.signer)
+        checks.check_finished_programs(conv, self.signer, max_tool_calls=self.limits.max_tool_calls)
         return open_indexes
 
     # ---- playing --------------------------------------------------------------------------------
