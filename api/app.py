@@ -22,7 +22,7 @@ from ptc_emulator.api.journaling import RequestLog
 from ptc_emulator.api.replicas import OneSecret, SecretMismatch
 from ptc_emulator.api.routes import admin, agents, conversations, models, websocket
 from ptc_emulator.api.routes import responses as routes
-from ptc_emulator.api.settings import Settings, bundled_fixtures
+from ptc_emulator.api.settings import Settings, bundled_fixtures, sealed_budget
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.agents.harness import Harness
 from ptc_emulator.emulator.caches import PROCESS, Caches
@@ -150,6 +150,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             clock=time.time,
             mcp=settings.mcp_policy,
             hidden_results=state.hidden_results,
+            max_sealed_bytes=sealed_budget(settings),
         )
         model = ScriptedModel(
             state.scenarios, runtime, strict_contract=settings.strict_contract, fault_counts=state.store.counts

@@ -178,6 +178,15 @@ def resend_floor(limits: Limits) -> int:
     return 6 * limits.max_output_bytes + 12 * limits.max_code_bytes + limits.max_argument_bytes
 
 
+def sealed_budget(settings: Settings) -> int:
+    """The bytes of sealed hidden call results (the results of a program's MCP, hosted code
+    interpreter and shell calls, carried so a resumed program does not call again) one conversation
+    may carry: what `--max-body-bytes` leaves beside `resend_floor`, the rest of a conversation with
+    one program at its full output and call limits. A `store: false` client sends them back on every
+    request; a pause that would carry more ends its program `incomplete` (docs/limits.md, "MCP")."""
+    return max(0, settings.max_body_bytes - resend_floor(settings.limits))
+
+
 def resend_problem(settings: Settings) -> str | None:
     """Why `--max-body-bytes` is too small for `--max-output-bytes`, or None when the pair fits."""
     floor = resend_floor(settings.limits)

@@ -993,6 +993,19 @@ def program_answered_too_much(program: str, answered: int, made: int) -> Program
     )
 
 
+@text(PROGRAMS, "an `incomplete` program_output's result", count=2, size=9437440, carried=0, limit=3145728)
+def sealed_results_too_large(count: int, size: int, carried: int, limit: int) -> str:
+    """A program pausing after server-run calls (MCP, hosted code interpreter or shell) whose
+    results, sealed into the response, would take what the conversation carries past the bytes a
+    `store: false` client can send back under `--max-body-bytes`: the program ends instead."""
+    return (
+        f"limit: the results of the program's {count} server-run calls since its last pause take {size} bytes "
+        f"sealed, and the conversation carries {carried} bytes of such results already: together over the "
+        f"{limit} bytes a store: false client can send back under --max-body-bytes (the body limit less what "
+        'the rest of the conversation needs, docs/limits.md "MCP"), so the program stopped before pausing'
+    )
+
+
 @error(PROGRAMS, name=("lookup", "delete_page"))
 def approval_request_mismatch(
     approval_id: str,

@@ -123,14 +123,20 @@ def check_open_program(
     return call_indexes(signer, program, conv.program_calls(program.call_id), max_tool_calls, conv)
 
 
-def check_finished_programs(conv: Conversation, signer: Signer) -> None:
-    """A finished program's calls are the ones it made: one attached to it afterwards is refused."""
+def check_finished_programs(conv: Conversation, signer: Signer, *, max_tool_calls: int) -> None:
+    """A finished program's calls are the ones it made: one attached to it afterwards is refused.
+    As for the open program (`call_indexes`), they come in issue order and a position may be
+    skipped: a call the server answered (an MCP tool's, a hosted one's) has no item."""
     for call_id in conv.programs:
         if call_id not in conv.program_outputs:
             continue
-        for index, call in enumerate(conv.program_calls(call_id)):
-            if call.call_id != signer.program_call_id(call_id, index):
+        index = 0
+        for call in conv.program_calls(call_id):
+            while index < max_tool_calls and signer.program_call_id(call_id, index) != call.call_id:
+                index += 1
+            if index >= max_tool_calls:
                 raise messages.call_not_issued_by_finished_program(call.call_id, call_id)
+            index += 1
 
 
 def check_reasoning(conv: Conversation, signer: Signer, reasoned: Iterable[Item]) -> None:

@@ -13,8 +13,11 @@ that needs approval: the program pauses on an `mcp_approval_request` with the pr
 Resuming a program replays it from a journal of tool results, so the results of its hidden
 calls must survive the round trip without being fetched again (an MCP call may have side
 effects). When a program pauses after hidden calls, the response carries a `reasoning` item
-whose `encrypted_content` seals them (the sealed results). The client replays it with the other
-items, or `previous_response_id` finds it. Sealed results that fail their seal are refused. Within
+whose `encrypted_content` seals the results new since its last pause (the sealed results). The
+client replays it with the other items, or `previous_response_id` finds it. Sealed results that
+fail their seal are refused. What a conversation carries is bounded (`max_sealed_bytes`, derived
+from `--max-body-bytes`), so a `store: false` client can always send it back: a pause that would
+go past it ends the program `incomplete` instead, saying so (docs/limits.md, "MCP"). Within
 one process, the hidden results kept by the program and the call (`hidden_results.py`) also keep
 a retried request
 from calling the server again.
@@ -26,7 +29,9 @@ the old one does not cover it (the program pauses on a new request). The request
 replays must also say what the call is: one whose label, name or arguments differ is refused.
 
 Rejected: fetching again on replay (repeats side effects); server-side state only (lost under
-`store: false` in another process); carrying the results in item ids (clients may drop ids).
+`store: false` in another process), also for results too large to carry (kept by digest, they
+would be fetched again once the memo lost them); carrying the results in item ids (clients may
+drop ids).
 """
 
 from __future__ import annotations
@@ -169,9 +174,14 @@ class Hosted:
     """Whether a deferred tool is loaded (`Toolset.other_available`: `mcp:<server_label>`)."""
     calls: list[dict[str, Any]] = field(default_factory=list)
     """Every hidden call answered in this response, for the journal."""
+    max_sealed_bytes: int | None = None
+    """The sealed results one conversation may carry, all its pauses and programs together
+    (`sealed_budget` in `api/settings.py`); None: unbounded."""
     _listings: dict[str, Listing] = field(default_factory=dict)
     _results: dict[str, dict[int, ToolResult]] = field(default_factory=dict)
-    _sealed: dict[str, int] = field(default_factory=dict)
+    _sealed: dict[str, set[int]] = field(default_factory=dict)
+    _carried: int | None = None
+    _opened: list[tuple[ReasoningItem, dict[str, Any]]] | None = None
 
     # ---- the request's hosted tools -------------------------------------------------------------
 
@@ -242,39 +252,69 @@ class Hosted:
 
     # ---- the sealed results -----------------------------------------------------------------------
 
+    def _runtime_items(self) -> list[tuple[ReasoningItem, dict[str, Any]]]:
+        """The conversation's sealed results, opened (each reasoning item the runtime made)."""
+        if self._opened is not None:
+            return self._opened
+        found = []
+        for item in of_type(self.conversation.items, ReasoningItem):
+            runtime_like = not item.id or item.id.startswith("rs_rt")
+            if item.encrypted_content and runtime_like:
+                data = self.signer.unseal(REASONING_DOMAIN, item.encrypted_content)
+                if not item.id and not str((data or {}).get("id", "")).startswith("rs_rt"):
+                    continue  # an id-less reasoning item of a turn's, not the sealed results
+                if data is None or (item.id and data.get("id") != item.id):
+                    raise messages.encrypted_content_unverified(item.id)
+                found.append((item, data))
+        self._opened = found
+        return found
+
     def results(self, program: str) -> dict[int, ToolResult]:
-        """The hidden results a program has had so far, by call position."""
+        """The hidden results a program has had so far, by call position: every sealed result the
+        conversation carries for it (each pause seals only what is new since the one before)."""
         found = self._results.get(program)
         if found is None:
             found = {}
-            for item in of_type(self.conversation.items, ReasoningItem):
-                runtime_like = not item.id or item.id.startswith("rs_rt")
-                if item.encrypted_content and runtime_like:
-                    data = self.signer.unseal(REASONING_DOMAIN, item.encrypted_content)
-                    runtime = (data or {}).get("runtime")
-                    if not item.id and not str((data or {}).get("id", "")).startswith("rs_rt"):
-                        continue  # an id-less reasoning item of a turn's, not the sealed results
-                    if data is None or (item.id and data.get("id") != item.id):
-                        raise messages.encrypted_content_unverified(item.id)
-                    if isinstance(runtime, dict) and runtime.get("program") == program:
-                        for index, name, arguments, output, is_error in runtime.get("calls", []):
-                            found[int(index)] = ToolResult(name, arguments, output, is_error=bool(is_error))
+            for _, data in self._runtime_items():
+                runtime = data.get("runtime")
+                if isinstance(runtime, dict) and runtime.get("program") == program:
+                    for index, name, arguments, output, is_error in runtime.get("calls", []):
+                        found[int(index)] = ToolResult(name, arguments, output, is_error=bool(is_error))
             self._results[program] = found
-            self._sealed[program] = len(found)
+            self._sealed[program] = set(found)
         return found
 
-    def sealed_results(self, program: str) -> ReasoningItem | None:
-        """The reasoning item that seals the results, to emit at a pause, when it holds anything new."""
+    def carried_bytes(self) -> int:
+        """What the sealed results the conversation carries take when a client sends them back."""
+        if self._carried is None:
+            self._carried = sum(_sealed_size(item) for item, _ in self._runtime_items())
+        return self._carried
+
+    def sealed_results(self, program: str) -> ReasoningItem | str | None:
+        """The reasoning item that seals the results new since the program's last pause, to emit
+        at this one (None when there are none); or, when it would take the conversation's sealed
+        results past `max_sealed_bytes`, why the program must stop instead.
+
+        Only the new results are sealed: each pause resealing every result so far would make a
+        conversation carry results again at every pause (n pauses, n*(n+1)/2 results sent back)."""
         results = self.results(program)
-        if len(results) == self._sealed.get(program, 0):
+        sealed = self._sealed.setdefault(program, set())
+        new = sorted(i for i in results if i not in sealed)
+        if not new:
             return None
-        self._sealed[program] = len(results)
-        calls = [[i, r.name, r.arguments, r.output, r.is_error] for i, r in sorted(results.items())]
-        rid = "rs_rt" + self.signer.token("runtime", program, str(len(calls)), length=40)
-        sealed = self.signer.seal(
+        calls = [[i, results[i].name, results[i].arguments, results[i].output, results[i].is_error] for i in new]
+        rid = "rs_rt" + self.signer.token("runtime", program, str(len(results)), length=40)
+        content = self.signer.seal(
             REASONING_DOMAIN, {"id": rid, "summary": "", "runtime": {"program": program, "calls": calls}}
         )
-        return ReasoningItem(id=rid, summary=[], encrypted_content=sealed)
+        item = ReasoningItem(id=rid, summary=[], encrypted_content=content)
+        if self.max_sealed_bytes is not None:
+            carried = self.carried_bytes()
+            if carried + _sealed_size(item) > self.max_sealed_bytes:
+                return messages.sealed_results_too_large(len(new), _sealed_size(item), carried, self.max_sealed_bytes)
+            self._carried = carried + _sealed_size(item)
+        sealed.update(new)
+        return item
 
     def approval_id(self, program: str, index: int, label: str, name: str, arguments: str) -> str:
         """The id of the approval request for this call: it covers what is called, not only where."""
@@ -437,6 +477,17 @@ class Hosted:
             )
         self.calls.append({"kind": "shell", "route": "program", "status": "completed", "commands": len(commands)})
         return ToolResult(pending.name, pending.arguments, json.dumps(outputs, ensure_ascii=False))
+
+
+SEALED_ITEM_BYTES = 256
+"""What a sealed results item takes on the wire besides its `encrypted_content` (its id, type,
+`summary` and the fields a client adds when it sends it back), counted generously."""
+
+
+def _sealed_size(item: ReasoningItem) -> int:
+    """The bytes a sealed results item takes in a request that sends it back: its content is
+    URL-safe base64, which no JSON encoder escapes."""
+    return len(item.encrypted_content or "") + SEALED_ITEM_BYTES
 
 
 def hosted_shell_call(call: ShellCall) -> bool:

@@ -54,6 +54,7 @@ from ptc_emulator.emulator.wire.items import (
     ProgramCaller,
     ProgramItem,
     ProgramOutputItem,
+    ReasoningItem,
     dump,
     of_type,
 )
@@ -115,9 +116,11 @@ class Runtime:
         clock: Callable[[], float],
         mcp: McpPolicy | None = None,
         hidden_results: HiddenResults | None = None,
+        max_sealed_bytes: int | None = None,
     ) -> None:
         """`mcp`: the MCP client's policy; `hidden_results`: the hidden call results kept for
-        retries (their owner frees them)."""
+        retries (their owner frees them); `max_sealed_bytes`: the sealed results one conversation
+        may carry (None: unbounded)."""
         self.signer = signer
         self.limits = limits
         self.ids = ids
@@ -125,6 +128,7 @@ class Runtime:
         self.clock = clock
         self.mcp = mcp or McpPolicy()
         self.hidden_results = hidden_results if hidden_results is not None else HiddenResults()
+        self.max_sealed_bytes = max_sealed_bytes
 
     # ---- planning -------------------------------------------------------------------------------
 
@@ -148,6 +152,7 @@ class Runtime:
             program_timeout_s=self.limits.timeout_s,
             available=toolset.other_available,
             calls=trace.hosted_calls,
+            max_sealed_bytes=self.max_sealed_bytes,
         )
 
     def check_open(self, conv: Conversation, tools: BoundTools, hosted: Hosted | None = None) -> tuple[int, ...]:
@@ -168,7 +173,7 @@ class Runtime:
         """`check_open`, then the finished programs' seals: every check of the conversation's
         programs a resume needs, whatever model plays it."""
         open_indexes = self.check_open(conv, tools, hosted)
-        checks.check_finished_programs(conv, self.signer)
+        checks.check_finished_programs(conv, self.signer, max_tool_calls=self.limits.max_tool_calls)
         return open_indexes
 
     # ---- playing --------------------------------------------------------------------------------
@@ -333,11 +338,17 @@ class Runtime:
         # Calls before the last one the client answered were settled, and counted, in an earlier response.
         trace.calls.extend((kind, "program") for index, kind in settled if index > seen)
         trace.images.extend(o.url for o in outcome.outputs if isinstance(o, ImageOutput))
+        state: ReasoningItem | None = None
+        if isinstance(outcome, Suspended) and stopped is None:
+            sealed = hosted.sealed_results(item.call_id)
+            if isinstance(sealed, str):
+                stopped = sealed  # more than a store: false client could send back
+            else:
+                state = sealed
         unused = sorted(i for i in answered if i >= len(journal))
         if unused and (not isinstance(outcome, Suspended) or stopped is not None):
             raise messages.program_answered_too_much(item.call_id, len(answered), len(journal))
         if isinstance(outcome, Suspended) and stopped is None:
-            state = hosted.sealed_results(item.call_id)
             if state is not None:
                 emit(state)
             for approval in approvals:
