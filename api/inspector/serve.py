@@ -9,6 +9,7 @@ only to a loopback `Host` with no foreign `Origin`, as the emulator itself answe
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,9 +30,25 @@ class TraceError(ValueError):
 def load_trace(path: Path) -> bytes:
     """The page for the trace in `path`."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            size = os.fstat(file.fileno()).st_size
+            if size > MAX_TRACE_BYTES:
+                raise TraceError(f"{path}: larger than {MAX_TRACE_BYTES} bytes ({size} bytes): not a trace")
+            text = file.read(MAX_TRACE_BYTES + 1).decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise TraceError(f"{path}: cannot read it ({error})") from error
+    try:
+        return _page(path, text)
+    except RecursionError as error:
+        raise TraceError(f"{path}: not a ptc-emulator trace (nested too deep)") from error
+
+
+MAX_TRACE_BYTES = 256 * 2**20
+"""The largest trace file `inspect` reads (a journal of many large responses); larger is refused
+before any of it is read."""
+
+
+def _page(path: Path, text: str) -> bytes:
     if path.suffix.lower() in (".html", ".htm"):
         # Only the trace's data is taken from the file; the page around it is the emulator's own,
         # so a crafted page holding `id="ptc-trace"` runs none of its scripts.

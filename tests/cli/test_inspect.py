@@ -67,6 +67,7 @@ def test_what_is_not_a_trace_is_one_line_and_status_2(tmp_path: Path) -> None:
         "broken.json": "{not json",
         "other.json": '{"hello": "world"}',
         "page.html": "<html><body>hello</body></html>",
+        "deep.json": "[" * 100_000 + "]" * 100_000,
     }
     for name, text in cases.items():
         path = tmp_path / name

@@ -5,6 +5,7 @@ scenarios pass; and `serve` says how many scenarios it loaded from where."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,9 @@ def malformed() -> list[tuple[str, str, str]]:
         ("big.yaml", "turns:\n  - message: '" + "x" * (2 * 2**20) + "'\n", "larger than"),
         ("broken.json", '{"turns": [', "invalid JSON"),
         ("list.json", "[1, 2]", "a scenario is a mapping"),
+        ("deep.json", '{"turns": ' + "[" * 100_000 + "]" * 100_000 + "}", "JSON nested too deep"),
+        ("surrogate.yaml", 'turns: [{message: "\\ud800"}]\n', "a lone surrogate ('\\ud800') in a string"),
+        ("surrogate.json", '{"turns": [{"message": "\\udfff"}]}', "a lone surrogate ('\\udfff') in a string"),
     ]
     return cases
 
@@ -116,3 +120,39 @@ def test_serve_says_how_many_scenarios_it_loaded_from_where(tmp_path: Path) -> N
         server.wait(60)
         if server.stderr is not None:
             server.stderr.close()
+
+
+def test_a_file_over_the_bound_is_refused_before_it_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A 200 MB scenario file was read whole before the 1 MiB check: now its size is looked at first."""
+    path = tmp_path / "huge.yaml"
+    with path.open("wb") as file:
+        file.truncate(200 * 2**20)  # sparse: 200 MB that take no disk
+    status, _, err = validate(capsys, tmp_path)
+    assert status == 1
+    assert err.strip() == f"{path}: larger than {2**20} bytes ({200 * 2**20} bytes)"
+
+
+def test_watching_reads_a_file_again_only_when_its_time_or_size_moved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ptc_emulator.emulator.model.scripted import files
+
+    path = tmp_path / "ping.yaml"
+    path.write_text("turns: [{message: pong}]\n", encoding="utf-8")
+    settled = path.stat().st_mtime - 60
+    os.utime(path, (settled, settled))  # modified a minute ago: a file just written is hashed each time
+    reads: list[Path] = []
+    real = Path.read_bytes
+
+    def counted(self: Path) -> bytes:
+        reads.append(self)
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", counted)
+    fingerprint = files._Fingerprints()
+    first = fingerprint([tmp_path])
+    assert fingerprint([tmp_path]) == first and fingerprint([tmp_path]) == first
+    assert reads == [path]  # the checks after the first looked at the file's status only
+    path.write_text("turns: [{message: pong pong}]\n", encoding="utf-8")
+    assert fingerprint([tmp_path]) != first
+    assert reads == [path, path]

@@ -12,13 +12,20 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from ptc_emulator.emulator.model.scripted.scenario import Scenario, ScenarioError, ScenarioRegistry, load_scenario
+from ptc_emulator.emulator.model.scripted.scenario import (
+    Scenario,
+    ScenarioError,
+    ScenarioRegistry,
+    load_scenario,
+    read_text,
+)
 
 __all__ = ["SUFFIXES", "ScenarioFiles", "Validation", "load_directories", "scenario_files", "validate"]
 
@@ -36,12 +43,13 @@ def read(path: Path) -> Scenario:
     """The scenario in one file (YAML, or JSON by its suffix); a ScenarioError names the file."""
     if path.suffix.lower() != ".json":
         return load_scenario(path)
+    text = read_text(path, MAX_JSON_FILE_BYTES)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ScenarioError(f"{path}: {e}") from e
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
         raise ScenarioError(f"{path}: invalid JSON: {e}") from e
+    except RecursionError as e:
+        raise ScenarioError(f"{path}: JSON nested too deep") from e
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: a scenario is a mapping with `match` and `turns`")
     return load_scenario(data, default_name=path.stem, source=str(path))
@@ -120,17 +128,52 @@ def validate(paths: Sequence[Path]) -> Validation:
     return result
 
 
-def _fingerprint(directories: Sequence[Path]) -> dict[str, str]:
-    """Each scenario file's content hash (an edit within the file system's time resolution counts)."""
-    found: dict[str, str] = {}
-    for directory in directories:
-        if directory.is_dir():
-            for path in scenario_files(directory):
-                try:
-                    found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
-                except OSError:
-                    found[str(path)] = "unreadable"
-    return found
+MAX_JSON_FILE_BYTES = 16 * 2**20
+"""A JSON scenario file (a YAML one: `MAX_SCENARIO_BYTES`); larger is refused unread."""
+
+
+_SETTLED_NS = 2 * 10**9
+"""A file modified this recently is hashed at each check whatever its status says: two edits
+within one tick of the file system's clock can leave the same time and size."""
+
+
+class _Fingerprints:
+    """Each scenario file's content hash, read again only when the file's modification time,
+    size or inode moved since, or it was modified in the last two seconds (`_SETTLED_NS`: an
+    edit within the file system's time resolution that keeps the size is still seen); a file
+    over the bound is not read at all."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[tuple[int, int, int], str]] = {}
+
+    def __call__(self, directories: Sequence[Path]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for directory in directories:
+            if directory.is_dir():
+                for path in scenario_files(directory):
+                    found[str(path)] = self._digest(path)
+        self._known = {key: value for key, value in self._known.items() if key in found}
+        return found
+
+    def _digest(self, path: Path) -> str:
+        try:
+            stat = path.stat()
+        except OSError:
+            return "unreadable"
+        key = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        known = self._known.get(str(path))
+        settled = time.time_ns() - stat.st_mtime_ns > _SETTLED_NS
+        if known is not None and known[0] == key and settled:
+            return known[1]
+        if stat.st_size > MAX_JSON_FILE_BYTES:
+            digest = f"too large: {key}"
+        else:
+            try:
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            except OSError:
+                digest = "unreadable"
+        self._known[str(path)] = (key, digest)
+        return digest
 
 
 class ScenarioFiles:
@@ -145,10 +188,11 @@ class ScenarioFiles:
         self.error: str | None = None
         """Why the last reload failed (the scenarios stayed as they were), or None."""
         self._seen: dict[str, str] = {}
+        self._fingerprint = _Fingerprints()
 
     def load(self) -> ScenarioFiles:
         """Load every directory now; a ScenarioError leaves the registry as it was."""
-        seen = _fingerprint(self.directories)
+        seen = self._fingerprint(self.directories)
         loaded = load_directories(self.directories)
         self.registry.replace_files(loaded)
         self.counts = [sum(1 for _, src in loaded if Path(src).parent == d) for d in self.directories]
@@ -157,12 +201,12 @@ class ScenarioFiles:
 
     def changed(self) -> bool:
         """Whether a file was added, edited or removed since the last load (reads only)."""
-        return _fingerprint(self.directories) != self._seen
+        return self._fingerprint(self.directories) != self._seen
 
     def check(self) -> bool:
         """Reload when the files changed: True when it did. A file that cannot be used now keeps
         the scenarios as they were, in `error` and the log, until the files change again."""
-        seen = _fingerprint(self.directories)
+        seen = self._fingerprint(self.directories)
         if seen == self._seen:
             return False
         try:

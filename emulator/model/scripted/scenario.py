@@ -27,6 +27,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -313,10 +314,7 @@ def load_scenario(
     if isinstance(data, Path):
         source = str(data)
         default_name = default_name or data.stem
-        try:
-            data = data.read_text(encoding="utf-8")
-        except OSError as e:
-            raise ScenarioError(f"{source}: {e}") from e
+        data = read_text(data, MAX_SCENARIO_BYTES)
     if isinstance(data, str):
         if len(data.encode("utf-8", "replace")) > MAX_SCENARIO_BYTES:
             raise ScenarioError(f"{source}: larger than {MAX_SCENARIO_BYTES} bytes")
@@ -330,6 +328,9 @@ def load_scenario(
         check_depth(data)
     except ValueError as e:
         raise ScenarioError(f"{source}: {e}") from e
+    surrogate = _lone_surrogate(data)
+    if surrogate is not None:
+        raise ScenarioError(f"{source}: {surrogate}")
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: a scenario is a mapping with `match` and `turns`")
     if "name" not in data and default_name:
@@ -346,6 +347,44 @@ def load_scenario(
 
 MAX_SCENARIO_BYTES = 1 * 2**20
 """A scenario's YAML text; a JSON one is bounded by the request body limit."""
+
+
+def read_text(path: Path, limit: int) -> str:
+    """A file's text, strict UTF-8, refused (`ScenarioError` naming the file, one line) when it is
+    longer than `limit` bytes before any of it is read."""
+    try:
+        with path.open("rb") as file:
+            size = os.fstat(file.fileno()).st_size
+            if size > limit:
+                raise ScenarioError(f"{path}: larger than {limit} bytes ({size} bytes)")
+            raw = file.read(limit + 1)
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read it ({e.strerror or e})") from e
+    if len(raw) > limit:  # it grew while it was read
+        raise ScenarioError(f"{path}: larger than {limit} bytes")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{path}: not UTF-8 text (byte {e.start})") from e
+
+
+def _lone_surrogate(data: Any) -> str | None:
+    """Why `data` holds a string that is not valid Unicode (a YAML or JSON escape such as
+    `\\ud800` makes a lone surrogate, which no response can carry), or None."""
+    stack = [data]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError as e:
+                return f"a lone surrogate ({node[e.start]!a}) in a string: not valid Unicode"
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
 
 
 class _NoAliasLoader(yaml.SafeLoader):
