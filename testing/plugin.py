@@ -288,12 +288,17 @@ def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> It
     cassette = _cassette(request)
     for scenario in cassette.start() if cassette is not None else ():
         emulator.add_scenario(scenario)
+    ended = False
     try:
         yield emulator
         if cassette is not None and not request.node.stash.get(_failed, False):
             cassette.finish()
         checks = _strict_checks(request)
-        if any(checks.values()) and not request.node.stash.get(_failed, False):
+        if not request.node.stash.get(_failed, False):
+            # One call: the checks pass and the scope is forgotten, or nothing changes and the
+            # journal is read for the message.
+            ended = emulator.end(**checks)
+        if not ended and any(checks.values()) and not request.node.stash.get(_failed, False):
             problem = emulator.strict_failure(**checks)
             if problem is not None:
                 # Failing at teardown: the trace is written now, while the journal is there.
@@ -310,7 +315,7 @@ def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> It
             for scenario in emulator.scenarios:
                 if scenario.get("scope") == emulator.scope:
                     emulator.remove_scenario(str(scenario["name"]))
-        else:
+        elif not ended:
             emulator.reset()
         emulator.close()
 

@@ -340,6 +340,16 @@ class PTCEmulator:
     def reset(self) -> None:
         self.admin.post("/reset").raise_for_status()
 
+    def end(self, *, unmatched: bool = True, unused: bool = True) -> bool:
+        """The end of this test in one call (`POST /_emulator/end`): when the strict checks asked
+        for pass, this scope's scenarios and journal are forgotten (the server's caches kept) and
+        this is True; when one fails, nothing is forgotten (`strict_failure()` then says what
+        happened) and this is False."""
+        params = {"unmatched": str(unmatched).lower(), "unused": str(unused).lower()}
+        reply = self.admin.post("/end", params=params)
+        reply.raise_for_status()
+        return bool(reply.json()["ended"])
+
     def close(self) -> None:
         """Close the admin connection and every client `client()` made."""
         for client in self._clients:
