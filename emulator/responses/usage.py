@@ -71,6 +71,7 @@ __all__ = [
     "cached_chars",
     "clear_cache",
     "count",
+    "LONG_TEXT",
     "count_long_texts",
     "definitions_text",
     "encoding",
@@ -115,6 +116,9 @@ _MAX_CACHED_TEXT = 2**20
 _PIECE = 65_536
 """A text longer than this is encoded in pieces of at most this many characters, so no one call
 into the tokenizer holds the interpreter for more than a few milliseconds."""
+
+LONG_TEXT = _PIECE
+"""A text this long or longer is counted in a worker thread before a request is read (`count_long_texts`)."""
 
 
 def _pieces(text: str) -> Iterable[str]:
