@@ -30,7 +30,7 @@ the model's context.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import functools
 import gzip
 import hashlib
@@ -98,7 +98,8 @@ def _bundled_ranks(url: str, expected_hash: str | None = None) -> dict[bytes, in
     # Each line is `<base64 token> <rank>`: split once and decoded by map, about twice as fast as a
     # loop over the lines (200,000 of them, on the server's way to ready).
     fields = data.split()
-    return dict(zip(map(base64.b64decode, fields[0::2]), map(int, fields[1::2]), strict=True))
+    # binascii's decoder itself (what base64.b64decode calls) costs half of b64decode's wrapper.
+    return dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2]), strict=True))
 
 
 @functools.cache
