@@ -55,6 +55,7 @@ _inspector = pytest.StashKey[str]()
 _failed = pytest.StashKey[bool]()
 _staging = pytest.StashKey[Path]()
 _unpooled = pytest.StashKey[bool]()
+_transport = pytest.StashKey[Any]()
 
 DEFAULT_RECORD_DIR = "ptc-recordings"
 """Where recordings go and are replayed from when no directory is given (under the rootdir): a
@@ -283,17 +284,23 @@ def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> It
     from ptc_emulator.testing.server import API_KEY, PTCEmulator
 
     _unpool_agents_sdk(request.config)
-    emulator = PTCEmulator(ptc_emulator_server, api_key=request.config.stash.get(_api_key, API_KEY))
+    key, transport = request.config.stash.get(_api_key, API_KEY), _admin_transport(request.config, ptc_emulator_server)
+    emulator = PTCEmulator(ptc_emulator_server, api_key=key, transport=transport)
     request.node.stash[_inspector] = emulator.inspector_url
     cassette = _cassette(request)
     for scenario in cassette.start() if cassette is not None else ():
         emulator.add_scenario(scenario)
+    ended = False
     try:
         yield emulator
         if cassette is not None and not request.node.stash.get(_failed, False):
             cassette.finish()
         checks = _strict_checks(request)
-        if any(checks.values()) and not request.node.stash.get(_failed, False):
+        if not request.node.stash.get(_failed, False):
+            # One call: the checks pass and the scope is forgotten, or nothing changes and the
+            # journal is read for the message.
+            ended = emulator.end(**checks)
+        if not ended and any(checks.values()) and not request.node.stash.get(_failed, False):
             problem = emulator.strict_failure(**checks)
             if problem is not None:
                 # Failing at teardown: the trace is written now, while the journal is there.
@@ -310,9 +317,23 @@ def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> It
             for scenario in emulator.scenarios:
                 if scenario.get("scope") == emulator.scope:
                     emulator.remove_scenario(str(scenario["name"]))
-        else:
+        elif not ended:
             emulator.reset()
         emulator.close()
+
+
+def _admin_transport(config: pytest.Config, url: str) -> Any:
+    """The session's connection to a plain-HTTP server's admin API, kept open from test to test
+    (`KeptTransport`), closed when the session ends; None for an HTTPS server (`--ptc-emulator-url`)."""
+    from ptc_emulator.testing.server import KeptTransport
+
+    if not url.startswith("http://"):
+        return None
+    transport = config.stash.get(_transport, None)
+    if transport is None:
+        transport = config.stash[_transport] = KeptTransport()
+        config.add_cleanup(transport.close_for_good)
+    return transport
 
 
 def _unpool_agents_sdk(config: pytest.Config) -> None:

@@ -6,7 +6,9 @@ uvicorn on a free 127.0.0.1 port. Both work without pytest, for scripts and benc
 
 from __future__ import annotations
 
+import functools
 import re
+import ssl
 import threading
 import time
 import uuid
@@ -19,7 +21,7 @@ import httpx
 from ptc_emulator import env as _env
 from ptc_emulator.names import API_KEY_ENV, SCOPE_HEADER
 
-__all__ = ["API_KEY", "API_KEY_ENV", "SCOPE_HEADER", "EmulatorServer", "PTCEmulator", "inspector_url"]
+__all__ = ["API_KEY", "API_KEY_ENV", "SCOPE_HEADER", "EmulatorServer", "KeptTransport", "PTCEmulator", "inspector_url"]
 
 API_KEY = "sk-ptc-emulator"
 """The key clients send when the server asks for none (any key is accepted then)."""
@@ -77,13 +79,47 @@ def _plain_http(url: Any) -> bool:
     return str(url).startswith("http://")
 
 
+@functools.lru_cache(maxsize=1)
+def _no_tls() -> ssl.SSLContext:
+    """What a client for plain HTTP is given to verify with: one context made once (a client
+    given `verify=False` makes a context of its own, a fifth of a millisecond for every client a
+    test makes), never used, since plain HTTP does no TLS."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # no CA bundle loaded: nothing is verified
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def _verify(url: Any) -> Any:
+    """A client's `verify` for `url`: the default for HTTPS, the unused context for plain HTTP."""
+    return _no_tls() if _plain_http(url) else True
+
+
+class KeptTransport(httpx.HTTPTransport):
+    """An HTTP transport that several `PTCEmulator`s share, one after another (the pytest plugin's
+    tests of a session): its connection to the admin API stays open from one test to the next,
+    and no test pays for a client's set-up. Closing a client that uses it leaves it open;
+    `close_for_good()` closes it."""
+
+    def __init__(self) -> None:
+        super().__init__(verify=False)  # the plugin's server speaks plain HTTP on 127.0.0.1
+
+    def close(self) -> None:
+        pass
+
+    def close_for_good(self) -> None:
+        super().close()
+
+
 class PTCEmulator:
     """One test's view of the emulator: its own scope, scenarios and journal.
 
     `base_url` is the scoped URL (`http://127.0.0.1:PORT/scopes/<scope>/v1`): any client given it
     is in this test's scope, with no header; `server_url` is the server's own `/v1` URL."""
 
-    def __init__(self, base_url: str, scope: str | None = None, api_key: str = API_KEY) -> None:
+    def __init__(
+        self, base_url: str, scope: str | None = None, api_key: str = API_KEY, *, transport: Any = None
+    ) -> None:
         self.server_url = _env.server_url(base_url)
         self.scope = scope or f"test-{uuid.uuid4().hex[:12]}"
         self.base_url = _env.scoped_url(self.server_url, self.scope)
@@ -98,7 +134,7 @@ class PTCEmulator:
                 "Content-Type": "application/json",
             },
             timeout=30,
-            verify=not _plain_http(root),
+            **({"transport": transport} if transport is not None else {"verify": _verify(root)}),
         )
         self._clients: list[Any] = []
 
@@ -137,7 +173,7 @@ class PTCEmulator:
 
         self._aim(options)
         if "http_client" not in options and _plain_http(options["base_url"]):
-            options["http_client"] = openai.DefaultHttpxClient(verify=False)
+            options["http_client"] = openai.DefaultHttpxClient(verify=_no_tls())
         client = openai.OpenAI(**options)
         self._clients.append(client)
         return client
@@ -155,7 +191,7 @@ class PTCEmulator:
         if "http_client" not in options:
             # The SDK's own HTTP library's Limits class (it is not necessarily httpx's).
             limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_keepalive_connections=0)
-            verify = not _plain_http(options["base_url"])
+            verify = _verify(options["base_url"])
             options["http_client"] = openai.DefaultAsyncHttpxClient(verify=verify, limits=limits)
         return openai.AsyncOpenAI(**options)
 
@@ -339,6 +375,16 @@ class PTCEmulator:
 
     def reset(self) -> None:
         self.admin.post("/reset").raise_for_status()
+
+    def end(self, *, unmatched: bool = True, unused: bool = True) -> bool:
+        """The end of this test in one call (`POST /_emulator/end`): when the strict checks asked
+        for pass, this scope's scenarios and journal are forgotten (the server's caches kept) and
+        this is True; when one fails, nothing is forgotten (`strict_failure()` then says what
+        happened) and this is False."""
+        params = {"unmatched": str(unmatched).lower(), "unused": str(unused).lower()}
+        reply = self.admin.post("/end", params=params)
+        reply.raise_for_status()
+        return bool(reply.json()["ended"])
 
     def close(self) -> None:
         """Close the admin connection and every client `client()` made."""

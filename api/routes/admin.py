@@ -292,7 +292,14 @@ async def reset(request: Request) -> dict[str, Any]:
     free every cache of the process (docs/limits.md, "Memory": they only save work, so no answer
     changes), the hidden call results kept for retries among them (all of them)."""
     state = request.app.state.emulator
-    scope = _scope(request)
+    removed, cleared = await _forget(state, _scope(request))
+    await state.caches.clear()  # every cache the app and the process hold (`emulator/caches.py`)
+    return {"scenarios_removed": removed, "journal_cleared": cleared}
+
+
+async def _forget(state: Any, scope: str | None) -> tuple[int, int]:
+    """The scenarios and hosted scripts added at run time and the journal, of `scope` (or all),
+    forgotten: how many scenarios and journal entries went."""
     # The scenario files are read again: an edited, added or removed file is served from now on
     # (a file that cannot be used leaves the previous ones, and the log says why).
     if state.scenario_files is not None:
@@ -300,6 +307,35 @@ async def reset(request: Request) -> dict[str, Any]:
     state.store.scenarios.clear(scope)
     _clear_kept_hosted(state.store, scope)
     removed, cleared = state.scenarios.clear(scope), state.journal.clear(scope)
+    if state.engine is not None:  # what the scope's prompts would be served is state, not a saving
+        state.engine.prompt_cache.forget(scope) if scope is not None else state.engine.prompt_cache.clear()
     await _synced(state)
-    await state.caches.clear()  # every cache the app and the process hold (`emulator/caches.py`)
-    return {"scenarios_removed": removed, "journal_cleared": cleared}
+    return removed, cleared
+
+
+@router.post("/end")
+async def end(request: Request, unmatched: bool = True, unused: bool = True) -> dict[str, Any]:
+    """The end of a test in the caller's scope, in one call (the pytest plugin's teardown). The
+    checks asked for: `unmatched`, no request of the scope matched no scenario; `unused`, every
+    scenario added in the scope answered a request. When they pass, the scope is forgotten as
+    `POST /reset` forgets it, but the process's caches stay (they only save work, and the next
+    test wants the same templates, patterns and schemas); `ended` is true. When one fails, nothing
+    is forgotten (the caller reads the journal to say what happened) and `ended` is false, with
+    `unmatched` (how many requests) and `unused` (the scenarios' names)."""
+    state = request.app.state.emulator
+    scope = _scope(request)
+    entries = state.journal.entries(scope) if unmatched or unused else []
+    missed = sum(1 for e in entries if e.near_miss is not None) if unmatched else 0
+    never: list[str] = []
+    if unused:
+        used = {e.scenario for e in entries}
+        added = {key for key in state.scenarios.added() if scope is None or key[0] == scope}
+        never = [
+            str(s["name"])
+            for s in state.scenarios.listing(scope)
+            if (s["scope"], s["name"]) in added and not s["uses"] and s["name"] not in used
+        ]
+    if missed or never:
+        return {"ended": False, "unmatched": missed, "unused": never}
+    removed, cleared = await _forget(state, scope)
+    return {"ended": True, "unmatched": 0, "unused": [], "scenarios_removed": removed, "journal_cleared": cleared}

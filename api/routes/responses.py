@@ -102,7 +102,7 @@ async def create_response(body: CreateRequest, request: Request) -> Response:
     cursor = request.cursor if isinstance(request, _BodyRequest) else None  # what the body reader recognised
     engine = engine_of(request)
     scope = scope_of(request.headers, body)
-    await engine.read_ahead(body)
+    await engine.read_ahead(body, len(await request.body()))
     if body.stream:
         return await stream_create(request, engine, body, scope, cursor)
     with journaling_of(request, body, scope, await request.body()) as journaling:

@@ -40,6 +40,7 @@ from ptc_emulator.emulator.model import (
 from ptc_emulator.emulator.responses.background import Background, interrupted
 from ptc_emulator.emulator.responses.body import response_body
 from ptc_emulator.emulator.responses.usage import (
+    LONG_TEXT,
     PromptCache,
     count,
     count_long_texts,
@@ -137,10 +138,13 @@ class Engine:
     # ---- create -------------------------------------------------------------------------------
 
     @staticmethod
-    async def read_ahead(request: CreateRequest) -> None:
+    async def read_ahead(request: CreateRequest, size: int | None = None) -> None:
         """Count the request's long texts (a large tool output, a long message) in a worker thread,
         before `attempt`: the counts `attempt` and `response` make on the event loop are then cache
-        hits, and no other client waits on the tokenizer (docs/usage.md)."""
+        hits, and no other client waits on the tokenizer (docs/usage.md). A body of `size` bytes
+        shorter than a long text holds none: no thread hop then."""
+        if size is not None and size < LONG_TEXT:
+            return
         await asyncio.to_thread(count_long_texts, (request.instructions, request.input))
 
     def prepare(

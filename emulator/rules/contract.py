@@ -26,7 +26,6 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol, TypeAlias
 
 import re2
-from lark import Lark, LarkError
 
 from ptc_emulator.emulator import jsontext, messages
 from ptc_emulator.emulator.caches import PROCESS, Cache, Memo
@@ -376,6 +375,9 @@ def _compile_grammar(syntax: str, definition: str) -> _Matcher:
             return None
 
         return regex
+    # Imported at the first lark grammar (a custom tool's), not on every server's way to ready.
+    from lark import Lark, LarkError
+
     try:
         parser = Lark(definition, start="start")
     except (LarkError, TypeError) as e:

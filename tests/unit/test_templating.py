@@ -166,6 +166,11 @@ def test_check_accepts_what_may_render(source: str) -> None:
         ("{{ a.b }}", False),
         ("{{ a + 1 }}", True),
         ("{% if a %}x{% endif %}", True),
+        ("{{ data.sku }} is short by {{ data.shortage }} units.", False),
+        ("tools.get({ sku: {{ sku }} }); text(JSON.stringify({ n: 1 }))", False),
+        ("{{ a }}" * 9, True),
+        ("{ {{ a|upper }} }", True),
+        ("{{ a }} {# note #}", True),
     ],
 )
 def test_only_templates_that_do_work_render_off_the_loop(source: str, needs: bool) -> None:

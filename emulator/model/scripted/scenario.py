@@ -24,6 +24,7 @@ JSON-encoded, never spliced raw. See `script.py` for the variables a template se
 
 from __future__ import annotations
 
+import copy
 import difflib
 import functools
 import json
@@ -38,6 +39,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from ptc_emulator.emulator import jsontext
+from ptc_emulator.emulator.caches import PROCESS, Memo
 from ptc_emulator.emulator.model.runtime import HostedScript
 from ptc_emulator.emulator.model.scripted import templating
 from ptc_emulator.emulator.patterns import PatternError, compile_pattern
@@ -319,7 +321,7 @@ def load_scenario(
         if len(data.encode("utf-8", "replace")) > MAX_SCENARIO_BYTES:
             raise ScenarioError(f"{source}: larger than {MAX_SCENARIO_BYTES} bytes")
         try:
-            data = yaml.load(data, Loader=_NoAliasLoader)  # noqa: S506 (a SafeLoader without aliases)
+            data = _parsed(data)
         except yaml.YAMLError as e:
             raise ScenarioError(f"{source}: invalid YAML: {e}") from e
         except RecursionError as e:
@@ -385,6 +387,27 @@ def _lone_surrogate(data: Any) -> str | None:
         elif isinstance(node, list):
             stack.extend(node)
     return None
+
+
+_PARSED_TEXT_CHARS = 16_384
+"""A scenario's YAML text up to this long is parsed once (at most 64 are kept): a test suite
+adds the same scenario text for test after test, and YAML's parser costs more than the rest of
+loading it."""
+
+
+def _parsed(text: str) -> Any:
+    """`text` parsed as YAML, a copy of its own (the caller may keep or change what it gets)."""
+    if len(text) > _PARSED_TEXT_CHARS:
+        return _parse(text)
+    return copy.deepcopy(_parsed_once(text))
+
+
+def _parse(text: str) -> Any:
+    return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 (a SafeLoader without aliases)
+
+
+_parsed_once = functools.lru_cache(maxsize=64)(_parse)
+PROCESS.add("parsed scenario texts", Memo(_parsed_once))
 
 
 class _NoAliasLoader(yaml.SafeLoader):

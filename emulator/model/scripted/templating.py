@@ -29,6 +29,7 @@ work: nested `range(100000)` loops, `'x' * 10**9`, or a loop over a long input. 
 from __future__ import annotations
 
 import asyncio
+import functools
 import operator
 import re
 import string
@@ -42,6 +43,8 @@ from typing import Any
 from jinja2 import Template, TemplateError, nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from ptc_emulator.emulator.caches import PROCESS, Memo
 
 __all__ = [
     "MAX_BUILT_CHARS",
@@ -365,7 +368,19 @@ def _constant(env: BoundedEnvironment, node: nodes.Node) -> Any:
 
 def check(env: BoundedEnvironment, source: str) -> None:
     """Compile `source` now (a `TemplateError` if it cannot be), refuse what has no loader, and
-    refuse an expression of constants that fails (it would fail on every request)."""
+    refuse an expression of constants that fails (it would fail on every request). A template up
+    to `_CHECKED_CHARS` long that passed is not checked again (at most 1024 are kept): a suite
+    adds the same scenario for test after test."""
+    if len(source) <= _CHECKED_CHARS:
+        _checked_once(env, source)
+    else:
+        _check(env, source)
+
+
+_CHECKED_CHARS = 16_384
+
+
+def _check(env: BoundedEnvironment, source: str) -> None:
     tree = env.parse(source)
     for node in tree.find_all(_UNSUPPORTED):
         raise TemplateError(f"'{type(node).__name__.lower()}' is not supported in scenario templates")
@@ -381,6 +396,10 @@ def check(env: BoundedEnvironment, source: str) -> None:
             raise TemplateError(f"line {expr.lineno}: {e}") from e
         except Exception as e:  # the constants' own arithmetic: 1/0, -'a', 10 % 0
             raise TemplateError(f"line {expr.lineno}: an expression that always fails: {type(e).__name__}: {e}") from e
+
+
+_checked_once = functools.lru_cache(maxsize=1024)(_check)  # a failure raises, so only passes are kept
+PROCESS.add("checked templates", Memo(_checked_once))
 
 
 class _Budget:
@@ -425,14 +444,17 @@ def render(template: Template, context: dict[str, Any]) -> str:
 
 
 def needs_thread(source: str) -> bool:
-    """False for a template that does next to no work (plain text, or one `{{ name }}` or
-    `{{ name.attr }}`): rendering it on the event loop is cheaper than a thread hop."""
+    """False for a template that does next to no work (plain text with at most
+    `_TRIVIAL_PLACES` placeholders `{{ name }}` or `{{ name.attr }}`, no filter, expression or
+    tag): rendering it on the event loop is cheaper than a thread hop."""
     if "{" not in source:
         return False
     return _TRIVIAL.fullmatch(source) is None
 
 
-_TRIVIAL = re.compile(r"[^{]*\{\{\s*[A-Za-z_][\w.]*\s*\}\}[^{]*")
+_TRIVIAL_PLACES = 8
+_TEXT = r"(?:[^{]|\{(?![{%#]))*"  # text, single braces included (a program's object literals)
+_TRIVIAL = re.compile(rf"{_TEXT}(?:\{{\{{\s*[A-Za-z_][\w.]*\s*\}}\}}{_TEXT}){{0,{_TRIVIAL_PLACES}}}")
 
 
 async def render_off_loop(template: Template, context: dict[str, Any]) -> str:
