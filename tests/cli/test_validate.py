@@ -116,3 +116,25 @@ def test_serve_says_how_many_scenarios_it_loaded_from_where(tmp_path: Path) -> N
         server.wait(60)
         if server.stderr is not None:
             server.stderr.close()
+
+
+def test_serve_lists_every_broken_scenario_file_as_validate_does(tmp_path: Path) -> None:
+    good, more = tmp_path / "good", tmp_path / "more"
+    good.mkdir()
+    more.mkdir()
+    (good / "ping.yaml").write_text("match: {input: ping}\nturns: [{message: pong}]\n", encoding="utf-8")
+    (good / "invalid.yaml").write_text("turns: [", encoding="utf-8")
+    (more / "ping.json").write_text('{"turns": [{"message": "again"}]}', encoding="utf-8")  # also `ping`
+    (more / "two.yaml").write_text("name: two\nturns: []\ncolour: red\n", encoding="utf-8")
+    checked = run("validate", str(good), str(more), timeout=60)
+    done = run(
+        "serve", "--port", "0", "--store", "memory", "--workers", "1", "--no-bundled-fixtures",
+        "--fixtures", str(good), "--fixtures", str(more),
+    )  # fmt: skip
+    assert done.returncode == 2 and "serving on" not in done.stderr and "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    problems = checked.stderr.strip().splitlines()
+    assert len(problems) == 4 and any(f"{good / 'invalid.yaml'}: invalid YAML" in p for p in problems), problems
+    assert lines[:-1] == [f"ptc-emulator: {problem}" for problem in problems]  # every file, as validate says it
+    summary = "4 problems in the scenario files, nothing served (`ptc-emulator validate DIR` checks them)"
+    assert lines[-1] == f"ptc-emulator: {summary}"
