@@ -138,3 +138,30 @@ def test_serve_lists_every_broken_scenario_file_as_validate_does(tmp_path: Path)
     assert lines[:-1] == [f"ptc-emulator: {problem}" for problem in problems]  # every file, as validate says it
     summary = "4 problems in the scenario files, nothing served (`ptc-emulator validate DIR` checks them)"
     assert lines[-1] == f"ptc-emulator: {summary}"
+
+
+def test_a_program_whose_javascript_does_not_parse_fails_naming_file_turn_and_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = "const order = await tools.get_order({id: {{ id }}});\nconst total = ;\nreturn order\n"
+    fine = "const r = await tools.get({q: {{ input }}, n: {{ data.items | length }}});\nreturn r\n"
+    (tmp_path / "broken.yaml").write_text(
+        yaml.safe_dump({"match": {"input": r"order (?P<id>\d+)"}, "turns": [{"message": "hi"}, {"program": broken}]}),
+        encoding="utf-8",
+    )
+    (tmp_path / "fine.yaml").write_text(
+        yaml.safe_dump({"turns": [{"program": fine}, {"message": "{{ result }}"}]}), encoding="utf-8"
+    )
+    status, out, err = validate(capsys, tmp_path)
+    assert status == 1
+    assert err.strip().splitlines() == [
+        f"{tmp_path / 'broken.yaml'}: turns.1.program: JavaScript does not parse: "
+        "SyntaxError: Unexpected token ';' (line 2): const total = ;"
+    ]
+    assert out.strip() == "ptc-emulator validate: 1 problem in 2 files"
+    # The same program with the error fixed passes: the templates rendered as placeholders parse.
+    (tmp_path / "broken.yaml").write_text(
+        yaml.safe_dump({"turns": [{"program": broken.replace("= ;", "= 1;")}, {"message": "ok"}]}), encoding="utf-8"
+    )
+    status, out, err = validate(capsys, tmp_path)
+    assert status == 0 and err == "", err

@@ -18,7 +18,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ptc_emulator import sandbox
 from ptc_emulator.emulator.model.scripted.scenario import Scenario, ScenarioError, ScenarioRegistry, load_scenario
+from ptc_emulator.emulator.model.scripted.script import placeholder_code
 
 __all__ = [
     "SUFFIXES",
@@ -142,9 +144,29 @@ def validate(paths: Sequence[Path]) -> Validation:
         result.files += len(files)
         result.errors += _read_each(files, loaded)
     result.errors += _duplicates(loaded)
+    result.errors += _programs_that_do_not_parse(loaded)
     result.errors = [" ".join(error.split()) for error in result.errors]  # one line each (YAML's span several)
     result.scenarios = len(loaded)
     return result
+
+
+def _programs_that_do_not_parse(loaded: Sequence[tuple[Scenario, str]]) -> list[str]:
+    """`file: turns.N.program: SyntaxError: ... (line L): the line` for each program turn whose
+    JavaScript V8 does not parse (its templates rendered with placeholders first)."""
+    programs: list[tuple[str, str]] = []
+    for scenario, source in loaded:
+        for i, turn in enumerate(scenario.turns):
+            code = placeholder_code(turn.program) if turn.program is not None else None
+            if code is not None:
+                programs.append((f"{source}: turns.{i}.program", code))
+    if not programs:
+        return []
+    found = sandbox.syntax_errors([code for _, code in programs])
+    return [
+        f"{where}: JavaScript does not parse: " + ": ".join(line.strip() for line in error.splitlines()[:2])
+        for (where, _), error in zip(programs, found, strict=True)
+        if error is not None
+    ]
 
 
 def _fingerprint(directories: Sequence[Path]) -> dict[str, str]:
