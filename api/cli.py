@@ -410,7 +410,9 @@ def main(argv: list[str] | None = None) -> None:
         _fail("--store postgresql://... needs --secret (or PTC_EMULATOR_SECRET): every replica must sign with one", 2)
     try:
         app = create_app(settings)
-    except (ScenarioError, ProxySettingsError) as e:
+    except ScenarioError as e:
+        _fail_scenarios(e)
+    except ProxySettingsError as e:
         _fail(str(e), 2)
     except StoreUnavailable as e:
         _fail(f"--store {_shown_store(settings.store)}: {e}", 1)
@@ -532,6 +534,16 @@ def bind(host: str, port: int) -> socket.socket:
 def _fail(message: str, code: int) -> NoReturn:
     print(f"ptc-emulator: {message}", file=sys.stderr)
     raise SystemExit(code)
+
+
+def _fail_scenarios(error: Exception) -> NoReturn:
+    """Every problem of the scenario files on its own line (file: field: why, as `validate` says
+    them), then how many; nothing is served."""
+    problems = getattr(error, "problems", None) or [str(error)]
+    for problem in problems:
+        print(f"ptc-emulator: {problem}", file=sys.stderr)
+    count = f"{len(problems)} problem" + ("" if len(problems) == 1 else "s")
+    _fail(f"{count} in the scenario files, nothing served (`ptc-emulator validate DIR` checks them)", 2)
 
 
 _TOOLS = ("inspect", "validate")

@@ -71,6 +71,7 @@ from .pool import MEMOS, Pool, PoolClosed, PoolConfig
 
 __all__ = [
     "MEMOS",
+    "syntax_errors",
     "Completed",
     "Failed",
     "FailureKind",
@@ -87,3 +88,11 @@ __all__ = [
     "TextOutput",
     "ToolResult",
 ]
+
+
+def syntax_errors(codes: list[str]) -> list[str | None]:
+    """Each program's syntax error as a run would report it, or None when V8 parses it; nothing
+    of any program runs (`ptc-emulator validate` checks scenario programs with it)."""
+    from . import _v8
+
+    return _v8.syntax_errors(codes)

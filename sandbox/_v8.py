@@ -47,7 +47,7 @@ from .outcome import (
     ToolResult,
 )
 
-__all__ = ["Context", "Execution", "init", "run"]
+__all__ = ["Context", "Execution", "init", "run", "syntax_errors"]
 
 V8_FLAGS = DEFAULT_V8_FLAGS + ("--disallow-code-generation-from-strings", "--no-harmony-temporal", "--no-lazy")
 """`--no-lazy`: every function is compiled with its script. The prelude's functions then compile
@@ -440,6 +440,29 @@ def _output(o: dict[str, Any]) -> Output:
 def _clip(message: str) -> str:
     message = _well_formed(message)
     return message if len(message) <= _MAX_MESSAGE else message[: _MAX_MESSAGE - 1] + "…"
+
+
+def syntax_errors(codes: list[str]) -> list[str | None]:
+    """Each program's syntax error as a failed run would give it (`SyntaxError: ... (line N)` and
+    the line), or None when it parses, by V8 itself: the program in the same arrow function a run
+    wraps it in, after a `throw` that stops the script before any of it could run (a script is
+    parsed whole before its first statement, and declarations hoisted by the parse run nothing)."""
+    init()
+    racer = MiniRacer()
+    found: list[str | None] = []
+    try:
+        for code in codes:
+            try:
+                racer.eval(f"throw 0;(async () => {{{code}\n}})\n//# sourceURL={PROGRAM_URL}")
+            except JSParseException as e:
+                found.append(_syntax_message(str(e), code))
+                continue
+            except JSEvalException:
+                pass  # the `throw 0`: it parsed
+            found.append(None)
+    finally:
+        racer.close()
+    return found
 
 
 _PARSE_LINE = re.compile(r"^[^\n]*?:(\d+): (SyntaxError: [^\n]*)\n(.*)", re.S)

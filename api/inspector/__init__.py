@@ -320,9 +320,12 @@ def conversation(entries: list[Entry]) -> dict[str, Any]:
     for failure in _failures(entries):
         if isinstance(failure["call_id"], str):
             program(failure["call_id"], failure["seq"])["failure"] = failure
+    figures = _figures(entries)
+    # Programs, not program steps: the journal's `programs_run` counts every start and resume.
+    figures["programs"] = len(programs)
     return {
         "summary": summarise(entries),
-        "figures": _figures(entries),
+        "figures": figures,
         "programs": list(programs.values()),
         "calls": list(calls.values()),
         "entries": entries,

@@ -20,7 +20,7 @@ from pathlib import Path
 from ptc_emulator.emulator.model.core import Delivery, Live, MadeOnce, Model, Plan, Prepared, Refused, Runner, Trace
 from ptc_emulator.emulator.model.fallback import Fallback
 from ptc_emulator.emulator.model.runtime import HiddenResults, HostedScript, Runtime
-from ptc_emulator.emulator.model.scripted.files import ScenarioFiles, Validation
+from ptc_emulator.emulator.model.scripted.files import ScenarioFiles, ScenarioFilesError, Validation
 from ptc_emulator.emulator.model.scripted.files import validate as validate_scenarios
 from ptc_emulator.emulator.model.scripted.model import ScriptedModel
 from ptc_emulator.emulator.model.scripted.recorder import Recorder
@@ -64,6 +64,7 @@ __all__ = [
     "Scenario",
     "ScenarioError",
     "ScenarioFiles",
+    "ScenarioFilesError",
     "ScenarioRegistry",
     "ScriptedModel",
     "Trace",

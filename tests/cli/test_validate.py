@@ -156,3 +156,52 @@ def test_watching_reads_a_file_again_only_when_its_time_or_size_moved(
     path.write_text("turns: [{message: pong pong}]\n", encoding="utf-8")
     assert fingerprint([tmp_path]) != first
     assert reads == [path, path]
+
+
+def test_serve_lists_every_broken_scenario_file_as_validate_does(tmp_path: Path) -> None:
+    good, more = tmp_path / "good", tmp_path / "more"
+    good.mkdir()
+    more.mkdir()
+    (good / "ping.yaml").write_text("match: {input: ping}\nturns: [{message: pong}]\n", encoding="utf-8")
+    (good / "invalid.yaml").write_text("turns: [", encoding="utf-8")
+    (more / "ping.json").write_text('{"turns": [{"message": "again"}]}', encoding="utf-8")  # also `ping`
+    (more / "two.yaml").write_text("name: two\nturns: []\ncolour: red\n", encoding="utf-8")
+    checked = run("validate", str(good), str(more), timeout=60)
+    done = run(
+        "serve", "--port", "0", "--store", "memory", "--workers", "1", "--no-bundled-fixtures",
+        "--fixtures", str(good), "--fixtures", str(more),
+    )  # fmt: skip
+    assert done.returncode == 2 and "serving on" not in done.stderr and "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    problems = checked.stderr.strip().splitlines()
+    assert len(problems) == 4 and any(f"{good / 'invalid.yaml'}: invalid YAML" in p for p in problems), problems
+    assert lines[:-1] == [f"ptc-emulator: {problem}" for problem in problems]  # every file, as validate says it
+    summary = "4 problems in the scenario files, nothing served (`ptc-emulator validate DIR` checks them)"
+    assert lines[-1] == f"ptc-emulator: {summary}"
+
+
+def test_a_program_whose_javascript_does_not_parse_fails_naming_file_turn_and_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = "const order = await tools.get_order({id: {{ id }}});\nconst total = ;\nreturn order\n"
+    fine = "const r = await tools.get({q: {{ input }}, n: {{ data.items | length }}});\nreturn r\n"
+    (tmp_path / "broken.yaml").write_text(
+        yaml.safe_dump({"match": {"input": r"order (?P<id>\d+)"}, "turns": [{"message": "hi"}, {"program": broken}]}),
+        encoding="utf-8",
+    )
+    (tmp_path / "fine.yaml").write_text(
+        yaml.safe_dump({"turns": [{"program": fine}, {"message": "{{ result }}"}]}), encoding="utf-8"
+    )
+    status, out, err = validate(capsys, tmp_path)
+    assert status == 1
+    assert err.strip().splitlines() == [
+        f"{tmp_path / 'broken.yaml'}: turns.1.program: JavaScript does not parse: "
+        "SyntaxError: Unexpected token ';' (line 2): const total = ;"
+    ]
+    assert out.strip() == "ptc-emulator validate: 1 problem in 2 files"
+    # The same program with the error fixed passes: the templates rendered as placeholders parse.
+    (tmp_path / "broken.yaml").write_text(
+        yaml.safe_dump({"turns": [{"program": broken.replace("= ;", "= 1;")}, {"message": "ok"}]}), encoding="utf-8"
+    )
+    status, out, err = validate(capsys, tmp_path)
+    assert status == 0 and err == "", err

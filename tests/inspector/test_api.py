@@ -89,6 +89,8 @@ def test_the_seed_loop_is_one_conversation_with_its_program(ptc_emulator: PTCEmu
     assert json.loads(program["output"]["result"])["shortage_units"] == 0
     figures = view["figures"]
     assert figures["requests"] == 2 and figures["program_tool_calls"] == 2
+    # One program, started and resumed once: counted once, its two steps apart.
+    assert figures["programs"] == 1 and figures["programs_run"] == 2
     assert figures["calls"] == {"program": 1, "function_call (program)": 2}
     assert figures["latency_ms"] > 0 and figures["input_tokens"] > 0 and figures["kept_out_bytes"] > 0
     assert [e["seq"] for e in view["entries"]] == row["seqs"]

@@ -126,6 +126,18 @@ def test_the_failed_program_as_a_person_sees_it(ptc_emulator: PTCEmulator, brows
     marked = browser.find_elements(by("CSS_SELECTOR"), ".program pre.code .line.failing")
     assert [line.text for line in marked] == ["throw new Error('the disk is full');"]
     assert "Ended incomplete at line 2" in browser.find_element(by("CSS_SELECTOR"), ".program").text
+    # The message that answers the failure is painted as failed, not as a success.
+    final = browser.find_element(by("ID"), "final")
+    assert "The program did not complete" in final.text and "AFTER THE FAILURE" in final.text.upper()
+    assert final.find_element(by("CSS_SELECTOR"), ".final").get_attribute("class").split() == ["final", "failed"]
+    colour = final.find_element(by("CSS_SELECTOR"), ".final").value_of_css_property("border-left-color")
+    assert colour == "rgba(179, 38, 30, 1)", colour  # --bad, never --ok's green
+    # One program, paused once and resumed: one program, two steps.
+    numbers = {
+        f.find_element(by("CSS_SELECTOR"), ".k").text: f.find_element(by("CSS_SELECTOR"), ".n").text
+        for f in browser.find_elements(by("CSS_SELECTOR"), "#figures .figure")
+    }
+    assert numbers["programs"] == "1" and numbers["program steps (starts and resumes)"] == "2", numbers
     # "errors only" keeps it.
     browser.find_element(by("ID"), "f-errors").click()
     wait_until(lambda: "1 conversation" in visible_text(browser), "the filtered list")

@@ -258,7 +258,11 @@
       parts.push(el("section", { class: "panel failure", id: "error" }, el("h3", { text: "What failed" }), el("pre", { class: "error-text", text: s.error })));
     }
     if (s.final !== null && s.final !== undefined) {
-      parts.push(el("section", { class: "panel", id: "final" }, el("h3", { text: "Final message" }), el("div", { class: "final", text: s.final })));
+      // After a failed program (or a refused request) the message answers a failure: painted as one.
+      const failed = s.state === "failed";
+      parts.push(el("section", { class: "panel", id: "final" },
+        el("h3", { text: failed ? "Final message (after the failure)" : "Final message" }),
+        el("div", { class: failed ? "final failed" : "final", text: s.final })));
     }
     parts.push(figures(data.figures));
     for (const program of data.programs) parts.push(renderProgram(program));
@@ -278,7 +282,8 @@
       el("div", { class: "figures" },
         fig(f.requests || 0, "requests"),
         fig(f.model_turns || 0, "model turns"),
-        fig(f.programs_run || 0, "programs run"),
+        fig(f.programs || 0, "programs"),
+        fig(f.programs_run || 0, "program steps (starts and resumes)"),
         fig(f.program_tool_calls || 0, "calls from programs"),
         fig(f.direct_tool_calls || 0, "direct calls"),
         fig((f.input_tokens || 0) + " / " + (f.output_tokens || 0), "tokens in / out"),

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ptc_emulator import sandbox
 from ptc_emulator.emulator.model.scripted.scenario import (
     Scenario,
     ScenarioError,
@@ -26,8 +27,17 @@ from ptc_emulator.emulator.model.scripted.scenario import (
     load_scenario,
     read_text,
 )
+from ptc_emulator.emulator.model.scripted.script import placeholder_code
 
-__all__ = ["SUFFIXES", "ScenarioFiles", "Validation", "load_directories", "scenario_files", "validate"]
+__all__ = [
+    "SUFFIXES",
+    "ScenarioFiles",
+    "ScenarioFilesError",
+    "Validation",
+    "load_directories",
+    "scenario_files",
+    "validate",
+]
 
 log = logging.getLogger("ptc_emulator")
 
@@ -78,17 +88,40 @@ def _duplicates(found: Iterable[tuple[Scenario, str]]) -> list[str]:
     return problems
 
 
+class ScenarioFilesError(ScenarioError):
+    """Every problem of a set of scenario directories, one line each (file: field: why); its text
+    is the problems joined by "; ", for a log line."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = [" ".join(problem.split()) for problem in problems]  # one line each (YAML's span several)
+        super().__init__("; ".join(self.problems))
+
+
+def _read_each(paths: Iterable[Path], loaded: list[tuple[Scenario, str]]) -> list[str]:
+    """Read every file into `loaded` (with its file); every problem of those that cannot be used."""
+    problems: list[str] = []
+    for path in paths:
+        try:
+            loaded.append((read(path), str(path)))
+        except ScenarioError as error:
+            problems += _all_errors(path, error)
+    return problems
+
+
 def load_directories(directories: Sequence[Path]) -> list[tuple[Scenario, str]]:
-    """Every scenario of these directories with its file, in order; a ScenarioError at the first
-    file that cannot be used, a missing directory, or a name two files give."""
+    """Every scenario of these directories with its file, in order; a ScenarioFilesError naming every
+    file that cannot be used (each with its problems, as `validate` does), every missing directory
+    and every name two files give."""
     loaded: list[tuple[Scenario, str]] = []
+    problems: list[str] = []
     for directory in directories:
         if not directory.is_dir():  # a missing directory is a mistake to report, never an empty registry
-            raise ScenarioError(f"scenario directory {str(directory)!r} does not exist")
-        loaded += [(read(path), str(path)) for path in scenario_files(directory)]
-    duplicates = _duplicates(loaded)
-    if duplicates:
-        raise ScenarioError(duplicates[0])
+            problems.append(f"scenario directory {str(directory)!r} does not exist")
+            continue
+        problems += _read_each(scenario_files(directory), loaded)
+    problems += _duplicates(loaded)
+    if problems:
+        raise ScenarioFilesError(problems)
     return loaded
 
 
@@ -116,16 +149,32 @@ def validate(paths: Sequence[Path]) -> Validation:
         else:
             result.errors.append(f"{given}: no such file or directory")
             continue
-        for path in files:
-            result.files += 1
-            try:
-                loaded.append((read(path), str(path)))
-            except ScenarioError as error:
-                result.errors += _all_errors(path, error)
+        result.files += len(files)
+        result.errors += _read_each(files, loaded)
     result.errors += _duplicates(loaded)
+    result.errors += _programs_that_do_not_parse(loaded)
     result.errors = [" ".join(error.split()) for error in result.errors]  # one line each (YAML's span several)
     result.scenarios = len(loaded)
     return result
+
+
+def _programs_that_do_not_parse(loaded: Sequence[tuple[Scenario, str]]) -> list[str]:
+    """`file: turns.N.program: SyntaxError: ... (line L): the line` for each program turn whose
+    JavaScript V8 does not parse (its templates rendered with placeholders first)."""
+    programs: list[tuple[str, str]] = []
+    for scenario, source in loaded:
+        for i, turn in enumerate(scenario.turns):
+            code = placeholder_code(turn.program) if turn.program is not None else None
+            if code is not None:
+                programs.append((f"{source}: turns.{i}.program", code))
+    if not programs:
+        return []
+    found = sandbox.syntax_errors([code for _, code in programs])
+    return [
+        f"{where}: JavaScript does not parse: " + ": ".join(line.strip() for line in error.splitlines()[:2])
+        for (where, _), error in zip(programs, found, strict=True)
+        if error is not None
+    ]
 
 
 MAX_JSON_FILE_BYTES = 16 * 2**20

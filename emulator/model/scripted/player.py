@@ -255,6 +255,8 @@ class Player:
     def _final_message(self, script: Script, index: int, turn: Turn, context: dict[str, Any]) -> Message:
         program = context.get("program")
         if turn.message is not None and program is not None and program["status"] == "incomplete":
+            if turn.on_program_error is not None:  # the scenario's own answer to the failure
+                return self._message(script.text(index, turn.on_program_error, context))
             return self._message(f"The program did not complete: {program['result']}")
         if turn.refusal is not None:
             return Message(

@@ -177,6 +177,10 @@ class Turn(WireModel):
     """Emit a reasoning item with this summary before the turn's items."""
     with_output: bool = True
     """For a program turn: play the next turn in the same response as the program_output."""
+    on_program_error: str | None = None
+    """For a message turn: what the model answers instead when the program before it failed (its
+    program_output `incomplete`: a JavaScript exception, a limit, a fault); without it the answer
+    is `The program did not complete: <error>`."""
     fault: Fault | None = None
 
     @model_validator(mode="after")
@@ -184,6 +188,8 @@ class Turn(WireModel):
         kinds = [k for k in KINDS if getattr(self, k) is not None]
         if len(kinds) != 1:
             raise ValueError(f"a turn needs exactly one of {', '.join(KINDS)}")
+        if self.on_program_error is not None and self.message is None:
+            raise ValueError("on_program_error goes with a message turn: what is said after a failed program")
         return self
 
     @functools.cached_property
@@ -440,7 +446,7 @@ def _check_templates(scenario: Scenario, source: str) -> None:
 
     for i, turn in enumerate(scenario.turns):
         found: list[tuple[str, str]] = []
-        for name in ("program", "message", "refusal"):
+        for name in ("program", "message", "refusal", "on_program_error"):
             value = getattr(turn, name, None)
             if isinstance(value, str):
                 found.append((f"turns.{i}.{name}", value))

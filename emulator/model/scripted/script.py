@@ -36,7 +36,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from jinja2 import StrictUndefined, Template, TemplateError
+from jinja2 import ChainableUndefined, StrictUndefined, Template, TemplateError, Undefined
 
 from ptc_emulator.emulator import jsontext, messages
 from ptc_emulator.emulator.caches import PROCESS, Memo
@@ -46,7 +46,7 @@ from ptc_emulator.emulator.model.runtime import ProgramPlan
 from ptc_emulator.emulator.model.scripted import templating
 from ptc_emulator.emulator.model.scripted.scenario import Fault, Scenario, SearchSpec, Turn
 
-__all__ = ["INLINE", "Script", "ScriptedPlan", "inline_code", "inline_search", "scripted_plan"]
+__all__ = ["INLINE", "Script", "ScriptedPlan", "inline_code", "inline_search", "placeholder_code", "scripted_plan"]
 
 INLINE = "inline"
 # Both fences on lines of their own: a ``` inside a line (in a string or a comment) does not end
@@ -87,6 +87,31 @@ _text_env = templating.BoundedEnvironment(undefined=StrictUndefined, autoescape=
 _code_env = templating.BoundedEnvironment(
     undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True, finalize=_json
 )
+
+
+def _placeholder_json(value: Any) -> str:
+    """A value inserted into program code; what no request has given yet (an undefined name) is `null`."""
+    if isinstance(value, Undefined):
+        return "null"
+    try:
+        return _json(value)
+    except (TypeError, ValueError):
+        return "null"
+
+
+_placeholder_env = templating.BoundedEnvironment(
+    undefined=ChainableUndefined, autoescape=False, keep_trailing_newline=True, finalize=_placeholder_json
+)
+
+
+def placeholder_code(template: str) -> str | None:
+    """A program turn's code with every name a request would give (captures, `result`, `data`,
+    ...) inserted as `null`, where the JavaScript around it can be parsed; None when the template
+    does not render without a request."""
+    try:
+        return templating.render(_placeholder_env.from_string(template), {})
+    except Exception:  # a template that needs real values (a filter on one): nothing to parse
+        return None
 
 
 _SHARED_CODE_CHARS = 16_384
@@ -243,7 +268,7 @@ class Script:
             if turn.search.query is not None:
                 found.append((_text_env, turn.search.query))
             arguments(turn.search.arguments)
-        for text in (turn.message, turn.refusal):
+        for text in (turn.message, turn.refusal, turn.on_program_error):
             if text is not None:
                 found.append((_text_env, text))
         return [(env, t) for env, t in found if templating.needs_thread(t)]
