@@ -156,18 +156,12 @@ class Session:
 
     async def _dispatch(self, data: str) -> None:
         """Answer a steer at once; queue a create; refuse anything else."""
-        try:
-            frame = jsontext.loads(data)
-        except jsontext.TooDeep as e:
-            await self._error(messages.frame_too_deep(e.msg), None)
-            return
-        except (json.JSONDecodeError, RecursionError):  # not JSON, or nested beyond what the parser takes
-            await self._error(messages.frame_not_json(), None)
-            return
-        try:
-            check_json(frame)  # a lone surrogate or NaN would fail only when echoed back
-        except ValueError as e:
-            await self._error(messages.frame_invalid(str(e)), None)
+        if len(data) < OFF_LOOP_CHARS:
+            frame, refused = _parsed(data)
+        else:  # parsing a large frame takes its time: in a worker thread, as a large HTTP body
+            frame, refused = await asyncio.to_thread(_parsed, data)
+        if refused is not None:
+            await self._error(refused, None)
             return
         kind = frame.get("type") if isinstance(frame, dict) else None
         if kind == "response.steer":
@@ -234,8 +228,12 @@ class Session:
     async def _create(self, frame: dict[str, Any]) -> None:
         body = {k: v for k, v in frame.items() if k != "type"}
         stream_id = body.get("stream_id") if isinstance(body.get("stream_id"), str) else None
+        given = body.get("input")
         try:
-            request = CreateRequest.model_validate(body)
+            if isinstance(given, list) and len(given) > OFF_LOOP_ITEMS:  # validated in a worker thread
+                request = await asyncio.to_thread(CreateRequest.model_validate, body)
+            else:
+                request = CreateRequest.model_validate(body)
         except ValidationError as e:
             parent = body.get("previous_response_id")
             self._evict(parent if isinstance(parent, str) else None, stream_id)
@@ -397,3 +395,24 @@ def _prepend(body: dict[str, Any], steers: list[Steer]) -> CreateRequest:
     else:
         rest = list(given)
     return CreateRequest.model_validate({**body, "input": [*(item for s in steers for item in s.items), *rest]})
+
+
+OFF_LOOP_CHARS = 256 * 2**10
+"""A frame this long or longer is parsed in a worker thread (as an HTTP body of as many bytes)."""
+OFF_LOOP_ITEMS = 1000
+"""A create whose input has more items than this is validated in a worker thread."""
+
+
+def _parsed(data: str) -> tuple[Any, EmulatorError | None]:
+    """A frame's JSON, or the error that refuses it."""
+    try:
+        frame = jsontext.loads(data)
+    except jsontext.TooDeep as e:
+        return None, messages.frame_too_deep(e.msg)
+    except (json.JSONDecodeError, RecursionError):  # not JSON, or nested beyond what the parser takes
+        return None, messages.frame_not_json()
+    try:
+        check_json(frame)  # a lone surrogate or NaN would fail only when echoed back
+    except ValueError as e:
+        return None, messages.frame_invalid(str(e))
+    return frame, None

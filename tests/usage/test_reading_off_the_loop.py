@@ -1,5 +1,6 @@
-"""A large create's body is read (parsed, validated as a `CreateRequest`) off the event loop:
-health and a small request are answered while a large one is inside its validation.
+"""A large create's body is read (parsed, validated as a `CreateRequest`) off the event loop, over
+HTTP and over a WebSocket: health and a small request are answered while a large one is inside its
+validation.
 
 The server runs in this process, so the test holds the large body inside `model_validate`: a
 validation of an input of more than `HELD_ITEMS` items waits on an event the test sets. Nothing is
@@ -10,6 +11,7 @@ client for 11.4 s).
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+import websockets.sync.client
 
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.testing.server import EmulatorServer
@@ -78,3 +81,39 @@ def test_health_and_a_small_request_are_answered_while_a_large_body_is_validated
     assert small.json()["output"][-1]["content"][0]["text"] == "small"
     assert large.status_code == 200, large.text[:500]
     assert large.json()["output"][-1]["content"][0]["text"] == "big"
+
+
+def test_health_and_a_small_request_are_answered_while_a_large_websocket_create_is_validated(
+    make_server: Callable[..., EmulatorServer], held: _Held
+) -> None:
+    server = make_server()
+    items = [{"role": "user", "content": "hi"}] * ITEMS + [{"role": "user", "content": program_message("text('big')")}]
+    frame = json.dumps({"type": "response.create", "model": "m", "input": items, "tools": PTC_TOOLS, "store": False})
+
+    def big() -> dict[str, Any]:
+        with websockets.sync.client.connect(
+            f"ws://127.0.0.1:{server.port}/v1/responses", open_timeout=30, max_size=None
+        ) as ws:
+            ws.send(frame)
+            while True:
+                event = json.loads(ws.recv(timeout=300))
+                if event["type"] in ("error", "response.completed", "response.failed", "response.incomplete"):
+                    return event  # type: ignore[no-any-return]
+
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(big)
+        assert held.entered.wait(120), "the large create never reached its validation"
+        try:
+            with httpx.Client(base_url=server.base_url, timeout=60) as http:
+                health = http.get(server.base_url.removesuffix("/v1") + "/_emulator/health")
+                small = http.post(
+                    "/responses", json={"model": "m", "input": program_message("text('small')"), "tools": PTC_TOOLS}
+                )
+            assert not pending.done(), "the large create should still be held"
+        finally:
+            held.release.set()
+        done = pending.result(timeout=300)
+    assert health.status_code == 200, health.text
+    assert small.status_code == 200, small.text[:500]
+    assert done["type"] == "response.completed", str(done)[:500]
+    assert done["response"]["output"][-1]["content"][0]["text"] == "big"
