@@ -307,8 +307,10 @@ async def _forget(state: Any, scope: str | None) -> tuple[int, int]:
     state.store.scenarios.clear(scope)
     _clear_kept_hosted(state.store, scope)
     removed, cleared = state.scenarios.clear(scope), state.journal.clear(scope)
-    if state.engine is not None:  # what the scope's prompts would be served is state, not a saving
-        state.engine.prompt_cache.forget(scope) if scope is not None else state.engine.prompt_cache.clear()
+    if state.engine is not None and scope is not None:  # what a scope's prompts are served is state
+        state.engine.prompt_cache.forget(scope)
+    elif state.engine is not None:
+        state.engine.prompt_cache.clear()
     await _synced(state)
     return removed, cleared
 
