@@ -1697,6 +1697,20 @@ def mcp_answer_too_large(limit: int) -> str:
     return f"the MCP server's answer exceeded {limit} bytes (--mcp-max-answer-bytes)"
 
 
+@text(MCP, "a direct mcp_call's error message", call="docs.lookup", size=8388900, carried=0, limit=3145728)
+def visible_result_too_large(call: str, size: int, carried: int, limit: int) -> str:
+    """A direct MCP call (the model's own, not a program's) whose `mcp_call` item, output included,
+    would take the results of server-run calls the conversation carries (sealed or visible) past
+    the bytes a `store: false` client can send back under `--max-body-bytes`: the call is answered
+    failed, without its output."""
+    return (
+        f"limit: the result of the call to {call} takes {size} bytes in its mcp_call item, and the conversation "
+        f"carries {carried} bytes of server-run call results already: together over the {limit} bytes a "
+        "store: false client can send back under --max-body-bytes (the body limit less what the rest of the "
+        'conversation needs, docs/limits.md "MCP"), so the result is left out; raise --max-body-bytes to carry it'
+    )
+
+
 @text(MCP, "an MCP listing's or call's error")
 def mcp_url_scheme(scheme: str) -> str:
     """An MCP server URL that is not http or https (`scheme`: its scheme, empty for a relative URL)."""

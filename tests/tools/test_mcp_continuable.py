@@ -9,6 +9,7 @@ on (docs/limits.md, "MCP"). Before, both conversations below got a 413 on a cont
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from dataclasses import replace
@@ -166,3 +167,72 @@ def test_what_earlier_programs_carry_counts_too(emulator: PTCEmulator, big: Serv
     [ended] = [i for i in items(second) if i["type"] == "program_output"]
     assert ended["status"] == "incomplete" and not answers(items(second))
     assert f"the conversation carries {carried + 256} bytes of such results already" in ended["result"]
+
+
+VISIBLE = 12
+"""Direct calls of `huge` in one response: their 420 KB of visible `mcp_call` output is more than the body holds."""
+
+
+def visible_scenario(calls: int) -> dict[str, Any]:
+    """`calls` direct calls of `huge`, for the input `{calls} visible calls`."""
+    turns: list[dict[str, Any]] = [{"mcp": {"server_label": "big", "name": "huge"}} for _ in range(calls)]
+    return {"match": {"input": f"^{calls} visible calls$"}, "turns": [*turns, {"message": "read them"}]}
+
+
+def direct_tools(big: Served) -> list[dict[str, Any]]:
+    return [PTC, {"type": "mcp", "server_label": "big", "server_url": big.url, "require_approval": "never"}]
+
+
+def tools_both(big: Served) -> list[dict[str, Any]]:
+    """The MCP server for the model's own calls and for programs'."""
+    [ptc, mcp] = direct_tools(big)
+    return [ptc, ADD, {**mcp, "allowed_callers": ["direct", "programmatic"]}]
+
+
+def test_visible_mcp_results_are_bounded_so_the_response_can_be_continued(emulator: PTCEmulator, big: Served) -> None:
+    """An MCP call the model makes itself returns its output visibly in an `mcp_call` item, which a
+    store: false client sends back too: such results count with the sealed ones, and a call that
+    would take the conversation past the budget is answered as a failed `mcp_call` naming the limit."""
+    emulator.add_scenario(visible_scenario(VISIBLE))
+    conversation: list[dict[str, Any]] = [{"role": "user", "content": f"{VISIBLE} visible calls"}]
+    with validating_client(emulator) as client:
+        first = client.responses.create(model="gpt-test", tools=direct_tools(big), input=conversation, store=False)
+        output = items(first)
+        # The store: false client sends every item back, and the conversation goes on (before, a 413).
+        conversation += [*output, {"role": "user", "content": js("text('goes on')")}]
+        after = client.responses.create(model="gpt-test", tools=direct_tools(big), input=conversation, store=False)
+    [more] = [i for i in items(after) if i["type"] == "program_output"]
+    assert (more["status"], more["result"]) == ("completed", "goes on")
+    calls = [i for i in output if i["type"] == "mcp_call"]
+    assert len(calls) == VISIBLE and first.output_text == "read them"
+    done = [i for i in calls if i["status"] == "completed"]
+    failed = [i for i in calls if i["status"] == "failed"]
+    assert done and failed and calls == [*done, *failed]
+    assert all(len(i["output"]) == RESULT for i in done) and all("output" not in i for i in failed)
+    said = failed[0]["error"]["message"]
+    assert said.startswith("limit: the result of the call to big.huge takes")
+    assert f"the {BUDGET} bytes a store: false client can send back under --max-body-bytes" in said
+    visible = [i for i in output if i["type"] in ("mcp_list_tools", "mcp_call")]
+    assert sum(len(json.dumps(i, separators=(",", ":"))) for i in visible) <= BUDGET
+
+
+def test_visible_results_and_sealed_ones_share_the_budget(emulator: PTCEmulator, big: Served) -> None:
+    """One bound for both: after five visible 35 KB results, a program pausing after two more
+    (about 94 KB sealed) would take the conversation past it, and ends `incomplete` saying so."""
+    emulator.add_scenario(visible_scenario(5))
+    conversation: list[dict[str, Any]] = [{"role": "user", "content": "5 visible calls"}]
+    code = "await tools.big.huge({}); await tools.big.huge({}); await tools.add({a: 1, b: 2}); text('paused');"
+    with validating_client(emulator) as client:
+        first = client.responses.create(model="gpt-test", tools=tools_both(big), input=conversation, store=False)
+        output = items(first)
+        assert [i["status"] for i in output if i["type"] == "mcp_call"] == ["completed"] * 5
+        carried = sum(len(json.dumps(i, separators=(",", ":"))) for i in output if i["type"].startswith("mcp_"))
+        conversation += [*output, {"role": "user", "content": js(code)}]
+        second = client.responses.create(model="gpt-test", tools=tools_both(big), input=conversation, store=False)
+    [ended] = [i for i in items(second) if i["type"] == "program_output"]
+    assert ended["status"] == "incomplete" and not answers(items(second)) and not sealed(items(second))
+    assert "limit: the results of the program's 2 server-run calls" in ended["result"]
+    # What the conversation carries is counted as the client sends it back (within a few bytes of
+    # field order and defaults).
+    said = int(ended["result"].split("the conversation carries ")[1].split(" ")[0])
+    assert abs(said - carried) < 200

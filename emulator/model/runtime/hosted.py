@@ -17,7 +17,10 @@ whose `encrypted_content` seals the results new since its last pause (the sealed
 client replays it with the other items, or `previous_response_id` finds it. Sealed results that
 fail their seal are refused. What a conversation carries is bounded (`max_sealed_bytes`, derived
 from `--max-body-bytes`), so a `store: false` client can always send it back: a pause that would
-go past it ends the program `incomplete` instead, saying so (docs/limits.md, "MCP"). Within
+go past it ends the program `incomplete` instead, saying so (docs/limits.md, "MCP"). The visible
+items of server-run calls (a direct `mcp_call`'s output, an MCP listing, a code interpreter's or
+hosted shell's results) count against the same bound, since the client sends them back too: a
+direct MCP call whose result would go past it is answered as a failed `mcp_call` saying so. Within
 one process, the hidden results kept by the program and the call (`hidden_results.py`) also keep
 a retried request
 from calling the server again.
@@ -50,12 +53,17 @@ from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
 from ptc_emulator.emulator.tools.mcp import Listing, McpPolicy, McpServerSpec, call_tool, list_tools
 from ptc_emulator.emulator.wire.items import (
+    CodeInterpreterCall,
+    Item,
     McpApprovalRequest,
     McpApprovalResponse,
+    McpCall,
+    McpListTools,
     OpenJSON,
     ProgramCaller,
     ReasoningItem,
     ShellCall,
+    ShellCallOutput,
     WireModel,
     of_type,
 )
@@ -175,12 +183,15 @@ class Hosted:
     calls: list[dict[str, Any]] = field(default_factory=list)
     """Every hidden call answered in this response, for the journal."""
     max_sealed_bytes: int | None = None
-    """The sealed results one conversation may carry, all its pauses and programs together
-    (`sealed_budget` in `api/settings.py`); None: unbounded."""
+    """The server-run calls' results one conversation may carry, all its pauses and programs
+    together, sealed or visible (`sealed_budget` in `api/settings.py`); None: unbounded."""
     _listings: dict[str, Listing] = field(default_factory=dict)
     _results: dict[str, dict[int, ToolResult]] = field(default_factory=dict)
     _sealed: dict[str, set[int]] = field(default_factory=dict)
     _carried: int | None = None
+    """What the conversation's items carry (`carried_bytes`), read when first needed."""
+    _added: int = 0
+    """What this response adds to it."""
     _opened: list[tuple[ReasoningItem, dict[str, Any]]] | None = None
 
     # ---- the request's hosted tools -------------------------------------------------------------
@@ -285,10 +296,30 @@ class Hosted:
         return found
 
     def carried_bytes(self) -> int:
-        """What the sealed results the conversation carries take when a client sends them back."""
+        """What the results of server-run calls the conversation carries take when a client sends
+        them back: its sealed results and its visible server-run items, this response's included."""
         if self._carried is None:
-            self._carried = sum(_sealed_size(item) for item, _ in self._runtime_items())
-        return self._carried
+            sealed = sum(_sealed_size(item) for item, _ in self._runtime_items())
+            self._carried = sealed + sum(map(visible_size, visible_items(self.conversation.items)))
+        return self._carried + self._added
+
+    def count(self, item: Item) -> None:
+        """Count a visible server-run item this response emits (an MCP listing, a scripted code
+        interpreter or shell result) into what the conversation carries."""
+        self._added += visible_size(item)
+
+    def carry(self, call: McpCall) -> str | None:
+        """Count a direct MCP call's item, or say why its result would take what the conversation
+        carries past `max_sealed_bytes` (then nothing is counted: the call is answered failed)."""
+        size = visible_size(call)
+        if self.max_sealed_bytes is not None:
+            carried = self.carried_bytes()
+            if carried + size > self.max_sealed_bytes:
+                return messages.visible_result_too_large(
+                    f"{call.server_label}.{call.name}", size, carried, self.max_sealed_bytes
+                )
+        self._added += size
+        return None
 
     def sealed_results(self, program: str) -> ReasoningItem | str | None:
         """The reasoning item that seals the results new since the program's last pause, to emit
@@ -312,7 +343,7 @@ class Hosted:
             carried = self.carried_bytes()
             if carried + _sealed_size(item) > self.max_sealed_bytes:
                 return messages.sealed_results_too_large(len(new), _sealed_size(item), carried, self.max_sealed_bytes)
-            self._carried = carried + _sealed_size(item)
+        self._added += _sealed_size(item)
         sealed.update(new)
         return item
 
@@ -488,6 +519,24 @@ def _sealed_size(item: ReasoningItem) -> int:
     """The bytes a sealed results item takes in a request that sends it back: its content is
     URL-safe base64, which no JSON encoder escapes."""
     return len(item.encrypted_content or "") + SEALED_ITEM_BYTES
+
+
+def visible_size(item: Item) -> int:
+    """The bytes a visible item takes in a request that sends it back: its JSON with every
+    non-ASCII character escaped, as the most escaping clients send it."""
+    return len(json.dumps(item.model_dump(mode="json", exclude_none=True), separators=(",", ":")))
+
+
+def visible_items(items: list[Item]) -> list[Item]:
+    """The visible items of server-run calls among `items`: MCP listings and calls, code
+    interpreter calls, and the outputs of shell calls run in a hosted container."""
+    hosted_shells = {i.call_id for i in of_type(items, ShellCall) if hosted_shell_call(i)}
+    return [
+        i
+        for i in items
+        if isinstance(i, McpListTools | McpCall | CodeInterpreterCall)
+        or (isinstance(i, ShellCallOutput) and i.call_id in hosted_shells)
+    ]
 
 
 def hosted_shell_call(call: ShellCall) -> bool:

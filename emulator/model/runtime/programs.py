@@ -189,13 +189,13 @@ class Runtime:
             if label in listed or not tool.direct:
                 continue
             listing = await hosted.listing(tool)
-            emit(
-                McpListTools(
-                    id=self.ids("mcpl"),
-                    server_label=label,
-                    tools=[McpListedTool.model_validate(entry) for entry in listing.tools],
-                )
+            listed_tools = McpListTools(
+                id=self.ids("mcpl"),
+                server_label=label,
+                tools=[McpListedTool.model_validate(entry) for entry in listing.tools],
             )
+            hosted.count(listed_tools)  # a store: false client sends it back with the rest
+            emit(listed_tools)
 
     async def resume(self, prepared: Prepared, runner: Runner, emit: Callable[[Item], None]) -> bool | None:
         """Continue the open program, if any, from the client's answers: True when it finished,

@@ -144,6 +144,7 @@ class Player:
             return False
         if turn.shell is not None:  # run by the server: the model goes on
             call, output = shell_turn(prepared, index, context, self.ids)
+            scripted_plan(prepared).hosted.count(output)
             self._reasoning(turn, call.call_id, prepared, emit)
             emit(call)
             emit(output)
@@ -209,18 +210,22 @@ class Player:
         call_id = self.ids("mcp")
         if approval_id is None:  # after an approval, the turn's reasoning came with its request
             self._reasoning(script.turns[index], call_id, prepared, emit)
-        emit(
-            McpCall(
-                id=call_id,
-                name=spec.name,
-                server_label=spec.server_label,
-                arguments=arguments,
-                output=result.output,
-                error=result.error,
-                status="failed" if result.error else "completed",
-                approval_request_id=approval_id,
-            )
+        call = McpCall(
+            id=call_id,
+            name=spec.name,
+            server_label=spec.server_label,
+            arguments=arguments,
+            output=result.output,
+            error=result.error,
+            status="failed" if result.error else "completed",
+            approval_request_id=approval_id,
         )
+        too_large = hosted.carry(call)
+        if too_large is not None:  # more than a store: false client could send back: answered failed
+            error = {"type": "http_error", "code": 502, "message": too_large}
+            call = call.model_copy(update={"output": None, "error": error, "status": "failed"})
+            hosted.count(call)
+        emit(call)
         return False
 
     def _direct_code_interpreter(
@@ -242,15 +247,15 @@ class Player:
         included = "code_interpreter_call.outputs" in (prepared.request.include or [])
         item_id = self.ids("ci")
         self._reasoning(script.turns[index], item_id, prepared, emit)
-        emit(
-            CodeInterpreterCall(
-                id=item_id,
-                container_id=tool.container_id,
-                code=code,
-                outputs=outputs if included else None,
-                status="failed" if found.error else "completed",
-            )
+        call = CodeInterpreterCall(
+            id=item_id,
+            container_id=tool.container_id,
+            code=code,
+            outputs=outputs if included else None,
+            status="failed" if found.error else "completed",
         )
+        hosted.count(call)
+        emit(call)
 
     def _final_message(self, script: Script, index: int, turn: Turn, context: dict[str, Any]) -> Message:
         program = context.get("program")
