@@ -179,11 +179,13 @@ def resend_floor(limits: Limits) -> int:
 
 
 def sealed_budget(settings: Settings) -> int:
-    """The bytes of sealed hidden call results (the results of a program's MCP, hosted code
-    interpreter and shell calls, carried so a resumed program does not call again) one conversation
-    may carry: what `--max-body-bytes` leaves beside `resend_floor`, the rest of a conversation with
-    one program at its full output and call limits. A `store: false` client sends them back on every
-    request; a pause that would carry more ends its program `incomplete` (docs/limits.md, "MCP")."""
+    """The bytes of server-run call results one conversation may carry: sealed hidden results (a
+    program's MCP, hosted code interpreter and shell calls, carried so a resumed program does not
+    call again) and visible server-run items (`mcp_list_tools`, `mcp_call`, `code_interpreter_call`,
+    hosted `shell_call_output`) together; what `--max-body-bytes` leaves beside `resend_floor`, the
+    rest of a conversation with one program at its full output and call limits. A `store: false`
+    client sends them back on every request; a pause that would carry more ends its program
+    `incomplete`, a direct MCP call that would is a failed `mcp_call` (docs/limits.md, "MCP")."""
     return max(0, settings.max_body_bytes - resend_floor(settings.limits))
 
 

@@ -5,7 +5,11 @@ client sends every item back (the PTC guide). Each pause seals only the results 
 last one, so n pauses carry each result once, not n*(n+1)/2 times; and what a conversation carries
 is bounded by what `--max-body-bytes` leaves beside the rest of the conversation (`sealed_budget`):
 a pause that would carry more ends the program `incomplete`, saying why, and the conversation goes
-on (docs/limits.md, "MCP"). Before, both conversations below got a 413 on a continuation."""
+on (docs/limits.md, "MCP"). Before, the first two conversations below got a 413 on a continuation.
+
+The model's own (direct) MCP calls show their results in `mcp_call` items, which the client sends
+back too: they count against the same bound, and a call past it is a failed `mcp_call` saying so.
+Before, a response of large direct results could not be continued (a 413) either."""
 
 from __future__ import annotations
 
