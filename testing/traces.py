@@ -92,13 +92,12 @@ def trace_paths(directory: Path, nodeid: str) -> tuple[Path, Path]:
 
 def write_trace(directory: Path, nodeid: str, emulator: Any) -> tuple[Path, Path]:
     """Write the trace of `emulator`'s scope (a `PTCEmulator`) for test `nodeid`."""
-    from ptc_emulator.api.inspector.trace import trace_html
+    from ptc_emulator.api.inspector.trace import trace_html, trace_json
 
     entries = emulator.journal
     html, data = trace_paths(directory, nodeid)
     directory.mkdir(parents=True, exist_ok=True)
-    record = {"object": "emulator.trace", "test": nodeid, "scope": emulator.scope, "journal": entries}
-    data.write_text(json.dumps(record, indent=1, ensure_ascii=False), encoding="utf-8")
+    data.write_text(trace_json(entries, test=nodeid, scope=emulator.scope), encoding="utf-8")
     html.write_text(trace_html(entries, title=nodeid), encoding="utf-8")
     return html, data
 

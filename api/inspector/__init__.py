@@ -400,6 +400,37 @@ async def read_conversation(conversation_id: str, request: Request) -> dict[str,
     raise messages.inspector_conversation_not_found(conversation_id)
 
 
+def _trace_entries(request: Request) -> list[Entry]:
+    """The caller's scope's journal as `GET /_emulator/journal` returns it (what a trace holds)."""
+    return grouping.label(e.as_dict() for e in request.app.state.emulator.journal.entries(_scope(request)))
+
+
+@router.get("/inspector/trace.json", include_in_schema=False)
+async def trace_data(request: Request, test: str = "") -> Response:
+    """The caller's scope's trace as the JSON file a failed test leaves (`test`: the test's id, kept
+    in it): the same text the pytest plugin writes, for a client that writes its own trace files."""
+    from ptc_emulator.api.inspector.trace import trace_json
+
+    text = trace_json(_trace_entries(request), test=test, scope=_scope(request))
+    return Response(text, media_type="application/json", headers={"Cache-Control": "no-store"})
+
+
+@router.get("/inspector/trace.html", include_in_schema=False)
+async def trace_page(request: Request, test: str = "") -> Response:
+    """The caller's scope's trace as the self-contained HTML file a failed test leaves (`test`: its
+    title), sent with the policy it carries inside (its own inline scripts and style, nothing else)."""
+    from ptc_emulator.api.inspector.trace import trace_html, trace_policy
+
+    headers = {
+        "Content-Security-Policy": trace_policy() + "; frame-ancestors 'none'",
+        "Cache-Control": "no-store",
+        "X-Content-Type-Options": "nosniff",
+    }
+    return Response(
+        trace_html(_trace_entries(request), title=test), media_type="text/html; charset=utf-8", headers=headers
+    )
+
+
 async def _changes(request: Request) -> AsyncIterator[bytes]:
     """What changed in the caller's scope's journal (every scope's, for a caller in none)."""
     journal, scope = request.app.state.emulator.journal, request.headers.get(SCOPE_HEADER)

@@ -1,6 +1,8 @@
 """A saved trace: the inspector's page as one self-contained HTML file, with the conversations of
-some journal entries inside it, that opens from disk in a browser with no server (the pytest
-plugin writes one per failed test; `ptc-emulator inspect FILE` serves one)."""
+some journal entries inside it, that opens from disk in a browser with no server, and the same
+entries as JSON (the pytest plugin and the JS helper write both per failed test, the helper
+fetching them from `GET /_emulator/inspector/trace.{html,json}`; `ptc-emulator inspect FILE`
+serves either)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import Any
 
 from ptc_emulator.api.inspector import conversation, group
 
-__all__ = ["trace_html"]
+__all__ = ["trace_html", "trace_json"]
 
 Entry = dict[str, Any]
 
@@ -33,6 +35,13 @@ def trace_html(entries: list[Entry], *, title: str = "") -> str:
     markup: the data is JSON in a non-script element (every `<`, `>` and `&` escaped), and the
     page renders it as text, as it does from the server."""
     return trace_page({"title": title, "conversations": [conversation(g) for g in group(entries)]})
+
+
+def trace_json(entries: list[Entry], *, test: str, scope: str | None) -> str:
+    """A trace's JSON file: `{"object": "emulator.trace", "test", "scope", "journal"}`, the journal
+    being these entries (what `GET /_emulator/journal` returns)."""
+    record = {"object": "emulator.trace", "test": test, "scope": scope, "journal": entries}
+    return json.dumps(record, indent=1, ensure_ascii=False)
 
 
 def trace_policy() -> str:

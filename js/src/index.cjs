@@ -6,6 +6,7 @@ const scope = require("./scope.cjs");
 module.exports = {
   API_KEY_ENV: server.API_KEY_ENV,
   COMMAND_ENV: server.COMMAND_ENV,
+  TRACES_ENV: server.TRACES_ENV,
   URL_ENV: server.URL_ENV,
   Emulator: server.Emulator,
   EmulatorAssertionError: scope.EmulatorAssertionError,

@@ -4,6 +4,8 @@ export declare const URL_ENV: "PTC_EMULATOR_URL";
 export declare const COMMAND_ENV: "PTC_EMULATOR_COMMAND";
 /** The variable holding the API key a server requires (and the helpers send). */
 export declare const API_KEY_ENV: "PTC_EMULATOR_API_KEY";
+/** The variable naming where failed tests' trace files go (see StartOptions.traces). */
+export declare const TRACES_ENV: "PTC_EMULATOR_TRACES";
 
 export interface StartOptions {
   /** The command that runs the Python CLI, `serve ...` is appended: an argv array, or words
@@ -37,6 +39,10 @@ export interface StartOptions {
   env?: Record<string, string>;
   /** How long the server may take to print its URL and become healthy (default 60000). */
   timeoutMs?: number;
+  /** Where a failed test's trace files go (`<name>-<sha8>.html` and `.json`, as the pytest plugin
+   *  writes them), relative to the working directory; "off" for none. Default PTC_EMULATOR_TRACES,
+   *  else `.ptc-emulator/traces`. The start removes an earlier run's traces from there. */
+  traces?: string;
 }
 
 export declare class Emulator {

@@ -5,6 +5,7 @@
 
 const crypto = require("node:crypto");
 const { API_KEY_ENV, DEFAULT_API_KEY, URL_ENV, rootOf } = require("./server.cjs");
+const { announce } = require("./traces.cjs");
 
 const SCOPE_PATTERN = /^[A-Za-z0-9_.:@+=-]{1,200}$/;
 
@@ -198,6 +199,7 @@ class EmulatorScope {
     this.baseURL = `${prefix}/v1`;
     this.adminURL = `${prefix}/_emulator`;
     this.inspectorURL = `${this.rootURL}/_emulator/ui/#scope=${encodeURIComponent(this.name)}`;
+    announce(this); // the runner's hook: if this test fails, this scope's trace is written
   }
 
   /** The variables the npm and Python SDKs read: a child process given them lands in this scope. */

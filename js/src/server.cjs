@@ -10,6 +10,7 @@ const os = require("node:os");
 const path = require("node:path");
 
 const { COMMAND_ENV, resolveCommand } = require("./install.cjs");
+const { TRACES_ENV, clearTraces, tracesDir } = require("./traces.cjs");
 
 const URL_ENV = "PTC_EMULATOR_URL";
 const API_KEY_ENV = "PTC_EMULATOR_API_KEY";
@@ -18,6 +19,7 @@ const DEFAULT_API_KEY = "sk-ptc-emulator";
 const RUNNING = Symbol.for("ptc-emulator.running");
 const LOG_LINES = 200;
 const SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"];
+const TRACES_CLEARED_ENV = "PTC_EMULATOR_TRACES_CLEARED";
 
 function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -224,6 +226,16 @@ function waitForURL(child, log, shown, timeoutMs) {
 async function startEmulator(options = {}) {
   const running = globalThis[RUNNING];
   if (running) return running;
+  // Once per run: where failed tests' traces go (for the test workers, which inherit the
+  // environment), emptied of an earlier run's.
+  // A run nested in another (a test that runs a test runner) inherits both variables, and leaves
+  // alone what the outer run's failures wrote there.
+  const traces = tracesDir(options.traces ?? process.env[TRACES_ENV]);
+  process.env[TRACES_ENV] = traces ?? "off";
+  if (traces && process.env[TRACES_CLEARED_ENV] !== traces) {
+    clearTraces(traces);
+    process.env[TRACES_CLEARED_ENV] = traces;
+  }
   const apiKey = options.apiKey ?? process.env[API_KEY_ENV] ?? DEFAULT_API_KEY;
   const timeoutMs = options.timeoutMs ?? 60000;
   let emulator;
@@ -283,6 +295,7 @@ module.exports = {
   API_KEY_ENV,
   COMMAND_ENV,
   DEFAULT_API_KEY,
+  TRACES_ENV,
   URL_ENV,
   Emulator,
   groupMembers,

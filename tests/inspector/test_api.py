@@ -204,7 +204,13 @@ def test_with_an_api_key_only_the_pages_files_are_open(keyed: EmulatorServer) ->
             assert http.get(f"/_emulator/ui/{name}").status_code == 200
         assert http.post("/_emulator/ui/").status_code == 401  # only reading the files is open
         assert http.get("/_emulator/uix").status_code == 401
-        for path in ("/_emulator/inspector/conversations", "/_emulator/inspector/events", "/_emulator/journal"):
+        for path in (
+            "/_emulator/inspector/conversations",
+            "/_emulator/inspector/events",
+            "/_emulator/inspector/trace.json",
+            "/_emulator/inspector/trace.html",
+            "/_emulator/journal",
+        ):
             denied = http.get(path)
             assert denied.status_code == 401 and denied.json()["error"]["code"] == "invalid_api_key"
             assert http.get(path, headers={"Authorization": "Bearer sk-wrong"}).status_code == 401

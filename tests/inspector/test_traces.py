@@ -10,8 +10,10 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from ptc_emulator.testing.server import PTCEmulator
 from tests.inspector.inspector_support import browser, png_colours, visible_text, wait_for_text
 from tests.plugin.plugin_support import run
 
@@ -130,3 +132,41 @@ def test_nothing_in_the_journal_becomes_markup_in_a_trace() -> None:
     # Only the page's own scripts run: the policy names them by hash and allows no connection.
     policy = page.split('http-equiv="Content-Security-Policy" content="', 1)[1].split('"', 1)[0]
     assert "'unsafe-inline'" not in policy and "connect-src 'none'" in policy and policy.count("'sha256-") == 3
+
+
+def test_the_server_serves_a_scopes_trace_as_the_plugin_writes_it(ptc_emulator: PTCEmulator, tmp_path: Path) -> None:
+    """`GET /_emulator/inspector/trace.{json,html}` is the text of the files the plugin writes (the
+    JS helper writes its traces from them), of the caller's scope alone."""
+    from ptc_emulator.names import SCOPE_HEADER
+    from ptc_emulator.testing.traces import write_trace
+
+    ptc_emulator.add_scenario({"match": {"input": "^hello$"}, "turns": [{"message": "hi \u2028 <b>"}]})
+    ptc_emulator.client(max_retries=0).responses.create(model="m", input="hello")
+    test_id = "test/agent.test.js::the agent > answers"
+    html, data = write_trace(tmp_path, test_id, ptc_emulator)
+    root, key = ptc_emulator.server_url[: -len("/v1")], {"Authorization": f"Bearer {ptc_emulator.api_key}"}
+    own = f"{root}/scopes/{ptc_emulator.scope}/_emulator/inspector"
+    with httpx.Client(headers=key, timeout=30) as http:
+        served = http.get(f"{own}/trace.json", params={"test": test_id})
+        assert served.status_code == 200 and served.headers["content-type"] == "application/json"
+        assert served.text == data.read_text(encoding="utf-8")
+        page = http.get(f"{own}/trace.html", params={"test": test_id})
+        assert page.status_code == 200 and page.headers["content-type"] == "text/html; charset=utf-8"
+        assert page.text == html.read_text(encoding="utf-8")
+        assert "connect-src 'none'" in page.headers["content-security-policy"]
+
+        other = ptc_emulator.scope + "-other"
+        for reply in (
+            http.get(f"{root}/scopes/{other}/_emulator/inspector/trace.json"),
+            # naming this scope as a filter does not take a caller out of its own
+            http.get(
+                f"{root}/_emulator/inspector/trace.json?scope={ptc_emulator.scope}", headers={SCOPE_HEADER: other}
+            ),
+        ):
+            assert reply.status_code == 200 and reply.json() == {
+                "object": "emulator.trace",
+                "test": "",
+                "scope": other,
+                "journal": [],
+            }
+        assert "hi \u2028" not in http.get(f"{root}/scopes/{other}/_emulator/inspector/trace.html").text

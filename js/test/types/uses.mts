@@ -1,5 +1,14 @@
 // Type-checked by types.test.js (`tsc --noEmit`): the declarations describe the package as used.
-import { type Call, type Emulator, type JournalEntry, emulatorScope, startEmulator, stopEmulator, URL_ENV } from "ptc-emulator";
+import {
+  type Call,
+  type Emulator,
+  type JournalEntry,
+  emulatorScope,
+  startEmulator,
+  stopEmulator,
+  TRACES_ENV,
+  URL_ENV,
+} from "ptc-emulator";
 
 export async function setup(): Promise<string> {
   const emulator: Emulator = await startEmulator({ command: ["ptc-emulator"], args: ["--fixtures", "s"], timeoutMs: 1 });
@@ -8,6 +17,7 @@ export async function setup(): Promise<string> {
   const url: string = process.env[URL_ENV] ?? emulator.url;
   await stopEmulator();
   await startEmulator({ install: "dist/ptc_emulator-0.1.0-py3-none-any.whl", python: "python3.12", cacheDir: ".cache" });
+  await startEmulator({ traces: process.env[TRACES_ENV] ?? "build/traces" });
   return `${url}:${port}:${pid}`;
 }
 
