@@ -8,6 +8,10 @@ renewing; once the lease has expired, `watch` on any other replica finds the tur
 and takes it over, going on from the session's last stored state (a program resumes by replay).
 Every change of a session is made under its lease, from the document as stored, so a tool result
 sent twice, to two replicas, is applied once.
+
+The database away for a moment ends nothing: a renewal that finds it away is tried again at the
+next beat, so the turn gives its lease up when it ends (a lease that cannot be given up then,
+the database still away, expires).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import socket
 import uuid
 from collections.abc import AsyncIterator, Callable
 
-from ptc_emulator.emulator.storage import Leases
+from ptc_emulator.emulator.storage import Leases, StoreUnavailable
 
 __all__ = ["Ownership"]
 
@@ -47,12 +51,17 @@ class Ownership:
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
-            await asyncio.to_thread(self.leases.release, key, self.owner)
+            with contextlib.suppress(StoreUnavailable):  # the database away: the lease expires
+                await asyncio.to_thread(self.leases.release, key, self.owner)
 
     async def _beat(self, key: str) -> None:
         while True:
             await asyncio.sleep(self.lease_s / 3)
-            if not await asyncio.to_thread(self.leases.claim, key, self.owner, self.lease_s):
+            try:
+                renewed = await asyncio.to_thread(self.leases.claim, key, self.owner, self.lease_s)
+            except StoreUnavailable:
+                continue  # the database is away: renewed at the next beat
+            if not renewed:
                 log.warning("ptc-emulator: the lease of %s expired before it was renewed: another replica has it", key)
 
     async def watch(self, unfinished: Callable[[], list[str]], take: Callable[[str], None]) -> None:
@@ -64,6 +73,8 @@ class Ownership:
                         take(key)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # the database away for a moment: the next round tries again
+            except StoreUnavailable as e:  # the database away for a moment: the next round tries again
+                log.warning("ptc-emulator: looking for turns to take over failed: %s", e)
+            except Exception:
                 log.exception("ptc-emulator: looking for turns to take over failed")
             await asyncio.sleep(self.lease_s / 2)

@@ -9,6 +9,10 @@ store writes a cancel, a finish or a failure only over a response still unfinish
 written is the one every replica reports) and signalled through the store's event log: the
 running replica hears it at once and stops the task. Should the signal be lost (its listening
 connection broken), the replica looks again when it listens again, and at every renewal.
+
+The database going away does not end a response its replica still runs: a renewal that finds it
+away is tried again at the next beat, and the response's end is written again (`keep`) until the
+database is back, so the response is what the replica played, not failed as if its replica died.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ptc_emulator.emulator import messages
-from ptc_emulator.emulator.storage import EventLog, Leases
+from ptc_emulator.emulator.storage import EventLog, Leases, StoreUnavailable
 
 __all__ = ["CANCELS", "Background", "interrupted"]
 
@@ -31,6 +35,9 @@ log = logging.getLogger(__name__)
 
 CANCELS = "response.cancelled:"
 """The event log's signals of a cancel stored by some replica: this prefix, then the response's id."""
+
+RETRY_S = 0.5
+"""How long a background response's end waits, the database away, before it is written again."""
 
 
 def interrupted() -> dict[str, str]:
@@ -105,7 +112,8 @@ class Background:
                     with contextlib.suppress(asyncio.CancelledError):
                         await beat
                 if self.leases is not None:  # after the finished response was stored
-                    await asyncio.to_thread(self.leases.release, response_id, self.owner)
+                    with contextlib.suppress(StoreUnavailable):  # then it expires by itself
+                        await asyncio.to_thread(self.leases.release, response_id, self.owner)
 
         self._tasks[response_id] = asyncio.ensure_future(run())
 
@@ -113,10 +121,28 @@ class Background:
         assert self.leases is not None
         while True:
             await asyncio.sleep(self.lease_s / 3)
-            if not await asyncio.to_thread(self.leases.claim, response_id, self.owner, self.lease_s):
-                log.warning("ptc-emulator: the lease of background response %s was lost", response_id)
-            if await asyncio.to_thread(self.cancelled, response_id):
+            try:
+                if not await asyncio.to_thread(self.leases.claim, response_id, self.owner, self.lease_s):
+                    log.warning("ptc-emulator: the lease of background response %s was lost", response_id)
+                cancelled = await asyncio.to_thread(self.cancelled, response_id)
+            except StoreUnavailable:
+                continue  # the database is away: renewed at the next beat
+            if cancelled:
                 self.cancel(response_id)  # cancelled through another replica: stored so already
+                return
+
+    async def keep(self, write: Callable[[], None]) -> None:
+        """Write a background response's end: at once, and again every `RETRY_S` while the database
+        does not answer, until it does (or the task is cancelled)."""
+        try:
+            write()
+            return
+        except StoreUnavailable:
+            log.warning("ptc-emulator: the database is away; a background response's end is kept once it is back")
+        while True:
+            await asyncio.sleep(RETRY_S)
+            with contextlib.suppress(StoreUnavailable):
+                await asyncio.to_thread(write)  # off the loop: each try waits for a connection
                 return
 
     def cancel(self, response_id: str) -> bool:

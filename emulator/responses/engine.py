@@ -354,7 +354,10 @@ class Engine:
         if thread is not None:  # first: a continuation refused there is not stored either
             expected = prepared.read_version
             self.conversations.record(thread, self._input_items(prepared), response["output"], expected=expected)
-        self._keep(prepared, response)
+        if prepared.background:  # its replica runs on: kept once the database is back, if away
+            await self.background.keep(lambda: self._keep(prepared, response))
+        else:
+            self._keep(prepared, response)
         return response
 
     def response(
@@ -541,7 +544,7 @@ class Engine:
                 message = getattr(e, "message", str(e))
                 error = {"code": "server_error", "message": message}
                 failed = self.response(prepared, [], status=ResponseStatus.FAILED, error=error)
-                self._keep(prepared, failed)
+                await self.background.keep(lambda: self._keep(prepared, failed))
                 return failed
 
         self.background.start(prepared.response_id, work)

@@ -7,6 +7,7 @@ started once, as a deployment would be.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -18,11 +19,14 @@ import openai
 import psycopg
 import pytest
 
+from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator.storage.pgpool import WAIT_S
 from ptc_emulator.testing.process import ServerProcess
 from tests.agents.agents_support import GET_CUSTOMER, customer, events_until, get_customer_code, js, valid
+from tests.conversations.test_concurrent_continuations import Gate
 from tests.replicas.cluster import Cluster
 from tests.replicas.replicas_support import FIXTURES, SECRET, admin, replicas, round_robin_client
+from tests.support import in_process_http
 
 EXPECTED = "sku_123: 42 units available against 31 requested, so the shortage is 0 units."
 TOOLS: list[dict[str, Any]] = [
@@ -331,3 +335,53 @@ def test_a_background_response_made_on_one_replica_is_streamed_and_read_from_oth
         assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
         final = read.responses.retrieve(queued.id, extra_headers=scope)
     assert final.status == "completed" and final.output_text == "hello later"
+
+
+class _Played(Gate):
+    """The gate, also saying when the held response was played: its store write follows at once,
+    with no await between."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__(model, expected=1)
+        self.played = asyncio.Event()
+
+    async def play(self, prepared: Any, runner: Any) -> Any:
+        output = await super().play(prepared, runner)
+        self.played.set()
+        return output
+
+
+@pytest.mark.anyio
+async def test_a_background_response_finishing_while_the_database_is_away_is_kept_once_it_is_back(
+    tmp_path: Path,
+) -> None:
+    """The replica running a background response is alive; the database goes away just as the
+    response finishes. Its end is written once the database is back: the response is `completed`,
+    not failed as if its replica had died (the code before let the write fail, the task ended,
+    and once the lease, 1 s here, expired the response was read as orphaned and failed)."""
+    with Cluster.started() as cluster:
+        settings = Settings(
+            data_dir=tmp_path, store=cluster.database(), secret=SECRET, bundled_fixtures=False, pool_size=1, lease_s=1.0
+        )
+        async with in_process_http(settings) as (http, app):
+            engine = app.state.emulator.engine
+            gate = _Played(engine.model)
+            engine.model = gate
+            body = {"model": "m", "input": js("text('kept')"), "tools": [{"type": "programmatic_tool_calling"}]}
+            queued = await http.post("/v1/responses", json={**body, "background": True})
+            assert queued.status_code == 200, queued.text
+            await asyncio.wait_for(gate.all_in.wait(), 60)  # (a guard)
+            await asyncio.to_thread(cluster.halt)
+            gate.open.set()
+            await asyncio.wait_for(gate.played.wait(), 60)  # played; its write found the database away
+            await asyncio.to_thread(cluster.resume)
+            deadline = time.monotonic() + 60  # a guard: the write is made again within seconds
+            while True:
+                reply = await http.get(f"/v1/responses/{queued.json()['id']}")
+                if reply.status_code == 200 and reply.json()["status"] not in ("queued", "in_progress"):
+                    break
+                assert reply.status_code in (200, 503) and time.monotonic() < deadline, reply.text
+                await asyncio.sleep(0.2)
+            final = reply.json()
+            assert final["status"] == "completed", final.get("error")
+            assert final["output"][-1]["content"][0]["text"] == "kept"

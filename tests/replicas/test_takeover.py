@@ -8,18 +8,24 @@ session is still in progress, its call not made yet)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
 import psycopg
 import pytest
 
+from ptc_emulator.api.settings import Settings
+from ptc_emulator.emulator.storage import StoreUnavailable
 from ptc_emulator.testing.process import ServerProcess
-from tests.agents.agents_support import GET_CUSTOMER, customer, js, tool_result, valid
+from tests.agents.agents_support import GET_CUSTOMER, customer, get_customer_code, js, tool_result, valid
+from tests.conversations.test_concurrent_continuations import Gate
 from tests.replicas.cluster import Cluster
-from tests.replicas.replicas_support import admin, replicas
+from tests.replicas.replicas_support import SECRET, admin, replicas
+from tests.support import in_process_http
 
 LEASE_S = "1"
 SPIN = js(
@@ -181,3 +187,78 @@ def test_a_cancel_through_another_replica_is_heard_at_once_and_is_what_every_rep
     until("the running replica to stop", lambda: lease_holder(url, queued.id) is None, timeout=60)
     for server in servers:
         assert client(server).responses.retrieve(queued.id).status == "cancelled"
+
+
+class _Renewals:
+    """A replica's leases, saying when a renewal found the database away."""
+
+    def __init__(self, leases: Any) -> None:
+        self.leases = leases
+        self.failed = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.leases, name)
+
+    def claim(self, key: str, owner: str, seconds: float) -> bool:
+        try:
+            return bool(self.leases.claim(key, owner, seconds))
+        except StoreUnavailable:
+            self.failed.set()  # (set from the renewal's thread: read once the test wakes)
+            raise
+
+
+@pytest.mark.anyio
+async def test_a_turn_whose_lease_renewal_found_the_database_away_gives_its_lease_up_when_it_pauses(
+    tmp_path: Path,
+) -> None:
+    """The database goes away while a turn runs, long enough for a renewal of its lease to fail,
+    and comes back before the turn pauses for its tool call. The turn pauses and gives the lease
+    up, so another replica takes the tool result at once. The code before let the failed renewal
+    end the heartbeat with the error, re-raised when the turn ended: the lease was never given up,
+    and another replica waited for it to expire (30 s) before it could apply the result."""
+    with Cluster.started() as cluster:
+        url = cluster.database()
+        settings = Settings(
+            data_dir=tmp_path, store=url, secret=SECRET, bundled_fixtures=False, pool_size=1, lease_s=15.0
+        )
+        async with in_process_http(settings) as (http, app):
+            engine = app.state.emulator.engine
+            gate = Gate(engine.model, expected=1)
+            engine.model = gate
+            ownership = app.state.emulator.agents.ownership
+            renewals = _Renewals(ownership.leases)
+            ownership.leases = renewals
+            beta = {"OpenAI-Beta": "agents=v1"}
+            made = await http.post(
+                "/v1/agents/sessions",
+                headers=beta,
+                json={
+                    "environment": {"type": "none"},
+                    "agent": {"model": "gpt-5", "tools": [GET_CUSTOMER]},
+                    "input": get_customer_code("123"),
+                },
+            )
+            assert made.status_code == 200, made.text
+            session_id = made.json()["id"]
+            await asyncio.wait_for(gate.all_in.wait(), 60)  # (a guard) the turn runs, its lease held
+            await asyncio.to_thread(cluster.halt)
+            deadline = time.monotonic() + 60  # a guard: a renewal comes every 5 s
+            while not renewals.failed.is_set():
+                assert time.monotonic() < deadline, "no renewal found the database away"
+                await asyncio.sleep(0.05)
+            await asyncio.to_thread(cluster.resume)
+            gate.open.set()
+            deadline = time.monotonic() + 60  # a guard
+            while True:
+                seen = await http.get(f"/v1/agents/sessions/{session_id}", headers=beta)
+                if seen.status_code == 200 and seen.json()["status"] == "requires_action":
+                    break
+                assert seen.status_code in (200, 503) and time.monotonic() < deadline, seen.text
+                await asyncio.sleep(0.05)
+            harness = app.state.emulator.agents
+            while session_id in harness._driving:  # the turn's task ends (a guard: the deadline above)
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.05)
+            # Its last renewal before the failed one was a third of the lease (5 s) earlier at most: the
+            # lease would still be held for 10 s had the turn not given it up.
+            assert await asyncio.to_thread(lease_holder, url, session_id) is None, "the paused turn's lease is given up"
