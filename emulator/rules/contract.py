@@ -252,6 +252,8 @@ def _first_error(schema: _Schema, value: Any) -> str | None:
         error = next(iter(sorted(schema.validator.iter_errors(value), key=lambda e: list(e.path))), None)
     except Unresolvable as e:  # a `$ref` to nowhere: no schema to check against
         return messages.schema_invalid(str(e))
+    except RecursionError:  # `{"$ref": "#"}`: a reference that leads back to itself, never to a check
+        return messages.schema_invalid("its references loop back to themselves without end")
     if error is None:
         return None
     where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.path)

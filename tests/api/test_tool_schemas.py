@@ -236,6 +236,15 @@ def test_a_pattern_in_re2_syntax_is_a_pattern(http: httpx.Client) -> None:
     finishes(http)
 
 
+def test_a_schema_whose_references_loop_is_reported_not_a_500(http: httpx.Client) -> None:
+    """`{"$ref": "#"}` is a JSON Schema, but checking a value against it follows the reference back
+    to itself without end: the output is reported as unchecked against an invalid schema, and the
+    server answers."""
+    warning = output_warning(http, {"$ref": "#"}, {"hit": 1}) or ""
+    assert "the schema itself is invalid (its references loop back to themselves without end)" in warning
+    finishes(http)
+
+
 def test_an_invalid_schema_in_a_namespace_or_a_tool_search_is_a_400(http: httpx.Client) -> None:
     member = {**tool(parameters={"type": "object", "required": 5}), "name": "find"}
     namespace = {"type": "namespace", "name": "docs", "description": "documents", "tools": [member]}
