@@ -87,12 +87,62 @@ def _patterns(document: Any) -> Iterator[str]:
                     stack.append(value)
 
 
+def _matches_any(patterns: Iterator[str] | dict[str, Any], key: str) -> bool:
+    return any(compile_pattern(patrn).search(key) is not None for patrn in patterns)
+
+
+def _evaluated_keys(validator: Any, instance: dict[str, Any], schema: Any) -> set[str]:
+    """The keys of `instance` that `schema` evaluates (what `unevaluatedProperties` leaves out):
+    jsonschema's own walk over `properties`, `additionalProperties`, `unevaluatedProperties`,
+    `patternProperties` (matched on RE2), `dependentSchemas`, `allOf`/`anyOf`/`oneOf`,
+    `if`/`then`/`else` and references."""
+    if not isinstance(schema, dict):
+        return set()
+    keys: set[str] = set()
+    for ref in (schema.get("$ref"), schema.get("$dynamicRef")):
+        if ref is not None:
+            resolved = validator._resolver.lookup(ref)
+            evolved = validator.evolve(schema=resolved.contents, _resolver=resolved.resolver)
+            keys |= _evaluated_keys(evolved, instance, resolved.contents)
+    properties = schema.get("properties", {})
+    if isinstance(properties, dict):
+        keys |= properties.keys() & instance.keys()
+    for keyword in ("additionalProperties", "unevaluatedProperties"):
+        if (subschema := schema.get(keyword)) is not None:
+            keys |= {k for k, v in instance.items() if next(validator.descend(v, subschema), None) is None}
+    if validator.is_type(schema.get("patternProperties"), "object"):
+        keys |= {k for k in instance if _matches_any(schema["patternProperties"], k)}
+    if validator.is_type(schema.get("dependentSchemas"), "object"):
+        for key, subschema in schema["dependentSchemas"].items():
+            if key in instance:
+                keys |= _evaluated_keys(validator, instance, subschema)
+    for keyword in ("allOf", "oneOf", "anyOf"):
+        for subschema in schema.get(keyword, ()):
+            if next(validator.descend(instance, subschema), None) is None:
+                keys |= _evaluated_keys(validator, instance, subschema)
+    if "if" in schema:
+        if validator.evolve(schema=schema["if"]).is_valid(instance):
+            keys |= _evaluated_keys(validator, instance, schema["if"])
+            if "then" in schema:
+                keys |= _evaluated_keys(validator, instance, schema["then"])
+        elif "else" in schema:
+            keys |= _evaluated_keys(validator, instance, schema["else"])
+    return keys
+
+
 @functools.cache
 def _validator_class() -> Any:
-    """Draft 2020-12 with `pattern` and `patternProperties` run by RE2 (`emulator/patterns.py`):
-    a tool's schema is anyone's input, and Python's backtracking engine takes exponential time on
-    patterns such as `^(a|a)+$`."""
-    from jsonschema import Draft202012Validator, ValidationError, validators
+    """Draft 2020-12 with every user-given pattern run by RE2 (`emulator/patterns.py`): a tool's
+    schema is anyone's input, and Python's backtracking engine takes exponential time on patterns
+    such as `^(a|a)+$`. jsonschema matches patterns with `re` in `pattern`, `patternProperties`,
+    `additionalProperties` (the keys `patternProperties` covers) and `unevaluatedProperties` (the
+    keys it evaluated), and compiles them with `re` for the meta-schema's `regex` format (in
+    `check_schema`, with the class's `FORMAT_CHECKER`): each is replaced here, the `regex` format
+    left out as `_schema_problem` compiles every pattern on RE2 after the meta-schema check. A
+    subschema's `$schema` does not switch to another draft's class (whose keywords match with
+    `re`): every subschema is checked as draft 2020-12, as the whole schema is."""
+    import attrs
+    from jsonschema import Draft202012Validator, FormatChecker, ValidationError, validators
 
     def pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Iterator[Any]:
         if validator.is_type(instance, "string") and compile_pattern(patrn).search(instance) is None:
@@ -107,8 +157,65 @@ def _validator_class() -> Any:
                 if compiled.search(key) is not None:
                     yield from validator.descend(value, subschema, path=key, schema_path=patrn)
 
-    keywords = {"pattern": pattern, "patternProperties": pattern_properties}
-    return validators.extend(Draft202012Validator, keywords)  # type: ignore[no-untyped-call]
+    def additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        if not validator.is_type(instance, "object"):
+            return
+        properties = schema.get("properties", {})
+        patterns = schema.get("patternProperties", {})
+        extras = {k for k in instance if k not in properties and not (patterns and _matches_any(patterns, k))}
+        if validator.is_type(additional, "object"):
+            for extra in extras:
+                yield from validator.descend(instance[extra], additional, path=extra)
+        elif not additional and extras:
+            listed = ", ".join(repr(extra) for extra in sorted(extras, key=str))
+            if patterns:
+                verb = "does" if len(extras) == 1 else "do"
+                regexes = ", ".join(repr(patrn) for patrn in sorted(patterns))
+                yield ValidationError(f"{listed} {verb} not match any of the regexes: {regexes}")
+            else:
+                verb = "was" if len(extras) == 1 else "were"
+                yield ValidationError(f"Additional properties are not allowed ({listed} {verb} unexpected)")
+
+    def unevaluated_properties(validator: Any, unevaluated: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        if not validator.is_type(instance, "object"):
+            return
+        evaluated = _evaluated_keys(validator, instance, schema)
+        extras = [
+            key
+            for key in instance
+            if key not in evaluated
+            and next(validator.descend(instance[key], unevaluated, path=key, schema_path=key), None) is not None
+        ]
+        if extras and unevaluated is False:
+            listed = ", ".join(repr(k) for k in sorted(extras, key=str))
+            verb = "was" if len(extras) == 1 else "were"
+            yield ValidationError(f"Unevaluated properties are not allowed ({listed} {verb} unexpected)")
+        elif extras:
+            listed = ", ".join(repr(k) for k in extras)
+            verb = "was" if len(extras) == 1 else "were"
+            yield ValidationError(
+                f"Unevaluated properties are not valid under the given schema ({listed} {verb} unevaluated and invalid)"
+            )
+
+    keywords = {
+        "pattern": pattern,
+        "patternProperties": pattern_properties,
+        "additionalProperties": additional_properties,
+        "unevaluatedProperties": unevaluated_properties,
+    }
+    formats = FormatChecker([name for name in FormatChecker.checkers if name != "regex"])
+    validator_class: Any = validators.extend(  # type: ignore[no-untyped-call]
+        Draft202012Validator, keywords, format_checker=formats
+    )
+    fields = [(field.name, field.alias) for field in attrs.fields(validator_class) if field.init]
+
+    def evolve(self: Any, **changes: Any) -> Any:
+        for name, alias in fields:
+            changes.setdefault(alias, getattr(self, name))
+        return validator_class(**changes)
+
+    validator_class.evolve = evolve
+    return validator_class
 
 
 def _schema_problem(schema: _Schema) -> str | None:
@@ -118,7 +225,8 @@ def _schema_problem(schema: _Schema) -> str | None:
 
     if schema.problem is None:
         try:
-            _validator_class().check_schema(schema.document)
+            validator_class = _validator_class()
+            validator_class.check_schema(schema.document, format_checker=validator_class.FORMAT_CHECKER)
             for patrn in _patterns(schema.document):
                 try:
                     compile_pattern(patrn)
@@ -144,6 +252,8 @@ def _first_error(schema: _Schema, value: Any) -> str | None:
         error = next(iter(sorted(schema.validator.iter_errors(value), key=lambda e: list(e.path))), None)
     except Unresolvable as e:  # a `$ref` to nowhere: no schema to check against
         return messages.schema_invalid(str(e))
+    except RecursionError:  # `{"$ref": "#"}`: a reference that leads back to itself, never to a check
+        return messages.schema_invalid("its references loop back to themselves without end")
     if error is None:
         return None
     where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.path)

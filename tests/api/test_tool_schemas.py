@@ -50,7 +50,7 @@ BAD_SCHEMAS = [
         {"type": "object", "properties": {"q": {"type": "strin"}}},
         "Invalid schema for function 'lookup': ",
     ),
-    ("parameters", {"type": "object", "properties": {"q": {"pattern": "("}}}, "is not a 'regex'"),
+    ("parameters", {"type": "object", "properties": {"q": {"pattern": "("}}}, "is not a pattern this server runs: "),
     ("output_schema", {"type": "object", "required": 5}, "Invalid output_schema for function 'lookup': 5 is not"),
     (
         "parameters",
@@ -159,6 +159,89 @@ def test_a_pattern_that_backtracks_exponentially_in_re_is_checked_in_linear_time
     )
     assert done.status_code == 200, done.text[:500]
     assert "does not match '^(a|a)+$'" in done.headers["x-ptc-emulator-contract-warning"]
+    finishes(http)
+
+
+def output_warning(http: httpx.Client, output_schema: dict[str, Any], output: Any) -> str | None:
+    """The contract warning a tool output gets against `output_schema` (None: it conforms)."""
+    body = paused(http, store=True)
+    answer = {**call_output(body), "output": json.dumps(output)}
+    done = http.post(
+        "/responses",
+        json={
+            "model": "m",
+            "previous_response_id": body["id"],
+            "input": [answer],
+            "tools": [PTC, tool(output_schema=output_schema)],
+        },
+    )
+    assert done.status_code == 200, done.text[:500]
+    return done.headers.get("x-ptc-emulator-contract-warning")
+
+
+DRAFT_7 = "http://json-schema.org/draft-07/schema#"
+EVIL = "a" * 40 + "!"
+
+
+def _keyed(patrn: str, beside: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "patternProperties": {patrn: {}}, **beside}
+
+
+def _dialect(patrn: str) -> dict[str, Any]:
+    return {"type": "object", "properties": {"x": {"$schema": DRAFT_7, "type": "string", "pattern": patrn}}}
+
+
+ENGINE_CASES = [
+    (
+        lambda p: _keyed(p, {"additionalProperties": False}),
+        lambda text: {text: 1},
+        "does not match any of the regexes: ",
+    ),
+    (
+        lambda p: _keyed(p, {"unevaluatedProperties": False}),
+        lambda text: {text: 1},
+        "Unevaluated properties are not allowed (",
+    ),
+    (_dialect, lambda text: {"x": text}, "does not match "),
+]
+
+
+@pytest.mark.parametrize(
+    ("schema", "output", "message"),
+    ENGINE_CASES,
+    ids=["additionalProperties", "unevaluatedProperties", "subschema-$schema"],
+)
+def test_every_keyword_that_matches_a_pattern_matches_it_on_re2(
+    http: httpx.Client, schema: Any, output: Any, message: str
+) -> None:
+    """jsonschema matches patterns with Python's `re` beside `pattern` and `patternProperties`: in
+    `additionalProperties` and `unevaluatedProperties` (the keys `patternProperties` covers) and in
+    a subschema whose `$schema` names another draft (its own keyword classes). Each runs on RE2
+    here. Which engine ran shows without a clock: `$` matches before a final newline in `re`, never
+    in RE2, so `a` plus a newline is a key (a value) that `^a$` does not cover, and it is reported
+    as such rather than counted as matched. Then `^(a|a)+$` against forty a's and a `!` (2**40
+    steps for `re`) is checked at once."""
+    assert message in (output_warning(http, schema("^a$"), output("a\n")) or "")
+    assert message in (output_warning(http, schema("^(a|a)+$"), output(EVIL)) or "")
+    assert output_warning(http, schema("^(a|a)+$"), output("aaaa")) is None
+    finishes(http)
+
+
+def test_a_pattern_in_re2_syntax_is_a_pattern(http: httpx.Client) -> None:
+    """The meta-schema's `regex` format is not checked with Python's `re` (which refuses RE2's
+    `\\p{Lu}`): every pattern is compiled on RE2, as it is run."""
+    schema = {"type": "object", "properties": {"x": {"type": "string", "pattern": "^\\p{Lu}+$"}}}
+    assert output_warning(http, schema, {"x": "ABC"}) is None
+    assert "does not match '^\\\\p{Lu}+$'" in (output_warning(http, schema, {"x": "abc"}) or "")
+    finishes(http)
+
+
+def test_a_schema_whose_references_loop_is_reported_not_a_500(http: httpx.Client) -> None:
+    """`{"$ref": "#"}` is a JSON Schema, but checking a value against it follows the reference back
+    to itself without end: the output is reported as unchecked against an invalid schema, and the
+    server answers."""
+    warning = output_warning(http, {"$ref": "#"}, {"hit": 1}) or ""
+    assert "the schema itself is invalid (its references loop back to themselves without end)" in warning
     finishes(http)
 
 

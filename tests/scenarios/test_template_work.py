@@ -51,6 +51,66 @@ def test_a_template_line_that_would_build_too_much_is_refused(
     assert client.responses.create(model="gpt-test", input="after").output_text == "still here"
 
 
+HELD = "{% set a = range(10000)|list %}{% set b = [a, a, a, a, a, a, a, a, a, a] * 10 %}"
+"""`b` holds one list of 10,000 numbers a hundred times: about 4.9 million characters once printed."""
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        HELD + "{{ b }}",
+        HELD + "{% set c = [b, b, b] %}{{ c }}",
+        HELD + "{% set ns = namespace(v=b) %}{{ ns }}",
+        HELD + "{% set d = {input: b} %}{{ d.values() }}",
+        HELD + "{{ b|upper }}",
+        HELD + "{{ b|e|length }}",
+        HELD + "{{ b is lower }}",
+        HELD + "{{ '%s'|format(b) }}",
+        HELD + "{{ ('%s' % [b])|length }}",
+        HELD + "{{ '{}'.format(b)|length }}",
+        "{% set s = input * 100000 %}{% set x %}{% for i in range(300) %}{{ s }}{% endfor %}{% endset %}{{ x|length }}",
+        "{{ (input * 100000)|wordwrap(1, wrapstring=input * 100) }}",
+        "{{ (('https://' ~ input ~ '.co ') * 6000)|urlize(target=input * 1000) }}",
+        "{% set s = '&' * 100000 %}{{ (s ~ s ~ s ~ s ~ s ~ s)|e|length }}",
+        "{{ ('%(a)s' * 20000) % {'a': input * 1000} }}",
+        "{{ ('{0}' * 20000).format(input * 1000) }}",
+    ],
+    ids=[
+        *("print", "print-nested", "namespace", "dict-view", "upper", "escape-list", "lower-test"),
+        *("format-filter", "percent", "str-format", "captured-block", "wordwrap-wrapstring", "urlize-target"),
+        *("escape-text", "percent-repeated-name", "str-format-repeated-field"),
+    ],
+)
+def test_what_a_value_prints_is_bounded_before_it_is_printed(ptc_emulator: PTCEmulator, template: str) -> None:
+    """Printing a value (`{{ b }}`, a filter or test that works on `str(value)`, `%` and
+    `str.format` of it), joining what a block captured, and the filters that build more than their
+    input (`escape`, `wordwrap` with its `wrapstring`, `urlize` with its `target`) are checked
+    before they build. Each of these used to build its millions of characters first (and then
+    met the output cap, or printed a length): the refusal now names the operation."""
+    ptc_emulator.add_scenario({"name": "prints", "match": {"input": "^x"}, "turns": [{"message": template}]})
+    client = ptc_emulator.client(max_retries=0)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="gpt-test", input="x")
+    assert caught.value.code == "scenario_error"
+    assert BUILDS in caught.value.message
+    ptc_emulator.add_scenario({"name": "after", "match": {"input": "^after$"}, "turns": [{"message": "still here"}]})
+    assert client.responses.create(model="gpt-test", input="after").output_text == "still here"
+
+
+def test_printing_within_bounds_still_renders(ptc_emulator: PTCEmulator) -> None:
+    template = (
+        "{{ [1, input] }} {{ {'k': 1}.items() }} {{ '{:>3}|{}|{q}'.format(1, [2], q=3) }} {{ '%s-%(q)s' % {'q': 1} }}"
+        " {{ '%s %d'|format(input, 2) }} {{ [1]|upper }} {{ 'see https://a.co'|urlize }} {{ 'a b c'|wordwrap(3) }}"
+        " {{ '<&>'|e }} {% set y %}hi {{ 3 }}{% endset %}{{ y }} {{ input is lower }}"
+    )
+    ptc_emulator.add_scenario({"name": "prints_fine", "match": {"input": "^x$"}, "turns": [{"message": template}]})
+    text = ptc_emulator.client().responses.create(model="gpt-test", input="x").output_text
+    assert text == (
+        "[1, 'x'] dict_items([('k', 1)])   1|[2]|3 {'q': 1}-1 x 2 [1] "
+        'see <a href="https://a.co" rel="noopener">https://a.co</a> a b\nc &lt;&amp;&gt; hi 3 True'
+    )
+
+
 def test_the_same_operations_within_bounds_still_render(ptc_emulator: PTCEmulator) -> None:
     template = (
         "{{ input.replace('x', 'y') }} {{ input|replace('x', 'z') }} {{ [input, 'b']|join(',') }} {{ input ~ 1 }}"

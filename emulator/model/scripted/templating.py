@@ -12,13 +12,16 @@ work: nested `range(100000)` loops, `'x' * 10**9`, or a loop over a long input. 
 * `range` is capped, and string or list repetition and `**` are bounded before they run;
 * no single operation may build more than `MAX_VALUE_CHARS`, and a render no more than
   `MAX_BUILT_CHARS` in all, checked before the operation runs: concatenation (`~`, `+`), `%`
-  formatting and `str.format` widths, the string methods and filters that build strings
-  (`replace`, `join`, `translate`, `center`, `ljust`, `rjust`, `zfill`, `expandtabs`, `indent`,
-  `format`, `wordwrap`), the filters that print a value (`string`, `tojson`, `pprint`,
-  `urlencode`, and `~` of a value that is no string: its printed size is counted on the value,
-  a list held twice counted twice, before it is printed), `batch` and `slice` by the items they
-  fill in, `sum` of sequences (concatenated once, not copied at each item), and integer `*` and
-  `**` by the bits of their result. A line is one step, but one
+  formatting and `str.format` (widths, and the values they print), the string methods and
+  filters that build strings (`replace`, `join`, `translate`, `center`, `ljust`, `rjust`,
+  `zfill`, `expandtabs`, `indent`, `format`, `wordwrap` with its `wrapstring`, `urlize` with its
+  `target`, `escape`, `xmlattr`, the case filters), every printing of a value that is no string
+  (`{{ value }}` through `finalize`, `~`, `string`, `tojson`, `pprint`, `urlencode`, the filters
+  and tests that work on `str(value)`: its printed size is counted on the value, a list held
+  twice counted twice, before it is printed), the join of what a block captures (`concat`),
+  `batch` and `slice` by the items they fill in, `sum` of sequences (concatenated once, not
+  copied at each item), and integer `*` and `**` by the bits of their result. A line is one
+  step, but one
   step could otherwise build gigabytes inside a single C call (`s.replace('x', 'y' * 3000)` on a
   long `s`), out of reach of the step and time bounds;
 * the output is capped at `MAX_OUTPUT_CHARS`;
@@ -36,13 +39,14 @@ import string
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, ItemsView, Iterable, KeysView, Mapping, ValuesView
 from types import FrameType
 from typing import Any
 
 from jinja2 import Template, TemplateError, nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import Namespace
 
 from ptc_emulator.emulator.caches import PROCESS, Memo
 
@@ -88,11 +92,16 @@ _built = threading.local()
 """The running render's budget of built characters (renders run one per thread)."""
 
 
+def _over(size: int) -> None:
+    """Refuse an operation that would build `size` characters (or items), over `MAX_VALUE_CHARS`."""
+    if size > MAX_VALUE_CHARS:
+        raise RenderLimit(f"an operation that builds more than {MAX_VALUE_CHARS} characters")
+
+
 def _building(size: int) -> None:
     """Account for an operation about to build `size` characters (or items); refuse it first if
     it is over a bound."""
-    if size > MAX_VALUE_CHARS:
-        raise RenderLimit(f"an operation that builds more than {MAX_VALUE_CHARS} characters")
+    _over(size)
     budget = getattr(_built, "budget", None)
     if budget is not None:
         budget.built += max(size, 0)
@@ -110,17 +119,24 @@ def _printed_size(value: Any, limit: int = MAX_VALUE_CHARS) -> int:
         current = stack.pop()
         if isinstance(current, str):
             total += len(current) + 2
-        elif isinstance(current, dict):
-            total += 2 + 4 * len(current)
-            if total <= limit:
-                stack.extend(current.keys())
-                stack.extend(current.values())
+        elif isinstance(current, int) and not isinstance(current, bool):
+            total += current.bit_length() // 3 + 2
         elif isinstance(current, list | tuple | set | frozenset):
             total += 2 + 2 * len(current)
             if total <= limit:
                 stack.extend(current)
-        elif isinstance(current, int) and not isinstance(current, bool):
-            total += current.bit_length() // 3 + 2
+        elif isinstance(current, dict | Mapping):
+            total += 2 + 4 * len(current)
+            if total <= limit:
+                stack.extend(current.keys())
+                stack.extend(current.values())
+        elif isinstance(current, Namespace):  # prints `<Namespace {...}>`, its attributes in full
+            stack.append(object.__getattribute__(current, "_Namespace__attrs"))
+            total += 12
+        elif isinstance(current, KeysView | ValuesView | ItemsView):  # prints `dict_items([...])`
+            total += 12 + 2 * len(current)
+            if total <= limit:
+                stack.extend(current)
         else:
             total += 8
         if total > limit:
@@ -133,9 +149,40 @@ def _text_size(value: Any) -> int:
     return len(value) if isinstance(value, str) else _printed_size(value)
 
 
+def _printable(value: Any) -> str:
+    """`str(value)`, refused first (`RenderLimit`) if it would build more than `MAX_VALUE_CHARS`
+    (a string is no new text: it is not counted)."""
+    if isinstance(value, str):
+        return value
+    _building(_text_size(value))
+    return str(value)
+
+
+def _total_size(values: Iterable[Any]) -> int:
+    """The printed sizes of `values` together, refused as soon as they pass `MAX_VALUE_CHARS`."""
+    total = 0
+    for value in values:
+        total += len(value) if isinstance(value, str) else _printed_size(value, MAX_VALUE_CHARS - total)
+        if total > MAX_VALUE_CHARS:
+            raise RenderLimit(f"an operation that builds more than {MAX_VALUE_CHARS} characters")
+    return total
+
+
+def _escaped_size(text: str) -> int:
+    """The length of `text` HTML-escaped: `&`, `"` and `'` take five characters, `<` and `>` four."""
+    five = text.count("&") + text.count('"') + text.count("'")
+    return len(text) + 4 * five + 3 * (text.count("<") + text.count(">"))
+
+
+def _cased_size(text: str) -> int:
+    """At most how long `upper`, `lower`, `title` or `capitalize` make `text` (a non-ASCII
+    character may become three: `'ΐ'.upper()`)."""
+    return len(text) if text.isascii() else 3 * len(text)
+
+
 def _bounded_join(values: Iterable[Any], sep: str = "") -> str:
     items = list(values)
-    _building(sum(_text_size(v) for v in items) + len(sep) * max(len(items) - 1, 0))
+    _building(_total_size(items) + len(sep) * max(len(items) - 1, 0))
     return sep.join(v if isinstance(v, str) else str(v) for v in items)
 
 
@@ -146,15 +193,37 @@ def _replaced_size(text: str, old: str, new: str, count: int | None = None) -> i
     return len(text) + found * (len(new) - len(old))
 
 
-_WIDTH = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
+_WIDTH = re.compile(r"%(?:\(([^)]*)\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
 
 
 def _check_percent(fmt: str) -> None:
     """A `%` format whose widths and precisions build at most `MAX_VALUE_CHARS`."""
     for m in _WIDTH.finditer(fmt):
-        for group in m.groups():
+        for group in m.groups()[1:]:
             if group == "*" or (group is not None and int(group) > MAX_VALUE_CHARS):
                 raise RenderLimit(f"a format width of more than {MAX_VALUE_CHARS} characters")
+
+
+def _percent_size(fmt: str, values: Any) -> int:
+    """About what `fmt % values` builds: the format, its widths and precisions, and each value it
+    prints (a tuple's items once each, a mapping's by the names the format gives, as often as it
+    gives them; another value once), counted before anything is printed."""
+    _check_percent(fmt)
+    found = list(_WIDTH.finditer(fmt))
+    size = len(fmt) + sum(int(g) for m in found for g in m.groups()[1:] if g is not None and g.isdigit())
+    if isinstance(values, tuple):
+        return size + _total_size(values)
+    if isinstance(values, Mapping) and any(m.group(1) is not None for m in found):
+        sizes: dict[str, int] = {}
+        for m in found:
+            name = m.group(1)
+            if name is not None and name in values:
+                if name not in sizes:
+                    sizes[name] = _text_size(values[name])
+                size += sizes[name]
+                _over(size)
+        return size
+    return size + _text_size(values)
 
 
 def _check_format(fmt: str) -> None:
@@ -162,6 +231,37 @@ def _check_format(fmt: str) -> None:
     for _, _, spec, _ in string.Formatter().parse(fmt):
         if spec and ("{" in spec or any(int(n) > MAX_VALUE_CHARS for n in re.findall(r"\d+", spec))):
             raise RenderLimit(f"a format width of more than {MAX_VALUE_CHARS} characters")
+
+
+_FIELD_BASE = re.compile(r"[^.\[]*")
+
+
+def _format_size(fmt: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> int:
+    """About what `fmt.format(*args, **kwargs)` builds: the format, its widths, and for each field
+    the value it names printed in full (an attribute or an item of it counted as the whole),
+    counted before anything is printed."""
+    _check_format(fmt)
+    size = len(fmt)
+    sizes: dict[str, int] = {}
+    automatic = 0
+    for _, field, spec, _ in string.Formatter().parse(fmt):
+        if spec:
+            size += sum(int(n) for n in re.findall(r"\d+", spec))
+        if field is None:
+            continue
+        found = _FIELD_BASE.match(field)
+        base = found.group(0) if found else field
+        if not base:
+            base, automatic = str(automatic), automatic + 1
+        if base not in sizes:
+            if base.isdigit():
+                value = args[int(base)] if int(base) < len(args) else ""
+            else:
+                value = kwargs.get(base, "")
+            sizes[base] = _text_size(value)
+        size += sizes[base]
+        _over(size)
+    return size
 
 
 def _str_method_size(method: str, text: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
@@ -206,9 +306,12 @@ def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., An
     def bounded(*args: Any, **kwargs: Any) -> Any:
         values = args[passed:]
         value, rest = (values[0], values[1:]) if values else ("", ())
+        # A filter that works on `str(value)` prints the value first: bounded before it is printed.
+        text = _printable(value) if name in _PRINTING_FILTERS else ""
         if name == "replace" and len(rest) >= 2:
             count = rest[2] if len(rest) > 2 else kwargs.get("count")
-            _building(_replaced_size(str(value), str(rest[0]), str(rest[1]), count if isinstance(count, int) else None))
+            old, new = _printable(rest[0]), _printable(rest[1])
+            _building(_replaced_size(text, old, new, count if isinstance(count, int) else None))
         elif name == "join":
             items = list(value)
             sep = rest[0] if rest else kwargs.get("d", "")
@@ -233,16 +336,61 @@ def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., An
                 return _sequence_sum(args[0], value, rest[0] if rest else kwargs.get("attribute"), start)
         elif name == "center":
             width = rest[0] if rest else kwargs.get("width", 80)
-            _building(max(width if isinstance(width, int) else 0, len(str(value))))
+            _building(max(width if isinstance(width, int) else 0, len(text)))
         elif name == "indent":
             width = rest[0] if rest else kwargs.get("width", 4)
-            pad = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
-            _building(len(str(value)) + (str(value).count("\n") + 1) * pad)
-        elif name == "format" and isinstance(value, str):
-            _check_percent(value)
+            pad = _text_size(width) if isinstance(width, str) else width if isinstance(width, int) else 0
+            _building(len(text) + (text.count("\n") + 1) * pad)
+        elif name == "format":
+            _building(_percent_size(text, kwargs or tuple(rest)))
         elif name == "wordwrap":
-            _building(2 * len(str(value)))
+            width = rest[0] if rest else kwargs.get("width", 79)
+            wrap = rest[2] if len(rest) > 2 else kwargs.get("wrapstring")
+            joint = _text_size(wrap) if wrap is not None else 2
+            # Each wrapped line but the last, with the one after it, passes `width`: at most twice
+            # the text's length over the width, and a line per paragraph.
+            lines = 2 * len(text) // max(width if isinstance(width, int) else 79, 1) + text.count("\n") + 1
+            _building(len(text) + lines * joint)
+        elif name == "urlize":
+            target = rest[2] if len(rest) > 2 else kwargs.get("target")
+            rel = rest[3] if len(rest) > 3 else kwargs.get("rel")
+            # Each word may become a link: its text escaped twice (the href and the link's text)
+            # and a tag around it naming the target and rel.
+            tag = 64 + _text_size(target or "") + _text_size(rel or "")
+            _building(2 * _escaped_size(text) + len(text.split()) * tag)
+        elif name in ("escape", "e", "forceescape"):
+            _building(_escaped_size(text))
+        elif name == "xmlattr":
+            _building(5 * _text_size(value) + 16)
+        elif name in ("upper", "lower", "title", "capitalize"):
+            _building(_cased_size(text))
         return original(*args, **kwargs)
+
+    return bounded
+
+
+_PRINTING_FILTERS = frozenset(
+    {
+        *("replace", "center", "indent", "format", "wordwrap", "urlize", "escape", "e", "forceescape"),
+        *("upper", "lower", "title", "capitalize", "trim", "striptags", "wordcount", "truncate", "safe"),
+    }
+)
+"""The filters that work on `str(value)` (Jinja's `soft_str`): the value is printed first."""
+
+_BOUNDED_FILTERS = (
+    *("replace", "join", "center", "indent", "format", "wordwrap", "urlize", "escape", "e", "forceescape"),
+    *("upper", "lower", "title", "capitalize", "trim", "striptags", "wordcount", "truncate", "safe", "xmlattr"),
+    *("string", "tojson", "pprint", "urlencode", "batch", "slice", "sum"),
+)
+
+
+def _bounded_test(original: Callable[..., Any]) -> Callable[..., Any]:
+    """The `lower` and `upper` tests, which look at `str(value)`: the value's printed size checked first."""
+
+    def bounded(value: Any, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(value, str):
+            _building(_text_size(value))
+        return original(value, *args, **kwargs)
 
     return bounded
 
@@ -269,10 +417,12 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         super().__init__(**options)
         self.globals["range"] = _bounded_range
         self.globals.pop("lipsum", None)  # lipsum(n=10**6) builds whatever it is asked to
-        for name in (
-            *("replace", "join", "center", "indent", "format", "wordwrap"),
-            *("string", "tojson", "pprint", "urlencode", "batch", "slice", "sum"),
-        ):
+        # `{{ value }}` prints `str(value)` (or what the environment's own `finalize` makes of the
+        # value, JSON for program code): its size is checked before it is printed.
+        self.finalize = _finalize if self.finalize is None else _then(self.finalize)
+        for test in ("lower", "upper"):
+            self.tests[test] = _bounded_test(self.tests[test])  # type: ignore[arg-type]
+        for name in _BOUNDED_FILTERS:
             filt = self.filters[name]
             bounded = _bounded_filter(name, filt)
             for attr in ("jinja_pass_arg",):  # keep how Jinja passes the context
@@ -282,6 +432,12 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
 
     @staticmethod
     def bounded_concat(values: Iterable[Any]) -> str:
+        return _bounded_join(values)
+
+    @staticmethod
+    def concat(values: Iterable[Any]) -> str:
+        """Joins what a block captures (`{% set x %}`, a macro, `{% filter %}`): a loop of a
+        few steps may output one long string many times, so the join is checked first."""
         return _bounded_join(values)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
@@ -304,7 +460,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
             if isinstance(left, str | list | tuple) and isinstance(right, str | list | tuple):
                 _building(len(left) + len(right))
         elif operator == "%" and isinstance(left, str):
-            _check_percent(left)
+            _building(_percent_size(left, right))
         return super().call_binop(context, operator, left, right)
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 (Jinja's signature)
@@ -314,12 +470,36 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         if isinstance(owner, str):
             if name == "join" and args:
                 return _bounded_join(args[0], owner)
-            if name in ("format", "format_map"):
+            if name == "format":
+                _building(_format_size(owner, args, kwargs))
+            elif name == "format_map" and args and isinstance(args[0], Mapping):
+                _building(_format_size(owner, (), args[0]))
+            elif name == "format_map":
                 _check_format(owner)
             size = _str_method_size(name, owner, args, kwargs)
             if size is not None:
                 _building(size)
         return super().call(__context, __obj, *args, **kwargs)
+
+
+def _finalize(value: Any) -> Any:
+    """Every `{{ value }}`, before it is printed: a value that is not a string may print as far
+    more than its own size (one list held many times), so its printed size is checked on the value."""
+    if not isinstance(value, str):
+        _building(_text_size(value))
+    return value
+
+
+def _then(own: Callable[..., Any]) -> Callable[..., Any]:
+    """`_finalize`, then the environment's own `finalize` (called as Jinja calls it: with the
+    context or environment first if it asks for one)."""
+
+    def finalize(*args: Any) -> Any:
+        return own(*args[:-1], _finalize(args[-1]))
+
+    if hasattr(own, "jinja_pass_arg"):
+        finalize.jinja_pass_arg = own.jinja_pass_arg  # type: ignore[attr-defined]
+    return finalize
 
 
 _UNSUPPORTED = (nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)
