@@ -409,8 +409,8 @@ def _parsed(data: str) -> tuple[Any, EmulatorError | None]:
         frame = jsontext.loads(data)
     except jsontext.TooDeep as e:
         return None, messages.frame_too_deep(e.msg)
-    except (json.JSONDecodeError, RecursionError):  # not JSON, or nested beyond what the parser takes
-        return None, messages.frame_not_json()
+    except (ValueError, RecursionError):  # not JSON (an integer of over 4300 digits is a ValueError,
+        return None, messages.frame_not_json()  # not a JSONDecodeError), or nested beyond the parser
     try:
         check_json(frame)  # a lone surrogate or NaN would fail only when echoed back
     except ValueError as e:
