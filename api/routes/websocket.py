@@ -263,7 +263,9 @@ class Session:
             scope=scope,
         )
         await self.engine.read_ahead(request)
-        attempt = self.engine.attempt(request, scope=scope, generate=request.generate is not False, local=self.local)
+        attempt = await self.engine.attempt_off_loop(
+            request, scope=scope, generate=request.generate is not False, local=self.local
+        )
         if isinstance(attempt, Refused):
             journaling.refuse(attempt)
             self._evict(request.previous_response_id, stream_id)
