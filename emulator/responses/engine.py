@@ -382,7 +382,8 @@ class Engine:
         delivery = prepared.delivery
         if prepared.compacts:  # the context was compacted before the model's turn
             output = [self.compactor.item(prepared.conversation.items), *output]
-        if delivery is not None and delivery.response_incomplete:
+        incomplete = (delivery.response_incomplete if delivery is not None else None) or prepared.trace.stopped
+        if incomplete:
             for item in output:
                 if item["type"] == "message":
                     item["status"] = "incomplete"
@@ -390,7 +391,7 @@ class Engine:
                 prepared,
                 output,
                 status=ResponseStatus.INCOMPLETE,
-                incomplete={"reason": delivery.response_incomplete},
+                incomplete={"reason": incomplete},
             )
         else:
             response = self.response(prepared, output, status=ResponseStatus.COMPLETED)
