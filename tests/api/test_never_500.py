@@ -140,6 +140,20 @@ def test_deeply_nested_admin_json_and_yaml_are_400s(server: EmulatorServer) -> N
         assert_envelope(client.post("/scenarios", json=deep_yaml), 400, "nested deeper than 64 levels")
 
 
+@pytest.mark.parametrize(
+    ("scalar", "said"),
+    [("9" * 5000, "an integer of more than 4300 digits"), ("2024-02-30", "day is out of range for month")],
+    ids=["integer-of-5000-digits", "date-that-does-not-exist"],
+)
+def test_a_yaml_scalar_python_cannot_make_is_a_400(server: EmulatorServer, scalar: str, said: str) -> None:
+    """YAML reads these, and Python's constructors refuse them with a ValueError (a 500 before)."""
+    with admin(server) as client:
+        added = client.post(
+            "/scenarios", json={"yaml": f"name: x\nmatch: {{input: a}}\nturns: [{{message: {scalar}}}]"}
+        )
+    assert_envelope(added, 400, f"invalid YAML: {said}")
+
+
 # ---- content types and headers ------------------------------------------------------------------
 
 
