@@ -48,6 +48,9 @@ MAX_TRACE_BYTES = 256 * 2**20
 before any of it is read."""
 
 
+_LONG_INTEGER = "an integer of more than 4300 digits"
+
+
 def _page(path: Path, text: str) -> bytes:
     if path.suffix.lower() in (".html", ".htm"):
         # Only the trace's data is taken from the file; the page around it is the emulator's own,
@@ -61,6 +64,8 @@ def _page(path: Path, text: str) -> bytes:
             data = json.loads(text[start + len(opening) : end])
         except json.JSONDecodeError as error:
             raise TraceError(f"{path}: not a ptc-emulator trace (its data is not JSON: {error.msg})") from error
+        except ValueError as error:  # what Python's parser raises for the one number it will not read
+            raise TraceError(f"{path}: not a ptc-emulator trace (its data is not JSON: {_LONG_INTEGER})") from error
         if not isinstance(data, dict) or not isinstance(data.get("conversations"), list):
             raise TraceError(f"{path}: not a ptc-emulator trace (its data has no conversations)")
         return trace_page(
@@ -70,6 +75,8 @@ def _page(path: Path, text: str) -> bytes:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         raise TraceError(f"{path}: not JSON ({error.msg}, line {error.lineno})") from error
+    except ValueError as error:
+        raise TraceError(f"{path}: not JSON ({_LONG_INTEGER})") from error
     title = str(data.get("test") or path.name) if isinstance(data, dict) else path.name
     entries = data.get("journal", data.get("data")) if isinstance(data, dict) else data
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):

@@ -106,7 +106,7 @@ async def create_response(body: CreateRequest, request: Request) -> Response:
     if body.stream:
         return await stream_create(request, engine, body, scope, cursor)
     with journaling_of(request, body, scope, await request.body()) as journaling:
-        prepared = journaling.admit(engine.attempt(body, scope=scope, cursor=cursor))
+        prepared = journaling.admit(await engine.attempt_off_loop(body, scope=scope, cursor=cursor))
         journaling.response = await unless_disconnected(request, engine.run(prepared))
         reply = JSONResponse(journaling.response, headers=contract_headers(prepared))
         journaling.rendered = bytes(reply.body)  # the journal keeps these bytes when they are its own JSON text
@@ -115,12 +115,14 @@ async def create_response(body: CreateRequest, request: Request) -> Response:
 
 @router.post("/responses/input_tokens")
 async def count_input_tokens(body: CountTokensRequest, request: Request) -> dict[str, Any]:
-    return engine_of(request).count_tokens(body, scope=scope_of(request.headers, None))
+    engine, scope = engine_of(request), scope_of(request.headers, None)
+    return await engine.off_loop(body, lambda: engine.count_tokens(body, scope=scope))
 
 
 @router.post("/responses/compact")
 async def compact_response(body: CompactRequest, request: Request) -> dict[str, Any]:
-    return engine_of(request).compact(body, scope=scope_of(request.headers, None))
+    engine, scope = engine_of(request), scope_of(request.headers, None)
+    return await engine.off_loop(body, lambda: engine.compact(body, scope=scope))
 
 
 @router.get("/responses/{response_id}")

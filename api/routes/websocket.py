@@ -263,7 +263,9 @@ class Session:
             scope=scope,
         )
         await self.engine.read_ahead(request)
-        attempt = self.engine.attempt(request, scope=scope, generate=request.generate is not False, local=self.local)
+        attempt = await self.engine.attempt_off_loop(
+            request, scope=scope, generate=request.generate is not False, local=self.local
+        )
         if isinstance(attempt, Refused):
             journaling.refuse(attempt)
             self._evict(request.previous_response_id, stream_id)
@@ -409,8 +411,8 @@ def _parsed(data: str) -> tuple[Any, EmulatorError | None]:
         frame = jsontext.loads(data)
     except jsontext.TooDeep as e:
         return None, messages.frame_too_deep(e.msg)
-    except (json.JSONDecodeError, RecursionError):  # not JSON, or nested beyond what the parser takes
-        return None, messages.frame_not_json()
+    except (ValueError, RecursionError):  # not JSON (an integer of over 4300 digits is a ValueError,
+        return None, messages.frame_not_json()  # not a JSONDecodeError), or nested beyond the parser
     try:
         check_json(frame)  # a lone surrogate or NaN would fail only when echoed back
     except ValueError as e:

@@ -78,6 +78,9 @@ class Trace:
     """(kind, route) of each tool call made in this response; route is `direct` or `program`."""
     upstream_tokens: tuple[int, int] = (0, 0)
     """(input, output) tokens a model upstream counted for this response's turns, summed."""
+    stopped: str | None = None
+    """Why a model upstream stopped its last turn short (`incomplete_details.reason`): the
+    response ends `incomplete` with it, as after a scripted `response_incomplete` fault."""
     live: Live | None = field(default=None, repr=False, compare=False)
     """Where a streamed response is told while it plays, if it is told live (`Live`); set by the
     stream before the model plays, not journaled."""

@@ -17,7 +17,7 @@ import hashlib
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.caches import Cache
@@ -62,7 +62,7 @@ from ptc_emulator.emulator.wire.request import CompactRequest, CountTokensReques
 from ptc_emulator.emulator.wire.response import ResponseStatus, echo_tools
 from ptc_emulator.sandbox import Limits
 
-__all__ = ["Engine", "Prepared", "Refused", "ResponseStatus", "Runner", "Trace", "new_id"]
+__all__ = ["OFF_LOOP_ITEMS", "Engine", "Prepared", "Refused", "ResponseStatus", "Runner", "Trace", "new_id"]
 
 
 def _resumes(conv: Conversation) -> bool:
@@ -77,7 +77,14 @@ def _with(expanded: Expanded | None, conv: Conversation) -> Conversation:
     return conv
 
 
+T = TypeVar("T")
+
 UNFINISHED = (ResponseStatus.QUEUED, ResponseStatus.IN_PROGRESS)
+
+OFF_LOOP_ITEMS = 1000
+"""A create whose input has more items than this is read into its conversation in a worker
+thread (`attempt_off_loop`), and a response whose conversation and output together have more is
+finished (usage, body, storing) in one (`complete`); shorter ones cost less than the hop."""
 
 
 def _digest(request: CreateRequest) -> str:
@@ -146,6 +153,34 @@ class Engine:
         if size is not None and size < LONG_TEXT:
             return
         await asyncio.to_thread(count_long_texts, (request.instructions, request.input))
+
+    async def attempt_off_loop(
+        self,
+        request: CreateRequest,
+        *,
+        scope: str | None = None,
+        generate: bool = True,
+        local: ResponseStore | None = None,
+        cursor: Extension | None = None,
+    ) -> Prepared | Refused:
+        """`attempt`, off the event loop when the request may read a long conversation (`off_loop`)."""
+        return await self.off_loop(
+            request, lambda: self.attempt(request, scope=scope, generate=generate, local=local, cursor=cursor)
+        )
+
+    @staticmethod
+    async def off_loop(request: CreateRequest | CountTokensRequest | CompactRequest, work: Callable[[], T]) -> T:
+        """`work()` (reading the request into its conversation), in a worker thread when the request
+        may read a long one: an input of more than `OFF_LOOP_ITEMS` items, or stored history (a
+        `previous_response_id` or a `conversation`, whose length is known only once read). Reading
+        200,000 short items takes seconds, which no other client then waits on; a short request
+        with no history costs less than the hop."""
+        given = request.input
+        long_input = isinstance(given, list) and len(given) > OFF_LOOP_ITEMS
+        history = request.previous_response_id is not None or getattr(request, "conversation", None) is not None
+        if long_input or history:
+            return await asyncio.to_thread(work)
+        return work()
 
     def prepare(
         self,
@@ -336,9 +371,19 @@ class Engine:
         if delivery is not None and delivery.latency_ms:
             await asyncio.sleep(delivery.latency_ms / 1000)
         output = await self.model.play(prepared, self.runner) if prepared.plan is not None else []
+        if len(prepared.conversation.items) + len(output) > OFF_LOOP_ITEMS:
+            # A long conversation's usage, body and storing take their time (200,000 short items:
+            # seconds): in a worker thread, so other clients are answered meanwhile.
+            return await asyncio.to_thread(self._finish, prepared, output)
+        return self._finish(prepared, output)
+
+    def _finish(self, prepared: Prepared, output: list[dict[str, Any]]) -> dict[str, Any]:
+        """The played response's body, recorded in its conversation and stored."""
+        delivery = prepared.delivery
         if prepared.compacts:  # the context was compacted before the model's turn
             output = [self.compactor.item(prepared.conversation.items), *output]
-        if delivery is not None and delivery.response_incomplete:
+        incomplete = (delivery.response_incomplete if delivery is not None else None) or prepared.trace.stopped
+        if incomplete:
             for item in output:
                 if item["type"] == "message":
                     item["status"] = "incomplete"
@@ -346,7 +391,7 @@ class Engine:
                 prepared,
                 output,
                 status=ResponseStatus.INCOMPLETE,
-                incomplete={"reason": delivery.response_incomplete},
+                incomplete={"reason": incomplete},
             )
         else:
             response = self.response(prepared, output, status=ResponseStatus.COMPLETED)

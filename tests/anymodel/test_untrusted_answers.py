@@ -395,3 +395,70 @@ def test_a_malformed_answer_is_an_error_that_says_what_is_wrong(
     finally:
         fake.streams = True
         emulator.close()
+
+
+# ---- an answer the upstream's token limit cut ------------------------------------------------------
+
+
+def _cut_by_its_limit(api: str, whole: bool) -> Answer:
+    """The fake's answer to "Go." as an upstream sends it when its token limit cut the text."""
+    answer = say("The answer was cut sho")
+    if api == "chat" and whole:
+        return _whole(api, _set("choices.0.finish_reason", "length"), answer)
+    if api == "chat":
+        return _streamed(
+            api,
+            _each(
+                "*",
+                lambda c: (
+                    _set("choices.0.finish_reason", "length")(c)
+                    if c["choices"] and c["choices"][0].get("finish_reason")
+                    else c
+                ),
+            ),
+            answer,
+        )
+
+    def incomplete(response: dict[str, Any]) -> dict[str, Any]:
+        return {**response, "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}
+
+    if whole:
+        return _whole(api, incomplete, answer)
+
+    def ended_incomplete(events: list[Any]) -> list[Any]:
+        done = events[-1]
+        return [*events[:-1], {**done, "type": "response.incomplete", "response": incomplete(done["response"])}]
+
+    return _streamed(api, ended_incomplete, answer)
+
+
+@pytest.mark.parametrize("client", ["json", "sse"])
+@pytest.mark.parametrize("upstream_answers", ["whole", "streamed"])
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_an_answer_the_upstreams_token_limit_cut_ends_the_response_incomplete(
+    api: str, upstream_answers: str, client: str, fake: FakeUpstream, servers: dict[str, EmulatorServer]
+) -> None:
+    """Chat Completions' `finish_reason: "length"`, or a Responses answer `incomplete` for its
+    `max_output_tokens`: the text is kept, and the response says it was cut, as the hosted API
+    does. It was `completed`, as if the cut text were the whole answer."""
+    whole = upstream_answers == "whole"
+    fake.script[:] = [_cut_by_its_limit(api, whole)]
+    fake.streams = not whole
+    emulator = PTCEmulator(servers[api].base_url)
+    try:
+        with emulator.client(max_retries=0) as sdk:
+            if client == "json":
+                response = sdk.responses.create(model="m", input="Go.", tools=[PTC]).model_dump()
+            else:
+                events = [
+                    e.model_dump() for e in sdk.responses.create(model="m", input="Go.", tools=[PTC], stream=True)
+                ]
+                assert events[-1]["type"] == "response.incomplete", [e["type"] for e in events]
+                response = events[-1]["response"]
+        assert response["status"] == "incomplete"
+        assert response["incomplete_details"] == {"reason": "max_output_tokens"}
+        assert response["output"][-1]["content"][0]["text"] == "The answer was cut sho"
+        assert response["output"][-1]["status"] == "incomplete"
+    finally:
+        fake.streams = True
+        emulator.close()

@@ -392,8 +392,9 @@ def _until_done(ws: Any) -> dict[str, Any]:
         (b"\x00\x01\x02", "not valid JSON"),
         ('{"type": "response.banana"}', "Invalid value: 'response.banana'"),
         ('{"type": "response.create", "model": 5}', "Invalid type for 'model'"),
+        ('{"type": "response.create", "model": "m", "max_output_tokens": ' + "9" * 5000 + "}", "not valid JSON"),
     ],
-    ids=["invalid-json", "binary", "unknown-type", "wrong-type"],
+    ids=["invalid-json", "binary", "unknown-type", "wrong-type", "integer-of-5000-digits"],
 )
 def test_bad_websocket_frames_get_an_error_event_and_the_socket_stays_open(
     server: EmulatorServer, frame: str | bytes, message: str

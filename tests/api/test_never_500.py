@@ -140,6 +140,20 @@ def test_deeply_nested_admin_json_and_yaml_are_400s(server: EmulatorServer) -> N
         assert_envelope(client.post("/scenarios", json=deep_yaml), 400, "nested deeper than 64 levels")
 
 
+@pytest.mark.parametrize(
+    ("scalar", "said"),
+    [("9" * 5000, "an integer of more than 4300 digits"), ("2024-02-30", "day is out of range for month")],
+    ids=["integer-of-5000-digits", "date-that-does-not-exist"],
+)
+def test_a_yaml_scalar_python_cannot_make_is_a_400(server: EmulatorServer, scalar: str, said: str) -> None:
+    """YAML reads these, and Python's constructors refuse them with a ValueError (a 500 before)."""
+    with admin(server) as client:
+        added = client.post(
+            "/scenarios", json={"yaml": f"name: x\nmatch: {{input: a}}\nturns: [{{message: {scalar}}}]"}
+        )
+    assert_envelope(added, 400, f"invalid YAML: {said}")
+
+
 # ---- content types and headers ------------------------------------------------------------------
 
 
@@ -197,3 +211,35 @@ def test_the_output_limit_counts_utf8_bytes(make_server: Any) -> None:
         # ASCII of the same length fits.
         response = run(client, "text('a'.repeat(1500));")
         assert program_outputs(response)[0].status == "completed"
+
+
+# ---- a tool output the templates read -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("output", "shown"),
+    [("9" * 5000, "9" * 5000), ('{"a": ' + "9" * 5000 + "}", '{"a": ' + "9" * 5000 + "}"), ('"\\ud800 x"', "\ufffd x")],
+    ids=["integer-of-5000-digits", "in-an-object", "escaped-lone-surrogate"],
+)
+def test_a_tool_output_the_templates_read_is_never_a_500(
+    server: EmulatorServer, http: httpx.Client, output: str, shown: str
+) -> None:
+    """A scenario's templates see each output parsed as JSON. Python's parser takes an integer of
+    over 4300 digits for an error that is not a JSONDecodeError (a 500 before), and an escaped lone
+    surrogate parses into a string no client can be sent (a 500 when the message was encoded)."""
+    scenario = {
+        "name": "echo-output",
+        "match": {"input": "echo the output"},
+        "turns": [{"call": {"name": "fetch", "arguments": {}}}, {"message": "got {{ output }}"}],
+    }
+    with admin(server) as a:
+        assert a.post("/scenarios", json=scenario).status_code == 201
+    tools = [{"type": "function", "name": "fetch", "parameters": {"type": "object", "properties": {}}}]
+    first = http.post("/responses", json={"model": "m", "input": "echo the output", "tools": tools})
+    assert first.status_code == 200, first.text[:500]
+    call = first.json()["output"][-1]
+    answer = {"type": "function_call_output", "call_id": call["call_id"], "output": output}
+    body = {"model": "m", "previous_response_id": first.json()["id"], "input": [answer], "tools": tools}
+    reply = http.post("/responses", json=body)
+    assert reply.status_code == 200, reply.text[:500]
+    assert reply.json()["output"][-1]["content"][0]["text"] == f"got {shown}"

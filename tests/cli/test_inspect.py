@@ -108,3 +108,19 @@ def test_a_crafted_page_is_never_served_only_its_trace_data_with_the_inspector_p
         server.wait(timeout=30)
         if server.stderr is not None:
             server.stderr.close()
+
+
+def test_a_trace_holding_an_integer_python_will_not_read_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """Python's parser refuses an integer of more than 4300 digits with a ValueError that is not a
+    JSONDecodeError: `inspect` printed its traceback, for a journal's JSON and a trace page alike."""
+    number = "9" * 5000
+    journal = tmp_path / "journal.json"
+    journal.write_text('{"journal": [{"x": ' + number + "}]}", encoding="utf-8")
+    page = tmp_path / "trace.html"
+    page.write_text(f'<script type="application/json" id="ptc-trace">{{"conversations": [{number}]}}</script>')
+    for path, said in ((journal, "not JSON"), (page, "not a ptc-emulator trace (its data is not JSON")):
+        done = run("inspect", str(path), timeout=60)
+        assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+        assert done.stderr.strip() == f"ptc-emulator: {path}: {said}" + (
+            " (an integer of more than 4300 digits)" if said == "not JSON" else ": an integer of more than 4300 digits)"
+        )

@@ -50,6 +50,10 @@ def malformed() -> list[tuple[str, str, str]]:
         ("deep.json", '{"turns": ' + "[" * 100_000 + "]" * 100_000 + "}", "JSON nested too deep"),
         ("surrogate.yaml", 'turns: [{message: "\\ud800"}]\n', "a lone surrogate ('\\ud800') in a string"),
         ("surrogate.json", '{"turns": [{"message": "\\udfff"}]}', "a lone surrogate ('\\udfff') in a string"),
+        # Python's parsers refuse these with a ValueError of their own (a traceback before)
+        ("integer.json", '{"priority": ' + "9" * 5000 + "}", "invalid JSON: an integer of more than 4300 digits"),
+        ("integer.yaml", "priority: " + "9" * 5000 + "\n", "invalid YAML: an integer of more than 4300 digits"),
+        ("date.yaml", "turns: [{message: 2024-02-30}]\n", "invalid YAML: day is out of range for month"),
     ]
     return cases
 

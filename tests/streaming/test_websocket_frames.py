@@ -4,6 +4,7 @@ dropped socket), and the creates one socket may have waiting are bounded."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
@@ -66,3 +67,30 @@ def test_the_creates_waiting_on_one_socket_are_bounded(make_server: Callable[...
         assert all(e["status"] == 429 and e["error"]["code"] == "too_many_queued_requests" for e in refused), refused
         wording = f"Too many response.create frames are waiting on this socket (at most {MAX_QUEUED_CREATES})"
         assert all(e["error"]["message"].startswith(wording) for e in refused), refused
+
+
+def test_a_frame_holding_one_long_string_is_read_in_memory_linear_in_it(
+    make_server: Callable[..., EmulatorServer],
+) -> None:
+    """The frame's nesting is measured before it is parsed. That measure matched each string whole
+    with a regular expression that kept a backtracking entry per character: a frame holding one
+    2 MB string took some 300 MB, and held the interpreter (the event loop too) while it did. The
+    server runs in this process, so its allocations are traced here; the frame's own copies
+    (socket buffer, text, parsed value) take a few times its size."""
+    server = make_server()
+    url = server.base_url.replace("http://", "ws://") + "/responses"
+    size = 2_000_000
+    with connect(url, max_size=None) as ws:
+        tracemalloc.start()
+        try:
+            ws.send(json.dumps({"type": "response.create", "model": 5, "input": "a" * size}))
+            [error] = events_until(ws, lambda e: e["type"] == "error")
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert "Invalid type for 'model'" in error["error"]["message"], error
+        assert peak < 25 * size, f"{peak:,} bytes traced at the peak for a frame of {size:,}"
+        create = {"type": "response.create", "model": "m", "input": program_message("text('ok');"), "tools": PTC_TOOLS}
+        ws.send(json.dumps(create))
+        final = events_until(ws, lambda e: e["type"] == "response.completed")[-1]
+        assert final["response"]["status"] == "completed"

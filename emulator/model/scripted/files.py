@@ -58,6 +58,8 @@ def read(path: Path) -> Scenario:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ScenarioError(f"{path}: invalid JSON: {e}") from e
+    except ValueError as e:  # what Python's parser raises for the one number it will not read
+        raise ScenarioError(f"{path}: invalid JSON: an integer of more than 4300 digits") from e
     except RecursionError as e:
         raise ScenarioError(f"{path}: JSON nested too deep") from e
     if not isinstance(data, dict):

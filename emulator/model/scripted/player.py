@@ -8,6 +8,7 @@ message, an error). The items it emits are the Response's output.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -345,10 +346,32 @@ SERVER_TURNS = {"code_interpreter": "code_interpreter", "mcp": "mcp", "tool_sear
 
 
 def _parse(text: str) -> Any:
+    """A tool output or a program's result as the templates see it: its JSON value, or the text
+    itself when it is not JSON (an integer of over 4300 digits is not one to Python's parser:
+    a ValueError, not a JSONDecodeError). JSON may escape a lone surrogate (`"\\ud800"`), which
+    would be rendered into a message no client can be sent: each reaches the templates as U+FFFD,
+    as a program's output does."""
     try:
-        return jsontext.loads(text)
-    except (json.JSONDecodeError, TypeError):
+        value = jsontext.loads(text)
+    except (ValueError, RecursionError, TypeError):
         return text
+    return _well_formed(value) if _ESCAPED_SURROGATE.search(text) else value
+
+
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _well_formed(value: Any) -> Any:
+    """`value` with every lone surrogate in its strings (keys too) replaced by U+FFFD (`json`
+    joins an escaped pair into one character, so any surrogate left stands alone)."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_well_formed(v) for v in value]
+    if isinstance(value, dict):
+        return {_well_formed(k): _well_formed(v) for k, v in value.items()}
+    return value
 
 
 def _template_context(conv: Conversation, produced: list[Item]) -> dict[str, Any]:

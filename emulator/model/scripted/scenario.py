@@ -332,6 +332,8 @@ def load_scenario(
             raise ScenarioError(f"{source}: invalid YAML: {e}") from e
         except RecursionError as e:
             raise ScenarioError(f"{source}: YAML nested deeper than {MAX_DEPTH} levels") from e
+        except (ValueError, OverflowError) as e:  # a scalar YAML reads but Python cannot make
+            raise ScenarioError(f"{source}: invalid YAML: {_unmade(e)}") from e
     try:
         check_depth(data)
     except ValueError as e:
@@ -374,6 +376,14 @@ def read_text(path: Path, limit: int) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ScenarioError(f"{path}: not UTF-8 text (byte {e.start})") from e
+
+
+def _unmade(error: Exception) -> str:
+    """What a YAML scalar's constructor said: an integer past Python's 4300 digits, a date that
+    does not exist (`2024-02-30`: "day is out of range for month")."""
+    if "integer string conversion" in str(error):
+        return "an integer of more than 4300 digits"
+    return str(error)
 
 
 def _lone_surrogate(data: Any) -> str | None:

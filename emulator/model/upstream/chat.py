@@ -78,6 +78,7 @@ class ChatCompletions(UpstreamProtocol):
         answer = Answer(
             text=shape.string(message.get("content"), "choices[0].message.content"),
             model=shape.string(body.get("model"), "model") or None,
+            stopped=_stopped(choices[0].get("finish_reason")),
         )
         for name in "reasoning_content", "reasoning":
             answer.reasoning = answer.reasoning or shape.string(message.get(name), f"choices[0].message.{name}") or None
@@ -103,6 +104,7 @@ class ChatCompletions(UpstreamProtocol):
         reasoning: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         finished = False
+        reason: Any = None
         async for data in events:
             if data.strip() == b"[DONE]":
                 finished = True
@@ -121,6 +123,7 @@ class ChatCompletions(UpstreamProtocol):
                 if shape.index(choice.get("index"), f"choices[{n}].index", 0) != 0:
                     continue  # the one choice asked for is the first
                 finished = finished or choice.get("finish_reason") is not None
+                reason = choice.get("finish_reason") or reason
                 delta = shape.object(choice.get("delta", {}), f"choices[{n}].delta")
                 for name in "reasoning_content", "reasoning":
                     thought = shape.string(delta.get(name), f"choices[{n}].delta.{name}")
@@ -149,11 +152,18 @@ class ChatCompletions(UpstreamProtocol):
             raise Fault(messages.stream_unfinished())
         answer.text = "".join(text)
         answer.reasoning = "".join(reasoning) or None
+        answer.stopped = _stopped(reason)
         answer.calls = [
             ToolCall(slot["id"] or f"call_{index}", slot["name"], slot["arguments"])
             for index, slot in sorted(calls.items())
         ]
         return answer
+
+
+def _stopped(finish_reason: Any) -> str | None:
+    """A choice's `finish_reason` as the response's `incomplete_details.reason`: `length` (the
+    upstream's token limit cut the answer) is `max_output_tokens`; any other finished it."""
+    return "max_output_tokens" if finish_reason == "length" else None
 
 
 def chat_messages(instructions: str | None, transcript: list[Entry]) -> list[dict[str, Any]]:

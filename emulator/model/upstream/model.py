@@ -157,6 +157,7 @@ class _Play:
         )
         read, written = self.prepared.trace.upstream_tokens
         self.prepared.trace.upstream_tokens = (read + answer.input_tokens, written + answer.output_tokens)
+        self.prepared.trace.stopped = answer.stopped  # the last turn's says how the response ends
         return answer
 
     def _delta(self, kind: str, text: str) -> None:

@@ -53,6 +53,10 @@ class Answer:
     model: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    stopped: str | None = None
+    """Why the upstream stopped before its answer was done, as `incomplete_details.reason` says it:
+    `max_output_tokens` (Chat Completions' `finish_reason: "length"`), or a Responses answer's own
+    `incomplete` reason. None: it finished."""
 
 
 class Fault(Exception):

@@ -74,6 +74,10 @@ class Responses(UpstreamProtocol):
             message = error.get("message") if isinstance(error, dict) else error
             raise Fault.quoting(messages.failed_response, str(message or messages.no_failure_message()))
         answer = Answer(model=shape.string(response.get("model"), f"{at}model") or None)
+        if response.get("status") == "incomplete":  # cut short: the response is too
+            details = response.get("incomplete_details")
+            reason = details.get("reason") if isinstance(details, dict) else None
+            answer.stopped = reason if reason in ("max_output_tokens", "content_filter") else "max_output_tokens"
         output = shape.objects(response.get("output"), f"{at}output")
         where = f"{at}output"
         if not output and done:

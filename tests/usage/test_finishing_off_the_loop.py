@@ -1,0 +1,141 @@
+"""A request that reads or makes a long conversation does that work off the event loop: reading
+its input or its stored history into the conversation (`attempt`), counting its tokens
+(`input_tokens`), and finishing the response (usage, body, storing). Health and a small create
+are answered while the work is held.
+
+The server runs in this process, so each test holds the large request inside that work on an
+event the test sets. Nothing is timed: with the work on the event loop, health got no answer until
+the event was set (issue 38: a create of 200,000 short items, its body already validated in a
+worker thread, still held every other client for 5 to 11 s while its response was counted and
+stored; a continuation of that chain for 9 s while the chain was read back).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+
+from ptc_emulator.emulator.responses.engine import OFF_LOOP_ITEMS, Engine
+from ptc_emulator.testing.server import EmulatorServer
+from tests.api.api_support import PTC_TOOLS, program_message
+from tests.usage.held import others_answered_while_held
+
+ITEMS = 2 * OFF_LOOP_ITEMS
+
+
+class _Held:
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def hold(self) -> None:
+        self.entered.set()
+        assert self.release.wait(120), "never released"
+
+
+@pytest.fixture
+def held() -> Iterator[_Held]:
+    holder = _Held()
+    yield holder
+    holder.release.set()
+
+
+def _long_input(text: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": "hi"}] * ITEMS + [{"role": "user", "content": program_message(text)}]
+
+
+def _while_held(server: EmulatorServer, held: _Held, request: Callable[[httpx.Client], httpx.Response]) -> Any:
+    def large() -> httpx.Response:
+        with httpx.Client(base_url=server.base_url, timeout=300) as client:
+            return request(client)
+
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(large)
+        others_answered_while_held(server, held.entered, held.release, pending)
+        reply = pending.result(timeout=300)
+    assert reply.status_code == 200, reply.text[:500]
+    return reply.json()
+
+
+def test_a_long_conversations_response_is_finished_and_stored_off_the_loop(
+    make_server: Callable[..., EmulatorServer], held: _Held, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = Engine._keep
+
+    def keep(self: Engine, prepared: Any, response: dict[str, Any]) -> None:
+        if len(prepared.conversation.items) > ITEMS:
+            held.hold()
+        real(self, prepared, response)
+
+    monkeypatch.setattr(Engine, "_keep", keep)
+    server = make_server()
+    body = {"model": "m", "input": _long_input("text('big')"), "tools": PTC_TOOLS}
+    done = _while_held(server, held, lambda client: client.post("/responses", json=body))
+    assert done["output"][-1]["content"][0]["text"] == "big"
+
+
+def test_a_long_input_is_read_into_its_conversation_off_the_loop(
+    make_server: Callable[..., EmulatorServer], held: _Held, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = Engine.attempt
+
+    def attempt(self: Engine, request: Any, **options: Any) -> Any:
+        if isinstance(request.input, list) and len(request.input) > ITEMS:
+            held.hold()
+        return real(self, request, **options)
+
+    monkeypatch.setattr(Engine, "attempt", attempt)
+    server = make_server()
+    body = {"model": "m", "input": _long_input("text('big')"), "tools": PTC_TOOLS, "store": False}
+    done = _while_held(server, held, lambda client: client.post("/responses", json=body))
+    assert done["output"][-1]["content"][0]["text"] == "big"
+
+
+def test_a_continuation_reads_its_long_stored_chain_off_the_loop(
+    make_server: Callable[..., EmulatorServer], held: _Held, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = make_server()
+    with httpx.Client(base_url=server.base_url, timeout=300) as client:
+        first = client.post(
+            "/responses", json={"model": "m", "input": _long_input("text('first')"), "tools": PTC_TOOLS}
+        )
+    assert first.status_code == 200, first.text[:500]
+    previous = first.json()["id"]
+    real = Engine.attempt
+
+    def attempt(self: Engine, request: Any, **options: Any) -> Any:
+        if request.previous_response_id == previous:
+            held.hold()
+        return real(self, request, **options)
+
+    monkeypatch.setattr(Engine, "attempt", attempt)
+    body = {
+        "model": "m",
+        "previous_response_id": previous,
+        "input": program_message("text('next')"),
+        "tools": PTC_TOOLS,
+    }
+    done = _while_held(server, held, lambda client: client.post("/responses", json=body))
+    assert done["output"][-1]["content"][0]["text"] == "next"
+
+
+def test_a_long_inputs_tokens_are_counted_off_the_loop(
+    make_server: Callable[..., EmulatorServer], held: _Held, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = Engine.count_tokens
+
+    def count_tokens(self: Engine, request: Any, **options: Any) -> Any:
+        if isinstance(request.input, list) and len(request.input) > ITEMS:
+            held.hold()
+        return real(self, request, **options)
+
+    monkeypatch.setattr(Engine, "count_tokens", count_tokens)
+    server = make_server()
+    body = {"model": "m", "input": _long_input("text('big')")}
+    counted = _while_held(server, held, lambda client: client.post("/responses/input_tokens", json=body))
+    assert counted["input_tokens"] > ITEMS
