@@ -131,11 +131,15 @@ class Background:
                 self.cancel(response_id)  # cancelled through another replica: stored so already
                 return
 
-    async def keep(self, write: Callable[[], None]) -> None:
-        """Write a background response's end: at once, and again every `RETRY_S` while the database
-        does not answer, until it does (or the task is cancelled)."""
+    async def keep(self, write: Callable[[], None], *, off_loop: bool = False) -> None:
+        """Write a background response's end: at once (in a worker thread when `off_loop`: a long
+        conversation's record), and again every `RETRY_S` while the database does not answer, until
+        it does (or the task is cancelled)."""
         try:
-            write()
+            if off_loop:
+                await asyncio.to_thread(write)
+            else:
+                write()
             return
         except StoreUnavailable:
             log.warning("ptc-emulator: the database is away; a background response's end is kept once it is back")

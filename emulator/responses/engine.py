@@ -371,11 +371,16 @@ class Engine:
         if delivery is not None and delivery.latency_ms:
             await asyncio.sleep(delivery.latency_ms / 1000)
         output = await self.model.play(prepared, self.runner) if prepared.plan is not None else []
-        if len(prepared.conversation.items) + len(output) > OFF_LOOP_ITEMS:
+        long = len(prepared.conversation.items) + len(output) > OFF_LOOP_ITEMS
+        if long:
             # A long conversation's usage, body and storing take their time (200,000 short items:
             # seconds): in a worker thread, so other clients are answered meanwhile.
-            return await asyncio.to_thread(self._finish, prepared, output)
-        return self._finish(prepared, output)
+            response = await asyncio.to_thread(self._finish, prepared, output)
+        else:
+            response = self._finish(prepared, output)
+        if prepared.background:  # its replica runs on: kept once the database is back, if away
+            await self.background.keep(lambda: self._keep(prepared, response), off_loop=long)
+        return response
 
     def _finish(self, prepared: Prepared, output: list[dict[str, Any]]) -> dict[str, Any]:
         """The played response's body, recorded in its conversation and stored."""
@@ -399,9 +404,7 @@ class Engine:
         if thread is not None:  # first: a continuation refused there is not stored either
             expected = prepared.read_version
             self.conversations.record(thread, self._input_items(prepared), response["output"], expected=expected)
-        if prepared.background:  # its replica runs on: kept once the database is back, if away
-            await self.background.keep(lambda: self._keep(prepared, response))
-        else:
+        if not prepared.background:  # a background one is kept by `complete`, which may wait
             self._keep(prepared, response)
         return response
 
