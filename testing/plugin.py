@@ -56,6 +56,7 @@ _failed = pytest.StashKey[bool]()
 _staging = pytest.StashKey[Path]()
 _unpooled = pytest.StashKey[bool]()
 _transport = pytest.StashKey[Any]()
+_own_server = pytest.StashKey[Any]()
 
 DEFAULT_RECORD_DIR = "ptc-recordings"
 """Where recordings go and are replayed from when no directory is given (under the rootdir): a
@@ -255,6 +256,7 @@ def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
         yield shared_url(directory, settings, controller=os.getppid())  # it stops when the run does
         return
     server = EmulatorServer(settings).start()
+    request.config.stash[_own_server] = server  # its admin API is called in process (`_transports`)
     try:
         yield server.base_url
     finally:
@@ -284,8 +286,8 @@ def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> It
     from ptc_emulator.testing.server import API_KEY, PTCEmulator
 
     _unpool_agents_sdk(request.config)
-    key, transport = request.config.stash.get(_api_key, API_KEY), _admin_transport(request.config, ptc_emulator_server)
-    emulator = PTCEmulator(ptc_emulator_server, api_key=key, transport=transport)
+    key, transports = request.config.stash.get(_api_key, API_KEY), _transports(request.config, ptc_emulator_server)
+    emulator = PTCEmulator(ptc_emulator_server, api_key=key, transports=transports)
     request.node.stash[_inspector] = emulator.inspector_url
     cassette = _cassette(request)
     for scenario in cassette.start() if cassette is not None else ():
@@ -320,20 +322,24 @@ def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> It
         elif not ended:
             emulator.reset()
         emulator.close()
+        if transports is not None:
+            transports.settle()
 
 
-def _admin_transport(config: pytest.Config, url: str) -> Any:
-    """The session's connection to a plain-HTTP server's admin API, kept open from test to test
-    (`KeptTransport`), closed when the session ends; None for an HTTPS server (`--ptc-emulator-url`)."""
-    from ptc_emulator.testing.server import KeptTransport
+def _transports(config: pytest.Config, url: str) -> Any:
+    """The session's connections to a plain-HTTP server, the admin API's and the SDK clients',
+    kept open from test to test (`SessionTransports`), closed when the session ends; None for an
+    HTTPS server (`--ptc-emulator-url`). The admin API of the server this session started is
+    called in process (`InProcessTransport`)."""
+    from ptc_emulator.testing.server import SessionTransports
 
     if not url.startswith("http://"):
         return None
-    transport = config.stash.get(_transport, None)
-    if transport is None:
-        transport = config.stash[_transport] = KeptTransport()
-        config.add_cleanup(transport.close_for_good)
-    return transport
+    transports = config.stash.get(_transport, None)
+    if transports is None:
+        transports = config.stash[_transport] = SessionTransports(config.stash.get(_own_server, None))
+        config.add_cleanup(transports.close)
+    return transports
 
 
 def _unpool_agents_sdk(config: pytest.Config) -> None:

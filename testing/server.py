@@ -6,6 +6,8 @@ uvicorn on a free 127.0.0.1 port. Both work without pytest, for scripts and benc
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import functools
 import re
 import ssl
@@ -21,7 +23,17 @@ import httpx
 from ptc_emulator import env as _env
 from ptc_emulator.names import API_KEY_ENV, SCOPE_HEADER
 
-__all__ = ["API_KEY", "API_KEY_ENV", "SCOPE_HEADER", "EmulatorServer", "KeptTransport", "PTCEmulator", "inspector_url"]
+__all__ = [
+    "API_KEY",
+    "API_KEY_ENV",
+    "SCOPE_HEADER",
+    "EmulatorServer",
+    "InProcessTransport",
+    "KeptTransport",
+    "PTCEmulator",
+    "SessionTransports",
+    "inspector_url",
+]
 
 API_KEY = "sk-ptc-emulator"
 """The key clients send when the server asks for none (any key is accepted then)."""
@@ -38,9 +50,11 @@ class EmulatorServer:
 
         self.settings = settings
         self.app = create_app(settings)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The server's event loop, once it has started (`InProcessTransport` calls the app there)."""
         self._socket = bind("127.0.0.1", 0)
         self.port = self._socket.getsockname()[1]
-        self._server = uvicorn.Server(server_config(self.app, log_level="warning"))
+        self._server = uvicorn.Server(server_config(_NotingLoop(self), log_level="warning"))
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._socket]}, name="ptc-emulator", daemon=True
         )
@@ -62,6 +76,18 @@ class EmulatorServer:
         self._server.should_exit = True
         self._thread.join(30)
         self._socket.close()
+
+
+class _NotingLoop:
+    """The server's app, noting the event loop it is served on when its lifespan starts."""
+
+    def __init__(self, server: EmulatorServer) -> None:
+        self.server = server
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            self.server.loop = asyncio.get_running_loop()
+        await self.server.app(scope, receive, send)
 
 
 def inspector_url(base_url: str, scope: str | None = None) -> str:
@@ -111,20 +137,117 @@ class KeptTransport(httpx.HTTPTransport):
         super().close()
 
 
+class InProcessTransport(httpx.BaseTransport):
+    """Requests to an `EmulatorServer` of this process handed to its app on the server's own event
+    loop, as its socket would hand them: the same app, middleware and answers, without the
+    socket's round trip (HTTP written, sent, parsed on both sides). The pytest plugin's admin
+    calls go this way to the server it started; the SDK's requests always go over the socket."""
+
+    def __init__(self, server: EmulatorServer) -> None:
+        self._server = server
+        self._asgi = httpx.ASGITransport(app=server.app, client=("127.0.0.1", 0))
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        loop = self._server.loop
+        if loop is None or loop.is_closed():
+            raise httpx.ConnectError("the ptc-emulator server is not running", request=request)
+        request.read()  # the body whole (a sync client's stream cannot be read on the loop)
+
+        async def call() -> tuple[int, Any, bytes]:
+            response = await self._asgi.handle_async_request(request)
+            return response.status_code, response.headers.raw, await response.aread()
+
+        timeout = request.extensions.get("timeout", {}).get("read")
+        future = asyncio.run_coroutine_threadsafe(call(), loop)
+        try:
+            status, headers, body = future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise httpx.ReadTimeout("the ptc-emulator server did not answer in time", request=request) from None
+        return httpx.Response(status, headers=headers, content=body, request=request)
+
+    def close(self) -> None:
+        pass
+
+
+def _in_use(transport: Any) -> bool:
+    """Whether a transport's pool holds a connection a response still uses (one not read to its end)."""
+    pool = getattr(transport, "_pool", None)
+    return any(not (c.is_idle() or c.is_closed()) for c in getattr(pool, "connections", ()))
+
+
+class SessionTransports:
+    """The connections a session's tests share, one test after another (the pytest plugin's): the
+    admin API's (`KeptTransport`; given the `EmulatorServer` of this process, `InProcessTransport`),
+    and the one the SDK clients of `PTCEmulator.client()` use,
+    made when a test first asks for a client. A test's clients then reuse the connection the
+    previous test's opened instead of each opening and closing one. Closing a client leaves
+    them open; `settle()`, after each test, closes the SDK's connections when a response was
+    left unread (its connection is not reusable), and `close()` closes everything."""
+
+    def __init__(self, server: EmulatorServer | None = None) -> None:
+        self.admin: httpx.BaseTransport = InProcessTransport(server) if server is not None else KeptTransport()
+        self._sdk: Any = None
+
+    def sdk(self) -> Any:
+        """The SDK clients' transport, of the SDK's own HTTP library (not necessarily httpx)."""
+        if self._sdk is None:
+            import importlib
+
+            import openai
+
+            library = importlib.import_module(openai.DefaultHttpxClient.__mro__[1].__module__.split(".")[0])
+
+            class KeptSDKTransport(library.HTTPTransport):  # type: ignore[misc,name-defined]
+                def close(self) -> None:
+                    pass
+
+                def close_for_good(self) -> None:
+                    super().close()
+
+            self._sdk = KeptSDKTransport(verify=_no_tls())
+        return self._sdk
+
+    def settle(self) -> None:
+        """After a test: a response it left unread holds its connection; the SDK's pool is closed
+        then (the next test's clients open a new one)."""
+        if self._sdk is not None and _in_use(self._sdk):
+            self._sdk.close_for_good()
+            self._sdk = None
+
+    def close(self) -> None:
+        if isinstance(self.admin, KeptTransport):
+            self.admin.close_for_good()
+        if self._sdk is not None:
+            self._sdk.close_for_good()
+            self._sdk = None
+
+
 class PTCEmulator:
     """One test's view of the emulator: its own scope, scenarios and journal.
 
     `base_url` is the scoped URL (`http://127.0.0.1:PORT/scopes/<scope>/v1`): any client given it
-    is in this test's scope, with no header; `server_url` is the server's own `/v1` URL."""
+    is in this test's scope, with no header; `server_url` is the server's own `/v1` URL.
+    `transports` (a `SessionTransports`): connections kept from one test to the next, for the
+    admin API and for `client()`'s clients; `transport`: the admin API's alone."""
 
     def __init__(
-        self, base_url: str, scope: str | None = None, api_key: str = API_KEY, *, transport: Any = None
+        self,
+        base_url: str,
+        scope: str | None = None,
+        api_key: str = API_KEY,
+        *,
+        transport: Any = None,
+        transports: SessionTransports | None = None,
     ) -> None:
         self.server_url = _env.server_url(base_url)
         self.scope = scope or f"test-{uuid.uuid4().hex[:12]}"
         self.base_url = _env.scoped_url(self.server_url, self.scope)
         self.api_key = api_key
         root = self.server_url[: -len("/v1")] if self.server_url.endswith("/v1") else self.server_url
+        self._transports = transports
+        if transports is not None and transport is None:
+            transport = transports.admin
         self.admin = httpx.Client(
             base_url=f"{root}/_emulator",
             # Admin writes must declare JSON (a web page cannot send that without a preflight).
@@ -173,7 +296,10 @@ class PTCEmulator:
 
         self._aim(options)
         if "http_client" not in options and _plain_http(options["base_url"]):
-            options["http_client"] = openai.DefaultHttpxClient(verify=_no_tls())
+            if self._transports is not None:
+                options["http_client"] = openai.DefaultHttpxClient(transport=self._transports.sdk())
+            else:
+                options["http_client"] = openai.DefaultHttpxClient(verify=_no_tls())
         client = openai.OpenAI(**options)
         self._clients.append(client)
         return client

@@ -272,3 +272,50 @@ def test_api_key_of_a_running_server(
         run(pytester, url).assert_outcomes(passed=1)
     finally:
         server.stop()
+
+
+def test_tests_clients_share_a_connection_unless_a_response_was_left_unread(pytester: pytest.Pytester) -> None:
+    """The SDK clients of one test after another reuse the connection the previous test's opened
+    (closing a client leaves it open); a test that leaves a streamed response unread does not
+    hold up the next, whose clients get a connection of their own."""
+    pytester.makepyfile(
+        test_connections="""
+        import pytest
+
+        PING = {"name": "ping", "match": {"input": "(?i)^ping"}, "turns": [{"message": "pong"}]}
+        ports = []
+
+
+        def local_port(ptc_emulator, **options):
+            client = ptc_emulator.client(**options)
+            raw = client.responses.with_raw_response.create(model="m", input="ping")
+            assert raw.parse().output_text == "pong"
+            port = raw.http_response.extensions["network_stream"].get_extra_info("client_addr")[1]
+            client.close()  # the shared connection stays open
+            return port
+
+
+        @pytest.mark.parametrize("n", range(3))
+        def test_ping(ptc_emulator, n):
+            ptc_emulator.add_scenario(PING)
+            ports.append(local_port(ptc_emulator))
+
+
+        def test_all_on_one_connection():
+            assert len(ports) == 3 and len(set(ports)) == 1
+
+
+        def test_leaves_a_stream_unread(ptc_emulator):
+            ptc_emulator.add_scenario(PING)
+            stream = ptc_emulator.client().responses.create(model="m", input="ping", stream=True)
+            ports.append(stream.response.extensions["network_stream"].get_extra_info("client_addr")[1])
+
+
+        def test_after_it(ptc_emulator):
+            ptc_emulator.add_scenario(PING)
+            port = local_port(ptc_emulator, timeout=20)
+            assert port not in ports
+        """
+    )
+    result = run(pytester, "-p", "no:randomly")
+    result.assert_outcomes(passed=6)
