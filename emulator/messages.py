@@ -523,7 +523,7 @@ def schema_invalid(problem: str) -> str:
     return f"the schema itself is invalid ({problem})"
 
 
-@text(TOOLS, "a contract violation's reason", steps=100_000)
+@text(TOOLS, "a contract violation's reason", steps=10_000)
 def schema_too_costly(steps: int) -> str:
     """A value whose check against a tool's schema takes more than `steps` subschema visits (its
     `anyOf`, `oneOf` and references multiply: a chain of two-way `anyOf` over `$ref`s doubles at each link)."""

@@ -251,7 +251,7 @@ class _TooCostly(Exception):
 
 _visits = threading.local()
 """Subschema visits the running check has left (`_first_error`)."""
-_MAX_VISITS = 100_000
+_MAX_VISITS = 10_000
 _VISITS_PER_NODE = 16
 
 
