@@ -523,6 +523,19 @@ def schema_invalid(problem: str) -> str:
     return f"the schema itself is invalid ({problem})"
 
 
+@text(TOOLS, "a contract violation's reason", steps=10_000)
+def schema_too_costly(steps: int) -> str:
+    """A value whose check against a tool's schema takes more than `steps` subschema visits (its
+    `anyOf`, `oneOf` and references multiply: a chain of two-way `anyOf` over `$ref`s doubles at each link)."""
+    return f"checking against the schema took more than {steps} steps (its anyOf, oneOf and references multiply)"
+
+
+@text(TOOLS, "a contract violation's reason")
+def schema_loops() -> str:
+    """A tool's schema whose `$ref` leads back to itself without ever checking anything (`{"$ref": "#"}`)."""
+    return schema_invalid("its references loop back to themselves without end")
+
+
 @text(TOOLS, "a contract violation's reason")
 def regex_mismatch(definition: str) -> str:
     """A custom tool call's input that its regex grammar does not match."""

@@ -210,6 +210,11 @@ def _validator_class() -> Any:
     fields = [(field.name, field.alias) for field in attrs.fields(validator_class) if field.init]
 
     def evolve(self: Any, **changes: Any) -> Any:
+        left = getattr(_visits, "left", None)
+        if left is not None:  # each subschema visited (`descend`, `$ref`, `if`) evolves a validator
+            if left <= 0:
+                raise _TooCostly
+            _visits.left = left - 1
         for name, alias in fields:
             changes.setdefault(alias, getattr(self, name))
         return validator_class(**changes)
@@ -240,6 +245,29 @@ def _schema_problem(schema: _Schema) -> str | None:
     return schema.problem or None
 
 
+class _TooCostly(Exception):
+    """A check that visited more subschemas than `_visits` allowed."""
+
+
+_visits = threading.local()
+"""Subschema visits the running check has left (`_first_error`)."""
+_MAX_VISITS = 10_000
+_VISITS_PER_NODE = 16
+
+
+def _nodes(value: Any) -> int:
+    """How many values `value` holds, itself included."""
+    count, stack = 0, [value]
+    while stack:
+        current = stack.pop()
+        count += 1
+        if isinstance(current, dict):
+            stack.extend(current.values())
+        elif isinstance(current, list):
+            stack.extend(current)
+    return count
+
+
 def _first_error(schema: _Schema, value: Any) -> str | None:
     from referencing.exceptions import Unresolvable
 
@@ -249,11 +277,21 @@ def _first_error(schema: _Schema, value: Any) -> str | None:
     try:
         if schema.validator is None:
             schema.validator = _validator_class()(schema.document)
-        error = next(iter(sorted(schema.validator.iter_errors(value), key=lambda e: list(e.path))), None)
+        # Validation without any pattern can still be exponential: a chain of `anyOf` of two `$ref`s
+        # to the next link visits 2**n subschemas on a value that fails, all on the event loop. The
+        # visits are bounded: a number, and a few per value the instance holds.
+        budget = _MAX_VISITS + _VISITS_PER_NODE * _nodes(value)
+        _visits.left = budget
+        try:
+            error = next(iter(sorted(schema.validator.iter_errors(value), key=lambda e: list(e.path))), None)
+        finally:
+            _visits.left = None
+    except _TooCostly:
+        return messages.schema_too_costly(budget)
     except Unresolvable as e:  # a `$ref` to nowhere: no schema to check against
         return messages.schema_invalid(str(e))
     except RecursionError:  # `{"$ref": "#"}`: a reference that leads back to itself, never to a check
-        return messages.schema_invalid("its references loop back to themselves without end")
+        return messages.schema_loops()
     if error is None:
         return None
     where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.path)

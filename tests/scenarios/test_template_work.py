@@ -119,3 +119,58 @@ def test_the_same_operations_within_bounds_still_render(ptc_emulator: PTCEmulato
     ptc_emulator.add_scenario({"name": "fine", "match": {"input": "^x$"}, "turns": [{"message": template}]})
     text = ptc_emulator.client().responses.create(model="gpt-test", input="x").output_text
     assert text == "y z x,b x1   7   8  x  a\n  b 1024"
+
+
+TEN = "{% set s = input * 100000 %}{% set s = s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s %}"
+"""`s`: a million characters, built once within the bounds."""
+HOLD = "{% set ns = namespace(l=[]) %}{% for i in range(2000) %}{% set ns.l = ns.l + [COPY] %}{% endfor %}"
+"""Two thousand copies of `s`, each cheap to make, all held in one list."""
+
+
+@pytest.mark.parametrize(
+    ("template", "why"),
+    [
+        ("{% set n = 10 ** 9 %}{{ (1).to_bytes(n, 'big')|length }}", BUILDS),
+        ("{% set n = 10 ** 9 %}{{ (input.encode() * n)|length }}", "repetition of more than"),
+        ("{% set n = 10 ** 9 %}{{ input.encode().center(n)|length }}", BUILDS),
+        (TEN + "{% set b = s.encode() %}{{ b.join([b] * 100)|length }}", BUILDS),
+        (TEN + "{{ s.translate([''] * 120 + [input * 1000])|length }}", BUILDS),
+        (TEN + "{{ ((s|replace(input, 'f')|int(base=16)) // 7) % 5 }}", "bits"),
+        (TEN + "{{ ((0).from_bytes(s.encode(), 'big') // 7) % 5 }}", "bits"),
+        (TEN + HOLD.replace("COPY", "s[i:]"), "built more than"),
+        (TEN + HOLD.replace("COPY", "s.upper()"), "built more than"),
+        (TEN + HOLD.replace("COPY", "s|reverse"), "built more than"),
+        ("{% set s = '\u0101' * 100000 %}{{ (s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s)|list|length }}", BUILDS),
+    ],
+    ids=[
+        *("to-bytes", "bytes-repeat", "bytes-center", "bytes-join", "translate-list-table"),
+        *("int-filter-division", "from-bytes-division", "held-slices", "held-method-copies", "held-filter-copies"),
+        "list-of-characters",
+    ],
+)
+def test_bytes_big_integers_and_held_copies_are_bounded(ptc_emulator: PTCEmulator, template: str, why: str) -> None:
+    """`bytes` (from `encode` or `to_bytes`) went past every bound that `str` has: `to_bytes(10**9)`,
+    `b * 10**9` and `b.center(10**9)` each built a gigabyte; `translate` with a list for its table
+    built a gigabyte from a string of a million characters; the `int` filter (base 16) and
+    `from_bytes` made integers of millions of bits, and one division of them held the server for
+    seconds; and a slice, a method or a filter that copies its input was counted nowhere, so a
+    loop holding thousands of copies grew the server by gigabytes. Each is now refused."""
+    ptc_emulator.add_scenario({"name": "bytes", "match": {"input": "^x"}, "turns": [{"message": template}]})
+    client = ptc_emulator.client(max_retries=0)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="gpt-test", input="x")
+    assert caught.value.code == "scenario_error"
+    assert why in caught.value.message
+    ptc_emulator.add_scenario({"name": "after", "match": {"input": "^after$"}, "turns": [{"message": "still here"}]})
+    assert client.responses.create(model="gpt-test", input="after").output_text == "still here"
+
+
+def test_bytes_integers_and_copies_within_bounds_still_render(ptc_emulator: PTCEmulator) -> None:
+    template = (
+        "{{ input.encode().center(5)|length }} {{ (1).to_bytes(2, 'big')|length }} {{ input[1:] }}{{ 'abc'[1:] }}"
+        " {{ 'abc'.translate({97: 'xy'}) }} {{ 'abc'.translate(['q'] * 98) }} {{ ('ff'|int(base=16)) // 5 }}"
+        " {{ 'ab'|reverse }} {{ 'ab'|list }} {{ [3, 1, 2]|sort|list }} {{ (2 ** 64) // 3 - 1 }} {{ 7 / 2 }}"
+    )
+    ptc_emulator.add_scenario({"name": "bytes_fine", "match": {"input": "^x$"}, "turns": [{"message": template}]})
+    text = ptc_emulator.client().responses.create(model="gpt-test", input="x").output_text
+    assert text == "5 2 bc xybc qbc 51 ba ['a', 'b'] [1, 2, 3] 6148914691236517204 3.5"

@@ -2046,3 +2046,20 @@ def _(c: Context) -> object:
 @trigger("background_over_socket")
 def _(c: Context) -> object:
     return over_socket(c, create_frame(background=True))
+
+
+@trigger("schema_too_costly")
+def _(c: Context) -> object:
+    """A chain of two-way `anyOf`s over references, forty links long: 2**40 paths for a string."""
+    defs: dict[str, object] = {f"l{i}": {"anyOf": [{"$ref": f"#/$defs/l{i + 1}"}] * 2} for i in range(40)}
+    defs["l40"] = {"type": "integer"}
+    violation = contract.check_output(function_tool(output_schema={"$ref": "#/$defs/l0", "$defs": defs}), "c", '"x"')
+    assert violation is not None
+    return violation.message
+
+
+@trigger("schema_loops")
+def _(c: Context) -> object:
+    violation = contract.check_output(function_tool(output_schema={"$ref": "#", "title": "trigger"}), "call_1", "{}")
+    assert violation is not None
+    return violation.message

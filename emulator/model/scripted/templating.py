@@ -45,6 +45,7 @@ from typing import Any
 
 from jinja2 import Template, TemplateError, nodes
 from jinja2.compiler import CodeGenerator, Frame
+from jinja2.filters import FILTERS as DEFAULT_FILTERS
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace
 
@@ -74,7 +75,9 @@ MAX_VALUE_CHARS = MAX_OUTPUT_CHARS
 MAX_BUILT_CHARS = 16 * MAX_OUTPUT_CHARS
 """What all of a render's bounded operations may build together."""
 MAX_INT_BITS = 65_536
-"""The largest integer `*` or `**` may make."""
+"""The largest integer `*` or `**` may make, or a filter or method (`int`, `from_bytes`)."""
+_TEXTS = (str, bytes, bytearray)
+"""What the string methods' bounds cover: `str`, and `bytes` (`'x'.encode()`, `(1).to_bytes(n)`)."""
 
 
 class RenderLimit(TemplateError):
@@ -149,6 +152,32 @@ def _text_size(value: Any) -> int:
     return len(value) if isinstance(value, str) else _printed_size(value)
 
 
+def _held_size(value: Any) -> int:
+    """What a new value holds, counted as characters: a string's (or bytes') length, and eight for
+    each entry of a list, tuple, set or dict (a reference, and often a new object behind it)."""
+    if isinstance(value, _TEXTS):
+        return len(value)
+    if isinstance(value, list | tuple | set | frozenset | dict):
+        return 8 * len(value)
+    return 0
+
+
+def _held(value: Any) -> Any:
+    """Count `value`, just made by a method, a filter or a slice, against the render's budget of
+    built characters: a copy (`s[1:]`, `s.upper()`, `s|reverse`, `l.copy()`) held in a list or a
+    namespace stays in memory until the render ends, however cheap each one was to make. An
+    integer over `MAX_INT_BITS` is refused (`(0).from_bytes(b)`): arithmetic on it is quadratic."""
+    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+        raise RenderLimit(f"an integer of more than {MAX_INT_BITS} bits")
+    size = _held_size(value)
+    budget = getattr(_built, "budget", None)
+    if size and budget is not None:
+        budget.built += size
+        if budget.built > MAX_BUILT_CHARS:
+            raise RenderLimit(f"the template built more than {MAX_BUILT_CHARS} characters")
+    return value
+
+
 def _printable(value: Any) -> str:
     """`str(value)`, refused first (`RenderLimit`) if it would build more than `MAX_VALUE_CHARS`
     (a string is no new text: it is not counted)."""
@@ -186,7 +215,7 @@ def _bounded_join(values: Iterable[Any], sep: str = "") -> str:
     return sep.join(v if isinstance(v, str) else str(v) for v in items)
 
 
-def _replaced_size(text: str, old: str, new: str, count: int | None = None) -> int:
+def _replaced_size(text: Any, old: Any, new: Any, count: int | None = None) -> int:
     found = text.count(old) if old else len(text) + 1
     if count is not None and count >= 0:
         found = min(found, count)
@@ -264,19 +293,37 @@ def _format_size(fmt: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> 
     return size
 
 
-def _str_method_size(method: str, text: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
-    """What a string method will build, for those that can build more than their input."""
-    if method == "replace" and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
+def _translated_size(text: str | bytes | bytearray, table: Any) -> int:
+    """At most what `text.translate(table)` builds: each character becomes the longest string the
+    table gives (a dict's values, a list's or tuple's items: `str.translate` takes any table it
+    can index); a table of another kind is refused."""
+    if isinstance(text, bytes | bytearray) or table is None or isinstance(table, str | bytes | bytearray):
+        return len(text)  # a bytes table maps a byte to a byte
+    if isinstance(table, Mapping):
+        entries: Iterable[Any] = table.values()
+    elif isinstance(table, list | tuple):
+        entries = table
+    else:
+        raise RenderLimit(f"translate() with a table of type {type(table).__name__}")
+    longest = max((len(v) if isinstance(v, str) else 1 for v in entries), default=1)
+    return len(text) * max(longest, 1)
+
+
+def _str_method_size(
+    method: str, text: str | bytes | bytearray, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> int | None:
+    """What a string (or bytes) method will build, for those that can build more than their input."""
+    if method == "replace" and len(args) >= 2 and isinstance(args[0], _TEXTS) and isinstance(args[1], _TEXTS):
         count = args[2] if len(args) > 2 else kwargs.get("count")
         return _replaced_size(text, args[0], args[1], count if isinstance(count, int) else None)
     if method in ("center", "ljust", "rjust", "zfill") and args and isinstance(args[0], int):
         return max(args[0], len(text))
-    if method == "translate" and args and isinstance(args[0], dict):
-        longest = max((len(v) if isinstance(v, str) else 1 for v in args[0].values()), default=1)
-        return len(text) * max(longest, 1)
+    if method == "translate" and args:
+        return _translated_size(text, args[0])
     if method == "expandtabs":
         size = args[0] if args else kwargs.get("tabsize", 8)
-        return len(text) + text.count("\t") * (size if isinstance(size, int) else 8)
+        tabs = text.count("\t") if isinstance(text, str) else text.count(b"\t")
+        return len(text) + tabs * (size if isinstance(size, int) else 8)
     return None
 
 
@@ -384,6 +431,23 @@ _BOUNDED_FILTERS = (
 )
 
 
+_LIST = DEFAULT_FILTERS["list"]
+_RETURNING_WHAT_THEY_GET = frozenset({"first", "last", "random", "default", "d", "attr", "max", "min"})
+"""Filters that hand back one of the values they were given, not a new one: nothing to count."""
+
+
+def _held_filter(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A filter whose result is counted as held (`_held`) once it is made: `reverse`, `list`,
+    `sort`, `trim`, `int` and the others that copy their input, or parse it."""
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        if original is _LIST and args and isinstance(args[-1], str):
+            _building(_held_size(list(args[-1][:1])) * len(args[-1]))  # a new string per character
+        return _held(original(*args, **kwargs))
+
+    return counted
+
+
 def _bounded_test(original: Callable[..., Any]) -> Callable[..., Any]:
     """The `lower` and `upper` tests, which look at `str(value)`: the value's printed size checked first."""
 
@@ -395,8 +459,20 @@ def _bounded_test(original: Callable[..., Any]) -> Callable[..., Any]:
     return bounded
 
 
+_SEQUENCES = (str, list, tuple, bytes, bytearray)
+
+
 class _BoundedCodeGenerator(CodeGenerator):
-    """Compiles `~` to a concatenation that checks what it builds."""
+    """Compiles `~` to a concatenation that checks what it builds, and a slice (which Jinja
+    compiles to Python's own, past the environment's `getitem`) to one counted as held."""
+
+    def visit_Getitem(self, node: nodes.Getitem, frame: Frame) -> None:
+        if not isinstance(node.arg, nodes.Slice):
+            super().visit_Getitem(node, frame)
+            return
+        self.write("environment.held(")
+        super().visit_Getitem(node, frame)
+        self.write(")")
 
     def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
         if frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
@@ -410,7 +486,7 @@ class _BoundedCodeGenerator(CodeGenerator):
 
 
 class BoundedEnvironment(ImmutableSandboxedEnvironment):
-    intercepted_binops = frozenset(["*", "**", "+", "%"])
+    intercepted_binops = frozenset(["*", "**", "+", "-", "/", "//", "%"])
     code_generator_class = _BoundedCodeGenerator
 
     def __init__(self, **options: Any) -> None:
@@ -422,9 +498,13 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         self.finalize = _finalize if self.finalize is None else _then(self.finalize)
         for test in ("lower", "upper"):
             self.tests[test] = _bounded_test(self.tests[test])  # type: ignore[arg-type]
-        for name in _BOUNDED_FILTERS:
-            filt = self.filters[name]
-            bounded = _bounded_filter(name, filt)
+        for name, filt in list(self.filters.items()):
+            if name in _BOUNDED_FILTERS:
+                bounded = _bounded_filter(name, filt)
+            elif name in _RETURNING_WHAT_THEY_GET:
+                continue
+            else:
+                bounded = _held_filter(filt)
             for attr in ("jinja_pass_arg",):  # keep how Jinja passes the context
                 if hasattr(filt, attr):
                     setattr(bounded, attr, getattr(filt, attr))
@@ -441,6 +521,11 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         return _bounded_join(values)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        for number in (left, right):
+            # Division and multiplication of integers are quadratic in their size, inside one C
+            # call: `a // b` on two integers of millions of bits held the server for seconds.
+            if isinstance(number, int) and number.bit_length() > MAX_INT_BITS:
+                raise RenderLimit(f"arithmetic on an integer of more than {MAX_INT_BITS} bits")
         if operator == "**":
             if isinstance(right, int | float) and abs(right) > 64:
                 raise RenderLimit("exponent too large")
@@ -449,25 +534,41 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
                     raise RenderLimit(f"an integer of more than {MAX_INT_BITS} bits")
         elif operator == "*":
             for seq, n in ((left, right), (right, left)):
-                if isinstance(seq, str | list | tuple) and isinstance(n, int) and len(seq) * n > MAX_REPEAT_CHARS:
+                if isinstance(seq, _SEQUENCES) and isinstance(n, int) and len(seq) * n > MAX_REPEAT_CHARS:
                     raise RenderLimit(f"repetition of more than {MAX_REPEAT_CHARS} items")
-                if isinstance(seq, str | list | tuple) and isinstance(n, int):
+                if isinstance(seq, _SEQUENCES) and isinstance(n, int):
                     _building(len(seq) * max(n, 0))
             if type(left) is int and type(right) is int:
                 if left.bit_length() + right.bit_length() > MAX_INT_BITS:
                     raise RenderLimit(f"an integer of more than {MAX_INT_BITS} bits")
         elif operator == "+":
-            if isinstance(left, str | list | tuple) and isinstance(right, str | list | tuple):
+            if isinstance(left, _SEQUENCES) and isinstance(right, _SEQUENCES):
                 _building(len(left) + len(right))
         elif operator == "%" and isinstance(left, str):
             _building(_percent_size(left, right))
+        elif operator == "%" and isinstance(left, bytes | bytearray):
+            _building(_percent_size(left.decode("latin-1"), right))
         return super().call_binop(context, operator, left, right)
+
+    held = staticmethod(_held)
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 (Jinja's signature)
         target = getattr(__obj, "__wrapped__", __obj)  # the sandbox hands out str.format wrapped
         owner = getattr(target, "__self__", None)
         name = getattr(target, "__name__", "")
-        if isinstance(owner, str):
+        if isinstance(owner, bytes | bytearray) and name == "join" and args:
+            items = list(args[0])
+            _building(sum(len(i) if isinstance(i, _TEXTS) else 0 for i in items) + len(owner) * max(len(items) - 1, 0))
+            args = (items, *args[1:])
+        elif isinstance(owner, bytes | bytearray):
+            size = _str_method_size(name, owner, args, kwargs)
+            if size is not None:
+                _building(size)
+        elif isinstance(owner, int) and name == "to_bytes":
+            length = args[0] if args else kwargs.get("length", 1)
+            if isinstance(length, int):
+                _building(length)
+        elif isinstance(owner, str):
             if name == "join" and args:
                 return _bounded_join(args[0], owner)
             if name == "format":
@@ -479,7 +580,8 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
             size = _str_method_size(name, owner, args, kwargs)
             if size is not None:
                 _building(size)
-        return super().call(__context, __obj, *args, **kwargs)
+        found = super().call(__context, __obj, *args, **kwargs)
+        return _held(found) if owner is not None else found  # a method's result: often a copy
 
 
 def _finalize(value: Any) -> Any:
