@@ -49,7 +49,7 @@ from ptc_emulator.emulator.responses.usage import (
     prompt_segments,
     usage,
 )
-from ptc_emulator.emulator.rules import checks
+from ptc_emulator.emulator.rules import checks, contract
 from ptc_emulator.emulator.rules.compaction import Compactor, Expanded, compact_threshold, triggered
 from ptc_emulator.emulator.rules.configuration import in_effect
 from ptc_emulator.emulator.rules.conversation import Conversation, analyse
@@ -172,13 +172,14 @@ class Engine:
     async def off_loop(request: CreateRequest | CountTokensRequest | CompactRequest, work: Callable[[], T]) -> T:
         """`work()` (reading the request into its conversation), in a worker thread when the request
         may read a long one: an input of more than `OFF_LOOP_ITEMS` items, or stored history (a
-        `previous_response_id` or a `conversation`, whose length is known only once read). Reading
-        200,000 short items takes seconds, which no other client then waits on; a short request
-        with no history costs less than the hop."""
+        `previous_response_id` or a `conversation`, whose length is known only once read), or a
+        tool output its tool's `output_schema` checks value by value. Reading 200,000 short items
+        takes seconds, which no other client then waits on; a short request with no history costs
+        less than the hop."""
         given = request.input
         long_input = isinstance(given, list) and len(given) > OFF_LOOP_ITEMS
         history = request.previous_response_id is not None or getattr(request, "conversation", None) is not None
-        if long_input or history:
+        if long_input or history or _holds_long_output(given):
             return await asyncio.to_thread(work)
         return work()
 
@@ -597,3 +598,19 @@ class Engine:
 
         self.background.start(prepared.response_id, work)
         return queued
+
+
+def _holds_long_output(given: object) -> bool:
+    """Whether an input holds a tool output long enough to be checked against its tool's
+    `output_schema` in a worker thread (`contract.OFF_LOOP_CHARS`)."""
+    if not isinstance(given, list):
+        return False
+    for item in given:
+        output = getattr(item, "output", None)
+        if isinstance(output, list):
+            size = sum(len(getattr(part, "text", None) or "") for part in output)
+        else:
+            size = len(output) if isinstance(output, str) else 0
+        if size >= contract.OFF_LOOP_CHARS:
+            return True
+    return False

@@ -35,6 +35,7 @@ from ptc_emulator.emulator.wire.request import Conversational
 from ptc_emulator.emulator.wire.tools import CustomTool, FunctionTool, GrammarFormat, NamespaceTool, ToolSearchTool
 
 __all__ = [
+    "OFF_LOOP_CHARS",
     "Violation",
     "check_arguments",
     "check_call",
@@ -64,6 +65,10 @@ class Violation:
     def describe(self) -> str:
         return messages.contract_broken(self.kind, self.call_id, self.tool, self.message)
 
+
+OFF_LOOP_CHARS = 65_536
+"""A text this long or longer (a tool output, a call's arguments) is checked against its schema in a
+worker thread: a check walks every value of it, and the event loop serves other clients meanwhile."""
 
 _NOT_SCHEMAS = frozenset({"const", "enum", "default", "examples"})
 """Keywords whose values are data, not schemas: a `pattern` key inside them is no pattern."""

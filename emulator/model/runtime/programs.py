@@ -23,6 +23,7 @@ again from the start against it until it suspends on calls nobody has answered y
 
 from __future__ import annotations
 
+import asyncio
 import json
 import operator
 import re
@@ -367,7 +368,7 @@ class Runtime:
                     item_id=self.signer.program_call_item_id(item.call_id, pending.index, binding.kind.id_prefix),
                     caller=ProgramCaller(caller_id=item.call_id),
                 )
-                self.check_call(binding, call, prepared)
+                await self.check_call(binding, call, prepared)
                 emit(call)
             return False
         text = "\n".join(o.text for o in outcome.outputs if isinstance(o, TextOutput))
@@ -383,10 +384,15 @@ class Runtime:
         self._program_output(item, status, result, emit)
         return True
 
-    def check_call(self, binding: Binding, call: CallItem, prepared: Prepared) -> None:
+    async def check_call(self, binding: Binding, call: CallItem, prepared: Prepared) -> None:
         """Check a call item the model makes against its tool's schema: a violation goes to the trace,
-        or refuses the request under a strict contract."""
-        violation = contract.check_call(binding.tool, call)
+        or refuses the request under a strict contract. Long arguments are checked in a worker
+        thread: a schema check walks every value, and the event loop serves other clients meanwhile."""
+        text = getattr(call, "arguments", None) or getattr(call, "input", None)
+        if isinstance(text, str) and len(text) >= contract.OFF_LOOP_CHARS:
+            violation = await asyncio.to_thread(contract.check_call, binding.tool, call)
+        else:
+            violation = contract.check_call(binding.tool, call)
         if violation is None:
             return
         prepared.trace.contract.append(violation)

@@ -133,7 +133,7 @@ class Player:
                 )
                 if n == 0:
                     self._reasoning(turn, call.call_id, prepared, emit)
-                self.runtime.check_call(binding, call, prepared)
+                await self.runtime.check_call(binding, call, prepared)
                 emit(call)
             return True
         if turn.search is not None:

@@ -223,7 +223,7 @@ class _Play:
             item_id=self.ids(binding.kind.id_prefix),
             caller=None,
         )
-        self.runtime.check_call(binding, item, self.prepared)
+        await self.runtime.check_call(binding, item, self.prepared)
         self.emit(item)
 
     def _finish(self, writing: _Writing, answer: Answer, *, commentary: bool) -> None:
