@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -62,8 +63,12 @@ async def list_items(
     order: Order = "desc",
     include: Include = None,
 ) -> dict[str, Any]:
-    scope = scope_of(request.headers, None)
-    return _conversations(request).list_items(conversation_id, after=after, limit=limit, order=order, scope=scope)
+    scope, conversations = scope_of(request.headers, None), _conversations(request)
+    # In a worker thread: a long conversation's items take their time to read (200,000: a second
+    # or more), which no other client waits on there.
+    return await asyncio.to_thread(
+        conversations.list_items, conversation_id, after=after, limit=limit, order=order, scope=scope
+    )
 
 
 @router.get("/{conversation_id}/items/{item_id}")
@@ -73,7 +78,8 @@ async def retrieve_item(
     request: Request,
     include: Include = None,
 ) -> dict[str, Any]:
-    return _conversations(request).get_item(conversation_id, item_id, scope_of(request.headers, None))
+    conversations = _conversations(request)  # in a worker thread, as `list_items`
+    return await asyncio.to_thread(conversations.get_item, conversation_id, item_id, scope_of(request.headers, None))
 
 
 @router.delete("/{conversation_id}/items/{item_id}")

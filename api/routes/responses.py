@@ -139,12 +139,14 @@ async def retrieve_response(
     engine, scope = engine_of(request), scope_of(request.headers, None)
     if stream:
         return stream_stored(request, engine, response_id, starting_after, scope)
-    return JSONResponse(engine.retrieve(response_id, scope=scope))
+    # Reading a stored response reads its input items too: a long record's take their time (200,000
+    # items: most of a second), in a worker thread so no other client waits on them.
+    return JSONResponse(await asyncio.to_thread(engine.retrieve, response_id, scope=scope))
 
 
 @router.delete("/responses/{response_id}")
 async def delete_response(response_id: str, request: Request) -> dict[str, Any]:
-    return engine_of(request).delete(response_id, scope=scope_of(request.headers, None))
+    return await engine_of(request).delete(response_id, scope=scope_of(request.headers, None))
 
 
 @router.post("/responses/{response_id}/cancel")
@@ -161,5 +163,6 @@ async def list_input_items(
     order: Order = "desc",
     include: Include = None,
 ) -> dict[str, Any]:
-    scope = scope_of(request.headers, None)
-    return engine_of(request).input_items(response_id, after=after, limit=limit, order=order, scope=scope)
+    engine, scope = engine_of(request), scope_of(request.headers, None)
+    # A page of a long record's input items is read in a worker thread, as `retrieve`.
+    return await asyncio.to_thread(engine.input_items, response_id, after=after, limit=limit, order=order, scope=scope)

@@ -51,6 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ptc_emulator.emulator import jsonpieces
 from ptc_emulator.emulator.caches import Cache
 from ptc_emulator.emulator.history.cursor import DERIVED, Cursor, Extension
 from ptc_emulator.emulator.wire.items import ToolSearchOutputItem
@@ -405,7 +406,7 @@ class StoredItems(Cache):
     def put(self, response_id: str, raw: list[Any], items: list[Any]) -> None:
         if self.max_bytes <= 0 or any(isinstance(i, ToolSearchOutputItem) for i in items):
             return
-        size = _ENTRY + len(json.dumps(raw, separators=(",", ":"), default=str)) * (1 + _MODEL_FACTOR)
+        size = _ENTRY + jsonpieces.compact_size(raw) * (1 + _MODEL_FACTOR)  # a long one a piece at a time
         if size > self.max_bytes:
             return
         with self._lock:

@@ -500,10 +500,12 @@ class Engine:
             return self.history.stored(response_id).response  # it finished meanwhile
         return record.response
 
-    def delete(self, response_id: str, *, scope: str | None) -> dict[str, Any]:
-        self.history.seen(response_id, scope)
+    async def delete(self, response_id: str, *, scope: str | None) -> dict[str, Any]:
+        # The record is read and deleted in worker threads (a long one takes its time: no other
+        # client waits on it there); its task, if it runs, is stopped on the event loop.
+        await asyncio.to_thread(self.history.seen, response_id, scope)
         self.background.cancel(response_id)
-        if not self.store.delete(response_id):
+        if not await asyncio.to_thread(self.store.delete, response_id):
             raise not_found(response_id)
         return {"id": response_id, "object": "response", "deleted": True}
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ptc_emulator.emulator import jsonpieces
 from ptc_emulator.emulator.storage.protocol import (
     Conversations,
     Counts,
@@ -116,7 +117,10 @@ class MemoryResponses:
         items = [(item_id, _dumps(item)) for item_id, item in item_ids(record)]
         ids = [i for i, _ in items]
         status = record.response.get("status")
-        kept = (_dumps(record.response), _dumps(record.input_items), record.previous_response_id, ids, record.scope)
+        # A long record's text is made a piece at a time (`jsonpieces`), so a worker thread storing
+        # it lets the other threads run meanwhile; so is it read back.
+        body, inputs = jsonpieces.dumps(record.response), jsonpieces.dumps(record.input_items)
+        kept = (body, inputs, record.previous_response_id, ids, record.scope)
         self._drop_items(record.id)  # a replaced response's items go with it, as in SQLite
         self._responses[record.id] = (*kept, status)
         for item_id, text in items:
@@ -126,7 +130,7 @@ class MemoryResponses:
         kept = self._responses.get(response_id)
         if kept is None:
             return None
-        return StoredResponse(response_id, _loads(kept[0]), _loads(kept[1]), kept[2], kept[4])
+        return StoredResponse(response_id, jsonpieces.loads(kept[0]), jsonpieces.loads(kept[1]), kept[2], kept[4])
 
     def delete(self, response_id: str) -> bool:
         with self._lock:

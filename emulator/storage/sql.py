@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from ptc_emulator.emulator import jsonpieces
 from ptc_emulator.emulator.storage.memory import FREEING, UNFINISHED, item_ids
 from ptc_emulator.emulator.storage.protocol import (
     Conversations,
@@ -231,7 +232,8 @@ class SqlResponses:
 
     def replace_unfinished(self, record: StoredResponse) -> bool:
         def work(tx: Tx) -> bool:
-            body = (record.response.get("status"), _dumps(record.response), _dumps(record.input_items), record.scope)
+            texts = (jsonpieces.dumps(record.response), jsonpieces.dumps(record.input_items))
+            body = (record.response.get("status"), *texts, record.scope)
             if tx.changed(self._sql.replace_unfinished, (*body, record.id, *UNFINISHED)) == 0:
                 return False
             self._put(tx, record)  # its items with it (the row is this transaction's now)
@@ -248,8 +250,8 @@ class SqlResponses:
                 record.id,
                 record.previous_response_id,
                 record.response.get("status"),
-                _dumps(record.response),
-                _dumps(record.input_items),
+                jsonpieces.dumps(record.response),  # a long record a piece at a time
+                jsonpieces.dumps(record.input_items),
                 record.scope,
             ),
         )
@@ -265,7 +267,7 @@ class SqlResponses:
         row = self._db.one(self._sql.get_response, (response_id,))
         if row is None:
             return None
-        return StoredResponse(response_id, _loads(row[0]), _loads(row[1]), row[2], row[3])
+        return StoredResponse(response_id, jsonpieces.loads(row[0]), jsonpieces.loads(row[1]), row[2], row[3])
 
     def delete(self, response_id: str) -> bool:
         return self._db.changed(self._sql.delete_response, (response_id,)) > 0

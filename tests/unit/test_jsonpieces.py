@@ -1,0 +1,72 @@
+"""A stored record's JSON text made and read a piece at a time is the text `json.dumps` makes and
+the value `json.loads` reads: what was stored before reads back as it did, and the other way."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from ptc_emulator.emulator import jsonpieces
+
+
+def _item(n: int) -> dict[str, Any]:
+    text = 'hi \u00e9"\\' * (n % 3)
+    return {"id": f"msg_{n}", "type": "message", "content": [{"type": "input_text", "text": text}], "x": [1, 2.5, None]}
+
+
+LONG = 3 * jsonpieces.PIECE + 1
+
+RECORDS: list[Any] = [
+    [],
+    {},
+    [_item(n) for n in range(5)],
+    [_item(n) for n in range(LONG)],
+    {"id": "resp_1", "output": [_item(n) for n in range(LONG)], "usage": {"total": 1}, "none": [], "empty": {}},
+    {"nested": [[1] * LONG] * (jsonpieces.PIECE + 5)},
+    [[_item(1)] * LONG, {"k": [1] * LONG}] * 3,
+    [{}] * LONG,
+    "text",
+    None,
+]
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=range(len(RECORDS)))
+@pytest.mark.parametrize("separators", [(", ", ": "), (",", ":")])
+def test_the_text_is_json_dumps_own(record: Any, separators: tuple[str, str]) -> None:
+    assert jsonpieces.dumps(record, separators=separators) == json.dumps(record, separators=separators)
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=range(len(RECORDS)))
+@pytest.mark.parametrize("indent", [None, 1])
+def test_a_long_text_reads_back_as_json_loads_reads_it(
+    record: Any, indent: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jsonpieces, "_LONG_TEXT", 0)  # every text read a piece at a time
+    text = json.dumps(record, indent=indent)
+    assert jsonpieces.loads(text) == json.loads(text)
+
+
+@pytest.mark.parametrize("record", [r for r in RECORDS if isinstance(r, list)])
+def test_the_compact_size_is_the_compact_texts(record: list[Any]) -> None:
+    assert jsonpieces.compact_size(record) == len(json.dumps(record, separators=(",", ":")))
+
+
+@pytest.mark.parametrize("text", ["[1,", "[1 2]", '{"a" 1}', "[" * 10, '{"a": 1} x', "[1]]"])
+def test_a_broken_text_raises_what_json_loads_raises(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jsonpieces, "_LONG_TEXT", 0)
+    with pytest.raises(json.JSONDecodeError):
+        jsonpieces.loads(text)
+
+
+def test_the_other_threads_run_between_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[None] = []
+    monkeypatch.setattr(jsonpieces, "between", lambda: calls.append(None))
+    record = {"output": [_item(n) for n in range(LONG)]}
+    text = jsonpieces.dumps(record)
+    made = len(calls)
+    assert made == 3
+    monkeypatch.setattr(jsonpieces, "_LONG_TEXT", 0)
+    assert jsonpieces.loads(text) == record
+    assert len(calls) - made >= 3

@@ -1,0 +1,150 @@
+"""A long stored record (a response of many input items, a conversation of many items) is read
+without holding the event loop: its JSON text a piece at a time in a worker thread (continuing
+its chain, retrieving it, listing its input items), a conversation's items in a worker thread
+(listing them, retrieving one). Health and a small create are answered while the reading is held.
+
+The server runs in this process, so each test holds the reading on an event the test sets:
+between two pieces of the record's text (`jsonpieces.between`), or inside the conversation's
+items read. Nothing is timed (issue 38: with a record of 200,000 items read in one `json.loads`
+call, or a listing read on the event loop, every other client waited 0.5 to 1.6 s).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+
+from ptc_emulator.emulator import jsonpieces
+from ptc_emulator.emulator.storage.sql import SqlConversations
+from ptc_emulator.testing.server import EmulatorServer
+from tests.api.api_support import PTC_TOOLS, program_message
+from tests.usage.held import others_answered_while_held
+
+ITEMS = 3 * jsonpieces.PIECE
+"""Enough items for a record's text to be read in pieces."""
+
+
+class _Held:
+    """Holds the first call that reaches `hold` (later ones pass) until released."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+
+    def hold(self) -> None:
+        with self._lock:
+            first = not self.entered.is_set()
+            self.entered.set()
+        if first:
+            assert self.release.wait(120), "never released"
+
+
+@pytest.fixture
+def held() -> Iterator[_Held]:
+    holder = _Held()
+    yield holder
+    holder.release.set()
+
+
+def _while_held(server: EmulatorServer, held: _Held, request: Callable[[httpx.Client], httpx.Response]) -> Any:
+    def large() -> httpx.Response:
+        with httpx.Client(base_url=server.base_url, timeout=300) as client:
+            return request(client)
+
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(large)
+        others_answered_while_held(server, held.entered, held.release, pending)
+        reply = pending.result(timeout=300)
+    assert reply.status_code == 200, reply.text[:500]
+    return reply.json()
+
+
+def _long_input(text: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": f"hi {n}"} for n in range(ITEMS)] + [
+        {"role": "user", "content": program_message(text)}
+    ]
+
+
+@pytest.fixture
+def long_response(make_server: Callable[..., EmulatorServer]) -> tuple[EmulatorServer, str]:
+    """A server holding a stored response of `ITEMS` and more input items, and its id."""
+    server = make_server()
+    with httpx.Client(base_url=server.base_url, timeout=300) as client:
+        first = client.post(
+            "/responses", json={"model": "m", "input": _long_input("text('first')"), "tools": PTC_TOOLS}
+        )
+    assert first.status_code == 200, first.text[:500]
+    return server, first.json()["id"]
+
+
+def _hold_between_pieces(held: _Held, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jsonpieces, "between", held.hold)
+
+
+def test_a_continuation_reads_its_long_record_a_piece_at_a_time(
+    long_response: tuple[EmulatorServer, str], held: _Held, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, previous = long_response
+    _hold_between_pieces(held, monkeypatch)
+    body = {
+        "model": "m",
+        "previous_response_id": previous,
+        "input": program_message("text('next')"),
+        "tools": PTC_TOOLS,
+    }
+    done = _while_held(server, held, lambda client: client.post("/responses", json=body))
+    assert done["output"][-1]["content"][0]["text"] == "next"
+
+
+def test_a_long_records_input_items_are_listed_off_the_loop(
+    long_response: tuple[EmulatorServer, str], held: _Held, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, response_id = long_response
+    _hold_between_pieces(held, monkeypatch)
+    listed = _while_held(server, held, lambda client: client.get(f"/responses/{response_id}/input_items?limit=3"))
+    assert [item["content"][0]["text"] for item in listed["data"]][1:] == [f"hi {ITEMS - 1}", f"hi {ITEMS - 2}"]
+    assert listed["has_more"] is True
+
+
+def test_a_long_record_is_retrieved_off_the_loop(
+    long_response: tuple[EmulatorServer, str], held: _Held, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, response_id = long_response
+    _hold_between_pieces(held, monkeypatch)
+    retrieved = _while_held(server, held, lambda client: client.get(f"/responses/{response_id}"))
+    assert retrieved["id"] == response_id
+    assert retrieved["output"][-1]["content"][0]["text"] == "first"
+
+
+def test_a_long_conversations_items_are_listed_off_the_loop(
+    make_server: Callable[..., EmulatorServer], held: _Held, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = make_server()  # the SQLite store
+    items = [{"type": "message", "role": "user", "content": f"hi {n}"} for n in range(ITEMS)]
+    with httpx.Client(base_url=server.base_url, timeout=300) as client:
+        made = client.post("/conversations", json={"items": items[:20]})
+        assert made.status_code == 200, made.text[:500]
+        conversation = made.json()["id"]
+        for start in range(20, ITEMS, 20):  # (at most 20 items a request)
+            added = client.post(f"/conversations/{conversation}/items", json={"items": items[start : start + 20]})
+            assert added.status_code == 200, added.text[:500]
+    real = SqlConversations.items
+
+    def read(self: SqlConversations, conversation_id: str) -> list[dict[str, Any]]:
+        held.hold()
+        return real(self, conversation_id)
+
+    monkeypatch.setattr(SqlConversations, "items", read)
+    listed = _while_held(server, held, lambda client: client.get(f"/conversations/{conversation}/items?limit=2"))
+    assert [item["content"][0]["text"] for item in listed["data"]] == [f"hi {ITEMS - 1}", f"hi {ITEMS - 2}"]
+    first_id = listed["data"][0]["id"]
+    held.entered.clear()
+    held.release.clear()
+    one = _while_held(server, held, lambda client: client.get(f"/conversations/{conversation}/items/{first_id}"))
+    assert one["id"] == first_id
