@@ -26,6 +26,7 @@ from ptc_emulator.api.context import (
 )
 from ptc_emulator.api.disconnect import unless_disconnected
 from ptc_emulator.api.routes.streaming import stream_create, stream_stored
+from ptc_emulator.emulator import jsonpieces
 from ptc_emulator.emulator.history.cursor import Extension
 from ptc_emulator.emulator.wire.request import CompactRequest, CountTokensRequest, CreateRequest
 
@@ -120,9 +121,15 @@ async def count_input_tokens(body: CountTokensRequest, request: Request) -> dict
 
 
 @router.post("/responses/compact")
-async def compact_response(body: CompactRequest, request: Request) -> dict[str, Any]:
+async def compact_response(body: CompactRequest, request: Request) -> Response:
     engine, scope = engine_of(request), scope_of(request.headers, None)
-    return await engine.off_loop(body, lambda: engine.compact(body, scope=scope))
+    # Rendered where it is made: a long window's compaction (200,000 items) is a long JSON text,
+    # written a piece at a time in the worker thread, not encoded value by value on the event loop.
+    return await engine.off_loop(body, lambda: _rendered(engine.compact(body, scope=scope)))
+
+
+def _rendered(body: dict[str, Any]) -> Response:
+    return Response(jsonpieces.dumps(body, separators=(",", ":")).encode(), media_type="application/json")
 
 
 @router.get("/responses/{response_id}")

@@ -148,3 +148,17 @@ def test_a_long_conversations_items_are_listed_off_the_loop(
     held.release.clear()
     one = _while_held(server, held, lambda client: client.get(f"/conversations/{conversation}/items/{first_id}"))
     assert one["id"] == first_id
+
+
+def test_a_long_windows_compaction_is_rendered_a_piece_at_a_time(
+    make_server: Callable[..., EmulatorServer], held: _Held, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compaction of a long window returns its user messages (thousands of items): its JSON
+    text is written a piece at a time in the worker thread that made it, not encoded value by
+    value on the event loop (200,000 items: every other client waited over a second)."""
+    server = make_server()
+    _hold_between_pieces(held, monkeypatch)
+    body = {"model": "m", "input": _long_input("text('first')")}
+    compacted = _while_held(server, held, lambda client: client.post("/responses/compact", json=body))
+    texts = [item["content"][0]["text"] for item in compacted["output"] if item.get("role") == "user"]
+    assert texts[:2] == ["hi 0", "hi 1"] and len(texts) > ITEMS
