@@ -258,7 +258,7 @@ class PrefixCache(Cache):
             items = KnownItems(value["input"])
             items.known = pending.known
             return {**value, "input": items}, pending
-        value = json.loads(raw)
+        value = _loads(raw)
         given = value.get("input") if isinstance(value, dict) else None
         return value, self.plan(raw, len(given)) if isinstance(given, list) else None
 
@@ -425,3 +425,11 @@ class StoredItems(Cache):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _loads(raw: bytes) -> Any:
+    """`json.loads(raw)`; a long body's outer arrays a piece at a time (`jsonpieces.loads`), so a
+    worker thread reading 100,000 items lets the event loop run between pieces. The text is
+    decoded as `json.loads` decodes bytes, and whatever it refuses is refused with its error."""
+    text = raw.decode(json.detect_encoding(raw), "surrogatepass")
+    return jsonpieces.loads(text)

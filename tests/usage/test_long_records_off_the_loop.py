@@ -162,3 +162,38 @@ def test_a_long_windows_compaction_is_rendered_a_piece_at_a_time(
     compacted = _while_held(server, held, lambda client: client.post("/responses/compact", json=body))
     texts = [item["content"][0]["text"] for item in compacted["output"] if item.get("role") == "user"]
     assert texts[:2] == ["hi 0", "hi 1"] and len(texts) > ITEMS
+
+
+def test_a_long_create_body_is_parsed_a_piece_at_a_time(
+    make_server: Callable[..., EmulatorServer], held: _Held, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create body of many items (here no stored history and `store: false`: nothing else reads
+    pieces) is parsed a piece at a time in its worker thread, not in one `json.loads` call that
+    holds the interpreter for all of it (a 16 MiB body: a fifth of a second)."""
+    reading = threading.local()
+    real_loads = jsonpieces.loads
+
+    def loads(text: str) -> Any:
+        reading.on = True
+        try:
+            return real_loads(text)
+        finally:
+            reading.on = False
+
+    def between() -> None:
+        if getattr(reading, "on", False):
+            held.hold()
+
+    monkeypatch.setattr(jsonpieces, "loads", loads)
+    monkeypatch.setattr(jsonpieces, "between", between)
+    server = make_server()
+    items = 12 * jsonpieces.PIECE  # a body longer than jsonpieces reads in one call
+    body = {
+        "model": "m",
+        "store": False,
+        "input": [{"role": "user", "content": f"hi {n}"} for n in range(items)]
+        + [{"role": "user", "content": program_message("text('long')")}],
+        "tools": PTC_TOOLS,
+    }
+    done = _while_held(server, held, lambda client: client.post("/responses", json=body))
+    assert done["output"][-1]["content"][0]["text"] == "long"
