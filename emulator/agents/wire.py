@@ -21,6 +21,7 @@ from ptc_emulator.emulator.agents.mcp import McpApprovalResult, McpToolParam, ch
 from ptc_emulator.emulator.rules.contract import schema_problem
 from ptc_emulator.emulator.wire.items import OpenJSON, OpenModel, WireModel
 from ptc_emulator.emulator.wire.request import check_json
+from ptc_emulator.emulator.wire.stepped import stepped
 
 __all__ = [
     "MAX_SESSION_TOOLS_BYTES",
@@ -287,6 +288,8 @@ InputEvent: TypeAlias = Annotated[
 
 class EventsBody(_Checked):
     events: list[InputEvent] = Field(min_length=1)
+
+    _events_stepped = field_validator("events", mode="wrap")(stepped)
 
 
 # ---- objects ----------------------------------------------------------------------------------
