@@ -202,6 +202,8 @@ class InputMessage(WireModel):
     content: list[InputContent]
     type: Literal["message"] | None = None
 
+    _content_stepped = field_validator("content", mode="wrap")(stepped)
+
 
 class SpendControlParam(WireModel):
     """A session's spending limit: `limit` is required, and may be null (no limit)."""
