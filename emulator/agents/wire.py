@@ -170,6 +170,7 @@ class AgentFields(_Checked):
     experimental: ExperimentalParam | None = None
 
     _check_metadata = field_validator("metadata")(_metadata)
+    _tools_stepped = field_validator("tools", mode="wrap")(stepped)
 
 
 class AgentCreate(AgentFields):
@@ -227,6 +228,7 @@ class SessionCreate(_Checked):
     vault_ids: list[str] | None = None
 
     _check_metadata = field_validator("metadata")(_metadata)
+    _input_stepped = field_validator("input", mode="wrap")(stepped)
 
 
 class SessionAgentUpdate(WireModel):
@@ -234,6 +236,8 @@ class SessionAgentUpdate(WireModel):
     reasoning: ReasoningParam | None = None
     service_tier: ServiceTier | None = None
     tools: list[AgentToolParam] | None = None
+
+    _tools_stepped = field_validator("tools", mode="wrap")(stepped)
 
 
 class SessionUpdate(_Checked):
@@ -270,6 +274,8 @@ class ToolResult(WireModel):
 class MessageInput(WireModel):
     type: Literal["agent.session.input.message"]
     input: list[InputMessage] = Field(min_length=1)
+
+    _input_stepped = field_validator("input", mode="wrap")(stepped)
 
 
 class CancelInput(WireModel):

@@ -182,6 +182,7 @@ class CreateRequest(Conversational):
     stream_id: str | None = None
 
     _metadata_limits = field_validator("metadata")(check_metadata)
+    _include_stepped = field_validator("include", mode="wrap")(stepped)
 
     @model_validator(mode="before")
     @classmethod

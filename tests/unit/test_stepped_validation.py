@@ -13,12 +13,14 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from ptc_emulator.api.errors import validation_error
-from ptc_emulator.emulator.agents.wire import EventsBody, SessionCreate
+from ptc_emulator.emulator.agents.wire import AgentCreate, EventsBody, SessionCreate, SessionUpdate
 from ptc_emulator.emulator.wire import stepped
 from ptc_emulator.emulator.wire.request import CompactRequest, CountTokensRequest, CreateRequest
 
 N = 60
 HI = {"role": "user", "content": "hi"}
+AGENT_HI = {"role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+F = {"type": "function", "name": "f", "description": "d", "parameters": {"type": "object", "properties": {}}}
 
 
 def _with(items: list[Any], at: int, item: Any) -> list[Any]:
@@ -52,6 +54,12 @@ CASES: list[tuple[type[BaseModel], dict[str, Any]]] = [
     (EventsBody, {"events": [{"type": "agent.session.input.message"}] * N}),
     (EventsBody, {"events": _with([{"type": "agent.session.input.cancel"}] * N, 50, {"type": "zzz"})}),
     (SessionCreate, {"environment": {"type": "none"}, "input": [{"role": "user", "content": [{"type": "x"}] * N}]}),
+    (CreateRequest, {"model": "m", "input": "x", "include": _with(["reasoning.encrypted_content"] * N, 44, "zz")}),
+    (AgentCreate, {"model": "m", "tools": _with([F] * N, 12, {"type": "function"})}),
+    (SessionCreate, {"environment": {"type": "none"}, "agent": {"model": "m", "tools": [{"type": "function"}] * N}}),
+    (SessionCreate, {"environment": {}, "input": _with([AGENT_HI] * N, 21, {"role": "user", "content": 5})}),
+    (SessionUpdate, {"agent": {"tools": _with([F] * N, 33, {"type": 5})}}),
+    (EventsBody, {"events": [{"type": "agent.session.input.message", "input": [{"role": "user", "content": 5}] * N}]}),
     (CreateRequest, {"model": "m", "input": [HI] * N, "tools": [{"type": "function", "name": "f"}] * N}),
 ]
 
