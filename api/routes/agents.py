@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import JSONResponse, Response
 
+from ptc_emulator.api.bodies import BodyRoute
 from ptc_emulator.api.context import SCOPE_HEADER, SCOPE_METADATA_KEY, Limit, Order
 from ptc_emulator.api.sse import KEEP_ALIVE, EventStreamResponse, frame
 from ptc_emulator.emulator import messages
@@ -34,7 +35,7 @@ def require_beta(openai_beta: Annotated[str | None, Header(alias="OpenAI-Beta")]
         raise messages.agents_beta_missing()
 
 
-router = APIRouter(prefix="/v1/agents", dependencies=[Depends(require_beta)])
+router = APIRouter(prefix="/v1/agents", dependencies=[Depends(require_beta)], route_class=BodyRoute)
 
 _TERMINAL = ("agent.session.idle", "agent.session.failed")
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from ptc_emulator.api.bodies import BodyRoute
 from ptc_emulator.api.context import Include, Limit, Order, engine_of, scope_of
 from ptc_emulator.emulator.conversations.service import (
     ConversationCreate,
@@ -17,7 +18,7 @@ from ptc_emulator.emulator.conversations.service import (
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1/conversations")
+router = APIRouter(prefix="/v1/conversations", route_class=BodyRoute)
 
 
 def _conversations(request: Request) -> Conversations:

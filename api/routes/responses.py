@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from fastapi.routing import APIRoute
-from pydantic import ValidationError
 
+from ptc_emulator.api.bodies import BodyRequest, BodyRoute
 from ptc_emulator.api.context import (
     CONTRACT_HEADER,
     SCOPE_HEADER,
@@ -27,7 +24,6 @@ from ptc_emulator.api.context import (
 from ptc_emulator.api.disconnect import unless_disconnected
 from ptc_emulator.api.routes.streaming import stream_create, stream_stored
 from ptc_emulator.emulator import jsonpieces
-from ptc_emulator.emulator.history.cursor import Extension
 from ptc_emulator.emulator.wire.request import CompactRequest, CountTokensRequest, CreateRequest
 
 __all__ = [
@@ -42,65 +38,12 @@ __all__ = [
 ]
 
 
-class _BodyRequest(Request):
-    """A create's body read by the engine's body reader (`history/replayed.py`,
-    `PrefixCache.read_create`: the one function that reads a create body into the request and its
-    cursor). FastAPI is handed the validated `CreateRequest`, which it takes as it is, and the
-    route the `cursor`. A body that does not validate is handed to FastAPI parsed, and FastAPI
-    words its 400 as it does for any body."""
-
-    cursor: Extension | None = None
-
-    async def json(self) -> Any:
-        if not hasattr(self, "_json"):
-            raw = await self.body()
-            if len(raw) < OFF_LOOP_BYTES:
-                self._read(raw)
-            else:  # parsing and validating a large body takes its time: in a worker thread
-                await asyncio.to_thread(self._read, raw)
-        return self._json
-
-    def _read(self, raw: bytes) -> None:
-        if _replayable(self):
-            try:
-                self._json, self.cursor = engine_of(self).history.bodies.read_create(raw)
-            except ValidationError:
-                self._json = json.loads(raw)
-        else:
-            self._json = json.loads(raw)
-
-
-OFF_LOOP_BYTES = 256 * 2**10
-"""A body this long or longer is read (parsed, validated, its known prefix found) in a worker
-thread, so the event loop serves other clients meanwhile; a shorter one costs less than the hop."""
-
-
-def _replayable(request: Request) -> bool:
-    """A create over HTTP whose body reaches the app as sent (the recording proxy may rewrite it)."""
-    scope = request.scope
-    return (
-        scope.get("method") == "POST"
-        and scope.get("path") == "/v1/responses"
-        and not request.app.state.emulator.settings.recording
-    )
-
-
-class _Route(APIRoute):
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def route(request: Request) -> Response:
-            return await handler(_BodyRequest(request.scope, request.receive))
-
-        return route
-
-
-router = APIRouter(prefix="/v1", route_class=_Route)
+router = APIRouter(prefix="/v1", route_class=BodyRoute)
 
 
 @router.post("/responses")
 async def create_response(body: CreateRequest, request: Request) -> Response:
-    cursor = request.cursor if isinstance(request, _BodyRequest) else None  # what the body reader recognised
+    cursor = request.cursor if isinstance(request, BodyRequest) else None  # what the body reader recognised
     engine = engine_of(request)
     scope = scope_of(request.headers, body)
     await engine.read_ahead(body, len(await request.body()))

@@ -110,7 +110,7 @@ class Session:
     def __init__(self, websocket: WebSocket, engine: Engine) -> None:
         self.ws = websocket
         self.engine = engine
-        self.lanes: dict[str | None, asyncio.Queue[dict[str, Any]]] = {}
+        self.lanes: dict[str | None, asyncio.Queue[tuple[dict[str, Any], bool]]] = {}
         self.players: set[asyncio.Task[None]] = set()
         self.named: set[str] = set()
         """Every named lane this socket has used (the count never goes down)."""
@@ -156,7 +156,8 @@ class Session:
 
     async def _dispatch(self, data: str) -> None:
         """Answer a steer at once; queue a create; refuse anything else."""
-        if len(data) < OFF_LOOP_CHARS:
+        large = len(data) >= OFF_LOOP_CHARS
+        if not large:
             frame, refused = _parsed(data)
         else:  # parsing a large frame takes its time: in a worker thread, as a large HTTP body
             frame, refused = await asyncio.to_thread(_parsed, data)
@@ -169,13 +170,13 @@ class Session:
             target = self.targets.get(reference) if isinstance(reference, str) else None
             await self._send_all(self.steering.steer(frame, target))
         elif kind == "response.create":
-            await self._route(frame)
+            await self._route(frame, large)
         elif kind is None:
             await self._error(messages.missing_parameter("type"), None)
         else:
             await self._error(messages.frame_type_invalid(kind), None)
 
-    async def _route(self, frame: dict[str, Any]) -> None:
+    async def _route(self, frame: dict[str, Any], large: bool) -> None:
         """Hand a create to its lane (made on first use), or refuse it with the hosted code."""
         given = frame.get("stream_id")
         if "stream_id" in frame and given is not None and not (isinstance(given, str) and _STREAM_ID.fullmatch(given)):
@@ -197,18 +198,18 @@ class Session:
             player = asyncio.ensure_future(self._play_lane(queue))
             self.players.add(player)
         self.waiting += 1
-        queue.put_nowait(frame)
+        queue.put_nowait((frame, large))
 
     # ---- playing ------------------------------------------------------------------------------
 
-    async def _play_lane(self, queue: asyncio.Queue[dict[str, Any]]) -> None:
+    async def _play_lane(self, queue: asyncio.Queue[tuple[dict[str, Any], bool]]) -> None:
         """One lane: its creates in order, each once a place among the active responses is free."""
         while True:
-            frame = await queue.get()
+            frame, large = await queue.get()
             try:
                 async with self.active:
                     self.waiting -= 1
-                    await self._create(frame)
+                    await self._create(frame, large)
             except _Cut:
                 with contextlib.suppress(Exception):
                     await self.ws.close(_CUT_CODE, "stream cut by a scenario fault")
@@ -225,19 +226,15 @@ class Session:
                     self.closed.set()
                     return
 
-    async def _create(self, frame: dict[str, Any]) -> None:
+    async def _create(self, frame: dict[str, Any], large: bool) -> None:
+        """Play a create; a `large` frame's (see `OFF_LOOP_CHARS`) is validated in a worker thread."""
         body = {k: v for k, v in frame.items() if k != "type"}
         stream_id = body.get("stream_id") if isinstance(body.get("stream_id"), str) else None
-        given = body.get("input")
-        try:
-            if isinstance(given, list) and len(given) > OFF_LOOP_ITEMS:  # validated in a worker thread
-                request = await asyncio.to_thread(CreateRequest.model_validate, body)
-            else:
-                request = CreateRequest.model_validate(body)
-        except ValidationError as e:
+        request = await asyncio.to_thread(_validated, body) if large else _validated(body)
+        if isinstance(request, EmulatorError):
             parent = body.get("previous_response_id")
             self._evict(parent if isinstance(parent, str) else None, stream_id)
-            await self._error(validation_error(e.errors(), body), stream_id)
+            await self._error(request, stream_id)
             return
         if request.background:
             await self._error(messages.background_over_socket(), stream_id)
@@ -399,10 +396,17 @@ def _prepend(body: dict[str, Any], steers: list[Steer]) -> CreateRequest:
     return CreateRequest.model_validate({**body, "input": [*(item for s in steers for item in s.items), *rest]})
 
 
-OFF_LOOP_CHARS = 256 * 2**10
-"""A frame this long or longer is parsed in a worker thread (as an HTTP body of as many bytes)."""
-OFF_LOOP_ITEMS = 1000
-"""A create whose input has more items than this is validated in a worker thread."""
+OFF_LOOP_CHARS = 16 * 2**10
+"""A frame this long or longer is parsed, and its create validated (long lists a step at a time,
+`wire.stepped`) and a refusal worded, in a worker thread, as an HTTP body of as many bytes."""
+
+
+def _validated(body: dict[str, Any]) -> CreateRequest | EmulatorError:
+    """A create's request, or the error that refuses it."""
+    try:
+        return CreateRequest.model_validate(body)
+    except ValidationError as e:
+        return validation_error(e.errors(), body)
 
 
 def _parsed(data: str) -> tuple[Any, EmulatorError | None]:

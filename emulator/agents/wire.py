@@ -21,6 +21,7 @@ from ptc_emulator.emulator.agents.mcp import McpApprovalResult, McpToolParam, ch
 from ptc_emulator.emulator.rules.contract import schema_problem
 from ptc_emulator.emulator.wire.items import OpenJSON, OpenModel, WireModel
 from ptc_emulator.emulator.wire.request import check_json
+from ptc_emulator.emulator.wire.stepped import stepped
 
 __all__ = [
     "MAX_SESSION_TOOLS_BYTES",
@@ -169,6 +170,7 @@ class AgentFields(_Checked):
     experimental: ExperimentalParam | None = None
 
     _check_metadata = field_validator("metadata")(_metadata)
+    _tools_stepped = field_validator("tools", mode="wrap")(stepped)
 
 
 class AgentCreate(AgentFields):
@@ -201,6 +203,8 @@ class InputMessage(WireModel):
     content: list[InputContent]
     type: Literal["message"] | None = None
 
+    _content_stepped = field_validator("content", mode="wrap")(stepped)
+
 
 class SpendControlParam(WireModel):
     """A session's spending limit: `limit` is required, and may be null (no limit)."""
@@ -224,6 +228,7 @@ class SessionCreate(_Checked):
     vault_ids: list[str] | None = None
 
     _check_metadata = field_validator("metadata")(_metadata)
+    _input_stepped = field_validator("input", mode="wrap")(stepped)
 
 
 class SessionAgentUpdate(WireModel):
@@ -231,6 +236,8 @@ class SessionAgentUpdate(WireModel):
     reasoning: ReasoningParam | None = None
     service_tier: ServiceTier | None = None
     tools: list[AgentToolParam] | None = None
+
+    _tools_stepped = field_validator("tools", mode="wrap")(stepped)
 
 
 class SessionUpdate(_Checked):
@@ -268,6 +275,8 @@ class MessageInput(WireModel):
     type: Literal["agent.session.input.message"]
     input: list[InputMessage] = Field(min_length=1)
 
+    _input_stepped = field_validator("input", mode="wrap")(stepped)
+
 
 class CancelInput(WireModel):
     type: Literal["agent.session.input.cancel"]
@@ -287,6 +296,8 @@ InputEvent: TypeAlias = Annotated[
 
 class EventsBody(_Checked):
     events: list[InputEvent] = Field(min_length=1)
+
+    _events_stepped = field_validator("events", mode="wrap")(stepped)
 
 
 # ---- objects ----------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import Annotated, Any, Literal, TypeAlias, TypeVar
 
-from pydantic import Discriminator, Field, Tag, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.wire.base import (
@@ -50,6 +50,7 @@ from ptc_emulator.emulator.wire.calls import (
     ShellCall,
     ShellCallOutput,
 )
+from ptc_emulator.emulator.wire.stepped import stepped
 
 __all__ = [
     "AdditionalToolsItem",
@@ -118,6 +119,8 @@ class Message(WireModel):
     id: str | None = None
     status: Literal["in_progress", "completed", "incomplete"] | None = None
     phase: Literal["commentary", "final_answer"] | None = None
+
+    _content_stepped = field_validator("content", mode="wrap")(stepped)
 
     def text(self) -> str:
         """The message's text: input_text and output_text parts joined, refusals included."""

@@ -10,6 +10,7 @@ from pydantic import StringConstraints, ValidationError, ValidatorFunctionWrapHa
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.wire.items import MAX_DEPTH, InputItem, OpenJSON, WireModel, check_depth
 from ptc_emulator.emulator.wire.known import known_count
+from ptc_emulator.emulator.wire.stepped import stepped
 from ptc_emulator.emulator.wire.tools import FunctionTool, ProgrammaticToolCalling, Tool, ToolChoice
 
 __all__ = [
@@ -87,12 +88,14 @@ class Conversational(WireModel):
         so that the errors name the items by their place in the input as sent."""
         known = known_count(value)
         if not known:
-            return handler(value)
+            return stepped(value, handler)
         try:
-            new = handler(list(value[known:]))
+            new = stepped(list(value[known:]), handler)
         except ValidationError:
-            return handler(value)
+            return stepped(list(value), handler)
         return [*value[:known], *new]
+
+    _tools_stepped = field_validator("tools", mode="wrap")(stepped)
 
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
@@ -179,6 +182,7 @@ class CreateRequest(Conversational):
     stream_id: str | None = None
 
     _metadata_limits = field_validator("metadata")(check_metadata)
+    _include_stepped = field_validator("include", mode="wrap")(stepped)
 
     @model_validator(mode="before")
     @classmethod
@@ -209,6 +213,8 @@ class CompactRequest(WireModel):
     image: OpenJSON | None = None
     safety_identifier: SafetyIdentifier | None = None
     """openai 3.60; echoed on the `CompactedResponse`."""
+
+    _input_stepped = field_validator("input", mode="wrap")(stepped)
 
     @model_validator(mode="before")
     @classmethod

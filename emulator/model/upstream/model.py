@@ -22,6 +22,7 @@ What the upstream gets wrong is the response's error in the OpenAI envelope (502
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +51,9 @@ __all__ = ["MAX_TURNS", "UpstreamModel", "UpstreamPlan"]
 
 MAX_TURNS = 16
 """Upstream turns one response may take (programs that end, each followed by another turn)."""
+CALLS_AT_ONCE = 200
+"""An answer's function calls made into items between two turns of the event loop: an answer of
+60,000 calls held the loop for a second or more."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -203,7 +207,9 @@ class _Play:
             return await self.runtime.run(item, seal, prepared, self.runner, self.emit)
         if answer.calls:
             calls = answer.calls[:1] if prepared.request.parallel_tool_calls is False else answer.calls
-            for call in calls:
+            for n, call in enumerate(calls):
+                if n and n % CALLS_AT_ONCE == 0:  # the loop serves other clients between runs of calls
+                    await asyncio.sleep(0)
                 await self._direct(call, taught)
             return False
         self.emit(self._message(answer.text))
