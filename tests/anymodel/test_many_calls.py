@@ -57,10 +57,10 @@ def checked(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     seen: dict[str, Any] = {"count": 0, "on": lambda n: None}
     real = Runtime.check_call
 
-    def check_call(self: Runtime, *args: Any, **kwargs: Any) -> None:
+    async def check_call(self: Runtime, *args: Any, **kwargs: Any) -> None:
         seen["count"] += 1
         seen["on"](seen["count"])
-        real(self, *args, **kwargs)
+        await real(self, *args, **kwargs)
 
     monkeypatch.setattr(Runtime, "check_call", check_call)
     yield seen
