@@ -4,7 +4,8 @@ the work (the test holds it on an event), health and a small create are answered
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -33,3 +34,35 @@ def others_answered_while_held(
     assert health.status_code == 200, health.text
     assert small.status_code == 200, small.text[:500]
     assert small.json()["output"][-1]["content"][0]["text"] == "small"
+
+
+class Held:
+    """Holds the first call that reaches `hold` (later ones pass) until the test releases it."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+
+    def hold(self) -> None:
+        with self._lock:
+            first = not self.entered.is_set()
+            self.entered.set()
+        if first:
+            assert self.release.wait(120), "never released"
+
+
+def while_held(server: EmulatorServer, held: Held, request: Callable[[httpx.Client], httpx.Response]) -> Any:
+    """`request` sent from another thread; once it is held, `others_answered_while_held`; then
+    its answer, which must be a 200, as JSON."""
+
+    def large() -> httpx.Response:
+        with httpx.Client(base_url=server.base_url, timeout=300) as client:
+            return request(client)
+
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(large)
+        others_answered_while_held(server, held.entered, held.release, pending)
+        reply = pending.result(timeout=300)
+    assert reply.status_code == 200, reply.text[:500]
+    return reply.json()

@@ -11,9 +11,7 @@ history, was read and checked on the loop).
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -22,7 +20,7 @@ import pytest
 from ptc_emulator.emulator.rules import checks, contract
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import program_message
-from tests.usage.held import others_answered_while_held
+from tests.usage.held import Held, while_held
 
 PTC = {"type": "programmatic_tool_calling"}
 VALUES = contract.OFF_LOOP_CHARS // 2  # a list of this many zeros is longer than OFF_LOOP_CHARS
@@ -39,38 +37,15 @@ def _tool(**schemas: Any) -> dict[str, Any]:
     }
 
 
-class _Held:
-    def __init__(self) -> None:
-        self.entered = threading.Event()
-        self.release = threading.Event()
-
-    def hold(self) -> None:
-        self.entered.set()
-        assert self.release.wait(120), "never released"
-
-
 @pytest.fixture
-def held() -> Iterator[_Held]:
-    holder = _Held()
+def held() -> Iterator[Held]:
+    holder = Held()
     yield holder
     holder.release.set()
 
 
-def _while_held(server: EmulatorServer, held: _Held, request: Callable[[httpx.Client], httpx.Response]) -> Any:
-    def large() -> httpx.Response:
-        with httpx.Client(base_url=server.base_url, timeout=300) as client:
-            return request(client)
-
-    with ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(large)
-        others_answered_while_held(server, held.entered, held.release, pending)
-        reply = pending.result(timeout=300)
-    assert reply.status_code == 200, reply.text[:500]
-    return reply.json()
-
-
 def test_a_long_output_in_a_replay_is_checked_off_the_loop(
-    make_server: Callable[..., EmulatorServer], held: _Held, monkeypatch: pytest.MonkeyPatch
+    make_server: Callable[..., EmulatorServer], held: Held, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = checks.check_output
 
@@ -95,12 +70,12 @@ def test_a_long_output_in_a_replay_is_checked_off_the_loop(
         "output": json.dumps([0] * VALUES),  # integers where the schema wants strings
     }
     replay = {"model": "m", "input": [question, *body["output"], answer], "tools": tools, "store": False}
-    reply = _while_held(server, held, lambda client: client.post("/responses", json=replay))
+    reply = while_held(server, held, lambda client: client.post("/responses", json=replay))
     assert reply["output"][-1]["content"][0]["text"] == str(VALUES)
 
 
 def test_a_program_calls_long_arguments_are_checked_off_the_loop(
-    make_server: Callable[..., EmulatorServer], held: _Held, monkeypatch: pytest.MonkeyPatch
+    make_server: Callable[..., EmulatorServer], held: Held, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = contract.check_call
 
@@ -113,6 +88,6 @@ def test_a_program_calls_long_arguments_are_checked_off_the_loop(
     server = make_server()
     code = f"const r = await tools.lookup({{q: new Array({VALUES}).fill(0)}}); text('sent');"
     create = {"model": "m", "input": program_message(code), "tools": [PTC, _tool()]}
-    reply = _while_held(server, held, lambda client: client.post("/responses", json=create))
+    reply = while_held(server, held, lambda client: client.post("/responses", json=create))
     (call,) = [item for item in reply["output"] if item["type"] == "function_call"]
     assert len(json.loads(call["arguments"])["q"]) == VALUES

@@ -12,9 +12,7 @@ stored; a continuation of that chain for 9 s while the chain was read back).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -23,24 +21,14 @@ import pytest
 from ptc_emulator.emulator.responses.engine import OFF_LOOP_ITEMS, Engine
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import PTC_TOOLS, program_message
-from tests.usage.held import others_answered_while_held
+from tests.usage.held import Held, while_held
 
 ITEMS = 2 * OFF_LOOP_ITEMS
 
 
-class _Held:
-    def __init__(self) -> None:
-        self.entered = threading.Event()
-        self.release = threading.Event()
-
-    def hold(self) -> None:
-        self.entered.set()
-        assert self.release.wait(120), "never released"
-
-
 @pytest.fixture
-def held() -> Iterator[_Held]:
-    holder = _Held()
+def held() -> Iterator[Held]:
+    holder = Held()
     yield holder
     holder.release.set()
 
@@ -49,21 +37,8 @@ def _long_input(text: str) -> list[dict[str, Any]]:
     return [{"role": "user", "content": "hi"}] * ITEMS + [{"role": "user", "content": program_message(text)}]
 
 
-def _while_held(server: EmulatorServer, held: _Held, request: Callable[[httpx.Client], httpx.Response]) -> Any:
-    def large() -> httpx.Response:
-        with httpx.Client(base_url=server.base_url, timeout=300) as client:
-            return request(client)
-
-    with ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(large)
-        others_answered_while_held(server, held.entered, held.release, pending)
-        reply = pending.result(timeout=300)
-    assert reply.status_code == 200, reply.text[:500]
-    return reply.json()
-
-
 def test_a_long_conversations_response_is_finished_and_stored_off_the_loop(
-    make_server: Callable[..., EmulatorServer], held: _Held, monkeypatch: pytest.MonkeyPatch
+    make_server: Callable[..., EmulatorServer], held: Held, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = Engine._keep
 
@@ -75,12 +50,12 @@ def test_a_long_conversations_response_is_finished_and_stored_off_the_loop(
     monkeypatch.setattr(Engine, "_keep", keep)
     server = make_server()
     body = {"model": "m", "input": _long_input("text('big')"), "tools": PTC_TOOLS}
-    done = _while_held(server, held, lambda client: client.post("/responses", json=body))
+    done = while_held(server, held, lambda client: client.post("/responses", json=body))
     assert done["output"][-1]["content"][0]["text"] == "big"
 
 
 def test_a_long_input_is_read_into_its_conversation_off_the_loop(
-    make_server: Callable[..., EmulatorServer], held: _Held, monkeypatch: pytest.MonkeyPatch
+    make_server: Callable[..., EmulatorServer], held: Held, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = Engine.attempt
 
@@ -92,12 +67,12 @@ def test_a_long_input_is_read_into_its_conversation_off_the_loop(
     monkeypatch.setattr(Engine, "attempt", attempt)
     server = make_server()
     body = {"model": "m", "input": _long_input("text('big')"), "tools": PTC_TOOLS, "store": False}
-    done = _while_held(server, held, lambda client: client.post("/responses", json=body))
+    done = while_held(server, held, lambda client: client.post("/responses", json=body))
     assert done["output"][-1]["content"][0]["text"] == "big"
 
 
 def test_a_continuation_reads_its_long_stored_chain_off_the_loop(
-    make_server: Callable[..., EmulatorServer], held: _Held, monkeypatch: pytest.MonkeyPatch
+    make_server: Callable[..., EmulatorServer], held: Held, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server = make_server()
     with httpx.Client(base_url=server.base_url, timeout=300) as client:
@@ -120,12 +95,12 @@ def test_a_continuation_reads_its_long_stored_chain_off_the_loop(
         "input": program_message("text('next')"),
         "tools": PTC_TOOLS,
     }
-    done = _while_held(server, held, lambda client: client.post("/responses", json=body))
+    done = while_held(server, held, lambda client: client.post("/responses", json=body))
     assert done["output"][-1]["content"][0]["text"] == "next"
 
 
 def test_a_long_inputs_tokens_are_counted_off_the_loop(
-    make_server: Callable[..., EmulatorServer], held: _Held, monkeypatch: pytest.MonkeyPatch
+    make_server: Callable[..., EmulatorServer], held: Held, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = Engine.count_tokens
 
@@ -137,5 +112,5 @@ def test_a_long_inputs_tokens_are_counted_off_the_loop(
     monkeypatch.setattr(Engine, "count_tokens", count_tokens)
     server = make_server()
     body = {"model": "m", "input": _long_input("text('big')")}
-    counted = _while_held(server, held, lambda client: client.post("/responses/input_tokens", json=body))
+    counted = while_held(server, held, lambda client: client.post("/responses/input_tokens", json=body))
     assert counted["input_tokens"] > ITEMS

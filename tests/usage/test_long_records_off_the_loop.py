@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -23,46 +22,17 @@ from ptc_emulator.emulator import jsonpieces
 from ptc_emulator.emulator.storage.sql import SqlConversations
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import PTC_TOOLS, program_message
-from tests.usage.held import others_answered_while_held
+from tests.usage.held import Held, while_held
 
 ITEMS = 3 * jsonpieces.PIECE
 """Enough items for a record's text to be read in pieces."""
 
 
-class _Held:
-    """Holds the first call that reaches `hold` (later ones pass) until released."""
-
-    def __init__(self) -> None:
-        self.entered = threading.Event()
-        self.release = threading.Event()
-        self._lock = threading.Lock()
-
-    def hold(self) -> None:
-        with self._lock:
-            first = not self.entered.is_set()
-            self.entered.set()
-        if first:
-            assert self.release.wait(120), "never released"
-
-
 @pytest.fixture
-def held() -> Iterator[_Held]:
-    holder = _Held()
+def held() -> Iterator[Held]:
+    holder = Held()
     yield holder
     holder.release.set()
-
-
-def _while_held(server: EmulatorServer, held: _Held, request: Callable[[httpx.Client], httpx.Response]) -> Any:
-    def large() -> httpx.Response:
-        with httpx.Client(base_url=server.base_url, timeout=300) as client:
-            return request(client)
-
-    with ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(large)
-        others_answered_while_held(server, held.entered, held.release, pending)
-        reply = pending.result(timeout=300)
-    assert reply.status_code == 200, reply.text[:500]
-    return reply.json()
 
 
 def _long_input(text: str) -> list[dict[str, Any]]:
@@ -83,12 +53,12 @@ def long_response(make_server: Callable[..., EmulatorServer]) -> tuple[EmulatorS
     return server, first.json()["id"]
 
 
-def _hold_between_pieces(held: _Held, monkeypatch: pytest.MonkeyPatch) -> None:
+def _hold_between_pieces(held: Held, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jsonpieces, "between", held.hold)
 
 
 def test_a_continuation_reads_its_long_record_a_piece_at_a_time(
-    long_response: tuple[EmulatorServer, str], held: _Held, monkeypatch: pytest.MonkeyPatch
+    long_response: tuple[EmulatorServer, str], held: Held, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server, previous = long_response
     _hold_between_pieces(held, monkeypatch)
@@ -98,32 +68,32 @@ def test_a_continuation_reads_its_long_record_a_piece_at_a_time(
         "input": program_message("text('next')"),
         "tools": PTC_TOOLS,
     }
-    done = _while_held(server, held, lambda client: client.post("/responses", json=body))
+    done = while_held(server, held, lambda client: client.post("/responses", json=body))
     assert done["output"][-1]["content"][0]["text"] == "next"
 
 
 def test_a_long_records_input_items_are_listed_off_the_loop(
-    long_response: tuple[EmulatorServer, str], held: _Held, monkeypatch: pytest.MonkeyPatch
+    long_response: tuple[EmulatorServer, str], held: Held, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server, response_id = long_response
     _hold_between_pieces(held, monkeypatch)
-    listed = _while_held(server, held, lambda client: client.get(f"/responses/{response_id}/input_items?limit=3"))
+    listed = while_held(server, held, lambda client: client.get(f"/responses/{response_id}/input_items?limit=3"))
     assert [item["content"][0]["text"] for item in listed["data"]][1:] == [f"hi {ITEMS - 1}", f"hi {ITEMS - 2}"]
     assert listed["has_more"] is True
 
 
 def test_a_long_record_is_retrieved_off_the_loop(
-    long_response: tuple[EmulatorServer, str], held: _Held, monkeypatch: pytest.MonkeyPatch
+    long_response: tuple[EmulatorServer, str], held: Held, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server, response_id = long_response
     _hold_between_pieces(held, monkeypatch)
-    retrieved = _while_held(server, held, lambda client: client.get(f"/responses/{response_id}"))
+    retrieved = while_held(server, held, lambda client: client.get(f"/responses/{response_id}"))
     assert retrieved["id"] == response_id
     assert retrieved["output"][-1]["content"][0]["text"] == "first"
 
 
 def test_a_long_conversations_items_are_listed_off_the_loop(
-    make_server: Callable[..., EmulatorServer], held: _Held, monkeypatch: pytest.MonkeyPatch
+    make_server: Callable[..., EmulatorServer], held: Held, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server = make_server()  # the SQLite store
     items = [{"type": "message", "role": "user", "content": f"hi {n}"} for n in range(ITEMS)]
@@ -141,17 +111,17 @@ def test_a_long_conversations_items_are_listed_off_the_loop(
         return real(self, conversation_id)
 
     monkeypatch.setattr(SqlConversations, "items", read)
-    listed = _while_held(server, held, lambda client: client.get(f"/conversations/{conversation}/items?limit=2"))
+    listed = while_held(server, held, lambda client: client.get(f"/conversations/{conversation}/items?limit=2"))
     assert [item["content"][0]["text"] for item in listed["data"]] == [f"hi {ITEMS - 1}", f"hi {ITEMS - 2}"]
     first_id = listed["data"][0]["id"]
     held.entered.clear()
     held.release.clear()
-    one = _while_held(server, held, lambda client: client.get(f"/conversations/{conversation}/items/{first_id}"))
+    one = while_held(server, held, lambda client: client.get(f"/conversations/{conversation}/items/{first_id}"))
     assert one["id"] == first_id
 
 
 def test_a_long_windows_compaction_is_rendered_a_piece_at_a_time(
-    make_server: Callable[..., EmulatorServer], held: _Held, monkeypatch: pytest.MonkeyPatch
+    make_server: Callable[..., EmulatorServer], held: Held, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The compaction of a long window returns its user messages (thousands of items): its JSON
     text is written a piece at a time in the worker thread that made it, not encoded value by
@@ -159,13 +129,13 @@ def test_a_long_windows_compaction_is_rendered_a_piece_at_a_time(
     server = make_server()
     _hold_between_pieces(held, monkeypatch)
     body = {"model": "m", "input": _long_input("text('first')")}
-    compacted = _while_held(server, held, lambda client: client.post("/responses/compact", json=body))
+    compacted = while_held(server, held, lambda client: client.post("/responses/compact", json=body))
     texts = [item["content"][0]["text"] for item in compacted["output"] if item.get("role") == "user"]
     assert texts[:2] == ["hi 0", "hi 1"] and len(texts) > ITEMS
 
 
 def test_a_long_create_body_is_parsed_a_piece_at_a_time(
-    make_server: Callable[..., EmulatorServer], held: _Held, monkeypatch: pytest.MonkeyPatch
+    make_server: Callable[..., EmulatorServer], held: Held, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A create body of many items (here no stored history and `store: false`: nothing else reads
     pieces) is parsed a piece at a time in its worker thread, not in one `json.loads` call that
@@ -195,5 +165,5 @@ def test_a_long_create_body_is_parsed_a_piece_at_a_time(
         + [{"role": "user", "content": program_message("text('long')")}],
         "tools": PTC_TOOLS,
     }
-    done = _while_held(server, held, lambda client: client.post("/responses", json=body))
+    done = while_held(server, held, lambda client: client.post("/responses", json=body))
     assert done["output"][-1]["content"][0]["text"] == "long"
