@@ -218,7 +218,7 @@ class Engine:
         try:
             thread = checks.check_request(request)
             previous = request.previous_response_id
-            history, cursor = self.history.continuing(previous, local, scope) if previous else ([], cursor)
+            history, cursor = self.history.continuing(previous, local, scope) if previous is not None else ([], cursor)
             version = None
             if thread is not None:
                 version, history = self.conversations.versioned_history(thread, scope)
@@ -459,7 +459,7 @@ class Engine:
         """`POST /v1/responses/compact`: the window's user messages, then one compaction item that
         stands for the whole window (`rules/compaction.py`). Nothing is stored."""
         previous = request.previous_response_id
-        history = self.history.load(previous, scope=scope) if previous else []
+        history = self.history.load(previous, scope=scope) if previous is not None else []
         items = [*history, *self.history.input(request, scope)]
         if not items:
             raise messages.nothing_to_compact()
@@ -540,7 +540,7 @@ class Engine:
         previous = request.previous_response_id
         history = self.conversations.history(thread, scope) if thread is not None else []
         items = [
-            *(self.history.load(previous, scope=scope) if previous else history),
+            *(self.history.load(previous, scope=scope) if previous is not None else history),
             *self.history.input(request, scope),
         ]
         counted = usage(

@@ -176,6 +176,22 @@ def test_unknown_previous_response_id(client: openai.OpenAI) -> None:
     assert error.body["param"] == "previous_response_id"  # type: ignore[index]
 
 
+@pytest.mark.parametrize("route", ["create", "input_tokens", "compact"])
+def test_an_empty_previous_response_id_is_not_found(client: openai.OpenAI, route: str) -> None:
+    """An empty id names no response: it is refused as any unknown id is, never taken for no id at
+    all (a client that lost its id would otherwise start over, silently, with no history)."""
+    calls = {
+        "create": lambda: client.responses.create(model="m", previous_response_id="", input=PROGRAM, tools=PTC_TOOLS),
+        "input_tokens": lambda: client.responses.input_tokens.count(model="m", previous_response_id="", input="hi"),
+        "compact": lambda: client.responses.compact(model="m", previous_response_id="", input="hi"),
+    }
+    with pytest.raises(openai.BadRequestError) as caught:
+        calls[route]()
+    assert caught.value.code == "previous_response_not_found"
+    assert caught.value.message == "Error code: 400 - Previous response with id '' not found."
+    assert caught.value.body["param"] == "previous_response_id"  # type: ignore[index]
+
+
 def test_previous_response_id_of_a_store_false_response(client: openai.OpenAI) -> None:
     """store:false keeps nothing, so it cannot be continued by id (only by replaying items)."""
     response = client.responses.create(model="m", input=PROGRAM, tools=PTC_TOOLS, store=False)
