@@ -125,12 +125,26 @@ def validation_error(errors: Sequence[Any], body: Any) -> InvalidRequest:
     if kind in ("greater_than_equal", "greater_than"):  # and of a number's lower bound
         least = bound.get("ge", bound.get("gt"))
         sign = ">=" if kind == "greater_than_equal" else ">"
-        number = "integer" if isinstance(value, int) else "decimal"
-        return messages.below_minimum(param, number, sign, least, value)
+        return messages.below_minimum(param, _number(least), sign, _shown(least), value)
+    if kind in ("less_than_equal", "less_than"):  # and of its upper bound
+        most = bound.get("le", bound.get("lt"))
+        sign = "<=" if kind == "less_than_equal" else "<"
+        return messages.above_maximum(param, _number(most), sign, _shown(most), value)
     message = str(error.get("msg", "invalid value"))
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
     return messages.invalid_reason(param or "body", message, param or None)
+
+
+def _number(bound: object) -> str:
+    """How the hosted API names a bounded number: by its parameter's type, which the bound is
+    written in (`ge=16` for an integer, `le=2.0` for a decimal), not by the value sent."""
+    return "decimal" if isinstance(bound, float) else "integer"
+
+
+def _shown(bound: object) -> object:
+    """A bound as the hosted message prints it: `2`, not `2.0`."""
+    return int(bound) if isinstance(bound, float) and bound.is_integer() else bound
 
 
 def error_response(error: EmulatorError) -> JSONResponse:

@@ -339,11 +339,23 @@ def string_too_long(param: str, max_length: object, length: object) -> InvalidRe
 
 @error(REQUEST, number="integer", sign=">=", least=1, value=0)
 def below_minimum(param: str, number: str, sign: str, least: object, value: object) -> InvalidRequest:
-    """A number below its lower bound (`number`: `integer` or `decimal`; `sign`: `>=` or `>`)."""
+    """A number below its lower bound (`number`: `integer` or `decimal`; `sign`: `>=` or `>`): a
+    listing's `limit`, `max_output_tokens` (16), `temperature`, `top_p`, `top_logprobs` (0)."""
     return InvalidRequest(
         f"Invalid '{param}': {number} below minimum value. Expected a value {sign} {least}, but got {value} instead.",
         param=param,
         code=f"{number}_below_min_value",
+    )
+
+
+@error(REQUEST, number="decimal", sign="<=", most=2, value=5)
+def above_maximum(param: str, number: str, sign: str, most: object, value: object) -> InvalidRequest:
+    """A number above its upper bound (`number`: `integer` or `decimal`; `sign`: `<=` or `<`):
+    `temperature`, `top_p`, `top_logprobs`."""
+    return InvalidRequest(
+        f"Invalid '{param}': {number} above maximum value. Expected a value {sign} {most}, but got {value} instead.",
+        param=param,
+        code=f"{number}_above_max_value",
     )
 
 

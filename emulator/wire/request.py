@@ -5,7 +5,14 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import StringConstraints, ValidationError, ValidatorFunctionWrapHandler, field_validator, model_validator
+from pydantic import (
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.wire.items import MAX_DEPTH, InputItem, OpenJSON, WireModel, check_depth
@@ -160,7 +167,8 @@ class CreateRequest(Conversational):
     include: list[Includable] | None = None
     metadata: dict[str, str] | None = None
     max_tool_calls: int | None = None
-    max_output_tokens: int | None = None
+    max_output_tokens: Annotated[int, Field(ge=16)] | None = None
+    """The hosted bound: below 16 is `integer_below_min_value`."""
     background: bool | None = None
     background_options: BackgroundOptions | None = None
     user: str | None = None
@@ -168,9 +176,12 @@ class CreateRequest(Conversational):
     prompt_cache_key: str | None = None
     prompt_cache_options: OpenJSON | None = None
     prompt_cache_retention: str | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    top_logprobs: int | None = None
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
+    """"between 0 and 2" (the SDK's docstring), refused outside it as the hosted API refuses it."""
+    top_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    """A probability mass: 0 to 1."""
+    top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+    """"An integer between 0 and 20" (the SDK's docstring)."""
     service_tier: str | None = None
     prompt: OpenJSON | None = None
     context_management: list[OpenJSON] | None = None

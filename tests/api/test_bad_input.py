@@ -188,6 +188,52 @@ def test_wrong_types_name_the_parameter(http: httpx.Client, body: dict[str, Any]
 
 
 @pytest.mark.parametrize(
+    ("field", "value", "message", "code"),
+    [
+        ("temperature", 5, "decimal above maximum value. Expected a value <= 2, but got 5", "decimal_above_max_value"),
+        (
+            "temperature",
+            -0.5,
+            "decimal below minimum value. Expected a value >= 0, but got -0.5",
+            "decimal_below_min_value",
+        ),
+        ("top_p", 1.5, "decimal above maximum value. Expected a value <= 1, but got 1.5", "decimal_above_max_value"),
+        (
+            "top_logprobs",
+            21,
+            "integer above maximum value. Expected a value <= 20, but got 21",
+            "integer_above_max_value",
+        ),
+        (
+            "top_logprobs",
+            -1,
+            "integer below minimum value. Expected a value >= 0, but got -1",
+            "integer_below_min_value",
+        ),
+        (
+            "max_output_tokens",
+            10,
+            "integer below minimum value. Expected a value >= 16, but got 10",
+            "integer_below_min_value",
+        ),
+    ],
+)
+def test_numbers_out_of_their_hosted_range_are_refused(
+    http: httpx.Client, field: str, value: object, message: str, code: str
+) -> None:
+    """A sampling or length setting the hosted API refuses is not taken, echoed and ignored."""
+    response = post(http, js_request("text('hi')", **{field: value}))
+    assert_envelope(response, 400, f"Invalid '{field}': {message} instead.", param=field, code=code)
+
+
+@pytest.mark.parametrize("fields", [{"temperature": 2, "top_p": 0, "top_logprobs": 20, "max_output_tokens": 16}])
+def test_numbers_at_their_hosted_bounds_are_taken(http: httpx.Client, fields: dict[str, Any]) -> None:
+    response = post(http, js_request("text('hi')", **fields))
+    assert response.status_code == 200, response.text[:300]
+    assert {k: response.json()[k] for k in fields} == fields
+
+
+@pytest.mark.parametrize(
     ("body", "param", "value"),
     [
         ({"model": "m", "input": [{"type": "banana"}]}, "input[0].type", "banana"),

@@ -1974,6 +1974,11 @@ def _(c: Context) -> object:
     return c.http.get("/v1/responses/resp_nope/input_items", params={"limit": 0})
 
 
+@trigger("above_maximum")
+def _(c: Context) -> object:
+    return c.create(input="hi", temperature=5)
+
+
 @trigger("invalid_reason")
 def _(c: Context) -> object:
     return c.create(input="hi", metadata={"k": "v" * 513})
