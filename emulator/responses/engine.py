@@ -70,6 +70,21 @@ def _resumes(conv: Conversation) -> bool:
     return conv.open_program is not None and conv.open_index < conv.new_from
 
 
+_HISTORY_PARAM = "previous_response_id"
+"""What the rules name an item of the stored history by (`rules.conversation`, `tools.toolset`, ...)."""
+
+
+def _named_by_conversation(error: EmulatorError, request: CreateRequest) -> None:
+    """Name a refused item of a conversation's history by `conversation`: the rules name a history
+    item by `previous_response_id`, which a request continuing a conversation cannot have sent
+    (the two are refused together)."""
+    param = error.param
+    if request.conversation is None or param is None or not param.startswith(_HISTORY_PARAM):
+        return
+    if param[len(_HISTORY_PARAM) : len(_HISTORY_PARAM) + 1] in ("", ".", "["):
+        error.param = "conversation" + param[len(_HISTORY_PARAM) :]
+
+
 def _with(expanded: Expanded | None, conv: Conversation) -> Conversation:
     """`conv`, told what a compaction item read back in it changed (`Expanded`)."""
     if expanded is not None:
@@ -269,6 +284,7 @@ class Engine:
                 continues=continues,
             )
         except EmulatorError as e:
+            _named_by_conversation(e, request)
             # What the model knew when it refused, once it had chosen what plays (the journal's).
             return Refused(e, trace if trace.scenario is not None else None)
 

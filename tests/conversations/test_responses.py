@@ -35,6 +35,27 @@ def kinds(client: openai.OpenAI, conversation: str) -> list[str]:
     return [item.type for item in client.conversations.items.list(conversation, order="asc", limit=100)]
 
 
+@pytest.mark.parametrize("conversation", ["id", "object"])
+def test_a_refused_item_of_the_conversation_is_named_by_the_conversation(
+    conversations_sdk: openai.OpenAI, conversation: str
+) -> None:
+    """A request that continues a conversation sent no `previous_response_id`: an item of the
+    conversation it is refused for is named by `conversation`, the parameter that brought it."""
+    paused = conversations_sdk.responses.create(model="m", input=js(ADD), tools=PTC_TOOLS, store=False)
+    program, call = paused.output
+    forged = {**program.model_dump(exclude_none=True), "code": "text('forged')"}
+    conv = conversations_sdk.conversations.create(
+        items=[{"role": "user", "content": js(ADD)}, forged, call.model_dump(exclude_none=True)]  # type: ignore[list-item]
+    )
+    given = conv.id if conversation == "id" else {"id": conv.id}
+    with pytest.raises(openai.BadRequestError) as caught:
+        conversations_sdk.responses.create(
+            model="m", conversation=given, input=answer_all(paused, arithmetic), tools=PTC_TOOLS
+        )
+    assert caught.value.code == "invalid_fingerprint"
+    assert caught.value.body["param"] == "conversation.code"  # type: ignore[index]
+
+
 def test_a_program_pauses_and_resumes_through_the_conversation(
     conversations_sdk: openai.OpenAI, client_version: ClientVersion
 ) -> None:
