@@ -231,26 +231,26 @@ class RecordingProxy:
                 async for chunk in reply.aiter_bytes():
                     if events is not None:
                         for event in events.feed(chunk):
-                            self._event(event, create if ok else None)
+                            await self._event(event, create if ok else None)
                     else:
                         chunks.append(chunk)
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except httpx.HTTPError as e:
                 log.warning("the upstream's answer broke off: %s", e)
             if events is None and ok:
-                self._event({"type": "response.completed", "response": _json(b"".join(chunks))}, create)
+                await self._event({"type": "response.completed", "response": _json(b"".join(chunks))}, create)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             await reply.aclose()
 
-    def _event(self, event: dict[str, Any], create: dict[str, Any] | None) -> None:
+    async def _event(self, event: dict[str, Any], create: dict[str, Any] | None) -> None:
         """Note the ids of a response event; record the exchange its terminal event ends."""
         response = event.get("response")
         if not isinstance(response, dict) or response.get("object") != "response":
             return
         self._note_ids(response)
         if create is not None and event.get("type") in TERMINAL:
-            self._record(create, response)
+            await self._record(create, response)
 
     # ---- WebSocket ----------------------------------------------------------------------------------
 
@@ -328,7 +328,7 @@ class RecordingProxy:
                 text = data if isinstance(data, str) else data.decode("utf-8", "replace")
                 event = _json(text.encode("utf-8"))
                 if isinstance(event, dict):
-                    self._socket_event(event, pending)  # before the client has it (see _forward_http)
+                    await self._socket_event(event, pending)  # before the client has it (see _forward_http)
                 await websocket.send_text(text)
 
         tasks = [asyncio.ensure_future(client_to_upstream()), asyncio.ensure_future(upstream_to_client())]
@@ -345,13 +345,13 @@ class RecordingProxy:
             with contextlib.suppress(Exception):
                 await websocket.close(code if code and code != 1005 else 1000)
 
-    def _socket_event(self, event: dict[str, Any], pending: deque[dict[str, Any]]) -> None:
+    async def _socket_event(self, event: dict[str, Any], pending: deque[dict[str, Any]]) -> None:
         response = event.get("response")
         if event.get("type") in TERMINAL and isinstance(response, dict):
             self._note_ids(response)
             create = _take(pending, event.get("stream_id"), response.get("previous_response_id"))
             if create is not None:
-                self._record(create, response)
+                await self._record(create, response)
         elif event.get("type") == "response.created" and isinstance(response, dict):
             self._note_ids(response)
         elif event.get("type") == "error" and "sequence_number" not in event and pending:
@@ -369,8 +369,8 @@ class RecordingProxy:
         while len(self.upstream_ids) > _KEEP_IDS:
             self.upstream_ids.popitem(last=False)
 
-    def _record(self, create: dict[str, Any], response: dict[str, Any]) -> None:
-        self.recorder.exchange(create, response, response.get("model") or create.get("model"))
+    async def _record(self, create: dict[str, Any], response: dict[str, Any]) -> None:
+        await self.recorder.exchange(create, response, response.get("model") or create.get("model"))
 
 
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]{1,128}")
