@@ -226,19 +226,22 @@ class RecordingProxy:
             # continues the moment it has the response finds its ids known and its recording made.
             ok = reply.status_code == 200
             events = _SSE() if reply.headers.get("content-type", "").startswith("text/event-stream") else None
-            chunks: list[bytes] = []
+            kept = _Kept()
             try:
                 async for chunk in reply.aiter_bytes():
                     if events is not None:
-                        for event in events.feed(chunk):
-                            await self._event(event, create if ok else None)
-                    else:
-                        chunks.append(chunk)
+                        for data in events.feed(chunk):
+                            event = await _parsed(data)
+                            if isinstance(event, dict):
+                                await self._event(event, create if ok else None)
+                    elif ok:
+                        kept.add(chunk)
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except httpx.HTTPError as e:
                 log.warning("the upstream's answer broke off: %s", e)
-            if events is None and ok:
-                await self._event({"type": "response.completed", "response": _json(b"".join(chunks))}, create)
+            if events is None and ok and kept.whole:
+                response = await _parsed(bytes(kept.data))
+                await self._event({"type": "response.completed", "response": response}, create)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             await reply.aclose()
@@ -418,23 +421,78 @@ def _take(
     return None
 
 
-class _SSE:
-    """The JSON events of an SSE stream, parsed as its bytes pass through."""
+KEPT_BYTES = 16 * 2**20
+"""The most of one upstream answer (a whole body, or one SSE event) the proxy keeps to note its
+ids and record it; a larger one is passed to the client all the same, but not recorded (the log
+says so). Without a bound, 300 MB of answer were held, and joined and parsed on the event loop."""
+
+_OFF_LOOP_BYTES = 256 * 2**10
+"""An upstream answer (or event) at least this long is parsed in a worker thread."""
+
+
+class _Kept:
+    """A whole answer's bytes, up to `KEPT_BYTES`."""
 
     def __init__(self) -> None:
-        self.buffer = b""
+        self.data = bytearray()
+        self.whole = True
 
-    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
-        """The events this chunk completes."""
+    def add(self, chunk: bytes) -> None:
+        if not self.whole:
+            return
+        if len(self.data) + len(chunk) > KEPT_BYTES:
+            self.whole, self.data = False, bytearray()
+            log.warning("the upstream's answer is larger than %d bytes: passed on, not recorded", KEPT_BYTES)
+            return
+        self.data += chunk
+
+
+class _SSE:
+    """The data of an SSE stream's events, taken as its bytes pass through (an event of more than
+    `KEPT_BYTES` is passed on, not read)."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self.searched = 0
+        """How much of the buffer holds no event's end (each byte is looked at once)."""
+        self.skipping = False
+        """Within an event too long to keep: its bytes are dropped until it ends."""
+        self.pending_cr = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The data of each event this chunk completes."""
+        if self.pending_cr:
+            chunk = b"\r" + chunk
+        self.pending_cr = chunk.endswith(b"\r")
+        if self.pending_cr:
+            chunk = chunk[:-1]
         self.buffer += chunk.replace(b"\r\n", b"\n")
-        events = []
-        while b"\n\n" in self.buffer:
-            block, self.buffer = self.buffer.split(b"\n\n", 1)
+        found = []
+        while (end := self.buffer.find(b"\n\n", max(self.searched - 1, 0))) >= 0:
+            block = bytes(self.buffer[:end])
+            del self.buffer[: end + 2]
+            self.searched = 0
+            if self.skipping:
+                self.skipping = False
+                continue
             data = b"\n".join(line[5:].lstrip(b" ") for line in block.split(b"\n") if line.startswith(b"data:"))
-            event = _json(data) if data else None
-            if isinstance(event, dict):
-                events.append(event)
-        return events
+            if data:
+                found.append(data)
+        self.searched = len(self.buffer)
+        if len(self.buffer) > KEPT_BYTES:
+            if not self.skipping:
+                log.warning("an upstream event is larger than %d bytes: passed on, not recorded", KEPT_BYTES)
+            self.skipping = True
+            keep = self.buffer[-1:]  # an event's end may straddle this chunk and the next
+            self.buffer, self.searched = bytearray(keep), 0
+        return found
+
+
+async def _parsed(data: bytes) -> Any:
+    """`_json`, in a worker thread for a long text."""
+    if len(data) >= _OFF_LOOP_BYTES:
+        return await asyncio.to_thread(_json, data)
+    return _json(data)
 
 
 def _json(body: bytes) -> Any:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from ptc_emulator.api import proxy
 from ptc_emulator.emulator.model.scripted import recorder as recording
 from tests.recording.recording_support import client, recorder, upstream
 from tests.usage.held import Held, others_answered_while_held
@@ -49,3 +50,41 @@ def test_a_recording_is_written_off_the_loop(held: Held, tmp_path: Path) -> None
             answer = pending.result(timeout=120)
             assert answer.output_text == "pong"
             assert [p.name for p in directory.glob("*.yaml")] != []
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_long_upstream_answer_is_read_off_the_loop(
+    stream: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The recording proxy reads each answer it passes on (its ids, what to record): a long one
+    (a whole body, or a streamed terminal event) was joined and parsed on the event loop."""
+    holder = Held()
+    real = proxy._json
+
+    def parse(body: bytes) -> Any:
+        if len(body) >= proxy._OFF_LOOP_BYTES:
+            holder.hold()
+        return real(body)
+
+    monkeypatch.setattr(proxy, "_json", parse)
+    long = {"name": "long", "match": {"input": "^long$"}, "turns": [{"message": "x" * proxy._OFF_LOOP_BYTES}]}
+    try:
+        with upstream(tmp_path) as real_service:
+            real_service.add_scenario(long)
+            with (
+                recorder(tmp_path, real_service.server_url, tmp_path / "recordings") as rec,
+                ThreadPoolExecutor(1) as pool,
+            ):
+
+                def ask() -> str:
+                    if not stream:
+                        return client(rec).responses.create(model="m", input="long").output_text
+                    with client(rec).responses.stream(model="m", input="long") as events:
+                        return events.get_final_response().output_text
+
+                pending = pool.submit(ask)
+                server = SimpleNamespace(base_url=rec.server_url)
+                others_answered_while_held(server, holder.entered, holder.release, pending)  # type: ignore[arg-type]
+                assert pending.result(timeout=120) == long["turns"][0]["message"]
+    finally:
+        holder.release.set()
