@@ -252,12 +252,11 @@ WATCH_S = 0.25
 
 
 async def _watch(files: ScenarioFiles) -> None:
-    """`--watch`: reload the scenario files when they change. The files are read off the event
-    loop; the registry is replaced on it, between requests."""
+    """`--watch`: reload the scenario files when they change. The files are read and parsed off
+    the event loop; the registry is replaced on it, between requests."""
     while True:
         await asyncio.sleep(WATCH_S)
-        if await asyncio.to_thread(files.changed):
-            files.check()
+        await files.recheck()
 
 
 def _record(app: FastAPI, state: AppState) -> None:

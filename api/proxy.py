@@ -226,31 +226,34 @@ class RecordingProxy:
             # continues the moment it has the response finds its ids known and its recording made.
             ok = reply.status_code == 200
             events = _SSE() if reply.headers.get("content-type", "").startswith("text/event-stream") else None
-            chunks: list[bytes] = []
+            kept = _Kept()
             try:
                 async for chunk in reply.aiter_bytes():
                     if events is not None:
-                        for event in events.feed(chunk):
-                            self._event(event, create if ok else None)
-                    else:
-                        chunks.append(chunk)
+                        for data in events.feed(chunk):
+                            event = await _parsed(data)
+                            if isinstance(event, dict):
+                                await self._event(event, create if ok else None)
+                    elif ok:
+                        kept.add(chunk)
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except httpx.HTTPError as e:
                 log.warning("the upstream's answer broke off: %s", e)
-            if events is None and ok:
-                self._event({"type": "response.completed", "response": _json(b"".join(chunks))}, create)
+            if events is None and ok and kept.whole:
+                response = await _parsed(bytes(kept.data))
+                await self._event({"type": "response.completed", "response": response}, create)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             await reply.aclose()
 
-    def _event(self, event: dict[str, Any], create: dict[str, Any] | None) -> None:
+    async def _event(self, event: dict[str, Any], create: dict[str, Any] | None) -> None:
         """Note the ids of a response event; record the exchange its terminal event ends."""
         response = event.get("response")
         if not isinstance(response, dict) or response.get("object") != "response":
             return
         self._note_ids(response)
         if create is not None and event.get("type") in TERMINAL:
-            self._record(create, response)
+            await self._record(create, response)
 
     # ---- WebSocket ----------------------------------------------------------------------------------
 
@@ -328,7 +331,7 @@ class RecordingProxy:
                 text = data if isinstance(data, str) else data.decode("utf-8", "replace")
                 event = _json(text.encode("utf-8"))
                 if isinstance(event, dict):
-                    self._socket_event(event, pending)  # before the client has it (see _forward_http)
+                    await self._socket_event(event, pending)  # before the client has it (see _forward_http)
                 await websocket.send_text(text)
 
         tasks = [asyncio.ensure_future(client_to_upstream()), asyncio.ensure_future(upstream_to_client())]
@@ -345,13 +348,13 @@ class RecordingProxy:
             with contextlib.suppress(Exception):
                 await websocket.close(code if code and code != 1005 else 1000)
 
-    def _socket_event(self, event: dict[str, Any], pending: deque[dict[str, Any]]) -> None:
+    async def _socket_event(self, event: dict[str, Any], pending: deque[dict[str, Any]]) -> None:
         response = event.get("response")
         if event.get("type") in TERMINAL and isinstance(response, dict):
             self._note_ids(response)
             create = _take(pending, event.get("stream_id"), response.get("previous_response_id"))
             if create is not None:
-                self._record(create, response)
+                await self._record(create, response)
         elif event.get("type") == "response.created" and isinstance(response, dict):
             self._note_ids(response)
         elif event.get("type") == "error" and "sequence_number" not in event and pending:
@@ -369,8 +372,8 @@ class RecordingProxy:
         while len(self.upstream_ids) > _KEEP_IDS:
             self.upstream_ids.popitem(last=False)
 
-    def _record(self, create: dict[str, Any], response: dict[str, Any]) -> None:
-        self.recorder.exchange(create, response, response.get("model") or create.get("model"))
+    async def _record(self, create: dict[str, Any], response: dict[str, Any]) -> None:
+        await self.recorder.exchange(create, response, response.get("model") or create.get("model"))
 
 
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]{1,128}")
@@ -418,23 +421,78 @@ def _take(
     return None
 
 
-class _SSE:
-    """The JSON events of an SSE stream, parsed as its bytes pass through."""
+KEPT_BYTES = 16 * 2**20
+"""The most of one upstream answer (a whole body, or one SSE event) the proxy keeps to note its
+ids and record it; a larger one is passed to the client all the same, but not recorded (the log
+says so). Without a bound, 300 MB of answer were held, and joined and parsed on the event loop."""
+
+_OFF_LOOP_BYTES = 256 * 2**10
+"""An upstream answer (or event) at least this long is parsed in a worker thread."""
+
+
+class _Kept:
+    """A whole answer's bytes, up to `KEPT_BYTES`."""
 
     def __init__(self) -> None:
-        self.buffer = b""
+        self.data = bytearray()
+        self.whole = True
 
-    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
-        """The events this chunk completes."""
+    def add(self, chunk: bytes) -> None:
+        if not self.whole:
+            return
+        if len(self.data) + len(chunk) > KEPT_BYTES:
+            self.whole, self.data = False, bytearray()
+            log.warning("the upstream's answer is larger than %d bytes: passed on, not recorded", KEPT_BYTES)
+            return
+        self.data += chunk
+
+
+class _SSE:
+    """The data of an SSE stream's events, taken as its bytes pass through (an event of more than
+    `KEPT_BYTES` is passed on, not read)."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self.searched = 0
+        """How much of the buffer holds no event's end (each byte is looked at once)."""
+        self.skipping = False
+        """Within an event too long to keep: its bytes are dropped until it ends."""
+        self.pending_cr = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The data of each event this chunk completes."""
+        if self.pending_cr:
+            chunk = b"\r" + chunk
+        self.pending_cr = chunk.endswith(b"\r")
+        if self.pending_cr:
+            chunk = chunk[:-1]
         self.buffer += chunk.replace(b"\r\n", b"\n")
-        events = []
-        while b"\n\n" in self.buffer:
-            block, self.buffer = self.buffer.split(b"\n\n", 1)
+        found = []
+        while (end := self.buffer.find(b"\n\n", max(self.searched - 1, 0))) >= 0:
+            block = bytes(self.buffer[:end])
+            del self.buffer[: end + 2]
+            self.searched = 0
+            if self.skipping:
+                self.skipping = False
+                continue
             data = b"\n".join(line[5:].lstrip(b" ") for line in block.split(b"\n") if line.startswith(b"data:"))
-            event = _json(data) if data else None
-            if isinstance(event, dict):
-                events.append(event)
-        return events
+            if data:
+                found.append(data)
+        self.searched = len(self.buffer)
+        if len(self.buffer) > KEPT_BYTES:
+            if not self.skipping:
+                log.warning("an upstream event is larger than %d bytes: passed on, not recorded", KEPT_BYTES)
+            self.skipping = True
+            keep = self.buffer[-1:]  # an event's end may straddle this chunk and the next
+            self.buffer, self.searched = bytearray(keep), 0
+        return found
+
+
+async def _parsed(data: bytes) -> Any:
+    """`_json`, in a worker thread for a long text."""
+    if len(data) >= _OFF_LOOP_BYTES:
+        return await asyncio.to_thread(_json, data)
+    return _json(data)
 
 
 def _json(body: bytes) -> Any:

@@ -41,6 +41,10 @@ def load_trace(path: Path) -> bytes:
         return _page(path, text)
     except RecursionError as error:
         raise TraceError(f"{path}: not a ptc-emulator trace (nested too deep)") from error
+    except UnicodeEncodeError as error:  # a JSON escape such as "\\ud800" makes a lone surrogate
+        raise TraceError(
+            f"{path}: not a ptc-emulator trace (a lone surrogate in a string: not valid Unicode)"
+        ) from error
 
 
 MAX_TRACE_BYTES = 256 * 2**20

@@ -303,7 +303,7 @@ async def _forget(state: Any, scope: str | None) -> tuple[int, int]:
     # The scenario files are read again: an edited, added or removed file is served from now on
     # (a file that cannot be used leaves the previous ones, and the log says why).
     if state.scenario_files is not None:
-        state.scenario_files.check()
+        await state.scenario_files.recheck()
     state.store.scenarios.clear(scope)
     _clear_kept_hosted(state.store, scope)
     removed, cleared = state.scenarios.clear(scope), state.journal.clear(scope)

@@ -56,7 +56,7 @@ class Fallback:
         if self.recorder is not None:
             request = prepared.request.model_dump(mode="json", exclude_none=True, by_alias=True)
             response = {"id": prepared.response_id, "status": "completed", "output": output}
-            self.recorder.exchange(request, response, plan.author)
+            await self.recorder.exchange(request, response, plan.author)
         return output
 
     async def aclose(self) -> None:

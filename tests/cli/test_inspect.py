@@ -124,3 +124,18 @@ def test_a_trace_holding_an_integer_python_will_not_read_is_one_line_not_a_trace
         assert done.stderr.strip() == f"ptc-emulator: {path}: {said}" + (
             " (an integer of more than 4300 digits)" if said == "not JSON" else ": an integer of more than 4300 digits)"
         )
+
+
+def test_a_trace_holding_a_lone_surrogate_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """A JSON escape such as `"\\ud800"` reads as a string no page can carry: `inspect` printed the
+    UnicodeEncodeError's traceback, for a journal's JSON and a trace page alike."""
+    journal = tmp_path / "journal.json"
+    journal.write_text('{"journal": [{"id": "\\ud800"}]}', encoding="utf-8")
+    page = tmp_path / "trace.html"
+    page.write_text('<script type="application/json" id="ptc-trace">{"title": "\\udfff", "conversations": []}</script>')
+    for path in (journal, page):
+        done = run("inspect", str(path), timeout=60)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+        assert done.stderr.strip() == (
+            f"ptc-emulator: {path}: not a ptc-emulator trace (a lone surrogate in a string: not valid Unicode)"
+        )

@@ -15,6 +15,7 @@ import yaml
 
 from ptc_emulator.api.cli import main
 from ptc_emulator.api.settings import bundled_fixtures
+from ptc_emulator.emulator.model.scripted.scenario import MAX_YAML_NODES
 from tests.cli.test_cli import CLI, run
 from tests.unit import test_scenario_loader as loader_tests
 
@@ -54,6 +55,13 @@ def malformed() -> list[tuple[str, str, str]]:
         ("integer.json", '{"priority": ' + "9" * 5000 + "}", "invalid JSON: an integer of more than 4300 digits"),
         ("integer.yaml", "priority: " + "9" * 5000 + "\n", "invalid YAML: an integer of more than 4300 digits"),
         ("date.yaml", "turns: [{message: 2024-02-30}]\n", "invalid YAML: day is out of range for month"),
+        # a valid scenario of more values than Python's loader builds in reasonable time and memory
+        # (1 MiB of them took 14 s and 250 MB; accepted before)
+        (
+            "many.yaml",
+            "turns:\n" + "- {message: a}\n" * (MAX_YAML_NODES // 3 + 1),
+            f"more than {MAX_YAML_NODES} values",
+        ),
     ]
     return cases
 

@@ -9,9 +9,11 @@ scenarios as they were, and says why.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +34,7 @@ from ptc_emulator.emulator.model.scripted.script import placeholder_code
 __all__ = [
     "SUFFIXES",
     "ScenarioFiles",
+    "Reload",
     "ScenarioFilesError",
     "Validation",
     "load_directories",
@@ -227,6 +230,17 @@ class _Fingerprints:
         return digest
 
 
+@dataclass(frozen=True)
+class Reload:
+    """The scenario files as `ScenarioFiles.prepare` read them: their fingerprints before and now,
+    and what they hold (or why they cannot be used)."""
+
+    before: dict[str, str]
+    seen: dict[str, str]
+    loaded: list[tuple[Scenario, str]]
+    error: ScenarioError | None
+
+
 class ScenarioFiles:
     """The scenario directories a server loaded into its registry, loaded again when they change."""
 
@@ -240,32 +254,60 @@ class ScenarioFiles:
         """Why the last reload failed (the scenarios stayed as they were), or None."""
         self._seen: dict[str, str] = {}
         self._fingerprint = _Fingerprints()
+        self._reading = threading.Lock()
+        """One reading of the files at a time (`--watch` and a reset may both read them)."""
 
     def load(self) -> ScenarioFiles:
         """Load every directory now; a ScenarioError leaves the registry as it was."""
-        seen = self._fingerprint(self.directories)
-        loaded = load_directories(self.directories)
+        with self._reading:
+            seen = self._fingerprint(self.directories)
+            loaded = load_directories(self.directories)
+        self._apply(seen, loaded)
+        return self
+
+    def _apply(self, seen: dict[str, str], loaded: list[tuple[Scenario, str]]) -> None:
         self.registry.replace_files(loaded)
         self.counts = [sum(1 for _, src in loaded if Path(src).parent == d) for d in self.directories]
         self._seen, self.error = seen, None
-        return self
 
     def changed(self) -> bool:
         """Whether a file was added, edited or removed since the last load (reads only)."""
-        return self._fingerprint(self.directories) != self._seen
+        with self._reading:
+            return self._fingerprint(self.directories) != self._seen
 
     def check(self) -> bool:
         """Reload when the files changed: True when it did. A file that cannot be used now keeps
         the scenarios as they were, in `error` and the log, until the files change again."""
-        seen = self._fingerprint(self.directories)
-        if seen == self._seen:
+        return self.apply(self.prepare())
+
+    async def recheck(self) -> bool:
+        """`check` for a server: the files are read and parsed in a worker thread (a large
+        scenario file takes seconds to parse; no other request waits for it), the registry is
+        replaced here, on the event loop, between requests."""
+        return self.apply(await asyncio.to_thread(self.prepare))
+
+    def prepare(self) -> Reload | None:
+        """What `check` reads (None: nothing changed): the files read and parsed, any thread."""
+        with self._reading:
+            before = self._seen
+            seen = self._fingerprint(self.directories)
+            if seen == before:
+                return None
+            try:
+                return Reload(before, seen, load_directories(self.directories), None)
+            except ScenarioError as error:
+                return Reload(before, seen, [], error)
+
+    def apply(self, reload: Reload | None) -> bool:
+        """A prepared reload into the registry (on the event loop, in a server): True when it did.
+        One prepared before another reload was applied is dropped (it read older files)."""
+        if reload is None or reload.before is not self._seen:
             return False
-        try:
-            self.load()
-        except ScenarioError as error:
-            self._seen, self.error = seen, str(error)
-            log.warning("scenario files not reloaded (the previous ones stay): %s", error)
+        if reload.error is not None:
+            self._seen, self.error = reload.seen, str(reload.error)
+            log.warning("scenario files not reloaded (the previous ones stay): %s", reload.error)
             return False
+        self._apply(reload.seen, reload.loaded)
         log.info("scenario files reloaded: %s", self.banner())
         return True
 

@@ -11,12 +11,13 @@ names, the programs' code, the call arguments, the message text): never a header
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any
 
 from ptc_emulator.emulator.model.scripted.recording import Tape, file_name, scenario_from, to_yaml
-from ptc_emulator.emulator.model.scripted.scenario import ScenarioError, ScenarioRegistry, load_scenario
+from ptc_emulator.emulator.model.scripted.scenario import Scenario, ScenarioError, ScenarioRegistry, load_scenario
 
 __all__ = ["Recorder"]
 
@@ -32,15 +33,31 @@ class Recorder:
         self.tape = Tape(keep=2_000)
         directory.mkdir(parents=True, exist_ok=True)
 
-    def exchange(self, request: dict[str, Any], response: dict[str, Any], model: str | None) -> Path | None:
-        """Note one exchange; write its conversation if it ended there (the path written)."""
+    async def exchange(self, request: dict[str, Any], response: dict[str, Any], model: str | None) -> Path | None:
+        """Note one exchange; write its conversation if it ended there (the path written). The
+        file is written, and read back as the scenario it must be, in a worker thread: a long
+        answer takes seconds to turn into YAML and back (900 KB of text: 3 s), and no other
+        request waits for it. The registry has it before this returns."""
         try:
             finished = self.tape.exchange(request, response)
             if finished is None:
                 return None
             scenario = scenario_from(finished, model=model)
-            if scenario is None:
-                return None
+        except (ScenarioError, ValueError, TypeError, KeyError) as e:
+            log.warning("a finished conversation could not be recorded: %s", e)
+            return None
+        if scenario is None:
+            return None
+        written = await asyncio.to_thread(self._write, scenario)
+        if written is None:
+            return None
+        loaded, path = written
+        self.scenarios.add(loaded, str(path))
+        log.info("recorded %s", path)
+        return path
+
+    def _write(self, scenario: dict[str, Any]) -> tuple[Scenario, Path] | None:
+        try:
             path = self.directory / file_name(scenario)
             text = to_yaml(scenario)
             loaded = load_scenario(text, default_name=path.stem)
@@ -50,6 +67,4 @@ class Recorder:
         temporary = path.with_suffix(".yaml.tmp")
         temporary.write_text(text, encoding="utf-8")
         temporary.replace(path)
-        self.scenarios.add(loaded, str(path))
-        log.info("recorded %s", path)
-        return path
+        return loaded, path

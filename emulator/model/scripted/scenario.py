@@ -332,6 +332,8 @@ def load_scenario(
             raise ScenarioError(f"{source}: invalid YAML: {e}") from e
         except RecursionError as e:
             raise ScenarioError(f"{source}: YAML nested deeper than {MAX_DEPTH} levels") from e
+        except TooManyNodes as e:
+            raise ScenarioError(f"{source}: YAML of {e}") from e
         except (ValueError, OverflowError) as e:  # a scalar YAML reads but Python cannot make
             raise ScenarioError(f"{source}: invalid YAML: {_unmade(e)}") from e
     try:
@@ -419,7 +421,36 @@ def _parsed(text: str) -> Any:
 
 
 def _parse(text: str) -> Any:
+    _count_nodes(text)
     return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 (a SafeLoader without aliases)
+
+
+MAX_YAML_NODES = 50_000
+"""Values (scalars, lists, mappings) one scenario's YAML may hold. Python's YAML loader spends
+about 50 µs and a kilobyte on each: 1 MiB of `[a,a,a,...]` held 300,000 of them, 14 s and
+250 MB to load. A scenario's long texts are one value each."""
+
+
+def _count_nodes(text: str) -> None:
+    """Refuse a text of more than `MAX_YAML_NODES` values before Python's loader builds any of it,
+    counted by the C parser where there is one (a text it cannot parse is left to the loader,
+    which words the problem; the values before it are counted all the same)."""
+    loader = getattr(yaml, "CSafeLoader", None)
+    if loader is None:
+        return
+    nodes = 0
+    try:
+        for event in yaml.parse(text, Loader=loader):
+            if isinstance(event, (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                nodes += 1
+                if nodes > MAX_YAML_NODES:
+                    raise TooManyNodes(f"more than {MAX_YAML_NODES} values (a long text is one value)")
+    except yaml.YAMLError:
+        return
+
+
+class TooManyNodes(ValueError):
+    """A scenario's YAML of more values than `MAX_YAML_NODES`."""
 
 
 _parsed_once = functools.lru_cache(maxsize=64)(_parse)
