@@ -39,7 +39,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import APIRouter, WebSocket
@@ -53,7 +53,7 @@ from ptc_emulator.api.routes.steering import Steer, Steering, Target, unsteerabl
 from ptc_emulator.api.routes.streaming import Play
 from ptc_emulator.emulator import jsontext, messages
 from ptc_emulator.emulator.errors import EmulatorError
-from ptc_emulator.emulator.responses.engine import Engine, Prepared, Refused
+from ptc_emulator.emulator.responses.engine import OFF_LOOP_ITEMS, Engine, Prepared, Refused
 from ptc_emulator.emulator.storage import ConnectionStore
 from ptc_emulator.emulator.wire import events
 from ptc_emulator.emulator.wire.items import dump
@@ -333,19 +333,13 @@ class Session:
         """The automatic successor of a finished response, carrying the steers queued while it played."""
         final = target.final
         assert final is not None
-        items = [item for steer in steers for item in steer.items]
-        successor = {k: v for k, v in body.items() if k not in ("generate",)}
-        if final.get("store"):
-            successor.update(input=items, previous_response_id=target.id)
-        else:  # not stored: replay everything, as a store=false client would
-            history = [dump(item) for item in prepared.context]
-            successor.update(input=[*history, *final.get("output", []), *items], previous_response_id=None)
-        try:
-            request = CreateRequest.model_validate(successor)
-        except ValidationError as e:
-            await self._send_all(
-                self.steering.lost(steers, validation_error(e.errors(), successor).message, target.stream_id)
-            )
+        # A long conversation's successor (a store=false one replays it all) is made and validated
+        # in a worker thread: 200,000 items took seconds of every client's time (issue 38).
+        long = not final.get("store") and len(prepared.context) + len(final.get("output", [])) > OFF_LOOP_ITEMS
+        made = _successor(target, final, prepared, body, steers)
+        successor, request = await asyncio.to_thread(made) if long else made()
+        if isinstance(request, EmulatorError):
+            await self._send_all(self.steering.lost(steers, request.message, target.stream_id))
             return
         await self._respond(request, successor, target.stream_id, steers)
 
@@ -382,6 +376,24 @@ class Session:
         if sequence_number is not None:
             event["sequence_number"] = sequence_number
         await self._send(self._lane(event, stream_id))
+
+
+def _successor(
+    target: Target, final: dict[str, Any], prepared: Prepared, body: dict[str, Any], steers: list[Steer]
+) -> Callable[[], tuple[dict[str, Any], CreateRequest | EmulatorError]]:
+    """The making of the automatic successor's body and its request (or the error refusing it)."""
+
+    def make() -> tuple[dict[str, Any], CreateRequest | EmulatorError]:
+        items = [item for steer in steers for item in steer.items]
+        successor = {k: v for k, v in body.items() if k not in ("generate",)}
+        if final.get("store"):
+            successor.update(input=items, previous_response_id=target.id)
+        else:  # not stored: replay everything, as a store=false client would
+            history = [dump(item) for item in prepared.context]
+            successor.update(input=[*history, *final.get("output", []), *items], previous_response_id=None)
+        return successor, _validated(successor)
+
+    return make
 
 
 def _prepend(body: dict[str, Any], steers: list[Steer]) -> CreateRequest:
