@@ -39,7 +39,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import APIRouter, WebSocket
@@ -51,9 +51,9 @@ from ptc_emulator.api.errors import validation_error
 from ptc_emulator.api.journaling import Journaling
 from ptc_emulator.api.routes.steering import Steer, Steering, Target, unsteerable
 from ptc_emulator.api.routes.streaming import Play
-from ptc_emulator.emulator import jsontext, messages
+from ptc_emulator.emulator import jsonpieces, jsontext, messages
 from ptc_emulator.emulator.errors import EmulatorError
-from ptc_emulator.emulator.responses.engine import Engine, Prepared, Refused
+from ptc_emulator.emulator.responses.engine import OFF_LOOP_ITEMS, Engine, Prepared, Refused
 from ptc_emulator.emulator.storage import ConnectionStore
 from ptc_emulator.emulator.wire import events
 from ptc_emulator.emulator.wire.items import dump
@@ -230,7 +230,11 @@ class Session:
         """Play a create; a `large` frame's (see `OFF_LOOP_CHARS`) is validated in a worker thread."""
         body = {k: v for k, v in frame.items() if k != "type"}
         stream_id = body.get("stream_id") if isinstance(body.get("stream_id"), str) else None
-        request = await asyncio.to_thread(_validated, body) if large else _validated(body)
+        raw: bytes | None = None
+        if large:  # validated, and its text for the journal made, in a worker thread
+            request, raw = await asyncio.to_thread(_validated_and_kept, body)
+        else:
+            request = _validated(body)
         if isinstance(request, EmulatorError):
             parent = body.get("previous_response_id")
             self._evict(parent if isinstance(parent, str) else None, stream_id)
@@ -243,13 +247,20 @@ class Session:
         if request.previous_response_id is not None:
             steers = self.steering.take(request.previous_response_id)
             if steers:
-                request = _prepend(body, steers)
-        await self._respond(request, body, stream_id, steers)
+                request, raw = _prepend(body, steers), None
+        await self._respond(request, body, stream_id, steers, raw)
 
     async def _respond(
-        self, request: CreateRequest, body: dict[str, Any], stream_id: str | None, steers: list[Steer]
+        self,
+        request: CreateRequest,
+        body: dict[str, Any],
+        stream_id: str | None,
+        steers: list[Steer],
+        raw: bytes | None = None,
     ) -> None:
-        """Play one create (an explicit one, or an automatic successor carrying `steers`)."""
+        """Play one create (an explicit one, or an automatic successor carrying `steers`); `raw`:
+        the body's JSON text, which the journal keeps instead of dumping a long request on the
+        event loop."""
         scope = scope_of(self.ws.headers, request)
         journaling = Journaling(
             self.ws.app.state.emulator.journal,
@@ -258,6 +269,7 @@ class Session:
             headers=self.ws.headers,
             body=request,
             scope=scope,
+            raw=raw,
         )
         await self.engine.read_ahead(request)
         attempt = await self.engine.attempt_off_loop(
@@ -333,21 +345,15 @@ class Session:
         """The automatic successor of a finished response, carrying the steers queued while it played."""
         final = target.final
         assert final is not None
-        items = [item for steer in steers for item in steer.items]
-        successor = {k: v for k, v in body.items() if k not in ("generate",)}
-        if final.get("store"):
-            successor.update(input=items, previous_response_id=target.id)
-        else:  # not stored: replay everything, as a store=false client would
-            history = [dump(item) for item in prepared.context]
-            successor.update(input=[*history, *final.get("output", []), *items], previous_response_id=None)
-        try:
-            request = CreateRequest.model_validate(successor)
-        except ValidationError as e:
-            await self._send_all(
-                self.steering.lost(steers, validation_error(e.errors(), successor).message, target.stream_id)
-            )
+        # A long conversation's successor (a store=false one replays it all) is made and validated
+        # in a worker thread: 200,000 items took seconds of every client's time (issue 38).
+        long = not final.get("store") and len(prepared.context) + len(final.get("output", [])) > OFF_LOOP_ITEMS
+        made = _successor(target, final, prepared, body, steers, kept=long)
+        successor, request, raw = await asyncio.to_thread(made) if long else made()
+        if isinstance(request, EmulatorError):
+            await self._send_all(self.steering.lost(steers, request.message, target.stream_id))
             return
-        await self._respond(request, successor, target.stream_id, steers)
+        await self._respond(request, successor, target.stream_id, steers, raw)
 
     def _evict(self, parent: str | None, stream_id: str | None) -> None:
         """A continuation that errored on the lane that made its parent drops that parent from the
@@ -384,6 +390,33 @@ class Session:
         await self._send(self._lane(event, stream_id))
 
 
+def _successor(
+    target: Target,
+    final: dict[str, Any],
+    prepared: Prepared,
+    body: dict[str, Any],
+    steers: list[Steer],
+    *,
+    kept: bool,
+) -> Callable[[], tuple[dict[str, Any], CreateRequest | EmulatorError, bytes | None]]:
+    """The making of the automatic successor's body and its request (or the error refusing it),
+    and when `kept`, its text for the journal."""
+
+    def make() -> tuple[dict[str, Any], CreateRequest | EmulatorError, bytes | None]:
+        items = [item for steer in steers for item in steer.items]
+        successor = {k: v for k, v in body.items() if k not in ("generate",)}
+        if final.get("store"):
+            successor.update(input=items, previous_response_id=target.id)
+        else:  # not stored: replay everything, as a store=false client would
+            history = [dump(item) for item in prepared.context]
+            successor.update(input=[*history, *final.get("output", []), *items], previous_response_id=None)
+        if kept:
+            return successor, *_validated_and_kept(successor)
+        return successor, _validated(successor), None
+
+    return make
+
+
 def _prepend(body: dict[str, Any], steers: list[Steer]) -> CreateRequest:
     """The continuation of a steered response: the queued input goes first, in submission order."""
     given = body.get("input")
@@ -399,6 +432,16 @@ def _prepend(body: dict[str, Any], steers: list[Steer]) -> CreateRequest:
 OFF_LOOP_CHARS = 16 * 2**10
 """A frame this long or longer is parsed, and its create validated (long lists a step at a time,
 `wire.stepped`) and a refusal worded, in a worker thread, as an HTTP body of as many bytes."""
+
+
+def _validated_and_kept(body: dict[str, Any]) -> tuple[CreateRequest | EmulatorError, bytes | None]:
+    """A long create's request (or its error), and the body's JSON text the journal keeps in the
+    request's place (made a piece at a time): dumping a long request for the journal held the
+    event loop a second for 200,000 items (issue 38)."""
+    request = _validated(body)
+    if isinstance(request, EmulatorError):
+        return request, None
+    return request, jsonpieces.dumps(body, separators=(",", ":")).encode("utf-8")
 
 
 def _validated(body: dict[str, Any]) -> CreateRequest | EmulatorError:

@@ -389,14 +389,15 @@ class Engine:
             await asyncio.sleep(delivery.latency_ms / 1000)
         output = await self.model.play(prepared, self.runner) if prepared.plan is not None else []
         long = len(prepared.conversation.items) + len(output) > OFF_LOOP_ITEMS
-        if long:
+        if long or prepared.store:
             # A long conversation's usage, body and storing take their time (200,000 short items:
-            # seconds): in a worker thread, so other clients are answered meanwhile.
+            # seconds): in a worker thread, so other clients are answered meanwhile. So does any
+            # write to the server's store: it may wait for another request's long write to end.
             response = await asyncio.to_thread(self._finish, prepared, output)
         else:
             response = self._finish(prepared, output)
         if prepared.background:  # its replica runs on: kept once the database is back, if away
-            await self.background.keep(lambda: self._keep(prepared, response), off_loop=long)
+            await self.background.keep(lambda: self._keep(prepared, response), off_loop=long or prepared.store)
         return response
 
     def _finish(self, prepared: Prepared, output: list[dict[str, Any]]) -> dict[str, Any]:

@@ -61,6 +61,19 @@ def item_ids(record: StoredResponse) -> Iterator[tuple[str, dict[str, Any]]]:
             yield item["id"], item
 
 
+_Texts = tuple[str, str, list[tuple[str, str]]]
+"""A record's body, input items and items with ids, as JSON text."""
+
+
+def _texts(record: StoredResponse) -> _Texts:
+    """A record's texts, made before the lock is taken: a long record's take their time, and
+    another request's write waits for none of it (issue 38). A long record's text is made a piece
+    at a time (`jsonpieces`), so a worker thread storing it lets the other threads run meanwhile;
+    so is it read back."""
+    items = [(item_id, _dumps(item)) for item_id, item in item_ids(record)]
+    return jsonpieces.dumps(record.response), jsonpieces.dumps(record.input_items), items
+
+
 class MemoryResponses:
     def __init__(self) -> None:
         self._responses: dict[str, tuple[str, str, str | None, list[str], str | None, Any]] = {}
@@ -74,11 +87,13 @@ class MemoryResponses:
         self._lock = threading.Lock()
 
     def put(self, record: StoredResponse) -> None:
+        texts = _texts(record)
         with self._lock:
-            self._put(record)
+            self._put(record, texts)
 
     def put_continuation(self, record: StoredResponse, digest: str) -> str | None:
         paused = record.previous_response_id
+        texts = _texts(record)
         with self._lock:
             if paused is not None and record.id not in self._responses:
                 kept = self._taken(paused)
@@ -86,7 +101,7 @@ class MemoryResponses:
                     return kept[0]
                 self._continuations[paused] = (record.id, digest)
                 self._resumed[record.id] = paused
-            self._put(record)
+            self._put(record, texts)
             return None
 
     def continuation(self, response_id: str) -> tuple[str, str] | None:
@@ -94,11 +109,12 @@ class MemoryResponses:
             return self._taken(response_id)
 
     def replace_unfinished(self, record: StoredResponse) -> bool:
+        texts = _texts(record)
         with self._lock:
             kept = self._responses.get(record.id)
             if kept is None or kept[5] not in UNFINISHED:
                 return False
-            self._put(record)
+            self._put(record, texts)
             return True
 
     def _taken(self, paused: str) -> tuple[str, str] | None:
@@ -112,14 +128,11 @@ class MemoryResponses:
             return None
         return kept
 
-    def _put(self, record: StoredResponse) -> None:
-        """Under the lock."""
-        items = [(item_id, _dumps(item)) for item_id, item in item_ids(record)]
+    def _put(self, record: StoredResponse, texts: _Texts) -> None:
+        """Under the lock; `texts` made before it."""
+        body, inputs, items = texts
         ids = [i for i, _ in items]
         status = record.response.get("status")
-        # A long record's text is made a piece at a time (`jsonpieces`), so a worker thread storing
-        # it lets the other threads run meanwhile; so is it read back.
-        body, inputs = jsonpieces.dumps(record.response), jsonpieces.dumps(record.input_items)
         kept = (body, inputs, record.previous_response_id, ids, record.scope)
         self._drop_items(record.id)  # a replaced response's items go with it, as in SQLite
         self._responses[record.id] = (*kept, status)

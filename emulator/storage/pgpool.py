@@ -144,6 +144,9 @@ class Pool:
         with self.connection() as db:
             return _Tx(db).rows(sql, parameters)
 
+    def glance(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
+        return self.one(sql, parameters)  # a reader never waits for a writer here
+
     def changed(self, sql: str, parameters: Sequence[Any] = ()) -> int:
         with self.connection() as db:
             return _Tx(db).changed(sql, parameters)

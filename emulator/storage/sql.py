@@ -114,6 +114,11 @@ class Connections(Tx, Protocol):
         """`work` in one transaction that reads one snapshot of every table."""
         ...
 
+    def glance(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
+        """One statement's first row, read from the last commit without waiting for a write
+        under way (a health check's count)."""
+        ...
+
 
 class Statements:
     """Every statement of the shared parts, rendered once per dialect (`of`)."""
@@ -207,18 +212,33 @@ class Statements:
         return Statements(dialect)
 
 
+_Texts = tuple[str, str, list[tuple[str, str, str]]]
+"""A record's body, input items and rows of items with ids, as JSON text."""
+
+
+def _texts(record: StoredResponse) -> _Texts:
+    """A long record's text is made a piece at a time (`jsonpieces`), letting other threads run."""
+    items = [(item_id, record.id, _dumps(item)) for item_id, item in item_ids(record)]
+    return jsonpieces.dumps(record.response), jsonpieces.dumps(record.input_items), items
+
+
 class SqlResponses:
     def __init__(self, db: Connections) -> None:
         self._db = db
         self._sql = Statements.of(db.dialect)
 
+    # A record's texts are made before its transaction begins: a long record's take their time,
+    # and another request's write waits for none of it (issue 38).
+
     def put(self, record: StoredResponse) -> None:
-        self._db.write(lambda tx: self._put(tx, record))
+        texts = _texts(record)
+        self._db.write(lambda tx: self._put(tx, record, texts))
 
     def put_continuation(self, record: StoredResponse, digest: str) -> str | None:
-        return self._db.write(lambda tx: self._put_continuation(tx, record, digest))
+        texts = _texts(record)
+        return self._db.write(lambda tx: self._put_continuation(tx, record, digest, texts))
 
-    def _put_continuation(self, tx: Tx, record: StoredResponse, digest: str) -> str | None:
+    def _put_continuation(self, tx: Tx, record: StoredResponse, digest: str, texts: _Texts) -> str | None:
         sql, paused = self._sql, record.previous_response_id
         if paused is not None and tx.one(sql.response_exists, (record.id,)) is None:
             # The pause's row first (its key to the response is checked at commit): a second
@@ -227,35 +247,29 @@ class SqlResponses:
             if taken and tx.changed(sql.retake_pause, (record.id, digest, paused, *FREEING)) == 0:
                 row = tx.one(sql.continuation, (paused, *FREEING))
                 return str(row[0]) if row is not None else paused  # (the row that stopped it is the one kept)
-        self._put(tx, record)
+        self._put(tx, record, texts)
         return None
 
     def replace_unfinished(self, record: StoredResponse) -> bool:
+        texts = _texts(record)
+
         def work(tx: Tx) -> bool:
-            texts = (jsonpieces.dumps(record.response), jsonpieces.dumps(record.input_items))
-            body = (record.response.get("status"), *texts, record.scope)
+            body = (record.response.get("status"), texts[0], texts[1], record.scope)
             if tx.changed(self._sql.replace_unfinished, (*body, record.id, *UNFINISHED)) == 0:
                 return False
-            self._put(tx, record)  # its items with it (the row is this transaction's now)
+            self._put(tx, record, texts)  # its items with it (the row is this transaction's now)
             return True
 
         return self._db.write(work)
 
-    def _put(self, tx: Tx, record: StoredResponse) -> None:
+    def _put(self, tx: Tx, record: StoredResponse, texts: _Texts) -> None:
         sql = self._sql
+        body, inputs, items = texts
         tx.changed(sql.drop_items, (record.id,))
         tx.changed(
             sql.put_response,
-            (
-                record.id,
-                record.previous_response_id,
-                record.response.get("status"),
-                jsonpieces.dumps(record.response),  # a long record a piece at a time
-                jsonpieces.dumps(record.input_items),
-                record.scope,
-            ),
+            (record.id, record.previous_response_id, record.response.get("status"), body, inputs, record.scope),
         )
-        items = [(item_id, record.id, _dumps(item)) for item_id, item in item_ids(record)]
         if items:
             tx.many(sql.put_item, items)
 
@@ -281,7 +295,7 @@ class SqlResponses:
         return (row[0], _loads(row[1])) if row else None
 
     def count(self) -> int:
-        (n,) = self._db.one(self._sql.count_responses)
+        (n,) = self._db.glance(self._sql.count_responses)
         return int(n)
 
 

@@ -1,8 +1,9 @@
 """The Store in one SQLite file in the data directory (`--store sqlite`, the default): the SQL
 stores' shared statements (`sql.py`) in SQLite's dialect, over one connection.
 
-One connection, serialised by one lock, for every part; WAL, so a killed server leaves a
-consistent file. Every write is one transaction, `BEGIN IMMEDIATE` (the one writer from its
+One connection, serialised by one lock, for every part (and one more that only counts the
+stored responses for a health check, which reads while a write goes on); WAL, so a killed
+server leaves a consistent file. Every write is one transaction, `BEGIN IMMEDIATE` (the one writer from its
 start, so what it checks holds until it commits): a response and its items, a conversation and
 its items, appear together or not at all. The journal is the one part kept in memory (see
 `protocol.JournalLog`): it holds `store: false` bodies, which never reach the disk.
@@ -128,6 +129,9 @@ class _Db:
         self.connection = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         self.lock = threading.Lock()
         self._tx = _Tx(self.connection)
+        self._path = path
+        self._reader: sqlite3.Connection | None = None
+        self._reader_lock = threading.Lock()
 
     def _transaction(self, work: Callable[[Tx], T], begin: str) -> T:
         with self.lock:
@@ -163,6 +167,22 @@ class _Db:
     def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         with self.lock:
             self._tx.many(sql, rows)
+
+    def glance(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
+        """On a connection of its own, which reads the last commit (WAL) without waiting for the
+        one writer: a health check is answered while a long write goes on (issue 38)."""
+        with self._reader_lock:
+            if self._reader is None:
+                self._reader = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None, timeout=30)
+                self._reader.execute("PRAGMA query_only=ON")
+            return self._reader.execute(sql, parameters).fetchone()
+
+    def close(self) -> None:
+        with self._reader_lock:
+            if self._reader is not None:
+                self._reader.close()
+        with self.lock:
+            self.connection.close()
 
 
 class SqliteStore(SqlParts):
@@ -201,8 +221,7 @@ class SqliteStore(SqlParts):
         self.shared = False
 
     def close(self) -> None:
-        with self._db.lock:
-            self._db.connection.close()
+        self._db.close()
 
 
 def open_at(where: str, data_dir: Path | None) -> SqliteStore:
