@@ -23,6 +23,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from typing import Any, Protocol, TypeAlias
 
 import re2
@@ -94,6 +95,18 @@ def _patterns(document: Any) -> Iterator[str]:
 
 def _matches_any(patterns: Iterator[str] | dict[str, Any], key: str) -> bool:
     return any(compile_pattern(patrn).search(key) is not None for patrn in patterns)
+
+
+def _canonical(value: Any) -> Any:
+    """A hashable form of a JSON value that is equal for values JSON Schema finds equal (`1` and
+    `1.0`; a dict's keys in any order) and apart for those it does not (`true` and `1`)."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, dict):
+        return ("object", frozenset((k, _canonical(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("array", tuple(_canonical(v) for v in value))
+    return value
 
 
 def _evaluated_keys(validator: Any, instance: dict[str, Any], schema: Any) -> set[str]:
@@ -202,7 +215,36 @@ def _validator_class() -> Any:
                 f"Unevaluated properties are not valid under the given schema ({listed} {verb} unevaluated and invalid)"
             )
 
+    def unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        # jsonschema compares every pair of items that do not sort (objects): 20,000 objects
+        # took minutes. Their canonical forms are hashed instead: linear in the array's size.
+        if unique and validator.is_type(instance, "array"):
+            seen: set[Any] = set()
+            for item in instance:
+                key = _canonical(item)
+                if key in seen:
+                    yield ValidationError(f"{instance!r} has non-unique elements")
+                    return
+                seen.add(key)
+
+    multiple_of_itself = Draft202012Validator.VALIDATORS["multipleOf"]
+
+    def multiple_of(validator: Any, divisor: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        # jsonschema divides an integer by a float divisor as floats: an integer past a float's
+        # range (10**400) raised OverflowError, a 500. Such a quotient is found exactly instead.
+        try:
+            yield from multiple_of_itself(validator, divisor, instance, schema)
+        except (OverflowError, ValueError):
+            try:
+                failed = (Fraction(instance) / Fraction(divisor)).denominator != 1
+            except (OverflowError, ValueError, ZeroDivisionError):  # inf or nan: a multiple of nothing
+                failed = True
+            if failed:
+                yield ValidationError(f"{instance!r} is not a multiple of {divisor}")
+
     keywords = {
+        "uniqueItems": unique_items,
+        "multipleOf": multiple_of,
         "pattern": pattern,
         "patternProperties": pattern_properties,
         "additionalProperties": additional_properties,

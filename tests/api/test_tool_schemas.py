@@ -337,3 +337,24 @@ def test_a_schema_whose_branches_multiply_is_checked_within_a_bound(http: httpx.
     assert output_warning(http, _doubling(60), {"v": 1}) is None
     assert "'no' is not valid under any of the given schemas" in (output_warning(http, _doubling(3), {"v": "no"}) or "")
     finishes(http)
+
+
+def test_unique_items_of_objects_is_checked_in_linear_time(http: httpx.Client) -> None:
+    """jsonschema compares every pair of items that do not sort: `uniqueItems` over 20,000
+    objects ran for more than 30 s. The items are hashed in a canonical form instead; equal
+    values (`1` and `1.0`, keys in another order) are still found, `true` and `1` still apart."""
+    many = [{"a": i} for i in range(20_000)]
+    assert output_warning(http, {"type": "array", "uniqueItems": True}, many) is None
+    assert output_warning(http, {"type": "array", "uniqueItems": True}, [*many, {"a": 7}]) is not None
+    twins = [{"a": 1, "b": [1]}, {"b": [1.0], "a": 1}]
+    assert "has non-unique elements" in (output_warning(http, {"uniqueItems": True}, twins) or "")
+    assert output_warning(http, {"uniqueItems": True}, [1, True, [True], [1]]) is None
+    finishes(http)
+
+
+def test_multiple_of_a_float_for_an_integer_past_floats_is_checked_not_a_500(http: httpx.Client) -> None:
+    """An integer past a float's range divided by a float `multipleOf` raised OverflowError: the
+    continuation was a 500. The quotient is found exactly instead."""
+    assert output_warning(http, {"multipleOf": 0.5}, 10**400) is None
+    assert "is not a multiple of 1e+300" in (output_warning(http, {"multipleOf": 1e300}, 10**400 + 1) or "")
+    finishes(http)

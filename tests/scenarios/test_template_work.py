@@ -9,6 +9,8 @@ string (300 MB in 0.2 s), a chain of them on one line (4.1 s against the 0.5 s b
 
 from __future__ import annotations
 
+import re
+
 import openai
 import pytest
 
@@ -51,8 +53,9 @@ def test_a_template_line_that_would_build_too_much_is_refused(
     assert client.responses.create(model="gpt-test", input="after").output_text == "still here"
 
 
-HELD = "{% set a = range(10000)|list %}{% set b = [a, a, a, a, a, a, a, a, a, a] * 10 %}"
-"""`b` holds one list of 10,000 numbers a hundred times: about 4.9 million characters once printed."""
+HELD = "{% set a = [input * 100000] %}{% set b = [a, a, a, a, a, a, a, a, a, a] * 10 %}"
+"""`b` holds one list of a string of 100,000 characters a hundred times: ten million characters
+once printed, in a tree of a few hundred values."""
 
 
 @pytest.mark.parametrize(
@@ -174,3 +177,90 @@ def test_bytes_integers_and_copies_within_bounds_still_render(ptc_emulator: PTCE
     ptc_emulator.add_scenario({"name": "bytes_fine", "match": {"input": "^x$"}, "turns": [{"message": template}]})
     text = ptc_emulator.client().responses.create(model="gpt-test", input="x").output_text
     assert text == "5 2 bc xybc qbc 51 ba ['a', 'b'] [1, 2, 3] 6148914691236517204 3.5"
+
+
+MILLION = "{% set s = input * 100000 %}{% set m = s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s %}"
+"""`m`: 900,000 characters, built within the bounds."""
+RAN = re.compile(r"the template (made more than \d+ calls|ran longer than)")
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        MILLION + "{{ m|map('upper')|map('lower')|map('upper')|select|reject('none')|list|length }}",
+        MILLION + "{{ m|select('lower')|list|length }}",
+        MILLION + "{{ m|unique|list|length }}",
+        MILLION + "{{ m|map('length')|sum }}",
+        MILLION + "{{ m|batch(1)|list|length }}",
+        "{{ input|slice(999999)|list|length }}",
+        "{% set l = range(10000)|list %}{{ (l * 10)|groupby('real')|length }}",
+    ],
+    ids=["map-chain", "select", "unique", "map-sum", "batch", "slice", "groupby"],
+)
+def test_a_filter_chain_on_one_line_is_bounded_by_its_calls(ptc_emulator: PTCEmulator, template: str) -> None:
+    """A filter works in Python, past the template's lines: one line of `map`, `select`,
+    `unique`, `batch`, `slice` or `groupby` over a million items ran for 5 to more than 40
+    seconds under a 0.5 s bound that only the next line checked. The calls a render makes are
+    now counted as its lines are, and bounded."""
+    ptc_emulator.add_scenario({"name": "calls", "match": {"input": "^x"}, "turns": [{"message": template}]})
+    client = ptc_emulator.client(max_retries=0)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="gpt-test", input="x")
+    assert caught.value.code == "scenario_error"
+    assert RAN.search(caught.value.message), caught.value.message
+    ptc_emulator.add_scenario({"name": "after", "match": {"input": "^after$"}, "turns": [{"message": "still here"}]})
+    assert client.responses.create(model="gpt-test", input="after").output_text == "still here"
+
+
+DOUBLED = (
+    "{% set ns = namespace(a=0, b=0) %}{% for i in range(200) %}"
+    "{% set ns.a = STEP.replace('X', 'a') %}{% set ns.b = STEP.replace('X', 'b') %}{% endfor %}"
+)
+
+
+def doubled(step: str) -> str:
+    """Two values built alike and apart, each `step` applied to itself two hundred times."""
+    return DOUBLED.replace("STEP.replace('X', 'a')", step.replace("X", "ns.a")).replace(
+        "STEP.replace('X', 'b')", step.replace("X", "ns.b")
+    )
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        doubled("[X, X]") + "{{ ns.a == ns.b }}",
+        doubled("(X, X)") + "{{ [ns.a]|unique|list|length }}",
+        doubled("{'k': X, 'v': X}") + "{{ ns.a == ns.b }}",
+        "{% macro f() %}{% set ns.a = varargs %}{% endmacro %}{% macro g() %}{% set ns.b = varargs %}{% endmacro %}"
+        + doubled("X")
+        .replace("{% set ns.a = ns.a %}", "{{ f(ns.a, ns.a) }}")
+        .replace("{% set ns.b = ns.b %}", "{{ g(ns.b, ns.b) }}")
+        + "{{ ns.a in [ns.b] }}",
+    ],
+    ids=["list-equality", "tuple-hash", "dict-equality", "macro-varargs"],
+)
+def test_a_value_that_holds_itself_twice_over_is_bounded_as_a_tree(ptc_emulator: PTCEmulator, template: str) -> None:
+    """A list of one list held twice, two hundred times over, is small in memory and a tree of
+    2**200 values: comparing two such (`==`, `in`) or hashing one (`unique`) walks the tree
+    inside one C call, and held the server (every request, not only this one) for good. A list,
+    tuple or dict a template builds (a literal, `+`, `*`, a filter's, a call's arguments) now
+    holds at most a million values counted as a tree."""
+    ptc_emulator.add_scenario({"name": "tree", "match": {"input": "^x"}, "turns": [{"message": template}]})
+    client = ptc_emulator.client(max_retries=0)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="gpt-test", input="x")
+    assert caught.value.code == "scenario_error"
+    assert "counted as a tree" in caught.value.message
+    ptc_emulator.add_scenario({"name": "after", "match": {"input": "^after$"}, "turns": [{"message": "still here"}]})
+    assert client.responses.create(model="gpt-test", input="after").output_text == "still here"
+
+
+def test_values_and_filters_within_the_tree_and_call_bounds_still_render(ptc_emulator: PTCEmulator) -> None:
+    template = (
+        "{% macro f() %}{{ varargs|length }}{% endmacro %}{% set a = [1, 2] %}{{ [a, a] == [a, a][0:] }}"
+        " {% for k, v in {'b': (1, a)}|dictsort %}{{ k }}{{ v }}{% endfor %} {{ f(a, a) }}"
+        " {{ (input * 1000)|map('upper')|unique|list|length }} {{ [(1, 2), (1, 2)]|unique|list }} {{ a is sequence }}"
+    )
+    ptc_emulator.add_scenario({"name": "trees_fine", "match": {"input": "^x$"}, "turns": [{"message": template}]})
+    text = ptc_emulator.client().responses.create(model="gpt-test", input="x").output_text
+    assert text == "True b(1, [1, 2]) 2 1 [(1, 2)] True"

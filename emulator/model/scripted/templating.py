@@ -66,6 +66,10 @@ __all__ = [
 ]
 
 MAX_STEPS = 200_000
+MAX_CALLS = 200_000
+"""The Python calls a render may make (a filter's, a method's, each item a filter's generator
+hands on): a filter chain on one line (`|map('upper')|select|list` on a million items) runs no
+template line while it works, out of reach of `MAX_STEPS`."""
 MAX_SECONDS = 0.5
 MAX_OUTPUT_CHARS = 1_000_000
 MAX_RANGE = 10_000
@@ -76,6 +80,10 @@ MAX_BUILT_CHARS = 16 * MAX_OUTPUT_CHARS
 """What all of a render's bounded operations may build together."""
 MAX_INT_BITS = 65_536
 """The largest integer `*` or `**` may make, or a filter or method (`int`, `from_bytes`)."""
+MAX_TREE = MAX_VALUE_CHARS
+"""The most values one list, tuple or dict a template builds may hold, counted as a tree (a list
+held twice counts twice): comparing, hashing or printing a value walks it as a tree, inside one C
+call, and a list of a list held twice, sixty times over, is a tree of 2**60 values."""
 _TEXTS = (str, bytes, bytearray)
 """What the string methods' bounds cover: `str`, and `bytes` (`'x'.encode()`, `(1).to_bytes(n)`)."""
 
@@ -147,6 +155,49 @@ def _printed_size(value: Any, limit: int = MAX_VALUE_CHARS) -> int:
     return total
 
 
+_CONTAINERS = (list, tuple, dict, KeysView, ValuesView, ItemsView)
+
+
+def _children(value: Any) -> Iterable[Any]:
+    if isinstance(value, dict):
+        return (*value.keys(), *value.values())
+    if isinstance(value, KeysView | ValuesView | ItemsView):
+        mapping = getattr(value, "mapping", None)
+        return (mapping,) if mapping is not None else ()
+    return value  # type: ignore[no-any-return]
+
+
+def _tree(value: Any) -> Any:
+    """`value`, refused (`RenderLimit`) if it holds more than `MAX_TREE` values counted as a tree.
+    The count of each list, tuple and dict is kept for the render (with the value, so its id is
+    not reused), so a value built from counted ones costs its own length to count, whatever they
+    hold; one met for the first time is walked once, as a DAG."""
+    if not isinstance(value, _CONTAINERS):
+        return value
+    budget = getattr(_built, "budget", None)
+    memo: dict[int, tuple[Any, int]] = budget.trees if budget is not None else {}
+    if id(value) in memo:
+        return value
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if children_done:
+            total = 1
+            for child in _children(node):
+                total += memo[id(child)][1] if isinstance(child, _CONTAINERS) else 1
+                if total > MAX_TREE:
+                    raise RenderLimit(f"a value that holds more than {MAX_TREE} values (counted as a tree)")
+            memo[id(node)] = (node, total)
+            continue
+        if id(node) in memo:
+            continue
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node) if isinstance(child, _CONTAINERS))
+        if len(stack) > MAX_TREE:
+            raise RenderLimit(f"a value that holds more than {MAX_TREE} values (counted as a tree)")
+    return value
+
+
 def _text_size(value: Any) -> int:
     """The length of `str(value)`, found without making it when `value` is not a string."""
     return len(value) if isinstance(value, str) else _printed_size(value)
@@ -175,7 +226,7 @@ def _held(value: Any) -> Any:
         budget.built += size
         if budget.built > MAX_BUILT_CHARS:
             raise RenderLimit(f"the template built more than {MAX_BUILT_CHARS} characters")
-    return value
+    return _tree(value)
 
 
 def _printable(value: Any) -> str:
@@ -459,6 +510,20 @@ def _bounded_test(original: Callable[..., Any]) -> Callable[..., Any]:
     return bounded
 
 
+def _is_sequence(value: Any) -> bool:
+    """Jinja's `sequence` test, which takes any error of `len(value)` for a no: a bound met in a
+    call it makes (`len(loop)`) ends the render instead (the bound's error has unset the trace
+    that keeps every other bound)."""
+    try:
+        len(value)
+        value.__getitem__  # noqa: B018
+    except RenderLimit:
+        raise
+    except Exception:
+        return False
+    return True
+
+
 _SEQUENCES = (str, list, tuple, bytes, bytearray)
 
 
@@ -472,6 +537,24 @@ class _BoundedCodeGenerator(CodeGenerator):
             return
         self.write("environment.held(")
         super().visit_Getitem(node, frame)
+        self.write(")")
+
+    def visit_List(self, node: nodes.List, frame: Frame) -> None:
+        self.write("environment.tree(")
+        super().visit_List(node, frame)
+        self.write(")")
+
+    def visit_Dict(self, node: nodes.Dict, frame: Frame) -> None:
+        self.write("environment.tree(")
+        super().visit_Dict(node, frame)
+        self.write(")")
+
+    def visit_Tuple(self, node: nodes.Tuple, frame: Frame) -> None:
+        if node.ctx != "load":  # a target (`{% for a, b in ... %}`), not a value
+            super().visit_Tuple(node, frame)
+            return
+        self.write("environment.tree(")
+        super().visit_Tuple(node, frame)
         self.write(")")
 
     def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
@@ -498,6 +581,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         self.finalize = _finalize if self.finalize is None else _then(self.finalize)
         for test in ("lower", "upper"):
             self.tests[test] = _bounded_test(self.tests[test])  # type: ignore[arg-type]
+        self.tests["sequence"] = _is_sequence
         for name, filt in list(self.filters.items()):
             if name in _BOUNDED_FILTERS:
                 bounded = _bounded_filter(name, filt)
@@ -548,9 +632,10 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
             _building(_percent_size(left, right))
         elif operator == "%" and isinstance(left, bytes | bytearray):
             _building(_percent_size(left.decode("latin-1"), right))
-        return super().call_binop(context, operator, left, right)
+        return _tree(super().call_binop(context, operator, left, right))
 
     held = staticmethod(_held)
+    tree = staticmethod(_tree)
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 (Jinja's signature)
         target = getattr(__obj, "__wrapped__", __obj)  # the sandbox hands out str.format wrapped
@@ -580,8 +665,10 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
             size = _str_method_size(name, owner, args, kwargs)
             if size is not None:
                 _building(size)
+        _tree(args)  # a macro's `varargs`, `loop.cycle`'s items: values the call holds
+        _tree(kwargs)
         found = super().call(__context, __obj, *args, **kwargs)
-        return _held(found) if owner is not None else found  # a method's result: often a copy
+        return _held(found) if owner is not None else _tree(found)  # a method's result: often a copy
 
 
 def _finalize(value: Any) -> Any:
@@ -687,11 +774,21 @@ PROCESS.add("checked templates", Memo(_checked_once))
 class _Budget:
     def __init__(self) -> None:
         self.steps = 0
+        self.calls = 0
         self.built = 0
+        self.trees: dict[int, tuple[Any, int]] = {}
+        """The tree sizes of the containers the render has met, by id (`_tree`)."""
         self.deadline = time.monotonic() + MAX_SECONDS
 
     def tracer(self, frame: FrameType, event: str, arg: Any) -> Any:
         if frame.f_code.co_filename != "<template>":
+            # A call the template makes, or a generator it resumes: counted, as a line is. (An
+            # error raised here unsets the trace; the render ends with it, as `render` checks.)
+            self.calls += 1
+            if self.calls > MAX_CALLS:
+                raise RenderLimit(f"the template made more than {MAX_CALLS} calls")
+            if not self.calls % 1000 and time.monotonic() > self.deadline:
+                raise RenderLimit(f"the template ran longer than {MAX_SECONDS:g} s")
             return None
         return self.local
 
