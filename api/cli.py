@@ -492,8 +492,9 @@ def settle_heap() -> None:
     Python's full collections walk every tracked object; without this each one spent 60-80 ms
     walking the server's own code, one every thousand requests or so under load (about 4% of
     the server's CPU). Objects made later (stored responses, caches) are collected as before.
-    Only the `serve` process does this; an app made in-process (tests, the pytest plugin) does not
-    freeze its host's objects."""
+    Only the `serve` process does this for good; an app made in-process does not freeze its
+    host's objects, except the pytest plugin's, which freezes them while its server runs and
+    unfreezes them when it stops (`testing/plugin.py`)."""
     gc.collect()
     gc.freeze()
 

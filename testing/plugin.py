@@ -34,7 +34,9 @@ test first asks for the fixture, and a problem there fails that test, not the wh
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import os
 import secrets
 from collections.abc import Generator, Iterator
@@ -219,7 +221,7 @@ def _record_settings(config: pytest.Config) -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
     """The base URL (`.../v1`) of the session's emulator."""
-    from ptc_emulator.testing.server import API_KEY, EmulatorServer
+    from ptc_emulator.testing.server import API_KEY
 
     url = request.config.getoption("--ptc-emulator-url")
     if url:
@@ -227,6 +229,29 @@ def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
         request.config.stash[_api_key] = key or API_KEY
         yield str(url)
         return
+    with _collector_paused():
+        url, server, made = _start(request)
+    if server is None:
+        yield url  # the run's shared server: it stops when the run does
+        return
+    # Held out of the collector's sight until it stops (`_collector_paused`); nothing is lost.
+    gc.freeze()
+    request.config.stash[_own_server] = server  # its admin API is called in process (`_transports`)
+    try:
+        yield server.base_url
+    finally:
+        server.stop()
+        gc.unfreeze()
+        if getattr(request.config, "workerinput", None) is None:
+            _remove_if_empty(made)  # (under xdist another worker's server may still record into it)
+
+
+def _start(request: pytest.FixtureRequest) -> tuple[str, Any, Path | None]:
+    """The session's server started: (the run's shared server's URL, None, None) under
+    pytest-xdist with a shared server, else ("", the `EmulatorServer` started here, the record
+    folder it made if any)."""
+    from ptc_emulator.testing.server import API_KEY, EmulatorServer
+
     settings = request.getfixturevalue("ptc_emulator_settings")
     # Relative paths in the settings mean the project's, wherever pytest was started from.
     settings = dataclasses.replace(
@@ -253,16 +278,26 @@ def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
         from ptc_emulator.testing.shared import shared_url
 
         directory = request.getfixturevalue("tmp_path_factory").getbasetemp().parent / f"ptc-emulator-{run[:16]}"
-        yield shared_url(directory, settings, controller=os.getppid())  # it stops when the run does
-        return
-    server = EmulatorServer(settings).start()
-    request.config.stash[_own_server] = server  # its admin API is called in process (`_transports`)
+        return shared_url(directory, settings, controller=os.getppid()), None, None
+    return "", EmulatorServer(settings).start(), made
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The server's start without the garbage collector: importing and making the app makes some
+    hundred thousand objects (modules, models, schemas, the tokenizer) that live as long as the
+    session, and the collector's full passes walked them over and over while they were made
+    (about a tenth of the start's CPU). Once the server has started, the fixture freezes every
+    object of the process (`gc.freeze()`), so that the tests' collections walk only what they
+    made, not the server's code; it unfreezes them when the server stops, for pytest's last
+    collection."""
+    enabled = gc.isenabled()
+    gc.disable()
     try:
-        yield server.base_url
+        yield
     finally:
-        server.stop()
-        if workerinput is None:  # under xdist another worker's server may still record into it
-            _remove_if_empty(made)
+        if enabled:
+            gc.enable()
 
 
 def _remove_if_empty(directory: Path | None) -> None:

@@ -55,6 +55,9 @@ class EmulatorServer:
         self._socket = bind("127.0.0.1", 0)
         self.port = self._socket.getsockname()[1]
         self._server = uvicorn.Server(server_config(_NotingLoop(self), log_level="warning"))
+        self._server.startup = self._noting_startup(self._server.startup)  # type: ignore[method-assign]
+        self._started = threading.Event()
+        """Set when the server's start has ended, started or not (`start` waits for it, no polling)."""
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._socket]}, name="ptc-emulator", daemon=True
         )
@@ -63,13 +66,24 @@ class EmulatorServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
+    def _noting_startup(self, startup: Callable[..., Any]) -> Callable[..., Any]:
+        async def noting(*args: Any, **kwargs: Any) -> None:
+            try:
+                await startup(*args, **kwargs)
+            finally:
+                self._started.set()
+
+        return noting
+
     def start(self, timeout: float = 60.0) -> EmulatorServer:
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
+            if self._started.is_set():  # its start failed: the thread ends
+                self._thread.join(max(0.0, deadline - time.monotonic()))
+            if self._started.is_set() or not self._thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("the ptc-emulator server did not start")
-            time.sleep(0.01)
+            self._started.wait(0.05)
         return self
 
     def stop(self) -> None:
