@@ -181,10 +181,11 @@ def test_a_background_response_is_queued_then_finished(runner: FakeRunner) -> No
     async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
         request = CreateRequest.model_validate({"model": "m", "input": js(CODE), "tools": TOOLS, "background": True})
         queued = await engine.create(request)
-        for _ in range(100):
-            await asyncio.sleep(0)
-            if engine.retrieve(queued["id"], scope=None)["status"] != "queued":
-                break
+        # The response's own task: awaited, not yielded to a set number of times (its end is
+        # written in a worker thread, so a yield count would race it).
+        task = engine.background._tasks.get(queued["id"])
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)
         return queued, engine.retrieve(queued["id"], scope=None)
 
     queued, finished = asyncio.run(scenario())

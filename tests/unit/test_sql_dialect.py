@@ -108,6 +108,9 @@ class _PerCall:
         with closing(self._connect()) as connection:
             return _Tx(connection).one(sql, parameters)
 
+    def glance(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
+        return self.one(sql, parameters)  # a connection per call never waits for a writer's lock
+
     def rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[Any]:
         with closing(self._connect()) as connection:
             return _Tx(connection).rows(sql, parameters)
