@@ -181,21 +181,21 @@ def test_bytes_integers_and_copies_within_bounds_still_render(ptc_emulator: PTCE
 
 MILLION = "{% set s = input * 100000 %}{% set m = s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s %}"
 """`m`: 900,000 characters, built within the bounds."""
+LISTED = "{% set l = (range(10000)|list) * 10 %}{% set m = l + l %}"
+"""`m`: 200,000 numbers, built within the bounds."""
 RAN = re.compile(r"the template (made more than \d+ calls|ran longer than)")
 
 
 @pytest.mark.parametrize(
     "template",
     [
-        MILLION + "{{ m|map('upper')|map('lower')|map('upper')|select|reject('none')|list|length }}",
-        MILLION + "{{ m|select('lower')|list|length }}",
-        MILLION + "{{ m|unique|list|length }}",
-        MILLION + "{{ m|map('length')|sum }}",
-        MILLION + "{{ m|batch(1)|list|length }}",
-        "{{ input|slice(999999)|list|length }}",
+        LISTED + "{{ m|map('string')|map('upper')|map('lower')|select|reject('none')|list|length }}",
+        LISTED + "{{ m|select('odd')|list|length }}",
+        LISTED + "{{ m|map('string')|unique|list|length }}",
+        LISTED + "{{ m|map('abs')|sum }}",
         "{% set l = range(10000)|list %}{{ (l * 10)|groupby('real')|length }}",
     ],
-    ids=["map-chain", "select", "unique", "map-sum", "batch", "slice", "groupby"],
+    ids=["map-chain", "select", "unique", "map-sum", "groupby"],
 )
 def test_a_filter_chain_on_one_line_is_bounded_by_its_calls(ptc_emulator: PTCEmulator, template: str) -> None:
     """A filter works in Python, past the template's lines: one line of `map`, `select`,

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import operator
+import pprint
 import re
 import string
 import sys
@@ -75,6 +76,11 @@ MAX_OUTPUT_CHARS = 1_000_000
 MAX_RANGE = 10_000
 MAX_REPEAT_CHARS = 100_000
 MAX_VALUE_CHARS = MAX_OUTPUT_CHARS
+MAX_SCAN_CHARS = 50_000
+"""The longest text (or printed value) a filter or method that works through it inside one C call
+with the interpreter held may take (`title`, `wordcount`, `striptags`, `urlize`, `wordwrap`,
+`pprint`): about 10 ms at most each, and no other request is answered meanwhile, even with the
+render in a worker thread."""
 """The longest string (or list) one operation of a template may build."""
 MAX_BUILT_CHARS = 16 * MAX_OUTPUT_CHARS
 """What all of a render's bounded operations may build together."""
@@ -120,34 +126,134 @@ def _building(size: int) -> None:
             raise RenderLimit(f"the template built more than {MAX_BUILT_CHARS} characters")
 
 
-def _printed_size(value: Any, limit: int = MAX_VALUE_CHARS) -> int:
+def _charge(size: int) -> None:
+    """Count `size` more characters (or bytes of objects) against the render's budget."""
+    budget = getattr(_built, "budget", None)
+    if budget is not None:
+        budget.built += max(size, 0)
+        if budget.built > MAX_BUILT_CHARS:
+            raise RenderLimit(f"the template built more than {MAX_BUILT_CHARS} characters")
+
+
+_OBJECT = 64
+"""What a new object a filter or method makes costs (a short string, a list): its header."""
+
+
+def _objects(entries: int, objects: int = 0, chars: int = 0) -> None:
+    """Account for an operation about to build `entries` list entries (eight each), `objects` new
+    objects (`_OBJECT` each) and `chars` characters; refuse it first if it is over a bound."""
+    _building(8 * entries + chars)
+    _charge(_OBJECT * objects)
+
+
+def _string_items(text: str) -> None:
+    """Account for a list of `text`'s characters (`list`, `sort`, `batch` of a string): an entry
+    each, and a new object for each character beyond Latin-1 (those up to it are shared)."""
+    others = 0 if text.isascii() else len(text) - len(text.encode("latin-1", "ignore"))
+    _objects(len(text), others)
+
+
+def _scanned(operation: str, size: int) -> None:
+    """Refuse an operation that works through more than `MAX_SCAN_CHARS` inside one C call
+    (a regular expression over a text, a new object per item): it holds the interpreter for as
+    long, and so every other request, even from its worker thread."""
+    if size > MAX_SCAN_CHARS:
+        raise RenderLimit(f"{operation} on more than {MAX_SCAN_CHARS} characters")
+
+
+_CONTROLS = bytes(range(32)) + b"\x7f"
+"""The ASCII characters `repr` writes as an escape (`\\n`, `\\x01`), and JSON too (but `\\x7f`)."""
+_ASCII_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _ascii_part(text: str) -> tuple[bytes, int]:
+    """`text`'s ASCII characters (a transient copy, made in one fast pass), and how many others it has."""
+    if text.isascii():
+        return text.encode("ascii"), 0
+    kept = text.encode("ascii", "ignore")
+    return kept, len(text) - len(kept)
+
+
+def _repr_size(text: str, ascii_only: bool = False) -> int:
+    """At most how long `repr(text)` is (`ascii(text)` if `ascii_only`), counted without making it:
+    a quote or a backslash takes two characters, a control character four, a character that is
+    not printable (or, for `ascii`, any one that is not ASCII) up to ten (`\\U000e0001`)."""
+    if (text.isascii() or not ascii_only) and text.isprintable():
+        return len(text) + 2 + text.count("\\") + text.count("'")
+    kept, others = _ascii_part(text)
+    controls = len(kept) - len(kept.translate(None, _CONTROLS))
+    wide = others
+    if others and not ascii_only and len(text) <= MAX_SCAN_CHARS and _ASCII_CONTROL.sub("", text).isprintable():
+        wide = 0  # only ASCII control characters are escaped (looked for in a text up to `MAX_SCAN_CHARS`)
+    return len(text) + 2 + kept.count(b"\\") + kept.count(b"'") + 3 * controls + 9 * wide
+
+
+def _json_text_size(text: str, ascii_only: bool = True, html: bool = False) -> int:
+    """At most how long `json.dumps(text)` is: a quote or backslash takes two characters, a control
+    character six (`\\u0001`), a character that is not ASCII six (`\\u00e9`), twelve beyond the
+    first plane (a surrogate pair), when `ascii_only`; with `html` (`tojson`), `<`, `>`, `&` and
+    `'` six each (`\\u003c`)."""
+    kept, others = _ascii_part(text)
+    size = len(text) + 2 + kept.count(b'"') + kept.count(b"\\")
+    size += 5 * (len(kept) - len(kept.translate(None, _CONTROLS[:32])))
+    if html:
+        size += 5 * (kept.count(b"<") + kept.count(b">") + kept.count(b"&") + kept.count(b"'"))
+    if ascii_only and others:
+        units = len(text.encode("utf-16-le", "surrogatepass")) // 2
+        size += 5 * others + 6 * (units - len(text))
+    return size
+
+
+def _url_text_size(text: str) -> int:
+    """At most how long `urlencode` makes `text`: each of its UTF-8 bytes may become `%XX`."""
+    return 3 * (len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass")))
+
+
+def _printed_size(
+    value: Any,
+    limit: int = MAX_VALUE_CHARS,
+    text: Callable[[str], int] | None = None,
+    per_entry: int = 2,
+    pad: int = 0,
+) -> int:
     """About how many characters `str`, `tojson` or `pprint` of `value` take, counted as a tree
     (a list held twice counts twice, as it prints twice), refused (`RenderLimit`) as soon as the
-    count passes `limit`: the walk costs no more than the bound, whatever `value` holds."""
+    count passes `limit`: the walk costs no more than the bound, whatever `value` holds. A string
+    inside prints as `text` counts it (its `repr` by default: escapes counted); `per_entry` is
+    what each entry adds (a separator), and `pad` more for each level it is nested at (an indent
+    of that width on a line of its own: `tojson(indent=...)`)."""
+    size_of = _repr_size if text is None else text
     total = 0
-    stack = [value]
+    stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
-        current = stack.pop()
+        current, depth = stack.pop()
+        entry = per_entry + pad * (depth + 1)
         if isinstance(current, str):
-            total += len(current) + 2
-        elif isinstance(current, int) and not isinstance(current, bool):
+            total += size_of(current)
+        elif isinstance(current, bool) or current is None:
+            total += 5
+        elif isinstance(current, int):
             total += current.bit_length() // 3 + 2
+        elif isinstance(current, float):
+            total += 24  # `-2.2250738585072014e-308`
+        elif isinstance(current, bytes | bytearray):
+            total += 4 * len(current) + 14  # `bytearray(b'\x01')`
         elif isinstance(current, list | tuple | set | frozenset):
-            total += 2 + 2 * len(current)
+            total += 2 + pad * depth + entry * len(current)
             if total <= limit:
-                stack.extend(current)
+                stack.extend([(v, depth + 1) for v in current])  # one call, not one per item
         elif isinstance(current, dict | Mapping):
-            total += 2 + 4 * len(current)
+            total += 2 + pad * depth + (entry + 2) * len(current)
             if total <= limit:
-                stack.extend(current.keys())
-                stack.extend(current.values())
+                stack.extend([(k, depth + 1) for k in current.keys()])
+                stack.extend([(v, depth + 1) for v in current.values()])
         elif isinstance(current, Namespace):  # prints `<Namespace {...}>`, its attributes in full
-            stack.append(object.__getattribute__(current, "_Namespace__attrs"))
+            stack.append((object.__getattribute__(current, "_Namespace__attrs"), depth))
             total += 12
         elif isinstance(current, KeysView | ValuesView | ItemsView):  # prints `dict_items([...])`
-            total += 12 + 2 * len(current)
+            total += 12 + entry * len(current)
             if total <= limit:
-                stack.extend(current)
+                stack.extend([(v, depth + 1) for v in current])
         else:
             total += 8
         if total > limit:
@@ -192,14 +298,18 @@ def _tree(value: Any) -> Any:
         if id(node) in memo:
             continue
         stack.append((node, True))
-        stack.extend((child, False) for child in _children(node) if isinstance(child, _CONTAINERS))
+        stack.extend([(child, False) for child in _children(node) if isinstance(child, _CONTAINERS)])
         if len(stack) > MAX_TREE:
             raise RenderLimit(f"a value that holds more than {MAX_TREE} values (counted as a tree)")
     return value
 
 
-def _text_size(value: Any) -> int:
-    """The length of `str(value)`, found without making it when `value` is not a string."""
+def _text_size(value: Any, conversion: str | None = None) -> int:
+    """The length of `str(value)` (of `repr(value)` for the conversion `r`, `ascii(value)` for
+    `a`), found without making it when `value` is not a string (or is converted)."""
+    if conversion in ("r", "a"):
+        ascii_only = conversion == "a"
+        return _printed_size(value, text=lambda s: _repr_size(s, ascii_only))
     return len(value) if isinstance(value, str) else _printed_size(value)
 
 
@@ -238,11 +348,15 @@ def _printable(value: Any) -> str:
     return str(value)
 
 
-def _total_size(values: Iterable[Any]) -> int:
-    """The printed sizes of `values` together, refused as soon as they pass `MAX_VALUE_CHARS`."""
+def _total_size(values: Iterable[Any], conversion: str | None = None) -> int:
+    """The printed sizes of `values` together (as `_text_size` counts them), refused as soon as
+    they pass `MAX_VALUE_CHARS`."""
     total = 0
     for value in values:
-        total += len(value) if isinstance(value, str) else _printed_size(value, MAX_VALUE_CHARS - total)
+        if conversion in ("r", "a"):
+            total += _text_size(value, conversion)
+        else:
+            total += len(value) if isinstance(value, str) else _printed_size(value, MAX_VALUE_CHARS - total)
         if total > MAX_VALUE_CHARS:
             raise RenderLimit(f"an operation that builds more than {MAX_VALUE_CHARS} characters")
     return total
@@ -273,13 +387,13 @@ def _replaced_size(text: Any, old: Any, new: Any, count: int | None = None) -> i
     return len(text) + found * (len(new) - len(old))
 
 
-_WIDTH = re.compile(r"%(?:\(([^)]*)\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
+_WIDTH = re.compile(r"%(?:\(([^)]*)\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?([a-zA-Z%])?")
 
 
 def _check_percent(fmt: str) -> None:
     """A `%` format whose widths and precisions build at most `MAX_VALUE_CHARS`."""
     for m in _WIDTH.finditer(fmt):
-        for group in m.groups()[1:]:
+        for group in m.groups()[1:3]:
             if group == "*" or (group is not None and int(group) > MAX_VALUE_CHARS):
                 raise RenderLimit(f"a format width of more than {MAX_VALUE_CHARS} characters")
 
@@ -290,20 +404,24 @@ def _percent_size(fmt: str, values: Any) -> int:
     gives them; another value once), counted before anything is printed."""
     _check_percent(fmt)
     found = list(_WIDTH.finditer(fmt))
-    size = len(fmt) + sum(int(g) for m in found for g in m.groups()[1:] if g is not None and g.isdigit())
+    size = len(fmt) + sum(int(g) for m in found for g in m.groups()[1:3] if g is not None and g.isdigit())
+    # `%r` and `%a` print `repr` (`ascii`) of a value: its escapes are counted (for every value
+    # the format prints, if it has one of them).
+    conversions = {m.group(4) for m in found}
+    conversion = "a" if "a" in conversions else "r" if "r" in conversions else None
     if isinstance(values, tuple):
-        return size + _total_size(values)
+        return size + _total_size(values, conversion)
     if isinstance(values, Mapping) and any(m.group(1) is not None for m in found):
         sizes: dict[str, int] = {}
         for m in found:
             name = m.group(1)
             if name is not None and name in values:
                 if name not in sizes:
-                    sizes[name] = _text_size(values[name])
+                    sizes[name] = _text_size(values[name], conversion)
                 size += sizes[name]
                 _over(size)
         return size
-    return size + _text_size(values)
+    return size + _text_size(values, conversion)
 
 
 def _check_format(fmt: str) -> None:
@@ -319,12 +437,12 @@ _FIELD_BASE = re.compile(r"[^.\[]*")
 def _format_size(fmt: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> int:
     """About what `fmt.format(*args, **kwargs)` builds: the format, its widths, and for each field
     the value it names printed in full (an attribute or an item of it counted as the whole),
-    counted before anything is printed."""
+    counted before anything is printed (`repr` or `ascii` of it for `!r`, `!a`)."""
     _check_format(fmt)
     size = len(fmt)
-    sizes: dict[str, int] = {}
+    sizes: dict[tuple[str, str | None], int] = {}
     automatic = 0
-    for _, field, spec, _ in string.Formatter().parse(fmt):
+    for _, field, spec, conversion in string.Formatter().parse(fmt):
         if spec:
             size += sum(int(n) for n in re.findall(r"\d+", spec))
         if field is None:
@@ -333,13 +451,13 @@ def _format_size(fmt: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> 
         base = found.group(0) if found else field
         if not base:
             base, automatic = str(automatic), automatic + 1
-        if base not in sizes:
+        if (base, conversion) not in sizes:
             if base.isdigit():
                 value = args[int(base)] if int(base) < len(args) else ""
             else:
                 value = kwargs.get(base, "")
-            sizes[base] = _text_size(value)
-        size += sizes[base]
+            sizes[base, conversion] = _text_size(value, conversion)
+        size += sizes[base, conversion]
         _over(size)
     return size
 
@@ -378,6 +496,28 @@ def _str_method_size(
     return None
 
 
+_LINE_BREAKS = ("\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+
+def _split_pieces(method: str, text: str | bytes | bytearray, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Account for `split`, `rsplit` or `splitlines` of `text` before it runs: at most a piece
+    per separator (per line break; per two characters when splitting on whitespace), each a new
+    object with an entry in the list, and the text's characters."""
+    if method == "splitlines":
+        breaks = _LINE_BREAKS if isinstance(text, str) else (b"\n", b"\r")
+        pieces = sum(text.count(b) for b in breaks) + 1  # type: ignore[arg-type]
+    else:
+        sep = args[0] if args else kwargs.get("sep")
+        limit = args[1] if len(args) > 1 else kwargs.get("maxsplit", -1)
+        pieces = len(text) // 2 + 1 if sep is None or not sep else text.count(sep) + 1
+        if isinstance(limit, int) and limit >= 0:
+            pieces = min(pieces, limit + 1)
+    _objects(pieces, pieces, len(text))
+
+
+_SPLITS = frozenset({"split", "rsplit", "splitlines"})
+
+
 def _sequence_sum(environment: Any, value: Iterable[Any], attribute: Any, start: list[Any] | tuple[Any, ...]) -> Any:
     """`sum(start=[])`: the concatenation of the items, built once (Python's `sum` copies what
     it has built at every item: quadratic), after its size is checked."""
@@ -396,6 +536,53 @@ def _sequence_sum(environment: Any, value: Iterable[Any], attribute: Any, start:
     return built if kind is list else tuple(built)
 
 
+def _listed(value: Any) -> list[Any]:
+    """`list(value)`, counted first when `value` is a string (an entry, and maybe an object, per
+    character); a list made of another iterable is counted as held once made."""
+    if isinstance(value, str):
+        _string_items(value)
+        return list(value)
+    return value if isinstance(value, list) else _held(list(value))  # type: ignore[no-any-return]
+
+
+def _html_json_size(text: str) -> int:
+    return _json_text_size(text, ascii_only=True, html=True)
+
+
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _url_size(text: str) -> int:
+    """A string printed inside a value `urlencode` prints: its `repr`'s escapes, and its UTF-8 bytes."""
+    return _utf8_size(text) + _repr_size(text) - len(text)
+
+
+class _BoundedWriter:
+    """A stream `pprint` writes to, counting what it writes against the render's bounds as it goes:
+    what `pprint` makes of a nested value (each line indented by the keys before it) is not known
+    before it is made, so it is stopped at the bound instead."""
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+        self.size = 0
+
+    def write(self, piece: str) -> None:
+        self.size += len(piece)
+        _over(self.size)
+        _charge(len(piece))
+        self.pieces.append(piece)
+
+
+def _bounded_pprint(value: Any) -> str:
+    """Jinja's `pprint` (`pprint.pformat`), written to a `_BoundedWriter`; what it prints is first
+    bounded by `MAX_SCAN_CHARS` (a string is split into lines and words by regular expressions)."""
+    _scanned("the filter 'pprint'", _printed_size(value))
+    out = _BoundedWriter()
+    pprint.PrettyPrinter(stream=out).pprint(value)  # type: ignore[arg-type]
+    return "".join(out.pieces).removesuffix("\n")
+
+
 def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     """A string-building filter that checks what it will build before it builds it."""
 
@@ -406,28 +593,40 @@ def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., An
         value, rest = (values[0], values[1:]) if values else ("", ())
         # A filter that works on `str(value)` prints the value first: bounded before it is printed.
         text = _printable(value) if name in _PRINTING_FILTERS else ""
+        if name in _ITERATING_FILTERS and isinstance(value, str):
+            _string_items(value)  # a list of its characters, made in one C call
         if name == "replace" and len(rest) >= 2:
             count = rest[2] if len(rest) > 2 else kwargs.get("count")
             old, new = _printable(rest[0]), _printable(rest[1])
             _building(_replaced_size(text, old, new, count if isinstance(count, int) else None))
         elif name == "join":
-            items = list(value)
+            items = _listed(value)
             sep = rest[0] if rest else kwargs.get("d", "")
             _building(sum(_text_size(i) for i in items) + _text_size(sep) * max(len(items) - 1, 0))
             args = (*args[:passed], items, *rest)
-        elif name in ("string", "tojson", "pprint"):
+        elif name == "string":
             _building(_text_size(value))
+        elif name == "tojson":
+            indent = rest[0] if rest else kwargs.get("indent")
+            width = len(indent) if isinstance(indent, str) else indent if isinstance(indent, int) else 0
+            pad = width + 1 if indent is not None else 0  # each entry on a line of its own, indented
+            _building(_printed_size(value, text=_html_json_size, pad=max(pad, 0)))
+        elif name == "pprint":
+            return _bounded_pprint(value)
         elif name == "urlencode":
-            _building(3 * _text_size(value))  # each character may become a %XX escape
-        elif name == "batch":
-            size = rest[0] if rest else kwargs.get("linecount", 0)
+            # Each UTF-8 byte of what is printed (`str` of a key or value) may become `%XX`.
+            _building(3 * (_utf8_size(value) if isinstance(value, str) else _printed_size(value, text=_url_size)))
+        elif name in ("batch", "slice"):
+            items = _listed(value)
+            count = rest[0] if rest else kwargs.get("linecount" if name == "batch" else "slices", 0)
             fill = rest[1] if len(rest) > 1 else kwargs.get("fill_with")
-            if isinstance(size, int) and fill is not None:
-                _building(size)  # the last batch is filled up to `linecount` items
-        elif name == "slice":
-            slices = rest[0] if rest else kwargs.get("slices", 0)
-            if isinstance(slices, int):
-                _building(slices)
+            if isinstance(count, int) and count > 0:
+                # `batch`: a list per `count` items, the last filled up to `count`; `slice`:
+                # `count` lists, each but the full ones filled with one more.
+                lists = -(-len(items) // count) if name == "batch" else count
+                filled = (lists * count - len(items) if name == "batch" else count) if fill is not None else 0
+                _objects(len(items) + filled + lists, lists)
+            args = (*args[:passed], items, *rest)
         elif name == "sum":
             start = rest[1] if len(rest) > 1 else kwargs.get("start", 0)
             if isinstance(start, list | tuple):
@@ -462,7 +661,10 @@ def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., An
             _building(5 * _text_size(value) + 16)
         elif name in ("upper", "lower", "title", "capitalize"):
             _building(_cased_size(text))
-        return original(*args, **kwargs)
+        if name in _SCANNING_FILTERS:
+            _scanned(f"the filter '{name}'", len(text))
+        found = original(*args, **kwargs)
+        return _held(found) if name in _ITERATING_FILTERS else found
 
     return bounded
 
@@ -475,10 +677,18 @@ _PRINTING_FILTERS = frozenset(
 )
 """The filters that work on `str(value)` (Jinja's `soft_str`): the value is printed first."""
 
+_SCANNING_FILTERS = frozenset({"title", "wordcount", "striptags", "urlize", "wordwrap"})
+"""The filters that work through their text in one C call (a regular expression) or one character
+at a time in Python (`wordwrap` breaking a long word): bounded by `MAX_SCAN_CHARS`."""
+
+_ITERATING_FILTERS = frozenset({"sort", "groupby", "unique", "map", "select", "reject", "selectattr", "rejectattr"})
+"""Filters that make a list of a string's characters (or one object for each) when given a string."""
+
 _BOUNDED_FILTERS = (
     *("replace", "join", "center", "indent", "format", "wordwrap", "urlize", "escape", "e", "forceescape"),
     *("upper", "lower", "title", "capitalize", "trim", "striptags", "wordcount", "truncate", "safe", "xmlattr"),
     *("string", "tojson", "pprint", "urlencode", "batch", "slice", "sum"),
+    *_ITERATING_FILTERS,
 )
 
 
@@ -493,7 +703,7 @@ def _held_filter(original: Callable[..., Any]) -> Callable[..., Any]:
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         if original is _LIST and args and isinstance(args[-1], str):
-            _building(_held_size(list(args[-1][:1])) * len(args[-1]))  # a new string per character
+            _string_items(args[-1])
         return _held(original(*args, **kwargs))
 
     return counted
@@ -645,6 +855,8 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
             items = list(args[0])
             _building(sum(len(i) if isinstance(i, _TEXTS) else 0 for i in items) + len(owner) * max(len(items) - 1, 0))
             args = (items, *args[1:])
+        elif isinstance(owner, _TEXTS) and name in _SPLITS:
+            _split_pieces(name, owner, args, kwargs)
         elif isinstance(owner, bytes | bytearray):
             size = _str_method_size(name, owner, args, kwargs)
             if size is not None:
