@@ -264,3 +264,75 @@ def test_values_and_filters_within_the_tree_and_call_bounds_still_render(ptc_emu
     ptc_emulator.add_scenario({"name": "trees_fine", "match": {"input": "^x$"}, "turns": [{"message": template}]})
     text = ptc_emulator.client().responses.create(model="gpt-test", input="x").output_text
     assert text == "True b(1, [1, 2]) 2 1 [(1, 2)] True"
+
+
+WORDS = "{% set s = (input ~ ' ') * 50000 %}{% set m = s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s %}"
+"""`m`: 900,000 characters of one-letter words, built within the bounds."""
+SCAN = "on more than"
+LONG = "{% set l = (range(10000)|list) * 10 %}"
+"""`l`: 100,000 numbers."""
+
+
+@pytest.mark.parametrize(
+    ("template", "why"),
+    [
+        (WORDS + "{{ m|title|length }}", SCAN),
+        (WORDS + "{{ m|wordcount }}", SCAN),
+        (WORDS + "{{ m|striptags|length }}", SCAN),
+        (WORDS + "{{ m|pprint|length }}", SCAN),
+        ("{% set s = ('<' ~ input) * 50000 %}{{ (s ~ s ~ s ~ s)|tojson|length }}", BUILDS),
+        ("{% set s = '\u0101' * 100000 %}{{ (s ~ s ~ s)|urlencode|length }}", BUILDS),
+        ("{% set s = '\\x01' * 100000 %}{{ ('%r' % (s ~ s ~ s))|length }}", BUILDS),
+        ("{% set s = '\u0101' * 100000 %}{{ '{!a}'.format(s ~ s)|length }}", BUILDS),
+        ("{% set s = '\\x01' * 100000 %}{{ [s ~ s ~ s]|string|length }}", BUILDS),
+        (LONG + "{{ l|batch(1)|list|length }}", BUILDS),
+        (LONG + "{{ l|slice(100000)|list|length }}", BUILDS),
+        (WORDS + "{{ m.split()|length }}", BUILDS),
+        (
+            "{% set s = '\u0101' * 100000 %}{% set a = s|list %}{% set b = s|list %}{% set c = s|list %}"
+            "{{ a|length + b|length + c|length }}",
+            "built more than",
+        ),
+        ("{% set s = '\u0101' * 100000 %}{{ (s ~ s)|sort|length }}", BUILDS),
+    ],
+    ids=[
+        *("title", "wordcount", "striptags", "pprint", "tojson-escapes", "urlencode-utf8", "percent-r-escapes"),
+        *("format-ascii", "repr-in-list", "batch-lists", "slice-lists", "split-pieces", "list-of-wide-characters"),
+        "sort-of-a-string",
+    ],
+)
+def test_what_a_filter_builds_is_counted_as_built_and_long_scans_are_refused(
+    ptc_emulator: PTCEmulator, template: str, why: str
+) -> None:
+    """Each of these was within its bound as counted and built more, or worked through a long
+    text inside one C call: `title` of 900,000 characters peaked at 61 MB and 1.9 s; `tojson`
+    and `%r` printed each escape as one character (3.3 MB built for 900,000 counted); `urlencode`
+    counted characters, not UTF-8 bytes; `batch(1)` and `slice` counted the items and not the
+    lists they fill (100,000 lists); `split` counted entries, not the strings; a list of
+    characters beyond Latin-1 counted eight bytes for a 76-byte object. A filter that scans a text
+    with the interpreter held (`title`, `wordcount`, `striptags`, `pprint`) stalled every other
+    request from its worker thread (up to 190 ms here). Each is now refused before it runs."""
+    ptc_emulator.add_scenario({"name": "built", "match": {"input": "^x"}, "turns": [{"message": template}]})
+    client = ptc_emulator.client(max_retries=0)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="gpt-test", input="x")
+    assert caught.value.code == "scenario_error"
+    assert why in caught.value.message
+    ptc_emulator.add_scenario({"name": "after", "match": {"input": "^after$"}, "turns": [{"message": "still here"}]})
+    assert client.responses.create(model="gpt-test", input="after").output_text == "still here"
+
+
+def test_the_counted_filters_within_bounds_still_render(ptc_emulator: PTCEmulator) -> None:
+    template = (
+        "{{ 'a b'|title }} {{ 'a b'|wordcount }} {{ '<i>a</i>'|striptags }} {{ {'k': [1, 'é']}|pprint }}"
+        " {{ ['<é'] | tojson }} {{ {'a': 1}|tojson(indent=1) }} {{ 'é/'|urlencode }} {{ {'q': 'a b'}|urlencode }}"
+        " {{ '%r' % 'é\\n' }} {{ '{!a}'.format('é') }} {{ ['\\x01']|string }} {{ [1, 2, 3]|batch(2, 0)|list }}"
+        " {{ [1, 2, 3]|slice(2, 0)|list }} {{ 'a,b'.split(',') }} {{ 'a\\nb'.splitlines() }} {{ 'ab'|sort|join }}"
+        " {{ '\u0101b'|list }} {{ 'ba'|unique|list }} {{ 'ab'|map('upper')|join }}"
+    )
+    ptc_emulator.add_scenario({"name": "counted_fine", "match": {"input": "^x$"}, "turns": [{"message": template}]})
+    text = ptc_emulator.client().responses.create(model="gpt-test", input="x").output_text
+    assert text == (
+        "A B 2 a {'k': [1, 'é']} [\"\\u003c\\u00e9\"] {\n \"a\": 1\n} %C3%A9/ q=a+b 'é\\n' '\\xe9' ['\\x01']"
+        " [[1, 2], [3, 0]] [[1, 2], [3, 0]] ['a', 'b'] ['a', 'b'] ab ['\u0101', 'b'] ['b', 'a'] AB"
+    )

@@ -262,6 +262,9 @@ def _printed_size(
 
 
 _CONTAINERS = (list, tuple, dict, KeysView, ValuesView, ItemsView)
+_LEAVES = (str, int, float, bytes, type(None))
+"""Values that are surely no container, told apart without the views' `isinstance` (a Python call
+each, counted as one by the render's bound on calls): checked inline, a function would be one too."""
 
 
 def _children(value: Any) -> Iterable[Any]:
@@ -278,7 +281,7 @@ def _tree(value: Any) -> Any:
     The count of each list, tuple and dict is kept for the render (with the value, so its id is
     not reused), so a value built from counted ones costs its own length to count, whatever they
     hold; one met for the first time is walked once, as a DAG."""
-    if not isinstance(value, _CONTAINERS):
+    if isinstance(value, _LEAVES) or not isinstance(value, _CONTAINERS):
         return value
     budget = getattr(_built, "budget", None)
     memo: dict[int, tuple[Any, int]] = budget.trees if budget is not None else {}
@@ -290,7 +293,8 @@ def _tree(value: Any) -> Any:
         if children_done:
             total = 1
             for child in _children(node):
-                total += memo[id(child)][1] if isinstance(child, _CONTAINERS) else 1
+                container = not isinstance(child, _LEAVES) and isinstance(child, _CONTAINERS)
+                total += memo[id(child)][1] if container else 1
                 if total > MAX_TREE:
                     raise RenderLimit(f"a value that holds more than {MAX_TREE} values (counted as a tree)")
             memo[id(node)] = (node, total)
@@ -298,7 +302,9 @@ def _tree(value: Any) -> Any:
         if id(node) in memo:
             continue
         stack.append((node, True))
-        stack.extend([(child, False) for child in _children(node) if isinstance(child, _CONTAINERS)])
+        stack.extend(
+            [(c, False) for c in _children(node) if not isinstance(c, _LEAVES) and isinstance(c, _CONTAINERS)]
+        )
         if len(stack) > MAX_TREE:
             raise RenderLimit(f"a value that holds more than {MAX_TREE} values (counted as a tree)")
     return value
