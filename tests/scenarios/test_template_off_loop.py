@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -64,3 +65,35 @@ async def test_a_long_template_render_does_not_hold_up_health(tmp_path: Path, mo
     assert opened_in_time == [True], "the render blocked the event loop: health could not answer"
     # Then the render itself runs into its bounds: a 400 naming the scenario, not a hang.
     assert_envelope(reply, 400, "the template ran", code="scenario_error")
+
+
+WORDS = "{% set s = (input ~ ' ') * 50000 %}{% set m = s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s %}"
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        WORDS + "{{ m|title|length }}",
+        WORDS + "{{ m|pprint|length }}",
+        WORDS + "{{ m|wordcount }}",
+    ],
+    ids=["title", "pprint", "wordcount"],
+)
+async def test_a_refused_filter_is_refused_before_it_builds(tmp_path: Path, template: str) -> None:
+    """What the render built, seen by the memory it took at its peak: `title` of 900,000
+    characters of words took 61 MB (a list of every word, and its copies), `pprint` 31 MB,
+    `wordcount` a list of its 450,000 words, each counted as nothing. Each is now refused before
+    it scans the text: the request's whole peak stays under 16 MB."""
+    async with app_client(tmp_path) as http:
+        scenario = {"name": "peak", "match": {"input": "^x$"}, "turns": [{"message": template}]}
+        assert (await http.post("/_emulator/scenarios", json=scenario, headers=JSON)).status_code == 201
+        body = {"model": "m", "input": "x"}
+        await http.post("/v1/responses", json=body, headers=JSON)  # warm: the template compiled, the route ready
+        tracemalloc.start()
+        try:
+            reply = await http.post("/v1/responses", json=body, headers=JSON)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert_envelope(reply, 400, "more than", code="scenario_error")
+    assert peak < 16 * 2**20, f"the render built {peak / 2**20:.0f} MB before it was refused"
