@@ -599,6 +599,8 @@ def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., An
         value, rest = (values[0], values[1:]) if values else ("", ())
         # A filter that works on `str(value)` prints the value first: bounded before it is printed.
         text = _printable(value) if name in _PRINTING_FILTERS else ""
+        if name in _SCANNING_FILTERS:  # first: a check below may split the text itself (`urlize`)
+            _scanned(f"the filter '{name}'", len(text))
         if name in _ITERATING_FILTERS and isinstance(value, str):
             _string_items(value)  # a list of its characters, made in one C call
         if name == "replace" and len(rest) >= 2:
@@ -667,8 +669,6 @@ def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., An
             _building(5 * _text_size(value) + 16)
         elif name in ("upper", "lower", "title", "capitalize"):
             _building(_cased_size(text))
-        if name in _SCANNING_FILTERS:
-            _scanned(f"the filter '{name}'", len(text))
         found = original(*args, **kwargs)
         return _held(found) if name in _ITERATING_FILTERS else found
 
