@@ -19,11 +19,17 @@ work: nested `range(100000)` loops, `'x' * 10**9`, or a loop over a long input. 
   (`{{ value }}` through `finalize`, `~`, `string`, `tojson`, `pprint`, `urlencode`, the filters
   and tests that work on `str(value)`: its printed size is counted on the value, a list held
   twice counted twice, before it is printed), the join of what a block captures (`concat`),
-  `batch` and `slice` by the items they fill in, `sum` of sequences (concatenated once, not
-  copied at each item), and integer `*` and `**` by the bits of their result. A line is one
-  step, but one
-  step could otherwise build gigabytes inside a single C call (`s.replace('x', 'y' * 3000)` on a
+  `batch` and `slice` by the items they fill in and the lists they make, `split` by a new
+  string per piece, a list of a string's characters (`list`, `sort`, `batch`, ...) by an entry
+  each (and an object each beyond Latin-1), `sum` of sequences (concatenated once, not copied at
+  each item), and integer `*` and `**` by the bits of their result. A printed string counts its
+  escapes where it is printed with them: `repr` inside a list, `%r`, `!a`, `tojson` (`\u00e9`),
+  `urlencode` (`%C3%A9`); `pprint` is stopped as it writes. A line is one step, but one step
+  could otherwise build gigabytes inside a single C call (`s.replace('x', 'y' * 3000)` on a
   long `s`), out of reach of the step and time bounds;
+* the filters that work through a text inside one C call (`title`, `wordcount`, `striptags`,
+  `urlize`, `wordwrap`, `pprint`) take at most `MAX_SCAN_CHARS`: the interpreter is held for
+  the call, so the event loop too, even with the render in a worker thread;
 * the output is capped at `MAX_OUTPUT_CHARS`;
 * `render_off_loop` renders in a worker thread, so a template that runs to its bounds delays
   only its own request, never the event loop.
@@ -302,9 +308,7 @@ def _tree(value: Any) -> Any:
         if id(node) in memo:
             continue
         stack.append((node, True))
-        stack.extend(
-            [(c, False) for c in _children(node) if not isinstance(c, _LEAVES) and isinstance(c, _CONTAINERS)]
-        )
+        stack.extend([(c, False) for c in _children(node) if not isinstance(c, _LEAVES) and isinstance(c, _CONTAINERS)])
         if len(stack) > MAX_TREE:
             raise RenderLimit(f"a value that holds more than {MAX_TREE} values (counted as a tree)")
     return value
@@ -510,8 +514,10 @@ def _split_pieces(method: str, text: str | bytes | bytearray, args: tuple[Any, .
     per separator (per line break; per two characters when splitting on whitespace), each a new
     object with an entry in the list, and the text's characters."""
     if method == "splitlines":
-        breaks = _LINE_BREAKS if isinstance(text, str) else (b"\n", b"\r")
-        pieces = sum(text.count(b) for b in breaks) + 1  # type: ignore[arg-type]
+        if isinstance(text, str):
+            pieces = sum(text.count(b) for b in _LINE_BREAKS) + 1
+        else:
+            pieces = text.count(b"\n") + text.count(b"\r") + 1
     else:
         sep = args[0] if args else kwargs.get("sep")
         limit = args[1] if len(args) > 1 else kwargs.get("maxsplit", -1)
@@ -548,7 +554,7 @@ def _listed(value: Any) -> list[Any]:
     if isinstance(value, str):
         _string_items(value)
         return list(value)
-    return value if isinstance(value, list) else _held(list(value))  # type: ignore[no-any-return]
+    return value if isinstance(value, list) else _held(list(value))
 
 
 def _html_json_size(text: str) -> int:
