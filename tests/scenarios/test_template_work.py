@@ -336,3 +336,26 @@ def test_the_counted_filters_within_bounds_still_render(ptc_emulator: PTCEmulato
         "A B 2 a {'k': [1, 'é']} [\"\\u003c\\u00e9\"] {\n \"a\": 1\n} %C3%A9/ q=a+b 'é\\n' '\\xe9' ['\\x01']"
         " [[1, 2], [3, 0]] [[1, 2], [3, 0]] ['a', 'b'] ['a', 'b'] ab ['\u0101', 'b'] ['b', 'a'] AB"
     )
+
+
+def test_what_program_code_prints_as_json_is_counted_as_built(ptc_emulator: PTCEmulator) -> None:
+    """In program code every `{{ value }}` prints as JSON: a string of control characters takes
+    six times its length (`\\u0001`), a new text each time it is printed, and was counted as
+    nothing. A block capturing a hundred printings of 100,000 of them held 60 MB before the join
+    was refused; the render's budget now counts each printing as JSON and refuses at 16 million."""
+    program = (
+        "{% set s = '\\x01' * 100000 %}{% set x %}{% for i in range(100) %}{{ s }}{% endfor %}{% endset %}"
+        "text({{ x|length }});"
+    )
+    ptc_emulator.add_scenario({"name": "json", "match": {"input": "^x$"}, "turns": [{"program": program}]})
+    client = ptc_emulator.client(max_retries=0)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="gpt-test", input="x", tools=[{"type": "programmatic_tool_calling"}])
+    assert caught.value.code == "scenario_error"
+    assert "the template built more than" in caught.value.message
+    fine = "{% set s = '\\x01' %}text({{ s ~ '\\u00e9' }}.length + {{ [1, 'a'] }}.length);"
+    ptc_emulator.add_scenario(
+        {"name": "json_fine", "match": {"input": "^y$"}, "turns": [{"program": fine}, {"message": "{{ result }}"}]}
+    )
+    reply = client.responses.create(model="gpt-test", input="y", tools=[{"type": "programmatic_tool_calling"}])
+    assert reply.output_text == "4"

@@ -903,12 +903,19 @@ def _finalize(value: Any) -> Any:
     return value
 
 
+def _json_printed_size(text: str) -> int:
+    return _json_text_size(text, ascii_only=False)
+
+
 def _then(own: Callable[..., Any]) -> Callable[..., Any]:
-    """`_finalize`, then the environment's own `finalize` (called as Jinja calls it: with the
-    context or environment first if it asks for one)."""
+    """The environment's own `finalize` (called as Jinja calls it: with the context or
+    environment first if it asks for one), after what it makes is counted: JSON here (program
+    code, call arguments), a new text even for a string (`"\\u0001"` for each control character),
+    counted as `json.dumps` writes it."""
 
     def finalize(*args: Any) -> Any:
-        return own(*args[:-1], _finalize(args[-1]))
+        _building(_printed_size(args[-1], text=_json_printed_size))
+        return own(*args)
 
     if hasattr(own, "jinja_pass_arg"):
         finalize.jinja_pass_arg = own.jinja_pass_arg  # type: ignore[attr-defined]
