@@ -24,7 +24,7 @@ from jinja2 import StrictUndefined
 from ptc_emulator.emulator.model.scripted import templating
 
 BUILD = "{% set s = input * (100000 // input|length) %}{% set m = s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s %}"
-INPUTS = ("x y ", "\u00e9 \u0101\n", 'a<b>&"')
+INPUTS = ("x y ", "\u00e9 \u0101\n", 'a<b>&"', "\n")
 CASES = (
     *("{{ m|title|length }}", "{{ m|capitalize|length }}", "{{ m|wordcount }}", "{{ m|striptags|length }}"),
     *("{{ m|pprint|length }}", "{{ m|tojson|length }}", "{{ m|urlencode|length }}", "{{ ('%r' % m)|length }}"),
