@@ -337,6 +337,16 @@ def string_too_long(param: str, max_length: object, length: object) -> InvalidRe
     )
 
 
+@error(REQUEST)
+def empty_string(param: str) -> InvalidRequest:
+    """An empty string where the hosted API requires a non-empty one (`model`)."""
+    return InvalidRequest(
+        f"Invalid '{param}': empty string. Expected a string with minimum length 1, but got an empty string instead.",
+        param=param,
+        code="empty_string",
+    )
+
+
 @error(REQUEST, number="integer", sign=">=", least=1, value=0)
 def below_minimum(param: str, number: str, sign: str, least: object, value: object) -> InvalidRequest:
     """A number below its lower bound (`number`: `integer` or `decimal`; `sign`: `>=` or `>`): a
@@ -588,6 +598,13 @@ def duplicate_namespace(name: str) -> InvalidRequest:
 def one_tool_search() -> InvalidRequest:
     """Two `tool_search` tools in one request."""
     return InvalidRequest("Only one tool_search tool may be declared.", param="tools")
+
+
+@error(TOOLS, param="tools[3]")
+def one_programmatic_tool_calling(param: str) -> InvalidRequest:
+    """A second `programmatic_tool_calling` tool in one request (`param`: where it is); the tool has
+    no fields, so a second one could only repeat or contradict the first."""
+    return InvalidRequest("Only one programmatic_tool_calling tool may be declared.", param=param)
 
 
 @error(TOOLS)

@@ -397,9 +397,12 @@
       freeze(tools);
       const def = (k, v) => defineProperty(G, k, { value: v, writable: false, configurable: false, enumerable: false });
       def('tools', tools);
+      // Strings as they are, anything else as JSON; what JSON cannot write (undefined, a symbol, a
+      // function) as String() writes it: `Symbol(x)`, not the `undefined` JSON.stringify returns.
+      const shown = (x) => { if (typeof x === 'string') return x; const j = S(x); return j === undefined ? Str(x) : j; };
       def('text', function text(...parts) {
         let s = '';
-        for (let i = 0; i < parts.length; i++) s += (i ? ' ' : '') + (typeof parts[i] === 'string' ? parts[i] : S(parts[i]));
+        for (let i = 0; i < parts.length; i++) s += (i ? ' ' : '') + shown(parts[i]);
         emit('{"type":"text","text":' + S(s) + '}');
       });
       def('image', function image(x) { emit('{"type":"image","url":' + S(imageUrl(x)) + '}'); });

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,8 +31,14 @@ class TraceError(ValueError):
 def load_trace(path: Path) -> bytes:
     """The page for the trace in `path`."""
     try:
-        with path.open("rb") as file:
-            size = os.fstat(file.fileno()).st_size
+        # Opened without blocking, then looked at: a FIFO (`open` would wait for a writer) or a
+        # device (`/dev/zero`, endless) is refused unread.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as file:
+            status = os.fstat(file.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                raise TraceError(f"{path}: not a regular file: not a trace")
+            size = status.st_size
             if size > MAX_TRACE_BYTES:
                 raise TraceError(f"{path}: larger than {MAX_TRACE_BYTES} bytes ({size} bytes): not a trace")
             text = file.read(MAX_TRACE_BYTES + 1).decode("utf-8")

@@ -134,7 +134,10 @@ class Toolset:
         """The tools of `request` with what the `tool_search_output` items among `items` loaded
         (`new_from`: the index of this request's first input item, for error messages)."""
         tools = request.tools or []
-        found = cls(ptc=any(isinstance(t, ProgrammaticToolCalling) for t in tools))
+        ptc = [i for i, t in enumerate(tools) if isinstance(t, ProgrammaticToolCalling)]
+        if len(ptc) > 1:
+            raise messages.one_programmatic_tool_calling(f"tools[{ptc[1]}]")
+        found = cls(ptc=bool(ptc))
         for tool in tools:
             if isinstance(tool, FunctionTool):
                 found._declare(Entry(tool.name, tool))

@@ -67,6 +67,36 @@ SafetyIdentifier = Annotated[str, StringConstraints(max_length=128)]
 """`safety_identifier`: "a maximum length of 128 characters" (the SDK's docstring), on every route
 that takes it (create, compact, conversations), refused alike above it."""
 
+ServiceTier = Literal["auto", "default", "flex", "scale", "priority", "fast", "ultrafast"]
+"""`service_tier` on a create (the SDK's `ServiceTier`, the same in the oldest SDK the project locks)."""
+
+PromptCacheRetention = Literal["in_memory", "24h"]
+
+Model = Annotated[str, StringConstraints(min_length=1)]
+"""`model`: an empty string is refused as the hosted API refuses any empty string it requires
+(`empty_string`); a missing or null one is left to the emulator's default author."""
+
+
+class Reasoning(WireModel):
+    """`reasoning` (the SDK's shared `Reasoning`): its enums checked, its keys the SDK's. The request
+    keeps the object as sent (a dict): the response echoes it as given."""
+
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
+    summary: Literal["auto", "concise", "detailed"] | None = None
+    generate_summary: Literal["auto", "concise", "detailed"] | None = None
+    """Deprecated for `summary` (the SDK's docstring), still taken."""
+    context: Literal["auto", "current_turn", "all_turns"] | None = None
+    mode: str | None = None
+    """"standard", "pro" or another string (the SDK types it open)."""
+
+
+def check_reasoning(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Validates `reasoning` as `Reasoning` (its errors located under `reasoning`) and keeps the dict."""
+    if value is not None:
+        Reasoning.model_validate(value)
+    return value
+
+
 Includable = Literal[
     "file_search_call.results",
     "web_search_call.results",
@@ -82,7 +112,7 @@ Includable = Literal[
 class Conversational(WireModel):
     """The fields a create and a token count share; checked with `check_json` before validation."""
 
-    model: str | None = None
+    model: Model | None = None
     input: str | list[InputItem] | None = None
     instructions: str | None = None
     tools: list[Tool] | None = None
@@ -111,6 +141,8 @@ class Conversational(WireModel):
     reasoning: OpenJSON | None = None
     text: OpenJSON | None = None
     truncation: Literal["auto", "disabled"] | None = None
+
+    _reasoning_checked = field_validator("reasoning")(check_reasoning)
 
     @model_validator(mode="before")
     @classmethod
@@ -166,7 +198,8 @@ class CreateRequest(Conversational):
     stream_options: OpenJSON | None = None
     include: list[Includable] | None = None
     metadata: dict[str, str] | None = None
-    max_tool_calls: int | None = None
+    max_tool_calls: Annotated[int, Field(ge=1)] | None = None
+    """The hosted bound: below 1 is `integer_below_min_value`."""
     max_output_tokens: Annotated[int, Field(ge=16)] | None = None
     """The hosted bound: below 16 is `integer_below_min_value`."""
     background: bool | None = None
@@ -175,14 +208,14 @@ class CreateRequest(Conversational):
     safety_identifier: SafetyIdentifier | None = None
     prompt_cache_key: str | None = None
     prompt_cache_options: OpenJSON | None = None
-    prompt_cache_retention: str | None = None
+    prompt_cache_retention: PromptCacheRetention | None = None
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
     """"between 0 and 2" (the SDK's docstring), refused outside it as the hosted API refuses it."""
     top_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
     """A probability mass: 0 to 1."""
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     """"An integer between 0 and 20" (the SDK's docstring)."""
-    service_tier: str | None = None
+    service_tier: ServiceTier | None = None
     prompt: OpenJSON | None = None
     context_management: list[OpenJSON] | None = None
     moderation: OpenJSON | None = None
@@ -213,13 +246,13 @@ class CountTokensRequest(Conversational):
 class CompactRequest(WireModel):
     """`POST /v1/responses/compact` (`ResponseCompactParams`): `model` is required (it may be null)."""
 
-    model: str | None
+    model: Model | None
     input: str | list[InputItem] | None = None
     instructions: str | None = None
     previous_response_id: str | None = None
     prompt_cache_key: str | None = None
     prompt_cache_options: OpenJSON | None = None
-    prompt_cache_retention: Literal["in_memory", "24h"] | None = None
+    prompt_cache_retention: PromptCacheRetention | None = None
     service_tier: Literal["auto", "default", "fast", "flex", "priority"] | None = None
     image: OpenJSON | None = None
     safety_identifier: SafetyIdentifier | None = None

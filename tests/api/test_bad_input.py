@@ -484,3 +484,12 @@ def test_streamed_events_are_strict_json(http: httpx.Client) -> None:
 
 def _no_constants(token: str) -> Any:
     raise ValueError(f"{token} is not JSON")
+
+
+def test_text_writes_what_json_cannot_as_string_writes_it(sdk: openai.OpenAI) -> None:
+    """`text()` writes strings as they are and anything else as JSON; a symbol (for which JSON has
+    nothing, and which `'' + x` refuses) came out as "undefined": now as String() writes it."""
+    code = "text(Symbol(), Symbol('s'), undefined, 'a', 1, {b: [2]}, null);\ntext(() => 1);"
+    run = drive(sdk, ProgramRun(code, store=False))
+    assert run.program_output.status == "completed", run.program_output.result
+    assert run.program_output.result == 'Symbol() Symbol(s) undefined a 1 {"b":[2]} null\n() => 1'

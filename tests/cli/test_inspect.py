@@ -4,12 +4,14 @@ JSON) served in the inspector on 127.0.0.1, with no emulator running."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from ptc_emulator.api.inspector.serve import TraceServer, load_trace
 from ptc_emulator.api.inspector.trace import trace_html
@@ -139,3 +141,18 @@ def test_a_trace_holding_a_lone_surrogate_is_one_line_not_a_traceback(tmp_path: 
         assert done.stderr.strip() == (
             f"ptc-emulator: {path}: not a ptc-emulator trace (a lone surrogate in a string: not valid Unicode)"
         )
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_a_fifo_or_a_device_is_refused_unread_in_one_line(tmp_path: Path) -> None:
+    """A FIFO was waited on forever (`open` blocks for a writer) and `/dev/zero` read for 256 MiB:
+    each is now one line naming the file, status 2, with nothing read."""
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    for path in (fifo, Path(os.devnull), Path("/dev/zero")):
+        if not path.exists():
+            continue
+        done = run("inspect", str(path), timeout=60)
+        assert done.returncode == 2, (path, done.stderr)
+        [line] = done.stderr.strip().splitlines()
+        assert line == f"ptc-emulator: {path}: not a regular file: not a trace", line

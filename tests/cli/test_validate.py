@@ -217,3 +217,18 @@ def test_a_program_whose_javascript_does_not_parse_fails_naming_file_turn_and_er
     )
     status, out, err = validate(capsys, tmp_path)
     assert status == 0 and err == "", err
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_a_fifo_or_a_device_given_is_refused_unread_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Named on the command line, neither is opened (a FIFO's `open` would wait for a writer); each
+    is one line saying what it is, no longer "no such file or directory"."""
+    fifo = tmp_path / "scenario.yaml"
+    os.mkfifo(fifo)
+    given = [fifo, *(p for p in (Path("/dev/zero"),) if p.exists())]
+    status, out, err = validate(capsys, *given)
+    assert status == 1
+    assert err.splitlines() == [f"{p}: not a regular file or a directory" for p in given]
+    assert out.strip() == f"ptc-emulator validate: {len(given)} problems in 0 files"

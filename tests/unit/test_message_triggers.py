@@ -1969,6 +1969,11 @@ def _(c: Context) -> object:
     return c.create(input="hi", safety_identifier="x" * 129)
 
 
+@trigger("empty_string")
+def _(c: Context) -> object:
+    return c.post("/v1/responses", {"model": "", "input": "hi"})
+
+
 @trigger("below_minimum")
 def _(c: Context) -> object:
     return c.http.get("/v1/responses/resp_nope/input_items", params={"limit": 0})
@@ -2068,3 +2073,8 @@ def _(c: Context) -> object:
     violation = contract.check_output(function_tool(output_schema={"$ref": "#", "title": "trigger"}), "call_1", "{}")
     assert violation is not None
     return violation.message
+
+
+@trigger("one_programmatic_tool_calling")
+def _(c: Context) -> object:
+    return c.create(input="hi", tools=[*PTC_TOOLS, {"type": "programmatic_tool_calling"}])

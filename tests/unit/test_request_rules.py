@@ -341,3 +341,105 @@ def test_cancel_needs_a_background_response(unit_sdk: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         unit_sdk.responses.cancel(created.id)
     assert caught.value.message.endswith("Only responses created with background=true can be cancelled.")
+
+
+# ---- enums, bounds and empty strings the hosted API checks (each taken unchecked before) -------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "param", "value", "supported"),
+    [
+        (
+            {"service_tier": "turbo"},
+            "service_tier",
+            "turbo",
+            "'auto', 'default', 'flex', 'scale', 'priority', 'fast' or 'ultrafast'",
+        ),
+        ({"prompt_cache_retention": "forever"}, "prompt_cache_retention", "forever", "'in_memory' or '24h'"),
+        ({"prompt_cache_retention": "in-memory"}, "prompt_cache_retention", "in-memory", "'in_memory' or '24h'"),
+        (
+            {"reasoning": {"effort": "huge"}},
+            "reasoning.effort",
+            "huge",
+            "'none', 'minimal', 'low', 'medium', 'high', 'xhigh' or 'max'",
+        ),
+        ({"reasoning": {"summary": "long"}}, "reasoning.summary", "long", "'auto', 'concise' or 'detailed'"),
+        (
+            {"reasoning": {"effort": "low", "context": "everything"}},
+            "reasoning.context",
+            "everything",
+            "'auto', 'current_turn' or 'all_turns'",
+        ),
+    ],
+    ids=["service_tier", "prompt_cache_retention", "retention-hyphen", "effort", "summary", "context"],
+)
+def test_values_outside_a_hosted_enum_are_refused_with_the_supported_values(
+    unit_http: TestClient, fields: dict[str, Any], param: str, value: str, supported: str
+) -> None:
+    message = f"Invalid value: '{value}'. Supported values are: {supported}."
+    assert_envelope(
+        post(unit_http, js_request("text('hi')", **fields)), 400, message, param=param, code="invalid_value"
+    )
+
+
+def test_an_unknown_reasoning_key_is_refused(unit_http: TestClient) -> None:
+    response = post(unit_http, js_request("text('hi')", reasoning={"effort": "low", "depth": 3}))
+    assert_envelope(
+        response, 400, "Unknown parameter: 'reasoning.depth'.", param="reasoning.depth", code="unknown_parameter"
+    )
+
+
+def test_every_sdk_enum_value_is_taken_and_the_reasoning_echoed_as_sent(unit_sdk: openai.OpenAI) -> None:
+    """What the SDK's types allow (the same in the oldest SDK the project locks) is taken."""
+    base = js_request("text('hi')")
+    for tier in ("auto", "default", "flex", "scale", "priority", "fast", "ultrafast"):
+        assert unit_sdk.responses.create(**base, service_tier=tier).status == "completed"
+    for retention in ("in_memory", "24h"):
+        assert unit_sdk.responses.create(**base, prompt_cache_retention=retention).status == "completed"
+    reasoning = {
+        "effort": "max",
+        "summary": "concise",
+        "generate_summary": "auto",
+        "context": "all_turns",
+        "mode": "pro",
+    }
+    response = unit_sdk.responses.create(**base, reasoning=reasoning)
+    assert response.reasoning is not None
+    assert response.reasoning.model_dump(exclude_none=True) == reasoning
+
+
+def test_the_sdk_sends_an_unknown_service_tier_and_is_refused(unit_sdk: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        unit_sdk.responses.create(**js_request("text('hi')"), service_tier="turbo")
+    assert caught.value.body["param"] == "service_tier"  # type: ignore[index]
+    assert caught.value.body["code"] == "invalid_value"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("path", ["/v1/responses", "/v1/responses/input_tokens", "/v1/responses/compact"])
+def test_an_empty_model_is_refused(unit_http: TestClient, path: str) -> None:
+    message = "Invalid 'model': empty string. Expected a string with minimum length 1, but got an empty string instead."
+    assert_envelope(
+        post(unit_http, {"model": "", "input": "hi"}, path), 400, message, param="model", code="empty_string"
+    )
+
+
+@pytest.mark.parametrize("value", [0, -1])
+def test_max_tool_calls_below_one_is_refused(unit_http: TestClient, value: int) -> None:
+    message = f"Invalid 'max_tool_calls': integer below minimum value. Expected a value >= 1, but got {value} instead."
+    response = post(unit_http, js_request("text('hi')", max_tool_calls=value))
+    assert_envelope(response, 400, message, param="max_tool_calls", code="integer_below_min_value")
+
+
+def test_max_tool_calls_of_one_is_taken(unit_http: TestClient) -> None:
+    response = post(unit_http, js_request("text('hi')", max_tool_calls=1))
+    assert response.status_code == 200, response.text[:300]
+    assert response.json()["max_tool_calls"] == 1
+
+
+def test_a_second_programmatic_tool_calling_tool_is_refused(unit_http: TestClient) -> None:
+    tools = [*PTC_TOOLS, {"type": "programmatic_tool_calling"}]
+    second = len(tools) - 1
+    response = post(unit_http, js_request("text('hi')", tools=tools))
+    assert_envelope(
+        response, 400, "Only one programmatic_tool_calling tool may be declared.", param=f"tools[{second}]", code=None
+    )

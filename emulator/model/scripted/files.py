@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 
 from pydantic import ValidationError
 
@@ -151,6 +152,9 @@ def validate(paths: Sequence[Path]) -> Validation:
                 result.errors.append(f"{given}: no scenario files (*.yaml, *.yml, *.json) in this directory")
         elif given.is_file():
             files = [given]
+        elif given.exists():  # a FIFO or a device: refused unread, never waited on
+            result.errors.append(f"{given}: not a regular file or a directory")
+            continue
         else:
             result.errors.append(f"{given}: no such file or directory")
             continue
@@ -219,7 +223,9 @@ class _Fingerprints:
         settled = time.time_ns() - stat.st_mtime_ns > _SETTLED_NS
         if known is not None and known[0] == key and settled:
             return known[1]
-        if stat.st_size > MAX_JSON_FILE_BYTES:
+        if not S_ISREG(stat.st_mode):  # a FIFO swapped in since the listing: never read (it would wait)
+            digest = f"not a regular file: {key}"
+        elif stat.st_size > MAX_JSON_FILE_BYTES:
             digest = f"too large: {key}"
         else:
             try:

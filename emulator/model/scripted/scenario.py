@@ -30,6 +30,7 @@ import functools
 import json
 import os
 import re
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -365,10 +366,15 @@ def read_text(path: Path, limit: int) -> str:
     """A file's text, strict UTF-8, refused (`ScenarioError` naming the file, one line) when it is
     longer than `limit` bytes before any of it is read."""
     try:
-        with path.open("rb") as file:
-            size = os.fstat(file.fileno()).st_size
-            if size > limit:
-                raise ScenarioError(f"{path}: larger than {limit} bytes ({size} bytes)")
+        # Opened without blocking, then looked at: a FIFO (which `open` would wait on for a writer)
+        # or a device (`/dev/zero`, endless) is refused unread, even one swapped in after a listing.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as file:
+            status = os.fstat(file.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                raise ScenarioError(f"{path}: not a regular file")
+            if status.st_size > limit:
+                raise ScenarioError(f"{path}: larger than {limit} bytes ({status.st_size} bytes)")
             raw = file.read(limit + 1)
     except OSError as e:
         raise ScenarioError(f"{path}: cannot read it ({e.strerror or e})") from e
