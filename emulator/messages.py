@@ -20,6 +20,7 @@ writes, and makes each rule fire through its entry. An entry's docstring says wh
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -303,8 +304,25 @@ def unknown_parameter(param: str) -> UnknownParameter:
 
 @error(REQUEST)
 def invalid_value(value: object, supported: str, param: str) -> InvalidValue:
-    """A value outside the parameter's set (`supported`: the set, each value quoted)."""
-    return InvalidValue(f"Invalid value: '{value}'. Supported values are: {supported}.", param=param)
+    """A value outside the parameter's set (`supported`: the set, each value quoted, listed as the hosted
+    API lists one: `'a' and 'b'`, `'a', 'b', and 'c'`)."""
+    return InvalidValue(f"Invalid value: '{value}'. Supported values are: {_listed(supported)}.", param=param)
+
+
+_QUOTED = re.compile(r"'[^']*'")
+_SEPARATOR = re.compile(r",? (?:or|and) |, ")
+
+
+def _listed(supported: str) -> str:
+    """A list of quoted values joined the hosted way, whatever joined it (the validator writes
+    `'a', 'b' or 'c'`, a tag list `'a', 'b', 'c'`); a text that is not such a list is kept."""
+    values = _QUOTED.findall(supported)
+    gaps = _QUOTED.split(supported)
+    if not values or gaps[0] or gaps[-1] or not all(_SEPARATOR.fullmatch(gap) for gap in gaps[1:-1]):
+        return supported
+    if len(values) < 3:
+        return " and ".join(values)
+    return ", ".join(values[:-1]) + ", and " + values[-1]
 
 
 @error(REQUEST)

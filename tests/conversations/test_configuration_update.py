@@ -123,8 +123,8 @@ def test_a_streamed_response_tells_what_is_in_effect(conversations_sdk: openai.O
         ),
         (
             {"type": "configuration_update", "reasoning": {"effort": "huge"}},
-            "Invalid value: 'huge'. Supported values are: 'none', 'minimal', 'low', 'medium', 'high', 'xhigh' or "
-            "'max'.",
+            "Invalid value: 'huge'. Supported values are: 'none', 'minimal', 'low', 'medium', 'high', 'xhigh', "
+            "and 'max'.",
             "input[0].reasoning.effort",
             "invalid_value",
         ),

@@ -353,25 +353,26 @@ def test_cancel_needs_a_background_response(unit_sdk: openai.OpenAI) -> None:
             {"service_tier": "turbo"},
             "service_tier",
             "turbo",
-            "'auto', 'default', 'flex', 'scale', 'priority', 'fast' or 'ultrafast'",
+            "'auto', 'default', 'flex', 'scale', 'priority', 'fast', and 'ultrafast'",
         ),
-        ({"prompt_cache_retention": "forever"}, "prompt_cache_retention", "forever", "'in_memory' or '24h'"),
-        ({"prompt_cache_retention": "in-memory"}, "prompt_cache_retention", "in-memory", "'in_memory' or '24h'"),
+        ({"prompt_cache_retention": "forever"}, "prompt_cache_retention", "forever", "'in_memory' and '24h'"),
+        ({"prompt_cache_retention": "in-memory"}, "prompt_cache_retention", "in-memory", "'in_memory' and '24h'"),
         (
             {"reasoning": {"effort": "huge"}},
             "reasoning.effort",
             "huge",
-            "'none', 'minimal', 'low', 'medium', 'high', 'xhigh' or 'max'",
+            "'none', 'minimal', 'low', 'medium', 'high', 'xhigh', and 'max'",
         ),
-        ({"reasoning": {"summary": "long"}}, "reasoning.summary", "long", "'auto', 'concise' or 'detailed'"),
+        ({"reasoning": {"summary": "long"}}, "reasoning.summary", "long", "'auto', 'concise', and 'detailed'"),
         (
             {"reasoning": {"effort": "low", "context": "everything"}},
             "reasoning.context",
             "everything",
-            "'auto', 'current_turn' or 'all_turns'",
+            "'auto', 'current_turn', and 'all_turns'",
         ),
+        ({"truncation": "sometimes"}, "truncation", "sometimes", "'auto' and 'disabled'"),
     ],
-    ids=["service_tier", "prompt_cache_retention", "retention-hyphen", "effort", "summary", "context"],
+    ids=["service_tier", "prompt_cache_retention", "retention-hyphen", "effort", "summary", "context", "two-values"],
 )
 def test_values_outside_a_hosted_enum_are_refused_with_the_supported_values(
     unit_http: TestClient, fields: dict[str, Any], param: str, value: str, supported: str
