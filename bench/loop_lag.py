@@ -7,9 +7,11 @@
 The server runs in a child process of this script, in process there (`EmulatorServer`, its heap
 frozen once started as `serve` does), so that the child can measure its own event loop: a probe
 task sleeps 5 ms over and over on the server's loop, and its lag is how much later than asked it
-woke. The child also counts the garbage collector's passes by generation and times them
-(`gc.callbacks`). This script is the client: while it sends one large request it asks
-`GET /_emulator/health` every 5 ms from another thread, and prints the health answers' latency.
+woke ("lag max after": in the 0.2 s after the answer reached the client). The child counts the
+garbage collector's passes by generation and times them (`gc.callbacks`). This script is the
+client: while it sends one large request it asks `GET /_emulator/health` every 5 ms from another
+thread, and prints the health answers' latency. `--stacks` prints, for each stall of the loop
+over 20 ms, where the loop and the emulator's worker threads were when it ended.
 
 The cases, each the largest of its kind the default limits take (16 MiB bodies):
 
@@ -78,7 +80,7 @@ def serve(mode: str, stacks: bool) -> None:
     data = Path(tempfile.mkdtemp(prefix="bench-lag-"))
     server = EmulatorServer(Settings(data_dir=data, store="memory", pool_size=2, secret=SECRET)).start()
     settle_heap()
-    lags: list[float] = []
+    lags: list[tuple[float, float]] = []
     passes: list[tuple[int, float]] = []
     recording = threading.Event()
     started: dict[int, float] = {}
@@ -104,7 +106,7 @@ def serve(mode: str, stacks: bool) -> None:
             await asyncio.sleep(PROBE_S)
             ticked[0] = time.perf_counter()
             if recording.is_set():
-                lags.append(ticked[0] - asked - PROBE_S)
+                lags.append((ticked[0], ticked[0] - asked - PROBE_S))
 
     def watch() -> None:
         """With --stacks: where the loop is while it has not ticked for 20 ms (once a stall)."""
@@ -135,9 +137,12 @@ def serve(mode: str, stacks: bool) -> None:
             stalls.clear()
             recording.set()
             print("{}", flush=True)
-        elif line.strip() == "end":
+        elif line.startswith("end"):
             recording.clear()
-            print(json.dumps({"lags": lags, "passes": passes, "stalls": stalls}), flush=True)
+            answered = float(line.split()[1])  # (perf_counter is the system's monotonic clock)
+            during = [lag for at, lag in lags if at <= answered]
+            after = [lag for at, lag in lags if at > answered]
+            print(json.dumps({"lags": during, "after": after, "passes": passes, "stalls": stalls}), flush=True)
     server.stop()
 
 
@@ -239,12 +244,13 @@ def run_case(child: Child, body: bytes) -> dict[str, Any]:
             else:  # the floor: the machine's own noise, with health alone
                 time.sleep(1.0)
                 reply = httpx.Response(200)
-            took = time.perf_counter() - asked
+            answered = time.perf_counter()
+            took = answered - asked
             time.sleep(0.2)  # what the request left behind (its collection) is measured too
     finally:
         done.set()
         pinger.join()
-    seen = child.say("end")
+    seen = child.say(f"end {answered}")
     if reply.status_code != 200:
         raise RuntimeError(f"{reply.status_code}: {reply.text[:300]}")
     for stack in seen["stalls"]:
@@ -254,6 +260,7 @@ def run_case(child: Child, body: bytes) -> dict[str, Any]:
         "request s": took,
         "loop lag max ms": 1000 * max(seen["lags"], default=0.0),
         "loop lag median ms": 1000 * statistics.median(seen["lags"] or [0.0]),
+        "lag max after ms": 1000 * max(seen["after"], default=0.0),
         "health max ms": 1000 * max(latencies, default=0.0),
         "health median ms": 1000 * statistics.median(latencies or [0.0]),
         "gen-2 passes": len(full),
@@ -268,6 +275,7 @@ def main() -> None:
     parser.add_argument("--serve", choices=("before", "after"), help=argparse.SUPPRESS)
     parser.add_argument("--only", choices=("before", "after"))
     parser.add_argument("--quick", action="store_true", help="one run of each case")
+    parser.add_argument("--case", action="append", help="only these cases (idle, items, output, base64)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--stacks", action="store_true", help="print where the loop was in each stall over 20 ms")
     args = parser.parse_args()
@@ -285,6 +293,8 @@ def main() -> None:
                 encoded = {name: json.dumps(b).encode() if b else b"" for name, b in bodies(child.base + "/v1").items()}
             for _ in range(runs):
                 for name, body in encoded.items():
+                    if args.case and name not in args.case:
+                        continue
                     results.setdefault(name, {}).setdefault(mode, []).append(run_case(child, body))
         finally:
             child.close()

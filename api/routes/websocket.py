@@ -110,7 +110,7 @@ class Session:
     def __init__(self, websocket: WebSocket, engine: Engine) -> None:
         self.ws = websocket
         self.engine = engine
-        self.lanes: dict[str | None, asyncio.Queue[tuple[dict[str, Any], bool]]] = {}
+        self.lanes: dict[str | None, asyncio.Queue[tuple[dict[str, Any], bool, bool]]] = {}
         self.players: set[asyncio.Task[None]] = set()
         self.named: set[str] = set()
         """Every named lane this socket has used (the count never goes down)."""
