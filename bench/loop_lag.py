@@ -3,6 +3,7 @@
     .venv/bin/python bench/loop_lag.py              # before and after, side by side (a few minutes)
     .venv/bin/python bench/loop_lag.py --quick      # one run of each case
     .venv/bin/python bench/loop_lag.py --only after
+    .venv/bin/python bench/loop_lag.py --old /tmp/old   # before: a `git worktree add /tmp/old COMMIT`
 
 The server runs in a child process of this script, in process there (`EmulatorServer`, its heap
 frozen once started as `serve` does), so that the child can measure its own event loop: a probe
@@ -21,7 +22,8 @@ The cases, each the largest of its kind the default limits take (16 MiB bodies):
 * `base64`: a `store: false` turn with a 10 MB base64 `data:` image beside its program.
 
 "before" is the server with full collections left to CPython during a large request
-(`collector.held_off` made a no-op in the child), "after" the server as it is. Read the ratios:
+(`collector.held_off` made a no-op in the child), or with `--old DIR` the code of another
+checkout (`git worktree add DIR COMMIT`, run through this venv), "after" the server as it is. Read the ratios:
 the machine is shared.
 """
 
@@ -70,12 +72,20 @@ def serve(mode: str, stacks: bool) -> None:
     """The server in this process; reads `begin`/`end` lines on stdin, answers with JSON lines."""
     import asyncio
 
+    if mode.startswith("/"):  # another checkout's code, through this venv's editable install
+        finder = next(m for name, m in sys.modules.items() if name.startswith("__editable___ptc_emulator"))
+        for name, path in finder.MAPPING.items():
+            finder.MAPPING[name] = str(Path(mode) / Path(path).relative_to(ROOT))
+    from ptc_emulator.api import app as served
     from ptc_emulator.api.cli import settle_heap
+
+    print(f"serving {Path(served.__file__).parent.parent}", file=sys.stderr)
     from ptc_emulator.api.settings import Settings
-    from ptc_emulator.emulator import collector
     from ptc_emulator.testing.server import EmulatorServer
 
     if mode == "before":
+        from ptc_emulator.emulator import collector
+
         collector.held_off = _not_held  # type: ignore[assignment]
     data = Path(tempfile.mkdtemp(prefix="bench-lag-"))
     server = EmulatorServer(Settings(data_dir=data, store="memory", pool_size=2, secret=SECRET)).start()
@@ -272,7 +282,8 @@ def run_case(child: Child, body: bytes) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--serve", choices=("before", "after"), help=argparse.SUPPRESS)
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
+    parser.add_argument("--old", help="a checkout of older code (git worktree add DIR COMMIT): it is 'before'")
     parser.add_argument("--only", choices=("before", "after"))
     parser.add_argument("--quick", action="store_true", help="one run of each case")
     parser.add_argument("--case", action="append", help="only these cases (idle, items, output, base64)")
@@ -287,7 +298,7 @@ def main() -> None:
     results: dict[str, dict[str, list[dict[str, Any]]]] = {}
     encoded: dict[str, bytes] = {}
     for mode in modes:
-        child = Child(mode, args.stacks)
+        child = Child(str(Path(args.old).resolve()) if mode == "before" and args.old else mode, args.stacks)
         try:
             if not encoded:
                 encoded = {name: json.dumps(b).encode() if b else b"" for name, b in bodies(child.base + "/v1").items()}
