@@ -23,7 +23,7 @@ from ptc_emulator.api.replicas import OneSecret, SecretMismatch
 from ptc_emulator.api.routes import admin, agents, conversations, models, websocket
 from ptc_emulator.api.routes import responses as routes
 from ptc_emulator.api.settings import Settings, bundled_fixtures, sealed_budget
-from ptc_emulator.emulator import messages
+from ptc_emulator.emulator import collector, messages
 from ptc_emulator.emulator.agents.harness import Harness
 from ptc_emulator.emulator.caches import PROCESS, Caches
 from ptc_emulator.emulator.errors import EmulatorError
@@ -347,18 +347,26 @@ class _Edge:
             await _reject(scope, receive, send_with_id, messages.body_too_large(limit))
             return
         received = 0
+        answering = True
+        with contextlib.ExitStack() as holding:
 
-        async def limited_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            if message.get("type") == "http.request":
-                chunk = message.get("body", b"")
-                received += len(chunk)
-                if received > limit:
-                    raise StarletteHTTPException(413, detail=messages.body_too_large(limit).message)
-            return message
+            async def limited_receive() -> Message:
+                nonlocal received
+                message = await receive()
+                if message.get("type") == "http.request":
+                    chunk = message.get("body", b"")
+                    large = received < collector.LARGE_BYTES <= received + len(chunk)
+                    received += len(chunk)
+                    if received > limit:
+                        raise StarletteHTTPException(413, detail=messages.body_too_large(limit).message)
+                    if large and answering:  # until the request has been answered, however it ends
+                        holding.enter_context(collector.held_off())
+                return message
 
-        await self.app(scope, limited_receive if scope["type"] == "http" else receive, send_with_id)
+            try:
+                await self.app(scope, limited_receive if scope["type"] == "http" else receive, send_with_id)
+            finally:
+                answering = False
 
 
 def _is_ui(path: str) -> bool:

@@ -18,12 +18,15 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ._held import HeldJournal, Holders
 from ._wire import MEMOS, outcome_from_json, program_key, program_to_json
 from .outcome import Failed, Outcome, Program
+
+T = TypeVar("T")
 
 __all__ = ["MEMOS", "Pool", "PoolClosed", "PoolConfig", "program_key", "worker_environment"]
 
@@ -129,12 +132,15 @@ class _WorkerProcess:
         line = await self.proc.stdout.readline()
         if not line:
             raise EOFError
-        message: dict[str, Any] = json.loads(line)
-        return message
+        if len(line) >= OFF_LOOP_CHARS:
+            return await asyncio.to_thread(_message, line)
+        return _message(line)
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: dict[str, Any], large: bool = False) -> None:
+        """Write `message` as a line; a `large` one (`carries_much`) is encoded in a worker thread."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message, separators=(",", ":")).encode("utf-8") + b"\n")
+        data = await asyncio.to_thread(_line, message) if large else _line(message)
+        self.proc.stdin.write(data)
         await self.proc.stdin.drain()
 
     def death_reason(self) -> str:
@@ -329,10 +335,11 @@ class Pool:
             if key is not None:
                 if message.get("cached"):
                     if held is not None and tail is not None:  # resumed live: extend by the tail alone
-                        self._holders.keep(key, worker, held.extended(program.journal, tail))
+                        kept = await _off_loop_if(carries_much(tail), held.extended, program.journal, tail)
                     else:
                         assert sent is not None
-                        self._holders.keep(key, worker, HeldJournal.whole(program.journal, sent))
+                        kept = await _off_loop_if(carries_much(sent), HeldJournal.whole, program.journal, sent)
+                    self._holders.keep(key, worker, kept)
                 else:
                     self._holders.drop(key, worker)
             await self._release(worker)
@@ -344,7 +351,7 @@ class Pool:
         """Send one request to `worker` and read its answer (a dict), or what became of the worker."""
         deadline = program.limits.timeout_s + self.config.grace_s
         try:
-            await worker.send(request)
+            await worker.send(request, carries_much(request))
         except ConnectionError:  # its pipe is closed: the program never reached it
             return _Died(await self._crashed(worker, exiting=True))
         except BaseException:  # cancelled before the program was sent whole
@@ -488,3 +495,43 @@ class Pool:
         watch.add_done_callback(lambda _: self._exited(worker))
         worker.watch = watch
         return worker
+
+
+OFF_LOOP_CHARS = 64 * 2**10
+"""A message to or from a worker this long or longer is encoded or parsed (and a journal this
+long digested) in a worker thread: the C encoder holds the interpreter for the whole text (a 14 MB
+tool output held the event loop some 60 ms). Shorter ones cost the loop less than the hop."""
+
+
+def _message(line: bytes) -> dict[str, Any]:
+    message: dict[str, Any] = json.loads(line)
+    return message
+
+
+def _line(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def carries_much(value: Any) -> bool:
+    """Whether `value` (JSON-like) holds `OFF_LOOP_CHARS` of text or more, or more than a few
+    thousand values: looked at until the answer is known, so at most some thousand steps."""
+    budget = OFF_LOOP_CHARS
+    stack = [value]
+    steps = 0
+    while stack:
+        item = stack.pop()
+        steps += 1
+        if isinstance(item, str):
+            budget -= len(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+            budget -= len(item)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        if budget <= 0 or steps > 4096:
+            return True
+    return False
+
+
+async def _off_loop_if(large: bool, work: Callable[..., T], *args: Any) -> T:
+    return await asyncio.to_thread(work, *args) if large else work(*args)

@@ -51,7 +51,7 @@ from ptc_emulator.api.errors import validation_error
 from ptc_emulator.api.journaling import Journaling
 from ptc_emulator.api.routes.steering import Steer, Steering, Target, unsteerable
 from ptc_emulator.api.routes.streaming import Play
-from ptc_emulator.emulator import jsonpieces, jsontext, messages
+from ptc_emulator.emulator import collector, jsonpieces, jsontext, messages
 from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.responses.engine import OFF_LOOP_ITEMS, Engine, Prepared, Refused
 from ptc_emulator.emulator.storage import ConnectionStore
@@ -110,7 +110,7 @@ class Session:
     def __init__(self, websocket: WebSocket, engine: Engine) -> None:
         self.ws = websocket
         self.engine = engine
-        self.lanes: dict[str | None, asyncio.Queue[tuple[dict[str, Any], bool]]] = {}
+        self.lanes: dict[str | None, asyncio.Queue[tuple[dict[str, Any], bool, bool]]] = {}
         self.players: set[asyncio.Task[None]] = set()
         self.named: set[str] = set()
         """Every named lane this socket has used (the count never goes down)."""
@@ -157,10 +157,12 @@ class Session:
     async def _dispatch(self, data: str) -> None:
         """Answer a steer at once; queue a create; refuse anything else."""
         large = len(data) >= OFF_LOOP_CHARS
+        heavy = len(data) >= collector.LARGE_BYTES  # full collections held off while it is worked on
         if not large:
             frame, refused = _parsed(data)
         else:  # parsing a large frame takes its time: in a worker thread, as a large HTTP body
-            frame, refused = await asyncio.to_thread(_parsed, data)
+            with collector.held_off() if heavy else contextlib.nullcontext():
+                frame, refused = await asyncio.to_thread(_parsed, data)
         if refused is not None:
             await self._error(refused, None)
             return
@@ -170,13 +172,13 @@ class Session:
             target = self.targets.get(reference) if isinstance(reference, str) else None
             await self._send_all(self.steering.steer(frame, target))
         elif kind == "response.create":
-            await self._route(frame, large)
+            await self._route(frame, large, heavy)
         elif kind is None:
             await self._error(messages.missing_parameter("type"), None)
         else:
             await self._error(messages.frame_type_invalid(kind), None)
 
-    async def _route(self, frame: dict[str, Any], large: bool) -> None:
+    async def _route(self, frame: dict[str, Any], large: bool, heavy: bool) -> None:
         """Hand a create to its lane (made on first use), or refuse it with the hosted code."""
         given = frame.get("stream_id")
         if "stream_id" in frame and given is not None and not (isinstance(given, str) and _STREAM_ID.fullmatch(given)):
@@ -198,18 +200,19 @@ class Session:
             player = asyncio.ensure_future(self._play_lane(queue))
             self.players.add(player)
         self.waiting += 1
-        queue.put_nowait((frame, large))
+        queue.put_nowait((frame, large, heavy))
 
     # ---- playing ------------------------------------------------------------------------------
 
-    async def _play_lane(self, queue: asyncio.Queue[tuple[dict[str, Any], bool]]) -> None:
+    async def _play_lane(self, queue: asyncio.Queue[tuple[dict[str, Any], bool, bool]]) -> None:
         """One lane: its creates in order, each once a place among the active responses is free."""
         while True:
-            frame, large = await queue.get()
+            frame, large, heavy = await queue.get()
             try:
                 async with self.active:
                     self.waiting -= 1
-                    await self._create(frame, large)
+                    with collector.held_off() if heavy else contextlib.nullcontext():
+                        await self._create(frame, large)
             except _Cut:
                 with contextlib.suppress(Exception):
                     await self.ws.close(_CUT_CODE, "stream cut by a scenario fault")
@@ -225,6 +228,7 @@ class Session:
                 except Exception:
                     self.closed.set()
                     return
+            del frame  # not kept alive while the lane waits for its next create
 
     async def _create(self, frame: dict[str, Any], large: bool) -> None:
         """Play a create; a `large` frame's (see `OFF_LOOP_CHARS`) is validated in a worker thread."""
