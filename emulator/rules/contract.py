@@ -37,6 +37,7 @@ from ptc_emulator.emulator.wire.tools import CustomTool, FunctionTool, GrammarFo
 
 __all__ = [
     "MAX_REQUEST_SCHEMA_VALUES",
+    "MAX_SCHEMA_IDENTIFIERS",
     "MAX_SCHEMA_PATTERNS",
     "MAX_SCHEMA_VALUES",
     "OFF_LOOP_CHARS",
@@ -96,14 +97,21 @@ each key of a checked object is matched against every `patternProperties` patter
 than the compiled-pattern cache keeps (512) were compiled again at every key (2,000 patterns against
 an object of 2,000 keys took 80 s)."""
 
+MAX_SCHEMA_IDENTIFIERS = 1_000
+"""`$id`, `$anchor` and `$dynamicAnchor` keywords one schema may give: each makes a resource or an
+anchor the meta-schema check and the reference registry index (20,000 `$id`s took 24 s to check)."""
+
 OFF_LOOP_SCHEMA_VALUES = 1_000
 """A request whose tool schemas hold more values than this has them checked in a worker thread."""
 
 
-def _measure(document: Any, limit: int) -> tuple[int, int]:
-    """How many values `document` holds, and how many distinct patterns it gives (as `_patterns`
-    finds them), in one walk that stops once the values pass `limit`."""
-    values = 0
+_IDENTIFIERS = frozenset({"$id", "$anchor", "$dynamicAnchor"})
+
+
+def _measure(document: Any, limit: int) -> tuple[int, int, int]:
+    """How many values `document` holds, how many distinct patterns it gives (as `_patterns` finds
+    them) and how many identifiers (`_IDENTIFIERS`), in one walk that stops once the values pass `limit`."""
+    values = identifiers = 0
     patterns: set[str] = set()
     stack: list[tuple[Any, bool]] = [(document, True)]
     while stack and values <= limit:
@@ -117,17 +125,21 @@ def _measure(document: Any, limit: int) -> tuple[int, int]:
                     patterns.add(value)
                 elif schema_like and key == "patternProperties" and isinstance(value, dict):
                     patterns.update(k for k in value if isinstance(k, str))
+                elif schema_like and key in _IDENTIFIERS:
+                    identifiers += 1
                 stack.append((value, schema_like and key not in _NOT_SCHEMAS))
-    return values, len(patterns)
+    return values, len(patterns), identifiers
 
 
-def _size_problem(values: int, patterns: int, limit: int = MAX_SCHEMA_VALUES) -> str | None:
-    """Why a schema of `values` values and `patterns` distinct patterns (`_measure`) is too large
-    to check (`MAX_SCHEMA_VALUES`, `MAX_SCHEMA_PATTERNS`), or None."""
+def _size_problem(values: int, patterns: int, identifiers: int, limit: int = MAX_SCHEMA_VALUES) -> str | None:
+    """Why a schema so measured (`_measure`) is too large to check (`MAX_SCHEMA_VALUES`,
+    `MAX_SCHEMA_PATTERNS`, `MAX_SCHEMA_IDENTIFIERS`), or None."""
     if values > limit:
         return messages.schema_too_large("values", limit)
     if patterns > MAX_SCHEMA_PATTERNS:
         return messages.schema_too_large("distinct patterns", MAX_SCHEMA_PATTERNS)
+    if identifiers > MAX_SCHEMA_IDENTIFIERS:
+        return messages.schema_too_large("$id, $anchor and $dynamicAnchor keywords", MAX_SCHEMA_IDENTIFIERS)
     return None
 
 
@@ -717,8 +729,8 @@ def check_tools(request: Conversational) -> None:
     them; a function's `parameters` given with `strict: true` must be strict-compliant."""
     left = MAX_REQUEST_SCHEMA_VALUES
     for name, param, field, schema in _schemas_of(request):
-        values, patterns = _measure(schema, MAX_SCHEMA_VALUES)
-        problem = _size_problem(values, patterns)
+        values, patterns, identifiers = _measure(schema, MAX_SCHEMA_VALUES)
+        problem = _size_problem(values, patterns, identifiers)
         left -= values
         if problem is None and left < 0:
             problem = messages.schema_too_large("values across the request's tool schemas", MAX_REQUEST_SCHEMA_VALUES)
