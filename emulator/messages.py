@@ -542,11 +542,20 @@ def schema_too_costly(steps: int) -> str:
     return f"checking against the schema took more than {steps} steps (its anyOf, oneOf and references multiply)"
 
 
+_TOO_LARGE = {
+    "values": "values",
+    "request": "values across the request's tool schemas",
+    "patterns": "distinct patterns",
+    "identifiers": "$id, $anchor and $dynamicAnchor keywords",
+}
+
+
 @text(TOOLS, "an invalid_function_parameters 400's reason, and a contract violation's", what="values", bound=50_000)
 def schema_too_large(what: str, bound: int) -> str:
     """A tool schema, or a request's tool schemas together, past a size bound (docs/limits.md): refused
-    before the meta-schema check, whose cost grows with the schema."""
-    return f"the schema holds more {what} than this server checks (at most {bound})"
+    before the meta-schema check, whose cost grows with the schema. `what`: `values`, `request`
+    (values across the request's schemas), `patterns` or `identifiers`."""
+    return f"the schema holds more {_TOO_LARGE[what]} than this server checks (at most {bound})"
 
 
 @text(TOOLS, "an invalid_function_parameters 400's reason", context=())

@@ -137,9 +137,9 @@ def _size_problem(values: int, patterns: int, identifiers: int, limit: int = MAX
     if values > limit:
         return messages.schema_too_large("values", limit)
     if patterns > MAX_SCHEMA_PATTERNS:
-        return messages.schema_too_large("distinct patterns", MAX_SCHEMA_PATTERNS)
+        return messages.schema_too_large("patterns", MAX_SCHEMA_PATTERNS)
     if identifiers > MAX_SCHEMA_IDENTIFIERS:
-        return messages.schema_too_large("$id, $anchor and $dynamicAnchor keywords", MAX_SCHEMA_IDENTIFIERS)
+        return messages.schema_too_large("identifiers", MAX_SCHEMA_IDENTIFIERS)
     return None
 
 
@@ -733,7 +733,7 @@ def check_tools(request: Conversational) -> None:
         problem = _size_problem(values, patterns, identifiers)
         left -= values
         if problem is None and left < 0:
-            problem = messages.schema_too_large("values across the request's tool schemas", MAX_REQUEST_SCHEMA_VALUES)
+            problem = messages.schema_too_large("request", MAX_REQUEST_SCHEMA_VALUES)
         if problem is not None:
             raise messages.invalid_function_schema(name, problem, param, field)
     for index, tool in enumerate(request.tools or ()):
