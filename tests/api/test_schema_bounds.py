@@ -275,3 +275,44 @@ def test_strict_compliant_parameters_and_strict_omitted_or_false_are_accepted(ht
     ):
         response = create(http, **fields)
         assert response.status_code == 200, (fields, response.text[:500])
+
+
+def test_an_agents_api_function_schema_past_a_bound_is_refused_and_a_large_one_checked_off_the_loop(
+    server: EmulatorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Agents API checks its function tools' `parameters` with the same bounds; a large one
+    within them is checked in a worker thread (held here until health has been answered)."""
+    beta = {"OpenAI-Beta": "agents=v1"}
+    hostile = {"type": "function", "name": "lookup", "description": "finds", "parameters": HOSTILE["100k-allOf"]}
+    with httpx.Client(base_url=server.base_url, timeout=120, headers=beta) as http:
+        response = http.post("/agents", json={"model": "m", "tools": [hostile]})
+        assert_envelope(
+            response,
+            400,
+            f"Invalid schema for function 'lookup': {HOLDS} values {CHECKED} {contract.MAX_SCHEMA_VALUES}).",
+            param="tools[0].parameters",
+            code="invalid_function_parameters",
+        )
+        release, entered = threading.Event(), threading.Event()
+        validator_class = contract._validator_class()
+        check_schema = validator_class.check_schema
+
+        def held(*args: Any, **kwargs: Any) -> None:
+            entered.set()
+            release.wait(60)
+            check_schema(*args, **kwargs)
+
+        monkeypatch.setattr(validator_class, "check_schema", held)
+        large = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(2_000)}, "title": "agent"}
+        outcome: list[httpx.Response] = []
+        body = {"model": "m", "tools": [{**hostile, "parameters": large}]}
+        creating = threading.Thread(target=lambda: outcome.append(http.post("/agents", json=body)))
+        creating.start()
+        try:
+            assert entered.wait(60), "the schema was never checked"
+            health = httpx.get(f"{server.base_url.rsplit('/v1', 1)[0]}/_emulator/health", timeout=30)
+            assert health.status_code == 200
+        finally:
+            release.set()
+            creating.join(120)
+        assert outcome and outcome[0].status_code == 200, outcome[0].text[:500] if outcome else "no answer"
