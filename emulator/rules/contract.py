@@ -117,6 +117,8 @@ def _measure(document: Any, limit: int) -> tuple[int, int, int]:
     while stack and values <= limit:
         current, schema_like = stack.pop()
         values += 1
+        if isinstance(current, (list, dict)) and values + len(stack) + len(current) > limit:
+            return limit + 1, len(patterns), identifiers  # each of these is a value yet to count
         if isinstance(current, list):
             stack.extend((item, schema_like) for item in current)
         elif isinstance(current, dict):
@@ -662,7 +664,11 @@ def check_input(tool: CustomTool, call_id: str, text: str) -> Violation | None:
 
 
 def schema_problem(document: dict[str, Any]) -> str | None:
-    """Why `document` is not a JSON Schema, or None (found once per schema, as checking against it needs)."""
+    """Why `document` is not a JSON Schema, or None (found once per schema, as checking against it needs).
+    A schema past the size bounds is refused before it is copied into the cache."""
+    too_large = _size_problem(*_measure(document, MAX_SCHEMA_VALUES))
+    if too_large is not None:
+        return too_large
     return _schema_problem(_schemas.get(document))
 
 
