@@ -570,6 +570,39 @@ def schema_too_costly(steps: int) -> str:
     return f"checking against the schema took more than {steps} steps (its anyOf, oneOf and references multiply)"
 
 
+_TOO_LARGE = {
+    "values": "values",
+    "request": "values across the request's tool schemas",
+    "patterns": "distinct patterns",
+    "identifiers": "$id, $anchor and $dynamicAnchor keywords",
+}
+
+
+@text(TOOLS, "an invalid_function_parameters 400's reason, and a contract violation's", what="values", bound=50_000)
+def schema_too_large(what: str, bound: int) -> str:
+    """A tool schema, or a request's tool schemas together, past a size bound (docs/limits.md): refused
+    before the meta-schema check, whose cost grows with the schema. `what`: `values`, `request`
+    (values across the request's schemas), `patterns` or `identifiers`."""
+    return f"the schema holds more {_TOO_LARGE[what]} than this server checks (at most {bound})"
+
+
+@text(TOOLS, "an invalid_function_parameters 400's reason", context=())
+def strict_schema_allows_more(context: tuple[str, ...]) -> str:
+    """A function's `parameters` given with `strict: true` whose object schema (at `context`) does
+    not say `additionalProperties: false` (the hosted API's wording)."""
+    return f"In context={context!r}, 'additionalProperties' is required to be supplied and to be false"
+
+
+@text(TOOLS, "an invalid_function_parameters 400's reason", context=(), key="city")
+def strict_schema_misses_required(context: tuple[str, ...], key: str) -> str:
+    """A function's `parameters` given with `strict: true` whose object schema (at `context`) does
+    not list property `key` in `required` (the hosted API's wording)."""
+    return (
+        f"In context={context!r}, 'required' is required to be supplied and to be an array including "
+        f"every key in properties. Missing {key!r}"
+    )
+
+
 @text(TOOLS, "a contract violation's reason")
 def schema_loops() -> str:
     """A tool's schema whose `$ref` leads back to itself without ever checking anything (`{"$ref": "#"}`)."""

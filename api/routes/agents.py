@@ -10,6 +10,7 @@ leaves. A `stream: true` session create streams from `agent.session.created` to 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -21,7 +22,16 @@ from ptc_emulator.api.context import SCOPE_HEADER, SCOPE_METADATA_KEY, Limit, Or
 from ptc_emulator.api.sse import KEEP_ALIVE, EventStreamResponse, frame
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.agents.harness import Harness, Subscription
-from ptc_emulator.emulator.agents.wire import AgentCreate, AgentUpdate, EventsBody, SessionCreate, SessionUpdate
+from ptc_emulator.emulator.agents.wire import (
+    AgentCreate,
+    AgentToolParam,
+    AgentUpdate,
+    EventsBody,
+    SessionCreate,
+    SessionUpdate,
+    check_schemas,
+    holds_large_schemas,
+)
 from ptc_emulator.emulator.wire.pages import page
 
 __all__ = ["open_harness", "router"]
@@ -90,11 +100,19 @@ def _stream(request: Request, subscription: Subscription, *, until_idle: bool) -
     return EventStreamResponse(_sse(subscription, keepalive, until_idle=until_idle), on_close=subscription.close)
 
 
+async def _schemas_checked(tools: list[AgentToolParam] | None) -> None:
+    """Large function schemas are checked against the meta-schema in a worker thread before the
+    harness checks the body on the event loop (where their verdicts are then found, not made)."""
+    if holds_large_schemas(tools):
+        await asyncio.to_thread(check_schemas, tools)
+
+
 # ---- sessions (before /agents/{agent_id}, which would match "sessions") ---------------------------
 
 
 @router.post("/sessions")
 async def create_session(body: SessionCreate, request: Request) -> Response:
+    await _schemas_checked(body.agent.tools if body.agent is not None else None)
     harness = harness_of(request)
     session, subscription = harness.create_session(body, _scope(request, body.metadata), subscribe=bool(body.stream))
     if subscription is not None:
@@ -126,6 +144,7 @@ async def retrieve_session(session_id: str, request: Request) -> dict[str, Any]:
 
 @router.post("/sessions/{session_id}")
 async def update_session(session_id: str, body: SessionUpdate, request: Request) -> dict[str, Any]:
+    await _schemas_checked(body.agent.tools if body.agent is not None else None)
     return await harness_of(request).update_session(session_id, body, scope=_scope(request, None))
 
 
@@ -190,6 +209,7 @@ async def list_turn_items(
 
 @router.post("")
 async def create_agent(body: AgentCreate, request: Request) -> dict[str, Any]:
+    await _schemas_checked(body.tools)
     return harness_of(request).create_agent(body)
 
 
@@ -207,6 +227,7 @@ async def retrieve_agent(agent_id: str, request: Request) -> dict[str, Any]:
 
 @router.post("/{agent_id}")
 async def update_agent(agent_id: str, body: AgentUpdate, request: Request) -> dict[str, Any]:
+    await _schemas_checked(body.tools)
     return harness_of(request).update_agent(agent_id, body)
 
 

@@ -18,7 +18,7 @@ from pydantic import Discriminator, Field, StringConstraints, Tag, field_validat
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.agents.mcp import McpApprovalResult, McpToolParam, check_mcp, dump_mcp, responses_tool
-from ptc_emulator.emulator.rules.contract import schema_problem
+from ptc_emulator.emulator.rules.contract import OFF_LOOP_SCHEMA_VALUES, schema_problem, schema_values
 from ptc_emulator.emulator.wire.items import OpenJSON, OpenModel, WireModel
 from ptc_emulator.emulator.wire.request import check_json
 from ptc_emulator.emulator.wire.stepped import stepped
@@ -336,6 +336,27 @@ def check_tools(tools: list[AgentToolParam], param: str = "tools", max_bytes: in
         raise messages.at_most_one("programmatic_tool_calling", param)
     if len(json.dumps([dump_tool(t) for t in tools], separators=(",", ":")).encode()) > max_bytes:
         raise messages.agent_tools_too_large(max_bytes // 2**20, param)
+
+
+def holds_large_schemas(tools: list[AgentToolParam] | None) -> bool:
+    """Whether the function tools' `parameters` hold more than `OFF_LOOP_SCHEMA_VALUES` values
+    together: they are then checked in a worker thread first (`check_schemas`)."""
+    left = OFF_LOOP_SCHEMA_VALUES
+    for tool in tools or ():
+        if isinstance(tool, FunctionToolParam):
+            left -= schema_values(tool.parameters, left)
+            if left < 0:
+                return True
+    return False
+
+
+def check_schemas(tools: list[AgentToolParam] | None) -> None:
+    """Each function tool's `parameters` checked against the meta-schema, for a worker thread:
+    the verdict is kept (`schema_problem`), so `check_tools` then finds it on the event loop
+    without checking again, and refuses with its own 400."""
+    for tool in tools or ():
+        if isinstance(tool, FunctionToolParam):
+            schema_problem(tool.parameters)
 
 
 def check_agent(fields: AgentFields, param: str = "", max_tools_bytes: int = MAX_TOOLS_BYTES) -> None:

@@ -188,13 +188,14 @@ class Engine:
         """`work()` (reading the request into its conversation), in a worker thread when the request
         may read a long one: an input of more than `OFF_LOOP_ITEMS` items, or stored history (a
         `previous_response_id` or a `conversation`, whose length is known only once read), or a
-        tool output its tool's `output_schema` checks value by value. Reading 200,000 short items
+        tool output its tool's `output_schema` checks value by value, or tool schemas of more than
+        `contract.OFF_LOOP_SCHEMA_VALUES` values (checked against the meta-schema). Reading 200,000 short items
         takes seconds, which no other client then waits on; a short request with no history costs
         less than the hop."""
         given = request.input
         long_input = isinstance(given, list) and len(given) > OFF_LOOP_ITEMS
         history = request.previous_response_id is not None or getattr(request, "conversation", None) is not None
-        if long_input or history or _holds_long_output(given):
+        if long_input or history or _holds_long_output(given) or contract.holds_large_schemas(request):
             return await asyncio.to_thread(work)
         return work()
 

@@ -36,14 +36,21 @@ from ptc_emulator.emulator.wire.request import Conversational
 from ptc_emulator.emulator.wire.tools import CustomTool, FunctionTool, GrammarFormat, NamespaceTool, ToolSearchTool
 
 __all__ = [
+    "MAX_REQUEST_SCHEMA_VALUES",
+    "MAX_SCHEMA_IDENTIFIERS",
+    "MAX_SCHEMA_PATTERNS",
+    "MAX_SCHEMA_VALUES",
     "OFF_LOOP_CHARS",
+    "OFF_LOOP_SCHEMA_VALUES",
     "Violation",
     "check_arguments",
     "check_call",
     "check_input",
     "check_output",
     "check_tools",
+    "holds_large_schemas",
     "schema_problem",
+    "schema_values",
 ]
 
 
@@ -73,6 +80,104 @@ worker thread: a check walks every value of it, and the event loop serves other 
 
 _NOT_SCHEMAS = frozenset({"const", "enum", "default", "examples"})
 """Keywords whose values are data, not schemas: a `pattern` key inside them is no pattern."""
+
+MAX_SCHEMA_VALUES = 50_000
+"""The values one tool schema may hold (every object, array, string, number, boolean and null,
+`enum`, `const`, `default` and `examples` contents included), counted before the meta-schema check:
+that check and the compile take time in proportion to the schema (some 0.2 ms a subschema), and a
+schema of 100,000 properties held the event loop for more than 30 s. The hosted API's strict mode
+allows 5,000 properties and 1,000 enum values in all, some 20,000 values: this is a generous multiple."""
+
+MAX_REQUEST_SCHEMA_VALUES = 100_000
+"""The values all of a request's tool schemas may hold together (`parameters`, `output_schema`)."""
+
+MAX_SCHEMA_PATTERNS = 256
+"""Distinct regular expressions one schema may give (`pattern` values, `patternProperties` keys):
+each key of a checked object is matched against every `patternProperties` pattern, and more of them
+than the compiled-pattern cache keeps (512) were compiled again at every key (2,000 patterns against
+an object of 2,000 keys took 80 s)."""
+
+MAX_SCHEMA_IDENTIFIERS = 1_000
+"""`$id`, `$anchor` and `$dynamicAnchor` keywords one schema may give: each makes a resource or an
+anchor the meta-schema check and the reference registry index (20,000 `$id`s took 24 s to check)."""
+
+OFF_LOOP_SCHEMA_VALUES = 1_000
+"""A request whose tool schemas hold more values than this has them checked in a worker thread."""
+
+
+_IDENTIFIERS = frozenset({"$id", "$anchor", "$dynamicAnchor"})
+
+
+def _measure(document: Any, limit: int) -> tuple[int, int, int]:
+    """How many values `document` holds, how many distinct patterns it gives (as `_patterns` finds
+    them) and how many identifiers (`_IDENTIFIERS`), in one walk that stops once the values pass `limit`."""
+    values = identifiers = 0
+    patterns: set[str] = set()
+    stack: list[tuple[Any, bool]] = [(document, True)]
+    while stack and values <= limit:
+        current, schema_like = stack.pop()
+        values += 1
+        if isinstance(current, (list, dict)) and values + len(stack) + len(current) > limit:
+            return limit + 1, len(patterns), identifiers  # each of these is a value yet to count
+        if isinstance(current, list):
+            stack.extend((item, schema_like) for item in current)
+        elif isinstance(current, dict):
+            for key, value in current.items():
+                if schema_like and key == "pattern" and isinstance(value, str):
+                    patterns.add(value)
+                elif schema_like and key == "patternProperties" and isinstance(value, dict):
+                    patterns.update(k for k in value if isinstance(k, str))
+                elif schema_like and key in _IDENTIFIERS:
+                    identifiers += 1
+                stack.append((value, schema_like and key not in _NOT_SCHEMAS))
+    return values, len(patterns), identifiers
+
+
+def _size_problem(values: int, patterns: int, identifiers: int, limit: int = MAX_SCHEMA_VALUES) -> str | None:
+    """Why a schema so measured (`_measure`) is too large to check (`MAX_SCHEMA_VALUES`,
+    `MAX_SCHEMA_PATTERNS`, `MAX_SCHEMA_IDENTIFIERS`), or None."""
+    if values > limit:
+        return messages.schema_too_large("values", limit)
+    if patterns > MAX_SCHEMA_PATTERNS:
+        return messages.schema_too_large("patterns", MAX_SCHEMA_PATTERNS)
+    if identifiers > MAX_SCHEMA_IDENTIFIERS:
+        return messages.schema_too_large("identifiers", MAX_SCHEMA_IDENTIFIERS)
+    return None
+
+
+def _schemas_of(request: Conversational) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
+    """Every tool schema a request declares: (the tool's name, the param naming it, the field's
+    name in messages, the schema)."""
+    for index, tool in enumerate(request.tools or ()):
+        members: list[tuple[str, Any]] = [(f"tools[{index}]", tool)]
+        if isinstance(tool, NamespaceTool):
+            members = [(f"tools[{index}].tools[{n}]", member) for n, member in enumerate(tool.tools)]
+        for param, member in members:
+            if isinstance(member, FunctionTool):
+                if member.parameters is not None:
+                    yield member.name, f"{param}.parameters", "schema", member.parameters
+                if member.output_schema is not None:
+                    yield member.name, f"{param}.output_schema", "output_schema", member.output_schema
+        if isinstance(tool, ToolSearchTool) and tool.parameters is not None:
+            yield "tool_search", f"tools[{index}].parameters", "schema", tool.parameters
+
+
+def schema_values(document: Any, limit: int) -> int:
+    """How many values a schema holds, counted up to just past `limit` (linear, cheap on the event loop)."""
+    return _measure(document, limit)[0]
+
+
+def holds_large_schemas(request: object) -> bool:
+    """Whether a request's tool schemas hold more than `OFF_LOOP_SCHEMA_VALUES` values together
+    (checking them is then done in a worker thread). Stops counting there: cheap on the event loop."""
+    if not isinstance(request, Conversational) or not request.tools:
+        return False
+    left = OFF_LOOP_SCHEMA_VALUES
+    for *_, schema in _schemas_of(request):
+        left -= _measure(schema, left)[0]
+        if left < 0:
+            return True
+    return False
 
 
 def _patterns(document: Any) -> Iterator[str]:
@@ -129,6 +234,7 @@ def _evaluated_keys(validator: Any, instance: dict[str, Any], schema: Any) -> se
         if (subschema := schema.get(keyword)) is not None:
             keys |= {k for k, v in instance.items() if next(validator.descend(v, subschema), None) is None}
     if validator.is_type(schema.get("patternProperties"), "object"):
+        _charge_matches(len(schema["patternProperties"]), len(instance))
         keys |= {k for k in instance if _matches_any(schema["patternProperties"], k)}
     if validator.is_type(schema.get("dependentSchemas"), "object"):
         for key, subschema in schema["dependentSchemas"].items():
@@ -169,6 +275,7 @@ def _validator_class() -> Any:
     def pattern_properties(validator: Any, properties: dict[str, Any], instance: Any, schema: Any) -> Iterator[Any]:
         if not validator.is_type(instance, "object"):
             return
+        _charge_matches(len(properties), len(instance))
         for patrn, subschema in properties.items():
             compiled = compile_pattern(patrn)
             for key, value in instance.items():
@@ -180,6 +287,8 @@ def _validator_class() -> Any:
             return
         properties = schema.get("properties", {})
         patterns = schema.get("patternProperties", {})
+        if patterns:
+            _charge_matches(len(patterns), len(instance))
         extras = {k for k in instance if k not in properties and not (patterns and _matches_any(patterns, k))}
         if validator.is_type(additional, "object"):
             for extra in extras:
@@ -228,6 +337,18 @@ def _validator_class() -> Any:
                 seen.add(key)
 
     multiple_of_itself = Draft202012Validator.VALIDATORS["multipleOf"]
+    enum_itself = Draft202012Validator.VALIDATORS["enum"]
+    const_itself = Draft202012Validator.VALIDATORS["const"]
+
+    def enum(validator: Any, enums: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        # Comparing with each entry costs as much as the entries hold: counted in the visits
+        # (`_charge`), so an enum of 1,000 arrays of 1,000 items is not compared at every item.
+        _charge(_nodes(enums) // _VISITS_PER_NODE)
+        yield from enum_itself(validator, enums, instance, schema)
+
+    def const(validator: Any, expected: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        _charge(_nodes(expected) // _VISITS_PER_NODE)
+        yield from const_itself(validator, expected, instance, schema)
 
     def multiple_of(validator: Any, divisor: Any, instance: Any, schema: Any) -> Iterator[Any]:
         # jsonschema divides an integer by a float divisor as floats: an integer past a float's
@@ -245,6 +366,8 @@ def _validator_class() -> Any:
     keywords = {
         "uniqueItems": unique_items,
         "multipleOf": multiple_of,
+        "enum": enum,
+        "const": const,
         "pattern": pattern,
         "patternProperties": pattern_properties,
         "additionalProperties": additional_properties,
@@ -276,6 +399,10 @@ def _schema_problem(schema: _Schema) -> str | None:
     from jsonschema.exceptions import SchemaError
 
     if schema.problem is None:
+        too_large = _size_problem(*_measure(schema.document, MAX_SCHEMA_VALUES))
+        if too_large is not None:
+            schema.problem = too_large
+            return too_large
         try:
             validator_class = _validator_class()
             validator_class.check_schema(schema.document, format_checker=validator_class.FORMAT_CHECKER)
@@ -300,6 +427,24 @@ _visits = threading.local()
 """Subschema visits the running check has left (`_first_error`)."""
 _MAX_VISITS = 10_000
 _VISITS_PER_NODE = 16
+_MAX_ERRORS = 16
+"""Errors a check computes at most: the one reported is the first by path among them (a value
+with 60,000 wrong items is not made into 60,000 messages)."""
+
+
+def _charge(visits: int) -> None:
+    """Count `visits` against the running check's budget (`_visits`): work that is no subschema
+    visit but costs as much (comparing with an enum's entries, matching keys against patterns)."""
+    left = getattr(_visits, "left", None)
+    if left is not None and visits > 0:
+        if left < visits:
+            raise _TooCostly
+        _visits.left = left - visits
+
+
+def _charge_matches(patterns: int, keys: int) -> None:
+    """Matching `keys` keys against `patterns` patterns: a visit per 16 matches."""
+    _charge(patterns * keys // _VISITS_PER_NODE)
 
 
 def _nodes(value: Any) -> int:
@@ -315,6 +460,17 @@ def _nodes(value: Any) -> int:
     return count
 
 
+def _crawled(document: Any) -> Any:
+    """A registry holding the schema with every `$id` and `$anchor` in it already found: jsonschema
+    otherwise walks the whole schema again at each `$ref` to an anchor (a schema of 10,000 anchors
+    took 0.1 s a reference)."""
+    from referencing import Registry
+    from referencing.jsonschema import DRAFT202012
+
+    resource = DRAFT202012.create_resource(document)
+    return Registry().with_resource(resource.id() or "", resource).crawl()
+
+
 def _first_error(schema: _Schema, value: Any) -> str | None:
     from referencing.exceptions import Unresolvable
 
@@ -323,14 +479,15 @@ def _first_error(schema: _Schema, value: Any) -> str | None:
         return messages.schema_invalid(problem)
     try:
         if schema.validator is None:
-            schema.validator = _validator_class()(schema.document)
+            schema.validator = _validator_class()(schema.document, registry=_crawled(schema.document))
         # Validation without any pattern can still be exponential: a chain of `anyOf` of two `$ref`s
         # to the next link visits 2**n subschemas on a value that fails, all on the event loop. The
         # visits are bounded: a number, and a few per value the instance holds.
         budget = _MAX_VISITS + _VISITS_PER_NODE * _nodes(value)
         _visits.left = budget
         try:
-            error = next(iter(sorted(schema.validator.iter_errors(value), key=lambda e: list(e.path))), None)
+            errors = itertools.islice(schema.validator.iter_errors(value), _MAX_ERRORS)
+            error = next(iter(sorted(errors, key=lambda e: list(e.path))), None)
         finally:
             _visits.left = None
     except _TooCostly:
@@ -507,7 +664,11 @@ def check_input(tool: CustomTool, call_id: str, text: str) -> Violation | None:
 
 
 def schema_problem(document: dict[str, Any]) -> str | None:
-    """Why `document` is not a JSON Schema, or None (found once per schema, as checking against it needs)."""
+    """Why `document` is not a JSON Schema, or None (found once per schema, as checking against it needs).
+    A schema past the size bounds is refused before it is copied into the cache."""
+    too_large = _size_problem(*_measure(document, MAX_SCHEMA_VALUES))
+    if too_large is not None:
+        return too_large
     return _schema_problem(_schemas.get(document))
 
 
@@ -516,16 +677,71 @@ def _check_function_schemas(tool: FunctionTool, param: str) -> None:
         if schema is None:
             continue
         problem = schema_problem(schema)
+        if problem is None and field == "parameters" and tool.strict is True:
+            problem = _strict_problem(schema)
         if problem is not None:
             raise messages.invalid_function_schema(
                 tool.name, problem, f"{param}.{field}", "schema" if field == "parameters" else field
             )
 
 
+_STRICT_CHILDREN = ("properties", "$defs", "definitions")
+_STRICT_BRANCHES = ("anyOf", "allOf", "oneOf", "prefixItems")
+
+
+def _strict_problem(schema: Any, context: tuple[str, ...] = ()) -> str | None:
+    """Why a function's `parameters` cannot be used with `strict: true`, as the hosted API words
+    it, or None: every object schema (the root, its properties', items', definitions' and
+    branches') says `additionalProperties: false` and lists every property in `required`."""
+    if not isinstance(schema, dict):
+        return None
+    kind = schema.get("type")
+    if kind == "object" or (isinstance(kind, list) and "object" in kind) or "properties" in schema:
+        if schema.get("additionalProperties") is not False:
+            return messages.strict_schema_allows_more(context)
+        properties = schema.get("properties")
+        required = schema.get("required")
+        if isinstance(properties, dict):
+            listed = (
+                set(required) if isinstance(required, list) and all(isinstance(r, str) for r in required) else set()
+            )
+            for key in properties:
+                if key not in listed:
+                    return messages.strict_schema_misses_required(context, key)
+    for keyword in _STRICT_CHILDREN:
+        children = schema.get(keyword)
+        if isinstance(children, dict):
+            for name, child in children.items():
+                if (found := _strict_problem(child, (*context, keyword, name))) is not None:
+                    return found
+    for keyword in _STRICT_BRANCHES:
+        branches = schema.get(keyword)
+        if isinstance(branches, list):
+            for n, branch in enumerate(branches):
+                if (found := _strict_problem(branch, (*context, keyword, str(n)))) is not None:
+                    return found
+    for keyword in ("items", "additionalProperties", "not", "if", "then", "else"):
+        if (found := _strict_problem(schema.get(keyword), (*context, keyword))) is not None:
+            return found
+    return None
+
+
 def check_tools(request: Conversational) -> None:
     """Every tool schema is a JSON Schema (function tools' `parameters` and `output_schema`, in
     namespaces too, a tool_search's `parameters`) and a custom tool's grammar compiles: a 400
-    otherwise, as the hosted API refuses them, before anything is checked against them."""
+    otherwise, as the hosted API refuses them, before anything is checked against them. A schema
+    too large to check (`MAX_SCHEMA_VALUES`, `MAX_SCHEMA_PATTERNS`), or schemas that together hold
+    more than `MAX_REQUEST_SCHEMA_VALUES` values, are refused first, by a count that is linear in
+    them; a function's `parameters` given with `strict: true` must be strict-compliant."""
+    left = MAX_REQUEST_SCHEMA_VALUES
+    for name, param, field, schema in _schemas_of(request):
+        values, patterns, identifiers = _measure(schema, MAX_SCHEMA_VALUES)
+        problem = _size_problem(values, patterns, identifiers)
+        left -= values
+        if problem is None and left < 0:
+            problem = messages.schema_too_large("request", MAX_REQUEST_SCHEMA_VALUES)
+        if problem is not None:
+            raise messages.invalid_function_schema(name, problem, param, field)
     for index, tool in enumerate(request.tools or ()):
         if isinstance(tool, FunctionTool):
             _check_function_schemas(tool, f"tools[{index}]")

@@ -358,6 +358,25 @@ def _(c: Context) -> object:
     return c.create(input="hi", tools=[{"type": "function", "name": "f", "parameters": {"type": "nope"}}])
 
 
+@trigger("schema_too_large")
+def _(c: Context) -> object:
+    """A schema of 257 distinct patterns: counted, and refused before the meta-schema check."""
+    many = {"type": "object", "patternProperties": {f"^p{i}$": {} for i in range(257)}}
+    return c.create(input="hi", tools=[{"type": "function", "name": "f", "parameters": many}])
+
+
+@trigger("strict_schema_allows_more")
+def _(c: Context) -> object:
+    loose = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    return c.create(input="hi", tools=[{"type": "function", "name": "f", "parameters": loose, "strict": True}])
+
+
+@trigger("strict_schema_misses_required")
+def _(c: Context) -> object:
+    partial = {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False}
+    return c.create(input="hi", tools=[{"type": "function", "name": "f", "parameters": partial, "strict": True}])
+
+
 @trigger("tool_choice_name_not_found")
 def _(c: Context) -> object:
     return c.create(input="hi", tools=PTC_TOOLS, tool_choice={"type": "function", "name": "nope"})
