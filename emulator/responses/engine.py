@@ -475,10 +475,13 @@ class Engine:
 
     def compact(self, request: CompactRequest, *, scope: str | None = None) -> dict[str, Any]:
         """`POST /v1/responses/compact`: the window's user messages, then one compaction item that
-        stands for the whole window (`rules/compaction.py`). Nothing is stored."""
+        stands for the whole window (`rules/compaction.py`). Nothing is stored. Its input is
+        checked as a create's: a `compaction_trigger` that is not last is the same 400."""
         previous = request.previous_response_id
         history = self.history.load(previous, scope=scope) if previous is not None else []
-        items = [*history, *self.history.input(request, scope)]
+        new_items = self.history.input(request, scope)
+        triggered(new_items)
+        items = [*history, *new_items]
         if not items:
             raise messages.nothing_to_compact()
         expanded = self.compactor.expand(items, len(history))
@@ -554,17 +557,25 @@ class Engine:
         return self.history.input_items(response_id, after=after, limit=limit, order=order, scope=scope)
 
     def count_tokens(self, request: CountTokensRequest, *, scope: str | None = None) -> dict[str, Any]:
+        """`POST /v1/responses/input_tokens`: the body is checked as a create's (its conversation,
+        its tools and tool_choice, a compaction_trigger that is not last, compaction items that do
+        not verify: the same 400s), then its input is counted with its history, a compacted
+        context as a create counts it (`Expanded.visible`)."""
         thread = checks.check_conversation(request)
+        checks.check_tool_fields(request)
+        Toolset.of(request)
         previous = request.previous_response_id
-        history = self.conversations.history(thread, scope) if thread is not None else []
-        items = [
-            *(self.history.load(previous, scope=scope) if previous is not None else history),
-            *self.history.input(request, scope),
-        ]
+        history = self.history.load(previous, scope=scope) if previous is not None else []
+        if thread is not None and previous is None:
+            history = self.conversations.history(thread, scope)
+        new_items = self.history.input(request, scope)
+        triggered(new_items)
+        items = [*history, *new_items]
+        expanded = self.compactor.expand(items, len(history))
         counted = usage(
             instructions=request.instructions,
             tools=echo_tools(request),
-            input_items=items,
+            input_items=expanded.visible if expanded is not None else items,
             output_items=[],
         )
         return {"object": "response.input_tokens", "input_tokens": counted["input_tokens"]}

@@ -26,7 +26,7 @@ from ptc_emulator.emulator.wire.items import (
     ReasoningItem,
     of_type,
 )
-from ptc_emulator.emulator.wire.request import CountTokensRequest, CreateRequest, conversation_id
+from ptc_emulator.emulator.wire.request import Conversational, CountTokensRequest, CreateRequest, conversation_id
 from ptc_emulator.emulator.wire.tools import (
     CustomTool,
     CustomToolChoice,
@@ -43,6 +43,7 @@ __all__ = [
     "check_outputs",
     "check_reasoning",
     "check_request",
+    "check_tool_fields",
 ]
 
 
@@ -66,6 +67,15 @@ def check_request(request: CreateRequest) -> str | None:
     if request.background and request.store is False:
         raise messages.background_needs_store()
     check_background_options(request)
+    check_tool_fields(request)
+    return thread
+
+
+def check_tool_fields(request: Conversational) -> None:
+    """`tools` and `tool_choice`, as a create and a token count check them alike (the hosted
+    input_tokens endpoint refuses what a create refuses): names declared once, schemas and grammars
+    that compile, a `tool_choice` that names a declared tool. What only the tool list decides
+    (one programmatic_tool_calling tool, one tool_search, namespaces) is `Toolset.of`'s."""
     for name in duplicate_names(request):
         raise messages.duplicate_tool_name(name)
     names = {t.name for t in request.function_tools}
@@ -83,7 +93,6 @@ def check_request(request: CreateRequest) -> str | None:
         raise messages.tool_choice_not_found(choice.type)
     if isinstance(choice, ProgrammaticToolChoice) and not request.ptc_enabled:
         raise messages.tool_choice_not_found("programmatic_tool_calling")
-    return thread
 
 
 def check_background_options(request: CreateRequest) -> None:
