@@ -391,7 +391,7 @@ async def list_conversations(request: Request) -> dict[str, Any]:
 async def read_conversation(conversation_id: str, request: Request) -> dict[str, Any]:
     """One conversation by its id (`c<seq of its first request>`), or by the seq of any of its requests."""
     wanted = conversation_id[1:] if conversation_id.startswith("c") else conversation_id
-    if not wanted.isdigit():
+    if not (wanted.isascii() and wanted.isdigit()) or len(wanted) > 18:  # a seq: `int` takes it, SQLite holds it
         raise messages.inspector_conversation_id_invalid(conversation_id)
     seq = int(wanted)
     for entries in group(_journal(request)):
