@@ -149,7 +149,7 @@ class RecordingProxy:
         if route is None or not self._goes_upstream(scope, path, route, parsed):
             await app(scope, _replayed(body, receive), send)  # not a route this proxy serves: 404, 405
             return
-        await self._forward_http(scope, route, body, parsed, send)
+        await self._forward_http(scope, route, body, parsed, receive, send)
 
     def _goes_upstream(self, scope: Scope, path: str, route: str, create: dict[str, Any] | None) -> bool:
         if path != _PREFIX:  # retrieve, delete, cancel, input items, input_tokens, compact
@@ -202,49 +202,76 @@ class RecordingProxy:
         return headers
 
     async def _forward_http(
-        self, scope: Scope, route: str, body: bytes, create: dict[str, Any] | None, send: Send
+        self, scope: Scope, route: str, body: bytes, create: dict[str, Any] | None, receive: Receive, send: Send
     ) -> None:
-        """`route`: the upstream path `upstream_route` rebuilt from the request's checked segments."""
+        """`route`: the upstream path `upstream_route` rebuilt from the request's checked segments.
+
+        The answer is asked for uncompressed and passed on as it comes off the wire (never
+        unpacked here: a few MiB of gzip are GiBs); one that comes compressed all the same is
+        passed on with its `Content-Encoding`, and not recorded. A client that goes away ends
+        the upstream request (the upstream may stream, and bill, for minutes)."""
         path = route
         query = scope.get("query_string", b"").decode("latin-1")
         url = self.base + path + (f"?{query}" if query else "")
-        request = self.client.build_request(scope["method"], url, headers=self._upstream_headers(scope), content=body)
+        headers = {**self._upstream_headers(scope), "accept-encoding": "identity"}
+        request = self.client.build_request(scope["method"], url, headers=headers, content=body)
         try:
             reply = await self.client.send(request, stream=True)
         except httpx.HTTPError as e:
             refused = messages.proxy_unreachable(self.base, type(e).__name__, str(e))
             await _error(send, refused.status, refused.message, refused.type, refused.code)
             return
+        passing = asyncio.ensure_future(self._pass_on(reply, create, send))
+        gone = asyncio.ensure_future(_disconnected(receive))
         try:
-            headers = [
-                (k.encode("latin-1"), v.encode("latin-1"))
-                for k, v in reply.headers.multi_items()
-                if k.lower() not in _NOT_BACK and not k.lower().startswith("access-control-")
-            ]
-            await send({"type": "http.response.start", "status": reply.status_code, "headers": headers})
-            # What the response says is noted before the client has it all: a client that
-            # continues the moment it has the response finds its ids known and its recording made.
-            ok = reply.status_code == 200
-            events = _SSE() if reply.headers.get("content-type", "").startswith("text/event-stream") else None
-            kept = _Kept()
-            try:
-                async for chunk in reply.aiter_bytes():
-                    if events is not None:
-                        for data in events.feed(chunk):
-                            event = await _parsed(data)
-                            if isinstance(event, dict):
-                                await self._event(event, create if ok else None)
-                    elif ok:
-                        kept.add(chunk)
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            except httpx.HTTPError as e:
-                log.warning("the upstream's answer broke off: %s", e)
-            if events is None and ok and kept.whole:
-                response = await _parsed(bytes(kept.data))
-                await self._event({"type": "response.completed", "response": response}, create)
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            await asyncio.wait({passing, gone}, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            for task in (passing, gone):
+                task.cancel()
+            for task in (passing, gone):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await reply.aclose()
+        if gone.done() and not gone.cancelled() and not passing.done():
+            log.info("the client went away: the upstream request to %s is ended", path)
+
+    async def _pass_on(self, reply: httpx.Response, create: dict[str, Any] | None, send: Send) -> None:
+        """The upstream's answer to the client, noting its ids and recording it as it passes."""
+        encoding = reply.headers.get("content-encoding", "identity").strip().lower()
+        packed = encoding not in ("", "identity")
+        headers = [
+            (k.encode("latin-1"), v.encode("latin-1"))
+            for k, v in reply.headers.multi_items()
+            if (k.lower() not in _NOT_BACK or (packed and k.lower() == "content-encoding"))
+            and not k.lower().startswith("access-control-")
+        ]
+        await send({"type": "http.response.start", "status": reply.status_code, "headers": headers})
+        if packed:
+            log.warning(
+                "the upstream's answer is compressed (%s) although asked for none: passed on, not recorded", encoding
+            )
+        # What the response says is noted before the client has it all: a client that
+        # continues the moment it has the response finds its ids known and its recording made.
+        ok = reply.status_code == 200 and not packed
+        sse = reply.headers.get("content-type", "").startswith("text/event-stream")
+        events = _SSE() if sse and not packed else None
+        kept = _Kept()
+        try:
+            async for chunk in reply.aiter_raw():
+                if events is not None:
+                    for data in events.feed(chunk):
+                        event = await _parsed(data)
+                        if isinstance(event, dict):
+                            await self._event(event, create if ok else None)
+                elif ok:
+                    kept.add(chunk)
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except httpx.HTTPError as e:
+            log.warning("the upstream's answer broke off: %s", e)
+        if events is None and ok and kept.whole:
+            response = await _parsed(bytes(kept.data))
+            await self._event({"type": "response.completed", "response": response}, create)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _event(self, event: dict[str, Any], create: dict[str, Any] | None) -> None:
         """Note the ids of a response event; record the exchange its terminal event ends."""
@@ -296,7 +323,7 @@ class RecordingProxy:
             url += f"?{query}"
         try:
             upstream = await connect(
-                url, additional_headers=self._upstream_headers(scope), max_size=None, open_timeout=30
+                url, additional_headers=self._upstream_headers(scope), max_size=UPSTREAM_FRAME_BYTES, open_timeout=30
             )
         except (TimeoutError, OSError, InvalidStatus, WebSocketException) as e:
             # An error event, then 1014 (bad gateway): not a code the SDK reconnects on.
@@ -421,6 +448,11 @@ def _take(
     return None
 
 
+UPSTREAM_FRAME_BYTES = 64 * 2**20
+"""The largest message the upstream's WebSocket may send (unpacked, if it is compressed): a
+message is held whole before it is passed on, so one without a bound could take all memory.
+A larger one closes the socket (1009)."""
+
 KEPT_BYTES = 16 * 2**20
 """The most of one upstream answer (a whole body, or one SSE event) the proxy keeps to note its
 ids and record it; a larger one is passed to the client all the same, but not recorded (the log
@@ -500,6 +532,12 @@ def _json(body: bytes) -> Any:
         return json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         return None
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Returns when the client goes away (its body has been read: nothing else comes)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _headers(scope: Scope) -> dict[str, str]:

@@ -1790,6 +1790,13 @@ def mcp_answer_too_large(limit: int) -> str:
     return f"the MCP server's answer exceeded {limit} bytes (--mcp-max-answer-bytes)"
 
 
+@text(MCP, "an MCP listing's or call's error", encoding="gzip")
+def mcp_compressed(encoding: str) -> str:
+    """An MCP server's answer sent with a Content-Encoding although `Accept-Encoding: identity`
+    asked for none (unpacked, a few MiB could be GiBs)."""
+    return f"the MCP server answered with Content-Encoding {encoding!r} although asked for none"
+
+
 @text(MCP, "a direct mcp_call's error message", call="docs.lookup", size=8388900, carried=0, limit=3145728)
 def visible_result_too_large(call: str, size: int, carried: int, limit: int) -> str:
     """A direct MCP call (the model's own, not a program's) whose `mcp_call` item, output included,

@@ -356,10 +356,6 @@ def _matches(summary: dict[str, Any], entries: list[Entry], query: dict[str, str
 # Endpoints
 
 
-def _journal(request: Request) -> list[Entry]:
-    return [e.as_dict() for e in request.app.state.emulator.journal.entries(_scope(request))]
-
-
 @router.get("/inspector/conversations")
 async def list_conversations(request: Request) -> dict[str, Any]:
     """Conversations newest first, filtered by `?scope=`, `scenario=`, `status=` (a code, 2xx/4xx/5xx,
@@ -370,9 +366,14 @@ async def list_conversations(request: Request) -> dict[str, Any]:
     nothing of another scope. A caller in none (the server's owner, who gave the key where the
     server has one; the page is such a caller) sees every scope, `?scope=` a filter of the list."""
     caller = request.headers.get(SCOPE_HEADER)
-    everything = [e.as_dict() for e in request.app.state.emulator.journal.entries(caller)]
-    wanted = _scope(request)
-    query = dict(request.query_params)
+    kept = request.app.state.emulator.journal.entries(caller)
+    # A full journal is 64 MiB of bodies: parsed, grouped and summarised in a worker thread, so
+    # the event loop answers others meanwhile (on it, health waited 0.4 s for a listing).
+    return await asyncio.to_thread(_listing, kept, _scope(request), dict(request.query_params))
+
+
+def _listing(kept: list[Any], wanted: str | None, query: dict[str, str]) -> dict[str, Any]:
+    everything = [e.as_dict() for e in kept]
     rows = []
     for entries in group([e for e in everything if wanted is None or e.get("scope") == wanted]):
         summary = summarise(entries)
@@ -391,34 +392,46 @@ async def list_conversations(request: Request) -> dict[str, Any]:
 async def read_conversation(conversation_id: str, request: Request) -> dict[str, Any]:
     """One conversation by its id (`c<seq of its first request>`), or by the seq of any of its requests."""
     wanted = conversation_id[1:] if conversation_id.startswith("c") else conversation_id
-    if not wanted.isdigit():
+    if not (wanted.isascii() and wanted.isdigit()) or len(wanted) > 18:  # a seq: `int` takes it, SQLite holds it
         raise messages.inspector_conversation_id_invalid(conversation_id)
     seq = int(wanted)
-    for entries in group(_journal(request)):
-        if any(e.get("seq") == seq for e in entries):
-            return conversation(entries)
-    raise messages.inspector_conversation_not_found(conversation_id)
+    kept = request.app.state.emulator.journal.entries(_scope(request))
+
+    def find() -> dict[str, Any] | None:  # in a worker thread, as the listing is
+        for entries in group([e.as_dict() for e in kept]):
+            if any(e.get("seq") == seq for e in entries):
+                return conversation(entries)
+        return None
+
+    found = await asyncio.to_thread(find)
+    if found is None:
+        raise messages.inspector_conversation_not_found(conversation_id)
+    return found
 
 
-def _trace_entries(request: Request) -> list[Entry]:
+def _trace_entries(kept: list[Any]) -> list[Entry]:
     """The caller's scope's journal as `GET /_emulator/journal` returns it (what a trace holds)."""
-    return grouping.label(e.as_dict() for e in request.app.state.emulator.journal.entries(_scope(request)))
+    return grouping.label(e.as_dict() for e in kept)
 
 
 @router.get("/inspector/trace.json", include_in_schema=False)
 async def trace_data(request: Request, test: str = "") -> Response:
     """The caller's scope's trace as the JSON file a failed test leaves (`test`: the test's id, kept
-    in it): the same text the pytest plugin writes, for a client that writes its own trace files."""
+    in it): the same text the pytest plugin writes, for a client that writes its own trace files.
+    Made in a worker thread (a full journal is 64 MiB: on the loop, health waited a second)."""
     from ptc_emulator.api.inspector.trace import trace_json
 
-    text = trace_json(_trace_entries(request), test=test, scope=_scope(request))
+    scope = _scope(request)
+    kept = request.app.state.emulator.journal.entries(scope)
+    text = await asyncio.to_thread(lambda: trace_json(_trace_entries(kept), test=test, scope=scope))
     return Response(text, media_type="application/json", headers={"Cache-Control": "no-store"})
 
 
 @router.get("/inspector/trace.html", include_in_schema=False)
 async def trace_page(request: Request, test: str = "") -> Response:
     """The caller's scope's trace as the self-contained HTML file a failed test leaves (`test`: its
-    title), sent with the policy it carries inside (its own inline scripts and style, nothing else)."""
+    title), sent with the policy it carries inside (its own inline scripts and style, nothing else).
+    Made in a worker thread, as `trace.json` is."""
     from ptc_emulator.api.inspector.trace import trace_html, trace_policy
 
     headers = {
@@ -426,9 +439,9 @@ async def trace_page(request: Request, test: str = "") -> Response:
         "Cache-Control": "no-store",
         "X-Content-Type-Options": "nosniff",
     }
-    return Response(
-        trace_html(_trace_entries(request), title=test), media_type="text/html; charset=utf-8", headers=headers
-    )
+    kept = request.app.state.emulator.journal.entries(_scope(request))
+    page = await asyncio.to_thread(lambda: trace_html(_trace_entries(kept), title=test))
+    return Response(page, media_type="text/html; charset=utf-8", headers=headers)
 
 
 async def _changes(request: Request) -> AsyncIterator[bytes]:

@@ -55,7 +55,9 @@ def trace_policy() -> str:
 
 def trace_page(data: dict[str, Any]) -> str:
     """The page for a trace's data (`{"title", "conversations"}`): only the data comes from outside."""
-    payload = json.dumps(data, ensure_ascii=False)
+    # The encoder in Python, not C: C holds the interpreter for the whole text (64 MiB of journal),
+    # Python gives it back to the event loop every switch interval.
+    payload = "".join(json.JSONEncoder(ensure_ascii=False).iterencode(data))
     payload = payload.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
     payload = payload.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     style, scripts = _asset("inspector.css"), [_asset("highlight.js"), _asset("inspector.js")]

@@ -11,12 +11,16 @@ The check is made on the address connected, not on the URL: the client's network
 resolves the host once, checks each address, and connects to the address it checked (a DNS
 answer that changes between a check and a connect cannot move the connection; a redirect goes
 through the same backend). TLS still names the URL's host. Every byte read from the server counts
-against the call's answer limit, and the whole call (listing included) has one deadline.
+against the call's answer limit, and the whole call (listing included) has one deadline. The
+answer is asked for uncompressed (`Accept-Encoding: identity`) and a compressed one is refused
+before a byte of it is read: the limit counts bytes off the wire, and a few MiB of gzip unpack
+to GiBs (which httpx would unpack on the event loop).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 import ssl
 import threading
@@ -31,7 +35,15 @@ import httpx2
 
 from ptc_emulator.emulator import messages
 
-__all__ = ["AnswerTooLarge", "EgressRefused", "McpPolicy", "OwnAddresses", "guarded_client", "refusal_for_url"]
+__all__ = [
+    "AnswerCompressed",
+    "AnswerTooLarge",
+    "EgressRefused",
+    "McpPolicy",
+    "OwnAddresses",
+    "guarded_client",
+    "refusal_for_url",
+]
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -59,6 +71,10 @@ class EgressRefused(Exception):
 
 class AnswerTooLarge(Exception):
     """The server sent more than the answer limit."""
+
+
+class AnswerCompressed(Exception):
+    """The server sent a compressed answer although asked for none."""
 
 
 _OWN_PORTS: Counter[int] = Counter()
@@ -262,6 +278,29 @@ class _Backend(httpcore2.AsyncNetworkBackend):
         await self.inner.sleep(seconds)
 
 
+_TOKEN = re.compile(r"[a-z0-9-]{1,20}")
+
+
+class _Identity(httpx2.AsyncBaseTransport):
+    """Refuses an answer with a Content-Encoding (the request asked for none): httpx would unpack
+    it past the byte limit, which counts what the wire carries."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self.inner.handle_async_request(request)
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            await response.aclose()
+            said = encoding if _TOKEN.fullmatch(encoding) else "?"  # nothing else of the server's
+            raise AnswerCompressed(messages.mcp_compressed(said))
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
 def guarded_client(
     policy: McpPolicy,
     headers: dict[str, str] | None = None,
@@ -275,6 +314,13 @@ def guarded_client(
         ssl_context=httpx2.create_ssl_context(), network_backend=_Backend(policy)
     )
     deadline = httpx2.Timeout(policy.timeout_s, connect=policy.connect_timeout_s)
+    headers = {k: v for k, v in (headers or {}).items() if k.lower() != "accept-encoding"}
+    headers["Accept-Encoding"] = "identity"
     return httpx2.AsyncClient(
-        headers=headers, timeout=deadline, auth=auth, transport=transport, trust_env=False, follow_redirects=False
+        headers=headers,
+        timeout=deadline,
+        auth=auth,
+        transport=_Identity(transport),
+        trust_env=False,
+        follow_redirects=False,
     )

@@ -25,7 +25,14 @@ from typing import Any
 from pydantic import Field
 
 from ptc_emulator.emulator import messages
-from ptc_emulator.emulator.tools.egress import AnswerTooLarge, EgressRefused, McpPolicy, guarded_client, refusal_for_url
+from ptc_emulator.emulator.tools.egress import (
+    AnswerCompressed,
+    AnswerTooLarge,
+    EgressRefused,
+    McpPolicy,
+    guarded_client,
+    refusal_for_url,
+)
 from ptc_emulator.emulator.wire.items import OpenJSON, WireModel
 from ptc_emulator.emulator.wire.tools import McpTool
 
@@ -141,7 +148,7 @@ def _http_error(error: BaseException, policy: McpPolicy) -> dict[str, Any]:
         return {"type": "http_error", "code": status, "message": messages.mcp_http_status(status)}
     if isinstance(leaf, EgressRefused):
         return {"type": "http_error", "code": 403, "message": str(leaf)}
-    if isinstance(leaf, AnswerTooLarge):
+    if isinstance(leaf, AnswerTooLarge | AnswerCompressed):
         return {"type": "http_error", "code": 502, "message": str(leaf)}
     if isinstance(leaf, _Deadline | TimeoutError | httpx2.TimeoutException):
         message = messages.mcp_no_answer(_seconds(policy.timeout_s), policy.timeout_flag)

@@ -110,10 +110,11 @@ def raw_stream(*lines: str) -> Answer:
     return {"raw": lines}
 
 
-def raw_body(data: bytes | str, content_type: str = "application/json", **headers: str) -> Answer:
-    """A whole answer of these bytes, whatever they say, with this content type (either protocol,
-    asked to stream or not)."""
-    return {"body": data.encode() if isinstance(data, str) else data, "content_type": content_type, "headers": headers}
+def raw_body(data: bytes | str, content_type: str = "application/json", code: int = 200, **headers: str) -> Answer:
+    """A whole answer of these bytes, whatever they say, with this content type and status code
+    (either protocol, asked to stream or not)."""
+    body = data.encode() if isinstance(data, str) else data
+    return {"body": body, "content_type": content_type, "headers": headers, "code": code}
 
 
 def raw_bytes(*chunks: bytes, forever: bytes | None = None, content_type: str = "text/event-stream") -> Answer:
@@ -380,7 +381,8 @@ def _app(fake: FakeUpstream) -> Starlette:
     def raw(answer: Answer, request: Request) -> Response | None:
         """The answer of `raw_body`, `raw_stream` or `raw_bytes`, if it is one."""
         if "body" in answer:
-            return Response(answer["body"], media_type=answer["content_type"], headers=answer["headers"])
+            body, kind, code = answer["body"], answer["content_type"], answer["code"]
+            return Response(body, status_code=code, media_type=kind, headers=answer["headers"])
         if "raw" in answer:
             lines = [f"data: {line}\n\n" for line in answer["raw"]]
             return StreamingResponse(iter(lines), media_type="text/event-stream")

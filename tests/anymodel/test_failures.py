@@ -4,6 +4,7 @@ OpenAI envelope (never a 500, never a hang), or, for code that does not parse, a
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +21,7 @@ from tests.anymodel.anymodel_support import (
     fail,
     hold,
     program,
+    raw_body,
     raw_call,
     raw_stream,
     say,
@@ -117,6 +119,28 @@ def test_an_upstream_400_is_not_retried(any_server: Callable[..., EmulatorServer
     upstream.reply(fail(400, "model 'm' not found"), say("never reached"))
     error = _error(any_server)
     assert error.status_code == 502 and "answered 400" in _envelope(error)["message"]
+    assert len(upstream.requests) == 1
+
+
+def test_a_compressed_error_body_is_not_unpacked(
+    any_server: Callable[..., EmulatorServer], upstream: FakeUpstream
+) -> None:
+    """A 500 whose body is a gzip bomb: its start was unpacked (64 KiB read are 64 MiB unpacked)
+    and quoted, NULs and all. It is named, not read."""
+    upstream.reply(raw_body(gzip.compress(b"\0" * 2**24), code=500, **{"content-encoding": "gzip"}))
+    envelope = _envelope(_error(any_server, model_upstream_retries=0))
+    assert envelope["message"] == (
+        f"The model upstream at {upstream.url}/chat/completions answered 500: "
+        "answered with Content-Encoding 'gzip' although asked for none."
+    )
+
+
+def test_a_redirect_is_an_answered_status(any_server: Callable[..., EmulatorServer], upstream: FakeUpstream) -> None:
+    """Not followed, and not read as an empty answer (`ended its stream before it finished`)."""
+    upstream.reply(raw_body("", code=302, location="http://elsewhere.example/v1/chat/completions"))
+    error = _error(any_server)
+    assert error.status_code == 502
+    assert _envelope(error)["message"].startswith(f"The model upstream at {upstream.url}/chat/completions answered 302")
     assert len(upstream.requests) == 1
 
 

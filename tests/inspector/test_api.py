@@ -140,7 +140,9 @@ def test_filters_by_scope_scenario_and_status(ptc_emulator: PTCEmulator) -> None
 
 def test_an_unknown_conversation_is_a_404_in_the_error_envelope(ptc_emulator: PTCEmulator) -> None:
     root = ptc_emulator.server_url[: -len("/v1")]
-    for name, status in (("c999999", 404), ("bogus", 400)):
+    # a digit that is not ASCII (`int` refuses a superscript), and more digits than `int` reads: 500s before
+    odd = (("c%C2%B2", 400), ("c" + "9" * 5000, 400), ("c\u0661\u0662", 400), ("c" + "9" * 30, 400))
+    for name, status in (("c999999", 404), ("bogus", 400), *odd):
         reply = httpx.get(f"{root}/_emulator/inspector/conversations/{name}", timeout=30)
         assert reply.status_code == status
         assert set(reply.json()["error"]) == {"message", "type", "param", "code"}

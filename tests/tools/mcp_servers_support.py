@@ -5,6 +5,7 @@ not MCP. Each is the official SDK's `MCPServer` (so listing works) behind a smal
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import socket
 import threading
@@ -25,6 +26,8 @@ class Served:
     url: str = ""
     requests: list[str] = field(default_factory=list)
     """The path of every HTTP request the server got."""
+    encodings_asked: list[str] = field(default_factory=list)
+    """`Accept-Encoding` of each request a `gzip_listing` server got."""
 
 
 @contextmanager
@@ -109,6 +112,9 @@ def misbehaving_server(mode: str = "", huge_bytes: int = 0) -> Iterator[Served]:
       every request, the listing's included);
     - `not_mcp`: a JSON answer that is not JSON-RPC (`{"internal": "db password hunter2"}`);
     - `not_mcp_listing`: the same for every request, the listing's included;
+    - `gzip_listing`: for every request, a gzip bomb (`huge_bytes` of zeros, a few KiB packed)
+      sent with `Content-Encoding: gzip` whatever `Accept-Encoding` asked (the server notes it in
+      `encodings_asked`);
     - anything else: the MCP server's own answer (its `wait` tool never answers, `huge` is big).
     """
     inner = _mcp_server(huge_bytes).streamable_http_app()
@@ -119,6 +125,14 @@ def misbehaving_server(mode: str = "", huge_bytes: int = 0) -> Iterator[Served]:
             return
         body = await _body(receive)
         method = _method(body)
+        if mode == "gzip_listing":
+            asked = dict(scope["headers"]).get(b"accept-encoding", b"").decode()
+            encodings_asked.append(asked)
+            packed = gzip.compress(b"\0" * huge_bytes)
+            headers = [(b"content-type", b"application/json"), (b"content-encoding", b"gzip")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": packed})
+            return
         if mode == "not_mcp_listing" or (mode == "not_mcp" and method == "tools/call"):
             payload = json.dumps({"internal": "db password hunter2", "detail": "x" * 200}).encode()
             await send(
@@ -135,7 +149,9 @@ def misbehaving_server(mode: str = "", huge_bytes: int = 0) -> Iterator[Served]:
                 await asyncio.sleep(0.05)
         await inner(scope, _replay(body), send)
 
+    encodings_asked: list[str] = []
     with serve(app) as served:
+        served.encodings_asked = encodings_asked
         yield served
 
 

@@ -127,6 +127,20 @@ def test_a_non_mcp_answer_is_not_echoed(ptc_emulator: PTCEmulator, mode: str) ->
         assert "not a valid MCP message" in said
 
 
+def test_a_compressed_answer_is_refused_unread_and_an_uncompressed_one_was_asked_for(
+    ptc_emulator: PTCEmulator,
+) -> None:
+    """A gzip bomb (64 MiB of zeros in 64 KiB) is within the byte limit as the wire counts it:
+    unpacked, it took GiBs, on the event loop. It is refused before a byte is read."""
+    with misbehaving_server("gzip_listing", huge_bytes=64 * 2**20) as server:
+        error = listing_error(ptc_emulator, server.url)
+        assert server.encodings_asked and set(server.encodings_asked) == {"identity"}
+    assert error.status_code == 424
+    message = error.response.json()["error"]["message"]
+    assert "Error retrieving tool list from MCP server 'target'" in message
+    assert "the MCP server answered with Content-Encoding 'gzip' although asked for none" in message
+
+
 def test_a_settings_allowance_names_the_host_and_port(tmp_path: Path, docs: DocsServer) -> None:
     port = urlsplit(docs.url).port
     settings = Settings(

@@ -914,6 +914,22 @@ def _(c: Context) -> object:
     return caught.value
 
 
+@trigger("mcp_compressed")
+def _(c: Context) -> object:
+    async def gzipped(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, headers={"content-encoding": "gzip"}, content=b"")
+
+    async def run() -> None:
+        client = egress.guarded_client(McpPolicy())
+        client._transport = egress._Identity(httpx2.MockTransport(gzipped))
+        async with client:
+            await client.get("https://docs.example/mcp")
+
+    with pytest.raises(egress.AnswerCompressed) as caught:
+        asyncio.run(run())
+    return caught.value
+
+
 @trigger("mcp_no_address")
 def _(c: Context) -> object:
     async def nothing(*args: Any, **kwargs: Any) -> list[Any]:

@@ -235,14 +235,18 @@ class UpstreamClient:
             raise _Retry(_timeout(self.config)) from None
         except httpx.HTTPError as e:
             raise _Retry(messages.upstream_unreachable(url, type(e).__name__)) from None
-        if response.status_code >= 400:
+        if response.status_code >= 300:  # a redirect is not followed: it is no answer either
+            encoding = response.headers.get("content-encoding", "identity").strip().lower()
             try:
-                text = await _start(response.aiter_bytes(), ERROR_BODY_BYTES)
+                if encoding in ("", "identity"):
+                    text = await _start(response.aiter_bytes(), ERROR_BODY_BYTES)
+                    said = self._redaction.text(text, cut=len(text.encode()) >= ERROR_BODY_BYTES)
+                else:  # never unpacked: 64 KiB of gzip are 64 MiB
+                    said = messages.compressed(snippet(encoding))
             except httpx.HTTPError:
-                text = ""
+                said = ""
             finally:
                 await response.aclose()
-            said = self._redaction.text(text, cut=len(text.encode()) >= ERROR_BODY_BYTES)
             error = messages.upstream_answered_status(url, response.status_code, snippet(said))
             if response.status_code == 429 or response.status_code >= 500:
                 raise _Retry(error)

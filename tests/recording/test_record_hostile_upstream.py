@@ -1,0 +1,168 @@
+"""The recording proxy against an upstream that misbehaves (docs/limits.md, "Record mode"): one
+that streams forever, one that answers compressed although asked for none, one whose WebSocket
+sends a message past the bound.
+
+The upstream is a small server on loopback in a thread, speaking HTTP (or WebSocket) itself.
+Nothing is timed: each test waits for what the upstream sees (its connection closed) or for
+what the client gets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import json
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ptc_emulator.api import proxy
+from tests.recording.recording_support import recorder
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@contextlib.contextmanager
+def raw_upstream(handler: Handler) -> Iterator[str]:
+    """An HTTP server on 127.0.0.1 in a thread, each connection given to `handler`; its base URL."""
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    box: dict[str, object] = {}
+
+    async def main() -> None:
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        box["port"] = server.sockets[0].getsockname()[1]
+        box["stop"] = stop = asyncio.Event()
+        started.set()
+        async with server:
+            await stop.wait()
+
+    thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
+    thread.start()
+    assert started.wait(30)
+    try:
+        yield f"http://127.0.0.1:{box['port']}/v1"
+    finally:
+        loop.call_soon_threadsafe(box["stop"].set)  # type: ignore[attr-defined]
+        thread.join(10)
+        loop.close()
+
+
+async def _request(reader: asyncio.StreamReader) -> dict[str, str]:
+    head = await reader.readuntil(b"\r\n\r\n")
+    headers = {}
+    for line in head.decode("latin-1").split("\r\n")[1:]:
+        name, _, value = line.partition(":")
+        if name:
+            headers[name.strip().lower()] = value.strip()
+    await reader.readexactly(int(headers.get("content-length", "0")))
+    return headers
+
+
+CREATE = {"model": "gpt-test", "input": "no scenario matches this", "stream": True}
+
+
+def test_a_client_that_goes_away_ends_the_upstream_request(tmp_path: Path) -> None:
+    """The upstream streams keep-alive comments forever. The proxy went on reading them after
+    its client had gone (uvicorn drops what is sent to a closed connection): one upstream request
+    held, and billed, per client that gave up, for as long as the upstream streamed."""
+    closed = threading.Event()
+
+    async def forever(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        try:
+            while True:
+                writer.write(b"4\r\n: .\n\r\n")
+                await writer.drain()
+                if reader.at_eof():
+                    break
+                await asyncio.sleep(0.02)
+        except (ConnectionError, OSError):
+            pass
+        closed.set()
+        writer.close()
+
+    with raw_upstream(forever) as url, recorder(tmp_path, url, tmp_path / "recordings") as rec:
+        with httpx.Client(base_url=rec.server_url, timeout=60) as http:
+            with http.stream("POST", "/responses", json=CREATE) as response:
+                assert response.status_code == 200
+                assert next(response.iter_raw()).startswith(b":")
+            assert closed.wait(60), "the upstream request went on after its client had gone"
+            assert http.get(rec.server_url.removesuffix("/v1") + "/_emulator/health").status_code == 200
+
+
+def test_a_compressed_answer_is_asked_against_and_passed_on_packed(tmp_path: Path) -> None:
+    """A gzip bomb (a few MiB packed, GiBs unpacked) was unpacked by the proxy on the event loop:
+    health waited seconds and the process grew by the unpacked size. The proxy now asks for
+    no encoding, and what comes packed all the same is passed on as it is, with its encoding."""
+    answer = {"id": "resp_packed", "object": "response", "status": "completed", "output": []}
+    asked: list[str] = []
+
+    async def packed(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        headers = await _request(reader)
+        asked.append(headers.get("accept-encoding", ""))
+        body = gzip.compress(json.dumps(answer).encode())
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\n"
+            + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        writer.close()
+
+    with raw_upstream(packed) as url, recorder(tmp_path, url, tmp_path / "recordings") as rec:
+        with httpx.Client(base_url=rec.server_url, timeout=60) as http:
+            response = http.post("/responses", json={**CREATE, "stream": False})
+    assert asked == ["identity"]
+    assert response.headers["content-encoding"] == "gzip"
+    assert response.json() == answer  # the client unpacks it, as it would from the upstream itself
+    assert list((tmp_path / "recordings").glob("*.yaml")) == []
+
+
+def test_an_upstream_websocket_message_past_the_bound_closes_the_socket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The upstream's WebSocket messages were read without a bound (`max_size=None`): one
+    message of any size was held whole in memory before it was passed on."""
+    from websockets.asyncio.server import serve
+    from websockets.sync.client import connect
+
+    monkeypatch.setattr(proxy, "UPSTREAM_FRAME_BYTES", 2**20)
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    box: dict[str, object] = {}
+
+    async def huge(socket: object) -> None:
+        await socket.recv()  # type: ignore[attr-defined]
+        await socket.send("x" * (2 * 2**20))  # type: ignore[attr-defined]
+        await socket.wait_closed()  # type: ignore[attr-defined]
+
+    async def main() -> None:
+        async with serve(huge, "127.0.0.1", 0, max_size=None) as server:
+            box["port"] = list(server.sockets)[0].getsockname()[1]
+            box["stop"] = stop = asyncio.Event()
+            started.set()
+            await stop.wait()
+
+    thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
+    thread.start()
+    assert started.wait(30)
+    try:
+        url = f"http://127.0.0.1:{box['port']}/v1"
+        with recorder(tmp_path, url, tmp_path / "recordings", mode="all") as rec:
+            with connect(rec.server_url.replace("http", "ws", 1) + "/responses", max_size=None) as socket:
+                socket.send(json.dumps({"type": "response.create", **CREATE}))
+                got = []
+                with contextlib.suppress(Exception):
+                    while True:
+                        got.append(socket.recv(timeout=60))
+            assert all(len(message) < 2**20 for message in got)
+    finally:
+        loop.call_soon_threadsafe(box["stop"].set)  # type: ignore[attr-defined]
+        thread.join(10)
+        loop.close()
