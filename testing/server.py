@@ -362,6 +362,18 @@ def _in_process_sdk_transport(library: Any, server: EmulatorServer) -> Any:
     return InProcessSDKTransport()
 
 
+def _on_loop(server: EmulatorServer, work: Any) -> Any:
+    """`work` (a coroutine) run on the server's event loop; its result, waited for as the admin
+    client waits for an answer (30 s)."""
+    assert server.loop is not None
+    future = asyncio.run_coroutine_threadsafe(work, server.loop)
+    try:
+        return future.result(30)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise httpx.ReadTimeout("the ptc-emulator server did not answer in time") from None
+
+
 def _in_use(transport: Any) -> bool:
     """Whether a transport's pool holds a connection a response still uses (one not read to its end)."""
     pool = getattr(transport, "_pool", None)
@@ -381,7 +393,8 @@ class SessionTransports:
 
     def __init__(self, server: EmulatorServer | None = None) -> None:
         self.admin: httpx.BaseTransport = InProcessTransport(server) if server is not None else KeptTransport()
-        self._server = server
+        self.server = server
+        """The `EmulatorServer` of this process, if the session's server is one."""
         self._sdk: Any = None
 
     def sdk(self) -> Any:
@@ -392,8 +405,8 @@ class SessionTransports:
             import openai
 
             library = importlib.import_module(openai.DefaultHttpxClient.__mro__[1].__module__.split(".")[0])
-            if self._server is not None:
-                self._sdk = _in_process_sdk_transport(library, self._server)
+            if self.server is not None:
+                self._sdk = _in_process_sdk_transport(library, self.server)
                 return self._sdk
 
             class KeptSDKTransport(library.HTTPTransport):  # type: ignore[misc,name-defined]
@@ -446,18 +459,24 @@ class PTCEmulator:
         self._transports = transports
         if transports is not None and transport is None:
             transport = transports.admin
-        self.admin = httpx.Client(
-            base_url=f"{root}/_emulator",
+        self._admin_options: dict[str, Any] = {
+            "base_url": f"{root}/_emulator",
             # Admin writes must declare JSON (a web page cannot send that without a preflight).
-            headers={
+            "headers": {
                 SCOPE_HEADER: self.scope,
                 "Authorization": f"Bearer {api_key}",
                 "Content-Type": "application/json",
             },
-            timeout=30,
+            "timeout": 30,
             **({"transport": transport} if transport is not None else {"verify": _verify(root)}),
-        )
+        }
         self._clients: list[Any] = []
+
+    @functools.cached_property
+    def admin(self) -> httpx.Client:
+        """The admin API's client (`/_emulator/...`, in this test's scope), made when first used:
+        a test whose admin calls all go straight to the server of this process makes none."""
+        return httpx.Client(**self._admin_options)
 
     @property
     def inspector_url(self) -> str:
@@ -532,6 +551,18 @@ class PTCEmulator:
             body = {"yaml": scenario}
         else:
             body = scenario
+        server = self._direct()
+        if server is not None:
+            content = httpx.Request("POST", "http://emulator", json=body).content  # the bytes httpx would send
+            if len(content) <= server.settings.max_body_bytes:  # (a longer one gets the edge's 413)
+                from ptc_emulator.api.routes.admin import scenario_added
+                from ptc_emulator.emulator.errors import EmulatorError
+
+                try:
+                    added = _on_loop(server, scenario_added(server.app.state.emulator, self.scope, content))
+                except EmulatorError as error:
+                    raise ValueError(error.message) from None
+                return str(added["name"])
         reply = self.admin.post("/scenarios", json=body)
         if reply.status_code != 201:
             raise ValueError(reply.json()["error"]["message"])
@@ -707,17 +738,37 @@ class PTCEmulator:
         for pass, this scope's scenarios and journal are forgotten (the server's caches kept) and
         this is True; when one fails, nothing is forgotten (`strict_failure()` then says what
         happened) and this is False."""
+        server = self._direct()
+        if server is not None:
+            from ptc_emulator.api.routes.admin import scope_ended
+
+            state = server.app.state.emulator
+            return bool(_on_loop(server, scope_ended(state, self.scope, unmatched=unmatched, unused=unused))["ended"])
         params = {"unmatched": str(unmatched).lower(), "unused": str(unused).lower()}
         reply = self.admin.post("/end", params=params)
         reply.raise_for_status()
         return bool(reply.json()["ended"])
+
+    def _direct(self) -> EmulatorServer | None:
+        """The server of this process, when an admin call may go straight to what its route does
+        (`api/routes/admin.py`) on the server's loop, without HTTP: none of what the app does
+        around a route applies to this emulator's calls (its key is the server's, its scope is
+        the header's, and no store shared with other replicas is to be read first); else None."""
+        server = self._transports.server if self._transports is not None else None
+        if server is None or server.loop is None or server.loop.is_closed():
+            return None
+        key = server.settings.api_key
+        if (key is not None and key != self.api_key) or server.app.state.emulator.shared is not None:
+            return None
+        return server
 
     def close(self) -> None:
         """Close the admin connection and every client `client()` made."""
         for client in self._clients:
             client.close()
         self._clients.clear()
-        self.admin.close()
+        if "admin" in self.__dict__:
+            self.admin.close()
 
     def __repr__(self) -> str:
         return f"PTCEmulator(base_url={self.base_url!r}, scope={self.scope!r})"
