@@ -365,7 +365,8 @@ def _transports(config: pytest.Config, url: str) -> Any:
     """The session's connections to a plain-HTTP server, the admin API's and the SDK clients',
     kept open from test to test (`SessionTransports`), closed when the session ends; None for an
     HTTPS server (`--ptc-emulator-url`). The admin API of the server this session started is
-    called in process (`InProcessTransport`)."""
+    called in process (`InProcessTransport`), and so is the app by the SDK clients of
+    `ptc_emulator.client()` (no socket; a client built from `base_url` still uses it)."""
     from ptc_emulator.testing.server import SessionTransports
 
     if not url.startswith("http://"):

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
+import http
+import logging
+import queue
 import re
 import ssl
 import threading
@@ -155,7 +159,8 @@ class InProcessTransport(httpx.BaseTransport):
     """Requests to an `EmulatorServer` of this process handed to its app on the server's own event
     loop, as its socket would hand them: the same app, middleware and answers, without the
     socket's round trip (HTTP written, sent, parsed on both sides). The pytest plugin's admin
-    calls go this way to the server it started; the SDK's requests always go over the socket."""
+    calls go this way to the server it started (its SDK clients' requests go in process too, by
+    `_Exchange`, which streams)."""
 
     def __init__(self, server: EmulatorServer) -> None:
         self._server = server
@@ -184,6 +189,191 @@ class InProcessTransport(httpx.BaseTransport):
         pass
 
 
+class _Exchange:
+    """One request handed to an `EmulatorServer`'s app on the server's event loop, as uvicorn hands
+    it a request read from the socket (the same scope, the same app with uvicorn's own middleware,
+    the same default headers), its answer read from the calling thread as the app sends it: a
+    streamed answer's events come one by one, as they would over the socket. The client closing
+    the answer before its end is a disconnect for the app, as a closed socket is."""
+
+    _END = object()
+
+    def __init__(self, server: EmulatorServer, scope: dict[str, Any], body: bytes) -> None:
+        self._server = server
+        self._loop: asyncio.AbstractEventLoop = server.loop  # type: ignore[assignment]
+        self._messages: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._scope = scope
+        self._body = body
+        self._gone: asyncio.Event | None = None
+        self._closed = False
+        self.future = asyncio.run_coroutine_threadsafe(self._serve(), self._loop)
+
+    async def _serve(self) -> None:
+        gone = self._gone = asyncio.Event()
+        if self._closed:
+            gone.set()
+        sent_body = started = finished = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent_body
+            if not sent_body:
+                sent_body = True
+                return {"type": "http.request", "body": self._body, "more_body": False}
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            nonlocal started, finished
+            if gone.is_set() and not finished:
+                return  # the client has gone: uvicorn drops what is sent after a disconnect
+            if message["type"] == "http.response.start":
+                started = True
+                headers = [*self._server._server.server_state.default_headers, *message.get("headers", [])]
+                names = {name.lower() for name, _ in headers}
+                if (
+                    b"content-length" not in names
+                    and b"transfer-encoding" not in names
+                    and self._scope["method"] != "HEAD"
+                    and message["status"] not in (204, 304)
+                ):
+                    headers.append((b"transfer-encoding", b"chunked"))
+                self._messages.put((message["status"], headers))
+            elif message["type"] == "http.response.body" and started and not finished:
+                if message.get("body"):
+                    self._messages.put(bytes(message["body"]))
+                if not message.get("more_body", False):
+                    finished = True
+                    gone.set()  # the answer is whole: the app hears a disconnect next, as over HTTP/1.1
+                    self._messages.put(self._END)
+
+        app = self._server._server.config.loaded_app
+        try:
+            await app(self._scope, receive, send)
+        except BaseException as error:
+            if isinstance(error, Exception):  # as uvicorn logs it
+                logging.getLogger("uvicorn.error").error("Exception in ASGI application\n", exc_info=error)
+            if not started:  # uvicorn answers 500 then
+                self._messages.put((500, [(b"content-type", b"text/plain; charset=utf-8")]))
+                self._messages.put(b"Internal Server Error")
+                self._messages.put(self._END)
+            elif not finished:
+                self._messages.put(error)
+            if not isinstance(error, Exception):
+                raise
+        else:
+            if not started:
+                self._messages.put((500, [(b"content-type", b"text/plain; charset=utf-8")]))
+                self._messages.put(b"Internal Server Error")
+                self._messages.put(self._END)
+            elif not finished:
+                self._messages.put(RuntimeError("the app returned without completing its answer"))
+
+    def next(self, timeout: float | None) -> Any:
+        """The app's next message: (status, headers), a piece of the body, the end, or an error;
+        raises `queue.Empty` when none comes within `timeout` seconds."""
+        return self._messages.get(timeout=timeout)
+
+    def close(self) -> None:
+        """The client is done with the answer: a disconnect for the app if it is still sending."""
+        if self._closed:
+            return
+        self._closed = True
+
+        def hang_up() -> None:
+            if self._gone is not None:
+                self._gone.set()
+
+        if not self._loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(hang_up)
+
+
+def _in_process_sdk_transport(library: Any, server: EmulatorServer) -> Any:
+    """An SDK transport (of the SDK's own HTTP library, `library`) that hands each request to the
+    app of `server` on its event loop (`_Exchange`), instead of writing it to the socket."""
+
+    class Stream(library.SyncByteStream):  # type: ignore[misc]
+        def __init__(self, exchange: _Exchange, request: Any, timeout: float | None) -> None:
+            self._exchange, self._request, self._timeout = exchange, request, timeout
+
+        def __iter__(self) -> Any:
+            while True:
+                piece = _next(self._exchange, self._request, self._timeout)
+                if piece is _Exchange._END:
+                    return
+                if isinstance(piece, BaseException):
+                    raise library.RemoteProtocolError(
+                        "peer closed connection without sending complete message body", request=self._request
+                    ) from piece
+                yield piece
+
+        def close(self) -> None:
+            self._exchange.close()
+
+    def _next(exchange: _Exchange, request: Any, timeout: float | None) -> Any:
+        try:
+            return exchange.next(timeout)
+        except queue.Empty:
+            exchange.close()
+            raise library.ReadTimeout("timed out", request=request) from None
+
+    class InProcessSDKTransport(library.BaseTransport):  # type: ignore[misc]
+        def handle_request(self, request: Any) -> Any:
+            loop = server.loop
+            if loop is None or loop.is_closed() or not server._server.started or server._server.should_exit:
+                raise library.ConnectError("[Errno 111] Connection refused", request=request)
+            url = request.url
+            raw_path = url.raw_path.split(b"?", 1)[0]
+            from urllib.parse import unquote
+
+            scope = {
+                "type": "http",
+                "asgi": {"version": "3.0", "spec_version": "2.3"},
+                "http_version": "1.1",
+                "server": ("127.0.0.1", server.port),
+                "client": ("127.0.0.1", 0),
+                "scheme": "http",
+                "method": request.method,
+                "root_path": "",
+                "path": unquote(raw_path.decode("ascii")),
+                "raw_path": raw_path,
+                "query_string": url.query,
+                "headers": [(name.lower(), value) for name, value in request.headers.raw],
+            }
+            timeout = request.extensions.get("timeout", {}).get("read")
+            exchange = _Exchange(server, scope, request.read())
+            start = _next(exchange, request, timeout)
+            if isinstance(start, BaseException):
+                exchange.close()
+                raise library.RemoteProtocolError("Server disconnected without sending a response.", request=request)
+            status, headers = start
+            try:
+                phrase = http.HTTPStatus(status).phrase.encode("ascii")
+            except ValueError:
+                phrase = b""
+            extensions = {"http_version": b"HTTP/1.1", "reason_phrase": phrase}
+            return library.Response(
+                status, headers=headers, stream=Stream(exchange, request, timeout), extensions=extensions
+            )
+
+        def close_for_good(self) -> None:
+            pass
+
+    return InProcessSDKTransport()
+
+
+def _on_loop(server: EmulatorServer, work: Any) -> Any:
+    """`work` (a coroutine) run on the server's event loop; its result, waited for as the admin
+    client waits for an answer (30 s)."""
+    assert server.loop is not None
+    future = asyncio.run_coroutine_threadsafe(work, server.loop)
+    try:
+        return future.result(30)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise httpx.ReadTimeout("the ptc-emulator server did not answer in time") from None
+
+
 def _in_use(transport: Any) -> bool:
     """Whether a transport's pool holds a connection a response still uses (one not read to its end)."""
     pool = getattr(transport, "_pool", None)
@@ -194,13 +384,17 @@ class SessionTransports:
     """The connections a session's tests share, one test after another (the pytest plugin's): the
     admin API's (`KeptTransport`; given the `EmulatorServer` of this process, `InProcessTransport`),
     and the one the SDK clients of `PTCEmulator.client()` use,
-    made when a test first asks for a client. A test's clients then reuse the connection the
+    made when a test first asks for a client. Given the `EmulatorServer` of this process, that one
+    hands each request to the server's app in process (`_in_process_sdk_transport`: no socket,
+    the same answers, streams as they come); else a test's clients reuse the connection the
     previous test's opened instead of each opening and closing one. Closing a client leaves
     them open; `settle()`, after each test, closes the SDK's connections when a response was
     left unread (its connection is not reusable), and `close()` closes everything."""
 
     def __init__(self, server: EmulatorServer | None = None) -> None:
         self.admin: httpx.BaseTransport = InProcessTransport(server) if server is not None else KeptTransport()
+        self.server = server
+        """The `EmulatorServer` of this process, if the session's server is one."""
         self._sdk: Any = None
 
     def sdk(self) -> Any:
@@ -211,6 +405,9 @@ class SessionTransports:
             import openai
 
             library = importlib.import_module(openai.DefaultHttpxClient.__mro__[1].__module__.split(".")[0])
+            if self.server is not None:
+                self._sdk = _in_process_sdk_transport(library, self.server)
+                return self._sdk
 
             class KeptSDKTransport(library.HTTPTransport):  # type: ignore[misc,name-defined]
                 def close(self) -> None:
@@ -262,18 +459,24 @@ class PTCEmulator:
         self._transports = transports
         if transports is not None and transport is None:
             transport = transports.admin
-        self.admin = httpx.Client(
-            base_url=f"{root}/_emulator",
+        self._admin_options: dict[str, Any] = {
+            "base_url": f"{root}/_emulator",
             # Admin writes must declare JSON (a web page cannot send that without a preflight).
-            headers={
+            "headers": {
                 SCOPE_HEADER: self.scope,
                 "Authorization": f"Bearer {api_key}",
                 "Content-Type": "application/json",
             },
-            timeout=30,
+            "timeout": 30,
             **({"transport": transport} if transport is not None else {"verify": _verify(root)}),
-        )
+        }
         self._clients: list[Any] = []
+
+    @functools.cached_property
+    def admin(self) -> httpx.Client:
+        """The admin API's client (`/_emulator/...`, in this test's scope), made when first used:
+        a test whose admin calls all go straight to the server of this process makes none."""
+        return httpx.Client(**self._admin_options)
 
     @property
     def inspector_url(self) -> str:
@@ -305,7 +508,9 @@ class PTCEmulator:
         options["default_headers"] = headers
 
     def client(self, **options: Any) -> Any:
-        """An `openai.OpenAI` aimed at the emulator, in this test's scope; closed when the test ends."""
+        """An `openai.OpenAI` aimed at the emulator, in this test's scope; closed when the test ends.
+        Given no `http_client`, one on the session's transport: for the server the pytest plugin
+        started in this process, its requests are handed to the app in process, without a socket."""
         import openai
 
         self._aim(options)
@@ -346,6 +551,18 @@ class PTCEmulator:
             body = {"yaml": scenario}
         else:
             body = scenario
+        server = self._direct()
+        if server is not None:
+            content = httpx.Request("POST", "http://emulator", json=body).content  # the bytes httpx would send
+            if len(content) <= server.settings.max_body_bytes:  # (a longer one gets the edge's 413)
+                from ptc_emulator.api.routes.admin import scenario_added
+                from ptc_emulator.emulator.errors import EmulatorError
+
+                try:
+                    added = _on_loop(server, scenario_added(server.app.state.emulator, self.scope, content))
+                except EmulatorError as error:
+                    raise ValueError(error.message) from None
+                return str(added["name"])
         reply = self.admin.post("/scenarios", json=body)
         if reply.status_code != 201:
             raise ValueError(reply.json()["error"]["message"])
@@ -521,17 +738,37 @@ class PTCEmulator:
         for pass, this scope's scenarios and journal are forgotten (the server's caches kept) and
         this is True; when one fails, nothing is forgotten (`strict_failure()` then says what
         happened) and this is False."""
+        server = self._direct()
+        if server is not None:
+            from ptc_emulator.api.routes.admin import scope_ended
+
+            state = server.app.state.emulator
+            return bool(_on_loop(server, scope_ended(state, self.scope, unmatched=unmatched, unused=unused))["ended"])
         params = {"unmatched": str(unmatched).lower(), "unused": str(unused).lower()}
         reply = self.admin.post("/end", params=params)
         reply.raise_for_status()
         return bool(reply.json()["ended"])
+
+    def _direct(self) -> EmulatorServer | None:
+        """The server of this process, when an admin call may go straight to what its route does
+        (`api/routes/admin.py`) on the server's loop, without HTTP: none of what the app does
+        around a route applies to this emulator's calls (its key is the server's, its scope is
+        the header's, and no store shared with other replicas is to be read first); else None."""
+        server = self._transports.server if self._transports is not None else None
+        if server is None or server.loop is None or server.loop.is_closed():
+            return None
+        key = server.settings.api_key
+        if (key is not None and key != self.api_key) or server.app.state.emulator.shared is not None:
+            return None
+        return server
 
     def close(self) -> None:
         """Close the admin connection and every client `client()` made."""
         for client in self._clients:
             client.close()
         self._clients.clear()
-        self.admin.close()
+        if "admin" in self.__dict__:
+            self.admin.close()
 
     def __repr__(self) -> str:
         return f"PTCEmulator(base_url={self.base_url!r}, scope={self.scope!r})"

@@ -202,8 +202,16 @@ async def add_scenario(request: Request) -> JSONResponse:
     """Body: a scenario as JSON, or `{"yaml": "<scenario file text>", "name": optional}`.
 
     The caller's scope applies; a scenario without a name gets one."""
+    added = await scenario_added(request.app.state.emulator, _scope(request), await request.body())
+    return JSONResponse(added, 201)
+
+
+async def scenario_added(state: Any, scope: str | None, body: bytes) -> dict[str, Any]:
+    """`POST /_emulator/scenarios` without HTTP: the scenario of a request's `body` added in
+    `scope`; what the route answers, or the `EmulatorError` it answers with. The pytest plugin
+    calls it for the server it started in its own process (`testing/server.py`)."""
     try:
-        data = jsontext.loads(await request.body())
+        data = jsontext.loads(body)
     except jsontext.TooDeep as e:
         raise messages.scenario_body_refused(e.msg) from e
     except ValueError as e:
@@ -223,14 +231,12 @@ async def add_scenario(request: Request) -> JSONResponse:
         scenario = load_scenario(data, default_name=name)
     except ScenarioError as e:
         raise messages.invalid_scenario(str(e)) from e
-    scope = _scope(request)
     if scope is not None and scenario.scope is None:
         scenario = scenario.model_copy(update={"scope": scope})
-    state = request.app.state.emulator
     state.store.scenarios.put(StoredScenario(scenario.scope, scenario.name, document))
     state.scenarios.add(scenario)
     await _synced(state)
-    return JSONResponse({"name": scenario.name, "scope": scenario.scope, "turns": len(scenario.turns)}, 201)
+    return {"name": scenario.name, "scope": scenario.scope, "turns": len(scenario.turns)}
 
 
 @router.put("/hosted")
@@ -336,8 +342,12 @@ async def end(request: Request, unmatched: bool = True, unused: bool = True) -> 
     test wants the same templates, patterns and schemas); `ended` is true. When one fails, nothing
     is forgotten (the caller reads the journal to say what happened) and `ended` is false, with
     `unmatched` (how many requests) and `unused` (the scenarios' names)."""
-    state = request.app.state.emulator
-    scope = _scope(request)
+    return await scope_ended(request.app.state.emulator, _scope(request), unmatched=unmatched, unused=unused)
+
+
+async def scope_ended(state: Any, scope: str | None, *, unmatched: bool, unused: bool) -> dict[str, Any]:
+    """`POST /_emulator/end` without HTTP: what the route answers (the pytest plugin calls it for
+    the server it started in its own process, `testing/server.py`)."""
     entries = state.journal.entries(scope) if unmatched or unused else []
     missed = sum(1 for e in entries if e.near_miss is not None) if unmatched else 0
     never: list[str] = []

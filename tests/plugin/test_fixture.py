@@ -274,10 +274,12 @@ def test_api_key_of_a_running_server(
         server.stop()
 
 
-def test_tests_clients_share_a_connection_unless_a_response_was_left_unread(pytester: pytest.Pytester) -> None:
-    """The SDK clients of one test after another reuse the connection the previous test's opened
-    (closing a client leaves it open); a test that leaves a streamed response unread does not
-    hold up the next, whose clients get a connection of their own."""
+def test_tests_clients_share_a_connection_unless_a_response_was_left_unread(
+    pytester: pytest.Pytester, outer_server: EmulatorServer
+) -> None:
+    """On a server given by URL, the SDK clients of one test after another reuse the connection
+    the previous test's opened (closing a client leaves it open); a test that leaves a streamed
+    response unread does not hold up the next, whose clients get a connection of their own."""
     pytester.makepyfile(
         test_connections="""
         import pytest
@@ -317,5 +319,115 @@ def test_tests_clients_share_a_connection_unless_a_response_was_left_unread(pyte
             assert port not in ports
         """
     )
-    result = run(pytester, "-p", "no:randomly")
+    result = run(pytester, "-p", "no:randomly", f"--ptc-emulator-url={outer_server.base_url}")
     result.assert_outcomes(passed=6)
+
+
+def test_the_fixtures_clients_reach_its_own_server_in_process(pytester: pytest.Pytester) -> None:
+    """The clients of `ptc_emulator.client()` hand their requests to the app of the server the
+    plugin started in the test's own process, with no socket; a client a test builds itself from
+    `base_url` goes over the socket. Both get the same answers: the same headers, a stream's events
+    as they come (the first of a response held back for a minute arrives before the rest, and
+    closing the stream is a disconnect, journaled as 499), an error status raised as the SDK's
+    exception with OpenAI's error body, the SDK's retries of a 429, its read timeout, and a
+    continuation by `previous_response_id`."""
+    pytester.makepyfile(
+        test_in_process="""
+        import time
+
+        import openai
+        import pytest
+
+        TOOLS = [
+            {"type": "function", "name": "get_stock", "parameters": {"type": "object"},
+             "allowed_callers": ["programmatic"]},
+            {"type": "programmatic_tool_calling"},
+        ]
+        SCENARIOS = [
+            {"name": "ping", "match": {"input": "(?i)^ping"}, "turns": [{"message": "pong"}]},
+            {"name": "stock", "match": {"input": "(?i)^stock", "tools": ["get_stock"]},
+             "turns": [{"program": "const r = await tools.get_stock({ sku: 'a' });\\ntext(JSON.stringify(r));"},
+                       {"message": "{{ data.units }} units"}]},
+            {"name": "slow", "match": {"input": "(?i)^slow"},
+             "turns": [{"message": "late", "fault": {"latency_ms": 60000}}]},
+            {"name": "busy", "match": {"input": "(?i)^busy"},
+             "turns": [{"message": "ok", "fault": {"http_error": 429, "times": 2, "retry_after": 0.01}}]},
+        ]
+
+
+        def exercise(ptc_emulator, client):
+            for scenario in SCENARIOS:
+                ptc_emulator.add_scenario(scenario)
+            raw = client.responses.with_raw_response.create(model="m", input="ping")
+            first = raw.parse()
+            seen = {
+                "socket": "network_stream" in raw.http_response.extensions,
+                "status": (raw.http_response.status_code, raw.http_response.reason_phrase),
+                "headers": sorted(raw.http_response.headers.keys()),
+                "text": first.output_text,
+            }
+            paused = client.responses.create(model="m", input="stock?", tools=TOOLS)
+            call = next(item for item in paused.output if item.type == "function_call")
+            output = {"type": "function_call_output", "call_id": call.call_id, "output": '{"units": 7}',
+                      "caller": call.caller.model_dump()}
+            seen["continued"] = client.responses.create(
+                model="m", input=[output], tools=TOOLS, previous_response_id=paused.id
+            ).output_text
+            seen["events"] = [event.type for event in client.responses.create(model="m", input="ping", stream=True)]
+            with pytest.raises(openai.BadRequestError) as refused:
+                client.responses.create(model="m", input="nothing matches")
+            seen["error"] = (refused.value.status_code, refused.value.code, refused.value.body["type"])
+            seen["retried"] = client.with_options(max_retries=2).responses.create(model="m", input="busy").output_text
+            with pytest.raises(openai.APITimeoutError):
+                client.with_options(timeout=0.5, max_retries=0).responses.create(model="m", input="slow")
+            stream = client.responses.create(model="m", input="slow", stream=True)
+            seen["first event"] = next(iter(stream)).type  # before the minute the rest waits
+            stream.close()
+            return seen
+
+
+        def journaled(ptc_emulator):
+            # The closed stream's entry is written once the server has heard the disconnect.
+            for _ in range(500):
+                statuses = [entry["status"] for entry in ptc_emulator.journal]
+                if len(statuses) == 10:
+                    return statuses
+                time.sleep(0.01)
+            return statuses
+
+
+        EXPECTED = {
+            "status": (200, "OK"),
+            "text": "pong",
+            "continued": "7 units",
+            "events": ["response.created", "response.in_progress", "response.output_item.added",
+                       "response.content_part.added", "response.output_text.delta", "response.output_text.done",
+                       "response.content_part.done", "response.output_item.done", "response.completed"],
+            "error": (400, "no_scenario_matched", "invalid_request_error"),
+            "retried": "ok",
+            "first event": "response.created",
+        }
+        ANSWERS = []
+
+
+        @pytest.mark.ptc_strict(False)
+        @pytest.mark.parametrize("way", ["fixture", "own"])
+        def test_both_ways(ptc_emulator, way):
+            if way == "fixture":
+                client = ptc_emulator.client()
+            else:
+                client = openai.OpenAI(base_url=ptc_emulator.base_url, api_key=ptc_emulator.api_key)
+            seen = exercise(ptc_emulator, client)
+            assert seen.pop("socket") == (way == "own")
+            assert {key: seen[key] for key in EXPECTED} == EXPECTED
+            assert journaled(ptc_emulator) == [200, 200, 200, 200, 400, 429, 429, 200, 499, 499]
+            ANSWERS.append(seen["headers"])
+
+
+        def test_same_headers():
+            assert len(ANSWERS) == 2 and ANSWERS[0] == ANSWERS[1]
+            assert {"content-length", "content-type", "date", "server", "x-request-id"} <= set(ANSWERS[0])
+        """
+    )
+    result = run(pytester, "-p", "no:randomly")
+    result.assert_outcomes(passed=3)
