@@ -187,7 +187,10 @@ def test_a_schema_past_the_size_bound_is_refused(unit_http: TestClient) -> None:
 def test_a_loose_schema_is_taken_without_strict(unit_http: TestClient, path: str) -> None:
     """The strict-compliance rules hold only with `strict: true`, as for a function's `parameters`."""
     loose = {"type": "object", "properties": {"city": {"type": "string"}}}
-    for text in (schema_format(schema=loose, strict=False), {"format": {"type": "json_schema", "name": "t", "schema": loose}}):
+    for text in (
+        schema_format(schema=loose, strict=False),
+        {"format": {"type": "json_schema", "name": "t", "schema": loose}},
+    ):
         assert post(unit_http, path, text).status_code == 200
 
 
