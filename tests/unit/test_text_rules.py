@@ -211,3 +211,12 @@ def test_parse_with_a_pydantic_model_sends_a_strict_schema_that_is_taken(unit_sd
     """`responses.parse(text_format=Model)`: the SDK makes the model's schema strict-compliant."""
     parsed = unit_sdk.responses.parse(model="m", input=js(ANSWER), tools=PTC_TOOLS, text_format=Trip)  # type: ignore[arg-type]
     assert parsed.output_parsed == Trip(city="Paris", days=3)
+
+
+def test_a_tool_name_off_its_pattern_is_worded_as_the_hosted_api_words_it(unit_http: TestClient) -> None:
+    """The pattern wording is the validation path's, for every pattern bound (before: pydantic's
+    `String should match pattern`)."""
+    body = {"model": "m", "input": "hi", "tools": [{"type": "function", "name": "a b"}]}
+    response = unit_http.post("/v1/responses", content=json.dumps(body).encode("utf-8"), headers=JSON)
+    error = assert_envelope(response, 400, param="tools[0].name", code="invalid_value")
+    assert error["message"].startswith("Invalid 'tools[0].name': string does not match pattern. Expected a string")
