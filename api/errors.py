@@ -122,6 +122,8 @@ def validation_error(errors: Sequence[Any], body: Any) -> InvalidRequest:
     if kind == "string_too_long":  # the hosted wording of a string's length bound
         length = len(value) if isinstance(value, str) else value
         return messages.string_too_long(param, bound.get("max_length"), length)
+    if kind == "string_pattern_mismatch":
+        return messages.pattern_mismatch(param, str(bound.get("pattern")))
     if kind == "string_too_short" and value == "" and bound.get("min_length") == 1:
         return messages.empty_string(param)
     if kind in ("greater_than_equal", "greater_than"):  # and of a number's lower bound

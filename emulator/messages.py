@@ -355,6 +355,16 @@ def string_too_long(param: str, max_length: object, length: object) -> InvalidRe
     )
 
 
+@error(REQUEST, pattern="^[a-zA-Z0-9_-]+$")
+def pattern_mismatch(param: str, pattern: str) -> InvalidValue:
+    """A string its parameter's pattern does not match (a json_schema format's `name`, a tool's
+    `name`), worded as the hosted API words it."""
+    return InvalidValue(
+        f"Invalid '{param}': string does not match pattern. Expected a string that matches the pattern '{pattern}'.",
+        param=param,
+    )
+
+
 @error(REQUEST)
 def empty_string(param: str) -> InvalidRequest:
     """An empty string where the hosted API requires a non-empty one (`model`)."""
@@ -522,6 +532,18 @@ def invalid_function_schema(tool: str, problem: str, param: str, field: str = "s
         f"Invalid {field} for function '{tool}': {problem.rstrip('.')}.",
         param=param,
         code="invalid_function_parameters",
+    )
+
+
+@error(TOOLS, problem="5 is not valid under any of the given schemas")
+def invalid_format_schema(name: str, problem: str, param: str) -> InvalidRequest:
+    """A json_schema text format (`text.format`, a configuration_update's `text.format`) whose
+    `schema` is not a JSON Schema, or not a strict-compliant one with `strict: true` (the hosted
+    API's wording; the same problems as a function's `parameters`)."""
+    return InvalidRequest(
+        f"Invalid schema for response_format '{name}': {problem.rstrip('.')}.",
+        param=param,
+        code="invalid_json_schema",
     )
 
 

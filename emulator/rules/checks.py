@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.history.cursor import POSITIONS, Positions
-from ptc_emulator.emulator.rules.contract import Violation, check_output, check_tools
+from ptc_emulator.emulator.rules.contract import Violation, check_output, check_text_formats, check_tools
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
 from ptc_emulator.emulator.tools.kinds import duplicate_names, kind_of_call
@@ -74,7 +74,8 @@ def check_request(request: CreateRequest) -> str | None:
 def check_tool_fields(request: Conversational) -> None:
     """`tools` and `tool_choice`, as a create and a token count check them alike (the hosted
     input_tokens endpoint refuses what a create refuses): names declared once, schemas and grammars
-    that compile, a `tool_choice` that names a declared tool. What only the tool list decides
+    that compile, a `tool_choice` that names a declared tool; and the json_schema text formats'
+    schemas (`check_text_formats`). What only the tool list decides
     (one programmatic_tool_calling tool, one tool_search, namespaces) is `Toolset.of`'s."""
     for name in duplicate_names(request):
         raise messages.duplicate_tool_name(name)
@@ -83,6 +84,7 @@ def check_tool_fields(request: Conversational) -> None:
     if isinstance(choice, FunctionToolChoice) and choice.name not in names:
         raise messages.tool_choice_name_not_found("function", choice.name)
     check_tools(request)
+    check_text_formats(request)
     if isinstance(choice, CustomToolChoice) and choice.name not in {
         t.name for t in request.tools or () if isinstance(t, CustomTool)
     }:

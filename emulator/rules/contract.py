@@ -31,8 +31,14 @@ import re2
 from ptc_emulator.emulator import jsontext, messages
 from ptc_emulator.emulator.caches import PROCESS, Cache, Memo
 from ptc_emulator.emulator.patterns import PatternError, compile_pattern
-from ptc_emulator.emulator.wire.items import CallItem, CustomToolCall, FunctionCall
-from ptc_emulator.emulator.wire.request import Conversational
+from ptc_emulator.emulator.wire.items import (
+    CallItem,
+    ConfigurationUpdateItem,
+    CustomToolCall,
+    FunctionCall,
+    SchemaTextFormat,
+)
+from ptc_emulator.emulator.wire.request import Conversational, text_format
 from ptc_emulator.emulator.wire.tools import CustomTool, FunctionTool, GrammarFormat, NamespaceTool, ToolSearchTool
 
 __all__ = [
@@ -47,6 +53,7 @@ __all__ = [
     "check_call",
     "check_input",
     "check_output",
+    "check_text_formats",
     "check_tools",
     "holds_large_schemas",
     "schema_problem",
@@ -168,12 +175,17 @@ def schema_values(document: Any, limit: int) -> int:
 
 
 def holds_large_schemas(request: object) -> bool:
-    """Whether a request's tool schemas hold more than `OFF_LOOP_SCHEMA_VALUES` values together
-    (checking them is then done in a worker thread). Stops counting there: cheap on the event loop."""
-    if not isinstance(request, Conversational) or not request.tools:
+    """Whether a request's tool schemas and its `text.format` schema hold more than
+    `OFF_LOOP_SCHEMA_VALUES` values together (checking them is then done in a worker thread).
+    Stops counting there: cheap on the event loop."""
+    if not isinstance(request, Conversational):
         return False
+    schemas = [schema for *_, schema in _schemas_of(request)]
+    found = text_format(request.text)
+    if found is not None:
+        schemas.append(found.schema_)
     left = OFF_LOOP_SCHEMA_VALUES
-    for *_, schema in _schemas_of(request):
+    for schema in schemas:
         left -= _measure(schema, left)[0]
         if left < 0:
             return True
@@ -683,6 +695,31 @@ def _check_function_schemas(tool: FunctionTool, param: str) -> None:
             raise messages.invalid_function_schema(
                 tool.name, problem, f"{param}.{field}", "schema" if field == "parameters" else field
             )
+
+
+def _check_format_schema(found: SchemaTextFormat, param: str) -> None:
+    """A json_schema text format's `schema`: a JSON Schema within the size bounds (`schema_problem`),
+    strict-compliant when the format says `strict: true`, as a function's `parameters` are."""
+    problem = schema_problem(found.schema_)
+    if problem is None and found.strict is True:
+        problem = _strict_problem(found.schema_)
+    if problem is not None:
+        raise messages.invalid_format_schema(found.name, problem, param)
+
+
+def check_text_formats(request: Conversational) -> None:
+    """The json_schema formats a request gives: its `text.format`, and a configuration_update's
+    `text.format` among its input items, each checked by `_check_format_schema` (a 400
+    `invalid_json_schema` otherwise, as the hosted API refuses a response_format's schema)."""
+    found = text_format(request.text)
+    if found is not None:
+        _check_format_schema(found, "text.format.schema")
+    if isinstance(request.input, list):
+        for index, item in enumerate(request.input):
+            if isinstance(item, ConfigurationUpdateItem) and item.text is not None:
+                update = item.text.format
+                if isinstance(update, SchemaTextFormat):
+                    _check_format_schema(update, f"input[{index}].text.format.schema")
 
 
 _STRICT_CHILDREN = ("properties", "$defs", "definitions")

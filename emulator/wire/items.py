@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import Annotated, Any, Literal, TypeAlias, TypeVar
 
-from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import Discriminator, Field, StringConstraints, Tag, field_validator, model_validator
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.wire.base import (
@@ -66,6 +66,9 @@ __all__ = [
     "CompactionItem",
     "CompactionTrigger",
     "ConfigurationUpdateItem",
+    "JsonObjectFormat",
+    "PlainTextFormat",
+    "SchemaTextFormat",
     "ContentPart",
     "CustomToolCall",
     "CustomToolCallOutput",
@@ -293,20 +296,36 @@ class ConfigurationEffort(WireModel):
 
 
 class PlainTextFormat(WireModel):
+    """`ResponseFormatText`: plain text, the default."""
+
     type: Literal["text"]
 
 
+FormatName = Annotated[str, StringConstraints(max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")]
+"""A json_schema format's `name`: "Must be a-z, A-Z, 0-9, or contain underscores and dashes, with a
+maximum length of 64." (the SDK's docstring)."""
+
+
 class SchemaTextFormat(WireModel):
-    """`ResponseFormatTextJSONSchemaConfig`: the schema the responses after the update answer in."""
+    """`ResponseFormatTextJSONSchemaConfig`: the schema the responses answer in. Its `schema` must be a
+    JSON Schema, a strict-compliant one with `strict: true` (`contract.check_text_formats`)."""
 
     type: Literal["json_schema"]
-    name: str
+    name: FormatName
     schema_: OpenJSON = Field(alias="schema")
     description: str | None = None
     strict: bool | None = None
 
 
+class JsonObjectFormat(WireModel):
+    """`ResponseFormatJSONObject`: the older JSON mode (a request's `text.format` only)."""
+
+    type: Literal["json_object"]
+
+
 class ConfigurationText(WireModel):
+    """A configuration_update's `text`: a format only (the SDK's `Text`: no `verbosity`, no `json_object`)."""
+
     format: Annotated[PlainTextFormat | SchemaTextFormat, Field(discriminator="type")]
 
 

@@ -16,7 +16,16 @@ from pydantic import (
 )
 
 from ptc_emulator.emulator import messages
-from ptc_emulator.emulator.wire.items import MAX_DEPTH, InputItem, OpenJSON, WireModel, check_depth
+from ptc_emulator.emulator.wire.items import (
+    MAX_DEPTH,
+    InputItem,
+    JsonObjectFormat,
+    OpenJSON,
+    PlainTextFormat,
+    SchemaTextFormat,
+    WireModel,
+    check_depth,
+)
 from ptc_emulator.emulator.wire.known import known_count
 from ptc_emulator.emulator.wire.stepped import stepped
 from ptc_emulator.emulator.wire.tools import FunctionTool, ProgrammaticToolCalling, Tool, ToolChoice
@@ -35,6 +44,9 @@ __all__ = [
     "check_depth",
     "check_json",
     "check_metadata",
+    "check_text",
+    "text_format",
+    "TextConfig",
 ]
 
 
@@ -118,6 +130,31 @@ def check_reasoning(value: dict[str, Any] | None) -> dict[str, Any] | None:
     return value
 
 
+class TextConfig(WireModel):
+    """`text` (the SDK's `ResponseTextConfig`): a `format` of a known type with its keys, a known
+    `verbosity`. Kept as sent (a dict), as `reasoning` is; a json_schema format's schema is checked
+    as a JSON Schema with the tools' (`contract.check_text_formats`)."""
+
+    format: Annotated[PlainTextFormat | SchemaTextFormat | JsonObjectFormat, Field(discriminator="type")] | None = None
+    verbosity: Literal["low", "medium", "high"] | None = None
+
+
+def check_text(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Validates `text` as `TextConfig` (its errors located under `text`) and keeps the dict."""
+    if value is not None:
+        TextConfig.model_validate(value)
+    return value
+
+
+def text_format(value: dict[str, Any] | None) -> SchemaTextFormat | None:
+    """The json_schema format of a request's `text` (validated by `check_text`), or None. Built
+    without validating it again (its schema is not walked a second time)."""
+    found = (value or {}).get("format")
+    if isinstance(found, dict) and found.get("type") == "json_schema":
+        return SchemaTextFormat.model_construct(**found)
+    return None
+
+
 Includable = Literal[
     "file_search_call.results",
     "web_search_call.results",
@@ -164,6 +201,7 @@ class Conversational(WireModel):
     truncation: Literal["auto", "disabled"] | None = None
 
     _reasoning_checked = field_validator("reasoning")(check_reasoning)
+    _text_checked = field_validator("text")(check_text)
 
     @model_validator(mode="before")
     @classmethod

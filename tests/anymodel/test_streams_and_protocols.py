@@ -146,7 +146,12 @@ def test_a_direct_answer_streams_too(sdk: openai.OpenAI, upstream: FakeUpstream)
     assert text == "Nothing to run: all is well."
 
 
-SCHEMA = {"type": "json_schema", "name": "low", "schema": {"type": "object"}, "strict": True}
+SCHEMA = {
+    "type": "json_schema",
+    "name": "low",
+    "schema": {"type": "object", "additionalProperties": False},
+    "strict": True,
+}
 
 
 def test_the_upstream_is_asked_with_the_configuration_in_effect(

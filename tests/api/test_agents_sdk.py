@@ -11,6 +11,7 @@ import asyncio
 import json
 from collections.abc import Iterator
 
+import pydantic
 import pytest
 from agents import (
     Agent,
@@ -24,7 +25,7 @@ from agents import (
 from agents.version import __version__ as agents_version
 
 from ptc_emulator.testing.server import PTCEmulator
-from tests.support import ClientVersion, runner_model
+from tests.support import ClientVersion, js, runner_model
 
 pytestmark = pytest.mark.sdk  # the Agents SDK's Runner accepts every response and the server every replay
 
@@ -153,3 +154,30 @@ async def test_runner_continues_by_previous_response_id(
     assert second.final_output == EXPECTED.replace("sku_123", "sku_456")
     assert sorted(calls) == [("get_demand", "sku_456"), ("get_inventory", "sku_456")]
     assert ptc_emulator.journal[2]["request"]["previous_response_id"] == first.last_response_id
+
+
+class Trip(pydantic.BaseModel):
+    city: str
+    days: int
+
+
+@pytest.mark.anyio
+async def test_an_output_type_sends_a_strict_json_schema_format_that_is_taken(ptc_emulator: PTCEmulator) -> None:
+    """`output_type` makes the Runner send `text.format` json_schema with `strict: true` and the
+    schema it made strict-compliant: the emulator checks it (name, schema, strictness) and takes it,
+    and the Runner parses the final message into the type."""
+    typed = Agent(
+        name="planner",
+        instructions="Answer with the trip.",
+        model=runner_model(ptc_emulator),
+        tools=[ProgrammaticToolCallingTool(), get_inventory],
+        output_type=Trip,
+    )
+    code = "text(JSON.stringify({city: 'Paris', days: 3}))"
+    result = await Runner.run(typed, js(code), run_config=RunConfig(tracing_disabled=True))
+    assert result.final_output == Trip(city="Paris", days=3)
+    sent = result.raw_responses[-1].response_id
+    assert sent is not None
+    echoed = await runner_model(ptc_emulator)._client.responses.retrieve(sent)
+    assert echoed.text is not None and echoed.text.format.type == "json_schema"
+    assert echoed.text.format.strict is True  # type: ignore[union-attr]

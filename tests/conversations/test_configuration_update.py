@@ -22,7 +22,12 @@ pytestmark = pytest.mark.sdk
 SCHEMA = {
     "type": "json_schema",
     "name": "answer",
-    "schema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    "schema": {
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+        "additionalProperties": False,
+    },
     "strict": True,
 }
 HIGH = {"type": "configuration_update", "reasoning": {"effort": "high"}, "text": {"format": SCHEMA}}
@@ -139,6 +144,32 @@ def test_a_streamed_response_tells_what_is_in_effect(conversations_sdk: openai.O
             "Missing required parameter: 'input[0].text.format.schema'.",
             "input[0].text.format.schema",
             "missing_required_parameter",
+        ),
+        (
+            {"type": "configuration_update", "text": {"format": {**SCHEMA, "name": "an answer"}}},
+            "Invalid 'input[0].text.format.name': string does not match pattern. Expected a string that "
+            "matches the pattern '^[a-zA-Z0-9_-]+$'.",
+            "input[0].text.format.name",
+            "invalid_value",
+        ),
+        (
+            {"type": "configuration_update", "text": {"format": {**SCHEMA, "schema": {"type": 5}}}},
+            "Invalid schema for response_format 'answer': 5 is not valid under any of the given schemas.",
+            "input[0].text.format.schema",
+            "invalid_json_schema",
+        ),
+        (
+            {"type": "configuration_update", "text": {"format": {**SCHEMA, "schema": {"type": "object"}}}},
+            "Invalid schema for response_format 'answer': In context=(), 'additionalProperties' is required "
+            "to be supplied and to be false.",
+            "input[0].text.format.schema",
+            "invalid_json_schema",
+        ),
+        (
+            {"type": "configuration_update", "text": {"format": {"type": "json_object"}}},
+            "Invalid value: 'json_object'. Supported values are: 'text' and 'json_schema'.",
+            "input[0].text.format.type",
+            "invalid_value",
         ),
     ],
 )

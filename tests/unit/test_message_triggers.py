@@ -358,6 +358,12 @@ def _(c: Context) -> object:
     return c.create(input="hi", tools=[{"type": "function", "name": "f", "parameters": {"type": "nope"}}])
 
 
+@trigger("invalid_format_schema")
+def _(c: Context) -> object:
+    text = {"format": {"type": "json_schema", "name": "answer", "schema": {"type": 5}}}
+    return c.post("/v1/responses", {"model": "m", "input": "hi", "text": text})
+
+
 @trigger("schema_too_large")
 def _(c: Context) -> object:
     """A schema of 257 distinct patterns: counted, and refused before the meta-schema check."""
@@ -2002,6 +2008,12 @@ def _(c: Context) -> object:
 @trigger("string_too_long")
 def _(c: Context) -> object:
     return c.create(input="hi", safety_identifier="x" * 129)
+
+
+@trigger("pattern_mismatch")
+def _(c: Context) -> object:
+    text = {"format": {"type": "json_schema", "name": "an answer", "schema": {"type": "object"}}}
+    return c.post("/v1/responses", {"model": "m", "input": "hi", "text": text})
 
 
 @trigger("empty_string")
