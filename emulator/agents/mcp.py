@@ -67,7 +67,7 @@ class StdioTransport(WireModel):
 
 class McpToolParam(WireModel):
     type: Literal["mcp"]
-    server_label: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    server_label: str = Field(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")
     transport: HttpTransport | StdioTransport = Field(discriminator="type")
     allowed_tools: list[str] | None = None
     connection_origin: Literal["service", "environment"] | None = None

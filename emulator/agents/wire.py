@@ -47,7 +47,7 @@ __all__ = [
     "stored_agent",
 ]
 
-ToolName = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9_-]{1,128}$")]
+ToolName = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[a-zA-Z0-9_-]+$")]
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 ServiceTier = Literal["auto", "default", "flex", "priority", "fast", "ultrafast"]
 MAX_TOOLS_BYTES = 3 * 2**20

@@ -51,7 +51,7 @@ __all__ = [
     "WebSearchTool",
 ]
 
-ToolName = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9_-]{1,128}$")]
+ToolName = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[a-zA-Z0-9_-]+$")]
 
 
 class McpFilter(WireModel):
@@ -89,7 +89,7 @@ class CallerRules:
 
 class McpTool(CallerRules, WireModel):
     type: Literal["mcp"] = "mcp"
-    server_label: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    server_label: str = Field(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")
     server_url: str | None = None
     connector_id: (
         Literal[

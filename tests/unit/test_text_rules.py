@@ -220,3 +220,17 @@ def test_a_tool_name_off_its_pattern_is_worded_as_the_hosted_api_words_it(unit_h
     response = unit_http.post("/v1/responses", content=json.dumps(body).encode("utf-8"), headers=JSON)
     error = assert_envelope(response, 400, param="tools[0].name", code="invalid_value")
     assert error["message"].startswith("Invalid 'tools[0].name': string does not match pattern. Expected a string")
+    assert error["message"].endswith("matches the pattern '^[a-zA-Z0-9_-]+$'.")
+
+
+def test_a_tool_name_past_its_length_is_too_long_as_the_hosted_api_words_it(unit_http: TestClient) -> None:
+    """The length is its own bound, not folded into the pattern the message quotes."""
+    body = {"model": "m", "input": "hi", "tools": [{"type": "function", "name": "a" * 129}]}
+    response = unit_http.post("/v1/responses", content=json.dumps(body).encode("utf-8"), headers=JSON)
+    assert_envelope(
+        response,
+        400,
+        "Invalid 'tools[0].name': string too long. Expected a string with maximum length 128, "
+        "but got a string with length 129 instead.",
+        param="tools[0].name",
+    )
