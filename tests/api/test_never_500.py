@@ -83,6 +83,39 @@ def test_a_lone_surrogate_in_an_error_message_reaches_the_client_as_valid_unicod
     assert "bad \ufffd thing" in json.dumps(response.model_dump(), ensure_ascii=False)
 
 
+@pytest.mark.parametrize(
+    "turn",
+    [
+        {"message": "a {{ '\\ud800' }} b"},
+        {"message": "{{ '%c'|format(56320) }}"},
+        {"message": "{{ ['\\ud83d', 'x']|join }}"},
+        {"program": "text('{{ '\\udfff' }}');"},
+    ],
+    ids=["string-escape", "format-c", "half-a-pair-joined", "program"],
+)
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_a_template_that_renders_a_lone_surrogate_is_the_scenario_400(
+    server: EmulatorServer, http: httpx.Client, turn: dict[str, str], stream: bool
+) -> None:
+    """A template can make a lone surrogate (a `\\ud800` escape in a string, `%c` of one, half of a
+    pair joined), which no response can carry: it was a 500 and a stream cut without an event.
+    It is the turn's scenario_error, naming the problem."""
+    scenario = {"name": "lone-surrogate", "match": {"input": "^render a surrogate$"}, "turns": [turn]}
+    with admin(server) as a:
+        assert a.post("/scenarios", json=scenario).status_code == 201
+    body = {"model": "m", "input": "render a surrogate", "tools": PTC_TOOLS, "stream": stream}
+    reply = http.post("/responses", content=json.dumps(body), headers=JSON)
+    if stream:
+        assert reply.status_code == 200, reply.text[:500]
+        events = [json.loads(line[6:]) for line in reply.text.splitlines() if line.startswith("data: ")]
+        assert events[-1]["type"] == "error", events[-1]
+        error = events[-1]
+    else:
+        error = assert_envelope(reply, 400, "lone surrogate", code="scenario_error")
+    assert "lone surrogate" in error["message"], error
+    assert "'\\u" in error["message"], error  # the character, escaped (the message itself is valid Unicode)
+
+
 # ---- deep nesting -------------------------------------------------------------------------------
 
 
