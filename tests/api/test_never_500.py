@@ -116,6 +116,41 @@ def test_a_template_that_renders_a_lone_surrogate_is_the_scenario_400(
     assert "'\\u" in error["message"], error  # the character, escaped (the message itself is valid Unicode)
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"code_interpreter": [{"code": "x", "logs": "\\ud800"}]}', "lone UTF-16 surrogate"),
+        ('{"shell": [{"command": "ls", "stdout": "a \\udc00"}]}', "lone UTF-16 surrogate"),
+        ('{"shell": [{"command": "ls", "exit_code": NaN}]}', "NaN"),
+        ('{"shell": ' + "[" * 5000 + "]" * 5000 + "}", "nested"),
+    ],
+    ids=["surrogate-in-logs", "surrogate-in-stdout", "nan", "deep"],
+)
+def test_a_hosted_script_a_response_cannot_carry_is_refused_when_set(
+    server: EmulatorServer, http: httpx.Client, text: str, said: str
+) -> None:
+    """`PUT /_emulator/hosted` took a lone surrogate that every program or turn using the result
+    then answered with a 500 (a stream cut), and the journal holding it was a 500 until a reset; a
+    deep body was a 500 too. Each is refused when set, as a scenario's body is."""
+    with admin(server) as a:
+        reply = a.put("/hosted", content=text)
+        assert_envelope(reply, 400, said, code="invalid_scenario")
+        assert "Invalid hosted script" in reply.json()["error"]["message"]
+        try:
+            ran = run(http, "const r = await tools.shell({commands: ['ls']}); text(JSON.stringify(r));", HOSTED_TOOLS)
+            assert ran.status == "completed"
+            assert a.get("/journal").status_code == 200
+        finally:
+            a.delete("/hosted")
+
+
+HOSTED_TOOLS: list[dict[str, Any]] = [
+    *PTC_TOOLS,
+    {"type": "code_interpreter", "container": {"type": "auto"}, "allowed_callers": ["programmatic"]},
+    {"type": "shell", "environment": {"type": "container_auto"}, "allowed_callers": ["programmatic"]},
+]
+
+
 # ---- deep nesting -------------------------------------------------------------------------------
 
 
