@@ -151,6 +151,32 @@ HOSTED_TOOLS: list[dict[str, Any]] = [
 ]
 
 
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        ("""{"x": {{ 'nan'|float }} }""", "NaN"),
+        ("""{"x": {{ '-inf'|float }} }""", "Infinity"),
+    ],
+    ids=["nan", "infinity"],
+)
+def test_call_arguments_that_render_to_what_json_has_not_are_the_scenario_400(
+    server: EmulatorServer, http: httpx.Client, arguments: str, said: str
+) -> None:
+    """A call's `arguments` given as a template is parsed as JSON: Python's parser takes NaN and
+    Infinity, so the call went out with `{"x":NaN}`, which no client's JSON parser reads."""
+    scenario = {
+        "name": "arguments-not-json",
+        "match": {"input": "^call with odd arguments$"},
+        "turns": [{"call": {"name": "fetch", "arguments": arguments}}],
+    }
+    with admin(server) as a:
+        assert a.post("/scenarios", json=scenario).status_code == 201
+    tools = [{"type": "function", "name": "fetch", "parameters": {"type": "object"}}]
+    reply = http.post("/responses", json={"model": "m", "input": "call with odd arguments", "tools": tools})
+    error = assert_envelope(reply, 400, "call arguments did not render to JSON", code="scenario_error")
+    assert said in error["message"], error
+
+
 # ---- deep nesting -------------------------------------------------------------------------------
 
 
