@@ -316,7 +316,7 @@ _SEPARATOR = re.compile(r",? (?:or|and) |, ")
 def _listed(supported: str) -> str:
     """A list of quoted values joined the hosted way, whatever joined it (the validator writes
     `'a', 'b' or 'c'`, a tag list `'a', 'b', 'c'`); a text that is not such a list is kept."""
-    values = _QUOTED.findall(supported)
+    values: list[str] = _QUOTED.findall(supported)
     gaps = _QUOTED.split(supported)
     if not values or gaps[0] or gaps[-1] or not all(_SEPARATOR.fullmatch(gap) for gap in gaps[1:-1]):
         return supported
