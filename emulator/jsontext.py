@@ -64,12 +64,12 @@ def depth(text: str | bytes) -> int:
     return deepest
 
 
-def loads(text: str | bytes, max_depth: int = MAX_DEPTH) -> Any:
-    """`json.loads`, refusing text nested deeper than `max_depth` with `TooDeep`."""
+def loads(text: str | bytes, max_depth: int = MAX_DEPTH, **options: Any) -> Any:
+    """`json.loads` (with its `options`), refusing text nested deeper than `max_depth` with `TooDeep`."""
     if depth(text) > max_depth:
         shown = text if isinstance(text, str) else text.decode("utf-8", "replace")
         raise TooDeep(f"JSON nested deeper than {max_depth} levels", shown[:0], 0)
-    return json.loads(text)
+    return json.loads(text, **options)
 
 
 def includes(actual: Any, expected: Any) -> bool:

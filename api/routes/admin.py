@@ -244,8 +244,12 @@ async def set_hosted(request: Request) -> dict[str, Any]:
     """Body: results for the tools that run on OpenAI's side (a scenario's `hosted:` section), used by
     inline programs and by scenarios that script none; `{}` or DELETE removes them."""
     try:
-        data = await request.json()
+        data = jsontext.loads(await request.body())
+        # lone surrogates and NaN: refused now, not when each response that uses them is a 500
+        check_json(data)
         script = HostedScript.model_validate(data, strict=False)
+    except jsontext.TooDeep as e:
+        raise messages.invalid_hosted_script(e.msg) from e
     except ValueError as e:
         raise messages.invalid_hosted_script(str(e)) from e
     state, scope = request.app.state.emulator, _scope(request)

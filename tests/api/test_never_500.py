@@ -83,6 +83,100 @@ def test_a_lone_surrogate_in_an_error_message_reaches_the_client_as_valid_unicod
     assert "bad \ufffd thing" in json.dumps(response.model_dump(), ensure_ascii=False)
 
 
+@pytest.mark.parametrize(
+    "turn",
+    [
+        {"message": "a {{ '\\ud800' }} b"},
+        {"message": "{{ '%c'|format(56320) }}"},
+        {"message": "{{ ['\\ud83d', 'x']|join }}"},
+        {"program": "text('{{ '\\udfff' }}');"},
+    ],
+    ids=["string-escape", "format-c", "half-a-pair-joined", "program"],
+)
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_a_template_that_renders_a_lone_surrogate_is_the_scenario_400(
+    server: EmulatorServer, http: httpx.Client, turn: dict[str, str], stream: bool
+) -> None:
+    """A template can make a lone surrogate (a `\\ud800` escape in a string, `%c` of one, half of a
+    pair joined), which no response can carry: it was a 500 and a stream cut without an event.
+    It is the turn's scenario_error, naming the problem."""
+    scenario = {"name": "lone-surrogate", "match": {"input": "^render a surrogate$"}, "turns": [turn]}
+    with admin(server) as a:
+        assert a.post("/scenarios", json=scenario).status_code == 201
+    body = {"model": "m", "input": "render a surrogate", "tools": PTC_TOOLS, "stream": stream}
+    reply = http.post("/responses", content=json.dumps(body), headers=JSON)
+    if stream:
+        assert reply.status_code == 200, reply.text[:500]
+        events = [json.loads(line[6:]) for line in reply.text.splitlines() if line.startswith("data: ")]
+        assert events[-1]["type"] == "error", events[-1]
+        error = events[-1]
+    else:
+        error = assert_envelope(reply, 400, "lone surrogate", code="scenario_error")
+    assert "lone surrogate" in error["message"], error
+    assert "'\\u" in error["message"], error  # the character, escaped (the message itself is valid Unicode)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"code_interpreter": [{"code": "x", "logs": "\\ud800"}]}', "lone UTF-16 surrogate"),
+        ('{"shell": [{"command": "ls", "stdout": "a \\udc00"}]}', "lone UTF-16 surrogate"),
+        ('{"shell": [{"command": "ls", "exit_code": NaN}]}', "NaN"),
+        ('{"shell": ' + "[" * 5000 + "]" * 5000 + "}", "nested"),
+    ],
+    ids=["surrogate-in-logs", "surrogate-in-stdout", "nan", "deep"],
+)
+def test_a_hosted_script_a_response_cannot_carry_is_refused_when_set(
+    server: EmulatorServer, http: httpx.Client, text: str, said: str
+) -> None:
+    """`PUT /_emulator/hosted` took a lone surrogate that every program or turn using the result
+    then answered with a 500 (a stream cut), and the journal holding it was a 500 until a reset; a
+    deep body was a 500 too. Each is refused when set, as a scenario's body is."""
+    with admin(server) as a:
+        reply = a.put("/hosted", content=text)
+        assert_envelope(reply, 400, said, code="invalid_scenario")
+        assert "Invalid hosted script" in reply.json()["error"]["message"]
+        try:
+            ran = run(http, "const r = await tools.shell({commands: ['ls']}); text(JSON.stringify(r));", HOSTED_TOOLS)
+            assert ran.status == "completed"
+            assert a.get("/journal").status_code == 200
+        finally:
+            a.delete("/hosted")
+
+
+HOSTED_TOOLS: list[dict[str, Any]] = [
+    *PTC_TOOLS,
+    {"type": "code_interpreter", "container": {"type": "auto"}, "allowed_callers": ["programmatic"]},
+    {"type": "shell", "environment": {"type": "container_auto"}, "allowed_callers": ["programmatic"]},
+]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        ("""{"x": {{ 'nan'|float }} }""", "NaN"),
+        ("""{"x": {{ '-inf'|float }} }""", "Infinity"),
+    ],
+    ids=["nan", "infinity"],
+)
+def test_call_arguments_that_render_to_what_json_has_not_are_the_scenario_400(
+    server: EmulatorServer, http: httpx.Client, arguments: str, said: str
+) -> None:
+    """A call's `arguments` given as a template is parsed as JSON: Python's parser takes NaN and
+    Infinity, so the call went out with `{"x":NaN}`, which no client's JSON parser reads."""
+    scenario = {
+        "name": "arguments-not-json",
+        "match": {"input": "^call with odd arguments$"},
+        "turns": [{"call": {"name": "fetch", "arguments": arguments}}],
+    }
+    with admin(server) as a:
+        assert a.post("/scenarios", json=scenario).status_code == 201
+    tools = [{"type": "function", "name": "fetch", "parameters": {"type": "object"}}]
+    reply = http.post("/responses", json={"model": "m", "input": "call with odd arguments", "tools": tools})
+    error = assert_envelope(reply, 400, "call arguments did not render to JSON", code="scenario_error")
+    assert said in error["message"], error
+
+
 # ---- deep nesting -------------------------------------------------------------------------------
 
 

@@ -167,6 +167,12 @@ def _name_only(template: str, context: dict[str, Any], variables: dict[str, Any]
     return value
 
 
+def _not_json(constant: str) -> Any:
+    """`json.loads` reads NaN, Infinity and -Infinity, which JSON has not: call arguments that
+    hold one would reach the client as text no JSON parser reads."""
+    raise ValueError(f"{constant} is not JSON")
+
+
 def _render_all(jobs: list[tuple[templating.BoundedEnvironment, str]], context: dict[str, Any]) -> _Rendered:
     done: _Rendered = {}
     for env, template in jobs:
@@ -213,8 +219,8 @@ class Script:
         if isinstance(arguments, str):
             rendered = self._render(_code_env, arguments, context, index)
             try:
-                value = jsontext.loads(rendered)
-            except json.JSONDecodeError as e:
+                value = jsontext.loads(rendered, parse_constant=_not_json)
+            except ValueError as e:  # not JSON, NaN or Infinity, or an integer past Python's 4300 digits
                 raise self.error(index, messages.arguments_not_json(str(e))) from e
         else:
             value = self._render_values(arguments, context, index)

@@ -1047,10 +1047,24 @@ def render(template: Template, context: dict[str, Any]) -> str:
             if size > MAX_OUTPUT_CHARS:
                 raise RenderLimit(f"the template rendered more than {MAX_OUTPUT_CHARS} characters")
             pieces.append(piece)
-        return "".join(pieces)
+        text = "".join(pieces)
     finally:
         sys.settrace(previous)
         _built.budget = None
+    if not text.isascii():
+        lone = _LONE_SURROGATE.search(text)
+        if lone is not None:
+            raise TemplateError(
+                f"the template rendered a lone surrogate ({lone.group()!a}), which is not valid Unicode"
+            )
+    return text
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A template can make one (a `\\ud800` escape in a string, `'%c'|format(55296)`, half of a pair
+joined to something else): no response can carry it, so the render is refused (a 400), where it
+was a 500 and a stream cut without an event. (A Python string holds a character beyond the first
+plane as one code point, so any surrogate in it stands alone.)"""
 
 
 def needs_thread(source: str) -> bool:
