@@ -592,6 +592,16 @@ def schema_too_costly(steps: int) -> str:
     return f"checking against the schema took more than {steps} steps (its anyOf, oneOf and references multiply)"
 
 
+@text(TOOLS, "a contract violation's reason", instructions=3505, length=60_000, budget=1_000_000)
+def schema_pattern_too_costly(pattern: str, instructions: int, length: int, budget: int) -> str:
+    """A string the schema's `pattern` (or a `patternProperties` key) would be matched against whose
+    length times the pattern's compiled size is past the budget of one match."""
+    return (
+        f"checking against the schema's pattern {pattern!r} ({instructions} RE2 instructions) on {length} bytes "
+        f"is too costly: instructions × bytes may be at most {budget}"
+    )
+
+
 _TOO_LARGE = {
     "values": "values",
     "request": "values across the request's tool schemas",
@@ -1329,6 +1339,18 @@ def scenario_mismatch(scenario: str, turn: int, expected: str, item_type: str) -
     )
 
 
+@error(SCENARIOS, field="match.input", instructions=3505, length=100_000, budget=1_000_000)
+def scenario_pattern_too_costly(scenario: str, field: str, instructions: int, length: int, budget: int) -> ScenarioTurnError:
+    """A scenario matcher whose compiled program is too large for the text it would run on (RE2's
+    slow path costs up to the program's size per byte: `emulator/patterns.py`)."""
+    return ScenarioTurnError(
+        f"Scenario '{scenario}': the pattern of {field} ({instructions} RE2 instructions) is too costly to match "
+        f"against {length} bytes of text: instructions × bytes may be at most {budget}. Simplify the pattern "
+        "(counted repetition such as {1,1000} multiplies it) or send a shorter text.",
+        param="input",
+    )
+
+
 @error(SCENARIOS, index=0)
 def scenario_turn(scenario: str, index: int, reason: str, param: str = "input") -> ScenarioTurnError:
     """A scenario's turn that cannot play for this request (`index`: the turn's, from 0; `reason`:
@@ -1440,6 +1462,16 @@ def interpreter_called_directly(why: str) -> str:
 def interpreter_unscripted() -> str:
     """A `code_interpreter` turn whose code no entry of `hosted.code_interpreter` matches."""
     return "calls the code interpreter, and no entry of the scenario's hosted.code_interpreter matches its code"
+
+
+@text(SCENARIOS, "a scenario turn's reason, and a program's unscripted hosted call", instructions=3505, length=100_000)
+def hosted_pattern_too_costly(field: str, instructions: int, length: int, budget: int) -> str:
+    """A `hosted.code_interpreter` or `hosted.shell` entry whose pattern is too large a program for
+    the code or command it would match (`field`: the entry's, as `hosted.shell.0.command`)."""
+    return (
+        f"the pattern of the scenario's {field} ({instructions} RE2 instructions) is too costly to match against "
+        f"{length} bytes: instructions × bytes may be at most {budget}"
+    )
 
 
 @text(SCENARIOS, "a scenario turn's reason")

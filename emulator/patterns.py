@@ -1,11 +1,22 @@
-"""User-given regular expressions, run by RE2: linear time in the text, whatever the pattern.
+"""User-given regular expressions, run by RE2, with a bound on what one match may cost.
 
 A scenario's matchers (`match.input`, `match.model`, the `match.*` of instructions, history and
-outputs) and the hosted tools' `code_interpreter.code` and `shell.command` come from whoever can
-add a scenario. Python's
+outputs), the hosted tools' `code_interpreter.code` and `shell.command`, and a tool schema's
+`pattern` and `patternProperties` come from whoever can add a scenario or send a request. Python's
 backtracking engine takes exponential time on patterns such as `^(a+)+$`, long enough to freeze
 the server; RE2 never backtracks. It has no backreferences or lookaround: a pattern that needs
-them is refused when the scenario is added, naming the field.
+them is refused when it is given, naming the field.
+
+RE2 is linear in the text, but not free of the pattern: its fast matcher (a lazily built DFA) has
+a memory budget (`_MAX_MEM`), and a pattern whose states overflow it (counted repetition such as
+`((a|a)+){1,1000}`, or `(a|b)*a(a|b){20}`) falls back to a simulation that costs up to the
+compiled program's size per byte of text (about 6 ns per instruction and byte measured:
+`bench/patterns.py`). Every match runs on the event loop, so both factors are bounded:
+
+- a pattern that compiles to more than `MAX_PROGRAM_SIZE` instructions is refused when given;
+- a match whose program size times the text's length in UTF-8 bytes exceeds `MATCH_BUDGET`
+  raises `PatternTooCostly` instead of running (about 6 ms at most for an allowed match), which
+  each caller turns into its own clear refusal naming the field.
 """
 
 from __future__ import annotations
@@ -17,14 +28,36 @@ import re2
 
 from ptc_emulator.emulator.caches import PROCESS, Memo
 
-__all__ = ["MAX_PATTERN_CHARS", "PatternError", "compile_pattern"]
+__all__ = [
+    "MATCH_BUDGET",
+    "MAX_PATTERN_CHARS",
+    "MAX_PROGRAM_SIZE",
+    "Pattern",
+    "PatternError",
+    "PatternTooCostly",
+    "compile_pattern",
+]
 
 MAX_PATTERN_CHARS = 4096
-_MAX_MEM = 8 * 2**20  # RE2's own bound on a compiled program
+MAX_PROGRAM_SIZE = 5000
+"""RE2 instructions a pattern may compile to (a 4096-character case-insensitive literal is about 4100)."""
+MATCH_BUDGET = 1_000_000
+"""Program size times text bytes one match may cost: a 10-instruction pattern matches 100,000 bytes."""
+_MAX_MEM = 8 * 2**20  # RE2's own bound on a compiled program and its DFA
 
 
 class PatternError(ValueError):
     pass
+
+
+class PatternTooCostly(Exception):
+    """A match refused before it runs: `instructions` × `length` (bytes) is over `MATCH_BUDGET`."""
+
+    def __init__(self, pattern: str, instructions: int, length: int) -> None:
+        super().__init__(pattern, instructions, length)
+        self.pattern = pattern
+        self.instructions = instructions
+        self.length = length
 
 
 def _options() -> Any:
@@ -34,16 +67,54 @@ def _options() -> Any:
     return options
 
 
+def _length(text: str) -> int:
+    """The text's length in UTF-8 bytes, what RE2 steps through (`isascii` is constant time)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+class Pattern:
+    """A compiled pattern whose `search` and `fullmatch` (as in `re`) refuse a text too long for
+    the program's size (`PatternTooCostly`) before running."""
+
+    __slots__ = ("_regexp", "pattern", "size")
+
+    def __init__(self, pattern: str, regexp: Any) -> None:
+        self.pattern = pattern
+        self._regexp = regexp
+        self.size = max(int(regexp.programsize), int(regexp.reverseprogramsize))
+
+    def _check(self, text: str) -> None:
+        if self.size * len(text) * 4 > MATCH_BUDGET:  # within even at 4 bytes a character: no need to count
+            length = _length(text)
+            if self.size * length > MATCH_BUDGET:
+                raise PatternTooCostly(self.pattern, self.size, length)
+
+    def search(self, text: str) -> Any:
+        self._check(text)
+        return self._regexp.search(text)
+
+    def fullmatch(self, text: str) -> Any:
+        self._check(text)
+        return self._regexp.fullmatch(text)
+
+
 @functools.lru_cache(maxsize=512)
-def compile_pattern(pattern: str) -> Any:
-    """A compiled RE2 pattern (`search`, `fullmatch`, `groupdict` as in `re`), or `PatternError`."""
+def compile_pattern(pattern: str) -> Pattern:
+    """A compiled RE2 pattern, or `PatternError` (too long, too large a program, or not RE2's syntax)."""
     if len(pattern) > MAX_PATTERN_CHARS:
         raise PatternError(f"longer than {MAX_PATTERN_CHARS} characters")
     try:
-        return re2.compile(pattern, options=_options())
+        regexp = re2.compile(pattern, options=_options())
     except re2.error as e:
         reason = e.args[0].decode("utf-8", "replace") if e.args and isinstance(e.args[0], bytes) else str(e)
         raise PatternError(f"{reason} (patterns run on RE2: no backreferences or lookaround)") from e
+    compiled = Pattern(pattern, regexp)
+    if compiled.size > MAX_PROGRAM_SIZE:
+        raise PatternError(
+            f"compiles to {compiled.size} RE2 instructions, more than {MAX_PROGRAM_SIZE} "
+            "(counted repetition such as {1,1000} multiplies the pattern)"
+        )
+    return compiled
 
 
 PROCESS.add("compiled patterns", Memo(compile_pattern))

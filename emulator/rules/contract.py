@@ -30,7 +30,7 @@ import re2
 
 from ptc_emulator.emulator import jsontext, messages
 from ptc_emulator.emulator.caches import PROCESS, Cache, Memo
-from ptc_emulator.emulator.patterns import PatternError, compile_pattern
+from ptc_emulator.emulator.patterns import MATCH_BUDGET, PatternError, PatternTooCostly, compile_pattern
 from ptc_emulator.emulator.wire.items import (
     CallItem,
     ConfigurationUpdateItem,
@@ -504,6 +504,8 @@ def _first_error(schema: _Schema, value: Any) -> str | None:
             _visits.left = None
     except _TooCostly:
         return messages.schema_too_costly(budget)
+    except PatternTooCostly as e:  # a pattern too large a program for the string: `emulator/patterns.py`
+        return messages.schema_pattern_too_costly(e.pattern, e.instructions, e.length, MATCH_BUDGET)
     except Unresolvable as e:  # a `$ref` to nowhere: no schema to check against
         return messages.schema_invalid(str(e))
     except RecursionError:  # `{"$ref": "#"}`: a reference that leads back to itself, never to a check

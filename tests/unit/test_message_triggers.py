@@ -1099,6 +1099,22 @@ def _(c: Context) -> object:
     return play(c, "interpreter_unscripted", [{"code_interpreter": {"code": "1 + 1"}}], [INTERPRETER])
 
 
+@trigger("scenario_pattern_too_costly")
+def _(c: Context) -> object:
+    """A matcher of 3505 RE2 instructions against 100,000 bytes: past one match's budget."""
+    added = c.post("/_emulator/scenarios", {"name": "costly", "match": {"input": "((a|a)+){1,500}!x"}, "turns": [{"message": "m"}]})
+    assert added.status_code == 201, added.text
+    answered = c.create(input="a" * 100_000)
+    c.http.delete("/_emulator/scenarios/costly")
+    return answered
+
+
+@trigger("hosted_pattern_too_costly")
+def _(c: Context) -> object:
+    hosted = {"code_interpreter": [{"code": "((a|a)+){1,500}!x", "logs": "x"}]}
+    return play(c, "costly_hosted", [{"code_interpreter": {"code": "a" * 1000}}], [INTERPRETER], hosted=hosted)
+
+
 @trigger("no_hosted_shell")
 def _(c: Context) -> object:
     return play(c, "no_shell", [{"shell": {"commands": ["ls"]}}])
@@ -2111,6 +2127,14 @@ def _(c: Context) -> object:
     defs: dict[str, object] = {f"l{i}": {"anyOf": [{"$ref": f"#/$defs/l{i + 1}"}] * 2} for i in range(40)}
     defs["l40"] = {"type": "integer"}
     violation = contract.check_output(function_tool(output_schema={"$ref": "#/$defs/l0", "$defs": defs}), "c", '"x"')
+    assert violation is not None
+    return violation.message
+
+
+@trigger("schema_pattern_too_costly")
+def _(c: Context) -> object:
+    schema = {"type": "string", "pattern": "((a|a)+){1,500}!x"}
+    violation = contract.check_output(function_tool(output_schema=schema), "c", json.dumps("a" * 60_000))
     assert violation is not None
     return violation.message
 

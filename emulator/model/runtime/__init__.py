@@ -21,6 +21,7 @@ from ptc_emulator.emulator.model.runtime.hidden_results import HiddenResults
 from ptc_emulator.emulator.model.runtime.hosted import (
     CodeInterpreterSpec,
     Hosted,
+    HostedPatternTooCostly,
     HostedScript,
     ShellSpec,
     Unscripted,
@@ -33,6 +34,7 @@ __all__ = [
     "BoundTools",
     "CodeInterpreterSpec",
     "Hosted",
+    "HostedPatternTooCostly",
     "HostedScript",
     "HiddenResults",
     "Output",

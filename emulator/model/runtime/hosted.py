@@ -48,7 +48,7 @@ from pydantic import Field, field_validator
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.model.runtime.hidden_results import HiddenResults
-from ptc_emulator.emulator.patterns import PatternError, compile_pattern
+from ptc_emulator.emulator.patterns import MATCH_BUDGET, PatternError, PatternTooCostly, compile_pattern
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
 from ptc_emulator.emulator.tools.mcp import Listing, McpPolicy, McpServerSpec, call_tool, list_tools
@@ -143,6 +143,33 @@ class HostedScript(WireModel):
 
 
 # ---- the runtime --------------------------------------------------------------------------------
+
+
+class HostedPatternTooCostly(Exception):
+    """A `hosted.*` entry's pattern too large a program for the code or command it would match
+    (`emulator/patterns.py`): `reason` says which, for the scenario's 400 or the program's end."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _first_matching(specs: list[Any], where: str, field: str, text: str, *, full: bool = False) -> Any:
+    """The first spec of `hosted.<where>` whose pattern (its `field`, None for any) matches `text`, or None."""
+    for index, spec in enumerate(specs):
+        pattern = getattr(spec, field)
+        if pattern is None:
+            return spec
+        compiled = compile_pattern(pattern)
+        try:
+            found = compiled.fullmatch(text) if full else compiled.search(text)
+        except PatternTooCostly as e:
+            raise HostedPatternTooCostly(
+                messages.hosted_pattern_too_costly(f"hosted.{where}.{index}.{field}", e.instructions, e.length, MATCH_BUDGET)
+            ) from None
+        if found is not None:
+            return spec
+    return None
 
 
 @dataclass(frozen=True)
@@ -448,7 +475,8 @@ class Hosted:
     def code_result(self, code: str) -> CodeInterpreterSpec | None:
         """The scripted result for this code: the first entry whose pattern it matches."""
         specs = self.script.code_interpreter if self.script is not None else []
-        return next((s for s in specs if s.code is None or compile_pattern(s.code).search(code)), None)
+        found: CodeInterpreterSpec | None = _first_matching(specs, "code_interpreter", "code", code)
+        return found
 
     def _code_interpreter(self, pending: PendingCall, arguments: dict[str, Any]) -> ToolResult | Unscripted:
         code = arguments.get("code")
@@ -457,7 +485,10 @@ class Hosted:
                 pending.name, pending.arguments, "tools.code_interpreter() takes {code: string}", is_error=True
             )
         specs = self.script.code_interpreter if self.script is not None else []
-        spec = self.code_result(code)
+        try:
+            spec = self.code_result(code)
+        except HostedPatternTooCostly as e:
+            return Unscripted(f"The program called tools.code_interpreter, which runs on OpenAI's side: {e.reason}.")
         if spec is None:
             return Unscripted(
                 "The program called tools.code_interpreter, which runs on OpenAI's side: "
@@ -485,7 +516,7 @@ class Hosted:
         specs = self.script.shell if self.script is not None else []
         outputs = []
         for command in commands:
-            spec = next((s for s in specs if s.command is None or compile_pattern(s.command).fullmatch(command)), None)
+            spec = _first_matching(specs, "shell", "command", command, full=True)
             if spec is None:
                 return command
             outputs.append(spec.output())
@@ -500,7 +531,10 @@ class Hosted:
                 "tools.shell() takes {commands: string[], timeout_ms?, max_output_length?}",
                 is_error=True,
             )
-        outputs = self.shell_results(commands)
+        try:
+            outputs = self.shell_results(commands)
+        except HostedPatternTooCostly as e:
+            return Unscripted(f"The program ran a command in a hosted shell (which runs on OpenAI's side): {e.reason}.")
         if isinstance(outputs, str):
             return Unscripted(
                 f"The program ran the command {outputs!r} in a hosted shell (which runs on OpenAI's side), and "

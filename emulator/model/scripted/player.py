@@ -15,7 +15,7 @@ from typing import Any
 from ptc_emulator.emulator import jsontext, messages
 from ptc_emulator.emulator.errors import ScriptedError
 from ptc_emulator.emulator.model.core import Prepared, Runner
-from ptc_emulator.emulator.model.runtime import Output, Runtime
+from ptc_emulator.emulator.model.runtime import HostedPatternTooCostly, Output, Runtime
 from ptc_emulator.emulator.model.scripted.faults import forced_failure
 from ptc_emulator.emulator.model.scripted.scenario import Turn
 from ptc_emulator.emulator.model.scripted.script import Script, scripted_plan
@@ -241,7 +241,10 @@ class Player:
             why = messages.undeclared() if tool is None else messages.programmatic_only()
             raise script.error(index, messages.interpreter_called_directly(why))
         code = script.text(index, spec.code, context)
-        found = hosted.code_result(code)
+        try:
+            found = hosted.code_result(code)
+        except HostedPatternTooCostly as e:
+            raise script.error(index, e.reason) from None
         if found is None:
             raise script.error(index, messages.interpreter_unscripted())
         outputs = found.all_outputs()

@@ -39,11 +39,12 @@ from typing import Any, Literal, Protocol
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from ptc_emulator.emulator import jsontext
+from ptc_emulator.emulator import jsontext, messages
 from ptc_emulator.emulator.caches import PROCESS, Memo
+from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.model.runtime import HostedScript
 from ptc_emulator.emulator.model.scripted import templating
-from ptc_emulator.emulator.patterns import PatternError, compile_pattern
+from ptc_emulator.emulator.patterns import MATCH_BUDGET, PatternError, PatternTooCostly, compile_pattern
 from ptc_emulator.emulator.wire.items import MAX_DEPTH, WireModel, check_depth
 
 __all__ = [
@@ -716,12 +717,19 @@ class ScenarioRegistry:
 
     def match(self, request: Request, *, count: bool = True) -> tuple[Scenario, dict[str, str]] | list[NearMiss]:
         """The first matching scenario and its captures, or the near misses, closest first.
-        `count=False`: only asking (the recording proxy's question), not choosing it to answer."""
+        `count=False`: only asking (the recording proxy's question), not choosing it to answer.
+        A scenario whose matcher is too costly for the request's text is passed over; when no
+        other matches, its 400 (`scenario_pattern_too_costly`) is raised, naming the matcher."""
         misses = []
+        costly: EmulatorError | None = None
         for scenario, _ in self._ordered():
             if scenario.scope is not None and scenario.scope != request.scope:
                 continue  # another caller's scenario: invisible, not a near miss
-            result = _try(scenario, request)
+            try:
+                result = _try(scenario, request)
+            except _TooCostly as e:  # cannot tell: another scenario may still match
+                costly = costly or e.error
+                continue
             if isinstance(result, NearMiss):
                 misses.append(result)
             else:
@@ -729,6 +737,8 @@ class ScenarioRegistry:
                     key = (scenario.scope, scenario.name)
                     self._uses[key] = self._uses.get(key, 0) + 1
                 return scenario, result
+        if costly is not None:  # none matched, and one could not be told: its 400 names the matcher
+            raise costly
         misses.sort(key=lambda m: -m.score)
         return misses
 
@@ -743,7 +753,18 @@ class ScenarioRegistry:
 
 
 def _misses(scenario: Scenario, request: Request) -> bool:
-    return isinstance(_try(scenario, request), NearMiss)
+    try:
+        return isinstance(_try(scenario, request), NearMiss)
+    except _TooCostly:
+        return True
+
+
+class _TooCostly(Exception):
+    """A matcher whose match would cost more than one may: `error` is the scenario's 400."""
+
+    def __init__(self, error: EmulatorError) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
@@ -770,7 +791,7 @@ def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
             scenario.name, "tools", "the request does not declare the programmatic_tool_calling tool", passed
         )
     passed += 1
-    if m.model is not None and not compile_pattern(m.model).fullmatch(request.model):
+    if m.model is not None and not _matched(scenario, "model", m.model, request.model, full=True):
         return NearMiss(scenario.name, "model", f"model '{request.model}' does not match /{m.model}/", passed)
     passed += 1
     for key, value in m.metadata.items():
@@ -784,7 +805,7 @@ def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
         return NearMiss(scenario.name, "tool_choice", shown, passed)
     passed += 1
     if m.instructions is not None:
-        found = _search(m.instructions, context.instructions)
+        found = _search(scenario, "instructions", m.instructions, context.instructions)
         if found is None:
             return NearMiss(
                 scenario.name, "instructions", _instructions_miss(m.instructions, context.instructions), passed
@@ -793,7 +814,7 @@ def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
     passed += 1
     for index, wanted in enumerate(m.history):
         said = [message.text for message in context.history if wanted.role in (None, message.role)]
-        found = _search(wanted.text, said)
+        found = _search(scenario, f"history.{index}.text", wanted.text, said)
         if found is None:
             whose = f"{wanted.role} message" if wanted.role else "user or assistant message"
             why = (
@@ -807,7 +828,7 @@ def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
         captures.update(found)
     passed += 1
     if m.input is not None:
-        matched = compile_pattern(m.input).search(request.text)
+        matched = _matched(scenario, "input", m.input, request.text)
         if matched is None:
             similarity = difflib.SequenceMatcher(None, _literal(m.input).lower(), request.text.lower()).ratio()
             return NearMiss(
@@ -819,7 +840,7 @@ def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
         captures.update({k: v for k, v in matched.groupdict().items() if v is not None})
     passed += 1
     for index, expected in enumerate(m.outputs):
-        answered = _output_found(expected, context.outputs)
+        answered = _output_found(scenario, index, expected, context.outputs)
         if isinstance(answered, str):
             return NearMiss(scenario.name, f"outputs.{index}", answered, passed + index / (len(m.outputs) + 1))
         captures = {**answered, **captures}  # the input's captures win over an output's
@@ -830,11 +851,22 @@ def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
     return captures
 
 
-def _search(pattern: str, texts: Sequence[str]) -> dict[str, str] | None:
-    """The named groups of the first text `pattern` is found in, or None."""
+def _matched(scenario: Scenario, field: str, pattern: str, text: str, *, full: bool = False) -> Any:
+    """`pattern`'s match in `text` (searched, or `full`), or `_TooCostly` (the scenario's 400) when
+    the match would cost more than one may (`emulator/patterns.py`); `field` names the matcher under `match.`."""
     compiled = compile_pattern(pattern)
+    try:
+        return compiled.fullmatch(text) if full else compiled.search(text)
+    except PatternTooCostly as e:
+        raise _TooCostly(
+            messages.scenario_pattern_too_costly(scenario.name, f"match.{field}", e.instructions, e.length, MATCH_BUDGET)
+        ) from None
+
+
+def _search(scenario: Scenario, field: str, pattern: str, texts: Sequence[str]) -> dict[str, str] | None:
+    """The named groups of the first text `pattern` is found in, or None."""
     for text in texts:
-        found = compiled.search(text)
+        found = _matched(scenario, field, pattern, text)
         if found is not None:
             return {k: v for k, v in found.groupdict().items() if v is not None}
     return None
@@ -863,7 +895,9 @@ def _choice_matches(expected: str | dict[str, Any], given: Any) -> bool:
     return isinstance(given, dict) and jsontext.includes(given, expected)
 
 
-def _output_found(expected: OutputMatch, outputs: Sequence[ToolOutput]) -> dict[str, str] | str:
+def _output_found(
+    scenario: Scenario, index: int, expected: OutputMatch, outputs: Sequence[ToolOutput]
+) -> dict[str, str] | str:
     """The captures of the first output `expected` matches, or why none does."""
     candidates = [o for o in outputs if expected.tool is None or o.tool == expected.tool]
     what = f"{expected.tool} output" if expected.tool is not None else "tool output"
@@ -872,7 +906,7 @@ def _output_found(expected: OutputMatch, outputs: Sequence[ToolOutput]) -> dict[
     for output in candidates:
         captures: dict[str, str] = {}
         if expected.output is not None:
-            found = compile_pattern(expected.output).search(output.text)
+            found = _matched(scenario, f"outputs.{index}.output", expected.output, output.text)
             if found is None:
                 continue
             captures = {k: v for k, v in found.groupdict().items() if v is not None}

@@ -22,7 +22,7 @@ from typing import Any
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.model.core import Prepared
-from ptc_emulator.emulator.model.runtime import hosted_shell_call
+from ptc_emulator.emulator.model.runtime import HostedPatternTooCostly, hosted_shell_call
 from ptc_emulator.emulator.model.scripted.script import scripted_plan
 from ptc_emulator.emulator.wire.items import ShellAction, ShellCall, ShellCallOutput
 
@@ -43,7 +43,10 @@ def shell_turn(
     if not getattr(tool, "direct", True):
         raise script.error(index, messages.shell_programmatic_only())
     commands = [script.text(index, command, context) for command in spec.commands]
-    results = hosted.shell_results(commands)
+    try:
+        results = hosted.shell_results(commands)
+    except HostedPatternTooCostly as e:
+        raise script.error(index, e.reason) from None
     if isinstance(results, str):
         raise script.error(index, messages.shell_unscripted(results))
     limit = spec.max_output_length

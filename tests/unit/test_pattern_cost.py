@@ -1,0 +1,116 @@
+"""User-given patterns are bounded by what one match may cost (`emulator/patterns.py`): RE2 is
+linear in the text, but a pattern whose DFA overflows its memory falls back to a simulation that
+costs the program's size per byte. `((a|a)+){1,1000}!x` (18 characters, 7005 instructions)
+against 100,000 characters held the event loop 5.5 s. A pattern too large a program is refused
+when given; a match whose size × bytes is past the budget is refused before it runs, naming the
+field, instead of running for seconds. No clock: the refusal's wording is what the code before
+could not produce (it ran the match, slowly, and answered otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from starlette.testclient import TestClient
+
+from ptc_emulator.emulator.patterns import MATCH_BUDGET, compile_pattern
+from ptc_emulator.emulator.rules import contract
+from ptc_emulator.emulator.wire.tools import FunctionTool
+from tests.support import PTC_TOOLS
+
+HUGE = "((a|a)+){1,1000}!x"
+"""7005 RE2 instructions: past what a pattern may compile to."""
+COSTLY = "((a|a)+){1,500}!x"
+"""3505 RE2 instructions: allowed, but not against more than 285 bytes."""
+INTERPRETER = {"type": "code_interpreter", "container": {"type": "auto"}}
+
+
+def _post(http: TestClient, path: str, body: Any) -> Any:
+    return http.post(path, content=json.dumps(body).encode(), headers={"content-type": "application/json"})
+
+
+@pytest.fixture(autouse=True)
+def _removed(unit_http: TestClient) -> Iterator[None]:
+    """Each test's scenarios are removed after it (the app serves the whole module)."""
+    yield
+    for name in ("huge", "costly", "bytes", "long", "costly_hosted"):
+        unit_http.delete(f"/_emulator/scenarios/{name}")
+
+
+def _add(http: TestClient, scenario: dict[str, Any]) -> Any:
+    return _post(http, "/_emulator/scenarios", scenario)
+
+
+def _create(http: TestClient, text: str, tools: list[Any] | None = None) -> Any:
+    return _post(http, "/v1/responses", {"model": "m", "input": text, "tools": tools or PTC_TOOLS, "store": False})
+
+
+def test_a_pattern_that_compiles_to_too_large_a_program_is_refused_when_added(unit_http: TestClient) -> None:
+    added = _add(unit_http, {"name": "huge", "match": {"input": HUGE}, "turns": [{"message": "m"}]})
+    assert added.status_code == 400, added.text
+    error = added.json()["error"]
+    assert error["code"] == "invalid_scenario"
+    assert "match.input" in error["message"] and "7005 RE2 instructions, more than 5000" in error["message"]
+
+
+def test_a_scenario_matcher_too_costly_for_the_text_is_a_scenario_error_naming_it(unit_http: TestClient) -> None:
+    added = _add(unit_http, {"name": "costly", "match": {"input": COSTLY}, "turns": [{"message": "m"}]})
+    assert added.status_code == 201, added.text
+    answered = _create(unit_http, "a" * 100_000)
+    assert answered.status_code == 400, answered.text
+    error = answered.json()["error"]
+    assert error["code"] == "scenario_error" and error["param"] == "input"
+    assert "Scenario 'costly': the pattern of match.input (3505 RE2 instructions)" in error["message"]
+    assert f"against 100000 bytes of text: instructions × bytes may be at most {MATCH_BUDGET}" in error["message"]
+
+
+def test_the_text_is_counted_in_utf8_bytes(unit_http: TestClient) -> None:
+    size = compile_pattern(COSTLY).size
+    text = "é" * (MATCH_BUDGET // size // 2 + 1)  # within the budget in characters, past it in bytes
+    assert size * len(text) <= MATCH_BUDGET
+    _add(unit_http, {"name": "bytes", "match": {"input": COSTLY}, "turns": [{"message": "m"}]})
+    answered = _create(unit_http, text)
+    assert answered.status_code == 400, answered.text
+    assert f"against {2 * len(text)} bytes of text" in answered.json()["error"]["message"]
+
+
+def test_a_normal_pattern_still_matches_a_long_text_past_a_costly_scenario(unit_http: TestClient) -> None:
+    """The costly scenario comes first (by name) and cannot tell: it is passed over, not a 400."""
+    assert _add(unit_http, {"name": "costly", "match": {"input": COSTLY}, "turns": [{"message": "m"}]}).is_success
+    scenario = {"name": "long", "match": {"input": r"^(?P<word>\w+) "}, "turns": [{"message": "got {{ word }}"}]}
+    assert _add(unit_http, scenario).status_code == 201
+    answered = _create(unit_http, "hello " + "x" * 50_000)
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["output"][-1]["content"][0]["text"] == "got hello"
+
+
+def test_a_hosted_pattern_too_costly_for_the_code_is_a_scenario_error_naming_it(unit_http: TestClient) -> None:
+    scenario = {
+        "name": "costly_hosted",
+        "match": {"input": "^costly_hosted$"},
+        "hosted": {"code_interpreter": [{"code": COSTLY, "logs": "x"}]},
+        "turns": [{"code_interpreter": {"code": "a" * 1000}}],
+    }
+    assert _add(unit_http, scenario).status_code == 201
+    answered = _create(unit_http, "costly_hosted", [INTERPRETER])
+    assert answered.status_code == 400, answered.text
+    error = answered.json()["error"]
+    assert error["code"] == "scenario_error"
+    assert "hosted.code_interpreter.0.code (3505 RE2 instructions) is too costly to match against 1000" in (
+        error["message"]
+    )
+
+
+def test_a_schema_pattern_too_costly_for_the_value_is_a_contract_violation_saying_so() -> None:
+    tool = FunctionTool.model_validate(
+        {"type": "function", "name": "f", "output_schema": {"type": "string", "pattern": COSTLY}}
+    )
+    violation = contract.check_output(tool, "call_1", json.dumps("a" * 60_000))
+    assert violation is not None
+    assert f"pattern {COSTLY!r} (3505 RE2 instructions) on 60000 bytes is too costly" in violation.message
+    short = contract.check_output(tool, "call_1", json.dumps("a" * 200 + "!x"))
+    assert short is None  # within the budget, the pattern runs and matches
