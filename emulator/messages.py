@@ -1340,7 +1340,9 @@ def scenario_mismatch(scenario: str, turn: int, expected: str, item_type: str) -
 
 
 @error(SCENARIOS, field="match.input", instructions=3505, length=100_000, budget=1_000_000)
-def scenario_pattern_too_costly(scenario: str, field: str, instructions: int, length: int, budget: int) -> ScenarioTurnError:
+def scenario_pattern_too_costly(
+    scenario: str, field: str, instructions: int, length: int, budget: int
+) -> ScenarioTurnError:
     """A scenario matcher whose compiled program is too large for the text it would run on (RE2's
     slow path costs up to the program's size per byte: `emulator/patterns.py`)."""
     return ScenarioTurnError(

@@ -10,12 +10,12 @@ them is refused when it is given, naming the field.
 RE2 is linear in the text, but not free of the pattern: its fast matcher (a lazily built DFA) has
 a memory budget (`_MAX_MEM`), and a pattern whose states overflow it (counted repetition such as
 `((a|a)+){1,1000}`, or `(a|b)*a(a|b){20}`) falls back to a simulation that costs up to the
-compiled program's size per byte of text (about 6 ns per instruction and byte measured:
+compiled program's size per byte of text (6 to 8 ns per instruction and byte measured:
 `bench/patterns.py`). Every match runs on the event loop, so both factors are bounded:
 
 - a pattern that compiles to more than `MAX_PROGRAM_SIZE` instructions is refused when given;
 - a match whose program size times the text's length in UTF-8 bytes exceeds `MATCH_BUDGET`
-  raises `PatternTooCostly` instead of running (about 6 ms at most for an allowed match), which
+  raises `PatternTooCostly` instead of running (at most about 8 ms for an allowed match), which
   each caller turns into its own clear refusal naming the field.
 """
 

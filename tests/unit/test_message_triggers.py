@@ -1102,7 +1102,9 @@ def _(c: Context) -> object:
 @trigger("scenario_pattern_too_costly")
 def _(c: Context) -> object:
     """A matcher of 3505 RE2 instructions against 100,000 bytes: past one match's budget."""
-    added = c.post("/_emulator/scenarios", {"name": "costly", "match": {"input": "((a|a)+){1,500}!x"}, "turns": [{"message": "m"}]})
+    added = c.post(
+        "/_emulator/scenarios", {"name": "costly", "match": {"input": "((a|a)+){1,500}!x"}, "turns": [{"message": "m"}]}
+    )
     assert added.status_code == 201, added.text
     answered = c.create(input="a" * 100_000)
     c.http.delete("/_emulator/scenarios/costly")

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from starlette.testclient import TestClient
 
 from ptc_emulator.emulator.patterns import MATCH_BUDGET, compile_pattern
@@ -100,8 +99,9 @@ def test_a_hosted_pattern_too_costly_for_the_code_is_a_scenario_error_naming_it(
     assert answered.status_code == 400, answered.text
     error = answered.json()["error"]
     assert error["code"] == "scenario_error"
-    assert "hosted.code_interpreter.0.code (3505 RE2 instructions) is too costly to match against 1000" in (
-        error["message"]
+    assert (
+        "hosted.code_interpreter.0.code (3505 RE2 instructions) is too costly to match against 1000"
+        in (error["message"])
     )
 
 

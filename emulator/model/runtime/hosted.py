@@ -165,7 +165,9 @@ def _first_matching(specs: list[Any], where: str, field: str, text: str, *, full
             found = compiled.fullmatch(text) if full else compiled.search(text)
         except PatternTooCostly as e:
             raise HostedPatternTooCostly(
-                messages.hosted_pattern_too_costly(f"hosted.{where}.{index}.{field}", e.instructions, e.length, MATCH_BUDGET)
+                messages.hosted_pattern_too_costly(
+                    f"hosted.{where}.{index}.{field}", e.instructions, e.length, MATCH_BUDGET
+                )
             ) from None
         if found is not None:
             return spec

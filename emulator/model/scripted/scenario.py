@@ -859,7 +859,9 @@ def _matched(scenario: Scenario, field: str, pattern: str, text: str, *, full: b
         return compiled.fullmatch(text) if full else compiled.search(text)
     except PatternTooCostly as e:
         raise _TooCostly(
-            messages.scenario_pattern_too_costly(scenario.name, f"match.{field}", e.instructions, e.length, MATCH_BUDGET)
+            messages.scenario_pattern_too_costly(
+                scenario.name, f"match.{field}", e.instructions, e.length, MATCH_BUDGET
+            )
         ) from None
 
 
