@@ -11,16 +11,21 @@ RE2 is linear in the text, but not free of the pattern: its fast matcher (a lazi
 a memory budget (`_MAX_MEM`), and a pattern whose states overflow it (counted repetition such as
 `((a|a)+){1,1000}`, or `(a|b)*a(a|b){20}`) falls back to a simulation that costs up to the
 compiled program's size per byte of text (6 to 8 ns per instruction and byte measured:
-`bench/patterns.py`). Every match runs on the event loop, so both factors are bounded:
+`bench/patterns.py`). Both factors are bounded:
 
 - a pattern that compiles to more than `MAX_PROGRAM_SIZE` instructions is refused when given;
-- a match whose program size times the text's length in UTF-8 bytes exceeds `MATCH_BUDGET`
-  raises `PatternTooCostly` instead of running (at most about 8 ms for an allowed match), which
-  each caller turns into its own clear refusal naming the field.
+- a match whose program size times the text's length in UTF-8 bytes exceeds its budget raises
+  `PatternTooCostly` instead of running, which each caller turns into its own clear refusal
+  naming the field. The budget depends on where the match runs: on the event loop
+  `MATCH_BUDGET` (at most about 8 ms, so no other client waits longer); in a worker thread (a
+  request holding a long text is read off the loop, `Engine.off_loop`), where RE2 releases the
+  interpreter and only the request itself waits, `OFF_LOOP_MATCH_BUDGET` (about 2 s at worst;
+  a pattern the fast matcher keeps, the usual case, takes a few ms on a megabyte).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from typing import Any
 
@@ -30,19 +35,24 @@ from ptc_emulator.emulator.caches import PROCESS, Memo
 
 __all__ = [
     "MATCH_BUDGET",
+    "OFF_LOOP_MATCH_BUDGET",
     "MAX_PATTERN_CHARS",
     "MAX_PROGRAM_SIZE",
     "Pattern",
     "PatternError",
     "PatternTooCostly",
     "compile_pattern",
+    "match_budget",
 ]
 
 MAX_PATTERN_CHARS = 4096
 MAX_PROGRAM_SIZE = 5000
 """RE2 instructions a pattern may compile to (a 4096-character case-insensitive literal is about 4100)."""
 MATCH_BUDGET = 1_000_000
-"""Program size times text bytes one match may cost: a 10-instruction pattern matches 100,000 bytes."""
+"""Program size times text bytes one match on the event loop may cost: a 10-instruction pattern
+matches 100,000 bytes."""
+OFF_LOOP_MATCH_BUDGET = 300_000_000
+"""The same, for a match in a worker thread: a 20-instruction pattern matches 15 MB."""
 _MAX_MEM = 8 * 2**20  # RE2's own bound on a compiled program and its DFA
 
 
@@ -53,11 +63,21 @@ class PatternError(ValueError):
 class PatternTooCostly(Exception):
     """A match refused before it runs: `instructions` × `length` (bytes) is over `MATCH_BUDGET`."""
 
-    def __init__(self, pattern: str, instructions: int, length: int) -> None:
-        super().__init__(pattern, instructions, length)
+    def __init__(self, pattern: str, instructions: int, length: int, budget: int = MATCH_BUDGET) -> None:
+        super().__init__(pattern, instructions, length, budget)
         self.pattern = pattern
         self.instructions = instructions
         self.length = length
+        self.budget = budget
+
+
+def match_budget() -> int:
+    """What a match may cost here: `MATCH_BUDGET` on an event loop's thread, more in a worker thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return OFF_LOOP_MATCH_BUDGET
+    return MATCH_BUDGET
 
 
 def _options() -> Any:
@@ -85,9 +105,10 @@ class Pattern:
 
     def _check(self, text: str) -> None:
         if self.size * len(text) * 4 > MATCH_BUDGET:  # within even at 4 bytes a character: no need to count
+            budget = match_budget()
             length = _length(text)
-            if self.size * length > MATCH_BUDGET:
-                raise PatternTooCostly(self.pattern, self.size, length)
+            if self.size * length > budget:
+                raise PatternTooCostly(self.pattern, self.size, length, budget)
 
     def search(self, text: str) -> Any:
         self._check(text)

@@ -195,7 +195,9 @@ class Engine:
         given = request.input
         long_input = isinstance(given, list) and len(given) > OFF_LOOP_ITEMS
         history = request.previous_response_id is not None or getattr(request, "conversation", None) is not None
-        if long_input or history or _holds_long_output(given) or contract.holds_large_schemas(request):
+        instructions = getattr(request, "instructions", None)
+        long_text = isinstance(instructions, str) and len(instructions) >= contract.OFF_LOOP_CHARS
+        if long_input or history or long_text or _holds_long_text(given) or contract.holds_large_schemas(request):
             return await asyncio.to_thread(work)
         return work()
 
@@ -631,11 +633,24 @@ class Engine:
         return queued
 
 
-def _holds_long_output(given: object) -> bool:
-    """Whether an input holds a tool output long enough to be checked against its tool's
-    `output_schema` in a worker thread (`contract.OFF_LOOP_CHARS`)."""
+def _holds_long_text(given: object) -> bool:
+    """Whether an input holds a text long enough to be read in a worker thread
+    (`contract.OFF_LOOP_CHARS`): a tool output its tool's `output_schema` checks value by value, or
+    any text a scenario's patterns match (an input string, a message's content), which a worker
+    thread may match at a larger cost than the event loop (`patterns.match_budget`)."""
+    if isinstance(given, str):
+        return len(given) >= contract.OFF_LOOP_CHARS
     if not isinstance(given, list):
         return False
+    for item in given:
+        for text in (getattr(item, "output", None), getattr(item, "content", None)):
+            if isinstance(text, list):
+                size = sum(len(getattr(part, "text", None) or "") for part in text)
+            else:
+                size = len(text) if isinstance(text, str) else 0
+            if size >= contract.OFF_LOOP_CHARS:
+                return True
+    return False
     for item in given:
         output = getattr(item, "output", None)
         if isinstance(output, list):

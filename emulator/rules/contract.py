@@ -30,7 +30,7 @@ import re2
 
 from ptc_emulator.emulator import jsontext, messages
 from ptc_emulator.emulator.caches import PROCESS, Cache, Memo
-from ptc_emulator.emulator.patterns import MATCH_BUDGET, PatternError, PatternTooCostly, compile_pattern
+from ptc_emulator.emulator.patterns import PatternError, PatternTooCostly, compile_pattern, match_budget
 from ptc_emulator.emulator.wire.items import (
     CallItem,
     ConfigurationUpdateItem,
@@ -505,7 +505,7 @@ def _first_error(schema: _Schema, value: Any) -> str | None:
     except _TooCostly:
         return messages.schema_too_costly(budget)
     except PatternTooCostly as e:  # a pattern too large a program for the string: `emulator/patterns.py`
-        return messages.schema_pattern_too_costly(e.pattern, e.instructions, e.length, MATCH_BUDGET)
+        return messages.schema_pattern_too_costly(e.pattern, e.instructions, e.length, e.budget)
     except Unresolvable as e:  # a `$ref` to nowhere: no schema to check against
         return messages.schema_invalid(str(e))
     except RecursionError:  # `{"$ref": "#"}`: a reference that leads back to itself, never to a check
@@ -587,7 +587,8 @@ class _Schemas(Cache):
 
 
 class _Verdicts(Cache):
-    """Verdicts by (the schema's serial number, the exact text checked).
+    """Verdicts by (the schema's serial number, the pattern budget where it is checked, the exact
+    text checked).
 
     A verdict is a pure function of the schema and the text, so a hit is what checking again would
     find; a text that differs by one byte is another key, checked afresh. Bounded by entries and
@@ -597,12 +598,12 @@ class _Verdicts(Cache):
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self.bytes = 0
-        self._entries: OrderedDict[tuple[int, str], tuple[_Verdict, int]] = OrderedDict()
+        self._entries: OrderedDict[tuple[int, int, str], tuple[_Verdict, int]] = OrderedDict()
         self._lock = threading.Lock()
 
     def check(self, schema: dict[str, Any], text: str) -> _Verdict:
         known = _schemas.get(schema)
-        key = (known.serial, text)
+        key = (known.serial, match_budget(), text)  # a pattern too costly on the loop may run off it
         with self._lock:
             found = self._entries.get(key)
             if found is not None:

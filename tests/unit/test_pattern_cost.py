@@ -9,6 +9,7 @@ could not produce (it ran the match, slowly, and answered otherwise).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from ptc_emulator.emulator.patterns import MATCH_BUDGET, compile_pattern
+from ptc_emulator.emulator.patterns import MATCH_BUDGET, OFF_LOOP_MATCH_BUDGET, PatternTooCostly, compile_pattern
 from ptc_emulator.emulator.rules import contract
 from ptc_emulator.emulator.wire.tools import FunctionTool
 from tests.support import PTC_TOOLS
@@ -36,7 +37,7 @@ def _post(http: TestClient, path: str, body: Any) -> Any:
 def _removed(unit_http: TestClient) -> Iterator[None]:
     """Each test's scenarios are removed after it (the app serves the whole module)."""
     yield
-    for name in ("huge", "costly", "bytes", "long", "costly_hosted"):
+    for name in ("huge", "costly", "bytes", "long", "costly_hosted", "refund"):
         unit_http.delete(f"/_emulator/scenarios/{name}")
 
 
@@ -64,7 +65,11 @@ def test_a_scenario_matcher_too_costly_for_the_text_is_a_scenario_error_naming_i
     error = answered.json()["error"]
     assert error["code"] == "scenario_error" and error["param"] == "input"
     assert "Scenario 'costly': the pattern of match.input (3505 RE2 instructions)" in error["message"]
-    assert f"against 100000 bytes of text: instructions × bytes may be at most {MATCH_BUDGET}" in error["message"]
+    # a text this long is read in a worker thread, where a match may cost more than on the event loop
+    assert (
+        f"against 100000 bytes of text: instructions × bytes may be at most {OFF_LOOP_MATCH_BUDGET}"
+        in (error["message"])
+    )
 
 
 def test_the_text_is_counted_in_utf8_bytes(unit_http: TestClient) -> None:
@@ -109,8 +114,38 @@ def test_a_schema_pattern_too_costly_for_the_value_is_a_contract_violation_sayin
     tool = FunctionTool.model_validate(
         {"type": "function", "name": "f", "output_schema": {"type": "string", "pattern": COSTLY}}
     )
-    violation = contract.check_output(tool, "call_1", json.dumps("a" * 60_000))
+
+    async def on_the_loop() -> contract.Violation | None:  # where an output under 64 Ki characters is checked
+        return contract.check_output(tool, "call_1", json.dumps("a" * 60_000))
+
+    violation = asyncio.run(on_the_loop())
     assert violation is not None
     assert f"pattern {COSTLY!r} (3505 RE2 instructions) on 60000 bytes is too costly" in violation.message
     short = contract.check_output(tool, "call_1", json.dumps("a" * 200 + "!x"))
     assert short is None  # within the budget, the pattern runs and matches
+
+
+def test_a_match_on_the_event_loop_has_the_small_budget_and_one_in_a_worker_thread_the_large() -> None:
+    """RE2 releases the interpreter: a long match in a worker thread holds no other client."""
+    pattern = compile_pattern(r"refund (\w+)")
+    text = "x" * (MATCH_BUDGET // pattern.size + 1) + " refund r_42"
+
+    async def on_the_loop() -> None:
+        with pytest.raises(PatternTooCostly) as refused:
+            pattern.search(text)
+        assert refused.value.budget == MATCH_BUDGET
+        found = await asyncio.to_thread(pattern.search, text)
+        assert found is not None and found.group(1) == "r_42"
+
+    asyncio.run(on_the_loop())
+
+
+def test_a_common_pattern_matches_a_long_message_read_off_the_loop(unit_http: TestClient) -> None:
+    """A 200,000-character message is read in a worker thread, where a short pattern matches all of
+    it (on the event loop its budget would stop at 1 MB of instructions × bytes, about 60 KB)."""
+    scenario = {"name": "refund", "match": {"input": r"refund (?P<id>r_\d+)"}, "turns": [{"message": "{{ id }}"}]}
+    assert _add(unit_http, scenario).status_code == 201
+    assert compile_pattern(r"refund (?P<id>r_\d+)").size * 200_000 > MATCH_BUDGET
+    answered = _create(unit_http, "x" * 200_000 + " refund r_42")
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["output"][-1]["content"][0]["text"] == "r_42"

@@ -48,7 +48,7 @@ from pydantic import Field, field_validator
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.model.runtime.hidden_results import HiddenResults
-from ptc_emulator.emulator.patterns import MATCH_BUDGET, PatternError, PatternTooCostly, compile_pattern
+from ptc_emulator.emulator.patterns import PatternError, PatternTooCostly, compile_pattern
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
 from ptc_emulator.emulator.tools.mcp import Listing, McpPolicy, McpServerSpec, call_tool, list_tools
@@ -166,7 +166,7 @@ def _first_matching(specs: list[Any], where: str, field: str, text: str, *, full
         except PatternTooCostly as e:
             raise HostedPatternTooCostly(
                 messages.hosted_pattern_too_costly(
-                    f"hosted.{where}.{index}.{field}", e.instructions, e.length, MATCH_BUDGET
+                    f"hosted.{where}.{index}.{field}", e.instructions, e.length, e.budget
                 )
             ) from None
         if found is not None:

@@ -44,7 +44,7 @@ from ptc_emulator.emulator.caches import PROCESS, Memo
 from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.model.runtime import HostedScript
 from ptc_emulator.emulator.model.scripted import templating
-from ptc_emulator.emulator.patterns import MATCH_BUDGET, PatternError, PatternTooCostly, compile_pattern
+from ptc_emulator.emulator.patterns import PatternError, PatternTooCostly, compile_pattern
 from ptc_emulator.emulator.wire.items import MAX_DEPTH, WireModel, check_depth
 
 __all__ = [
@@ -859,9 +859,7 @@ def _matched(scenario: Scenario, field: str, pattern: str, text: str, *, full: b
         return compiled.fullmatch(text) if full else compiled.search(text)
     except PatternTooCostly as e:
         raise _TooCostly(
-            messages.scenario_pattern_too_costly(
-                scenario.name, f"match.{field}", e.instructions, e.length, MATCH_BUDGET
-            )
+            messages.scenario_pattern_too_costly(scenario.name, f"match.{field}", e.instructions, e.length, e.budget)
         ) from None
 
 
