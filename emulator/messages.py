@@ -648,6 +648,16 @@ def regex_mismatch(definition: str) -> str:
 
 
 @text(TOOLS, "a contract violation's reason")
+def regex_too_costly(definition: str, instructions: int, length: int, budget: int) -> str:
+    """A custom tool call's input too long for its regex grammar's compiled size: the match is not
+    run (`emulator/patterns.py`)."""
+    return (
+        f"the input ({length} bytes) is too costly to match against the regex /{definition}/ "
+        f"({instructions} RE2 instructions): instructions × bytes may be at most {budget}"
+    )
+
+
+@text(TOOLS, "a contract violation's reason")
 def lark_mismatch(problem: str) -> str:
     """A custom tool call's input that its lark grammar does not parse."""
     return f"the input is not in the lark grammar ({problem})"

@@ -41,6 +41,7 @@ __all__ = [
     "Pattern",
     "PatternError",
     "PatternTooCostly",
+    "compile_grammar",
     "compile_pattern",
     "match_budget",
 ]
@@ -117,6 +118,12 @@ class Pattern:
     def fullmatch(self, text: str) -> Any:
         self._check(text)
         return self._regexp.fullmatch(text)
+
+
+def compile_grammar(definition: str) -> Pattern:
+    """A custom tool's regex grammar (a request's, of any length or size), compiled within RE2's
+    memory bound; its matches are bounded as every pattern's are. Raises `re2.error`."""
+    return Pattern(definition, re2.compile(definition, options=_options()))
 
 
 @functools.lru_cache(maxsize=512)

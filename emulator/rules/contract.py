@@ -30,7 +30,13 @@ import re2
 
 from ptc_emulator.emulator import jsontext, messages
 from ptc_emulator.emulator.caches import PROCESS, Cache, Memo
-from ptc_emulator.emulator.patterns import PatternError, PatternTooCostly, compile_pattern, match_budget
+from ptc_emulator.emulator.patterns import (
+    PatternError,
+    PatternTooCostly,
+    compile_grammar,
+    compile_pattern,
+    match_budget,
+)
 from ptc_emulator.emulator.wire.items import (
     CallItem,
     ConfigurationUpdateItem,
@@ -816,13 +822,16 @@ def _grammar(syntax: str, definition: str) -> _Matcher:
 def _compile_grammar(syntax: str, definition: str) -> _Matcher:
     if syntax == "regex":
         try:
-            pattern = re2.compile(definition)
+            pattern = compile_grammar(definition)
         except re2.error as e:
             raise ValueError(str(e)) from e
 
         def regex(text: str) -> str | None:
-            if pattern.fullmatch(text) is None:
-                return messages.regex_mismatch(definition)
+            try:
+                if pattern.fullmatch(text) is None:
+                    return messages.regex_mismatch(definition)
+            except PatternTooCostly as e:  # `emulator/patterns.py`: the program's size times the text's bytes
+                return messages.regex_too_costly(definition, e.instructions, e.length, e.budget)
             return None
 
         return regex

@@ -435,6 +435,14 @@ def _(c: Context) -> object:
     return contract.check_input(_custom("regex", "[a-z]+"), "call_1", "123")
 
 
+@trigger("regex_too_costly")
+def _(c: Context) -> object:
+    async def on_the_loop() -> contract.Violation | None:
+        return contract.check_input(_custom("regex", "((a|a)+){1,500}!x"), "call_1", "a" * 10_000)
+
+    return asyncio.run(on_the_loop())
+
+
 @trigger("lark_mismatch")
 def _(c: Context) -> object:
     return contract.check_input(_custom("lark", 'start: "a"'), "call_1", "b")

@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 
 from ptc_emulator.emulator.patterns import MATCH_BUDGET, OFF_LOOP_MATCH_BUDGET, PatternTooCostly, compile_pattern
 from ptc_emulator.emulator.rules import contract
-from ptc_emulator.emulator.wire.tools import FunctionTool
+from ptc_emulator.emulator.wire.tools import CustomTool, FunctionTool
 from tests.support import PTC_TOOLS
 
 HUGE = "((a|a)+){1,1000}!x"
@@ -149,3 +149,18 @@ def test_a_common_pattern_matches_a_long_message_read_off_the_loop(unit_http: Te
     answered = _create(unit_http, "x" * 200_000 + " refund r_42")
     assert answered.status_code == 200, answered.text
     assert answered.json()["output"][-1]["content"][0]["text"] == "r_42"
+
+
+def test_a_custom_tools_regex_grammar_is_bounded_as_every_pattern_is() -> None:
+    """A request's custom tool grammar was compiled and matched with no bound at all."""
+    tool = CustomTool.model_validate(
+        {"type": "custom", "name": "c", "format": {"type": "grammar", "syntax": "regex", "definition": COSTLY}}
+    )
+
+    async def on_the_loop() -> contract.Violation | None:
+        return contract.check_input(tool, "call_1", "a" * 10_000)
+
+    violation = asyncio.run(on_the_loop())
+    assert violation is not None
+    assert "the input (10000 bytes) is too costly to match against the regex" in violation.message
+    assert contract.check_input(tool, "call_1", "a" * 20 + "!x") is None
