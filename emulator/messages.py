@@ -658,6 +658,13 @@ def regex_too_costly(definition: str, instructions: int, length: int, budget: in
 
 
 @text(TOOLS, "a contract violation's reason")
+def lark_too_costly(length: int, budget: int) -> str:
+    """A custom tool call's input whose lark parse went past its budget of Python calls (an
+    ambiguous grammar's parse grows with the cube of the input): the check is ended, not run on."""
+    return f"the input ({length} characters) is too costly to parse with the lark grammar: at most {budget} steps"
+
+
+@text(TOOLS, "a contract violation's reason")
 def lark_mismatch(problem: str) -> str:
     """A custom tool call's input that its lark grammar does not parse."""
     return f"the input is not in the lark grammar ({problem})"

@@ -19,9 +19,10 @@ import enum
 import functools
 import itertools
 import json
+import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any, Protocol, TypeAlias
@@ -58,6 +59,7 @@ __all__ = [
     "check_arguments",
     "check_call",
     "check_input",
+    "parses_lark",
     "check_output",
     "check_text_formats",
     "check_tools",
@@ -677,6 +679,11 @@ def check_call(tool: object, call: CallItem) -> Violation | None:
     return None
 
 
+def parses_lark(tool: object) -> bool:
+    """Whether a call to `tool` is checked by a lark grammar's parse (pure Python: best off the loop)."""
+    return isinstance(tool, CustomTool) and isinstance(tool.format, GrammarFormat) and tool.format.syntax == "lark"
+
+
 def check_input(tool: CustomTool, call_id: str, text: str) -> Violation | None:
     if not isinstance(tool.format, GrammarFormat):
         return None
@@ -819,6 +826,35 @@ def _grammar(syntax: str, definition: str) -> _Matcher:
     return _compile_grammar(syntax, definition)
 
 
+LARK_CALL_BUDGET = 2_000_000
+"""Python calls one lark parse may make (about a second): an ambiguous grammar's Earley parse grows
+with the cube of the input and beyond (`x: "a" | x x` took 6.7 s on 200 characters), and lark is
+pure Python, so no other bound holds it."""
+
+
+class _TooManyCalls(Exception):
+    pass
+
+
+def _within_calls(parse: Callable[[str], object], text: str, budget: int) -> object:
+    """`parse(text)`, ended by `_TooManyCalls` at its `budget`-th Python call (counted by a trace
+    function on this thread alone, which sees only calls: no line events)."""
+    calls = 0
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls > budget:
+            raise _TooManyCalls
+
+    before = sys.gettrace()
+    sys.settrace(count)
+    try:
+        return parse(text)
+    finally:
+        sys.settrace(before)
+
+
 def _compile_grammar(syntax: str, definition: str) -> _Matcher:
     if syntax == "regex":
         try:
@@ -845,10 +881,12 @@ def _compile_grammar(syntax: str, definition: str) -> _Matcher:
 
     def lark(text: str) -> str | None:
         try:
-            parser.parse(text)
+            _within_calls(parser.parse, text, LARK_CALL_BUDGET)
         except LarkError as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             return messages.lark_mismatch(first)
+        except _TooManyCalls:
+            return messages.lark_too_costly(len(text), LARK_CALL_BUDGET)
         return None
 
     return lark

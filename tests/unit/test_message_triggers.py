@@ -443,6 +443,11 @@ def _(c: Context) -> object:
     return asyncio.run(on_the_loop())
 
 
+@trigger("lark_too_costly")
+def _(c: Context) -> object:
+    return contract.check_input(_custom("lark", 'start: x\nx: "a" | x x'), "call_1", "a" * 200)
+
+
 @trigger("lark_mismatch")
 def _(c: Context) -> object:
     return contract.check_input(_custom("lark", 'start: "a"'), "call_1", "b")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -164,3 +165,21 @@ def test_a_custom_tools_regex_grammar_is_bounded_as_every_pattern_is() -> None:
     assert violation is not None
     assert "the input (10000 bytes) is too costly to match against the regex" in violation.message
     assert contract.check_input(tool, "call_1", "a" * 20 + "!x") is None
+
+
+def test_a_lark_grammar_parse_is_bounded_by_its_steps() -> None:
+    """An ambiguous grammar's Earley parse grows with the cube of the input and beyond: 200
+    characters took 6.7 s of pure Python (which no thread lets go of) before the bound."""
+    ambiguous = CustomTool.model_validate(
+        {
+            "type": "custom",
+            "name": "c",
+            "format": {"type": "grammar", "syntax": "lark", "definition": 'start: x\nx: "a" | x x'},
+        }
+    )
+    violation = contract.check_input(ambiguous, "call_1", "a" * 200)
+    assert violation is not None
+    assert "the input (200 characters) is too costly to parse with the lark grammar" in violation.message
+    assert contract.check_input(ambiguous, "call_1", "a" * 5) is None
+    assert contract.parses_lark(ambiguous)
+    assert sys.gettrace() is None  # the step counter is gone once the parse ends

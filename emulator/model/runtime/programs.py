@@ -386,10 +386,11 @@ class Runtime:
 
     async def check_call(self, binding: Binding, call: CallItem, prepared: Prepared) -> None:
         """Check a call item the model makes against its tool's schema: a violation goes to the trace,
-        or refuses the request under a strict contract. Long arguments are checked in a worker
-        thread: a schema check walks every value, and the event loop serves other clients meanwhile."""
+        or refuses the request under a strict contract. Long arguments, and any input a lark grammar
+        parses (pure Python, up to a second), are checked in a worker thread: the event loop serves
+        other clients meanwhile."""
         text = getattr(call, "arguments", None) or getattr(call, "input", None)
-        if isinstance(text, str) and len(text) >= contract.OFF_LOOP_CHARS:
+        if (isinstance(text, str) and len(text) >= contract.OFF_LOOP_CHARS) or contract.parses_lark(binding.tool):
             violation = await asyncio.to_thread(contract.check_call, binding.tool, call)
         else:
             violation = contract.check_call(binding.tool, call)
