@@ -16,7 +16,9 @@ message}` (the server could not be reached, or answered with an HTTP error).
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import importlib
 import json
 import math
 from dataclasses import dataclass, replace
@@ -195,8 +197,29 @@ def _bounded(policy: McpPolicy, timeout_s: float | None) -> McpPolicy:
     )
 
 
+_MODULES = ("anyio", "mcp", "mcp.client.sse", "mcp.client.streamable_http", "mcp.shared.exceptions", "mcp_types")
+"""What a listing or call imports: the `mcp` package takes 0.5-1.5 s to import."""
+_imported = False
+
+
+def _import_modules() -> None:
+    global _imported
+    for name in _MODULES:
+        importlib.import_module(name)
+    _imported = True
+
+
+async def _modules() -> None:
+    """The `mcp` package imported in a worker thread the first time it is needed, not on the event
+    loop (where every other client waited for it). A second caller meanwhile waits in its own
+    thread on the import's lock, not on the loop."""
+    if not _imported:
+        await asyncio.to_thread(_import_modules)
+
+
 async def _session(tool: McpTool, policy: McpPolicy, work: Any) -> Any:
     """Connect to the tool's server, run `work(client)`, and close; within the policy's deadline."""
+    await _modules()
     import anyio
     from mcp import Client
     from mcp.client.sse import sse_client
@@ -302,6 +325,7 @@ async def call_tool(
     if tool.server_url is None:
         unreached = messages.no_server(tool.server_label, tool.connector_id)
         return CallResult(error={"type": "http_error", "code": 424, "message": unreached})
+    await _modules()
     from mcp.shared.exceptions import MCPError
 
     async def work(client: Any) -> CallResult:
