@@ -40,6 +40,7 @@ from ptc_emulator.emulator.model import (
 )
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.responses.engine import Engine, Runner
+from ptc_emulator.emulator.rules import contract
 from ptc_emulator.emulator.signing import Signer, load_secret
 from ptc_emulator.emulator.storage import Store, StoreUnavailable, open_store, view
 from ptc_emulator.emulator.tools.egress import OwnAddresses
@@ -122,6 +123,9 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
         # The tokenizer loads now, not on the first request, in a thread while the pool's workers
         # start (processes of their own): neither waits for the other.
         tokenizer = asyncio.ensure_future(asyncio.to_thread(usage.encoding))
+        # So are the schema and grammar checkers' modules: imported by the first request with a
+        # schema, they held the event loop (every client) for 0.3 s or more.
+        checkers = asyncio.ensure_future(asyncio.to_thread(contract.import_checkers))
         pool = None
         sandbox_runner = runner
         if sandbox_runner is None:
@@ -137,10 +141,10 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             try:
                 await pool.start()
             except BaseException:
-                await asyncio.gather(tokenizer, return_exceptions=True)
+                await asyncio.gather(tokenizer, checkers, return_exceptions=True)
                 raise
             sandbox_runner = pool
-        await tokenizer
+        await asyncio.gather(tokenizer, checkers)
         state.pool = pool
         runtime = Runtime(
             signer=state.signer,

@@ -19,7 +19,9 @@ The cases, each the largest of its kind the default limits take (16 MiB bodies):
 * `idle`: no request for a second, health alone: the machine's own noise (the floor);
 * `items`: a create with 200,000 small input items (`store: false`), the last one a program;
 * `output`: a `store: false` resume whose `function_call_output` is 14 MB of one character;
-* `base64`: a `store: false` turn with a 10 MB base64 `data:` image beside its program.
+* `base64`: a `store: false` turn with a 10 MB base64 `data:` image beside its program;
+* `mcp`: a `store: false` turn with a hosted `mcp` tool whose server (the `mcp` package's own, in
+  another process) lists 1,550 tools, a 7 MB listing (the answer's cap is 8 MiB).
 
 "before" is the server with full collections left to CPython during a large request
 (`collector.held_off` made a no-op in the child), or with `--old DIR` the code of another
@@ -34,6 +36,7 @@ import base64
 import contextlib
 import gc
 import json
+import socket
 import statistics
 import subprocess
 import sys
@@ -88,7 +91,8 @@ def serve(mode: str, stacks: bool) -> None:
 
         collector.held_off = _not_held  # type: ignore[assignment]
     data = Path(tempfile.mkdtemp(prefix="bench-lag-"))
-    server = EmulatorServer(Settings(data_dir=data, store="memory", pool_size=2, secret=SECRET)).start()
+    settings = Settings(data_dir=data, store="memory", pool_size=2, secret=SECRET, mcp_allow_private=True)
+    server = EmulatorServer(settings).start()
     settle_heap()
     lags: list[tuple[float, float]] = []
     passes: list[tuple[int, float]] = []
@@ -161,10 +165,47 @@ def _not_held() -> Iterator[None]:
     yield
 
 
+MCP_TOOLS = 1_550
+
+
+def serve_mcp(port: int) -> None:
+    """An MCP server listing `MCP_TOOLS` tools of 4.8 KB of description each (the `mcp` case)."""
+    import uvicorn
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("big")
+    for i in range(MCP_TOOLS):
+
+        def tool(a: str = "", b: int = 0) -> str:
+            return "ok"
+
+        server.tool(name=f"tool_{i}", description=f"d{i} " * 800)(tool)
+    uvicorn.run(server.streamable_http_app(), host="127.0.0.1", port=port, log_level="critical")
+
+
+@contextlib.contextmanager
+def mcp_server() -> Iterator[str]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen([sys.executable, __file__, "--mcp-server", str(port)], cwd=ROOT)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        for _ in range(600):
+            with contextlib.suppress(httpx.HTTPError):
+                httpx.get(url, timeout=1)
+                break
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
 # ---- the client (this script) --------------------------------------------------------------------
 
 
-def bodies(base: str) -> dict[str, Any]:
+def bodies(base: str, mcp_url: str) -> dict[str, Any]:
     """Each case's large body (made once, before anything is measured)."""
     items: list[Any] = [{"role": "user", "content": "hi"}] * 199_999
     items.append({"role": "user", "content": program("text('big')")})
@@ -197,6 +238,15 @@ def bodies(base: str) -> dict[str, Any]:
             "store": False,
         },
         "base64": {"model": "m", "input": [image], "tools": PTC_TOOLS, "store": False},
+        "mcp": {
+            "model": "m",
+            "input": program("text('listed')"),
+            "tools": [
+                {"type": "programmatic_tool_calling"},
+                {"type": "mcp", "server_label": "big", "server_url": mcp_url, "require_approval": "never"},
+            ],
+            "store": False,
+        },
     }
 
 
@@ -283,32 +333,39 @@ def run_case(child: Child, body: bytes) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--serve", help=argparse.SUPPRESS)
+    parser.add_argument("--mcp-server", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--old", help="a checkout of older code (git worktree add DIR COMMIT): it is 'before'")
     parser.add_argument("--only", choices=("before", "after"))
     parser.add_argument("--quick", action="store_true", help="one run of each case")
-    parser.add_argument("--case", action="append", help="only these cases (idle, items, output, base64)")
+    parser.add_argument("--case", action="append", help="only these cases (idle, items, output, base64, mcp)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--stacks", action="store_true", help="print where the loop was in each stall over 20 ms")
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args.stacks)
         return
+    if args.mcp_server:
+        serve_mcp(args.mcp_server)
+        return
     modes = [args.only] if args.only else ["before", "after"]
     runs = 1 if args.quick else args.runs
     results: dict[str, dict[str, list[dict[str, Any]]]] = {}
     encoded: dict[str, bytes] = {}
-    for mode in modes:
-        child = Child(str(Path(args.old).resolve()) if mode == "before" and args.old else mode, args.stacks)
-        try:
-            if not encoded:
-                encoded = {name: json.dumps(b).encode() if b else b"" for name, b in bodies(child.base + "/v1").items()}
-            for _ in range(runs):
-                for name, body in encoded.items():
-                    if args.case and name not in args.case:
-                        continue
-                    results.setdefault(name, {}).setdefault(mode, []).append(run_case(child, body))
-        finally:
-            child.close()
+    with contextlib.ExitStack() as stack:
+        mcp_url = stack.enter_context(mcp_server()) if not args.case or "mcp" in args.case else "http://unused"
+        for mode in modes:
+            child = Child(str(Path(args.old).resolve()) if mode == "before" and args.old else mode, args.stacks)
+            try:
+                if not encoded:
+                    made = bodies(child.base + "/v1", mcp_url).items()
+                    encoded = {name: json.dumps(b).encode() if b else b"" for name, b in made}
+                for _ in range(runs):
+                    for name, body in encoded.items():
+                        if args.case and name not in args.case:
+                            continue
+                        results.setdefault(name, {}).setdefault(mode, []).append(run_case(child, body))
+            finally:
+                child.close()
     for name, by_mode in results.items():
         print(f"\n{name} ({len(encoded[name]) / 1e6:.1f} MB body), median of {runs} run(s)")
         print(f"  {'':22}" + "".join(f"{m:>12}" for m in by_mode))

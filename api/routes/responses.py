@@ -24,6 +24,7 @@ from ptc_emulator.api.context import (
 from ptc_emulator.api.disconnect import unless_disconnected
 from ptc_emulator.api.routes.streaming import stream_create, stream_stored
 from ptc_emulator.emulator import jsonpieces
+from ptc_emulator.emulator.release import release
 from ptc_emulator.emulator.wire.request import CompactRequest, CountTokensRequest, CreateRequest
 
 __all__ = [
@@ -43,18 +44,22 @@ router = APIRouter(prefix="/v1", route_class=BodyRoute)
 
 @router.post("/responses")
 async def create_response(body: CreateRequest, request: Request) -> Response:
-    cursor = request.cursor if isinstance(request, BodyRequest) else None  # what the body reader recognised
-    engine = engine_of(request)
-    scope = scope_of(request.headers, body)
-    await engine.read_ahead(body, len(await request.body()))
-    if body.stream:
-        return await stream_create(request, engine, body, scope, cursor)
-    with journaling_of(request, body, scope, await request.body()) as journaling:
-        prepared = journaling.admit(await engine.attempt_off_loop(body, scope=scope, cursor=cursor))
-        journaling.response = await unless_disconnected(request, engine.run(prepared))
-        reply = JSONResponse(journaling.response, headers=contract_headers(prepared))
-        journaling.rendered = bytes(reply.body)  # the journal keeps these bytes when they are its own JSON text
-        return reply
+    try:
+        cursor = request.cursor if isinstance(request, BodyRequest) else None  # what the body reader recognised
+        engine = engine_of(request)
+        scope = scope_of(request.headers, body)
+        await engine.read_ahead(body, len(await request.body()))
+        if body.stream:
+            return await stream_create(request, engine, body, scope, cursor)
+        with journaling_of(request, body, scope, await request.body()) as journaling:
+            prepared = journaling.admit(await engine.attempt_off_loop(body, scope=scope, cursor=cursor))
+            journaling.response = await unless_disconnected(request, engine.run(prepared))
+            reply = JSONResponse(journaling.response, headers=contract_headers(prepared))
+            journaling.rendered = bytes(reply.body)  # the journal keeps these bytes when they are its own JSON text
+            return reply
+    finally:
+        # 200,000 items freed on the loop as the request's frames end held it 40-150 ms.
+        release(body.input)
 
 
 @router.post("/responses/input_tokens")

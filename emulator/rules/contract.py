@@ -64,6 +64,7 @@ __all__ = [
     "check_text_formats",
     "check_tools",
     "holds_large_schemas",
+    "import_checkers",
     "schema_problem",
     "schema_values",
 ]
@@ -272,6 +273,19 @@ def _evaluated_keys(validator: Any, instance: dict[str, Any], schema: Any) -> se
         elif "else" in schema:
             keys |= _evaluated_keys(validator, instance, schema["else"])
     return keys
+
+
+def import_checkers() -> None:
+    """Import what checking schemas and grammars uses (jsonschema, referencing, lark: about 0.3 s)
+    and build the validator class. The server calls it in a worker thread as it starts, so that
+    the first request with a schema or a grammar does not import them on the event loop, holding
+    every other client meanwhile."""
+    import jsonschema.exceptions  # noqa: F401
+    import lark  # noqa: F401
+    import referencing.exceptions  # noqa: F401
+    import referencing.jsonschema  # noqa: F401
+
+    _validator_class()
 
 
 @functools.cache
@@ -871,7 +885,8 @@ def _compile_grammar(syntax: str, definition: str) -> _Matcher:
             return None
 
         return regex
-    # Imported at the first lark grammar (a custom tool's), not on every server's way to ready.
+    # Imported here, not at the module's import (`ptc-emulator --help` stays quick); the server
+    # imports it in a worker thread as it starts (`import_checkers`).
     from lark import Lark, LarkError
 
     try:

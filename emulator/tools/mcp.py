@@ -16,9 +16,14 @@ message}` (the server could not be reached, or answered with an HTTP error).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
+import importlib
 import json
 import math
+import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -195,8 +200,83 @@ def _bounded(policy: McpPolicy, timeout_s: float | None) -> McpPolicy:
     )
 
 
+_MODULES = ("anyio", "mcp", "mcp.client.sse", "mcp.client.streamable_http", "mcp.shared.exceptions", "mcp_types")
+"""What a listing or call imports: the `mcp` package takes 0.5-1.5 s to import."""
+_imported = False
+
+
+def _import_modules() -> None:
+    global _imported
+    for name in _MODULES:
+        importlib.import_module(name)
+    _imported = True
+
+
+async def _modules() -> None:
+    """The `mcp` package imported in a worker thread the first time it is needed, not on the event
+    loop (where every other client waited for it). A second caller meanwhile waits in its own
+    thread on the import's lock, not on the loop."""
+    if not _imported:
+        await asyncio.to_thread(_import_modules)
+
+
 async def _session(tool: McpTool, policy: McpPolicy, work: Any) -> Any:
-    """Connect to the tool's server, run `work(client)`, and close; within the policy's deadline."""
+    """Connect to the tool's server, run `work(client)`, and close; within the policy's deadline.
+    The session runs on an event loop of its own in a thread of its own (`_apart`): the `mcp`
+    package reads and validates every answer in full (a listing of up to 8 MiB, a call's result),
+    and on the server's loop every other client waited meanwhile."""
+    await _modules()
+    return await _apart(lambda: _connected(tool, policy, work))
+
+
+async def _apart(start: Callable[[], Awaitable[Any]]) -> Any:
+    """`await start()` on a new event loop in a new thread (not the default executor's: a session
+    lasts up to its deadline, and those threads are few and shared with the request bodies' work).
+    Cancelled here, it is cancelled there and this waits no more."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+    there: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = []
+    lock = threading.Lock()
+    cancelled = False
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if done.done():
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)
+
+    async def main() -> Any:
+        task = asyncio.current_task()
+        assert task is not None
+        with lock:
+            if cancelled:
+                task.cancel()
+            there.append((asyncio.get_running_loop(), task))
+        return await start()
+
+    def run() -> None:
+        try:
+            result, error = asyncio.run(main()), None
+        except BaseException as e:  # handed to the waiting task, which raises it
+            result, error = None, e
+        with contextlib.suppress(RuntimeError):  # the server's loop closed meanwhile
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=run, name="ptc-emulator-mcp", daemon=True).start()
+    try:
+        return await done
+    except asyncio.CancelledError:
+        with lock:
+            cancelled = True
+            for other, task in there:
+                with contextlib.suppress(RuntimeError):  # that loop ended meanwhile
+                    other.call_soon_threadsafe(task.cancel)
+        raise
+
+
+async def _connected(tool: McpTool, policy: McpPolicy, work: Any) -> Any:
     import anyio
     from mcp import Client
     from mcp.client.sse import sse_client
@@ -302,6 +382,7 @@ async def call_tool(
     if tool.server_url is None:
         unreached = messages.no_server(tool.server_label, tool.connector_id)
         return CallResult(error={"type": "http_error", "code": 424, "message": unreached})
+    await _modules()
     from mcp.shared.exceptions import MCPError
 
     async def work(client: Any) -> CallResult:

@@ -190,13 +190,20 @@ class Runtime:
             if label in listed or not tool.direct:
                 continue
             listing = await hosted.listing(tool)
-            listed_tools = McpListTools(
-                id=self.ids("mcpl"),
-                server_label=label,
-                tools=[McpListedTool.model_validate(entry) for entry in listing.tools],
-            )
-            hosted.count(listed_tools)  # a store: false client sends it back with the rest
-            emit(listed_tools)
+            item_id = self.ids("mcpl")
+
+            def made(label: str = label, listing: Any = listing, item_id: str = item_id) -> McpListTools:
+                item = McpListTools(
+                    id=item_id,
+                    server_label=label,
+                    tools=[McpListedTool.model_validate(entry) for entry in listing.tools],
+                )
+                hosted.count(item)  # a store: false client sends it back with the rest
+                return item
+
+            # A listing is up to 8 MiB of tools: validated and measured in a worker thread, not
+            # on the event loop (where every other client waited for it).
+            emit(await asyncio.to_thread(made))
 
     async def resume(self, prepared: Prepared, runner: Runner, emit: Callable[[Item], None]) -> bool | None:
         """Continue the open program, if any, from the client's answers: True when it finished,
