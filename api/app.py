@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import hmac
 import logging
@@ -45,6 +46,10 @@ from ptc_emulator.emulator.signing import Signer, load_secret
 from ptc_emulator.emulator.storage import Store, StoreUnavailable, open_store, view
 from ptc_emulator.emulator.tools.egress import OwnAddresses
 from ptc_emulator.sandbox import Pool, PoolConfig
+
+WORKER_THREADS = 64
+"""The server's worker threads (its event loop's default executor): enough that a few requests
+with long work in them never hold the others' short hops (a store write, a read) behind them."""
 
 __all__ = ["AppState", "create_app"]
 
@@ -120,6 +125,12 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # The worker threads every `asyncio.to_thread` runs in (store writes, long reads, checks of
+        # large schemas): asyncio's default of min(32, cores + 4), six on two cores, let six
+        # requests with seconds of work each hold every other client's store write behind them.
+        asyncio.get_running_loop().set_default_executor(
+            concurrent.futures.ThreadPoolExecutor(max_workers=WORKER_THREADS, thread_name_prefix="ptc-emulator-worker")
+        )
         # The tokenizer loads now, not on the first request, in a thread while the pool's workers
         # start (processes of their own): neither waits for the other.
         tokenizer = asyncio.ensure_future(asyncio.to_thread(usage.encoding))
