@@ -651,12 +651,3 @@ def _holds_long_text(given: object) -> bool:
             if size >= contract.OFF_LOOP_CHARS:
                 return True
     return False
-    for item in given:
-        output = getattr(item, "output", None)
-        if isinstance(output, list):
-            size = sum(len(getattr(part, "text", None) or "") for part in output)
-        else:
-            size = len(output) if isinstance(output, str) else 0
-        if size >= contract.OFF_LOOP_CHARS:
-            return True
-    return False
