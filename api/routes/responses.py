@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from ptc_emulator.api.bodies import BodyRequest, BodyRoute
 from ptc_emulator.api.context import (
@@ -22,6 +22,7 @@ from ptc_emulator.api.context import (
     scope_of,
 )
 from ptc_emulator.api.disconnect import unless_disconnected
+from ptc_emulator.api.replies import json_reply
 from ptc_emulator.api.routes.streaming import stream_create, stream_stored
 from ptc_emulator.emulator import jsonpieces
 from ptc_emulator.emulator.release import release
@@ -54,7 +55,8 @@ async def create_response(body: CreateRequest, request: Request) -> Response:
         with journaling_of(request, body, scope, await request.body()) as journaling:
             prepared = journaling.admit(await engine.attempt_off_loop(body, scope=scope, cursor=cursor))
             journaling.response = await unless_disconnected(request, engine.run(prepared))
-            reply = JSONResponse(journaling.response, headers=contract_headers(prepared))
+            # A long reply (megabytes of output) is encoded in a worker thread, a piece at a time.
+            reply = await json_reply(journaling.response, headers=contract_headers(prepared))
             journaling.rendered = bytes(reply.body)  # the journal keeps these bytes when they are its own JSON text
             return reply
     finally:
@@ -96,7 +98,7 @@ async def retrieve_response(
         return stream_stored(request, engine, response_id, starting_after, scope)
     # Reading a stored response reads its input items too: a long record's take their time (200,000
     # items: most of a second), in a worker thread so no other client waits on them.
-    return JSONResponse(await asyncio.to_thread(engine.retrieve, response_id, scope=scope))
+    return await json_reply(await asyncio.to_thread(engine.retrieve, response_id, scope=scope))
 
 
 @router.delete("/responses/{response_id}")

@@ -1,0 +1,53 @@
+"""A reply made a piece at a time (`jsonreply.render`) is `JSONResponse`'s bytes, and fails where
+it fails; `jsonreply.long` calls long what is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.responses import JSONResponse
+
+from ptc_emulator.emulator import jsonreply
+
+
+def _item(n: int) -> dict[str, Any]:
+    text = 'é\u2028"\\\x01😀' * (n % 3)
+    return {"id": f"m{n}", "text": text, "x": [1, 2.5, None, True, -0.0, 10**30], "d": {}, "e": []}
+
+
+VALUES: list[Any] = [
+    {},
+    [],
+    None,
+    "text",
+    {"output": [_item(n) for n in range(5_000)], "usage": {"total": 1}},
+    {"output": [{"type": "mcp_list_tools", "tools": [{"name": f"t{n}", "d": "x " * 2_400} for n in range(1_550)]}]},
+    {"text": "y" * (3 * jsonreply.PIECE_CHARS + 7) + 'é😀\n"'},
+    [[1] * 40_000] * 3,
+    {1: 2, "a": 3, None: [1]},
+    (1, 2, (3, [4])),
+    {"k": [_item(n) for n in range(jsonreply.SHORT + 1)]},
+    [[[[[[[[[[{"deep": [1, {"x": "y"}]}]]]]]]]]]],
+    [{"a": n} for n in range(jsonreply.VISITS + 50)],
+]
+
+
+@pytest.mark.parametrize("value", VALUES, ids=range(len(VALUES)))
+def test_the_bytes_are_json_responses_own(value: Any) -> None:
+    assert jsonreply.render(value) == JSONResponse(value).body
+
+
+@pytest.mark.parametrize("value", [float("nan"), {"a": [1, float("inf")]}, {"a": object()}, {"s": "\ud800" * 10}])
+def test_what_json_response_refuses_is_refused(value: Any) -> None:
+    with pytest.raises((ValueError, TypeError)) as before:
+        JSONResponse(value)
+    with pytest.raises(before.type):
+        jsonreply.render(value)
+
+
+def test_long_is_about_the_text() -> None:
+    assert not jsonreply.long({"id": "resp_1", "output": [_item(n) for n in range(20)]})
+    assert jsonreply.long({"output": [{"text": "x" * jsonreply.LONG_CHARS}]})
+    assert jsonreply.long({"output": [_item(1)] * 3_000})
+    assert jsonreply.long({str(n): n for n in range(5_000)})

@@ -1,0 +1,85 @@
+"""A long reply is encoded off the event loop: `POST /v1/responses` and `GET /v1/responses/{id}`
+hand a reply of some 64 K characters or more to a worker thread (`api.replies.rendered`), which
+makes `JSONResponse`'s bytes a piece at a time. Health and a small create are answered while that
+step is held on an event the test sets. On the code before, `JSONResponse` encoded every reply on
+the loop (a 7 MB one 20-40 ms): the held step was never reached and the test failed there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.responses import JSONResponse
+
+from ptc_emulator.api import replies
+from ptc_emulator.testing.server import EmulatorServer
+from tests.api.api_support import PTC_TOOLS, program_message
+from tests.usage.held import Held, while_held
+
+CHARS = 200_000
+
+
+@pytest.fixture
+def held() -> Iterator[Held]:
+    holder = Held()
+    yield holder
+    holder.release.set()
+
+
+@pytest.fixture
+def rendered(monkeypatch: pytest.MonkeyPatch, held: Held) -> list[bytes]:
+    """Every reply made in the worker thread; the first one held until the test lets it go."""
+    made: list[bytes] = []
+    real = replies.rendered
+
+    def render(value: Any) -> bytes:
+        held.hold()
+        made.append(real(value))
+        assert made[-1] == JSONResponse(value).body  # the bytes the loop made before
+        return made[-1]
+
+    monkeypatch.setattr(replies, "rendered", render)
+    return made
+
+
+def _long_text(store: bool) -> dict[str, Any]:
+    code = f"text('é\"'.repeat({CHARS // 2}))"
+    return {"model": "m", "input": program_message(code), "tools": PTC_TOOLS, "store": store}
+
+
+def test_a_long_create_reply_is_encoded_off_the_loop(
+    make_server: Callable[..., EmulatorServer], held: Held, rendered: list[bytes]
+) -> None:
+    server = make_server()
+    done = while_held(server, held, lambda client: client.post("/responses", json=_long_text(False)))
+    assert done["output"][-1]["content"][0]["text"] == 'é"' * (CHARS // 2)
+    assert len(rendered) == 1
+
+
+def test_a_long_stored_reply_is_read_back_off_the_loop(
+    make_server: Callable[..., EmulatorServer], held: Held, rendered: list[bytes]
+) -> None:
+    server = make_server()
+    held.entered.set()  # the create's own reply passes
+    with httpx.Client(base_url=server.base_url, timeout=300) as client:
+        created = client.post("/responses", json=_long_text(True))
+    assert created.status_code == 200, created.text[:500]
+    held.entered.clear()
+    answer = created.json()
+    got = while_held(server, held, lambda client: client.get(f"/responses/{answer['id']}"))
+    assert got["output"] == answer["output"]
+    assert len(rendered) == 2
+
+
+def test_a_short_reply_is_encoded_where_it_is(
+    make_server: Callable[..., EmulatorServer], rendered: list[bytes]
+) -> None:
+    server = make_server()
+    with httpx.Client(base_url=server.base_url, timeout=60) as client:
+        body = {"model": "m", "input": program_message("text('hi')"), "tools": PTC_TOOLS}
+        reply = client.post("/responses", json=body)
+    assert reply.status_code == 200, reply.text[:500]
+    assert rendered == []
