@@ -24,11 +24,12 @@ is one `json.dumps` call, with its own errors (a NaN, a type JSON has no form fo
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from ptc_emulator.emulator.jsonpieces import between
 
-__all__ = ["DEPTH", "LONG_CHARS", "PIECE_CHARS", "SHORT", "VISITS", "long", "render"]
+__all__ = ["DEPTH", "LONG_CHARS", "PIECE_CHARS", "SHORT", "VISITS", "long", "render", "texts"]
 
 PIECE_CHARS = 256 * 1024
 """About the most text one piece makes (a millisecond of encoding or so)."""
@@ -44,22 +45,35 @@ _WALK = 2_000
 """Values `long` looks at before it calls a reply long whatever their text."""
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"))
-
-
 def render(value: Any) -> bytes:
     """`JSONResponse(value).body`, made a piece at a time (see the module)."""
-    writer = _Writer()
+    return b"".join(text.encode("utf-8") for text in texts(value, ensure_ascii=False, allow_nan=False))
+
+
+def texts(
+    value: Any, *, ensure_ascii: bool = True, allow_nan: bool = True, separators: tuple[str, str] = (",", ":")
+) -> list[str]:
+    """`json.dumps(value, ensure_ascii=..., allow_nan=..., separators=...)` as pieces of about
+    `PIECE_CHARS` characters (joined, they are its text), made a piece at a time: the other
+    threads run between two. The errors are `json.dumps`'s own, from the same value."""
+    comma, colon = separators
+
+    def dumps(part: Any) -> str:
+        return json.dumps(part, ensure_ascii=ensure_ascii, allow_nan=allow_nan, separators=separators)
+
+    writer = _Writer(dumps, comma, colon)
     writer.put(value, 0)
     return writer.done()
 
 
 class _Writer:
-    def __init__(self) -> None:
+    def __init__(self, dumps: Callable[[Any], str], comma: str, colon: str) -> None:
+        self.dumps = dumps
+        self.comma = comma
+        self.colon = colon
         self.pending: list[str] = []
         self.size = 0
-        self.chunks: list[bytes] = []
+        self.chunks: list[str] = []
         self.visits = 0
 
     def add(self, text: str) -> None:
@@ -71,15 +85,16 @@ class _Writer:
 
     def flush(self) -> None:
         if self.pending:
-            self.chunks.append("".join(self.pending).encode("utf-8"))
+            self.chunks.append("".join(self.pending))
             self.pending.clear()
             self.size = 0
 
-    def done(self) -> bytes:
+    def done(self) -> list[str]:
         self.flush()
-        return b"".join(self.chunks)
+        return self.chunks
 
     def put(self, value: Any, depth: int) -> None:
+        _dumps, comma = self.dumps, self.comma
         kind = type(value)
         if depth >= DEPTH or self.visits >= VISITS:
             self.add(_dumps(value))
@@ -97,9 +112,9 @@ class _Writer:
             self.visits += 1
             mark = "{"
             for key, item in value.items():
-                self.add(mark + _dumps(key) + ":")
+                self.add(mark + _dumps(key) + self.colon)
                 self.put(item, depth + 1)
-                mark = ","
+                mark = comma
             self.add("}")
             return
         if (kind is list or kind is tuple) and value:
@@ -109,14 +124,14 @@ class _Writer:
                 for item in value:
                     self.add(mark)
                     self.put(item, depth + 1)
-                    mark = ","
+                    mark = comma
                 self.add("]")
                 return
             self.add("[")
             run, start = SHORT, 0
             while start < len(value):
                 text = _dumps(value[start : start + run])[1:-1]
-                self.add(("," if start else "") + text)
+                self.add((comma if start else "") + text)
                 start += run
                 run = max(1, min(1000, run * PIECE_CHARS // max(1, len(text))))
             self.add("]")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
@@ -15,7 +14,7 @@ from pydantic import (
     model_validator,
 )
 
-from ptc_emulator.emulator import messages
+from ptc_emulator.emulator import jsonreply, messages
 from ptc_emulator.emulator.wire.items import (
     MAX_DEPTH,
     InputItem,
@@ -58,7 +57,9 @@ def check_json(value: Any) -> None:
     holds the interpreter for the whole of it (the encoder lets go of it only when done)."""
     try:
         for piece in _pieces(value):
-            json.dumps(piece, allow_nan=False, ensure_ascii=False).encode("utf-8")
+            # A long string (a 14 MB tool output) a slice at a time too; NaN found before a surrogate.
+            for text in jsonreply.texts(piece, ensure_ascii=False, allow_nan=False):
+                text.encode("utf-8")
     except RecursionError as e:
         raise ValueError(messages.json_too_deep(MAX_DEPTH)) from e
     except ValueError as e:

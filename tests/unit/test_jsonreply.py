@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from fastapi.responses import JSONResponse
 
-from ptc_emulator.emulator import jsonreply
+from ptc_emulator.emulator import jsonreply, messages
+from ptc_emulator.emulator.wire.request import check_json
 
 
 def _item(n: int) -> dict[str, Any]:
@@ -51,3 +52,29 @@ def test_long_is_about_the_text() -> None:
     assert jsonreply.long({"output": [{"text": "x" * jsonreply.LONG_CHARS}]})
     assert jsonreply.long({"output": [_item(1)] * 3_000})
     assert jsonreply.long({str(n): n for n in range(5_000)})
+
+
+def test_a_long_string_is_checked_a_slice_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`check_json` (a create's NaN and lone-surrogate check, in the worker thread reading a large
+    body) let the other threads run only between two slices of a long list: a 14 MB tool output
+    was one C call (30-60 ms in which the event loop waited). Now it lets them run within it."""
+    pauses: list[int] = []
+    monkeypatch.setattr(jsonreply, "between", lambda: pauses.append(1))
+    check_json({"input": [{"type": "function_call_output", "output": "y" * (8 * jsonreply.PIECE_CHARS)}]})
+    assert len(pauses) >= 7
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ({"a": "\ud800" + "y" * (2 * jsonreply.PIECE_CHARS), "b": float("nan")}, "number_not_finite"),
+        ({"a": "y" * (2 * jsonreply.PIECE_CHARS) + "\ud800"}, "lone_surrogate"),
+        ({"a": [1.0] * 5_000 + [float("inf")]}, "number_not_finite"),
+    ],
+)
+def test_the_first_error_is_the_one_before(value: Any, error: str) -> None:
+    """The whole text is made before it is encoded, as before: a NaN anywhere is found before a
+    lone surrogate."""
+    with pytest.raises(ValueError) as raised:
+        check_json(value)
+    assert str(raised.value) == getattr(messages, error)()
