@@ -7,6 +7,7 @@ comment frame, `: keep-alive\\n\\n`, which SSE parsers skip.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -15,7 +16,9 @@ import anyio
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-__all__ = ["KEEP_ALIVE", "EventStreamResponse", "frame"]
+from ptc_emulator.emulator import jsonreply
+
+__all__ = ["KEEP_ALIVE", "EventStreamResponse", "frame", "framed", "long_frame"]
 
 KEEP_ALIVE = b": keep-alive\n\n"
 
@@ -26,6 +29,21 @@ def frame(event: dict[str, Any]) -> bytes:
     """One event as an SSE frame."""
     data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
     return f"event: {event['type']}\ndata: {data}\n\n".encode()
+
+
+async def framed(event: dict[str, Any]) -> bytes:
+    """`frame(event)`; a long event (`response.completed` of a reply of megabytes) made in a worker
+    thread, a piece at a time (`jsonreply`): `frame` held the event loop 20-40 ms for 7 MB. The
+    stream awaits it before its next frame, so the frames keep their order."""
+    if not jsonreply.long(event):
+        return frame(event)
+    return await asyncio.to_thread(long_frame, event)
+
+
+def long_frame(event: dict[str, Any]) -> bytes:
+    """`frame(event)`, a piece at a time (in a worker thread)."""
+    pieces = (text.encode() for text in jsonreply.texts(event, ensure_ascii=False))
+    return b"".join([f"event: {event['type']}\ndata: ".encode(), *pieces, b"\n\n"])
 
 
 class EventStreamResponse(StreamingResponse):

@@ -44,7 +44,7 @@ from fastapi.responses import Response
 
 from ptc_emulator.api.context import contract_headers, journaling_of
 from ptc_emulator.api.journaling import Journaling
-from ptc_emulator.api.sse import KEEP_ALIVE, EventStreamResponse, frame
+from ptc_emulator.api.sse import KEEP_ALIVE, EventStreamResponse, frame, framed
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.history.cursor import Extension
@@ -235,7 +235,7 @@ async def stream_create(
 
 async def _frames(play: Play, keepalive_s: float) -> AsyncIterator[bytes]:
     async for event in play.tell(keepalive_s):
-        yield KEEP_ALIVE if event is None else frame(event)
+        yield KEEP_ALIVE if event is None else await framed(event)
     if play.error is not None:
         yield frame(play.sequence.number(error_event(play.error)))
 
@@ -260,7 +260,7 @@ async def _replay(
         for event in events.replay(final):
             sequence.next = event["sequence_number"] + 1
             if starting_after is None or event["sequence_number"] > starting_after:
-                yield frame(event)
+                yield await framed(event)
     except Exception as e:
         if not isinstance(e, EmulatorError):
             log.exception("unhandled error while replaying a stream")

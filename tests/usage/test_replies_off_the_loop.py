@@ -8,16 +8,17 @@ the loop (a 7 MB one 20-40 ms): the held step was never reached and the test fai
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import pytest
 from fastapi.responses import JSONResponse
 
-from ptc_emulator.api import replies
+from ptc_emulator.api import replies, sse
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import PTC_TOOLS, program_message
-from tests.usage.held import Held, while_held
+from tests.usage.held import Held, others_answered_while_held, while_held
 
 CHARS = 200_000
 
@@ -83,3 +84,37 @@ def test_a_short_reply_is_encoded_where_it_is(
         reply = client.post("/responses", json=body)
     assert reply.status_code == 200, reply.text[:500]
     assert rendered == []
+
+
+def test_a_long_event_of_a_stream_is_framed_off_the_loop(
+    make_server: Callable[..., EmulatorServer], held: Held, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`response.output_item.done` and `response.completed` of a long reply are framed in a worker
+    thread (`sse.long_frame`), in order; on the code before, `frame` made them on the loop."""
+    real = sse.long_frame
+    framed: list[str] = []
+
+    def long_frame(event: dict[str, Any]) -> bytes:
+        held.hold()
+        made = real(event)
+        assert made == sse.frame(event)
+        framed.append(event["type"])
+        return made
+
+    monkeypatch.setattr(sse, "long_frame", long_frame)
+    server = make_server()
+
+    def large() -> httpx.Response:
+        with httpx.Client(base_url=server.base_url, timeout=300) as client:
+            return client.post("/responses", json={**_long_text(False), "stream": True})
+
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(large)
+        others_answered_while_held(server, held.entered, held.release, pending)
+        reply = pending.result(timeout=300)
+    assert reply.status_code == 200, reply.text[:500]
+    kinds = [line.removeprefix("event: ") for line in reply.text.splitlines() if line.startswith("event: ")]
+    assert kinds[-1] == "response.completed"
+    sent = iter(kinds)
+    assert all(kind in sent for kind in framed)  # a subsequence: in the stream's order
+    assert "response.completed" in framed
