@@ -3,12 +3,15 @@ it fails; `jsonreply.long` calls long what is."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from fastapi.responses import JSONResponse
 
 from ptc_emulator.emulator import jsonreply, messages
+from ptc_emulator.emulator.model.runtime.hosted import visible_size
+from ptc_emulator.emulator.wire.items import McpListTools
 from ptc_emulator.emulator.wire.request import check_json
 
 
@@ -78,3 +81,15 @@ def test_the_first_error_is_the_one_before(value: Any, error: str) -> None:
     with pytest.raises(ValueError) as raised:
         check_json(value)
     assert str(raised.value) == getattr(messages, error)()
+
+
+def test_a_long_listing_is_measured_a_piece_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`visible_size` of a 7 MB `mcp_list_tools` item was one `json.dumps` call in the worker
+    thread (the event loop waited on it); now the other threads run between pieces. Same size."""
+    tools = [{"name": f"t{n}", "description": "d é " * 1_200, "input_schema": {"type": "object"}} for n in range(300)]
+    item = McpListTools(id="mcpl_1", server_label="big", tools=tools)
+    before = len(json.dumps(item.model_dump(mode="json", exclude_none=True), separators=(",", ":")))
+    pauses: list[int] = []
+    monkeypatch.setattr(jsonreply, "between", lambda: pauses.append(1))
+    assert visible_size(item) == before
+    assert pauses

@@ -46,7 +46,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from ptc_emulator.emulator import messages
+from ptc_emulator.emulator import jsonreply, messages
 from ptc_emulator.emulator.model.runtime.hidden_results import HiddenResults
 from ptc_emulator.emulator.patterns import PatternError, PatternTooCostly, compile_pattern
 from ptc_emulator.emulator.rules.conversation import Conversation
@@ -559,8 +559,9 @@ def _sealed_size(item: ReasoningItem) -> int:
 
 def visible_size(item: Item) -> int:
     """The bytes a visible item takes in a request that sends it back: its JSON with every
-    non-ASCII character escaped, as the most escaping clients send it."""
-    return len(json.dumps(item.model_dump(mode="json", exclude_none=True), separators=(",", ":")))
+    non-ASCII character escaped, as the most escaping clients send it. A long one (a 7 MB listing)
+    is measured a piece at a time, letting the other threads run between two (`jsonreply`)."""
+    return sum(map(len, jsonreply.texts(item.model_dump(mode="json", exclude_none=True))))
 
 
 def visible_items(items: list[Item]) -> list[Item]:
