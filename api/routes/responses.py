@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -24,7 +25,7 @@ from ptc_emulator.api.context import (
 from ptc_emulator.api.disconnect import unless_disconnected
 from ptc_emulator.api.replies import json_reply
 from ptc_emulator.api.routes.streaming import stream_create, stream_stored
-from ptc_emulator.emulator import jsonpieces
+from ptc_emulator.emulator import collector, jsonpieces
 from ptc_emulator.emulator.release import release
 from ptc_emulator.emulator.wire.request import CompactRequest, CountTokensRequest, CreateRequest
 
@@ -52,7 +53,10 @@ async def create_response(body: CreateRequest, request: Request) -> Response:
         await engine.read_ahead(body, len(await request.body()))
         if body.stream:
             return await stream_create(request, engine, body, scope, cursor)
-        with journaling_of(request, body, scope, await request.body()) as journaling:
+        # An MCP server's listing (up to 8 MiB) makes as many objects as a large body: full
+        # collections are held off meanwhile (a 7 MB one started a 90-150 ms one), as for a large body.
+        held = collector.held_off() if _lists_remote_tools(body) else contextlib.nullcontext()
+        with held, journaling_of(request, body, scope, await request.body()) as journaling:
             prepared = journaling.admit(await engine.attempt_off_loop(body, scope=scope, cursor=cursor))
             journaling.response = await unless_disconnected(request, engine.run(prepared))
             # A long reply (megabytes of output) is encoded in a worker thread, a piece at a time.
@@ -62,6 +66,11 @@ async def create_response(body: CreateRequest, request: Request) -> Response:
     finally:
         # 200,000 items freed on the loop as the request's frames end held it 40-150 ms.
         release(body.input)
+
+
+def _lists_remote_tools(body: CreateRequest) -> bool:
+    """Whether the create may list a hosted `mcp` tool's server."""
+    return any(getattr(tool, "type", None) == "mcp" and getattr(tool, "server_url", None) for tool in body.tools or ())
 
 
 @router.post("/responses/input_tokens")

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from ptc_emulator.api.settings import Settings
+from ptc_emulator.emulator import collector
 from ptc_emulator.emulator.model.runtime import hosted
 from ptc_emulator.emulator.tools import mcp
 from ptc_emulator.testing.server import EmulatorServer
@@ -72,3 +73,25 @@ def test_a_listing_is_read_off_the_loop(
     assert answer.status_code == 200, answer.text[:500]
     (listing,) = [item for item in answer.json()["output"] if item["type"] == "mcp_list_tools"]
     assert {t["name"] for t in listing["tools"]} >= {"lookup", "delete_page"}
+
+
+def test_full_collections_are_held_off_while_a_listing_is_read(
+    server: EmulatorServer, docs: DocsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing of up to 8 MiB makes as many objects as a large body, and a full collection it
+    started walked them all with the interpreter held (90-150 ms for 7 MB): held off meanwhile, as
+    for a large body. On the code before, a small body with an `mcp` tool held nothing off."""
+    seen: list[bool] = []
+    real = mcp._filtered
+
+    def noting(*args: Any, **kwargs: Any) -> Any:
+        seen.append(collector.held())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mcp, "_filtered", noting)
+    tool = {"type": "mcp", "server_label": "docs_server", "server_url": docs.url, "require_approval": "never"}
+    body = {"model": "m", "input": "Run this program.\n```js\ntext('listed')\n```", "tools": [tool], "store": False}
+    answer = httpx.post(f"{server.base_url}/responses", json=body, timeout=300)
+    assert answer.status_code == 200, answer.text[:500]
+    assert seen == [True]
+    assert not collector.held()
