@@ -390,6 +390,9 @@ class Engine:
         delivery = prepared.delivery
         if delivery is not None and delivery.latency_ms:
             await asyncio.sleep(delivery.latency_ms / 1000)
+        hosted = getattr(prepared.plan, "hosted", None)
+        if hosted is not None and len(prepared.conversation.items) > OFF_LOOP_ITEMS:
+            await asyncio.to_thread(hosted.read_ahead)  # its scans of every item, not on the loop
         output = await self.model.play(prepared, self.runner) if prepared.plan is not None else []
         long = len(prepared.conversation.items) + len(output) > OFF_LOOP_ITEMS
         if long or prepared.store:

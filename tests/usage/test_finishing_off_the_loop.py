@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from ptc_emulator.emulator.model.runtime.hosted import Hosted
 from ptc_emulator.emulator.responses.engine import OFF_LOOP_ITEMS, Engine
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import PTC_TOOLS, program_message
@@ -114,3 +115,23 @@ def test_a_long_inputs_tokens_are_counted_off_the_loop(
     body = {"model": "m", "input": _long_input("text('big')")}
     counted = while_held(server, held, lambda client: client.post("/responses/input_tokens", json=body))
     assert counted["input_tokens"] > ITEMS
+
+
+def test_a_long_conversations_items_are_scanned_off_the_loop_before_the_play(
+    make_server: Callable[..., EmulatorServer], held: Held, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The play reads the conversation's listings and sealed results over every item (two scans,
+    some 10 ms each for 200,000 items), on the event loop; they are read in a worker thread before
+    it now (`Hosted.read_ahead`), and the play's reads are cache hits. On the code before there was
+    no such step: the held step was never reached."""
+    real = Hosted.read_ahead
+
+    def read_ahead(self: Hosted) -> None:
+        held.hold()
+        real(self)
+
+    monkeypatch.setattr(Hosted, "read_ahead", read_ahead)
+    server = make_server()
+    body = {"model": "m", "input": _long_input("text('big')"), "tools": PTC_TOOLS, "store": False}
+    done = while_held(server, held, lambda client: client.post("/responses", json=body))
+    assert done["output"][-1]["content"][0]["text"] == "big"

@@ -39,6 +39,7 @@ drop ids).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from ptc_emulator.emulator import jsonreply, messages
+from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.model.runtime.hidden_results import HiddenResults
 from ptc_emulator.emulator.patterns import PatternError, PatternTooCostly, compile_pattern
 from ptc_emulator.emulator.rules.conversation import Conversation
@@ -222,6 +224,7 @@ class Hosted:
     _added: int = 0
     """What this response adds to it."""
     _opened: list[tuple[ReasoningItem, dict[str, Any]]] | None = None
+    _listed: set[str] | None = None
 
     # ---- the request's hosted tools -------------------------------------------------------------
 
@@ -291,6 +294,21 @@ class Hosted:
         return bool(dot) and tool is not None and tool.programmatic
 
     # ---- the sealed results -----------------------------------------------------------------------
+
+    def listed_servers(self) -> set[str]:
+        """The server labels the conversation's `mcp_list_tools` items list (read once)."""
+        if self._listed is None:
+            self._listed = {i.server_label for i in of_type(self.conversation.items, McpListTools)}
+        return self._listed
+
+    def read_ahead(self) -> None:
+        """What the play reads over every item of the conversation (its listings, its sealed
+        results), read now: for a long conversation, in a worker thread before the play, whose
+        reads are then cached (200,000 items: two scans of some 10 ms that held the event loop).
+        A sealed result that does not open is left for the play to refuse, where it did."""
+        self.listed_servers()
+        with contextlib.suppress(EmulatorError):
+            self._runtime_items()
 
     def _runtime_items(self) -> list[tuple[ReasoningItem, dict[str, Any]]]:
         """The conversation's sealed results, opened (each reasoning item the runtime made)."""

@@ -57,7 +57,6 @@ from ptc_emulator.emulator.wire.items import (
     ProgramOutputItem,
     ReasoningItem,
     dump,
-    of_type,
 )
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.sandbox import (
@@ -185,7 +184,7 @@ class Runtime:
         A server whose tools only programs may call is listed inside the runtime instead: the
         Runner judges an item without a caller as direct (contract §12)."""
         hosted = plan_of(prepared).hosted
-        listed = {i.server_label for i in of_type(prepared.conversation.items, McpListTools)}
+        listed = hosted.listed_servers()
         for label, tool in hosted.mcp_tools.items():
             if label in listed or not tool.direct:
                 continue
