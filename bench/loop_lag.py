@@ -8,7 +8,10 @@
 The server runs in a child process of this script, in process there (`EmulatorServer`, its heap
 frozen once started as `serve` does), so that the child can measure its own event loop: a probe
 task sleeps 5 ms over and over on the server's loop, and its lag is how much later than asked it
-woke ("lag max after": in the 0.2 s after the answer reached the client). The child counts the
+woke ("lag max after": in the 0.2 s after the answer reached the client), and "loop CPU max" the
+most CPU time the loop's own thread used between two of its wakes, whatever else ran: the longest
+on-loop step, which the machine's load does not lengthen (the lag counts the worker threads'
+long C calls and the other processes too). The child counts the
 garbage collector's passes by generation and times them (`gc.callbacks`). This script is the
 client: while it sends one large request it asks `GET /_emulator/health` every 5 ms from another
 thread, and prints the health answers' latency. `--stacks` prints, for each stall of the loop
@@ -95,6 +98,7 @@ def serve(mode: str, stacks: bool) -> None:
     server = EmulatorServer(settings).start()
     settle_heap()
     lags: list[tuple[float, float]] = []
+    cpu: list[tuple[float, float]] = []
     passes: list[tuple[int, float]] = []
     recording = threading.Event()
     started: dict[int, float] = {}
@@ -117,10 +121,12 @@ def serve(mode: str, stacks: bool) -> None:
         loop_thread.append(threading.get_ident())
         while True:
             asked = ticked[0] = time.perf_counter()
+            used = time.thread_time()
             await asyncio.sleep(PROBE_S)
             ticked[0] = time.perf_counter()
             if recording.is_set():
                 lags.append((ticked[0], ticked[0] - asked - PROBE_S))
+                cpu.append((ticked[0], time.thread_time() - used))
 
     def watch() -> None:
         """With --stacks: where the loop is while it has not ticked for 20 ms (once a stall)."""
@@ -147,6 +153,7 @@ def serve(mode: str, stacks: bool) -> None:
     for line in sys.stdin:
         if line.strip() == "begin":
             lags.clear()
+            cpu.clear()
             passes.clear()
             stalls.clear()
             recording.set()
@@ -156,7 +163,9 @@ def serve(mode: str, stacks: bool) -> None:
             answered = float(line.split()[1])  # (perf_counter is the system's monotonic clock)
             during = [lag for at, lag in lags if at <= answered]
             after = [lag for at, lag in lags if at > answered]
-            print(json.dumps({"lags": during, "after": after, "passes": passes, "stalls": stalls}), flush=True)
+            used = [spent for _, spent in cpu]
+            seen = {"lags": during, "after": after, "cpu": used, "passes": passes, "stalls": stalls}
+            print(json.dumps(seen), flush=True)
     server.stop()
 
 
@@ -321,6 +330,7 @@ def run_case(child: Child, body: bytes) -> dict[str, Any]:
         "loop lag max ms": 1000 * max(seen["lags"], default=0.0),
         "loop lag median ms": 1000 * statistics.median(seen["lags"] or [0.0]),
         "lag max after ms": 1000 * max(seen["after"], default=0.0),
+        "loop CPU max ms": 1000 * max(seen["cpu"], default=0.0),
         "health max ms": 1000 * max(latencies, default=0.0),
         "health median ms": 1000 * statistics.median(latencies or [0.0]),
         "gen-2 passes": len(full),
