@@ -427,13 +427,14 @@ def _validator_class() -> Any:
     return validator_class
 
 
-def _schema_problem(schema: _Schema) -> str | None:
+def _schema_problem(schema: _Schema, *, sized: bool = False) -> str | None:
     """Why the schema is not a JSON Schema (draft 2020-12, its patterns compiling on RE2), or
-    None; found once per schema."""
+    None; found once per schema. `sized`: the caller has measured it already and found it within
+    the bounds (`schema_problem`), so it is not counted again."""
     from jsonschema.exceptions import SchemaError
 
     if schema.problem is None:
-        too_large = _size_problem(*_measure(schema.document, MAX_SCHEMA_VALUES))
+        too_large = None if sized else _size_problem(*_measure(schema.document, MAX_SCHEMA_VALUES))
         if too_large is not None:
             schema.problem = too_large
             return too_large
@@ -705,20 +706,26 @@ def check_input(tool: CustomTool, call_id: str, text: str) -> Violation | None:
     return Violation("input", tool.name, call_id, problem) if problem else None
 
 
-def schema_problem(document: dict[str, Any]) -> str | None:
+_Measured: TypeAlias = tuple[int, int, int]
+"""What `_measure` found of a schema: its values, distinct patterns and identifiers."""
+
+
+def schema_problem(document: dict[str, Any], measured: _Measured | None = None) -> str | None:
     """Why `document` is not a JSON Schema, or None (found once per schema, as checking against it needs).
-    A schema past the size bounds is refused before it is copied into the cache."""
-    too_large = _size_problem(*_measure(document, MAX_SCHEMA_VALUES))
+    A schema past the size bounds is refused before it is copied into the cache. `measured`: what
+    `_measure` found of it already (`check_tools` counts every schema of a request first), so the
+    schema is walked for its size once, not again here and again in `_schema_problem`."""
+    too_large = _size_problem(*(measured or _measure(document, MAX_SCHEMA_VALUES)))
     if too_large is not None:
         return too_large
-    return _schema_problem(_schemas.get(document))
+    return _schema_problem(_schemas.get(document), sized=True)
 
 
-def _check_function_schemas(tool: FunctionTool, param: str) -> None:
+def _check_function_schemas(tool: FunctionTool, param: str, measured: dict[int, _Measured]) -> None:
     for field, schema in (("parameters", tool.parameters), ("output_schema", tool.output_schema)):
         if schema is None:
             continue
-        problem = schema_problem(schema)
+        problem = schema_problem(schema, measured.get(id(schema)))
         if problem is None and field == "parameters" and tool.strict is True:
             problem = _strict_problem(schema)
         if problem is not None:
@@ -801,8 +808,9 @@ def check_tools(request: Conversational) -> None:
     more than `MAX_REQUEST_SCHEMA_VALUES` values, are refused first, by a count that is linear in
     them; a function's `parameters` given with `strict: true` must be strict-compliant."""
     left = MAX_REQUEST_SCHEMA_VALUES
+    measured: dict[int, _Measured] = {}  # by the schema's identity: the request holds each meanwhile
     for name, param, field, schema in _schemas_of(request):
-        values, patterns, identifiers = _measure(schema, MAX_SCHEMA_VALUES)
+        values, patterns, identifiers = measured[id(schema)] = _measure(schema, MAX_SCHEMA_VALUES)
         problem = _size_problem(values, patterns, identifiers)
         left -= values
         if problem is None and left < 0:
@@ -811,13 +819,13 @@ def check_tools(request: Conversational) -> None:
             raise messages.invalid_function_schema(name, problem, param, field)
     for index, tool in enumerate(request.tools or ()):
         if isinstance(tool, FunctionTool):
-            _check_function_schemas(tool, f"tools[{index}]")
+            _check_function_schemas(tool, f"tools[{index}]", measured)
         elif isinstance(tool, NamespaceTool):
             for member_index, member in enumerate(tool.tools):
                 if isinstance(member, FunctionTool):
-                    _check_function_schemas(member, f"tools[{index}].tools[{member_index}]")
+                    _check_function_schemas(member, f"tools[{index}].tools[{member_index}]", measured)
         elif isinstance(tool, ToolSearchTool) and tool.parameters is not None:
-            problem = schema_problem(tool.parameters)
+            problem = schema_problem(tool.parameters, measured.get(id(tool.parameters)))
             if problem is not None:
                 raise messages.invalid_function_schema("tool_search", problem, f"tools[{index}].parameters")
         if isinstance(tool, CustomTool) and isinstance(tool.format, GrammarFormat):

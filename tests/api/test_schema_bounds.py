@@ -316,3 +316,26 @@ def test_an_agents_api_function_schema_past_a_bound_is_refused_and_a_large_one_c
             release.set()
             creating.join(120)
         assert outcome and outcome[0].status_code == 200, outcome[0].text[:500] if outcome else "no answer"
+
+
+def test_a_schema_is_measured_once_on_create(http: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The count of a schema's values (a walk of all of it) is made once and passed along: it was
+    made three times on a create (the request's bound, `schema_problem`, then `_schema_problem`)."""
+    measure = contract._measure
+    walks: list[object] = []
+
+    def counted(document: Any, limit: int) -> tuple[int, int, int]:
+        if limit == contract.MAX_SCHEMA_VALUES and isinstance(document, dict) and document.get("title") == "once":
+            walks.append(document)
+        return measure(document, limit)
+
+    monkeypatch.setattr(contract, "_measure", counted)
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}, "title": "once"}
+    response = create(http, parameters=schema)
+    assert response.status_code == 200, response.text[:500]
+    assert len(walks) == 1
+    output = {"type": "object", "title": "once", "description": "an output schema"}
+    walks.clear()
+    response = create(http, parameters={**schema, "description": "parameters"}, output_schema=output)
+    assert response.status_code == 200, response.text[:500]
+    assert len(walks) == 2  # the parameters and the output schema, each once
