@@ -38,6 +38,7 @@ from ptc_emulator.emulator.patterns import (
     compile_pattern,
     match_budget,
 )
+from ptc_emulator.emulator.rules.metaschema import meta_problem
 from ptc_emulator.emulator.wire.items import (
     CallItem,
     ConfigurationUpdateItem,
@@ -439,8 +440,9 @@ def _schema_problem(schema: _Schema, *, sized: bool = False) -> str | None:
             schema.problem = too_large
             return too_large
         try:
-            validator_class = _validator_class()
-            validator_class.check_schema(schema.document, format_checker=validator_class.FORMAT_CHECKER)
+            problem = meta_problem(schema.document)  # `metaschema.py`: jsonschema's first error, found fast
+            if problem is not None:
+                raise SchemaError(problem)
             for patrn in _patterns(schema.document):
                 try:
                     compile_pattern(patrn)

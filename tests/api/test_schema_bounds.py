@@ -95,14 +95,13 @@ def test_a_schema_past_a_bound_is_a_400_naming_the_tool_before_it_is_checked(
 ) -> None:
     """The meta-schema check never starts on such a schema (it would take seconds to minutes)."""
     checks: list[object] = []
-    validator_class = contract._validator_class()
-    check_schema = validator_class.check_schema
+    meta_problem = contract.meta_problem
 
-    def counted(*args: Any, **kwargs: Any) -> None:
+    def counted(*args: Any, **kwargs: Any) -> str | None:
         checks.append(args)
-        check_schema(*args, **kwargs)
+        return meta_problem(*args, **kwargs)
 
-    monkeypatch.setattr(validator_class, "check_schema", counted)
+    monkeypatch.setattr(contract, "meta_problem", counted)
     reason = REASONS.get(case, f"{HOLDS} values {CHECKED} {contract.MAX_SCHEMA_VALUES})")
     response = create(http, **{field: HOSTILE[case]})
     what = "schema" if field == "parameters" else "output_schema"
@@ -140,15 +139,14 @@ def test_a_large_schema_within_the_bounds_is_checked_off_the_event_loop(
     on the event loop, health could not be, and the create would never end."""
     release = threading.Event()
     entered = threading.Event()
-    validator_class = contract._validator_class()
-    check_schema = validator_class.check_schema
+    meta_problem = contract.meta_problem
 
-    def held(*args: Any, **kwargs: Any) -> None:
+    def held(*args: Any, **kwargs: Any) -> str | None:
         entered.set()
         release.wait(60)
-        check_schema(*args, **kwargs)
+        return meta_problem(*args, **kwargs)
 
-    monkeypatch.setattr(validator_class, "check_schema", held)
+    monkeypatch.setattr(contract, "meta_problem", held)
     large = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(2_000)}, "title": "held"}
     outcome: list[httpx.Response] = []
     creating = threading.Thread(target=lambda: outcome.append(create(http, parameters=large)))
@@ -294,15 +292,14 @@ def test_an_agents_api_function_schema_past_a_bound_is_refused_and_a_large_one_c
             code="invalid_function_parameters",
         )
         release, entered = threading.Event(), threading.Event()
-        validator_class = contract._validator_class()
-        check_schema = validator_class.check_schema
+        meta_problem = contract.meta_problem
 
-        def held(*args: Any, **kwargs: Any) -> None:
+        def held(*args: Any, **kwargs: Any) -> str | None:
             entered.set()
             release.wait(60)
-            check_schema(*args, **kwargs)
+            return meta_problem(*args, **kwargs)
 
-        monkeypatch.setattr(validator_class, "check_schema", held)
+        monkeypatch.setattr(contract, "meta_problem", held)
         large = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(2_000)}, "title": "agent"}
         outcome: list[httpx.Response] = []
         body = {"model": "m", "tools": [{**hostile, "parameters": large}]}
