@@ -65,6 +65,7 @@ __all__ = [
     "check_text_formats",
     "check_tools",
     "holds_large_schemas",
+    "holds_lark_grammars",
     "import_checkers",
     "schema_problem",
     "schema_values",
@@ -287,6 +288,7 @@ def import_checkers() -> None:
     import referencing.jsonschema  # noqa: F401
 
     _validator_class()
+    _compile_grammar("lark", 'start: "a"')  # lark builds its own grammar's parser once: not counted in a budget
 
 
 @functools.cache
@@ -704,7 +706,11 @@ def parses_lark(tool: object) -> bool:
 def check_input(tool: CustomTool, call_id: str, text: str) -> Violation | None:
     if not isinstance(tool.format, GrammarFormat):
         return None
-    problem = _grammar(tool.format.syntax, tool.format.definition)(text)
+    try:
+        matcher = _grammar(tool.format.syntax, tool.format.definition)
+    except ValueError as e:  # checked as the tool was declared; a long grammar is compiled again here
+        return Violation("input", tool.name, call_id, str(e))
+    problem = matcher(text)
     return Violation("input", tool.name, call_id, problem) if problem else None
 
 
@@ -844,10 +850,39 @@ _CACHED_GRAMMAR_CHARS = 16_384
 
 
 def _grammar(syntax: str, definition: str) -> _Matcher:
-    """A matcher for the grammar: the text's first mismatch, or None. Raises ValueError if it does not compile."""
-    if len(definition) <= _CACHED_GRAMMAR_CHARS:
-        return _cached_grammar(syntax, definition)
-    return _compile_grammar(syntax, definition)
+    """A matcher for the grammar: the text's first mismatch, or None. Raises ValueError if it does
+    not compile (or is too costly to: `LARK_COMPILE_BUDGET`); that answer is kept as a compiled
+    grammar is, so a grammar refused once is not compiled again up to its budget."""
+    compiled = _cached_grammar(syntax, definition) if len(definition) <= _CACHED_GRAMMAR_CHARS else None
+    if compiled is None:
+        compiled = _compiled_or_why(syntax, definition)
+    if isinstance(compiled, str):
+        raise ValueError(compiled)
+    return compiled
+
+
+def _compiled_or_why(syntax: str, definition: str) -> _Matcher | str:
+    """The grammar's matcher, or why it does not compile (`_compile_grammar`)."""
+    try:
+        return _compile_grammar(syntax, definition)
+    except ValueError as e:
+        return str(e)
+
+
+def holds_lark_grammars(request: object) -> bool:
+    """Whether a request declares a custom tool with a lark grammar: compiling one is pure Python
+    and takes up to `LARK_COMPILE_BUDGET` calls (seconds), so the request is read in a worker thread."""
+    if not isinstance(request, Conversational):
+        return False
+    return any(parses_lark(tool) for tool in request.tools or ())
+
+
+LARK_COMPILE_BUDGET = 2_000_000
+"""Python calls compiling one lark grammar may make (a few seconds at most, in a worker thread):
+lark expands a grammar's repetitions and optional items into rules, so a grammar of a few
+characters can take minutes and gigabytes (`start: (("a"~30)~30)~30`, 23 characters, ran for more
+than a minute; thirty `"a"?` in one rule are 2**30 alternatives). A JSON grammar takes some 80,000
+calls, a chain of 200 rules of two alternatives each 1.6 million."""
 
 
 LARK_CALL_BUDGET = 2_000_000
@@ -900,7 +935,9 @@ def _compile_grammar(syntax: str, definition: str) -> _Matcher:
     from lark import Lark, LarkError
 
     try:
-        parser = Lark(definition, start="start")
+        parser: Any = _within_calls(lambda text: Lark(text, start="start"), definition, LARK_COMPILE_BUDGET)
+    except _TooManyCalls as e:
+        raise ValueError(messages.lark_grammar_too_costly(LARK_COMPILE_BUDGET)) from e
     except (LarkError, TypeError) as e:
         raise ValueError(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__) from e
 
@@ -917,5 +954,5 @@ def _compile_grammar(syntax: str, definition: str) -> _Matcher:
     return lark
 
 
-_cached_grammar = functools.lru_cache(maxsize=256)(_compile_grammar)
+_cached_grammar = functools.lru_cache(maxsize=256)(_compiled_or_why)
 PROCESS.add("compiled grammars", Memo(_cached_grammar))
