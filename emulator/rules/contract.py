@@ -38,7 +38,7 @@ from ptc_emulator.emulator.patterns import (
     compile_pattern,
     match_budget,
 )
-from ptc_emulator.emulator.rules.metaschema import meta_problem
+from ptc_emulator.emulator.rules.metaschema import formats, meta_problem
 from ptc_emulator.emulator.wire.items import (
     CallItem,
     ConfigurationUpdateItem,
@@ -297,13 +297,13 @@ def _validator_class() -> Any:
     schema is anyone's input, and Python's backtracking engine takes exponential time on patterns
     such as `^(a|a)+$`. jsonschema matches patterns with `re` in `pattern`, `patternProperties`,
     `additionalProperties` (the keys `patternProperties` covers) and `unevaluatedProperties` (the
-    keys it evaluated), and compiles them with `re` for the meta-schema's `regex` format (in
-    `check_schema`, with the class's `FORMAT_CHECKER`): each is replaced here, the `regex` format
-    left out as `_schema_problem` compiles every pattern on RE2 after the meta-schema check. A
+    keys it evaluated), and compiles them with `re` for the meta-schema's `regex` format (in the
+    meta-schema check, `metaschema.py`, with the class's `FORMAT_CHECKER`): each is replaced here,
+    the `regex` format left out as `_schema_problem` compiles every pattern on RE2 after the meta-schema check. A
     subschema's `$schema` does not switch to another draft's class (whose keywords match with
     `re`): every subschema is checked as draft 2020-12, as the whole schema is."""
     import attrs
-    from jsonschema import Draft202012Validator, FormatChecker, ValidationError, validators
+    from jsonschema import Draft202012Validator, ValidationError, validators
 
     def pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Iterator[Any]:
         if validator.is_type(instance, "string") and compile_pattern(patrn).search(instance) is None:
@@ -410,9 +410,8 @@ def _validator_class() -> Any:
         "additionalProperties": additional_properties,
         "unevaluatedProperties": unevaluated_properties,
     }
-    formats = FormatChecker([name for name in FormatChecker.checkers if name != "regex"])
     validator_class: Any = validators.extend(  # type: ignore[no-untyped-call]
-        Draft202012Validator, keywords, format_checker=formats
+        Draft202012Validator, keywords, format_checker=formats()
     )
     fields = [(field.name, field.alias) for field in attrs.fields(validator_class) if field.init]
 

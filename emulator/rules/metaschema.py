@@ -29,7 +29,7 @@ from typing import Any
 
 from ptc_emulator.emulator.wire.base import MAX_DEPTH
 
-__all__ = ["meta_problem"]
+__all__ = ["formats", "meta_problem"]
 
 _ANCHOR = re.compile(r"^[A-Za-z_][-A-Za-z0-9._]*$")
 """The meta-schema's `anchorString` pattern, matched as jsonschema matches it (`re.search`)."""
@@ -73,13 +73,21 @@ class _Unsure(Exception):
 
 
 @functools.cache
+def formats() -> Any:
+    """The format checker schemas are checked with, against the meta-schema and by their own
+    validators (`contract._validator_class`): jsonschema's, without `regex` (a schema's patterns are
+    compiled on RE2 instead, `emulator/patterns.py`)."""
+    from jsonschema import FormatChecker
+
+    return FormatChecker([name for name in FormatChecker.checkers if name != "regex"])
+
+
+@functools.cache
 def _checker() -> Any:
     """A draft 2020-12 validator of the meta-schema whose `anyOf` stops at each branch's first error,
-    with the format checker schemas are checked with (`contract._validator_class`)."""
+    with the format checker schemas are checked with (`formats`)."""
     import attrs
     from jsonschema import Draft202012Validator, ValidationError, validators
-
-    from ptc_emulator.emulator.rules.contract import _validator_class
 
     def any_of(validator: Any, branches: Any, instance: Any, schema: Any) -> Any:
         for index, branch in enumerate(branches):
@@ -98,7 +106,7 @@ def _checker() -> Any:
         return lazy(**changes)
 
     lazy.evolve = evolve
-    return lazy(Draft202012Validator.META_SCHEMA, format_checker=_validator_class().FORMAT_CHECKER)
+    return lazy(Draft202012Validator.META_SCHEMA, format_checker=formats())
 
 
 def _conforms(value: str, form: str) -> bool:
