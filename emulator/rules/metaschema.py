@@ -84,8 +84,7 @@ def formats() -> Any:
 
 @functools.cache
 def _checker() -> Any:
-    """A draft 2020-12 validator of the meta-schema whose `anyOf` stops at each branch's first error,
-    with the format checker schemas are checked with (`formats`)."""
+    """The draft 2020-12 validator class, its `anyOf` stopping at each branch's first error."""
     import attrs
     from jsonschema import Draft202012Validator, ValidationError, validators
 
@@ -106,12 +105,12 @@ def _checker() -> Any:
         return lazy(**changes)
 
     lazy.evolve = evolve
-    return lazy(Draft202012Validator.META_SCHEMA, format_checker=formats())
+    return lazy
 
 
 def _conforms(value: str, form: str) -> bool:
-    formats = _checker().format_checker
-    return form not in formats.checkers or bool(formats.conforms(value, form))
+    checker = formats()
+    return form not in checker.checkers or bool(checker.conforms(value, form))
 
 
 def _number(value: Any) -> bool:
@@ -148,7 +147,7 @@ def _valid_keyword(key: str, value: Any, depth: int, prune: bool) -> Any:
     if key in _SCHEMA_MAPS:
         if not isinstance(value, dict):
             return value
-        if key == "patternProperties" and "regex" in _checker().format_checker.checkers:
+        if key == "patternProperties" and "regex" in formats().checkers:
             raise _Unsure  # its names are then checked too, after its values: not followed here
         kept: dict[str, Any] = {}
         for name, child in value.items():
@@ -243,5 +242,8 @@ def meta_problem(schema: Any) -> str | None:
         left = schema
     if left is _VALID:
         return None
-    error = next(iter(_checker().iter_errors(left)), None)
+    from jsonschema import Draft202012Validator  # a validator for each check, as check_schema makes
+
+    checker = _checker()(Draft202012Validator.META_SCHEMA, format_checker=formats())
+    error = next(iter(checker.iter_errors(left)), None)
     return None if error is None else str(error.message)
