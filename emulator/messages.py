@@ -657,6 +657,14 @@ def regex_too_costly(definition: str, instructions: int, length: int, budget: in
     )
 
 
+@text(TOOLS, "an invalid grammar's reason (`Invalid lark grammar for custom tool '<name>': <reason>`)")
+def lark_grammar_too_costly(budget: int) -> str:
+    """A custom tool's lark grammar whose compile went past its budget of Python calls (a grammar of
+    a few characters can expand to millions of rules: `start: (("a"~30)~30)~30`, thirty optional
+    items in one rule): refused with the 400 for a grammar that does not compile, the compile ended."""
+    return f"the grammar is too costly to compile: at most {budget} steps"
+
+
 @text(TOOLS, "a contract violation's reason")
 def lark_too_costly(length: int, budget: int) -> str:
     """A custom tool call's input whose lark parse went past its budget of Python calls (an

@@ -189,7 +189,8 @@ class Engine:
         may read a long one: an input of more than `OFF_LOOP_ITEMS` items, or stored history (a
         `previous_response_id` or a `conversation`, whose length is known only once read), or a
         tool output its tool's `output_schema` checks value by value, or tool schemas of more than
-        `contract.OFF_LOOP_SCHEMA_VALUES` values (checked against the meta-schema). Reading 200,000 short items
+        `contract.OFF_LOOP_SCHEMA_VALUES` values (checked against the meta-schema), or a custom tool's
+        lark grammar (compiled, up to `contract.LARK_COMPILE_BUDGET` Python calls). Reading 200,000 short items
         takes seconds, which no other client then waits on; a short request with no history costs
         less than the hop."""
         given = request.input
@@ -197,7 +198,8 @@ class Engine:
         history = request.previous_response_id is not None or getattr(request, "conversation", None) is not None
         instructions = getattr(request, "instructions", None)
         long_text = isinstance(instructions, str) and len(instructions) >= contract.OFF_LOOP_CHARS
-        if long_input or history or long_text or _holds_long_text(given) or contract.holds_large_schemas(request):
+        large = contract.holds_large_schemas(request) or contract.holds_lark_grammars(request)
+        if long_input or history or long_text or _holds_long_text(given) or large:
             return await asyncio.to_thread(work)
         return work()
 

@@ -38,6 +38,7 @@ from ptc_emulator.emulator.patterns import (
     compile_pattern,
     match_budget,
 )
+from ptc_emulator.emulator.rules.metaschema import formats, meta_problem
 from ptc_emulator.emulator.wire.items import (
     CallItem,
     ConfigurationUpdateItem,
@@ -64,6 +65,7 @@ __all__ = [
     "check_text_formats",
     "check_tools",
     "holds_large_schemas",
+    "holds_lark_grammars",
     "import_checkers",
     "schema_problem",
     "schema_values",
@@ -286,6 +288,7 @@ def import_checkers() -> None:
     import referencing.jsonschema  # noqa: F401
 
     _validator_class()
+    _compile_grammar("lark", 'start: "a"')  # lark builds its own grammar's parser once: not counted in a budget
 
 
 @functools.cache
@@ -294,13 +297,13 @@ def _validator_class() -> Any:
     schema is anyone's input, and Python's backtracking engine takes exponential time on patterns
     such as `^(a|a)+$`. jsonschema matches patterns with `re` in `pattern`, `patternProperties`,
     `additionalProperties` (the keys `patternProperties` covers) and `unevaluatedProperties` (the
-    keys it evaluated), and compiles them with `re` for the meta-schema's `regex` format (in
-    `check_schema`, with the class's `FORMAT_CHECKER`): each is replaced here, the `regex` format
-    left out as `_schema_problem` compiles every pattern on RE2 after the meta-schema check. A
+    keys it evaluated), and compiles them with `re` for the meta-schema's `regex` format (in the
+    meta-schema check, `metaschema.py`, with the class's `FORMAT_CHECKER`): each is replaced here,
+    the `regex` format left out as `_schema_problem` compiles every pattern on RE2 after the meta-schema check. A
     subschema's `$schema` does not switch to another draft's class (whose keywords match with
     `re`): every subschema is checked as draft 2020-12, as the whole schema is."""
     import attrs
-    from jsonschema import Draft202012Validator, FormatChecker, ValidationError, validators
+    from jsonschema import Draft202012Validator, ValidationError, validators
 
     def pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Iterator[Any]:
         if validator.is_type(instance, "string") and compile_pattern(patrn).search(instance) is None:
@@ -407,9 +410,8 @@ def _validator_class() -> Any:
         "additionalProperties": additional_properties,
         "unevaluatedProperties": unevaluated_properties,
     }
-    formats = FormatChecker([name for name in FormatChecker.checkers if name != "regex"])
     validator_class: Any = validators.extend(  # type: ignore[no-untyped-call]
-        Draft202012Validator, keywords, format_checker=formats
+        Draft202012Validator, keywords, format_checker=formats()
     )
     fields = [(field.name, field.alias) for field in attrs.fields(validator_class) if field.init]
 
@@ -427,19 +429,21 @@ def _validator_class() -> Any:
     return validator_class
 
 
-def _schema_problem(schema: _Schema) -> str | None:
+def _schema_problem(schema: _Schema, *, sized: bool = False) -> str | None:
     """Why the schema is not a JSON Schema (draft 2020-12, its patterns compiling on RE2), or
-    None; found once per schema."""
+    None; found once per schema. `sized`: the caller has measured it already and found it within
+    the bounds (`schema_problem`), so it is not counted again."""
     from jsonschema.exceptions import SchemaError
 
     if schema.problem is None:
-        too_large = _size_problem(*_measure(schema.document, MAX_SCHEMA_VALUES))
+        too_large = None if sized else _size_problem(*_measure(schema.document, MAX_SCHEMA_VALUES))
         if too_large is not None:
             schema.problem = too_large
             return too_large
         try:
-            validator_class = _validator_class()
-            validator_class.check_schema(schema.document, format_checker=validator_class.FORMAT_CHECKER)
+            problem = meta_problem(schema.document)  # `metaschema.py`: jsonschema's first error, found fast
+            if problem is not None:
+                raise SchemaError(problem)
             for patrn in _patterns(schema.document):
                 try:
                     compile_pattern(patrn)
@@ -701,24 +705,34 @@ def parses_lark(tool: object) -> bool:
 def check_input(tool: CustomTool, call_id: str, text: str) -> Violation | None:
     if not isinstance(tool.format, GrammarFormat):
         return None
-    problem = _grammar(tool.format.syntax, tool.format.definition)(text)
+    try:
+        matcher = _grammar(tool.format.syntax, tool.format.definition)
+    except ValueError as e:  # checked as the tool was declared; a long grammar is compiled again here
+        return Violation("input", tool.name, call_id, str(e))
+    problem = matcher(text)
     return Violation("input", tool.name, call_id, problem) if problem else None
 
 
-def schema_problem(document: dict[str, Any]) -> str | None:
+_Measured: TypeAlias = tuple[int, int, int]
+"""What `_measure` found of a schema: its values, distinct patterns and identifiers."""
+
+
+def schema_problem(document: dict[str, Any], measured: _Measured | None = None) -> str | None:
     """Why `document` is not a JSON Schema, or None (found once per schema, as checking against it needs).
-    A schema past the size bounds is refused before it is copied into the cache."""
-    too_large = _size_problem(*_measure(document, MAX_SCHEMA_VALUES))
+    A schema past the size bounds is refused before it is copied into the cache. `measured`: what
+    `_measure` found of it already (`check_tools` counts every schema of a request first), so the
+    schema is walked for its size once, not again here and again in `_schema_problem`."""
+    too_large = _size_problem(*(measured or _measure(document, MAX_SCHEMA_VALUES)))
     if too_large is not None:
         return too_large
-    return _schema_problem(_schemas.get(document))
+    return _schema_problem(_schemas.get(document), sized=True)
 
 
-def _check_function_schemas(tool: FunctionTool, param: str) -> None:
+def _check_function_schemas(tool: FunctionTool, param: str, measured: dict[int, _Measured]) -> None:
     for field, schema in (("parameters", tool.parameters), ("output_schema", tool.output_schema)):
         if schema is None:
             continue
-        problem = schema_problem(schema)
+        problem = schema_problem(schema, measured.get(id(schema)))
         if problem is None and field == "parameters" and tool.strict is True:
             problem = _strict_problem(schema)
         if problem is not None:
@@ -801,8 +815,9 @@ def check_tools(request: Conversational) -> None:
     more than `MAX_REQUEST_SCHEMA_VALUES` values, are refused first, by a count that is linear in
     them; a function's `parameters` given with `strict: true` must be strict-compliant."""
     left = MAX_REQUEST_SCHEMA_VALUES
+    measured: dict[int, _Measured] = {}  # by the schema's identity: the request holds each meanwhile
     for name, param, field, schema in _schemas_of(request):
-        values, patterns, identifiers = _measure(schema, MAX_SCHEMA_VALUES)
+        values, patterns, identifiers = measured[id(schema)] = _measure(schema, MAX_SCHEMA_VALUES)
         problem = _size_problem(values, patterns, identifiers)
         left -= values
         if problem is None and left < 0:
@@ -811,13 +826,13 @@ def check_tools(request: Conversational) -> None:
             raise messages.invalid_function_schema(name, problem, param, field)
     for index, tool in enumerate(request.tools or ()):
         if isinstance(tool, FunctionTool):
-            _check_function_schemas(tool, f"tools[{index}]")
+            _check_function_schemas(tool, f"tools[{index}]", measured)
         elif isinstance(tool, NamespaceTool):
             for member_index, member in enumerate(tool.tools):
                 if isinstance(member, FunctionTool):
-                    _check_function_schemas(member, f"tools[{index}].tools[{member_index}]")
+                    _check_function_schemas(member, f"tools[{index}].tools[{member_index}]", measured)
         elif isinstance(tool, ToolSearchTool) and tool.parameters is not None:
-            problem = schema_problem(tool.parameters)
+            problem = schema_problem(tool.parameters, measured.get(id(tool.parameters)))
             if problem is not None:
                 raise messages.invalid_function_schema("tool_search", problem, f"tools[{index}].parameters")
         if isinstance(tool, CustomTool) and isinstance(tool.format, GrammarFormat):
@@ -834,10 +849,39 @@ _CACHED_GRAMMAR_CHARS = 16_384
 
 
 def _grammar(syntax: str, definition: str) -> _Matcher:
-    """A matcher for the grammar: the text's first mismatch, or None. Raises ValueError if it does not compile."""
-    if len(definition) <= _CACHED_GRAMMAR_CHARS:
-        return _cached_grammar(syntax, definition)
-    return _compile_grammar(syntax, definition)
+    """A matcher for the grammar: the text's first mismatch, or None. Raises ValueError if it does
+    not compile (or is too costly to: `LARK_COMPILE_BUDGET`); that answer is kept as a compiled
+    grammar is, so a grammar refused once is not compiled again up to its budget."""
+    compiled = _cached_grammar(syntax, definition) if len(definition) <= _CACHED_GRAMMAR_CHARS else None
+    if compiled is None:
+        compiled = _compiled_or_why(syntax, definition)
+    if isinstance(compiled, str):
+        raise ValueError(compiled)
+    return compiled
+
+
+def _compiled_or_why(syntax: str, definition: str) -> _Matcher | str:
+    """The grammar's matcher, or why it does not compile (`_compile_grammar`)."""
+    try:
+        return _compile_grammar(syntax, definition)
+    except ValueError as e:
+        return str(e)
+
+
+def holds_lark_grammars(request: object) -> bool:
+    """Whether a request declares a custom tool with a lark grammar: compiling one is pure Python
+    and takes up to `LARK_COMPILE_BUDGET` calls (seconds), so the request is read in a worker thread."""
+    if not isinstance(request, Conversational):
+        return False
+    return any(parses_lark(tool) for tool in request.tools or ())
+
+
+LARK_COMPILE_BUDGET = 2_000_000
+"""Python calls compiling one lark grammar may make (a few seconds at most, in a worker thread):
+lark expands a grammar's repetitions and optional items into rules, so a grammar of a few
+characters can take minutes and gigabytes (`start: (("a"~30)~30)~30`, 23 characters, ran for more
+than a minute; thirty `"a"?` in one rule are 2**30 alternatives). A JSON grammar takes some 80,000
+calls, a chain of 200 rules of two alternatives each 1.6 million."""
 
 
 LARK_CALL_BUDGET = 2_000_000
@@ -890,7 +934,9 @@ def _compile_grammar(syntax: str, definition: str) -> _Matcher:
     from lark import Lark, LarkError
 
     try:
-        parser = Lark(definition, start="start")
+        parser: Any = _within_calls(lambda text: Lark(text, start="start"), definition, LARK_COMPILE_BUDGET)
+    except _TooManyCalls as e:
+        raise ValueError(messages.lark_grammar_too_costly(LARK_COMPILE_BUDGET)) from e
     except (LarkError, TypeError) as e:
         raise ValueError(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__) from e
 
@@ -907,5 +953,5 @@ def _compile_grammar(syntax: str, definition: str) -> _Matcher:
     return lark
 
 
-_cached_grammar = functools.lru_cache(maxsize=256)(_compile_grammar)
+_cached_grammar = functools.lru_cache(maxsize=256)(_compiled_or_why)
 PROCESS.add("compiled grammars", Memo(_cached_grammar))

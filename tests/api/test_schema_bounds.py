@@ -95,14 +95,13 @@ def test_a_schema_past_a_bound_is_a_400_naming_the_tool_before_it_is_checked(
 ) -> None:
     """The meta-schema check never starts on such a schema (it would take seconds to minutes)."""
     checks: list[object] = []
-    validator_class = contract._validator_class()
-    check_schema = validator_class.check_schema
+    meta_problem = contract.meta_problem
 
-    def counted(*args: Any, **kwargs: Any) -> None:
+    def counted(*args: Any, **kwargs: Any) -> str | None:
         checks.append(args)
-        check_schema(*args, **kwargs)
+        return meta_problem(*args, **kwargs)
 
-    monkeypatch.setattr(validator_class, "check_schema", counted)
+    monkeypatch.setattr(contract, "meta_problem", counted)
     reason = REASONS.get(case, f"{HOLDS} values {CHECKED} {contract.MAX_SCHEMA_VALUES})")
     response = create(http, **{field: HOSTILE[case]})
     what = "schema" if field == "parameters" else "output_schema"
@@ -140,15 +139,14 @@ def test_a_large_schema_within_the_bounds_is_checked_off_the_event_loop(
     on the event loop, health could not be, and the create would never end."""
     release = threading.Event()
     entered = threading.Event()
-    validator_class = contract._validator_class()
-    check_schema = validator_class.check_schema
+    meta_problem = contract.meta_problem
 
-    def held(*args: Any, **kwargs: Any) -> None:
+    def held(*args: Any, **kwargs: Any) -> str | None:
         entered.set()
         release.wait(60)
-        check_schema(*args, **kwargs)
+        return meta_problem(*args, **kwargs)
 
-    monkeypatch.setattr(validator_class, "check_schema", held)
+    monkeypatch.setattr(contract, "meta_problem", held)
     large = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(2_000)}, "title": "held"}
     outcome: list[httpx.Response] = []
     creating = threading.Thread(target=lambda: outcome.append(create(http, parameters=large)))
@@ -294,15 +292,14 @@ def test_an_agents_api_function_schema_past_a_bound_is_refused_and_a_large_one_c
             code="invalid_function_parameters",
         )
         release, entered = threading.Event(), threading.Event()
-        validator_class = contract._validator_class()
-        check_schema = validator_class.check_schema
+        meta_problem = contract.meta_problem
 
-        def held(*args: Any, **kwargs: Any) -> None:
+        def held(*args: Any, **kwargs: Any) -> str | None:
             entered.set()
             release.wait(60)
-            check_schema(*args, **kwargs)
+            return meta_problem(*args, **kwargs)
 
-        monkeypatch.setattr(validator_class, "check_schema", held)
+        monkeypatch.setattr(contract, "meta_problem", held)
         large = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(2_000)}, "title": "agent"}
         outcome: list[httpx.Response] = []
         body = {"model": "m", "tools": [{**hostile, "parameters": large}]}
@@ -316,3 +313,26 @@ def test_an_agents_api_function_schema_past_a_bound_is_refused_and_a_large_one_c
             release.set()
             creating.join(120)
         assert outcome and outcome[0].status_code == 200, outcome[0].text[:500] if outcome else "no answer"
+
+
+def test_a_schema_is_measured_once_on_create(http: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The count of a schema's values (a walk of all of it) is made once and passed along: it was
+    made three times on a create (the request's bound, `schema_problem`, then `_schema_problem`)."""
+    measure = contract._measure
+    walks: list[object] = []
+
+    def counted(document: Any, limit: int) -> tuple[int, int, int]:
+        if limit == contract.MAX_SCHEMA_VALUES and isinstance(document, dict) and document.get("title") == "once":
+            walks.append(document)
+        return measure(document, limit)
+
+    monkeypatch.setattr(contract, "_measure", counted)
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}, "title": "once"}
+    response = create(http, parameters=schema)
+    assert response.status_code == 200, response.text[:500]
+    assert len(walks) == 1
+    output = {"type": "object", "title": "once", "description": "an output schema"}
+    walks.clear()
+    response = create(http, parameters={**schema, "description": "parameters"}, output_schema=output)
+    assert response.status_code == 200, response.text[:500]
+    assert len(walks) == 2  # the parameters and the output schema, each once

@@ -399,6 +399,17 @@ def _(c: Context) -> object:
     return c.create(input="hi", tools=[{"type": "custom", "name": "c", "format": grammar}])
 
 
+@trigger("lark_grammar_too_costly")
+def _(c: Context) -> object:
+    budget, contract.LARK_COMPILE_BUDGET = contract.LARK_COMPILE_BUDGET, 100_000  # reached sooner, counted alike
+    try:
+        grammar = {"type": "grammar", "syntax": "lark", "definition": 'start: (("t"~30)~30)~30'}
+        return c.create(input="hi", tools=[{"type": "custom", "name": "c", "format": grammar}])
+    finally:
+        contract.LARK_COMPILE_BUDGET = budget
+        contract._cached_grammar.cache_clear()
+
+
 @trigger("not_json")
 def _(c: Context) -> object:
     return contract.check_output(function_tool(output_schema={"type": "object"}), "call_1", "not json")
