@@ -1873,6 +1873,25 @@ def _(c: Context) -> object:
     return json.loads(sent[1]["body"])
 
 
+@trigger("proxy_timeout")
+def _(c: Context) -> object:
+    with tempfile.TemporaryDirectory() as data:
+        proxy = recording(data)
+        proxy.deadline = 0.01
+        gate = asyncio.Event()  # never set: the upstream never answers
+
+        async def never(request: httpx.Request) -> httpx.Response:
+            await gate.wait()
+            raise AssertionError("unreachable")
+
+        proxy.client = httpx.AsyncClient(transport=httpx.MockTransport(never))
+        scope = {"type": "http", "method": "POST", "path": "/v1/responses", "headers": [], "query_string": b""}
+        body = {"type": "http.request", "body": b'{"model": "m", "input": "hi"}', "more_body": False}
+        sent = asgi(scope, [body], lambda *a: proxy.serve(c.http.app, *a))
+    assert sent[0]["status"] == 504, sent
+    return json.loads(sent[1]["body"])
+
+
 @trigger("proxy_socket_refused")
 def _(c: Context) -> object:
     import websockets.asyncio.client as client
