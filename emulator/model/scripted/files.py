@@ -49,8 +49,15 @@ SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def scenario_files(directory: Path) -> list[Path]:
-    """The scenario files of a directory (not its subdirectories), by name."""
-    return sorted(p for p in directory.iterdir() if p.suffix.lower() in SUFFIXES and p.is_file())
+    """The scenario files of a directory (not its subdirectories), by name: every name with a
+    scenario suffix but a subdirectory's, so that one which is no readable file (a dangling or
+    looping symlink, a FIFO, a device) is read and refused with its reason, never left out
+    unsaid. A hidden name that is no file (an editor's lock link, `.#name.yaml`) is left alone."""
+    return sorted(
+        p
+        for p in directory.iterdir()
+        if p.suffix.lower() in SUFFIXES and not p.is_dir() and (p.is_file() or not p.name.startswith("."))
+    )
 
 
 def read(path: Path) -> Scenario:
