@@ -50,6 +50,7 @@ from ptc_emulator.emulator.model import (
     match_context,
     user_text,
 )
+from ptc_emulator.emulator.errors import StatusError
 from ptc_emulator.emulator.wire.events import TERMINAL
 
 __all__ = ["ProxyMiddleware", "RecordingProxy", "ProxySettingsError"]
@@ -236,22 +237,9 @@ class RecordingProxy:
             log.info("the client went away: the upstream request to %s is ended", path)
         elif not exchange.done() or exchange.cancelled():  # the deadline
             log.warning("the upstream's answer to %s took longer than %g s: ended", path, self.deadline)
-            late = messages.proxy_timeout(self.base, self.deadline)
-            if not passing.started:
-                await _error(send, late.status, late.message, late.type, late.code)
-            elif passing.events is not None:  # its status is sent: an SSE error event says why
-                event = {
-                    "type": "error",
-                    "code": late.code,
-                    "message": late.message,
-                    "param": None,
-                    "sequence_number": passing.events.next_sequence,
-                }
-                chunk = b"event: error\ndata: " + json.dumps(event).encode("utf-8") + b"\n\n"
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-            # else: a body under way is left unended, and the connection broken off (the server
-            # closes it): the client sees an incomplete answer, not a cut one ended as if whole.
+            await _unfinished(send, passing, messages.proxy_timeout(self.base, self.deadline))
+        elif passing.broken is not None:
+            await _unfinished(send, passing, passing.broken)
 
     async def _exchange(
         self, request: httpx.Request, create: dict[str, Any] | None, send: Send, passing: _Passing
@@ -304,6 +292,8 @@ class RecordingProxy:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except httpx.HTTPError as e:
             log.warning("the upstream's answer broke off: %s", e)
+            passing.broken = messages.proxy_answer_cut(self.base, type(e).__name__, str(e))
+            return  # ended by `_unfinished`, never as if whole
         if events is None and ok and kept.whole:
             response = await _parsed(bytes(kept.data))
             await self._event({"type": "response.completed", "response": response}, create)
@@ -516,11 +506,33 @@ class _Kept:
 
 
 class _Passing:
-    """How far an upstream answer has been passed on: its status sent, and its SSE events read."""
+    """How far an upstream answer has been passed on: its status sent, its SSE events read, and
+    why it broke off, if it did."""
 
     def __init__(self) -> None:
         self.started = False
         self.events: _SSE | None = None
+        self.broken: StatusError | None = None
+
+
+async def _unfinished(send: Send, passing: _Passing, why: StatusError) -> None:
+    """An upstream answer that did not finish (the deadline, a broken connection): before its
+    status, `why` in OpenAI's envelope; an SSE stream under way ends with an `error` event
+    saying why; another answer under way is left unended, and the server breaks the connection
+    off, so the client sees an incomplete answer, never a cut one ended as if whole."""
+    if not passing.started:
+        await _error(send, why.status, why.message, why.type, why.code)
+    elif passing.events is not None:
+        event = {
+            "type": "error",
+            "code": why.code,
+            "message": why.message,
+            "param": None,
+            "sequence_number": passing.events.next_sequence,
+        }
+        chunk = b"event: error\ndata: " + json.dumps(event).encode("utf-8") + b"\n\n"
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 class _SSE:

@@ -234,3 +234,46 @@ def test_a_dripping_body_is_cut_at_the_deadline_not_ended_as_whole(tmp_path: Pat
                 http.post("/responses", json={**CREATE, "stream": False})
         assert closed.wait(60), "the upstream request went on after the deadline"
     assert list((tmp_path / "recordings").glob("*.yaml")) == []
+
+
+def _cut(sse: bool) -> Handler:
+    """An upstream whose answer breaks off: an SSE stream after its first event, a JSON body
+    shorter than its Content-Length."""
+
+    async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request(reader)
+        if sse:
+            event = (
+                b'data: {"type":"response.created","sequence_number":0,'
+                b'"response":{"id":"resp_cut","object":"response","status":"in_progress","output":[]}}\n\n'
+            )
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+            writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+        else:
+            writer.write(b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"id": "x"')
+        await writer.drain()
+        writer.close()
+
+    return cut
+
+
+def test_an_answer_that_breaks_off_is_not_passed_on_as_whole(tmp_path: Path) -> None:
+    """An upstream answer cut short was ended cleanly towards the client: a JSON body shorter
+    than its Content-Length arrived as a complete 200 body, and an SSE stream without its
+    terminal event ended as if finished (the SDK's iterator just stops). Now a body is broken
+    off unended (the client sees it incomplete, as from the upstream itself), and a stream ends
+    with an `error` event saying the upstream broke off."""
+    with raw_upstream(_cut(sse=False)) as url, recorder(tmp_path, url, tmp_path / "recordings") as rec:
+        with httpx.Client(base_url=rec.server_url, timeout=120) as http:
+            with pytest.raises(httpx.RemoteProtocolError):
+                http.post("/responses", json={**CREATE, "stream": False})
+    with raw_upstream(_cut(sse=True)) as url, recorder(tmp_path, url, tmp_path / "recordings") as rec:
+        with httpx.Client(base_url=rec.server_url, timeout=120) as http:
+            with http.stream("POST", "/responses", json=CREATE) as response:
+                assert response.status_code == 200
+                text = b"".join(response.iter_raw()).decode()
+    data = [json.loads(line[len("data: ") :]) for line in text.split("\n") if line.startswith("data: ")]
+    assert [event["type"] for event in data] == ["response.created", "error"]
+    assert data[-1]["code"] == "upstream_unreachable" and data[-1]["sequence_number"] == 1
+    assert "broke off" in data[-1]["message"]
+    assert list((tmp_path / "recordings").glob("*.yaml")) == []
