@@ -55,6 +55,10 @@ def malformed() -> list[tuple[str, str, str]]:
         ("integer.json", '{"priority": ' + "9" * 5000 + "}", "invalid JSON: an integer of more than 4300 digits"),
         ("integer.yaml", "priority: " + "9" * 5000 + "\n", "invalid YAML: an integer of more than 4300 digits"),
         ("date.yaml", "turns: [{message: 2024-02-30}]\n", "invalid YAML: day is out of range for month"),
+        # a key given twice: the loaders kept its last value and dropped the first without a word
+        ("twice.yaml", "turns: [{message: a}]\nturns: []\n", "the key 'turns' is given twice"),
+        ("twice_nested.yaml", "match: {input: a, input: b}\nturns: [{message: a}]\n", "the key 'input' is given twice"),
+        ("twice.json", '{"turns": [{"message": "a"}], "turns": []}', "invalid JSON: the key 'turns' is given twice"),
         # a valid scenario of more values than Python's loader builds in reasonable time and memory
         # (1 MiB of them took 14 s and 250 MB; accepted before)
         (
