@@ -42,6 +42,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from ptc_emulator.api.routes.responses import SCOPE_HEADER, SCOPE_METADATA_KEY
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.errors import StatusError
 from ptc_emulator.emulator.model import (
     MatchRequest,
     Recorder,
@@ -50,7 +51,6 @@ from ptc_emulator.emulator.model import (
     match_context,
     user_text,
 )
-from ptc_emulator.emulator.errors import StatusError
 from ptc_emulator.emulator.wire.events import TERMINAL
 
 __all__ = ["ProxyMiddleware", "RecordingProxy", "ProxySettingsError"]

@@ -254,7 +254,8 @@ def test_a_directory_s_scenario_names_that_are_no_readable_file_are_named_not_sk
     status, out, err = validate(capsys, tmp_path)
     assert status == 1
     lines = err.strip().splitlines()
-    assert [line.split(":")[0] for line in lines] == [str(tmp_path / n) for n in ("dangling.yaml", "fifo.json", "loop.yaml")]
+    named = [str(tmp_path / n) for n in ("dangling.yaml", "fifo.json", "loop.yaml")]
+    assert [line.split(":")[0] for line in lines] == named
     assert lines[1] == f"{tmp_path / 'fifo.json'}: not a regular file"
     assert "cannot read it" in lines[0] and "cannot read it" in lines[2]
     assert out.strip() == "ptc-emulator validate: 3 problems in 4 files"

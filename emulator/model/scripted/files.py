@@ -15,11 +15,11 @@ import json
 import logging
 import threading
 import time
-from typing import Any
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
+from typing import Any
 
 from pydantic import ValidationError
 

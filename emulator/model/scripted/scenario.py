@@ -484,7 +484,7 @@ class _NoAliasLoader(yaml.SafeLoader):
             for key_node, _ in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge":
                     continue
-                key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+                key = self.construct_object(key_node, deep=True)
                 try:
                     repeated = key in seen
                     seen.add(key)
@@ -492,7 +492,9 @@ class _NoAliasLoader(yaml.SafeLoader):
                     continue
                 if repeated:
                     raise yaml.constructor.ConstructorError(
-                        "while constructing a mapping", node.start_mark, f"the key {key!r} is given twice",
+                        "while constructing a mapping",
+                        node.start_mark,
+                        f"the key {key!r} is given twice",
                         key_node.start_mark,
                     )
         return super().construct_mapping(node, deep=deep)
