@@ -215,6 +215,13 @@ def _record_arguments(serve: argparse.ArgumentParser) -> None:
         default="new",
         help="new: record what no recording matches; all: re-record everything; none: replay only",
     )
+    group.add_argument(
+        "--upstream-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="one exchange with the upstream, whole (a streamed answer to its end)",
+    )
 
 
 def _model_upstream_arguments(serve: argparse.ArgumentParser, defaults: Settings) -> None:
@@ -319,6 +326,7 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
         mcp_max_answer_bytes=args.mcp_max_answer_bytes,
         mcp_memo_bytes=args.mcp_memo_bytes,
         record_mode=args.record_mode,
+        upstream_timeout_s=args.upstream_timeout,
         model_upstream=args.model_upstream,
         model_upstream_api_key_env=args.model_upstream_api_key_env,
         model_upstream_model=args.model_upstream_model,

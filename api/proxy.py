@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 from collections import OrderedDict, deque
@@ -41,6 +42,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from ptc_emulator.api.routes.responses import SCOPE_HEADER, SCOPE_METADATA_KEY
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.errors import StatusError
 from ptc_emulator.emulator.model import (
     MatchRequest,
     Recorder,
@@ -124,7 +126,12 @@ class RecordingProxy:
             self.api_key = key
         self.upstream_ids: OrderedDict[str, None] = OrderedDict()
         """Response and item ids the upstream made: a request that mentions one continues there."""
-        self.client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=30.0))
+        self.deadline = settings.upstream_timeout_s
+        """One exchange with the upstream, whole (`--upstream-timeout`): a read timeout alone
+        (the time between two bytes) let an upstream that dripped its answer hold a client for ever."""
+        if not math.isfinite(self.deadline) or self.deadline <= 0:
+            raise ProxySettingsError(f"--upstream-timeout {self.deadline:g}: give a positive number of seconds")
+        self.client = httpx.AsyncClient(timeout=httpx.Timeout(self.deadline, connect=min(30.0, self.deadline)))
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -215,27 +222,42 @@ class RecordingProxy:
         url = self.base + path + (f"?{query}" if query else "")
         headers = {**self._upstream_headers(scope), "accept-encoding": "identity"}
         request = self.client.build_request(scope["method"], url, headers=headers, content=body)
+        passing = _Passing()
+        exchange = asyncio.ensure_future(self._exchange(request, create, send, passing))
+        gone = asyncio.ensure_future(_disconnected(receive))
+        try:
+            await asyncio.wait({exchange, gone}, timeout=self.deadline, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (exchange, gone):
+                task.cancel()
+            for task in (exchange, gone):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if gone.done() and not gone.cancelled() and not exchange.done():
+            log.info("the client went away: the upstream request to %s is ended", path)
+        elif not exchange.done() or exchange.cancelled():  # the deadline
+            log.warning("the upstream's answer to %s took longer than %g s: ended", path, self.deadline)
+            await _unfinished(send, passing, messages.proxy_timeout(self.base, self.deadline))
+        elif passing.broken is not None:
+            await _unfinished(send, passing, passing.broken)
+
+    async def _exchange(
+        self, request: httpx.Request, create: dict[str, Any] | None, send: Send, passing: _Passing
+    ) -> None:
         try:
             reply = await self.client.send(request, stream=True)
         except httpx.HTTPError as e:
             refused = messages.proxy_unreachable(self.base, type(e).__name__, str(e))
             await _error(send, refused.status, refused.message, refused.type, refused.code)
             return
-        passing = asyncio.ensure_future(self._pass_on(reply, create, send))
-        gone = asyncio.ensure_future(_disconnected(receive))
         try:
-            await asyncio.wait({passing, gone}, return_when=asyncio.FIRST_COMPLETED)
+            await self._pass_on(reply, create, send, passing)
         finally:
-            for task in (passing, gone):
-                task.cancel()
-            for task in (passing, gone):
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
             await reply.aclose()
-        if gone.done() and not gone.cancelled() and not passing.done():
-            log.info("the client went away: the upstream request to %s is ended", path)
 
-    async def _pass_on(self, reply: httpx.Response, create: dict[str, Any] | None, send: Send) -> None:
+    async def _pass_on(
+        self, reply: httpx.Response, create: dict[str, Any] | None, send: Send, passing: _Passing
+    ) -> None:
         """The upstream's answer to the client, noting its ids and recording it as it passes."""
         encoding = reply.headers.get("content-encoding", "identity").strip().lower()
         packed = encoding not in ("", "identity")
@@ -246,6 +268,7 @@ class RecordingProxy:
             and not k.lower().startswith("access-control-")
         ]
         await send({"type": "http.response.start", "status": reply.status_code, "headers": headers})
+        passing.started = True
         if packed:
             log.warning(
                 "the upstream's answer is compressed (%s) although asked for none: passed on, not recorded", encoding
@@ -254,7 +277,7 @@ class RecordingProxy:
         # continues the moment it has the response finds its ids known and its recording made.
         ok = reply.status_code == 200 and not packed
         sse = reply.headers.get("content-type", "").startswith("text/event-stream")
-        events = _SSE() if sse and not packed else None
+        events = passing.events = _SSE() if sse and not packed else None
         kept = _Kept()
         try:
             async for chunk in reply.aiter_raw():
@@ -262,12 +285,15 @@ class RecordingProxy:
                     for data in events.feed(chunk):
                         event = await _parsed(data)
                         if isinstance(event, dict):
+                            events.note(event)
                             await self._event(event, create if ok else None)
                 elif ok:
                     kept.add(chunk)
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except httpx.HTTPError as e:
             log.warning("the upstream's answer broke off: %s", e)
+            passing.broken = messages.proxy_answer_cut(self.base, type(e).__name__, str(e))
+            return  # ended by `_unfinished`, never as if whole
         if events is None and ok and kept.whole:
             response = await _parsed(bytes(kept.data))
             await self._event({"type": "response.completed", "response": response}, create)
@@ -479,9 +505,47 @@ class _Kept:
         self.data += chunk
 
 
+class _Passing:
+    """How far an upstream answer has been passed on: its status sent, its SSE events read, and
+    why it broke off, if it did."""
+
+    def __init__(self) -> None:
+        self.started = False
+        self.events: _SSE | None = None
+        self.broken: StatusError | None = None
+
+
+async def _unfinished(send: Send, passing: _Passing, why: StatusError) -> None:
+    """An upstream answer that did not finish (the deadline, a broken connection): before its
+    status, `why` in OpenAI's envelope; an SSE stream under way ends with an `error` event
+    saying why; another answer under way is left unended, and the server breaks the connection
+    off, so the client sees an incomplete answer, never a cut one ended as if whole."""
+    if not passing.started:
+        await _error(send, why.status, why.message, why.type, why.code)
+    elif passing.events is not None:
+        event = {
+            "type": "error",
+            "code": why.code,
+            "message": why.message,
+            "param": None,
+            "sequence_number": passing.events.next_sequence,
+        }
+        chunk = b"event: error\ndata: " + json.dumps(event).encode("utf-8") + b"\n\n"
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
 class _SSE:
     """The data of an SSE stream's events, taken as its bytes pass through (an event of more than
     `KEPT_BYTES` is passed on, not read)."""
+
+    next_sequence = 0
+    """The `sequence_number` after the last event's: an error event the proxy adds takes it."""
+
+    def note(self, event: dict[str, Any]) -> None:
+        number = event.get("sequence_number")
+        if isinstance(number, int) and not isinstance(number, bool) and number >= self.next_sequence:
+            self.next_sequence = number + 1
 
     def __init__(self) -> None:
         self.buffer = bytearray()

@@ -95,6 +95,8 @@ class Settings:
     """Where recorded conversations are written as scenario files (and read back from)."""
     record_mode: Literal["new", "all", "none"] = "new"
     """new: record what no recording matches; all: re-record everything; none: never record."""
+    upstream_timeout_s: float = 600.0
+    """Record mode: one exchange with the upstream, whole (its answer streamed to the end)."""
     model_upstream: str | None = None
     """A model upstream (docs/any-model.md): an OpenAI-compatible base URL whose model writes the
     programs and messages of the requests no scenario matches."""

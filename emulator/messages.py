@@ -1797,6 +1797,31 @@ def proxy_unreachable(base: str, kind: str, detail: str) -> StatusError:
     )
 
 
+@error(PROXY)
+def proxy_answer_cut(base: str, kind: str, detail: str) -> StatusError:
+    """The recording proxy's upstream broke its answer off (`kind`: the transport error's name,
+    `detail`: its text): an SSE stream under way ends with this `error` event; a body under way
+    is broken off unended."""
+    return StatusError(
+        502,
+        f"The upstream {base} broke off its answer: {kind}: {detail}",
+        type="server_error",
+        code="upstream_unreachable",
+    )
+
+
+@error(PROXY, seconds=600.0)
+def proxy_timeout(base: str, seconds: float) -> StatusError:
+    """The recording proxy's upstream did not finish its answer within `--upstream-timeout` (the
+    whole exchange): a 504 before any of the answer was passed on, an SSE stream's `error` event after."""
+    return StatusError(
+        504,
+        f"The upstream {base} did not finish its answer within {seconds:g} s (--upstream-timeout).",
+        type="server_error",
+        code="upstream_timeout",
+    )
+
+
 @error(PROXY, status=502)
 def proxy_socket_refused(base: str, kind: str, detail: str, status: int) -> StatusError:
     """The recording proxy's upstream does not take the WebSocket (`status`: its HTTP answer, else 502);

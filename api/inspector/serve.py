@@ -95,7 +95,16 @@ def _page(path: Path, text: str) -> bytes:
             f"{path}: not a journal: expected a trace's JSON ('journal': [...]), the body of "
             "GET /_emulator/journal ('data': [...]) or a list of its entries"
         )
-    return trace_html(entries, title=title).encode("utf-8")
+    try:
+        return trace_html(entries, title=title).encode("utf-8")
+    except UnicodeError:  # a lone surrogate: said as such by `load_trace`
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as error:
+        # The server writes its entries' fields with their types; a file's may hold any (a status
+        # that is text, figures that are a number), read deep in the inspector.
+        raise TraceError(
+            f"{path}: not a ptc-emulator journal (an entry is malformed: {type(error).__name__}: {error})"
+        ) from error
 
 
 def _handler(page: bytes) -> type[BaseHTTPRequestHandler]:

@@ -107,8 +107,22 @@ class ReasoningParam(WireModel):
     summary: Literal["concise", "detailed", "auto"] | None = None
 
 
-class TextFormatParam(OpenModel):
-    type: Literal["text", "json_schema"]
+class PlainFormatParam(WireModel):
+    """`TextFormatParamText` (openai 3.63): ordinary text."""
+
+    type: Literal["text"]
+
+
+class SchemaFormatParam(WireModel):
+    """`TextFormatParamJSONSchema` (openai 3.63): text that matches a JSON Schema. Its keys are
+    the SDK's two, and its schema is held to what a Responses json_schema format's is
+    (`check_agent`): any key and any schema were kept and shown back before."""
+
+    type: Literal["json_schema"]
+    schema_: dict[str, Any] = Field(alias="schema")
+
+
+TextFormatParam = Annotated[PlainFormatParam | SchemaFormatParam, Field(discriminator="type")]
 
 
 class TextParam(WireModel):
@@ -365,6 +379,11 @@ def check_agent(fields: AgentFields, param: str = "", max_tools_bytes: int = MAX
         check_tools(fields.tools, f"{prefix}tools", max_tools_bytes)
     if fields.multi_agent is not None and fields.multi_agent.enabled:
         raise messages.subagents_unsupported(f"{prefix}multi_agent.enabled")
+    found = fields.text.format if fields.text is not None else None
+    if isinstance(found, SchemaFormatParam):
+        problem = schema_problem(found.schema_)
+        if problem is not None:
+            raise messages.invalid_format_schema("json_schema", problem, f"{prefix}text.format.schema")
 
 
 def dump_tool(tool: AgentToolParam) -> dict[str, Any]:
@@ -452,7 +471,7 @@ def _settings(fields: AgentFields, base: dict[str, Any] | None) -> dict[str, Any
         out["reasoning"] = {"effort": r.effort if r else None, "summary": r.summary if r else None}
     if "text" in given:
         t = fields.text
-        fmt = t.format.model_dump(mode="json") if t and t.format else {"type": "text"}
+        fmt = t.format.model_dump(mode="json", by_alias=True) if t and t.format else {"type": "text"}
         out["text"] = {"format": fmt, "verbosity": (t.verbosity if t else None) or "medium"}
     if "tools" in given:
         out["tools"] = persisted_tools(fields.tools)

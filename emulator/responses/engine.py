@@ -579,6 +579,10 @@ class Engine:
         triggered(new_items)
         items = [*history, *new_items]
         expanded = self.compactor.expand(items, len(history))
+        if expanded is None:  # its items are held to a create's rules (an output needs its call)
+            analyse(items, len(history), self.signer, whole=False)
+        else:
+            analyse(expanded.items, expanded.new_from, self.signer, None, expanded.shift, whole=False)
         counted = usage(
             instructions=request.instructions,
             tools=echo_tools(request),

@@ -130,12 +130,21 @@ def _param(index: int, new_from: int, shift: int = 0) -> str:
 
 
 def analyse(
-    items: list[Item], new_from: int, signer: Signer, cursor: Extension | None = None, shift: int = 0
+    items: list[Item],
+    new_from: int,
+    signer: Signer,
+    cursor: Extension | None = None,
+    shift: int = 0,
+    *,
+    whole: bool = True,
 ) -> Conversation:
     """Read the conversation and hold it to the rules (an `InvalidRequest` names the first item
     that breaks one). `cursor`: what the request's source recognised, so that a known prefix is
     not read again (the pass is read on from its base cursor's and left at its mark).
-    `shift`: how many input items a compaction item's window replaced (`compaction.Expanded`)."""
+    `shift`: how many input items a compaction item's window replaced (`compaction.Expanded`).
+    `whole=False` (a token count): each item is held to the rules as a create holds it (an
+    output answers an earlier call of its kind, once; a program output is the program's own),
+    but the conversation need not be ready for a model turn (a call may await its output)."""
     conv = Conversation(items, new_from, -1)
     conv.cursor = ext = cursor.fit(items) if cursor is not None else Extension()
     by_program: dict[str, list[CallItem]] = {}
@@ -182,6 +191,8 @@ def analyse(
     conv._program_calls = by_program
     if mark == len(items) and ext.cursor is not None and ext.cursor.rules is None:
         ext.cursor.rules = RulesPass.of(conv, by_program, program_at)
+    if not whole:
+        return conv
     anchor = conv.anchor
     for call_id, call in conv.calls.items():
         if call_id not in conv.outputs:

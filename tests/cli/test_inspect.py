@@ -8,12 +8,13 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import httpx
 import pytest
 
-from ptc_emulator.api.inspector.serve import TraceServer, load_trace
+from ptc_emulator.api.inspector.serve import TraceError, TraceServer, load_trace
 from ptc_emulator.api.inspector.trace import trace_html
 from ptc_emulator.testing.server import PTCEmulator
 from tests.cli.test_cli import CLI, run
@@ -156,3 +157,27 @@ def test_a_fifo_or_a_device_is_refused_unread_in_one_line(tmp_path: Path) -> Non
         assert done.returncode == 2, (path, done.stderr)
         [line] = done.stderr.strip().splitlines()
         assert line == f"ptc-emulator: {path}: not a regular file: not a trace", line
+
+
+MISTYPED_ENTRIES = {
+    "a status that is no number": {"status": "x"},
+    "a status that is null": {"status": None},
+    "figures that are no mapping": {"status": 200, "figures": 1.5},
+    "a sequence that is a mapping": {"status": 200, "seq": {"a": 1}},
+    "a scope that is a mapping": {"status": 200, "scope": {"a": 1}, "response_id": "resp_1"},
+    "a time that is text": {"status": 200, "at": "noon"},
+}
+
+
+@pytest.mark.parametrize("entry", list(MISTYPED_ENTRIES.values()), ids=list(MISTYPED_ENTRIES))
+def test_a_journal_entry_of_the_wrong_types_is_one_line_not_a_traceback(entry: dict[str, object]) -> None:
+    """A journal's entries were read as the server writes them: a field of another type (a status
+    that is text, usage that is a number) raised from deep in the inspector, and `inspect` printed
+    the traceback. Each is now one line naming the file."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "journal.json"
+        path.write_text(json.dumps({"data": [{"id": 1, "seq": 1, "at": 1.0, **entry}, {"id": 2, "seq": 2, **entry}]}))
+        with pytest.raises(TraceError) as refused:
+            load_trace(path)
+    [line] = str(refused.value).splitlines()
+    assert line.startswith(f"{path}: not a ptc-emulator journal (an entry is malformed: "), line

@@ -55,6 +55,10 @@ def malformed() -> list[tuple[str, str, str]]:
         ("integer.json", '{"priority": ' + "9" * 5000 + "}", "invalid JSON: an integer of more than 4300 digits"),
         ("integer.yaml", "priority: " + "9" * 5000 + "\n", "invalid YAML: an integer of more than 4300 digits"),
         ("date.yaml", "turns: [{message: 2024-02-30}]\n", "invalid YAML: day is out of range for month"),
+        # a key given twice: the loaders kept its last value and dropped the first without a word
+        ("twice.yaml", "turns: [{message: a}]\nturns: []\n", "the key 'turns' is given twice"),
+        ("twice_nested.yaml", "match: {input: a, input: b}\nturns: [{message: a}]\n", "the key 'input' is given twice"),
+        ("twice.json", '{"turns": [{"message": "a"}], "turns": []}', "invalid JSON: the key 'turns' is given twice"),
         # a valid scenario of more values than Python's loader builds in reasonable time and memory
         # (1 MiB of them took 14 s and 250 MB; accepted before)
         (
@@ -232,3 +236,26 @@ def test_a_fifo_or_a_device_given_is_refused_unread_naming_it(
     assert status == 1
     assert err.splitlines() == [f"{p}: not a regular file or a directory" for p in given]
     assert out.strip() == f"ptc-emulator validate: {len(given)} problems in 0 files"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_a_directory_s_scenario_names_that_are_no_readable_file_are_named_not_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In a directory, a `*.yaml` that is a dangling or looping symlink, a FIFO or a device was
+    left out without a word: `validate` said "all valid" and the server loaded the folder without
+    that scenario. Each is now one line naming it (a FIFO unread); an editor's hidden lock link
+    (`.#name.yaml`, which points nowhere) is still left alone."""
+    (tmp_path / "fine.yaml").write_text(yaml.safe_dump({"turns": [{"message": "hi"}]}), encoding="utf-8")
+    (tmp_path / "dangling.yaml").symlink_to(tmp_path / "gone.yaml")
+    (tmp_path / "loop.yaml").symlink_to(tmp_path / "loop.yaml")
+    os.mkfifo(tmp_path / "fifo.json")
+    (tmp_path / ".#fine.yaml").symlink_to("someone@host.123")
+    status, out, err = validate(capsys, tmp_path)
+    assert status == 1
+    lines = err.strip().splitlines()
+    named = [str(tmp_path / n) for n in ("dangling.yaml", "fifo.json", "loop.yaml")]
+    assert [line.split(":")[0] for line in lines] == named
+    assert lines[1] == f"{tmp_path / 'fifo.json'}: not a regular file"
+    assert "cannot read it" in lines[0] and "cannot read it" in lines[2]
+    assert out.strip() == "ptc-emulator validate: 3 problems in 4 files"

@@ -166,3 +166,114 @@ def test_an_upstream_websocket_message_past_the_bound_closes_the_socket(
         loop.call_soon_threadsafe(box["stop"].set)  # type: ignore[attr-defined]
         thread.join(10)
         loop.close()
+
+
+def _dripping(sse: bool, headers_first: bool) -> tuple[Handler, threading.Event]:
+    """An upstream that answers a byte at a time, each well within the read timeout, forever
+    (or, with `headers_first` false, sends nothing at all); the event: its connection closed."""
+    closed = threading.Event()
+
+    async def drip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request(reader)
+        try:
+            if headers_first:
+                kind = b"text/event-stream" if sse else b"application/json"
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: " + kind + b"\r\ntransfer-encoding: chunked\r\n\r\n")
+                writer.write(b"1\r\n" + (b":" if sse else b"{") + b"\r\n")
+            while not reader.at_eof():
+                if headers_first:
+                    writer.write(b"1\r\n" + (b"\n" if sse else b" ") + b"\r\n")
+                await writer.drain()
+                await asyncio.sleep(0.05)
+        except (ConnectionError, OSError):
+            pass
+        closed.set()
+        writer.close()
+
+    return drip, closed
+
+
+def test_an_upstream_that_never_answers_is_given_up_at_the_deadline(tmp_path: Path) -> None:
+    """The proxy's upstream client had a read timeout only (600 s between two bytes): an
+    upstream that accepted the request and never answered held the client for ten minutes,
+    and one that dripped a byte a second held it for ever. `--upstream-timeout` bounds the
+    whole exchange; before any byte of the answer the client gets a 504 in OpenAI's envelope."""
+    handler, closed = _dripping(sse=False, headers_first=False)
+    with raw_upstream(handler) as url, recorder(tmp_path, url, tmp_path / "recordings", upstream_timeout_s=0.5) as rec:
+        with httpx.Client(base_url=rec.server_url, timeout=120) as http:
+            response = http.post("/responses", json={**CREATE, "stream": False})
+        assert closed.wait(60), "the upstream request went on after the deadline"
+    assert response.status_code == 504
+    error = response.json()["error"]
+    assert error["code"] == "upstream_timeout" and error["type"] == "server_error" and error["param"] is None
+    assert "0.5 s" in error["message"] and "--upstream-timeout" in error["message"]
+
+
+def test_a_dripping_stream_ends_at_the_deadline_with_an_error_event(tmp_path: Path) -> None:
+    """An SSE answer already under way when the deadline comes ends with an `error` event that
+    says why (its status was sent): the upstream request is ended, not held for ever."""
+    handler, closed = _dripping(sse=True, headers_first=True)
+    with raw_upstream(handler) as url, recorder(tmp_path, url, tmp_path / "recordings", upstream_timeout_s=0.5) as rec:
+        with httpx.Client(base_url=rec.server_url, timeout=120) as http:
+            with http.stream("POST", "/responses", json=CREATE) as response:
+                assert response.status_code == 200
+                text = b"".join(response.iter_raw()).decode()
+        assert closed.wait(60), "the upstream request went on after the deadline"
+    data = [line[len("data: ") :] for line in text.split("\n") if line.startswith("data: ")]
+    event = json.loads(data[-1])
+    assert event["type"] == "error" and event["code"] == "upstream_timeout" and "0.5 s" in event["message"]
+
+
+def test_a_dripping_body_is_cut_at_the_deadline_not_ended_as_whole(tmp_path: Path) -> None:
+    """A JSON answer under way at the deadline: the connection is broken off, so the client
+    sees an incomplete answer (never a cleanly ended, truncated body it could take as whole)."""
+    handler, closed = _dripping(sse=False, headers_first=True)
+    with raw_upstream(handler) as url, recorder(tmp_path, url, tmp_path / "recordings", upstream_timeout_s=0.5) as rec:
+        with httpx.Client(base_url=rec.server_url, timeout=120) as http:
+            with pytest.raises(httpx.RemoteProtocolError):
+                http.post("/responses", json={**CREATE, "stream": False})
+        assert closed.wait(60), "the upstream request went on after the deadline"
+    assert list((tmp_path / "recordings").glob("*.yaml")) == []
+
+
+def _cut(sse: bool) -> Handler:
+    """An upstream whose answer breaks off: an SSE stream after its first event, a JSON body
+    shorter than its Content-Length."""
+
+    async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request(reader)
+        if sse:
+            event = (
+                b'data: {"type":"response.created","sequence_number":0,'
+                b'"response":{"id":"resp_cut","object":"response","status":"in_progress","output":[]}}\n\n'
+            )
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+            writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+        else:
+            writer.write(b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"id": "x"')
+        await writer.drain()
+        writer.close()
+
+    return cut
+
+
+def test_an_answer_that_breaks_off_is_not_passed_on_as_whole(tmp_path: Path) -> None:
+    """An upstream answer cut short was ended cleanly towards the client: a JSON body shorter
+    than its Content-Length arrived as a complete 200 body, and an SSE stream without its
+    terminal event ended as if finished (the SDK's iterator just stops). Now a body is broken
+    off unended (the client sees it incomplete, as from the upstream itself), and a stream ends
+    with an `error` event saying the upstream broke off."""
+    with raw_upstream(_cut(sse=False)) as url, recorder(tmp_path, url, tmp_path / "recordings") as rec:
+        with httpx.Client(base_url=rec.server_url, timeout=120) as http:
+            with pytest.raises(httpx.RemoteProtocolError):
+                http.post("/responses", json={**CREATE, "stream": False})
+    with raw_upstream(_cut(sse=True)) as url, recorder(tmp_path, url, tmp_path / "recordings") as rec:
+        with httpx.Client(base_url=rec.server_url, timeout=120) as http:
+            with http.stream("POST", "/responses", json=CREATE) as response:
+                assert response.status_code == 200
+                text = b"".join(response.iter_raw()).decode()
+    data = [json.loads(line[len("data: ") :]) for line in text.split("\n") if line.startswith("data: ")]
+    assert [event["type"] for event in data] == ["response.created", "error"]
+    assert data[-1]["code"] == "upstream_unreachable" and data[-1]["sequence_number"] == 1
+    assert "broke off" in data[-1]["message"]
+    assert list((tmp_path / "recordings").glob("*.yaml")) == []

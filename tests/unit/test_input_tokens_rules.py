@@ -77,6 +77,38 @@ BAD_BODIES: dict[str, dict[str, Any]] = {
     "a compaction_trigger that is not last": {
         "input": [{"type": "compaction_trigger"}, {"role": "user", "content": "hi"}]
     },
+    "a function_call_output with no call": {
+        "input": [{"role": "user", "content": "hi"}, {"type": "function_call_output", "call_id": "c1", "output": "4"}]
+    },
+    "a custom_tool_call_output answering a function call": {
+        "input": [
+            {"role": "user", "content": "hi"},
+            {"type": "function_call", "call_id": "c1", "name": "add", "arguments": "{}"},
+            {"type": "custom_tool_call_output", "call_id": "c1", "output": "4"},
+        ]
+    },
+    "a function call answered twice": {
+        "input": [
+            {"role": "user", "content": "hi"},
+            {"type": "function_call", "call_id": "c1", "name": "add", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "4"},
+            {"type": "function_call_output", "call_id": "c1", "output": "5"},
+        ]
+    },
+    "a function call named twice": {
+        "input": [
+            {"role": "user", "content": "hi"},
+            {"type": "function_call", "call_id": "c1", "name": "add", "arguments": "{}"},
+            {"type": "function_call", "call_id": "c1", "name": "add", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "4"},
+        ]
+    },
+    "a tool_search_output with no call": {
+        "input": [
+            {"role": "user", "content": "hi"},
+            {"type": "tool_search_output", "call_id": "s1", "execution": "client", "tools": []},
+        ]
+    },
     "a compaction item that does not verify": {
         "input": [{"role": "user", "content": "hi"}, {"type": "compaction", "encrypted_content": "forged"}]
     },
@@ -182,3 +214,16 @@ def test_compact_checks_the_fields_it_shares_with_create(unit_http: TestClient, 
     assert [compacted[k] for k in ("type", "param", "code")] == [created[k] for k in ("type", "param", "code")]
     if "service_tier" not in body:
         assert compacted["message"] == created["message"]
+
+
+def test_a_call_that_awaits_its_output_is_still_counted(unit_sdk: openai.OpenAI) -> None:
+    """Outputs are held to their calls; a call whose output is still to come is counted (a client
+    counts what it is about to send with the output it is writing)."""
+    counted = unit_sdk.responses.input_tokens.count(
+        model="m",
+        input=[
+            {"role": "user", "content": "hi"},
+            {"type": "function_call", "call_id": "c1", "name": "add", "arguments": "{}"},
+        ],
+    )
+    assert counted.input_tokens > 0

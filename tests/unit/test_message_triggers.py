@@ -1884,6 +1884,47 @@ def _(c: Context) -> object:
     return json.loads(sent[1]["body"])
 
 
+@trigger("proxy_answer_cut")
+def _(c: Context) -> object:
+    class Cut(httpx.AsyncByteStream):
+        async def __aiter__(self) -> Any:
+            yield b'data: {"type": "response.created", "sequence_number": 0}\n\n'
+            raise httpx.ReadError("connection reset")
+
+    def cut(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Cut())
+
+    with tempfile.TemporaryDirectory() as data:
+        proxy = recording(data)
+        proxy.client = httpx.AsyncClient(transport=httpx.MockTransport(cut))
+        scope = {"type": "http", "method": "POST", "path": "/v1/responses", "headers": [], "query_string": b""}
+        body = {"type": "http.request", "body": b'{"model": "m", "input": "hi", "stream": true}', "more_body": False}
+        sent = asgi(scope, [body], lambda *a: proxy.serve(c.http.app, *a))
+    assert sent[0]["status"] == 200 and sent[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
+    event = sent[-2]["body"].decode()
+    assert event.startswith("event: error\ndata: "), event
+    return json.loads(event.split("data: ", 1)[1])
+
+
+@trigger("proxy_timeout")
+def _(c: Context) -> object:
+    with tempfile.TemporaryDirectory() as data:
+        proxy = recording(data)
+        proxy.deadline = 0.01
+        gate = asyncio.Event()  # never set: the upstream never answers
+
+        async def never(request: httpx.Request) -> httpx.Response:
+            await gate.wait()
+            raise AssertionError("unreachable")
+
+        proxy.client = httpx.AsyncClient(transport=httpx.MockTransport(never))
+        scope = {"type": "http", "method": "POST", "path": "/v1/responses", "headers": [], "query_string": b""}
+        body = {"type": "http.request", "body": b'{"model": "m", "input": "hi"}', "more_body": False}
+        sent = asgi(scope, [body], lambda *a: proxy.serve(c.http.app, *a))
+    assert sent[0]["status"] == 504, sent
+    return json.loads(sent[1]["body"])
+
+
 @trigger("proxy_socket_refused")
 def _(c: Context) -> object:
     import websockets.asyncio.client as client

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -49,8 +50,15 @@ SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def scenario_files(directory: Path) -> list[Path]:
-    """The scenario files of a directory (not its subdirectories), by name."""
-    return sorted(p for p in directory.iterdir() if p.suffix.lower() in SUFFIXES and p.is_file())
+    """The scenario files of a directory (not its subdirectories), by name: every name with a
+    scenario suffix but a subdirectory's, so that one which is no readable file (a dangling or
+    looping symlink, a FIFO, a device) is read and refused with its reason, never left out
+    unsaid. A hidden name that is no file (an editor's lock link, `.#name.yaml`) is left alone."""
+    return sorted(
+        p
+        for p in directory.iterdir()
+        if p.suffix.lower() in SUFFIXES and not p.is_dir() and (p.is_file() or not p.name.startswith("."))
+    )
 
 
 def read(path: Path) -> Scenario:
@@ -59,7 +67,9 @@ def read(path: Path) -> Scenario:
         return load_scenario(path)
     text = read_text(path, MAX_JSON_FILE_BYTES)
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_once_each)
+    except _GivenTwice as e:
+        raise ScenarioError(f"{path}: invalid JSON: the key {e.key!r} is given twice in one object") from e
     except json.JSONDecodeError as e:
         raise ScenarioError(f"{path}: invalid JSON: {e}") from e
     except ValueError as e:  # what Python's parser raises for the one number it will not read
@@ -69,6 +79,22 @@ def read(path: Path) -> Scenario:
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: a scenario is a mapping with `match` and `turns`")
     return load_scenario(data, default_name=path.stem, source=str(path))
+
+
+class _GivenTwice(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are each given once (Python's parser keeps the last of a key given
+    twice and drops the others without a word)."""
+    made = dict(pairs)
+    if len(made) != len(pairs):
+        seen: set[str] = set()
+        raise _GivenTwice(next(k for k, _ in pairs if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
+    return made
 
 
 def _all_errors(path: Path, error: ScenarioError) -> list[str]:

@@ -476,6 +476,29 @@ class _NoAliasLoader(yaml.SafeLoader):
             )
         return super().compose_node(parent, index)
 
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        """A key given twice in one mapping is refused: YAML's loader kept the last value and
+        dropped the first without a word (`turns` twice: the first list of turns never played)."""
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    repeated = key in seen
+                    seen.add(key)
+                except TypeError:  # an unhashable key: the loader words that itself
+                    continue
+                if repeated:
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping",
+                        node.start_mark,
+                        f"the key {key!r} is given twice",
+                        key_node.start_mark,
+                    )
+        return super().construct_mapping(node, deep=deep)
+
 
 _template_env = templating.BoundedEnvironment()
 
