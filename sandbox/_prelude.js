@@ -184,7 +184,15 @@
     for (let i = 0; i < ks.length; i++) r += (i ? ',' : '') + S(ks[i]) + ':' + canonValue(v[ks[i]]);
     return r + '}';
   };
-  const canon = (text) => canonValue(J(text));
+  // Text that is not JSON (a client's modified arguments) has no canonical form: null, which equals
+  // no canonical text, so the comparison below is a divergence, not a parse error of the controller.
+  const canon = (text) => {
+    try {
+      return canonValue(J(text));
+    } catch (e) {
+      return null;
+    }
+  };
 
   // ---- the program's state -----------------------------------------------------------------
   // Every container the controller writes to has a null prototype: writing past the end of an
@@ -348,7 +356,8 @@
       const c = calls[i];
       if (c.done || i >= journal.length) continue;
       const entry = journal[i];
-      if (entry.name !== c.name || canon(entry.args) !== canon(c.args)) {
+      const given = canon(entry.args);
+      if (entry.name !== c.name || given === null || given !== canon(c.args)) {
         return fail('divergence', 'tool call ' + i + ' was ' + c.name + '(' + c.args + ') on replay but the journal has ' +
                     entry.name + '(' + entry.args + ')');
       }

@@ -86,6 +86,18 @@ def test_modified_function_call_arguments(client: openai.OpenAI) -> None:
     assert error.code == "program_divergence"
 
 
+@pytest.mark.parametrize("arguments", ["x", "", '{"a": 1, "b": 2,}'])
+def test_arguments_modified_into_text_that_is_not_json(client: openai.OpenAI, arguments: str) -> None:
+    """Arguments that no longer parse are a modification like any other: the 400, not a 200 whose
+    program ends `incomplete` with the sandbox's own parse error (answered so before)."""
+    items = first_pause(client)
+    items[2]["arguments"] = arguments
+    error = rejected(client, items)
+    assert error.code == "program_divergence"
+    assert "arguments were modified" in error.message
+    assert "controller" not in error.message
+
+
 def test_reserialised_arguments_are_not_a_modification(client: openai.OpenAI) -> None:
     """Clients may re-serialise JSON (key order, spaces): arguments compare as parsed JSON."""
     items = first_pause(client)
