@@ -18,6 +18,7 @@ import pytest
 from openai.types.responses import Response
 
 from ptc_emulator.api.settings import Settings
+from ptc_emulator.emulator.model.scripted import scenario as scenario_module
 from ptc_emulator.emulator.model.scripted.script import inline_code
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import PTC_TOOLS, assert_envelope
@@ -207,6 +208,28 @@ def test_a_yaml_alias_chain_is_refused_before_it_expands(admin: httpx.Client) ->
         lines.append(f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]")
     reply = add(admin, {"yaml": "\n".join(lines) + "\nturns: [{message: x}]\n"})
     assert_envelope(reply, 400, "aliases", code="invalid_scenario")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[" * 5000 + "]" * 5000, "turns: " + "[" * 900 + "]" * 900, "turns: " + "[" * 900, "a: " + "{a: " * 900 + "}" * 900],
+)
+def test_deeply_nested_yaml_is_refused_before_python_loads_it(
+    admin: httpx.Client, monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    """A few kilobytes of `[[[[...` held the event loop 0.3 to 0.6 s while Python's YAML loader
+    recursed a thousand levels to its RecursionError: the nesting is now counted by the C parser
+    first, and Python's loader is never started on such a text (it was, on the old code)."""
+    loaders: list[object] = []
+
+    class Counted(scenario_module._NoAliasLoader):  # type: ignore[name-defined,misc]
+        def __init__(self, stream: Any) -> None:
+            loaders.append(stream)
+            super().__init__(stream)
+
+    monkeypatch.setattr(scenario_module, "_NoAliasLoader", Counted)
+    assert_envelope(add(admin, {"yaml": text}), 400, "YAML nested deeper than 64 levels", code="invalid_scenario")
+    assert loaders == []
 
 
 def test_an_oversized_yaml_scenario_is_refused(admin: httpx.Client) -> None:
