@@ -7,6 +7,7 @@ the client's generous timeout (no timing is asserted beyond "it answers").
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import httpx
 import pytest
 from openai.types.responses import Response
 
+from ptc_emulator.api.routes import admin as admin_routes
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator.model.scripted import scenario as scenario_module
 from ptc_emulator.emulator.model.scripted.script import inline_code
@@ -230,6 +232,32 @@ def test_deeply_nested_yaml_is_refused_before_python_loads_it(
     monkeypatch.setattr(scenario_module, "_NoAliasLoader", Counted)
     assert_envelope(add(admin, {"yaml": text}), 400, "YAML nested deeper than 64 levels", code="invalid_scenario")
     assert loaders == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "long-json", "scope": "off-loop", "turns": [{"message": "x" * 100}] * 20_000},
+        {"yaml": "name: long-yaml\nscope: off-loop\nturns:\n" + "- {message: a}\n" * 10_000},
+    ],
+)
+def test_a_large_scenario_is_read_off_the_event_loop(
+    admin: httpx.Client, monkeypatch: pytest.MonkeyPatch, body: dict[str, Any]
+) -> None:
+    """A scenario of 20,000 turns (2.4 MB of JSON) held every other client 0.3 s while it was
+    parsed and checked on the event loop, 1 MiB of YAML seconds: a large body is read in a worker
+    thread. Each load notes whether its thread ran the event loop (it did, before)."""
+    on_loop: list[bool] = []
+
+    def noted(*args: Any, **kwargs: Any) -> Any:
+        on_loop.append(asyncio._get_running_loop() is not None)
+        return scenario_module.load_scenario(*args, **kwargs)
+
+    monkeypatch.setattr(admin_routes, "load_scenario", noted)
+    reply = add(admin, body)
+    assert reply.status_code == 201, reply.text[:300]
+    assert on_loop == [False]
+    admin.delete(f"/scenarios/{reply.json()['name']}", headers={"x-ptc-emulator-scope": "off-loop"})
 
 
 def test_an_oversized_yaml_scenario_is_refused(admin: httpx.Client) -> None:
