@@ -214,7 +214,12 @@ def test_a_yaml_alias_chain_is_refused_before_it_expands(admin: httpx.Client) ->
 
 @pytest.mark.parametrize(
     "text",
-    ["[" * 5000 + "]" * 5000, "turns: " + "[" * 900 + "]" * 900, "turns: " + "[" * 900, "a: " + "{a: " * 900 + "}" * 900],
+    [
+        "[" * 5000 + "]" * 5000,
+        "turns: " + "[" * 900 + "]" * 900,
+        "turns: " + "[" * 900,
+        "a: " + "{a: " * 900 + "}" * 900,
+    ],
 )
 def test_deeply_nested_yaml_is_refused_before_python_loads_it(
     admin: httpx.Client, monkeypatch: pytest.MonkeyPatch, text: str
