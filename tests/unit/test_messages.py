@@ -14,7 +14,7 @@ That each rule fires through its entry is `test_message_triggers.py`'s.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,20 +73,33 @@ def test_no_two_entries_word_the_same_message() -> None:
 # ---- no wording outside the catalogue ------------------------------------------------------------------
 
 
-def _tree(modules: list[tuple[Path, ast.Module]]) -> set[str]:
+@dataclass(frozen=True)
+class Scanned:
+    """A module as the scan reads it: its path and every node of its syntax tree (`ast.walk`'s
+    order), walked once."""
+
+    path: Path
+    nodes: tuple[ast.AST, ...]
+
+
+def scanned(path: Path, source: str) -> Scanned:
+    return Scanned(path, tuple(ast.walk(ast.parse(source))))
+
+
+def _tree(modules: list[Scanned]) -> set[str]:
     """The names of the error classes: the tree, and subclasses of it defined anywhere scanned."""
     names = {
         name for name, value in vars(errors).items() if isinstance(value, type) and issubclass(value, EmulatorError)
     }
+    classes = [node for module in modules for node in module.nodes if isinstance(node, ast.ClassDef)]
     grown = True
     while grown:
         grown = False
-        for _, module in modules:
-            for node in ast.walk(module):
-                if isinstance(node, ast.ClassDef) and node.name not in names:
-                    if any(_name(base) in names for base in node.bases):
-                        names.add(node.name)
-                        grown = True
+        for node in classes:
+            if node.name not in names:
+                if any(_name(base) in names for base in node.bases):
+                    names.add(node.name)
+                    grown = True
     return names
 
 
@@ -97,11 +110,15 @@ refusals): made from catalogue texts too."""
 LOGGERS = {"log", "logger", "logging", "warnings"}
 
 
-def _modules() -> Iterator[tuple[Path, ast.Module]]:
-    for folder in SCANNED:
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            if path != CATALOGUE_FILE:
-                yield path, ast.parse(path.read_text(encoding="utf-8"))
+@functools.cache
+def _modules() -> tuple[Scanned, ...]:
+    """The scanned modules, parsed and walked once a session (both scans below read them)."""
+    return tuple(
+        scanned(path, path.read_text(encoding="utf-8"))
+        for folder in SCANNED
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if path != CATALOGUE_FILE
+    )
 
 
 def _name(node: ast.expr) -> str | None:
@@ -149,24 +166,25 @@ class Straggler:
         return f"{self.path.relative_to(ROOT)}:{self.line}: {self.what}"
 
 
-def stragglers(modules: list[tuple[Path, ast.Module]]) -> list[Straggler]:
+def stragglers(modules: list[Scanned]) -> list[Straggler]:
     tree = _tree(modules)
     factories: set[str] = set()
-    for _, module in modules:
-        for node in ast.walk(module):
+    for module in modules:
+        for node in module.nodes:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and _returns_error(node, tree):
                 factories.add(node.name)
     found = []
-    for path, module in modules:
+    for module in modules:
+        path = module.path
         messages_names = {"messages"}
-        for node in ast.walk(module):
+        for node in module.nodes:
             if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("emulator.messages"):
                 found.append(Straggler(path, node.lineno, "imports names of the catalogue: import the module"))
             if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("emulator"):
                 for alias in node.names:
                     if alias.name == "messages" and alias.asname:
                         messages_names.add(alias.asname)
-        for node in ast.walk(module):
+        for node in module.nodes:
             if isinstance(node, ast.Call):
                 found.extend(_call(path, node, tree, factories, messages_names))
             elif isinstance(node, ast.Dict):
@@ -234,6 +252,6 @@ def test_the_scan_finds_an_inline_wording() -> None:
         "    raise ValueError(f'metadata key {value} is too long')\n"
     )
     found = sorted(
-        (s for s in stragglers([*_modules(), (sample, ast.parse(source))]) if s.path == sample), key=lambda s: s.line
+        (s for s in stragglers([*_modules(), scanned(sample, source)]) if s.path == sample), key=lambda s: s.line
     )
     assert [s.line for s in found] == [3, 5, 7, 9, 11, 13, 15], "\n".join(map(str, found))
