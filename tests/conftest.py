@@ -10,6 +10,7 @@ unit tier, in seconds; `make test` runs everything.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,12 @@ from tests.conversations.conversations_support import conversations_client
 from tests.support import validating_client
 
 pytest_plugins = ["pytester"]
+
+# Hypothesis runs its "hypothesis" entry points when first imported; the one installed is trio's
+# (deterministic trio scheduling, no use here: no test runs trio), and it garbage-collects and
+# scans the whole heap for referrers, a few tenths of a second in a session that has loaded the
+# app. Set before any test module imports Hypothesis.
+os.environ.setdefault("HYPOTHESIS_NO_PLUGINS", "1")
 
 ROOT = Path(__file__).resolve().parent
 UNIT = ROOT / "unit"
