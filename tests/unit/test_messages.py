@@ -14,9 +14,11 @@ That each rule fires through its entry is `test_message_triggers.py`'s.
 from __future__ import annotations
 
 import ast
-import functools
+import gc
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from ptc_emulator.emulator import errors, messages
 from ptc_emulator.emulator.errors import EmulatorError
@@ -119,15 +121,26 @@ refusals): made from catalogue texts too."""
 LOGGERS = {"log", "logger", "logging", "warnings"}
 
 
-@functools.cache
-def _modules() -> tuple[Scanned, ...]:
-    """The scanned modules, parsed and walked once a session (both scans below read them)."""
-    return tuple(
-        scanned(path, path.read_text(encoding="utf-8"))
-        for folder in SCANNED
-        for path in sorted((ROOT / folder).rglob("*.py"))
-        if path != CATALOGUE_FILE
-    )
+@pytest.fixture(scope="module")
+def modules() -> list[Scanned]:
+    """The scanned modules, parsed and walked once for both scans below. Held by this module
+    only: a few hundred thousand nodes kept for the session would be walked again by every
+    full pass of the garbage collector in the modules after this one. The collector is held off
+    while they are made (syntax trees hold no cycles): else the allocations alone set off
+    several full passes over the growing heap."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        made = [
+            scanned(path, path.read_text(encoding="utf-8"))
+            for folder in SCANNED
+            for path in sorted((ROOT / folder).rglob("*.py"))
+            if path != CATALOGUE_FILE
+        ]
+    finally:
+        if enabled:
+            gc.enable()
+    return made
 
 
 def _name(node: ast.expr) -> str | None:
@@ -235,12 +248,12 @@ NOT_YET: set[str] = set()
 """Modules still to move their wordings into the catalogue (each room's change empties its own): none now."""
 
 
-def test_no_wording_is_written_outside_the_catalogue() -> None:
-    found = [s for s in stragglers(list(_modules())) if s.path.relative_to(ROOT).as_posix() not in NOT_YET]
+def test_no_wording_is_written_outside_the_catalogue(modules: list[Scanned]) -> None:
+    found = [s for s in stragglers(modules) if s.path.relative_to(ROOT).as_posix() not in NOT_YET]
     assert not found, "wordings written outside emulator/messages.py:\n" + "\n".join(map(str, found))
 
 
-def test_the_scan_finds_an_inline_wording() -> None:
+def test_the_scan_finds_an_inline_wording(modules: list[Scanned]) -> None:
     """The scan is not vacuous: each way of writing a wording inline is found."""
     sample = ROOT / "emulator" / "wire" / "_scan_sample.py"
     source = (
@@ -261,6 +274,6 @@ def test_the_scan_finds_an_inline_wording() -> None:
         "    raise ValueError(f'metadata key {value} is too long')\n"
     )
     found = sorted(
-        (s for s in stragglers([*_modules(), scanned(sample, source)]) if s.path == sample), key=lambda s: s.line
+        (s for s in stragglers([*modules, scanned(sample, source)]) if s.path == sample), key=lambda s: s.line
     )
     assert [s.line for s in found] == [3, 5, 7, 9, 11, 13, 15], "\n".join(map(str, found))
