@@ -10,6 +10,7 @@ unit tier, in seconds; `make test` runs everything.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -96,6 +97,28 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.section("official clients run (passed)")
         for line in sorted(_CLIENTS_RUN):
             terminalreporter.write_line(line)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Any:
+    """Collecting imports the test modules and what they import (the app, the SDK's types,
+    Hypothesis): a few hundred thousand objects that live as long as the session. The collector
+    is held off while they are made, and they are then frozen (`gc.freeze()`, as the plugin's
+    server fixture does for its server), so the tests' full collections walk only what the
+    tests make: before, full passes over those objects were some 6 s of the unit tier's 26 s on
+    a busy machine. Unfrozen when the session ends (`pytest_sessionfinish`)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return (yield)
+    finally:
+        if enabled:
+            gc.enable()
+        gc.freeze()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    gc.unfreeze()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
