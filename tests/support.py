@@ -5,6 +5,7 @@ and would hide a missing required field."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import typing
 from collections.abc import AsyncIterator, Callable
@@ -20,7 +21,15 @@ from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.testing.server import PTCEmulator
 
-_ITEM = TypeAdapter(ResponseItem)
+
+@functools.cache
+def adapter(kind: Any) -> TypeAdapter[Any]:
+    """pydantic's `TypeAdapter(kind)`, built once and only when first used: building one of the
+    SDK's item unions takes tens of milliseconds, which a test session that never validates such
+    an item should not pay at collection."""
+    return TypeAdapter(kind)
+
+
 validated: list[str] = []
 """Paths whose bodies were validated in this session (a test checks the hook really ran)."""
 
@@ -35,7 +44,7 @@ def validate_body(method: str, path: str, status: int, body: Any) -> None:
     if path.endswith("/input_items"):
         assert body["object"] == "list" and isinstance(body["has_more"], bool)
         for item in body["data"]:
-            _ITEM.validate_python(item)
+            adapter(ResponseItem).validate_python(item)
     elif path.endswith("/input_tokens"):
         InputTokenCountResponse.model_validate(body)
     elif path.endswith("/responses/compact"):
@@ -60,7 +69,7 @@ def validate_resource(method: str, path: str, body: Any) -> None:
     def session(data: Any) -> None:
         AgentSession.model_validate(for_installed_sdk(data))
 
-    item = TypeAdapter(AgentSessionItem).validate_python
+    item = adapter(AgentSessionItem).validate_python
     parts = path.split("/v1/", 1)[1].split("/")
     if parts[0] == "models":
         one: Callable[[Any], Any] = Model.model_validate

@@ -10,14 +10,12 @@ from typing import Any
 import httpx
 import openai
 from openai.types.conversations import Conversation, ConversationDeletedResource, ConversationItem, ConversationItemList
-from pydantic import TypeAdapter
 
 from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.testing.server import PTCEmulator
-from tests.support import validate_body, validating_hooks
+from tests.support import adapter, validate_body, validating_hooks
 
-_ITEM: TypeAdapter[Any] = TypeAdapter(ConversationItem)
 _ITEM_PATH = re.compile(r"/v1/conversations/[^/]+/items/[^/]+$")
 _ITEMS_PATH = re.compile(r"/v1/conversations/[^/]+/items$")
 _CONVERSATION_PATH = re.compile(r"/v1/conversations(/[^/]+)?$")
@@ -33,7 +31,7 @@ def validate_conversation_body(method: str, path: str, status: int, body: Any) -
         if method == "DELETE":
             Conversation.model_validate(body)  # deleting an item returns the conversation
         else:
-            _ITEM.validate_python(body)
+            adapter(ConversationItem).validate_python(body)
     elif _ITEMS_PATH.search(path):
         assert body["object"] == "list" and isinstance(body["has_more"], bool)
         if body["data"]:

@@ -7,15 +7,22 @@ from collections.abc import Callable
 from typing import Any
 
 import openai
-from openai.types.responses import Response, ResponseInputItemParam, ResponseItem, ResponseOutputItem
+from openai.types.responses import Response, ResponseItem, ResponseOutputItem
 from pydantic import TypeAdapter
+
+from tests.support import adapter
 
 PTC = {"type": "programmatic_tool_calling"}
 PROGRAMMATIC = ["programmatic"]
 
-OUTPUT_ITEM = TypeAdapter(ResponseOutputItem)
-LISTED_ITEM = TypeAdapter(ResponseItem)
-INPUT_ITEM = TypeAdapter(ResponseInputItemParam)
+
+def output_item() -> TypeAdapter[Any]:
+    return adapter(ResponseOutputItem)
+
+
+def listed_item() -> TypeAdapter[Any]:
+    return adapter(ResponseItem)
+
 
 CALL_TYPES = ("function_call", "custom_tool_call", "shell_call", "apply_patch_call", "local_shell_call")
 
@@ -64,7 +71,7 @@ def run_to_end(
     seen = [response]
     for _ in range(rounds):
         for item in response.output:
-            OUTPUT_ITEM.validate_python(item.model_dump())
+            output_item().validate_python(item.model_dump())
         outputs = answer(response, handler)
         if not outputs:
             return response, seen

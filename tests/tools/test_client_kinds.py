@@ -13,7 +13,7 @@ import pytest
 
 from ptc_emulator.testing.server import PTCEmulator
 from tests.support import js
-from tests.tools.client_kinds_support import LISTED_ITEM, PROGRAMMATIC, PTC, answer, run_to_end
+from tests.tools.client_kinds_support import PROGRAMMATIC, PTC, answer, listed_item, run_to_end
 
 pytestmark = pytest.mark.sdk  # each client-owned kind's items, as the official client reads and answers them
 
@@ -116,7 +116,7 @@ text(a, sh[0].stdout.trim(), p.status);
     listed = client.responses.input_items.list(seen[1].id, order="asc").data
     assert [i.type for i in listed] == ["custom_tool_call_output", "shell_call_output", "apply_patch_call_output"]
     for item in listed:
-        LISTED_ITEM.validate_python(item.model_dump())
+        listed_item().validate_python(item.model_dump())
     figures = [e["figures"] for e in ptc_emulator.journal]
     assert figures[0]["tool_calls"] == {
         "custom": {"direct": 0, "program": 1},
