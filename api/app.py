@@ -90,6 +90,9 @@ class AppState:
     """When the app was made: the `created` of the models `GET /v1/models` lists."""
     secret: OneSecret | None = None
     """With a store replicas share: this replica's share of their one secret (`api/replicas.py`)."""
+    warming: asyncio.Future[Any] | None = None
+    """The tokenizer's load and the checkers' import, begun as the lifespan starts: a request waits
+    for them at the edge (`_Edge`) until they are done."""
 
 
 def _load_scenarios(settings: Settings) -> ScenarioFiles:
@@ -131,12 +134,6 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
         asyncio.get_running_loop().set_default_executor(
             concurrent.futures.ThreadPoolExecutor(max_workers=WORKER_THREADS, thread_name_prefix="ptc-emulator-worker")
         )
-        # The tokenizer loads now, not on the first request, in a thread while the pool's workers
-        # start (processes of their own): neither waits for the other.
-        tokenizer = asyncio.ensure_future(asyncio.to_thread(usage.encoding))
-        # So are the schema and grammar checkers' modules: imported by the first request with a
-        # schema, they held the event loop (every client) for 0.3 s or more.
-        checkers = asyncio.ensure_future(asyncio.to_thread(contract.import_checkers))
         pool = None
         sandbox_runner = runner
         if sandbox_runner is None:
@@ -149,13 +146,18 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
                     heap_bytes=settings.limits.heap_bytes,
                 )
             )
-            try:
-                await pool.start()
-            except BaseException:
-                await asyncio.gather(tokenizer, checkers, return_exceptions=True)
-                raise
+            await pool.start()
             sandbox_runner = pool
-        await asyncio.gather(tokenizer, checkers)
+        # The tokenizer loads in a thread, and the schema and grammar checkers' modules are
+        # imported in another: done on the event loop by the first request that needs them, they
+        # held every client for 0.3 s or more. They start once the pool's workers have started
+        # (both hold the interpreter for up to a fifth of a second at a time, which kept the
+        # event loop from hearing the workers were ready), and the server is ready without
+        # waiting for them: a request waits for both at the edge (`_Edge`) while they are still
+        # loading, so every request is answered as before.
+        tokenizer = asyncio.ensure_future(asyncio.to_thread(usage.encoding))
+        checkers = asyncio.ensure_future(asyncio.to_thread(contract.import_checkers))
+        warming = state.warming = asyncio.gather(tokenizer, checkers)
         state.pool = pool
         runtime = Runtime(
             signer=state.signer,
@@ -205,6 +207,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
                 await state.proxy.aclose()
             if pool is not None:
                 await pool.close()
+            await asyncio.gather(warming, return_exceptions=True)  # (its threads cannot be stopped)
             state.store.close()
 
     app = FastAPI(
@@ -232,7 +235,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     if store.shared:
         state.shared = admin.SharedScenarios(store, state.scenarios)
         app.add_middleware(_Shared, shared=state.shared)
-    app.add_middleware(_Edge, settings=settings, own=state.own)
+    app.add_middleware(_Edge, settings=settings, own=state.own, state=state)
     app.add_middleware(RequestLog)  # outermost: the edge's refusals have their line too
     return app
 
@@ -304,15 +307,22 @@ class _Shared:
 class _Edge:
     """Request ids, the body size limit and the optional API key, for HTTP and WebSocket alike."""
 
-    def __init__(self, app: ASGIApp, settings: Settings, own: OwnAddresses | None = None) -> None:
+    def __init__(
+        self, app: ASGIApp, settings: Settings, own: OwnAddresses | None = None, state: AppState | None = None
+    ) -> None:
         self.app = app
         self.settings = settings
         self.own = own or OwnAddresses()
+        self.state = state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
+        warming = self.state.warming if self.state is not None else None
+        if warming is not None and not warming.done():
+            # The first requests after the start: the tokenizer and the checkers are still loading.
+            await asyncio.shield(warming)
         request_id = "req_" + secrets.token_hex(16)
         self.own.note(scope.get("server"))  # the MCP client never connects here
 

@@ -236,6 +236,7 @@ def ptc_emulator_server(request: pytest.FixtureRequest) -> Iterator[str]:
         return
     # Held out of the collector's sight until it stops (`_collector_paused`); nothing is lost.
     gc.freeze()
+    _freeze_when_warm(server)  # and what the server loads after it is ready, once it is done
     request.config.stash[_own_server] = server  # its admin API is called in process (`_transports`)
     try:
         yield server.base_url
@@ -298,6 +299,15 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def _freeze_when_warm(server: Any) -> None:
+    """The server is ready before its tokenizer has loaded and its checkers' modules are imported
+    (`api/app.py`): what they make (some tens of thousands of objects, kept all session) is frozen
+    too once they are done, as the rest of the server's start is (`_collector_paused`)."""
+    warming = server.app.state.emulator.warming
+    if warming is not None and server.loop is not None:
+        server.loop.call_soon_threadsafe(warming.add_done_callback, lambda _: gc.freeze())
 
 
 def _remove_if_empty(directory: Path | None) -> None:

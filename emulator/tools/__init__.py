@@ -6,7 +6,8 @@
                   how each kind's item types are listed and counted)
     toolset.py    what the model may call at a point of a conversation (deferred tools, tool search)
     search.py     the ranking behind server-executed tool search
-    mcp.py        the `mcp` tool and a real MCP client for it (`egress.py`: where it may connect)
+    mcp.py        the `mcp` tool and a real MCP client for it (`egress.py`: where it may connect;
+                  `guarded.py`: the connections that keep to it)
 
 A new tool kind is one declaration in `kinds.py` (and its items and declaration in `wire/`).
 """

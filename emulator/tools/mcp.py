@@ -35,7 +35,6 @@ from ptc_emulator.emulator.tools.egress import (
     AnswerTooLarge,
     EgressRefused,
     McpPolicy,
-    guarded_client,
     refusal_for_url,
 )
 from ptc_emulator.emulator.wire.items import OpenJSON, WireModel
@@ -200,8 +199,17 @@ def _bounded(policy: McpPolicy, timeout_s: float | None) -> McpPolicy:
     )
 
 
-_MODULES = ("anyio", "mcp", "mcp.client.sse", "mcp.client.streamable_http", "mcp.shared.exceptions", "mcp_types")
-"""What a listing or call imports: the `mcp` package takes 0.5-1.5 s to import."""
+_MODULES = (
+    "anyio",
+    "mcp",
+    "mcp.client.sse",
+    "mcp.client.streamable_http",
+    "mcp.shared.exceptions",
+    "mcp_types",
+    "ptc_emulator.emulator.tools.guarded",
+)
+"""What a listing or call imports: the `mcp` package takes 0.5-1.5 s to import; the guarded
+client's module (`guarded.py`) imports httpcore2."""
 _imported = False
 
 
@@ -281,6 +289,8 @@ async def _connected(tool: McpTool, policy: McpPolicy, work: Any) -> Any:
     from mcp import Client
     from mcp.client.sse import sse_client
     from mcp.client.streamable_http import streamable_http_client
+
+    from ptc_emulator.emulator.tools.guarded import guarded_client
 
     assert tool.server_url is not None
     problem = refusal_for_url(tool.server_url)

@@ -431,3 +431,30 @@ def test_the_fixtures_clients_reach_its_own_server_in_process(pytester: pytest.P
     )
     result = run(pytester, "-p", "no:randomly")
     result.assert_outcomes(passed=3)
+
+
+def test_what_the_server_loads_after_it_is_ready_is_frozen_too(pytester: pytest.Pytester) -> None:
+    """The server is ready before its tokenizer has loaded and its checkers' modules are imported
+    (`api/app.py`); the fixture freezes what they made once they are done, as it freezes the rest
+    of the server's start, so that the tests' collections do not walk it. Nothing is timed: the
+    first test's request waits for them; the second looks for the checkers' objects among those
+    the collector walks."""
+    pytester.makepyfile(
+        test_frozen="""
+        import gc
+
+
+        def test_first(ptc_emulator):
+            ptc_emulator.add_scenario({"name": "greet", "match": {"input": "hello"}, "turns": [{"message": "hi"}]})
+            assert ptc_emulator.client().responses.create(model="m", input="hello").output_text == "hi"
+
+
+        def test_then(ptc_emulator):
+            import jsonschema.validators
+            import lark
+
+            made = {id(lark.Lark.__init__), id(jsonschema.validators.extend), id(vars(lark))}
+            assert not [o for o in gc.get_objects() if id(o) in made]
+        """
+    )
+    run(pytester).assert_outcomes(passed=2)

@@ -47,6 +47,7 @@ from ptc_emulator.emulator.rules import compaction, contract
 from ptc_emulator.emulator.storage import StoredResponse, open_store
 from ptc_emulator.emulator.storage.memory import MemoryLeases
 from ptc_emulator.emulator.tools import egress, kinds, mcp
+from ptc_emulator.emulator.tools import guarded as egress_connections
 from ptc_emulator.emulator.tools.egress import McpPolicy
 from ptc_emulator.emulator.tools.mcp import McpServerSpec
 from ptc_emulator.emulator.wire.tools import CustomTool, FunctionTool, McpTool
@@ -954,8 +955,8 @@ def _(c: Context) -> object:
         return httpx2.Response(200, headers={"content-encoding": "gzip"}, content=b"")
 
     async def run() -> None:
-        client = egress.guarded_client(McpPolicy())
-        client._transport = egress._Identity(httpx2.MockTransport(gzipped))
+        client = egress_connections.guarded_client(McpPolicy())
+        client._transport = egress_connections._Identity(httpx2.MockTransport(gzipped))
         async with client:
             await client.get("https://docs.example/mcp")
 
@@ -971,14 +972,14 @@ def _(c: Context) -> object:
 
     with pytest.MonkeyPatch.context() as patch, pytest.raises(egress.EgressRefused) as caught:
         patch.setattr(anyio, "getaddrinfo", nothing)
-        asyncio.run(egress._Backend(McpPolicy()).connect_tcp("docs.example", 443))
+        asyncio.run(egress_connections._Backend(McpPolicy()).connect_tcp("docs.example", 443))
     return caught.value
 
 
 @trigger("mcp_tcp_only")
 def _(c: Context) -> object:
     with pytest.raises(egress.EgressRefused) as caught:
-        asyncio.run(egress._Backend(McpPolicy()).connect_unix_socket("/run/mcp.sock"))
+        asyncio.run(egress_connections._Backend(McpPolicy()).connect_unix_socket("/run/mcp.sock"))
     return caught.value
 
 
