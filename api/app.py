@@ -320,9 +320,15 @@ class _Edge:
             await self.app(scope, receive, send)
             return
         warming = self.state.warming if self.state is not None else None
-        if warming is not None and not warming.done():
-            # The first requests after the start: the tokenizer and the checkers are still loading.
-            await asyncio.shield(warming)
+        if warming is not None:
+            if not warming.done():
+                # The first requests after the start: the tokenizer and the checkers are still loading.
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(warming)
+            failed = _warm_up_failure(warming)
+            if failed is not None:
+                await _reject(scope, receive, send, failed)
+                return
         request_id = "req_" + secrets.token_hex(16)
         self.own.note(scope.get("server"))  # the MCP client never connects here
 
@@ -392,6 +398,15 @@ class _Edge:
                 await self.app(scope, limited_receive if scope["type"] == "http" else receive, send_with_id)
             finally:
                 answering = False
+
+
+def _warm_up_failure(warming: asyncio.Future[Any]) -> EmulatorError | None:
+    """The 503 every request gets once the tokenizer's load or the checkers' import has failed."""
+    if not warming.done() or warming.cancelled() or warming.exception() is None:
+        return None
+    problem = warming.exception()
+    assert problem is not None
+    return messages.warm_up_failed(problem)
 
 
 def _is_ui(path: str) -> bool:

@@ -159,6 +159,19 @@ def database_away() -> StatusError:
 
 
 @error(EDGE)
+def warm_up_failed(problem: BaseException) -> StatusError:
+    """The tokenizer's load or the checkers' import, begun as the server started, failed (a broken
+    install): every request, and health, answers this instead of a 500 that names nothing."""
+    return StatusError(
+        503,
+        f"The emulator could not finish starting: {type(problem).__name__}: {str(problem)[:300]}. "
+        "Reinstall it, then restart the server.",
+        type="server_error",
+        code="emulator_not_ready",
+    )
+
+
+@error(EDGE)
 def server_error() -> EmulatorError:
     """A bug (and a scenario's `http_error: 500` fault, OpenAI's body)."""
     return EmulatorError("The server had an error while processing your request. Sorry about that!")

@@ -91,6 +91,9 @@ def trigger(*names: str) -> Callable[[Trigger], Trigger]:
 
 
 ELSEWHERE: dict[str, str] = {
+    "warm_up_failed": (
+        "tests/usage/test_ready_before_the_tokenizer.py::test_a_failed_warm_up_is_a_503_naming_it_on_every_request"
+    ),
     "database_away": (
         "tests/replicas/test_replicas.py::test_with_the_database_away_health_and_requests_fail_at_once_with_a_503"
     ),

@@ -131,3 +131,30 @@ def test_the_edge_holds_a_request_until_the_warm_up_is_done(tmp_path: Path) -> N
         assert reached == ["/v1/models", "/v1/models"]
 
     asyncio.run(steps())
+
+
+def test_a_failed_warm_up_is_a_503_naming_it_on_every_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server no longer waits for the tokenizer before it is ready, so a tokenizer that cannot
+    load (a broken install) is found by the requests: each, health too, is the 503
+    `emulator_not_ready` naming the failure, in OpenAI's envelope (before: a bare 500)."""
+
+    def broken() -> Any:
+        raise OSError("the tokenizer's data file is missing")
+
+    monkeypatch.setattr(usage, "encoding", broken)
+    server = EmulatorServer(Settings(data_dir=tmp_path / "data", pool_size=1, bundled_fixtures=False))
+    server.start(timeout=120)
+    try:
+        with httpx.Client(base_url=server.base_url, timeout=120) as http:
+            answers = [http.post("/responses", json=BODY), http.get("/_emulator/health")]
+            answers.append(http.post("/responses", json=BODY))
+    finally:
+        server.stop()
+    for answer in answers:
+        assert answer.status_code == 503, answer.text[:300]
+        error = answer.json()["error"]
+        assert error["code"] == "emulator_not_ready" and error["type"] == "server_error"
+        assert error["message"] == (
+            "The emulator could not finish starting: OSError: the tokenizer's data file is missing. "
+            "Reinstall it, then restart the server."
+        )
