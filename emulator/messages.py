@@ -678,6 +678,43 @@ def lark_grammar_too_costly(budget: int) -> str:
     return f"the grammar is too costly to compile: at most {budget} steps"
 
 
+@text(TOOLS, "an invalid grammar's reason (`Invalid lark grammar for custom tool '<name>': <reason>`)")
+def lark_import_refused(path: str) -> str:
+    """A custom tool's lark grammar importing anything but lark's common terminals: lark would read
+    `.lark` files from its own folder or from paths on the server (`emulator/rules/larkgrammar.py`)."""
+    return f"%import {path} is not allowed: only lark's common terminals may be imported (%import common.NAME)"
+
+
+@text(TOOLS, "an invalid grammar's reason (`Invalid lark grammar for custom tool '<name>': <reason>`)")
+def lark_grammar_too_large(size: int, limit: int) -> str:
+    """A custom tool's lark grammar whose rules, once lark expands their optional items and
+    repetitions, would be too large (estimated from the grammar's tree, before compiling: each
+    rule's alternatives times the square of its longest; thirty `"a"?` in one rule are 2**30
+    alternatives)."""
+    return (
+        f"the grammar is too large once expanded: about {size} (alternatives × longest alternative², "
+        f"summed over its rules), more than {limit}; each optional item doubles a rule's alternatives, "
+        "and x~n repeats x n times"
+    )
+
+
+@text(TOOLS, "an invalid grammar's reason (`Invalid lark grammar for custom tool '<name>': <reason>`)")
+def lark_terminal_not_re2(terminal: str, reason: str) -> str:
+    """A custom tool's lark grammar with a terminal RE2 does not compile: a grammar's terminals are
+    matched with RE2, which never backtracks (no backreferences, no lookaround)."""
+    return f"terminal {terminal} is not RE2 syntax: {reason} (terminals run on RE2: no backreferences or lookaround)"
+
+
+@text(TOOLS, "a contract violation's reason")
+def lark_scan_too_costly(length: int, budget: int) -> str:
+    """A custom tool call's input whose lark parse matched its terminals past their budget (each
+    match's RE2 program size times the bytes left from where it starts): the check is ended."""
+    return (
+        f"the input ({length} characters) is too costly to parse with the lark grammar: its terminals' "
+        f"matches may cost at most {budget} (RE2 instructions × bytes scanned)"
+    )
+
+
 @text(TOOLS, "a contract violation's reason")
 def lark_too_costly(length: int, budget: int) -> str:
     """A custom tool call's input whose lark parse went past its budget of Python calls (an

@@ -38,6 +38,7 @@ from ptc_emulator.emulator.patterns import (
     compile_pattern,
     match_budget,
 )
+from ptc_emulator.emulator.rules import larkgrammar
 from ptc_emulator.emulator.rules.metaschema import formats, meta_problem
 from ptc_emulator.emulator.wire.items import (
     CallItem,
@@ -933,14 +934,23 @@ def _compile_grammar(syntax: str, definition: str) -> _Matcher:
     # imports it in a worker thread as it starts (`import_checkers`).
     from lark import Lark, LarkError
 
+    def compile_lark(text: str) -> tuple[Any, larkgrammar.Terminals]:
+        refused = larkgrammar.static_problem(text)  # imports, and the expanded size: before lark expands
+        if refused is not None:
+            raise ValueError(refused)
+        parser = Lark(text, start="start")
+        return parser, larkgrammar.use_re2(parser)
+
     try:
-        parser: Any = _within_calls(lambda text: Lark(text, start="start"), definition, LARK_COMPILE_BUDGET)
+        compiled: Any = _within_calls(compile_lark, definition, LARK_COMPILE_BUDGET)
     except _TooManyCalls as e:
         raise ValueError(messages.lark_grammar_too_costly(LARK_COMPILE_BUDGET)) from e
     except (LarkError, TypeError) as e:
         raise ValueError(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__) from e
+    parser, terminals = compiled
 
     def lark(text: str) -> str | None:
+        terminals.begin(text)
         try:
             _within_calls(parser.parse, text, LARK_CALL_BUDGET)
         except LarkError as e:
@@ -948,6 +958,8 @@ def _compile_grammar(syntax: str, definition: str) -> _Matcher:
             return messages.lark_mismatch(first)
         except _TooManyCalls:
             return messages.lark_too_costly(len(text), LARK_CALL_BUDGET)
+        except larkgrammar.ScanTooCostly as e:
+            return messages.lark_scan_too_costly(len(text), e.budget)
         return None
 
     return lark

@@ -65,16 +65,14 @@ def create(http: httpx.Client, definition: str) -> httpx.Response:
     return http.post("/responses", json={"model": "m", "input": PROGRAM, "tools": tools})
 
 
-@pytest.mark.parametrize(
-    "definition",
-    [
-        'start: (("a"~30)~30)~30',  # ran for more than a minute
-        "start: " + " ".join('"a"?' for _ in range(30)),  # 2**30 alternatives
-    ],
-)
+CHAIN = "\n".join(f'r{i}: r{i + 1} "a" | r{i + 1} "b"' for i in range(200)) + '\nr200: "z"\nstart: r0'
+"""Small in size (each rule two alternatives of two symbols) but some 1.3 million calls to compile."""
+
+
 def test_a_grammar_too_costly_to_compile_is_a_400_and_is_not_compiled_again(
-    http: httpx.Client, definition: str, monkeypatch: pytest.MonkeyPatch
+    http: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    definition = CHAIN
     compiles: list[str] = []
     compile_grammar = contract._compile_grammar
 
@@ -120,3 +118,57 @@ def test_a_lark_grammar_is_compiled_off_the_event_loop(
         release.set()
         creating.join(120)
     assert outcome and outcome[0].status_code == 200, outcome[0].text[:500] if outcome else "no answer"
+
+
+@pytest.mark.parametrize(
+    ("definition", "size"),
+    [
+        ('start: (("a"~30)~30)~30', "729000000"),  # ran for more than a minute
+        ("start: " + " ".join('"a"?' for _ in range(30)), "966367641600"),  # 2**30 alternatives: 6 s of a worker
+    ],
+)
+def test_a_grammar_too_large_once_expanded_is_refused_before_it_is_compiled(
+    http: httpx.Client, definition: str, size: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, these ran lark's expansion until the compile budget ended it (seconds of a worker);
+    now the size is estimated from the grammar's tree and lark never builds its rules."""
+    from lark import Lark
+
+    built: list[str] = []
+    monkeypatch.setattr(Lark, "__init__", lambda self, text, **options: built.append(text))
+    assert_envelope(
+        create(http, definition),
+        400,
+        f"Invalid lark grammar for custom tool 'g': the grammar is too large once expanded: about {size} ",
+        param="tools[0].format.definition",
+    )
+    assert built == []
+
+
+@pytest.mark.parametrize(
+    ("imported", "named"),
+    [
+        ("%import .secret.X", ".secret.X"),  # a path relative to the server's working directory
+        ("%import python.NAME -> X", "python.NAME"),  # another of lark's own grammar files
+        ("%import grammars.common (X)", "grammars.common"),
+    ],
+)
+def test_only_the_common_terminals_may_be_imported(http: httpx.Client, imported: str, named: str) -> None:
+    """Before, lark opened `.lark` files on the server's filesystem for a request's grammar."""
+    assert_envelope(
+        create(http, f"start: X\n{imported}"),
+        400,
+        f"Invalid lark grammar for custom tool 'g': %import {named} is not allowed: only lark's common terminals",
+        param="tools[0].format.definition",
+    )
+    allowed = create(http, "start: WORD (WS WORD)*\n%import common.WORD\n%import common (WS)")
+    assert allowed.status_code == 200, allowed.text[:500]
+
+
+def test_a_terminal_re2_cannot_compile_is_a_400_naming_it(http: httpx.Client) -> None:
+    assert_envelope(
+        create(http, "start: PAIR\nPAIR: /(a)\\1/"),
+        400,
+        "Invalid lark grammar for custom tool 'g': terminal PAIR is not RE2 syntax: invalid escape sequence: \\1",
+        param="tools[0].format.definition",
+    )

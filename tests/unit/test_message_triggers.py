@@ -43,7 +43,7 @@ from ptc_emulator.emulator.model.upstream.chat import ChatCompletions
 from ptc_emulator.emulator.model.upstream.client import UpstreamConfig
 from ptc_emulator.emulator.model.upstream.protocol import ToolCall
 from ptc_emulator.emulator.model.upstream.teach import CODE_TOOL
-from ptc_emulator.emulator.rules import compaction, contract
+from ptc_emulator.emulator.rules import compaction, contract, larkgrammar
 from ptc_emulator.emulator.storage import StoredResponse, open_store
 from ptc_emulator.emulator.storage.memory import MemoryLeases
 from ptc_emulator.emulator.tools import egress, kinds, mcp
@@ -407,11 +407,32 @@ def _(c: Context) -> object:
 def _(c: Context) -> object:
     budget, contract.LARK_COMPILE_BUDGET = contract.LARK_COMPILE_BUDGET, 100_000  # reached sooner, counted alike
     try:
-        grammar = {"type": "grammar", "syntax": "lark", "definition": 'start: (("t"~30)~30)~30'}
+        chain = "\n".join(f'r{i}: r{i + 1} "a" | r{i + 1} "b"' for i in range(100)) + '\nr100: "z"\nstart: r0'
+        grammar = {"type": "grammar", "syntax": "lark", "definition": chain}
         return c.create(input="hi", tools=[{"type": "custom", "name": "c", "format": grammar}])
     finally:
         contract.LARK_COMPILE_BUDGET = budget
         contract._cached_grammar.cache_clear()
+
+
+def _lark_tool(c: Context, definition: str) -> object:
+    grammar = {"type": "grammar", "syntax": "lark", "definition": definition}
+    return c.create(input="hi", tools=[{"type": "custom", "name": "c", "format": grammar}])
+
+
+@trigger("lark_grammar_too_large")
+def _(c: Context) -> object:
+    return _lark_tool(c, "start: " + " ".join('"a"?' for _ in range(30)))
+
+
+@trigger("lark_import_refused")
+def _(c: Context) -> object:
+    return _lark_tool(c, "start: X\n%import .elsewhere.X")
+
+
+@trigger("lark_terminal_not_re2")
+def _(c: Context) -> object:
+    return _lark_tool(c, "start: /(?<=a)b/")
 
 
 @trigger("not_json")
@@ -465,6 +486,15 @@ def _(c: Context) -> object:
         return contract.check_input(_custom("lark", 'start: x\nx: "a" | x x'), "call_1", "a" * 200)
     finally:
         contract.LARK_CALL_BUDGET = budget
+
+
+@trigger("lark_scan_too_costly")
+def _(c: Context) -> object:
+    factor, larkgrammar.SCAN_BUDGET_FACTOR = larkgrammar.SCAN_BUDGET_FACTOR, 0  # reached at once, counted alike
+    try:
+        return contract.check_input(_custom("lark", 'start: /a+/ "b"'), "call_1", "a" * 50 + "b")
+    finally:
+        larkgrammar.SCAN_BUDGET_FACTOR = factor
 
 
 @trigger("lark_mismatch")

@@ -19,7 +19,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from ptc_emulator.emulator.patterns import MATCH_BUDGET, OFF_LOOP_MATCH_BUDGET, PatternTooCostly, compile_pattern
-from ptc_emulator.emulator.rules import contract
+from ptc_emulator.emulator.rules import contract, larkgrammar
 from ptc_emulator.emulator.wire.tools import CustomTool, FunctionTool
 from tests.support import PTC_TOOLS
 
@@ -185,3 +185,66 @@ def test_a_lark_grammar_parse_is_bounded_by_its_steps(monkeypatch: pytest.Monkey
     assert contract.check_input(ambiguous, "call_1", "a" * 5) is None
     assert contract.parses_lark(ambiguous)
     assert sys.gettrace() is None  # the step counter is gone once the parse ends
+
+
+def _lark(definition: str) -> CustomTool:
+    grammar = {"type": "grammar", "syntax": "lark", "definition": definition}
+    return CustomTool.model_validate({"type": "custom", "name": "c", "format": grammar})
+
+
+def test_a_lark_grammars_terminals_are_matched_by_re2_never_by_python_re(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, lark matched `/(a|aa)+c/` with Python's backtracking `re`: 2 s on 35 characters,
+    doubling with each further one, in one C call the parse's budget of Python calls cannot end.
+    Now lark's own matcher is never called; each terminal is matched by RE2, once per position."""
+    from lark.parser_frontends import EarleyRegexpMatcher
+
+    def refused(*args: object) -> None:
+        raise AssertionError("a terminal was matched by Python's re")
+
+    monkeypatch.setattr(EarleyRegexpMatcher, "match", refused)
+    matches: list[int] = []
+    match = larkgrammar.Terminals.match
+
+    def counted(self: larkgrammar.Terminals, term: object, text: str, index: int = 0) -> object:
+        matches.append(index)
+        return match(self, term, text, index)
+
+    monkeypatch.setattr(larkgrammar.Terminals, "match", counted)
+    contract._cached_grammar.cache_clear()
+    tool = _lark("start: /(a|aa)+c/")
+    violation = contract.check_input(tool, "call_1", "a" * 45 + "b")  # about 250 s with re
+    assert violation is not None and "No terminal matches" in violation.message
+    assert matches == [0]
+    assert contract.check_input(tool, "call_1", "a" * 45 + "c") is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"plain"',
+        '"esc \\" quote"',
+        '"two \\\\"',
+        '"three \\\\\\" still"',
+        '"é ü"',
+        '"a\\nb"',
+        '""',
+        '"unclosed',
+        '"x\\\\\\"',
+    ],
+)
+def test_escaped_string_matches_on_re2_as_lark_writes_it_with_a_lookbehind(text: str) -> None:
+    """lark's common ESCAPED_STRING has a lookbehind (not RE2's); its RE2 equivalent accepts the same strings."""
+    import re
+
+    tool = _lark("start: ESCAPED_STRING\n%import common.ESCAPED_STRING")
+    python = re.fullmatch(r'".*?(?<!\\)(\\\\)*?"', text) is not None
+    assert (contract.check_input(tool, "call_1", text) is None) == python
+
+
+def test_a_lark_parse_bounds_what_its_terminals_may_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(larkgrammar, "SCAN_BUDGET_FACTOR", 0)
+    violation = contract.check_input(_lark('start: /a+/ "b"'), "call_1", "a" * 50 + "b")
+    assert violation is not None
+    assert (
+        "is too costly to parse with the lark grammar: its terminals' matches may cost at most 0" in violation.message
+    )
