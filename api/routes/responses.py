@@ -104,7 +104,7 @@ async def retrieve_response(
     stream is the same either way, as a hosted one is with it false."""
     engine, scope = engine_of(request), scope_of(request.headers, None)
     if stream:
-        return stream_stored(request, engine, response_id, starting_after, scope)
+        return await stream_stored(request, engine, response_id, starting_after, scope)
     # Reading a stored response reads its input items too: a long record's take their time (200,000
     # items: most of a second), in a worker thread so no other client waits on them.
     return await json_reply(await asyncio.to_thread(engine.retrieve, response_id, scope=scope))
