@@ -128,7 +128,9 @@ async def list_input_items(
     limit: Limit = 20,
     order: Order = "desc",
     include: Include = None,
-) -> dict[str, Any]:
+) -> Response:
     engine, scope = engine_of(request), scope_of(request.headers, None)
-    # A page of a long record's input items is read in a worker thread, as `retrieve`.
-    return await asyncio.to_thread(engine.input_items, response_id, after=after, limit=limit, order=order, scope=scope)
+    # A page of a long record's input items is read in a worker thread, as `retrieve`, and a long
+    # page (100 items of megabytes each) is encoded in one too.
+    page = await asyncio.to_thread(engine.input_items, response_id, after=after, limit=limit, order=order, scope=scope)
+    return await json_reply(page)

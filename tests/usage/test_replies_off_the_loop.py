@@ -1,5 +1,5 @@
-"""A long reply is encoded off the event loop: `POST /v1/responses` and `GET /v1/responses/{id}`
-hand a reply of some 64 K characters or more to a worker thread (`api.replies.rendered`), which
+"""A long reply is encoded off the event loop: `POST /v1/responses`, `GET /v1/responses/{id}` and
+its `input_items` hand a reply of some 64 K characters or more to a worker thread (`api.replies.rendered`), which
 makes `JSONResponse`'s bytes a piece at a time. Health and a small create are answered while that
 step is held on an event the test sets. On the code before, `JSONResponse` encoded every reply on
 the loop (a 7 MB one 20-40 ms): the held step was never reached and the test failed there.
@@ -73,6 +73,26 @@ def test_a_long_stored_reply_is_read_back_off_the_loop(
     got = while_held(server, held, lambda client: client.get(f"/responses/{answer['id']}"))
     assert got["output"] == answer["output"]
     assert len(rendered) == 2
+
+
+def test_a_long_page_of_input_items_is_encoded_off_the_loop(
+    make_server: Callable[..., EmulatorServer], held: Held, rendered: list[bytes]
+) -> None:
+    """A page of input items as long (here one item of `CHARS` characters) is a long reply too: on
+    the code before, FastAPI encoded it on the loop and the held step was never reached."""
+    server = make_server()
+    held.entered.set()  # the create's own reply passes
+    long_item = {"role": "user", "content": 'é"' * (CHARS // 2)}
+    body = {"model": "m", "input": [long_item, {"role": "user", "content": program_message("text('ok')")}]}
+    with httpx.Client(base_url=server.base_url, timeout=300) as client:
+        created = client.post("/responses", json={**body, "tools": PTC_TOOLS})
+    assert created.status_code == 200, created.text[:500]
+    held.entered.clear()
+    rendered.clear()
+    response_id = created.json()["id"]
+    page = while_held(server, held, lambda client: client.get(f"/responses/{response_id}/input_items?order=asc"))
+    assert page["data"][0]["content"][0]["text"] == long_item["content"]
+    assert len(rendered) == 1
 
 
 def test_a_short_reply_is_encoded_where_it_is(
