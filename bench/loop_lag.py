@@ -133,7 +133,9 @@ def serve(mode: str, stacks: bool) -> None:
                 lags.append((ticked[0], ticked[0] - asked - PROBE_S))
                 cpu.append((ticked[0], spent))
                 if spent > STEP_S and sampled:
-                    stalls.append([f"loop CPU {1000 * spent:.1f} ms, sampled {len(sampled)} times:", *_counted(sampled)])
+                    stalls.append(
+                        [f"loop CPU {1000 * spent:.1f} ms, sampled {len(sampled)} times:", *_counted(sampled)]
+                    )
             sampled.clear()
 
     sampled: list[str] = []
@@ -363,7 +365,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one run of each case")
     parser.add_argument("--case", action="append", help="only these cases (idle, items, output, base64, mcp)")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--stacks", action="store_true", help="print where the loop was in each step over 5 ms of its CPU")
+    parser.add_argument(
+        "--stacks", action="store_true", help="print where the loop was in each step over 5 ms of its CPU"
+    )
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args.stacks)

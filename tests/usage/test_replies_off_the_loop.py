@@ -16,6 +16,7 @@ import pytest
 from fastapi.responses import JSONResponse
 
 from ptc_emulator.api import replies, sse
+from ptc_emulator.api.journaling import Journaling
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import PTC_TOOLS, program_message
 from tests.usage.held import Held, others_answered_while_held, while_held
@@ -93,6 +94,27 @@ def test_a_long_page_of_input_items_is_encoded_off_the_loop(
     page = while_held(server, held, lambda client: client.get(f"/responses/{response_id}/input_items?order=asc"))
     assert page["data"][0]["content"][0]["text"] == long_item["content"]
     assert len(rendered) == 1
+
+
+def test_a_long_reply_is_journaled_off_the_loop(
+    make_server: Callable[..., EmulatorServer], held: Held, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its journal entry is made in a worker thread too (the reply's bytes copied, or its text made
+    when they are not the journal's own, as here with its non-ASCII text); on the code before,
+    the entry was made on the loop as the request ended, and the held step held every client."""
+    real = Journaling.finish
+
+    def finish(self: Journaling, response: dict[str, Any]) -> None:
+        held.hold()
+        real(self, response)
+
+    monkeypatch.setattr(Journaling, "finish", finish)
+    server = make_server()
+    done = while_held(server, held, lambda client: client.post("/responses", json=_long_text(False)))
+    with httpx.Client(timeout=60) as client:
+        kept = client.get(server.base_url.removesuffix("/v1") + "/_emulator/journal").json()
+    (entry,) = [e for e in kept["data"] if (e.get("response") or {}).get("id") == done["id"]]
+    assert entry["response"]["output"] == done["output"]
 
 
 def test_a_short_reply_is_encoded_where_it_is(

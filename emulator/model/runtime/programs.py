@@ -31,8 +31,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from ptc_emulator.emulator import messages
-from ptc_emulator.emulator.jsonpieces import between
 from ptc_emulator.emulator.history.cursor import ENTRIES, Entries
+from ptc_emulator.emulator.jsonpieces import between
 from ptc_emulator.emulator.model.core import Live, Prepared, Runner, Trace
 from ptc_emulator.emulator.model.runtime.hidden_results import HiddenResults
 from ptc_emulator.emulator.model.runtime.hosted import Hosted, HostedScript, Unscripted

@@ -1,7 +1,10 @@
-"""An `mcp_list_tools` item's dump (up to 8 MiB of tools) is made a run of tools at a time, letting
-the other threads run between two runs; on the code before it was one call, on the event loop."""
+"""Long dumps made a piece at a time. An `mcp_list_tools` item's dump (up to 8 MiB of tools) is
+made a run of tools at a time, letting the other threads run between two runs (on the code before
+it was one call, on the event loop); the journal's text of a long reply a piece at a time."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -35,3 +38,12 @@ def test_a_listing_is_dumped_a_run_of_tools_at_a_time(monkeypatch: pytest.Monkey
     assert made == dump(item)
     assert list(made) == list(dump(item))  # the keys in the dump's order
     assert len(pauses) == max(0, -(-count // programs.LISTING_RUN) - 1)
+
+
+def test_a_long_journal_body_is_the_text_json_dumps_made() -> None:
+    """The journal's text of a long reply (not its own bytes: non-ASCII) is made a piece at a time,
+    and is `json.dumps`'s compact text exactly."""
+    from ptc_emulator.emulator.journal import entries
+
+    value = {"output": [{"text": 'é"\u2028' * 100_000, "n": [1.5, None, True] * 40}], "id": "resp_1"}
+    assert bytes(entries._compact(value)) == json.dumps(value, separators=(",", ":")).encode("utf-8")
