@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from ptc_emulator.api.bodies import BodyRequest, BodyRoute
+from ptc_emulator.api.bodies import OFF_LOOP_BYTES, BodyRequest, BodyRoute
 from ptc_emulator.api.context import (
     CONTRACT_HEADER,
     SCOPE_HEADER,
@@ -62,9 +62,9 @@ async def create_response(body: CreateRequest, request: Request) -> Response:
             # A long reply (megabytes of output) is encoded in a worker thread, a piece at a time.
             reply = await json_reply(journaling.response, headers=contract_headers(prepared))
             journaling.rendered = bytes(reply.body)  # the journal keeps these bytes when they are its own JSON text
-            if len(journaling.rendered) >= jsonreply.LONG_CHARS:
-                # A long reply is journaled in a worker thread too: its bytes copied into the
-                # journal's (a 7 MB reply: 3-4 ms), or its text made when they are not the journal's.
+            if len(journaling.rendered) >= jsonreply.LONG_CHARS or len(await request.body()) >= OFF_LOOP_BYTES:
+                # A long reply or body is journaled in a worker thread too: their bytes copied into
+                # the journal's (7 MB: 3-4 ms), or the reply's text made when they are not the journal's.
                 await asyncio.to_thread(journaling.finish, journaling.response)
             return reply
     finally:
