@@ -115,6 +115,22 @@ def test_a_long_reply_is_journaled_off_the_loop(
         kept = client.get(server.base_url.removesuffix("/v1") + "/_emulator/journal").json()
     (entry,) = [e for e in kept["data"] if (e.get("response") or {}).get("id") == done["id"]]
     assert entry["response"]["output"] == done["output"]
+    assert entry["figures"]["output_tokens"] == done["usage"]["output_tokens"]
+
+
+def test_a_long_reply_is_journaled_once(make_server: Callable[..., EmulatorServer]) -> None:
+    """A create of a long body is journaled in its worker thread; the entry is not finished again as
+    the request ends (the calls it counts counted twice, its response put back as the dict)."""
+    server = make_server()
+    with httpx.Client(base_url=server.base_url, timeout=300) as client:
+        code = "const r = await tools.echo({text: 'x'}); text(r.text);"
+        long_input = [{"role": "user", "content": "é" * CHARS}, {"role": "user", "content": program_message(code)}]
+        first = client.post("/responses", json={"model": "m", "input": long_input, "tools": PTC_TOOLS, "store": False})
+        assert first.status_code == 200, first.text[:500]
+        journal = client.get(server.base_url.removesuffix("/v1") + "/_emulator/journal").json()["data"]
+    (entry,) = [e for e in journal if (e.get("response") or {}).get("id") == first.json()["id"]]
+    calls = [item for item in first.json()["output"] if item["type"] == "function_call"]
+    assert calls and sum(c["program"] + c["direct"] for c in entry["figures"]["calls"].values()) == len(calls)
 
 
 def test_a_short_reply_is_encoded_where_it_is(
