@@ -18,6 +18,7 @@ is worded by `api.errors.validation_error` as for any body, from these errors an
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -45,6 +46,19 @@ class BodyRequest(Request):
     cursor: Extension | None = None
     refused: tuple[list[dict[str, Any]], Any] | None = None
     """The errors of a body that did not validate (located under `body`), and the body as sent."""
+
+    async def body(self) -> bytes:
+        """Starlette's `body()`, but a long body's chunks are joined in a worker thread: `b"".join`
+        of 7 MB of chunks was one call of 3-4 ms on the event loop."""
+        if not hasattr(self, "_body"):
+            chunks: list[bytes] = []
+            size = 0
+            async with contextlib.aclosing(self.stream()) as stream:
+                async for chunk in stream:
+                    chunks.append(chunk)
+                    size += len(chunk)
+            self._body = _joined(chunks) if size < OFF_LOOP_BYTES else await asyncio.to_thread(_joined, chunks)
+        return self._body
 
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
@@ -75,6 +89,11 @@ class BodyRequest(Request):
         errors = [{**e, "loc": ("body", *e["loc"])} for e in error.errors(include_url=False)]
         self.refused = errors, body
         self._json = None
+
+
+def _joined(chunks: list[bytes]) -> bytes:
+    """A body's chunks, joined."""
+    return b"".join(chunks)
 
 
 def _replayable(request: Request) -> bool:

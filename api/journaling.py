@@ -102,6 +102,8 @@ class Journaling:
         self._write()
 
     def finish(self, response: dict[str, Any]) -> None:
+        if self._done:  # (journaled already: a long reply's entry is made in a worker thread)
+            return
         self.entry.response = response
         self.entry.response_id = response.get("id")
         figures = self.entry.figures

@@ -14,8 +14,9 @@ on-loop step, which the machine's load does not lengthen (the lag counts the wor
 long C calls and the other processes too). The child counts the
 garbage collector's passes by generation and times them (`gc.callbacks`). This script is the
 client: while it sends one large request it asks `GET /_emulator/health` every 5 ms from another
-thread, and prints the health answers' latency. `--stacks` prints, for each stall of the loop
-over 20 ms, where the loop and the emulator's worker threads were when it ended.
+thread, and prints the health answers' latency. `--stacks` prints, for each step of the loop
+that used over 5 ms of its CPU, where the loop was (sampled every millisecond once it has not
+ticked for 3 ms), the stacks counted.
 
 The cases, each the largest of its kind the default limits take (16 MiB bodies):
 
@@ -64,6 +65,9 @@ PTC_TOOLS: list[dict[str, Any]] = [
     },
 ]
 PROBE_S = 0.005
+STEP_S = 0.005
+"""With --stacks, a step of the loop that used more of its CPU than this has its samples shown."""
+STACK_DEPTH = 16
 SECRET = "bench-loop-lag-secret-0123456789"
 
 
@@ -125,29 +129,33 @@ def serve(mode: str, stacks: bool) -> None:
             await asyncio.sleep(PROBE_S)
             ticked[0] = time.perf_counter()
             if recording.is_set():
+                spent = time.thread_time() - used
                 lags.append((ticked[0], ticked[0] - asked - PROBE_S))
-                cpu.append((ticked[0], time.thread_time() - used))
+                cpu.append((ticked[0], spent))
+                if spent > STEP_S and sampled:
+                    stalls.append(
+                        [f"loop CPU {1000 * spent:.1f} ms, sampled {len(sampled)} times:", *_counted(sampled)]
+                    )
+            sampled.clear()
+
+    sampled: list[str] = []
 
     def watch() -> None:
-        """With --stacks: where the loop is while it has not ticked for 20 ms (once a stall)."""
-        seen = 0.0
+        """With --stacks: where the loop is while it has not ticked for 3 ms (every millisecond);
+        the probe keeps the samples of a step that used more than `STEP_S` of the loop's CPU."""
         while True:
-            time.sleep(0.002)
+            time.sleep(0.001)
             at = ticked[0]
-            if recording.is_set() and loop_thread and at != seen and time.perf_counter() - at > 0.02:
-                seen = at
-                shown: list[str] = []
-                for ident, frame in sys._current_frames().items():
-                    stack = traceback.extract_stack(frame)
-                    ours = any(str(ROOT) in f.filename for f in stack)
-                    if ident == loop_thread[0] or (ours and ident != threading.get_ident()):
-                        lines = [f"{f.filename.split('/')[-1]}:{f.lineno} {f.name}" for f in stack[-7:]]
-                        shown.append(("loop: " if ident == loop_thread[0] else "thread: ") + " < ".join(lines[::-1]))
-                stalls.append(shown)
+            if recording.is_set() and loop_thread and time.perf_counter() - at > 0.003:
+                frame = sys._current_frames().get(loop_thread[0])
+                if frame is not None and ticked[0] == at:
+                    stack = traceback.extract_stack(frame)[-STACK_DEPTH:]
+                    sampled.append(" < ".join(f"{f.filename.split('/')[-1]}:{f.lineno} {f.name}" for f in stack[::-1]))
 
     assert server.loop is not None
     asyncio.run_coroutine_threadsafe(probe(), server.loop)
     if stacks:
+        sys.setswitchinterval(0.0005)  # the sampler gets the interpreter often enough to see the loop
         threading.Thread(target=watch, daemon=True).start()
     print(json.dumps({"port": server.port}), flush=True)
     for line in sys.stdin:
@@ -167,6 +175,14 @@ def serve(mode: str, stacks: bool) -> None:
             seen = {"lags": during, "after": after, "cpu": used, "passes": passes, "stalls": stalls}
             print(json.dumps(seen), flush=True)
     server.stop()
+
+
+def _counted(samples: list[str]) -> list[str]:
+    """The distinct stacks sampled, the most seen first, each with its count."""
+    counts: dict[str, int] = {}
+    for stack in samples:
+        counts[stack] = counts.get(stack, 0) + 1
+    return [f"{n}x {stack}" for stack, n in sorted(counts.items(), key=lambda kv: -kv[1])]
 
 
 @contextlib.contextmanager
@@ -323,7 +339,7 @@ def run_case(child: Child, body: bytes) -> dict[str, Any]:
     if reply.status_code != 200:
         raise RuntimeError(f"{reply.status_code}: {reply.text[:300]}")
     for stack in seen["stalls"]:
-        print("  a stall of the loop:\n    " + "\n    ".join(stack), file=sys.stderr)
+        print("  a long step of the loop:\n    " + "\n    ".join(stack), file=sys.stderr)
     full = [d for g, d in seen["passes"] if g == 2]
     return {
         "request s": took,
@@ -349,7 +365,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one run of each case")
     parser.add_argument("--case", action="append", help="only these cases (idle, items, output, base64, mcp)")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--stacks", action="store_true", help="print where the loop was in each stall over 20 ms")
+    parser.add_argument(
+        "--stacks", action="store_true", help="print where the loop was in each step over 5 ms of its CPU"
+    )
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args.stacks)

@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from ptc_emulator.api.bodies import BodyRequest, BodyRoute
+from ptc_emulator.api.bodies import OFF_LOOP_BYTES, BodyRequest, BodyRoute
 from ptc_emulator.api.context import (
     CONTRACT_HEADER,
     SCOPE_HEADER,
@@ -25,7 +25,7 @@ from ptc_emulator.api.context import (
 from ptc_emulator.api.disconnect import unless_disconnected
 from ptc_emulator.api.replies import json_reply
 from ptc_emulator.api.routes.streaming import stream_create, stream_stored
-from ptc_emulator.emulator import collector, jsonpieces
+from ptc_emulator.emulator import collector, jsonpieces, jsonreply
 from ptc_emulator.emulator.release import release
 from ptc_emulator.emulator.wire.request import CompactRequest, CountTokensRequest, CreateRequest
 
@@ -62,6 +62,10 @@ async def create_response(body: CreateRequest, request: Request) -> Response:
             # A long reply (megabytes of output) is encoded in a worker thread, a piece at a time.
             reply = await json_reply(journaling.response, headers=contract_headers(prepared))
             journaling.rendered = bytes(reply.body)  # the journal keeps these bytes when they are its own JSON text
+            if len(journaling.rendered) >= jsonreply.LONG_CHARS or len(await request.body()) >= OFF_LOOP_BYTES:
+                # A long reply or body is journaled in a worker thread too: their bytes copied into
+                # the journal's (7 MB: 3-4 ms), or the reply's text made when they are not the journal's.
+                await asyncio.to_thread(journaling.finish, journaling.response)
             return reply
     finally:
         # 200,000 items freed on the loop as the request's frames end held it 40-150 ms.
@@ -104,7 +108,7 @@ async def retrieve_response(
     stream is the same either way, as a hosted one is with it false."""
     engine, scope = engine_of(request), scope_of(request.headers, None)
     if stream:
-        return stream_stored(request, engine, response_id, starting_after, scope)
+        return await stream_stored(request, engine, response_id, starting_after, scope)
     # Reading a stored response reads its input items too: a long record's take their time (200,000
     # items: most of a second), in a worker thread so no other client waits on them.
     return await json_reply(await asyncio.to_thread(engine.retrieve, response_id, scope=scope))
@@ -128,7 +132,9 @@ async def list_input_items(
     limit: Limit = 20,
     order: Order = "desc",
     include: Include = None,
-) -> dict[str, Any]:
+) -> Response:
     engine, scope = engine_of(request), scope_of(request.headers, None)
-    # A page of a long record's input items is read in a worker thread, as `retrieve`.
-    return await asyncio.to_thread(engine.input_items, response_id, after=after, limit=limit, order=order, scope=scope)
+    # A page of a long record's input items is read in a worker thread, as `retrieve`, and a long
+    # page (100 items of megabytes each) is encoded in one too.
+    page = await asyncio.to_thread(engine.input_items, response_id, after=after, limit=limit, order=order, scope=scope)
+    return await json_reply(page)

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ptc_emulator.emulator import jsonreply
 from ptc_emulator.emulator.storage import JournalLog, MemoryJournal
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.emulator.wire.response import redacted
@@ -152,6 +153,8 @@ def _compact(value: Any) -> Any:
         return value
     if isinstance(value, BaseModel):
         return RawJSON(value.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8"))
+    if jsonreply.long(value):  # (json.dumps's text, made a piece at a time: a 7 MB reply is one long call)
+        return RawJSON("".join(jsonreply.texts(value)).encode("utf-8"))
     return RawJSON(json.dumps(value, separators=(",", ":")).encode("utf-8"))
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator import collector
-from ptc_emulator.emulator.model.runtime import hosted
+from ptc_emulator.emulator.model.runtime import hosted, programs
 from ptc_emulator.emulator.tools import mcp
 from ptc_emulator.testing.server import EmulatorServer
 from tests.tools.tools_support import DocsServer, docs_server
@@ -46,6 +46,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorServer]
     [
         (mcp, "_filtered"),  # in the session, beside the `mcp` package's parsing of the listing
         (hosted, "visible_size"),  # the listing's item, measured for what the conversation carries
+        (programs, "dumped_listing"),  # and dumped into the response's output (on the loop before)
     ],
 )
 def test_a_listing_is_read_off_the_loop(

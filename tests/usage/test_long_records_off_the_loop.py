@@ -11,8 +11,10 @@ call, or a listing read on the event loop, every other client waited 0.5 to 1.6 
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -22,7 +24,7 @@ from ptc_emulator.emulator import jsonpieces
 from ptc_emulator.emulator.storage.sql import SqlConversations
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import PTC_TOOLS, program_message
-from tests.usage.held import Held, while_held
+from tests.usage.held import Held, others_answered_while_held, while_held
 
 ITEMS = 3 * jsonpieces.PIECE
 """Enough items for a record's text to be read in pieces."""
@@ -90,6 +92,28 @@ def test_a_long_record_is_retrieved_off_the_loop(
     retrieved = while_held(server, held, lambda client: client.get(f"/responses/{response_id}"))
     assert retrieved["id"] == response_id
     assert retrieved["output"][-1]["content"][0]["text"] == "first"
+
+
+def test_a_long_record_is_streamed_back_off_the_loop(
+    long_response: tuple[EmulatorServer, str], held: Held, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`?stream=true` reads the record in a worker thread too, before the first byte and as it
+    polls (on the code before, `engine.retrieve` ran on the event loop: the held piece held every
+    other client, and the test failed there)."""
+    server, response_id = long_response
+    _hold_between_pieces(held, monkeypatch)
+
+    def streamed() -> httpx.Response:
+        with httpx.Client(base_url=server.base_url, timeout=300) as client:
+            return client.get(f"/responses/{response_id}?stream=true")
+
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(streamed)
+        others_answered_while_held(server, held.entered, held.release, pending)
+        reply = pending.result(timeout=300)
+    assert reply.status_code == 200, reply.text[:500]
+    kinds = [json.loads(line[6:])["type"] for line in reply.text.splitlines() if line.startswith("data: ")]
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
 
 
 def test_a_long_conversations_items_are_listed_off_the_loop(

@@ -95,3 +95,37 @@ def test_health_and_a_small_request_are_answered_while_a_large_websocket_create_
         done = pending.result(timeout=300)
     assert done["type"] == "response.completed", str(done)[:500]
     assert done["response"]["output"][-1]["content"][0]["text"] == "big"
+
+
+def test_a_long_bodys_chunks_are_joined_off_the_loop(
+    make_server: Callable[..., EmulatorServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long body's chunks are joined in a worker thread (`bodies._joined`); on the code before,
+    Starlette joined them on the event loop (7 MB: 3-4 ms), and there was no such step to hold."""
+    from ptc_emulator.api import bodies
+    from tests.usage.held import Held, while_held
+
+    holder = Held()
+    real = bodies._joined
+
+    def joined(chunks: list[bytes]) -> bytes:
+        if sum(map(len, chunks)) >= bodies.OFF_LOOP_BYTES:
+            holder.hold()
+        return real(chunks)
+
+    monkeypatch.setattr(bodies, "_joined", joined)
+    server = make_server()
+    body = {
+        "model": "m",
+        "input": [
+            {"role": "user", "content": "x" * 100_000},
+            {"role": "user", "content": program_message("text('ok')")},
+        ],
+        "tools": PTC_TOOLS,
+        "store": False,
+    }
+    try:
+        done = while_held(server, holder, lambda client: client.post("/responses", json=body))
+    finally:
+        holder.release.set()
+    assert done["output"][-1]["content"][0]["text"] == "ok"

@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.history.cursor import ENTRIES, Entries
+from ptc_emulator.emulator.jsonpieces import between
 from ptc_emulator.emulator.model.core import Live, Prepared, Runner, Trace
 from ptc_emulator.emulator.model.runtime.hidden_results import HiddenResults
 from ptc_emulator.emulator.model.runtime.hosted import Hosted, HostedScript, Unscripted
@@ -88,10 +89,11 @@ class Output:
         self.dumped: list[dict[str, Any]] = []
         """As the response's output holds them."""
 
-    def emit(self, item: Item) -> None:
+    def emit(self, item: Item, dumped: dict[str, Any] | None = None) -> None:
+        """`dumped`: the item's dump, made already (a listing's, in a worker thread)."""
         trace = self.trace
         self.items.append(item)
-        self.dumped.append(dump(item))
+        self.dumped.append(dumped if dumped is not None else dump(item))
         if self.live is not None:
             self.live.item(self.dumped[-1])
         trace.route.append(item.type)
@@ -100,6 +102,24 @@ class Output:
             trace.calls.append((kind_of_call(item).kind, route))
         elif isinstance(item, McpCall | CodeInterpreterCall):
             trace.calls.append(("mcp" if isinstance(item, McpCall) else "code_interpreter", "direct"))
+
+
+LISTING_RUN = 100
+"""A listing's tools dumped in one call (some 300 KB of a listing of 4.8 KB tools)."""
+
+
+def dumped_listing(item: McpListTools) -> dict[str, Any]:
+    """`dump(item)`, its tools `LISTING_RUN` at a time, letting the other threads run between two
+    runs: a 7 MB listing's dump was one call of 3-8 ms, on the event loop. A tool's dump is the
+    value the whole item's dump holds for it (the same options, applied down the tree)."""
+    dumped = dump(item.model_copy(update={"tools": []}))
+    tools: list[dict[str, Any]] = []
+    for start in range(0, len(item.tools), LISTING_RUN):
+        if start:
+            between()
+        tools.extend(dump(tool) for tool in item.tools[start : start + LISTING_RUN])
+    dumped["tools"] = tools  # (its key is in place already: the order is the dump's)
+    return dumped
 
 
 class Runtime:
@@ -178,7 +198,7 @@ class Runtime:
 
     # ---- playing --------------------------------------------------------------------------------
 
-    async def list_mcp_tools(self, prepared: Prepared, emit: Callable[[Item], None]) -> None:
+    async def list_mcp_tools(self, prepared: Prepared, output: Output) -> None:
         """An `mcp_list_tools` item per MCP server, once per conversation, as the hosted API does.
 
         A server whose tools only programs may call is listed inside the runtime instead: the
@@ -191,18 +211,20 @@ class Runtime:
             listing = await hosted.listing(tool)
             item_id = self.ids("mcpl")
 
-            def made(label: str = label, listing: Any = listing, item_id: str = item_id) -> McpListTools:
+            def made(
+                label: str = label, listing: Any = listing, item_id: str = item_id
+            ) -> tuple[McpListTools, dict[str, Any]]:
                 item = McpListTools(
                     id=item_id,
                     server_label=label,
                     tools=[McpListedTool.model_validate(entry) for entry in listing.tools],
                 )
                 hosted.count(item)  # a store: false client sends it back with the rest
-                return item
+                return item, dumped_listing(item)
 
-            # A listing is up to 8 MiB of tools: validated and measured in a worker thread, not
-            # on the event loop (where every other client waited for it).
-            emit(await asyncio.to_thread(made))
+            # A listing is up to 8 MiB of tools: validated, measured and dumped in a worker
+            # thread, not on the event loop (where every other client waited for it).
+            output.emit(*await asyncio.to_thread(made))
 
     async def resume(self, prepared: Prepared, runner: Runner, emit: Callable[[Item], None]) -> bool | None:
         """Continue the open program, if any, from the client's answers: True when it finished,

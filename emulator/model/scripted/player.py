@@ -74,7 +74,7 @@ class Player:
         conv, script, runtime = prepared.conversation, plan.script, self.runtime
         output = Output(prepared.trace)
         emit = output.emit
-        await runtime.list_mcp_tools(prepared, emit)
+        await runtime.list_mcp_tools(prepared, output)
         index = plan.turn
         resumed = await runtime.resume(prepared, runner, emit)
         if resumed is False:

@@ -135,7 +135,7 @@ class _Play:
 
     async def run(self) -> list[dict[str, Any]]:
         prepared, runtime = self.prepared, self.runtime
-        await runtime.list_mcp_tools(prepared, self.emit)
+        await runtime.list_mcp_tools(prepared, self.output)
         if await runtime.resume(prepared, self.runner, self.emit) is False:
             return self.output.dumped
         taught = await teach(self.plan.tools, self.plan.hosted, ptc=prepared.request.ptc_enabled)
