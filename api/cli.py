@@ -518,11 +518,18 @@ def server_config(app: Any, *, log_level: str, json_logs: bool = False) -> Any:
     `json_logs`: uvicorn's loggers keep no handlers of their own, so the root's JSON handler has them."""
     import uvicorn
 
+    from ptc_emulator.api.httpflow import HttpProtocol
     from ptc_emulator.api.wsflow import WebSocketProtocol
 
     extra: dict[str, Any] = {"log_config": None} if json_logs else {}
     return uvicorn.Config(
-        app, log_level=log_level, ws=WebSocketProtocol, lifespan="on", timeout_keep_alive=KEEP_ALIVE_S, **extra
+        app,
+        log_level=log_level,
+        http=HttpProtocol,
+        ws=WebSocketProtocol,
+        lifespan="on",
+        timeout_keep_alive=KEEP_ALIVE_S,
+        **extra,
     )
 
 

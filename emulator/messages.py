@@ -289,6 +289,29 @@ def http_refusal(status: int, detail: str) -> StatusError:
     return StatusError(status, detail, type="invalid_request_error")
 
 
+@error(EDGE, limit=65536)
+def header_fields_too_large(limit: int) -> StatusError:
+    """A request whose line and headers take more than `limit` bytes (counted as they arrive, before
+    the headers end): the connection is closed after it."""
+    return StatusError(
+        431,
+        f"Request header fields too large: a request's line and headers may take at most {limit} bytes.",
+        type="invalid_request_error",
+        code="request_header_fields_too_large",
+    )
+
+
+@error(EDGE)
+def invalid_http_request() -> StatusError:
+    """Bytes the server's HTTP parser cannot read as a request (not HTTP, a malformed header, two
+    lengths): the connection is closed after it."""
+    return StatusError(
+        400,
+        "Invalid HTTP request received: the server cannot parse it, and closes the connection.",
+        type="invalid_request_error",
+    )
+
+
 @error(EDGE)
 def client_closed() -> StatusError:
     """The client closed the connection before the response was complete (a create, streamed or

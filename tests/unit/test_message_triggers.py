@@ -91,6 +91,12 @@ def trigger(*names: str) -> Callable[[Trigger], Trigger]:
 
 
 ELSEWHERE: dict[str, str] = {
+    "header_fields_too_large": (
+        "tests/api/test_connection_edge.py::test_a_request_head_past_the_bound_is_the_431_and_the_connection_closes"
+    ),
+    "invalid_http_request": (
+        "tests/api/test_connection_edge.py::test_bytes_that_are_not_http_are_the_400_in_the_envelope"
+    ),
     "warm_up_failed": (
         "tests/usage/test_ready_before_the_tokenizer.py::test_a_failed_warm_up_is_a_503_naming_it_on_every_request"
     ),
