@@ -301,7 +301,12 @@ async def _connected(tool: McpTool, policy: McpPolicy, work: Any) -> Any:
                 async with Client(transport) as client:
                     return await work(client)
             async with factory(headers=headers) as http:
-                async with Client(streamable_http_client(tool.server_url, http_client=http)) as client:
+                # One SSE event may be as large as the whole answer may (the client's own bound,
+                # 1 MiB, failed answers within --mcp-max-answer-bytes); the byte budget bounds it.
+                transport = streamable_http_client(
+                    tool.server_url, http_client=http, max_sse_event_size=policy.max_answer_bytes
+                )
+                async with Client(transport) as client:
                     return await work(client)
     except TimeoutError as e:
         raise _Deadline() from e

@@ -115,6 +115,8 @@ def misbehaving_server(mode: str = "", huge_bytes: int = 0) -> Iterator[Served]:
     - `gzip_listing`: for every request, a gzip bomb (`huge_bytes` of zeros, a few KiB packed)
       sent with `Content-Encoding: gzip` whatever `Accept-Encoding` asked (the server notes it in
       `encodings_asked`);
+    - `sse_result`: a call answered with its result (`huge_bytes` of text) as one SSE event, as a
+      server that streams its answers sends it;
     - anything else: the MCP server's own answer (its `wait` tool never answers, `huge` is big).
     """
     inner = _mcp_server(huge_bytes).streamable_http_app()
@@ -139,6 +141,15 @@ def misbehaving_server(mode: str = "", huge_bytes: int = 0) -> Iterator[Served]:
                 {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]}
             )
             await send({"type": "http.response.body", "body": payload})
+            return
+        if mode == "sse_result" and method == "tools/call":
+            text = {"type": "text", "text": "x" * huge_bytes}
+            result = {"content": [text], "structuredContent": {"result": "x"}, "resultType": "complete"}
+            answer = {"jsonrpc": "2.0", "id": json.loads(body)["id"], "result": result}
+            headers = [(b"content-type", b"text/event-stream")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            event = b"event: message\ndata: " + json.dumps(answer).encode() + b"\n\n"
+            await send({"type": "http.response.body", "body": event})
             return
         if mode == "keepalive_all" or (mode == "keepalive" and method == "tools/call"):
             await send(

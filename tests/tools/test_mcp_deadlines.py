@@ -107,3 +107,34 @@ def test_a_listing_that_never_ends_is_a_424_at_the_deadline(emulator: PTCEmulato
             client.responses.create(model="gpt-test", tools=[PTC, mcp], input=js("text('x')"))
     assert caught.value.status_code == 424
     assert "did not answer within 1 s" in caught.value.response.json()["error"]["message"]
+
+
+def test_an_sse_answer_past_a_mebibyte_within_the_limit_arrives(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The limit on an answer is `--mcp-max-answer-bytes` (docs/limits.md), whether the server
+    answers with JSON or with an SSE event. Before, the MCP client's
+    own bound on one SSE event (1 MiB) applied under it: a 2 MiB result within an 8 MiB limit failed
+    with `SSE stream failed: Server-sent event exceeded the 1048576 byte limit.`"""
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("sse-event"),
+        store="memory",
+        pool_size=1,
+        mcp_allow_hosts=("127.0.0.1",),
+    )  # the default answer limit, 8 MiB
+    server = EmulatorServer(settings).start()
+    emulator = PTCEmulator(server.base_url)
+    mcp = {
+        "type": "mcp",
+        "server_label": "big",
+        "allowed_callers": ["programmatic"],
+        "require_approval": "never",
+    }
+    code = "try { const r = await tools.big.huge({}); text(r.length); } catch (e) { text('caught: ' + e.message); }"
+    try:
+        with misbehaving_server("sse_result", huge_bytes=2 * 2**20) as served, validating_client(emulator) as client:
+            response = client.responses.create(
+                model="gpt-test", tools=[PTC, {**mcp, "server_url": served.url}], input=js(code)
+            )
+        assert response.output_text == str(2 * 2**20)
+    finally:
+        emulator.close()
+        server.stop()
