@@ -323,9 +323,9 @@ async def list_tools(
         return Listing([], frozenset(), messages.no_server(tool.server_label, tool.connector_id))
 
     async def work(client: Any) -> Listing:
-        result = await client.list_tools()
+        tools = await _every_page(client)
         entries = []
-        for t in result.tools:
+        for t in tools:
             annotations = (
                 t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True) if t.annotations else None
             )
@@ -343,6 +343,24 @@ async def list_tools(
     except Exception as e:  # a listing that fails is reported, as the hosted API does
         error = _http_error(e, _bounded(policy, timeout_s))
         return Listing([], frozenset(), messages.listing_failed(tool.server_label, error["message"]))
+
+
+class _CursorAgain(Exception):
+    """A listing page named a next cursor the listing had already followed."""
+
+
+async def _every_page(client: Any) -> list[Any]:
+    """The server's tools, every page of them (`nextCursor`), within the session's deadline and
+    byte limit; a cursor named again would page forever and fails the listing as not MCP."""
+    result = await client.list_tools()
+    tools, seen = list(result.tools), set()
+    while result.next_cursor is not None:
+        if result.next_cursor in seen:
+            raise _CursorAgain()
+        seen.add(result.next_cursor)
+        result = await client.list_tools(cursor=result.next_cursor)
+        tools += result.tools
+    return tools
 
 
 def _declared_call(spec: McpServerSpec, name: str, arguments: dict[str, Any]) -> CallResult:

@@ -117,6 +117,8 @@ def misbehaving_server(mode: str = "", huge_bytes: int = 0) -> Iterator[Served]:
       `encodings_asked`);
     - `sse_result`: a call answered with its result (`huge_bytes` of text) as one SSE event, as a
       server that streams its answers sends it;
+    - `paged`: a listing in two pages (`first`, then `second` after the cursor `2`); `paged_loop`:
+      every page names the same next cursor;
     - anything else: the MCP server's own answer (its `wait` tool never answers, `huge` is big).
     """
     inner = _mcp_server(huge_bytes).streamable_http_app()
@@ -150,6 +152,19 @@ def misbehaving_server(mode: str = "", huge_bytes: int = 0) -> Iterator[Served]:
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             event = b"event: message\ndata: " + json.dumps(answer).encode() + b"\n\n"
             await send({"type": "http.response.body", "body": event})
+            return
+        if mode in ("paged", "paged_loop") and method == "tools/list":
+            request = json.loads(body)
+            cursor = (request.get("params") or {}).get("cursor")
+            name = "second" if cursor == "2" and mode == "paged" else "first"
+            tools = [{"name": name, "inputSchema": {"type": "object"}}]
+            result: dict[str, Any] = {"tools": tools, "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+            if mode == "paged_loop" or cursor is None:
+                result["nextCursor"] = "2"
+            answer = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}).encode()
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": answer})
             return
         if mode == "keepalive_all" or (mode == "keepalive" and method == "tools/call"):
             await send(

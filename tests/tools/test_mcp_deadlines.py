@@ -138,3 +138,30 @@ def test_an_sse_answer_past_a_mebibyte_within_the_limit_arrives(tmp_path_factory
     finally:
         emulator.close()
         server.stop()
+
+
+def test_a_listing_in_pages_lists_every_page(emulator: PTCEmulator) -> None:
+    """A server that lists its tools a page at a time (`nextCursor`) is listed to the end, within
+    the listing's deadline and byte limit. Before, only the first page was read: the tools of the
+    others were silently missing from `tools.<label>` and the `mcp_list_tools` item."""
+    with misbehaving_server("paged") as server:
+        mcp = {"type": "mcp", "server_label": "paged", "server_url": server.url, "allowed_callers": ["programmatic"]}
+        with validating_client(emulator) as client:
+            code = "text(Object.keys(tools.paged).sort().join(','))"
+            response = client.responses.create(model="gpt-test", tools=[PTC, mcp], input=js(code))
+    assert response.output_text == "first,second"
+
+
+def test_a_listing_whose_cursor_comes_back_is_a_424(emulator: PTCEmulator) -> None:
+    """A server whose every page names the same next cursor would be listed until the deadline:
+    the cursor seen again fails the listing at once, as an answer that is not MCP."""
+    with misbehaving_server("paged_loop") as server:
+        mcp = {"type": "mcp", "server_label": "loop", "server_url": server.url, "allowed_callers": ["programmatic"]}
+        with validating_client(emulator) as client, pytest.raises(openai.APIStatusError) as caught:
+            client.responses.create(model="gpt-test", tools=[PTC, mcp], input=js("text('x')"))
+    assert caught.value.status_code == 424
+    message = caught.value.response.json()["error"]["message"]
+    assert (
+        message
+        == "Error retrieving tool list from MCP server 'loop': the MCP server's answer is not a valid MCP message"
+    )
