@@ -329,6 +329,8 @@ async def list_tools(
             annotations = (
                 t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True) if t.annotations else None
             )
+            if not _finite(t.input_schema):
+                raise _NotJson()
             entry: dict[str, Any] = {"name": t.name, "input_schema": t.input_schema}
             if t.description:
                 entry["description"] = t.description
@@ -343,6 +345,24 @@ async def list_tools(
     except Exception as e:  # a listing that fails is reported, as the hosted API does
         error = _http_error(e, _bounded(policy, timeout_s))
         return Listing([], frozenset(), messages.listing_failed(tool.server_label, error["message"]))
+
+
+class _NotJson(Exception):
+    """A listed schema holds NaN or an infinity, which JSON has no word for (the client parses them)."""
+
+
+def _finite(value: Any) -> bool:
+    """Whether `value` (parsed JSON) holds no NaN or infinity, however deep."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return False
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return True
 
 
 class _CursorAgain(Exception):

@@ -119,6 +119,7 @@ def misbehaving_server(mode: str = "", huge_bytes: int = 0) -> Iterator[Served]:
       server that streams its answers sends it;
     - `paged`: a listing in two pages (`first`, then `second` after the cursor `2`); `paged_loop`:
       every page names the same next cursor;
+    - `nan_listing`: a listing whose tool schema holds `NaN` (which JSON has no word for);
     - anything else: the MCP server's own answer (its `wait` tool never answers, `huge` is big).
     """
     inner = _mcp_server(huge_bytes).streamable_http_app()
@@ -152,6 +153,15 @@ def misbehaving_server(mode: str = "", huge_bytes: int = 0) -> Iterator[Served]:
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             event = b"event: message\ndata: " + json.dumps(answer).encode() + b"\n\n"
             await send({"type": "http.response.body", "body": event})
+            return
+        if mode == "nan_listing" and method == "tools/list":
+            schema = {"type": "object", "properties": {"x": {"type": "number", "maximum": float("nan")}}}
+            result = {"tools": [{"name": "n", "inputSchema": schema}], "resultType": "complete", "ttlMs": 0}
+            request_id = json.loads(body)["id"]
+            answer = json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {**result, "cacheScope": "private"}})
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": answer.encode()})
             return
         if mode in ("paged", "paged_loop") and method == "tools/list":
             request = json.loads(body)

@@ -165,3 +165,18 @@ def test_a_listing_whose_cursor_comes_back_is_a_424(emulator: PTCEmulator) -> No
         message
         == "Error retrieving tool list from MCP server 'loop': the MCP server's answer is not a valid MCP message"
     )
+
+
+def test_a_listing_holding_nan_is_a_424(emulator: PTCEmulator) -> None:
+    """`NaN` is no JSON value: a listing whose schema holds one is not MCP. Before, the client took
+    it and the `mcp_list_tools` item showed the schema with `null` in its place, silently."""
+    with misbehaving_server("nan_listing") as server:
+        mcp = {"type": "mcp", "server_label": "nan", "server_url": server.url, "allowed_callers": ["programmatic"]}
+        with validating_client(emulator) as client, pytest.raises(openai.APIStatusError) as caught:
+            client.responses.create(model="gpt-test", tools=[PTC, mcp], input=js("text('x')"))
+    assert caught.value.status_code == 424
+    message = caught.value.response.json()["error"]["message"]
+    assert (
+        message
+        == "Error retrieving tool list from MCP server 'nan': the MCP server's answer is not a valid MCP message"
+    )
