@@ -138,6 +138,7 @@ SCENARIOS = "Scenarios (the scripted model)"
 UPSTREAM = "The model upstream"
 MCP = "MCP servers"
 PROXY = "The recording proxy"
+CASSETTES = "The pytest plugin's cassettes"
 AGENTS = "Agents API"
 SOCKET = "WebSocket mode and steering"
 ADMIN = "Admin API, journal and inspector"
@@ -1905,6 +1906,46 @@ def proxy_socket_refused(base: str, kind: str, detail: str, status: int) -> Stat
         type="server_error" if status >= 500 else "invalid_request_error",
         code="upstream_unreachable",
     )
+
+
+# ---- the pytest plugin's cassettes ----------------------------------------------------------------
+
+
+@text(CASSETTES, "the error of a test whose cassette is replayed", path="tests/cassettes/test_a/test_b.yaml")
+def cassette_unusable(path: str, problem: str) -> str:
+    """A `@pytest.mark.ptc_record` cassette that cannot be replayed fails the test that replays
+    it, at setup, with this one line (no traceback): `problem` is one of the texts below."""
+    return f"{path}: this cassette cannot be replayed: {problem}"
+
+
+@text(CASSETTES, "a cassette's problem", position=12)
+def cassette_not_text(position: int) -> str:
+    """The cassette file's bytes are not UTF-8."""
+    return f"the file is not UTF-8 text (at byte {position})"
+
+
+@text(CASSETTES, "a cassette's problem", problem="expected ',' or ']' at line 1, column 13")
+def cassette_not_yaml(problem: str) -> str:
+    """The cassette is not YAML, or uses what scenario files refuse (aliases, a key given twice)."""
+    return f"the file is not valid YAML: {problem}"
+
+
+@text(CASSETTES, "a cassette's problem")
+def cassette_not_cassette() -> str:
+    """The cassette's YAML is not a mapping with a `scenarios` list."""
+    return "a cassette is a mapping with a `scenarios` list"
+
+
+@text(CASSETTES, "a cassette's problem", index=0)
+def cassette_not_mapping(index: int) -> str:
+    """An entry of the cassette's `scenarios` is not a mapping (a recording is one)."""
+    return f"the recording at scenarios.{index} is not a mapping"
+
+
+@text(CASSETTES, "a cassette's problem", index=0, name="a", message="Invalid scenario: ...")
+def cassette_scenario_refused(index: int, name: str, message: str) -> str:
+    """A recording of the cassette is refused as a scenario (`message`: the emulator's reason)."""
+    return f"the recording at scenarios.{index} ({name!r}) is refused: {message}"
 
 
 # ---- MCP servers ------------------------------------------------------------------------------------

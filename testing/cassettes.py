@@ -29,9 +29,10 @@ from typing import Any
 
 import yaml
 
-from ptc_emulator.emulator.model import file_name, full_match, readable_yaml
+from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.model import file_name, full_match, load_yaml_without_aliases, readable_yaml
 
-__all__ = ["MODES", "Cassette", "Scrub", "scrubbed"]
+__all__ = ["MODES", "Cassette", "CassetteError", "Scrub", "scrubbed"]
 
 MODES = ("once", "all", "none")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -39,6 +40,10 @@ _HEADER = "# Recorded by @pytest.mark.ptc_record: this test's conversations (doc
 
 Scrub = Callable[[str], str]
 """Text in, the text to keep out: `lambda text: re.sub(r"sk-\\w+", "<key>", text)`."""
+
+
+class CassetteError(ValueError):
+    """A cassette that cannot be replayed: the message names the file and what is wrong."""
 
 
 class Cassette:
@@ -60,11 +65,32 @@ class Cassette:
         """The cassette's scenarios (none when the file does not exist yet)."""
         if not self.path.is_file():
             return []
-        data = yaml.safe_load(self.path.read_text(encoding="utf-8")) or {}
+        raw = self.path.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise self.unusable(messages.cassette_not_text(e.start)) from None
+        try:
+            # As scenario files are read: aliases refused (a few hundred bytes of them expand to
+            # billions of values), as is a key given twice.
+            data = load_yaml_without_aliases(text) or {}
+        except yaml.YAMLError as e:
+            raise self.unusable(messages.cassette_not_yaml(" ".join(str(e).split()))) from None
         scenarios = data.get("scenarios") if isinstance(data, dict) else None
         if not isinstance(scenarios, list):
-            raise ValueError(f"{self.path}: a cassette is a mapping with a `scenarios` list")
+            raise self.unusable(messages.cassette_not_cassette())
+        for index, scenario in enumerate(scenarios):
+            if not isinstance(scenario, dict):
+                raise self.unusable(messages.cassette_not_mapping(index))
         return [dict(s) for s in scenarios]
+
+    def unusable(self, problem: str) -> CassetteError:
+        """The error that fails a test replaying this cassette."""
+        return CassetteError(messages.cassette_unusable(str(self.path), problem))
+
+    def refused(self, index: int, scenario: dict[str, Any], message: str) -> CassetteError:
+        """The error for a recording the emulator refuses as a scenario."""
+        return self.unusable(messages.cassette_scenario_refused(index, str(scenario.get("name")), message))
 
     def start(self) -> list[dict[str, Any]]:
         """What the test replays, and a note of the staging directory before it runs."""

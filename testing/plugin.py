@@ -335,8 +335,8 @@ def ptc_emulator(request: pytest.FixtureRequest, ptc_emulator_server: str) -> It
     emulator = PTCEmulator(ptc_emulator_server, api_key=key, transports=transports)
     request.node.stash[_inspector] = emulator.inspector_url
     cassette = _cassette(request)
-    for scenario in cassette.start() if cassette is not None else ():
-        emulator.add_scenario(scenario)
+    if cassette is not None:
+        _replay_cassette(cassette, emulator)
     ended = False
     try:
         yield emulator
@@ -419,6 +419,25 @@ def ptc_emulator_scrub(request: pytest.FixtureRequest) -> Any:
     if not callable(found):
         raise pytest.UsageError(f"ptc_emulator_scrub = {named}: not a function (module:function)")
     return found
+
+
+def _replay_cassette(cassette: Any, emulator: Any) -> None:
+    """Add the cassette's recordings to the test's scope. A cassette that cannot be replayed fails
+    the test with one line naming the file and what is wrong (no traceback of the plugin)."""
+    from ptc_emulator.testing.cassettes import CassetteError
+
+    problem = None
+    try:
+        for index, scenario in enumerate(cassette.start()):
+            try:
+                emulator.add_scenario(scenario)
+            except ValueError as e:
+                problem = str(cassette.refused(index, scenario, str(e)))
+                break
+    except CassetteError as e:
+        problem = str(e)
+    if problem is not None:  # failed out here, so the report shows no exception chain
+        pytest.fail(problem, pytrace=False)
 
 
 def _cassette(request: pytest.FixtureRequest) -> Any:

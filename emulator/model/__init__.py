@@ -33,7 +33,13 @@ from ptc_emulator.emulator.model.scripted.recording import (
     user_text,
 )
 from ptc_emulator.emulator.model.scripted.scenario import Request as MatchRequest
-from ptc_emulator.emulator.model.scripted.scenario import Scenario, ScenarioError, ScenarioRegistry, load_scenario
+from ptc_emulator.emulator.model.scripted.scenario import (
+    Scenario,
+    ScenarioError,
+    ScenarioRegistry,
+    load_scenario,
+    load_yaml_without_aliases,
+)
 from ptc_emulator.emulator.model.upstream import DEFAULT_PROTOCOL as DEFAULT_UPSTREAM_PROTOCOL
 from ptc_emulator.emulator.model.upstream import PROTOCOLS as UPSTREAM_PROTOCOLS
 from ptc_emulator.emulator.model.upstream import (
@@ -52,6 +58,7 @@ __all__ = [
     "HostedScript",
     "Live",
     "MatchRequest",
+    "load_yaml_without_aliases",
     "HiddenResults",
     "Model",
     "Plan",

@@ -311,7 +311,12 @@ async def _connected(tool: McpTool, policy: McpPolicy, work: Any) -> Any:
                 async with Client(transport) as client:
                     return await work(client)
             async with factory(headers=headers) as http:
-                async with Client(streamable_http_client(tool.server_url, http_client=http)) as client:
+                # One SSE event may be as large as the whole answer may (the client's own bound,
+                # 1 MiB, failed answers within --mcp-max-answer-bytes); the byte budget bounds it.
+                transport = streamable_http_client(
+                    tool.server_url, http_client=http, max_sse_event_size=policy.max_answer_bytes
+                )
+                async with Client(transport) as client:
                     return await work(client)
     except TimeoutError as e:
         raise _Deadline() from e
@@ -328,12 +333,14 @@ async def list_tools(
         return Listing([], frozenset(), messages.no_server(tool.server_label, tool.connector_id))
 
     async def work(client: Any) -> Listing:
-        result = await client.list_tools()
+        tools = await _every_page(client)
         entries = []
-        for t in result.tools:
+        for t in tools:
             annotations = (
                 t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True) if t.annotations else None
             )
+            if not _finite(t.input_schema):
+                raise _NotJson()
             entry: dict[str, Any] = {"name": t.name, "input_schema": t.input_schema}
             if t.description:
                 entry["description"] = t.description
@@ -348,6 +355,42 @@ async def list_tools(
     except Exception as e:  # a listing that fails is reported, as the hosted API does
         error = _http_error(e, _bounded(policy, timeout_s))
         return Listing([], frozenset(), messages.listing_failed(tool.server_label, error["message"]))
+
+
+class _NotJson(Exception):
+    """A listed schema holds NaN or an infinity, which JSON has no word for (the client parses them)."""
+
+
+def _finite(value: Any) -> bool:
+    """Whether `value` (parsed JSON) holds no NaN or infinity, however deep."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return False
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return True
+
+
+class _CursorAgain(Exception):
+    """A listing page named a next cursor the listing had already followed."""
+
+
+async def _every_page(client: Any) -> list[Any]:
+    """The server's tools, every page of them (`nextCursor`), within the session's deadline and
+    byte limit; a cursor named again would page forever and fails the listing as not MCP."""
+    result = await client.list_tools()
+    tools, seen = list(result.tools), set()
+    while result.next_cursor is not None:
+        if result.next_cursor in seen:
+            raise _CursorAgain()
+        seen.add(result.next_cursor)
+        result = await client.list_tools(cursor=result.next_cursor)
+        tools += result.tools
+    return tools
 
 
 def _declared_call(spec: McpServerSpec, name: str, arguments: dict[str, Any]) -> CallResult:

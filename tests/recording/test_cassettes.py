@@ -207,3 +207,58 @@ def test_the_scrub_fixture_and_a_record_folder_left_empty(
     assert "parcels for <email>:" in text and "bob@" not in text
     assert not (pytester.path / "ptc-recordings").exists()  # it held nothing once the cassette took the recording
     run(pytester).assert_outcomes(passed=1)
+
+
+HOSTILE_TEST = """
+import pytest
+
+
+@pytest.mark.ptc_record
+@pytest.mark.ptc_strict(False)
+def test_parcels(ptc_emulator):
+    pass
+"""
+
+LAUGHS = (
+    "".join(
+        f"{name}: &{name} [{', '.join([f'*{before}'] * 10) if before else ', '.join(['x'] * 10)}]\n"
+        for before, name in zip(["", "a", "b", "c", "d", "e", "f"], "abcdefg", strict=True)
+    )
+    + "scenarios: [{name: laughs, turns: [{message: hi}], match: {metadata: {k: *g}}}]\n"
+)
+"""A cassette of a few hundred bytes whose aliases expand to 10**7 strings (each level more is
+ten times the memory: kept small so the old code's failure stays cheap)."""
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"scenarios: [: bad", "the file is not valid YAML: while parsing"),
+        (b"scenarios: [\xff\xfe]", "the file is not UTF-8 text (at byte 12)"),
+        (b"scenarios: [abc, 5]", "the recording at scenarios.0 is not a mapping"),
+        (b"scenarios: {a: 1}", "a cassette is a mapping with a `scenarios` list"),
+        (
+            b"scenarios: [{name: a, turns: [{mesage: hi}]}]",
+            "the recording at scenarios.0 ('a') is refused: Invalid scenario: scenario: turns.0.mesage",
+        ),
+        (LAUGHS.encode(), "aliases (*name) are not supported"),
+    ],
+    ids=["yaml", "utf8", "entry", "shape", "scenario", "laughs"],
+)
+def test_a_hostile_cassette_fails_its_test_naming_the_file_without_a_traceback(
+    pytester: pytest.Pytester, content: bytes, problem: str
+) -> None:
+    """A cassette is replayed as it is found: a file that is not a cassette fails the test that
+    replays it with one line naming the file and what is wrong, not a traceback of the plugin.
+    Before, each of these raised a bare parser or `dict()` error naming no file, and the aliases
+    (as YAML allows and the scenario loader refuses) were expanded: 10**8 strings took half a
+    minute and 1.4 GB before the add was refused for its size, and each level more is ten times that."""
+    pytester.makepyfile(test_parcels=HOSTILE_TEST)
+    cassette = pytester.path / "cassettes" / "test_parcels" / "test_parcels.yaml"
+    cassette.parent.mkdir(parents=True)
+    cassette.write_bytes(content)
+    result = run(pytester)
+    result.assert_outcomes(errors=1)
+    said = f"{cassette}: this cassette cannot be replayed: "
+    assert any(line.startswith(said) and problem in line for line in result.outlines), result.outlines
+    assert "Traceback" not in result.stdout.str() and "cassettes.py:" not in result.stdout.str()

@@ -115,6 +115,11 @@ def misbehaving_server(mode: str = "", huge_bytes: int = 0) -> Iterator[Served]:
     - `gzip_listing`: for every request, a gzip bomb (`huge_bytes` of zeros, a few KiB packed)
       sent with `Content-Encoding: gzip` whatever `Accept-Encoding` asked (the server notes it in
       `encodings_asked`);
+    - `sse_result`: a call answered with its result (`huge_bytes` of text) as one SSE event, as a
+      server that streams its answers sends it;
+    - `paged`: a listing in two pages (`first`, then `second` after the cursor `2`); `paged_loop`:
+      every page names the same next cursor;
+    - `nan_listing`: a listing whose tool schema holds `NaN` (which JSON has no word for);
     - anything else: the MCP server's own answer (its `wait` tool never answers, `huge` is big).
     """
     inner = _mcp_server(huge_bytes).streamable_http_app()
@@ -139,6 +144,37 @@ def misbehaving_server(mode: str = "", huge_bytes: int = 0) -> Iterator[Served]:
                 {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]}
             )
             await send({"type": "http.response.body", "body": payload})
+            return
+        if mode == "sse_result" and method == "tools/call":
+            text = {"type": "text", "text": "x" * huge_bytes}
+            result = {"content": [text], "structuredContent": {"result": "x"}, "resultType": "complete"}
+            answer = {"jsonrpc": "2.0", "id": json.loads(body)["id"], "result": result}
+            headers = [(b"content-type", b"text/event-stream")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            event = b"event: message\ndata: " + json.dumps(answer).encode() + b"\n\n"
+            await send({"type": "http.response.body", "body": event})
+            return
+        if mode == "nan_listing" and method == "tools/list":
+            schema = {"type": "object", "properties": {"x": {"type": "number", "maximum": float("nan")}}}
+            result = {"tools": [{"name": "n", "inputSchema": schema}], "resultType": "complete", "ttlMs": 0}
+            request_id = json.loads(body)["id"]
+            answer = json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {**result, "cacheScope": "private"}})
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": answer.encode()})
+            return
+        if mode in ("paged", "paged_loop") and method == "tools/list":
+            request = json.loads(body)
+            cursor = (request.get("params") or {}).get("cursor")
+            name = "second" if cursor == "2" and mode == "paged" else "first"
+            tools = [{"name": name, "inputSchema": {"type": "object"}}]
+            result: dict[str, Any] = {"tools": tools, "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+            if mode == "paged_loop" or cursor is None:
+                result["nextCursor"] = "2"
+            answer = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}).encode()
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": answer})
             return
         if mode == "keepalive_all" or (mode == "keepalive" and method == "tools/call"):
             await send(

@@ -107,3 +107,76 @@ def test_a_listing_that_never_ends_is_a_424_at_the_deadline(emulator: PTCEmulato
             client.responses.create(model="gpt-test", tools=[PTC, mcp], input=js("text('x')"))
     assert caught.value.status_code == 424
     assert "did not answer within 1 s" in caught.value.response.json()["error"]["message"]
+
+
+def test_an_sse_answer_past_a_mebibyte_within_the_limit_arrives(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The limit on an answer is `--mcp-max-answer-bytes` (docs/limits.md), whether the server
+    answers with JSON or with an SSE event. Before, the MCP client's
+    own bound on one SSE event (1 MiB) applied under it: a 2 MiB result within an 8 MiB limit failed
+    with `SSE stream failed: Server-sent event exceeded the 1048576 byte limit.`"""
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("sse-event"),
+        store="memory",
+        pool_size=1,
+        mcp_allow_hosts=("127.0.0.1",),
+    )  # the default answer limit, 8 MiB
+    server = EmulatorServer(settings).start()
+    emulator = PTCEmulator(server.base_url)
+    mcp = {
+        "type": "mcp",
+        "server_label": "big",
+        "allowed_callers": ["programmatic"],
+        "require_approval": "never",
+    }
+    code = "try { const r = await tools.big.huge({}); text(r.length); } catch (e) { text('caught: ' + e.message); }"
+    try:
+        with misbehaving_server("sse_result", huge_bytes=2 * 2**20) as served, validating_client(emulator) as client:
+            response = client.responses.create(
+                model="gpt-test", tools=[PTC, {**mcp, "server_url": served.url}], input=js(code)
+            )
+        assert response.output_text == str(2 * 2**20)
+    finally:
+        emulator.close()
+        server.stop()
+
+
+def test_a_listing_in_pages_lists_every_page(emulator: PTCEmulator) -> None:
+    """A server that lists its tools a page at a time (`nextCursor`) is listed to the end, within
+    the listing's deadline and byte limit. Before, only the first page was read: the tools of the
+    others were silently missing from `tools.<label>` and the `mcp_list_tools` item."""
+    with misbehaving_server("paged") as server:
+        mcp = {"type": "mcp", "server_label": "paged", "server_url": server.url, "allowed_callers": ["programmatic"]}
+        with validating_client(emulator) as client:
+            code = "text(Object.keys(tools.paged).sort().join(','))"
+            response = client.responses.create(model="gpt-test", tools=[PTC, mcp], input=js(code))
+    assert response.output_text == "first,second"
+
+
+def test_a_listing_whose_cursor_comes_back_is_a_424(emulator: PTCEmulator) -> None:
+    """A server whose every page names the same next cursor would be listed until the deadline:
+    the cursor seen again fails the listing at once, as an answer that is not MCP."""
+    with misbehaving_server("paged_loop") as server:
+        mcp = {"type": "mcp", "server_label": "loop", "server_url": server.url, "allowed_callers": ["programmatic"]}
+        with validating_client(emulator) as client, pytest.raises(openai.APIStatusError) as caught:
+            client.responses.create(model="gpt-test", tools=[PTC, mcp], input=js("text('x')"))
+    assert caught.value.status_code == 424
+    message = caught.value.response.json()["error"]["message"]
+    assert (
+        message
+        == "Error retrieving tool list from MCP server 'loop': the MCP server's answer is not a valid MCP message"
+    )
+
+
+def test_a_listing_holding_nan_is_a_424(emulator: PTCEmulator) -> None:
+    """`NaN` is no JSON value: a listing whose schema holds one is not MCP. Before, the client took
+    it and the `mcp_list_tools` item showed the schema with `null` in its place, silently."""
+    with misbehaving_server("nan_listing") as server:
+        mcp = {"type": "mcp", "server_label": "nan", "server_url": server.url, "allowed_callers": ["programmatic"]}
+        with validating_client(emulator) as client, pytest.raises(openai.APIStatusError) as caught:
+            client.responses.create(model="gpt-test", tools=[PTC, mcp], input=js("text('x')"))
+    assert caught.value.status_code == 424
+    message = caught.value.response.json()["error"]["message"]
+    assert (
+        message
+        == "Error retrieving tool list from MCP server 'nan': the MCP server's answer is not a valid MCP message"
+    )

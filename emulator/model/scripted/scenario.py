@@ -59,6 +59,7 @@ __all__ = [
     "ScenarioRegistry",
     "Turn",
     "load_scenario",
+    "load_yaml_without_aliases",
 ]
 
 
@@ -429,6 +430,13 @@ def _parsed(text: str) -> Any:
 
 def _parse(text: str) -> Any:
     _count_nodes(text)
+    return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 (a SafeLoader without aliases)
+
+
+def load_yaml_without_aliases(text: str) -> Any:
+    """`text` parsed as YAML as scenario files are (a safe loader refusing aliases and a key given
+    twice), with no bound on its values: for a file of many scenarios (a cassette), each checked
+    again when it is added."""
     return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 (a SafeLoader without aliases)
 
 
