@@ -1654,6 +1654,13 @@ def compressed(encoding: str) -> str:
     return f"answered with Content-Encoding {encoding!r} although asked for none."
 
 
+@text(UPSTREAM, FAULT, status=200, kind="text/html; charset=utf-8")
+def not_an_answer(status: int, kind: str) -> str:
+    """An answer whose Content-Type is neither JSON nor server-sent events (an HTML page: a login
+    or proxy page, a wrong URL's web server), named with its status instead of read as one."""
+    return f"answered {status} with Content-Type {kind!r}, not JSON or server-sent events."
+
+
 @text(UPSTREAM, SUBJECT)
 def answered_body() -> str:
     """A whole answer's body."""

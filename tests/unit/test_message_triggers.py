@@ -1363,6 +1363,12 @@ def _(c: Context) -> object:
     return asked(answering(status_code=200, stream=_Gzipped(), headers=headers))
 
 
+@trigger("not_an_answer")
+def _(c: Context) -> object:
+    page = "<!doctype html><html><body>Sign in</body></html>"
+    return asked(answering(status_code=200, text=page, headers={"content-type": "text/html; charset=utf-8"}))
+
+
 @trigger("unreadable_shape")
 def _(c: Context) -> object:
     """A protocol that reads without a `Shape` and stumbles (a `KeyError`): still the 502."""
