@@ -1318,6 +1318,14 @@ def cancel_needs_background() -> InvalidRequest:
     return InvalidRequest("Only responses created with background=true can be cancelled.")
 
 
+@error(RESPONSES, status="completed")
+def cancel_finished(status: str) -> InvalidRequest:
+    """`POST /v1/responses/{id}/cancel` of a background response that already finished
+    (`status`: `completed` or `failed`), as the hosted API refuses it; an already cancelled one is
+    answered again (cancelling twice is idempotent), and an `incomplete` one as it is."""
+    return InvalidRequest(f"Cannot cancel a {status} response.")
+
+
 # ---- conversations ---------------------------------------------------------------------------------
 
 

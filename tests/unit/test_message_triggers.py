@@ -1999,6 +1999,18 @@ def _(c: Context) -> object:
     return c.post(f"/v1/responses/{made.id}/cancel", {})
 
 
+@trigger("cancel_finished")
+def _(c: Context) -> object:
+    made = c.post("/v1/responses", {"model": "m", "input": PROGRAM, "tools": PTC_TOOLS, "background": True}).json()
+    for _ in range(3000):  # until it finished (a bound on the loop, not a timing)
+        current = c.http.get(f"/v1/responses/{made['id']}").json()
+        if current["status"] not in ("queued", "in_progress"):
+            break
+        time.sleep(0.02)
+    assert current["status"] == "completed", current
+    return c.post(f"/v1/responses/{made['id']}/cancel", {})
+
+
 @trigger("previous_response_continued")
 def _(c: Context) -> object:
     """Another continuation of the paused program is stored between this one's read and its write."""
