@@ -1887,6 +1887,19 @@ def proxy_timeout(base: str, seconds: float) -> StatusError:
     )
 
 
+@error(PROXY, seconds=600.0)
+def proxy_socket_timeout(base: str, seconds: float) -> StatusError:
+    """Over a WebSocket, the recording proxy's upstream sent no first event (`response.created`,
+    or an `error`) for a response.create within `--upstream-timeout` of it (or of the upstream's
+    last message, while an earlier response streams): sent as an `error` event, then close code 1014."""
+    return StatusError(
+        504,
+        f"The upstream {base} did not start answering a response.create within {seconds:g} s (--upstream-timeout).",
+        type="server_error",
+        code="upstream_timeout",
+    )
+
+
 @error(PROXY, status=502)
 def proxy_socket_refused(base: str, kind: str, detail: str, status: int) -> StatusError:
     """The recording proxy's upstream does not take the WebSocket (`status`: its HTTP answer, else 502);

@@ -1985,6 +1985,46 @@ def _(c: Context) -> object:
     return [json.loads(m["text"]) for m in sent if m.get("text")]
 
 
+@trigger("proxy_socket_timeout")
+def _(c: Context) -> object:
+    import websockets.asyncio.client as client
+
+    class Silent:
+        """An upstream socket that takes every frame and never answers."""
+
+        close_code = None
+
+        async def send(self, text: str) -> None:
+            pass
+
+        def __aiter__(self) -> Silent:
+            return self
+
+        async def __anext__(self) -> str:
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+
+        async def close(self) -> None:
+            pass
+
+    async def silent(*args: Any, **kwargs: Any) -> Any:
+        return Silent()
+
+    connect = client.connect
+    client.connect = silent  # type: ignore[assignment]
+    try:
+        with tempfile.TemporaryDirectory() as data:
+            proxy = recording(data)
+            proxy.deadline = 0.01
+            scope = {"type": "websocket", "path": "/v1/responses", "headers": [], "query_string": b""}
+            create = {"type": "websocket.receive", "text": '{"type": "response.create", "model": "m", "input": "hi"}'}
+            sent = asgi(scope, [{"type": "websocket.connect"}, create], lambda *a: proxy.serve(c.http.app, *a))
+    finally:
+        client.connect = connect  # type: ignore[assignment]
+    assert sent[-1]["type"] == "websocket.close" and sent[-1]["code"] == 1014, sent
+    return [json.loads(m["text"]) for m in sent if m.get("text")]
+
+
 # ---- responses: compaction, cancellation, continuations ------------------------------------------------
 
 
