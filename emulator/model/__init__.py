@@ -34,6 +34,7 @@ from ptc_emulator.emulator.model.scripted.recording import (
 )
 from ptc_emulator.emulator.model.scripted.scenario import Request as MatchRequest
 from ptc_emulator.emulator.model.scripted.scenario import Scenario, ScenarioError, ScenarioRegistry, load_scenario
+from ptc_emulator.emulator.model.scripted.scenario import missing as missing_scenario_path
 from ptc_emulator.emulator.model.upstream import DEFAULT_PROTOCOL as DEFAULT_UPSTREAM_PROTOCOL
 from ptc_emulator.emulator.model.upstream import PROTOCOLS as UPSTREAM_PROTOCOLS
 from ptc_emulator.emulator.model.upstream import (
@@ -45,6 +46,7 @@ from ptc_emulator.emulator.model.upstream import (
 )
 
 __all__ = [
+    "missing_scenario_path",
     "DEFAULT_UPSTREAM_PROTOCOL",
     "UPSTREAM_PROTOCOLS",
     "Delivery",
