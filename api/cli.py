@@ -375,7 +375,7 @@ def main(argv: list[str] | None = None) -> None:
     from ptc_emulator.api.app import create_app
     from ptc_emulator.api.proxy import ProxySettingsError
     from ptc_emulator.api.settings import resend_problem
-    from ptc_emulator.emulator.model import ScenarioError
+    from ptc_emulator.emulator.model import ScenarioError, missing_scenario_path
     from ptc_emulator.emulator.storage import StoreUnavailable
 
     settings, log_level = parse(argv)
@@ -384,7 +384,8 @@ def main(argv: list[str] | None = None) -> None:
     _warn_visible(argv)
     for directory in settings.fixtures:
         if not directory.is_dir():
-            _fail(f"--fixtures {directory}: no such directory", 2)
+            why = missing_scenario_path(directory)  # a symlink loop or a dangling link, said as `validate` says it
+            _fail(f"--fixtures {why}" if why else f"--fixtures {directory}: no such directory", 2)
     if (problem := resend_problem(settings)) is not None:
         _fail(problem, 2)
     if settings.upstream is not None and not settings.upstream.startswith(("http://", "https://")):

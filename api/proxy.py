@@ -364,12 +364,40 @@ class RecordingProxy:
         if first is None:
             await websocket.accept()
         pending: deque[dict[str, Any]] = deque()
+        loop = asyncio.get_running_loop()
+        unstarted: deque[float] = deque()
+        """When each response.create not yet answered (by `response.created` or an `error`) was sent."""
+        heard = [loop.time()]
+        """When the upstream last sent anything."""
+        asked = asyncio.Event()
+        ending: list[tuple[int, str]] = []
 
         async def to_upstream(text: str) -> None:
             frame = _json(text.encode("utf-8"))
             if isinstance(frame, dict) and frame.get("type") == "response.create":
                 pending.append({k: v for k, v in frame.items() if k != "type"})
+                unstarted.append(loop.time())
+                asked.set()
             await upstream.send(text)
+
+        async def deadline() -> None:
+            """`--upstream-timeout` over a socket: a response.create must have its first event
+            within it, counted from when it was sent or from the upstream's last message, whichever
+            is later (one queued behind a response still streaming waits its turn). Past it, the
+            client gets an `error` event saying so, and the socket is closed (1014)."""
+            while True:
+                if not unstarted:
+                    asked.clear()
+                    await asked.wait()
+                    continue
+                late = max(unstarted[0], heard[0]) + self.deadline - loop.time()
+                if late > 0:
+                    await asyncio.sleep(late)
+                    continue
+                status, error = 504, messages.proxy_socket_timeout(self.base, self.deadline).body()["error"]
+                ending.append((1014, "the upstream did not answer within --upstream-timeout"))
+                await websocket.send_text(json.dumps({"type": "error", "status": status, "error": error}))
+                return
 
         async def client_to_upstream() -> None:
             if first is not None:
@@ -381,13 +409,20 @@ class RecordingProxy:
 
         async def upstream_to_client() -> None:
             async for data in upstream:
+                heard[0] = loop.time()
                 text = data if isinstance(data, str) else data.decode("utf-8", "replace")
                 event = _json(text.encode("utf-8"))
                 if isinstance(event, dict):
+                    if event.get("type") in ("response.created", "error") and unstarted:
+                        unstarted.popleft()
                     await self._socket_event(event, pending)  # before the client has it (see _forward_http)
                 await websocket.send_text(text)
 
-        tasks = [asyncio.ensure_future(client_to_upstream()), asyncio.ensure_future(upstream_to_client())]
+        tasks = [
+            asyncio.ensure_future(client_to_upstream()),
+            asyncio.ensure_future(upstream_to_client()),
+            asyncio.ensure_future(deadline()),
+        ]
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -399,7 +434,10 @@ class RecordingProxy:
             code = upstream.close_code
             await upstream.close()
             with contextlib.suppress(Exception):
-                await websocket.close(code if code and code != 1005 else 1000)
+                if ending:
+                    await websocket.close(*ending[0])
+                else:
+                    await websocket.close(code if code and code != 1005 else 1000)
 
     async def _socket_event(self, event: dict[str, Any], pending: deque[dict[str, Any]]) -> None:
         response = event.get("response")

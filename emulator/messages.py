@@ -1342,6 +1342,14 @@ def cancel_needs_background() -> InvalidRequest:
     return InvalidRequest("Only responses created with background=true can be cancelled.")
 
 
+@error(RESPONSES, status="completed")
+def cancel_finished(status: str) -> InvalidRequest:
+    """`POST /v1/responses/{id}/cancel` of a background response that already finished
+    (`status`: `completed` or `failed`), as the hosted API refuses it; an already cancelled one is
+    answered again (cancelling twice is idempotent), and an `incomplete` one as it is."""
+    return InvalidRequest(f"Cannot cancel a {status} response.")
+
+
 # ---- conversations ---------------------------------------------------------------------------------
 
 
@@ -1678,6 +1686,13 @@ def compressed(encoding: str) -> str:
     return f"answered with Content-Encoding {encoding!r} although asked for none."
 
 
+@text(UPSTREAM, FAULT, status=200, kind="text/html; charset=utf-8")
+def not_an_answer(status: int, kind: str) -> str:
+    """An answer whose Content-Type is neither JSON nor server-sent events (an HTML page: a login
+    or proxy page, a wrong URL's web server), named with its status instead of read as one."""
+    return f"answered {status} with Content-Type {kind!r}, not JSON or server-sent events."
+
+
 @text(UPSTREAM, SUBJECT)
 def answered_body() -> str:
     """A whole answer's body."""
@@ -1891,6 +1906,19 @@ def proxy_timeout(base: str, seconds: float) -> StatusError:
     return StatusError(
         504,
         f"The upstream {base} did not finish its answer within {seconds:g} s (--upstream-timeout).",
+        type="server_error",
+        code="upstream_timeout",
+    )
+
+
+@error(PROXY, seconds=600.0)
+def proxy_socket_timeout(base: str, seconds: float) -> StatusError:
+    """Over a WebSocket, the recording proxy's upstream sent no first event (`response.created`,
+    or an `error`) for a response.create within `--upstream-timeout` of it (or of the upstream's
+    last message, while an earlier response streams): sent as an `error` event, then close code 1014."""
+    return StatusError(
+        504,
+        f"The upstream {base} did not start answering a response.create within {seconds:g} s (--upstream-timeout).",
         type="server_error",
         code="upstream_timeout",
     )

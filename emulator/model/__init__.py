@@ -40,6 +40,7 @@ from ptc_emulator.emulator.model.scripted.scenario import (
     load_scenario,
     load_yaml_without_aliases,
 )
+from ptc_emulator.emulator.model.scripted.scenario import missing as missing_scenario_path
 from ptc_emulator.emulator.model.upstream import DEFAULT_PROTOCOL as DEFAULT_UPSTREAM_PROTOCOL
 from ptc_emulator.emulator.model.upstream import PROTOCOLS as UPSTREAM_PROTOCOLS
 from ptc_emulator.emulator.model.upstream import (
@@ -51,6 +52,7 @@ from ptc_emulator.emulator.model.upstream import (
 )
 
 __all__ = [
+    "missing_scenario_path",
     "DEFAULT_UPSTREAM_PROTOCOL",
     "UPSTREAM_PROTOCOLS",
     "Delivery",

@@ -543,7 +543,10 @@ class Engine:
             raise messages.cancel_needs_background()
         if record.response.get("status") in UNFINISHED and self._cancelled(record):
             self.background.stopped(response_id)  # its task, here or on the replica running it
-        return self.history.stored(response_id).response
+        response = self.history.stored(response_id).response
+        if response.get("status") in (ResponseStatus.COMPLETED, ResponseStatus.FAILED):  # finished first
+            raise messages.cancel_finished(str(response["status"]))
+        return response
 
     def _cancelled(self, record: StoredResponse) -> bool:
         """Store the unfinished background response as cancelled, unless it finished (or failed)

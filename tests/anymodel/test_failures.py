@@ -135,6 +135,23 @@ def test_a_compressed_error_body_is_not_unpacked(
     )
 
 
+def test_an_html_page_is_named_as_such(any_server: Callable[..., EmulatorServer], upstream: FakeUpstream) -> None:
+    """An upstream URL that answers a web page (200, text/html: a login page, a proxy's, a wrong
+    path's) was read as a stream with no events in it: "ended its stream before it finished", the
+    wrong reason. It is now the 502 naming the status and the content type, read no further."""
+    page = "<!doctype html><html><head><title>Sign in</title></head><body>Sign in</body></html>"
+    upstream.reply(raw_body(page, content_type="text/html; charset=utf-8"))
+    error = _error(any_server)
+    assert error.status_code == 502
+    envelope = _envelope(error)
+    assert envelope["message"] == (
+        f"The model upstream at {upstream.url} answered 200 with Content-Type 'text/html; charset=utf-8', "
+        "not JSON or server-sent events."
+    )
+    assert envelope["type"] == "server_error" and envelope["code"] == "upstream_error"
+    assert len(upstream.requests) == 1  # not retried: the same page would come again
+
+
 def test_a_redirect_is_an_answered_status(any_server: Callable[..., EmulatorServer], upstream: FakeUpstream) -> None:
     """Not followed, and not read as an empty answer (`ended its stream before it finished`)."""
     upstream.reply(raw_body("", code=302, location="http://elsewhere.example/v1/chat/completions"))

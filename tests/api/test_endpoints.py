@@ -63,7 +63,20 @@ def test_background_response_runs_and_can_be_cancelled(client: openai.OpenAI, pt
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert current.status == "completed" and current.output_text == "later"
-    assert client.responses.cancel(quick.id).status == "completed"  # finished: cancelling changes nothing
+    # finished: the hosted API refuses the cancel (400 "Cannot cancel a completed response."), the
+    # response unchanged; the emulator answered 200 with it, as if the cancel had been taken
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.cancel(quick.id)
+    assert caught.value.status_code == 400
+    assert caught.value.body == {
+        "message": "Cannot cancel a completed response.",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": None,
+    }
+    assert client.responses.retrieve(quick.id).status == "completed"
+    # cancelling twice is idempotent: the cancelled one is answered again
+    assert client.responses.cancel(queued.id).status == "cancelled"
 
 
 def test_background_requires_store(client: openai.OpenAI) -> None:

@@ -259,3 +259,62 @@ def test_a_directory_s_scenario_names_that_are_no_readable_file_are_named_not_sk
     assert lines[1] == f"{tmp_path / 'fifo.json'}: not a regular file"
     assert "cannot read it" in lines[0] and "cannot read it" in lines[2]
     assert out.strip() == "ptc-emulator validate: 3 problems in 4 files"
+
+
+def test_a_symlink_loop_is_said_to_be_one_by_validate_serve_and_the_watcher(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ln -s l.yaml l.yaml; ptc-emulator validate l.yaml` said "no such file or directory" (and
+    `serve --fixtures` of a looping link "no such directory"): the file is there, a link that
+    leads back to itself. Each now says so, one line naming it, as a loop inside a folder is said
+    by validate, by serve and by the watcher's reload."""
+    from ptc_emulator.emulator.model import ScenarioFiles, ScenarioRegistry
+
+    loop = tmp_path / "l.yaml"
+    loop.symlink_to(loop)
+    said = f"{loop}: cannot read it: a symlink loop (Too many levels of symbolic links)"
+    status, out, err = validate(capsys, loop)
+    assert (status, err.splitlines()) == (1, [said])
+    assert out.strip() == "ptc-emulator validate: 1 problem in 0 files"
+
+    looping_folder = tmp_path / "folder"
+    looping_folder.symlink_to(looping_folder)
+    done = run("serve", "--port", "0", "--store", "memory", "--workers", "1", "--no-bundled-fixtures",
+               "--fixtures", str(looping_folder))  # fmt: skip
+    assert done.returncode == 2 and "serving on" not in done.stderr
+    assert done.stderr.strip() == f"ptc-emulator: --fixtures {looping_folder}: cannot read it: a symlink loop " + (
+        "(Too many levels of symbolic links)"
+    )
+
+    folder = tmp_path / "scenarios"
+    folder.mkdir()
+    (folder / "fine.yaml").write_text("turns: [{message: hi}]\n", encoding="utf-8")
+    watched = ScenarioFiles(ScenarioRegistry(), [folder]).load()
+    (folder / "l.yaml").symlink_to(folder / "l.yaml")
+    assert watched.check() is False  # the reload is refused, the scenarios stay
+    assert watched.error == f"{folder / 'l.yaml'}: cannot read it: a symlink loop (Too many levels of symbolic links)"
+    served = run("serve", "--port", "0", "--store", "memory", "--workers", "1", "--no-bundled-fixtures",
+                 "--fixtures", str(folder))  # fmt: skip
+    assert served.returncode == 2 and f"ptc-emulator: {watched.error}" in served.stderr.splitlines()
+
+
+def test_a_directory_with_a_scenario_suffix_is_named_not_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A directory named `x.yaml` (or .yml, .json) in a scenario folder was left out without a
+    word by validate, serve and --watch (a scenario meant to be there was silently missing).
+    It is now one line naming it, as a FIFO or a dangling link is; a hidden one is left alone."""
+    from ptc_emulator.emulator.model import ScenarioFiles, ScenarioRegistry
+
+    (tmp_path / "fine.yaml").write_text("turns: [{message: hi}]\n", encoding="utf-8")
+    watched = ScenarioFiles(ScenarioRegistry(), [tmp_path]).load()
+    for name in ("x.yaml", "y.YML", "z.json", ".hidden.yaml"):
+        (tmp_path / name).mkdir()
+    status, out, err = validate(capsys, tmp_path)
+    named = [f"{tmp_path / n}: a directory, not a scenario file" for n in ("x.yaml", "y.YML", "z.json")]
+    assert (status, err.splitlines()) == (1, named)
+    assert out.strip() == "ptc-emulator validate: 3 problems in 4 files"
+    assert watched.check() is False and watched.error == "; ".join(named)
+    done = run("serve", "--port", "0", "--store", "memory", "--workers", "1", "--no-bundled-fixtures",
+               "--fixtures", str(tmp_path))  # fmt: skip
+    assert done.returncode == 2 and done.stderr.splitlines()[:-1] == [f"ptc-emulator: {line}" for line in named]

@@ -277,3 +277,60 @@ def test_an_answer_that_breaks_off_is_not_passed_on_as_whole(tmp_path: Path) -> 
     assert data[-1]["code"] == "upstream_unreachable" and data[-1]["sequence_number"] == 1
     assert "broke off" in data[-1]["message"]
     assert list((tmp_path / "recordings").glob("*.yaml")) == []
+
+
+def test_an_upstream_websocket_that_never_answers_a_create_is_given_up_at_the_deadline(tmp_path: Path) -> None:
+    """The WebSocket path had no deadline: an upstream that took the socket and then never
+    answered a response.create held the client for ever. Each create must now have its first
+    event within --upstream-timeout; else the client gets an `error` event (504
+    `upstream_timeout`, OpenAI's shape) and the socket is closed (1014). No timing is asserted:
+    only that the bound (0.2 s here) is reached and said."""
+    from websockets.asyncio.server import serve
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    box: dict[str, object] = {}
+    asked: list[str] = []
+
+    async def silent(socket: object) -> None:
+        asked.append(await socket.recv())  # type: ignore[attr-defined]
+        await socket.wait_closed()  # type: ignore[attr-defined]
+
+    async def main() -> None:
+        async with serve(silent, "127.0.0.1", 0) as server:
+            box["port"] = list(server.sockets)[0].getsockname()[1]
+            box["stop"] = stop = asyncio.Event()
+            started.set()
+            await stop.wait()
+
+    thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
+    thread.start()
+    assert started.wait(30)
+    try:
+        url = f"http://127.0.0.1:{box['port']}/v1"
+        with recorder(tmp_path, url, tmp_path / "recordings", mode="all", upstream_timeout_s=0.2) as rec:
+            with connect(rec.server_url.replace("http", "ws", 1) + "/responses") as socket:
+                socket.send(json.dumps({"type": "response.create", **CREATE}))
+                event = json.loads(socket.recv(timeout=60))
+                with pytest.raises(ConnectionClosed) as closed:
+                    socket.recv(timeout=60)
+        assert [json.loads(a)["type"] for a in asked] == ["response.create"]  # it reached the upstream
+        assert event == {
+            "type": "error",
+            "status": 504,
+            "error": {
+                "message": f"The upstream {url} did not start answering a response.create within 0.2 s "
+                "(--upstream-timeout).",
+                "type": "server_error",
+                "param": None,
+                "code": "upstream_timeout",
+            },
+        }
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1014
+        assert list((tmp_path / "recordings").glob("*.yaml")) == []
+    finally:
+        loop.call_soon_threadsafe(box["stop"].set)  # type: ignore[attr-defined]
+        thread.join(10)
+        loop.close()

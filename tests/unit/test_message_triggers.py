@@ -1369,6 +1369,12 @@ def _(c: Context) -> object:
     return asked(answering(status_code=200, stream=_Gzipped(), headers=headers))
 
 
+@trigger("not_an_answer")
+def _(c: Context) -> object:
+    page = "<!doctype html><html><body>Sign in</body></html>"
+    return asked(answering(status_code=200, text=page, headers={"content-type": "text/html; charset=utf-8"}))
+
+
 @trigger("unreadable_shape")
 def _(c: Context) -> object:
     """A protocol that reads without a `Shape` and stumbles (a `KeyError`): still the 502."""
@@ -1998,6 +2004,46 @@ def _(c: Context) -> object:
     return [json.loads(m["text"]) for m in sent if m.get("text")]
 
 
+@trigger("proxy_socket_timeout")
+def _(c: Context) -> object:
+    import websockets.asyncio.client as client
+
+    class Silent:
+        """An upstream socket that takes every frame and never answers."""
+
+        close_code = None
+
+        async def send(self, text: str) -> None:
+            pass
+
+        def __aiter__(self) -> Silent:
+            return self
+
+        async def __anext__(self) -> str:
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+
+        async def close(self) -> None:
+            pass
+
+    async def silent(*args: Any, **kwargs: Any) -> Any:
+        return Silent()
+
+    connect = client.connect
+    client.connect = silent  # type: ignore[assignment]
+    try:
+        with tempfile.TemporaryDirectory() as data:
+            proxy = recording(data)
+            proxy.deadline = 0.01
+            scope = {"type": "websocket", "path": "/v1/responses", "headers": [], "query_string": b""}
+            create = {"type": "websocket.receive", "text": '{"type": "response.create", "model": "m", "input": "hi"}'}
+            sent = asgi(scope, [{"type": "websocket.connect"}, create], lambda *a: proxy.serve(c.http.app, *a))
+    finally:
+        client.connect = connect  # type: ignore[assignment]
+    assert sent[-1]["type"] == "websocket.close" and sent[-1]["code"] == 1014, sent
+    return [json.loads(m["text"]) for m in sent if m.get("text")]
+
+
 # ---- responses: compaction, cancellation, continuations ------------------------------------------------
 
 
@@ -2010,6 +2056,18 @@ def _(c: Context) -> object:
 def _(c: Context) -> object:
     made = c.sdk.responses.create(model="m", input=PROGRAM, tools=PTC_TOOLS)  # type: ignore[arg-type]
     return c.post(f"/v1/responses/{made.id}/cancel", {})
+
+
+@trigger("cancel_finished")
+def _(c: Context) -> object:
+    made = c.post("/v1/responses", {"model": "m", "input": PROGRAM, "tools": PTC_TOOLS, "background": True}).json()
+    for _ in range(3000):  # until it finished (a bound on the loop, not a timing)
+        current = c.http.get(f"/v1/responses/{made['id']}").json()
+        if current["status"] not in ("queued", "in_progress"):
+            break
+        time.sleep(0.02)
+    assert current["status"] == "completed", current
+    return c.post(f"/v1/responses/{made['id']}/cancel", {})
 
 
 @trigger("previous_response_continued")

@@ -29,6 +29,7 @@ from ptc_emulator.emulator.model.scripted.scenario import (
     ScenarioError,
     ScenarioRegistry,
     load_scenario,
+    missing,
     read_text,
 )
 from ptc_emulator.emulator.model.scripted.script import placeholder_code
@@ -50,14 +51,12 @@ SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def scenario_files(directory: Path) -> list[Path]:
-    """The scenario files of a directory (not its subdirectories), by name: every name with a
-    scenario suffix but a subdirectory's, so that one which is no readable file (a dangling or
-    looping symlink, a FIFO, a device) is read and refused with its reason, never left out
-    unsaid. A hidden name that is no file (an editor's lock link, `.#name.yaml`) is left alone."""
+    """The scenario files of a directory (not its subdirectories' files), by name: every name with
+    a scenario suffix, so that one which is no readable file (a dangling or looping symlink, a
+    FIFO, a device, a directory named `x.yaml`) is read and refused with its reason, never left
+    out unsaid. A hidden name that is no file (an editor's lock link, `.#name.yaml`) is left alone."""
     return sorted(
-        p
-        for p in directory.iterdir()
-        if p.suffix.lower() in SUFFIXES and not p.is_dir() and (p.is_file() or not p.name.startswith("."))
+        p for p in directory.iterdir() if p.suffix.lower() in SUFFIXES and (p.is_file() or not p.name.startswith("."))
     )
 
 
@@ -148,13 +147,20 @@ def load_directories(directories: Sequence[Path]) -> list[tuple[Scenario, str]]:
     problems: list[str] = []
     for directory in directories:
         if not directory.is_dir():  # a missing directory is a mistake to report, never an empty registry
-            problems.append(f"scenario directory {str(directory)!r} does not exist")
+            problems.append(_no_directory(directory))
             continue
         problems += _read_each(scenario_files(directory), loaded)
     problems += _duplicates(loaded)
     if problems:
         raise ScenarioFilesError(problems)
     return loaded
+
+
+def _no_directory(directory: Path) -> str:
+    """Why a scenario directory given to the server is none: a symlink loop or a dangling link
+    said as such (as `validate` says it), else that it does not exist (or is no directory)."""
+    why = missing(directory) if not directory.exists() else None
+    return why or f"scenario directory {str(directory)!r} does not exist"
 
 
 @dataclass
@@ -182,7 +188,7 @@ def validate(paths: Sequence[Path]) -> Validation:
             result.errors.append(f"{given}: not a regular file or a directory")
             continue
         else:
-            result.errors.append(f"{given}: no such file or directory")
+            result.errors.append(missing(given) or f"{given}: no such file or directory")
             continue
         result.files += len(files)
         result.errors += _read_each(files, loaded)

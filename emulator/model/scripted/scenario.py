@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import errno
 import functools
 import json
 import os
@@ -379,13 +380,38 @@ def read_text(path: Path, limit: int) -> str:
                 raise ScenarioError(f"{path}: larger than {limit} bytes ({status.st_size} bytes)")
             raw = file.read(limit + 1)
     except OSError as e:
-        raise ScenarioError(f"{path}: cannot read it ({e.strerror or e})") from e
+        raise ScenarioError(unreadable(path, e)) from e
     if len(raw) > limit:  # it grew while it was read
         raise ScenarioError(f"{path}: larger than {limit} bytes")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ScenarioError(f"{path}: not UTF-8 text (byte {e.start})") from e
+
+
+def unreadable(path: Path | str, error: OSError) -> str:
+    """Why a scenario file (or directory) cannot be read, one line naming it: a symlink loop said
+    as one (the system's words alone, "too many levels of symbolic links", are easily misread), a
+    link to nothing as one, else the system's reason."""
+    if error.errno == errno.EISDIR:  # a directory named `x.yaml` in a scenario folder
+        return f"{path}: a directory, not a scenario file"
+    if error.errno == errno.ELOOP:
+        return f"{path}: cannot read it: a symlink loop ({error.strerror or error})"
+    if error.errno == errno.ENOENT and os.path.islink(path):
+        return f"{path}: cannot read it: a symlink to nothing ({error.strerror or error})"
+    return f"{path}: cannot read it ({error.strerror or error})"
+
+
+def missing(path: Path) -> str | None:
+    """Why `path`, which is neither a file nor a directory, is there in no usable way: a symlink
+    loop or a dangling link (`unreadable`'s line), or None when nothing is there at all."""
+    try:
+        os.stat(path)
+    except OSError as e:
+        if e.errno == errno.ENOENT and not os.path.islink(path):
+            return None
+        return unreadable(path, e)
+    return None
 
 
 def _unmade(error: Exception) -> str:

@@ -207,8 +207,11 @@ class UpstreamClient:
             encoding = response.headers.get("content-encoding", "identity").strip().lower()
             if encoding not in ("", "identity"):
                 raise Fault(messages.compressed(snippet(encoding)))
+            kind = response.headers.get("content-type", "")
+            if not _answer_type(kind):
+                raise Fault(messages.not_an_answer(response.status_code, snippet(kind)))
             chunks = response.aiter_bytes()
-            if self.config.stream and "json" not in response.headers.get("content-type", ""):
+            if self.config.stream and "json" not in kind:
                 budget = Budget(self.config.max_answer_bytes, "streamed")
                 return await protocol.stream(events(chunks, budget), on_delta)
             data = await whole(chunks, Budget(self.config.max_answer_bytes, "answered"))
@@ -266,6 +269,18 @@ async def _start(chunks: AsyncIterator[bytes], limit: int) -> str:
         if len(read) >= limit:
             break
     return read.decode("utf-8", "replace")
+
+
+_ANSWER_TYPES = frozenset({"text/event-stream", "text/plain", "application/octet-stream", ""})
+"""Media types an answer may come as besides JSON's (`application/json`, `+json`, `x-ndjson`):
+server-sent events, and what servers that send them anyway label them; none at all is taken too."""
+
+
+def _answer_type(kind: str) -> bool:
+    """Whether an answer of this Content-Type is read: JSON or server-sent events (an HTML page
+    read as a stream had no events in it: "ended its stream before it finished", the wrong reason)."""
+    media = kind.split(";", 1)[0].strip().lower()
+    return "json" in media or media in _ANSWER_TYPES
 
 
 def _whole(protocol: UpstreamProtocol, data: bytes) -> Answer:
