@@ -138,7 +138,7 @@ def _serve_arguments(serve: argparse.ArgumentParser) -> None:
         type=float,
         default=defaults.write_pause_s,
         metavar="SECONDS",
-        help="a connection whose client reads nothing of a waiting reply this long is closed",
+        help="a connection whose client reads nothing of a waiting reply this long is closed (reading restarts it)",
     )
     serve.add_argument(
         "--strict-contract", action="store_true", help="reject tool I/O that violates the tools' schemas"
@@ -403,6 +403,12 @@ def main(argv: list[str] | None = None) -> None:
             _fail(f"--fixtures {directory}: no such directory", 2)
     if (problem := resend_problem(settings)) is not None:
         _fail(problem, 2)
+    for flag, seconds in (
+        ("--head-timeout", settings.head_timeout_s),
+        ("--write-pause-timeout", settings.write_pause_s),
+    ):
+        if not seconds > 0:
+            _fail(f"{flag} {seconds}: not a positive number of seconds", 2)
     if settings.upstream is not None and not settings.upstream.startswith(("http://", "https://")):
         _fail(f"--upstream {settings.upstream}: not an http:// or https:// base URL", 2)
     if settings.upstream is not None and settings.record_dir is None:

@@ -22,8 +22,8 @@ closed. Two deadlines bound them:
   way, is answered the 408 `request_timeout` in the envelope; otherwise (nothing sent, or an earlier
   response still being written) the connection is just closed;
 - the write-pause limit (`write_pause_s`, `--write-pause-timeout`): a connection whose transport
-  stays paused for writing (its client reads nothing while the server's write buffer is over its
-  high-water mark) that long is aborted: its buffered reply is dropped and the request's app sees
+  is paused for writing (the server's write buffer over its high-water mark) and whose client reads
+  nothing of it that long is aborted: its buffered reply is dropped and the request's app sees
   the disconnect, which ends its work. `api/wsflow.py` bounds a WebSocket peer that never reads so.
 """
 
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -56,25 +55,36 @@ _REASONS = {400: b"Bad Request", 408: b"Request Timeout", 431: b"Request Header 
 
 class PauseBound:
     """A transport's write pause, bounded: `paused()` when the transport pauses writing, `resumed()`
-    when it resumes; a pause that lasts `seconds` aborts the transport (closing would wait for the
-    buffer to drain, which is what never happens)."""
+    when it resumes. A pause in which `seconds` go by with nothing of the write buffer taken aborts
+    the transport (closing would wait for the buffer to drain, which is what never happens); a client
+    that reads, however slowly, takes some each time and starts the count again, so a large reply
+    to a slow link is not cut."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, seconds: float) -> None:
         self._loop, self._seconds = loop, seconds
         self._timer: asyncio.TimerHandle | None = None
 
-    def paused(self, transport: asyncio.BaseTransport) -> None:
+    def paused(self, transport: asyncio.WriteTransport) -> None:
         if self._timer is None and not transport.is_closing():
-            self._timer = self._loop.call_later(self._seconds, self._expired, transport)
+            self._arm(transport)
 
     def resumed(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
-    def _expired(self, transport: Any) -> None:
+    def _arm(self, transport: asyncio.WriteTransport) -> None:
+        left = transport.get_write_buffer_size()
+        self._timer = self._loop.call_later(self._seconds, self._expired, transport, left)
+
+    def _expired(self, transport: asyncio.WriteTransport, left: int) -> None:
         self._timer = None
-        transport.abort()
+        if transport.is_closing() and not transport.get_write_buffer_size():
+            return
+        if transport.get_write_buffer_size() < left:  # taken since: the client reads, if slowly
+            self._arm(transport)
+        else:
+            transport.abort()
 
 
 class HttpProtocol(HttpToolsProtocol):

@@ -120,8 +120,8 @@ class Settings:
     request) or after the request's first byte (the next ones); past it the 408 `request_timeout`, or
     the connection closed if it sent nothing (`api/httpflow.py`)."""
     write_pause_s: float = WRITE_PAUSE_S
-    """A connection (HTTP or WebSocket) whose client reads nothing while a reply waits for it stays
-    paused for writing at most this long; then it is closed and its request's work released."""
+    """A connection (HTTP or WebSocket) paused for writing whose client reads nothing of the waiting
+    reply this long is closed and its request's work released (a slow reader restarts the count)."""
     websocket_lifetime_s: float = 3600.0
     """How long a WebSocket-mode connection lasts (the hosted mode's 60 minutes); then it gets a
     `websocket_connection_limit_reached` error event and is closed."""
