@@ -127,6 +127,20 @@ def _serve_arguments(serve: argparse.ArgumentParser) -> None:
     )
     serve.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes, help="a request body")
     serve.add_argument(
+        "--head-timeout",
+        type=float,
+        default=defaults.head_timeout_s,
+        metavar="SECONDS",
+        help="a request's line and headers must arrive within it (then the 408, or the connection closed)",
+    )
+    serve.add_argument(
+        "--write-pause-timeout",
+        type=float,
+        default=defaults.write_pause_s,
+        metavar="SECONDS",
+        help="a connection whose client reads nothing of a waiting reply this long is closed (reading restarts it)",
+    )
+    serve.add_argument(
         "--strict-contract", action="store_true", help="reject tool I/O that violates the tools' schemas"
     )
     serve.add_argument(
@@ -312,6 +326,8 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
             max_argument_bytes=args.max_argument_bytes,
         ),
         max_body_bytes=args.max_body_bytes,
+        head_timeout_s=args.head_timeout,
+        write_pause_s=args.write_pause_timeout,
         allowed_hosts=tuple(args.allowed_host),
         allowed_origins=tuple(args.allowed_origin),
         strict_contract=args.strict_contract,
@@ -388,6 +404,12 @@ def main(argv: list[str] | None = None) -> None:
             _fail(f"--fixtures {why}" if why else f"--fixtures {directory}: no such directory", 2)
     if (problem := resend_problem(settings)) is not None:
         _fail(problem, 2)
+    for flag, seconds in (
+        ("--head-timeout", settings.head_timeout_s),
+        ("--write-pause-timeout", settings.write_pause_s),
+    ):
+        if not seconds > 0:
+            _fail(f"{flag} {seconds}: not a positive number of seconds", 2)
     if settings.upstream is not None and not settings.upstream.startswith(("http://", "https://")):
         _fail(f"--upstream {settings.upstream}: not an http:// or https:// base URL", 2)
     if settings.upstream is not None and settings.record_dir is None:
@@ -445,7 +467,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"ptc-emulator: {line}", file=sys.stderr, flush=True)
     inspector = f"http://{settings.host}:{sock.getsockname()[1]}/_emulator/ui/"
     print(f"ptc-emulator: trace inspector at {inspector} (docs/inspector.md)", file=sys.stderr, flush=True)
-    _server_class()(server_config(app, log_level=log_level, json_logs=json_logs)).run(sockets=[sock])
+    _server_class()(server_config(app, settings, log_level=log_level, json_logs=json_logs)).run(sockets=[sock])
 
 
 def _sources(settings: Settings) -> list[str]:
@@ -514,8 +536,9 @@ pooled connection after a pause (a slow tool, a busy machine): the server closes
 request goes out, and the client sees a connection error."""
 
 
-def server_config(app: Any, *, log_level: str, json_logs: bool = False) -> Any:
-    """The `uvicorn.Config` every way of serving the app shares (the CLI, the test server).
+def server_config(app: Any, settings: Settings, *, log_level: str, json_logs: bool = False) -> Any:
+    """The `uvicorn.Config` every way of serving the app shares (the CLI, the test server), the
+    connections bounded by `settings`' head deadline and write-pause limit (`api/httpflow.py`).
     `json_logs`: uvicorn's loggers keep no handlers of their own, so the root's JSON handler has them."""
     import uvicorn
 
@@ -526,8 +549,8 @@ def server_config(app: Any, *, log_level: str, json_logs: bool = False) -> Any:
     return uvicorn.Config(
         app,
         log_level=log_level,
-        http=HttpProtocol,
-        ws=WebSocketProtocol,
+        http=HttpProtocol.bounded(head_timeout_s=settings.head_timeout_s, write_pause_s=settings.write_pause_s),
+        ws=WebSocketProtocol.bounded(write_pause_s=settings.write_pause_s),
         lifespan="on",
         timeout_keep_alive=KEEP_ALIVE_S,
         **extra,

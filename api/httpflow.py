@@ -8,10 +8,28 @@ that sent one header value without its end had the server keep all of it (a 200 
 `header_fields_too_large` and the connection is closed. A request uvicorn's parser refuses (not
 HTTP, a bad header) is the 400 `invalid_http_request` in the envelope, where uvicorn answered
 `text/plain`.
+
+uvicorn bounds no connection in time either: its keep-alive timer is armed only after a response,
+and any byte that arrives cancels it. A client that connected and sent nothing was held for good (five
+thousand such connections were all still open 40 s on), one that sent its head a byte at a time held
+it as long as it kept on, and one that never read kept its connection and its unsent reply until it
+closed. Two deadlines bound them:
+
+- the head deadline (`head_timeout_s`, `--head-timeout`): a request's line and headers must have
+  arrived within it, counted from the connection's start for its first request and from a request's
+  first byte for the next ones (between requests an idle connection is uvicorn's keep-alive's,
+  `KEEP_ALIVE_S`). Past it a client that began a request, with no response of the connection's under
+  way, is answered the 408 `request_timeout` in the envelope; otherwise (nothing sent, or an earlier
+  response still being written) the connection is just closed;
+- the write-pause limit (`write_pause_s`, `--write-pause-timeout`): a connection whose transport
+  is paused for writing (the server's write buffer over its high-water mark) and whose client reads
+  nothing of it that long is aborted: its buffered reply is dropped and the request's app sees
+  the disconnect, which ends its work. `api/wsflow.py` bounds a WebSocket peer that never reads so.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -19,19 +37,122 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import EmulatorError
 
-__all__ = ["HEAD_BYTES", "HttpProtocol"]
+__all__ = ["HEAD_BYTES", "HEAD_TIMEOUT_S", "WRITE_PAUSE_S", "HttpProtocol", "PauseBound"]
 
 HEAD_BYTES = 64 * 1024
 """The most a request's line and headers may take together (node's default is 16 KiB, nginx's 32 KiB
 in four buffers); an SDK's request head is well under 2 KiB."""
 
-_REASONS = {400: b"Bad Request", 431: b"Request Header Fields Too Large"}
+HEAD_TIMEOUT_S = 30.0
+"""The default head deadline: an SDK sends its head in one write, well within it on any link."""
+
+WRITE_PAUSE_S = 60.0
+"""The default write-pause limit: a client that reads nothing for a minute while the server has a
+reply's worth waiting for it is gone or hostile; a slow reader drains some and resets the clock."""
+
+_REASONS = {400: b"Bad Request", 408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
+
+
+class PauseBound:
+    """A transport's write pause, bounded: `paused()` when the transport pauses writing, `resumed()`
+    when it resumes. A pause in which `seconds` go by with nothing of the write buffer taken aborts
+    the transport (closing would wait for the buffer to drain, which is what never happens); a client
+    that reads, however slowly, takes some each time and starts the count again, so a large reply
+    to a slow link is not cut."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, seconds: float) -> None:
+        self._loop, self._seconds = loop, seconds
+        self._timer: asyncio.TimerHandle | None = None
+
+    def paused(self, transport: asyncio.WriteTransport) -> None:
+        if self._timer is None and not transport.is_closing():
+            self._arm(transport)
+
+    def resumed(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _arm(self, transport: asyncio.WriteTransport) -> None:
+        left = transport.get_write_buffer_size()
+        self._timer = self._loop.call_later(self._seconds, self._expired, transport, left)
+
+    def _expired(self, transport: asyncio.WriteTransport, left: int) -> None:
+        self._timer = None
+        if transport.is_closing() and not transport.get_write_buffer_size():
+            return
+        if transport.get_write_buffer_size() < left:  # taken since: the client reads, if slowly
+            self._arm(transport)
+        else:
+            transport.abort()
 
 
 class HttpProtocol(HttpToolsProtocol):
+    head_timeout_s = HEAD_TIMEOUT_S
+    write_pause_s = WRITE_PAUSE_S
     _in_head = True
     """Between a request's first byte (or the connection's start) and its headers' end."""
     _head_bytes = 0
+    _head_begun = False
+    """A request's first byte has come and its headers have not ended."""
+    _head_timer: asyncio.TimerHandle | None = None
+    _pause: PauseBound | None = None
+
+    @classmethod
+    def bounded(cls, *, head_timeout_s: float, write_pause_s: float) -> type[HttpProtocol]:
+        """This protocol with the settings' deadlines (uvicorn makes the protocol from a class)."""
+        return type(cls.__name__, (cls,), {"head_timeout_s": head_timeout_s, "write_pause_s": write_pause_s})
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._pause = PauseBound(self.loop, self.write_pause_s)
+        self._arm_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_head()
+        if self._pause is not None:
+            self._pause.resumed()
+        super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._pause is not None:
+            self._pause.paused(self.transport)
+
+    def resume_writing(self) -> None:
+        if self._pause is not None:
+            self._pause.resumed()
+        super().resume_writing()
+
+    def handle_websocket_upgrade(self) -> None:
+        self._disarm_head()
+        if self._pause is not None:
+            self._pause.resumed()  # the WebSocket protocol bounds its own pauses
+        super().handle_websocket_upgrade()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_begun = True
+        self._arm_head()
+
+    def _arm_head(self) -> None:
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_expired)
+
+    def _disarm_head(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_expired(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing():
+            return
+        underway = self.cycle is not None and not self.cycle.response_complete
+        if self._head_begun and not underway and not self.pipeline:
+            self._refuse(messages.head_timeout(self.head_timeout_s))
+        else:
+            self.transport.close()
 
     def data_received(self, data: bytes) -> None:
         counting = self._in_head
@@ -42,7 +163,8 @@ class HttpProtocol(HttpToolsProtocol):
             self._refuse(messages.header_fields_too_large(HEAD_BYTES))
 
     def on_headers_complete(self) -> None:
-        self._in_head, self._head_bytes = False, 0
+        self._in_head, self._head_bytes, self._head_begun = False, 0, False
+        self._disarm_head()
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:

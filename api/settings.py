@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from ptc_emulator.api.httpflow import HEAD_TIMEOUT_S, WRITE_PAUSE_S
 from ptc_emulator.emulator.model import DEFAULT_UPSTREAM_PROTOCOL, UpstreamConfig, protocol_named
 from ptc_emulator.emulator.tools.egress import McpPolicy
 from ptc_emulator.names import API_KEY_ENV
@@ -114,6 +115,13 @@ class Settings:
     """Bytes one answer of the model upstream may take, whole or streamed (docs/limits.md)."""
     keepalive_s: float = 10.0
     """Seconds between SSE keep-alive comments while a streamed response waits on a program."""
+    head_timeout_s: float = HEAD_TIMEOUT_S
+    """A request's line and headers must have arrived this long after the connection opened (its first
+    request) or after the request's first byte (the next ones); past it the 408 `request_timeout`, or
+    the connection closed if it sent nothing (`api/httpflow.py`)."""
+    write_pause_s: float = WRITE_PAUSE_S
+    """A connection (HTTP or WebSocket) paused for writing whose client reads nothing of the waiting
+    reply this long is closed and its request's work released (a slow reader restarts the count)."""
     websocket_lifetime_s: float = 3600.0
     """How long a WebSocket-mode connection lasts (the hosted mode's 60 minutes); then it gets a
     `websocket_connection_limit_reached` error event and is closed."""

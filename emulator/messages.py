@@ -302,6 +302,21 @@ def header_fields_too_large(limit: int) -> StatusError:
     )
 
 
+@error(EDGE, seconds=30.0)
+def head_timeout(seconds: float) -> StatusError:
+    """A request whose line and headers had not all arrived `seconds` after the connection opened (its
+    first request) or after the request's first byte (the next ones), `--head-timeout`: the connection
+    is closed after it. A connection that sent nothing, or has a response still being written, is
+    closed without it."""
+    return StatusError(
+        408,
+        f"Request timeout: a request's line and headers must arrive within {seconds:g} seconds "
+        "(set --head-timeout); the connection is closed.",
+        type="invalid_request_error",
+        code="request_timeout",
+    )
+
+
 @error(EDGE)
 def invalid_http_request() -> StatusError:
     """Bytes the server's HTTP parser cannot read as a request (not HTTP, a malformed header, two

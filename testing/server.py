@@ -58,7 +58,7 @@ class EmulatorServer:
         """The server's event loop, once it has started (`InProcessTransport` calls the app there)."""
         self._socket = bind("127.0.0.1", 0)
         self.port = self._socket.getsockname()[1]
-        self._server = uvicorn.Server(server_config(_NotingLoop(self), log_level="warning"))
+        self._server = uvicorn.Server(server_config(_NotingLoop(self), settings, log_level="warning"))
         self._server.startup = self._noting_startup(self._server.startup)  # type: ignore[method-assign]
         self._started = threading.Event()
         """Set when the server's start has ended, started or not (`start` waits for it, no polling)."""

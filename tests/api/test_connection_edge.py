@@ -10,12 +10,23 @@ read everything sent when it answers, and the client reads until the server clos
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
+import os
+import re
+import select
 import socket
+import time
+from collections.abc import Iterator
 from urllib.parse import urlsplit
 
+import httpx
+import pytest
+
 from ptc_emulator.api.httpflow import HEAD_BYTES
-from ptc_emulator.testing.server import PTCEmulator
+from ptc_emulator.api.settings import Settings
+from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
 
 
 def _exchange(ptc_emulator: PTCEmulator, data: bytes) -> tuple[bytes, dict[str, str], bytes]:
@@ -89,3 +100,133 @@ def test_bytes_that_are_not_http_are_the_400_in_the_envelope(ptc_emulator: PTCEm
             "code": None,
         }
     }
+
+
+# ---- deadlines: a head that does not come, a reply nobody reads ---------------------------------
+#
+# uvicorn put no deadline on a connection: its keep-alive timer is armed after a response only, and
+# any byte cancels it. A server of their own with both deadlines tiny (0.2 s); each test waits for
+# the event itself (the server's answer, its close, its dropping the connection), never for a time.
+# Before, none of the events came: each test ran into its guard (a socket timeout, a bounded wait).
+
+GUARD_S = 60.0
+"""How long a test waits for an event before it fails (old code: forever): a guard, not a measure."""
+
+
+@pytest.fixture(scope="module")
+def tight(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorServer]:
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("tight"), store="memory", pool_size=1, head_timeout_s=0.2, write_pause_s=0.2
+    )
+    server = EmulatorServer(settings).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _connect(server: EmulatorServer, rcvbuf: int | None = None) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)  # before connecting: the window
+    sock.connect(("127.0.0.1", server.port))
+    sock.settimeout(GUARD_S)
+    return sock
+
+
+def _served(server: EmulatorServer, sock: socket.socket) -> bool:
+    """The server still holds a connection from `sock` (its protocol is in uvicorn's set)."""
+    mine = sock.getsockname()[:2]
+    return any(getattr(p, "client", None) == mine for p in list(server._server.server_state.connections))
+
+
+def _dropped(server: EmulatorServer, sock: socket.socket) -> None:
+    """Waits (polling, within the guard) until the server no longer holds `sock`'s connection."""
+    deadline = time.monotonic() + GUARD_S
+    while _served(server, sock):
+        assert time.monotonic() < deadline, "the server still holds the connection"
+        time.sleep(0.01)
+
+
+def test_a_connection_that_sends_nothing_is_closed_without_an_answer(tight: EmulatorServer) -> None:
+    with _connect(tight) as sock:
+        assert sock.recv(65536) == b""  # closed, nothing said: no request was begun
+
+
+def test_a_head_sent_a_byte_at_a_time_is_the_408_and_the_connection_closes(tight: EmulatorServer) -> None:
+    with _connect(tight) as sock:
+        sock.sendall(b"GET /_emulator/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        deadline = time.monotonic() + GUARD_S
+        received = b""
+        while not received:  # a byte now and then, each one once the last found nothing to read
+            assert time.monotonic() < deadline, "the server never answered the slow head"
+            readable, _, _ = select.select([sock], [], [], 0.02)
+            if readable:
+                received = sock.recv(65536)
+            else:
+                sock.sendall(b"a")
+        while chunk := sock.recv(65536):
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408 "), head
+    assert b"connection: close" in head.lower()
+    assert json.loads(body) == {
+        "error": {
+            "message": (
+                "Request timeout: a request's line and headers must arrive within 0.2 seconds "
+                "(set --head-timeout); the connection is closed."
+            ),
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "request_timeout",
+        }
+    }
+
+
+def test_the_next_request_on_a_kept_connection_has_its_own_deadline(tight: EmulatorServer) -> None:
+    with _connect(tight) as sock:
+        sock.sendall(b"GET /_emulator/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        first = sock.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200 "), first
+        sock.sendall(b"GET /_emulator/health HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and no end
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    assert received.startswith(b"HTTP/1.1 408 "), received[:200]
+
+
+def test_a_client_that_never_reads_a_large_reply_is_dropped_and_others_are_served(tight: EmulatorServer) -> None:
+    base = f"http://127.0.0.1:{tight.port}"
+    items = [
+        {"type": "message", "role": "user", "content": f"{i} " + "x" * 500_000} for i in range(20)
+    ]  # some 10 MB in all: past the kernel's buffers, so the server's own fills
+    with httpx.Client(base_url=base, timeout=GUARD_S) as http:
+        conversation = http.post("/v1/conversations", json={"items": items}).json()["id"]
+        with _connect(tight, rcvbuf=4096) as sock:
+            path = f"/v1/conversations/{conversation}/items?limit=20"
+            sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+            assert http.get("/_emulator/health").status_code == 200  # the server answers others meanwhile
+            _dropped(tight, sock)  # and drops the connection that reads nothing
+            received = b""
+            with contextlib.suppress(ConnectionResetError):
+                while chunk := sock.recv(2**20):
+                    received += chunk
+        head, _, body = received.partition(b"\r\n\r\n")
+        length = int(re.search(rb"content-length: (\d+)", head.lower()).group(1))  # type: ignore[union-attr]
+        assert len(body) < length  # what the server held for it was dropped, not sent
+        assert http.get("/_emulator/health").status_code == 200
+
+
+def test_a_websocket_peer_that_never_reads_is_dropped(tight: EmulatorServer) -> None:
+    with _connect(tight, rcvbuf=4096) as sock:
+        key = base64.b64encode(os.urandom(16)).decode()
+        sock.sendall(
+            f"GET /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+        )
+        assert sock.recv(12) == b"HTTP/1.1 101"
+        ping = bytes([0x89, 0x80 | 125]) + b"\0\0\0\0" + b"p" * 125  # masked, the largest payload
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):  # the server's reset, once it dropped it
+            while _served(tight, sock):  # pings until the pongs fill every buffer, then the server drops it
+                sock.sendall(ping * 64)
+        _dropped(tight, sock)
