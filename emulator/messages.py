@@ -2138,7 +2138,8 @@ def mcp_unknown_error() -> str:
 
 @error(SOCKET, seconds=3600.0)
 def socket_lifetime_reached(seconds: float) -> StatusError:
-    """A WebSocket open for its whole lifetime (60 minutes, as the hosted API's; `Settings.websocket_lifetime_s` in code): sent, then closed."""
+    """A WebSocket open for its whole lifetime (60 minutes, as the hosted API's; the setting
+    `websocket_lifetime_s` in code): sent, then closed."""
     minutes = seconds / 60
     shown = f"{minutes:g} minutes" if minutes >= 1 else f"{seconds:g} seconds"
     return StatusError(
