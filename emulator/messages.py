@@ -1079,9 +1079,10 @@ def call_not_issued_here(label: str, call_id: str, program: str) -> InvalidReque
 
 
 @error(PROGRAMS)
-def encrypted_content_unverified(item_id: str | None) -> InvalidEncryptedContent:
-    """A modified reasoning item's `encrypted_content` (or one sealed for another item)."""
-    return InvalidEncryptedContent(f"The encrypted content for item {item_id} could not be verified.", param="input")
+def encrypted_content_unverified(item_id: str | None, param: str = "input") -> InvalidEncryptedContent:
+    """A reasoning item's `encrypted_content` modified, sealed for another item or not issued by
+    this server, wherever it arrives (a create stored or not, a conversation's items)."""
+    return InvalidEncryptedContent(f"The encrypted content for item {item_id} could not be verified.", param=param)
 
 
 @error(PROGRAMS)
