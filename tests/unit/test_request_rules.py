@@ -444,3 +444,14 @@ def test_a_second_programmatic_tool_calling_tool_is_refused(unit_http: TestClien
     assert_envelope(
         response, 400, "Only one programmatic_tool_calling tool may be declared.", param=f"tools[{second}]", code=None
     )
+
+
+def test_an_unknown_stream_options_key_is_refused(unit_http: TestClient) -> None:
+    response = post(unit_http, js_request("text('hi')", stream=True, stream_options={"a": None}))
+    assert_envelope(
+        response, 400, "Unknown parameter: 'stream_options.a'.", param="stream_options.a", code="unknown_parameter"
+    )
+    wrong = post(unit_http, js_request("text('hi')", stream=True, stream_options={"include_obfuscation": "yes"}))
+    assert wrong.status_code == 400 and wrong.json()["error"]["param"] == "stream_options.include_obfuscation"
+    taken = post(unit_http, js_request("text('hi')", stream=True, stream_options={"include_obfuscation": False}))
+    assert taken.status_code == 200, taken.text[:300]
