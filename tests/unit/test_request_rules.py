@@ -455,3 +455,28 @@ def test_an_unknown_stream_options_key_is_refused(unit_http: TestClient) -> None
     assert wrong.status_code == 400 and wrong.json()["error"]["param"] == "stream_options.include_obfuscation"
     taken = post(unit_http, js_request("text('hi')", stream=True, stream_options={"include_obfuscation": False}))
     assert taken.status_code == 200, taken.text[:300]
+
+
+@pytest.mark.parametrize(
+    "query", ["include[]=bogus", "include=bogus", "include[]=reasoning.encrypted_content&include[]=x"]
+)
+def test_a_read_refuses_an_include_value_a_create_refuses(unit_http: TestClient, query: str) -> None:
+    created = post(unit_http, js_request("text('hi')", include=["bogus"]))
+    assert_envelope(created, 400, code="invalid_value")
+    message, param = created.json()["error"]["message"], created.json()["error"]["param"]
+    stored = post(unit_http, js_request("text('hi')")).json()["id"]
+    bad = query.rsplit("=", 1)[1]
+    index = query.count("&")
+    conversation = unit_http.post("/v1/conversations", json={}).json()["id"]
+    for path in (
+        f"/v1/responses/{stored}",
+        f"/v1/responses/{stored}/input_items",
+        f"/v1/conversations/{conversation}/items",
+    ):
+        reply = unit_http.get(f"{path}?{query}")
+        assert_envelope(
+            reply, 400, message.replace("'bogus'", f"'{bad}'"), param=f"include[{index}]", code="invalid_value"
+        )
+    assert param == "include[0]"
+    for query in ("include[]=reasoning.encrypted_content", "include=message.output_text.logprobs"):
+        assert unit_http.get(f"/v1/responses/{stored}?{query}").status_code == 200
