@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal, get_args
 from fastapi import Depends, Query, Request
 
 from ptc_emulator.api.journaling import Journaling
-from ptc_emulator.emulator.responses.engine import Engine, Prepared
 from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.responses.engine import Engine, Prepared
 from ptc_emulator.emulator.wire.request import CreateRequest, Includable
 from ptc_emulator.names import SCOPE_HEADER, SCOPE_METADATA_KEY
 

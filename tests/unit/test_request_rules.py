@@ -480,3 +480,21 @@ def test_a_read_refuses_an_include_value_a_create_refuses(unit_http: TestClient,
     assert param == "include[0]"
     for query in ("include[]=reasoning.encrypted_content", "include=message.output_text.logprobs"):
         assert unit_http.get(f"/v1/responses/{stored}?{query}").status_code == 200
+
+
+@pytest.mark.parametrize("reference", [["x"], 7, {"id": "x"}])
+def test_a_steer_names_a_previous_response_id_of_the_wrong_type_as_a_create_does(
+    unit_http: TestClient, reference: object
+) -> None:
+    created = post(unit_http, {"model": "m", "input": "hi", "previous_response_id": reference})
+    assert_envelope(created, 400, code="invalid_type", param="previous_response_id")
+    expected = created.json()["error"]["message"]
+    with unit_http.websocket_connect("ws://127.0.0.1/v1/responses") as ws:
+        ws.send_text(
+            json.dumps({"type": "response.create", "model": "m", "input": "hi", "previous_response_id": reference})
+        )
+        assert ws.receive_json()["error"]["message"] == expected
+        ws.send_text(json.dumps({"type": "response.steer", "input": "hi", "previous_response_id": reference}))
+        failed = ws.receive_json()
+    assert failed["type"] == "response.steer.failed" and failed["error"]["code"] == "invalid_input"
+    assert failed["error"]["message"] == expected
