@@ -50,7 +50,7 @@ def _included(
     values = [value for given in (*(include or ()), *(listed or ())) for value in given.split(",")]
     for index, value in enumerate(values):
         if value not in _INCLUDABLE:
-            raise messages.invalid_value(value, ", ".join(f"'{v}'" for v in _INCLUDABLE), f"include[{index}]")
+            raise messages.include_value_invalid(value, _INCLUDABLE, index)
     return values or None
 
 

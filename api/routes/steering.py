@@ -247,7 +247,7 @@ def _invalid(frame: dict[str, Any]) -> str | None:
         return f"Unknown parameter: '{unknown[0]}' (a steer carries only previous_response_id and input)."
     reference = frame.get("previous_response_id")
     if reference is not None and not isinstance(reference, str):  # worded as a create's, over HTTP too
-        return messages.wrong_type("previous_response_id", ["a string"], json_kind(reference), None).message
+        return messages.steer_reference_wrong_type(json_kind(reference))
     if not reference:
         return "Missing required parameter: 'previous_response_id'."
     steer_input = frame.get("input")
