@@ -3,13 +3,14 @@ and the contract-warning header. Shared by the HTTP, SSE, WebSocket and admin ro
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from fastapi import Query, Request
+from fastapi import Depends, Query, Request
 
 from ptc_emulator.api.journaling import Journaling
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.responses.engine import Engine, Prepared
-from ptc_emulator.emulator.wire.request import CreateRequest
+from ptc_emulator.emulator.wire.request import CreateRequest, Includable
 from ptc_emulator.names import SCOPE_HEADER, SCOPE_METADATA_KEY
 
 __all__ = [
@@ -36,8 +37,25 @@ Limit = Annotated[int, Query(ge=1, le=100)]
 """A list endpoint's `limit`."""
 Order = Literal["asc", "desc"]
 """A list endpoint's `order`."""
-Include = Annotated[list[str] | None, Query()]
-"""`include`: accepted as the API accepts it; the emulator has nothing extra to include."""
+_INCLUDABLE = get_args(Includable)
+
+
+def _included(
+    include: Annotated[list[str] | None, Query()] = None,
+    listed: Annotated[list[str] | None, Query(alias="include[]")] = None,
+) -> list[str] | None:
+    """`include` of a read, as `include=` (repeated or comma-separated) or as the Python and Node
+    SDKs send it (`include[]=`): each value one a create takes (`Includable`), another the 400 a
+    create's body gets (`include[i]`)."""
+    values = [value for given in (*(include or ()), *(listed or ())) for value in given.split(",")]
+    for index, value in enumerate(values):
+        if value not in _INCLUDABLE:
+            raise messages.include_value_invalid(value, _INCLUDABLE, index)
+    return values or None
+
+
+Include = Annotated[list[str] | None, Depends(_included)]
+"""`include`: its values checked as a create's; the emulator has nothing extra to include."""
 
 
 def engine_of(request: Request) -> Engine:

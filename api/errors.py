@@ -19,7 +19,7 @@ from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, StatusError
 from ptc_emulator.emulator.storage import StoreUnavailable
 
-__all__ = ["database_away", "error_response", "install", "validation_error"]
+__all__ = ["database_away", "error_response", "install", "json_kind", "validation_error"]
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,8 @@ _EXPECTED = {
 }
 
 
-def _kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
+    """A JSON value's kind as the hosted type errors name it (`an array`, `a string`, `null`)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -117,7 +118,7 @@ def validation_error(errors: Sequence[Any], body: Any) -> InvalidRequest:
             want = _EXPECTED.get(e.get("type", ""))
             if want and want not in expected_kinds:
                 expected_kinds.append(want)
-        return messages.wrong_type(param or "body", expected_kinds, _kind(value), param or None)
+        return messages.wrong_type(param or "body", expected_kinds, json_kind(value), param or None)
     bound = error.get("ctx") or {}
     if kind == "string_too_long":  # the hosted wording of a string's length bound
         length = len(value) if isinstance(value, str) else value

@@ -22,7 +22,7 @@ from __future__ import annotations
 import inspect
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
@@ -359,6 +359,13 @@ def invalid_value(value: object, supported: str, param: str) -> InvalidValue:
     """A value outside the parameter's set (`supported`: the set, each value quoted, listed as the hosted
     API lists one: `'a' and 'b'`, `'a', 'b', and 'c'`)."""
     return InvalidValue(f"Invalid value: '{value}'. Supported values are: {_listed(supported)}.", param=param)
+
+
+@error(REQUEST, value="bogus", supported=("reasoning.encrypted_content", "message.output_text.logprobs"), index=0)
+def include_value_invalid(value: str, supported: Sequence[str], index: int) -> InvalidValue:
+    """A read's `include` value (a response's retrieve, its input items, a conversation's items)
+    that a create's `include` does not take; worded as a create's."""
+    return invalid_value(value, ", ".join(f"'{v}'" for v in supported), f"include[{index}]")
 
 
 _QUOTED = re.compile(r"'[^']*'")
@@ -1168,9 +1175,10 @@ def call_not_issued_here(label: str, call_id: str, program: str) -> InvalidReque
 
 
 @error(PROGRAMS)
-def encrypted_content_unverified(item_id: str | None) -> InvalidEncryptedContent:
-    """A modified reasoning item's `encrypted_content` (or one sealed for another item)."""
-    return InvalidEncryptedContent(f"The encrypted content for item {item_id} could not be verified.", param="input")
+def encrypted_content_unverified(item_id: str | None, param: str = "input") -> InvalidEncryptedContent:
+    """A reasoning item's `encrypted_content` modified, sealed for another item or not issued by
+    this server, wherever it arrives (a create stored or not, a conversation's items)."""
+    return InvalidEncryptedContent(f"The encrypted content for item {item_id} could not be verified.", param=param)
 
 
 @error(PROGRAMS)
@@ -2134,6 +2142,12 @@ def mcp_unknown_error() -> str:
 
 
 # ---- WebSocket mode ---------------------------------------------------------------------------------
+
+
+@text(SOCKET, "the message of a `response.steer.failed` event (code `invalid_input`)", got="an array")
+def steer_reference_wrong_type(got: str) -> str:
+    """A steer frame whose `previous_response_id` is no string: worded as a create's `invalid_type`."""
+    return wrong_type("previous_response_id", ["a string"], got, None).message
 
 
 @error(SOCKET, seconds=3600.0)

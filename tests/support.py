@@ -51,6 +51,8 @@ def validate_body(method: str, path: str, status: int, body: Any) -> None:
         validate_compacted(body)
     elif "/v1/agents" in path or "/v1/models" in path:
         validate_resource(method, path, body)
+    elif method == "DELETE" and "/conversations/" in path and "/items/" in path:
+        assert body["object"] == "conversation"  # an item's deletion answers with its conversation
     elif method == "DELETE":
         assert body["deleted"] is True
     elif "/responses" in path:

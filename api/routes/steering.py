@@ -46,6 +46,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from ptc_emulator.api.errors import json_kind
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.tools.kinds import KINDS
 from ptc_emulator.emulator.wire.events import Sequencer
 from ptc_emulator.emulator.wire.items import InputItem, Message
@@ -243,7 +245,10 @@ def _invalid(frame: dict[str, Any]) -> str | None:
     unknown = sorted(set(frame) - _STEER_KEYS)
     if unknown:
         return f"Unknown parameter: '{unknown[0]}' (a steer carries only previous_response_id and input)."
-    if not isinstance(frame.get("previous_response_id"), str) or not frame["previous_response_id"]:
+    reference = frame.get("previous_response_id")
+    if reference is not None and not isinstance(reference, str):  # worded as a create's, over HTTP too
+        return messages.steer_reference_wrong_type(json_kind(reference))
+    if not reference:
         return "Missing required parameter: 'previous_response_id'."
     steer_input = frame.get("input")
     if isinstance(steer_input, str):

@@ -20,7 +20,7 @@ from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.agents.mcp import McpApprovalResult, McpToolParam, check_mcp, dump_mcp, responses_tool
 from ptc_emulator.emulator.rules.contract import OFF_LOOP_SCHEMA_VALUES, schema_problem, schema_values
 from ptc_emulator.emulator.wire.items import OpenJSON, OpenModel, WireModel
-from ptc_emulator.emulator.wire.request import check_json
+from ptc_emulator.emulator.wire.request import Model, check_json, check_stream_options
 from ptc_emulator.emulator.wire.stepped import stepped
 
 __all__ = [
@@ -169,9 +169,10 @@ class _Checked(WireModel):
 
 
 class AgentFields(_Checked):
-    """What an agent is made of; shared by create, update and a session's inline agent."""
+    """What an agent is made of; shared by create, update and a session's inline agent. An empty
+    `model` is refused as a response create refuses it (`empty_string`)."""
 
-    model: str | None = None
+    model: Model | None = None
     instructions: str | None = None
     name: str | None = None
     metadata: dict[str, str] | None = None
@@ -188,7 +189,7 @@ class AgentFields(_Checked):
 
 
 class AgentCreate(AgentFields):
-    model: str  # required on create
+    model: Model  # required on create
 
 
 class AgentUpdate(AgentFields):
@@ -242,11 +243,12 @@ class SessionCreate(_Checked):
     vault_ids: list[str] | None = None
 
     _check_metadata = field_validator("metadata")(_metadata)
+    _stream_options_checked = field_validator("stream_options")(check_stream_options)
     _input_stepped = field_validator("input", mode="wrap")(stepped)
 
 
 class SessionAgentUpdate(WireModel):
-    model: str | None = None
+    model: Model | None = None
     reasoning: ReasoningParam | None = None
     service_tier: ServiceTier | None = None
     tools: list[AgentToolParam] | None = None

@@ -74,7 +74,8 @@ class ItemsCreate(_Body):
 class Conversations:
     """The endpoints' rules and shapes over a `ConversationStore`.
 
-    `as_item` turns a validated input item into a conversation item (with an id and a status);
+    `as_item` turns a validated input item into a conversation item (with an id and a status),
+    or refuses it (a reasoning item's content this server did not issue), naming it by its param;
     `resolve` turns an `item_reference` into the stored item it names (in the caller's scope: an
     item of another scope's response is as a missing one); `as_input` reads a stored
     item back as an input item. They come from `history.py`, which owns those conversions."""
@@ -85,7 +86,7 @@ class Conversations:
         *,
         ids: Callable[[str], str],
         clock: Callable[[], float],
-        as_item: Callable[[Item], dict[str, Any]],
+        as_item: Callable[[Item, str], dict[str, Any]],
         resolve: Callable[[str, str, str | None], Item],
         as_input: Callable[[dict[str, Any]], Item],
     ) -> None:
@@ -206,7 +207,7 @@ class Conversations:
         for index, item in enumerate(items):
             if isinstance(item, ItemReference):
                 item = self._resolve(item.id, f"items[{index}].id", scope)
-            data = self._as_item(item)
+            data = self._as_item(item, f"items[{index}]")
             data.setdefault("id", self.ids("item"))
             made.append(data)
         return made

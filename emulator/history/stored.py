@@ -29,6 +29,7 @@ from ptc_emulator.emulator.wire.items import (
     Item,
     ItemReference,
     Message,
+    ReasoningItem,
     dump,
     of_type,
 )
@@ -75,10 +76,16 @@ def as_input(raw: dict[str, Any]) -> Item:
 _LISTED_IDS = {"compaction": "cmp", "additional_tools": "at", "configuration_update": "cfg"}
 
 
-def as_response_item(item: Item, ids: Callable[[str], str]) -> dict[str, Any]:
-    """An input item as `input_items.list` returns it: with an id and a status."""
+def as_response_item(item: Item, ids: Callable[[str], str], sealed_id: str | None = None) -> dict[str, Any]:
+    """An input item as `input_items.list` returns it: with an id and a status. A reasoning item
+    sent without an id (the Agents SDK replays them so) is stored with the id its sealed content
+    was issued for (`sealed_id`, which its checks go by), or else a new one: never with "", which
+    no listing, retrieval or deletion could tell from another."""
     data = dump(item)
-    if isinstance(item, Message):
+    if isinstance(item, ReasoningItem):
+        if not item.id:
+            data["id"] = sealed_id or ids("rs")
+    elif isinstance(item, Message):
         data.setdefault("id", ids("msg"))
         if isinstance(item.content, str):
             part = "output_text" if item.role == "assistant" else "input_text"

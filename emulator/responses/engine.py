@@ -52,12 +52,12 @@ from ptc_emulator.emulator.responses.usage import (
 from ptc_emulator.emulator.rules import checks, contract
 from ptc_emulator.emulator.rules.compaction import Compactor, Expanded, compact_threshold, triggered
 from ptc_emulator.emulator.rules.configuration import in_effect
-from ptc_emulator.emulator.rules.conversation import Conversation, analyse
+from ptc_emulator.emulator.rules.conversation import Conversation, analyse, sealed_reasoning_id
 from ptc_emulator.emulator.signing import Signer
 from ptc_emulator.emulator.storage import ResponseStore, StoredResponse
 from ptc_emulator.emulator.tools.kinds import answer_text
 from ptc_emulator.emulator.tools.toolset import Toolset
-from ptc_emulator.emulator.wire.items import Message
+from ptc_emulator.emulator.wire.items import Item, Message, ReasoningItem
 from ptc_emulator.emulator.wire.request import CompactRequest, CountTokensRequest, CreateRequest
 from ptc_emulator.emulator.wire.response import ResponseStatus, echo_tools
 from ptc_emulator.sandbox import Limits
@@ -146,7 +146,7 @@ class Engine:
             store.conversations,
             ids=ids,
             clock=clock,
-            as_item=lambda item: as_response_item(item, ids),
+            as_item=self._as_stored,
             resolve=self.history.reference,
             as_input=as_input,
         )
@@ -249,7 +249,10 @@ class Engine:
             items = [*history, *new_items[: -1 if trigger else None]]
             threshold = compact_threshold(request.context_management)
             expanded = self.compactor.expand(items, len(history))
-            if not generate:
+            if not generate:  # nothing reads the items now, but what is kept is held to the same rules
+                for index, item in enumerate(new_items):
+                    if isinstance(item, ReasoningItem):
+                        sealed_reasoning_id(item, self.signer, f"input[{index}]")
                 read_back = (expanded.items, expanded.new_from) if expanded is not None else (items, len(history))
                 conv = _with(expanded, Conversation(*read_back, anchor=-1))
                 toolset = Toolset.of(request, conv.items)
@@ -603,8 +606,14 @@ class Engine:
         """This request's input items as stored (with ids), made once and only when stored."""
         made = prepared.made
         if made.input_items is None:
-            made.input_items = [as_response_item(item, self.ids) for item in prepared.new_items]
+            made.input_items = [self._as_stored(item) for item in prepared.new_items]
         return made.input_items
+
+    def _as_stored(self, item: Item, param: str = "input") -> dict[str, Any]:
+        """An input item as it is stored (`as_response_item`); a reasoning item's sealed content
+        is held to `sealed_reasoning_id` on the way in."""
+        sealed = sealed_reasoning_id(item, self.signer, param) if isinstance(item, ReasoningItem) else None
+        return as_response_item(item, self.ids, sealed)
 
     def _keep(self, prepared: Prepared, response: dict[str, Any]) -> None:
         """Store the response where it belongs: the server's store, a connection's, or nowhere."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.history.cursor import Extension, RulesPass
-from ptc_emulator.emulator.signing import ProgramSeal, Signer
+from ptc_emulator.emulator.signing import REASONING_DOMAIN, ProgramSeal, Signer
 from ptc_emulator.emulator.tools.kinds import answer_key, kind_of_call, kind_of_output
 from ptc_emulator.emulator.wire.items import (
     CALL_TYPES,
@@ -33,11 +33,12 @@ from ptc_emulator.emulator.wire.items import (
     ProgramCaller,
     ProgramItem,
     ProgramOutputItem,
+    ReasoningItem,
     ToolSearchCallItem,
     ToolSearchOutputItem,
 )
 
-__all__ = ["Conversation", "analyse", "file_program_call"]
+__all__ = ["Conversation", "analyse", "file_program_call", "sealed_reasoning_id"]
 
 
 _CLIENT_MAY_SEND = (
@@ -177,6 +178,8 @@ def analyse(
             program_at[item.call_id] = i
         elif isinstance(item, ProgramOutputItem):
             _add_program_output(conv, item, param, signer)
+        elif isinstance(item, ReasoningItem):
+            sealed_reasoning_id(item, signer, param)
         elif isinstance(item, ToolSearchCallItem):
             _add_search_call(conv, item, param)
         elif isinstance(item, ToolSearchOutputItem):
@@ -217,6 +220,21 @@ def analyse(
             ):
                 raise messages.approval_response_missing(request.id, caller.caller_id)
     return conv
+
+
+def sealed_reasoning_id(item: ReasoningItem, signer: Signer, param: str = "input") -> str | None:
+    """The id a reasoning item's `encrypted_content` was sealed for (None when it carries none);
+    the 400 `invalid_encrypted_content` when this server did not issue it, or issued it for
+    another item. Held wherever a reasoning item arrives: any create's input (stored or not), a
+    stored history read back, a conversation's new items. An item replayed without its id (the
+    Agents SDK's) is the item its content was sealed for."""
+    if item.encrypted_content is None:
+        return None
+    sealed = signer.unseal(REASONING_DOMAIN, item.encrypted_content)
+    sealed_id = sealed.get("id") if sealed is not None else None
+    if not isinstance(sealed_id, str) or (item.id and sealed_id != item.id):
+        raise messages.encrypted_content_unverified(item.id, param)
+    return sealed_id
 
 
 def _add_approval_request(conv: Conversation, item: McpApprovalRequest, param: str) -> None:

@@ -37,11 +37,13 @@ __all__ = [
     "Includable",
     "conversation_id",
     "MAX_DEPTH",
+    "Model",
     "OpenJSON",
     "CountTokensRequest",
     "CreateRequest",
     "check_depth",
     "check_json",
+    "check_stream_options",
     "check_metadata",
     "check_text",
     "text_format",
@@ -128,6 +130,20 @@ def check_reasoning(value: dict[str, Any] | None) -> dict[str, Any] | None:
     """Validates `reasoning` as `Reasoning` (its errors located under `reasoning`) and keeps the dict."""
     if value is not None:
         Reasoning.model_validate(value)
+    return value
+
+
+class StreamOptions(WireModel):
+    """`stream_options` (the SDK's `StreamOptions`, on a create and on an agent session): its one
+    key, any other an unknown parameter as elsewhere. The request keeps the object as sent."""
+
+    include_obfuscation: bool | None = None
+
+
+def check_stream_options(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Validates `stream_options` as `StreamOptions` (its errors located under `stream_options`)."""
+    if value is not None:
+        StreamOptions.model_validate(value)
     return value
 
 
@@ -286,6 +302,7 @@ class CreateRequest(Conversational):
     stream_id: str | None = None
 
     _metadata_limits = field_validator("metadata")(check_metadata)
+    _stream_options_checked = field_validator("stream_options")(check_stream_options)
     _include_stepped = field_validator("include", mode="wrap")(stepped)
 
     @model_validator(mode="before")

@@ -2278,6 +2278,17 @@ def _(c: Context) -> object:
     return over_socket(c, '{"type": "response.create", "model": "m", "input": "hi", "temperature": NaN}')
 
 
+@trigger("steer_reference_wrong_type")
+def _(c: Context) -> object:
+    frame = json.dumps({"type": "response.steer", "input": "hi", "previous_response_id": ["x"]})
+    return over_socket(c, frame, until="response.steer.failed")
+
+
+@trigger("include_value_invalid")
+def _(c: Context) -> object:
+    return c.http.get("/v1/responses/resp_nope?include[]=bogus")
+
+
 @trigger("frame_type_invalid")
 def _(c: Context) -> object:
     return over_socket(c, '{"type": "response.nope"}')

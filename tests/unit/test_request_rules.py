@@ -444,3 +444,57 @@ def test_a_second_programmatic_tool_calling_tool_is_refused(unit_http: TestClien
     assert_envelope(
         response, 400, "Only one programmatic_tool_calling tool may be declared.", param=f"tools[{second}]", code=None
     )
+
+
+def test_an_unknown_stream_options_key_is_refused(unit_http: TestClient) -> None:
+    response = post(unit_http, js_request("text('hi')", stream=True, stream_options={"a": None}))
+    assert_envelope(
+        response, 400, "Unknown parameter: 'stream_options.a'.", param="stream_options.a", code="unknown_parameter"
+    )
+    wrong = post(unit_http, js_request("text('hi')", stream=True, stream_options={"include_obfuscation": "yes"}))
+    assert wrong.status_code == 400 and wrong.json()["error"]["param"] == "stream_options.include_obfuscation"
+    taken = post(unit_http, js_request("text('hi')", stream=True, stream_options={"include_obfuscation": False}))
+    assert taken.status_code == 200, taken.text[:300]
+
+
+@pytest.mark.parametrize(
+    "query", ["include[]=bogus", "include=bogus", "include[]=reasoning.encrypted_content&include[]=x"]
+)
+def test_a_read_refuses_an_include_value_a_create_refuses(unit_http: TestClient, query: str) -> None:
+    created = post(unit_http, js_request("text('hi')", include=["bogus"]))
+    assert_envelope(created, 400, code="invalid_value")
+    message, param = created.json()["error"]["message"], created.json()["error"]["param"]
+    stored = post(unit_http, js_request("text('hi')")).json()["id"]
+    bad = query.rsplit("=", 1)[1]
+    index = query.count("&")
+    conversation = unit_http.post("/v1/conversations", json={}).json()["id"]
+    for path in (
+        f"/v1/responses/{stored}",
+        f"/v1/responses/{stored}/input_items",
+        f"/v1/conversations/{conversation}/items",
+    ):
+        reply = unit_http.get(f"{path}?{query}")
+        assert_envelope(
+            reply, 400, message.replace("'bogus'", f"'{bad}'"), param=f"include[{index}]", code="invalid_value"
+        )
+    assert param == "include[0]"
+    for query in ("include[]=reasoning.encrypted_content", "include=message.output_text.logprobs"):
+        assert unit_http.get(f"/v1/responses/{stored}?{query}").status_code == 200
+
+
+@pytest.mark.parametrize("reference", [["x"], 7, {"id": "x"}])
+def test_a_steer_names_a_previous_response_id_of_the_wrong_type_as_a_create_does(
+    unit_http: TestClient, reference: object
+) -> None:
+    created = post(unit_http, {"model": "m", "input": "hi", "previous_response_id": reference})
+    assert_envelope(created, 400, code="invalid_type", param="previous_response_id")
+    expected = created.json()["error"]["message"]
+    with unit_http.websocket_connect("ws://127.0.0.1/v1/responses") as ws:
+        ws.send_text(
+            json.dumps({"type": "response.create", "model": "m", "input": "hi", "previous_response_id": reference})
+        )
+        assert ws.receive_json()["error"]["message"] == expected
+        ws.send_text(json.dumps({"type": "response.steer", "input": "hi", "previous_response_id": reference}))
+        failed = ws.receive_json()
+    assert failed["type"] == "response.steer.failed" and failed["error"]["code"] == "invalid_input"
+    assert failed["error"]["message"] == expected
