@@ -7,32 +7,27 @@ for as long as it lasts: a 7 MB reply (a hosted `mcp` tool's listing of 1,550 to
 run between two pieces (`jsonpieces.between`), so that made in a worker thread it never holds
 the loop long. `long(value)` tells, at a bounded cost, whether a value is worth that hop.
 
-How it is cut, so that each piece is one C call of about `PIECE_CHARS` characters at most:
-
-* an object (its keys all strings) is written a member at a time, its values cut the same way;
-* a short array (`SHORT` values or fewer) a value at a time, cut the same way;
-* a longer array a run of values at a time, the run's length fitted to the text the last run
-  made (starting at `SHORT`);
-* a long string a slice at a time (JSON escapes each character on its own: the slices' texts
-  joined are the string's text);
-
-down to `DEPTH` levels, and for at most `VISITS` values cut by hand: past that, values are one
-call each. Anything else (a number, `None`, an object with other keys, a value of another type)
-is one `json.dumps` call, with its own errors (a NaN, a type JSON has no form for), as before.
+It is cut by the sandbox's walk (`sandbox/_pieces.py`, `json_pieces`: an object a member at a
+time, a long string a slice at a time, each piece one C call of about `PIECE_CHARS` characters),
+with this module's limits: a short array (`SHORT` values or fewer) a value at a time, a longer
+one a run of values at a time, the run's length fitted to the text the last run made (starting
+at `SHORT`); down to `DEPTH` levels, and for at most `VISITS` values cut by hand: past that,
+values are one call each. Anything else (a number, `None`, an object with other keys, a value of
+another type) is one `json.dumps` call, with its own errors (a NaN, a type JSON has no form for),
+as before.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from ptc_emulator.emulator.jsonpieces import between
+from ptc_emulator.sandbox import JSON_PIECE_CHARS as PIECE_CHARS
+from ptc_emulator.sandbox import json_pieces
 
 __all__ = ["DEPTH", "LONG_CHARS", "PIECE_CHARS", "SHORT", "VISITS", "long", "render", "texts"]
 
-PIECE_CHARS = 256 * 1024
-"""About the most text one piece makes (a millisecond of encoding or so)."""
 SHORT = 16
 """An array of this many values or fewer is written a value at a time."""
 DEPTH = 8
@@ -56,87 +51,13 @@ def texts(
     """`json.dumps(value, ensure_ascii=..., allow_nan=..., separators=...)` as pieces of about
     `PIECE_CHARS` characters (joined, they are its text), made a piece at a time: the other
     threads run between two. The errors are `json.dumps`'s own, from the same value."""
-    comma, colon = separators
 
-    def dumps(part: Any) -> str:
+    def dump(part: Any) -> str:
         return json.dumps(part, ensure_ascii=ensure_ascii, allow_nan=allow_nan, separators=separators)
 
-    writer = _Writer(dumps, comma, colon)
-    writer.put(value, 0)
-    return writer.done()
-
-
-class _Writer:
-    def __init__(self, dumps: Callable[[Any], str], comma: str, colon: str) -> None:
-        self.dumps = dumps
-        self.comma = comma
-        self.colon = colon
-        self.pending: list[str] = []
-        self.size = 0
-        self.chunks: list[str] = []
-        self.visits = 0
-
-    def add(self, text: str) -> None:
-        self.pending.append(text)
-        self.size += len(text)
-        if self.size >= PIECE_CHARS:
-            self.flush()
-            between()
-
-    def flush(self) -> None:
-        if self.pending:
-            self.chunks.append("".join(self.pending))
-            self.pending.clear()
-            self.size = 0
-
-    def done(self) -> list[str]:
-        self.flush()
-        return self.chunks
-
-    def put(self, value: Any, depth: int) -> None:
-        _dumps, comma = self.dumps, self.comma
-        kind = type(value)
-        if depth >= DEPTH or self.visits >= VISITS:
-            self.add(_dumps(value))
-            return
-        if kind is str:
-            if len(value) <= PIECE_CHARS:
-                self.add(_dumps(value))
-                return
-            self.add('"')
-            for start in range(0, len(value), PIECE_CHARS):
-                self.add(_dumps(value[start : start + PIECE_CHARS])[1:-1])
-            self.add('"')
-            return
-        if kind is dict and value and all(type(key) is str for key in value):
-            self.visits += 1
-            mark = "{"
-            for key, item in value.items():
-                self.add(mark + _dumps(key) + self.colon)
-                self.put(item, depth + 1)
-                mark = comma
-            self.add("}")
-            return
-        if (kind is list or kind is tuple) and value:
-            self.visits += 1
-            if len(value) <= SHORT:
-                mark = "["
-                for item in value:
-                    self.add(mark)
-                    self.put(item, depth + 1)
-                    mark = comma
-                self.add("]")
-                return
-            self.add("[")
-            run, start = SHORT, 0
-            while start < len(value):
-                text = _dumps(value[start : start + run])[1:-1]
-                self.add((comma if start else "") + text)
-                start += run
-                run = max(1, min(1000, run * PIECE_CHARS // max(1, len(text))))
-            self.add("]")
-            return
-        self.add(_dumps(value))
+    return json_pieces(
+        value, dump, separators=separators, depth=DEPTH, short=SHORT, fit=True, visits=VISITS, pause=between
+    )
 
 
 def long(value: Any, limit: int = LONG_CHARS) -> bool:

@@ -53,6 +53,8 @@ What was rejected, and why
   cancelled. The proxy lives in JavaScript; the host only reads records the isolate builds.
 """
 
+from ._pieces import PIECE_CHARS as JSON_PIECE_CHARS
+from ._pieces import json_pieces
 from .outcome import (
     Completed,
     Failed,
@@ -70,7 +72,9 @@ from .outcome import (
 from .pool import MEMOS, Pool, PoolClosed, PoolConfig
 
 __all__ = [
+    "JSON_PIECE_CHARS",
     "MEMOS",
+    "json_pieces",
     "syntax_errors",
     "Completed",
     "Failed",

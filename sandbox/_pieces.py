@@ -1,23 +1,34 @@
-"""A long message's JSON text for the pipe to a worker, made a piece at a time (issue 38).
+"""JSON text made a piece at a time, letting the other threads run between two (issue 38).
 
 `json.dumps` is one C call that holds the interpreter for the whole text, in whatever thread it
 runs: a 14 MB tool output held the event loop 30-60 ms from the worker thread that encoded it.
-`dumps(value)` makes exactly `json.dumps(value, separators=(",", ":"))` (ASCII, NaN allowed),
-but a piece of about `PIECE_CHARS` characters at a time, letting the other threads run between two
-pieces: an object a member at a time, an array a value at a time (a long one a run of values at a
-time), a long string a slice at a time (JSON escapes each code point on its own, so the slices'
-texts joined are the string's), down to `DEPTH` levels. Anything else is one `json.dumps` call.
+`dumps(value)` makes exactly `json.dumps(value, separators=(",", ":"))` (ASCII, NaN allowed) for
+the pipe to a worker; `json_pieces(value, dump, ...)` is the walk under it, and under the emulator's
+replies (`emulator/jsonreply.py`, which passes its own `dump`, limits and pause). How it is cut,
+so that each piece is one C call of about `PIECE_CHARS` characters at most:
 
-The sandbox imports nothing of the emulator, so this is its own small encoder.
+* an object (its keys all strings) is written a member at a time, its values cut the same way;
+* a short array (`short` values or fewer) a value at a time, cut the same way;
+* a longer array a run of values at a time (`short` values, or with `fit` a run fitted to the
+  text the last run made);
+* a long string a slice at a time (JSON escapes each code point on its own, so the slices'
+  texts joined are the string's);
+
+down to `depth` levels, and for at most `visits` objects and arrays cut by hand: past that, values
+are one call each. Anything else is one `dump` call, with its own errors, as before.
+
+The sandbox imports nothing of the emulator, so the emulator builds on this one.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["DEPTH", "PIECE_CHARS", "RUN", "dumps"]
+__all__ = ["DEPTH", "PIECE_CHARS", "RUN", "dumps", "json_pieces"]
 
 PIECE_CHARS = 256 * 1024
 """About the most text one call makes (a millisecond of encoding or so)."""
@@ -34,58 +45,106 @@ def between() -> None:
 
 def dumps(value: Any) -> str:
     """`json.dumps(value, separators=(",", ":"))`, made a piece at a time (see the module)."""
-    writer = _Writer()
-    writer.put(value, 0)
-    return "".join(writer.parts)
+    return "".join(json_pieces(value, _dumps, pause=between))
 
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+def json_pieces(
+    value: Any,
+    dump: Callable[[Any], str],
+    *,
+    separators: tuple[str, str] = (",", ":"),
+    depth: int = DEPTH,
+    short: int = RUN,
+    fit: bool = False,
+    visits: float = math.inf,
+    pause: Callable[[], None] = between,
+) -> list[str]:
+    """`dump(value)`'s text (`dump` being a `json.dumps` with these `separators`) as pieces of
+    about `PIECE_CHARS` characters, made a piece at a time, `pause()` between two."""
+    writer = _Writer(dump, separators, depth, short, fit, visits, pause)
+    writer.put(value, 0)
+    writer.flush()
+    return writer.chunks
+
+
 class _Writer:
-    def __init__(self) -> None:
-        self.parts: list[str] = []
+    def __init__(
+        self,
+        dump: Callable[[Any], str],
+        separators: tuple[str, str],
+        depth: int,
+        short: int,
+        fit: bool,
+        visits: float,
+        pause: Callable[[], None],
+    ) -> None:
+        self.dump = dump
+        self.comma, self.colon = separators
+        self.depth = depth
+        self.short = short
+        self.fit = fit
+        self.visits = visits
+        self.pause = pause
+        self.pending: list[str] = []
         self.size = 0
+        self.chunks: list[str] = []
 
     def add(self, text: str) -> None:
-        self.parts.append(text)
+        self.pending.append(text)
         self.size += len(text)
         if self.size >= PIECE_CHARS:
+            self.flush()
+            self.pause()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.chunks.append("".join(self.pending))
+            self.pending.clear()
             self.size = 0
-            between()
 
     def put(self, value: Any, depth: int) -> None:
+        dump, comma = self.dump, self.comma
         kind = type(value)
-        if depth >= DEPTH:
-            self.add(_dumps(value))
+        if depth >= self.depth or self.visits <= 0:
+            self.add(dump(value))
         elif kind is str:
             if len(value) <= PIECE_CHARS:
-                self.add(_dumps(value))
+                self.add(dump(value))
                 return
             self.add('"')
             for start in range(0, len(value), PIECE_CHARS):
-                self.add(_dumps(value[start : start + PIECE_CHARS])[1:-1])
+                self.add(dump(value[start : start + PIECE_CHARS])[1:-1])
             self.add('"')
         elif kind is dict and value and all(type(key) is str for key in value):
+            self.visits -= 1
             mark = "{"
             for key, item in value.items():
-                self.add(mark + _dumps(key) + ":")
+                self.add(mark + dump(key) + self.colon)
                 self.put(item, depth + 1)
-                mark = ","
+                mark = comma
             self.add("}")
         elif (kind is list or kind is tuple) and value:
-            if len(value) <= RUN:
+            self.visits -= 1
+            if len(value) <= self.short:
                 mark = "["
                 for item in value:
                     self.add(mark)
                     self.put(item, depth + 1)
-                    mark = ","
+                    mark = comma
                 self.add("]")
                 return
             self.add("[")
-            for start in range(0, len(value), RUN):
-                self.add(("," if start else "") + _dumps(value[start : start + RUN])[1:-1])
+            run, start = self.short, 0
+            while start < len(value):
+                text = dump(value[start : start + run])[1:-1]
+                self.add((comma if start else "") + text)
+                start += run
+                if self.fit:
+                    run = max(1, min(1000, run * PIECE_CHARS // max(1, len(text))))
             self.add("]")
         else:
-            self.add(_dumps(value))
+            self.add(dump(value))
