@@ -8,7 +8,7 @@ timed: with the work on the event loop, health got no answer until the event was
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -42,13 +42,7 @@ def test_the_journal_is_made_off_the_loop(
     with httpx.Client(base_url=server.base_url, timeout=60) as http:
         http.post("/responses", json={"model": "m", "input": "nothing matches this é"})  # one journal entry
     held = Held()
-    real: Callable[..., Any] = getattr(module, name)
-
-    def holding(*args: Any, **kwargs: Any) -> Any:
-        held.hold()
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(module, name, holding)
+    monkeypatch.setattr(module, name, held.around(getattr(module, name)))
     root = server.base_url.removesuffix("/v1")
     with ThreadPoolExecutor(1) as pool:
         pending = pool.submit(httpx.get, f"{root}/_emulator/{path}", timeout=300)

@@ -51,6 +51,15 @@ class Held:
         if first:
             assert self.release.wait(120), "never released"
 
+    def around(self, real: Callable[..., Any]) -> Callable[..., Any]:
+        """`real`, holding first (for `monkeypatch.setattr` over a function or a method)."""
+
+        def holding(*args: Any, **kwargs: Any) -> Any:
+            self.hold()
+            return real(*args, **kwargs)
+
+        return holding
+
 
 def while_held(server: EmulatorServer, held: Held, request: Callable[[httpx.Client], httpx.Response]) -> Any:
     """`request` sent from another thread; once it is held, `others_answered_while_held`; then

@@ -124,13 +124,7 @@ def test_a_long_conversations_items_are_scanned_off_the_loop_before_the_play(
     some 10 ms each for 200,000 items), on the event loop; they are read in a worker thread before
     it now (`Hosted.read_ahead`), and the play's reads are cache hits. On the code before there was
     no such step: the held step was never reached."""
-    real = Hosted.read_ahead
-
-    def read_ahead(self: Hosted) -> None:
-        held.hold()
-        real(self)
-
-    monkeypatch.setattr(Hosted, "read_ahead", read_ahead)
+    monkeypatch.setattr(Hosted, "read_ahead", held.around(Hosted.read_ahead))
     server = make_server()
     body = {"model": "m", "input": _long_input("text('big')"), "tools": PTC_TOOLS, "store": False}
     done = while_held(server, held, lambda client: client.post("/responses", json=body))

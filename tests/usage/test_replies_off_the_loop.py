@@ -102,13 +102,7 @@ def test_a_long_reply_is_journaled_off_the_loop(
     """Its journal entry is made in a worker thread too (the reply's bytes copied, or its text made
     when they are not the journal's own, as here with its non-ASCII text); on the code before,
     the entry was made on the loop as the request ended, and the held step held every client."""
-    real = Journaling.finish
-
-    def finish(self: Journaling, response: dict[str, Any]) -> None:
-        held.hold()
-        real(self, response)
-
-    monkeypatch.setattr(Journaling, "finish", finish)
+    monkeypatch.setattr(Journaling, "finish", held.around(Journaling.finish))
     server = make_server()
     done = while_held(server, held, lambda client: client.post("/responses", json=_long_text(False)))
     with httpx.Client(timeout=60) as client:

@@ -51,13 +51,7 @@ def test_a_long_successor_is_made_off_the_loop(
     admin = server.base_url.removesuffix("/v1") + "/_emulator/scenarios"
     assert httpx.post(admin, json=scenario, timeout=60).status_code == 201
     held = Held()
-    dump = websocket.dump
-
-    def holding(item: Any) -> Any:
-        held.hold()
-        return dump(item)
-
-    monkeypatch.setattr(websocket, "dump", holding)
+    monkeypatch.setattr(websocket, "dump", held.around(websocket.dump))
     try:
         with ThreadPoolExecutor(1) as pool:
             pending = pool.submit(_steered, server)
