@@ -2055,6 +2055,22 @@ def mcp_not_mcp() -> str:
     return "the MCP server's answer is not a valid MCP message"
 
 
+@text(MCP, "an MCP listing's error, and a scenario's declared server", name="a.b")
+def mcp_tool_name_invalid(name: str) -> str:
+    """An MCP server (or a scenario's declared one) listing a tool whose name is not 1 to 128
+    letters, digits, `_` or `-`: the names a model can call, as a function tool's, and a single
+    `tools.<label>.<tool>` key (a dot would open a namespace). `name` is cut to 64 characters."""
+    shown = name if len(name) <= 64 else name[:64] + "..."
+    return f"the MCP server lists a tool named {shown!r}, which is not 1 to 128 letters, digits, '_' or '-'"
+
+
+@text(MCP, "an MCP listing's error, and a scenario's declared server", name="lookup")
+def mcp_tool_name_twice(name: str) -> str:
+    """An MCP server (or a scenario's declared one) listing two tools of one name: which one a call
+    reaches would be a guess, so the listing fails rather than keep one of them."""
+    return f"the MCP server lists more than one tool named {name!r}"
+
+
 @text(MCP, "an MCP listing's or call's error", limit=1048576)
 def mcp_answer_too_large(limit: int) -> str:
     """An MCP server's answer over `--mcp-max-answer-bytes`."""

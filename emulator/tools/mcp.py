@@ -22,12 +22,13 @@ import functools
 import importlib
 import json
 import math
+import re
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.tools.egress import (
@@ -79,6 +80,32 @@ class McpServerSpec(WireModel):
     tools: list[McpToolSpec] = Field(default_factory=list)
     error: str | None = None
     """Listing the server fails with this message."""
+
+    @model_validator(mode="after")
+    def _names(self) -> McpServerSpec:
+        problem = name_problem(t.name for t in self.tools)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
+
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,128}")
+"""A listed MCP tool's name: what a function tool's may be (the model calls it by that name), and
+one `tools.<label>.<tool>` key (a dot would open a namespace the next tool could overwrite)."""
+
+
+def name_problem(names: Iterable[str]) -> str | None:
+    """Why a listing's tool names cannot be served (one not a name, or one listed twice), or None.
+    Before, `a.b` then `a` lost `a.b` from the program's namespace, and of two tools `a` the
+    listing showed both while every call reached the first, silently."""
+    seen: set[str] = set()
+    for name in names:
+        if not TOOL_NAME.fullmatch(name):
+            return messages.mcp_tool_name_invalid(name)
+        if name in seen:
+            return messages.mcp_tool_name_twice(name)
+        seen.add(name)
+    return None
 
 
 # ---- the client ---------------------------------------------------------------------------------
@@ -334,6 +361,9 @@ async def list_tools(
 
     async def work(client: Any) -> Listing:
         tools = await _every_page(client)
+        problem = name_problem(t.name for t in tools)
+        if problem is not None:
+            raise _BadNames(problem)
         entries = []
         for t in tools:
             annotations = (
@@ -353,8 +383,15 @@ async def list_tools(
         listing: Listing = await _session(tool, _bounded(policy, timeout_s), work)
         return listing
     except Exception as e:  # a listing that fails is reported, as the hosted API does
+        leaf = _unwrap(e)
+        if isinstance(leaf, _BadNames):
+            return Listing([], frozenset(), messages.listing_failed(tool.server_label, str(leaf)))
         error = _http_error(e, _bounded(policy, timeout_s))
         return Listing([], frozenset(), messages.listing_failed(tool.server_label, error["message"]))
+
+
+class _BadNames(Exception):
+    """A listing naming a tool the program's namespace cannot hold, or one tool twice."""
 
 
 class _NotJson(Exception):

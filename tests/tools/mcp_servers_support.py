@@ -105,7 +105,7 @@ def _replay(body: bytes) -> Any:
 
 
 @contextmanager
-def misbehaving_server(mode: str = "", huge_bytes: int = 0) -> Iterator[Served]:
+def misbehaving_server(mode: str = "", huge_bytes: int = 0, names: tuple[str, ...] = ()) -> Iterator[Served]:
     """A server whose `tools/call` misbehaves as `mode` says:
 
     - `keepalive`: a 200 event stream that sends only SSE comments, forever (`keepalive_all`: for
@@ -120,6 +120,7 @@ def misbehaving_server(mode: str = "", huge_bytes: int = 0) -> Iterator[Served]:
     - `paged`: a listing in two pages (`first`, then `second` after the cursor `2`); `paged_loop`:
       every page names the same next cursor;
     - `nan_listing`: a listing whose tool schema holds `NaN` (which JSON has no word for);
+    - `named_listing`: a listing of one tool for each of `names`, as they are (repeats, dots);
     - anything else: the MCP server's own answer (its `wait` tool never answers, `huge` is big).
     """
     inner = _mcp_server(huge_bytes).streamable_http_app()
@@ -162,6 +163,14 @@ def misbehaving_server(mode: str = "", huge_bytes: int = 0) -> Iterator[Served]:
             headers = [(b"content-type", b"application/json")]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             await send({"type": "http.response.body", "body": answer.encode()})
+            return
+        if mode == "named_listing" and method == "tools/list":
+            tools = [{"name": name, "inputSchema": {"type": "object"}} for name in names]
+            result = {"tools": tools, "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+            answer = json.dumps({"jsonrpc": "2.0", "id": json.loads(body)["id"], "result": result}).encode()
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": answer})
             return
         if mode in ("paged", "paged_loop") and method == "tools/list":
             request = json.loads(body)

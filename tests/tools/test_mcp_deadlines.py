@@ -180,3 +180,32 @@ def test_a_listing_holding_nan_is_a_424(emulator: PTCEmulator) -> None:
         message
         == "Error retrieving tool list from MCP server 'nan': the MCP server's answer is not a valid MCP message"
     )
+
+
+@pytest.mark.parametrize(
+    ("names", "reason"),
+    [
+        (("a", "a"), "the MCP server lists more than one tool named 'a'"),
+        (("a.b", "a"), "the MCP server lists a tool named 'a.b', which is not 1 to 128 letters, digits, '_' or '-'"),
+        (("",), "the MCP server lists a tool named '', which is not 1 to 128 letters, digits, '_' or '-'"),
+    ],
+    ids=["twice", "dot", "empty"],
+)
+def test_a_listing_whose_tool_names_cannot_be_served_is_a_424(
+    emulator: PTCEmulator, names: tuple[str, ...], reason: str
+) -> None:
+    """Tool names are `tools.<label>.<tool>` keys and what a call names. Before, the listing was
+    taken as it was: of two tools `a` the `mcp_list_tools` item showed both and every call reached
+    the first; `a.b` then `a` left `tools.odd.a` the tool, `a.b` gone; `''` was a tool. Silently."""
+    with misbehaving_server("named_listing", names=names) as server:
+        mcp = {"type": "mcp", "server_label": "odd", "server_url": server.url, "allowed_callers": ["programmatic"]}
+        with validating_client(emulator) as client, pytest.raises(openai.APIStatusError) as caught:
+            client.responses.create(model="gpt-test", tools=[PTC, mcp], input=js("text('x')"))
+    assert caught.value.status_code == 424
+    error = caught.value.response.json()["error"]
+    assert error == {
+        "message": f"Error retrieving tool list from MCP server 'odd': {reason}",
+        "type": "external_connector_error",
+        "param": "tools",
+        "code": "http_error",
+    }

@@ -1025,6 +1025,16 @@ def _(c: Context) -> object:
     return caught.value
 
 
+@trigger("mcp_tool_name_invalid")
+def _(c: Context) -> object:
+    return mcp.name_problem(["lookup", "a.b"])
+
+
+@trigger("mcp_tool_name_twice")
+def _(c: Context) -> object:
+    return mcp.name_problem(["lookup", "lookup"])
+
+
 @trigger("mcp_unknown_tool")
 def _(c: Context) -> object:
     tool = McpTool.model_validate({"type": "mcp", "server_label": "docs"})

@@ -121,6 +121,25 @@ def test_a_malformed_scenario_is_refused_naming_the_field(data: Any, why: str) -
     assert why in refusal(data)
 
 
+@pytest.mark.parametrize(
+    ("names", "why"),
+    [
+        (["a", "a"], "hosted.mcp_servers.docs: Value error, the MCP server lists more than one tool named 'a'"),
+        (["a.b", "a"], "the MCP server lists a tool named 'a.b', which is not 1 to 128 letters"),
+        ([""], "the MCP server lists a tool named '', which is not 1 to 128 letters"),
+        (["x" * 129], "the MCP server lists a tool named 'xxxxxxxxxx"),
+    ],
+    ids=["twice", "dot", "empty", "long"],
+)
+def test_a_declared_mcp_server_whose_tool_names_cannot_be_served_is_refused(names: list[str], why: str) -> None:
+    """A declared server's tools are `tools.<label>.<tool>` keys and names a call reaches. Before,
+    such a scenario loaded: of two tools `a` every call reached the first, and `a.b` then `a` lost
+    `a.b` from the program's namespace, silently (and `ptc-emulator validate` said all valid)."""
+    tools = [{"name": name, "output": "x"} for name in names]
+    spec = {"name": "x", "turns": [{"message": "x"}], "hosted": {"mcp_servers": {"docs": {"tools": tools}}}}
+    assert why in refusal(spec)
+
+
 @pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), -1, 10**9])
 def test_a_retry_after_that_is_not_a_sane_number_is_refused(value: float) -> None:
     spec = {"name": "retry", "turns": [{"message": "x", "fault": {"http_error": 429, "retry_after": value}}]}
