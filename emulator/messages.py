@@ -1434,6 +1434,13 @@ def no_scenario_matched(
     return NoScenarioMatched(message, report)
 
 
+@text(SCENARIOS, "invalid_scenario's reason (the loader's)", path="turns.0.call.arguments.x")
+def scenario_number_not_finite(path: str) -> str:
+    """A scenario holding NaN or an infinity (YAML's `.nan`, `.inf`) where a response would carry
+    it (`path`: the field's path): JSON has no spelling for them."""
+    return f"{path}: numbers must be finite (NaN and Infinity are not JSON)"
+
+
 @text(SCENARIOS, "no_scenario_matched's inline reason")
 def inline_cannot_run(reason: str) -> str:
     """The latest user message's ```js block, which the request's `tool_choice` forbids."""

@@ -200,6 +200,35 @@ def test_a_lone_surrogate_in_a_scenario_is_refused_when_added(admin: httpx.Clien
     assert_envelope(reply, 400, "lone UTF-16 surrogate", code="invalid_scenario")
 
 
+@pytest.mark.parametrize(
+    ("yaml_text", "path"),
+    [
+        ("turns:\n  - call: {name: echo, arguments: {x: .nan}}\n", "turns.0.call.arguments.x"),
+        (
+            "turns:\n  - program: text(1)\nhosted:\n  mcp_servers:\n    docs:\n      tools:\n"
+            "        - {name: a, input_schema: {type: object, maximum: .inf}}\n",
+            "hosted.mcp_servers.docs.tools.0.input_schema.maximum",
+        ),
+        (
+            "turns:\n  - code_interpreter: {code: x}\nhosted:\n  code_interpreter:\n"
+            "    - outputs: [{type: logs, logs: a, n: -.inf}]\n",
+            "hosted.code_interpreter.0.outputs.0.n",
+        ),
+    ],
+    ids=["call-arguments", "mcp-schema", "code-interpreter-output"],
+)
+def test_nan_or_an_infinity_in_a_yaml_scenario_is_refused_when_added(
+    admin: httpx.Client, yaml_text: str, path: str
+) -> None:
+    """YAML spells NaN and the infinities (`.nan`, `.inf`), JSON does not. Before, such a scenario
+    was added: its call turn reached the client as `{"x":NaN}`, which no JSON reader takes, and a
+    declared MCP schema or code interpreter output showed `null` in the number's place, silently."""
+    reply = admin.post("/scenarios", json={"yaml": "match: {input: nan}\n" + yaml_text, "name": "nan"})
+    assert_envelope(
+        reply, 400, f"{path}: numbers must be finite (NaN and Infinity are not JSON)", code="invalid_scenario"
+    )
+
+
 # ---- YAML ------------------------------------------------------------------------------------------------
 
 

@@ -1872,6 +1872,12 @@ def _(c: Context) -> object:
     return c.post(f"{ADMIN}/scenarios", {"turns": []})
 
 
+@trigger("scenario_number_not_finite")
+def _(c: Context) -> object:
+    yaml_text = "match: {input: x}\nturns:\n  - call: {name: echo, arguments: {x: .nan}}\n"
+    return c.post(f"{ADMIN}/scenarios", {"yaml": yaml_text})
+
+
 @trigger("scenario_yaml_not_text")
 def _(c: Context) -> object:
     return c.post(f"{ADMIN}/scenarios", {"yaml": 1})

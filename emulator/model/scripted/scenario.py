@@ -29,6 +29,7 @@ import difflib
 import errno
 import functools
 import json
+import math
 import os
 import re
 import stat
@@ -347,6 +348,9 @@ def load_scenario(
     surrogate = _lone_surrogate(data)
     if surrogate is not None:
         raise ScenarioError(f"{source}: {surrogate}")
+    not_finite = _not_finite(data)
+    if not_finite is not None:
+        raise ScenarioError(f"{source}: {not_finite}")
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: a scenario is a mapping with `match` and `turns`")
     if "name" not in data and default_name:
@@ -438,6 +442,22 @@ def _lone_surrogate(data: Any) -> str | None:
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
+    return None
+
+
+def _not_finite(data: Any) -> str | None:
+    """Where `data` holds NaN or an infinity (YAML's `.nan`, `.inf`), which no response can carry,
+    or None. Before, a call turn's `arguments: {x: .nan}` reached the client as `{"x":NaN}`, which
+    no JSON reader takes, and a declared MCP schema's or code interpreter output's became `null`."""
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(data, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return messages.scenario_number_not_finite(".".join(str(p) for p in path) or "the scenario")
+        if isinstance(node, dict):
+            stack.extend((value, (*path, key)) for key, value in node.items())
+        elif isinstance(node, list):
+            stack.extend((value, (*path, i)) for i, value in enumerate(node))
     return None
 
 
