@@ -40,6 +40,7 @@ __all__ = [
     "OtherToolChoice",
     "ProgrammaticToolCalling",
     "ProgrammaticToolChoice",
+    "ServerLabel",
     "ShellEnvironment",
     "ShellTool",
     "TextFormat",
@@ -52,6 +53,8 @@ __all__ = [
 ]
 
 ToolName = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[a-zA-Z0-9_-]+$")]
+ServerLabel = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")]
+"""An `mcp` tool's `server_label`, and the label a scenario declares a server under."""
 
 
 class McpFilter(WireModel):
@@ -89,7 +92,7 @@ class CallerRules:
 
 class McpTool(CallerRules, WireModel):
     type: Literal["mcp"] = "mcp"
-    server_label: str = Field(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")
+    server_label: ServerLabel
     server_url: str | None = None
     connector_id: (
         Literal[

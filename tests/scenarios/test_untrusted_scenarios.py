@@ -229,6 +229,18 @@ def test_nan_or_an_infinity_in_a_yaml_scenario_is_refused_when_added(
     )
 
 
+def test_a_declared_mcp_server_under_a_label_no_request_can_name_is_refused_when_added(admin: httpx.Client) -> None:
+    """A request's `server_label` is letters, digits, `_` and `-`. Before, a scenario (or a hosted
+    script) declaring a server under `docs server` was added, a server no request could reach."""
+    tools = {"tools": [{"name": "lookup", "output": "x"}]}
+    scenario = {"name": "label", "turns": [{"message": "x"}], "hosted": {"mcp_servers": {"docs server": tools}}}
+    reply = admin.post("/scenarios", json=scenario)
+    assert_envelope(
+        reply, 400, "hosted.mcp_servers.docs server.[key]: String should match pattern", code="invalid_scenario"
+    )
+    assert admin.put("/hosted", json={"mcp_servers": {"docs server": tools}}).status_code == 400
+
+
 # ---- YAML ------------------------------------------------------------------------------------------------
 
 

@@ -69,7 +69,7 @@ from ptc_emulator.emulator.wire.items import (
     WireModel,
     of_type,
 )
-from ptc_emulator.emulator.wire.tools import CodeInterpreterTool, McpTool
+from ptc_emulator.emulator.wire.tools import CodeInterpreterTool, McpTool, ServerLabel
 from ptc_emulator.sandbox import PendingCall, ToolResult
 
 __all__ = [
@@ -139,7 +139,9 @@ class ShellSpec(WireModel):
 class HostedScript(WireModel):
     """Results for the tools that run on OpenAI's side (a scenario's `hosted:` section)."""
 
-    mcp_servers: dict[str, McpServerSpec] = Field(default_factory=dict)
+    mcp_servers: dict[ServerLabel, McpServerSpec] = Field(default_factory=dict)
+    """By label: a label no `server_label` can spell (one request tool's pattern) is refused, not
+    kept as a server no request could reach."""
     code_interpreter: list[CodeInterpreterSpec] = Field(default_factory=list)
     shell: list[ShellSpec] = Field(default_factory=list)
 
