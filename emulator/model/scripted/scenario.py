@@ -452,8 +452,8 @@ def _not_finite(data: Any) -> str | None:
     stack: list[tuple[Any, tuple[Any, ...]]] = [(data, ())]
     while stack:
         node, path = stack.pop()
-        if isinstance(node, float) and not math.isfinite(node):
-            return messages.scenario_number_not_finite(".".join(str(p) for p in path) or "the scenario")
+        if path and isinstance(node, float) and not math.isfinite(node):  # a bare number is no mapping
+            return messages.scenario_number_not_finite(".".join(str(p) for p in path))
         if isinstance(node, dict):
             stack.extend((value, (*path, key)) for key, value in node.items())
         elif isinstance(node, list):
