@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import math
 import os
 import re
 from collections import OrderedDict, deque
@@ -39,6 +38,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from ptc_emulator.api.bounds import SECONDS
 from ptc_emulator.api.routes.responses import SCOPE_HEADER, SCOPE_METADATA_KEY
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator import messages
@@ -129,8 +129,8 @@ class RecordingProxy:
         self.deadline = settings.upstream_timeout_s
         """One exchange with the upstream, whole (`--upstream-timeout`): a read timeout alone
         (the time between two bytes) let an upstream that dripped its answer hold a client for ever."""
-        if not math.isfinite(self.deadline) or self.deadline <= 0:
-            raise ProxySettingsError(f"--upstream-timeout {self.deadline:g}: give a positive number of seconds")
+        if (problem := SECONDS.problem(self.deadline)) is not None:  # the CLI's check, for settings built in code
+            raise ProxySettingsError(f"--upstream-timeout {self.deadline!r}: {problem}")
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(self.deadline, connect=min(30.0, self.deadline)))
 
     async def aclose(self) -> None:

@@ -317,6 +317,20 @@ def head_timeout(seconds: float) -> StatusError:
     )
 
 
+@error(EDGE, seconds=60.0)
+def body_timeout(seconds: float) -> StatusError:
+    """A request whose body had not all arrived `seconds` after its headers ended, `--body-timeout`
+    (time the server held the body back not counted): the connection is closed after it, and the
+    request's work ends. A request whose response had begun is closed without it."""
+    return StatusError(
+        408,
+        f"Request timeout: a request's body must arrive within {seconds:g} seconds of its headers "
+        "(set --body-timeout); the connection is closed.",
+        type="invalid_request_error",
+        code="request_timeout",
+    )
+
+
 @error(EDGE)
 def invalid_http_request() -> StatusError:
     """Bytes the server's HTTP parser cannot read as a request (not HTTP, a malformed header, two
