@@ -1950,12 +1950,13 @@ def proxy_timeout(base: str, seconds: float) -> StatusError:
 
 @error(PROXY, seconds=600.0)
 def proxy_socket_timeout(base: str, seconds: float) -> StatusError:
-    """Over a WebSocket, the recording proxy's upstream sent no first event (`response.created`,
-    or an `error`) for a response.create within `--upstream-timeout` of it (or of the upstream's
-    last message, while an earlier response streams): sent as an `error` event, then close code 1014."""
+    """Over a WebSocket, the recording proxy's upstream did not answer a response.create to its end
+    (its response's terminal event, or an `error`) within `--upstream-timeout` of it (or of the
+    upstream's answering the create before it, while that one streams): sent as an `error` event,
+    then close code 1014."""
     return StatusError(
         504,
-        f"The upstream {base} did not start answering a response.create within {seconds:g} s (--upstream-timeout).",
+        f"The upstream {base} did not finish answering a response.create within {seconds:g} s (--upstream-timeout).",
         type="server_error",
         code="upstream_timeout",
     )
