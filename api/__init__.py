@@ -9,6 +9,7 @@
     journaling.py   each create journaled however it ends, one log line per HTTP request
     disconnect.py   a create whose client goes away is cancelled
     settings.py     the server's settings (`Settings`), what the CLI's flags set (`cli.py`: `main`)
+    bounds.py       the one check of every number a flag takes (seconds, bytes, counts)
     proxy.py        the recording proxy in front of a real service
     inspector/      the trace inspector
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import ptc_emulator
+from ptc_emulator.api.bounds import BYTES, COUNT, PORT, SECONDS, WORKERS, Bound
 from ptc_emulator.names import API_KEY_ENV
 
 if TYPE_CHECKING:
@@ -36,6 +37,14 @@ class _OneDefault(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+class _OneLine(argparse.ArgumentParser):
+    """A subcommand's parser whose error is one line, as the CLI's other errors are: argparse's own
+    printed the whole usage first (some forty lines for `serve`), the error itself last."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` lists the options)\n")
+
+
 def _parser(serve_options: bool = True) -> argparse.ArgumentParser:
     """The command line. Without `serve_options`, `serve` is listed with its help line but given
     none of its options: enough for a command line that does not run `serve`."""
@@ -45,7 +54,7 @@ def _parser(serve_options: bool = True) -> argparse.ArgumentParser:
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {ptc_emulator.__version__}", help="show the version and exit"
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_OneLine)
     serve = commands.add_parser("serve", help="serve the Responses API on a local port", formatter_class=_OneDefault)
     if serve_options:
         _serve_arguments(serve)
@@ -61,7 +70,7 @@ def _serve_arguments(serve: argparse.ArgumentParser) -> None:
     limits = Limits()
     defaults = Settings()
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    serve.add_argument("--port", type=int, default=8000, help="port to bind")
+    serve.add_argument("--port", type=PORT, default=8000, help="port to bind (0: any free one)")
     serve.add_argument(
         "--fixtures", type=Path, action="append", default=[], metavar="DIR", help="more scenario files (repeatable)"
     )
@@ -85,7 +94,7 @@ def _serve_arguments(serve: argparse.ArgumentParser) -> None:
     )
     serve.add_argument(
         "--lease-seconds",
-        type=float,
+        type=SECONDS,
         default=defaults.lease_s,
         help="with a postgresql store: a dead replica's running turns are taken over after this long",
     )
@@ -109,33 +118,40 @@ def _serve_arguments(serve: argparse.ArgumentParser) -> None:
         help=f"require this Bearer key (visible in ps: prefer {API_KEY_ENV} or --api-key-file)",
     )
     serve.add_argument("--api-key-file", type=Path, default=None, metavar="PATH", help="read the key from PATH")
-    serve.add_argument("--workers", type=int, default=defaults.pool_size, help="V8 worker processes")
+    serve.add_argument("--workers", type=WORKERS, default=defaults.pool_size, help="V8 worker processes")
     serve.add_argument(
         "--live-cache",
-        type=int,
+        type=Bound(minimum=0),
         default=defaults.live_cache,
         metavar="N",
         help="suspended programs each worker keeps live to skip replay (0: always replay)",
     )
-    serve.add_argument("--timeout", type=float, default=limits.timeout_s, help="seconds per program run")
-    serve.add_argument("--heap-mb", type=int, default=limits.heap_bytes // 2**20, help="V8 heap per program")
-    serve.add_argument("--max-tool-calls", type=int, default=limits.max_tool_calls, help="per program")
-    serve.add_argument("--max-output-bytes", type=int, default=limits.max_output_bytes, help="a program's output")
-    serve.add_argument("--max-code-bytes", type=int, default=limits.max_code_bytes, help="a program's source")
+    serve.add_argument("--timeout", type=SECONDS, default=limits.timeout_s, help="seconds per program run")
+    serve.add_argument("--heap-mb", type=COUNT, default=limits.heap_bytes // 2**20, help="V8 heap per program")
+    serve.add_argument("--max-tool-calls", type=COUNT, default=limits.max_tool_calls, help="per program")
+    serve.add_argument("--max-output-bytes", type=BYTES, default=limits.max_output_bytes, help="a program's output")
+    serve.add_argument("--max-code-bytes", type=BYTES, default=limits.max_code_bytes, help="a program's source")
     serve.add_argument(
-        "--max-argument-bytes", type=int, default=limits.max_argument_bytes, help="a program's tool calls, in all"
+        "--max-argument-bytes", type=BYTES, default=limits.max_argument_bytes, help="a program's tool calls, in all"
     )
-    serve.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes, help="a request body")
+    serve.add_argument("--max-body-bytes", type=BYTES, default=defaults.max_body_bytes, help="a request body")
     serve.add_argument(
         "--head-timeout",
-        type=float,
+        type=SECONDS,
         default=defaults.head_timeout_s,
         metavar="SECONDS",
         help="a request's line and headers must arrive within it (then the 408, or the connection closed)",
     )
     serve.add_argument(
+        "--body-timeout",
+        type=SECONDS,
+        default=defaults.body_timeout_s,
+        metavar="SECONDS",
+        help="a request's body must arrive within it of its headers (then the 408, or the connection closed)",
+    )
+    serve.add_argument(
         "--write-pause-timeout",
-        type=float,
+        type=SECONDS,
         default=defaults.write_pause_s,
         metavar="SECONDS",
         help="a connection whose client reads nothing of a waiting reply this long is closed (reading restarts it)",
@@ -174,7 +190,7 @@ def _tool_commands(commands: Any) -> None:
         "inspect", help="serve a saved trace (a failed test's .html or .json) in the inspector"
     )
     inspect.add_argument("file", type=Path, metavar="FILE", help="a trace's .html or .json, or a journal's JSON")
-    inspect.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free one)")
+    inspect.add_argument("--port", type=PORT, default=0, help="port on 127.0.0.1 (default: any free one)")
     validate = commands.add_parser(
         "validate", help="check scenario files as the server would load them (exit status 1 on any problem)"
     )
@@ -195,16 +211,16 @@ def _mcp_arguments(serve: argparse.ArgumentParser, defaults: Settings) -> None:
         "--mcp-allow-private", action="store_true", help="MCP servers on loopback and private addresses are allowed"
     )
     group.add_argument(
-        "--mcp-connect-timeout", type=float, default=defaults.mcp_connect_timeout_s, help="seconds to connect"
+        "--mcp-connect-timeout", type=SECONDS, default=defaults.mcp_connect_timeout_s, help="seconds to connect"
     )
     group.add_argument(
-        "--mcp-timeout", type=float, default=defaults.mcp_timeout_s, help="seconds for one MCP listing or call"
+        "--mcp-timeout", type=SECONDS, default=defaults.mcp_timeout_s, help="seconds for one MCP listing or call"
     )
     group.add_argument(
-        "--mcp-max-answer-bytes", type=int, default=defaults.mcp_max_answer_bytes, help="bytes read per MCP call"
+        "--mcp-max-answer-bytes", type=BYTES, default=defaults.mcp_max_answer_bytes, help="bytes read per MCP call"
     )
     group.add_argument(
-        "--mcp-memo-bytes", type=int, default=defaults.mcp_memo_bytes, help="bytes of hidden call results kept"
+        "--mcp-memo-bytes", type=BYTES, default=defaults.mcp_memo_bytes, help="bytes of hidden call results kept"
     )
 
 
@@ -231,7 +247,7 @@ def _record_arguments(serve: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--upstream-timeout",
-        type=float,
+        type=SECONDS,
         default=600.0,
         metavar="SECONDS",
         help="one exchange with the upstream, whole (a streamed answer to its end)",
@@ -261,14 +277,17 @@ def _model_upstream_arguments(serve: argparse.ArgumentParser, defaults: Settings
         + "; ".join(f"{name}: {protocol.title}" for name, protocol in UPSTREAM_PROTOCOLS.items()),
     )
     group.add_argument(
-        "--model-upstream-timeout", type=float, default=120.0, metavar="SECONDS", help="one upstream request"
+        "--model-upstream-timeout", type=SECONDS, default=120.0, metavar="SECONDS", help="one upstream request"
     )
     group.add_argument(
-        "--model-upstream-retries", type=int, default=2, help="further attempts after a failure or a 429/5xx"
+        "--model-upstream-retries",
+        type=Bound(minimum=0),
+        default=2,
+        help="further attempts after a failure or a 429/5xx (0: none)",
     )
     group.add_argument(
         "--model-upstream-max-answer-bytes",
-        type=int,
+        type=BYTES,
         default=defaults.model_upstream_max_answer_bytes,
         metavar="BYTES",
         help="bytes one upstream answer may take, whole or streamed",
@@ -327,6 +346,7 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
         ),
         max_body_bytes=args.max_body_bytes,
         head_timeout_s=args.head_timeout,
+        body_timeout_s=args.body_timeout,
         write_pause_s=args.write_pause_timeout,
         allowed_hosts=tuple(args.allowed_host),
         allowed_origins=tuple(args.allowed_origin),
@@ -404,12 +424,6 @@ def main(argv: list[str] | None = None) -> None:
             _fail(f"--fixtures {why}" if why else f"--fixtures {directory}: no such directory", 2)
     if (problem := resend_problem(settings)) is not None:
         _fail(problem, 2)
-    for flag, seconds in (
-        ("--head-timeout", settings.head_timeout_s),
-        ("--write-pause-timeout", settings.write_pause_s),
-    ):
-        if not seconds > 0:
-            _fail(f"{flag} {seconds}: not a positive number of seconds", 2)
     if settings.upstream is not None and not settings.upstream.startswith(("http://", "https://")):
         _fail(f"--upstream {settings.upstream}: not an http:// or https:// base URL", 2)
     if settings.upstream is not None and settings.record_dir is None:
@@ -549,7 +563,11 @@ def server_config(app: Any, settings: Settings, *, log_level: str, json_logs: bo
     return uvicorn.Config(
         app,
         log_level=log_level,
-        http=HttpProtocol.bounded(head_timeout_s=settings.head_timeout_s, write_pause_s=settings.write_pause_s),
+        http=HttpProtocol.bounded(
+            head_timeout_s=settings.head_timeout_s,
+            body_timeout_s=settings.body_timeout_s,
+            write_pause_s=settings.write_pause_s,
+        ),
         ws=WebSocketProtocol.bounded(write_pause_s=settings.write_pause_s),
         lifespan="on",
         timeout_keep_alive=KEEP_ALIVE_S,

@@ -13,7 +13,7 @@ uvicorn bounds no connection in time either: its keep-alive timer is armed only 
 and any byte that arrives cancels it. A client that connected and sent nothing was held for good (five
 thousand such connections were all still open 40 s on), one that sent its head a byte at a time held
 it as long as it kept on, and one that never read kept its connection and its unsent reply until it
-closed. Two deadlines bound them:
+closed. Three deadlines bound them:
 
 - the head deadline (`head_timeout_s`, `--head-timeout`): a request's line and headers must have
   arrived within it, counted from the connection's start for its first request and from a request's
@@ -21,6 +21,14 @@ closed. Two deadlines bound them:
   `KEEP_ALIVE_S`). Past it a client that began a request, with no response of the connection's under
   way, is answered the 408 `request_timeout` in the envelope; otherwise (nothing sent, or an earlier
   response still being written) the connection is just closed;
+- the body deadline (`body_timeout_s`, `--body-timeout`): a request's body must have arrived whole
+  within it of its headers' end. A client that sent its head and then trickled its body (a byte every
+  few seconds) or stopped held the connection, its buffered body and the request's app as long as it
+  kept on. Time the server itself holds the body back is not the client's: while reading is paused
+  (the app has not taken what came), a pipelined request waits for the one before it, or its
+  `100 Continue` is not yet sent, the deadline starts again. Past it, with no response under way, the
+  408 `request_timeout` in the envelope, the request's app told of the disconnect; otherwise the
+  connection is just closed;
 - the write-pause limit (`write_pause_s`, `--write-pause-timeout`): a connection whose transport
   is paused for writing (the server's write buffer over its high-water mark) and whose client reads
   nothing of it that long is aborted: its buffered reply is dropped and the request's app sees
@@ -37,7 +45,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import EmulatorError
 
-__all__ = ["HEAD_BYTES", "HEAD_TIMEOUT_S", "WRITE_PAUSE_S", "HttpProtocol", "PauseBound"]
+__all__ = ["BODY_TIMEOUT_S", "HEAD_BYTES", "HEAD_TIMEOUT_S", "WRITE_PAUSE_S", "HttpProtocol", "PauseBound"]
 
 HEAD_BYTES = 64 * 1024
 """The most a request's line and headers may take together (node's default is 16 KiB, nginx's 32 KiB
@@ -45,6 +53,10 @@ in four buffers); an SDK's request head is well under 2 KiB."""
 
 HEAD_TIMEOUT_S = 30.0
 """The default head deadline: an SDK sends its head in one write, well within it on any link."""
+
+BODY_TIMEOUT_S = 60.0
+"""The default body deadline: an SDK writes its body right after its head; the largest body the
+default `--max-body-bytes` allows (16 MiB) arrives within it at 300 KB/s."""
 
 WRITE_PAUSE_S = 60.0
 """The default write-pause limit: a client that reads nothing for a minute while the server has a
@@ -89,6 +101,7 @@ class PauseBound:
 
 class HttpProtocol(HttpToolsProtocol):
     head_timeout_s = HEAD_TIMEOUT_S
+    body_timeout_s = BODY_TIMEOUT_S
     write_pause_s = WRITE_PAUSE_S
     _in_head = True
     """Between a request's first byte (or the connection's start) and its headers' end."""
@@ -96,12 +109,16 @@ class HttpProtocol(HttpToolsProtocol):
     _head_begun = False
     """A request's first byte has come and its headers have not ended."""
     _head_timer: asyncio.TimerHandle | None = None
+    _body_timer: asyncio.TimerHandle | None = None
     _pause: PauseBound | None = None
 
     @classmethod
-    def bounded(cls, *, head_timeout_s: float, write_pause_s: float) -> type[HttpProtocol]:
+    def bounded(
+        cls, *, head_timeout_s: float, write_pause_s: float, body_timeout_s: float = BODY_TIMEOUT_S
+    ) -> type[HttpProtocol]:
         """This protocol with the settings' deadlines (uvicorn makes the protocol from a class)."""
-        return type(cls.__name__, (cls,), {"head_timeout_s": head_timeout_s, "write_pause_s": write_pause_s})
+        deadlines = {"head_timeout_s": head_timeout_s, "write_pause_s": write_pause_s, "body_timeout_s": body_timeout_s}
+        return type(cls.__name__, (cls,), deadlines)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -110,6 +127,7 @@ class HttpProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head()
+        self._disarm_body()
         if self._pause is not None:
             self._pause.resumed()
         super().connection_lost(exc)
@@ -126,6 +144,7 @@ class HttpProtocol(HttpToolsProtocol):
 
     def handle_websocket_upgrade(self) -> None:
         self._disarm_head()
+        self._disarm_body()
         if self._pause is not None:
             self._pause.resumed()  # the WebSocket protocol bounds its own pauses
         super().handle_websocket_upgrade()
@@ -166,10 +185,36 @@ class HttpProtocol(HttpToolsProtocol):
         self._in_head, self._head_bytes, self._head_begun = False, 0, False
         self._disarm_head()
         super().on_headers_complete()
+        self._arm_body()
 
     def on_message_complete(self) -> None:
+        self._disarm_body()
         super().on_message_complete()
         self._in_head, self._head_bytes = True, 0
+
+    def _arm_body(self) -> None:
+        self._disarm_body()
+        self._body_timer = self.loop.call_later(self.body_timeout_s, self._body_expired)
+
+    def _disarm_body(self) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _body_expired(self) -> None:
+        self._body_timer = None
+        cycle = self.cycle
+        if self.transport.is_closing() or cycle is None:
+            return
+        if self.flow.read_paused or self.pipeline or getattr(cycle, "waiting_for_100_continue", False):
+            self._arm_body()  # the server holds the body back, not the client: its clock starts again
+            return
+        cycle.disconnected = True  # the app's next receive is the disconnect, its sends go nowhere
+        cycle.message_event.set()
+        if not cycle.response_started:
+            self._refuse(messages.body_timeout(self.body_timeout_s))
+        else:
+            self.transport.close()
 
     def send_400_response(self, msg: str) -> None:
         self._refuse(messages.invalid_http_request())

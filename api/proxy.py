@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import math
 import os
 import re
 from collections import OrderedDict, deque
@@ -39,6 +38,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from ptc_emulator.api.bounds import SECONDS
 from ptc_emulator.api.routes.responses import SCOPE_HEADER, SCOPE_METADATA_KEY
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator import messages
@@ -129,8 +129,8 @@ class RecordingProxy:
         self.deadline = settings.upstream_timeout_s
         """One exchange with the upstream, whole (`--upstream-timeout`): a read timeout alone
         (the time between two bytes) let an upstream that dripped its answer hold a client for ever."""
-        if not math.isfinite(self.deadline) or self.deadline <= 0:
-            raise ProxySettingsError(f"--upstream-timeout {self.deadline:g}: give a positive number of seconds")
+        if (problem := SECONDS.problem(self.deadline)) is not None:  # the CLI's check, for settings built in code
+            raise ProxySettingsError(f"--upstream-timeout {self.deadline!r}: {problem}")
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(self.deadline, connect=min(30.0, self.deadline)))
 
     async def aclose(self) -> None:
@@ -365,10 +365,11 @@ class RecordingProxy:
             await websocket.accept()
         pending: deque[dict[str, Any]] = deque()
         loop = asyncio.get_running_loop()
-        unstarted: deque[float] = deque()
-        """When each response.create not yet answered (by `response.created` or an `error`) was sent."""
-        heard = [loop.time()]
-        """When the upstream last sent anything."""
+        unanswered: deque[float] = deque()
+        """When each response.create not yet answered whole (by its response's terminal event, or an
+        `error`) was sent."""
+        answered = [loop.time()]
+        """When the upstream last answered one whole."""
         asked = asyncio.Event()
         ending: list[tuple[int, str]] = []
 
@@ -376,21 +377,24 @@ class RecordingProxy:
             frame = _json(text.encode("utf-8"))
             if isinstance(frame, dict) and frame.get("type") == "response.create":
                 pending.append({k: v for k, v in frame.items() if k != "type"})
-                unstarted.append(loop.time())
+                unanswered.append(loop.time())
                 asked.set()
             await upstream.send(text)
 
         async def deadline() -> None:
-            """`--upstream-timeout` over a socket: a response.create must have its first event
-            within it, counted from when it was sent or from the upstream's last message, whichever
-            is later (one queued behind a response still streaming waits its turn). Past it, the
-            client gets an `error` event saying so, and the socket is closed (1014)."""
+            """`--upstream-timeout` over a socket, as over HTTP, one exchange whole: a response.create
+            must be answered to its end (its response's terminal event, or an `error`) within it,
+            counted from when it was sent or from when the upstream answered the one before it,
+            whichever is later (one queued behind a response still streaming waits its turn). Past
+            it, the client gets an `error` event saying so, and the socket is closed (1014). Before,
+            only a create's first event was due: an upstream that started an answer and then
+            trickled it held the client's socket for ever."""
             while True:
-                if not unstarted:
+                if not unanswered:
                     asked.clear()
                     await asked.wait()
                     continue
-                late = max(unstarted[0], heard[0]) + self.deadline - loop.time()
+                late = max(unanswered[0], answered[0]) + self.deadline - loop.time()
                 if late > 0:
                     await asyncio.sleep(late)
                     continue
@@ -409,12 +413,12 @@ class RecordingProxy:
 
         async def upstream_to_client() -> None:
             async for data in upstream:
-                heard[0] = loop.time()
                 text = data if isinstance(data, str) else data.decode("utf-8", "replace")
                 event = _json(text.encode("utf-8"))
                 if isinstance(event, dict):
-                    if event.get("type") in ("response.created", "error") and unstarted:
-                        unstarted.popleft()
+                    if (event.get("type") in TERMINAL or event.get("type") == "error") and unanswered:
+                        unanswered.popleft()
+                        answered[0] = loop.time()
                     await self._socket_event(event, pending)  # before the client has it (see _forward_http)
                 await websocket.send_text(text)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ptc_emulator.api.httpflow import HEAD_TIMEOUT_S, WRITE_PAUSE_S
+from ptc_emulator.api.httpflow import BODY_TIMEOUT_S, HEAD_TIMEOUT_S, WRITE_PAUSE_S
 from ptc_emulator.emulator.model import DEFAULT_UPSTREAM_PROTOCOL, UpstreamConfig, protocol_named
 from ptc_emulator.emulator.tools.egress import McpPolicy
 from ptc_emulator.names import API_KEY_ENV
@@ -119,6 +119,10 @@ class Settings:
     """A request's line and headers must have arrived this long after the connection opened (its first
     request) or after the request's first byte (the next ones); past it the 408 `request_timeout`, or
     the connection closed if it sent nothing (`api/httpflow.py`)."""
+    body_timeout_s: float = BODY_TIMEOUT_S
+    """A request's body must have arrived whole this long after its headers ended (time the server
+    held it back not counted); past it the 408 `request_timeout`, or the connection closed if its
+    response had begun (`api/httpflow.py`)."""
     write_pause_s: float = WRITE_PAUSE_S
     """A connection (HTTP or WebSocket) paused for writing whose client reads nothing of the waiting
     reply this long is closed and its request's work released (a slow reader restarts the count)."""

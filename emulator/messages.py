@@ -317,6 +317,20 @@ def head_timeout(seconds: float) -> StatusError:
     )
 
 
+@error(EDGE, seconds=60.0)
+def body_timeout(seconds: float) -> StatusError:
+    """A request whose body had not all arrived `seconds` after its headers ended, `--body-timeout`
+    (time the server held the body back not counted): the connection is closed after it, and the
+    request's work ends. A request whose response had begun is closed without it."""
+    return StatusError(
+        408,
+        f"Request timeout: a request's body must arrive within {seconds:g} seconds of its headers "
+        "(set --body-timeout); the connection is closed.",
+        type="invalid_request_error",
+        code="request_timeout",
+    )
+
+
 @error(EDGE)
 def invalid_http_request() -> StatusError:
     """Bytes the server's HTTP parser cannot read as a request (not HTTP, a malformed header, two
@@ -1943,12 +1957,13 @@ def proxy_timeout(base: str, seconds: float) -> StatusError:
 
 @error(PROXY, seconds=600.0)
 def proxy_socket_timeout(base: str, seconds: float) -> StatusError:
-    """Over a WebSocket, the recording proxy's upstream sent no first event (`response.created`,
-    or an `error`) for a response.create within `--upstream-timeout` of it (or of the upstream's
-    last message, while an earlier response streams): sent as an `error` event, then close code 1014."""
+    """Over a WebSocket, the recording proxy's upstream did not answer a response.create to its end
+    (its response's terminal event, or an `error`) within `--upstream-timeout` of it (or of the
+    upstream's answering the create before it, while that one streams): sent as an `error` event,
+    then close code 1014."""
     return StatusError(
         504,
-        f"The upstream {base} did not start answering a response.create within {seconds:g} s (--upstream-timeout).",
+        f"The upstream {base} did not finish answering a response.create within {seconds:g} s (--upstream-timeout).",
         type="server_error",
         code="upstream_timeout",
     )

@@ -230,3 +230,91 @@ def test_a_websocket_peer_that_never_reads_is_dropped(tight: EmulatorServer) -> 
             while _served(tight, sock):  # pings until the pongs fill every buffer, then the server drops it
                 sock.sendall(ping * 64)
         _dropped(tight, sock)
+
+
+# ---- the body deadline: a head sent whole, then a body that trickles ----------------------------
+#
+# uvicorn put no deadline on a request's body: a client that sent its head and then a body byte now
+# and then (or nothing more) held the connection and the request's app for as long as it kept on.
+# A server of its own with a tiny body deadline (0.2 s) and the other deadlines at their defaults.
+
+
+@pytest.fixture(scope="module")
+def slow_body(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorServer]:
+    settings = Settings(data_dir=tmp_path_factory.mktemp("body"), store="memory", pool_size=1, body_timeout_s=0.2)
+    server = EmulatorServer(settings).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _trickled(server: EmulatorServer, path: str) -> bytes:
+    """A POST to `path` whose head comes whole and whose body then comes a byte at a time, each
+    once the last found nothing to read, until the server answers; all it writes before it closes."""
+    with _connect(server) as sock:
+        sock.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: 100000\r\n\r\n".encode()
+            + b'{"model": "m", "input": "'
+        )
+        deadline = time.monotonic() + GUARD_S
+        received = b""
+        while not received:
+            assert time.monotonic() < deadline, "the server never answered the slow body"
+            readable, _, _ = select.select([sock], [], [], 0.02)
+            if readable:
+                received = sock.recv(65536)
+            else:
+                sock.sendall(b"a")
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := sock.recv(65536):
+                received += chunk
+    return received
+
+
+@pytest.mark.parametrize("path", ["/v1/responses", "/v1/conversations"])
+def test_a_body_sent_a_byte_at_a_time_is_the_408_and_the_connection_closes(
+    slow_body: EmulatorServer, path: str
+) -> None:
+    received = _trickled(slow_body, path)
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408 "), head
+    assert b"connection: close" in head.lower() and b"content-type: application/json" in head.lower()
+    assert json.loads(body) == {
+        "error": {
+            "message": (
+                "Request timeout: a request's body must arrive within 0.2 seconds of its headers "
+                "(set --body-timeout); the connection is closed."
+            ),
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "request_timeout",
+        }
+    }
+    with httpx.Client(base_url=f"http://127.0.0.1:{slow_body.port}", timeout=GUARD_S) as http:
+        assert http.get("/_emulator/health").status_code == 200  # and the server serves others
+
+
+def test_a_body_that_stops_coming_is_the_408_and_its_request_is_released(slow_body: EmulatorServer) -> None:
+    with _connect(slow_body) as sock:
+        sock.sendall(
+            b"POST /v1/conversations HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 50\r\n\r\n{"
+        )
+        received = b""
+        while chunk := sock.recv(65536):  # the guard (a socket timeout) fails the old code, which waited on
+            received += chunk
+        assert received.startswith(b"HTTP/1.1 408 "), received[:200]
+        _dropped(slow_body, sock)
+    tasks = slow_body._server.server_state.tasks
+    deadline = time.monotonic() + GUARD_S
+    while tasks:  # the request's app saw the disconnect and ended
+        assert time.monotonic() < deadline, "the request's app still runs"
+        time.sleep(0.01)
+
+
+def test_a_body_sent_with_its_head_is_served_under_the_tight_body_deadline(slow_body: EmulatorServer) -> None:
+    with httpx.Client(base_url=f"http://127.0.0.1:{slow_body.port}", timeout=GUARD_S) as http:
+        made = http.post("/v1/conversations", json={"items": [{"type": "message", "role": "user", "content": "hi"}]})
+    assert made.status_code == 200, made.text

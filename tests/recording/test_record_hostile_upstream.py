@@ -14,6 +14,7 @@ import contextlib
 import gzip
 import json
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
@@ -321,7 +322,7 @@ def test_an_upstream_websocket_that_never_answers_a_create_is_given_up_at_the_de
             "type": "error",
             "status": 504,
             "error": {
-                "message": f"The upstream {url} did not start answering a response.create within 0.2 s "
+                "message": f"The upstream {url} did not finish answering a response.create within 0.2 s "
                 "(--upstream-timeout).",
                 "type": "server_error",
                 "param": None,
@@ -330,6 +331,75 @@ def test_an_upstream_websocket_that_never_answers_a_create_is_given_up_at_the_de
         }
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1014
         assert list((tmp_path / "recordings").glob("*.yaml")) == []
+    finally:
+        loop.call_soon_threadsafe(box["stop"].set)  # type: ignore[attr-defined]
+        thread.join(10)
+        loop.close()
+
+
+def test_an_upstream_websocket_that_trickles_its_answer_is_given_up_at_the_deadline(tmp_path: Path) -> None:
+    """Over a socket only a create's first event was due within --upstream-timeout: an upstream
+    that sent `response.created` and then a delta now and then, never the end, held the client's
+    socket for ever (over HTTP the same upstream is ended at the deadline). Now a create must be
+    answered whole within it, as over HTTP: the client gets the `error` event and the socket is
+    closed (1014). No timing is asserted: only that the bound (0.3 s here) is reached and said."""
+    from websockets.asyncio.server import serve
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    box: dict[str, object] = {}
+    ended = threading.Event()
+
+    async def trickle(socket: object) -> None:
+        await socket.recv()  # type: ignore[attr-defined]
+        response = {"id": "resp_trickle", "object": "response", "status": "in_progress", "output": []}
+        await socket.send(json.dumps({"type": "response.created", "sequence_number": 0, "response": response}))  # type: ignore[attr-defined]
+        number = 1
+        with contextlib.suppress(Exception):
+            while True:  # a delta well within any read timeout, for ever
+                delta = {"type": "response.output_text.delta", "sequence_number": number, "delta": "a"}
+                await socket.send(json.dumps(delta))  # type: ignore[attr-defined]
+                number += 1
+                await asyncio.sleep(0.02)
+        ended.set()
+
+    async def main() -> None:
+        async with serve(trickle, "127.0.0.1", 0) as server:
+            box["port"] = list(server.sockets)[0].getsockname()[1]
+            box["stop"] = stop = asyncio.Event()
+            started.set()
+            await stop.wait()
+
+    thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
+    thread.start()
+    assert started.wait(30)
+    try:
+        url = f"http://127.0.0.1:{box['port']}/v1"
+        with recorder(tmp_path, url, tmp_path / "recordings", mode="all", upstream_timeout_s=0.3) as rec:
+            with connect(rec.server_url.replace("http", "ws", 1) + "/responses") as socket:
+                socket.send(json.dumps({"type": "response.create", **CREATE}))
+                events = []
+                guard = time.monotonic() + 60  # the old code: deltas for ever; a guard, not a measure
+                with pytest.raises(ConnectionClosed) as closed:
+                    while True:
+                        assert time.monotonic() < guard, "the trickling upstream held the socket"
+                        events.append(json.loads(socket.recv(timeout=60)))
+            assert ended.wait(60), "the upstream socket was kept open after the deadline"
+        assert events[0]["type"] == "response.created" and len(events) >= 2
+        assert events[-1] == {
+            "type": "error",
+            "status": 504,
+            "error": {
+                "message": f"The upstream {url} did not finish answering a response.create within 0.3 s "
+                "(--upstream-timeout).",
+                "type": "server_error",
+                "param": None,
+                "code": "upstream_timeout",
+            },
+        }
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1014
     finally:
         loop.call_soon_threadsafe(box["stop"].set)  # type: ignore[attr-defined]
         thread.join(10)

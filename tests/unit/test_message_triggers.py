@@ -97,6 +97,9 @@ ELSEWHERE: dict[str, str] = {
     "head_timeout": (
         "tests/api/test_connection_edge.py::test_a_head_sent_a_byte_at_a_time_is_the_408_and_the_connection_closes"
     ),
+    "body_timeout": (
+        "tests/api/test_connection_edge.py::test_a_body_sent_a_byte_at_a_time_is_the_408_and_the_connection_closes"
+    ),
     "invalid_http_request": (
         "tests/api/test_connection_edge.py::test_bytes_that_are_not_http_are_the_400_in_the_envelope"
     ),
