@@ -3,13 +3,16 @@
 One `json.dumps` or `json.loads` call runs in C from start to end and holds the interpreter
 throughout, in a worker thread too: a stored response of 200,000 short input items held every
 other client (the event loop included) for a few hundred milliseconds per call. `dumps` and
-`loads` make and read the same text as `json.dumps` and `json.loads`, but a long array
-`PIECE` items at a time, and let the other threads run between pieces (`between`). The text is
-byte for byte what `json.dumps` writes, so what was stored before reads back as it did, and what
-is stored now reads back with plain `json.loads`.
+`loads` make and read the same text as `json.dumps` and `json.loads`, a piece at a time, and let
+the other threads run between pieces (`between`). The text is byte for byte what `json.dumps`
+writes, so what was stored before reads back as it did, and what is stored now reads back with
+plain `json.loads`.
 
-Only the outer levels are cut: an array of more than `PIECE` values, in a record or in an object
-of a record (a response body's `output`). A value inside those is one call, as before.
+`dumps` is the sandbox's walk (`sandbox/_pieces.py`, `json_pieces`, under `jsonreply` too) with
+this module's limits: the outer `_OUTER` levels cut by hand (a record's members and values, and an
+array in it: a response body's `output`), a long array a run of values at a time (`PIECE` at most,
+fitted to about `PIECE_CHARS` of text), a long string a slice at a time. `loads` reads the outer
+levels a value at a time, `PIECE` values between two pauses. A value inside those is one call.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from __future__ import annotations
 import json
 import time
 from typing import Any
+
+from ptc_emulator.sandbox import JSON_PIECE_CHARS as PIECE_CHARS
+from ptc_emulator.sandbox import json_pieces
 
 __all__ = ["PIECE", "between", "compact_size", "dumps", "loads"]
 
@@ -39,30 +45,17 @@ def between() -> None:
 
 
 def dumps(value: Any, *, separators: tuple[str, str] = (", ", ": ")) -> str:
-    """`json.dumps(value, separators=separators)`, a long array's values `PIECE` at a time."""
-    return "".join(_dump(value, separators, 0))
+    """`json.dumps(value, separators=separators)`, made a piece at a time by the sandbox's walk
+    (`json_pieces`, the one under `jsonreply` too): the outer `_OUTER` levels cut by hand, a long
+    array a run of values at a time (`PIECE` at most, fitted to about `PIECE_CHARS` of text), a
+    long string a slice at a time; `between` every `PIECE_CHARS` characters or so."""
 
+    def dump(part: Any) -> str:
+        return json.dumps(part, separators=separators)
 
-def _dump(value: Any, separators: tuple[str, str], level: int) -> list[str]:
-    comma, colon = separators
-    if isinstance(value, list) and level < _OUTER and len(value) > PIECE:
-        parts = ["["]
-        for start in range(0, len(value), PIECE):
-            if start:
-                between()
-                parts.append(comma)
-            parts.append(json.dumps(value[start : start + PIECE], separators=separators)[1:-1])
-        parts.append("]")
-        return parts
-    if isinstance(value, dict) and level < _OUTER - 1 and value and all(type(k) is str for k in value):
-        parts = ["{"]
-        for n, (key, item) in enumerate(value.items()):
-            if n:
-                parts.append(comma)
-            parts += [json.dumps(key), colon, *_dump(item, separators, level + 1)]
-        parts.append("}")
-        return parts
-    return [json.dumps(value, separators=separators)]
+    return "".join(
+        json_pieces(value, dump, separators=separators, depth=_OUTER, short=PIECE, fit=True, pause=lambda: between())
+    )
 
 
 def loads(text: str) -> Any:
