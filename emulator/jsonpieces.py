@@ -59,13 +59,14 @@ def dumps(value: Any, *, separators: tuple[str, str] = (", ", ": ")) -> str:
 
 
 def loads(text: str) -> Any:
-    """`json.loads(text)` of text `json.dumps` wrote (a stored record): a long one's outer arrays
-    and objects a value at a time, pausing (`between`) every `PIECE` values."""
+    """`json.loads(text)` of text `json.dumps` wrote (a stored record, a request's body): a long
+    one's outer arrays and objects a value at a time, pausing (`between`) every `PIECE` values,
+    and a long string a slice at a time (see `_Reader`)."""
     if len(text) < _LONG_TEXT:
         return json.loads(text)
     try:
         value, end = _Reader(text).value(_skip(text, 0), 0)
-    except (StopIteration, ValueError, IndexError):
+    except (StopIteration, ValueError, IndexError, RecursionError):
         return json.loads(text)  # not the shape read here: as before (and its error, if any)
     if _skip(text, end) != len(text):
         return json.loads(text)
@@ -78,14 +79,98 @@ def _skip(text: str, i: int) -> int:
     return i
 
 
+_WINDOW = 32 * 1024
+"""A stretch of text this long with no `"` in it lies in one long string (or a long run of
+numbers): the reader finds these first, a `str.count` each, and reads up to them by hand."""
+_SLICE = 256 * 1024
+"""Characters of a long string's text decoded in one call."""
+_NEAR = 2 * _WINDOW
+"""A value starting this close before such a stretch is read by hand: an array or object a
+value at a time, a string a slice at a time (`_string`)."""
+
+
+def _quoteless(text: str) -> list[int]:
+    """Where stretches of `_WINDOW` characters with no `"` start, in order (one per window)."""
+    found = []
+    for start in range(0, len(text) - _WINDOW + 1, _WINDOW):
+        if text.count('"', start, start + _WINDOW) == 0:
+            found.append(start)
+    return found
+
+
+def _escaped(text: str, at: int) -> bool:
+    """Whether the character at `at` (in a string) follows an odd run of backslashes."""
+    run = 0
+    while text[at - 1 - run] == "\\":
+        run += 1
+    return run % 2 == 1
+
+
+def _cut(text: str, start: int, end: int) -> int:
+    """A place at or before `end` (past `start`) to cut a string's text: no backslash in the 6
+    characters before it, so that it is in no escape and after no `\\uD8xx` of a pair."""
+    for at in range(end, max(start, end - 64), -1):
+        if text.rfind("\\", max(start, at - 6), at) == -1:
+            return at
+    raise ValueError("no place to cut")  # escapes everywhere: the string is read whole
+
+
+def _piece(text: str) -> str:
+    """A slice of a string's JSON text (no quotes around it), decoded as `json.loads` would."""
+    value: str = _SCAN('"' + text + '"', 0)[0]
+    return value
+
+
 class _Reader:
     def __init__(self, text: str) -> None:
         self.text = text
         self.read = 0
+        self.marks = _quoteless(text)
+        self.mark = 0
+
+    def _near(self, i: int) -> bool:
+        """Whether a quoteless stretch starts at most `_NEAR` characters after `i`."""
+        marks = self.marks
+        while self.mark < len(marks) and marks[self.mark] < i:
+            self.mark += 1
+        return self.mark < len(marks) and marks[self.mark] - i <= _NEAR
+
+    def _string(self, i: int) -> tuple[str, int]:
+        """The string whose opening quote is at `i`, decoded `_SLICE` characters at a time."""
+        text = self.text
+        start = i + 1
+        parts: list[str] = []
+        while True:
+            end = min(start + _SLICE, len(text))
+            quote = text.find('"', start, end)
+            while quote != -1 and _escaped(text, quote):
+                quote = text.find('"', quote + 1, end)
+            if quote != -1:
+                if not parts:
+                    value, after = _SCAN(text, i)
+                    return value, int(after)
+                parts.append(_piece(text[start:quote]))
+                return "".join(parts), quote + 1
+            if end == len(text):
+                raise ValueError("unterminated string")
+            cut = _cut(text, start, end)
+            parts.append(_piece(text[start:cut]))
+            between()
+            start = cut
 
     def value(self, i: int, level: int) -> tuple[Any, int]:
         text = self.text
-        if not (level == 0 and text[i] in "[{" or level < _OUTER and text[i] == "["):
+        if text[i] == '"' and self.marks and self._near(i):
+            return self._string(i)
+        if not (
+            level == 0
+            and text[i] in "[{"
+            or level < _OUTER
+            and text[i] == "["
+            or text[i] in "[{"
+            and self.marks
+            and self._near(i)
+        ):
             value, end = _SCAN(text, i)
             self.read += 1
             if self.read % PIECE == 0:

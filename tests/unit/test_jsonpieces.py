@@ -33,6 +33,16 @@ RECORDS: list[Any] = [
     None,
 ]
 
+STRING = ("y" * 70_000 + 'é"\\\n\ud83d\ude00\ud800\x1f') * 20
+"""Longer than a few slices of a long string, with escapes, a pair and a lone surrogate."""
+
+LONG_STRINGS: list[Any] = [
+    {"input": [{"type": "function_call_output", "call_id": "c", "output": json.dumps({"text": STRING})}]},
+    [STRING, {"k": [STRING[: 3 * 2**16], 1]}, "short"],
+    STRING,
+    {"a": [[[{"b": STRING}]]], "n": [1] * 70_000},
+]
+
 
 @pytest.mark.parametrize("record", RECORDS, ids=range(len(RECORDS)))
 @pytest.mark.parametrize("separators", [(", ", ": "), (",", ":")])
@@ -48,6 +58,36 @@ def test_a_long_text_reads_back_as_json_loads_reads_it(
     monkeypatch.setattr(jsonpieces, "_LONG_TEXT", 0)  # every text read a piece at a time
     text = json.dumps(record, indent=indent)
     assert jsonpieces.loads(text) == json.loads(text)
+
+
+@pytest.mark.parametrize("record", LONG_STRINGS, ids=range(len(LONG_STRINGS)))
+@pytest.mark.parametrize("indent", [None, 1])
+def test_a_long_string_is_read_a_slice_at_a_time(record: Any, indent: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long string (here deeper than the outer levels) is decoded a slice at a time, pausing
+    between two; on the code before, it was one call of the C scanner, with no pause in it."""
+    calls: list[None] = []
+    monkeypatch.setattr(jsonpieces, "between", lambda: calls.append(None))
+    text = json.dumps(record, indent=indent)
+    read = jsonpieces.loads(text)
+    assert read == json.loads(text)
+    assert json.dumps(read) == json.dumps(json.loads(text))  # the same code points (a pair is one)
+    assert len(calls) >= len(STRING) // (256 * 1024)
+
+
+@pytest.mark.parametrize("cut", [1, 2, 5, 6, 7, 11, 12, 13])
+def test_a_cut_is_never_inside_an_escape(cut: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jsonpieces, "_SLICE", 70_000 + cut)
+    text = json.dumps({"s": STRING})
+    assert jsonpieces.loads(text) == json.loads(text)
+
+
+@pytest.mark.parametrize("text", ['{"a": "' + "y" * 300_000, '["' + "y" * 300_000 + '\x01"]', '["' + "y" * 300_000 + '"]]'])
+def test_a_broken_long_string_raises_what_json_loads_raises(text: str) -> None:
+    with pytest.raises(json.JSONDecodeError) as read:
+        jsonpieces.loads(text)
+    with pytest.raises(json.JSONDecodeError) as plain:
+        json.loads(text)
+    assert str(read.value) == str(plain.value)
 
 
 @pytest.mark.parametrize("record", [r for r in RECORDS if isinstance(r, list)])
