@@ -11,7 +11,7 @@ plain `json.loads`.
 `dumps` is the sandbox's walk (`sandbox/_pieces.py`, `json_pieces`, under `jsonreply` too) with
 this module's limits: the outer `_OUTER` levels cut by hand (a record's members and values, and an
 array in it: a response body's `output`), a long array a run of values at a time (`PIECE` at most,
-fitted to about `PIECE_CHARS` of text), a long string a slice at a time. `loads` reads the outer
+fitted to about 256 K characters of text), a long string a slice at a time. `loads` reads the outer
 levels a value at a time, `PIECE` values between two pauses. A value inside those is one call.
 """
 
@@ -21,7 +21,6 @@ import json
 import time
 from typing import Any
 
-from ptc_emulator.sandbox import JSON_PIECE_CHARS as PIECE_CHARS
 from ptc_emulator.sandbox import json_pieces
 
 __all__ = ["PIECE", "between", "compact_size", "dumps", "loads"]
@@ -47,8 +46,8 @@ def between() -> None:
 def dumps(value: Any, *, separators: tuple[str, str] = (", ", ": ")) -> str:
     """`json.dumps(value, separators=separators)`, made a piece at a time by the sandbox's walk
     (`json_pieces`, the one under `jsonreply` too): the outer `_OUTER` levels cut by hand, a long
-    array a run of values at a time (`PIECE` at most, fitted to about `PIECE_CHARS` of text), a
-    long string a slice at a time; `between` every `PIECE_CHARS` characters or so."""
+    array a run of values at a time (`PIECE` at most, fitted to about 256 K characters of text), a
+    long string a slice at a time; `between` every 256 K characters or so."""
 
     def dump(part: Any) -> str:
         return json.dumps(part, separators=separators)

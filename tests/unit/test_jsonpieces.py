@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from ptc_emulator.emulator import jsonpieces
+from ptc_emulator.sandbox import JSON_PIECE_CHARS
 
 
 def _item(n: int) -> dict[str, Any]:
@@ -62,7 +63,9 @@ def test_a_long_text_reads_back_as_json_loads_reads_it(
 
 @pytest.mark.parametrize("record", LONG_STRINGS, ids=range(len(LONG_STRINGS)))
 @pytest.mark.parametrize("indent", [None, 1])
-def test_a_long_string_is_read_a_slice_at_a_time(record: Any, indent: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_long_string_is_read_a_slice_at_a_time(
+    record: Any, indent: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A long string (here deeper than the outer levels) is decoded a slice at a time, pausing
     between two; on the code before, it was one call of the C scanner, with no pause in it."""
     calls: list[None] = []
@@ -81,7 +84,9 @@ def test_a_cut_is_never_inside_an_escape(cut: int, monkeypatch: pytest.MonkeyPat
     assert jsonpieces.loads(text) == json.loads(text)
 
 
-@pytest.mark.parametrize("text", ['{"a": "' + "y" * 300_000, '["' + "y" * 300_000 + '\x01"]', '["' + "y" * 300_000 + '"]]'])
+@pytest.mark.parametrize(
+    "text", ['{"a": "' + "y" * 300_000, '["' + "y" * 300_000 + '\x01"]', '["' + "y" * 300_000 + '"]]']
+)
 def test_a_broken_long_string_raises_what_json_loads_raises(text: str) -> None:
     with pytest.raises(json.JSONDecodeError) as read:
         jsonpieces.loads(text)
@@ -108,8 +113,8 @@ def test_the_other_threads_run_between_pieces(monkeypatch: pytest.MonkeyPatch) -
     record = {"output": [_item(n) for n in range(LONG)]}
     text = jsonpieces.dumps(record)
     made = len(calls)
-    assert made >= 1  # about every PIECE_CHARS characters (the sandbox's walk): this text is 1.4 of them
-    assert len(text) > jsonpieces.PIECE_CHARS
+    assert made >= 1  # about every JSON_PIECE_CHARS characters (the sandbox's walk): this text is 1.4 of them
+    assert len(text) > JSON_PIECE_CHARS
     monkeypatch.setattr(jsonpieces, "_LONG_TEXT", 0)
     assert jsonpieces.loads(text) == record
     assert len(calls) - made >= 3

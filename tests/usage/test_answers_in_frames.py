@@ -69,7 +69,7 @@ def test_a_short_answer_is_one_line() -> None:
 
 def test_framed_strings_come_back_exactly() -> None:
     """Lone surrogates, escapes and non-ASCII text, cut anywhere, come back as they were sent."""
-    long = ("é\ud800\"\\\n" * _pieces.PIECE_CHARS)[: 3 * _pieces.PIECE_CHARS + 7]
+    long = ('é\ud800"\\\n' * _pieces.PIECE_CHARS)[: 3 * _pieces.PIECE_CHARS + 7]
     answer = {"id": 2, "outcome": {"outputs": [["text", long], ["text", "x"]], "pending": [[0, "f", long[:-1]]]}}
     head, *rest = _pieces.framed(answer).split(b"\n")[:-1]
     line = pool._message(head)
