@@ -118,3 +118,26 @@ def test_the_other_threads_run_between_pieces(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(jsonpieces, "_LONG_TEXT", 0)
     assert jsonpieces.loads(text) == record
     assert len(calls) - made >= 3
+
+
+@pytest.mark.parametrize("errors", ["strict", "surrogatepass"])
+@pytest.mark.parametrize("shift", [0, 1, 2, 3])
+def test_a_long_body_is_decoded_a_piece_at_a_time(errors: str, shift: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cut before a character's first byte wherever the pieces fall (one to four bytes each); on
+    the code before, one `bytes.decode` call made the whole text, with no pause in it."""
+    calls: list[None] = []
+    monkeypatch.setattr(jsonpieces, "between", lambda: calls.append(None))
+    text = "a" * shift + "é й € \U0001f600 " * 100_000
+    raw = text.encode("utf-8")
+    assert jsonpieces.decode(raw, "utf-8", errors) == text
+    assert len(calls) >= len(raw) // (256 * 1024) - 1 >= 3
+
+
+@pytest.mark.parametrize("raw", [b"y" * 600_000 + b"\xff", b"y" * 600_000 + "\ud800".encode("utf-8", "surrogatepass")])
+def test_a_long_body_refused_is_refused_as_bytes_decode_refuses_it(raw: bytes) -> None:
+    with pytest.raises(UnicodeDecodeError) as pieces:
+        jsonpieces.decode(raw)
+    with pytest.raises(UnicodeDecodeError) as whole:
+        raw.decode("utf-8")
+    assert str(pieces.value) == str(whole.value)
+    assert jsonpieces.decode(raw[:-3], "utf-8", "surrogatepass") == raw[:-3].decode("utf-8", "surrogatepass")

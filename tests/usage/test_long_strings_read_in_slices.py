@@ -48,3 +48,25 @@ def test_a_long_string_of_a_body_is_read_a_slice_at_a_time(
     done = while_held(server, held, lambda client: client.post("/responses", json=body))
     assert done["output"][-1]["content"][0]["text"] == "ok"
     assert len(slices) >= 3 and max(slices) <= 256 * 1024
+
+
+def test_a_long_body_is_decoded_a_piece_at_a_time(
+    make_server: Callable[..., EmulatorServer], held: Held, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long body's bytes are made text a piece at a time too (`jsonpieces.decode`): here 2 MB of
+    Cyrillic, which one `bytes.decode` call on the code before made in one go."""
+    monkeypatch.setattr(
+        jsonpieces, "_bytes_piece", held.around(getattr(jsonpieces, "_bytes_piece", None)), raising=False
+    )
+    server = make_server()
+    body = {
+        "model": "m",
+        "input": [
+            {"role": "user", "content": "й" * 1_000_000},
+            {"role": "user", "content": program_message("text('ok')")},
+        ],
+        "tools": PTC_TOOLS,
+        "store": False,
+    }
+    done = while_held(server, held, lambda client: client.post("/responses", json=body))
+    assert done["output"][-1]["content"][0]["text"] == "ok"
