@@ -3,13 +3,16 @@
 One `json.dumps` or `json.loads` call runs in C from start to end and holds the interpreter
 throughout, in a worker thread too: a stored response of 200,000 short input items held every
 other client (the event loop included) for a few hundred milliseconds per call. `dumps` and
-`loads` make and read the same text as `json.dumps` and `json.loads`, but a long array
-`PIECE` items at a time, and let the other threads run between pieces (`between`). The text is
-byte for byte what `json.dumps` writes, so what was stored before reads back as it did, and what
-is stored now reads back with plain `json.loads`.
+`loads` make and read the same text as `json.dumps` and `json.loads`, a piece at a time, and let
+the other threads run between pieces (`between`). The text is byte for byte what `json.dumps`
+writes, so what was stored before reads back as it did, and what is stored now reads back with
+plain `json.loads`.
 
-Only the outer levels are cut: an array of more than `PIECE` values, in a record or in an object
-of a record (a response body's `output`). A value inside those is one call, as before.
+`dumps` is the sandbox's walk (`sandbox/_pieces.py`, `json_pieces`, under `jsonreply` too) with
+this module's limits: the outer `_OUTER` levels cut by hand (a record's members and values, and an
+array in it: a response body's `output`), a long array a run of values at a time (`PIECE` at most,
+fitted to about 256 K characters of text), a long string a slice at a time. `loads` reads the outer
+levels a value at a time, `PIECE` values between two pauses. A value inside those is one call.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ import json
 import time
 from typing import Any
 
-__all__ = ["PIECE", "between", "compact_size", "dumps", "loads"]
+from ptc_emulator.sandbox import json_pieces
+
+__all__ = ["PIECE", "between", "compact_size", "decode", "dumps", "loads"]
 
 PIECE = 1000
 """Values of a long array made or read in one call: about a millisecond of work."""
@@ -39,40 +44,61 @@ def between() -> None:
 
 
 def dumps(value: Any, *, separators: tuple[str, str] = (", ", ": ")) -> str:
-    """`json.dumps(value, separators=separators)`, a long array's values `PIECE` at a time."""
-    return "".join(_dump(value, separators, 0))
+    """`json.dumps(value, separators=separators)`, made a piece at a time by the sandbox's walk
+    (`json_pieces`, the one under `jsonreply` too): the outer `_OUTER` levels cut by hand, a long
+    array a run of values at a time (`PIECE` at most, fitted to about 256 K characters of text), a
+    long string a slice at a time; `between` every 256 K characters or so."""
+
+    def dump(part: Any) -> str:
+        return json.dumps(part, separators=separators)
+
+    return "".join(
+        json_pieces(value, dump, separators=separators, depth=_OUTER, short=PIECE, fit=True, pause=lambda: between())
+    )
 
 
-def _dump(value: Any, separators: tuple[str, str], level: int) -> list[str]:
-    comma, colon = separators
-    if isinstance(value, list) and level < _OUTER and len(value) > PIECE:
-        parts = ["["]
-        for start in range(0, len(value), PIECE):
-            if start:
+_BYTES = 256 * 1024
+"""Bytes of a long body decoded in one call (a 14 MB body of Cyrillic held the interpreter 10-40
+ms in one `bytes.decode`)."""
+
+
+def decode(raw: bytes, encoding: str = "utf-8", errors: str = "strict") -> str:
+    """`raw.decode(encoding, errors)`; a long UTF-8 text `_BYTES` at a time, cut before a
+    character's first byte, pausing (`between`) between two. Whatever it refuses is refused by
+    `raw.decode` itself, with its own error."""
+    if encoding.lower().replace("_", "-") not in ("utf-8", "utf8") or len(raw) <= 2 * _BYTES:
+        return raw.decode(encoding, errors)
+    parts: list[str] = []
+    start = 0
+    try:
+        while start < len(raw):
+            end = min(start + _BYTES, len(raw))
+            back = 0
+            while end < len(raw) and back < 3 and raw[end] & 0xC0 == 0x80:  # a continuation byte
+                end -= 1
+                back += 1
+            parts.append(_bytes_piece(raw, start, end, errors))
+            if end < len(raw):
                 between()
-                parts.append(comma)
-            parts.append(json.dumps(value[start : start + PIECE], separators=separators)[1:-1])
-        parts.append("]")
-        return parts
-    if isinstance(value, dict) and level < _OUTER - 1 and value and all(type(k) is str for k in value):
-        parts = ["{"]
-        for n, (key, item) in enumerate(value.items()):
-            if n:
-                parts.append(comma)
-            parts += [json.dumps(key), colon, *_dump(item, separators, level + 1)]
-        parts.append("}")
-        return parts
-    return [json.dumps(value, separators=separators)]
+            start = end
+    except UnicodeDecodeError:
+        return raw.decode(encoding, errors)  # its error, placed in the whole text
+    return "".join(parts)
+
+
+def _bytes_piece(raw: bytes, start: int, end: int, errors: str) -> str:
+    return raw[start:end].decode("utf-8", errors)
 
 
 def loads(text: str) -> Any:
-    """`json.loads(text)` of text `json.dumps` wrote (a stored record): a long one's outer arrays
-    and objects a value at a time, pausing (`between`) every `PIECE` values."""
+    """`json.loads(text)` of text `json.dumps` wrote (a stored record, a request's body): a long
+    one's outer arrays and objects a value at a time, pausing (`between`) every `PIECE` values,
+    and a long string a slice at a time (see `_Reader`)."""
     if len(text) < _LONG_TEXT:
         return json.loads(text)
     try:
         value, end = _Reader(text).value(_skip(text, 0), 0)
-    except (StopIteration, ValueError, IndexError):
+    except (StopIteration, ValueError, IndexError, RecursionError):
         return json.loads(text)  # not the shape read here: as before (and its error, if any)
     if _skip(text, end) != len(text):
         return json.loads(text)
@@ -85,14 +111,98 @@ def _skip(text: str, i: int) -> int:
     return i
 
 
+_WINDOW = 32 * 1024
+"""A stretch of text this long with no `"` in it lies in one long string (or a long run of
+numbers): the reader finds these first, a `str.count` each, and reads up to them by hand."""
+_SLICE = 256 * 1024
+"""Characters of a long string's text decoded in one call."""
+_NEAR = 2 * _WINDOW
+"""A value starting this close before such a stretch is read by hand: an array or object a
+value at a time, a string a slice at a time (`_string`)."""
+
+
+def _quoteless(text: str) -> list[int]:
+    """Where stretches of `_WINDOW` characters with no `"` start, in order (one per window)."""
+    found = []
+    for start in range(0, len(text) - _WINDOW + 1, _WINDOW):
+        if text.count('"', start, start + _WINDOW) == 0:
+            found.append(start)
+    return found
+
+
+def _escaped(text: str, at: int) -> bool:
+    """Whether the character at `at` (in a string) follows an odd run of backslashes."""
+    run = 0
+    while text[at - 1 - run] == "\\":
+        run += 1
+    return run % 2 == 1
+
+
+def _cut(text: str, start: int, end: int) -> int:
+    """A place at or before `end` (past `start`) to cut a string's text: no backslash in the 6
+    characters before it, so that it is in no escape and after no `\\uD8xx` of a pair."""
+    for at in range(end, max(start, end - 64), -1):
+        if text.rfind("\\", max(start, at - 6), at) == -1:
+            return at
+    raise ValueError("no place to cut")  # escapes everywhere: the string is read whole
+
+
+def _piece(text: str) -> str:
+    """A slice of a string's JSON text (no quotes around it), decoded as `json.loads` would."""
+    value: str = _SCAN('"' + text + '"', 0)[0]
+    return value
+
+
 class _Reader:
     def __init__(self, text: str) -> None:
         self.text = text
         self.read = 0
+        self.marks = _quoteless(text)
+        self.mark = 0
+
+    def _near(self, i: int) -> bool:
+        """Whether a quoteless stretch starts at most `_NEAR` characters after `i`."""
+        marks = self.marks
+        while self.mark < len(marks) and marks[self.mark] < i:
+            self.mark += 1
+        return self.mark < len(marks) and marks[self.mark] - i <= _NEAR
+
+    def _string(self, i: int) -> tuple[str, int]:
+        """The string whose opening quote is at `i`, decoded `_SLICE` characters at a time."""
+        text = self.text
+        start = i + 1
+        parts: list[str] = []
+        while True:
+            end = min(start + _SLICE, len(text))
+            quote = text.find('"', start, end)
+            while quote != -1 and _escaped(text, quote):
+                quote = text.find('"', quote + 1, end)
+            if quote != -1:
+                if not parts:
+                    value, after = _SCAN(text, i)
+                    return value, int(after)
+                parts.append(_piece(text[start:quote]))
+                return "".join(parts), quote + 1
+            if end == len(text):
+                raise ValueError("unterminated string")
+            cut = _cut(text, start, end)
+            parts.append(_piece(text[start:cut]))
+            between()
+            start = cut
 
     def value(self, i: int, level: int) -> tuple[Any, int]:
         text = self.text
-        if not (level == 0 and text[i] in "[{" or level < _OUTER and text[i] == "["):
+        if text[i] == '"' and self.marks and self._near(i):
+            return self._string(i)
+        if not (
+            level == 0
+            and text[i] in "[{"
+            or level < _OUTER
+            and text[i] == "["
+            or text[i] in "[{"
+            and self.marks
+            and self._near(i)
+        ):
             value, end = _SCAN(text, i)
             self.read += 1
             if self.read % PIECE == 0:

@@ -148,3 +148,67 @@ class _Writer:
             self.add("]")
         else:
             self.add(dump(value))
+
+
+# ---- a worker's long answer, sent in frames no one decode of which is long --------------------
+
+CUT = "cut"
+"""The key of an answer line that names the strings sent after it as frames: a list of
+`[path, frames]`, `path` the keys and indexes from the answer to the string (left `""` in the
+line), `frames` how many lines of JSON text (a string each) make it, in order."""
+
+
+def framed(message: dict[str, Any]) -> bytes:
+    """`message` as the worker sends it: one line of `json.dumps`'s text when it is shorter than
+    `PIECE_CHARS`; otherwise each string of more than `PIECE_CHARS` characters is left out of the
+    line (`""` in its place, named under `CUT`) and follows it as lines of `PIECE_CHARS`
+    characters each. The parent then decodes no line longer than about `PIECE_CHARS` characters
+    of string (`json.loads` of a 14 MB output held the server's interpreter in one call)."""
+    line = _dumps(message)
+    if len(line) < PIECE_CHARS:
+        return line.encode("utf-8") + b"\n"
+    cuts: list[list[Any]] = []
+    longs: list[str] = []
+    try:
+        short = _cut(message, [], cuts, longs)
+    except RecursionError:  # too deep to walk here: the one line, as before
+        return line.encode("utf-8") + b"\n"
+    if not cuts:
+        return line.encode("utf-8") + b"\n"
+    frames = [_dumps({**short, CUT: cuts})]
+    for text in longs:
+        frames += (_dumps(text[start : start + PIECE_CHARS]) for start in range(0, len(text), PIECE_CHARS))
+    return ("\n".join(frames) + "\n").encode("utf-8")
+
+
+def _cut(value: Any, path: list[Any], cuts: list[list[Any]], longs: list[str]) -> Any:
+    if type(value) is str and len(value) > PIECE_CHARS:
+        cuts.append([path, -(-len(value) // PIECE_CHARS)])
+        longs.append(value)
+        return ""
+    if type(value) is dict:
+        return {key: _cut(item, [*path, key], cuts, longs) for key, item in value.items()}
+    if type(value) is list:
+        return [_cut(item, [*path, n], cuts, longs) for n, item in enumerate(value)]
+    return value
+
+
+def frames_wanted(message: dict[str, Any]) -> list[int]:
+    """How many frame lines follow an answer line, string by string (none for most)."""
+    return [frames for _, frames in message.get(CUT, ())]
+
+
+def assemble(message: dict[str, Any], frames: list[list[bytes]], pause: Callable[[], None] = between) -> dict[str, Any]:
+    """The answer `framed` was made from: its line's `message` with each cut string put back,
+    decoded a frame at a time, the other threads let in between two."""
+    cuts = message.pop(CUT)
+    for (path, _), lines in zip(cuts, frames, strict=True):
+        parts = []
+        for line in lines:
+            parts.append(json.loads(line))
+            pause()
+        place = message
+        for step in path[:-1]:
+            place = place[step]
+        place[path[-1]] = "".join(parts)
+    return message

@@ -1,4 +1,5 @@
-"""A V8 worker process: reads one JSON request per line on stdin, answers one line on stdout.
+"""A V8 worker process: reads one JSON request per line on stdin, answers one line on stdout
+(a long string of the answer follows it in frames of its own, `_pieces.framed`).
 
 Started by `Pool` as `python -I -m ptc_emulator.sandbox._worker`. A program that aborts the process (some
 allocations do, whatever the heap limit) takes only this worker down; the pool replaces it.
@@ -28,7 +29,7 @@ import sys
 import threading
 from typing import Any, BinaryIO
 
-from . import _v8
+from . import _pieces, _v8
 from ._live import LiveCache, Taken
 from ._wire import outcome_to_json, program_from_json
 from .outcome import Failed, Outcome, Suspended, ToolResult
@@ -99,7 +100,7 @@ class Worker:
         retires instead (a normal teardown takes a few milliseconds)."""
 
     def send(self, message: dict[str, Any]) -> None:
-        self.replies.write(json.dumps(message, separators=(",", ":")).encode("utf-8") + b"\n")
+        self.replies.write(_pieces.framed(message))  # a long string in frames of its own
         self.replies.flush()
 
     def handle(self, request: dict[str, Any]) -> None:

@@ -133,9 +133,20 @@ class _WorkerProcess:
         line = await self.proc.stdout.readline()
         if not line:
             raise EOFError
-        if len(line) >= OFF_LOOP_CHARS:
-            return await asyncio.to_thread(_message, line)
-        return _message(line)
+        message = await asyncio.to_thread(_message, line) if len(line) >= OFF_LOOP_CHARS else _message(line)
+        wanted = _pieces.frames_wanted(message)
+        if not wanted:
+            return message
+        frames = []  # a long string's frames (`_pieces.framed`): read here, decoded in a thread
+        for count in wanted:
+            lines = []
+            for _ in range(count):
+                frame = await self.proc.stdout.readline()
+                if not frame:
+                    raise EOFError
+                lines.append(frame)
+            frames.append(lines)
+        return await asyncio.to_thread(_pieces.assemble, message, frames)
 
     async def send(self, message: dict[str, Any], large: bool = False) -> None:
         """Write `message` as a line; a `large` one (`carries_much`) is encoded in a worker thread."""

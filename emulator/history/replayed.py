@@ -273,7 +273,7 @@ class PrefixCache(Cache):
         if self.max_bytes <= 0 or count == 0 or len(raw) < self.min_bytes:
             return None
         try:
-            text = raw.decode("utf-8")
+            text = jsonpieces.decode(raw)
         except UnicodeDecodeError:
             return None  # not strict UTF-8 (the JSON parser also reads UTF-16 and encoded surrogates)
         try:
@@ -328,7 +328,7 @@ class PrefixCache(Cache):
         if self.max_bytes <= 0 or len(raw) < self.min_bytes:
             return None
         try:
-            text = raw.decode("utf-8")
+            text = jsonpieces.decode(raw)
         except UnicodeDecodeError:
             return None
         head: dict[str, Any] = {}
@@ -431,5 +431,5 @@ def _loads(raw: bytes) -> Any:
     """`json.loads(raw)`; a long body's outer arrays a piece at a time (`jsonpieces.loads`), so a
     worker thread reading 100,000 items lets the event loop run between pieces. The text is
     decoded as `json.loads` decodes bytes, and whatever it refuses is refused with its error."""
-    text = raw.decode(json.detect_encoding(raw), "surrogatepass")
+    text = jsonpieces.decode(raw, json.detect_encoding(raw), "surrogatepass")
     return jsonpieces.loads(text)
