@@ -52,7 +52,9 @@ async def create_items(
     request: Request,
     include: Include = None,
 ) -> dict[str, Any]:
-    return _conversations(request).add_items(conversation_id, body, scope_of(request.headers, None))
+    conversations, scope = _conversations(request), scope_of(request.headers, None)
+    # In a worker thread, as `list_items`: the new items' ids are held against every kept item's.
+    return await asyncio.to_thread(conversations.add_items, conversation_id, body, scope)
 
 
 @router.get("/{conversation_id}/items")

@@ -69,6 +69,14 @@ class Conversation:
     """By `approval_request_id`."""
     search_calls: dict[str, ToolSearchCallItem] = field(default_factory=dict)
     search_outputs: dict[str, ToolSearchOutputItem] = field(default_factory=dict)
+    ids: dict[str, int] = field(default_factory=dict)
+    """Every item id, with where it stands: an id comes once in a conversation."""
+    reasoning: dict[str, int] = field(default_factory=dict)
+    """The id each reasoning item's `encrypted_content` was sealed for (the item's own; for one
+    replayed without its id, the one its content names), with where the item stands: each is
+    unsealed once, as the pass reads it, and carried on the cursor after."""
+    bare_reasoning: dict[int, str] = field(default_factory=dict)
+    """The reasoning items without `encrypted_content` (where each stands, its id)."""
     open_program: ProgramItem | None = None
     open_index: int = -1
     """Index of the open program's item."""
@@ -160,6 +168,11 @@ def analyse(
             ext.cursor.rules = RulesPass.of(conv, by_program, program_at)
         item = items[i]
         param = _param(i, new_from, shift)
+        item_id = getattr(item, "id", None)
+        if isinstance(item_id, str) and item_id:
+            if item_id in conv.ids:
+                raise messages.duplicate_item_id(item_id)
+            conv.ids[item_id] = i
         if isinstance(item, Message):
             if item.role == "user":
                 conv.anchor = i
@@ -179,7 +192,11 @@ def analyse(
         elif isinstance(item, ProgramOutputItem):
             _add_program_output(conv, item, param, signer)
         elif isinstance(item, ReasoningItem):
-            sealed_reasoning_id(item, signer, param)
+            sealed = sealed_reasoning_id(item, signer, param)
+            if sealed is None:
+                conv.bare_reasoning[i] = item.id
+            else:
+                conv.reasoning.setdefault(sealed, i)
         elif isinstance(item, ToolSearchCallItem):
             _add_search_call(conv, item, param)
         elif isinstance(item, ToolSearchOutputItem):
@@ -238,8 +255,6 @@ def sealed_reasoning_id(item: ReasoningItem, signer: Signer, param: str = "input
 
 
 def _add_approval_request(conv: Conversation, item: McpApprovalRequest, param: str) -> None:
-    if item.id in conv.approval_requests:
-        raise messages.duplicate_approval_request(item.id, param)
     if isinstance(item.caller, ProgramCaller):
         if item.caller.caller_id not in conv.programs:
             raise messages.approval_without_program(item.id, item.caller.caller_id, param)
