@@ -955,6 +955,13 @@ def duplicate_item(item_type: str, call_id: str, param: str) -> InvalidRequest:
 
 
 @error(ITEMS)
+def assistant_part_invalid(part_type: str, param: str) -> InvalidValue:
+    """An assistant message replayed with a part that is not the model's own kind (an
+    `input_text`, say), worded as the hosted API words it."""
+    return invalid_value(part_type, "'output_text' and 'refusal'", param)
+
+
+@error(ITEMS)
 def duplicate_item_id(item_id: str, param: str = "input") -> InvalidRequest:
     """Two items of a conversation (its history and this request's input, or a conversation's items
     and the ones added to it) with the same `id`, worded as the hosted API words it."""

@@ -52,7 +52,7 @@ from ptc_emulator.emulator.responses.usage import (
 from ptc_emulator.emulator.rules import checks, contract
 from ptc_emulator.emulator.rules.compaction import Compactor, Expanded, compact_threshold, triggered
 from ptc_emulator.emulator.rules.configuration import in_effect
-from ptc_emulator.emulator.rules.conversation import Conversation, analyse, sealed_reasoning_id
+from ptc_emulator.emulator.rules.conversation import Conversation, analyse, check_message_parts, sealed_reasoning_id
 from ptc_emulator.emulator.signing import Signer
 from ptc_emulator.emulator.storage import ResponseStore, StoredResponse
 from ptc_emulator.emulator.tools.kinds import answer_text
@@ -613,6 +613,7 @@ class Engine:
         """An input item as it is stored (`as_response_item`); a reasoning item's sealed content
         is held to `sealed_reasoning_id` on the way in."""
         sealed = sealed_reasoning_id(item, self.signer, param) if isinstance(item, ReasoningItem) else None
+        check_message_parts(item, param)
         return as_response_item(item, self.ids, sealed)
 
     def _keep(self, prepared: Prepared, response: dict[str, Any]) -> None:

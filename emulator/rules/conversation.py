@@ -30,15 +30,17 @@ from ptc_emulator.emulator.wire.items import (
     McpListTools,
     Message,
     OutputItem,
+    OutputText,
     ProgramCaller,
     ProgramItem,
     ProgramOutputItem,
     ReasoningItem,
+    Refusal,
     ToolSearchCallItem,
     ToolSearchOutputItem,
 )
 
-__all__ = ["Conversation", "analyse", "file_program_call", "sealed_reasoning_id"]
+__all__ = ["Conversation", "analyse", "check_message_parts", "file_program_call", "sealed_reasoning_id"]
 
 
 _CLIENT_MAY_SEND = (
@@ -176,6 +178,8 @@ def analyse(
         if isinstance(item, Message):
             if item.role == "user":
                 conv.anchor = i
+            elif i >= new_from:
+                check_message_parts(item, param)
         elif isinstance(item, CALL_TYPES):
             _add_call(conv, item, param)
             file_program_call(by_program, item)
@@ -237,6 +241,16 @@ def analyse(
             ):
                 raise messages.approval_response_missing(request.id, caller.caller_id)
     return conv
+
+
+def check_message_parts(item: Item, param: str) -> None:
+    """An assistant message's content parts are the model's own kinds (`output_text`, `refusal`):
+    the hosted API refuses an `input_text` there, as it words it, naming the part."""
+    if not isinstance(item, Message) or item.role != "assistant" or isinstance(item.content, str):
+        return
+    for index, part in enumerate(item.content):
+        if not isinstance(part, OutputText | Refusal):
+            raise messages.assistant_part_invalid(part.type, f"{param}.content[{index}]")
 
 
 def sealed_reasoning_id(item: ReasoningItem, signer: Signer, param: str = "input") -> str | None:

@@ -544,6 +544,11 @@ def _(c: Context) -> object:
     return c.items(call(), output(), output())
 
 
+@trigger("assistant_part_invalid")
+def _(c: Context) -> object:
+    return c.create(input=[{"role": "assistant", "content": [{"type": "input_text", "text": "x"}]}, USER])
+
+
 @trigger("duplicate_item_id")
 def _(c: Context) -> object:
     return c.items(approval_request(), approval_request())

@@ -7,7 +7,6 @@ from typing import Any
 
 import openai
 import pytest
-from starlette.testclient import TestClient
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import InvalidRequest
@@ -86,48 +85,3 @@ def test_an_empty_cursor_is_refused_as_an_empty_string(unit_sdk: openai.OpenAI) 
     with pytest.raises(openai.BadRequestError) as caught:
         unit_sdk.responses.input_items.list(response.id, after="")
     assert caught.value.code == "empty_string" and caught.value.param == "after"
-
-
-TWINS = [
-    {"type": "message", "id": "msg_twin", "role": "user", "content": "a"},
-    {"type": "message", "id": "msg_twin", "role": "user", "content": "```js\ntext('x')\n```"},
-]
-DUPLICATE = "Duplicate item found with id msg_twin. Remove duplicate items from your input and try again."
-
-
-def _duplicate(reply: Any, param: str = "input") -> None:
-    assert reply.status_code == 400, reply.text[:300]
-    assert reply.json()["error"] == {
-        "message": DUPLICATE,
-        "type": "invalid_request_error",
-        "param": param,
-        "code": None,
-    }
-
-
-@pytest.mark.parametrize("store", [True, False])
-def test_two_input_items_with_one_id_are_refused_as_the_hosted_api_refuses_them(
-    unit_http: TestClient, store: bool
-) -> None:
-    """Accepted before, and the response's input items then paged forever: `after=msg_twin` read
-    on from the first twin, handing back the second, whose id was the next cursor."""
-    _duplicate(unit_http.post("/v1/responses", json={"model": "m", "input": TWINS, "store": store}))
-
-
-def test_an_input_item_with_an_id_of_the_history_is_refused(unit_http: TestClient) -> None:
-    first = unit_http.post("/v1/responses", json={"model": "m", "input": TWINS[1:]}).json()
-    again = {**TWINS[1], "content": "```js\ntext('y')\n```"}
-    reply = unit_http.post("/v1/responses", json={"model": "m", "input": [again], "previous_response_id": first["id"]})
-    _duplicate(reply)
-    conversation = unit_http.post("/v1/conversations", json={"items": TWINS[:1]}).json()["id"]
-    reply = unit_http.post("/v1/responses", json={"model": "m", "input": TWINS[1:], "conversation": conversation})
-    _duplicate(reply)
-    assert [i["id"] for i in unit_http.get(f"/v1/conversations/{conversation}/items").json()["data"]] == ["msg_twin"]
-
-
-def test_a_conversation_holds_each_item_id_once(unit_http: TestClient) -> None:
-    _duplicate(unit_http.post("/v1/conversations", json={"items": TWINS}), "items[1].id")
-    conversation = unit_http.post("/v1/conversations", json={"items": TWINS[:1]}).json()["id"]
-    _duplicate(unit_http.post(f"/v1/conversations/{conversation}/items", json={"items": TWINS[1:]}), "items[0].id")
-    listed = unit_http.get(f"/v1/conversations/{conversation}/items", params={"order": "asc", "limit": 1}).json()
-    assert [i["id"] for i in listed["data"]] == ["msg_twin"] and listed["has_more"] is False

@@ -1,0 +1,81 @@
+"""Item rules the hosted API holds a create's input and a conversation's items to: an item id comes
+once in a conversation, and an assistant message's parts are the model's own kinds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+HELLO = {"role": "user", "content": "hello"}
+TWINS = [
+    {"type": "message", "id": "msg_twin", "role": "user", "content": "a"},
+    {"type": "message", "id": "msg_twin", "role": "user", "content": "```js\ntext('x')\n```"},
+]
+DUPLICATE = "Duplicate item found with id msg_twin. Remove duplicate items from your input and try again."
+
+
+def _duplicate(reply: Any, param: str = "input") -> None:
+    assert reply.status_code == 400, reply.text[:300]
+    assert reply.json()["error"] == {
+        "message": DUPLICATE,
+        "type": "invalid_request_error",
+        "param": param,
+        "code": None,
+    }
+
+
+@pytest.mark.parametrize("store", [True, False])
+def test_two_input_items_with_one_id_are_refused_as_the_hosted_api_refuses_them(
+    unit_http: TestClient, store: bool
+) -> None:
+    """Accepted before, and the response's input items then paged forever: `after=msg_twin` read
+    on from the first twin, handing back the second, whose id was the next cursor."""
+    _duplicate(unit_http.post("/v1/responses", json={"model": "m", "input": TWINS, "store": store}))
+
+
+def test_an_input_item_with_an_id_of_the_history_is_refused(unit_http: TestClient) -> None:
+    first = unit_http.post("/v1/responses", json={"model": "m", "input": TWINS[1:]}).json()
+    again = {**TWINS[1], "content": "```js\ntext('y')\n```"}
+    reply = unit_http.post("/v1/responses", json={"model": "m", "input": [again], "previous_response_id": first["id"]})
+    _duplicate(reply)
+    conversation = unit_http.post("/v1/conversations", json={"items": TWINS[:1]}).json()["id"]
+    reply = unit_http.post("/v1/responses", json={"model": "m", "input": TWINS[1:], "conversation": conversation})
+    _duplicate(reply)
+    assert [i["id"] for i in unit_http.get(f"/v1/conversations/{conversation}/items").json()["data"]] == ["msg_twin"]
+
+
+def test_a_conversation_holds_each_item_id_once(unit_http: TestClient) -> None:
+    _duplicate(unit_http.post("/v1/conversations", json={"items": TWINS}), "items[1].id")
+    conversation = unit_http.post("/v1/conversations", json={"items": TWINS[:1]}).json()["id"]
+    _duplicate(unit_http.post(f"/v1/conversations/{conversation}/items", json={"items": TWINS[1:]}), "items[0].id")
+    listed = unit_http.get(f"/v1/conversations/{conversation}/items", params={"order": "asc", "limit": 1}).json()
+    assert [i["id"] for i in listed["data"]] == ["msg_twin"] and listed["has_more"] is False
+
+
+ASSISTANT_INPUT_TEXT = {"role": "assistant", "content": [{"type": "input_text", "text": "earlier"}]}
+NOT_ASSISTANT_PART = "Invalid value: 'input_text'. Supported values are: 'output_text' and 'refusal'."
+
+
+@pytest.mark.parametrize("store", [True, False])
+def test_an_assistant_message_with_an_input_text_part_is_refused(unit_http: TestClient, store: bool) -> None:
+    """The hosted API's 400 for a replayed assistant turn whose parts are the client's kinds; before,
+    it was taken and read as text (a client sending it would pass here and fail there)."""
+    body = {"model": "m", "input": [HELLO, ASSISTANT_INPUT_TEXT, TWINS[1]], "store": store}
+    reply = unit_http.post("/v1/responses", json=body)
+    assert reply.status_code == 400, reply.text[:300]
+    error = reply.json()["error"]
+    assert (error["message"], error["param"], error["code"]) == (
+        NOT_ASSISTANT_PART,
+        "input[1].content[0]",
+        "invalid_value",
+    )
+    conversation = unit_http.post("/v1/conversations", json={}).json()["id"]
+    reply = unit_http.post(f"/v1/conversations/{conversation}/items", json={"items": [ASSISTANT_INPUT_TEXT]})
+    assert reply.status_code == 400 and reply.json()["error"]["param"] == "items[0].content[0]", reply.text[:300]
+    fine = {
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "earlier"}, {"type": "refusal", "refusal": "no"}],
+    }
+    assert unit_http.post("/v1/responses", json={**body, "input": [HELLO, fine, TWINS[1]]}).status_code == 200
