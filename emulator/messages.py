@@ -403,6 +403,13 @@ def wrong_type(name: str, expected: list[str], got: str, param: str | None) -> I
     return InvalidType(f"Invalid type for '{name}': expected {wanted}, but got {got} instead.", param=param)
 
 
+@error(REQUEST, got="null")
+def not_a_string(param: str, got: str) -> InvalidType:
+    """A null, number, boolean, array or object where one of a set of strings goes (a `role`, an
+    `include` value, an item's or a part's `type`): the wrong type, not an invalid value."""
+    return wrong_type(param, ["a string"], got, param)
+
+
 @error(REQUEST, max_length=128, length=200)
 def string_too_long(param: str, max_length: object, length: object) -> InvalidRequest:
     """A string past its hosted length bound (`safety_identifier`, a `metadata`-like field)."""

@@ -79,3 +79,28 @@ def test_an_assistant_message_with_an_input_text_part_is_refused(unit_http: Test
         "content": [{"type": "output_text", "text": "earlier"}, {"type": "refusal", "refusal": "no"}],
     }
     assert unit_http.post("/v1/responses", json={**body, "input": [HELLO, fine, TWINS[1]]}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "got"),
+    [
+        ({"input": "hi", "include": [None]}, "include[0]", "null"),
+        ({"input": [{"role": True, "content": "x"}]}, "input[0].role", "a boolean"),
+        ({"input": [{"role": "user", "content": [{"type": None, "text": "x"}]}]}, "input[0].content[0].type", "null"),
+        ({"input": [{"type": 5}]}, "input[0].type", "an integer"),
+        ({"input": "hi", "text": {"format": {"type": None}}}, "text.format.type", "null"),
+    ],
+)
+def test_a_null_or_a_number_where_a_named_string_goes_is_the_wrong_type(
+    unit_http: TestClient, body: dict[str, Any], param: str, got: str
+) -> None:
+    """Before: "Invalid value: 'None'" (Python's spelling of a JSON null, naming nothing the client
+    sent), or for an item's numeric type "Missing required parameter" though it was there."""
+    reply = unit_http.post("/v1/responses", json={"model": "m", **body})
+    assert reply.status_code == 400, reply.text[:300]
+    assert reply.json()["error"] == {
+        "message": f"Invalid type for '{param}': expected a string, but got {got} instead.",
+        "type": "invalid_request_error",
+        "param": param,
+        "code": "invalid_type",
+    }

@@ -544,6 +544,11 @@ def _(c: Context) -> object:
     return c.items(call(), output(), output())
 
 
+@trigger("not_a_string")
+def _(c: Context) -> object:
+    return c.create(input="hi", include=[None])
+
+
 @trigger("assistant_part_invalid")
 def _(c: Context) -> object:
     return c.create(input=[{"role": "assistant", "content": [{"type": "input_text", "text": "x"}]}, USER])
