@@ -104,3 +104,15 @@ def test_a_null_or_a_number_where_a_named_string_goes_is_the_wrong_type(
         "param": param,
         "code": "invalid_type",
     }
+
+
+def test_a_conversation_object_with_another_key_than_its_id_is_refused(unit_http: TestClient) -> None:
+    """The SDK's `conversation` object is `{"id": ...}`; before, `{"id": ..., "x": 1}` was taken and
+    the key ignored (as no other object of a create is)."""
+    conversation = unit_http.post("/v1/conversations", json={}).json()["id"]
+    body = {"model": "m", "input": "```js\ntext('x')\n```", "conversation": {"id": conversation, "x": 1}}
+    reply = unit_http.post("/v1/responses", json=body)
+    assert reply.status_code == 400, reply.text[:300]
+    assert (reply.json()["error"]["param"], reply.json()["error"]["code"]) == ("conversation.x", "unknown_parameter")
+    body["conversation"] = {"id": conversation}
+    assert unit_http.post("/v1/responses", json=body).status_code == 200
