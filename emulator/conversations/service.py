@@ -207,7 +207,7 @@ class Conversations:
                 raise messages.conversation_locked()
 
     def _new_items(self, items: list[Any], scope: str | None) -> list[dict[str, Any]]:
-        made = []
+        made: list[dict[str, Any]] = []
         for index, item in enumerate(items):
             if isinstance(item, ItemReference):
                 item = self._resolve(item.id, f"items[{index}].id", scope)
