@@ -113,9 +113,10 @@ def validation_error(errors: Sequence[Any], body: Any) -> InvalidRequest:
         return messages.invalid_value_unlisted(tag, where_param)
     if kind in ("literal_error", "enum"):
         expected = (error.get("ctx") or {}).get("expected", "")
-        if not isinstance(value, str) and str(expected).startswith("'"):
-            # A null, number, array or object where one of some strings goes: the wrong type (its
-            # Python spelling, 'None' or 'True', named no value the client sent).
+        if (isinstance(value, bool | list | dict) or value is None) and str(expected).startswith("'"):
+            # A null, boolean, array or object where one of some values goes: the wrong type (its
+            # Python spelling, 'None' or 'True', named no value the client sent). A number is an
+            # invalid value, as it was: `Invalid value: '1'` is how the client wrote it.
             return messages.not_a_string(param or "body", json_kind(value))
         return messages.invalid_value(value, expected, param)
     if kind in _EXPECTED:
