@@ -486,7 +486,8 @@ class Engine:
     def compact(self, request: CompactRequest, *, scope: str | None = None) -> dict[str, Any]:
         """`POST /v1/responses/compact`: the window's user messages, then one compaction item that
         stands for the whole window (`rules/compaction.py`). Nothing is stored. Its input is
-        checked as a create's: a `compaction_trigger` that is not last is the same 400."""
+        checked as a create's: a `compaction_trigger` that is not last is the same 400, and the
+        window is held to the item rules (`analyse`, not waiting on a model turn)."""
         previous = request.previous_response_id
         history = self.history.load(previous, scope=scope) if previous is not None else []
         new_items = self.history.input(request, scope)
@@ -495,6 +496,13 @@ class Engine:
         if not items:
             raise messages.nothing_to_compact()
         expanded = self.compactor.expand(items, len(history))
+        # Held to a create's item rules, as `count_tokens` holds its items: a window that breaks one
+        # (a forged reasoning item, an id twice, an output without its call) was compacted before,
+        # and every create that sent the compaction item back was refused, naming the item it held.
+        if expanded is None:
+            analyse(items, len(history), self.signer, whole=False)
+        else:
+            analyse(expanded.items, expanded.new_from, self.signer, None, expanded.shift, whole=False)
         window = expanded.items if expanded is not None else items
         users = [as_response_item(i, self.ids) for i in window if isinstance(i, Message) and i.role == "user"]
         counted = usage(

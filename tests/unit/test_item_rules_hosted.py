@@ -116,3 +116,23 @@ def test_a_conversation_object_with_another_key_than_its_id_is_refused(unit_http
     assert (reply.json()["error"]["param"], reply.json()["error"]["code"]) == ("conversation.x", "unknown_parameter")
     body["conversation"] = {"id": conversation}
     assert unit_http.post("/v1/responses", json=body).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("window", "code"),
+    [
+        ([{"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "zz"}], "invalid_encrypted_content"),
+        ([{"type": "function_call_output", "call_id": "call_nobody", "output": "x"}], None),
+        ([TWINS[0], TWINS[0]], None),
+    ],
+)
+def test_a_window_that_breaks_an_item_rule_is_not_compacted(
+    unit_http: TestClient, window: list[dict[str, Any]], code: str | None
+) -> None:
+    """Before: the window was compacted (200), and every create that sent the compaction item back
+    was refused, the forged reasoning item's 400 naming `previous_response_id`, which it had not."""
+    reply = unit_http.post("/v1/responses/compact", json={"model": "m", "input": [HELLO, *window]})
+    assert reply.status_code == 400, reply.text[:300]
+    assert reply.json()["error"]["code"] == code
+    fine = unit_http.post("/v1/responses/compact", json={"model": "m", "input": [HELLO]})
+    assert fine.status_code == 200 and fine.json()["output"][-1]["type"] == "compaction"
