@@ -104,6 +104,8 @@ def validation_error(errors: Sequence[Any], body: Any) -> InvalidRequest:
         tag = (error.get("ctx") or {}).get("tag", value.get("type") if isinstance(value, dict) else value)
         expected = (error.get("ctx") or {}).get("expected_tags", "")
         where_param = f"{param}.type" if param else "type"
+        if isinstance(value, dict) and not isinstance(value.get("type", ""), str):  # a null or a number, say
+            return messages.not_a_string(where_param, json_kind(value["type"]))
         if kind == "union_tag_not_found" or tag is None:
             return messages.missing_parameter(where_param)
         if expected:
@@ -111,6 +113,11 @@ def validation_error(errors: Sequence[Any], body: Any) -> InvalidRequest:
         return messages.invalid_value_unlisted(tag, where_param)
     if kind in ("literal_error", "enum"):
         expected = (error.get("ctx") or {}).get("expected", "")
+        if (isinstance(value, bool | list | dict) or value is None) and str(expected).startswith("'"):
+            # A null, boolean, array or object where one of some values goes: the wrong type (its
+            # Python spelling, 'None' or 'True', named no value the client sent). A number is an
+            # invalid value, as it was: `Invalid value: '1'` is how the client wrote it.
+            return messages.not_a_string(param or "body", json_kind(value))
         return messages.invalid_value(value, expected, param)
     if kind in _EXPECTED:
         expected_kinds = []

@@ -417,6 +417,13 @@ def wrong_type(name: str, expected: list[str], got: str, param: str | None) -> I
     return InvalidType(f"Invalid type for '{name}': expected {wanted}, but got {got} instead.", param=param)
 
 
+@error(REQUEST, got="null")
+def not_a_string(param: str, got: str) -> InvalidType:
+    """A null, number, boolean, array or object where one of a set of strings goes (a `role`, an
+    `include` value, an item's or a part's `type`): the wrong type, not an invalid value."""
+    return wrong_type(param, ["a string"], got, param)
+
+
 @error(REQUEST, max_length=128, length=200)
 def string_too_long(param: str, max_length: object, length: object) -> InvalidRequest:
     """A string past its hosted length bound (`safety_identifier`, a `metadata`-like field)."""
@@ -969,17 +976,25 @@ def duplicate_item(item_type: str, call_id: str, param: str) -> InvalidRequest:
 
 
 @error(ITEMS)
-def duplicate_answer(item_type: str, call_id: str, param: str) -> InvalidRequest:
-    """An output (a tool's, a program's, a tool search's) for a call_id answered already."""
-    return InvalidRequest(f"Duplicate item: a {item_type} for call_id '{call_id}' appears more than once.", param=param)
+def assistant_part_invalid(part_type: str, param: str) -> InvalidValue:
+    """An assistant message replayed with a part that is not the model's own kind (an
+    `input_text`, say), worded as the hosted API words it."""
+    return invalid_value(part_type, "'output_text' and 'refusal'", param)
 
 
 @error(ITEMS)
-def duplicate_approval_request(item_id: str, param: str) -> InvalidRequest:
-    """An `mcp_approval_request` whose id appears more than once."""
+def duplicate_item_id(item_id: str, param: str = "input") -> InvalidRequest:
+    """Two items of a conversation (its history and this request's input, or a conversation's items
+    and the ones added to it) with the same `id`, worded as the hosted API words it."""
     return InvalidRequest(
-        f"Duplicate item: an mcp_approval_request with id '{item_id}' appears more than once.", param=param
+        f"Duplicate item found with id {item_id}. Remove duplicate items from your input and try again.", param=param
     )
+
+
+@error(ITEMS)
+def duplicate_answer(item_type: str, call_id: str, param: str) -> InvalidRequest:
+    """An output (a tool's, a program's, a tool search's) for a call_id answered already."""
+    return InvalidRequest(f"Duplicate item: a {item_type} for call_id '{call_id}' appears more than once.", param=param)
 
 
 @error(ITEMS)
@@ -2345,6 +2360,18 @@ def inspector_conversation_not_found(conversation_id: str) -> NotFound:
 def inspector_file_not_found(name: str) -> NotFound:
     """`/_emulator/ui/{name}` naming no file of the inspector's page."""
     return NotFound(f"The inspector has no file '{name}'.")
+
+
+@error(HISTORY)
+def ambiguous_page_cursor(after: str, count: int) -> InvalidRequest:
+    """A page `after` an id that more than one row of the list holds (items stored before ids were
+    held unique): the id marks no one place, and a client paging on it would get the same page back
+    forever."""
+    return InvalidRequest(
+        f"Invalid 'after': {count} items in this list have the id '{after}', so it does not mark one place "
+        "to continue from; page without 'after' or with another item's id.",
+        param="after",
+    )
 
 
 # ---- agents ----------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from ptc_emulator.emulator.conversations.service import (
     ConversationUpdate,
     ItemsCreate,
 )
+from ptc_emulator.emulator.release import release
 
 __all__ = ["router"]
 
@@ -27,7 +28,18 @@ def _conversations(request: Request) -> Conversations:
 
 @router.post("")
 async def create_conversation(body: ConversationCreate, request: Request) -> dict[str, Any]:
-    return _conversations(request).create(body, scope_of(request.headers, None))
+    conversations, scope = _conversations(request), scope_of(request.headers, None)
+    try:
+        # In a worker thread, as `create_items`: up to 20 items of any length each, made stored items.
+        return await asyncio.to_thread(conversations.create, body, scope)
+    finally:
+        _release(body.items)
+
+
+def _release(items: list[Any] | None) -> None:
+    """An item's long content (200,000 parts) freed off the event loop, as a create's long input."""
+    for item in items or ():
+        release(getattr(item, "content", None))
 
 
 @router.get("/{conversation_id}")
@@ -52,7 +64,12 @@ async def create_items(
     request: Request,
     include: Include = None,
 ) -> dict[str, Any]:
-    return _conversations(request).add_items(conversation_id, body, scope_of(request.headers, None))
+    conversations, scope = _conversations(request), scope_of(request.headers, None)
+    try:
+        # In a worker thread, as `list_items`: the new items' ids are held against every kept item's.
+        return await asyncio.to_thread(conversations.add_items, conversation_id, body, scope)
+    finally:
+        _release(body.items)
 
 
 @router.get("/{conversation_id}/items")

@@ -175,6 +175,7 @@ class AgentSession:
         todo: list[ToolResult | MessageInput | CancelInput | McpApprovalResult] = []
         answered_here: dict[str, dict[str, Any]] = {}
         busy = session["status"] != "idle"
+        running = str(session["status"])  # what the 400 says of the turn in progress
         for n, event in enumerate(body.events):
             if isinstance(event, McpApprovalResult):
                 request = self.doc.get("approvals", {}).get(event.request_id)
@@ -188,12 +189,12 @@ class AgentSession:
                 raise messages.unknown_pending_approval(event.request_id, f"events[{n}].request_id")
             if isinstance(event, MessageInput):
                 if busy:
-                    raise messages.turn_in_progress(session["id"], session["status"], f"events[{n}]")
-                busy = True
+                    raise messages.turn_in_progress(session["id"], running, f"events[{n}]")
+                busy, running = True, f"started by events[{n}] of this request"
                 todo.append(event)
                 continue
             if isinstance(event, CancelInput):
-                busy = False
+                busy, running = False, "idle"
                 todo.append(event)
                 continue
             call = self.doc["calls"].get(event.call_id)

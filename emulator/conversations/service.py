@@ -134,6 +134,10 @@ class Conversations:
     def add_items(self, conversation_id: str, body: ItemsCreate, scope: str | None = None) -> dict[str, Any]:
         self.stored(conversation_id, scope=scope)
         items = self._new_items(body.items, scope)
+        added = {item["id"]: index for index, item in enumerate(items)}
+        for kept in self.store.items(conversation_id):  # an id comes once in a conversation, as in a create's input
+            if kept.get("id") in added:
+                raise messages.duplicate_item_id(kept["id"], f"items[{added[kept['id']]}].id")
         if not self.store.append(conversation_id, items):
             raise messages.conversation_not_found(conversation_id)
         return listing(items)
@@ -203,11 +207,13 @@ class Conversations:
                 raise messages.conversation_locked()
 
     def _new_items(self, items: list[Any], scope: str | None) -> list[dict[str, Any]]:
-        made = []
+        made: list[dict[str, Any]] = []
         for index, item in enumerate(items):
             if isinstance(item, ItemReference):
                 item = self._resolve(item.id, f"items[{index}].id", scope)
             data = self._as_item(item, f"items[{index}]")
             data.setdefault("id", self.ids("item"))
+            if any(earlier["id"] == data["id"] for earlier in made):
+                raise messages.duplicate_item_id(data["id"], f"items[{index}].id")
             made.append(data)
         return made

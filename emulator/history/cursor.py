@@ -102,6 +102,9 @@ _STATE = (
     "approval_responses",
     "search_calls",
     "search_outputs",
+    "ids",
+    "reasoning",
+    "bare_reasoning",
 )
 """The dicts `analyse`'s pass fills, item by item (with the anchor, each program's calls and
 where each program item stands)."""

@@ -52,7 +52,7 @@ from ptc_emulator.emulator.responses.usage import (
 from ptc_emulator.emulator.rules import checks, contract
 from ptc_emulator.emulator.rules.compaction import Compactor, Expanded, compact_threshold, triggered
 from ptc_emulator.emulator.rules.configuration import in_effect
-from ptc_emulator.emulator.rules.conversation import Conversation, analyse, sealed_reasoning_id
+from ptc_emulator.emulator.rules.conversation import Conversation, analyse, check_message_parts, sealed_reasoning_id
 from ptc_emulator.emulator.signing import Signer
 from ptc_emulator.emulator.storage import ResponseStore, StoredResponse
 from ptc_emulator.emulator.tools.kinds import answer_text
@@ -486,7 +486,8 @@ class Engine:
     def compact(self, request: CompactRequest, *, scope: str | None = None) -> dict[str, Any]:
         """`POST /v1/responses/compact`: the window's user messages, then one compaction item that
         stands for the whole window (`rules/compaction.py`). Nothing is stored. Its input is
-        checked as a create's: a `compaction_trigger` that is not last is the same 400."""
+        checked as a create's: a `compaction_trigger` that is not last is the same 400, and the
+        window is held to the item rules (`analyse`, not waiting on a model turn)."""
         previous = request.previous_response_id
         history = self.history.load(previous, scope=scope) if previous is not None else []
         new_items = self.history.input(request, scope)
@@ -495,6 +496,13 @@ class Engine:
         if not items:
             raise messages.nothing_to_compact()
         expanded = self.compactor.expand(items, len(history))
+        # Held to a create's item rules, as `count_tokens` holds its items: a window that breaks one
+        # (a forged reasoning item, an id twice, an output without its call) was compacted before,
+        # and every create that sent the compaction item back was refused, naming the item it held.
+        if expanded is None:
+            analyse(items, len(history), self.signer, whole=False)
+        else:
+            analyse(expanded.items, expanded.new_from, self.signer, None, expanded.shift, whole=False)
         window = expanded.items if expanded is not None else items
         users = [as_response_item(i, self.ids) for i in window if isinstance(i, Message) and i.role == "user"]
         counted = usage(
@@ -613,6 +621,7 @@ class Engine:
         """An input item as it is stored (`as_response_item`); a reasoning item's sealed content
         is held to `sealed_reasoning_id` on the way in."""
         sealed = sealed_reasoning_id(item, self.signer, param) if isinstance(item, ReasoningItem) else None
+        check_message_parts(item, param)
         return as_response_item(item, self.ids, sealed)
 
     def _keep(self, prepared: Prepared, response: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.history.cursor import POSITIONS, Positions
 from ptc_emulator.emulator.rules.contract import Violation, check_output, check_text_formats, check_tools
 from ptc_emulator.emulator.rules.conversation import Conversation
-from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
+from ptc_emulator.emulator.signing import Signer
 from ptc_emulator.emulator.tools.kinds import duplicate_names, kind_of_call
 from ptc_emulator.emulator.tools.toolset import Toolset, call_name
 from ptc_emulator.emulator.wire.items import (
@@ -23,8 +23,6 @@ from ptc_emulator.emulator.wire.items import (
     FunctionCallOutput,
     Item,
     ProgramItem,
-    ReasoningItem,
-    of_type,
 )
 from ptc_emulator.emulator.wire.request import Conversational, CountTokensRequest, CreateRequest, conversation_id
 from ptc_emulator.emulator.wire.tools import (
@@ -152,20 +150,18 @@ def check_finished_programs(conv: Conversation, signer: Signer, *, max_tool_call
 
 def check_reasoning(conv: Conversation, signer: Signer, reasoned: Iterable[Item]) -> None:
     """Without storage, reasoning items come back intact and with the items they preceded
-    (`reasoned`: the first item of each scripted turn that had reasoning)."""
-    reasoning: set[str] = set()
-    for item in of_type(conv.items, ReasoningItem):
-        # Sealed with its own id: another reasoning item's content does not verify here. A client
-        # may replay a reasoning item without its id (the Agents SDK does with store:false): its
-        # sealed content then says which it is.
-        sealed = None if item.encrypted_content is None else signer.unseal(REASONING_DOMAIN, item.encrypted_content)
-        if sealed is None or (item.id and sealed.get("id") != item.id):
-            raise messages.encrypted_content_unverified(item.id)
-        reasoning.add(str(sealed.get("id")))
+    (`reasoned`: the first item of each scripted turn that had reasoning).
+
+    Each reasoning item was unsealed once, as `analyse`'s pass read it (sealed with its own id:
+    another reasoning item's content does not verify; one replayed without its id, as the Agents
+    SDK does with store:false, is the item its content was sealed for), and the ids it found are
+    carried on the conversation's cursor: a step of a long loop unseals only its new items."""
+    if conv.bare_reasoning:
+        raise messages.encrypted_content_unverified(conv.bare_reasoning[min(conv.bare_reasoning)])
     for first in reasoned:
         call_id = getattr(first, "call_id", None)
         required = signer.reasoning_id(call_id or getattr(first, "id", None) or "")
-        if required not in reasoning:
+        if required not in conv.reasoning:
             raise messages.reasoning_missing(getattr(first, "id", None) or call_id, first.type, required)
 
 

@@ -30,15 +30,17 @@ from ptc_emulator.emulator.wire.items import (
     McpListTools,
     Message,
     OutputItem,
+    OutputText,
     ProgramCaller,
     ProgramItem,
     ProgramOutputItem,
     ReasoningItem,
+    Refusal,
     ToolSearchCallItem,
     ToolSearchOutputItem,
 )
 
-__all__ = ["Conversation", "analyse", "file_program_call", "sealed_reasoning_id"]
+__all__ = ["Conversation", "analyse", "check_message_parts", "file_program_call", "sealed_reasoning_id"]
 
 
 _CLIENT_MAY_SEND = (
@@ -69,6 +71,14 @@ class Conversation:
     """By `approval_request_id`."""
     search_calls: dict[str, ToolSearchCallItem] = field(default_factory=dict)
     search_outputs: dict[str, ToolSearchOutputItem] = field(default_factory=dict)
+    ids: dict[str, int] = field(default_factory=dict)
+    """Every item id, with where it stands: an id comes once in a conversation."""
+    reasoning: dict[str, int] = field(default_factory=dict)
+    """The id each reasoning item's `encrypted_content` was sealed for (the item's own; for one
+    replayed without its id, the one its content names), with where the item stands: each is
+    unsealed once, as the pass reads it, and carried on the cursor after."""
+    bare_reasoning: dict[int, str] = field(default_factory=dict)
+    """The reasoning items without `encrypted_content` (where each stands, its id)."""
     open_program: ProgramItem | None = None
     open_index: int = -1
     """Index of the open program's item."""
@@ -160,9 +170,16 @@ def analyse(
             ext.cursor.rules = RulesPass.of(conv, by_program, program_at)
         item = items[i]
         param = _param(i, new_from, shift)
+        item_id = getattr(item, "id", None)
+        if isinstance(item_id, str) and item_id:
+            if item_id in conv.ids:
+                raise messages.duplicate_item_id(item_id)
+            conv.ids[item_id] = i
         if isinstance(item, Message):
             if item.role == "user":
                 conv.anchor = i
+            elif i >= new_from:
+                check_message_parts(item, param)
         elif isinstance(item, CALL_TYPES):
             _add_call(conv, item, param)
             file_program_call(by_program, item)
@@ -179,7 +196,11 @@ def analyse(
         elif isinstance(item, ProgramOutputItem):
             _add_program_output(conv, item, param, signer)
         elif isinstance(item, ReasoningItem):
-            sealed_reasoning_id(item, signer, param)
+            sealed = sealed_reasoning_id(item, signer, param)
+            if sealed is None:
+                conv.bare_reasoning[i] = item.id
+            else:
+                conv.reasoning.setdefault(sealed, i)
         elif isinstance(item, ToolSearchCallItem):
             _add_search_call(conv, item, param)
         elif isinstance(item, ToolSearchOutputItem):
@@ -222,6 +243,16 @@ def analyse(
     return conv
 
 
+def check_message_parts(item: Item, param: str) -> None:
+    """An assistant message's content parts are the model's own kinds (`output_text`, `refusal`):
+    the hosted API refuses an `input_text` there, as it words it, naming the part."""
+    if not isinstance(item, Message) or item.role != "assistant" or isinstance(item.content, str):
+        return
+    for index, part in enumerate(item.content):
+        if not isinstance(part, OutputText | Refusal):
+            raise messages.assistant_part_invalid(part.type, f"{param}.content[{index}]")
+
+
 def sealed_reasoning_id(item: ReasoningItem, signer: Signer, param: str = "input") -> str | None:
     """The id a reasoning item's `encrypted_content` was sealed for (None when it carries none);
     the 400 `invalid_encrypted_content` when this server did not issue it, or issued it for
@@ -238,8 +269,6 @@ def sealed_reasoning_id(item: ReasoningItem, signer: Signer, param: str = "input
 
 
 def _add_approval_request(conv: Conversation, item: McpApprovalRequest, param: str) -> None:
-    if item.id in conv.approval_requests:
-        raise messages.duplicate_approval_request(item.id, param)
     if isinstance(item.caller, ProgramCaller):
         if item.caller.caller_id not in conv.programs:
             raise messages.approval_without_program(item.id, item.caller.caller_id, param)

@@ -351,5 +351,8 @@ def conversation_id(value: Any) -> str | None:
     if isinstance(value, str):
         return value
     if isinstance(value, dict) and isinstance(value.get("id"), str):
+        extra = sorted(key for key in value if key != "id")
+        if extra:  # the SDK's object has its id alone: another key would be taken and ignored
+            raise messages.unknown_parameter(f"conversation.{extra[0]}")
         return str(value["id"])
     raise messages.conversation_id_invalid()

@@ -4,6 +4,8 @@ takes only the SDK's key (before, any key was kept)."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from starlette.testclient import TestClient
 
@@ -33,3 +35,26 @@ def test_an_unknown_stream_options_key_of_a_session_is_refused(unit_http: TestCl
     assert reply.status_code == 400, reply.text[:300]
     assert reply.json()["error"]["code"] == "unknown_parameter"
     assert reply.json()["error"]["param"].startswith("stream_options.")
+
+
+def test_a_second_message_in_one_body_says_the_first_started_the_turn(unit_http: TestClient) -> None:
+    """Two messages in one events body to an idle session: the second is refused because the first
+    starts a turn. Before, the 400 said the session had a turn in progress "(idle)"."""
+    unit_http.post("/_emulator/scenarios", json={"match": {"input": "^hello$"}, "turns": [{"message": "hi"}]})
+    body = {"environment": {"type": "none"}, "agent": {"model": "gpt-5"}, "input": "hello"}
+    session = unit_http.post("/v1/agents/sessions", json=body, headers=BETA).json()
+    for _ in range(3000):  # the turn plays in a task: its end is seen when it comes, however slow the machine
+        status = unit_http.get(f"/v1/agents/sessions/{session['id']}", headers=BETA).json()["status"]
+        if status == "idle":
+            break
+        threading.Event().wait(0.01)
+    assert status == "idle"
+    message = {
+        "type": "agent.session.input.message",
+        "input": [{"role": "user", "content": [{"type": "input_text", "text": "hello"}]}],
+    }
+    reply = unit_http.post(f"/v1/agents/sessions/{session['id']}/events", json={"events": [message] * 2}, headers=BETA)
+    assert reply.status_code == 400, reply.text[:300]
+    error = reply.json()["error"]
+    assert error["code"] == "active_turn_not_steerable" and error["param"] == "events[1]"
+    assert "(started by events[0] of this request)" in error["message"] and "(idle)" not in error["message"]

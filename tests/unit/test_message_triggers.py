@@ -547,7 +547,17 @@ def _(c: Context) -> object:
     return c.items(call(), output(), output())
 
 
-@trigger("duplicate_approval_request")
+@trigger("not_a_string")
+def _(c: Context) -> object:
+    return c.create(input="hi", include=[None])
+
+
+@trigger("assistant_part_invalid")
+def _(c: Context) -> object:
+    return c.create(input=[{"role": "assistant", "content": [{"type": "input_text", "text": "x"}]}, USER])
+
+
+@trigger("duplicate_item_id")
 def _(c: Context) -> object:
     return c.items(approval_request(), approval_request())
 
@@ -801,6 +811,15 @@ def _(c: Context) -> object:
 def _(c: Context) -> object:
     response = c.create(input=PROGRAM, tools=PTC_TOOLS).json()
     return c.http.get(f"/v1/responses/{response['id']}/input_items", params={"after": "msg_nope"})
+
+
+@trigger("ambiguous_page_cursor")
+def _(c: Context) -> object:
+    """Two input items with one id, kept before ids were held unique (straight into the store)."""
+    twins = [{"type": "message", "id": "msg_twin", "role": "user", "content": "a"}] * 2
+    body = {"id": "resp_triggers_twins", "object": "response", "status": "completed", "output": []}
+    c.http.app.state.emulator.store.responses.put(StoredResponse("resp_triggers_twins", body, twins, None))
+    return c.http.get("/v1/responses/resp_triggers_twins/input_items", params={"after": "msg_twin"})
 
 
 @trigger("conversation_not_found")

@@ -68,3 +68,20 @@ def test_input_items_page_through_the_sdk(unit_sdk: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         unit_sdk.responses.input_items.list(response.id, after="msg_nope")
     assert caught.value.param == "after"
+
+
+def test_a_cursor_several_rows_hold_is_refused_saying_so() -> None:
+    """Rows kept with one id twice (before ids were held unique): a page after it would have
+    started after the first, so a client paging on it got the same page back forever."""
+    twins = [{"id": "item_0"}, {"id": "item_1"}, {"id": "item_1"}, {"id": "item_2"}]
+    with pytest.raises(InvalidRequest) as caught:
+        page(twins, after="item_1", limit=1, order="asc", missing=missing)
+    assert "2 items in this list have the id 'item_1'" in str(caught.value)
+    assert caught.value.param == "after"
+
+
+def test_an_empty_cursor_is_refused_as_an_empty_string(unit_sdk: openai.OpenAI) -> None:
+    response = unit_sdk.responses.create(model="m", input="```js\ntext('x')\n```")
+    with pytest.raises(openai.BadRequestError) as caught:
+        unit_sdk.responses.input_items.list(response.id, after="")
+    assert caught.value.code == "empty_string" and caught.value.param == "after"

@@ -111,3 +111,72 @@ def test_an_id_less_replay_of_issued_reasoning_is_stored_as_the_item_it_is(
     assert [i.id for i in items if i.type == "reasoning"] == [thought["id"]]
     # the chain reads the stored item back, content and id agreeing
     assert unit_sdk.responses.create(model="m", previous_response_id=first.id, input="hi").status == "completed"
+
+
+STEPS = 12
+STEPPED = {
+    "name": "unit__reasoning_items_stepped",
+    "match": {"input": "^step on$"},
+    "turns": [
+        *({"reasoning": f"Step {n}.", "call": {"name": "f", "arguments": {"n": n}}} for n in range(STEPS)),
+        {"reasoning": "Done.", "message": "stepped"},
+    ],
+}
+
+
+def test_a_store_false_loop_unseals_each_reasoning_item_once(
+    unit_http: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step of a long store:false loop unseals its new reasoning items only: the ones replayed
+    were verified by the step that first read them, and their ids are carried on the cursor (each
+    step unsealed every reasoning item of the conversation again before: 78 unseals over 12 steps,
+    where 13 suffice)."""
+    from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
+
+    unit_http.post("/_emulator/scenarios", json=STEPPED)
+    unsealed = []
+    unseal = Signer.unseal
+
+    def counted(self: Signer, domain: str, sealed: str) -> dict[str, Any] | None:
+        if domain == REASONING_DOMAIN:
+            unsealed.append(sealed)
+        return unseal(self, domain, sealed)
+
+    monkeypatch.setattr(Signer, "unseal", counted)
+    tools = [{"type": "function", "name": "f"}]
+    # A body of some kilobytes: the body reader recognises a replayed prefix from there on.
+    items: list[dict[str, Any]] = [{"role": "developer", "content": "x" * 8000}, {"role": "user", "content": "step on"}]
+    for _ in range(STEPS + 1):
+        reply = unit_http.post("/v1/responses", json={"model": "m", "input": items, "tools": tools, "store": False})
+        assert reply.status_code == 200, reply.text[:300]
+        output = reply.json()["output"]
+        items += output
+        items += [
+            {"type": "function_call_output", "call_id": o["call_id"], "output": "ok"}
+            for o in output
+            if o["type"] == "function_call"
+        ]
+    assert output[-1]["content"][0]["text"] == "stepped"
+    assert len(unsealed) == STEPS  # each replayed reasoning item once, as the step after it read it
+
+
+def test_a_replayed_reasoning_item_stripped_of_its_content_is_still_refused(unit_http: TestClient) -> None:
+    """The loop's later steps read the known prefix from the cursor: an item of it changed (here its
+    content dropped) is another object, read afresh and refused."""
+    unit_http.post("/_emulator/scenarios", json=STEPPED)
+    tools = [{"type": "function", "name": "f"}]
+    items: list[dict[str, Any]] = [{"role": "user", "content": "step on"}]
+    for _ in range(2):
+        output = unit_http.post(
+            "/v1/responses", json={"model": "m", "input": items, "tools": tools, "store": False}
+        ).json()["output"]
+        items += output
+        items += [
+            {"type": "function_call_output", "call_id": o["call_id"], "output": "ok"}
+            for o in output
+            if o["type"] == "function_call"
+        ]
+    bare = [
+        {k: v for k, v in i.items() if k != "encrypted_content"} if i.get("type") == "reasoning" else i for i in items
+    ]
+    _unverified(unit_http.post("/v1/responses", json={"model": "m", "input": bare, "tools": tools, "store": False}))
