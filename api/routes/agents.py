@@ -217,7 +217,8 @@ async def create_agent(body: AgentCreate, request: Request) -> dict[str, Any]:
 async def list_agents(
     request: Request, after: str | None = None, limit: Limit = 20, order: Order = "desc"
 ) -> dict[str, Any]:
-    return _page(harness_of(request).list_agents(_scope(request, None)), after=after, limit=limit, order=order, what="agent")
+    agents = harness_of(request).list_agents(_scope(request, None))
+    return _page(agents, after=after, limit=limit, order=order, what="agent")
 
 
 @router.get("/{agent_id}")

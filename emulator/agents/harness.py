@@ -165,9 +165,7 @@ class Harness:
 
     def list_agents(self, scope: str | None = None) -> list[dict[str, Any]]:
         return [
-            stored_agent(_unscoped(doc))
-            for doc in self.records.all(AGENT)
-            if visible(doc.get(_AGENT_SCOPE), scope)
+            stored_agent(_unscoped(doc)) for doc in self.records.all(AGENT) if visible(doc.get(_AGENT_SCOPE), scope)
         ]
 
     # ---- sessions ---------------------------------------------------------------------------
