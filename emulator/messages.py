@@ -1852,6 +1852,14 @@ def answered_nothing() -> str:
 
 
 @text(UPSTREAM, FAULT)
+def upstream_refused(refusal: str) -> str:
+    """An answer holding a refusal alone (Chat Completions' `refusal`, a Responses `refusal`
+    content part), no text or tool call: said as the refusal, not as an empty answer (`refusal`:
+    its start, the key redacted)."""
+    return f"refused to answer: {refusal}"
+
+
+@text(UPSTREAM, FAULT)
 def unreadable_shape() -> str:
     """The safety net: a protocol that stumbles on an answer's shape without naming the path."""
     return "answered in a shape its protocol does not read."

@@ -62,6 +62,23 @@ before any of it is read."""
 _LONG_INTEGER = "an integer of more than 4300 digits"
 
 
+class _NotFinite(ValueError):
+    """`NaN`, `Infinity` or `-Infinity` in a file: Python's parser takes them, JSON has none, and a
+    page carrying one is one the browser's `JSON.parse` refuses (an empty inspector)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def _not_finite(name: str) -> Any:
+    raise _NotFinite(name)
+
+
+def _not_finite_said(path: Path, error: _NotFinite) -> TraceError:
+    return TraceError(f"{path}: not a ptc-emulator trace (it holds {error.name}, which JSON does not have)")
+
+
 def _page(path: Path, text: str) -> bytes:
     if path.suffix.lower() in (".html", ".htm"):
         # Only the trace's data is taken from the file; the page around it is the emulator's own,
@@ -72,7 +89,9 @@ def _page(path: Path, text: str) -> bytes:
         if start < 0 or end < 0:
             raise TraceError(f"{path}: not a ptc-emulator trace (no trace data in the page)")
         try:
-            data = json.loads(text[start + len(opening) : end])
+            data = json.loads(text[start + len(opening) : end], parse_constant=_not_finite)
+        except _NotFinite as error:
+            raise _not_finite_said(path, error) from error
         except json.JSONDecodeError as error:
             raise TraceError(f"{path}: not a ptc-emulator trace (its data is not JSON: {error.msg})") from error
         except ValueError as error:  # what Python's parser raises for the one number it will not read
@@ -83,7 +102,9 @@ def _page(path: Path, text: str) -> bytes:
             {"title": str(data.get("title") or path.name), "conversations": data["conversations"]}
         ).encode("utf-8")
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_not_finite)
+    except _NotFinite as error:
+        raise _not_finite_said(path, error) from error
     except json.JSONDecodeError as error:
         raise TraceError(f"{path}: not JSON ({error.msg}, line {error.lineno})") from error
     except ValueError as error:

@@ -210,27 +210,28 @@ async def list_turn_items(
 @router.post("")
 async def create_agent(body: AgentCreate, request: Request) -> dict[str, Any]:
     await _schemas_checked(body.tools)
-    return harness_of(request).create_agent(body)
+    return harness_of(request).create_agent(body, _scope(request, body.metadata))
 
 
 @router.get("")
 async def list_agents(
     request: Request, after: str | None = None, limit: Limit = 20, order: Order = "desc"
 ) -> dict[str, Any]:
-    return _page(harness_of(request).list_agents(), after=after, limit=limit, order=order, what="agent")
+    agents = harness_of(request).list_agents(_scope(request, None))
+    return _page(agents, after=after, limit=limit, order=order, what="agent")
 
 
 @router.get("/{agent_id}")
 async def retrieve_agent(agent_id: str, request: Request) -> dict[str, Any]:
-    return harness_of(request).agent(agent_id)
+    return harness_of(request).agent(agent_id, _scope(request, None))
 
 
 @router.post("/{agent_id}")
 async def update_agent(agent_id: str, body: AgentUpdate, request: Request) -> dict[str, Any]:
     await _schemas_checked(body.tools)
-    return harness_of(request).update_agent(agent_id, body)
+    return harness_of(request).update_agent(agent_id, body, _scope(request, None))
 
 
 @router.delete("/{agent_id}")
 async def delete_agent(agent_id: str, request: Request) -> dict[str, Any]:
-    return harness_of(request).delete_agent(agent_id)
+    return harness_of(request).delete_agent(agent_id, _scope(request, None))

@@ -133,31 +133,40 @@ class Harness:
 
     # ---- agents -----------------------------------------------------------------------------
 
-    def create_agent(self, body: AgentCreate) -> dict[str, Any]:
+    def create_agent(self, body: AgentCreate, scope: str | None = None) -> dict[str, Any]:
         check_agent(body)
         agent = agent_object(self.ids("agent"), body, now=self.now())
-        self.records.put(AGENT, agent["id"], agent)
+        self.records.put(AGENT, agent["id"], _scoped(agent, scope))
         return agent
 
-    def agent(self, agent_id: str) -> dict[str, Any]:
-        agent = self.records.get(AGENT, agent_id)
-        if agent is None:
+    def _agent_doc(self, agent_id: str, scope: str | None) -> dict[str, Any]:
+        """The stored agent, if a request in `scope` sees it: one made in a scope is seen in that
+        scope alone, as a session is; one made in none everywhere. Otherwise a 404."""
+        doc = self.records.get(AGENT, agent_id)
+        if doc is None or not visible(doc.get(_AGENT_SCOPE), scope):
             raise messages.agent_not_found(agent_id)
-        return stored_agent(agent)
+        return doc
 
-    def update_agent(self, agent_id: str, body: AgentUpdate) -> dict[str, Any]:
+    def agent(self, agent_id: str, scope: str | None = None) -> dict[str, Any]:
+        return stored_agent(_unscoped(self._agent_doc(agent_id, scope)))
+
+    def update_agent(self, agent_id: str, body: AgentUpdate, scope: str | None = None) -> dict[str, Any]:
         check_agent(body)
-        agent = agent_object(agent_id, body, now=self.now(), base=self.agent(agent_id))
-        self.records.put(AGENT, agent_id, agent)
+        doc = self._agent_doc(agent_id, scope)
+        agent = agent_object(agent_id, body, now=self.now(), base=stored_agent(_unscoped(doc)))
+        self.records.put(AGENT, agent_id, _scoped(agent, doc.get(_AGENT_SCOPE)))
         return agent
 
-    def delete_agent(self, agent_id: str) -> dict[str, Any]:
+    def delete_agent(self, agent_id: str, scope: str | None = None) -> dict[str, Any]:
+        self._agent_doc(agent_id, scope)
         if not self.records.delete(AGENT, agent_id):
             raise messages.agent_not_found(agent_id)
         return {"id": agent_id, "deleted": True, "object": "agent.deleted"}
 
-    def list_agents(self) -> list[dict[str, Any]]:
-        return [stored_agent(agent) for agent in self.records.all(AGENT)]
+    def list_agents(self, scope: str | None = None) -> list[dict[str, Any]]:
+        return [
+            stored_agent(_unscoped(doc)) for doc in self.records.all(AGENT) if visible(doc.get(_AGENT_SCOPE), scope)
+        ]
 
     # ---- sessions ---------------------------------------------------------------------------
 
@@ -177,7 +186,7 @@ class Harness:
             raise messages.vaults_unsupported()
         saved = None
         if body.agent_id is not None:
-            saved = self.agent(body.agent_id)
+            saved = self.agent(body.agent_id, scope)
         elif body.agent is None or body.agent.model is None:
             raise messages.agent_model_missing()
         if body.agent is not None:
@@ -473,3 +482,16 @@ class Harness:
 
 def _visible(doc: Doc, scope: str | None) -> bool:
     return visible(doc.get("scope"), scope)
+
+
+_AGENT_SCOPE = "ptc_emulator_scope"
+"""The key of a stored agent that holds the scope it was made in (absent: made in none); never
+shown: `_unscoped` takes it off."""
+
+
+def _scoped(agent: dict[str, Any], scope: str | None) -> dict[str, Any]:
+    return agent if scope is None else {**agent, _AGENT_SCOPE: scope}
+
+
+def _unscoped(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k != _AGENT_SCOPE}

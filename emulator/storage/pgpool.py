@@ -5,10 +5,22 @@ A database that does not answer is `StoreUnavailable` (the API's 503), never a d
 broken connection, a connection that cannot be made, none free in time. Once one statement found
 it away, the next wait for a connection is short (`AWAY_WAIT_S`), so requests fail at once while
 it is away; the pool keeps connecting meanwhile, and the first statement that goes through ends
-the outage."""
+the outage.
+
+A database that accepts connections but answers nothing (a frozen server or host) leaves no
+error to find: a statement would wait on its socket for ever, holding its request and its
+thread. Each use of a connection therefore has a deadline (`DEADLINE_S`, `AWAY_DEADLINE_S` once
+the database was found away); one watchdog thread cuts the socket of a use past it, and the
+statement fails as over a broken connection (`StoreUnavailable`; the pool drops the connection)."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import os
+import socket
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -19,7 +31,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ptc_emulator.emulator.storage.protocol import StoreUnavailable
 from ptc_emulator.emulator.storage.sql import Dialect, Tx
 
-__all__ = ["AWAY_WAIT_S", "CONNECT_S", "POSTGRES", "WAIT_S", "Db", "Pool"]
+__all__ = ["AWAY_DEADLINE_S", "AWAY_WAIT_S", "CONNECT_S", "DEADLINE_S", "POSTGRES", "WAIT_S", "Db", "Pool"]
 
 Db = psycopg.Connection[tuple[Any, ...]]
 T = TypeVar("T")
@@ -69,6 +81,64 @@ CONNECT_S = 2
 answer at all is found away in this time."""
 
 
+DEADLINE_S = 15.0
+"""How long one use of a connection (a statement, or a transaction's statements) may take before
+its socket is cut: far past any statement of a database that answers, bounded for one that
+accepts connections and answers nothing."""
+AWAY_DEADLINE_S = 1.0
+"""The deadline once the database was found away: a request fails at once, not after `DEADLINE_S`."""
+WATCH_EVERY_S = 0.1
+"""How often the watchdog looks at the uses under way."""
+
+
+class _Watchdog:
+    """Cuts the socket of a connection whose use outlived its deadline (see the module docstring).
+
+    A use is a dict entry, made and dropped under a lock; the thread starts with the first use."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._uses: dict[int, tuple[float, Db]] = {}
+        self._numbers = itertools.count()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def start(self, db: Db, deadline_s: float) -> int:
+        number = next(self._numbers)
+        with self._lock:
+            self._uses[number] = (time.monotonic() + deadline_s, db)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, name="ptc-pg-deadline", daemon=True)
+                self._thread.start()
+        return number
+
+    def stop(self, number: int) -> bool:
+        """End a use: whether it ended in time (False: its socket was cut)."""
+        with self._lock:
+            return self._uses.pop(number, None) is not None
+
+    def close(self) -> None:
+        self._stop.set()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(WATCH_EVERY_S):
+            now = time.monotonic()
+            with self._lock:  # cut under the lock: a use that ends meanwhile knows it was cut
+                for number in [number for number, (due, _) in self._uses.items() if due <= now]:
+                    _cut(self._uses.pop(number)[1])
+
+
+def _cut(db: Db) -> None:
+    """Shut the connection's socket down (through a duplicate of its descriptor, which alone is
+    closed here): the statement waiting on it reads the end of the connection and fails."""
+    with contextlib.suppress(OSError, psycopg.Error):
+        duplicate = socket.socket(fileno=os.dup(db.fileno()))
+        try:
+            duplicate.shutdown(socket.SHUT_RDWR)
+        finally:
+            duplicate.close()
+
+
 _GONE = ("08", "57P01", "57P02", "57P03")
 """SQLSTATEs of a database that is away: a connection exception (class 08), the server shutting
 down or not yet started (`admin_shutdown`, `crash_shutdown`, `cannot_connect_now`)."""
@@ -99,17 +169,25 @@ class Pool:
             reconnect_timeout=RECONNECT_S,
         )
         self.pool.open(wait=True, timeout=30)
+        self.watchdog = _Watchdog()
         self.away = False
         """Whether the last statement found the database away."""
 
     @contextmanager
-    def connection(self, wait_s: float | None = None) -> Iterator[Db]:
+    def connection(self, wait_s: float | None = None, deadline_s: float | None = None) -> Iterator[Db]:
         """A pooled connection; `StoreUnavailable` when the database does not answer (a broken
-        connection, none to be had), after `AWAY_WAIT_S` at most once it was found away."""
+        connection, none to be had, a use past its deadline), after `AWAY_WAIT_S` at most once it
+        was found away."""
         wait = wait_s if wait_s is not None else (AWAY_WAIT_S if self.away else WAIT_S)
+        deadline = deadline_s if deadline_s is not None else (AWAY_DEADLINE_S if self.away else DEADLINE_S)
         try:
             with self.pool.connection(timeout=wait) as db:
-                yield db
+                use = self.watchdog.start(db, deadline)
+                try:
+                    yield db
+                finally:
+                    if not self.watchdog.stop(use):
+                        db.close()  # cut: the pool drops it rather than lend it again
         except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as e:
             if not _away(e):
                 raise

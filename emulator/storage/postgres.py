@@ -101,7 +101,7 @@ class PostgresStore(SqlParts):
         """Whether the database answers, found out within `PING_WAIT_S` for a connection (and the
         time a broken one takes to fail): the health check of a load balancer."""
         try:
-            with self._db.connection(wait_s=PING_WAIT_S) as db:
+            with self._db.connection(wait_s=PING_WAIT_S, deadline_s=PING_WAIT_S) as db:
                 return bool(db.execute(b"SELECT 1").fetchone() == (1,))
         except (StoreUnavailable, psycopg.Error):
             return False
@@ -109,6 +109,7 @@ class PostgresStore(SqlParts):
     def close(self) -> None:
         self._events.close()
         self._db.pool.close()
+        self._db.watchdog.close()
 
 
 def open_postgres(url: str) -> PostgresStore:

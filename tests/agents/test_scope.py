@@ -71,6 +71,35 @@ def test_a_session_is_invisible_from_another_scope(ptc_emulator: PTCEmulator) ->
     assert session.id in [s.id for s in mine.beta.agents.sessions.list()]
 
 
+def test_an_agent_is_invisible_from_another_scope(ptc_emulator: PTCEmulator) -> None:
+    """Agents were kept apart from no scope: another test's client listed, read, changed and
+    deleted them, and started sessions of them."""
+    mine = ptc_emulator.client(max_retries=0)
+    other = ptc_emulator.client(max_retries=0, default_headers={SCOPE_HEADER: "another-test"})
+    agent = mine.beta.agents.create(model="gpt-5", name="mine", tools=[GET_CUSTOMER])
+    agents = other.beta.agents
+    attempts = [
+        lambda: agents.retrieve(agent.id),
+        lambda: agents.update(agent.id, name="stolen"),
+        lambda: agents.delete(agent.id),
+        lambda: agents.sessions.create(environment={"type": "none"}, agent_id=agent.id, input=js('text("hi")')),
+    ]
+    for attempt in attempts:
+        with pytest.raises(openai.NotFoundError) as caught:
+            attempt()
+        assert caught.value.body["message"] == f"No agent found with id '{agent.id}'."  # type: ignore[index]
+    assert agent.id not in [a.id for a in agents.list()]
+    # ... and in its own scope it is as it was made, its scope never shown
+    kept = mine.beta.agents.retrieve(agent.id)
+    assert kept.name == "mine" and kept.model_dump() == agent.model_dump()
+    assert [a.id for a in mine.beta.agents.list()] == [agent.id]
+    assert mine.beta.agents.update(agent.id, name="renamed").name == "renamed"
+    assert "scope" not in json.dumps(mine.beta.agents.retrieve(agent.id).model_dump())
+    with pytest.raises(openai.NotFoundError):
+        agents.retrieve(agent.id)  # still not seen once updated
+    assert mine.beta.agents.delete(agent.id).deleted
+
+
 @pytest.mark.anyio
 async def test_unknown_ids_leave_nothing_and_keys_live_apart_and_expire(tmp_path: Any) -> None:
     settings = Settings(data_dir=tmp_path, store="memory", pool_size=1, bundled_fixtures=False)

@@ -194,6 +194,38 @@ def _no_message(api: str, whole: bool) -> tuple[Answer, str]:
     return _streamed(api, without_content), nothing
 
 
+REFUSAL = "I can't help with that."
+
+
+def _refusal(api: str, whole: bool) -> tuple[Answer, str]:
+    """A refusal alone (Chat Completions' `refusal`, a Responses `refusal` part): said as one. It
+    was said as an answer of "neither text nor a tool call", hiding why."""
+    said = f"refused to answer: {REFUSAL}"
+    if api == "chat" and whole:
+        return _whole(api, _set("choices.0.message", {"role": "assistant", "content": None, "refusal": REFUSAL})), said
+    if api == "chat":
+
+        def refusing(chunk: Any) -> Any:
+            return _set("choices.0.delta", {"refusal": chunk["choices"][0]["delta"]["content"]})(chunk)
+
+        return _streamed(api, _content_chunks(refusing), say(REFUSAL)), said
+    message = {
+        "type": "message",
+        "id": "msg_up",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "refusal", "refusal": REFUSAL}],
+    }
+    if whole:
+        return _whole(api, _set("output.0", message)), said
+
+    def refused(events: list[Any]) -> list[Any]:
+        done = events[-1]
+        return [events[0], _set("response.output.0", message)(done)]
+
+    return _streamed(api, refused), said
+
+
 def _deep(api: str, whole: bool) -> tuple[Answer, str]:
     def deepened(data: Any) -> str:
         return json.dumps(data)[:-1] + ', "x": ' + DEEP + "}"
@@ -331,6 +363,7 @@ def _arguments(arguments: str, said: str) -> Callable[[str, bool], tuple[Answer,
 CASES = [
     Case("empty", _empty),
     Case("no_message", _no_message),
+    Case("refusal", _refusal),
     Case("deep", _deep),
     Case("infinity", _non_finite("Infinity")),
     Case("beyond_a_double", _non_finite("1e999")),

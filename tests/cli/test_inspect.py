@@ -144,6 +144,24 @@ def test_a_trace_holding_a_lone_surrogate_is_one_line_not_a_traceback(tmp_path: 
         )
 
 
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_a_trace_holding_a_non_finite_number_is_one_line_not_an_empty_page(tmp_path: Path, constant: str) -> None:
+    """Python's parser reads `NaN` and `Infinity`; the page then carried them to the browser,
+    whose `JSON.parse` refused its data: `inspect` served an empty inspector, saying nothing."""
+    journal = tmp_path / "journal.json"
+    journal.write_text('{"journal": [{"seq": ' + constant + "}]}", encoding="utf-8")
+    page = tmp_path / "trace.html"
+    page.write_text(
+        '<script type="application/json" id="ptc-trace">{"conversations": [{"seq": ' + constant + "}]}</script>"
+    )
+    for path in (journal, page):
+        done = run("inspect", str(path), timeout=60)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+        assert done.stderr.strip() == (
+            f"ptc-emulator: {path}: not a ptc-emulator trace (it holds {constant}, which JSON does not have)"
+        )
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
 def test_a_fifo_or_a_device_is_refused_unread_in_one_line(tmp_path: Path) -> None:
     """A FIFO was waited on forever (`open` blocks for a writer) and `/dev/zero` read for 256 MiB:

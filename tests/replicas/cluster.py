@@ -17,6 +17,7 @@ import itertools
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -116,6 +117,28 @@ class Cluster:
         self._run(
             "pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-w", "-t", "60", "-o", options, "start"
         )
+
+    def _processes(self) -> list[int]:
+        """The server's processes: the postmaster (its pid file's first line) and its children."""
+        main = int((self.data / "postmaster.pid").read_text().split()[0])
+        found = [main]
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                    if int(fields[1]) == main:
+                        found.append(int(entry.name))
+        return found
+
+    def freeze(self) -> None:
+        """Stop the server's processes (SIGSTOP): the database accepts connections (the kernel
+        does) and answers nothing, as a frozen host does. `thaw` lets them go on."""
+        for pid in self._processes():
+            os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        for pid in self._processes():
+            os.kill(pid, signal.SIGCONT)
 
     def stop(self) -> None:
         with contextlib.suppress(subprocess.CalledProcessError):

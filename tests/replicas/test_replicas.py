@@ -20,6 +20,7 @@ import psycopg
 import pytest
 
 from ptc_emulator.api.settings import Settings
+from ptc_emulator.emulator.storage import pgpool
 from ptc_emulator.emulator.storage.pgpool import WAIT_S
 from ptc_emulator.testing.process import ServerProcess
 from tests.agents.agents_support import GET_CUSTOMER, customer, events_until, get_customer_code, js, valid
@@ -285,6 +286,50 @@ def test_with_the_database_away_health_and_requests_fail_at_once_with_a_503(tmp_
             assert again.status_code == 503 and time.monotonic() < deadline, again.text
             time.sleep(0.2)
         assert server.health()["database"] == "ok"
+
+
+@pytest.mark.anyio
+async def test_a_database_that_answers_nothing_is_a_503_not_a_hang(tmp_path: Path, monkeypatch: Any) -> None:
+    """A database that accepts connections and answers nothing (its server frozen, as a paused host
+    is): a statement waited on its socket for ever, so requests (and /v1/models, which reads the
+    scenarios) hung and held their threads. Each use of a connection now has a deadline, here made
+    short (`DEADLINE_S`), past which the request is the 503 `database_unavailable`; health is a 503
+    too, and once the database answers again so do the requests. (The 120 s is a guard, not a
+    measure: the code before never answered.)"""
+    monkeypatch.setattr(pgpool, "DEADLINE_S", 1.0, raising=False)  # (absent before: the old code runs too)
+    monkeypatch.setattr(pgpool, "WAIT_S", 1.0)
+    body = {"model": "m", "input": js("text('up')"), "tools": [{"type": "programmatic_tool_calling"}]}
+    with Cluster.started() as cluster:
+        settings = Settings(
+            data_dir=tmp_path, store=cluster.database(), secret=SECRET, bundled_fixtures=False, pool_size=1
+        )
+        async with in_process_http(settings) as (http, app):
+            made = await http.post("/v1/responses", json=body)
+            assert made.status_code == 200, made.text
+            cluster.freeze()
+            try:
+                for method, path, sent in [
+                    ("POST", "/v1/responses", body),
+                    ("GET", f"/v1/responses/{made.json()['id']}", None),
+                    ("GET", "/v1/models", None),
+                    ("POST", "/v1/responses", body),
+                ]:
+                    reply = await asyncio.wait_for(http.request(method, path, json=sent), 120)
+                    assert reply.status_code == 503, reply.text
+                    assert reply.json()["error"]["code"] == "database_unavailable"
+                plain = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=str(http.base_url))
+                async with plain:  # health's 503 is its own body, not the envelope the hooks expect
+                    health = await asyncio.wait_for(plain.get("/_emulator/health"), 120)
+                assert health.status_code == 503 and health.json()["database"] == "unreachable"
+            finally:
+                cluster.thaw()
+            for _ in range(600):  # a guard: the pool connects again within seconds
+                again = await http.get(f"/v1/responses/{made.json()['id']}")
+                if again.status_code == 200:
+                    break
+                assert again.status_code == 503, again.text
+                await asyncio.sleep(0.1)
+            assert again.status_code == 200
 
 
 def test_an_agents_session_streamed_from_one_replica_while_others_run_it(three: list[ServerProcess]) -> None:

@@ -179,6 +179,26 @@ def test_a_retry_after_that_is_not_a_sane_number_is_refused_when_added(admin: ht
     assert_envelope(reply, 400, code="invalid_scenario")
 
 
+@pytest.mark.parametrize("times", [0, -1, 10**30])
+def test_a_fault_times_that_is_no_count_of_failures_is_refused_when_added(admin: httpx.Client, times: int) -> None:
+    # Once added, `times: -1` (or 0) made the fault never fire: a test of the client's retries
+    # passed with no failure injected.
+    fault = {"http_error": 503, "times": times}
+    reply = add(admin, {"name": "times", "turns": [{"message": "x", "fault": fault}]})
+    error = assert_envelope(reply, 400, code="invalid_scenario")
+    assert "turns.0.fault.times" in error["message"]
+
+
+@pytest.mark.parametrize("field", [{"times": 3}, {"retry_after": 1}, {"should_retry": True}])
+def test_a_fault_shaping_an_http_error_without_one_is_refused_when_added(
+    admin: httpx.Client, field: dict[str, Any]
+) -> None:
+    # Dropped unsaid before: `times: 3` beside `latency_ms` alone injected no failure at all.
+    reply = add(admin, {"name": "shaping", "turns": [{"message": "x", "fault": {"latency_ms": 1, **field}}]})
+    name = next(iter(field))
+    assert_envelope(reply, 400, f"{name} goes with http_error", code="invalid_scenario")
+
+
 @pytest.mark.parametrize(
     ("headers", "why"),
     [

@@ -1386,6 +1386,12 @@ def _(c: Context) -> object:
     return asked(answering(status_code=200, json={"choices": [{"index": 0, "message": {"content": ""}}]}))
 
 
+@trigger("upstream_refused")
+def _(c: Context) -> object:
+    refused = {"choices": [{"index": 0, "message": {"content": None, "refusal": "I can't help with that."}}]}
+    return asked(answering(status_code=200, json=refused))
+
+
 @trigger("too_many_bytes")
 def _(c: Context) -> object:
     return asked(answering(status_code=200, json=SAID), max_answer_bytes=10)

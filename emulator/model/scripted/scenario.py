@@ -129,7 +129,7 @@ class Fault(WireModel):
     http_error: Literal[429, 500, 503] | None = None
     retry_after: float | None = Field(default=None, ge=0, le=86_400, allow_inf_nan=False)
     should_retry: bool | None = None
-    times: int = 1
+    times: int = Field(default=1, ge=1, le=1_000_000)
     """How many requests in a row the HTTP error answers before the turn plays normally."""
     latency_ms: int = Field(default=0, ge=0, le=600_000)
     cut_stream_after: int | None = Field(default=None, ge=0)
@@ -137,6 +137,16 @@ class Fault(WireModel):
     program_timeout: bool = False
     program_incomplete: str | None = None
     response_incomplete: Literal["max_output_tokens", "content_filter"] | None = None
+
+    @model_validator(mode="after")
+    def _with_http_error(self) -> Fault:
+        # Each of these shapes the HTTP error alone: without one, it would be dropped unsaid (a
+        # test of the client's retries would pass with no failure ever injected).
+        if self.http_error is None:
+            given = [f for f in ("times", "retry_after", "should_retry") if f in self.model_fields_set]
+            if given:
+                raise ValueError(f"{given[0]} goes with http_error: it says how the HTTP error is answered")
+        return self
 
 
 class McpCallSpec(WireModel):

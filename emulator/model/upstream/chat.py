@@ -79,6 +79,7 @@ class ChatCompletions(UpstreamProtocol):
             text=shape.string(message.get("content"), "choices[0].message.content"),
             model=shape.string(body.get("model"), "model") or None,
             stopped=_stopped(choices[0].get("finish_reason")),
+            refusal=shape.string(message.get("refusal"), "choices[0].message.refusal"),
         )
         for name in "reasoning_content", "reasoning":
             answer.reasoning = answer.reasoning or shape.string(message.get(name), f"choices[0].message.{name}") or None
@@ -102,6 +103,7 @@ class ChatCompletions(UpstreamProtocol):
         answer = Answer()
         text: list[str] = []
         reasoning: list[str] = []
+        refusal: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         finished = False
         reason: Any = None
@@ -132,6 +134,7 @@ class ChatCompletions(UpstreamProtocol):
                         if on_delta is not None:
                             on_delta("reasoning", thought)
                         break
+                refusal.append(shape.string(delta.get("refusal"), f"choices[{n}].delta.refusal"))
                 piece = shape.string(delta.get("content"), f"choices[{n}].delta.content")
                 if piece:
                     text.append(piece)
@@ -152,6 +155,7 @@ class ChatCompletions(UpstreamProtocol):
             raise Fault(messages.stream_unfinished())
         answer.text = "".join(text)
         answer.reasoning = "".join(reasoning) or None
+        answer.refusal = "".join(refusal)
         answer.stopped = _stopped(reason)
         answer.calls = [
             ToolCall(slot["id"] or f"call_{index}", slot["name"], slot["arguments"])

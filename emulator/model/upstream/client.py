@@ -182,7 +182,12 @@ class UpstreamClient:
                 if feed is not None:
                     feed.flush()
                 if not answer.text.strip() and not answer.calls:  # a response with nothing in it
-                    empty = Fault(messages.answered_nothing())
+                    refused = answer.refusal.strip()
+                    empty = (
+                        Fault.quoting(messages.upstream_refused, refused)
+                        if refused
+                        else Fault(messages.answered_nothing())
+                    )
                     raise redaction.error(_fault(self.config, empty, redaction))
                 return redaction.answer(answer)
             attempt += 1

@@ -53,6 +53,9 @@ class Answer:
     model: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    refusal: str = ""
+    """A refusal the upstream gave (Chat Completions' `refusal`, a Responses `refusal` part): read
+    so that an answer of a refusal alone is said as one (`messages.upstream_refused`)."""
     stopped: str | None = None
     """Why the upstream stopped before its answer was done, as `incomplete_details.reason` says it:
     `max_output_tokens` (Chat Completions' `finish_reason: "length"`), or a Responses answer's own

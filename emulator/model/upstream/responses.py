@@ -83,6 +83,7 @@ class Responses(UpstreamProtocol):
         if not output and done:
             output, where = done, "output_item.done"
         text: list[str] = []
+        refused: list[str] = []
         for n, item in enumerate(output):
             kind = item.get("type")
             path = f"{where}[{n}]"
@@ -90,6 +91,8 @@ class Responses(UpstreamProtocol):
                 for m, part in enumerate(shape.objects(item.get("content"), f"{path}.content")):
                     if part.get("type") == "output_text":
                         text.append(shape.string(part.get("text"), f"{path}.content[{m}].text"))
+                    elif part.get("type") == "refusal":
+                        refused.append(shape.string(part.get("refusal"), f"{path}.content[{m}].refusal"))
             elif kind == "function_call":
                 answer.calls.append(
                     ToolCall(
@@ -102,6 +105,7 @@ class Responses(UpstreamProtocol):
             elif kind == "reasoning":
                 answer.reasoning = _summary(shape, item, path) or answer.reasoning
         answer.text = "".join(text)
+        answer.refusal = "".join(refused)
         shape.usage(answer, response.get("usage"), f"{at}usage")
         return answer
 
