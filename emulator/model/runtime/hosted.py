@@ -495,13 +495,6 @@ class Hosted:
         """A new budget for one program run's calls to MCP servers (the program's timeout)."""
         return HostedBudget(self.program_timeout_s)
 
-    async def resolve(
-        self, program: str, pending: PendingCall, budget: HostedBudget | None = None
-    ) -> ToolResult | McpApprovalRequest | Unscripted | OutOfTime:
-        """Answer a program's hidden call, or say what it waits for."""
-        [answer] = await self.resolve_all(program, [pending], budget or self.budget())
-        return answer
-
     async def resolve_all(
         self, program: str, pendings: list[PendingCall], budget: HostedBudget
     ) -> list[ToolResult | McpApprovalRequest | Unscripted | OutOfTime]:
