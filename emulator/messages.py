@@ -1253,12 +1253,12 @@ def sealed_results_too_large(count: int, size: int, carried: int, limit: int) ->
     )
 
 
-@text(PROGRAMS, "an `incomplete` program_output's result", calls=12, seconds="1 s")
-def hosted_calls_out_of_time(calls: int, seconds: str) -> str:
+@text(PROGRAMS, "an `incomplete` program_output's result", calls=12, seconds=1.0)
+def hosted_calls_out_of_time(calls: int, seconds: float) -> str:
     """A program whose calls to MCP servers, in one response, took together more than its time
     limit (`--timeout`): `calls` of them were cut there, or had no time left to start."""
     return (
-        f"limit: the program's calls to MCP servers took its time limit of {seconds} (--timeout) together, "
+        f"limit: the program's calls to MCP servers took its time limit of {seconds:g} s (--timeout) together, "
         f"and {calls} of them were still waiting for an answer or to start, so the program stopped "
         '(docs/limits.md "MCP")'
     )

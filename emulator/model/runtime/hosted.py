@@ -539,7 +539,7 @@ class Hosted:
 
     async def _local(
         self, program: str, pending: PendingCall, results: dict[int, ToolResult], journal: list[dict[str, Any]]
-    ) -> tuple[ToolResult | McpApprovalRequest | Unscripted | _Remote, str | None]:
+    ) -> tuple[ToolResult | McpApprovalRequest | Unscripted | OutOfTime | _Remote, str | None]:
         """A call's answer when no MCP server need be reached, or the `_Remote` call to make; and
         its key in the hidden results kept for retries (None: known already)."""
         if pending.index in results:
@@ -558,7 +558,7 @@ class Hosted:
 
     async def _mcp(
         self, program: str, pending: PendingCall, arguments: dict[str, Any], journal: list[dict[str, Any]]
-    ) -> ToolResult | McpApprovalRequest | Unscripted | _Remote:
+    ) -> ToolResult | McpApprovalRequest | Unscripted | OutOfTime | _Remote:
         label, _, name = pending.name.partition(".")
         tool = self.mcp_tools[label]
         listing = await self.listing(tool)
@@ -625,7 +625,7 @@ class Hosted:
             assert budget is not None
             if call.started:  # it reached the server: its effects may have happened
                 journal.append({**call.entry, "status": "incomplete", "error": None})
-            return OutOfTime(messages.hosted_calls_out_of_time(cut, f"{budget.total_s:g} s"))
+            return OutOfTime(messages.hosted_calls_out_of_time(cut, budget.total_s or 0.0))
         if not result.scripted:
             return Unscripted(
                 f"The program called tools.{pending.name}({pending.arguments}), and the declared MCP server "
