@@ -1259,8 +1259,7 @@ def hosted_calls_out_of_time(calls: int, seconds: float) -> str:
     limit (`--timeout`): `calls` of them were cut there, or had no time left to start."""
     return (
         f"limit: the program's calls to MCP servers took its time limit of {seconds:g} s (--timeout) together, "
-        f"and {calls} of them were still waiting for an answer or to start, so the program stopped "
-        '(docs/limits.md "MCP")'
+        f'with {calls} still waiting for an answer or to start, so the program stopped (docs/limits.md "MCP")'
     )
 
 

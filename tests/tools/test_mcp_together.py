@@ -174,10 +174,10 @@ def test_calls_past_the_programs_time_limit_together_end_the_program_incomplete(
         [entry] = [e for e in emulator.journal if e.get("hosted_calls")][-1:]
     assert done["status"] == "incomplete"
     assert done["result"].startswith(
-        "limit: the program's calls to MCP servers took its time limit of 1 s (--timeout) together, and "
+        "limit: the program's calls to MCP servers took its time limit of 1 s (--timeout) together, with "
     )
     assert done["result"].endswith(
-        ' of them were still waiting for an answer or to start, so the program stopped (docs/limits.md "MCP")'
+        ' still waiting for an answer or to start, so the program stopped (docs/limits.md "MCP")'
     )
     statuses = [c["status"] for c in entry["hosted_calls"]]
     assert "incomplete" in statuses and set(statuses) <= {"incomplete", "failed"}, statuses
@@ -186,3 +186,28 @@ def test_calls_past_the_programs_time_limit_together_end_the_program_incomplete(
 
 def output_text(output: list[dict[str, Any]]) -> str:
     return "".join(part.get("text", "") for i in output if i["type"] == "message" for part in i.get("content", []))
+
+
+def test_the_time_limit_counts_every_step_of_the_run(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A call that takes the whole time limit rejects at its own deadline, as alone, and the
+    program may catch it; a call it makes after that has no time left, is not made, and the
+    program ends `incomplete` saying so. Before, every step's call had the whole timeout again
+    (the program went on calling for as long as it liked; this test fails on the old code)."""
+    gate = Gate(together=10**6)
+    code = (
+        "try { await tools.gated.wait({}); } catch (e) { text('caught: ' + e.message); }\n"
+        "await tools.gated.first({}); text('never');"
+    )
+    with emulator_with(tmp_path_factory, timeout_s=1.0) as emulator, gated_server(gate) as served:
+        thread, got = in_background(emulator, served.url, code)
+        thread.join(120)
+        assert not thread.is_alive() and "error" not in got, got
+        [done] = [i for i in got["output"] if i["type"] == "program_output"]
+        [entry] = [e for e in emulator.journal if e.get("hosted_calls")][-1:]
+    assert done["status"] == "incomplete"
+    assert done["result"] == (
+        "caught: the MCP server did not answer within 1 s (the program's --timeout)\n"
+        "limit: the program's calls to MCP servers took its time limit of 1 s (--timeout) together, with 1 still "
+        'waiting for an answer or to start, so the program stopped (docs/limits.md "MCP")'
+    )
+    assert [(c["name"], c["status"]) for c in entry["hosted_calls"]] == [("wait", "failed")]
