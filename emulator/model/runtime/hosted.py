@@ -519,9 +519,12 @@ class Hosted:
         remote = [(i, a) for i, a in enumerate(answers) if isinstance(a, _Remote)]
         if remote:
             gate = asyncio.Semaphore(HOSTED_CONCURRENCY)
+            tasks = [asyncio.ensure_future(self._call(call, gate, budget)) for _, call in remote]
             try:
-                made = await asyncio.gather(*(self._call(call, gate, budget) for _, call in remote))
+                made = await asyncio.gather(*tasks)
             finally:
+                for task in tasks:  # one failed: the others are not left running
+                    task.cancel()
                 budget.end_step()
             cut = sum(1 for m in made if m is None)
             for (i, call), result in zip(remote, made, strict=True):
