@@ -1282,6 +1282,16 @@ def sealed_results_too_large(count: int, size: int, carried: int, limit: int) ->
     )
 
 
+@text(PROGRAMS, "an `incomplete` program_output's result", calls=12, seconds=1.0)
+def hosted_calls_out_of_time(calls: int, seconds: float) -> str:
+    """A program whose calls to MCP servers, in one response, took together more than its time
+    limit (`--timeout`): `calls` of them were cut there, or had no time left to start."""
+    return (
+        f"limit: the program's calls to MCP servers took its time limit of {seconds:g} s (--timeout) together, "
+        f'with {calls} still waiting for an answer or to start, so the program stopped (docs/limits.md "MCP")'
+    )
+
+
 @error(PROGRAMS, name=("lookup", "delete_page"))
 def approval_request_mismatch(
     approval_id: str,

@@ -116,6 +116,9 @@ ELSEWHERE: dict[str, str] = {
     "sealed_results_too_large": (
         "tests/tools/test_mcp_continuable.py::test_results_past_what_a_client_can_send_back_end_the_program"
     ),
+    "hosted_calls_out_of_time": (
+        "tests/tools/test_mcp_together.py::test_calls_past_the_programs_time_limit_together_end_the_program_incomplete"
+    ),
     "visible_result_too_large": (
         "tests/tools/test_mcp_continuable.py::test_visible_mcp_results_are_bounded_so_the_response_can_be_continued"
     ),

@@ -39,8 +39,11 @@ drop ids).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,7 +56,7 @@ from ptc_emulator.emulator.model.runtime.hidden_results import HiddenResults
 from ptc_emulator.emulator.patterns import PatternError, PatternTooCostly, compile_pattern
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
-from ptc_emulator.emulator.tools.mcp import Listing, McpPolicy, McpServerSpec, call_tool, list_tools
+from ptc_emulator.emulator.tools.mcp import CallResult, Listing, McpPolicy, McpServerSpec, call_tool, list_tools
 from ptc_emulator.emulator.wire.items import (
     CodeInterpreterCall,
     Item,
@@ -75,7 +78,9 @@ from ptc_emulator.sandbox import PendingCall, ToolResult
 __all__ = [
     "CodeInterpreterSpec",
     "Hosted",
+    "HostedBudget",
     "HostedScript",
+    "OutOfTime",
     "ShellSpec",
     "Unscripted",
     "hosted_shell_call",
@@ -183,6 +188,61 @@ class Unscripted:
     """A hosted call nobody scripted: the program ends `incomplete` with this message."""
 
     message: str
+
+
+@dataclass(frozen=True)
+class OutOfTime:
+    """A call to an MCP server that the program's budget for such calls cut, or left no time to
+    start (`HostedBudget`): the program ends `incomplete` with this message."""
+
+    message: str
+
+
+HOSTED_CONCURRENCY = 8
+"""A program's calls to MCP servers in flight at once, of those one step of it issued together (a
+`Promise.all` of them): the rest wait for one of these to end. Each is a connection of its own,
+on a thread of its own (`tools/mcp.py`)."""
+
+
+@dataclass
+class HostedBudget:
+    """The wall time one program run's calls to MCP servers may take together, in one response:
+    `total_s` (the program's `--timeout`; None: unbounded). Each step's calls run together, and a
+    step counts from its first call's start to its last call's end (docs/limits.md, "MCP")."""
+
+    total_s: float | None
+    clock: Callable[[], float] = time.monotonic
+    spent_s: float = 0.0
+    """What the steps before this one took."""
+    _step_start: float | None = None
+
+    def left(self) -> float | None:
+        """What is left of the budget as a call starts (None: unbounded). The step's first call
+        has all of what the steps before it left."""
+        now = self.clock()
+        if self._step_start is None:
+            self._step_start = now
+        if self.total_s is None:
+            return None
+        return self.total_s - self.spent_s - (now - self._step_start)
+
+    def end_step(self) -> None:
+        if self._step_start is not None:
+            self.spent_s += self.clock() - self._step_start
+            self._step_start = None
+
+
+@dataclass
+class _Remote:
+    """A program's call that must reach an MCP server."""
+
+    pending: PendingCall
+    tool: McpTool
+    name: str
+    arguments: dict[str, Any]
+    entry: dict[str, Any]
+    """Its journal entry, but for its status and error."""
+    started: bool = False
 
 
 def _shell_environment(tool: Any) -> str | None:
@@ -429,34 +489,79 @@ class Hosted:
             None,
         )
 
-    # ---- answering a program's call -------------------------------------------------------------
+    # ---- answering a program's calls ------------------------------------------------------------
 
-    async def resolve(self, program: str, pending: PendingCall) -> ToolResult | McpApprovalRequest | Unscripted:
-        """Answer a program's hidden call, or say what it waits for."""
+    def budget(self) -> HostedBudget:
+        """A new budget for one program run's calls to MCP servers (the program's timeout)."""
+        return HostedBudget(self.program_timeout_s)
+
+    async def resolve_all(
+        self, program: str, pendings: list[PendingCall], budget: HostedBudget
+    ) -> list[ToolResult | McpApprovalRequest | Unscripted | OutOfTime]:
+        """Answer the hidden calls one step of a program issued together (in issue order), or say
+        what each waits for. What needs no MCP server is answered first, in order, up to the first
+        call nobody scripted (the calls after it are not made); the calls that reach an MCP server
+        then run together, `HOSTED_CONCURRENCY` at a time, within what is left of `budget`: a call
+        the budget cuts, or one it leaves no time to start, is `OutOfTime`. The journal
+        (`hosted_calls`) lists the calls in issue order, whatever order their answers came in."""
         results = self.results(program)
+        answers: list[ToolResult | McpApprovalRequest | Unscripted | OutOfTime | _Remote] = []
+        journals: list[list[dict[str, Any]]] = []
+        keys: list[str | None] = []
+        for pending in pendings:
+            journal: list[dict[str, Any]] = []
+            answer, key = await self._local(program, pending, results, journal)
+            answers.append(answer)
+            journals.append(journal)
+            keys.append(key)
+            if isinstance(answer, Unscripted):
+                break
+        remote = [(i, a) for i, a in enumerate(answers) if isinstance(a, _Remote)]
+        if remote:
+            gate = asyncio.Semaphore(HOSTED_CONCURRENCY)
+            tasks = [asyncio.ensure_future(self._call(call, gate, budget)) for _, call in remote]
+            try:
+                made = await asyncio.gather(*tasks)
+            finally:
+                for task in tasks:  # one failed: the others are not left running
+                    task.cancel()
+                budget.end_step()
+            cut = sum(1 for m in made if m is None)
+            for (i, call), result in zip(remote, made, strict=True):
+                answers[i] = self._answered(call, result, journals[i], cut, budget)
+        done: list[ToolResult | McpApprovalRequest | Unscripted | OutOfTime] = []
+        for pending, answer, journal, key in zip(pendings, answers, journals, keys, strict=False):
+            assert not isinstance(answer, _Remote)
+            self.calls.extend(journal)
+            if isinstance(answer, ToolResult) and pending.index not in results:
+                results[pending.index] = answer
+                if key is not None:
+                    self.hidden_results.put(key, answer)
+            done.append(answer)
+        return done
+
+    async def _local(
+        self, program: str, pending: PendingCall, results: dict[int, ToolResult], journal: list[dict[str, Any]]
+    ) -> tuple[ToolResult | McpApprovalRequest | Unscripted | OutOfTime | _Remote, str | None]:
+        """A call's answer when no MCP server need be reached, or the `_Remote` call to make; and
+        its key in the hidden results kept for retries (None: known already)."""
         if pending.index in results:
-            return results[pending.index]
+            return results[pending.index], None
         key = self.signer.token("hosted-call", program, str(pending.index), pending.name, pending.arguments, length=48)
         remembered = self.hidden_results.get(key)
         if remembered is not None:
             results[pending.index] = remembered
-            return remembered
+            return remembered, None
         arguments = _arguments(pending.arguments)
-        answer: ToolResult | McpApprovalRequest | Unscripted
         if pending.name == CODE_INTERPRETER:
-            answer = self._code_interpreter(pending, arguments)
-        elif pending.name == SHELL:
-            answer = self._shell(pending, arguments)
-        else:
-            answer = await self._mcp(program, pending, arguments)
-        if isinstance(answer, ToolResult):
-            results[pending.index] = answer
-            self.hidden_results.put(key, answer)
-        return answer
+            return self._code_interpreter(pending, arguments, journal), key
+        if pending.name == SHELL:
+            return self._shell(pending, arguments, journal), key
+        return await self._mcp(program, pending, arguments, journal), key
 
     async def _mcp(
-        self, program: str, pending: PendingCall, arguments: dict[str, Any]
-    ) -> ToolResult | McpApprovalRequest | Unscripted:
+        self, program: str, pending: PendingCall, arguments: dict[str, Any], journal: list[dict[str, Any]]
+    ) -> ToolResult | McpApprovalRequest | Unscripted | OutOfTime | _Remote:
         label, _, name = pending.name.partition(".")
         tool = self.mcp_tools[label]
         listing = await self.listing(tool)
@@ -477,19 +582,59 @@ class Hosted:
             entry["approval_request_id"] = approval_id
             if not answer.approve:
                 why = f": {answer.reason}" if answer.reason else ""
-                self.calls.append({**entry, "status": "denied"})
+                journal.append({**entry, "status": "denied"})
                 return ToolResult(
                     pending.name, pending.arguments, f"The call to {pending.name} was not approved{why}", is_error=True
                 )
-        result = await call_tool(
-            tool, self.declared(label), name, arguments, self.policy, timeout_s=self.program_timeout_s
+        call = _Remote(pending, tool, name, arguments, entry)
+        if self.declared(label) is not None or tool.server_url is None:  # answered here, at once
+            return self._answered(call, await self._call_tool(call), journal, 0, None)
+        return call
+
+    async def _call_tool(self, call: _Remote) -> CallResult:
+        label = call.tool.server_label
+        return await call_tool(
+            call.tool, self.declared(label), call.name, call.arguments, self.policy, timeout_s=self.program_timeout_s
         )
+
+    async def _call(self, call: _Remote, gate: asyncio.Semaphore, budget: HostedBudget) -> CallResult | None:
+        """Make a call to an MCP server within what is left of `budget`: None when the budget cut
+        it (`call.started` says whether it had reached the server) or left no time to start it.
+        A call the budget leaves at least its own deadline for ends by that deadline, as alone."""
+        async with gate:
+            left = budget.left()
+            if left is not None and left <= 0:
+                return None
+            call.started = True
+            own = min(self.policy.timeout_s, self.program_timeout_s or math.inf)
+            if left is None or left >= own:
+                return await self._call_tool(call)
+            try:
+                async with asyncio.timeout(left):
+                    return await self._call_tool(call)
+            except TimeoutError:
+                return None
+
+    def _answered(
+        self,
+        call: _Remote,
+        result: CallResult | None,
+        journal: list[dict[str, Any]],
+        cut: int,
+        budget: HostedBudget | None,
+    ) -> ToolResult | Unscripted | OutOfTime:
+        pending, label = call.pending, call.tool.server_label
+        if result is None:
+            assert budget is not None
+            if call.started:  # it reached the server: its effects may have happened
+                journal.append({**call.entry, "status": "incomplete", "error": None})
+            return OutOfTime(messages.hosted_calls_out_of_time(cut, budget.total_s or 0.0))
         if not result.scripted:
             return Unscripted(
                 f"The program called tools.{pending.name}({pending.arguments}), and the declared MCP server "
                 f"'{label}' has no result for these arguments: add one under hosted.mcp_servers.{label}."
             )
-        self.calls.append({**entry, "status": "failed" if result.error else "completed", "error": result.error})
+        journal.append({**call.entry, "status": "failed" if result.error else "completed", "error": result.error})
         if result.error is not None:
             return ToolResult(pending.name, pending.arguments, result.message(), is_error=True)
         return ToolResult(pending.name, pending.arguments, result.output or "")
@@ -500,7 +645,9 @@ class Hosted:
         found: CodeInterpreterSpec | None = _first_matching(specs, "code_interpreter", "code", code)
         return found
 
-    def _code_interpreter(self, pending: PendingCall, arguments: dict[str, Any]) -> ToolResult | Unscripted:
+    def _code_interpreter(
+        self, pending: PendingCall, arguments: dict[str, Any], journal: list[dict[str, Any]]
+    ) -> ToolResult | Unscripted:
         code = arguments.get("code")
         if not isinstance(code, str):
             return ToolResult(
@@ -522,7 +669,7 @@ class Hosted:
             )
         ci = self.code_interpreter
         container = ci.container_id if ci is not None else "cntr_emulator"
-        self.calls.append(
+        journal.append(
             {"kind": "code_interpreter", "route": "program", "status": "failed" if spec.error else "completed"}
         )
         if spec.error is not None:
@@ -544,7 +691,9 @@ class Hosted:
             outputs.append(spec.output())
         return outputs
 
-    def _shell(self, pending: PendingCall, arguments: dict[str, Any]) -> ToolResult | Unscripted:
+    def _shell(
+        self, pending: PendingCall, arguments: dict[str, Any], journal: list[dict[str, Any]]
+    ) -> ToolResult | Unscripted:
         commands = arguments.get("commands")
         if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands) or not commands:
             return ToolResult(
@@ -562,7 +711,7 @@ class Hosted:
                 f"The program ran the command {outputs!r} in a hosted shell (which runs on OpenAI's side), and "
                 "no entry of the scenario's hosted.shell matches it."
             )
-        self.calls.append({"kind": "shell", "route": "program", "status": "completed", "commands": len(commands)})
+        journal.append({"kind": "shell", "route": "program", "status": "completed", "commands": len(commands)})
         return ToolResult(pending.name, pending.arguments, json.dumps(outputs, ensure_ascii=False))
 
 

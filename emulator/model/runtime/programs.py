@@ -35,7 +35,7 @@ from ptc_emulator.emulator.history.cursor import ENTRIES, Entries
 from ptc_emulator.emulator.jsonpieces import between
 from ptc_emulator.emulator.model.core import Live, Prepared, Runner, Trace
 from ptc_emulator.emulator.model.runtime.hidden_results import HiddenResults
-from ptc_emulator.emulator.model.runtime.hosted import Hosted, HostedScript, Unscripted
+from ptc_emulator.emulator.model.runtime.hosted import Hosted, HostedBudget, HostedScript, OutOfTime, Unscripted
 from ptc_emulator.emulator.model.runtime.plan import BoundTools, plan_of
 from ptc_emulator.emulator.rules import checks, contract
 from ptc_emulator.emulator.rules.checks import call_indexes
@@ -270,25 +270,27 @@ class Runtime:
         bindings: dict[str, Binding],
         hosted: Hosted,
         settled: list[tuple[int, str]],
+        budget: HostedBudget,
     ) -> tuple[list[McpApprovalRequest], str | None]:
         """Answer what needs no client among the calls the program waits on: the server-run ones
-        (into the sealed results) and those whose arguments a kind refuses (into `answered`; the
-        promise rejects; `settled` gets their (position, kind)). Returns the approval requests to
-        surface, and why the program must stop."""
+        (into the sealed results; those reaching MCP servers together, within `budget`) and those
+        whose arguments a kind refuses (into `answered`; the promise rejects; `settled` gets their
+        (position, kind)). Returns the approval requests to surface, and why the program must stop."""
         for pending in outcome.pending:
             binding = bindings.get(pending.name)
             if binding is not None and isinstance(binding.kind, Unemulated):
                 return [], binding.kind.message(pending.name)
         approvals: list[McpApprovalRequest] = []
+        owned = [p for p in outcome.pending if p.index not in known and hosted.owns(p.name)]
+        for answer in await hosted.resolve_all(item.call_id, owned, budget) if owned else ():
+            if isinstance(answer, McpApprovalRequest):
+                approvals.append(answer)
+            elif isinstance(answer, Unscripted):
+                return [], f"unscripted: {answer.message}"
+            elif isinstance(answer, OutOfTime):
+                return [], answer.message
         for pending in outcome.pending:
-            if pending.index in known:
-                continue
-            if hosted.owns(pending.name):
-                answer = await hosted.resolve(item.call_id, pending)
-                if isinstance(answer, McpApprovalRequest):
-                    approvals.append(answer)
-                elif isinstance(answer, Unscripted):
-                    return [], f"unscripted: {answer.message}"
+            if pending.index in known or hosted.owns(pending.name):
                 continue
             binding = _bound(bindings, pending.name)
             problem = binding.kind.check(binding, json.loads(pending.arguments))
@@ -343,6 +345,7 @@ class Runtime:
         settled: list[tuple[int, str]] = []
         stopped: str | None = None
         approvals: list[McpApprovalRequest] = []
+        budget = hosted.budget()  # for this run's calls to MCP servers, all its steps together
         while True:
             known = {**hosted.results(item.call_id), **answered}
             journal = _prefix(known)
@@ -360,7 +363,7 @@ class Runtime:
                 raise messages.program_calls_modified(item.call_id, outcome.message)
             if not isinstance(outcome, Suspended) or forced is not None:
                 break
-            approvals, stopped = await self._settle(item, outcome, known, answered, bindings, hosted, settled)
+            approvals, stopped = await self._settle(item, outcome, known, answered, bindings, hosted, settled, budget)
             if stopped is not None or len(_prefix({**hosted.results(item.call_id), **answered})) == len(journal):
                 break
         trace.programs_run += 1
