@@ -126,7 +126,12 @@ def _serve_arguments(serve: argparse.ArgumentParser) -> None:
         metavar="N",
         help="suspended programs each worker keeps live to skip replay (0: always replay)",
     )
-    serve.add_argument("--timeout", type=SECONDS, default=limits.timeout_s, help="seconds per program run")
+    serve.add_argument(
+        "--timeout",
+        type=SECONDS,
+        default=limits.timeout_s,
+        help="seconds per program run (and for its calls to MCP servers in one response, together)",
+    )
     serve.add_argument("--heap-mb", type=COUNT, default=limits.heap_bytes // 2**20, help="V8 heap per program")
     serve.add_argument("--max-tool-calls", type=COUNT, default=limits.max_tool_calls, help="per program")
     serve.add_argument("--max-output-bytes", type=BYTES, default=limits.max_output_bytes, help="a program's output")
