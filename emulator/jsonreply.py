@@ -26,7 +26,7 @@ from ptc_emulator.emulator.jsonpieces import between
 from ptc_emulator.sandbox import JSON_PIECE_CHARS as PIECE_CHARS
 from ptc_emulator.sandbox import json_pieces
 
-__all__ = ["DEPTH", "LONG_CHARS", "PIECE_CHARS", "SHORT", "VISITS", "long", "render", "texts"]
+__all__ = ["DEPTH", "LONG_CHARS", "PIECE_CHARS", "SHORT", "SMALL_CHARS", "VISITS", "long", "render", "texts"]
 
 SHORT = 16
 """An array of this many values or fewer is written a value at a time."""
@@ -36,6 +36,9 @@ VISITS = 20_000
 """Values cut by hand in one reply at most: past that, the rest is written a value at a time."""
 LONG_CHARS = 64 * 1024
 """A reply of about this many characters or more is `long`: written in a worker thread."""
+SMALL_CHARS = 16 * 1024
+"""A value of about this many characters or fewer is one `json.dumps` call: a few microseconds,
+where cutting it by hand costs a call for each of its values (every journal entry is one)."""
 _WALK = 2_000
 """Values `long` looks at before it calls a reply long whatever their text."""
 
@@ -55,6 +58,8 @@ def texts(
     def dump(part: Any) -> str:
         return json.dumps(part, ensure_ascii=ensure_ascii, allow_nan=allow_nan, separators=separators)
 
+    if not long(value, SMALL_CHARS):  # one short C call: cutting it by hand would cost more
+        return [dump(value)]
     return json_pieces(
         value, dump, separators=separators, depth=DEPTH, short=SHORT, fit=True, visits=VISITS, pause=between
     )

@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -189,6 +189,14 @@ class InProcessTransport(httpx.BaseTransport):
         pass
 
 
+class _Whole(NamedTuple):
+    """An answer of known length whose body came in one piece: its start and body together."""
+
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+
+
 class _Exchange:
     """One request handed to an `EmulatorServer`'s app on the server's event loop, as uvicorn hands
     it a request read from the socket (the same scope, the same app with uvicorn's own middleware,
@@ -206,6 +214,8 @@ class _Exchange:
         self._body = body
         self._gone: asyncio.Event | None = None
         self._closed = False
+        self._pending: list[Any] = []
+        """What a whole answer (`_Whole`) holds after its start, for the next calls of `next`."""
         self.future = asyncio.run_coroutine_threadsafe(self._serve(), self._loop)
 
     async def _serve(self) -> None:
@@ -222,26 +232,46 @@ class _Exchange:
             await gone.wait()
             return {"type": "http.disconnect"}
 
+        held: tuple[int, list[tuple[bytes, bytes]]] | None = None
+        """The start of an answer of known length, held to go with its body: the calling thread
+        is woken once for the whole answer, not once for its start and again for its body."""
+
+        def release() -> None:
+            nonlocal held
+            if held is not None:
+                self._messages.put(held)
+                held = None
+
         async def send(message: dict[str, Any]) -> None:
-            nonlocal started, finished
+            nonlocal started, finished, held
             if gone.is_set() and not finished:
                 return  # the client has gone: uvicorn drops what is sent after a disconnect
             if message["type"] == "http.response.start":
                 started = True
                 headers = [*self._server._server.server_state.default_headers, *message.get("headers", [])]
                 names = {name.lower() for name, _ in headers}
+                if b"content-length" in names:
+                    held = (message["status"], headers)
+                    return
                 if (
-                    b"content-length" not in names
-                    and b"transfer-encoding" not in names
+                    b"transfer-encoding" not in names
                     and self._scope["method"] != "HEAD"
                     and message["status"] not in (204, 304)
                 ):
                     headers.append((b"transfer-encoding", b"chunked"))
                 self._messages.put((message["status"], headers))
             elif message["type"] == "http.response.body" and started and not finished:
-                if message.get("body"):
-                    self._messages.put(bytes(message["body"]))
-                if not message.get("more_body", False):
+                body, more = bytes(message.get("body", b"")), message.get("more_body", False)
+                if held is not None and not more:
+                    finished = True
+                    gone.set()  # the answer is whole: the app hears a disconnect next, as over HTTP/1.1
+                    self._messages.put(_Whole(*held, body))
+                    held = None
+                    return
+                release()
+                if body:
+                    self._messages.put(body)
+                if not more:
                     finished = True
                     gone.set()  # the answer is whole: the app hears a disconnect next, as over HTTP/1.1
                     self._messages.put(self._END)
@@ -250,6 +280,7 @@ class _Exchange:
         try:
             await app(self._scope, receive, send)
         except BaseException as error:
+            release()
             if isinstance(error, Exception):  # as uvicorn logs it
                 logging.getLogger("uvicorn.error").error("Exception in ASGI application\n", exc_info=error)
             if not started:  # uvicorn answers 500 then
@@ -261,6 +292,7 @@ class _Exchange:
             if not isinstance(error, Exception):
                 raise
         else:
+            release()
             if not started:
                 self._messages.put((500, [(b"content-type", b"text/plain; charset=utf-8")]))
                 self._messages.put(b"Internal Server Error")
@@ -271,7 +303,13 @@ class _Exchange:
     def next(self, timeout: float | None) -> Any:
         """The app's next message: (status, headers), a piece of the body, the end, or an error;
         raises `queue.Empty` when none comes within `timeout` seconds."""
-        return self._messages.get(timeout=timeout)
+        if self._pending:
+            return self._pending.pop(0)
+        message = self._messages.get(timeout=timeout)
+        if isinstance(message, _Whole):
+            self._pending = [message.body, self._END] if message.body else [self._END]
+            return message.status, message.headers
+        return message
 
     def close(self) -> None:
         """The client is done with the answer: a disconnect for the app if it is still sending."""
