@@ -245,6 +245,7 @@ async def leave() -> None:
         await child.stop()
 
 
-def pids() -> list[int]:
-    """The running processes' ids (for tests, which kill one)."""
-    return [p.child.proc.pid for p in list(_PLACES.values()) if p.child is not None and not p.child.gone]
+def pids(loop: asyncio.AbstractEventLoop | None = None) -> list[int]:
+    """The running processes' ids, or that of `loop`'s (for tests, which kill one)."""
+    places = list(_PLACES.items())
+    return [p.child.proc.pid for at, p in places if p.child is not None and not p.child.gone and loop in (None, at)]

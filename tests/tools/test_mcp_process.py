@@ -153,7 +153,7 @@ def _killed_while_held(server: EmulatorServer, app: _Holding, url: str, code: st
     with ThreadPoolExecutor(1) as pool:
         pending = pool.submit(_create, server, url, code)
         assert app.reached.wait(120), "the MCP server was never reached"
-        (pid,) = mcp_child.pids()
+        (pid,) = mcp_child.pids(server.loop)
         os.kill(pid, signal.SIGKILL)
         answer = pending.result(timeout=300)
     app.hold = False
@@ -167,14 +167,14 @@ def test_a_call_whose_client_process_dies_fails_cleanly_and_the_next_works(serve
     app = _Holding("tools/call")
     with serve(app) as served:
         assert _create(server, served.url, CALL).json()["output"][-1]["content"][0]["text"] == "pong"
-        (first,) = mcp_child.pids()
+        (first,) = mcp_child.pids(server.loop)
         answer = _killed_while_held(server, app, served.url, CALL)
         assert answer.status_code == 200, answer.text[:500]
         assert answer.json()["output"][-1]["content"][0]["text"] == "caught: " + messages.mcp_client_gone()
         again = _create(server, served.url, CALL)
     assert again.status_code == 200, again.text[:500]
     assert again.json()["output"][-1]["content"][0]["text"] == "pong"
-    assert mcp_child.pids() != [first]  # a new process
+    assert mcp_child.pids(server.loop) != [first]  # a new process
 
 
 def test_a_listing_whose_client_process_dies_fails_cleanly_and_the_next_works(server: EmulatorServer) -> None:
