@@ -44,6 +44,7 @@ from ptc_emulator.emulator.responses.engine import Engine, Runner
 from ptc_emulator.emulator.rules import contract
 from ptc_emulator.emulator.signing import Signer, load_secret
 from ptc_emulator.emulator.storage import Store, StoreUnavailable, open_store, view
+from ptc_emulator.emulator.tools import mcp_child
 from ptc_emulator.emulator.tools.egress import OwnAddresses
 from ptc_emulator.sandbox import Pool, PoolConfig
 
@@ -192,6 +193,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
         )
         renewing = asyncio.create_task(state.secret.keep()) if state.secret is not None else None
         await _routes_ready(app)
+        mcp_child.enter()  # the MCP client's process starts with the first live listing, if any
         try:
             yield
         finally:
@@ -208,6 +210,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
                 await state.proxy.aclose()
             if pool is not None:
                 await pool.close()
+            await mcp_child.leave()
             await asyncio.gather(warming, return_exceptions=True)  # (its threads cannot be stopped)
             state.store.close()
 

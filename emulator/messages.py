@@ -2110,6 +2110,13 @@ def mcp_not_mcp() -> str:
     return "the MCP server's answer is not a valid MCP message"
 
 
+@text(MCP, "an MCP listing's or call's error")
+def mcp_client_gone() -> str:
+    """The emulator's MCP client process (every live listing and call runs in it) ended while it
+    held this listing or call: it was killed, or crashed. The next listing or call starts another."""
+    return "the emulator's MCP client process ended before the MCP server's answer was read; try again"
+
+
 @text(MCP, "an MCP listing's error, and a scenario's declared server", name="a.b")
 def mcp_tool_name_invalid(name: str) -> str:
     """An MCP server (or a scenario's declared one) listing a tool whose name is not 1 to 128

@@ -35,6 +35,7 @@ __all__ = [
     "EgressRefused",
     "McpPolicy",
     "OwnAddresses",
+    "own_ports",
     "refusal_for_url",
 ]
 
@@ -100,6 +101,13 @@ class OwnAddresses:
                 if _OWN_PORTS[port] <= 0:
                     del _OWN_PORTS[port]
             self._ports.clear()
+
+
+def own_ports() -> list[int]:
+    """The ports this process serves an emulator on (for the MCP client's process, which checks
+    the addresses it connects to against them)."""
+    with _OWN_LOCK:
+        return sorted(_OWN_PORTS)
 
 
 def _address(text: str) -> Address | None:

@@ -2,7 +2,10 @@
 
 The emulator is an MCP client, as the hosted API is: it connects to `server_url` over streamable
 HTTP (or SSE when the URL ends in `/sse`) with the official `mcp` package, sends the tool's
-`headers` and `authorization` (as a bearer token), lists the server's tools and calls them.
+`headers` and `authorization` (as a bearer token), lists the server's tools and calls them. The
+sessions run in a process of their own (`mcp_worker.py`, reached through `mcp_child.py`): the
+package validates a whole answer with the interpreter held, which the server's clients never wait
+for. The server itself imports neither `mcp` nor its HTTP client.
 
 Offline, a scenario (or the hosted script registered for a scope, see `hosted.py`) can declare a
 server's tools and their results under its label instead; a declared server is used even when
@@ -17,27 +20,28 @@ message}` (the server could not be reached, or answered with an HTTP error).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
-import importlib
-import json
 import math
 import re
-import threading
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
 
 from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.tools import mcp_child
 from ptc_emulator.emulator.tools.egress import (
     AnswerCompressed,
     AnswerTooLarge,
     EgressRefused,
     McpPolicy,
+    _address,
+    _Check,
+    own_ports,
     refusal_for_url,
 )
+from ptc_emulator.emulator.tools.mcp_child import ChildGone
 from ptc_emulator.emulator.wire.items import OpenJSON, WireModel
 from ptc_emulator.emulator.wire.tools import McpTool
 
@@ -171,17 +175,25 @@ class _Deadline(Exception):
 def _http_error(error: BaseException, policy: McpPolicy) -> dict[str, Any]:
     """The error of a listing or call that failed below MCP. Nothing of the server's answer goes
     into it but its HTTP status: a non-MCP body may hold anything."""
-    import httpx2
-
     leaf = _unwrap(error)
-    if isinstance(leaf, httpx2.HTTPStatusError):
-        status = leaf.response.status_code
-        return {"type": "http_error", "code": status, "message": messages.mcp_http_status(status)}
+    if isinstance(leaf, ChildGone):
+        return {"type": "http_error", "code": 502, "message": messages.mcp_client_gone()}
     if isinstance(leaf, EgressRefused):
         return {"type": "http_error", "code": 403, "message": str(leaf)}
     if isinstance(leaf, AnswerTooLarge | AnswerCompressed):
         return {"type": "http_error", "code": 502, "message": str(leaf)}
-    if isinstance(leaf, _Deadline | TimeoutError | httpx2.TimeoutException):
+    if isinstance(leaf, _Deadline | TimeoutError):
+        return {
+            "type": "http_error",
+            "code": 504,
+            "message": messages.mcp_no_answer(_seconds(policy.timeout_s), policy.timeout_flag),
+        }
+    import httpx2  # (in the MCP client's process: the server imports neither it nor `mcp`)
+
+    if isinstance(leaf, httpx2.HTTPStatusError):
+        status = leaf.response.status_code
+        return {"type": "http_error", "code": status, "message": messages.mcp_http_status(status)}
+    if isinstance(leaf, httpx2.TimeoutException):
         message = messages.mcp_no_answer(_seconds(policy.timeout_s), policy.timeout_flag)
         if isinstance(leaf, httpx2.ConnectTimeout):
             message = messages.mcp_no_connection(_seconds(policy.connect_timeout_s))
@@ -226,127 +238,50 @@ def _bounded(policy: McpPolicy, timeout_s: float | None) -> McpPolicy:
     )
 
 
-_MODULES = (
-    "anyio",
-    "mcp",
-    "mcp.client.sse",
-    "mcp.client.streamable_http",
-    "mcp.shared.exceptions",
-    "mcp_types",
-    "ptc_emulator.emulator.tools.guarded",
-)
-"""What a listing or call imports: the `mcp` package takes 0.5-1.5 s to import; the guarded
-client's module (`guarded.py`) imports httpcore2."""
-_imported = False
+GRACE_S = 5.0
+"""Beyond a session's deadline (which the MCP client's process keeps), how long the server waits
+for its answer before it gives up on it there."""
 
 
-def _import_modules() -> None:
-    global _imported
-    for name in _MODULES:
-        importlib.import_module(name)
-    _imported = True
-
-
-async def _modules() -> None:
-    """The `mcp` package imported in a worker thread the first time it is needed, not on the event
-    loop (where every other client waited for it). A second caller meanwhile waits in its own
-    thread on the import's lock, not on the loop."""
-    if not _imported:
-        await asyncio.to_thread(_import_modules)
-
-
-async def _session(tool: McpTool, policy: McpPolicy, work: Any) -> Any:
-    """Connect to the tool's server, run `work(client)`, and close; within the policy's deadline.
-    The session runs on an event loop of its own in a thread of its own (`_apart`): the `mcp`
-    package reads and validates every answer in full (a listing of up to 8 MiB, a call's result),
-    and on the server's loop every other client waited meanwhile."""
-    await _modules()
-    return await _apart(lambda: _connected(tool, policy, work))
-
-
-async def _apart(start: Callable[[], Awaitable[Any]]) -> Any:
-    """`await start()` on a new event loop in a new thread (not the default executor's: a session
-    lasts up to its deadline, and those threads are few and shared with the request bodies' work).
-    Cancelled here, it is cancelled there and this waits no more."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[Any] = loop.create_future()
-    there: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = []
-    lock = threading.Lock()
-    cancelled = False
-
-    def settle(result: Any, error: BaseException | None) -> None:
-        if done.done():
-            return
-        if error is not None:
-            done.set_exception(error)
-        else:
-            done.set_result(result)
-
-    async def main() -> Any:
-        task = asyncio.current_task()
-        assert task is not None
-        with lock:
-            if cancelled:
-                task.cancel()
-            there.append((asyncio.get_running_loop(), task))
-        return await start()
-
-    def run() -> None:
-        try:
-            result, error = asyncio.run(main()), None
-        except BaseException as e:  # handed to the waiting task, which raises it
-            result, error = None, e
-        with contextlib.suppress(RuntimeError):  # the server's loop closed meanwhile
-            loop.call_soon_threadsafe(settle, result, error)
-
-    threading.Thread(target=run, name="ptc-emulator-mcp", daemon=True).start()
+def _refused_here(url: str, policy: McpPolicy) -> str | None:
+    """What the egress policy refuses before any connection, known without the MCP client's
+    process: the URL's scheme or host, an address written in the URL. The process checks again,
+    and checks the addresses a name resolves to."""
+    problem = refusal_for_url(url)
+    if problem is not None:
+        return problem
+    parts = urlsplit(url)
+    ip = _address(parts.hostname or "")
+    if ip is None:
+        return None
     try:
-        return await done
-    except asyncio.CancelledError:
-        with lock:
-            cancelled = True
-            for other, task in there:
-                with contextlib.suppress(RuntimeError):  # that loop ended meanwhile
-                    other.call_soon_threadsafe(task.cancel)
-        raise
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:  # not a port: the process's client says what it says of it
+        return None
+    return _Check(policy).refusal(parts.hostname or "", port, ip)
 
 
-async def _connected(tool: McpTool, policy: McpPolicy, work: Any) -> Any:
-    import anyio
-    from mcp import Client
-    from mcp.client.sse import sse_client
-    from mcp.client.streamable_http import streamable_http_client
-
-    from ptc_emulator.emulator.tools.guarded import guarded_client
-
+async def _session(tool: McpTool, policy: McpPolicy, **request: Any) -> list[dict[str, Any]]:
+    """A session with the tool's server in the MCP client's process (`mcp_worker.py`): connect,
+    list or call, and close, within the policy's deadline; its messages, decoded in a worker
+    thread. The `mcp` package reads and validates every answer in full (a listing of up to 8 MiB,
+    a call's result) with the interpreter held: in this process every other client waited."""
     assert tool.server_url is not None
-    problem = refusal_for_url(tool.server_url)
+    problem = _refused_here(tool.server_url, policy)
     if problem is not None:
         raise EgressRefused(problem)
-    headers = _headers(tool)
-    factory = functools.partial(guarded_client, policy)
+    request = {
+        **request,
+        "url": tool.server_url,
+        "headers": _headers(tool),
+        "policy": asdict(policy),
+        "own_ports": own_ports(),
+    }
     try:
-        with anyio.fail_after(policy.timeout_s):
-            if tool.server_url.rstrip("/").endswith("/sse"):
-                transport = sse_client(
-                    tool.server_url,
-                    headers=headers,
-                    timeout=policy.connect_timeout_s,
-                    sse_read_timeout=policy.timeout_s,
-                    httpx_client_factory=factory,
-                )
-                async with Client(transport) as client:
-                    return await work(client)
-            async with factory(headers=headers) as http:
-                # One SSE event may be as large as the whole answer may (the client's own bound,
-                # 1 MiB, failed answers within --mcp-max-answer-bytes); the byte budget bounds it.
-                transport = streamable_http_client(
-                    tool.server_url, http_client=http, max_sse_event_size=policy.max_answer_bytes
-                )
-                async with Client(transport) as client:
-                    return await work(client)
-    except TimeoutError as e:
+        lines = await mcp_child.ask(request, policy.timeout_s + GRACE_S)
+    except TimeoutError as e:  # the process kept no deadline: it is told to stop the session
         raise _Deadline() from e
+    return await asyncio.to_thread(mcp_child.decoded, lines)
 
 
 async def list_tools(
@@ -358,44 +293,16 @@ async def list_tools(
         return _filtered(tool, [(_listed(spec), spec.read_only) for spec in declared.tools])
     if tool.server_url is None:
         return Listing([], frozenset(), messages.no_server(tool.server_label, tool.connector_id))
-
-    async def work(client: Any) -> Listing:
-        tools = await _every_page(client)
-        problem = name_problem(t.name for t in tools)
-        if problem is not None:
-            raise _BadNames(problem)
-        entries = []
-        for t in tools:
-            annotations = (
-                t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True) if t.annotations else None
-            )
-            if not _finite(t.input_schema):
-                raise _NotJson()
-            entry: dict[str, Any] = {"name": t.name, "input_schema": t.input_schema}
-            if t.description:
-                entry["description"] = t.description
-            if annotations:
-                entry["annotations"] = annotations
-            entries.append((entry, bool(annotations and annotations.get("readOnlyHint"))))
-        return _filtered(tool, entries)
-
+    bounded = _bounded(policy, timeout_s)
     try:
-        listing: Listing = await _session(tool, _bounded(policy, timeout_s), work)
-        return listing
+        found = await _session(tool, bounded, op="list")
     except Exception as e:  # a listing that fails is reported, as the hosted API does
-        leaf = _unwrap(e)
-        if isinstance(leaf, _BadNames):
-            return Listing([], frozenset(), messages.listing_failed(tool.server_label, str(leaf)))
-        error = _http_error(e, _bounded(policy, timeout_s))
+        error = _http_error(e, bounded)
         return Listing([], frozenset(), messages.listing_failed(tool.server_label, error["message"]))
-
-
-class _BadNames(Exception):
-    """A listing naming a tool the program's namespace cannot hold, or one tool twice."""
-
-
-class _NotJson(Exception):
-    """A listed schema holds NaN or an infinity, which JSON has no word for (the client parses them)."""
+    if "failed" in found[-1]:
+        return Listing([], frozenset(), messages.listing_failed(tool.server_label, found[-1]["failed"]))
+    entries = [(m["entry"], bool(m["read_only"])) for m in found[:-1]]
+    return await asyncio.to_thread(_filtered, tool, entries)
 
 
 def _finite(value: Any) -> bool:
@@ -410,24 +317,6 @@ def _finite(value: Any) -> bool:
         elif isinstance(node, list):
             stack.extend(node)
     return True
-
-
-class _CursorAgain(Exception):
-    """A listing page named a next cursor the listing had already followed."""
-
-
-async def _every_page(client: Any) -> list[Any]:
-    """The server's tools, every page of them (`nextCursor`), within the session's deadline and
-    byte limit; a cursor named again would page forever and fails the listing as not MCP."""
-    result = await client.list_tools()
-    tools, seen = list(result.tools), set()
-    while result.next_cursor is not None:
-        if result.next_cursor in seen:
-            raise _CursorAgain()
-        seen.add(result.next_cursor)
-        result = await client.list_tools(cursor=result.next_cursor)
-        tools += result.tools
-    return tools
 
 
 def _declared_call(spec: McpServerSpec, name: str, arguments: dict[str, Any]) -> CallResult:
@@ -449,16 +338,6 @@ def _scripted(output: str | None, error: str | None) -> CallResult:
     return CallResult(output=output or "")
 
 
-def _text(content: list[Any]) -> str:
-    parts = []
-    for part in content:
-        if getattr(part, "type", None) == "text":
-            parts.append(part.text)
-        else:
-            parts.append(json.dumps(part.model_dump(mode="json", by_alias=True, exclude_none=True)))
-    return "\n".join(parts)
-
-
 async def call_tool(
     tool: McpTool,
     declared: McpServerSpec | None,
@@ -472,23 +351,11 @@ async def call_tool(
     if tool.server_url is None:
         unreached = messages.no_server(tool.server_label, tool.connector_id)
         return CallResult(error={"type": "http_error", "code": 424, "message": unreached})
-    await _modules()
-    from mcp.shared.exceptions import MCPError
-
-    async def work(client: Any) -> CallResult:
-        result = await client.call_tool(name, arguments)
-        if result.is_error:
-            content = [p.model_dump(mode="json", by_alias=True, exclude_none=True) for p in result.content]
-            return CallResult(error={"type": "mcp_tool_execution_error", "content": content})
-        return CallResult(output=_text(result.content))
-
+    bounded = _bounded(policy, timeout_s)
     try:
-        found: CallResult = await _session(tool, _bounded(policy, timeout_s), work)
-        return found
+        (found,) = await _session(tool, bounded, op="call", name=name, arguments=arguments)
     except Exception as e:
-        leaf = _unwrap(e)
-        if isinstance(leaf, MCPError):  # a JSON-RPC error: its code and message are MCP's own
-            return CallResult(
-                error={"type": "mcp_protocol_error", "code": leaf.code, "message": _protocol_message(leaf)}
-            )
-        return CallResult(error=_http_error(e, _bounded(policy, timeout_s)))
+        return CallResult(error=_http_error(e, bounded))
+    if "error" in found:
+        return CallResult(error=found["error"])
+    return CallResult(output=found["output"])

@@ -50,6 +50,7 @@ from ptc_emulator.emulator.tools import egress, kinds, mcp
 from ptc_emulator.emulator.tools import guarded as egress_connections
 from ptc_emulator.emulator.tools.egress import McpPolicy
 from ptc_emulator.emulator.tools.mcp import McpServerSpec
+from ptc_emulator.emulator.tools.mcp_child import ChildGone
 from ptc_emulator.emulator.wire.tools import CustomTool, FunctionTool, McpTool
 from tests.support import PTC_TOOLS, js
 from tests.unit.fake_runner import FakeProgram, FakeRunner
@@ -1007,6 +1008,11 @@ def _(c: Context) -> object:
 @trigger("mcp_not_mcp")
 def _(c: Context) -> object:
     return _failed(ValueError("not JSON-RPC"))
+
+
+@trigger("mcp_client_gone")
+def _(c: Context) -> object:
+    return _failed(ChildGone())
 
 
 @trigger("mcp_answer_too_large")
