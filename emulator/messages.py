@@ -302,6 +302,20 @@ def header_fields_too_large(limit: int) -> StatusError:
     )
 
 
+@error(EDGE, limit=65536)
+def trailer_fields_too_large(limit: int) -> StatusError:
+    """A chunked request that sent more than `limit` bytes after its headers with none of them body
+    (trailer fields, chunk size lines and their extensions), counted as they arrive: the connection
+    is closed after it."""
+    return StatusError(
+        431,
+        f"Request header fields too large: a chunked request's trailer fields and chunk size lines may take "
+        f"at most {limit} bytes between two pieces of its body.",
+        type="invalid_request_error",
+        code="request_header_fields_too_large",
+    )
+
+
 @error(EDGE, seconds=30.0)
 def head_timeout(seconds: float) -> StatusError:
     """A request whose line and headers had not all arrived `seconds` after the connection opened (its
