@@ -366,7 +366,8 @@ COMPARED = "{% set a = input * 100000 %}{% set b = input * 100000 %}{% set l = [
 them entry by entry, each a full pass over the characters, in one C call. With N a hundred that
 is 20 million characters, past the bound (16 million); at 50,000 entries of 500,000 characters,
 one `l == m` held the server (every other client) for 4.5 s, `(a,) * 100000 == (b,) * 100000`
-1.5 s, `l.count(b)` 1 s, `dict.fromkeys(l)` 0.5 s, a bytes `startswith` of a tuple 0.9 s."""
+1.5 s, `l.count(b)` 1 s, `dict.fromkeys(l)` 0.5 s, a bytes `startswith` of a tuple 0.9 s, a dict
+of two such tuple keys 1.1 s, `loop.changed` 1.8 s."""
 
 
 @pytest.mark.parametrize(
@@ -387,6 +388,8 @@ one `l == m` held the server (every other client) for 4.5 s, `(a,) * 100000 == (
         "{{ dict([(a, 1), (b, 1)] * N)|length }}",
         "{{ [l, m]|select('eq', m)|list|length }}",
         "{{ b.encode().startswith((a.encode(), b.encode()) * N) }}",
+        "{{ {(a, b) * N: 1, (b, a) * N: 2}|length }}",
+        "{% for x in [l, m] %}{{ loop.changed(x) }}{% endfor %}",
     ],
 )
 def test_comparing_values_that_hold_too_many_characters_is_refused(ptc_emulator: PTCEmulator, operation: str) -> None:

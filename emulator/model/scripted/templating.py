@@ -830,9 +830,16 @@ class _BoundedCodeGenerator(CodeGenerator):
         self.write(")")
 
     def visit_Dict(self, node: nodes.Dict, frame: Frame) -> None:
-        self.write("environment.tree(")
-        super().visit_Dict(node, frame)
-        self.write(")")
+        # Each key checked as an operand of a comparison (`_compared`): equal keys are compared.
+        self.write("environment.tree({")
+        for idx, item in enumerate(node.items):
+            if idx:
+                self.write(", ")
+            self.write("environment.comparand(")
+            self.visit(item.key, frame)
+            self.write("): ")
+            self.visit(item.value, frame)
+        self.write("})")
 
     def visit_Tuple(self, node: nodes.Tuple, frame: Frame) -> None:
         if node.ctx != "load":  # a target (`{% for a, b in ... %}`), not a value
@@ -937,6 +944,11 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
             _building(_percent_size(left.decode("latin-1"), right))
         return _tree(super().call_binop(context, operator, left, right))
 
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        if isinstance(obj, dict):
+            _compared(argument)  # a key that equals one held is compared with it
+        return super().getitem(obj, argument)
+
     held = staticmethod(_held)
     tree = staticmethod(_tree)
     comparand = staticmethod(_comparand)
@@ -975,6 +987,8 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         _tree(kwargs)
         if (isinstance(owner, list | tuple) and name in ("count", "index")) or target is dict or owner is dict:
             _compared(owner, *args, *kwargs.values())  # each entry compared, or hashed into a dict, in C
+        elif isinstance(owner, dict) or name == "changed":  # a key looked up (`get`), `loop.changed`
+            _compared(*args, *kwargs.values())
         elif isinstance(owner, _TEXTS) and name in ("startswith", "endswith"):
             _compared(*args)  # a tuple of prefixes, each compared in C
         found = super().call(__context, __obj, *args, **kwargs)
