@@ -760,6 +760,17 @@ def lark_import_refused(path: str) -> str:
 
 
 @text(TOOLS, "an invalid grammar's reason (`Invalid lark grammar for custom tool '<name>': <reason>`)")
+def lark_grammar_too_deep(limit: int) -> str:
+    """A custom tool's lark grammar whose groups (`( )`, `[ ]`) nest so deep that lark's reading of
+    it is more than `limit` levels deep (a group two or three levels): refused before it is walked
+    or compiled, both of which recurse once per level."""
+    return (
+        f"the grammar nests too deeply: its groups ( ) and [ ] make it more than {limit} levels deep "
+        "(each group two or three)"
+    )
+
+
+@text(TOOLS, "an invalid grammar's reason (`Invalid lark grammar for custom tool '<name>': <reason>`)")
 def lark_grammar_too_large(size: int, limit: int) -> str:
     """A custom tool's lark grammar whose rules, once lark expands their optional items and
     repetitions, would be too large (estimated from the grammar's tree, before compiling: each

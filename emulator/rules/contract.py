@@ -946,6 +946,11 @@ def _compile_grammar(syntax: str, definition: str) -> _Matcher:
     except _TooManyCalls as e:
         raise ValueError(messages.lark_grammar_too_costly(LARK_COMPILE_BUDGET)) from e
     except (LarkError, TypeError) as e:
+        cause: BaseException | None = e
+        while cause is not None:  # lark wraps what a rule's processing raised ("Error trying to process rule")
+            if isinstance(cause, _TooManyCalls):
+                raise ValueError(messages.lark_grammar_too_costly(LARK_COMPILE_BUDGET)) from e
+            cause = cause.__cause__ or cause.__context__
         raise ValueError(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__) from e
     parser, terminals = compiled
 

@@ -172,3 +172,21 @@ def test_a_terminal_re2_cannot_compile_is_a_400_naming_it(http: httpx.Client) ->
         "Invalid lark grammar for custom tool 'g': terminal PAIR is not RE2 syntax: invalid escape sequence: \\1",
         param="tools[0].format.definition",
     )
+
+
+@pytest.mark.parametrize("group", [("[", "]"), ("(", ")")])
+def test_a_grammar_nested_too_deeply_is_a_400_and_one_within_the_bound_compiles(
+    http: httpx.Client, group: tuple[str, str]
+) -> None:
+    """Before, 500 nested brackets (or 5000 parentheses) were a RecursionError in the walk that
+    estimates the expanded size: a 500 with a traceback in the log."""
+    opening, closing = group
+    assert_envelope(
+        create(http, "start: " + opening * 120 + '"a"' + closing * 120),
+        400,
+        "Invalid lark grammar for custom tool 'g': the grammar nests too deeply: its groups ( ) and [ ] make it "
+        "more than 200 levels deep",
+        param="tools[0].format.definition",
+    )
+    within = create(http, "start: " + opening * 10 + '"a"' + closing * 10)
+    assert within.status_code == 200, within.text[:500]

@@ -440,6 +440,11 @@ def _(c: Context) -> object:
     return _lark_tool(c, "start: " + " ".join('"a"?' for _ in range(30)))
 
 
+@trigger("lark_grammar_too_deep")
+def _(c: Context) -> object:
+    return _lark_tool(c, "start: " + "[" * 500 + '"a"' + "]" * 500)
+
+
 @trigger("lark_import_refused")
 def _(c: Context) -> object:
     return _lark_tool(c, "start: X\n%import .elsewhere.X")
