@@ -29,7 +29,7 @@ from typing import Any, Protocol, TypeAlias
 
 import re2
 
-from ptc_emulator.emulator import jsontext, messages
+from ptc_emulator.emulator import collector, jsontext, messages
 from ptc_emulator.emulator.caches import PROCESS, Cache, Memo
 from ptc_emulator.emulator.patterns import (
     PatternError,
@@ -957,7 +957,8 @@ def _compile_grammar(syntax: str, definition: str) -> _Matcher:
         return parser, larkgrammar.use_re2(parser)
 
     try:
-        compiled: Any = _within_calls(compile_lark, definition, LARK_COMPILE_BUDGET)
+        with collector.held_off():  # (the objects lark makes would start full collections: see `lark` below)
+            compiled: Any = _within_calls(compile_lark, definition, LARK_COMPILE_BUDGET)
     except _TooManyCalls as e:
         raise ValueError(messages.lark_grammar_too_costly(LARK_COMPILE_BUDGET)) from e
     except (LarkError, TypeError) as e:
@@ -972,7 +973,11 @@ def _compile_grammar(syntax: str, definition: str) -> _Matcher:
     def lark(text: str) -> str | None:
         terminals.begin(text)
         try:
-            _within_calls(parser.parse, text, LARK_CALL_BUDGET)
+            # Full collections held off: lark's Earley parse makes objects by the hundred thousand
+            # (alive until it ends), which started full passes that walked them all holding the
+            # interpreter, every other client waiting 0.15-0.3 s, the parse itself in a worker thread.
+            with collector.held_off():
+                _within_calls(parser.parse, text, LARK_CALL_BUDGET)
         except LarkError as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             return messages.lark_mismatch(first)

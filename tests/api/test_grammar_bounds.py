@@ -221,3 +221,31 @@ def test_a_regex_grammar_is_compiled_off_the_event_loop(
         release.set()
         creating.join(120)
     assert outcome and outcome[0].status_code == 200, outcome[0].text[:500] if outcome else "no answer"
+
+
+def test_full_collections_are_held_off_while_a_lark_grammar_parses_an_input(
+    http: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """lark's Earley parse makes objects by the hundred thousand; before, they started full
+    collections that walked them all holding the interpreter (a program's call with 20,000 nested
+    parentheses: health waited 0.15-0.3 s, the parse itself in a worker thread). The parse now runs
+    with full collections held off, as a large request's reading does."""
+    from lark import Lark
+
+    from ptc_emulator.emulator import collector
+
+    seen: list[bool] = []
+    parse = Lark.parse
+
+    def observed(self: Any, text: str, *args: Any, **kwargs: Any) -> Any:
+        seen.append(collector.held())
+        return parse(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Lark, "parse", observed)
+    grammar = {"type": "grammar", "syntax": "lark", "definition": 'start: e\ne: "(" e ")" | "a"'}
+    tool = {"type": "custom", "name": "g", "allowed_callers": ["programmatic"], "format": grammar}
+    code = "await tools.g('((a))'); text('ok');"
+    body = {"model": "m", "input": program_message(code), "tools": [tool, {"type": "programmatic_tool_calling"}]}
+    response = http.post("/responses", json=body)
+    assert response.status_code == 200, response.text[:500]
+    assert seen == [True]
