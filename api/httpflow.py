@@ -29,6 +29,12 @@ closed. Three deadlines bound them:
   `100 Continue` is not yet sent, the deadline starts again. Past it, with no response under way, the
   408 `request_timeout` in the envelope, the request's app told of the disconnect; otherwise the
   connection is just closed;
+- the body's framing: after the headers, uvicorn hands a chunked body's trailer fields over whole
+  too (httptools gathers a field's value by copying it at each piece that arrives), so one trailer
+  value that never ended grew without bound and each piece of it held the event loop longer (a
+  100 MB one stalled every other client for seconds). The bytes that arrive while no body comes
+  (trailers, chunk size lines and their extensions) are counted, from the last piece of body; past
+  `HEAD_BYTES` the request is the 431 (or, with its response begun, the connection is closed);
 - the write-pause limit (`write_pause_s`, `--write-pause-timeout`): a connection whose transport
   is paused for writing (the server's write buffer over its high-water mark) and whose client reads
   nothing of it that long is aborted: its buffered reply is dropped and the request's app sees
@@ -108,6 +114,9 @@ class HttpProtocol(HttpToolsProtocol):
     _head_bytes = 0
     _head_begun = False
     """A request's first byte has come and its headers have not ended."""
+    _framing_bytes = 0
+    """Bytes that came after the headers since the last piece of body (trailers, chunk size lines)."""
+    _body_came = False
     _head_timer: asyncio.TimerHandle | None = None
     _body_timer: asyncio.TimerHandle | None = None
     _pause: PauseBound | None = None
@@ -177,12 +186,32 @@ class HttpProtocol(HttpToolsProtocol):
         counting = self._in_head
         if counting:
             self._head_bytes += len(data)
+        self._body_came = False
         super().data_received(data)
         if counting and self._in_head and self._head_bytes > HEAD_BYTES and not self.transport.is_closing():
             self._refuse(messages.header_fields_too_large(HEAD_BYTES))
+        elif not counting and not self._in_head and not self.transport.is_closing():
+            self._framing_bytes = 0 if self._body_came else self._framing_bytes + len(data)
+            if self._framing_bytes > HEAD_BYTES:
+                self._framing_too_large()
+
+    def on_body(self, body: bytes) -> None:
+        self._body_came = True
+        super().on_body(body)
+
+    def _framing_too_large(self) -> None:
+        cycle = self.cycle
+        self._disarm_body()
+        if cycle is not None:
+            cycle.disconnected = True  # the app's next receive is the disconnect, its sends go nowhere
+            cycle.message_event.set()
+        if cycle is None or not cycle.response_started:
+            self._refuse(messages.trailer_fields_too_large(HEAD_BYTES))
+        else:
+            self.transport.close()
 
     def on_headers_complete(self) -> None:
-        self._in_head, self._head_bytes, self._head_begun = False, 0, False
+        self._in_head, self._head_bytes, self._head_begun, self._framing_bytes = False, 0, False, 0
         self._disarm_head()
         super().on_headers_complete()
         self._arm_body()

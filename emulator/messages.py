@@ -302,6 +302,20 @@ def header_fields_too_large(limit: int) -> StatusError:
     )
 
 
+@error(EDGE, limit=65536)
+def trailer_fields_too_large(limit: int) -> StatusError:
+    """A chunked request that sent more than `limit` bytes after its headers with none of them body
+    (trailer fields, chunk size lines and their extensions), counted as they arrive: the connection
+    is closed after it."""
+    return StatusError(
+        431,
+        f"Request header fields too large: a chunked request's trailer fields and chunk size lines may take "
+        f"at most {limit} bytes between two pieces of its body.",
+        type="invalid_request_error",
+        code="request_header_fields_too_large",
+    )
+
+
 @error(EDGE, seconds=30.0)
 def head_timeout(seconds: float) -> StatusError:
     """A request whose line and headers had not all arrived `seconds` after the connection opened (its
@@ -750,6 +764,17 @@ def lark_import_refused(path: str) -> str:
     """A custom tool's lark grammar importing anything but lark's common terminals: lark would read
     `.lark` files from its own folder or from paths on the server (`emulator/rules/larkgrammar.py`)."""
     return f"%import {path} is not allowed: only lark's common terminals may be imported (%import common.NAME)"
+
+
+@text(TOOLS, "an invalid grammar's reason (`Invalid lark grammar for custom tool '<name>': <reason>`)")
+def lark_grammar_too_deep(limit: int) -> str:
+    """A custom tool's lark grammar whose groups (`( )`, `[ ]`) nest so deep that lark's reading of
+    it is more than `limit` levels deep (a group two or three levels): refused before it is walked
+    or compiled, both of which recurse once per level."""
+    return (
+        f"the grammar nests too deeply: its groups ( ) and [ ] make it more than {limit} levels deep "
+        "(each group two or three)"
+    )
 
 
 @text(TOOLS, "an invalid grammar's reason (`Invalid lark grammar for custom tool '<name>': <reason>`)")

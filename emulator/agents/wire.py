@@ -18,7 +18,7 @@ from pydantic import Discriminator, Field, StringConstraints, Tag, field_validat
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.agents.mcp import McpApprovalResult, McpToolParam, check_mcp, dump_mcp, responses_tool
-from ptc_emulator.emulator.rules.contract import OFF_LOOP_SCHEMA_VALUES, schema_problem, schema_values
+from ptc_emulator.emulator.rules.contract import OFF_LOOP_SCHEMA_VALUES, schema_problem, schema_weight
 from ptc_emulator.emulator.wire.items import OpenJSON, OpenModel, WireModel
 from ptc_emulator.emulator.wire.request import Model, check_json, check_stream_options
 from ptc_emulator.emulator.wire.stepped import stepped
@@ -356,11 +356,12 @@ def check_tools(tools: list[AgentToolParam], param: str = "tools", max_bytes: in
 
 def holds_large_schemas(tools: list[AgentToolParam] | None) -> bool:
     """Whether the function tools' `parameters` hold more than `OFF_LOOP_SCHEMA_VALUES` values
-    together: they are then checked in a worker thread first (`check_schemas`)."""
+    together (each distinct pattern counted as `PATTERN_VALUES`): they are then checked in a worker
+    thread first (`check_schemas`)."""
     left = OFF_LOOP_SCHEMA_VALUES
     for tool in tools or ():
         if isinstance(tool, FunctionToolParam):
-            left -= schema_values(tool.parameters, left)
+            left -= schema_weight(tool.parameters, left)
             if left < 0:
                 return True
     return False

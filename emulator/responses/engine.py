@@ -189,8 +189,9 @@ class Engine:
         may read a long one: an input of more than `OFF_LOOP_ITEMS` items, or stored history (a
         `previous_response_id` or a `conversation`, whose length is known only once read), or a
         tool output its tool's `output_schema` checks value by value, or tool schemas of more than
-        `contract.OFF_LOOP_SCHEMA_VALUES` values (checked against the meta-schema), or a custom tool's
-        lark grammar (compiled, up to `contract.LARK_COMPILE_BUDGET` Python calls). Reading 200,000 short items
+        `contract.OFF_LOOP_SCHEMA_VALUES` values (checked against the meta-schema; a pattern counts as
+        `contract.PATTERN_VALUES`), or a custom tool's grammar (RE2's compile of a regex one; a lark
+        one compiled, up to `contract.LARK_COMPILE_BUDGET` Python calls). Reading 200,000 short items
         takes seconds, which no other client then waits on; a short request with no history costs
         less than the hop."""
         given = request.input

@@ -29,7 +29,7 @@ from typing import Any, Protocol, TypeAlias
 
 import re2
 
-from ptc_emulator.emulator import jsontext, messages
+from ptc_emulator.emulator import collector, jsontext, messages
 from ptc_emulator.emulator.caches import PROCESS, Cache, Memo
 from ptc_emulator.emulator.patterns import (
     PatternError,
@@ -70,6 +70,7 @@ __all__ = [
     "import_checkers",
     "schema_problem",
     "schema_values",
+    "schema_weight",
 ]
 
 
@@ -122,6 +123,11 @@ anchor the meta-schema check and the reference registry index (20,000 `$id`s too
 
 OFF_LOOP_SCHEMA_VALUES = 1_000
 """A request whose tool schemas hold more values than this has them checked in a worker thread."""
+
+PATTERN_VALUES = 50
+"""What one distinct pattern of a schema counts for against `OFF_LOOP_SCHEMA_VALUES`: RE2's compile
+of one (up to `MAX_PROGRAM_SIZE` instructions) takes some 1.5 ms, and a schema of 256 patterns of a
+counted repetition each, some 800 values, held the event loop for 0.4 s."""
 
 
 _IDENTIFIERS = frozenset({"$id", "$anchor", "$dynamicAnchor"})
@@ -186,6 +192,13 @@ def schema_values(document: Any, limit: int) -> int:
     return _measure(document, limit)[0]
 
 
+def schema_weight(document: Any, limit: int) -> int:
+    """What a schema counts for against `OFF_LOOP_SCHEMA_VALUES`: its values, and `PATTERN_VALUES`
+    for each distinct pattern it gives (counted up to just past `limit`)."""
+    values, patterns, _ = _measure(document, limit)
+    return values + PATTERN_VALUES * patterns
+
+
 def holds_large_schemas(request: object) -> bool:
     """Whether a request's tool schemas and its `text.format` schema hold more than
     `OFF_LOOP_SCHEMA_VALUES` values together (checking them is then done in a worker thread).
@@ -198,7 +211,7 @@ def holds_large_schemas(request: object) -> bool:
         schemas.append(found.schema_)
     left = OFF_LOOP_SCHEMA_VALUES
     for schema in schemas:
-        left -= _measure(schema, left)[0]
+        left -= schema_weight(schema, left)
         if left < 0:
             return True
     return False
@@ -870,11 +883,13 @@ def _compiled_or_why(syntax: str, definition: str) -> _Matcher | str:
 
 
 def holds_lark_grammars(request: object) -> bool:
-    """Whether a request declares a custom tool with a lark grammar: compiling one is pure Python
-    and takes up to `LARK_COMPILE_BUDGET` calls (seconds), so the request is read in a worker thread."""
+    """Whether a request declares a custom tool with a grammar: compiling a lark one is pure Python
+    and takes up to `LARK_COMPILE_BUDGET` calls (seconds), a regex one is RE2's compile, up to its
+    memory bound (a definition of 100,000 alternatives, or a counted repetition of a Unicode class,
+    held the event loop for 0.15 to 0.45 s), so the request is read in a worker thread."""
     if not isinstance(request, Conversational):
         return False
-    return any(parses_lark(tool) for tool in request.tools or ())
+    return any(isinstance(tool, CustomTool) and isinstance(tool.format, GrammarFormat) for tool in request.tools or ())
 
 
 LARK_COMPILE_BUDGET = 2_000_000
@@ -942,17 +957,27 @@ def _compile_grammar(syntax: str, definition: str) -> _Matcher:
         return parser, larkgrammar.use_re2(parser)
 
     try:
-        compiled: Any = _within_calls(compile_lark, definition, LARK_COMPILE_BUDGET)
+        with collector.held_off():  # (the objects lark makes would start full collections: see `lark` below)
+            compiled: Any = _within_calls(compile_lark, definition, LARK_COMPILE_BUDGET)
     except _TooManyCalls as e:
         raise ValueError(messages.lark_grammar_too_costly(LARK_COMPILE_BUDGET)) from e
     except (LarkError, TypeError) as e:
+        cause: BaseException | None = e
+        while cause is not None:  # lark wraps what a rule's processing raised ("Error trying to process rule")
+            if isinstance(cause, _TooManyCalls):
+                raise ValueError(messages.lark_grammar_too_costly(LARK_COMPILE_BUDGET)) from e
+            cause = cause.__cause__ or cause.__context__
         raise ValueError(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__) from e
     parser, terminals = compiled
 
     def lark(text: str) -> str | None:
         terminals.begin(text)
         try:
-            _within_calls(parser.parse, text, LARK_CALL_BUDGET)
+            # Full collections held off: lark's Earley parse makes objects by the hundred thousand
+            # (alive until it ends), which started full passes that walked them all holding the
+            # interpreter, every other client waiting 0.15-0.3 s, the parse itself in a worker thread.
+            with collector.held_off():
+                _within_calls(parser.parse, text, LARK_CALL_BUDGET)
         except LarkError as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             return messages.lark_mismatch(first)

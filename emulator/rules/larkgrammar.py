@@ -33,6 +33,7 @@ from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.patterns import match_budget
 
 __all__ = [
+    "MAX_DEPTH",
     "MAX_EXPANDED_SIZE",
     "SCAN_BUDGET_FACTOR",
     "ScanTooCostly",
@@ -46,6 +47,11 @@ MAX_EXPANDED_SIZE = 250_000
 expanded its optional items and repetitions, times the square of its longest alternative). A JSON
 grammar is about 100; eleven optional items in one rule 2**11 × 11**2 = 247,808 (170,000 calls to
 compile); thirty are 2**30 × 30**2."""
+
+MAX_DEPTH = 200
+"""How deep lark's reading of a grammar may be (a group, `( )` or `[ ]`, is two or three levels):
+`expanded_size` and lark's compile recurse once per level or more, and 500 nested brackets were a
+RecursionError, a 500."""
 
 SCAN_BUDGET_FACTOR = 10
 """A parse's terminal matches may cost this many times one match's budget (`match_budget()`),
@@ -169,6 +175,22 @@ def _import_problem(tree: Any) -> str | None:
     return None
 
 
+def _depth(tree: Any) -> int:
+    """How deep `tree` is, found without recursion (stopping once past `MAX_DEPTH`)."""
+    from lark import Tree
+
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > MAX_DEPTH:
+            break
+        for child in node.children:  # a loop, not a generator: no call counted against the compile's budget
+            if isinstance(child, Tree):
+                stack.append((child, depth + 1))
+    return deepest
+
+
 def static_problem(definition: str) -> str | None:
     """Why the grammar is refused before lark compiles it (an import, or its expanded size), or
     None; a grammar lark cannot even read is left to lark's compile to report."""
@@ -179,6 +201,8 @@ def static_problem(definition: str) -> str | None:
         tree = _get_parser().parse(definition + "\n", "start")  # type: ignore[no-untyped-call]
     except LarkError:
         return None
+    if _depth(tree) > MAX_DEPTH:
+        return messages.lark_grammar_too_deep(MAX_DEPTH)
     refused = _import_problem(tree)
     if refused is not None:
         return messages.lark_import_refused(refused)

@@ -318,3 +318,36 @@ def test_a_body_sent_with_its_head_is_served_under_the_tight_body_deadline(slow_
     with httpx.Client(base_url=f"http://127.0.0.1:{slow_body.port}", timeout=GUARD_S) as http:
         made = http.post("/v1/conversations", json={"items": [{"type": "message", "role": "user", "content": "hi"}]})
     assert made.status_code == 200, made.text
+
+
+def test_a_trailer_field_past_the_bound_is_the_431_and_the_connection_closes(ptc_emulator: PTCEmulator) -> None:
+    # A chunked body's trailer fields come after the headers: httptools gathered one that never
+    # ended whole, copying it at each piece (a 100 MB one held every other client for seconds), and
+    # the old code took all of it until the body deadline. Now the bytes that come with no body
+    # among them are counted as the head's are: the client's sending is cut off and it reads the 431.
+    netloc = urlsplit(ptc_emulator.server_url).netloc
+    head = (
+        f"POST /v1/conversations HTTP/1.1\r\nHost: {netloc}\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nX-Trailer: "
+    ).encode()
+    piece, sent, received = b"a" * 65536, 0, b""
+    with socket.create_connection(("127.0.0.1", urlsplit(ptc_emulator.server_url).port or 80)) as sock:
+        sock.settimeout(GUARD_S)  # a guard for the old code, which took all it was sent: not a measure
+        sock.sendall(head)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            while sent < 128 * len(piece):
+                sock.sendall(piece)
+                sent += len(piece)
+        assert sent < 128 * len(piece), "the server took 8 MiB of one trailer field"
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := sock.recv(65536):
+                received += chunk
+    status, _, body = received.partition(b"\r\n\r\n")
+    assert status.startswith(b"HTTP/1.1 431 "), received[:300]
+    error = json.loads(body)["error"]
+    assert error["code"] == "request_header_fields_too_large" and error["param"] is None
+    assert error["message"] == (
+        "Request header fields too large: a chunked request's trailer fields and chunk size lines may take "
+        f"at most {HEAD_BYTES} bytes between two pieces of its body."
+    )
+    assert isinstance(ptc_emulator.journal, list)  # the server answers others

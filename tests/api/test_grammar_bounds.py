@@ -172,3 +172,80 @@ def test_a_terminal_re2_cannot_compile_is_a_400_naming_it(http: httpx.Client) ->
         "Invalid lark grammar for custom tool 'g': terminal PAIR is not RE2 syntax: invalid escape sequence: \\1",
         param="tools[0].format.definition",
     )
+
+
+@pytest.mark.parametrize("group", [("[", "]"), ("(", ")")])
+def test_a_grammar_nested_too_deeply_is_a_400_and_one_within_the_bound_compiles(
+    http: httpx.Client, group: tuple[str, str]
+) -> None:
+    """Before, 500 nested brackets (or 5000 parentheses) were a RecursionError in the walk that
+    estimates the expanded size: a 500 with a traceback in the log."""
+    opening, closing = group
+    assert_envelope(
+        create(http, "start: " + opening * 120 + '"a"' + closing * 120),
+        400,
+        "Invalid lark grammar for custom tool 'g': the grammar nests too deeply: its groups ( ) and [ ] make it "
+        "more than 200 levels deep",
+        param="tools[0].format.definition",
+    )
+    within = create(http, "start: " + opening * 10 + '"a"' + closing * 10)
+    assert within.status_code == 200, within.text[:500]
+
+
+def test_a_regex_grammar_is_compiled_off_the_event_loop(
+    server: EmulatorServer, http: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RE2's compile of a regex grammar took up to its memory bound on the event loop before (a
+    definition of 100,000 alternatives held every other client for 0.45 s). The compile is held (an
+    event) until health has been answered: on the event loop, health could not be."""
+    release, entered = threading.Event(), threading.Event()
+    compile_grammar = contract._compile_grammar
+
+    def held(syntax: str, text: str) -> Any:
+        entered.set()
+        release.wait(60)
+        return compile_grammar(syntax, text)
+
+    monkeypatch.setattr(contract, "_compile_grammar", held)
+    grammar = {"type": "grammar", "syntax": "regex", "definition": "held|[a-z]+"}
+    tools = [{"type": "custom", "name": "g", "format": grammar}, {"type": "programmatic_tool_calling"}]
+    outcome: list[httpx.Response] = []
+    body = {"model": "m", "input": PROGRAM, "tools": tools}
+    creating = threading.Thread(target=lambda: outcome.append(http.post("/responses", json=body)))
+    creating.start()
+    try:
+        assert entered.wait(60), "the grammar was never compiled"
+        health = httpx.get(f"{server.base_url.rsplit('/v1', 1)[0]}/_emulator/health", timeout=30)
+        assert health.status_code == 200
+    finally:
+        release.set()
+        creating.join(120)
+    assert outcome and outcome[0].status_code == 200, outcome[0].text[:500] if outcome else "no answer"
+
+
+def test_full_collections_are_held_off_while_a_lark_grammar_parses_an_input(
+    http: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """lark's Earley parse makes objects by the hundred thousand; before, they started full
+    collections that walked them all holding the interpreter (a program's call with 20,000 nested
+    parentheses: health waited 0.15-0.3 s, the parse itself in a worker thread). The parse now runs
+    with full collections held off, as a large request's reading does."""
+    from lark import Lark
+
+    from ptc_emulator.emulator import collector
+
+    seen: list[bool] = []
+    parse = Lark.parse
+
+    def observed(self: Any, text: str, *args: Any, **kwargs: Any) -> Any:
+        seen.append(collector.held())
+        return parse(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Lark, "parse", observed)
+    grammar = {"type": "grammar", "syntax": "lark", "definition": 'start: e\ne: "(" e ")" | "a"'}
+    tool = {"type": "custom", "name": "g", "allowed_callers": ["programmatic"], "format": grammar}
+    code = "await tools.g('((a))'); text('ok');"
+    body = {"model": "m", "input": program_message(code), "tools": [tool, {"type": "programmatic_tool_calling"}]}
+    response = http.post("/responses", json=body)
+    assert response.status_code == 200, response.text[:500]
+    assert seen == [True]

@@ -161,6 +161,40 @@ def test_a_large_schema_within_the_bounds_is_checked_off_the_event_loop(
     assert outcome and outcome[0].status_code == 200, outcome[0].text[:500] if outcome else "no answer"
 
 
+def test_a_schema_of_many_patterns_is_checked_off_the_event_loop(
+    server: EmulatorServer, http: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each distinct pattern counts as 50 values toward the worker thread's threshold: RE2 compiles
+    each (some 1.5 ms for one of 5,000 instructions), and a schema of 256 such patterns, some 800
+    values, was checked on the event loop before, holding every other client for 0.4 s. Thirty
+    patterns in a schema of about a hundred values: held (an event) until health has been answered."""
+    release = threading.Event()
+    entered = threading.Event()
+    meta_problem = contract.meta_problem
+
+    def held(*args: Any, **kwargs: Any) -> str | None:
+        entered.set()
+        release.wait(60)
+        return meta_problem(*args, **kwargs)
+
+    monkeypatch.setattr(contract, "meta_problem", held)
+    patterned = {
+        "type": "object",
+        "properties": {f"p{i}": {"type": "string", "pattern": f"^held{i}$"} for i in range(30)},
+    }
+    outcome: list[httpx.Response] = []
+    creating = threading.Thread(target=lambda: outcome.append(create(http, parameters=patterned)))
+    creating.start()
+    try:
+        assert entered.wait(60), "the schema was never checked"
+        health = httpx.get(f"{server.base_url.rsplit('/v1', 1)[0]}/_emulator/health", timeout=30)
+        assert health.status_code == 200
+    finally:
+        release.set()
+        creating.join(120)
+    assert outcome and outcome[0].status_code == 200, outcome[0].text[:500] if outcome else "no answer"
+
+
 def _outputs(http: httpx.Client, output_schema: dict[str, Any], output: Any) -> str | None:
     """The contract warning a tool output gets against `output_schema` (None: it conforms)."""
     tool = {**GOOD, "output_schema": output_schema}

@@ -359,3 +359,53 @@ def test_what_program_code_prints_as_json_is_counted_as_built(ptc_emulator: PTCE
     )
     reply = client.responses.create(model="gpt-test", input="y", tools=[{"type": "programmatic_tool_calling"}])
     assert reply.output_text == "4"
+
+
+COMPARED = "{% set a = input * 100000 %}{% set b = input * 100000 %}{% set l = [a, b] * N %}{% set m = [b, a] * N %}"
+"""`l` and `m` hold two distinct strings of 100,000 equal characters, 2 N times: Python compares
+them entry by entry, each a full pass over the characters, in one C call. With N a hundred that
+is 20 million characters, past the bound (16 million); at 50,000 entries of 500,000 characters,
+one `l == m` held the server (every other client) for 4.5 s, `(a,) * 100000 == (b,) * 100000`
+1.5 s, `l.count(b)` 1 s, `dict.fromkeys(l)` 0.5 s, a bytes `startswith` of a tuple 0.9 s, a dict
+of two such tuple keys 1.1 s, `loop.changed` 1.8 s."""
+
+
+@pytest.mark.parametrize(
+    "operation",
+    [
+        "{{ l == m }}",
+        "{{ l < m }}",
+        "{{ ((a, b) * N) != ((b, a) * N) }}",
+        "{{ b ~ '' in l }}",
+        "{{ b is in l }}",
+        "{{ l is eq m }}",
+        "{{ l|sort|length }}",
+        "{{ l|unique|list|length }}",
+        "{{ l|max|length }}",
+        "{{ l.count(b) }}",
+        "{{ l.index(b) }}",
+        "{{ dict.fromkeys(l)|length }}",
+        "{{ dict([(a, 1), (b, 1)] * N)|length }}",
+        "{{ [l, m]|select('eq', m)|list|length }}",
+        "{{ b.encode().startswith((a.encode(), b.encode()) * N) }}",
+        "{{ {(a, b) * N: 1, (b, a) * N: 2}|length }}",
+        "{% for x in [l, m] %}{{ loop.changed(x) }}{% endfor %}",
+    ],
+)
+def test_comparing_values_that_hold_too_many_characters_is_refused(ptc_emulator: PTCEmulator, operation: str) -> None:
+    template = (COMPARED + operation).replace("N", "100")
+    ptc_emulator.add_scenario({"name": "compare", "match": {"input": "^x"}, "turns": [{"message": template}]})
+    client = ptc_emulator.client(max_retries=0)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="gpt-test", input="x")
+    assert caught.value.code == "scenario_error"
+    assert "a comparison of a value that holds more than 16000000 characters" in caught.value.message
+
+
+def test_comparisons_within_the_bound_still_render(ptc_emulator: PTCEmulator) -> None:
+    template = COMPARED + "{{ l == m }} {{ b in l }} {{ l.count(b) }} {{ l|unique|list|length }} {{ 'x' in ['x'] }}"
+    ptc_emulator.add_scenario(
+        {"name": "compare", "match": {"input": "^x"}, "turns": [{"message": template.replace("N", "50")}]}
+    )
+    client = ptc_emulator.client(max_retries=0)
+    assert client.responses.create(model="gpt-test", input="x").output_text == "True True 100 1 True"

@@ -95,6 +95,9 @@ ELSEWHERE: dict[str, str] = {
     "header_fields_too_large": (
         "tests/api/test_connection_edge.py::test_a_request_head_past_the_bound_is_the_431_and_the_connection_closes"
     ),
+    "trailer_fields_too_large": (
+        "tests/api/test_connection_edge.py::test_a_trailer_field_past_the_bound_is_the_431_and_the_connection_closes"
+    ),
     "head_timeout": (
         "tests/api/test_connection_edge.py::test_a_head_sent_a_byte_at_a_time_is_the_408_and_the_connection_closes"
     ),
@@ -439,6 +442,11 @@ def _lark_tool(c: Context, definition: str) -> object:
 @trigger("lark_grammar_too_large")
 def _(c: Context) -> object:
     return _lark_tool(c, "start: " + " ".join('"a"?' for _ in range(30)))
+
+
+@trigger("lark_grammar_too_deep")
+def _(c: Context) -> object:
+    return _lark_tool(c, "start: " + "[" * 500 + '"a"' + "]" * 500)
 
 
 @trigger("lark_import_refused")

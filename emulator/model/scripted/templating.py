@@ -51,7 +51,7 @@ from types import FrameType
 from typing import Any
 
 from jinja2 import Template, TemplateError, nodes
-from jinja2.compiler import CodeGenerator, Frame
+from jinja2.compiler import CodeGenerator, Frame, operators
 from jinja2.filters import FILTERS as DEFAULT_FILTERS
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace
@@ -96,6 +96,12 @@ MAX_TREE = MAX_VALUE_CHARS
 """The most values one list, tuple or dict a template builds may hold, counted as a tree (a list
 held twice counts twice): comparing, hashing or printing a value walks it as a tree, inside one C
 call, and a list of a list held twice, sixty times over, is a tree of 2**60 values."""
+MAX_COMPARED = MAX_BUILT_CHARS
+"""The most characters a list, tuple or dict compared (`==`, `<`, `in`, the tests and filters that
+compare, `count`, `index`, `dict()`) may hold, counted as a tree: Python compares two containers in
+one C call, so `l == m` of 100,000 entries each a distinct copy of the same 500,000 characters held
+the interpreter (and so the event loop) for 4.5 s."""
+
 _TEXTS = (str, bytes, bytearray)
 """What the string methods' bounds cover: `str`, and `bytes` (`'x'.encode()`, `(1).to_bytes(n)`)."""
 
@@ -289,21 +295,31 @@ def _tree(value: Any) -> Any:
     hold; one met for the first time is walked once, as a DAG."""
     if isinstance(value, _LEAVES) or not isinstance(value, _CONTAINERS):
         return value
+    _walked(value)
+    return value
+
+
+def _walked(value: Any) -> tuple[Any, int, int]:
+    """`value`'s entry in the render's memo (`_tree`): the value, its count of values and its count
+    of characters (a string's or bytes' length, one for any other value), each counted as a tree."""
     budget = getattr(_built, "budget", None)
-    memo: dict[int, tuple[Any, int]] = budget.trees if budget is not None else {}
+    memo: dict[int, tuple[Any, int, int]] = budget.trees if budget is not None else {}
     if id(value) in memo:
-        return value
+        return memo[id(value)]
     stack: list[tuple[Any, bool]] = [(value, False)]
     while stack:
         node, children_done = stack.pop()
         if children_done:
-            total = 1
+            total = chars = 1
             for child in _children(node):
-                container = not isinstance(child, _LEAVES) and isinstance(child, _CONTAINERS)
-                total += memo[id(child)][1] if container else 1
+                if not isinstance(child, _LEAVES) and isinstance(child, _CONTAINERS):
+                    _, values, held = memo[id(child)]
+                    total, chars = total + values, chars + held
+                else:
+                    total, chars = total + 1, chars + (len(child) if isinstance(child, _TEXTS) else 1)
                 if total > MAX_TREE:
                     raise RenderLimit(f"a value that holds more than {MAX_TREE} values (counted as a tree)")
-            memo[id(node)] = (node, total)
+            memo[id(node)] = (node, total, chars)
             continue
         if id(node) in memo:
             continue
@@ -311,6 +327,23 @@ def _tree(value: Any) -> Any:
         stack.extend([(c, False) for c in _children(node) if not isinstance(c, _LEAVES) and isinstance(c, _CONTAINERS)])
         if len(stack) > MAX_TREE:
             raise RenderLimit(f"a value that holds more than {MAX_TREE} values (counted as a tree)")
+    return memo[id(value)]
+
+
+def _compared(*values: Any) -> None:
+    """Refuses (`RenderLimit`) to compare a list, tuple or dict that holds more than `MAX_COMPARED`
+    characters: a comparison's cost is at most the smaller operand's, `in`'s the container's, and
+    Python makes either in one C call. Strings compare at the speed of memory (their own bound keeps
+    them short); anything else compares in constant time or through Python calls the render counts."""
+    for value in values:
+        if not isinstance(value, _LEAVES) and isinstance(value, _CONTAINERS):
+            if _walked(value)[2] > MAX_COMPARED:
+                raise RenderLimit(f"a comparison of a value that holds more than {MAX_COMPARED} characters")
+
+
+def _comparand(value: Any) -> Any:
+    """`value`, once it is known to be cheap enough to compare (`_compared`)."""
+    _compared(value)
     return value
 
 
@@ -732,6 +765,36 @@ def _bounded_test(original: Callable[..., Any]) -> Callable[..., Any]:
     return bounded
 
 
+def _comparing_test(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A test that compares its value with its argument (`eq`, `lt`, `in`, ...): both checked first."""
+
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        _compared(*args, *kwargs.values())
+        return original(*args, **kwargs)
+
+    return bounded
+
+
+_COMPARING_TESTS = frozenset(
+    {"==", "eq", "equalto", "!=", "ne", ">", "gt", "greaterthan", ">=", "ge", "<", "lt", "lessthan", "<=", "le", "in"}
+)
+
+_COMPARING_FILTERS = frozenset({"sort", "dictsort", "groupby", "unique", "max", "min"})
+"""Filters that compare the items of their value with one another, or hash them into a set: the
+value checked first (`_compared`), so no one comparison of items costs more than it holds."""
+
+
+def _comparing_filter(original: Callable[..., Any]) -> Callable[..., Any]:
+    passed = 1 if hasattr(original, "jinja_pass_arg") else 0
+
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > passed:
+            _compared(args[passed])
+        return original(*args, **kwargs)
+
+    return bounded
+
+
 def _is_sequence(value: Any) -> bool:
     """Jinja's `sequence` test, which takes any error of `len(value)` for a no: a bound met in a
     call it makes (`len(loop)`) ends the render instead (the bound's error has unset the trace
@@ -767,9 +830,16 @@ class _BoundedCodeGenerator(CodeGenerator):
         self.write(")")
 
     def visit_Dict(self, node: nodes.Dict, frame: Frame) -> None:
-        self.write("environment.tree(")
-        super().visit_Dict(node, frame)
-        self.write(")")
+        # Each key checked as an operand of a comparison (`_compared`): equal keys are compared.
+        self.write("environment.tree({")
+        for idx, item in enumerate(node.items):
+            if idx:
+                self.write(", ")
+            self.write("environment.comparand(")
+            self.visit(item.key, frame)
+            self.write("): ")
+            self.visit(item.value, frame)
+        self.write("})")
 
     def visit_Tuple(self, node: nodes.Tuple, frame: Frame) -> None:
         if node.ctx != "load":  # a target (`{% for a, b in ... %}`), not a value
@@ -777,6 +847,17 @@ class _BoundedCodeGenerator(CodeGenerator):
             return
         self.write("environment.tree(")
         super().visit_Tuple(node, frame)
+        self.write(")")
+
+    def visit_Compare(self, node: nodes.Compare, frame: Frame) -> None:
+        # Each operand checked before Python compares it (`_compared`); never folded when compiled.
+        self.write("(environment.comparand(")
+        self.visit(node.expr, frame)
+        self.write(")")
+        for op in node.ops:
+            self.write(f" {operators[op.op]} environment.comparand(")
+            self.visit(op.expr, frame)
+            self.write(")")
         self.write(")")
 
     def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
@@ -804,7 +885,14 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         for test in ("lower", "upper"):
             self.tests[test] = _bounded_test(self.tests[test])  # type: ignore[arg-type]
         self.tests["sequence"] = _is_sequence
+        for test in _COMPARING_TESTS & set(self.tests):
+            self.tests[test] = _comparing_test(self.tests[test])  # type: ignore[arg-type]
         for name, filt in list(self.filters.items()):
+            if name in _COMPARING_FILTERS:
+                filt = _comparing_filter(filt)
+                if hasattr(self.filters[name], "jinja_pass_arg"):
+                    filt.jinja_pass_arg = self.filters[name].jinja_pass_arg  # type: ignore[attr-defined]
+                self.filters[name] = filt
             if name in _BOUNDED_FILTERS:
                 bounded = _bounded_filter(name, filt)
             elif name in _RETURNING_WHAT_THEY_GET:
@@ -856,8 +944,14 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
             _building(_percent_size(left.decode("latin-1"), right))
         return _tree(super().call_binop(context, operator, left, right))
 
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        if isinstance(obj, dict):
+            _compared(argument)  # a key that equals one held is compared with it
+        return super().getitem(obj, argument)
+
     held = staticmethod(_held)
     tree = staticmethod(_tree)
+    comparand = staticmethod(_comparand)
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 (Jinja's signature)
         target = getattr(__obj, "__wrapped__", __obj)  # the sandbox hands out str.format wrapped
@@ -891,6 +985,12 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
                 _building(size)
         _tree(args)  # a macro's `varargs`, `loop.cycle`'s items: values the call holds
         _tree(kwargs)
+        if (isinstance(owner, list | tuple) and name in ("count", "index")) or target is dict or owner is dict:
+            _compared(owner, *args, *kwargs.values())  # each entry compared, or hashed into a dict, in C
+        elif isinstance(owner, dict) or name == "changed":  # a key looked up (`get`), `loop.changed`
+            _compared(*args, *kwargs.values())
+        elif isinstance(owner, _TEXTS) and name in ("startswith", "endswith"):
+            _compared(*args)  # a tuple of prefixes, each compared in C
         found = super().call(__context, __obj, *args, **kwargs)
         return _held(found) if owner is not None else _tree(found)  # a method's result: often a copy
 
@@ -1007,8 +1107,8 @@ class _Budget:
         self.steps = 0
         self.calls = 0
         self.built = 0
-        self.trees: dict[int, tuple[Any, int]] = {}
-        """The tree sizes of the containers the render has met, by id (`_tree`)."""
+        self.trees: dict[int, tuple[Any, int, int]] = {}
+        """The tree sizes (values, characters) of the containers the render has met, by id (`_walked`)."""
         self.deadline = time.monotonic() + MAX_SECONDS
 
     def tracer(self, frame: FrameType, event: str, arg: Any) -> Any:
