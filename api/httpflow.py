@@ -39,6 +39,16 @@ closed. Three deadlines bound them:
   is paused for writing (the server's write buffer over its high-water mark) and whose client reads
   nothing of it that long is aborted: its buffered reply is dropped and the request's app sees
   the disconnect, which ends its work. `api/wsflow.py` bounds a WebSocket peer that never reads so.
+
+uvicorn fed each socket read (up to 256 KiB) to the parser whole, and queued every pipelined request
+it held: 20,000 `GET /_emulator/health` sent in one write were parsed in a few steps of the event loop
+(the longest 168 ms of its CPU) and all queued at once (19,994 requests, each with its scope and
+cycle), and every other client waited behind them for up to 1.8 s. Here a read is fed to the parser
+in slices cut so that no more than `PIPELINE_DEPTH` requests are ever queued on a connection (a head
+ends with an empty line, CRLF CRLF, so a slice holding n of them ends at most n heads, and the one
+begun before it); at the bound the rest of the read is kept unparsed and the socket is not read, and
+parsing goes on once the queue has drained to half, the answers in their order. Deadlines do not run
+against the client while its bytes wait so.
 """
 
 from __future__ import annotations
@@ -51,7 +61,15 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import EmulatorError
 
-__all__ = ["BODY_TIMEOUT_S", "HEAD_BYTES", "HEAD_TIMEOUT_S", "WRITE_PAUSE_S", "HttpProtocol", "PauseBound"]
+__all__ = [
+    "BODY_TIMEOUT_S",
+    "HEAD_BYTES",
+    "HEAD_TIMEOUT_S",
+    "PIPELINE_DEPTH",
+    "WRITE_PAUSE_S",
+    "HttpProtocol",
+    "PauseBound",
+]
 
 HEAD_BYTES = 64 * 1024
 """The most a request's line and headers may take together (node's default is 16 KiB, nginx's 32 KiB
@@ -67,6 +85,16 @@ default `--max-body-bytes` allows (16 MiB) arrives within it at 300 KB/s."""
 WRITE_PAUSE_S = 60.0
 """The default write-pause limit: a client that reads nothing for a minute while the server has a
 reply's worth waiting for it is gone or hostile; a slow reader drains some and resets the clock."""
+
+PIPELINE_DEPTH = 32
+"""The most requests a connection may have parsed and waiting behind the one being answered; an SDK
+sends its next request after the answer, so it never has one waiting."""
+
+FEED_BYTES = 64 * 1024
+"""The largest slice of a read fed to the parser in one go (a body's bytes pass through in these)."""
+
+_HEAD_END = b"\r\n\r\n"
+"""How every head the parser reads ends (uvicorn's parser is lenient only about data after a close)."""
 
 _REASONS = {400: b"Bad Request", 408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
 
@@ -120,6 +148,13 @@ class HttpProtocol(HttpToolsProtocol):
     _head_timer: asyncio.TimerHandle | None = None
     _body_timer: asyncio.TimerHandle | None = None
     _pause: PauseBound | None = None
+    _unparsed = b""
+    """Bytes read and not yet fed to the parser (from `_at` on): the rest of a read held back while
+    `PIPELINE_DEPTH` requests wait."""
+    _at = 0
+    _feeding = False
+    _feed_handle: asyncio.Handle | None = None
+    _upgraded = False
 
     @classmethod
     def bounded(
@@ -135,6 +170,10 @@ class HttpProtocol(HttpToolsProtocol):
         self._arm_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._unparsed, self._at = b"", 0
+        if self._feed_handle is not None:
+            self._feed_handle.cancel()
+            self._feed_handle = None
         self._disarm_head()
         self._disarm_body()
         if self._pause is not None:
@@ -152,6 +191,7 @@ class HttpProtocol(HttpToolsProtocol):
         super().resume_writing()
 
     def handle_websocket_upgrade(self) -> None:
+        self._upgraded = True  # what followed the upgrade request in its read is dropped, as uvicorn did
         self._disarm_head()
         self._disarm_body()
         if self._pause is not None:
@@ -176,6 +216,9 @@ class HttpProtocol(HttpToolsProtocol):
         self._head_timer = None
         if self.transport.is_closing():
             return
+        if self._held():
+            self._arm_head()  # the server holds the client's bytes back, not the client: its clock starts again
+            return
         underway = self.cycle is not None and not self.cycle.response_complete
         if self._head_begun and not underway and not self.pipeline:
             self._refuse(messages.head_timeout(self.head_timeout_s))
@@ -183,6 +226,62 @@ class HttpProtocol(HttpToolsProtocol):
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
+        if self._at < len(self._unparsed):
+            self._unparsed = self._unparsed[self._at :] + data
+        else:
+            self._unparsed = data
+        self._at = 0
+        self._feed()
+
+    def _held(self) -> bool:
+        """Bytes of the client's wait unparsed, the server answering the requests before them."""
+        return self._at < len(self._unparsed)
+
+    def _feed(self) -> None:
+        """The unparsed bytes to the parser, a slice at a time, while fewer than `PIPELINE_DEPTH`
+        requests wait; what is left waits, the socket unread, for the queue to drain to half."""
+        self._feed_handle = None
+        if self._feeding:  # a callback of the parser's ended a response: the running loop goes on
+            return
+        self._feeding = True
+        try:
+            while self._held() and not self._upgraded and self.parser is not None:
+                if self.transport.is_closing():
+                    self._unparsed, self._at = b"", 0
+                    return
+                room = PIPELINE_DEPTH - len(self.pipeline) - 1  # the request begun may end in the slice too
+                if room <= 0:
+                    break
+                end = self._slice_end(room)
+                piece = self._unparsed[self._at : end]
+                self._at = end
+                self._parse(piece)
+        finally:
+            self._feeding = False
+        if not self._held():
+            self._unparsed, self._at = b"", 0
+        elif not self.transport.is_closing():
+            self.flow.pause_reading()
+
+    def _slice_end(self, room: int) -> int:
+        """Where the next slice ends: at most `FEED_BYTES` on, and just after the `room`-th head end
+        in it if there are that many (a body's bytes may hold some too: the slice is only shorter)."""
+        data, limit, end = self._unparsed, min(len(self._unparsed), self._at + FEED_BYTES), self._at
+        for _ in range(room):
+            found = data.find(_HEAD_END, end, limit)
+            if found < 0:
+                return limit
+            end = found + len(_HEAD_END)
+        return end
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self._held() and not self.transport.is_closing():
+            self.flow.pause_reading()  # uvicorn resumed reading: the held bytes come first
+            if len(self.pipeline) <= PIPELINE_DEPTH // 2 and self._feed_handle is None:
+                self._feed_handle = self.loop.call_soon(self._feed)
+
+    def _parse(self, data: bytes) -> None:
         counting = self._in_head
         if counting:
             self._head_bytes += len(data)

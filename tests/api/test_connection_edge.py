@@ -17,6 +17,7 @@ import os
 import re
 import select
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from urllib.parse import urlsplit
@@ -24,7 +25,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from ptc_emulator.api.httpflow import HEAD_BYTES
+from ptc_emulator.api.httpflow import HEAD_BYTES, PIPELINE_DEPTH, HttpProtocol
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
 
@@ -351,3 +352,69 @@ def test_a_trailer_field_past_the_bound_is_the_431_and_the_connection_closes(ptc
         f"at most {HEAD_BYTES} bytes between two pieces of its body."
     )
     assert isinstance(ptc_emulator.journal, list)  # the server answers others
+
+
+@pytest.fixture(scope="module")
+def roomy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorServer]:
+    server = EmulatorServer(Settings(data_dir=tmp_path_factory.mktemp("roomy"), store="memory", pool_size=1)).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _answers(sock: socket.socket, count: int) -> list[bytes]:
+    """The next `count` answers on `sock` (each a head and its `content-length` body)."""
+    data, answers = b"", []
+    while len(answers) < count:
+        head_end = data.find(b"\r\n\r\n")
+        length = re.search(rb"\r\ncontent-length: (\d+)\r\n", data[:head_end]) if head_end >= 0 else None
+        if length is not None and len(data) >= head_end + 4 + int(length[1]):
+            end = head_end + 4 + int(length[1])
+            answers.append(data[:end])
+            data = data[end:]
+            continue
+        chunk = sock.recv(65536)
+        assert chunk, f"closed after {len(answers)} answers"
+        data += chunk
+    return answers
+
+
+def test_a_pipelined_flood_is_answered_in_order_and_holds_no_other_client_up(
+    roomy: EmulatorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Thousands of requests in one write: uvicorn parsed the whole read in one step of the event loop
+    and queued every request in it (issue 38). The server's own order of events is recorded as the
+    protocol parses each request's head, with how many of its connection's requests wait then."""
+    events: list[tuple[int, int]] = []
+    begun = threading.Event()
+    parsed = HttpProtocol.on_headers_complete
+
+    def noting(self: HttpProtocol) -> None:
+        parsed(self)
+        events.append((self.client[1] if self.client else 0, len(self.pipeline)))
+        begun.set()
+
+    monkeypatch.setattr(HttpProtocol, "on_headers_complete", noting)
+    count = 5000
+    flood, other = _connect(roomy), _connect(roomy)
+    host = f"Host: 127.0.0.1:{roomy.port}\r\n".encode()
+    data = b"".join(b"GET /nope%d HTTP/1.1\r\n%s\r\n" % (i, host) for i in range(count))
+    sender = threading.Thread(target=flood.sendall, args=(data,), daemon=True)  # the server reads it as it can
+    sender.start()
+    assert begun.wait(GUARD_S)
+    other.sendall(b"GET /_emulator/health HTTP/1.1\r\n" + host + b"Connection: close\r\n\r\n")
+    (health,) = _answers(other, 1)  # the flood is not read until then: its answers wait
+    assert health.startswith(b"HTTP/1.1 200 ")
+    answers = _answers(flood, count)
+    sender.join(GUARD_S)
+    mine, theirs = flood.getsockname()[1], other.getsockname()[1]
+    flood.close()
+    other.close()
+    for i, answer in enumerate(answers):  # each its own request's answer, in the order they were sent
+        assert answer.startswith(b"HTTP/1.1 404 ") and b'"Invalid URL (GET /nope%d)"' % i in answer, answer
+    order = [port for port, _ in events]
+    assert order.count(mine) == count and order.count(theirs) == 1
+    last_of_flood = len(order) - 1 - order[::-1].index(mine)
+    assert order.index(theirs) < last_of_flood  # parsed while the flood was, not after it all
+    assert max(waiting for port, waiting in events if port == mine) <= PIPELINE_DEPTH
