@@ -258,8 +258,8 @@ class HttpProtocol(HttpToolsProtocol):
                 self._parse(piece)
         finally:
             self._feeding = False
-        if not self._held():
-            self._unparsed, self._at = b"", 0
+        if not self._held() or self._upgraded or self.parser is None:
+            self._unparsed, self._at = b"", 0  # after an upgrade the transport is the WebSocket's
         elif not self.transport.is_closing():
             self.flow.pause_reading()
 
