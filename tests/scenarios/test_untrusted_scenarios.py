@@ -205,6 +205,12 @@ def test_a_fault_shaping_an_http_error_without_one_is_refused_when_added(
         ({"x-a": "b\r\nSet-Cookie: z"}, "line break"),
         ({"x-a": "b\nc"}, "line break"),
         ({"bad name": "v"}, "not a valid HTTP header name"),
+        # Accepted before, and the error turn's response broke: its body no longer matched its
+        # framing (the connection closed mid-body, or the client failed to decode it).
+        ({"Content-Length": "5"}, "frames the HTTP message itself"),
+        ({"transfer-encoding": "chunked"}, "frames the HTTP message itself"),
+        ({"content-encoding": "gzip"}, "frames the HTTP message itself"),
+        ({"connection": "close"}, "frames the HTTP message itself"),
     ],
 )
 def test_error_headers_with_line_breaks_or_bad_names_are_refused_when_added(
