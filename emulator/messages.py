@@ -2048,6 +2048,13 @@ def cassette_not_mapping(index: int) -> str:
     return f"the recording at scenarios.{index} is not a mapping"
 
 
+@text(CASSETTES, "a cassette's problem", index=0, path="match.input", kind="a date")
+def cassette_not_json(index: int, path: str, kind: str) -> str:
+    """A recording of the cassette holds a value YAML makes and JSON (so a scenario) has none of:
+    a date or time, binary, a set, NaN or an infinity."""
+    return f"the recording at scenarios.{index} holds {kind} at {path}, which a scenario cannot hold (JSON has none)"
+
+
 @text(CASSETTES, "a cassette's problem", index=0, name="a", message="Invalid scenario: ...")
 def cassette_scenario_refused(index: int, name: str, message: str) -> str:
     """A recording of the cassette is refused as a scenario (`message`: the emulator's reason)."""

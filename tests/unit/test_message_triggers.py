@@ -1511,6 +1511,7 @@ for _name in (
     "cassette_not_yaml",
     "cassette_not_cassette",
     "cassette_not_mapping",
+    "cassette_not_json",
     "cassette_scenario_refused",
 ):
     ELSEWHERE[_name] = _HOSTILE_CASSETTE
