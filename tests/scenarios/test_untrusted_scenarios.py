@@ -355,3 +355,17 @@ def test_a_js_fence_ends_only_on_a_line_of_its_own() -> None:
     assert inline_code(text) == "const s = 'a ``` inside';\ntext(s);"
     assert inline_code("```js\ntext(1)```") is None
     assert inline_code("```js\r\ntext(1);\r\n```\r\n") == "text(1);"
+
+
+def test_an_invalid_hosted_script_is_said_in_one_line_naming_the_field(admin: httpx.Client) -> None:
+    """`PUT /_emulator/hosted` answered pydantic's whole report: several lines, the input echoed,
+    and a link to pydantic's site. It names the field in one line now, as a scenario's 400 does."""
+    script = {"mcp_servers": {"docs": {"tools": [{"name": "t", "input_schema": {}, "results": [{"output": 5}]}]}}}
+    try:
+        reply = admin.put("/hosted", json=script)
+        error = assert_envelope(reply, 400, "Invalid hosted script", code="invalid_scenario")
+        assert error["message"] == (
+            "Invalid hosted script: mcp_servers.docs.tools.0.results.0.output: Input should be a valid string"
+        )
+    finally:
+        admin.delete("/hosted")
