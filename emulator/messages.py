@@ -2342,6 +2342,12 @@ def invalid_hosted_script(problem: str) -> InvalidScenario:
     return InvalidScenario(f"Invalid hosted script: {problem}")
 
 
+@error(ADMIN, field="mcp_servers.docs.tools.0.results.0.output", problem="Input should be a valid string")
+def invalid_hosted_field(field: str, problem: str) -> InvalidScenario:
+    """`PUT /_emulator/hosted` whose script has a field of the wrong kind: its first error, by field."""
+    return InvalidScenario(f"Invalid hosted script: {field}: {problem}")
+
+
 @error(ADMIN)
 def scenario_not_found(name: str) -> NotFound:
     """`DELETE /_emulator/scenarios/{name}` naming no scenario of the caller's scope."""

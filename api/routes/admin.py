@@ -266,7 +266,7 @@ async def set_hosted(request: Request) -> dict[str, Any]:
     except ValidationError as e:  # its first error, by field, as a scenario's is said
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "hosted"
-        raise messages.invalid_hosted_script(f"{where}: {first['msg']}") from e
+        raise messages.invalid_hosted_field(where, first["msg"]) from e
     except ValueError as e:
         raise messages.invalid_hosted_script(str(e)) from e
     state, scope = request.app.state.emulator, _scope(request)

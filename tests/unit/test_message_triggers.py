@@ -1917,6 +1917,11 @@ def _(c: Context) -> object:
 
 @trigger("invalid_hosted_script")
 def _(c: Context) -> object:
+    return c.http.put(f"{ADMIN}/hosted", content="[" * 100 + "]" * 100)
+
+
+@trigger("invalid_hosted_field")
+def _(c: Context) -> object:
     return c.http.put(f"{ADMIN}/hosted", json={"mcp_servers": 1})
 
 
