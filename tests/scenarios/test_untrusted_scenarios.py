@@ -23,7 +23,7 @@ from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator.model.scripted import scenario as scenario_module
 from ptc_emulator.emulator.model.scripted.script import inline_code
 from ptc_emulator.testing.server import EmulatorServer
-from tests.api.api_support import PTC_TOOLS, assert_envelope
+from tests.api.api_support import PTC_TOOLS, assert_envelope, program_message
 
 JSON = {"content-type": "application/json"}
 
@@ -369,3 +369,31 @@ def test_an_invalid_hosted_script_is_said_in_one_line_naming_the_field(admin: ht
         )
     finally:
         admin.delete("/hosted")
+
+
+@pytest.mark.parametrize("scripted", [False, True], ids=["inline", "scenario"])
+def test_a_program_result_past_a_renders_output_bound_is_still_its_message(
+    admin: httpx.Client, http: httpx.Client, scripted: bool
+) -> None:
+    """A result of more than 1,000,000 characters, within --max-output-bytes (1 MiB), was a 400
+    `scenario_error` naming `Scenario 'inline', turn 2` (a template the client never wrote): the
+    final message `{{ result }}` went through a render's output bound. The program's result is
+    bounded by its own limit; the message quotes it whole."""
+    code = "for (let i = 0; i < 4; i++) text('y'.repeat(262100));"
+    if scripted:
+        turns = [{"program": code}, {"message": "{{ result }}"}]
+        scenario = {"name": "long-result", "match": {"input": "^long result$"}, "turns": turns}
+        assert add(admin, scenario).status_code == 201
+        text = "long result"
+    else:
+        text = program_message(code)
+    body = {"model": "ptc-test", "input": text, "tools": PTC_TOOLS}
+    try:
+        reply = http.post("/responses", content=json.dumps(body), headers=JSON)
+        assert reply.status_code == 200, reply.text[:300]
+        expected = "\n".join(["y" * 262100] * 4)
+        kinds = {item["type"]: item for item in reply.json()["output"]}
+        assert kinds["program_output"]["result"] == expected
+        assert kinds["message"]["content"][0]["text"] == expected
+    finally:
+        admin.delete("/scenarios/long-result")
