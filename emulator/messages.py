@@ -2073,6 +2073,13 @@ def cassette_not_mapping(index: int) -> str:
     return f"the recording at scenarios.{index} is not a mapping"
 
 
+@text(CASSETTES, "a cassette's problem", index=0, path="match.input", kind="a date")
+def cassette_not_json(index: int, path: str, kind: str) -> str:
+    """A recording of the cassette holds a value YAML makes and JSON (so a scenario) has none of:
+    a date or time, binary, a set, NaN or an infinity."""
+    return f"the recording at scenarios.{index} holds {kind} at {path}, which a scenario cannot hold (JSON has none)"
+
+
 @text(CASSETTES, "a cassette's problem", index=0, name="a", message="Invalid scenario: ...")
 def cassette_scenario_refused(index: int, name: str, message: str) -> str:
     """A recording of the cassette is refused as a scenario (`message`: the emulator's reason)."""
@@ -2365,6 +2372,12 @@ def scenario_yaml_not_text() -> InvalidRequest:
 def invalid_hosted_script(problem: str) -> InvalidScenario:
     """`PUT /_emulator/hosted` with a body that is not a hosted script."""
     return InvalidScenario(f"Invalid hosted script: {problem}")
+
+
+@error(ADMIN, field="mcp_servers.docs.tools.0.results.0.output", problem="Input should be a valid string")
+def invalid_hosted_field(field: str, problem: str) -> InvalidScenario:
+    """`PUT /_emulator/hosted` whose script has a field of the wrong kind: its first error, by field."""
+    return InvalidScenario(f"Invalid hosted script: {field}: {problem}")
 
 
 @error(ADMIN)

@@ -32,11 +32,13 @@ class HeldJournal:
     `len(entries)` entries are equal (a tuple comparison, at once for the very same objects)."""
     digest: str
     """Its digest (`digest_and_size`): what a tail-only request names."""
+    size: int = 0
+    """The length of its JSON text (`digest_and_size`): what `Holders` counts against its bytes."""
 
     @classmethod
     def whole(cls, journal: tuple[ToolResult, ...], sent: list[Any]) -> HeldJournal:
         """After `journal` was sent whole, as `sent` (its wire form): its digest from scratch."""
-        return cls(journal, digest_and_size(sent)[0])
+        return cls(journal, *digest_and_size(sent))
 
     def tail_of(self, journal: tuple[ToolResult, ...]) -> list[Any] | None:
         """What `journal` adds to these entries (wire form), if it extends them by at least one."""
@@ -48,15 +50,21 @@ class HeldJournal:
     def extended(self, journal: tuple[ToolResult, ...], tail: list[Any]) -> HeldJournal:
         """After `journal`, these entries and then `tail` (its wire form), was resumed live: the
         digest extended by the tail alone."""
-        return HeldJournal(journal, extend_digest(self.digest, 0, tail)[0])
+        return HeldJournal(journal, *extend_digest(self.digest, self.size, tail))
 
 
 class Holders(Generic[W]):
     """The held programs by key: their holder (a worker) and its `HeldJournal`."""
 
-    def __init__(self, per_worker: int, idle_s: float) -> None:
+    def __init__(self, per_worker: int, idle_s: float, bytes_per_worker: float = float("inf")) -> None:
         self.per_worker = per_worker
         """The most programs kept for one worker: the oldest beyond it are forgotten."""
+        self.bytes_per_worker = bytes_per_worker
+        """The most journal text kept for one worker's programs: the oldest beyond it are
+        forgotten (the newest is kept whatever its size). Without it, 256 conversations each
+        resumed once with a 12 MB tool output kept 3 GB of journals in the server, though each
+        worker's own cache had evicted most of them by bytes long before."""
+        self._bytes: dict[W, int] = {}
         self.idle_s = idle_s
         """A program unused this long is forgotten (its worker closes its copy too)."""
         self._by_key: dict[str, tuple[W, HeldJournal]] = {}
@@ -76,30 +84,36 @@ class Holders(Generic[W]):
         """`worker` holds the program now, having consumed `journal`; forgets, for that worker,
         the programs unused past `idle_s` and the oldest beyond `per_worker`."""
         now = time.monotonic() if now is None else now
-        previous = self.holder(key)
-        if previous is not None and previous is not worker:
-            self._order[previous].pop(key, None)
+        self.drop(key, self.holder(key))
         self._by_key[key] = (worker, journal)
+        self._bytes[worker] = self._bytes.get(worker, 0) + journal.size
         order = self._order.setdefault(worker, OrderedDict())
         order[key] = now
         order.move_to_end(key)
-        while order and (len(order) > self.per_worker or next(iter(order.values())) < now - self.idle_s):
-            del self._by_key[order.popitem(last=False)[0]]
+        while len(order) > 1 and (
+            len(order) > self.per_worker
+            or next(iter(order.values())) < now - self.idle_s
+            or self._bytes[worker] > self.bytes_per_worker
+        ):
+            self.drop(next(iter(order)), worker)
 
-    def drop(self, key: str, worker: W) -> None:
+    def drop(self, key: str, worker: W | None) -> None:
         """`worker` no longer holds the program (if it did)."""
-        if self.holder(key) is worker:
-            del self._by_key[key]
+        if worker is not None and self.holder(key) is worker:
+            _, journal = self._by_key.pop(key)
             self._order[worker].pop(key, None)
+            self._bytes[worker] -= journal.size
 
     def drop_worker(self, worker: W) -> None:
         """`worker` is gone, and its programs with it."""
         for key in self._order.pop(worker, {}):
             del self._by_key[key]
+        self._bytes.pop(worker, None)
 
     def clear(self) -> None:
         self._by_key.clear()
         self._order.clear()
+        self._bytes.clear()
 
     def __len__(self) -> int:
         return len(self._by_key)

@@ -147,7 +147,7 @@ class Context:
         constant length). The configuration, after the program, carries the context's nonce and
         is escaped so that no string, template or comment the program leaves open can end in it
         (see `go` in the prelude)."""
-        text = json.dumps(json.dumps({**cfg, "nonce": self._nonce})).translate(_INERT)
+        text = _json_literal({**cfg, "nonce": self._nonce})
         return f"{self.prefix()}{code}\n}}, {text})\n//# sourceURL={PROGRAM_URL}"
 
     def heap_in_use(self) -> int:
@@ -172,10 +172,27 @@ class Context:
             self._mr.close()  # terminates a program spinning after an await, too
 
 
-_INERT = str.maketrans({c: f"\\u{ord(c):04x}" for c in "`'*/<>-"})
+_INERT = str.maketrans({c: f"\\u{ord(c):04x}" for c in "`'*/<>-\u2028\u2029"})
 """Characters the configuration's string literal never carries raw: with `"`, `\\` and line
-breaks (escaped by JSON), they are what could close a template, string or comment that a program
-left open before it, or open one of its own."""
+breaks (escaped by JSON; U+2028 and U+2029, which JavaScript also ends a line at, here), they are
+what could close a template, string or comment that a program left open before it, or open one
+of its own."""
+
+
+def _json_literal(value: Any) -> str:
+    """A JavaScript string literal holding `value`'s JSON text, inert (`_INERT`). Characters beyond
+    ASCII are carried as they are, not as `\\uXXXX` escapes: escaped twice (JSON's escape inside the
+    literal's), a character of Cyrillic was 7 of the literal's and 6 of its text, so a 12 MB tool
+    output of it (6 M characters) filled the 64 MiB heap before the program saw it (a program
+    ending `memory` that allocated nothing). A value holding a lone surrogate, which no UTF-8 text
+    carries, is escaped as before."""
+    text = json.dumps(json.dumps(value, ensure_ascii=False), ensure_ascii=False)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = json.dumps(json.dumps(value))
+    return text.translate(_INERT)
 
 
 _loop: asyncio.AbstractEventLoop | None = None
@@ -313,7 +330,7 @@ class Execution:
             return self._finish(self._timeout())
 
         def body() -> Outcome:
-            entries = json.dumps(json.dumps(_journal_json(results)))
+            entries = _json_literal(_journal_json(results))
             self.context.control(f"supply({entries}), __ptc({json.dumps(self.context._token)}).pump()", deadline)
             return self._drive(deadline)
 

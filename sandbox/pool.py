@@ -212,7 +212,9 @@ class Pool:
         self.config = config or PoolConfig()
         self._idle: list[_WorkerProcess] = []
         self._available = asyncio.Condition()
-        self._holders: Holders[_WorkerProcess] = Holders(2 * self.config.live_cache, self.config.live_idle_s)
+        self._holders: Holders[_WorkerProcess] = Holders(
+            2 * self.config.live_cache, self.config.live_idle_s, 2 * self.config.live_cache_bytes
+        )
         """Which worker holds a program live, by program key, and the journal it has consumed. A
         run whose journal extends it sends the holder only the new results and its digest, and
         then extends the digest by those results alone."""

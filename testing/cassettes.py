@@ -22,6 +22,7 @@ test's own request still replays and the cassette keeps only the scrubbed text.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -76,12 +77,20 @@ class Cassette:
             data = load_yaml_without_aliases(text) or {}
         except yaml.YAMLError as e:
             raise self.unusable(messages.cassette_not_yaml(" ".join(str(e).split()))) from None
+        except RecursionError:  # Python's YAML composer recurses once per level of nesting
+            raise self.unusable(messages.cassette_not_yaml("nested too deep")) from None
+        except ValueError as e:  # a scalar's constructor: an integer past 4300 digits, 2024-02-30
+            said = "an integer of more than 4300 digits" if "integer string conversion" in str(e) else str(e)
+            raise self.unusable(messages.cassette_not_yaml(said)) from None
         scenarios = data.get("scenarios") if isinstance(data, dict) else None
         if not isinstance(scenarios, list):
             raise self.unusable(messages.cassette_not_cassette())
         for index, scenario in enumerate(scenarios):
             if not isinstance(scenario, dict):
                 raise self.unusable(messages.cassette_not_mapping(index))
+            found = _not_json(scenario)
+            if found is not None:
+                raise self.unusable(messages.cassette_not_json(index, *found))
         return [dict(s) for s in scenarios]
 
     def unusable(self, problem: str) -> CassetteError:
@@ -122,6 +131,30 @@ class Cassette:
         temporary.write_text(_HEADER + readable_yaml({"scenarios": list(kept.values())}), encoding="utf-8")
         temporary.replace(self.path)
         return added
+
+
+_KINDS = {"bytes": "binary (!!binary)", "set": "a set (!!set)", "datetime": "a date and time"}
+
+
+def _not_json(value: Any) -> tuple[str, str] | None:
+    """The path and the kind of the first value in `value` a scenario cannot hold, as YAML makes
+    them and JSON has none of: a date or time, binary (`!!binary`), a set (`!!set`), NaN or an
+    infinity; None when there is none. Walked without recursion (a cassette may nest deep)."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, dict):
+            for key, item in node.items():
+                if not isinstance(key, (str, int, float, bool)) and key is not None:
+                    return path or "(top)", f"a key that is {type(key).__name__}"
+                stack.append((item, f"{path}.{key}" if path else str(key)))
+        elif isinstance(node, list):
+            stack.extend((item, f"{path}.{n}" if path else str(n)) for n, item in enumerate(node))
+        elif isinstance(node, float) and not math.isfinite(node):
+            return path, "NaN or an infinity"
+        elif node is not None and not isinstance(node, (str, int, float, bool)):
+            return path, _KINDS.get(type(node).__name__, f"a {type(node).__name__}")
+    return None
 
 
 # ---- scrubbing ----------------------------------------------------------------------------------------

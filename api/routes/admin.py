@@ -18,7 +18,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from ptc_emulator.api.bodies import OFF_LOOP_BYTES
 from ptc_emulator.api.context import KEYLESS_HEALTH, SCOPE_HEADER
@@ -263,6 +263,10 @@ async def set_hosted(request: Request) -> dict[str, Any]:
         script = HostedScript.model_validate(data, strict=False)
     except jsontext.TooDeep as e:
         raise messages.invalid_hosted_script(e.msg) from e
+    except ValidationError as e:  # its first error, by field, as a scenario's is said
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "hosted"
+        raise messages.invalid_hosted_field(where, first["msg"]) from e
     except ValueError as e:
         raise messages.invalid_hosted_script(str(e)) from e
     state, scope = request.app.state.emulator, _scope(request)

@@ -242,8 +242,23 @@ ten times the memory: kept small so the old code's failure stays cheap)."""
             "the recording at scenarios.0 ('a') is refused: Invalid scenario: scenario: turns.0.mesage",
         ),
         (LAUGHS.encode(), "aliases (*name) are not supported"),
+        # Each of these was a traceback of the plugin before (RecursionError, ValueError, and
+        # TypeError: Object of type date/bytes/set is not JSON serializable), or a line naming
+        # JSON's own encoder ("Out of range float values are not JSON compliant").
+        (b"scenarios: " + b"[" * 3000 + b"]" * 3000, "the file is not valid YAML: nested too deep"),
+        (b"scenarios: [{name: a, priority: 1" + b"0" * 5000 + b"}]", "an integer of more than 4300 digits"),
+        (b"scenarios: [{name: a, match: {input: 2001-12-14}, turns: [{message: hi}]}]", "a date at match.input"),
+        (
+            b"scenarios: [{name: a, match: {input: !!binary aGk=}, turns: [{message: hi}]}]",
+            "binary (!!binary) at match.input",
+        ),
+        (b"scenarios: [{name: a, description: !!set {a}, turns: [{message: hi}]}]", "a set (!!set) at description"),
+        (
+            b"scenarios: [{name: a, turns: [{message: hi, fault: {latency_ms: .inf}}]}]",
+            "NaN or an infinity at turns.0.fault",
+        ),
     ],
-    ids=["yaml", "utf8", "entry", "shape", "scenario", "laughs"],
+    ids=["yaml", "utf8", "entry", "shape", "scenario", "laughs", "deep", "bigint", "date", "binary", "set", "inf"],
 )
 def test_a_hostile_cassette_fails_its_test_naming_the_file_without_a_traceback(
     pytester: pytest.Pytester, content: bytes, problem: str

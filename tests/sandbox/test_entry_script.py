@@ -30,7 +30,8 @@ def test_a_program_that_breaks_out_cannot_supply_its_own_configuration(pool: Syn
 )
 def test_what_a_program_leaves_open_cannot_swallow_the_configuration(pool: SyncPool, opener: str) -> None:
     # The journal holds every character that could close what the program opened.
-    journal = [ToolResult("add", '{"a":1,"b":2}', "` */ ' \" \\ --> <!-- ) }")]
+    # (U+2028 and U+2029 end a line in JavaScript: carried raw, they would close a line comment.)
+    journal = [ToolResult("add", '{"a":1,"b":2}', "` */ ' \" \\ --> <!-- ) } \u2028 \u2029")]
     outcome = pool.run(program(f"await tools.add({{a: 1, b: 2}});\n{opener}", journal=journal))
     assert outcome.status == "failed", outcome
     assert outcome.kind in ("syntax", "runtime"), outcome  # never a run with a forged configuration

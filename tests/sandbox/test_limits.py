@@ -195,3 +195,21 @@ def test_every_limit_has_its_own_kind(pool: SyncPool) -> None:
     outcomes = pool.run_many(cases.values())
     assert {kind: failed(o, kind).kind for kind, o in zip(cases, outcomes, strict=True)} == {k: k for k in cases}
     assert isinstance(pool.run(program("text('ok');")), Completed)
+
+
+def test_a_long_non_ascii_tool_output_reaches_the_program_within_its_heap(pool: SyncPool) -> None:
+    """A tool output is handed to V8 as a string literal of its JSON text. Each character beyond
+    ASCII was escaped twice there (`\\\\u0436`, seven characters of the literal and six of the text
+    it holds), so 1.5 M characters of Cyrillic (3 MB of UTF-8) needed some 22 MB of a 16 MiB heap
+    before the program saw them: the program ended `memory` having allocated nothing (at the
+    default 64 MiB, so did a 12 MB output sent in a 16 MiB body). It is handed over as it is now,
+    on a replay (the journal, with the program) and on a live resume (the pool's default) alike."""
+    code = "const a = await tools.raw({out: 1});\ntext(String(a.length), a.slice(0, 2), a.slice(-3));"
+    limit = {"heap_bytes": 16 * 2**20}
+    first = pool.run(program(code, **limit))
+    assert isinstance(first, Suspended)
+    output = "жи" * 750_000 + "\u2028😀"
+    journal = [ToolResult("raw", first.pending[0].arguments, output)]
+    resumed = pool.run(program(code, journal=journal, **limit))  # live, where the pool kept it
+    replayed = pool.run(program(code, journal=journal, **limit))  # replayed: the live copy is gone
+    assert completed_texts(resumed) == completed_texts(replayed) == ["1500003 жи \u2028😀"]

@@ -23,6 +23,7 @@ from tests.sandbox.sandbox_support import (
     SEQ50,
     THROW_AFTER_AWAIT,
     answer,
+    completed_texts,
     outcome_json,
     program,
 )
@@ -181,3 +182,28 @@ def test_a_live_resume_gets_what_is_left_of_the_time_limit(step_s: float, comple
         return
     assert [o["status"] for o in outcomes] == ["suspended"] * completed_steps + ["failed"]
     assert outcomes[-1]["kind"] == "timeout"
+
+
+def test_the_pool_keeps_its_workers_journals_within_bytes(loop_thread: LoopThread) -> None:
+    """The pool keeps, for each program a worker holds live, the journal it last sent there (so a
+    resume sends only the new results). It kept them by count alone (twice the worker's cache:
+    128), while the worker evicts by bytes too: 256 conversations resumed once with a 12 MB tool
+    output each kept some 3 GB of journals in the server, the workers having dropped most of
+    their copies long before. It keeps at most twice the worker's bytes now (the newest whatever
+    its size); a program forgotten there is sent whole next time, with the same outcome."""
+    pool = SyncPool(loop_thread, PoolConfig(size=1, live_cache=64, live_cache_bytes=2 * 2**20))
+    try:
+        code = "const a = await tools.raw({out: 1});\nconst b = await tools.raw({out: 2});\ntext(String(b.length));"
+        journals = []
+        for n in range(12):  # each held with 1 MB of journal: 12 MB, past 2 x 2 MiB
+            first = pool.run(program(code + f"\n// {n}"))
+            assert isinstance(first, Suspended)
+            journal = [ToolResult("raw", first.pending[0].arguments, str(n) * 2**20)]
+            assert isinstance(pool.run(program(code + f"\n// {n}", journal=journal)), Suspended)
+            journals.append(journal)
+        assert 1 <= pool.pool.live_held <= 4, pool.pool.live_held
+        last = ToolResult("raw", '{"out":2}', "done")
+        for n in (0, 11):  # forgotten or held: the same outcome
+            assert completed_texts(pool.run(program(code + f"\n// {n}", journal=[*journals[n], last]))) == ["4"]
+    finally:
+        pool.close()

@@ -23,7 +23,7 @@ from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator.model.scripted import scenario as scenario_module
 from ptc_emulator.emulator.model.scripted.script import inline_code
 from ptc_emulator.testing.server import EmulatorServer
-from tests.api.api_support import PTC_TOOLS, assert_envelope
+from tests.api.api_support import PTC_TOOLS, assert_envelope, program_message
 
 JSON = {"content-type": "application/json"}
 
@@ -205,6 +205,12 @@ def test_a_fault_shaping_an_http_error_without_one_is_refused_when_added(
         ({"x-a": "b\r\nSet-Cookie: z"}, "line break"),
         ({"x-a": "b\nc"}, "line break"),
         ({"bad name": "v"}, "not a valid HTTP header name"),
+        # Accepted before, and the error turn's response broke: its body no longer matched its
+        # framing (the connection closed mid-body, or the client failed to decode it).
+        ({"Content-Length": "5"}, "frames the HTTP message itself"),
+        ({"transfer-encoding": "chunked"}, "frames the HTTP message itself"),
+        ({"content-encoding": "gzip"}, "frames the HTTP message itself"),
+        ({"connection": "close"}, "frames the HTTP message itself"),
     ],
 )
 def test_error_headers_with_line_breaks_or_bad_names_are_refused_when_added(
@@ -349,3 +355,45 @@ def test_a_js_fence_ends_only_on_a_line_of_its_own() -> None:
     assert inline_code(text) == "const s = 'a ``` inside';\ntext(s);"
     assert inline_code("```js\ntext(1)```") is None
     assert inline_code("```js\r\ntext(1);\r\n```\r\n") == "text(1);"
+
+
+def test_an_invalid_hosted_script_is_said_in_one_line_naming_the_field(admin: httpx.Client) -> None:
+    """`PUT /_emulator/hosted` answered pydantic's whole report: several lines, the input echoed,
+    and a link to pydantic's site. It names the field in one line now, as a scenario's 400 does."""
+    script = {"mcp_servers": {"docs": {"tools": [{"name": "t", "input_schema": {}, "results": [{"output": 5}]}]}}}
+    try:
+        reply = admin.put("/hosted", json=script)
+        error = assert_envelope(reply, 400, "Invalid hosted script", code="invalid_scenario")
+        assert error["message"] == (
+            "Invalid hosted script: mcp_servers.docs.tools.0.results.0.output: Input should be a valid string"
+        )
+    finally:
+        admin.delete("/hosted")
+
+
+@pytest.mark.parametrize("scripted", [False, True], ids=["inline", "scenario"])
+def test_a_program_result_past_a_renders_output_bound_is_still_its_message(
+    admin: httpx.Client, http: httpx.Client, scripted: bool
+) -> None:
+    """A result of more than 1,000,000 characters, within --max-output-bytes (1 MiB), was a 400
+    `scenario_error` naming `Scenario 'inline', turn 2` (a template the client never wrote): the
+    final message `{{ result }}` went through a render's output bound. The program's result is
+    bounded by its own limit; the message quotes it whole."""
+    code = "for (let i = 0; i < 4; i++) text('y'.repeat(262100));"
+    if scripted:
+        turns = [{"program": code}, {"message": "{{ result }}"}]
+        scenario = {"name": "long-result", "match": {"input": "^long result$"}, "turns": turns}
+        assert add(admin, scenario).status_code == 201
+        text = "long result"
+    else:
+        text = program_message(code)
+    body = {"model": "ptc-test", "input": text, "tools": PTC_TOOLS}
+    try:
+        reply = http.post("/responses", content=json.dumps(body), headers=JSON)
+        assert reply.status_code == 200, reply.text[:300]
+        expected = "\n".join(["y" * 262100] * 4)
+        kinds = {item["type"]: item for item in reply.json()["output"]}
+        assert kinds["program_output"]["result"] == expected
+        assert kinds["message"]["content"][0]["text"] == expected
+    finally:
+        admin.delete("/scenarios/long-result")

@@ -1525,6 +1525,7 @@ for _name in (
     "cassette_not_yaml",
     "cassette_not_cassette",
     "cassette_not_mapping",
+    "cassette_not_json",
     "cassette_scenario_refused",
 ):
     ELSEWHERE[_name] = _HOSTILE_CASSETTE
@@ -1929,6 +1930,11 @@ def _(c: Context) -> object:
 
 
 @trigger("invalid_hosted_script")
+def _(c: Context) -> object:
+    return c.http.put(f"{ADMIN}/hosted", content="[" * 100 + "]" * 100)
+
+
+@trigger("invalid_hosted_field")
 def _(c: Context) -> object:
     return c.http.put(f"{ADMIN}/hosted", json={"mcp_servers": 1})
 

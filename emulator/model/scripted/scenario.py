@@ -114,12 +114,33 @@ class ErrorSpec(WireModel):
         for name, text in value.items():
             if not _HEADER_NAME.fullmatch(name):
                 raise ValueError(f"{name!r} is not a valid HTTP header name")
+            if name.lower() in _FRAMING_HEADERS:
+                raise ValueError(
+                    f"header {name!r} frames the HTTP message itself, which the server writes: "
+                    "a scripted value would break the response"
+                )
             if not _HEADER_VALUE.fullmatch(text):
                 raise ValueError(f"the value of header {name!r} holds a line break or a character HTTP cannot carry")
         return value
 
 
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")
+_FRAMING_HEADERS = frozenset(
+    (
+        "content-length",
+        "transfer-encoding",
+        "content-encoding",
+        "connection",
+        "keep-alive",
+        "upgrade",
+        "te",
+        "trailer",
+        "proxy-connection",
+    )
+)
+"""Headers an error turn may not script: they say how the message is framed or encoded, and a
+value that disagrees with the body the server writes broke the response (`content-length: 5`
+cut the connection mid-body; `content-encoding: gzip` made a client fail to decode the JSON)."""
 _HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]{0,4096}")
 
 

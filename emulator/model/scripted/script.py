@@ -162,8 +162,13 @@ def _name_only(template: str, context: dict[str, Any], variables: dict[str, Any]
         return None
     name = found.group(1)
     value = context[name] if name in context else variables.get(name)
-    if type(value) is not str or len(value) > templating.MAX_OUTPUT_CHARS:
-        return None  # another type prints as `str()` of it; a longer text is refused by the render
+    if type(value) is not str:
+        return None  # another type prints as `str()` of it
+    if len(value) > templating.MAX_OUTPUT_CHARS and name != "result":
+        return None  # a longer text is refused by the render
+    # A program's result is bounded by --max-output-bytes, not by a render's output: one of more
+    # than 1,000,000 characters within it (an inline block's final message quotes it whole) was
+    # a 400 naming a template the client never wrote, on every retry of the request.
     return value
 
 
@@ -290,6 +295,10 @@ class Script:
 
     def _render(self, env: templating.BoundedEnvironment, template: str, context: dict[str, Any], index: int) -> str:
         try:
+            if env is _text_env:
+                plain = _name_only(template, context, self.variables)
+                if plain is not None:
+                    return plain
             entry = _prerendered.get()
             if entry is not None and entry[0] is context:
                 hit = entry[1].get((id(env), template), _MISS)
@@ -297,10 +306,6 @@ class Script:
                     raise hit
                 if isinstance(hit, str):
                     return hit
-            if env is _text_env:
-                plain = _name_only(template, context, self.variables)
-                if plain is not None:
-                    return plain
             return templating.render(_compiled(env, template), {**self.variables, **context})
         except TemplateError as e:
             raise self.error(index, messages.template_error(str(e))) from e
