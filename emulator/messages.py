@@ -715,6 +715,14 @@ def strict_schema_misses_required(context: tuple[str, ...], key: str) -> str:
     )
 
 
+@text(TOOLS, "an invalid_function_parameters or invalid_json_schema 400's reason", got="array")
+def strict_schema_not_object(got: str) -> str:
+    """A strict schema (a function's `parameters` or a json_schema text format given with `strict:
+    true`) whose root is not `type: "object"`: an array, a bare `anyOf`, `{}` (the hosted API's
+    wording; `got`: the root's `type`, `None` when it has none)."""
+    return f"schema must be a JSON Schema of 'type: \"object\"', got 'type: \"{got}\"'"
+
+
 @text(TOOLS, "a contract violation's reason")
 def schema_loops() -> str:
     """A tool's schema whose `$ref` leads back to itself without ever checking anything (`{"$ref": "#"}`)."""

@@ -399,6 +399,12 @@ def _(c: Context) -> object:
     return c.create(input="hi", tools=[{"type": "function", "name": "f", "parameters": partial, "strict": True}])
 
 
+@trigger("strict_schema_not_object")
+def _(c: Context) -> object:
+    listed = {"type": "array", "items": {"type": "string"}}
+    return c.create(input="hi", tools=[{"type": "function", "name": "f", "parameters": listed, "strict": True}])
+
+
 @trigger("tool_choice_name_not_found")
 def _(c: Context) -> object:
     return c.create(input="hi", tools=PTC_TOOLS, tool_choice={"type": "function", "name": "nope"})
