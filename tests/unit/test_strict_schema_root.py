@@ -20,7 +20,10 @@ def _post(unit_http: TestClient, **body: Any) -> Any:
     return unit_http.post("/v1/responses", json={"model": "m", "input": "```js\ntext('{}');\n```", **body})
 
 
-@pytest.mark.parametrize(("schema", "got"), [(ARRAY, "array"), (UNION, "None"), ({}, "None"), ({"type": "string"}, "string")])
+ROOTS = [(ARRAY, "array"), (UNION, "None"), ({}, "None"), ({"type": "string"}, "string")]
+
+
+@pytest.mark.parametrize(("schema", "got"), ROOTS)
 def test_a_strict_text_format_with_no_object_root_is_refused(unit_http: TestClient, schema: Any, got: str) -> None:
     reply = _post(unit_http, text={"format": {"type": "json_schema", "name": "out", "strict": True, "schema": schema}})
     assert reply.status_code == 400, reply.text[:300]
@@ -45,7 +48,8 @@ def test_a_strict_function_with_no_object_root_is_refused(unit_http: TestClient)
 
 
 def test_object_roots_and_non_strict_schemas_are_taken(unit_http: TestClient) -> None:
-    assert _post(unit_http, text={"format": {"type": "json_schema", "name": "o", "strict": True, "schema": OBJECT}}).status_code == 200
+    strict = {"type": "json_schema", "name": "o", "strict": True, "schema": OBJECT}
+    assert _post(unit_http, text={"format": strict}).status_code == 200
     assert _post(unit_http, text={"format": {"type": "json_schema", "name": "o", "schema": ARRAY}}).status_code == 200
     tool = {"type": "function", "name": "f", "strict": False, "parameters": ARRAY}
     assert _post(unit_http, tools=[tool, PTC]).status_code == 200
