@@ -8,6 +8,7 @@ with, and items the server issued (fingerprints, program outputs) must come back
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ptc_emulator.emulator import messages
@@ -171,7 +172,7 @@ def analyse(
         item = items[i]
         param = _param(i, new_from, shift)
         item_id = getattr(item, "id", None)
-        if isinstance(item_id, str) and item_id:
+        if isinstance(item_id, str) and item_id and not _names_its_call(conv, item, item_id, items):
             if item_id in conv.ids:
                 raise messages.duplicate_item_id(item_id)
             conv.ids[item_id] = i
@@ -288,6 +289,16 @@ def _add_approval_response(conv: Conversation, item: McpApprovalResponse, param:
     if given is not None and expected != given:
         raise messages.approval_caller_changed(item.approval_request_id, param)
     conv.approval_responses[item.approval_request_id] = item
+
+
+def _names_its_call(conv: Conversation, item: object, item_id: str, items: Sequence[object]) -> bool:
+    """Whether `item` is a `local_shell_call_output` whose `id` is its call's: the SDK's param
+    names the call so ("The unique ID of the local shell tool call"), which is no duplicate."""
+    if not isinstance(item, LocalShellCallOutput):
+        return False
+    at = conv.ids.get(item_id)
+    call = items[at] if at is not None else None
+    return isinstance(call, LocalShellCall) and (item.call_id is None or item.call_id == call.call_id)
 
 
 def _add_call(conv: Conversation, call: CallItem, param: str) -> None:
