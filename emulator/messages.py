@@ -990,6 +990,13 @@ def assistant_part_invalid(part_type: str, param: str) -> InvalidValue:
     return invalid_value(part_type, "'output_text' and 'refusal'", param)
 
 
+@error(ITEMS, part_type="output_text", param="input[0].content[0]")
+def input_part_invalid(part_type: str, param: str) -> InvalidValue:
+    """A user, system or developer message, or a tool output given as parts, with a part that is
+    not an input kind (an `output_text`, a `refusal`), worded as the hosted API words it."""
+    return invalid_value(part_type, "'input_text', 'input_image', and 'input_file'", param)
+
+
 @error(ITEMS)
 def duplicate_item_id(item_id: str, param: str = "input") -> InvalidRequest:
     """Two items of a conversation (its history and this request's input, or a conversation's items

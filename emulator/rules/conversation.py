@@ -22,6 +22,8 @@ from ptc_emulator.emulator.wire.items import (
     CallItem,
     CodeInterpreterCall,
     ConfigurationUpdateItem,
+    CustomToolCallOutput,
+    FunctionCallOutput,
     Item,
     LocalShellCall,
     LocalShellCallOutput,
@@ -176,11 +178,11 @@ def analyse(
             if item_id in conv.ids:
                 raise messages.duplicate_item_id(item_id)
             conv.ids[item_id] = i
+        if i >= new_from:
+            check_message_parts(item, param)
         if isinstance(item, Message):
             if item.role == "user":
                 conv.anchor = i
-            elif i >= new_from:
-                check_message_parts(item, param)
         elif isinstance(item, CALL_TYPES):
             _add_call(conv, item, param)
             file_program_call(by_program, item)
@@ -245,13 +247,22 @@ def analyse(
 
 
 def check_message_parts(item: Item, param: str) -> None:
-    """An assistant message's content parts are the model's own kinds (`output_text`, `refusal`):
-    the hosted API refuses an `input_text` there, as it words it, naming the part."""
-    if not isinstance(item, Message) or item.role != "assistant" or isinstance(item.content, str):
+    """An assistant message's content parts are the model's own kinds (`output_text`, `refusal`);
+    another message's, and a tool output's given as parts, are input kinds (`input_text`,
+    `input_image`, `input_file`). The hosted API refuses another kind, as it words it, naming the part."""
+    if isinstance(item, FunctionCallOutput | CustomToolCallOutput):
+        if not isinstance(item.output, str):
+            for index, part in enumerate(item.output):
+                if isinstance(part, OutputText | Refusal):
+                    raise messages.input_part_invalid(part.type, f"{param}.output[{index}]")
+        return
+    if not isinstance(item, Message) or isinstance(item.content, str):
         return
     for index, part in enumerate(item.content):
-        if not isinstance(part, OutputText | Refusal):
+        if item.role == "assistant" and not isinstance(part, OutputText | Refusal):
             raise messages.assistant_part_invalid(part.type, f"{param}.content[{index}]")
+        if item.role != "assistant" and isinstance(part, OutputText | Refusal):
+            raise messages.input_part_invalid(part.type, f"{param}.content[{index}]")
 
 
 def sealed_reasoning_id(item: ReasoningItem, signer: Signer, param: str = "input") -> str | None:

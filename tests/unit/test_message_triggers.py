@@ -563,6 +563,11 @@ def _(c: Context) -> object:
     return c.create(input=[{"role": "assistant", "content": [{"type": "input_text", "text": "x"}]}, USER])
 
 
+@trigger("input_part_invalid")
+def _(c: Context) -> object:
+    return c.create(input=[{"role": "user", "content": [{"type": "output_text", "text": "x"}]}, USER])
+
+
 @trigger("duplicate_item_id")
 def _(c: Context) -> object:
     return c.items(approval_request(), approval_request())
