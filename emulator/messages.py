@@ -1390,8 +1390,8 @@ def background_replica_stopped() -> str:
 def previous_response_continued(response_id: str) -> InvalidRequest:
     """A continuation of a paused program that another continuation, stored first, overtook."""
     return InvalidRequest(
-        f"Another request continued the program paused in response '{response_id}' while this one was "
-        "running: only one of them is kept. Continue from the response that was kept.",
+        f"Another request continued the program paused in response '{response_id}' first: a paused program "
+        "is continued once, and only the first continuation is kept. Continue from the response that was kept.",
         param="previous_response_id",
         code="previous_response_continued",
     )
