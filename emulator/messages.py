@@ -729,6 +729,14 @@ def strict_schema_misses_required(context: tuple[str, ...], key: str) -> str:
     )
 
 
+@text(TOOLS, "an invalid_function_parameters or invalid_json_schema 400's reason", got="array")
+def strict_schema_not_object(got: str) -> str:
+    """A strict schema (a function's `parameters` or a json_schema text format given with `strict:
+    true`) whose root is not `type: "object"`: an array, a bare `anyOf`, `{}` (the hosted API's
+    wording; `got`: the root's `type`, `None` when it has none)."""
+    return f"schema must be a JSON Schema of 'type: \"object\"', got 'type: \"{got}\"'"
+
+
 @text(TOOLS, "a contract violation's reason")
 def schema_loops() -> str:
     """A tool's schema whose `$ref` leads back to itself without ever checking anything (`{"$ref": "#"}`)."""
@@ -1005,6 +1013,13 @@ def assistant_part_invalid(part_type: str, param: str) -> InvalidValue:
     """An assistant message replayed with a part that is not the model's own kind (an
     `input_text`, say), worded as the hosted API words it."""
     return invalid_value(part_type, "'output_text' and 'refusal'", param)
+
+
+@error(ITEMS, part_type="output_text", param="input[0].content[0]")
+def input_part_invalid(part_type: str, param: str) -> InvalidValue:
+    """A user, system or developer message, or a tool output given as parts, with a part that is
+    not an input kind (an `output_text`, a `refusal`), worded as the hosted API words it."""
+    return invalid_value(part_type, "'input_text', 'input_image', and 'input_file'", param)
 
 
 @error(ITEMS)
@@ -1410,8 +1425,8 @@ def background_replica_stopped() -> str:
 def previous_response_continued(response_id: str) -> InvalidRequest:
     """A continuation of a paused program that another continuation, stored first, overtook."""
     return InvalidRequest(
-        f"Another request continued the program paused in response '{response_id}' while this one was "
-        "running: only one of them is kept. Continue from the response that was kept.",
+        f"Another request continued the program paused in response '{response_id}' first: a paused program "
+        "is continued once, and only the first continuation is kept. Continue from the response that was kept.",
         param="previous_response_id",
         code="previous_response_continued",
     )

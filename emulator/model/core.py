@@ -81,6 +81,11 @@ class Trace:
     stopped: str | None = None
     """Why a model upstream stopped its last turn short (`incomplete_details.reason`): the
     response ends `incomplete` with it, as after a scripted `response_incomplete` fault."""
+    held_to_token_limit: bool = False
+    """Whether the engine holds what the model wrote to the request's `max_output_tokens`: the
+    scripted model writes what its script says whatever the limit, so a response whose output
+    counts more tokens ends `incomplete` (`max_output_tokens`), as a hosted one cut there does.
+    A model upstream is held to the limit by the upstream itself (`stopped`)."""
     live: Live | None = field(default=None, repr=False, compare=False)
     """Where a streamed response is told while it plays, if it is told live (`Live`); set by the
     stream before the model plays, not journaled."""

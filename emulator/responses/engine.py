@@ -46,6 +46,7 @@ from ptc_emulator.emulator.responses.usage import (
     count_long_texts,
     definitions_text,
     model_read,
+    output_tokens,
     prompt_segments,
     usage,
 )
@@ -418,6 +419,8 @@ class Engine:
         if prepared.compacts:  # the context was compacted before the model's turn
             output = [self.compactor.item(prepared.conversation.items), *output]
         incomplete = (delivery.response_incomplete if delivery is not None else None) or prepared.trace.stopped
+        if not incomplete and self._over_token_limit(prepared, output):
+            incomplete = "max_output_tokens"
         if incomplete:
             for item in output:
                 if item["type"] == "message":
@@ -437,6 +440,13 @@ class Engine:
         if not prepared.background:  # a background one is kept by `complete`, which may wait
             self._keep(prepared, response)
         return response
+
+    @staticmethod
+    def _over_token_limit(prepared: Prepared, output: list[dict[str, Any]]) -> bool:
+        """Whether the scripted model wrote more tokens than `max_output_tokens` allows (usage's
+        `output_tokens`): the hosted model stops there and the response ends `incomplete`."""
+        limit = prepared.request.max_output_tokens
+        return limit is not None and prepared.trace.held_to_token_limit and output_tokens(output) > limit
 
     def response(
         self,

@@ -74,6 +74,7 @@ __all__ = [
     "LONG_TEXT",
     "count_long_texts",
     "definitions_text",
+    "output_tokens",
     "encoding",
     "item_text",
     "model_read",
@@ -436,6 +437,15 @@ class PromptCache(Cache):
         return matched - matched % CACHE_BLOCK
 
 
+def output_tokens(output_items: list[dict[str, Any]]) -> int:
+    """The `output_tokens` of a response with this output: what the model wrote of it."""
+    return _written_tokens([item for item in output_items if _model_wrote(item)])
+
+
+def _written_tokens(written: list[dict[str, Any]]) -> int:
+    return sum(count(t) for item in written for t in item_text(item))
+
+
 def usage(
     *,
     instructions: str | None,
@@ -455,7 +465,7 @@ def usage(
         if item.get("type") == "program_output":
             input_tokens += sum(count(t) for t in item_text(item))
     written = [item for item in output_items if _model_wrote(item)]
-    output_tokens = sum(count(t) for item in written for t in item_text(item))
+    output_tokens = _written_tokens(written)
     reasoning = sum(count(t) for item in written if item.get("type") == "reasoning" for t in item_text(item))
     return {
         "input_tokens": input_tokens,

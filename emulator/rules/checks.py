@@ -30,6 +30,7 @@ from ptc_emulator.emulator.wire.tools import (
     CustomToolChoice,
     FunctionToolChoice,
     KindToolChoice,
+    OtherToolChoice,
     ProgrammaticToolChoice,
 )
 
@@ -93,6 +94,27 @@ def check_tool_fields(request: Conversational) -> None:
         raise messages.tool_choice_not_found(choice.type)
     if isinstance(choice, ProgrammaticToolChoice) and not request.ptc_enabled:
         raise messages.tool_choice_not_found("programmatic_tool_calling")
+    if isinstance(choice, OtherToolChoice) and (family := _HOSTED_CHOICES.get(choice.type)) is not None:
+        if not any(getattr(t, "type", None) in family for t in request.tools or ()):
+            raise messages.tool_choice_not_found(choice.type)
+
+
+_WEB_SEARCH = frozenset({"web_search", "web_search_2025_08_26", "web_search_preview", "web_search_preview_2025_03_11"})
+_COMPUTER = frozenset({"computer", "computer_use", "computer_use_preview"})
+_HOSTED_CHOICES: dict[str, frozenset[str]] = {
+    "file_search": frozenset({"file_search"}),
+    "web_search_preview": _WEB_SEARCH,
+    "web_search_preview_2025_03_11": _WEB_SEARCH,
+    "computer": _COMPUTER,
+    "computer_use": _COMPUTER,
+    "computer_use_preview": _COMPUTER,
+    "image_generation": frozenset({"image_generation"}),
+    "code_interpreter": frozenset({"code_interpreter"}),
+    "mcp": frozenset({"mcp"}),
+}
+"""A hosted tool's `tool_choice` (the SDK's `ToolChoiceTypes` and `ToolChoiceMcp`), and the tool
+types any one of which declares it: without one the hosted API answers `Tool choice '<type>' not
+found in 'tools' parameter.` (a web search or computer tool of another version counts)."""
 
 
 def check_background_options(request: CreateRequest) -> None:

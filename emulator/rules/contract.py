@@ -787,7 +787,11 @@ _STRICT_BRANCHES = ("anyOf", "allOf", "oneOf", "prefixItems")
 def _strict_problem(schema: Any, context: tuple[str, ...] = ()) -> str | None:
     """Why a function's `parameters` cannot be used with `strict: true`, as the hosted API words
     it, or None: every object schema (the root, its properties', items', definitions' and
-    branches') says `additionalProperties: false` and lists every property in `required`."""
+    branches') says `additionalProperties: false` and lists every property in `required`; the
+    root is `type: "object"`."""
+    if not context and not (isinstance(schema, dict) and schema.get("type") in ("object", ["object"])):
+        kind = schema.get("type") if isinstance(schema, dict) else None
+        return messages.strict_schema_not_object("None" if kind is None else str(kind))
     if not isinstance(schema, dict):
         return None
     kind = schema.get("type")

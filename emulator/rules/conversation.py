@@ -8,6 +8,7 @@ with, and items the server issued (fingerprints, program outputs) must come back
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ptc_emulator.emulator import messages
@@ -21,6 +22,8 @@ from ptc_emulator.emulator.wire.items import (
     CallItem,
     CodeInterpreterCall,
     ConfigurationUpdateItem,
+    CustomToolCallOutput,
+    FunctionCallOutput,
     Item,
     LocalShellCall,
     LocalShellCallOutput,
@@ -171,15 +174,15 @@ def analyse(
         item = items[i]
         param = _param(i, new_from, shift)
         item_id = getattr(item, "id", None)
-        if isinstance(item_id, str) and item_id:
+        if isinstance(item_id, str) and item_id and not _names_its_call(conv, item, item_id, items):
             if item_id in conv.ids:
                 raise messages.duplicate_item_id(item_id)
             conv.ids[item_id] = i
+        if i >= new_from:
+            check_message_parts(item, param)
         if isinstance(item, Message):
             if item.role == "user":
                 conv.anchor = i
-            elif i >= new_from:
-                check_message_parts(item, param)
         elif isinstance(item, CALL_TYPES):
             _add_call(conv, item, param)
             file_program_call(by_program, item)
@@ -244,13 +247,22 @@ def analyse(
 
 
 def check_message_parts(item: Item, param: str) -> None:
-    """An assistant message's content parts are the model's own kinds (`output_text`, `refusal`):
-    the hosted API refuses an `input_text` there, as it words it, naming the part."""
-    if not isinstance(item, Message) or item.role != "assistant" or isinstance(item.content, str):
+    """An assistant message's content parts are the model's own kinds (`output_text`, `refusal`);
+    another message's, and a tool output's given as parts, are input kinds (`input_text`,
+    `input_image`, `input_file`). The hosted API refuses another kind, as it words it, naming the part."""
+    if isinstance(item, FunctionCallOutput | CustomToolCallOutput):
+        if not isinstance(item.output, str):
+            for index, part in enumerate(item.output):
+                if isinstance(part, OutputText | Refusal):
+                    raise messages.input_part_invalid(part.type, f"{param}.output[{index}]")
+        return
+    if not isinstance(item, Message) or isinstance(item.content, str):
         return
     for index, part in enumerate(item.content):
-        if not isinstance(part, OutputText | Refusal):
+        if item.role == "assistant" and not isinstance(part, OutputText | Refusal):
             raise messages.assistant_part_invalid(part.type, f"{param}.content[{index}]")
+        if item.role != "assistant" and isinstance(part, OutputText | Refusal):
+            raise messages.input_part_invalid(part.type, f"{param}.content[{index}]")
 
 
 def sealed_reasoning_id(item: ReasoningItem, signer: Signer, param: str = "input") -> str | None:
@@ -288,6 +300,16 @@ def _add_approval_response(conv: Conversation, item: McpApprovalResponse, param:
     if given is not None and expected != given:
         raise messages.approval_caller_changed(item.approval_request_id, param)
     conv.approval_responses[item.approval_request_id] = item
+
+
+def _names_its_call(conv: Conversation, item: object, item_id: str, items: Sequence[object]) -> bool:
+    """Whether `item` is a `local_shell_call_output` whose `id` is its call's: the SDK's param
+    names the call so ("The unique ID of the local shell tool call"), which is no duplicate."""
+    if not isinstance(item, LocalShellCallOutput):
+        return False
+    at = conv.ids.get(item_id)
+    call = items[at] if at is not None else None
+    return isinstance(call, LocalShellCall) and (item.call_id is None or item.call_id == call.call_id)
 
 
 def _add_call(conv: Conversation, call: CallItem, param: str) -> None:

@@ -100,7 +100,7 @@ class InputImage(OpenModel):
     type: Literal["input_image"]
     image_url: str | None = None
     file_id: str | None = None
-    detail: str | None = None
+    detail: Literal["low", "high", "auto", "original"] | None = None
 
 
 class InputFile(OpenModel):

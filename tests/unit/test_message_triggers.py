@@ -406,6 +406,12 @@ def _(c: Context) -> object:
     return c.create(input="hi", tools=[{"type": "function", "name": "f", "parameters": partial, "strict": True}])
 
 
+@trigger("strict_schema_not_object")
+def _(c: Context) -> object:
+    listed = {"type": "array", "items": {"type": "string"}}
+    return c.create(input="hi", tools=[{"type": "function", "name": "f", "parameters": listed, "strict": True}])
+
+
 @trigger("tool_choice_name_not_found")
 def _(c: Context) -> object:
     return c.create(input="hi", tools=PTC_TOOLS, tool_choice={"type": "function", "name": "nope"})
@@ -567,6 +573,11 @@ def _(c: Context) -> object:
 @trigger("assistant_part_invalid")
 def _(c: Context) -> object:
     return c.create(input=[{"role": "assistant", "content": [{"type": "input_text", "text": "x"}]}, USER])
+
+
+@trigger("input_part_invalid")
+def _(c: Context) -> object:
+    return c.create(input=[{"role": "user", "content": [{"type": "output_text", "text": "x"}]}, USER])
 
 
 @trigger("duplicate_item_id")

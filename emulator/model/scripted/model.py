@@ -85,6 +85,7 @@ class ScriptedModel:
             runtime.check_open(conv, tools)
             return script
         trace.scenario = script.name
+        trace.held_to_token_limit = True
         turn, emitted = position(conv, script)
         scripted = script.scenario.hosted if script.scenario is not None else None
         hosted = runtime.hosted(request, conv, toolset, trace, scripted or self.scenarios.hosted(scope))

@@ -1,0 +1,58 @@
+"""A `tool_choice` naming a hosted tool the request does not declare is the hosted 400 (`Tool
+choice 'image_generation' not found in 'tools' parameter.`), as for `shell` and `apply_patch`.
+Before, `{"type": "image_generation"}`, `web_search_preview`, `file_search`, `code_interpreter`,
+`computer_use_preview` and `mcp` without their tool were accepted (the scripted model answered as if
+nothing were asked), where the hosted API refuses them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+PTC = {"type": "programmatic_tool_calling"}
+CHOICES = ["image_generation", "web_search_preview", "file_search", "code_interpreter", "computer_use_preview"]
+
+
+def _post(unit_http: TestClient, path: str = "/v1/responses", **body: Any) -> Any:
+    return unit_http.post(path, json={"model": "m", "input": "```js\ntext('x');\n```", **body})
+
+
+@pytest.mark.parametrize("kind", CHOICES)
+@pytest.mark.parametrize("path", ["/v1/responses", "/v1/responses/input_tokens"])
+def test_a_hosted_tool_choice_without_its_tool_is_refused(unit_http: TestClient, kind: str, path: str) -> None:
+    reply = _post(unit_http, path, tools=[PTC], tool_choice={"type": kind})
+    assert reply.status_code == 400, reply.text[:300]
+    assert reply.json()["error"] == {
+        "message": f"Tool choice '{kind}' not found in 'tools' parameter.",
+        "type": "invalid_request_error",
+        "param": "tool_choice",
+        "code": None,
+    }
+
+
+def test_an_mcp_choice_without_an_mcp_tool_is_refused(unit_http: TestClient) -> None:
+    reply = _post(unit_http, tools=[PTC], tool_choice={"type": "mcp", "server_label": "docs"})
+    assert reply.status_code == 400, reply.text[:300]
+    assert reply.json()["error"]["message"] == "Tool choice 'mcp' not found in 'tools' parameter."
+
+
+@pytest.mark.parametrize(
+    ("choice", "tool"),
+    [
+        ("web_search_preview", {"type": "web_search_preview"}),
+        ("web_search_preview", {"type": "web_search"}),
+        ("web_search_preview_2025_03_11", {"type": "web_search_preview"}),
+        (
+            "computer_use_preview",
+            {"type": "computer_use_preview", "display_width": 8, "display_height": 8, "environment": "browser"},
+        ),
+        ("computer", {"type": "computer"}),
+    ],
+)
+def test_a_hosted_choice_with_a_tool_of_its_family_passes_the_check(
+    unit_http: TestClient, choice: str, tool: dict[str, Any]
+) -> None:
+    reply = _post(unit_http, "/v1/responses/input_tokens", tools=[tool, PTC], tool_choice={"type": choice})
+    assert reply.status_code == 200, reply.text[:300]
