@@ -39,6 +39,15 @@ def _clean_env(env: dict[str, str] | None) -> dict[str, str]:
     return {**base, **(env or {})}
 
 
+def _parent(pid: int) -> int | None:
+    """The parent of process `pid`, or None if it has gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+        return None
+
+
 def _gone(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as f:
@@ -68,6 +77,8 @@ class ServerProcess:
     ) -> None:
         self.data_dir = data_dir
         self.port = free_port()
+        self._started = False
+        """Whether this server has started once (a restart keeps its port)."""
         self.api_key = api_key
         command = [sys.executable, "-m", "ptc_emulator", "serve", "--port", str(self.port)]
         command += ["--data-dir", str(data_dir), "--store", store, "--workers", str(workers)]
@@ -103,16 +114,31 @@ class ServerProcess:
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
+                if not self._started and "Address already in use" in self.log()[-300:]:
+                    # Taken since it was chosen (by another test's server): a first start takes
+                    # another; a restart keeps its port, which its clients know.
+                    self.port = free_port()
+                    self.command[self.command.index("--port") + 1] = str(self.port)
+                    return self.start(max(0.0, deadline - time.monotonic()))
                 raise RuntimeError(f"the server exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
             with contextlib.suppress(httpx.TransportError):
                 reply = httpx.get(f"{self.root}/_emulator/health", headers=self.headers, timeout=30)
-                if reply.status_code == 200:
+                if reply.status_code == 200 and self._ours(reply.json()["workers"]):
                     self.worker_pids = list(reply.json()["workers"])
+                    self._started = True
                     return self
             if time.monotonic() > deadline:
                 self.kill9()
                 raise RuntimeError(f"the server did not start:\n{self.log()[-3000:]}")
             time.sleep(0.05)
+
+    def _ours(self, workers: list[int]) -> bool:
+        """Whether the server answering on the port is this process: its sandbox workers are this
+        process's children. The port was free when it was chosen, but another test's server may
+        have taken it since; that one's health must not pass for this one's start (its answers
+        would then be another server's)."""
+        assert self.proc is not None
+        return all(_parent(pid) in (self.proc.pid, None) for pid in workers)
 
     def health(self) -> dict[str, Any]:
         reply = httpx.get(f"{self.root}/_emulator/health", headers=self.headers, timeout=10)

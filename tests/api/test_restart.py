@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from ptc_emulator.testing.process import ServerProcess
+from ptc_emulator.testing.process import ServerProcess, _parent
 from tests.support import PTC_TOOLS, answer_all, arithmetic, js
 
 # Seeded randomness and the pinned clock both flow into call arguments: a replay in another
@@ -131,3 +131,18 @@ def test_the_live_cache_changes_no_item(tmp_path: Path) -> None:
 def _without_random_ids(item: dict[str, Any]) -> dict[str, Any]:
     """Message ids are drawn at random; call ids and program_output ids are derived, and stay."""
     return {k: v for k, v in item.items() if not (item.get("type") == "message" and k == "id")}
+
+
+def test_a_server_never_passes_for_another_on_a_taken_port(tmp_path: Path) -> None:
+    """The port a `ServerProcess` chose was free then; another test's server may hold it by the
+    time this one starts. That server's health must not pass for this one's start (the test would
+    then talk to another server): this one moves to another port, and its workers are its own."""
+    with ServerProcess(tmp_path / "a", store="memory") as first:
+        second = ServerProcess(tmp_path / "b", store="memory")
+        second.port = first.port  # as if the port had been taken since it was chosen
+        second.command[second.command.index("--port") + 1] = str(first.port)
+        with second:
+            assert second.port != first.port
+            assert second.proc is not None and first.proc is not None
+            assert set(second.worker_pids).isdisjoint(first.worker_pids)
+            assert all(_parent(pid) == second.proc.pid for pid in second.worker_pids)
