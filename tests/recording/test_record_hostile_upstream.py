@@ -162,7 +162,11 @@ def test_an_upstream_websocket_message_past_the_bound_closes_the_socket(
                 with contextlib.suppress(Exception):
                     while True:
                         got.append(socket.recv(timeout=60))
+                closed = socket.protocol.close_rcvd
             assert all(len(message) < 2**20 for message in got)
+            # The client is told why (it saw the socket drop with no close frame, 1006, before).
+            assert [json.loads(m)["error"]["code"] for m in got] == ["upstream_error"]
+            assert closed is not None and closed.code == 1009
     finally:
         loop.call_soon_threadsafe(box["stop"].set)  # type: ignore[attr-defined]
         thread.join(10)
