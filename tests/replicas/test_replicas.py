@@ -18,6 +18,8 @@ import httpx
 import openai
 import psycopg
 import pytest
+import websockets
+import websockets.sync.client
 
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator.storage import pgpool
@@ -280,6 +282,11 @@ def test_with_the_database_away_health_and_requests_fail_at_once_with_a_503(tmp_
                 error = reply.json()["error"]
                 assert (error["type"], error["code"]) == ("server_error", "database_unavailable")
                 assert error["message"] == "The emulator's database does not answer; try again once it is back."
+            # A WebSocket's handshake: the same 503 and envelope (it was a bare 403, no body, before).
+            with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
+                websockets.sync.client.connect(f"ws://127.0.0.1:{server.port}/v1/responses", open_timeout=30)
+            assert refused.value.response.status_code == 503
+            assert json.loads(refused.value.response.body)["error"]["code"] == "database_unavailable"
         cluster.resume()
         deadline = time.monotonic() + 60  # a guard: the pool connects again within seconds
         while (again := httpx.get(f"{server.base_url}/responses/{made.json()['id']}", timeout=30)).status_code != 200:
