@@ -480,6 +480,12 @@ def main(argv: list[str] | None = None) -> None:
         _fail("--demo cannot go with --record: the demos would answer in the upstream's or the recordings' place", 2)
     if settings.record_dir is not None and settings.record_mode == "none" and not settings.record_dir.is_dir():
         _fail(f"--record {settings.record_dir}: no such directory (nothing recorded to replay)", 2)
+    if settings.record_dir is not None and settings.record_mode != "none":
+        try:  # made here, said in one line: later it is the server's startup that fails, with tracebacks
+            settings.record_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            reason = "not a directory" if isinstance(e, FileExistsError) else e.strerror or str(e)
+            _fail(f"--record {settings.record_dir}: cannot record into it ({reason})", 2)
     if "://" in settings.store and not (settings.secret or os.environ.get("PTC_EMULATOR_SECRET")):
         _fail("--store postgresql://... needs --secret (or PTC_EMULATOR_SECRET): every replica must sign with one", 2)
     try:
@@ -492,7 +498,7 @@ def main(argv: list[str] | None = None) -> None:
         _fail(f"--store {_shown_store(settings.store)}: {e}", 1)
     except OSError as e:  # the data directory cannot be made or written (a read-only or missing parent)
         where = e.filename if e.filename is not None else settings.data_dir
-        _fail(f"--data-dir {settings.data_dir}: cannot use it ({where}: {e.strerror or e})", 1)
+        _fail(f"cannot start: {where}: {e.strerror or e} (--data-dir {settings.data_dir})", 1)
     try:
         sock = bind(settings.host, settings.port)
     except OSError as e:

@@ -50,10 +50,20 @@ def test_a_data_dir_that_cannot_be_made_is_one_line(tmp_path: Path) -> None:
     done = _serve("--data-dir", str(tmp_path / "file" / "under"))  # a file where a folder must be
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
-    assert f"--data-dir {tmp_path / 'file' / 'under'}: cannot use it" in done.stderr
+    assert f"cannot start: {tmp_path / 'file' / 'under'}: " in done.stderr
+    assert f"(--data-dir {tmp_path / 'file' / 'under'})" in done.stderr
 
 
 def test_fixtures_that_is_a_file_says_not_a_directory(tmp_path: Path) -> None:
     (tmp_path / "x.yaml").write_text("")
     done = _serve("--fixtures", str(tmp_path / "x.yaml"))
     assert done.returncode == 2 and "not a directory" in done.stderr and "no such directory" not in done.stderr
+
+
+@pytest.mark.parametrize("upstream", ["--upstream", "--model-upstream"])
+def test_a_record_dir_that_is_a_file_is_one_line(tmp_path: Path, upstream: str) -> None:
+    """With --model-upstream the server started, then its startup failed with tracebacks (exit 3)."""
+    (tmp_path / "afile").write_text("")
+    done = _serve(upstream, "http://127.0.0.1:9/v1", "--record", str(tmp_path / "afile"), "--data-dir", str(tmp_path))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"--record {tmp_path / 'afile'}: cannot record into it (not a directory)" in done.stderr
