@@ -267,7 +267,13 @@ def test_with_the_database_away_health_and_requests_fail_at_once_with_a_503(tmp_
         body = {"model": "m", "input": js("text('up')"), "tools": ptc}
         made = httpx.post(f"{server.base_url}/responses", json=body, timeout=30)
         assert made.status_code == 200, made.text
+        socket = websockets.sync.client.connect(f"ws://127.0.0.1:{server.port}/v1/responses", open_timeout=30)
         cluster.halt()
+        with socket:  # a socket open before: its create gets the 503 (a generic server error before)
+            socket.send(json.dumps({"type": "response.create", **body}))
+            event = json.loads(socket.recv(timeout=60))
+            assert event["type"] == "error" and event["status"] == 503, event
+            assert event["error"]["code"] == "database_unavailable"
         with httpx.Client(timeout=WAIT_S * 0.8) as http:  # not a measure: less than the wait it must not do
             for _ in range(3):
                 health = http.get(f"{server.root}/_emulator/health")
