@@ -449,8 +449,16 @@ def _unauthorised(header: str | None) -> EmulatorError:
 
 
 async def _reject(scope: Scope, receive: Receive, send: Send, error: EmulatorError) -> None:
-    """Refuse before the app runs: an HTTP error response, or a closed WebSocket handshake."""
+    """Refuse before the app runs: an HTTP error response; a WebSocket handshake answered with that
+    same response (its status and OpenAI's envelope) where the server can send one, else closed
+    (1008: uvicorn then answers the handshake 403, with no body)."""
     if scope["type"] == "websocket":
+        if "websocket.http.response" in (scope.get("extensions") or {}):
+            reply = errors.error_response(error)
+            headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in reply.headers.items()]
+            await send({"type": "websocket.http.response.start", "status": reply.status_code, "headers": headers})
+            await send({"type": "websocket.http.response.body", "body": reply.body, "more_body": False})
+            return
         await send({"type": "websocket.close", "code": 1008, "reason": error.message[:120]})
         return
     await errors.error_response(error)(scope, receive, send)

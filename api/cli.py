@@ -174,7 +174,12 @@ def _serve_arguments(serve: argparse.ArgumentParser) -> None:
         metavar="ORIGIN",
         help="a web origin whose pages may call the server, such as http://localhost:5173 (repeatable)",
     )
-    serve.add_argument("--log-level", default="info", help="uvicorn's and the emulator's log level")
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        type=_log_level,
+        help="uvicorn's and the emulator's log level: critical, error, warning, info or debug",
+    )
     serve.add_argument(
         "--watch", action="store_true", help="reload the scenario files when one is added, edited or removed"
     )
@@ -302,6 +307,15 @@ def _model_upstream_arguments(serve: argparse.ArgumentParser, defaults: Settings
 STORE_ENV = "PTC_EMULATOR_STORE"
 
 
+_LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
+def _log_level(value: str) -> str:
+    if value.lower() not in _LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"not a log level: {value!r} ({', '.join(_LOG_LEVELS)})")
+    return value.lower()
+
+
 def _store_kind(value: str) -> str:
     """A store `open_store` can open: a registered kind's name, or a URL of a registered scheme."""
     from ptc_emulator.emulator.storage import store_kind
@@ -380,15 +394,28 @@ def parse(argv: list[str] | None = None) -> tuple[Settings, str]:
     return settings, args.log_level
 
 
+_SECRET_FILE_MAX = 64 * 1024
+"""The most a --secret-file or --api-key-file is read of: a secret is a line, not a file's worth."""
+
+
 def _read(path: Path | None, option: str) -> str | None:
     """A secret from a file (its first line, stripped): kept out of the command line, which every
     local user can read with ps."""
     if path is None:
         return None
     try:
-        value = path.read_text(encoding="utf-8").strip()
+        if not path.is_file():  # /dev/zero, a FIFO, a directory: never read without end
+            _fail(f"{option} {path}: not a regular file", 2)
+        with path.open("rb") as f:
+            raw = f.read(_SECRET_FILE_MAX + 1)
     except OSError as e:
         _fail(f"{option} {path}: {e.strerror or e}", 2)
+    if len(raw) > _SECRET_FILE_MAX:
+        _fail(f"{option} {path}: larger than {_SECRET_FILE_MAX} bytes: not a key or a secret", 2)
+    try:
+        value = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        _fail(f"{option} {path}: not UTF-8 text", 2)
     if not value:
         _fail(f"{option} {path}: the file is empty", 2)
     return value
@@ -426,6 +453,8 @@ def main(argv: list[str] | None = None) -> None:
     for directory in settings.fixtures:
         if not directory.is_dir():
             why = missing_scenario_path(directory)  # a symlink loop or a dangling link, said as `validate` says it
+            if why is None and directory.exists():
+                why = f"{directory}: not a directory"
             _fail(f"--fixtures {why}" if why else f"--fixtures {directory}: no such directory", 2)
     if (problem := resend_problem(settings)) is not None:
         _fail(problem, 2)
@@ -456,6 +485,12 @@ def main(argv: list[str] | None = None) -> None:
         _fail("--demo cannot go with --record: the demos would answer in the upstream's or the recordings' place", 2)
     if settings.record_dir is not None and settings.record_mode == "none" and not settings.record_dir.is_dir():
         _fail(f"--record {settings.record_dir}: no such directory (nothing recorded to replay)", 2)
+    if settings.record_dir is not None and settings.record_mode != "none":
+        try:  # made here, said in one line: later it is the server's startup that fails, with tracebacks
+            settings.record_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            reason = "not a directory" if isinstance(e, FileExistsError) else e.strerror or str(e)
+            _fail(f"--record {settings.record_dir}: cannot record into it ({reason})", 2)
     if "://" in settings.store and not (settings.secret or os.environ.get("PTC_EMULATOR_SECRET")):
         _fail("--store postgresql://... needs --secret (or PTC_EMULATOR_SECRET): every replica must sign with one", 2)
     try:
@@ -466,6 +501,9 @@ def main(argv: list[str] | None = None) -> None:
         _fail(str(e), 2)
     except StoreUnavailable as e:
         _fail(f"--store {_shown_store(settings.store)}: {e}", 1)
+    except OSError as e:  # the data directory cannot be made or written (a read-only or missing parent)
+        where = e.filename if e.filename is not None else settings.data_dir
+        _fail(f"cannot start: {where}: {e.strerror or e} (--data-dir {settings.data_dir})", 1)
     try:
         sock = bind(settings.host, settings.port)
     except OSError as e:

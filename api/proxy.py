@@ -412,6 +412,27 @@ class RecordingProxy:
                 await to_upstream(text)
 
         async def upstream_to_client() -> None:
+            try:
+                await relay()
+            except ConnectionClosed as e:
+                # The upstream's socket ended without a clean close: one message past the bound
+                # (closed here, 1009), or the connection dropped (no close frame, 1006). Either
+                # way the client is told why, in an `error` event, and gets a real close code.
+                if e.sent is not None and e.sent.code == 1009:
+                    error = messages.proxy_socket_frame_too_large(self.base, UPSTREAM_FRAME_BYTES)
+                    why = (1009, "an upstream message was larger than the proxy's bound")
+                elif e.rcvd is None:
+                    error = messages.proxy_socket_broke(self.base)
+                    why = (1014, "the upstream's connection broke")
+                else:
+                    return
+                log.warning("%s", error.body()["error"]["message"])
+                ending.append(why)
+                with contextlib.suppress(Exception):
+                    event = {"type": "error", "status": error.status, "error": error.body()["error"]}
+                    await websocket.send_text(json.dumps(event))
+
+        async def relay() -> None:
             async for data in upstream:
                 text = data if isinstance(data, str) else data.decode("utf-8", "replace")
                 event = _json(text.encode("utf-8"))

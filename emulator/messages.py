@@ -2042,6 +2042,30 @@ def proxy_socket_timeout(base: str, seconds: float) -> StatusError:
     )
 
 
+@error(PROXY, size=64 * 2**20)
+def proxy_socket_frame_too_large(base: str, size: int) -> StatusError:
+    """Over a WebSocket, the recording proxy's upstream sent one message larger than the proxy holds
+    (64 MiB): sent as an `error` event, then close code 1009 (message too big)."""
+    return StatusError(
+        502,
+        f"The upstream {base} sent a WebSocket message larger than {size} bytes: not passed on.",
+        type="server_error",
+        code="upstream_error",
+    )
+
+
+@error(PROXY)
+def proxy_socket_broke(base: str) -> StatusError:
+    """Over a WebSocket, the recording proxy's upstream connection ended without a close frame (its
+    process or the network dropped it): sent as an `error` event, then close code 1014."""
+    return StatusError(
+        502,
+        f"The upstream {base} dropped the WebSocket connection without closing it.",
+        type="server_error",
+        code="upstream_error",
+    )
+
+
 @error(PROXY, status=502)
 def proxy_socket_refused(base: str, kind: str, detail: str, status: int) -> StatusError:
     """The recording proxy's upstream does not take the WebSocket (`status`: its HTTP answer, else 502);

@@ -46,6 +46,7 @@ from fastapi import APIRouter, WebSocket
 from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
 
+from ptc_emulator.api import errors
 from ptc_emulator.api.context import scope_of
 from ptc_emulator.api.errors import validation_error
 from ptc_emulator.api.journaling import Journaling
@@ -54,7 +55,7 @@ from ptc_emulator.api.routes.streaming import Play
 from ptc_emulator.emulator import collector, jsonpieces, jsontext, messages
 from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.responses.engine import OFF_LOOP_ITEMS, Engine, Prepared, Refused
-from ptc_emulator.emulator.storage import ConnectionStore
+from ptc_emulator.emulator.storage import ConnectionStore, StoreUnavailable
 from ptc_emulator.emulator.wire import events
 from ptc_emulator.emulator.wire.items import dump
 from ptc_emulator.emulator.wire.request import CreateRequest, check_json
@@ -221,10 +222,13 @@ class Session:
             except (WebSocketDisconnect, OSError):
                 self.closed.set()
                 return  # the socket closed under us
-            except Exception:
-                log.exception("unhandled error in a WebSocket create")
+            except Exception as e:
+                if isinstance(e, StoreUnavailable):  # the database away: the 503 an HTTP request gets
+                    log.warning("a WebSocket create: %s", e)
+                else:
+                    log.exception("unhandled error in a WebSocket create")
                 try:
-                    await self._error(messages.server_error(), None)
+                    await self._error(e, None)
                 except Exception:
                     self.closed.set()
                     return
@@ -340,7 +344,7 @@ class Session:
         """An error event; the steers this create carried, and any queued on it meanwhile, come back."""
         self.targets.pop(target.id, None)
         await self._error(error, stream_id, sequence_number)
-        message = error.message if isinstance(error, EmulatorError) else messages.server_error().message
+        message = _reply(error).message
         await self._send_all(self.steering.lost(steers, message, stream_id))
         stranded = self.steering.take(target.id)
         await self._send_all(self.steering.lost(stranded, message, stream_id, code="response_not_active"))
@@ -384,8 +388,7 @@ class Session:
             await self._send(event)
 
     async def _error(self, error: BaseException, stream_id: str | None, sequence_number: int | None = None) -> None:
-        if not isinstance(error, EmulatorError):
-            error = messages.server_error()
+        error = _reply(error)
         event: Event = {"type": "error", "status": error.status, "error": error.body()["error"]}
         if error.headers:
             event["error"]["headers"] = dict(error.headers)
@@ -436,6 +439,16 @@ def _prepend(body: dict[str, Any], steers: list[Steer]) -> CreateRequest:
 OFF_LOOP_CHARS = 16 * 2**10
 """A frame this long or longer is parsed, and its create validated (long lists a step at a time,
 `wire.stepped`) and a refusal worded, in a worker thread, as an HTTP body of as many bytes."""
+
+
+def _reply(error: BaseException) -> EmulatorError:
+    """What the client is told of an error: its own wording, the database's 503 (as an HTTP request
+    gets it, `database_unavailable`), or the generic server error."""
+    if isinstance(error, EmulatorError):
+        return error
+    if isinstance(error, StoreUnavailable):
+        return errors.database_away()
+    return messages.server_error()
 
 
 def _validated_and_kept(body: dict[str, Any]) -> tuple[CreateRequest | EmulatorError, bytes | None]:

@@ -117,7 +117,9 @@ def test_the_websocket_upgrade_is_refused_without_the_key(server: EmulatorServer
     with pytest.raises(websockets.exceptions.InvalidStatus) as raised:
         with websockets.sync.client.connect(_ws_url(server), additional_headers=headers, open_timeout=10):
             pass
-    assert raised.value.response.status_code == 403
+    # The handshake gets the HTTP answer a request gets: 401, in OpenAI's envelope (a bare 403 before).
+    assert raised.value.response.status_code == 401
+    assert json.loads(raised.value.response.body)["error"]["code"] == "invalid_api_key"
 
 
 def test_the_websocket_works_with_the_key(server: EmulatorServer) -> None:

@@ -162,7 +162,11 @@ def test_an_upstream_websocket_message_past_the_bound_closes_the_socket(
                 with contextlib.suppress(Exception):
                     while True:
                         got.append(socket.recv(timeout=60))
+                closed = socket.protocol.close_rcvd
             assert all(len(message) < 2**20 for message in got)
+            # The client is told why (it saw the socket drop with no close frame, 1006, before).
+            assert [json.loads(m)["error"]["code"] for m in got] == ["upstream_error"]
+            assert closed is not None and closed.code == 1009
     finally:
         loop.call_soon_threadsafe(box["stop"].set)  # type: ignore[attr-defined]
         thread.join(10)
@@ -404,3 +408,43 @@ def test_an_upstream_websocket_that_trickles_its_answer_is_given_up_at_the_deadl
         loop.call_soon_threadsafe(box["stop"].set)  # type: ignore[attr-defined]
         thread.join(10)
         loop.close()
+
+
+def test_a_recording_that_cannot_be_written_leaves_the_answer_whole(tmp_path: Path) -> None:
+    """Writing the recording failed (here its temporary file's path is a folder; a full disk or a
+    folder made read-only does the same): the error escaped into the request, so a streamed
+    client lost `response.completed` (its stream ended after `response.created`) and the log had
+    an unhandled error. Now the recording is skipped with a warning and the answer is whole."""
+    answer = {"id": "resp_disk", "object": "response", "status": "completed", "model": "gpt-test", "output": [
+        {"type": "message", "id": "msg_disk", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "kept", "annotations": []}]}]}  # fmt: skip
+    events = [{"type": "response.created", "response": {**answer, "status": "in_progress", "output": []}},
+              {"type": "response.completed", "response": answer}]  # fmt: skip
+    body = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+
+    async def streams(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request(reader)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        writer.close()
+
+    directory = tmp_path / "recordings"
+    with raw_upstream(streams) as url, recorder(tmp_path, url, directory, mode="all") as rec:
+        with httpx.Client(base_url=rec.server_url, timeout=60) as http:
+            first = http.post("/responses", json=CREATE)
+            assert "response.completed" in first.text
+            [written] = directory.glob("*.yaml")
+            written.unlink()
+            written.with_suffix(".yaml.tmp").mkdir()  # the next write of the same conversation fails
+            again = http.post("/responses", json=CREATE)
+            assert again.status_code == 200
+            assert [line for line in again.text.splitlines() if line.startswith("event:")] == [
+                "event: response.created",
+                "event: response.completed",
+            ]
+            assert http.get(rec.server_url.removesuffix("/v1") + "/_emulator/health").status_code == 200
+    assert not list(directory.glob("*.yaml"))

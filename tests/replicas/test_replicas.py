@@ -18,6 +18,8 @@ import httpx
 import openai
 import psycopg
 import pytest
+import websockets
+import websockets.sync.client
 
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator.storage import pgpool
@@ -265,7 +267,13 @@ def test_with_the_database_away_health_and_requests_fail_at_once_with_a_503(tmp_
         body = {"model": "m", "input": js("text('up')"), "tools": ptc}
         made = httpx.post(f"{server.base_url}/responses", json=body, timeout=30)
         assert made.status_code == 200, made.text
+        socket = websockets.sync.client.connect(f"ws://127.0.0.1:{server.port}/v1/responses", open_timeout=30)
         cluster.halt()
+        with socket:  # a socket open before: its create gets the 503 (a generic server error before)
+            socket.send(json.dumps({"type": "response.create", **body}))
+            event = json.loads(socket.recv(timeout=60))
+            assert event["type"] == "error" and event["status"] == 503, event
+            assert event["error"]["code"] == "database_unavailable"
         with httpx.Client(timeout=WAIT_S * 0.8) as http:  # not a measure: less than the wait it must not do
             for _ in range(3):
                 health = http.get(f"{server.root}/_emulator/health")
@@ -280,6 +288,11 @@ def test_with_the_database_away_health_and_requests_fail_at_once_with_a_503(tmp_
                 error = reply.json()["error"]
                 assert (error["type"], error["code"]) == ("server_error", "database_unavailable")
                 assert error["message"] == "The emulator's database does not answer; try again once it is back."
+            # A WebSocket's handshake: the same 503 and envelope (it was a bare 403, no body, before).
+            with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
+                websockets.sync.client.connect(f"ws://127.0.0.1:{server.port}/v1/responses", open_timeout=30)
+            assert refused.value.response.status_code == 503
+            assert json.loads(refused.value.response.body)["error"]["code"] == "database_unavailable"
         cluster.resume()
         deadline = time.monotonic() + 60  # a guard: the pool connects again within seconds
         while (again := httpx.get(f"{server.base_url}/responses/{made.json()['id']}", timeout=30)).status_code != 200:

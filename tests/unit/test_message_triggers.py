@@ -2126,6 +2126,61 @@ def _(c: Context) -> object:
     return [json.loads(m["text"]) for m in sent if m.get("text")]
 
 
+def _socket_ends(c: Context, closed: Exception) -> list[dict[str, Any]]:
+    """What a client of the recording proxy's WebSocket gets when the upstream's socket raises
+    `closed` at its first read (after the client's response.create)."""
+    import websockets.asyncio.client as client
+
+    class Ending:
+        close_code = 1006
+
+        async def send(self, text: str) -> None:
+            pass
+
+        def __aiter__(self) -> Ending:
+            return self
+
+        async def __anext__(self) -> str:
+            raise closed
+
+        async def close(self) -> None:
+            pass
+
+    async def ending(*args: Any, **kwargs: Any) -> Any:
+        return Ending()
+
+    connect = client.connect
+    client.connect = ending  # type: ignore[assignment]
+    try:
+        with tempfile.TemporaryDirectory() as data:
+            proxy = recording(data)
+            scope = {"type": "websocket", "path": "/v1/responses", "headers": [], "query_string": b""}
+            create = {"type": "websocket.receive", "text": '{"type": "response.create", "model": "m", "input": "hi"}'}
+            sent = asgi(scope, [{"type": "websocket.connect"}, create], lambda *a: proxy.serve(c.http.app, *a))
+    finally:
+        client.connect = connect  # type: ignore[assignment]
+    return sent
+
+
+@trigger("proxy_socket_frame_too_large")
+def _(c: Context) -> object:
+    from websockets.exceptions import ConnectionClosedError
+    from websockets.frames import Close
+
+    sent = _socket_ends(c, ConnectionClosedError(None, Close(1009, "frame too big"), None))
+    assert sent[-1]["type"] == "websocket.close" and sent[-1]["code"] == 1009, sent
+    return [json.loads(m["text"]) for m in sent if m.get("text")]
+
+
+@trigger("proxy_socket_broke")
+def _(c: Context) -> object:
+    from websockets.exceptions import ConnectionClosedError
+
+    sent = _socket_ends(c, ConnectionClosedError(None, None, None))
+    assert sent[-1]["type"] == "websocket.close" and sent[-1]["code"] == 1014, sent
+    return [json.loads(m["text"]) for m in sent if m.get("text")]
+
+
 # ---- responses: compaction, cancellation, continuations ------------------------------------------------
 
 

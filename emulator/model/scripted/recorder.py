@@ -12,6 +12,7 @@ names, the programs' code, the call arguments, the message text): never a header
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,14 @@ class Recorder:
             log.warning("a finished conversation could not be recorded: %s", e)
             return None
         temporary = path.with_suffix(".yaml.tmp")
-        temporary.write_text(text, encoding="utf-8")
-        temporary.replace(path)
+        try:
+            temporary.write_text(text, encoding="utf-8")
+            temporary.replace(path)
+        except OSError as e:
+            # A full disk, a folder gone or read-only: the conversation is not recorded, and the
+            # client, whose answer this is, still gets it whole.
+            log.warning("a finished conversation could not be written to %s: %s", path, e.strerror or e)
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            return None
         return loaded, path
