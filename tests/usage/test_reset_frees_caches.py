@@ -44,7 +44,6 @@ NOT_CACHES = {
     "ptc_emulator.emulator.model.scripted.recording.Tape": "record mode: what it followed decides what is recorded",
     "ptc_emulator.api.proxy.RecordingProxy": "record mode: the upstream's ids decide where a request goes",
     "ptc_emulator.emulator.storage.memory.MemoryCounts": "a fault's `times`: a count forgotten would fire it again",
-    "ptc_emulator.sandbox._held.Holders": "the pool's side of the live programs, registered as `live programs`",
     "ptc_emulator.sandbox._live.LiveCache": "a worker's live programs, cleared by the pool (`live programs`)",
 }
 """Classes that evict the least recently used but are state, not caches, or caches the registry
