@@ -15,8 +15,10 @@ import gzip
 import json
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -28,18 +30,17 @@ Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]
 
 
 @contextlib.contextmanager
-def raw_upstream(handler: Handler) -> Iterator[str]:
-    """An HTTP server on 127.0.0.1 in a thread, each connection given to `handler`; its base URL."""
+def _upstream_in_thread(listening: Callable[[], AbstractAsyncContextManager[int]]) -> Iterator[str]:
+    """The server `listening` opens (it yields its port), on its own event loop in a thread; its base URL."""
     loop = asyncio.new_event_loop()
     started = threading.Event()
     box: dict[str, object] = {}
 
     async def main() -> None:
-        server = await asyncio.start_server(handler, "127.0.0.1", 0)
-        box["port"] = server.sockets[0].getsockname()[1]
-        box["stop"] = stop = asyncio.Event()
-        started.set()
-        async with server:
+        async with listening() as port:
+            box["port"] = port
+            box["stop"] = stop = asyncio.Event()
+            started.set()
             await stop.wait()
 
     thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
@@ -51,6 +52,31 @@ def raw_upstream(handler: Handler) -> Iterator[str]:
         loop.call_soon_threadsafe(box["stop"].set)  # type: ignore[attr-defined]
         thread.join(10)
         loop.close()
+
+
+def raw_upstream(handler: Handler) -> contextlib.AbstractContextManager[str]:
+    """An HTTP server on 127.0.0.1 in a thread, each connection given to `handler`; its base URL."""
+
+    @contextlib.asynccontextmanager
+    async def listening() -> AsyncIterator[int]:
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        async with server:
+            yield server.sockets[0].getsockname()[1]
+
+    return _upstream_in_thread(listening)
+
+
+def ws_upstream(handler: Callable[[Any], Awaitable[None]], **options: Any) -> contextlib.AbstractContextManager[str]:
+    """A WebSocket server on 127.0.0.1 in a thread, each socket given to `handler`; its base URL
+    (http://, as the recorder's upstream is given)."""
+    from websockets.asyncio.server import serve
+
+    @contextlib.asynccontextmanager
+    async def listening() -> AsyncIterator[int]:
+        async with serve(handler, "127.0.0.1", 0, **options) as server:
+            yield list(server.sockets)[0].getsockname()[1]
+
+    return _upstream_in_thread(listening)
 
 
 async def _request(reader: asyncio.StreamReader) -> dict[str, str]:
@@ -130,31 +156,16 @@ def test_an_upstream_websocket_message_past_the_bound_closes_the_socket(
 ) -> None:
     """The upstream's WebSocket messages were read without a bound (`max_size=None`): one
     message of any size was held whole in memory before it was passed on."""
-    from websockets.asyncio.server import serve
     from websockets.sync.client import connect
 
     monkeypatch.setattr(proxy, "UPSTREAM_FRAME_BYTES", 2**20)
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-    box: dict[str, object] = {}
 
     async def huge(socket: object) -> None:
         await socket.recv()  # type: ignore[attr-defined]
         await socket.send("x" * (2 * 2**20))  # type: ignore[attr-defined]
         await socket.wait_closed()  # type: ignore[attr-defined]
 
-    async def main() -> None:
-        async with serve(huge, "127.0.0.1", 0, max_size=None) as server:
-            box["port"] = list(server.sockets)[0].getsockname()[1]
-            box["stop"] = stop = asyncio.Event()
-            started.set()
-            await stop.wait()
-
-    thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
-    thread.start()
-    assert started.wait(30)
-    try:
-        url = f"http://127.0.0.1:{box['port']}/v1"
+    with ws_upstream(huge, max_size=None) as url:
         with recorder(tmp_path, url, tmp_path / "recordings", mode="all") as rec:
             with connect(rec.server_url.replace("http", "ws", 1) + "/responses", max_size=None) as socket:
                 socket.send(json.dumps({"type": "response.create", **CREATE}))
@@ -163,10 +174,6 @@ def test_an_upstream_websocket_message_past_the_bound_closes_the_socket(
                     while True:
                         got.append(socket.recv(timeout=60))
             assert all(len(message) < 2**20 for message in got)
-    finally:
-        loop.call_soon_threadsafe(box["stop"].set)  # type: ignore[attr-defined]
-        thread.join(10)
-        loop.close()
 
 
 def _dripping(sse: bool, headers_first: bool) -> tuple[Handler, threading.Event]:
@@ -286,31 +293,16 @@ def test_an_upstream_websocket_that_never_answers_a_create_is_given_up_at_the_de
     event within --upstream-timeout; else the client gets an `error` event (504
     `upstream_timeout`, OpenAI's shape) and the socket is closed (1014). No timing is asserted:
     only that the bound (0.2 s here) is reached and said."""
-    from websockets.asyncio.server import serve
     from websockets.exceptions import ConnectionClosed
     from websockets.sync.client import connect
 
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-    box: dict[str, object] = {}
     asked: list[str] = []
 
     async def silent(socket: object) -> None:
         asked.append(await socket.recv())  # type: ignore[attr-defined]
         await socket.wait_closed()  # type: ignore[attr-defined]
 
-    async def main() -> None:
-        async with serve(silent, "127.0.0.1", 0) as server:
-            box["port"] = list(server.sockets)[0].getsockname()[1]
-            box["stop"] = stop = asyncio.Event()
-            started.set()
-            await stop.wait()
-
-    thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
-    thread.start()
-    assert started.wait(30)
-    try:
-        url = f"http://127.0.0.1:{box['port']}/v1"
+    with ws_upstream(silent) as url:
         with recorder(tmp_path, url, tmp_path / "recordings", mode="all", upstream_timeout_s=0.2) as rec:
             with connect(rec.server_url.replace("http", "ws", 1) + "/responses") as socket:
                 socket.send(json.dumps({"type": "response.create", **CREATE}))
@@ -331,10 +323,6 @@ def test_an_upstream_websocket_that_never_answers_a_create_is_given_up_at_the_de
         }
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1014
         assert list((tmp_path / "recordings").glob("*.yaml")) == []
-    finally:
-        loop.call_soon_threadsafe(box["stop"].set)  # type: ignore[attr-defined]
-        thread.join(10)
-        loop.close()
 
 
 def test_an_upstream_websocket_that_trickles_its_answer_is_given_up_at_the_deadline(tmp_path: Path) -> None:
@@ -343,13 +331,9 @@ def test_an_upstream_websocket_that_trickles_its_answer_is_given_up_at_the_deadl
     socket for ever (over HTTP the same upstream is ended at the deadline). Now a create must be
     answered whole within it, as over HTTP: the client gets the `error` event and the socket is
     closed (1014). No timing is asserted: only that the bound (0.3 s here) is reached and said."""
-    from websockets.asyncio.server import serve
     from websockets.exceptions import ConnectionClosed
     from websockets.sync.client import connect
 
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-    box: dict[str, object] = {}
     ended = threading.Event()
 
     async def trickle(socket: object) -> None:
@@ -365,18 +349,7 @@ def test_an_upstream_websocket_that_trickles_its_answer_is_given_up_at_the_deadl
                 await asyncio.sleep(0.02)
         ended.set()
 
-    async def main() -> None:
-        async with serve(trickle, "127.0.0.1", 0) as server:
-            box["port"] = list(server.sockets)[0].getsockname()[1]
-            box["stop"] = stop = asyncio.Event()
-            started.set()
-            await stop.wait()
-
-    thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
-    thread.start()
-    assert started.wait(30)
-    try:
-        url = f"http://127.0.0.1:{box['port']}/v1"
+    with ws_upstream(trickle) as url:
         with recorder(tmp_path, url, tmp_path / "recordings", mode="all", upstream_timeout_s=0.3) as rec:
             with connect(rec.server_url.replace("http", "ws", 1) + "/responses") as socket:
                 socket.send(json.dumps({"type": "response.create", **CREATE}))
@@ -400,7 +373,3 @@ def test_an_upstream_websocket_that_trickles_its_answer_is_given_up_at_the_deadl
             },
         }
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1014
-    finally:
-        loop.call_soon_threadsafe(box["stop"].set)  # type: ignore[attr-defined]
-        thread.join(10)
-        loop.close()
