@@ -20,9 +20,10 @@ from mcp.server.mcpserver import MCPServer
 
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.sandbox import Limits
-from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.support import js, validating_client
 from tests.tools.mcp_servers_support import Served, serve
+from tests.tools.tools_support import emulator_from
 
 PTC = {"type": "programmatic_tool_calling"}
 NAMES = ("first", "second", "third", "fourth")
@@ -86,13 +87,8 @@ def emulator_with(tmp_path_factory: pytest.TempPathFactory, timeout_s: float) ->
         mcp_allow_hosts=("127.0.0.1",),
         limits=Limits(timeout_s=timeout_s),
     )
-    server = EmulatorServer(settings).start()
-    emulator = PTCEmulator(server.base_url)
-    try:
+    with emulator_from(settings) as emulator:
         yield emulator
-    finally:
-        emulator.close()
-        server.stop()
 
 
 def mcp_tool(url: str) -> dict[str, Any]:
