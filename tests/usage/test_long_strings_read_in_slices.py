@@ -7,7 +7,7 @@ included) for all of it: the held step was never reached and the test failed the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -16,13 +16,6 @@ from ptc_emulator.testing.server import EmulatorServer
 from tests.usage.held import Held, long_create, while_held
 
 TEXT = "y" * 600_000 + 'é"\\\n' + "z" * 300_000
-
-
-@pytest.fixture
-def held() -> Iterator[Held]:
-    holder = Held()
-    yield holder
-    holder.release.set()
 
 
 def test_a_long_string_of_a_body_is_read_a_slice_at_a_time(
