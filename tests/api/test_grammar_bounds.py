@@ -10,7 +10,6 @@ counted the same way), as the parse's is in the unit tier.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator.rules import contract
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import assert_envelope, program_message
+from tests.usage.held import Held, while_held
 
 PROGRAM = program_message("text('ok');")
 
@@ -94,31 +94,13 @@ def test_a_grammar_too_costly_to_compile_is_a_400_and_is_not_compiled_again(
     assert ordinary.status_code == 200, ordinary.text[:500]  # an ordinary grammar compiles within the budget
 
 
-def test_a_lark_grammar_is_compiled_off_the_event_loop(
-    server: EmulatorServer, http: httpx.Client, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_lark_grammar_is_compiled_off_the_event_loop(server: EmulatorServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """The compile is held (an event) until health has been answered: on the event loop, health
     could not be, and the create would never end."""
-    release, entered = threading.Event(), threading.Event()
-    compile_grammar = contract._compile_grammar
-
-    def held(syntax: str, text: str) -> Any:
-        entered.set()
-        release.wait(60)
-        return compile_grammar(syntax, text)
-
-    monkeypatch.setattr(contract, "_compile_grammar", held)
-    outcome: list[httpx.Response] = []
-    creating = threading.Thread(target=lambda: outcome.append(create(http, 'start: "held"')))
-    creating.start()
-    try:
-        assert entered.wait(60), "the grammar was never compiled"
-        health = httpx.get(f"{server.base_url.rsplit('/v1', 1)[0]}/_emulator/health", timeout=30)
-        assert health.status_code == 200
-    finally:
-        release.set()
-        creating.join(120)
-    assert outcome and outcome[0].status_code == 200, outcome[0].text[:500] if outcome else "no answer"
+    held = Held()
+    real = contract._compile_grammar
+    monkeypatch.setattr(contract, "_compile_grammar", held.around(real, when=lambda syntax, text: "held" in text))
+    while_held(server, held, lambda client: create(client, 'start: "held"'), small=False)
 
 
 @pytest.mark.parametrize(
@@ -194,34 +176,18 @@ def test_a_grammar_nested_too_deeply_is_a_400_and_one_within_the_bound_compiles(
 
 
 def test_a_regex_grammar_is_compiled_off_the_event_loop(
-    server: EmulatorServer, http: httpx.Client, monkeypatch: pytest.MonkeyPatch
+    server: EmulatorServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """RE2's compile of a regex grammar took up to its memory bound on the event loop before (a
     definition of 100,000 alternatives held every other client for 0.45 s). The compile is held (an
     event) until health has been answered: on the event loop, health could not be."""
-    release, entered = threading.Event(), threading.Event()
-    compile_grammar = contract._compile_grammar
-
-    def held(syntax: str, text: str) -> Any:
-        entered.set()
-        release.wait(60)
-        return compile_grammar(syntax, text)
-
-    monkeypatch.setattr(contract, "_compile_grammar", held)
+    held = Held()
+    real = contract._compile_grammar
+    monkeypatch.setattr(contract, "_compile_grammar", held.around(real, when=lambda syntax, text: "held" in text))
     grammar = {"type": "grammar", "syntax": "regex", "definition": "held|[a-z]+"}
     tools = [{"type": "custom", "name": "g", "format": grammar}, {"type": "programmatic_tool_calling"}]
-    outcome: list[httpx.Response] = []
     body = {"model": "m", "input": PROGRAM, "tools": tools}
-    creating = threading.Thread(target=lambda: outcome.append(http.post("/responses", json=body)))
-    creating.start()
-    try:
-        assert entered.wait(60), "the grammar was never compiled"
-        health = httpx.get(f"{server.base_url.rsplit('/v1', 1)[0]}/_emulator/health", timeout=30)
-        assert health.status_code == 200
-    finally:
-        release.set()
-        creating.join(120)
-    assert outcome and outcome[0].status_code == 200, outcome[0].text[:500] if outcome else "no answer"
+    while_held(server, held, lambda client: client.post("/responses", json=body), small=False)
 
 
 def test_full_collections_are_held_off_while_a_lark_grammar_parses_an_input(

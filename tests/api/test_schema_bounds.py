@@ -12,7 +12,6 @@ thread; the value check counts what an `enum` compares and what patterns match a
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator.rules import contract
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import assert_envelope, program_message
+from tests.usage.held import Held, while_held
 
 PROGRAM = program_message("const r = await tools.lookup({q: 'x'}); text(JSON.stringify(r));")
 PTC = {"type": "programmatic_tool_calling"}
@@ -133,66 +133,30 @@ def test_schemas_past_the_request_bound_together_are_refused(http: httpx.Client)
 
 
 def test_a_large_schema_within_the_bounds_is_checked_off_the_event_loop(
-    server: EmulatorServer, http: httpx.Client, monkeypatch: pytest.MonkeyPatch
+    server: EmulatorServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The meta-schema check of a large schema is held (an event) until health has been answered:
     on the event loop, health could not be, and the create would never end."""
-    release = threading.Event()
-    entered = threading.Event()
-    meta_problem = contract.meta_problem
-
-    def held(*args: Any, **kwargs: Any) -> str | None:
-        entered.set()
-        release.wait(60)
-        return meta_problem(*args, **kwargs)
-
-    monkeypatch.setattr(contract, "meta_problem", held)
+    held = Held()
+    monkeypatch.setattr(contract, "meta_problem", held.around(contract.meta_problem))
     large = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(2_000)}, "title": "held"}
-    outcome: list[httpx.Response] = []
-    creating = threading.Thread(target=lambda: outcome.append(create(http, parameters=large)))
-    creating.start()
-    try:
-        assert entered.wait(60), "the schema was never checked"
-        health = httpx.get(f"{server.base_url.rsplit('/v1', 1)[0]}/_emulator/health", timeout=30)
-        assert health.status_code == 200
-    finally:
-        release.set()
-        creating.join(120)
-    assert outcome and outcome[0].status_code == 200, outcome[0].text[:500] if outcome else "no answer"
+    while_held(server, held, lambda client: create(client, parameters=large), small=False)
 
 
 def test_a_schema_of_many_patterns_is_checked_off_the_event_loop(
-    server: EmulatorServer, http: httpx.Client, monkeypatch: pytest.MonkeyPatch
+    server: EmulatorServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each distinct pattern counts as 50 values toward the worker thread's threshold: RE2 compiles
     each (some 1.5 ms for one of 5,000 instructions), and a schema of 256 such patterns, some 800
     values, was checked on the event loop before, holding every other client for 0.4 s. Thirty
     patterns in a schema of about a hundred values: held (an event) until health has been answered."""
-    release = threading.Event()
-    entered = threading.Event()
-    meta_problem = contract.meta_problem
-
-    def held(*args: Any, **kwargs: Any) -> str | None:
-        entered.set()
-        release.wait(60)
-        return meta_problem(*args, **kwargs)
-
-    monkeypatch.setattr(contract, "meta_problem", held)
+    held = Held()
+    monkeypatch.setattr(contract, "meta_problem", held.around(contract.meta_problem))
     patterned = {
         "type": "object",
         "properties": {f"p{i}": {"type": "string", "pattern": f"^held{i}$"} for i in range(30)},
     }
-    outcome: list[httpx.Response] = []
-    creating = threading.Thread(target=lambda: outcome.append(create(http, parameters=patterned)))
-    creating.start()
-    try:
-        assert entered.wait(60), "the schema was never checked"
-        health = httpx.get(f"{server.base_url.rsplit('/v1', 1)[0]}/_emulator/health", timeout=30)
-        assert health.status_code == 200
-    finally:
-        release.set()
-        creating.join(120)
-    assert outcome and outcome[0].status_code == 200, outcome[0].text[:500] if outcome else "no answer"
+    while_held(server, held, lambda client: create(client, parameters=patterned), small=False)
 
 
 def _outputs(http: httpx.Client, output_schema: dict[str, Any], output: Any) -> str | None:
@@ -325,28 +289,11 @@ def test_an_agents_api_function_schema_past_a_bound_is_refused_and_a_large_one_c
             param="tools[0].parameters",
             code="invalid_function_parameters",
         )
-        release, entered = threading.Event(), threading.Event()
-        meta_problem = contract.meta_problem
-
-        def held(*args: Any, **kwargs: Any) -> str | None:
-            entered.set()
-            release.wait(60)
-            return meta_problem(*args, **kwargs)
-
-        monkeypatch.setattr(contract, "meta_problem", held)
-        large = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(2_000)}, "title": "agent"}
-        outcome: list[httpx.Response] = []
-        body = {"model": "m", "tools": [{**hostile, "parameters": large}]}
-        creating = threading.Thread(target=lambda: outcome.append(http.post("/agents", json=body)))
-        creating.start()
-        try:
-            assert entered.wait(60), "the schema was never checked"
-            health = httpx.get(f"{server.base_url.rsplit('/v1', 1)[0]}/_emulator/health", timeout=30)
-            assert health.status_code == 200
-        finally:
-            release.set()
-            creating.join(120)
-        assert outcome and outcome[0].status_code == 200, outcome[0].text[:500] if outcome else "no answer"
+    held = Held()
+    monkeypatch.setattr(contract, "meta_problem", held.around(contract.meta_problem))
+    large = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(2_000)}, "title": "agent"}
+    body = {"model": "m", "tools": [{**hostile, "parameters": large}]}
+    while_held(server, held, lambda client: client.post("/agents", json=body, headers=beta), small=False)
 
 
 def test_a_schema_is_measured_once_on_create(http: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,9 +24,10 @@ import pytest
 
 from ptc_emulator.api.settings import Settings, sealed_budget
 from ptc_emulator.sandbox import Limits
-from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.support import js, validating_client
 from tests.tools.mcp_servers_support import Served, misbehaving_server
+from tests.tools.tools_support import emulator_from
 
 PTC = {"type": "programmatic_tool_calling"}
 ADD = {"type": "function", "name": "add", "allowed_callers": ["programmatic"], "parameters": None, "strict": None}
@@ -48,13 +49,8 @@ def big() -> Iterator[Served]:
 
 @pytest.fixture(scope="module")
 def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PTCEmulator]:
-    server = EmulatorServer(replace(SETTINGS, data_dir=tmp_path_factory.mktemp("continuable"))).start()
-    found = PTCEmulator(server.base_url)
-    try:
+    with emulator_from(replace(SETTINGS, data_dir=tmp_path_factory.mktemp("continuable"))) as found:
         yield found
-    finally:
-        found.close()
-        server.stop()
 
 
 def tools(big: Served) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from ptc_emulator.sandbox import Limits
 from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
 from tests.support import js, validating_client
 from tests.tools.mcp_servers_support import misbehaving_server
+from tests.tools.tools_support import emulator_from
 
 PTC = {"type": "programmatic_tool_calling"}
 LIMIT = 64 * 1024
@@ -33,13 +34,8 @@ def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PTCEmulator]:
         mcp_timeout_s=1.0,
         mcp_max_answer_bytes=LIMIT,
     )
-    server = EmulatorServer(settings).start()
-    found = PTCEmulator(server.base_url)
-    try:
+    with emulator_from(settings) as found:
         yield found
-    finally:
-        found.close()
-        server.stop()
 
 
 def call(emulator: PTCEmulator, url: str, tool: str) -> tuple[str, dict[str, Any]]:

@@ -18,10 +18,10 @@ import pytest
 
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.testing.process import ServerProcess
-from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.support import js, validating_client
 from tests.tools.mcp_servers_support import misbehaving_server
-from tests.tools.tools_support import DocsServer, docs_server
+from tests.tools.tools_support import DocsServer, docs_server, emulator_from
 
 PTC = {"type": "programmatic_tool_calling"}
 
@@ -37,13 +37,8 @@ def docs() -> Iterator[DocsServer]:
 def strict(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PTCEmulator]:
     """An emulator with the default egress policy: no private address allowed."""
     settings = Settings(data_dir=tmp_path_factory.mktemp("strict"), store="memory", pool_size=1)
-    server = EmulatorServer(settings).start()
-    emulator = PTCEmulator(server.base_url)
-    try:
+    with emulator_from(settings) as emulator:
         yield emulator
-    finally:
-        emulator.close()
-        server.stop()
 
 
 def listing_error(emulator: PTCEmulator, url: str) -> openai.APIStatusError:
@@ -146,8 +141,6 @@ def test_a_settings_allowance_names_the_host_and_port(tmp_path: Path, docs: Docs
     settings = Settings(
         data_dir=tmp_path, store="memory", pool_size=1, mcp_allow_hosts=(f"localhost:{port}", "127.0.0.1:9")
     )
-    server = EmulatorServer(settings).start()
-    emulator = PTCEmulator(server.base_url)
     tool = {
         "type": "mcp",
         "server_label": "d",
@@ -155,7 +148,7 @@ def test_a_settings_allowance_names_the_host_and_port(tmp_path: Path, docs: Docs
         "require_approval": "never",
         "allowed_callers": ["programmatic"],
     }
-    try:
+    with emulator_from(settings) as emulator:
         with validating_client(emulator) as client:
             code = "text(await tools.d.lookup({topic: 'egress'}))"
             response = client.responses.create(model="gpt-test", tools=[PTC, tool], input=js(code))
@@ -163,9 +156,6 @@ def test_a_settings_allowance_names_the_host_and_port(tmp_path: Path, docs: Docs
         # The same server by another name is not allowed.
         error = listing_error(emulator, spelled(docs.url, "127.0.0.1"))
         assert "--mcp-allow-host 127.0.0.1:" in error.response.json()["error"]["message"]
-    finally:
-        emulator.close()
-        server.stop()
 
 
 def test_the_command_line_options_allow_hosts_but_never_the_emulator(

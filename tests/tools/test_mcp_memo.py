@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.support import js, validating_client
-from tests.tools.tools_support import DocsServer, docs_server
+from tests.tools.tools_support import DocsServer, docs_server, emulator_from
 
 PTC = {"type": "programmatic_tool_calling"}
 ADD = {"type": "function", "name": "add", "allowed_callers": ["programmatic"], "parameters": None, "strict": None}
@@ -47,13 +47,8 @@ def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PTCEmulator]:
         mcp_allow_hosts=("127.0.0.1",),
         mcp_memo_bytes=MEMO_BYTES,
     )
-    server = EmulatorServer(settings).start()
-    found = PTCEmulator(server.base_url)
-    try:
+    with emulator_from(settings) as found:
         yield found
-    finally:
-        found.close()
-        server.stop()
 
 
 def health(emulator: PTCEmulator) -> dict[str, Any]:

@@ -20,9 +20,10 @@ from mcp.server.mcpserver import MCPServer
 
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.sandbox import Limits
-from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
+from ptc_emulator.testing.server import PTCEmulator
 from tests.support import js, validating_client
 from tests.tools.mcp_servers_support import Served, serve
+from tests.tools.tools_support import emulator_from
 
 PTC = {"type": "programmatic_tool_calling"}
 NAMES = ("first", "second", "third", "fourth")
@@ -86,13 +87,8 @@ def emulator_with(tmp_path_factory: pytest.TempPathFactory, timeout_s: float) ->
         mcp_allow_hosts=("127.0.0.1",),
         limits=Limits(timeout_s=timeout_s),
     )
-    server = EmulatorServer(settings).start()
-    emulator = PTCEmulator(server.base_url)
-    try:
+    with emulator_from(settings) as emulator:
         yield emulator
-    finally:
-        emulator.close()
-        server.stop()
 
 
 def mcp_tool(url: str) -> dict[str, Any]:
@@ -155,6 +151,21 @@ def test_the_calls_of_one_step_are_in_flight_together_and_journaled_in_issue_ord
     assert [(c["name"], c["status"]) for c in entry["hosted_calls"]] == [(n, "completed") for n in NAMES]
 
 
+def never_answered(
+    tmp_path_factory: pytest.TempPathFactory, code: str
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """`code` run under a 1 s `--timeout` against the gated server, no call ever released (never
+    all in): what the create got, its `program_output` item and the run's journal entry."""
+    gate = Gate(together=10**6)  # never all in: nothing is released until the end
+    with emulator_with(tmp_path_factory, timeout_s=1.0) as emulator, gated_server(gate) as served:
+        thread, got = in_background(emulator, served.url, code)
+        thread.join(120)
+        assert not thread.is_alive() and "error" not in got, got
+        [done] = [i for i in got["output"] if i["type"] == "program_output"]
+        [entry] = [e for e in emulator.journal if e.get("hosted_calls")][-1:]
+    return got, done, entry
+
+
 def test_calls_past_the_programs_time_limit_together_end_the_program_incomplete(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
@@ -164,14 +175,8 @@ def test_calls_past_the_programs_time_limit_together_end_the_program_incomplete(
     `incomplete`. Before, each call had the whole timeout to itself, one after another (N times
     the timeout for one request), and the program ended on the first call's rejection with no word
     of the limit (this test fails on the old code)."""
-    gate = Gate(together=10**6)  # never all in: nothing is released until the end
     code = "await Promise.all(Array.from({length: 12}, () => tools.gated.wait({}))); text('never');"
-    with emulator_with(tmp_path_factory, timeout_s=1.0) as emulator, gated_server(gate) as served:
-        thread, got = in_background(emulator, served.url, code)
-        thread.join(120)
-        assert not thread.is_alive() and "error" not in got, got
-        [done] = [i for i in got["output"] if i["type"] == "program_output"]
-        [entry] = [e for e in emulator.journal if e.get("hosted_calls")][-1:]
+    got, done, entry = never_answered(tmp_path_factory, code)
     assert done["status"] == "incomplete"
     assert done["result"].startswith(
         "limit: the program's calls to MCP servers took its time limit of 1 s (--timeout) together, with "
@@ -193,17 +198,11 @@ def test_the_time_limit_counts_every_step_of_the_run(tmp_path_factory: pytest.Te
     program may catch it; a call it makes after that has no time left, is not made, and the
     program ends `incomplete` saying so. Before, every step's call had the whole timeout again
     (the program went on calling for as long as it liked; this test fails on the old code)."""
-    gate = Gate(together=10**6)
     code = (
         "try { await tools.gated.wait({}); } catch (e) { text('caught: ' + e.message); }\n"
         "await tools.gated.first({}); text('never');"
     )
-    with emulator_with(tmp_path_factory, timeout_s=1.0) as emulator, gated_server(gate) as served:
-        thread, got = in_background(emulator, served.url, code)
-        thread.join(120)
-        assert not thread.is_alive() and "error" not in got, got
-        [done] = [i for i in got["output"] if i["type"] == "program_output"]
-        [entry] = [e for e in emulator.journal if e.get("hosted_calls")][-1:]
+    _, done, entry = never_answered(tmp_path_factory, code)
     assert done["status"] == "incomplete"
     assert done["result"] == (
         "caught: the MCP server did not answer within 1 s (the program's --timeout)\n"

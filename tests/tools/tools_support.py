@@ -9,6 +9,9 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
+from ptc_emulator.api.settings import Settings
+from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
+
 
 @dataclass
 class DocsServer:
@@ -38,6 +41,18 @@ def _server(record: DocsServer) -> MCPServer:
         raise ValueError(reason)
 
     return server
+
+
+@contextmanager
+def emulator_from(settings: Settings) -> Iterator[PTCEmulator]:
+    """An emulator started in this process with `settings`, its client view; stopped after."""
+    server = EmulatorServer(settings).start()
+    emulator = PTCEmulator(server.base_url)
+    try:
+        yield emulator
+    finally:
+        emulator.close()
+        server.stop()
 
 
 @contextmanager

@@ -15,25 +15,44 @@ from tests.api.api_support import PTC_TOOLS, program_message
 
 
 def others_answered_while_held(
-    server: EmulatorServer, entered: threading.Event, release: threading.Event, pending: Future[Any]
+    server: EmulatorServer,
+    entered: threading.Event,
+    release: threading.Event,
+    pending: Future[Any],
+    small: bool = True,
 ) -> None:
     """Once the large request is held (`entered`), health and a small create must be answered
     before it is let go (`release`); the large one must still be pending then. Nothing is timed:
     with the work on the event loop, health gets no answer until the release (the client's 60 s
-    timeout ends the test instead)."""
+    timeout ends the test instead). `small=False`: health alone (the tests that check only it)."""
     assert entered.wait(120), "the large request never reached the held work"
     try:
         with httpx.Client(base_url=server.base_url, timeout=60) as http:
             health = http.get(server.base_url.removesuffix("/v1") + "/_emulator/health")
-            small = http.post(
-                "/responses", json={"model": "m", "input": program_message("text('small')"), "tools": PTC_TOOLS}
+            created = (
+                http.post(
+                    "/responses", json={"model": "m", "input": program_message("text('small')"), "tools": PTC_TOOLS}
+                )
+                if small
+                else None
             )
         assert not pending.done(), "the large request should still be held"
     finally:
         release.set()
     assert health.status_code == 200, health.text
-    assert small.status_code == 200, small.text[:500]
-    assert small.json()["output"][-1]["content"][0]["text"] == "small"
+    if created is not None:
+        assert created.status_code == 200, created.text[:500]
+        assert created.json()["output"][-1]["content"][0]["text"] == "small"
+
+
+def long_create(content: str) -> dict[str, Any]:
+    """A create whose first message is `content` (the long part), the program's answering `ok`."""
+    return {
+        "model": "m",
+        "input": [{"role": "user", "content": content}, {"role": "user", "content": program_message("text('ok')")}],
+        "tools": PTC_TOOLS,
+        "store": False,
+    }
 
 
 class Held:
@@ -51,19 +70,23 @@ class Held:
         if first:
             assert self.release.wait(120), "never released"
 
-    def around(self, real: Callable[..., Any]) -> Callable[..., Any]:
-        """`real`, holding first (for `monkeypatch.setattr` over a function or a method)."""
+    def around(self, real: Callable[..., Any], when: Callable[..., bool] | None = None) -> Callable[..., Any]:
+        """`real`, holding first (for `monkeypatch.setattr` over a function or a method); with
+        `when`, only the calls it is true of count (the others pass: a server's own warm-up call)."""
 
         def holding(*args: Any, **kwargs: Any) -> Any:
-            self.hold()
+            if when is None or when(*args, **kwargs):
+                self.hold()
             return real(*args, **kwargs)
 
         return holding
 
 
-def while_held(server: EmulatorServer, held: Held, request: Callable[[httpx.Client], httpx.Response]) -> Any:
-    """`request` sent from another thread; once it is held, `others_answered_while_held`; then
-    its answer, which must be a 200, as JSON."""
+def while_held(
+    server: EmulatorServer, held: Held, request: Callable[[httpx.Client], httpx.Response], small: bool = True
+) -> Any:
+    """`request` sent from another thread; once it is held, `others_answered_while_held` (`small`
+    as there); then its answer, which must be a 200, as JSON."""
 
     def large() -> httpx.Response:
         with httpx.Client(base_url=server.base_url, timeout=300) as client:
@@ -71,7 +94,7 @@ def while_held(server: EmulatorServer, held: Held, request: Callable[[httpx.Clie
 
     with ThreadPoolExecutor(1) as pool:
         pending = pool.submit(large)
-        others_answered_while_held(server, held.entered, held.release, pending)
+        others_answered_while_held(server, held.entered, held.release, pending, small)
         reply = pending.result(timeout=300)
     assert reply.status_code == 200, reply.text[:500]
     return reply.json()

@@ -8,7 +8,7 @@ here was some 1.2 M characters long, and the held step was never reached.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,13 +20,6 @@ from tests.usage.held import Held, while_held
 
 REPEATS = 150_000
 """'é"' this many times: 300 K characters of output (under the 1 MiB limit as the sandbox counts it), 1.2 M of JSON."""
-
-
-@pytest.fixture
-def held() -> Iterator[Held]:
-    holder = Held()
-    yield holder
-    holder.release.set()
 
 
 def test_a_long_answer_is_decoded_a_frame_at_a_time(

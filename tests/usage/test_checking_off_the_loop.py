@@ -11,7 +11,7 @@ history, was read and checked on the loop).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -35,13 +35,6 @@ def _tool(**schemas: Any) -> dict[str, Any]:
         "allowed_callers": ["programmatic"],
         **schemas,
     }
-
-
-@pytest.fixture
-def held() -> Iterator[Held]:
-    holder = Held()
-    yield holder
-    holder.release.set()
 
 
 def test_a_long_output_in_a_replay_is_checked_off_the_loop(

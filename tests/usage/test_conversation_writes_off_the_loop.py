@@ -10,7 +10,7 @@ grows with the conversation).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -18,14 +18,6 @@ import pytest
 from ptc_emulator.emulator.conversations.service import Conversations
 from ptc_emulator.testing.server import EmulatorServer
 from tests.usage.held import Held, while_held
-
-
-@pytest.fixture
-def held() -> Iterator[Held]:
-    holder = Held()
-    yield holder
-    holder.release.set()
-
 
 ITEM = {"role": "user", "content": [{"type": "input_text", "text": "part"}] * 1000}
 

@@ -12,7 +12,7 @@ stored; a continuation of that chain for 9 s while the chain was read back).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -25,13 +25,6 @@ from tests.api.api_support import PTC_TOOLS, program_message
 from tests.usage.held import Held, while_held
 
 ITEMS = 2 * OFF_LOOP_ITEMS
-
-
-@pytest.fixture
-def held() -> Iterator[Held]:
-    holder = Held()
-    yield holder
-    holder.release.set()
 
 
 def _long_input(text: str) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -28,13 +28,6 @@ from tests.usage.held import Held, others_answered_while_held, while_held
 
 ITEMS = 3 * jsonpieces.PIECE
 """Enough items for a record's text to be read in pieces."""
-
-
-@pytest.fixture
-def held() -> Iterator[Held]:
-    holder = Held()
-    yield holder
-    holder.release.set()
 
 
 def _long_input(text: str) -> list[dict[str, Any]]:

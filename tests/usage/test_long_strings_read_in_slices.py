@@ -7,23 +7,15 @@ included) for all of it: the held step was never reached and the test failed the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 from ptc_emulator.emulator import jsonpieces
 from ptc_emulator.testing.server import EmulatorServer
-from tests.api.api_support import PTC_TOOLS, program_message
-from tests.usage.held import Held, while_held
+from tests.usage.held import Held, long_create, while_held
 
 TEXT = "y" * 600_000 + 'é"\\\n' + "z" * 300_000
-
-
-@pytest.fixture
-def held() -> Iterator[Held]:
-    holder = Held()
-    yield holder
-    holder.release.set()
 
 
 def test_a_long_string_of_a_body_is_read_a_slice_at_a_time(
@@ -39,13 +31,7 @@ def test_a_long_string_of_a_body_is_read_a_slice_at_a_time(
 
     monkeypatch.setattr(jsonpieces, "_piece", held.around(piece), raising=False)
     server = make_server()
-    body = {
-        "model": "m",
-        "input": [{"role": "user", "content": TEXT}, {"role": "user", "content": program_message("text('ok')")}],
-        "tools": PTC_TOOLS,
-        "store": False,
-    }
-    done = while_held(server, held, lambda client: client.post("/responses", json=body))
+    done = while_held(server, held, lambda client: client.post("/responses", json=long_create(TEXT)))
     assert done["output"][-1]["content"][0]["text"] == "ok"
     assert len(slices) >= 3 and max(slices) <= 256 * 1024
 
@@ -59,14 +45,6 @@ def test_a_long_body_is_decoded_a_piece_at_a_time(
         jsonpieces, "_bytes_piece", held.around(getattr(jsonpieces, "_bytes_piece", None)), raising=False
     )
     server = make_server()
-    body = {
-        "model": "m",
-        "input": [
-            {"role": "user", "content": "й" * 1_000_000},
-            {"role": "user", "content": program_message("text('ok')")},
-        ],
-        "tools": PTC_TOOLS,
-        "store": False,
-    }
+    body = long_create("й" * 1_000_000)
     done = while_held(server, held, lambda client: client.post("/responses", json=body))
     assert done["output"][-1]["content"][0]["text"] == "ok"

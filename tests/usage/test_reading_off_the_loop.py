@@ -12,68 +12,47 @@ client for 11.4 s).
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import httpx
 import pytest
 import websockets.sync.client
 
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import PTC_TOOLS, program_message
-from tests.usage.held import others_answered_while_held
+from tests.usage.held import Held, long_create, others_answered_while_held, while_held
 
 ITEMS = 100_000
 HELD_ITEMS = 50_000
 
 
-class _Held:
-    def __init__(self) -> None:
-        self.entered = threading.Event()
-        self.release = threading.Event()
+def _large(value: Any, *args: Any, **kwargs: Any) -> bool:
+    given = value.get("input") if isinstance(value, dict) else None
+    return given is not None and not isinstance(given, str) and len(given) > HELD_ITEMS
 
 
 @pytest.fixture
-def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Held]:
-    holder = _Held()
-    real = CreateRequest.model_validate
-
-    def model_validate(value: Any, *args: Any, **kwargs: Any) -> CreateRequest:
-        given = value.get("input") if isinstance(value, dict) else None
-        if given is not None and not isinstance(given, str) and len(given) > HELD_ITEMS:
-            holder.entered.set()
-            assert holder.release.wait(120), "never released"
-        return real(value, *args, **kwargs)
-
-    monkeypatch.setattr(CreateRequest, "model_validate", model_validate)
+def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[Held]:
+    holder = Held()
+    monkeypatch.setattr(CreateRequest, "model_validate", holder.around(CreateRequest.model_validate, when=_large))
     yield holder
     holder.release.set()
 
 
 def test_health_and_a_small_request_are_answered_while_a_large_body_is_validated(
-    make_server: Callable[..., EmulatorServer], held: _Held
+    make_server: Callable[..., EmulatorServer], held: Held
 ) -> None:
     server = make_server()
     items = [{"role": "user", "content": "hi"}] * ITEMS + [{"role": "user", "content": program_message("text('big')")}]
     big_body = {"model": "m", "input": items, "tools": PTC_TOOLS, "store": False}
-
-    def big() -> httpx.Response:
-        with httpx.Client(base_url=server.base_url, timeout=300) as client:
-            return client.post("/responses", json=big_body)
-
-    with ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(big)
-        others_answered_while_held(server, held.entered, held.release, pending)
-        large = pending.result(timeout=300)
-    assert large.status_code == 200, large.text[:500]
-    assert large.json()["output"][-1]["content"][0]["text"] == "big"
+    large = while_held(server, held, lambda client: client.post("/responses", json=big_body))
+    assert large["output"][-1]["content"][0]["text"] == "big"
 
 
 def test_health_and_a_small_request_are_answered_while_a_large_websocket_create_is_validated(
-    make_server: Callable[..., EmulatorServer], held: _Held
+    make_server: Callable[..., EmulatorServer], held: Held
 ) -> None:
     server = make_server()
     items = [{"role": "user", "content": "hi"}] * ITEMS + [{"role": "user", "content": program_message("text('big')")}]
@@ -103,27 +82,15 @@ def test_a_long_bodys_chunks_are_joined_off_the_loop(
     """A long body's chunks are joined in a worker thread (`bodies._joined`); on the code before,
     Starlette joined them on the event loop (7 MB: 3-4 ms), and there was no such step to hold."""
     from ptc_emulator.api import bodies
-    from tests.usage.held import Held, while_held
 
     holder = Held()
-    real = bodies._joined
-
-    def joined(chunks: list[bytes]) -> bytes:
-        if sum(map(len, chunks)) >= bodies.OFF_LOOP_BYTES:
-            holder.hold()
-        return real(chunks)
-
-    monkeypatch.setattr(bodies, "_joined", joined)
+    monkeypatch.setattr(
+        bodies,
+        "_joined",
+        holder.around(bodies._joined, when=lambda chunks: sum(map(len, chunks)) >= bodies.OFF_LOOP_BYTES),
+    )
     server = make_server()
-    body = {
-        "model": "m",
-        "input": [
-            {"role": "user", "content": "x" * 100_000},
-            {"role": "user", "content": program_message("text('ok')")},
-        ],
-        "tools": PTC_TOOLS,
-        "store": False,
-    }
+    body = long_create("x" * 100_000)
     try:
         done = while_held(server, holder, lambda client: client.post("/responses", json=body))
     finally:

@@ -7,7 +7,7 @@ the loop (a 7 MB one 20-40 ms): the held step was never reached and the test fai
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -22,13 +22,6 @@ from tests.api.api_support import PTC_TOOLS, program_message
 from tests.usage.held import Held, others_answered_while_held, while_held
 
 CHARS = 200_000
-
-
-@pytest.fixture
-def held() -> Iterator[Held]:
-    holder = Held()
-    yield holder
-    holder.release.set()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ event loop, and every other client with it).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -28,13 +28,6 @@ from tests.usage.held import Held, while_held
 ITEMS = 3 * jsonpieces.PIECE
 """Enough items for the record's text to be made in pieces, and its request to be finished in a
 worker thread."""
-
-
-@pytest.fixture
-def held() -> Iterator[Held]:
-    holder = Held()
-    yield holder
-    holder.release.set()
 
 
 def _long_create(client: httpx.Client) -> httpx.Response:
