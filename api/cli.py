@@ -433,6 +433,21 @@ def _warn_visible(argv: list[str] | None) -> None:
             )
 
 
+def _base_url(url: str) -> bool:
+    """Whether `url` is an http:// or https:// URL with a host (and a port, if given, that is one):
+    one that does not parse (`http://[::1`, `http://host:abc`) would fail every request later."""
+    from urllib.parse import urlsplit
+
+    if not url.startswith(("http://", "https://")):
+        return False
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises on a port that is not one)
+    except ValueError:
+        return False
+    return bool(parts.hostname)
+
+
 def main(argv: list[str] | None = None) -> None:
     given = sys.argv[1:] if argv is None else argv
     if given and given[0] in _TOOLS:
@@ -440,6 +455,8 @@ def main(argv: list[str] | None = None) -> None:
     if "serve" not in given:
         # `--help`, `--version`, no command or an unknown one: the top level answers and exits.
         _parser(serve_options=False).parse_args(given)
+    import sqlite3
+
     from ptc_emulator.api.app import create_app
     from ptc_emulator.api.proxy import ProxySettingsError
     from ptc_emulator.api.settings import resend_problem
@@ -458,7 +475,7 @@ def main(argv: list[str] | None = None) -> None:
             _fail(f"--fixtures {why}" if why else f"--fixtures {directory}: no such directory", 2)
     if (problem := resend_problem(settings)) is not None:
         _fail(problem, 2)
-    if settings.upstream is not None and not settings.upstream.startswith(("http://", "https://")):
+    if settings.upstream is not None and not _base_url(settings.upstream):
         _fail(f"--upstream {settings.upstream}: not an http:// or https:// base URL", 2)
     if settings.upstream is not None and settings.record_dir is None:
         _fail("--upstream needs --record DIR: where the recorded conversations go", 2)
@@ -469,7 +486,7 @@ def main(argv: list[str] | None = None) -> None:
             "(replay alone: --record-mode none)",
             2,
         )
-    if settings.model_upstream is not None and not settings.model_upstream.startswith(("http://", "https://")):
+    if settings.model_upstream is not None and not _base_url(settings.model_upstream):
         _fail(f"--model-upstream {settings.model_upstream}: not an http:// or https:// base URL", 2)
     key_env = settings.model_upstream_api_key_env
     if key_env is not None and not os.environ.get(key_env):
@@ -504,6 +521,8 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as e:  # the data directory cannot be made or written (a read-only or missing parent)
         where = e.filename if e.filename is not None else settings.data_dir
         _fail(f"cannot start: {where}: {e.strerror or e} (--data-dir {settings.data_dir})", 1)
+    except sqlite3.Error as e:  # a folder SQLite cannot keep its file in (`/proc/1`, `/sys/...`)
+        _fail(f"cannot start: {settings.data_dir}: the SQLite store cannot be opened there ({e})", 1)
     try:
         sock = bind(settings.host, settings.port)
     except OSError as e:

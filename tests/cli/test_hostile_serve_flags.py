@@ -67,3 +67,22 @@ def test_a_record_dir_that_is_a_file_is_one_line(tmp_path: Path, upstream: str) 
     done = _serve(upstream, "http://127.0.0.1:9/v1", "--record", str(tmp_path / "afile"), "--data-dir", str(tmp_path))
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert f"--record {tmp_path / 'afile'}: cannot record into it (not a directory)" in done.stderr
+
+
+def test_a_data_dir_sqlite_cannot_use_is_one_line() -> None:
+    """A folder that exists but holds no SQLite file (`/proc/1`) was a traceback from the store."""
+    done = _serve("--data-dir", "/proc/1")
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert "cannot start: /proc/1: the SQLite store cannot be opened there" in done.stderr
+
+
+@pytest.mark.parametrize("option", ["--model-upstream", "--upstream"])
+@pytest.mark.parametrize("url", ["http://[::1", "http://127.0.0.1:abc/v1"])
+def test_an_upstream_url_that_does_not_parse_is_refused_at_start(option: str, url: str, tmp_path: Path) -> None:
+    """Such a URL started the server, and every request the upstream had to answer was a 500."""
+    record = ("--record", str(tmp_path / "recordings")) if option == "--upstream" else ()
+    done = _serve(option, url, *record)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert f"{option} {url}: not an http:// or https:// base URL" in done.stderr
