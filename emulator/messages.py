@@ -227,7 +227,8 @@ def origin_not_allowed(origin: str) -> StatusError:
 
 @error(EDGE, shown="text/plain")
 def unsupported_content_type(shown: str) -> StatusError:
-    """A POST with a body to `/v1/...` or the admin API that is not JSON (OpenAI's wording)."""
+    """A POST with a body to `/v1/...` that is not JSON, or any POST to the admin API that does not
+    say it is (even with no body: a page's form cannot; OpenAI's wording)."""
     return StatusError(
         400,
         f"Unsupported content type: '{shown}'. This API method only accepts 'application/json' requests, but you "
