@@ -140,6 +140,11 @@ class Model(Protocol):
 
     async def play(self, prepared: Prepared, runner: Runner) -> list[dict[str, Any]]: ...
 
+    def plans_at_length(self, scope: str | None) -> bool:
+        """Whether choosing what to play may take long whatever the request (a scripted model's
+        many scenarios, each matched in turn): the engine then plans in a worker thread."""
+        ...
+
 
 @dataclass
 class MadeOnce:

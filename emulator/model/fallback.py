@@ -34,6 +34,9 @@ class Fallback:
         self.upstream = upstream
         self.recorder = recorder
 
+    def plans_at_length(self, scope: str | None) -> bool:
+        return self.scripted.plans_at_length(scope)
+
     def plan(
         self,
         request: CreateRequest,

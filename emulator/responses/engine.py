@@ -180,9 +180,10 @@ class Engine:
         cursor: Extension | None = None,
     ) -> Prepared | Refused:
         """`attempt`, off the event loop when the request may read a long conversation (`off_loop`)."""
-        return await self.off_loop(
-            request, lambda: self.attempt(request, scope=scope, generate=generate, local=local, cursor=cursor)
-        )
+        work = lambda: self.attempt(request, scope=scope, generate=generate, local=local, cursor=cursor)  # noqa: E731
+        if generate and self.model.plans_at_length(scope):
+            return await asyncio.to_thread(work)
+        return await self.off_loop(request, work)
 
     @staticmethod
     async def off_loop(request: CreateRequest | CountTokensRequest | CompactRequest, work: Callable[[], T]) -> T:

@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from ptc_emulator.emulator.model.runtime.hosted import Hosted
+from ptc_emulator.emulator.model.scripted.model import MANY_SCENARIOS
 from ptc_emulator.emulator.responses.engine import OFF_LOOP_ITEMS, Engine
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import PTC_TOOLS, program_message
@@ -122,3 +123,29 @@ def test_a_long_conversations_items_are_scanned_off_the_loop_before_the_play(
     body = {"model": "m", "input": _long_input("text('big')"), "tools": PTC_TOOLS, "store": False}
     done = while_held(server, held, lambda client: client.post("/responses", json=body))
     assert done["output"][-1]["content"][0]["text"] == "big"
+
+
+def test_a_request_of_a_scope_with_many_scenarios_is_planned_off_the_loop(
+    make_server: Callable[..., EmulatorServer], held: Held, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Matching tries a request's scenarios one by one: 3,000 added at run time held the event loop
+    0.5-2.3 s on every request of their scope, whatever its size. Past `MANY_SCENARIOS` the plan
+    is made in a worker thread: held there, health and a small create (of no scope) are answered."""
+    real = Engine.attempt
+
+    def attempt(self: Engine, request: Any, **options: Any) -> Any:
+        if options.get("scope") == "many":
+            held.hold()
+        return real(self, request, **options)
+
+    monkeypatch.setattr(Engine, "attempt", attempt)
+    server = make_server()
+    admin = server.base_url.removesuffix("/v1") + "/_emulator/scenarios"
+    scoped = {"x-ptc-emulator-scope": "many"}
+    with httpx.Client(timeout=60) as http:
+        for i in range(MANY_SCENARIOS + 1):
+            yaml = f"name: s{i}\nmatch: {{input: '^question {i}$'}}\nturns:\n  - message: answer {i}\n"
+            assert http.post(admin, json={"yaml": yaml}, headers=scoped).status_code == 201
+    body = {"model": "m", "input": f"question {MANY_SCENARIOS}"}
+    done = while_held(server, held, lambda client: client.post("/responses", json=body, headers=scoped))
+    assert done["output"][-1]["content"][0]["text"] == f"answer {MANY_SCENARIOS}"

@@ -32,6 +32,11 @@ from ptc_emulator.emulator.wire.request import CreateRequest
 __all__ = ["ScriptedModel"]
 
 
+MANY_SCENARIOS = 64
+"""More scenarios than this a request may match (its scope's and the unscoped ones): it is planned
+in a worker thread, not on the event loop."""
+
+
 class ScriptedModel:
     """Plays the registered scenarios (see the module docstring)."""
 
@@ -51,6 +56,11 @@ class ScriptedModel:
         """The server's default; a scenario's own `strict_contract` wins."""
         self.player = Player(runtime)
         self.faults = FaultInjector(counts=fault_counts)
+
+    def plans_at_length(self, scope: str | None) -> bool:
+        """Matching tries the scenarios one by one: with thousands added, a request held the event
+        loop for seconds (docs/limits.md)."""
+        return self.scenarios.count(scope) > MANY_SCENARIOS
 
     def plan(
         self,

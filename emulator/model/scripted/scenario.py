@@ -806,6 +806,10 @@ class ScenarioRegistry:
         """The hosted tool results set at run time, by scope."""
         return dict(self._hosted)
 
+    def count(self, scope: str | None = None) -> int:
+        """How many scenarios a request of `scope` may match: its scope's and the unscoped ones."""
+        return sum(1 for key in self._scenarios if key[0] is None or key[0] == scope)
+
     def listing(self, scope: str | None = None) -> list[dict[str, Any]]:
         return [
             {

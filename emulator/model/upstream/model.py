@@ -81,6 +81,9 @@ class UpstreamModel:
         self.strict_contract = strict_contract
         self.hosted = hosted
 
+    def plans_at_length(self, scope: str | None) -> bool:
+        return False  # it plans no scenario: the upstream is asked when it plays
+
     def plan(
         self,
         request: CreateRequest,
