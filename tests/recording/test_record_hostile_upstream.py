@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -40,6 +41,33 @@ def raw_upstream(handler: Handler) -> Iterator[str]:
         box["stop"] = stop = asyncio.Event()
         started.set()
         async with server:
+            await stop.wait()
+
+    thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
+    thread.start()
+    assert started.wait(30)
+    try:
+        yield f"http://127.0.0.1:{box['port']}/v1"
+    finally:
+        loop.call_soon_threadsafe(box["stop"].set)  # type: ignore[attr-defined]
+        thread.join(10)
+        loop.close()
+
+
+@contextlib.contextmanager
+def ws_upstream(handler: Callable[[Any], Awaitable[None]], **options: Any) -> Iterator[str]:
+    """A WebSocket server on 127.0.0.1 in a thread, each socket given to `handler`; its base URL."""
+    from websockets.asyncio.server import serve
+
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    box: dict[str, object] = {}
+
+    async def main() -> None:
+        async with serve(handler, "127.0.0.1", 0, **options) as server:
+            box["port"] = list(server.sockets)[0].getsockname()[1]
+            box["stop"] = stop = asyncio.Event()
+            started.set()
             await stop.wait()
 
     thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
@@ -130,31 +158,16 @@ def test_an_upstream_websocket_message_past_the_bound_closes_the_socket(
 ) -> None:
     """The upstream's WebSocket messages were read without a bound (`max_size=None`): one
     message of any size was held whole in memory before it was passed on."""
-    from websockets.asyncio.server import serve
     from websockets.sync.client import connect
 
     monkeypatch.setattr(proxy, "UPSTREAM_FRAME_BYTES", 2**20)
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-    box: dict[str, object] = {}
 
     async def huge(socket: object) -> None:
         await socket.recv()  # type: ignore[attr-defined]
         await socket.send("x" * (2 * 2**20))  # type: ignore[attr-defined]
         await socket.wait_closed()  # type: ignore[attr-defined]
 
-    async def main() -> None:
-        async with serve(huge, "127.0.0.1", 0, max_size=None) as server:
-            box["port"] = list(server.sockets)[0].getsockname()[1]
-            box["stop"] = stop = asyncio.Event()
-            started.set()
-            await stop.wait()
-
-    thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
-    thread.start()
-    assert started.wait(30)
-    try:
-        url = f"http://127.0.0.1:{box['port']}/v1"
+    with ws_upstream(huge, max_size=None) as url:
         with recorder(tmp_path, url, tmp_path / "recordings", mode="all") as rec:
             with connect(rec.server_url.replace("http", "ws", 1) + "/responses", max_size=None) as socket:
                 socket.send(json.dumps({"type": "response.create", **CREATE}))
@@ -167,10 +180,6 @@ def test_an_upstream_websocket_message_past_the_bound_closes_the_socket(
             # The client is told why (it saw the socket drop with no close frame, 1006, before).
             assert [json.loads(m)["error"]["code"] for m in got] == ["upstream_error"]
             assert closed is not None and closed.code == 1009
-    finally:
-        loop.call_soon_threadsafe(box["stop"].set)  # type: ignore[attr-defined]
-        thread.join(10)
-        loop.close()
 
 
 def _dripping(sse: bool, headers_first: bool) -> tuple[Handler, threading.Event]:
@@ -290,31 +299,16 @@ def test_an_upstream_websocket_that_never_answers_a_create_is_given_up_at_the_de
     event within --upstream-timeout; else the client gets an `error` event (504
     `upstream_timeout`, OpenAI's shape) and the socket is closed (1014). No timing is asserted:
     only that the bound (0.2 s here) is reached and said."""
-    from websockets.asyncio.server import serve
     from websockets.exceptions import ConnectionClosed
     from websockets.sync.client import connect
 
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-    box: dict[str, object] = {}
     asked: list[str] = []
 
     async def silent(socket: object) -> None:
         asked.append(await socket.recv())  # type: ignore[attr-defined]
         await socket.wait_closed()  # type: ignore[attr-defined]
 
-    async def main() -> None:
-        async with serve(silent, "127.0.0.1", 0) as server:
-            box["port"] = list(server.sockets)[0].getsockname()[1]
-            box["stop"] = stop = asyncio.Event()
-            started.set()
-            await stop.wait()
-
-    thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
-    thread.start()
-    assert started.wait(30)
-    try:
-        url = f"http://127.0.0.1:{box['port']}/v1"
+    with ws_upstream(silent) as url:
         with recorder(tmp_path, url, tmp_path / "recordings", mode="all", upstream_timeout_s=0.2) as rec:
             with connect(rec.server_url.replace("http", "ws", 1) + "/responses") as socket:
                 socket.send(json.dumps({"type": "response.create", **CREATE}))
@@ -335,10 +329,6 @@ def test_an_upstream_websocket_that_never_answers_a_create_is_given_up_at_the_de
         }
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1014
         assert list((tmp_path / "recordings").glob("*.yaml")) == []
-    finally:
-        loop.call_soon_threadsafe(box["stop"].set)  # type: ignore[attr-defined]
-        thread.join(10)
-        loop.close()
 
 
 def test_an_upstream_websocket_that_trickles_its_answer_is_given_up_at_the_deadline(tmp_path: Path) -> None:
@@ -347,13 +337,9 @@ def test_an_upstream_websocket_that_trickles_its_answer_is_given_up_at_the_deadl
     socket for ever (over HTTP the same upstream is ended at the deadline). Now a create must be
     answered whole within it, as over HTTP: the client gets the `error` event and the socket is
     closed (1014). No timing is asserted: only that the bound (0.3 s here) is reached and said."""
-    from websockets.asyncio.server import serve
     from websockets.exceptions import ConnectionClosed
     from websockets.sync.client import connect
 
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-    box: dict[str, object] = {}
     ended = threading.Event()
 
     async def trickle(socket: object) -> None:
@@ -369,18 +355,7 @@ def test_an_upstream_websocket_that_trickles_its_answer_is_given_up_at_the_deadl
                 await asyncio.sleep(0.02)
         ended.set()
 
-    async def main() -> None:
-        async with serve(trickle, "127.0.0.1", 0) as server:
-            box["port"] = list(server.sockets)[0].getsockname()[1]
-            box["stop"] = stop = asyncio.Event()
-            started.set()
-            await stop.wait()
-
-    thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
-    thread.start()
-    assert started.wait(30)
-    try:
-        url = f"http://127.0.0.1:{box['port']}/v1"
+    with ws_upstream(trickle) as url:
         with recorder(tmp_path, url, tmp_path / "recordings", mode="all", upstream_timeout_s=0.3) as rec:
             with connect(rec.server_url.replace("http", "ws", 1) + "/responses") as socket:
                 socket.send(json.dumps({"type": "response.create", **CREATE}))
@@ -404,10 +379,6 @@ def test_an_upstream_websocket_that_trickles_its_answer_is_given_up_at_the_deadl
             },
         }
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1014
-    finally:
-        loop.call_soon_threadsafe(box["stop"].set)  # type: ignore[attr-defined]
-        thread.join(10)
-        loop.close()
 
 
 def test_a_recording_that_cannot_be_written_leaves_the_answer_whole(tmp_path: Path) -> None:
