@@ -19,7 +19,7 @@ import httpx2
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.tools.egress import AnswerCompressed, EgressRefused, McpPolicy, _address, _Budget, _Check
 
-__all__ = ["guarded_client"]
+__all__ = ["guarded_client", "trust"]
 
 
 class _Stream(httpcore2.AsyncNetworkStream):
@@ -123,6 +123,22 @@ class _Identity(httpx2.AsyncBaseTransport):
         await self.inner.aclose()
 
 
+_TRUST: ssl.SSLContext | None = None
+
+
+def trust() -> ssl.SSLContext:
+    """The TLS context every session's connections share, made once per process (the MCP client's
+    process makes it before it says it is ready). Made per session, as before, it read the whole
+    CA bundle twice for every listing and call (`load_verify_locations`, some 25-50 ms each with
+    the interpreter held): the process's one event loop did little else under a dozen clients'
+    calls, and every other client's call waited behind that work (issue 38). A context holds
+    only what it trusts; nothing of one connection is kept in it for another."""
+    global _TRUST
+    if _TRUST is None:
+        _TRUST = httpx2.create_ssl_context()
+    return _TRUST
+
+
 def guarded_client(
     policy: McpPolicy,
     headers: dict[str, str] | None = None,
@@ -131,10 +147,9 @@ def guarded_client(
 ) -> httpx2.AsyncClient:
     """An httpx2 client that connects only where `policy` allows, with its deadlines and limit
     (an `McpHttpClientFactory` once `policy` is bound; the `timeout` asked for is ignored)."""
-    transport = httpx2.AsyncHTTPTransport(trust_env=False)
-    transport._pool = httpcore2.AsyncConnectionPool(
-        ssl_context=httpx2.create_ssl_context(), network_backend=_Backend(policy)
-    )
+    trusted = trust()
+    transport = httpx2.AsyncHTTPTransport(verify=trusted, trust_env=False)
+    transport._pool = httpcore2.AsyncConnectionPool(ssl_context=trusted, network_backend=_Backend(policy))
     deadline = httpx2.Timeout(policy.timeout_s, connect=policy.connect_timeout_s)
     headers = {k: v for k, v in (headers or {}).items() if k.lower() != "accept-encoding"}
     headers["Accept-Encoding"] = "identity"

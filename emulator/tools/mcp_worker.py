@@ -248,6 +248,9 @@ def main(argv: list[str] | None = None) -> None:
 
     for name in _MODULES:
         importlib.import_module(name)
+    from ptc_emulator.emulator.tools.guarded import trust
+
+    trust()  # the CA bundle read once, before any session's deadline counts
     asyncio.run(serve(Worker(replies)))
 
 
