@@ -83,7 +83,8 @@ def main() -> None:
 
             def create(client: Any, name: str) -> float:
                 started = time.perf_counter()
-                client.responses.create(model="gpt-test", tools=tools, input=js(f"text(await tools.mixed.{name}({{}}));"))
+                code = f"text(await tools.mixed.{name}({{}}));"
+                client.responses.create(model="gpt-test", tools=tools, input=js(code))
                 return time.perf_counter() - started
 
             def slow_client() -> None:
