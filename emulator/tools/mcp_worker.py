@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import functools
 import json
 import os
@@ -54,6 +55,23 @@ _MODULES = (
 )
 """Imported before the process says it is ready: the `mcp` package takes 0.5-1.5 s to import, which
 no session's deadline should count."""
+
+
+RESOLVERS = 64
+"""Threads that resolve MCP servers' names, all sessions together (the event loop's default
+executor, which `anyio.getaddrinfo` and so the guarded client use; a name written as an address is
+not resolved). asyncio's own default is min(32, cores + 4), six on two cores: six calls to names
+whose resolution hangs (each thread stays until the system resolver gives up, whatever the
+session's deadline) held every other client's resolution behind them until their own deadline
+(issue 38). A program step issues 8 calls at a time, so 64 take eight requests' worth of hanging
+names at once; past that a session waits for a thread, within its own deadline."""
+
+
+def resolvers(loop: asyncio.AbstractEventLoop) -> None:
+    """Give `loop` the `RESOLVERS` threads (the process's loop, as it starts)."""
+    loop.set_default_executor(
+        concurrent.futures.ThreadPoolExecutor(max_workers=RESOLVERS, thread_name_prefix="mcp-resolve")
+    )
 
 
 class _BadNames(Exception):
@@ -230,6 +248,7 @@ class Worker:
 
 async def serve(worker: Worker) -> None:
     loop = asyncio.get_running_loop()
+    resolvers(loop)
     reader = asyncio.StreamReader(limit=_LINE_LIMIT)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, "rb", buffering=0))
     worker.replies.write(f"ready {os.getpid()}\n".encode())

@@ -3,7 +3,8 @@ runs in the MCP client's process (`mcp_worker.py`), on its one event loop: what 
 there with the interpreter held, every other session waits for. Each session read the whole CA
 bundle twice (two TLS contexts, some 25-50 ms each): a dozen clients calling a slow server kept
 that loop busy, and an unrelated client's quick call waited 1-2.4 s behind them. The process now
-makes one context, at start. Nothing caps the sessions in flight across requests (each program
+makes one context, at start. Its names were resolved on asyncio's default threads, six on two
+cores, which six hanging resolutions held for every client; it now has `RESOLVERS` of them. Nothing caps the sessions in flight across requests (each program
 step's calls run `HOSTED_CONCURRENCY` at a time, within its own `--timeout`); the held calls below
 show it. The servers are real (`MCPServer`); the slow tool waits on an event the test sets."""
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +23,7 @@ from typing import Any
 import httpcore2
 import pytest
 from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
 
 from ptc_emulator.emulator.tools import guarded, mcp_worker
 from ptc_emulator.emulator.tools.egress import McpPolicy
@@ -58,7 +61,8 @@ class Held:
 
 
 @contextmanager
-def slow_and_fast(held: Held) -> Iterator[Served]:
+def slow_and_fast(held: Held, any_host: bool = False) -> Iterator[Served]:
+    """The server's `slow` and `fast` tools; `any_host`: whatever name the client reached it by."""
     server = MCPServer("mixed")
     server.tool(name="slow", description="Answers once the test releases it")(held.slow)
 
@@ -67,7 +71,8 @@ def slow_and_fast(held: Held) -> Iterator[Served]:
 
     server.tool(name="fast", description="Answers at once")(fast)
     try:
-        with serve(server.streamable_http_app()) as served:
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False) if any_host else None
+        with serve(server.streamable_http_app(transport_security=security)) as served:
             yield served
     finally:
         held.release.set()
@@ -144,3 +149,55 @@ def test_the_mcp_clients_sessions_read_the_ca_bundle_once(monkeypatch: pytest.Mo
     assert still_held == HELD
     assert answers == [{"output": "slow"}] * HELD
     assert len(reads) == 1
+
+
+def test_a_name_resolved_while_twelve_resolutions_hang(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twelve calls to a server whose name's resolution hangs (the test holds it), from the MCP
+    client's own functions on a loop set up as its process's is (`mcp_worker.resolvers`); a call
+    to another name meanwhile is resolved and answered, the twelve still held. Before, the
+    resolutions ran on asyncio's default threads, six on two cores: the quick call waited for a
+    thread until its own deadline and failed (`did not answer within`), as every session to a
+    name did while six hung (this test fails on the old code: never more than those threads'
+    resolutions at once)."""
+    logging.getLogger("mcp").setLevel(logging.CRITICAL)
+    held = Held()
+    resolving = Held()
+    """Resolutions of `held.test` begun (none ends before the test releases them)."""
+    real = socket.getaddrinfo
+
+    def resolve(host: Any, *args: Any, **kwargs: Any) -> Any:
+        name = host.decode() if isinstance(host, bytes) else host
+        if name == "held.test":
+            with resolving.lock:
+                resolving.in_flight += 1
+                if resolving.in_flight >= HELD:
+                    resolving.all_in.set()
+            resolving.release.wait(CAP_S)
+            raise socket.gaierror(socket.EAI_AGAIN, "held")
+        return real("127.0.0.1" if name == "quick.test" else host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    policy = McpPolicy(allow_hosts=("held.test", "quick.test"), timeout_s=CAP_S)
+
+    async def run(port: int) -> tuple[dict[str, Any], int, list[dict[str, Any]]]:
+        mcp_worker.resolvers(asyncio.get_running_loop())
+        url = f"http://held.test:{port}/mcp"
+        slow = [asyncio.ensure_future(mcp_worker.call(url, {}, policy, "fast", {})) for _ in range(HELD)]
+        waited = time.monotonic() + CAP_S
+        while not resolving.all_in.is_set() and time.monotonic() < waited:
+            await asyncio.sleep(0.01)
+        assert resolving.all_in.is_set(), f"only {resolving.in_flight} resolutions ever ran at once"
+        quick = await mcp_worker.call(f"http://quick.test:{port}/mcp", {}, policy, "fast", {})
+        still = resolving.in_flight
+        resolving.release.set()
+        return quick, still, list(await asyncio.gather(*slow))
+
+    try:
+        with slow_and_fast(held, any_host=True) as served:
+            port = int(served.url.rsplit(":", 1)[1].split("/")[0])
+            quick, still, answers = asyncio.run(run(port))
+    finally:
+        resolving.release.set()
+    assert quick == {"output": "fast"}
+    assert still == HELD
+    assert all(a["error"]["type"] == "http_error" for a in answers), answers
