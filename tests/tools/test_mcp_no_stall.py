@@ -4,9 +4,10 @@ there with the interpreter held, every other session waits for. Each session rea
 bundle twice (two TLS contexts, some 25-50 ms each): a dozen clients calling a slow server kept
 that loop busy, and an unrelated client's quick call waited 1-2.4 s behind them. The process now
 makes one context, at start. Its names were resolved on asyncio's default threads, six on two
-cores, which six hanging resolutions held for every client; it now has `RESOLVERS` of them. Nothing caps the sessions in flight across requests (each program
-step's calls run `HOSTED_CONCURRENCY` at a time, within its own `--timeout`); the held calls below
-show it. The servers are real (`MCPServer`); the slow tool waits on an event the test sets."""
+cores, which six hanging resolutions held for every client; it now has `RESOLVERS` of them.
+Nothing caps the sessions in flight across requests (each program step's calls run
+`HOSTED_CONCURRENCY` at a time, within its own `--timeout`); the held calls below show it. The
+servers are real (`MCPServer`); the slow tool waits on an event the test sets."""
 
 from __future__ import annotations
 
