@@ -200,8 +200,9 @@ class OutOfTime:
 
 HOSTED_CONCURRENCY = 8
 """A program's calls to MCP servers in flight at once, of those one step of it issued together (a
-`Promise.all` of them): the rest wait for one of these to end. Each is a connection of its own,
-on a thread of its own (`tools/mcp.py`)."""
+`Promise.all` of them): the rest wait for one of these to end. Each is a session of its own in
+the MCP client's process (`tools/mcp.py`). The bound is this step's alone: nothing caps the calls
+of different requests together, and one client's slow calls never hold another's (issue 38)."""
 
 
 @dataclass
