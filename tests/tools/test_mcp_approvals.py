@@ -318,3 +318,35 @@ def test_a_later_approval_is_honoured_though_an_earlier_replay_denied(
         )
     assert approved.output_text == "deleted old"
     assert docs.calls == [("delete_page", {"page": "old"})]
+
+
+def test_a_finished_programs_approval_request_sent_back_changed_is_refused(
+    ptc_emulator: PTCEmulator, docs: DocsServer
+) -> None:
+    """Once the program has finished no call compares its request items any more: each is checked
+    against what this server issued its id for."""
+    code = "text(await tools.docs_server.delete_page({page: 'old'}))"
+    user = {"role": "user", "content": js(code)}
+    again = {"role": "user", "content": js("text('again')")}
+    with validating_client(ptc_emulator) as client:
+        first = dumped(client.responses.create(model="gpt-test", tools=tools(docs), input=[user], store=False))
+        index = next(i for i, item in enumerate(first) if item["type"] == "mcp_approval_request")
+        request = first[index]
+        final = dumped(
+            client.responses.create(
+                model="gpt-test", tools=tools(docs), input=[user, *first, approve(request)], store=False
+            )
+        )
+        assert any(i["type"] == "program_output" for i in final)
+        client.responses.create(
+            model="gpt-test", tools=tools(docs), input=[user, *first, approve(request), *final, again], store=False
+        )
+        tampered = {**request, "arguments": '{"page": "other"}'}
+        sent = [user, *first[:index], tampered, *first[index + 1 :], approve(tampered), *final, again]
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(model="gpt-test", tools=tools(docs), input=sent, store=False)
+    error = caught.value.body
+    assert isinstance(error, dict) and error["param"] == f"input[{1 + index}]"
+    assert error["code"] == "invalid_approval_request"
+    assert "was not issued as sent: its server_label, name or arguments were changed" in error["message"]
+    assert docs.calls == [("delete_page", {"page": "old"})]

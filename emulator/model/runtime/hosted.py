@@ -496,8 +496,7 @@ class Hosted:
 
     def approval_id(self, program: str, index: int, label: str, name: str, arguments: str) -> str:
         """The id of the approval request for this call: it covers what is called, not only where."""
-        canonical = json.dumps(_arguments(arguments), sort_keys=True, separators=(",", ":"))
-        return "mcpr_" + self.signer.token("mcp-approval", program, str(index), label, name, canonical, length=40)
+        return self.signer.mcp_approval_id(program, index, label, name, arguments)
 
     def check_replayed(self, approval_id: str, label: str, name: str, arguments: str) -> None:
         """Refuse an approval whose request item, as the client sent it back, is not this call."""
