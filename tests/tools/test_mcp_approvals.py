@@ -145,6 +145,12 @@ def test_a_direct_calls_approval_request_sent_back_changed_is_refused(ptc_emulat
     assert final.output_text == "done: wiped"
 
 
+# The call, its denial caught: the program's text says which the program saw.
+TRY_DELETE = (
+    "try { text(await tools.docs_server.delete_page({page: 'old'})) } catch (e) { text('refused: ' + e.message) }"
+)
+
+
 def deny(request: dict[str, Any]) -> dict[str, Any]:
     return {**approve(request), "approve": False, "reason": "changed my mind"}
 
@@ -155,7 +161,7 @@ def test_a_later_denial_is_honoured_though_an_earlier_replay_approved(
     """The decision that counts is the one the request being processed carries: a replay that
     approved ran the call; the same replay sent again denying it does not run it again, nor hand
     the program the result the approval got (the process keeps results for retried requests)."""
-    code = "try { text(await tools.docs_server.delete_page({page: 'old'})) } catch (e) { text('refused: ' + e.message) }"
+    code = TRY_DELETE
     user = {"role": "user", "content": js(code)}
     with validating_client(ptc_emulator) as client:
         first = dumped(client.responses.create(model="gpt-test", tools=tools(docs), input=[user], store=False))
@@ -261,7 +267,7 @@ def test_a_later_denial_with_previous_response_id_is_refused(ptc_emulator: PTCEm
     """Stored: the answer the chain holds is the one that counts. A second answer to the response
     that asked is refused (a paused program is continued once), and one added after the chain's
     own is the duplicate; neither runs the call again."""
-    code = "try { text(await tools.docs_server.delete_page({page: 'old'})) } catch (e) { text('refused: ' + e.message) }"
+    code = TRY_DELETE
     with validating_client(ptc_emulator) as client:
         first = client.responses.create(model="gpt-test", tools=tools(docs), input=js(code))
         [request] = [i for i in dumped(first) if i["type"] == "mcp_approval_request"]
@@ -303,7 +309,7 @@ def test_a_later_approval_is_honoured_though_an_earlier_replay_denied(
     ptc_emulator: PTCEmulator, docs: DocsServer
 ) -> None:
     """The other way round: the denial an earlier replay got is not kept for the call either."""
-    code = "try { text(await tools.docs_server.delete_page({page: 'old'})) } catch (e) { text('refused: ' + e.message) }"
+    code = TRY_DELETE
     user = {"role": "user", "content": js(code)}
     with validating_client(ptc_emulator) as client:
         first = dumped(client.responses.create(model="gpt-test", tools=tools(docs), input=[user], store=False))

@@ -421,9 +421,7 @@ class Hosted:
             self._sealed[program] = set(found)
         return found
 
-    def _sealed_decision(
-        self, approval_id: str, approved: bool, result: ToolResult
-    ) -> tuple[ToolResult, bool] | None:
+    def _sealed_decision(self, approval_id: str, approved: bool, result: ToolResult) -> tuple[ToolResult, bool] | None:
         """A sealed result of a call that needed approval, as this request's decision leaves it:
         the result when it approves the call the result is of; the denial when it denies it (the
         call may have run on an earlier approval: the program sees the denial all the same); None
