@@ -1333,6 +1333,18 @@ def hosted_calls_out_of_time(calls: int, seconds: float) -> str:
     )
 
 
+@error(PROGRAMS)
+def approval_request_not_issued(approval_id: str, program: str, param: str) -> InvalidRequest:
+    """An `mcp_approval_request` of a finished program sent back with another server label, tool
+    or arguments than this server issued its id for."""
+    return InvalidRequest(
+        f"The mcp_approval_request {approval_id} of program {program} was not issued as sent: its "
+        "server_label, name or arguments were changed. Replay it as it was returned.",
+        param=param,
+        code="invalid_approval_request",
+    )
+
+
 @error(PROGRAMS, name=("lookup", "delete_page"))
 def approval_request_mismatch(
     approval_id: str,

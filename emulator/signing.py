@@ -167,12 +167,15 @@ class _CallIds(Cache):
 
     def __init__(self) -> None:
         self.ids: dict[tuple[str, int], str] = {}
+        self.approvals: set[tuple[str, str, str, str, str]] = set()
+        """Approval requests found issued (`Signer.issued_approval`): every resume checks them."""
 
     def clear(self) -> None:
         self.ids.clear()
+        self.approvals.clear()
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.ids) + len(self.approvals)
 
 
 class Signer:
@@ -280,6 +283,33 @@ class Signer:
                 ids.clear()
             found = ids[key] = "call_" + self.token("program-call", program_call_id, str(index))
         return found
+
+    def mcp_approval_id(self, program: str, index: int, label: str, name: str, arguments: str) -> str:
+        """The id of the approval request for a program's MCP call: a MAC of what is called (the
+        arguments as canonical JSON of the object they give, none for any other), not only where."""
+        try:
+            given = json.loads(arguments)
+        except json.JSONDecodeError:
+            given = {}
+        canonical = json.dumps(given if isinstance(given, dict) else {}, sort_keys=True, separators=(",", ":"))
+        return "mcpr_" + self.token("mcp-approval", program, str(index), label, name, canonical, length=40)
+
+    def issued_approval(
+        self, request_id: str, program: str, label: str, name: str, arguments: str, *, max_tool_calls: int
+    ) -> bool:
+        """Whether `request_id` is the approval request this server issued for a call of `program`'s
+        (at some position below `max_tool_calls`) to `label`.`name` with these arguments."""
+        key = (request_id, program, label, name, arguments)
+        approvals = self.call_ids.approvals
+        if key in approvals:
+            return True
+        for index in range(max_tool_calls):
+            if self.mcp_approval_id(program, index, label, name, arguments) == request_id:
+                if len(approvals) > _CALL_IDS:
+                    approvals.clear()
+                approvals.add(key)
+                return True
+        return False
 
     def program_call_item_id(self, program_call_id: str, index: int, prefix: str = "fc") -> str:
         return f"{prefix}_" + self.token("program-call-item", program_call_id, str(index), length=40)

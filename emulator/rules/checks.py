@@ -22,6 +22,7 @@ from ptc_emulator.emulator.wire.items import (
     FunctionCall,
     FunctionCallOutput,
     Item,
+    ProgramCaller,
     ProgramItem,
 )
 from ptc_emulator.emulator.wire.request import Conversational, CountTokensRequest, CreateRequest, conversation_id
@@ -37,6 +38,7 @@ from ptc_emulator.emulator.wire.tools import (
 __all__ = [
     "call_indexes",
     "check_conversation",
+    "check_finished_approvals",
     "check_finished_programs",
     "check_open_program",
     "check_outputs",
@@ -168,6 +170,28 @@ def check_finished_programs(conv: Conversation, signer: Signer, *, max_tool_call
             if index >= max_tool_calls:
                 raise messages.call_not_issued_by_finished_program(call.call_id, call_id)
             index += 1
+    check_finished_approvals(conv, signer, max_tool_calls=max_tool_calls)
+
+
+def check_finished_approvals(conv: Conversation, signer: Signer, *, max_tool_calls: int) -> None:
+    """A finished program's approval requests are the ones this server issued, as issued: no call
+    of the program's compares them any more (the open program's are compared with the call they
+    approve, before anything known of it is used: `Hosted.check_replayed`)."""
+    finished = [
+        r
+        for r in conv.approval_requests.values()
+        if isinstance(r.caller, ProgramCaller) and r.caller.caller_id in conv.program_outputs
+    ]
+    for request in finished:
+        assert isinstance(request.caller, ProgramCaller)
+        program = request.caller.caller_id
+        if signer.issued_approval(
+            request.id, program, request.server_label, request.name, request.arguments, max_tool_calls=max_tool_calls
+        ):
+            continue
+        at = next(i for i, item in enumerate(conv.items) if item is request)
+        param = f"input[{at - conv.new_from}]" if at >= conv.new_from else "previous_response_id"
+        raise messages.approval_request_not_issued(request.id, program, param)
 
 
 def check_reasoning(conv: Conversation, signer: Signer, reasoned: Iterable[Item]) -> None:

@@ -143,3 +143,216 @@ def test_a_direct_calls_approval_request_sent_back_changed_is_refused(ptc_emulat
         sent = [user, *first, answer]
         final = client.responses.create(model="gpt-test", tools=[mcp], input=sent, store=False)
     assert final.output_text == "done: wiped"
+
+
+# The call, its denial caught: the program's text says which the program saw.
+TRY_DELETE = (
+    "try { text(await tools.docs_server.delete_page({page: 'old'})) } catch (e) { text('refused: ' + e.message) }"
+)
+
+
+def deny(request: dict[str, Any]) -> dict[str, Any]:
+    return {**approve(request), "approve": False, "reason": "changed my mind"}
+
+
+def test_a_later_denial_is_honoured_though_an_earlier_replay_approved(
+    ptc_emulator: PTCEmulator, docs: DocsServer
+) -> None:
+    """The decision that counts is the one the request being processed carries: a replay that
+    approved ran the call; the same replay sent again denying it does not run it again, nor hand
+    the program the result the approval got (the process keeps results for retried requests)."""
+    code = TRY_DELETE
+    user = {"role": "user", "content": js(code)}
+    with validating_client(ptc_emulator) as client:
+        first = dumped(client.responses.create(model="gpt-test", tools=tools(docs), input=[user], store=False))
+        [request] = [i for i in first if i["type"] == "mcp_approval_request"]
+        approved = client.responses.create(
+            model="gpt-test", tools=tools(docs), input=[user, *first, approve(request)], store=False
+        )
+        assert approved.output_text == "deleted old"
+        denied = client.responses.create(
+            model="gpt-test", tools=tools(docs), input=[user, *first, deny(request)], store=False
+        )
+    assert denied.output_text.startswith("refused: ") and "not approved: changed my mind" in denied.output_text
+    assert docs.calls == [("delete_page", {"page": "old"})]
+
+
+def test_a_changed_approval_request_is_refused_after_an_earlier_approval(
+    ptc_emulator: PTCEmulator, docs: DocsServer
+) -> None:
+    """A request item sent back changed is the 400 whether or not the call was approved before:
+    what the earlier approval left behind does not stand in for the check."""
+    code = "text(await tools.docs_server.delete_page({page: 'old'}))"
+    user = {"role": "user", "content": js(code)}
+    with validating_client(ptc_emulator) as client:
+        first = dumped(client.responses.create(model="gpt-test", tools=tools(docs), input=[user], store=False))
+        index = next(i for i, item in enumerate(first) if item["type"] == "mcp_approval_request")
+        request = first[index]
+        approved = client.responses.create(
+            model="gpt-test", tools=tools(docs), input=[user, *first, approve(request)], store=False
+        )
+        assert approved.output_text == "deleted old"
+        for changed in ({"arguments": '{"page": "other"}'}, {"name": "lookup"}, {"server_label": "elsewhere"}):
+            tampered = {**request, **changed}
+            sent = [user, *first[:index], tampered, *first[index + 1 :], approve(tampered)]
+            with pytest.raises(openai.BadRequestError) as caught:
+                client.responses.create(model="gpt-test", tools=tools(docs), input=sent, store=False)
+            error = caught.value.body
+            assert isinstance(error, dict) and error["param"] == f"input[{1 + index}]", changed
+            assert error["code"] == "invalid_approval_request"
+    assert docs.calls == [("delete_page", {"page": "old"})]
+
+
+# The approved call, then a client call: the response that ran it pauses on `pick`, sealing the
+# call's result; a replay carries that sealed result on.
+THEN_PICK = (
+    "let r; try { r = await tools.docs_server.delete_page({page: 'old'}) } catch (e) { r = 'refused: ' + e.message }"
+    " const p = await tools.pick({}); text(r + ' / ' + p);"
+)
+
+
+def test_a_denial_replayed_over_a_sealed_result_is_what_the_program_sees(
+    ptc_emulator: PTCEmulator, docs: DocsServer
+) -> None:
+    """The response that ran the approved call sealed its result; a replay that carries that sealed
+    result on, but denies the call, has the program see the denial."""
+    user = {"role": "user", "content": js(THEN_PICK)}
+    with validating_client(ptc_emulator) as client:
+        first = dumped(client.responses.create(model="gpt-test", tools=tools(docs), input=[user], store=False))
+        [request] = [i for i in first if i["type"] == "mcp_approval_request"]
+        second = dumped(
+            client.responses.create(
+                model="gpt-test", tools=tools(docs), input=[user, *first, approve(request)], store=False
+            )
+        )
+        [call] = [i for i in second if i["type"] == "function_call"]
+        assert any(i["type"] == "reasoning" for i in second)  # the sealed result
+        end = [*second, picked(call, "x")]
+        approved = client.responses.create(
+            model="gpt-test", tools=tools(docs), input=[user, *first, approve(request), *end], store=False
+        )
+        assert approved.output_text == "deleted old / x"
+        denied = client.responses.create(
+            model="gpt-test", tools=tools(docs), input=[user, *first, deny(request), *end], store=False
+        )
+    assert denied.output_text.startswith("refused: ") and "not approved: changed my mind / x" in denied.output_text
+    assert docs.calls == [("delete_page", {"page": "old"})]
+
+
+def test_a_changed_approval_request_is_refused_beside_a_sealed_result(
+    ptc_emulator: PTCEmulator, docs: DocsServer
+) -> None:
+    user = {"role": "user", "content": js(THEN_PICK)}
+    with validating_client(ptc_emulator) as client:
+        first = dumped(client.responses.create(model="gpt-test", tools=tools(docs), input=[user], store=False))
+        index = next(i for i, item in enumerate(first) if item["type"] == "mcp_approval_request")
+        request = first[index]
+        second = dumped(
+            client.responses.create(
+                model="gpt-test", tools=tools(docs), input=[user, *first, approve(request)], store=False
+            )
+        )
+        [call] = [i for i in second if i["type"] == "function_call"]
+        tampered = {**request, "arguments": '{"page": "other"}'}
+        sent = [user, *first[:index], tampered, *first[index + 1 :], approve(tampered), *second, picked(call, "x")]
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(model="gpt-test", tools=tools(docs), input=sent, store=False)
+    error = caught.value.body
+    assert isinstance(error, dict) and error["param"] == f"input[{1 + index}]"
+    assert error["code"] == "invalid_approval_request"
+    assert docs.calls == [("delete_page", {"page": "old"})]
+
+
+def test_a_later_denial_with_previous_response_id_is_refused(ptc_emulator: PTCEmulator, docs: DocsServer) -> None:
+    """Stored: the answer the chain holds is the one that counts. A second answer to the response
+    that asked is refused (a paused program is continued once), and one added after the chain's
+    own is the duplicate; neither runs the call again."""
+    code = TRY_DELETE
+    with validating_client(ptc_emulator) as client:
+        first = client.responses.create(model="gpt-test", tools=tools(docs), input=js(code))
+        [request] = [i for i in dumped(first) if i["type"] == "mcp_approval_request"]
+        approved = client.responses.create(
+            model="gpt-test", tools=tools(docs), previous_response_id=first.id, input=[approve(request)]
+        )
+        assert approved.output_text == "deleted old"
+        with pytest.raises(openai.BadRequestError) as again:
+            client.responses.create(
+                model="gpt-test", tools=tools(docs), previous_response_id=first.id, input=[deny(request)]
+            )
+        assert "continued once" in again.value.message
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(
+                model="gpt-test", tools=tools(docs), previous_response_id=approved.id, input=[deny(request)]
+            )
+    error = caught.value.body
+    assert isinstance(error, dict) and "answered more than once" in error["message"]
+    assert docs.calls == [("delete_page", {"page": "old"})]
+
+
+def test_two_conflicting_answers_in_one_input_are_refused(ptc_emulator: PTCEmulator, docs: DocsServer) -> None:
+    code = "text(await tools.docs_server.delete_page({page: 'old'}))"
+    user = {"role": "user", "content": js(code)}
+    with validating_client(ptc_emulator) as client:
+        first = dumped(client.responses.create(model="gpt-test", tools=tools(docs), input=[user], store=False))
+        [request] = [i for i in first if i["type"] == "mcp_approval_request"]
+        sent = [user, *first, approve(request), deny(request)]
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(model="gpt-test", tools=tools(docs), input=sent, store=False)
+    error = caught.value.body
+    assert isinstance(error, dict)
+    assert error["param"] == f"input[{len(sent) - 1}]"
+    assert error["message"] == f"Duplicate item: approval request '{request['id']}' is answered more than once."
+    assert docs.calls == []
+
+
+def test_a_later_approval_is_honoured_though_an_earlier_replay_denied(
+    ptc_emulator: PTCEmulator, docs: DocsServer
+) -> None:
+    """The other way round: the denial an earlier replay got is not kept for the call either."""
+    code = TRY_DELETE
+    user = {"role": "user", "content": js(code)}
+    with validating_client(ptc_emulator) as client:
+        first = dumped(client.responses.create(model="gpt-test", tools=tools(docs), input=[user], store=False))
+        [request] = [i for i in first if i["type"] == "mcp_approval_request"]
+        denied = client.responses.create(
+            model="gpt-test", tools=tools(docs), input=[user, *first, deny(request)], store=False
+        )
+        assert denied.output_text.startswith("refused: ")
+        assert docs.calls == []
+        approved = client.responses.create(
+            model="gpt-test", tools=tools(docs), input=[user, *first, approve(request)], store=False
+        )
+    assert approved.output_text == "deleted old"
+    assert docs.calls == [("delete_page", {"page": "old"})]
+
+
+def test_a_finished_programs_approval_request_sent_back_changed_is_refused(
+    ptc_emulator: PTCEmulator, docs: DocsServer
+) -> None:
+    """Once the program has finished no call compares its request items any more: each is checked
+    against what this server issued its id for."""
+    code = "text(await tools.docs_server.delete_page({page: 'old'}))"
+    user = {"role": "user", "content": js(code)}
+    again = {"role": "user", "content": js("text('again')")}
+    with validating_client(ptc_emulator) as client:
+        first = dumped(client.responses.create(model="gpt-test", tools=tools(docs), input=[user], store=False))
+        index = next(i for i, item in enumerate(first) if item["type"] == "mcp_approval_request")
+        request = first[index]
+        final = dumped(
+            client.responses.create(
+                model="gpt-test", tools=tools(docs), input=[user, *first, approve(request)], store=False
+            )
+        )
+        assert any(i["type"] == "program_output" for i in final)
+        client.responses.create(
+            model="gpt-test", tools=tools(docs), input=[user, *first, approve(request), *final, again], store=False
+        )
+        tampered = {**request, "arguments": '{"page": "other"}'}
+        sent = [user, *first[:index], tampered, *first[index + 1 :], approve(tampered), *final, again]
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(model="gpt-test", tools=tools(docs), input=sent, store=False)
+    error = caught.value.body
+    assert isinstance(error, dict) and error["param"] == f"input[{1 + index}]"
+    assert error["code"] == "invalid_approval_request"
+    assert "was not issued as sent: its server_label, name or arguments were changed" in error["message"]
+    assert docs.calls == [("delete_page", {"page": "old"})]

@@ -117,6 +117,9 @@ ELSEWHERE: dict[str, str] = {
     "approval_request_mismatch": (
         "tests/tools/test_mcp_approvals.py::test_an_approval_request_sent_back_changed_is_refused"
     ),
+    "approval_request_not_issued": (
+        "tests/tools/test_mcp_approvals.py::test_a_finished_programs_approval_request_sent_back_changed_is_refused"
+    ),
     "sealed_results_too_large": (
         "tests/tools/test_mcp_continuable.py::test_results_past_what_a_client_can_send_back_end_the_program"
     ),

@@ -30,6 +30,10 @@ program, the call's position, the server label, the tool and its arguments: a `s
 client that rewrites an output the program consumed changes the call, so the approval given to
 the old one does not cover it (the program pauses on a new request). The request item the client
 replays must also say what the call is: one whose label, name or arguments differ is refused.
+Both hold before any result known for the call is used (sealed, or kept for a retry): the
+decision that counts is the one the request being processed carries, so a sealed result of a
+call that needed approval also seals its request's id and whether it was approved (a denial is
+sealed too, never kept for a retry), and is used only under the same decision now.
 
 Rejected: fetching again on replay (repeats side effects); server-side state only (lost under
 `store: false` in another process), also for results too large to carry (kept by digest, they
@@ -282,6 +286,9 @@ class Hosted:
     _listings: dict[str, Listing] = field(default_factory=dict)
     _results: dict[str, dict[int, ToolResult]] = field(default_factory=dict)
     _sealed: dict[str, set[int]] = field(default_factory=dict)
+    _decided: dict[str, dict[int, tuple[str, bool]]] = field(default_factory=dict)
+    """By program and call position: the approval request a call needing approval waited on, and
+    whether its result is the call's (approved) or the denial; sealed with the result."""
     _carried: int | None = None
     """What the conversation's items carry (`carried_bytes`), read when first needed."""
     _added: int = 0
@@ -396,14 +403,39 @@ class Hosted:
         found = self._results.get(program)
         if found is None:
             found = {}
+            decided = self._decided.setdefault(program, {})
             for _, data in self._runtime_items():
                 runtime = data.get("runtime")
                 if isinstance(runtime, dict) and runtime.get("program") == program:
-                    for index, name, arguments, output, is_error in runtime.get("calls", []):
-                        found[int(index)] = ToolResult(name, arguments, output, is_error=bool(is_error))
+                    for index, name, arguments, output, is_error, *approval in runtime.get("calls", []):
+                        result = ToolResult(name, arguments, output, is_error=bool(is_error))
+                        if approval:  # a call that needed approval: the decision this request carries counts
+                            approval_id = str(approval[0])
+                            now = self._sealed_decision(approval_id, bool(approval[1]), result)
+                            if now is None:
+                                found.pop(int(index), None)
+                                continue
+                            result, approves = now
+                            decided[int(index)] = (approval_id, approves)
+                        found[int(index)] = result
             self._results[program] = found
             self._sealed[program] = set(found)
         return found
+
+    def _sealed_decision(self, approval_id: str, approved: bool, result: ToolResult) -> tuple[ToolResult, bool] | None:
+        """A sealed result of a call that needed approval, as this request's decision leaves it:
+        the result when it approves the call the result is of; the denial when it denies it (the
+        call may have run on an earlier approval: the program sees the denial all the same); None
+        when the call is to be asked for, or made, again (no decision, or an approval where the
+        sealed result is a denial). The request item sent back is checked against the call first."""
+        label, _, name = result.name.partition(".")
+        self.check_replayed(approval_id, label, name, result.arguments)
+        answer = self._approval(approval_id)
+        if answer is None:
+            return None
+        if not answer.approve:
+            return (result if not approved else _denied(result.name, result.arguments, answer)), False
+        return (result, True) if approved else None
 
     def carried_bytes(self) -> int:
         """What the results of server-run calls the conversation carries take when a client sends
@@ -443,7 +475,11 @@ class Hosted:
         new = sorted(i for i in results if i not in sealed)
         if not new:
             return None
-        calls = [[i, results[i].name, results[i].arguments, results[i].output, results[i].is_error] for i in new]
+        decided = self._decided.get(program, {})
+        calls = [
+            [i, results[i].name, results[i].arguments, results[i].output, results[i].is_error, *decided.get(i, ())]
+            for i in new
+        ]
         rid = "rs_rt" + self.signer.token("runtime", program, str(len(results)), length=40)
         content = self.signer.seal(
             REASONING_DOMAIN, {"id": rid, "summary": "", "runtime": {"program": program, "calls": calls}}
@@ -459,8 +495,7 @@ class Hosted:
 
     def approval_id(self, program: str, index: int, label: str, name: str, arguments: str) -> str:
         """The id of the approval request for this call: it covers what is called, not only where."""
-        canonical = json.dumps(_arguments(arguments), sort_keys=True, separators=(",", ":"))
-        return "mcpr_" + self.signer.token("mcp-approval", program, str(index), label, name, canonical, length=40)
+        return self.signer.mcp_approval_id(program, index, label, name, arguments)
 
     def check_replayed(self, approval_id: str, label: str, name: str, arguments: str) -> None:
         """Refuse an approval whose request item, as the client sent it back, is not this call."""
@@ -546,6 +581,13 @@ class Hosted:
     ) -> tuple[ToolResult | McpApprovalRequest | Unscripted | OutOfTime | _Remote, str | None]:
         """A call's answer when no MCP server need be reached, or the `_Remote` call to make; and
         its key in the hidden results kept for retries (None: known already)."""
+        approval_id: str | None = None
+        if pending.name not in (CODE_INTERPRETER, SHELL):
+            # Before any result known or kept: the decision this request carries is the one that
+            # counts, and the request item it sends back must be the one issued.
+            approval_id, decided = await self._gate(program, pending, journal)
+            if decided is not None:
+                return decided, None  # asked, or denied: never kept for a retry
         if pending.index in results:
             return results[pending.index], None
         key = self.signer.token("hosted-call", program, str(pending.index), pending.name, pending.arguments, length=48)
@@ -558,35 +600,46 @@ class Hosted:
             return self._code_interpreter(pending, arguments, journal), key
         if pending.name == SHELL:
             return self._shell(pending, arguments, journal), key
-        return await self._mcp(program, pending, arguments, journal), key
+        return await self._mcp(pending, arguments, journal, approval_id), key
 
-    async def _mcp(
-        self, program: str, pending: PendingCall, arguments: dict[str, Any], journal: list[dict[str, Any]]
-    ) -> ToolResult | McpApprovalRequest | Unscripted | OutOfTime | _Remote:
+    async def _gate(
+        self, program: str, pending: PendingCall, journal: list[dict[str, Any]]
+    ) -> tuple[str | None, McpApprovalRequest | ToolResult | None]:
+        """An MCP call's approval: the id of the request it needs (None: it needs none), and the
+        request to pause on (no decision yet) or the denial; None when it may be made. A request
+        item sent back changed is refused, whatever was decided before."""
         label, _, name = pending.name.partition(".")
         tool = self.mcp_tools[label]
         listing = await self.listing(tool)
+        if not tool.needs_approval(name, name in listing.read_only):
+            return None, None
+        approval_id = self.approval_id(program, pending.index, label, name, pending.arguments)
+        self.check_replayed(approval_id, label, name, pending.arguments)
+        answer = self._approval(approval_id)
+        if answer is None:
+            request = McpApprovalRequest(
+                id=approval_id,
+                name=name,
+                server_label=label,
+                arguments=pending.arguments,
+                caller=ProgramCaller(caller_id=program),
+            )
+            return approval_id, request
+        self._decided.setdefault(program, {})[pending.index] = (approval_id, answer.approve)
+        if answer.approve:
+            return approval_id, None
+        entry = {"kind": "mcp", "route": "program", "server_label": label, "name": name}
+        journal.append({**entry, "approval_request_id": approval_id, "status": "denied"})
+        return approval_id, _denied(pending.name, pending.arguments, answer)
+
+    async def _mcp(
+        self, pending: PendingCall, arguments: dict[str, Any], journal: list[dict[str, Any]], approval_id: str | None
+    ) -> ToolResult | McpApprovalRequest | Unscripted | OutOfTime | _Remote:
+        label, _, name = pending.name.partition(".")
+        tool = self.mcp_tools[label]
         entry: dict[str, Any] = {"kind": "mcp", "route": "program", "server_label": label, "name": name}
-        approval_id: str | None = None
-        if tool.needs_approval(name, name in listing.read_only):
-            approval_id = self.approval_id(program, pending.index, label, name, pending.arguments)
-            answer = self._approval(approval_id)
-            if answer is None:
-                return McpApprovalRequest(
-                    id=approval_id,
-                    name=name,
-                    server_label=label,
-                    arguments=pending.arguments,
-                    caller=ProgramCaller(caller_id=program),
-                )
-            self.check_replayed(approval_id, label, name, pending.arguments)
+        if approval_id is not None:
             entry["approval_request_id"] = approval_id
-            if not answer.approve:
-                why = f": {answer.reason}" if answer.reason else ""
-                journal.append({**entry, "status": "denied"})
-                return ToolResult(
-                    pending.name, pending.arguments, f"The call to {pending.name} was not approved{why}", is_error=True
-                )
         call = _Remote(pending, tool, name, arguments, entry)
         if self.declared(label) is not None or tool.server_url is None:  # answered here, at once
             return self._answered(call, await self._call_tool(call), journal, 0, None)
@@ -750,6 +803,12 @@ def hosted_shell_call(call: ShellCall) -> bool:
     """Whether a shell call ran in a hosted container (the server ran it and answered it)."""
     environment = call.environment
     return isinstance(environment, dict) and environment.get("type") in HOSTED_ENVIRONMENTS
+
+
+def _denied(name: str, arguments: str, answer: McpApprovalResponse) -> ToolResult:
+    """What a program's call sees when its approval request was answered `approve: false`."""
+    why = f": {answer.reason}" if answer.reason else ""
+    return ToolResult(name, arguments, f"The call to {name} was not approved{why}", is_error=True)
 
 
 def _canonical(text: str) -> str:
