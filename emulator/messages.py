@@ -293,8 +293,8 @@ def http_refusal(status: int, detail: str) -> StatusError:
 
 @error(EDGE, limit=65536)
 def header_fields_too_large(limit: int) -> StatusError:
-    """A request whose line and headers take more than `limit` bytes (counted as they arrive, before
-    the headers end): the connection is closed after it."""
+    """A request whose line and headers take more than `limit` bytes (counted as they arrive, and
+    measured whole at the headers' end): the connection is closed after it."""
     return StatusError(
         431,
         f"Request header fields too large: a request's line and headers may take at most {limit} bytes.",
