@@ -7,8 +7,8 @@ that sent one header value without its end had the server keep all of it (a 200 
 (its request line and headers) are counted as they arrive, and measured whole once they end (a head
 that began and ended within one read was never counted unfinished, and was served at 64-130 KiB);
 past `HEAD_BYTES` the request is the 431 `header_fields_too_large` and the connection is closed.
-A request uvicorn's parser refuses (not HTTP, a bad header) is the 400 `invalid_http_request` in the envelope, where uvicorn answered
-`text/plain`.
+A request uvicorn's parser refuses (not HTTP, a bad header) is the 400 `invalid_http_request` in
+the envelope, where uvicorn answered `text/plain`.
 
 uvicorn bounds no connection in time either: its keep-alive timer is armed only after a response,
 and any byte that arrives cancels it. A client that connected and sent nothing was held for good (five
