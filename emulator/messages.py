@@ -2120,6 +2120,12 @@ def cassette_not_json(index: int, path: str, kind: str) -> str:
     return f"the recording at scenarios.{index} holds {kind} at {path}, which a scenario cannot hold (JSON has none)"
 
 
+@text(CASSETTES, "a cassette's problem", index=1, name="a", first=0)
+def cassette_duplicate_name(index: int, name: str, first: int) -> str:
+    """Two recordings of the cassette have the same name (one would silently replace the other)."""
+    return f"the recording at scenarios.{index} is named {name!r}, as the one at scenarios.{first} is: names are unique"
+
+
 @text(CASSETTES, "a cassette's problem", index=0, name="a", message="Invalid scenario: ...")
 def cassette_scenario_refused(index: int, name: str, message: str) -> str:
     """A recording of the cassette is refused as a scenario (`message`: the emulator's reason)."""
