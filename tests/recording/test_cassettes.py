@@ -263,7 +263,21 @@ ten times the memory: kept small so the old code's failure stays cheap)."""
             "NaN or an infinity at turns.0.fault",
         ),
     ],
-    ids=["yaml", "utf8", "entry", "shape", "duplicate", "scenario", "laughs", "deep", "bigint", "date", "binary", "set", "inf"],
+    ids=[
+        "yaml",
+        "utf8",
+        "entry",
+        "shape",
+        "twice",
+        "scenario",
+        "laughs",
+        "deep",
+        "bigint",
+        "date",
+        "binary",
+        "set",
+        "inf",
+    ],
 )
 def test_a_hostile_cassette_fails_its_test_naming_the_file_without_a_traceback(
     pytester: pytest.Pytester, content: bytes, problem: str
