@@ -108,9 +108,14 @@ ServiceTier = Literal["auto", "default", "flex", "scale", "priority", "fast", "u
 
 PromptCacheRetention = Literal["in_memory", "24h"]
 
-Model = Annotated[str, StringConstraints(min_length=1)]
+MODEL_PATTERN = r"^[^\x00-\x1f\x7f]*$"
+"""What a `model` may hold: no control character (a NUL or a line break names no model, and the
+response echoes its `model`)."""
+
+Model = Annotated[str, StringConstraints(min_length=1, pattern=MODEL_PATTERN)]
 """`model`: an empty string is refused as the hosted API refuses any empty string it requires
-(`empty_string`); a missing or null one is left to the emulator's default author."""
+(`empty_string`), and one holding a control character as a string that does not match its pattern
+(`invalid_value`, param `model`); a missing or null one is left to the emulator's default author."""
 
 
 class Reasoning(WireModel):
