@@ -484,7 +484,7 @@ def below_minimum(param: str, number: str, sign: str, least: object, value: obje
 @error(REQUEST, number="decimal", sign="<=", most=2, value=5)
 def above_maximum(param: str, number: str, sign: str, most: object, value: object) -> InvalidRequest:
     """A number above its upper bound (`number`: `integer` or `decimal`; `sign`: `<=` or `<`):
-    `temperature`, `top_p`, `top_logprobs`."""
+    `temperature`, `top_p`, `top_logprobs`, `max_output_tokens` (2147483647)."""
     return InvalidRequest(
         f"Invalid '{param}': {number} above maximum value. Expected a value {sign} {most}, but got {value} instead.",
         param=param,

@@ -108,6 +108,11 @@ ServiceTier = Literal["auto", "default", "flex", "scale", "priority", "fast", "u
 
 PromptCacheRetention = Literal["in_memory", "24h"]
 
+MAX_OUTPUT_TOKENS = 2**31 - 1
+"""The most `max_output_tokens` may ask for (a 32-bit integer, past any model's output limit): the
+response echoes it, and an integer past 64 bits (10**30) was taken and echoed, which no client's
+JSON reads back as sent."""
+
 MODEL_PATTERN = r"^[^\x00-\x1f\x7f]*$"
 """What a `model` may hold: no control character (a NUL or a line break names no model, and the
 response echoes its `model`)."""
@@ -281,7 +286,7 @@ class CreateRequest(Conversational):
     metadata: dict[str, str] | None = None
     max_tool_calls: Annotated[int, Field(ge=1)] | None = None
     """The hosted bound: below 1 is `integer_below_min_value`."""
-    max_output_tokens: Annotated[int, Field(ge=16)] | None = None
+    max_output_tokens: Annotated[int, Field(ge=16, le=MAX_OUTPUT_TOKENS)] | None = None
     """The hosted bound: below 16 is `integer_below_min_value`."""
     background: bool | None = None
     background_options: BackgroundOptions | None = None
