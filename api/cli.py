@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import gc
+import ipaddress
 import logging
 import os
+import re
 import socket
 import sys
 from pathlib import Path
@@ -214,6 +216,7 @@ def _mcp_arguments(serve: argparse.ArgumentParser, defaults: Settings) -> None:
         "--mcp-allow-host",
         action="append",
         default=[],
+        type=_allowed_host,
         metavar="HOST[:PORT]",
         help="an MCP server host the emulator may reach although not public (repeatable; never its own port)",
     )
@@ -308,6 +311,52 @@ STORE_ENV = "PTC_EMULATOR_STORE"
 
 
 _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+_LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
+
+
+def _allowed_host(value: str) -> str:
+    """`--mcp-allow-host`: a name, an IPv4 address or an IPv6 one (bracketed to take a port), with
+    an optional `:PORT`, as the egress check reads it. Before, anything was taken (`::::`, `a b`)
+    and matched no host, silently."""
+    port: str | None = None
+    if value.startswith("["):
+        host, close, rest = value[1:].partition("]")
+        good = bool(close) and (not rest or rest.startswith(":")) and _is_ipv6(host)
+        port = rest[1:] if rest else None
+    elif value.count(":") > 1:
+        good = _is_ipv6(value)
+    else:
+        host, colon, after = value.partition(":")
+        port = after if colon else None
+        name = host[:-1] if host.endswith(".") else host
+        labels = name.split(".")
+        good = _is_ipv4(host) or (
+            0 < len(name) <= 253
+            and all(_LABEL.fullmatch(label) for label in labels)
+            and not labels[-1].isdigit()  # 1.2.3.4.5 is no address and no name
+        )
+    if port is not None and not (port.isascii() and port.isdigit() and 0 < int(port) <= 65535):
+        good = False
+    if not good:
+        raise argparse.ArgumentTypeError(
+            f"not a host (a name, an IPv4 address, or an IPv6 one, [bracketed] to take a :PORT): {value!r}"
+        )
+    return value
+
+
+def _is_ipv4(text: str) -> bool:
+    try:
+        return isinstance(ipaddress.ip_address(text), ipaddress.IPv4Address)
+    except ValueError:
+        return False
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        return isinstance(ipaddress.ip_address(text), ipaddress.IPv6Address)
+    except ValueError:
+        return False
 
 
 def _log_level(value: str) -> str:

@@ -4,10 +4,11 @@ refusals in OpenAI's error envelope.
 uvicorn puts no bound on a request's head: httptools hands each header over whole, so a client
 that sent one header value without its end had the server keep all of it (a 200 MB `X-Big:` value,
 230 MB more resident, as much again for each such client). Here the bytes a request's head takes
-(its request line and headers) are counted as they arrive; past `HEAD_BYTES` the request is the 431
-`header_fields_too_large` and the connection is closed. A request uvicorn's parser refuses (not
-HTTP, a bad header) is the 400 `invalid_http_request` in the envelope, where uvicorn answered
-`text/plain`.
+(its request line and headers) are counted as they arrive, and measured whole once they end (a head
+that began and ended within one read was never counted unfinished, and was served at 64-130 KiB);
+past `HEAD_BYTES` the request is the 431 `header_fields_too_large` and the connection is closed.
+A request uvicorn's parser refuses (not HTTP, a bad header) is the 400 `invalid_http_request` in
+the envelope, where uvicorn answered `text/plain`.
 
 uvicorn bounds no connection in time either: its keep-alive timer is armed only after a response,
 and any byte that arrives cancels it. A client that connected and sent nothing was held for good (five
@@ -141,6 +142,14 @@ class HttpProtocol(HttpToolsProtocol):
     """Between a request's first byte (or the connection's start) and its headers' end."""
     _head_bytes = 0
     _head_begun = False
+    _head_seen = 0
+    """What the parser has handed over of the head being read (its target and fields, each with the
+    bytes that frame it)."""
+    _slice: bytes | None = None
+    """The slice being parsed, when it began within a head (`_slice_before` of its bytes before it)."""
+    _slice_before = 0
+    _tail = b""
+    """The last bytes of the slice before, when it ended within a head (where a head's end may begin)."""
     """A request's first byte has come and its headers have not ended."""
     _framing_bytes = 0
     """Bytes that came after the headers since the last piece of body (trailers, chunk size lines)."""
@@ -191,6 +200,8 @@ class HttpProtocol(HttpToolsProtocol):
         super().resume_writing()
 
     def handle_websocket_upgrade(self) -> None:
+        if self.transport.is_closing():
+            return  # its head was refused as too large
         self._upgraded = True  # what followed the upgrade request in its read is dropped, as uvicorn did
         self._disarm_head()
         self._disarm_body()
@@ -200,7 +211,7 @@ class HttpProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._head_begun = True
+        self._head_begun, self._head_seen = True, 0
         self._arm_head()
 
     def _arm_head(self) -> None:
@@ -284,9 +295,14 @@ class HttpProtocol(HttpToolsProtocol):
     def _parse(self, data: bytes) -> None:
         counting = self._in_head
         if counting:
+            self._slice, self._slice_before = data, self._head_bytes
             self._head_bytes += len(data)
         self._body_came = False
-        super().data_received(data)
+        try:
+            super().data_received(data)
+        finally:
+            self._tail = data[-3:] if counting and self._in_head else b""
+            self._slice = None
         if counting and self._in_head and self._head_bytes > HEAD_BYTES and not self.transport.is_closing():
             self._refuse(messages.header_fields_too_large(HEAD_BYTES))
         elif not counting and not self._in_head and not self.transport.is_closing():
@@ -295,6 +311,8 @@ class HttpProtocol(HttpToolsProtocol):
                 self._framing_too_large()
 
     def on_body(self, body: bytes) -> None:
+        if self.transport.is_closing() and self._in_head:
+            return  # the body of a head refused as too large
         self._body_came = True
         super().on_body(body)
 
@@ -309,13 +327,45 @@ class HttpProtocol(HttpToolsProtocol):
         else:
             self.transport.close()
 
+    def on_url(self, url: bytes) -> None:
+        self._head_seen += len(url)
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_seen += len(name) + len(value) + 4  # `name: value` and its CRLF
+        super().on_header(name, value)
+
+    def _head_size(self) -> int:
+        """The bytes the head just ended took: counted from the slices it came in when it began
+        before the slice now parsed (from there to its end, an empty line), and at least what its
+        line and fields hold (a head begun after another request within the slice is measured so)."""
+        seen = self._head_seen + len(self.parser.get_method()) + len(" HTTP/1.1\r\n\r\n") + 1
+        data = self._slice
+        if data is None:
+            return seen
+        if self._slice_before:
+            found = (self._tail + data).find(_HEAD_END)
+            end = found + len(_HEAD_END) - len(self._tail) if found >= 0 else len(data)
+        else:  # empty lines before a request line are skipped by the parser, and counted here
+            found = data.find(_HEAD_END, len(data) - len(data.lstrip(b"\r\n")))
+            end = found + len(_HEAD_END) if found >= 0 else len(data)
+        return max(seen, self._slice_before + end)
+
     def on_headers_complete(self) -> None:
+        if self.transport.is_closing():
+            return  # refused already: what follows in the read is not served
+        size, self._head_seen = self._head_size(), 0
+        if size > HEAD_BYTES:  # a head that ended within a read, however large the read
+            self._refuse(messages.header_fields_too_large(HEAD_BYTES))
+            return
         self._in_head, self._head_bytes, self._head_begun, self._framing_bytes = False, 0, False, 0
         self._disarm_head()
         super().on_headers_complete()
         self._arm_body()
 
     def on_message_complete(self) -> None:
+        if self.transport.is_closing() and self._in_head:
+            return  # a request refused as too large: its app was never begun
         self._disarm_body()
         super().on_message_complete()
         self._in_head, self._head_bytes = True, 0
@@ -345,6 +395,8 @@ class HttpProtocol(HttpToolsProtocol):
             self.transport.close()
 
     def send_400_response(self, msg: str) -> None:
+        if self.transport.is_closing():
+            return  # refused already, the rest of the read unparsed
         self._refuse(messages.invalid_http_request())
 
     def _refuse(self, error: EmulatorError) -> None:

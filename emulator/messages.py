@@ -293,8 +293,8 @@ def http_refusal(status: int, detail: str) -> StatusError:
 
 @error(EDGE, limit=65536)
 def header_fields_too_large(limit: int) -> StatusError:
-    """A request whose line and headers take more than `limit` bytes (counted as they arrive, before
-    the headers end): the connection is closed after it."""
+    """A request whose line and headers take more than `limit` bytes (counted as they arrive, and
+    measured whole at the headers' end): the connection is closed after it."""
     return StatusError(
         431,
         f"Request header fields too large: a request's line and headers may take at most {limit} bytes.",
@@ -484,7 +484,7 @@ def below_minimum(param: str, number: str, sign: str, least: object, value: obje
 @error(REQUEST, number="decimal", sign="<=", most=2, value=5)
 def above_maximum(param: str, number: str, sign: str, most: object, value: object) -> InvalidRequest:
     """A number above its upper bound (`number`: `integer` or `decimal`; `sign`: `<=` or `<`):
-    `temperature`, `top_p`, `top_logprobs`."""
+    `temperature`, `top_p`, `top_logprobs`, `max_output_tokens` (2147483647)."""
     return InvalidRequest(
         f"Invalid '{param}': {number} above maximum value. Expected a value {sign} {most}, but got {value} instead.",
         param=param,
@@ -2130,6 +2130,12 @@ def cassette_not_json(index: int, path: str, kind: str) -> str:
     """A recording of the cassette holds a value YAML makes and JSON (so a scenario) has none of:
     a date or time, binary, a set, NaN or an infinity."""
     return f"the recording at scenarios.{index} holds {kind} at {path}, which a scenario cannot hold (JSON has none)"
+
+
+@text(CASSETTES, "a cassette's problem", index=1, name="a", first=0)
+def cassette_duplicate_name(index: int, name: str, first: int) -> str:
+    """Two recordings of the cassette have the same name (one would silently replace the other)."""
+    return f"the recording at scenarios.{index} is named {name!r}, as the one at scenarios.{first} is: names are unique"
 
 
 @text(CASSETTES, "a cassette's problem", index=0, name="a", message="Invalid scenario: ...")

@@ -238,11 +238,20 @@
     return n;
   };
 
-  const emit = (record) => {
+  // The output limit counts what the program outputs: a text's characters or an image's URL as
+  // the JSON string that carries it (quotes aside), and the line break (`\n`, two bytes) that joins
+  // a text to the one before. The record around it is the runtime's, bounded by MAX_OUTPUTS.
+  const MAX_OUTPUTS = 100000;
+  let nText = 0;
+  const emit = (type, field, json) => {
     if (abort !== null) throw new Err(abort.message);
-    outBytes += utf8Length(record);
+    if (nOut >= MAX_OUTPUTS) {
+      throw doAbort('limit', 'program exceeded the limit of ' + MAX_OUTPUTS + ' text() and image() calls');
+    }
+    outBytes += utf8Length(json) - 2 + (type === 'text' && nText > 0 ? 2 : 0);
     if (outBytes > maxOut) throw doAbort('limit', 'program output exceeded the limit of ' + maxOut + ' bytes');
-    out[nOut++] = record;
+    if (type === 'text') nText++;
+    out[nOut++] = '{"type":"' + type + '","' + field + '":' + json + '}';
   };
 
   // The host parses arguments with a recursive parser and checks them against a JSON Schema:
@@ -412,9 +421,9 @@
       def('text', function text(...parts) {
         let s = '';
         for (let i = 0; i < parts.length; i++) s += (i ? ' ' : '') + shown(parts[i]);
-        emit('{"type":"text","text":' + S(s) + '}');
+        emit('text', 'text', S(s));
       });
-      def('image', function image(x) { emit('{"type":"image","url":' + S(imageUrl(x)) + '}'); });
+      def('image', function image(x) { emit('image', 'url', S(imageUrl(x))); });
   };
   const controller = {
     __proto__: null,

@@ -44,7 +44,8 @@ class Limits:
     max_tool_calls: int = 1000
     """Tool calls one program may make over its whole life."""
     max_output_bytes: int = 2**20
-    """Bytes of `text(...)` and `image(...)` output one program may emit."""
+    """Bytes of `text(...)` and `image(...)` output one program may emit: each text and image URL as
+    the JSON string that carries it, and the line break that joins a text to the one before."""
     max_code_bytes: int = 256 * 2**10
     """Size of the program's source in UTF-8 bytes."""
     max_argument_bytes: int = 4 * 2**20

@@ -85,9 +85,13 @@ class Cassette:
         scenarios = data.get("scenarios") if isinstance(data, dict) else None
         if not isinstance(scenarios, list):
             raise self.unusable(messages.cassette_not_cassette())
+        named: dict[str, int] = {}
         for index, scenario in enumerate(scenarios):
             if not isinstance(scenario, dict):
                 raise self.unusable(messages.cassette_not_mapping(index))
+            name = scenario.get("name")
+            if isinstance(name, str) and named.setdefault(name, index) != index:
+                raise self.unusable(messages.cassette_duplicate_name(index, name, named[name]))
             found = _not_json(scenario)
             if found is not None:
                 raise self.unusable(messages.cassette_not_json(index, *found))

@@ -108,9 +108,19 @@ ServiceTier = Literal["auto", "default", "flex", "scale", "priority", "fast", "u
 
 PromptCacheRetention = Literal["in_memory", "24h"]
 
-Model = Annotated[str, StringConstraints(min_length=1)]
+MAX_OUTPUT_TOKENS = 2**31 - 1
+"""The most `max_output_tokens` may ask for (a 32-bit integer, past any model's output limit): the
+response echoes it, and an integer past 64 bits (10**30) was taken and echoed, which no client's
+JSON reads back as sent."""
+
+MODEL_PATTERN = r"^[^\x00-\x1f\x7f]*$"
+"""What a `model` may hold: no control character (a NUL or a line break names no model, and the
+response echoes its `model`)."""
+
+Model = Annotated[str, StringConstraints(min_length=1, pattern=MODEL_PATTERN)]
 """`model`: an empty string is refused as the hosted API refuses any empty string it requires
-(`empty_string`); a missing or null one is left to the emulator's default author."""
+(`empty_string`), and one holding a control character as a string that does not match its pattern
+(`invalid_value`, param `model`); a missing or null one is left to the emulator's default author."""
 
 
 class Reasoning(WireModel):
@@ -276,7 +286,7 @@ class CreateRequest(Conversational):
     metadata: dict[str, str] | None = None
     max_tool_calls: Annotated[int, Field(ge=1)] | None = None
     """The hosted bound: below 1 is `integer_below_min_value`."""
-    max_output_tokens: Annotated[int, Field(ge=16)] | None = None
+    max_output_tokens: Annotated[int, Field(ge=16, le=MAX_OUTPUT_TOKENS)] | None = None
     """The hosted bound: below 16 is `integer_below_min_value`."""
     background: bool | None = None
     background_options: BackgroundOptions | None = None

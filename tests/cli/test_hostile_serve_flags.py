@@ -86,3 +86,22 @@ def test_an_upstream_url_that_does_not_parse_is_refused_at_start(option: str, ur
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     assert f"{option} {url}: not an http:// or https:// base URL" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "value", ["::::", "[::::]", "a b", "", "host:x", "host:70000", "[::1]:", "1.2.3.4.5", "a-.com"]
+)
+def test_an_mcp_allow_host_that_is_no_host_is_an_argument_error(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # Anything was taken before (`::::` matched no host, silently).
+    with pytest.raises(SystemExit) as exited:
+        parse(["serve", "--mcp-allow-host", value])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "--mcp-allow-host: not a host (" in err and repr(value) in err, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "value", ["localhost", "localhost:9000", "127.0.0.1:8765", "::1", "[::1]:9000", "fe80::1", "mcp.test.", "mcp_box"]
+)
+def test_an_mcp_allow_host_that_is_a_host_is_taken(value: str) -> None:
+    assert parse(["serve", "--mcp-allow-host", value])[0].mcp_allow_hosts == (value,)

@@ -237,6 +237,11 @@ ten times the memory: kept small so the old code's failure stays cheap)."""
         (b"scenarios: [\xff\xfe]", "the file is not UTF-8 text (at byte 12)"),
         (b"scenarios: [abc, 5]", "the recording at scenarios.0 is not a mapping"),
         (b"scenarios: {a: 1}", "a cassette is a mapping with a `scenarios` list"),
+        # Two recordings of one name: the later was kept silently, the earlier never replayed.
+        (
+            b"scenarios: [{name: a, turns: [{message: one}]}, {name: a, turns: [{message: two}]}]",
+            "the recording at scenarios.1 is named 'a', as the one at scenarios.0 is: names are unique",
+        ),
         (
             b"scenarios: [{name: a, turns: [{mesage: hi}]}]",
             "the recording at scenarios.0 ('a') is refused: Invalid scenario: scenario: turns.0.mesage",
@@ -258,7 +263,21 @@ ten times the memory: kept small so the old code's failure stays cheap)."""
             "NaN or an infinity at turns.0.fault",
         ),
     ],
-    ids=["yaml", "utf8", "entry", "shape", "scenario", "laughs", "deep", "bigint", "date", "binary", "set", "inf"],
+    ids=[
+        "yaml",
+        "utf8",
+        "entry",
+        "shape",
+        "twice",
+        "scenario",
+        "laughs",
+        "deep",
+        "bigint",
+        "date",
+        "binary",
+        "set",
+        "inf",
+    ],
 )
 def test_a_hostile_cassette_fails_its_test_naming_the_file_without_a_traceback(
     pytester: pytest.Pytester, content: bytes, problem: str

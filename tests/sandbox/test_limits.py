@@ -166,12 +166,34 @@ def test_max_output_bytes_counts_images_and_output_over_several_resumes(pool: Sy
       image('data:image/png;base64,' + 'A'.repeat(100));
     }
     """
-    # Each image record is 147 bytes: five fit in 800, the sixth (after the sixth call) does not.
+    # Each image's URL is 122 bytes: six fit in 800, the seventh (after the seventh call) does not.
     d = pool.drive(program(code, max_output_bytes=800))
     f = failed(d.outcome, "limit")
     assert f.message == "program output exceeded the limit of 800 bytes"
-    assert len(f.outputs) == 5 and f.calls == 6 and len(d.suspensions) == 6
-    assert completed_texts(pool.drive(program(code, max_output_bytes=1470)).outcome) == []
+    assert len(f.outputs) == 6 and f.calls == 7 and len(d.suspensions) == 7
+    assert completed_texts(pool.drive(program(code, max_output_bytes=1220)).outcome) == []
+
+
+def test_max_output_bytes_counts_the_text_not_the_runtime_s_records(pool: SyncPool) -> None:
+    # The limit counted each call's record ({"type":"text","text":...}, 25 bytes around the text):
+    # 50,000 text('a') ended `incomplete` at about 80 KB of text under the 1 MiB limit.
+    done = pool.run(program("for (let i = 0; i < 50000; i++) text('a');"))
+    assert isinstance(done, Completed) and len(done.outputs) == 50000
+    # What counts: the text as a JSON string carries it, and the line break joining it to the one
+    # before (two bytes, `\n`): three texts of 10 take 34 bytes.
+    code = "text('a'.repeat(10)); text('b'.repeat(10)); text('c'.repeat(10));"
+    assert completed_texts(pool.run(program(code, max_output_bytes=34))) == ["a" * 10, "b" * 10, "c" * 10]
+    f = failed(pool.run(program(code, max_output_bytes=33)), "limit")
+    assert f.message == "program output exceeded the limit of 33 bytes" and len(f.outputs) == 2
+    assert completed_texts(pool.run(program("text('x'.repeat(1000));", max_output_bytes=1000))) == ["x" * 1000]
+
+
+def test_text_and_image_calls_have_their_own_limit(pool: SyncPool) -> None:
+    # Each call is a record the runtime keeps and hands over, whatever its text: their number is
+    # bounded apart from the output's bytes, with its own reason.
+    f = failed(pool.run(program("for (let i = 0; i < 100001; i++) text('');")), "limit")
+    assert f.message == "program exceeded the limit of 100000 text() and image() calls"
+    assert len(f.outputs) == 100000
 
 
 def test_max_code_bytes_counts_utf8_bytes(pool: SyncPool) -> None:

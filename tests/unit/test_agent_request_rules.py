@@ -58,3 +58,10 @@ def test_a_second_message_in_one_body_says_the_first_started_the_turn(unit_http:
     error = reply.json()["error"]
     assert error["code"] == "active_turn_not_steerable" and error["param"] == "events[1]"
     assert "(started by events[0] of this request)" in error["message"] and "(idle)" not in error["message"]
+
+
+def test_an_agent_model_holding_a_nul_is_refused(unit_http: TestClient) -> None:
+    # A NUL in an agent's `model` was taken and echoed back.
+    reply = unit_http.post("/v1/agents", json={"model": "gpt-5\u0000"}, headers=BETA)
+    assert reply.status_code == 400 and reply.json()["error"]["param"] == "model", reply.text
+    assert reply.json()["error"]["code"] == "invalid_value"

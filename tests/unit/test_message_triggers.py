@@ -1541,6 +1541,7 @@ for _name in (
     "cassette_not_cassette",
     "cassette_not_mapping",
     "cassette_not_json",
+    "cassette_duplicate_name",
     "cassette_scenario_refused",
 ):
     ELSEWHERE[_name] = _HOSTILE_CASSETTE

@@ -424,6 +424,33 @@ def test_an_empty_model_is_refused(unit_http: TestClient, path: str) -> None:
     )
 
 
+@pytest.mark.parametrize("path", ["/v1/responses", "/v1/responses/input_tokens", "/v1/responses/compact"])
+@pytest.mark.parametrize("model", ["gpt-5\u0000", "\u0000", "gpt\n5", "gpt-5\u007f"])
+def test_a_model_holding_a_control_character_is_refused(unit_http: TestClient, path: str, model: str) -> None:
+    # A NUL in `model` was taken, and echoed back in the response's `model`.
+    message = (
+        "Invalid 'model': string does not match pattern. Expected a string that matches the pattern "
+        "'^[^\\x00-\\x1f\\x7f]*$'."
+    )
+    response = post(unit_http, {"model": model, "input": "hi"}, path)
+    assert_envelope(response, 400, message, param="model", code="invalid_value")
+    assert "\u0000" not in response.text and "\\u0000" not in response.text
+
+
+@pytest.mark.parametrize("value", [2**31, 2**63, 10**30])
+def test_an_absurd_max_output_tokens_is_refused(unit_http: TestClient, value: int) -> None:
+    # 10**30 was taken (and echoed back as an integer no client's JSON reads as sent).
+    message = (
+        "Invalid 'max_output_tokens': integer above maximum value. Expected a value <= 2147483647, "
+        f"but got {value} instead."
+    )
+    response = post(unit_http, js_request("text('hi')", max_output_tokens=value))
+    assert_envelope(response, 400, message, param="max_output_tokens", code="integer_above_max_value")
+    assert post(unit_http, js_request("text('hi')", max_output_tokens=2**31 - 1)).status_code == 200
+    below = post(unit_http, js_request("text('hi')", max_output_tokens=15))  # the lower bound as it was
+    assert_envelope(below, 400, None, param="max_output_tokens", code="integer_below_min_value")
+
+
 @pytest.mark.parametrize("value", [0, -1])
 def test_max_tool_calls_below_one_is_refused(unit_http: TestClient, value: int) -> None:
     message = f"Invalid 'max_tool_calls': integer below minimum value. Expected a value >= 1, but got {value} instead."
