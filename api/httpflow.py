@@ -8,7 +8,8 @@ that sent one header value without its end had the server keep all of it (a 200 
 that began and ended within one read was never counted unfinished, and was served at 64-130 KiB);
 past `HEAD_BYTES` the request is the 431 `header_fields_too_large` and the connection is closed.
 A request uvicorn's parser refuses (not HTTP, a bad header) is the 400 `invalid_http_request` in
-the envelope, where uvicorn answered `text/plain`.
+the envelope, where uvicorn answered `text/plain`. A head refused behind pipelined requests still
+unanswered waits for their answers (uvicorn wrote its refusal at once and closed, so they were lost).
 
 uvicorn bounds no connection in time either: its keep-alive timer is armed only after a response,
 and any byte that arrives cancels it. A client that connected and sent nothing was held for good (five
@@ -164,6 +165,9 @@ class HttpProtocol(HttpToolsProtocol):
     _feeding = False
     _feed_handle: asyncio.Handle | None = None
     _upgraded = False
+    _refusal: EmulatorError | None = None
+    """A head refused while requests before it on the connection were still unanswered: sent once
+    they have been (in their order), nothing of the connection read or parsed meanwhile."""
 
     @classmethod
     def bounded(
@@ -199,8 +203,11 @@ class HttpProtocol(HttpToolsProtocol):
             self._pause.resumed()
         super().resume_writing()
 
+    def _refused(self) -> bool:
+        return self._refusal is not None or self.transport.is_closing()
+
     def handle_websocket_upgrade(self) -> None:
-        if self.transport.is_closing():
+        if self._refused():
             return  # its head was refused as too large
         self._upgraded = True  # what followed the upgrade request in its read is dropped, as uvicorn did
         self._disarm_head()
@@ -212,7 +219,8 @@ class HttpProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._head_begun, self._head_seen = True, 0
-        self._arm_head()
+        if not self._refused():
+            self._arm_head()
 
     def _arm_head(self) -> None:
         if self._head_timer is None:
@@ -225,7 +233,7 @@ class HttpProtocol(HttpToolsProtocol):
 
     def _head_expired(self) -> None:
         self._head_timer = None
-        if self.transport.is_closing():
+        if self._refused():
             return
         if self._held():
             self._arm_head()  # the server holds the client's bytes back, not the client: its clock starts again
@@ -237,6 +245,8 @@ class HttpProtocol(HttpToolsProtocol):
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
+        if self._refusal is not None:
+            return  # refused after the requests before it: nothing more of the client's is read
         if self._at < len(self._unparsed):
             self._unparsed = self._unparsed[self._at :] + data
         else:
@@ -257,7 +267,7 @@ class HttpProtocol(HttpToolsProtocol):
         self._feeding = True
         try:
             while self._held() and not self._upgraded and self.parser is not None:
-                if self.transport.is_closing():
+                if self._refused():
                     self._unparsed, self._at = b"", 0
                     return
                 room = PIPELINE_DEPTH - len(self.pipeline) - 1  # the request begun may end in the slice too
@@ -287,6 +297,12 @@ class HttpProtocol(HttpToolsProtocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
+        if self._refusal is not None:
+            if not self.transport.is_closing():
+                self.flow.pause_reading()
+                if not self.pipeline and (self.cycle is None or self.cycle.response_complete):
+                    self._refuse(self._refusal)
+            return
         if self._held() and not self.transport.is_closing():
             self.flow.pause_reading()  # uvicorn resumed reading: the held bytes come first
             if len(self.pipeline) <= PIPELINE_DEPTH // 2 and self._feed_handle is None:
@@ -303,15 +319,15 @@ class HttpProtocol(HttpToolsProtocol):
         finally:
             self._tail = data[-3:] if counting and self._in_head else b""
             self._slice = None
-        if counting and self._in_head and self._head_bytes > HEAD_BYTES and not self.transport.is_closing():
-            self._refuse(messages.header_fields_too_large(HEAD_BYTES))
-        elif not counting and not self._in_head and not self.transport.is_closing():
+        if counting and self._in_head and self._head_bytes > HEAD_BYTES and not self._refused():
+            self._refuse_head(messages.header_fields_too_large(HEAD_BYTES))
+        elif not counting and not self._in_head and not self._refused():
             self._framing_bytes = 0 if self._body_came else self._framing_bytes + len(data)
             if self._framing_bytes > HEAD_BYTES:
                 self._framing_too_large()
 
     def on_body(self, body: bytes) -> None:
-        if self.transport.is_closing() and self._in_head:
+        if self._refused() and self._in_head:
             return  # the body of a head refused as too large
         self._body_came = True
         super().on_body(body)
@@ -352,11 +368,11 @@ class HttpProtocol(HttpToolsProtocol):
         return max(seen, self._slice_before + end)
 
     def on_headers_complete(self) -> None:
-        if self.transport.is_closing():
+        if self._refused():
             return  # refused already: what follows in the read is not served
         size, self._head_seen = self._head_size(), 0
         if size > HEAD_BYTES:  # a head that ended within a read, however large the read
-            self._refuse(messages.header_fields_too_large(HEAD_BYTES))
+            self._refuse_head(messages.header_fields_too_large(HEAD_BYTES))
             return
         self._in_head, self._head_bytes, self._head_begun, self._framing_bytes = False, 0, False, 0
         self._disarm_head()
@@ -364,7 +380,7 @@ class HttpProtocol(HttpToolsProtocol):
         self._arm_body()
 
     def on_message_complete(self) -> None:
-        if self.transport.is_closing() and self._in_head:
+        if self._refused() and self._in_head:
             return  # a request refused as too large: its app was never begun
         self._disarm_body()
         super().on_message_complete()
@@ -395,9 +411,26 @@ class HttpProtocol(HttpToolsProtocol):
             self.transport.close()
 
     def send_400_response(self, msg: str) -> None:
-        if self.transport.is_closing():
+        if self._refused():
             return  # refused already, the rest of the read unparsed
-        self._refuse(messages.invalid_http_request())
+        if self._in_head:
+            self._refuse_head(messages.invalid_http_request())
+        else:  # within the body of the request under way: it is the one refused
+            self._refuse(messages.invalid_http_request())
+
+    def _refuse_head(self, error: EmulatorError) -> None:
+        """`error` for a request whose head is refused: at once if every request before it on the
+        connection has been answered, else after them (a pipelining client gets their answers, then
+        this one); nothing after it is read either way."""
+        underway = self.cycle is not None and not self.cycle.response_complete
+        if not underway and not self.pipeline:
+            self._refuse(error)
+            return
+        self._refusal = error
+        self._unparsed, self._at = b"", 0
+        self._disarm_head()
+        self._disarm_body()
+        self.flow.pause_reading()
 
     def _refuse(self, error: EmulatorError) -> None:
         """`error` in the envelope, then the connection closed (what follows cannot be read)."""

@@ -99,7 +99,22 @@ def test_a_large_head_after_a_pipelined_request_in_the_same_write_is_the_431(ptc
     status, _, body = _exchange(ptc_emulator, first + big)
     received = status + b"\r\n" + body
     assert b"HTTP/1.1 431 " in received and b"request_header_fields_too_large" in received, received[-400:]
-    assert received.count(b"HTTP/1.1 200 ") <= 1  # the large one is not served (the first may be)
+    # The request before it is answered first, and the large one is not served.
+    assert received.count(b"HTTP/1.1 200 ") == 1 and received.index(b"200 ") < received.index(b"431 ")
+
+
+@pytest.mark.parametrize("bad", [b"NOT HTTP AT ALL\r\n\r\n", b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 2**17 + b"\r\n\r\n"])
+def test_a_head_refused_after_pipelined_requests_is_sent_after_their_answers(
+    ptc_emulator: PTCEmulator, bad: bytes
+) -> None:
+    """A pipelining client whose third request is refused (not HTTP, a head past the bound) gets
+    the answers of the two before it, in their order, then the refusal; nothing after it is read."""
+    one = _head(ptc_emulator, "/_emulator/health") + b"\r\n"
+    after = _head(ptc_emulator, "/_emulator/health") + b"\r\n"
+    status, _, body = _exchange(ptc_emulator, one + one + bad + after)
+    received = status + b"\r\n\r\n" + body
+    statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", received)
+    assert statuses[:2] == [b"200", b"200"] and statuses[2] in (b"400", b"431") and len(statuses) == 3, statuses
 
 
 def test_a_head_within_the_bound_and_a_large_body_are_served(ptc_emulator: PTCEmulator) -> None:
