@@ -7,8 +7,10 @@ A `Pool` of `--workers` workers; client `runaway` sends `--runaways` `while (tru
 the quick program over `--rounds` rounds with the extra workers on (the default: as many as
 `--workers`) and off (`burst=0`: the quick one still goes first, but only once a runaway program
 ends), next to the same program on an idle pool, and the resident memory of one idle worker (what
-each extra worker costs while it lives). Before the dispatch by client, programs were served
-first in, first out: the quick program waited for ceil(runaways / workers) deadlines.
+each extra worker costs while it lives). Also: 8 clients sending 50 trivial programs each at once,
+the total time and the extra workers that started (none should: `burst_after_s`). Before the
+dispatch by client, programs were served first in, first out: the quick program waited for
+ceil(runaways / workers) deadlines.
 """
 
 from __future__ import annotations
@@ -56,6 +58,20 @@ async def _idle(pool: Pool, rounds: int) -> float:
     return statistics.median(times)
 
 
+async def _many_short(pool: Pool, clients: int, each: int) -> tuple[float, int]:
+    """`clients` clients sending `each` trivial programs at once, one after another each: the
+    total time and the extra workers started (short programs should start none)."""
+    bursts = pool.bursts
+
+    async def client(name: str) -> None:
+        for _ in range(each):
+            await pool.run(QUICK, name)
+
+    began = time.perf_counter()
+    await asyncio.gather(*(client(f"c{i}") for i in range(clients)))
+    return time.perf_counter() - began, pool.bursts - bursts
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=2)
@@ -67,6 +83,7 @@ async def main() -> None:
         async with Pool(PoolConfig(size=args.workers, burst=burst, live_cache=0)) as pool:
             idle = await _idle(pool, 5)
             rss = statistics.median(_rss_mib(pid) for pid in pool.pids)
+            short, short_bursts = await _many_short(pool, 8, 50)
             waits = [await _round(pool, args.runaways, args.timeout) for _ in range(args.rounds)]
             name = "extra workers on " if burst is None else "extra workers off"
             print(
@@ -74,6 +91,7 @@ async def main() -> None:
                 f"(rounds {', '.join(f'{w * 1000:.0f}' for w in waits)} ms; idle pool {idle * 1000:.1f} ms; "
                 f"extra workers started {pool.bursts}; idle worker RSS {rss:.0f} MiB)"
             )
+            print(f"  8 clients x 50 trivial programs at once: {short * 1000:.0f} ms, {short_bursts} extra workers")
     fifo = -(-args.runaways // args.workers) * args.timeout
     print(f"first in, first out (before): about {fifo:.0f} s ({args.runaways} runaways / {args.workers} workers)")
 

@@ -91,6 +91,9 @@ class PoolConfig:
     """Extra workers the pool may start, beyond `size`, for programs of clients that hold no
     worker while every worker is busy (None: as many as `size`; 0: none). Each is retired as soon
     as the pool has no such program for it (`Pool` explains the dispatch)."""
+    burst_after_s: float = 0.25
+    """An extra worker is started only once every busy worker has run its program this long: one
+    about to be freed is cheaper to wait for than a worker to start (some 0.2-0.4 s of CPU)."""
     grace_s: float = 3.0
     """Beyond a program's own deadline, how long a worker may stay silent before it is killed."""
     startup_timeout_s: float = 60.0
@@ -260,6 +263,8 @@ class Pool:
         """The client each busy worker runs a program of."""
         self._held: dict[str, int] = {}
         """Busy workers by client."""
+        self._since: dict[_WorkerProcess, float] = {}
+        """When each busy worker was given its program (event-loop time)."""
         self._served: dict[str, int] = {}
         self._turns = itertools.count()
         self._replacing = 0
@@ -463,9 +468,12 @@ class Pool:
         try:
             self._dispatch()
             while not ticket.got.done():
-                wait = ticket.give_up - loop.time() if self._holding_out(ticket) else None
-                await asyncio.wait([ticket.got], timeout=wait)
-                self._dispatch()  # its wait for the holder is over: any idle worker will do
+                waits = [ticket.give_up] if self._holding_out(ticket) else []
+                due = self._burst_due()
+                if due is not None and not self._held.get(client, 0) and due > loop.time():
+                    waits.append(due)  # then an extra worker may be started for it
+                await asyncio.wait([ticket.got], timeout=min(waits) - loop.time() if waits else None)
+                self._dispatch()  # its wait for the holder, or for a burst, is over
             return ticket.got.result()
         except BaseException:
             self._withdraw(ticket)
@@ -492,6 +500,12 @@ class Pool:
         if preferred is None or preferred not in self._workers or preferred in self._idle:
             return False
         return asyncio.get_running_loop().time() < ticket.give_up
+
+    def _burst_due(self) -> float | None:
+        """From when an extra worker may be started (`burst_after_s`), or None if none is busy."""
+        if not self._since:
+            return None
+        return max(self._since.values()) + self.config.burst_after_s
 
     def _size(self) -> int:
         """Workers the pool counts: running, and being started in place of one."""
@@ -523,12 +537,16 @@ class Pool:
             if not queue:
                 del self._queues[client]
             self._serving[worker] = client
+            self._since[worker] = asyncio.get_running_loop().time()
             self._held[client] = self._held.get(client, 0) + 1
             self._served[client] = next(self._turns)
             ticket.got.set_result(worker)
         while self._idle and self._size() > self.config.size:  # an extra worker nobody waits for
             self._shrink(self._idle.pop())
         burst = self.config.size if self.config.burst is None else self.config.burst
+        due = self._burst_due()
+        if due is not None and asyncio.get_running_loop().time() < due:
+            return  # a worker that just started its program may soon be free
         for client in list(self._queues):
             if self._idle or self._size() + len(self._bursting) >= self.config.size + burst:
                 break
@@ -540,6 +558,8 @@ class Pool:
         first. None when the one found had died (it is replaced)."""
         if ticket.preferred is not None and ticket.preferred in self._idle:
             worker = ticket.preferred
+        elif len(self._idle) == 1:
+            worker = self._idle[0]
         else:
             wanted = {t.preferred for q in self._queues.values() for t in q}
             worker = next((w for w in self._idle if w not in wanted), self._idle[0])
@@ -580,6 +600,7 @@ class Pool:
 
     def _unassign(self, worker: _WorkerProcess) -> None:
         client = self._serving.pop(worker, None)
+        self._since.pop(worker, None)
         if client is not None:
             self._held[client] -= 1
             if not self._held[client]:

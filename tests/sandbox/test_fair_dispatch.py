@@ -31,8 +31,8 @@ class _Worker:
         self.retired = True
 
 
-def _pool(size: int, burst: int | None = 0) -> tuple[Pool, list[Any]]:
-    pool = Pool(PoolConfig(size=size, burst=burst))
+def _pool(size: int, burst: int | None = 0, burst_after_s: float = 0.0) -> tuple[Pool, list[Any]]:
+    pool = Pool(PoolConfig(size=size, burst=burst, burst_after_s=burst_after_s))
     workers: list[Any] = [_Worker(f"w{i}") for i in range(size)]
     pool._workers.update(workers)
     started: list[Any] = []
@@ -145,5 +145,22 @@ def test_a_cancelled_waiter_gives_its_turn_away() -> None:
         await _settle()
         await pool._release(held)
         assert await stays is held and pool.waiting == 0
+
+    asyncio.run(scenario())
+
+
+def test_no_burst_while_a_busy_worker_has_only_just_started_its_program() -> None:
+    async def scenario() -> None:
+        pool, started = _pool(size=1, burst=None, burst_after_s=3600)
+        [worker] = pool._workers
+        pool._put_idle(worker)
+        busy = await pool._acquire("a", None)
+        waiter = asyncio.ensure_future(pool._acquire("b", None))
+        await _settle()
+        assert started == [] and not waiter.done(), "the busy worker may be freed soon"
+        pool._since[busy] -= 3600  # its program has now run `burst_after_s`
+        pool._dispatch()
+        other = await waiter
+        assert started == [other] and pool.bursts == 1
 
     asyncio.run(scenario())
