@@ -18,8 +18,9 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from . import _pieces
@@ -29,7 +30,16 @@ from .outcome import Failed, Outcome, Program
 
 T = TypeVar("T")
 
-__all__ = ["MEMOS", "Pool", "PoolClosed", "PoolConfig", "program_key", "worker_environment"]
+__all__ = [
+    "DEFAULT_CLIENT",
+    "MEMOS",
+    "Pool",
+    "PoolClosed",
+    "PoolConfig",
+    "next_client",
+    "program_key",
+    "worker_environment",
+]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +87,13 @@ class PoolConfig:
     oldest are evicted to replay beyond it. A program's heap is due a measure when it first
     suspends, then at every suspension while it holds more than 4 MB, and at every 4th below
     that; a due measure waits for the worker to be idle, unless the bound could be passed."""
+    burst: int | None = None
+    """Extra workers the pool may start, beyond `size`, for programs of clients that hold no
+    worker while every worker is busy (None: as many as `size`; 0: none). Each is retired as soon
+    as the pool has no such program for it (`Pool` explains the dispatch)."""
+    burst_after_s: float = 0.25
+    """An extra worker is started only once every busy worker has run its program this long: one
+    about to be freed is cheaper to wait for than a worker to start (some 0.2-0.4 s of CPU)."""
     grace_s: float = 3.0
     """Beyond a program's own deadline, how long a worker may stay silent before it is killed."""
     startup_timeout_s: float = 60.0
@@ -105,6 +122,28 @@ _OWN_FATAL = ("fatal javascript", "out of memory", "invalid size", "invalid arra
 """What V8's fatal line says when a program's own allocation aborted the process. An abort of
 another kind ("Check failed" from the allocator's own set-up, a signal from outside, silence) may
 not be the program's, and gets its second run."""
+
+
+DEFAULT_CLIENT = ""
+"""The client of a program run without one (every request without a scope shares it)."""
+
+
+@dataclass(eq=False, slots=True)
+class _Ticket:
+    """A program waiting for a worker."""
+
+    client: str
+    preferred: _WorkerProcess | None
+    give_up: float
+    """Until when it waits for `preferred` (the worker holding it live) rather than another."""
+    got: asyncio.Future[_WorkerProcess] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+def next_client(waiting: Iterable[str], held: dict[str, int], served: dict[str, int]) -> str | None:
+    """Which of the `waiting` clients gets the next free worker: the one holding the fewest
+    workers (`held`), and of those the one served longest ago (`served`: a rising count, absent
+    for never), so clients that hold as many take turns, round-robin, whatever each has queued."""
+    return min(waiting, key=lambda c: (held.get(c, 0), served.get(c, -1)), default=None)
 
 
 class _WorkerProcess:
@@ -206,12 +245,34 @@ def _own_doing(worker: _WorkerProcess) -> bool:
 
 
 class Pool:
-    """`await pool.run(program)` from any coroutine; use as `async with Pool(config) as pool`."""
+    """`await pool.run(program, client)` from any coroutine; use as `async with Pool(config) as pool`.
+
+    Programs waiting for a worker are served by client, not first in, first out: a free worker
+    goes to the waiting client that holds the fewest workers, and among those to the one served
+    longest ago, so one client's queue of long programs never holds another's behind it. A client
+    that holds no worker, whose program finds every worker busy, gets an extra worker started for
+    it (at most `burst` extra in all); a worker freed while the pool is beyond `size` goes only to
+    such a client, else it is retired. A client alone gets every worker, as before."""
 
     def __init__(self, config: PoolConfig | None = None) -> None:
         self.config = config or PoolConfig()
         self._idle: list[_WorkerProcess] = []
-        self._available = asyncio.Condition()
+        self._queues: dict[str, deque[_Ticket]] = {}
+        """Waiting programs by client, each client's in arrival order."""
+        self._serving: dict[_WorkerProcess, str] = {}
+        """The client each busy worker runs a program of."""
+        self._held: dict[str, int] = {}
+        """Busy workers by client."""
+        self._since: dict[_WorkerProcess, float] = {}
+        """When each busy worker was given its program (event-loop time)."""
+        self._served: dict[str, int] = {}
+        self._turns = itertools.count()
+        self._replacing = 0
+        """Replacement workers being started (counted in the pool's size)."""
+        self._bursting: set[str] = set()
+        """Clients an extra worker is being started for."""
+        self.bursts = 0
+        """Extra workers started for clients that held none while every worker was busy."""
         self._holders: Holders[_WorkerProcess] = Holders(
             2 * self.config.live_cache, self.config.live_idle_s, 2 * self.config.live_cache_bytes
         )
@@ -256,17 +317,25 @@ class Pool:
     async def start(self) -> None:
         workers = await asyncio.gather(*(self._spawn() for _ in range(self.config.size)))
         for worker in workers:
-            await self._put_idle(worker)
+            self._put_idle(worker)
 
     async def close(self) -> None:
         self._closed = True
-        async with self._available:
-            self._available.notify_all()
+        for queue in self._queues.values():
+            for ticket in queue:
+                if not ticket.got.done():
+                    ticket.got.set_exception(PoolClosed("the sandbox pool is closed"))
+        self._queues.clear()
         for task in list(self._spawning):
             task.cancel()
         await asyncio.gather(*self._spawning, return_exceptions=True)
         await asyncio.gather(*(w.retire() for w in list(self._workers)), return_exceptions=True)
         self._workers.clear()
+
+    @property
+    def waiting(self) -> int:
+        """Programs waiting for a worker, all clients together."""
+        return sum(len(queue) for queue in self._queues.values())
 
     @property
     def live_held(self) -> int:
@@ -281,8 +350,9 @@ class Pool:
             with contextlib.suppress(ConnectionError):
                 await worker.send({"forget": True})
 
-    async def run(self, program: Program) -> Outcome:
-        """Run or replay `program` in a worker. Cancelling the caller kills and replaces that worker.
+    async def run(self, program: Program, client: str = DEFAULT_CLIENT) -> Outcome:
+        """Run or replay `program` in a worker, for `client` (whose turn it waits for, if every
+        worker is busy). Cancelling the caller kills and replaces that worker.
 
         The worker that holds the program live gets it when it is free; any other replays it.
         A worker that dies while it holds the program, or stops answering past the program's
@@ -296,7 +366,7 @@ class Pool:
         died = 0
         crashed = False
         while True:
-            outcome = await self._run_once(program)
+            outcome = await self._run_once(program, client)
             if isinstance(outcome, _Died):
                 died += 1
                 if died < _ATTEMPTS:
@@ -314,9 +384,9 @@ class Pool:
             self.recovered += crashed
             return outcome
 
-    async def _run_once(self, program: Program) -> Outcome | _Died | _Crashed:
+    async def _run_once(self, program: Program, client: str) -> Outcome | _Died | _Crashed:
         key = program_key(program) if self.config.live_cache > 0 else None
-        worker = await self._acquire(self._holders.holder(key) if key else None)
+        worker = await self._acquire(client, self._holders.holder(key) if key else None)
         request_id = next(self._ids)
         self.runs += 1
         held = self._holders.held(key, worker) if key is not None else None
@@ -385,44 +455,174 @@ class Pool:
 
     # ---- internals -------------------------------------------------------------------------
 
-    async def _acquire(self, preferred: _WorkerProcess | None) -> _WorkerProcess:
-        """An idle worker. The one that holds the program live, if any, even while it is busy, for
-        up to `_HOLDER_WAIT_S`: a live resume there costs a fraction of a replay in a fresh
-        context elsewhere (and the replay would drop the live copy). Then any idle worker."""
+    async def _acquire(self, client: str, preferred: _WorkerProcess | None) -> _WorkerProcess:
+        """An idle worker, when it is `client`'s turn (`_dispatch`). The one that holds the program
+        live, if any, even while it is busy, for up to `_HOLDER_WAIT_S`: a live resume there costs
+        a fraction of a replay in a fresh context elsewhere (and the replay would drop the live
+        copy). Then any idle worker."""
+        if self._closed:
+            raise PoolClosed("the sandbox pool is closed")
         loop = asyncio.get_running_loop()
-        give_up = loop.time() + _HOLDER_WAIT_S
-        async with self._available:
-            while True:
-                if self._closed:
-                    raise PoolClosed("the sandbox pool is closed")
-                if preferred is not None and preferred not in self._workers:  # it died or retired
-                    preferred = None
-                waiting = preferred is not None and preferred not in self._idle and loop.time() < give_up
-                if self._idle and not waiting:
-                    worker = preferred if preferred in self._idle else self._idle[0]
-                    self._idle.remove(worker)
-                    if worker.proc.returncode is None:
-                        return worker
-                    self._replace(worker, kill=False)
-                    continue
-                if waiting and self._idle:  # only the holder is awaited: never past the deadline
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._available.wait(), max(0.0, give_up - loop.time()))
-                else:
-                    await self._available.wait()
+        ticket = _Ticket(client, preferred, loop.time() + _HOLDER_WAIT_S)
+        self._queues.setdefault(client, deque()).append(ticket)
+        try:
+            self._dispatch()
+            while not ticket.got.done():
+                waits = [ticket.give_up] if self._holding_out(ticket) else []
+                due = self._burst_due()
+                if due is not None and not self._held.get(client, 0) and due > loop.time():
+                    waits.append(due)  # then an extra worker may be started for it
+                await asyncio.wait([ticket.got], timeout=min(waits) - loop.time() if waits else None)
+                self._dispatch()  # its wait for the holder, or for a burst, is over
+            return ticket.got.result()
+        except BaseException:
+            self._withdraw(ticket)
+            raise
 
-    async def _put_idle(self, worker: _WorkerProcess) -> None:
-        async with self._available:
-            self._idle.append(worker)
-            # Every waiter looks: the one waiting for this very worker may not be the first.
-            self._available.notify_all()
+    def _withdraw(self, ticket: _Ticket) -> None:
+        """A waiter that gave up (cancelled): out of its queue, its worker, if given, back."""
+        queue = self._queues.get(ticket.client)
+        if queue is not None and ticket in queue:
+            queue.remove(ticket)
+            if not queue:
+                del self._queues[ticket.client]
+                self._forget(ticket.client)
+        if ticket.got.done() and not ticket.got.cancelled() and ticket.got.exception() is None:
+            worker = ticket.got.result()
+            self._unassign(worker)
+            self._put_idle(worker)
+        elif not ticket.got.done():
+            ticket.got.cancel()
+
+    def _holding_out(self, ticket: _Ticket) -> bool:
+        """Whether `ticket` still waits for its busy holder rather than take another worker."""
+        preferred = ticket.preferred
+        if preferred is None or preferred not in self._workers or preferred in self._idle:
+            return False
+        return asyncio.get_running_loop().time() < ticket.give_up
+
+    def _burst_due(self) -> float | None:
+        """From when an extra worker may be started (`burst_after_s`), or None if none is busy."""
+        if not self._since:
+            return None
+        return max(self._since.values()) + self.config.burst_after_s
+
+    def _size(self) -> int:
+        """Workers the pool counts: running, and being started in place of one."""
+        return len(self._workers) + self._replacing
+
+    def _dispatch(self) -> None:
+        """Give idle workers to waiting programs, by client (`next_client`), then start an extra
+        worker for each client that waits holding none while no worker is idle. Never awaits."""
+        if self._closed:
+            return
+        while self._idle and self._queues:
+            over = self._size() > self.config.size  # only clients holding none get a worker
+            heads: dict[str, _Ticket] = {}
+            for waiting, queue in self._queues.items():
+                if over and self._held.get(waiting, 0):
+                    continue
+                head = next((t for t in queue if not self._holding_out(t)), None)
+                if head is not None:
+                    heads[waiting] = head
+            client = next_client(heads, self._held, self._served)
+            if client is None:
+                break
+            ticket = heads[client]
+            worker = self._pick_idle(ticket)
+            if worker is None:
+                continue  # a dead one was taken out: look again
+            queue = self._queues[client]
+            queue.remove(ticket)
+            if not queue:
+                del self._queues[client]
+            self._serving[worker] = client
+            self._since[worker] = asyncio.get_running_loop().time()
+            self._held[client] = self._held.get(client, 0) + 1
+            self._served[client] = next(self._turns)
+            ticket.got.set_result(worker)
+        while self._idle and self._size() > self.config.size:  # an extra worker nobody waits for
+            self._shrink(self._idle.pop())
+        burst = self.config.size if self.config.burst is None else self.config.burst
+        due = self._burst_due()
+        if due is not None and asyncio.get_running_loop().time() < due:
+            return  # a worker that just started its program may soon be free
+        for client in list(self._queues):
+            if self._idle or self._size() + len(self._bursting) >= self.config.size + burst:
+                break
+            if client not in self._bursting and not self._held.get(client, 0):
+                self._start_burst(client)
+
+    def _pick_idle(self, ticket: _Ticket) -> _WorkerProcess | None:
+        """The idle worker `ticket` gets: its holder; else one no waiting program prefers; else the
+        first. None when the one found had died (it is replaced)."""
+        if ticket.preferred is not None and ticket.preferred in self._idle:
+            worker = ticket.preferred
+        elif len(self._idle) == 1:
+            worker = self._idle[0]
+        else:
+            wanted = {t.preferred for q in self._queues.values() for t in q}
+            worker = next((w for w in self._idle if w not in wanted), self._idle[0])
+        self._idle.remove(worker)
+        if worker.proc.returncode is None:
+            return worker
+        self._replace(worker, kill=False)
+        return None
+
+    def _start_burst(self, client: str) -> None:
+        self._bursting.add(client)
+        self.bursts += 1
+
+        async def burst() -> None:
+            try:
+                new = await self._spawn()
+            except Exception:
+                log.exception("could not start an extra sandbox worker")
+                return
+            finally:
+                self._bursting.discard(client)
+            if self._closed:
+                await new.retire()
+            else:
+                self._put_idle(new)
+
+        task = asyncio.ensure_future(burst())
+        self._spawning.add(task)
+        task.add_done_callback(self._spawning.discard)
+
+    def _shrink(self, worker: _WorkerProcess) -> None:
+        """Retire an idle worker the pool no longer needs (it is beyond `size`), with no replacement."""
+        self._workers.discard(worker)
+        self._holders.drop_worker(worker)
+        task = asyncio.ensure_future(worker.retire())
+        self._spawning.add(task)
+        task.add_done_callback(self._spawning.discard)
+
+    def _unassign(self, worker: _WorkerProcess) -> None:
+        client = self._serving.pop(worker, None)
+        self._since.pop(worker, None)
+        if client is not None:
+            self._held[client] -= 1
+            if not self._held[client]:
+                del self._held[client]
+                self._forget(client)
+
+    def _forget(self, client: str) -> None:
+        """A client that neither waits nor holds a worker leaves no trace (scopes come and go)."""
+        if client not in self._queues and client not in self._held:
+            self._served.pop(client, None)
+
+    def _put_idle(self, worker: _WorkerProcess) -> None:
+        self._idle.append(worker)
+        self._dispatch()
 
     async def _release(self, worker: _WorkerProcess) -> None:
+        self._unassign(worker)
         limit = self.config.max_jobs_per_worker
         if self._closed or (limit and worker.starts >= limit):
             self._replace(worker, kill=False, retire=True)
         else:
-            await self._put_idle(worker)
+            self._put_idle(worker)
 
     async def _crashed(self, worker: _WorkerProcess, *, exiting: bool = False) -> Failed:
         if exiting:
@@ -441,23 +641,29 @@ class Pool:
         return Failed("crash", f"the sandbox worker running this program {death}")
 
     def _replace(self, worker: _WorkerProcess, *, kill: bool, retire: bool = False) -> None:
+        self._unassign(worker)
         self._workers.discard(worker)
         self._holders.drop_worker(worker)
         if not retire:
             self.replaced += 1
+        again = self._size() < self.config.size  # an extra worker (`burst`) is not replaced
+        self._replacing += again
 
         async def replace() -> None:
-            if kill:
-                await worker.kill()
-            elif retire:
-                await worker.retire()
-            if self._closed:
-                return
-            new = await self._spawn_with_retry()
+            try:
+                if kill:
+                    await worker.kill()
+                elif retire:
+                    await worker.retire()
+                if self._closed or not again:
+                    return
+                new = await self._spawn_with_retry()
+            finally:
+                self._replacing -= again
             if self._closed:
                 await new.retire()
             else:
-                await self._put_idle(new)
+                self._put_idle(new)
 
         task = asyncio.ensure_future(replace())
         self._spawning.add(task)

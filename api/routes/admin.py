@@ -189,6 +189,8 @@ async def health(request: Request) -> dict[str, Any] | JSONResponse:
         "sandbox_crashes": pool.crashes if pool else 0,
         "sandbox_recovered": pool.recovered if pool else 0,
         "sandbox_live_hits": pool.live_hits if pool else 0,
+        "sandbox_waiting": pool.waiting if pool else 0,
+        "sandbox_bursts": pool.bursts if pool else 0,
         "hidden_results": state.hidden_results.size[0],
         "hidden_result_bytes": state.hidden_results.size[1],
     }

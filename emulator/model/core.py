@@ -28,9 +28,10 @@ __all__ = ["Delivery", "Live", "Model", "Plan", "Prepared", "Refused", "MadeOnce
 
 
 class Runner(Protocol):
-    """What the engine needs from the sandbox: the `sandbox.Pool` interface."""
+    """What the engine needs from the sandbox: the `sandbox.Pool` interface. `client` is the
+    request's scope ("" without one): waiting programs are served by client (docs/limits.md)."""
 
-    async def run(self, program: Program) -> Outcome: ...
+    async def run(self, program: Program, client: str = "") -> Outcome: ...
 
 
 class Live(Protocol):

@@ -34,7 +34,7 @@ class FakeRunner:
         self.programs[code] = program
         return code
 
-    async def run(self, program: Program) -> Outcome:
+    async def run(self, program: Program, client: str = "") -> Outcome:
         self.runs.append(program)
         spec = self.programs.get(program.code)
         if spec is None:

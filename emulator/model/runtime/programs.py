@@ -358,7 +358,7 @@ class Runtime:
                 limits=self.limits,
                 text_tools=tuple(n for n in seal.tools if n in bindings and bindings[n].kind.text_argument),
             )
-            outcome = forced or await runner.run(program)
+            outcome = forced or await runner.run(program, prepared.scope or "")
             if isinstance(outcome, Failed) and outcome.kind == "divergence":
                 raise messages.program_calls_modified(item.call_id, outcome.message)
             if not isinstance(outcome, Suspended) or forced is not None:
