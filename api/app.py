@@ -399,8 +399,10 @@ class _Edge:
             await _reject(scope, receive, send_with_id, messages.body_too_large(limit))
             return
         received = 0
-        answering = True
-        with contextlib.ExitStack() as holding:
+        # Until the request has been answered, however it ends: a large body, or a long stored
+        # record read back in it (`jsonpieces.loads`), holds full collections off (`collector`).
+        # (Not a WebSocket: its connection may last for hours.)
+        with collector.request() if scope["type"] == "http" else contextlib.nullcontext():
 
             async def limited_receive() -> Message:
                 nonlocal received
@@ -411,14 +413,11 @@ class _Edge:
                     received += len(chunk)
                     if received > limit:
                         raise StarletteHTTPException(413, detail=messages.body_too_large(limit).message)
-                    if large and answering:  # until the request has been answered, however it ends
-                        holding.enter_context(collector.held_off())
+                    if large:
+                        collector.hold_for_request()
                 return message
 
-            try:
-                await self.app(scope, limited_receive if scope["type"] == "http" else receive, send_with_id)
-            finally:
-                answering = False
+            await self.app(scope, limited_receive if scope["type"] == "http" else receive, send_with_id)
 
 
 def _warm_up_failure(warming: asyncio.Future[Any]) -> EmulatorError | None:

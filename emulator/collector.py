@@ -30,12 +30,13 @@ for good: `serve` freezes them once started (`api.cli.settle_heap`).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import gc
 import threading
 import time
 from collections.abc import Iterator
 
-__all__ = ["LARGE_BYTES", "MAX_HELD_S", "held", "held_off"]
+__all__ = ["LARGE_BYTES", "MAX_HELD_S", "held", "held_off", "hold_for_request", "request"]
 
 LARGE_BYTES = 256 * 2**10
 """A request whose body is this long or longer holds full collections off. A smaller one makes
@@ -122,3 +123,53 @@ def held_off() -> Iterator[None]:
 def held() -> bool:
     """Whether full collections are held off now."""
     return _hold.held()
+
+
+class _Request:
+    """One request's claim on the hold: taken at most once, by whatever thread finds the request
+    large (`hold_for_request`), and given back when the request ends, never after."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.open = True
+        self.holding = False
+
+    def hold(self) -> None:
+        with self.lock:
+            if self.open and not self.holding:
+                self.holding = True
+                _hold.enter()
+
+    def close(self) -> None:
+        with self.lock:
+            self.open = False
+            if self.holding:
+                self.holding = False
+                _hold.leave()
+
+
+_request: contextvars.ContextVar[_Request | None] = contextvars.ContextVar("collector_request", default=None)
+
+
+@contextlib.contextmanager
+def request() -> Iterator[None]:
+    """Around one HTTP request: once something in it finds it large (`hold_for_request`: a body of
+    `LARGE_BYTES`, a long stored record read back), full collections are held off until it has
+    been answered, however it ends. Worker threads it starts with `asyncio.to_thread` see it (they
+    run in a copy of its context); a task it leaves behind (a background response) finds it closed."""
+    claim = _Request()
+    token = _request.set(claim)
+    try:
+        yield
+    finally:
+        _request.reset(token)
+        claim.close()
+
+
+def hold_for_request() -> None:
+    """Full collections held off for the rest of the current request (`request`), if there is one:
+    it reads or makes as many objects as a large body (a stored response of 200,000 items read
+    back started five to ten full passes of 0.1-1.5 s each, on every read)."""
+    claim = _request.get()
+    if claim is not None:
+        claim.hold()

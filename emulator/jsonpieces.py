@@ -21,13 +21,14 @@ import json
 import time
 from typing import Any
 
+from ptc_emulator.emulator import collector
 from ptc_emulator.sandbox import json_pieces
 
-__all__ = ["PIECE", "between", "compact_size", "decode", "dumps", "loads"]
+__all__ = ["LONG_TEXT", "PIECE", "between", "compact_size", "decode", "dumps", "loads"]
 
 PIECE = 1000
 """Values of a long array made or read in one call: about a millisecond of work."""
-_LONG_TEXT = 256 * 1024
+LONG_TEXT = 256 * 1024
 """A text shorter than this is read in one call (a millisecond or so)."""
 _OUTER = 2
 """Levels of arrays made and read a value at a time: a record's, and one directly in a record
@@ -94,8 +95,9 @@ def loads(text: str) -> Any:
     """`json.loads(text)` of text `json.dumps` wrote (a stored record, a request's body): a long
     one's outer arrays and objects a value at a time, pausing (`between`) every `PIECE` values,
     and a long string a slice at a time (see `_Reader`)."""
-    if len(text) < _LONG_TEXT:
+    if len(text) < LONG_TEXT:
         return json.loads(text)
+    collector.hold_for_request()  # as many objects as a large body: no full passes over them meanwhile
     try:
         value, end = _Reader(text).value(_skip(text, 0), 0)
     except (StopIteration, ValueError, IndexError, RecursionError):

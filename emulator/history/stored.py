@@ -22,6 +22,7 @@ from ptc_emulator.emulator.caches import Cache
 from ptc_emulator.emulator.errors import NotFound
 from ptc_emulator.emulator.history import replayed
 from ptc_emulator.emulator.history.cursor import DERIVED, Cursor, Extension, retained
+from ptc_emulator.emulator.release import release
 from ptc_emulator.emulator.storage import ConnectionStore, ResponseStore, StoredResponse, visible
 from ptc_emulator.emulator.tools.kinds import ITEMS
 from ptc_emulator.emulator.wire.items import (
@@ -223,8 +224,10 @@ class History:
         scope: str | None = None,
     ) -> dict[str, Any]:
         """A page of a stored response's input items (`GET /v1/responses/{id}/input_items`)."""
+        listed = self.seen(response_id, scope).input_items
+        release(listed)  # freed a slice at a time, not in one call as this returns
         return page(
-            self.seen(response_id, scope).input_items,
+            listed,
             after=after,
             limit=limit,
             order=order,
@@ -295,6 +298,7 @@ class History:
                 known = tuple(converted)
                 if self.validated.get(record.id) is None:  # items the engine changes: never shared
                     shareable = False
+                release(raw)  # its dicts freed a slice at a time once the record goes, not in one call
             items.extend(known)
         return _Chain(items, found, shareable, socket, revision)
 

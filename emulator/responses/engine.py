@@ -37,6 +37,7 @@ from ptc_emulator.emulator.model import (
     ScriptedModel,
     Trace,
 )
+from ptc_emulator.emulator.release import release
 from ptc_emulator.emulator.responses.background import Background, interrupted
 from ptc_emulator.emulator.responses.body import response_body
 from ptc_emulator.emulator.responses.usage import (
@@ -543,6 +544,7 @@ class Engine:
     def retrieve(self, response_id: str, *, scope: str | None) -> dict[str, Any]:
         """The stored response, as a request in `scope` sees it (one of another scope is a 404)."""
         record = self.history.seen(response_id, scope)
+        release(record.input_items)  # (not in the reply) freed a slice at a time, not in one call
         if record.response.get("status") in UNFINISHED and self.background.orphaned(response_id):
             failed = {**record.response, "status": ResponseStatus.FAILED, "error": interrupted()}  # its replica died
             kept = StoredResponse(response_id, failed, record.input_items, record.previous_response_id, record.scope)
@@ -604,6 +606,7 @@ class Engine:
         new_items = self.history.input(request, scope)
         triggered(new_items)
         items = [*history, *new_items]
+        release(items)  # a long history's models freed a slice at a time once counted, not in one call
         expanded = self.compactor.expand(items, len(history))
         if expanded is None:  # its items are held to a create's rules (an output needs its call)
             analyse(items, len(history), self.signer, whole=False)

@@ -56,7 +56,7 @@ def test_the_text_is_json_dumps_own(record: Any, separators: tuple[str, str]) ->
 def test_a_long_text_reads_back_as_json_loads_reads_it(
     record: Any, indent: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(jsonpieces, "_LONG_TEXT", 0)  # every text read a piece at a time
+    monkeypatch.setattr(jsonpieces, "LONG_TEXT", 0)  # every text read a piece at a time
     text = json.dumps(record, indent=indent)
     assert jsonpieces.loads(text) == json.loads(text)
 
@@ -102,7 +102,7 @@ def test_the_compact_size_is_the_compact_texts(record: list[Any]) -> None:
 
 @pytest.mark.parametrize("text", ["[1,", "[1 2]", '{"a" 1}', "[" * 10, '{"a": 1} x', "[1]]"])
 def test_a_broken_text_raises_what_json_loads_raises(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(jsonpieces, "_LONG_TEXT", 0)
+    monkeypatch.setattr(jsonpieces, "LONG_TEXT", 0)
     with pytest.raises(json.JSONDecodeError):
         jsonpieces.loads(text)
 
@@ -115,7 +115,7 @@ def test_the_other_threads_run_between_pieces(monkeypatch: pytest.MonkeyPatch) -
     made = len(calls)
     assert made >= 1  # about every JSON_PIECE_CHARS characters (the sandbox's walk): this text is 1.4 of them
     assert len(text) > JSON_PIECE_CHARS
-    monkeypatch.setattr(jsonpieces, "_LONG_TEXT", 0)
+    monkeypatch.setattr(jsonpieces, "LONG_TEXT", 0)
     assert jsonpieces.loads(text) == record
     assert len(calls) - made >= 3
 

@@ -149,3 +149,33 @@ def test_the_input_tokens_endpoint_counts_what_create_reports(unit_sdk: openai.O
     assert created.usage is not None
     # create's input also holds the program_output the model read before its final message
     assert created.usage.input_tokens == counted.input_tokens + usage.count("counted")
+
+
+def test_the_items_the_model_reads_are_picked_from_models_as_from_their_dicts() -> None:
+    """`_model_read` asks only the items of a class that may have a `caller` for it: a list of
+    messages alone, and one mixing them with a program's calls, give what `model_reads` gives."""
+    from ptc_emulator.emulator.history.stored import as_input
+
+    raw: list[dict[str, Any]] = [
+        {"type": "message", "role": "user", "content": "hi"},
+        {"type": "function_call", "call_id": "c1", "name": "echo", "arguments": "{}"},
+        {
+            "type": "function_call",
+            "call_id": "c2",
+            "name": "echo",
+            "arguments": "{}",
+            "caller": {"type": "program", "caller_id": "call_p"},
+        },
+        {
+            "type": "function_call_output",
+            "call_id": "c2",
+            "output": "x",
+            "caller": {"type": "program", "caller_id": "call_p"},
+        },
+        {"type": "message", "role": "assistant", "content": "done"},
+    ]
+    items = [as_input(r) for r in raw]
+    messages = [items[0], items[-1]]
+    assert usage._model_read(items) == [i for i in items if usage.model_reads(i)] == [items[0], items[1], items[-1]]
+    assert usage._model_read(messages) == messages
+    assert usage._model_read(raw) == [raw[0], raw[1], raw[-1]]

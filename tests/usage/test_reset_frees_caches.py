@@ -34,6 +34,7 @@ PAUSING = js("const r = await tools.add({a: 1, b: 2});\ntext('r=' + r)")
 
 CONSTANT_MEMOS = {
     "ptc_emulator.emulator.model.scripted.walk._kind_of_type": "by item class: as many entries as the code has",
+    "ptc_emulator.emulator.responses.usage._may_have_caller": "by item class: as many entries as the code has",
     "ptc_emulator.emulator.storage.sql.Statements.of": "by SQL dialect: as many entries as the code has",
 }
 """Memos that are not caches of what requests send (a memo of a function without parameters is
