@@ -1345,6 +1345,18 @@ def approval_request_not_issued(approval_id: str, program: str, param: str) -> I
     )
 
 
+@error(PROGRAMS)
+def direct_approval_request_not_issued(approval_id: str, param: str) -> InvalidRequest:
+    """A direct MCP call's `mcp_approval_request` (no `caller`) sent back with another server
+    label, tool or arguments than this server issued its id for, or with an id it never issued."""
+    return InvalidRequest(
+        f"The mcp_approval_request {approval_id} was not issued as sent: its id, server_label, name or "
+        "arguments were changed, or this server never issued it. Replay it as it was returned.",
+        param=param,
+        code="invalid_approval_request",
+    )
+
+
 @error(PROGRAMS, name=("lookup", "delete_page"))
 def approval_request_mismatch(
     approval_id: str,

@@ -74,6 +74,20 @@ def load_secret(explicit: str | None, data_dir: Path | None) -> bytes:
     return path.read_bytes().strip()
 
 
+_DIRECT_NONCE_CHARS = 16
+"""The hex digits of a direct MCP call's approval request id that are its nonce (the rest, 32, its MAC)."""
+
+
+def _canonical_arguments(arguments: str) -> str:
+    """MCP call arguments as an id binds them: canonical JSON of the object they give ({} for any
+    other text), so the same call has the same id however its JSON is spaced."""
+    try:
+        given = json.loads(arguments)
+    except (ValueError, RecursionError):  # not JSON, or nested past what the parser takes
+        given = {}
+    return json.dumps(given if isinstance(given, dict) else {}, sort_keys=True, separators=(",", ":"))
+
+
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
@@ -287,12 +301,30 @@ class Signer:
     def mcp_approval_id(self, program: str, index: int, label: str, name: str, arguments: str) -> str:
         """The id of the approval request for a program's MCP call: a MAC of what is called (the
         arguments as canonical JSON of the object they give, none for any other), not only where."""
-        try:
-            given = json.loads(arguments)
-        except json.JSONDecodeError:
-            given = {}
-        canonical = json.dumps(given if isinstance(given, dict) else {}, sort_keys=True, separators=(",", ":"))
+        canonical = _canonical_arguments(arguments)
         return "mcpr_" + self.token("mcp-approval", program, str(index), label, name, canonical, length=40)
+
+    def direct_mcp_approval_id(self, label: str, name: str, arguments: str, nonce: str | None = None) -> str:
+        """The id of the approval request for a direct MCP call (a scenario's `mcp` turn, no
+        program): `mcpr_`, a fresh nonce (16 hex digits: unique across turns and responses), then a
+        MAC of the nonce and what is called (32 hex digits), 48 in all as the hosted API's are.
+        `issued_direct_approval` checks one sent back against the item that carries it."""
+        if nonce is None:
+            nonce = secrets.token_hex(_DIRECT_NONCE_CHARS // 2)
+        canonical = _canonical_arguments(arguments)
+        return "mcpr_" + nonce + self.token("mcp-approval-direct", nonce, label, name, canonical, length=32)
+
+    def issued_direct_approval(self, request_id: str, label: str, name: str, arguments: str) -> bool:
+        """Whether `request_id` is a direct call's approval request this server issued for
+        `label`.`name` with these arguments (`direct_mcp_approval_id`)."""
+        body = request_id.removeprefix("mcpr_")
+        if body == request_id or len(body) != _DIRECT_NONCE_CHARS + 32:
+            return False
+        nonce = body[:_DIRECT_NONCE_CHARS]
+        expected = self.direct_mcp_approval_id(label, name, arguments, nonce)
+        return hmac.compare_digest(
+            expected.encode("utf-8", "surrogatepass"), request_id.encode("utf-8", "surrogatepass")
+        )
 
     def issued_approval(
         self, request_id: str, program: str, label: str, name: str, arguments: str, *, max_tool_calls: int

@@ -38,6 +38,7 @@ from ptc_emulator.emulator.wire.tools import (
 __all__ = [
     "call_indexes",
     "check_conversation",
+    "check_direct_approvals",
     "check_finished_approvals",
     "check_finished_programs",
     "check_open_program",
@@ -192,6 +193,21 @@ def check_finished_approvals(conv: Conversation, signer: Signer, *, max_tool_cal
         at = next(i for i, item in enumerate(conv.items) if item is request)
         param = f"input[{at - conv.new_from}]" if at >= conv.new_from else "previous_response_id"
         raise messages.approval_request_not_issued(request.id, program, param)
+
+
+def check_direct_approvals(conv: Conversation, signer: Signer) -> None:
+    """A direct MCP call's approval requests (no `caller`: a scenario's `mcp` turn) are the ones
+    this server issued, as issued: each id is a MAC of its nonce, server label, tool and arguments
+    (`Signer.direct_mcp_approval_id`). Checked before any decision is read, whether the item comes
+    back in the input or from storage (a conversation's items may have been added by a client)."""
+    for request in conv.approval_requests.values():
+        if isinstance(request.caller, ProgramCaller):
+            continue
+        if signer.issued_direct_approval(request.id, request.server_label, request.name, request.arguments):
+            continue
+        at = next(i for i, item in enumerate(conv.items) if item is request)
+        param = f"input[{at - conv.new_from}]" if at >= conv.new_from else "previous_response_id"
+        raise messages.direct_approval_request_not_issued(request.id, param)
 
 
 def check_reasoning(conv: Conversation, signer: Signer, reasoned: Iterable[Item]) -> None:

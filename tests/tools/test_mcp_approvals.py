@@ -123,7 +123,8 @@ def test_an_unchanged_approval_still_runs_the_call(ptc_emulator: PTCEmulator, do
 
 
 def test_a_direct_calls_approval_request_sent_back_changed_is_refused(ptc_emulator: PTCEmulator) -> None:
-    """A scenario's direct call (`mcp_call`, no program) checks the replayed request item too."""
+    """A scenario's direct call (`mcp_call`, no program) checks the replayed request item too: its
+    id is a MAC of what it was issued for (`Signer.direct_mcp_approval_id`)."""
     hosted = {"mcp_servers": {"docs": {"tools": [{"name": "wipe", "output": "wiped"}, {"name": "lookup"}]}}}
     turns = [{"mcp": {"server_label": "docs", "name": "wipe"}}, {"message": "done: {{ outputs.wipe }}"}]
     ptc_emulator.add_scenario({"match": {"input": "^direct wipe"}, "hosted": hosted, "turns": turns})
@@ -139,7 +140,8 @@ def test_a_direct_calls_approval_request_sent_back_changed_is_refused(ptc_emulat
             client.responses.create(model="gpt-test", tools=[mcp], input=sent, store=False)
         error = caught.value.body
         assert isinstance(error, dict) and error["param"] == f"input[{1 + index}]"
-        assert "name 'lookup'" in error["message"]
+        assert error["code"] == "invalid_approval_request"
+        assert "was not issued as sent" in error["message"]
         sent = [user, *first, answer]
         final = client.responses.create(model="gpt-test", tools=[mcp], input=sent, store=False)
     assert final.output_text == "done: wiped"
@@ -356,3 +358,175 @@ def test_a_finished_programs_approval_request_sent_back_changed_is_refused(
     assert error["code"] == "invalid_approval_request"
     assert "was not issued as sent: its server_label, name or arguments were changed" in error["message"]
     assert docs.calls == [("delete_page", {"page": "old"})]
+
+
+# Direct calls (a scenario's `mcp` turn, no program): two calls, each asked for, then a message.
+DIRECT_TOOLS = [{"name": "wipe", "output": "wiped"}, {"name": "archive", "output": "archived"}]
+DIRECT_TURNS = [
+    {"mcp": {"server_label": "docs", "name": "wipe", "arguments": {"page": "old"}}},
+    {"mcp": {"server_label": "docs", "name": "archive", "arguments": {"page": "new"}}},
+    {"message": "done: {{ outputs.wipe | default('not wiped') }}, {{ outputs.archive | default('not archived') }}"},
+]
+DIRECT_MCP = {"type": "mcp", "server_label": "docs", "server_url": "https://mcp.example.com/mcp"}
+
+
+def direct_scenario(
+    ptc_emulator: PTCEmulator, words: str, turns: list[dict[str, Any]] = DIRECT_TURNS
+) -> dict[str, Any]:
+    hosted = {"mcp_servers": {"docs": {"tools": DIRECT_TOOLS}}}
+    ptc_emulator.add_scenario({"match": {"input": f"^{words}$"}, "hosted": hosted, "turns": turns})
+    return {"role": "user", "content": words}
+
+
+def direct_answer(request: dict[str, Any], approve: bool = True) -> dict[str, Any]:
+    return {"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": approve}
+
+
+def requests_of(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [i for i in items if i["type"] == "mcp_approval_request"]
+
+
+def test_a_direct_calls_request_ids_are_bound_to_what_they_ask_and_unique() -> None:
+    from ptc_emulator.emulator.signing import Signer
+
+    signer = Signer(b"s")
+    ids = {signer.direct_mcp_approval_id("docs", "wipe", '{"page": "old"}') for _ in range(50)}
+    assert len(ids) == 50
+    for request_id in ids:
+        assert request_id.startswith("mcpr_") and len(request_id) == 5 + 48
+        assert signer.issued_direct_approval(request_id, "docs", "wipe", '{"page":"old"}')
+        assert not signer.issued_direct_approval(request_id, "docs", "wipe", '{"page":"other"}')
+        assert not signer.issued_direct_approval(request_id, "docs", "archive", '{"page":"old"}')
+        assert not signer.issued_direct_approval(request_id, "elsewhere", "wipe", '{"page":"old"}')
+        assert not Signer(b"t").issued_direct_approval(request_id, "docs", "wipe", '{"page":"old"}')
+
+
+def test_an_earlier_direct_approval_request_sent_back_changed_is_refused(ptc_emulator: PTCEmulator) -> None:
+    """`store: false`: the first call's request, approved in an earlier response, comes back
+    changed beside the second call's (which the turn compares): it is refused, at its own place,
+    before the second answer is applied. Untampered, the same replay plays both calls."""
+    user = direct_scenario(ptc_emulator, "direct two")
+    with validating_client(ptc_emulator) as client:
+        first = dumped(client.responses.create(model="gpt-test", tools=[DIRECT_MCP], input=[user], store=False))
+        [wipe] = requests_of(first)
+        so_far = [user, *first, direct_answer(wipe)]
+        second = dumped(client.responses.create(model="gpt-test", tools=[DIRECT_MCP], input=so_far, store=False))
+        [archive] = requests_of(second)
+        assert archive["id"] != wipe["id"] and archive["id"].startswith("mcpr_") and len(archive["id"]) == 53
+        index = first.index(wipe)
+        for changed in ({"arguments": '{"page": "important"}'}, {"name": "archive"}, {"server_label": "other"}):
+            tampered = {**wipe, **changed}
+            sent = [user, *first[:index], tampered, *first[index + 1 :], direct_answer(tampered), *second]
+            with pytest.raises(openai.BadRequestError) as caught:
+                client.responses.create(
+                    model="gpt-test", tools=[DIRECT_MCP], input=[*sent, direct_answer(archive)], store=False
+                )
+            error = caught.value.body
+            assert isinstance(error, dict) and error["param"] == f"input[{1 + index}]", changed
+            assert error["code"] == "invalid_approval_request"
+            assert f"The mcp_approval_request {wipe['id']} was not issued as sent" in error["message"]
+        final = client.responses.create(
+            model="gpt-test", tools=[DIRECT_MCP], input=[*so_far, *second, direct_answer(archive)], store=False
+        )
+    assert final.output_text == "done: wiped, archived"
+
+
+def test_a_direct_approval_request_the_server_never_issued_is_refused(ptc_emulator: PTCEmulator) -> None:
+    """A request item the client made up, with the very call the turn makes, and its approval:
+    the server never asked, so nothing runs on it."""
+    user = direct_scenario(ptc_emulator, "direct made up", [DIRECT_TURNS[0], DIRECT_TURNS[2]])
+    made_up = {
+        "type": "mcp_approval_request",
+        "id": "mcpr_" + "0123456789abcdef" * 3,
+        "name": "wipe",
+        "server_label": "docs",
+        "arguments": '{"page": "old"}',
+    }
+    with validating_client(ptc_emulator) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(
+                model="gpt-test", tools=[DIRECT_MCP], input=[user, made_up, direct_answer(made_up)], store=False
+            )
+    error = caught.value.body
+    assert isinstance(error, dict) and error["param"] == "input[1]"
+    assert error["code"] == "invalid_approval_request"
+
+
+def test_a_direct_approval_request_of_an_earlier_exchange_sent_back_changed_is_refused(
+    ptc_emulator: PTCEmulator,
+) -> None:
+    """A request answered before the latest user message is no turn's any more: it is checked all
+    the same, so a history sent back says what was approved, as it was asked."""
+    user = direct_scenario(ptc_emulator, "direct once", [DIRECT_TURNS[0], DIRECT_TURNS[2]])
+    later = direct_scenario(ptc_emulator, "direct after", [{"message": "ok"}])
+    with validating_client(ptc_emulator) as client:
+        first = dumped(client.responses.create(model="gpt-test", tools=[DIRECT_MCP], input=[user], store=False))
+        [wipe] = requests_of(first)
+        sent = [user, *first, direct_answer(wipe)]
+        second = dumped(client.responses.create(model="gpt-test", tools=[DIRECT_MCP], input=sent, store=False))
+        assert (
+            client.responses.create(
+                model="gpt-test", tools=[DIRECT_MCP], input=[*sent, *second, later], store=False
+            ).output_text
+            == "ok"
+        )
+        index = first.index(wipe)
+        tampered = {**wipe, "arguments": '{"page": "anything"}'}
+        sent = [user, *first[:index], tampered, *first[index + 1 :], direct_answer(tampered), *second, later]
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(model="gpt-test", tools=[DIRECT_MCP], input=sent, store=False)
+    error = caught.value.body
+    assert isinstance(error, dict) and error["param"] == f"input[{1 + index}]"
+    assert error["code"] == "invalid_approval_request"
+
+
+def test_a_later_direct_denial_is_honoured_though_an_earlier_replay_approved(ptc_emulator: PTCEmulator) -> None:
+    """The decision applied is the one the request being processed carries."""
+    user = direct_scenario(ptc_emulator, "direct deny later")
+    with validating_client(ptc_emulator) as client:
+        first = dumped(client.responses.create(model="gpt-test", tools=[DIRECT_MCP], input=[user], store=False))
+        [wipe] = requests_of(first)
+        approved = dumped(
+            client.responses.create(
+                model="gpt-test", tools=[DIRECT_MCP], input=[user, *first, direct_answer(wipe)], store=False
+            )
+        )
+        assert [i["name"] for i in approved if i["type"] == "mcp_call"] == ["wipe"]
+        denied = dumped(
+            client.responses.create(
+                model="gpt-test", tools=[DIRECT_MCP], input=[user, *first, direct_answer(wipe, False)], store=False
+            )
+        )
+        assert not [i for i in denied if i["type"] == "mcp_call"]
+        [archive] = requests_of(denied)
+        sent = [user, *first, direct_answer(wipe, False), *denied, direct_answer(archive)]
+        final = client.responses.create(model="gpt-test", tools=[DIRECT_MCP], input=sent, store=False)
+    assert final.output_text == "done: not wiped, archived"
+
+
+def test_direct_approvals_with_previous_response_id(ptc_emulator: PTCEmulator) -> None:
+    """Stored: the chain's own request items pass the check; one the client adds to its input, not
+    issued, is refused (param naming it) before its answer is applied."""
+    user = direct_scenario(ptc_emulator, "direct stored")
+    with validating_client(ptc_emulator) as client:
+        first = client.responses.create(model="gpt-test", tools=[DIRECT_MCP], input=[user])
+        [wipe] = requests_of(dumped(first))
+        made_up = {**wipe, "id": "mcpr_" + "0123456789abcdef" * 3, "arguments": '{"page": "important"}'}
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(
+                model="gpt-test",
+                tools=[DIRECT_MCP],
+                previous_response_id=first.id,
+                input=[direct_answer(wipe), made_up, direct_answer(made_up)],
+            )
+        error = caught.value.body
+        assert isinstance(error, dict) and error["param"] == "input[1]"
+        assert error["code"] == "invalid_approval_request"
+        second = client.responses.create(
+            model="gpt-test", tools=[DIRECT_MCP], previous_response_id=first.id, input=[direct_answer(wipe)]
+        )
+        [archive] = requests_of(dumped(second))
+        final = client.responses.create(
+            model="gpt-test", tools=[DIRECT_MCP], previous_response_id=second.id, input=[direct_answer(archive)]
+        )
+    assert final.output_text == "done: wiped, archived"

@@ -117,6 +117,9 @@ ELSEWHERE: dict[str, str] = {
     "approval_request_mismatch": (
         "tests/tools/test_mcp_approvals.py::test_an_approval_request_sent_back_changed_is_refused"
     ),
+    "direct_approval_request_not_issued": (
+        "tests/tools/test_mcp_approvals.py::test_a_direct_approval_request_the_server_never_issued_is_refused"
+    ),
     "approval_request_not_issued": (
         "tests/tools/test_mcp_approvals.py::test_a_finished_programs_approval_request_sent_back_changed_is_refused"
     ),

@@ -100,6 +100,7 @@ class ScriptedModel:
         scripted = script.scenario.hosted if script.scenario is not None else None
         hosted = runtime.hosted(request, conv, toolset, trace, scripted or self.scenarios.hosted(scope))
         open_indexes = runtime.check(conv, tools, hosted)
+        checks.check_direct_approvals(conv, runtime.signer)  # the scripted model issued them
         if request.store is False:
             reasoned = [first for first, scripted in turn_items(conv, script) if scripted.reasoning is not None]
             checks.check_reasoning(conv, runtime.signer, reasoned)

@@ -20,6 +20,7 @@ from ptc_emulator.emulator.model.scripted.faults import forced_failure
 from ptc_emulator.emulator.model.scripted.scenario import Turn
 from ptc_emulator.emulator.model.scripted.script import Script, scripted_plan
 from ptc_emulator.emulator.model.scripted.shell import shell_turn
+from ptc_emulator.emulator.model.scripted.walk import turn_request
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import REASONING_DOMAIN
 from ptc_emulator.emulator.tools.kinds import (
@@ -178,9 +179,9 @@ class Player:
         approval_id = None
         if tool.needs_approval(spec.name, spec.name in listing.read_only):
             conv = prepared.conversation
-            asked = [i for i in conv.after_anchor() if isinstance(i, McpApprovalRequest) and i.caller is None]
-            if not asked or asked[-1].id not in conv.approval_responses:
-                request_id = self.ids("mcpr")
+            asked = turn_request(conv, script, index)  # this turn's own, never an earlier turn's
+            if asked is None or asked.id not in conv.approval_responses:
+                request_id = self.signer.direct_mcp_approval_id(spec.server_label, spec.name, arguments)
                 self._reasoning(script.turns[index], request_id, prepared, emit)  # the turn's first item
                 emit(
                     McpApprovalRequest(
@@ -188,7 +189,7 @@ class Player:
                     )
                 )
                 return True
-            approval_id = asked[-1].id
+            approval_id = asked.id
             hosted.check_replayed(approval_id, spec.server_label, spec.name, arguments)
             answer = conv.approval_responses[approval_id]
             if not answer.approve:

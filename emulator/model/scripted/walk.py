@@ -35,7 +35,7 @@ from ptc_emulator.emulator.wire.items import (
 if TYPE_CHECKING:
     from ptc_emulator.emulator.model.scripted.script import Script
 
-__all__ = ["position", "turn_items"]
+__all__ = ["position", "turn_items", "turn_request"]
 
 
 def turn_kind(item: Item) -> str | None:
@@ -136,3 +136,13 @@ def turn_items(conv: Conversation, script: Script) -> list[tuple[Item, Turn]]:
         if emitted == 0 and turn not in firsts:
             firsts[turn] = (item, script.turns[turn])
     return list(firsts.values())
+
+
+def turn_request(conv: Conversation, script: Script, turn: int) -> McpApprovalRequest | None:
+    """The approval request turn `turn` (a direct MCP call) asked after the latest user message,
+    if it asked one: an earlier turn's request, answered or not, is never this turn's."""
+    found = None
+    for item, at, _ in _walk(conv, script).walked:
+        if at == turn and isinstance(item, McpApprovalRequest):
+            found = item
+    return found
