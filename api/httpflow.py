@@ -36,7 +36,11 @@ closed. Three deadlines bound them:
   value that never ended grew without bound and each piece of it held the event loop longer (a
   100 MB one stalled every other client for seconds). The bytes that arrive while no body comes
   (trailers, chunk size lines and their extensions) are counted, from the last piece of body; past
-  `HEAD_BYTES` the request is the 431 (or, with its response begun, the connection is closed);
+  `HEAD_BYTES` the request is the 431 (or, with its response begun, the connection is closed). A
+  chunked body is fed in slices of `CHUNKED_FEED_BYTES` from its first byte (the parser says what
+  of a slice was body, not where), and a slice's framing is all counted as if it came after its
+  last piece of body, so the bound holds however the bytes were read (a 140 KiB trailer sent with
+  its body in one write was served), give or take one such slice;
 - the write-pause limit (`write_pause_s`, `--write-pause-timeout`): a connection whose transport
   is paused for writing (the server's write buffer over its high-water mark) and whose client reads
   nothing of it that long is aborted: its buffered reply is dropped and the request's app sees
@@ -94,6 +98,14 @@ sends its next request after the answer, so it never has one waiting."""
 
 FEED_BYTES = 64 * 1024
 """The largest slice of a read fed to the parser in one go (a body's bytes pass through in these)."""
+
+CHUNKED_FEED_BYTES = 8 * 1024
+"""The largest slice of a chunked body fed in one go: the parser says what of a slice was body, not
+where, so the bytes of framing before a slice's last piece of body may be counted as after it (the
+framing bound is met within this)."""
+
+_CHUNKED = (b"hunked", b"HUNKED")
+"""What a head whose body comes chunked holds (`Transfer-Encoding: chunked`, in any case)."""
 
 _HEAD_END = b"\r\n\r\n"
 """How every head the parser reads ends (uvicorn's parser is lenient only about data after a close)."""
@@ -155,6 +167,13 @@ class HttpProtocol(HttpToolsProtocol):
     _framing_bytes = 0
     """Bytes that came after the headers since the last piece of body (trailers, chunk size lines)."""
     _body_came = False
+    _chunked = False
+    """The request whose body is being read came chunked (its framing is counted in smaller slices)."""
+    _slice_len = 0
+    _slice_used = 0
+    """Bytes of the slice being parsed that were a head or a piece of body (the rest is framing)."""
+    _began_before = False
+    """The slice being parsed began within a head, whose first `_slice_before` bytes came before it."""
     _head_timer: asyncio.TimerHandle | None = None
     _body_timer: asyncio.TimerHandle | None = None
     _pause: PauseBound | None = None
@@ -218,7 +237,7 @@ class HttpProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._head_begun, self._head_seen = True, 0
+        self._head_begun, self._head_seen, self._chunked = True, 0, False
         if not self._refused():
             self._arm_head()
 
@@ -287,12 +306,16 @@ class HttpProtocol(HttpToolsProtocol):
     def _slice_end(self, room: int) -> int:
         """Where the next slice ends: at most `FEED_BYTES` on, and just after the `room`-th head end
         in it if there are that many (a body's bytes may hold some too: the slice is only shorter)."""
-        data, limit, end = self._unparsed, min(len(self._unparsed), self._at + FEED_BYTES), self._at
+        most = CHUNKED_FEED_BYTES if self._chunked and not self._in_head else FEED_BYTES
+        data, limit, end = self._unparsed, min(len(self._unparsed), self._at + most), self._at
         for _ in range(room):
             found = data.find(_HEAD_END, end, limit)
             if found < 0:
                 return limit
+            chunked = (self._chunked and end == self._at) or any(data.find(word, end, found) >= 0 for word in _CHUNKED)
             end = found + len(_HEAD_END)
+            if chunked:  # its body is fed in the smaller slices from its first byte
+                return end
         return end
 
     def on_response_complete(self) -> None:
@@ -313,7 +336,8 @@ class HttpProtocol(HttpToolsProtocol):
         if counting:
             self._slice, self._slice_before = data, self._head_bytes
             self._head_bytes += len(data)
-        self._body_came = False
+        self._body_came, self._slice_used, self._began_before = False, 0, counting
+        self._slice_len = len(data)
         try:
             super().data_received(data)
         finally:
@@ -321,15 +345,20 @@ class HttpProtocol(HttpToolsProtocol):
             self._slice = None
         if counting and self._in_head and self._head_bytes > HEAD_BYTES and not self._refused():
             self._refuse_head(messages.header_fields_too_large(HEAD_BYTES))
-        elif not counting and not self._in_head and not self._refused():
-            self._framing_bytes = 0 if self._body_came else self._framing_bytes + len(data)
-            if self._framing_bytes > HEAD_BYTES:
+        elif not self._in_head and not self._refused():
+            # What was neither head nor body is framing; all of it may have come before the slice's
+            # last piece of body, so it is added to the framing before, and what follows is at most it.
+            framing = max(0, len(data) - self._slice_used)
+            if self._framing_bytes + framing > HEAD_BYTES:
                 self._framing_too_large()
+            else:
+                self._framing_bytes = framing if self._body_came else self._framing_bytes + framing
 
     def on_body(self, body: bytes) -> None:
         if self._refused() and self._in_head:
             return  # the body of a head refused as too large
         self._body_came = True
+        self._slice_used += len(body)
         super().on_body(body)
 
     def _framing_too_large(self) -> None:
@@ -349,6 +378,8 @@ class HttpProtocol(HttpToolsProtocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._head_seen += len(name) + len(value) + 4  # `name: value` and its CRLF
+        if name.lower() == b"transfer-encoding":
+            self._chunked = True
         super().on_header(name, value)
 
     def _head_size(self) -> int:
@@ -374,6 +405,8 @@ class HttpProtocol(HttpToolsProtocol):
         if size > HEAD_BYTES:  # a head that ended within a read, however large the read
             self._refuse_head(messages.header_fields_too_large(HEAD_BYTES))
             return
+        self._slice_used += size - self._slice_before if self._began_before else size
+        self._began_before = False
         self._in_head, self._head_bytes, self._head_begun, self._framing_bytes = False, 0, False, 0
         self._disarm_head()
         super().on_headers_complete()
@@ -382,9 +415,12 @@ class HttpProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         if self._refused() and self._in_head:
             return  # a request refused as too large: its app was never begun
+        if self._chunked and self._framing_bytes + max(0, self._slice_len - self._slice_used) > HEAD_BYTES:
+            self._framing_too_large()  # trailers that ended within the slice (what follows them counted too)
+            return
         self._disarm_body()
         super().on_message_complete()
-        self._in_head, self._head_bytes = True, 0
+        self._in_head, self._head_bytes, self._chunked = True, 0, False
 
     def _arm_body(self) -> None:
         self._disarm_body()

@@ -407,6 +407,42 @@ def test_a_trailer_field_past_the_bound_is_the_431_and_the_connection_closes(ptc
     assert isinstance(ptc_emulator.journal, list)  # the server answers others
 
 
+def _chunked(ptc_emulator: PTCEmulator, chunks: bytes) -> bytes:
+    netloc = urlsplit(ptc_emulator.server_url).netloc
+    return (
+        f"POST /v1/conversations HTTP/1.1\r\nHost: {netloc}\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    ).encode() + chunks
+
+
+@pytest.mark.parametrize("size", [HEAD_BYTES + 1, 100 * 1024, 140 * 1024])
+@pytest.mark.parametrize("where", ["trailer", "chunk size line"])
+def test_framing_past_the_bound_in_one_write_is_the_431(ptc_emulator: PTCEmulator, where: str, size: int) -> None:
+    """The framing bound holds however the bytes are read: a trailer field or a chunk size line's
+    extension past it, sent with its head and body in one write, was served (a read's slice that
+    held a piece of body started the count again, whatever framing came after it)."""
+    if where == "trailer":
+        chunks = b"2\r\n{}\r\n0\r\nX-Trailer: " + b"a" * size + b"\r\n\r\n"
+    else:
+        chunks = b"2;" + b"a" * size + b"\r\n{}\r\n0\r\n\r\n"
+    status, _, body = _exchange(ptc_emulator, _chunked(ptc_emulator, chunks))
+    assert status.startswith(b"HTTP/1.1 431 "), (status, body[:300])
+    assert json.loads(body)["error"]["code"] == "request_header_fields_too_large"
+
+
+def test_framing_within_the_bound_is_served(ptc_emulator: PTCEmulator) -> None:
+    """Many small chunks (more framing than body, in all far past the bound) and a trailer of
+    48 KiB, each in one write, are served: the bound is on framing between two pieces of body."""
+    body = json.dumps({"metadata": {"k": "v" * 400}}).encode()
+    small = b"".join(b"1;e=" + b"x" * 40 + b"\r\n" + body[i : i + 1] + b"\r\n" for i in range(len(body)))
+    for chunks in (
+        small + b"0\r\n\r\n",
+        b"%x\r\n" % len(body) + body + b"\r\n0\r\nX-Trailer: " + b"a" * (48 * 1024) + b"\r\n\r\n",
+    ):
+        status, _, answer = _exchange(ptc_emulator, _chunked(ptc_emulator, chunks))
+        assert status.startswith(b"HTTP/1.1 200 "), (status, answer[:300])
+
+
 @pytest.fixture(scope="module")
 def roomy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorServer]:
     server = EmulatorServer(Settings(data_dir=tmp_path_factory.mktemp("roomy"), store="memory", pool_size=1)).start()
