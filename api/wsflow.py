@@ -12,6 +12,14 @@ A peer that never reads is bounded in time as HTTP clients are (`api/httpflow.py
 whose transport stays paused for writing `write_pause_s` (`--write-pause-timeout`) is aborted, its
 buffered frames dropped and the app told of the disconnect. The connection's own lifetime is left
 alone (60 minutes, long by design).
+
+uvicorn fed each socket read (up to 256 KiB, over 3,000 small frames) to the frame parser whole and
+queued every message in it, and the app's reader takes a queued message without a suspension: one
+client's flood of frames was answered back to back, every other client waiting 0.3-3 s (issue 38).
+Here a read is fed to the parser in `FEED_BYTES` slices, one slice a step of the event loop; no
+further slice is fed while `FRAME_DEPTH` messages wait for the app or while the client takes none of
+the answers (the write buffer over its high-water mark), the rest kept and the socket not read until
+then. The route's reader (`api/routes/websocket.py`) yields after each frame.
 """
 
 from __future__ import annotations
