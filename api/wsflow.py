@@ -12,12 +12,21 @@ A peer that never reads is bounded in time as HTTP clients are (`api/httpflow.py
 whose transport stays paused for writing `write_pause_s` (`--write-pause-timeout`) is aborted, its
 buffered frames dropped and the app told of the disconnect. The connection's own lifetime is left
 alone (60 minutes, long by design).
+
+uvicorn fed each socket read (up to 256 KiB, over 3,000 small frames) to the frame parser whole and
+queued every message in it, and the app's reader takes a queued message without a suspension: one
+client's flood of frames was answered back to back, every other client waiting 0.3-3 s (issue 38).
+Here a read is fed to the parser in `FEED_BYTES` slices, one slice a step of the event loop; no
+further slice is fed while `FRAME_DEPTH` messages wait for the app or while the client takes none of
+the answers (the write buffer over its high-water mark), the rest kept and the socket not read until
+then. The route's reader (`api/routes/websocket.py`) yields after each frame.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from uvicorn._types import ASGIReceiveEvent
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from ptc_emulator.api.httpflow import WRITE_PAUSE_S, PauseBound
@@ -25,10 +34,21 @@ from ptc_emulator.api.httpflow import WRITE_PAUSE_S, PauseBound
 __all__ = ["WebSocketProtocol"]
 
 
+FEED_BYTES = 4 * 1024
+"""The largest slice of a read fed to the frame parser in one go (at most 682 of the smallest frames,
+6 bytes each; a 1 MiB frame arrives over 256 slices, each a step of the event loop's)."""
+
+FRAME_DEPTH = 16
+"""The most messages a socket may have parsed and waiting for the app; an SDK sends its next
+create after the last one's events, so it has one waiting at most."""
+
+
 class WebSocketProtocol(WebSocketsSansIOProtocol):
     write_pause_s = WRITE_PAUSE_S
     _paused_for_writes = False
     _pause: PauseBound | None = None
+    _unfed = b""
+    _feeding: asyncio.Handle | None = None
 
     @classmethod
     def bounded(cls, *, write_pause_s: float) -> type[WebSocketProtocol]:
@@ -42,12 +62,69 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._pause is not None:
             self._pause.resumed()
+        self._unfed = b""
+        if self._feeding is not None:
+            self._feeding.cancel()
+            self._feeding = None
         super().connection_lost(exc)
 
     def pause_writing(self) -> None:
         super().pause_writing()
         if self._pause is not None:
             self._pause.paused(self.transport)
+
+    def data_received(self, data: bytes) -> None:
+        """A read, fed to the parser a slice at a time while fewer than `FRAME_DEPTH` messages wait
+        and the client takes the answers; the rest is kept and reading paused until they are."""
+        self._unfed = self._unfed + data if self._unfed else data
+        self._feed()
+
+    def _feed(self) -> None:
+        self._feeding = None
+        while self._unfed:
+            if self.disconnected or self.transport.is_closing():
+                self._unfed = b""
+                return
+            if not self.close_sent and (self.queue.qsize() >= FRAME_DEPTH or not self.writable.is_set()):
+                self._hold()
+                return
+            piece, self._unfed = self._unfed[:FEED_BYTES], self._unfed[FEED_BYTES:]
+            super().data_received(piece)
+            if self._unfed and self.handshake_complete:  # the rest in a later step of the event loop
+                self._hold()
+                self._feeding = self.loop.call_soon(self._resume)
+                return
+
+    def _hold(self) -> None:
+        """Read no further while bytes are kept unparsed (or the client takes no answers)."""
+        if not self.read_paused:
+            self.read_paused = True
+            self.transport.pause_reading()
+        if not self.writable.is_set():
+            self._paused_for_writes = True
+
+    def _resume(self) -> None:
+        """Go on: feed what is kept, then read again once nothing is kept or waiting."""
+        self._feeding = None
+        if self.disconnected:
+            return
+        if self._unfed:
+            self._feed()
+        if (
+            not self._unfed
+            and self._feeding is None
+            and self.read_paused
+            and self.queue.empty()
+            and self.writable.is_set()
+        ):
+            self.read_paused = False
+            self.transport.resume_reading()
+
+    async def receive(self) -> ASGIReceiveEvent:
+        message = await self.queue.get()
+        if self.queue.empty() and self._feeding is None:
+            self._resume()
+        return message
 
     def handle_ping(self) -> None:
         super().handle_ping()
@@ -61,6 +138,5 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
         super().resume_writing()
         if self._paused_for_writes:
             self._paused_for_writes = False
-            if self.read_paused and self.queue.empty():  # otherwise the app's next receive resumes it
-                self.read_paused = False
-                self.transport.resume_reading()
+            if self.queue.empty() and self._feeding is None:  # otherwise the app's next receive resumes it
+                self._resume()

@@ -154,6 +154,9 @@ class Session:
     async def _read_all(self) -> None:
         async for data in frames(self.ws):
             await self._dispatch(data)
+            # A frame already received is handed over without a suspension: without this, a flood
+            # of frames was answered back to back, every other client waiting (issue 38).
+            await asyncio.sleep(0)
 
     async def _dispatch(self, data: str) -> None:
         """Answer a steer at once; queue a create; refuse anything else."""
