@@ -48,12 +48,12 @@ from ptc_emulator.emulator.errors import StatusError
 from ptc_emulator.emulator.model import (
     MatchRequest,
     Recorder,
+    Redaction,
     ScenarioRegistry,
     items_of,
     match_context,
     user_text,
 )
-from ptc_emulator.emulator.model.upstream.redaction import Redaction
 from ptc_emulator.emulator.wire.events import TERMINAL
 
 __all__ = ["ProxyMiddleware", "RecordingProxy", "ProxySettingsError"]
