@@ -10,6 +10,13 @@ the runtime's sizes would overflow), except where nought means something the fla
 (`--live-cache 0`: always replay; `--model-upstream-retries 0`: no further attempt; `--port 0`: any
 free port). Before, the head and write-pause deadlines took `inf`, every other number took `nan`,
 nought or a negative, and a port past 65535 was a traceback.
+
+Two flags have a tighter bound, for what they cost the machine: `--lease-seconds` is at least
+`MIN_LEASE_SECONDS` (a replica renews each lease it holds every third of it, the shared secret's
+even when idle, api/replicas.py: `0.0001` made an idle replica run some 9,000 transactions a second against the shared
+database), and `--workers` at most `MAX_WORKERS` (each V8 worker is a process of some 75 MB
+resident, and the pool may start as many again for fairness, docs/sandbox.md: 1024 asked for
+some 800 processes and ran a 24 GB machine out of memory).
 """
 
 from __future__ import annotations
@@ -18,18 +25,33 @@ import argparse
 import math
 from dataclasses import dataclass
 
-__all__ = ["BYTES", "COUNT", "MAX_SECONDS", "MAX_WHOLE", "PORT", "SECONDS", "WORKERS", "Bound"]
+__all__ = [
+    "BYTES",
+    "COUNT",
+    "LEASE_SECONDS",
+    "MAX_SECONDS",
+    "MAX_WHOLE",
+    "MAX_WORKERS",
+    "MIN_LEASE_SECONDS",
+    "PORT",
+    "SECONDS",
+    "WORKERS",
+    "Bound",
+]
 
 MAX_SECONDS = 7 * 24 * 3600
 MAX_WHOLE = 2**40
+MIN_LEASE_SECONDS = 1.0
+MAX_WORKERS = 64
 
 
 @dataclass(frozen=True)
 class Bound:
-    """What a flag's number may be: `seconds` (a float, positive and finite), or a whole number
-    from `minimum` to `maximum`."""
+    """What a flag's number may be: `seconds` (a float, positive and finite, at least `least`
+    where that is set), or a whole number from `minimum` to `maximum`."""
 
     seconds: bool = False
+    least: float = 0.0
     minimum: int = 1
     maximum: int = MAX_WHOLE
 
@@ -39,6 +61,8 @@ class Bound:
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
             if not number or not math.isfinite(value) or not 0 < value <= MAX_SECONDS:  # type: ignore[operator,arg-type]
                 return f"not a positive, finite number of seconds (at most {MAX_SECONDS}, a week)"
+            if value < self.least:  # type: ignore[operator]
+                return f"not a number of seconds from {self.least:g} to {MAX_SECONDS} (a week)"
             return None
         if not isinstance(value, int) or isinstance(value, bool) or not self.minimum <= value <= self.maximum:
             return self._wanted()
@@ -69,4 +93,5 @@ class Bound:
 SECONDS = Bound(seconds=True)
 BYTES = COUNT = Bound()
 PORT = Bound(minimum=0, maximum=65535)
-WORKERS = Bound(maximum=1024)
+LEASE_SECONDS = Bound(seconds=True, least=MIN_LEASE_SECONDS)
+WORKERS = Bound(maximum=MAX_WORKERS)

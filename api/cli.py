@@ -19,7 +19,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import ptc_emulator
-from ptc_emulator.api.bounds import BYTES, COUNT, PORT, SECONDS, WORKERS, Bound
+from ptc_emulator.api.bounds import (
+    BYTES,
+    COUNT,
+    LEASE_SECONDS,
+    MAX_WORKERS,
+    MIN_LEASE_SECONDS,
+    PORT,
+    SECONDS,
+    WORKERS,
+    Bound,
+)
 from ptc_emulator.names import API_KEY_ENV
 
 if TYPE_CHECKING:
@@ -96,9 +106,10 @@ def _serve_arguments(serve: argparse.ArgumentParser) -> None:
     )
     serve.add_argument(
         "--lease-seconds",
-        type=SECONDS,
+        type=LEASE_SECONDS,
         default=defaults.lease_s,
-        help="with a postgresql store: a dead replica's running turns are taken over after this long",
+        help="with a postgresql store: a dead replica's running turns are taken over after this long (at least "
+        f"{MIN_LEASE_SECONDS:g}: a replica renews its leases every third of it)",
     )
     serve.add_argument(
         "--data-dir",
@@ -120,7 +131,13 @@ def _serve_arguments(serve: argparse.ArgumentParser) -> None:
         help=f"require this Bearer key (visible in ps: prefer {API_KEY_ENV} or --api-key-file)",
     )
     serve.add_argument("--api-key-file", type=Path, default=None, metavar="PATH", help="read the key from PATH")
-    serve.add_argument("--workers", type=WORKERS, default=defaults.pool_size, help="V8 worker processes")
+    serve.add_argument(
+        "--workers",
+        type=WORKERS,
+        default=defaults.pool_size,
+        help=f"V8 worker processes (default: the CPU count; at most {MAX_WORKERS}: each is some 75 MB resident, "
+        "and the pool may start as many again for fairness)",
+    )
     serve.add_argument(
         "--live-cache",
         type=Bound(minimum=0),

@@ -5,9 +5,11 @@ An ASGI middleware in front of the emulator's routes. For each request under `/v
 
 * upstream: the request goes to `URL` with the client's headers (its `Authorization` replaced by
   `Bearer $NAME` with `--upstream-api-key-env NAME`); the client gets the upstream's status,
-  headers and body unchanged, streamed as they arrive. Each create and its final response go to
-  the scenario recorder (`scripted/recorder.py`); a conversation that ends is written to DIR as a
-  scenario file.
+  headers and body unchanged, streamed as they arrive, except that the key is taken out of them
+  (`[redacted]`, emulator/model/upstream/redaction.py): an upstream that echoes the request's
+  headers in an error, or the key in its text, never shows it to the client or the recording.
+  Each create and its final response go to the scenario recorder (`scripted/recorder.py`); a
+  conversation that ends is written to DIR as a scenario file.
 * local: the emulator plays it, as without `--upstream`.
 
 `--record-mode all` sends every conversation upstream and re-records it. `new` (the default)
@@ -46,6 +48,7 @@ from ptc_emulator.emulator.errors import StatusError
 from ptc_emulator.emulator.model import (
     MatchRequest,
     Recorder,
+    Redaction,
     ScenarioRegistry,
     items_of,
     match_context,
@@ -124,6 +127,8 @@ class RecordingProxy:
                     f"--upstream-api-key-env {settings.upstream_api_key_env}: the variable is not set"
                 )
             self.api_key = key
+        self.redaction = Redaction(self.api_key)
+        """Takes the key out of all the upstream answers (docs/security.md)."""
         self.upstream_ids: OrderedDict[str, None] = OrderedDict()
         """Response and item ids the upstream made: a request that mentions one continues there."""
         self.deadline = settings.upstream_timeout_s
@@ -247,7 +252,7 @@ class RecordingProxy:
         try:
             reply = await self.client.send(request, stream=True)
         except httpx.HTTPError as e:
-            refused = messages.proxy_unreachable(self.base, type(e).__name__, str(e))
+            refused = messages.proxy_unreachable(self.base, type(e).__name__, self.redaction.text(str(e)))
             await _error(send, refused.status, refused.message, refused.type, refused.code)
             return
         try:
@@ -261,8 +266,13 @@ class RecordingProxy:
         """The upstream's answer to the client, noting its ids and recording it as it passes."""
         encoding = reply.headers.get("content-encoding", "identity").strip().lower()
         packed = encoding not in ("", "identity")
+        if packed and self.api_key is not None:  # the key could not be taken out of it
+            refused = messages.proxy_answer_packed(self.base, encoding)
+            log.warning("%s", refused.message)
+            await _error(send, refused.status, refused.message, refused.type, refused.code)
+            return
         headers = [
-            (k.encode("latin-1"), v.encode("latin-1"))
+            (k.encode("latin-1"), self.redaction.text(v).encode("latin-1"))
             for k, v in reply.headers.multi_items()
             if (k.lower() not in _NOT_BACK or (packed and k.lower() == "content-encoding"))
             and not k.lower().startswith("access-control-")
@@ -279,8 +289,10 @@ class RecordingProxy:
         sse = reply.headers.get("content-type", "").startswith("text/event-stream")
         events = passing.events = _SSE() if sse and not packed else None
         kept = _Kept()
+        redacting = self.redaction.chunks()
         try:
-            async for chunk in reply.aiter_raw():
+            async for raw in reply.aiter_raw():
+                chunk = redacting(raw)
                 if events is not None:
                     for data in events.feed(chunk):
                         event = await _parsed(data)
@@ -290,9 +302,14 @@ class RecordingProxy:
                 elif ok:
                     kept.add(chunk)
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if last := redacting.flush():
+                if events is None and ok:
+                    kept.add(last)
+                await send({"type": "http.response.body", "body": last, "more_body": True})
         except httpx.HTTPError as e:
-            log.warning("the upstream's answer broke off: %s", e)
-            passing.broken = messages.proxy_answer_cut(self.base, type(e).__name__, str(e))
+            detail = self.redaction.text(str(e))
+            log.warning("the upstream's answer broke off: %s", detail)
+            passing.broken = messages.proxy_answer_cut(self.base, type(e).__name__, detail)
             return  # ended by `_unfinished`, never as if whole
         if events is None and ok and kept.whole:
             response = await _parsed(bytes(kept.data))
@@ -354,7 +371,8 @@ class RecordingProxy:
         except (TimeoutError, OSError, InvalidStatus, WebSocketException) as e:
             # An error event, then 1014 (bad gateway): not a code the SDK reconnects on.
             status = e.response.status_code if isinstance(e, InvalidStatus) else 502
-            error = messages.proxy_socket_refused(self.base, type(e).__name__, str(e), status).body()["error"]
+            detail = self.redaction.text(str(e))
+            error = messages.proxy_socket_refused(self.base, type(e).__name__, detail, status).body()["error"]
             with contextlib.suppress(Exception):
                 if first is None:
                     await websocket.accept()
@@ -434,7 +452,7 @@ class RecordingProxy:
 
         async def relay() -> None:
             async for data in upstream:
-                text = data if isinstance(data, str) else data.decode("utf-8", "replace")
+                text = self.redaction.text(data if isinstance(data, str) else data.decode("utf-8", "replace"))
                 event = _json(text.encode("utf-8"))
                 if isinstance(event, dict):
                     if (event.get("type") in TERMINAL or event.get("type") == "error") and unanswered:

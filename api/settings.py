@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from ptc_emulator.api.bounds import LEASE_SECONDS, MAX_WORKERS, WORKERS
 from ptc_emulator.api.httpflow import BODY_TIMEOUT_S, HEAD_TIMEOUT_S, WRITE_PAUSE_S
 from ptc_emulator.emulator.model import DEFAULT_UPSTREAM_PROTOCOL, UpstreamConfig, protocol_named
 from ptc_emulator.emulator.tools.egress import McpPolicy
@@ -71,7 +72,7 @@ class Settings:
     """HMAC secret for fingerprints; else PTC_EMULATOR_SECRET; else `<data_dir>/secret`."""
     api_key: str | None = None
     """When set, every request must carry `Authorization: Bearer <api_key>`."""
-    pool_size: int = max(1, os.cpu_count() or 1)
+    pool_size: int = max(1, min(MAX_WORKERS, os.cpu_count() or 1))
     spare_contexts: int = 2
     live_cache: int = field(default_factory=lambda: _live_cache_default())
     """Suspended programs each worker keeps live, so a resume skips replay (0: always replay); the
@@ -145,6 +146,11 @@ class Settings:
     """Reload the scenario directories when a file in them is added, edited or removed (`--watch`)."""
 
     def __post_init__(self) -> None:
+        for name, flag, bound in (("lease_s", "--lease-seconds", LEASE_SECONDS), ("pool_size", "--workers", WORKERS)):
+            if (
+                problem := bound.problem(getattr(self, name))
+            ) is not None:  # the CLI's check, for settings built in code
+                raise ValueError(f"{name} ({flag}) {getattr(self, name)!r}: {problem}")
         try:
             protocol_named(self.model_upstream_api)
         except ValueError as e:

@@ -2041,6 +2041,22 @@ def proxy_answer_cut(base: str, kind: str, detail: str) -> StatusError:
     )
 
 
+@error(PROXY, encoding="gzip")
+def proxy_answer_packed(base: str, encoding: str) -> StatusError:
+    """The recording proxy holds an upstream key (`--upstream-api-key-env`) and its upstream answered
+    compressed (`encoding`) although asked for no encoding: the key is taken out of every answer
+    passed on, which cannot be done in a compressed one, so it is not passed on (without a key, such
+    an answer is passed on as it is)."""
+    return StatusError(
+        502,
+        f"The upstream {base} answered compressed ({encoding}) although asked for no encoding: with an "
+        "upstream key (--upstream-api-key-env) the proxy takes the key out of every answer, which it "
+        "cannot do in a compressed one, so the answer is not passed on.",
+        type="server_error",
+        code="upstream_error",
+    )
+
+
 @error(PROXY, seconds=600.0)
 def proxy_timeout(base: str, seconds: float) -> StatusError:
     """The recording proxy's upstream did not finish its answer within `--upstream-timeout` (the

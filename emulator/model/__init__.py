@@ -50,6 +50,7 @@ from ptc_emulator.emulator.model.upstream import (
     UpstreamProtocol,
     protocol_named,
 )
+from ptc_emulator.emulator.model.upstream.redaction import Redaction
 
 __all__ = [
     "missing_scenario_path",
@@ -66,6 +67,7 @@ __all__ = [
     "Plan",
     "Prepared",
     "Recorder",
+    "Redaction",
     "Refused",
     "MadeOnce",
     "Runner",

@@ -107,3 +107,41 @@ def test_the_command_line_says_a_bad_number_in_one_line_and_exits_2() -> None:
         "ptc-emulator serve: error: argument --head-timeout: not a positive, finite number of seconds "
         "(at most 604800, a week): 'inf' (`ptc-emulator serve --help` lists the options)\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("--lease-seconds", "0.0001", "not a number of seconds from 1 to 604800 (a week)"),
+        ("--lease-seconds", "0.5", "not a number of seconds from 1 to 604800 (a week)"),
+        ("--workers", "1024", "not a whole number from 1 to 64"),
+        ("--workers", "65", "not a whole number from 1 to 64"),
+    ],
+)
+def test_what_would_cost_the_machine_too_much_is_refused(
+    flag: str, value: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 38: `--lease-seconds 0.0001` was taken, and an idle PostgreSQL replica renewed and
+    scanned its leases some 9,000 times a second against the shared database; `--workers 1024`
+    (then the documented maximum) started some 800 V8 processes of ~75 MB each and ran a 24 GB
+    machine out of memory. Only the refusal is checked here (`parse`, which starts nothing)."""
+    with pytest.raises(SystemExit) as exited:
+        cli.parse(["serve", flag, value])  # never serves, so the old code is never run with them
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"ptc-emulator serve: error: argument {flag}: {said}: {value!r}"), err
+
+
+def test_the_floor_and_the_ceiling_themselves_are_taken() -> None:
+    settings, _ = cli.parse(["serve", "--lease-seconds", "1", "--workers", "64"])
+    assert (settings.lease_s, settings.pool_size) == (1.0, 64)
+
+
+def test_settings_built_in_code_are_held_to_the_same_bounds() -> None:
+    from ptc_emulator.api.settings import Settings
+
+    with pytest.raises(ValueError, match="--lease-seconds"):
+        Settings(lease_s=0.0001)
+    with pytest.raises(ValueError, match="--workers"):
+        Settings(pool_size=1024)

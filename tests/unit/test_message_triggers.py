@@ -2054,6 +2054,23 @@ def _(c: Context) -> object:
     return json.loads(event.split("data: ", 1)[1])
 
 
+@trigger("proxy_answer_packed")
+def _(c: Context) -> object:
+    def packed(request: httpx.Request) -> httpx.Response:
+        headers = {"content-type": "application/json", "content-encoding": "gzip"}
+        return httpx.Response(200, headers=headers, content=b"x")
+
+    with tempfile.TemporaryDirectory() as data:
+        proxy = recording(data)
+        proxy.api_key = "sk-trigger"
+        proxy.client = httpx.AsyncClient(transport=httpx.MockTransport(packed))
+        scope = {"type": "http", "method": "POST", "path": "/v1/responses", "headers": [], "query_string": b""}
+        body = {"type": "http.request", "body": b'{"model": "m", "input": "hi"}', "more_body": False}
+        sent = asgi(scope, [body], lambda *a: proxy.serve(c.http.app, *a))
+    assert sent[0]["status"] == 502, sent
+    return json.loads(sent[1]["body"])
+
+
 @trigger("proxy_timeout")
 def _(c: Context) -> object:
     with tempfile.TemporaryDirectory() as data:

@@ -6,7 +6,13 @@ a trace or a recording can see it.
 
 A streamed answer is passed on piece by piece, and the key may arrive split across pieces: each
 kind of text (`text`, `reasoning`) holds back its end while it could be the start of the key, and
-lets it go with the next piece or at the end of the turn (`Redacting.flush`)."""
+lets it go with the next piece or at the end of the turn (`Redacting.flush`).
+
+The recording proxy (`serve --upstream URL --upstream-api-key-env NAME`, api/proxy.py) takes the
+same key out of what its upstream answers: the bytes of a body or an SSE stream as they pass
+(`RedactingBytes`, holding back an end that could start the key in the same way), its headers'
+values, each WebSocket message, and the upstream's words in the proxy's own errors; the
+recording is made from what the client is sent, so it never holds the key either."""
 
 from __future__ import annotations
 
@@ -16,9 +22,10 @@ from typing import TypeVar
 from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.model.upstream.protocol import Answer, Delta, ToolCall
 
-__all__ = ["MASK", "Redacting", "Redaction"]
+__all__ = ["MASK", "Redacting", "RedactingBytes", "Redaction"]
 
 E = TypeVar("E", bound=EmulatorError)
+S = TypeVar("S", str, bytes)
 
 MASK = "[redacted]"
 
@@ -41,10 +48,7 @@ class Redaction:
 
     def held(self, text: str) -> int:
         """The length of the longest end of `text` that the key starts with (the whole key not counted)."""
-        for size in range(min(len(self.secret) - 1, len(text)), 0, -1):
-            if text.endswith(self.secret[:size]):
-                return size
-        return 0
+        return _held(text, self.secret)
 
     def answer(self, answer: Answer) -> Answer:
         """`answer` with the key out of every text in it."""
@@ -66,6 +70,9 @@ class Redaction:
 
     def stream(self, on_delta: Delta) -> Redacting:
         return Redacting(self, on_delta)
+
+    def chunks(self) -> RedactingBytes:
+        return RedactingBytes(self)
 
 
 class Redacting:
@@ -93,3 +100,34 @@ class Redacting:
         pending, self.pending = self.pending, {}
         for kind, text in pending.items():
             self.on_delta(kind, text)
+
+
+class RedactingBytes:
+    """Bytes passed on without the key (UTF-8): each call gives back what can go now, holding
+    back an end that could be the key's start; `flush` gives that back when the bytes end."""
+
+    def __init__(self, redaction: Redaction) -> None:
+        self.secret = redaction.secret.encode("utf-8")
+        self.mask = MASK.encode("ascii")
+        self.pending = b""
+
+    def __call__(self, chunk: bytes) -> bytes:
+        if not self.secret:
+            return chunk
+        data = (self.pending + chunk).replace(self.secret, self.mask)
+        held = _held(data, self.secret)
+        self.pending = data[len(data) - held :]
+        return data[: len(data) - held]
+
+    def flush(self) -> bytes:
+        """What was held back: the bytes have ended, so it is not the key."""
+        pending, self.pending = self.pending, b""
+        return pending
+
+
+def _held(text: S, secret: S) -> int:
+    """The length of the longest end of `text` that `secret` starts with (the whole of it not counted)."""
+    for size in range(min(len(secret) - 1, len(text)), 0, -1):
+        if text.endswith(secret[:size]):
+            return size
+    return 0

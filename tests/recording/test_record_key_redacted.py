@@ -1,0 +1,159 @@
+"""The recording proxy never passes on its upstream key (`--upstream-api-key-env`, issue 38): an
+upstream that echoes the request's `Authorization` in an error, or the key in its answer's text,
+reached the client as "Incorrect API key provided: Bearer sk-...", and the key was written into
+the recording. Now the key is `[redacted]` in the body, the headers, each SSE event and WebSocket
+message, and the recording, as the model upstream's is (docs/security.md).
+
+Each upstream here is a small server on loopback (tests/recording/test_record_hostile_upstream.py);
+nothing is timed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.recording.recording_support import recorder
+from tests.recording.test_record_hostile_upstream import _request, raw_upstream, ws_upstream
+
+KEY = "sk-RECKEY-999"
+ENV = "REDACT38_UPSTREAM_KEY"
+CREATE = {"model": "gpt-test", "input": "no scenario matches this"}
+
+
+def _response(text: str) -> dict[str, Any]:
+    return {
+        "id": "resp_key38",
+        "object": "response",
+        "created_at": 1,
+        "status": "completed",
+        "model": "gpt-test",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_key38",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        ],
+    }
+
+
+def _keyed(tmp: Path, url: str, monkeypatch: pytest.MonkeyPatch, mode: str = "new") -> Any:
+    monkeypatch.setenv(ENV, KEY)
+    return recorder(
+        tmp, url, tmp / "recordings", mode=mode, upstream_api_key_env=ENV, allow_unguarded_upstream_key=True
+    )
+
+
+def _recorded(tmp: Path) -> str:
+    return "".join(path.read_text() for path in (tmp / "recordings").glob("*.yaml"))
+
+
+def test_an_error_that_echoes_the_authorization_header_is_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        headers = await _request(reader)
+        message = f"Incorrect API key provided: {headers['authorization']}"
+        body = json.dumps({"error": {"message": message, "type": "invalid_request_error", "code": None}}).encode()
+        writer.write(
+            b"HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\n"
+            + f"x-echo: {headers['authorization']}\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        writer.close()
+
+    with raw_upstream(refuse) as url, _keyed(tmp_path, url, monkeypatch) as rec:
+        with httpx.Client(base_url=rec.server_url, timeout=60) as http:
+            response = http.post("/responses", json=CREATE)
+    assert response.status_code == 401
+    assert KEY not in response.text and KEY not in str(response.headers)
+    assert response.json()["error"]["message"] == "Incorrect API key provided: Bearer [redacted]"
+    assert response.headers["x-echo"] == "Bearer [redacted]"
+
+
+def test_a_streamed_answer_holding_the_key_is_redacted_for_the_client_and_the_recording(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key arrives split across two chunks of the stream, in a delta and in the final text."""
+    text = f"your key is {KEY}, keep it"
+    events = [
+        {"type": "response.created", "sequence_number": 0, "response": {**_response(""), "status": "in_progress"}},
+        {"type": "response.output_text.delta", "sequence_number": 1, "delta": text, "item_id": "msg_key38"},
+        {"type": "response.completed", "sequence_number": 2, "response": _response(text)},
+    ]
+    stream = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+    split = stream.index(KEY.encode()) + 5  # within the key's first appearance
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
+        for part in (stream[:split], stream[split:]):
+            writer.write(part)
+            await writer.drain()
+        writer.close()
+
+    with raw_upstream(answer) as url, _keyed(tmp_path, url, monkeypatch) as rec:
+        with httpx.Client(base_url=rec.server_url, timeout=60) as http:
+            response = http.post("/responses", json={**CREATE, "stream": True})
+    assert response.status_code == 200
+    assert KEY not in response.text
+    assert "your key is [redacted], keep it" in response.text
+    recorded = _recorded(tmp_path)
+    assert "[redacted]" in recorded and KEY not in recorded
+
+
+def test_a_whole_answer_holding_the_key_is_redacted_for_the_client_and_the_recording(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request(reader)
+        body = json.dumps(_response(f"the key: {KEY}")).encode()
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+            + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        writer.close()
+
+    with raw_upstream(answer) as url, _keyed(tmp_path, url, monkeypatch) as rec:
+        with httpx.Client(base_url=rec.server_url, timeout=60) as http:
+            response = http.post("/responses", json=CREATE)
+    assert response.status_code == 200
+    assert response.json()["output"][0]["content"][0]["text"] == "the key: [redacted]"
+    recorded = _recorded(tmp_path)
+    assert "[redacted]" in recorded and KEY not in recorded
+
+
+def test_websocket_messages_holding_the_key_are_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from websockets.sync.client import connect
+
+    async def echo(socket: Any) -> None:
+        authorization = socket.request.headers["authorization"]
+        await socket.recv()
+        error = {"message": f"Incorrect API key provided: {authorization}", "type": "invalid_request_error"}
+        await socket.send(json.dumps({"type": "error", "status": 401, "error": error}))
+        await socket.recv()
+        await socket.send(json.dumps({"type": "response.completed", "response": _response(f"it is {KEY}")}))
+        await socket.wait_closed()
+
+    with ws_upstream(echo) as url, _keyed(tmp_path, url, monkeypatch, mode="all") as rec:
+        with connect(rec.server_url.replace("http", "ws", 1) + "/responses") as socket:
+            socket.send(json.dumps({"type": "response.create", **CREATE}))
+            first = socket.recv(timeout=60)
+            socket.send(json.dumps({"type": "response.create", **CREATE}))
+            second = socket.recv(timeout=60)
+    assert KEY not in first and KEY not in second
+    assert json.loads(first)["error"]["message"] == "Incorrect API key provided: Bearer [redacted]"
+    assert json.loads(second)["response"]["output"][0]["content"][0]["text"] == "it is [redacted]"
+    recorded = _recorded(tmp_path)
+    assert "[redacted]" in recorded and KEY not in recorded
