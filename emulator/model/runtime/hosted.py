@@ -205,7 +205,7 @@ class OutOfTime:
 HOSTED_CONCURRENCY = 8
 """A program's calls to MCP servers in flight at once, of those one step of it issued together (a
 `Promise.all` of them): the rest wait for one of these to end. Each is a session of its own in
-the MCP client's process (`tools/mcp.py`). The bound is this step's alone: nothing caps the calls
+its client's MCP client process (`tools/mcp_child.py`). The bound is this step's alone: nothing caps the calls
 of different requests together, and one client's slow calls never hold another's (issue 38)."""
 
 
