@@ -7,8 +7,9 @@ calls a quick tool of the same server (a real MCP server on 127.0.0.1, in this p
 
 Printed: the quick client's median create alone (a listing and a call each), then its creates
 beside the slow clients: how many, the median, the 90th percentile and the maximum. Every session
-runs in the one MCP client process, on its one event loop (`emulator/tools/mcp_worker.py`), so
-what a session does there with the interpreter held, every other waits for (issue 38).
+of a client runs in one MCP client process, on its one event loop (`emulator/tools/mcp_worker.py`;
+the figures below were measured when there was one such process for every client), so what a
+session does there with the interpreter held, every other there waits for (issue 38).
 
 Measured on a busy 2-core machine (load 5; docs/server-cpu.md, "One TLS context for every MCP
 session"), 12 clients, 2 s, 15 s: before (each session read the CA bundle twice) alone 0.174 s,

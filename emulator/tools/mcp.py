@@ -261,8 +261,8 @@ def _refused_here(url: str, policy: McpPolicy) -> str | None:
     return _Check(policy).refusal(parts.hostname or "", port, ip)
 
 
-async def _session(tool: McpTool, policy: McpPolicy, **request: Any) -> list[dict[str, Any]]:
-    """A session with the tool's server in the MCP client's process (`mcp_worker.py`): connect,
+async def _session(tool: McpTool, policy: McpPolicy, client: str, **request: Any) -> list[dict[str, Any]]:
+    """A session with the tool's server in `client`'s MCP client process (`mcp_worker.py`): connect,
     list or call, and close, within the policy's deadline; its messages, decoded in a worker
     thread. The `mcp` package reads and validates every answer in full (a listing of up to 8 MiB,
     a call's result) with the interpreter held: in this process every other client waited."""
@@ -278,15 +278,21 @@ async def _session(tool: McpTool, policy: McpPolicy, **request: Any) -> list[dic
         "own_ports": own_ports(),
     }
     try:
-        lines = await mcp_child.ask(request, policy.timeout_s + GRACE_S)
+        lines = await mcp_child.ask(request, policy.timeout_s + GRACE_S, client)
     except TimeoutError as e:  # the process kept no deadline: it is told to stop the session
         raise _Deadline() from e
     return await asyncio.to_thread(mcp_child.decoded, lines)
 
 
 async def list_tools(
-    tool: McpTool, declared: McpServerSpec | None, policy: McpPolicy, timeout_s: float | None = None
+    tool: McpTool,
+    declared: McpServerSpec | None,
+    policy: McpPolicy,
+    timeout_s: float | None = None,
+    client: str = "",
 ) -> Listing:
+    """The tool's listing (`client`: the request's scope, whose sessions share one MCP client
+    process, `mcp_child.py`)."""
     if declared is not None:
         if declared.error is not None:
             return Listing([], frozenset(), declared.error)
@@ -295,7 +301,7 @@ async def list_tools(
         return Listing([], frozenset(), messages.no_server(tool.server_label, tool.connector_id))
     bounded = _bounded(policy, timeout_s)
     try:
-        found = await _session(tool, bounded, op="list")
+        found = await _session(tool, bounded, client, op="list")
     except Exception as e:  # a listing that fails is reported, as the hosted API does
         error = _http_error(e, bounded)
         return Listing([], frozenset(), messages.listing_failed(tool.server_label, error["message"]))
@@ -345,6 +351,7 @@ async def call_tool(
     arguments: dict[str, Any],
     policy: McpPolicy,
     timeout_s: float | None = None,
+    client: str = "",
 ) -> CallResult:
     if declared is not None:
         return _declared_call(declared, name, arguments)
@@ -353,7 +360,7 @@ async def call_tool(
         return CallResult(error={"type": "http_error", "code": 424, "message": unreached})
     bounded = _bounded(policy, timeout_s)
     try:
-        (found,) = await _session(tool, bounded, op="call", name=name, arguments=arguments)
+        (found,) = await _session(tool, bounded, client, op="call", name=name, arguments=arguments)
     except Exception as e:
         return CallResult(error=_http_error(e, bounded))
     if "error" in found:

@@ -1,12 +1,17 @@
-"""The server's side of the MCP client's process (`mcp_worker.py`, which says why it exists).
+"""The server's side of the MCP client's processes (`mcp_worker.py`, which says why they exist).
 
-One process per event loop, started on the first live listing or call (never with the server: a
-test session that lists no MCP server by URL starts none), serving every session at once by
-request id, and stopped when the last app on that loop stops (`enter`, `leave`). The event loop
-only reads the process's lines as bytes and hands each session its own; the session decodes them
+Up to `CHILDREN` processes per event loop, each started on the first live listing or call sent to
+it (never with the server: a test session that lists no MCP server by URL starts none), each
+serving many sessions at once by request id, and all stopped when the last app on that loop stops
+(`enter`, `leave`). A client (the request's scope, as for the sandbox's workers) has its sessions
+in one process while any of them lives, chosen as it starts one with none live: the process
+serving the fewest clients (`_choose`). The `mcp` package validates each answer with its
+process's interpreter held (a 2 MB answer: some 100-250 ms), so a client with many large answers
+slows only the clients that share its process, not every client's calls (issue 38). The event loop
+only reads the processes' lines as bytes and hands each session its own; the session decodes them
 in a worker thread a line at a time (`decoded`), a long string's frames a frame at a time, and lets
-the other threads run between two. A session cancelled here is cancelled there. When the process
-dies, every session in it fails with `ChildGone`, and the next session starts another process.
+the other threads run between two. A session cancelled here is cancelled there. When a process
+dies, every session in it fails with `ChildGone`, and the next session sent to it starts another.
 """
 
 from __future__ import annotations
@@ -15,15 +20,22 @@ import asyncio
 import contextlib
 import itertools
 import json
+import os
 import sys
 import time
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from ptc_emulator.sandbox._pieces import PIECE_CHARS, assemble, dumps, frames_wanted
 
-__all__ = ["ChildGone", "ask", "decoded", "enter", "leave", "pids"]
+__all__ = ["CHILDREN", "ChildGone", "ask", "decoded", "enter", "leave", "pids"]
+
+CHILDREN = max(2, min(os.cpu_count() or 1, 8))
+"""The MCP client's processes per event loop, at most: one per CPU, at least 2 (so one client's
+large answers cannot hold every other client's calls) and at most 8. Each is started only when a
+session is sent to it, and takes some 60-80 MiB resident once it has imported the `mcp` package."""
 
 _LINE_LIMIT = 256 * 2**20
 """The longest line the process may send (a long string comes in frames of `PIECE_CHARS`)."""
@@ -152,11 +164,28 @@ async def _start() -> _Child:
 
 
 @dataclass
-class _Place:
-    """The process of one event loop, and the apps on that loop that use it."""
+class _Slot:
+    """One of a loop's processes (started when first needed, again after it ended), and the
+    clients and sessions it serves now."""
 
     child: _Child | None = None
     starting: asyncio.Future[_Child] | None = None
+    clients: int = 0
+    sessions: int = 0
+
+    @property
+    def started(self) -> bool:
+        return self.child is not None and not self.child.gone
+
+
+@dataclass
+class _Place:
+    """The processes of one event loop, the clients with a session live in one of them, and the
+    apps on that loop that use them."""
+
+    slots: list[_Slot] = field(default_factory=lambda: [_Slot() for _ in range(CHILDREN)])
+    bound: dict[str, tuple[_Slot, int]] = field(default_factory=dict)
+    """By client: the process its live sessions are in, and how many (none live: no entry)."""
     users: int = 0
 
 
@@ -171,14 +200,39 @@ def _place() -> _Place:
     return place
 
 
-async def _child() -> _Child:
-    """This loop's process, started if there is none (or it ended); one start for many callers."""
-    place = _place()
-    if place.child is not None and not place.child.gone:
-        return place.child
-    if place.starting is None:
-        place.starting = asyncio.ensure_future(_start())
-    starting = place.starting
+def _choose(place: _Place) -> _Slot:
+    """The process for a client with no live session: the one serving the fewest clients, then
+    the fewest sessions, then one already running (a lone client starts no second process)."""
+    return min(place.slots, key=lambda slot: (slot.clients, slot.sessions, not slot.started))
+
+
+@contextlib.contextmanager
+def _bound(place: _Place, client: str) -> Iterator[_Slot]:
+    """The process `client`'s session goes to, counted as using it while the session lives."""
+    slot, live = place.bound.get(client) or (_choose(place), 0)
+    if not live:
+        slot.clients += 1
+    place.bound[client] = (slot, live + 1)
+    slot.sessions += 1
+    try:
+        yield slot
+    finally:
+        slot.sessions -= 1
+        _, live = place.bound[client]
+        if live > 1:
+            place.bound[client] = (slot, live - 1)
+        else:
+            del place.bound[client]
+            slot.clients -= 1
+
+
+async def _child(slot: _Slot) -> _Child:
+    """The slot's process, started if there is none (or it ended); one start for many callers."""
+    if slot.child is not None and not slot.child.gone:
+        return slot.child
+    if slot.starting is None:
+        slot.starting = asyncio.ensure_future(_start())
+    starting = slot.starting
     try:
         child = await asyncio.shield(starting)
     except ChildGone:
@@ -186,19 +240,21 @@ async def _child() -> _Child:
     except Exception as e:  # it could not start: this session fails as if it had died
         raise ChildGone() from e
     finally:
-        if place.starting is starting and starting.done():
-            place.starting = None
-    place.child = child
+        if slot.starting is starting and starting.done():
+            slot.starting = None
+    slot.child = child
     return child
 
 
-async def ask(request: dict[str, Any], deadline_s: float) -> list[bytes]:
-    """One session in the process (started if need be): its answer's lines, undecoded. A process
-    found ended before the request reached it is replaced, and the request sent once more."""
-    try:
-        return await (await _child()).ask(request, deadline_s)
-    except _NotSent:
-        return await (await _child()).ask(request, deadline_s)
+async def ask(request: dict[str, Any], deadline_s: float, client: str = "") -> list[bytes]:
+    """One session of `client` (the request's scope; "" for none) in its process (started if need
+    be): its answer's lines, undecoded. A process found ended before the request reached it is
+    replaced, and the request sent once more."""
+    with _bound(_place(), client) as slot:
+        try:
+            return await (await _child(slot)).ask(request, deadline_s)
+        except _NotSent:
+            return await (await _child(slot)).ask(request, deadline_s)
 
 
 def decoded(lines: list[bytes]) -> list[dict[str, Any]]:
@@ -226,26 +282,32 @@ def decoded(lines: list[bytes]) -> list[dict[str, Any]]:
 
 
 def enter() -> None:
-    """An app on the running loop may use the process (none is started now)."""
+    """An app on the running loop may use the processes (none is started now)."""
     _place().users += 1
 
 
 async def leave() -> None:
-    """An app on the running loop stops: the last one stops the process, if one was started."""
+    """An app on the running loop stops: the last one stops the processes that were started."""
     place = _place()
     place.users = max(0, place.users - 1)
     if place.users:
         return
-    child, place.child = place.child, None
-    if place.starting is not None:
-        starting, place.starting = place.starting, None
-        with contextlib.suppress(BaseException):
-            child = await starting
-    if child is not None:
-        await child.stop()
+    for slot in place.slots:
+        child, slot.child = slot.child, None
+        if slot.starting is not None:
+            starting, slot.starting = slot.starting, None
+            with contextlib.suppress(BaseException):
+                child = await starting
+        if child is not None:
+            await child.stop()
 
 
 def pids(loop: asyncio.AbstractEventLoop | None = None) -> list[int]:
-    """The running processes' ids, or that of `loop`'s (for tests, which kill one)."""
+    """The running processes' ids, or those of `loop`'s (for tests, which kill or stop one)."""
     places = list(_PLACES.items())
-    return [p.child.proc.pid for at, p in places if p.child is not None and not p.child.gone and loop in (None, at)]
+    return [
+        s.child.proc.pid
+        for at, p in places
+        for s in p.slots
+        if s.child is not None and not s.child.gone and loop in (None, at)
+    ]

@@ -1,7 +1,8 @@
-"""The MCP client's process: every live listing and call runs here, not in the server (issue 38).
+"""An MCP client process: live listings and calls run here, not in the server (issue 38).
 
 Started by `mcp_child.py` as `python -I -m ptc_emulator.emulator.tools.mcp_worker`, lazily, on the
-first listing or call of a server named by URL, and stopped with the app. The official `mcp`
+first listing or call sent to it, and stopped with the app; there are up to `mcp_child.CHILDREN`,
+a client's (scope's) sessions in one of them. The official `mcp`
 package validates a whole answer in long C calls that hold the interpreter (a 7 MB listing: some
 100-250 ms each for the transport's JSON check, the server-result check and the result's model);
 in this process they hold only this process's interpreter, and the server's event loop answers
@@ -58,8 +59,8 @@ no session's deadline should count."""
 
 
 RESOLVERS = 64
-"""Threads that resolve MCP servers' names, all sessions together (the event loop's default
-executor, which `anyio.getaddrinfo` and so the guarded client use; a name written as an address is
+"""Threads that resolve MCP servers' names, all this process's sessions together (the event
+loop's default executor, which `anyio.getaddrinfo` and so the guarded client use; a name written as an address is
 not resolved). asyncio's own default is min(32, cores + 4), six on two cores: six calls to names
 whose resolution hangs (each thread stays until the system resolver gives up, whatever the
 session's deadline) held every other client's resolution behind them until their own deadline

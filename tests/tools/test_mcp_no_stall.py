@@ -1,6 +1,6 @@
-"""One client's slow MCP calls do not delay another client's (issue 38). Every live listing and call
-runs in the MCP client's process (`mcp_worker.py`), on its one event loop: what a session does
-there with the interpreter held, every other session waits for. Each session read the whole CA
+"""One client's slow MCP calls do not delay another client's (issue 38). A scope's live listings and
+calls run in one MCP client process (`mcp_worker.py`), on its one event loop: what a session does
+there with the interpreter held, every other session there waits for (one scope here). Each session read the whole CA
 bundle twice (two TLS contexts, some 25-50 ms each): a dozen clients calling a slow server kept
 that loop busy, and an unrelated client's quick call waited 1-2.4 s behind them. The process now
 makes one context, at start. Its names were resolved on asyncio's default threads, six on two

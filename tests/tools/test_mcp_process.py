@@ -186,3 +186,81 @@ def test_a_listing_whose_client_process_dies_fails_cleanly_and_the_next_works(se
         again = _create(server, served.url, CALL)
     assert again.status_code == 200, again.text[:500]
     assert again.json()["output"][-1]["content"][0]["text"] == "pong"
+
+
+# ---- one client's process held: another client's calls go on -------------------------------------
+
+
+class _Releasable(_Holding):
+    """A `_Holding` server whose held `tools/call` answers once the test sets `release`."""
+
+    def __init__(self) -> None:
+        super().__init__("tools/call")
+        self.release = threading.Event()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.inner(scope, receive, send)
+            return
+        body = await _body(receive)
+        if self.hold and _method(body) == self.method:
+            self.reached.set()
+            while not self.release.is_set():
+                await asyncio.sleep(0.01)
+        await self.inner(scope, _replay(body), send)
+
+
+def _scoped(server: EmulatorServer, url: str, scope: str) -> httpx.Response:
+    tool = {
+        "type": "mcp",
+        "server_label": "m",
+        "server_url": url,
+        "require_approval": "never",
+        "allowed_callers": ["programmatic"],
+    }
+    body = {"model": "m", "input": js(CALL), "tools": [{"type": "programmatic_tool_calling"}, tool], "store": False}
+    headers = {"x-ptc-emulator-scope": scope}
+    return httpx.post(f"{server.base_url}/responses", json=body, headers=headers, timeout=300)
+
+
+def test_a_client_whose_mcp_process_is_stopped_does_not_hold_another_clients_calls(tmp_path: Path) -> None:
+    """Scope A's call is held at its MCP server, and the test stops (SIGSTOP) the one MCP client
+    process, which serves it: as when the `mcp` package validates A's large answers there with
+    the interpreter held. Scope B's listing and call then go to another process and are answered.
+    On the code before (one process for every client) B's sessions waited in the stopped one
+    until their deadline (a 424 listing failure)."""
+    settings = Settings(data_dir=tmp_path, store="memory", pool_size=2, mcp_allow_private=True, mcp_timeout_s=20)
+    running = EmulatorServer(settings).start()
+    held, plain = _Releasable(), _Releasable()
+    held.hold = True
+    stopped: int | None = None
+    try:
+        with serve(held) as a_server, serve(plain) as b_server, ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(_scoped, running, a_server.url, "client-a")
+            assert held.reached.wait(120), "scope A's call never reached its MCP server"
+            (stopped,) = mcp_child.pids(running.loop)  # the process serving A's session
+            os.kill(stopped, signal.SIGSTOP)
+            answer = _scoped(running, b_server.url, "client-b")
+            assert answer.status_code == 200, answer.text[:500]
+            assert answer.json()["output"][-1]["content"][0]["text"] == "pong"
+            assert stopped in mcp_child.pids(running.loop) and len(mcp_child.pids(running.loop)) == 2
+            os.kill(stopped, signal.SIGCONT)
+            stopped = None
+            held.release.set()
+            assert pending.result(timeout=300).status_code == 200  # (its call may have met its deadline)
+    finally:
+        if stopped is not None:
+            os.kill(stopped, signal.SIGCONT)
+        held.release.set()
+        running.stop()
+
+
+def test_clients_are_spread_over_the_processes_and_keep_theirs_while_a_session_lives() -> None:
+    """`_bound`, without processes: a client with a live session keeps its slot; another client goes
+    to the slot serving the fewest; a client alone (nothing live) goes back to a started slot."""
+    place = mcp_child._Place()
+    with mcp_child._bound(place, "a") as a1, mcp_child._bound(place, "a") as a2, mcp_child._bound(place, "b") as b:
+        assert a1 is a2 and b is not a1
+        assert (a1.clients, a1.sessions, b.clients, b.sessions) == (1, 2, 1, 1)
+    assert place.bound == {} and all(s.clients == 0 == s.sessions for s in place.slots)
+    assert len(place.slots) == mcp_child.CHILDREN >= 2

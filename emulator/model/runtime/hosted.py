@@ -205,7 +205,7 @@ class OutOfTime:
 HOSTED_CONCURRENCY = 8
 """A program's calls to MCP servers in flight at once, of those one step of it issued together (a
 `Promise.all` of them): the rest wait for one of these to end. Each is a session of its own in
-the MCP client's process (`tools/mcp.py`). The bound is this step's alone: nothing caps the calls
+its client's MCP client process (`tools/mcp_child.py`). The bound is this step's alone: nothing caps the calls
 of different requests together, and one client's slow calls never hold another's (issue 38)."""
 
 
@@ -283,6 +283,9 @@ class Hosted:
     max_sealed_bytes: int | None = None
     """The server-run calls' results one conversation may carry, all its pauses and programs
     together, sealed or visible (`sealed_budget` in `api/settings.py`); None: unbounded."""
+    client: str = ""
+    """The request's scope ("" for none): its MCP sessions share one MCP client process, which
+    another client's large answers do not hold (`mcp_child.py`)."""
     _listings: dict[str, Listing] = field(default_factory=dict)
     _results: dict[str, dict[int, ToolResult]] = field(default_factory=dict)
     _sealed: dict[str, set[int]] = field(default_factory=dict)
@@ -339,7 +342,7 @@ class Hosted:
         found = self._listings.get(tool.server_label)
         if found is None:
             found = self._listings[tool.server_label] = await list_tools(
-                tool, self.declared(tool.server_label), self.policy
+                tool, self.declared(tool.server_label), self.policy, client=self.client
             )
             if found.error is not None:
                 raise messages.mcp_listing_error(found.error)
@@ -648,7 +651,13 @@ class Hosted:
     async def _call_tool(self, call: _Remote) -> CallResult:
         label = call.tool.server_label
         return await call_tool(
-            call.tool, self.declared(label), call.name, call.arguments, self.policy, timeout_s=self.program_timeout_s
+            call.tool,
+            self.declared(label),
+            call.name,
+            call.arguments,
+            self.policy,
+            timeout_s=self.program_timeout_s,
+            client=self.client,
         )
 
     async def _call(self, call: _Remote, gate: asyncio.Semaphore, budget: HostedBudget) -> CallResult | None:

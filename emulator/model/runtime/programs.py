@@ -159,8 +159,10 @@ class Runtime:
         toolset: Toolset,
         trace: Trace,
         script: HostedScript | None,
+        scope: str | None = None,
     ) -> Hosted:
-        """The server-side tools of a response (`script`: the results scripted for them, if any)."""
+        """The server-side tools of a response (`script`: the results scripted for them, if any;
+        `scope`: the request's, whose MCP sessions share a process)."""
         return Hosted(
             tools=list(request.tools or ()),
             ptc=request.ptc_enabled,
@@ -173,6 +175,7 @@ class Runtime:
             available=toolset.other_available,
             calls=trace.hosted_calls,
             max_sealed_bytes=self.max_sealed_bytes,
+            client=scope or "",
         )
 
     def check_open(self, conv: Conversation, tools: BoundTools, hosted: Hosted | None = None) -> tuple[int, ...]:

@@ -98,7 +98,7 @@ class ScriptedModel:
         trace.held_to_token_limit = True
         turn, emitted = position(conv, script)
         scripted = script.scenario.hosted if script.scenario is not None else None
-        hosted = runtime.hosted(request, conv, toolset, trace, scripted or self.scenarios.hosted(scope))
+        hosted = runtime.hosted(request, conv, toolset, trace, scripted or self.scenarios.hosted(scope), scope)
         open_indexes = runtime.check(conv, tools, hosted)
         checks.check_direct_approvals(conv, runtime.signer)  # the scripted model issued them
         if request.store is False:

@@ -205,7 +205,12 @@ class Player:
                 )
                 return False
         result = await call_tool(
-            tool, hosted.declared(spec.server_label), spec.name, _parse(arguments) or {}, hosted.policy
+            tool,
+            hosted.declared(spec.server_label),
+            spec.name,
+            _parse(arguments) or {},
+            hosted.policy,
+            client=hosted.client,
         )
         if not result.scripted:
             raise script.error(index, messages.mcp_no_result(spec.server_label, spec.name, arguments))

@@ -97,7 +97,7 @@ class UpstreamModel:
         author = self.client.config.model or request.model or self.author
         tools = BoundTools(request, toolset)
         trace.scenario = f"upstream:{author}"
-        hosted = runtime.hosted(request, conv, toolset, trace, self.hosted(scope))
+        hosted = runtime.hosted(request, conv, toolset, trace, self.hosted(scope), scope)
         open_indexes = runtime.check(conv, tools, hosted)
         trace.contract.extend(checks.check_outputs(conv, toolset))
         if self.strict_contract and trace.contract:
