@@ -32,10 +32,12 @@ from ptc_emulator.sandbox._pieces import PIECE_CHARS, assemble, dumps, frames_wa
 
 __all__ = ["CHILDREN", "ChildGone", "ask", "decoded", "enter", "leave", "pids"]
 
-CHILDREN = max(2, min(os.cpu_count() or 1, 8))
-"""The MCP client's processes per event loop, at most: one per CPU, at least 2 (so one client's
-large answers cannot hold every other client's calls) and at most 8. Each is started only when a
-session is sent to it, and takes some 60-80 MiB resident once it has imported the `mcp` package."""
+CHILDREN = max(4, min(2 * (os.cpu_count() or 1), 8))
+"""The MCP client's processes per event loop, at most: two per CPU, at least 4 (so one client's
+large answers cannot hold every other client's calls, and clients beyond the CPUs' count share
+the cores by the system's scheduler rather than queue behind one another's answers in one
+process) and at most 8. Each is started only when a session is sent to it, and takes some 60-80
+MiB resident once it has imported the `mcp` package."""
 
 _LINE_LIMIT = 256 * 2**20
 """The longest line the process may send (a long string comes in frames of `PIECE_CHARS`)."""
