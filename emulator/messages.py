@@ -2278,6 +2278,20 @@ def visible_result_too_large(call: str, size: int, carried: int, limit: int) -> 
     )
 
 
+@text(MCP, "the 424 of a listing (listing_failed's reason)", label="docs", size=5570000, carried=0, limit=3145728)
+def visible_listing_too_large(label: str, size: int, carried: int, limit: int) -> str:
+    """An MCP server's listing shown to the model (an `mcp_list_tools` item) that would take the
+    results of server-run calls the conversation carries (sealed or visible, this response's
+    listings included) past the bytes a `store: false` client can send back under
+    `--max-body-bytes`: the listing fails, as one that cannot be read does."""
+    return (
+        f"limit: the listing of MCP server '{label}' takes {size} bytes in its mcp_list_tools item, and the "
+        f"conversation carries {carried} bytes of server-run call results already: together over the {limit} bytes "
+        "a store: false client can send back under --max-body-bytes (the body limit less what the rest of the "
+        'conversation needs, docs/limits.md "MCP"); narrow allowed_tools, or raise --max-body-bytes to carry it'
+    )
+
+
 @text(MCP, "an MCP listing's or call's error")
 def mcp_url_scheme(scheme: str) -> str:
     """An MCP server URL that is not http or https (`scheme`: its scheme, empty for a relative URL)."""

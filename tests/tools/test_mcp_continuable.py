@@ -236,3 +236,78 @@ def test_visible_results_and_sealed_ones_share_the_budget(emulator: PTCEmulator,
     # field order and defaults).
     said = int(ended["result"].split("the conversation carries ")[1].split(" ")[0])
     assert abs(said - carried) < 200
+
+
+def many_tools(count: int, width: int = 100) -> tuple[str, ...]:
+    """`count` tool names of `width` characters: about `count * (width + 40)` bytes of listing."""
+    return tuple(f"t{i:0{width - 1}d}" for i in range(count))
+
+
+def listed_tools(server: Served, labels: int) -> list[dict[str, Any]]:
+    """`labels` MCP tools h1.. naming one server, each listed to the model, and a function tool."""
+    mcp = [
+        {"type": "mcp", "server_label": f"h{n}", "server_url": server.url, "require_approval": "never"}
+        for n in range(1, labels + 1)
+    ]
+    return [PTC, ADD, *mcp]
+
+
+def refused_listing(emulator: PTCEmulator, server: Served, labels: int) -> str:
+    """The message of the 424 a program's first response gets, with `labels` listings of `server`."""
+    conversation = [{"role": "user", "content": js("await tools.add({a: 1, b: 2}); text('resumed');")}]
+    with validating_client(emulator) as client, pytest.raises(openai.APIStatusError) as caught:
+        client.responses.create(model="gpt-test", tools=listed_tools(server, labels), input=conversation, store=False)
+    assert caught.value.status_code == 424
+    error = caught.value.body
+    assert isinstance(error, dict) and (error["type"], error["code"], error["param"]) == (
+        "external_connector_error",
+        "http_error",
+        "tools",
+    )
+    return str(error["message"])
+
+
+def test_a_listing_past_the_bound_fails_as_a_listing_that_cannot_be_read(emulator: PTCEmulator) -> None:
+    """An `mcp_list_tools` item a store: false client sends back too: one larger than the budget
+    fails the response as a listing the server would not give (the 424), naming the server and the
+    bound. Before, four such listings made a response no continuation could send back (a 413)."""
+    with misbehaving_server("named_listing", names=many_tools(2_000)) as server:
+        said = refused_listing(emulator, server, 4)
+    assert said.startswith(
+        "Error retrieving tool list from MCP server 'h1': limit: the listing of MCP server 'h1' takes"
+    )
+    assert f"the {BUDGET} bytes a store: false client can send back under --max-body-bytes" in said
+
+
+def test_listings_past_the_bound_together_fail_at_the_one_that_goes_past(emulator: PTCEmulator) -> None:
+    """Four listings of some 100 KB each: two fit the budget, the third would take the response
+    past it and fails, saying what the first two carry. Before, the 200 of some 400 KB could not be
+    sent back under the 390,000 bytes of body (a 413)."""
+    with misbehaving_server("named_listing", names=many_tools(700)) as server:
+        said = refused_listing(emulator, server, 4)
+    assert said.startswith("Error retrieving tool list from MCP server 'h3': limit: the listing of MCP server 'h3'")
+    carried = int(said.split("the conversation carries ")[1].split(" ")[0])
+    assert BUDGET // 3 < carried <= BUDGET
+
+
+def test_a_response_of_several_listings_under_the_bound_is_continued(emulator: PTCEmulator) -> None:
+    """Three listings of some 50 KB each and a program paused on a function call: the store: false
+    client sends everything back, and the program resumes to its end."""
+    conversation: list[dict[str, Any]] = [
+        {"role": "user", "content": js("await tools.add({a: 1, b: 2}); text('resumed');")}
+    ]
+    with misbehaving_server("named_listing", names=many_tools(350)) as server, validating_client(emulator) as client:
+        first = client.responses.create(
+            model="gpt-test", tools=listed_tools(server, 3), input=conversation, store=False
+        )
+        output = items(first)
+        listings = [i for i in output if i["type"] == "mcp_list_tools"]
+        assert [i["server_label"] for i in listings] == ["h1", "h2", "h3"]
+        assert all(len(i["tools"]) == 350 for i in listings)
+        assert sum(len(json.dumps(i, separators=(",", ":"))) for i in listings) <= BUDGET
+        conversation += [*output, *answers(output)]
+        after = client.responses.create(
+            model="gpt-test", tools=listed_tools(server, 3), input=conversation, store=False
+        )
+    [done] = [i for i in items(after) if i["type"] == "program_output"]
+    assert (done["status"], done["result"]) == ("completed", "resumed")

@@ -47,7 +47,9 @@ held = subprocess.Popen(
     text=True,
 )
 url = held.stdout.readline().strip()
-settings = Settings(data_dir=Path(tempfile.mkdtemp()), store="memory", pool_size=1, mcp_allow_private=True)
+# 24 MiB of body: the 7 MB listing's item fits what a store: false client can send back (11 MiB).
+settings = Settings(data_dir=Path(tempfile.mkdtemp()), store="memory", pool_size=1, mcp_allow_private=True,
+                    max_body_bytes=24 * 2**20)
 server = EmulatorServer(settings).start()
 found = {"before": "mcp" in sys.modules, "pids_before": mcp_child.pids()}
 program = "Run this program.\n```js\ntext('listed')\n```"

@@ -132,6 +132,9 @@ ELSEWHERE: dict[str, str] = {
     "visible_result_too_large": (
         "tests/tools/test_mcp_continuable.py::test_visible_mcp_results_are_bounded_so_the_response_can_be_continued"
     ),
+    "visible_listing_too_large": (
+        "tests/tools/test_mcp_continuable.py::test_a_listing_past_the_bound_fails_as_a_listing_that_cannot_be_read"
+    ),
 }
 """Entries whose rule needs what this tier does not start (V8, a server, a socket): the
 integration test (`path::test`) that makes each answer."""

@@ -20,7 +20,8 @@ from `--max-body-bytes`), so a `store: false` client can always send it back: a 
 go past it ends the program `incomplete` instead, saying so (docs/limits.md, "MCP"). The visible
 items of server-run calls (a direct `mcp_call`'s output, an MCP listing, a code interpreter's or
 hosted shell's results) count against the same bound, since the client sends them back too: a
-direct MCP call whose result would go past it is answered as a failed `mcp_call` saying so. Within
+direct MCP call whose result would go past it is answered as a failed `mcp_call` saying so, and an
+MCP listing shown to the model that would fails as a listing that cannot be read does. Within
 one process, the hidden results kept by the program and the call (`hidden_results.py`) also keep
 a retried request
 from calling the server again.
@@ -449,9 +450,20 @@ class Hosted:
         return self._carried + self._added
 
     def count(self, item: Item) -> None:
-        """Count a visible server-run item this response emits (an MCP listing, a scripted code
-        interpreter or shell result) into what the conversation carries."""
+        """Count a visible server-run item this response emits (a scripted code interpreter or shell
+        result) into what the conversation carries."""
         self._added += visible_size(item)
+
+    def carry_listing(self, item: McpListTools) -> str | None:
+        """Count an MCP listing's item, or say why it would take what the conversation carries past
+        `max_sealed_bytes` (then nothing is counted: the listing fails)."""
+        size = visible_size(item)
+        if self.max_sealed_bytes is not None:
+            carried = self.carried_bytes()
+            if carried + size > self.max_sealed_bytes:
+                return messages.visible_listing_too_large(item.server_label, size, carried, self.max_sealed_bytes)
+        self._added += size
+        return None
 
     def carry(self, call: McpCall) -> str | None:
         """Count a direct MCP call's item, or say why its result would take what the conversation

@@ -222,7 +222,10 @@ class Runtime:
                     server_label=label,
                     tools=[McpListedTool.model_validate(entry) for entry in listing.tools],
                 )
-                hosted.count(item)  # a store: false client sends it back with the rest
+                # A store: false client sends it back with the rest: held to the same bound.
+                too_large = hosted.carry_listing(item)
+                if too_large is not None:
+                    raise messages.mcp_listing_error(messages.listing_failed(label, too_large))
                 return item, dumped_listing(item)
 
             # A listing is up to 8 MiB of tools: validated, measured and dumped in a worker
