@@ -2433,6 +2433,18 @@ def too_many_queued(limit: int) -> StatusError:
 
 
 @error(SOCKET)
+def too_many_queued_chars(limit: int) -> StatusError:
+    """More text of `response.create` frames waiting on one socket than it queues."""
+    return StatusError(
+        429,
+        f"Too many characters of response.create frames are waiting on this socket (at most {limit} in all): "
+        "wait for a response before sending more.",
+        type="invalid_request_error",
+        code="too_many_queued_requests",
+    )
+
+
+@error(SOCKET)
 def background_over_socket() -> UnsupportedParameter:
     """A `response.create` frame with `background: true`."""
     return UnsupportedParameter(

@@ -40,6 +40,7 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, WebSocket
@@ -70,6 +71,11 @@ Event = dict[str, Any]
 
 MAX_QUEUED_CREATES = 64
 """`response.create` frames one socket may have waiting; more are refused with an error event."""
+MAX_QUEUED_CHARS = 32 * 2**20
+"""The text of the `response.create` frames one socket may have waiting, in all (two largest
+bodies' worth); more are refused with an error event. A large waiting frame is kept as its text
+and parsed again when it plays: parsed, a 6 MB frame of 200,000 items took some 60 MB, so 64 of
+them held 4 GB for one socket (issue 38)."""
 MAX_ACTIVE = 16
 """Responses one socket plays at once; more creates wait."""
 MAX_NAMED_LANES = 32
@@ -104,6 +110,16 @@ class _Cut(Exception):
     """A `cut_stream_after` fault: close the socket."""
 
 
+@dataclass(slots=True)
+class _Waiting:
+    """A create waiting in its lane: its parsed frame, or (a large one) its text."""
+
+    frame: dict[str, Any] | None
+    text: str | None
+    chars: int
+    heavy: bool
+
+
 class Session:
     """One socket: a reader that answers steers at once and hands each create to its lane, and a
     player per lane that plays that lane's creates one at a time, at most `MAX_ACTIVE` at once."""
@@ -111,12 +127,14 @@ class Session:
     def __init__(self, websocket: WebSocket, engine: Engine) -> None:
         self.ws = websocket
         self.engine = engine
-        self.lanes: dict[str | None, asyncio.Queue[tuple[dict[str, Any], bool, bool]]] = {}
+        self.lanes: dict[str | None, asyncio.Queue[_Waiting]] = {}
         self.players: set[asyncio.Task[None]] = set()
         self.named: set[str] = set()
         """Every named lane this socket has used (the count never goes down)."""
         self.waiting = 0
         """Creates handed to a lane that have not started playing."""
+        self.waiting_chars = 0
+        """Their frames' text, in all."""
         self.active = asyncio.Semaphore(MAX_ACTIVE)
         self.lane_of: dict[str, str | None] = {}
         """The lane that made each of this socket's responses (for the eviction rule)."""
@@ -176,13 +194,13 @@ class Session:
             target = self.targets.get(reference) if isinstance(reference, str) else None
             await self._send_all(self.steering.steer(frame, target))
         elif kind == "response.create":
-            await self._route(frame, large, heavy)
+            await self._route(frame, _Waiting(None if large else frame, data if large else None, len(data), heavy))
         elif kind is None:
             await self._error(messages.missing_parameter("type"), None)
         else:
             await self._error(messages.frame_type_invalid(kind), None)
 
-    async def _route(self, frame: dict[str, Any], large: bool, heavy: bool) -> None:
+    async def _route(self, frame: dict[str, Any], waiting: _Waiting) -> None:
         """Hand a create to its lane (made on first use), or refuse it with the hosted code."""
         given = frame.get("stream_id")
         if "stream_id" in frame and given is not None and not (isinstance(given, str) and _STREAM_ID.fullmatch(given)):
@@ -198,25 +216,34 @@ class Session:
             busy = messages.too_many_queued(MAX_QUEUED_CREATES)
             await self._error(busy, lane)
             return
+        if self.waiting and self.waiting_chars + waiting.chars > MAX_QUEUED_CHARS:
+            await self._error(messages.too_many_queued_chars(MAX_QUEUED_CHARS), lane)
+            return
         queue = self.lanes.get(lane)
         if queue is None:
             queue = self.lanes[lane] = asyncio.Queue()
             player = asyncio.ensure_future(self._play_lane(queue))
             self.players.add(player)
         self.waiting += 1
-        queue.put_nowait((frame, large, heavy))
+        self.waiting_chars += waiting.chars
+        queue.put_nowait(waiting)
 
     # ---- playing ------------------------------------------------------------------------------
 
-    async def _play_lane(self, queue: asyncio.Queue[tuple[dict[str, Any], bool, bool]]) -> None:
+    async def _play_lane(self, queue: asyncio.Queue[_Waiting]) -> None:
         """One lane: its creates in order, each once a place among the active responses is free."""
         while True:
-            frame, large, heavy = await queue.get()
+            waiting = await queue.get()
+            frame, text, heavy, chars = waiting.frame, waiting.text, waiting.heavy, waiting.chars
+            del waiting
             try:
                 async with self.active:
                     self.waiting -= 1
+                    self.waiting_chars -= chars
                     with collector.held_off() if heavy else contextlib.nullcontext():
-                        await self._create(frame, large)
+                        if text is not None:  # parsed again (in a worker thread, as it first was) now it plays
+                            frame, _ = await asyncio.to_thread(_parsed, text)
+                        await self._create(frame if isinstance(frame, dict) else {}, text is not None)
             except _Cut:
                 with contextlib.suppress(Exception):
                     await self.ws.close(_CUT_CODE, "stream cut by a scenario fault")
@@ -235,7 +262,7 @@ class Session:
                 except Exception:
                     self.closed.set()
                     return
-            del frame  # not kept alive while the lane waits for its next create
+            del frame, text  # not kept alive while the lane waits for its next create
 
     async def _create(self, frame: dict[str, Any], large: bool) -> None:
         """Play a create; a `large` frame's (see `OFF_LOOP_CHARS`) is validated in a worker thread."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from websockets.sync.client import connect
 
-from ptc_emulator.api.routes.websocket import MAX_QUEUED_CREATES
+from ptc_emulator.api.routes.websocket import MAX_QUEUED_CHARS, MAX_QUEUED_CREATES
 from ptc_emulator.sandbox import Limits
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import PTC_TOOLS, program_message
@@ -67,6 +67,26 @@ def test_the_creates_waiting_on_one_socket_are_bounded(make_server: Callable[...
         assert all(e["status"] == 429 and e["error"]["code"] == "too_many_queued_requests" for e in refused), refused
         wording = f"Too many response.create frames are waiting on this socket (at most {MAX_QUEUED_CREATES})"
         assert all(e["error"]["message"].startswith(wording) for e in refused), refused
+
+
+def test_the_text_of_waiting_creates_is_bounded(make_server: Callable[..., EmulatorServer]) -> None:
+    """Creates of a few MB each waiting on one socket are bounded by their text in all, not only by
+    their count: 64 frames of 200,000 items each held some 4 GB parsed. One plays (held by its
+    program), and those past MAX_QUEUED_CHARS waiting are refused at once."""
+    server = make_server(limits=Limits(timeout_s=30))
+    url = server.base_url.replace("http://", "ws://") + "/responses"
+    spin = {"type": "response.create", "model": "m", "input": program_message("while (true) {}"), "tools": PTC_TOOLS}
+    big = {"type": "response.create", "model": "m", "store": False, "input": "x" * (4 * 2**20)}
+    fit = MAX_QUEUED_CHARS // len(json.dumps(big))
+    with connect(url, max_size=None) as ws:
+        ws.send(json.dumps(spin))
+        for _ in range(fit + 2):
+            ws.send(json.dumps(big))
+        refused = events_until(ws, lambda e: e["type"] == "error")[-1]
+        assert refused["status"] == 429 and refused["error"]["code"] == "too_many_queued_requests", refused
+        wording = "Too many characters of response.create frames are waiting on this socket "
+        wording += f"(at most {MAX_QUEUED_CHARS} in all)"
+        assert refused["error"]["message"].startswith(wording), refused
 
 
 def test_a_frame_holding_one_long_string_is_read_in_memory_linear_in_it(

@@ -114,6 +114,7 @@ ELSEWHERE: dict[str, str] = {
         "tests/replicas/test_replicas.py::test_with_the_database_away_health_and_requests_fail_at_once_with_a_503"
     ),
     "too_many_queued": "tests/streaming/test_websocket_frames.py::test_the_creates_waiting_on_one_socket_are_bounded",
+    "too_many_queued_chars": "tests/streaming/test_websocket_frames.py::test_the_text_of_waiting_creates_is_bounded",
     "approval_request_mismatch": (
         "tests/tools/test_mcp_approvals.py::test_an_approval_request_sent_back_changed_is_refused"
     ),
