@@ -130,6 +130,9 @@ ELSEWHERE: dict[str, str] = {
     "hosted_calls_out_of_time": (
         "tests/tools/test_mcp_together.py::test_calls_past_the_programs_time_limit_together_end_the_program_incomplete"
     ),
+    "sealed_result_missing": (
+        "tests/tools/test_mcp_single_flight.py::test_a_replay_without_the_sealed_result_is_refused_not_called_again"
+    ),
     "visible_result_too_large": (
         "tests/tools/test_mcp_continuable.py::test_visible_mcp_results_are_bounded_so_the_response_can_be_continued"
     ),

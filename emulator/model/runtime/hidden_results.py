@@ -7,17 +7,37 @@ one process this cache, keyed by the program and the call, keeps it from calling
 
 It is bounded by entries and by bytes (the results' arguments and output as UTF-8), the oldest
 going first, and `POST /_emulator/reset` empties it (docs/limits.md, "MCP").
+
+The same continuation sent several times at once (a client retrying before its first answer, or
+racing requests of which all but one end as 400s) finds no result kept yet: `once` has them share
+the one call in flight for a key (single flight), whose result is kept before any of them reads it.
+A waiter that leaves (its request cancelled, its program out of time) does not end the call for
+the others; the last one to leave ends it. In flight are at most as many calls as the memo keeps
+entries (past that, each request makes its own). Other processes' (replicas') requests are not
+seen: each may make the call once (docs/tools-hosted.md).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from ptc_emulator.emulator.caches import Cache
 from ptc_emulator.sandbox import ToolResult
 
 __all__ = ["HiddenResults"]
+
+T = TypeVar("T")
+
+
+@dataclass
+class _Flight(Generic[T]):
+    task: asyncio.Task[T]
+    waiters: int = 0
 
 
 def _size(result: ToolResult) -> int:
@@ -33,6 +53,8 @@ class HiddenResults(Cache):
         self._max_bytes = max_bytes
         self._bytes = 0
         self._lock = threading.Lock()
+        self._flights: dict[str, _Flight[Any]] = {}
+        """The calls in flight by key, each shared by the requests waiting on it (`once`)."""
 
     @property
     def size(self) -> tuple[int, int]:
@@ -57,11 +79,59 @@ class HiddenResults(Cache):
                 _, (_, dropped) = self._results.popitem(last=False)
                 self._bytes -= dropped
 
+    @property
+    def in_flight(self) -> int:
+        """Calls in flight that `once` shares."""
+        return len(self._flights)
+
+    async def once(self, key: str, make: Callable[[], Awaitable[T]], keep: Callable[[T], ToolResult | None]) -> T:
+        """`make()`'s answer, made once for all the requests of this process that ask for `key` while
+        it is in flight; `keep(answer)` (when not None) is kept under `key` as soon as it is made.
+        A waiter cancelled leaves the call to the others; the last one cancels it."""
+        loop = asyncio.get_running_loop()
+        flight = self._flights.get(key)
+        if flight is not None and flight.task.get_loop() is not loop:
+            return await make()  # another event loop's (a test's second server): not shared
+        if flight is None:
+            if len(self._flights) >= max(self._entries, 1):
+                return await make()  # as many in flight as the memo holds: not shared
+
+            async def run() -> T:
+                try:
+                    answer = await make()
+                    kept = keep(answer)
+                    if kept is not None:
+                        self.put(key, kept)
+                    return answer
+                finally:
+                    if self._flights.get(key) is flight:
+                        del self._flights[key]
+
+            flight = _Flight(loop.create_task(run()))
+            flight.task.add_done_callback(_retrieved)
+            self._flights[key] = flight
+        flight.waiters += 1
+        try:
+            answer: T = await asyncio.shield(flight.task)
+            return answer
+        finally:
+            flight.waiters -= 1
+            if flight.waiters == 0 and not flight.task.done():
+                flight.task.cancel()  # nobody waits on it any more
+                if self._flights.get(key) is flight:
+                    del self._flights[key]
+
     def clear(self) -> None:
-        """Forget everything."""
+        """Forget everything kept (not the calls in flight, which end by themselves)."""
         with self._lock:
             self._results.clear()
             self._bytes = 0
 
     def __len__(self) -> int:
         return len(self._results)
+
+
+def _retrieved(task: asyncio.Task[object]) -> None:
+    """Read a flight's failure, so one nobody waited for any more is not reported as unread."""
+    if not task.cancelled():
+        task.exception()

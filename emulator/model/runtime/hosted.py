@@ -23,8 +23,10 @@ hosted shell's results) count against the same bound, since the client sends the
 direct MCP call whose result would go past it is answered as a failed `mcp_call` saying so, and an
 MCP listing shown to the model that would fails as a listing that cannot be read does. Within
 one process, the hidden results kept by the program and the call (`hidden_results.py`) also keep
-a retried request
-from calling the server again.
+a retried request from calling the server again, and requests sent at once that need the same call
+share the one in flight. A `store: false` replay that approved a call the program went on past (an
+item the program issued later comes after the approval) carries that call's sealed result, or the
+request is refused: with no result kept either, the call would be made a second time.
 
 An MCP call that needs approval pauses on an `mcp_approval_request` whose id is a MAC of the
 program, the call's position, the server label, the tool and its arguments: a `store: false`
@@ -290,6 +292,9 @@ class Hosted:
     _listings: dict[str, Listing] = field(default_factory=dict)
     _results: dict[str, dict[int, ToolResult]] = field(default_factory=dict)
     _sealed: dict[str, set[int]] = field(default_factory=dict)
+    _recorded: dict[str, set[int]] = field(default_factory=dict)
+    """By program: the call positions the conversation carries a sealed result of, whatever the
+    decision it was made under (a result this request's decision sets aside included)."""
     _decided: dict[str, dict[int, tuple[str, bool]]] = field(default_factory=dict)
     """By program and call position: the approval request a call needing approval waited on, and
     whether its result is the call's (approved) or the denial; sealed with the result."""
@@ -408,10 +413,12 @@ class Hosted:
         if found is None:
             found = {}
             decided = self._decided.setdefault(program, {})
+            recorded = self._recorded.setdefault(program, set())
             for _, data in self._runtime_items():
                 runtime = data.get("runtime")
                 if isinstance(runtime, dict) and runtime.get("program") == program:
                     for index, name, arguments, output, is_error, *approval in runtime.get("calls", []):
+                        recorded.add(int(index))
                         result = ToolResult(name, arguments, output, is_error=bool(is_error))
                         if approval:  # a call that needed approval: the decision this request carries counts
                             approval_id = str(approval[0])
@@ -530,6 +537,35 @@ class Hosted:
             approval_id, param, server_label=other_label, name=other_name, arguments=other_arguments
         )
 
+    def check_not_run(self, program: str, index: int, approval_id: str, label: str, name: str) -> None:
+        """Refuse to make an approved call again: when the conversation carries no sealed result of
+        it, but an item the program issued after the call's approval (a later call, or approval
+        request), the call ran in the response that issued it, whose sealed results the client
+        did not send back (a `store: false` client dropping the `reasoning` item)."""
+        if index in self._recorded.get(program, ()):
+            return
+        items = self.conversation.items
+        at = next(
+            (
+                i
+                for i, item in enumerate(items)
+                if isinstance(item, McpApprovalResponse) and item.approval_request_id == approval_id
+            ),
+            None,
+        )
+        if at is None:
+            return
+        issued = {id(item) for item in self.conversation.program_calls(program)}
+        issued.update(
+            id(request)
+            for request in self.conversation.approval_requests.values()
+            if isinstance(request.caller, ProgramCaller) and request.caller.caller_id == program
+        )
+        if any(id(item) in issued for item in items[at + 1 :]):
+            new_from = self.conversation.new_from
+            param = f"input[{at - new_from}]" if at >= new_from else "previous_response_id"
+            raise messages.sealed_result_missing(approval_id, f"{label}.{name}", param)
+
     def _approval(self, approval_id: str) -> McpApprovalResponse | None:
         return next(
             (
@@ -570,7 +606,7 @@ class Hosted:
         remote = [(i, a) for i, a in enumerate(answers) if isinstance(a, _Remote)]
         if remote:
             gate = asyncio.Semaphore(HOSTED_CONCURRENCY)
-            tasks = [asyncio.ensure_future(self._call(call, gate, budget)) for _, call in remote]
+            tasks = [asyncio.ensure_future(self._call(call, keys[i], gate, budget)) for i, call in remote]
             try:
                 made = await asyncio.gather(*tasks)
             finally:
@@ -610,6 +646,9 @@ class Hosted:
         if remembered is not None:
             results[pending.index] = remembered
             return remembered, None
+        if approval_id is not None:
+            label, _, name = pending.name.partition(".")
+            self.check_not_run(program, pending.index, approval_id, label, name)
         arguments = _arguments(pending.arguments)
         if pending.name == CODE_INTERPRETER:
             return self._code_interpreter(pending, arguments, journal), key
@@ -672,10 +711,26 @@ class Hosted:
             client=self.client,
         )
 
-    async def _call(self, call: _Remote, gate: asyncio.Semaphore, budget: HostedBudget) -> CallResult | None:
+    async def _shared(self, call: _Remote, key: str | None) -> CallResult | ToolResult:
+        """The call's answer, from the one call in flight for `key` in this process (the requests
+        needing it at once share it), or its result kept since `_local` looked."""
+        if key is None:
+            return await self._call_tool(call)
+        remembered = self.hidden_results.get(key)
+        if remembered is not None:
+            return remembered
+        pending = call.pending
+        return await self.hidden_results.once(
+            key, lambda: self._call_tool(call), lambda result: _tool_result(pending, result)
+        )
+
+    async def _call(
+        self, call: _Remote, key: str | None, gate: asyncio.Semaphore, budget: HostedBudget
+    ) -> CallResult | ToolResult | None:
         """Make a call to an MCP server within what is left of `budget`: None when the budget cut
         it (`call.started` says whether it had reached the server) or left no time to start it.
-        A call the budget leaves at least its own deadline for ends by that deadline, as alone."""
+        A call the budget leaves at least its own deadline for ends by that deadline, as alone.
+        The requests needing the same call (`key`) at once share it (`_shared`)."""
         async with gate:
             left = budget.left()
             if left is not None and left <= 0:
@@ -683,22 +738,24 @@ class Hosted:
             call.started = True
             own = min(self.policy.timeout_s, self.program_timeout_s or math.inf)
             if left is None or left >= own:
-                return await self._call_tool(call)
+                return await self._shared(call, key)
             try:
                 async with asyncio.timeout(left):
-                    return await self._call_tool(call)
+                    return await self._shared(call, key)
             except TimeoutError:
                 return None
 
     def _answered(
         self,
         call: _Remote,
-        result: CallResult | None,
+        result: CallResult | ToolResult | None,
         journal: list[dict[str, Any]],
         cut: int,
         budget: HostedBudget | None,
     ) -> ToolResult | Unscripted | OutOfTime:
         pending, label = call.pending, call.tool.server_label
+        if isinstance(result, ToolResult):  # kept by a request that made the call meanwhile
+            return result
         if result is None:
             assert budget is not None
             if call.started:  # it reached the server: its effects may have happened
@@ -710,9 +767,9 @@ class Hosted:
                 f"'{label}' has no result for these arguments: add one under hosted.mcp_servers.{label}."
             )
         journal.append({**call.entry, "status": "failed" if result.error else "completed", "error": result.error})
-        if result.error is not None:
-            return ToolResult(pending.name, pending.arguments, result.message(), is_error=True)
-        return ToolResult(pending.name, pending.arguments, result.output or "")
+        answer = _tool_result(pending, result)
+        assert answer is not None
+        return answer
 
     def code_result(self, code: str) -> CodeInterpreterSpec | None:
         """The scripted result for this code: the first entry whose pattern it matches."""
@@ -824,6 +881,15 @@ def hosted_shell_call(call: ShellCall) -> bool:
     """Whether a shell call ran in a hosted container (the server ran it and answered it)."""
     environment = call.environment
     return isinstance(environment, dict) and environment.get("type") in HOSTED_ENVIRONMENTS
+
+
+def _tool_result(pending: PendingCall, result: CallResult) -> ToolResult | None:
+    """What the program gets of an MCP server's answer (None: a declared server had none)."""
+    if not result.scripted:
+        return None
+    if result.error is not None:
+        return ToolResult(pending.name, pending.arguments, result.message(), is_error=True)
+    return ToolResult(pending.name, pending.arguments, result.output or "")
 
 
 def _denied(name: str, arguments: str, answer: McpApprovalResponse) -> ToolResult:

@@ -1,0 +1,87 @@
+"""The calls in flight that requests needing the same call at once share (`HiddenResults.once`):
+one call for all of them, its result kept before any reads it; a waiter cancelled leaves the call
+to the others, and the last one to leave cancels it. Driven by events, not by time."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ptc_emulator.emulator.model.runtime.hidden_results import HiddenResults
+from ptc_emulator.sandbox import ToolResult
+
+
+def kept(answer: str) -> ToolResult:
+    return ToolResult("h.echo", "{}", answer)
+
+
+def test_waiters_share_one_call_and_a_cancelled_first_does_not_end_it() -> None:
+    async def main() -> None:
+        memo = HiddenResults()
+        started, release = asyncio.Event(), asyncio.Event()
+        made: list[int] = []
+
+        async def make() -> str:
+            made.append(1)
+            started.set()
+            await release.wait()
+            return "done"
+
+        first = asyncio.ensure_future(memo.once("k", make, kept))
+        await started.wait()
+        others = [asyncio.ensure_future(memo.once("k", make, kept)) for _ in range(3)]
+        await asyncio.sleep(0)
+        first.cancel()
+        await asyncio.sleep(0)
+        assert memo.in_flight == 1
+        release.set()
+        assert await asyncio.gather(*others) == ["done"] * 3
+        assert first.cancelled()
+        assert made == [1]
+        assert memo.get("k") == kept("done")
+        assert memo.in_flight == 0
+
+    asyncio.run(main())
+
+
+def test_the_last_waiter_leaving_cancels_the_call() -> None:
+    async def main() -> None:
+        memo = HiddenResults()
+        started, ended = asyncio.Event(), asyncio.Event()
+
+        async def make() -> str:
+            started.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                ended.set()
+                raise
+            return "never"
+
+        waiters = [asyncio.ensure_future(memo.once("k", make, kept)) for _ in range(2)]
+        await started.wait()
+        for waiter in waiters:
+            waiter.cancel()
+        await ended.wait()
+        assert memo.in_flight == 0
+        assert memo.get("k") is None
+
+    asyncio.run(main())
+
+
+def test_a_failed_call_fails_every_waiter_and_keeps_nothing() -> None:
+    async def main() -> None:
+        memo = HiddenResults()
+        release = asyncio.Event()
+
+        async def make() -> str:
+            await release.wait()
+            raise RuntimeError("broken")
+
+        waiters = [asyncio.ensure_future(memo.once("k", make, kept)) for _ in range(3)]
+        await asyncio.sleep(0)
+        release.set()
+        answers = await asyncio.gather(*waiters, return_exceptions=True)
+        assert [str(a) for a in answers] == ["broken"] * 3
+        assert memo.in_flight == 0 and memo.get("k") is None
+
+    asyncio.run(main())
