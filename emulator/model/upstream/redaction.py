@@ -1,6 +1,7 @@
 """The model upstream's key, kept to the one header that carries it: wherever the upstream's own
 text is passed on (its answer's text, reasoning and calls, the message of a failure it reports,
-the start of an error body that echoes the request's headers) and wherever a message names the
+the start of an error body that echoes the request's headers; a call's arguments, also when they
+write the key with JSON's `\\u` escapes, which decode to it) and wherever a message names the
 upstream (its URL), the key is replaced by `[redacted]` before the client, the journal, the log,
 a trace or a recording can see it.
 
@@ -17,7 +18,8 @@ recording is made from what the client is sent, so it never holds the key either
 from __future__ import annotations
 
 import dataclasses
-from typing import TypeVar
+import json
+from typing import Any, TypeVar
 
 from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.model.upstream.protocol import Answer, Delta, ToolCall
@@ -59,8 +61,54 @@ class Redaction:
             text=self.text(answer.text),
             reasoning=None if answer.reasoning is None else self.text(answer.reasoning),
             model=None if answer.model is None else self.text(answer.model),
-            calls=[ToolCall(self.text(c.id), self.text(c.name), self.text(c.arguments)) for c in answer.calls],
+            calls=[ToolCall(self.text(c.id), self.text(c.name), self.arguments(c.arguments)) for c in answer.calls],
         )
+
+    def arguments(self, text: str) -> str:
+        """A call's JSON arguments without the key, written plainly or with JSON's escapes
+        (`"\\u0073k-..."`, which decodes to the key): when a decoded string holds it, the arguments
+        are the redacted values written again (arguments that are no JSON keep the plain check)."""
+        text = self.text(text)
+        found = self.json(text)
+        return text if found is None else found
+
+    def json(self, text: str) -> str | None:
+        """`text`, a JSON document, written again with the key out of each decoded string (keys
+        too), or None when no decoded string holds the key (or `text` is no JSON)."""
+        if not self.secret or "\\" not in text:  # without a backslash a decoded string is as written
+            return None
+        try:
+            cleaned, changed = self._clean(json.loads(text))
+        except (ValueError, RecursionError):
+            return None
+        if not changed:
+            return None
+        try:
+            written = json.dumps(cleaned, ensure_ascii=False, separators=(",", ":"))
+            written.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: kept escaped, as it came
+            written = json.dumps(cleaned, separators=(",", ":"))
+        except (ValueError, RecursionError):
+            return MASK
+        return written
+
+    def _clean(self, data: Any) -> tuple[Any, bool]:
+        if isinstance(data, str):
+            cleaned = data.replace(self.secret, MASK)
+            return cleaned, cleaned != data
+        if isinstance(data, list):
+            items = [self._clean(item) for item in data]
+            return [item for item, _ in items], any(changed for _, changed in items)
+        if isinstance(data, dict):
+            changed = False
+            out: dict[str, Any] = {}
+            for key, value in data.items():
+                new_key, key_changed = self._clean(key)
+                new_value, value_changed = self._clean(value)
+                out[new_key] = new_value
+                changed = changed or key_changed or value_changed
+            return out, changed
+        return data, False
 
     def error(self, error: E) -> E:
         """`error` with the key out of its message."""
