@@ -287,34 +287,85 @@ class RecordingProxy:
         # continues the moment it has the response finds its ids known and its recording made.
         ok = reply.status_code == 200 and not packed
         sse = reply.headers.get("content-type", "").startswith("text/event-stream")
-        events = passing.events = _SSE() if sse and not packed else None
+        keyed = self.api_key is not None
+        events = passing.events = _SSE(blocks=keyed) if sse and not packed else None
         kept = _Kept()
+        held: bytearray | None = bytearray() if keyed and events is None else None
+        """With a key, a whole body is held (up to KEPT_BYTES) to look for the key in its decoded
+        values before the client has any of it."""
         redacting = self.redaction.chunks()
+
+        async def passed(chunk: bytes) -> None:
+            nonlocal held
+            if keyed and events is not None:
+                events.feed(chunk)
+                for block, data in events.take():
+                    await send(
+                        {
+                            "type": "http.response.body",
+                            "body": await self._block(block, data, events, create if ok else None),
+                            "more_body": True,
+                        }
+                    )
+                return
+            if held is not None:
+                held += chunk
+                if len(held) > KEPT_BYTES:  # passed on as it comes, the key in plain text taken out
+                    log.warning("the upstream's answer is larger than %d bytes: passed on, not recorded", KEPT_BYTES)
+                    chunk, held = bytes(held), None
+                else:
+                    return
+            elif events is not None:
+                for data in events.feed(chunk):
+                    event = await _parsed(data)
+                    if isinstance(event, dict):
+                        events.note(event)
+                        await self._event(event, create if ok else None)
+            elif ok:
+                kept.add(chunk)
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
         try:
             async for raw in reply.aiter_raw():
-                chunk = redacting(raw)
-                if events is not None:
-                    for data in events.feed(chunk):
-                        event = await _parsed(data)
-                        if isinstance(event, dict):
-                            events.note(event)
-                            await self._event(event, create if ok else None)
-                elif ok:
-                    kept.add(chunk)
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await passed(redacting(raw))
             if last := redacting.flush():
-                if events is None and ok:
-                    kept.add(last)
-                await send({"type": "http.response.body", "body": last, "more_body": True})
+                await passed(last)
         except httpx.HTTPError as e:
             detail = self.redaction.text(str(e))
             log.warning("the upstream's answer broke off: %s", detail)
             passing.broken = messages.proxy_answer_cut(self.base, type(e).__name__, detail)
             return  # ended by `_unfinished`, never as if whole
-        if events is None and ok and kept.whole:
+        if keyed and events is not None and (rest := events.rest()):
+            await send({"type": "http.response.body", "body": rest, "more_body": True})
+        if held is not None:
+            body = bytes(held)
+            response = await _parsed(body)
+            if b"\\" in body and response is not None:
+                response, changed = self.redaction.values(response)
+                if changed:
+                    body = self.redaction.write(response).encode("utf-8")
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+            if ok:
+                await self._event({"type": "response.completed", "response": response}, create)
+        elif events is None and ok and kept.whole:
             response = await _parsed(bytes(kept.data))
             await self._event({"type": "response.completed", "response": response}, create)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _block(self, block: bytes, data: bytes | None, events: _SSE, create: dict[str, Any] | None) -> bytes:
+        """One SSE event's bytes as the client gets them (with a key): noted and recorded as
+        `_pass_on` does, and written again when its decoded values hold the key."""
+        if data is None:
+            return block
+        event = await _parsed(data)
+        if b"\\" in data and event is not None:
+            event, changed = self.redaction.values(event)
+            if changed:
+                block = _rewritten(block, self.redaction.write(event))
+        if isinstance(event, dict):
+            events.note(event)
+            await self._event(event, create)
+        return block
 
     async def _event(self, event: dict[str, Any], create: dict[str, Any] | None) -> None:
         """Note the ids of a response event; record the exchange its terminal event ends."""
@@ -454,6 +505,10 @@ class RecordingProxy:
             async for data in upstream:
                 text = self.redaction.text(data if isinstance(data, str) else data.decode("utf-8", "replace"))
                 event = _json(text.encode("utf-8"))
+                if "\\" in text and event is not None:  # the key written with JSON's escapes
+                    event, changed = self.redaction.values(event)
+                    if changed:
+                        text = self.redaction.write(event)
                 if isinstance(event, dict):
                     if (event.get("type") in TERMINAL or event.get("type") == "error") and unanswered:
                         unanswered.popleft()
@@ -628,7 +683,10 @@ class _SSE:
         if isinstance(number, int) and not isinstance(number, bool) and number >= self.next_sequence:
             self.next_sequence = number + 1
 
-    def __init__(self) -> None:
+    def __init__(self, blocks: bool = False) -> None:
+        self.blocks = blocks
+        """Keep each event's bytes (`take`): the stream is passed on event by event, not as it comes."""
+        self.taken: list[tuple[bytes, bytes | None]] = []
         self.buffer = bytearray()
         self.searched = 0
         """How much of the buffer holds no event's end (each byte is looked at once)."""
@@ -651,8 +709,12 @@ class _SSE:
             self.searched = 0
             if self.skipping:
                 self.skipping = False
+                if self.blocks:
+                    self.taken.append((block + b"\n\n", None))
                 continue
             data = b"\n".join(line[5:].lstrip(b" ") for line in block.split(b"\n") if line.startswith(b"data:"))
+            if self.blocks:
+                self.taken.append((block + b"\n\n", data or None))
             if data:
                 found.append(data)
         self.searched = len(self.buffer)
@@ -660,9 +722,35 @@ class _SSE:
             if not self.skipping:
                 log.warning("an upstream event is larger than %d bytes: passed on, not recorded", KEPT_BYTES)
             self.skipping = True
+            if self.blocks:
+                self.taken.append((bytes(self.buffer[:-1]), None))
             keep = self.buffer[-1:]  # an event's end may straddle this chunk and the next
             self.buffer, self.searched = bytearray(keep), 0
         return found
+
+    def take(self) -> list[tuple[bytes, bytes | None]]:
+        """With `blocks`: the bytes of each event completed since the last call (a too long one's
+        in pieces), each with its data (None: none to read)."""
+        taken, self.taken = self.taken, []
+        return taken
+
+    def rest(self) -> bytes:
+        """With `blocks`: what the stream ended with that ends no event."""
+        rest = bytes(self.buffer) + (b"\r" if self.pending_cr else b"")
+        self.buffer, self.pending_cr = bytearray(), False
+        return rest
+
+
+def _rewritten(block: bytes, data: str) -> bytes:
+    """An SSE event's bytes with its data lines replaced by one holding `data`."""
+    lines: list[bytes] = []
+    for line in block.split(b"\n"):
+        if line.startswith(b"data:"):
+            if not any(kept.startswith(b"data:") for kept in lines):
+                lines.append(b"data: " + data.encode("utf-8"))
+        elif line:
+            lines.append(line)
+    return b"\n".join(lines) + b"\n\n"
 
 
 async def _parsed(data: bytes) -> Any:

@@ -157,3 +157,76 @@ def test_websocket_messages_holding_the_key_are_redacted(tmp_path: Path, monkeyp
     assert json.loads(second)["response"]["output"][0]["content"][0]["text"] == "it is [redacted]"
     recorded = _recorded(tmp_path)
     assert "[redacted]" in recorded and KEY not in recorded
+
+
+def _escaped(text: str) -> str:
+    """`text` as JSON with every character of the key written as a `\\u` escape."""
+    return json.dumps(text).replace(KEY, "".join(f"\\u{ord(c):04x}" for c in KEY))
+
+
+def _escaped_response(text: str) -> str:
+    return json.dumps(_response("TEXT")).replace('"TEXT"', _escaped(text))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_holding_the_key_written_with_json_escapes_is_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    """Before, the escaped key was passed on as it came (the client's JSON parser decodes it to the
+    key) and the recording, made from the decoded values, held it in plain text."""
+    created = {"type": "response.created", "sequence_number": 0, "response": {**_response(""), "status": "in_progress"}}
+    if stream:
+        delta = {"type": "response.output_text.delta", "sequence_number": 1, "delta": "TEXT", "item_id": "msg_key38"}
+        escaped_delta = json.dumps(delta).replace('"TEXT"', _escaped(f"is {KEY}"))
+        lines = [
+            f"event: response.created\ndata: {json.dumps(created)}\n\n",
+            f"event: response.output_text.delta\ndata: {escaped_delta}\n\n",
+            f"event: response.completed\ndata: "
+            f'{{"type":"response.completed","sequence_number":2,"response":{_escaped_response(f"it is {KEY}")}}}\n\n',
+        ]
+        body, kind = "".join(lines).encode(), "text/event-stream"
+    else:
+        body, kind = _escaped_response(f"it is {KEY}").encode(), "application/json"
+    assert KEY.encode() not in body
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request(reader)
+        writer.write(f"HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\nconnection: close\r\n\r\n".encode() + body)
+        await writer.drain()
+        writer.close()
+
+    with raw_upstream(answer) as url, _keyed(tmp_path, url, monkeypatch) as rec:
+        with httpx.Client(base_url=rec.server_url, timeout=60) as http:
+            response = http.post("/responses", json={**CREATE, "stream": stream})
+    assert response.status_code == 200
+    if stream:
+        datas = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+        decoded = [json.loads(d) for d in datas]
+        assert [e["type"] for e in decoded] == ["response.created", "response.output_text.delta", "response.completed"]
+        assert decoded[1]["delta"] == "is [redacted]"
+        final = decoded[2]["response"]
+    else:
+        final = response.json()
+    assert final["output"][0]["content"][0]["text"] == "it is [redacted]"
+    assert KEY not in json.dumps(final) and KEY not in response.text
+    recorded = _recorded(tmp_path)
+    assert "[redacted]" in recorded and KEY not in recorded
+
+
+def test_websocket_messages_holding_the_key_written_with_json_escapes_are_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from websockets.sync.client import connect
+
+    async def echo(socket: Any) -> None:
+        await socket.recv()
+        await socket.send('{"type":"response.completed","response":' + _escaped_response(f"it is {KEY}") + "}")
+        await socket.wait_closed()
+
+    with ws_upstream(echo) as url, _keyed(tmp_path, url, monkeypatch, mode="all") as rec:
+        with connect(rec.server_url.replace("http", "ws", 1) + "/responses") as socket:
+            socket.send(json.dumps({"type": "response.create", **CREATE}))
+            first = socket.recv(timeout=60)
+    assert json.loads(first)["response"]["output"][0]["content"][0]["text"] == "it is [redacted]"
+    recorded = _recorded(tmp_path)
+    assert "[redacted]" in recorded and KEY not in recorded

@@ -13,7 +13,9 @@ The recording proxy (`serve --upstream URL --upstream-api-key-env NAME`, api/pro
 same key out of what its upstream answers: the bytes of a body or an SSE stream as they pass
 (`RedactingBytes`, holding back an end that could start the key in the same way), its headers'
 values, each WebSocket message, and the upstream's words in the proxy's own errors; the
-recording is made from what the client is sent, so it never holds the key either."""
+recording is made from what the client is sent, so it never holds the key either. A key written
+with JSON's escapes is found in the decoded values (`values`) of a whole body, SSE event or
+WebSocket message, which is then sent, and recorded, written again without it."""
 
 from __future__ import annotations
 
@@ -78,33 +80,39 @@ class Redaction:
         if not self.secret or "\\" not in text:  # without a backslash a decoded string is as written
             return None
         try:
-            cleaned, changed = self._clean(json.loads(text))
+            cleaned, changed = self.values(json.loads(text))
         except (ValueError, RecursionError):
             return None
-        if not changed:
-            return None
+        return self.write(cleaned) if changed else None
+
+    @staticmethod
+    def write(data: Any) -> str:
+        """Decoded JSON `data` written again (compact, UTF-8 as it is; a lone surrogate escaped)."""
         try:
-            written = json.dumps(cleaned, ensure_ascii=False, separators=(",", ":"))
+            written = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
             written.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate: kept escaped, as it came
-            written = json.dumps(cleaned, separators=(",", ":"))
+            written = json.dumps(data, separators=(",", ":"))
         except (ValueError, RecursionError):
-            return MASK
+            return json.dumps(MASK)
         return written
 
-    def _clean(self, data: Any) -> tuple[Any, bool]:
+    def values(self, data: Any) -> tuple[Any, bool]:
+        """Decoded JSON `data` with the key out of each string in it (keys too), and whether any held it."""
+        if not self.secret:
+            return data, False
         if isinstance(data, str):
             cleaned = data.replace(self.secret, MASK)
             return cleaned, cleaned != data
         if isinstance(data, list):
-            items = [self._clean(item) for item in data]
+            items = [self.values(item) for item in data]
             return [item for item, _ in items], any(changed for _, changed in items)
         if isinstance(data, dict):
             changed = False
             out: dict[str, Any] = {}
             for key, value in data.items():
-                new_key, key_changed = self._clean(key)
-                new_value, value_changed = self._clean(value)
+                new_key, key_changed = self.values(key)
+                new_value, value_changed = self.values(value)
                 out[new_key] = new_value
                 changed = changed or key_changed or value_changed
             return out, changed
