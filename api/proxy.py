@@ -288,7 +288,7 @@ class RecordingProxy:
         ok = reply.status_code == 200 and not packed
         sse = reply.headers.get("content-type", "").startswith("text/event-stream")
         keyed = self.api_key is not None
-        events = passing.events = _SSE(blocks=keyed) if sse and not packed else None
+        events = passing.events = _SSE(blocks=keyed, redaction=self.redaction) if sse and not packed else None
         kept = _Kept()
         held: bytearray | None = bytearray() if keyed and events is None else None
         """With a key, a whole body is held (up to KEPT_BYTES) to look for the key in its decoded
@@ -335,6 +335,9 @@ class RecordingProxy:
             log.warning("the upstream's answer broke off: %s", detail)
             passing.broken = messages.proxy_answer_cut(self.base, type(e).__name__, detail)
             return  # ended by `_unfinished`, never as if whole
+        if keyed and events is not None and (held_back := events.deltas.flush()):
+            body = b"".join(_sse_block(told) for told, _ in held_back)
+            await send({"type": "http.response.body", "body": body, "more_body": True})
         if keyed and events is not None and (rest := events.rest()):
             await send({"type": "http.response.body", "body": rest, "more_body": True})
         if held is not None:
@@ -362,10 +365,11 @@ class RecordingProxy:
             event, changed = self.redaction.values(event)
             if changed:
                 block = _rewritten(block, self.redaction.write(event))
-        if isinstance(event, dict):
-            events.note(event)
-            await self._event(event, create)
-        return block
+        if not isinstance(event, dict):
+            return block
+        events.note(event)
+        await self._event(event, create)
+        return b"".join(block if same else _sse_block(told) for told, same in events.deltas.feed(event))
 
     async def _event(self, event: dict[str, Any], create: dict[str, Any] | None) -> None:
         """Note the ids of a response event; record the exchange its terminal event ends."""
@@ -501,6 +505,8 @@ class RecordingProxy:
                     event = {"type": "error", "status": error.status, "error": error.body()["error"]}
                     await websocket.send_text(json.dumps(event))
 
+        deltas = _Deltas(self.redaction)
+
         async def relay() -> None:
             async for data in upstream:
                 text = self.redaction.text(data if isinstance(data, str) else data.decode("utf-8", "replace"))
@@ -514,6 +520,9 @@ class RecordingProxy:
                         unanswered.popleft()
                         answered[0] = loop.time()
                     await self._socket_event(event, pending)  # before the client has it (see _forward_http)
+                    for told, same in deltas.feed(event):
+                        await websocket.send_text(text if same else self.redaction.write(told))
+                    continue
                 await websocket.send_text(text)
 
         tasks = [
@@ -683,8 +692,9 @@ class _SSE:
         if isinstance(number, int) and not isinstance(number, bool) and number >= self.next_sequence:
             self.next_sequence = number + 1
 
-    def __init__(self, blocks: bool = False) -> None:
+    def __init__(self, blocks: bool = False, redaction: Redaction | None = None) -> None:
         self.blocks = blocks
+        self.deltas = _Deltas(redaction or Redaction(None))
         """Keep each event's bytes (`take`): the stream is passed on event by event, not as it comes."""
         self.taken: list[tuple[bytes, bytes | None]] = []
         self.buffer = bytearray()
@@ -739,6 +749,57 @@ class _SSE:
         rest = bytes(self.buffer) + (b"\r" if self.pending_cr else b"")
         self.buffer, self.pending_cr = bytearray(), False
         return rest
+
+
+class _Deltas:
+    """A key split across an output item's delta events (`response.output_text.delta` and the
+    like) is taken out of the joined text: per item (and part), a delta whose text ends with what
+    could begin the key holds that end back, to go with the next delta (the key, if it comes, as
+    `[redacted]`), or before the item's next other event, the stream's terminal event or its end.
+    Deltas merged so go as one event, the later's (a `sequence_number` may be skipped)."""
+
+    def __init__(self, redaction: Redaction) -> None:
+        self.redaction = redaction
+        self.lanes: dict[tuple[Any, ...], tuple[dict[str, Any], str]] = {}
+
+    def feed(self, event: dict[str, Any]) -> list[tuple[dict[str, Any], bool]]:
+        """The events to send for `event`, in order, each with whether it is `event` unchanged."""
+        delta = event.get("delta")
+        kind = event.get("type")
+        if not self.redaction.secret:
+            return [(event, True)]
+        stream = repr(event.get("stream_id"))
+        if not isinstance(delta, str) or not isinstance(kind, str) or not kind.endswith(".delta"):
+            item = event.get("item")
+            ids = {repr(event.get("item_id")), repr(item.get("id")) if isinstance(item, dict) else None}
+            if kind in TERMINAL or kind == "error":  # the stream's end: all it holds back goes
+                return [*self.flush(lambda lane: lane[0] == stream), (event, True)]
+            return [*self.flush(lambda lane: lane[0] == stream and lane[2] in ids), (event, True)]
+        fields = ("item_id", "output_index", "content_index", "summary_index")
+        lane = (stream, kind, *(repr(event.get(name)) for name in fields))
+        _, before = self.lanes.pop(lane, (event, ""))
+        text = self.redaction.text(before + delta)
+        held = self.redaction.held(text)
+        if held:
+            self.lanes[lane] = (event, text[len(text) - held :])
+            text = text[: len(text) - held]
+        if not text:
+            return []
+        if not before and text == delta:
+            return [(event, True)]
+        return [({**event, "delta": text}, False)]
+
+    def flush(self, which: Callable[[tuple[Any, ...]], bool] = lambda lane: True) -> list[tuple[dict[str, Any], bool]]:
+        """What is held back (of the lanes `which` picks), as delta events: the item (or the
+        stream) went on with something else, so it is not the key."""
+        lanes = [lane for lane in self.lanes if which(lane)]
+        return [({**event, "delta": text}, False) for event, text in map(self.lanes.pop, lanes)]
+
+
+def _sse_block(event: dict[str, Any]) -> bytes:
+    kind = event.get("type")
+    head = f"event: {kind}\n".encode() if isinstance(kind, str) and "\n" not in kind and "\r" not in kind else b""
+    return head + b"data: " + Redaction.write(event).encode("utf-8") + b"\n\n"
 
 
 def _rewritten(block: bytes, data: str) -> bytes:
