@@ -8,6 +8,9 @@ An ASGI middleware in front of the emulator's routes. For each request under `/v
   headers and body unchanged, streamed as they arrive, except that the key is taken out of them
   (`[redacted]`, emulator/model/upstream/redaction.py): an upstream that echoes the request's
   headers in an error, or the key in its text, never shows it to the client or the recording.
+  With a key, also where the upstream writes it with JSON's `\\u` escapes (a non-streamed body is
+  then held whole, up to KEPT_BYTES, and an SSE stream passed on event by event, so that the
+  decoded values can be looked at first) or splits it across an item's streamed deltas (`_Deltas`).
   Each create and its final response go to the scenario recorder (`scripted/recorder.py`); a
   conversation that ends is written to DIR as a scenario file.
 * local: the emulator plays it, as without `--upstream`.
