@@ -514,6 +514,14 @@ def _base_url(url: str) -> bool:
     return bool(parts.hostname)
 
 
+def _userinfo(url: str) -> bool:
+    """Whether `url` carries a user name or password (`http://user:pw@host/v1`): it would be sent
+    upstream as Basic auth and shown, unredacted, wherever the URL is named (the startup line, the
+    log, the message of a 502 or 504 to a client)."""
+    after_scheme = url.split("://", 1)[-1]
+    return "@" in after_scheme.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+
+
 def main(argv: list[str] | None = None) -> None:
     given = sys.argv[1:] if argv is None else argv
     if given and given[0] in _TOOLS:
@@ -541,6 +549,13 @@ def main(argv: list[str] | None = None) -> None:
             _fail(f"--fixtures {why}" if why else f"--fixtures {directory}: no such directory", 2)
     if (problem := resend_problem(settings)) is not None:
         _fail(problem, 2)
+    if settings.upstream is not None and _userinfo(settings.upstream):
+        # said without the URL: what comes before the @ is a credential, and stderr may be kept
+        _fail(
+            "--upstream: the URL carries a user name or password (user:pw@host), which would be sent upstream and "
+            "shown wherever the URL is named; give the URL without it",
+            2,
+        )
     if settings.upstream is not None and not _base_url(settings.upstream):
         _fail(f"--upstream {settings.upstream}: not an http:// or https:// base URL", 2)
     if settings.upstream is not None and settings.record_dir is None:
@@ -550,6 +565,13 @@ def main(argv: list[str] | None = None) -> None:
         _fail(
             f"--record-mode {settings.record_mode} needs --upstream URL or --model-upstream URL "
             "(replay alone: --record-mode none)",
+            2,
+        )
+    if settings.model_upstream is not None and _userinfo(settings.model_upstream):
+        # said without the URL: what comes before the @ is a credential, and stderr may be kept
+        _fail(
+            "--model-upstream: the URL carries a user name or password (user:pw@host), which would be sent "
+            "upstream and shown wherever the URL is named; give the URL without it",
             2,
         )
     if settings.model_upstream is not None and not _base_url(settings.model_upstream):

@@ -8,6 +8,9 @@ An ASGI middleware in front of the emulator's routes. For each request under `/v
   headers and body unchanged, streamed as they arrive, except that the key is taken out of them
   (`[redacted]`, emulator/model/upstream/redaction.py): an upstream that echoes the request's
   headers in an error, or the key in its text, never shows it to the client or the recording.
+  With a key, also where the upstream writes it with JSON's `\\u` escapes (a non-streamed body is
+  then held whole, up to KEPT_BYTES, and an SSE stream passed on event by event, so that the
+  decoded values can be looked at first) or splits it across an item's streamed deltas (`_Deltas`).
   Each create and its final response go to the scenario recorder (`scripted/recorder.py`); a
   conversation that ends is written to DIR as a scenario file.
 * local: the emulator plays it, as without `--upstream`.
@@ -287,34 +290,89 @@ class RecordingProxy:
         # continues the moment it has the response finds its ids known and its recording made.
         ok = reply.status_code == 200 and not packed
         sse = reply.headers.get("content-type", "").startswith("text/event-stream")
-        events = passing.events = _SSE() if sse and not packed else None
+        keyed = self.api_key is not None
+        events = passing.events = _SSE(blocks=keyed, redaction=self.redaction) if sse and not packed else None
         kept = _Kept()
+        held: bytearray | None = bytearray() if keyed and events is None else None
+        """With a key, a whole body is held (up to KEPT_BYTES) to look for the key in its decoded
+        values before the client has any of it."""
         redacting = self.redaction.chunks()
+
+        async def passed(chunk: bytes) -> None:
+            nonlocal held
+            if keyed and events is not None:
+                events.feed(chunk)
+                for block, data in events.take():
+                    await send(
+                        {
+                            "type": "http.response.body",
+                            "body": await self._block(block, data, events, create if ok else None),
+                            "more_body": True,
+                        }
+                    )
+                return
+            if held is not None:
+                held += chunk
+                if len(held) > KEPT_BYTES:  # passed on as it comes, the key in plain text taken out
+                    log.warning("the upstream's answer is larger than %d bytes: passed on, not recorded", KEPT_BYTES)
+                    chunk, held = bytes(held), None
+                else:
+                    return
+            elif events is not None:
+                for data in events.feed(chunk):
+                    event = await _parsed(data)
+                    if isinstance(event, dict):
+                        events.note(event)
+                        await self._event(event, create if ok else None)
+            elif ok:
+                kept.add(chunk)
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
         try:
             async for raw in reply.aiter_raw():
-                chunk = redacting(raw)
-                if events is not None:
-                    for data in events.feed(chunk):
-                        event = await _parsed(data)
-                        if isinstance(event, dict):
-                            events.note(event)
-                            await self._event(event, create if ok else None)
-                elif ok:
-                    kept.add(chunk)
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await passed(redacting(raw))
             if last := redacting.flush():
-                if events is None and ok:
-                    kept.add(last)
-                await send({"type": "http.response.body", "body": last, "more_body": True})
+                await passed(last)
         except httpx.HTTPError as e:
             detail = self.redaction.text(str(e))
             log.warning("the upstream's answer broke off: %s", detail)
             passing.broken = messages.proxy_answer_cut(self.base, type(e).__name__, detail)
             return  # ended by `_unfinished`, never as if whole
-        if events is None and ok and kept.whole:
+        if keyed and events is not None and (held_back := events.deltas.flush()):
+            body = b"".join(_sse_block(told) for told, _ in held_back)
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+        if keyed and events is not None and (rest := events.rest()):
+            await send({"type": "http.response.body", "body": rest, "more_body": True})
+        if held is not None:
+            body = bytes(held)
+            response = await _parsed(body)
+            if b"\\" in body and response is not None:
+                response, changed = self.redaction.values(response)
+                if changed:
+                    body = self.redaction.write(response).encode("utf-8")
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+            if ok:
+                await self._event({"type": "response.completed", "response": response}, create)
+        elif events is None and ok and kept.whole:
             response = await _parsed(bytes(kept.data))
             await self._event({"type": "response.completed", "response": response}, create)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _block(self, block: bytes, data: bytes | None, events: _SSE, create: dict[str, Any] | None) -> bytes:
+        """One SSE event's bytes as the client gets them (with a key): noted and recorded as
+        `_pass_on` does, and written again when its decoded values hold the key."""
+        if data is None:
+            return block
+        event = await _parsed(data)
+        if b"\\" in data and event is not None:
+            event, changed = self.redaction.values(event)
+            if changed:
+                block = _rewritten(block, self.redaction.write(event))
+        if not isinstance(event, dict):
+            return block
+        events.note(event)
+        await self._event(event, create)
+        return b"".join(block if same else _sse_block(told) for told, same in events.deltas.feed(event))
 
     async def _event(self, event: dict[str, Any], create: dict[str, Any] | None) -> None:
         """Note the ids of a response event; record the exchange its terminal event ends."""
@@ -450,15 +508,24 @@ class RecordingProxy:
                     event = {"type": "error", "status": error.status, "error": error.body()["error"]}
                     await websocket.send_text(json.dumps(event))
 
+        deltas = _Deltas(self.redaction)
+
         async def relay() -> None:
             async for data in upstream:
                 text = self.redaction.text(data if isinstance(data, str) else data.decode("utf-8", "replace"))
                 event = _json(text.encode("utf-8"))
+                if "\\" in text and event is not None:  # the key written with JSON's escapes
+                    event, changed = self.redaction.values(event)
+                    if changed:
+                        text = self.redaction.write(event)
                 if isinstance(event, dict):
                     if (event.get("type") in TERMINAL or event.get("type") == "error") and unanswered:
                         unanswered.popleft()
                         answered[0] = loop.time()
                     await self._socket_event(event, pending)  # before the client has it (see _forward_http)
+                    for told, same in deltas.feed(event):
+                        await websocket.send_text(text if same else self.redaction.write(told))
+                    continue
                 await websocket.send_text(text)
 
         tasks = [
@@ -628,7 +695,11 @@ class _SSE:
         if isinstance(number, int) and not isinstance(number, bool) and number >= self.next_sequence:
             self.next_sequence = number + 1
 
-    def __init__(self) -> None:
+    def __init__(self, blocks: bool = False, redaction: Redaction | None = None) -> None:
+        self.blocks = blocks
+        self.deltas = _Deltas(redaction or Redaction(None))
+        """Keep each event's bytes (`take`): the stream is passed on event by event, not as it comes."""
+        self.taken: list[tuple[bytes, bytes | None]] = []
         self.buffer = bytearray()
         self.searched = 0
         """How much of the buffer holds no event's end (each byte is looked at once)."""
@@ -651,8 +722,12 @@ class _SSE:
             self.searched = 0
             if self.skipping:
                 self.skipping = False
+                if self.blocks:
+                    self.taken.append((block + b"\n\n", None))
                 continue
             data = b"\n".join(line[5:].lstrip(b" ") for line in block.split(b"\n") if line.startswith(b"data:"))
+            if self.blocks:
+                self.taken.append((block + b"\n\n", data or None))
             if data:
                 found.append(data)
         self.searched = len(self.buffer)
@@ -660,9 +735,86 @@ class _SSE:
             if not self.skipping:
                 log.warning("an upstream event is larger than %d bytes: passed on, not recorded", KEPT_BYTES)
             self.skipping = True
+            if self.blocks:
+                self.taken.append((bytes(self.buffer[:-1]), None))
             keep = self.buffer[-1:]  # an event's end may straddle this chunk and the next
             self.buffer, self.searched = bytearray(keep), 0
         return found
+
+    def take(self) -> list[tuple[bytes, bytes | None]]:
+        """With `blocks`: the bytes of each event completed since the last call (a too long one's
+        in pieces), each with its data (None: none to read)."""
+        taken, self.taken = self.taken, []
+        return taken
+
+    def rest(self) -> bytes:
+        """With `blocks`: what the stream ended with that ends no event."""
+        rest = bytes(self.buffer) + (b"\r" if self.pending_cr else b"")
+        self.buffer, self.pending_cr = bytearray(), False
+        return rest
+
+
+class _Deltas:
+    """A key split across an output item's delta events (`response.output_text.delta` and the
+    like) is taken out of the joined text: per item (and part), a delta whose text ends with what
+    could begin the key holds that end back, to go with the next delta (the key, if it comes, as
+    `[redacted]`), or before the item's next other event, the stream's terminal event or its end.
+    Deltas merged so go as one event, the later's (a `sequence_number` may be skipped)."""
+
+    def __init__(self, redaction: Redaction) -> None:
+        self.redaction = redaction
+        self.lanes: dict[tuple[Any, ...], tuple[dict[str, Any], str]] = {}
+
+    def feed(self, event: dict[str, Any]) -> list[tuple[dict[str, Any], bool]]:
+        """The events to send for `event`, in order, each with whether it is `event` unchanged."""
+        delta = event.get("delta")
+        kind = event.get("type")
+        if not self.redaction.secret:
+            return [(event, True)]
+        stream = repr(event.get("stream_id"))
+        if not isinstance(delta, str) or not isinstance(kind, str) or not kind.endswith(".delta"):
+            item = event.get("item")
+            ids = {repr(event.get("item_id")), repr(item.get("id")) if isinstance(item, dict) else None}
+            if kind in TERMINAL or kind == "error":  # the stream's end: all it holds back goes
+                return [*self.flush(lambda lane: lane[0] == stream), (event, True)]
+            return [*self.flush(lambda lane: lane[0] == stream and lane[2] in ids), (event, True)]
+        fields = ("item_id", "output_index", "content_index", "summary_index")
+        lane = (stream, kind, *(repr(event.get(name)) for name in fields))
+        _, before = self.lanes.pop(lane, (event, ""))
+        text = self.redaction.text(before + delta)
+        held = self.redaction.held(text)
+        if held:
+            self.lanes[lane] = (event, text[len(text) - held :])
+            text = text[: len(text) - held]
+        if not text:
+            return []
+        if not before and text == delta:
+            return [(event, True)]
+        return [({**event, "delta": text}, False)]
+
+    def flush(self, which: Callable[[tuple[Any, ...]], bool] = lambda lane: True) -> list[tuple[dict[str, Any], bool]]:
+        """What is held back (of the lanes `which` picks), as delta events: the item (or the
+        stream) went on with something else, so it is not the key."""
+        lanes = [lane for lane in self.lanes if which(lane)]
+        return [({**event, "delta": text}, False) for event, text in map(self.lanes.pop, lanes)]
+
+
+def _sse_block(event: dict[str, Any]) -> bytes:
+    kind = event.get("type")
+    head = f"event: {kind}\n".encode() if isinstance(kind, str) and "\n" not in kind and "\r" not in kind else b""
+    return head + b"data: " + Redaction.write(event).encode("utf-8") + b"\n\n"
+
+
+def _rewritten(block: bytes, data: str) -> bytes:
+    """An SSE event's bytes with its data lines replaced by one holding `data`."""
+    lines: list[bytes] = []
+    for line in block.split(b"\n"):
+        if line.startswith(b"data:"):
+            if not any(kept.startswith(b"data:") for kept in lines):
+                lines.append(b"data: " + data.encode("utf-8"))
+        elif line:
+            lines.append(line)
+    return b"\n".join(lines) + b"\n\n"
 
 
 async def _parsed(data: bytes) -> Any:

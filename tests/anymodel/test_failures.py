@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -280,6 +281,50 @@ def test_the_upstream_key_in_a_mid_stream_failure_or_its_text_reaches_no_one(
     seen.append(caplog.text)
     captured = capfd.readouterr()
     seen += [captured.out, captured.err]
+    assert all(KEY not in text for text in seen)
+    emulator.close()
+
+
+@pytest.mark.parametrize("client", ["json", "sse"])
+def test_the_upstream_key_written_with_json_escapes_in_a_call_reaches_no_one(
+    any_server: Callable[..., EmulatorServer],
+    upstream: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    client: str,
+) -> None:
+    """The key written as `\\u0073\\u006b...` inside a call's arguments: before, redaction looked
+    at the raw argument text only, so the decoded key reached the program's code, its output, the
+    SSE events, the store, the journal and the recording."""
+    monkeypatch.setenv("ANY30_UPSTREAM_KEY", KEY)
+    caplog.set_level("DEBUG")
+    recordings = tmp_path / "recordings"
+    data = tmp_path / "escaped-data"
+    server = any_server(model_upstream_api_key_env="ANY30_UPSTREAM_KEY", record_dir=recordings, data_dir=data)
+    emulator = PTCEmulator(server.base_url)
+    escaped = "".join(f"\\u{ord(c):04x}" for c in KEY)
+    upstream.reply(raw_call(CODE_TOOL, '{"code": "text(\\"k=' + escaped + '\\")"}'), echo("said "))
+    seen: list[str] = []
+    with emulator.client(max_retries=0) as sdk:
+        if client == "json":
+            response = sdk.responses.create(model="m", input="Go.", tools=[PTC])
+        else:
+            events = list(sdk.responses.create(model="m", input="Go.", tools=[PTC], stream=True))
+            seen.append(json.dumps([e.model_dump() for e in events]))
+            response = next(e.response for e in events if e.type == "response.completed")
+        seen += [json.dumps(r.model_dump()) for r in (response, sdk.responses.retrieve(response.id))]
+    assert response.output_text == "said k=[redacted]"
+    seen.append(json.dumps(emulator.journal))
+    seen.append(caplog.text)
+    captured = capfd.readouterr()
+    seen += [captured.out, captured.err]
+    server.stop()
+    recorded = list(recordings.glob("*.yaml"))
+    assert recorded
+    seen += [p.read_text(encoding="utf-8") for p in recorded]
+    seen += [p.read_bytes().decode("latin-1") for p in data.rglob("*") if p.is_file()]
     assert all(KEY not in text for text in seen)
     emulator.close()
 

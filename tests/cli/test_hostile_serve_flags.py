@@ -105,3 +105,16 @@ def test_an_mcp_allow_host_that_is_no_host_is_an_argument_error(value: str, caps
 )
 def test_an_mcp_allow_host_that_is_a_host_is_taken(value: str) -> None:
     assert parse(["serve", "--mcp-allow-host", value])[0].mcp_allow_hosts == (value,)
+
+
+@pytest.mark.parametrize("option", ["--model-upstream", "--upstream"])
+@pytest.mark.parametrize("url", ["http://admin:pw-s3cret@127.0.0.1:9/v1", "https://pw-s3cret@127.0.0.1:9/v1"])
+def test_an_upstream_url_with_a_credential_is_refused_without_echoing_it(option: str, url: str, tmp_path: Path) -> None:
+    """Before, the URL was taken: its user:password went upstream as Basic auth and was shown, never
+    redacted, in the startup line, the log and the message of every 502 or 504 to a client."""
+    record = ("--record", str(tmp_path / "recordings")) if option == "--upstream" else ()
+    done = _serve(option, url, "--data-dir", str(tmp_path), *record)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert f"{option}: the URL carries a user name or password" in done.stderr
+    assert "pw-s3cret" not in done.stderr

@@ -157,3 +157,153 @@ def test_websocket_messages_holding_the_key_are_redacted(tmp_path: Path, monkeyp
     assert json.loads(second)["response"]["output"][0]["content"][0]["text"] == "it is [redacted]"
     recorded = _recorded(tmp_path)
     assert "[redacted]" in recorded and KEY not in recorded
+
+
+def _escaped(text: str) -> str:
+    """`text` as JSON with every character of the key written as a `\\u` escape."""
+    return json.dumps(text).replace(KEY, "".join(f"\\u{ord(c):04x}" for c in KEY))
+
+
+def _escaped_response(text: str) -> str:
+    return json.dumps(_response("TEXT")).replace('"TEXT"', _escaped(text))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_holding_the_key_written_with_json_escapes_is_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    """Before, the escaped key was passed on as it came (the client's JSON parser decodes it to the
+    key) and the recording, made from the decoded values, held it in plain text."""
+    created = {"type": "response.created", "sequence_number": 0, "response": {**_response(""), "status": "in_progress"}}
+    if stream:
+        delta = {"type": "response.output_text.delta", "sequence_number": 1, "delta": "TEXT", "item_id": "msg_key38"}
+        escaped_delta = json.dumps(delta).replace('"TEXT"', _escaped(f"is {KEY}"))
+        lines = [
+            f"event: response.created\ndata: {json.dumps(created)}\n\n",
+            f"event: response.output_text.delta\ndata: {escaped_delta}\n\n",
+            f"event: response.completed\ndata: "
+            f'{{"type":"response.completed","sequence_number":2,"response":{_escaped_response(f"it is {KEY}")}}}\n\n',
+        ]
+        body, kind = "".join(lines).encode(), "text/event-stream"
+    else:
+        body, kind = _escaped_response(f"it is {KEY}").encode(), "application/json"
+    assert KEY.encode() not in body
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request(reader)
+        writer.write(f"HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\nconnection: close\r\n\r\n".encode() + body)
+        await writer.drain()
+        writer.close()
+
+    with raw_upstream(answer) as url, _keyed(tmp_path, url, monkeypatch) as rec:
+        with httpx.Client(base_url=rec.server_url, timeout=60) as http:
+            response = http.post("/responses", json={**CREATE, "stream": stream})
+    assert response.status_code == 200
+    if stream:
+        datas = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+        decoded = [json.loads(d) for d in datas]
+        assert [e["type"] for e in decoded] == ["response.created", "response.output_text.delta", "response.completed"]
+        assert decoded[1]["delta"] == "is [redacted]"
+        final = decoded[2]["response"]
+    else:
+        final = response.json()
+    assert final["output"][0]["content"][0]["text"] == "it is [redacted]"
+    assert KEY not in json.dumps(final) and KEY not in response.text
+    recorded = _recorded(tmp_path)
+    assert "[redacted]" in recorded and KEY not in recorded
+
+
+def test_websocket_messages_holding_the_key_written_with_json_escapes_are_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from websockets.sync.client import connect
+
+    async def echo(socket: Any) -> None:
+        await socket.recv()
+        await socket.send('{"type":"response.completed","response":' + _escaped_response(f"it is {KEY}") + "}")
+        await socket.wait_closed()
+
+    with ws_upstream(echo) as url, _keyed(tmp_path, url, monkeypatch, mode="all") as rec:
+        with connect(rec.server_url.replace("http", "ws", 1) + "/responses") as socket:
+            socket.send(json.dumps({"type": "response.create", **CREATE}))
+            first = socket.recv(timeout=60)
+    assert json.loads(first)["response"]["output"][0]["content"][0]["text"] == "it is [redacted]"
+    recorded = _recorded(tmp_path)
+    assert "[redacted]" in recorded and KEY not in recorded
+
+
+def _split_deltas(text: str) -> list[dict[str, Any]]:
+    """`text` as 4-character `response.output_text.delta` events of one item, between its
+    created and completed events."""
+    deltas = [text[i : i + 4] for i in range(0, len(text), 4)]
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": {**_response(""), "status": "in_progress"}}
+    ]
+    events += [
+        {
+            "type": "response.output_text.delta",
+            "item_id": "msg_key38",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": d,
+        }
+        for d in deltas
+    ]
+    events.append({"type": "response.output_text.done", "item_id": "msg_key38", "text": text})
+    events.append({"type": "response.completed", "response": _response(text)})
+    return [{**event, "sequence_number": n} for n, event in enumerate(events)]
+
+
+def _joined(events: list[dict[str, Any]]) -> str:
+    return "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+
+
+def test_a_key_split_across_streamed_deltas_is_redacted_in_the_joined_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, each 4-character delta passed on as it came: a client joining them had the key
+    (only the completed text was redacted)."""
+    text = f"key {KEY} and s"  # ends with what could begin the key: let go at the item's next event
+    events = _split_deltas(text)
+    stream = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+    assert all(KEY not in e.get("delta", "") for e in events)
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n" + stream)
+        await writer.drain()
+        writer.close()
+
+    with raw_upstream(answer) as url, _keyed(tmp_path, url, monkeypatch) as rec:
+        with httpx.Client(base_url=rec.server_url, timeout=60) as http:
+            response = http.post("/responses", json={**CREATE, "stream": True})
+    told = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
+    assert _joined(told) == "key [redacted] and s"
+    assert told[-1]["response"]["output"][0]["content"][0]["text"] == "key [redacted] and s"
+    assert [e["type"] for e in told][-2:] == ["response.output_text.done", "response.completed"]
+    recorded = _recorded(tmp_path)
+    assert "[redacted]" in recorded and KEY not in recorded
+
+
+def test_a_key_split_across_websocket_deltas_is_redacted_in_the_joined_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from websockets.sync.client import connect
+
+    events = _split_deltas(f"key {KEY} and s")
+
+    async def answer(socket: Any) -> None:
+        await socket.recv()
+        for event in events:
+            await socket.send(json.dumps(event))
+        await socket.wait_closed()
+
+    told: list[dict[str, Any]] = []
+    with ws_upstream(answer) as url, _keyed(tmp_path, url, monkeypatch, mode="all") as rec:
+        with connect(rec.server_url.replace("http", "ws", 1) + "/responses") as socket:
+            socket.send(json.dumps({"type": "response.create", **CREATE}))
+            while not told or told[-1]["type"] != "response.completed":
+                told.append(json.loads(socket.recv(timeout=60)))
+    assert _joined(told) == "key [redacted] and s"
+    recorded = _recorded(tmp_path)
+    assert "[redacted]" in recorded and KEY not in recorded

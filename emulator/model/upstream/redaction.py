@@ -1,6 +1,7 @@
 """The model upstream's key, kept to the one header that carries it: wherever the upstream's own
 text is passed on (its answer's text, reasoning and calls, the message of a failure it reports,
-the start of an error body that echoes the request's headers) and wherever a message names the
+the start of an error body that echoes the request's headers; a call's arguments, also when they
+write the key with JSON's `\\u` escapes, which decode to it) and wherever a message names the
 upstream (its URL), the key is replaced by `[redacted]` before the client, the journal, the log,
 a trace or a recording can see it.
 
@@ -12,12 +13,15 @@ The recording proxy (`serve --upstream URL --upstream-api-key-env NAME`, api/pro
 same key out of what its upstream answers: the bytes of a body or an SSE stream as they pass
 (`RedactingBytes`, holding back an end that could start the key in the same way), its headers'
 values, each WebSocket message, and the upstream's words in the proxy's own errors; the
-recording is made from what the client is sent, so it never holds the key either."""
+recording is made from what the client is sent, so it never holds the key either. A key written
+with JSON's escapes is found in the decoded values (`values`) of a whole body, SSE event or
+WebSocket message, which is then sent, and recorded, written again without it."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TypeVar
+import json
+from typing import Any, TypeVar
 
 from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.model.upstream.protocol import Answer, Delta, ToolCall
@@ -59,8 +63,60 @@ class Redaction:
             text=self.text(answer.text),
             reasoning=None if answer.reasoning is None else self.text(answer.reasoning),
             model=None if answer.model is None else self.text(answer.model),
-            calls=[ToolCall(self.text(c.id), self.text(c.name), self.text(c.arguments)) for c in answer.calls],
+            calls=[ToolCall(self.text(c.id), self.text(c.name), self.arguments(c.arguments)) for c in answer.calls],
         )
+
+    def arguments(self, text: str) -> str:
+        """A call's JSON arguments without the key, written plainly or with JSON's escapes
+        (`"\\u0073k-..."`, which decodes to the key): when a decoded string holds it, the arguments
+        are the redacted values written again (arguments that are no JSON keep the plain check)."""
+        text = self.text(text)
+        found = self.json(text)
+        return text if found is None else found
+
+    def json(self, text: str) -> str | None:
+        """`text`, a JSON document, written again with the key out of each decoded string (keys
+        too), or None when no decoded string holds the key (or `text` is no JSON)."""
+        if not self.secret or "\\" not in text:  # without a backslash a decoded string is as written
+            return None
+        try:
+            cleaned, changed = self.values(json.loads(text))
+        except (ValueError, RecursionError):
+            return None
+        return self.write(cleaned) if changed else None
+
+    @staticmethod
+    def write(data: Any) -> str:
+        """Decoded JSON `data` written again (compact, UTF-8 as it is; a lone surrogate escaped)."""
+        try:
+            written = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+            written.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: kept escaped, as it came
+            written = json.dumps(data, separators=(",", ":"))
+        except (ValueError, RecursionError):
+            return json.dumps(MASK)
+        return written
+
+    def values(self, data: Any) -> tuple[Any, bool]:
+        """Decoded JSON `data` with the key out of each string in it (keys too), and whether any held it."""
+        if not self.secret:
+            return data, False
+        if isinstance(data, str):
+            cleaned = data.replace(self.secret, MASK)
+            return cleaned, cleaned != data
+        if isinstance(data, list):
+            items = [self.values(item) for item in data]
+            return [item for item, _ in items], any(changed for _, changed in items)
+        if isinstance(data, dict):
+            changed = False
+            out: dict[str, Any] = {}
+            for key, value in data.items():
+                new_key, key_changed = self.values(key)
+                new_value, value_changed = self.values(value)
+                out[new_key] = new_value
+                changed = changed or key_changed or value_changed
+            return out, changed
+        return data, False
 
     def error(self, error: E) -> E:
         """`error` with the key out of its message."""
