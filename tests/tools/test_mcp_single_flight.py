@@ -192,3 +192,51 @@ def test_a_replay_without_the_sealed_result_is_refused_not_called_again(ptc_emul
     assert "the reasoning item holding its sealed result is missing" in error["message"]
     assert final.output_text == '"echo x"'
     assert echo.calls == ["x"]
+
+
+def direct(ptc_emulator: PTCEmulator, echo: Echo, words: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A scenario whose direct `mcp:` turn (no program) needs approval, then a message."""
+    turns = [{"mcp": {"server_label": "h", "name": "echo", "arguments": {"q": "d"}}}, {"message": "done"}]
+    ptc_emulator.add_scenario({"match": {"input": f"^{words}$"}, "turns": turns})
+    mcp = {"type": "mcp", "server_label": "h", "server_url": echo.url, "require_approval": "always"}
+    return {"role": "user", "content": words}, [mcp]
+
+
+@pytest.mark.parametrize("how", ["store_false", "previous_response_id", "conversation"])
+def test_a_direct_calls_approval_sent_at_once_calls_the_server_once(
+    ptc_emulator: PTCEmulator, echo: Echo, how: str
+) -> None:
+    """A scenario's direct call, approved by requests sent together: one call for all of them
+    (the code before called the server once per request, the ones then refused included), and a
+    later retry of the approval reuses its result."""
+    user, mcp = direct(ptc_emulator, echo, f"direct at once {how}")
+    with validating_client(ptc_emulator, max_retries=0) as client:
+        create = client.responses.create
+        if how == "conversation":
+            conversation = client.conversations.create().id
+            first = create(model="gpt-test", tools=mcp, input=[user], conversation=conversation)
+        else:
+            first = create(model="gpt-test", tools=mcp, input=[user], store=how != "store_false")
+        [request] = [i for i in dumped(first) if i["type"] == "mcp_approval_request"]
+        answer = {"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": True}
+        if how == "store_false":
+            sent = [user, *dumped(first), answer]
+
+            def send() -> Any:
+                return create(model="gpt-test", tools=mcp, input=sent, store=False)
+        elif how == "previous_response_id":
+
+            def send() -> Any:
+                return create(model="gpt-test", tools=mcp, input=[answer], previous_response_id=first.id)
+        else:
+
+            def send() -> Any:
+                return create(model="gpt-test", tools=mcp, input=[answer], conversation=conversation)
+
+        answered = succeeded(at_once(send))
+        assert answered and all(a.output_text == "done" for a in answered)
+        assert echo.calls == ["d"]
+        if how != "conversation":  # (a conversation's approval, once answered, is answered)
+            echo.release.set()
+            assert send().output_text == "done"
+            assert echo.calls == ["d"]

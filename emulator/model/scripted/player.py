@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ptc_emulator.emulator import jsontext, messages
 from ptc_emulator.emulator.errors import ScriptedError
 from ptc_emulator.emulator.model.core import Prepared, Runner
-from ptc_emulator.emulator.model.runtime import HostedPatternTooCostly, Output, Runtime
+from ptc_emulator.emulator.model.runtime import HiddenResults, HostedPatternTooCostly, Output, Runtime
 from ptc_emulator.emulator.model.scripted.faults import forced_failure
 from ptc_emulator.emulator.model.scripted.scenario import Turn
 from ptc_emulator.emulator.model.scripted.script import Script, scripted_plan
@@ -30,7 +30,7 @@ from ptc_emulator.emulator.tools.kinds import (
     answer_text,
     kind_of_call,
 )
-from ptc_emulator.emulator.tools.mcp import call_tool
+from ptc_emulator.emulator.tools.mcp import CallResult, call_tool
 from ptc_emulator.emulator.tools.toolset import NOT_LOADED, Toolset, loaded_names
 from ptc_emulator.emulator.wire.items import (
     CALL_TYPES,
@@ -51,6 +51,7 @@ from ptc_emulator.emulator.wire.items import (
     ToolSearchCallItem,
     ToolSearchOutputItem,
 )
+from ptc_emulator.sandbox import ToolResult
 
 __all__ = ["SERVER_TURNS", "Player"]
 
@@ -204,14 +205,21 @@ class Player:
                     }
                 )
                 return False
-        result = await call_tool(
-            tool,
-            hosted.declared(spec.server_label),
-            spec.name,
-            _parse(arguments) or {},
-            hosted.policy,
-            client=hosted.client,
-        )
+
+        async def make() -> CallResult:
+            return await call_tool(
+                tool,
+                hosted.declared(spec.server_label),
+                spec.name,
+                _parse(arguments) or {},
+                hosted.policy,
+                client=hosted.client,
+            )
+
+        if approval_id is None:
+            result = await make()
+        else:  # an approved call runs once for its request, however often its approval is sent
+            result = await _approved_once(hosted.hidden_results, approval_id, spec.name, arguments, make)
         if not result.scripted:
             raise script.error(index, messages.mcp_no_result(spec.server_label, spec.name, arguments))
         call_id = self.ids("mcp")
@@ -348,6 +356,29 @@ def _direct_tool(script: Script, index: int, name: str, bindings: dict[str, Bind
         turn = SERVER_TURNS[binding.kind.kind]
         raise messages.scenario_calls_server_tool(script.name, index, name, binding.kind.kind, turn)
     return binding
+
+
+async def _approved_once(
+    kept: HiddenResults, approval_id: str, name: str, arguments: str, make: Callable[[], Awaitable[CallResult]]
+) -> CallResult:
+    """A direct call approved by `approval_id`: the result this process has kept for it, or the one
+    call in flight for it, shared by the requests that carry the approval at once (sent together
+    on a conversation, from one `previous_response_id`, or as `store: false` replays; the code
+    before called the server once for each, the refused ones included). Its id is issued once by
+    the server (a nonce and a MAC), so it names the one call; the result is kept as the program
+    path's are (`HiddenResults`), its output and error as JSON."""
+    key = "direct:" + approval_id
+    found = kept.get(key)
+    if found is None:
+        return await kept.once(key, make, lambda made: _keepable(name, arguments, made))
+    saved = json.loads(found.output)
+    return CallResult(output=saved["output"], error=saved["error"])
+
+
+def _keepable(name: str, arguments: str, result: CallResult) -> ToolResult | None:
+    if not result.scripted:
+        return None
+    return ToolResult(name, arguments, json.dumps({"output": result.output, "error": result.error}))
 
 
 SERVER_TURNS = {"code_interpreter": "code_interpreter", "mcp": "mcp", "tool_search": "search", "shell": "shell"}
