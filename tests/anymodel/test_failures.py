@@ -329,6 +329,33 @@ def test_the_upstream_key_written_with_json_escapes_in_a_call_reaches_no_one(
     emulator.close()
 
 
+def test_the_upstream_key_written_with_json_escapes_in_an_error_body_reaches_no_one(
+    any_server: Callable[..., EmulatorServer],
+    upstream: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A 400 whose body writes the key with `\\u` escapes (some characters plain, hex in both
+    cases): before, its start was quoted verbatim in the 502's message, the log and the journal
+    (the plain key only was replaced), and the client's JSON parser decoded it to the key."""
+    monkeypatch.setenv("ANY30_UPSTREAM_KEY", KEY)
+    caplog.set_level("DEBUG")
+    emulator = PTCEmulator(any_server(model_upstream_api_key_env="ANY30_UPSTREAM_KEY").base_url)
+    escaped = "".join(c if i % 3 == 2 else f"\\u{ord(c):04{'X' if i % 2 else 'x'}}" for i, c in enumerate(KEY))
+    upstream.reply(raw_body(('{"error":{"message":"bad key ' + escaped + '"}}').encode(), code=400))
+    with emulator.client(max_retries=0) as sdk, pytest.raises(openai.APIStatusError) as raised:
+        sdk.responses.create(model="m", input="Go.", tools=[PTC])
+    assert raised.value.status_code == 502
+    message = _envelope(raised.value)["message"]
+    assert "answered 400" in message and "[redacted]" in message
+    seen = [message, raised.value.response.text, json.dumps(emulator.journal), caplog.text]
+    captured = capfd.readouterr()
+    seen += [captured.out, captured.err]
+    assert all(KEY not in text and escaped not in text and escaped.lower() not in text for text in seen)
+    emulator.close()
+
+
 def test_an_upstream_that_never_stops_running_programs(
     any_server: Callable[..., EmulatorServer], upstream: FakeUpstream
 ) -> None:

@@ -1,7 +1,8 @@
 """The model upstream's key, kept to the one header that carries it: wherever the upstream's own
 text is passed on (its answer's text, reasoning and calls, the message of a failure it reports,
-the start of an error body that echoes the request's headers; a call's arguments, also when they
-write the key with JSON's `\\u` escapes, which decode to it) and wherever a message names the
+the start of an error body that echoes the request's headers; a call's arguments) and wherever
+the key is written with JSON's `\\u` escapes for any of its characters, which decode to it (`text`
+finds that form too; a call's arguments are then their decoded values written again) and wherever a message names the
 upstream (its URL), the key is replaced by `[redacted]` before the client, the journal, the log,
 a trace or a recording can see it.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any, TypeVar
 
 from ptc_emulator.emulator.errors import EmulatorError
@@ -39,13 +41,18 @@ class Redaction:
 
     def __init__(self, secret: str | None) -> None:
         self.secret = secret or ""
+        self.escaped = _escaped(self.secret) if self.secret else None
+        """The key written with any mix of its characters and JSON's `\\uXXXX` escapes."""
 
     def text(self, text: str, *, cut: bool = False) -> str:
-        """`text` without the key; `cut`: the text was cut short, so an end that starts the key
-        goes too."""
+        """`text` without the key, written plainly or with JSON's `\\u` escapes for any of its
+        characters (an error body's text, say, which a client decodes to the key); `cut`: the
+        text was cut short, so an end that starts the key goes too."""
         if not self.secret:
             return text
         text = text.replace(self.secret, MASK)
+        if self.escaped is not None and "\\u" in text:
+            text = self.escaped.sub(MASK, text)
         if cut:
             text = text[: len(text) - self.held(text)]
         return text
@@ -179,6 +186,18 @@ class RedactingBytes:
         """What was held back: the bytes have ended, so it is not the key."""
         pending, self.pending = self.pending, b""
         return pending
+
+
+def _escaped(secret: str) -> re.Pattern[str]:
+    """A pattern for `secret` with each character as it is or as a JSON `\\u` escape (hex in
+    either case; one outside the BMP as its surrogate pair). Built from the server's own key."""
+    parts = []
+    for char in secret:
+        code = ord(char)
+        units = [code] if code < 0x10000 else [0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)]
+        escape = "".join(f"\\\\u(?i:{unit:04x})" for unit in units)
+        parts.append(f"(?:{re.escape(char)}|{escape})")
+    return re.compile("".join(parts))
 
 
 def _held(text: S, secret: S) -> int:
