@@ -6,7 +6,8 @@ An ASGI middleware in front of the emulator's routes. For each request under `/v
 * upstream: the request goes to `URL` with the client's headers (its `Authorization` replaced by
   `Bearer $NAME` with `--upstream-api-key-env NAME`); the client gets the upstream's status,
   headers and body unchanged, streamed as they arrive, except that the key is taken out of them
-  (`[redacted]`, emulator/model/upstream/redaction.py): an upstream that echoes the request's
+  (`[redacted]`, emulator/model/upstream/redaction.py; a header whose name holds it, in any
+  case, is dropped): an upstream that echoes the request's
   headers in an error, or the key in its text, never shows it to the client or the recording.
   With a key, also where the upstream writes it with JSON's `\\u` escapes (a non-streamed body is
   then held whole, up to KEPT_BYTES, and an SSE stream passed on event by event, so that the
@@ -274,11 +275,13 @@ class RecordingProxy:
             log.warning("%s", refused.message)
             await _error(send, refused.status, refused.message, refused.type, refused.code)
             return
+        secret = (self.api_key or "").lower()
         headers = [
             (k.encode("latin-1"), self.redaction.text(v).encode("latin-1"))
             for k, v in reply.headers.multi_items()
             if (k.lower() not in _NOT_BACK or (packed and k.lower() == "content-encoding"))
             and not k.lower().startswith("access-control-")
+            and not (secret and secret in k.lower())  # a name holding the key: dropped (names are lower-cased)
         ]
         await send({"type": "http.response.start", "status": reply.status_code, "headers": headers})
         passing.started = True

@@ -307,3 +307,39 @@ def test_a_key_split_across_websocket_deltas_is_redacted_in_the_joined_text(
     assert _joined(told) == "key [redacted] and s"
     recorded = _recorded(tmp_path)
     assert "[redacted]" in recorded and KEY not in recorded
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_header_whose_name_holds_the_key_is_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    """Before, only header values were redacted: a header named with the key (`x-sk-...: 1`; the
+    client sees names lower-cased) reached the client. Now such a header is dropped, whatever the
+    case of its name; the others pass."""
+    body = (
+        'event: response.completed\ndata: {"type":"response.completed","response":'
+        + json.dumps(_response("hi"))
+        + "}\n\n"
+        if stream
+        else json.dumps(_response("hi"))
+    ).encode()
+    kind = b"text/event-stream" if stream else b"application/json"
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request(reader)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: " + kind + b"\r\n"
+            + f"x-{KEY}: 1\r\nx-other-{KEY.lower()}-tail: 2\r\nx-kept: 3\r\n".encode()
+            + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        writer.close()
+
+    with raw_upstream(answer) as url, _keyed(tmp_path, url, monkeypatch) as rec:
+        with httpx.Client(base_url=rec.server_url, timeout=60) as http:
+            response = http.post("/responses", json={**CREATE, "stream": stream})
+    assert response.status_code == 200 and response.headers["x-kept"] == "3"
+    names = " ".join(response.headers.keys())
+    assert KEY.lower() not in names.lower() and KEY not in str(response.headers.raw)
+    assert "hi" in response.text
