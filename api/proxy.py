@@ -515,7 +515,10 @@ class RecordingProxy:
 
         async def relay() -> None:
             async for data in upstream:
-                text = self.redaction.text(data if isinstance(data, str) else data.decode("utf-8", "replace"))
+                if isinstance(data, bytes):
+                    await binary(data)
+                    continue
+                text = self.redaction.text(data)
                 event = _json(text.encode("utf-8"))
                 if "\\" in text and event is not None:  # the key written with JSON's escapes
                     event, changed = self.redaction.values(event)
@@ -530,6 +533,26 @@ class RecordingProxy:
                         await websocket.send_text(text if same else self.redaction.write(told))
                     continue
                 await websocket.send_text(text)
+
+        async def binary(data: bytes) -> None:
+            """A binary message goes on as one (frames pass both ways unchanged), the key taken out
+            of its bytes (and, when they are UTF-8, of their text, `\\u` escapes and all); one that
+            is a JSON event is noted and recorded as a text message is."""
+            redacting = self.redaction.chunks()
+            data = redacting(data) + redacting.flush()
+            with contextlib.suppress(UnicodeDecodeError):
+                text = data.decode("utf-8")
+                if (cleaned := self.redaction.text(text)) != text:
+                    data = cleaned.encode("utf-8")
+            event = _json(data)
+            if isinstance(event, dict):
+                if b"\\" in data:
+                    event, _ = self.redaction.values(event)
+                if (event.get("type") in TERMINAL or event.get("type") == "error") and unanswered:
+                    unanswered.popleft()
+                    answered[0] = loop.time()
+                await self._socket_event(event, pending)
+            await websocket.send_bytes(data)
 
         tasks = [
             asyncio.ensure_future(client_to_upstream()),

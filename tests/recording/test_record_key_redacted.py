@@ -343,3 +343,31 @@ def test_a_header_whose_name_holds_the_key_is_dropped(
     names = " ".join(response.headers.keys())
     assert KEY.lower() not in names.lower() and KEY not in str(response.headers.raw)
     assert "hi" in response.text
+
+
+def test_a_binary_websocket_message_stays_binary_with_the_key_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, an upstream binary message reached the client as a text one (its bytes decoded,
+    others replaced): frames pass both ways unchanged (docs/record-replay.md). Now it stays
+    binary, its bytes as they came but for the key; a JSON event in it is still recorded."""
+    from websockets.sync.client import connect
+
+    raw = b"\x00\xff" + KEY.encode() + b"\xfe"
+
+    async def answer(socket: Any) -> None:
+        await socket.recv()
+        await socket.send(raw)
+        await socket.send(json.dumps({"type": "response.completed", "response": _response(f"it is {KEY}")}).encode())
+        await socket.wait_closed()
+
+    with ws_upstream(answer) as url, _keyed(tmp_path, url, monkeypatch, mode="all") as rec:
+        with connect(rec.server_url.replace("http", "ws", 1) + "/responses") as socket:
+            socket.send(json.dumps({"type": "response.create", **CREATE}))
+            first = socket.recv(timeout=60)
+            second = socket.recv(timeout=60)
+    assert first == b"\x00\xff[redacted]\xfe"
+    assert isinstance(second, bytes) and KEY.encode() not in second
+    assert json.loads(second)["response"]["output"][0]["content"][0]["text"] == "it is [redacted]"
+    recorded = _recorded(tmp_path)
+    assert "it is [redacted]" in recorded and KEY not in recorded
