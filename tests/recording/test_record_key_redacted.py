@@ -328,7 +328,9 @@ def test_a_header_whose_name_holds_the_key_is_dropped(
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await _request(reader)
         writer.write(
-            b"HTTP/1.1 200 OK\r\ncontent-type: " + kind + b"\r\n"
+            b"HTTP/1.1 200 OK\r\ncontent-type: "
+            + kind
+            + b"\r\n"
             + f"x-{KEY}: 1\r\nx-other-{KEY.lower()}-tail: 2\r\nx-kept: 3\r\n".encode()
             + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
             + body
