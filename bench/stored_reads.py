@@ -29,13 +29,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
+from health_probe import figures, probing
 
 ROOT = Path(__file__).resolve().parent.parent
 ITEMS = 200_000
@@ -64,35 +64,15 @@ def serve(mode: str, store: str) -> None:
 
 
 def measure(base: str, send: Callable[[], httpx.Response]) -> dict[str, float]:
-    latencies: list[float] = []
-    done = threading.Event()
-
-    def ping() -> None:
-        with httpx.Client(base_url=base, timeout=120) as http:
-            while not done.is_set():
-                asked = time.perf_counter()
-                http.get("/_emulator/health").raise_for_status()
-                latencies.append(time.perf_counter() - asked)
-                time.sleep(PROBE_S)
-
-    pinger = threading.Thread(target=ping)
-    pinger.start()
-    try:
+    with probing(base, PROBE_S) as latencies:
         time.sleep(0.1)
         asked = time.perf_counter()
         reply = send()
         took = time.perf_counter() - asked
         time.sleep(0.2)  # what the request left behind is measured too
-    finally:
-        done.set()
-        pinger.join()
     if reply.status_code != 200:
         raise RuntimeError(f"{reply.status_code}: {reply.text[:300]}")
-    return {
-        "health max ms": 1000 * max(latencies),
-        "health median ms": 1000 * statistics.median(latencies),
-        "request s": took,
-    }
+    return {**figures(latencies), "request s": took}
 
 
 def sitting(mode: str, store: str, runs: int, only: list[str]) -> dict[str, list[dict[str, float]]]:

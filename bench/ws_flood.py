@@ -37,7 +37,7 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
+from health_probe import figures, probing
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE_S = 0.005
@@ -95,18 +95,6 @@ def opened(port: int) -> socket.socket:
 
 
 def measure(port: int, flood: bytes, read: bool) -> dict[str, float]:
-    base = f"http://127.0.0.1:{port}"
-    latencies: list[float] = []
-    done = threading.Event()
-
-    def ping() -> None:
-        with httpx.Client(base_url=base, timeout=120) as http:
-            while not done.is_set():
-                asked = time.perf_counter()
-                http.get("/_emulator/health").raise_for_status()
-                latencies.append(time.perf_counter() - asked)
-                time.sleep(PROBE_S)
-
     sock = opened(port)
 
     def drain() -> None:
@@ -114,27 +102,20 @@ def measure(port: int, flood: bytes, read: bool) -> dict[str, float]:
             while reader.recv(1 << 20):
                 pass
 
-    pinger = threading.Thread(target=ping)
     reader = threading.Thread(target=drain, daemon=True)
-    pinger.start()
-    if read:
-        reader.start()
     try:
-        time.sleep(0.2)
-        asked = time.perf_counter()
-        with contextlib.suppress(OSError):  # a client that reads nothing is aborted in the end
-            sock.sendall(flood)
-        took = time.perf_counter() - asked
-        time.sleep(0.3)
+        with probing(f"http://127.0.0.1:{port}", PROBE_S) as latencies:
+            if read:
+                reader.start()
+            time.sleep(0.2)
+            asked = time.perf_counter()
+            with contextlib.suppress(OSError):  # a client that reads nothing is aborted in the end
+                sock.sendall(flood)
+            took = time.perf_counter() - asked
+            time.sleep(0.3)
     finally:
-        done.set()
-        pinger.join()
         sock.close()
-    return {
-        "health max ms": 1000 * max(latencies),
-        "health median ms": 1000 * statistics.median(latencies),
-        "flood sent s": took,
-    }
+    return {**figures(latencies), "flood sent s": took}
 
 
 def sitting(mode: str, runs: int, only: list[str], read: bool) -> dict[str, list[dict[str, float]]]:
