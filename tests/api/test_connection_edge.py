@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from ptc_emulator.api.httpflow import HEAD_BYTES, PIPELINE_DEPTH, HttpProtocol
+from ptc_emulator.api.httpflow import CHUNKED_FEED_BYTES, HEAD_BYTES, PIECES_PER_STEP, PIPELINE_DEPTH, HttpProtocol
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
 
@@ -507,3 +507,76 @@ def test_a_pipelined_flood_is_answered_in_order_and_holds_no_other_client_up(
     last_of_flood = len(order) - 1 - order[::-1].index(mine)
     assert order.index(theirs) < last_of_flood  # parsed while the flood was, not after it all
     assert max(waiting for port, waiting in events if port == mine) <= PIPELINE_DEPTH
+
+
+def test_a_body_of_tiny_chunks_is_parsed_a_bounded_step_at_a_time(
+    roomy: EmulatorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create whose body comes in one-byte chunks: each chunk is a piece of body, a call of the
+    parser's and of the server's, and the code before parsed a whole read (up to 256 KiB, some 43,000
+    pieces) in one step of the event loop, every other client waiting (0.7 s for a 2 MB body; issue
+    38). The server's loop is held while the client fills the socket, so the first read is large;
+    then the pieces parsed between two steps of the loop (a callback of the test's runs once a step)
+    are counted. The body still arrives whole, and the kept connection serves the next request."""
+    events: list[str] = []
+    headed, filled = threading.Event(), threading.Event()
+    parsed, noted = HttpProtocol.on_body, HttpProtocol.on_headers_complete
+
+    def piece(self: HttpProtocol, body: bytes) -> None:
+        events.append("piece")
+        parsed(self, body)
+
+    def head(self: HttpProtocol) -> None:
+        noted(self)
+        headed.set()
+
+    monkeypatch.setattr(HttpProtocol, "on_body", piece)
+    monkeypatch.setattr(HttpProtocol, "on_headers_complete", head)
+    payload = json.dumps(
+        {"model": "m", "input": "```js\ntext('tiny chunks')\n```", "instructions": "a" * 120_000, "store": False}
+        | {"tools": [{"type": "programmatic_tool_calling"}]}
+    ).encode()
+    chunks = b"".join(b"1\r\n" + payload[i : i + 1] + b"\r\n" for i in range(len(payload))) + b"0\r\n\r\n"
+    host = f"Host: 127.0.0.1:{roomy.port}\r\n".encode()
+    sock = _connect(roomy)
+    head = b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    sock.sendall(b"POST /v1/responses HTTP/1.1\r\n" + host + head)
+    assert headed.wait(GUARD_S)
+    loop = roomy.loop
+    assert loop is not None
+    ticking = True
+
+    def tick() -> None:
+        events.append("tick")
+        if ticking:
+            loop.call_soon(tick)
+
+    def hold() -> None:  # the loop waits for the socket to fill: the next read is as large as it holds
+        assert filled.wait(GUARD_S)
+        tick()
+
+    def send() -> None:
+        sent = 0
+        with contextlib.suppress(BlockingIOError):  # until the socket's buffers are full
+            while sent < len(chunks):
+                sent += sock.send(chunks[sent:], socket.MSG_DONTWAIT)
+        filled.set()
+        sock.sendall(chunks[sent:])
+
+    loop.call_soon_threadsafe(hold)
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    (created,) = _answers(sock, 1)
+    sender.join(GUARD_S)
+    sock.sendall(b"GET /_emulator/health HTTP/1.1\r\n" + host + b"\r\n")
+    (health,) = _answers(sock, 1)
+    ticking = False
+    sock.close()
+    assert created.startswith(b"HTTP/1.1 200 ") and b"tiny chunks" in created, created[:500]
+    assert health.startswith(b"HTTP/1.1 200 "), health[:300]
+    runs = "".join("p" if event == "piece" else " " for event in events).split()
+    assert sum(map(len, runs)) == len(payload)
+    # A step parses slices until it has passed the budget; the step that parses the last bytes held
+    # resumes reading, and the next read may be parsed in the same turn of the loop: two steps at most.
+    most = 2 * (PIECES_PER_STEP + CHUNKED_FEED_BYTES // len(b"1\r\nx\r\n") + 1)
+    assert max(map(len, runs)) <= most, f"{max(map(len, runs))} pieces in one step of the loop"
