@@ -125,6 +125,9 @@ not be the program's, and gets its second run."""
 
 
 DEFAULT_CLIENT = ""
+
+REMEMBERED_CLIENTS = 10_000
+"""Clients whose last turn the pool remembers after they leave (a few dozen bytes each)."""
 """The client of a program run without one (every request without a scope shares it)."""
 
 
@@ -141,8 +144,9 @@ class _Ticket:
 
 def next_client(waiting: Iterable[str], held: dict[str, int], served: dict[str, int]) -> str | None:
     """Which of the `waiting` clients gets the next free worker: the one holding the fewest
-    workers (`held`), and of those the one served longest ago (`served`: a rising count, absent
-    for never), so clients that hold as many take turns, round-robin, whatever each has queued."""
+    workers (`held`), and of those the one served longest ago (`served`: a rising count, a client
+    never served counted from when it came), so clients that hold as many take turns, round-robin,
+    whatever each has queued; one that comes joins the ring at its end."""
     return min(waiting, key=lambda c: (held.get(c, 0), served.get(c, -1)), default=None)
 
 
@@ -249,10 +253,11 @@ class Pool:
 
     Programs waiting for a worker are served by client, not first in, first out: a free worker
     goes to the waiting client that holds the fewest workers, and among those to the one served
-    longest ago, so one client's queue of long programs never holds another's behind it. A client
-    that holds no worker, whose program finds every worker busy, gets an extra worker started for
-    it (at most `burst` extra in all); a worker freed while the pool is beyond `size` goes only to
-    such a client, else it is retired. A client alone gets every worker, as before."""
+    longest ago (a client never served counts from when it came), so one client's queue of long
+    programs never holds another's behind it. A client that holds no worker, whose program finds
+    every worker busy, gets an extra worker started for it (at most `burst` extra in all); a worker
+    freed while the pool is beyond `size` goes only to such a client, else it is retired. A client
+    alone gets every worker, as before."""
 
     def __init__(self, config: PoolConfig | None = None) -> None:
         self.config = config or PoolConfig()
@@ -266,6 +271,10 @@ class Pool:
         self._since: dict[_WorkerProcess, float] = {}
         """When each busy worker was given its program (event-loop time)."""
         self._served: dict[str, int] = {}
+        """When each client was last served (a turn of `_turns`), or came if never: remembered after
+        it leaves (the `REMEMBERED_CLIENTS` served longest ago forgotten first), so a client served
+        before outranks scopes that came since, however many (a new one joins the ring at its end;
+        counted as never served, scopes made up by the hundred went first)."""
         self._turns = itertools.count()
         self._replacing = 0
         """Replacement workers being started (counted in the pool's size)."""
@@ -465,6 +474,8 @@ class Pool:
         loop = asyncio.get_running_loop()
         ticket = _Ticket(client, preferred, loop.time() + _HOLDER_WAIT_S)
         self._queues.setdefault(client, deque()).append(ticket)
+        if client not in self._served:
+            self._turn(client)
         try:
             self._dispatch()
             while not ticket.got.done():
@@ -486,7 +497,6 @@ class Pool:
             queue.remove(ticket)
             if not queue:
                 del self._queues[ticket.client]
-                self._forget(ticket.client)
         if ticket.got.done() and not ticket.got.cancelled() and ticket.got.exception() is None:
             worker = ticket.got.result()
             self._unassign(worker)
@@ -539,7 +549,7 @@ class Pool:
             self._serving[worker] = client
             self._since[worker] = asyncio.get_running_loop().time()
             self._held[client] = self._held.get(client, 0) + 1
-            self._served[client] = next(self._turns)
+            self._turn(client)
             ticket.got.set_result(worker)
         while self._idle and self._size() > self.config.size:  # an extra worker nobody waits for
             self._shrink(self._idle.pop())
@@ -605,12 +615,13 @@ class Pool:
             self._held[client] -= 1
             if not self._held[client]:
                 del self._held[client]
-                self._forget(client)
 
-    def _forget(self, client: str) -> None:
-        """A client that neither waits nor holds a worker leaves no trace (scopes come and go)."""
-        if client not in self._queues and client not in self._held:
-            self._served.pop(client, None)
+    def _turn(self, client: str) -> None:
+        """`client` served (or come) now: the last of the ring."""
+        self._served.pop(client, None)
+        self._served[client] = next(self._turns)
+        if len(self._served) > REMEMBERED_CLIENTS:
+            del self._served[next(iter(self._served))]
 
     def _put_idle(self, worker: _WorkerProcess) -> None:
         self._idle.append(worker)

@@ -10,6 +10,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
+from ptc_emulator.sandbox import pool as pool_module
 from ptc_emulator.sandbox.pool import Pool, PoolConfig, next_client
 
 
@@ -60,7 +63,7 @@ def test_next_client_takes_the_fewest_held_then_the_longest_unserved() -> None:
     assert next_client([], {}, {}) is None
     assert next_client(["a", "b"], {"a": 1}, {}) == "b"
     assert next_client(["a", "b"], {"a": 1, "b": 1}, {"a": 5, "b": 3}) == "b"
-    assert next_client(["a", "b"], {}, {"a": 5}) == "b", "never served comes first"
+    assert next_client(["a", "b"], {}, {"a": 5}) == "b", "never counted comes first"
     assert next_client(["a", "b", "c"], {"a": 2, "b": 2, "c": 3}, {"a": 1, "b": 0}) == "b"
 
 
@@ -84,11 +87,56 @@ def test_waiting_programs_take_turns_by_client_not_by_arrival() -> None:
         assert pool.waiting == 5
         await pool._release(first)
         await asyncio.gather(*tasks)
-        assert pool._held == {} and pool._served == {} and pool._queues == {}
+        assert pool._held == {} and pool._queues == {}
         return order
 
-    # First in, first out would give a1 a2 a3 b1 b2: b's first program waited for all of a's.
-    assert asyncio.run(scenario()) == ["b1", "a1", "b2", "a2", "a3"]
+    # First in, first out would give a1 a2 a3 b1 b2: b's first program waited for all of a's. b came
+    # after a was last served: it joins the ring after a, then they take turns.
+    assert asyncio.run(scenario()) == ["a1", "b1", "a2", "b2", "a3"]
+
+
+def test_a_client_served_before_outranks_scopes_that_came_since() -> None:
+    """Scopes are names callers make up: runaway programs sent under a dozen fresh scopes, each
+    counted as never served, went before a client served earlier (a hostile pass kept such a
+    client's trivial program waiting 14 s on two workers). A client is remembered after it leaves;
+    one that comes joins the ring at its end."""
+
+    async def scenario() -> list[str]:
+        pool, _ = _pool(size=1)
+        [worker] = pool._workers
+        pool._put_idle(worker)
+        await pool._release(await pool._acquire("victim", None))  # served once, then gone
+        order: list[str] = []
+
+        async def one(client: str) -> None:
+            got = await pool._acquire(client, None)
+            order.append(client)
+            await pool._release(got)
+
+        runaway = await pool._acquire("fresh0", None)
+        tasks = [asyncio.ensure_future(one(f"fresh{i}")) for i in range(1, 4)]
+        await _settle()
+        tasks.append(asyncio.ensure_future(one("victim")))
+        await _settle()
+        await pool._release(runaway)
+        await asyncio.gather(*tasks)
+        return order
+
+    assert asyncio.run(scenario()) == ["victim", "fresh1", "fresh2", "fresh3"]
+
+
+def test_the_clients_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pool_module, "REMEMBERED_CLIENTS", 3)
+
+    async def scenario() -> list[str]:
+        pool, _ = _pool(size=1)
+        [worker] = pool._workers
+        pool._put_idle(worker)
+        for client in ("a", "b", "c", "d", "b"):
+            await pool._release(await pool._acquire(client, None))
+        return list(pool._served)
+
+    assert asyncio.run(scenario()) == ["c", "d", "b"]
 
 
 def test_a_client_alone_gets_every_worker_and_no_burst() -> None:
