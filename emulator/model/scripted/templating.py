@@ -30,6 +30,12 @@ work: nested `range(100000)` loops, `'x' * 10**9`, or a loop over a long input. 
 * the filters that work through a text inside one C call (`title`, `wordcount`, `striptags`,
   `urlize`, `wordwrap`, `pprint`) take at most `MAX_SCAN_CHARS`: the interpreter is held for
   the call, so the event loop too, even with the render in a worker thread;
+* every method of a built-in value a template may call is on an audited list (`_METHODS`), its
+  cost bounded before it runs; any other is refused. `encode` and `decode` take only linear codecs
+  and error handlers (`_CODECS`, `_CODEC_ERRORS`: `punycode` is quadratic, 80,000 characters took
+  18 s inside one C call), refused when the scenario is added if the codec is written in the
+  template; `strip` given the characters to strip (and the `trim` filter) does at most
+  `MAX_STRIP_WORK`; what `encode`, the case methods and `bytes.hex` build is counted first;
 * the output is capped at `MAX_OUTPUT_CHARS`;
 * `render_off_loop` renders in a worker thread, so a template that runs to its bounds delays
   only its own request, never the event loop.
