@@ -30,6 +30,12 @@ work: nested `range(100000)` loops, `'x' * 10**9`, or a loop over a long input. 
 * the filters that work through a text inside one C call (`title`, `wordcount`, `striptags`,
   `urlize`, `wordwrap`, `pprint`) take at most `MAX_SCAN_CHARS`: the interpreter is held for
   the call, so the event loop too, even with the render in a worker thread;
+* every method of a built-in value a template may call is on an audited list (`_METHODS`), its
+  cost bounded before it runs; any other is refused. `encode` and `decode` take only linear codecs
+  and error handlers (`_CODECS`, `_CODEC_ERRORS`: `punycode` is quadratic, 80,000 characters took
+  18 s inside one C call), refused when the scenario is added if the codec is written in the
+  template; `strip` given the characters to strip (and the `trim` filter) does at most
+  `MAX_STRIP_WORK`; what `encode`, the case methods and `bytes.hex` build is counted first;
 * the output is capped at `MAX_OUTPUT_CHARS`;
 * `render_off_loop` renders in a worker thread, so a template that runs to its bounds delays
   only its own request, never the event loop.
@@ -536,6 +542,15 @@ def _str_method_size(
         size = args[0] if args else kwargs.get("tabsize", 8)
         tabs = text.count("\t") if isinstance(text, str) else text.count(b"\t")
         return len(text) + tabs * (size if isinstance(size, int) else 8)
+    if method in ("encode", "decode"):
+        return _coded_size(method, text, args, kwargs)
+    if method in ("strip", "lstrip", "rstrip"):
+        _check_strip(text, args[0] if args else kwargs.get("chars"))
+        return None
+    if method in ("upper", "lower", "casefold", "swapcase", "title", "capitalize"):
+        return _cased_size(text) if isinstance(text, str) else len(text)
+    if method == "hex":
+        return 3 * len(text)
     return None
 
 
@@ -561,6 +576,137 @@ def _split_pieces(method: str, text: str | bytes | bytearray, args: tuple[Any, .
 
 
 _SPLITS = frozenset({"split", "rsplit", "splitlines"})
+
+
+_CODECS = frozenset(
+    {"utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"}
+    | {"ascii", "iso8859-1", "iso8859-15", "cp1252"}
+)
+"""The codecs `str.encode` and `bytes.decode` may use (by the name Python's codec registry gives
+them, so any alias of one is taken): each works through its text once, in C. Every other codec is
+refused: `punycode` is quadratic in its text (80,000 characters took 18 s inside one C call, out of
+reach of the step and time bounds, and the event loop waited), `idna` runs it for each label, and a
+codec not looked at may do anything."""
+
+_CODEC_ERRORS = {"strict": 0, "ignore": 0, "replace": 1, "surrogateescape": 1, "surrogatepass": 4}
+_CODEC_ERRORS |= {"backslashreplace": 10, "xmlcharrefreplace": 10}
+"""The error handlers `encode` and `decode` may use, with the most characters (bytes) each puts in
+place of one it cannot encode (`\\U0010ffff`, `&#1114111;`). `namereplace` (a Unicode name
+looked up for each character) and any other is refused."""
+
+_CODEC_NAME = re.compile(r"[A-Za-z0-9_ .-]{1,40}")
+
+
+class CodecRefused(RenderLimit):
+    """A codec or error handler a template may not use (`_CODECS`, `_CODEC_ERRORS`)."""
+
+
+def _codec(name: Any) -> str:
+    """The registry's name for the codec `name`, refused (`CodecRefused`) unless it is one of `_CODECS`."""
+    import codecs
+
+    canonical = None
+    if isinstance(name, str) and _CODEC_NAME.fullmatch(name):
+        try:
+            canonical = codecs.lookup(name).name
+        except LookupError:
+            canonical = None
+    if canonical not in _CODECS:
+        shown = name[:40] if isinstance(name, str) else type(name).__name__
+        raise CodecRefused(
+            f"the codec {shown!r} is not available in templates (only utf-8, utf-16, utf-32, ascii, latin-1, "
+            "iso8859-15 and cp1252: the others may take time out of proportion to their text)"
+        )
+    return canonical
+
+
+def _codec_errors(errors: Any) -> int:
+    """The most characters the error handler `errors` puts for one; refused (`CodecRefused`) unless
+    it is one of `_CODEC_ERRORS`."""
+    if not isinstance(errors, str) or errors not in _CODEC_ERRORS:
+        shown = errors[:40] if isinstance(errors, str) else type(errors).__name__
+        raise CodecRefused(f"the error handler {shown!r} is not available in templates ({', '.join(_CODEC_ERRORS)})")
+    return _CODEC_ERRORS[errors]
+
+
+def _codec_arguments(method: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[str, int]:
+    """The codec and the error handler's size of a call of `encode` or `decode`, both checked."""
+    name = args[0] if args else kwargs.get("encoding", "utf-8")
+    errors = args[1] if len(args) > 1 else kwargs.get("errors", "strict")
+    return _codec(name), _codec_errors(errors)
+
+
+def _coded_size(method: str, text: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> int:
+    """At most what `text.encode(...)` (bytes) or `text.decode(...)` (characters) builds, once its
+    codec and error handler are known to be allowed (`_codec_arguments`)."""
+    codec, replaced = _codec_arguments(method, args, kwargs)
+    if method == "decode":  # a character per byte at most, or the handler's escape of a byte
+        return len(text) * max(1, replaced)
+    unit = 4 if codec.startswith("utf-32") else 2 if codec.startswith("utf-16") else 1
+    bom = {"utf-8-sig": 3, "utf-16": 2, "utf-32": 4}.get(codec, 0)
+    if text.isascii():
+        return len(text) * unit + bom  # every allowed codec encodes ASCII
+    if codec.startswith("utf-8"):
+        top = ord(max(text))
+        unit = 1 if top < 0x80 else 2 if top < 0x800 else 3 if top < 0x10000 else 4
+    elif codec.startswith("utf-16"):
+        unit = 4
+    return len(text) * max(unit, replaced) + bom
+
+
+MAX_STRIP_WORK = 20_000_000
+"""The most `strip`, `lstrip`, `rstrip` (and the `trim` filter) given the characters to strip may
+work through: the length of the text times the number of those characters. Python looks each
+character it strips up in those characters in turn, inside one C call: 100,000 characters stripped
+of 500,000 took 2.8 s."""
+
+
+def _check_strip(text: Any, chars: Any) -> None:
+    if isinstance(chars, _TEXTS) and len(chars) > 1 and len(text) * len(chars) > MAX_STRIP_WORK:
+        raise RenderLimit(
+            f"a strip of a text of {len(text)} characters by {len(chars)} characters (over {MAX_STRIP_WORK} in all)"
+        )
+
+
+_READING = frozenset(
+    {"count", "endswith", "find", "index", "rfind", "rindex", "startswith", "partition", "rpartition"}
+    | {"isalnum", "isalpha", "isascii", "isdecimal", "isdigit", "isidentifier", "islower", "isnumeric"}
+    | {"isprintable", "isspace", "istitle", "isupper", "removeprefix", "removesuffix", "maketrans"}
+)
+"""String methods that read their text once (Python searches with a linear algorithm for a long
+needle), or copy part of it (counted as held once made): nothing to bound before they run."""
+
+_METHODS: dict[type, frozenset[str]] = {
+    str: _READING
+    | {"capitalize", "casefold", "lower", "upper", "swapcase", "title", "center", "ljust", "rjust", "zfill"}
+    | {"expandtabs", "format", "format_map", "join", "replace", "translate", "split", "rsplit", "splitlines"}
+    | {"strip", "lstrip", "rstrip", "encode"},
+    bytes: _READING
+    | {"capitalize", "lower", "upper", "swapcase", "title", "center", "ljust", "rjust", "zfill", "expandtabs"}
+    | {"join", "replace", "translate", "split", "rsplit", "splitlines", "strip", "lstrip", "rstrip"}
+    | {"decode", "hex", "fromhex"},
+    list: frozenset({"count", "index", "copy"}),
+    tuple: frozenset({"count", "index"}),
+    dict: frozenset({"copy", "fromkeys", "get", "items", "keys", "values"}),
+    int: frozenset({"as_integer_ratio", "bit_count", "bit_length", "conjugate", "from_bytes", "to_bytes"}),
+    float: frozenset({"as_integer_ratio", "conjugate", "fromhex", "hex", "is_integer"}),
+}
+"""The methods of the built-in values a template may call, each looked at for what one call of it
+may cost (the bounds in `BoundedEnvironment.call`): a method not listed here (one a later Python
+adds, or one of another type) is refused before it runs, so none is reached unbounded by default.
+(The methods that change their value are refused by Jinja's immutable sandbox first.)"""
+_METHODS[bytearray] = _METHODS[bytes]
+
+
+def _check_method(owner: Any, name: str) -> None:
+    """Refuse (`RenderLimit`) a method of a built-in value that is not in `_METHODS`."""
+    kind = owner if isinstance(owner, type) else type(owner)
+    for base in kind.__mro__:
+        allowed = _METHODS.get(base)
+        if allowed is not None:
+            if name not in allowed:
+                raise RenderLimit(f"the method {base.__name__}.{name}() is not available in templates")
+            return
 
 
 def _sequence_sum(environment: Any, value: Iterable[Any], attribute: Any, start: list[Any] | tuple[Any, ...]) -> Any:
@@ -702,6 +848,8 @@ def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., An
             # and a tag around it naming the target and rel.
             tag = 64 + _text_size(target or "") + _text_size(rel or "")
             _building(2 * _escaped_size(text) + len(text.split()) * tag)
+        elif name == "trim":
+            _check_strip(text, rest[0] if rest else kwargs.get("chars"))
         elif name in ("escape", "e", "forceescape"):
             _building(_escaped_size(text))
         elif name == "xmlattr":
@@ -957,6 +1105,8 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         target = getattr(__obj, "__wrapped__", __obj)  # the sandbox hands out str.format wrapped
         owner = getattr(target, "__self__", None)
         name = getattr(target, "__name__", "")
+        if owner is not None:
+            _check_method(owner, name)
         if isinstance(owner, bytes | bytearray) and name == "join" and args:
             items = list(args[0])
             _building(sum(len(i) if isinstance(i, _TEXTS) else 0 for i in items) + len(owner) * max(len(items) - 1, 0))
@@ -1084,6 +1234,8 @@ def _check(env: BoundedEnvironment, source: str) -> None:
     tree = env.parse(source)
     for node in tree.find_all(_UNSUPPORTED):
         raise TemplateError(f"'{type(node).__name__.lower()}' is not supported in scenario templates")
+    for call in tree.find_all(nodes.Call):
+        _check_codec_literals(call)
     for expr in tree.find_all((nodes.BinExpr, nodes.UnaryExpr, nodes.Call)):
         zero = isinstance(expr, nodes.BinExpr) and isinstance(expr.right, nodes.Const) and expr.right.value == 0
         if zero and isinstance(expr, nodes.Div | nodes.FloorDiv):
@@ -1096,6 +1248,22 @@ def _check(env: BoundedEnvironment, source: str) -> None:
             raise TemplateError(f"line {expr.lineno}: {e}") from e
         except Exception as e:  # the constants' own arithmetic: 1/0, -'a', 10 % 0
             raise TemplateError(f"line {expr.lineno}: an expression that always fails: {type(e).__name__}: {e}") from e
+
+
+def _check_codec_literals(call: nodes.Call) -> None:
+    """Refuse a call of `encode` or `decode` whose codec (or error handler) is written in the
+    template and is not allowed (`_codec`): it would fail on every request. One computed at render
+    time is checked then."""
+    if not (isinstance(call.node, nodes.Getattr) and call.node.attr in ("encode", "decode")):
+        return
+    given = {kw.key: kw.value for kw in call.kwargs}
+    for position, key, check in ((0, "encoding", _codec), (1, "errors", _codec_errors)):
+        value = call.args[position] if len(call.args) > position else given.get(key)
+        if isinstance(value, nodes.Const):
+            try:
+                check(value.value)
+            except CodecRefused as e:
+                raise TemplateError(f"line {call.lineno}: {e}") from e
 
 
 _checked_once = functools.lru_cache(maxsize=1024)(_check)  # a failure raises, so only passes are kept
