@@ -1,6 +1,6 @@
 """The calls in flight that requests needing the same call at once share (`HiddenResults.once`):
 one call for all of them, its result kept before any reads it; a waiter cancelled leaves the call
-to the others, and the last one to leave cancels it. Driven by events, not by time."""
+to the others, and when the last one leaves the call runs on for a retry. Driven by events, not by time."""
 
 from __future__ import annotations
 
@@ -43,27 +43,33 @@ def test_waiters_share_one_call_and_a_cancelled_first_does_not_end_it() -> None:
     asyncio.run(main())
 
 
-def test_the_last_waiter_leaving_cancels_the_call() -> None:
+def test_the_last_waiter_leaving_does_not_end_the_call_and_a_retry_joins_it() -> None:
+    """A call that may have reached the server is not made twice: when every waiter has left (the
+    client gave up) it runs on, a retry joins it, and its result is kept."""
+
     async def main() -> None:
         memo = HiddenResults()
-        started, ended = asyncio.Event(), asyncio.Event()
+        started, release = asyncio.Event(), asyncio.Event()
+        made: list[int] = []
 
         async def make() -> str:
+            made.append(1)
             started.set()
-            try:
-                await asyncio.Event().wait()
-            except asyncio.CancelledError:
-                ended.set()
-                raise
-            return "never"
+            await release.wait()
+            return "done"
 
         waiters = [asyncio.ensure_future(memo.once("k", make, kept)) for _ in range(2)]
         await started.wait()
         for waiter in waiters:
             waiter.cancel()
-        await ended.wait()
-        assert memo.in_flight == 0
-        assert memo.get("k") is None
+        await asyncio.gather(*waiters, return_exceptions=True)
+        assert memo.in_flight == 1
+        retry = asyncio.ensure_future(memo.once("k", make, kept))
+        await asyncio.sleep(0)
+        release.set()
+        assert await retry == "done"
+        assert made == [1]
+        assert memo.get("k") == kept("done") and memo.in_flight == 0
 
     asyncio.run(main())
 

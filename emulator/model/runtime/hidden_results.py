@@ -11,8 +11,10 @@ going first, and `POST /_emulator/reset` empties it (docs/limits.md, "MCP").
 The same continuation sent several times at once (a client retrying before its first answer, or
 racing requests of which all but one end as 400s) finds no result kept yet: `once` has them share
 the one call in flight for a key (single flight), whose result is kept before any of them reads it.
-A waiter that leaves (its request cancelled, its program out of time) does not end the call for
-the others; the last one to leave ends it. In flight are at most as many calls as the memo keeps
+A waiter that leaves (its request cancelled, its client gone, its program out of time) does not
+end the call, even the last one: a call that may have reached the server is never made twice, so
+it runs to its end, bounded by its own deadline (the MCP call's), and its result is kept for the
+retry, which joins the flight or finds the result. In flight are at most as many calls as the memo keeps
 entries (past that, each request makes its own). Other processes' (replicas') requests are not
 seen: each may make the call once (docs/tools-hosted.md).
 """
@@ -87,7 +89,8 @@ class HiddenResults(Cache):
     async def once(self, key: str, make: Callable[[], Awaitable[T]], keep: Callable[[T], ToolResult | None]) -> T:
         """`make()`'s answer, made once for all the requests of this process that ask for `key` while
         it is in flight; `keep(answer)` (when not None) is kept under `key` as soon as it is made.
-        A waiter cancelled leaves the call to the others; the last one cancels it."""
+        A waiter cancelled leaves the call to the others; when none is left the call still runs to
+        its end (bounded by its own deadline, `make`'s) and its result is kept for a retry."""
         loop = asyncio.get_running_loop()
         flight = self._flights.get(key)
         if flight is not None and flight.task.get_loop() is not loop:
@@ -115,11 +118,10 @@ class HiddenResults(Cache):
             answer: T = await asyncio.shield(flight.task)
             return answer
         finally:
+            # The last waiter leaving does not end the call either: it may have reached the
+            # server, and a client that gave up retries; the call ends by its own deadline and
+            # its result is kept for that retry.
             flight.waiters -= 1
-            if flight.waiters == 0 and not flight.task.done():
-                flight.task.cancel()  # nobody waits on it any more
-                if self._flights.get(key) is flight:
-                    del self._flights[key]
 
     def clear(self) -> None:
         """Forget everything kept (not the calls in flight, which end by themselves)."""
