@@ -91,3 +91,20 @@ def test_a_failed_call_fails_every_waiter_and_keeps_nothing() -> None:
         assert memo.in_flight == 0 and memo.get("k") is None
 
     asyncio.run(main())
+
+
+def test_the_scope_holding_the_most_is_evicted_first() -> None:
+    """Past either bound, the oldest entry of the scope holding the most goes: a scope holding
+    less keeps its entries however many another scope puts."""
+    memo = HiddenResults(entries=4, max_bytes=10_000)
+    memo.put("victim", kept("v"), "a")
+    for n in range(10):
+        memo.put(f"filler {n}", kept("f"), "b")
+    assert memo.get("victim") == kept("v")
+    assert [memo.get(f"filler {n}") is not None for n in range(10)] == [False] * 7 + [True] * 3
+    big = ToolResult("h.echo", "{}", "x" * 4000)
+    memo.put("large 1", big, "b")
+    memo.put("large 2", big, "b")
+    memo.put("large 3", big, "b")
+    assert memo.get("victim") == kept("v") and memo.size[1] <= 10_000
+    assert memo.get("large 1") is None and memo.get("large 3") == big

@@ -623,7 +623,7 @@ class Hosted:
             if isinstance(answer, ToolResult) and pending.index not in results:
                 results[pending.index] = answer
                 if key is not None:
-                    self.hidden_results.put(key, answer)
+                    self.hidden_results.put(key, answer, self.client)
             done.append(answer)
         return done
 
@@ -721,7 +721,7 @@ class Hosted:
             return remembered
         pending = call.pending
         return await self.hidden_results.once(
-            key, lambda: self._call_tool(call), lambda result: _tool_result(pending, result)
+            key, lambda: self._call_tool(call), lambda result: _tool_result(pending, result), self.client
         )
 
     async def _call(
