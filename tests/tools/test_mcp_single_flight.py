@@ -194,6 +194,35 @@ def test_a_replay_without_the_sealed_result_is_refused_not_called_again(ptc_emul
     assert echo.calls == ["x"]
 
 
+def test_a_replay_without_the_sealed_result_of_a_call_needing_no_approval_is_refused(
+    ptc_emulator: PTCEmulator, echo: Echo
+) -> None:
+    """With `require_approval: "never"` the call ran and the program went on to `pick`; the client
+    drops the reasoning item sealing the call's result and the memo no longer has it: the replay is
+    refused (the code before made the call a second time: only approved calls were checked)."""
+    echo.release.set()
+    never = [*tools(echo)[:2], {**tools(echo)[2], "require_approval": "never"}]
+    user = {"role": "user", "content": js(PAUSING)}
+    with validating_client(ptc_emulator, max_retries=0) as client:
+        first = dumped(client.responses.create(model="gpt-test", tools=never, input=[user], store=False))
+        [call] = [i for i in first if i["type"] == "function_call"]
+        picked = {"type": "function_call_output", "call_id": call["call_id"], "output": "1", "caller": call["caller"]}
+        ptc_emulator.reset()
+        kept = [i for i in first if i["type"] != "reasoning"]
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(model="gpt-test", tools=never, input=[user, *kept, picked], store=False)
+        final = client.responses.create(model="gpt-test", tools=never, input=[user, *first, picked], store=False)
+    error = caught.value.body
+    assert isinstance(error, dict)
+    assert error["code"] == "missing_sealed_result"
+    program = next(n for n, i in enumerate(kept) if i["type"] == "program")
+    assert error["param"] == f"input[{1 + program}]"
+    assert "h.echo" in error["message"] and "approved by" not in error["message"]
+    assert "the reasoning item holding its sealed result is missing" in error["message"]
+    assert final.output_text == '"echo x"'
+    assert echo.calls == ["x"]
+
+
 def direct(ptc_emulator: PTCEmulator, echo: Echo, words: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A scenario whose direct `mcp:` turn (no program) needs approval, then a message."""
     turns = [{"mcp": {"server_label": "h", "name": "echo", "arguments": {"q": "d"}}}, {"message": "done"}]
