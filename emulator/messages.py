@@ -1385,15 +1385,16 @@ def approval_request_mismatch(
 
 
 @error(PROGRAMS)
-def sealed_result_missing(approval_id: str, call: str, param: str) -> InvalidRequest:
-    """A `store: false` replay approving a program's MCP call (`call`: `<server_label>.<tool>`) that
-    the program went on past, without the `reasoning` item that seals its result: made again, the
-    call would repeat its effects."""
+def sealed_result_missing(approval_id: str | None, call: str, param: str) -> InvalidRequest:
+    """A `store: false` replay of a program's MCP call (`call`: `<server_label>.<tool>`) that the
+    program went on past (approved by `approval_id`, or needing no approval), without the
+    `reasoning` item that seals its result: made again, the call would repeat its effects."""
+    approved = f", approved by {approval_id}," if approval_id is not None else ""
     return InvalidRequest(
-        f"The program's call to {call}, approved by {approval_id}, already ran, but the reasoning item "
+        f"The program's call to {call}{approved} already ran, but the reasoning item "
         "holding its sealed result is missing from the input, and the server no longer has it. "
         "Send back every item of the response that ran the call, reasoning items included; "
-        "an approved call is not made twice.",
+        "a call is not made twice.",
         param=param,
         code="missing_sealed_result",
     )

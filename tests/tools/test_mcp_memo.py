@@ -114,3 +114,44 @@ def test_reset_frees_what_the_memo_held(emulator: PTCEmulator, docs: DocsServer)
     assert health(emulator)["hidden_result_bytes"] > 0
     emulator.reset()
     assert (health(emulator)["hidden_results"], health(emulator)["hidden_result_bytes"]) == (0, 0)
+
+
+def test_another_scopes_large_results_do_not_evict_a_scopes_entry(emulator: PTCEmulator, docs: DocsServer) -> None:
+    """The memo's room is shared by scope: a scope filling it with large results evicts its own,
+    oldest first, not the small entry of a scope holding less (the code before evicted the oldest
+    of all, so the victim's retry called the server a second time)."""
+    docs.calls.clear()
+    tools = [
+        PTC,
+        ADD,
+        {
+            "type": "mcp",
+            "server_label": "docs_server",
+            "server_url": docs.url,
+            "require_approval": "never",
+            "allowed_callers": ["programmatic"],
+        },
+    ]
+
+    def second_request(client: Any, topic: str) -> list[dict[str, Any]]:
+        user = {"role": "user", "content": js(CODE.replace("TOPIC", repr(topic)))}
+        first = client.responses.create(model="gpt-test", tools=tools, input=[user], store=False)
+        out = [i.model_dump(mode="json", exclude_none=True) for i in first.output]
+        [call] = [i for i in out if i["type"] == "function_call"]
+        answer = {"type": "function_call_output", "call_id": call["call_id"], "output": "3", "caller": call["caller"]}
+        sent = [user, *out, answer]
+        client.responses.create(model="gpt-test", tools=tools, input=sent, store=False)
+        return sent
+
+    other = PTCEmulator(emulator.server_url)
+    try:
+        with validating_client(emulator) as client, validating_client(other) as filler:
+            victim = second_request(client, "victim")
+            for n in range(8):  # each about a third of the memo's bytes: together four times it
+                second_request(filler, f"{n}" * (MEMO_BYTES // 6))
+                assert health(emulator)["hidden_result_bytes"] <= MEMO_BYTES
+            retried = client.responses.create(model="gpt-test", tools=tools, input=victim, store=False)
+    finally:
+        other.close()
+    assert [i.type for i in retried.output][-1] == "function_call"
+    assert [args["topic"] for _, args in docs.calls].count("victim") == 1

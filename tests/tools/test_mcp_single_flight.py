@@ -53,6 +53,11 @@ def echo() -> Iterator[Echo]:
         await asyncio.to_thread(record.release.wait, HOLD_S)
         return f"echo {q}"
 
+    @server.tool(description="Gate q")
+    async def gate(q: str) -> str:
+        record.calls.append(f"gate {q}")
+        return f"gate {q}"
+
     with serve(server.streamable_http_app()) as served:
         record.url = served.url
         yield record
@@ -192,6 +197,63 @@ def test_a_replay_without_the_sealed_result_is_refused_not_called_again(ptc_emul
     assert "the reasoning item holding its sealed result is missing" in error["message"]
     assert final.output_text == '"echo x"'
     assert echo.calls == ["x"]
+
+
+def test_a_replay_without_the_sealed_result_of_a_call_needing_no_approval_is_refused(
+    ptc_emulator: PTCEmulator, echo: Echo
+) -> None:
+    """With `require_approval: "never"` the call ran and the program went on to `pick`; the client
+    drops the reasoning item sealing the call's result and the memo no longer has it: the replay is
+    refused (the code before made the call a second time: only approved calls were checked)."""
+    echo.release.set()
+    never = [*tools(echo)[:2], {**tools(echo)[2], "require_approval": "never"}]
+    user = {"role": "user", "content": js(PAUSING)}
+    with validating_client(ptc_emulator, max_retries=0) as client:
+        first = dumped(client.responses.create(model="gpt-test", tools=never, input=[user], store=False))
+        [call] = [i for i in first if i["type"] == "function_call"]
+        picked = {"type": "function_call_output", "call_id": call["call_id"], "output": "1", "caller": call["caller"]}
+        ptc_emulator.reset()
+        kept = [i for i in first if i["type"] != "reasoning"]
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(model="gpt-test", tools=never, input=[user, *kept, picked], store=False)
+        final = client.responses.create(model="gpt-test", tools=never, input=[user, *first, picked], store=False)
+    error = caught.value.body
+    assert isinstance(error, dict)
+    assert error["code"] == "missing_sealed_result"
+    program = next(n for n, i in enumerate(kept) if i["type"] == "program")
+    assert error["param"] == f"input[{1 + program}]"
+    assert "h.echo" in error["message"] and "approved by" not in error["message"]
+    assert "the reasoning item holding its sealed result is missing" in error["message"]
+    assert final.output_text == '"echo x"'
+    assert echo.calls == ["x"]
+
+
+def test_a_replay_dropping_a_call_needing_no_approval_before_a_later_approval_is_refused(
+    ptc_emulator: PTCEmulator, echo: Echo
+) -> None:
+    """`echo` needs no approval, `gate` after it does: the program ran `echo` and paused on `gate`'s
+    approval request. A replay approving it without the reasoning item sealing `echo`'s result,
+    the memo emptied, is refused: the request for the later call shows the program went past."""
+    echo.release.set()
+    mcp = {**tools(echo)[2], "require_approval": {"never": {"tool_names": ["echo"]}}}
+    both = [tools(echo)[0], mcp]
+    code = "const x = await tools.h.echo({q: 'x'}); const g = await tools.h.gate({q: 'g'}); text(x + ' ' + g)"
+    user = {"role": "user", "content": js(code)}
+    with validating_client(ptc_emulator, max_retries=0) as client:
+        first = dumped(client.responses.create(model="gpt-test", tools=both, input=[user], store=False))
+        [request] = [i for i in first if i["type"] == "mcp_approval_request"]
+        ptc_emulator.reset()
+        kept = [i for i in first if i["type"] != "reasoning"]
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(model="gpt-test", tools=both, input=[user, *kept, approve(request)], store=False)
+        final = client.responses.create(
+            model="gpt-test", tools=both, input=[user, *first, approve(request)], store=False
+        )
+    error = caught.value.body
+    assert isinstance(error, dict) and error["code"] == "missing_sealed_result", error
+    assert "h.echo" in error["message"]
+    assert final.output_text == "echo x gate g"
+    assert echo.calls == ["x", "gate g"]
 
 
 def direct(ptc_emulator: PTCEmulator, echo: Echo, words: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -24,9 +24,11 @@ direct MCP call whose result would go past it is answered as a failed `mcp_call`
 MCP listing shown to the model that would fails as a listing that cannot be read does. Within
 one process, the hidden results kept by the program and the call (`hidden_results.py`) also keep
 a retried request from calling the server again, and requests sent at once that need the same call
-share the one in flight. A `store: false` replay that approved a call the program went on past (an
-item the program issued later comes after the approval) carries that call's sealed result, or the
-request is refused: with no result kept either, the call would be made a second time.
+share the one in flight. A `store: false` replay of a call the program went on past carries that
+call's sealed result, or the request is refused: with no result kept either, the call would be made
+a second time. Approved, the program went on past it when an item the program issued later comes
+after the approval; needing no approval, when the client answered a call of its step or a later
+one, or the conversation holds an approval request of the program's from that step or later.
 
 An MCP call that needs approval pauses on an `mcp_approval_request` whose id is a MAC of the
 program, the call's position, the server label, the tool and its arguments: a `store: false`
@@ -566,6 +568,23 @@ class Hosted:
             param = f"input[{at - new_from}]" if at >= new_from else "previous_response_id"
             raise messages.sealed_result_missing(approval_id, f"{label}.{name}", param)
 
+    def _asked_past(self, program: str, step: int) -> bool:
+        """Whether the conversation holds an approval request of the program's at `step` or later
+        (the step ran in an earlier response): one that is none of the calls before the step."""
+        before = {approval_id for index, (approval_id, _) in self._decided.get(program, {}).items() if index < step}
+        return any(
+            isinstance(request.caller, ProgramCaller)
+            and request.caller.caller_id == program
+            and request_id not in before
+            for request_id, request in self.conversation.approval_requests.items()
+        )
+
+    def _program_param(self, program: str) -> str:
+        """Where the program's item stands (the open program's): `input[n]`, or `previous_response_id`."""
+        conv = self.conversation
+        at = conv.open_index if conv.open_program is not None and conv.open_program.call_id == program else -1
+        return f"input[{at - conv.new_from}]" if at >= conv.new_from else "previous_response_id"
+
     def _approval(self, approval_id: str) -> McpApprovalResponse | None:
         return next(
             (
@@ -583,14 +602,21 @@ class Hosted:
         return HostedBudget(self.program_timeout_s)
 
     async def resolve_all(
-        self, program: str, pendings: list[PendingCall], budget: HostedBudget
+        self,
+        program: str,
+        pendings: list[PendingCall],
+        budget: HostedBudget,
+        step: int | None = None,
+        answered_past: bool = False,
     ) -> list[ToolResult | McpApprovalRequest | Unscripted | OutOfTime]:
         """Answer the hidden calls one step of a program issued together (in issue order), or say
         what each waits for. What needs no MCP server is answered first, in order, up to the first
         call nobody scripted (the calls after it are not made); the calls that reach an MCP server
         then run together, `HOSTED_CONCURRENCY` at a time, within what is left of `budget`: a call
         the budget cuts, or one it leaves no time to start, is `OutOfTime`. The journal
-        (`hosted_calls`) lists the calls in issue order, whatever order their answers came in."""
+        (`hosted_calls`) lists the calls in issue order, whatever order their answers came in.
+        `step`: the first position of the step; `answered_past`: whether the client answered a call
+        of this step or a later one (the step ran in an earlier response: its calls were made)."""
         results = self.results(program)
         answers: list[ToolResult | McpApprovalRequest | Unscripted | OutOfTime | _Remote] = []
         journals: list[list[dict[str, Any]]] = []
@@ -604,6 +630,12 @@ class Hosted:
             if isinstance(answer, Unscripted):
                 break
         remote = [(i, a) for i, a in enumerate(answers) if isinstance(a, _Remote)]
+        unapproved = [call for call in remote if "approval_request_id" not in call[1].entry]
+        if unapproved and step is not None and (answered_past or self._asked_past(program, step)):
+            # The step ran in an earlier response, so these calls were made there: their sealed
+            # results were dropped and the memo no longer has them. Refused, never made again.
+            call = unapproved[0][1]
+            raise messages.sealed_result_missing(None, call.pending.name, self._program_param(program))
         if remote:
             gate = asyncio.Semaphore(HOSTED_CONCURRENCY)
             tasks = [asyncio.ensure_future(self._call(call, keys[i], gate, budget)) for i, call in remote]
@@ -623,7 +655,7 @@ class Hosted:
             if isinstance(answer, ToolResult) and pending.index not in results:
                 results[pending.index] = answer
                 if key is not None:
-                    self.hidden_results.put(key, answer)
+                    self.hidden_results.put(key, answer, self.client)
             done.append(answer)
         return done
 
@@ -721,7 +753,7 @@ class Hosted:
             return remembered
         pending = call.pending
         return await self.hidden_results.once(
-            key, lambda: self._call_tool(call), lambda result: _tool_result(pending, result)
+            key, lambda: self._call_tool(call), lambda result: _tool_result(pending, result), self.client
         )
 
     async def _call(

@@ -277,18 +277,23 @@ class Runtime:
         hosted: Hosted,
         settled: list[tuple[int, str]],
         budget: HostedBudget,
+        seen: int = -1,
     ) -> tuple[list[McpApprovalRequest], str | None]:
         """Answer what needs no client among the calls the program waits on: the server-run ones
         (into the sealed results; those reaching MCP servers together, within `budget`) and those
         whose arguments a kind refuses (into `answered`; the promise rejects; `settled` gets their
-        (position, kind)). Returns the approval requests to surface, and why the program must stop."""
+        (position, kind)). `seen`: the last position the client answered before this run (a step at or
+        before it ran in an earlier response). Returns the approval requests to surface, and why the
+        program must stop."""
         for pending in outcome.pending:
             binding = bindings.get(pending.name)
             if binding is not None and isinstance(binding.kind, Unemulated):
                 return [], binding.kind.message(pending.name)
         approvals: list[McpApprovalRequest] = []
         owned = [p for p in outcome.pending if p.index not in known and hosted.owns(p.name)]
-        for answer in await hosted.resolve_all(item.call_id, owned, budget) if owned else ():
+        step = min(p.index for p in outcome.pending)
+        resolved = await hosted.resolve_all(item.call_id, owned, budget, step, seen >= step) if owned else []
+        for answer in resolved:
             if isinstance(answer, McpApprovalRequest):
                 approvals.append(answer)
             elif isinstance(answer, Unscripted):
@@ -369,7 +374,9 @@ class Runtime:
                 raise messages.program_calls_modified(item.call_id, outcome.message)
             if not isinstance(outcome, Suspended) or forced is not None:
                 break
-            approvals, stopped = await self._settle(item, outcome, known, answered, bindings, hosted, settled, budget)
+            approvals, stopped = await self._settle(
+                item, outcome, known, answered, bindings, hosted, settled, budget, seen
+            )
             if stopped is not None or len(_prefix({**hosted.results(item.call_id), **answered})) == len(journal):
                 break
         trace.programs_run += 1

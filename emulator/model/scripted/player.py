@@ -219,7 +219,7 @@ class Player:
         if approval_id is None:
             result = await make()
         else:  # an approved call runs once for its request, however often its approval is sent
-            result = await _approved_once(hosted.hidden_results, approval_id, spec.name, arguments, make)
+            result = await _approved_once(hosted.hidden_results, hosted.client, approval_id, spec.name, arguments, make)
         if not result.scripted:
             raise script.error(index, messages.mcp_no_result(spec.server_label, spec.name, arguments))
         call_id = self.ids("mcp")
@@ -359,7 +359,12 @@ def _direct_tool(script: Script, index: int, name: str, bindings: dict[str, Bind
 
 
 async def _approved_once(
-    kept: HiddenResults, approval_id: str, name: str, arguments: str, make: Callable[[], Awaitable[CallResult]]
+    kept: HiddenResults,
+    scope: str,
+    approval_id: str,
+    name: str,
+    arguments: str,
+    make: Callable[[], Awaitable[CallResult]],
 ) -> CallResult:
     """A direct call approved by `approval_id`: the result this process has kept for it, or the one
     call in flight for it, shared by the requests that carry the approval at once (sent together
@@ -370,7 +375,7 @@ async def _approved_once(
     key = "direct:" + approval_id
     found = kept.get(key)
     if found is None:
-        return await kept.once(key, make, lambda made: _keepable(name, arguments, made))
+        return await kept.once(key, make, lambda made: _keepable(name, arguments, made), scope)
     saved = json.loads(found.output)
     return CallResult(output=saved["output"], error=saved["error"])
 
