@@ -1980,6 +1980,29 @@ def stream_unfinished() -> str:
 
 
 @text(UPSTREAM, FAULT)
+def stream_without_finish_reason() -> str:
+    """A Chat Completions stream that reaches `[DONE]` without choice 0 ever giving a
+    `finish_reason`: nothing said the answer finished, so it is taken as cut, not as completed."""
+    return "ended its stream without a `finish_reason` (the answer may have been cut short)."
+
+
+@text(UPSTREAM, FAULT)
+def unknown_finish_reason(reason: str) -> str:
+    """A Chat Completions choice whose `finish_reason` is none of `stop`, `tool_calls`,
+    `function_call` (finished), `length` or `content_filter` (incomplete): what it means is not
+    known, so the answer is not taken as finished (`reason`: the value, cut short)."""
+    return f"answered with an unknown `finish_reason`: {reason}"
+
+
+@text(UPSTREAM, FAULT)
+def unfinished_response(status: str) -> str:
+    """A Responses answer (whole, or the response of `response.completed`) whose `status` is not
+    `completed`, `incomplete` or `failed` (`cancelled`, `in_progress`, `queued`, another value, or
+    none at all, `status`: `(none)`): it did not finish, so it is not taken as completed."""
+    return f"answered a response that did not finish (status: {status})."
+
+
+@text(UPSTREAM, FAULT)
 def stream_ended_early() -> str:
     """A Responses stream that ends before `response.completed`."""
     return "ended its stream before the response was completed."

@@ -1510,6 +1510,25 @@ def _(c: Context) -> object:
     return asked(answering(status_code=200, text=cut, headers=SSE), api="responses", stream=True)
 
 
+@trigger("stream_without_finish_reason")
+def _(c: Context) -> object:
+    cut = 'data: {"choices": [{"index": 0, "delta": {"content": "Th"}}]}\n\ndata: [DONE]\n\n'
+    return asked(answering(status_code=200, text=cut, headers=SSE), stream=True)
+
+
+@trigger("unknown_finish_reason")
+def _(c: Context) -> object:
+    said = {"choices": [{**SAID["choices"][0], "finish_reason": "banana"}]}
+    return asked(answering(status_code=200, json=said))
+
+
+@trigger("unfinished_response")
+def _(c: Context) -> object:
+    message = {"type": "message", "content": [{"type": "output_text", "text": "Hi."}]}
+    cancelled = {"status": "cancelled", "output": [message]}
+    return asked(answering(status_code=200, json=cancelled), api="responses")
+
+
 @trigger("upstream_stream_broke")
 def _(c: Context) -> object:
     return asked(answering(status_code=200, stream=_Broken(), headers=SSE), stream=True)
@@ -1555,8 +1574,6 @@ for _name in (
     "cassette_scenario_refused",
 ):
     ELSEWHERE[_name] = _HOSTILE_CASSETTE
-
-
 # ---- the Agents API ------------------------------------------------------------------------------------
 
 BETA = {"OpenAI-Beta": "agents=v1"}
