@@ -2167,6 +2167,27 @@ def cassette_unusable(path: str, problem: str) -> str:
     return f"{path}: this cassette cannot be replayed: {problem}"
 
 
+@text(CASSETTES, "a cassette's problem")
+def cassette_not_a_file() -> str:
+    """The cassette's path is a FIFO, a device, a socket or a directory: refused unread (a FIFO
+    would hold the test until something wrote to it), never taken as a cassette not yet recorded."""
+    return "the path is not a regular file"
+
+
+@text(CASSETTES, "a cassette's problem", limit=16777216, size=62914560)
+def cassette_too_large(limit: int, size: int) -> str:
+    """The cassette file is larger than the plugin reads (`testing.cassettes.MAX_CASSETTE_BYTES`,
+    16 MiB), refused before any of it is read."""
+    return f"the file is too large to replay: larger than {limit} bytes ({size} bytes)"
+
+
+@text(CASSETTES, "a cassette's problem", reason="Permission denied")
+def cassette_unreadable(reason: str) -> str:
+    """The cassette's path exists and cannot be opened: a symbolic link in a loop, a file it may
+    not read (`reason`: the system's)."""
+    return f"the file cannot be read: {reason}"
+
+
 @text(CASSETTES, "a cassette's problem", position=12)
 def cassette_not_text(position: int) -> str:
     """The cassette file's bytes are not UTF-8."""
@@ -2175,7 +2196,7 @@ def cassette_not_text(position: int) -> str:
 
 @text(CASSETTES, "a cassette's problem", problem="expected ',' or ']' at line 1, column 13")
 def cassette_not_yaml(problem: str) -> str:
-    """The cassette is not YAML, or uses what scenario files refuse (aliases, a key given twice)."""
+    """The cassette is not YAML, or uses what scenario files refuse (aliases, merge keys, a key given twice)."""
     return f"the file is not valid YAML: {problem}"
 
 

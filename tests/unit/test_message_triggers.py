@@ -1572,8 +1572,15 @@ for _name in (
     "cassette_not_json",
     "cassette_duplicate_name",
     "cassette_scenario_refused",
+    "cassette_too_large",
 ):
     ELSEWHERE[_name] = _HOSTILE_CASSETTE
+for _name in ("cassette_not_a_file", "cassette_unreadable"):
+    ELSEWHERE[_name] = (
+        "tests/recording/test_cassettes.py::test_a_cassette_that_is_no_regular_file_fails_its_test_naming_the_file"
+    )
+
+
 # ---- the Agents API ------------------------------------------------------------------------------------
 
 BETA = {"OpenAI-Beta": "agents=v1"}
