@@ -1981,6 +1981,29 @@ def stream_unfinished() -> str:
 
 
 @text(UPSTREAM, FAULT)
+def stream_without_finish_reason() -> str:
+    """A Chat Completions stream that reaches `[DONE]` without choice 0 ever giving a
+    `finish_reason`: nothing said the answer finished, so it is taken as cut, not as completed."""
+    return "ended its stream without a `finish_reason` (the answer may have been cut short)."
+
+
+@text(UPSTREAM, FAULT)
+def unknown_finish_reason(reason: str) -> str:
+    """A Chat Completions choice whose `finish_reason` is none of `stop`, `tool_calls`,
+    `function_call` (finished), `length` or `content_filter` (incomplete): what it means is not
+    known, so the answer is not taken as finished (`reason`: the value, cut short)."""
+    return f"answered with an unknown `finish_reason`: {reason}"
+
+
+@text(UPSTREAM, FAULT)
+def unfinished_response(status: str) -> str:
+    """A Responses answer (whole, or the response of `response.completed`) whose `status` is not
+    `completed`, `incomplete` or `failed` (`cancelled`, `in_progress`, `queued`, another value, or
+    none at all, `status`: `(none)`): it did not finish, so it is not taken as completed."""
+    return f"answered a response that did not finish (status: {status})."
+
+
+@text(UPSTREAM, FAULT)
 def stream_ended_early() -> str:
     """A Responses stream that ends before `response.completed`."""
     return "ended its stream before the response was completed."
@@ -2145,6 +2168,27 @@ def cassette_unusable(path: str, problem: str) -> str:
     return f"{path}: this cassette cannot be replayed: {problem}"
 
 
+@text(CASSETTES, "a cassette's problem")
+def cassette_not_a_file() -> str:
+    """The cassette's path is a FIFO, a device, a socket or a directory: refused unread (a FIFO
+    would hold the test until something wrote to it), never taken as a cassette not yet recorded."""
+    return "the path is not a regular file"
+
+
+@text(CASSETTES, "a cassette's problem", limit=16777216, size=62914560)
+def cassette_too_large(limit: int, size: int) -> str:
+    """The cassette file is larger than the plugin reads (`testing.cassettes.MAX_CASSETTE_BYTES`,
+    16 MiB), refused before any of it is read."""
+    return f"the file is too large to replay: larger than {limit} bytes ({size} bytes)"
+
+
+@text(CASSETTES, "a cassette's problem", reason="Permission denied")
+def cassette_unreadable(reason: str) -> str:
+    """The cassette's path exists and cannot be opened: a symbolic link in a loop, a file it may
+    not read (`reason`: the system's)."""
+    return f"the file cannot be read: {reason}"
+
+
 @text(CASSETTES, "a cassette's problem", position=12)
 def cassette_not_text(position: int) -> str:
     """The cassette file's bytes are not UTF-8."""
@@ -2153,7 +2197,7 @@ def cassette_not_text(position: int) -> str:
 
 @text(CASSETTES, "a cassette's problem", problem="expected ',' or ']' at line 1, column 13")
 def cassette_not_yaml(problem: str) -> str:
-    """The cassette is not YAML, or uses what scenario files refuse (aliases, a key given twice)."""
+    """The cassette is not YAML, or uses what scenario files refuse (aliases, merge keys, a key given twice)."""
     return f"the file is not valid YAML: {problem}"
 
 

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,11 +35,17 @@ import yaml
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.model import file_name, full_match, load_yaml_without_aliases, readable_yaml
 
-__all__ = ["MODES", "Cassette", "CassetteError", "Scrub", "scrubbed"]
+__all__ = ["MAX_CASSETTE_BYTES", "MODES", "Cassette", "CassetteError", "Scrub", "scrubbed"]
 
 MODES = ("once", "all", "none")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _HEADER = "# Recorded by @pytest.mark.ptc_record: this test's conversations (docs/record-replay.md).\n"
+
+MAX_CASSETTE_BYTES = 16 * 2**20
+"""A cassette's size, refused past it unread: 16 recordings at the scenario file bound (1 MiB),
+thousands of the few kilobytes one recorded conversation takes. Loading YAML costs about 14
+times its size in memory and a second or more a megabyte (62 MB of recordings took 842 MB and
+over a minute), so a larger file would fail its test by time or memory, not by a line naming it."""
 
 Scrub = Callable[[str], str]
 """Text in, the text to keep out: `lambda text: re.sub(r"sk-\\w+", "<key>", text)`."""
@@ -64,9 +72,9 @@ class Cassette:
 
     def recordings(self) -> list[dict[str, Any]]:
         """The cassette's scenarios (none when the file does not exist yet)."""
-        if not self.path.is_file():
+        raw = self._read()
+        if raw is None:
             return []
-        raw = self.path.read_bytes()
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -96,6 +104,29 @@ class Cassette:
             if found is not None:
                 raise self.unusable(messages.cassette_not_json(index, *found))
         return [dict(s) for s in scenarios]
+
+    def _read(self) -> bytes | None:
+        """The cassette's bytes, None when there is no file. Opened without blocking, then looked
+        at: a FIFO (which `open` would wait on for a writer), a device or a directory is refused
+        unread, as is a file past `MAX_CASSETTE_BYTES`, each with one line naming it."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except FileNotFoundError:
+            return None
+        except IsADirectoryError:
+            raise self.unusable(messages.cassette_not_a_file()) from None
+        except OSError as e:
+            raise self.unusable(messages.cassette_unreadable(e.strerror or type(e).__name__)) from None
+        with os.fdopen(fd, "rb") as file:
+            status = os.fstat(file.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                raise self.unusable(messages.cassette_not_a_file())
+            if status.st_size > MAX_CASSETTE_BYTES:
+                raise self.unusable(messages.cassette_too_large(MAX_CASSETTE_BYTES, status.st_size))
+            raw = file.read(MAX_CASSETTE_BYTES + 1)
+        if len(raw) > MAX_CASSETTE_BYTES:  # it grew while it was read
+            raise self.unusable(messages.cassette_too_large(MAX_CASSETTE_BYTES, len(raw)))
+        return raw
 
     def unusable(self, problem: str) -> CassetteError:
         """The error that fails a test replaying this cassette."""

@@ -58,7 +58,10 @@ class Fallback:
         output = await self.upstream.play(prepared, runner)
         if self.recorder is not None:
             request = prepared.request.model_dump(mode="json", exclude_none=True, by_alias=True)
-            response = {"id": prepared.response_id, "status": "completed", "output": output}
+            # A turn the upstream stopped short (its token limit, its content filter) ends the
+            # response `incomplete`: not a finished conversation, so not written down as one.
+            status = "incomplete" if prepared.trace.stopped is not None else "completed"
+            response = {"id": prepared.response_id, "status": status, "output": output}
             await self.recorder.exchange(request, response, plan.author)
         return output
 

@@ -3,6 +3,7 @@ replays offline, with the upstream stopped, and gives the same final text."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,9 +15,12 @@ from tests.anymodel.anymodel_support import (
     INVENTORY_CODE,
     INVENTORY_TOOLS,
     answer_inventory,
+    chat_completion,
     echo,
     fake_upstream,
     program,
+    raw_body,
+    say,
 )
 
 QUESTION = "Which SKUs are low on stock?"
@@ -88,3 +92,26 @@ def test_model_upstream_settings_that_cannot_work_are_refused(
         main(["serve", "--store", "memory", "--port", "0", *argv])
     assert exited.value.code == 2
     assert says in capsys.readouterr().err
+
+
+def test_an_answer_the_content_filter_cut_is_incomplete_and_not_recorded(
+    make_server: Callable[..., EmulatorServer], tmp_path: Path
+) -> None:
+    """Chat Completions' `finish_reason: "content_filter"` with part of the text: the response
+    was `completed`, and `--record` wrote the cut text down as a finished conversation. It ends
+    `incomplete` (`content_filter`, as the hosted API says it), and nothing is recorded."""
+    recordings = tmp_path / "recordings"
+    body = chat_completion(say("The answer was cut sho"))
+    body["choices"][0]["finish_reason"] = "content_filter"
+    with fake_upstream() as upstream:
+        upstream.reply(raw_body(json.dumps(body)))
+        live = make_server(model_upstream=upstream.url, record_dir=recordings)
+        emulator = PTCEmulator(live.base_url)
+        with emulator.client(max_retries=0) as sdk:
+            response = sdk.responses.create(model="m", input=QUESTION)
+        emulator.close()
+        live.stop()
+    assert response.status == "incomplete" and response.incomplete_details is not None
+    assert response.incomplete_details.reason == "content_filter"
+    assert response.output_text == "The answer was cut sho"
+    assert not list(recordings.glob("*.yaml"))

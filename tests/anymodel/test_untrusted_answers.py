@@ -158,7 +158,13 @@ def _empty(api: str, whole: bool) -> tuple[Answer, str]:
     if api == "chat" and whole:
         return _whole(api, _set("choices", [])), "answered no choices (`choices` is empty)."
     if api == "chat":
-        return _streamed(api, lambda chunks: _done([{**c, "choices": []} for c in chunks])), nothing
+
+        def finish_alone(chunks: list[Any]) -> list[Any]:  # the chunk that finishes it, with no delta
+            return _done(
+                [c if c["choices"] and c["choices"][0]["finish_reason"] else {**c, "choices": []} for c in chunks]
+            )
+
+        return _streamed(api, finish_alone), nothing
     if whole:
         return _whole(api, _set("output", [])), nothing
 
@@ -400,6 +406,20 @@ def test_a_malformed_answer_is_an_error_that_says_what_is_wrong(
 ) -> None:
     whole = upstream_answers == "whole"
     answer, tail = case.make(api, whole)
+    _refused(answer, tail, case, api, whole, client, fake, servers)
+
+
+def _refused(
+    answer: Answer,
+    tail: str,
+    case: Case,
+    api: str,
+    whole: bool,
+    client: str,
+    fake: FakeUpstream,
+    servers: dict[str, EmulatorServer],
+) -> None:
+    """`answer` from the fake is the 502 that ends with `tail`, to either client, never a response."""
     fake.script[:] = [answer]
     fake.streams = not whole  # the arguments' cases: the fake's own answer, whole or streamed
     prefix = f"The model upstream at {fake.url} " if case.code == "upstream_error" else "The model upstream "
@@ -433,18 +453,25 @@ def test_a_malformed_answer_is_an_error_that_says_what_is_wrong(
 # ---- an answer the upstream's token limit cut ------------------------------------------------------
 
 
-def _cut_by_its_limit(api: str, whole: bool) -> Answer:
-    """The fake's answer to "Go." as an upstream sends it when its token limit cut the text."""
+FINISH_REASONS = {"max_output_tokens": "length", "content_filter": "content_filter"}
+"""Chat Completions' `finish_reason` for each `incomplete_details.reason`."""
+
+
+def _cut_by_its_limit(api: str, whole: bool, reason: str = "max_output_tokens", item: bool = False) -> Answer:
+    """The fake's answer to "Go." as an upstream sends it when its token limit (or its content
+    filter: `reason`) cut the text; `item`: a Responses answer that says so only of its message
+    item (`status: incomplete`), the response itself `completed`."""
     answer = say("The answer was cut sho")
+    finish = FINISH_REASONS[reason]
     if api == "chat" and whole:
-        return _whole(api, _set("choices.0.finish_reason", "length"), answer)
+        return _whole(api, _set("choices.0.finish_reason", finish), answer)
     if api == "chat":
         return _streamed(
             api,
             _each(
                 "*",
                 lambda c: (
-                    _set("choices.0.finish_reason", "length")(c)
+                    _set("choices.0.finish_reason", finish)(c)
                     if c["choices"] and c["choices"][0].get("finish_reason")
                     else c
                 ),
@@ -453,29 +480,54 @@ def _cut_by_its_limit(api: str, whole: bool) -> Answer:
         )
 
     def incomplete(response: dict[str, Any]) -> dict[str, Any]:
-        return {**response, "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}
+        if item:
+            output = [{**o, "status": "incomplete"} if o["type"] == "message" else o for o in response["output"]]
+            return {**response, "output": output}
+        return {**response, "status": "incomplete", "incomplete_details": {"reason": reason}}
 
     if whole:
         return _whole(api, incomplete, answer)
 
     def ended_incomplete(events: list[Any]) -> list[Any]:
         done = events[-1]
-        return [*events[:-1], {**done, "type": "response.incomplete", "response": incomplete(done["response"])}]
+        kind = "response.completed" if item else "response.incomplete"
+        return [*events[:-1], {**done, "type": kind, "response": incomplete(done["response"])}]
 
     return _streamed(api, ended_incomplete, answer)
 
 
+CUTS = [
+    ("chat", "max_output_tokens", False),
+    ("responses", "max_output_tokens", False),
+    ("chat", "content_filter", False),
+    ("responses", "content_filter", False),
+    ("responses", "max_output_tokens", True),
+]
+
+
 @pytest.mark.parametrize("client", ["json", "sse"])
 @pytest.mark.parametrize("upstream_answers", ["whole", "streamed"])
-@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize(
+    ("api", "reason", "item"),
+    CUTS,
+    ids=["chat-length", "responses-length", "chat-content_filter", "responses-content_filter", "responses-item"],
+)
 def test_an_answer_the_upstreams_token_limit_cut_ends_the_response_incomplete(
-    api: str, upstream_answers: str, client: str, fake: FakeUpstream, servers: dict[str, EmulatorServer]
+    api: str,
+    reason: str,
+    item: bool,
+    upstream_answers: str,
+    client: str,
+    fake: FakeUpstream,
+    servers: dict[str, EmulatorServer],
 ) -> None:
     """Chat Completions' `finish_reason: "length"`, or a Responses answer `incomplete` for its
     `max_output_tokens`: the text is kept, and the response says it was cut, as the hosted API
-    does. It was `completed`, as if the cut text were the whole answer."""
+    does. It was `completed`, as if the cut text were the whole answer. So it was for
+    `finish_reason: "content_filter"` (which the hosted API says as `incomplete` for
+    `content_filter`), and for a Responses answer `completed` whose message item is `incomplete`."""
     whole = upstream_answers == "whole"
-    fake.script[:] = [_cut_by_its_limit(api, whole)]
+    fake.script[:] = [_cut_by_its_limit(api, whole, reason, item)]
     fake.streams = not whole
     emulator = PTCEmulator(servers[api].base_url)
     try:
@@ -489,9 +541,87 @@ def test_an_answer_the_upstreams_token_limit_cut_ends_the_response_incomplete(
                 assert events[-1]["type"] == "response.incomplete", [e["type"] for e in events]
                 response = events[-1]["response"]
         assert response["status"] == "incomplete"
-        assert response["incomplete_details"] == {"reason": "max_output_tokens"}
+        assert response["incomplete_details"] == {"reason": reason}
         assert response["output"][-1]["content"][0]["text"] == "The answer was cut sho"
         assert response["output"][-1]["status"] == "incomplete"
     finally:
         fake.streams = True
         emulator.close()
+
+
+# ---- an answer that does not say it finished -------------------------------------------------------
+
+
+def _finished_with(reason: Any) -> Change:
+    """Every chunk's `finish_reason` that is set, as `reason`."""
+    return _each(
+        "*",
+        lambda c: (
+            _set("choices.0.finish_reason", reason)(c) if c["choices"] and c["choices"][0]["finish_reason"] else c
+        ),
+    )
+
+
+def _ended_with(status: Any) -> Change:
+    """The `response.completed` event's response with this `status` (`_DELETE`: none)."""
+    return _each("response.completed", _set("response.status", status))
+
+
+UNFINISHED = [
+    # (api, whole, the fake's answer, the end of the message)
+    ("chat", True, _whole("chat", _set("choices.0.finish_reason", "banana")), "`finish_reason`: banana"),
+    ("chat", False, _streamed("chat", lambda c: _finished_with("banana")(c)), "`finish_reason`: banana"),
+    # the text and [DONE], but no chunk said the answer finished: a cut stream
+    (
+        "chat",
+        False,
+        _streamed("chat", lambda c: _done(_finished_with(None)(c))),
+        "ended its stream without a `finish_reason` (the answer may have been cut short).",
+    ),
+    *[
+        ("responses", True, _whole("responses", _set("status", status)), f"(status: {status}).")
+        for status in ("cancelled", "in_progress", "queued")
+    ],
+    ("responses", True, _whole("responses", _set("status", _DELETE)), "(status: (none))."),
+    *[
+        ("responses", False, _streamed("responses", _ended_with(status)), f"(status: {status}).")
+        for status in ("cancelled", "in_progress", "queued")
+    ],
+]
+
+
+@pytest.mark.parametrize("client", ["json", "sse"])
+@pytest.mark.parametrize(
+    ("api", "whole", "answer", "tail"),
+    UNFINISHED,
+    ids=[
+        "chat-whole-banana",
+        "chat-streamed-banana",
+        "chat-streamed-no_finish_reason",
+        "responses-whole-cancelled",
+        "responses-whole-in_progress",
+        "responses-whole-queued",
+        "responses-whole-no_status",
+        "responses-streamed-cancelled",
+        "responses-streamed-in_progress",
+        "responses-streamed-queued",
+    ],
+)
+def test_an_answer_that_does_not_say_it_finished_is_an_error_naming_what_it_said(
+    api: str,
+    whole: bool,
+    answer: Answer,
+    tail: str,
+    client: str,
+    fake: FakeUpstream,
+    servers: dict[str, EmulatorServer],
+) -> None:
+    """A `finish_reason` none of the documented ones, a stream whose chunks never give one, or a
+    Responses answer whose status is not `completed`, `incomplete` or `failed`: each was a
+    `completed` response (and a finished conversation for `--record`), as if the answer were
+    whole. It is the 502 naming what the upstream said."""
+    if "finish_reason`:" in tail:
+        tail = f"answered with an unknown {tail}"
+    elif tail.startswith("(status"):
+        tail = f"answered a response that did not finish {tail}"
+    _refused(answer, tail, Case("unfinished", lambda a, w: (answer, tail)), api, whole, client, fake, servers)

@@ -59,6 +59,8 @@ def malformed() -> list[tuple[str, str, str]]:
         ("twice.yaml", "turns: [{message: a}]\nturns: []\n", "the key 'turns' is given twice"),
         ("twice_nested.yaml", "match: {input: a, input: b}\nturns: [{message: a}]\n", "the key 'input' is given twice"),
         ("twice.json", '{"turns": [{"message": "a"}], "turns": []}', "invalid JSON: the key 'turns' is given twice"),
+        # a merge key gives a key again by another road: one of the two names was kept silently
+        ("merge.yaml", "name: m\n<<: {name: z}\nturns: [{message: a}]\n", "merge keys (<<) are not supported"),
         # a valid scenario of more values than Python's loader builds in reasonable time and memory
         # (1 MiB of them took 14 s and 250 MB; accepted before)
         (

@@ -4,6 +4,7 @@ missing recorded later."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ import yaml
 
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator.model.scripted.recording import readable_yaml
+from ptc_emulator.testing.cassettes import MAX_CASSETTE_BYTES
 from ptc_emulator.testing.server import EmulatorServer
 from tests.plugin.plugin_support import run
 
@@ -247,6 +249,13 @@ ten times the memory: kept small so the old code's failure stays cheap)."""
             "the recording at scenarios.0 ('a') is refused: Invalid scenario: scenario: turns.0.mesage",
         ),
         (LAUGHS.encode(), "aliases (*name) are not supported"),
+        # A merge key beside the key it gives again: one of the two names was kept silently.
+        (
+            b"scenarios: [{name: m, <<: {name: z}, turns: [{message: hi}]}]",
+            "merge keys (<<) are not supported",
+        ),
+        # Past the bound, refused before any of it is read (a sparse file: no bytes are written).
+        (MAX_CASSETTE_BYTES + 1, f"the file is too large to replay: larger than {MAX_CASSETTE_BYTES} bytes"),
         # Each of these was a traceback of the plugin before (RecursionError, ValueError, and
         # TypeError: Object of type date/bytes/set is not JSON serializable), or a line naming
         # JSON's own encoder ("Out of range float values are not JSON compliant").
@@ -271,6 +280,8 @@ ten times the memory: kept small so the old code's failure stays cheap)."""
         "twice",
         "scenario",
         "laughs",
+        "merge",
+        "too_large",
         "deep",
         "bigint",
         "date",
@@ -280,7 +291,7 @@ ten times the memory: kept small so the old code's failure stays cheap)."""
     ],
 )
 def test_a_hostile_cassette_fails_its_test_naming_the_file_without_a_traceback(
-    pytester: pytest.Pytester, content: bytes, problem: str
+    pytester: pytest.Pytester, content: bytes | int, problem: str
 ) -> None:
     """A cassette is replayed as it is found: a file that is not a cassette fails the test that
     replays it with one line naming the file and what is wrong, not a traceback of the plugin.
@@ -290,9 +301,36 @@ def test_a_hostile_cassette_fails_its_test_naming_the_file_without_a_traceback(
     pytester.makepyfile(test_parcels=HOSTILE_TEST)
     cassette = pytester.path / "cassettes" / "test_parcels" / "test_parcels.yaml"
     cassette.parent.mkdir(parents=True)
-    cassette.write_bytes(content)
+    if isinstance(content, int):  # a file of that many bytes, all of them a hole
+        with cassette.open("wb") as file:
+            file.truncate(content)
+    else:
+        cassette.write_bytes(content)
     result = run(pytester)
     result.assert_outcomes(errors=1)
     said = f"{cassette}: this cassette cannot be replayed: "
     assert any(line.startswith(said) and problem in line for line in result.outlines), result.outlines
+    assert "Traceback" not in result.stdout.str() and "cassettes.py:" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "loop"])
+def test_a_cassette_that_is_no_regular_file_fails_its_test_naming_the_file(
+    pytester: pytest.Pytester, kind: str
+) -> None:
+    """A FIFO where the cassette goes was taken as no cassette yet (`is_file()` is false) and the
+    test passed with nothing replayed; a symbolic link in a loop likewise. Each is refused with
+    one line naming the file, unread (opening a FIFO to read would wait for a writer)."""
+    pytester.makepyfile(test_parcels=HOSTILE_TEST)
+    cassette = pytester.path / "cassettes" / "test_parcels" / "test_parcels.yaml"
+    cassette.parent.mkdir(parents=True)
+    if kind == "fifo":
+        os.mkfifo(cassette)
+        problem = "the path is not a regular file"
+    else:
+        cassette.symlink_to(cassette.name)
+        problem = "the file cannot be read: "
+    result = run(pytester)
+    result.assert_outcomes(errors=1)
+    said = f"{cassette}: this cassette cannot be replayed: {problem}"
+    assert any(line.startswith(said) for line in result.outlines), result.outlines
     assert "Traceback" not in result.stdout.str() and "cassettes.py:" not in result.stdout.str()

@@ -1510,6 +1510,25 @@ def _(c: Context) -> object:
     return asked(answering(status_code=200, text=cut, headers=SSE), api="responses", stream=True)
 
 
+@trigger("stream_without_finish_reason")
+def _(c: Context) -> object:
+    cut = 'data: {"choices": [{"index": 0, "delta": {"content": "Th"}}]}\n\ndata: [DONE]\n\n'
+    return asked(answering(status_code=200, text=cut, headers=SSE), stream=True)
+
+
+@trigger("unknown_finish_reason")
+def _(c: Context) -> object:
+    said = {"choices": [{**SAID["choices"][0], "finish_reason": "banana"}]}
+    return asked(answering(status_code=200, json=said))
+
+
+@trigger("unfinished_response")
+def _(c: Context) -> object:
+    message = {"type": "message", "content": [{"type": "output_text", "text": "Hi."}]}
+    cancelled = {"status": "cancelled", "output": [message]}
+    return asked(answering(status_code=200, json=cancelled), api="responses")
+
+
 @trigger("upstream_stream_broke")
 def _(c: Context) -> object:
     return asked(answering(status_code=200, stream=_Broken(), headers=SSE), stream=True)
@@ -1553,8 +1572,13 @@ for _name in (
     "cassette_not_json",
     "cassette_duplicate_name",
     "cassette_scenario_refused",
+    "cassette_too_large",
 ):
     ELSEWHERE[_name] = _HOSTILE_CASSETTE
+for _name in ("cassette_not_a_file", "cassette_unreadable"):
+    ELSEWHERE[_name] = (
+        "tests/recording/test_cassettes.py::test_a_cassette_that_is_no_regular_file_fails_its_test_naming_the_file"
+    )
 
 
 # ---- the Agents API ------------------------------------------------------------------------------------

@@ -573,12 +573,19 @@ class _NoAliasLoader(yaml.SafeLoader):
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         """A key given twice in one mapping is refused: YAML's loader kept the last value and
-        dropped the first without a word (`turns` twice: the first list of turns never played)."""
+        dropped the first without a word (`turns` twice: the first list of turns never played).
+        So is a merge key (`<<: {name: z}`), which gives keys again by another road: beside
+        `name: m` the loader kept one of the two names silently."""
         if isinstance(node, yaml.MappingNode):
             seen: set[Any] = set()
             for key_node, _ in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping",
+                        node.start_mark,
+                        "merge keys (<<) are not supported in scenarios",
+                        key_node.start_mark,
+                    )
                 key = self.construct_object(key_node, deep=True)
                 try:
                     repeated = key in seen

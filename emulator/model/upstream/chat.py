@@ -78,7 +78,7 @@ class ChatCompletions(UpstreamProtocol):
         answer = Answer(
             text=shape.string(message.get("content"), "choices[0].message.content"),
             model=shape.string(body.get("model"), "model") or None,
-            stopped=_stopped(choices[0].get("finish_reason")),
+            stopped=_stopped(choices[0].get("finish_reason"), streamed=False),
             refusal=shape.string(message.get("refusal"), "choices[0].message.refusal"),
         )
         for name in "reasoning_content", "reasoning":
@@ -98,7 +98,8 @@ class ChatCompletions(UpstreamProtocol):
 
     async def stream(self, events: AsyncIterator[bytes], on_delta: Delta | None) -> Answer:
         """The chunks of choice 0 until `[DONE]`; a stream that ends before it (and before a
-        `finish_reason`) was cut short, which is a `Fault`, not an answer."""
+        `finish_reason`) was cut short, which is a `Fault`, not an answer. So is one that reaches
+        `[DONE]` without choice 0 ever giving a `finish_reason`: nothing said it finished."""
         shape = Shape(messages.streamed_chunk())
         answer = Answer()
         text: list[str] = []
@@ -124,8 +125,8 @@ class ChatCompletions(UpstreamProtocol):
             for n, choice in enumerate(shape.objects(chunk.get("choices"), "choices")):
                 if shape.index(choice.get("index"), f"choices[{n}].index", 0) != 0:
                     continue  # the one choice asked for is the first
-                finished = finished or choice.get("finish_reason") is not None
-                reason = choice.get("finish_reason") or reason
+                if choice.get("finish_reason") is not None:
+                    finished, reason = True, choice["finish_reason"]
                 delta = shape.object(choice.get("delta", {}), f"choices[{n}].delta")
                 for name in "reasoning_content", "reasoning":
                     thought = shape.string(delta.get(name), f"choices[{n}].delta.{name}")
@@ -153,10 +154,12 @@ class ChatCompletions(UpstreamProtocol):
                         slot["arguments"] += shape.arguments(function["arguments"], f"{where}.function.arguments")
         if not finished:
             raise Fault(messages.stream_unfinished())
+        if reason is None:  # [DONE] came, but nothing said the answer finished: it was cut
+            raise Fault(messages.stream_without_finish_reason())
         answer.text = "".join(text)
         answer.reasoning = "".join(reasoning) or None
         answer.refusal = "".join(refusal)
-        answer.stopped = _stopped(reason)
+        answer.stopped = _stopped(reason, streamed=True)
         answer.calls = [
             ToolCall(slot["id"] or f"call_{index}", slot["name"], slot["arguments"])
             for index, slot in sorted(calls.items())
@@ -164,10 +167,26 @@ class ChatCompletions(UpstreamProtocol):
         return answer
 
 
-def _stopped(finish_reason: Any) -> str | None:
+FINISHED = ("stop", "tool_calls", "function_call")
+"""The `finish_reason`s of a choice the upstream finished."""
+
+CUT = {"length": "max_output_tokens", "content_filter": "content_filter"}
+"""The `finish_reason`s of a choice cut short, as the response's `incomplete_details.reason`."""
+
+
+def _stopped(finish_reason: Any, *, streamed: bool) -> str | None:
     """A choice's `finish_reason` as the response's `incomplete_details.reason`: `length` (the
-    upstream's token limit cut the answer) is `max_output_tokens`; any other finished it."""
-    return "max_output_tokens" if finish_reason == "length" else None
+    upstream's token limit cut the answer) is `max_output_tokens`, `content_filter` is
+    `content_filter`, as the hosted Responses API says them; `stop`, `tool_calls` and
+    `function_call` finished it (None). Any other value is a `Fault` naming it: what it means is
+    not known, so the answer is not taken as finished. A whole answer without one (null) is
+    taken as finished (its body came whole); a stream without one is not (`stream` faults first)."""
+    if finish_reason in FINISHED or (finish_reason is None and not streamed):
+        return None
+    if isinstance(finish_reason, str) and finish_reason in CUT:
+        return CUT[finish_reason]
+    shown = finish_reason if isinstance(finish_reason, str) else repr(finish_reason)
+    raise Fault.quoting(messages.unknown_finish_reason, shown)
 
 
 def chat_messages(instructions: str | None, transcript: list[Entry]) -> list[dict[str, Any]]:

@@ -58,8 +58,9 @@ class Answer:
     so that an answer of a refusal alone is said as one (`messages.upstream_refused`)."""
     stopped: str | None = None
     """Why the upstream stopped before its answer was done, as `incomplete_details.reason` says it:
-    `max_output_tokens` (Chat Completions' `finish_reason: "length"`), or a Responses answer's own
-    `incomplete` reason. None: it finished."""
+    `max_output_tokens` (Chat Completions' `finish_reason: "length"`), `content_filter` (its
+    `finish_reason: "content_filter"`), or a Responses answer's own `incomplete` reason. None: it
+    finished."""
 
 
 class Fault(Exception):

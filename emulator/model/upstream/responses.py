@@ -64,20 +64,41 @@ class Responses(UpstreamProtocol):
     def answer(self, data: Any) -> Answer:
         return self._answer(Shape(messages.answered_body()), data, "")
 
-    def _answer(self, shape: Shape, data: Any, at: str, done: list[dict[str, Any]] | None = None) -> Answer:
+    def _answer(
+        self,
+        shape: Shape,
+        data: Any,
+        at: str,
+        done: list[dict[str, Any]] | None = None,
+        ended: str | None = None,
+    ) -> Answer:
         """A response object (`at`: its path, for a `Fault`), its output as `done` gives it if it
-        comes without one."""
+        comes without one; `ended`: the status the stream's last event says (`completed` for
+        `response.completed`), which a response without a `status` of its own takes.
+
+        Its `status` says how it ended: `completed`, or `incomplete` (the text kept, the reason
+        its `incomplete_details` give, `max_output_tokens` if none the hosted API has), or
+        `failed` (a `Fault` quoting its error). Anything else (`cancelled`, `in_progress`,
+        `queued`, another value, none) did not finish: a `Fault` naming it, never `completed`.
+        A message item `incomplete` in a `completed` response makes the response incomplete too."""
         response = shape.object(data, at or "(the body)")
         at = f"{at}." if at else ""
-        if response.get("status") == "failed" or response.get("error"):
+        status = response.get("status", ended)
+        if ended == "incomplete" and status == "completed":  # the event says it was cut: believed
+            status = ended
+        if status == "failed" or response.get("error"):
             error = response.get("error")
             message = error.get("message") if isinstance(error, dict) else error
             raise Fault.quoting(messages.failed_response, str(message or messages.no_failure_message()))
+        if status not in ("completed", "incomplete"):
+            shown = "(none)" if status is None else status if isinstance(status, str) else repr(status)
+            raise Fault.quoting(messages.unfinished_response, shown)
         answer = Answer(model=shape.string(response.get("model"), f"{at}model") or None)
-        if response.get("status") == "incomplete":  # cut short: the response is too
-            details = response.get("incomplete_details")
-            reason = details.get("reason") if isinstance(details, dict) else None
-            answer.stopped = reason if reason in ("max_output_tokens", "content_filter") else "max_output_tokens"
+        details = response.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
+        stopped = reason if reason in ("max_output_tokens", "content_filter") else "max_output_tokens"
+        if status == "incomplete":  # cut short: the response is too
+            answer.stopped = stopped
         output = shape.objects(response.get("output"), f"{at}output")
         where = f"{at}output"
         if not output and done:
@@ -88,6 +109,8 @@ class Responses(UpstreamProtocol):
             kind = item.get("type")
             path = f"{where}[{n}]"
             if kind == "message":
+                if item.get("status") == "incomplete":  # its text was cut: so is the response
+                    answer.stopped = stopped
                 for m, part in enumerate(shape.objects(item.get("content"), f"{path}.content")):
                     if part.get("type") == "output_text":
                         text.append(shape.string(part.get("text"), f"{path}.content[{m}].text"))
@@ -131,7 +154,8 @@ class Responses(UpstreamProtocol):
                 if item.get("type") == "reasoning" and on_delta is not None:
                     on_delta("reasoning", _summary(shape, item, "item"))
             elif kind in ("response.completed", "response.incomplete"):
-                return self._answer(shape, event.get("response"), "response", done)
+                ended = kind.removeprefix("response.")
+                return self._answer(shape, event.get("response"), "response", done, ended)
             elif kind in ("response.failed", "error"):
                 response = event.get("response")
                 failure = response.get("error") if isinstance(response, dict) else None
