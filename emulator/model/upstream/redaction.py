@@ -51,7 +51,7 @@ class Redaction:
         if not self.secret:
             return text
         text = text.replace(self.secret, MASK)
-        if self.escaped is not None and "\\u" in text:
+        if self.escaped is not None and "\\" in text:
             text = self.escaped.sub(MASK, text)
         if cut:
             text = text[: len(text) - self.held(text)]
@@ -188,15 +188,21 @@ class RedactingBytes:
         return pending
 
 
+_SHORT = {'"': '\\"', "\\": "\\\\", "/": "\\/", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+"""JSON's two-character escapes, each with the character it decodes to (`\\/` is `/`)."""
+
+
 def _escaped(secret: str) -> re.Pattern[str]:
-    """A pattern for `secret` with each character as it is or as a JSON `\\u` escape (hex in
-    either case; one outside the BMP as its surrogate pair). Built from the server's own key."""
+    """A pattern for `secret` with each character as it is, as a JSON `\\u` escape (hex in
+    either case; one outside the BMP as its surrogate pair) or as JSON's two-character escape for
+    it (`\\/` for `/`): every way a JSON string can write it. Built from the server's own key."""
     parts = []
     for char in secret:
         code = ord(char)
         units = [code] if code < 0x10000 else [0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)]
         escape = "".join(f"\\\\u(?i:{unit:04x})" for unit in units)
-        parts.append(f"(?:{re.escape(char)}|{escape})")
+        short = f"|{re.escape(_SHORT[char])}" if char in _SHORT else ""
+        parts.append(f"(?:{re.escape(char)}|{escape}{short})")
     return re.compile("".join(parts))
 
 
