@@ -9,9 +9,11 @@ An ASGI middleware in front of the emulator's routes. For each request under `/v
   (`[redacted]`, emulator/model/upstream/redaction.py; a header whose name holds it, in any
   case, is dropped): an upstream that echoes the request's
   headers in an error, or the key in its text, never shows it to the client or the recording.
-  With a key, also where the upstream writes it with JSON's `\\u` escapes (a non-streamed body is
-  then held whole, up to KEPT_BYTES, and an SSE stream passed on event by event, so that the
-  decoded values can be looked at first) or splits it across an item's streamed deltas (`_Deltas`).
+  With a key, also where the upstream writes it with any of JSON's escapes (a non-streamed body is
+  then held whole, up to KEPT_BYTES, and an SSE stream passed on event by event, so that the text
+  can be scanned first) or splits it across an item's streamed deltas (`_Deltas`). It fails closed:
+  with a key, an answer it cannot be sure of reading as the client will (compressed, not UTF-8
+  text, too long to look through whole) is refused, not passed on (`_pass_on`, `binary`).
   Each create and its final response go to the scenario recorder (`scripted/recorder.py`); a
   conversation that ends is written to DIR as a scenario file.
 * local: the emulator plays it, as without `--upstream`.
@@ -752,7 +754,7 @@ A larger one closes the socket (1009)."""
 KEPT_BYTES = 16 * 2**20
 """The most of one upstream answer (a whole body, or one SSE event) the proxy keeps to note its
 ids and record it; a larger one is passed to the client all the same, but not recorded (the log
-says so). Without a bound, 300 MB of answer were held, and joined and parsed on the event loop."""
+says so), unless the proxy holds a key and the answer is JSON, SSE or text: then it is refused. Without a bound, 300 MB of answer were held, and joined and parsed on the event loop."""
 
 _OFF_LOOP_BYTES = 256 * 2**10
 """An upstream answer (or event) at least this long is parsed in a worker thread."""

@@ -15,8 +15,9 @@ same key out of what its upstream answers: the bytes of a body or an SSE stream 
 (`RedactingBytes`, holding back an end that could start the key in the same way), its headers'
 values, each WebSocket message, and the upstream's words in the proxy's own errors; the
 recording is made from what the client is sent, so it never holds the key either. A key written
-with JSON's escapes is found in the decoded values (`values`) of a whole body, SSE event or
-WebSocket message, which is then sent, and recorded, written again without it."""
+with JSON's escapes (`\\u0073`, `\\/`) is found by `text` in the text of a whole body, SSE event or
+WebSocket message, a scan rather than a parse (a document too deep to parse is looked through
+too); what the proxy cannot be sure to read as the client will, it refuses."""
 
 from __future__ import annotations
 
