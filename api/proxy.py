@@ -60,7 +60,6 @@ from ptc_emulator.emulator.model import (
     match_context,
     user_text,
 )
-from ptc_emulator.emulator.model.upstream.redaction import MASK
 from ptc_emulator.emulator.wire.events import TERMINAL
 
 __all__ = ["ProxyMiddleware", "RecordingProxy", "ProxySettingsError"]
@@ -425,7 +424,8 @@ class RecordingProxy:
     def _header_value(self, value: bytes) -> bytes:
         if not self.redaction.secret:
             return value
-        value = value.replace(self.redaction.secret.encode("utf-8"), MASK.encode("ascii"))
+        redacting = self.redaction.chunks()
+        value = redacting(value) + redacting.flush()
         text = value.decode("latin-1")  # every byte a character: the `\u` escapes are ASCII
         cleaned = self.redaction.text(text)
         return value if cleaned == text else cleaned.encode("latin-1")
@@ -754,7 +754,8 @@ A larger one closes the socket (1009)."""
 KEPT_BYTES = 16 * 2**20
 """The most of one upstream answer (a whole body, or one SSE event) the proxy keeps to note its
 ids and record it; a larger one is passed to the client all the same, but not recorded (the log
-says so), unless the proxy holds a key and the answer is JSON, SSE or text: then it is refused. Without a bound, 300 MB of answer were held, and joined and parsed on the event loop."""
+says so), unless the proxy holds a key and the answer is JSON, SSE or text: then it is refused.
+Without a bound, 300 MB of answer were held, and joined and parsed on the event loop."""
 
 _OFF_LOOP_BYTES = 256 * 2**10
 """An upstream answer (or event) at least this long is parsed in a worker thread."""
