@@ -308,3 +308,16 @@ def test_a_long_body_is_looked_through_off_the_loop(
             others_answered_while_held(server, held.entered, held.release, pending, small=False)  # type: ignore[arg-type]
             response = pending.result(timeout=120)
     assert response.status_code == 200 and response.content == body
+
+
+def test_an_sse_stream_with_cr_line_endings_is_recorded_without_a_key(tmp_path: Path) -> None:
+    """Without a key the stream passes as it comes; before, its CR-ended events were never found,
+    so nothing was recorded (the stream's last CR, held to see whether an LF follows, ends it)."""
+    done = {"type": "response.completed", "sequence_number": 0, "response": _response("plain")}
+    stream = f"event: response.completed\rdata: {json.dumps(done)}\r\r".encode()
+    with raw_upstream(_answering(b"200 OK\r\ncontent-type: text/event-stream", stream)) as url:
+        with recorder(tmp_path, url, tmp_path / "recordings") as rec:
+            with httpx.Client(base_url=rec.server_url, timeout=60) as http:
+                response = http.post("/responses", json={**CREATE, "stream": True})
+    assert response.status_code == 200 and response.content == stream
+    assert "plain" in _recorded(tmp_path)
