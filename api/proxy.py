@@ -9,9 +9,11 @@ An ASGI middleware in front of the emulator's routes. For each request under `/v
   (`[redacted]`, emulator/model/upstream/redaction.py; a header whose name holds it, in any
   case, is dropped): an upstream that echoes the request's
   headers in an error, or the key in its text, never shows it to the client or the recording.
-  With a key, also where the upstream writes it with JSON's `\\u` escapes (a non-streamed body is
-  then held whole, up to KEPT_BYTES, and an SSE stream passed on event by event, so that the
-  decoded values can be looked at first) or splits it across an item's streamed deltas (`_Deltas`).
+  With a key, also where the upstream writes it with any of JSON's escapes (a non-streamed body is
+  then held whole, up to KEPT_BYTES, and an SSE stream passed on event by event, so that the text
+  can be scanned first) or splits it across an item's streamed deltas (`_Deltas`). It fails closed:
+  with a key, an answer it cannot be sure of reading as the client will (compressed, not UTF-8
+  text, too long to look through whole) is refused, not passed on (`_pass_on`, `binary`).
   Each create and its final response go to the scenario recorder (`scripted/recorder.py`); a
   conversation that ends is written to DIR as a scenario file.
 * local: the emulator plays it, as without `--upstream`.
@@ -267,24 +269,35 @@ class RecordingProxy:
     async def _pass_on(
         self, reply: httpx.Response, create: dict[str, Any] | None, send: Send, passing: _Passing
     ) -> None:
-        """The upstream's answer to the client, noting its ids and recording it as it passes."""
+        """The upstream's answer to the client, noting its ids and recording it as it passes.
+
+        With a key, an answer whose text the key cannot surely be taken out of is refused (the
+        502 of `proxy_answer_unreadable`, or an SSE stream's `error` event once under way): a
+        JSON, SSE or text one that declares a charset other than UTF-8, or whose bytes are not
+        UTF-8 (or hold a NUL), or a whole body or one SSE event longer than KEPT_BYTES."""
         encoding = reply.headers.get("content-encoding", "identity").strip().lower()
         packed = encoding not in ("", "identity")
-        if packed and self.api_key is not None:  # the key could not be taken out of it
-            refused = messages.proxy_answer_packed(self.base, encoding)
+        keyed = self.api_key is not None
+        if packed and keyed:  # the key could not be taken out of it
+            said = self.redaction.text(
+                reply.headers.get("content-encoding", "").strip()
+            )  # as it came: lower-cased, the key is not found
+            refused = messages.proxy_answer_packed(self.base, said)
             log.warning("%s", refused.message)
             await _error(send, refused.status, refused.message, refused.type, refused.code)
             return
-        secret = (self.api_key or "").lower()
-        headers = [
-            (k.encode("latin-1"), self.redaction.text(v).encode("latin-1"))
-            for k, v in reply.headers.multi_items()
-            if (k.lower() not in _NOT_BACK or (packed and k.lower() == "content-encoding"))
-            and not k.lower().startswith("access-control-")
-            and not (secret and secret in k.lower())  # a name holding the key: dropped (names are lower-cased)
-        ]
-        await send({"type": "http.response.start", "status": reply.status_code, "headers": headers})
-        passing.started = True
+        kind = reply.headers.get("content-type", "")
+        textual = keyed and _textual(kind)
+        if textual and _charset(kind) not in _UTF8:
+            await self._refuse(send, passing, _OTHER_CHARSET)
+            return
+        start = {"type": "http.response.start", "status": reply.status_code, "headers": self._back(reply, packed)}
+
+        async def begin() -> None:
+            if not passing.started:
+                await send(start)
+                passing.started = True
+
         if packed:
             log.warning(
                 "the upstream's answer is compressed (%s) although asked for none: passed on, not recorded", encoding
@@ -292,35 +305,42 @@ class RecordingProxy:
         # What the response says is noted before the client has it all: a client that
         # continues the moment it has the response finds its ids known and its recording made.
         ok = reply.status_code == 200 and not packed
-        sse = reply.headers.get("content-type", "").startswith("text/event-stream")
-        keyed = self.api_key is not None
+        sse = kind.startswith("text/event-stream")
         events = passing.events = _SSE(blocks=keyed, redaction=self.redaction) if sse and not packed else None
         kept = _Kept()
         held: bytearray | None = bytearray() if keyed and events is None else None
         """With a key, a whole body is held (up to KEPT_BYTES) to look for the key in its decoded
-        values before the client has any of it."""
+        values before the client has any of it (its status and headers too, so that it can be refused)."""
+        if held is None and not (keyed and events is not None):
+            await begin()
         redacting = self.redaction.chunks()
 
-        async def passed(chunk: bytes) -> None:
+        async def passed(chunk: bytes) -> bool:
+            """False: the answer is refused (the client told why)."""
             nonlocal held
             if keyed and events is not None:
                 events.feed(chunk)
+                if events.overlong:
+                    await self._refuse(send, passing, _TOO_LONG)
+                    return False
                 for block, data in events.take():
-                    await send(
-                        {
-                            "type": "http.response.body",
-                            "body": await self._block(block, data, events, create if ok else None),
-                            "more_body": True,
-                        }
-                    )
-                return
+                    told = await self._block(block, data, events, create if ok else None)
+                    if told is None:
+                        await self._refuse(send, passing, _NOT_UTF8)
+                        return False
+                    await begin()
+                    await send({"type": "http.response.body", "body": told, "more_body": True})
+                return True
             if held is not None:
                 held += chunk
-                if len(held) > KEPT_BYTES:  # passed on as it comes, the key in plain text taken out
-                    log.warning("the upstream's answer is larger than %d bytes: passed on, not recorded", KEPT_BYTES)
-                    chunk, held = bytes(held), None
-                else:
-                    return
+                if len(held) <= KEPT_BYTES:
+                    return True
+                if textual:  # the key could come with JSON's escapes, which are looked for in a whole text only
+                    await self._refuse(send, passing, _TOO_LONG)
+                    return False
+                log.warning("the upstream's answer is larger than %d bytes: passed on, not recorded", KEPT_BYTES)
+                chunk, held = bytes(held), None  # passed on as it comes, the key in plain text taken out
+                await begin()
             elif events is not None:
                 for data in events.feed(chunk):
                     event = await _parsed(data)
@@ -330,29 +350,51 @@ class RecordingProxy:
             elif ok:
                 kept.add(chunk)
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            return True
 
         try:
             async for raw in reply.aiter_raw():
-                await passed(redacting(raw))
-            if last := redacting.flush():
-                await passed(last)
+                if not await passed(redacting(raw)):
+                    return
+            if (last := redacting.flush()) and not await passed(last):
+                return
+            if events is not None and events.pending_cr:  # the stream's last CR ends a line: its event, maybe
+                events.pending_cr = False
+                if keyed:
+                    if not await passed(b"\n"):
+                        return
+                else:
+                    for data in events.feed(b"\n"):
+                        event = await _parsed(data)
+                        if isinstance(event, dict):
+                            events.note(event)
+                            await self._event(event, create if ok else None)
         except httpx.HTTPError as e:
             detail = self.redaction.text(str(e))
             log.warning("the upstream's answer broke off: %s", detail)
             passing.broken = messages.proxy_answer_cut(self.base, type(e).__name__, detail)
             return  # ended by `_unfinished`, never as if whole
-        if keyed and events is not None and (held_back := events.deltas.flush()):
-            body = b"".join(_sse_block(told) for told, _ in held_back)
-            await send({"type": "http.response.body", "body": body, "more_body": True})
-        if keyed and events is not None and (rest := events.rest()):
-            await send({"type": "http.response.body", "body": rest, "more_body": True})
+        if keyed and events is not None:
+            rest = events.rest()
+            cleaned = await self._scrub(rest) if rest else b""
+            if cleaned is None:
+                await self._refuse(send, passing, _NOT_UTF8)
+                return
+            await begin()
+            if held_back := events.deltas.flush():
+                body = b"".join(_sse_block(told) for told, _ in held_back)
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+            if cleaned:
+                await send({"type": "http.response.body", "body": cleaned, "more_body": True})
         if held is not None:
             body = bytes(held)
+            cleaned = await self._scrub(body)
+            if cleaned is None and textual:
+                await self._refuse(send, passing, _NOT_UTF8)
+                return
+            body = body if cleaned is None else cleaned
             response = await _parsed(body)
-            if b"\\" in body and response is not None:
-                response, changed = self.redaction.values(response)
-                if changed:
-                    body = self.redaction.write(response).encode("utf-8")
+            await begin()
             await send({"type": "http.response.body", "body": body, "more_body": True})
             if ok:
                 await self._event({"type": "response.completed", "response": response}, create)
@@ -361,16 +403,65 @@ class RecordingProxy:
             await self._event({"type": "response.completed", "response": response}, create)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _block(self, block: bytes, data: bytes | None, events: _SSE, create: dict[str, Any] | None) -> bytes:
+    def _back(self, reply: httpx.Response, packed: bool) -> list[tuple[bytes, bytes]]:
+        """The upstream's headers as the client gets them: as their bytes came (a value need not
+        be Latin-1 text: UTF-8 bytes were decoded, and could not be encoded again, a 500), the key
+        taken out of each value; a header whose name holds the key (in any case) is dropped."""
+        secret = (self.api_key or "").lower()
+        headers = []
+        for raw_name, value in reply.headers.raw:
+            name = raw_name.lower()
+            text = name.decode("latin-1")
+            if text in _NOT_BACK and not (packed and text == "content-encoding"):
+                continue
+            if text.startswith("access-control-"):
+                continue
+            if secret and (secret in text or secret.encode("utf-8") in name):
+                continue
+            headers.append((name, self._header_value(value)))
+        return headers
+
+    def _header_value(self, value: bytes) -> bytes:
+        if not self.redaction.secret:
+            return value
+        redacting = self.redaction.chunks()
+        value = redacting(value) + redacting.flush()
+        text = value.decode("latin-1")  # every byte a character: the `\u` escapes are ASCII
+        cleaned = self.redaction.text(text)
+        return value if cleaned == text else cleaned.encode("latin-1")
+
+    async def _scrub(self, data: bytes) -> bytes | None:
+        """`_scrubbed`, in a worker thread for a long text (a regular expression over 12 MB took
+        0.1 s of the event loop; the decoded values walked, seconds)."""
+        if len(data) >= _OFF_LOOP_BYTES:
+            return await asyncio.to_thread(_scrubbed, self.redaction, data)
+        return _scrubbed(self.redaction, data)
+
+    async def _refuse(self, send: Send, passing: _Passing, why: str) -> None:
+        """An answer refused (`proxy_answer_unreadable`): the 502 before its status went, an SSE
+        stream's `error` event after (`_forward_http` sends it)."""
+        refused = messages.proxy_answer_unreadable(self.base, why)
+        log.warning("%s", refused.message)
+        if not passing.started:
+            await _error(send, refused.status, refused.message, refused.type, refused.code)
+            passing.started, passing.events = True, None
+            return
+        passing.broken = refused
+
+    async def _block(
+        self, block: bytes, data: bytes | None, events: _SSE, create: dict[str, Any] | None
+    ) -> bytes | None:
         """One SSE event's bytes as the client gets them (with a key): noted and recorded as
-        `_pass_on` does, and written again when its decoded values hold the key."""
+        `_pass_on` does, the key taken out of its text in any form JSON writes it (None: the
+        event is not UTF-8 text, and the stream is refused)."""
+        cleaned = await self._scrub(block)
+        if cleaned is None:
+            return None
+        if cleaned != block:
+            block, data = cleaned, _data(cleaned[:-2] if cleaned.endswith(b"\n\n") else cleaned) or None
         if data is None:
             return block
         event = await _parsed(data)
-        if b"\\" in data and event is not None:
-            event, changed = self.redaction.values(event)
-            if changed:
-                block = _rewritten(block, self.redaction.write(event))
         if not isinstance(event, dict):
             return block
         events.note(event)
@@ -516,14 +607,15 @@ class RecordingProxy:
         async def relay() -> None:
             async for data in upstream:
                 if isinstance(data, bytes):
-                    await binary(data)
+                    if not await binary(data):
+                        return
                     continue
-                text = self.redaction.text(data)
-                event = _json(text.encode("utf-8"))
-                if "\\" in text and event is not None:  # the key written with JSON's escapes
-                    event, changed = self.redaction.values(event)
-                    if changed:
-                        text = self.redaction.write(event)
+                text = (
+                    await asyncio.to_thread(self.redaction.text, data)
+                    if len(data) >= _OFF_LOOP_BYTES
+                    else (self.redaction.text(data))
+                )  # the key in any form JSON writes it: a scan, no parse (one nested too deep is looked through too)
+                event = await _parsed(text.encode("utf-8"))
                 if isinstance(event, dict):
                     if (event.get("type") in TERMINAL or event.get("type") == "error") and unanswered:
                         unanswered.popleft()
@@ -534,25 +626,31 @@ class RecordingProxy:
                     continue
                 await websocket.send_text(text)
 
-        async def binary(data: bytes) -> None:
+        async def binary(data: bytes) -> bool:
             """A binary message goes on as one (frames pass both ways unchanged), the key taken out
-            of its bytes (and, when they are UTF-8, of their text, `\\u` escapes and all); one that
-            is a JSON event is noted and recorded as a text message is."""
+            of its bytes (and, when they are UTF-8, of their text, JSON's escapes and all); one that
+            is a JSON event is noted and recorded as a text message is. With a key, one that starts
+            with a UTF-16 or UTF-32 byte order mark or reads as the key in either is refused: an
+            `error` event, and the socket closed (1014). False: refused."""
             redacting = self.redaction.chunks()
             data = redacting(data) + redacting.flush()
-            with contextlib.suppress(UnicodeDecodeError):
-                text = data.decode("utf-8")
-                if (cleaned := self.redaction.text(text)) != text:
-                    data = cleaned.encode("utf-8")
-            event = _json(data)
+            cleaned = await self._scrub(data)
+            if cleaned is None and self.redaction.secret and _wide(self.redaction, data):
+                refused = messages.proxy_answer_unreadable(self.base, _WIDE)
+                log.warning("%s", refused.message)
+                ending.append((1014, "the upstream sent a message the proxy could not take the key out of"))
+                error = {"type": "error", "status": refused.status, "error": refused.body()["error"]}
+                await websocket.send_text(json.dumps(error))
+                return False
+            data = data if cleaned is None else cleaned
+            event = await _parsed(data)
             if isinstance(event, dict):
-                if b"\\" in data:
-                    event, _ = self.redaction.values(event)
                 if (event.get("type") in TERMINAL or event.get("type") == "error") and unanswered:
                     unanswered.popleft()
                     answered[0] = loop.time()
                 await self._socket_event(event, pending)
             await websocket.send_bytes(data)
+            return True
 
         tasks = [
             asyncio.ensure_future(client_to_upstream()),
@@ -656,7 +754,8 @@ A larger one closes the socket (1009)."""
 KEPT_BYTES = 16 * 2**20
 """The most of one upstream answer (a whole body, or one SSE event) the proxy keeps to note its
 ids and record it; a larger one is passed to the client all the same, but not recorded (the log
-says so). Without a bound, 300 MB of answer were held, and joined and parsed on the event loop."""
+says so), unless the proxy holds a key and the answer is JSON, SSE or text: then it is refused.
+Without a bound, 300 MB of answer were held, and joined and parsed on the event loop."""
 
 _OFF_LOOP_BYTES = 256 * 2**10
 """An upstream answer (or event) at least this long is parsed in a worker thread."""
@@ -732,15 +831,18 @@ class _SSE:
         self.skipping = False
         """Within an event too long to keep: its bytes are dropped until it ends."""
         self.pending_cr = False
+        self.overlong = False
+        """With `blocks`: an event was longer than `KEPT_BYTES` (a keyed stream refuses it)."""
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        """The data of each event this chunk completes."""
+        """The data of each event this chunk completes. Lines end with CRLF, LF or CR alone (the
+        SSE format allows each); a CR that ends a chunk waits for the next to say which."""
         if self.pending_cr:
             chunk = b"\r" + chunk
         self.pending_cr = chunk.endswith(b"\r")
         if self.pending_cr:
             chunk = chunk[:-1]
-        self.buffer += chunk.replace(b"\r\n", b"\n")
+        self.buffer += chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         found = []
         while (end := self.buffer.find(b"\n\n", max(self.searched - 1, 0))) >= 0:
             block = bytes(self.buffer[:end])
@@ -751,7 +853,7 @@ class _SSE:
                 if self.blocks:
                     self.taken.append((block + b"\n\n", None))
                 continue
-            data = b"\n".join(line[5:].lstrip(b" ") for line in block.split(b"\n") if line.startswith(b"data:"))
+            data = _data(block)
             if self.blocks:
                 self.taken.append((block + b"\n\n", data or None))
             if data:
@@ -760,7 +862,7 @@ class _SSE:
         if len(self.buffer) > KEPT_BYTES:
             if not self.skipping:
                 log.warning("an upstream event is larger than %d bytes: passed on, not recorded", KEPT_BYTES)
-            self.skipping = True
+            self.skipping = self.overlong = True
             if self.blocks:
                 self.taken.append((bytes(self.buffer[:-1]), None))
             keep = self.buffer[-1:]  # an event's end may straddle this chunk and the next
@@ -775,7 +877,7 @@ class _SSE:
 
     def rest(self) -> bytes:
         """With `blocks`: what the stream ended with that ends no event."""
-        rest = bytes(self.buffer) + (b"\r" if self.pending_cr else b"")
+        rest = bytes(self.buffer) + (b"\n" if self.pending_cr else b"")
         self.buffer, self.pending_cr = bytearray(), False
         return rest
 
@@ -823,6 +925,66 @@ class _Deltas:
         stream) went on with something else, so it is not the key."""
         lanes = [lane for lane in self.lanes if which(lane)]
         return [({**event, "delta": text}, False) for event, text in map(self.lanes.pop, lanes)]
+
+
+def _data(block: bytes) -> bytes:
+    """The data of an SSE event's lines (LF-ended)."""
+    return b"\n".join(line[5:].lstrip(b" ") for line in block.split(b"\n") if line.startswith(b"data:"))
+
+
+_UTF8 = frozenset({None, "utf-8", "utf8", "us-ascii", "ascii"})
+"""The charsets a JSON, SSE or text answer may declare with a key set (none: UTF-8, JSON's and SSE's own)."""
+_OTHER_CHARSET = "declares a charset other than UTF-8"
+_NOT_UTF8 = "is not UTF-8 (or holds a NUL byte, as UTF-16 and UTF-32 text does)"
+_TOO_LONG = f"is longer than the {KEPT_BYTES // 2**20} MiB the proxy reads whole to look for the key"
+_WIDE = "holds the key in UTF-16 or UTF-32, or starts with their byte order mark"
+
+
+def _textual(kind: str) -> bool:
+    """Whether a Content-Type is one a client reads as text (JSON, SSE, `text/*`; none at all too)."""
+    media = kind.split(";", 1)[0].strip().lower()
+    return not media or media.startswith("text/") or "json" in media
+
+
+def _charset(kind: str) -> str | None:
+    for param in kind.split(";")[1:]:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            return value.strip().strip('"').lower()
+    return None
+
+
+def _scrubbed(redaction: Redaction, data: bytes) -> bytes | None:
+    """`data`, UTF-8 text, with the key out of it, written plainly or with any of JSON's escapes
+    for its characters (a scan of the text, no parse: a JSON document nested too deep to parse is
+    looked through as well); None when it is not UTF-8 text, or holds a NUL byte (UTF-16 or
+    UTF-32 text without a byte order mark, which a JSON reader may take it for)."""
+    if b"\x00" in data:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    cleaned = redaction.text(text)
+    return data if cleaned == text else cleaned.encode("utf-8")
+
+
+_WIDE_CODECS = ("utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be")
+_BOMS = (b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")
+
+
+def _wide(redaction: Redaction, data: bytes) -> bool:
+    """Whether bytes start with a UTF-16 or UTF-32 byte order mark, or read as the key in UTF-16 or
+    UTF-32 (at any alignment)."""
+    if data.startswith(_BOMS):
+        return True
+    for codec in _WIDE_CODECS:
+        width = 2 if "16" in codec else 4
+        for offset in range(width):
+            text = data[offset:].decode(codec, "replace")
+            if redaction.text(text) != text:
+                return True
+    return False
 
 
 def _sse_block(event: dict[str, Any]) -> bytes:

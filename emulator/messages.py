@@ -2096,6 +2096,25 @@ def proxy_answer_packed(base: str, encoding: str) -> StatusError:
     )
 
 
+@error(PROXY, why="is not UTF-8")
+def proxy_answer_unreadable(base: str, why: str) -> StatusError:
+    """The recording proxy holds an upstream key (`--upstream-api-key-env`) and an upstream answer
+    (a JSON, SSE or text body, an SSE event, a WebSocket message) is one whose text it cannot be
+    sure of reading as the client will: it declares a charset other than UTF-8, its bytes are not
+    UTF-8 (a UTF-16 or UTF-32 BOM among them) or hold a NUL byte (UTF-16 or UTF-32 without a BOM),
+    or, for a binary WebSocket message, they read as the key in UTF-16 or UTF-32. The key is taken
+    out of UTF-8 text only, so such an answer is refused, not passed on (`why` is one of the
+    proxy's own phrases, never the upstream's words)."""
+    return StatusError(
+        502,
+        f"The upstream {base} answered text that {why}: with an upstream key (--upstream-api-key-env) "
+        "the proxy takes the key out of every answer, which it can only be sure of in UTF-8 text, so "
+        "the answer is not passed on.",
+        type="server_error",
+        code="upstream_error",
+    )
+
+
 @error(PROXY, seconds=600.0)
 def proxy_timeout(base: str, seconds: float) -> StatusError:
     """The recording proxy's upstream did not finish its answer within `--upstream-timeout` (the

@@ -366,3 +366,42 @@ def test_an_upstream_that_never_stops_running_programs(
     envelope = _envelope(error)
     assert envelope["code"] == "upstream_invalid_tool_call"
     assert envelope["message"] == "The model upstream took more than 16 turns in one response."
+
+
+SLASHED = "sk-h48f/SeCrEt+k3y9"
+"""A key with a `/`, which JSON may write as `\\/`."""
+
+
+@pytest.mark.parametrize("form", ["slash", "content-type"])
+def test_the_upstream_key_in_other_escapes_reaches_no_one(
+    any_server: Callable[..., EmulatorServer],
+    upstream: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    form: str,
+) -> None:
+    """Before, an error body writing the key's `/` as JSON's `\\/` escape was quoted as it came
+    (the 502's message, the log, the journal: only `\\u` escapes were looked for), and a
+    Content-Type holding the key in `\\u` escapes was quoted through repr (`\\\\u0073...`), which
+    the redaction did not find. Now every JSON escape of each character is looked for, and the
+    Content-Type is redacted before it is quoted."""
+    monkeypatch.setenv("ANY48_UPSTREAM_KEY", SLASHED)
+    caplog.set_level("DEBUG", logger="ptc_emulator")  # httpcore's own trace shows the headers
+    emulator = PTCEmulator(any_server(model_upstream_api_key_env="ANY48_UPSTREAM_KEY").base_url)
+    escaped = "".join(f"\\u{ord(c):04x}" for c in SLASHED)
+    if form == "slash":
+        shown = SLASHED.replace("/", "\\/")
+        upstream.reply(raw_body(('{"error":{"message":"echo ' + shown + '"}}').encode(), code=400))
+    else:
+        shown = escaped
+        upstream.reply(raw_body("<p>x</p>", content_type=f"text/html; x={escaped}"))
+    with emulator.client(max_retries=0) as sdk, pytest.raises(openai.APIStatusError) as raised:
+        sdk.responses.create(model="m", input="Go.", tools=[PTC])
+    assert raised.value.status_code == 502
+    message = _envelope(raised.value)["message"]
+    assert "[redacted]" in message
+    seen = [message, raised.value.response.text, json.dumps(emulator.journal), caplog.text]
+    for text in seen:
+        assert SLASHED not in text and shown not in text and shown.replace("\\", "\\\\") not in text
+        assert json.dumps(SLASHED)[1:-1] not in text and escaped[:12] not in text.replace("\\\\", "\\")
+    emulator.close()

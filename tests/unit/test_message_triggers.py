@@ -2102,6 +2102,23 @@ def _(c: Context) -> object:
     return json.loads(sent[1]["body"])
 
 
+@trigger("proxy_answer_unreadable")
+def _(c: Context) -> object:
+    def wide(request: httpx.Request) -> httpx.Response:
+        headers = {"content-type": "application/json; charset=utf-16"}
+        return httpx.Response(200, headers=headers, content='{"id": "resp_1"}'.encode("utf-16"))
+
+    with tempfile.TemporaryDirectory() as data:
+        proxy = recording(data)
+        proxy.api_key = "sk-trigger"
+        proxy.client = httpx.AsyncClient(transport=httpx.MockTransport(wide))
+        scope = {"type": "http", "method": "POST", "path": "/v1/responses", "headers": [], "query_string": b""}
+        body = {"type": "http.request", "body": b'{"model": "m", "input": "hi"}', "more_body": False}
+        sent = asgi(scope, [body], lambda *a: proxy.serve(c.http.app, *a))
+    assert sent[0]["status"] == 502, sent
+    return json.loads(sent[1]["body"])
+
+
 @trigger("proxy_timeout")
 def _(c: Context) -> object:
     with tempfile.TemporaryDirectory() as data:

@@ -211,10 +211,10 @@ class UpstreamClient:
         try:
             encoding = response.headers.get("content-encoding", "identity").strip().lower()
             if encoding not in ("", "identity"):
-                raise Fault(messages.compressed(snippet(encoding)))
+                raise Fault(messages.compressed(snippet(self._redaction.text(encoding))))
             kind = response.headers.get("content-type", "")
             if not _answer_type(kind):
-                raise Fault(messages.not_an_answer(response.status_code, snippet(kind)))
+                raise Fault(messages.not_an_answer(response.status_code, snippet(self._redaction.text(kind))))
             chunks = response.aiter_bytes()
             if self.config.stream and "json" not in kind:
                 budget = Budget(self.config.max_answer_bytes, "streamed")

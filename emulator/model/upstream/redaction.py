@@ -15,8 +15,9 @@ same key out of what its upstream answers: the bytes of a body or an SSE stream 
 (`RedactingBytes`, holding back an end that could start the key in the same way), its headers'
 values, each WebSocket message, and the upstream's words in the proxy's own errors; the
 recording is made from what the client is sent, so it never holds the key either. A key written
-with JSON's escapes is found in the decoded values (`values`) of a whole body, SSE event or
-WebSocket message, which is then sent, and recorded, written again without it."""
+with JSON's escapes (`\\u0073`, `\\/`) is found by `text` in the text of a whole body, SSE event or
+WebSocket message, a scan rather than a parse (a document too deep to parse is looked through
+too); what the proxy cannot be sure to read as the client will, it refuses."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ class Redaction:
         if not self.secret:
             return text
         text = text.replace(self.secret, MASK)
-        if self.escaped is not None and "\\u" in text:
+        if self.escaped is not None and "\\" in text:
             text = self.escaped.sub(MASK, text)
         if cut:
             text = text[: len(text) - self.held(text)]
@@ -188,15 +189,21 @@ class RedactingBytes:
         return pending
 
 
+_SHORT = {'"': '\\"', "\\": "\\\\", "/": "\\/", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+"""JSON's two-character escapes, each with the character it decodes to (`\\/` is `/`)."""
+
+
 def _escaped(secret: str) -> re.Pattern[str]:
-    """A pattern for `secret` with each character as it is or as a JSON `\\u` escape (hex in
-    either case; one outside the BMP as its surrogate pair). Built from the server's own key."""
+    """A pattern for `secret` with each character as it is, as a JSON `\\u` escape (hex in
+    either case; one outside the BMP as its surrogate pair) or as JSON's two-character escape for
+    it (`\\/` for `/`): every way a JSON string can write it. Built from the server's own key."""
     parts = []
     for char in secret:
         code = ord(char)
         units = [code] if code < 0x10000 else [0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)]
         escape = "".join(f"\\\\u(?i:{unit:04x})" for unit in units)
-        parts.append(f"(?:{re.escape(char)}|{escape})")
+        short = f"|{re.escape(_SHORT[char])}" if char in _SHORT else ""
+        parts.append(f"(?:{re.escape(char)}|{escape}{short})")
     return re.compile("".join(parts))
 
 
