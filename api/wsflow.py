@@ -20,6 +20,14 @@ Here a read is fed to the parser in `FEED_BYTES` slices, one slice a step of the
 further slice is fed while `FRAME_DEPTH` messages wait for the app or while the client takes none of
 the answers (the write buffer over its high-water mark), the rest kept and the socket not read until
 then. The route's reader (`api/routes/websocket.py`) yields after each frame.
+
+uvicorn kept each fragment of a message (a first frame with `fin` 0, then continuations) in a list
+until the last: with 1-byte fragments some 50 bytes resident per byte of payload (a 16 MiB message
+about 850 MB), and empty fragments, which count for nothing against `ws_max_size`, grew the list
+without a bound for as long as the client sent them. Here a message's fragments are joined as they
+come into one `bytearray` (what is kept is the payload, bounded by `ws_max_size`), and a message
+may come in at most `MAX_FRAGMENTS` frames, empty ones counted: past it the socket is closed
+(1009, the reason saying so) and the app told of the disconnect.
 """
 
 from __future__ import annotations
@@ -28,8 +36,10 @@ import asyncio
 
 from uvicorn._types import ASGIReceiveEvent
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.frames import Frame
 
 from ptc_emulator.api.httpflow import WRITE_PAUSE_S, PauseBound
+from ptc_emulator.emulator import messages
 
 __all__ = ["WebSocketProtocol"]
 
@@ -43,8 +53,15 @@ FRAME_DEPTH = 16
 create after the last one's events, so it has one waiting at most."""
 
 
+MAX_FRAGMENTS = 65_536
+"""The most frames one message may come in (its first and its continuations, empty ones too); a
+client that fragments at all sends a few per message."""
+
+
 class WebSocketProtocol(WebSocketsSansIOProtocol):
     write_pause_s = WRITE_PAUSE_S
+    _fragments = 0
+    _joined: bytearray | None = None
     _paused_for_writes = False
     _pause: PauseBound | None = None
     _unfed = b""
@@ -140,3 +157,46 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
             self._paused_for_writes = False
             if self.queue.empty() and self._feeding is None:  # otherwise the app's next receive resumes it
                 self._resume()
+
+    # A message's fragments, joined as they come (uvicorn listed them all until the last).
+
+    def handle_text(self, event: Frame) -> None:
+        self.curr_msg_data_type = "text"
+        self._first_fragment(event)
+
+    def handle_bytes(self, event: Frame) -> None:
+        self.curr_msg_data_type = "bytes"
+        self._first_fragment(event)
+
+    def _first_fragment(self, event: Frame) -> None:
+        self._fragments, self._joined = 1, None
+        self.frames = [event.data]  # type: ignore[list-item]
+        if event.fin:
+            self.send_receive_event_to_app()
+
+    def handle_cont(self, event: Frame) -> None:
+        if self.close_sent or self.disconnected:
+            return
+        self._fragments += 1
+        if self._fragments > MAX_FRAGMENTS:
+            self._fail(1009, messages.socket_message_too_fragmented(MAX_FRAGMENTS))
+            return
+        if self._joined is None:
+            self._joined = bytearray(self.frames[0] if self.frames else b"")
+            self.frames = [self._joined]  # type: ignore[list-item]
+        self._joined += event.data
+        if event.fin:
+            self.send_receive_event_to_app()
+
+    def send_receive_event_to_app(self) -> None:
+        if self._joined is not None and self.curr_msg_data_type == "bytes":
+            self.frames = [bytes(self._joined)]
+        self._fragments, self._joined = 0, None
+        super().send_receive_event_to_app()
+
+    def _fail(self, code: int, reason: str) -> None:
+        """Close the socket at once (`code`, `reason`), dropping the message begun; the app sees the
+        disconnect."""
+        self.frames, self._fragments, self._joined = [], 0, None
+        self.conn.fail(code, reason)
+        self.handle_parser_exception()

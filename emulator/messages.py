@@ -2434,6 +2434,13 @@ def socket_lifetime_reached(seconds: float) -> StatusError:
     )
 
 
+@text(SOCKET, "the reason of the close frame (code 1009) that ends the socket", limit=65536)
+def socket_message_too_fragmented(limit: int) -> str:
+    """A message sent in more frames than the server joins (its first and its continuations, empty
+    ones counted): the socket is closed."""
+    return f"A message may come in at most {limit} frames: send it whole or in fewer fragments."
+
+
 @error(SOCKET, problem="nested deeper than 64 levels")
 def frame_too_deep(problem: str) -> InvalidRequest:
     """A frame nested deeper than the emulator reads (`problem`: the reader's words)."""
