@@ -28,18 +28,31 @@ without a bound for as long as the client sent them. Here a message's fragments 
 come into one `bytearray` (what is kept is the payload, bounded by `ws_max_size`), and a message
 may come in at most `MAX_FRAGMENTS` frames, empty ones counted: past it the socket is closed
 (1009, the reason saying so) and the app told of the disconnect.
+
+An upgrade the WebSocket layer cannot open (a missing or malformed `Sec-WebSocket-Key`, two `Origin`
+headers, a version other than 13) was answered with a 400 in plain text; here it is answered as every
+refusal before a socket opens is, OpenAI's envelope: the 400 with the same words, and a version
+other than 13 the 426 with `Sec-WebSocket-Version: 13` (RFC 6455, 4.4).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+from http import HTTPStatus
+from typing import Any
 
 from uvicorn._types import ASGIReceiveEvent
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.datastructures import Headers
+from websockets.exceptions import InvalidHeaderValue, InvalidUpgrade
 from websockets.frames import Frame
+from websockets.http11 import Request, Response
+from websockets.server import ServerProtocol
 
 from ptc_emulator.api.httpflow import WRITE_PAUSE_S, PauseBound
 from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.errors import EmulatorError
 
 __all__ = ["WebSocketProtocol"]
 
@@ -71,6 +84,17 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
     def bounded(cls, *, write_pause_s: float) -> type[WebSocketProtocol]:
         """This protocol with the settings' write-pause limit."""
         return type(cls.__name__, (cls,), {"write_pause_s": write_pause_s})
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.conn.accept = self._accept  # type: ignore[method-assign]
+
+    def _accept(self, request: Request) -> Response:
+        """The WebSocket layer's answer to the upgrade; a refusal in OpenAI's envelope."""
+        response = ServerProtocol.accept(self.conn, request)
+        if response.status_code == 101:
+            return response
+        return _in_envelope(_refusal(response.status_code, self.conn.handshake_exc), response)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -200,3 +224,27 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
         self.frames, self._fragments, self._joined = [], 0, None
         self.conn.fail(code, reason)
         self.handle_parser_exception()
+
+
+def _refusal(status: int, problem: Exception | None) -> EmulatorError:
+    """The catalogue's error for an upgrade the WebSocket layer refused (`problem`, its reason)."""
+    if isinstance(problem, InvalidHeaderValue) and problem.name.lower() == "sec-websocket-version":
+        return messages.websocket_version_unsupported(problem.value or "")
+    if problem is None or status >= 500:
+        return messages.server_error()
+    status = 426 if isinstance(problem, InvalidUpgrade) else 400
+    return messages.websocket_handshake_invalid(str(problem).rstrip("."), status)
+
+
+def _in_envelope(error: EmulatorError, refused: Response) -> Response:
+    """`error` as the handshake's answer: its status, headers and envelope, and those headers of the
+    WebSocket layer's refusal that say how to upgrade (`Upgrade`, `Connection`)."""
+    body = json.dumps(error.body(), ensure_ascii=False, separators=(",", ":")).encode()
+    headers = Headers(
+        (k, v) for k, v in refused.headers.raw_items() if k.lower() not in ("content-type", "content-length")
+    )
+    for name, value in (error.headers or {}).items():
+        headers[name] = value
+    headers["Content-Type"] = "application/json"
+    headers["Content-Length"] = str(len(body))
+    return Response(error.status, HTTPStatus(error.status).phrase, headers, body)
