@@ -234,6 +234,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     app.include_router(websocket.router)
     app.include_router(agents.router)
     app.include_router(models.router)
+    app.router.default = _no_route(app.router.default)
     if settings.recording:
         _record(app, state)
     if store.shared:
@@ -242,6 +243,20 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
     app.add_middleware(_Edge, settings=settings, own=state.own, state=state)
     app.add_middleware(RequestLog)  # outermost: the edge's refusals have their line too
     return app
+
+
+def _no_route(not_found: ASGIApp) -> ASGIApp:
+    """The router's answer to a path no route has: for a WebSocket upgrade the 404 a plain GET of
+    that path gets, in OpenAI's envelope (Starlette closes the socket, which uvicorn answers with
+    a 403 and no body)."""
+
+    async def no_route(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await _reject(scope, receive, send, messages.invalid_url("GET", scope.get("path", "")))
+            return
+        await not_found(scope, receive, send)
+
+    return no_route
 
 
 async def _routes_ready(app: FastAPI) -> None:

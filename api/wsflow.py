@@ -20,16 +20,39 @@ Here a read is fed to the parser in `FEED_BYTES` slices, one slice a step of the
 further slice is fed while `FRAME_DEPTH` messages wait for the app or while the client takes none of
 the answers (the write buffer over its high-water mark), the rest kept and the socket not read until
 then. The route's reader (`api/routes/websocket.py`) yields after each frame.
+
+uvicorn kept each fragment of a message (a first frame with `fin` 0, then continuations) in a list
+until the last: with 1-byte fragments some 50 bytes resident per byte of payload (a 16 MiB message
+about 850 MB), and empty fragments, which count for nothing against `ws_max_size`, grew the list
+without a bound for as long as the client sent them. Here a message's fragments are joined as they
+come into one `bytearray` (what is kept is the payload, bounded by `ws_max_size`), and a message
+may come in at most `MAX_FRAGMENTS` frames, empty ones counted: past it the socket is closed
+(1009, the reason saying so) and the app told of the disconnect.
+
+An upgrade the WebSocket layer cannot open (a missing or malformed `Sec-WebSocket-Key`, two `Origin`
+headers, a version other than 13) was answered with a 400 in plain text; here it is answered as every
+refusal before a socket opens is, OpenAI's envelope: the 400 with the same words, and a version
+other than 13 the 426 with `Sec-WebSocket-Version: 13` (RFC 6455, 4.4).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+from http import HTTPStatus
+from typing import Any
 
 from uvicorn._types import ASGIReceiveEvent
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.datastructures import Headers
+from websockets.exceptions import InvalidHeaderValue, InvalidUpgrade
+from websockets.frames import Frame
+from websockets.http11 import Request, Response
+from websockets.server import ServerProtocol
 
 from ptc_emulator.api.httpflow import WRITE_PAUSE_S, PauseBound
+from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.errors import EmulatorError
 
 __all__ = ["WebSocketProtocol"]
 
@@ -43,8 +66,15 @@ FRAME_DEPTH = 16
 create after the last one's events, so it has one waiting at most."""
 
 
+MAX_FRAGMENTS = 65_536
+"""The most frames one message may come in (its first and its continuations, empty ones too); a
+client that fragments at all sends a few per message."""
+
+
 class WebSocketProtocol(WebSocketsSansIOProtocol):
     write_pause_s = WRITE_PAUSE_S
+    _fragments = 0
+    _joined: bytearray | None = None
     _paused_for_writes = False
     _pause: PauseBound | None = None
     _unfed = b""
@@ -54,6 +84,17 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
     def bounded(cls, *, write_pause_s: float) -> type[WebSocketProtocol]:
         """This protocol with the settings' write-pause limit."""
         return type(cls.__name__, (cls,), {"write_pause_s": write_pause_s})
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.conn.accept = self._accept  # type: ignore[method-assign]
+
+    def _accept(self, request: Request) -> Response:
+        """The WebSocket layer's answer to the upgrade; a refusal in OpenAI's envelope."""
+        response = ServerProtocol.accept(self.conn, request)
+        if response.status_code == 101:
+            return response
+        return _in_envelope(_refusal(response.status_code, self.conn.handshake_exc), response)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -140,3 +181,70 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
             self._paused_for_writes = False
             if self.queue.empty() and self._feeding is None:  # otherwise the app's next receive resumes it
                 self._resume()
+
+    # A message's fragments, joined as they come (uvicorn listed them all until the last).
+
+    def handle_text(self, event: Frame) -> None:
+        self.curr_msg_data_type = "text"
+        self._first_fragment(event)
+
+    def handle_bytes(self, event: Frame) -> None:
+        self.curr_msg_data_type = "bytes"
+        self._first_fragment(event)
+
+    def _first_fragment(self, event: Frame) -> None:
+        self._fragments, self._joined = 1, None
+        self.frames = [event.data]  # type: ignore[list-item]
+        if event.fin:
+            self.send_receive_event_to_app()
+
+    def handle_cont(self, event: Frame) -> None:
+        if self.close_sent or self.disconnected:
+            return
+        self._fragments += 1
+        if self._fragments > MAX_FRAGMENTS:
+            self._fail(1009, messages.socket_message_too_fragmented(MAX_FRAGMENTS))
+            return
+        if self._joined is None:
+            self._joined = bytearray(self.frames[0] if self.frames else b"")
+            self.frames = [self._joined]  # type: ignore[list-item]
+        self._joined += event.data
+        if event.fin:
+            self.send_receive_event_to_app()
+
+    def send_receive_event_to_app(self) -> None:
+        if self._joined is not None and self.curr_msg_data_type == "bytes":
+            self.frames = [bytes(self._joined)]
+        self._fragments, self._joined = 0, None
+        super().send_receive_event_to_app()
+
+    def _fail(self, code: int, reason: str) -> None:
+        """Close the socket at once (`code`, `reason`), dropping the message begun; the app sees the
+        disconnect."""
+        self.frames, self._fragments, self._joined = [], 0, None
+        self.conn.fail(code, reason)
+        self.handle_parser_exception()
+
+
+def _refusal(status: int, problem: Exception | None) -> EmulatorError:
+    """The catalogue's error for an upgrade the WebSocket layer refused (`problem`, its reason)."""
+    if isinstance(problem, InvalidHeaderValue) and problem.name.lower() == "sec-websocket-version":
+        return messages.websocket_version_unsupported(problem.value or "")
+    if problem is None or status >= 500:
+        return messages.server_error()
+    status = 426 if isinstance(problem, InvalidUpgrade) else 400
+    return messages.websocket_handshake_invalid(str(problem).rstrip("."), status)
+
+
+def _in_envelope(error: EmulatorError, refused: Response) -> Response:
+    """`error` as the handshake's answer: its status, headers and envelope, and those headers of the
+    WebSocket layer's refusal that say how to upgrade (`Upgrade`, `Connection`)."""
+    body = json.dumps(error.body(), ensure_ascii=False, separators=(",", ":")).encode()
+    headers = Headers(
+        (k, v) for k, v in refused.headers.raw_items() if k.lower() not in ("content-type", "content-length")
+    )
+    for name, value in (error.headers or {}).items():
+        headers[name] = value
+    headers["Content-Type"] = "application/json"
+    headers["Content-Length"] = str(len(body))
+    return Response(error.status, HTTPStatus(error.status).phrase, headers, body)

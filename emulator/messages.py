@@ -225,6 +225,31 @@ def origin_not_allowed(origin: str) -> StatusError:
     )
 
 
+@error(EDGE, problem="missing Sec-WebSocket-Key header", status=400)
+def websocket_handshake_invalid(problem: str, status: int = 400) -> StatusError:
+    """A WebSocket upgrade the server cannot open (before the app sees it): a missing or malformed
+    `Sec-WebSocket-Key`, two `Origin` headers, a missing `Connection: Upgrade` (`status` 426);
+    `problem`: what is wrong, as the WebSocket layer words it."""
+    return StatusError(
+        status,
+        f"Failed to open a WebSocket connection: {problem}.",
+        type="invalid_request_error",
+    )
+
+
+@error(EDGE, version="8")
+def websocket_version_unsupported(version: str) -> StatusError:
+    """A WebSocket upgrade asking for a protocol version other than 13, the one RFC 6455 defines
+    (answered 426 with `Sec-WebSocket-Version: 13`, as the RFC asks)."""
+    return StatusError(
+        426,
+        f"Failed to open a WebSocket connection: unsupported Sec-WebSocket-Version {version[:40]!r}; "
+        "this server speaks version 13.",
+        type="invalid_request_error",
+        headers={"Sec-WebSocket-Version": "13"},
+    )
+
+
 @error(EDGE, shown="text/plain")
 def unsupported_content_type(shown: str) -> StatusError:
     """A POST with a body to `/v1/...` that is not JSON, or any POST to the admin API that does not
@@ -2451,6 +2476,13 @@ def socket_lifetime_reached(seconds: float) -> StatusError:
         type="invalid_request_error",
         code="websocket_connection_limit_reached",
     )
+
+
+@text(SOCKET, "the reason of the close frame (code 1009) that ends the socket", limit=65536)
+def socket_message_too_fragmented(limit: int) -> str:
+    """A message sent in more frames than the server joins (its first and its continuations, empty
+    ones counted): the socket is closed."""
+    return f"A message may come in at most {limit} frames: send it whole or in fewer fragments."
 
 
 @error(SOCKET, problem="nested deeper than 64 levels")
