@@ -61,7 +61,9 @@ parsing goes on once the queue has drained to half, the answers in their order. 
 against the client while its bytes wait so. A `Content-Length` body holds no head end the parser
 would see: its slices are cut by the body's length (from the header, less the body come so far), and
 head ends are looked for only after it (a body of `\r\n\r\n` repeated was cut at each, thousands of
-4-byte slices a read: a 16 MiB one took 3.7-14 s, and held other clients up to 1.8 s).
+4-byte slices a read: a 16 MiB one took 3.7-14 s, and held other clients up to 1.8 s). A chunked
+body ends with a line of `0` (its last chunk): head ends are looked for only from the slice's first
+`\n0` (a chunked body's first head end still ends its slice, as the body's end may be there).
 
 A refusal found within a body (framing past its bound, bytes the parser cannot read) is the refused
 request's: queued behind requests still unanswered, it takes that request's place in the queue (their
@@ -398,12 +400,18 @@ class HttpProtocol(HttpToolsProtocol):
         in it if there are that many (a body's bytes may hold some too: the slice is only shorter)."""
         most = CHUNKED_FEED_BYTES if self._chunked and not self._in_head else FEED_BYTES
         data, limit, end = self._unparsed, min(len(self._unparsed), self._at + most), self._at
+        start = end
         if not self._in_head and self._body_left:  # a Content-Length body: no head ends in it
             if self._at + self._body_left >= limit:
                 return limit
             end = self._at + self._body_left
+        elif not self._in_head and self._chunked:  # a chunked body ends with a line of `0` (its last chunk)
+            last = self._at if data.startswith(b"0", self._at) else data.find(b"\n0", self._at, limit)
+            if last < 0:
+                return limit
+            start = last
         for _ in range(room):
-            found = data.find(_HEAD_END, end, limit)
+            found = data.find(_HEAD_END, max(end, start), limit)
             if found < 0:
                 return limit
             chunked = (self._chunked and end == self._at) or any(data.find(word, end, found) >= 0 for word in _CHUNKED)
