@@ -76,9 +76,10 @@ discarding it, to find the next request (4.2 GB in 10 s of a `Content-Length` of
 A chunked body's chunks are each a piece of body, one call of the parser's (and of uvicorn's, which
 copied the body gathered so far at each: `bytes +=`). A body of one-byte chunks was some 43,000 calls
 a read, parsed in one step of the event loop (a 2 MB create held other clients 0.3-0.7 s). A step now
-parses slices until `PIECES_PER_STEP` pieces have come (or `SLICES_PER_STEP` slices), then leaves the rest of the read to the loop's
-next step, reading paused meanwhile (`HoldingFlow`: uvicorn resumes reading each time the app asks for
-more body); the pieces a slice held reach uvicorn joined, once a slice.
+parses slices until `PIECES_PER_STEP` pieces have come (or `SLICES_PER_STEP` slices), then leaves the
+rest of the read to the loop's next step, reading paused meanwhile (`HoldingFlow`: uvicorn resumes
+reading each time the app asks for more body); the pieces a slice held reach uvicorn joined, once a
+slice.
 """
 
 from __future__ import annotations
