@@ -559,16 +559,17 @@ class HttpProtocol(HttpToolsProtocol):
             self._closing_unread(self.cycle)
         self._arm_body()
 
-    @staticmethod
-    def _closing_unread(cycle: RequestResponseCycle) -> None:
+    def _closing_unread(self, cycle: RequestResponseCycle) -> None:
         """A response begun before its request's body has all come (a 413 for a `Content-Length` past
         the limit, any refusal of a body the app does not read) says `connection: close` and the
         connection is closed after it: the server read the unread body on to find the next request
-        (4.2 GB in 10 s of a `Content-Length` of 10^12), the app's answer long sent."""
+        (4.2 GB in 10 s of a `Content-Length` of 10^12), the app's answer long sent. (A `Content-Length`
+        body read whole and held unparsed, behind pipelined requests, is no reason to close.)"""
         send = cycle.send
 
         async def sending(message: ASGISendEvent) -> None:
-            if message["type"] == "http.response.start" and cycle.more_body and not cycle.response_started:
+            started = message["type"] == "http.response.start" and not cycle.response_started
+            if started and cycle.more_body and not (0 < self._body_left <= len(self._unparsed) - self._at):
                 cycle.keep_alive = False
             await send(message)
 
