@@ -40,7 +40,11 @@ closed. Three deadlines bound them:
   chunked body is fed in slices of `CHUNKED_FEED_BYTES` from its first byte (the parser says what
   of a slice was body, not where), and a slice's framing is all counted as if it came after its
   last piece of body, so the bound holds however the bytes were read (a 140 KiB trailer sent with
-  its body in one write was served), give or take one such slice;
+  its body in one write was served), give or take one such slice. Framing never fills the body's
+  buffer, so reading never paused for it: chunks of one byte each behind 8,000 bytes of extension
+  (each slice holding a piece of body) were read at full speed, 1.2-1.7 GB in 10 s. A chunked body's
+  framing in all may take `HEAD_BYTES` and `FRAMING_PER_BODY_BYTE` bytes for each byte of its body
+  (one-byte chunks take 5); past it, the 431 as above;
 - the write-pause limit (`write_pause_s`, `--write-pause-timeout`): a connection whose transport
   is paused for writing (the server's write buffer over its high-water mark) and whose client reads
   nothing of it that long is aborted: its buffered reply is dropped and the request's app sees
@@ -54,24 +58,39 @@ in slices cut so that no more than `PIPELINE_DEPTH` requests are ever queued on 
 ends with an empty line, CRLF CRLF, so a slice holding n of them ends at most n heads, and the one
 begun before it); at the bound the rest of the read is kept unparsed and the socket is not read, and
 parsing goes on once the queue has drained to half, the answers in their order. Deadlines do not run
-against the client while its bytes wait so.
+against the client while its bytes wait so. A `Content-Length` body holds no head end the parser
+would see: its slices are cut by the body's length (from the header, less the body come so far), and
+head ends are looked for only after it (a body of `\r\n\r\n` repeated was cut at each, thousands of
+4-byte slices a read: a 16 MiB one took 3.7-14 s, and held other clients up to 1.8 s). A chunked
+body ends with a line of `0` (its last chunk): head ends are looked for only from the slice's first
+`\n0` (a chunked body's first head end still ends its slice, as the body's end may be there).
+
+A refusal found within a body (framing past its bound, bytes the parser cannot read) is the refused
+request's: queued behind requests still unanswered, it takes that request's place in the queue (their
+answers first, in order, then it; the refusal was written at once and the connection closed, so their
+answers were lost), nothing after it read. A response begun before its request's body has all come
+(the 413 for a `Content-Length` past the limit, any refusal of a body the app does not read) says
+`connection: close`, and the connection is closed after it: the server read the unread body on,
+discarding it, to find the next request (4.2 GB in 10 s of a `Content-Length` of 10^12).
 
 A chunked body's chunks are each a piece of body, one call of the parser's (and of uvicorn's, which
 copied the body gathered so far at each: `bytes +=`). A body of one-byte chunks was some 43,000 calls
 a read, parsed in one step of the event loop (a 2 MB create held other clients 0.3-0.7 s). A step now
-parses slices until `PIECES_PER_STEP` pieces have come, then leaves the rest of the read to the loop's
-next step, reading paused meanwhile (`HoldingFlow`: uvicorn resumes reading each time the app asks for
-more body); the pieces a slice held reach uvicorn joined, once a slice.
+parses slices until `PIECES_PER_STEP` pieces have come (or `SLICES_PER_STEP` slices), then leaves the
+rest of the read to the loop's next step, reading paused meanwhile (`HoldingFlow`: uvicorn resumes
+reading each time the app asks for more body); the pieces a slice held reach uvicorn joined, once a
+slice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
+from uvicorn._types import ASGISendEvent
 from uvicorn.protocols.http.flow_control import FlowControl
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import EmulatorError
@@ -83,6 +102,7 @@ __all__ = [
     "HEAD_TIMEOUT_S",
     "PIECES_PER_STEP",
     "PIPELINE_DEPTH",
+    "SLICES_PER_STEP",
     "WRITE_PAUSE_S",
     "HttpProtocol",
     "PauseBound",
@@ -119,6 +139,17 @@ PIECES_PER_STEP = 512
 """The pieces of body a step of the event loop hands to the app at most, give or take one slice: a
 chunked body comes in as many pieces as it has chunks (each a call of the parser's, and of the
 server's), and one of one-byte chunks held the loop for every read (256 KiB, some 43,000 pieces)."""
+
+SLICES_PER_STEP = 64
+"""The slices a step of the event loop parses at most: a read is cut at head ends (and a chunked body
+at its first), and a body of `\r\n\r\n` repeated cut a read into thousands of 4-byte slices, all
+parsed in one step (other clients waited up to 1.8 s behind a 16 MiB one)."""
+
+FRAMING_PER_BODY_BYTE = 16
+"""A chunked body's framing in all (chunk size lines, their extensions, trailers) may take at most
+`HEAD_BYTES` and this many bytes for each byte of its body: one-byte chunks take 5 (`1\r\nx\r\n`),
+and framing never fills the body's buffer, so reading never paused for it (a client sending chunks
+of one byte each behind 8,000 bytes of extension had 1.2-1.7 GB read in 10 s)."""
 
 _CHUNKED = (b"hunked", b"HUNKED")
 """What a head whose body comes chunked holds (`Transfer-Encoding: chunked`, in any case)."""
@@ -208,6 +239,14 @@ class HttpProtocol(HttpToolsProtocol):
     """The last bytes of the slice before, when it ended within a head (where a head's end may begin)."""
     """A request's first byte has come and its headers have not ended."""
     _framing_bytes = 0
+    _framing_total = 0
+    """Framing bytes of the chunked body being read, in all (see `FRAMING_PER_BODY_BYTE`)."""
+    _body_total = 0
+    _content_length = 0
+    """The `Content-Length` of the request whose head is being read (0 when it has none)."""
+    _body_left = 0
+    """Bytes of a `Content-Length` body still to come: a slice ends at most there, and head ends are
+    looked for only after it (a body of `\r\n\r\n` repeated was cut at each)."""
     """Bytes that came after the headers since the last piece of body (trailers, chunk size lines)."""
     _body_came = False
     _chunked = False
@@ -286,7 +325,7 @@ class HttpProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._head_begun, self._head_seen, self._chunked = True, 0, False
+        self._head_begun, self._head_seen, self._chunked, self._content_length = True, 0, False, 0
         if not self._refused():
             self._arm_head()
 
@@ -333,6 +372,7 @@ class HttpProtocol(HttpToolsProtocol):
         if self._feeding:  # a callback of the parser's ended a response: the running loop goes on
             return
         self._feeding, self._step_pieces = True, 0
+        slices = 0
         try:
             while self._held() and not self._upgraded and self.parser is not None:
                 if self._refused():
@@ -341,9 +381,10 @@ class HttpProtocol(HttpToolsProtocol):
                 room = PIPELINE_DEPTH - len(self.pipeline) - 1  # the request begun may end in the slice too
                 if room <= 0:
                     break
-                if self._step_pieces >= PIECES_PER_STEP:  # the rest in the loop's next step
+                if self._step_pieces >= PIECES_PER_STEP or slices >= SLICES_PER_STEP:  # the rest in the next step
                     self._feed_handle = self.loop.call_soon(self._feed)
                     break
+                slices += 1
                 end = self._slice_end(room)
                 piece = self._unparsed[self._at : end]
                 self._at = end
@@ -360,8 +401,18 @@ class HttpProtocol(HttpToolsProtocol):
         in it if there are that many (a body's bytes may hold some too: the slice is only shorter)."""
         most = CHUNKED_FEED_BYTES if self._chunked and not self._in_head else FEED_BYTES
         data, limit, end = self._unparsed, min(len(self._unparsed), self._at + most), self._at
+        start = end
+        if not self._in_head and self._body_left:  # a Content-Length body: no head ends in it
+            if self._at + self._body_left >= limit:
+                return limit
+            end = self._at + self._body_left
+        elif not self._in_head and self._chunked:  # a chunked body ends with a line of `0` (its last chunk)
+            last = self._at if data.startswith(b"0", self._at) else data.find(b"\n0", self._at, limit)
+            if last < 0:
+                return limit
+            start = last
         for _ in range(room):
-            found = data.find(_HEAD_END, end, limit)
+            found = data.find(_HEAD_END, max(end, start), limit)
             if found < 0:
                 return limit
             chunked = (self._chunked and end == self._at) or any(data.find(word, end, found) >= 0 for word in _CHUNKED)
@@ -401,8 +452,11 @@ class HttpProtocol(HttpToolsProtocol):
             # What was neither head nor body is framing; all of it may have come before the slice's
             # last piece of body, so it is added to the framing before, and what follows is at most it.
             framing = max(0, len(data) - self._slice_used)
+            self._framing_total += framing
             if self._framing_bytes + framing > HEAD_BYTES:
                 self._framing_too_large()
+            elif self._chunked and self._framing_total > HEAD_BYTES + FRAMING_PER_BODY_BYTE * self._body_total:
+                self._refuse_body(messages.chunk_framing_too_large(HEAD_BYTES, FRAMING_PER_BODY_BYTE))
             else:
                 self._framing_bytes = framing if self._body_came else self._framing_bytes + framing
 
@@ -411,6 +465,9 @@ class HttpProtocol(HttpToolsProtocol):
             return  # the body of a head refused as too large
         self._body_came, self._step_pieces = True, self._step_pieces + 1
         self._slice_used += len(body)
+        self._body_total += len(body)
+        if self._body_left:
+            self._body_left = max(0, self._body_left - len(body))
         self._pieces.append(body)
 
     def _pass_body(self) -> None:
@@ -422,15 +479,37 @@ class HttpProtocol(HttpToolsProtocol):
             super().on_body(pieces[0] if len(pieces) == 1 else b"".join(pieces))
 
     def _framing_too_large(self) -> None:
+        self._refuse_body(messages.trailer_fields_too_large(HEAD_BYTES))
+
+    def _refuse_body(self, error: EmulatorError) -> None:
+        """`error` for the request whose body is being read: its app (if begun) sees the disconnect;
+        queued behind requests still unanswered, the refusal takes its place in the queue (their
+        answers first, in order, then it); begun, at once (or, its response begun, the connection
+        closed). Nothing after it is read either way."""
         cycle = self.cycle
         self._disarm_body()
         if cycle is not None:
             cycle.disconnected = True  # the app's next receive is the disconnect, its sends go nowhere
             cycle.message_event.set()
-        if cycle is None or not cycle.response_started:
-            self._refuse(messages.trailer_fields_too_large(HEAD_BYTES))
+        if cycle is not None and self.pipeline and self.pipeline[0][0] is cycle:
+            self.pipeline[0] = (cycle, self._refuser(error))
+            self._refusal = error
+            self._unparsed, self._at = b"", 0
+            self._disarm_head()
+            self.flow.pause_reading()
+        elif cycle is None or not cycle.response_started:
+            self._refuse(error)
         else:
             self.transport.close()
+
+    def _refuser(self, error: EmulatorError) -> Callable[..., Awaitable[None]]:
+        """An app in the queue's place of a request refused while queued: it sends the refusal."""
+
+        async def refuse(scope: object, receive: object, send: object) -> None:
+            if not self.transport.is_closing():
+                self._refuse(error)
+
+        return refuse
 
     def on_url(self, url: bytes) -> None:
         self._head_seen += len(url)
@@ -438,8 +517,11 @@ class HttpProtocol(HttpToolsProtocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._head_seen += len(name) + len(value) + 4  # `name: value` and its CRLF
-        if name.lower() == b"transfer-encoding":
+        lowered = name.lower()
+        if lowered == b"transfer-encoding":
             self._chunked = True
+        elif lowered == b"content-length" and value.strip().isdigit():
+            self._content_length = int(value)
         super().on_header(name, value)
 
     def _head_size(self) -> int:
@@ -469,16 +551,42 @@ class HttpProtocol(HttpToolsProtocol):
         self._began_before = False
         self._in_head, self._head_bytes, self._head_begun, self._framing_bytes = False, 0, False, 0
         self._disarm_head()
+        before = self.cycle
         super().on_headers_complete()
+        self._body_left = 0 if self._chunked else self._content_length
+        self._framing_total = self._body_total = 0
+        if self.cycle is not None and self.cycle is not before:
+            self._closing_unread(self.cycle)
         self._arm_body()
+
+    def _closing_unread(self, cycle: RequestResponseCycle) -> None:
+        """A response begun before its request's body has all come (a 413 for a `Content-Length` past
+        the limit, any refusal of a body the app does not read) says `connection: close` and the
+        connection is closed after it: the server read the unread body on to find the next request
+        (4.2 GB in 10 s of a `Content-Length` of 10^12), the app's answer long sent. (A `Content-Length`
+        body read whole and held unparsed, behind pipelined requests, is no reason to close.)"""
+        send = cycle.send
+
+        async def sending(message: ASGISendEvent) -> None:
+            started = message["type"] == "http.response.start" and not cycle.response_started
+            if started and cycle.more_body and not (0 < self._body_left <= len(self._unparsed) - self._at):
+                cycle.keep_alive = False
+            await send(message)
+
+        cycle.send = sending  # type: ignore[method-assign]
 
     def on_message_complete(self) -> None:
         if self._refused() and self._in_head:
             return  # a request refused as too large: its app was never begun
         self._pass_body()
-        if self._chunked and self._framing_bytes + max(0, self._slice_len - self._slice_used) > HEAD_BYTES:
-            self._framing_too_large()  # trailers that ended within the slice (what follows them counted too)
-            return
+        if self._chunked:  # trailers that ended within the slice (what follows them counted too)
+            framing = max(0, self._slice_len - self._slice_used)
+            if self._framing_bytes + framing > HEAD_BYTES:
+                self._framing_too_large()
+                return
+            if self._framing_total + framing > HEAD_BYTES + FRAMING_PER_BODY_BYTE * self._body_total:
+                self._refuse_body(messages.chunk_framing_too_large(HEAD_BYTES, FRAMING_PER_BODY_BYTE))
+                return
         self._disarm_body()
         super().on_message_complete()
         self._in_head, self._head_bytes, self._chunked = True, 0, False
@@ -512,8 +620,8 @@ class HttpProtocol(HttpToolsProtocol):
             return  # refused already, the rest of the read unparsed
         if self._in_head:
             self._refuse_head(messages.invalid_http_request())
-        else:  # within the body of the request under way: it is the one refused
-            self._refuse(messages.invalid_http_request())
+        else:  # within the body of a request: it is the one refused
+            self._refuse_body(messages.invalid_http_request())
 
     def _refuse_head(self, error: EmulatorError) -> None:
         """`error` for a request whose head is refused: at once if every request before it on the

@@ -11,7 +11,18 @@ this venv). This script is the client: one thread sends a create of `--size` byt
 
 * `length`: with `Content-Length`, the baseline;
 * `chunks-of-16`: `Transfer-Encoding: chunked`, 16 bytes a chunk;
-* `chunks-of-1`: one byte a chunk (six bytes on the wire for each byte of body).
+* `chunks-of-1`: one byte a chunk (six bytes on the wire for each byte of body);
+* `length-crlf`: with `Content-Length`, the JSON behind `--size` bytes of `\r\n\r\n` repeated
+  (whitespace to JSON, a head end to a search for one);
+* `chunked-crlf`: the same bytes chunked, 64 KiB a chunk.
+
+Two floods are sent for `--flood-s` seconds (or until the server closes), as fast as the server takes
+them, and are answered with a refusal rather than served:
+
+* `ext-flood`: chunked, every chunk `1;x=<8000 bytes>\r\nX\r\n` (framing, nearly no body);
+* `413-flood`: `Content-Length: 10^12`, its body sent on after the 413.
+
+For these it prints the bytes the server took (MB) and its peak resident memory's growth (MB).
 
 Meanwhile another thread asks `GET /_emulator/health` every 5 ms and a third sends a small create
 (another scope, `store: false`) every 20 ms; it prints the health answers' latency (max, median),
@@ -39,7 +50,8 @@ from health_probe import figures, probing
 ROOT = Path(__file__).resolve().parent.parent
 PROBE_S = 0.005
 SMALL_EVERY_S = 0.02
-BODIES = ("length", "chunks-of-16", "chunks-of-1")
+BODIES = ("length", "chunks-of-16", "chunks-of-1", "length-crlf", "chunked-crlf", "ext-flood", "413-flood")
+FLOODS = ("ext-flood", "413-flood")
 SMALL = {
     "model": "gpt-5",
     "tools": [{"type": "programmatic_tool_calling"}],
@@ -73,6 +85,13 @@ def request(port: int, framing: str, size: int) -> bytes:
         | {"store": False, "instructions": "a" * size}
     ).encode()
     head = f"POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+    if framing.endswith("-crlf"):
+        body = b"\r\n\r\n" * (size // 4) + body.replace(b"a" * size, b"a")
+        if framing == "length-crlf":
+            return f"{head}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body
+        pieces = (body[i : i + 65536] for i in range(0, len(body), 65536))
+        chunks = b"".join(b"%x\r\n" % len(piece) + piece + b"\r\n" for piece in pieces)
+        return f"{head}Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n".encode() + chunks + b"0\r\n\r\n"
     if framing == "length":
         return f"{head}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body
     step = int(framing.rsplit("-", 1)[1])
@@ -91,7 +110,35 @@ def answered(sock: socket.socket) -> bytes:
     return got
 
 
-def measure(port: int, wire: bytes) -> dict[str, float]:
+def peak_mb(pid: int) -> float:
+    """The server process's peak resident memory (VmHWM), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def flood(port: int, framing: str, seconds: float) -> int:
+    """Sends `framing`'s flood for `seconds` or until the server stops taking it: the bytes taken."""
+    head = f"POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+    if framing == "ext-flood":
+        start = f"{head}Transfer-Encoding: chunked\r\n\r\n".encode()
+        block = (b"1;x=" + b"e" * 8000 + b"\r\n \r\n") * 32
+    else:
+        start, block = f"{head}Content-Length: {10**12}\r\n\r\n".encode(), b" " * 2**18
+    sent, until = 0, time.perf_counter() + seconds
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.settimeout(1.0)
+        sock.sendall(start)
+        try:
+            while time.perf_counter() < until:
+                sent += sock.send(block)
+        except (OSError, TimeoutError):
+            pass  # closed by the server, or it stopped reading
+    return sent
+
+
+def measure(port: int, wire: bytes, framing: str = "", pid: int = 0, flood_s: float = 10.0) -> dict[str, float]:
     small: list[float] = []
     done = threading.Event()
 
@@ -110,12 +157,16 @@ def measure(port: int, wire: bytes) -> dict[str, float]:
         asker.start()
         try:
             time.sleep(0.2)
-            asked = time.perf_counter()
-            with socket.create_connection(("127.0.0.1", port)) as sock:
-                sock.sendall(wire)
-                answer = answered(sock)
-            took = time.perf_counter() - asked
-            assert answer.startswith(b"HTTP/1.1 200") and b"large" in answer, answer[:300]
+            asked, peak = time.perf_counter(), peak_mb(pid)
+            if framing in FLOODS:
+                taken = flood(port, framing, flood_s)
+            else:
+                with socket.create_connection(("127.0.0.1", port)) as sock:
+                    sock.sendall(wire)
+                    answer = answered(sock)
+                assert answer.startswith(b"HTTP/1.1 200") and b"large" in answer, answer[:300]
+                taken = len(wire)
+            took, grown = time.perf_counter() - asked, peak_mb(pid) - peak
             time.sleep(0.2)
         finally:
             done.set()
@@ -125,10 +176,12 @@ def measure(port: int, wire: bytes) -> dict[str, float]:
         "small max ms": 1000 * max(small),
         "small median ms": 1000 * statistics.median(small),
         "large create s": took,
+        "taken MB": taken / 1e6,
+        "peak RSS grew MB": grown,
     }
 
 
-def sitting(mode: str, runs: int, bodies: list[str], size: int) -> dict[str, list[dict[str, float]]]:
+def sitting(mode: str, runs: int, bodies: list[str], size: int, flood_s: float) -> dict[str, list[dict[str, float]]]:
     child = subprocess.Popen(
         [sys.executable, __file__, "--serve", mode], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
@@ -138,7 +191,8 @@ def sitting(mode: str, runs: int, bodies: list[str], size: int) -> dict[str, lis
     try:
         for _ in range(runs):
             for framing in bodies:
-                results.setdefault(framing, []).append(measure(port, request(port, framing, size)))
+                wire = b"" if framing in FLOODS else request(port, framing, size)
+                results.setdefault(framing, []).append(measure(port, wire, framing, child.pid, flood_s))
                 time.sleep(0.5)
     finally:
         child.stdin.close()
@@ -153,6 +207,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--size", type=int, default=2_000_000, help="the large create's instructions, in bytes")
     parser.add_argument("--body", action="append", choices=BODIES, help="only these framings")
+    parser.add_argument("--flood-s", type=float, default=10.0, help="how long a flood is sent at most")
     args = parser.parse_args()
     if args.serve:
         serve(args.serve)
@@ -161,12 +216,13 @@ def main() -> None:
     modes = {"before": str(Path(args.old).resolve())} if args.old else {}
     modes["after"] = "here"
     print(f"load {os.getloadavg()[0]:.1f}, median of {args.runs} run(s), a body of {args.size:,} bytes")
-    by_mode = {label: sitting(mode, args.runs, bodies, args.size) for label, mode in modes.items()}
+    by_mode = {label: sitting(mode, args.runs, bodies, args.size, args.flood_s) for label, mode in modes.items()}
     print(f"load {os.getloadavg()[0]:.1f}")
     for framing in bodies:
         print(f"\n{framing}")
         print(f"  {'':18}" + "".join(f"{label:>12}" for label in by_mode))
-        for key in ("health max ms", "health median ms", "small max ms", "small median ms", "large create s"):
+        keys = ["health max ms", "health median ms", "small max ms", "small median ms", "large create s"]
+        for key in keys + ["taken MB", "peak RSS grew MB"]:
             row = [statistics.median(r[key] for r in results[framing]) for results in by_mode.values()]
             print(f"  {key:18}" + "".join(f"{v:12.2f}" for v in row))
 

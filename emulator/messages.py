@@ -342,6 +342,21 @@ def trailer_fields_too_large(limit: int) -> StatusError:
     )
 
 
+@error(EDGE, limit=65536, per_byte=16)
+def chunk_framing_too_large(limit: int, per_byte: int) -> StatusError:
+    """A chunked request whose framing in all (chunk size lines, their extensions, trailer fields)
+    took more than `limit` bytes and `per_byte` for each byte of its body: framing never fills the
+    body's buffer, so without this bound the server read it on at full speed. The connection is
+    closed after it."""
+    return StatusError(
+        431,
+        f"Request header fields too large: a chunked request's chunk size lines, their extensions and its "
+        f"trailer fields may take at most {limit} bytes and {per_byte} bytes for each byte of its body, in all.",
+        type="invalid_request_error",
+        code="request_header_fields_too_large",
+    )
+
+
 @error(EDGE, seconds=30.0)
 def head_timeout(seconds: float) -> StatusError:
     """A request whose line and headers had not all arrived `seconds` after the connection opened (its
