@@ -29,13 +29,18 @@ work: nested `range(100000)` loops, `'x' * 10**9`, or a loop over a long input. 
   long `s`), out of reach of the step and time bounds;
 * the filters that work through a text inside one C call (`title`, `wordcount`, `striptags`,
   `urlize`, `wordwrap`, `pprint`) take at most `MAX_SCAN_CHARS`: the interpreter is held for
-  the call, so the event loop too, even with the render in a worker thread;
+  the call, so the event loop too, even with the render in a worker thread; `wordwrap` makes at
+  most `MAX_WRAP_LINES`;
 * every method of a built-in value a template may call is on an audited list (`_METHODS`), its
   cost bounded before it runs; any other is refused. `encode` and `decode` take only linear codecs
   and error handlers (`_CODECS`, `_CODEC_ERRORS`: `punycode` is quadratic, 80,000 characters took
   18 s inside one C call), refused when the scenario is added if the codec is written in the
   template; `strip` given the characters to strip (and the `trim` filter) does at most
-  `MAX_STRIP_WORK`; what `encode`, the case methods and `bytes.hex` build is counted first;
+  `MAX_STRIP_WORK`, a reverse search (`rfind`, `rindex`, `rpartition`, `rsplit`) at most
+  `MAX_SEARCH_WORK` (Python searches backwards by trying the needle at each place; forwards it
+  searches in linear time); `dict.fromkeys` and `str.maketrans` (a static method, known by its
+  name: it has no owner) count an entry per item they are given; what `encode`, the case methods
+  and `bytes.hex` build is counted first;
 * the output is capped at `MAX_OUTPUT_CHARS`;
 * `render_off_loop` renders in a worker thread, so a template that runs to its bounds delays
   only its own request, never the event loop.
