@@ -29,13 +29,18 @@ work: nested `range(100000)` loops, `'x' * 10**9`, or a loop over a long input. 
   long `s`), out of reach of the step and time bounds;
 * the filters that work through a text inside one C call (`title`, `wordcount`, `striptags`,
   `urlize`, `wordwrap`, `pprint`) take at most `MAX_SCAN_CHARS`: the interpreter is held for
-  the call, so the event loop too, even with the render in a worker thread;
+  the call, so the event loop too, even with the render in a worker thread; `wordwrap` makes at
+  most `MAX_WRAP_LINES`;
 * every method of a built-in value a template may call is on an audited list (`_METHODS`), its
   cost bounded before it runs; any other is refused. `encode` and `decode` take only linear codecs
   and error handlers (`_CODECS`, `_CODEC_ERRORS`: `punycode` is quadratic, 80,000 characters took
   18 s inside one C call), refused when the scenario is added if the codec is written in the
   template; `strip` given the characters to strip (and the `trim` filter) does at most
-  `MAX_STRIP_WORK`; what `encode`, the case methods and `bytes.hex` build is counted first;
+  `MAX_STRIP_WORK`, a reverse search (`rfind`, `rindex`, `rpartition`, `rsplit`) at most
+  `MAX_SEARCH_WORK` (Python searches backwards by trying the needle at each place; forwards it
+  searches in linear time); `dict.fromkeys` and `str.maketrans` (a static method, known by its
+  name: it has no owner) count an entry per item they are given; what `encode`, the case methods
+  and `bytes.hex` build is counted first;
 * the output is capped at `MAX_OUTPUT_CHARS`;
 * `render_off_loop` renders in a worker thread, so a template that runs to its bounds delays
   only its own request, never the event loop.
@@ -94,6 +99,10 @@ with the interpreter held may take (`title`, `wordcount`, `striptags`, `urlize`,
 `pprint`): about 10 ms at most each, and no other request is answered meanwhile, even with the
 render in a worker thread."""
 """The longest string (or list) one operation of a template may build."""
+MAX_WRAP_LINES = 20_000
+"""The most lines `wordwrap` may make (counted as twice the text's length over the width, and a
+line per paragraph): Python wraps a line at a time in one loop, `wordwrap(1)` of 50,000 characters
+took 0.4 s."""
 MAX_BUILT_CHARS = 16 * MAX_OUTPUT_CHARS
 """What all of a render's bounded operations may build together."""
 MAX_INT_BITS = 65_536
@@ -668,13 +677,53 @@ def _check_strip(text: Any, chars: Any) -> None:
         )
 
 
+MAX_SEARCH_WORK = 50_000_000
+"""The most `rfind`, `rindex`, `rpartition` and `rsplit` (of a string or bytes) given a needle of
+more than one character may work through: the length of the text times the needle's. Python
+searches backwards by trying the needle at each place in turn, inside one C call: `rfind` of
+`'ab' + 'a' * 3000` in 8,000,000 `'a'` took 5.5 s, at this bound it takes some 50 ms. (Python
+searches forwards in linear time: `find`, `index`, `count`, `partition`, `split`, `replace`, `in`
+are not bounded this way.)"""
+
+_REVERSE_SEARCHES = frozenset({"rfind", "rindex", "rpartition", "rsplit"})
+
+
+def _check_search(method: str, text: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+    needle = args[0] if args else kwargs.get("sep")
+    if isinstance(needle, _TEXTS) and len(needle) > 1 and len(text) * len(needle) > MAX_SEARCH_WORK:
+        raise RenderLimit(
+            f"a reverse search ({method}) in a text of {len(text)} characters for {len(needle)} characters "
+            f"(over {MAX_SEARCH_WORK} in all)"
+        )
+
+
+def _check_table(target: Any, owner: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+    """`dict.fromkeys` and `str.maketrans` make a dict entry (and maybe an object) for each item or
+    character they are given, inside one C call (`dict.fromkeys` of 16,000,000 characters took
+    0.8 s, `''.maketrans` of them 1 s): counted first, as a list of them is (an entry each, eight
+    characters). (`maketrans` is a static method: it is known by its qualified name, having no owner.)"""
+    name = getattr(target, "__qualname__", None)
+    if name == "dict.fromkeys" and (owner is dict or isinstance(owner, dict)):
+        given = args[:1] or tuple(v for k, v in kwargs.items() if k == "iterable")
+    elif name == "str.maketrans" and owner is None:
+        given = (*args[:1], *args[2:3])
+    else:
+        return
+    for items in given:
+        if isinstance(items, str):
+            _string_items(items)
+        elif hasattr(items, "__len__"):
+            _objects(len(items), len(items))
+
+
 _READING = frozenset(
     {"count", "endswith", "find", "index", "rfind", "rindex", "startswith", "partition", "rpartition"}
     | {"isalnum", "isalpha", "isascii", "isdecimal", "isdigit", "isidentifier", "islower", "isnumeric"}
     | {"isprintable", "isspace", "istitle", "isupper", "removeprefix", "removesuffix", "maketrans"}
 )
-"""String methods that read their text once (Python searches with a linear algorithm for a long
-needle), or copy part of it (counted as held once made): nothing to bound before they run."""
+"""String methods that read their text once (Python searches forwards with a linear algorithm for
+a long needle), or copy part of it (counted as held once made): nothing to bound before they run
+but the reverse searches (`MAX_SEARCH_WORK`) and `maketrans` (`_check_table`)."""
 
 _METHODS: dict[type, frozenset[str]] = {
     str: _READING
@@ -841,6 +890,8 @@ def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., An
             # the text's length over the width, and a line per paragraph.
             lines = 2 * len(text) // max(width if isinstance(width, int) else 79, 1) + text.count("\n") + 1
             _building(len(text) + lines * joint)
+            if lines > MAX_WRAP_LINES:
+                raise RenderLimit(f"the filter 'wordwrap' making more than {MAX_WRAP_LINES} lines")
         elif name == "urlize":
             target = rest[2] if len(rest) > 2 else kwargs.get("target")
             rel = rest[3] if len(rest) > 3 else kwargs.get("rel")
@@ -1105,8 +1156,11 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         target = getattr(__obj, "__wrapped__", __obj)  # the sandbox hands out str.format wrapped
         owner = getattr(target, "__self__", None)
         name = getattr(target, "__name__", "")
+        _check_table(target, owner, args, kwargs)
         if owner is not None:
             _check_method(owner, name)
+            if isinstance(owner, _TEXTS) and name in _REVERSE_SEARCHES:
+                _check_search(name, owner, args, kwargs)
         if isinstance(owner, bytes | bytearray) and name == "join" and args:
             items = list(args[0])
             _building(sum(len(i) if isinstance(i, _TEXTS) else 0 for i in items) + len(owner) * max(len(items) - 1, 0))
