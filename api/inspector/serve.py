@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import threading
 from collections.abc import Callable
@@ -34,16 +35,30 @@ def load_trace(path: Path) -> bytes:
         # Opened without blocking, then looked at: a FIFO (`open` would wait for a writer) or a
         # device (`/dev/zero`, endless) is refused unread.
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        try:
+            status = os.fstat(fd)
+        except OSError:
+            os.close(fd)
+            raise
+        if stat.S_ISDIR(status.st_mode):
+            os.close(fd)
+            raise TraceError(f"{path}: a directory, not a trace")
         with os.fdopen(fd, "rb") as file:
-            status = os.fstat(file.fileno())
             if not stat.S_ISREG(status.st_mode):
                 raise TraceError(f"{path}: not a regular file: not a trace")
             size = status.st_size
             if size > MAX_TRACE_BYTES:
                 raise TraceError(f"{path}: larger than {MAX_TRACE_BYTES} bytes ({size} bytes): not a trace")
-            text = file.read(MAX_TRACE_BYTES + 1).decode("utf-8")
-    except (OSError, UnicodeDecodeError) as error:
+            # A file whose size says nothing (`/proc/self/pagemap` says 0) is read up to the bound
+            # and one byte more, never past it.
+            raw = file.read(MAX_TRACE_BYTES + 1)
+            if len(raw) > MAX_TRACE_BYTES:
+                raise TraceError(f"{path}: larger than {MAX_TRACE_BYTES} bytes: not a trace")
+            text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
         raise TraceError(f"{path}: cannot read it ({error})") from error
+    except OSError as error:  # its strerror only: the error's filename may be a descriptor's number
+        raise TraceError(f"{path}: cannot read it ({error.strerror or type(error).__name__})") from error
     try:
         return _page(path, text)
     except RecursionError as error:
@@ -54,9 +69,16 @@ def load_trace(path: Path) -> bytes:
         ) from error
 
 
-MAX_TRACE_BYTES = 256 * 2**20
-"""The largest trace file `inspect` reads (a journal of many large responses); larger is refused
-before any of it is read."""
+MAX_TRACE_ENTRIES = 10_000
+"""The most journal entries (or an `.html` trace's conversations) `inspect` reads: what the
+server's journal holds at most (docs/limits.md), so what any trace it wrote holds. Counted as the
+file is parsed, an entry at a time: a file with more is refused at the first entry past it, before
+the rest is parsed and before any page is made (each entry costs the page its conversation)."""
+
+MAX_TRACE_BYTES = 128 * 2**20
+"""The largest trace file `inspect` reads: the journal's 64 MiB of compact JSON bodies, twice over
+for a trace's indented JSON and the entries' own fields. Larger is refused before any of it is read
+(a file whose size is not told, read to one byte past it)."""
 
 
 _LONG_INTEGER = "an integer of more than 4300 digits"
@@ -79,6 +101,75 @@ def _not_finite_said(path: Path, error: _NotFinite) -> TraceError:
     return TraceError(f"{path}: not a ptc-emulator trace (it holds {error.name}, which JSON does not have)")
 
 
+_SPACE = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder(parse_constant=_not_finite)
+
+
+def _counted(path: Path, text: str, lists: tuple[str, ...], what: str = "journal entries") -> Any:
+    """`json.loads(text)`, but the list of entries (the top-level list, or a top-level object's
+    list under one of `lists`) is parsed an entry at a time, and refused at the first entry past
+    `MAX_TRACE_ENTRIES`, the rest unparsed."""
+
+    def space(i: int) -> int:
+        return _SPACE.match(text, i).end()  # type: ignore[union-attr]  # (it matches the empty text at worst)
+
+    def entries(i: int) -> tuple[list[Any], int]:
+        found: list[Any] = []
+        i = space(i + 1)
+        if text.startswith("]", i):
+            return found, i + 1
+        while True:
+            if len(found) == MAX_TRACE_ENTRIES:
+                raise TraceError(
+                    f"{path}: more than {MAX_TRACE_ENTRIES} {what}, more than the server's journal holds: "
+                    "not a trace (refused there, the rest unread)"
+                )
+            item, i = _DECODER.raw_decode(text, i)
+            found.append(item)
+            i = space(i)
+            if text.startswith("]", i):
+                return found, i + 1
+            if not text.startswith(",", i):
+                raise json.JSONDecodeError("Expecting ',' delimiter", text, i)
+            i = space(i + 1)
+
+    def members(i: int) -> tuple[dict[str, Any], int]:
+        found: dict[str, Any] = {}
+        i = space(i + 1)
+        if text.startswith("}", i):
+            return found, i + 1
+        while True:
+            if not text.startswith('"', i):
+                raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, i)
+            key, i = _DECODER.raw_decode(text, i)
+            i = space(i)
+            if not text.startswith(":", i):
+                raise json.JSONDecodeError("Expecting ':' delimiter", text, i)
+            i = space(i + 1)
+            if key in lists and text.startswith("[", i):
+                found[key], i = entries(i)
+            else:
+                found[key], i = _DECODER.raw_decode(text, i)
+            i = space(i)
+            if text.startswith("}", i):
+                return found, i + 1
+            if not text.startswith(",", i):
+                raise json.JSONDecodeError("Expecting ',' delimiter", text, i)
+            i = space(i + 1)
+
+    i = space(0)
+    data: Any
+    if text.startswith("[", i):
+        data, i = entries(i)
+    elif text.startswith("{", i):
+        data, i = members(i)
+    else:
+        data, i = _DECODER.raw_decode(text, i)
+    if space(i) != len(text):
+        raise json.JSONDecodeError("Extra data", text, space(i))
+    return data
+
+
 def _page(path: Path, text: str) -> bytes:
     if path.suffix.lower() in (".html", ".htm"):
         # Only the trace's data is taken from the file; the page around it is the emulator's own,
@@ -89,7 +180,9 @@ def _page(path: Path, text: str) -> bytes:
         if start < 0 or end < 0:
             raise TraceError(f"{path}: not a ptc-emulator trace (no trace data in the page)")
         try:
-            data = json.loads(text[start + len(opening) : end], parse_constant=_not_finite)
+            data = _counted(path, text[start + len(opening) : end], ("conversations",), "conversations")
+        except TraceError:  # (a ValueError too)
+            raise
         except _NotFinite as error:
             raise _not_finite_said(path, error) from error
         except json.JSONDecodeError as error:
@@ -102,7 +195,9 @@ def _page(path: Path, text: str) -> bytes:
             {"title": str(data.get("title") or path.name), "conversations": data["conversations"]}
         ).encode("utf-8")
     try:
-        data = json.loads(text, parse_constant=_not_finite)
+        data = _counted(path, text, ("journal", "data"))
+    except TraceError:  # (a ValueError too)
+        raise
     except _NotFinite as error:
         raise _not_finite_said(path, error) from error
     except json.JSONDecodeError as error:
@@ -154,7 +249,8 @@ def _handler(page: bytes) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-cache")
             self.send_header("X-Content-Type-Options", "nosniff")
-            self.send_header("Content-Security-Policy", trace_policy())
+            # The server's own trace page's policy (`/_emulator/inspector/trace.html`): no page may frame it.
+            self.send_header("Content-Security-Policy", trace_policy() + "; frame-ancestors 'none'")
             self.end_headers()
             self.wfile.write(body)
 

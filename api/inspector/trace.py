@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import json
+from collections.abc import Iterator
 from importlib import resources
 from typing import Any
 
@@ -34,7 +36,20 @@ def trace_html(entries: list[Entry], *, title: str = "") -> str:
     own inline scripts and style (by hash) and no connection at all. Nothing from the journal is
     markup: the data is JSON in a non-script element (every `<`, `>` and `&` escaped), and the
     page renders it as text, as it does from the server."""
-    return trace_page({"title": title, "conversations": [conversation(g) for g in group(entries)]})
+    # Each conversation is made and written as text in turn, never all of them at once (a
+    # conversation's summary, figures and lists cost some 3 KB, whatever its entries hold).
+    return _page_around(_joined(_conversations_text(title, group(entries))))
+
+
+def _conversations_text(title: str, groups: list[list[Entry]]) -> Iterator[str]:
+    """What `JSONEncoder(ensure_ascii=False).iterencode` gives for `{"title", "conversations"}`."""
+    encoder = json.JSONEncoder(ensure_ascii=False)
+    yield '{"title": ' + encoder.encode(title) + ', "conversations": ['
+    for n, each in enumerate(groups):
+        if n:
+            yield ", "
+        yield from encoder.iterencode(conversation(each))
+    yield "]}"
 
 
 def trace_json(entries: list[Entry], *, test: str, scope: str | None) -> str:
@@ -53,11 +68,24 @@ def trace_policy() -> str:
     )
 
 
+def _joined(pieces: Iterator[str], batch: int = 4096) -> str:
+    """`"".join(pieces)`, holding at most `batch` of the small pieces at once."""
+    joined: list[str] = []
+    while chunk := list(itertools.islice(pieces, batch)):
+        joined.append("".join(chunk))
+    return "".join(joined)
+
+
 def trace_page(data: dict[str, Any]) -> str:
     """The page for a trace's data (`{"title", "conversations"}`): only the data comes from outside."""
     # The encoder in Python, not C: C holds the interpreter for the whole text (64 MiB of journal),
-    # Python gives it back to the event loop every switch interval.
-    payload = "".join(json.JSONEncoder(ensure_ascii=False).iterencode(data))
+    # Python gives it back to the event loop every switch interval. Its pieces are joined a batch
+    # at a time: all of them in one list cost some 60 bytes each, about 15 times the text.
+    return _page_around(_joined(json.JSONEncoder(ensure_ascii=False).iterencode(data)))
+
+
+def _page_around(payload: str) -> str:
+    """The page around a trace's data, given as JSON text."""
     payload = payload.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
     payload = payload.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     style, scripts = _asset("inspector.css"), [_asset("highlight.js"), _asset("inspector.js")]

@@ -1,0 +1,142 @@
+"""`ptc-emulator inspect FILE` reads no more than a trace the server wrote can hold: as many journal
+entries as its journal keeps, a file no larger than those entries make; and says what it refuses
+in one line naming the file."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ptc_emulator.api.inspector import serve
+from ptc_emulator.api.inspector.serve import MAX_TRACE_BYTES, MAX_TRACE_ENTRIES, TraceError, TraceServer, load_trace
+from ptc_emulator.emulator.journal.entries import Journal
+from tests.cli.test_cli import run
+
+
+def _entries(count: int) -> str:
+    return ",".join(['{"status": 200}'] * count)
+
+
+def test_the_entry_bound_is_what_the_servers_journal_keeps() -> None:
+    assert MAX_TRACE_ENTRIES == Journal().limit == 10_000
+    assert MAX_TRACE_BYTES == 2 * Journal().max_bytes
+
+
+def test_a_journal_of_more_entries_than_the_server_keeps_is_one_line_before_the_rest_is_read(tmp_path: Path) -> None:
+    """A list of 87,000 `{}` entries (256 KiB) took 16 s and 485 MB before it was served, and 4 MiB
+    of them was not served after 100 s: each entry costs the page a conversation. A file with more
+    entries than the server's journal holds is now refused at the first entry past the bound: what
+    follows it (here, text that is not JSON at all) is never parsed, and no page is made."""
+    past = _entries(MAX_TRACE_ENTRIES + 1)
+    files = {
+        "list.json": "[" + past + ", this is never read",
+        "body.json": '{"object": "list", "data": [' + past + ", this is never read",
+        "trace.json": '{"object": "emulator.trace", "test": "t", "journal": [\n' + past + ", this is never read",
+        "trace.html": '<script type="application/json" id="ptc-trace">{"conversations": ['
+        + ",".join(['{"entries": []}'] * (MAX_TRACE_ENTRIES + 1))
+        + ", never read</script>",
+    }
+    for name, text in files.items():
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        done = run("inspect", str(path), timeout=120)
+        assert done.returncode == 2, (name, done.stderr)
+        what = "conversations" if name.endswith(".html") else "journal entries"
+        assert done.stderr.strip() == (
+            f"ptc-emulator: {path}: more than {MAX_TRACE_ENTRIES} {what}, more than the server's journal "
+            "holds: not a trace (refused there, the rest unread)"
+        ), done.stderr
+
+
+def test_the_refusal_comes_before_any_page_is_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[int] = []
+
+    def page(entries: list[object], **_: object) -> str:
+        made.append(len(entries))
+        return ""
+
+    monkeypatch.setattr(serve, "trace_html", page)
+    path = tmp_path / "journal.json"
+    path.write_text("[" + _entries(MAX_TRACE_ENTRIES + 1) + "]")
+    with pytest.raises(TraceError, match="more than 10000 journal entries"):
+        load_trace(path)
+    assert made == []
+    path.write_text("[" + _entries(MAX_TRACE_ENTRIES) + "]")  # a full journal is a trace
+    load_trace(path)
+    assert made == [MAX_TRACE_ENTRIES]
+
+
+def test_the_counting_parser_reads_what_json_reads(tmp_path: Path) -> None:
+    cases = {
+        "spaced.json": ' \n{ "data" : [ {"status": 200} , {"status": 201} ] , "data2": [1] }\n',
+        "twice.json": '{"journal": [{"status": 500}], "journal": [{"status": 200}]}',
+        "empty.json": "[ ]",
+        "empty-object.json": '{"journal": []}',
+    }
+    for name, text in cases.items():
+        path = tmp_path / name
+        path.write_text(text)
+        assert serve._counted(path, text, ("journal", "data")) == json.loads(text), name
+    refused = {
+        "trailing.json": "[] []",
+        "no-comma.json": '[{"status": 200} {"status": 200}]',
+        "no-colon.json": '{"data" [1]}',
+        "bare-key.json": "{data: []}",
+    }
+    for name, text in refused.items():
+        path = tmp_path / name
+        path.write_text(text)
+        with pytest.raises(TraceError, match=r"not JSON \("):
+            load_trace(path)
+
+
+def test_a_file_past_the_byte_bound_is_refused_unread(tmp_path: Path) -> None:
+    """The bound was 256 MiB, four times the journal's bytes; it is now what the journal's 64 MiB
+    of bodies make in a trace's indented JSON (twice that)."""
+    path = tmp_path / "huge.json"
+    with path.open("wb") as file:
+        file.truncate(MAX_TRACE_BYTES + 1)  # sparse: nothing written, nothing read
+    done = run("inspect", str(path), timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        f"ptc-emulator: {path}: larger than {MAX_TRACE_BYTES} bytes ({MAX_TRACE_BYTES + 1} bytes): not a trace"
+    )
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/pagemap"), reason="no /proc/self/pagemap here")
+def test_a_file_whose_size_says_nothing_is_read_to_one_byte_past_the_bound() -> None:
+    """`/proc/self/pagemap` says its size is 0: it was read for 256 MiB, then called "not JSON"."""
+    done = run("inspect", "/proc/self/pagemap", timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == f"ptc-emulator: /proc/self/pagemap: larger than {MAX_TRACE_BYTES} bytes: not a trace"
+
+
+def test_a_directory_is_said_as_validate_says_it(tmp_path: Path) -> None:
+    """It was `cannot read it ([Errno 21] Is a directory: 3)`: the 3 a descriptor's number."""
+    done = run("inspect", str(tmp_path), timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == f"ptc-emulator: {tmp_path}: a directory, not a trace"
+
+
+def test_a_file_that_cannot_be_opened_names_the_reason_only(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.json"
+    done = run("inspect", str(missing), timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == f"ptc-emulator: {missing}: cannot read it (No such file or directory)"
+
+
+def test_the_served_page_may_be_framed_by_no_page(tmp_path: Path) -> None:
+    """The server's own trace page says `frame-ancestors 'none'`; the one `inspect` served did not."""
+    path = tmp_path / "journal.json"
+    path.write_text('[{"seq": 1, "status": 200}]')
+    server = TraceServer(load_trace(path)).start()
+    try:
+        page = httpx.get(server.url, timeout=30)
+    finally:
+        server.stop()
+    assert page.status_code == 200
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
