@@ -1995,6 +1995,15 @@ def unknown_finish_reason(reason: str) -> str:
     return f"answered with an unknown `finish_reason`: {reason}"
 
 
+@text(UPSTREAM, FAULT, reasons="length, then stop")
+def finish_reasons_differ(reasons: str) -> str:
+    """A Chat Completions stream whose choice 0 gives two different `finish_reason`s (`length`,
+    then `stop`): which is true is not known, and keeping either could say `completed` of an
+    answer the upstream cut, so neither is kept (`reasons`: the two, cut short). The same one
+    given again is taken."""
+    return f"answered two different `finish_reason`s for one choice: {reasons} (the answer may have been cut short)."
+
+
 @text(UPSTREAM, FAULT)
 def unfinished_response(status: str) -> str:
     """A Responses answer (whole, or the response of `response.completed`) whose `status` is not

@@ -1516,6 +1516,15 @@ def _(c: Context) -> object:
     return asked(answering(status_code=200, text=cut, headers=SSE), stream=True)
 
 
+@trigger("finish_reasons_differ")
+def _(c: Context) -> object:
+    cut = (
+        'data: {"choices": [{"index": 0, "delta": {"content": "Th"}, "finish_reason": "length"}]}\n\n'
+        'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\ndata: [DONE]\n\n'
+    )
+    return asked(answering(status_code=200, text=cut, headers=SSE), stream=True)
+
+
 @trigger("unknown_finish_reason")
 def _(c: Context) -> object:
     said = {"choices": [{**SAID["choices"][0], "finish_reason": "banana"}]}
