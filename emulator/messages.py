@@ -2210,6 +2210,15 @@ def cassette_too_large(limit: int, size: int) -> str:
     return f"the file is too large to replay: larger than {limit} bytes ({size} bytes)"
 
 
+@text(CASSETTES, "a cassette's problem", limit=800000)
+def cassette_too_many_values(limit: int) -> str:
+    """The cassette's YAML holds more values than the plugin builds
+    (`testing.cassettes.MAX_CASSETTE_VALUES`, 800,000: 16 recordings at the scenario bound),
+    counted before any of them is built: within 16 MiB a file of short values took minutes and
+    gigabytes to load."""
+    return f"the file holds more than {limit} YAML values (a long text is one), more than a cassette is read with"
+
+
 @text(CASSETTES, "a cassette's problem", reason="Permission denied")
 def cassette_unreadable(reason: str) -> str:
     """The cassette's path exists and cannot be opened: a symbolic link in a loop, a file it may

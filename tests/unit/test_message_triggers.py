@@ -1582,6 +1582,7 @@ for _name in (
     "cassette_duplicate_name",
     "cassette_scenario_refused",
     "cassette_too_large",
+    "cassette_too_many_values",
 ):
     ELSEWHERE[_name] = _HOSTILE_CASSETTE
 for _name in ("cassette_not_a_file", "cassette_unreadable"):
