@@ -662,7 +662,10 @@ def test_a_stream_that_gives_two_different_finish_reasons_is_an_error_saying_so(
     """`length` with the text, then `stop` alone, then `[DONE]`: the last one was kept and the
     response ended `completed`, the cut text taken as the whole answer. Which one is true is not
     known, so it is the 502 saying what the upstream said."""
-    tail = "answered two different `finish_reason`s for one choice: length, then stop (the answer may have been cut short)."
+    tail = (
+        "answered two different `finish_reason`s for one choice: length, then stop"
+        " (the answer may have been cut short)."
+    )
     case = Case("two_reasons", lambda a, w: (_two_reasons("length", "stop"), tail))
     _refused(_two_reasons("length", "stop"), tail, case, "chat", False, client, fake, servers)
 
@@ -686,7 +689,9 @@ def _completed_but(sign: str, whole: bool) -> Answer:
         return _whole("responses", _set("incomplete_details", {"reason": "max_output_tokens"}), answer)
     if sign == "details":
         return _streamed(
-            "responses", _each("response.completed", _set("response.incomplete_details", {"reason": "max_output_tokens"})), answer
+            "responses",
+            _each("response.completed", _set("response.incomplete_details", {"reason": "max_output_tokens"})),
+            answer,
         )
 
     def item_cut(events: list[Any]) -> list[Any]:

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.emulator.model.scripted.recording import readable_yaml
 from ptc_emulator.emulator.model.scripted import scenario as scenario_module
+from ptc_emulator.emulator.model.scripted.recording import readable_yaml
 from ptc_emulator.testing.cassettes import MAX_CASSETTE_BYTES, MAX_CASSETTE_VALUES, Cassette, CassetteError
 from ptc_emulator.testing.server import EmulatorServer
 from tests.plugin.plugin_support import run
