@@ -2035,6 +2035,15 @@ def unknown_finish_reason(reason: str) -> str:
     return f"answered with an unknown `finish_reason`: {reason}"
 
 
+@text(UPSTREAM, FAULT, reasons="length, then stop")
+def finish_reasons_differ(reasons: str) -> str:
+    """A Chat Completions stream whose choice 0 gives two different `finish_reason`s (`length`,
+    then `stop`): which is true is not known, and keeping either could say `completed` of an
+    answer the upstream cut, so neither is kept (`reasons`: the two, cut short). The same one
+    given again is taken."""
+    return f"answered two different `finish_reason`s for one choice: {reasons} (the answer may have been cut short)."
+
+
 @text(UPSTREAM, FAULT)
 def unfinished_response(status: str) -> str:
     """A Responses answer (whole, or the response of `response.completed`) whose `status` is not
@@ -2239,6 +2248,15 @@ def cassette_too_large(limit: int, size: int) -> str:
     """The cassette file is larger than the plugin reads (`testing.cassettes.MAX_CASSETTE_BYTES`,
     16 MiB), refused before any of it is read."""
     return f"the file is too large to replay: larger than {limit} bytes ({size} bytes)"
+
+
+@text(CASSETTES, "a cassette's problem", limit=800000)
+def cassette_too_many_values(limit: int) -> str:
+    """The cassette's YAML holds more values than the plugin builds
+    (`testing.cassettes.MAX_CASSETTE_VALUES`, 800,000: 16 recordings at the scenario bound),
+    counted before any of them is built: within 16 MiB a file of short values took minutes and
+    gigabytes to load."""
+    return f"the file holds more than {limit} YAML values (a long text is one), more than a cassette is read with"
 
 
 @text(CASSETTES, "a cassette's problem", reason="Permission denied")

@@ -33,9 +33,9 @@ from typing import Any
 import yaml
 
 from ptc_emulator.emulator import messages
-from ptc_emulator.emulator.model import file_name, full_match, load_yaml_without_aliases, readable_yaml
+from ptc_emulator.emulator.model import TooManyNodes, file_name, full_match, load_yaml_without_aliases, readable_yaml
 
-__all__ = ["MAX_CASSETTE_BYTES", "MODES", "Cassette", "CassetteError", "Scrub", "scrubbed"]
+__all__ = ["MAX_CASSETTE_BYTES", "MAX_CASSETTE_VALUES", "MODES", "Cassette", "CassetteError", "Scrub", "scrubbed"]
 
 MODES = ("once", "all", "none")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -46,6 +46,15 @@ MAX_CASSETTE_BYTES = 16 * 2**20
 thousands of the few kilobytes one recorded conversation takes. Loading YAML costs about 14
 times its size in memory and a second or more a megabyte (62 MB of recordings took 842 MB and
 over a minute), so a larger file would fail its test by time or memory, not by a line naming it."""
+
+MAX_CASSETTE_VALUES = 800_000
+"""The YAML values (scalars, lists, mappings; a long text is one) a cassette may hold, counted by
+the C parser before Python's loader builds any of them: 16 recordings at the scenario file bound
+(50,000 values each). Python's loader spends some 50 µs and a kilobyte on each, so within 16 MiB
+a file of short values (`[a,a,a,...]`: 2 bytes a value) took minutes and gigabytes: 1 MiB of
+them 23 s and 400 MB, linear. An ordinary recording costs 20 to 50 bytes a value (one of a
+program, its reasoning and a final message: 590 bytes, 23 values), so a 16 MiB cassette of
+them holds about 600,000."""
 
 Scrub = Callable[[str], str]
 """Text in, the text to keep out: `lambda text: re.sub(r"sk-\\w+", "<key>", text)`."""
@@ -81,8 +90,11 @@ class Cassette:
             raise self.unusable(messages.cassette_not_text(e.start)) from None
         try:
             # As scenario files are read: aliases refused (a few hundred bytes of them expand to
-            # billions of values), as is a key given twice.
-            data = load_yaml_without_aliases(text) or {}
+            # billions of values), as is a key given twice; the values counted before any is built,
+            # and the nesting (a recording sits two levels down: `scenarios:`, its list).
+            data = load_yaml_without_aliases(text, MAX_CASSETTE_VALUES, depth_above=2) or {}
+        except TooManyNodes:
+            raise self.unusable(messages.cassette_too_many_values(MAX_CASSETTE_VALUES)) from None
         except yaml.YAMLError as e:
             raise self.unusable(messages.cassette_not_yaml(" ".join(str(e).split()))) from None
         except RecursionError:  # Python's YAML composer recurses once per level of nesting

@@ -37,6 +37,7 @@ from ptc_emulator.emulator.model.scripted.scenario import (
     Scenario,
     ScenarioError,
     ScenarioRegistry,
+    TooManyNodes,
     load_scenario,
     load_yaml_without_aliases,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "HostedScript",
     "Live",
     "MatchRequest",
+    "TooManyNodes",
     "load_yaml_without_aliases",
     "HiddenResults",
     "Model",

@@ -625,3 +625,99 @@ def test_an_answer_that_does_not_say_it_finished_is_an_error_naming_what_it_said
     elif tail.startswith("(status"):
         tail = f"answered a response that did not finish {tail}"
     _refused(answer, tail, Case("unfinished", lambda a, w: (answer, tail)), api, whole, client, fake, servers)
+
+
+# ---- an answer that contradicts itself about how it ended -------------------------------------------
+
+
+def _two_reasons(first: str, second: str) -> Answer:
+    """A stream whose choice 0 gives `first` with its text, then `second` with nothing, then `[DONE]`."""
+    return raw_stream(
+        json.dumps({"choices": [{"index": 0, "delta": {"content": "Hello cut"}, "finish_reason": first}]}),
+        json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": second}]}),
+        "[DONE]",
+    )
+
+
+def _said(answer: Answer, client: str, fake: FakeUpstream, servers: dict[str, EmulatorServer], api: str) -> Any:
+    """The response the client gets for the fake's `answer` (streamed: the last event's)."""
+    fake.script[:] = [answer]
+    emulator = PTCEmulator(servers[api].base_url)
+    try:
+        with emulator.client(max_retries=0) as sdk:
+            if client == "json":
+                return sdk.responses.create(model="m", input="Go.", tools=[PTC]).model_dump()
+            events = [e.model_dump() for e in sdk.responses.create(model="m", input="Go.", tools=[PTC], stream=True)]
+            assert events[-1]["type"] in ("response.completed", "response.incomplete")
+            assert events[-1]["type"] == f"response.{events[-1]['response']['status']}"
+            return events[-1]["response"]
+    finally:
+        emulator.close()
+
+
+@pytest.mark.parametrize("client", ["json", "sse"])
+def test_a_stream_that_gives_two_different_finish_reasons_is_an_error_saying_so(
+    client: str, fake: FakeUpstream, servers: dict[str, EmulatorServer]
+) -> None:
+    """`length` with the text, then `stop` alone, then `[DONE]`: the last one was kept and the
+    response ended `completed`, the cut text taken as the whole answer. Which one is true is not
+    known, so it is the 502 saying what the upstream said."""
+    tail = (
+        "answered two different `finish_reason`s for one choice: length, then stop"
+        " (the answer may have been cut short)."
+    )
+    case = Case("two_reasons", lambda a, w: (_two_reasons("length", "stop"), tail))
+    _refused(_two_reasons("length", "stop"), tail, case, "chat", False, client, fake, servers)
+
+
+@pytest.mark.parametrize("client", ["json", "sse"])
+@pytest.mark.parametrize(("reason", "status"), [("stop", "completed"), ("length", "incomplete")])
+def test_a_stream_that_gives_the_same_finish_reason_twice_is_taken(
+    reason: str, status: str, client: str, fake: FakeUpstream, servers: dict[str, EmulatorServer]
+) -> None:
+    response = _said(_two_reasons(reason, reason), client, fake, servers, "chat")
+    assert response["status"] == status
+    assert response["output"][-1]["content"][0]["text"] == "Hello cut"
+
+
+def _completed_but(sign: str, whole: bool) -> Answer:
+    """A Responses answer `completed` with one sign of a cut: `details` (an `incomplete_details.reason`
+    beside it) or `item` (streamed: its message's `output_item.done` says `incomplete`, the
+    `response.completed` output says `completed`)."""
+    answer = say("Hello cut")
+    if whole:
+        return _whole("responses", _set("incomplete_details", {"reason": "max_output_tokens"}), answer)
+    if sign == "details":
+        return _streamed(
+            "responses",
+            _each("response.completed", _set("response.incomplete_details", {"reason": "max_output_tokens"})),
+            answer,
+        )
+
+    def item_cut(events: list[Any]) -> list[Any]:
+        return [
+            _set("item.status", "incomplete")(e)
+            if e.get("type") == "response.output_item.done" and e["item"]["type"] == "message"
+            else e
+            for e in events
+        ]
+
+    return _streamed("responses", item_cut, answer)
+
+
+@pytest.mark.parametrize("client", ["json", "sse"])
+@pytest.mark.parametrize(("sign", "whole"), [("details", True), ("details", False), ("item", False)])
+def test_a_completed_responses_answer_with_any_sign_of_a_cut_ends_incomplete(
+    sign: str, whole: bool, client: str, fake: FakeUpstream, servers: dict[str, EmulatorServer]
+) -> None:
+    """`status: completed` beside an `incomplete_details.reason`, or a message item the stream's
+    `output_item.done` said was `incomplete` and `response.completed` says `completed`: both
+    ended `completed`. Any sign of a cut wins (docs/any-model.md): the response is incomplete."""
+    fake.streams = not whole
+    try:
+        response = _said(_completed_but(sign, whole), client, fake, servers, "responses")
+    finally:
+        fake.streams = True
+    assert response["status"] == "incomplete"
+    assert response["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert response["output"][-1]["content"][0]["text"] == "Hello cut"

@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from ptc_emulator.api.settings import Settings
+from ptc_emulator.emulator.model.scripted import scenario as scenario_module
 from ptc_emulator.emulator.model.scripted.recording import readable_yaml
-from ptc_emulator.testing.cassettes import MAX_CASSETTE_BYTES
+from ptc_emulator.testing.cassettes import MAX_CASSETTE_BYTES, MAX_CASSETTE_VALUES, Cassette, CassetteError
 from ptc_emulator.testing.server import EmulatorServer
 from tests.plugin.plugin_support import run
 
@@ -260,6 +261,11 @@ ten times the memory: kept small so the old code's failure stays cheap)."""
         # TypeError: Object of type date/bytes/set is not JSON serializable), or a line naming
         # JSON's own encoder ("Out of range float values are not JSON compliant").
         (b"scenarios: " + b"[" * 3000 + b"]" * 3000, "the file is not valid YAML: nested too deep"),
+        # Short values within the size bound: 1 MiB of them took 23 s and 400 MB to build, linear.
+        (
+            b"scenarios: [[" + b"a," * MAX_CASSETTE_VALUES + b"a]]",
+            f"the file holds more than {MAX_CASSETTE_VALUES} YAML values",
+        ),
         (b"scenarios: [{name: a, priority: 1" + b"0" * 5000 + b"}]", "an integer of more than 4300 digits"),
         (b"scenarios: [{name: a, match: {input: 2001-12-14}, turns: [{message: hi}]}]", "a date at match.input"),
         (
@@ -283,6 +289,7 @@ ten times the memory: kept small so the old code's failure stays cheap)."""
         "merge",
         "too_large",
         "deep",
+        "values",
         "bigint",
         "date",
         "binary",
@@ -311,6 +318,41 @@ def test_a_hostile_cassette_fails_its_test_naming_the_file_without_a_traceback(
     said = f"{cassette}: this cassette cannot be replayed: "
     assert any(line.startswith(said) and problem in line for line in result.outlines), result.outlines
     assert "Traceback" not in result.stdout.str() and "cassettes.py:" not in result.stdout.str()
+
+
+def test_a_cassette_of_too_many_values_is_refused_before_any_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cassette within 16 MiB of short values (`[a,a,a,...]`) was built whole by Python's YAML
+    loader: minutes and gigabytes at 16 MiB. Its values are counted first, and past the bound the
+    file is refused with one line naming it before the loader composes or builds any of them."""
+    built = {"composed": 0, "constructed": 0}
+    loader = scenario_module._NoAliasLoader
+    compose, construct = loader.compose_node, loader.construct_object
+
+    def composing(self: object, parent: object, index: object) -> object:
+        built["composed"] += 1
+        return compose(self, parent, index)  # type: ignore[arg-type]
+
+    def constructing(self: object, node: object, deep: bool = False) -> object:
+        built["constructed"] += 1
+        return construct(self, node, deep)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loader, "compose_node", composing)
+    monkeypatch.setattr(loader, "construct_object", constructing)
+    path = tmp_path / "test_a.yaml"
+    path.write_text("scenarios: [[" + "a," * MAX_CASSETTE_VALUES + "a]]\n", encoding="utf-8")
+    with pytest.raises(CassetteError) as raised:
+        Cassette(path, "none", None).recordings()
+    assert str(raised.value) == (
+        f"{path}: this cassette cannot be replayed: the file holds more than {MAX_CASSETTE_VALUES} YAML values"
+        " (a long text is one), more than a cassette is read with"
+    )
+    assert built == {"composed": 0, "constructed": 0}
+    # the same bound lets a cassette of ordinary recordings load: both counters move
+    path.write_text(readable_yaml({"scenarios": [PARCELS, GREETING]}), encoding="utf-8")
+    assert [s["name"] for s in Cassette(path, "none", None).recordings()] == ["parcels", "greeting"]
+    assert built["composed"] > 0 and built["constructed"] > 0
 
 
 @pytest.mark.parametrize("kind", ["fifo", "loop"])

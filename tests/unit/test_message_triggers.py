@@ -1529,6 +1529,15 @@ def _(c: Context) -> object:
     return asked(answering(status_code=200, text=cut, headers=SSE), stream=True)
 
 
+@trigger("finish_reasons_differ")
+def _(c: Context) -> object:
+    cut = (
+        'data: {"choices": [{"index": 0, "delta": {"content": "Th"}, "finish_reason": "length"}]}\n\n'
+        'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\ndata: [DONE]\n\n'
+    )
+    return asked(answering(status_code=200, text=cut, headers=SSE), stream=True)
+
+
 @trigger("unknown_finish_reason")
 def _(c: Context) -> object:
     said = {"choices": [{**SAID["choices"][0], "finish_reason": "banana"}]}
@@ -1586,6 +1595,7 @@ for _name in (
     "cassette_duplicate_name",
     "cassette_scenario_refused",
     "cassette_too_large",
+    "cassette_too_many_values",
 ):
     ELSEWHERE[_name] = _HOSTILE_CASSETTE
 for _name in ("cassette_not_a_file", "cassette_unreadable"):

@@ -61,6 +61,7 @@ __all__ = [
     "ScenarioRegistry",
     "Turn",
     "load_scenario",
+    "TooManyNodes",
     "load_yaml_without_aliases",
 ]
 
@@ -510,10 +511,13 @@ def _parse(text: str) -> Any:
     return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 (a SafeLoader without aliases)
 
 
-def load_yaml_without_aliases(text: str) -> Any:
+def load_yaml_without_aliases(text: str, max_nodes: int, depth_above: int = 0) -> Any:
     """`text` parsed as YAML as scenario files are (a safe loader refusing aliases and a key given
-    twice), with no bound on its values: for a file of many scenarios (a cassette), each checked
-    again when it is added."""
+    twice), for a file of many scenarios (a cassette), each checked again when it is added. Its
+    values are counted first as a scenario's are (`_count_nodes`), at most `max_nodes` of them
+    (`TooManyNodes`), nested at most `MAX_DEPTH` levels below the `depth_above` its scenarios sit
+    at (`RecursionError`), before Python's loader builds any of it."""
+    _count_nodes(text, max_nodes, MAX_DEPTH + depth_above)
     return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 (a SafeLoader without aliases)
 
 
@@ -523,8 +527,8 @@ about 50 µs and a kilobyte on each: 1 MiB of `[a,a,a,...]` held 300,000 of them
 250 MB to load. A scenario's long texts are one value each."""
 
 
-def _count_nodes(text: str) -> None:
-    """Refuse a text of more than `MAX_YAML_NODES` values, or nested deeper than `MAX_DEPTH`, before
+def _count_nodes(text: str, max_nodes: int = MAX_YAML_NODES, max_depth: int = MAX_DEPTH) -> None:
+    """Refuse a text of more than `max_nodes` values, or nested deeper than `max_depth`, before
     Python's loader builds any of it, counted by the C parser where there is one (a text it cannot
     parse is left to the loader, which words the problem; the values before it are counted all the
     same). Python's loader recursed 1,000 levels into `[[[[...` (a few kilobytes) before its
@@ -539,11 +543,11 @@ def _count_nodes(text: str) -> None:
                 depth -= 1
             elif isinstance(event, (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent)):
                 nodes += 1
-                if nodes > MAX_YAML_NODES:
-                    raise TooManyNodes(f"more than {MAX_YAML_NODES} values (a long text is one value)")
+                if nodes > max_nodes:
+                    raise TooManyNodes(f"more than {max_nodes} values (a long text is one value)")
                 if not isinstance(event, yaml.ScalarEvent):
                     depth += 1
-                    if depth > MAX_DEPTH + 1:  # check_depth's bound: the outermost one is level 0
+                    if depth > max_depth + 1:  # check_depth's bound: the outermost one is level 0
                         raise RecursionError
     except yaml.YAMLError as e:
         if "maximum nesting depth" in str(e):  # the C parser's own bound, met before any event

@@ -99,7 +99,10 @@ class ChatCompletions(UpstreamProtocol):
     async def stream(self, events: AsyncIterator[bytes], on_delta: Delta | None) -> Answer:
         """The chunks of choice 0 until `[DONE]`; a stream that ends before it (and before a
         `finish_reason`) was cut short, which is a `Fault`, not an answer. So is one that reaches
-        `[DONE]` without choice 0 ever giving a `finish_reason`: nothing said it finished."""
+        `[DONE]` without choice 0 ever giving a `finish_reason`: nothing said it finished. So is
+        one whose choice 0 gives two different `finish_reason`s (`length`, then `stop`): which one
+        is true is not known, and keeping the last said `completed` of a cut answer (the same one
+        given again is taken)."""
         shape = Shape(messages.streamed_chunk())
         answer = Answer()
         text: list[str] = []
@@ -125,8 +128,11 @@ class ChatCompletions(UpstreamProtocol):
             for n, choice in enumerate(shape.objects(chunk.get("choices"), "choices")):
                 if shape.index(choice.get("index"), f"choices[{n}].index", 0) != 0:
                     continue  # the one choice asked for is the first
-                if choice.get("finish_reason") is not None:
-                    finished, reason = True, choice["finish_reason"]
+                said = choice.get("finish_reason")
+                if said is not None:
+                    if reason is not None and said != reason:  # `length`, then `stop`: it was cut all the same
+                        raise Fault.quoting(messages.finish_reasons_differ, f"{_shown(reason)}, then {_shown(said)}")
+                    finished, reason = True, said
                 delta = shape.object(choice.get("delta", {}), f"choices[{n}].delta")
                 for name in "reasoning_content", "reasoning":
                     thought = shape.string(delta.get(name), f"choices[{n}].delta.{name}")
@@ -185,8 +191,12 @@ def _stopped(finish_reason: Any, *, streamed: bool) -> str | None:
         return None
     if isinstance(finish_reason, str) and finish_reason in CUT:
         return CUT[finish_reason]
-    shown = finish_reason if isinstance(finish_reason, str) else repr(finish_reason)
-    raise Fault.quoting(messages.unknown_finish_reason, shown)
+    raise Fault.quoting(messages.unknown_finish_reason, _shown(finish_reason))
+
+
+def _shown(finish_reason: Any) -> str:
+    """A `finish_reason` as a message shows it: a string as it is, anything else as Python writes it."""
+    return finish_reason if isinstance(finish_reason, str) else repr(finish_reason)
 
 
 def chat_messages(instructions: str | None, transcript: list[Entry]) -> list[dict[str, Any]]:

@@ -80,7 +80,10 @@ class Responses(UpstreamProtocol):
         its `incomplete_details` give, `max_output_tokens` if none the hosted API has), or
         `failed` (a `Fault` quoting its error). Anything else (`cancelled`, `in_progress`,
         `queued`, another value, none) did not finish: a `Fault` naming it, never `completed`.
-        A message item `incomplete` in a `completed` response makes the response incomplete too."""
+        Any sign of a cut wins over a `completed` status: an `incomplete_details.reason`, or an
+        output item `incomplete` (in the response's output, or as an `output_item.done` event gave
+        it, even where the response's output says the same item `completed`) makes the response
+        incomplete too."""
         response = shape.object(data, at or "(the body)")
         at = f"{at}." if at else ""
         status = response.get("status", ended)
@@ -97,10 +100,12 @@ class Responses(UpstreamProtocol):
         details = response.get("incomplete_details")
         reason = details.get("reason") if isinstance(details, dict) else None
         stopped = reason if reason in ("max_output_tokens", "content_filter") else "max_output_tokens"
-        if status == "incomplete":  # cut short: the response is too
+        if status == "incomplete" or reason is not None:  # cut short (whatever `status` says): the response is too
             answer.stopped = stopped
         output = shape.objects(response.get("output"), f"{at}output")
         where = f"{at}output"
+        if any(item.get("status") == "incomplete" for item in done or ()):  # an item the stream said was cut
+            answer.stopped = stopped
         if not output and done:
             output, where = done, "output_item.done"
         text: list[str] = []
@@ -108,9 +113,9 @@ class Responses(UpstreamProtocol):
         for n, item in enumerate(output):
             kind = item.get("type")
             path = f"{where}[{n}]"
+            if item.get("status") == "incomplete":  # its text or arguments were cut: so is the response
+                answer.stopped = stopped
             if kind == "message":
-                if item.get("status") == "incomplete":  # its text was cut: so is the response
-                    answer.stopped = stopped
                 for m, part in enumerate(shape.objects(item.get("content"), f"{path}.content")):
                     if part.get("type") == "output_text":
                         text.append(shape.string(part.get("text"), f"{path}.content[{m}].text"))
