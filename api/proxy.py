@@ -324,7 +324,11 @@ class RecordingProxy:
                     await self._refuse(send, passing, _TOO_LONG)
                     return False
                 for block, data in events.take():
-                    told = await self._block(block, data, events, create if ok else None)
+                    try:
+                        told = await self._block(block, data, events, create if ok else None)
+                    except _Refused as e:
+                        await self._refuse(send, passing, e.why)
+                        return False
                     if told is None:
                         await self._refuse(send, passing, _NOT_UTF8)
                         return False
@@ -376,7 +380,11 @@ class RecordingProxy:
             return  # ended by `_unfinished`, never as if whole
         if keyed and events is not None:
             rest = events.rest()
-            cleaned = await self._scrub(rest) if rest else b""
+            try:
+                cleaned = await self._scrub(rest) if rest else b""
+            except _Refused as e:
+                await self._refuse(send, passing, e.why)
+                return
             if cleaned is None:
                 await self._refuse(send, passing, _NOT_UTF8)
                 return
@@ -388,9 +396,14 @@ class RecordingProxy:
                 await send({"type": "http.response.body", "body": cleaned, "more_body": True})
         if held is not None:
             body = bytes(held)
-            cleaned = await self._scrub(body)
-            if cleaned is None and textual:
-                await self._refuse(send, passing, _NOT_UTF8)
+            try:
+                cleaned = await self._scrub(body)
+                if cleaned is None and textual:
+                    raise _Refused(_NOT_UTF8)
+                if cleaned is None and await self._read_as_keyed(body):  # whatever its Content-Type
+                    raise _Refused(_READ_AS_JSON)
+            except _Refused as e:
+                await self._refuse(send, passing, e.why)
                 return
             body = body if cleaned is None else cleaned
             response = await _parsed(body)
@@ -436,6 +449,13 @@ class RecordingProxy:
         if len(data) >= _OFF_LOOP_BYTES:
             return await asyncio.to_thread(_scrubbed, self.redaction, data)
         return _scrubbed(self.redaction, data)
+
+    async def _read_as_keyed(self, data: bytes) -> bool:
+        """Whether `data`, read as `json.loads` reads bytes (UTF-16 and UTF-32 found by their
+        byte pattern, encoded surrogates taken), holds the key in any form (`Redaction.within`)."""
+        if len(data) >= _OFF_LOOP_BYTES:
+            return await asyncio.to_thread(_read_as_keyed, self.redaction, data)
+        return _read_as_keyed(self.redaction, data)
 
     async def _refuse(self, send: Send, passing: _Passing, why: str) -> None:
         """An answer refused (`proxy_answer_unreadable`): the 502 before its status went, an SSE
@@ -604,24 +624,41 @@ class RecordingProxy:
 
         deltas = _Deltas(self.redaction)
 
+        async def refuse(why: str) -> None:
+            """An upstream message refused: an `error` event, and the socket closed (1014)."""
+            refused = messages.proxy_answer_unreadable(self.base, why)
+            log.warning("%s", refused.message)
+            ending.append((1014, "the upstream sent a message the proxy could not take the key out of"))
+            error = {"type": "error", "status": refused.status, "error": refused.body()["error"]}
+            await websocket.send_text(json.dumps(error))
+
         async def relay() -> None:
             async for data in upstream:
                 if isinstance(data, bytes):
                     if not await binary(data):
                         return
                     continue
-                text = (
-                    await asyncio.to_thread(self.redaction.text, data)
+                scanned = (
+                    await asyncio.to_thread(self.redaction.scan, data)
                     if len(data) >= _OFF_LOOP_BYTES
-                    else (self.redaction.text(data))
+                    else (self.redaction.scan(data))
                 )  # the key in any form JSON writes it: a scan, no parse (one nested too deep is looked through too)
+                if scanned is None:
+                    await refuse(_NESTED)
+                    return
+                text = scanned
                 event = await _parsed(text.encode("utf-8"))
                 if isinstance(event, dict):
+                    try:
+                        told_events = deltas.feed(event)
+                    except _Refused as e:
+                        await refuse(e.why)
+                        return
                     if (event.get("type") in TERMINAL or event.get("type") == "error") and unanswered:
                         unanswered.popleft()
                         answered[0] = loop.time()
                     await self._socket_event(event, pending)  # before the client has it (see _forward_http)
-                    for told, same in deltas.feed(event):
+                    for told, same in told_events:
                         await websocket.send_text(text if same else self.redaction.write(told))
                     continue
                 await websocket.send_text(text)
@@ -630,17 +667,22 @@ class RecordingProxy:
             """A binary message goes on as one (frames pass both ways unchanged), the key taken out
             of its bytes (and, when they are UTF-8, of their text, JSON's escapes and all); one that
             is a JSON event is noted and recorded as a text message is. With a key, one that starts
-            with a UTF-16 or UTF-32 byte order mark or reads as the key in either is refused: an
-            `error` event, and the socket closed (1014). False: refused."""
+            with a UTF-16 or UTF-32 byte order mark or reads as the key in either is refused, and so
+            is one whose bytes, not UTF-8, hold the key as `json.loads` reads them (an encoded
+            surrogate, UTF-16 or UTF-32), or that holds it nested (`Redaction.scan`): an `error`
+            event, and the socket closed (1014), never recorded. False: refused."""
             redacting = self.redaction.chunks()
             data = redacting(data) + redacting.flush()
-            cleaned = await self._scrub(data)
+            try:
+                cleaned = await self._scrub(data)
+            except _Refused as e:
+                await refuse(e.why)
+                return False
             if cleaned is None and self.redaction.secret and _wide(self.redaction, data):
-                refused = messages.proxy_answer_unreadable(self.base, _WIDE)
-                log.warning("%s", refused.message)
-                ending.append((1014, "the upstream sent a message the proxy could not take the key out of"))
-                error = {"type": "error", "status": refused.status, "error": refused.body()["error"]}
-                await websocket.send_text(json.dumps(error))
+                await refuse(_WIDE)
+                return False
+            if cleaned is None and self.redaction.secret and await self._read_as_keyed(data):
+                await refuse(_READ_AS_JSON)
                 return False
             data = data if cleaned is None else cleaned
             event = await _parsed(data)
@@ -892,6 +934,10 @@ class _Deltas:
     def __init__(self, redaction: Redaction) -> None:
         self.redaction = redaction
         self.lanes: dict[tuple[Any, ...], tuple[dict[str, Any], str]] = {}
+        self.sent: dict[tuple[Any, ...], str] = {}
+        """Per lane, the end of the text already sent: with what comes next, it is looked through for
+        the key nested (a call's arguments decoded again), which cannot be held back in place."""
+        self.window = 64 * len(redaction.secret) + 64
 
     def feed(self, event: dict[str, Any]) -> list[tuple[dict[str, Any], bool]]:
         """The events to send for `event`, in order, each with whether it is `event` unchanged."""
@@ -909,8 +955,11 @@ class _Deltas:
         fields = ("item_id", "output_index", "content_index", "summary_index")
         lane = (stream, kind, *(repr(event.get(name)) for name in fields))
         _, before = self.lanes.pop(lane, (event, ""))
-        text = self.redaction.text(before + delta)
-        held = self.redaction.held(text)
+        text = self.redaction.rewrite(before + delta)
+        if self.redaction.within(self.sent.get(lane, "") + text):
+            raise _Refused(_NESTED)
+        held = self.redaction.partial(text)
+        self.sent[lane] = (self.sent.get(lane, "") + text[: len(text) - held])[-self.window :]
         if held:
             self.lanes[lane] = (event, text[len(text) - held :])
             text = text[: len(text) - held]
@@ -923,6 +972,8 @@ class _Deltas:
     def flush(self, which: Callable[[tuple[Any, ...]], bool] = lambda lane: True) -> list[tuple[dict[str, Any], bool]]:
         """What is held back (of the lanes `which` picks), as delta events: the item (or the
         stream) went on with something else, so it is not the key."""
+        for lane in [lane for lane in self.sent if which(lane)]:
+            del self.sent[lane]
         lanes = [lane for lane in self.lanes if which(lane)]
         return [({**event, "delta": text}, False) for event, text in map(self.lanes.pop, lanes)]
 
@@ -938,6 +989,14 @@ _OTHER_CHARSET = "declares a charset other than UTF-8"
 _NOT_UTF8 = "is not UTF-8 (or holds a NUL byte, as UTF-16 and UTF-32 text does)"
 _TOO_LONG = f"is longer than the {KEPT_BYTES // 2**20} MiB the proxy reads whole to look for the key"
 _WIDE = "holds the key in UTF-16 or UTF-32, or starts with their byte order mark"
+_READ_AS_JSON = (
+    "holds the key as a JSON reader decodes its bytes (UTF-16 or UTF-32, or UTF-8 with an encoded surrogate), "
+    "whatever its Content-Type"
+)
+_NESTED = (
+    "holds the key in a form the proxy cannot take out in place (a JSON string inside a string, as a call's "
+    "arguments are, decoded again; an escape after an escaped backslash)"
+)
 
 
 def _textual(kind: str) -> bool:
@@ -965,8 +1024,31 @@ def _scrubbed(redaction: Redaction, data: bytes) -> bytes | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    cleaned = redaction.text(text)
+    cleaned = redaction.scan(text)
+    if cleaned is None:
+        raise _Refused(_NESTED)
     return data if cleaned == text else cleaned.encode("utf-8")
+
+
+class _Refused(Exception):
+    """An upstream answer (or event, or message) the key cannot surely be taken out of; `why` is
+    one of the proxy's own phrases (`proxy_answer_unreadable`)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+def _read_as_keyed(redaction: Redaction, data: bytes) -> bool:
+    """Whether `data`, decoded as `json.loads` decodes bytes (`json.detect_encoding`: UTF-8,
+    UTF-16 or UTF-32 by their byte pattern; surrogates passed), holds the key in any form."""
+    if not redaction.secret:
+        return False
+    try:
+        text = data.decode(json.detect_encoding(data), "surrogatepass")
+    except (UnicodeDecodeError, LookupError):
+        return False
+    return redaction.within(text)
 
 
 _WIDE_CODECS = ("utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be")
