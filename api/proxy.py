@@ -13,7 +13,10 @@ An ASGI middleware in front of the emulator's routes. For each request under `/v
   then held whole, up to KEPT_BYTES, and an SSE stream passed on event by event, so that the text
   can be scanned first) or splits it across an item's streamed deltas (`_Deltas`). It fails closed:
   with a key, an answer it cannot be sure of reading as the client will (compressed, not UTF-8
-  text, too long to look through whole) is refused, not passed on (`_pass_on`, `binary`).
+  text, too long to look through whole) is refused, not passed on (`_pass_on`, `binary`); so is
+  one, whatever its Content-Type, whose bytes a JSON reader decodes (UTF-16, an encoded surrogate)
+  to text holding the key, and text holding it nested (`Redaction.scan`: a string inside a string,
+  as a call's arguments are; an escape after an escaped backslash), never rewritten into broken JSON.
   Each create and its final response go to the scenario recorder (`scripted/recorder.py`); a
   conversation that ends is written to DIR as a scenario file.
 * local: the emulator plays it, as without `--upstream`.
@@ -929,7 +932,10 @@ class _Deltas:
     like) is taken out of the joined text: per item (and part), a delta whose text ends with what
     could begin the key holds that end back, to go with the next delta (the key, if it comes, as
     `[redacted]`), or before the item's next other event, the stream's terminal event or its end.
-    Deltas merged so go as one event, the later's (a `sequence_number` may be skipped)."""
+    Deltas merged so go as one event, the later's (a `sequence_number` may be skipped). What could
+    begin the key written with JSON's escapes (`\\u`, `s\\u006`) is held back as well; a key that
+    the joined text holds nested (`Redaction.within`: a call's arguments decoded again) cannot be
+    held back in place, and `feed` raises `_Refused` (the stream is ended with an `error` event)."""
 
     def __init__(self, redaction: Redaction) -> None:
         self.redaction = redaction
