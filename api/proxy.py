@@ -342,8 +342,8 @@ class RecordingProxy:
                 held += chunk
                 if len(held) <= KEPT_BYTES:
                     return True
-                if textual:  # the key could come with JSON's escapes, which are looked for in a whole text only
-                    await self._refuse(send, passing, _TOO_LONG)
+                if textual or _json_like(bytes(held[:64])):  # the key could come with JSON's escapes, which
+                    await self._refuse(send, passing, _TOO_LONG)  # are looked for in a whole text only
                     return False
                 log.warning("the upstream's answer is larger than %d bytes: passed on, not recorded", KEPT_BYTES)
                 chunk, held = bytes(held), None  # passed on as it comes, the key in plain text taken out
@@ -799,7 +799,8 @@ A larger one closes the socket (1009)."""
 KEPT_BYTES = 16 * 2**20
 """The most of one upstream answer (a whole body, or one SSE event) the proxy keeps to note its
 ids and record it; a larger one is passed to the client all the same, but not recorded (the log
-says so), unless the proxy holds a key and the answer is JSON, SSE or text: then it is refused.
+says so), unless the proxy holds a key and the answer is JSON, SSE or text (or begins as a JSON
+document does, whatever its Content-Type): then it is refused.
 Without a bound, 300 MB of answer were held, and joined and parsed on the event loop."""
 
 _OFF_LOOP_BYTES = 256 * 2**10
@@ -1043,6 +1044,16 @@ class _Refused(Exception):
     def __init__(self, why: str) -> None:
         super().__init__(why)
         self.why = why
+
+
+def _json_like(start: bytes) -> bool:
+    """Whether bytes begin as a JSON document does (an object, an array or a string, after blanks),
+    read as `json.loads` reads bytes: a body of another Content-Type that a client may parse all the same."""
+    try:
+        text = start.decode(json.detect_encoding(start), "replace")
+    except LookupError:
+        return False
+    return text.lstrip(" \t\r\n\ufeff")[:1] in ("{", "[", '"')
 
 
 def _read_as_keyed(redaction: Redaction, data: bytes) -> bool:

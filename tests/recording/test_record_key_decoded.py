@@ -173,3 +173,27 @@ def test_a_nested_escape_cut_across_argument_deltas_ends_the_stream(
     assert told[-1]["type"] == "error" and "cannot take out in place" in told[-1]["message"]
     assert KEY[1:] not in response.text
     assert not _recorded(tmp_path)
+
+
+@pytest.mark.parametrize("codec", ["utf-8", "utf-16-le"])
+def test_a_long_json_body_of_another_content_type_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, codec: str
+) -> None:
+    """Before: past KEPT_BYTES a body that was not textual went on as it came, only the plain key
+    bytes taken out: its `\\u`-escaped (or UTF-16) key reached a client that parses it."""
+    from ptc_emulator.api import proxy
+
+    monkeypatch.setattr(proxy, "KEPT_BYTES", 4096)
+    body = json.dumps(_response(ESCAPED + "x" * 8192)).encode(codec)
+    response = _post(tmp_path, monkeypatch, BINARY, body)
+    _refused(response, "the proxy reads whole")
+
+
+def test_a_long_binary_body_that_is_no_json_still_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ptc_emulator.api import proxy
+
+    monkeypatch.setattr(proxy, "KEPT_BYTES", 4096)
+    body = b"RIFF\x00\x01\x02\x03WAVE" + bytes(range(256)) * 40 + KEY.encode()
+    response = _post(tmp_path, monkeypatch, BINARY, body)
+    assert response.status_code == 200
+    assert response.content == body.replace(KEY.encode(), b"[redacted]")
