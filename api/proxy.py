@@ -13,7 +13,10 @@ An ASGI middleware in front of the emulator's routes. For each request under `/v
   then held whole, up to KEPT_BYTES, and an SSE stream passed on event by event, so that the text
   can be scanned first) or splits it across an item's streamed deltas (`_Deltas`). It fails closed:
   with a key, an answer it cannot be sure of reading as the client will (compressed, not UTF-8
-  text, too long to look through whole) is refused, not passed on (`_pass_on`, `binary`).
+  text, too long to look through whole) is refused, not passed on (`_pass_on`, `binary`); so is
+  one, whatever its Content-Type, whose bytes a JSON reader decodes (UTF-16, an encoded surrogate)
+  to text holding the key, and text holding it nested (`Redaction.scan`: a string inside a string,
+  as a call's arguments are; an escape after an escaped backslash), never rewritten into broken JSON.
   Each create and its final response go to the scenario recorder (`scripted/recorder.py`); a
   conversation that ends is written to DIR as a scenario file.
 * local: the emulator plays it, as without `--upstream`.
@@ -324,7 +327,11 @@ class RecordingProxy:
                     await self._refuse(send, passing, _TOO_LONG)
                     return False
                 for block, data in events.take():
-                    told = await self._block(block, data, events, create if ok else None)
+                    try:
+                        told = await self._block(block, data, events, create if ok else None)
+                    except _Refused as e:
+                        await self._refuse(send, passing, e.why)
+                        return False
                     if told is None:
                         await self._refuse(send, passing, _NOT_UTF8)
                         return False
@@ -335,8 +342,8 @@ class RecordingProxy:
                 held += chunk
                 if len(held) <= KEPT_BYTES:
                     return True
-                if textual:  # the key could come with JSON's escapes, which are looked for in a whole text only
-                    await self._refuse(send, passing, _TOO_LONG)
+                if textual or _json_like(bytes(held[:64])):  # the key could come with JSON's escapes, which
+                    await self._refuse(send, passing, _TOO_LONG)  # are looked for in a whole text only
                     return False
                 log.warning("the upstream's answer is larger than %d bytes: passed on, not recorded", KEPT_BYTES)
                 chunk, held = bytes(held), None  # passed on as it comes, the key in plain text taken out
@@ -376,7 +383,11 @@ class RecordingProxy:
             return  # ended by `_unfinished`, never as if whole
         if keyed and events is not None:
             rest = events.rest()
-            cleaned = await self._scrub(rest) if rest else b""
+            try:
+                cleaned = await self._scrub(rest) if rest else b""
+            except _Refused as e:
+                await self._refuse(send, passing, e.why)
+                return
             if cleaned is None:
                 await self._refuse(send, passing, _NOT_UTF8)
                 return
@@ -388,9 +399,14 @@ class RecordingProxy:
                 await send({"type": "http.response.body", "body": cleaned, "more_body": True})
         if held is not None:
             body = bytes(held)
-            cleaned = await self._scrub(body)
-            if cleaned is None and textual:
-                await self._refuse(send, passing, _NOT_UTF8)
+            try:
+                cleaned = await self._scrub(body)
+                if cleaned is None and textual:
+                    raise _Refused(_NOT_UTF8)
+                if cleaned is None and await self._read_as_keyed(body):  # whatever its Content-Type
+                    raise _Refused(_READ_AS_JSON)
+            except _Refused as e:
+                await self._refuse(send, passing, e.why)
                 return
             body = body if cleaned is None else cleaned
             response = await _parsed(body)
@@ -436,6 +452,13 @@ class RecordingProxy:
         if len(data) >= _OFF_LOOP_BYTES:
             return await asyncio.to_thread(_scrubbed, self.redaction, data)
         return _scrubbed(self.redaction, data)
+
+    async def _read_as_keyed(self, data: bytes) -> bool:
+        """Whether `data`, read as `json.loads` reads bytes (UTF-16 and UTF-32 found by their
+        byte pattern, encoded surrogates taken), holds the key in any form (`Redaction.within`)."""
+        if len(data) >= _OFF_LOOP_BYTES:
+            return await asyncio.to_thread(_read_as_keyed, self.redaction, data)
+        return _read_as_keyed(self.redaction, data)
 
     async def _refuse(self, send: Send, passing: _Passing, why: str) -> None:
         """An answer refused (`proxy_answer_unreadable`): the 502 before its status went, an SSE
@@ -604,24 +627,41 @@ class RecordingProxy:
 
         deltas = _Deltas(self.redaction)
 
+        async def refuse(why: str) -> None:
+            """An upstream message refused: an `error` event, and the socket closed (1014)."""
+            refused = messages.proxy_answer_unreadable(self.base, why)
+            log.warning("%s", refused.message)
+            ending.append((1014, "the upstream sent a message the proxy could not take the key out of"))
+            error = {"type": "error", "status": refused.status, "error": refused.body()["error"]}
+            await websocket.send_text(json.dumps(error))
+
         async def relay() -> None:
             async for data in upstream:
                 if isinstance(data, bytes):
                     if not await binary(data):
                         return
                     continue
-                text = (
-                    await asyncio.to_thread(self.redaction.text, data)
+                scanned = (
+                    await asyncio.to_thread(self.redaction.scan, data)
                     if len(data) >= _OFF_LOOP_BYTES
-                    else (self.redaction.text(data))
+                    else (self.redaction.scan(data))
                 )  # the key in any form JSON writes it: a scan, no parse (one nested too deep is looked through too)
+                if scanned is None:
+                    await refuse(_NESTED)
+                    return
+                text = scanned
                 event = await _parsed(text.encode("utf-8"))
                 if isinstance(event, dict):
+                    try:
+                        told_events = deltas.feed(event)
+                    except _Refused as e:
+                        await refuse(e.why)
+                        return
                     if (event.get("type") in TERMINAL or event.get("type") == "error") and unanswered:
                         unanswered.popleft()
                         answered[0] = loop.time()
                     await self._socket_event(event, pending)  # before the client has it (see _forward_http)
-                    for told, same in deltas.feed(event):
+                    for told, same in told_events:
                         await websocket.send_text(text if same else self.redaction.write(told))
                     continue
                 await websocket.send_text(text)
@@ -630,17 +670,22 @@ class RecordingProxy:
             """A binary message goes on as one (frames pass both ways unchanged), the key taken out
             of its bytes (and, when they are UTF-8, of their text, JSON's escapes and all); one that
             is a JSON event is noted and recorded as a text message is. With a key, one that starts
-            with a UTF-16 or UTF-32 byte order mark or reads as the key in either is refused: an
-            `error` event, and the socket closed (1014). False: refused."""
+            with a UTF-16 or UTF-32 byte order mark or reads as the key in either is refused, and so
+            is one whose bytes, not UTF-8, hold the key as `json.loads` reads them (an encoded
+            surrogate, UTF-16 or UTF-32), or that holds it nested (`Redaction.scan`): an `error`
+            event, and the socket closed (1014), never recorded. False: refused."""
             redacting = self.redaction.chunks()
             data = redacting(data) + redacting.flush()
-            cleaned = await self._scrub(data)
+            try:
+                cleaned = await self._scrub(data)
+            except _Refused as e:
+                await refuse(e.why)
+                return False
             if cleaned is None and self.redaction.secret and _wide(self.redaction, data):
-                refused = messages.proxy_answer_unreadable(self.base, _WIDE)
-                log.warning("%s", refused.message)
-                ending.append((1014, "the upstream sent a message the proxy could not take the key out of"))
-                error = {"type": "error", "status": refused.status, "error": refused.body()["error"]}
-                await websocket.send_text(json.dumps(error))
+                await refuse(_WIDE)
+                return False
+            if cleaned is None and self.redaction.secret and await self._read_as_keyed(data):
+                await refuse(_READ_AS_JSON)
                 return False
             data = data if cleaned is None else cleaned
             event = await _parsed(data)
@@ -754,7 +799,8 @@ A larger one closes the socket (1009)."""
 KEPT_BYTES = 16 * 2**20
 """The most of one upstream answer (a whole body, or one SSE event) the proxy keeps to note its
 ids and record it; a larger one is passed to the client all the same, but not recorded (the log
-says so), unless the proxy holds a key and the answer is JSON, SSE or text: then it is refused.
+says so), unless the proxy holds a key and the answer is JSON, SSE or text (or begins as a JSON
+document does, whatever its Content-Type): then it is refused.
 Without a bound, 300 MB of answer were held, and joined and parsed on the event loop."""
 
 _OFF_LOOP_BYTES = 256 * 2**10
@@ -887,11 +933,18 @@ class _Deltas:
     like) is taken out of the joined text: per item (and part), a delta whose text ends with what
     could begin the key holds that end back, to go with the next delta (the key, if it comes, as
     `[redacted]`), or before the item's next other event, the stream's terminal event or its end.
-    Deltas merged so go as one event, the later's (a `sequence_number` may be skipped)."""
+    Deltas merged so go as one event, the later's (a `sequence_number` may be skipped). What could
+    begin the key written with JSON's escapes (`\\u`, `s\\u006`) is held back as well; a key that
+    the joined text holds nested (`Redaction.within`: a call's arguments decoded again) cannot be
+    held back in place, and `feed` raises `_Refused` (the stream is ended with an `error` event)."""
 
     def __init__(self, redaction: Redaction) -> None:
         self.redaction = redaction
         self.lanes: dict[tuple[Any, ...], tuple[dict[str, Any], str]] = {}
+        self.sent: dict[tuple[Any, ...], str] = {}
+        """Per lane, the end of the text already sent: with what comes next, it is looked through for
+        the key nested (a call's arguments decoded again), which cannot be held back in place."""
+        self.window = 64 * len(redaction.secret) + 64
 
     def feed(self, event: dict[str, Any]) -> list[tuple[dict[str, Any], bool]]:
         """The events to send for `event`, in order, each with whether it is `event` unchanged."""
@@ -909,8 +962,11 @@ class _Deltas:
         fields = ("item_id", "output_index", "content_index", "summary_index")
         lane = (stream, kind, *(repr(event.get(name)) for name in fields))
         _, before = self.lanes.pop(lane, (event, ""))
-        text = self.redaction.text(before + delta)
-        held = self.redaction.held(text)
+        text = self.redaction.rewrite(before + delta)
+        if self.redaction.within(self.sent.get(lane, "") + text):
+            raise _Refused(_NESTED)
+        held = self.redaction.partial(text)
+        self.sent[lane] = (self.sent.get(lane, "") + text[: len(text) - held])[-self.window :]
         if held:
             self.lanes[lane] = (event, text[len(text) - held :])
             text = text[: len(text) - held]
@@ -923,6 +979,8 @@ class _Deltas:
     def flush(self, which: Callable[[tuple[Any, ...]], bool] = lambda lane: True) -> list[tuple[dict[str, Any], bool]]:
         """What is held back (of the lanes `which` picks), as delta events: the item (or the
         stream) went on with something else, so it is not the key."""
+        for lane in [lane for lane in self.sent if which(lane)]:
+            del self.sent[lane]
         lanes = [lane for lane in self.lanes if which(lane)]
         return [({**event, "delta": text}, False) for event, text in map(self.lanes.pop, lanes)]
 
@@ -938,6 +996,14 @@ _OTHER_CHARSET = "declares a charset other than UTF-8"
 _NOT_UTF8 = "is not UTF-8 (or holds a NUL byte, as UTF-16 and UTF-32 text does)"
 _TOO_LONG = f"is longer than the {KEPT_BYTES // 2**20} MiB the proxy reads whole to look for the key"
 _WIDE = "holds the key in UTF-16 or UTF-32, or starts with their byte order mark"
+_READ_AS_JSON = (
+    "holds the key as a JSON reader decodes its bytes (UTF-16 or UTF-32, or UTF-8 with an encoded surrogate), "
+    "whatever its Content-Type"
+)
+_NESTED = (
+    "holds the key in a form the proxy cannot take out in place (a JSON string inside a string, as a call's "
+    "arguments are, decoded again; an escape after an escaped backslash)"
+)
 
 
 def _textual(kind: str) -> bool:
@@ -965,8 +1031,41 @@ def _scrubbed(redaction: Redaction, data: bytes) -> bytes | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    cleaned = redaction.text(text)
+    cleaned = redaction.scan(text)
+    if cleaned is None:
+        raise _Refused(_NESTED)
     return data if cleaned == text else cleaned.encode("utf-8")
+
+
+class _Refused(Exception):
+    """An upstream answer (or event, or message) the key cannot surely be taken out of; `why` is
+    one of the proxy's own phrases (`proxy_answer_unreadable`)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+def _json_like(start: bytes) -> bool:
+    """Whether bytes begin as a JSON document does (an object, an array or a string, after blanks),
+    read as `json.loads` reads bytes: a body of another Content-Type that a client may parse all the same."""
+    try:
+        text = start.decode(json.detect_encoding(start), "replace")
+    except LookupError:
+        return False
+    return text.lstrip(" \t\r\n\ufeff")[:1] in ("{", "[", '"')
+
+
+def _read_as_keyed(redaction: Redaction, data: bytes) -> bool:
+    """Whether `data`, decoded as `json.loads` decodes bytes (`json.detect_encoding`: UTF-8,
+    UTF-16 or UTF-32 by their byte pattern; surrogates passed), holds the key in any form."""
+    if not redaction.secret:
+        return False
+    try:
+        text = data.decode(json.detect_encoding(data), "surrogatepass")
+    except (UnicodeDecodeError, LookupError):
+        return False
+    return redaction.within(text)
 
 
 _WIDE_CODECS = ("utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be")

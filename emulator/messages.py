@@ -2151,9 +2151,12 @@ def proxy_answer_unreadable(base: str, why: str) -> StatusError:
     (a JSON, SSE or text body, an SSE event, a WebSocket message) is one whose text it cannot be
     sure of reading as the client will: it declares a charset other than UTF-8, its bytes are not
     UTF-8 (a UTF-16 or UTF-32 BOM among them) or hold a NUL byte (UTF-16 or UTF-32 without a BOM),
-    or, for a binary WebSocket message, they read as the key in UTF-16 or UTF-32. The key is taken
-    out of UTF-8 text only, so such an answer is refused, not passed on (`why` is one of the
-    proxy's own phrases, never the upstream's words)."""
+    or, for a binary WebSocket message, they read as the key in UTF-16 or UTF-32; or, whatever its
+    Content-Type, a JSON reader decodes its bytes (UTF-16, UTF-32, an encoded surrogate) to text
+    holding the key; or its text holds the key nested (a JSON string inside a string, an escape
+    after an escaped backslash), which cannot be taken out in place. The key is taken out of UTF-8
+    text only, so such an answer is refused, not passed on (`why` is one of the proxy's own
+    phrases, never the upstream's words)."""
     return StatusError(
         502,
         f"The upstream {base} answered text that {why}: with an upstream key (--upstream-api-key-env) "

@@ -62,6 +62,58 @@ class Redaction:
         """The length of the longest end of `text` that the key starts with (the whole key not counted)."""
         return _held(text, self.secret)
 
+    def rewrite(self, text: str) -> str:
+        """`text` as `text` gives it, except that a `\\u` (or `\\/`) form is taken out only where its
+        first backslash begins an escape (an even number of backslashes before it): after an escaped
+        backslash it is no escape, and `[redacted]` there would break the JSON (`\\[`). What is left
+        so, `within` still finds (for the recording proxy, which then refuses the text)."""
+        if not self.secret:
+            return text
+        text = text.replace(self.secret, MASK)
+        if self.escaped is not None and "\\" in text:
+            text = self.escaped.sub(_aligned, text)
+        return text
+
+    def scan(self, text: str) -> str | None:
+        """For the recording proxy: `rewrite`, or None when the key is still `within` the result
+        (a string inside a string, an escape after an escaped backslash): such text cannot be
+        rewritten in place without breaking it, and is refused instead."""
+        cleaned = self.rewrite(text)
+        return None if self.within(cleaned) else cleaned
+
+    def within(self, text: str, levels: int = 3) -> bool:
+        """Whether `text` holds the key: plainly, with JSON's escapes (wherever they start), or so
+        once JSON's escapes in it are decoded again, up to `levels` times more (a JSON document
+        inside a JSON string, as a call's arguments are, which the app decodes in its turn)."""
+        if not self.secret:
+            return False
+        for level in range(levels + 1):
+            if self.secret in text:
+                return True
+            if "\\" not in text:
+                return False
+            if self.escaped is not None and self.escaped.search(text):
+                return True
+            if level == levels:
+                break
+            decoded = _unescaped(text)
+            if decoded == text:
+                return False
+            text = decoded
+        return False
+
+    def partial(self, text: str) -> int:
+        """The length of the longest end of `text` that could begin the key written plainly or with
+        any of JSON's escapes for its characters (`\\u`, `\\u00`, `s\\u006`; the whole key not
+        counted): a delta that ends so is held back, the rest of an escape may come with the next."""
+        if not self.secret:
+            return 0
+        first = self.secret[0]
+        for start in range(max(0, len(text) - _WIDEST * len(self.secret)), len(text)):
+            if text[start] in ("\\", first) and _begins(text, start, self.secret):
+                return len(text) - start
+        return 0
+
     def answer(self, answer: Answer) -> Answer:
         """`answer` with the key out of every text in it."""
         if not self.secret:
@@ -213,3 +265,56 @@ def _held(text: S, secret: S) -> int:
         if text.endswith(secret[:size]):
             return size
     return 0
+
+
+_WIDEST = 12
+"""The most characters JSON writes one character with (a surrogate pair's two `\\u` escapes)."""
+
+_ESCAPE = re.compile(r'\\(?:u([0-9a-fA-F]{4})|(["\\/bfnrt]))')
+_DECODED = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _unescaped(text: str) -> str:
+    """`text` with JSON's escapes decoded (the whole of it, as if one string: outside strings JSON
+    has no backslash); a surrogate pair made one character, a lone surrogate kept."""
+    decoded = _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)) if m.group(1) else _DECODED[m.group(2)], text)
+    if _SURROGATE.search(decoded):
+        decoded = decoded.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return decoded
+
+
+def _aligned(match: re.Match[str]) -> str:
+    """The mask for a match of the escaped key, unless its first backslash is itself escaped."""
+    text, start = match.string, match.start()
+    before = start
+    while before and text[before - 1] == "\\":
+        before -= 1
+    return match.group() if (start - before) % 2 else MASK
+
+
+def _forms(char: str) -> tuple[str, ...]:
+    code = ord(char)
+    units = [code] if code < 0x10000 else [0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)]
+    escape = "".join(f"\\u{unit:04x}" for unit in units)
+    return (char, escape, *((_SHORT[char],) if char in _SHORT else ()))
+
+
+def _begins(text: str, start: int, secret: str) -> bool:
+    """Whether `text[start:]` is a beginning (not the whole) of `secret` written with any mix of its
+    characters and JSON's escapes (hex in either case)."""
+    at = start
+    for char in secret:
+        if at == len(text):
+            return True
+        for form in _forms(char):
+            piece = text[at : at + len(form)]
+            same = piece == form[: len(piece)] if form == char else piece.lower() == form[: len(piece)]
+            if same:
+                if len(piece) < len(form):
+                    return True
+                at += len(form)
+                break
+        else:
+            return False
+    return False
