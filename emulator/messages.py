@@ -1977,6 +1977,14 @@ def no_choices() -> str:
 
 
 @text(UPSTREAM, FAULT)
+def key_in_arguments(name: str) -> str:
+    """A call whose arguments hold the upstream's key once a client decodes them more than once (a
+    JSON escape of an escape, as `\\u005cu0073...`, which the emulator cannot take out without
+    breaking the call): refused, not passed on, whatever the call was."""
+    return f"answered a call of `{name}` whose arguments hold the upstream's key (escaped), which is not passed on."
+
+
+@text(UPSTREAM, FAULT)
 def answered_nothing() -> str:
     """An answer, whole or streamed, with neither text nor a tool call (never an empty completed response)."""
     return "answered neither text nor a tool call."

@@ -405,3 +405,50 @@ def test_the_upstream_key_in_other_escapes_reaches_no_one(
         assert SLASHED not in text and shown not in text and shown.replace("\\", "\\\\") not in text
         assert json.dumps(SLASHED)[1:-1] not in text and escaped[:12] not in text.replace("\\\\", "\\")
     emulator.close()
+
+
+@pytest.mark.parametrize("client", ["json", "sse"])
+def test_the_upstream_key_escaped_twice_in_a_call_is_refused_and_reaches_no_one(
+    any_server: Callable[..., EmulatorServer],
+    upstream: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    client: str,
+) -> None:
+    """The key written as `\\u005cu0073...` inside a call's arguments: JSON decodes that to
+    `\\u0073...`, which a program's string literal (or an app decoding the argument again) turns
+    into the key. Before, redaction decoded the arguments once, found no key and passed the call
+    on: the program printed the key. Now such a call is the 502, and the key reaches no one."""
+    monkeypatch.setenv("ANY30_UPSTREAM_KEY", KEY)
+    caplog.set_level("DEBUG")
+    recordings = tmp_path / "recordings"
+    data = tmp_path / "nested-data"
+    server = any_server(model_upstream_api_key_env="ANY30_UPSTREAM_KEY", record_dir=recordings, data_dir=data)
+    emulator = PTCEmulator(server.base_url)
+    nested = "".join(f"\\u005cu{ord(c):04x}" for c in KEY)
+    upstream.reply(raw_call(CODE_TOOL, '{"code": "text(\\"k=' + nested + '\\")"}'), echo("said "))
+    seen: list[str] = []
+    with emulator.client(max_retries=0) as sdk:
+        if client == "json":
+            with pytest.raises(openai.APIStatusError) as caught:
+                sdk.responses.create(model="m", input="Go.", tools=[PTC])
+            assert caught.value.status_code == 502
+            seen.append(caught.value.response.text)
+            message = caught.value.response.json()["error"]["message"]
+        else:
+            events = list(sdk.responses.create(model="m", input="Go.", tools=[PTC], stream=True))
+            seen.append(json.dumps([e.model_dump() for e in events]))
+            failed = next(e for e in events if e.type in ("response.failed", "error"))
+            message = json.dumps(failed.model_dump())
+    assert "whose arguments hold the upstream's key" in message, message
+    seen.append(json.dumps(emulator.journal))
+    seen.append(caplog.text)
+    captured = capfd.readouterr()
+    seen += [captured.out, captured.err]
+    server.stop()
+    seen += [p.read_text(encoding="utf-8") for p in recordings.glob("*.yaml")]
+    seen += [p.read_bytes().decode("latin-1") for p in data.rglob("*") if p.is_file()]
+    assert all(KEY not in text for text in seen)
+    emulator.close()

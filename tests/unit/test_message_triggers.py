@@ -1441,6 +1441,15 @@ def _(c: Context) -> object:
     return asked(answering(status_code=200, json={"choices": [{"index": 0, "message": {"content": ""}}]}))
 
 
+@trigger("key_in_arguments")
+def _(c: Context) -> object:
+    nested = "".join(f"\\u005cu{ord(ch):04x}" for ch in "sk-trigger-key")
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": "' + nested + '"}'}}
+    choice = {"index": 0, "message": {"content": None, "tool_calls": [call]}, "finish_reason": "tool_calls"}
+    answer = {"choices": [choice]}
+    return asked(answering(status_code=200, json=answer), api_key="sk-trigger-key")
+
+
 @trigger("upstream_refused")
 def _(c: Context) -> object:
     refused = {"choices": [{"index": 0, "message": {"content": None, "refusal": "I can't help with that."}}]}

@@ -189,7 +189,11 @@ class UpstreamClient:
                         else Fault(messages.answered_nothing())
                     )
                     raise redaction.error(_fault(self.config, empty, redaction))
-                return redaction.answer(answer)
+                answer = redaction.answer(answer)
+                nested = next((c.name for c in answer.calls if redaction.within(c.arguments)), None)
+                if nested is not None:  # the key still in them, a decoding or more further down
+                    raise redaction.error(_fault(self.config, Fault(messages.key_in_arguments(nested)), redaction))
+                return answer
             attempt += 1
             await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
 
