@@ -216,13 +216,24 @@ def test_strict_by_default_fails_the_test_at_teardown_with_every_check(pytester:
         assert frame not in output, frame
 
 
-def test_strict_mode_is_turned_off_by_ini_or_option_and_on_by_the_marker(pytester: pytest.Pytester) -> None:
+def test_strict_mode_is_turned_off_by_the_option(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_strict=STRICT)
 
     run(pytester, "--ptc-emulator-strict=no").assert_outcomes(passed=6)
+
+
+def test_strict_mode_is_turned_off_by_the_ini_and_the_option_wins_over_it(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_strict=STRICT)
     pytester.makeini("[pytest]\nptc_emulator_strict = false\n")
+
     run(pytester).assert_outcomes(passed=6)
-    run(pytester, "--ptc-emulator-strict").assert_outcomes(passed=6, errors=4)  # the option wins over the ini
+    run(pytester, "--ptc-emulator-strict").assert_outcomes(passed=6, errors=4)
+
+
+def test_strict_mode_turned_off_by_the_ini_is_on_for_a_marked_test(pytester: pytest.Pytester) -> None:
+    """Each of these tests runs pytest in a process of its own once or twice (one test running all
+    four ran past the 120 s guard on a machine with a load of 10-17)."""
+    pytester.makeini("[pytest]\nptc_emulator_strict = false\n")
     pytester.makepyfile(
         test_strict=STRICT.replace("def test_swallows_a_400", "@pytest.mark.ptc_strict\ndef test_swallows_a_400")
     )
