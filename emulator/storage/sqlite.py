@@ -127,7 +127,10 @@ class DirLock:
 
     def __init__(self, path: Path) -> None:
         self.path = path.with_name(path.name + LOCK_SUFFIX)
-        self._file = open(self.path, "a+", encoding="ascii")  # noqa: SIM115 - held for the store's life
+        try:
+            self._file = open(self.path, "a+", encoding="ascii")  # noqa: SIM115 - held for the store's life
+        except (FileNotFoundError, NotADirectoryError) as e:  # a folder no file can be made in (`/proc/1`)
+            raise sqlite3.OperationalError(f"no lock file can be made beside its file: {e.strerror}") from e
         if fcntl is None:  # pragma: no cover
             return
         try:
