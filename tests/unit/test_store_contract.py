@@ -15,13 +15,13 @@ import pytest
 
 from ptc_emulator.emulator.storage import (
     FILENAME,
+    DataDirHeld,
     Store,
     StoredConversation,
     StoredResponse,
     StoredScenario,
     open_store,
 )
-from ptc_emulator.emulator.storage.sqlite import DataDirHeld
 
 Open = Callable[[], Store]
 
