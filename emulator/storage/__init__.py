@@ -38,7 +38,7 @@ from ptc_emulator.emulator.storage.protocol import (
     visible,
 )
 from ptc_emulator.emulator.storage.responses import ConnectionStore, ResponseStore, view
-from ptc_emulator.emulator.storage.sqlite import FILENAME
+from ptc_emulator.emulator.storage.sqlite import FILENAME, DataDirHeld
 
 __all__ = [
     "FILENAME",
@@ -46,6 +46,7 @@ __all__ = [
     "ConnectionStore",
     "Conversations",
     "Counts",
+    "DataDirHeld",
     "EventLog",
     "JournalLog",
     "Leases",

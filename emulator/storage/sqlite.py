@@ -7,11 +7,18 @@ server leaves a consistent file. Every write is one transaction, `BEGIN IMMEDIAT
 start, so what it checks holds until it commits): a response and its items, a conversation and
 its items, appear together or not at all. The journal is the one part kept in memory (see
 `protocol.JournalLog`): it holds `store: false` bodies, which never reach the disk.
+
+One process owns the file: before anything touches it, the store takes an exclusive lock on
+`<file>.lock` beside it (`DirLock`: an OS file lock, held for the store's life and released by the
+OS when the process ends, so a killed server leaves no stale lock). A second server on the same
+data directory refuses to start (`DataDirHeld`) instead of failing the first one's running
+background responses as a dead server's (`SqliteStore.__init__`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -20,15 +27,23 @@ from typing import Any, TypeVar
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.storage.memory import MemoryCounts, MemoryJournal, MemoryLeases
-from ptc_emulator.emulator.storage.protocol import Counts, EventLog, JournalLog, Leases
+from ptc_emulator.emulator.storage.protocol import Counts, EventLog, JournalLog, Leases, StoreUnavailable
 from ptc_emulator.emulator.storage.sql import Dialect, SqlParts, Tx
 
-__all__ = ["FILENAME", "SQLITE", "SqliteStore", "open_at"]
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no flock; the file goes unguarded there
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["FILENAME", "LOCK_SUFFIX", "SQLITE", "DataDirHeld", "DirLock", "SqliteStore", "open_at"]
 
 T = TypeVar("T")
 
 FILENAME = "responses.sqlite3"
 """The store's file in the data directory."""
+
+LOCK_SUFFIX = ".lock"
+"""The lock file beside the store's file (`responses.sqlite3.lock`): see `DirLock`."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -98,6 +113,45 @@ SQLITE = Dialect("sqlite", placeholder="?", same="IS", order="rowid")
 """One connection, one writer at a time (`BEGIN IMMEDIATE`): no row or key needs a lock of its own."""
 
 
+class DataDirHeld(StoreUnavailable):
+    """Another process (a server still running) holds the store's file."""
+
+
+class DirLock:
+    """An exclusive lock (`flock`) on `<file>.lock`, held until `release` or the process's end.
+
+    The OS drops it when the process dies, however it dies (kill -9 included), so it is never
+    stale; the file itself stays and holds the last holder's process id, which only the refusal
+    names. Not inherited: the sandbox's workers are spawned with exec, and Python's files close
+    on exec."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path.with_name(path.name + LOCK_SUFFIX)
+        try:
+            self._file = open(self.path, "a+", encoding="ascii")  # noqa: SIM115 - held for the store's life
+        except (FileNotFoundError, NotADirectoryError) as e:  # a folder no file can be made in (`/proc/1`)
+            raise sqlite3.OperationalError(f"no lock file can be made beside its file: {e.strerror}") from e
+        if fcntl is None:  # pragma: no cover
+            return
+        try:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            self._file.seek(0)
+            holder = self._file.read(32).strip()
+            self._file.close()
+            pid = f" (process {holder})" if holder.isdigit() else ""
+            raise DataDirHeld(
+                f"the data dir {path.parent.resolve()} is held by another ptc-emulator server{pid}: stop it, "
+                "or give this one its own --data-dir (or PTC_EMULATOR_DATA_DIR)"
+            ) from e
+        self._file.truncate(0)
+        self._file.write(str(os.getpid()))
+        self._file.flush()
+
+    def release(self) -> None:
+        self._file.close()  # closing the one descriptor drops the lock
+
+
 class _Tx:
     """The connection inside a transaction (the lock held)."""
 
@@ -125,7 +179,6 @@ class _Db:
     dialect = SQLITE
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.connection = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         self.lock = threading.Lock()
         self._tx = _Tx(self.connection)
@@ -192,7 +245,27 @@ class SqliteStore(SqlParts):
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._db = _Db(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = DirLock(path)  # first: the statements below fail the rows of a process that ended
+        try:
+            self._db = _Db(path)
+        except BaseException:
+            self._lock.release()
+            raise
+        try:
+            self._prepare()
+        except BaseException:
+            self.close()
+            raise
+        super().__init__(self._db)
+        self.journal: JournalLog = MemoryJournal()
+        self.leases: Leases = MemoryLeases()  # one process owns the file
+        self.counts: Counts = MemoryCounts()  # (so a restart counts afresh, as the journal starts afresh)
+        self.events: EventLog | None = None  # one process: its harness fans events out itself
+        self.shared = False
+
+    def _prepare(self) -> None:
+        """The schema made or brought up to date; the rows of a process that ended settled."""
         with self._db.lock:
             db = self._db.connection
             db.execute("PRAGMA journal_mode=WAL")
@@ -206,22 +279,20 @@ class SqliteStore(SqlParts):
             # Rows an older version wrote keep their status in the body only.
             db.execute("UPDATE responses SET status = json_extract(response, '$.status') WHERE status IS NULL")
             # A background response still queued or in progress was cut off by the previous
-            # process (a kill or a crash): nothing will ever finish it, so it failed.
+            # process (a kill or a crash): nothing will ever finish it, so it failed. (That
+            # process has ended: a running one would hold `DirLock`, and this one would not be here.)
             db.execute(
                 "UPDATE responses SET status = 'failed', "
                 "response = json_set(response, '$.status', 'failed', '$.error', json(?)) "
                 "WHERE status IN ('queued', 'in_progress')",
                 (json.dumps({"code": "server_error", "message": messages.background_interrupted()}),),
             )
-        super().__init__(self._db)
-        self.journal: JournalLog = MemoryJournal()
-        self.leases: Leases = MemoryLeases()  # one process owns the file
-        self.counts: Counts = MemoryCounts()  # (so a restart counts afresh, as the journal starts afresh)
-        self.events: EventLog | None = None  # one process: its harness fans events out itself
-        self.shared = False
 
     def close(self) -> None:
-        self._db.close()
+        try:
+            self._db.close()
+        finally:
+            self._lock.release()
 
 
 def open_at(where: str, data_dir: Path | None) -> SqliteStore:

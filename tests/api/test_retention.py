@@ -114,7 +114,13 @@ def test_store_false_traffic_leaves_no_trace(server_process: Callable[..., Serve
     server.stop()
 
     files = sorted(p.relative_to(data_dir).as_posix() for p in data_dir.rglob("*"))
-    allowed = {"secret", "responses.sqlite3", "responses.sqlite3-wal", "responses.sqlite3-shm"}
+    allowed = {
+        "secret",
+        "responses.sqlite3",
+        "responses.sqlite3-wal",
+        "responses.sqlite3-shm",
+        "responses.sqlite3.lock",
+    }
     assert set(files) <= allowed, files
     assert "secret" in files and "responses.sqlite3" in files
     with sqlite3.connect(data_dir / "responses.sqlite3") as db:

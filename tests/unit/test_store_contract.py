@@ -15,6 +15,7 @@ import pytest
 
 from ptc_emulator.emulator.storage import (
     FILENAME,
+    DataDirHeld,
     Store,
     StoredConversation,
     StoredResponse,
@@ -550,6 +551,23 @@ def test_sqlite_marks_unfinished_background_responses_failed(
     for rid in ("resp_q", "resp_p"):
         assert statuses[rid]["status"] == "failed"
         assert statuses[rid]["error"]["code"] == "server_error"
+
+
+def test_a_sqlite_store_held_open_refuses_a_second_one_and_leaves_its_rows_alone(
+    sqlite_store: Store, tmp_path: Path
+) -> None:
+    """Before, a second store on the file opened and failed the first one's running background
+    responses as a dead process's. The lock is the OS's: one open descriptor per holder, so two
+    stores in one process conflict as two processes do."""
+    running = response("resp_run")
+    sqlite_store.responses.put(StoredResponse("resp_run", {**running.response, "status": "in_progress"}, [], None))
+    with pytest.raises(DataDirHeld, match=r"the data dir .*data is held by another ptc-emulator server \(process "):
+        open_store("sqlite", tmp_path / "data")
+    found = sqlite_store.responses.get("resp_run")
+    assert found is not None and found.response["status"] == "in_progress"
+    sqlite_store.close()
+    again = open_store("sqlite", tmp_path / "data")  # closed: the lock went with it
+    again.close()
 
 
 def test_sqlite_writes_nothing_of_the_journal(sqlite_store: Store, tmp_path: Path) -> None:
