@@ -932,7 +932,9 @@ class _Deltas:
     """A key split across an output item's delta events (`response.output_text.delta` and the
     like) is taken out of the joined text: per item (and part), a delta whose text ends with what
     could begin the key holds that end back, to go with the next delta (the key, if it comes, as
-    `[redacted]`), or before the item's next other event, the stream's terminal event or its end.
+    `[redacted]`), or before a `.done` event that ends its text (the item's, or its part's), the
+    stream's terminal event or its end. Another event between two deltas (an annotation, say)
+    neither sends nor forgets what is held: a client joins the deltas across it.
     Deltas merged so go as one event, the later's (a `sequence_number` may be skipped). What could
     begin the key written with JSON's escapes (`\\u`, `s\\u006`) is held back as well; a key that
     the joined text holds nested (`Redaction.within`: a call's arguments decoded again) cannot be
@@ -954,13 +956,12 @@ class _Deltas:
             return [(event, True)]
         stream = repr(event.get("stream_id"))
         if not isinstance(delta, str) or not isinstance(kind, str) or not kind.endswith(".delta"):
-            item = event.get("item")
-            ids = {repr(event.get("item_id")), repr(item.get("id")) if isinstance(item, dict) else None}
             if kind in TERMINAL or kind == "error":  # the stream's end: all it holds back goes
                 return [*self.flush(lambda lane: lane[0] == stream), (event, True)]
-            return [*self.flush(lambda lane: lane[0] == stream and lane[2] in ids), (event, True)]
-        fields = ("item_id", "output_index", "content_index", "summary_index")
-        lane = (stream, kind, *(repr(event.get(name)) for name in fields))
+            if isinstance(kind, str) and kind.endswith(".done"):  # an item's (or part's) text ends
+                return [*self.flush(lambda lane: lane[0] == stream and _ends(event, lane)), (event, True)]
+            return [(event, True)]  # an annotation, say: the text goes on, what is held stays held
+        lane = (stream, kind, *(repr(event.get(name)) for name in _LANE_FIELDS))
         _, before = self.lanes.pop(lane, (event, ""))
         text = self.redaction.rewrite(before + delta)
         if self.redaction.within(self.sent.get(lane, "") + text):
@@ -983,6 +984,19 @@ class _Deltas:
             del self.sent[lane]
         lanes = [lane for lane in self.lanes if which(lane)]
         return [({**event, "delta": text}, False) for event, text in map(self.lanes.pop, lanes)]
+
+
+_LANE_FIELDS = ("item_id", "output_index", "content_index", "summary_index")
+
+
+def _ends(event: dict[str, Any], lane: tuple[Any, ...]) -> bool:
+    """Whether a `.done` event ends a delta lane's text: its item's (`item_id`, or its `item`'s
+    id), and of the output, content and summary indices the event names, the lane's."""
+    item = event.get("item")
+    ids = {repr(event.get("item_id")), repr(item.get("id")) if isinstance(item, dict) else None}
+    if lane[2] not in ids:
+        return False
+    return all(name not in event or lane[2 + i] == repr(event[name]) for i, name in enumerate(_LANE_FIELDS) if i)
 
 
 def _data(block: bytes) -> bytes:
