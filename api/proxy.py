@@ -11,12 +11,15 @@ An ASGI middleware in front of the emulator's routes. For each request under `/v
   headers in an error, or the key in its text, never shows it to the client or the recording.
   With a key, also where the upstream writes it with any of JSON's escapes (a non-streamed body is
   then held whole, up to KEPT_BYTES, and an SSE stream passed on event by event, so that the text
-  can be scanned first) or splits it across an item's streamed deltas (`_Deltas`). It fails closed:
+  can be scanned first) or splits it across an item's streamed deltas (`_Deltas`; a streamed
+  request's answer is read as SSE whatever its Content-Type, as the SDKs read it, and a held body
+  that reads as SSE is refused when its joined deltas hold the key). It fails closed:
   with a key, an answer it cannot be sure of reading as the client will (compressed, not UTF-8
   text, too long to look through whole) is refused, not passed on (`_pass_on`, `binary`); so is
-  one, whatever its Content-Type, whose bytes a JSON reader decodes (UTF-16, an encoded surrogate)
-  to text holding the key, and text holding it nested (`Redaction.scan`: a string inside a string,
-  as a call's arguments are; an escape after an escaped backslash), never rewritten into broken JSON.
+  one, whatever its Content-Type, whose bytes a JSON reader decodes (UTF-16, an encoded surrogate;
+  or leniently, what is not UTF-8 replaced) to text holding the key, and text holding it nested
+  (`Redaction.scan`: a string inside a string, as a call's arguments are; an escape after an
+  escaped backslash), never rewritten into broken JSON.
   Each create and its final response go to the scenario recorder (`scripted/recorder.py`); a
   conversation that ends is written to DIR as a scenario file.
 * local: the emulator plays it, as without `--upstream`.
@@ -308,7 +311,9 @@ class RecordingProxy:
         # What the response says is noted before the client has it all: a client that
         # continues the moment it has the response finds its ids known and its recording made.
         ok = reply.status_code == 200 and not packed
-        sse = kind.startswith("text/event-stream")
+        sse = kind.split(";", 1)[0].strip().lower() == "text/event-stream" or (
+            keyed and 200 <= reply.status_code < 300 and isinstance(create, dict) and create.get("stream") is True
+        )  # with a key, a streamed request's answer is read as the SDK reads it: SSE, whatever its Content-Type
         events = passing.events = _SSE(blocks=keyed, redaction=self.redaction) if sse and not packed else None
         kept = _Kept()
         held: bytearray | None = bytearray() if keyed and events is None else None
@@ -405,6 +410,8 @@ class RecordingProxy:
                     raise _Refused(_NOT_UTF8)
                 if cleaned is None and await self._read_as_keyed(body):  # whatever its Content-Type
                     raise _Refused(_READ_AS_JSON)
+                if _sse_like(body) and await self._sse_keyed(body):  # a client may read it as SSE
+                    raise _Refused(_SSE_KEYED)
             except _Refused as e:
                 await self._refuse(send, passing, e.why)
                 return
@@ -459,6 +466,13 @@ class RecordingProxy:
         if len(data) >= _OFF_LOOP_BYTES:
             return await asyncio.to_thread(_read_as_keyed, self.redaction, data)
         return _read_as_keyed(self.redaction, data)
+
+    async def _sse_keyed(self, data: bytes) -> bool:
+        """Whether `data`, read as an SSE stream (whatever its Content-Type), holds the key in an
+        item's deltas joined (`_sse_keyed`)."""
+        if len(data) >= _OFF_LOOP_BYTES:
+            return await asyncio.to_thread(_sse_keyed, self.redaction, data)
+        return _sse_keyed(self.redaction, data)
 
     async def _refuse(self, send: Send, passing: _Passing, why: str) -> None:
         """An answer refused (`proxy_answer_unreadable`): the 502 before its status went, an SSE
@@ -932,7 +946,9 @@ class _Deltas:
     """A key split across an output item's delta events (`response.output_text.delta` and the
     like) is taken out of the joined text: per item (and part), a delta whose text ends with what
     could begin the key holds that end back, to go with the next delta (the key, if it comes, as
-    `[redacted]`), or before the item's next other event, the stream's terminal event or its end.
+    `[redacted]`), or before a `.done` event that ends its text (the item's, or its part's), the
+    stream's terminal event or its end. Another event between two deltas (an annotation, say)
+    neither sends nor forgets what is held: a client joins the deltas across it.
     Deltas merged so go as one event, the later's (a `sequence_number` may be skipped). What could
     begin the key written with JSON's escapes (`\\u`, `s\\u006`) is held back as well; a key that
     the joined text holds nested (`Redaction.within`: a call's arguments decoded again) cannot be
@@ -954,13 +970,12 @@ class _Deltas:
             return [(event, True)]
         stream = repr(event.get("stream_id"))
         if not isinstance(delta, str) or not isinstance(kind, str) or not kind.endswith(".delta"):
-            item = event.get("item")
-            ids = {repr(event.get("item_id")), repr(item.get("id")) if isinstance(item, dict) else None}
             if kind in TERMINAL or kind == "error":  # the stream's end: all it holds back goes
                 return [*self.flush(lambda lane: lane[0] == stream), (event, True)]
-            return [*self.flush(lambda lane: lane[0] == stream and lane[2] in ids), (event, True)]
-        fields = ("item_id", "output_index", "content_index", "summary_index")
-        lane = (stream, kind, *(repr(event.get(name)) for name in fields))
+            if isinstance(kind, str) and kind.endswith(".done"):  # an item's (or part's) text ends
+                return [*self.flush(lambda lane: lane[0] == stream and _ends(event, lane)), (event, True)]
+            return [(event, True)]  # an annotation, say: the text goes on, what is held stays held
+        lane = (stream, kind, *(repr(event.get(name)) for name in _LANE_FIELDS))
         _, before = self.lanes.pop(lane, (event, ""))
         text = self.redaction.rewrite(before + delta)
         if self.redaction.within(self.sent.get(lane, "") + text):
@@ -985,6 +1000,19 @@ class _Deltas:
         return [({**event, "delta": text}, False) for event, text in map(self.lanes.pop, lanes)]
 
 
+_LANE_FIELDS = ("item_id", "output_index", "content_index", "summary_index")
+
+
+def _ends(event: dict[str, Any], lane: tuple[Any, ...]) -> bool:
+    """Whether a `.done` event ends a delta lane's text: its item's (`item_id`, or its `item`'s
+    id), and of the output, content and summary indices the event names, the lane's."""
+    item = event.get("item")
+    ids = {repr(event.get("item_id")), repr(item.get("id")) if isinstance(item, dict) else None}
+    if lane[2] not in ids:
+        return False
+    return all(name not in event or lane[2 + i] == repr(event[name]) for i, name in enumerate(_LANE_FIELDS) if i)
+
+
 def _data(block: bytes) -> bytes:
     """The data of an SSE event's lines (LF-ended)."""
     return b"\n".join(line[5:].lstrip(b" ") for line in block.split(b"\n") if line.startswith(b"data:"))
@@ -997,9 +1025,10 @@ _NOT_UTF8 = "is not UTF-8 (or holds a NUL byte, as UTF-16 and UTF-32 text does)"
 _TOO_LONG = f"is longer than the {KEPT_BYTES // 2**20} MiB the proxy reads whole to look for the key"
 _WIDE = "holds the key in UTF-16 or UTF-32, or starts with their byte order mark"
 _READ_AS_JSON = (
-    "holds the key as a JSON reader decodes its bytes (UTF-16 or UTF-32, or UTF-8 with an encoded surrogate), "
-    "whatever its Content-Type"
+    "holds the key as a JSON reader decodes its bytes (UTF-16 or UTF-32, or UTF-8 with an encoded surrogate, "
+    "or what cannot be decoded replaced), whatever its Content-Type"
 )
+_SSE_KEYED = "holds the key in the deltas of one item joined, read as an SSE stream (whatever its Content-Type)"
 _NESTED = (
     "holds the key in a form the proxy cannot take out in place (a JSON string inside a string, as a call's "
     "arguments are, decoded again; an escape after an escaped backslash)"
@@ -1058,14 +1087,49 @@ def _json_like(start: bytes) -> bool:
 
 def _read_as_keyed(redaction: Redaction, data: bytes) -> bool:
     """Whether `data`, decoded as `json.loads` decodes bytes (`json.detect_encoding`: UTF-8,
-    UTF-16 or UTF-32 by their byte pattern; surrogates passed), holds the key in any form."""
+    UTF-16 or UTF-32 by their byte pattern; surrogates passed), or leniently (what cannot be
+    decoded replaced, in that encoding and as UTF-8), holds the key in any form."""
     if not redaction.secret:
         return False
     try:
-        text = data.decode(json.detect_encoding(data), "surrogatepass")
-    except (UnicodeDecodeError, LookupError):
+        detected = json.detect_encoding(data)
+    except LookupError:
+        detected = "utf-8"
+    try:
+        if redaction.within(data.decode(detected, "surrogatepass")):
+            return True
+    except UnicodeDecodeError:
+        pass
+    # As a client that decodes leniently reads them (`response.text` before `json.loads`, Node's
+    # `buf.toString()` before `JSON.parse`): each byte it cannot decode a U+FFFD, the rest as it was.
+    return any(redaction.within(data.decode(codec, "replace")) for codec in dict.fromkeys((detected, "utf-8")))
+
+
+_SSE_LINE = re.compile(rb"(?:\A(?:\xef\xbb\xbf)?|[\r\n])[ \t]*(?:event|data)[ \t]*:", re.IGNORECASE)
+
+
+def _sse_like(data: bytes) -> bool:
+    """Whether bytes hold a line an SSE reader takes (`event:` or `data:`, case aside)."""
+    return _SSE_LINE.search(data) is not None
+
+
+def _sse_keyed(redaction: Redaction, data: bytes) -> bool:
+    """Whether `data`, read as an SSE stream, holds the key in the deltas of one lane (an item's
+    text, a call's arguments) joined, as a client joins them; its bytes decoded leniently."""
+    if not redaction.secret:
         return False
-    return redaction.within(text)
+    events = _SSE()
+    joined: dict[tuple[Any, ...], list[str]] = {}
+    for chunk in (data, b"\n\n"):
+        for block in events.feed(chunk):
+            event = _json(block.decode("utf-8", "replace").encode("utf-8"))
+            if not isinstance(event, dict):
+                continue
+            delta, kind = event.get("delta"), event.get("type")
+            if isinstance(delta, str) and isinstance(kind, str):
+                lane = (kind, *(repr(event.get(name)) for name in _LANE_FIELDS))
+                joined.setdefault(lane, []).append(delta)
+    return any(redaction.within("".join(parts)) for parts in joined.values())
 
 
 _WIDE_CODECS = ("utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be")
