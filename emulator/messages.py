@@ -2160,9 +2160,11 @@ def proxy_answer_unreadable(base: str, why: str) -> StatusError:
     sure of reading as the client will: it declares a charset other than UTF-8, its bytes are not
     UTF-8 (a UTF-16 or UTF-32 BOM among them) or hold a NUL byte (UTF-16 or UTF-32 without a BOM),
     or, for a binary WebSocket message, they read as the key in UTF-16 or UTF-32; or, whatever its
-    Content-Type, a JSON reader decodes its bytes (UTF-16, UTF-32, an encoded surrogate) to text
-    holding the key; or its text holds the key nested (a JSON string inside a string, an escape
-    after an escaped backslash), which cannot be taken out in place. The key is taken out of UTF-8
+    Content-Type, a JSON reader decodes its bytes (UTF-16, UTF-32, an encoded surrogate, or what
+    cannot be decoded replaced, as a lenient reader does) to text holding the key; or its text
+    holds the key nested (a JSON string inside a string, an escape after an escaped backslash),
+    which cannot be taken out in place; or one item's deltas in a held body read as a stream, joined,
+    hold it. The key is taken out of UTF-8
     text only, so such an answer is refused, not passed on (`why` is one of the proxy's own
     phrases, never the upstream's words)."""
     return StatusError(
