@@ -7,9 +7,12 @@ that sent one header value without its end had the server keep all of it (a 200 
 (its request line and headers) are counted as they arrive, and measured whole once they end (a head
 that began and ended within one read was never counted unfinished, and was served at 64-130 KiB);
 past `HEAD_BYTES` the request is the 431 `header_fields_too_large` and the connection is closed.
-A request uvicorn's parser refuses (not HTTP, a bad header) is the 400 `invalid_http_request` in
-the envelope, where uvicorn answered `text/plain`. A head refused behind pipelined requests still
-unanswered waits for their answers (uvicorn wrote its refusal at once and closed, so they were lost).
+A request asking to switch to a protocol other than WebSocket (`Upgrade: h2c`) is the 400
+`upgrade_not_supported`: the parser reads no body after such a head, so uvicorn served it without
+its body and never read the requests after it. A request uvicorn's parser refuses (not HTTP, a
+bad header) is the 400 `invalid_http_request` in the envelope, where uvicorn answered `text/plain`.
+A head refused behind pipelined requests still unanswered waits for their answers (uvicorn wrote its
+refusal at once and closed, so they were lost).
 
 uvicorn bounds no connection in time either: its keep-alive timer is armed only after a response,
 and any byte that arrives cancels it. A client that connected and sent nothing was held for good (five
@@ -547,6 +550,10 @@ class HttpProtocol(HttpToolsProtocol):
         if size > HEAD_BYTES:  # a head that ended within a read, however large the read
             self._refuse_head(messages.header_fields_too_large(HEAD_BYTES))
             return
+        upgrade = self._get_upgrade()
+        if upgrade is not None and upgrade != b"websocket":  # the parser would read no body after it
+            self._refuse_head(messages.upgrade_not_supported())
+            return
         self._slice_used += size - self._slice_before if self._began_before else size
         self._began_before = False
         self._in_head, self._head_bytes, self._head_begun, self._framing_bytes = False, 0, False, 0
@@ -614,6 +621,10 @@ class HttpProtocol(HttpToolsProtocol):
             self._refuse(messages.body_timeout(self.body_timeout_s))
         else:
             self.transport.close()
+
+    def _unsupported_upgrade_warning(self) -> None:
+        if not self._refused():  # an Upgrade other than WebSocket is refused in the envelope, not logged
+            super()._unsupported_upgrade_warning()
 
     def send_400_response(self, msg: str) -> None:
         if self._refused():

@@ -387,6 +387,20 @@ def body_timeout(seconds: float) -> StatusError:
 
 
 @error(EDGE)
+def upgrade_not_supported() -> StatusError:
+    """A request asking to switch to a protocol other than WebSocket (`Connection: Upgrade` with
+    `Upgrade: h2c`, as an HTTP/2 client sends over plain HTTP): the parser reads no body after
+    such a head, so it is refused, not served without its body; the connection is closed after it
+    (requests pipelined before it answered first)."""
+    return StatusError(
+        400,
+        "This server speaks HTTP/1.1, and WebSocket on /v1/responses: an Upgrade to another protocol is "
+        "not supported. Send the request without the Upgrade header.",
+        type="invalid_request_error",
+    )
+
+
+@error(EDGE)
 def invalid_http_request() -> StatusError:
     """Bytes the server's HTTP parser cannot read as a request (not HTTP, a malformed header, two
     lengths): the connection is closed after it."""

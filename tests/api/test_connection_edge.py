@@ -729,3 +729,36 @@ def test_a_body_of_empty_lines_is_parsed_in_few_slices_a_bounded_step_at_a_time(
     if framing == "length":  # cut by its length: a slice of FEED_BYTES at most, or a read's end
         assert sum(map(len, runs)) <= 4 * len(payload) // 2**16 + 8, sum(map(len, runs))
     assert max(map(len, runs)) <= 2 * SLICES_PER_STEP, f"{max(map(len, runs))} slices in one step of the loop"
+
+
+def test_an_upgrade_to_another_protocol_is_refused_not_served_without_its_body(ptc_emulator: PTCEmulator) -> None:
+    """`Connection: Upgrade` with `Upgrade: h2c` (what an HTTP/2 client sends over plain HTTP): the
+    parser reads no body after such a head, and the code before served the request without it (a
+    create answered "could not parse the JSON body"). It is refused in the envelope and closed."""
+    body = json.dumps({"model": "m", "input": "hi"}).encode()
+    head = _head(ptc_emulator, "/v1/responses").replace(b"GET ", b"POST ", 1)
+    status, headers, answer = _exchange(
+        ptc_emulator,
+        head + b"Content-Type: application/json\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+        b"HTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\nContent-Length: %d\r\n\r\n" % len(body) + body,
+    )
+    assert status.startswith(b"HTTP/1.1 400 "), (status, answer[:300])
+    error = json.loads(answer)["error"]
+    assert "Upgrade to another protocol is not supported" in error["message"], error
+    assert headers["connection"] == "close"
+
+
+def test_an_upgrade_to_another_protocol_behind_pipelined_requests_comes_after_their_answers(
+    roomy: EmulatorServer,
+) -> None:
+    """The code before answered the request with the Upgrade and never read what followed it: the
+    third request hung until the keep-alive closed the connection."""
+    host = f"Host: 127.0.0.1:{roomy.port}\r\n".encode()
+    health = b"GET /_emulator/health HTTP/1.1\r\n" + host
+    sock = _connect(roomy)
+    sock.sendall(health + b"\r\n" + health + b"Connection: Upgrade\r\nUpgrade: h2c\r\n\r\n" + health + b"\r\n")
+    first, refused = _answers(sock, 2)
+    assert first.startswith(b"HTTP/1.1 200 "), first[:200]
+    assert refused.startswith(b"HTTP/1.1 400 ") and b"Upgrade to another protocol" in refused, refused[:300]
+    assert sock.recv(65536) == b""  # closed: the request after it is not served
+    sock.close()

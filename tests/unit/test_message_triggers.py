@@ -107,6 +107,9 @@ ELSEWHERE: dict[str, str] = {
     "body_timeout": (
         "tests/api/test_connection_edge.py::test_a_body_sent_a_byte_at_a_time_is_the_408_and_the_connection_closes"
     ),
+    "upgrade_not_supported": (
+        "tests/api/test_connection_edge.py::test_an_upgrade_to_another_protocol_is_refused_not_served_without_its_body"
+    ),
     "invalid_http_request": (
         "tests/api/test_connection_edge.py::test_bytes_that_are_not_http_are_the_400_in_the_envelope"
     ),
