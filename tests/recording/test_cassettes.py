@@ -361,22 +361,22 @@ def test_a_cassette_the_c_parser_refuses_is_counted_all_the_same(
 ) -> None:
     """`%YAML 1.3` is refused by the C parser before its first value and read by Python's: the
     count stopped there and the loader built every value (900,000 of them: 54 s and 655 MB).
-    Without the C parser nothing was counted. Now the loader counts what it reads (a smaller
-    bound here, the same code path) and refuses the file before it builds any value."""
+    Without the C parser nothing was counted. Now Python's parser counts them (a smaller
+    bound here, the same code path) and the file is refused before the loader reads any value."""
     from ptc_emulator.testing import cassettes
 
     if not c_parser:
         monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
     monkeypatch.setattr(cassettes, "MAX_CASSETTE_VALUES", 1000)
-    constructed = []
+    composed = []
     loader = scenario_module._NoAliasLoader
-    construct = loader.construct_object
+    compose = loader.compose_node
 
-    def constructing(self: object, node: object, deep: bool = False) -> object:
-        constructed.append(node)
-        return construct(self, node, deep)  # type: ignore[arg-type]
+    def composing(self: object, parent: object, index: object) -> object:
+        composed.append(index)
+        return compose(self, parent, index)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(loader, "construct_object", constructing)
+    monkeypatch.setattr(loader, "compose_node", composing)
     path = tmp_path / "test_a.yaml"
     path.write_text("%YAML 1.3\n---\nscenarios: [[" + "a," * 1000 + "a]]\n", encoding="utf-8")
     with pytest.raises(CassetteError) as raised:
@@ -385,11 +385,11 @@ def test_a_cassette_the_c_parser_refuses_is_counted_all_the_same(
         f"{path}: this cassette cannot be replayed: the file holds more than 1000 YAML values"
         " (a long text is one), more than a cassette is read with"
     )
-    assert constructed == []
+    assert composed == []
     path.write_text("%YAML 1.3\n---\nscenarios: " + "[" * 100 + "]" * 100 + "\n", encoding="utf-8")
     with pytest.raises(CassetteError, match="the file is not valid YAML: nested too deep"):
         Cassette(path, "none", None).recordings()
-    assert constructed == []
+    assert composed == []
 
 
 @pytest.mark.parametrize("kind", ["fifo", "loop"])

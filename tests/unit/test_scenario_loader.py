@@ -254,6 +254,15 @@ def test_deeply_nested_yaml_is_refused() -> None:
     assert "nested deeper than 64 levels" in refusal("turns: " + "[" * 100 + "]" * 100)
 
 
+def test_the_loader_counts_what_it_reads_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever the count before it missed, the loader counts the events it builds from by the
+    same bounds: it never builds more values, or deeper, than a scenario may hold."""
+    monkeypatch.setattr(scenario_module, "_count_nodes", lambda *args: None)
+    many = "name: x\nmatch: {input: zz}\nturns: [" + "a," * MAX_YAML_NODES + "a]\n"
+    assert refusal(many) == f"scenario: YAML of more than {MAX_YAML_NODES} values (a long text is one value)"
+    assert refusal("name: x\nturns: " + "[" * 100 + "]" * 100) == "scenario: YAML nested deeper than 64 levels"
+
+
 def test_invalid_yaml_is_refused() -> None:
     assert refusal("turns: [").startswith("scenario: invalid YAML:")
 
@@ -273,20 +282,20 @@ def test_yaml_the_c_parser_refuses_is_still_counted_before_it_is_built(
     Without the C parser nothing was counted at all. The loader counts what it reads itself."""
     if not c_parser:
         monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
-    built = {"constructed": 0}
+    built = {"composed": 0}
     loader = scenario_module._NoAliasLoader
-    construct = loader.construct_object
+    compose = loader.compose_node
 
-    def constructing(self: object, node: object, deep: bool = False) -> object:
-        built["constructed"] += 1
-        return construct(self, node, deep)  # type: ignore[arg-type]
+    def composing(self: object, parent: object, index: object) -> object:
+        built["composed"] += 1
+        return compose(self, parent, index)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(loader, "construct_object", constructing)
+    monkeypatch.setattr(loader, "compose_node", composing)
     many = head + "name: x\nmatch: {input: zz}\nturns: [" + "a," * MAX_YAML_NODES + "a]\n"
     assert refusal(many) == f"scenario: YAML of more than {MAX_YAML_NODES} values (a long text is one value)"
     deep = head + "name: x\nturns: " + "[" * 100 + "]" * 100
     assert refusal(deep) == "scenario: YAML nested deeper than 64 levels"
-    assert built == {"constructed": 0}
+    assert built == {"composed": 0}  # refused by the count, before the loader read any of it
     # within the bounds, such a text still loads as before (the surrogate then refused by name)
     few = head + "name: x\nmatch: {input: zz}\nturns: [{message: hi}]\n"
     if "ud800" in head:

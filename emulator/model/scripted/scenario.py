@@ -545,22 +545,31 @@ def _count_nodes(text: str, max_nodes: int = MAX_YAML_NODES, max_depth: int = MA
     Python's loader builds any of it, counted by the C parser where there is one, some twenty
     times faster than Python's. Python's loader recursed 1,000 levels into `[[[[...` (a few
     kilobytes) before its RecursionError: 0.3 to 0.6 s on the event loop of the server a scenario
-    is added to. A text the C parser refuses is left to the loader, which counts what it reads by
-    the same bounds (`_load`): Python's parser reads some texts the C parser refuses (`%YAML 1.3`,
-    an unknown directive, a `\\ud800` escape), and before, their values went uncounted: 900,000 of
-    them in a cassette took 54 s and 655 MB to load. Without the C parser (a PyYAML built without
-    libyaml) the loader's own count is the only one: bounded all the same, at Python's speed."""
+    is added to. A text the C parser refuses is counted again by Python's parser, the one the
+    loader reads with (its events only, building nothing): it reads some texts the C parser
+    refuses (`%YAML 1.3`, an unknown directive, a `\\ud800` escape), and before, their values went
+    uncounted: 900,000 of them in a cassette took 54 s and 655 MB to load. So is every text
+    without the C parser (a PyYAML built without libyaml): bounded all the same, at Python's
+    speed (some 10 µs a value, counted and then loaded). The loader counts what it reads too
+    (`_load`), so it never builds what was not counted."""
     loader = getattr(yaml, "CSafeLoader", None)
-    if loader is None:
-        return
+    if loader is not None:
+        try:
+            _count_events(text, loader, max_nodes, max_depth)
+            return
+        except yaml.YAMLError as e:
+            if "maximum nesting depth" in str(e):  # the C parser's own bound, met before any event
+                raise RecursionError from e
+    try:  # counted again by Python's parser, as the loader will read it: its events only, no nodes
+        _count_events(text, yaml.SafeLoader, max_nodes, max_depth)
+    except yaml.YAMLError:
+        return  # the loader words the problem (the values before it are counted all the same)
+
+
+def _count_events(text: str, loader: Any, max_nodes: int, max_depth: int) -> None:
     counter = _Counter(max_nodes, max_depth)
-    try:
-        for event in yaml.parse(text, Loader=loader):
-            counter.count(event)
-    except yaml.YAMLError as e:
-        if "maximum nesting depth" in str(e):  # the C parser's own bound, met before any event
-            raise RecursionError from e
-        return
+    for event in yaml.parse(text, Loader=loader):
+        counter.count(event)
 
 
 class _Counter:
