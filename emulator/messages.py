@@ -2074,6 +2074,15 @@ def unfinished_response(status: str) -> str:
     return f"answered a response that did not finish (status: {status})."
 
 
+@text(UPSTREAM, FAULT, item="output[0]", status="in_progress")
+def unfinished_item(item: str, status: str) -> str:
+    """A Responses answer with an output item (`item`: its path, in the response's `output` or as
+    a stream's `output_item.done` gave it) whose `status` is neither `completed` nor `incomplete`
+    (`in_progress`, `failed`, another value): the answer did not finish, so it is not taken as
+    completed (an item `incomplete` makes the response incomplete instead)."""
+    return f"answered a response whose item {item} did not finish (status: {status})."
+
+
 @text(UPSTREAM, FAULT)
 def stream_ended_early() -> str:
     """A Responses stream that ends before `response.completed`."""

@@ -49,7 +49,8 @@ over a minute), so a larger file would fail its test by time or memory, not by a
 
 MAX_CASSETTE_VALUES = 800_000
 """The YAML values (scalars, lists, mappings; a long text is one) a cassette may hold, counted by
-the C parser before Python's loader builds any of them: 16 recordings at the scenario file bound
+the C parser, and by Python's parser where the C one refuses (a text only Python's reads, `%YAML 1.3`),
+before the loader builds any of them: 16 recordings at the scenario file bound
 (50,000 values each). Python's loader spends some 50 µs and a kilobyte on each, so within 16 MiB
 a file of short values (`[a,a,a,...]`: 2 bytes a value) took minutes and gigabytes: 1 MiB of
 them 23 s and 400 MB, linear. An ordinary recording costs 20 to 50 bytes a value (one of a

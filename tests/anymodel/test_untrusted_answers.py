@@ -627,6 +627,62 @@ def test_an_answer_that_does_not_say_it_finished_is_an_error_naming_what_it_said
     _refused(answer, tail, Case("unfinished", lambda a, w: (answer, tail)), api, whole, client, fake, servers)
 
 
+def _completed_with(path: str, value: Any, whole: bool) -> Answer:
+    """A Responses answer `completed` with `value` at `path` of its response (whole: the body;
+    streamed: `response.completed`'s response, the `output_item.done` events left as they were)."""
+    if whole:
+        return _whole("responses", _set(path, value), say("Hello"))
+    return _streamed("responses", _each("response.completed", _set(f"response.{path}", value)), say("Hello"))
+
+
+ITEM = "answered a response whose item {{at}}output[0] did not finish (status: {status})."
+NOT_FINISHED = [
+    ("output.0.status", "in_progress", ITEM.format(status="in_progress")),
+    ("output.0.status", "failed", ITEM.format(status="failed")),
+    ("output.0.status", "banana", ITEM.format(status="banana")),
+    (
+        "incomplete_details",
+        "max_output_tokens",
+        "answered a body of an unknown shape: `{at}incomplete_details` is a string, not an object.",
+    ),
+    (
+        "incomplete_details",
+        {"reason": 5},
+        "answered a body of an unknown shape: `{at}incomplete_details.reason` is a number, not a string.",
+    ),
+    ("incomplete_details", {}, "answered a body of an unknown shape: `{at}incomplete_details.reason` is missing."),
+]
+
+
+@pytest.mark.parametrize("client", ["json", "sse"])
+@pytest.mark.parametrize("whole", [True, False], ids=["whole", "streamed"])
+@pytest.mark.parametrize(
+    ("path", "value", "tail"),
+    NOT_FINISHED,
+    ids=["item-in_progress", "item-failed", "item-banana", "details-string", "reason-number", "reason-missing"],
+)
+def test_a_completed_responses_answer_with_an_unfinished_item_or_odd_details_is_an_error(
+    path: str,
+    value: Any,
+    tail: str,
+    whole: bool,
+    client: str,
+    fake: FakeUpstream,
+    servers: dict[str, EmulatorServer],
+) -> None:
+    """`status: completed` beside an output message item `in_progress` or `failed`, or beside
+    `incomplete_details` of a shape not the protocol's (`"max_output_tokens"` as a bare string):
+    each was a `completed` response, as if the answer were whole. It is the 502 naming the item
+    and its status, or the path of the odd shape."""
+    fake.streams = not whole
+    at = "" if whole else "response."
+    if not whole and tail.startswith("answered a body"):
+        tail = tail.replace("answered a body", "streamed an event")
+    tail = tail.format(at=at)
+    case = Case("unfinished_item", lambda a, w: (_completed_with(path, value, whole), tail))
+    _refused(_completed_with(path, value, whole), tail, case, "responses", whole, client, fake, servers)
+
+
 # ---- an answer that contradicts itself about how it ended -------------------------------------------
 
 

@@ -355,6 +355,43 @@ def test_a_cassette_of_too_many_values_is_refused_before_any_is_built(
     assert built["composed"] > 0 and built["constructed"] > 0
 
 
+@pytest.mark.parametrize("c_parser", [True, False], ids=["c-parser", "no-c-parser"])
+def test_a_cassette_the_c_parser_refuses_is_counted_all_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c_parser: bool
+) -> None:
+    """`%YAML 1.3` is refused by the C parser before its first value and read by Python's: the
+    count stopped there and the loader built every value (900,000 of them: 54 s and 655 MB).
+    Without the C parser nothing was counted. Now Python's parser counts them (a smaller
+    bound here, the same code path) and the file is refused before the loader reads any value."""
+    from ptc_emulator.testing import cassettes
+
+    if not c_parser:
+        monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
+    monkeypatch.setattr(cassettes, "MAX_CASSETTE_VALUES", 1000)
+    composed = []
+    loader = scenario_module._NoAliasLoader
+    compose = loader.compose_node
+
+    def composing(self: object, parent: object, index: object) -> object:
+        composed.append(index)
+        return compose(self, parent, index)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loader, "compose_node", composing)
+    path = tmp_path / "test_a.yaml"
+    path.write_text("%YAML 1.3\n---\nscenarios: [[" + "a," * 1000 + "a]]\n", encoding="utf-8")
+    with pytest.raises(CassetteError) as raised:
+        Cassette(path, "none", None).recordings()
+    assert str(raised.value) == (
+        f"{path}: this cassette cannot be replayed: the file holds more than 1000 YAML values"
+        " (a long text is one), more than a cassette is read with"
+    )
+    assert composed == []
+    path.write_text("%YAML 1.3\n---\nscenarios: " + "[" * 100 + "]" * 100 + "\n", encoding="utf-8")
+    with pytest.raises(CassetteError, match="the file is not valid YAML: nested too deep"):
+        Cassette(path, "none", None).recordings()
+    assert composed == []
+
+
 @pytest.mark.parametrize("kind", ["fifo", "loop"])
 def test_a_cassette_that_is_no_regular_file_fails_its_test_naming_the_file(
     pytester: pytest.Pytester, kind: str

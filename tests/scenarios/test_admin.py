@@ -225,6 +225,21 @@ def test_invalid_scenario_is_a_400_in_openais_envelope(
     assert names(admin("s").get("/scenarios")) == []
 
 
+def test_yaml_the_c_parser_refuses_is_counted_before_it_is_built(
+    admin: Callable[[str | None], httpx.Client],
+) -> None:
+    """`%YAML 1.3` stopped the C parser's count before its first value, and Python's loader read
+    it whole: 100,000 values took 4.4 s of the event loop. Now it is refused at the scenario bound
+    with the one line other YAML of too many values gets."""
+    text = "%YAML 1.3\n---\nname: x\nmatch: {input: zz}\nturns: [" + "a," * 50_000 + "a]\n"
+    reply = admin("s").post("/scenarios", json={"yaml": text})
+    assert reply.status_code == 400
+    error = reply.json()["error"]
+    assert error["code"] == "invalid_scenario"
+    assert error["message"] == "Invalid scenario: scenario: YAML of more than 50000 values (a long text is one value)"
+    assert names(admin("s").get("/scenarios")) == []
+
+
 def test_body_that_is_not_json(admin: Callable[[str | None], httpx.Client]) -> None:
     reply = admin("s").post("/scenarios", content=b"{not json", headers={"content-type": "application/json"})
     assert reply.status_code == 400

@@ -1563,6 +1563,12 @@ def _(c: Context) -> object:
     return asked(answering(status_code=200, json=cancelled), api="responses")
 
 
+@trigger("unfinished_item")
+def _(c: Context) -> object:
+    message = {"type": "message", "status": "in_progress", "content": [{"type": "output_text", "text": "Hi."}]}
+    return asked(answering(status_code=200, json={"status": "completed", "output": [message]}), api="responses")
+
+
 @trigger("upstream_stream_broke")
 def _(c: Context) -> object:
     return asked(answering(status_code=200, stream=_Broken(), headers=SSE), stream=True)

@@ -9,10 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from starlette.testclient import TestClient
 
+from ptc_emulator.emulator.model.scripted import scenario as scenario_module
 from ptc_emulator.emulator.model.scripted.scenario import (
     MAX_SCENARIO_BYTES,
+    MAX_YAML_NODES,
     NearMiss,
     Request,
     ScenarioError,
@@ -251,8 +254,54 @@ def test_deeply_nested_yaml_is_refused() -> None:
     assert "nested deeper than 64 levels" in refusal("turns: " + "[" * 100 + "]" * 100)
 
 
+def test_the_loader_counts_what_it_reads_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever the count before it missed, the loader counts the events it builds from by the
+    same bounds: it never builds more values, or deeper, than a scenario may hold."""
+    monkeypatch.setattr(scenario_module, "_count_nodes", lambda *args: None)
+    many = "name: x\nmatch: {input: zz}\nturns: [" + "a," * MAX_YAML_NODES + "a]\n"
+    assert refusal(many) == f"scenario: YAML of more than {MAX_YAML_NODES} values (a long text is one value)"
+    assert refusal("name: x\nturns: " + "[" * 100 + "]" * 100) == "scenario: YAML nested deeper than 64 levels"
+
+
 def test_invalid_yaml_is_refused() -> None:
     assert refusal("turns: [").startswith("scenario: invalid YAML:")
+
+
+@pytest.mark.parametrize("c_parser", [True, False], ids=["c-parser", "no-c-parser"])
+@pytest.mark.parametrize(
+    "head",
+    ["%YAML 1.3\n---\n", "%FOO bar\n---\n", 'note: "\\ud800"\n'],
+    ids=["yaml-1.3", "unknown-directive", "surrogate-escape"],
+)
+def test_yaml_the_c_parser_refuses_is_still_counted_before_it_is_built(
+    monkeypatch: pytest.MonkeyPatch, head: str, c_parser: bool
+) -> None:
+    """Python's parser reads texts the C parser refuses (`%YAML 1.3`, an unknown directive, a
+    `\\ud800` escape) and the C parser's count stopped at its error: before, the loader built all
+    of their values uncounted (100,000 of them through the admin API: seconds on the event loop).
+    Without the C parser nothing was counted at all. The loader counts what it reads itself."""
+    if not c_parser:
+        monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
+    built = {"composed": 0}
+    loader = scenario_module._NoAliasLoader
+    compose = loader.compose_node
+
+    def composing(self: object, parent: object, index: object) -> object:
+        built["composed"] += 1
+        return compose(self, parent, index)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loader, "compose_node", composing)
+    many = head + "name: x\nmatch: {input: zz}\nturns: [" + "a," * MAX_YAML_NODES + "a]\n"
+    assert refusal(many) == f"scenario: YAML of more than {MAX_YAML_NODES} values (a long text is one value)"
+    deep = head + "name: x\nturns: " + "[" * 100 + "]" * 100
+    assert refusal(deep) == "scenario: YAML nested deeper than 64 levels"
+    assert built == {"composed": 0}  # refused by the count, before the loader read any of it
+    # within the bounds, such a text still loads as before (the surrogate then refused by name)
+    few = head + "name: x\nmatch: {input: zz}\nturns: [{message: hi}]\n"
+    if "ud800" in head:
+        assert "lone surrogate" in refusal(few)
+    else:
+        assert load_scenario(few).name == "x"
 
 
 # ---- matching ----------------------------------------------------------------------------------------------

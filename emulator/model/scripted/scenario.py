@@ -508,7 +508,7 @@ def _parsed(text: str) -> Any:
 
 def _parse(text: str) -> Any:
     _count_nodes(text)
-    return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 (a SafeLoader without aliases)
+    return _load(text, MAX_YAML_NODES, MAX_DEPTH)
 
 
 def load_yaml_without_aliases(text: str, max_nodes: int, depth_above: int = 0) -> Any:
@@ -518,7 +518,20 @@ def load_yaml_without_aliases(text: str, max_nodes: int, depth_above: int = 0) -
     (`TooManyNodes`), nested at most `MAX_DEPTH` levels below the `depth_above` its scenarios sit
     at (`RecursionError`), before Python's loader builds any of it."""
     _count_nodes(text, max_nodes, MAX_DEPTH + depth_above)
-    return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 (a SafeLoader without aliases)
+    return _load(text, max_nodes, MAX_DEPTH + depth_above)
+
+
+def _load(text: str, max_nodes: int, max_depth: int) -> Any:
+    """`text` built by Python's loader (a SafeLoader without aliases), which counts the values it
+    reads as `_count_nodes` does, by the same bounds: what the C parser could not count (a text it
+    refuses that Python's parser reads, `%YAML 1.3`; or no C parser at all) is counted here, on
+    the events the loader builds from, and refused before more than `max_nodes` are built."""
+    loader = _NoAliasLoader(text)
+    loader.counter = _Counter(max_nodes, max_depth)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 MAX_YAML_NODES = 50_000
@@ -529,30 +542,55 @@ about 50 µs and a kilobyte on each: 1 MiB of `[a,a,a,...]` held 300,000 of them
 
 def _count_nodes(text: str, max_nodes: int = MAX_YAML_NODES, max_depth: int = MAX_DEPTH) -> None:
     """Refuse a text of more than `max_nodes` values, or nested deeper than `max_depth`, before
-    Python's loader builds any of it, counted by the C parser where there is one (a text it cannot
-    parse is left to the loader, which words the problem; the values before it are counted all the
-    same). Python's loader recursed 1,000 levels into `[[[[...` (a few kilobytes) before its
-    RecursionError: 0.3 to 0.6 s on the event loop of the server a scenario is added to."""
+    Python's loader builds any of it, counted by the C parser where there is one, some twenty
+    times faster than Python's. Python's loader recursed 1,000 levels into `[[[[...` (a few
+    kilobytes) before its RecursionError: 0.3 to 0.6 s on the event loop of the server a scenario
+    is added to. A text the C parser refuses is counted again by Python's parser, the one the
+    loader reads with (its events only, building nothing): it reads some texts the C parser
+    refuses (`%YAML 1.3`, an unknown directive, a `\\ud800` escape), and before, their values went
+    uncounted: 900,000 of them in a cassette took 54 s and 655 MB to load. So is every text
+    without the C parser (a PyYAML built without libyaml): bounded all the same, at Python's
+    speed (some 10 µs a value, counted and then loaded). The loader counts what it reads too
+    (`_load`), so it never builds what was not counted."""
     loader = getattr(yaml, "CSafeLoader", None)
-    if loader is None:
-        return
-    nodes = depth = 0
-    try:
-        for event in yaml.parse(text, Loader=loader):
-            if isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
-                depth -= 1
-            elif isinstance(event, (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-                nodes += 1
-                if nodes > max_nodes:
-                    raise TooManyNodes(f"more than {max_nodes} values (a long text is one value)")
-                if not isinstance(event, yaml.ScalarEvent):
-                    depth += 1
-                    if depth > max_depth + 1:  # check_depth's bound: the outermost one is level 0
-                        raise RecursionError
-    except yaml.YAMLError as e:
-        if "maximum nesting depth" in str(e):  # the C parser's own bound, met before any event
-            raise RecursionError from e
-        return
+    if loader is not None:
+        try:
+            _count_events(text, loader, max_nodes, max_depth)
+            return
+        except yaml.YAMLError as e:
+            if "maximum nesting depth" in str(e):  # the C parser's own bound, met before any event
+                raise RecursionError from e
+    try:  # counted again by Python's parser, as the loader will read it: its events only, no nodes
+        _count_events(text, yaml.SafeLoader, max_nodes, max_depth)
+    except yaml.YAMLError:
+        return  # the loader words the problem (the values before it are counted all the same)
+
+
+def _count_events(text: str, loader: Any, max_nodes: int, max_depth: int) -> None:
+    counter = _Counter(max_nodes, max_depth)
+    for event in yaml.parse(text, Loader=loader):
+        counter.count(event)
+
+
+class _Counter:
+    """Values and nesting seen in a stream of YAML events, refused past their bounds:
+    `TooManyNodes` past `max_nodes` values, `RecursionError` past `max_depth` levels."""
+
+    def __init__(self, max_nodes: int, max_depth: int) -> None:
+        self.max_nodes, self.max_depth = max_nodes, max_depth
+        self.nodes = self.depth = 0
+
+    def count(self, event: Any) -> None:
+        if isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            self.depth -= 1
+        elif isinstance(event, (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            self.nodes += 1
+            if self.nodes > self.max_nodes:
+                raise TooManyNodes(f"more than {self.max_nodes} values (a long text is one value)")
+            if not isinstance(event, yaml.ScalarEvent):
+                self.depth += 1
+                if self.depth > self.max_depth + 1:  # check_depth's bound: the outermost one is level 0
+                    raise RecursionError
 
 
 class TooManyNodes(ValueError):
@@ -565,7 +603,16 @@ PROCESS.add("parsed scenario texts", Memo(_parsed_once))
 
 class _NoAliasLoader(yaml.SafeLoader):
     """YAML's safe loader, refusing aliases: a chain of them expands a few hundred bytes into
-    millions of nodes (a "billion laughs"). Scenarios have no need for them."""
+    millions of nodes (a "billion laughs"). Scenarios have no need for them. Its `counter`
+    (`_load` sets one) sees every event the composer takes, before the node is built."""
+
+    counter: _Counter | None = None
+
+    def get_event(self) -> Any:
+        event = super().get_event()  # type: ignore[no-untyped-call]
+        if self.counter is not None:
+            self.counter.count(event)
+        return event
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):

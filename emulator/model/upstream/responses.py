@@ -4,6 +4,7 @@ in `response.completed`), a failure mid-stream as `response.failed` or `error`."
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -83,7 +84,9 @@ class Responses(UpstreamProtocol):
         Any sign of a cut wins over a `completed` status: an `incomplete_details.reason`, or an
         output item `incomplete` (in the response's output, or as an `output_item.done` event gave
         it, even where the response's output says the same item `completed`) makes the response
-        incomplete too."""
+        incomplete too. An output item of another status (`in_progress`, `failed`, any other
+        value) did not finish: a `Fault` naming the item and its status. `incomplete_details` is
+        null or an object with a string `reason`; any other shape is a `Fault` naming its path."""
         response = shape.object(data, at or "(the body)")
         at = f"{at}." if at else ""
         status = response.get("status", ended)
@@ -97,15 +100,15 @@ class Responses(UpstreamProtocol):
             shown = "(none)" if status is None else status if isinstance(status, str) else repr(status)
             raise Fault.quoting(messages.unfinished_response, shown)
         answer = Answer(model=shape.string(response.get("model"), f"{at}model") or None)
-        details = response.get("incomplete_details")
-        reason = details.get("reason") if isinstance(details, dict) else None
+        reason = _reason(shape, response.get("incomplete_details"), f"{at}incomplete_details")
         stopped = reason if reason in ("max_output_tokens", "content_filter") else "max_output_tokens"
         if status == "incomplete" or reason is not None:  # cut short (whatever `status` says): the response is too
             answer.stopped = stopped
         output = shape.objects(response.get("output"), f"{at}output")
         where = f"{at}output"
-        if any(item.get("status") == "incomplete" for item in done or ()):  # an item the stream said was cut
-            answer.stopped = stopped
+        for n, item in enumerate(done or ()):
+            if _item_cut(item, f"output_item.done[{n}]"):  # an item the stream said was cut
+                answer.stopped = stopped
         if not output and done:
             output, where = done, "output_item.done"
         text: list[str] = []
@@ -113,7 +116,7 @@ class Responses(UpstreamProtocol):
         for n, item in enumerate(output):
             kind = item.get("type")
             path = f"{where}[{n}]"
-            if item.get("status") == "incomplete":  # its text or arguments were cut: so is the response
+            if _item_cut(item, path):  # its text or arguments were cut: so is the response
                 answer.stopped = stopped
             if kind == "message":
                 for m, part in enumerate(shape.objects(item.get("content"), f"{path}.content")):
@@ -168,6 +171,31 @@ class Responses(UpstreamProtocol):
                 message = failure.get("message") if isinstance(failure, dict) else failure
                 raise Fault.quoting(messages.failed_mid_stream, str(message or messages.no_failure_message()))
         raise Fault(messages.stream_ended_early())
+
+
+def _reason(shape: Shape, details: Any, at: str) -> str | None:
+    """The `reason` of a response's `incomplete_details` (`at`: its path), None when they are null
+    or absent. Any other shape is a `Fault` naming the path: `"max_output_tokens"` as a bare
+    string, a reason that is not a string or none at all was read as no sign of a cut before."""
+    if details is None:
+        return None
+    reason = shape.object(details, at).get("reason")
+    if reason is None:
+        raise shape.fault(f"{at}.reason", messages.shape_missing())
+    return shape.string(reason, f"{at}.reason")
+
+
+def _item_cut(item: dict[str, Any], at: str) -> bool:
+    """Whether an output item (`at`: its path) says it was cut (`status: incomplete`); a status
+    other than that, `completed` or none (`in_progress`, `failed`, another value) is a `Fault`
+    naming the item: the answer did not finish, and was taken as `completed` before."""
+    status = item.get("status")
+    if status is None or status == "completed":
+        return False
+    if status == "incomplete":
+        return True
+    shown = status if isinstance(status, str) else repr(status)
+    raise Fault.quoting(functools.partial(messages.unfinished_item, at), shown)
 
 
 def _summary(shape: Shape, item: dict[str, Any], at: str) -> str:
