@@ -57,7 +57,7 @@ import string
 import sys
 import threading
 import time
-from collections.abc import Callable, ItemsView, Iterable, KeysView, Mapping, ValuesView
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from types import FrameType
 from typing import Any
 
@@ -123,6 +123,29 @@ _TEXTS = (str, bytes, bytearray)
 
 class RenderLimit(TemplateError):
     pass
+
+
+def _clock() -> float:
+    """The clock a render's deadline (`MAX_SECONDS`) is kept by (a test may put its own in place)."""
+    return time.monotonic()
+
+_TICK = 4096
+"""How many values the accounting below (`_walked`, `_printed_size`, a sum's items) works through
+between two looks at the render's deadline: it runs in this module's frames, which the trace does
+not count, and a walk of a million values takes a second."""
+
+
+def _on_time() -> None:
+    """Refuse (`RenderLimit`) to go on once the running render is past its deadline."""
+    budget = getattr(_built, "budget", None)
+    if budget is not None and _clock() > budget.deadline:
+        raise RenderLimit(f"the template ran longer than {MAX_SECONDS:g} s")
+
+
+def _int_size(value: int) -> int:
+    """What comparing, hashing or adding an integer works through: its 30-bit digits (a 61,440-bit
+    integer is 2,049 of them, touched one by one), counted as characters."""
+    return value.bit_length() // 30 + 1
 
 
 def _bounded_range(*args: Any) -> range:
@@ -252,8 +275,12 @@ def _printed_size(
     size_of = _repr_size if text is None else text
     total = 0
     stack: list[tuple[Any, int]] = [(value, 0)]
+    seen = 0
     while stack:
         current, depth = stack.pop()
+        seen += 1
+        if not seen % _TICK:
+            _on_time()
         entry = per_entry + pad * (depth + 1)
         if isinstance(current, str):
             total += size_of(current)
@@ -316,22 +343,31 @@ def _tree(value: Any) -> Any:
 
 def _walked(value: Any) -> tuple[Any, int, int]:
     """`value`'s entry in the render's memo (`_tree`): the value, its count of values and its count
-    of characters (a string's or bytes' length, one for any other value), each counted as a tree."""
+    of characters (a string's or bytes' length, an integer's digits (`_int_size`), one for any
+    other value), each counted as a tree. The walk looks at the render's deadline as it goes."""
     budget = getattr(_built, "budget", None)
     memo: dict[int, tuple[Any, int, int]] = budget.trees if budget is not None else {}
     if id(value) in memo:
         return memo[id(value)]
     stack: list[tuple[Any, bool]] = [(value, False)]
+    seen = 0
     while stack:
         node, children_done = stack.pop()
         if children_done:
             total = chars = 1
             for child in _children(node):
+                seen += 1
+                if not seen % _TICK:
+                    _on_time()
                 if not isinstance(child, _LEAVES) and isinstance(child, _CONTAINERS):
                     _, values, held = memo[id(child)]
                     total, chars = total + values, chars + held
+                elif isinstance(child, _TEXTS):
+                    total, chars = total + 1, chars + len(child)
+                elif isinstance(child, int):  # inline: a function called is a call the render counts
+                    total, chars = total + 1, chars + child.bit_length() // 30 + 1
                 else:
-                    total, chars = total + 1, chars + (len(child) if isinstance(child, _TEXTS) else 1)
+                    total, chars = total + 1, chars + 1
                 if total > MAX_TREE:
                     raise RenderLimit(f"a value that holds more than {MAX_TREE} values (counted as a tree)")
             memo[id(node)] = (node, total, chars)
@@ -776,6 +812,49 @@ def _sequence_sum(environment: Any, value: Iterable[Any], attribute: Any, start:
     return built if kind is list else tuple(built)
 
 
+MAX_SUM_WORK = MAX_COMPARED
+"""The most digits `sum` (the filter) of numbers may work through: the count of its items times the
+largest one's 30-bit digits (`_int_size`). Python adds each item to the running total inside one C
+call, and adding copies the larger: the sum of 900,000 integers of 61,440 bits each took 1.3 s."""
+
+
+def _numeric_sum(environment: Any, value: Iterable[Any], attribute: Any, start: Any) -> Any:
+    """`sum(start=...)` of anything but sequences: the items are listed first (counted as held), and
+    refused if the sum would work through more than `MAX_SUM_WORK` digits."""
+    from jinja2.filters import make_attrgetter
+
+    getter = make_attrgetter(environment, attribute) if attribute is not None else None
+    items = _held([getter(item) for item in value] if getter is not None else list(value))
+    widest = _int_size(start) if isinstance(start, int) else 1
+    for seen, item in enumerate(items, 1):
+        if isinstance(item, int):
+            widest = max(widest, item.bit_length() // 30 + 1)  # inline (`_int_size`): not a call counted
+        if not seen % _TICK:
+            _on_time()
+    if (len(items) + 1) * widest > MAX_SUM_WORK:
+        raise RenderLimit(
+            f"a sum of {len(items)} numbers of up to {widest} digits each (over {MAX_SUM_WORK} digits in all)"
+        )
+    return sum(items, start)
+
+
+MAX_ROUND_DIGITS = 400
+"""The largest precision (either way) `round` may round to: Python's `round(5, -n)` computes
+`10**n` inside one C call (`-10,000,000` took 11 s), and Jinja's `round(..., 'floor')` and
+`'ceil'` compute `10**precision` themselves. A double has no digits beyond 324 places after the
+point and none before 309 (an integer of `MAX_INT_BITS` has 19,729: its rounding to tens of
+thousands of places is not available)."""
+
+
+def _materialized(value: Any) -> Any:
+    """`value`, or the list of what it yields if it is an iterator (`map`, `select` and the like
+    hand on a generator), counted as held: a list's items can be counted before they are compared
+    or hashed in C (`_compared`)."""
+    if isinstance(value, Iterator) and not isinstance(value, _LEAVES):
+        return _held(list(value))
+    return value
+
+
 def _listed(value: Any) -> list[Any]:
     """`list(value)`, counted first when `value` is a string (an entry, and maybe an object, per
     character); a list made of another iterable is counted as held once made."""
@@ -871,8 +950,14 @@ def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., An
             args = (*args[:passed], items, *rest)
         elif name == "sum":
             start = rest[1] if len(rest) > 1 else kwargs.get("start", 0)
+            attribute = rest[0] if rest else kwargs.get("attribute")
             if isinstance(start, list | tuple):
-                return _sequence_sum(args[0], value, rest[0] if rest else kwargs.get("attribute"), start)
+                return _sequence_sum(args[0], value, attribute, start)
+            return _numeric_sum(args[0], value, attribute, start)
+        elif name == "round":
+            precision = rest[0] if rest else kwargs.get("precision", 0)
+            if isinstance(precision, int) and abs(precision) > MAX_ROUND_DIGITS:
+                raise RenderLimit(f"round() to a precision of more than {MAX_ROUND_DIGITS} digits (given {precision})")
         elif name == "center":
             width = rest[0] if rest else kwargs.get("width", 80)
             _building(max(width if isinstance(width, int) else 0, len(text)))
@@ -931,7 +1016,7 @@ _ITERATING_FILTERS = frozenset({"sort", "groupby", "unique", "map", "select", "r
 _BOUNDED_FILTERS = (
     *("replace", "join", "center", "indent", "format", "wordwrap", "urlize", "escape", "e", "forceescape"),
     *("upper", "lower", "title", "capitalize", "trim", "striptags", "wordcount", "truncate", "safe", "xmlattr"),
-    *("string", "tojson", "pprint", "urlencode", "batch", "slice", "sum"),
+    *("string", "tojson", "pprint", "urlencode", "batch", "slice", "sum", "round"),
     *_ITERATING_FILTERS,
 )
 
@@ -988,6 +1073,7 @@ def _comparing_filter(original: Callable[..., Any]) -> Callable[..., Any]:
 
     def bounded(*args: Any, **kwargs: Any) -> Any:
         if len(args) > passed:
+            args = (*args[:passed], _materialized(args[passed]), *args[passed + 1 :])
             _compared(args[passed])
         return original(*args, **kwargs)
 
@@ -1156,6 +1242,9 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         target = getattr(__obj, "__wrapped__", __obj)  # the sandbox hands out str.format wrapped
         owner = getattr(target, "__self__", None)
         name = getattr(target, "__name__", "")
+        if target is dict or owner is dict or isinstance(owner, dict) and name == "fromkeys":
+            # `dict(...)`, `dict.fromkeys(...)` of what a filter yields: listed, so counted (`_compared`)
+            args = tuple(_materialized(a) for a in args)
         _check_table(target, owner, args, kwargs)
         if owner is not None:
             _check_method(owner, name)
@@ -1331,7 +1420,7 @@ class _Budget:
         self.built = 0
         self.trees: dict[int, tuple[Any, int, int]] = {}
         """The tree sizes (values, characters) of the containers the render has met, by id (`_walked`)."""
-        self.deadline = time.monotonic() + MAX_SECONDS
+        self.deadline = _clock() + MAX_SECONDS
 
     def tracer(self, frame: FrameType, event: str, arg: Any) -> Any:
         if frame.f_code.co_filename != "<template>":
@@ -1340,7 +1429,7 @@ class _Budget:
             self.calls += 1
             if self.calls > MAX_CALLS:
                 raise RenderLimit(f"the template made more than {MAX_CALLS} calls")
-            if not self.calls % 1000 and time.monotonic() > self.deadline:
+            if not self.calls % 1000 and _clock() > self.deadline:
                 raise RenderLimit(f"the template ran longer than {MAX_SECONDS:g} s")
             return None
         return self.local
@@ -1350,7 +1439,7 @@ class _Budget:
             self.steps += 1
             if self.steps > MAX_STEPS:
                 raise RenderLimit(f"the template ran more than {MAX_STEPS} steps")
-            if not self.steps % 100 and time.monotonic() > self.deadline:
+            if not self.steps % 100 and _clock() > self.deadline:
                 raise RenderLimit(f"the template ran longer than {MAX_SECONDS:g} s")
         return self.local
 
