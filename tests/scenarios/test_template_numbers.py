@@ -119,3 +119,25 @@ def test_a_render_doing_its_accounting_is_stopped_by_the_time_bound(
     assert isinstance(refused, openai.BadRequestError)
     assert refused.code == "scenario_error"
     assert "the template ran longer than 0.5 s" in refused.message
+
+
+@pytest.mark.parametrize("template", ["{{ output.encode(nope) }}", "{{ output.encode('utf-8', errors=nope) }}"])
+def test_an_undefined_codec_is_named_as_undefined(ptc_emulator: PTCEmulator, template: str) -> None:
+    """It said "the codec 'StrictUndefined' is not available", naming the type, not the variable."""
+    ptc_emulator.add_scenario(_scenario(template))
+    refused = _continue(ptc_emulator, "x")
+    assert isinstance(refused, openai.BadRequestError)
+    assert refused.code == "scenario_error"
+    assert "'nope' is undefined" in refused.message
+    assert "StrictUndefined" not in refused.message
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["(" * 3000 + "1" + ")" * 3000, "[" * 3000 + "]" * 3000, "- " * 5000 + "1"],
+    ids=["parens", "lists", "minus"],
+)
+def test_a_template_nested_too_deeply_says_so_when_added(ptc_emulator: PTCEmulator, expression: str) -> None:
+    """It said "maximum recursion depth exceeded" (Python's words, not the author's problem)."""
+    with pytest.raises(ValueError, match=r"turns\.1\.message: invalid template: the template is nested too deeply"):
+        ptc_emulator.add_scenario(_scenario("{{ " + expression + " }}"))

@@ -61,7 +61,7 @@ from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, M
 from types import FrameType
 from typing import Any
 
-from jinja2 import Template, TemplateError, nodes
+from jinja2 import Template, TemplateError, Undefined, nodes
 from jinja2.compiler import CodeGenerator, Frame, operators
 from jinja2.filters import FILTERS as DEFAULT_FILTERS
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -650,6 +650,8 @@ def _codec(name: Any) -> str:
     """The registry's name for the codec `name`, refused (`CodecRefused`) unless it is one of `_CODECS`."""
     import codecs
 
+    if isinstance(name, Undefined):  # `encode(nope)`: the undefined name is the error, not a codec
+        name._fail_with_undefined_error()
     canonical = None
     if isinstance(name, str) and _CODEC_NAME.fullmatch(name):
         try:
@@ -668,6 +670,8 @@ def _codec(name: Any) -> str:
 def _codec_errors(errors: Any) -> int:
     """The most characters the error handler `errors` puts for one; refused (`CodecRefused`) unless
     it is one of `_CODEC_ERRORS`."""
+    if isinstance(errors, Undefined):
+        errors._fail_with_undefined_error()
     if not isinstance(errors, str) or errors not in _CODEC_ERRORS:
         shown = errors[:40] if isinstance(errors, str) else type(errors).__name__
         raise CodecRefused(f"the error handler {shown!r} is not available in templates ({', '.join(_CODEC_ERRORS)})")
@@ -1373,8 +1377,16 @@ def check(env: BoundedEnvironment, source: str) -> None:
 _CHECKED_CHARS = 16_384
 
 
+NESTED_TOO_DEEPLY = "the template is nested too deeply"
+"""A template whose expressions (`((((1))))`, `[[[[]]]]`, `- - - 1`) nest past Python's recursion
+limit, met when it is parsed or rendered."""
+
+
 def _check(env: BoundedEnvironment, source: str) -> None:
-    tree = env.parse(source)
+    try:
+        tree = env.parse(source)
+    except RecursionError as e:
+        raise TemplateError(NESTED_TOO_DEEPLY) from e
     for node in tree.find_all(_UNSUPPORTED):
         raise TemplateError(f"'{type(node).__name__.lower()}' is not supported in scenario templates")
     for call in tree.find_all(nodes.Call):
@@ -1459,6 +1471,8 @@ def render(template: Template, context: dict[str, Any]) -> str:
                 raise RenderLimit(f"the template rendered more than {MAX_OUTPUT_CHARS} characters")
             pieces.append(piece)
         text = "".join(pieces)
+    except RecursionError as e:
+        raise RenderLimit(NESTED_TOO_DEEPLY) from e
     finally:
         sys.settrace(previous)
         _built.budget = None
