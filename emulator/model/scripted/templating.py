@@ -8,7 +8,9 @@ work: nested `range(100000)` loops, `'x' * 10**9`, or a loop over a long input. 
   so is an expression of constants that can only fail (`{{ 1/0 }}`, `range(10**6)`,
   `'x' * 10**9`): it would fail on every request;
 * rendering counts the lines the compiled template executes and stops at `MAX_STEPS` or after
-  `MAX_SECONDS`, whichever comes first (`RenderLimit`);
+  `MAX_SECONDS`, whichever comes first (`RenderLimit`); the accounting below, which runs in this
+  module's frames where the trace does not look at the clock, looks at it every `_TICK` values it
+  walks; a template nested past Python's recursion limit is refused as nested too deeply;
 * `range` is capped, and string or list repetition and `**` are bounded before they run;
 * no single operation may build more than `MAX_VALUE_CHARS`, and a render no more than
   `MAX_BUILT_CHARS` in all, checked before the operation runs: concatenation (`~`, `+`), `%`
@@ -40,7 +42,14 @@ work: nested `range(100000)` loops, `'x' * 10**9`, or a loop over a long input. 
   `MAX_SEARCH_WORK` (Python searches backwards by trying the needle at each place; forwards it
   searches in linear time); `dict.fromkeys` and `str.maketrans` (a static method, known by its
   name: it has no owner) count an entry per item they are given; what `encode`, the case methods
-  and `bytes.hex` build is counted first;
+  and `bytes.hex` build is counted first; `round` rounds to at most `MAX_ROUND_DIGITS` either way
+  (Python and Jinja compute `10**precision`), and the `sum` filter of numbers works through at most
+  `MAX_SUM_WORK` digits;
+* a comparison (`==`, `in`, the comparing tests and filters, `count`, `index`, `dict()`,
+  `dict.fromkeys`, a dict's keys) of a list, tuple or dict holding more than `MAX_COMPARED`
+  characters, counted as a tree, is refused: a string counts its length, an integer its 30-bit
+  digits (`_int_size`: comparing or hashing one touches each), and an iterator a filter hands on
+  is listed first so its items are counted;
 * the output is capped at `MAX_OUTPUT_CHARS`;
 * `render_off_loop` renders in a worker thread, so a template that runs to its bounds delays
   only its own request, never the event loop.
@@ -57,11 +66,11 @@ import string
 import sys
 import threading
 import time
-from collections.abc import Callable, ItemsView, Iterable, KeysView, Mapping, ValuesView
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from types import FrameType
 from typing import Any
 
-from jinja2 import Template, TemplateError, nodes
+from jinja2 import Template, TemplateError, Undefined, nodes
 from jinja2.compiler import CodeGenerator, Frame, operators
 from jinja2.filters import FILTERS as DEFAULT_FILTERS
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -115,7 +124,8 @@ MAX_COMPARED = MAX_BUILT_CHARS
 """The most characters a list, tuple or dict compared (`==`, `<`, `in`, the tests and filters that
 compare, `count`, `index`, `dict()`) may hold, counted as a tree: Python compares two containers in
 one C call, so `l == m` of 100,000 entries each a distinct copy of the same 500,000 characters held
-the interpreter (and so the event loop) for 4.5 s."""
+the interpreter (and so the event loop) for 4.5 s. An integer counts its 30-bit digits (`_int_size`):
+`m.count(c)` of 900,000 integers of 61,440 bits held it 1.3 s."""
 
 _TEXTS = (str, bytes, bytearray)
 """What the string methods' bounds cover: `str`, and `bytes` (`'x'.encode()`, `(1).to_bytes(n)`)."""
@@ -123,6 +133,30 @@ _TEXTS = (str, bytes, bytearray)
 
 class RenderLimit(TemplateError):
     pass
+
+
+def _clock() -> float:
+    """The clock a render's deadline (`MAX_SECONDS`) is kept by (a test may put its own in place)."""
+    return time.monotonic()
+
+
+_TICK = 4096
+"""How many values the accounting below (`_walked`, `_printed_size`, a sum's items) works through
+between two looks at the render's deadline: it runs in this module's frames, which the trace does
+not count, and a walk of a million values takes a second."""
+
+
+def _on_time() -> None:
+    """Refuse (`RenderLimit`) to go on once the running render is past its deadline."""
+    budget = getattr(_built, "budget", None)
+    if budget is not None and _clock() > budget.deadline:
+        raise RenderLimit(f"the template ran longer than {MAX_SECONDS:g} s")
+
+
+def _int_size(value: int) -> int:
+    """What comparing, hashing or adding an integer works through: its 30-bit digits (a 61,440-bit
+    integer is 2,049 of them, touched one by one), counted as characters."""
+    return value.bit_length() // 30 + 1
 
 
 def _bounded_range(*args: Any) -> range:
@@ -252,8 +286,12 @@ def _printed_size(
     size_of = _repr_size if text is None else text
     total = 0
     stack: list[tuple[Any, int]] = [(value, 0)]
+    seen = 0
     while stack:
         current, depth = stack.pop()
+        seen += 1
+        if not seen % _TICK:
+            _on_time()
         entry = per_entry + pad * (depth + 1)
         if isinstance(current, str):
             total += size_of(current)
@@ -316,22 +354,31 @@ def _tree(value: Any) -> Any:
 
 def _walked(value: Any) -> tuple[Any, int, int]:
     """`value`'s entry in the render's memo (`_tree`): the value, its count of values and its count
-    of characters (a string's or bytes' length, one for any other value), each counted as a tree."""
+    of characters (a string's or bytes' length, an integer's digits (`_int_size`), one for any
+    other value), each counted as a tree. The walk looks at the render's deadline as it goes."""
     budget = getattr(_built, "budget", None)
     memo: dict[int, tuple[Any, int, int]] = budget.trees if budget is not None else {}
     if id(value) in memo:
         return memo[id(value)]
     stack: list[tuple[Any, bool]] = [(value, False)]
+    seen = 0
     while stack:
         node, children_done = stack.pop()
         if children_done:
             total = chars = 1
             for child in _children(node):
+                seen += 1
+                if not seen % _TICK:
+                    _on_time()
                 if not isinstance(child, _LEAVES) and isinstance(child, _CONTAINERS):
                     _, values, held = memo[id(child)]
                     total, chars = total + values, chars + held
+                elif isinstance(child, _TEXTS):
+                    total, chars = total + 1, chars + len(child)
+                elif isinstance(child, int):  # inline: a function called is a call the render counts
+                    total, chars = total + 1, chars + child.bit_length() // 30 + 1
                 else:
-                    total, chars = total + 1, chars + (len(child) if isinstance(child, _TEXTS) else 1)
+                    total, chars = total + 1, chars + 1
                 if total > MAX_TREE:
                     raise RenderLimit(f"a value that holds more than {MAX_TREE} values (counted as a tree)")
             memo[id(node)] = (node, total, chars)
@@ -349,7 +396,8 @@ def _compared(*values: Any) -> None:
     """Refuses (`RenderLimit`) to compare a list, tuple or dict that holds more than `MAX_COMPARED`
     characters: a comparison's cost is at most the smaller operand's, `in`'s the container's, and
     Python makes either in one C call. Strings compare at the speed of memory (their own bound keeps
-    them short); anything else compares in constant time or through Python calls the render counts."""
+    them short), an integer by its digits (`_walked`); anything else compares in constant time or
+    through Python calls the render counts."""
     for value in values:
         if not isinstance(value, _LEAVES) and isinstance(value, _CONTAINERS):
             if _walked(value)[2] > MAX_COMPARED:
@@ -614,6 +662,8 @@ def _codec(name: Any) -> str:
     """The registry's name for the codec `name`, refused (`CodecRefused`) unless it is one of `_CODECS`."""
     import codecs
 
+    if isinstance(name, Undefined):  # `encode(nope)`: the undefined name is the error, not a codec
+        name._fail_with_undefined_error()
     canonical = None
     if isinstance(name, str) and _CODEC_NAME.fullmatch(name):
         try:
@@ -632,6 +682,8 @@ def _codec(name: Any) -> str:
 def _codec_errors(errors: Any) -> int:
     """The most characters the error handler `errors` puts for one; refused (`CodecRefused`) unless
     it is one of `_CODEC_ERRORS`."""
+    if isinstance(errors, Undefined):
+        errors._fail_with_undefined_error()
     if not isinstance(errors, str) or errors not in _CODEC_ERRORS:
         shown = errors[:40] if isinstance(errors, str) else type(errors).__name__
         raise CodecRefused(f"the error handler {shown!r} is not available in templates ({', '.join(_CODEC_ERRORS)})")
@@ -776,6 +828,49 @@ def _sequence_sum(environment: Any, value: Iterable[Any], attribute: Any, start:
     return built if kind is list else tuple(built)
 
 
+MAX_SUM_WORK = MAX_COMPARED
+"""The most digits `sum` (the filter) of numbers may work through: the count of its items times the
+largest one's 30-bit digits (`_int_size`). Python adds each item to the running total inside one C
+call, and adding copies the larger: the sum of 900,000 integers of 61,440 bits each took 1.3 s."""
+
+
+def _numeric_sum(environment: Any, value: Iterable[Any], attribute: Any, start: Any) -> Any:
+    """`sum(start=...)` of anything but sequences: the items are listed first (counted as held), and
+    refused if the sum would work through more than `MAX_SUM_WORK` digits."""
+    from jinja2.filters import make_attrgetter
+
+    getter = make_attrgetter(environment, attribute) if attribute is not None else None
+    items = _held([getter(item) for item in value] if getter is not None else list(value))
+    widest = _int_size(start) if isinstance(start, int) else 1
+    for seen, item in enumerate(items, 1):
+        if isinstance(item, int):
+            widest = max(widest, item.bit_length() // 30 + 1)  # inline (`_int_size`): not a call counted
+        if not seen % _TICK:
+            _on_time()
+    if (len(items) + 1) * widest > MAX_SUM_WORK:
+        raise RenderLimit(
+            f"a sum of {len(items)} numbers of up to {widest} digits each (over {MAX_SUM_WORK} digits in all)"
+        )
+    return sum(items, start)
+
+
+MAX_ROUND_DIGITS = 400
+"""The largest precision (either way) `round` may round to: Python's `round(5, -n)` computes
+`10**n` inside one C call (`-10,000,000` took 11 s), and Jinja's `round(..., 'floor')` and
+`'ceil'` compute `10**precision` themselves. A double has no digits beyond 324 places after the
+point and none before 309 (an integer of `MAX_INT_BITS` has 19,729: its rounding to tens of
+thousands of places is not available)."""
+
+
+def _materialized(value: Any) -> Any:
+    """`value`, or the list of what it yields if it is an iterator (`map`, `select` and the like
+    hand on a generator), counted as held: a list's items can be counted before they are compared
+    or hashed in C (`_compared`)."""
+    if isinstance(value, Iterator) and not isinstance(value, _LEAVES):
+        return _held(list(value))
+    return value
+
+
 def _listed(value: Any) -> list[Any]:
     """`list(value)`, counted first when `value` is a string (an entry, and maybe an object, per
     character); a list made of another iterable is counted as held once made."""
@@ -871,8 +966,14 @@ def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., An
             args = (*args[:passed], items, *rest)
         elif name == "sum":
             start = rest[1] if len(rest) > 1 else kwargs.get("start", 0)
+            attribute = rest[0] if rest else kwargs.get("attribute")
             if isinstance(start, list | tuple):
-                return _sequence_sum(args[0], value, rest[0] if rest else kwargs.get("attribute"), start)
+                return _sequence_sum(args[0], value, attribute, start)
+            return _numeric_sum(args[0], value, attribute, start)
+        elif name == "round":
+            precision = rest[0] if rest else kwargs.get("precision", 0)
+            if isinstance(precision, int) and abs(precision) > MAX_ROUND_DIGITS:
+                raise RenderLimit(f"round() to a precision of more than {MAX_ROUND_DIGITS} digits (given {precision})")
         elif name == "center":
             width = rest[0] if rest else kwargs.get("width", 80)
             _building(max(width if isinstance(width, int) else 0, len(text)))
@@ -931,7 +1032,7 @@ _ITERATING_FILTERS = frozenset({"sort", "groupby", "unique", "map", "select", "r
 _BOUNDED_FILTERS = (
     *("replace", "join", "center", "indent", "format", "wordwrap", "urlize", "escape", "e", "forceescape"),
     *("upper", "lower", "title", "capitalize", "trim", "striptags", "wordcount", "truncate", "safe", "xmlattr"),
-    *("string", "tojson", "pprint", "urlencode", "batch", "slice", "sum"),
+    *("string", "tojson", "pprint", "urlencode", "batch", "slice", "sum", "round"),
     *_ITERATING_FILTERS,
 )
 
@@ -988,6 +1089,7 @@ def _comparing_filter(original: Callable[..., Any]) -> Callable[..., Any]:
 
     def bounded(*args: Any, **kwargs: Any) -> Any:
         if len(args) > passed:
+            args = (*args[:passed], _materialized(args[passed]), *args[passed + 1 :])
             _compared(args[passed])
         return original(*args, **kwargs)
 
@@ -1156,6 +1258,9 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         target = getattr(__obj, "__wrapped__", __obj)  # the sandbox hands out str.format wrapped
         owner = getattr(target, "__self__", None)
         name = getattr(target, "__name__", "")
+        if target is dict or owner is dict or isinstance(owner, dict) and name == "fromkeys":
+            # `dict(...)`, `dict.fromkeys(...)` of what a filter yields: listed, so counted (`_compared`)
+            args = tuple(_materialized(a) for a in args)
         _check_table(target, owner, args, kwargs)
         if owner is not None:
             _check_method(owner, name)
@@ -1284,8 +1389,16 @@ def check(env: BoundedEnvironment, source: str) -> None:
 _CHECKED_CHARS = 16_384
 
 
+NESTED_TOO_DEEPLY = "the template is nested too deeply"
+"""A template whose expressions (`((((1))))`, `[[[[]]]]`, `- - - 1`) nest past Python's recursion
+limit, met when it is parsed or rendered."""
+
+
 def _check(env: BoundedEnvironment, source: str) -> None:
-    tree = env.parse(source)
+    try:
+        tree = env.parse(source)
+    except RecursionError as e:
+        raise TemplateError(NESTED_TOO_DEEPLY) from e
     for node in tree.find_all(_UNSUPPORTED):
         raise TemplateError(f"'{type(node).__name__.lower()}' is not supported in scenario templates")
     for call in tree.find_all(nodes.Call):
@@ -1331,7 +1444,7 @@ class _Budget:
         self.built = 0
         self.trees: dict[int, tuple[Any, int, int]] = {}
         """The tree sizes (values, characters) of the containers the render has met, by id (`_walked`)."""
-        self.deadline = time.monotonic() + MAX_SECONDS
+        self.deadline = _clock() + MAX_SECONDS
 
     def tracer(self, frame: FrameType, event: str, arg: Any) -> Any:
         if frame.f_code.co_filename != "<template>":
@@ -1340,7 +1453,7 @@ class _Budget:
             self.calls += 1
             if self.calls > MAX_CALLS:
                 raise RenderLimit(f"the template made more than {MAX_CALLS} calls")
-            if not self.calls % 1000 and time.monotonic() > self.deadline:
+            if not self.calls % 1000 and _clock() > self.deadline:
                 raise RenderLimit(f"the template ran longer than {MAX_SECONDS:g} s")
             return None
         return self.local
@@ -1350,7 +1463,7 @@ class _Budget:
             self.steps += 1
             if self.steps > MAX_STEPS:
                 raise RenderLimit(f"the template ran more than {MAX_STEPS} steps")
-            if not self.steps % 100 and time.monotonic() > self.deadline:
+            if not self.steps % 100 and _clock() > self.deadline:
                 raise RenderLimit(f"the template ran longer than {MAX_SECONDS:g} s")
         return self.local
 
@@ -1370,6 +1483,8 @@ def render(template: Template, context: dict[str, Any]) -> str:
                 raise RenderLimit(f"the template rendered more than {MAX_OUTPUT_CHARS} characters")
             pieces.append(piece)
         text = "".join(pieces)
+    except RecursionError as e:
+        raise RenderLimit(NESTED_TOO_DEEPLY) from e
     finally:
         sys.settrace(previous)
         _built.budget = None
