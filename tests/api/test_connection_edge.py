@@ -731,7 +731,7 @@ def test_a_body_of_empty_lines_is_parsed_in_few_slices_a_bounded_step_at_a_time(
     assert max(map(len, runs)) <= 2 * SLICES_PER_STEP, f"{max(map(len, runs))} slices in one step of the loop"
 
 
-@pytest.mark.parametrize("shape", ["data-of-last-chunks", "chunks-of-a-crlf"])
+@pytest.mark.parametrize("shape", ["data-of-last-chunks", "chunks-of-a-crlf", "size-lines-past-a-slice"])
 def test_a_chunked_body_whose_data_looks_like_its_end_is_fed_in_full_slices(
     roomy: EmulatorServer, monkeypatch: pytest.MonkeyPatch, shape: str
 ) -> None:
@@ -755,8 +755,10 @@ def test_a_chunked_body_whose_data_looks_like_its_end_is_fed_in_full_slices(
     if shape == "data-of-last-chunks":
         data = b"\n0\r\n\r\n" * (2**16 // 6)
         body = (b"%x\r\n" % len(data) + data + b"\r\n") * 16
-    else:
+    elif shape == "chunks-of-a-crlf":
         body = b"02\r\n\r\n\r\n" * (2**20 // 8)
+    else:  # a size line longer than a slice, its size read across slices
+        body = (b"02\r\n\r\n\r\n" * 20000 + b"0" * 9000 + b"2;x=" + b"e" * 9000 + b"\r\n\r\n\r\n") * 4
     body += b"2\r\n{}\r\n0\r\n\r\n"
     host = f"Host: 127.0.0.1:{roomy.port}\r\n".encode()
     head = b"POST /v1/conversations HTTP/1.1\r\n" + host + b"Content-Type: application/json\r\n"
