@@ -14,7 +14,11 @@ this venv). This script is the client: one thread sends a create of `--size` byt
 * `chunks-of-1`: one byte a chunk (six bytes on the wire for each byte of body);
 * `length-crlf`: with `Content-Length`, the JSON behind `--size` bytes of `\r\n\r\n` repeated
   (whitespace to JSON, a head end to a search for one);
-* `chunked-crlf`: the same bytes chunked, 64 KiB a chunk.
+* `chunked-crlf`: the same bytes chunked, 64 KiB a chunk;
+* `chunked-zeros`: chunked, 64 KiB chunks of `\n0\r\n\r\n` repeated (a last chunk's look in the data;
+  not JSON, so answered the 400), then the JSON in one chunk;
+* `chunked-02`: chunked, `--size` bytes of chunks written `02\r\n\r\n\r\n` (a leading zero, a CRLF as
+  the data: whitespace to JSON), then the JSON in one chunk.
 
 Two floods are sent for `--flood-s` seconds (or until the server closes), as fast as the server takes
 them, and are answered with a refusal rather than served:
@@ -26,7 +30,8 @@ For these it prints the bytes the server took (MB) and its peak resident memory'
 
 Meanwhile another thread asks `GET /_emulator/health` every 5 ms and a third sends a small create
 (another scope, `store: false`) every 20 ms; it prints the health answers' latency (max, median),
-the small creates' (max, median) and the large create's own time, medians of the runs. The machine's
+the small creates' (max, median), the large create's own time and the server's CPU time meanwhile
+(the small creates' and health answers' too), medians of the runs. The machine's
 load (1 minute) is printed before and after: compare runs of one sitting.
 """
 
@@ -50,7 +55,17 @@ from health_probe import figures, probing
 ROOT = Path(__file__).resolve().parent.parent
 PROBE_S = 0.005
 SMALL_EVERY_S = 0.02
-BODIES = ("length", "chunks-of-16", "chunks-of-1", "length-crlf", "chunked-crlf", "ext-flood", "413-flood")
+BODIES = (
+    "length",
+    "chunks-of-16",
+    "chunks-of-1",
+    "length-crlf",
+    "chunked-crlf",
+    "chunked-zeros",
+    "chunked-02",
+    "ext-flood",
+    "413-flood",
+)
 FLOODS = ("ext-flood", "413-flood")
 SMALL = {
     "model": "gpt-5",
@@ -85,6 +100,15 @@ def request(port: int, framing: str, size: int) -> bytes:
         | {"store": False, "instructions": "a" * size}
     ).encode()
     head = f"POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+    if framing in ("chunked-zeros", "chunked-02"):
+        body = body.replace(b"a" * size, b"a")
+        if framing == "chunked-zeros":
+            data = b"\n0\r\n\r\n" * (65536 // 6)
+            chunks = (b"%x\r\n" % len(data) + data + b"\r\n") * max(1, size // len(data))
+        else:
+            chunks = b"02\r\n\r\n\r\n" * (size // 8)
+        chunks += b"%x\r\n" % len(body) + body + b"\r\n"
+        return f"{head}Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n".encode() + chunks + b"0\r\n\r\n"
     if framing.endswith("-crlf"):
         body = b"\r\n\r\n" * (size // 4) + body.replace(b"a" * size, b"a")
         if framing == "length-crlf":
@@ -116,6 +140,12 @@ def peak_mb(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def cpu_s(pid: int) -> float:
+    """The server process's CPU time so far (user and system), in seconds (all its clients')."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def flood(port: int, framing: str, seconds: float) -> int:
@@ -157,16 +187,19 @@ def measure(port: int, wire: bytes, framing: str = "", pid: int = 0, flood_s: fl
         asker.start()
         try:
             time.sleep(0.2)
-            asked, peak = time.perf_counter(), peak_mb(pid)
+            asked, peak, cpu = time.perf_counter(), peak_mb(pid), cpu_s(pid)
             if framing in FLOODS:
                 taken = flood(port, framing, flood_s)
             else:
                 with socket.create_connection(("127.0.0.1", port)) as sock:
                     sock.sendall(wire)
                     answer = answered(sock)
-                assert answer.startswith(b"HTTP/1.1 200") and b"large" in answer, answer[:300]
+                if framing == "chunked-zeros":  # not JSON: read whole, then the 400
+                    assert answer.startswith(b"HTTP/1.1 400"), answer[:300]
+                else:
+                    assert answer.startswith(b"HTTP/1.1 200") and b"large" in answer, answer[:300]
                 taken = len(wire)
-            took, grown = time.perf_counter() - asked, peak_mb(pid) - peak
+            took, grown, used = time.perf_counter() - asked, peak_mb(pid) - peak, cpu_s(pid) - cpu
             time.sleep(0.2)
         finally:
             done.set()
@@ -176,6 +209,7 @@ def measure(port: int, wire: bytes, framing: str = "", pid: int = 0, flood_s: fl
         "small max ms": 1000 * max(small),
         "small median ms": 1000 * statistics.median(small),
         "large create s": took,
+        "server CPU s": used,
         "taken MB": taken / 1e6,
         "peak RSS grew MB": grown,
     }
@@ -221,7 +255,14 @@ def main() -> None:
     for framing in bodies:
         print(f"\n{framing}")
         print(f"  {'':18}" + "".join(f"{label:>12}" for label in by_mode))
-        keys = ["health max ms", "health median ms", "small max ms", "small median ms", "large create s"]
+        keys = [
+            "health max ms",
+            "health median ms",
+            "small max ms",
+            "small median ms",
+            "large create s",
+            "server CPU s",
+        ]
         for key in keys + ["taken MB", "peak RSS grew MB"]:
             row = [statistics.median(r[key] for r in results[framing]) for results in by_mode.values()]
             print(f"  {key:18}" + "".join(f"{v:12.2f}" for v in row))
