@@ -629,6 +629,11 @@ class HttpProtocol(HttpToolsProtocol):
         if upgrade is not None and upgrade != b"websocket":  # the parser would read no body after it
             self._refuse_head(messages.upgrade_not_supported())
             return
+        if upgrade is not None:
+            refused = self._websocket_refused()
+            if refused is not None:
+                self._refuse_head(messages.websocket_handshake_invalid(refused))
+                return
         self._slice_used += size - self._slice_before if self._began_before else size
         self._began_before = False
         self._in_head, self._head_bytes, self._head_begun, self._framing_bytes = False, 0, False, 0
@@ -640,6 +645,19 @@ class HttpProtocol(HttpToolsProtocol):
         if self.cycle is not None and self.cycle is not before:
             self._closing_unread(self.cycle)
         self._arm_body()
+
+    def _websocket_refused(self) -> str | None:
+        """Why a WebSocket upgrade's head cannot open a socket here, or None: behind requests not yet
+        answered (the 101 went out ahead of their answers, which then came inside the socket, or the
+        connection was handed over with an answer lost), or not an HTTP/1.1 GET without a body (the
+        WebSocket layer refused those in `text/plain`)."""
+        if (self.cycle is not None and not self.cycle.response_complete) or self.pipeline:
+            return "an upgrade sent behind requests not yet answered; open the socket on a connection of its own"
+        if self.parser.get_method() != b"GET" or self.parser.get_http_version() != "1.1":
+            return "an upgrade is an HTTP/1.1 GET"
+        if self._chunked or self._content_length:
+            return "an upgrade has no body"
+        return None
 
     def _closing_unread(self, cycle: RequestResponseCycle) -> None:
         """A response begun before its request's body has all come (a 413 for a `Content-Length` past

@@ -806,3 +806,55 @@ def test_a_chunked_body_whose_data_looks_like_its_end_is_fed_in_full_slices(
     assert all(answer.startswith(b"HTTP/1.1 200 ") for answer in healthy)
     assert max(queued) <= PIPELINE_DEPTH
     assert len(slices) <= 4 * len(body) // CHUNKED_FEED_BYTES + 64, f"{len(slices)} slices for {len(body)} bytes"
+
+
+_WS_HEADS = b"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n" + (
+    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+)
+
+
+def test_a_websocket_upgrade_behind_pipelined_requests_comes_after_their_answers_refused(
+    roomy: EmulatorServer,
+) -> None:
+    """A WebSocket upgrade sent in one write behind a request not yet answered: the code before sent
+    the 101 ahead of that answer, which then came inside the socket as a frame (or, behind a POST,
+    the answer was lost though its request had run). Now the earlier answer comes first, then the
+    upgrade's refusal in the envelope, and the connection is closed."""
+    host = f"Host: 127.0.0.1:{roomy.port}\r\n".encode()
+    sock = _connect(roomy)
+    sock.sendall(
+        b"GET /_emulator/health HTTP/1.1\r\n"
+        + host
+        + b"\r\n"
+        + b"GET /v1/responses HTTP/1.1\r\n"
+        + host
+        + _WS_HEADS
+        + b"\r\n"
+    )
+    first, refused = _answers(sock, 2)
+    assert first.startswith(b"HTTP/1.1 200 ") and b'"status":"ok"' in first, first[:300]
+    assert refused.startswith(b"HTTP/1.1 400 "), refused[:300]
+    assert b"behind requests not yet answered" in refused and b'"error"' in refused, refused[:400]
+    assert sock.recv(65536) == b""
+    sock.close()
+
+
+@pytest.mark.parametrize(
+    ("line", "body", "why"),
+    [
+        (b"POST /v1/responses HTTP/1.1", b'{"model":"m"}', b"an upgrade is an HTTP/1.1 GET"),
+        (b"GET /v1/responses HTTP/1.0", b"", b"an upgrade is an HTTP/1.1 GET"),
+        (b"GET /v1/responses HTTP/1.1", b"{}", b"an upgrade has no body"),
+    ],
+)
+def test_a_websocket_upgrade_that_is_no_get_without_a_body_is_refused_in_the_envelope(
+    ptc_emulator: PTCEmulator, line: bytes, body: bytes, why: bytes
+) -> None:
+    """The WebSocket layer refused these in `text/plain` (a POST, a GET with a body), or opened the
+    socket (HTTP/1.0, which RFC 6455 does not allow)."""
+    head = line + b"\r\nHost: " + urlsplit(ptc_emulator.server_url).netloc.encode() + b"\r\n" + _WS_HEADS
+    if body:
+        head += b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body)
+    status, headers, answer = _exchange(ptc_emulator, head + b"\r\n" + body)
+    assert status.endswith(b" 400 Bad Request"), (status, answer[:300])
+    assert headers["content-type"] == "application/json" and why in answer, answer[:300]
