@@ -404,6 +404,78 @@ def _compared(*values: Any) -> None:
                 raise RenderLimit(f"a comparison of a value that holds more than {MAX_COMPARED} characters")
 
 
+_HASHED = (int, float, complex, tuple, frozenset)
+"""The keys whose hash is not randomised, or is made of ones that are not: every `k * (2**61 - 1)`
+has the same hash, and a float's is its integer's."""
+
+
+def _distinct(key: Any) -> Any:
+    """What tells `key` from the others sharing its hash, itself hashed with a randomised hash (an
+    equal key stops the probes at the first it meets: only distinct ones are compared one with
+    another): an integer's bytes (a float equal to one's too), a float's hex, else the object."""
+    if isinstance(key, float) and key.is_integer():
+        key = int(key)
+    if isinstance(key, int):
+        return key.to_bytes(key.bit_length() // 8 + 1, "little", signed=True)
+    if isinstance(key, float):
+        return key.hex()
+    return ("object", id(key))
+
+
+def _keyed(keys: Iterable[Any]) -> None:
+    """Refuse (`RenderLimit`) to hash `keys` into one dict or set when distinct keys sharing a hash
+    would make Python compare more than `MAX_COMPARED` digits: each follows the probes of every one
+    before it with its hash, and compares with it, inside one C call (`dict.fromkeys` of 3,000
+    integers of 61,440 bits sharing one hash held the server 9 s). Counted as the sum, over each
+    hash, of its distinct keys squared times the widest one's digits (`_int_size`, a tuple by what
+    it holds)."""
+    groups: dict[int, tuple[set[Any], list[int]]] = {}
+    seen = 0
+    for key in keys:
+        seen += 1
+        if not seen % _TICK:
+            _on_time()
+        if not isinstance(key, _HASHED):
+            continue
+        try:
+            code = hash(key)
+        except TypeError:  # unhashable: Python refuses it itself
+            continue
+        if isinstance(key, int):  # inline (`_int_size`): not a call counted
+            size = key.bit_length() // 30 + 1
+        elif isinstance(key, tuple):
+            size = _walked(key)[2]
+        elif isinstance(key, frozenset):
+            size = len(key) + 1
+        else:
+            size = 1
+        group = groups.setdefault(code, (set(), [0]))
+        group[0].add(_distinct(key))
+        group[1][0] = max(group[1][0], size)
+    work = sum(len(distinct) ** 2 * widest[0] for distinct, widest in groups.values())
+    if work > MAX_COMPARED:
+        most = max(len(distinct) for distinct, _ in groups.values())
+        raise RenderLimit(
+            f"a dict or set of integer keys that share a hash (up to {most} share one; "
+            f"over {MAX_COMPARED} digits compared)"
+        )
+
+
+def _pair_keys(value: Any) -> Iterable[Any]:
+    """The keys `dict(value)` hashes: a mapping's keys, or the first of each pair."""
+    if isinstance(value, Mapping):
+        return value.keys()
+    if isinstance(value, _TEXTS):
+        return ()
+    return (item[0] for item in value if isinstance(item, list | tuple) and len(item) == 2)
+
+
+def _keyed_dict(pairs: tuple[tuple[Any, Any], ...]) -> dict[Any, Any]:
+    """A dict literal's dict, its keys checked first (`_keyed`)."""
+    _keyed(key for key, _ in pairs)
+    return dict(pairs)
+
+
 def _comparand(value: Any) -> Any:
     """`value`, once it is known to be cheap enough to compare (`_compared`)."""
     _compared(value)
@@ -974,6 +1046,10 @@ def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., An
             precision = rest[0] if rest else kwargs.get("precision", 0)
             if isinstance(precision, int) and abs(precision) > MAX_ROUND_DIGITS:
                 raise RenderLimit(f"round() to a precision of more than {MAX_ROUND_DIGITS} digits (given {precision})")
+            try:
+                return original(*args, **kwargs)
+            except OverflowError:  # a float times `10**precision` past a double's range
+                raise RenderLimit(f"round() to a precision of {precision} digits, past a float's range") from None
         elif name == "center":
             width = rest[0] if rest else kwargs.get("width", 80)
             _building(max(width if isinstance(width, int) else 0, len(text)))
@@ -1084,13 +1160,30 @@ _COMPARING_FILTERS = frozenset({"sort", "dictsort", "groupby", "unique", "max", 
 value checked first (`_compared`), so no one comparison of items costs more than it holds."""
 
 
-def _comparing_filter(original: Callable[..., Any]) -> Callable[..., Any]:
+def _unique_keys(args: tuple[Any, ...], kwargs: Mapping[str, Any], passed: int) -> Iterable[Any]:
+    """What `unique` hashes into its set: each item, or its `attribute` (strings are lowered, but
+    their hashes are randomised: not counted)."""
+    from jinja2.filters import make_attrgetter
+
+    value: Iterable[Any] = args[passed]
+    if isinstance(value, _TEXTS):
+        return ()
+    attribute = args[passed + 2] if len(args) > passed + 2 else kwargs.get("attribute")
+    if attribute is None or not passed:
+        return value
+    getter = make_attrgetter(args[0], attribute)
+    return (getter(item) for item in value)
+
+
+def _comparing_filter(original: Callable[..., Any], name: str = "") -> Callable[..., Any]:
     passed = 1 if hasattr(original, "jinja_pass_arg") else 0
 
     def bounded(*args: Any, **kwargs: Any) -> Any:
         if len(args) > passed:
             args = (*args[:passed], _materialized(args[passed]), *args[passed + 1 :])
             _compared(args[passed])
+            if name == "unique":
+                _keyed(_unique_keys(args, kwargs, passed))
         return original(*args, **kwargs)
 
     return bounded
@@ -1132,15 +1225,15 @@ class _BoundedCodeGenerator(CodeGenerator):
 
     def visit_Dict(self, node: nodes.Dict, frame: Frame) -> None:
         # Each key checked as an operand of a comparison (`_compared`): equal keys are compared.
-        self.write("environment.tree({")
-        for idx, item in enumerate(node.items):
-            if idx:
-                self.write(", ")
-            self.write("environment.comparand(")
+        # And the keys' hashes counted before the dict is made (`_keyed`).
+        self.write("environment.tree(environment.keyed_dict((")
+        for item in node.items:
+            self.write("(environment.comparand(")
             self.visit(item.key, frame)
-            self.write("): ")
+            self.write("), ")
             self.visit(item.value, frame)
-        self.write("})")
+            self.write("), ")
+        self.write(")))")
 
     def visit_Tuple(self, node: nodes.Tuple, frame: Frame) -> None:
         if node.ctx != "load":  # a target (`{% for a, b in ... %}`), not a value
@@ -1190,7 +1283,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
             self.tests[test] = _comparing_test(self.tests[test])  # type: ignore[arg-type]
         for name, filt in list(self.filters.items()):
             if name in _COMPARING_FILTERS:
-                filt = _comparing_filter(filt)
+                filt = _comparing_filter(filt, name)
                 if hasattr(self.filters[name], "jinja_pass_arg"):
                     filt.jinja_pass_arg = self.filters[name].jinja_pass_arg  # type: ignore[attr-defined]
                 self.filters[name] = filt
@@ -1253,6 +1346,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
     held = staticmethod(_held)
     tree = staticmethod(_tree)
     comparand = staticmethod(_comparand)
+    keyed_dict = staticmethod(_keyed_dict)
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 (Jinja's signature)
         target = getattr(__obj, "__wrapped__", __obj)  # the sandbox hands out str.format wrapped
@@ -1296,6 +1390,10 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         _tree(kwargs)
         if (isinstance(owner, list | tuple) and name in ("count", "index")) or target is dict or owner is dict:
             _compared(owner, *args, *kwargs.values())  # each entry compared, or hashed into a dict, in C
+            if name == "fromkeys" and args:
+                _keyed(args[0] if not isinstance(args[0], _TEXTS) else ())
+            elif target is dict and args:
+                _keyed(_pair_keys(args[0]))
         elif isinstance(owner, dict) or name == "changed":  # a key looked up (`get`), `loop.changed`
             _compared(*args, *kwargs.values())
         elif isinstance(owner, _TEXTS) and name in ("startswith", "endswith"):
