@@ -949,6 +949,9 @@ class _Deltas:
     `[redacted]`), or before a `.done` event that ends its text (the item's, or its part's), the
     stream's terminal event or its end. Another event between two deltas (an annotation, say)
     neither sends nor forgets what is held: a client joins the deltas across it.
+    A lane is a position (the output, content and summary indices), not an item id: the SDKs join
+    deltas so. What a lane sent stays (its end, `window`) after a `.done`: a later delta at the
+    same position is joined to it by a client, and the key across the two is refused.
     Deltas merged so go as one event, the later's (a `sequence_number` may be skipped). What could
     begin the key written with JSON's escapes (`\\u`, `s\\u006`) is held back as well; a key that
     the joined text holds nested (`Redaction.within`: a call's arguments decoded again) cannot be
@@ -973,7 +976,8 @@ class _Deltas:
             if kind in TERMINAL or kind == "error":  # the stream's end: all it holds back goes
                 return [*self.flush(lambda lane: lane[0] == stream), (event, True)]
             if isinstance(kind, str) and kind.endswith(".done"):  # an item's (or part's) text ends
-                return [*self.flush(lambda lane: lane[0] == stream and _ends(event, lane)), (event, True)]
+                ended = self.flush(lambda lane: lane[0] == stream and _ends(event, lane), forget=False)
+                return [*ended, (event, True)]
             return [(event, True)]  # an annotation, say: the text goes on, what is held stays held
         lane = (stream, kind, *(repr(event.get(name)) for name in _LANE_FIELDS))
         _, before = self.lanes.pop(lane, (event, ""))
@@ -991,31 +995,41 @@ class _Deltas:
             return [(event, True)]
         return [({**event, "delta": text}, False)]
 
-    def flush(self, which: Callable[[tuple[Any, ...]], bool] = lambda lane: True) -> list[tuple[dict[str, Any], bool]]:
+    def flush(
+        self, which: Callable[[tuple[Any, ...]], bool] = lambda lane: True, forget: bool = True
+    ) -> list[tuple[dict[str, Any], bool]]:
         """What is held back (of the lanes `which` picks), as delta events: the item (or the
-        stream) went on with something else, so it is not the key."""
-        for lane in [lane for lane in self.sent if which(lane)]:
-            del self.sent[lane]
-        lanes = [lane for lane in self.lanes if which(lane)]
-        return [({**event, "delta": text}, False) for event, text in map(self.lanes.pop, lanes)]
+        stream) went on with something else, so it is not the key. With `forget` (the stream's
+        end) what the lanes sent is forgotten; else what is sent now is added to it."""
+        told = []
+        for lane in [lane for lane in self.lanes if which(lane)]:
+            event, text = self.lanes.pop(lane)
+            self.sent[lane] = (self.sent.get(lane, "") + text)[-self.window :]
+            told.append(({**event, "delta": text}, False))
+        if forget:
+            for lane in [lane for lane in self.sent if which(lane)]:
+                del self.sent[lane]
+        return told
 
 
-_LANE_FIELDS = ("item_id", "output_index", "content_index", "summary_index")
+_LANE_FIELDS = ("output_index", "content_index", "summary_index")
+"""What places a delta in the text a client joins (the SDKs join by position, not by `item_id`)."""
 
 
 def _ends(event: dict[str, Any], lane: tuple[Any, ...]) -> bool:
-    """Whether a `.done` event ends a delta lane's text: its item's (`item_id`, or its `item`'s
-    id), and of the output, content and summary indices the event names, the lane's."""
-    item = event.get("item")
-    ids = {repr(event.get("item_id")), repr(item.get("id")) if isinstance(item, dict) else None}
-    if lane[2] not in ids:
-        return False
-    return all(name not in event or lane[2 + i] == repr(event[name]) for i, name in enumerate(_LANE_FIELDS) if i)
+    """Whether a `.done` event ends a delta lane's text: of the output, content and summary
+    indices the event names, the lane's."""
+    return all(name not in event or lane[2 + i] == repr(event[name]) for i, name in enumerate(_LANE_FIELDS))
+
+
+_UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def _data(block: bytes) -> bytes:
-    """The data of an SSE event's lines (LF-ended)."""
-    return b"\n".join(line[5:].lstrip(b" ") for line in block.split(b"\n") if line.startswith(b"data:"))
+    """The data of an SSE event's lines (LF-ended). A line's leading UTF-8 byte order mark is
+    skipped: a client's decoder drops the stream's first (and reads the line after it)."""
+    lines = (line.removeprefix(_UTF8_BOM) for line in block.split(b"\n"))
+    return b"\n".join(line[5:].lstrip(b" ") for line in lines if line.startswith(b"data:"))
 
 
 _UTF8 = frozenset({None, "utf-8", "utf8", "us-ascii", "ascii"})
@@ -1160,7 +1174,7 @@ def _rewritten(block: bytes, data: str) -> bytes:
     """An SSE event's bytes with its data lines replaced by one holding `data`."""
     lines: list[bytes] = []
     for line in block.split(b"\n"):
-        if line.startswith(b"data:"):
+        if line.removeprefix(_UTF8_BOM).startswith(b"data:"):  # as `_data` reads it
             if not any(kept.startswith(b"data:") for kept in lines):
                 lines.append(b"data: " + data.encode("utf-8"))
         elif line:

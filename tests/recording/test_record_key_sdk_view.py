@@ -181,3 +181,52 @@ def test_a_binary_websocket_message_not_utf_8_holding_the_escaped_key_is_refused
     assert socket.close_code == 1014
     _free(first)
     assert not list((tmp_path / "recordings").glob("*.yaml"))
+
+
+def _text_done(n: int) -> dict[str, Any]:
+    return {
+        "type": "response.output_text.done",
+        "sequence_number": n,
+        "item_id": "msg_key48",
+        "output_index": 0,
+        "content_index": 0,
+        "text": "hello sk-upstr",
+    }
+
+
+@pytest.mark.parametrize(
+    "middle",
+    [
+        (SPLIT[0], _text_done(2), {**SPLIT[1], "sequence_number": 3}),
+        (SPLIT[0], {**SPLIT[1], "item_id": "msg_other"}),
+    ],
+    ids=["after-done", "other-item-id"],
+)
+def test_a_key_split_across_deltas_at_one_position_is_not_joined_by_the_sdk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, middle: tuple[dict[str, Any], ...]
+) -> None:
+    """Before: a `.done` sent the held `sk-upstr` and forgot the lane, so the next delta at the same
+    position was looked at alone; and a lane was keyed by `item_id`, where the SDKs join deltas by
+    output and content index. Either way the SDK's joined text held the key."""
+    response = _post(tmp_path, monkeypatch, b"200 OK\r\ncontent-type: text/event-stream", _stream(*middle), True)
+    events = _sse_events(response.text)
+    _free(response.text, _joined(events), _recorded(tmp_path))
+    if len(middle) == 2:
+        assert _joined(events) == "hello [redacted] bye"
+    else:
+        assert events[-1]["type"] == "error"
+
+
+def test_a_delta_after_a_byte_order_mark_is_read_as_the_sdk_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: the stream's first line began with a UTF-8 byte order mark, so the proxy took no
+    `data:` line from it and passed `sk-upstr` on; a client's decoder drops the mark, reads the
+    delta and joins it to the next, which the proxy looked at alone: the key."""
+    first, second = SPLIT
+    body = b"\xef\xbb\xbfdata: " + json.dumps(first).encode() + b"\n\n" + _stream(second)
+    response = _post(tmp_path, monkeypatch, b"200 OK\r\ncontent-type: text/event-stream", body, True)
+    text = response.content.decode("utf-8").removeprefix("\ufeff")
+    events = _sse_events(text)
+    _free(text, _joined(events), _recorded(tmp_path))
+    assert _joined(events) == "hello [redacted] bye"
