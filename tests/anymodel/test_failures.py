@@ -27,6 +27,7 @@ from tests.anymodel.anymodel_support import (
     raw_stream,
     say,
     stall,
+    streamed,
 )
 
 PTC = {"type": "programmatic_tool_calling"}
@@ -451,4 +452,58 @@ def test_the_upstream_key_escaped_twice_in_a_call_is_refused_and_reaches_no_one(
     seen += [p.read_text(encoding="utf-8") for p in recordings.glob("*.yaml")]
     seen += [p.read_bytes().decode("latin-1") for p in data.rglob("*") if p.is_file()]
     assert all(KEY not in text for text in seen)
+    emulator.close()
+
+
+ESCAPED_KEY = "sk-test-SECRETKEY123"
+
+
+@pytest.mark.parametrize("split", ["\\u00", "\\"])
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_the_upstream_key_escaped_and_split_across_streamed_pieces_reaches_no_one(
+    any_server: Callable[..., EmulatorServer],
+    upstream: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    api: str,
+    split: str,
+) -> None:
+    """The key's first character written as `\\u0073` and the escape cut between two streamed
+    pieces (`{"k": "\\u00` then `73k-...`): before, only an end that could start the plain key was
+    held back, so each piece went on as it came and the client's joined text decoded to the key.
+    Now an end that could start any escaped form of the key is held back too."""
+    monkeypatch.setenv("ANY48E_UPSTREAM_KEY", ESCAPED_KEY)
+    server = any_server(model_upstream_api_key_env="ANY48E_UPSTREAM_KEY", model_upstream_api=api)
+    emulator = PTCEmulator(server.base_url)
+    whole = '{"k": "\\u0073' + ESCAPED_KEY[1:] + '"}'
+    assert json.loads(whole)["k"] == ESCAPED_KEY
+    cut = whole.index("\\u0073") + len(split)
+    upstream.reply(streamed(whole[:cut], whole[cut:]))
+    with emulator.client(max_retries=0) as sdk:
+        events = list(sdk.responses.create(model="m", input="Go.", tools=[PTC], stream=True))
+    joined = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert joined == '{"k": "[redacted]"}'
+    assert ESCAPED_KEY not in json.dumps(json.loads(joined))
+    emulator.close()
+
+
+def test_the_upstream_key_escaped_after_an_escaped_backslash_in_a_call_is_refused(
+    any_server: Callable[..., EmulatorServer],
+    upstream: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Arguments that are JSON holding `\\\\u0073k-...` (an escaped backslash, then `u0073`: the
+    key once the string is decoded again). Before, the key's escape was replaced right after the
+    escaped backslash (`\\\\[redacted]`), which is no JSON: the 502 said the arguments are not
+    JSON, quoting them. Now the arguments are looked through before any such rewrite, and the call
+    is refused because its arguments hold the key."""
+    monkeypatch.setenv("ANY48E_UPSTREAM_KEY", ESCAPED_KEY)
+    emulator = PTCEmulator(any_server(model_upstream_api_key_env="ANY48E_UPSTREAM_KEY").base_url)
+    arguments = json.dumps({"code": "return JSON.parse('\"\\\\u0073" + ESCAPED_KEY[1:] + "\"')"})
+    upstream.reply(raw_call(CODE_TOOL, arguments), echo("said "))
+    with emulator.client(max_retries=0) as sdk, pytest.raises(openai.APIStatusError) as raised:
+        sdk.responses.create(model="m", input="Go.", tools=[PTC])
+    assert raised.value.status_code == 502
+    envelope = _envelope(raised.value)
+    assert "whose arguments hold the upstream's key" in envelope["message"], envelope["message"]
+    assert "not JSON" not in envelope["message"] and ESCAPED_KEY not in raised.value.response.text
     emulator.close()

@@ -5,6 +5,7 @@ them into 400s (the cases of tests/scenarios/test_untrusted_scenarios.py, over a
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -363,3 +364,40 @@ def test_the_admin_api_refuses_bad_scenarios_with_a_400(unit_http: TestClient) -
     reply = unit_http.post(admin, content='{"name": "sur", "turns": [{"message": "\\ud800"}]}', headers=json_headers)
     assert_envelope(reply, 400, "lone UTF-16 surrogate", code="invalid_scenario")
     assert_envelope(unit_http.delete(f"{admin}/nope"), 404, "No scenario named 'nope'")
+
+
+@pytest.mark.parametrize("c_parser", [True, False], ids=["c-parser", "no-c-parser"])
+def test_a_base_60_number_is_a_string(monkeypatch: pytest.MonkeyPatch, c_parser: bool) -> None:
+    """YAML 1.1's base-60 ints and floats (`1:30`, `1:0:0.5`): before, the loader made numbers of
+    them, and `construct_yaml_int` multiplied a bigger integer for each `:`-separated part, so
+    1 MiB of `1:0:0:...` (500,000 parts) cost quadratic CPU on the event loop the scenario was
+    added to. Now the loader reads ints and floats as YAML 1.2 does, without those forms: such a
+    value is a string (the count before the loader, by either parser, reads it as one value)."""
+    if not c_parser:
+        monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
+    long = ":".join(["1"] + ["0"] * 5000)
+    data = scenario_module.load_yaml_without_aliases(
+        f"a: 1:30\nb: 1:0:0.5\nc: -2:00\nd: {long}\ne: 0x1f\nf: 1_000\ng: 1.5\nh: .inf\ni: 12\n", 50
+    )
+    assert data == {
+        "a": "1:30",
+        "b": "1:0:0.5",
+        "c": "-2:00",
+        "d": long,
+        "e": 31,
+        "f": 1000,
+        "g": 1.5,
+        "h": math.inf,
+        "i": 12,
+    }
+    scenario = load_scenario("name: x\nmatch: {input: zz}\nturns: [{message: 12:30}]\n")
+    assert scenario.turns[0].message == "12:30"
+    assert yaml.safe_load("a: 1:30") == {"a": 90}  # YAML's own loader is left as it was
+
+
+@pytest.mark.parametrize("tag", ["!!int 1:0:0", "!!float 1:0:0.5"])
+def test_a_base_60_number_tagged_as_a_number_is_refused(tag: str) -> None:
+    """Tagged `!!int` or `!!float`, a base-60 value would still be made a number the costly way:
+    it is refused by name."""
+    message = refusal(f"name: x\nmatch: {{input: zz}}\nnote: {tag}\nturns: [{{message: hi}}]\n")
+    assert "base-60 numbers (1:30) are not supported in scenarios" in message, message

@@ -601,12 +601,42 @@ _parsed_once = functools.lru_cache(maxsize=64)(_parse)
 PROCESS.add("parsed scenario texts", Memo(_parsed_once))
 
 
+_INT_TAG, _FLOAT_TAG = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_INT = re.compile(r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$")
+_FLOAT = re.compile(
+    r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+"""YAML's safe loader's int and float forms without the base-60 ones (`1:30`, `1:0:0.5`), as YAML
+1.2 has none: `construct_yaml_int` turned each `:`-separated part into a bigger integer, quadratic
+in their count (1 MiB of `1:0:0:...`, 500,000 parts, took 24 s). Such a value is a string."""
+
+
 class _NoAliasLoader(yaml.SafeLoader):
     """YAML's safe loader, refusing aliases: a chain of them expands a few hundred bytes into
     millions of nodes (a "billion laughs"). Scenarios have no need for them. Its `counter`
-    (`_load` sets one) sees every event the composer takes, before the node is built."""
+    (`_load` sets one) sees every event the composer takes, before the node is built. Its ints
+    and floats have no base-60 form (`_INT`, `_FLOAT`); one tagged `!!int` or `!!float` is refused."""
 
     counter: _Counter | None = None
+
+    yaml_implicit_resolvers = {
+        first: [(tag, pattern) for tag, pattern in resolvers if tag not in (_INT_TAG, _FLOAT_TAG)]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+    def construct_yaml_int(self, node: Any) -> Any:
+        return super().construct_yaml_int(self._decimal(node))
+
+    def construct_yaml_float(self, node: Any) -> Any:
+        return super().construct_yaml_float(self._decimal(node))
+
+    def _decimal(self, node: Any) -> Any:
+        if isinstance(node, yaml.ScalarNode) and ":" in str(node.value):
+            raise yaml.constructor.ConstructorError(
+                None, None, "base-60 numbers (1:30) are not supported in scenarios", node.start_mark
+            )
+        return node
 
     def get_event(self) -> Any:
         event = super().get_event()  # type: ignore[no-untyped-call]
@@ -652,6 +682,11 @@ class _NoAliasLoader(yaml.SafeLoader):
                     )
         return super().construct_mapping(node, deep=deep)
 
+
+_NoAliasLoader.add_implicit_resolver(_INT_TAG, _INT, list("-+0123456789"))
+_NoAliasLoader.add_implicit_resolver(_FLOAT_TAG, _FLOAT, list("-+0123456789."))
+_NoAliasLoader.add_constructor(_INT_TAG, _NoAliasLoader.construct_yaml_int)
+_NoAliasLoader.add_constructor(_FLOAT_TAG, _NoAliasLoader.construct_yaml_float)
 
 _template_env = templating.BoundedEnvironment()
 

@@ -7,8 +7,9 @@ upstream (its URL), the key is replaced by `[redacted]` before the client, the j
 a trace or a recording can see it.
 
 A streamed answer is passed on piece by piece, and the key may arrive split across pieces: each
-kind of text (`text`, `reasoning`) holds back its end while it could be the start of the key, and
-lets it go with the next piece or at the end of the turn (`Redacting.flush`).
+kind of text (`text`, `reasoning`) holds back its end while it could be the start of the key,
+written plainly or with JSON's escapes (`\\u00` of `\\u0073k-...`: `partial`), and lets it go
+with the next piece or at the end of the turn (`Redacting.flush`).
 
 The recording proxy (`serve --upstream URL --upstream-api-key-env NAME`, api/proxy.py) takes the
 same key out of what its upstream answers: the bytes of a body or an SSE stream as they pass
@@ -129,8 +130,11 @@ class Redaction:
     def arguments(self, text: str) -> str:
         """A call's JSON arguments without the key, written plainly or with JSON's escapes
         (`"\\u0073k-..."`, which decodes to the key): when a decoded string holds it, the arguments
-        are the redacted values written again (arguments that are no JSON keep the plain check)."""
-        text = self.text(text)
+        are the redacted values written again (arguments that are no JSON keep the plain check).
+        An escape right after an escaped backslash (`\\\\u0073...`) is no escape, and is left as it
+        is (`rewrite`): `[redacted]` there broke the JSON (`\\\\[redacted]`, "not JSON"), where the
+        key it holds once decoded again is what `within` finds (the call is refused for it)."""
+        text = self.rewrite(text)
         found = self.json(text)
         return text if found is None else found
 
@@ -204,7 +208,7 @@ class Redacting:
             self.on_delta(kind, text)
             return
         text = self.redaction.text(self.pending.pop(kind, "") + text)
-        held = self.redaction.held(text)
+        held = self.redaction.partial(text)  # an unfinished escape (`\\u00`) could begin the key too
         if held:
             self.pending[kind] = text[len(text) - held :]
             text = text[: len(text) - held]
