@@ -16,31 +16,10 @@ import pytest
 
 from ptc_emulator.emulator.model.scripted import templating
 from ptc_emulator.testing.server import PTCEmulator
+from tests.scenarios.template_support import answered, scenario
 
-TOOL = {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}
 CJK = "中文字符" * 20_000
 """80,000 CJK characters: what a tool output brought back."""
-
-
-def _continue(ptc_emulator: PTCEmulator, output: str) -> openai.BadRequestError | str:
-    client = ptc_emulator.client(max_retries=0)
-    first = client.responses.create(model="gpt-test", input="go", tools=[TOOL])  # type: ignore[list-item]
-    [call] = [item for item in first.output if item.type == "function_call"]
-    answer = {"type": "function_call_output", "call_id": call.call_id, "output": output}
-    try:
-        final = client.responses.create(
-            model="gpt-test",
-            previous_response_id=first.id,
-            input=[answer],  # type: ignore[list-item]
-            tools=[TOOL],  # type: ignore[list-item]
-        )
-    except openai.BadRequestError as e:
-        return e
-    return final.output_text
-
-
-def _scenario(message: str) -> dict[str, object]:
-    return {"match": {"input": "^go$"}, "turns": [{"call": {"name": "f", "arguments": {}}}, {"message": message}]}
 
 
 @pytest.mark.parametrize(
@@ -57,7 +36,7 @@ def test_a_codec_written_in_the_template_that_is_not_linear_is_refused_when_adde
     ptc_emulator: PTCEmulator, template: str, why: str
 ) -> None:
     with pytest.raises(ValueError, match=r"turns\.1\.message: invalid template: line 1: ") as caught:
-        ptc_emulator.add_scenario(_scenario(template))
+        ptc_emulator.add_scenario(scenario(template))
     assert why in str(caught.value)
 
 
@@ -65,8 +44,8 @@ def test_a_codec_computed_at_render_is_refused_before_it_runs(ptc_emulator: PTCE
     """The hostile scenario with its codec out of reach of the check when added: the continuation
     answering 80,000 CJK characters gets the 400 naming the codec, not the one of a render that ran
     too long (punycode never ran: it would have), and the server goes on answering."""
-    ptc_emulator.add_scenario(_scenario("{{ output.encode('puny' ~ 'code')|length }}"))
-    refused = _continue(ptc_emulator, CJK)
+    ptc_emulator.add_scenario(scenario("{{ output.encode('puny' ~ 'code')|length }}"))
+    refused = answered(ptc_emulator, CJK)
     assert isinstance(refused, openai.BadRequestError)
     assert refused.code == "scenario_error"
     assert "the codec 'punycode' is not available in templates" in refused.message
@@ -78,8 +57,8 @@ def test_a_linear_codec_still_renders(ptc_emulator: PTCEmulator) -> None:
         " {{ output.encode('latin-1', 'xmlcharrefreplace')[:8].decode('ascii') }}"
         " {{ output.encode('utf-16-le')|length }} {{ output.encode('ascii', 'ignore')|length }}"
     )
-    ptc_emulator.add_scenario(_scenario(template))
-    assert _continue(ptc_emulator, CJK) == "240000 80000 &#20013; 160000 0"
+    ptc_emulator.add_scenario(scenario(template))
+    assert answered(ptc_emulator, CJK) == "240000 80000 &#20013; 160000 0"
 
 
 @pytest.mark.parametrize(
@@ -94,16 +73,16 @@ def test_a_linear_codec_still_renders(ptc_emulator: PTCEmulator) -> None:
 def test_a_strip_by_many_characters_is_refused_before_it_runs(ptc_emulator: PTCEmulator, template: str) -> None:
     """Python looks each character it strips up in the characters given, one after the other, in one
     C call: 100,000 characters stripped by 500,000 took 2.8 s. The work is bounded first."""
-    ptc_emulator.add_scenario(_scenario(template))
-    refused = _continue(ptc_emulator, "z")
+    ptc_emulator.add_scenario(scenario(template))
+    refused = answered(ptc_emulator, "z")
     assert isinstance(refused, openai.BadRequestError)
     assert refused.code == "scenario_error"
     assert "a strip of a text of 20000 characters by 2001 characters" in refused.message
 
 
 def test_a_strip_by_a_few_characters_still_renders(ptc_emulator: PTCEmulator) -> None:
-    ptc_emulator.add_scenario(_scenario("{{ output.strip(' z')|length }}|{{ output|trim('z ') }}|{{ output|trim }}"))
-    assert _continue(ptc_emulator, "  zz ab zz ") == "2|ab|zz ab zz"
+    ptc_emulator.add_scenario(scenario("{{ output.strip(' z')|length }}|{{ output|trim('z ') }}|{{ output|trim }}"))
+    assert answered(ptc_emulator, "  zz ab zz ") == "2|ab|zz ab zz"
 
 
 @pytest.mark.parametrize(
@@ -118,8 +97,8 @@ def test_what_a_method_builds_is_bounded_before_it_runs(ptc_emulator: PTCEmulato
     """`encode` (four bytes a character in UTF-32) and the case methods (`'ß'.upper()` is `'SS'`)
     build more than their text: counted before they run, as the filters that do are. Both used to
     build it first (under the render's total) and print its length."""
-    ptc_emulator.add_scenario(_scenario(template))
-    refused = _continue(ptc_emulator, "ß" * 1000)
+    ptc_emulator.add_scenario(scenario(template))
+    refused = answered(ptc_emulator, "ß" * 1000)
     assert isinstance(refused, openai.BadRequestError)
     assert refused.code == "scenario_error"
     assert "an operation that builds more than 1000000 characters" in refused.message
@@ -131,9 +110,9 @@ def test_a_method_not_on_the_templates_list_is_refused(
     """Every method of a built-in value a template may call is listed with its bound; one that is
     not (here `casefold`, taken off the list, as a method a later Python adds would be) is refused
     before it runs, never reached unbounded."""
-    ptc_emulator.add_scenario(_scenario("{{ output.casefold() }}"))
-    assert _continue(ptc_emulator, "AB") == "ab"
+    ptc_emulator.add_scenario(scenario("{{ output.casefold() }}"))
+    assert answered(ptc_emulator, "AB") == "ab"
     monkeypatch.setitem(templating._METHODS, str, templating._METHODS[str] - {"casefold"})
-    refused = _continue(ptc_emulator, "AB")
+    refused = answered(ptc_emulator, "AB")
     assert isinstance(refused, openai.BadRequestError)
     assert "the method str.casefold() is not available in templates" in refused.message

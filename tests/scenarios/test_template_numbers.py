@@ -19,33 +19,12 @@ import pytest
 
 from ptc_emulator.emulator.model.scripted import templating
 from ptc_emulator.testing.server import PTCEmulator
+from tests.scenarios.template_support import answered, scenario
 
-TOOL = {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}
 BIG = "{% set b = ((2**64)**64)**15 %}{% set c = b + 1 %}{% set l = [b] * 10000 %}"
 """10,000 integers of 61,440 bits (2,049 digits) each: 20,490,000 digits compared, over 16,000,000."""
 COMPARED = "a comparison of a value that holds more than 16000000 characters"
 ROUND = "round() to a precision of more than 400 digits (given {})"
-
-
-def _scenario(message: str) -> dict[str, object]:
-    return {"match": {"input": "^go$"}, "turns": [{"call": {"name": "f", "arguments": {}}}, {"message": message}]}
-
-
-def _continue(ptc_emulator: PTCEmulator, output: str) -> openai.BadRequestError | str:
-    client = ptc_emulator.client(max_retries=0)
-    first = client.responses.create(model="gpt-test", input="go", tools=[TOOL])  # type: ignore[list-item]
-    [call] = [item for item in first.output if item.type == "function_call"]
-    answer = {"type": "function_call_output", "call_id": call.call_id, "output": output}
-    try:
-        final = client.responses.create(
-            model="gpt-test",
-            previous_response_id=first.id,
-            input=[answer],  # type: ignore[list-item]
-            tools=[TOOL],  # type: ignore[list-item]
-        )
-    except openai.BadRequestError as e:
-        return e
-    return final.output_text
 
 
 @pytest.mark.parametrize(
@@ -80,8 +59,8 @@ def _continue(ptc_emulator: PTCEmulator, output: str) -> openai.BadRequestError 
 def test_a_call_on_numbers_too_costly_is_refused_before_it_runs(
     ptc_emulator: PTCEmulator, template: str, output: str, why: str
 ) -> None:
-    ptc_emulator.add_scenario(_scenario(template))
-    refused = _continue(ptc_emulator, output)
+    ptc_emulator.add_scenario(scenario(template))
+    refused = answered(ptc_emulator, output)
     assert isinstance(refused, openai.BadRequestError)
     assert refused.code == "scenario_error"
     assert why in refused.message
@@ -98,8 +77,8 @@ def test_the_same_calls_within_their_bounds_still_render(ptc_emulator: PTCEmulat
         " {{ (l|sum) == b * 1000 }} {{ [1, 2, 3]|sum(start=4) }} {{ [[1], [2]]|sum(start=[]) }}"
         " {{ (range(5)|map('abs'))|max }} {{ dict(['ab', 'cd']|map('list')) }}"
     )
-    ptc_emulator.add_scenario(_scenario(template))
-    assert _continue(ptc_emulator, "2") == (
+    ptc_emulator.add_scenario(scenario(template))
+    assert answered(ptc_emulator, "2") == (
         "1200 1.2 1.3 2.5 0 0 False True True 1 True 10 [1, 2] 4 {'a': 'b', 'c': 'd'}"
     )
 
@@ -112,10 +91,10 @@ def test_a_render_doing_its_accounting_is_stopped_by_the_time_bound(
     looks at the clock: with the clock moving a second each time it is read, only a look at the
     deadline from inside that walk ends the render."""
     template = "{% set l = range(10000)|list %}{% set m = l + l %}{{ m|length }}"
-    ptc_emulator.add_scenario(_scenario(template))
+    ptc_emulator.add_scenario(scenario(template))
     ticks = itertools.count()
     monkeypatch.setattr(templating, "_clock", lambda: float(next(ticks)))
-    refused = _continue(ptc_emulator, "")
+    refused = answered(ptc_emulator, "")
     assert isinstance(refused, openai.BadRequestError)
     assert refused.code == "scenario_error"
     assert "the template ran longer than 0.5 s" in refused.message
@@ -124,8 +103,8 @@ def test_a_render_doing_its_accounting_is_stopped_by_the_time_bound(
 @pytest.mark.parametrize("template", ["{{ output.encode(nope) }}", "{{ output.encode('utf-8', errors=nope) }}"])
 def test_an_undefined_codec_is_named_as_undefined(ptc_emulator: PTCEmulator, template: str) -> None:
     """It said "the codec 'StrictUndefined' is not available", naming the type, not the variable."""
-    ptc_emulator.add_scenario(_scenario(template))
-    refused = _continue(ptc_emulator, "x")
+    ptc_emulator.add_scenario(scenario(template))
+    refused = answered(ptc_emulator, "x")
     assert isinstance(refused, openai.BadRequestError)
     assert refused.code == "scenario_error"
     assert "'nope' is undefined" in refused.message
@@ -140,7 +119,7 @@ def test_an_undefined_codec_is_named_as_undefined(ptc_emulator: PTCEmulator, tem
 def test_a_template_nested_too_deeply_says_so_when_added(ptc_emulator: PTCEmulator, expression: str) -> None:
     """It said "maximum recursion depth exceeded" (Python's words, not the author's problem)."""
     with pytest.raises(ValueError, match=r"turns\.1\.message: invalid template: the template is nested too deeply"):
-        ptc_emulator.add_scenario(_scenario("{{ " + expression + " }}"))
+        ptc_emulator.add_scenario(scenario("{{ " + expression + " }}"))
 
 
 SHARED = "{% set P = 2**61 - 1 %}{% set b = (((output|int - 3)**64)**64)**15 %}"
@@ -165,8 +144,8 @@ def test_a_dict_or_set_of_integers_sharing_a_hash_is_refused(ptc_emulator: PTCEm
     """Python's hash of an integer is not randomised: keys sharing one are each compared with every
     one before them, inside one C call (`dict.fromkeys` of 3,000 integers of 61,440 bits held the
     server 9 s, of 10,000 small ones 0.7 s). The keys' hashes are now counted before it is made."""
-    ptc_emulator.add_scenario(_scenario(template))
-    refused = _continue(ptc_emulator, "5")
+    ptc_emulator.add_scenario(scenario(template))
+    refused = answered(ptc_emulator, "5")
     assert isinstance(refused, openai.BadRequestError)
     assert refused.code == "scenario_error"
     assert SHARING in refused.message
@@ -179,14 +158,14 @@ def test_dicts_and_sets_of_integers_within_the_bound_still_render(ptc_emulator: 
         " {{ range(10000)|unique|list|length }} {{ {0: 1, P: 2, 2 * P: 3}|length }} {{ {'a': 1, 'a': 2} }}"
         " {{ dict([(1, 2), (3, 4)]) }} {{ [{'a': 1}, {'a': 1}]|unique(attribute='a')|list }} {{ {} }}"
     )
-    ptc_emulator.add_scenario(_scenario(template))
-    assert _continue(ptc_emulator, "5") == "2000 10000 10000 3 {'a': 2} {1: 2, 3: 4} [{'a': 1}] {}"
+    ptc_emulator.add_scenario(scenario(template))
+    assert answered(ptc_emulator, "5") == "2000 10000 10000 3 {'a': 2} {1: 2, 3: 4} [{'a': 1}] {}"
 
 
 def test_round_past_a_float_s_range_says_so(ptc_emulator: PTCEmulator) -> None:
     """It said "OverflowError: int too large to convert to float" (Python's words)."""
-    ptc_emulator.add_scenario(_scenario("{{ 1.5|round(output|int, 'ceil') }}"))
-    refused = _continue(ptc_emulator, "400")
+    ptc_emulator.add_scenario(scenario("{{ 1.5|round(output|int, 'ceil') }}"))
+    refused = answered(ptc_emulator, "400")
     assert isinstance(refused, openai.BadRequestError)
     assert refused.code == "scenario_error"
     assert "round() to a precision of 400 digits, past a float's range" in refused.message

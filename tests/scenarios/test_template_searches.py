@@ -15,33 +15,12 @@ import openai
 import pytest
 
 from ptc_emulator.testing.server import PTCEmulator
+from tests.scenarios.template_support import answered, scenario
 
-TOOL = {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}
 NEEDLE = "('ab' ~ 'a' * 98)"
 """100 characters, found nowhere in 1,000,000 `'a'`: a reverse search tries it at every place."""
 REVERSE = "a reverse search ({}) in a text of 1000000 characters for 100 characters (over 50000000 in all)"
 BUILDS = "an operation that builds more than 1000000 characters"
-
-
-def _scenario(message: str) -> dict[str, object]:
-    return {"match": {"input": "^go$"}, "turns": [{"call": {"name": "f", "arguments": {}}}, {"message": message}]}
-
-
-def _continue(ptc_emulator: PTCEmulator, output: str) -> openai.BadRequestError | str:
-    client = ptc_emulator.client(max_retries=0)
-    first = client.responses.create(model="gpt-test", input="go", tools=[TOOL])  # type: ignore[list-item]
-    [call] = [item for item in first.output if item.type == "function_call"]
-    answer = {"type": "function_call_output", "call_id": call.call_id, "output": output}
-    try:
-        final = client.responses.create(
-            model="gpt-test",
-            previous_response_id=first.id,
-            input=[answer],  # type: ignore[list-item]
-            tools=[TOOL],  # type: ignore[list-item]
-        )
-    except openai.BadRequestError as e:
-        return e
-    return final.output_text
 
 
 @pytest.mark.parametrize(
@@ -67,8 +46,8 @@ def _continue(ptc_emulator: PTCEmulator, output: str) -> openai.BadRequestError 
 def test_a_call_that_would_hold_the_interpreter_is_refused_before_it_runs(
     ptc_emulator: PTCEmulator, template: str, output: str, why: str
 ) -> None:
-    ptc_emulator.add_scenario(_scenario(template))
-    refused = _continue(ptc_emulator, output)
+    ptc_emulator.add_scenario(scenario(template))
+    refused = answered(ptc_emulator, output)
     assert isinstance(refused, openai.BadRequestError)
     assert refused.code == "scenario_error"
     assert why in refused.message
@@ -85,5 +64,5 @@ def test_the_same_calls_within_their_bounds_still_render(ptc_emulator: PTCEmulat
         " {{ dict.fromkeys(output)|length }} {{ {}.fromkeys('ab', 0) }}"
         " {{ output.translate(''.maketrans('ab', 'ba', '-')) }} {{ (output * 3)|wordwrap(4, wrapstring='|') }}"
     )
-    ptc_emulator.add_scenario(_scenario(template))
-    assert _continue(ptc_emulator, "a-b-a") == "3 0 2 a 2 0 3 {'a': 0, 'b': 0} bab a-b-|aa-|b-|aa-|b-a"
+    ptc_emulator.add_scenario(scenario(template))
+    assert answered(ptc_emulator, "a-b-a") == "3 0 2 a 2 0 3 {'a': 0, 'b': 0} bab a-b-|aa-|b-|aa-|b-a"

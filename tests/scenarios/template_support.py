@@ -1,0 +1,33 @@
+"""Shared by the template-bound tests: a scenario whose first turn calls `f` and whose second
+renders a template over the call's output, and the client loop that answers the call."""
+
+from __future__ import annotations
+
+import openai
+
+from ptc_emulator.testing.server import PTCEmulator
+
+TOOL = {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}
+
+
+def scenario(message: str) -> dict[str, object]:
+    """Matches `go`: calls `f`, then answers `message` (a template) once the output comes back."""
+    return {"match": {"input": "^go$"}, "turns": [{"call": {"name": "f", "arguments": {}}}, {"message": message}]}
+
+
+def answered(ptc_emulator: PTCEmulator, output: str) -> openai.BadRequestError | str:
+    """`go`, then `output` for its call: the final text, or the 400 the render ended in."""
+    client = ptc_emulator.client(max_retries=0)
+    first = client.responses.create(model="gpt-test", input="go", tools=[TOOL])  # type: ignore[list-item]
+    [call] = [item for item in first.output if item.type == "function_call"]
+    answer = {"type": "function_call_output", "call_id": call.call_id, "output": output}
+    try:
+        final = client.responses.create(
+            model="gpt-test",
+            previous_response_id=first.id,
+            input=[answer],  # type: ignore[list-item]
+            tools=[TOOL],  # type: ignore[list-item]
+        )
+    except openai.BadRequestError as e:
+        return e
+    return final.output_text
