@@ -15,8 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.recording.test_record_hostile_upstream import ws_upstream
-from tests.recording.test_record_key_fail_closed import CREATE, _keyed, _post, _recorded, _response
+from tests.recording.test_record_key_fail_closed import _post, _recorded, _response, through_socket
 
 KEY = "sk-h48f/SeCrEt+k3y9"
 ESCAPED = "".join(f"\\u{ord(c):04x}" for c in KEY)
@@ -86,27 +85,15 @@ def test_a_binary_websocket_message_read_as_json_with_the_key_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Before: not UTF-8 and not \"wide\", so sent as it came, parsed (surrogate accepted) and recorded."""
-    from websockets.sync.client import connect
-
     text = json.dumps({"type": "response.completed", "response": _response(f"it is {KEY}")}).replace(KEY, ESCAPED)
     raw = text.encode()[:-1] + b',"x":"\xed\xbf\xbf"}'
     assert KEY in json.dumps(json.loads(raw))
 
-    async def answer(socket: Any) -> None:
-        await socket.recv()
-        await socket.send(raw)
-        await socket.wait_closed()
-
-    with ws_upstream(answer) as url, _keyed(tmp_path, url, monkeypatch, mode="all") as rec:
-        with connect(rec.server_url.replace("http", "ws", 1) + "/responses") as socket:
-            socket.send(json.dumps({"type": "response.create", **CREATE}))
-            first = socket.recv(timeout=60)
-            with pytest.raises(Exception):  # noqa: B017 - closed: 1014
-                socket.recv(timeout=60)
+    first, close_code = through_socket(tmp_path, monkeypatch, raw, closes=True)
     assert isinstance(first, str)
     event = json.loads(first)
     assert event["type"] == "error" and "as a JSON reader decodes its bytes" in event["error"]["message"]
-    assert socket.close_code == 1014
+    assert close_code == 1014
     _free(first.encode())
     assert not list((tmp_path / "recordings").glob("*.yaml"))
 

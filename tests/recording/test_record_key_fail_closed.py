@@ -121,25 +121,38 @@ def test_a_content_encoding_holding_the_key_is_not_quoted_with_it(
     _clean(response.text, caplog.text)
 
 
+def through_socket(
+    tmp: Path, monkeypatch: pytest.MonkeyPatch, message: str | bytes, *, closes: bool = False, keyed: Any = None
+) -> Any:
+    """The first message a client gets through the keyed proxy's WebSocket when the upstream answers
+    its create with `message`; `closes`: the proxy then closes the socket, and its close code is
+    returned with it. `keyed`: the caller's own keyed recorder (another key), this module's by default."""
+    from websockets.sync.client import connect
+
+    async def answer(socket: Any) -> None:
+        await socket.recv()
+        await socket.send(message)
+        await socket.wait_closed()
+
+    with ws_upstream(answer) as url, (keyed or _keyed)(tmp, url, monkeypatch, mode="all") as rec:
+        with connect(rec.server_url.replace("http", "ws", 1) + "/responses") as socket:
+            socket.send(json.dumps({"type": "response.create", **CREATE}))
+            first = socket.recv(timeout=60)
+            if closes:
+                with pytest.raises(Exception):  # noqa: B017 - closed by the proxy
+                    socket.recv(timeout=60)
+    return (first, socket.close_code) if closes else first
+
+
 def test_a_binary_websocket_message_with_the_key_in_json_slash_escapes_is_redacted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Before: the decoded values were looked at, but the message's bytes sent as they came."""
-    from websockets.sync.client import connect
-
     text = json.dumps({"type": "response.completed", "response": _response(f"it is {KEY}")})
     assert KEY in text and "\\/" not in text
     raw = text.replace(KEY, SLASHED).encode()
 
-    async def answer(socket: Any) -> None:
-        await socket.recv()
-        await socket.send(raw)
-        await socket.wait_closed()
-
-    with ws_upstream(answer) as url, _keyed(tmp_path, url, monkeypatch, mode="all") as rec:
-        with connect(rec.server_url.replace("http", "ws", 1) + "/responses") as socket:
-            socket.send(json.dumps({"type": "response.create", **CREATE}))
-            first = socket.recv(timeout=60)
+    first = through_socket(tmp_path, monkeypatch, raw)
     assert isinstance(first, bytes)
     assert json.loads(first)["response"]["output"][0]["content"][0]["text"] == "it is [redacted]"
     _clean(first.decode(), _recorded(tmp_path))
@@ -149,19 +162,9 @@ def test_a_text_websocket_message_nested_too_deep_to_parse_is_looked_through(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Before: the message did not parse (too deep), so its `\\/`-escaped key went on as it came."""
-    from websockets.sync.client import connect
-
     deep = "[" * 1500 + '"' + SLASHED + '"' + "]" * 1500
 
-    async def answer(socket: Any) -> None:
-        await socket.recv()
-        await socket.send(deep)
-        await socket.wait_closed()
-
-    with ws_upstream(answer) as url, _keyed(tmp_path, url, monkeypatch, mode="all") as rec:
-        with connect(rec.server_url.replace("http", "ws", 1) + "/responses") as socket:
-            socket.send(json.dumps({"type": "response.create", **CREATE}))
-            first = socket.recv(timeout=60)
+    first = through_socket(tmp_path, monkeypatch, deep)
     assert isinstance(first, str) and "[redacted]" in first
     _clean(first)
 
@@ -214,25 +217,13 @@ def test_an_answer_that_is_not_utf_8_is_refused(
 def test_a_utf_16_binary_websocket_message_holding_the_key_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from websockets.sync.client import connect
-
     raw = json.dumps({"type": "response.completed", "response": _response(f"it is {KEY}")}).encode("utf-16-le")
 
-    async def answer(socket: Any) -> None:
-        await socket.recv()
-        await socket.send(raw)
-        await socket.wait_closed()
-
-    with ws_upstream(answer) as url, _keyed(tmp_path, url, monkeypatch, mode="all") as rec:
-        with connect(rec.server_url.replace("http", "ws", 1) + "/responses") as socket:
-            socket.send(json.dumps({"type": "response.create", **CREATE}))
-            first = socket.recv(timeout=60)
-            with pytest.raises(Exception):  # noqa: B017 - closed: 1014
-                socket.recv(timeout=60)
+    first, close_code = through_socket(tmp_path, monkeypatch, raw, closes=True)
     assert isinstance(first, str)
     event = json.loads(first)
     assert event["type"] == "error" and event["status"] == 502 and "UTF-16" in event["error"]["message"]
-    assert socket.close_code == 1014
+    assert close_code == 1014
     assert KEY.encode("utf-16-le") not in first.encode("utf-16-le")[2:] and KEY not in first
 
 

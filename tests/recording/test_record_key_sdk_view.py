@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from tests.recording.recording_support import recorder
-from tests.recording.test_record_hostile_upstream import raw_upstream, ws_upstream
-from tests.recording.test_record_key_fail_closed import CREATE, _answering, _response
+from tests.recording.test_record_hostile_upstream import raw_upstream
+from tests.recording.test_record_key_fail_closed import CREATE, _answering, _response, through_socket
 
 KEY = "sk-upstream-SECRETKEY123"
 ENV = "REDACT48C_UPSTREAM_KEY"
@@ -163,22 +163,10 @@ def test_a_binary_websocket_message_not_utf_8_holding_the_escaped_key_is_refused
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Before: sent as it came; `JSON.parse(buf.toString())` gave the key."""
-    from websockets.sync.client import connect
-
-    async def answer(socket: Any) -> None:
-        await socket.recv()
-        await socket.send(NOT_UTF8)
-        await socket.wait_closed()
-
-    with ws_upstream(answer) as url, _keyed(tmp_path, url, monkeypatch, mode="all") as rec:
-        with connect(rec.server_url.replace("http", "ws", 1) + "/responses") as socket:
-            socket.send(json.dumps({"type": "response.create", **CREATE}))
-            first = socket.recv(timeout=60)
-            with pytest.raises(Exception):  # noqa: B017 - closed: 1014
-                socket.recv(timeout=60)
+    first, close_code = through_socket(tmp_path, monkeypatch, NOT_UTF8, closes=True, keyed=_keyed)
     assert isinstance(first, str)
     assert json.loads(first)["type"] == "error"
-    assert socket.close_code == 1014
+    assert close_code == 1014
     _free(first)
     assert not list((tmp_path / "recordings").glob("*.yaml"))
 
