@@ -95,7 +95,10 @@ _HOP = frozenset(
         "accept-encoding",
     }
 )
-_NOT_BACK = frozenset({"content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive"})
+# `date` and `server`: the emulator's own HTTP server sends its own (two of each otherwise).
+_NOT_BACK = frozenset(
+    {"content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive", "date", "server"}
+)
 _KEEP_IDS = 200_000
 
 
@@ -1168,18 +1171,6 @@ def _sse_block(event: dict[str, Any]) -> bytes:
     kind = event.get("type")
     head = f"event: {kind}\n".encode() if isinstance(kind, str) and "\n" not in kind and "\r" not in kind else b""
     return head + b"data: " + Redaction.write(event).encode("utf-8") + b"\n\n"
-
-
-def _rewritten(block: bytes, data: str) -> bytes:
-    """An SSE event's bytes with its data lines replaced by one holding `data`."""
-    lines: list[bytes] = []
-    for line in block.split(b"\n"):
-        if line.removeprefix(_UTF8_BOM).startswith(b"data:"):  # as `_data` reads it
-            if not any(kept.startswith(b"data:") for kept in lines):
-                lines.append(b"data: " + data.encode("utf-8"))
-        elif line:
-            lines.append(line)
-    return b"\n".join(lines) + b"\n\n"
 
 
 async def _parsed(data: bytes) -> Any:

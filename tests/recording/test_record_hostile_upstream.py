@@ -153,6 +153,33 @@ def test_a_compressed_answer_is_asked_against_and_passed_on_packed(tmp_path: Pat
     assert list((tmp_path / "recordings").glob("*.yaml")) == []
 
 
+def test_a_proxied_answer_carries_one_date_and_one_server_header(tmp_path: Path) -> None:
+    """The upstream's `date` and `server` were passed on beside the emulator's own: two of each,
+    which a client reading one value (a dict of headers) sees as either."""
+    answer = {"id": "resp_hdr", "object": "response", "status": "completed", "output": []}
+
+    async def dated(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request(reader)
+        body = json.dumps(answer).encode()
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ndate: Thu, 01 Jan 1970 00:00:00 GMT\r\n"
+            + b"server: far-away\r\nx-request-id: req_hdr\r\n"
+            + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        writer.close()
+
+    with raw_upstream(dated) as url, recorder(tmp_path, url, tmp_path / "recordings") as rec:
+        with httpx.Client(base_url=rec.server_url, timeout=60) as http:
+            response = http.post("/responses", json={**CREATE, "stream": False})
+    assert response.json() == answer
+    names = [name.lower() for name, _ in response.headers.multi_items()]
+    assert names.count("date") == 1 and names.count("server") == 1
+    assert "1970" not in response.headers["date"]
+    assert response.headers["x-request-id"] == "req_hdr"  # the upstream's own headers still come
+
+
 def test_an_upstream_websocket_message_past_the_bound_closes_the_socket(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
