@@ -216,6 +216,10 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
         if self._joined is not None and self.curr_msg_data_type == "bytes":
             self.frames = [bytes(self._joined)]
         self._fragments, self._joined = 0, None
+        if self.curr_msg_data_type == "text" and not self.close_sent and not _utf8(self.frames):
+            # A client's mistake, closed with 1007 and a reason, not logged as the server's error.
+            self._fail(1007, messages.socket_text_not_utf8())
+            return
         super().send_receive_event_to_app()
 
     def _fail(self, code: int, reason: str) -> None:
@@ -224,6 +228,16 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
         self.frames, self._fragments, self._joined = [], 0, None
         self.conn.fail(code, reason)
         self.handle_parser_exception()
+
+
+def _utf8(frames: list[Any]) -> bool:
+    """Whether a text message's bytes (one joined piece, or none) are UTF-8."""
+    try:
+        for piece in frames:
+            bytes(piece).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _refusal(status: int, problem: Exception | None) -> EmulatorError:

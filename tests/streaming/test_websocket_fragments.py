@@ -128,3 +128,21 @@ def test_the_frames_of_one_message_are_bounded_empty_ones_counted(
         assert (code, reason) == (1009, messages.socket_message_too_fragmented(MAX_FRAGMENTS))
         assert reason == f"A message may come in at most {MAX_FRAGMENTS} frames: send it whole or in fewer fragments."
         assert sock.recv(1) == b""  # and the connection is closed
+
+
+def test_a_text_message_not_utf_8_is_closed_with_1007_and_not_logged_as_the_servers_error(
+    make_server: Callable[..., EmulatorServer], caplog: Any
+) -> None:
+    """Before: the close came without a reason and the server logged a traceback at ERROR, as if its
+    own fault; joined fragments are checked as one message (a character split across two is fine)."""
+    server = make_server()
+    with opened(server) as sock:  # a two-byte character split between fragments is still one message
+        sock.sendall(frame(TEXT, b'{"type": "\xc3', fin=False) + frame(CONT, b'\xa9"}'))
+        assert json.loads(until(sock, TEXT)[1])["type"] == "error"  # an unknown type, answered as such
+        sock.sendall(frame(TEXT, b'{"type": "\xff"}'))
+        opcode, payload = until(sock, CLOSE)
+        code, reason = struct.unpack("!H", payload[:2])[0], payload[2:].decode()
+        assert (code, reason) == (1007, messages.socket_text_not_utf8())
+        assert reason == "A text message must be UTF-8: send other bytes as a binary message."
+        assert sock.recv(1) == b""
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], [r.getMessage() for r in caplog.records]

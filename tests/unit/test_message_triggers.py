@@ -128,6 +128,10 @@ ELSEWHERE: dict[str, str] = {
     "websocket_version_unsupported": (
         "tests/streaming/test_websocket_handshake.py::test_an_upgrade_to_another_version_is_the_426_naming_version_13"
     ),
+    "socket_text_not_utf8": (
+        "tests/streaming/test_websocket_fragments.py::"
+        "test_a_text_message_not_utf_8_is_closed_with_1007_and_not_logged_as_the_servers_error"
+    ),
     "socket_message_too_fragmented": (
         "tests/streaming/test_websocket_fragments.py::test_the_frames_of_one_message_are_bounded_empty_ones_counted"
     ),
