@@ -396,7 +396,7 @@ class _Edge:
         elif keyless and not page:
             await _reject(scope, receive, send_with_id, _unauthorised(headers.get("authorization")))
             return
-        refused = guards.refusal(
+        refused = guards.header_refusal(scope.get("http_version", "1.1"), scope.get("headers", [])) or guards.refusal(
             scope["type"],
             scope.get("method", "GET"),
             scope.get("path", ""),

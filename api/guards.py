@@ -23,7 +23,7 @@ import ipaddress
 from collections.abc import Mapping
 
 from ptc_emulator.emulator import messages
-from ptc_emulator.emulator.errors import StatusError
+from ptc_emulator.emulator.errors import EmulatorError, StatusError
 
 __all__ = ["host_allowed", "origin_allowed", "refusal"]
 
@@ -91,6 +91,22 @@ def origin_allowed(origin: str, host: str | None, allowed: tuple[str, ...]) -> b
     default = ":80" if scheme == "http" else ":443"
     own = host.strip().lower()
     return netloc == own or netloc + default == own or netloc == own + default
+
+
+def header_refusal(http_version: str, raw: list[tuple[bytes, bytes]]) -> EmulatorError | None:
+    """Why a request's `Host` or `Origin` cannot be checked (held twice, or no `Host` in HTTP/1.1),
+    or None: the other checks read one value of each."""
+    counts = {b"host": 0, b"origin": 0}
+    for name, _ in raw:
+        lowered = name.lower()
+        if lowered in counts:
+            counts[lowered] += 1
+    for name, count in counts.items():
+        if count > 1:
+            return messages.header_repeated(name.decode("ascii"))
+    if counts[b"host"] == 0 and http_version not in ("1.0", "0.9"):
+        return messages.host_missing()
+    return None
 
 
 def refusal(

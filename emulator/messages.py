@@ -213,6 +213,22 @@ def host_not_allowed(host: str | None, admin: bool) -> StatusError:
     )
 
 
+@error(EDGE, name="host")
+def header_repeated(name: str) -> InvalidRequest:
+    """A request holding its `Host` or `Origin` header more than once (which one to check would be a
+    guess: the checks and the app could read different ones)."""
+    return InvalidRequest(
+        f"The {name!r} header may come once: this request holds it more than once.", code="header_repeated"
+    )
+
+
+@error(EDGE)
+def host_missing() -> InvalidRequest:
+    """An HTTP/1.1 request (or WebSocket upgrade) without a `Host` header, which HTTP/1.1 asks every
+    request to hold."""
+    return InvalidRequest("An HTTP/1.1 request must hold a 'Host' header.", code="host_missing")
+
+
 @error(EDGE)
 def origin_not_allowed(origin: str) -> StatusError:
     """A request from a web origin that is not the emulator's own pages nor `--allowed-origin`."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 
@@ -88,3 +89,39 @@ def test_the_cli_takes_allowed_host_more_than_once() -> None:
     settings, _ = parse(["serve", "--allowed-host", "a.internal", "--allowed-host", "b.internal"])
     assert settings.allowed_hosts == ("a.internal", "b.internal")
     assert parse(["serve"])[0].allowed_hosts == ()
+
+
+def _raw(server: EmulatorServer, head: bytes) -> tuple[int, Any]:
+    """One request sent as its bytes; its status and its body's `error` (None when it has none)."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(head)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head_part, _, body = data.partition(b"\r\n\r\n")
+    return int(head_part.split()[1]), json.loads(body).get("error")
+
+
+def test_a_repeated_host_or_origin_or_a_missing_http_1_1_host_is_refused(
+    make_server: Callable[..., EmulatorServer],
+) -> None:
+    """Before: the check read the last `Host` (and `Origin`) while the app's own readers take the
+    first, so `Host: rebind.attacker.example` then `Host: localhost` passed; an HTTP/1.1 request with
+    no `Host` at all was served."""
+    server = make_server()
+    ok = f"127.0.0.1:{server.port}".encode()
+    end = b"Connection: close\r\n\r\n"
+    status, error = _raw(
+        server, b"GET /v1/models HTTP/1.1\r\nHost: rebind.attacker.example\r\nHost: " + ok + b"\r\n" + end
+    )
+    assert status == 400 and error["code"] == "header_repeated"
+    assert error["message"] == "The 'host' header may come once: this request holds it more than once."
+    origins = b"Origin: https://evil.example\r\nOrigin: http://" + ok + b"\r\n"
+    status, error = _raw(server, b"GET /v1/models HTTP/1.1\r\nHost: " + ok + b"\r\n" + origins + end)
+    assert status == 400 and error["code"] == "header_repeated"
+    status, error = _raw(server, b"GET /v1/models HTTP/1.1\r\n" + end)
+    assert status == 400 and error["message"] == "An HTTP/1.1 request must hold a 'Host' header."
+    assert _raw(server, b"GET /v1/models HTTP/1.0\r\n" + end)[0] == 200  # HTTP/1.0 may leave it out
+    assert _raw(server, b"GET /v1/models HTTP/1.1\r\nHost: " + ok + b"\r\n" + end)[0] == 200

@@ -128,6 +128,9 @@ ELSEWHERE: dict[str, str] = {
     "websocket_version_unsupported": (
         "tests/streaming/test_websocket_handshake.py::test_an_upgrade_to_another_version_is_the_426_naming_version_13"
     ),
+    "host_missing": (
+        "tests/api/test_admin_guard.py::test_a_repeated_host_or_origin_or_a_missing_http_1_1_host_is_refused"
+    ),
     "socket_text_not_utf8": (
         "tests/streaming/test_websocket_fragments.py::"
         "test_a_text_message_not_utf_8_is_closed_with_1007_and_not_logged_as_the_servers_error"
@@ -2377,6 +2380,11 @@ def _(c: Context) -> object:
 @trigger("host_not_allowed")
 def _(c: Context) -> object:
     return c.http.get("/v1/models", headers={"host": "evil.example"})
+
+
+@trigger("header_repeated")
+def _(c: Context) -> object:
+    return c.http.get("/v1/models", headers=[("host", "localhost"), ("host", "localhost")])
 
 
 @trigger("origin_not_allowed")
