@@ -15,9 +15,12 @@ import pytest
 from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
 from tests.anymodel.anymodel_support import (
     FakeUpstream,
+    chat_completion,
     fake_upstream,
+    raw_body,
     raw_bytes,
     responses_events,
+    responses_object,
     say,
 )
 
@@ -81,3 +84,25 @@ def test_a_byte_order_mark_before_the_first_event_is_recorded_whole(
         live.stop()
     [recording] = recordings.glob("*.yaml")
     assert "Hello world" in recording.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("kind", ["text/plain; charset=utf-8", "", "text/event-stream; charset=utf-8"])
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_a_whole_json_answer_under_a_stream_type_is_named_with_its_status_and_type(
+    any_server: Callable[..., EmulatorServer], upstream: FakeUpstream, api: str, kind: str
+) -> None:
+    """Before, it was read as a stream with no events in it: "ended its stream before it
+    finished", the wrong reason. As docs/any-model.md says, it is named with its status and type."""
+    body = chat_completion(say("Hello world")) if api == "chat" else responses_object(say("Hello world"))
+    upstream.reply(raw_body("\n " + json.dumps(body), content_type=kind))
+    emulator = PTCEmulator(any_server(model_upstream_api=api).base_url)
+    with emulator.client(max_retries=0) as sdk, pytest.raises(openai.APIStatusError) as raised:
+        sdk.responses.create(model="m", input="Go.")
+    emulator.close()
+    assert raised.value.status_code == 502
+    labelled = f"Content-Type {kind!r}" if kind else "no Content-Type"
+    assert raised.value.response.json()["error"]["message"] == (
+        f"The model upstream at {upstream.url} answered 200 with {labelled} a body that is JSON, not server-sent "
+        "events (a streamed answer is read as events unless its Content-Type is JSON's)."
+    )
+    assert len(upstream.requests) == 1

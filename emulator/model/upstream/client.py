@@ -220,9 +220,10 @@ class UpstreamClient:
             if not _answer_type(kind):
                 raise Fault(messages.not_an_answer(response.status_code, snippet(self._redaction.text(kind))))
             chunks = response.aiter_bytes()
-            if self.config.stream and "json" not in kind:
+            if self.config.stream and "json" not in kind.lower():
                 budget = Budget(self.config.max_answer_bytes, "streamed")
-                return await protocol.stream(events(chunks, budget), on_delta)
+                not_events = Fault(messages.json_not_events(response.status_code, snippet(self._redaction.text(kind))))
+                return await protocol.stream(events(chunks, budget, not_events), on_delta)
             data = await whole(chunks, Budget(self.config.max_answer_bytes, "answered"))
             if len(data) <= INLINE_BYTES:  # a server that does not stream, or was asked not to
                 return _whole(protocol, data)

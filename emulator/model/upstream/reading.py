@@ -79,13 +79,15 @@ BOM = b"\xef\xbb\xbf"
 """UTF-8's byte order mark."""
 
 
-async def events(chunks: AsyncIterator[bytes], budget: Budget) -> AsyncIterator[bytes]:
+async def events(chunks: AsyncIterator[bytes], budget: Budget, not_events: Fault | None = None) -> AsyncIterator[bytes]:
     """The data of each server-sent event, as the event-stream format frames it: lines end with
     CRLF, LF or CR; `data:` lines (one optional space after the colon) join with LF; an empty
     line ends the event; comments (`:`) and other fields are skipped. What is pending when the
     body ends is an event too (a server that leaves out the last empty line). A UTF-8 byte order
     mark that starts the stream is skipped, as an event-stream decoder skips it (anywhere else it
-    is data); before, it made the first line's field `\ufeffdata` and its event was lost."""
+    is data); before, it made the first line's field `\ufeffdata` and its event was lost.
+    `not_events`: raised when the stream's first byte past white space (and the mark) is `{` or
+    `[`, which no event-stream line begins with: a whole JSON body, not a stream."""
     line = bytearray()
     data: list[bytes] = []
     after_cr = False  # the last chunk ended on CR: a LF that starts the next one belongs to it
@@ -97,6 +99,10 @@ async def events(chunks: AsyncIterator[bytes], budget: Budget) -> AsyncIterator[
             if len(head) < len(BOM) and BOM.startswith(head):
                 continue  # a mark split across chunks, perhaps
             chunk, head = head.removeprefix(BOM), None
+        if not_events is not None and (begun := chunk.lstrip(b" \t\r\n")):
+            if begun[:1] in (b"{", b"["):
+                raise not_events
+            not_events = None
         start = 1 if after_cr and chunk.startswith(b"\n") else 0
         after_cr = chunk.endswith(b"\r")
         for end in _EOL.finditer(chunk, start):
