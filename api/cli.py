@@ -695,7 +695,7 @@ class KeyFilter(logging.Filter):
 
     def __init__(self, keys: list[str]) -> None:
         super().__init__()
-        from ptc_emulator.emulator.model.upstream.redaction import Redaction
+        from ptc_emulator.emulator.model import Redaction
 
         self.redactions = [Redaction(key) for key in keys]
 
