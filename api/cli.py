@@ -631,7 +631,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"ptc-emulator: {line}", file=sys.stderr, flush=True)
     inspector = f"http://{settings.host}:{sock.getsockname()[1]}/_emulator/ui/"
     print(f"ptc-emulator: trace inspector at {inspector} (docs/inspector.md)", file=sys.stderr, flush=True)
-    _server_class()(server_config(app, settings, log_level=log_level, json_logs=json_logs)).run(sockets=[sock])
+    config = server_config(app, settings, log_level=log_level, json_logs=json_logs)
+    guard_log(_held_keys(settings))  # after uvicorn's log config, whose handlers it guards too
+    _server_class()(config).run(sockets=[sock])
 
 
 def _sources(settings: Settings) -> list[str]:
@@ -658,8 +660,18 @@ def _log_format(argv: list[str] | None) -> str:
     return str(getattr(_parser().parse_args(argv), "log_format", "text"))
 
 
+QUIET_LOGGERS = ("httpx", "httpcore")
+"""The HTTP library's own loggers, kept at WARNING whatever `--log-level` says: at INFO `httpx`
+logs each request with the status line the upstream sent (its reason phrase is the upstream's
+own text, and may hold the key), at DEBUG `httpcore` logs every response header raw. Both the
+model upstream's client and the recording proxy send through them."""
+
+
 def _configure_logging(level: str, json_logs: bool) -> None:
-    """Text lines for a person; with `--log-format json`, one JSON object a line for CI."""
+    """Text lines for a person; with `--log-format json`, one JSON object a line for CI. The HTTP
+    library's loggers stay at WARNING (`QUIET_LOGGERS`)."""
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
     if not json_logs:
         logging.basicConfig(level=level.upper(), format="%(levelname)s %(name)s: %(message)s")
         return
@@ -668,6 +680,68 @@ def _configure_logging(level: str, json_logs: bool) -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter())
     logging.basicConfig(level=level.upper(), handlers=[handler])
+
+
+def _held_keys(settings: Settings) -> list[str]:
+    """The upstream keys this server holds (the model upstream's, the recording proxy's)."""
+    names = (settings.model_upstream_api_key_env, settings.upstream_api_key_env)
+    return [os.environ[name] for name in names if name and os.environ.get(name)]
+
+
+class KeyFilter(logging.Filter):
+    """Takes the upstream keys out of every record a handler writes (its message, its
+    traceback, a request's fields), however JSON writes them (`Redaction.text`): whatever logger
+    a text the upstream wrote reaches, the key does not reach the log."""
+
+    def __init__(self, keys: list[str]) -> None:
+        super().__init__()
+        from ptc_emulator.emulator.model import Redaction
+
+        self.redactions = [Redaction(key) for key in keys]
+
+    def _text(self, text: str) -> str:
+        for redaction in self.redactions:
+            text = redaction.text(text)
+        return text
+
+    def _value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self._text(value)
+        if isinstance(value, dict):
+            return {k: self._value(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._value(v) for v in value]
+        return value
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if record.exc_info:
+            shown = logging.Formatter().formatException(record.exc_info)
+            if self._text(shown) != shown:  # said in the message, without the key
+                message += "\n" + shown
+                record.exc_info = record.exc_text = None
+        redacted = self._text(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        if record.stack_info:
+            record.stack_info = self._text(record.stack_info)
+        fields = getattr(record, "request", None)
+        if isinstance(fields, dict):
+            record.request = self._value(fields)
+        return True
+
+
+def guard_log(keys: list[str]) -> None:
+    """A `KeyFilter` on every handler of the root logger and uvicorn's (which keep their own):
+    every record any logger of the process writes goes through one of them. Nothing to do
+    without a key."""
+    if not keys:
+        return
+    guard = KeyFilter(keys)
+    for name in ("", "uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi"):
+        for handler in logging.getLogger(name).handlers:
+            if not any(isinstance(f, KeyFilter) for f in handler.filters):
+                handler.addFilter(guard)
 
 
 def _server_class() -> Any:

@@ -1913,6 +1913,18 @@ def not_an_answer(status: int, kind: str) -> str:
     return f"answered {status} with Content-Type {kind!r}, not JSON or server-sent events."
 
 
+@text(UPSTREAM, FAULT, status=200, kind="text/plain")
+def json_not_events(status: int, kind: str) -> str:
+    """An answer to a streamed request that is one whole JSON body under a Content-Type read as
+    server-sent events (`text/plain`, `text/event-stream`, none at all): named with its status
+    and type, not read as a stream with no events in it ("ended its stream before it finished")."""
+    labelled = f"Content-Type {kind!r}" if kind else "no Content-Type"
+    return (
+        f"answered {status} with {labelled} a body that is JSON, not server-sent events (a streamed "
+        "answer is read as events unless its Content-Type is JSON's)."
+    )
+
+
 @text(UPSTREAM, SUBJECT)
 def answered_body() -> str:
     """A whole answer's body."""

@@ -507,3 +507,28 @@ def test_the_upstream_key_escaped_after_an_escaped_backslash_in_a_call_is_refuse
     assert "whose arguments hold the upstream's key" in envelope["message"], envelope["message"]
     assert "not JSON" not in envelope["message"] and ESCAPED_KEY not in raised.value.response.text
     emulator.close()
+
+
+@pytest.mark.parametrize("code", [200, 400])
+def test_the_upstream_key_in_a_content_encoding_reaches_no_one(
+    any_server: Callable[..., EmulatorServer],
+    upstream: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    code: int,
+) -> None:
+    """Before, the Content-Encoding was lowercased and then redacted: a key with capitals no longer
+    matched, and the 502, the stored response and the journal quoted it lowercased. Now it is
+    redacted as it came, then quoted."""
+    monkeypatch.setenv("ANY48_UPSTREAM_KEY", SLASHED)
+    caplog.set_level("DEBUG", logger="ptc_emulator")
+    emulator = PTCEmulator(any_server(model_upstream_api_key_env="ANY48_UPSTREAM_KEY").base_url)
+    upstream.reply(raw_body(b"{}", code=code, **{"content-encoding": SLASHED}))
+    with emulator.client(max_retries=0) as sdk, pytest.raises(openai.APIStatusError) as raised:
+        sdk.responses.create(model="m", input="Go.", tools=[PTC])
+    assert raised.value.status_code == 502
+    message = _envelope(raised.value)["message"]
+    assert message.endswith("answered with Content-Encoding '[redacted]' although asked for none.")
+    seen = [message, raised.value.response.text, json.dumps(emulator.journal), caplog.text]
+    assert all(SLASHED.lower() not in text.lower() for text in seen)
+    emulator.close()

@@ -1490,6 +1490,13 @@ def _(c: Context) -> object:
     return asked(answering(status_code=200, text=page, headers={"content-type": "text/html; charset=utf-8"}))
 
 
+@trigger("json_not_events")
+def _(c: Context) -> object:
+    """A whole JSON answer to a streamed request, sent as text/plain."""
+    headers = {"content-type": "text/plain"}
+    return asked(answering(status_code=200, json=SAID, headers=headers), stream=True)
+
+
 @trigger("unreadable_shape")
 def _(c: Context) -> object:
     """A protocol that reads without a `Shape` and stumbles (a `KeyError`): still the 502."""

@@ -213,16 +213,17 @@ class UpstreamClient:
         body = {**protocol.request(model, instructions, transcript, functions, choice), **extra}
         response = await self._post(protocol.path, protocol.streamed(body) if self.config.stream else body)
         try:
-            encoding = response.headers.get("content-encoding", "identity").strip().lower()
-            if encoding not in ("", "identity"):
+            encoding = response.headers.get("content-encoding", "identity").strip()
+            if encoding.lower() not in ("", "identity"):  # quoted as it came, the key taken out first
                 raise Fault(messages.compressed(snippet(self._redaction.text(encoding))))
             kind = response.headers.get("content-type", "")
             if not _answer_type(kind):
                 raise Fault(messages.not_an_answer(response.status_code, snippet(self._redaction.text(kind))))
             chunks = response.aiter_bytes()
-            if self.config.stream and "json" not in kind:
+            if self.config.stream and "json" not in kind.lower():
                 budget = Budget(self.config.max_answer_bytes, "streamed")
-                return await protocol.stream(events(chunks, budget), on_delta)
+                not_events = Fault(messages.json_not_events(response.status_code, snippet(self._redaction.text(kind))))
+                return await protocol.stream(events(chunks, budget, not_events), on_delta)
             data = await whole(chunks, Budget(self.config.max_answer_bytes, "answered"))
             if len(data) <= INLINE_BYTES:  # a server that does not stream, or was asked not to
                 return _whole(protocol, data)
@@ -248,13 +249,13 @@ class UpstreamClient:
         except httpx.HTTPError as e:
             raise _Retry(messages.upstream_unreachable(url, type(e).__name__)) from None
         if response.status_code >= 300:  # a redirect is not followed: it is no answer either
-            encoding = response.headers.get("content-encoding", "identity").strip().lower()
+            encoding = response.headers.get("content-encoding", "identity").strip()
             try:
-                if encoding in ("", "identity"):
+                if encoding.lower() in ("", "identity"):
                     text = await _start(response.aiter_bytes(), ERROR_BODY_BYTES)
                     said = self._redaction.text(text, cut=len(text.encode()) >= ERROR_BODY_BYTES)
                 else:  # never unpacked: 64 KiB of gzip are 64 MiB
-                    said = messages.compressed(snippet(encoding))
+                    said = messages.compressed(snippet(self._redaction.text(encoding)))
             except httpx.HTTPError:
                 said = ""
             finally:

@@ -75,18 +75,34 @@ async def whole(chunks: AsyncIterator[bytes], budget: Budget) -> bytes:
 
 
 _EOL = re.compile(rb"\r\n|\r|\n")
+BOM = b"\xef\xbb\xbf"
+"""UTF-8's byte order mark."""
 
 
-async def events(chunks: AsyncIterator[bytes], budget: Budget) -> AsyncIterator[bytes]:
+async def events(chunks: AsyncIterator[bytes], budget: Budget, not_events: Fault | None = None) -> AsyncIterator[bytes]:
     """The data of each server-sent event, as the event-stream format frames it: lines end with
     CRLF, LF or CR; `data:` lines (one optional space after the colon) join with LF; an empty
     line ends the event; comments (`:`) and other fields are skipped. What is pending when the
-    body ends is an event too (a server that leaves out the last empty line)."""
+    body ends is an event too (a server that leaves out the last empty line). A UTF-8 byte order
+    mark that starts the stream is skipped, as an event-stream decoder skips it (anywhere else it
+    is data); before, it made the first line's field `\ufeffdata` and its event was lost.
+    `not_events`: raised when the stream's first byte past white space (and the mark) is `{` or
+    `[`, which no event-stream line begins with: a whole JSON body, not a stream."""
     line = bytearray()
     data: list[bytes] = []
     after_cr = False  # the last chunk ended on CR: a LF that starts the next one belongs to it
+    head: bytes | None = b""  # the stream's first bytes while they may be a byte order mark; then None
     async for chunk in chunks:
         budget.spend(len(chunk))
+        if head is not None:
+            head += chunk
+            if len(head) < len(BOM) and BOM.startswith(head):
+                continue  # a mark split across chunks, perhaps
+            chunk, head = head.removeprefix(BOM), None
+        if not_events is not None and (begun := chunk.lstrip(b" \t\r\n")):
+            if begun[:1] in (b"{", b"["):
+                raise not_events
+            not_events = None
         start = 1 if after_cr and chunk.startswith(b"\n") else 0
         after_cr = chunk.endswith(b"\r")
         for end in _EOL.finditer(chunk, start):
@@ -99,6 +115,8 @@ async def events(chunks: AsyncIterator[bytes], budget: Budget) -> AsyncIterator[
                 yield b"\n".join(data)
                 data = []
         line += chunk[start:]
+    if head:  # the stream ended within what began as a mark: data, not a mark
+        line += head
     if line:
         _field(line, data)
     if data:

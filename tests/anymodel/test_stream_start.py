@@ -1,0 +1,108 @@
+"""How a model upstream's answer begins: a UTF-8 byte order mark before its first event (skipped,
+as an event-stream decoder skips it), and a whole JSON answer sent under a type the emulator
+reads as a stream (`text/plain`, none at all), which is named with its status and type."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
+from tests.anymodel.anymodel_support import (
+    FakeUpstream,
+    chat_completion,
+    fake_upstream,
+    raw_body,
+    raw_bytes,
+    responses_events,
+    responses_object,
+    say,
+)
+
+BOM = "\ufeff".encode()
+
+
+def _chat_event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    body = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "fake"}
+    body["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]
+    return f"data: {json.dumps(body)}\n\n".encode()
+
+
+def _with_bom(api: str, split: bool) -> list[bytes]:
+    """'Hello world' streamed, the stream's first bytes a byte order mark (`split`: its bytes in
+    two chunks); Chat Completions without the role chunk, so the first event is text."""
+    if api == "chat":
+        events = [_chat_event({"content": "Hello "}), _chat_event({"content": "world"}), _chat_event({}, "stop")]
+        events.append(b"data: [DONE]\n\n")
+    else:
+        events = [f"data: {json.dumps(e)}\n\n".encode() for e in responses_events(say("Hello world"))]
+    if split:
+        return [BOM[:1], BOM[1:] + events[0], *events[1:]]
+    return [BOM + events[0], *events[1:]]
+
+
+def _text(sdk: openai.OpenAI, streamed: bool) -> str:
+    if not streamed:
+        return sdk.responses.create(model="m", input="Go.").output_text
+    with sdk.responses.stream(model="m", input="Go.") as stream:
+        for _ in stream:
+            pass
+        return stream.get_final_response().output_text
+
+
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_a_byte_order_mark_before_the_first_event_is_skipped(
+    any_server: Callable[..., EmulatorServer], upstream: FakeUpstream, api: str, streamed: bool, split: bool
+) -> None:
+    """Before, the mark made the first line's field `\\ufeffdata`, not `data`: the first chunk
+    ("Hello ") was dropped and the response was `completed` with 'world'."""
+    emulator = PTCEmulator(any_server(model_upstream_api=api).base_url)
+    upstream.reply(raw_bytes(*_with_bom(api, split)))
+    with emulator.client(max_retries=0) as sdk:
+        assert _text(sdk, streamed) == "Hello world"
+    emulator.close()
+
+
+def test_a_byte_order_mark_before_the_first_event_is_recorded_whole(
+    make_server: Callable[..., EmulatorServer], tmp_path: Path
+) -> None:
+    recordings = tmp_path / "recordings"
+    with fake_upstream() as upstream:
+        upstream.reply(raw_bytes(*_with_bom("chat", split=False)))
+        live = make_server(model_upstream=upstream.url, record_dir=recordings)
+        emulator = PTCEmulator(live.base_url)
+        with emulator.client(max_retries=0) as sdk:
+            assert sdk.responses.create(model="m", input="Go.").output_text == "Hello world"
+        emulator.close()
+        live.stop()
+    [recording] = recordings.glob("*.yaml")
+    assert "Hello world" in recording.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("kind", ["text/plain; charset=utf-8", "", "text/event-stream; charset=utf-8"])
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_a_whole_json_answer_under_a_stream_type_is_named_with_its_status_and_type(
+    any_server: Callable[..., EmulatorServer], upstream: FakeUpstream, api: str, kind: str
+) -> None:
+    """Before, it was read as a stream with no events in it: "ended its stream before it
+    finished", the wrong reason. As docs/any-model.md says, it is named with its status and type."""
+    body = chat_completion(say("Hello world")) if api == "chat" else responses_object(say("Hello world"))
+    upstream.reply(raw_body("\n " + json.dumps(body), content_type=kind))
+    emulator = PTCEmulator(any_server(model_upstream_api=api).base_url)
+    with emulator.client(max_retries=0) as sdk, pytest.raises(openai.APIStatusError) as raised:
+        sdk.responses.create(model="m", input="Go.")
+    emulator.close()
+    assert raised.value.status_code == 502
+    labelled = f"Content-Type {kind!r}" if kind else "no Content-Type"
+    assert raised.value.response.json()["error"]["message"] == (
+        f"The model upstream at {upstream.url} answered 200 with {labelled} a body that is JSON, not server-sent "
+        "events (a streamed answer is read as events unless its Content-Type is JSON's)."
+    )
+    assert len(upstream.requests) == 1
