@@ -692,7 +692,13 @@ _template_env = templating.BoundedEnvironment()
 
 
 def _check_templates(scenario: Scenario, source: str) -> None:
-    """Every template compiles now, so a bad one is refused when the scenario is added."""
+    """Every template compiles now, so a bad one is refused when the scenario is added; the
+    constant expressions of all of them are folded within one render's bounds (`checking`)."""
+    with templating.checking():
+        _check_each_template(scenario, source)
+
+
+def _check_each_template(scenario: Scenario, source: str) -> None:
 
     def strings(value: Any, where: str) -> list[tuple[str, str]]:
         if isinstance(value, str):
