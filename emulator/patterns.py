@@ -26,7 +26,10 @@ compiled program's size per byte of text (6 to 8 ns per instruction and byte mea
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import functools
+from collections.abc import Iterator
 from typing import Any
 
 import re2
@@ -38,12 +41,15 @@ __all__ = [
     "OFF_LOOP_MATCH_BUDGET",
     "MAX_PATTERN_CHARS",
     "MAX_PROGRAM_SIZE",
+    "MatchingTooCostly",
+    "Meter",
     "Pattern",
     "PatternError",
     "PatternTooCostly",
     "compile_grammar",
     "compile_pattern",
     "match_budget",
+    "metered",
 ]
 
 MAX_PATTERN_CHARS = 4096
@@ -70,6 +76,46 @@ class PatternTooCostly(Exception):
         self.instructions = instructions
         self.length = length
         self.budget = budget
+
+
+class MatchingTooCostly(PatternTooCostly):
+    """A match refused because the matches of one request (`metered`) would together cost more
+    than its `budget`: `spent` is what they cost before this one."""
+
+    def __init__(self, pattern: str, instructions: int, length: int, budget: int, spent: int) -> None:
+        super().__init__(pattern, instructions, length, budget)
+        self.spent = spent
+
+
+class Meter:
+    """What the matches inside `metered` have cost together (instructions × bytes), and may."""
+
+    __slots__ = ("budget", "spent")
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.spent = 0
+
+
+_meter: contextvars.ContextVar[Meter | None] = contextvars.ContextVar("pattern_meter", default=None)
+
+
+@contextlib.contextmanager
+def metered(budget: int | None = None) -> Iterator[Meter]:
+    """The matches inside cost `budget` at most together (`match_budget()` when not given: a match
+    on the event loop has `MATCH_BUDGET` for all of a request's matches, one in a worker thread
+    `OFF_LOOP_MATCH_BUDGET`); the one that would pass it raises `MatchingTooCostly` instead of
+    running. Inside a meter already running, that one counts."""
+    running = _meter.get()
+    if running is not None:
+        yield running
+        return
+    meter = Meter(match_budget() if budget is None else budget)
+    token = _meter.set(meter)
+    try:
+        yield meter
+    finally:
+        _meter.reset(token)
 
 
 def match_budget() -> int:
@@ -105,11 +151,17 @@ class Pattern:
         self.size = max(int(regexp.programsize), int(regexp.reverseprogramsize))
 
     def _check(self, text: str) -> None:
-        if self.size * len(text) * 4 > MATCH_BUDGET:  # within even at 4 bytes a character: no need to count
-            budget = match_budget()
-            length = _length(text)
-            if self.size * length > budget:
-                raise PatternTooCostly(self.pattern, self.size, length, budget)
+        meter = _meter.get()
+        if meter is None and self.size * len(text) * 4 <= MATCH_BUDGET:
+            return  # within even at 4 bytes a character: no need to count
+        length = _length(text)
+        budget = match_budget()
+        if self.size * length > budget:
+            raise PatternTooCostly(self.pattern, self.size, length, budget)
+        if meter is not None:
+            if meter.spent + self.size * length > meter.budget:
+                raise MatchingTooCostly(self.pattern, self.size, length, meter.budget, meter.spent)
+            meter.spent += self.size * length
 
     def search(self, text: str) -> Any:
         self._check(text)
