@@ -637,6 +637,13 @@ class _NoAliasLoader(yaml.SafeLoader):
     def construct_yaml_float(self, node: Any) -> Any:
         return super().construct_yaml_float(self._decimal(node))
 
+    def construct_yaml_binary(self, node: Any) -> Any:
+        """Refused: a scenario's values are text, and bytes became a string silently
+        (`!!binary aGVsbG8=` played the message "hello")."""
+        raise yaml.constructor.ConstructorError(
+            None, None, "binary values (!!binary) are not supported in scenarios", node.start_mark
+        )
+
     def _decimal(self, node: Any) -> Any:
         if isinstance(node, yaml.ScalarNode) and ":" in str(node.value):
             raise yaml.constructor.ConstructorError(
@@ -693,6 +700,7 @@ _NoAliasLoader.add_implicit_resolver(_INT_TAG, _INT, list("-+0123456789"))
 _NoAliasLoader.add_implicit_resolver(_FLOAT_TAG, _FLOAT, list("-+0123456789."))
 _NoAliasLoader.add_constructor(_INT_TAG, _NoAliasLoader.construct_yaml_int)
 _NoAliasLoader.add_constructor(_FLOAT_TAG, _NoAliasLoader.construct_yaml_float)
+_NoAliasLoader.add_constructor("tag:yaml.org,2002:binary", _NoAliasLoader.construct_yaml_binary)
 
 _template_env = templating.BoundedEnvironment()
 
