@@ -13,14 +13,21 @@ a memory budget (`_MAX_MEM`), and a pattern whose states overflow it (counted re
 compiled program's size per byte of text (6 to 8 ns per instruction and byte measured:
 `bench/patterns.py`). Both factors are bounded:
 
-- a pattern that compiles to more than `MAX_PROGRAM_SIZE` instructions is refused when given;
+- a pattern that compiles to more than `MAX_PROGRAM_SIZE` instructions is refused when given,
+  compiled first within `_PROBE_MEM` so that RE2 stops building one far larger (the refusal kept);
 - a match whose program size times the text's length in UTF-8 bytes exceeds its budget raises
   `PatternTooCostly` instead of running, which each caller turns into its own clear refusal
   naming the field. The budget depends on where the match runs: on the event loop
   `MATCH_BUDGET` (at most about 8 ms, so no other client waits longer); in a worker thread (a
   request holding a long text is read off the loop, `Engine.off_loop`), where RE2 releases the
   interpreter and only the request itself waits, `OFF_LOOP_MATCH_BUDGET` (about 2 s at worst;
-  a pattern the fast matcher keeps, the usual case, takes a few ms on a megabyte).
+  a pattern the fast matcher keeps, the usual case, takes a few ms on a megabyte);
+- the matches of one request (a scenario registry's `match`, a hosted call's entries) together
+  stay within one such budget (`metered`): `MATCH_BUDGET` on the event loop, so the request's
+  matching holds it a few ms at most, `OFF_LOOP_MATCH_BUDGET` in a worker thread. The callers
+  move their matching to a worker thread when its patterns' instructions times the texts' bytes
+  may pass `MATCH_BUDGET` (`Engine.attempt_off_loop`, `Hosted`'s calls), and past the budget the
+  match raises `MatchingTooCostly`, which each turns into its own 400.
 """
 
 from __future__ import annotations
@@ -141,14 +148,22 @@ def _length(text: str) -> int:
 
 class Pattern:
     """A compiled pattern whose `search` and `fullmatch` (as in `re`) refuse a text too long for
-    the program's size (`PatternTooCostly`) before running."""
+    the program's size (`PatternTooCostly`) before running. `regexp` compiled within less memory
+    than `_MAX_MEM` (`full=False`: the size check's) gives the size; the pattern is compiled again
+    within `_MAX_MEM`, for its fast matcher, when it first matches."""
 
     __slots__ = ("_regexp", "pattern", "size")
 
-    def __init__(self, pattern: str, regexp: Any) -> None:
+    def __init__(self, pattern: str, regexp: Any, *, full: bool = True) -> None:
         self.pattern = pattern
-        self._regexp = regexp
+        self._regexp = regexp if full else None
         self.size = max(int(regexp.programsize), int(regexp.reverseprogramsize))
+
+    def _matcher(self) -> Any:
+        regexp = self._regexp
+        if regexp is None:  # two threads may both compile it: the same program either way
+            regexp = self._regexp = re2.compile(self.pattern, options=_options())
+        return regexp
 
     def _check(self, text: str) -> None:
         meter = _meter.get()
@@ -165,11 +180,11 @@ class Pattern:
 
     def search(self, text: str) -> Any:
         self._check(text)
-        return self._regexp.search(text)
+        return self._matcher().search(text)
 
     def fullmatch(self, text: str) -> Any:
         self._check(text)
-        return self._regexp.fullmatch(text)
+        return self._matcher().fullmatch(text)
 
 
 def compile_grammar(definition: str) -> Pattern:
@@ -191,9 +206,10 @@ _TOO_LARGE = "pattern too large - compile failed"
 def compile_pattern(pattern: str) -> Pattern:
     """A compiled RE2 pattern, or `PatternError` (too long, too large a program, or not RE2's
     syntax). Both are kept (at most 512 patterns): a pattern refused once is refused again at no
-    cost. A pattern is first compiled within `_PROBE_MEM`, so one too large a program is refused
-    before RE2 builds all of it; one that fits is compiled again within `_MAX_MEM`, the memory its
-    fast matcher works in."""
+    cost. A pattern is compiled within `_PROBE_MEM`, so one too large a program is refused before
+    RE2 builds all of it; one that fits is compiled again within `_MAX_MEM`, the memory its fast
+    matcher works in, when it first matches (a schema's pattern checked and never matched is
+    compiled once)."""
     compiled = _compiled(pattern)
     if isinstance(compiled, PatternError):
         raise PatternError(*compiled.args)
@@ -208,22 +224,21 @@ def _compiled(pattern: str) -> Pattern | PatternError:
         f"compiles to more than {MAX_PROGRAM_SIZE} RE2 instructions "
         "(counted repetition such as {1,1000} multiplies the pattern)"
     )
-    for memory in (_PROBE_MEM, _MAX_MEM):
-        try:
-            regexp = re2.compile(pattern, options=_options(memory))
-        except re2.error as e:
-            reason = e.args[0].decode("utf-8", "replace") if e.args and isinstance(e.args[0], bytes) else str(e)
-            if reason == _TOO_LARGE:
-                return too_large
-            return PatternError(f"{reason} (patterns run on RE2: no backreferences or lookaround)")
-        compiled = Pattern(pattern, regexp)
-        if compiled.size > MAX_PROGRAM_SIZE or compiled.size < 0:
-            if compiled.size > MAX_PROGRAM_SIZE:
-                return PatternError(
-                    f"compiles to {compiled.size} RE2 instructions, more than {MAX_PROGRAM_SIZE} "
-                    "(counted repetition such as {1,1000} multiplies the pattern)"
-                )
+    try:
+        regexp = re2.compile(pattern, options=_options(_PROBE_MEM))
+    except re2.error as e:
+        reason = e.args[0].decode("utf-8", "replace") if e.args and isinstance(e.args[0], bytes) else str(e)
+        if reason == _TOO_LARGE:
             return too_large
+        return PatternError(f"{reason} (patterns run on RE2: no backreferences or lookaround)")
+    compiled = Pattern(pattern, regexp, full=False)
+    if compiled.size > MAX_PROGRAM_SIZE:
+        return PatternError(
+            f"compiles to {compiled.size} RE2 instructions, more than {MAX_PROGRAM_SIZE} "
+            "(counted repetition such as {1,1000} multiplies the pattern)"
+        )
+    if compiled.size < 0:
+        return too_large
     return compiled
 
 
