@@ -56,7 +56,7 @@ from ptc_emulator.api.bounds import SECONDS
 from ptc_emulator.api.routes.responses import SCOPE_HEADER, SCOPE_METADATA_KEY
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator import messages
-from ptc_emulator.emulator.errors import StatusError
+from ptc_emulator.emulator.errors import EmulatorError, StatusError
 from ptc_emulator.emulator.model import (
     MatchRequest,
     Recorder,
@@ -206,18 +206,21 @@ class RecordingProxy:
         )
         metadata = create.get("metadata") if isinstance(create.get("metadata"), dict) else {}
         scope = headers.get(SCOPE_HEADER) or (metadata or {}).get(SCOPE_METADATA_KEY)
-        found = self.scenarios.match(
-            MatchRequest(
-                text=user_text(users[-1]),
-                tools=names,
-                ptc=any(isinstance(t, dict) and t.get("type") == "programmatic_tool_calling" for t in tools),
-                model=str(create.get("model") or ""),
-                metadata={str(k): str(v) for k, v in (metadata or {}).items()},
-                scope=scope if isinstance(scope, str) else None,
-                context=match_context(create),
-            ),
-            count=False,  # the emulator counts it when it plays it
-        )
+        try:
+            found = self.scenarios.match(
+                MatchRequest(
+                    text=user_text(users[-1]),
+                    tools=names,
+                    ptc=any(isinstance(t, dict) and t.get("type") == "programmatic_tool_calling" for t in tools),
+                    model=str(create.get("model") or ""),
+                    metadata={str(k): str(v) for k, v in (metadata or {}).items()},
+                    scope=scope if isinstance(scope, str) else None,
+                    context=match_context(create),
+                ),
+                count=False,  # the emulator counts it when it plays it
+            )
+        except EmulatorError:  # a matcher too costly for the request (on the event loop here, a few ms at most)
+            return False  # the emulator answers it: the 400 naming it, as without the proxy
         return isinstance(found, list)  # no scenario matches: record it
 
     # ---- HTTP and SSE ---------------------------------------------------------------------------

@@ -1654,6 +1654,18 @@ def scenario_exhausted(scenario: str) -> InvalidRequest:
     )
 
 
+@error(SCENARIOS, budget=300_000_000)
+def scenario_matching_too_costly(budget: int) -> ScenarioTurnError:
+    """Matching one request against the scenarios' patterns would cost more, all matches together,
+    than a request's matching may (`emulator/patterns.py`: `metered`)."""
+    return ScenarioTurnError(
+        "Matching this request against the scenarios' patterns is too costly: each pattern's RE2 instructions × "
+        f"the bytes of each text it is matched against, summed over the request's matches, may be at most {budget}. "
+        "Remove scenarios not needed, simplify their patterns, or send shorter texts.",
+        param="input",
+    )
+
+
 @error(SCENARIOS, turn=0, expected="program", item_type="function_call")
 def scenario_mismatch(scenario: str, turn: int, expected: str, item_type: str) -> InvalidRequest:
     """The conversation went off its scenario: an item where the scenario has another kind of turn
@@ -1800,6 +1812,21 @@ def hosted_pattern_too_costly(field: str, instructions: int, length: int, budget
     return (
         f"the pattern of the scenario's {field} ({instructions} RE2 instructions) is too costly to match against "
         f"{length} bytes: instructions × bytes may be at most {budget}"
+    )
+
+
+@text(
+    SCENARIOS,
+    "a scenario turn's reason, and a program's unscripted hosted call",
+    entries="hosted.code_interpreter",
+    budget=300_000_000,
+)
+def hosted_matching_too_costly(entries: str, budget: int) -> str:
+    """Matching one code or command against the `hosted.code_interpreter` or `hosted.shell`
+    entries (`entries`) would cost more, all entries together, than one call's matching may."""
+    return (
+        f"matching it against the entries of the scenario's {entries} is too costly: each entry's RE2 instructions × "
+        f"the bytes it is matched against, summed over the entries, may be at most {budget}"
     )
 
 

@@ -13,20 +13,30 @@ a memory budget (`_MAX_MEM`), and a pattern whose states overflow it (counted re
 compiled program's size per byte of text (6 to 8 ns per instruction and byte measured:
 `bench/patterns.py`). Both factors are bounded:
 
-- a pattern that compiles to more than `MAX_PROGRAM_SIZE` instructions is refused when given;
+- a pattern that compiles to more than `MAX_PROGRAM_SIZE` instructions is refused when given,
+  compiled first within `_PROBE_MEM` so that RE2 stops building one far larger (the refusal kept);
 - a match whose program size times the text's length in UTF-8 bytes exceeds its budget raises
   `PatternTooCostly` instead of running, which each caller turns into its own clear refusal
   naming the field. The budget depends on where the match runs: on the event loop
   `MATCH_BUDGET` (at most about 8 ms, so no other client waits longer); in a worker thread (a
   request holding a long text is read off the loop, `Engine.off_loop`), where RE2 releases the
   interpreter and only the request itself waits, `OFF_LOOP_MATCH_BUDGET` (about 2 s at worst;
-  a pattern the fast matcher keeps, the usual case, takes a few ms on a megabyte).
+  a pattern the fast matcher keeps, the usual case, takes a few ms on a megabyte);
+- the matches of one request (a scenario registry's `match`, a hosted call's entries) together
+  stay within one such budget (`metered`): `MATCH_BUDGET` on the event loop, so the request's
+  matching holds it a few ms at most, `OFF_LOOP_MATCH_BUDGET` in a worker thread. The callers
+  move their matching to a worker thread when its patterns' instructions times the texts' bytes
+  may pass `MATCH_BUDGET` (`Engine.attempt_off_loop`, `Hosted`'s calls), and past the budget the
+  match raises `MatchingTooCostly`, which each turns into its own 400.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import functools
+from collections.abc import Iterator
 from typing import Any
 
 import re2
@@ -38,12 +48,15 @@ __all__ = [
     "OFF_LOOP_MATCH_BUDGET",
     "MAX_PATTERN_CHARS",
     "MAX_PROGRAM_SIZE",
+    "MatchingTooCostly",
+    "Meter",
     "Pattern",
     "PatternError",
     "PatternTooCostly",
     "compile_grammar",
     "compile_pattern",
     "match_budget",
+    "metered",
 ]
 
 MAX_PATTERN_CHARS = 4096
@@ -72,6 +85,46 @@ class PatternTooCostly(Exception):
         self.budget = budget
 
 
+class MatchingTooCostly(PatternTooCostly):
+    """A match refused because the matches of one request (`metered`) would together cost more
+    than its `budget`: `spent` is what they cost before this one."""
+
+    def __init__(self, pattern: str, instructions: int, length: int, budget: int, spent: int) -> None:
+        super().__init__(pattern, instructions, length, budget)
+        self.spent = spent
+
+
+class Meter:
+    """What the matches inside `metered` have cost together (instructions × bytes), and may."""
+
+    __slots__ = ("budget", "spent")
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.spent = 0
+
+
+_meter: contextvars.ContextVar[Meter | None] = contextvars.ContextVar("pattern_meter", default=None)
+
+
+@contextlib.contextmanager
+def metered(budget: int | None = None) -> Iterator[Meter]:
+    """The matches inside cost `budget` at most together (`match_budget()` when not given: a match
+    on the event loop has `MATCH_BUDGET` for all of a request's matches, one in a worker thread
+    `OFF_LOOP_MATCH_BUDGET`); the one that would pass it raises `MatchingTooCostly` instead of
+    running. Inside a meter already running, that one counts."""
+    running = _meter.get()
+    if running is not None:
+        yield running
+        return
+    meter = Meter(match_budget() if budget is None else budget)
+    token = _meter.set(meter)
+    try:
+        yield meter
+    finally:
+        _meter.reset(token)
+
+
 def match_budget() -> int:
     """What a match may cost here: `MATCH_BUDGET` on an event loop's thread, more in a worker thread."""
     try:
@@ -81,10 +134,10 @@ def match_budget() -> int:
     return MATCH_BUDGET
 
 
-def _options() -> Any:
+def _options(memory: int = _MAX_MEM) -> Any:
     options = re2.Options()
     options.log_errors = False
-    options.max_mem = _MAX_MEM
+    options.max_mem = memory
     return options
 
 
@@ -95,29 +148,43 @@ def _length(text: str) -> int:
 
 class Pattern:
     """A compiled pattern whose `search` and `fullmatch` (as in `re`) refuse a text too long for
-    the program's size (`PatternTooCostly`) before running."""
+    the program's size (`PatternTooCostly`) before running. `regexp` compiled within less memory
+    than `_MAX_MEM` (`full=False`: the size check's) gives the size; the pattern is compiled again
+    within `_MAX_MEM`, for its fast matcher, when it first matches."""
 
     __slots__ = ("_regexp", "pattern", "size")
 
-    def __init__(self, pattern: str, regexp: Any) -> None:
+    def __init__(self, pattern: str, regexp: Any, *, full: bool = True) -> None:
         self.pattern = pattern
-        self._regexp = regexp
+        self._regexp = regexp if full else None
         self.size = max(int(regexp.programsize), int(regexp.reverseprogramsize))
 
+    def _matcher(self) -> Any:
+        regexp = self._regexp
+        if regexp is None:  # two threads may both compile it: the same program either way
+            regexp = self._regexp = re2.compile(self.pattern, options=_options())
+        return regexp
+
     def _check(self, text: str) -> None:
-        if self.size * len(text) * 4 > MATCH_BUDGET:  # within even at 4 bytes a character: no need to count
-            budget = match_budget()
-            length = _length(text)
-            if self.size * length > budget:
-                raise PatternTooCostly(self.pattern, self.size, length, budget)
+        meter = _meter.get()
+        if meter is None and self.size * len(text) * 4 <= MATCH_BUDGET:
+            return  # within even at 4 bytes a character: no need to count
+        length = _length(text)
+        budget = match_budget()
+        if self.size * length > budget:
+            raise PatternTooCostly(self.pattern, self.size, length, budget)
+        if meter is not None:
+            if meter.spent + self.size * length > meter.budget:
+                raise MatchingTooCostly(self.pattern, self.size, length, meter.budget, meter.spent)
+            meter.spent += self.size * length
 
     def search(self, text: str) -> Any:
         self._check(text)
-        return self._regexp.search(text)
+        return self._matcher().search(text)
 
     def fullmatch(self, text: str) -> Any:
         self._check(text)
-        return self._regexp.fullmatch(text)
+        return self._matcher().fullmatch(text)
 
 
 def compile_grammar(definition: str) -> Pattern:
@@ -126,23 +193,53 @@ def compile_grammar(definition: str) -> Pattern:
     return Pattern(definition, re2.compile(definition, options=_options()))
 
 
-@functools.lru_cache(maxsize=512)
+_PROBE_MEM = 64 * MAX_PROGRAM_SIZE
+"""RE2's memory bound for the first compile of a user-given pattern: room for `MAX_PROGRAM_SIZE`
+instructions and more (RE2 takes 24 to 32 bytes of it an instruction, measured), where the compile
+of a program too large stops as it outgrows it. Compiled within `_MAX_MEM` at once,
+`(?i)[\\pL\\pN\\pP]{300}` was built to its 432,000 instructions (0.3 s, the interpreter held) before
+its size was refused; within this bound it stops in 2 ms."""
+
+_TOO_LARGE = "pattern too large - compile failed"
+
+
 def compile_pattern(pattern: str) -> Pattern:
-    """A compiled RE2 pattern, or `PatternError` (too long, too large a program, or not RE2's syntax)."""
-    if len(pattern) > MAX_PATTERN_CHARS:
-        raise PatternError(f"longer than {MAX_PATTERN_CHARS} characters")
-    try:
-        regexp = re2.compile(pattern, options=_options())
-    except re2.error as e:
-        reason = e.args[0].decode("utf-8", "replace") if e.args and isinstance(e.args[0], bytes) else str(e)
-        raise PatternError(f"{reason} (patterns run on RE2: no backreferences or lookaround)") from e
-    compiled = Pattern(pattern, regexp)
-    if compiled.size > MAX_PROGRAM_SIZE:
-        raise PatternError(
-            f"compiles to {compiled.size} RE2 instructions, more than {MAX_PROGRAM_SIZE} "
-            "(counted repetition such as {1,1000} multiplies the pattern)"
-        )
+    """A compiled RE2 pattern, or `PatternError` (too long, too large a program, or not RE2's
+    syntax). Both are kept (at most 512 patterns): a pattern refused once is refused again at no
+    cost. A pattern is compiled within `_PROBE_MEM`, so one too large a program is refused before
+    RE2 builds all of it; one that fits is compiled again within `_MAX_MEM`, the memory its fast
+    matcher works in, when it first matches (a schema's pattern checked and never matched is
+    compiled once)."""
+    compiled = _compiled(pattern)
+    if isinstance(compiled, PatternError):
+        raise PatternError(*compiled.args)
     return compiled
 
 
-PROCESS.add("compiled patterns", Memo(compile_pattern))
+@functools.lru_cache(maxsize=512)
+def _compiled(pattern: str) -> Pattern | PatternError:
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return PatternError(f"longer than {MAX_PATTERN_CHARS} characters")
+    too_large = PatternError(
+        f"compiles to more than {MAX_PROGRAM_SIZE} RE2 instructions "
+        "(counted repetition such as {1,1000} multiplies the pattern)"
+    )
+    try:
+        regexp = re2.compile(pattern, options=_options(_PROBE_MEM))
+    except re2.error as e:
+        reason = e.args[0].decode("utf-8", "replace") if e.args and isinstance(e.args[0], bytes) else str(e)
+        if reason == _TOO_LARGE:
+            return too_large
+        return PatternError(f"{reason} (patterns run on RE2: no backreferences or lookaround)")
+    compiled = Pattern(pattern, regexp, full=False)
+    if compiled.size > MAX_PROGRAM_SIZE:
+        return PatternError(
+            f"compiles to {compiled.size} RE2 instructions, more than {MAX_PROGRAM_SIZE} "
+            "(counted repetition such as {1,1000} multiplies the pattern)"
+        )
+    if compiled.size < 0:
+        return too_large
+    return compiled
+
+
+PROCESS.add("compiled patterns", Memo(_compiled))

@@ -20,7 +20,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import TypeAdapter, ValidationError
 
-from ptc_emulator.api.bodies import OFF_LOOP_BYTES
 from ptc_emulator.api.context import KEYLESS_HEALTH, SCOPE_HEADER
 from ptc_emulator.emulator import jsonpieces, jsontext, messages
 from ptc_emulator.emulator.journal import evaluation, grouping
@@ -108,10 +107,29 @@ class SharedScenarios:
         hosted = await asyncio.to_thread(self.store.sessions.all, HOSTED)
         if read < self._last:
             return  # a read begun after this one was applied already
+        made = await asyncio.to_thread(self._made, kept)
+        if read < self._last:
+            return
         self._last = read
-        self._apply(kept, hosted)  # on the event loop's thread, between requests
+        self._apply(kept, hosted, made)  # on the event loop's thread, between requests
 
-    def _apply(self, kept: list[StoredScenario], hosted: list[dict[str, Any]]) -> None:
+    def _made(self, kept: list[StoredScenario]) -> dict[tuple[str | None, str], tuple[Any, Scenario | None]]:
+        """The scenarios of the rows not applied yet, loaded in a worker thread (a scenario's check
+        costs up to its bounds, which the event loop should not wait on), by key, each with the
+        document it was made from."""
+        made = {}
+        for row in kept:
+            applied = self._applied.get((row.scope, row.name))
+            if applied is None or applied[0] != row.document:
+                made[(row.scope, row.name)] = (row.document, _loaded(row))
+        return made
+
+    def _apply(
+        self,
+        kept: list[StoredScenario],
+        hosted: list[dict[str, Any]],
+        made: dict[tuple[str | None, str], tuple[Any, Scenario | None]] | None = None,
+    ) -> None:
         rows = {(k.scope, k.name): k for k in kept}
         present = self.registry.added()
         for key in present.keys() - rows.keys():
@@ -121,7 +139,8 @@ class SharedScenarios:
             applied = self._applied.get(key)
             if applied is not None and applied[0] == row.document and present.get(key) is applied[1]:
                 continue  # what the registry holds is what this row made
-            scenario = _loaded(row)
+            loaded = (made or {}).get(key)
+            scenario = loaded[1] if loaded is not None and loaded[0] is row.document else _loaded(row)
             if scenario is not None:
                 self.registry.add(scenario)
                 self._applied[key] = (row.document, scenario)
@@ -213,13 +232,12 @@ async def add_scenario(request: Request) -> JSONResponse:
 async def scenario_added(state: Any, scope: str | None, body: bytes) -> dict[str, Any]:
     """`POST /_emulator/scenarios` without HTTP: the scenario of a request's `body` added in
     `scope`; what the route answers, or the `EmulatorError` it answers with. The pytest plugin
-    calls it for the server it started in its own process (`testing/server.py`). A body of
-    `OFF_LOOP_BYTES` or more is read and checked in a worker thread: a scenario of 20,000 turns
-    (2.4 MB of JSON) held the event loop 0.3 s, 1 MiB of YAML seconds."""
-    if len(body) >= OFF_LOOP_BYTES:
-        scenario, document = await asyncio.to_thread(_scenario_of, scope, body)
-    else:
-        scenario, document = _scenario_of(scope, body)
+    calls it for the server it started in its own process (`testing/server.py`). The body is read
+    and checked in a worker thread, whatever its size: not its size but what it holds sets the
+    cost (a scenario of 20,000 turns, 2.4 MB of JSON, held the event loop 0.3 s; 16 KB of YAML
+    0.8 s; the templates' constant expressions and RE2's compile of its patterns each up to their
+    own bounds), and the hop costs less than a tenth of a millisecond."""
+    scenario, document = await asyncio.to_thread(_scenario_of, scope, body)
     state.store.scenarios.put(StoredScenario(scenario.scope, scenario.name, document))
     state.scenarios.add(scenario)
     await _synced(state)
@@ -258,8 +276,19 @@ def _scenario_of(scope: str | None, body: bytes) -> tuple[Scenario, Any]:
 async def set_hosted(request: Request) -> dict[str, Any]:
     """Body: results for the tools that run on OpenAI's side (a scenario's `hosted:` section), used by
     inline programs and by scenarios that script none; `{}` or DELETE removes them."""
+    data, script = await asyncio.to_thread(_hosted_of, await request.body())
+    state, scope = request.app.state.emulator, _scope(request)
+    state.store.sessions.put(HOSTED, scope or "", {"scope": scope, "script": data})
+    state.scenarios.set_hosted(script, scope)
+    await _synced(state)
+    return {"scope": _scope(request), "mcp_servers": sorted(script.mcp_servers)}
+
+
+def _hosted_of(body: bytes) -> tuple[Any, HostedScript]:
+    """The document a `PUT /_emulator/hosted` body sets and its script, read in a worker thread
+    (its patterns are compiled by RE2 as it is checked)."""
     try:
-        data = jsontext.loads(await request.body())
+        data = jsontext.loads(body)
         # lone surrogates and NaN: refused now, not when each response that uses them is a 500
         check_json(data)
         script = HostedScript.model_validate(data, strict=False)
@@ -271,11 +300,7 @@ async def set_hosted(request: Request) -> dict[str, Any]:
         raise messages.invalid_hosted_field(where, first["msg"]) from e
     except ValueError as e:
         raise messages.invalid_hosted_script(str(e)) from e
-    state, scope = request.app.state.emulator, _scope(request)
-    state.store.sessions.put(HOSTED, scope or "", {"scope": scope, "script": data})
-    state.scenarios.set_hosted(script, scope)
-    await _synced(state)
-    return {"scope": _scope(request), "mcp_servers": sorted(script.mcp_servers)}
+    return data, script
 
 
 @router.delete("/hosted")

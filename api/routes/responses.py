@@ -58,7 +58,8 @@ async def create_response(body: CreateRequest, request: Request) -> Response:
         # collections are held off meanwhile (a 7 MB one started a 90-150 ms one), as for a large body.
         held = collector.held_off() if _lists_remote_tools(body) else contextlib.nullcontext()
         with held, journaling_of(request, body, scope, await request.body()) as journaling:
-            prepared = journaling.admit(await engine.attempt_off_loop(body, scope=scope, cursor=cursor))
+            size = len(await request.body())
+            prepared = journaling.admit(await engine.attempt_off_loop(body, scope=scope, cursor=cursor, size=size))
             journaling.response = await unless_disconnected(request, engine.run(prepared))
             # A long reply (megabytes of output) is encoded in a worker thread, a piece at a time.
             reply = await json_reply(journaling.response, headers=contract_headers(prepared))

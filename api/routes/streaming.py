@@ -227,7 +227,8 @@ async def stream_create(
 ) -> Response:
     """`POST /v1/responses` with `stream: true`."""
     journaling = journaling_of(request, body, scope, await request.body())
-    prepared = journaling.admit(await engine.attempt_off_loop(body, scope=scope, cursor=cursor))
+    size = len(await request.body())
+    prepared = journaling.admit(await engine.attempt_off_loop(body, scope=scope, cursor=cursor, size=size))
     play = Play(engine, prepared, journaling)
     await play.start()
     keepalive_s = request.app.state.emulator.settings.keepalive_s

@@ -311,7 +311,11 @@ class Session:
         )
         await self.engine.read_ahead(request)
         attempt = await self.engine.attempt_off_loop(
-            request, scope=scope, generate=request.generate is not False, local=self.local
+            request,
+            scope=scope,
+            generate=request.generate is not False,
+            local=self.local,
+            size=len(raw) if raw is not None else None,
         )
         if isinstance(attempt, Refused):
             journaling.refuse(attempt)

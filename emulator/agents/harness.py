@@ -56,7 +56,7 @@ from ptc_emulator.emulator.agents.wire import (
     stored_agent,
 )
 from ptc_emulator.emulator.errors import EmulatorError, NotFound
-from ptc_emulator.emulator.responses.engine import Engine
+from ptc_emulator.emulator.responses.engine import Engine, Refused
 from ptc_emulator.emulator.storage import EventLog, Leases, Records, visible
 from ptc_emulator.emulator.wire.request import CreateRequest
 
@@ -439,7 +439,10 @@ class Harness:
         if agent.get("instructions") is not None:
             body["instructions"] = agent["instructions"]
         request = CreateRequest.model_validate_json(json.dumps(body))
-        prepared = self.engine.prepare(request, scope=doc["scope"])
+        # off the event loop when matching the transcript against the scenarios may cost more than there
+        prepared = await self.engine.attempt_off_loop(request, scope=doc["scope"])
+        if isinstance(prepared, Refused):
+            raise prepared.error
         return await self.engine.complete(prepared)
 
     # ---- events out -------------------------------------------------------------------------

@@ -146,6 +146,12 @@ class Model(Protocol):
         many scenarios, each matched in turn): the engine then plans in a worker thread."""
         ...
 
+    def match_weight(self, scope: str | None) -> int:
+        """The RE2 instructions of the patterns choosing what to play may match a request's texts
+        against (a scripted model's scenarios'; 0: none): times the texts' bytes, a bound on what
+        matching costs, past which the engine plans in a worker thread."""
+        ...
+
 
 @dataclass
 class MadeOnce:

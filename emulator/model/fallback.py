@@ -37,6 +37,9 @@ class Fallback:
     def plans_at_length(self, scope: str | None) -> bool:
         return self.scripted.plans_at_length(scope)
 
+    def match_weight(self, scope: str | None) -> int:
+        return self.scripted.match_weight(scope)
+
     def plan(
         self,
         request: CreateRequest,

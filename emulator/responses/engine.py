@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.caches import Cache
 from ptc_emulator.emulator.conversations.service import Conversations
@@ -37,6 +39,7 @@ from ptc_emulator.emulator.model import (
     ScriptedModel,
     Trace,
 )
+from ptc_emulator.emulator.patterns import MATCH_BUDGET
 from ptc_emulator.emulator.release import release
 from ptc_emulator.emulator.responses.background import Background, interrupted
 from ptc_emulator.emulator.responses.body import response_body
@@ -179,12 +182,23 @@ class Engine:
         generate: bool = True,
         local: ResponseStore | None = None,
         cursor: Extension | None = None,
+        size: int | None = None,
     ) -> Prepared | Refused:
-        """`attempt`, off the event loop when the request may read a long conversation (`off_loop`)."""
+        """`attempt`, off the event loop when the request may read a long conversation (`off_loop`),
+        or when matching it against the scenarios' patterns may cost more than a match on the
+        event loop may (`patterns.MATCH_BUDGET`): their instructions (`Model.match_weight`) times
+        the bytes of the request's texts, at most its body's `size` when it is known. Matching 150
+        messages of 14,000 characters against one history pattern held the loop 3.7 s."""
         work = lambda: self.attempt(request, scope=scope, generate=generate, local=local, cursor=cursor)  # noqa: E731
-        if generate and self.model.plans_at_length(scope):
+        if generate and (self.model.plans_at_length(scope) or self._matching_heavy(request, scope, size)):
             return await asyncio.to_thread(work)
         return await self.off_loop(request, work)
+
+    def _matching_heavy(self, request: CreateRequest, scope: str | None, size: int | None) -> bool:
+        weight = self.model.match_weight(scope)
+        if not weight:
+            return False
+        return weight * (size if size is not None else _text_bytes(request)) > MATCH_BUDGET
 
     @staticmethod
     async def off_loop(request: CreateRequest | CountTokensRequest | CompactRequest, work: Callable[[], T]) -> T:
@@ -676,6 +690,33 @@ class Engine:
 
         self.background.start(prepared.response_id, work)
         return queued
+
+
+def _text_bytes(request: CreateRequest) -> int:
+    """At most how many bytes the texts a scenario's patterns may match in this request hold
+    (without stored history, which is read in a worker thread anyway): its instructions, model,
+    and every string of its input's items."""
+    total = _utf8(request.model or "") + _utf8(request.instructions if isinstance(request.instructions, str) else "")
+    given = request.input
+    if isinstance(given, str):
+        return total + _utf8(given)
+    stack: list[Any] = list(given) if isinstance(given, list) else []
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            total += _utf8(value)
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, BaseModel):
+            stack.extend(getattr(value, name) for name in type(value).model_fields)
+            stack.extend((value.model_extra or {}).values())
+    return total
+
+
+def _utf8(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def _holds_long_text(given: object) -> bool:

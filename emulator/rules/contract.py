@@ -124,10 +124,12 @@ anchor the meta-schema check and the reference registry index (20,000 `$id`s too
 OFF_LOOP_SCHEMA_VALUES = 1_000
 """A request whose tool schemas hold more values than this has them checked in a worker thread."""
 
-PATTERN_VALUES = 50
-"""What one distinct pattern of a schema counts for against `OFF_LOOP_SCHEMA_VALUES`: RE2's compile
-of one (up to `MAX_PROGRAM_SIZE` instructions) takes some 1.5 ms, and a schema of 256 patterns of a
-counted repetition each, some 800 values, held the event loop for 0.4 s."""
+PATTERN_VALUES = 250
+"""What one distinct pattern of a schema counts for against `OFF_LOOP_SCHEMA_VALUES` (so a request
+of four or more is checked in a worker thread): RE2's compile of one (up to `MAX_PROGRAM_SIZE`
+instructions) takes up to some 8 ms (`(?i)[\\pL\\pN\\pP]{3}`, Unicode classes folded for case), and
+a schema of 256 patterns of a counted repetition each, some 800 values, held the event loop for
+0.4 s; at 50 each, nineteen such patterns were compiled on the loop, some 160 ms."""
 
 
 _IDENTIFIERS = frozenset({"$id", "$anchor", "$dynamicAnchor"})

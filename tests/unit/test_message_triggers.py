@@ -92,6 +92,12 @@ def trigger(*names: str) -> Callable[[Trigger], Trigger]:
 
 
 ELSEWHERE: dict[str, str] = {
+    "scenario_matching_too_costly": (
+        "tests/scenarios/test_matching_off_loop.py::test_a_requests_matches_together_are_bounded"
+    ),
+    "hosted_matching_too_costly": (
+        "tests/scenarios/test_matching_off_loop.py::test_a_hosted_calls_matches_together_are_bounded"
+    ),
     "header_fields_too_large": (
         "tests/api/test_connection_edge.py::test_a_request_head_past_the_bound_is_the_431_and_the_connection_closes"
     ),
@@ -1282,7 +1288,7 @@ def _(c: Context) -> object:
 @trigger("hosted_pattern_too_costly")
 def _(c: Context) -> object:
     hosted = {"code_interpreter": [{"code": "((a|a)+){1,500}!x", "logs": "x"}]}
-    return play(c, "costly_hosted", [{"code_interpreter": {"code": "a" * 1000}}], [INTERPRETER], hosted=hosted)
+    return play(c, "costly_hosted", [{"code_interpreter": {"code": "a" * 100_000}}], [INTERPRETER], hosted=hosted)
 
 
 @trigger("no_hosted_shell")

@@ -75,8 +75,10 @@ def test_a_scenario_matcher_too_costly_for_the_text_is_a_scenario_error_naming_i
 
 def test_the_text_is_counted_in_utf8_bytes(unit_http: TestClient) -> None:
     size = compile_pattern(COSTLY).size
-    text = "é" * (MATCH_BUDGET // size // 2 + 1)  # within the budget in characters, past it in bytes
-    assert size * len(text) <= MATCH_BUDGET
+    # within the budget in characters, past it in bytes (matched in a worker thread: a request that
+    # could cost more than a match on the event loop may is matched in one)
+    text = "é" * (OFF_LOOP_MATCH_BUDGET // size // 2 + 1)
+    assert size * len(text) <= OFF_LOOP_MATCH_BUDGET
     _add(unit_http, {"name": "bytes", "match": {"input": COSTLY}, "turns": [{"message": "m"}]})
     answered = _create(unit_http, text)
     assert answered.status_code == 400, answered.text
@@ -98,7 +100,7 @@ def test_a_hosted_pattern_too_costly_for_the_code_is_a_scenario_error_naming_it(
         "name": "costly_hosted",
         "match": {"input": "^costly_hosted$"},
         "hosted": {"code_interpreter": [{"code": COSTLY, "logs": "x"}]},
-        "turns": [{"code_interpreter": {"code": "a" * 1000}}],
+        "turns": [{"code_interpreter": {"code": "a" * 100_000}}],  # matched in a worker thread, and past its budget
     }
     assert _add(unit_http, scenario).status_code == 201
     answered = _create(unit_http, "costly_hosted", [INTERPRETER])
@@ -106,7 +108,7 @@ def test_a_hosted_pattern_too_costly_for_the_code_is_a_scenario_error_naming_it(
     error = answered.json()["error"]
     assert error["code"] == "scenario_error"
     assert (
-        "hosted.code_interpreter.0.code (3505 RE2 instructions) is too costly to match against 1000"
+        "hosted.code_interpreter.0.code (3505 RE2 instructions) is too costly to match against 100000"
         in (error["message"])
     )
 

@@ -401,3 +401,9 @@ def test_a_base_60_number_tagged_as_a_number_is_refused(tag: str) -> None:
     it is refused by name."""
     message = refusal(f"name: x\nmatch: {{input: zz}}\nnote: {tag}\nturns: [{{message: hi}}]\n")
     assert "base-60 numbers (1:30) are not supported in scenarios" in message, message
+
+
+def test_a_binary_value_is_refused_by_name() -> None:
+    """`!!binary aGVsbG8=` was made bytes, which the message field took as the string "hello"."""
+    message = refusal("name: x\nmatch: {input: zz}\nturns: [{message: !!binary aGVsbG8=}]\n")
+    assert "binary values (!!binary) are not supported in scenarios" in message, message

@@ -62,7 +62,14 @@ from pydantic import Field, field_validator
 from ptc_emulator.emulator import jsonreply, messages
 from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.model.runtime.hidden_results import HiddenResults
-from ptc_emulator.emulator.patterns import PatternError, PatternTooCostly, compile_pattern
+from ptc_emulator.emulator.patterns import (
+    MATCH_BUDGET,
+    MatchingTooCostly,
+    PatternError,
+    PatternTooCostly,
+    compile_pattern,
+    metered,
+)
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import REASONING_DOMAIN, Signer
 from ptc_emulator.emulator.tools.mcp import CallResult, Listing, McpPolicy, McpServerSpec, call_tool, list_tools
@@ -172,6 +179,26 @@ class HostedPatternTooCostly(Exception):
         self.reason = reason
 
 
+def _heavy(specs: list[Any], field: str, texts: list[str]) -> bool:
+    """Whether matching `texts` against the specs' patterns (their `field`) may cost more than a
+    match on the event loop may (`patterns.MATCH_BUDGET`): then it is done in a worker thread."""
+    weight = sum(compile_pattern(p).size for p in (getattr(s, field) for s in specs) if p is not None)
+    if not weight:
+        return False
+    size = sum(len(t) if t.isascii() else len(t.encode("utf-8", "surrogatepass")) for t in texts)
+    return weight * size > MATCH_BUDGET
+
+
+@contextlib.contextmanager
+def _metered(where: str) -> Any:
+    """One call's matches against `hosted.<where>` within one budget together (`patterns.metered`)."""
+    try:
+        with metered():
+            yield
+    except MatchingTooCostly as e:
+        raise HostedPatternTooCostly(messages.hosted_matching_too_costly(f"hosted.{where}", e.budget)) from None
+
+
 def _first_matching(specs: list[Any], where: str, field: str, text: str, *, full: bool = False) -> Any:
     """The first spec of `hosted.<where>` whose pattern (its `field`, None for any) matches `text`, or None."""
     for index, spec in enumerate(specs):
@@ -181,6 +208,8 @@ def _first_matching(specs: list[Any], where: str, field: str, text: str, *, full
         compiled = compile_pattern(pattern)
         try:
             found = compiled.fullmatch(text) if full else compiled.search(text)
+        except MatchingTooCostly:
+            raise  # the entries together: `_metered`
         except PatternTooCostly as e:
             raise HostedPatternTooCostly(
                 messages.hosted_pattern_too_costly(
@@ -682,10 +711,13 @@ class Hosted:
             label, _, name = pending.name.partition(".")
             self.check_not_run(program, pending.index, approval_id, label, name)
         arguments = _arguments(pending.arguments)
-        if pending.name == CODE_INTERPRETER:
-            return self._code_interpreter(pending, arguments, journal), key
-        if pending.name == SHELL:
-            return self._shell(pending, arguments, journal), key
+        if pending.name in (CODE_INTERPRETER, SHELL):
+            run = self._code_interpreter if pending.name == CODE_INTERPRETER else self._shell
+            given = arguments.get("code") if pending.name == CODE_INTERPRETER else arguments.get("commands")
+            texts = [t for t in (given if isinstance(given, list) else [given]) if isinstance(t, str)]
+            if self._heavy(pending.name, texts):  # matched in a worker thread: a few ms at most on the loop
+                return await asyncio.to_thread(run, pending, arguments, journal), key
+            return run(pending, arguments, journal), key
         return await self._mcp(pending, arguments, journal, approval_id), key
 
     async def _gate(
@@ -806,8 +838,28 @@ class Hosted:
     def code_result(self, code: str) -> CodeInterpreterSpec | None:
         """The scripted result for this code: the first entry whose pattern it matches."""
         specs = self.script.code_interpreter if self.script is not None else []
-        found: CodeInterpreterSpec | None = _first_matching(specs, "code_interpreter", "code", code)
+        with _metered("code_interpreter"):
+            found: CodeInterpreterSpec | None = _first_matching(specs, "code_interpreter", "code", code)
         return found
+
+    async def code_result_off_loop(self, code: str) -> CodeInterpreterSpec | None:
+        """`code_result`, in a worker thread when matching may cost more than on the event loop."""
+        if self._heavy(CODE_INTERPRETER, [code]):
+            return await asyncio.to_thread(self.code_result, code)
+        return self.code_result(code)
+
+    async def shell_results_off_loop(self, commands: list[str]) -> list[dict[str, Any]] | str:
+        """`shell_results`, in a worker thread when matching may cost more than on the event loop."""
+        if self._heavy(SHELL, commands):
+            return await asyncio.to_thread(self.shell_results, commands)
+        return self.shell_results(commands)
+
+    def _heavy(self, tool: str, texts: list[str]) -> bool:
+        if self.script is None:
+            return False
+        if tool == CODE_INTERPRETER:
+            return _heavy(self.script.code_interpreter, "code", texts)
+        return _heavy(self.script.shell, "command", texts)
 
     def _code_interpreter(
         self, pending: PendingCall, arguments: dict[str, Any], journal: list[dict[str, Any]]
@@ -848,11 +900,12 @@ class Hosted:
         first command that none matches."""
         specs = self.script.shell if self.script is not None else []
         outputs = []
-        for command in commands:
-            spec = _first_matching(specs, "shell", "command", command, full=True)
-            if spec is None:
-                return command
-            outputs.append(spec.output())
+        with _metered("shell"):
+            for command in commands:
+                spec = _first_matching(specs, "shell", "command", command, full=True)
+                if spec is None:
+                    return command
+                outputs.append(spec.output())
         return outputs
 
     def _shell(

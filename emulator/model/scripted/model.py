@@ -62,6 +62,9 @@ class ScriptedModel:
         loop for seconds (docs/limits.md)."""
         return self.scenarios.count(scope) > MANY_SCENARIOS
 
+    def match_weight(self, scope: str | None) -> int:
+        return self.scenarios.match_weight(scope)
+
     def plan(
         self,
         request: CreateRequest,

@@ -143,10 +143,10 @@ class Player:
         if turn.mcp is not None:
             return await self._direct_mcp(prepared, index, context, emit)
         if turn.code_interpreter is not None:
-            self._direct_code_interpreter(prepared, index, context, emit)
+            await self._direct_code_interpreter(prepared, index, context, emit)
             return False
         if turn.shell is not None:  # run by the server: the model goes on
-            call, output = shell_turn(prepared, index, context, self.ids)
+            call, output = await shell_turn(prepared, index, context, self.ids)
             scripted_plan(prepared).hosted.count(output)
             self._reasoning(turn, call.call_id, prepared, emit)
             emit(call)
@@ -243,7 +243,7 @@ class Player:
         emit(call)
         return False
 
-    def _direct_code_interpreter(
+    async def _direct_code_interpreter(
         self, prepared: Prepared, index: int, context: dict[str, Any], emit: Callable[[Item], None]
     ) -> None:
         plan = scripted_plan(prepared)
@@ -256,7 +256,7 @@ class Player:
             raise script.error(index, messages.interpreter_called_directly(why))
         code = script.text(index, spec.code, context)
         try:
-            found = hosted.code_result(code)
+            found = await hosted.code_result_off_loop(code)
         except HostedPatternTooCostly as e:
             raise script.error(index, e.reason) from None
         if found is None:

@@ -46,7 +46,13 @@ from ptc_emulator.emulator.caches import PROCESS, Memo
 from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.model.runtime import HostedScript
 from ptc_emulator.emulator.model.scripted import templating
-from ptc_emulator.emulator.patterns import PatternError, PatternTooCostly, compile_pattern
+from ptc_emulator.emulator.patterns import (
+    MatchingTooCostly,
+    PatternError,
+    PatternTooCostly,
+    compile_pattern,
+    metered,
+)
 from ptc_emulator.emulator.wire.items import MAX_DEPTH, WireModel, check_depth
 
 __all__ = [
@@ -631,6 +637,13 @@ class _NoAliasLoader(yaml.SafeLoader):
     def construct_yaml_float(self, node: Any) -> Any:
         return super().construct_yaml_float(self._decimal(node))
 
+    def construct_yaml_binary(self, node: Any) -> Any:
+        """Refused: a scenario's values are text, and bytes became a string silently
+        (`!!binary aGVsbG8=` played the message "hello")."""
+        raise yaml.constructor.ConstructorError(
+            None, None, "binary values (!!binary) are not supported in scenarios", node.start_mark
+        )
+
     def _decimal(self, node: Any) -> Any:
         if isinstance(node, yaml.ScalarNode) and ":" in str(node.value):
             raise yaml.constructor.ConstructorError(
@@ -687,12 +700,19 @@ _NoAliasLoader.add_implicit_resolver(_INT_TAG, _INT, list("-+0123456789"))
 _NoAliasLoader.add_implicit_resolver(_FLOAT_TAG, _FLOAT, list("-+0123456789."))
 _NoAliasLoader.add_constructor(_INT_TAG, _NoAliasLoader.construct_yaml_int)
 _NoAliasLoader.add_constructor(_FLOAT_TAG, _NoAliasLoader.construct_yaml_float)
+_NoAliasLoader.add_constructor("tag:yaml.org,2002:binary", _NoAliasLoader.construct_yaml_binary)
 
 _template_env = templating.BoundedEnvironment()
 
 
 def _check_templates(scenario: Scenario, source: str) -> None:
-    """Every template compiles now, so a bad one is refused when the scenario is added."""
+    """Every template compiles now, so a bad one is refused when the scenario is added; the
+    constant expressions of all of them are folded within one render's bounds (`checking`)."""
+    with templating.checking():
+        _check_each_template(scenario, source)
+
+
+def _check_each_template(scenario: Scenario, source: str) -> None:
 
     def strings(value: Any, where: str) -> list[tuple[str, str]]:
         if isinstance(value, str):
@@ -840,6 +860,8 @@ class ScenarioRegistry:
     _hosted: dict[str | None, HostedScript] = field(default_factory=dict)
     """Hosted tool results registered at run time, per scope: for inline programs and for
     scenarios that script none of their own."""
+    _weights: dict[tuple[str | None, str], tuple[Scenario, int]] = field(default_factory=dict)
+    """Each scenario's `_weight`, with the scenario it was counted for (`match_weight`)."""
     _uses: dict[tuple[str | None, str], int] = field(default_factory=dict)
     """How many requests each scenario was chosen for (this process's count), whatever surface
     asked (a response, a WebSocket, an Agents API session): the test fixture's unused check."""
@@ -870,9 +892,11 @@ class ScenarioRegistry:
         and still win over a file's of the same name, as when they were added after it."""
         kept = {key: value for key, value in self._scenarios.items() if value[1] == "api"}
         self._scenarios = {**{(s.scope, s.name): (s, source) for s, source in loaded}, **kept}
+        self._weights = {k: v for k, v in self._weights.items() if k in self._scenarios}
 
     def remove(self, name: str, scope: str | None = None) -> bool:
         self._uses.pop((scope, name), None)
+        self._weights.pop((scope, name), None)
         return self._scenarios.pop((scope, name), None) is not None
 
     def clear(self, scope: str | None = None) -> int:
@@ -884,6 +908,7 @@ class ScenarioRegistry:
             self._hosted.pop(scope, None)
         for key in doomed:
             del self._scenarios[key]
+            self._weights.pop(key, None)
             self._uses.pop(key, None)
         return len(doomed)
 
@@ -934,7 +959,17 @@ class ScenarioRegistry:
         """The first matching scenario and its captures, or the near misses, closest first.
         `count=False`: only asking (the recording proxy's question), not choosing it to answer.
         A scenario whose matcher is too costly for the request's text is passed over; when no
-        other matches, its 400 (`scenario_pattern_too_costly`) is raised, naming the matcher."""
+        other matches, its 400 (`scenario_pattern_too_costly`) is raised, naming the matcher. All
+        the request's matches together cost at most a request's budget (`patterns.metered`: a few
+        ms on the event loop, where `match_weight` keeps a request that could cost more from being
+        matched); past it, the 400 `scenario_matching_too_costly`."""
+        try:
+            with metered():
+                return self._match(request, count=count)
+        except MatchingTooCostly as e:
+            raise messages.scenario_matching_too_costly(e.budget) from None
+
+    def _match(self, request: Request, *, count: bool) -> tuple[Scenario, dict[str, str]] | list[NearMiss]:
         misses = []
         costly: EmulatorError | None = None
         for scenario, _ in self._ordered():
@@ -960,11 +995,35 @@ class ScenarioRegistry:
     def scoped_matches(self, request: Request) -> int:
         """How many scenarios of some scope would match this request if it carried their scope: the
         usual mistake behind an unscoped request's 400 is a client built without the test's URL."""
-        return sum(
-            1
-            for s, _ in self._ordered()
-            if s.scope is not None and s.scope != request.scope and not _misses(s, request)
-        )
+        found = 0
+        try:
+            with metered():
+                for s, _ in self._ordered():
+                    if s.scope is not None and s.scope != request.scope and not _misses(s, request):
+                        found += 1
+        except MatchingTooCostly:
+            pass  # a hint for the 400: those counted within the budget
+        return found
+
+    def match_weight(self, scope: str | None) -> int:
+        """The RE2 instructions of all the patterns a request of `scope` may be matched against
+        (each scenario's, counted once when it is added or replaced): times the bytes of the
+        request's texts, a bound on what matching it costs."""
+        total = 0
+        for key, (scenario, _) in self._scenarios.items():
+            if key[0] is None or key[0] == scope:
+                kept = self._weights.get(key)
+                if kept is None or kept[0] is not scenario:
+                    kept = self._weights[key] = (scenario, _weight(scenario))
+                total += kept[1]
+        return total
+
+
+def _weight(scenario: Scenario) -> int:
+    """The RE2 instructions of the scenario's matchers together."""
+    m = scenario.match
+    patterns = [m.input, m.model, m.instructions, *(h.text for h in m.history), *(o.output for o in m.outputs)]
+    return sum(compile_pattern(p).size for p in patterns if p is not None)
 
 
 def _misses(scenario: Scenario, request: Request) -> bool:
@@ -1072,6 +1131,8 @@ def _matched(scenario: Scenario, field: str, pattern: str, text: str, *, full: b
     compiled = compile_pattern(pattern)
     try:
         return compiled.fullmatch(text) if full else compiled.search(text)
+    except MatchingTooCostly:
+        raise  # the request's matches together: no other scenario can be told either
     except PatternTooCostly as e:
         raise _TooCostly(
             messages.scenario_pattern_too_costly(scenario.name, f"match.{field}", e.instructions, e.length, e.budget)

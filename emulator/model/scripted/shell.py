@@ -29,7 +29,7 @@ from ptc_emulator.emulator.wire.items import ShellAction, ShellCall, ShellCallOu
 __all__ = ["shell_turn"]
 
 
-def shell_turn(
+async def shell_turn(
     prepared: Prepared, index: int, context: dict[str, Any], ids: Callable[[str], str]
 ) -> tuple[ShellCall, ShellCallOutput]:
     """The call and output of turn `index` (a `shell:` turn), or the scenario's 400."""
@@ -44,7 +44,7 @@ def shell_turn(
         raise script.error(index, messages.shell_programmatic_only())
     commands = [script.text(index, command, context) for command in spec.commands]
     try:
-        results = hosted.shell_results(commands)
+        results = await hosted.shell_results_off_loop(commands)
     except HostedPatternTooCostly as e:
         raise script.error(index, e.reason) from None
     if isinstance(results, str):

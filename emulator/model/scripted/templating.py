@@ -58,6 +58,7 @@ work: nested `range(100000)` loops, `'x' * 10**9`, or a loop over a long input. 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import operator
 import pprint
@@ -87,6 +88,7 @@ __all__ = [
     "BoundedEnvironment",
     "RenderLimit",
     "check",
+    "checking",
     "needs_thread",
     "render",
     "render_off_loop",
@@ -1492,6 +1494,33 @@ NESTED_TOO_DEEPLY = "the template is nested too deeply"
 limit, met when it is parsed or rendered."""
 
 
+@contextlib.contextmanager
+def checking() -> Iterator[None]:
+    """The templates `check`ed inside share one render's bounds (`checking` a scenario's): what
+    their constant expressions build together (`MAX_BUILT_CHARS`), and the time folding them takes
+    together (`MAX_SECONDS`, parsing not counted)."""
+    if getattr(_built, "budget", None) is not None:
+        yield
+        return
+    _built.budget = _Budget()
+    try:
+        yield
+    finally:
+        _built.budget = None
+
+
+def _folded(env: BoundedEnvironment, node: nodes.Node) -> Any:
+    """`_constant` under the running check's bounds (`checking`)."""
+    budget: _Budget = _built.budget
+    started = _clock()
+    budget.deadline = started + budget.left
+    try:
+        return _constant(env, node)
+    finally:
+        budget.left -= _clock() - started
+        budget.trees.clear()  # what one expression built is not kept for the next
+
+
 def _check(env: BoundedEnvironment, source: str) -> None:
     try:
         tree = env.parse(source)
@@ -1501,12 +1530,18 @@ def _check(env: BoundedEnvironment, source: str) -> None:
         raise TemplateError(f"'{type(node).__name__.lower()}' is not supported in scenario templates")
     for call in tree.find_all(nodes.Call):
         _check_codec_literals(call)
+    with checking():
+        _fold_all(env, tree)
+
+
+def _fold_all(env: BoundedEnvironment, tree: nodes.Template) -> None:
+    """Refuse an expression of constants that fails, or runs past the check's bounds."""
     for expr in tree.find_all((nodes.BinExpr, nodes.UnaryExpr, nodes.Call)):
         zero = isinstance(expr, nodes.BinExpr) and isinstance(expr.right, nodes.Const) and expr.right.value == 0
         if zero and isinstance(expr, nodes.Div | nodes.FloorDiv):
             raise TemplateError(f"line {expr.lineno}: a division by zero always fails")
         try:
-            _constant(env, expr)
+            _folded(env, expr)
         except _NotConstant:
             continue
         except RenderLimit as e:
@@ -1543,6 +1578,8 @@ class _Budget:
         self.trees: dict[int, tuple[Any, int, int]] = {}
         """The tree sizes (values, characters) of the containers the render has met, by id (`_walked`)."""
         self.deadline = _clock() + MAX_SECONDS
+        self.left = MAX_SECONDS
+        """What is left of `MAX_SECONDS` for the constant expressions of a check (`checking`)."""
 
     def tracer(self, frame: FrameType, event: str, arg: Any) -> Any:
         if frame.f_code.co_filename != "<template>":

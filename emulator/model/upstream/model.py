@@ -84,6 +84,9 @@ class UpstreamModel:
     def plans_at_length(self, scope: str | None) -> bool:
         return False  # it plans no scenario: the upstream is asked when it plays
 
+    def match_weight(self, scope: str | None) -> int:
+        return 0
+
     def plan(
         self,
         request: CreateRequest,
