@@ -25,7 +25,14 @@ from ptc_emulator.api.bodies import OFF_LOOP_BYTES
 from ptc_emulator.api.context import KEYLESS_HEALTH, SCOPE_HEADER
 from ptc_emulator.emulator import jsonpieces, jsontext, messages
 from ptc_emulator.emulator.journal import evaluation, grouping
-from ptc_emulator.emulator.model import HostedScript, Scenario, ScenarioError, ScenarioRegistry, load_scenario
+from ptc_emulator.emulator.model import (
+    HostedScript,
+    Scenario,
+    ScenarioError,
+    ScenarioRegistry,
+    forget_fault_counts,
+    load_scenario,
+)
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.storage import Store, StoredScenario, ping
 from ptc_emulator.emulator.wire.request import check_json
@@ -256,6 +263,7 @@ async def scenario_added(state: Any, scope: str | None, body: bytes) -> dict[str
     else:
         scenario, document = _scenario_of(scope, body)
     state.store.scenarios.put(StoredScenario(scenario.scope, scenario.name, document))
+    forget_fault_counts(state.store.counts, scenario.scope, scenario.name)  # its faults fail afresh
     state.scenarios.add(scenario)
     await _synced(state)
     return {"name": scenario.name, "scope": scenario.scope, "turns": len(scenario.turns)}
@@ -326,6 +334,7 @@ async def delete_hosted(request: Request) -> dict[str, Any]:
 async def delete_scenario(name: str, request: Request) -> dict[str, Any]:
     state = request.app.state.emulator
     state.store.scenarios.delete(_scope(request), name)
+    forget_fault_counts(state.store.counts, _scope(request), name)  # added again, its faults fail afresh
     removed = state.scenarios.remove(name, _scope(request))
     await _synced(state)
     if not removed:
@@ -404,6 +413,7 @@ async def _forget(state: Any, scope: str | None) -> tuple[int, int]:
     if state.scenario_files is not None:
         await state.scenario_files.recheck()
     state.store.scenarios.clear(scope)
+    forget_fault_counts(state.store.counts, scope, every=scope is None)  # the faults fail afresh
     _clear_kept_hosted(state.store, scope)
     removed, cleared = state.scenarios.clear(scope), state.journal.clear(scope)
     if state.engine is not None and scope is not None:  # what a scope's prompts are served is state
