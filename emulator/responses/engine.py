@@ -13,6 +13,7 @@ Nothing here knows HTTP; nothing here touches V8 except through the `Runner` pro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import secrets
 import time
@@ -56,7 +57,7 @@ from ptc_emulator.emulator.rules.compaction import Compactor, Expanded, compact_
 from ptc_emulator.emulator.rules.configuration import in_effect
 from ptc_emulator.emulator.rules.conversation import Conversation, analyse, check_message_parts, sealed_reasoning_id
 from ptc_emulator.emulator.signing import Signer
-from ptc_emulator.emulator.storage import ResponseStore, StoredResponse
+from ptc_emulator.emulator.storage import ResponseStore, StoredResponse, StoreUnavailable
 from ptc_emulator.emulator.tools.kinds import answer_text
 from ptc_emulator.emulator.tools.toolset import Toolset
 from ptc_emulator.emulator.wire.items import Item, Message, ReasoningItem
@@ -664,6 +665,7 @@ class Engine:
 
         async def work() -> dict[str, Any]:
             try:
+                await self._started(prepared)
                 return await self.complete(prepared)
             except asyncio.CancelledError:
                 raise
@@ -676,6 +678,19 @@ class Engine:
 
         self.background.start(prepared.response_id, work)
         return queued
+
+    async def _started(self, prepared: Prepared) -> None:
+        """A background response's task has begun: stored `in_progress` (the hosted API's
+        queued, in_progress, then its end), unless it was cancelled meanwhile. In a worker
+        thread (the write may wait); with the database away, it stays `queued` until its end."""
+        target = self.store if prepared.store else prepared.local
+        if target is None:
+            return
+        running = self.response(prepared, [], status=ResponseStatus.IN_PROGRESS)
+        previous = prepared.request.previous_response_id
+        record = StoredResponse(running["id"], running, self._input_items(prepared), previous, prepared.scope)
+        with contextlib.suppress(StoreUnavailable):
+            await asyncio.to_thread(target.replace_unfinished, record)
 
 
 def _holds_long_text(given: object) -> bool:
