@@ -105,9 +105,26 @@ thread (`attempt_off_loop`), and a response whose conversation and output togeth
 finished (usage, body, storing) in one (`complete`); shorter ones cost less than the hop."""
 
 
+_LEFT_OUT_MEANS: dict[str, Any] = {
+    "background": False,
+    "store": True,
+    "metadata": {},
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "parallel_tool_calls": True,
+    "truncation": "disabled",
+}
+"""What a request that leaves each of these out is answered as (`body.response_body` echoes the
+same either way): a request spelling it out is the same request as one leaving it out."""
+
+
 def _digest(request: CreateRequest) -> str:
     """What names a request as the same one sent again: its body as validated, but for how its
-    answer travels (a stream, a socket's lane)."""
+    answer travels (a stream, a socket's lane), and with the values of `_LEFT_OUT_MEANS` spelt
+    out taken as left out (a client resending a continuation with its defaults written in)."""
+    spelt = {name: None for name, meant in _LEFT_OUT_MEANS.items() if getattr(request, name) == meant}
+    if spelt:
+        request = request.model_copy(update=spelt)
     body = request.model_dump_json(exclude={"stream", "stream_options", "stream_id"})
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
