@@ -91,6 +91,8 @@ class AppState:
     """When the app was made: the `created` of the models `GET /v1/models` lists."""
     secret: OneSecret | None = None
     """With a store replicas share: this replica's share of their one secret (`api/replicas.py`)."""
+    health_checks: admin.HealthChecks = field(default_factory=lambda: admin.HealthChecks())
+    """Health's look at the store, on threads of its own (`admin.HealthChecks`)."""
     warming: asyncio.Future[Any] | None = None
     """The tokenizer's load and the checkers' import, begun as the lifespan starts: a request waits
     for them at the edge (`_Edge`) until they are done."""
@@ -212,6 +214,7 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
                 await pool.close()
             await mcp_child.leave()
             await asyncio.gather(warming, return_exceptions=True)  # (its threads cannot be stopped)
+            state.health_checks.close()
             state.store.close()
 
     app = FastAPI(

@@ -10,6 +10,7 @@ that caller's scenarios and journal entries, so tests running in parallel never 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import copy
 import itertools
 import logging
@@ -23,7 +24,14 @@ from pydantic import TypeAdapter, ValidationError
 from ptc_emulator.api.context import KEYLESS_HEALTH, SCOPE_HEADER
 from ptc_emulator.emulator import jsonpieces, jsontext, messages
 from ptc_emulator.emulator.journal import evaluation, grouping
-from ptc_emulator.emulator.model import HostedScript, Scenario, ScenarioError, ScenarioRegistry, load_scenario
+from ptc_emulator.emulator.model import (
+    HostedScript,
+    Scenario,
+    ScenarioError,
+    ScenarioRegistry,
+    forget_fault_counts,
+    load_scenario,
+)
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.storage import Store, StoredScenario, ping
 from ptc_emulator.emulator.wire.request import check_json
@@ -178,16 +186,50 @@ def _stored_responses(store: Store, keyless: bool) -> int | None:
     return 0 if keyless else store.responses.count()
 
 
+class HealthChecks:
+    """Health's look at the store, on threads of its own: in the worker threads every request
+    shares, it queued behind the requests waiting on a database that answers nothing (a frozen
+    server: each holds its thread up to `DEADLINE_S`), and with 150 of them in flight health took
+    11 s, not the 2 s documented. A check under way is shared by the health requests that arrive
+    meanwhile (one for the status alone, one with the count), so a load balancer asking often
+    never holds more than those two threads."""
+
+    def __init__(self) -> None:
+        self._threads: concurrent.futures.ThreadPoolExecutor | None = None
+        self._running: dict[bool, asyncio.Future[int | None]] = {}
+
+    async def stored(self, store: Store, keyless: bool) -> int | None:
+        """`_stored_responses(store, keyless)`, from the check under way if there is one."""
+        loop = asyncio.get_running_loop()
+        running = self._running.get(keyless)
+        if running is None or running.get_loop() is not loop:
+            if self._threads is None:
+                self._threads = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="ptc-emulator-health")
+            running = self._running[keyless] = loop.run_in_executor(self._threads, _stored_responses, store, keyless)
+            running.add_done_callback(lambda done: self._done(keyless, done))
+        return await asyncio.shield(running)
+
+    def _done(self, keyless: bool, done: asyncio.Future[int | None]) -> None:
+        if self._running.get(keyless) is done:
+            del self._running[keyless]
+
+    def close(self) -> None:
+        if self._threads is not None:
+            self._threads.shutdown(wait=False)
+            self._threads = None
+
+
 @router.get("/health", response_model=None)
 async def health(request: Request) -> dict[str, Any] | JSONResponse:
     """The status, the store and the sandbox's figures; asked without the key of a server started
     with `--api-key`, the status alone (200 `ok`, or 503 `unavailable`)."""
     state = request.app.state.emulator
     pool = state.pool
-    # In a worker thread: a store's database may wait (for a shared one that does not answer, or
-    # for a long write under way); the count reads the last commit, not waiting for the write.
+    # In a thread of health's own: a store's database may wait (for a shared one that does not
+    # answer, or for a long write under way); the count reads the last commit, not waiting for the
+    # write.
     keyless = bool(request.scope.get(KEYLESS_HEALTH))
-    stored = await asyncio.to_thread(_stored_responses, state.store, keyless)
+    stored = await state.health_checks.stored(state.store, keyless)
     if stored is None:  # a shared database that does not answer
         if request.scope.get(KEYLESS_HEALTH):
             return JSONResponse({"status": "unavailable"}, 503)
@@ -239,6 +281,7 @@ async def scenario_added(state: Any, scope: str | None, body: bytes) -> dict[str
     own bounds), and the hop costs less than a tenth of a millisecond."""
     scenario, document = await asyncio.to_thread(_scenario_of, scope, body)
     state.store.scenarios.put(StoredScenario(scenario.scope, scenario.name, document))
+    forget_fault_counts(state.store.counts, scenario.scope, scenario.name)  # its faults fail afresh
     state.scenarios.add(scenario)
     await _synced(state)
     return {"name": scenario.name, "scope": scenario.scope, "turns": len(scenario.turns)}
@@ -316,6 +359,7 @@ async def delete_hosted(request: Request) -> dict[str, Any]:
 async def delete_scenario(name: str, request: Request) -> dict[str, Any]:
     state = request.app.state.emulator
     state.store.scenarios.delete(_scope(request), name)
+    forget_fault_counts(state.store.counts, _scope(request), name)  # added again, its faults fail afresh
     removed = state.scenarios.remove(name, _scope(request))
     await _synced(state)
     if not removed:
@@ -394,6 +438,7 @@ async def _forget(state: Any, scope: str | None) -> tuple[int, int]:
     if state.scenario_files is not None:
         await state.scenario_files.recheck()
     state.store.scenarios.clear(scope)
+    forget_fault_counts(state.store.counts, scope, every=scope is None)  # the faults fail afresh
     _clear_kept_hosted(state.store, scope)
     removed, cleared = state.scenarios.clear(scope), state.journal.clear(scope)
     if state.engine is not None and scope is not None:  # what a scope's prompts are served is state

@@ -20,6 +20,7 @@ from pathlib import Path
 from ptc_emulator.emulator.model.core import Delivery, Live, MadeOnce, Model, Plan, Prepared, Refused, Runner, Trace
 from ptc_emulator.emulator.model.fallback import Fallback
 from ptc_emulator.emulator.model.runtime import HiddenResults, HostedScript, Runtime
+from ptc_emulator.emulator.model.scripted.faults import forget_counts as forget_fault_counts
 from ptc_emulator.emulator.model.scripted.files import ScenarioFiles, ScenarioFilesError, Validation
 from ptc_emulator.emulator.model.scripted.files import validate as validate_scenarios
 from ptc_emulator.emulator.model.scripted.model import ScriptedModel
@@ -54,6 +55,7 @@ from ptc_emulator.emulator.model.upstream import (
 from ptc_emulator.emulator.model.upstream.redaction import Redaction
 
 __all__ = [
+    "forget_fault_counts",
     "missing_scenario_path",
     "DEFAULT_UPSTREAM_PROTOCOL",
     "UPSTREAM_PROTOCOLS",

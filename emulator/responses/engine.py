@@ -13,6 +13,7 @@ Nothing here knows HTTP; nothing here touches V8 except through the `Runner` pro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import secrets
 import time
@@ -59,7 +60,7 @@ from ptc_emulator.emulator.rules.compaction import Compactor, Expanded, compact_
 from ptc_emulator.emulator.rules.configuration import in_effect
 from ptc_emulator.emulator.rules.conversation import Conversation, analyse, check_message_parts, sealed_reasoning_id
 from ptc_emulator.emulator.signing import Signer
-from ptc_emulator.emulator.storage import ResponseStore, StoredResponse
+from ptc_emulator.emulator.storage import ResponseStore, StoredResponse, StoreUnavailable
 from ptc_emulator.emulator.tools.kinds import answer_text
 from ptc_emulator.emulator.tools.toolset import Toolset
 from ptc_emulator.emulator.wire.items import Item, Message, ReasoningItem
@@ -107,9 +108,26 @@ thread (`attempt_off_loop`), and a response whose conversation and output togeth
 finished (usage, body, storing) in one (`complete`); shorter ones cost less than the hop."""
 
 
+_LEFT_OUT_MEANS: dict[str, Any] = {
+    "background": False,
+    "store": True,
+    "metadata": {},
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "parallel_tool_calls": True,
+    "truncation": "disabled",
+}
+"""What a request that leaves each of these out is answered as (`body.response_body` echoes the
+same either way): a request spelling it out is the same request as one leaving it out."""
+
+
 def _digest(request: CreateRequest) -> str:
     """What names a request as the same one sent again: its body as validated, but for how its
-    answer travels (a stream, a socket's lane)."""
+    answer travels (a stream, a socket's lane), and with the values of `_LEFT_OUT_MEANS` spelt
+    out taken as left out (a client resending a continuation with its defaults written in)."""
+    spelt = {name: None for name, meant in _LEFT_OUT_MEANS.items() if getattr(request, name) == meant}
+    if spelt:
+        request = request.model_copy(update=spelt)
     body = request.model_dump_json(exclude={"stream", "stream_options", "stream_id"})
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
@@ -678,6 +696,7 @@ class Engine:
 
         async def work() -> dict[str, Any]:
             try:
+                await self._started(prepared)
                 return await self.complete(prepared)
             except asyncio.CancelledError:
                 raise
@@ -690,6 +709,19 @@ class Engine:
 
         self.background.start(prepared.response_id, work)
         return queued
+
+    async def _started(self, prepared: Prepared) -> None:
+        """A background response's task has begun: stored `in_progress` (the hosted API's
+        queued, in_progress, then its end), unless it was cancelled meanwhile. In a worker
+        thread (the write may wait); with the database away, it stays `queued` until its end."""
+        target = self.store if prepared.store else prepared.local
+        if target is None:
+            return
+        running = self.response(prepared, [], status=ResponseStatus.IN_PROGRESS)
+        previous = prepared.request.previous_response_id
+        record = StoredResponse(running["id"], running, self._input_items(prepared), previous, prepared.scope)
+        with contextlib.suppress(StoreUnavailable):
+            await asyncio.to_thread(target.replace_unfinished, record)
 
 
 def _text_bytes(request: CreateRequest) -> int:

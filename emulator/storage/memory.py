@@ -383,6 +383,13 @@ class MemoryCounts:
                 self._counts.popitem(last=False)
             return seen
 
+    def forget(self, prefix: str, containing: str = "") -> int:
+        with self._lock:
+            gone = [key for key in self._counts if key.startswith(prefix) and containing in key]
+            for key in gone:
+                del self._counts[key]
+            return len(gone)
+
 
 class MemoryStore:
     """Every part in memory."""

@@ -79,6 +79,11 @@ class PostgresCounts:
             self._db.changed("DELETE FROM counts WHERE at < now() - interval '1 day'")
         return int(row[0]) - 1 if row is not None else None
 
+    def forget(self, prefix: str, containing: str = "") -> int:
+        return self._db.changed(
+            "DELETE FROM counts WHERE left(key, %s) = %s AND strpos(key, %s) > 0", (len(prefix), prefix, containing)
+        )
+
 
 class PostgresStore(SqlParts):
     """Every part in the database at `url`; the schema migrated as it opens."""

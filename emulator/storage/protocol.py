@@ -251,6 +251,11 @@ class Counts(Protocol):
         were counted before this one. None, and nothing counted, once `limit` were."""
         ...
 
+    def forget(self, prefix: str, containing: str = "") -> int:
+        """Forget every key that starts with `prefix` and holds `containing` (counted afresh from
+        then on): how many went."""
+        ...
+
 
 class EventLog(Protocol):
     """Events of streams (an Agents API session's), for the replicas sharing a store: rows numbered

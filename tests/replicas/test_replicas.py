@@ -29,6 +29,7 @@ from tests.agents.agents_support import GET_CUSTOMER, customer, events_until, ge
 from tests.conversations.test_concurrent_continuations import Gate
 from tests.replicas.cluster import Cluster
 from tests.replicas.replicas_support import FIXTURES, SECRET, admin, replicas, round_robin_client
+from tests.scenarios.test_faults import counted_afresh
 from tests.support import in_process_http
 
 EXPECTED = "sku_123: 42 units available against 31 requested, so the shortage is 0 units."
@@ -224,6 +225,13 @@ def test_a_faults_times_count_the_deployments_requests(three: list[ServerProcess
     assert statuses == [503, 503, 200, 200, 200, 200]
     faults = [e.get("fault") for e in admin(three[1], "GET", "/journal", headers=scope).json()["data"]]
     assert faults[:2] == ["http_error 503 (1 of 2)", "http_error 503 (2 of 2)"]
+
+
+def test_a_faults_times_are_counted_afresh_deployment_wide(three: list[ServerProcess]) -> None:
+    """Deleted and added again, replaced, or its scope reset, each step on another replica: the
+    fault answers the first request again (the counts, in the database, are forgotten with the
+    scenario)."""
+    counted_afresh([server.root for server in three], "test-refault")
 
 
 def test_a_replica_refuses_to_start_without_a_shared_secret(postgres_url: str, tmp_path: Path) -> None:

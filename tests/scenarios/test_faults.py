@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
-from ptc_emulator.testing.server import PTCEmulator
+from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
 from tests.scenarios.scenarios_support import inventory_tools, run_agent
 
 PING = "(?i)^ping"
@@ -229,3 +231,69 @@ def test_uncut_stream_completes(ptc_emulator: PTCEmulator) -> None:
         final = stream.get_final_response()
     assert events[0] == "response.created" and events[-1] == "response.completed"
     assert final.output_text == "pong " * 20
+
+
+REFAULT = {
+    "name": "refault",
+    "match": {"input": "refault"},
+    "turns": [{"message": "ok", "fault": {"http_error": 503, "times": 1}}],
+}
+
+
+def counted_afresh(urls: list[str], scope: str) -> None:
+    """A fault of `times: 1` answers the first request, then the turn plays; after the scenario is
+    deleted and added again, replaced, or its scope reset and it added again, the fault answers
+    the first request again (before, its count outlived all three: 200 every time). `urls`: the
+    servers' roots, used in turn (replicas: each step on another one)."""
+    headers = {"x-ptc-emulator-scope": scope}
+    turn = iter(range(1_000))
+
+    def url() -> str:
+        return urls[next(turn) % len(urls)]
+
+    def add() -> None:
+        assert httpx.post(f"{url()}/_emulator/scenarios", json=REFAULT, headers=headers, timeout=30).status_code == 201
+
+    def sent() -> list[int]:
+        body = {"model": "m", "input": "refault"}
+        return [
+            httpx.post(f"{url()}/v1/responses", json=body, headers=headers, timeout=30).status_code for _ in range(3)
+        ]
+
+    add()
+    assert sent() == [503, 200, 200]
+    assert httpx.delete(f"{url()}/_emulator/scenarios/refault", headers=headers, timeout=30).status_code == 200
+    add()
+    assert sent() == [503, 200, 200], "deleted and added again"
+    add()
+    assert sent() == [503, 200, 200], "replaced"
+    assert httpx.post(f"{url()}/_emulator/reset", json={}, headers=headers, timeout=30).status_code == 200
+    add()
+    assert sent() == [503, 200, 200], "the scope reset"
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_a_faults_times_are_counted_afresh_when_its_scenario_is_replaced_deleted_or_reset(
+    make_server: Callable[..., EmulatorServer], store: str
+) -> None:
+    server = make_server(store=store)
+    counted_afresh([server.base_url.removesuffix("/v1")], "refault-scope")
+
+
+def test_a_scope_reset_counts_afresh_the_faults_of_an_unscoped_scenario_it_used(
+    make_server: Callable[..., EmulatorServer],
+) -> None:
+    """A scenario added without a scope stays through a scope's reset; the requests of that scope
+    it answered with a fault are counted afresh, those of another scope are not."""
+    root = make_server(store="sqlite").base_url.removesuffix("/v1")
+    assert httpx.post(f"{root}/_emulator/scenarios", json=REFAULT, timeout=30).status_code == 201
+    body = {"model": "m", "input": "refault"}
+
+    def status(scope: str) -> int:
+        headers = {"x-ptc-emulator-scope": scope}
+        return httpx.post(f"{root}/v1/responses", json=body, headers=headers, timeout=30).status_code
+
+    assert [status("a"), status("a"), status("b"), status("b")] == [503, 200, 503, 200]
+    reset = httpx.post(f"{root}/_emulator/reset", json={}, headers={"x-ptc-emulator-scope": "a"}, timeout=30)
+    assert reset.json()["scenarios_removed"] == 0
+    assert [status("a"), status("a"), status("b")] == [503, 200, 200]

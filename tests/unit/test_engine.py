@@ -192,3 +192,37 @@ def test_a_background_response_is_queued_then_finished(runner: FakeRunner) -> No
     assert queued["status"] == "queued"
     assert finished["status"] == "completed" and finished["id"] == queued["id"]
     assert [i["type"] for i in finished["output"]] == ["program", "function_call", "function_call"]
+
+
+class _HeldRunner(FakeRunner):
+    """The fake runner, its runs held at their start until the test lets them go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def run(self, program: Any, client: str = "") -> Any:
+        self.entered.set()
+        await self.release.wait()
+        return await super().run(program, client)
+
+
+def test_a_background_response_reads_in_progress_while_it_runs() -> None:
+    """Queued when created, `in_progress` once its task runs (held in its program), then
+    completed: the hosted API's statuses (before, it read `queued` until it finished)."""
+    runner = _HeldRunner()
+    runner.define(CODE, FANOUT)
+    engine = make_engine(runner)
+
+    async def scenario() -> tuple[str, str, str]:
+        request = CreateRequest.model_validate({"model": "m", "input": js(CODE), "tools": TOOLS, "background": True})
+        queued = await engine.create(request)
+        task = engine.background._tasks[queued["id"]]
+        await runner.entered.wait()
+        running = engine.retrieve(queued["id"], scope=None)
+        runner.release.set()
+        await asyncio.gather(task, return_exceptions=True)
+        return queued["status"], running["status"], engine.retrieve(queued["id"], scope=None)["status"]
+
+    assert asyncio.run(scenario()) == ("queued", "in_progress", "completed")

@@ -25,11 +25,40 @@ def _programs(fake_runner: FakeRunner) -> None:
     fake_runner.define(CODE, ADD)
 
 
-def _continue(unit_http: TestClient, paused: dict[str, Any], output: str) -> Any:
+def _continue(unit_http: TestClient, paused: dict[str, Any], output: str, **more: Any) -> Any:
     call = paused["output"][-1]
     answer = {"type": "function_call_output", "call_id": call["call_id"], "caller": call["caller"], "output": output}
-    body = {"model": "m", "tools": TOOLS, "previous_response_id": paused["id"], "input": [answer]}
+    body = {"model": "m", "tools": TOOLS, "previous_response_id": paused["id"], "input": [answer], **more}
     return unit_http.post("/v1/responses", json=body)
+
+
+DEFAULTS = {
+    "background": False,
+    "store": True,
+    "metadata": {},
+    "temperature": 1,
+    "top_p": 1.0,
+    "parallel_tool_calls": True,
+    "truncation": "disabled",
+}
+
+
+def test_a_continuation_resent_with_its_defaults_spelt_out_gets_the_kept_answer(unit_http: TestClient) -> None:
+    """The same continuation sent again, with the values leaving them out means written in (or
+    the reverse): the same request, answered with the response kept. Before, the 400 of a fork."""
+    paused = unit_http.post("/v1/responses", json={"model": "m", "tools": TOOLS, "input": f"```js\n{CODE}\n```"}).json()
+    first = _continue(unit_http, paused, "11")
+    assert first.status_code == 200, first.text[:300]
+    again = _continue(unit_http, paused, "11", **DEFAULTS)
+    assert again.status_code == 200, again.text[:300]
+    assert again.json() == first.json()
+    other = unit_http.post("/v1/responses", json={"model": "m", "tools": TOOLS, "input": f"```js\n{CODE}\n```"}).json()
+    spelt = _continue(unit_http, other, "11", **DEFAULTS)
+    assert spelt.status_code == 200, spelt.text[:300]
+    assert _continue(unit_http, other, "11").json() == spelt.json()
+    hotter = _continue(unit_http, other, "11", temperature=0.5)
+    assert hotter.status_code == 400, "another value is another request"
+    assert hotter.json()["error"]["code"] == "previous_response_continued"
 
 
 def test_a_later_fork_of_a_paused_program_is_told_it_came_second(unit_http: TestClient) -> None:

@@ -34,6 +34,7 @@ from tests.unit.test_store_contract import (  # noqa: F401 (collected here too)
     test_conversations_create_get_update_delete,
     test_conversations_return_copies,
     test_counts_count_up_to_their_limit,
+    test_counts_forgotten_by_prefix_and_part_count_afresh,
     test_journal_append_list_clear_by_scope,
     test_journal_keeps_its_bounds_oldest_first,
     test_leases_have_one_owner_until_released_or_expired,

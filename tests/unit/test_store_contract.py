@@ -465,6 +465,18 @@ def test_counts_count_up_to_their_limit(store: Store) -> None:
     assert counts.take("zero", 0) is None
 
 
+def test_counts_forgotten_by_prefix_and_part_count_afresh(store: Store) -> None:
+    counts = store.counts
+    for key in ("fault a x 1", "fault a y 2", "fault b x 3", "other a"):
+        assert counts.take(key, 1) == 0 and counts.take(key, 1) is None
+    assert counts.forget("fault a ") == 2
+    assert counts.take("fault a x 1", 1) == 0 and counts.take("fault b x 3", 1) is None
+    assert counts.forget("fault ", " x ") == 2, "the keys holding ' x ', whatever their prefix's rest"
+    assert counts.take("fault a x 1", 1) == 0 and counts.take("fault a y 2", 1) == 0
+    assert counts.forget("fault ") == 2 and counts.forget("fault ") == 0
+    assert counts.take("other a", 1) is None, "a key of another prefix stays"
+
+
 def test_journal_append_list_clear_by_scope(store: Store) -> None:
     log = store.journal
     seqs = [log.next_seq() for _ in range(3)]

@@ -4,7 +4,9 @@ A fault belongs to the response that starts its turn, not to the responses that 
 program the turn started. An HTTP error answers the first `times` requests for one conversation
 state, so the SDK's retries of the same request see it and then get through. The requests are
 counted by the store's `Counts` when one is given: with a store replicas share, `times` counts
-the deployment's requests, whichever replica answers each.
+the deployment's requests, whichever replica answers each. A scenario's counts are forgotten
+when it is replaced or deleted, and a scope's when it is reset (`forget_counts`): the scenario
+added again fails afresh.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ptc_emulator.emulator.storage import Counts
 from ptc_emulator.emulator.wire.items import Item, dump
 from ptc_emulator.sandbox import Failed, Limits
 
-__all__ = ["FaultInjector", "InjectedHTTPError", "describe", "forced_failure"]
+__all__ = ["FaultInjector", "InjectedHTTPError", "describe", "forced_failure", "forget_counts"]
 
 
 def _injected(status: int) -> EmulatorError:
@@ -33,20 +35,40 @@ def _injected(status: int) -> EmulatorError:
     return messages.server_error()
 
 
+def _part(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value).encode("utf-8")).hexdigest()[:32]
+
+
+def forget_counts(counts: Counts, scope: str | None, name: str | None = None, *, every: bool = False) -> int:
+    """The requests counted for the faults of scenario `name` of `scope` (whichever scope asked)
+    forgotten; without `name`, those of every scenario of `scope` and those of every request
+    in `scope`; with `every`, all of them. How many counts went.
+
+    A key is `fault <scenario's scope> <name> <request's scope> <turn and state>`, each part a
+    hash of 32 hex digits: a scope's part found anywhere in a key is that scope's."""
+    if every:
+        return counts.forget("fault ")
+    if name is not None:
+        return counts.forget(f"fault {_part(scope)} {_part(name)} ")
+    return counts.forget("fault ", f" {_part(scope)} ")
+
+
 class FaultInjector:
     def __init__(self, remember: int = 10_000, counts: Counts | None = None) -> None:
-        self._seen: OrderedDict[tuple[Any, ...], int] = OrderedDict()
+        self._seen: OrderedDict[str, int] = OrderedDict()
         self._remember = remember
         self.counts = counts
         """Where the requests a fault answered are counted (None: in this object)."""
 
     def http_error(self, fault: Fault, key: tuple[Any, ...], items: list[Item]) -> str | None:
         """Raise the fault's HTTP error if this conversation state has not had it `times` times yet.
+        `key`: the scenario's scope and name, the request's scope, the turn.
 
         Returns what the fault does to the response otherwise (for the journal)."""
         if fault.http_error is None:
             return describe(fault)
-        state = (*key, _digest(items))
+        own, name, scope, *rest = key
+        state = f"fault {_part(own)} {_part(name)} {_part(scope)} {_part([*rest, _digest(items)])}"
         seen = self._take(state, fault.times)
         if seen is None:
             return describe(fault)
@@ -66,12 +88,11 @@ class FaultInjector:
             what=f"http_error {fault.http_error} ({seen + 1} of {fault.times})",
         )
 
-    def _take(self, state: tuple[Any, ...], times: int) -> int | None:
+    def _take(self, state: str, times: int) -> int | None:
         """Count one more request answered in this conversation state, unless `times` were: how
         many were before (None: `times` were)."""
         if self.counts is not None:
-            key = hashlib.sha256(json.dumps(["fault", *state]).encode("utf-8")).hexdigest()
-            return self.counts.take(key, times)
+            return self.counts.take(state, times)
         seen = self._seen.get(state, 0)
         if seen >= times:
             return None

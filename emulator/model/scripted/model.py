@@ -116,7 +116,8 @@ class ScriptedModel:
         fault = script.turns[turn].fault if conv.open_program is None and turn < len(script.turns) else None
         if fault is not None:
             try:
-                trace.fault = self.faults.http_error(fault, (scope, script.name, turn), conv.items)
+                own = script.scenario.scope if script.scenario is not None else None
+                trace.fault = self.faults.http_error(fault, (own, script.name, scope, turn), conv.items)
             except InjectedHTTPError as e:
                 trace.fault = e.what
                 raise
