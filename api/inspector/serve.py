@@ -22,7 +22,7 @@ from ptc_emulator.api import guards
 from ptc_emulator.api.inspector import UI_PATH
 from ptc_emulator.api.inspector.trace import trace_html, trace_page, trace_policy
 
-__all__ = ["TraceError", "TraceServer", "load_trace"]
+__all__ = ["TraceError", "TraceServer", "load_trace", "shape_problem"]
 
 
 class TraceError(ValueError):
@@ -79,6 +79,39 @@ MAX_TRACE_BYTES = 128 * 2**20
 """The largest trace file `inspect` reads: the journal's 64 MiB of compact JSON bodies, twice over
 for a trace's indented JSON and the entries' own fields. Larger is refused before any of it is read
 (a file whose size is not told, read to one byte past it)."""
+
+
+MAX_TRACE_VALUES = 4_000_000
+"""The most JSON values a trace file may hold (each array or object, each number, string or
+literal, an object's keys counted too): counted before anything is parsed, so a small file of
+tiny values (16 MiB of `[],` is 5.6 million lists, which took 606 MB and 13 s) is refused
+before it costs memory. A file at this bound is read in about 1 GB (docs/limits.md); the byte
+bound alone let one of tiny values take 4.5 GB."""
+
+# A value starts the text, or follows `[`, `,` or `:` (an object's key follows `{` or `,`): their
+# number outside strings, plus one, bounds the values and keys. Counted first with `str.count`
+# (strings' own commas and colons counted too: an overcount), and only past the bound exactly,
+# one match per `[`, `{`, `,` or `:` outside strings, what lies between skipped in C. A quote that
+# opens no string, or the text's end, stops the count: the text is not JSON then, and the parser
+# that follows says so.
+_STRUCTURE = "[{,:"
+_OUTSIDE_STRINGS = re.compile(r'(?>"[^"\\]*(?:\\.[^"\\]*)*"|[^"\[{,:]++)*+(?:([\[{,:])|"|\Z)')
+
+
+def _count_values(path: Path, text: str) -> None:
+    """Refuse `text` if it holds more than `MAX_TRACE_VALUES` values and keys."""
+    if sum(text.count(c) for c in _STRUCTURE) + 1 <= MAX_TRACE_VALUES:
+        return
+    found = 1
+    for match in _OUTSIDE_STRINGS.finditer(text):
+        if match.lastindex is None:
+            return
+        found += 1
+        if found > MAX_TRACE_VALUES:
+            raise TraceError(
+                f"{path}: more than {MAX_TRACE_VALUES} JSON values and keys, more than inspect reads: "
+                "not a trace (refused unparsed)"
+            )
 
 
 _LONG_INTEGER = "an integer of more than 4300 digits"
@@ -180,7 +213,9 @@ def _page(path: Path, text: str) -> bytes:
         if start < 0 or end < 0:
             raise TraceError(f"{path}: not a ptc-emulator trace (no trace data in the page)")
         try:
-            data = _counted(path, text[start + len(opening) : end], ("conversations",), "conversations")
+            section = text[start + len(opening) : end]
+            _count_values(path, section)
+            data = _counted(path, section, ("conversations",), "conversations")
         except TraceError:  # (a ValueError too)
             raise
         except _NotFinite as error:
@@ -191,10 +226,24 @@ def _page(path: Path, text: str) -> bytes:
             raise TraceError(f"{path}: not a ptc-emulator trace (its data is not JSON: {_LONG_INTEGER})") from error
         if not isinstance(data, dict) or not isinstance(data.get("conversations"), list):
             raise TraceError(f"{path}: not a ptc-emulator trace (its data has no conversations)")
-        return trace_page(
-            {"title": str(data.get("title") or path.name), "conversations": data["conversations"]}
-        ).encode("utf-8")
+        # Only the conversations' entries are read: their summaries, figures and programs are made
+        # again from them, as for a JSON trace, so the page reads nothing the file shaped but entries.
+        entries: list[Any] = []
+        for n, each in enumerate(data["conversations"]):
+            if not isinstance(each, dict) or not isinstance(each.get("entries"), list):
+                raise TraceError(
+                    f"{path}: not a ptc-emulator trace (conversation {n} is not an object with a list of entries)"
+                )
+            entries.extend(each["entries"])
+            if len(entries) > MAX_TRACE_ENTRIES:
+                raise TraceError(
+                    f"{path}: more than {MAX_TRACE_ENTRIES} journal entries, more than the server's journal holds: "
+                    "not a trace"
+                )
+        title = data.get("title")
+        return _made(path, entries, title if isinstance(title, str) and title else path.name)
     try:
+        _count_values(path, text)
         data = _counted(path, text, ("journal", "data"))
     except TraceError:  # (a ValueError too)
         raise
@@ -211,6 +260,17 @@ def _page(path: Path, text: str) -> bytes:
             f"{path}: not a journal: expected a trace's JSON ('journal': [...]), the body of "
             "GET /_emulator/journal ('data': [...]) or a list of its entries"
         )
+    return _made(path, entries, title)
+
+
+def _made(path: Path, entries: list[Any], title: str) -> bytes:
+    """The page for these entries, once each has the shapes the page reads (`shape_problem`)."""
+    for n, entry in enumerate(entries):
+        problem = shape_problem(entry)
+        if problem is not None:
+            seq = entry.get("seq") if isinstance(entry, dict) else None
+            which = f"entry {n}" + (f" (seq {seq})" if isinstance(seq, int) and not isinstance(seq, bool) else "")
+            raise TraceError(f"{path}: not a ptc-emulator journal ({which}: {problem})")
     try:
         return trace_html(entries, title=title).encode("utf-8")
     except UnicodeError:  # a lone surrogate: said as such by `load_trace`
@@ -221,6 +281,65 @@ def _page(path: Path, text: str) -> bytes:
         raise TraceError(
             f"{path}: not a ptc-emulator journal (an entry is malformed: {type(error).__name__}: {error})"
         ) from error
+
+
+def _optional(value: Any, kind: type | tuple[type, ...]) -> bool:
+    return value is None or isinstance(value, kind)
+
+
+def _objects(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, dict) for item in value)
+
+
+def shape_problem(entry: Any) -> str | None:
+    """What in a journal entry has another shape than the server writes and the page reads
+    (`api/static/inspector/inspector.js`), or None. The fields the server writes are checked: the
+    entry's own (`route`, `contract`, `images`, `figures`, `near_miss`) and the response's output;
+    the request is the client's, anything it sent, and the page reads it as such."""
+    if not isinstance(entry, dict):
+        return "not an object"
+    route = entry.get("route")
+    if not (route is None or (isinstance(route, list) and all(isinstance(hop, str) for hop in route))):
+        return "'route' is not a list of strings"
+    if not (entry.get("contract") is None or _objects(entry.get("contract"))):
+        return "'contract' is not a list of objects"
+    if not _optional(entry.get("images"), list):
+        return "'images' is not a list"
+    if not _optional(entry.get("figures"), dict):
+        return "'figures' is not an object"
+    near_miss = entry.get("near_miss")
+    if not _optional(near_miss, dict) or (
+        isinstance(near_miss, dict) and not (near_miss.get("near_misses") is None or _objects(near_miss["near_misses"]))
+    ):
+        return "'near_miss' is not an object with a list of objects in 'near_misses'"
+    response = entry.get("response")
+    if not isinstance(response, dict) or response.get("output") is None:
+        return None
+    output = response["output"]
+    if not isinstance(output, list):
+        return "the response's 'output' is not a list"
+    for n, item in enumerate(output):
+        problem = _item_problem(item)
+        if problem is not None:
+            return f"the response's output item {n} {problem}"
+    return None
+
+
+def _item_problem(item: Any) -> str | None:
+    if not isinstance(item, dict):
+        return "is not an object"
+    if not isinstance(item.get("type"), str):
+        return "has no 'type' string"
+    for key in ("code", "call_id", "name", "role", "status"):
+        if not _optional(item.get(key), str):
+            return f"has a '{key}' that is not a string"
+    for key in ("summary", "content"):
+        if item["type"] == "reasoning" and not (item.get(key) is None or _objects(item[key])):
+            return f"has a '{key}' that is not a list of objects"
+    caller = item.get("caller")
+    if not _optional(caller, dict) or (isinstance(caller, dict) and not _optional(caller.get("type"), str)):
+        return "has a 'caller' that is not an object with a 'type' string"
+    return None
 
 
 def _handler(page: bytes) -> type[BaseHTTPRequestHandler]:
