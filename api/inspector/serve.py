@@ -54,7 +54,10 @@ def load_trace(path: Path) -> bytes:
             raw = file.read(MAX_TRACE_BYTES + 1)
             if len(raw) > MAX_TRACE_BYTES:
                 raise TraceError(f"{path}: larger than {MAX_TRACE_BYTES} bytes: not a trace")
-            text = raw.decode("utf-8")
+            # The file's text in a list that `_page` empties: it lets go of it once parsed (with
+            # the bytes let go of here), not when the page is made (each is up to 128 MiB).
+            text = [raw.decode("utf-8")]
+            del raw
     except UnicodeDecodeError as error:
         raise TraceError(f"{path}: cannot read it ({error})") from error
     except OSError as error:  # its strerror only: the error's filename may be a descriptor's number
@@ -82,11 +85,11 @@ for a trace's indented JSON and the entries' own fields. Larger is refused befor
 
 
 MAX_TRACE_VALUES = 4_000_000
-"""The most JSON values a trace file may hold (each array or object, each number, string or
-literal, an object's keys counted too): counted before anything is parsed, so a small file of
-tiny values (16 MiB of `[],` is 5.6 million lists, which took 606 MB and 13 s) is refused
-before it costs memory. A file at this bound is read in about 1 GB (docs/limits.md); the byte
-bound alone let one of tiny values take 4.5 GB."""
+"""The most JSON values and keys a trace file may hold, counted as the characters `[`, `{`, `,`
+and `:` outside strings (every value and key but the first follows one), before anything is
+parsed: 16 MiB of `[],` (5.6 million empty lists, under the byte bound) took 606 MB and 13 s, the
+byte bound alone let such a file take 4.5 GB. A file of tiny values at this bound takes some
+240 MB; one of long strings at the byte bound some 960 MB (docs/limits.md, bench/inspect_memory.py)."""
 
 # A value starts the text, or follows `[`, `,` or `:` (an object's key follows `{` or `,`): their
 # number outside strings, plus one, bounds the values and keys. Counted first with `str.count`
@@ -203,7 +206,9 @@ def _counted(path: Path, text: str, lists: tuple[str, ...], what: str = "journal
     return data
 
 
-def _page(path: Path, text: str) -> bytes:
+def _page(path: Path, source: list[str]) -> bytes:
+    """The page for a file's text, `source`'s one item, taken out of it."""
+    text = source.pop()
     if path.suffix.lower() in (".html", ".htm"):
         # Only the trace's data is taken from the file; the page around it is the emulator's own,
         # so a crafted page holding `id="ptc-trace"` runs none of its scripts.
@@ -212,8 +217,9 @@ def _page(path: Path, text: str) -> bytes:
         end = text.find("</script>", start) if start >= 0 else -1
         if start < 0 or end < 0:
             raise TraceError(f"{path}: not a ptc-emulator trace (no trace data in the page)")
+        section = text[start + len(opening) : end]
+        del text
         try:
-            section = text[start + len(opening) : end]
             _count_values(path, section)
             data = _counted(path, section, ("conversations",), "conversations")
         except TraceError:  # (a ValueError too)
@@ -224,6 +230,7 @@ def _page(path: Path, text: str) -> bytes:
             raise TraceError(f"{path}: not a ptc-emulator trace (its data is not JSON: {error.msg})") from error
         except ValueError as error:  # what Python's parser raises for the one number it will not read
             raise TraceError(f"{path}: not a ptc-emulator trace (its data is not JSON: {_LONG_INTEGER})") from error
+        del section
         if not isinstance(data, dict) or not isinstance(data.get("conversations"), list):
             raise TraceError(f"{path}: not a ptc-emulator trace (its data has no conversations)")
         # Only the conversations' entries are read: their summaries, figures and programs are made
@@ -253,6 +260,7 @@ def _page(path: Path, text: str) -> bytes:
         raise TraceError(f"{path}: not JSON ({error.msg}, line {error.lineno})") from error
     except ValueError as error:
         raise TraceError(f"{path}: not JSON ({_LONG_INTEGER})") from error
+    del text
     title = str(data.get("test") or path.name) if isinstance(data, dict) else path.name
     entries = data.get("journal", data.get("data")) if isinstance(data, dict) else data
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):

@@ -12,7 +12,14 @@ import httpx
 import pytest
 
 from ptc_emulator.api.inspector import serve
-from ptc_emulator.api.inspector.serve import MAX_TRACE_BYTES, MAX_TRACE_ENTRIES, TraceError, TraceServer, load_trace
+from ptc_emulator.api.inspector.serve import (
+    MAX_TRACE_BYTES,
+    MAX_TRACE_ENTRIES,
+    MAX_TRACE_VALUES,
+    TraceError,
+    TraceServer,
+    load_trace,
+)
 from ptc_emulator.emulator.journal.entries import Journal
 from tests.cli.test_cli import run
 
@@ -140,3 +147,33 @@ def test_the_served_page_may_be_framed_by_no_page(tmp_path: Path) -> None:
         server.stop()
     assert page.status_code == 200
     assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+
+
+def test_a_file_of_more_values_than_the_bound_is_refused_in_one_line_before_it_is_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """16 MiB of `{"journal": [{"seq": 1, "request": {"input": [[], [], ...]}}]}` (5.6 million lists,
+    under the byte bound) took 606 MB and 13 s before it was served. The values and keys are now
+    counted before anything is parsed: past `MAX_TRACE_VALUES` the file is one line, exit status 2."""
+    lists = MAX_TRACE_VALUES // 2 + 1  # each `[],` is an opening bracket and a comma
+    path = tmp_path / "tiny.json"
+    path.write_text('{"journal": [{"seq": 1, "request": {"input": [' + ",".join(["[]"] * lists) + "]}}]}")
+    done = run("inspect", str(path), timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        f"ptc-emulator: {path}: more than {MAX_TRACE_VALUES} JSON values and keys, more than inspect reads: "
+        "not a trace (refused unparsed)"
+    )
+    parsed: list[str] = []
+    monkeypatch.setattr(serve, "_counted", lambda *args: parsed.append("parsed"))
+    with pytest.raises(TraceError, match="JSON values and keys"):
+        load_trace(path)
+    assert parsed == []
+
+
+def test_what_strings_hold_is_not_counted_as_values(tmp_path: Path) -> None:
+    """The count is of `[`, `{`, `,` and `:` outside strings: a message full of commas is one value."""
+    path = tmp_path / "commas.json"
+    text = ",:[{" * (MAX_TRACE_VALUES // 2) + '\\"'
+    path.write_text(json.dumps({"journal": [{"seq": 1, "status": 200, "request": {"input": text}}]}))
+    assert b'id="ptc-trace"' in load_trace(path)
