@@ -20,7 +20,7 @@ import pytest
 from ptc_emulator.api import inspector
 from ptc_emulator.api.inspector import trace
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.emulator import collector
+from ptc_emulator.emulator import collector, jsonpieces
 from ptc_emulator.testing.server import EmulatorServer
 from tests.usage.held import Held, others_answered_while_held
 
@@ -99,3 +99,22 @@ def test_a_trace_is_made_with_full_collections_held_off_and_encoded_off_the_loop
     assert held == [True]
     assert on_loop == [False]
     assert not collector.held()  # let go once answered
+
+
+def test_a_long_journal_body_is_read_a_piece_at_a_time_for_a_trace(
+    server: EmulatorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every entry's bodies are parsed for a trace; a long one was one `json.loads`, which holds the
+    interpreter (the event loop's thread too) for the whole body, 16 MiB at most. It is now read a
+    piece at a time (`jsonpieces.loads`), the other threads let in between pieces: counted, not timed."""
+    items = [{"type": "message", "role": "user", "content": f"turn {n}"} for n in range(8000)]
+    with httpx.Client(base_url=server.base_url, timeout=60) as http:
+        http.post("/responses", json={"model": "m", "input": items, "store": False})  # a body over 256 KiB
+    pauses: list[int] = []
+    pause = jsonpieces.between
+    monkeypatch.setattr(jsonpieces, "between", lambda: (pauses.append(1), pause())[1])
+    root = server.base_url.removesuffix("/v1")
+    page = httpx.get(f"{root}/_emulator/inspector/trace.json?test=t", timeout=300)
+    assert page.status_code == 200
+    assert "turn 7999" in page.text
+    assert len(pauses) >= 2
