@@ -370,16 +370,30 @@ def _handler(page: bytes) -> type[BaseHTTPRequestHandler]:
                     404, b"Not found: this server serves one trace, at " + UI_PATH.encode() + b"\n", "text/plain"
                 )
 
-        def _send(self, status: int, body: bytes, media: str) -> None:
+        def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+            """The standard library's refusals (another method than GET: 501; a malformed request
+            line or header: 400, 414, 431) as plain text with the same headers as every answer
+            here, not its HTML error page without them."""
+            phrase = self.responses.get(code, ("Error", ""))[0]
+            text = f"{code} {phrase}: this server serves one trace, at {UI_PATH}, to GET requests.\n"
+            self.close_connection = True
+            if self.request_version == "HTTP/0.9":  # (a line it could not read: its head is written too)
+                self.request_version = "HTTP/1.0"
+            self._send(code, text.encode(), "text/plain; charset=utf-8", body_sent=self.command != "HEAD")
+
+        def _send(self, status: int, body: bytes, media: str, *, body_sent: bool = True) -> None:
             self.send_response(status)
             self.send_header("Content-Type", media)
             self.send_header("Content-Length", str(len(body)))
+            if self.close_connection:
+                self.send_header("Connection", "close")
             self.send_header("Cache-Control", "no-cache")
             self.send_header("X-Content-Type-Options", "nosniff")
             # The server's own trace page's policy (`/_emulator/inspector/trace.html`): no page may frame it.
             self.send_header("Content-Security-Policy", trace_policy() + "; frame-ancestors 'none'")
             self.end_headers()
-            self.wfile.write(body)
+            if body_sent:
+                self.wfile.write(body)
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the standard library's name)
             pass

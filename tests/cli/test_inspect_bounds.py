@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 
 import httpx
 import pytest
 
-from ptc_emulator.api.inspector import serve
+from ptc_emulator.api.inspector import UI_PATH, serve
 from ptc_emulator.api.inspector.serve import (
     MAX_TRACE_BYTES,
     MAX_TRACE_ENTRIES,
@@ -177,3 +178,36 @@ def test_what_strings_hold_is_not_counted_as_values(tmp_path: Path) -> None:
     text = ",:[{" * (MAX_TRACE_VALUES // 2) + '\\"'
     path.write_text(json.dumps({"journal": [{"seq": 1, "status": 200, "request": {"input": text}}]}))
     assert b'id="ptc-trace"' in load_trace(path)
+
+
+def test_other_methods_and_malformed_requests_are_refused_with_the_same_headers(tmp_path: Path) -> None:
+    """They were the standard library's HTML error page (501, 400), without the policy and nosniff
+    headers every other answer of this server carries."""
+    path = tmp_path / "journal.json"
+    path.write_text('[{"seq": 1, "status": 200}]')
+    server = TraceServer(load_trace(path)).start()
+    try:
+        answers = [httpx.request(method, server.url, timeout=30) for method in ("POST", "PUT", "HEAD", "OPTIONS")]
+        raws = []
+        for line in (b"GARBAGE\r\n\r\n", b"GET / HTTP/x.y\r\n\r\n", b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n"):
+            with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+                sock.sendall(line)
+                raw = b""
+                while chunk := sock.recv(65536):
+                    raw += chunk
+            raws.append(raw)
+    finally:
+        server.stop()
+    for answer in answers:
+        assert answer.status_code == 501, answer
+        assert answer.headers["content-type"] == "text/plain; charset=utf-8"
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
+    assert answers[0].text == f"501 Not Implemented: this server serves one trace, at {UI_PATH}, to GET requests.\n"
+    assert answers[2].text == ""  # (HEAD)
+    for raw, code in zip(raws, (b"400", b"400", b"414"), strict=True):
+        head, _, body = raw.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.0 " + code + b" "), head
+        assert b"X-Content-Type-Options: nosniff" in head and b"Content-Security-Policy: " in head
+        assert b"Content-Type: text/plain; charset=utf-8" in head
+        assert body.startswith(code + b" "), body
