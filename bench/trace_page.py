@@ -110,7 +110,9 @@ def main() -> None:
     for key in ("health max ms", "health median ms", "page s", "page MB"):
         row = [statistics.median(r[key] for r in results) for results in by_mode.values()]
         print(f"  {key:18}" + "".join(f"{v:12.2f}" for v in row))
-    print(f"  {'worst health ms':18}" + "".join(f"{max(r['health max ms'] for r in rs):12.2f}" for rs in by_mode.values()))
+    print(
+        f"  {'worst health ms':18}" + "".join(f"{max(r['health max ms'] for r in rs):12.2f}" for rs in by_mode.values())
+    )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from typing import Any
 
 from ptc_emulator.api import guards
 from ptc_emulator.api.inspector import UI_PATH
-from ptc_emulator.api.inspector.trace import trace_html, trace_page, trace_policy
+from ptc_emulator.api.inspector.trace import trace_html, trace_policy
 
 __all__ = ["TraceError", "TraceServer", "load_trace", "shape_problem"]
 
@@ -262,13 +262,13 @@ def _page(path: Path, source: list[str]) -> bytes:
         raise TraceError(f"{path}: not JSON ({_LONG_INTEGER})") from error
     del text
     title = str(data.get("test") or path.name) if isinstance(data, dict) else path.name
-    entries = data.get("journal", data.get("data")) if isinstance(data, dict) else data
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+    found = data.get("journal", data.get("data")) if isinstance(data, dict) else data
+    if not isinstance(found, list) or not all(isinstance(e, dict) for e in found):
         raise TraceError(
             f"{path}: not a journal: expected a trace's JSON ('journal': [...]), the body of "
             "GET /_emulator/journal ('data': [...]) or a list of its entries"
         )
-    return _made(path, entries, title)
+    return _made(path, found, title)
 
 
 def _made(path: Path, entries: list[Any], title: str) -> bytes:

@@ -22,7 +22,11 @@ ENTRY: dict[str, Any] = {
     "path": "/v1/responses",
     "status": 200,
     "request": {"model": "gpt-test", "input": "hi"},
-    "response": {"id": "resp_1", "status": "completed", "output": [{"type": "message", "role": "assistant", "content": []}]},
+    "response": {
+        "id": "resp_1",
+        "status": "completed",
+        "output": [{"type": "message", "role": "assistant", "content": []}],
+    },
     "route": ["scenario"],
     "contract": [],
 }
