@@ -15,7 +15,8 @@ took, or the one line it refused the file with. The files:
 * `tiny-at-bound`: the same with as many lists as the value bound lets through (2 million lists,
   4 million of the characters counted, 6 MiB);
 * `strings-64mib`: 64 entries, each a request whose input is one message of 1 MiB of text, then the
-  same text in the response (a journal of long bodies, just under the 128 MiB file bound).
+  same text in the response (a journal of long bodies, just under the 128 MiB file bound);
+* `both-at-bounds`: the two at once, just under both bounds (60 such entries and 2 million lists).
 
 Medians of `--runs`; the machine's load (1 minute) is printed before and after.
 """
@@ -34,7 +35,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FILES = ("tiny-16mib", "tiny-at-bound", "strings-64mib")
+FILES = ("tiny-16mib", "tiny-at-bound", "strings-64mib", "both-at-bounds")
 
 
 def child(mode: str, path: str) -> None:
@@ -66,6 +67,7 @@ def write(kind: str, folder: Path) -> Path:
             file.write("]}}]}")
         else:
             text = "a" * (2**20 - 4096)
+            many = 64 if kind == "strings-64mib" else 60
             entries = [
                 {
                     "seq": n,
@@ -73,8 +75,10 @@ def write(kind: str, folder: Path) -> Path:
                     "request": {"input": [{"type": "message", "role": "user", "content": text}]},
                     "response": {"output": [{"type": "message", "role": "assistant", "content": text}]},
                 }
-                for n in range(1, 65)
+                for n in range(1, many + 1)
             ]
+            if kind == "both-at-bounds":
+                entries.append({"seq": many + 1, "status": 200, "request": {"input": [[]] * ((4_000_000 - 2000) // 2)}})
             json.dump({"object": "emulator.trace", "test": "t", "journal": entries}, file)
     return path
 
