@@ -20,9 +20,9 @@ from typing import Any
 
 from ptc_emulator.api import guards
 from ptc_emulator.api.inspector import UI_PATH
-from ptc_emulator.api.inspector.trace import trace_html, trace_page, trace_policy
+from ptc_emulator.api.inspector.trace import trace_html, trace_policy
 
-__all__ = ["TraceError", "TraceServer", "load_trace"]
+__all__ = ["TraceError", "TraceServer", "load_trace", "shape_problem"]
 
 
 class TraceError(ValueError):
@@ -54,7 +54,10 @@ def load_trace(path: Path) -> bytes:
             raw = file.read(MAX_TRACE_BYTES + 1)
             if len(raw) > MAX_TRACE_BYTES:
                 raise TraceError(f"{path}: larger than {MAX_TRACE_BYTES} bytes: not a trace")
-            text = raw.decode("utf-8")
+            # The file's text in a list that `_page` empties: it lets go of it once parsed (with
+            # the bytes let go of here), not when the page is made (each is up to 128 MiB).
+            text = [raw.decode("utf-8")]
+            del raw
     except UnicodeDecodeError as error:
         raise TraceError(f"{path}: cannot read it ({error})") from error
     except OSError as error:  # its strerror only: the error's filename may be a descriptor's number
@@ -79,6 +82,39 @@ MAX_TRACE_BYTES = 128 * 2**20
 """The largest trace file `inspect` reads: the journal's 64 MiB of compact JSON bodies, twice over
 for a trace's indented JSON and the entries' own fields. Larger is refused before any of it is read
 (a file whose size is not told, read to one byte past it)."""
+
+
+MAX_TRACE_VALUES = 4_000_000
+"""The most JSON values and keys a trace file may hold, counted as the characters `[`, `{`, `,`
+and `:` outside strings (every value and key but the first follows one), before anything is
+parsed: 16 MiB of `[],` (5.6 million empty lists, under the byte bound) took 606 MB and 13 s, the
+byte bound alone let such a file take 4.5 GB. A file of tiny values at this bound takes some
+240 MB; one of long strings at the byte bound some 960 MB (docs/limits.md, bench/inspect_memory.py)."""
+
+# A value starts the text, or follows `[`, `,` or `:` (an object's key follows `{` or `,`): their
+# number outside strings, plus one, bounds the values and keys. Counted first with `str.count`
+# (strings' own commas and colons counted too: an overcount), and only past the bound exactly,
+# one match per `[`, `{`, `,` or `:` outside strings, what lies between skipped in C. A quote that
+# opens no string, or the text's end, stops the count: the text is not JSON then, and the parser
+# that follows says so.
+_STRUCTURE = "[{,:"
+_OUTSIDE_STRINGS = re.compile(r'(?>"[^"\\]*(?:\\.[^"\\]*)*"|[^"\[{,:]++)*+(?:([\[{,:])|"|\Z)')
+
+
+def _count_values(path: Path, text: str) -> None:
+    """Refuse `text` if it holds more than `MAX_TRACE_VALUES` values and keys."""
+    if sum(text.count(c) for c in _STRUCTURE) + 1 <= MAX_TRACE_VALUES:
+        return
+    found = 1
+    for match in _OUTSIDE_STRINGS.finditer(text):
+        if match.lastindex is None:
+            return
+        found += 1
+        if found > MAX_TRACE_VALUES:
+            raise TraceError(
+                f"{path}: more than {MAX_TRACE_VALUES} JSON values and keys, more than inspect reads: "
+                "not a trace (refused unparsed)"
+            )
 
 
 _LONG_INTEGER = "an integer of more than 4300 digits"
@@ -170,7 +206,9 @@ def _counted(path: Path, text: str, lists: tuple[str, ...], what: str = "journal
     return data
 
 
-def _page(path: Path, text: str) -> bytes:
+def _page(path: Path, source: list[str]) -> bytes:
+    """The page for a file's text, `source`'s one item, taken out of it."""
+    text = source.pop()
     if path.suffix.lower() in (".html", ".htm"):
         # Only the trace's data is taken from the file; the page around it is the emulator's own,
         # so a crafted page holding `id="ptc-trace"` runs none of its scripts.
@@ -179,8 +217,11 @@ def _page(path: Path, text: str) -> bytes:
         end = text.find("</script>", start) if start >= 0 else -1
         if start < 0 or end < 0:
             raise TraceError(f"{path}: not a ptc-emulator trace (no trace data in the page)")
+        section = text[start + len(opening) : end]
+        del text
         try:
-            data = _counted(path, text[start + len(opening) : end], ("conversations",), "conversations")
+            _count_values(path, section)
+            data = _counted(path, section, ("conversations",), "conversations")
         except TraceError:  # (a ValueError too)
             raise
         except _NotFinite as error:
@@ -189,12 +230,27 @@ def _page(path: Path, text: str) -> bytes:
             raise TraceError(f"{path}: not a ptc-emulator trace (its data is not JSON: {error.msg})") from error
         except ValueError as error:  # what Python's parser raises for the one number it will not read
             raise TraceError(f"{path}: not a ptc-emulator trace (its data is not JSON: {_LONG_INTEGER})") from error
+        del section
         if not isinstance(data, dict) or not isinstance(data.get("conversations"), list):
             raise TraceError(f"{path}: not a ptc-emulator trace (its data has no conversations)")
-        return trace_page(
-            {"title": str(data.get("title") or path.name), "conversations": data["conversations"]}
-        ).encode("utf-8")
+        # Only the conversations' entries are read: their summaries, figures and programs are made
+        # again from them, as for a JSON trace, so the page reads nothing the file shaped but entries.
+        entries: list[Any] = []
+        for n, each in enumerate(data["conversations"]):
+            if not isinstance(each, dict) or not isinstance(each.get("entries"), list):
+                raise TraceError(
+                    f"{path}: not a ptc-emulator trace (conversation {n} is not an object with a list of entries)"
+                )
+            entries.extend(each["entries"])
+            if len(entries) > MAX_TRACE_ENTRIES:
+                raise TraceError(
+                    f"{path}: more than {MAX_TRACE_ENTRIES} journal entries, more than the server's journal holds: "
+                    "not a trace"
+                )
+        title = data.get("title")
+        return _made(path, entries, title if isinstance(title, str) and title else path.name)
     try:
+        _count_values(path, text)
         data = _counted(path, text, ("journal", "data"))
     except TraceError:  # (a ValueError too)
         raise
@@ -204,13 +260,25 @@ def _page(path: Path, text: str) -> bytes:
         raise TraceError(f"{path}: not JSON ({error.msg}, line {error.lineno})") from error
     except ValueError as error:
         raise TraceError(f"{path}: not JSON ({_LONG_INTEGER})") from error
+    del text
     title = str(data.get("test") or path.name) if isinstance(data, dict) else path.name
-    entries = data.get("journal", data.get("data")) if isinstance(data, dict) else data
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+    found = data.get("journal", data.get("data")) if isinstance(data, dict) else data
+    if not isinstance(found, list) or not all(isinstance(e, dict) for e in found):
         raise TraceError(
             f"{path}: not a journal: expected a trace's JSON ('journal': [...]), the body of "
             "GET /_emulator/journal ('data': [...]) or a list of its entries"
         )
+    return _made(path, found, title)
+
+
+def _made(path: Path, entries: list[Any], title: str) -> bytes:
+    """The page for these entries, once each has the shapes the page reads (`shape_problem`)."""
+    for n, entry in enumerate(entries):
+        problem = shape_problem(entry)
+        if problem is not None:
+            seq = entry.get("seq") if isinstance(entry, dict) else None
+            which = f"entry {n}" + (f" (seq {seq})" if isinstance(seq, int) and not isinstance(seq, bool) else "")
+            raise TraceError(f"{path}: not a ptc-emulator journal ({which}: {problem})")
     try:
         return trace_html(entries, title=title).encode("utf-8")
     except UnicodeError:  # a lone surrogate: said as such by `load_trace`
@@ -221,6 +289,65 @@ def _page(path: Path, text: str) -> bytes:
         raise TraceError(
             f"{path}: not a ptc-emulator journal (an entry is malformed: {type(error).__name__}: {error})"
         ) from error
+
+
+def _optional(value: Any, kind: type | tuple[type, ...]) -> bool:
+    return value is None or isinstance(value, kind)
+
+
+def _objects(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, dict) for item in value)
+
+
+def shape_problem(entry: Any) -> str | None:
+    """What in a journal entry has another shape than the server writes and the page reads
+    (`api/static/inspector/inspector.js`), or None. The fields the server writes are checked: the
+    entry's own (`route`, `contract`, `images`, `figures`, `near_miss`) and the response's output;
+    the request is the client's, anything it sent, and the page reads it as such."""
+    if not isinstance(entry, dict):
+        return "not an object"
+    route = entry.get("route")
+    if not (route is None or (isinstance(route, list) and all(isinstance(hop, str) for hop in route))):
+        return "'route' is not a list of strings"
+    if not (entry.get("contract") is None or _objects(entry.get("contract"))):
+        return "'contract' is not a list of objects"
+    if not _optional(entry.get("images"), list):
+        return "'images' is not a list"
+    if not _optional(entry.get("figures"), dict):
+        return "'figures' is not an object"
+    near_miss = entry.get("near_miss")
+    if not _optional(near_miss, dict) or (
+        isinstance(near_miss, dict) and not (near_miss.get("near_misses") is None or _objects(near_miss["near_misses"]))
+    ):
+        return "'near_miss' is not an object with a list of objects in 'near_misses'"
+    response = entry.get("response")
+    if not isinstance(response, dict) or response.get("output") is None:
+        return None
+    output = response["output"]
+    if not isinstance(output, list):
+        return "the response's 'output' is not a list"
+    for n, item in enumerate(output):
+        problem = _item_problem(item)
+        if problem is not None:
+            return f"the response's output item {n} {problem}"
+    return None
+
+
+def _item_problem(item: Any) -> str | None:
+    if not isinstance(item, dict):
+        return "is not an object"
+    if not isinstance(item.get("type"), str):
+        return "has no 'type' string"
+    for key in ("code", "call_id", "name", "role", "status"):
+        if not _optional(item.get(key), str):
+            return f"has a '{key}' that is not a string"
+    for key in ("summary", "content"):
+        if item["type"] == "reasoning" and not (item.get(key) is None or _objects(item[key])):
+            return f"has a '{key}' that is not a list of objects"
+    caller = item.get("caller")
+    if not _optional(caller, dict) or (isinstance(caller, dict) and not _optional(caller.get("type"), str)):
+        return "has a 'caller' that is not an object with a 'type' string"
+    return None
 
 
 def _handler(page: bytes) -> type[BaseHTTPRequestHandler]:
@@ -243,16 +370,30 @@ def _handler(page: bytes) -> type[BaseHTTPRequestHandler]:
                     404, b"Not found: this server serves one trace, at " + UI_PATH.encode() + b"\n", "text/plain"
                 )
 
-        def _send(self, status: int, body: bytes, media: str) -> None:
+        def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+            """The standard library's refusals (another method than GET: 501; a malformed request
+            line or header: 400, 414, 431) as plain text with the same headers as every answer
+            here, not its HTML error page without them."""
+            phrase = self.responses.get(code, ("Error", ""))[0]
+            text = f"{code} {phrase}: this server serves one trace, at {UI_PATH}, to GET requests.\n"
+            self.close_connection = True
+            if self.request_version == "HTTP/0.9":  # (a line it could not read: its head is written too)
+                self.request_version = "HTTP/1.0"
+            self._send(code, text.encode(), "text/plain; charset=utf-8", body_sent=self.command != "HEAD")
+
+        def _send(self, status: int, body: bytes, media: str, *, body_sent: bool = True) -> None:
             self.send_response(status)
             self.send_header("Content-Type", media)
             self.send_header("Content-Length", str(len(body)))
+            if self.close_connection:
+                self.send_header("Connection", "close")
             self.send_header("Cache-Control", "no-cache")
             self.send_header("X-Content-Type-Options", "nosniff")
             # The server's own trace page's policy (`/_emulator/inspector/trace.html`): no page may frame it.
             self.send_header("Content-Security-Policy", trace_policy() + "; frame-ancestors 'none'")
             self.end_headers()
-            self.wfile.write(body)
+            if body_sent:
+                self.wfile.write(body)
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the standard library's name)
             pass

@@ -76,14 +76,6 @@ def _joined(pieces: Iterator[str], batch: int = 4096) -> str:
     return "".join(joined)
 
 
-def trace_page(data: dict[str, Any]) -> str:
-    """The page for a trace's data (`{"title", "conversations"}`): only the data comes from outside."""
-    # The encoder in Python, not C: C holds the interpreter for the whole text (64 MiB of journal),
-    # Python gives it back to the event loop every switch interval. Its pieces are joined a batch
-    # at a time: all of them in one list cost some 60 bytes each, about 15 times the text.
-    return _page_around(_joined(json.JSONEncoder(ensure_ascii=False).iterencode(data)))
-
-
 def _page_around(payload: str) -> str:
     """The page around a trace's data, given as JSON text."""
     payload = payload.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")

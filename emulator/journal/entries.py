@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ptc_emulator.emulator import jsonreply
+from ptc_emulator.emulator import jsonpieces, jsonreply
 from ptc_emulator.emulator.storage import JournalLog, MemoryJournal
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.emulator.wire.response import redacted
@@ -110,11 +110,15 @@ class JournalEntry:
         # The request is kept as it was validated and dumped only when the journal is read.
         if isinstance(self.request, BaseModel):
             data["request"] = self.request.model_dump(mode="json", by_alias=True, exclude_unset=True)
-        # Recorded entries keep their bodies as compact JSON text, parsed only when read.
+        # Recorded entries keep their bodies as compact JSON text, parsed only when read; a long one
+        # a piece at a time (`jsonpieces`): the inspector reads every entry in a worker thread, and
+        # one `json.loads` of a 16 MiB body held the interpreter, the event loop's thread included,
+        # for the whole body.
         for name in ("request", "response"):
             value = getattr(self, name)
             if isinstance(value, RawJSON):
-                data[name] = json.loads(value)
+                long = len(value) >= jsonpieces.LONG_TEXT
+                data[name] = jsonpieces.loads(jsonpieces.decode(value)) if long else json.loads(value)
         return data
 
 

@@ -9,9 +9,9 @@ own port on this machine.
 
 The check is made on the address connected, not on the URL: the client's network backend
 resolves the host once, checks each address, and connects to the address it checked (a DNS
-answer that changes between a check and a connect cannot move the connection; a redirect goes
-through the same backend). TLS still names the URL's host. Every byte read from the server counts
-against the call's answer limit, and the whole call (listing included) has one deadline. The
+answer that changes between a check and a connect cannot move the connection; a redirect is not
+followed: the call fails, naming where it pointed). TLS still names the URL's host. Every byte
+read from the server counts against the call's answer limit, and the whole call (listing included) has one deadline. The
 answer is asked for uncompressed (`Accept-Encoding: identity`) and a compressed one is refused
 before a byte of it is read: the limit counts bytes off the wire, and a few MiB of gzip unpack
 to GiBs (which httpx would unpack on the event loop).

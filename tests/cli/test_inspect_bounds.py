@@ -6,13 +6,21 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 
 import httpx
 import pytest
 
-from ptc_emulator.api.inspector import serve
-from ptc_emulator.api.inspector.serve import MAX_TRACE_BYTES, MAX_TRACE_ENTRIES, TraceError, TraceServer, load_trace
+from ptc_emulator.api.inspector import UI_PATH, serve
+from ptc_emulator.api.inspector.serve import (
+    MAX_TRACE_BYTES,
+    MAX_TRACE_ENTRIES,
+    MAX_TRACE_VALUES,
+    TraceError,
+    TraceServer,
+    load_trace,
+)
 from ptc_emulator.emulator.journal.entries import Journal
 from tests.cli.test_cli import run
 
@@ -140,3 +148,66 @@ def test_the_served_page_may_be_framed_by_no_page(tmp_path: Path) -> None:
         server.stop()
     assert page.status_code == 200
     assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+
+
+def test_a_file_of_more_values_than_the_bound_is_refused_in_one_line_before_it_is_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """16 MiB of `{"journal": [{"seq": 1, "request": {"input": [[], [], ...]}}]}` (5.6 million lists,
+    under the byte bound) took 606 MB and 13 s before it was served. The values and keys are now
+    counted before anything is parsed: past `MAX_TRACE_VALUES` the file is one line, exit status 2."""
+    lists = MAX_TRACE_VALUES // 2 + 1  # each `[],` is an opening bracket and a comma
+    path = tmp_path / "tiny.json"
+    path.write_text('{"journal": [{"seq": 1, "request": {"input": [' + ",".join(["[]"] * lists) + "]}}]}")
+    done = run("inspect", str(path), timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        f"ptc-emulator: {path}: more than {MAX_TRACE_VALUES} JSON values and keys, more than inspect reads: "
+        "not a trace (refused unparsed)"
+    )
+    parsed: list[str] = []
+    monkeypatch.setattr(serve, "_counted", lambda *args: parsed.append("parsed"))
+    with pytest.raises(TraceError, match="JSON values and keys"):
+        load_trace(path)
+    assert parsed == []
+
+
+def test_what_strings_hold_is_not_counted_as_values(tmp_path: Path) -> None:
+    """The count is of `[`, `{`, `,` and `:` outside strings: a message full of commas is one value."""
+    path = tmp_path / "commas.json"
+    text = ",:[{" * (MAX_TRACE_VALUES // 2) + '\\"'
+    path.write_text(json.dumps({"journal": [{"seq": 1, "status": 200, "request": {"input": text}}]}))
+    assert b'id="ptc-trace"' in load_trace(path)
+
+
+def test_other_methods_and_malformed_requests_are_refused_with_the_same_headers(tmp_path: Path) -> None:
+    """They were the standard library's HTML error page (501, 400), without the policy and nosniff
+    headers every other answer of this server carries."""
+    path = tmp_path / "journal.json"
+    path.write_text('[{"seq": 1, "status": 200}]')
+    server = TraceServer(load_trace(path)).start()
+    try:
+        answers = [httpx.request(method, server.url, timeout=30) for method in ("POST", "PUT", "HEAD", "OPTIONS")]
+        raws = []
+        for line in (b"GARBAGE\r\n\r\n", b"GET / HTTP/x.y\r\n\r\n", b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n"):
+            with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+                sock.sendall(line)
+                raw = b""
+                while chunk := sock.recv(65536):
+                    raw += chunk
+            raws.append(raw)
+    finally:
+        server.stop()
+    for answer in answers:
+        assert answer.status_code == 501, answer
+        assert answer.headers["content-type"] == "text/plain; charset=utf-8"
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
+    assert answers[0].text == f"501 Not Implemented: this server serves one trace, at {UI_PATH}, to GET requests.\n"
+    assert answers[2].text == ""  # (HEAD)
+    for raw, code in zip(raws, (b"400", b"400", b"414"), strict=True):
+        head, _, body = raw.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.0 " + code + b" "), head
+        assert b"X-Content-Type-Options: nosniff" in head and b"Content-Security-Policy: " in head
+        assert b"Content-Type: text/plain; charset=utf-8" in head
+        assert body.startswith(code + b" "), body

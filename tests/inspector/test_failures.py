@@ -188,3 +188,18 @@ def test_the_root_redirect_needs_no_key(tmp_path: Path) -> None:
         assert denied.status_code == 401
     finally:
         server.stop()
+
+
+def test_a_saved_traces_request_items_of_any_shape_are_shown(browser: Any, tmp_path: Path) -> None:
+    """A request's items are the client's, and `inspect` serves a trace file whose requests hold
+    anything: an item whose type is not text (or a reasoning item whose summary is) made the page
+    fail (`type.endsWith is not a function`) for the whole conversation. It is now shown as its JSON."""
+    from ptc_emulator.api.inspector.trace import trace_html
+
+    items = [{"type": 5, "role": "user", "content": "typed 5"}, {"type": "reasoning", "summary": "a text"}, 7]
+    entry = {"seq": 1, "at": 1.0, "method": "POST", "path": "/v1/responses", "status": 400, "request": {"input": items}}
+    page = tmp_path / "trace.html"
+    page.write_text(trace_html([entry], title="t"), encoding="utf-8")
+    browser.get(page.as_uri())
+    seen = wait_for_text(browser, "TIMELINE", '"type": 5')
+    assert "Could not read" not in seen

@@ -298,7 +298,8 @@
   // `failing`: the line (from 1) the program's error names, marked in the code.
   function codeBlock(code, failing) {
     const pre = el("pre", { class: "code" });
-    pre.appendChild(window.ptcHighlight ? window.ptcHighlight.highlight(code || "") : el("code", { text: code || "" }));
+    if (typeof code !== "string") code = "";
+    pre.appendChild(window.ptcHighlight ? window.ptcHighlight.highlight(code) : el("code", { text: code }));
     const line = failing ? pre.querySelectorAll(".line")[failing - 1] : null;
     if (line) {
       line.classList.add("failing");
@@ -453,15 +454,19 @@
   }
 
   function renderItem(item, direction) {
-    const type = (item && item.type) || (item && item.role ? "message" : "item");
+    // A request's items are the client's, anything it sent (a refused request is journalled too):
+    // a type that is not text is shown as an item, as its JSON.
+    const kind = item && typeof item === "object" ? item.type : undefined;
+    const type = typeof kind === "string" && kind ? kind : !kind && item && item.role ? "message" : "item";
     const head = (kind, ...rest) => el("div", {}, el("span", { class: "kind", text: kind }), el("span", { class: "dir", text: direction === "sent" ? "sent by the client" : "from the model" }), ...rest);
     if (type === "message") {
       const text = textOf(item.content);
       return el("li", { class: "item message" }, head(item.role === "assistant" ? "message" : (item.role || "message") + " message"), el("pre", { text: text }));
     }
     if (type === "reasoning") {
-      const summary = (item.summary || []).map((s) => s.text).filter(Boolean).join("\n");
-      const content = (item.content || []).map((s) => s.text).filter(Boolean).join("\n");
+      const texts = (parts) => (Array.isArray(parts) ? parts.map((s) => s && s.text).filter(Boolean).join("\n") : "");
+      const summary = texts(item.summary);
+      const content = texts(item.content);
       return el("li", { class: "item reasoning" }, head("reasoning"), el("pre", { text: summary || content || "(encrypted or empty)" }));
     }
     if (type === "program") {
