@@ -41,6 +41,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 from collections import OrderedDict, deque
@@ -982,7 +983,7 @@ class _Deltas:
                 ended = self.flush(lambda lane: lane[0] == stream and _ends(event, lane), forget=False)
                 return [*ended, (event, True)]
             return [(event, True)]  # an annotation, say: the text goes on, what is held stays held
-        lane = (stream, kind, *(repr(event.get(name)) for name in _LANE_FIELDS))
+        lane = (stream, kind, *_lane(event))
         _, before = self.lanes.pop(lane, (event, ""))
         text = self.redaction.rewrite(before + delta)
         if self.redaction.within(self.sent.get(lane, "") + text):
@@ -1018,11 +1019,50 @@ class _Deltas:
 _LANE_FIELDS = ("output_index", "content_index", "summary_index")
 """What places a delta in the text a client joins (the SDKs join by position, not by `item_id`)."""
 
+_ODD_POSITION = (
+    "places a delta at an output, content or summary index that is not a whole number a client reads as a "
+    "position (negative, a fraction, a string other than a plain one of digits, or not a number)"
+)
+
+
+class _Odd:
+    """A position no client reads as an index (`_position`)."""
+
+
+_ODD = _Odd()
+
+
+def _position(value: Any) -> Any:
+    """An output, content or summary index as the SDKs read it: a number equal to a whole one is
+    that int (the Python SDK keeps items in a dict, where `0.0`, `0e0`, `True` and `0` are one key),
+    a string of digits without a leading zero is its int (JavaScript's `output["0"]` is `output[0]`);
+    None (absent) stays None. Anything else (negative: Python's `content[-1]` is the last part) is `_ODD`."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value if value >= 0 else _ODD
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) and value.is_integer() and value >= 0 else _ODD
+    if isinstance(value, str) and value.isascii() and value.isdigit() and (value == "0" or value[0] != "0"):
+        return int(value)
+    return _ODD
+
+
+def _lane(event: dict[str, Any]) -> tuple[Any, ...]:
+    """A delta event's position (`_position` of each index); `_Refused` when one is `_ODD`: a
+    client may join its text to any other's, so the key could not surely be taken out of it."""
+    lane = tuple(_position(event.get(name)) for name in _LANE_FIELDS)
+    if _ODD in lane:
+        raise _Refused(_ODD_POSITION)
+    return lane
+
 
 def _ends(event: dict[str, Any], lane: tuple[Any, ...]) -> bool:
     """Whether a `.done` event ends a delta lane's text: of the output, content and summary
-    indices the event names, the lane's."""
-    return all(name not in event or lane[2 + i] == repr(event[name]) for i, name in enumerate(_LANE_FIELDS))
+    indices the event names, the lane's (an index no client reads ends none: what is held stays held)."""
+    return all(name not in event or lane[2 + i] == _position(event[name]) for i, name in enumerate(_LANE_FIELDS))
 
 
 _UTF8_BOM = b"\xef\xbb\xbf"
@@ -1144,7 +1184,7 @@ def _sse_keyed(redaction: Redaction, data: bytes) -> bool:
                 continue
             delta, kind = event.get("delta"), event.get("type")
             if isinstance(delta, str) and isinstance(kind, str):
-                lane = (kind, *(repr(event.get(name)) for name in _LANE_FIELDS))
+                lane = (kind, *_lane(event))  # `_Refused` for a position no client reads
                 joined.setdefault(lane, []).append(delta)
     return any(redaction.within("".join(parts)) for parts in joined.values())
 
