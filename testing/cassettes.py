@@ -130,10 +130,15 @@ class Cassette:
             raise self.unusable(messages.cassette_not_a_file()) from None
         except OSError as e:
             raise self.unusable(messages.cassette_unreadable(e.strerror or type(e).__name__)) from None
+        try:  # looked at before `fdopen`, which raises for a directory (read-only, `open` takes one)
+            status = os.fstat(fd)
+        except OSError:
+            os.close(fd)
+            raise
+        if not stat.S_ISREG(status.st_mode):
+            os.close(fd)
+            raise self.unusable(messages.cassette_not_a_file())
         with os.fdopen(fd, "rb") as file:
-            status = os.fstat(file.fileno())
-            if not stat.S_ISREG(status.st_mode):
-                raise self.unusable(messages.cassette_not_a_file())
             if status.st_size > MAX_CASSETTE_BYTES:
                 raise self.unusable(messages.cassette_too_large(MAX_CASSETTE_BYTES, status.st_size))
             raw = file.read(MAX_CASSETTE_BYTES + 1)
