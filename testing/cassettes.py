@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from ptc_emulator.emulator import messages
-from ptc_emulator.emulator.model import TooManyNodes, file_name, full_match, load_yaml_without_aliases, readable_yaml
+from ptc_emulator.emulator.model import TooManyNodes, empty_answer, file_name, full_match, load_yaml_without_aliases, readable_yaml
 
 __all__ = ["MAX_CASSETTE_BYTES", "MAX_CASSETTE_VALUES", "MODES", "Cassette", "CassetteError", "Scrub", "scrubbed"]
 
@@ -116,6 +116,9 @@ class Cassette:
             found = _not_json(scenario)
             if found is not None:
                 raise self.unusable(messages.cassette_not_json(index, *found))
+            empty = empty_answer(scenario)
+            if empty is not None:
+                raise self.unusable(messages.cassette_empty_answer(index, *empty))
         return [dict(s) for s in scenarios]
 
     def _read(self) -> bytes | None:

@@ -277,6 +277,15 @@ ten times the memory: kept small so the old code's failure stays cheap)."""
             b"scenarios: [{name: a, turns: [{message: hi, fault: {latency_ms: .inf}}]}]",
             "NaN or an infinity at turns.0.fault",
         ),
+        # An empty answer replayed as a completed response with nothing in it: a test passing on no answer.
+        (
+            b"scenarios: [{name: a, turns: [{message: ''}]}]",
+            "the recording at scenarios.0 has an empty message at turns.0, which would replay as an answer",
+        ),
+        (
+            b"scenarios: [{name: a, turns: [{message: hi}]}, {name: b, turns: [{program: '1'}, {refusal: ''}]}]",
+            "the recording at scenarios.1 has an empty refusal at turns.1",
+        ),
     ],
     ids=[
         "yaml",
@@ -295,6 +304,8 @@ ten times the memory: kept small so the old code's failure stays cheap)."""
         "binary",
         "set",
         "inf",
+        "empty-message",
+        "empty-refusal",
     ],
 )
 def test_a_hostile_cassette_fails_its_test_naming_the_file_without_a_traceback(
