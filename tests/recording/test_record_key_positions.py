@@ -126,3 +126,31 @@ def test_a_websocket_delta_at_another_written_position_is_not_passed_with_the_ke
                 socket.recv(timeout=60)
     assert socket.close_code == 1014
     _free(*told, _joined([json.loads(t) for t in told]))
+
+
+def test_the_deltas_text_is_decoded_a_bounded_number_of_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Work counted, not timed (bench/keyed_deltas.py times it): each delta is the key but its last
+    character written as `\\u` escapes, so each is held back and sent with the next. Before, the
+    end of the text each position had sent (up to 64 characters per character of the key) was
+    decoded again, in Python, with every delta: 60,000 such deltas took 2.5 times the stream's time,
+    and other clients waited. Now no character of the stream is decoded more than three times
+    (once per level of nesting the key is looked for at)."""
+    from ptc_emulator.emulator.model.upstream import redaction
+
+    decoded = [0]
+    real = redaction._unescaped
+
+    def counting(text: str) -> str:
+        decoded[0] += len(text)
+        return real(text)
+
+    monkeypatch.setattr(redaction, "_unescaped", counting)
+    escaped = "".join(f"\\u{ord(c):04x}" for c in KEY[:-1])
+    body = _stream(*(_delta(n + 1, escaped) for n in range(2000)))
+    response = _post(tmp_path, monkeypatch, b"200 OK\r\ncontent-type: text/event-stream", body, True)
+    events = _sse_events(response.text)
+    assert events[-1]["type"] == "response.completed"
+    assert _joined(events) == escaped * 2000
+    assert 0 < decoded[0] <= 3 * len(body), (decoded[0], len(body))
