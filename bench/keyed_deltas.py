@@ -120,7 +120,10 @@ def serve(mode: str, plain: bool) -> None:
 
 def sitting(mode: str, runs: int, plain: bool) -> list[dict[str, float]]:
     child = subprocess.Popen(
-        [sys.executable, __file__, "--serve", mode, *(["--plain"] if plain else [])], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        [sys.executable, __file__, "--serve", mode, *(["--plain"] if plain else [])],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
     )
     assert child.stdout is not None and child.stdin is not None
     base = f"http://127.0.0.1:{json.loads(child.stdout.readline())['port']}"

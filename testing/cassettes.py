@@ -33,7 +33,14 @@ from typing import Any
 import yaml
 
 from ptc_emulator.emulator import messages
-from ptc_emulator.emulator.model import TooManyNodes, empty_answer, file_name, full_match, load_yaml_without_aliases, readable_yaml
+from ptc_emulator.emulator.model import (
+    TooManyNodes,
+    empty_answer,
+    file_name,
+    full_match,
+    load_yaml_without_aliases,
+    readable_yaml,
+)
 
 __all__ = ["MAX_CASSETTE_BYTES", "MAX_CASSETTE_VALUES", "MODES", "Cassette", "CassetteError", "Scrub", "scrubbed"]
 

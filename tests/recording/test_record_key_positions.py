@@ -128,9 +128,7 @@ def test_a_websocket_delta_at_another_written_position_is_not_passed_with_the_ke
     _free(*told, _joined([json.loads(t) for t in told]))
 
 
-def test_the_deltas_text_is_decoded_a_bounded_number_of_times(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_deltas_text_is_decoded_a_bounded_number_of_times(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Work counted, not timed (bench/keyed_deltas.py times it): each delta is the key but its last
     character written as `\\u` escapes, so each is held back and sent with the next. Before, the
     end of the text each position had sent (up to 64 characters per character of the key) was

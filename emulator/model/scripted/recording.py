@@ -45,6 +45,7 @@ __all__ = [
     "user_text",
 ]
 
+
 def empty_answer(scenario: Any) -> tuple[int, str] | None:
     """The index and kind of a recording's first `message` or `refusal` turn that is empty (or
     null): replayed, it is a completed response with nothing in it, a test passing on no answer.
