@@ -2388,6 +2388,18 @@ def cassette_not_json(index: int, path: str, kind: str) -> str:
     return f"the recording at scenarios.{index} holds {kind} at {path}, which a scenario cannot hold (JSON has none)"
 
 
+@text(CASSETTES, "a cassette's problem", index=0, turn=1, kind="message")
+def cassette_empty_answer(index: int, turn: int, kind: str) -> str:
+    """A recording of the cassette with an empty `message` or `refusal` turn: it would replay as a
+    completed response with nothing in it, a test passing on no answer (the recording proxy does not
+    record one, and the model upstream refuses one with a 502). A scenario written by hand may
+    still say `message: ''`."""
+    return (
+        f"the recording at scenarios.{index} has an empty {kind} at turns.{turn}, which would replay as an answer "
+        "with nothing in it"
+    )
+
+
 @text(CASSETTES, "a cassette's problem", index=1, name="a", first=0)
 def cassette_duplicate_name(index: int, name: str, first: int) -> str:
     """Two recordings of the cassette have the same name (one would silently replace the other)."""

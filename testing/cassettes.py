@@ -33,7 +33,14 @@ from typing import Any
 import yaml
 
 from ptc_emulator.emulator import messages
-from ptc_emulator.emulator.model import TooManyNodes, file_name, full_match, load_yaml_without_aliases, readable_yaml
+from ptc_emulator.emulator.model import (
+    TooManyNodes,
+    empty_answer,
+    file_name,
+    full_match,
+    load_yaml_without_aliases,
+    readable_yaml,
+)
 
 __all__ = ["MAX_CASSETTE_BYTES", "MAX_CASSETTE_VALUES", "MODES", "Cassette", "CassetteError", "Scrub", "scrubbed"]
 
@@ -116,6 +123,9 @@ class Cassette:
             found = _not_json(scenario)
             if found is not None:
                 raise self.unusable(messages.cassette_not_json(index, *found))
+            empty = empty_answer(scenario)
+            if empty is not None:
+                raise self.unusable(messages.cassette_empty_answer(index, *empty))
         return [dict(s) for s in scenarios]
 
     def _read(self) -> bytes | None:
@@ -130,10 +140,15 @@ class Cassette:
             raise self.unusable(messages.cassette_not_a_file()) from None
         except OSError as e:
             raise self.unusable(messages.cassette_unreadable(e.strerror or type(e).__name__)) from None
+        try:  # looked at before `fdopen`, which raises for a directory (read-only, `open` takes one)
+            status = os.fstat(fd)
+        except OSError:
+            os.close(fd)
+            raise
+        if not stat.S_ISREG(status.st_mode):
+            os.close(fd)
+            raise self.unusable(messages.cassette_not_a_file())
         with os.fdopen(fd, "rb") as file:
-            status = os.fstat(file.fileno())
-            if not stat.S_ISREG(status.st_mode):
-                raise self.unusable(messages.cassette_not_a_file())
             if status.st_size > MAX_CASSETTE_BYTES:
                 raise self.unusable(messages.cassette_too_large(MAX_CASSETTE_BYTES, status.st_size))
             raw = file.read(MAX_CASSETTE_BYTES + 1)

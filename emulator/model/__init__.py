@@ -26,6 +26,7 @@ from ptc_emulator.emulator.model.scripted.files import validate as validate_scen
 from ptc_emulator.emulator.model.scripted.model import ScriptedModel
 from ptc_emulator.emulator.model.scripted.recorder import Recorder
 from ptc_emulator.emulator.model.scripted.recording import (
+    empty_answer,
     file_name,
     full_match,
     items_of,
@@ -87,6 +88,7 @@ __all__ = [
     "UpstreamModel",
     "UpstreamProtocol",
     "Validation",
+    "empty_answer",
     "file_name",
     "full_match",
     "items_of",

@@ -277,6 +277,15 @@ ten times the memory: kept small so the old code's failure stays cheap)."""
             b"scenarios: [{name: a, turns: [{message: hi, fault: {latency_ms: .inf}}]}]",
             "NaN or an infinity at turns.0.fault",
         ),
+        # An empty answer replayed as a completed response with nothing in it: a test passing on no answer.
+        (
+            b"scenarios: [{name: a, turns: [{message: ''}]}]",
+            "the recording at scenarios.0 has an empty message at turns.0, which would replay as an answer",
+        ),
+        (
+            b"scenarios: [{name: a, turns: [{message: hi}]}, {name: b, turns: [{program: '1'}, {refusal: ''}]}]",
+            "the recording at scenarios.1 has an empty refusal at turns.1",
+        ),
     ],
     ids=[
         "yaml",
@@ -295,6 +304,8 @@ ten times the memory: kept small so the old code's failure stays cheap)."""
         "binary",
         "set",
         "inf",
+        "empty-message",
+        "empty-refusal",
     ],
 )
 def test_a_hostile_cassette_fails_its_test_naming_the_file_without_a_traceback(
@@ -392,18 +403,22 @@ def test_a_cassette_the_c_parser_refuses_is_counted_all_the_same(
     assert composed == []
 
 
-@pytest.mark.parametrize("kind", ["fifo", "loop"])
+@pytest.mark.parametrize("kind", ["fifo", "loop", "directory"])
 def test_a_cassette_that_is_no_regular_file_fails_its_test_naming_the_file(
     pytester: pytest.Pytester, kind: str
 ) -> None:
     """A FIFO where the cassette goes was taken as no cassette yet (`is_file()` is false) and the
     test passed with nothing replayed; a symbolic link in a loop likewise. Each is refused with
-    one line naming the file, unread (opening a FIFO to read would wait for a writer)."""
+    one line naming the file, unread (opening a FIFO to read would wait for a writer). A directory
+    (which opens read-only) failed with an `IsADirectoryError` traceback at setup."""
     pytester.makepyfile(test_parcels=HOSTILE_TEST)
     cassette = pytester.path / "cassettes" / "test_parcels" / "test_parcels.yaml"
     cassette.parent.mkdir(parents=True)
     if kind == "fifo":
         os.mkfifo(cassette)
+        problem = "the path is not a regular file"
+    elif kind == "directory":
+        cassette.mkdir()
         problem = "the path is not a regular file"
     else:
         cassette.symlink_to(cassette.name)

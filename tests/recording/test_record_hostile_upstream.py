@@ -446,3 +446,56 @@ def test_a_recording_that_cannot_be_written_leaves_the_answer_whole(tmp_path: Pa
             ]
             assert http.get(rec.server_url.removesuffix("/v1") + "/_emulator/health").status_code == 200
     assert not list(directory.glob("*.yaml"))
+
+
+def _answer(part: dict[str, Any]) -> bytes:
+    return json.dumps(
+        {
+            "id": "resp_empty",
+            "object": "response",
+            "created_at": 1,
+            "status": "completed",
+            "model": "gpt-test",
+            "output": [
+                {"type": "message", "id": "msg_empty", "role": "assistant", "status": "completed", "content": [part]}
+            ],
+        }
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    ("part", "recorded"),
+    [
+        ({"type": "output_text", "text": "", "annotations": []}, False),
+        ({"type": "refusal", "refusal": ""}, False),
+        ({"type": "output_text", "text": "hi", "annotations": []}, True),
+    ],
+    ids=["empty-text", "empty-refusal", "control"],
+)
+def test_an_empty_answer_is_passed_on_but_not_recorded(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, part: dict[str, Any], recorded: bool
+) -> None:
+    """Before, a completed answer with an empty text (or refusal) was recorded as `message: ''`,
+    which replays as a completed response with nothing in it: a test passing on no answer."""
+    body = _answer(part)
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request(reader)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n"
+            + f"content-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        writer.close()
+
+    directory = tmp_path / "recordings"
+    with caplog.at_level("INFO"), raw_upstream(answer) as url, recorder(tmp_path, url, directory) as rec:
+        with httpx.Client(base_url=rec.server_url, timeout=60) as http:
+            response = http.post("/responses", json={**CREATE, "stream": False})
+    assert response.status_code == 200 and response.json()["id"] == "resp_empty"
+    assert bool(list(directory.glob("*.yaml"))) is recorded
+    if not recorded:
+        kind = "refusal" if part["type"] == "refusal" else "message"
+        said = f"a finished conversation was not recorded: its {kind} at turns.0 is empty"
+        assert said in [r.getMessage() for r in caplog.records]

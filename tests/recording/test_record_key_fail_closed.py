@@ -265,9 +265,9 @@ def _long(data: Any) -> bool:
 
 @pytest.fixture
 def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[Held]:
-    """Holds the first look for the key (`Redaction.text`, `.scan` or `.values`) through a long answer."""
+    """Holds the first look for the key (`Redaction.text`, `.scan`, `.rewrite` or `.values`) through a long answer."""
     holder = Held()
-    for name in ("text", "scan", "values"):
+    for name in ("text", "scan", "rewrite", "values"):
         real = getattr(Redaction, name)
 
         def looking(self: Redaction, data: Any, *args: Any, _real: Any = real, **kwargs: Any) -> Any:

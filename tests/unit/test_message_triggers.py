@@ -1631,6 +1631,7 @@ for _name in (
     "cassette_not_mapping",
     "cassette_not_json",
     "cassette_duplicate_name",
+    "cassette_empty_answer",
     "cassette_scenario_refused",
     "cassette_too_large",
     "cassette_too_many_values",

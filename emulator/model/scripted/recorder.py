@@ -17,7 +17,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ptc_emulator.emulator.model.scripted.recording import Tape, file_name, scenario_from, to_yaml
+from ptc_emulator.emulator.model.scripted.recording import Tape, empty_answer, file_name, scenario_from, to_yaml
 from ptc_emulator.emulator.model.scripted.scenario import Scenario, ScenarioError, ScenarioRegistry, load_scenario
 
 __all__ = ["Recorder"]
@@ -48,6 +48,9 @@ class Recorder:
             log.warning("a finished conversation could not be recorded: %s", e)
             return None
         if scenario is None:
+            return None
+        if (empty := empty_answer(scenario)) is not None:  # replayed, a completed answer with nothing in it
+            log.warning("a finished conversation was not recorded: its %s at turns.%d is empty", empty[1], empty[0])
             return None
         written = await asyncio.to_thread(self._write, scenario)
         if written is None:

@@ -33,6 +33,7 @@ from ptc_emulator.emulator.model.scripted.scenario import Given, Said, ToolOutpu
 __all__ = [
     "RECORDED_PRIORITY",
     "Tape",
+    "empty_answer",
     "file_name",
     "full_match",
     "items_of",
@@ -43,6 +44,21 @@ __all__ = [
     "to_yaml",
     "user_text",
 ]
+
+
+def empty_answer(scenario: Any) -> tuple[int, str] | None:
+    """The index and kind of a recording's first `message` or `refusal` turn that is empty (or
+    null): replayed, it is a completed response with nothing in it, a test passing on no answer.
+    Neither the recorder writes one nor a cassette replays one; a scenario written by hand may."""
+    turns = scenario.get("turns") if isinstance(scenario, dict) else None
+    for index, turn in enumerate(turns if isinstance(turns, list) else ()):
+        if not isinstance(turn, dict):
+            continue
+        for kind in ("message", "refusal"):
+            if kind in turn and (turn[kind] is None or turn[kind] == ""):
+                return index, kind
+    return None
+
 
 RECORDED_PRIORITY = 1
 """A recording matches one exact message: it wins over hand-written patterns (priority 0)."""
