@@ -343,14 +343,15 @@ class SqlConversations:
         return self._db.write(work)
 
     def items(self, conversation_id: str) -> list[dict[str, Any]]:
-        return [_loads(row[0]) for row in self._db.rows(self._sql.conversation_items, (conversation_id,))]
+        return jsonpieces.loads_each([row[0] for row in self._db.rows(self._sql.conversation_items, (conversation_id,))])
 
     def read(self, conversation_id: str) -> tuple[int, list[dict[str, Any]]] | None:
         def work(tx: Tx) -> tuple[int, list[dict[str, Any]]] | None:
             row = tx.one(self._sql.version, (conversation_id,))
             if row is None:
                 return None
-            return int(row[0]), [_loads(r[0]) for r in tx.rows(self._sql.conversation_items, (conversation_id,))]
+            texts = [r[0] for r in tx.rows(self._sql.conversation_items, (conversation_id,))]
+            return int(row[0]), jsonpieces.loads_each(texts)
 
         return self._db.read(work)  # one snapshot of both
 
