@@ -343,7 +343,9 @@ class SqlConversations:
         return self._db.write(work)
 
     def items(self, conversation_id: str) -> list[dict[str, Any]]:
-        return jsonpieces.loads_each([row[0] for row in self._db.rows(self._sql.conversation_items, (conversation_id,))])
+        return jsonpieces.loads_each(
+            [row[0] for row in self._db.rows(self._sql.conversation_items, (conversation_id,))]
+        )
 
     def read(self, conversation_id: str) -> tuple[int, list[dict[str, Any]]] | None:
         def work(tx: Tx) -> tuple[int, list[dict[str, Any]]] | None:
