@@ -170,10 +170,11 @@ class Conversations:
 
     def get_item(self, conversation_id: str, item_id: str, scope: str | None = None) -> dict[str, Any]:
         self.stored(conversation_id, scope=scope)
-        found = next((item for item in self.store.items(conversation_id) if item.get("id") == item_id), None)
-        if found is None:
+        # The first item with the id, decoded alone (`item_page`), not every stored one.
+        found = self.store.item_page(conversation_id, lambda ids: [ids.index(item_id)] if item_id in ids else [])
+        if not found:
             raise messages.conversation_item_not_found(conversation_id, item_id)
-        return found
+        return found[0]
 
     def delete_item(self, conversation_id: str, item_id: str, scope: str | None = None) -> dict[str, Any]:
         record = self.stored(conversation_id, scope=scope)

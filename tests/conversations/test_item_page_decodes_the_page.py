@@ -67,3 +67,24 @@ def test_a_page_of_items_decodes_only_the_page(
     else:
         assert page["data"][0]["content"][0]["type"] == "output_text"  # the newest: the program's answer
     assert len(decoded) <= 10, f"{len(decoded)} stored items decoded for a page of 10"
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_one_item_retrieved_decodes_only_that_item(
+    make_server: Callable[..., EmulatorServer], decoded: list[str], store: str
+) -> None:
+    server = make_server(store=store)
+    items: list[Any] = [{"role": "user", "content": f"{MARK} {n}"} for n in range(ITEMS - 1)]
+    items.append({"role": "user", "content": program_message("text('ok')")})
+    with httpx.Client(base_url=server.base_url, timeout=300) as client:
+        cid = client.post("/conversations", json={}).json()["id"]
+        made = client.post("/responses", json={"model": "m", "conversation": cid, "input": items, "tools": PTC_TOOLS})
+        assert made.status_code == 200, made.text[:500]
+        first = client.get(f"/conversations/{cid}/items", params={"limit": 5, "order": "asc"}).json()["data"][4]
+        decoded.clear()
+        got = client.get(f"/conversations/{cid}/items/{first['id']}")
+        missing = client.get(f"/conversations/{cid}/items/msg_missing")
+    assert got.status_code == 200, got.text[:500]
+    assert got.json() == first
+    assert missing.status_code == 404, missing.text[:500]
+    assert len(decoded) <= 1, f"{len(decoded)} stored items decoded to retrieve one"
