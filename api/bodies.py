@@ -30,6 +30,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 
 from ptc_emulator.api.context import engine_of
+from ptc_emulator.emulator import jsonpieces
 from ptc_emulator.emulator.history.cursor import Extension
 
 __all__ = ["OFF_LOOP_BYTES", "BodyRequest", "BodyRoute"]
@@ -74,9 +75,9 @@ class BodyRequest(Request):
             try:
                 self._json, self.cursor = engine_of(self).history.bodies.read_create(raw)
             except ValidationError as e:
-                self._refuse(e, json.loads(raw))
+                self._refuse(e, _parsed(raw))
             return
-        value = json.loads(raw)
+        value = _parsed(raw)
         if self.model is None:
             self._json = value
             return
@@ -91,6 +92,14 @@ class BodyRequest(Request):
         # thread that parsed it, not on the event loop (see `_kept`).
         self.refused = _kept(errors, body)
         self._json = None
+
+
+def _parsed(raw: bytes) -> Any:
+    """`json.loads(raw)`, a long body's outer levels a piece at a time (`jsonpieces.loads`): one
+    `json.loads` of 15 MB of small arrays held the interpreter, the event loop's turn too, 0.2 s."""
+    if len(raw) < OFF_LOOP_BYTES:
+        return json.loads(raw)
+    return jsonpieces.loads(jsonpieces.decode(raw, json.detect_encoding(raw), "surrogatepass"))
 
 
 def _kept(errors: list[dict[str, Any]], body: Any) -> tuple[list[dict[str, Any]], Any]:
