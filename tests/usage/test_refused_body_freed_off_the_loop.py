@@ -52,3 +52,28 @@ def test_a_refused_large_body_is_not_left_to_the_event_loop(
     assert refused.json()["error"]["param"] == param
     freed = _collected_on_the_loop(server)
     assert freed < ARRAYS // 2, f"a full collection on the event loop freed {freed} objects of the refused body"
+
+
+@pytest.mark.parametrize("path", ["/responses", "/conversations"])
+def test_a_refused_large_body_is_never_parsed_in_one_call(
+    make_server: Callable[..., EmulatorServer], monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """Nor parsed in one `json.loads` call, which holds the interpreter throughout (0.2 s for 15 MB
+    of small arrays): a piece at a time (`jsonpieces`). The longest text parsed in one call is noted."""
+    server = make_server()
+    longest = [0]
+    real = json.loads
+
+    def loads(text: Any, *args: Any, **kwargs: Any) -> Any:
+        longest[0] = max(longest[0], len(text))
+        return real(text, *args, **kwargs)
+
+    body = json.dumps(
+        {"model": "m", "input": "hi", "x": [[0]] * ARRAYS} if path == "/responses" else {"x": [[0]] * ARRAYS}
+    )
+    with httpx.Client(base_url=server.base_url, timeout=300) as client:
+        monkeypatch.setattr(json, "loads", loads)
+        refused = client.post(path, content=body, headers={"content-type": "application/json"})
+        monkeypatch.undo()
+    assert refused.status_code == 400, refused.text[:500]
+    assert longest[0] < len(body) // 2, f"{longest[0]} characters parsed in one call"
