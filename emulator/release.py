@@ -121,7 +121,7 @@ def _take_apart(kept: list[Any]) -> None:
                 node.clear()
             elif isinstance(node, BaseModel) and not weakref.getweakrefcount(node):
                 stack.extend(node.__dict__.values())
-                stack.append(node.__pydantic_extra__)
+                stack.append(getattr(node, "__pydantic_extra__", None))
                 node.__dict__.clear()
         del node
         done += 1
