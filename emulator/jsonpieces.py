@@ -24,7 +24,7 @@ from typing import Any
 from ptc_emulator.emulator import collector
 from ptc_emulator.sandbox import json_pieces
 
-__all__ = ["LONG_TEXT", "PIECE", "between", "compact_size", "decode", "dumps", "loads"]
+__all__ = ["LONG_TEXT", "PIECE", "between", "compact_size", "decode", "dumps", "loads", "loads_each"]
 
 PIECE = 1000
 """Values of a long array made or read in one call: about a millisecond of work."""
@@ -105,6 +105,16 @@ def loads(text: str) -> Any:
     if _skip(text, end) != len(text):
         return json.loads(text)
     return value
+
+
+def loads_each(texts: list[str]) -> list[Any]:
+    """`[json.loads(t) for t in texts]` of many short stored texts (a conversation's items): as many
+    objects as one long text, so full collections are held off for the rest of the request when they
+    are `LONG_TEXT` characters or more in all, as `loads` holds them for one long text (150,000 items
+    read back started full collections of 0.15-1.3 s each, every other client waiting)."""
+    if len(texts) * 16 >= LONG_TEXT and sum(map(len, texts)) >= LONG_TEXT:
+        collector.hold_for_request()
+    return [json.loads(text) for text in texts]
 
 
 def _skip(text: str, i: int) -> int:

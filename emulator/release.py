@@ -19,9 +19,12 @@ import queue
 import sys
 import threading
 import time
+import weakref
 from typing import Any
 
-__all__ = ["LARGE", "SLICE", "WAIT_S", "release"]
+from pydantic import BaseModel
+
+__all__ = ["LARGE", "SLICE", "WAIT_S", "dismantle", "release"]
 
 LARGE = 10_000
 """A list of fewer items is left to its last holder (a few milliseconds at most)."""
@@ -32,6 +35,8 @@ WAIT_S = 5.0
 _POLL_S = 0.005
 
 _pending: queue.SimpleQueue[list[Any]] = queue.SimpleQueue()
+_WHOLE = object()
+"""First in a kept list that `dismantle` made: the one value after it is taken apart, not sliced."""
 _started = threading.Lock()
 _thread: threading.Thread | None = None
 
@@ -40,8 +45,22 @@ def release(items: Any) -> None:
     """Have `items` (a long list or tuple) freed off the event loop once the request lets go."""
     if not isinstance(items, list | tuple) or len(items) < LARGE:
         return
+    _queue(list(items))
+
+
+def dismantle(value: Any) -> None:
+    """Have `value` (a large request's body: a model, a dict, a list) freed off the event loop once
+    the request lets go, a container at a time: what nothing else holds is taken apart from the
+    top, each array and object emptied after its values are taken (`_take_apart`), so no free is
+    one long C call. A body holding millions of small nested arrays (a tool schema's `default` of
+    7,600,000 empty lists, refused later for its size) was freed in one call chain of some 0.3 s as
+    the request's frames ended on the event loop. What others still hold is only let go of."""
+    _queue([_WHOLE, value])
+
+
+def _queue(kept: list[Any]) -> None:
     global _thread
-    _pending.put(list(items))
+    _pending.put(kept)
     with _started:
         if _thread is None or not _thread.is_alive():
             _thread = threading.Thread(target=_drain, name="ptc-emulator-release", daemon=True)
@@ -67,7 +86,12 @@ def _drain() -> None:
         now = time.monotonic()
         still: list[tuple[float, list[Any]]] = []
         for deadline, kept in waiting:
-            if _alone(kept):
+            if kept and kept[0] is _WHOLE:
+                if sys.getrefcount(kept[1]) <= 2:  # the list's, and `getrefcount`'s argument
+                    _take_apart(kept)
+                elif now < deadline:
+                    still.append((deadline, kept))
+            elif _alone(kept):
                 while kept:
                     del kept[-SLICE:]
                     time.sleep(0)  # the other threads run (the event loop among them)
@@ -76,3 +100,30 @@ def _drain() -> None:
             # else: others hold the items still (a cache, a stream): let go, they free them later
         waiting = still
         del kept
+
+
+def _take_apart(kept: list[Any]) -> None:
+    """Free `kept[1]` (held by `kept` alone) a container at a time: an array, an object or a model
+    that nothing else holds has its values taken onto a stack, then is emptied (freeing it alone);
+    one that others hold too is only let go of, and so is anything else (a string, a number, a
+    tuple). `SLICE` containers between two pauses."""
+    stack: list[Any] = [kept.pop()]
+    kept.clear()
+    done = 0
+    while stack:
+        node = stack.pop()
+        if sys.getrefcount(node) <= 2:  # `node`, and `getrefcount`'s argument: no one else's
+            if type(node) is list:
+                stack.extend(node)
+                node.clear()
+            elif type(node) is dict:
+                stack.extend(node.values())
+                node.clear()
+            elif isinstance(node, BaseModel) and not weakref.getweakrefcount(node):
+                stack.extend(node.__dict__.values())
+                stack.append(getattr(node, "__pydantic_extra__", None))
+                node.__dict__.clear()
+        del node
+        done += 1
+        if done % SLICE == 0:
+            time.sleep(0)  # the other threads run (the event loop among them)

@@ -26,7 +26,7 @@ from ptc_emulator.api.disconnect import unless_disconnected
 from ptc_emulator.api.replies import json_reply
 from ptc_emulator.api.routes.streaming import stream_create, stream_stored
 from ptc_emulator.emulator import collector, jsonpieces, jsonreply
-from ptc_emulator.emulator.release import release
+from ptc_emulator.emulator.release import dismantle, release
 from ptc_emulator.emulator.wire.request import CompactRequest, CountTokensRequest, CreateRequest
 
 __all__ = [
@@ -47,6 +47,7 @@ router = APIRouter(prefix="/v1", route_class=BodyRoute)
 @router.post("/responses")
 async def create_response(body: CreateRequest, request: Request) -> Response:
     prepared = None
+    large = len(await request.body()) >= OFF_LOOP_BYTES
     try:
         cursor = request.cursor if isinstance(request, BodyRequest) else None  # what the body reader recognised
         engine = engine_of(request)
@@ -75,6 +76,8 @@ async def create_response(body: CreateRequest, request: Request) -> Response:
         release(body.input)
         if prepared is not None:
             release(prepared.conversation.items)
+        if large:  # the rest of a large body (a tool schema's millions of nested arrays) too
+            dismantle(body)
 
 
 def _lists_remote_tools(body: CreateRequest) -> bool:

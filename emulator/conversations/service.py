@@ -22,7 +22,7 @@ from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.storage import Conversations as ConversationStore
 from ptc_emulator.emulator.storage import StoredConversation, visible
 from ptc_emulator.emulator.wire.items import InputItem, Item, ItemReference, WireModel
-from ptc_emulator.emulator.wire.pages import listing, page
+from ptc_emulator.emulator.wire.pages import listing, window
 from ptc_emulator.emulator.wire.request import SafetyIdentifier, check_json, check_metadata
 
 __all__ = [
@@ -152,20 +152,29 @@ class Conversations:
         scope: str | None = None,
     ) -> dict[str, Any]:
         self.stored(conversation_id, scope=scope)
-        return page(
-            self.store.items(conversation_id),
-            after=after,
-            limit=limit,
-            order=order,
-            missing=lambda after: messages.no_conversation_item_after(after, conversation_id),
-        )
+        more: list[bool] = []
+
+        def pick(ids: list[str]) -> list[int]:  # the page's places, from the ids alone
+            places, has_more = window(
+                ids,
+                after=after,
+                limit=limit,
+                order=order,
+                missing=lambda after: messages.no_conversation_item_after(after, conversation_id),
+            )
+            more.append(has_more)
+            return places
+
+        data = self.store.item_page(conversation_id, pick)  # only the page's items are decoded
+        return listing(data, has_more=more[0])
 
     def get_item(self, conversation_id: str, item_id: str, scope: str | None = None) -> dict[str, Any]:
         self.stored(conversation_id, scope=scope)
-        found = next((item for item in self.store.items(conversation_id) if item.get("id") == item_id), None)
-        if found is None:
+        # The first item with the id, decoded alone (`item_page`), not every stored one.
+        found = self.store.item_page(conversation_id, lambda ids: [ids.index(item_id)] if item_id in ids else [])
+        if not found:
             raise messages.conversation_item_not_found(conversation_id, item_id)
-        return found
+        return found[0]
 
     def delete_item(self, conversation_id: str, item_id: str, scope: str | None = None) -> dict[str, Any]:
         record = self.stored(conversation_id, scope=scope)

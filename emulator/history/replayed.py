@@ -51,6 +51,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from ptc_emulator.emulator import jsonpieces
 from ptc_emulator.emulator.caches import Cache
 from ptc_emulator.emulator.history.cursor import DERIVED, Cursor, Extension
@@ -58,7 +60,17 @@ from ptc_emulator.emulator.wire.items import ToolSearchOutputItem
 from ptc_emulator.emulator.wire.known import KnownItems
 from ptc_emulator.emulator.wire.request import CreateRequest
 
-__all__ = ["PrefixCache", "StoredItems"]
+__all__ = ["PrefixCache", "Refused", "StoredItems"]
+
+
+class Refused(Exception):
+    """A create's body that did not validate (`read_create`): the validation's error, and the body
+    as parsed, for the reader to free off the event loop (`api/bodies.py`)."""
+
+    def __init__(self, error: ValidationError, body: Any) -> None:
+        super().__init__("the body did not validate")  # (not `str(error)`: the inputs' repr, one long call)
+        self.error = error
+        self.body = body
 
 
 _WS = re.compile(r"[ \t\n\r]*")
@@ -240,9 +252,12 @@ class PrefixCache(Cache):
         `CreateRequest`, except that a body that extends a known prefix (see `read`) has its known
         items as their models already, and the cursor over them to read on from; the body's input
         items are remembered, with a new cursor for this request to leave what it derives in.
-        Raises what `json.loads` and the validation raise."""
+        Raises what `json.loads` raises, and `Refused` (the validation's error and the parsed body)."""
         value, pending = self._parse(raw)
-        request = CreateRequest.model_validate(value)
+        try:
+            request = CreateRequest.model_validate(value)
+        except ValidationError as e:
+            raise Refused(e, value) from None
         base = pending.base.cursor if pending is not None and pending.base is not None else None
         cursor = self._remember(pending, request.input) if pending is not None else None
         return request, Extension(base, cursor)

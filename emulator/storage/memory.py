@@ -11,7 +11,7 @@ import json
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -225,15 +225,20 @@ class MemoryConversations:
 
     def items(self, conversation_id: str) -> list[dict[str, Any]]:
         with self._lock:
-            texts = list(self._items.get(conversation_id, ()))
-        return [_loads(text) for _, text in texts]
+            texts = [text for _, text in self._items.get(conversation_id, ())]
+        return jsonpieces.loads_each(texts)
+
+    def item_page(self, conversation_id: str, pick: Callable[[list[str]], list[int]]) -> list[dict[str, Any]]:
+        with self._lock:
+            kept = list(self._items.get(conversation_id, ()))
+        return [_loads(kept[n][1]) for n in pick([item_id for item_id, _ in kept])]
 
     def read(self, conversation_id: str) -> tuple[int, list[dict[str, Any]]] | None:
         with self._lock:
             if conversation_id not in self._items:
                 return None
-            version, texts = self._versions[conversation_id], list(self._items[conversation_id])
-        return version, [_loads(text) for _, text in texts]
+            version, texts = self._versions[conversation_id], [text for _, text in self._items[conversation_id]]
+        return version, jsonpieces.loads_each(texts)
 
     def delete_item(self, conversation_id: str, item_id: str) -> bool:
         with self._lock:

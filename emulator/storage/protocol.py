@@ -148,6 +148,11 @@ class Conversations(Protocol):
         """Its items, oldest first; none for a conversation that is gone."""
         ...
 
+    def item_page(self, conversation_id: str, pick: Callable[[list[str]], list[int]]) -> list[dict[str, Any]]:
+        """The items at the places `pick` chooses from their ids (oldest first), in its order: only
+        those are decoded (a page of 100 of 150,000 items decoded them all, most of a second)."""
+        ...
+
     def read(self, conversation_id: str) -> tuple[int, list[dict[str, Any]]] | None:
         """Its items' version and its items, read together; None if it is gone. The version is 0
         when it is created and grows with every change of its items (an append, a deletion)."""

@@ -184,6 +184,9 @@ class Statements:
         self.bump_version = q("UPDATE conversations SET version = version + 1 WHERE id = ?")
         self.version = q("SELECT version FROM conversations WHERE id = ?")
         self.conversation_items = q("SELECT item FROM conversation_items WHERE conversation_id = ? ORDER BY seq")
+        self.conversation_item_rows = q(
+            "SELECT item_id, item FROM conversation_items WHERE conversation_id = ? ORDER BY seq"
+        )
         self.delete_conversation_item = q(
             "DELETE FROM conversation_items WHERE conversation_id = ? AND seq = (SELECT MIN(seq) "
             "FROM conversation_items WHERE conversation_id = ? AND item_id = ?)"
@@ -343,14 +346,21 @@ class SqlConversations:
         return self._db.write(work)
 
     def items(self, conversation_id: str) -> list[dict[str, Any]]:
-        return [_loads(row[0]) for row in self._db.rows(self._sql.conversation_items, (conversation_id,))]
+        return jsonpieces.loads_each(
+            [row[0] for row in self._db.rows(self._sql.conversation_items, (conversation_id,))]
+        )
+
+    def item_page(self, conversation_id: str, pick: Callable[[list[str]], list[int]]) -> list[dict[str, Any]]:
+        rows = self._db.rows(self._sql.conversation_item_rows, (conversation_id,))
+        return [_loads(rows[n][1]) for n in pick([row[0] for row in rows])]
 
     def read(self, conversation_id: str) -> tuple[int, list[dict[str, Any]]] | None:
         def work(tx: Tx) -> tuple[int, list[dict[str, Any]]] | None:
             row = tx.one(self._sql.version, (conversation_id,))
             if row is None:
                 return None
-            return int(row[0]), [_loads(r[0]) for r in tx.rows(self._sql.conversation_items, (conversation_id,))]
+            texts = [r[0] for r in tx.rows(self._sql.conversation_items, (conversation_id,))]
+            return int(row[0]), jsonpieces.loads_each(texts)
 
         return self._db.read(work)  # one snapshot of both
 
