@@ -112,7 +112,13 @@ def test_the_edge_holds_a_request_until_the_warm_up_is_done(tmp_path: Path) -> N
         state = type("State", (), {})()
         state.warming = asyncio.get_running_loop().create_future()
         edge = _Edge(app, Settings(data_dir=tmp_path), state=state)  # type: ignore[arg-type]
-        scope = {"type": "http", "method": "GET", "path": "/v1/models", "headers": [], "server": None}
+        scope = {
+            "type": "http",
+            "method": "GET",
+            "path": "/v1/models",
+            "headers": [(b"host", b"127.0.0.1")],
+            "server": None,
+        }
 
         async def receive() -> dict[str, Any]:
             return {"type": "http.request", "body": b"", "more_body": False}
