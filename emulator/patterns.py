@@ -181,6 +181,13 @@ class Pattern:
             regexp = self._regexp = re2.compile(self.pattern, options=_options())
         return regexp
 
+    def ready(self) -> Pattern:
+        """The pattern with its fast matcher built now: what keeps it (a scenario, a hosted entry)
+        compiles it once, as it is added (in a worker thread), and never at a match, whatever
+        another client does to the shared cache of `compile_pattern`."""
+        self._matcher()
+        return self
+
     def _check(self, text: str) -> None:
         meter = _meter.get()
         if meter is None and self.size * len(text) * 4 <= MATCH_BUDGET:
