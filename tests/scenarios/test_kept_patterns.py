@@ -128,3 +128,41 @@ async def test_a_steps_hosted_calls_share_one_budget_on_the_event_loop(
     assert len(on_loop) + len(off_loop) == 30
     assert sum(on_loop) * size <= patterns.MATCH_BUDGET, "the step's calls matched past one budget on the loop"
     assert off_loop, "no call of the step was matched off the event loop"
+
+
+async def test_adds_are_read_on_the_checking_threads_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scenario adds each folding up to 0.5 s of constants, sent at once, filled the worker threads
+    every request shares: they queue on `CHECK_THREADS` threads of their own."""
+    import asyncio
+
+    from ptc_emulator.api.routes import admin
+    from ptc_emulator.emulator import checking
+
+    threads: list[str] = []
+    real_scenario, real_hosted = admin.load_scenario, admin._hosted_of
+
+    def noted_scenario(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return real_scenario(*args, **kwargs)
+
+    def noted_hosted(body: bytes) -> Any:
+        threads.append(threading.current_thread().name)
+        return real_hosted(body)
+
+    monkeypatch.setattr(admin, "load_scenario", noted_scenario)
+    monkeypatch.setattr(admin, "_hosted_of", noted_hosted)
+    async with app_client(tmp_path) as http:
+        adds = [
+            http.post(
+                "/_emulator/scenarios",
+                json={"name": f"s{i}", "match": {"input": f"^s{i}$"}, "turns": [{"message": "{{ 1 + 1 }}"}]},
+                headers=JSON,
+            )
+            for i in range(12)
+        ]
+        hosted = http.put("/_emulator/hosted", json={"code_interpreter": [{"logs": "x"}]}, headers=JSON)
+        answered = await asyncio.gather(*adds, hosted)
+    assert [a.status_code for a in answered] == [201] * 12 + [200]
+    assert len(threads) == 13
+    assert all(name.startswith("ptc-emulator-checks") for name in threads), set(threads)
+    assert len(set(threads)) <= checking.CHECK_THREADS
