@@ -820,6 +820,30 @@ def regex_mismatch(definition: str) -> str:
     return f"the input does not match the regex /{definition}/"
 
 
+@text(
+    SCENARIOS,
+    "an invalid regular expression's reason (a scenario's matcher, a hosted entry's, a tool schema's "
+    "`pattern`, a custom tool's regex grammar)",
+    count=17,
+    limit=16,
+)
+def pattern_too_many_property_classes(count: int, limit: int) -> str:
+    """A user-given pattern naming more Unicode property classes (`\\pL`, `\\P{Greek}`) than one may:
+    RE2 takes up to 0.2 ms to build each, holding the interpreter, so it is refused from its text
+    before any compile (`emulator/patterns.py`, `MAX_PROPERTY_CLASSES`)."""
+    return (
+        f"names {count} Unicode property classes (\\p, \\P), more than {limit}: "
+        "each costs RE2 a compile of its own (a class such as [^...] or \\w costs far less)"
+    )
+
+
+@text(TOOLS, "an invalid grammar's reason (`Invalid regex grammar for custom tool '<name>': <reason>`)", limit=20000)
+def grammar_too_large(limit: int) -> str:
+    """A custom tool's regex grammar that compiles to more RE2 instructions than one may: its
+    compile is stopped as it outgrows them (`emulator/patterns.py`, `MAX_GRAMMAR_PROGRAM_SIZE`)."""
+    return f"compiles to more than {limit} RE2 instructions (counted repetition such as {{1,1000}} multiplies it)"
+
+
 @text(TOOLS, "a contract violation's reason")
 def regex_too_costly(definition: str, instructions: int, length: int, budget: int) -> str:
     """A custom tool call's input too long for its regex grammar's compiled size: the match is not

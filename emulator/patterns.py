@@ -41,13 +41,16 @@ from typing import Any
 
 import re2
 
+from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.caches import PROCESS, Memo
 
 __all__ = [
     "MATCH_BUDGET",
     "OFF_LOOP_MATCH_BUDGET",
     "MAX_PATTERN_CHARS",
+    "MAX_GRAMMAR_PROGRAM_SIZE",
     "MAX_PROGRAM_SIZE",
+    "MAX_PROPERTY_CLASSES",
     "MatchingTooCostly",
     "Meter",
     "Pattern",
@@ -68,6 +71,19 @@ matches 100,000 bytes."""
 OFF_LOOP_MATCH_BUDGET = 300_000_000
 """The same, for a match in a worker thread: a 20-instruction pattern matches 15 MB."""
 _MAX_MEM = 8 * 2**20  # RE2's own bound on a compiled program and its DFA
+MAX_PROPERTY_CLASSES = 16
+"""Unicode property classes (`\\pL`, `\\P{Greek}`, ...) one pattern or regex grammar may name. RE2
+builds each as a set of ranges (`\\PL` is some 1,200 of them, folded again under `(?i)`): 0.1 to 0.2
+ms of compile each, and RE2's compile holds the interpreter even in a worker thread, so the
+5000-instruction bound did not bound it (`(?i)(?:\\PL|\\PL|...)`, 4,087 characters and 1,214
+instructions, compiled in 0.2 to 0.3 s). Counted in the text before any compile (a `\\p` inside
+`\\Q...\\E` too); with this many, the costliest accepted pattern compiles in a few ms
+(`bench/pattern_compile.py`)."""
+MAX_GRAMMAR_PROGRAM_SIZE = 20_000
+"""RE2 instructions a custom tool's regex grammar may compile to (`compile_grammar`): more than a
+matcher's `MAX_PROGRAM_SIZE`, since a grammar spells a whole input, and compiled within a memory
+bound of its size so that RE2 stops building one far larger (compiled within `_MAX_MEM`,
+`(?i)[\\pL\\pN\\pP]{300}` was built to 432,000 instructions in 0.3 s)."""
 
 
 class PatternError(ValueError):
@@ -165,6 +181,13 @@ class Pattern:
             regexp = self._regexp = re2.compile(self.pattern, options=_options())
         return regexp
 
+    def ready(self) -> Pattern:
+        """The pattern with its fast matcher built now: what keeps it (a scenario, a hosted entry)
+        compiles it once, as it is added (in a worker thread), and never at a match, whatever
+        another client does to the shared cache of `compile_pattern`."""
+        self._matcher()
+        return self
+
     def _check(self, text: str) -> None:
         meter = _meter.get()
         if meter is None and self.size * len(text) * 4 <= MATCH_BUDGET:
@@ -187,10 +210,47 @@ class Pattern:
         return self._matcher().fullmatch(text)
 
 
+def property_classes(pattern: str) -> int:
+    """How many Unicode property classes (`\\p`, `\\P`) the pattern names: a scan of its text, no compile."""
+    count = 0
+    at = pattern.find("\\")
+    while 0 <= at < len(pattern) - 1:
+        if pattern[at + 1] in "pP":
+            count += 1
+        at = pattern.find("\\", at + 2)
+    return count
+
+
+def _costly_to_compile(pattern: str) -> str | None:
+    """Why compiling the pattern may cost more than a few ms (`MAX_PATTERN_CHARS`,
+    `MAX_PROPERTY_CLASSES`), None when it may not: told from its text before any compile."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return f"longer than {MAX_PATTERN_CHARS} characters"
+    count = property_classes(pattern)
+    if count > MAX_PROPERTY_CLASSES:
+        return messages.pattern_too_many_property_classes(count, MAX_PROPERTY_CLASSES)
+    return None
+
+
 def compile_grammar(definition: str) -> Pattern:
-    """A custom tool's regex grammar (a request's, of any length or size), compiled within RE2's
-    memory bound; its matches are bounded as every pattern's are. Raises `re2.error`."""
-    return Pattern(definition, re2.compile(definition, options=_options()))
+    """A custom tool's regex grammar, bounded before its compile as every pattern is (its length,
+    its property classes), then compiled within a memory bound for `MAX_GRAMMAR_PROGRAM_SIZE`
+    instructions (and again within `_MAX_MEM` when it first matches); its matches are bounded as
+    every pattern's are. Raises `PatternError` (too costly) or `re2.error` (not RE2's syntax)."""
+    why = _costly_to_compile(definition)
+    if why is not None:
+        raise PatternError(why)
+    try:
+        regexp = re2.compile(definition, options=_options(64 * MAX_GRAMMAR_PROGRAM_SIZE))
+    except re2.error as e:
+        reason = e.args[0].decode("utf-8", "replace") if e.args and isinstance(e.args[0], bytes) else str(e)
+        if reason == _TOO_LARGE:
+            raise PatternError(messages.grammar_too_large(MAX_GRAMMAR_PROGRAM_SIZE)) from None
+        raise
+    compiled = Pattern(definition, regexp, full=False)
+    if compiled.size > MAX_GRAMMAR_PROGRAM_SIZE or compiled.size < 0:
+        raise PatternError(messages.grammar_too_large(MAX_GRAMMAR_PROGRAM_SIZE))
+    return compiled
 
 
 _PROBE_MEM = 64 * MAX_PROGRAM_SIZE
@@ -218,8 +278,9 @@ def compile_pattern(pattern: str) -> Pattern:
 
 @functools.lru_cache(maxsize=512)
 def _compiled(pattern: str) -> Pattern | PatternError:
-    if len(pattern) > MAX_PATTERN_CHARS:
-        return PatternError(f"longer than {MAX_PATTERN_CHARS} characters")
+    why = _costly_to_compile(pattern)
+    if why is not None:
+        return PatternError(why)
     too_large = PatternError(
         f"compiles to more than {MAX_PROGRAM_SIZE} RE2 instructions "
         "(counted repetition such as {1,1000} multiplies the pattern)"

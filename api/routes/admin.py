@@ -23,6 +23,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from ptc_emulator.api.context import KEYLESS_HEALTH, SCOPE_HEADER
 from ptc_emulator.emulator import jsonpieces, jsontext, messages
+from ptc_emulator.emulator.checking import checked
 from ptc_emulator.emulator.journal import evaluation, grouping
 from ptc_emulator.emulator.model import (
     HostedScript,
@@ -278,8 +279,10 @@ async def scenario_added(state: Any, scope: str | None, body: bytes) -> dict[str
     and checked in a worker thread, whatever its size: not its size but what it holds sets the
     cost (a scenario of 20,000 turns, 2.4 MB of JSON, held the event loop 0.3 s; 16 KB of YAML
     0.8 s; the templates' constant expressions and RE2's compile of its patterns each up to their
-    own bounds), and the hop costs less than a tenth of a millisecond."""
-    scenario, document = await asyncio.to_thread(_scenario_of, scope, body)
+    own bounds), and the hop costs less than a tenth of a millisecond. The threads are the checking
+    threads (`emulator/checking.py`): adds sent at once queue behind each other there, never
+    filling the worker threads every request shares."""
+    scenario, document = await checked(_scenario_of, scope, body)  # queued behind other adds
     state.store.scenarios.put(StoredScenario(scenario.scope, scenario.name, document))
     forget_fault_counts(state.store.counts, scenario.scope, scenario.name)  # its faults fail afresh
     state.scenarios.add(scenario)
@@ -319,7 +322,7 @@ def _scenario_of(scope: str | None, body: bytes) -> tuple[Scenario, Any]:
 async def set_hosted(request: Request) -> dict[str, Any]:
     """Body: results for the tools that run on OpenAI's side (a scenario's `hosted:` section), used by
     inline programs and by scenarios that script none; `{}` or DELETE removes them."""
-    data, script = await asyncio.to_thread(_hosted_of, await request.body())
+    data, script = await checked(_hosted_of, await request.body())
     state, scope = request.app.state.emulator, _scope(request)
     state.store.sessions.put(HOSTED, scope or "", {"scope": scope, "script": data})
     state.scenarios.set_hosted(script, scope)

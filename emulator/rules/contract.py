@@ -939,7 +939,7 @@ def _compile_grammar(syntax: str, definition: str) -> _Matcher:
     if syntax == "regex":
         try:
             pattern = compile_grammar(definition)
-        except re2.error as e:
+        except (re2.error, PatternError) as e:  # `PatternError`: too costly to compile (`emulator/patterns.py`)
             raise ValueError(str(e)) from e
 
         def regex(text: str) -> str | None:

@@ -544,6 +544,19 @@ def _(c: Context) -> object:
     return contract.check_input(_custom("regex", "[a-z]+"), "call_1", "123")
 
 
+@trigger("pattern_too_many_property_classes")
+def _(c: Context) -> object:
+    properties = {"a": {"type": "string", "pattern": "(?i)(?:" + "|".join([r"\PL"] * 17) + ")"}}
+    tool = {"type": "function", "name": "f", "parameters": {"type": "object", "properties": properties}}
+    return c.create(input="hi", tools=[tool])
+
+
+@trigger("grammar_too_large")
+def _(c: Context) -> object:
+    grammar = {"type": "grammar", "syntax": "regex", "definition": "(?i)[a-z\\x{100}-\\x{3000}]{1000}"}
+    return c.create(input="hi", tools=[{"type": "custom", "name": "c", "format": grammar}])
+
+
 @trigger("regex_too_costly")
 def _(c: Context) -> object:
     async def on_the_loop() -> contract.Violation | None:

@@ -57,7 +57,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from ptc_emulator.emulator import jsonreply, messages
 from ptc_emulator.emulator.errors import EmulatorError
@@ -65,6 +65,7 @@ from ptc_emulator.emulator.model.runtime.hidden_results import HiddenResults
 from ptc_emulator.emulator.patterns import (
     MATCH_BUDGET,
     MatchingTooCostly,
+    Pattern,
     PatternError,
     PatternTooCostly,
     compile_pattern,
@@ -110,6 +111,21 @@ HOSTED_ENVIRONMENTS = ("container_auto", "container_reference")
 # ---- what a scenario scripts (its `hosted:` section) ------------------------------------------------
 
 
+def _kept(pattern: str | None) -> Pattern | None:
+    """An entry's pattern, compiled once as the entry is read (in a worker thread) and kept with it:
+    a hosted call's matching never compiles, nor depends on the shared cache of `compile_pattern`
+    (600 entries of distinct patterns, past its 512, were all compiled again at every call)."""
+    return None if pattern is None else compile_pattern(pattern).ready()
+
+
+def _compiled(spec: CodeInterpreterSpec | ShellSpec) -> Pattern | None:
+    kept = spec._compiled
+    if kept is None:
+        pattern = spec.code if isinstance(spec, CodeInterpreterSpec) else spec.command
+        kept = spec._compiled = _kept(pattern)
+    return kept
+
+
 class CodeInterpreterSpec(WireModel):
     code: str | None = None
     """A regular expression searched in the code; omitted matches any."""
@@ -128,6 +144,13 @@ class CodeInterpreterSpec(WireModel):
             except PatternError as e:
                 raise ValueError(f"invalid regular expression {value!r}: {e}") from None
         return value
+
+    _compiled: Pattern | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _kept(self) -> CodeInterpreterSpec:
+        self._compiled = _kept(self.code)
+        return self
 
     def all_outputs(self) -> list[dict[str, Any]]:
         extra = [{"type": "logs", "logs": self.logs}] if self.logs is not None else []
@@ -151,6 +174,13 @@ class ShellSpec(WireModel):
             except PatternError as e:
                 raise ValueError(f"invalid regular expression {value!r}: {e}") from None
         return value
+
+    _compiled: Pattern | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _kept(self) -> ShellSpec:
+        self._compiled = _kept(self.command)
+        return self
 
     def output(self) -> dict[str, Any]:
         outcome: dict[str, Any] = {"type": "timeout"} if self.timeout else {"type": "exit", "exit_code": self.exit_code}
@@ -179,14 +209,13 @@ class HostedPatternTooCostly(Exception):
         self.reason = reason
 
 
-def _heavy(specs: list[Any], field: str, texts: list[str]) -> bool:
-    """Whether matching `texts` against the specs' patterns (their `field`) may cost more than a
-    match on the event loop may (`patterns.MATCH_BUDGET`): then it is done in a worker thread."""
-    weight = sum(compile_pattern(p).size for p in (getattr(s, field) for s in specs) if p is not None)
+def _cost(specs: list[Any], texts: list[str]) -> int:
+    """What matching `texts` against every spec's pattern may cost: its instructions × the texts' bytes."""
+    weight = sum(c.size for c in map(_compiled, specs) if c is not None)
     if not weight:
-        return False
+        return 0
     size = sum(len(t) if t.isascii() else len(t.encode("utf-8", "surrogatepass")) for t in texts)
-    return weight * size > MATCH_BUDGET
+    return weight * size
 
 
 @contextlib.contextmanager
@@ -202,10 +231,9 @@ def _metered(where: str) -> Any:
 def _first_matching(specs: list[Any], where: str, field: str, text: str, *, full: bool = False) -> Any:
     """The first spec of `hosted.<where>` whose pattern (its `field`, None for any) matches `text`, or None."""
     for index, spec in enumerate(specs):
-        pattern = getattr(spec, field)
-        if pattern is None:
+        compiled = _compiled(spec)
+        if compiled is None:
             return spec
-        compiled = compile_pattern(pattern)
         try:
             found = compiled.fullmatch(text) if full else compiled.search(text)
         except MatchingTooCostly:
@@ -647,12 +675,13 @@ class Hosted:
         `step`: the first position of the step; `answered_past`: whether the client answered a call
         of this step or a later one (the step ran in an earlier response: its calls were made)."""
         results = self.results(program)
+        on_loop = [0]  # what the step's matching on the event loop may cost so far (`_local`)
         answers: list[ToolResult | McpApprovalRequest | Unscripted | OutOfTime | _Remote] = []
         journals: list[list[dict[str, Any]]] = []
         keys: list[str | None] = []
         for pending in pendings:
             journal: list[dict[str, Any]] = []
-            answer, key = await self._local(program, pending, results, journal)
+            answer, key = await self._local(program, pending, results, journal, on_loop)
             answers.append(answer)
             journals.append(journal)
             keys.append(key)
@@ -689,10 +718,19 @@ class Hosted:
         return done
 
     async def _local(
-        self, program: str, pending: PendingCall, results: dict[int, ToolResult], journal: list[dict[str, Any]]
+        self,
+        program: str,
+        pending: PendingCall,
+        results: dict[int, ToolResult],
+        journal: list[dict[str, Any]],
+        on_loop: list[int],
     ) -> tuple[ToolResult | McpApprovalRequest | Unscripted | OutOfTime | _Remote, str | None]:
         """A call's answer when no MCP server need be reached, or the `_Remote` call to make; and
-        its key in the hidden results kept for retries (None: known already)."""
+        its key in the hidden results kept for retries (None: known already). `on_loop`: what the
+        matching of the step's calls done on the event loop may have cost (instructions × bytes):
+        a call whose matching would take it past `patterns.MATCH_BUDGET` is matched in a worker
+        thread, where RE2 lets the loop run. Each call alone within the budget, 280 of them in one
+        `Promise.all` held every other client 3 s."""
         approval_id: str | None = None
         if pending.name not in (CODE_INTERPRETER, SHELL):
             # Before any result known or kept: the decision this request carries is the one that
@@ -715,8 +753,10 @@ class Hosted:
             run = self._code_interpreter if pending.name == CODE_INTERPRETER else self._shell
             given = arguments.get("code") if pending.name == CODE_INTERPRETER else arguments.get("commands")
             texts = [t for t in (given if isinstance(given, list) else [given]) if isinstance(t, str)]
-            if self._heavy(pending.name, texts):  # matched in a worker thread: a few ms at most on the loop
+            cost = self._cost(pending.name, texts)
+            if on_loop[0] + cost > MATCH_BUDGET:  # matched in a worker thread: a few ms at most on the loop
                 return await asyncio.to_thread(run, pending, arguments, journal), key
+            on_loop[0] += cost
             return run(pending, arguments, journal), key
         return await self._mcp(pending, arguments, journal, approval_id), key
 
@@ -855,11 +895,13 @@ class Hosted:
         return self.shell_results(commands)
 
     def _heavy(self, tool: str, texts: list[str]) -> bool:
+        return self._cost(tool, texts) > MATCH_BUDGET
+
+    def _cost(self, tool: str, texts: list[str]) -> int:
+        """What matching `texts` against the entries of `tool` may cost (instructions × bytes)."""
         if self.script is None:
-            return False
-        if tool == CODE_INTERPRETER:
-            return _heavy(self.script.code_interpreter, "code", texts)
-        return _heavy(self.script.shell, "command", texts)
+            return 0
+        return _cost(self.script.code_interpreter if tool == CODE_INTERPRETER else self.script.shell, texts)
 
     def _code_interpreter(
         self, pending: PendingCall, arguments: dict[str, Any], journal: list[dict[str, Any]]

@@ -9,7 +9,6 @@ scenarios as they were, and says why.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -24,6 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ptc_emulator import sandbox
+from ptc_emulator.emulator.checking import checked
 from ptc_emulator.emulator.model.scripted.scenario import (
     Scenario,
     ScenarioError,
@@ -325,7 +325,7 @@ class ScenarioFiles:
         read, and no thread to wake (the pytest plugin's teardown asks after every test)."""
         if not self.directories:
             return False
-        return self.apply(await asyncio.to_thread(self.prepare))
+        return self.apply(await checked(self.prepare))  # on the checking threads: `emulator/checking.py`
 
     def prepare(self) -> Reload | None:
         """What `check` reads (None: nothing changed): the files read and parsed, any thread."""

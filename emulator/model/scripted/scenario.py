@@ -48,6 +48,7 @@ from ptc_emulator.emulator.model.runtime import HostedScript
 from ptc_emulator.emulator.model.scripted import templating
 from ptc_emulator.emulator.patterns import (
     MatchingTooCostly,
+    Pattern,
     PatternError,
     PatternTooCostly,
     compile_pattern,
@@ -325,6 +326,24 @@ class Match(WireModel):
     @classmethod
     def _compiles(cls, value: str | None) -> str | None:
         return _pattern(value)
+
+    @model_validator(mode="after")
+    def _kept(self) -> Match:
+        _ = self.compiled  # built as the scenario is read (in a worker thread), kept with it
+        return self
+
+    def patterns(self) -> list[str]:
+        """Every pattern of the matchers, in order (one given twice, twice)."""
+        given = [self.input, self.model, self.instructions, *(h.text for h in self.history)]
+        return [p for p in [*given, *(o.output for o in self.outputs)] if p is not None]
+
+    @functools.cached_property
+    def compiled(self) -> dict[str, Pattern]:
+        """The matchers' patterns, compiled once (with their fast matchers) when the scenario is
+        read: a match never compiles, nor depends on the shared cache of `compile_pattern`, which
+        any client's patterns can flush (600 scenarios of distinct patterns recompiled all of
+        them at every request that matched none)."""
+        return {p: compile_pattern(p).ready() for p in self.patterns()}
 
     @field_validator("tool_choice")
     @classmethod
@@ -1021,9 +1040,8 @@ class ScenarioRegistry:
 
 def _weight(scenario: Scenario) -> int:
     """The RE2 instructions of the scenario's matchers together."""
-    m = scenario.match
-    patterns = [m.input, m.model, m.instructions, *(h.text for h in m.history), *(o.output for o in m.outputs)]
-    return sum(compile_pattern(p).size for p in patterns if p is not None)
+    compiled = scenario.match.compiled
+    return sum(compiled[p].size for p in scenario.match.patterns())
 
 
 def _misses(scenario: Scenario, request: Request) -> bool:
@@ -1128,7 +1146,7 @@ def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
 def _matched(scenario: Scenario, field: str, pattern: str, text: str, *, full: bool = False) -> Any:
     """`pattern`'s match in `text` (searched, or `full`), or `_TooCostly` (the scenario's 400) when
     the match would cost more than one may (`emulator/patterns.py`); `field` names the matcher under `match.`."""
-    compiled = compile_pattern(pattern)
+    compiled = scenario.match.compiled.get(pattern) or compile_pattern(pattern)
     try:
         return compiled.fullmatch(text) if full else compiled.search(text)
     except MatchingTooCostly:
