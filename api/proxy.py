@@ -58,6 +58,7 @@ from ptc_emulator.api.bounds import SECONDS
 from ptc_emulator.api.routes.responses import SCOPE_HEADER, SCOPE_METADATA_KEY
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.caches import PROCESS, Memo
 from ptc_emulator.emulator.errors import EmulatorError, StatusError
 from ptc_emulator.emulator.model import (
     MatchRequest,
@@ -1212,6 +1213,9 @@ def _unfinished_key(secret: str) -> str:
 @functools.lru_cache(maxsize=8)
 def _finder(redaction: Redaction) -> _Finder:
     return _Finder(redaction)
+
+
+PROCESS.add("proxy key finders", Memo(_finder))
 
 
 class _Refused(Exception):

@@ -77,9 +77,10 @@ def _memos(module: Any) -> Iterator[tuple[str, Any]]:
 
 
 def test_every_memo_and_cache_a_module_keeps_is_registered() -> None:
+    modules = list(_modules())  # imported first: a module registers its caches as it is imported
     memos = {id(cache.function) for _, cache in PROCESS if isinstance(cache, Memo)}
     unregistered = []
-    for module in _modules():
+    for module in modules:
         for name, memo in _memos(module):
             constant = not inspect.signature(memo.__wrapped__).parameters
             if id(memo) not in memos and not constant and name not in CONSTANT_MEMOS:
