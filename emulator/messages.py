@@ -1970,6 +1970,25 @@ def streamed_event() -> str:
     return "streamed an event"
 
 
+@text(UPSTREAM, SUBJECT)
+def streamed_line() -> str:
+    """A line of a stream (a comment, or a field other than `data`), read as UTF-8."""
+    return "streamed a line"
+
+
+@text(UPSTREAM, FAULT)
+def unknown_stream_field(field: str) -> str:
+    """A stream's line whose field is none of server-sent events' (`data`, `event`, `id`, `retry`,
+    or a comment's `:`): `Data:`, or `data:` after a byte order mark or a no-break space. The
+    event-stream format ignores such a line, but it may hold the answer, and a response completed
+    without it would be a false green (`field`: the line's field, the key taken out, what is not
+    printable escaped)."""
+    return (
+        f"streamed a line whose field '{field}' is none of server-sent events' (data, event, id, retry, "
+        "or ':' for a comment); it is not skipped, as a line left unread may hold the answer."
+    )
+
+
 @text(UPSTREAM, FAULT, subject="streamed a chunk", problem="that is not JSON")
 def malformed(subject: str, problem: str) -> str:
     """JSON text the emulator does not take (`subject`: what was read; `problem`: one of the texts below)."""

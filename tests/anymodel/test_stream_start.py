@@ -106,3 +106,67 @@ def test_a_whole_json_answer_under_a_stream_type_is_named_with_its_status_and_ty
         "events (a streamed answer is read as events unless its Content-Type is JSON's)."
     )
     assert len(upstream.requests) == 1
+
+
+_JUNK = {
+    "utf16_mark": (b"\xff\xfe", "that is not UTF-8"),
+    "stray_byte": (b"\xc3", "that is not UTF-8"),
+    "no_break_space": ("\u00a0".encode(), "'\\xa0data'"),
+    "capital": (b"D", "'Data'"),
+    "mark_on_a_later_line": (BOM, "'\\ufeffdata'"),
+}
+
+
+@pytest.mark.parametrize("where", ["first", "second"])
+@pytest.mark.parametrize("junk", sorted(_JUNK))
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_data_line_with_junk_before_its_field_is_the_502_not_dropped(
+    any_server: Callable[..., EmulatorServer], upstream: FakeUpstream, junk: str, streamed: bool, where: str
+) -> None:
+    """Before, a line whose field was not exactly `data` was skipped without a word: the stream
+    ended `completed` without that chunk ('world' for 'Hello world'). A line not UTF-8 is the 502
+    docs/any-model.md promises; a line of a field the event-stream format does not know is the 502
+    naming it."""
+    prefix, said = _JUNK[junk]
+    events = [_chat_event({"content": "Hello "}), _chat_event({"content": "world"}), _chat_event({}, "stop")]
+    events.append(b"data: [DONE]\n\n")
+    if junk == "capital":
+        events[where == "second"] = b"D" + events[where == "second"][1:]
+    else:
+        events[where == "second"] = prefix + events[where == "second"]
+    if junk == "mark_on_a_later_line" and where == "first":
+        events.insert(0, b": a comment first\n\n")
+    upstream.reply(raw_bytes(*events))
+    emulator = PTCEmulator(any_server(model_upstream_api="chat").base_url)
+    with emulator.client(max_retries=0) as sdk:
+        if streamed:
+            events = [e.model_dump() for e in sdk.responses.create(model="m", input="Go.", stream=True)]
+            assert events[-1]["type"] == "error" and "response.completed" not in [e["type"] for e in events]
+            message = events[-1]["message"]
+        else:
+            with pytest.raises(openai.APIStatusError) as raised:
+                sdk.responses.create(model="m", input="Go.")
+            assert raised.value.status_code == 502
+            message = raised.value.response.json()["error"]["message"]
+        assert [e["status"] for e in emulator.journal] == [502]
+    emulator.close()
+    if said.startswith("'"):
+        assert message == (
+            f"The model upstream at {upstream.url} streamed a line whose field {said} is none of server-sent "
+            "events' (data, event, id, retry, or ':' for a comment); it is not skipped, as a line left unread "
+            "may hold the answer."
+        )
+    else:
+        assert message == f"The model upstream at {upstream.url} streamed a line that is not UTF-8."
+
+
+def test_the_other_fields_and_comments_of_an_event_stream_are_read_past(
+    any_server: Callable[..., EmulatorServer], upstream: FakeUpstream
+) -> None:
+    events = [b": keep-alive\r\nid: 1\r\nretry: 100\r\nevent: chunk\r\n" + _chat_event({"content": "Hello "})]
+    events += [b"event\n" + _chat_event({"content": "world"}), _chat_event({}, "stop"), b"data: [DONE]\n\n"]
+    upstream.reply(raw_bytes(*events))
+    emulator = PTCEmulator(any_server(model_upstream_api="chat").base_url)
+    with emulator.client(max_retries=0) as sdk:
+        assert _text(sdk, True) == "Hello world"
+    emulator.close()

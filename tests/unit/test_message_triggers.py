@@ -1526,6 +1526,18 @@ def _(c: Context) -> object:
     return asked(answering(status_code=200, text="data: {\n\n", headers=SSE), stream=True)
 
 
+@trigger("streamed_line")
+def _(c: Context) -> object:
+    """A comment line holding a byte that is not UTF-8."""
+    return asked(answering(status_code=200, content=b": \xff\n\n", headers=SSE), stream=True)
+
+
+@trigger("unknown_stream_field")
+def _(c: Context) -> object:
+    """`Data:`, not `data:`."""
+    return asked(answering(status_code=200, text="Data: {}\n\n", headers=SSE), stream=True)
+
+
 @trigger("streamed_event")
 def _(c: Context) -> object:
     return asked(answering(status_code=200, text="data: {\n\n", headers=SSE), api="responses", stream=True)
