@@ -15,6 +15,7 @@ import os
 import re
 import socket
 import sys
+import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -700,8 +701,14 @@ class KeyFilter(logging.Filter):
         self.redactions = [Redaction(key) for key in keys]
 
     def _text(self, text: str) -> str:
+        """`text` without the keys; a text whose percent-decoded form holds one (a request's raw
+        path, as the access log writes it: `sk-a%2Fb`) is written decoded, without it."""
         for redaction in self.redactions:
             text = redaction.text(text)
+        if "%" in text:
+            decoded = urllib.parse.unquote(text)
+            if decoded != text and (without := self._text(decoded)) != decoded:
+                return without
         return text
 
     def _value(self, value: Any) -> Any:
@@ -713,16 +720,41 @@ class KeyFilter(logging.Filter):
             return [self._value(v) for v in value]
         return value
 
+    def _arg(self, value: Any) -> Any:
+        """One of a record's `args`, without the keys: a number as it is; what else writes a
+        key is written as its text without it."""
+        if isinstance(value, bool | int | float) or value is None:
+            return value
+        text = value if isinstance(value, str) else str(value)
+        redacted = self._text(text)
+        return value if redacted == text else redacted
+
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
+        folded = False
         if record.exc_info:
             shown = logging.Formatter().formatException(record.exc_info)
             if self._text(shown) != shown:  # said in the message, without the key
                 message += "\n" + shown
                 record.exc_info = record.exc_text = None
+                folded = True
         redacted = self._text(message)
         if redacted != message:
-            record.msg, record.args = redacted, None
+            # Each argument redacted, `args` kept of its shape: a formatter that reads them
+            # (uvicorn's access lines unpack five) still can (before, `args = None` made it raise,
+            # "--- Logging error ---", and the line was lost).
+            args = record.args
+            if isinstance(args, tuple) and args and not folded and isinstance(record.msg, str):
+                record.msg = self._text(record.msg)
+                record.args = tuple(self._arg(a) for a in args)
+                try:
+                    fine = self._text(record.getMessage()) == record.getMessage()
+                except (TypeError, ValueError):
+                    fine = False
+                if not fine:  # the key across two arguments: none of them written
+                    record.args = tuple(a if isinstance(a, bool | int | float) else "[redacted]" for a in args)
+            else:
+                record.msg, record.args = redacted, ()
         if record.stack_info:
             record.stack_info = self._text(record.stack_info)
         fields = getattr(record, "request", None)
