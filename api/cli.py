@@ -632,6 +632,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"ptc-emulator: {line}", file=sys.stderr, flush=True)
     inspector = f"http://{settings.host}:{sock.getsockname()[1]}/_emulator/ui/"
     print(f"ptc-emulator: trace inspector at {inspector} (docs/inspector.md)", file=sys.stderr, flush=True)
+    from ptc_emulator.emulator.model.upstream.redaction import MIN_REDACTED
+
+    for name in (settings.model_upstream_api_key_env, settings.upstream_api_key_env):
+        if name and 0 < len(os.environ.get(name, "")) < MIN_REDACTED:
+            print(f"ptc-emulator: {_dummy_key(name)}", file=sys.stderr, flush=True)
     config = server_config(app, settings, log_level=log_level, json_logs=json_logs)
     guard_log(_held_keys(settings))  # after uvicorn's log config, whose handlers it guards too
     _server_class()(config).run(sockets=[sock])
@@ -681,6 +686,16 @@ def _configure_logging(level: str, json_logs: bool) -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter())
     logging.basicConfig(level=level.upper(), handlers=[handler])
+
+
+def _dummy_key(name: str) -> str:
+    """The startup line for a key shorter than `MIN_REDACTED` (in `name`)."""
+    from ptc_emulator.emulator.model.upstream.redaction import MIN_REDACTED
+
+    return (
+        f"${name} is shorter than {MIN_REDACTED} characters: taken as a dummy key (a local server's "
+        "'EMPTY'), it is not redacted from answers, the log or recordings (docs/security.md)"
+    )
 
 
 def _held_keys(settings: Settings) -> list[str]:

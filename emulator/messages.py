@@ -2078,6 +2078,17 @@ def answered_nothing() -> str:
     return "answered neither text nor a tool call."
 
 
+@text(UPSTREAM, FAULT, told=15, final=15)
+def deltas_disagree(told: int, final: int) -> str:
+    """A Responses stream whose text deltas, joined, are not its final response's text (`told`:
+    the characters streamed; `final`: the final text's): the client was shown a text that is not
+    the answer (the hosted API's deltas add up to their `.done` text)."""
+    return (
+        f"streamed text deltas ({told} characters) that do not add up to its final response's text "
+        f"({final} characters): the text streamed is not the answer."
+    )
+
+
 @text(UPSTREAM, FAULT)
 def upstream_refused(refusal: str) -> str:
     """An answer holding a refusal alone (Chat Completions' `refusal`, a Responses `refusal`

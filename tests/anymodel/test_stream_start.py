@@ -170,3 +170,55 @@ def test_the_other_fields_and_comments_of_an_event_stream_are_read_past(
     with emulator.client(max_retries=0) as sdk:
         assert _text(sdk, True) == "Hello world"
     emulator.close()
+
+
+def _disagreeing(case: str) -> list[bytes]:
+    """A Responses stream whose deltas are not its final text: 'streamed words' then a final
+    'different words', or a delta at an output the final response does not hold."""
+    events = responses_events(say("different words" if case == "other_words" else "Hello "))
+    deltas = [n for n, e in enumerate(events) if e["type"] == "response.output_text.delta"]
+    if case == "other_words":
+        pieces = [dict(events[deltas[0]], delta="streamed word"), dict(events[deltas[0]], delta="s")]
+    else:
+        ghost = dict(events[deltas[0]], output_index=3, item_id="m9", delta="GHOST")
+        pieces = [*(events[n] for n in deltas), ghost]
+    events = [e for n, e in enumerate(events) if n not in deltas]
+    events[deltas[0] : deltas[0]] = pieces
+    return [f"data: {json.dumps(e)}\n\n".encode() for e in events]
+
+
+@pytest.mark.parametrize("case", ["other_words", "other_output"])
+def test_responses_deltas_that_do_not_add_up_to_the_final_text_are_an_error(
+    any_server: Callable[..., EmulatorServer], upstream: FakeUpstream, case: str
+) -> None:
+    """Before, the client was shown the deltas' text ('streamed words', 'Hello GHOST') and the
+    response completed with another ('different words', 'Hello '), without a word."""
+    upstream.reply(raw_bytes(*_disagreeing(case)))
+    emulator = PTCEmulator(any_server(model_upstream_api="responses").base_url)
+    with emulator.client(max_retries=0) as sdk:
+        events = [e.model_dump() for e in sdk.responses.create(model="m", input="Go.", stream=True)]
+        assert [e["status"] for e in emulator.journal] == [502]
+    emulator.close()
+    assert "response.completed" not in [e["type"] for e in events]
+    told, final = (14, 15) if case == "other_words" else (11, 6)
+    assert events[-1]["type"] == "error" and events[-1]["message"] == (
+        f"The model upstream at {upstream.url} streamed text deltas ({told} characters) that do not add up to "
+        f"its final response's text ({final} characters): the text streamed is not the answer."
+    )
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_a_key_shorter_than_eight_characters_leaves_the_models_words_alone(
+    any_server: Callable[..., EmulatorServer], upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch, api: str
+) -> None:
+    """Before, a local server's dummy key (`lo`, `EMPTY`, `ollama`) was taken out wherever it
+    matched: 'hello there' came back 'hel[redacted] there'. Shorter than 8 characters, it is no
+    secret, and `serve` says at start that it is not redacted."""
+    monkeypatch.setenv("SHORT_UPSTREAM_KEY", "lo")
+    upstream.reply(say("hello there, lookup lo"), say("hello again"))
+    emulator = PTCEmulator(any_server(model_upstream_api_key_env="SHORT_UPSTREAM_KEY", model_upstream_api=api).base_url)
+    with emulator.client(max_retries=0) as sdk:
+        assert sdk.responses.create(model="m", input="Go.").output_text == "hello there, lookup lo"
+        assert _text(sdk, True) == "hello again"
+    emulator.close()
+    assert [h.get("authorization") for h in upstream.headers] == ["Bearer lo"] * 2

@@ -124,3 +124,23 @@ def test_a_request_whose_path_holds_the_key_has_its_access_line_redacted_not_los
     assert KEY not in log and encoded not in log
     assert "the-last" in log  # the log was written past the two lines
     assert "/v1/models?x=[redacted]" in log and "/v1/responses/[redacted]/input_items" in log
+
+
+def test_a_key_shorter_than_eight_characters_is_named_at_start_as_a_dummy_key(
+    tmp_path: Path, hostile: tuple[str, list[bytes]]
+) -> None:
+    url, _ = hostile
+    server = ServerProcess(
+        tmp_path / "data",
+        store="memory",
+        api_key=CLIENT_KEY,
+        args=("--model-upstream", url, "--model-upstream-api-key-env", "THE_UPSTREAM_KEY"),
+        env={"THE_UPSTREAM_KEY": "EMPTY"},
+    )
+    with server:
+        httpx.get(f"{server.base_url}/models", headers=server.headers, timeout=60)
+    said = [line for line in server.log().splitlines() if "dummy key" in line]
+    assert said == [
+        "ptc-emulator: $THE_UPSTREAM_KEY is shorter than 8 characters: taken as a dummy key (a local server's "
+        "'EMPTY'), it is not redacted from answers, the log or recordings (docs/security.md)"
+    ]

@@ -143,9 +143,13 @@ class Responses(UpstreamProtocol):
     async def stream(self, events: AsyncIterator[bytes], on_delta: Delta | None) -> Answer:
         """The text deltas as they come, a reasoning item's summary when it is done; the answer is
         the `response.completed` event's response (its output as the `output_item.done` events gave
-        it, if the response comes without)."""
+        it, if the response comes without). The deltas, joined, must be the answer's text, as the
+        hosted API's add up to their `.done` text: otherwise the text the client was shown is not
+        the answer, a `Fault` (before, deltas 'streamed words' then a final 'different words', or a
+        delta at an output the final response does not hold, ended `completed`)."""
         shape = Shape(messages.streamed_event())
         done: list[dict[str, Any]] = []
+        streamed: list[str] = []  # the text passed on, which must add up to the answer's
         async for data in events:
             try:
                 event = shape.object(await parse(data), "(the event)")
@@ -154,6 +158,7 @@ class Responses(UpstreamProtocol):
             kind = event.get("type")
             if kind == "response.output_text.delta":
                 piece = shape.string(event.get("delta"), "delta")
+                streamed.append(piece)
                 if piece and on_delta is not None:
                     on_delta("text", piece)
             elif kind == "response.output_item.done":
@@ -163,7 +168,11 @@ class Responses(UpstreamProtocol):
                     on_delta("reasoning", _summary(shape, item, "item"))
             elif kind in ("response.completed", "response.incomplete"):
                 ended = kind.removeprefix("response.")
-                return self._answer(shape, event.get("response"), "response", done, ended)
+                answer = self._answer(shape, event.get("response"), "response", done, ended)
+                told = "".join(streamed)
+                if told and told != answer.text:  # what the client was shown is not the answer
+                    raise Fault(messages.deltas_disagree(len(told), len(answer.text)))
+                return answer
             elif kind in ("response.failed", "error"):
                 response = event.get("response")
                 failure = response.get("error") if isinstance(response, dict) else None
