@@ -222,3 +222,23 @@ def test_a_key_shorter_than_eight_characters_leaves_the_models_words_alone(
         assert _text(sdk, True) == "hello again"
     emulator.close()
     assert [h.get("authorization") for h in upstream.headers] == ["Bearer lo"] * 2
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize("said", [["a", "b/c"], {"nested": "ü"}])
+def test_a_mid_stream_failure_whose_message_is_not_a_string_is_quoted_as_json(
+    any_server: Callable[..., EmulatorServer], upstream: FakeUpstream, api: str, said: Any
+) -> None:
+    """Before, a list or an object was quoted as Python writes it (`['a', 'b/c']`)."""
+    if api == "chat":
+        failure = {"error": {"message": said}}
+    else:
+        failure = {"type": "error", "message": said}
+    upstream.reply(raw_bytes(f"data: {json.dumps(failure)}\n\n".encode()))
+    emulator = PTCEmulator(any_server(model_upstream_api=api).base_url)
+    with emulator.client(max_retries=0) as sdk, pytest.raises(openai.APIStatusError) as raised:
+        sdk.responses.create(model="m", input="Go.")
+    emulator.close()
+    assert raised.value.response.json()["error"]["message"] == (
+        f"The model upstream at {upstream.url} failed mid-stream: {json.dumps(said, ensure_ascii=False)}"
+    )

@@ -16,6 +16,7 @@ from ptc_emulator.emulator.model.upstream.protocol import (
     ToolCall,
     UpstreamProtocol,
     json_schema_of,
+    words,
 )
 from ptc_emulator.emulator.model.upstream.reading import Malformed, Shape, parse
 from ptc_emulator.emulator.model.upstream.teach import Function
@@ -178,7 +179,8 @@ class Responses(UpstreamProtocol):
                 failure = response.get("error") if isinstance(response, dict) else None
                 failure = failure or event.get("error") or event
                 message = failure.get("message") if isinstance(failure, dict) else failure
-                raise Fault.quoting(messages.failed_mid_stream, str(message or messages.no_failure_message()))
+                said = words(message) if message else messages.no_failure_message()
+                raise Fault.quoting(messages.failed_mid_stream, said)
         raise Fault(messages.stream_ended_early())
 
 
