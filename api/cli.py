@@ -632,7 +632,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"ptc-emulator: {line}", file=sys.stderr, flush=True)
     inspector = f"http://{settings.host}:{sock.getsockname()[1]}/_emulator/ui/"
     print(f"ptc-emulator: trace inspector at {inspector} (docs/inspector.md)", file=sys.stderr, flush=True)
-    from ptc_emulator.emulator.model.upstream.redaction import MIN_REDACTED
+    from ptc_emulator.emulator.model import MIN_REDACTED
 
     for name in (settings.model_upstream_api_key_env, settings.upstream_api_key_env):
         if name and 0 < len(os.environ.get(name, "")) < MIN_REDACTED:
@@ -690,7 +690,7 @@ def _configure_logging(level: str, json_logs: bool) -> None:
 
 def _dummy_key(name: str) -> str:
     """The startup line for a key shorter than `MIN_REDACTED` (in `name`)."""
-    from ptc_emulator.emulator.model.upstream.redaction import MIN_REDACTED
+    from ptc_emulator.emulator.model import MIN_REDACTED
 
     return (
         f"${name} is shorter than {MIN_REDACTED} characters: taken as a dummy key (a local server's "

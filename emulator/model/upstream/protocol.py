@@ -16,7 +16,6 @@ still the 502 (`messages.unreadable_shape`), never a 500.
 from __future__ import annotations
 
 import json
-
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
