@@ -15,6 +15,7 @@ import os
 import re
 import socket
 import sys
+import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -631,6 +632,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"ptc-emulator: {line}", file=sys.stderr, flush=True)
     inspector = f"http://{settings.host}:{sock.getsockname()[1]}/_emulator/ui/"
     print(f"ptc-emulator: trace inspector at {inspector} (docs/inspector.md)", file=sys.stderr, flush=True)
+    from ptc_emulator.emulator.model import MIN_REDACTED
+
+    for name in (settings.model_upstream_api_key_env, settings.upstream_api_key_env):
+        if name and 0 < len(os.environ.get(name, "")) < MIN_REDACTED:
+            print(f"ptc-emulator: {_dummy_key(name)}", file=sys.stderr, flush=True)
     config = server_config(app, settings, log_level=log_level, json_logs=json_logs)
     guard_log(_held_keys(settings))  # after uvicorn's log config, whose handlers it guards too
     _server_class()(config).run(sockets=[sock])
@@ -682,6 +688,16 @@ def _configure_logging(level: str, json_logs: bool) -> None:
     logging.basicConfig(level=level.upper(), handlers=[handler])
 
 
+def _dummy_key(name: str) -> str:
+    """The startup line for a key shorter than `MIN_REDACTED` (in `name`)."""
+    from ptc_emulator.emulator.model import MIN_REDACTED
+
+    return (
+        f"${name} is shorter than {MIN_REDACTED} characters: taken as a dummy key (a local server's "
+        "'EMPTY'), it is not redacted from answers, the log or recordings (docs/security.md)"
+    )
+
+
 def _held_keys(settings: Settings) -> list[str]:
     """The upstream keys this server holds (the model upstream's, the recording proxy's)."""
     names = (settings.model_upstream_api_key_env, settings.upstream_api_key_env)
@@ -700,8 +716,14 @@ class KeyFilter(logging.Filter):
         self.redactions = [Redaction(key) for key in keys]
 
     def _text(self, text: str) -> str:
+        """`text` without the keys; a text whose percent-decoded form holds one (a request's raw
+        path, as the access log writes it: `sk-a%2Fb`) is written decoded, without it."""
         for redaction in self.redactions:
             text = redaction.text(text)
+        if "%" in text:
+            decoded = urllib.parse.unquote(text)
+            if decoded != text and (without := self._text(decoded)) != decoded:
+                return without
         return text
 
     def _value(self, value: Any) -> Any:
@@ -713,16 +735,41 @@ class KeyFilter(logging.Filter):
             return [self._value(v) for v in value]
         return value
 
+    def _arg(self, value: Any) -> Any:
+        """One of a record's `args`, without the keys: a number as it is; what else writes a
+        key is written as its text without it."""
+        if isinstance(value, bool | int | float) or value is None:
+            return value
+        text = value if isinstance(value, str) else str(value)
+        redacted = self._text(text)
+        return value if redacted == text else redacted
+
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
+        folded = False
         if record.exc_info:
             shown = logging.Formatter().formatException(record.exc_info)
             if self._text(shown) != shown:  # said in the message, without the key
                 message += "\n" + shown
                 record.exc_info = record.exc_text = None
+                folded = True
         redacted = self._text(message)
         if redacted != message:
-            record.msg, record.args = redacted, None
+            # Each argument redacted, `args` kept of its shape: a formatter that reads them
+            # (uvicorn's access lines unpack five) still can (before, `args = None` made it raise,
+            # "--- Logging error ---", and the line was lost).
+            args = record.args
+            if isinstance(args, tuple) and args and not folded and isinstance(record.msg, str):
+                record.msg = self._text(record.msg)
+                record.args = tuple(self._arg(a) for a in args)
+                try:
+                    fine = self._text(record.getMessage()) == record.getMessage()
+                except (TypeError, ValueError):
+                    fine = False
+                if not fine:  # the key across two arguments: none of them written
+                    record.args = tuple(a if isinstance(a, bool | int | float) else "[redacted]" for a in args)
+            else:
+                record.msg, record.args = redacted, ()
         if record.stack_info:
             record.stack_info = self._text(record.stack_info)
         fields = getattr(record, "request", None)

@@ -1994,6 +1994,25 @@ def streamed_event() -> str:
     return "streamed an event"
 
 
+@text(UPSTREAM, SUBJECT)
+def streamed_line() -> str:
+    """A line of a stream (a comment, or a field other than `data`), read as UTF-8."""
+    return "streamed a line"
+
+
+@text(UPSTREAM, FAULT)
+def unknown_stream_field(field: str) -> str:
+    """A stream's line whose field is none of server-sent events' (`data`, `event`, `id`, `retry`,
+    or a comment's `:`): `Data:`, or `data:` after a byte order mark or a no-break space. The
+    event-stream format ignores such a line, but it may hold the answer, and a response completed
+    without it would be a false green (`field`: the line's field, the key taken out, what is not
+    printable escaped)."""
+    return (
+        f"streamed a line whose field '{field}' is none of server-sent events' (data, event, id, retry, "
+        "or ':' for a comment); it is not skipped, as a line left unread may hold the answer."
+    )
+
+
 @text(UPSTREAM, FAULT, subject="streamed a chunk", problem="that is not JSON")
 def malformed(subject: str, problem: str) -> str:
     """JSON text the emulator does not take (`subject`: what was read; `problem`: one of the texts below)."""
@@ -2081,6 +2100,17 @@ def key_in_arguments(name: str) -> str:
 def answered_nothing() -> str:
     """An answer, whole or streamed, with neither text nor a tool call (never an empty completed response)."""
     return "answered neither text nor a tool call."
+
+
+@text(UPSTREAM, FAULT, told=15, final=15)
+def deltas_disagree(told: int, final: int) -> str:
+    """A Responses stream whose text deltas, joined, are not its final response's text (`told`:
+    the characters streamed; `final`: the final text's): the client was shown a text that is not
+    the answer (the hosted API's deltas add up to their `.done` text)."""
+    return (
+        f"streamed text deltas ({told} characters) that do not add up to its final response's text "
+        f"({final} characters): the text streamed is not the answer."
+    )
 
 
 @text(UPSTREAM, FAULT)

@@ -53,7 +53,7 @@ from ptc_emulator.emulator.model.upstream import (
     UpstreamProtocol,
     protocol_named,
 )
-from ptc_emulator.emulator.model.upstream.redaction import Redaction
+from ptc_emulator.emulator.model.upstream.redaction import MIN_REDACTED, Redaction
 
 __all__ = [
     "forget_fault_counts",
@@ -72,6 +72,7 @@ __all__ = [
     "Plan",
     "Prepared",
     "Recorder",
+    "MIN_REDACTED",
     "Redaction",
     "Refused",
     "MadeOnce",

@@ -97,3 +97,50 @@ def test_the_key_in_the_upstreams_status_line_and_headers_reaches_no_log(
     log = server.log()
     assert "/v1/responses" in log  # the server's own request line is there: the log was written
     assert KEY not in log and KEY not in answer.text
+
+
+@pytest.mark.parametrize("form", ["text", "json"])
+def test_a_request_whose_path_holds_the_key_has_its_access_line_redacted_not_lost(
+    tmp_path: Path, hostile: tuple[str, list[bytes]], form: str
+) -> None:
+    """Before, the filter set the access record's `args` to None: uvicorn's text formatter, which
+    unpacks them, raised ("--- Logging error ---" and a traceback) and the access line was lost;
+    the percent-encoded key (`sk-log%2FKEY%2B...`) was written plain in the access line too."""
+    url, _ = hostile
+    server = ServerProcess(
+        tmp_path / "data",
+        store="memory",
+        api_key=CLIENT_KEY,
+        args=("--model-upstream", url, "--model-upstream-api-key-env", "THE_UPSTREAM_KEY", "--log-format", form),
+        env={"THE_UPSTREAM_KEY": KEY},
+    )
+    encoded = KEY.replace("/", "%2F").replace("+", "%2B")
+    with server:
+        for path in (f"/models?x={KEY}", f"/responses/{encoded}/input_items"):
+            httpx.get(f"{server.base_url}{path}", headers=server.headers, timeout=60)
+        httpx.get(f"{server.base_url}/models?after=the-last", headers=server.headers, timeout=60)
+    log = server.log()
+    assert "Logging error" not in log and "Traceback" not in log
+    assert KEY not in log and encoded not in log
+    assert "the-last" in log  # the log was written past the two lines
+    assert "/v1/models?x=[redacted]" in log and "/v1/responses/[redacted]/input_items" in log
+
+
+def test_a_key_shorter_than_eight_characters_is_named_at_start_as_a_dummy_key(
+    tmp_path: Path, hostile: tuple[str, list[bytes]]
+) -> None:
+    url, _ = hostile
+    server = ServerProcess(
+        tmp_path / "data",
+        store="memory",
+        api_key=CLIENT_KEY,
+        args=("--model-upstream", url, "--model-upstream-api-key-env", "THE_UPSTREAM_KEY"),
+        env={"THE_UPSTREAM_KEY": "EMPTY"},
+    )
+    with server:
+        httpx.get(f"{server.base_url}/models", headers=server.headers, timeout=60)
+    said = [line for line in server.log().splitlines() if "dummy key" in line]
+    assert said == [
+        "ptc-emulator: $THE_UPSTREAM_KEY is shorter than 8 characters: taken as a dummy key (a local server's "
+        "'EMPTY'), it is not redacted from answers, the log or recordings (docs/security.md)"
+    ]

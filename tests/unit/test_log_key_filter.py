@@ -49,3 +49,16 @@ def test_the_key_leaves_a_traceback_and_a_requests_fields() -> None:
     fields = {"method": "POST", "path": "/v1/responses", "error": f"said {KEY}", "route": [KEY]}
     text = _written(JsonFormatter(), _record("request", request=fields))
     assert KEY not in text and json.loads(text)["error"] == "said [redacted]"
+
+
+def test_an_access_records_arguments_keep_their_shape_without_the_key() -> None:
+    """uvicorn's access formatter unpacks five arguments: each is redacted, none set to None
+    (before, `args = None` made it raise and the line was lost); a key split over two is neither."""
+    from uvicorn.logging import AccessFormatter
+
+    formatter = AccessFormatter('%(client_addr)s - "%(request_line)s" %(status_code)s', use_colors=False)
+    line = '%s - "%s %s HTTP/%s" %d'
+    whole = _record(line, "127.0.0.1:1", "GET", f"/v1/models?x={KEY}", "1.1", 200)
+    assert _written(formatter, whole) == '127.0.0.1:1 - "GET /v1/models?x=[redacted] HTTP/1.1" 200 OK\n'
+    split = _record("said %s%s (%d)", f"a {KEY[:10]}", KEY[10:] + " b", 7)
+    assert _written(logging.Formatter("%(message)s"), split) == "said [redacted][redacted] (7)\n"

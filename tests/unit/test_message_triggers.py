@@ -1479,6 +1479,15 @@ def _(c: Context) -> object:
     return asked(answering(status_code=200, json=answer), api_key="sk-trigger-key")
 
 
+@trigger("deltas_disagree")
+def _(c: Context) -> object:
+    """A Responses stream whose delta is not its final text."""
+    final = {"status": "completed", "output": [{"type": "message", "content": [{"type": "output_text", "text": "b"}]}]}
+    said = [{"type": "response.output_text.delta", "delta": "a"}, {"type": "response.completed", "response": final}]
+    text = "".join(f"data: {json.dumps(e)}\n\n" for e in said)
+    return asked(answering(status_code=200, text=text, headers=SSE), api="responses", stream=True)
+
+
 @trigger("upstream_refused")
 def _(c: Context) -> object:
     refused = {"choices": [{"index": 0, "message": {"content": None, "refusal": "I can't help with that."}}]}
@@ -1537,6 +1546,18 @@ def _(c: Context) -> object:
 @trigger("streamed_chunk")
 def _(c: Context) -> object:
     return asked(answering(status_code=200, text="data: {\n\n", headers=SSE), stream=True)
+
+
+@trigger("streamed_line")
+def _(c: Context) -> object:
+    """A comment line holding a byte that is not UTF-8."""
+    return asked(answering(status_code=200, content=b": \xff\n\n", headers=SSE), stream=True)
+
+
+@trigger("unknown_stream_field")
+def _(c: Context) -> object:
+    """`Data:`, not `data:`."""
+    return asked(answering(status_code=200, text="Data: {}\n\n", headers=SSE), stream=True)
 
 
 @trigger("streamed_event")

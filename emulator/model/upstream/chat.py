@@ -16,6 +16,7 @@ from ptc_emulator.emulator.model.upstream.protocol import (
     ToolCall,
     UpstreamProtocol,
     json_schema_of,
+    words,
 )
 from ptc_emulator.emulator.model.upstream.reading import Malformed, Shape, parse
 from ptc_emulator.emulator.model.upstream.teach import Function
@@ -122,7 +123,7 @@ class ChatCompletions(UpstreamProtocol):
             if chunk.get("error"):  # what OpenAI-compatible servers send when they fail mid-stream
                 failure = chunk["error"]
                 message = failure.get("message") if isinstance(failure, dict) else failure
-                raise Fault.quoting(messages.failed_mid_stream, str(message))
+                raise Fault.quoting(messages.failed_mid_stream, words(message))
             answer.model = shape.string(chunk.get("model"), "model") or answer.model
             shape.usage(answer, chunk.get("usage"), "usage")
             for n, choice in enumerate(shape.objects(chunk.get("choices"), "choices")):

@@ -15,6 +15,7 @@ still the 502 (`messages.unreadable_shape`), never a 500.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ __all__ = [
     "UpstreamProtocol",
     "json_schema_of",
     "snippet",
+    "words",
 ]
 
 
@@ -136,6 +138,12 @@ class UpstreamProtocol(ABC):
 def json_schema_of(text_format: dict[str, Any] | None) -> dict[str, Any] | None:
     """A text format that asks for a JSON schema, or None (plain text: the default)."""
     return text_format if text_format is not None and text_format.get("type") == "json_schema" else None
+
+
+def words(value: Any) -> str:
+    """What an upstream's failure says, as text: a string as it is, any other value (a list, an
+    object) as its JSON, not as Python writes it (`['a', 'b']`)."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def snippet(text: str) -> str:

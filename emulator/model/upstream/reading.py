@@ -82,10 +82,11 @@ BOM = b"\xef\xbb\xbf"
 async def events(chunks: AsyncIterator[bytes], budget: Budget, not_events: Fault | None = None) -> AsyncIterator[bytes]:
     """The data of each server-sent event, as the event-stream format frames it: lines end with
     CRLF, LF or CR; `data:` lines (one optional space after the colon) join with LF; an empty
-    line ends the event; comments (`:`) and other fields are skipped. What is pending when the
+    line ends the event; comments (`:`) and the fields `event`, `id` and `retry` are skipped; a
+    line not UTF-8, or of any other field, is a `Fault` (`_field`). What is pending when the
     body ends is an event too (a server that leaves out the last empty line). A UTF-8 byte order
     mark that starts the stream is skipped, as an event-stream decoder skips it (anywhere else it
-    is data); before, it made the first line's field `\ufeffdata` and its event was lost.
+    is a line's junk, the 502); before, it made the first line's field `\ufeffdata` and its event was lost.
     `not_events`: raised when the stream's first byte past white space (and the mark) is `{` or
     `[`, which no event-stream line begins with: a whole JSON body, not a stream."""
     line = bytearray()
@@ -123,11 +124,35 @@ async def events(chunks: AsyncIterator[bytes], budget: Budget, not_events: Fault
         yield b"\n".join(data)
 
 
+_FIELDS = frozenset({b"event", b"id", b"retry"})
+"""The event-stream fields besides `data`: read past (the emulator needs none of them)."""
+
+
 def _field(line: bytearray, data: list[bytes]) -> None:
-    """One line of an event: a `data:` line's value joins `data`; anything else is skipped."""
-    field, _, value = bytes(line).partition(b":")
+    """One line of an event: a `data:` line's value joins `data`; a comment (`:`) and the other
+    fields of the event-stream format (`event`, `id`, `retry`) are skipped. A line with no colon
+    is a field with an empty value, as the format reads it.
+
+    Stricter than the format in two ways, so that no line holding the answer is dropped unseen
+    (a false green: before, `Data:`, a stray byte or a byte order mark before `data`, made the
+    line's field unknown, and the response was `completed` without that chunk): a line whose
+    bytes are not UTF-8 is a `Fault` (the format would decode it with replacement characters),
+    and so is a line whose field is none of the four (the format ignores an unknown field; no
+    model upstream sends one, and one that is `data` after junk or in another case carries the
+    answer). The field is quoted with what is not printable escaped (`'\\ufeffdata'`)."""
+    field, colon, value = bytes(line).partition(b":")
     if field == b"data":
         data.append(value[1:] if value.startswith(b" ") else value)
+        return
+    try:
+        name = field.decode("utf-8")
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Fault(messages.malformed(messages.streamed_line(), messages.answer_not_utf8())) from None
+    if not field or field in _FIELDS:
+        return
+    shown = name if len(name) <= 40 else name[:37] + "..."
+    raise Fault.quoting(messages.unknown_stream_field, "".join(c if c.isprintable() else ascii(c)[1:-1] for c in shown))
 
 
 class Malformed(ValueError):

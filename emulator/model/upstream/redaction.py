@@ -30,19 +30,26 @@ from typing import Any, TypeVar
 from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.model.upstream.protocol import Answer, Delta, ToolCall
 
-__all__ = ["MASK", "Redacting", "RedactingBytes", "Redaction"]
+__all__ = ["MASK", "MIN_REDACTED", "Redacting", "RedactingBytes", "Redaction"]
 
 E = TypeVar("E", bound=EmulatorError)
 S = TypeVar("S", str, bytes)
 
 MASK = "[redacted]"
 
+MIN_REDACTED = 8
+"""The shortest key taken out of text. A shorter one is a local server's dummy key (`EMPTY`,
+`ollama`, `lo`), no secret: taken out wherever it matched, it rewrote the model's own words
+(`hello` became `hel[redacted]`, a call of `lookup` one of `[redacted]okup`). `serve` says so in
+one line at start (docs/security.md)."""
+
 
 class Redaction:
-    """Takes `secret` (the upstream's key; None or empty: nothing to take) out of text."""
+    """Takes `secret` (the upstream's key; None, empty or shorter than `MIN_REDACTED`: nothing to
+    take) out of text."""
 
     def __init__(self, secret: str | None) -> None:
-        self.secret = secret or ""
+        self.secret = secret if secret and len(secret) >= MIN_REDACTED else ""
         self.escaped = _escaped(self.secret) if self.secret else None
         """The key written with any mix of its characters and JSON's `\\uXXXX` escapes."""
 

@@ -16,6 +16,7 @@ from ptc_emulator.emulator.model.upstream.protocol import (
     ToolCall,
     UpstreamProtocol,
     json_schema_of,
+    words,
 )
 from ptc_emulator.emulator.model.upstream.reading import Malformed, Shape, parse
 from ptc_emulator.emulator.model.upstream.teach import Function
@@ -143,9 +144,13 @@ class Responses(UpstreamProtocol):
     async def stream(self, events: AsyncIterator[bytes], on_delta: Delta | None) -> Answer:
         """The text deltas as they come, a reasoning item's summary when it is done; the answer is
         the `response.completed` event's response (its output as the `output_item.done` events gave
-        it, if the response comes without)."""
+        it, if the response comes without). The deltas, joined, must be the answer's text, as the
+        hosted API's add up to their `.done` text: otherwise the text the client was shown is not
+        the answer, a `Fault` (before, deltas 'streamed words' then a final 'different words', or a
+        delta at an output the final response does not hold, ended `completed`)."""
         shape = Shape(messages.streamed_event())
         done: list[dict[str, Any]] = []
+        streamed: list[str] = []  # the text passed on, which must add up to the answer's
         async for data in events:
             try:
                 event = shape.object(await parse(data), "(the event)")
@@ -154,6 +159,7 @@ class Responses(UpstreamProtocol):
             kind = event.get("type")
             if kind == "response.output_text.delta":
                 piece = shape.string(event.get("delta"), "delta")
+                streamed.append(piece)
                 if piece and on_delta is not None:
                     on_delta("text", piece)
             elif kind == "response.output_item.done":
@@ -163,13 +169,18 @@ class Responses(UpstreamProtocol):
                     on_delta("reasoning", _summary(shape, item, "item"))
             elif kind in ("response.completed", "response.incomplete"):
                 ended = kind.removeprefix("response.")
-                return self._answer(shape, event.get("response"), "response", done, ended)
+                answer = self._answer(shape, event.get("response"), "response", done, ended)
+                told = "".join(streamed)
+                if told and told != answer.text:  # what the client was shown is not the answer
+                    raise Fault(messages.deltas_disagree(len(told), len(answer.text)))
+                return answer
             elif kind in ("response.failed", "error"):
                 response = event.get("response")
                 failure = response.get("error") if isinstance(response, dict) else None
                 failure = failure or event.get("error") or event
                 message = failure.get("message") if isinstance(failure, dict) else failure
-                raise Fault.quoting(messages.failed_mid_stream, str(message or messages.no_failure_message()))
+                said = words(message) if message else messages.no_failure_message()
+                raise Fault.quoting(messages.failed_mid_stream, said)
         raise Fault(messages.stream_ended_early())
 
 
