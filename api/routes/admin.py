@@ -181,9 +181,13 @@ def _scope(request: Request) -> str | None:
 def _stored_responses(store: Store, keyless: bool) -> int | None:
     """How many responses the store holds (0 when not asked for), or None when its database does
     not answer."""
-    if not ping(store):
-        return None
-    return 0 if keyless else store.responses.count()
+    if keyless:
+        return 0 if ping(store) else None
+    bounded = getattr(store, "stored_count", None)  # a shared database's: bounded by health's wait
+    if callable(bounded):
+        counted = bounded()
+        return int(counted) if counted is not None else None
+    return store.responses.count() if ping(store) else None
 
 
 class HealthChecks:
@@ -375,7 +379,7 @@ async def read_journal(request: Request) -> Response:
     """`{"object": "list", "data": [entries]}`. A full journal is 64 MiB of bodies: the entries are
     read on the event loop, parsed, labelled and written out in a worker thread (on the loop,
     health waited 0.5-0.65 s for it)."""
-    kept = request.app.state.emulator.journal.entries(_scope(request))
+    kept = await asyncio.to_thread(request.app.state.emulator.journal.entries, _scope(request))
     return Response(await asyncio.to_thread(_journal_text, kept), media_type="application/json")
 
 
@@ -395,7 +399,7 @@ def _journal_text(kept: list[Any]) -> bytes:
 async def journal_conversations(request: Request) -> dict[str, Any]:
     """The journal's figures per conversation (one run of a task), oldest first. Worked out in a
     worker thread, as the journal is (every entry's bodies are parsed)."""
-    kept = request.app.state.emulator.journal.entries(_scope(request))
+    kept = await asyncio.to_thread(request.app.state.emulator.journal.entries, _scope(request))
     data = await asyncio.to_thread(lambda: evaluation.conversations([e.as_dict() for e in kept]))
     return {"object": "list", "data": data}
 
@@ -405,7 +409,7 @@ async def journal_compare(request: Request, direct: str | None = None, ptc: str 
     """A direct-calling run and a programmatic run of the same task compared, as the guide's
     "Evaluate" section asks. `direct` and `ptc` name a conversation or any response in it;
     left out, the latest run without programs and the latest with. In a worker thread."""
-    kept = request.app.state.emulator.journal.entries(_scope(request))
+    kept = await asyncio.to_thread(request.app.state.emulator.journal.entries, _scope(request))
     compared: dict[str, Any] = await asyncio.to_thread(
         lambda: evaluation.compare([e.as_dict() for e in kept], direct=direct, ptc=ptc)
     )
@@ -414,7 +418,7 @@ async def journal_compare(request: Request, direct: str | None = None, ptc: str 
 
 @router.delete("/journal")
 async def clear_journal(request: Request) -> dict[str, Any]:
-    cleared = request.app.state.emulator.journal.clear(_scope(request))
+    cleared = await asyncio.to_thread(request.app.state.emulator.journal.clear, _scope(request))
     usage.clear_cache()  # the token counts of what the journal held are not needed any more
     return {"cleared": cleared}
 
@@ -440,7 +444,7 @@ async def _forget(state: Any, scope: str | None) -> tuple[int, int]:
     state.store.scenarios.clear(scope)
     forget_fault_counts(state.store.counts, scope, every=scope is None)  # the faults fail afresh
     _clear_kept_hosted(state.store, scope)
-    removed, cleared = state.scenarios.clear(scope), state.journal.clear(scope)
+    removed, cleared = state.scenarios.clear(scope), await asyncio.to_thread(state.journal.clear, scope)
     if state.engine is not None and scope is not None:  # what a scope's prompts are served is state
         state.engine.prompt_cache.forget(scope)
     elif state.engine is not None:
@@ -464,7 +468,7 @@ async def end(request: Request, unmatched: bool = True, unused: bool = True) -> 
 async def scope_ended(state: Any, scope: str | None, *, unmatched: bool, unused: bool) -> dict[str, Any]:
     """`POST /_emulator/end` without HTTP: what the route answers (the pytest plugin calls it for
     the server it started in its own process, `testing/server.py`)."""
-    entries = state.journal.entries(scope) if unmatched or unused else []
+    entries = await asyncio.to_thread(state.journal.entries, scope) if unmatched or unused else []
     missed = sum(1 for e in entries if e.near_miss is not None) if unmatched else 0
     never: list[str] = []
     if unused:

@@ -421,7 +421,10 @@ class Engine:
         if prepared.answered is not None:
             return prepared.answered
         if prepared.background:
-            return self._start_background(prepared)
+            # Its lease claimed and its queued record kept in a worker thread: both wait on a
+            # shared database, and on the loop they held every client while it was slow.
+            queued = await asyncio.to_thread(self._queue_background, prepared)
+            return self._start_background(prepared, queued)
         return await self.complete(prepared)
 
     async def complete(self, prepared: Prepared) -> dict[str, Any]:
@@ -689,10 +692,13 @@ class Engine:
         else:
             target.put(record)
 
-    def _start_background(self, prepared: Prepared) -> dict[str, Any]:
+    def _queue_background(self, prepared: Prepared) -> dict[str, Any]:
         queued = self.response(prepared, [], status=ResponseStatus.QUEUED)
         self.background.claim(prepared.response_id)
         self._keep(prepared, queued)
+        return queued
+
+    def _start_background(self, prepared: Prepared, queued: dict[str, Any]) -> dict[str, Any]:
 
         async def work() -> dict[str, Any]:
             try:
