@@ -24,7 +24,6 @@ import pytest
 
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator.storage import pgpool
-from tests.replicas.cluster import Cluster
 from tests.replicas.replicas_support import SECRET
 from tests.support import in_process_http
 
