@@ -90,3 +90,50 @@ async def test_health_answers_its_own_503_while_a_lock_holds_the_responses_table
             assert held.json() == {"status": "unavailable", "store": "postgresql", "database": "unreachable"}
             again = await plain.get("/_emulator/health")
             assert again.status_code == 200 and again.json()["database"] == "ok"
+
+
+@pytest.mark.anyio
+async def test_requests_at_once_share_the_read_of_the_scenarios(postgres_url: str, tmp_path: Path) -> None:
+    """Before each `/v1/` request a replica makes its run-time scenarios the store's rows. Each
+    request read every row itself: with the database slow, 200 creates in flight made 200 reads,
+    and `/v1/models` waited behind them. Twenty requests arriving while one read is held back
+    now share one more read (the one that begins after they arrived), not twenty."""
+    settings = Settings(data_dir=tmp_path, store=postgres_url, secret=SECRET, bundled_fixtures=False)
+    async with in_process_http(settings) as (http, app):
+        shared = app.state.emulator.shared
+        store = app.state.emulator.store
+        held, reads, arrived = threading.Event(), [], []
+        listed = store.scenarios.list
+
+        def slow_list(*args: Any, **kwargs: Any) -> Any:
+            reads.append(1)
+            held.wait(120)  # (a guard; released below)
+            return listed(*args, **kwargs)
+
+        refresh = shared.refresh
+
+        async def counted() -> None:
+            arrived.append(1)
+            await refresh()
+
+        store.scenarios.list = slow_list
+        shared.refresh = counted
+        try:
+            first = asyncio.ensure_future(http.get("/v1/models"))
+            for _ in range(6000):  # until the first read waits (a guard, not a measure)
+                if reads:
+                    break
+                await asyncio.sleep(0.01)
+            rest = [asyncio.ensure_future(http.get("/v1/models")) for _ in range(20)]
+            for _ in range(6000):
+                if len(arrived) == 21:
+                    break
+                await asyncio.sleep(0.01)
+            held.set()
+            answers = await asyncio.gather(first, *rest)
+        finally:
+            held.set()
+            del store.scenarios.list
+            del shared.refresh
+        assert [a.status_code for a in answers] == [200] * 21
+        assert len(reads) == 2, f"{len(reads)} reads of the scenarios for 21 requests at once"
