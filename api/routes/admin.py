@@ -310,8 +310,11 @@ async def scenario_added(state: Any, scope: str | None, body: bytes) -> dict[str
     0.8 s; the templates' constant expressions and RE2's compile of its patterns each up to their
     own bounds), and the hop costs less than a tenth of a millisecond."""
     scenario, document = await asyncio.to_thread(_scenario_of, scope, body)
-    state.store.scenarios.put(StoredScenario(scenario.scope, scenario.name, document))
-    forget_fault_counts(state.store.counts, scenario.scope, scenario.name)  # its faults fail afresh
+    # The store's writes in a worker thread: a shared database may be slow, and on the loop every
+    # client waited on them.
+    await asyncio.to_thread(state.store.scenarios.put, StoredScenario(scenario.scope, scenario.name, document))
+    # its faults fail afresh
+    await asyncio.to_thread(forget_fault_counts, state.store.counts, scenario.scope, scenario.name)
     state.scenarios.add(scenario)
     await _synced(state)
     return {"name": scenario.name, "scope": scenario.scope, "turns": len(scenario.turns)}
@@ -351,7 +354,7 @@ async def set_hosted(request: Request) -> dict[str, Any]:
     inline programs and by scenarios that script none; `{}` or DELETE removes them."""
     data, script = await asyncio.to_thread(_hosted_of, await request.body())
     state, scope = request.app.state.emulator, _scope(request)
-    state.store.sessions.put(HOSTED, scope or "", {"scope": scope, "script": data})
+    await asyncio.to_thread(state.store.sessions.put, HOSTED, scope or "", {"scope": scope, "script": data})
     state.scenarios.set_hosted(script, scope)
     await _synced(state)
     return {"scope": _scope(request), "mcp_servers": sorted(script.mcp_servers)}
@@ -379,7 +382,7 @@ def _hosted_of(body: bytes) -> tuple[Any, HostedScript]:
 @router.delete("/hosted")
 async def delete_hosted(request: Request) -> dict[str, Any]:
     state = request.app.state.emulator
-    state.store.sessions.delete(HOSTED, _scope(request) or "")
+    await asyncio.to_thread(state.store.sessions.delete, HOSTED, _scope(request) or "")
     state.scenarios.set_hosted(None, _scope(request))
     await _synced(state)
     return {"scope": _scope(request), "deleted": True}
@@ -388,8 +391,9 @@ async def delete_hosted(request: Request) -> dict[str, Any]:
 @router.delete("/scenarios/{name}")
 async def delete_scenario(name: str, request: Request) -> dict[str, Any]:
     state = request.app.state.emulator
-    state.store.scenarios.delete(_scope(request), name)
-    forget_fault_counts(state.store.counts, _scope(request), name)  # added again, its faults fail afresh
+    await asyncio.to_thread(state.store.scenarios.delete, _scope(request), name)
+    # added again, its faults fail afresh
+    await asyncio.to_thread(forget_fault_counts, state.store.counts, _scope(request), name)
     removed = state.scenarios.remove(name, _scope(request))
     await _synced(state)
     if not removed:
@@ -467,9 +471,9 @@ async def _forget(state: Any, scope: str | None) -> tuple[int, int]:
     # (a file that cannot be used leaves the previous ones, and the log says why).
     if state.scenario_files is not None:
         await state.scenario_files.recheck()
-    state.store.scenarios.clear(scope)
-    forget_fault_counts(state.store.counts, scope, every=scope is None)  # the faults fail afresh
-    _clear_kept_hosted(state.store, scope)
+    await asyncio.to_thread(state.store.scenarios.clear, scope)
+    await asyncio.to_thread(forget_fault_counts, state.store.counts, scope, every=scope is None)  # fail afresh
+    await asyncio.to_thread(_clear_kept_hosted, state.store, scope)
     removed, cleared = state.scenarios.clear(scope), await asyncio.to_thread(state.journal.clear, scope)
     if state.engine is not None and scope is not None:  # what a scope's prompts are served is state
         state.engine.prompt_cache.forget(scope)

@@ -598,12 +598,14 @@ class Engine:
         return {"id": response_id, "object": "response", "deleted": True}
 
     async def cancel(self, response_id: str, *, scope: str | None) -> dict[str, Any]:
-        record = self.history.seen(response_id, scope)
+        # The store's reads and writes in worker threads (a shared database may be slow: on the
+        # loop, every client waited on them); the task, if it runs here, stopped on the loop.
+        record = await asyncio.to_thread(self.history.seen, response_id, scope)
         if not record.response.get("background"):
             raise messages.cancel_needs_background()
-        if record.response.get("status") in UNFINISHED and self._cancelled(record):
-            self.background.stopped(response_id)  # its task, here or on the replica running it
-        response = self.history.stored(response_id).response
+        if record.response.get("status") in UNFINISHED and await asyncio.to_thread(self._cancelled, record):
+            await self.background.stopped(response_id)  # its task, here or on the replica running it
+        response = (await asyncio.to_thread(self.history.stored, response_id)).response
         if response.get("status") in (ResponseStatus.COMPLETED, ResponseStatus.FAILED):  # finished first
             raise messages.cancel_finished(str(response["status"]))
         return response
