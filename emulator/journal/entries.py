@@ -181,7 +181,7 @@ class Journal:
         self.shared = hasattr(self.log, "codec")
         """Whether the log is kept outside the process (a shared database): its entries are text,
         numbered as they are written, and written off the event loop (`record_off_loop`)."""
-        if self.shared:
+        if hasattr(self.log, "codec"):
             self.log.codec = (dump_entry, load_entry)
         self._writer: concurrent.futures.ThreadPoolExecutor | None = None
         self._writer_lock = threading.Lock()
