@@ -3,6 +3,8 @@ and logs one line per HTTP request (`RequestLog`, below)."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextvars
 import json
 import logging
@@ -72,6 +74,8 @@ class Journaling:
         self.rendered: bytes | None = None
         """`response` as the client was sent it (compact JSON), when it was sent whole."""
         self._done = False
+        self.written: concurrent.futures.Future[None] | None = None
+        """The entry's write under way in the journal's writer thread, if it went there."""
 
     def __enter__(self) -> Journaling:
         return self
@@ -153,7 +157,13 @@ class Journaling:
             self.entry.request = kept_request(self.entry.request, self.raw)
         if self.rendered is not None and self.entry.response is self.response and _as_kept(self.rendered):
             self.entry.response = RawJSON(self.rendered)  # the text the journal would have made
-        self.journal.record(self.entry)
+        self.written = self.journal.record_off_loop(self.entry)
+
+    async def stored(self) -> None:
+        """Wait for the entry's write, when it was handed to the journal's writer thread (a shared
+        journal, recorded on the event loop): the reply goes once its entry is in the journal."""
+        if self.written is not None:
+            await asyncio.wrap_future(self.written)
 
 
 def _as_kept(rendered: bytes) -> bool:

@@ -366,7 +366,7 @@ async def list_conversations(request: Request) -> dict[str, Any]:
     nothing of another scope. A caller in none (the server's owner, who gave the key where the
     server has one; the page is such a caller) sees every scope, `?scope=` a filter of the list."""
     caller = request.headers.get(SCOPE_HEADER)
-    kept = request.app.state.emulator.journal.entries(caller)
+    kept = await asyncio.to_thread(request.app.state.emulator.journal.entries, caller)
     collector.hold_for_request()  # (see `trace_page`)
     # A full journal is 64 MiB of bodies: parsed, grouped and summarised in a worker thread, so
     # the event loop answers others meanwhile (on it, health waited 0.4 s for a listing).
@@ -396,7 +396,7 @@ async def read_conversation(conversation_id: str, request: Request) -> dict[str,
     if not (wanted.isascii() and wanted.isdigit()) or len(wanted) > 18:  # a seq: `int` takes it, SQLite holds it
         raise messages.inspector_conversation_id_invalid(conversation_id)
     seq = int(wanted)
-    kept = request.app.state.emulator.journal.entries(_scope(request))
+    kept = await asyncio.to_thread(request.app.state.emulator.journal.entries, _scope(request))
     collector.hold_for_request()  # (see `trace_page`)
 
     def find() -> dict[str, Any] | None:  # in a worker thread, as the listing is
@@ -424,7 +424,7 @@ async def trace_data(request: Request, test: str = "") -> Response:
     from ptc_emulator.api.inspector.trace import trace_json
 
     scope = _scope(request)
-    kept = request.app.state.emulator.journal.entries(scope)
+    kept = await asyncio.to_thread(request.app.state.emulator.journal.entries, scope)
     collector.hold_for_request()  # (see `trace_page`)
     text = await asyncio.to_thread(lambda: trace_json(_trace_entries(kept), test=test, scope=scope).encode("utf-8"))
     return Response(text, media_type="application/json", headers={"Cache-Control": "no-store"})
@@ -446,7 +446,7 @@ async def trace_page(request: Request, test: str = "") -> Response:
         "Cache-Control": "no-store",
         "X-Content-Type-Options": "nosniff",
     }
-    kept = request.app.state.emulator.journal.entries(_scope(request))
+    kept = await asyncio.to_thread(request.app.state.emulator.journal.entries, _scope(request))
     collector.hold_for_request()
     page = await asyncio.to_thread(lambda: trace_html(_trace_entries(kept), title=test).encode("utf-8"))
     return Response(page, media_type="text/html; charset=utf-8", headers=headers)
@@ -460,12 +460,12 @@ async def _changes(request: Request) -> AsyncIterator[bytes]:
         entries = journal.entries(scope)
         return len(entries), max((e.seq for e in entries), default=0)
 
-    seen = mark()
+    seen = await asyncio.to_thread(mark)
     yield _event("hello", {"latest_seq": seen[1]})
     started = quiet = time.monotonic()
     while time.monotonic() - started < STREAM_S:
         await asyncio.sleep(POLL_S)
-        now = mark()
+        now = await asyncio.to_thread(mark)
         if now != seen:
             seen = now
             quiet = time.monotonic()

@@ -108,9 +108,35 @@ class SharedScenarios:
         self._applied_hosted: dict[str | None, tuple[Any, HostedScript]] = {}
         self._reads = itertools.count(1)
         self._last = 0
+        self._under_way: asyncio.Future[None] | None = None
+        self._queued: asyncio.Future[None] | None = None
         self._apply(store.scenarios.list(), store.sessions.all(HOSTED))
 
     async def refresh(self) -> None:
+        """Make the registry what the store holds as of this call. Calls at once share reads: a
+        call joins the read queued to begin once the one under way ends (it begins after the call,
+        so it sees every write committed before it), or begins one; never more than one read
+        under way and one queued. (Each request read every row itself: with the database slow and
+        200 creates in flight, `/v1/models` waited 25-55 s behind their reads.)"""
+        loop = asyncio.get_running_loop()
+        queued = self._queued
+        if queued is not None and queued.get_loop() is loop:
+            await asyncio.shield(queued)
+            return
+        under_way = self._under_way
+        if under_way is not None and under_way.get_loop() is loop and not under_way.done():
+            self._queued = asyncio.ensure_future(self._read_after(under_way))
+            await asyncio.shield(self._queued)
+            return
+        self._under_way = asyncio.ensure_future(self._read())
+        await asyncio.shield(self._under_way)
+
+    async def _read_after(self, before: asyncio.Future[None]) -> None:
+        await asyncio.wait([before])
+        self._under_way, self._queued = self._queued, None
+        await self._read()
+
+    async def _read(self) -> None:
         read = next(self._reads)
         kept = await asyncio.to_thread(self.store.scenarios.list)
         hosted = await asyncio.to_thread(self.store.sessions.all, HOSTED)
@@ -182,9 +208,13 @@ def _scope(request: Request) -> str | None:
 def _stored_responses(store: Store, keyless: bool) -> int | None:
     """How many responses the store holds (0 when not asked for), or None when its database does
     not answer."""
-    if not ping(store):
-        return None
-    return 0 if keyless else store.responses.count()
+    if keyless:
+        return 0 if ping(store) else None
+    bounded = getattr(store, "stored_count", None)  # a shared database's: bounded by health's wait
+    if callable(bounded):
+        counted = bounded()
+        return int(counted) if counted is not None else None
+    return store.responses.count() if ping(store) else None
 
 
 class HealthChecks:
@@ -283,8 +313,11 @@ async def scenario_added(state: Any, scope: str | None, body: bytes) -> dict[str
     threads (`emulator/checking.py`): adds sent at once queue behind each other there, never
     filling the worker threads every request shares."""
     scenario, document = await checked(_scenario_of, scope, body)  # queued behind other adds
-    state.store.scenarios.put(StoredScenario(scenario.scope, scenario.name, document))
-    forget_fault_counts(state.store.counts, scenario.scope, scenario.name)  # its faults fail afresh
+    # The store's writes in a worker thread: a shared database may be slow, and on the loop every
+    # client waited on them.
+    await asyncio.to_thread(state.store.scenarios.put, StoredScenario(scenario.scope, scenario.name, document))
+    # its faults fail afresh
+    await asyncio.to_thread(forget_fault_counts, state.store.counts, scenario.scope, scenario.name)
     state.scenarios.add(scenario)
     await _synced(state)
     return {"name": scenario.name, "scope": scenario.scope, "turns": len(scenario.turns)}
@@ -324,7 +357,7 @@ async def set_hosted(request: Request) -> dict[str, Any]:
     inline programs and by scenarios that script none; `{}` or DELETE removes them."""
     data, script = await checked(_hosted_of, await request.body())
     state, scope = request.app.state.emulator, _scope(request)
-    state.store.sessions.put(HOSTED, scope or "", {"scope": scope, "script": data})
+    await asyncio.to_thread(state.store.sessions.put, HOSTED, scope or "", {"scope": scope, "script": data})
     state.scenarios.set_hosted(script, scope)
     await _synced(state)
     return {"scope": _scope(request), "mcp_servers": sorted(script.mcp_servers)}
@@ -352,7 +385,7 @@ def _hosted_of(body: bytes) -> tuple[Any, HostedScript]:
 @router.delete("/hosted")
 async def delete_hosted(request: Request) -> dict[str, Any]:
     state = request.app.state.emulator
-    state.store.sessions.delete(HOSTED, _scope(request) or "")
+    await asyncio.to_thread(state.store.sessions.delete, HOSTED, _scope(request) or "")
     state.scenarios.set_hosted(None, _scope(request))
     await _synced(state)
     return {"scope": _scope(request), "deleted": True}
@@ -361,8 +394,9 @@ async def delete_hosted(request: Request) -> dict[str, Any]:
 @router.delete("/scenarios/{name}")
 async def delete_scenario(name: str, request: Request) -> dict[str, Any]:
     state = request.app.state.emulator
-    state.store.scenarios.delete(_scope(request), name)
-    forget_fault_counts(state.store.counts, _scope(request), name)  # added again, its faults fail afresh
+    await asyncio.to_thread(state.store.scenarios.delete, _scope(request), name)
+    # added again, its faults fail afresh
+    await asyncio.to_thread(forget_fault_counts, state.store.counts, _scope(request), name)
     removed = state.scenarios.remove(name, _scope(request))
     await _synced(state)
     if not removed:
@@ -378,7 +412,7 @@ async def read_journal(request: Request) -> Response:
     """`{"object": "list", "data": [entries]}`. A full journal is 64 MiB of bodies: the entries are
     read on the event loop, parsed, labelled and written out in a worker thread (on the loop,
     health waited 0.5-0.65 s for it)."""
-    kept = request.app.state.emulator.journal.entries(_scope(request))
+    kept = await asyncio.to_thread(request.app.state.emulator.journal.entries, _scope(request))
     return Response(await asyncio.to_thread(_journal_text, kept), media_type="application/json")
 
 
@@ -398,7 +432,7 @@ def _journal_text(kept: list[Any]) -> bytes:
 async def journal_conversations(request: Request) -> dict[str, Any]:
     """The journal's figures per conversation (one run of a task), oldest first. Worked out in a
     worker thread, as the journal is (every entry's bodies are parsed)."""
-    kept = request.app.state.emulator.journal.entries(_scope(request))
+    kept = await asyncio.to_thread(request.app.state.emulator.journal.entries, _scope(request))
     data = await asyncio.to_thread(lambda: evaluation.conversations([e.as_dict() for e in kept]))
     return {"object": "list", "data": data}
 
@@ -408,7 +442,7 @@ async def journal_compare(request: Request, direct: str | None = None, ptc: str 
     """A direct-calling run and a programmatic run of the same task compared, as the guide's
     "Evaluate" section asks. `direct` and `ptc` name a conversation or any response in it;
     left out, the latest run without programs and the latest with. In a worker thread."""
-    kept = request.app.state.emulator.journal.entries(_scope(request))
+    kept = await asyncio.to_thread(request.app.state.emulator.journal.entries, _scope(request))
     compared: dict[str, Any] = await asyncio.to_thread(
         lambda: evaluation.compare([e.as_dict() for e in kept], direct=direct, ptc=ptc)
     )
@@ -417,7 +451,7 @@ async def journal_compare(request: Request, direct: str | None = None, ptc: str 
 
 @router.delete("/journal")
 async def clear_journal(request: Request) -> dict[str, Any]:
-    cleared = request.app.state.emulator.journal.clear(_scope(request))
+    cleared = await asyncio.to_thread(request.app.state.emulator.journal.clear, _scope(request))
     usage.clear_cache()  # the token counts of what the journal held are not needed any more
     return {"cleared": cleared}
 
@@ -440,10 +474,10 @@ async def _forget(state: Any, scope: str | None) -> tuple[int, int]:
     # (a file that cannot be used leaves the previous ones, and the log says why).
     if state.scenario_files is not None:
         await state.scenario_files.recheck()
-    state.store.scenarios.clear(scope)
-    forget_fault_counts(state.store.counts, scope, every=scope is None)  # the faults fail afresh
-    _clear_kept_hosted(state.store, scope)
-    removed, cleared = state.scenarios.clear(scope), state.journal.clear(scope)
+    await asyncio.to_thread(state.store.scenarios.clear, scope)
+    await asyncio.to_thread(forget_fault_counts, state.store.counts, scope, every=scope is None)  # fail afresh
+    await asyncio.to_thread(_clear_kept_hosted, state.store, scope)
+    removed, cleared = state.scenarios.clear(scope), await asyncio.to_thread(state.journal.clear, scope)
     if state.engine is not None and scope is not None:  # what a scope's prompts are served is state
         state.engine.prompt_cache.forget(scope)
     elif state.engine is not None:
@@ -467,7 +501,7 @@ async def end(request: Request, unmatched: bool = True, unused: bool = True) -> 
 async def scope_ended(state: Any, scope: str | None, *, unmatched: bool, unused: bool) -> dict[str, Any]:
     """`POST /_emulator/end` without HTTP: what the route answers (the pytest plugin calls it for
     the server it started in its own process, `testing/server.py`)."""
-    entries = state.journal.entries(scope) if unmatched or unused else []
+    entries = await asyncio.to_thread(state.journal.entries, scope) if unmatched or unused else []
     missed = sum(1 for e in entries if e.near_miss is not None) if unmatched else 0
     never: list[str] = []
     if unused:

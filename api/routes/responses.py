@@ -69,6 +69,8 @@ async def create_response(body: CreateRequest, request: Request) -> Response:
                 # A long reply or body is journaled in a worker thread too: their bytes copied into
                 # the journal's (7 MB: 3-4 ms), or the reply's text made when they are not the journal's.
                 await asyncio.to_thread(journaling.finish, journaling.response)
+            journaling.finish(journaling.response)
+            await journaling.stored()  # (a shared journal's write, in its own thread)
             return reply
     finally:
         # 200,000 items freed on the loop as the request's frames end held it 40-150 ms; so did a

@@ -35,6 +35,7 @@ event; the response still finishes and is stored, so `starting_after` can resume
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -240,6 +241,8 @@ async def _frames(play: Play, keepalive_s: float) -> AsyncIterator[bytes]:
         yield KEEP_ALIVE if event is None else await framed(event)
     if play.error is not None:
         yield frame(play.sequence.number(error_event(play.error)))
+    with contextlib.suppress(Exception):  # (a write that failed is logged by the journal)
+        await play.journaling.stored()  # the stream ends once its entry is in a shared journal
 
 
 async def stream_stored(

@@ -266,6 +266,11 @@ class Session:
 
     async def _create(self, frame: dict[str, Any], large: bool) -> None:
         """Play a create; a `large` frame's (see `OFF_LOOP_CHARS`) is validated in a worker thread."""
+        shared = getattr(self.ws.app.state.emulator, "shared", None)
+        if shared is not None:
+            # As before an HTTP request: the run-time scenarios the replicas share made the store's
+            # (a read shared with the requests at once); the database away is the 503 at once.
+            await shared.refresh()
         body = {k: v for k, v in frame.items() if k != "type"}
         stream_id = body.get("stream_id") if isinstance(body.get("stream_id"), str) else None
         raw: bytes | None = None

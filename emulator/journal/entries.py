@@ -8,7 +8,11 @@ process or the next `clear`.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
+import logging
+import threading
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -18,6 +22,8 @@ from ptc_emulator.emulator import jsonpieces, jsonreply
 from ptc_emulator.emulator.storage import JournalLog, MemoryJournal
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.emulator.wire.response import redacted
+
+log = logging.getLogger("ptc_emulator.journal")
 
 __all__ = ["Figures", "Journal", "JournalEntry", "RawJSON", "RawRequest", "dump_entry", "kept_request", "load_entry"]
 
@@ -172,8 +178,13 @@ class Journal:
 
     def __init__(self, limit: int = 10_000, max_bytes: int = 64 * 2**20, *, log: JournalLog | None = None) -> None:
         self.log: JournalLog = log if log is not None else MemoryJournal(limit, max_bytes)
-        if hasattr(self.log, "codec"):  # a log kept outside the process (a shared database) keeps text
+        self.shared = hasattr(self.log, "codec")
+        """Whether the log is kept outside the process (a shared database): its entries are text,
+        numbered as they are written, and written off the event loop (`record_off_loop`)."""
+        if hasattr(self.log, "codec"):
             self.log.codec = (dump_entry, load_entry)
+        self._writer: concurrent.futures.ThreadPoolExecutor | None = None
+        self._writer_lock = threading.Lock()
 
     @property
     def limit(self) -> int:
@@ -188,7 +199,10 @@ class Journal:
         return self.log.bytes
 
     def next_seq(self) -> int:
-        return self.log.next_seq()
+        """The next entry's number; 0 for a shared log, which numbers an entry as it writes it (a
+        round trip to the database for the number, made on the event loop as a request began,
+        held the loop, and every client with it, while the database was slow)."""
+        return 0 if self.shared else self.log.next_seq()
 
     def record(self, entry: JournalEntry) -> None:
         entry.request = _compact(entry.request)
@@ -196,11 +210,49 @@ class Journal:
         size = _ENTRY_OVERHEAD + len(entry.request or b"") + len(entry.response or b"")
         self.log.append(entry.scope, entry, size)
 
+    def record_off_loop(self, entry: JournalEntry) -> concurrent.futures.Future[None] | None:
+        """`record(entry)`: at once for a log in this process, or on the event loop's thread for a
+        shared log, in the journal's writer thread (one, so entries are written in the order
+        recorded): the future of the write. The write waits on the database; on the loop it held
+        every client of the server while the database was slow."""
+        if not self.shared or not _on_loop():
+            self.record(entry)
+            return None
+        with self._writer_lock:
+            if self._writer is None:
+                self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ptc-emulator-journal")
+            written = self._writer.submit(self.record, entry)
+        written.add_done_callback(_reported)
+        return written
+
+    def _written(self) -> None:
+        """Wait for the writes this process has handed to the writer thread: a read of the journal
+        here sees every request this server has answered."""
+        writer = self._writer
+        if writer is not None:
+            writer.submit(lambda: None).result()
+
     def entries(self, scope: str | None = None) -> list[JournalEntry]:
+        self._written()
         return self.log.entries(scope)
 
     def clear(self, scope: str | None = None) -> int:
+        self._written()
         return self.log.clear(scope)
+
+
+def _reported(written: concurrent.futures.Future[None]) -> None:
+    error = None if written.cancelled() else written.exception()
+    if error is not None:
+        log.warning("a journal entry was not kept: %s", error)
+
+
+def _on_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def dump_entry(entry: JournalEntry) -> str:

@@ -69,10 +69,11 @@ class Background:
             self._loop = asyncio.get_running_loop()
             events.listen(self._heard)
 
-    def stopped(self, response_id: str) -> None:
-        """The response was stored cancelled: stop its task here, and wherever else it runs."""
+    async def stopped(self, response_id: str) -> None:
+        """The response was stored cancelled: stop its task here, and wherever else it runs (the
+        signal to the other replicas sent from a worker thread: it is a database round trip)."""
         if not self.cancel(response_id) and self.events is not None:
-            self.events.signal(CANCELS + response_id)
+            await asyncio.to_thread(self.events.signal, CANCELS + response_id)
 
     def _heard(self, stream: str | None) -> None:
         """From the event log's listening thread: a cancel signalled (None: perhaps one was lost)."""

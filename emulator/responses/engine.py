@@ -421,7 +421,10 @@ class Engine:
         if prepared.answered is not None:
             return prepared.answered
         if prepared.background:
-            return self._start_background(prepared)
+            # Its lease claimed and its queued record kept in a worker thread: both wait on a
+            # shared database, and on the loop they held every client while it was slow.
+            queued = await asyncio.to_thread(self._queue_background, prepared)
+            return self._start_background(prepared, queued)
         return await self.complete(prepared)
 
     async def complete(self, prepared: Prepared) -> dict[str, Any]:
@@ -595,12 +598,14 @@ class Engine:
         return {"id": response_id, "object": "response", "deleted": True}
 
     async def cancel(self, response_id: str, *, scope: str | None) -> dict[str, Any]:
-        record = self.history.seen(response_id, scope)
+        # The store's reads and writes in worker threads (a shared database may be slow: on the
+        # loop, every client waited on them); the task, if it runs here, stopped on the loop.
+        record = await asyncio.to_thread(self.history.seen, response_id, scope)
         if not record.response.get("background"):
             raise messages.cancel_needs_background()
-        if record.response.get("status") in UNFINISHED and self._cancelled(record):
-            self.background.stopped(response_id)  # its task, here or on the replica running it
-        response = self.history.stored(response_id).response
+        if record.response.get("status") in UNFINISHED and await asyncio.to_thread(self._cancelled, record):
+            await self.background.stopped(response_id)  # its task, here or on the replica running it
+        response = (await asyncio.to_thread(self.history.stored, response_id)).response
         if response.get("status") in (ResponseStatus.COMPLETED, ResponseStatus.FAILED):  # finished first
             raise messages.cancel_finished(str(response["status"]))
         return response
@@ -689,10 +694,13 @@ class Engine:
         else:
             target.put(record)
 
-    def _start_background(self, prepared: Prepared) -> dict[str, Any]:
+    def _queue_background(self, prepared: Prepared) -> dict[str, Any]:
         queued = self.response(prepared, [], status=ResponseStatus.QUEUED)
         self.background.claim(prepared.response_id)
         self._keep(prepared, queued)
+        return queued
+
+    def _start_background(self, prepared: Prepared, queued: dict[str, Any]) -> dict[str, Any]:
 
         async def work() -> dict[str, Any]:
             try:

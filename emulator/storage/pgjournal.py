@@ -39,13 +39,13 @@ class PostgresJournal:
         return int(row[0])
 
     def append(self, scope: str | None, entry: Any, size: int) -> None:
-        text = self.codec[0](entry)
         seq = getattr(entry, "seq", None)
 
         def work(db: Db) -> None:
+            number = seq if isinstance(seq, int) and seq > 0 else _numbered(entry, db)
+            text = self.codec[0](entry)  # (with its number; before the totals' row is locked)
             totals = db.execute("SELECT entries, bytes FROM journal_totals FOR UPDATE").fetchone()
             entries, kept = (int(totals[0]), int(totals[1])) if totals else (0, 0)
-            number = seq if isinstance(seq, int) else db.execute("SELECT nextval('journal_seq')").fetchone()[0]  # type: ignore[index]
             db.execute(
                 "INSERT INTO journal (seq, scope, size, entry) VALUES (%s, %s, %s, %s)", (number, scope, size, text)
             )
@@ -83,3 +83,12 @@ class PostgresJournal:
             return gone
 
         return self._db.run(work)
+
+
+def _numbered(entry: Any, db: Db) -> int:
+    """The next number of the sequence, given to `entry` (an entry is numbered as it is written,
+    in the order the journal's writes commit)."""
+    number = int(db.execute("SELECT nextval('journal_seq')").fetchone()[0])  # type: ignore[index]
+    if hasattr(entry, "seq"):
+        entry.seq = number
+    return number
