@@ -77,7 +77,12 @@ def test_a_done_event_looks_at_its_own_lanes_only(tmp_path: Path, monkeypatch: p
     n = 300
     held = [_delta(i + 1, KEY[:-1], i) for i in range(n)]
     dones = [
-        {"type": "response.output_text.done", "sequence_number": n + i + 1, "output_index": 10**7 + i, "content_index": 0}
+        {
+            "type": "response.output_text.done",
+            "sequence_number": n + i + 1,
+            "output_index": 10**7 + i,
+            "content_index": 0,
+        }
         for i in range(n)
     ]
     response = _post(tmp_path, monkeypatch, SSE, _body(*held, *dones, _completed(2 * n + 1)), True)
