@@ -72,7 +72,7 @@ from ptc_emulator.emulator.model import (
 )
 from ptc_emulator.emulator.wire.events import TERMINAL
 
-__all__ = ["ProxyMiddleware", "RecordingProxy", "ProxySettingsError"]
+__all__ = ["NOT_HEADER_SAFE", "ProxyMiddleware", "ProxySettingsError", "RecordingProxy", "header_safe"]
 
 log = logging.getLogger("ptc_emulator.proxy")
 
@@ -104,6 +104,18 @@ _NOT_BACK = frozenset(
     {"content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive", "date", "server"}
 )
 _KEEP_IDS = 200_000
+
+
+NOT_HEADER_SAFE = (
+    "the key holds a character an HTTP header cannot carry (it is sent as `Authorization: Bearer <key>`, "
+    "which takes printable ASCII only)"
+)
+"""Said (after the variable's name, never the key) at startup, where every proxied request was a 500."""
+
+
+def header_safe(key: str) -> bool:
+    """Whether a key can go in an `Authorization` header as the HTTP client writes it (ASCII)."""
+    return key.isascii() and key.isprintable()
 
 
 class ProxySettingsError(ValueError):
@@ -145,6 +157,8 @@ class RecordingProxy:
                 raise ProxySettingsError(
                     f"--upstream-api-key-env {settings.upstream_api_key_env}: the variable is not set"
                 )
+            if not header_safe(key):
+                raise ProxySettingsError(f"--upstream-api-key-env {settings.upstream_api_key_env}: {NOT_HEADER_SAFE}")
             self.api_key = key
         self.redaction = Redaction(self.api_key)
         """Takes the key out of all the upstream answers (docs/security.md)."""
