@@ -533,7 +533,7 @@ def main(argv: list[str] | None = None) -> None:
     import sqlite3
 
     from ptc_emulator.api.app import create_app
-    from ptc_emulator.api.proxy import ProxySettingsError
+    from ptc_emulator.api.proxy import NOT_HEADER_SAFE, ProxySettingsError, header_safe
     from ptc_emulator.api.settings import resend_problem
     from ptc_emulator.emulator.model import ScenarioError, missing_scenario_path
     from ptc_emulator.emulator.storage import StoreUnavailable
@@ -580,6 +580,8 @@ def main(argv: list[str] | None = None) -> None:
     key_env = settings.model_upstream_api_key_env
     if key_env is not None and not os.environ.get(key_env):
         _fail(f"--model-upstream-api-key-env {key_env}: the variable is not set", 2)
+    if key_env is not None and not header_safe(os.environ[key_env]):
+        _fail(f"--model-upstream-api-key-env {key_env}: {NOT_HEADER_SAFE}", 2)
     if key_env is not None and settings.api_key is None and not settings.allow_unguarded_upstream_key:
         _fail(
             f"--model-upstream-api-key-env {key_env}: a server that holds an upstream key must require a key of "

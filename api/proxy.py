@@ -40,13 +40,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import json
 import logging
 import math
 import os
 import re
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
 import httpx
@@ -71,7 +72,7 @@ from ptc_emulator.emulator.model import (
 )
 from ptc_emulator.emulator.wire.events import TERMINAL
 
-__all__ = ["ProxyMiddleware", "RecordingProxy", "ProxySettingsError"]
+__all__ = ["NOT_HEADER_SAFE", "ProxyMiddleware", "ProxySettingsError", "RecordingProxy", "header_safe"]
 
 log = logging.getLogger("ptc_emulator.proxy")
 
@@ -103,6 +104,18 @@ _NOT_BACK = frozenset(
     {"content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive", "date", "server"}
 )
 _KEEP_IDS = 200_000
+
+
+NOT_HEADER_SAFE = (
+    "the key holds a character an HTTP header cannot carry (it is sent as `Authorization: Bearer <key>`, "
+    "which takes printable ASCII only)"
+)
+"""Said (after the variable's name, never the key) at startup, where every proxied request was a 500."""
+
+
+def header_safe(key: str) -> bool:
+    """Whether a key can go in an `Authorization` header as the HTTP client writes it (ASCII)."""
+    return key.isascii() and key.isprintable()
 
 
 class ProxySettingsError(ValueError):
@@ -144,6 +157,8 @@ class RecordingProxy:
                 raise ProxySettingsError(
                     f"--upstream-api-key-env {settings.upstream_api_key_env}: the variable is not set"
                 )
+            if not header_safe(key):
+                raise ProxySettingsError(f"--upstream-api-key-env {settings.upstream_api_key_env}: {NOT_HEADER_SAFE}")
             self.api_key = key
         self.redaction = Redaction(self.api_key)
         """Takes the key out of all the upstream answers (docs/security.md)."""
@@ -963,7 +978,10 @@ class _Deltas:
     Deltas merged so go as one event, the later's (a `sequence_number` may be skipped). What could
     begin the key written with JSON's escapes (`\\u`, `s\\u006`) is held back as well; a key that
     the joined text holds nested (`Redaction.within`: a call's arguments decoded again) cannot be
-    held back in place, and `feed` raises `_Refused` (the stream is ended with an `error` event)."""
+    held back in place, and `feed` raises `_Refused` (the stream is ended with an `error` event).
+    The stream's terminal or `error` event sends what is held; a delta of that stream after it is
+    refused (`_AFTER_END`): a client joining every delta would join it to what went before. At most
+    `MAX_LANES` lanes per answer (`_MANY_LANES`)."""
 
     def __init__(self, redaction: Redaction) -> None:
         self.redaction = redaction
@@ -971,6 +989,15 @@ class _Deltas:
         self.sent: dict[tuple[Any, ...], str] = {}
         """Per lane, the end of the text already sent: with what comes next, it is looked through for
         the key nested (a call's arguments decoded again), which cannot be held back in place."""
+        self.ending: dict[tuple[Any, ...], dict[tuple[Any, ...], None]] = {}
+        """The held lanes by what a `.done` event (or the stream's end) names: the stream, which of the
+        output, content and summary indices the event has, and their values: a `.done` ends the lanes whose
+        indices it names are its own (an index no client reads ends none). Each held lane
+        is under its 8 keys, so an event ends the lanes it names with a dict lookup, not a walk of all."""
+        self.ended: set[str] = set()
+        """The streams whose terminal or `error` event went: a delta after it is refused (`_AFTER_END`)."""
+        self.visits = 0
+        """Lanes looked at to end them (counted for the tests: a `.done` looks at its own lanes only)."""
         self.window = 64 * len(redaction.secret) + 64
         self.finder = _finder(redaction)
 
@@ -983,20 +1010,29 @@ class _Deltas:
         stream = repr(event.get("stream_id"))
         if not isinstance(delta, str) or not isinstance(kind, str) or not kind.endswith(".delta"):
             if kind in TERMINAL or kind == "error":  # the stream's end: all it holds back goes
-                return [*self.flush(lambda lane: lane[0] == stream), (event, True)]
+                self.ended.add(stream)
+                told = self.release(self.ending.get((stream, (False,) * 3, ()), {}))
+                for lane in [lane for lane in self.sent if lane[0] == stream]:
+                    del self.sent[lane]
+                return [*told, (event, True)]
             if isinstance(kind, str) and kind.endswith(".done"):  # an item's (or part's) text ends
-                ended = self.flush(lambda lane: lane[0] == stream and _ends(event, lane), forget=False)
-                return [*ended, (event, True)]
+                named = tuple(name in event for name in _LANE_FIELDS)
+                values = tuple(_position(event[name]) for name in _LANE_FIELDS if name in event)
+                return [*self.release(self.ending.get((stream, named, values), {})), (event, True)]
             return [(event, True)]  # an annotation, say: the text goes on, what is held stays held
+        if stream in self.ended:
+            raise _Refused(_AFTER_END)
         lane = (stream, kind, *_lane(event))
-        _, before = self.lanes.pop(lane, (event, ""))
+        if lane not in self.sent and len(self.sent) >= MAX_LANES:
+            raise _Refused(_MANY_LANES)
+        _, before = self.unhold(lane) if lane in self.lanes else (event, "")
         text = self.redaction.rewrite(before + delta)
         if self.finder.within(self.sent.get(lane, "") + text):
             raise _Refused(_NESTED)
         held = self.finder.partial(text)
         self.sent[lane] = (self.sent.get(lane, "") + text[: len(text) - held])[-self.window :]
         if held:
-            self.lanes[lane] = (event, text[len(text) - held :])
+            self.hold(lane, event, text[len(text) - held :])
             text = text[: len(text) - held]
         if not text:
             return []
@@ -1004,21 +1040,55 @@ class _Deltas:
             return [(event, True)]
         return [({**event, "delta": text}, False)]
 
-    def flush(
-        self, which: Callable[[tuple[Any, ...]], bool] = lambda lane: True, forget: bool = True
-    ) -> list[tuple[dict[str, Any], bool]]:
-        """What is held back (of the lanes `which` picks), as delta events: the item (or the
-        stream) went on with something else, so it is not the key. With `forget` (the stream's
-        end) what the lanes sent is forgotten; else what is sent now is added to it."""
+    def hold(self, lane: tuple[Any, ...], event: dict[str, Any], text: str) -> None:
+        self.lanes[lane] = (event, text)
+        for key in _ending_keys(lane):
+            self.ending.setdefault(key, {})[lane] = None
+
+    def unhold(self, lane: tuple[Any, ...]) -> tuple[dict[str, Any], str]:
+        for key in _ending_keys(lane):
+            bucket = self.ending[key]
+            del bucket[lane]
+            if not bucket:
+                del self.ending[key]
+        return self.lanes.pop(lane)
+
+    def release(self, lanes: Iterable[tuple[Any, ...]]) -> list[tuple[dict[str, Any], bool]]:
+        """What `lanes` hold back, as delta events: the item (or the stream) went on with something
+        else, so it is not the key; what is sent now is added to what the lanes sent."""
         told = []
-        for lane in [lane for lane in self.lanes if which(lane)]:
-            event, text = self.lanes.pop(lane)
+        for lane in list(lanes):
+            self.visits += 1
+            event, text = self.unhold(lane)
             self.sent[lane] = (self.sent.get(lane, "") + text)[-self.window :]
             told.append(({**event, "delta": text}, False))
-        if forget:
-            for lane in [lane for lane in self.sent if which(lane)]:
-                del self.sent[lane]
         return told
+
+    def flush(self) -> list[tuple[dict[str, Any], bool]]:
+        """All that is held back, as delta events (the answer ended)."""
+        return self.release(list(self.lanes))
+
+
+MAX_LANES = 4096
+"""The most delta lanes (positions, `_lane`) one keyed streamed answer may use: each keeps the end of
+what it sent (and may hold some back), so more are refused (`_MANY_LANES`), not kept without bound."""
+
+
+def _ending_keys(lane: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """The keys of `_Deltas.ending` a held lane is under: per subset of the output, content and
+    summary indices, (its stream, which indices the subset has, the lane's values of them)."""
+    positions = lane[2:]
+    keys = []
+    for named in itertools.product((False, True), repeat=len(_LANE_FIELDS)):
+        keys.append((lane[0], named, tuple(v for v, has in zip(positions, named, strict=True) if has)))
+    return keys
+
+
+_AFTER_END = (
+    "sends a delta after its stream's terminal or error event (a client joining the deltas would join it to "
+    "the text sent before, held-back ends included)"
+)
+_MANY_LANES = f"places deltas at more than {MAX_LANES} output, content and summary positions"
 
 
 _LANE_FIELDS = ("output_index", "content_index", "summary_index")
@@ -1062,12 +1132,6 @@ def _lane(event: dict[str, Any]) -> tuple[Any, ...]:
     if _ODD in lane:
         raise _Refused(_ODD_POSITION)
     return lane
-
-
-def _ends(event: dict[str, Any], lane: tuple[Any, ...]) -> bool:
-    """Whether a `.done` event ends a delta lane's text: of the output, content and summary
-    indices the event names, the lane's (an index no client reads ends none: what is held stays held)."""
-    return all(name not in event or lane[2 + i] == _position(event[name]) for i, name in enumerate(_LANE_FIELDS))
 
 
 _UTF8_BOM = b"\xef\xbb\xbf"

@@ -286,6 +286,10 @@ ten times the memory: kept small so the old code's failure stays cheap)."""
             b"scenarios: [{name: a, turns: [{message: hi}]}, {name: b, turns: [{program: '1'}, {refusal: ''}]}]",
             "the recording at scenarios.1 has an empty refusal at turns.1",
         ),
+        # A template of constants that renders empty is as empty (before, each replayed as completed with '').
+        (b"scenarios: [{name: a, turns: [{message: \"{{ '' }}\"}]}]", "has an empty message at turns.0"),
+        (b"scenarios: [{name: a, turns: [{message: '{# nothing #}'}]}]", "has an empty message at turns.0"),
+        (b"scenarios: [{name: a, turns: [{refusal: \"{{ '' }}\"}]}]", "has an empty refusal at turns.0"),
     ],
     ids=[
         "yaml",
@@ -306,6 +310,9 @@ ten times the memory: kept small so the old code's failure stays cheap)."""
         "inf",
         "empty-message",
         "empty-refusal",
+        "template-empty",
+        "template-comment",
+        "template-empty-refusal",
     ],
 )
 def test_a_hostile_cassette_fails_its_test_naming_the_file_without_a_traceback(

@@ -79,3 +79,31 @@ def test_settings_that_cannot_record_are_refused(
         main(["serve", "--store", "memory", "--port", "0", *argv])
     assert exited.value.code == 2
     assert says in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", ["--upstream-api-key-env", "--model-upstream-api-key-env"])
+def test_a_key_no_header_can_carry_is_refused_at_startup(
+    option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: accepted, then every proxied request was a 500 (the HTTP client writes header values as ASCII)."""
+    monkeypatch.setenv("PTC_ODD_KEY", 'sk-\u00e9"\\/\u00fc\U0001f600+0123456789abcdef')
+    upstream = ["--upstream", "http://127.0.0.1:9/v1", "--record", str(tmp_path / "cassettes")]
+    if option.startswith("--model"):
+        upstream = ["--model-upstream", "http://127.0.0.1:9/v1"]
+    argv = [*upstream, option, "PTC_ODD_KEY", "--allow-unguarded-upstream-key"]
+    from ptc_emulator.api import cli
+
+    class Started:  # the server is not run: before, it started (and served 500s)
+        def __init__(self, config: object) -> None:
+            pass
+
+        def run(self, sockets: object) -> None:
+            raise AssertionError("the server started with a key no header can carry")
+
+    monkeypatch.setattr(cli, "_server_class", lambda: Started)
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--store", "memory", "--port", "0", *argv])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{option} PTC_ODD_KEY: the key holds a character an HTTP header cannot carry" in err
+    assert "0123456789abcdef" not in err and len(err.strip().splitlines()) == 1, err

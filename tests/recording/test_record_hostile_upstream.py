@@ -468,15 +468,18 @@ def _answer(part: dict[str, Any]) -> bytes:
     [
         ({"type": "output_text", "text": "", "annotations": []}, False),
         ({"type": "refusal", "refusal": ""}, False),
+        ({"type": "output_text", "text": None, "annotations": []}, False),
+        ({"type": "refusal", "refusal": None}, False),
         ({"type": "output_text", "text": "hi", "annotations": []}, True),
     ],
-    ids=["empty-text", "empty-refusal", "control"],
+    ids=["empty-text", "empty-refusal", "null-text", "null-refusal", "control"],
 )
 def test_an_empty_answer_is_passed_on_but_not_recorded(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, part: dict[str, Any], recorded: bool
 ) -> None:
     """Before, a completed answer with an empty text (or refusal) was recorded as `message: ''`,
-    which replays as a completed response with nothing in it: a test passing on no answer."""
+    which replays as a completed response with nothing in it: a test passing on no answer. A null
+    text was recorded as `message: None` and replayed as the text 'None'."""
     body = _answer(part)
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

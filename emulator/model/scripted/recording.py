@@ -19,6 +19,7 @@ in a scenario comes from a request's headers: keys and tokens are never written.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -27,7 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from jinja2 import StrictUndefined, meta
 
+from ptc_emulator.emulator.model.scripted import templating
 from ptc_emulator.emulator.model.scripted.scenario import Given, Said, ToolOutput
 
 __all__ = [
@@ -55,9 +58,31 @@ def empty_answer(scenario: Any) -> tuple[int, str] | None:
         if not isinstance(turn, dict):
             continue
         for kind in ("message", "refusal"):
-            if kind in turn and (turn[kind] is None or turn[kind] == ""):
+            if kind in turn and (turn[kind] is None or turn[kind] == "" or _renders_empty(turn[kind])):
                 return index, kind
     return None
+
+
+def _renders_empty(text: Any) -> bool:
+    """Whether a turn's text is a template of constants only (no name a request gives: `{{ '' }}`,
+    `{# a note #}`) that renders empty: replayed, it is as empty as `''` (rendered under the
+    templates' bounds; one that cannot be rendered so is left to the scenario's own checks)."""
+    if not isinstance(text, str) or _JINJA.search(text) is None:
+        return False
+    env = _constant_env()
+    try:
+        tree = env.parse(text)
+        if meta.find_undeclared_variables(tree):
+            return False
+        templating.check(env, text)
+        return templating.render(env.from_string(tree), {}) == ""
+    except Exception:  # noqa: BLE001 - refused later, with the scenario's own message
+        return False
+
+
+@functools.cache
+def _constant_env() -> templating.BoundedEnvironment:
+    return templating.BoundedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
 
 
 RECORDED_PRIORITY = 1
@@ -92,6 +117,12 @@ def _is_user(item: Item) -> bool:
     return _kind(item) == "message" and item.get("role") == "user"
 
 
+def _text(value: Any) -> str:
+    """A part's text as recorded: null (or absent) is no text, not `'None'` (an answer of null text
+    is an empty answer, not recorded: `empty_answer`)."""
+    return "" if value is None else str(value)
+
+
 def user_text(item: Item) -> str:
     """A message's text as the emulator's matcher sees it: its text parts joined by newlines."""
     content = item.get("content")
@@ -101,9 +132,9 @@ def user_text(item: Item) -> str:
     for part in content or ():
         if isinstance(part, dict):
             if part.get("type") in ("input_text", "output_text"):
-                parts.append(str(part.get("text", "")))
+                parts.append(_text(part.get("text")))
             elif part.get("type") == "refusal":
-                parts.append(str(part.get("refusal", "")))
+                parts.append(_text(part.get("refusal")))
     return "\n".join(parts)
 
 
@@ -269,7 +300,7 @@ def _output_text(item: Item) -> str:
     output = item.get("output")
     if isinstance(output, str):
         return output
-    return "".join(str(p.get("text", "")) for p in output or () if isinstance(p, dict))
+    return "".join(_text(p.get("text")) for p in output or () if isinstance(p, dict))
 
 
 def _path(base: str, key: Any) -> str:
