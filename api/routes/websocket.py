@@ -48,6 +48,7 @@ from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
 
 from ptc_emulator.api import errors
+from ptc_emulator.api.bodies import large_turn
 from ptc_emulator.api.context import scope_of
 from ptc_emulator.api.errors import validation_error
 from ptc_emulator.api.journaling import Journaling
@@ -55,6 +56,7 @@ from ptc_emulator.api.routes.steering import Steer, Steering, Target, unsteerabl
 from ptc_emulator.api.routes.streaming import Play
 from ptc_emulator.emulator import collector, jsonpieces, jsontext, messages
 from ptc_emulator.emulator.errors import EmulatorError
+from ptc_emulator.emulator.release import dismantle
 from ptc_emulator.emulator.responses.engine import OFF_LOOP_ITEMS, Engine, Prepared, Refused
 from ptc_emulator.emulator.storage import ConnectionStore, StoreUnavailable
 from ptc_emulator.emulator.wire import events
@@ -184,11 +186,19 @@ class Session:
             frame, refused = _parsed(data)
         else:  # parsing a large frame takes its time: in a worker thread, as a large HTTP body
             with collector.held_off() if heavy else contextlib.nullcontext():
-                frame, refused = await asyncio.to_thread(_parsed, data)
+                async with large_turn(len(data)):
+                    frame, refused = await asyncio.to_thread(_parsed, data)
         if refused is not None:
             await self._error(refused, None)
             return
         kind = frame.get("type") if isinstance(frame, dict) else None
+        if large and kind != "response.steer":
+            # Parsed again when it plays (its text is queued): the frame read here is taken apart by
+            # the release thread, not freed on the event loop (three sockets' 15 MB frames held
+            # every client 1.5-1.9 s), and only what routing reads is kept.
+            head = {k: frame[k] for k in ("type", "stream_id") if k in frame}
+            dismantle(frame)
+            frame = head
         if kind == "response.steer":
             reference = frame.get("previous_response_id")
             target = self.targets.get(reference) if isinstance(reference, str) else None
@@ -242,8 +252,9 @@ class Session:
                     self.waiting_chars -= chars
                     with collector.held_off() if heavy else contextlib.nullcontext():
                         if text is not None:  # parsed again (in a worker thread, as it first was) now it plays
-                            frame, _ = await asyncio.to_thread(_parsed, text)
-                        await self._create(frame if isinstance(frame, dict) else {}, text is not None)
+                            async with large_turn(len(text)):
+                                frame, _ = await asyncio.to_thread(_parsed, text)
+                        await self._create(frame if isinstance(frame, dict) else {}, text is not None, chars)
             except _Cut:
                 with contextlib.suppress(Exception):
                     await self.ws.close(_CUT_CODE, "stream cut by a scenario fault")
@@ -264,17 +275,22 @@ class Session:
                     return
             del frame, text  # not kept alive while the lane waits for its next create
 
-    async def _create(self, frame: dict[str, Any], large: bool) -> None:
-        """Play a create; a `large` frame's (see `OFF_LOOP_CHARS`) is validated in a worker thread."""
+    async def _create(self, frame: dict[str, Any], large: bool, chars: int = 0) -> None:
+        """Play a create; a `large` frame's (see `OFF_LOOP_CHARS`) is validated in a worker thread,
+        one of `chars` characters in its turn (`large_turn`)."""
         body = {k: v for k, v in frame.items() if k != "type"}
         stream_id = body.get("stream_id") if isinstance(body.get("stream_id"), str) else None
         raw: bytes | None = None
         if large:  # validated, and its text for the journal made, in a worker thread
-            request, raw = await asyncio.to_thread(_validated_and_kept, body)
+            async with large_turn(chars):
+                request, raw = await asyncio.to_thread(_validated_and_kept, body)
         else:
             request = _validated(body)
         if isinstance(request, EmulatorError):
             parent = body.get("previous_response_id")
+            if large:  # taken apart by the release thread, not freed on the event loop
+                dismantle(frame)
+                del frame, body
             self._evict(parent if isinstance(parent, str) else None, stream_id)
             await self._error(request, stream_id)
             return
@@ -506,7 +522,11 @@ def _validated(body: dict[str, Any]) -> CreateRequest | EmulatorError:
 def _parsed(data: str) -> tuple[Any, EmulatorError | None]:
     """A frame's JSON, or the error that refuses it."""
     try:
-        frame = jsontext.loads(data)
+        if jsontext.depth(data) > jsontext.MAX_DEPTH:
+            jsontext.loads(data)  # (raises `TooDeep`, as it words it)
+        # A long frame a piece at a time, as a long HTTP body (`jsonpieces`): one `json.loads` of a
+        # 15 MB frame held the interpreter, the event loop's turn too, for its whole length.
+        frame = jsonpieces.loads(data)
     except jsontext.TooDeep as e:
         return None, messages.frame_too_deep(e.msg)
     except (ValueError, RecursionError):  # not JSON (an integer of over 4300 digits is a ValueError,
