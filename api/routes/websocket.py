@@ -192,10 +192,12 @@ class Session:
             await self._error(refused, None)
             return
         kind = frame.get("type") if isinstance(frame, dict) else None
-        if large and kind != "response.steer":
-            # Parsed again when it plays (its text is queued): the frame read here is taken apart by
-            # the release thread, not freed on the event loop (three sockets' 15 MB frames held
-            # every client 1.5-1.9 s), and only what routing reads is kept.
+        # A large create is kept parsed when nothing waits on this socket (one such frame at most,
+        # as an HTTP request holds its body); behind others, its text is queued and parsed again
+        # when it plays. Whatever parsed frame is not kept is taken apart by the release thread,
+        # not freed on the event loop (three sockets' 15 MB frames held every client 1.5-1.9 s).
+        kept = large and kind == "response.create" and self.waiting == 0
+        if large and kind != "response.steer" and not kept:
             head = {k: frame[k] for k in ("type", "stream_id") if k in frame}
             dismantle(frame)
             frame = head
@@ -204,31 +206,34 @@ class Session:
             target = self.targets.get(reference) if isinstance(reference, str) else None
             await self._send_all(self.steering.steer(frame, target))
         elif kind == "response.create":
-            await self._route(frame, _Waiting(None if large else frame, data if large else None, len(data), heavy))
+            parsed = kept or not large
+            queued = _Waiting(frame if parsed else None, None if parsed else data, len(data), heavy)
+            if not await self._route(frame, queued) and kept:
+                dismantle(frame)  # refused as routed
         elif kind is None:
             await self._error(messages.missing_parameter("type"), None)
         else:
             await self._error(messages.frame_type_invalid(kind), None)
 
-    async def _route(self, frame: dict[str, Any], waiting: _Waiting) -> None:
-        """Hand a create to its lane (made on first use), or refuse it with the hosted code."""
+    async def _route(self, frame: dict[str, Any], waiting: _Waiting) -> bool:
+        """Hand a create to its lane (made on first use), or refuse it with the hosted code (False)."""
         given = frame.get("stream_id")
         if "stream_id" in frame and given is not None and not (isinstance(given, str) and _STREAM_ID.fullmatch(given)):
             await self._error(messages.stream_id_invalid(), None)
-            return
+            return False
         lane: str | None = given
         if lane is not None and lane not in self.named:
             if len(self.named) >= MAX_NAMED_LANES:
                 await self._error(messages.stream_limit_reached(MAX_NAMED_LANES), lane)
-                return
+                return False
             self.named.add(lane)
         if self.waiting >= MAX_QUEUED_CREATES:
             busy = messages.too_many_queued(MAX_QUEUED_CREATES)
             await self._error(busy, lane)
-            return
+            return False
         if self.waiting and self.waiting_chars + waiting.chars > MAX_QUEUED_CHARS:
             await self._error(messages.too_many_queued_chars(MAX_QUEUED_CHARS), lane)
-            return
+            return False
         queue = self.lanes.get(lane)
         if queue is None:
             queue = self.lanes[lane] = asyncio.Queue()
@@ -237,6 +242,7 @@ class Session:
         self.waiting += 1
         self.waiting_chars += waiting.chars
         queue.put_nowait(waiting)
+        return True
 
     # ---- playing ------------------------------------------------------------------------------
 
@@ -254,7 +260,8 @@ class Session:
                         if text is not None:  # parsed again (in a worker thread, as it first was) now it plays
                             async with large_turn(len(text)):
                                 frame, _ = await asyncio.to_thread(_parsed, text)
-                        await self._create(frame if isinstance(frame, dict) else {}, text is not None, chars)
+                        large = chars >= OFF_LOOP_CHARS
+                        await self._create(frame if isinstance(frame, dict) else {}, large, chars)
             except _Cut:
                 with contextlib.suppress(Exception):
                     await self.ws.close(_CUT_CODE, "stream cut by a scenario fault")
