@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -35,11 +36,34 @@ from ptc_emulator.emulator.history.cursor import Extension
 from ptc_emulator.emulator.history.replayed import Refused
 from ptc_emulator.emulator.release import dismantle
 
-__all__ = ["OFF_LOOP_BYTES", "BodyRequest", "BodyRoute"]
+__all__ = ["AT_ONCE", "LARGE_BYTES", "OFF_LOOP_BYTES", "BodyRequest", "BodyRoute", "large_turn"]
 
 OFF_LOOP_BYTES = 16 * 2**10
 """A body this long or longer is read (parsed, validated, its known prefix found) in a worker
 thread; a shorter one (some hundred items at most) costs the loop less than the hop."""
+
+
+LARGE_BYTES = 2**20
+"""A body (or WebSocket create frame) this long or longer takes a turn to be parsed and validated
+(`large_turn`)."""
+AT_ONCE = 2
+"""Large bodies parsed and validated at once on one server; the others wait their turn. A 15.6 MB
+body of small arrays took some 330 MB while it was parsed and validated: three at once took 1 GB,
+and nothing bounded how many."""
+_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def large_turn(size: int) -> contextlib.AbstractAsyncContextManager[Any]:
+    """A turn for a body of `size` bytes or characters to be parsed and validated in: one of
+    `AT_ONCE` for a body of `LARGE_BYTES` or more (waiting for it on the event loop), none needed
+    for a smaller one."""
+    if size < LARGE_BYTES:
+        return contextlib.nullcontext()
+    loop = asyncio.get_running_loop()
+    turn = _turns.get(loop)
+    if turn is None:
+        turn = _turns[loop] = asyncio.Semaphore(AT_ONCE)
+    return turn
 
 
 class BodyRequest(Request):
@@ -69,7 +93,8 @@ class BodyRequest(Request):
             if len(raw) < OFF_LOOP_BYTES:
                 self._read(raw)
             else:
-                await asyncio.to_thread(self._read, raw)
+                async with large_turn(len(raw)):
+                    await asyncio.to_thread(self._read, raw)
         return self._json
 
     def _read(self, raw: bytes) -> None:
@@ -125,15 +150,23 @@ def _kept(errors: list[dict[str, Any]], body: Any) -> tuple[list[dict[str, Any]]
             shells[id(node)] = [None] * len(node) if isinstance(node, list) else dict.fromkeys(node)
         return shells[id(node)]
 
+    def leaf(node: Any) -> Any:
+        """A value at an error's end: the wording reads nothing in it (an object of 1,450,000
+        members under an unknown key was copied as a shell of its keys, one long call)."""
+        if id(node) in shells or not isinstance(node, list | dict):
+            return shell(node)
+        return [] if isinstance(node, list) else {}
+
     root = shell(body)
     for error in errors:
         node = body
-        for part in error["loc"][1:]:  # (as `errors._param` walks it: a part it cannot follow is a union's label)
+        parts = error["loc"][1:]
+        for n, part in enumerate(parts):  # (as `errors._param` walks it: a part it cannot follow is a union's label)
             if isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
-                shell(node)[part] = shell(node[part])
+                shell(node)[part] = (leaf if n == len(parts) - 1 else shell)(node[part])
                 node = node[part]
             elif isinstance(node, dict) and isinstance(part, str) and part in node:
-                shell(node)[part] = shell(node[part])
+                shell(node)[part] = (leaf if n == len(parts) - 1 else shell)(node[part])
                 node = node[part]
         if "input" in error:
             error["input"] = _small(error["input"])

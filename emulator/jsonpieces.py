@@ -12,7 +12,8 @@ plain `json.loads`.
 this module's limits: the outer `_OUTER` levels cut by hand (a record's members and values, and an
 array in it: a response body's `output`), a long array a run of values at a time (`PIECE` at most,
 fitted to about 256 K characters of text), a long string a slice at a time. `loads` reads the outer
-levels a value at a time, `PIECE` values between two pauses. A value inside those is one call.
+levels a value at a time, `PIECE` values between two pauses. A value inside those is one call when
+its text is at most `STEP` characters; a longer array or object is read a value at a time too.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 from ptc_emulator.emulator import collector
 from ptc_emulator.sandbox import json_pieces
 
-__all__ = ["LONG_TEXT", "PIECE", "between", "compact_size", "decode", "dumps", "loads", "loads_each"]
+__all__ = ["LONG_TEXT", "PIECE", "between", "compact_size", "decode", "dumps", "loads", "loads_each", "value_at"]
 
 PIECE = 1000
 """Values of a long array made or read in one call: about a millisecond of work."""
@@ -133,10 +134,11 @@ _NEAR = 2 * _WINDOW
 value at a time, a string a slice at a time (`_string`)."""
 
 
-def _quoteless(text: str) -> list[int]:
-    """Where stretches of `_WINDOW` characters with no `"` start, in order (one per window)."""
+def _quoteless(text: str, first: int = 0) -> list[int]:
+    """Where stretches of `_WINDOW` characters with no `"` start, in order (one per window), from
+    `first` on."""
     found = []
-    for start in range(0, len(text) - _WINDOW + 1, _WINDOW):
+    for start in range(first, len(text) - _WINDOW + 1, _WINDOW):
         if text.count('"', start, start + _WINDOW) == 0:
             found.append(start)
     return found
@@ -166,10 +168,10 @@ def _piece(text: str) -> str:
 
 
 class _Reader:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, start: int = 0) -> None:
         self.text = text
         self.read = 0
-        self.marks = _quoteless(text)
+        self.marks = _quoteless(text, start)
         self.mark = 0
 
     def _near(self, i: int) -> bool:
@@ -215,11 +217,15 @@ class _Reader:
             and self.marks
             and self._near(i)
         ):
-            value, end = _SCAN(text, i)
-            self.read += 1
-            if self.read % PIECE == 0:
-                between()
-            return value, int(end)
+            found = _bounded(text, i) if text[i] in "[{" else _SCAN(text, i)
+            if found is not None:
+                value, end = found
+                self.read += 1
+                if self.read % PIECE == 0:
+                    between()
+                return value, int(end)
+            # An array or object of more than `STEP` characters: read a value at a time, as the
+            # outer levels are (an object of 1,450,000 members was one call of 1-3 s).
         closing = "]" if text[i] == "[" else "}"
         i = _skip(text, i + 1)
         if text[i] == closing:
@@ -250,6 +256,49 @@ class _Reader:
             if text[i] != ",":
                 raise ValueError("not an object")
             i = _skip(text, i + 1)
+
+
+STEP = 64 * 1024
+"""Characters of an array or object (below the outer levels) read in one call at most: a longer
+one is read a value at a time."""
+_TRIES = (64, 4096, STEP)
+"""The lengths of text an array or object is first tried in, shortest first: most are short, and a
+slice of the text costs its length to copy."""
+
+
+def _bounded(text: str, i: int) -> tuple[Any, int] | None:
+    """The array or object at `i` and where it ends, read in one scanner call if it ends within
+    `STEP` characters (None: it is longer)."""
+    for size in _TRIES:
+        end = i + size
+        if end >= len(text):
+            value, after = _SCAN(text, i)
+            return value, int(after)
+        try:
+            value, after = _SCAN(text[i:end], 0)
+        except (StopIteration, ValueError):
+            continue  # cut short (or not JSON: a longer try, or the hand, finds where)
+        return value, i + int(after)
+    return None
+
+
+def value_at(text: str, i: int) -> tuple[Any, int]:
+    """The JSON value at `i` of `text` and where it ends, as the scanner behind `json.loads` reads
+    it (and raising what it raises): an array or object of more than `STEP` characters a value at
+    a time, pausing (`between`) every `PIECE` values, a long string a slice at a time."""
+    if text[i] in "[{":
+        found = _bounded(text, i)
+        if found is not None:
+            return found
+        try:
+            value, end = _Reader(text, i).value(i, _OUTER)
+        except (IndexError, RecursionError) as e:  # cut short, or nested beyond Python's stack
+            raise ValueError("not JSON read here") from e
+        return value, end
+    if text[i] == '"' and text.count('"', i + 1, i + 1 + _SLICE) == 0:  # a long string
+        return _Reader(text, i).value(i, _OUTER)
+    value, end = _SCAN(text, i)
+    return value, int(end)
 
 
 def compact_size(value: list[Any]) -> int:

@@ -48,6 +48,7 @@ from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
 
 from ptc_emulator.api import errors
+from ptc_emulator.api.bodies import large_turn
 from ptc_emulator.api.context import scope_of
 from ptc_emulator.api.errors import validation_error
 from ptc_emulator.api.journaling import Journaling
@@ -55,6 +56,7 @@ from ptc_emulator.api.routes.steering import Steer, Steering, Target, unsteerabl
 from ptc_emulator.api.routes.streaming import Play
 from ptc_emulator.emulator import collector, jsonpieces, jsontext, messages
 from ptc_emulator.emulator.errors import EmulatorError
+from ptc_emulator.emulator.release import dismantle
 from ptc_emulator.emulator.responses.engine import OFF_LOOP_ITEMS, Engine, Prepared, Refused
 from ptc_emulator.emulator.storage import ConnectionStore, StoreUnavailable
 from ptc_emulator.emulator.wire import events
@@ -184,41 +186,54 @@ class Session:
             frame, refused = _parsed(data)
         else:  # parsing a large frame takes its time: in a worker thread, as a large HTTP body
             with collector.held_off() if heavy else contextlib.nullcontext():
-                frame, refused = await asyncio.to_thread(_parsed, data)
+                async with large_turn(len(data)):
+                    frame, refused = await asyncio.to_thread(_parsed, data)
         if refused is not None:
             await self._error(refused, None)
             return
         kind = frame.get("type") if isinstance(frame, dict) else None
+        # A large create is kept parsed when nothing waits on this socket (one such frame at most,
+        # as an HTTP request holds its body); behind others, its text is queued and parsed again
+        # when it plays. Whatever parsed frame is not kept is taken apart by the release thread,
+        # not freed on the event loop (three sockets' 15 MB frames held every client 1.5-1.9 s).
+        kept = large and kind == "response.create" and self.waiting == 0
+        if large and kind != "response.steer" and not kept:
+            head = {k: frame[k] for k in ("type", "stream_id") if k in frame}
+            dismantle(frame)
+            frame = head
         if kind == "response.steer":
             reference = frame.get("previous_response_id")
             target = self.targets.get(reference) if isinstance(reference, str) else None
             await self._send_all(self.steering.steer(frame, target))
         elif kind == "response.create":
-            await self._route(frame, _Waiting(None if large else frame, data if large else None, len(data), heavy))
+            parsed = kept or not large
+            queued = _Waiting(frame if parsed else None, None if parsed else data, len(data), heavy)
+            if not await self._route(frame, queued) and kept:
+                dismantle(frame)  # refused as routed
         elif kind is None:
             await self._error(messages.missing_parameter("type"), None)
         else:
             await self._error(messages.frame_type_invalid(kind), None)
 
-    async def _route(self, frame: dict[str, Any], waiting: _Waiting) -> None:
-        """Hand a create to its lane (made on first use), or refuse it with the hosted code."""
+    async def _route(self, frame: dict[str, Any], waiting: _Waiting) -> bool:
+        """Hand a create to its lane (made on first use), or refuse it with the hosted code (False)."""
         given = frame.get("stream_id")
         if "stream_id" in frame and given is not None and not (isinstance(given, str) and _STREAM_ID.fullmatch(given)):
             await self._error(messages.stream_id_invalid(), None)
-            return
+            return False
         lane: str | None = given
         if lane is not None and lane not in self.named:
             if len(self.named) >= MAX_NAMED_LANES:
                 await self._error(messages.stream_limit_reached(MAX_NAMED_LANES), lane)
-                return
+                return False
             self.named.add(lane)
         if self.waiting >= MAX_QUEUED_CREATES:
             busy = messages.too_many_queued(MAX_QUEUED_CREATES)
             await self._error(busy, lane)
-            return
+            return False
         if self.waiting and self.waiting_chars + waiting.chars > MAX_QUEUED_CHARS:
             await self._error(messages.too_many_queued_chars(MAX_QUEUED_CHARS), lane)
-            return
+            return False
         queue = self.lanes.get(lane)
         if queue is None:
             queue = self.lanes[lane] = asyncio.Queue()
@@ -227,6 +242,7 @@ class Session:
         self.waiting += 1
         self.waiting_chars += waiting.chars
         queue.put_nowait(waiting)
+        return True
 
     # ---- playing ------------------------------------------------------------------------------
 
@@ -242,8 +258,10 @@ class Session:
                     self.waiting_chars -= chars
                     with collector.held_off() if heavy else contextlib.nullcontext():
                         if text is not None:  # parsed again (in a worker thread, as it first was) now it plays
-                            frame, _ = await asyncio.to_thread(_parsed, text)
-                        await self._create(frame if isinstance(frame, dict) else {}, text is not None)
+                            async with large_turn(len(text)):
+                                frame, _ = await asyncio.to_thread(_parsed, text)
+                        large = chars >= OFF_LOOP_CHARS
+                        await self._create(frame if isinstance(frame, dict) else {}, large, chars)
             except _Cut:
                 with contextlib.suppress(Exception):
                     await self.ws.close(_CUT_CODE, "stream cut by a scenario fault")
@@ -264,8 +282,9 @@ class Session:
                     return
             del frame, text  # not kept alive while the lane waits for its next create
 
-    async def _create(self, frame: dict[str, Any], large: bool) -> None:
-        """Play a create; a `large` frame's (see `OFF_LOOP_CHARS`) is validated in a worker thread."""
+    async def _create(self, frame: dict[str, Any], large: bool, chars: int = 0) -> None:
+        """Play a create; a `large` frame's (see `OFF_LOOP_CHARS`) is validated in a worker thread,
+        one of `chars` characters in its turn (`large_turn`)."""
         shared = getattr(self.ws.app.state.emulator, "shared", None)
         if shared is not None:
             # As before an HTTP request: the run-time scenarios the replicas share made the store's
@@ -275,11 +294,15 @@ class Session:
         stream_id = body.get("stream_id") if isinstance(body.get("stream_id"), str) else None
         raw: bytes | None = None
         if large:  # validated, and its text for the journal made, in a worker thread
-            request, raw = await asyncio.to_thread(_validated_and_kept, body)
+            async with large_turn(chars):
+                request, raw = await asyncio.to_thread(_validated_and_kept, body)
         else:
             request = _validated(body)
         if isinstance(request, EmulatorError):
             parent = body.get("previous_response_id")
+            if large:  # taken apart by the release thread, not freed on the event loop
+                dismantle(frame)
+                del frame, body
             self._evict(parent if isinstance(parent, str) else None, stream_id)
             await self._error(request, stream_id)
             return
@@ -511,7 +534,11 @@ def _validated(body: dict[str, Any]) -> CreateRequest | EmulatorError:
 def _parsed(data: str) -> tuple[Any, EmulatorError | None]:
     """A frame's JSON, or the error that refuses it."""
     try:
-        frame = jsontext.loads(data)
+        if jsontext.depth(data) > jsontext.MAX_DEPTH:
+            jsontext.loads(data)  # (raises `TooDeep`, as it words it)
+        # A long frame a piece at a time, as a long HTTP body (`jsonpieces`): one `json.loads` of a
+        # 15 MB frame held the interpreter, the event loop's turn too, for its whole length.
+        frame = jsonpieces.loads(data)
     except jsontext.TooDeep as e:
         return None, messages.frame_too_deep(e.msg)
     except (ValueError, RecursionError):  # not JSON (an integer of over 4300 digits is a ValueError,

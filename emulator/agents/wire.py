@@ -20,7 +20,13 @@ from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.agents.mcp import McpApprovalResult, McpToolParam, check_mcp, dump_mcp, responses_tool
 from ptc_emulator.emulator.rules.contract import OFF_LOOP_SCHEMA_VALUES, schema_problem, schema_weight
 from ptc_emulator.emulator.wire.items import OpenJSON, OpenModel, WireModel
-from ptc_emulator.emulator.wire.request import Model, check_json, check_stream_options
+from ptc_emulator.emulator.wire.request import (
+    Model,
+    check_json,
+    check_stream_options,
+    metadata_few_keys,
+    metadata_overfull,
+)
 from ptc_emulator.emulator.wire.stepped import stepped
 
 __all__ = [
@@ -164,6 +170,8 @@ class _Checked(WireModel):
     @model_validator(mode="before")
     @classmethod
     def _sane(cls, value: Any) -> Any:
+        if metadata_overfull(value):
+            return value  # refused for that, its values not walked first
         check_json(value)
         return value
 
@@ -184,6 +192,7 @@ class AgentFields(_Checked):
     compaction: CompactionParam | None = None
     experimental: ExperimentalParam | None = None
 
+    _metadata_counted = field_validator("metadata", mode="before")(metadata_few_keys)
     _check_metadata = field_validator("metadata")(_metadata)
     _tools_stepped = field_validator("tools", mode="wrap")(stepped)
 
@@ -242,6 +251,7 @@ class SessionCreate(_Checked):
     stream_options: OpenJSON | None = None
     vault_ids: list[str] | None = None
 
+    _metadata_counted = field_validator("metadata", mode="before")(metadata_few_keys)
     _check_metadata = field_validator("metadata")(_metadata)
     _stream_options_checked = field_validator("stream_options")(check_stream_options)
     _input_stepped = field_validator("input", mode="wrap")(stepped)
@@ -267,6 +277,7 @@ class SessionUpdate(_Checked):
     """Omit to retain the session's vaults; null or [] clears them (a session has none here: a
     non-empty list gets the refusal a create gets)."""
 
+    _metadata_counted = field_validator("metadata", mode="before")(metadata_few_keys)
     _check_metadata = field_validator("metadata")(_metadata)
 
 

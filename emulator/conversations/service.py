@@ -23,7 +23,13 @@ from ptc_emulator.emulator.storage import Conversations as ConversationStore
 from ptc_emulator.emulator.storage import StoredConversation, visible
 from ptc_emulator.emulator.wire.items import InputItem, Item, ItemReference, WireModel
 from ptc_emulator.emulator.wire.pages import listing, window
-from ptc_emulator.emulator.wire.request import SafetyIdentifier, check_json, check_metadata
+from ptc_emulator.emulator.wire.request import (
+    SafetyIdentifier,
+    check_json,
+    check_metadata,
+    metadata_few_keys,
+    metadata_overfull,
+)
 
 __all__ = [
     "MAX_ITEMS_PER_REQUEST",
@@ -41,6 +47,8 @@ class _Body(WireModel):
     @model_validator(mode="before")
     @classmethod
     def _sane(cls, value: Any) -> Any:
+        if metadata_overfull(value):
+            return value  # refused for that, its values not walked first
         check_json(value)  # NaN, the infinities and lone surrogates: JSON carries them, a reply cannot
         return value
 
@@ -54,6 +62,7 @@ class ConversationCreate(_Body):
     """openai 3.60: checked as on a response create (at most 128 characters). It has nothing to
     monitor here, and the Conversation object has no field that shows it."""
 
+    _metadata_counted = field_validator("metadata", mode="before")(metadata_few_keys)
     _metadata = field_validator("metadata")(check_metadata)
 
 
@@ -62,6 +71,7 @@ class ConversationUpdate(_Body):
 
     metadata: dict[str, str] | None
 
+    _metadata_counted = field_validator("metadata", mode="before")(metadata_few_keys)
     _metadata = field_validator("metadata")(check_metadata)
 
 
