@@ -291,6 +291,9 @@ class Pool:
         self.tail_misses = 0
         """Tail-only resumes the holder did not have the named state for (sent again whole)."""
         self._workers: set[_WorkerProcess] = set()
+        self._running: set[_WorkerProcess] = set()
+        """Every worker started whose process has not been waited for: those of `_workers` and
+        those on their way out (retiring, killed), which `close` ends too."""
         self._spawning: set[asyncio.Task[None]] = set()
         self._ids = itertools.count()
         self._closed = False
@@ -319,6 +322,7 @@ class Pool:
     def _exited(self, worker: _WorkerProcess) -> None:
         """A worker's process ended. Idle, it is replaced now, not when a program would find it dead
         (busy, its run finds the pipe closed and replaces it)."""
+        self._running.discard(worker)
         if worker in self._idle and not self._closed:
             self._idle.remove(worker)
             self._replace(worker, kill=False)
@@ -338,7 +342,10 @@ class Pool:
         for task in list(self._spawning):
             task.cancel()
         await asyncio.gather(*self._spawning, return_exceptions=True)
-        await asyncio.gather(*(w.retire() for w in list(self._workers)), return_exceptions=True)
+        # Cancelled above, a retirement or a kill on its way may have left its worker running:
+        # every process started is ended and waited for here, not left to the collector.
+        ending = self._workers | self._running
+        await asyncio.gather(*(w.retire() for w in ending), return_exceptions=True)
         self._workers.clear()
 
     @property
@@ -722,6 +729,7 @@ class Pool:
             await worker.kill()
             raise
         self._workers.add(worker)
+        self._running.add(worker)
         watch = asyncio.ensure_future(proc.wait())
         watch.add_done_callback(lambda _: self._exited(worker))
         worker.watch = watch

@@ -137,3 +137,24 @@ def test_a_closed_pool_refuses_runs(make_pool: MakePool) -> None:
         p.run(program("text('late');"))
     assert not pid_alive(pid)
     assert p.pids() == []
+
+
+def test_closing_ends_a_worker_whose_retirement_it_cancels(make_pool: MakePool) -> None:
+    """A worker worn out by its last run is retired by a task of its own; closing the pool cancels
+    that task before it ran. The worker is stopped (SIGSTOP) so that it cannot end by itself: the
+    pool must still end it (its process was left running, and its pipes to the garbage collector,
+    which warned of them in whichever test ran then)."""
+    p = make_pool(PoolConfig(size=1, max_jobs_per_worker=1))
+    [pid] = p.pids()
+
+    async def run_then_close() -> None:
+        assert completed_texts(await p.pool.run(program("text('last');"))) == ["last"]
+        os.kill(pid, signal.SIGSTOP)  # (its retirement is scheduled, not started: no await since)
+        await p.pool.close()
+
+    try:
+        p.loop.call(run_then_close())
+        assert not pid_alive(pid), "the worker worn out before the close is still running"
+    finally:
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)

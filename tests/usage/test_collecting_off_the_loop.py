@@ -14,7 +14,6 @@ from __future__ import annotations
 import gc
 import json
 import socket
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -25,6 +24,7 @@ import pytest
 from ptc_emulator.emulator.wire.request import CreateRequest
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import PTC_TOOLS, program_message
+from tests.usage.collections_back import collections_back, unheld_threshold
 from tests.usage.held import Held, others_answered_while_held
 
 ITEMS = 200_000
@@ -73,17 +73,11 @@ def _body(last: Any) -> bytes:
     return json.dumps({"model": "m", "input": items, "tools": PTC_TOOLS, "store": False}).encode()
 
 
-def _collections_back(before: tuple[int, int, int]) -> None:
-    """Full collections as they were before the large request (its answer is back)."""
-    assert gc.isenabled()
-    assert gc.get_threshold() == before
-
-
 def test_no_full_collection_runs_while_a_large_request_is_worked_on(
     make_server: Callable[..., EmulatorServer], held: Held, passes: _Passes
 ) -> None:
     server = make_server()
-    before = gc.get_threshold()
+    before = unheld_threshold()
     body = _body({"role": "user", "content": program_message("text('big')")})
 
     def big() -> httpx.Response:
@@ -101,27 +95,27 @@ def test_no_full_collection_runs_while_a_large_request_is_worked_on(
     assert large.json()["output"][-1]["content"][0]["text"] == "big"
     assert 2 not in passes.started, f"full collections while the large request was worked on: {passes.started}"
     assert passes.started, "the young generations are still collected meanwhile"
-    _collections_back(before)
+    collections_back(before)
 
 
 def test_full_collections_come_back_after_a_large_request_that_fails_validation(
     make_server: Callable[..., EmulatorServer],
 ) -> None:
     server = make_server()
-    before = gc.get_threshold()
+    before = unheld_threshold()
     body = _body({"role": "user", "content": 7})
     with httpx.Client(base_url=server.base_url, timeout=300) as client:
         refused = client.post("/responses", content=body, headers={"content-type": "application/json"})
     assert refused.status_code == 400, refused.text[:500]
     assert refused.json()["error"]["param"] == f"input[{ITEMS - 1}].content"
-    _collections_back(before)
+    collections_back(before)
 
 
 def test_full_collections_come_back_after_the_client_of_a_large_request_hangs_up(
     make_server: Callable[..., EmulatorServer], held: Held
 ) -> None:
     server = make_server()
-    before = gc.get_threshold()
+    before = unheld_threshold()
     body = _body({"role": "user", "content": program_message("text('gone')")})
     head = (
         f"POST /v1/responses HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
@@ -132,22 +126,9 @@ def test_full_collections_come_back_after_the_client_of_a_large_request_hangs_up
         assert held.entered.wait(120), "the large request never reached its validation"
     # The client is gone; the held request goes on once let go, and its answer finds no one.
     held.release.set()
-    _wait_until_let_go(before)
+    collections_back(before)
     with httpx.Client(base_url=server.base_url, timeout=60) as http:
         small = http.post(
             "/responses", json={"model": "m", "input": program_message("text('after')"), "tools": PTC_TOOLS}
         )
     assert small.status_code == 200, small.text[:500]
-
-
-def _wait_until_let_go(before: tuple[int, int, int]) -> None:
-    """The hung-up request's end is not visible to the test: wait for the threshold to come back,
-    polling at most 60 s (the wait is bounded; what is asserted is that it came back at all)."""
-    done = threading.Event()
-    for _ in range(600):
-        if gc.get_threshold() == before:
-            done.set()
-            break
-        done.wait(0.1)
-    assert done.is_set(), f"full collections never came back: {gc.get_threshold()} (before: {before})"
-    assert gc.isenabled()

@@ -11,7 +11,6 @@ were not held off there.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +20,7 @@ import pytest
 from ptc_emulator.emulator import collector
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import PTC_TOOLS, program_message
+from tests.usage.collections_back import collections_back, unheld_threshold
 
 ITEMS = 20_000
 """Enough for over 256 K characters of item text."""
@@ -42,7 +42,7 @@ def test_full_collections_are_held_off_while_a_long_conversation_is_read(
         return found
 
     conversations.read = read
-    before = gc.get_threshold()
+    before = unheld_threshold()
     items: list[Any] = [{"role": "user", "content": f"item {n}"} for n in range(ITEMS - 1)]
     items.append({"role": "user", "content": program_message("text('stored')")})
     with httpx.Client(base_url=server.base_url, timeout=300) as client:
@@ -63,4 +63,4 @@ def test_full_collections_are_held_off_while_a_long_conversation_is_read(
     assert again.status_code == 200, again.text[:500]
     assert again.json()["output"][-1]["content"][0]["text"] == "again"
     assert seen and all(seen), "full collections ran on while the long conversation was read back"
-    assert gc.get_threshold() == before, "full collections came back once it was answered"
+    collections_back(before)

@@ -12,7 +12,6 @@ are answered. Nothing is timed: before, full collections were not held off at th
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,6 +21,7 @@ import pytest
 from ptc_emulator.emulator import collector, jsonpieces
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import PTC_TOOLS, program_message
+from tests.usage.collections_back import collections_back, unheld_threshold
 from tests.usage.held import Held, while_held
 
 ITEMS = 20_000
@@ -79,17 +79,17 @@ def test_full_collections_are_held_off_while_a_long_stored_response_is_read(
     make_server: Callable[..., EmulatorServer], read: _HeldRead, route: str
 ) -> None:
     server = make_server()
-    before = gc.get_threshold()
+    before = unheld_threshold()
     items: list[Any] = [{"role": "user", "content": f"item {n}"} for n in range(ITEMS - 1)]
     items.append({"role": "user", "content": program_message("text('stored')")})
     with httpx.Client(base_url=server.base_url, timeout=300) as client:
         created = client.post("/responses", json={"model": "m", "input": items, "tools": PTC_TOOLS, "store": True})
     assert created.status_code == 200, created.text[:500]
-    assert gc.get_threshold() == before
+    collections_back(before)
     read.armed = True
     answer = while_held(server, read, _requests(created.json()["id"])[route])
     assert read.held_off is True, "full collections ran on while the long record was read back"
-    assert gc.get_threshold() == before, "full collections came back once it was answered"
+    collections_back(before)
     if route == "input_items":
         assert len(answer["data"]) == 100
     elif route == "continue":
