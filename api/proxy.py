@@ -640,6 +640,12 @@ class RecordingProxy:
             from ptc_emulator.api.routes.websocket import frames
 
             async for text in frames(websocket):
+                if text is None:  # a binary message that is not UTF-8: refused here, as the emulator does
+                    refused = messages.frame_not_json()
+                    await websocket.send_text(
+                        json.dumps({"type": "error", "status": refused.status, "error": refused.body()["error"]})
+                    )
+                    continue
                 await to_upstream(text)
 
         async def upstream_to_client() -> None:

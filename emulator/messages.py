@@ -2679,7 +2679,7 @@ def socket_message_too_fragmented(limit: int) -> str:
 @text(SOCKET, "the reason of the close frame (code 1007) that ends the socket")
 def socket_text_not_utf8() -> str:
     """A text message whose bytes are not UTF-8 (RFC 6455 asks text to be): the socket is closed."""
-    return "A text message must be UTF-8: send other bytes as a binary message."
+    return "A text message must be UTF-8."
 
 
 @error(SOCKET, problem="nested deeper than 64 levels")

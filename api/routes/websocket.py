@@ -95,15 +95,22 @@ async def responses_socket(websocket: WebSocket) -> None:
     await Session(websocket, engine).serve()
 
 
-async def frames(websocket: WebSocket) -> AsyncIterator[str]:
-    """A socket's frames as text (binary ones decoded as UTF-8), until the client closes it."""
+async def frames(websocket: WebSocket) -> AsyncIterator[str | None]:
+    """A socket's messages as text, until the client closes it: a binary one decoded as UTF-8, or
+    None when its bytes are not UTF-8 (refused as not JSON, as the same bytes are over HTTP; they
+    were decoded with U+FFFD in place of what did not decode, and played so). A text message that
+    is not UTF-8 never gets here: the protocol closes the socket with 1007 (`wsflow`)."""
     while True:
         message = await websocket.receive()
         if message["type"] == "websocket.disconnect":
             return
         data = message.get("text")
         if data is None and message.get("bytes") is not None:
-            data = message["bytes"].decode("utf-8", "replace")
+            try:
+                data = message["bytes"].decode("utf-8")
+            except UnicodeDecodeError:
+                yield None
+                continue
         if data is not None:
             yield data
 
@@ -178,8 +185,11 @@ class Session:
             # of frames was answered back to back, every other client waiting (issue 38).
             await asyncio.sleep(0)
 
-    async def _dispatch(self, data: str) -> None:
-        """Answer a steer at once; queue a create; refuse anything else."""
+    async def _dispatch(self, data: str | None) -> None:
+        """Answer a steer at once; queue a create; refuse anything else (None: bytes not UTF-8)."""
+        if data is None:
+            await self._error(messages.frame_not_json(), None)
+            return
         large = len(data) >= OFF_LOOP_CHARS
         heavy = len(data) >= collector.LARGE_BYTES  # full collections held off while it is worked on
         if not large:

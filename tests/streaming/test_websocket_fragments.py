@@ -23,7 +23,7 @@ from ptc_emulator.emulator import messages
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import PTC_TOOLS, program_message
 
-CONT, TEXT, CLOSE, PING, PONG = 0x0, 0x1, 0x8, 0x9, 0xA
+CONT, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
 
 
 def frame(opcode: int, payload: bytes = b"", *, fin: bool = True) -> bytes:
@@ -143,6 +143,29 @@ def test_a_text_message_not_utf_8_is_closed_with_1007_and_not_logged_as_the_serv
         opcode, payload = until(sock, CLOSE)
         code, reason = struct.unpack("!H", payload[:2])[0], payload[2:].decode()
         assert (code, reason) == (1007, messages.socket_text_not_utf8())
-        assert reason == "A text message must be UTF-8: send other bytes as a binary message."
+        assert reason == "A text message must be UTF-8."
         assert sock.recv(1) == b""
     assert not [r for r in caplog.records if r.levelname == "ERROR"], [r.getMessage() for r in caplog.records]
+
+
+def test_a_binary_message_not_utf_8_is_refused_as_not_json_and_the_socket_serves_on(
+    make_server: Callable[..., EmulatorServer],
+) -> None:
+    """Before: its bytes were decoded with U+FFFD in place of what did not decode, and the create
+    played (`caf\ufffd` in its message), where the same bytes over HTTP are a 400. A binary
+    message that is UTF-8 plays as the text it holds."""
+    server = make_server()
+    create = {"type": "response.create", "model": "m", "tools": PTC_TOOLS}
+    latin1 = json.dumps({**create, "input": program_message("text('caf\u00e9')")}, ensure_ascii=False)
+    with opened(server) as sock:
+        sock.sendall(frame(BINARY, latin1.encode("latin-1")))
+        error = json.loads(until(sock, TEXT)[1])
+        assert error["type"] == "error", error
+        assert error["error"]["message"] == messages.frame_not_json().message
+        sock.sendall(frame(BINARY, latin1.encode("utf-8")))
+        events = []
+        while not events or events[-1]["type"] not in ("response.completed", "error"):
+            events.append(json.loads(until(sock, TEXT)[1]))
+        done = events[-1]
+        assert done["type"] == "response.completed", done
+        assert done["response"]["output"][-1]["content"][0]["text"] == "caf\u00e9"
