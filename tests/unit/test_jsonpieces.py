@@ -141,3 +141,77 @@ def test_a_long_body_refused_is_refused_as_bytes_decode_refuses_it(raw: bytes) -
         raw.decode("utf-8")
     assert str(pieces.value) == str(whole.value)
     assert jsonpieces.decode(raw[:-3], "utf-8", "surrogatepass") == raw[:-3].decode("utf-8", "surrogatepass")
+
+
+class _Loads:
+    """`json` as `jsonpieces` sees it, its `loads` counted by the length of what it reads."""
+
+    def __init__(self) -> None:
+        self.read: list[int] = []
+        self.JSONDecodeError = json.JSONDecodeError
+
+    def loads(self, text: str) -> Any:
+        self.read.append(len(text))
+        return json.loads(text)
+
+
+DENSE = {
+    "newlines": "\n" * 400_000,
+    "backslashes": "\\" * 400_000,
+    "pairs": "\U0001f600" * 100_000,
+    "high halves": "\ud83d" * 100_000,
+    "mixed": ('\\\n\ud83d\ude00\ud83d\\\\\u00e9"\ude00a' * 40_000),
+    "backslashes then a pair": "\\" * 300_001 + "\U0001f600" * 10 + "\\" * 7,
+}
+
+
+@pytest.mark.parametrize("kind", DENSE)
+def test_a_string_dense_with_escapes_is_read_in_slices(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Escapes everywhere left no place to cut a string's text: the whole text was read again in
+    one call (a body with 1,000,000 `\\n` held every other client 0.9-1.3 s)."""
+    seen = _Loads()
+    calls: list[None] = []
+    monkeypatch.setattr(jsonpieces, "json", seen)
+    monkeypatch.setattr(jsonpieces, "between", lambda: calls.append(None))
+    text = json.dumps({"model": "m", "instructions": DENSE[kind], "input": [1] * 70_000})
+    read = jsonpieces.loads(text)
+    assert json.dumps(read) == json.dumps(json.loads(text))  # the same code points (a pair is one)
+    assert not seen.read, "the text was read again whole"
+    assert len(calls) >= len(json.dumps(DENSE[kind])) // (256 * 1024)
+
+
+@pytest.mark.parametrize("slice_chars", [65, 66, 67, 70, 71, 77, 100, 129])
+def test_cuts_among_escapes_read_the_string_json_loads_reads(slice_chars: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jsonpieces, "_SLICE", slice_chars)
+    for kind, string in DENSE.items():
+        text = json.dumps([string[:20_000], "y" * 70_000])
+        assert json.dumps(jsonpieces.loads(text)) == json.dumps(json.loads(text)), kind
+
+
+BROKEN = {
+    "cut short": '{"input": [' + '{"k": 1}, ' * 40_000 + '{"k": 1}',
+    "a byte after": '{"input": [' + '{"k": 1}, ' * 40_000 + '{"k": 1}]} x',
+    "no colon": '{"input": [' + '{"k": 1}, ' * 40_000 + '{"k" 1}]}',
+    "no comma": '{"input": [' + '{"k": 1}, ' * 40_000 + '{"k": 1} {"k": 1}]}',
+    "a key not a string": '{"input": [' + '{"k": 1}, ' * 40_000 + '{"k": 1}], 5: 1}',
+    "an array where a key goes": "{" + json.dumps([[1] * 100] * 3000) + ": 1}",
+    "a control character late in a string": json.dumps(["y" * 70_000 + "\n" * 200_000]).replace('\\n\\n"]', '\n\n"]'),
+    "unterminated": '["' + "\\n" * 200_000,
+    "a bad escape late in a string": json.dumps(["y" * 70_000 + "\n" * 200_000])[:-4] + '\\x"]',
+}
+
+
+@pytest.mark.parametrize("kind", BROKEN)
+def test_a_long_text_that_is_not_json_is_not_read_again_whole(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader's error is the error: before, the text was read again by one `json.loads` call
+    for its error (a 14 MB body failing at its last byte held every other client 1-3 s)."""
+    text = BROKEN[kind]
+    assert len(text) >= jsonpieces.LONG_TEXT
+    with pytest.raises(json.JSONDecodeError) as plain:
+        json.loads(text)
+    seen = _Loads()
+    monkeypatch.setattr(jsonpieces, "json", seen)
+    with pytest.raises(json.JSONDecodeError) as read:
+        jsonpieces.loads(text)
+    assert not seen.read, "the text was read again whole"
+    assert read.value.msg.split()[0] == plain.value.msg.split()[0]
