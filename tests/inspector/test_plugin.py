@@ -83,6 +83,7 @@ def test_a_failed_tests_journal_outlives_it_on_a_running_server(pytester: pytest
         server.stop()
 
 
+@pytest.mark.timeout(260)  # 2 inner pytest runs of at most 100 s each (`plugin_support.run`)
 def test_a_run_clears_the_traces_of_earlier_runs_and_nothing_else(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

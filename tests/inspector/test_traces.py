@@ -92,6 +92,7 @@ def test_a_failed_test_leaves_a_trace_that_opens_with_no_server(
     assert visible_text(browser).count("Run this program.") >= 1
 
 
+@pytest.mark.timeout(360)  # 3 inner pytest runs of at most 100 s each (`plugin_support.run`)
 def test_where_traces_go_is_configurable(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_agent=AGENT)
     pytester.makeini("[pytest]\nptc_emulator_traces_dir = build/traces\n")

@@ -107,6 +107,7 @@ ptc_emulator.testing.agents_sdk.unpool_shared_clients = lambda: None
 """
 
 
+@pytest.mark.timeout(260)  # 2 inner pytest runs of at most 100 s each (`plugin_support.run`)
 def test_three_async_tests_with_ptc_and_faults_pass_in_one_session(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_stock=SESSION.format(**ANYIO))
 

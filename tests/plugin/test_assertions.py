@@ -222,6 +222,7 @@ def test_strict_mode_is_turned_off_by_the_option(pytester: pytest.Pytester) -> N
     run(pytester, "--ptc-emulator-strict=no").assert_outcomes(passed=6)
 
 
+@pytest.mark.timeout(260)  # 2 inner pytest runs of at most 100 s each (`plugin_support.run`)
 def test_strict_mode_is_turned_off_by_the_ini_and_the_option_wins_over_it(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_strict=STRICT)
     pytester.makeini("[pytest]\nptc_emulator_strict = false\n")

@@ -245,6 +245,7 @@ def test_settings_fixture_can_be_overridden(pytester: pytest.Pytester, tmp_path:
     run(pytester).assert_outcomes(passed=1)
 
 
+@pytest.mark.timeout(360)  # 3 inner pytest runs of at most 100 s each (`plugin_support.run`)
 def test_api_key_of_a_running_server(
     pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -56,6 +56,7 @@ def upstream_requests(server: EmulatorServer) -> int:
     return len(httpx.get(server.base_url.removesuffix("/v1") + "/_emulator/journal", timeout=30).json()["data"])
 
 
+@pytest.mark.timeout(460)  # 4 inner pytest runs of at most 100 s each (`plugin_support.run`)
 def test_record_then_replay_then_record_only_what_is_missing(
     pytester: pytest.Pytester, upstream: EmulatorServer
 ) -> None:
@@ -163,6 +164,7 @@ def parcel_upstream(tmp_path: Path) -> Iterator[EmulatorServer]:
     server.stop()
 
 
+@pytest.mark.timeout(260)  # 2 inner pytest runs of at most 100 s each (`plugin_support.run`)
 def test_a_cassette_is_written_as_record_writes_with_a_scrubber_and_the_default_folder(
     pytester: pytest.Pytester, parcel_upstream: EmulatorServer
 ) -> None:
@@ -198,6 +200,7 @@ def documented_scrub_fixture() -> str:
     return block
 
 
+@pytest.mark.timeout(260)  # 2 inner pytest runs of at most 100 s each (`plugin_support.run`)
 def test_the_scrub_fixture_and_a_record_folder_left_empty(
     pytester: pytest.Pytester, parcel_upstream: EmulatorServer
 ) -> None:

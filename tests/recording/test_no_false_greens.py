@@ -103,6 +103,7 @@ def test_demo_question(ptc_emulator):
 """
 
 
+@pytest.mark.timeout(360)  # 3 inner pytest runs of at most 100 s each (`plugin_support.run`)
 def test_the_plugin_serves_no_demos_unless_asked(pytester: pytest.Pytester, tmp_path: Path) -> None:
     pytester.makepyfile(test_demo=PLUGIN_TEST)
     (tmp_path / "cassettes").mkdir()

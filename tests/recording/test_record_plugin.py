@@ -40,6 +40,7 @@ def test_parcels(ptc_emulator):
 """
 
 
+@pytest.mark.timeout(460)  # 4 inner pytest runs of at most 100 s each (`plugin_support.run`)
 def test_record_with_the_plugin_then_replay_without_the_upstream(pytester: pytest.Pytester, tmp_path: Path) -> None:
     scenarios = tmp_path / "upstream-scenarios"
     scenarios.mkdir()
