@@ -11,7 +11,9 @@ An ASGI middleware in front of the emulator's routes. For each request under `/v
   headers in an error, or the key in its text, never shows it to the client or the recording.
   With a key, also where the upstream writes it with any of JSON's escapes (a non-streamed body is
   then held whole, up to KEPT_BYTES, and an SSE stream passed on event by event, so that the text
-  can be scanned first) or splits it across an item's streamed deltas (`_Deltas`; a streamed
+  can be scanned first) or splits it across an item's streamed deltas (`_Deltas`; what a client
+  joins, a response's output_text parts or a kind's deltas across parts and items, is refused when
+  it holds the key; an event's `event:` name counts as its kind when its data has none; a streamed
   request's answer is read as SSE whatever its Content-Type, as the SDKs read it, and a held body
   that reads as SSE is refused when its joined deltas hold the key). It fails closed:
   with a key, an answer it cannot be sure of reading as the client will (compressed, not UTF-8
@@ -47,7 +49,7 @@ import math
 import os
 import re
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping
 from typing import Any
 
 import httpx
@@ -446,6 +448,9 @@ class RecordingProxy:
             rest = events.rest()
             try:
                 cleaned = await self._scrub(rest) if rest else b""
+                answer = await _parsed(cleaned) if cleaned and _json_like(cleaned[:64]) else None
+                if cleaned and isinstance(answer, dict) and await self._joined_keyed(answer, len(cleaned)):
+                    raise _Refused(_JOINED)  # a whole answer to a streamed request: a client may parse it
             except _Refused as e:
                 await self._refuse(send, passing, e.why)
                 return
@@ -468,11 +473,13 @@ class RecordingProxy:
                     raise _Refused(_READ_AS_JSON)
                 if _sse_like(body) and await self._sse_keyed(body):  # a client may read it as SSE
                     raise _Refused(_SSE_KEYED)
+                body = body if cleaned is None else cleaned
+                response = await _parsed(body)
+                if isinstance(response, dict) and await self._joined_keyed(response, len(body)):
+                    raise _Refused(_JOINED)
             except _Refused as e:
                 await self._refuse(send, passing, e.why)
                 return
-            body = body if cleaned is None else cleaned
-            response = await _parsed(body)
             await begin()
             await send({"type": "http.response.body", "body": body, "more_body": True})
             if ok:
@@ -530,6 +537,12 @@ class RecordingProxy:
             return await asyncio.to_thread(_sse_keyed, self.redaction, data)
         return _sse_keyed(self.redaction, data)
 
+    async def _joined_keyed(self, answer: dict[str, Any], size: int) -> bool:
+        """`_joined_keyed`, in a worker thread for a long answer (many parts to join)."""
+        if size >= _OFF_LOOP_BYTES:
+            return await asyncio.to_thread(_joined_keyed, self.redaction, answer)
+        return _joined_keyed(self.redaction, answer)
+
     async def _refuse(self, send: Send, passing: _Passing, why: str) -> None:
         """An answer refused (`proxy_answer_unreadable`): the 502 before its status went, an SSE
         stream's `error` event after (`_forward_http` sends it)."""
@@ -555,9 +568,12 @@ class RecordingProxy:
         event = await _parsed(data)
         if not isinstance(event, dict):
             return block
+        if _joined_keyed(self.redaction, event):
+            raise _Refused(_JOINED)
         events.note(event)
         await self._event(event, create)
-        return b"".join(block if same else _sse_block(told) for told, same in events.deltas.feed(event))
+        named = _as_named(event, _event_name(block))
+        return b"".join(block if same else _sse_block(told) for told, same in events.deltas.feed(named))
 
     async def _event(self, event: dict[str, Any], create: dict[str, Any] | None) -> None:
         """Note the ids of a response event; record the exchange its terminal event ends."""
@@ -726,6 +742,8 @@ class RecordingProxy:
                 event = await _parsed(text.encode("utf-8"))
                 if isinstance(event, dict):
                     try:
+                        if _joined_keyed(self.redaction, event):
+                            raise _Refused(_JOINED)
                         told_events = deltas.feed(event)
                     except _Refused as e:
                         await refuse(e.why)
@@ -1035,7 +1053,10 @@ class _Deltas:
     held back in place, and `feed` raises `_Refused` (the stream is ended with an `error` event).
     The stream's terminal or `error` event sends what is held; a delta of that stream after it is
     refused (`_AFTER_END`): a client joining every delta would join it to what went before. At most
-    `MAX_LANES` lanes per answer (`_MANY_LANES`)."""
+    `MAX_LANES` lanes per answer (`_MANY_LANES`). The text a kind's lanes send, joined in the order
+    sent (a client printing every `response.output_text.delta` joins parts and items so), is looked
+    through too; the key there (half of it held back and sent at a `.done`, say, the rest in the
+    next part) cannot be taken out in place, and `feed` raises `_Refused` (`_JOINED`)."""
 
     def __init__(self, redaction: Redaction) -> None:
         self.redaction = redaction
@@ -1054,6 +1075,18 @@ class _Deltas:
         """Lanes looked at to end them (counted for the tests: a `.done` looks at its own lanes only)."""
         self.window = 64 * len(redaction.secret) + 64
         self.finder = _finder(redaction)
+        self.flows: dict[tuple[str, str], str] = {}
+        """Per stream and delta kind, the end of the text sent in all its lanes, in the order sent: a
+        client printing each `response.output_text.delta` as it comes joins the deltas of every part and
+        item; the key across two lanes cannot be held back in place, and is refused (`_JOINED`)."""
+
+    def flowed(self, lane: tuple[Any, ...], text: str) -> None:
+        """`text` sent in `lane`: added to its kind's flow, which is refused if it now holds the key."""
+        flow = (lane[0], lane[1])
+        joined = self.flows.get(flow, "") + text
+        if self.finder.within(joined):
+            raise _Refused(_JOINED)
+        self.flows[flow] = joined[-self.window :]
 
     def feed(self, event: dict[str, Any]) -> list[tuple[dict[str, Any], bool]]:
         """The events to send for `event`, in order, each with whether it is `event` unchanged."""
@@ -1068,6 +1101,8 @@ class _Deltas:
                 told = self.release(self.ending.get((stream, (False,) * 3, ()), {}))
                 for lane in [lane for lane in self.sent if lane[0] == stream]:
                     del self.sent[lane]
+                for flow in [flow for flow in self.flows if flow[0] == stream]:
+                    del self.flows[flow]
                 return [*told, (event, True)]
             if isinstance(kind, str) and kind.endswith(".done"):  # an item's (or part's) text ends
                 named = tuple(name in event for name in _LANE_FIELDS)
@@ -1084,6 +1119,7 @@ class _Deltas:
         if self.finder.within(self.sent.get(lane, "") + text):
             raise _Refused(_NESTED)
         held = self.finder.partial(text)
+        self.flowed(lane, text[: len(text) - held])
         self.sent[lane] = (self.sent.get(lane, "") + text[: len(text) - held])[-self.window :]
         if held:
             self.hold(lane, event, text[len(text) - held :])
@@ -1114,6 +1150,7 @@ class _Deltas:
         for lane in list(lanes):
             self.visits += 1
             event, text = self.unhold(lane)
+            self.flowed(lane, text)
             self.sent[lane] = (self.sent.get(lane, "") + text)[-self.window :]
             told.append(({**event, "delta": text}, False))
         return told
@@ -1224,6 +1261,65 @@ _NESTED = (
     "holds the key in a form the proxy cannot take out in place (a JSON string inside a string, as a call's "
     "arguments are, decoded again; an escape after an escaped backslash)"
 )
+
+
+_JOINED = (
+    "holds the key in the text a client joins from it: the output_text parts of its messages joined (as the SDKs' "
+    "`output_text` is), or the deltas of one kind joined across parts and items in the order they come"
+)
+_NAME_DIFFERS = (
+    "names an event a delta on its `event:` line whose data's `type` is another (a client reading the name and "
+    "one reading the type would join different texts)"
+)
+
+
+def _joined_keyed(redaction: Redaction, event: dict[str, Any]) -> bool:
+    """Whether a response (a whole answer, or an event's `response`), or an event's `item`, holds the
+    key in the text of its message items' output_text parts joined with nothing between, as the SDKs'
+    `output_text` joins them (each part alone is looked through already)."""
+    finder = _finder(redaction)
+    for holder, items in ((event, "output"), (event.get("response"), "output")):
+        if isinstance(holder, dict) and isinstance(holder.get(items), list):
+            if finder.within("".join(_output_texts(holder[items]))):
+                return True
+    item = event.get("item")
+    return isinstance(item, dict) and finder.within("".join(_output_texts([item])))
+
+
+def _output_texts(output: list[Any]) -> Iterator[str]:
+    for item in output:
+        if not isinstance(item, dict) or item.get("type") != "message" or not isinstance(item.get("content"), list):
+            continue
+        for part in item["content"]:
+            if isinstance(part, dict) and part.get("type") == "output_text" and isinstance(part.get("text"), str):
+                yield part["text"]
+
+
+_EVENT_LINE = re.compile(rb"^(?:\xef\xbb\xbf)?event: *(.*)", re.MULTILINE)
+
+
+def _event_name(block: bytes) -> str | None:
+    """The name an SSE event's `event:` line gives it (the last such line's; None: none)."""
+    if b"event:" not in block:
+        return None
+    names = _EVENT_LINE.findall(block)
+    return names[-1].decode("utf-8", "replace").strip(" ") if names else None
+
+
+def _as_named(event: dict[str, Any], name: str | None) -> dict[str, Any]:
+    """An event as its deltas are read: a client that reads the `event:` name (an EventSource's
+    listener) takes the event for what it names, so an event whose data has no `type` (or not a
+    string) is read as the kind its name says (the key split across such deltas is held back, and
+    an event written again carries that `type`); one named a delta whose `type` is another is
+    refused (`_NAME_DIFFERS`)."""
+    kind = event.get("type")
+    if not name or name == kind:
+        return event
+    if not isinstance(kind, str):
+        return {**event, "type": name}
+    if name.endswith(".delta"):
+        raise _Refused(_NAME_DIFFERS)
+    return event  # its `type` governs: a name such as `message` says nothing a client joins by
 
 
 def _textual(kind: str) -> bool:
@@ -1396,20 +1492,28 @@ def _sse_like(data: bytes) -> bool:
 
 def _sse_keyed(redaction: Redaction, data: bytes) -> bool:
     """Whether `data`, read as an SSE stream, holds the key in the deltas of one lane (an item's
-    text, a call's arguments) joined, as a client joins them; its bytes decoded leniently."""
+    text, a call's arguments) joined, or of one kind across lanes, as a client joins them (a kind
+    by the data's `type` or the `event:` name), or in a response's output_text parts joined
+    (`_joined_keyed`); its bytes decoded leniently."""
     if not redaction.secret:
         return False
-    events = _SSE()
+    events = _SSE(blocks=True)
     joined: dict[tuple[Any, ...], list[str]] = {}
     for chunk in (data, b"\n\n"):
-        for block in events.feed(chunk):
-            event = _json(block.decode("utf-8", "replace").encode("utf-8"))
+        events.feed(chunk)
+        for block, readable in events.take():
+            event = _json(_data(block).decode("utf-8", "replace").encode("utf-8")) if readable else None
             if not isinstance(event, dict):
                 continue
-            delta, kind = event.get("delta"), event.get("type")
-            if isinstance(delta, str) and isinstance(kind, str):
-                lane = (kind, *_lane(event))  # `_Refused` for a position no client reads
-                joined.setdefault(lane, []).append(delta)
+            if _joined_keyed(redaction, event):
+                return True
+            name = _event_name(block)
+            delta = event.get("delta")
+            for kind in {event.get("type"), name}:  # as a client reading either takes it
+                if isinstance(delta, str) and isinstance(kind, str):
+                    lane = (kind, *_lane(event))  # `_Refused` for a position no client reads
+                    joined.setdefault(lane, []).append(delta)
+                    joined.setdefault((kind,), []).append(delta)  # the kind across lanes, as they come
     return any(redaction.within("".join(parts)) for parts in joined.values())
 
 
