@@ -98,3 +98,12 @@ def test_data_lines_are_read_as_before() -> None:
     block = b"id: 1\n\xef\xbb\xbfdata:  a\ndata\ndata:b:c\n: data: no\n data: no\ndata:\nevent: x"
     assert proxy._data(block) == b"a\nb:c\n"
     assert proxy._data(b": comment only") == b""
+
+
+def test_an_events_name_is_its_last_event_line() -> None:
+    from ptc_emulator.api import proxy
+
+    assert proxy._event_name(b"event: a\nevent:  b\ndata: event: no") == "b"
+    assert proxy._event_name(b"\xef\xbb\xbfevent: c\ndata: 1") == "c"
+    assert proxy._event_name(b"xevent: no\ndata: 1") is None
+    assert proxy._event_name(b"event: x\n" * 100_000 + b"event: last") == "last"
