@@ -11,7 +11,9 @@ An ASGI middleware in front of the emulator's routes. For each request under `/v
   headers in an error, or the key in its text, never shows it to the client or the recording.
   With a key, also where the upstream writes it with any of JSON's escapes (a non-streamed body is
   then held whole, up to KEPT_BYTES, and an SSE stream passed on event by event, so that the text
-  can be scanned first) or splits it across an item's streamed deltas (`_Deltas`; a streamed
+  can be scanned first) or splits it across an item's streamed deltas (`_Deltas`; what a client
+  joins, a response's output_text parts or a kind's deltas across parts and items, is refused when
+  it holds the key; an event's `event:` name counts as its kind when its data has none; a streamed
   request's answer is read as SSE whatever its Content-Type, as the SDKs read it, and a held body
   that reads as SSE is refused when its joined deltas hold the key). It fails closed:
   with a key, an answer it cannot be sure of reading as the client will (compressed, not UTF-8
@@ -47,7 +49,7 @@ import math
 import os
 import re
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping
 from typing import Any
 
 import httpx
@@ -355,17 +357,49 @@ class RecordingProxy:
                 if events.overlong:
                     await self._refuse(send, passing, _TOO_LONG)
                     return False
-                for block, data in events.take():
-                    try:
-                        told = await self._block(block, data, events, create if ok else None)
-                    except _Refused as e:
-                        await self._refuse(send, passing, e.why)
-                        return False
-                    if told is None:
-                        await self._refuse(send, passing, _NOT_UTF8)
-                        return False
-                    await begin()
-                    await send({"type": "http.response.body", "body": told, "more_body": True})
+                out: list[bytes] = []
+                quiet: list[bytes] = []  # blocks with no data (blank lines, comments): scrubbed together
+
+                async def told(block: bytes, readable: bool) -> None:
+                    if not readable:
+                        quiet.append(block)
+                        return
+                    await loose()
+                    said = await self._block(block, events, create if ok else None)
+                    if said is None:
+                        raise _Refused(_NOT_UTF8)
+                    out.append(said)
+
+                async def loose() -> None:
+                    if quiet:
+                        block = b"".join(quiet)
+                        quiet.clear()
+                        said = await self._scrub(block) if block.strip(b"\n") else block
+                        if said is None:
+                            raise _Refused(_NOT_UTF8)
+                        out.append(said)
+
+                async def flush() -> None:
+                    if out:
+                        await begin()
+                        body = b"".join(out)
+                        out.clear()
+                        await send({"type": "http.response.body", "body": body, "more_body": True})
+
+                try:
+                    for count, (block, readable) in enumerate(events.take(), 1):
+                        await told(block, readable)
+                        if count % _YIELD_EVERY == 0:  # many small events in one chunk: others are served between
+                            await loose()
+                            await flush()
+                            await asyncio.sleep(0)
+                    await loose()
+                except _Refused as e:
+                    await flush()  # what went before it is clean, and goes as it would have
+                    await self._refuse(send, passing, e.why)
+                    return False
+                await flush()
+                await asyncio.sleep(0)
                 return True
             if held is not None:
                 held += chunk
@@ -414,6 +448,9 @@ class RecordingProxy:
             rest = events.rest()
             try:
                 cleaned = await self._scrub(rest) if rest else b""
+                answer = await _parsed(cleaned) if cleaned and _json_like(cleaned[:64]) else None
+                if cleaned and isinstance(answer, dict) and await self._joined_keyed(answer, len(cleaned)):
+                    raise _Refused(_JOINED)  # a whole answer to a streamed request: a client may parse it
             except _Refused as e:
                 await self._refuse(send, passing, e.why)
                 return
@@ -436,11 +473,13 @@ class RecordingProxy:
                     raise _Refused(_READ_AS_JSON)
                 if _sse_like(body) and await self._sse_keyed(body):  # a client may read it as SSE
                     raise _Refused(_SSE_KEYED)
+                body = body if cleaned is None else cleaned
+                response = await _parsed(body)
+                if isinstance(response, dict) and await self._joined_keyed(response, len(body)):
+                    raise _Refused(_JOINED)
             except _Refused as e:
                 await self._refuse(send, passing, e.why)
                 return
-            body = body if cleaned is None else cleaned
-            response = await _parsed(body)
             await begin()
             await send({"type": "http.response.body", "body": body, "more_body": True})
             if ok:
@@ -498,6 +537,12 @@ class RecordingProxy:
             return await asyncio.to_thread(_sse_keyed, self.redaction, data)
         return _sse_keyed(self.redaction, data)
 
+    async def _joined_keyed(self, answer: dict[str, Any], size: int) -> bool:
+        """`_joined_keyed`, in a worker thread for a long answer (many parts to join)."""
+        if size >= _OFF_LOOP_BYTES:
+            return await asyncio.to_thread(_joined_keyed, self.redaction, answer)
+        return _joined_keyed(self.redaction, answer)
+
     async def _refuse(self, send: Send, passing: _Passing, why: str) -> None:
         """An answer refused (`proxy_answer_unreadable`): the 502 before its status went, an SSE
         stream's `error` event after (`_forward_http` sends it)."""
@@ -509,25 +554,26 @@ class RecordingProxy:
             return
         passing.broken = refused
 
-    async def _block(
-        self, block: bytes, data: bytes | None, events: _SSE, create: dict[str, Any] | None
-    ) -> bytes | None:
+    async def _block(self, block: bytes, events: _SSE, create: dict[str, Any] | None) -> bytes | None:
         """One SSE event's bytes as the client gets them (with a key): noted and recorded as
         `_pass_on` does, the key taken out of its text in any form JSON writes it (None: the
         event is not UTF-8 text, and the stream is refused)."""
         cleaned = await self._scrub(block)
         if cleaned is None:
             return None
-        if cleaned != block:
-            block, data = cleaned, _data(cleaned[:-2] if cleaned.endswith(b"\n\n") else cleaned) or None
-        if data is None:
+        block = cleaned
+        data = await _read_data(block[:-2] if block.endswith(b"\n\n") else block)
+        if not data:
             return block
         event = await _parsed(data)
         if not isinstance(event, dict):
             return block
+        if await self._joined_keyed(event, len(data)):
+            raise _Refused(_JOINED)
         events.note(event)
         await self._event(event, create)
-        return b"".join(block if same else _sse_block(told) for told, same in events.deltas.feed(event))
+        named = _as_named(event, _event_name(block))
+        return b"".join(block if same else _sse_block(told) for told, same in events.deltas.feed(named))
 
     async def _event(self, event: dict[str, Any], create: dict[str, Any] | None) -> None:
         """Note the ids of a response event; record the exchange its terminal event ends."""
@@ -696,6 +742,8 @@ class RecordingProxy:
                 event = await _parsed(text.encode("utf-8"))
                 if isinstance(event, dict):
                     try:
+                        if await self._joined_keyed(event, len(text)):
+                            raise _Refused(_JOINED)
                         told_events = deltas.feed(event)
                     except _Refused as e:
                         await refuse(e.why)
@@ -849,6 +897,9 @@ Without a bound, 300 MB of answer were held, and joined and parsed on the event 
 _OFF_LOOP_BYTES = 256 * 2**10
 """An upstream answer (or event) at least this long is parsed in a worker thread."""
 
+_YIELD_EVERY = 256
+"""A keyed SSE stream gives the event loop to others after this many events of one chunk."""
+
 
 class _Kept:
     """A whole answer's bytes, up to `KEPT_BYTES`."""
@@ -913,7 +964,7 @@ class _SSE:
         self.blocks = blocks
         self.deltas = _Deltas(redaction or Redaction(None))
         """Keep each event's bytes (`take`): the stream is passed on event by event, not as it comes."""
-        self.taken: list[tuple[bytes, bytes | None]] = []
+        self.taken: list[tuple[bytes, bool]] = []
         self.buffer = bytearray()
         self.searched = 0
         """How much of the buffer holds no event's end (each byte is looked at once)."""
@@ -933,18 +984,33 @@ class _SSE:
             chunk = chunk[:-1]
         self.buffer += chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         found = []
-        while (end := self.buffer.find(b"\n\n", max(self.searched - 1, 0))) >= 0:
+        while True:
+            if not self.skipping and self.buffer[:2] == b"\n\n":
+                # Blank lines between events, as many as come at once, taken in one step: each
+                # dispatches no event (before, each pair was an event of its own, scrubbed and
+                # sent alone: a million blank lines held the event loop for seconds).
+                run = _BLANKS.match(self.buffer)
+                pairs = (run.end() if run else 0) // 2 * 2
+                del self.buffer[:pairs]
+                self.searched = 0
+                if self.blocks:
+                    self.taken.append((b"\n" * pairs, False))
+                continue
+            end = self.buffer.find(b"\n\n", max(self.searched - 1, 0))
+            if end < 0:
+                break
             block = bytes(self.buffer[:end])
             del self.buffer[: end + 2]
             self.searched = 0
             if self.skipping:
                 self.skipping = False
                 if self.blocks:
-                    self.taken.append((block + b"\n\n", None))
+                    self.taken.append((block + b"\n\n", False))
+                continue
+            if self.blocks:  # its data is read by the caller (`_read_data`: a long one off the loop)
+                self.taken.append((block + b"\n\n", _DATA_FIELD in block))
                 continue
             data = _data(block)
-            if self.blocks:
-                self.taken.append((block + b"\n\n", data or None))
             if data:
                 found.append(data)
         self.searched = len(self.buffer)
@@ -953,14 +1019,14 @@ class _SSE:
                 log.warning("an upstream event is larger than %d bytes: passed on, not recorded", KEPT_BYTES)
             self.skipping = self.overlong = True
             if self.blocks:
-                self.taken.append((bytes(self.buffer[:-1]), None))
+                self.taken.append((bytes(self.buffer[:-1]), False))
             keep = self.buffer[-1:]  # an event's end may straddle this chunk and the next
             self.buffer, self.searched = bytearray(keep), 0
         return found
 
-    def take(self) -> list[tuple[bytes, bytes | None]]:
+    def take(self) -> list[tuple[bytes, bool]]:
         """With `blocks`: the bytes of each event completed since the last call (a too long one's
-        in pieces), each with its data (None: none to read)."""
+        in pieces, a run of blank lines as one), each with whether it may hold data to read."""
         taken, self.taken = self.taken, []
         return taken
 
@@ -987,7 +1053,10 @@ class _Deltas:
     held back in place, and `feed` raises `_Refused` (the stream is ended with an `error` event).
     The stream's terminal or `error` event sends what is held; a delta of that stream after it is
     refused (`_AFTER_END`): a client joining every delta would join it to what went before. At most
-    `MAX_LANES` lanes per answer (`_MANY_LANES`)."""
+    `MAX_LANES` lanes per answer (`_MANY_LANES`). The text a kind's lanes send, joined in the order
+    sent (a client printing every `response.output_text.delta` joins parts and items so), is looked
+    through too; the key there (half of it held back and sent at a `.done`, say, the rest in the
+    next part) cannot be taken out in place, and `feed` raises `_Refused` (`_JOINED`)."""
 
     def __init__(self, redaction: Redaction) -> None:
         self.redaction = redaction
@@ -1006,6 +1075,18 @@ class _Deltas:
         """Lanes looked at to end them (counted for the tests: a `.done` looks at its own lanes only)."""
         self.window = 64 * len(redaction.secret) + 64
         self.finder = _finder(redaction)
+        self.flows: dict[tuple[str, str], str] = {}
+        """Per stream and delta kind, the end of the text sent in all its lanes, in the order sent: a
+        client printing each `response.output_text.delta` as it comes joins the deltas of every part and
+        item; the key across two lanes cannot be held back in place, and is refused (`_JOINED`)."""
+
+    def flowed(self, lane: tuple[Any, ...], text: str) -> None:
+        """`text` sent in `lane`: added to its kind's flow, which is refused if it now holds the key."""
+        flow = (lane[0], lane[1])
+        joined = self.flows.get(flow, "") + text
+        if self.finder.within(joined):
+            raise _Refused(_JOINED)
+        self.flows[flow] = joined[-self.window :]
 
     def feed(self, event: dict[str, Any]) -> list[tuple[dict[str, Any], bool]]:
         """The events to send for `event`, in order, each with whether it is `event` unchanged."""
@@ -1020,6 +1101,8 @@ class _Deltas:
                 told = self.release(self.ending.get((stream, (False,) * 3, ()), {}))
                 for lane in [lane for lane in self.sent if lane[0] == stream]:
                     del self.sent[lane]
+                for flow in [flow for flow in self.flows if flow[0] == stream]:
+                    del self.flows[flow]
                 return [*told, (event, True)]
             if isinstance(kind, str) and kind.endswith(".done"):  # an item's (or part's) text ends
                 named = tuple(name in event for name in _LANE_FIELDS)
@@ -1036,6 +1119,7 @@ class _Deltas:
         if self.finder.within(self.sent.get(lane, "") + text):
             raise _Refused(_NESTED)
         held = self.finder.partial(text)
+        self.flowed(lane, text[: len(text) - held])
         self.sent[lane] = (self.sent.get(lane, "") + text[: len(text) - held])[-self.window :]
         if held:
             self.hold(lane, event, text[len(text) - held :])
@@ -1066,6 +1150,7 @@ class _Deltas:
         for lane in list(lanes):
             self.visits += 1
             event, text = self.unhold(lane)
+            self.flowed(lane, text)
             self.sent[lane] = (self.sent.get(lane, "") + text)[-self.window :]
             told.append(({**event, "delta": text}, False))
         return told
@@ -1140,14 +1225,41 @@ def _lane(event: dict[str, Any]) -> tuple[Any, ...]:
     return lane
 
 
-_UTF8_BOM = b"\xef\xbb\xbf"
+_DATA_FIELD = b"data:"
+_DATA_LINE = re.compile(rb"^(?:\xef\xbb\xbf)?data: *(.*)", re.MULTILINE)
+_BLANKS = re.compile(rb"\n+")
 
 
 def _data(block: bytes) -> bytes:
     """The data of an SSE event's lines (LF-ended). A line's leading UTF-8 byte order mark is
-    skipped: a client's decoder drops the stream's first (and reads the line after it)."""
-    lines = (line.removeprefix(_UTF8_BOM) for line in block.split(b"\n"))
-    return b"\n".join(line[5:].lstrip(b" ") for line in lines if line.startswith(b"data:"))
+    skipped: a client's decoder drops the stream's first (and reads the line after it). A regular
+    expression, not a walk of the lines in Python (two million lines took a second), over a slice
+    of whole lines at a time: a worker thread reading a long block lets the event loop in between
+    (one search over two million lines held the interpreter for most of a second)."""
+    if _DATA_FIELD not in block:
+        return b""
+    if len(block) <= _DATA_SLICE:
+        return b"\n".join(_DATA_LINE.findall(block))
+    pieces = []
+    start = 0
+    while start < len(block):
+        end = block.find(b"\n", start + _DATA_SLICE)
+        end = len(block) if end < 0 else end + 1
+        found = _DATA_LINE.findall(block, start, end)
+        if found:
+            pieces.append(b"\n".join(found))
+        start = end
+    return b"\n".join(pieces)
+
+
+_DATA_SLICE = 64 * 2**10
+
+
+async def _read_data(block: bytes) -> bytes:
+    """`_data`, in a worker thread for a long block (millions of lines in one event)."""
+    if len(block) >= _OFF_LOOP_BYTES:
+        return await asyncio.to_thread(_data, block)
+    return _data(block)
 
 
 _UTF8 = frozenset({None, "utf-8", "utf8", "us-ascii", "ascii"})
@@ -1165,6 +1277,71 @@ _NESTED = (
     "holds the key in a form the proxy cannot take out in place (a JSON string inside a string, as a call's "
     "arguments are, decoded again; an escape after an escaped backslash)"
 )
+
+
+_JOINED = (
+    "holds the key in the text a client joins from it: the output_text parts of its messages joined (as the SDKs' "
+    "`output_text` is), or the deltas of one kind joined across parts and items in the order they come"
+)
+_NAME_DIFFERS = (
+    "names an event a delta on its `event:` line whose data's `type` is another (a client reading the name and "
+    "one reading the type would join different texts)"
+)
+
+
+def _joined_keyed(redaction: Redaction, event: dict[str, Any]) -> bool:
+    """Whether a response (a whole answer, or an event's `response`), or an event's `item`, holds the
+    key in the text of its message items' output_text parts joined with nothing between, as the SDKs'
+    `output_text` joins them (each part alone is looked through already)."""
+    finder = _finder(redaction)
+    for holder, items in ((event, "output"), (event.get("response"), "output")):
+        if isinstance(holder, dict) and isinstance(holder.get(items), list):
+            if finder.within("".join(_output_texts(holder[items]))):
+                return True
+    item = event.get("item")
+    return isinstance(item, dict) and finder.within("".join(_output_texts([item])))
+
+
+def _output_texts(output: list[Any]) -> Iterator[str]:
+    for item in output:
+        if not isinstance(item, dict) or item.get("type") != "message" or not isinstance(item.get("content"), list):
+            continue
+        for part in item["content"]:
+            if isinstance(part, dict) and part.get("type") == "output_text" and isinstance(part.get("text"), str):
+                yield part["text"]
+
+
+def _event_name(block: bytes) -> str | None:
+    """The name an SSE event's `event:` line gives it (the last such line's; None: none). Found
+    from the end, at C speed (a block of millions of `event:` lines is not walked line by line)."""
+    starts = [block.rfind(b"\n" + head) + 1 + len(head) for head in _EVENT_HEADS]
+    starts = [start for start, head in zip(starts, _EVENT_HEADS, strict=True) if start > len(head)]
+    starts += [len(head) for head in _EVENT_HEADS if block.startswith(head)]
+    if not starts:
+        return None
+    start = max(starts)
+    end = block.find(b"\n", start)
+    name = block[start : end if end >= 0 else len(block)]
+    return name.decode("utf-8", "replace").strip(" ")
+
+
+_EVENT_HEADS = (b"event:", b"\xef\xbb\xbfevent:")
+
+
+def _as_named(event: dict[str, Any], name: str | None) -> dict[str, Any]:
+    """An event as its deltas are read: a client that reads the `event:` name (an EventSource's
+    listener) takes the event for what it names, so an event whose data has no `type` (or not a
+    string) is read as the kind its name says (the key split across such deltas is held back, and
+    an event written again carries that `type`); one named a delta whose `type` is another is
+    refused (`_NAME_DIFFERS`)."""
+    kind = event.get("type")
+    if not name or name == kind:
+        return event
+    if not isinstance(kind, str):
+        return {**event, "type": name}
+    if name.endswith(".delta"):
+        raise _Refused(_NAME_DIFFERS)
+    return event  # its `type` governs: a name such as `message` says nothing a client joins by
 
 
 def _textual(kind: str) -> bool:
@@ -1337,20 +1514,28 @@ def _sse_like(data: bytes) -> bool:
 
 def _sse_keyed(redaction: Redaction, data: bytes) -> bool:
     """Whether `data`, read as an SSE stream, holds the key in the deltas of one lane (an item's
-    text, a call's arguments) joined, as a client joins them; its bytes decoded leniently."""
+    text, a call's arguments) joined, or of one kind across lanes, as a client joins them (a kind
+    by the data's `type` or the `event:` name), or in a response's output_text parts joined
+    (`_joined_keyed`); its bytes decoded leniently."""
     if not redaction.secret:
         return False
-    events = _SSE()
+    events = _SSE(blocks=True)
     joined: dict[tuple[Any, ...], list[str]] = {}
     for chunk in (data, b"\n\n"):
-        for block in events.feed(chunk):
-            event = _json(block.decode("utf-8", "replace").encode("utf-8"))
+        events.feed(chunk)
+        for block, readable in events.take():
+            event = _json(_data(block).decode("utf-8", "replace").encode("utf-8")) if readable else None
             if not isinstance(event, dict):
                 continue
-            delta, kind = event.get("delta"), event.get("type")
-            if isinstance(delta, str) and isinstance(kind, str):
-                lane = (kind, *_lane(event))  # `_Refused` for a position no client reads
-                joined.setdefault(lane, []).append(delta)
+            if _joined_keyed(redaction, event):
+                return True
+            name = _event_name(block)
+            delta = event.get("delta")
+            for kind in {event.get("type"), name}:  # as a client reading either takes it
+                if isinstance(delta, str) and isinstance(kind, str):
+                    lane = (kind, *_lane(event))  # `_Refused` for a position no client reads
+                    joined.setdefault(lane, []).append(delta)
+                    joined.setdefault((kind,), []).append(delta)  # the kind across lanes, as they come
     return any(redaction.within("".join(parts)) for parts in joined.values())
 
 

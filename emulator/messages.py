@@ -2296,7 +2296,9 @@ def proxy_answer_unreadable(base: str, why: str) -> StatusError:
     cannot be decoded replaced, as a lenient reader does) to text holding the key; or its text
     holds the key nested (a JSON string inside a string, an escape after an escaped backslash),
     which cannot be taken out in place; or one item's deltas in a held body read as a stream, joined,
-    hold it. The key is taken out of UTF-8
+    hold it; or what a client joins holds it though no piece does (a response's message output_text
+    parts joined, as the SDKs' `output_text` is; a stream's deltas of one kind across parts and items;
+    an event named a delta on its `event:` line whose data's `type` is another). The key is taken out of UTF-8
     text only, so such an answer is refused, not passed on (`why` is one of the proxy's own
     phrases, never the upstream's words)."""
     return StatusError(
