@@ -337,8 +337,8 @@ class _Shared:
         if path.startswith(("/v1/", "/_emulator/scenarios")):
             try:
                 await self.shared.refresh()
-            except StoreUnavailable:
-                await _reject(scope, receive, send, errors.database_away())
+            except StoreUnavailable as e:
+                await _reject(scope, receive, send, errors.database_away(e))
                 return
         await self.app(scope, receive, send)
 

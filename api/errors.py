@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import EmulatorError, InvalidRequest, StatusError
-from ptc_emulator.emulator.storage import StoreUnavailable
+from ptc_emulator.emulator.storage import StoreBusy, StoreUnavailable
 
 __all__ = ["database_away", "error_response", "install", "json_kind", "validation_error"]
 
@@ -163,15 +163,17 @@ def error_response(error: EmulatorError) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
 
 
-def database_away() -> StatusError:
-    return messages.database_away()
+def database_away(problem: BaseException | None = None) -> StatusError:
+    """The 503 of a store that failed: its connections all busy (`StoreBusy`: the database
+    answers), or the database away."""
+    return messages.database_busy() if isinstance(problem, StoreBusy) else messages.database_away()
 
 
 def install(app: FastAPI) -> None:
     @app.exception_handler(StoreUnavailable)
     async def _away(request: Request, exc: StoreUnavailable) -> JSONResponse:
         log.warning("%s %s: %s", request.method, request.url.path, exc)
-        return error_response(database_away())
+        return error_response(database_away(exc))
 
     @app.exception_handler(EmulatorError)
     async def _emulator(request: Request, exc: EmulatorError) -> JSONResponse:
@@ -195,6 +197,6 @@ def install(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         if isinstance(exc, StoreUnavailable):  # raised outside the routes (a middleware's read)
             log.warning("%s %s: %s", request.method, request.url.path, exc)
-            return error_response(database_away())
+            return error_response(database_away(exc))
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return error_response(messages.server_error())

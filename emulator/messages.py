@@ -160,6 +160,21 @@ def database_away() -> StatusError:
 
 
 @error(EDGE)
+def database_busy() -> StatusError:
+    """The server's PostgreSQL database answers, but none of the connections the request may take
+    came free within the pool's wait (10 s): they all wait on statements, a lock held on a table
+    the request needs, say (docs/scale-out.md). Distinct from `database_unavailable`: the database
+    is there; retrying once the lock goes succeeds."""
+    return StatusError(
+        503,
+        "The emulator's database connections are all busy (waiting on other statements, or on a lock "
+        "held on a table); try again shortly.",
+        type="server_error",
+        code="database_busy",
+    )
+
+
+@error(EDGE)
 def warm_up_failed(problem: BaseException) -> StatusError:
     """The tokenizer's load or the checkers' import, begun as the server started, failed (a broken
     install): every request, and health, answers this instead of a 500 that names nothing."""

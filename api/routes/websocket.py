@@ -515,11 +515,11 @@ OFF_LOOP_CHARS = 16 * 2**10
 
 def _reply(error: BaseException) -> EmulatorError:
     """What the client is told of an error: its own wording, the database's 503 (as an HTTP request
-    gets it, `database_unavailable`), or the generic server error."""
+    gets it, `database_unavailable` or `database_busy`), or the generic server error."""
     if isinstance(error, EmulatorError):
         return error
     if isinstance(error, StoreUnavailable):
-        return errors.database_away()
+        return errors.database_away(error)
     return messages.server_error()
 
 

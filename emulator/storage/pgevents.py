@@ -21,7 +21,7 @@ from typing import Any
 
 import psycopg
 
-from ptc_emulator.emulator.storage.pgpool import Db, Pool
+from ptc_emulator.emulator.storage.pgpool import Db, Lane, Pool
 
 __all__ = ["CHANNEL", "PostgresEvents"]
 
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 
 class PostgresEvents:
-    def __init__(self, db: Pool, url: str) -> None:
+    def __init__(self, db: Lane | Pool, url: str) -> None:
         self._db = db
         self._url = url
         self._stop = threading.Event()

@@ -17,13 +17,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ptc_emulator.emulator.storage.pgpool import Db, Pool
+from ptc_emulator.emulator.storage.pgpool import Db, Lane, Pool
 
 __all__ = ["PostgresJournal"]
 
 
 class PostgresJournal:
-    def __init__(self, db: Pool, limit: int = 10_000, max_bytes: int = 64 * 2**20) -> None:
+    def __init__(self, db: Lane | Pool, limit: int = 10_000, max_bytes: int = 64 * 2**20) -> None:
         self._db = db
         self.limit = limit
         self.max_bytes = max_bytes

@@ -28,10 +28,21 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ptc_emulator.emulator.storage.protocol import StoreUnavailable
+from ptc_emulator.emulator.storage.protocol import StoreBusy, StoreUnavailable
 from ptc_emulator.emulator.storage.sql import Dialect, Tx
 
-__all__ = ["AWAY_DEADLINE_S", "AWAY_WAIT_S", "CONNECT_S", "DEADLINE_S", "POSTGRES", "WAIT_S", "Db", "Pool"]
+__all__ = [
+    "AWAY_DEADLINE_S",
+    "AWAY_WAIT_S",
+    "CONNECT_S",
+    "DEADLINE_S",
+    "KEPT_FREE",
+    "POSTGRES",
+    "WAIT_S",
+    "Db",
+    "Lane",
+    "Pool",
+]
 
 Db = psycopg.Connection[tuple[Any, ...]]
 T = TypeVar("T")
@@ -152,48 +163,13 @@ def _away(error: Exception) -> bool:
     return error.sqlstate is None or error.sqlstate.startswith(_GONE)
 
 
-class Pool:
+class _Uses:
+    """Statements and transactions over `connection()` (the pool's, or a lane's)."""
+
     dialect = POSTGRES
 
-    def __init__(self, url: str, size: int) -> None:
-        self.pool: ConnectionPool[Db] = ConnectionPool(
-            url,
-            min_size=1,
-            max_size=size,
-            open=False,
-            kwargs={"autocommit": True, "connect_timeout": CONNECT_S},
-            name="ptc-emulator",
-            timeout=WAIT_S,
-            # Connecting again backs off (1, 2, 4 s) for this long, then gives up: the next request
-            # that needs a connection starts again at 1 s, so an outage's end is found soon.
-            reconnect_timeout=RECONNECT_S,
-        )
-        self.pool.open(wait=True, timeout=30)
-        self.watchdog = _Watchdog()
-        self.away = False
-        """Whether the last statement found the database away."""
-
-    @contextmanager
-    def connection(self, wait_s: float | None = None, deadline_s: float | None = None) -> Iterator[Db]:
-        """A pooled connection; `StoreUnavailable` when the database does not answer (a broken
-        connection, none to be had, a use past its deadline), after `AWAY_WAIT_S` at most once it
-        was found away."""
-        wait = wait_s if wait_s is not None else (AWAY_WAIT_S if self.away else WAIT_S)
-        deadline = deadline_s if deadline_s is not None else (AWAY_DEADLINE_S if self.away else DEADLINE_S)
-        try:
-            with self.pool.connection(timeout=wait) as db:
-                use = self.watchdog.start(db, deadline)
-                try:
-                    yield db
-                finally:
-                    if not self.watchdog.stop(use):
-                        db.close()  # cut: the pool drops it rather than lend it again
-        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as e:
-            if not _away(e):
-                raise
-            self.away = True
-            raise StoreUnavailable(f"the database does not answer ({type(e).__name__})") from e
-        self.away = False
+    def connection(self, wait_s: float | None = None, deadline_s: float | None = None) -> Any:
+        raise NotImplementedError
 
     @contextmanager
     def tx(self) -> Iterator[Db]:
@@ -231,3 +207,96 @@ class Pool:
 
     def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         self.write(lambda tx: tx.many(sql, rows))
+
+
+KEPT_FREE = 2
+"""How many of the pool's connections one lane (one part of the store: its tables) leaves to the
+others: a part may hold `size - KEPT_FREE` connections at once (at least one)."""
+
+
+class Pool(_Uses):
+    def __init__(self, url: str, size: int) -> None:
+        self.size = size
+        self.pool: ConnectionPool[Db] = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=size,
+            open=False,
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_S},
+            name="ptc-emulator",
+            timeout=WAIT_S,
+            # Connecting again backs off (1, 2, 4 s) for this long, then gives up: the next request
+            # that needs a connection starts again at 1 s, so an outage's end is found soon.
+            reconnect_timeout=RECONNECT_S,
+        )
+        self.pool.open(wait=True, timeout=30)
+        self.watchdog = _Watchdog()
+        self.away = False
+        """Whether the last statement found the database away."""
+        self.answered_at = time.monotonic()
+        """When a use of a connection last ended in time (the database answered)."""
+
+    def wait_s(self) -> float:
+        """How long a statement waits for a connection now."""
+        return AWAY_WAIT_S if self.away else WAIT_S
+
+    def lane(self, name: str) -> Lane:
+        """A part's share of the pool (`Lane`)."""
+        return Lane(self, name, max(1, self.size - KEPT_FREE))
+
+    @contextmanager
+    def connection(self, wait_s: float | None = None, deadline_s: float | None = None) -> Iterator[Db]:
+        """A pooled connection; `StoreUnavailable` when the database does not answer (a broken
+        connection, none to be had, a use past its deadline), after `AWAY_WAIT_S` at most once it
+        was found away; `StoreBusy` when none was free in time while the database answers (others'
+        uses ended in time meanwhile: the connections are all lent, not lost)."""
+        wait = wait_s if wait_s is not None else self.wait_s()
+        deadline = deadline_s if deadline_s is not None else (AWAY_DEADLINE_S if self.away else DEADLINE_S)
+        try:
+            with self.pool.connection(timeout=wait) as db:
+                use = self.watchdog.start(db, deadline)
+                try:
+                    yield db
+                finally:
+                    if not self.watchdog.stop(use):
+                        db.close()  # cut: the pool drops it rather than lend it again
+                    else:
+                        self.answered_at = time.monotonic()
+        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as e:
+            if not _away(e):
+                raise
+            if isinstance(e, PoolTimeout) and not self.away and time.monotonic() - self.answered_at < wait:
+                raise StoreBusy(f"no connection free in {wait:g} s; the database answers") from e
+            self.away = True
+            raise StoreUnavailable(f"the database does not answer ({type(e).__name__})") from e
+        self.away = False
+
+
+class Lane(_Uses):
+    """The uses of one part of the store (`name`: the responses, the conversations, the
+    scenarios...), at most `share` connections of the pool at once: statements waiting on a lock
+    of that part's tables (a schema migration's, an `ALTER`, a `VACUUM FULL`) pile up to `share`,
+    and the next ones of the part wait for their turn, so the pool keeps `KEPT_FREE` connections
+    for the other parts. A turn not had in the pool's wait is `StoreBusy` (the database answers;
+    `StoreUnavailable` once it was found away)."""
+
+    def __init__(self, pool: Pool, name: str, share: int) -> None:
+        self.pool = pool
+        self.name = name
+        self.share = share
+        self._turns = threading.BoundedSemaphore(share)
+
+    @contextmanager
+    def connection(self, wait_s: float | None = None, deadline_s: float | None = None) -> Iterator[Db]:
+        wait = wait_s if wait_s is not None else self.pool.wait_s()
+        began = time.monotonic()
+        if not self._turns.acquire(timeout=wait):
+            if self.pool.away:
+                raise StoreUnavailable(f"the database does not answer (no turn for {self.name})")
+            raise StoreBusy(f"{self.share} connections of {self.name} busy for {wait:g} s")
+        try:
+            left = max(wait - (time.monotonic() - began), AWAY_WAIT_S)
+            with self.pool.connection(wait_s=left, deadline_s=deadline_s) as db:
+                yield db
+        finally:
+            self._turns.release()

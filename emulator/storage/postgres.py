@@ -22,7 +22,7 @@ from psycopg_pool import PoolTimeout
 
 from ptc_emulator.emulator.storage.pgevents import PostgresEvents
 from ptc_emulator.emulator.storage.pgjournal import PostgresJournal
-from ptc_emulator.emulator.storage.pgpool import Pool
+from ptc_emulator.emulator.storage.pgpool import Lane, Pool
 from ptc_emulator.emulator.storage.pgschema import migrate
 from ptc_emulator.emulator.storage.protocol import Counts, EventLog, JournalLog, Leases, StoreUnavailable
 from ptc_emulator.emulator.storage.sql import SqlParts
@@ -35,7 +35,7 @@ within this and a connection attempt's failure (a refused or closed socket fails
 
 
 class PostgresLeases:
-    def __init__(self, db: Pool) -> None:
+    def __init__(self, db: Lane | Pool) -> None:
         self._db = db
 
     def claim(self, key: str, owner: str, seconds: float) -> bool:
@@ -62,7 +62,7 @@ class PostgresCounts:
 
     SWEEP_EVERY = 1024
 
-    def __init__(self, db: Pool) -> None:
+    def __init__(self, db: Lane | Pool) -> None:
         self._db = db
         self._taken = 0
 
@@ -94,11 +94,11 @@ class PostgresStore(SqlParts):
         with psycopg.connect(url, autocommit=True) as connection:
             migrate(connection)
         self._db = Pool(url, pool_size)
-        super().__init__(self._db)
-        self.journal: JournalLog = PostgresJournal(self._db)
-        self.leases: Leases = PostgresLeases(self._db)
-        self.counts: Counts = PostgresCounts(self._db)
-        self._events = PostgresEvents(self._db, url)
+        super().__init__(self._db, self._db.lane)
+        self.journal: JournalLog = PostgresJournal(self._db.lane("journal"))
+        self.leases: Leases = PostgresLeases(self._db.lane("leases"))
+        self.counts: Counts = PostgresCounts(self._db.lane("counts"))
+        self._events = PostgresEvents(self._db.lane("events"), url)
         self.events: EventLog | None = self._events
         self.shared = True
 

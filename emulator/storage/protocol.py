@@ -30,6 +30,7 @@ __all__ = [
     "StoredConversation",
     "StoredResponse",
     "StoredScenario",
+    "StoreBusy",
     "StoreUnavailable",
     "visible",
 ]
@@ -44,6 +45,12 @@ def visible(made_in: str | None, scope: str | None) -> bool:
 
 class StoreUnavailable(RuntimeError):
     """The store could not be opened: its database does not answer, or cannot be used."""
+
+
+class StoreBusy(StoreUnavailable):
+    """The database answers, but none of the connections a statement may take came free in time
+    (they all wait on statements, a lock held on a table, say): a 503 that says so, not that the
+    database does not answer."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -423,8 +423,9 @@ class SqlParts:
     """The four parts every SQL store keeps in its tables, over `db`; a backend adds the rest of
     a `Store` (its kind, the journal, the leases, the counts, the events, `close`)."""
 
-    def __init__(self, db: Connections) -> None:
-        self.responses: Responses = SqlResponses(db)
-        self.conversations: Conversations = SqlConversations(db)
-        self.sessions: Records = SqlRecords(db)
-        self.scenarios: Scenarios = SqlScenarios(db)
+    def __init__(self, db: Connections, part: Callable[[str], Connections] | None = None) -> None:
+        on = part or (lambda name: db)  # `part(name)`: a part's own connections (PostgreSQL's lanes)
+        self.responses: Responses = SqlResponses(on("responses"))
+        self.conversations: Conversations = SqlConversations(on("conversations"))
+        self.sessions: Records = SqlRecords(on("sessions"))
+        self.scenarios: Scenarios = SqlScenarios(on("scenarios"))

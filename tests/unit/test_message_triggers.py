@@ -125,6 +125,9 @@ ELSEWHERE: dict[str, str] = {
     "database_away": (
         "tests/replicas/test_replicas.py::test_with_the_database_away_health_and_requests_fail_at_once_with_a_503"
     ),
+    "database_busy": (
+        "tests/replicas/test_pool_lanes.py::test_a_request_that_gives_up_waiting_for_a_connection_is_told_they_are_busy"
+    ),
     "too_many_queued": "tests/streaming/test_websocket_frames.py::test_the_creates_waiting_on_one_socket_are_bounded",
     "too_many_queued_chars": "tests/streaming/test_websocket_frames.py::test_the_text_of_waiting_creates_is_bounded",
     "websocket_handshake_invalid": (
