@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import yaml
+from jinja2 import StrictUndefined, TemplateError
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from ptc_emulator.emulator import jsontext, messages
@@ -723,6 +724,19 @@ _NoAliasLoader.add_constructor(_FLOAT_TAG, _NoAliasLoader.construct_yaml_float)
 _NoAliasLoader.add_constructor("tag:yaml.org,2002:binary", _NoAliasLoader.construct_yaml_binary)
 
 _template_env = templating.BoundedEnvironment()
+TEXT_ENV = templating.BoundedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+"""What a turn's texts render in (a message, a refusal, a command, a value of call arguments)."""
+CODE_ENV = templating.BoundedEnvironment(
+    undefined=StrictUndefined,
+    autoescape=False,
+    keep_trailing_newline=True,
+    finalize=lambda value: json.dumps(value, ensure_ascii=False),
+)
+"""What program code and call arguments given as one text render in: every `{{ ... }}` as JSON."""
+
+TEMPLATE_NAMES = frozenset({"input", "result", "data", "program", "output", "outputs", "loaded"})
+"""The names a turn's templates see besides the captures (`script.py`, `player._template_context`)."""
+_GROUP_NAME = re.compile(r"\(\?P?<(\w+)>")
 
 
 def _check_templates(scenario: Scenario, source: str) -> None:
@@ -743,22 +757,35 @@ def _check_each_template(scenario: Scenario, source: str) -> None:
             return [s for k, v in value.items() for s in strings(v, f"{where}.{k}")]
         return []
 
+    # what a request may give the templates: a render that reads none of these is the same at
+    # every request, so one that fails now always fails (`templating.check_renders`)
+    given = TEMPLATE_NAMES | {n for p in scenario.match.patterns() for n in _GROUP_NAME.findall(p)}
+
+    def arguments(value: Any, where: str, found: list[tuple[str, str]], code: set[str]) -> None:
+        found.extend(strings(value, where))
+        if isinstance(value, str):
+            code.add(where)  # arguments given as one text render as program code does
+
     for i, turn in enumerate(scenario.turns):
         found: list[tuple[str, str]] = []
+        code: set[str] = set()  # the fields rendered as program code (`CODE_ENV`)
+
         for name in ("program", "message", "refusal", "on_program_error"):
             value = getattr(turn, name, None)
             if isinstance(value, str):
                 found.append((f"turns.{i}.{name}", value))
+        if turn.program is not None:
+            code.add(f"turns.{i}.program")
         for k, call in enumerate(turn.calls):
-            found += strings(call.arguments, f"turns.{i}.call.{k}.arguments")
+            arguments(call.arguments, f"turns.{i}.call.{k}.arguments", found, code)
             if call.input is not None:
                 found.append((f"turns.{i}.call.{k}.input", call.input))
         if turn.search is not None:
             if turn.search.query is not None:
                 found.append((f"turns.{i}.search.query", turn.search.query))
-            found += strings(turn.search.arguments, f"turns.{i}.search.arguments")
+            arguments(turn.search.arguments, f"turns.{i}.search.arguments", found, code)
         if turn.mcp is not None:
-            found += strings(turn.mcp.arguments, f"turns.{i}.mcp.arguments")
+            arguments(turn.mcp.arguments, f"turns.{i}.mcp.arguments", found, code)
         if turn.code_interpreter is not None:
             found.append((f"turns.{i}.code_interpreter.code", turn.code_interpreter.code))
         if turn.shell is not None:
@@ -768,6 +795,13 @@ def _check_each_template(scenario: Scenario, source: str) -> None:
                 templating.check(_template_env, text)
             except Exception as e:  # any compile failure is the author's, never the server's
                 raise ScenarioError(f"{source}: {where}: invalid template: {e}") from e
+            try:
+                templating.check_renders(CODE_ENV if where in code else TEXT_ENV, text, given)
+            except TemplateError as e:  # as the render at play says it (`Script._render`)
+                raise ScenarioError(f"{source}: {where}: invalid template: {messages.template_error(str(e))}") from e
+            except Exception as e:
+                failed = messages.template_failed(type(e).__name__, str(e))
+                raise ScenarioError(f"{source}: {where}: invalid template: {failed}") from e
 
 
 @dataclass(frozen=True, slots=True)
