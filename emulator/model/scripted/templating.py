@@ -1604,7 +1604,7 @@ def _renders(env: BoundedEnvironment, source: str, given: frozenset[str]) -> Non
         return
     started = _clock()
     try:
-        render(env.from_string(tree), {}, seconds=seconds)
+        _render(env.from_string(tree), {}, seconds)
     except RenderTimeout:
         return
     finally:
@@ -1654,9 +1654,13 @@ class _Budget:
         return self.local
 
 
-def render(template: Template, context: dict[str, Any], *, seconds: float = MAX_SECONDS) -> str:
-    """Render under the bounds above; a bound exceeded raises `RenderLimit` (`seconds`: the time
-    bound, `MAX_SECONDS` but for `check_renders`)."""
+def render(template: Template, context: dict[str, Any]) -> str:
+    """Render under the bounds above; a bound exceeded raises `RenderLimit`."""
+    return _render(template, context, MAX_SECONDS)
+
+
+def _render(template: Template, context: dict[str, Any], seconds: float) -> str:
+    """`render` within `seconds` (less for `check_renders`, whose renders share `MAX_SECONDS`)."""
     budget = _Budget()
     budget.deadline = _clock() + seconds
     previous = sys.gettrace()
