@@ -61,3 +61,16 @@ def test_program_code_is_rendered_as_it_plays_and_the_admin_api_refuses_it(unit_
     ok = unit_http.post("/_emulator/scenarios", json={"name": "q", "turns": [{"program": "return {{ 'a' ~ 'b' }};"}]})
     assert ok.status_code == 201, ok.text
     unit_http.delete("/_emulator/scenarios/q")
+
+
+def test_the_names_a_check_takes_as_given_are_those_a_render_sees() -> None:
+    """A name the render's context has and the check did not take as given would make the check
+    render, and refuse, a template a request may change."""
+    from ptc_emulator.emulator.model.scripted.player import _template_context
+    from ptc_emulator.emulator.model.scripted.scenario import TEMPLATE_NAMES
+
+    class _Empty:
+        def after_anchor(self) -> list[object]:
+            return []
+
+    assert set(_template_context(_Empty(), [])) | {"input"} == TEMPLATE_NAMES  # type: ignore[arg-type]
