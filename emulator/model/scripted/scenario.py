@@ -1083,13 +1083,15 @@ def _weight(scenario: Scenario) -> int:
     return patterns + sum(-(-_output_cost(o) // _OUTPUT_ITEM_BYTES) for o in scenario.match.outputs)
 
 
-OUTPUT_SCAN_COST = 10
+OUTPUT_SCAN_COST = 20
 """What looking at one tool output for a `match.outputs` entry costs, in the units of a match's
 budget (`patterns.MATCH_BUDGET`: about 8 ns each)."""
-OUTPUT_JSON_COST = 100
+OUTPUT_JSON_COST = 250
 """What comparing one tool output with an entry's `json` costs, per value of that `json`, in the
 same units: entry by entry over every output, thousands of each cost seconds (about 1.2 us a
-comparison measured), and it counts in the request's budget as its patterns' matches do."""
+comparison of a one-entry object measured, so the 300,000,000 of a worker thread refuse 4,000
+entries and outputs after about half a second), and it counts in the request's budget as its
+patterns' matches do."""
 _OUTPUT_ITEM_BYTES = 20
 """The fewest bytes of a request's texts one tool output brings (`function_call_output`, its type)."""
 
