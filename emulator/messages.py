@@ -1699,7 +1699,8 @@ def scenario_matching_too_costly(budget: int) -> ScenarioTurnError:
     than a request's matching may (`emulator/patterns.py`: `metered`)."""
     return ScenarioTurnError(
         "Matching this request against the scenarios' patterns is too costly: each pattern's RE2 instructions × "
-        f"the bytes of each text it is matched against, summed over the request's matches, may be at most {budget}. "
+        f"the bytes of each text it is matched against, summed over the request's matches (with a `match.outputs` "
+        f"entry's comparisons with each tool output), may be at most {budget}. "
         "Remove scenarios not needed, simplify their patterns, or send shorter texts.",
         param="input",
     )

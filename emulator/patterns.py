@@ -60,6 +60,7 @@ __all__ = [
     "compile_pattern",
     "match_budget",
     "metered",
+    "spend",
 ]
 
 MAX_PATTERN_CHARS = 4096
@@ -139,6 +140,22 @@ def metered(budget: int | None = None) -> Iterator[Meter]:
         yield meter
     finally:
         _meter.reset(token)
+
+
+def spend(units: int, what: str) -> None:
+    """Count `units` of work that is not an RE2 match (`match.outputs`' JSON comparisons, in the
+    units of a match: about 8 ns each) against the running meter, as a match is: past its budget,
+    `MatchingTooCostly` (`what` in place of a pattern) and the work is not done. Outside a meter,
+    against `match_budget()` alone."""
+    meter = _meter.get()
+    if meter is None:
+        budget = match_budget()
+        if units > budget:
+            raise PatternTooCostly(what, units, 1, budget)
+        return
+    if meter.spent + units > meter.budget:
+        raise MatchingTooCostly(what, units, 1, meter.budget, meter.spent)
+    meter.spent += units
 
 
 def match_budget() -> int:

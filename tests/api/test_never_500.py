@@ -86,10 +86,12 @@ def test_a_lone_surrogate_in_an_error_message_reaches_the_client_as_valid_unicod
 @pytest.mark.parametrize(
     "turn",
     [
-        {"message": "a {{ '\\ud800' }} b"},
-        {"message": "{{ '%c'|format(56320) }}"},
-        {"message": "{{ ['\\ud83d', 'x']|join }}"},
-        {"program": "text('{{ '\\udfff' }}');"},
+        # each reads the request (`input[:0]`, nothing): one that reads no name a request gives
+        # renders the same at every request, and is refused when added if that render fails
+        {"message": "a {{ '\\ud800' }} b{{ input[:0] }}"},
+        {"message": "{{ '%c'|format(56320) }}{{ input[:0] }}"},
+        {"message": "{{ ['\\ud83d', 'x']|join }}{{ input[:0] }}"},
+        {"program": "text('{{ '\\udfff' }}'); // {{ input[:0] }}"},
     ],
     ids=["string-escape", "format-c", "half-a-pair-joined", "program"],
 )

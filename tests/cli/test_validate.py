@@ -218,8 +218,10 @@ def test_a_program_whose_javascript_does_not_parse_fails_naming_file_turn_and_er
     ]
     assert out.strip() == "ptc-emulator validate: 1 problem in 2 files"
     # The same program with the error fixed passes: the templates rendered as placeholders parse.
+    # (Its `id` a capture: with none, `{{ id }}` could never render, and that is refused too.)
+    fixed = {"match": {"input": r"order (?P<id>\d+)"}, "turns": [{"program": broken.replace("= ;", "= 1;")}]}
     (tmp_path / "broken.yaml").write_text(
-        yaml.safe_dump({"turns": [{"program": broken.replace("= ;", "= 1;")}, {"message": "ok"}]}), encoding="utf-8"
+        yaml.safe_dump({**fixed, "turns": [*fixed["turns"], {"message": "ok"}]}), encoding="utf-8"
     )
     status, out, err = validate(capsys, tmp_path)
     assert status == 0 and err == "", err

@@ -10,9 +10,17 @@ from ptc_emulator.testing.server import PTCEmulator
 TOOL = {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}
 
 
+AT_PLAY = "{{ input[:0] }}"
+"""Nothing, read from the request: a template that reads no name a request gives renders the same
+at every request, so it is rendered when added and refused then if it fails. The tests of the
+bounds at play put this before a template of constants."""
+
+
 def scenario(message: str) -> dict[str, object]:
-    """Matches `go`: calls `f`, then answers `message` (a template) once the output comes back."""
-    return {"match": {"input": "^go$"}, "turns": [{"call": {"name": "f", "arguments": {}}}, {"message": message}]}
+    """Matches `go`: calls `f`, then answers `message` (a template, after `AT_PLAY`) once the output
+    comes back."""
+    turns = [{"call": {"name": "f", "arguments": {}}}, {"message": AT_PLAY + message}]
+    return {"match": {"input": "^go$"}, "turns": turns}
 
 
 def answered(ptc_emulator: PTCEmulator, output: str) -> openai.BadRequestError | str:

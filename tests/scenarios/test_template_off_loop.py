@@ -27,7 +27,9 @@ from tests.api.api_support import assert_envelope
 
 JSON = {"content-type": "application/json"}
 pytestmark = pytest.mark.anyio
-LOOPS = "{% for i in range(10000) %}{% for j in range(10000) %}{% endfor %}{% endfor %}done"
+# read from the request (`input[:0]`): a template that reads no name a request gives is rendered
+# when added, and this one, which always runs out of steps, is then refused
+LOOPS = "{% for i in range(10000) %}{% for j in range(10000) %}{% endfor %}{% endfor %}{{ input[:0] }}done"
 
 
 @contextlib.asynccontextmanager

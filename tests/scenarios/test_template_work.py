@@ -15,6 +15,7 @@ import openai
 import pytest
 
 from ptc_emulator.testing.server import PTCEmulator
+from tests.scenarios.template_support import AT_PLAY
 
 BUILDS = "an operation that builds more than"
 DOUBLE = "{% set ns = namespace(s=input * 20000) %}{% for i in range(40) %}{% set ns.s = ns.s OP ns.s %}{% endfor %}"
@@ -90,7 +91,7 @@ def test_what_a_value_prints_is_bounded_before_it_is_printed(ptc_emulator: PTCEm
     input (`escape`, `wordwrap` with its `wrapstring`, `urlize` with its `target`) are checked
     before they build. Each of these used to build its millions of characters first (and then
     met the output cap, or printed a length): the refusal now names the operation."""
-    ptc_emulator.add_scenario({"name": "prints", "match": {"input": "^x"}, "turns": [{"message": template}]})
+    ptc_emulator.add_scenario({"name": "prints", "match": {"input": "^x"}, "turns": [{"message": AT_PLAY + template}]})
     client = ptc_emulator.client(max_retries=0)
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(model="gpt-test", input="x")
@@ -158,7 +159,7 @@ def test_bytes_big_integers_and_held_copies_are_bounded(ptc_emulator: PTCEmulato
     `from_bytes` made integers of millions of bits, and one division of them held the server for
     seconds; and a slice, a method or a filter that copies its input was counted nowhere, so a
     loop holding thousands of copies grew the server by gigabytes. Each is now refused."""
-    ptc_emulator.add_scenario({"name": "bytes", "match": {"input": "^x"}, "turns": [{"message": template}]})
+    ptc_emulator.add_scenario({"name": "bytes", "match": {"input": "^x"}, "turns": [{"message": AT_PLAY + template}]})
     client = ptc_emulator.client(max_retries=0)
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(model="gpt-test", input="x")
@@ -202,7 +203,7 @@ def test_a_filter_chain_on_one_line_is_bounded_by_its_calls(ptc_emulator: PTCEmu
     `unique`, `batch`, `slice` or `groupby` over a million items ran for 5 to more than 40
     seconds under a 0.5 s bound that only the next line checked. The calls a render makes are
     now counted as its lines are, and bounded."""
-    ptc_emulator.add_scenario({"name": "calls", "match": {"input": "^x"}, "turns": [{"message": template}]})
+    ptc_emulator.add_scenario({"name": "calls", "match": {"input": "^x"}, "turns": [{"message": AT_PLAY + template}]})
     client = ptc_emulator.client(max_retries=0)
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(model="gpt-test", input="x")
@@ -245,7 +246,7 @@ def test_a_value_that_holds_itself_twice_over_is_bounded_as_a_tree(ptc_emulator:
     inside one C call, and held the server (every request, not only this one) for good. A list,
     tuple or dict a template builds (a literal, `+`, `*`, a filter's, a call's arguments) now
     holds at most a million values counted as a tree."""
-    ptc_emulator.add_scenario({"name": "tree", "match": {"input": "^x"}, "turns": [{"message": template}]})
+    ptc_emulator.add_scenario({"name": "tree", "match": {"input": "^x"}, "turns": [{"message": AT_PLAY + template}]})
     client = ptc_emulator.client(max_retries=0)
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(model="gpt-test", input="x")
@@ -312,7 +313,7 @@ def test_what_a_filter_builds_is_counted_as_built_and_long_scans_are_refused(
     characters beyond Latin-1 counted eight bytes for a 76-byte object. A filter that scans a text
     with the interpreter held (`title`, `wordcount`, `striptags`, `pprint`) stalled every other
     request from its worker thread (up to 190 ms here). Each is now refused before it runs."""
-    ptc_emulator.add_scenario({"name": "built", "match": {"input": "^x"}, "turns": [{"message": template}]})
+    ptc_emulator.add_scenario({"name": "built", "match": {"input": "^x"}, "turns": [{"message": AT_PLAY + template}]})
     client = ptc_emulator.client(max_retries=0)
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(model="gpt-test", input="x")
@@ -346,6 +347,7 @@ def test_what_program_code_prints_as_json_is_counted_as_built(ptc_emulator: PTCE
     program = (
         "{% set s = '\\x01' * 100000 %}{% set x %}{% for i in range(100) %}{{ s }}{% endfor %}{% endset %}"
         "text({{ x|length }});"
+        "// {{ input[:0] }}"  # read from the request: rendered at play, not refused when added
     )
     ptc_emulator.add_scenario({"name": "json", "match": {"input": "^x$"}, "turns": [{"program": program}]})
     client = ptc_emulator.client(max_retries=0)

@@ -1218,7 +1218,8 @@ def _(c: Context) -> object:
 
 @trigger("template_error")
 def _(c: Context) -> object:
-    return play(c, "template_error", [{"message": "{{ nowhere.deeper }}"}])
+    # a name a request may give (a template that reads none and fails is refused when added)
+    return play(c, "template_error", [{"message": "{{ output.nowhere.deeper }}"}])
 
 
 @trigger("template_failed")

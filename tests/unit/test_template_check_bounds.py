@@ -30,8 +30,10 @@ def _add(http: TestClient, turns: list[dict[str, Any]]) -> Any:
 def test_what_a_scenarios_constant_templates_build_together_is_bounded(unit_http: TestClient) -> None:
     marker = uuid.uuid4().hex  # templates of their own: never checked before (a template passed is kept)
 
-    def turn(k: int) -> dict[str, str]:  # 6,000,000 characters a turn
-        return {"message": "".join(f"{{{{ 'x' * 100000 }}}}{marker}{k}.{i}" for i in range(60))}
+    def turn(k: int) -> dict[str, str]:  # 6,000,000 characters a turn, and a name a request gives
+        # (without it, the template renders the same at every request and is rendered when added:
+        # more than 1,000,000 characters, refused for that on turn 0)
+        return {"message": "{{ input[:0] }}" + "".join(f"{{{{ 'x' * 100000 }}}}{marker}{k}.{i}" for i in range(60))}
 
     answered = _add(unit_http, [turn(0), turn(1), turn(2)])
     assert answered.status_code == 400, answered.text

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import yaml
+from jinja2 import StrictUndefined, TemplateError
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from ptc_emulator.emulator import jsontext, messages
@@ -53,6 +54,7 @@ from ptc_emulator.emulator.patterns import (
     PatternTooCostly,
     compile_pattern,
     metered,
+    spend,
 )
 from ptc_emulator.emulator.wire.items import MAX_DEPTH, WireModel, check_depth
 
@@ -722,6 +724,19 @@ _NoAliasLoader.add_constructor(_FLOAT_TAG, _NoAliasLoader.construct_yaml_float)
 _NoAliasLoader.add_constructor("tag:yaml.org,2002:binary", _NoAliasLoader.construct_yaml_binary)
 
 _template_env = templating.BoundedEnvironment()
+TEXT_ENV = templating.BoundedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+"""What a turn's texts render in (a message, a refusal, a command, a value of call arguments)."""
+CODE_ENV = templating.BoundedEnvironment(
+    undefined=StrictUndefined,
+    autoescape=False,
+    keep_trailing_newline=True,
+    finalize=lambda value: json.dumps(value, ensure_ascii=False),
+)
+"""What program code and call arguments given as one text render in: every `{{ ... }}` as JSON."""
+
+TEMPLATE_NAMES = frozenset({"input", "result", "data", "program", "output", "outputs", "loaded"})
+"""The names a turn's templates see besides the captures (`script.py`, `player._template_context`)."""
+_GROUP_NAME = re.compile(r"\(\?P?<(\w+)>")
 
 
 def _check_templates(scenario: Scenario, source: str) -> None:
@@ -742,22 +757,35 @@ def _check_each_template(scenario: Scenario, source: str) -> None:
             return [s for k, v in value.items() for s in strings(v, f"{where}.{k}")]
         return []
 
+    # what a request may give the templates: a render that reads none of these is the same at
+    # every request, so one that fails now always fails (`templating.check_renders`)
+    given = TEMPLATE_NAMES | {n for p in scenario.match.patterns() for n in _GROUP_NAME.findall(p)}
+
+    def arguments(value: Any, where: str, found: list[tuple[str, str]], code: set[str]) -> None:
+        found.extend(strings(value, where))
+        if isinstance(value, str):
+            code.add(where)  # arguments given as one text render as program code does
+
     for i, turn in enumerate(scenario.turns):
         found: list[tuple[str, str]] = []
+        code: set[str] = set()  # the fields rendered as program code (`CODE_ENV`)
+
         for name in ("program", "message", "refusal", "on_program_error"):
             value = getattr(turn, name, None)
             if isinstance(value, str):
                 found.append((f"turns.{i}.{name}", value))
+        if turn.program is not None:
+            code.add(f"turns.{i}.program")
         for k, call in enumerate(turn.calls):
-            found += strings(call.arguments, f"turns.{i}.call.{k}.arguments")
+            arguments(call.arguments, f"turns.{i}.call.{k}.arguments", found, code)
             if call.input is not None:
                 found.append((f"turns.{i}.call.{k}.input", call.input))
         if turn.search is not None:
             if turn.search.query is not None:
                 found.append((f"turns.{i}.search.query", turn.search.query))
-            found += strings(turn.search.arguments, f"turns.{i}.search.arguments")
+            arguments(turn.search.arguments, f"turns.{i}.search.arguments", found, code)
         if turn.mcp is not None:
-            found += strings(turn.mcp.arguments, f"turns.{i}.mcp.arguments")
+            arguments(turn.mcp.arguments, f"turns.{i}.mcp.arguments", found, code)
         if turn.code_interpreter is not None:
             found.append((f"turns.{i}.code_interpreter.code", turn.code_interpreter.code))
         if turn.shell is not None:
@@ -767,6 +795,13 @@ def _check_each_template(scenario: Scenario, source: str) -> None:
                 templating.check(_template_env, text)
             except Exception as e:  # any compile failure is the author's, never the server's
                 raise ScenarioError(f"{source}: {where}: invalid template: {e}") from e
+            try:
+                templating.check_renders(CODE_ENV if where in code else TEXT_ENV, text, given)
+            except TemplateError as e:  # as the render at play says it (`Script._render`)
+                raise ScenarioError(f"{source}: {where}: invalid template: {messages.template_error(str(e))}") from e
+            except Exception as e:
+                failed = messages.template_failed(type(e).__name__, str(e))
+                raise ScenarioError(f"{source}: {where}: invalid template: {failed}") from e
 
 
 @dataclass(frozen=True, slots=True)
@@ -991,11 +1026,12 @@ class ScenarioRegistry:
     def _match(self, request: Request, *, count: bool) -> tuple[Scenario, dict[str, str]] | list[NearMiss]:
         misses = []
         costly: EmulatorError | None = None
+        ranking = _Ranking()
         for scenario, _ in self._ordered():
             if scenario.scope is not None and scenario.scope != request.scope:
                 continue  # another caller's scenario: invisible, not a near miss
             try:
-                result = _try(scenario, request)
+                result = _try(scenario, request, ranking)
             except _TooCostly as e:  # cannot tell: another scenario may still match
                 costly = costly or e.error
                 continue
@@ -1039,14 +1075,81 @@ class ScenarioRegistry:
 
 
 def _weight(scenario: Scenario) -> int:
-    """The RE2 instructions of the scenario's matchers together."""
+    """The RE2 instructions of the scenario's matchers together, and for each `match.outputs` entry
+    what comparing it with one tool output costs (`_output_cost`) per byte such an output takes in
+    a request at least (`_OUTPUT_ITEM_BYTES`): times the request's bytes, a bound on its matching."""
     compiled = scenario.match.compiled
-    return sum(compiled[p].size for p in scenario.match.patterns())
+    patterns = sum(compiled[p].size for p in scenario.match.patterns())
+    return patterns + sum(-(-_output_cost(o) // _OUTPUT_ITEM_BYTES) for o in scenario.match.outputs)
+
+
+OUTPUT_SCAN_COST = 20
+"""What looking at one tool output for a `match.outputs` entry costs, in the units of a match's
+budget (`patterns.MATCH_BUDGET`: about 8 ns each)."""
+OUTPUT_JSON_COST = 250
+"""What comparing one tool output with an entry's `json` costs, per value of that `json`, in the
+same units: entry by entry over every output, thousands of each cost seconds (about 1.2 us a
+comparison of a one-entry object measured, so the 300,000,000 of a worker thread refuse 4,000
+entries and outputs after about half a second), and it counts in the request's budget as its
+patterns' matches do."""
+_OUTPUT_ITEM_BYTES = 20
+"""The fewest bytes of a request's texts one tool output brings (`function_call_output`, its type)."""
+
+
+def _output_cost(expected: OutputMatch) -> int:
+    """What one output costs `expected` at most: a look, and its `json` comparison."""
+    return OUTPUT_SCAN_COST + (OUTPUT_JSON_COST * _json_values(expected.json_) if _wants_json(expected) else 0)
+
+
+def _wants_json(expected: OutputMatch) -> bool:
+    return "json_" in expected.model_fields_set
+
+
+def _json_values(value: Any) -> int:
+    """How many values `value` holds, itself included (what `jsontext.includes` walks at most)."""
+    count, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
+
+
+SIMILARITY_CHARS = 100
+"""How many characters of the pattern's literal text and of the request's text the near-miss
+ranking compares (their beginnings): the comparison is quadratic, and a 2,000-character literal
+against a 40,000-character message held the event loop 4 s."""
+SIMILARITY_BUDGET = 1_000_000
+"""Character pairs the near-miss ranking of one request compares at most, all scenarios together
+(about 10 ms at worst; the `MANY_SCENARIOS` matched on the event loop never reach it); past it, a
+miss ranks by how far its checks got alone."""
+
+
+class _Ranking:
+    """What the near-miss ranking of one request has left to spend (`SIMILARITY_BUDGET`)."""
+
+    __slots__ = ("left",)
+
+    def __init__(self) -> None:
+        self.left = SIMILARITY_BUDGET
+
+    def similarity(self, pattern: str, text: str) -> float:
+        """How alike the pattern's literal text and `text` are, 0 to 1, from their beginnings."""
+        literal = _literal(pattern)[:SIMILARITY_CHARS].lower()
+        said = text[:SIMILARITY_CHARS].lower()
+        pairs = max(len(literal), 1) * max(len(said), 1)
+        if pairs > self.left:
+            return 0.0
+        self.left -= pairs
+        return difflib.SequenceMatcher(None, literal, said).ratio()
 
 
 def _misses(scenario: Scenario, request: Request) -> bool:
     try:
-        return isinstance(_try(scenario, request), NearMiss)
+        return isinstance(_try(scenario, request, None), NearMiss)
     except _TooCostly:
         return True
 
@@ -1059,10 +1162,11 @@ class _TooCostly(Exception):
         self.error = error
 
 
-def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
+def _try(scenario: Scenario, request: Request, ranking: _Ranking | None) -> dict[str, str] | NearMiss:
     """The scenario's captures for the request, or the first check it fails. The checks run in the
     order tools, model, metadata, tool_choice, instructions, history, input, outputs: a near miss
-    that got further is closer (`score`)."""
+    that got further is closer (`score`); of two that missed the input, the one whose pattern's
+    text is more like the message's (`ranking`; None: no ranking wanted)."""
     m = scenario.match
     passed = 0.0
     missing = [t for t in m.tools if t not in request.tools]
@@ -1122,7 +1226,7 @@ def _try(scenario: Scenario, request: Request) -> dict[str, str] | NearMiss:
     if m.input is not None:
         matched = _matched(scenario, "input", m.input, request.text)
         if matched is None:
-            similarity = difflib.SequenceMatcher(None, _literal(m.input).lower(), request.text.lower()).ratio()
+            similarity = ranking.similarity(m.input, request.text) if ranking is not None else 0.0
             return NearMiss(
                 scenario.name,
                 "input",
@@ -1193,7 +1297,10 @@ def _output_found(
     scenario: Scenario, index: int, expected: OutputMatch, outputs: Sequence[ToolOutput]
 ) -> dict[str, str] | str:
     """The captures of the first output `expected` matches, or why none does."""
+    spend(OUTPUT_SCAN_COST * len(outputs), f"match.outputs.{index}")
     candidates = [o for o in outputs if expected.tool is None or o.tool == expected.tool]
+    wants_json = _wants_json(expected)
+    json_cost = OUTPUT_JSON_COST * _json_values(expected.json_) if wants_json else 0
     what = f"{expected.tool} output" if expected.tool is not None else "tool output"
     if not candidates:
         return f"no {what} has come back since the latest user message"
@@ -1204,10 +1311,10 @@ def _output_found(
             if found is None:
                 continue
             captures = {k: v for k, v in found.groupdict().items() if v is not None}
-        if "json_" in expected.model_fields_set and (
-            output.data is NOT_JSON or not jsontext.includes(output.data, expected.json_)
-        ):
-            continue
+        if wants_json:
+            spend(json_cost, f"match.outputs.{index}.json")
+            if output.data is NOT_JSON or not jsontext.includes(output.data, expected.json_):
+                continue
         return captures
     wants = []
     if expected.output is not None:

@@ -36,7 +36,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from jinja2 import ChainableUndefined, StrictUndefined, Template, TemplateError, Undefined
+from jinja2 import ChainableUndefined, Template, TemplateError, Undefined
 
 from ptc_emulator.emulator import jsontext, messages
 from ptc_emulator.emulator.caches import PROCESS, Memo
@@ -44,7 +44,7 @@ from ptc_emulator.emulator.errors import ScenarioTurnError
 from ptc_emulator.emulator.model.core import Delivery, Prepared
 from ptc_emulator.emulator.model.runtime import ProgramPlan
 from ptc_emulator.emulator.model.scripted import templating
-from ptc_emulator.emulator.model.scripted.scenario import Fault, Scenario, SearchSpec, Turn
+from ptc_emulator.emulator.model.scripted.scenario import CODE_ENV, TEXT_ENV, Fault, Scenario, SearchSpec, Turn
 
 __all__ = ["INLINE", "Script", "ScriptedPlan", "inline_code", "inline_search", "placeholder_code", "scripted_plan"]
 
@@ -83,10 +83,8 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-_text_env = templating.BoundedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
-_code_env = templating.BoundedEnvironment(
-    undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True, finalize=_json
-)
+_text_env = TEXT_ENV  # the scenario's check renders in these too (`scenario.TEXT_ENV`)
+_code_env = CODE_ENV
 
 
 def _placeholder_json(value: Any) -> str:

@@ -6,7 +6,8 @@ work: nested `range(100000)` loops, `'x' * 10**9`, or a loop over a long input. 
 * every template is compiled when its scenario is added (`check`), so a syntax error is a 400
   naming the field then; `include`, `import` and `extends` are refused (there is no loader), and
   so is an expression of constants that can only fail (`{{ 1/0 }}`, `range(10**6)`,
-  `'x' * 10**9`): it would fail on every request;
+  `'x' * 10**9`): it would fail on every request; so is a template that reads no name a request
+  gives and fails when rendered then (`check_renders`: its render is the same at every request);
 * rendering counts the lines the compiled template executes and stops at `MAX_STEPS` or after
   `MAX_SECONDS`, whichever comes first (`RenderLimit`); the accounting below, which runs in this
   module's frames where the trace does not look at the clock, looks at it every `_TICK` values it
@@ -71,7 +72,7 @@ from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, M
 from types import FrameType
 from typing import Any
 
-from jinja2 import Template, TemplateError, Undefined, nodes
+from jinja2 import Template, TemplateError, Undefined, meta, nodes
 from jinja2.compiler import CodeGenerator, Frame, operators
 from jinja2.filters import FILTERS as DEFAULT_FILTERS
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -88,6 +89,7 @@ __all__ = [
     "BoundedEnvironment",
     "RenderLimit",
     "check",
+    "check_renders",
     "checking",
     "needs_thread",
     "render",
@@ -137,6 +139,10 @@ class RenderLimit(TemplateError):
     pass
 
 
+class RenderTimeout(RenderLimit):
+    """The time bound (`MAX_SECONDS`): unlike the others, it depends on how busy the machine is."""
+
+
 def _clock() -> float:
     """The clock a render's deadline (`MAX_SECONDS`) is kept by (a test may put its own in place)."""
     return time.monotonic()
@@ -152,7 +158,7 @@ def _on_time() -> None:
     """Refuse (`RenderLimit`) to go on once the running render is past its deadline."""
     budget = getattr(_built, "budget", None)
     if budget is not None and _clock() > budget.deadline:
-        raise RenderLimit(f"the template ran longer than {MAX_SECONDS:g} s")
+        raise RenderTimeout(f"the template ran longer than {MAX_SECONDS:g} s")
 
 
 def _int_size(value: int) -> int:
@@ -1566,8 +1572,51 @@ def _check_codec_literals(call: nodes.Call) -> None:
                 raise TemplateError(f"line {call.lineno}: {e}") from e
 
 
+def check_renders(env: BoundedEnvironment, source: str, given: frozenset[str]) -> None:
+    """Render now, under a render's bounds and with no request's values, a template that reads
+    none of the names a request may give (`given`: captures, `input`, `result`, ...): each name
+    it reads is one it sets itself, an environment global (`range`), or one no request gives
+    (undefined at every render). Its render is then the same at every request, and what fails now
+    (a bound, an undefined name, its own arithmetic) fails at each: the render's exception is
+    raised. Not rendered: a template that asks for `random`. A render that runs out of time is let
+    through (the time bound depends on the machine's load); the renders of one check (`checking`)
+    share `MAX_SECONDS`, and once it is spent the others are not rendered."""
+    if "{" not in source:
+        return
+    if len(source) <= _CHECKED_CHARS:
+        _renders_once(env, source, given)
+    else:
+        _renders(env, source, given)
+
+
+def _renders(env: BoundedEnvironment, source: str, given: frozenset[str]) -> None:
+    try:
+        tree = env.parse(source)
+    except RecursionError as e:
+        raise TemplateError(NESTED_TOO_DEEPLY) from e
+    if meta.find_undeclared_variables(tree) & given:
+        return  # a request may give one of them: its render may differ
+    if any(f.name == "random" for f in tree.find_all(nodes.Filter)):
+        return
+    outer: _Budget | None = getattr(_built, "budget", None)
+    seconds = outer.renders_left if outer is not None else MAX_SECONDS
+    if seconds <= 0:
+        return
+    started = _clock()
+    try:
+        _render(env.from_string(tree), {}, seconds)
+    except RenderTimeout:
+        return
+    finally:
+        _built.budget = outer  # `render` leaves none: the check's own goes on
+        if outer is not None:
+            outer.renders_left -= _clock() - started
+
+
 _checked_once = functools.lru_cache(maxsize=1024)(_check)  # a failure raises, so only passes are kept
 PROCESS.add("checked templates", Memo(_checked_once))
+_renders_once = functools.lru_cache(maxsize=1024)(_renders)  # as `_checked_once`: passes only
+PROCESS.add("templates rendered at their check", Memo(_renders_once))
 
 
 class _Budget:
@@ -1580,6 +1629,8 @@ class _Budget:
         self.deadline = _clock() + MAX_SECONDS
         self.left = MAX_SECONDS
         """What is left of `MAX_SECONDS` for the constant expressions of a check (`checking`)."""
+        self.renders_left = MAX_SECONDS
+        """What is left of `MAX_SECONDS` for the renders of a check's templates (`check_renders`)."""
 
     def tracer(self, frame: FrameType, event: str, arg: Any) -> Any:
         if frame.f_code.co_filename != "<template>":
@@ -1589,7 +1640,7 @@ class _Budget:
             if self.calls > MAX_CALLS:
                 raise RenderLimit(f"the template made more than {MAX_CALLS} calls")
             if not self.calls % 1000 and _clock() > self.deadline:
-                raise RenderLimit(f"the template ran longer than {MAX_SECONDS:g} s")
+                raise RenderTimeout(f"the template ran longer than {MAX_SECONDS:g} s")
             return None
         return self.local
 
@@ -1599,13 +1650,19 @@ class _Budget:
             if self.steps > MAX_STEPS:
                 raise RenderLimit(f"the template ran more than {MAX_STEPS} steps")
             if not self.steps % 100 and _clock() > self.deadline:
-                raise RenderLimit(f"the template ran longer than {MAX_SECONDS:g} s")
+                raise RenderTimeout(f"the template ran longer than {MAX_SECONDS:g} s")
         return self.local
 
 
 def render(template: Template, context: dict[str, Any]) -> str:
     """Render under the bounds above; a bound exceeded raises `RenderLimit`."""
+    return _render(template, context, MAX_SECONDS)
+
+
+def _render(template: Template, context: dict[str, Any], seconds: float) -> str:
+    """`render` within `seconds` (less for `check_renders`, whose renders share `MAX_SECONDS`)."""
     budget = _Budget()
+    budget.deadline = _clock() + seconds
     previous = sys.gettrace()
     sys.settrace(budget.tracer)
     _built.budget = budget

@@ -1,0 +1,97 @@
+"""What matching a request against the scenarios costs beyond RE2: the near-miss ranking's
+similarity and `match.outputs`' JSON comparisons are bounded and counted (`emulator/patterns.py`)."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import pytest
+
+from ptc_emulator.emulator.errors import EmulatorError
+from ptc_emulator.emulator.model.scripted import scenario as scenario_module
+from ptc_emulator.emulator.model.scripted.scenario import (
+    SIMILARITY_BUDGET,
+    SIMILARITY_CHARS,
+    Given,
+    NearMiss,
+    Request,
+    ScenarioRegistry,
+    ToolOutput,
+    load_scenario,
+)
+from ptc_emulator.emulator.patterns import MATCH_BUDGET, metered
+
+
+def _request(text: str, outputs: tuple[ToolOutput, ...] = ()) -> Request:
+    return Request(
+        text=text, tools=frozenset(), ptc=True, model="m", metadata={}, scope=None, context=Given(outputs=outputs)
+    )
+
+
+class _Recorded(difflib.SequenceMatcher):  # type: ignore[type-arg]
+    seen: list[tuple[int, int]] = []
+
+    def __init__(self, isjunk: Any, a: str, b: str) -> None:
+        _Recorded.seen.append((len(a), len(b)))
+        super().__init__(isjunk, a, b)
+
+
+def test_the_near_miss_ranking_compares_bounded_texts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, the pattern's whole literal text was compared with the whole message (quadratic, on
+    the event loop, outside the match budget): a 2,041-character literal of a 4-instruction pattern
+    against a 40,000-character message held every client 4 s."""
+    _Recorded.seen = []
+    monkeypatch.setattr(difflib, "SequenceMatcher", _Recorded)
+    registry = ScenarioRegistry()
+    cjk = "".join(chr(0x4E00 + i % 200) for i in range(1020))
+    registry.add(
+        load_scenario(
+            {"name": "long", "match": {"input": "^Q" + "".join(c + "{0}" for c in cjk)}, "turns": [{"message": "x"}]}
+        )
+    )
+    for i in range(70):
+        registry.add(load_scenario({"name": f"s{i}", "match": {"input": "^" + "b" * 150}, "turns": [{"message": "x"}]}))
+    registry.add(load_scenario({"name": "near", "match": {"input": "^hello there$"}, "turns": [{"message": "x"}]}))
+    misses = registry.match(_request("hello there!" + "z" * 40_000))
+    assert isinstance(misses, list) and all(isinstance(m, NearMiss) for m in misses)
+    assert _Recorded.seen and max(max(a, b) for a, b in _Recorded.seen) <= SIMILARITY_CHARS
+    assert sum(a * b for a, b in _Recorded.seen) <= SIMILARITY_BUDGET
+    # a short message still ranks the most similar pattern first, as before
+    _Recorded.seen = []
+    misses = registry.match(_request("hello there!"))
+    assert isinstance(misses, list) and misses[0].scenario == "near"
+    assert (len("hello there"), len("hello there!")) in _Recorded.seen
+
+
+def _outputs_scenario(n: int) -> Any:
+    entries = [{"json": {"k": i}} for i in range(n)]
+    return load_scenario({"name": "outs", "match": {"input": "^go$", "outputs": entries}, "turns": [{"message": "ok"}]})
+
+
+def test_json_outputs_count_in_the_requests_match_budget() -> None:
+    """Before, entry i compared outputs up to i (N²/2 comparisons) outside the budget: 4,000
+    entries and outputs took 10 s of CPU. Now each comparison counts, and past the budget the
+    request gets the documented too-costly 400 instead."""
+    registry = ScenarioRegistry()
+    registry.add(_outputs_scenario(300))
+    outputs = tuple(ToolOutput("f", f'{{"k": {j}}}') for j in range(300))
+    with pytest.raises(EmulatorError) as raised, metered(MATCH_BUDGET):
+        registry.match(_request("go", outputs))
+    assert "too costly" in str(raised.value)
+    # a few entries and outputs match within it, as before
+    registry.add(_outputs_scenario(20))
+    with metered(MATCH_BUDGET) as meter:
+        found = registry.match(_request("go", outputs[:20]))
+    assert not isinstance(found, list) and found[0].name == "outs"
+    # and the request's weight (what moves its matching off the event loop) bounds that cost:
+    # each output brings at least 20 bytes of text to a request
+    assert meter.spent <= registry.match_weight(None) * 20 * 20
+
+
+def test_the_weight_counts_json_outputs() -> None:
+    registry = ScenarioRegistry()
+    registry.add(load_scenario({"name": "plain", "match": {"input": "^go$"}, "turns": [{"message": "ok"}]}))
+    plain = registry.match_weight(None)
+    registry.add(_outputs_scenario(50))
+    assert registry.match_weight(None) - plain >= 50 * (scenario_module.OUTPUT_JSON_COST * 2) // 20
