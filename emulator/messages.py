@@ -2102,6 +2102,14 @@ def answered_nothing() -> str:
     return "answered neither text nor a tool call."
 
 
+@text(UPSTREAM, FAULT, count=2049, limit=2048)
+def too_many_calls(count: int, limit: int) -> str:
+    """An answer, whole or streamed, with more tool calls in one turn than the model upstream takes
+    (`protocol.MAX_CALLS`): each becomes an item of the response, and 30,000 of them held every
+    client's requests for up to 2 s. A stream is refused at the first call past the limit."""
+    return f"answered {count} tool calls in one turn; at most {limit} are taken (one turn's limit)."
+
+
 @text(UPSTREAM, FAULT, told=15, final=15)
 def deltas_disagree(told: int, final: int) -> str:
     """A Responses stream whose text deltas, joined, are not its final response's text (`told`:

@@ -10,6 +10,7 @@ from typing import Any
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.model.upstream.protocol import (
+    MAX_CALLS,
     Answer,
     Delta,
     Fault,
@@ -154,6 +155,8 @@ class ChatCompletions(UpstreamProtocol):
                         shape.index(part.get("index"), f"{where}.index", len(calls)),
                         {"id": "", "name": "", "arguments": ""},
                     )
+                    if len(calls) > MAX_CALLS:  # refused at the call past the limit, not held to the end
+                        raise Fault(messages.too_many_calls(len(calls), MAX_CALLS))
                     slot["id"] = shape.string(part.get("id"), f"{where}.id") or slot["id"]
                     function = shape.object(part.get("function", {}), f"{where}.function")
                     slot["name"] += shape.string(function.get("name"), f"{where}.function.name")
