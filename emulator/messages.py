@@ -2174,6 +2174,23 @@ def unknown_finish_reason(reason: str) -> str:
     return f"answered with an unknown `finish_reason`: {reason}"
 
 
+@text(UPSTREAM, FAULT, what="text")
+def after_finish_reason(what: str) -> str:
+    """A Chat Completions stream whose choice 0 sends more (`what`: text, reasoning, a refusal, a
+    tool call) after its `finish_reason`: the answer said it was done, so what came after is not
+    part of it, and taking it (as was done: "first" + stop + " LATE" completed as "first LATE") or
+    dropping it would each say `completed` of an answer that is not the one streamed."""
+    return f"streamed {what} after its choice's `finish_reason` (an answer already done)."
+
+
+@text(UPSTREAM, FAULT, index=0, first="call_1", then="call_2")
+def call_ids_differ(index: int, first: str, then: str) -> str:
+    """A Chat Completions stream that gives one tool call index (`index`) two different ids
+    (`first`, then `then`): two calls at one position, whose names and arguments would be joined
+    into one call (`lookuplookup`). Each id is cut short."""
+    return f"streamed two tool calls at index {index}: ids {first!r}, then {then!r}."
+
+
 @text(UPSTREAM, FAULT, reasons="length, then stop")
 def finish_reasons_differ(reasons: str) -> str:
     """A Chat Completions stream whose choice 0 gives two different `finish_reason`s (`length`,
