@@ -19,7 +19,9 @@ from ptc_emulator.emulator.model.scripted.scenario import ScenarioRegistry
 QUESTION = {"model": "gpt-test", "input": "Say hello."}
 
 
-def answer(content: list[dict[str, Any]], *, status: str = "completed", item_status: str = "completed") -> dict[str, Any]:
+def answer(
+    content: list[dict[str, Any]], *, status: str = "completed", item_status: str = "completed"
+) -> dict[str, Any]:
     message = {"type": "message", "id": "msg_1", "role": "assistant", "status": item_status, "content": content}
     return {"id": "resp_1", "object": "response", "status": status, "output": [message]}
 
@@ -31,8 +33,10 @@ def part(text: Any) -> dict[str, Any]:
 def record(tmp_path: Path, *responses: dict[str, Any]) -> tuple[Recorder, list[Path | None]]:
     recorder = Recorder(tmp_path / "rec", ScenarioRegistry())
 
+    asked = dict(QUESTION)  # one create, as the proxy hands each terminal event of its stream
+
     async def run() -> list[Path | None]:
-        return [await recorder.exchange(dict(QUESTION), r, "gpt-test") for r in responses]
+        return [await recorder.exchange(asked, r, "gpt-test") for r in responses]
 
     return recorder, asyncio.run(run())
 
@@ -91,3 +95,37 @@ def test_the_same_terminal_event_twice_keeps_the_recording(tmp_path: Path) -> No
     assert path is not None and again is None
     assert path.exists()
     assert recorder.scenarios.count() == 1
+
+
+def test_another_exchange_with_the_same_response_id_is_its_own(tmp_path: Path) -> None:
+    """A test double that gives every response one id: a second question is recorded beside the
+    first, not taken as the first's second end."""
+    recorder = Recorder(tmp_path / "rec", ScenarioRegistry())
+
+    async def run() -> list[Path | None]:
+        first = await recorder.exchange({"model": "m", "input": "One?"}, answer([part("one")]), "m")
+        second = await recorder.exchange({"model": "m", "input": "Two?"}, answer([part("two")]), "m")
+        return [first, second]
+
+    first, second = asyncio.run(run())
+    assert first is not None and second is not None and first != second
+    assert first.exists() and second.exists()
+    assert recorder.scenarios.count() == 2
+
+
+def test_a_key_split_across_parts_is_not_written_whole(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Each part was looked through as it passed; joined as a client joins them, two parts make
+    the key whole: such a recording is not written."""
+    from ptc_emulator.emulator.model.upstream.redaction import Redaction
+
+    key = "sk-h6bSECRETkey0123456789"
+    recorder = Recorder(tmp_path / "rec", ScenarioRegistry(), Redaction(key).within)
+    split = answer([part("a" + key[:8]), part(key[8:])])
+    two = answer([part("a" + key[:8])])
+    two["output"].append({**two["output"][0], "id": "msg_2", "content": [part(key[8:])]})
+    with caplog.at_level(logging.WARNING):
+        path = asyncio.run(recorder.exchange(dict(QUESTION), split, "gpt-test"))
+        other = asyncio.run(recorder.exchange({"model": "m", "input": "Two?"}, {**two, "id": "resp_2"}, "m"))
+    assert path is None and other is None
+    assert list((tmp_path / "rec").iterdir()) == []
+    assert "it would hold the upstream's key" in caplog.text

@@ -1467,9 +1467,7 @@ def _(c: Context) -> object:
 
 @trigger("too_many_calls")
 def _(c: Context) -> object:
-    calls = [
-        {"id": f"c{n}", "type": "function", "function": {"name": "f", "arguments": "{}"}} for n in range(2049)
-    ]
+    calls = [{"id": f"c{n}", "type": "function", "function": {"name": "f", "arguments": "{}"}} for n in range(2049)]
     return asked(answering(status_code=200, json={"choices": [{"index": 0, "message": {"tool_calls": calls}}]}))
 
 
