@@ -2174,13 +2174,14 @@ def unknown_finish_reason(reason: str) -> str:
     return f"answered with an unknown `finish_reason`: {reason}"
 
 
-@text(UPSTREAM, FAULT, what="text")
-def after_finish_reason(what: str) -> str:
-    """A Chat Completions stream whose choice 0 sends more (`what`: text, reasoning, a refusal, a
-    tool call) after its `finish_reason`: the answer said it was done, so what came after is not
-    part of it, and taking it (as was done: "first" + stop + " LATE" completed as "first LATE") or
-    dropping it would each say `completed` of an answer that is not the one streamed."""
-    return f"streamed {what} after its choice's `finish_reason` (an answer already done)."
+@text(UPSTREAM, FAULT, field="content")
+def after_finish_reason(field: str) -> str:
+    """A Chat Completions stream whose choice 0 sends more (`field`: the delta's `content`,
+    `reasoning_content`, `reasoning`, `refusal` or `tool_calls`) after its `finish_reason`: the
+    answer said it was done, so what came after is not part of it, and taking it (as was done:
+    "first" + stop + " LATE" completed as "first LATE") or dropping it would each say `completed`
+    of an answer that is not the one streamed."""
+    return f"streamed `{field}` after its choice's `finish_reason` (an answer already done)."
 
 
 @text(UPSTREAM, FAULT, index=0, first="call_1", then="call_2")

@@ -184,17 +184,12 @@ class ChatCompletions(UpstreamProtocol):
 
 def _nothing_after(shape: Shape, delta: dict[str, Any], n: int) -> None:
     """A delta of a choice already done: empty (a repeated `finish_reason`, `{}`), or the `Fault`
-    naming what it brought (`messages.after_finish_reason`)."""
-    for name, what in (
-        ("content", "text"),
-        ("reasoning_content", "reasoning"),
-        ("reasoning", "reasoning"),
-        ("refusal", "a refusal"),
-    ):
+    naming the field it brought (`messages.after_finish_reason`)."""
+    for name in ("content", "reasoning_content", "reasoning", "refusal"):
         if shape.string(delta.get(name), f"choices[{n}].delta.{name}"):
-            raise Fault(messages.after_finish_reason(what))
+            raise Fault(messages.after_finish_reason(name))
     if shape.objects(delta.get("tool_calls"), f"choices[{n}].delta.tool_calls"):
-        raise Fault(messages.after_finish_reason("a tool call"))
+        raise Fault(messages.after_finish_reason("tool_calls"))
 
 
 FINISHED = ("stop", "tool_calls", "function_call")
