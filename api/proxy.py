@@ -164,6 +164,7 @@ class RecordingProxy:
             self.api_key = key
         self.redaction = Redaction(self.api_key)
         """Takes the key out of all the upstream answers (docs/security.md)."""
+        self.recorder.keyed = self.redaction.within if self.redaction.secret else None
         self.upstream_ids: OrderedDict[str, None] = OrderedDict()
         """Response and item ids the upstream made: a request that mentions one continues there."""
         self.deadline = settings.upstream_timeout_s

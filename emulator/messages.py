@@ -2118,6 +2118,14 @@ def answered_nothing() -> str:
     return "answered neither text nor a tool call."
 
 
+@text(UPSTREAM, FAULT, count=2049, limit=2048)
+def too_many_calls(count: int, limit: int) -> str:
+    """An answer, whole or streamed, with more tool calls in one turn than the model upstream takes
+    (`protocol.MAX_CALLS`): each becomes an item of the response, and 30,000 of them held every
+    client's requests for up to 2 s. A stream is refused at the first call past the limit."""
+    return f"answered {count} tool calls in one turn; at most {limit} are taken (one turn's limit)."
+
+
 @text(UPSTREAM, FAULT, told=15, final=15)
 def deltas_disagree(told: int, final: int) -> str:
     """A Responses stream whose text deltas, joined, are not its final response's text (`told`:
@@ -2180,6 +2188,24 @@ def unknown_finish_reason(reason: str) -> str:
     `function_call` (finished), `length` or `content_filter` (incomplete): what it means is not
     known, so the answer is not taken as finished (`reason`: the value, cut short)."""
     return f"answered with an unknown `finish_reason`: {reason}"
+
+
+@text(UPSTREAM, FAULT, field="content")
+def after_finish_reason(field: str) -> str:
+    """A Chat Completions stream whose choice 0 sends more (`field`: the delta's `content`,
+    `reasoning_content`, `reasoning`, `refusal` or `tool_calls`) after its `finish_reason`: the
+    answer said it was done, so what came after is not part of it, and taking it (as was done:
+    "first" + stop + " LATE" completed as "first LATE") or dropping it would each say `completed`
+    of an answer that is not the one streamed."""
+    return f"streamed `{field}` after its choice's `finish_reason` (an answer already done)."
+
+
+@text(UPSTREAM, FAULT, index=0, first="call_1", then="call_2")
+def call_ids_differ(index: int, first: str, then: str) -> str:
+    """A Chat Completions stream that gives one tool call index (`index`) two different ids
+    (`first`, then `then`): two calls at one position, whose names and arguments would be joined
+    into one call (`lookuplookup`). Each id is cut short."""
+    return f"streamed two tool calls at index {index}: ids {first!r}, then {then!r}."
 
 
 @text(UPSTREAM, FAULT, reasons="length, then stop")
@@ -2462,8 +2488,8 @@ def cassette_not_json(index: int, path: str, kind: str) -> str:
 
 @text(CASSETTES, "a cassette's problem", index=0, turn=1, kind="message")
 def cassette_empty_answer(index: int, turn: int, kind: str) -> str:
-    """A recording of the cassette with an empty `message` or `refusal` turn (or a template of
-    constants only that renders empty, `{{ '' }}`, `{# note #}`): it would replay as a
+    """A recording of the cassette with an empty, null or whitespace-only `message` or `refusal`
+    turn (or a template of constants only that renders so, `{{ '' }}`, `{# note #}`): it would replay as a
     completed response with nothing in it, a test passing on no answer (the recording proxy does not
     record one, and the model upstream refuses one with a 502). A scenario written by hand may
     still say `message: ''`."""

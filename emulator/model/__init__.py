@@ -114,5 +114,8 @@ def with_upstream(scripted: ScriptedModel, config: UpstreamConfig | None, *, rec
         strict_contract=scripted.strict_contract,
         hosted=scripted.scenarios.hosted,
     )
-    recorder = Recorder(record, scripted.scenarios) if record is not None else None
+    keyed = Redaction(config.api_key)
+    recorder = (
+        Recorder(record, scripted.scenarios, keyed.within if keyed.secret else None) if record is not None else None
+    )
     return Fallback(scripted, upstream, recorder)

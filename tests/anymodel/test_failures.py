@@ -532,3 +532,32 @@ def test_the_upstream_key_in_a_content_encoding_reaches_no_one(
     seen = [message, raised.value.response.text, json.dumps(emulator.journal), caplog.text]
     assert all(SLASHED.lower() not in text.lower() for text in seen)
     emulator.close()
+
+
+@pytest.mark.parametrize("code", ["text('k=' + KEY)", "throw new Error('k=' + KEY)"], ids=["result", "error"])
+def test_the_upstream_key_a_program_builds_is_out_of_its_output(
+    any_server: Callable[..., EmulatorServer], upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch, code: str
+) -> None:
+    """Before, a program the upstream wrote could build its key from pieces at run time, and its
+    output (or its error) carried the key to the client, the journal and back. Its output holds
+    `[redacted]` now, with an id signed for that text: the conversation goes on from it."""
+    monkeypatch.setenv("ANY30_UPSTREAM_KEY", KEY)
+    server = any_server(model_upstream_api_key_env="ANY30_UPSTREAM_KEY")
+    emulator = PTCEmulator(server.base_url)
+    half = len(KEY) // 2
+    built = f"var KEY = {KEY[:half]!r} + {KEY[half:]!r}; {code}"
+    upstream.reply(program(built), echo(), echo(), echo())
+    with emulator.client(max_retries=0) as sdk:
+        response = sdk.responses.create(model="m", input="Go.", tools=[PTC])
+        outputs = [item for item in response.output if item.type == "program_output"]
+        assert len(outputs) == 1 and "k=[redacted]" in outputs[0].result, outputs
+        again = sdk.responses.create(model="m", input="Again.", tools=[PTC], previous_response_id=response.id)
+        assert again.status == "completed"
+        resent = [*(i.model_dump(exclude_none=True) for i in response.output), {"role": "user", "content": "More."}]
+        replayed = sdk.responses.create(model="m", input=resent, tools=[PTC], store=False)  # type: ignore[arg-type]
+        assert replayed.status == "completed"  # the output's signed id holds for its redacted text
+        seen = [json.dumps(r.model_dump()) for r in (response, sdk.responses.retrieve(response.id))]
+    seen.append(json.dumps(emulator.journal))
+    seen.append(json.dumps(upstream.requests[1:]))
+    assert all(KEY not in text for text in seen)
+    emulator.close()

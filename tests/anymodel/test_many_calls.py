@@ -21,10 +21,11 @@ import httpx
 import pytest
 
 from ptc_emulator.emulator.model.runtime import Runtime
+from ptc_emulator.emulator.model.upstream.protocol import MAX_CALLS
 from ptc_emulator.testing.server import EmulatorServer
 from tests.anymodel.anymodel_support import FakeUpstream
 
-CALLS = 20_000
+CALLS = MAX_CALLS  # the most one turn may make
 TOOL = {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "string"}}}}
 
 
@@ -91,3 +92,20 @@ def test_health_is_answered_while_many_calls_are_made_into_items(
     assert checked["count"] == CALLS
     assert answered_in_time == [True], "health was not answered while the calls were made"
     assert health.reply.startswith(b"HTTP/1.1 200"), health.reply[:200]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_turn_of_more_calls_than_the_limit_is_a_502_naming_it(
+    any_server: Callable[..., EmulatorServer], upstream: FakeUpstream, checked: dict[str, Any], stream: bool
+) -> None:
+    """Before, nothing bounded one turn's calls: 30,000 became 30,000 items and held every client
+    for up to 2 s. None is made into an item now."""
+    upstream.streams = stream
+    upstream.reply({"calls": [("f", json.dumps({"a": "x"})) for _ in range(MAX_CALLS + 1)]})
+    server = any_server()
+    body = {"model": "m", "input": "go", "tools": [TOOL], "stream": False}
+    with httpx.Client(base_url=server.base_url, timeout=300) as client:
+        response = client.post("/responses", json=body)
+    assert response.status_code == 502, response.text[:500]
+    assert f"tool calls in one turn; at most {MAX_CALLS} are taken" in response.json()["error"]["message"]
+    assert checked["count"] == 0

@@ -1469,6 +1469,12 @@ def _(c: Context) -> object:
     return asked(answering(status_code=200, json={"choices": []}))
 
 
+@trigger("too_many_calls")
+def _(c: Context) -> object:
+    calls = [{"id": f"c{n}", "type": "function", "function": {"name": "f", "arguments": "{}"}} for n in range(2049)]
+    return asked(answering(status_code=200, json={"choices": [{"index": 0, "message": {"tool_calls": calls}}]}))
+
+
 @trigger("answered_nothing")
 def _(c: Context) -> object:
     return asked(answering(status_code=200, json={"choices": [{"index": 0, "message": {"content": ""}}]}))
@@ -2661,3 +2667,23 @@ def _(c: Context) -> object:
 @trigger("one_programmatic_tool_calling")
 def _(c: Context) -> object:
     return c.create(input="hi", tools=[*PTC_TOOLS, {"type": "programmatic_tool_calling"}])
+
+
+@trigger("after_finish_reason")
+def _(c: Context) -> object:
+    late = (
+        'data: {"choices": [{"index": 0, "delta": {"content": "first"}, "finish_reason": "stop"}]}\n\n'
+        'data: {"choices": [{"index": 0, "delta": {"content": " LATE"}}]}\n\ndata: [DONE]\n\n'
+    )
+    return asked(answering(status_code=200, text=late, headers=SSE), stream=True)
+
+
+@trigger("call_ids_differ")
+def _(c: Context) -> object:
+    call = '{"index": 0, "id": "%s", "type": "function", "function": {"name": "lookup", "arguments": ""}}'
+    two = (
+        'data: {"choices": [{"index": 0, "delta": {"tool_calls": [%s]}}]}\n\n' % (call % "call_1")
+        + 'data: {"choices": [{"index": 0, "delta": {"tool_calls": [%s]}}]}\n\n' % (call % "call_2")
+        + 'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}\n\ndata: [DONE]\n\n'
+    )
+    return asked(answering(status_code=200, text=two, headers=SSE), stream=True)

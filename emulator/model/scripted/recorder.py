@@ -13,11 +13,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import logging
+from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ptc_emulator.emulator.model.scripted.recording import Tape, empty_answer, file_name, scenario_from, to_yaml
+from ptc_emulator.emulator.model.scripted.recording import (
+    Tape,
+    empty_answer,
+    file_name,
+    scenario_from,
+    to_yaml,
+    unrecordable,
+)
 from ptc_emulator.emulator.model.scripted.scenario import Scenario, ScenarioError, ScenarioRegistry, load_scenario
 
 __all__ = ["Recorder"]
@@ -25,13 +36,43 @@ __all__ = ["Recorder"]
 log = logging.getLogger(__name__)
 
 
+_KEEP_WRITTEN = 2_000
+
+
+def _digest(body: dict[str, Any]) -> str:
+    """What a create asked, or what a response said (its status and output: a repeated
+    identical terminal event is the same)."""
+    said = [body.get("status"), body.get("output")] if body.get("object") == "response" else body
+    return hashlib.sha256(json.dumps(said, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
+def _said(scenario: dict[str, Any]) -> str:
+    """A scenario's messages joined, as a client's `output_text` joins a response's messages."""
+    turns = scenario.get("turns") or ()
+    return "".join(str(t.get("message", "")) for t in turns if isinstance(t, dict) and "message" in t)
+
+
 class Recorder:
     """Writes the conversations that end into `directory` and adds them to `scenarios`."""
 
-    def __init__(self, directory: Path, scenarios: ScenarioRegistry) -> None:
+    def __init__(
+        self, directory: Path, scenarios: ScenarioRegistry, keyed: Callable[[str], bool] | None = None
+    ) -> None:
         self.directory = directory
         self.scenarios = scenarios
+        self.keyed = keyed
+        """Whether a text holds the upstream's key (`Redaction.within`; None: no key): a recording
+        whose values hold it is not written. Each of an answer's texts was looked through as it
+        passed, but a recording joins them (a message's parts, as a client joins them), and a key
+        split across two parts would be whole in the file (or across two messages, which a
+        client's `output_text` joins: the messages are looked through joined too)."""
         self.tape = Tape(keep=2_000)
+        self.written: OrderedDict[str, tuple[str, Path, str | None, str, tuple[int, str]]] = OrderedDict()
+        """Response id -> (the digest of its output, the file written, the scenario's scope and
+        name, the create it answered: the object and its digest), for the latest `_KEEP_WRITTEN`:
+        a later terminal event of the same exchange that says otherwise (`response.completed`,
+        then `response.failed`) withdraws the recording. Another exchange whose upstream gave the
+        same response id (a test double's fixed id) is an exchange of its own."""
         directory.mkdir(parents=True, exist_ok=True)
 
     async def exchange(self, request: dict[str, Any], response: dict[str, Any], model: str | None) -> Path | None:
@@ -39,9 +80,21 @@ class Recorder:
         file is written, and read back as the scenario it must be, in a worker thread: a long
         answer takes seconds to turn into YAML and back (900 KB of text: 3 s), and no other
         request waits for it. The registry has it before this returns."""
+        response_id = response.get("id")
+        if isinstance(response_id, str) and response_id in self.written:
+            said, _, _, _, asked = self.written[response_id]
+            if asked == (id(request), await asyncio.to_thread(_digest, request)):  # the same exchange
+                if said == await asyncio.to_thread(_digest, response):
+                    return None  # the same answer again: recorded once
+                self._withdraw(response_id)
+                return None
+            del self.written[response_id]  # another exchange, whose upstream gave an id again
         try:
             finished = self.tape.exchange(request, response)
             if finished is None:
+                return None
+            if (why := unrecordable(response)) is not None:
+                log.warning("a finished conversation was not recorded: %s", why)
                 return None
             scenario = scenario_from(finished, model=model)
         except (ScenarioError, ValueError, TypeError, KeyError) as e:
@@ -50,7 +103,11 @@ class Recorder:
         if scenario is None:
             return None
         if (empty := empty_answer(scenario)) is not None:  # replayed, a completed answer with nothing in it
-            log.warning("a finished conversation was not recorded: its %s at turns.%d is empty", empty[1], empty[0])
+            log.warning(
+                "a finished conversation was not recorded: its %s at turns.%d is empty (or only whitespace)",
+                empty[1],
+                empty[0],
+            )
             return None
         written = await asyncio.to_thread(self._write, scenario)
         if written is None:
@@ -58,9 +115,36 @@ class Recorder:
         loaded, path = written
         self.scenarios.add(loaded, str(path))
         log.info("recorded %s", path)
+        if isinstance(response_id, str):
+            said = await asyncio.to_thread(_digest, response)
+            asked = (id(request), await asyncio.to_thread(_digest, request))
+            for older in [k for k, v in self.written.items() if v[1] == path]:
+                del self.written[older]  # the file is this response's now
+            self.written[response_id] = (said, path, loaded.scope, loaded.name, asked)
+            while len(self.written) > _KEEP_WRITTEN:
+                self.written.popitem(last=False)
         return path
 
+    def _withdraw(self, response_id: str) -> None:
+        """A response recorded at its terminal event, then ended again otherwise (a `failed` or
+        different answer after its `completed`): which one the client took is not known, so
+        neither is kept (the file removed, and the scenario)."""
+        _, path, scope, name, _ = self.written.pop(response_id)
+        self.scenarios.remove(name, scope)
+        with contextlib.suppress(OSError):
+            path.unlink()
+        log.warning(
+            "a recorded conversation was withdrawn (%s removed): its response %s ended a second time, otherwise",
+            path,
+            response_id[:80],
+        )
+
     def _write(self, scenario: dict[str, Any]) -> tuple[Scenario, Path] | None:
+        if self.keyed is not None and (
+            self.keyed(json.dumps(scenario, ensure_ascii=False, default=str)) or self.keyed(_said(scenario))
+        ):
+            log.warning("a finished conversation was not recorded: it would hold the upstream's key")
+            return None
         try:
             path = self.directory / file_name(scenario)
             text = to_yaml(scenario)

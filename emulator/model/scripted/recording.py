@@ -44,23 +44,31 @@ __all__ = [
     "readable_yaml",
     "scenario_from",
     "template_for",
+    "said_text",
     "to_yaml",
+    "unrecordable",
     "user_text",
 ]
 
 
 def empty_answer(scenario: Any) -> tuple[int, str] | None:
-    """The index and kind of a recording's first `message` or `refusal` turn that is empty (or
-    null): replayed, it is a completed response with nothing in it, a test passing on no answer.
-    Neither the recorder writes one nor a cassette replays one; a scenario written by hand may."""
+    """The index and kind of a recording's first `message` or `refusal` turn that is empty, null
+    or only whitespace (`' '`, `'\\n'`): replayed, it is a completed response with nothing in it, a
+    test passing on no answer (the model upstream answers such a message with a 502: neither text
+    nor a tool call). Neither the recorder writes one nor a cassette replays one; a scenario written
+    by hand may."""
     turns = scenario.get("turns") if isinstance(scenario, dict) else None
     for index, turn in enumerate(turns if isinstance(turns, list) else ()):
         if not isinstance(turn, dict):
             continue
         for kind in ("message", "refusal"):
-            if kind in turn and (turn[kind] is None or turn[kind] == "" or _renders_empty(turn[kind])):
+            if kind in turn and (_blank(turn[kind]) or _renders_empty(turn[kind])):
                 return index, kind
     return None
+
+
+def _blank(text: Any) -> bool:
+    return text is None or (isinstance(text, str) and not text.strip())
 
 
 def _renders_empty(text: Any) -> bool:
@@ -75,7 +83,7 @@ def _renders_empty(text: Any) -> bool:
         if meta.find_undeclared_variables(tree):
             return False
         templating.check(env, text)
-        return templating.render(env.from_string(tree), {}) == ""
+        return not templating.render(env.from_string(tree), {}).strip()
     except Exception:  # noqa: BLE001 - refused later, with the scenario's own message
         return False
 
@@ -136,6 +144,37 @@ def user_text(item: Item) -> str:
             elif part.get("type") == "refusal":
                 parts.append(_text(part.get("refusal")))
     return "\n".join(parts)
+
+
+def said_text(item: Item) -> str:
+    """An assistant message's text as a client reads it: its parts' text joined with nothing
+    between (the SDKs' `output_text` joins `output_text` parts so), so a reply in two parts,
+    `'Hello '` and `'world'`, replays as `'Hello world'`; null text is no text."""
+    content = item.get("content")
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content or ():
+        if isinstance(part, dict):
+            if part.get("type") == "output_text":
+                parts.append(_text(part.get("text")))
+            elif part.get("type") == "refusal":
+                parts.append(_text(part.get("refusal")))
+    return "".join(parts)
+
+
+def unrecordable(response: dict[str, Any]) -> str | None:
+    """Why a finished response must not become a recording, or None. A `completed` response whose
+    assistant message is not itself complete (`status: incomplete`, as a model cut short leaves it)
+    would replay as a whole answer: the model upstream makes such an answer `incomplete`, and a
+    recording cannot say so, so it is not written."""
+    for index, item in enumerate(response.get("output") or ()):
+        if not isinstance(item, dict) or _kind(item) != "message" or item.get("role") != "assistant":
+            continue
+        status = item.get("status")
+        if status is not None and status != "completed":
+            return f"its message at output.{index} is {str(status)[:40]!r}, not completed"
+    return None
 
 
 def match_context(create: dict[str, Any]) -> Given:
@@ -450,7 +489,7 @@ def scenario_from(finished_: Finished, *, model: str | None = None) -> dict[str,
         elif kind == "message" and item.get("role") == "assistant":
             flush_calls()
             close_program(by)
-            message = user_text(item)
+            message = said_text(item)
             refused = all(
                 isinstance(p, dict) and p.get("type") == "refusal" for p in item.get("content") or ()
             ) and bool(item.get("content"))

@@ -10,6 +10,7 @@ from typing import Any
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.model.upstream.protocol import (
+    MAX_CALLS,
     Answer,
     Delta,
     Fault,
@@ -130,11 +131,15 @@ class ChatCompletions(UpstreamProtocol):
                 if shape.index(choice.get("index"), f"choices[{n}].index", 0) != 0:
                     continue  # the one choice asked for is the first
                 said = choice.get("finish_reason")
+                done_before = reason is not None
                 if said is not None:
                     if reason is not None and said != reason:  # `length`, then `stop`: it was cut all the same
                         raise Fault.quoting(messages.finish_reasons_differ, f"{_shown(reason)}, then {_shown(said)}")
                     finished, reason = True, said
                 delta = shape.object(choice.get("delta", {}), f"choices[{n}].delta")
+                if done_before:  # the choice said it was done: nothing more of it is taken
+                    _nothing_after(shape, delta, n)
+                    continue
                 for name in "reasoning_content", "reasoning":
                     thought = shape.string(delta.get(name), f"choices[{n}].delta.{name}")
                     if thought:
@@ -150,11 +155,14 @@ class ChatCompletions(UpstreamProtocol):
                         on_delta("text", piece)
                 for m, part in enumerate(shape.objects(delta.get("tool_calls"), f"choices[{n}].delta.tool_calls")):
                     where = f"choices[{n}].delta.tool_calls[{m}]"
-                    slot = calls.setdefault(
-                        shape.index(part.get("index"), f"{where}.index", len(calls)),
-                        {"id": "", "name": "", "arguments": ""},
-                    )
-                    slot["id"] = shape.string(part.get("id"), f"{where}.id") or slot["id"]
+                    index = shape.index(part.get("index"), f"{where}.index", len(calls))
+                    slot = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+                    if len(calls) > MAX_CALLS:  # refused at the call past the limit, not held to the end
+                        raise Fault(messages.too_many_calls(len(calls), MAX_CALLS))
+                    given = shape.string(part.get("id"), f"{where}.id")
+                    if given and slot["id"] and given != slot["id"]:  # two calls at one index
+                        raise Fault(messages.call_ids_differ(index, slot["id"][:60], given[:60]))
+                    slot["id"] = given or slot["id"]
                     function = shape.object(part.get("function", {}), f"{where}.function")
                     slot["name"] += shape.string(function.get("name"), f"{where}.function.name")
                     if function.get("arguments") is not None:
@@ -172,6 +180,16 @@ class ChatCompletions(UpstreamProtocol):
             for index, slot in sorted(calls.items())
         ]
         return answer
+
+
+def _nothing_after(shape: Shape, delta: dict[str, Any], n: int) -> None:
+    """A delta of a choice already done: empty (a repeated `finish_reason`, `{}`), or the `Fault`
+    naming the field it brought (`messages.after_finish_reason`)."""
+    for name in ("content", "reasoning_content", "reasoning", "refusal"):
+        if shape.string(delta.get(name), f"choices[{n}].delta.{name}"):
+            raise Fault(messages.after_finish_reason(name))
+    if shape.objects(delta.get("tool_calls"), f"choices[{n}].delta.tool_calls"):
+        raise Fault(messages.after_finish_reason("tool_calls"))
 
 
 FINISHED = ("stop", "tool_calls", "function_call")

@@ -31,7 +31,15 @@ import httpx
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.model.upstream.chat import ChatCompletions
-from ptc_emulator.emulator.model.upstream.protocol import Answer, Delta, Fault, ToolCall, UpstreamProtocol, snippet
+from ptc_emulator.emulator.model.upstream.protocol import (
+    MAX_CALLS,
+    Answer,
+    Delta,
+    Fault,
+    ToolCall,
+    UpstreamProtocol,
+    snippet,
+)
 from ptc_emulator.emulator.model.upstream.reading import INLINE_BYTES, Budget, Malformed, decode, events, whole
 from ptc_emulator.emulator.model.upstream.redaction import Redaction
 from ptc_emulator.emulator.model.upstream.responses import Responses
@@ -181,6 +189,10 @@ class UpstreamClient:
             else:
                 if feed is not None:
                     feed.flush()
+                if len(answer.calls) > MAX_CALLS:  # each an item: 30,000 held every client for seconds
+                    raise redaction.error(
+                        _fault(self.config, Fault(messages.too_many_calls(len(answer.calls), MAX_CALLS)), redaction)
+                    )
                 if not answer.text.strip() and not answer.calls:  # a response with nothing in it
                     refused = answer.refusal.strip()
                     empty = (

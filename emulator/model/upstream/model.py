@@ -32,14 +32,17 @@ from ptc_emulator.emulator.model.core import Prepared, Runner, Trace
 from ptc_emulator.emulator.model.runtime import BoundTools, HostedScript, Output, ProgramPlan, Runtime
 from ptc_emulator.emulator.model.upstream.client import Answer, ToolCall, UpstreamClient
 from ptc_emulator.emulator.model.upstream.reading import Malformed, parse
+from ptc_emulator.emulator.model.upstream.redaction import Redaction
 from ptc_emulator.emulator.model.upstream.teach import CODE_TOOL, Teaching, teach
 from ptc_emulator.emulator.model.upstream.transcript import transcript
 from ptc_emulator.emulator.rules import checks
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.tools.toolset import Toolset
 from ptc_emulator.emulator.wire.items import (
+    Item,
     Message,
     OutputText,
+    ProgramOutputItem,
     ReasoningItem,
     SummaryText,
     dump,
@@ -135,7 +138,8 @@ class _Play:
         self.live = prepared.trace.live
         """Where a streamed response is told while it plays; None: it is told when it has finished."""
         self.output = Output(prepared.trace, self.live)
-        self.emit = self.output.emit
+        self.redaction = Redaction(model.client.config.api_key)
+        self.emit = self._emit if self.redaction.secret else self.output.emit
         self.writing: _Writing | None = None
         """What the current turn has told live so far."""
 
@@ -187,6 +191,25 @@ class _Play:
             live.opened(dump(writing.message))
         writing.text.append(text)
         live.delta(text)
+
+    def _emit(self, item: Item, dumped: dict[str, Any] | None = None) -> None:
+        """An item out, the upstream's key taken out of a program's output (its result or its
+        error, which the program may have built from pieces at run time: `"sk-.." + ".."`),
+        the output's id signed again for the text it now holds. A program's tool calls keep
+        their arguments: the client's tool gets what the program passed, and a program resumed
+        from its calls replays against them (docs/any-model.md says what is not covered)."""
+        if isinstance(item, ProgramOutputItem):
+            cleaned = self.redaction.text(item.result)
+            if cleaned != item.result:
+                signer = self.runtime.signer
+                item = ProgramOutputItem(
+                    id=signer.program_output_id(item.call_id, item.status, cleaned),
+                    call_id=item.call_id,
+                    result=cleaned,
+                    status=item.status,
+                )
+                dumped = None
+        self.output.emit(item, dumped)
 
     def _reasoning(self, text: str) -> None:
         self.emit(ReasoningItem(id=self.ids("rs"), summary=[SummaryText(text=text)]))

@@ -25,6 +25,7 @@ from ptc_emulator.emulator.model.upstream.teach import Function
 from ptc_emulator.emulator.model.upstream.transcript import Entry
 
 __all__ = [
+    "MAX_CALLS",
     "Answer",
     "Delta",
     "Fault",
@@ -34,6 +35,13 @@ __all__ = [
     "snippet",
     "words",
 ]
+
+
+MAX_CALLS = 2048
+"""The most tool calls one upstream turn may make (`messages.too_many_calls`, a 502): each becomes
+an item of the response, checked, stored, journaled and sent; 30,000 held every client for up to
+2 s. The client checks every protocol's answer; a protocol may refuse sooner (a stream at the call
+past it)."""
 
 
 Delta = Callable[[str, str], None]
