@@ -43,6 +43,7 @@ one value made from the code, and is not listed)."""
 NOT_CACHES = {
     "ptc_emulator.emulator.model.scripted.faults.FaultInjector": "how often a fault fired decides the next answer",
     "ptc_emulator.emulator.model.scripted.recording.Tape": "record mode: what it followed decides what is recorded",
+    "ptc_emulator.emulator.model.scripted.recorder.Recorder": "record mode: what a later terminal event may withdraw",
     "ptc_emulator.api.proxy.RecordingProxy": "record mode: the upstream's ids decide where a request goes",
     "ptc_emulator.emulator.storage.memory.MemoryCounts": "a fault's `times`: a count forgotten would fire it again",
     "ptc_emulator.sandbox._live.LiveCache": "a worker's live programs, cleared by the pool (`live programs`)",
