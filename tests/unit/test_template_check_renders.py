@@ -43,6 +43,11 @@ def test_a_template_that_always_fails_is_refused_when_added(template: str, said:
         "{{ output.nowhere.deeper }}",  # a name of the render's context
         "{% if x is defined %}{{ x }}{% endif %}ok",  # renders, though x is no name
         "{{ 1 // [0, 1]|random }}",  # may differ from one render to the next
+        # random asked for by name: it was rendered, and refused at random (here always: [0])
+        "{{ 10 // ([[0]]|map('random')|first) }}",
+        # longer than 16,384 characters: not compiled when added (one call of Python's compile
+        # held every client 0.56 s for a 1.5 MB template); it was rendered, and refused
+        "{% set n = 0 %}{{ 10 // n }}" + " " * 16_384,
         "{{ 'a' * 10 }} plain",
     ],
 )

@@ -1578,15 +1578,16 @@ def check_renders(env: BoundedEnvironment, source: str, given: frozenset[str]) -
     it reads is one it sets itself, an environment global (`range`), or one no request gives
     (undefined at every render). Its render is then the same at every request, and what fails now
     (a bound, an undefined name, its own arithmetic) fails at each: the render's exception is
-    raised. Not rendered: a template that asks for `random`. A render that runs out of time is let
+    raised. Not rendered: a template that names `random` anywhere, or longer than `_CHECKED_CHARS`
+    characters. A render that runs out of time is let
     through (the time bound depends on the machine's load); the renders of one check (`checking`)
     share `MAX_SECONDS`, and once it is spent the others are not rendered."""
-    if "{" not in source:
+    if "{" not in source or "random" in source or len(source) > _CHECKED_CHARS:
+        # Not rendered: one that may ask for `random` (a filter, or by name: `map('random')`), and
+        # one longer than `_CHECKED_CHARS` (Python's compile of its code holds the interpreter in
+        # one call: a 1.5 MB template held every client 0.56 s).
         return
-    if len(source) <= _CHECKED_CHARS:
-        _renders_once(env, source, given)
-    else:
-        _renders(env, source, given)
+    _renders_once(env, source, given)
 
 
 def _renders(env: BoundedEnvironment, source: str, given: frozenset[str]) -> None:
@@ -1596,8 +1597,6 @@ def _renders(env: BoundedEnvironment, source: str, given: frozenset[str]) -> Non
         raise TemplateError(NESTED_TOO_DEEPLY) from e
     if meta.find_undeclared_variables(tree) & given:
         return  # a request may give one of them: its render may differ
-    if any(f.name == "random" for f in tree.find_all(nodes.Filter)):
-        return
     outer: _Budget | None = getattr(_built, "budget", None)
     seconds = outer.renders_left if outer is not None else MAX_SECONDS
     if seconds <= 0:
