@@ -95,3 +95,47 @@ def test_the_weight_counts_json_outputs() -> None:
     plain = registry.match_weight(None)
     registry.add(_outputs_scenario(50))
     assert registry.match_weight(None) - plain >= 50 * (scenario_module.OUTPUT_JSON_COST * 2) // 20
+
+
+def test_many_scenarios_are_all_ranked_and_the_closest_named() -> None:
+    """Past the ranking's budget (about a hundred scenarios compared in full), the scenarios after
+    it were ranked 0: the request that was one scenario's text but for its last characters named
+    another as the closest. With more scenarios than the budget compares, all are ranked by one
+    linear measure."""
+    import random
+
+    words = random.Random(7)
+    vocabulary = ["alpha", "bravo", "delta", "omega", "sigma", "lambda", "parcel", "invoice", "order", "ship"]
+    registry = ScenarioRegistry()
+    texts = []
+    for i in range(260):
+        text = " ".join(words.choice(vocabulary) for _ in range(14)) + f" item {i}"
+        texts.append(text)
+        registry.add(
+            load_scenario({"name": f"nm{i:03d}", "match": {"input": f"^{text}$"}, "turns": [{"message": "x"}]})
+        )
+    for target in (5, 129, 241, 259):
+        misses = registry.match(_request(texts[target][:-3] + "zzz"))
+        assert isinstance(misses, list)
+        assert misses[0].scenario == f"nm{target:03d}", (target, misses[0])
+
+
+def test_history_entries_walk_the_earlier_messages_once_per_role_within_the_budget() -> None:
+    """Each `match.history` entry walked every earlier message, outside the budget: 4,000 entries
+    over 20,000 messages held every client 2-5 s. The walk is made once per role and counted."""
+    from ptc_emulator.emulator.model.scripted.scenario import HISTORY_SCAN_COST, Said
+
+    said = tuple(Said("user", "a") for _ in range(20_000))
+    request = Request(
+        text="hello", tools=frozenset(), ptc=True, model="m", metadata={}, scope=None, context=Given(history=said)
+    )
+    registry = ScenarioRegistry()
+    history = [{"role": "user", "text": "a"}] * 4000
+    registry.add(
+        load_scenario({"name": "h", "match": {"input": "^hello$", "history": history}, "turns": [{"message": "x"}]})
+    )
+    with metered(10 * MATCH_BUDGET) as meter:
+        found = registry.match(request)
+    assert not isinstance(found, list), found
+    walks = meter.spent // (HISTORY_SCAN_COST * len(said))
+    assert walks == 1, f"the earlier messages were walked {walks} times"

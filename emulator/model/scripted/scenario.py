@@ -1026,8 +1026,9 @@ class ScenarioRegistry:
     def _match(self, request: Request, *, count: bool) -> tuple[Scenario, dict[str, str]] | list[NearMiss]:
         misses = []
         costly: EmulatorError | None = None
-        ranking = _Ranking()
-        for scenario, _ in self._ordered():
+        ordered = self._ordered()
+        ranking = _Ranking(len(ordered))
+        for scenario, _ in ordered:
             if scenario.scope is not None and scenario.scope != request.scope:
                 continue  # another caller's scenario: invisible, not a near miss
             try:
@@ -1077,10 +1078,14 @@ class ScenarioRegistry:
 def _weight(scenario: Scenario) -> int:
     """The RE2 instructions of the scenario's matchers together, and for each `match.outputs` entry
     what comparing it with one tool output costs (`_output_cost`) per byte such an output takes in
-    a request at least (`_OUTPUT_ITEM_BYTES`): times the request's bytes, a bound on its matching."""
+    a request at least (`_OUTPUT_ITEM_BYTES`), and for each role its `match.history` entries name
+    the walk of the earlier messages (`HISTORY_SCAN_COST` per message, one at least as long): times
+    the request's bytes, a bound on its matching."""
     compiled = scenario.match.compiled
     patterns = sum(compiled[p].size for p in scenario.match.patterns())
-    return patterns + sum(-(-_output_cost(o) // _OUTPUT_ITEM_BYTES) for o in scenario.match.outputs)
+    roles = len({wanted.role for wanted in scenario.match.history})
+    history = roles * -(-HISTORY_SCAN_COST // _OUTPUT_ITEM_BYTES)
+    return patterns + history + sum(-(-_output_cost(o) // _OUTPUT_ITEM_BYTES) for o in scenario.match.outputs)
 
 
 OUTPUT_SCAN_COST = 20
@@ -1092,6 +1097,9 @@ same units: entry by entry over every output, thousands of each cost seconds (ab
 comparison of a one-entry object measured, so the 300,000,000 of a worker thread refuse 4,000
 entries and outputs after about half a second), and it counts in the request's budget as its
 patterns' matches do."""
+HISTORY_SCAN_COST = 20
+"""What looking at one earlier message for a `match.history` entry costs, in the same units (the
+messages of one role are gathered once per scenario)."""
 _OUTPUT_ITEM_BYTES = 20
 """The fewest bytes of a request's texts one tool output brings (`function_call_output`, its type)."""
 
@@ -1124,27 +1132,32 @@ ranking compares (their beginnings): the comparison is quadratic, and a 2,000-ch
 against a 40,000-character message held the event loop 4 s."""
 SIMILARITY_BUDGET = 1_000_000
 """Character pairs the near-miss ranking of one request compares at most, all scenarios together
-(about 10 ms at worst; the `MANY_SCENARIOS` matched on the event loop never reach it); past it, a
-miss ranks by how far its checks got alone."""
+(about 10 ms at worst). A request facing more scenarios than the budget compares in full (100 of
+100-character texts) ranks every one by the characters the two texts share instead, in linear
+work (`quick_ratio`): the same measure for all, so none drops out of the ranking (past the
+budget, those after it ranked 0 and the wrong scenario was named closest)."""
 
 
 class _Ranking:
-    """What the near-miss ranking of one request has left to spend (`SIMILARITY_BUDGET`)."""
+    """The near-miss ranking of one request: one measure for all its scenarios, and what it has
+    left to spend (`SIMILARITY_BUDGET`)."""
 
-    __slots__ = ("left",)
+    __slots__ = ("left", "quick")
 
-    def __init__(self) -> None:
+    def __init__(self, scenarios: int = 1) -> None:
         self.left = SIMILARITY_BUDGET
+        self.quick = scenarios * SIMILARITY_CHARS * SIMILARITY_CHARS > SIMILARITY_BUDGET
 
     def similarity(self, pattern: str, text: str) -> float:
         """How alike the pattern's literal text and `text` are, 0 to 1, from their beginnings."""
         literal = _literal(pattern)[:SIMILARITY_CHARS].lower()
         said = text[:SIMILARITY_CHARS].lower()
-        pairs = max(len(literal), 1) * max(len(said), 1)
-        if pairs > self.left:
+        cost = len(literal) + len(said) if self.quick else max(len(literal), 1) * max(len(said), 1)
+        if cost > self.left:
             return 0.0
-        self.left -= pairs
-        return difflib.SequenceMatcher(None, literal, said).ratio()
+        self.left -= cost
+        compared = difflib.SequenceMatcher(None, literal, said)
+        return compared.quick_ratio() if self.quick else compared.ratio()
 
 
 def _misses(scenario: Scenario, request: Request) -> bool:
@@ -1208,8 +1221,16 @@ def _try(scenario: Scenario, request: Request, ranking: _Ranking | None) -> dict
             )
         captures.update(found)
     passed += 1
+    by_role: dict[str | None, list[str]] = {}
     for index, wanted in enumerate(m.history):
-        said = [message.text for message in context.history if wanted.role in (None, message.role)]
+        # Each entry walked every earlier message, uncounted: 4,000 entries over 20,000 messages
+        # held every client 2-5 s. The walk counts in the request's budget, once per role.
+        said = by_role.get(wanted.role)
+        if said is None:
+            spend(HISTORY_SCAN_COST * len(context.history), f"match.history.{index}")
+            said = by_role[wanted.role] = [
+                message.text for message in context.history if wanted.role in (None, message.role)
+            ]
         found = _search(scenario, f"history.{index}.text", wanted.text, said)
         if found is None:
             whose = f"{wanted.role} message" if wanted.role else "user or assistant message"
