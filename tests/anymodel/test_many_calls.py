@@ -3,14 +3,16 @@ loop serves other clients between runs (issue 38: 60,000 calls held every client
 streamed).
 
 Nothing is timed. While the second call is checked (on the event loop), the test sends a health
-request on a raw socket and waits until its bytes are sent (the kernel takes them; the loop need
-not). While the last call is checked, it waits for health's answer: with the loop given back
-between runs of calls, health was answered meanwhile; before, the calls were made in one go and
-health waited for them all (the wait's 60 s ran out).
+request on a raw socket and starts a callback that puts itself back on the loop each time it runs:
+it runs once per turn the loop gets. By the last call it must have run about once per run of
+calls; before, the calls were made in one go and it never ran meanwhile. (With one turn a run, a
+health answer, which takes several turns and a hop to its own thread, is not bound to come back
+within 2,048 calls: waiting for it on the loop made the test race.) Health is answered afterwards.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -21,6 +23,7 @@ import httpx
 import pytest
 
 from ptc_emulator.emulator.model.runtime import Runtime
+from ptc_emulator.emulator.model.upstream.model import CALLS_AT_ONCE
 from ptc_emulator.emulator.model.upstream.protocol import MAX_CALLS
 from ptc_emulator.testing.server import EmulatorServer
 from tests.anymodel.anymodel_support import FakeUpstream
@@ -75,14 +78,21 @@ def test_health_is_answered_while_many_calls_are_made_into_items(
     upstream.reply({"calls": [("f", json.dumps({"a": "x"})) for _ in range(CALLS)]})
     server = any_server()
     health = _Health(server.port)
-    answered_in_time: list[bool] = []
+    turns = {"now": 0, "by the last call": -1}
+
+    def turn(loop: asyncio.AbstractEventLoop) -> None:
+        turns["now"] += 1
+        if turns["by the last call"] < 0:
+            loop.call_soon(turn, loop)
 
     def on(n: int) -> None:
         if n == 2:
             health.start()
             assert health.sent.wait(60), "the health request was never sent"
+            loop = asyncio.get_running_loop()
+            loop.call_soon(turn, loop)
         elif n == CALLS:
-            answered_in_time.append(health.answered.wait(60))
+            turns["by the last call"] = turns["now"]
 
     checked["on"] = on
     body = {"model": "m", "input": "go", "tools": [TOOL], "stream": stream}
@@ -90,7 +100,9 @@ def test_health_is_answered_while_many_calls_are_made_into_items(
         response = client.post("/responses", json=body)
     assert response.status_code == 200, response.text[:500]
     assert checked["count"] == CALLS
-    assert answered_in_time == [True], "health was not answered while the calls were made"
+    runs = (CALLS - 2) // CALLS_AT_ONCE
+    assert turns["by the last call"] >= runs, f"the loop had {turns['by the last call']} turns in {runs} runs of calls"
+    assert health.answered.wait(60), "health was never answered"
     assert health.reply.startswith(b"HTTP/1.1 200"), health.reply[:200]
 
 
