@@ -16,7 +16,7 @@ from typing import Any
 
 from ptc_emulator.emulator.wire.items import MAX_DEPTH
 
-__all__ = ["MAX_DEPTH", "TooDeep", "depth", "includes", "loads"]
+__all__ = ["MAX_DEPTH", "TooDeep", "depth", "includes", "loads", "values"]
 
 # A string, once its escaped quotes and backslashes are gone: a run of one class, matched at C
 # speed without a backtracking entry per character.
@@ -87,3 +87,16 @@ def includes(actual: Any, expected: Any) -> bool:
     if isinstance(expected, bool) or isinstance(actual, bool):
         return isinstance(actual, bool) and isinstance(expected, bool) and actual == expected
     return bool(actual == expected)
+
+
+def values(value: Any) -> int:
+    """How many values `value` holds, itself included (what `includes` walks at most)."""
+    count, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count

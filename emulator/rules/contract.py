@@ -396,11 +396,11 @@ def _validator_class() -> Any:
     def enum(validator: Any, enums: Any, instance: Any, schema: Any) -> Iterator[Any]:
         # Comparing with each entry costs as much as the entries hold: counted in the visits
         # (`_charge`), so an enum of 1,000 arrays of 1,000 items is not compared at every item.
-        _charge(_nodes(enums) // _VISITS_PER_NODE)
+        _charge(jsontext.values(enums) // _VISITS_PER_NODE)
         yield from enum_itself(validator, enums, instance, schema)
 
     def const(validator: Any, expected: Any, instance: Any, schema: Any) -> Iterator[Any]:
-        _charge(_nodes(expected) // _VISITS_PER_NODE)
+        _charge(jsontext.values(expected) // _VISITS_PER_NODE)
         yield from const_itself(validator, expected, instance, schema)
 
     def multiple_of(validator: Any, divisor: Any, instance: Any, schema: Any) -> Iterator[Any]:
@@ -501,19 +501,6 @@ def _charge_matches(patterns: int, keys: int) -> None:
     _charge(patterns * keys // _VISITS_PER_NODE)
 
 
-def _nodes(value: Any) -> int:
-    """How many values `value` holds, itself included."""
-    count, stack = 0, [value]
-    while stack:
-        current = stack.pop()
-        count += 1
-        if isinstance(current, dict):
-            stack.extend(current.values())
-        elif isinstance(current, list):
-            stack.extend(current)
-    return count
-
-
 def _crawled(document: Any) -> Any:
     """A registry holding the schema with every `$id` and `$anchor` in it already found: jsonschema
     otherwise walks the whole schema again at each `$ref` to an anchor (a schema of 10,000 anchors
@@ -537,7 +524,7 @@ def _first_error(schema: _Schema, value: Any) -> str | None:
         # Validation without any pattern can still be exponential: a chain of `anyOf` of two `$ref`s
         # to the next link visits 2**n subschemas on a value that fails, all on the event loop. The
         # visits are bounded: a number, and a few per value the instance holds.
-        budget = _MAX_VISITS + _VISITS_PER_NODE * _nodes(value)
+        budget = _MAX_VISITS + _VISITS_PER_NODE * jsontext.values(value)
         _visits.left = budget
         try:
             errors = itertools.islice(schema.validator.iter_errors(value), _MAX_ERRORS)

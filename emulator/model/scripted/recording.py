@@ -133,34 +133,30 @@ def _text(value: Any) -> str:
 
 def user_text(item: Item) -> str:
     """A message's text as the emulator's matcher sees it: its text parts joined by newlines."""
-    content = item.get("content")
-    if isinstance(content, str):
-        return content
-    parts = []
-    for part in content or ():
-        if isinstance(part, dict):
-            if part.get("type") in ("input_text", "output_text"):
-                parts.append(_text(part.get("text")))
-            elif part.get("type") == "refusal":
-                parts.append(_text(part.get("refusal")))
-    return "\n".join(parts)
+    return _joined(item, ("input_text", "output_text"), "\n")
 
 
 def said_text(item: Item) -> str:
     """An assistant message's text as a client reads it: its parts' text joined with nothing
     between (the SDKs' `output_text` joins `output_text` parts so), so a reply in two parts,
     `'Hello '` and `'world'`, replays as `'Hello world'`; null text is no text."""
+    return _joined(item, ("output_text",), "")
+
+
+def _joined(item: Item, texts: tuple[str, ...], between: str) -> str:
+    """The message's content when a string; else its parts of the `texts` types and its refusals,
+    joined by `between`."""
     content = item.get("content")
     if isinstance(content, str):
         return content
     parts = []
     for part in content or ():
         if isinstance(part, dict):
-            if part.get("type") == "output_text":
+            if part.get("type") in texts:
                 parts.append(_text(part.get("text")))
             elif part.get("type") == "refusal":
                 parts.append(_text(part.get("refusal")))
-    return "".join(parts)
+    return between.join(parts)
 
 
 def unrecordable(response: dict[str, Any]) -> str | None:

@@ -1106,24 +1106,11 @@ _OUTPUT_ITEM_BYTES = 20
 
 def _output_cost(expected: OutputMatch) -> int:
     """What one output costs `expected` at most: a look, and its `json` comparison."""
-    return OUTPUT_SCAN_COST + (OUTPUT_JSON_COST * _json_values(expected.json_) if _wants_json(expected) else 0)
+    return OUTPUT_SCAN_COST + (OUTPUT_JSON_COST * jsontext.values(expected.json_) if _wants_json(expected) else 0)
 
 
 def _wants_json(expected: OutputMatch) -> bool:
     return "json_" in expected.model_fields_set
-
-
-def _json_values(value: Any) -> int:
-    """How many values `value` holds, itself included (what `jsontext.includes` walks at most)."""
-    count, stack = 0, [value]
-    while stack:
-        item = stack.pop()
-        count += 1
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return count
 
 
 SIMILARITY_CHARS = 100
@@ -1321,7 +1308,7 @@ def _output_found(
     spend(OUTPUT_SCAN_COST * len(outputs), f"match.outputs.{index}")
     candidates = [o for o in outputs if expected.tool is None or o.tool == expected.tool]
     wants_json = _wants_json(expected)
-    json_cost = OUTPUT_JSON_COST * _json_values(expected.json_) if wants_json else 0
+    json_cost = OUTPUT_JSON_COST * jsontext.values(expected.json_) if wants_json else 0
     what = f"{expected.tool} output" if expected.tool is not None else "tool output"
     if not candidates:
         return f"no {what} has come back since the latest user message"
