@@ -60,6 +60,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from ptc_emulator.api.bounds import SECONDS
 from ptc_emulator.api.routes.responses import SCOPE_HEADER, SCOPE_METADATA_KEY
 from ptc_emulator.api.settings import Settings
+from ptc_emulator.api.wsupstream import RELAY_YIELD_EVERY, SlicedConnection
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.caches import PROCESS, Memo
 from ptc_emulator.emulator.errors import EmulatorError, StatusError
@@ -626,7 +627,11 @@ class RecordingProxy:
             url += f"?{query}"
         try:
             upstream = await connect(
-                url, additional_headers=self._upstream_headers(scope), max_size=UPSTREAM_FRAME_BYTES, open_timeout=30
+                url,
+                additional_headers=self._upstream_headers(scope),
+                max_size=UPSTREAM_FRAME_BYTES,
+                open_timeout=30,
+                create_connection=SlicedConnection,  # a read fed in slices, one a step of the loop
             )
         except (TimeoutError, OSError, InvalidStatus, WebSocketException) as e:
             # An error event, then 1014 (bad gateway): not a code the SDK reconnects on.
@@ -727,7 +732,11 @@ class RecordingProxy:
             await websocket.send_text(json.dumps(error))
 
         async def relay() -> None:
+            count = 0
             async for data in upstream:
+                count += 1
+                if count % RELAY_YIELD_EVERY == 0:  # queued messages are taken without a suspension
+                    await asyncio.sleep(0)
                 if isinstance(data, bytes):
                     if not await binary(data):
                         return

@@ -88,3 +88,36 @@ def test_a_long_upstream_answer_is_read_off_the_loop(
                 assert pending.result(timeout=120) == long["turns"][0]["message"]
     finally:
         holder.release.set()
+
+
+@pytest.mark.parametrize("step", ["tape", "scenario"])
+def test_a_recording_is_made_off_the_loop(step: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Following the tape and making the scenario ran on the event loop (only the YAML and the
+    file were in a thread): a whole answer of 100,000 one-part messages held every client 0.5-1.1 s
+    before the recording was refused as too long. Each is held here in turn; health and a small
+    create are answered meanwhile, and the recording is still made before the client's answer."""
+    holder = Held()
+    if step == "tape":
+        monkeypatch.setattr(recording.Tape, "exchange", holder.around(recording.Tape.exchange))
+    else:
+        monkeypatch.setattr(recording, "scenario_from", holder.around(recording.scenario_from))
+    directory = tmp_path / "recordings"
+    try:
+        with upstream(tmp_path) as real:
+            real.add_scenario(PING)
+            with recorder(tmp_path, real.server_url, directory) as rec, ThreadPoolExecutor(1) as pool:
+
+                def ask() -> tuple[str, list[str]]:
+                    answer = client(rec).responses.create(model="m", input="ping").output_text
+                    return answer, [p.name for p in directory.glob("*.yaml")]
+
+                pending = pool.submit(ask)
+                server = SimpleNamespace(base_url=rec.server_url)
+                # The tape is followed one exchange at a time: a small create's recording waits for it.
+                small = step != "tape"
+                others_answered_while_held(server, holder.entered, holder.release, pending, small)  # type: ignore[arg-type]
+                answer, files = pending.result(timeout=120)
+                assert answer == "pong"
+                assert files != []  # written before the answer came back
+    finally:
+        holder.release.set()
