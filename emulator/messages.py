@@ -462,10 +462,21 @@ def missing_parameter(param: str, note: str | None = None) -> MissingParameter:
     )
 
 
+SHOWN_NAME = 256
+"""The characters of a parameter's name an error shows; a longer name is cut there and ends in `…`."""
+
+
+def shown_name(param: str) -> str:
+    """`param` as an error shows it: a name past `SHOWN_NAME` characters cut there, with `…`."""
+    return param if len(param) <= SHOWN_NAME else param[:SHOWN_NAME] + "…"
+
+
 @error(REQUEST)
 def unknown_parameter(param: str) -> UnknownParameter:
-    """A parameter the endpoint does not have."""
-    return UnknownParameter(f"Unknown parameter: '{param}'.", param=param)
+    """A parameter the endpoint does not have. A name longer than 256 characters is cut there and
+    ends in `…`, in the message and in `param` alike (a 15.5 MB key was echoed twice, a 31 MB reply)."""
+    shown = shown_name(param)
+    return UnknownParameter(f"Unknown parameter: '{shown}'.", param=shown)
 
 
 @error(REQUEST)

@@ -271,6 +271,16 @@ def test_unknown_parameters_are_refused(http: httpx.Client) -> None:
     )
 
 
+def test_a_long_unknown_name_is_shown_cut(http: httpx.Client) -> None:
+    """A 1 MB unknown key was echoed whole in the message and again in `param` (a 15.5 MB key made
+    a 31 MB reply). Its first 256 characters are shown, ending in `…`, in both."""
+    name = "k" + "\n" * 1_000_000
+    reply = post(http, {"model": "m", "input": "hi", name: 1})
+    shown = name[:256] + "…"
+    assert_envelope(reply, 400, f"Unknown parameter: '{shown}'.", param=shown, code="unknown_parameter")
+    assert len(reply.content) < 2_000
+
+
 @pytest.mark.parametrize(
     ("body", "param"),
     [
