@@ -151,7 +151,11 @@ def test_an_outputs_json_is_counted_once_when_the_scenario_is_read(monkeypatch: 
     for i in range(3):
         registry.add(
             load_scenario(
-                {"name": f"j{i}", "match": {"input": "^go$", "outputs": [{"json": [0] * 1000}]}, "turns": [{"message": "x"}]}
+                {
+                    "name": f"j{i}",
+                    "match": {"input": "^go$", "outputs": [{"json": [0] * 1000}]},
+                    "turns": [{"message": "x"}],
+                }
             )
         )
     weight = registry.match_weight(None)

@@ -69,7 +69,11 @@ def test_a_create_counts_its_long_text_once(
     monkeypatch.setattr(usage, "_pieces", pieces)
     server = make_server()
     long = "\n" * 3_000_000
-    body = {"model": "m", "tools": PTC_TOOLS, "input": [{"role": "user", "content": long}, {"role": "user", "content": program_message("text('ok')")}]}
+    body = {
+        "model": "m",
+        "tools": PTC_TOOLS,
+        "input": [{"role": "user", "content": long}, {"role": "user", "content": program_message("text('ok')")}],
+    }
     with httpx.Client(base_url=server.base_url, timeout=120) as http:
         first = http.post("/responses", json=body)
         assert first.status_code == 200, first.text[:500]
