@@ -284,6 +284,22 @@ def test_a_long_unknown_name_is_shown_cut(http: httpx.Client) -> None:
 @pytest.mark.parametrize(
     ("body", "param"),
     [
+        ({"model": "m", "input": "hi", "truncation": "v" * 1_000_000}, "truncation"),
+        ({"model": "m", "input": [{"type": "v" * 1_000_000}]}, "input[0].type"),
+        ({"model": "m", "input": "hi", "include": ["v" * 1_000_000]}, "include[0]"),
+    ],
+)
+def test_a_long_invalid_value_is_shown_cut(http: httpx.Client, body: dict[str, Any], param: str) -> None:
+    """A 1 MB value outside a parameter's set was echoed whole in the 400's message (a 1 MB reply).
+    Its first 256 characters are shown, ending in `…`."""
+    reply = post(http, body)
+    assert_envelope(reply, 400, f"Invalid value: '{'v' * 256}…'", param=param, code="invalid_value")
+    assert len(reply.content) < 2_000
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
         ({"input": "hi"}, "model"),
         ({"model": "m", "input": [{"type": "message", "content": "hi"}]}, "input[0].role"),
         ({"model": "m", "input": [{"type": "function_call_output", "output": "x"}]}, "input[0].call_id"),
