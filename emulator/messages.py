@@ -462,17 +462,32 @@ def missing_parameter(param: str, note: str | None = None) -> MissingParameter:
     )
 
 
+SHOWN_CHARS = 256
+"""The characters of a parameter's name, or of a value it was sent, that an error shows; a longer
+one is cut there and ends in `…`."""
+
+
+def shown_text(text: str) -> str:
+    """`text` (a parameter's name, a value) as an error shows it: past `SHOWN_CHARS` characters cut
+    there, with `…`."""
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
+
+
 @error(REQUEST)
 def unknown_parameter(param: str) -> UnknownParameter:
-    """A parameter the endpoint does not have."""
-    return UnknownParameter(f"Unknown parameter: '{param}'.", param=param)
+    """A parameter the endpoint does not have. A name longer than 256 characters is cut there and
+    ends in `…`, in the message and in `param` alike (a 15.5 MB key was echoed twice, a 31 MB reply)."""
+    shown = shown_text(param)
+    return UnknownParameter(f"Unknown parameter: '{shown}'.", param=shown)
 
 
 @error(REQUEST)
 def invalid_value(value: object, supported: str, param: str) -> InvalidValue:
     """A value outside the parameter's set (`supported`: the set, each value quoted, listed as the hosted
-    API lists one: `'a' and 'b'`, `'a', 'b', and 'c'`)."""
-    return InvalidValue(f"Invalid value: '{value}'. Supported values are: {_listed(supported)}.", param=param)
+    API lists one: `'a' and 'b'`, `'a', 'b', and 'c'`). A value longer than 256 characters is shown cut
+    there, ending in `…` (a 15 MB value was echoed whole)."""
+    shown = shown_text(str(value))
+    return InvalidValue(f"Invalid value: '{shown}'. Supported values are: {_listed(supported)}.", param=param)
 
 
 @error(REQUEST, value="bogus", supported=("reasoning.encrypted_content", "message.output_text.logprobs"), index=0)
@@ -506,8 +521,9 @@ def invalid_request() -> InvalidRequest:
 
 @error(REQUEST)
 def invalid_value_unlisted(value: object, param: str) -> InvalidValue:
-    """An item or part `type` outside its union when the supported values cannot be listed."""
-    return InvalidValue(f"Invalid value: '{value}'.", param=param)
+    """An item or part `type` outside its union when the supported values cannot be listed (a value
+    longer than 256 characters shown cut there, ending in `…`)."""
+    return InvalidValue(f"Invalid value: '{shown_text(str(value))}'.", param=param)
 
 
 @error(REQUEST, expected=["a string", "an integer"], got="an array")

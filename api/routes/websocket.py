@@ -96,10 +96,12 @@ async def responses_socket(websocket: WebSocket) -> None:
 
 
 async def frames(websocket: WebSocket) -> AsyncIterator[str | None]:
-    """A socket's messages as text, until the client closes it: a binary one decoded as UTF-8, or
-    None when its bytes are not UTF-8 (refused as not JSON, as the same bytes are over HTTP; they
-    were decoded with U+FFFD in place of what did not decode, and played so). A text message that
-    is not UTF-8 never gets here: the protocol closes the socket with 1007 (`wsflow`)."""
+    """A socket's messages as text, until the client closes it: a binary one decoded as an HTTP
+    body is (`json.detect_encoding`: UTF-8, a leading byte-order mark, UTF-16 or UTF-32; surrogates
+    as they are), or None when its bytes do not decode so (refused as not JSON, as the same bytes
+    are over HTTP; they were decoded with U+FFFD in place of what did not decode, and played so; a
+    leading BOM or UTF-16 was refused, though the same body is accepted over HTTP). A text message
+    that is not UTF-8 never gets here: the protocol closes the socket with 1007 (`wsflow`)."""
     while True:
         message = await websocket.receive()
         if message["type"] == "websocket.disconnect":
@@ -107,7 +109,8 @@ async def frames(websocket: WebSocket) -> AsyncIterator[str | None]:
         data = message.get("text")
         if data is None and message.get("bytes") is not None:
             try:
-                data = message["bytes"].decode("utf-8")
+                raw = message["bytes"]
+                data = raw.decode(json.detect_encoding(raw), "surrogatepass")
             except UnicodeDecodeError:
                 yield None
                 continue

@@ -271,6 +271,32 @@ def test_unknown_parameters_are_refused(http: httpx.Client) -> None:
     )
 
 
+def test_a_long_unknown_name_is_shown_cut(http: httpx.Client) -> None:
+    """A 1 MB unknown key was echoed whole in the message and again in `param` (a 15.5 MB key made
+    a 31 MB reply). Its first 256 characters are shown, ending in `…`, in both."""
+    name = "k" + "\n" * 1_000_000
+    reply = post(http, {"model": "m", "input": "hi", name: 1})
+    shown = name[:256] + "…"
+    assert_envelope(reply, 400, f"Unknown parameter: '{shown}'.", param=shown, code="unknown_parameter")
+    assert len(reply.content) < 2_000
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"model": "m", "input": "hi", "truncation": "v" * 1_000_000}, "truncation"),
+        ({"model": "m", "input": [{"type": "v" * 1_000_000}]}, "input[0].type"),
+        ({"model": "m", "input": "hi", "include": ["v" * 1_000_000]}, "include[0]"),
+    ],
+)
+def test_a_long_invalid_value_is_shown_cut(http: httpx.Client, body: dict[str, Any], param: str) -> None:
+    """A 1 MB value outside a parameter's set was echoed whole in the 400's message (a 1 MB reply).
+    Its first 256 characters are shown, ending in `…`."""
+    reply = post(http, body)
+    assert_envelope(reply, 400, f"Invalid value: '{'v' * 256}…'", param=param, code="invalid_value")
+    assert len(reply.content) < 2_000
+
+
 @pytest.mark.parametrize(
     ("body", "param"),
     [

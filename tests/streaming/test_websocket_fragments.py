@@ -169,3 +169,23 @@ def test_a_binary_message_not_utf_8_is_refused_as_not_json_and_the_socket_serves
         done = events[-1]
         assert done["type"] == "response.completed", done
         assert done["response"]["output"][-1]["content"][0]["text"] == "caf\u00e9"
+
+
+def test_a_binary_message_is_decoded_as_an_http_body_is(make_server: Callable[..., EmulatorServer]) -> None:
+    """A body starting with a UTF-8 byte-order mark, or in UTF-16 or UTF-32, is accepted over HTTP
+    (`json.detect_encoding`); the same bytes as a binary message were refused as not JSON. They
+    play, as over HTTP."""
+    server = make_server()
+    create = {"type": "response.create", "model": "m", "tools": PTC_TOOLS}
+    text = json.dumps({**create, "input": program_message("text('caf\u00e9')")}, ensure_ascii=False)
+    bodies = [b"\xef\xbb\xbf" + text.encode("utf-8"), text.encode("utf-16"), text.encode("utf-16-le")]
+    bodies.append(text.encode("utf-32"))
+    with opened(server) as sock:
+        for body in bodies:
+            sock.sendall(frame(BINARY, body))
+            events = []
+            while not events or events[-1]["type"] not in ("response.completed", "error"):
+                events.append(json.loads(until(sock, TEXT)[1]))
+            done = events[-1]
+            assert done["type"] == "response.completed", (body[:4], done)
+            assert done["response"]["output"][-1]["content"][0]["text"] == "caf\u00e9"

@@ -139,3 +139,35 @@ def test_history_entries_walk_the_earlier_messages_once_per_role_within_the_budg
     assert not isinstance(found, list), found
     walks = meter.spent // (HISTORY_SCAN_COST * len(said))
     assert walks == 1, f"the earlier messages were walked {walks} times"
+
+
+def test_an_outputs_json_is_counted_once_when_the_scenario_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each request counted the values of every reached entry's `json` again (six scenarios of a
+    1,000,000-value `json`, four requests at once, held every client 0.5 s). They are counted once,
+    as the scenario is read: no request counts any."""
+    from ptc_emulator.emulator import jsontext
+
+    registry = ScenarioRegistry()
+    for i in range(3):
+        registry.add(
+            load_scenario(
+                {
+                    "name": f"j{i}",
+                    "match": {"input": "^go$", "outputs": [{"json": [0] * 1000}]},
+                    "turns": [{"message": "x"}],
+                }
+            )
+        )
+    weight = registry.match_weight(None)
+    counted: list[int] = []
+    real = jsontext.values
+    monkeypatch.setattr(jsontext, "values", lambda value: counted.append(1) or real(value))
+    for outputs in ((), (ToolOutput("f", "[0]"),), (ToolOutput("f", "[" + "0," * 999 + "0]"),)):
+        with metered(MATCH_BUDGET):
+            registry.match(_request("go", outputs))
+    assert counted == []
+    assert registry.match_weight(None) == weight
+    # the comparison is still counted in the budget as before: a json of 1,000 values per output
+    with metered(MATCH_BUDGET) as meter:
+        registry.match(_request("go", (ToolOutput("f", "[1]"),)))
+    assert meter.spent >= 3 * scenario_module.OUTPUT_JSON_COST * 1001
