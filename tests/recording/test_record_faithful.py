@@ -34,9 +34,10 @@ def record(tmp_path: Path, *responses: dict[str, Any]) -> tuple[Recorder, list[P
     recorder = Recorder(tmp_path / "rec", ScenarioRegistry())
 
     asked = dict(QUESTION)  # one create, as the proxy hands each terminal event of its stream
+    stream = object()  # and the one answer they end
 
     async def run() -> list[Path | None]:
-        return [await recorder.exchange(asked, r, "gpt-test") for r in responses]
+        return [await recorder.exchange(asked, r, "gpt-test", stream) for r in responses]
 
     return recorder, asyncio.run(run())
 
