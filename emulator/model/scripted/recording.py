@@ -439,6 +439,8 @@ def scenario_from(finished_: Finished, *, model: str | None = None) -> dict[str,
     calls: dict[str, str] = {}
     outputs: dict[str, str] = {}
     pending_calls: list[dict[str, Any]] = []
+    said: tuple[dict[str, Any], str, str | None] | None = None
+    """The latest message turn, its text before templating, and the response that said it."""
 
     def flush_calls() -> None:
         nonlocal reasoning
@@ -491,8 +493,21 @@ def scenario_from(finished_: Finished, *, model: str | None = None) -> dict[str,
             ) and bool(item.get("content"))
             if refused:
                 turns.append(_turn("refusal", _raw(message), reasoning))
+                said = None
+            elif said is not None and turns and turns[-1] is said[0] and said[2] == by:
+                # Another message of the same response: a client's `output_text` joins a response's
+                # messages with nothing between, and a turn is one message (a second message turn
+                # was never played: 'Hello ' and 'world' replayed as 'Hello ').
+                turn, before, _ = said
+                message = before + message
+                thought = [r for r in (turn.get("reasoning"), reasoning) if r is not None]
+                turns[-1] = _turn("message", template_for(message, _sources(program_result, outputs)), None)
+                if thought:
+                    turns[-1] = {"reasoning": "\n\n".join(thought), **turns[-1]}
+                said = (turns[-1], message, by)
             else:
                 turns.append(_turn("message", template_for(message, _sources(program_result, outputs)), reasoning))
+                said = (turns[-1], message, by)
             reasoning = None
     flush_calls()
     if not turns:
