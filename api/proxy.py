@@ -839,6 +839,7 @@ class RecordingProxy:
                 await self._record(create, response, answer)
         elif event.get("type") == "response.created" and isinstance(response, dict):
             self._note_ids(response)
+            ended.pop(response.get("id"), None)  # a response begins: its end is its own (an id given again)
         elif event.get("type") == "error" and "sequence_number" not in event and pending:
             _take(pending, event.get("stream_id"), None, any_previous=True)
 

@@ -143,3 +143,25 @@ def test_a_socket_answer_that_ends_twice_otherwise_is_withdrawn(
             got = [json.loads(socket.recv(timeout=60)) for _ in said]
         assert [e["type"] for e in got] == [e["type"] for e in said]
         assert len(list(directory.glob("*.yaml"))) == int(kept)
+
+
+def test_a_socket_upstream_that_gives_one_id_to_every_response_records_each(tmp_path: Path) -> None:
+    """A test double that gives every response one id: each create's answer begins with its own
+    `response.created`, and is recorded, not taken as the first's second end."""
+    from websockets.sync.client import connect
+
+    async def answer(socket: Any) -> None:
+        async for frame in socket:
+            text = json.loads(frame)["input"].rstrip("?").lower()
+            said = events(response("completed", text=text))
+            for event in said:
+                await socket.send(json.dumps(event))
+
+    directory = tmp_path / "recordings"
+    with ws_upstream(answer) as url, recorder(tmp_path, url, directory) as rec:
+        with connect(rec.server_url.replace("http", "ws", 1) + "/responses") as socket:
+            for question in ("One?", "Two?"):
+                socket.send(json.dumps({"type": "response.create", "model": "gpt-test", "input": question}))
+                got = [json.loads(socket.recv(timeout=60)) for _ in range(3)]
+                assert got[-1]["type"] == "response.completed"
+        assert len(list(directory.glob("*.yaml"))) == 2
