@@ -584,7 +584,17 @@ class RecordingProxy:
         if not isinstance(response, dict) or response.get("object") != "response":
             return
         self._note_ids(response)
-        if create is not None and event.get("type") in TERMINAL:
+        if isinstance(answer, _Answer) and event.get("type") in _LIFECYCLE:
+            if answer.identity is None:
+                answer.identity = ("id", response.get("id"))
+            elif answer.identity != ("id", response.get("id")) and not answer.changed:
+                answer.changed = True  # the SDKs' stream refuses it: "Lifecycle response identity changed"
+                self.recorder.contradicted(answer, "its stream's response id changed on the way")
+        if (
+            create is not None
+            and event.get("type") in TERMINAL
+            and not (isinstance(answer, _Answer) and answer.changed)
+        ):
             await self._record(create, response, answer)
 
     # ---- WebSocket ----------------------------------------------------------------------------------
@@ -839,7 +849,7 @@ class RecordingProxy:
                 await self._record(create, response, answer)
         elif event.get("type") == "response.created" and isinstance(response, dict):
             self._note_ids(response)
-            ended.pop(response.get("id"), None)  # a response begins: its end is its own (an id given again)
+            ended.pop(str(response.get("id")), None)  # a response begins: its end is its own (an id given again)
         elif event.get("type") == "error" and "sequence_number" not in event and pending:
             _take(pending, event.get("stream_id"), None, any_previous=True)
 
@@ -974,6 +984,21 @@ async def _unfinished(send: Send, passing: _Passing, why: StatusError) -> None:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
+class _Answer:
+    """One streamed answer, for the recorder (`Recorder.exchange`'s `answer`): the response id its
+    first lifecycle event gave, and whether a later one gave another."""
+
+    __slots__ = ("changed", "identity")
+
+    def __init__(self) -> None:
+        self.identity: tuple[str, Any] | None = None
+        self.changed = False
+
+
+_LIFECYCLE = frozenset({"response.created", "response.queued", "response.in_progress", *TERMINAL})
+"""The events whose response an SDK's stream holds to the first one's id."""
+
+
 class _SSE:
     """The data of an SSE stream's events, taken as its bytes pass through (an event of more than
     `KEPT_BYTES` is passed on, not read)."""
@@ -997,7 +1022,7 @@ class _SSE:
         self.skipping = False
         """Within an event too long to keep: its bytes are dropped until it ends."""
         self.pending_cr = False
-        self.answer = object()
+        self.answer = _Answer()
         """This stream, for the recorder: each of its terminal events ends the same answer."""
         self.overlong = False
         """With `blocks`: an event was longer than `KEPT_BYTES` (a keyed stream refuses it)."""

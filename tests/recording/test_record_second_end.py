@@ -61,6 +61,7 @@ ENDS = {
     "completed-then-completed-other-id": (response("completed"), response("completed", "resp_other")),
     "failed-then-completed": (response("failed"), response("completed")),
     "completed-then-failed": (response("completed"), response("failed")),
+    "created-then-completed-other-id": (response("completed", "resp_other"),),
 }
 
 
@@ -87,16 +88,18 @@ def test_a_stream_that_ends_twice_otherwise_is_not_recorded(
     """Before, only a second end with the first's response id withdrew the recording: a
     `response.failed` of another id (the SDK's stream refuses it: the response's identity
     changed) left the `completed` one recorded, and it replayed as completed; a `failed` first
-    and `completed` after was recorded at the second end."""
+    and `completed` after was recorded at the second end; a stream created as one response and
+    completed as another was recorded."""
     directory = tmp_path / "recordings"
     with caplog.at_level("INFO"), raw_upstream(_sse(events(*ends))) as url, recorder(tmp_path, url, directory) as rec:
         with httpx.Client(base_url=rec.server_url, timeout=60) as http:
             answer = http.post("/responses", json={**QUESTION, "stream": True})
     assert answer.status_code == 200
-    assert answer.text.count("data: ") == 4  # passed on as it came
+    assert answer.text.count("data: ") == 2 + len(ends)  # passed on as it came
     assert not list(directory.glob("*.yaml"))
     said = [r.getMessage() for r in caplog.records]
-    assert any("ended a second time, otherwise" in m for m in said), said
+    why = ("ended a second time, otherwise", "its stream's response id changed on the way")
+    assert any(w in m for m in said for w in why), said
 
 
 def test_a_stream_whose_end_repeats_is_recorded(tmp_path: Path) -> None:

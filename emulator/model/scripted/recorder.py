@@ -136,24 +136,26 @@ class Recorder:
         status and output) keeps what its first end recorded; another (a `failed` after its
         `completed`, another response id, another output): which one the client took is not
         known, so neither is kept (the file removed, and the scenario), nor recorded later."""
-        _, first_id, first, path, scope, name = self.ended[id(answer)]
+        _, first_id, first, _, _, _ = self.ended[id(answer)]
         if first and response_id == first_id and await asyncio.to_thread(_digest, response) == first:
             return
-        self.ended[id(answer)] = (answer, first_id, "", None, None, "")  # contradicted: nothing is kept
+        self.contradicted(answer, f"its response {str(first_id)[:80]} ended a second time, otherwise")
+
+    def contradicted(self, answer: object, why: str) -> None:
+        """The answer says two things (it ended twice, otherwise; its response's id changed on the
+        way, which the SDKs' stream refuses): what it recorded is withdrawn (the file removed, and
+        the scenario), and none of its ends is recorded after."""
+        end = self.ended.get(id(answer))
+        path, scope, name = (end[3], end[4], end[5]) if end is not None else (None, None, "")
+        self._note_end(answer, (answer, end[1] if end is not None else None, "", None, None, ""))
         if path is None:
-            log.warning(
-                "a finished conversation was not recorded: its response %s ended a second time, otherwise",
-                str(first_id)[:80],
-            )
+            if end is None or end[2]:  # said once per answer
+                log.warning("a finished conversation was not recorded: %s", why)
             return
         self.scenarios.remove(name, scope)
         with contextlib.suppress(OSError):
             path.unlink()
-        log.warning(
-            "a recorded conversation was withdrawn (%s removed): its response %s ended a second time, otherwise",
-            path,
-            str(first_id)[:80],
-        )
+        log.warning("a recorded conversation was withdrawn (%s removed): %s", path, why)
 
     def _write(self, scenario: dict[str, Any]) -> tuple[Scenario, Path] | None:
         if self.keyed is not None and (
