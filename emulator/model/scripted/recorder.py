@@ -122,7 +122,11 @@ class Recorder:
         for key in [k for k, end in self.ended.items() if end[3] == path]:
             self.ended[key] = (*self.ended[key][:3], None, None, "")  # the file is this answer's now
         if answer is not None:
+            now = self.ended.get(id(answer))
             self._note_end(answer, (answer, response_id, first, path, loaded.scope, loaded.name))
+            if now is not None and not now[2]:  # contradicted while it was written
+                self.contradicted(answer, f"its response {str(response_id)[:80]} ended a second time, otherwise")
+                return None
         return path
 
     def _note_end(self, answer: object, end: tuple[object, Any, str, Path | None, str | None, str]) -> None:
