@@ -418,7 +418,7 @@ class RecordingProxy:
                     event = await _parsed(data)
                     if isinstance(event, dict):
                         events.note(event)
-                        await self._event(event, create if ok else None)
+                        await self._event(event, create if ok else None, events.answer)
             elif ok:
                 kept.add(chunk)
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
@@ -440,7 +440,7 @@ class RecordingProxy:
                         event = await _parsed(data)
                         if isinstance(event, dict):
                             events.note(event)
-                            await self._event(event, create if ok else None)
+                            await self._event(event, create if ok else None, events.answer)
         except httpx.HTTPError as e:
             detail = self.redaction.text(str(e))
             log.warning("the upstream's answer broke off: %s", detail)
@@ -573,18 +573,30 @@ class RecordingProxy:
         if await self._joined_keyed(event, len(data)):
             raise _Refused(_JOINED)
         events.note(event)
-        await self._event(event, create)
+        await self._event(event, create, events.answer)
         named = _as_named(event, _event_name(block))
         return b"".join(block if same else _sse_block(told) for told, same in events.deltas.feed(named))
 
-    async def _event(self, event: dict[str, Any], create: dict[str, Any] | None) -> None:
-        """Note the ids of a response event; record the exchange its terminal event ends."""
+    async def _event(self, event: dict[str, Any], create: dict[str, Any] | None, answer: object = None) -> None:
+        """Note the ids of a response event; record the exchange its terminal event ends (`answer`:
+        the stream's, whose every terminal event after its first, whatever its response id, withdraws
+        the recording made at the first unless it repeats it)."""
         response = event.get("response")
         if not isinstance(response, dict) or response.get("object") != "response":
             return
         self._note_ids(response)
-        if create is not None and event.get("type") in TERMINAL:
-            await self._record(create, response)
+        if isinstance(answer, _Answer) and event.get("type") in _LIFECYCLE:
+            if answer.identity is None:
+                answer.identity = ("id", response.get("id"))
+            elif answer.identity != ("id", response.get("id")) and not answer.changed:
+                answer.changed = True  # the SDKs' stream refuses it: "Lifecycle response identity changed"
+                self.recorder.contradicted(answer, "its stream's response id changed on the way")
+        if (
+            create is not None
+            and event.get("type") in TERMINAL
+            and not (isinstance(answer, _Answer) and answer.changed)
+        ):
+            await self._record(create, response, answer)
 
     # ---- WebSocket ----------------------------------------------------------------------------------
 
@@ -647,6 +659,8 @@ class RecordingProxy:
         if first is None:
             await websocket.accept()
         pending: deque[dict[str, Any]] = deque()
+        ended: OrderedDict[str, object] = OrderedDict()
+        """The socket's responses whose terminal event went (`_socket_event`)."""
         loop = asyncio.get_running_loop()
         unanswered: deque[float] = deque()
         """When each response.create not yet answered whole (by its response's terminal event, or an
@@ -761,7 +775,7 @@ class RecordingProxy:
                     if (event.get("type") in TERMINAL or event.get("type") == "error") and unanswered:
                         unanswered.popleft()
                         answered[0] = loop.time()
-                    await self._socket_event(event, pending)  # before the client has it (see _forward_http)
+                    await self._socket_event(event, pending, ended)  # before the client has it (see _forward_http)
                     for told, same in told_events:
                         await websocket.send_text(text if same else self.redaction.write(told))
                     continue
@@ -794,7 +808,7 @@ class RecordingProxy:
                 if (event.get("type") in TERMINAL or event.get("type") == "error") and unanswered:
                     unanswered.popleft()
                     answered[0] = loop.time()
-                await self._socket_event(event, pending)
+                await self._socket_event(event, pending, ended)
             await websocket.send_bytes(data)
             return True
 
@@ -819,15 +833,32 @@ class RecordingProxy:
                 else:
                     await websocket.close(code if code and code != 1005 else 1000)
 
-    async def _socket_event(self, event: dict[str, Any], pending: deque[dict[str, Any]]) -> None:
+    async def _socket_event(
+        self, event: dict[str, Any], pending: deque[dict[str, Any]], ended: OrderedDict[str, object]
+    ) -> None:
+        """Note a socket event's ids; record the create its response's terminal event answers.
+        `ended`: the socket's responses already ended (id -> the answer, for the recorder): a
+        later terminal event of one of them ends that answer again, and takes no create (it took
+        the create at its first end, and the second never reached the recorder: a `completed` then
+        `failed` recording was kept, and replayed as completed)."""
         response = event.get("response")
         if event.get("type") in TERMINAL and isinstance(response, dict):
             self._note_ids(response)
+            response_id = response.get("id")
+            if isinstance(response_id, str) and response_id in ended:
+                await self._record({}, response, ended[response_id])  # a later end needs only its answer
+                return
             create = _take(pending, event.get("stream_id"), response.get("previous_response_id"))
             if create is not None:
-                await self._record(create, response)
+                answer = object()
+                if isinstance(response_id, str):
+                    ended[response_id] = answer
+                    while len(ended) > _KEEP_ANSWERED:
+                        ended.popitem(last=False)
+                await self._record(create, response, answer)
         elif event.get("type") == "response.created" and isinstance(response, dict):
             self._note_ids(response)
+            ended.pop(str(response.get("id")), None)  # a response begins: its end is its own (an id given again)
         elif event.get("type") == "error" and "sequence_number" not in event and pending:
             _take(pending, event.get("stream_id"), None, any_previous=True)
 
@@ -843,8 +874,8 @@ class RecordingProxy:
         while len(self.upstream_ids) > _KEEP_IDS:
             self.upstream_ids.popitem(last=False)
 
-    async def _record(self, create: dict[str, Any], response: dict[str, Any]) -> None:
-        await self.recorder.exchange(create, response, response.get("model") or create.get("model"))
+    async def _record(self, create: dict[str, Any], response: dict[str, Any], answer: object = None) -> None:
+        await self.recorder.exchange(create, response, response.get("model") or create.get("model"), answer)
 
 
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]{1,128}")
@@ -891,6 +922,10 @@ def _take(
             return create
     return None
 
+
+_KEEP_ANSWERED = 256
+"""How many of a socket's ended responses it remembers: a later terminal event of one of them
+ends it again (`_socket_event`)."""
 
 UPSTREAM_FRAME_BYTES = 64 * 2**20
 """The largest message the upstream's WebSocket may send (unpacked, if it is compressed): a
@@ -958,6 +993,21 @@ async def _unfinished(send: Send, passing: _Passing, why: StatusError) -> None:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
+class _Answer:
+    """One streamed answer, for the recorder (`Recorder.exchange`'s `answer`): the response id its
+    first lifecycle event gave, and whether a later one gave another."""
+
+    __slots__ = ("changed", "identity")
+
+    def __init__(self) -> None:
+        self.identity: tuple[str, Any] | None = None
+        self.changed = False
+
+
+_LIFECYCLE = frozenset({"response.created", "response.queued", "response.in_progress", *TERMINAL})
+"""The events whose response an SDK's stream holds to the first one's id."""
+
+
 class _SSE:
     """The data of an SSE stream's events, taken as its bytes pass through (an event of more than
     `KEPT_BYTES` is passed on, not read)."""
@@ -981,6 +1031,8 @@ class _SSE:
         self.skipping = False
         """Within an event too long to keep: its bytes are dropped until it ends."""
         self.pending_cr = False
+        self.answer = _Answer()
+        """This stream, for the recorder: each of its terminal events ends the same answer."""
         self.overlong = False
         """With `blocks`: an event was longer than `KEPT_BYTES` (a keyed stream refuses it)."""
 

@@ -2505,10 +2505,11 @@ def cassette_not_json(index: int, path: str, kind: str) -> str:
 @text(CASSETTES, "a cassette's problem", index=0, turn=1, kind="message")
 def cassette_empty_answer(index: int, turn: int, kind: str) -> str:
     """A recording of the cassette with an empty, null or whitespace-only `message` or `refusal`
-    turn (or a template of constants only that renders so, `{{ '' }}`, `{# note #}`): it would replay as a
+    turn, one of only characters that show nothing (a zero-width space, a byte order mark), or a
+    template of constants only that renders so (`{{ '' }}`, `{# note #}`): it would replay as a
     completed response with nothing in it, a test passing on no answer (the recording proxy does not
-    record one, and the model upstream refuses one with a 502). A scenario written by hand may
-    still say `message: ''`."""
+    record one, and the model upstream refuses an empty or whitespace-only one with a 502). A
+    scenario written by hand may still say `message: ''`."""
     return (
         f"the recording at scenarios.{index} has an empty {kind} at turns.{turn}, which would replay as an answer "
         "with nothing in it"

@@ -34,9 +34,10 @@ def record(tmp_path: Path, *responses: dict[str, Any]) -> tuple[Recorder, list[P
     recorder = Recorder(tmp_path / "rec", ScenarioRegistry())
 
     asked = dict(QUESTION)  # one create, as the proxy hands each terminal event of its stream
+    stream = object()  # and the one answer they end
 
     async def run() -> list[Path | None]:
-        return [await recorder.exchange(asked, r, "gpt-test") for r in responses]
+        return [await recorder.exchange(asked, r, "gpt-test", stream) for r in responses]
 
     return recorder, asyncio.run(run())
 
@@ -129,3 +130,35 @@ def test_a_key_split_across_parts_is_not_written_whole(tmp_path: Path, caplog: p
     assert path is None and other is None
     assert list((tmp_path / "rec").iterdir()) == []
     assert "it would hold the upstream's key" in caplog.text
+
+
+def test_a_second_end_while_the_first_is_written_withdraws_it(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The first end's file is written in a worker thread: a second end that comes meanwhile
+    finds nothing written yet, and the first, once written, is withdrawn then (not kept)."""
+    import threading
+
+    recorder = Recorder(tmp_path / "rec", ScenarioRegistry())
+    writing, release = threading.Event(), threading.Event()
+    write = recorder._write
+
+    def held(scenario: dict[str, Any]) -> Any:
+        writing.set()
+        assert release.wait(60)
+        return write(scenario)
+
+    recorder._write = held  # type: ignore[method-assign]
+    asked, stream = dict(QUESTION), object()
+    failed = {**answer([]), "status": "failed"}
+
+    async def run() -> Path | None:
+        first = asyncio.ensure_future(recorder.exchange(asked, answer([part("right")]), "gpt-test", stream))
+        assert await asyncio.to_thread(writing.wait, 60)
+        assert await recorder.exchange(asked, failed, "gpt-test", stream) is None
+        release.set()
+        return await first
+
+    with caplog.at_level(logging.WARNING):
+        assert asyncio.run(run()) is None
+    assert list((tmp_path / "rec").iterdir()) == []
+    assert recorder.scenarios.count() == 0
+    assert "was withdrawn" in caplog.text

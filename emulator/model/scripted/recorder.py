@@ -69,30 +69,34 @@ class Recorder:
         self.tape = Tape(keep=2_000)
         self.turn = asyncio.Lock()
         """The tape is followed in a worker thread, one exchange at a time, in the order they come."""
-        self.written: OrderedDict[str, tuple[str, Path, str | None, str, tuple[int, str]]] = OrderedDict()
-        """Response id -> (the digest of its output, the file written, the scenario's scope and
-        name, the create it answered: the object and its digest), for the latest `_KEEP_WRITTEN`:
-        a later terminal event of the same exchange that says otherwise (`response.completed`,
-        then `response.failed`) withdraws the recording. Another exchange whose upstream gave the
-        same response id (a test double's fixed id) is an exchange of its own."""
+        self.ended: OrderedDict[int, tuple[object, Any, str, Path | None, str | None, str]] = OrderedDict()
+        """id(answer) -> (the answer, its first end's response id and the digest of its output, the
+        file written at it (None: none, or withdrawn), the scenario's scope and name), for the latest
+        `_KEEP_WRITTEN` answers (an SSE stream, a socket's create): a later terminal event of the
+        same answer that says otherwise (`response.completed`, then `response.failed`, or another
+        response id, which the SDKs refuse as the response's identity changing) withdraws the
+        recording, and is never recorded itself: which end the client took is not known. The
+        answer (a token the proxy makes for it) is held, so its id is not another's."""
         directory.mkdir(parents=True, exist_ok=True)
 
-    async def exchange(self, request: dict[str, Any], response: dict[str, Any], model: str | None) -> Path | None:
-        """Note one exchange; write its conversation if it ended there (the path written). The
+    async def exchange(
+        self, request: dict[str, Any], response: dict[str, Any], model: str | None, answer: object | None = None
+    ) -> Path | None:
+        """Note one exchange; write its conversation if it ended there (the path written). `answer`
+        stands for the one answer (an SSE stream, a socket's create) this is an end of: given, a
+        later end of it that says otherwise withdraws what this one recorded (`_ended_again`). The
         tape is followed (one exchange at a time, in the order they come), the scenario made, the
         file written, and read back as the scenario it must be, in worker threads: a long answer
         takes seconds to turn into YAML and back (900 KB of text: 3 s), and following one of
         100,000 messages and making its scenario 0.4 s; no other request waits for it. The
         registry has it before this returns."""
         response_id = response.get("id")
-        if isinstance(response_id, str) and response_id in self.written:
-            said, _, _, _, asked = self.written[response_id]
-            if asked == (id(request), await asyncio.to_thread(_digest, request)):  # the same exchange
-                if said == await asyncio.to_thread(_digest, response):
-                    return None  # the same answer again: recorded once
-                self._withdraw(response_id)
-                return None
-            del self.written[response_id]  # another exchange, whose upstream gave an id again
+        if answer is not None and id(answer) in self.ended:
+            await self._ended_again(answer, response_id, response)
+            return None
+        first = await asyncio.to_thread(_digest, response) if answer is not None else ""
+        if answer is not None:
+            self._note_end(answer, (answer, response_id, first, None, None, ""))
         try:
             async with self.turn:
                 finished = await asyncio.to_thread(self.tape.exchange, request, response)
@@ -122,29 +126,47 @@ class Recorder:
         loaded, path = written
         self.scenarios.add(loaded, str(path))
         log.info("recorded %s", path)
-        if isinstance(response_id, str):
-            said = await asyncio.to_thread(_digest, response)
-            asked = (id(request), await asyncio.to_thread(_digest, request))
-            for older in [k for k, v in self.written.items() if v[1] == path]:
-                del self.written[older]  # the file is this response's now
-            self.written[response_id] = (said, path, loaded.scope, loaded.name, asked)
-            while len(self.written) > _KEEP_WRITTEN:
-                self.written.popitem(last=False)
+        for key in [k for k, end in self.ended.items() if end[3] == path]:
+            self.ended[key] = (*self.ended[key][:3], None, None, "")  # the file is this answer's now
+        if answer is not None:
+            now = self.ended.get(id(answer))
+            self._note_end(answer, (answer, response_id, first, path, loaded.scope, loaded.name))
+            if now is not None and not now[2]:  # contradicted while it was written
+                self.contradicted(answer, f"its response {str(response_id)[:80]} ended a second time, otherwise")
+                return None
         return path
 
-    def _withdraw(self, response_id: str) -> None:
-        """A response recorded at its terminal event, then ended again otherwise (a `failed` or
-        different answer after its `completed`): which one the client took is not known, so
-        neither is kept (the file removed, and the scenario)."""
-        _, path, scope, name, _ = self.written.pop(response_id)
+    def _note_end(self, answer: object, end: tuple[object, Any, str, Path | None, str | None, str]) -> None:
+        self.ended[id(answer)] = end
+        self.ended.move_to_end(id(answer))
+        while len(self.ended) > _KEEP_WRITTEN:
+            self.ended.popitem(last=False)
+
+    async def _ended_again(self, answer: object, response_id: Any, response: dict[str, Any]) -> None:
+        """An answer that ended before ends again. The same end repeated (the same response id,
+        status and output) keeps what its first end recorded; another (a `failed` after its
+        `completed`, another response id, another output): which one the client took is not
+        known, so neither is kept (the file removed, and the scenario), nor recorded later."""
+        _, first_id, first, _, _, _ = self.ended[id(answer)]
+        if first and response_id == first_id and await asyncio.to_thread(_digest, response) == first:
+            return
+        self.contradicted(answer, f"its response {str(first_id)[:80]} ended a second time, otherwise")
+
+    def contradicted(self, answer: object, why: str) -> None:
+        """The answer says two things (it ended twice, otherwise; its response's id changed on the
+        way, which the SDKs' stream refuses): what it recorded is withdrawn (the file removed, and
+        the scenario), and none of its ends is recorded after."""
+        end = self.ended.get(id(answer))
+        path, scope, name = (end[3], end[4], end[5]) if end is not None else (None, None, "")
+        self._note_end(answer, (answer, end[1] if end is not None else None, "", None, None, ""))
+        if path is None:
+            if end is None or end[2]:  # said once per answer
+                log.warning("a finished conversation was not recorded: %s", why)
+            return
         self.scenarios.remove(name, scope)
         with contextlib.suppress(OSError):
             path.unlink()
-        log.warning(
-            "a recorded conversation was withdrawn (%s removed): its response %s ended a second time, otherwise",
-            path,
-            response_id[:80],
-        )
+        log.warning("a recorded conversation was withdrawn (%s removed): %s", path, why)
 
     def _write(self, scenario: dict[str, Any]) -> tuple[Scenario, Path] | None:
         if self.keyed is not None and (

@@ -23,6 +23,7 @@ import functools
 import hashlib
 import json
 import re
+import unicodedata
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,10 +54,10 @@ __all__ = [
 
 def empty_answer(scenario: Any) -> tuple[int, str] | None:
     """The index and kind of a recording's first `message` or `refusal` turn that is empty, null
-    or only whitespace (`' '`, `'\\n'`): replayed, it is a completed response with nothing in it, a
-    test passing on no answer (the model upstream answers such a message with a 502: neither text
-    nor a tool call). Neither the recorder writes one nor a cassette replays one; a scenario written
-    by hand may."""
+    or only whitespace (`' '`, `'\\n'`) or characters that show nothing (`_blank`): replayed, it
+    is a completed response with nothing in it, a test passing on no answer (the model upstream
+    answers such a message with a 502: neither text nor a tool call). Neither the recorder writes
+    one nor a cassette replays one; a scenario written by hand may."""
     turns = scenario.get("turns") if isinstance(scenario, dict) else None
     for index, turn in enumerate(turns if isinstance(turns, list) else ()):
         if not isinstance(turn, dict):
@@ -68,7 +69,27 @@ def empty_answer(scenario: Any) -> tuple[int, str] | None:
 
 
 def _blank(text: Any) -> bool:
-    return text is None or (isinstance(text, str) and not text.strip())
+    """No text, or none a reader sees: whitespace, and the characters that show nothing (format
+    characters such as a zero-width space or a byte order mark, controls, the blank letters):
+    `'\u200b\ufeff'` replays as empty as `' '` does."""
+    if text is None:
+        return True
+    if not isinstance(text, str):
+        return False
+    return all(_invisible(character) for character in text.strip())
+
+
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+"""Characters of a letter's (or symbol's) category that show nothing: the Hangul fillers, and
+the blank Braille pattern."""
+
+
+def _invisible(character: str) -> bool:
+    return (
+        character.isspace()
+        or unicodedata.category(character) in ("Cc", "Cf", "Zs", "Zl", "Zp")
+        or character in _BLANK_LETTERS
+    )
 
 
 def _renders_empty(text: Any) -> bool:
@@ -83,7 +104,7 @@ def _renders_empty(text: Any) -> bool:
         if meta.find_undeclared_variables(tree):
             return False
         templating.check(env, text)
-        return not templating.render(env.from_string(tree), {}).strip()
+        return _blank(templating.render(env.from_string(tree), {}))
     except Exception:  # noqa: BLE001 - refused later, with the scenario's own message
         return False
 
@@ -163,7 +184,11 @@ def unrecordable(response: dict[str, Any]) -> str | None:
     """Why a finished response must not become a recording, or None. A `completed` response whose
     assistant message is not itself complete (`status: incomplete`, as a model cut short leaves it)
     would replay as a whole answer: the model upstream makes such an answer `incomplete`, and a
-    recording cannot say so, so it is not written."""
+    recording cannot say so, so it is not written. Nor is a `completed` one that carries an
+    `error` (not null): it says both that it finished and that it failed, and a recording would
+    replay only the first."""
+    if response.get("error") is not None:
+        return "it is completed but carries an error"
     for index, item in enumerate(response.get("output") or ()):
         if not isinstance(item, dict) or _kind(item) != "message" or item.get("role") != "assistant":
             continue
@@ -439,6 +464,8 @@ def scenario_from(finished_: Finished, *, model: str | None = None) -> dict[str,
     calls: dict[str, str] = {}
     outputs: dict[str, str] = {}
     pending_calls: list[dict[str, Any]] = []
+    said: tuple[dict[str, Any], str, str | None] | None = None
+    """The latest message turn, its text before templating, and the response that said it."""
 
     def flush_calls() -> None:
         nonlocal reasoning
@@ -491,8 +518,21 @@ def scenario_from(finished_: Finished, *, model: str | None = None) -> dict[str,
             ) and bool(item.get("content"))
             if refused:
                 turns.append(_turn("refusal", _raw(message), reasoning))
+                said = None
+            elif said is not None and turns and turns[-1] is said[0] and said[2] == by:
+                # Another message of the same response: a client's `output_text` joins a response's
+                # messages with nothing between, and a turn is one message (a second message turn
+                # was never played: 'Hello ' and 'world' replayed as 'Hello ').
+                turn, before, _ = said
+                message = before + message
+                thought = [r for r in (turn.get("reasoning"), reasoning) if r is not None]
+                turns[-1] = _turn("message", template_for(message, _sources(program_result, outputs)), None)
+                if thought:
+                    turns[-1] = {"reasoning": "\n\n".join(thought), **turns[-1]}
+                said = (turns[-1], message, by)
             else:
                 turns.append(_turn("message", template_for(message, _sources(program_result, outputs)), reasoning))
+                said = (turns[-1], message, by)
             reasoning = None
     flush_calls()
     if not turns:
