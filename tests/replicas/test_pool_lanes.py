@@ -36,16 +36,17 @@ WAITING = (
 
 
 class _Held:
-    """`LOCK TABLE responses` from a session of its own, in a thread, until `release()`."""
+    """`LOCK TABLE responses` (or `table` in `mode`) from a session of its own, in a thread, until
+    `release()`."""
 
-    def __init__(self, url: str) -> None:
-        self._url = url
+    def __init__(self, url: str, table: str = "responses", mode: str = "ACCESS EXCLUSIVE") -> None:
+        self._url, self._table, self._mode = url, table, mode
         self._locked, self._go = threading.Event(), threading.Event()
         self._thread = threading.Thread(target=self._hold, daemon=True)
 
     def _hold(self) -> None:
         with psycopg.connect(self._url) as holder:
-            holder.execute("LOCK TABLE responses IN ACCESS EXCLUSIVE MODE")
+            holder.execute(f"LOCK TABLE {self._table} IN {self._mode} MODE")
             self._locked.set()
             self._go.wait(120)  # (a guard; released by the test)
             holder.rollback()
