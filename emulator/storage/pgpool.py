@@ -38,6 +38,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ptc_emulator.emulator.storage.protocol import StoreBusy, StoreUnavailable
 from ptc_emulator.emulator.storage.sql import Dialect, Tx
+from ptc_emulator.emulator.waiting import waiting
 
 __all__ = [
     "AWAY_DEADLINE_S",
@@ -335,12 +336,28 @@ class Lane(_Uses):
         self.name = name
         self.share = share
         self._turns = threading.BoundedSemaphore(share)
+        self.waiting = 0
+        """How many uses wait for their turn now."""
+        self._counting = threading.Lock()
+
+    def _wait_for_turn(self, wait: float) -> bool:
+        """Wait up to `wait` for a turn, with a spare thread lent to the worker threads' pool
+        meanwhile (`emulator.waiting`): the requests waiting on a locked part hold none of the
+        threads the other parts' requests need."""
+        with self._counting:
+            self.waiting += 1
+        try:
+            with waiting():
+                return self._turns.acquire(timeout=wait)
+        finally:
+            with self._counting:
+                self.waiting -= 1
 
     @contextmanager
     def connection(self, wait_s: float | None = None, deadline_s: float | None = None) -> Iterator[Db]:
         wait = wait_s if wait_s is not None else self.pool.wait_s()
         began = time.monotonic()
-        if not self._turns.acquire(timeout=wait):
+        if not self._turns.acquire(blocking=False) and not self._wait_for_turn(wait):
             if self.pool.away:
                 raise StoreUnavailable(f"the database does not answer (no turn for {self.name})")
             raise StoreBusy(f"{self.share} connections of {self.name} busy for {wait:g} s")
