@@ -253,6 +253,13 @@ KEPT_FREE = 2
 others: a part may hold `size - KEPT_FREE` connections at once (at least one)."""
 
 
+def _limit(db: Db, limit: str) -> None:
+    """A new connection's server-side limits (`SERVER_S`): its session's, as it is in autocommit."""
+    db.execute(
+        b"SELECT set_config('lock_timeout', %s, false), set_config('statement_timeout', %s, false)", (limit, limit)
+    )
+
+
 class Pool(_Uses):
     def __init__(self, url: str, size: int) -> None:
         self.size = size
@@ -266,8 +273,10 @@ class Pool(_Uses):
                 "autocommit": True,
                 "connect_timeout": CONNECT_S,
                 "application_name": "ptc-emulator",
-                "options": f"-c lock_timeout={limit} -c statement_timeout={limit}",
             },
+            # Set on each new connection (a `SET`, not a startup option: a connection pooler in
+            # between may refuse those).
+            configure=lambda db: _limit(db, limit),
             name="ptc-emulator",
             timeout=WAIT_S,
             # Connecting again backs off (1, 2, 4 s) for this long, then gives up: the next request
