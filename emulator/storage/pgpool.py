@@ -12,8 +12,8 @@ error to find: a statement would wait on its socket for ever, holding its reques
 thread. Each use of a connection therefore has a deadline (`DEADLINE_S`, `AWAY_DEADLINE_S` once
 the database was found away); one watchdog thread cuts the socket of a use past it, and the
 statement fails as over a broken connection (`StoreUnavailable`; the pool drops the connection).
-It asks the server to cancel the statement first (a cancel request on a connection of its own):
-a backend waiting on a lock does not notice its client is gone, and each cut left one behind until
+It asks the server to cancel the statement too (a cancel request on a connection of its own): a
+backend waiting on a lock does not notice its client is gone, and each cut left one behind until
 the server refused every connection.
 
 A database that answers ends its own statements first: every pooled connection has a server-side
@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg import capabilities
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ptc_emulator.emulator.storage.protocol import StoreBusy, StoreUnavailable
@@ -113,9 +114,6 @@ SERVER_S = 12.0
 `lock_timeout` of every pooled connection), below `DEADLINE_S` (at most 0.8 of it): a statement
 that waits on another session's lock is rolled back by the server, which answered, so nothing is
 left behind and the database is not taken for away."""
-CANCEL_S = 1.0
-"""How long the watchdog's cancel request may take before the socket is cut anyway (a frozen server
-answers none)."""
 WATCH_EVERY_S = 0.1
 """How often the watchdog looks at the uses under way."""
 
@@ -154,23 +152,34 @@ class _Watchdog:
             now = time.monotonic()
             with self._lock:  # popped under the lock: a use that ends meanwhile knows it was cut
                 due = [self._uses.pop(number)[1] for number, (at, _) in list(self._uses.items()) if at <= now]
-            for db in due:  # (one thread each: a cancel request to a frozen server takes up to CANCEL_S)
-                threading.Thread(target=_cancel_and_cut, args=(db,), name="ptc-pg-cancel", daemon=True).start()
+            for db in due:
+                _cancel_and_cut(db)
 
 
 def _cancel_and_cut(db: Db) -> None:
-    """Ask the server to cancel the connection's statement (on a connection of its own, within
-    `CANCEL_S`), then cut its socket: a backend waiting on a lock ends with its statement, where a
-    cut alone left it waiting for the lock, holding one of the server's connections."""
-    asked = threading.Thread(target=_cancel, args=(db,), name="ptc-pg-cancel-request", daemon=True)
-    asked.start()
-    asked.join(CANCEL_S)
+    """Cut the connection's socket, and ask the server to cancel its statement (a cancel request
+    on a connection of its own, sent from a thread of its own: a frozen server answers it only
+    within the connection's `connect_timeout`). A backend waiting on a lock does not notice its
+    client is gone: cut alone, it stayed in the lock wait, holding one of the server's
+    connections; cancelled, it ends its statement, finds the socket closed, and exits."""
+    try:
+        asking: Any = db.pgconn.cancel_conn() if capabilities.has_cancel_safe() else db.pgconn.get_cancel()
+    except (psycopg.Error, OSError):
+        asking = None
     _cut(db)
+    if asking is not None:
+        threading.Thread(target=_cancel, args=(asking,), name="ptc-pg-cancel", daemon=True).start()
 
 
-def _cancel(db: Db) -> None:
+def _cancel(asking: Any) -> None:
     with contextlib.suppress(Exception):
-        db.cancel_safe(timeout=CANCEL_S)
+        if hasattr(asking, "blocking"):
+            try:
+                asking.blocking()  # libpq's cancel connection, bounded by `connect_timeout`
+            finally:
+                asking.finish()
+        else:
+            asking.cancel()
 
 
 def _cut(db: Db) -> None:

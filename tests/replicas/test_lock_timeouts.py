@@ -77,10 +77,11 @@ async def test_a_use_cut_by_the_watchdog_is_cancelled_on_the_server_first(
 ) -> None:
     """The server's limits made longer than the deadline (a frozen server's case, reached here by
     a lock): the watchdog cuts the use, and the backend does not stay behind waiting."""
-    monkeypatch.setattr(pgpool, "DEADLINE_S", 0.5)
-    monkeypatch.setattr(pgpool, "SERVER_S", 60.0, raising=False)
     settings = Settings(data_dir=tmp_path, store=postgres_url, secret=SECRET, bundled_fixtures=False)
-    async with in_process_http(settings) as (http, app):
+    async with in_process_http(settings) as (http, _app):
+        # The pool's server-side limits were set as it opened (`SERVER_S`, 12 s); the deadline
+        # made shorter afterwards, so the watchdog, not the server, ends the wait.
+        monkeypatch.setattr(pgpool, "DEADLINE_S", 0.5)
         with _Held(postgres_url):
             cut = await http.get("/v1/responses/resp_nonesuch")
             left = await _no_backend_waits(postgres_url)
