@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import hmac
 import logging
@@ -24,6 +23,7 @@ from ptc_emulator.api.replicas import OneSecret, SecretMismatch
 from ptc_emulator.api.routes import admin, agents, conversations, models, websocket
 from ptc_emulator.api.routes import responses as routes
 from ptc_emulator.api.settings import Settings, bundled_fixtures, sealed_budget
+from ptc_emulator.api.workers import Workers
 from ptc_emulator.emulator import collector, messages
 from ptc_emulator.emulator.agents.harness import Harness
 from ptc_emulator.emulator.caches import PROCESS, Caches
@@ -134,9 +134,9 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
         # The worker threads every `asyncio.to_thread` runs in (store writes, long reads, checks of
         # large schemas): asyncio's default of min(32, cores + 4), six on two cores, let six
         # requests with seconds of work each hold every other client's store write behind them.
-        asyncio.get_running_loop().set_default_executor(
-            concurrent.futures.ThreadPoolExecutor(max_workers=WORKER_THREADS, thread_name_prefix="ptc-emulator-worker")
-        )
+        # A thread waiting for its part's turn of the database's connections is lent a spare
+        # (`Workers`): more waiters than threads left none for the other parts' requests.
+        asyncio.get_running_loop().set_default_executor(Workers(WORKER_THREADS))
         pool = None
         sandbox_runner = runner
         if sandbox_runner is None:

@@ -163,8 +163,10 @@ def database_away() -> StatusError:
 def database_busy() -> StatusError:
     """The server's PostgreSQL database answers, but none of the connections the request may take
     came free within the pool's wait (10 s): they all wait on statements, a lock held on a table
-    the request needs, say (docs/scale-out.md). Distinct from `database_unavailable`: the database
-    is there; retrying once the lock goes succeeds."""
+    the request needs, say; or the server ended one of the request's statements at its own limit
+    (`lock_timeout`, `statement_timeout`: 12 s) and rolled it back (docs/scale-out.md). Nothing
+    was done. Distinct from `database_unavailable`: the database is there; retrying once the lock
+    goes succeeds."""
     return StatusError(
         503,
         "The emulator's database connections are all busy (waiting on other statements, or on a lock "

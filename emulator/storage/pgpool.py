@@ -11,7 +11,15 @@ A database that accepts connections but answers nothing (a frozen server or host
 error to find: a statement would wait on its socket for ever, holding its request and its
 thread. Each use of a connection therefore has a deadline (`DEADLINE_S`, `AWAY_DEADLINE_S` once
 the database was found away); one watchdog thread cuts the socket of a use past it, and the
-statement fails as over a broken connection (`StoreUnavailable`; the pool drops the connection)."""
+statement fails as over a broken connection (`StoreUnavailable`; the pool drops the connection).
+It asks the server to cancel the statement too (a cancel request on a connection of its own): a
+backend waiting on a lock does not notice its client is gone, and each cut left one behind until
+the server refused every connection.
+
+A database that answers ends its own statements first: every pooled connection has a server-side
+`lock_timeout` and `statement_timeout` (`SERVER_S`, below `DEADLINE_S`), so a statement waiting on
+another session's lock, or running too long, is rolled back by the server and fails as
+`StoreBusy` (the 503 `database_busy`: not done, the database answers): a lock is not an outage."""
 
 from __future__ import annotations
 
@@ -26,10 +34,12 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg import capabilities
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ptc_emulator.emulator.storage.protocol import StoreBusy, StoreUnavailable
 from ptc_emulator.emulator.storage.sql import Dialect, Tx
+from ptc_emulator.emulator.waiting import waiting
 
 __all__ = [
     "AWAY_DEADLINE_S",
@@ -38,6 +48,7 @@ __all__ = [
     "DEADLINE_S",
     "KEPT_FREE",
     "POSTGRES",
+    "SERVER_S",
     "WAIT_S",
     "Db",
     "Lane",
@@ -98,6 +109,11 @@ its socket is cut: far past any statement of a database that answers, bounded fo
 accepts connections and answers nothing."""
 AWAY_DEADLINE_S = 1.0
 """The deadline once the database was found away: a request fails at once, not after `DEADLINE_S`."""
+SERVER_S = 12.0
+"""The server's own limit on one statement and on its wait for a lock (`statement_timeout`,
+`lock_timeout` of every pooled connection), below `DEADLINE_S` (at most 0.8 of it): a statement
+that waits on another session's lock is rolled back by the server, which answered, so nothing is
+left behind and the database is not taken for away."""
 WATCH_EVERY_S = 0.1
 """How often the watchdog looks at the uses under way."""
 
@@ -134,9 +150,36 @@ class _Watchdog:
     def _watch(self) -> None:
         while not self._stop.wait(WATCH_EVERY_S):
             now = time.monotonic()
-            with self._lock:  # cut under the lock: a use that ends meanwhile knows it was cut
-                for number in [number for number, (due, _) in self._uses.items() if due <= now]:
-                    _cut(self._uses.pop(number)[1])
+            with self._lock:  # popped under the lock: a use that ends meanwhile knows it was cut
+                due = [self._uses.pop(number)[1] for number, (at, _) in list(self._uses.items()) if at <= now]
+            for db in due:
+                _cancel_and_cut(db)
+
+
+def _cancel_and_cut(db: Db) -> None:
+    """Cut the connection's socket, and ask the server to cancel its statement (a cancel request
+    on a connection of its own, sent from a thread of its own: a frozen server answers it only
+    within the connection's `connect_timeout`). A backend waiting on a lock does not notice its
+    client is gone: cut alone, it stayed in the lock wait, holding one of the server's
+    connections; cancelled, it ends its statement, finds the socket closed, and exits."""
+    try:
+        asking: Any = db.pgconn.cancel_conn() if capabilities.has_cancel_safe() else db.pgconn.get_cancel()
+    except (psycopg.Error, OSError):
+        asking = None
+    _cut(db)
+    if asking is not None:
+        threading.Thread(target=_cancel, args=(asking,), name="ptc-pg-cancel", daemon=True).start()
+
+
+def _cancel(asking: Any) -> None:
+    with contextlib.suppress(Exception):
+        if hasattr(asking, "blocking"):
+            try:
+                asking.blocking()  # libpq's cancel connection, bounded by `connect_timeout`
+            finally:
+                asking.finish()
+        else:
+            asking.cancel()
 
 
 def _cut(db: Db) -> None:
@@ -153,6 +196,11 @@ def _cut(db: Db) -> None:
 _GONE = ("08", "57P01", "57P02", "57P03")
 """SQLSTATEs of a database that is away: a connection exception (class 08), the server shutting
 down or not yet started (`admin_shutdown`, `crash_shutdown`, `cannot_connect_now`)."""
+
+
+_ENDED_BY_SERVER = ("55P03", "57014")
+"""SQLSTATEs of a statement the server ended at its own limits (`lock_not_available`: its
+`lock_timeout`; `query_canceled`: its `statement_timeout`), rolled back: the database answers."""
 
 
 def _away(error: Exception) -> bool:
@@ -214,15 +262,30 @@ KEPT_FREE = 2
 others: a part may hold `size - KEPT_FREE` connections at once (at least one)."""
 
 
+def _limit(db: Db, limit: str) -> None:
+    """A new connection's server-side limits (`SERVER_S`): its session's, as it is in autocommit."""
+    db.execute(
+        b"SELECT set_config('lock_timeout', %s, false), set_config('statement_timeout', %s, false)", (limit, limit)
+    )
+
+
 class Pool(_Uses):
     def __init__(self, url: str, size: int) -> None:
         self.size = size
+        limit = f"{round(min(SERVER_S, DEADLINE_S * 0.8) * 1000)}ms"
         self.pool: ConnectionPool[Db] = ConnectionPool(
             url,
             min_size=1,
             max_size=size,
             open=False,
-            kwargs={"autocommit": True, "connect_timeout": CONNECT_S},
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": CONNECT_S,
+                "application_name": "ptc-emulator",
+            },
+            # Set on each new connection (a `SET`, not a startup option: a connection pooler in
+            # between may refuse those).
+            configure=lambda db: _limit(db, limit),
             name="ptc-emulator",
             timeout=WAIT_S,
             # Connecting again backs off (1, 2, 4 s) for this long, then gives up: the next request
@@ -252,6 +315,7 @@ class Pool(_Uses):
         uses ended in time meanwhile: the connections are all lent, not lost)."""
         wait = wait_s if wait_s is not None else self.wait_s()
         deadline = deadline_s if deadline_s is not None else (AWAY_DEADLINE_S if self.away else DEADLINE_S)
+        cut = False
         try:
             with self.pool.connection(timeout=wait) as db:
                 use = self.watchdog.start(db, deadline)
@@ -259,11 +323,16 @@ class Pool(_Uses):
                     yield db
                 finally:
                     if not self.watchdog.stop(use):
+                        cut = True
                         db.close()  # cut: the pool drops it rather than lend it again
                     else:
                         self.answered_at = time.monotonic()
         except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as e:
-            if not _away(e):
+            sqlstate = getattr(e, "sqlstate", None)
+            if not cut and sqlstate in _ENDED_BY_SERVER:
+                self.away = False  # the server ended the statement: it answers
+                raise StoreBusy(f"the server ended a statement at its limit ({sqlstate}); rolled back") from e
+            if not cut and not _away(e):
                 raise
             if isinstance(e, PoolTimeout) and not self.away and time.monotonic() - self.answered_at < wait:
                 raise StoreBusy(f"no connection free in {wait:g} s; the database answers") from e
@@ -285,12 +354,28 @@ class Lane(_Uses):
         self.name = name
         self.share = share
         self._turns = threading.BoundedSemaphore(share)
+        self.waiting = 0
+        """How many uses wait for their turn now."""
+        self._counting = threading.Lock()
+
+    def _wait_for_turn(self, wait: float) -> bool:
+        """Wait up to `wait` for a turn, with a spare thread lent to the worker threads' pool
+        meanwhile (`emulator.waiting`): the requests waiting on a locked part hold none of the
+        threads the other parts' requests need."""
+        with self._counting:
+            self.waiting += 1
+        try:
+            with waiting():
+                return self._turns.acquire(timeout=wait)
+        finally:
+            with self._counting:
+                self.waiting -= 1
 
     @contextmanager
     def connection(self, wait_s: float | None = None, deadline_s: float | None = None) -> Iterator[Db]:
         wait = wait_s if wait_s is not None else self.pool.wait_s()
         began = time.monotonic()
-        if not self._turns.acquire(timeout=wait):
+        if not self._turns.acquire(blocking=False) and not self._wait_for_turn(wait):
             if self.pool.away:
                 raise StoreUnavailable(f"the database does not answer (no turn for {self.name})")
             raise StoreBusy(f"{self.share} connections of {self.name} busy for {wait:g} s")

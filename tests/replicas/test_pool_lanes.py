@@ -22,6 +22,7 @@ import httpx
 import psycopg
 import pytest
 
+from ptc_emulator.api import app as app_module
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator.storage import pgpool
 from tests.replicas.replicas_support import SECRET
@@ -36,16 +37,17 @@ WAITING = (
 
 
 class _Held:
-    """`LOCK TABLE responses` from a session of its own, in a thread, until `release()`."""
+    """`LOCK TABLE responses` (or `table` in `mode`) from a session of its own, in a thread, until
+    `release()`."""
 
-    def __init__(self, url: str) -> None:
-        self._url = url
+    def __init__(self, url: str, table: str = "responses", mode: str = "ACCESS EXCLUSIVE") -> None:
+        self._url, self._table, self._mode = url, table, mode
         self._locked, self._go = threading.Event(), threading.Event()
         self._thread = threading.Thread(target=self._hold, daemon=True)
 
     def _hold(self) -> None:
         with psycopg.connect(self._url) as holder:
-            holder.execute("LOCK TABLE responses IN ACCESS EXCLUSIVE MODE")
+            holder.execute(f"LOCK TABLE {self._table} IN {self._mode} MODE")
             self._locked.set()
             self._go.wait(120)  # (a guard; released by the test)
             holder.rollback()
@@ -141,3 +143,41 @@ async def test_a_request_that_gives_up_waiting_for_a_connection_is_told_they_are
         assert lookup.status_code == 503 and lookup.json()["error"]["code"] == "database_busy", lookup.text
         assert models.status_code == 200, models.text
         assert app.state.emulator.store._db.away is False, "a busy pool is not a database away"
+
+
+@pytest.mark.anyio
+async def test_more_requests_waiting_for_a_locked_parts_turn_than_worker_threads_hold_none_of_them(
+    postgres_url: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The creates past the responses part's share wait for their turn; each is lent a spare
+    thread, so with more of them than the server has worker threads, `/v1/models` (the scenarios
+    part) is answered while they all still wait. Before, they held every worker thread and
+    `/v1/models` waited until their turn's wait ran out (each a 503 `database_busy`)."""
+    workers = 8  # more than the share (6): the six statements waiting on the lock hold six of them
+    monkeypatch.setattr(app_module, "WORKER_THREADS", workers)
+    monkeypatch.setattr(pgpool, "WAIT_S", 30.0)  # the turn's wait: longer than any answer here
+    settings = Settings(data_dir=tmp_path, store=postgres_url, secret=SECRET, bundled_fixtures=False)
+    async with in_process_http(settings) as (http, app):
+        assert (await http.get("/v1/models")).status_code == 200
+        lane = app.state.emulator.store.responses._db
+        plain = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1", timeout=120)
+        async with plain:
+            with _Held(postgres_url) as lock:
+                share = _responses_share(app)
+                creates = [
+                    asyncio.ensure_future(plain.post("/v1/responses", json=PTC)) for _ in range(share + workers + 4)
+                ]
+                await _blocked_on_the_lock(postgres_url, share)
+                for _ in range(2000):  # (a guard) more than the worker threads wait for a turn
+                    if lane.waiting >= workers + 4:
+                        break
+                    await asyncio.sleep(0.01)
+                waiters = lane.waiting  # (before, at most workers - share: the rest had no thread)
+                models = await plain.get("/v1/models")
+                still_waiting = sum(not create.done() for create in creates)
+                lock.release()
+                made = await asyncio.gather(*creates)
+        assert waiters >= workers + 4, f"only {waiters} creates waited for a turn"
+        assert models.status_code == 200, models.text
+        assert still_waiting == len(creates), "/v1/models waited for the creates' turns to run out"
+        assert all(reply.status_code == 200 for reply in made), [r.text for r in made if r.status_code != 200]

@@ -1,0 +1,114 @@
+"""A lock held past the deadline leaves no statement of the replica behind, and its 503 means
+"not done".
+
+Before: a statement waiting on another session's lock waited until the watchdog cut its socket
+(`DEADLINE_S`); the server's backend stayed blocked in the lock wait (it does not notice a lost
+client there), the replica took the database for away, and its next statements, given the away
+deadline, were cut too, each leaving one more backend behind, until the server refused every
+connection. A write answered that 503 (`database_unavailable`) was applied once the lock went:
+the backend left behind committed it.
+
+Now the server ends the statement itself (`lock_timeout`, `statement_timeout` of every pooled
+connection, `pgpool.SERVER_S`, below the deadline) and rolls it back: the 503 is `database_busy`,
+and the database is not taken for away; a use the watchdog must cut is cancelled on the server
+first. The deadlines are made small here; what is checked is what is left once the requests are
+answered, with the lock still held: backends waiting on a lock, counted in `pg_stat_activity`."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from ptc_emulator.api.settings import Settings
+from ptc_emulator.emulator.storage import pgpool
+from tests.replicas.replicas_support import SECRET
+from tests.replicas.test_pool_lanes import PTC, _Held
+from tests.support import in_process_http
+
+WAITING_ON_LOCKS = (
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+)
+
+
+async def _no_backend_waits(url: str) -> int:
+    """How many backends still wait on a lock, once none does (a guard of a few seconds: a backend
+    cancelled ends soon after its client hears of it); the count left otherwise."""
+    n = -1
+    with psycopg.connect(url, autocommit=True) as watcher:
+        for _ in range(500):
+            (n,) = watcher.execute(WAITING_ON_LOCKS).fetchone() or (0,)
+            if n == 0:
+                return 0
+            await asyncio.sleep(0.01)
+    return int(n)
+
+
+@pytest.mark.anyio
+async def test_a_lock_held_past_the_deadline_is_a_busy_database_and_leaves_no_backend_waiting(
+    postgres_url: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(pgpool, "DEADLINE_S", 3.0)
+    monkeypatch.setattr(pgpool, "SERVER_S", 0.3, raising=False)  # (absent before the fix)
+    settings = Settings(data_dir=tmp_path, store=postgres_url, secret=SECRET, bundled_fixtures=False)
+    async with in_process_http(settings) as (http, app):
+        made = await http.post("/v1/responses", json=PTC)
+        assert made.status_code == 200, made.text
+        with _Held(postgres_url):
+            creates = await asyncio.gather(*(http.post("/v1/responses", json=PTC) for _ in range(4)))
+            lookup = await http.get(f"/v1/responses/{made.json()['id']}")
+            left = await _no_backend_waits(postgres_url)
+            away = app.state.emulator.store._db.away
+        after = await http.get(f"/v1/responses/{made.json()['id']}")
+    for reply in [*creates, lookup]:
+        assert reply.status_code == 503, reply.text
+        assert reply.json()["error"]["code"] == "database_busy", reply.text
+    assert left == 0, f"{left} backends still wait on the lock after their requests were answered"
+    assert away is False, "a lock wait is not a database away"
+    assert after.status_code == 200, after.text
+
+
+@pytest.mark.anyio
+async def test_a_use_cut_by_the_watchdog_is_cancelled_on_the_server_first(
+    postgres_url: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The server's limits made longer than the deadline (a frozen server's case, reached here by
+    a lock): the watchdog cuts the use, and the backend does not stay behind waiting."""
+    settings = Settings(data_dir=tmp_path, store=postgres_url, secret=SECRET, bundled_fixtures=False)
+    async with in_process_http(settings) as (http, _app):
+        # The pool's server-side limits were set as it opened (`SERVER_S`, 12 s); the deadline
+        # made shorter afterwards, so the watchdog, not the server, ends the wait.
+        monkeypatch.setattr(pgpool, "DEADLINE_S", 0.5)
+        with _Held(postgres_url):
+            cut = await http.get("/v1/responses/resp_nonesuch")
+            left = await _no_backend_waits(postgres_url)
+    assert cut.status_code == 503, cut.text
+    assert left == 0, f"{left} backends still wait on the lock after their uses were cut"
+
+
+@pytest.mark.anyio
+async def test_a_delete_answered_503_under_a_lock_is_not_applied_once_the_lock_goes(
+    postgres_url: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A SHARE lock (a `CREATE INDEX`'s): reads go on, the delete waits on it."""
+    monkeypatch.setattr(pgpool, "DEADLINE_S", 3.0)
+    monkeypatch.setattr(pgpool, "SERVER_S", 0.3, raising=False)
+    settings = Settings(data_dir=tmp_path, store=postgres_url, secret=SECRET, bundled_fixtures=False)
+    async with in_process_http(settings) as (http, _app):
+        made = await http.post("/v1/responses", json=PTC)
+        assert made.status_code == 200, made.text
+        response_id = made.json()["id"]
+        with _Held(postgres_url, mode="SHARE") as lock:
+            read = await http.get(f"/v1/responses/{response_id}")
+            deleted = await http.delete(f"/v1/responses/{response_id}")
+            left = await _no_backend_waits(postgres_url)
+            lock.release()
+        after = await http.get(f"/v1/responses/{response_id}")
+    assert read.status_code == 200, read.text
+    assert deleted.status_code == 503, deleted.text
+    assert deleted.json()["error"]["code"] == "database_busy", deleted.text
+    assert left == 0
+    assert after.status_code == 200, f"the delete answered 503 was applied: {after.text}"
