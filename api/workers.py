@@ -35,8 +35,9 @@ def _lend_of(ref: weakref.ReferenceType[Workers]) -> Iterator[None]:
 
 class Workers(concurrent.futures.ThreadPoolExecutor):
     """A thread pool of `size` threads running work, plus one spare for each of its threads that
-    waits (`lent`), up to `spare` (`SPARE`) at once; past that a wait is refused (`NoSpare`). (Built on `ThreadPoolExecutor`, which asyncio's default executor must be: the
-    spares are its `_max_workers` raised and a thread started for work already queued.)"""
+    waits (`lent`), up to `spare` (`SPARE`) at once; past that a wait is refused (`NoSpare`).
+    (Built on `ThreadPoolExecutor`, which asyncio's default executor must be: the spares are its
+    `_max_workers` raised and a thread started for work already queued.)"""
 
     def __init__(self, size: int, thread_name_prefix: str = "ptc-emulator-worker", spare: int | None = None) -> None:
         ref = weakref.ref(self)

@@ -121,8 +121,9 @@ class PostgresStore(SqlParts):
     def stored_count(self) -> int | None:
         """How many responses the store holds, or None when the database does not answer within
         `PING_WAIT_S`: the ping and the count in one connection, under a statement and lock
-        timeout below that deadline (`PING_SERVER_SHARE`). (The count ran under `DEADLINE_S` after the ping: a database that
-        answered the ping while a lock held the table made health wait 15 s.)"""
+        timeout below that deadline (`PING_SERVER_SHARE`). (The count ran under `DEADLINE_S` after
+        the ping: a database that answered the ping while a lock held the table made health wait
+        15 s.)"""
         limit = f"{round(PING_WAIT_S * PING_SERVER_SHARE * 1000)}ms"
         try:
             with self._db.connection(wait_s=PING_WAIT_S, deadline_s=PING_WAIT_S) as db, db.transaction():
