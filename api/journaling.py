@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import json
 import logging
@@ -161,9 +162,14 @@ class Journaling:
 
     async def stored(self) -> None:
         """Wait for the entry's write, when it was handed to the journal's writer thread (a shared
-        journal, recorded on the event loop): the reply goes once its entry is in the journal."""
+        journal, recorded on the event loop): the reply goes once its entry is in the journal, or
+        once its write failed (logged as not kept, `entries._reported`). A failed write never
+        changes the reply: the entry records a request already answered, whose work (a stored
+        response, a conversation's items) is committed before it; a 503 for the journal said
+        "nothing was done" over a turn that was kept, and the SDK's retry stored it twice."""
         if self.written is not None:
-            await asyncio.wrap_future(self.written)
+            with contextlib.suppress(Exception):
+                await asyncio.wrap_future(self.written)
 
 
 def _as_kept(rendered: bytes) -> bool:

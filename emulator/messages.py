@@ -163,8 +163,10 @@ def database_away() -> StatusError:
 def database_busy() -> StatusError:
     """The server's PostgreSQL database answers, but none of the connections the request may take
     came free within the pool's wait (10 s): they all wait on statements, a lock held on a table
-    the request needs, say; or the server ended one of the request's statements at its own limit
-    (`lock_timeout`, `statement_timeout`: 12 s) and rolled it back (docs/scale-out.md). Nothing
+    the request needs, say (or none was free at once while the server's 256 spare threads for
+    such waits were all lent: the request did not wait); or the server ended one of the
+    request's statements at its own limit (`lock_timeout`, `statement_timeout`: 12 s) and rolled
+    it back (docs/scale-out.md). Nothing
     was done. Distinct from `database_unavailable`: the database is there; retrying once the lock
     goes succeeds."""
     return StatusError(

@@ -213,10 +213,17 @@ class Journal:
     def record_off_loop(self, entry: JournalEntry) -> concurrent.futures.Future[None] | None:
         """`record(entry)`: at once for a log in this process, or on the event loop's thread for a
         shared log, in the journal's writer thread (one, so entries are written in the order
-        recorded): the future of the write. The write waits on the database; on the loop it held
+        recorded): the future of the write. A shared log's write that fails is logged, never
+        raised (`_missed`). The write waits on the database; on the loop it held
         every client of the server while the database was slow."""
-        if not self.shared or not _on_loop():
+        if not self.shared:
             self.record(entry)
+            return None
+        if not _on_loop():  # (a worker thread's: a shared log's failure is logged, never raised)
+            try:
+                self.record(entry)
+            except Exception as error:
+                _missed(error)
             return None
         with self._writer_lock:
             if self._writer is None:
@@ -244,7 +251,15 @@ class Journal:
 def _reported(written: concurrent.futures.Future[None]) -> None:
     error = None if written.cancelled() else written.exception()
     if error is not None:
-        log.warning("a journal entry was not kept: %s", error)
+        _missed(error)
+
+
+def _missed(error: BaseException) -> None:
+    """A shared log's write that failed (its table locked past the server's limit, the database
+    away): the entry is not kept, and logged so. The request it records was answered as it went:
+    its work is committed before its entry is written, so failing the request for its entry would
+    answer "not done" over work that was done."""
+    log.warning("a journal entry was not kept: %s", error)
 
 
 def _on_loop() -> bool:

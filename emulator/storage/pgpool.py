@@ -39,7 +39,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ptc_emulator.emulator.storage.protocol import StoreBusy, StoreUnavailable
 from ptc_emulator.emulator.storage.sql import Dialect, Tx
-from ptc_emulator.emulator.waiting import waiting
+from ptc_emulator.emulator.waiting import NoSpare, waiting
 
 __all__ = [
     "AWAY_DEADLINE_S",
@@ -361,7 +361,7 @@ class Lane(_Uses):
     def _wait_for_turn(self, wait: float) -> bool:
         """Wait up to `wait` for a turn, with a spare thread lent to the worker threads' pool
         meanwhile (`emulator.waiting`): the requests waiting on a locked part hold none of the
-        threads the other parts' requests need."""
+        threads the other parts' requests need; `NoSpare` (not waited) when none can be lent."""
         with self._counting:
             self.waiting += 1
         try:
@@ -375,10 +375,17 @@ class Lane(_Uses):
     def connection(self, wait_s: float | None = None, deadline_s: float | None = None) -> Iterator[Db]:
         wait = wait_s if wait_s is not None else self.pool.wait_s()
         began = time.monotonic()
-        if not self._turns.acquire(blocking=False) and not self._wait_for_turn(wait):
-            if self.pool.away:
-                raise StoreUnavailable(f"the database does not answer (no turn for {self.name})")
-            raise StoreBusy(f"{self.share} connections of {self.name} busy for {wait:g} s")
+        if not self._turns.acquire(blocking=False):
+            try:
+                turned = self._wait_for_turn(wait)
+            except NoSpare:  # (every spare thread lent: waiting would hold a worker thread)
+                if self.pool.away:
+                    raise StoreUnavailable(f"the database does not answer (no turn for {self.name})") from None
+                raise StoreBusy(f"{self.share} connections of {self.name} busy, no spare thread to wait in") from None
+            if not turned:
+                if self.pool.away:
+                    raise StoreUnavailable(f"the database does not answer (no turn for {self.name})")
+                raise StoreBusy(f"{self.share} connections of {self.name} busy for {wait:g} s")
         try:
             left = max(wait - (time.monotonic() - began), AWAY_WAIT_S)
             with self.pool.connection(wait_s=left, deadline_s=deadline_s) as db:

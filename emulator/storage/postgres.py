@@ -31,7 +31,14 @@ __all__ = ["PING_WAIT_S", "PostgresStore", "open_at", "open_postgres"]
 
 PING_WAIT_S = 1.0
 """How long the health check waits for a pooled connection: with the database away it answers 503
-within this and a connection attempt's failure (a refused or closed socket fails at once)."""
+within this and a connection attempt's failure (a refused or closed socket fails at once); its
+uses' deadline too."""
+PING_SERVER_SHARE = 0.8
+"""The health check's count runs under a server-side statement and lock timeout of this share of
+`PING_WAIT_S`, below its deadline (as the pooled connections' `SERVER_S` is below `DEADLINE_S`): a
+count held by a lock is ended by the server, which answered, so the database is not taken for
+away. (At the deadline itself, the watchdog sometimes cut it first under load, and the next
+requests were given the away wait and deadline.)"""
 
 
 class PostgresLeases:
@@ -114,9 +121,10 @@ class PostgresStore(SqlParts):
     def stored_count(self) -> int | None:
         """How many responses the store holds, or None when the database does not answer within
         `PING_WAIT_S`: the ping and the count in one connection, under a statement and lock
-        timeout of that wait. (The count ran under `DEADLINE_S` after the ping: a database that
-        answered the ping while a lock held the table made health wait 15 s.)"""
-        limit = f"{round(PING_WAIT_S * 1000)}ms"
+        timeout below that deadline (`PING_SERVER_SHARE`). (The count ran under `DEADLINE_S` after
+        the ping: a database that answered the ping while a lock held the table made health wait
+        15 s.)"""
+        limit = f"{round(PING_WAIT_S * PING_SERVER_SHARE * 1000)}ms"
         try:
             with self._db.connection(wait_s=PING_WAIT_S, deadline_s=PING_WAIT_S) as db, db.transaction():
                 db.execute(

@@ -35,25 +35,32 @@ def test_work_runs_while_every_thread_waits_with_a_spare_lent() -> None:
         pool.shutdown(wait=True)
 
 
-def test_past_the_spares_a_waiting_thread_is_one_of_the_pools() -> None:
+def test_past_the_spares_a_wait_is_refused_and_holds_no_thread_of_the_pool() -> None:
+    """Before, a thread past the spares waited as one of the pool's own: enough of them took
+    every thread (the other parts' requests of a replica stalled for the waits' length)."""
     pool = Workers(1, spare=1)
     release = threading.Event()
     started = threading.Semaphore(0)
 
-    def wait() -> None:
-        with waiting.waiting():
-            started.release()
-            release.wait(60)
+    def wait() -> str:
+        try:
+            with waiting.waiting():
+                started.release()
+                release.wait(60)
+        except waiting.NoSpare:
+            return "refused"
+        return "waited"
 
     try:
         first = pool.submit(wait)
         assert started.acquire(timeout=60)
-        second = pool.submit(wait)  # runs in the spare lent for the first, lends none itself
-        assert started.acquire(timeout=60)
+        second = pool.submit(wait)  # runs in the spare lent for the first; none is left to lend
+        assert second.result(timeout=60) == "refused"
         assert pool.lending == 1
+        assert pool.submit(lambda: "answered").result(timeout=60) == "answered"
         release.set()
-        first.result(timeout=60)
-        second.result(timeout=60)
+        assert first.result(timeout=60) == "waited"
+        assert pool.lending == 0 and pool._max_workers == 1
     finally:
         release.set()
         pool.shutdown(wait=True)

@@ -112,3 +112,35 @@ async def test_a_delete_answered_503_under_a_lock_is_not_applied_once_the_lock_g
     assert deleted.json()["error"]["code"] == "database_busy", deleted.text
     assert left == 0
     assert after.status_code == 200, f"the delete answered 503 was applied: {after.text}"
+
+
+@pytest.mark.anyio
+async def test_a_create_whose_journal_entry_cannot_be_written_is_answered_as_done_and_kept_once(
+    postgres_url: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """`journal` held in SHARE mode (a `CREATE INDEX`'s lock): a create in a conversation stores
+    its response and the conversation's items, then its journal entry's write is ended by the
+    server's lock timeout. Before, the reply was that 503 `database_busy` ("nothing was done") over
+    a turn that was kept, and the SDK's retry of the 503 stored the turn twice. Now the entry is
+    logged as not kept and the reply is the response, so the client sends it once."""
+    monkeypatch.setattr(pgpool, "DEADLINE_S", 3.0)
+    monkeypatch.setattr(pgpool, "SERVER_S", 0.3)
+    settings = Settings(data_dir=tmp_path, store=postgres_url, secret=SECRET, bundled_fixtures=False)
+    async with in_process_http(settings) as (http, _app):
+        made = await http.post("/v1/conversations", json={"items": []})
+        assert made.status_code == 200, made.text
+        conversation = made.json()["id"]
+        create = {**PTC, "conversation": conversation}
+        with _Held(postgres_url, table="journal", mode="SHARE") as lock:
+            reply = await http.post("/v1/responses", json=create)
+            left = await _no_backend_waits(postgres_url)
+            lock.release()
+        if reply.status_code == 503:  # what a client (the SDKs) does with a 503: send it again
+            retried = await http.post("/v1/responses", json=create)
+            assert retried.status_code == 200, retried.text
+        items = await http.get(f"/v1/conversations/{conversation}/items", params={"limit": 100})
+    assert items.status_code == 200, items.text
+    asked = [item for item in items.json()["data"] if item.get("role") == "user"]
+    assert len(asked) == 1, f"the turn is in the conversation {len(asked)} times"
+    assert reply.status_code == 200, f"answered {reply.status_code} over a turn kept: {reply.text}"
+    assert left == 0

@@ -137,3 +137,52 @@ async def test_requests_at_once_share_the_read_of_the_scenarios(postgres_url: st
             del shared.refresh
         assert [a.status_code for a in answers] == [200] * 21
         assert len(reads) == 2, f"{len(reads)} reads of the scenarios for 21 requests at once"
+
+
+@pytest.mark.anyio
+async def test_healths_count_is_ended_by_the_server_before_its_deadline(postgres_url: str, tmp_path: Path) -> None:
+    """Health's count held by a lock: its server-side statement and lock timeout is below its
+    use's deadline, so the server ends it (it answered: the database is not taken for away), not
+    the watchdog. Before, both were health's 1 s, and under load the watchdog sometimes cut it
+    first and took the database for away (the next requests got the away wait and deadline).
+    Read from what the count asked for: the deadline of its use and the limits it set."""
+    settings = Settings(data_dir=tmp_path, store=postgres_url, secret=SECRET, bundled_fixtures=False)
+    async with in_process_http(settings) as (_, app):
+        store = app.state.emulator.store
+        pool = store._db
+        uses: list[tuple[float, list[str]]] = []  # (its deadline, the limits it set), each use
+        opened = pool.connection
+
+        class _Recorded:
+            def __init__(self, db: Any, limits: list[str]) -> None:
+                self._db, self._limits = db, limits
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self._db, name)
+
+            def execute(self, sql: Any, parameters: Any = ()) -> Any:
+                if b"statement_timeout" in bytes(sql):
+                    self._limits.extend(parameters)
+                return self._db.execute(sql, parameters)
+
+        @contextlib.contextmanager
+        def recorded(wait_s: float | None = None, deadline_s: float | None = None) -> Iterator[Any]:
+            limits: list[str] = []
+            uses.append((deadline_s if deadline_s is not None else pgpool.DEADLINE_S, limits))
+            with opened(wait_s=wait_s, deadline_s=deadline_s) as db:
+                yield _Recorded(db, limits)
+
+        pool.connection = recorded
+        try:
+            with psycopg.connect(postgres_url) as holder:
+                holder.execute("LOCK TABLE responses IN ACCESS EXCLUSIVE MODE")
+                counted = await asyncio.to_thread(store.stored_count)
+                holder.rollback()
+        finally:
+            del pool.connection
+    assert counted is None
+    counts = [(deadline, limits) for deadline, limits in uses if limits]  # (other uses may run meanwhile)
+    assert len(counts) == 1, uses
+    deadline, limits = counts[0]
+    for limit in limits:
+        assert limit.endswith("ms") and float(limit[:-2]) / 1000 < deadline, (limit, deadline)

@@ -14,6 +14,7 @@ and the requests blocked on it are counted in `pg_locks`."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ import pytest
 
 from ptc_emulator.api import app as app_module
 from ptc_emulator.api.settings import Settings
+from ptc_emulator.api.workers import Workers
 from ptc_emulator.emulator.storage import pgpool
 from tests.replicas.replicas_support import SECRET
 from tests.support import in_process_http
@@ -181,3 +183,49 @@ async def test_more_requests_waiting_for_a_locked_parts_turn_than_worker_threads
         assert models.status_code == 200, models.text
         assert still_waiting == len(creates), "/v1/models waited for the creates' turns to run out"
         assert all(reply.status_code == 200 for reply in made), [r.text for r in made if r.status_code != 200]
+
+
+@pytest.mark.anyio
+async def test_past_the_spare_threads_a_request_that_would_wait_for_its_turn_is_busy_at_once(
+    postgres_url: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """With every spare thread lent (their cap made 2 here), the next creates that would wait for
+    the locked part's turn are answered 503 `database_busy` at once, and `/v1/models` is answered
+    while the lent ones still wait. Before, a waiter past the cap waited on one of the worker
+    threads: the surplus was not answered until the lock went (or their turn's wait ran out), and
+    enough of them took every thread from the other parts' requests."""
+    workers, spare = 8, 2
+    monkeypatch.setattr(app_module, "WORKER_THREADS", workers)
+    monkeypatch.setattr(app_module, "Workers", functools.partial(Workers, spare=spare))
+    monkeypatch.setattr(pgpool, "WAIT_S", 30.0)  # the turn's wait: longer than any answer here
+    settings = Settings(data_dir=tmp_path, store=postgres_url, secret=SECRET, bundled_fixtures=False)
+    async with in_process_http(settings) as (http, app):
+        assert (await http.get("/v1/models")).status_code == 200
+        lane = app.state.emulator.store.responses._db
+        plain = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1", timeout=120)
+        async with plain:
+            with _Held(postgres_url) as lock:
+                share = _responses_share(app)
+                surplus = workers
+                creates = [
+                    asyncio.ensure_future(plain.post("/v1/responses", json=PTC)) for _ in range(share + spare + surplus)
+                ]
+                await _blocked_on_the_lock(postgres_url, share)
+                for _ in range(3000):  # (a guard) the surplus answered, the lent ones waiting
+                    if sum(create.done() for create in creates) >= surplus and lane.waiting >= spare:
+                        break
+                    await asyncio.sleep(0.01)
+                refused = [create.result() for create in creates if create.done()]
+                waiters = lane.waiting
+                models = await plain.get("/v1/models")
+                still_waiting = sum(not create.done() for create in creates)
+                lock.release()
+                made = await asyncio.gather(*creates)
+        assert len(refused) == surplus, f"{len(refused)} creates answered while the lock was held, not {surplus}"
+        for reply in refused:
+            assert reply.status_code == 503, reply.text
+            assert reply.json()["error"]["code"] == "database_busy", reply.text
+        assert waiters == spare
+        assert models.status_code == 200, models.text
+        assert still_waiting == share + spare
+        assert sum(reply.status_code == 200 for reply in made) == share + spare
