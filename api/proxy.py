@@ -644,6 +644,7 @@ class RecordingProxy:
                 max_size=UPSTREAM_FRAME_BYTES,
                 open_timeout=30,
                 create_connection=SlicedConnection,  # a read fed in slices, one a step of the loop
+                compression=None,  # nothing to inflate on the loop (`api/wsupstream.py`)
             )
         except (TimeoutError, OSError, InvalidStatus, WebSocketException) as e:
             # An error event, then 1014 (bad gateway): not a code the SDK reconnects on.
@@ -671,7 +672,7 @@ class RecordingProxy:
         ending: list[tuple[int, str]] = []
 
         async def to_upstream(text: str) -> None:
-            frame = _json(text.encode("utf-8"))
+            frame = await _parsed(text.encode("utf-8"))  # a long one in a worker thread
             if isinstance(frame, dict) and frame.get("type") == "response.create":
                 pending.append({k: v for k, v in frame.items() if k != "type"})
                 unanswered.append(loop.time())
