@@ -5,7 +5,8 @@ permessage-deflate (the websockets library, and so the SDK, does): one 16 MB mes
 compresses badly held every client about a second, through the recording proxy as from the
 emulator's own route. Now a message over `wsflow.COMPRESS_BYTES` is framed without compression
 (RFC 7692 lets each message say whether it is compressed), the small ones as before; and the
-proxy's socket to its upstream offers no compression, so no message is inflated on the loop.
+proxy's socket to its upstream offers no compression, so no message is inflated on the loop, and
+reads a long message a piece at a time in a worker thread (one `json.loads` held the interpreter).
 Nothing is timed: the client's own inflater notes which frames came compressed (the RSV1 bit).
 Before, the long message came compressed and the upstream socket negotiated permessage-deflate.
 """
@@ -24,6 +25,7 @@ from websockets.extensions.permessage_deflate import PerMessageDeflate
 
 from ptc_emulator.api import wsflow
 from ptc_emulator.api.settings import Settings
+from ptc_emulator.emulator import jsonpieces
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import PTC_TOOLS, program_message
 from tests.recording.recording_support import recorder
@@ -80,8 +82,18 @@ def test_a_long_event_from_the_emulator_goes_uncompressed(
     assert short and all(short), frames_seen  # the socket still compresses the small ones
 
 
-def test_a_long_upstream_message_is_relayed_uncompressed(tmp_path: Path, decoded: list[tuple[Any, int, bool]]) -> None:
-    pad = os.urandom(LONG // 2).hex()  # compresses badly
+def test_a_long_upstream_message_is_relayed_uncompressed(
+    tmp_path: Path, decoded: list[tuple[Any, int, bool]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pad = os.urandom(2 * LONG).hex()  # 1 MiB that compresses badly
+    pauses: list[int] = []
+    between = jsonpieces.between
+
+    def paused() -> None:
+        pauses.append(1)
+        between()
+
+    monkeypatch.setattr(jsonpieces, "between", paused)
     upstream_extensions: list[Any] = []
 
     def event(kind: str, status: str, **extra: Any) -> str:
@@ -110,3 +122,4 @@ def test_a_long_upstream_message_is_relayed_uncompressed(tmp_path: Path, decoded
     short = [compressed for length, compressed in frames_seen if length <= wsflow.COMPRESS_BYTES]
     assert long == [False], frames_seen  # before: compressed again for the client, on the event loop
     assert short and all(short), frames_seen
+    assert pauses, "the long message was read in one json.loads call"  # before: one call, holding the interpreter
