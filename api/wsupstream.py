@@ -3,7 +3,7 @@ websockets library's, fed a read a slice at a time.
 
 The library feeds each socket read (up to 256 KiB) to its frame parser whole and queues every
 message in it before anything else runs; its queue's bound (`max_queue`) only stops further reads.
-Compressed (permessage-deflate, which the client offers), a run of alike small messages takes a
+Compressed (permessage-deflate, which the socket offered before), a run of alike small messages takes a
 few bytes each: one read held some 25,000 of them, all decompressed in one step of the event loop,
 and the proxy's relay then took them from the queue without a suspension. An upstream sending
 200,000 small events held every client about 8 s (30,000: 1.5 s). Here a read is fed to the
