@@ -25,7 +25,7 @@ from websockets.extensions.permessage_deflate import PerMessageDeflate
 
 from ptc_emulator.api import wsflow
 from ptc_emulator.api.settings import Settings
-from ptc_emulator.emulator import jsonpieces
+from ptc_emulator.emulator import jsonpieces, jsonreply
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import PTC_TOOLS, program_message
 from tests.recording.recording_support import recorder
@@ -64,8 +64,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorServer]
 
 
 def test_a_long_event_from_the_emulator_goes_uncompressed(
-    server: EmulatorServer, decoded: list[tuple[Any, int, bool]]
+    server: EmulatorServer, decoded: list[tuple[Any, int, bool]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    written: list[str] = []
+    texts = jsonreply.texts
+
+    def pieces(value: Any, **options: Any) -> list[str]:
+        written.append(value.get("type", "") if isinstance(value, dict) else "")
+        return texts(value, **options)
+
+    monkeypatch.setattr(jsonreply, "texts", pieces)
     code = f"text('x'.repeat({LONG}))"
     with websockets.sync.client.connect(f"ws://127.0.0.1:{server.port}/v1/responses", max_size=None) as ws:
         request = {"model": "m", "input": program_message(code), "tools": PTC_TOOLS}
@@ -80,6 +88,7 @@ def test_a_long_event_from_the_emulator_goes_uncompressed(
     short = [compressed for length, compressed in frames_seen if length <= wsflow.COMPRESS_BYTES]
     assert long and not any(long), frames_seen  # before: compressed, on the event loop
     assert short and all(short), frames_seen  # the socket still compresses the small ones
+    assert "response.completed" in written, written  # before: one json.dumps on the event loop
 
 
 def test_a_long_upstream_message_is_relayed_uncompressed(
