@@ -61,7 +61,7 @@ from ptc_emulator.api.bounds import SECONDS
 from ptc_emulator.api.routes.responses import SCOPE_HEADER, SCOPE_METADATA_KEY
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.api.wsupstream import RELAY_YIELD_EVERY, SlicedConnection
-from ptc_emulator.emulator import messages
+from ptc_emulator.emulator import jsonpieces, messages
 from ptc_emulator.emulator.caches import PROCESS, Memo
 from ptc_emulator.emulator.errors import EmulatorError, StatusError
 from ptc_emulator.emulator.model import (
@@ -644,6 +644,7 @@ class RecordingProxy:
                 max_size=UPSTREAM_FRAME_BYTES,
                 open_timeout=30,
                 create_connection=SlicedConnection,  # a read fed in slices, one a step of the loop
+                compression=None,  # nothing to inflate on the loop (`api/wsupstream.py`)
             )
         except (TimeoutError, OSError, InvalidStatus, WebSocketException) as e:
             # An error event, then 1014 (bad gateway): not a code the SDK reconnects on.
@@ -671,7 +672,7 @@ class RecordingProxy:
         ending: list[tuple[int, str]] = []
 
         async def to_upstream(text: str) -> None:
-            frame = _json(text.encode("utf-8"))
+            frame = await _parsed_text(text)
             if isinstance(frame, dict) and frame.get("type") == "response.create":
                 pending.append({k: v for k, v in frame.items() if k != "type"})
                 unanswered.append(loop.time())
@@ -763,7 +764,7 @@ class RecordingProxy:
                     await refuse(_NESTED)
                     return
                 text = scanned
-                event = await _parsed(text.encode("utf-8"))
+                event = await _parsed_text(text)
                 if isinstance(event, dict):
                     try:
                         if await self._joined_keyed(event, len(text)):
@@ -1630,6 +1631,24 @@ async def _parsed(data: bytes) -> Any:
     if len(data) >= _OFF_LOOP_BYTES:
         return await asyncio.to_thread(_json, data)
     return _json(data)
+
+
+async def _parsed_text(text: str) -> Any:
+    """`_parsed(text.encode("utf-8"))` of a WebSocket message's text; a long one read a piece at a
+    time in a worker thread (`jsonpieces`): one `json.loads` holds the interpreter throughout, in a
+    worker thread too (60 MB of one string about 0.1-0.3 s, every client waiting)."""
+    if len(text) < _OFF_LOOP_BYTES or "\x00" in text[:4]:  # NULs: json.loads of bytes may read UTF-16
+        return await _parsed(text.encode("utf-8"))
+    return await asyncio.to_thread(_json_pieces, text)
+
+
+def _json_pieces(text: str) -> Any:
+    """`_json(text.encode("utf-8"))`, read a piece at a time (a UTF-8 byte order mark skipped, as
+    `json.loads` of bytes skips it)."""
+    try:
+        return jsonpieces.loads(text[1:] if text.startswith("\ufeff") else text)
+    except (ValueError, RecursionError):  # json.JSONDecodeError is a ValueError
+        return None
 
 
 def _json(body: bytes) -> Any:

@@ -33,6 +33,15 @@ An upgrade the WebSocket layer cannot open (a missing or malformed `Sec-WebSocke
 headers, a version other than 13) was answered with a 400 in plain text; here it is answered as every
 refusal before a socket opens is, OpenAI's envelope: the 400 with the same words, and a version
 other than 13 the 426 with `Sec-WebSocket-Version: 13` (RFC 6455, 4.4).
+
+A message over `COMPRESS_BYTES` goes to the client uncompressed, though the socket negotiated
+permessage-deflate (which the websockets library, and so the SDK, offers): each message says
+whether it is compressed (RFC 7692's RSV1 bit), and a client reads an uncompressed one as it is.
+uvicorn compressed every message on the event loop in one step, about 20 MB a second for text that
+compresses badly: one 16 MB message held every client about a second (60 MB: 5 s). Smaller
+messages (every event of an ordinary answer) are compressed as before, and what the client sends
+is inflated as before (bounded by `ws_max_size`; a frame over it is closed with 1009 before it
+is read whole).
 """
 
 from __future__ import annotations
@@ -66,6 +75,11 @@ FRAME_DEPTH = 16
 create after the last one's events, so it has one waiting at most."""
 
 
+COMPRESS_BYTES = 64 * 1024
+"""The longest message compressed for the client (a few ms of deflate at worst); a longer one goes
+uncompressed."""
+
+
 MAX_FRAGMENTS = 65_536
 """The most frames one message may come in (its first and its continuations, empty ones too); a
 client that fragments at all sends a few per message."""
@@ -95,6 +109,20 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
         if response.status_code == 101:
             return response
         return _in_envelope(_refusal(response.status_code, self.conn.handshake_exc), response)
+
+    async def send(self, message: Any) -> None:
+        """uvicorn's send; a message over `COMPRESS_BYTES` framed without the socket's compression."""
+        if message["type"] != "websocket.send" or not self.conn.extensions or _size(message) <= COMPRESS_BYTES:
+            await super().send(message)
+            return
+        await self.writable.wait()
+        # From here uvicorn's send runs without a suspension (the wait returns at once now), so no
+        # other message is framed while the extensions are set aside.
+        extensions, self.conn.extensions = self.conn.extensions, []
+        try:
+            await super().send(message)
+        finally:
+            self.conn.extensions = extensions
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -228,6 +256,14 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
         self.frames, self._fragments, self._joined = [], 0, None
         self.conn.fail(code, reason)
         self.handle_parser_exception()
+
+
+def _size(message: Any) -> int:
+    """A `websocket.send` message's length (characters of its text, or bytes)."""
+    data = message.get("bytes")
+    if data is None:
+        data = message.get("text") or ""
+    return len(data)
 
 
 def _utf8(frames: list[Any]) -> bool:

@@ -54,7 +54,7 @@ from ptc_emulator.api.errors import validation_error
 from ptc_emulator.api.journaling import Journaling
 from ptc_emulator.api.routes.steering import Steer, Steering, Target, unsteerable
 from ptc_emulator.api.routes.streaming import Play
-from ptc_emulator.emulator import collector, jsonpieces, jsontext, messages
+from ptc_emulator.emulator import collector, jsonpieces, jsonreply, jsontext, messages
 from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.release import dismantle
 from ptc_emulator.emulator.responses.engine import OFF_LOOP_ITEMS, Engine, Prepared, Refused
@@ -455,8 +455,8 @@ class Session:
         return {**event, "stream_id": stream_id} if stream_id is not None else event
 
     async def _send(self, event: Event) -> None:
-        async with self._send_lock:
-            await self.ws.send_text(json.dumps(event, ensure_ascii=False, separators=(",", ":")))
+        async with self._send_lock:  # held while a long event is written: the events keep their order
+            await self.ws.send_text(await _text(event))
 
     async def _send_all(self, batch: list[Event]) -> None:
         for event in batch:
@@ -542,6 +542,15 @@ def _validated(body: dict[str, Any]) -> CreateRequest | EmulatorError:
         return CreateRequest.model_validate(body)
     except ValidationError as e:
         return validation_error(e.errors(), body)
+
+
+async def _text(event: Event) -> str:
+    """An event's JSON text; a long one (`response.completed` of a reply of megabytes) written in a
+    worker thread, a piece at a time (`jsonreply`, as `api/sse.py`'s `framed` writes SSE): one
+    `json.dumps` held the event loop throughout."""
+    if not jsonreply.long(event):
+        return json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+    return "".join(await asyncio.to_thread(jsonreply.texts, event, ensure_ascii=False))
 
 
 def _parsed(data: str) -> tuple[Any, EmulatorError | None]:
