@@ -1238,12 +1238,12 @@ def _(c: Context) -> object:
 
 @trigger("template_too_many_tags")
 def _(c: Context) -> object:
-    return _added(c, "{{ input }}" * 5_001)
+    return _added(c, "{{ input }}" * 2_001)
 
 
 @trigger("template_code_too_large")
 def _(c: Context) -> object:
-    return _added(c, "{{ input + input + input + input + input + input + input + input }}" * 3_000)
+    return _added(c, "{{ input + input + input + input + input + input + input + input }}" * 500)
 
 
 @trigger("custom_takes_input")

@@ -1528,13 +1528,13 @@ MAX_TEMPLATE_CHARS = MAX_OUTPUT_CHARS
 """The longest template a scenario may hold: a literal one longer renders more than
 `MAX_OUTPUT_CHARS` (refused at every request), and lexing one holds the interpreter in one C call
 (a 6 MB text held every client 0.5 s)."""
-MAX_TEMPLATE_TAGS = 5_000
+MAX_TEMPLATE_TAGS = 2_000
 """The most `{{`, `{%` and `{#` a template may hold (counted in its source, before it is parsed)."""
-MAX_TEMPLATE_CODE = 250_000
+MAX_TEMPLATE_CODE = 100_000
 """The most characters of Python code a template may compile to, beyond its literal text: Python's
 `compile()` of it is one C call that holds the interpreter (so the event loop, even from a worker
-thread), about 0.2 ms per 1,000 characters on a busy machine (so at most about 50 ms); a 1.5 MB
-template of 120,000 tags took 1.3 s."""
+thread): 106,000 characters (2,400 `{% if %}` blocks) took 44-105 ms on a busy machine, so about
+0.2-1 ms per 1,000 (a `{{ name }}` is about 100); a 1.5 MB template of 120,000 tags took 1.3 s."""
 MAX_COMPILED_WEIGHT = 64 * 1024 * 1024
 """What the compiled templates kept (`compiled`) may weigh together, estimated (`_weight`)."""
 
