@@ -1788,6 +1788,12 @@ def template_too_long(limit: int) -> str:
 
 
 @text(SCENARIOS, "an invalid template's reason (at add)")
+def template_syntax_too_long(limit: int) -> str:
+    """A text with template syntax longer than the bound on what is lexed (one C call per text)."""
+    return f"a template (a text with {{{{, {{% or {{#) of more than {limit} characters"
+
+
+@text(SCENARIOS, "an invalid template's reason (at add)")
 def template_too_many_tags(limit: int, tags: int) -> str:
     """A template with more tags (`{{`, `{%`, `{#`) than the bound on what one compiles."""
     return f"a template of more than {limit} tags ({{{{, {{%, {{#): {tags}"

@@ -80,6 +80,8 @@ async def test_a_template_longer_than_a_render_may_output_is_refused_at_add(tmp_
     async with app_client(tmp_path) as http:
         reply = await _add(http, "long", "a" * (templating.MAX_OUTPUT_CHARS + 1))
         assert_envelope(reply, 400, "a template of more than 1000000 characters")
+        reply = await _add(http, "syntax", "{{ input }}" + "a" * templating.MAX_TEMPLATE_SYNTAX_CHARS)
+        assert_envelope(reply, 400, f"of more than {templating.MAX_TEMPLATE_SYNTAX_CHARS} characters")
         reply = await _add(http, "tags", "{{ input }}" * (templating.MAX_TEMPLATE_TAGS + 1))
         assert_envelope(reply, 400, f"more than {templating.MAX_TEMPLATE_TAGS} tags")
 

@@ -1236,6 +1236,11 @@ def _(c: Context) -> object:
     return _added(c, "a" * 1_000_001)
 
 
+@trigger("template_syntax_too_long")
+def _(c: Context) -> object:
+    return _added(c, "{{ input }}" + "a" * 100_000)
+
+
 @trigger("template_too_many_tags")
 def _(c: Context) -> object:
     return _added(c, "{{ input }}" * 2_001)

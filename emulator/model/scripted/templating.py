@@ -3,7 +3,8 @@
 Templates come from whoever can add a scenario. Jinja's sandbox stops attribute tricks but not
 work: nested `range(100000)` loops, `'x' * 10**9`, or a loop over a long input. Here:
 
-* a template is at most `MAX_TEMPLATE_CHARS` long with at most `MAX_TEMPLATE_TAGS` tags, and
+* a template is at most `MAX_TEMPLATE_CHARS` long (`MAX_TEMPLATE_SYNTAX_CHARS` if it has template
+  syntax) with at most `MAX_TEMPLATE_TAGS` tags, and
   compiles to at most `MAX_TEMPLATE_CODE` characters of code (lexing and Python's `compile()` are
   single C calls that hold the interpreter, so every client, even from a worker thread); a text
   with no template syntax is a literal (`is_literal`), answered as it is, never lexed;
@@ -1528,6 +1529,11 @@ MAX_TEMPLATE_CHARS = MAX_OUTPUT_CHARS
 """The longest template a scenario may hold: a literal one longer renders more than
 `MAX_OUTPUT_CHARS` (refused at every request), and lexing one holds the interpreter in one C call
 (a 6 MB text held every client 0.5 s)."""
+MAX_TEMPLATE_SYNTAX_CHARS = 100_000
+"""The longest text with template syntax (`{{`, `{%`, `{#`): Jinja's lexer finds the next tag with
+one regular expression, one C call that holds the interpreter (so every client) through the text
+before it: 0.11-0.16 s per MB measured on a busy machine, so at most about 15 ms. (A literal is
+never lexed: it may be `MAX_TEMPLATE_CHARS` long.)"""
 MAX_TEMPLATE_TAGS = 2_000
 """The most `{{`, `{%` and `{#` a template may hold (counted in its source, before it is parsed)."""
 MAX_TEMPLATE_CODE = 100_000
@@ -1550,11 +1556,13 @@ def is_literal(source: str) -> bool:
 
 
 def bound_source(source: str) -> None:
-    """Refuse (`TemplateError`) a template longer than `MAX_TEMPLATE_CHARS` or with more than
-    `MAX_TEMPLATE_TAGS` tags."""
+    """Refuse (`TemplateError`) a template longer than `MAX_TEMPLATE_CHARS`, one with template
+    syntax longer than `MAX_TEMPLATE_SYNTAX_CHARS`, or one with more than `MAX_TEMPLATE_TAGS` tags."""
     if len(source) > MAX_TEMPLATE_CHARS:
         raise TemplateError(messages.template_too_long(MAX_TEMPLATE_CHARS))
     tags = _tags(source)
+    if tags and len(source) > MAX_TEMPLATE_SYNTAX_CHARS:
+        raise TemplateError(messages.template_syntax_too_long(MAX_TEMPLATE_SYNTAX_CHARS))
     if tags > MAX_TEMPLATE_TAGS:
         raise TemplateError(messages.template_too_many_tags(MAX_TEMPLATE_TAGS, tags))
 
