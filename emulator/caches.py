@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 from ptc_emulator.sandbox import MEMOS as SANDBOX_MEMOS
 
-__all__ = ["PROCESS", "Cache", "Caches", "Memo"]
+__all__ = ["PROCESS", "Cache", "Caches", "Memo", "Weighed"]
 
 
 class Cache(ABC):
@@ -54,6 +55,49 @@ class Memo(Cache):
 
     def __len__(self) -> int:
         return int(self.function.cache_info().currsize)
+
+
+class Weighed(Cache):
+    """A least-recently-used cache bounded by the total weight of what it holds (an estimate of
+    each entry's memory, given when it is put), not by a count: entries of very different sizes
+    (compiled templates: a few KB to megabytes) share one bound. An entry heavier than the whole
+    bound is not kept."""
+
+    def __init__(self, bound: int) -> None:
+        self.bound = bound
+        self.weight = 0
+        """The total weight held."""
+        self._entries: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is None:
+                return None
+            self._entries.move_to_end(key)
+            return found[0]
+
+    def put(self, key: Any, value: Any, weight: int) -> None:
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self.weight -= old[1]
+            if weight > self.bound:
+                return
+            self._entries[key] = (value, weight)
+            self.weight += weight
+            while self.weight > self.bound:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self.weight -= dropped
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.weight = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 class _Async(Cache):

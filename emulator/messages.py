@@ -1783,6 +1783,30 @@ def template_failed(kind: str, problem: str) -> str:
     return f"template error: {kind}: {problem}"
 
 
+@text(SCENARIOS, "an invalid template's reason (at add)")
+def template_too_long(limit: int) -> str:
+    """A template longer than the longest a render may output: one with no syntax would always fail."""
+    return f"a template of more than {limit} characters"
+
+
+@text(SCENARIOS, "an invalid template's reason (at add)")
+def template_syntax_too_long(limit: int) -> str:
+    """A text with template syntax longer than the bound on what is lexed (one C call per text)."""
+    return f"a template (a text with {{{{, {{% or {{#) of more than {limit} characters"
+
+
+@text(SCENARIOS, "an invalid template's reason (at add)")
+def template_too_many_tags(limit: int, tags: int) -> str:
+    """A template with more tags (`{{`, `{%`, `{#`) than the bound on what one compiles."""
+    return f"a template of more than {limit} tags ({{{{, {{%, {{#): {tags}"
+
+
+@text(SCENARIOS, "an invalid template's reason (at add)")
+def template_code_too_large(limit: int) -> str:
+    """A template that compiles to more Python code than the bound (a compile holds every client)."""
+    return f"a template that compiles to more than {limit} characters of code"
+
+
 @text(SCENARIOS, "a scenario turn's reason")
 def custom_takes_input(name: str) -> str:
     """A call turn calling a custom tool with `arguments` instead of `input`."""

@@ -1227,6 +1227,30 @@ def _(c: Context) -> object:
     return play(c, "template_failed", [{"message": "{{ 10 // (input | length - 15) }}"}])  # its name is 15 long
 
 
+def _added(c: Context, message: str) -> Any:
+    return c.post(f"{ADMIN}/scenarios", {"match": {"input": "^x$"}, "turns": [{"message": message}]})
+
+
+@trigger("template_too_long")
+def _(c: Context) -> object:
+    return _added(c, "a" * 1_000_001)
+
+
+@trigger("template_syntax_too_long")
+def _(c: Context) -> object:
+    return _added(c, "{{ input }}" + "a" * 100_000)
+
+
+@trigger("template_too_many_tags")
+def _(c: Context) -> object:
+    return _added(c, "{{ input }}" * 2_001)
+
+
+@trigger("template_code_too_large")
+def _(c: Context) -> object:
+    return _added(c, "{{ input + input + input + input + input + input + input + input }}" * 500)
+
+
 @trigger("custom_takes_input")
 def _(c: Context) -> object:
     custom = {"type": "custom", "name": "c"}

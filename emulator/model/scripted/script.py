@@ -107,7 +107,9 @@ def placeholder_code(template: str) -> str | None:
     ...) inserted as `null`, where the JavaScript around it can be parsed; None when the template
     does not render without a request."""
     try:
-        return templating.render(_placeholder_env.from_string(template), {})
+        if templating.is_literal(template):
+            return templating.literal(_placeholder_env, template)
+        return templating.render(templating.compiled(_placeholder_env, template), {})
     except Exception:  # a template that needs real values (a filter on one): nothing to parse
         return None
 
@@ -123,19 +125,11 @@ def _inline_turns(code: str) -> tuple[Turn, Turn]:
 
 
 def _compiled(env: templating.BoundedEnvironment, template: str) -> Template:
-    """Compiling a template costs more than rendering it; scenarios render the same ones often.
-    One up to `_SHARED_CODE_CHARS` long is compiled once (at most 1024 are kept)."""
-    if len(template) <= _SHARED_CODE_CHARS:
-        return _compiled_once(env, template)
-    return env.from_string(template)
+    """Compiled once, kept by weight (`templating.compiled`): a scenario's templates are compiled
+    when it is added, and its requests render them."""
+    return templating.compiled(env, template)
 
 
-@functools.lru_cache(maxsize=1024)
-def _compiled_once(env: templating.BoundedEnvironment, template: str) -> Template:
-    return env.from_string(template)
-
-
-PROCESS.add("compiled templates", Memo(_compiled_once))
 PROCESS.add("inline blocks' turns", Memo(_inline_turns))
 
 
@@ -293,6 +287,8 @@ class Script:
 
     def _render(self, env: templating.BoundedEnvironment, template: str, context: dict[str, Any], index: int) -> str:
         try:
+            if templating.is_literal(template):
+                return templating.literal(env, template)  # no syntax: never lexed nor rendered
             if env is _text_env:
                 plain = _name_only(template, context, self.variables)
                 if plain is not None:

@@ -3,8 +3,14 @@
 Templates come from whoever can add a scenario. Jinja's sandbox stops attribute tricks but not
 work: nested `range(100000)` loops, `'x' * 10**9`, or a loop over a long input. Here:
 
-* every template is compiled when its scenario is added (`check`), so a syntax error is a 400
-  naming the field then; `include`, `import` and `extends` are refused (there is no loader), and
+* a template is at most `MAX_TEMPLATE_CHARS` long (`MAX_TEMPLATE_SYNTAX_CHARS` if it has template
+  syntax) with at most `MAX_TEMPLATE_TAGS` tags, and
+  compiles to at most `MAX_TEMPLATE_CODE` characters of code (lexing and Python's `compile()` are
+  single C calls that hold the interpreter, so every client, even from a worker thread); a text
+  with no template syntax is a literal (`is_literal`), answered as it is, never lexed;
+* every other template is compiled when its scenario is added (`check`, `check_renders`), and kept
+  compiled by weight for its requests (`compiled`), so a syntax error (Jinja's or Python's) is a
+  400 naming the field then; `include`, `import` and `extends` are refused (there is no loader), and
   so is an expression of constants that can only fail (`{{ 1/0 }}`, `range(10**6)`,
   `'x' * 10**9`): it would fail on every request; so is a template that reads no name a request
   gives and fails when rendered then (`check_renders`: its render is the same at every request);
@@ -78,7 +84,8 @@ from jinja2.filters import FILTERS as DEFAULT_FILTERS
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace
 
-from ptc_emulator.emulator.caches import PROCESS, Memo
+from ptc_emulator.emulator import messages
+from ptc_emulator.emulator.caches import PROCESS, Memo, Weighed
 
 __all__ = [
     "MAX_BUILT_CHARS",
@@ -91,6 +98,9 @@ __all__ = [
     "check",
     "check_renders",
     "checking",
+    "compiled",
+    "is_literal",
+    "literal",
     "needs_thread",
     "render",
     "render_off_loop",
@@ -1289,6 +1299,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         self.tests["sequence"] = _is_sequence
         for test in _COMPARING_TESTS & set(self.tests):
             self.tests[test] = _comparing_test(self.tests[test])  # type: ignore[arg-type]
+        self.filters["random"] = _random_filter(self.filters["random"])
         for name, filt in list(self.filters.items()):
             if name in _COMPARING_FILTERS:
                 filt = _comparing_filter(filt, name)
@@ -1410,6 +1421,23 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         return _held(found) if owner is not None else _tree(found)  # a method's result: often a copy
 
 
+class NotConstant(Exception):
+    """Raised by `random` (the filter, however it is reached: `|random`, `map('ran' ~ 'dom')`, a
+    name set to it) in a render of `check_renders`: that render is not the same at every request,
+    so it is given up (the template is accepted), never taken as a failure."""
+
+
+def _random_filter(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def random(*args: Any, **kwargs: Any) -> Any:
+        budget = getattr(_built, "budget", None)
+        if budget is not None and budget.constant:
+            raise NotConstant("random")
+        return original(*args, **kwargs)
+
+    return random
+
+
 def _finalize(value: Any) -> Any:
     """Every `{{ value }}`, before it is printed: a value that is not a string may print as far
     more than its own size (one list held many times), so its printed size is checked on the value."""
@@ -1482,14 +1510,111 @@ def _constant(env: BoundedEnvironment, node: nodes.Node) -> Any:
 
 
 def check(env: BoundedEnvironment, source: str) -> None:
-    """Compile `source` now (a `TemplateError` if it cannot be), refuse what has no loader, and
-    refuse an expression of constants that fails (it would fail on every request). A template up
-    to `_CHECKED_CHARS` long that passed is not checked again (at most 1024 are kept): a suite
-    adds the same scenario for test after test."""
+    """Refuse a template over the bounds of its source (`bound_source`); then, unless it is a
+    literal (`is_literal`: nothing to parse), parse `source` now (a `TemplateError` if it cannot
+    be), refuse what has no loader, and refuse an expression of constants that fails (it would
+    fail on every request). A template up to `_CHECKED_CHARS` long that passed is not checked
+    again (at most 1024 are kept): a suite adds the same scenario for test after test. (It is
+    compiled, in the environment it renders in, by `check_renders`.)"""
+    bound_source(source)
+    if is_literal(source):
+        return
     if len(source) <= _CHECKED_CHARS:
         _checked_once(env, source)
     else:
         _check(env, source)
+
+
+MAX_TEMPLATE_CHARS = MAX_OUTPUT_CHARS
+"""The longest template a scenario may hold: a literal one longer renders more than
+`MAX_OUTPUT_CHARS` (refused at every request), and lexing one holds the interpreter in one C call
+(a 6 MB text held every client 0.5 s)."""
+MAX_TEMPLATE_SYNTAX_CHARS = 100_000
+"""The longest text with template syntax (`{{`, `{%`, `{#`): Jinja's lexer finds the next tag with
+one regular expression, one C call that holds the interpreter (so every client) through the text
+before it: 0.11-0.16 s per MB measured on a busy machine, so at most about 15 ms. (A literal is
+never lexed: it may be `MAX_TEMPLATE_CHARS` long.)"""
+MAX_TEMPLATE_TAGS = 2_000
+"""The most `{{`, `{%` and `{#` a template may hold (counted in its source, before it is parsed)."""
+MAX_TEMPLATE_CODE = 100_000
+"""The most characters of Python code a template may compile to, beyond its literal text: Python's
+`compile()` of it is one C call that holds the interpreter (so the event loop, even from a worker
+thread): 106,000 characters (2,400 `{% if %}` blocks) took 44-105 ms on a busy machine, so about
+0.2-1 ms per 1,000 (a `{{ name }}` is about 100); a 1.5 MB template of 120,000 tags took 1.3 s."""
+MAX_COMPILED_WEIGHT = 64 * 1024 * 1024
+"""What the compiled templates kept (`compiled`) may weigh together, estimated (`_weight`)."""
+
+
+def _tags(source: str) -> int:
+    return source.count("{{") + source.count("{%") + source.count("{#")
+
+
+def is_literal(source: str) -> bool:
+    """Whether `source` holds no template syntax (no `{{`, `{%`, `{#`): it renders as itself
+    (`literal`), never lexed, compiled or rendered."""
+    return "{" not in source or _tags(source) == 0
+
+
+def bound_source(source: str) -> None:
+    """Refuse (`TemplateError`) a template longer than `MAX_TEMPLATE_CHARS`, one with template
+    syntax longer than `MAX_TEMPLATE_SYNTAX_CHARS`, or one with more than `MAX_TEMPLATE_TAGS` tags."""
+    if len(source) > MAX_TEMPLATE_CHARS:
+        raise TemplateError(messages.template_too_long(MAX_TEMPLATE_CHARS))
+    tags = _tags(source)
+    if tags and len(source) > MAX_TEMPLATE_SYNTAX_CHARS:
+        raise TemplateError(messages.template_syntax_too_long(MAX_TEMPLATE_SYNTAX_CHARS))
+    if tags > MAX_TEMPLATE_TAGS:
+        raise TemplateError(messages.template_too_many_tags(MAX_TEMPLATE_TAGS, tags))
+
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def literal(env: BoundedEnvironment, source: str) -> str:
+    """What a literal template (`is_literal`) renders as, without a render: Jinja's lexer writes
+    every line break as the environment's `newline_sequence` and drops a trailing one unless it
+    keeps them; the output's bounds hold as for a render."""
+    text = source
+    if not env.keep_trailing_newline:
+        text = text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith(("\n", "\r")) else text
+    if "\r" in text or env.newline_sequence != "\n":
+        text = _NEWLINE.sub(env.newline_sequence, text)
+    if len(text) > MAX_OUTPUT_CHARS:
+        raise RenderLimit(f"the template rendered more than {MAX_OUTPUT_CHARS} characters")
+    _refuse_surrogates(text)
+    return text
+
+
+_COMPILED = PROCESS.add("compiled templates", Weighed(MAX_COMPILED_WEIGHT))
+
+
+def compiled(env: BoundedEnvironment, source: str) -> Template:
+    """`source` compiled in `env`, once: kept (`MAX_COMPILED_WEIGHT` in all) for every request that
+    renders it. Refused (`TemplateError`) over the bounds of its source (`bound_source`) or of its
+    code (`MAX_TEMPLATE_CODE`), so no compile holds the interpreter long; a template Python cannot
+    compile (`SyntaxError: too many statically nested blocks`) raises that error, as at a render."""
+    key = (env, source)
+    found = _COMPILED.get(key)
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    bound_source(source)
+    try:
+        tree = env.parse(source)
+        code = env._generate(tree, None, "<template>")  # noqa: SLF001 (what `from_string` does, in steps)
+        text = sum(len(node.data) for node in tree.find_all(nodes.TemplateData))
+        if len(code) - text > MAX_TEMPLATE_CODE:
+            raise TemplateError(messages.template_code_too_large(MAX_TEMPLATE_CODE))
+        template = env.template_class.from_code(env, env._compile(code, "<template>"), env.make_globals(None), None)  # noqa: SLF001
+    except RecursionError as e:
+        raise TemplateError(NESTED_TOO_DEEPLY) from e
+    _COMPILED.put(key, template, _weight(source, code))
+    return template
+
+
+def _weight(source: str, code: str) -> int:
+    """About what a compiled template takes in memory: measured (tracemalloc) at 1.5 to 3 bytes per
+    character of its Python code (a `{{ input }}` about 100 characters), plus its source."""
+    return 3 * len(code) + len(source) + 2048
 
 
 _CHECKED_CHARS = 16_384
@@ -1578,15 +1703,16 @@ def check_renders(env: BoundedEnvironment, source: str, given: frozenset[str]) -
     it reads is one it sets itself, an environment global (`range`), or one no request gives
     (undefined at every render). Its render is then the same at every request, and what fails now
     (a bound, an undefined name, its own arithmetic) fails at each: the render's exception is
-    raised. Not rendered: a template that names `random` anywhere, or longer than `_CHECKED_CHARS`
-    characters. A render that runs out of time is let
+    raised. Every template but a literal is compiled in `env` first (`compiled`): a template Python
+    cannot compile fails so at every request. Not rendered: one longer than `_CHECKED_CHARS`; a
+    render that reaches `random` (`NotConstant`) is given up. A render that runs out of time is let
     through (the time bound depends on the machine's load); the renders of one check (`checking`)
     share `MAX_SECONDS`, and once it is spent the others are not rendered."""
-    if "{" not in source or "random" in source or len(source) > _CHECKED_CHARS:
-        # Not rendered: one that may ask for `random` (a filter, or by name: `map('random')`), and
-        # one longer than `_CHECKED_CHARS` (Python's compile of its code holds the interpreter in
-        # one call: a 1.5 MB template held every client 0.56 s).
+    if is_literal(source):
         return
+    compiled(env, source)  # compiled now (and kept for its requests): what cannot be fails now
+    if len(source) > _CHECKED_CHARS:
+        return  # not rendered: its render may be long (each under `MAX_SECONDS`)
     _renders_once(env, source, given)
 
 
@@ -1603,8 +1729,8 @@ def _renders(env: BoundedEnvironment, source: str, given: frozenset[str]) -> Non
         return
     started = _clock()
     try:
-        _render(env.from_string(tree), {}, seconds)
-    except RenderTimeout:
+        _render(compiled(env, source), {}, seconds, constant=True)
+    except (RenderTimeout, NotConstant):
         return
     finally:
         _built.budget = outer  # `render` leaves none: the check's own goes on
@@ -1630,6 +1756,8 @@ class _Budget:
         """What is left of `MAX_SECONDS` for the constant expressions of a check (`checking`)."""
         self.renders_left = MAX_SECONDS
         """What is left of `MAX_SECONDS` for the renders of a check's templates (`check_renders`)."""
+        self.constant = False
+        """A render of `check_renders`: `random` raises `NotConstant`."""
 
     def tracer(self, frame: FrameType, event: str, arg: Any) -> Any:
         if frame.f_code.co_filename != "<template>":
@@ -1658,9 +1786,10 @@ def render(template: Template, context: dict[str, Any]) -> str:
     return _render(template, context, MAX_SECONDS)
 
 
-def _render(template: Template, context: dict[str, Any], seconds: float) -> str:
+def _render(template: Template, context: dict[str, Any], seconds: float, constant: bool = False) -> str:
     """`render` within `seconds` (less for `check_renders`, whose renders share `MAX_SECONDS`)."""
     budget = _Budget()
+    budget.constant = constant
     budget.deadline = _clock() + seconds
     previous = sys.gettrace()
     sys.settrace(budget.tracer)
@@ -1679,13 +1808,17 @@ def _render(template: Template, context: dict[str, Any], seconds: float) -> str:
     finally:
         sys.settrace(previous)
         _built.budget = None
+    _refuse_surrogates(text)
+    return text
+
+
+def _refuse_surrogates(text: str) -> None:
     if not text.isascii():
         lone = _LONE_SURROGATE.search(text)
         if lone is not None:
             raise TemplateError(
                 f"the template rendered a lone surrogate ({lone.group()!a}), which is not valid Unicode"
             )
-    return text
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -1698,10 +1831,17 @@ plane as one code point, so any surrogate in it stands alone.)"""
 def needs_thread(source: str) -> bool:
     """False for a template that does next to no work (plain text with at most
     `_TRIVIAL_PLACES` placeholders `{{ name }}` or `{{ name.attr }}`, no filter, expression or
-    tag): rendering it on the event loop is cheaper than a thread hop."""
-    if "{" not in source:
+    tag): rendering it on the event loop is cheaper than a thread hop. A literal (`is_literal`)
+    is not rendered at all; one longer than `_TRIVIAL_CHARS` is not looked at (the pattern runs
+    in one C call with the interpreter held: 0.19 s per MB)."""
+    if is_literal(source):
         return False
+    if len(source) > _TRIVIAL_CHARS:
+        return True
     return _TRIVIAL.fullmatch(source) is None
+
+
+_TRIVIAL_CHARS = 4096
 
 
 _TRIVIAL_PLACES = 8
