@@ -326,7 +326,8 @@ async def scenario_added(state: Any, scope: str | None, body: bytes) -> dict[str
 def _scenario_of(scope: str | None, body: bytes) -> tuple[Scenario, Any]:
     """The scenario a body adds in `scope`, and the document the store keeps (as sent)."""
     try:
-        data = jsontext.loads(body)
+        # a long body a piece at a time, as `/v1/responses` bodies are (`jsonpieces`)
+        data = jsontext.loads_in_pieces(body)
     except jsontext.TooDeep as e:
         raise messages.scenario_body_refused(e.msg) from e
     except ValueError as e:

@@ -2080,6 +2080,16 @@ def _(c: Context) -> object:
     return c.post(f"{ADMIN}/scenarios", {"yaml": yaml_text})
 
 
+@trigger("scenario_metadata_key_too_long")
+def _(c: Context) -> object:
+    return c.post(f"{ADMIN}/scenarios", {"match": {"metadata": {"k" * 65: "v"}}, "turns": [{"message": "x"}]})
+
+
+@trigger("scenario_metadata_value_too_long")
+def _(c: Context) -> object:
+    return c.post(f"{ADMIN}/scenarios", {"match": {"metadata": {"k": "v" * 513}}, "turns": [{"message": "x"}]})
+
+
 @trigger("scenario_yaml_not_text")
 def _(c: Context) -> object:
     return c.post(f"{ADMIN}/scenarios", {"yaml": 1})

@@ -307,6 +307,10 @@ class OutputMatch(WireModel):
 
 
 TOOL_CHOICE_MODES = ("auto", "none", "required")
+METADATA_KEY_CHARS = 64
+"""The longest `metadata` key a request may carry (and so a scenario's `match.metadata`)."""
+METADATA_VALUE_CHARS = 512
+"""The longest `metadata` value a request may carry (and so a scenario's `match.metadata`)."""
 
 
 class Match(WireModel):
@@ -336,6 +340,18 @@ class Match(WireModel):
     @classmethod
     def _compiles(cls, value: str | None) -> str | None:
         return _pattern(value)
+
+    @field_validator("metadata")
+    @classmethod
+    def _carried(cls, value: dict[str, str]) -> dict[str, str]:
+        """Entries a request can carry (keys of 64 characters, values of 512): a request carrying
+        a longer one is refused, so a scenario asking for it could never match."""
+        for key, item in value.items():
+            if len(key) > METADATA_KEY_CHARS:
+                raise ValueError(messages.scenario_metadata_key_too_long(key, METADATA_KEY_CHARS))
+            if len(item) > METADATA_VALUE_CHARS:
+                raise ValueError(messages.scenario_metadata_value_too_long(key, METADATA_VALUE_CHARS))
+        return value
 
     @model_validator(mode="after")
     def _kept(self) -> Match:
