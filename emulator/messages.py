@@ -2877,6 +2877,17 @@ def invalid_hosted_field(field: str, problem: str) -> InvalidScenario:
     return InvalidScenario(f"Invalid hosted script: {field}: {problem}")
 
 
+@error(ADMIN, most=10_000)
+def too_many_scenarios(most: int) -> InvalidRequest:
+    """`POST /_emulator/scenarios` adding one more scenario when the server keeps `most` added at
+    run time already, every scope together (`MAX_ADDED_SCENARIOS`; replacing one is not one more)."""
+    return InvalidRequest(
+        f"This server already keeps {most:,} scenarios added at run time (every scope together): "
+        "remove some (DELETE /_emulator/scenarios/{name}, POST /_emulator/end or /_emulator/reset) first.",
+        code="too_many_scenarios",
+    )
+
+
 @error(ADMIN)
 def scenario_not_found(name: str) -> NotFound:
     """`DELETE /_emulator/scenarios/{name}` naming no scenario of the caller's scope."""

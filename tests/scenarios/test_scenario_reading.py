@@ -124,3 +124,85 @@ async def test_a_match_metadata_no_request_can_carry_is_refused_at_add(
             "/v1/responses", content=json.dumps({"model": "m", "input": "ok", "metadata": at_most}), headers=JSON
         )
         assert answer.status_code == 200, answer.text
+
+
+class _Walked(dict):  # type: ignore[type-arg]
+    """The registry's table of every scenario, counting the entries any walk of it reads."""
+
+    walked = 0
+
+    def _count(self, n: int) -> None:
+        type(self).walked += n
+
+    def __iter__(self) -> Any:
+        self._count(len(self))
+        return super().__iter__()
+
+    def items(self) -> Any:
+        self._count(len(self))
+        return super().items()
+
+    def values(self) -> Any:
+        self._count(len(self))
+        return super().values()
+
+    def keys(self) -> Any:
+        self._count(len(self))
+        return super().keys()
+
+
+def _scenario(name: str, priority: int = 0) -> str:
+    return json.dumps({"name": name, "priority": priority, "match": {"input": f"^{name}$"}, "turns": [{"message": name}]})
+
+
+async def test_what_a_scope_asks_costs_what_it_and_the_unscoped_scenarios_hold(tmp_path: Path) -> None:
+    """Before, an empty scope's `POST /_emulator/end` (every test's teardown), its listing, its
+    matching and its `/v1/models` each walked every scope's scenarios on the event loop (50,000 of
+    them: 0.3-0.6 s each, every client waiting)."""
+    others = {**JSON, "x-ptc-emulator-scope": "others"}
+    mine = {**JSON, "x-ptc-emulator-scope": "mine"}
+    async with app_client(tmp_path) as http:
+        registry = http._transport.app.state.emulator.scenarios  # type: ignore[attr-defined]
+        for n in range(200):
+            added = await http.post(f"{ADMIN}/scenarios", content=_scenario(f"o{n:03d}"), headers=others)
+            assert added.status_code == 201, added.text
+        assert (await http.post(f"{ADMIN}/scenarios", content=_scenario("shared", 5), headers=JSON)).status_code == 201
+        registry._scenarios = _Walked(registry._scenarios)
+        assert (await http.post(f"{ADMIN}/scenarios", content=_scenario("m1"), headers=mine)).status_code == 201
+        listed = (await http.get(f"{ADMIN}/scenarios", headers=mine)).json()["data"]
+        assert [(s["name"], s["scope"]) for s in listed] == [("shared", None), ("m1", "mine")]
+        answer = await http.post("/v1/responses", content=json.dumps({"model": "m", "input": "m1"}), headers=mine)
+        assert answer.status_code == 200, answer.text
+        assert (await http.get("/v1/models", headers=mine)).status_code == 200
+        ended = await http.post(f"{ADMIN}/end", content="{}", headers=mine)
+        assert ended.json()["ended"] is True, ended.text
+        empty = await http.post(f"{ADMIN}/end", content="{}", headers={**JSON, "x-ptc-emulator-scope": "empty"})
+        assert empty.json() == {"ended": True, "unmatched": 0, "unused": [], "scenarios_removed": 0, "journal_cleared": 0}
+        assert _Walked.walked == 0  # before: every one of the 201 scenarios, at each of these
+        # the other scope still sees its own, and its unused ones are named at its end
+        unused = await http.post(f"{ADMIN}/end", content="{}", headers=others)
+        assert unused.json()["ended"] is False and len(unused.json()["unused"]) == 200
+
+
+async def test_the_scenarios_added_at_run_time_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, there was no bound: 50,000 tiny scenarios took 400 MB."""
+    from ptc_emulator.api.routes import admin
+    from ptc_emulator.emulator.model.scripted import scenario
+
+    monkeypatch.setattr(scenario, "MAX_ADDED_SCENARIOS", 3)
+    monkeypatch.setattr(admin, "MAX_ADDED_SCENARIOS", 3)
+    a = {**JSON, "x-ptc-emulator-scope": "a"}
+    async with app_client(tmp_path) as http:
+        for name, headers in (("s1", JSON), ("s2", a), ("s3", a)):
+            assert (await http.post(f"{ADMIN}/scenarios", content=_scenario(name), headers=headers)).status_code == 201
+        refused = await http.post(f"{ADMIN}/scenarios", content=_scenario("s4"), headers=JSON)
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["code"] == "too_many_scenarios"
+        assert "already keeps 3 scenarios added at run time (every scope together)" in refused.json()["error"]["message"]
+        names = [s["name"] for s in (await http.get(f"{ADMIN}/scenarios")).json()["data"]]
+        assert "s4" not in names
+        # replacing one is not one more; a scope's end makes room
+        assert (await http.post(f"{ADMIN}/scenarios", content=_scenario("s2", 1), headers=a)).status_code == 201
+        ended = await http.post(f"{ADMIN}/end?unused=false", content="{}", headers=a)
+        assert ended.json()["scenarios_removed"] == 2, ended.text
+        assert (await http.post(f"{ADMIN}/scenarios", content=_scenario("s4"), headers=JSON)).status_code == 201

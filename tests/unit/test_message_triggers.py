@@ -92,6 +92,9 @@ def trigger(*names: str) -> Callable[[Trigger], Trigger]:
 
 
 ELSEWHERE: dict[str, str] = {
+    "too_many_scenarios": (
+        "tests/scenarios/test_scenario_reading.py::test_the_scenarios_added_at_run_time_are_bounded"
+    ),
     "scenario_matching_too_costly": (
         "tests/scenarios/test_matching_off_loop.py::test_a_requests_matches_together_are_bounded"
     ),
