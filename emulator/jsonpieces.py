@@ -204,9 +204,7 @@ def _piece(text: str, start: int, end: int) -> str:
 
 
 class _Reader:
-    def __init__(
-        self, text: str, start: int = 0, hook: Callable[[list[tuple[str, Any]]], Any] | None = None
-    ) -> None:
+    def __init__(self, text: str, start: int = 0, hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> None:
         self.text = text
         self.hook = hook
         self.scan = _SCAN if hook is None else json.JSONDecoder(object_pairs_hook=hook).scan_once  # type: ignore[attr-defined]

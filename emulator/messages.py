@@ -1692,14 +1692,20 @@ def scenario_number_not_finite(path: str) -> str:
 def scenario_metadata_key_too_long(key: str, most: int) -> str:
     """A scenario's `match.metadata` key longer than a request's may be (shown cut): no request
     could carry it, so the scenario could never match."""
-    return f"key '{key[:64]}' is longer than {most} characters: a request carrying it is refused, so this scenario could never match"
+    return (
+        f"key '{key[:64]}' is longer than {most} characters: "
+        "a request carrying it is refused, so this scenario could never match"
+    )
 
 
 @text(SCENARIOS, "invalid_scenario's reason (the loader's)", key="region", most=512)
 def scenario_metadata_value_too_long(key: str, most: int) -> str:
     """A scenario's `match.metadata` value longer than a request's may be: no request could carry
     it, so the scenario could never match."""
-    return f"the value for '{key[:64]}' is longer than {most} characters: a request carrying it is refused, so this scenario could never match"
+    return (
+        f"the value for '{key[:64]}' is longer than {most} characters: "
+        "a request carrying it is refused, so this scenario could never match"
+    )
 
 
 @text(SCENARIOS, "no_scenario_matched's inline reason")

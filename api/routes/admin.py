@@ -33,7 +33,6 @@ from ptc_emulator.emulator.model import (
     forget_fault_counts,
     load_scenario,
 )
-from ptc_emulator.emulator.model.scripted.scenario import MAX_ADDED_SCENARIOS
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.emulator.storage import Store, StoredScenario, ping
 from ptc_emulator.emulator.wire.request import check_json
@@ -320,7 +319,7 @@ async def scenario_added(state: Any, scope: str | None, body: bytes) -> dict[str
     filling the worker threads every request shares."""
     scenario, document = await checked(_scenario_of, scope, body)  # queued behind other adds
     if not state.scenarios.has_room(scenario.scope, scenario.name):
-        raise messages.too_many_scenarios(MAX_ADDED_SCENARIOS)
+        raise messages.too_many_scenarios(state.scenarios.most_added())
     # The store's writes in a worker thread: a shared database may be slow, and on the loop every
     # client waited on them.
     await asyncio.to_thread(state.store.scenarios.put, StoredScenario(scenario.scope, scenario.name, document))

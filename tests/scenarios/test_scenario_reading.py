@@ -56,7 +56,11 @@ def whole(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def _long(name: str, values: int = VALUES) -> dict[str, Any]:
     """A valid scenario with a long `match.outputs` json: read and kept, not refused."""
-    return {"name": name, "match": {"input": f"^{name}$", "outputs": [{"json": [[]] * values}]}, "turns": [{"message": "x"}]}
+    return {
+        "name": name,
+        "match": {"input": f"^{name}$", "outputs": [{"json": [[]] * values}]},
+        "turns": [{"message": "x"}],
+    }
 
 
 async def test_a_long_scenario_body_is_parsed_a_piece_at_a_time(tmp_path: Path, whole: list[int]) -> None:
@@ -152,7 +156,9 @@ class _Walked(dict):  # type: ignore[type-arg]
 
 
 def _scenario(name: str, priority: int = 0) -> str:
-    return json.dumps({"name": name, "priority": priority, "match": {"input": f"^{name}$"}, "turns": [{"message": name}]})
+    return json.dumps(
+        {"name": name, "priority": priority, "match": {"input": f"^{name}$"}, "turns": [{"message": name}]}
+    )
 
 
 async def test_what_a_scope_asks_costs_what_it_and_the_unscoped_scenarios_hold(tmp_path: Path) -> None:
@@ -177,7 +183,13 @@ async def test_what_a_scope_asks_costs_what_it_and_the_unscoped_scenarios_hold(t
         ended = await http.post(f"{ADMIN}/end", content="{}", headers=mine)
         assert ended.json()["ended"] is True, ended.text
         empty = await http.post(f"{ADMIN}/end", content="{}", headers={**JSON, "x-ptc-emulator-scope": "empty"})
-        assert empty.json() == {"ended": True, "unmatched": 0, "unused": [], "scenarios_removed": 0, "journal_cleared": 0}
+        assert empty.json() == {
+            "ended": True,
+            "unmatched": 0,
+            "unused": [],
+            "scenarios_removed": 0,
+            "journal_cleared": 0,
+        }
         assert _Walked.walked == 0  # before: every one of the 201 scenarios, at each of these
         # the other scope still sees its own, and its unused ones are named at its end
         unused = await http.post(f"{ADMIN}/end", content="{}", headers=others)
@@ -186,11 +198,9 @@ async def test_what_a_scope_asks_costs_what_it_and_the_unscoped_scenarios_hold(t
 
 async def test_the_scenarios_added_at_run_time_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Before, there was no bound: 50,000 tiny scenarios took 400 MB."""
-    from ptc_emulator.api.routes import admin
     from ptc_emulator.emulator.model.scripted import scenario
 
     monkeypatch.setattr(scenario, "MAX_ADDED_SCENARIOS", 3)
-    monkeypatch.setattr(admin, "MAX_ADDED_SCENARIOS", 3)
     a = {**JSON, "x-ptc-emulator-scope": "a"}
     async with app_client(tmp_path) as http:
         for name, headers in (("s1", JSON), ("s2", a), ("s3", a)):
@@ -198,7 +208,9 @@ async def test_the_scenarios_added_at_run_time_are_bounded(tmp_path: Path, monke
         refused = await http.post(f"{ADMIN}/scenarios", content=_scenario("s4"), headers=JSON)
         assert refused.status_code == 400, refused.text
         assert refused.json()["error"]["code"] == "too_many_scenarios"
-        assert "already keeps 3 scenarios added at run time (every scope together)" in refused.json()["error"]["message"]
+        assert (
+            "already keeps 3 scenarios added at run time (every scope together)" in refused.json()["error"]["message"]
+        )
         names = [s["name"] for s in (await http.get(f"{ADMIN}/scenarios")).json()["data"]]
         assert "s4" not in names
         # replacing one is not one more; a scope's end makes room

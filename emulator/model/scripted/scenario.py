@@ -935,6 +935,7 @@ MAX_ADDED_SCENARIOS = 10_000
 replaces one of the same scope and name is not one more): 50,000 tiny ones took 400 MB, and each
 request's matching and each listing walked them all."""
 
+
 @dataclass
 class ScenarioRegistry:
     """Scenarios by (scope, name): callers in different scopes may use the same names. Indexed by
@@ -978,6 +979,11 @@ class ScenarioRegistry:
         `MAX_ADDED_SCENARIOS` is not, one that replaces a scenario already added is."""
         kept = self._scenarios.get((scope, name))
         return self._added < MAX_ADDED_SCENARIOS or (kept is not None and kept[1] == "api")
+
+    @staticmethod
+    def most_added() -> int:
+        """`MAX_ADDED_SCENARIOS`: how many scenarios added at run time are kept at most."""
+        return MAX_ADDED_SCENARIOS
 
     def _put(self, scenario: Scenario, source: str) -> None:
         key = (scenario.scope, scenario.name)
@@ -1063,9 +1069,7 @@ class ScenarioRegistry:
         the cost of that scope's scenarios."""
         held = self._ordered() if scope is None else self._sorted(self._scopes.get(scope, {}).values())
         return [
-            s.name
-            for s, src in held
-            if src == "api" and not self._uses.get((s.scope, s.name)) and s.name not in used
+            s.name for s, src in held if src == "api" and not self._uses.get((s.scope, s.name)) and s.name not in used
         ]
 
     def hosted_scripts(self) -> dict[str | None, HostedScript]:
@@ -1083,9 +1087,7 @@ class ScenarioRegistry:
         return (self._ordered() if scope is None else self.visible(scope)), dict(self._uses)
 
     @staticmethod
-    def described(
-        held: list[tuple[Scenario, str]], uses: dict[tuple[str | None, str], int]
-    ) -> list[dict[str, Any]]:
+    def described(held: list[tuple[Scenario, str]], uses: dict[tuple[str | None, str], int]) -> list[dict[str, Any]]:
         return [
             {
                 "name": s.name,
