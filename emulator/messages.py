@@ -2852,6 +2852,13 @@ def scenario_body_not_json() -> InvalidRequest:
     return InvalidRequest('The body must be a scenario as JSON, or {"yaml": "..."}.')
 
 
+@text(SCENARIOS, "scenario_body_refused's problem, and a `.json` scenario file's", most=250_000)
+def scenario_json_too_many_values(most: int) -> str:
+    """A scenario's JSON (a body, a `.json` file) of more values and keys than `most`
+    (`MAX_SCENARIO_JSON_VALUES`), counted in its text before any is parsed."""
+    return f"JSON of more than {most:,} values and keys (a scenario holds at most that many; refused unparsed)"
+
+
 @error(ADMIN, problem="<the JSON problem>")
 def scenario_body_refused(problem: str) -> InvalidScenario:
     """A scenario's JSON nested too deep, or holding what a response cannot carry (a lone

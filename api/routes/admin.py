@@ -26,6 +26,7 @@ from ptc_emulator.emulator import jsonpieces, jsontext, messages
 from ptc_emulator.emulator.checking import checked
 from ptc_emulator.emulator.journal import evaluation, grouping
 from ptc_emulator.emulator.model import (
+    MAX_SCENARIO_JSON_VALUES,
     HostedScript,
     Scenario,
     ScenarioError,
@@ -334,9 +335,11 @@ def _scenario_of(scope: str | None, body: bytes) -> tuple[Scenario, Any]:
     """The scenario a body adds in `scope`, and the document the store keeps (as sent)."""
     try:
         # a long body a piece at a time, as `/v1/responses` bodies are (`jsonpieces`)
-        data = jsontext.loads_in_pieces(body)
+        data = jsontext.loads_in_pieces(body, max_values=MAX_SCENARIO_JSON_VALUES)
     except jsontext.TooDeep as e:
         raise messages.scenario_body_refused(e.msg) from e
+    except jsontext.TooMany as e:
+        raise messages.scenario_body_refused(messages.scenario_json_too_many_values(MAX_SCENARIO_JSON_VALUES)) from e
     except ValueError as e:
         raise messages.scenario_body_not_json() from e
     try:

@@ -27,8 +27,8 @@ from ptc_emulator.emulator.model.scripted.scenario import ScenarioError
 JSON = {"content-type": "application/json"}
 pytestmark = pytest.mark.anyio
 ADMIN = "/_emulator"
-VALUES = 300_000
-"""Empty arrays in a scenario's extra member: 900 KB of JSON, `VALUES / PIECE` pieces."""
+VALUES = 100_000
+"""Empty arrays in a scenario's extra member: 400 KB of JSON, counted as 200,000 values (at most 250,000)."""
 
 
 @contextlib.asynccontextmanager
@@ -75,6 +75,13 @@ async def test_a_long_scenario_body_is_parsed_a_piece_at_a_time(tmp_path: Path, 
         added = await http.post(f"{ADMIN}/scenarios", content=json.dumps(_long("big")), headers=JSON)
         assert added.status_code == 201, added.text
         assert max(whole, default=0) < jsonpieces.LONG_TEXT
+        # more values than a scenario may hold: refused before any is parsed
+        many = json.dumps({**body, "x": [0] * 250_001})
+        whole.clear()
+        refused = await http.post(f"{ADMIN}/scenarios", content=many, headers=JSON)
+        assert refused.status_code == 400, refused.text
+        assert "JSON of more than 250,000 values and keys" in refused.json()["error"]["message"]
+        assert max(whole, default=0) < 1000  # nothing of the body parsed (the answer is read here)
         # not JSON past the first pieces: refused as before, with the same error
         broken = json.dumps(_long("broken"))[:-5]
         refused = await http.post(f"{ADMIN}/scenarios", content=broken, headers=JSON)
@@ -98,6 +105,9 @@ async def test_a_long_json_scenario_file_is_parsed_a_piece_at_a_time(tmp_path: P
         listed = (await http.get(f"{ADMIN}/scenarios")).json()["data"]
         assert [s["name"] for s in listed] == ["big"]  # the previous files stay
     with pytest.raises(ScenarioError, match="the key 'name' is given twice in one object"):
+        files.read(folder / "big.json")
+    (folder / "big.json").write_text(json.dumps({**_long("big"), "x": [0] * 250_001}))
+    with pytest.raises(ScenarioError, match="JSON of more than 250,000 values and keys"):
         files.read(folder / "big.json")
 
 

@@ -2093,6 +2093,12 @@ def _(c: Context) -> object:
     return c.post(f"{ADMIN}/scenarios", {"match": {"metadata": {"k": "v" * 513}}, "turns": [{"message": "x"}]})
 
 
+@trigger("scenario_json_too_many_values")
+def _(c: Context) -> object:
+    body = '{"match": {"input": "x"}, "turns": [{"message": "x"}], "x": [' + ",".join(["0"] * 250_001) + "]}"
+    return c.http.post(f"{ADMIN}/scenarios", content=body.encode(), headers={"content-type": "application/json"})
+
+
 @trigger("scenario_yaml_not_text")
 def _(c: Context) -> object:
     return c.post(f"{ADMIN}/scenarios", {"yaml": 1})

@@ -930,6 +930,13 @@ class NearMiss:
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9._:/-]+")
 
 
+MAX_SCENARIO_JSON_VALUES = 250_000
+"""Values and keys a scenario's JSON (a body posted to `/_emulator/scenarios`, a `.json` file)
+holds at most, counted in its text before any is parsed (five times a YAML scenario's
+`MAX_YAML_NODES`: 20,000 turns of a message are 60,000). Within 16 MiB, 5,000,000 empty arrays,
+read a piece at a time, were still copied, checked and freed a container at a time in single C
+calls that held every client 0.4-2.3 s each."""
+
 MAX_ADDED_SCENARIOS = 10_000
 """Scenarios added at run time one server keeps at most, every scope together (a scenario that
 replaces one of the same scope and name is not one more): 50,000 tiny ones took 400 MB, and each
