@@ -326,6 +326,9 @@ async def scenario_added(state: Any, scope: str | None, body: bytes) -> dict[str
     await asyncio.to_thread(state.store.scenarios.put, StoredScenario(scenario.scope, scenario.name, document))
     # its faults fail afresh
     await asyncio.to_thread(forget_fault_counts, state.store.counts, scenario.scope, scenario.name)
+    if not state.scenarios.has_room(scenario.scope, scenario.name):  # adds at once took the last room
+        await asyncio.to_thread(state.store.scenarios.delete, scenario.scope, scenario.name)
+        raise messages.too_many_scenarios(state.scenarios.most_added())
     state.scenarios.add(scenario)
     await _synced(state)
     return {"name": scenario.name, "scope": scenario.scope, "turns": len(scenario.turns)}
