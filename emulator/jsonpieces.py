@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ptc_emulator.emulator import collector
@@ -92,17 +93,18 @@ def _bytes_piece(raw: bytes, start: int, end: int, errors: str) -> str:
     return raw[start:end].decode("utf-8", errors)
 
 
-def loads(text: str) -> Any:
+def loads(text: str, *, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> Any:
     """`json.loads(text)` of text `json.dumps` wrote (a stored record, a request's body): a long
     one's outer arrays and objects a value at a time, pausing (`between`) every `PIECE` values,
     and a long string a slice at a time (see `_Reader`). A long text that is not JSON raises the
     `json.JSONDecodeError` found where the reader stops: it is not read again whole (one call over
-    a 14 MB body failing at its last byte held every other client 1-3 s)."""
+    a 14 MB body failing at its last byte held every other client 1-3 s). `object_pairs_hook`:
+    as `json.loads` calls it, for every object (a scenario file's keys given twice are refused)."""
     if len(text) < LONG_TEXT:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=object_pairs_hook)
     collector.hold_for_request()  # as many objects as a large body: no full passes over them meanwhile
     try:
-        value, end = _Reader(text).value(_skip(text, 0), 0)
+        value, end = _Reader(text, hook=object_pairs_hook).value(_skip(text, 0), 0)
     except StopIteration as e:  # the scanner found no value where one must be
         raise json.JSONDecodeError("Expecting value", text, e.value) from None
     except IndexError:  # the text ends inside a value
@@ -202,8 +204,10 @@ def _piece(text: str, start: int, end: int) -> str:
 
 
 class _Reader:
-    def __init__(self, text: str, start: int = 0) -> None:
+    def __init__(self, text: str, start: int = 0, hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> None:
         self.text = text
+        self.hook = hook
+        self.scan = _SCAN if hook is None else json.JSONDecoder(object_pairs_hook=hook).scan_once  # type: ignore[attr-defined]
         self.read = 0
         self.marks = _quoteless(text, start)
         self.mark = 0
@@ -227,7 +231,7 @@ class _Reader:
                 quote = text.find('"', quote + 1, end)
             if quote != -1:
                 if not parts:
-                    value, after = _SCAN(text, i)
+                    value, after = self.scan(text, i)
                     return value, int(after)
                 parts.append(_piece(text, start, quote))
                 return "".join(parts), quote + 1
@@ -251,7 +255,7 @@ class _Reader:
             and self.marks
             and self._near(i)
         ):
-            found = _bounded(text, i) if text[i] in "[{" else _SCAN(text, i)
+            found = _bounded(text, i, self.scan) if text[i] in "[{" else self.scan(text, i)
             if found is not None:
                 value, end = found
                 self.read += 1
@@ -275,18 +279,19 @@ class _Reader:
                 if text[i] != ",":
                     raise json.JSONDecodeError("Expecting ',' delimiter", text, i)
                 i = _skip(text, i + 1)
-        members: dict[str, Any] = {}
+        pairs: list[tuple[str, Any]] = []
         while True:
             if text[i] != '"':  # (scanned as a value, a long array there was one call)
                 raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, i)
-            key, i = self._string(i) if self.marks and self._near(i) else _SCAN(text, i)
+            key, i = self._string(i) if self.marks and self._near(i) else self.scan(text, i)
             i = _skip(text, int(i))
             if text[i] != ":":
                 raise json.JSONDecodeError("Expecting ':' delimiter", text, i)
-            members[key], i = self.value(_skip(text, i + 1), level + 1)
+            member, i = self.value(_skip(text, i + 1), level + 1)
+            pairs.append((key, member))
             i = _skip(text, i)
             if text[i] == "}":
-                return members, i + 1
+                return (dict(pairs) if self.hook is None else self.hook(pairs)), i + 1
             if text[i] != ",":
                 raise json.JSONDecodeError("Expecting ',' delimiter", text, i)
             i = _skip(text, i + 1)
@@ -300,16 +305,16 @@ _TRIES = (64, 4096, STEP)
 slice of the text costs its length to copy."""
 
 
-def _bounded(text: str, i: int) -> tuple[Any, int] | None:
+def _bounded(text: str, i: int, scan: Callable[[str, int], tuple[Any, int]] = _SCAN) -> tuple[Any, int] | None:
     """The array or object at `i` and where it ends, read in one scanner call if it ends within
     `STEP` characters (None: it is longer)."""
     for size in _TRIES:
         end = i + size
         if end >= len(text):
-            value, after = _SCAN(text, i)
+            value, after = scan(text, i)
             return value, int(after)
         try:
-            value, after = _SCAN(text[i:end], 0)
+            value, after = scan(text[i:end], 0)
         except (StopIteration, ValueError):
             continue  # cut short (or not JSON: a longer try, or the hand, finds where)
         return value, i + int(after)

@@ -12,11 +12,22 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from ptc_emulator.emulator.wire.items import MAX_DEPTH
 
-__all__ = ["MAX_DEPTH", "TooDeep", "depth", "includes", "loads", "values"]
+__all__ = [
+    "MAX_DEPTH",
+    "TooDeep",
+    "TooMany",
+    "more_values_than",
+    "depth",
+    "includes",
+    "loads",
+    "loads_in_pieces",
+    "values",
+]
 
 # A string, once its escaped quotes and backslashes are gone: a run of one class, matched at C
 # speed without a backtracking entry per character.
@@ -70,6 +81,55 @@ def loads(text: str | bytes, max_depth: int = MAX_DEPTH, **options: Any) -> Any:
         shown = text if isinstance(text, str) else text.decode("utf-8", "replace")
         raise TooDeep(f"JSON nested deeper than {max_depth} levels", shown[:0], 0)
     return json.loads(text, **options)
+
+
+class TooMany(json.JSONDecodeError):
+    pass
+
+
+# A value starts the text, or follows `[`, `,` or `:` (an object's key follows `{` or `,`): their
+# number outside strings, plus one, bounds the values and keys. Counted first with `str.count`
+# (strings' own commas and colons counted too: an overcount), and only past the bound exactly, one
+# match per `[`, `{`, `,` or `:` outside strings, what lies between skipped in C. A quote that opens
+# no string, or the text's end, stops the count: the text is not JSON, and the parser says so.
+_STRUCTURE = "[{,:"
+_OUTSIDE_STRINGS = re.compile(r'(?>"[^"\\]*(?:\\.[^"\\]*)*"|[^"\[{,:]++)*+(?:([\[{,:])|"|\Z)')
+
+
+def more_values_than(text: str, most: int) -> bool:
+    """Whether `text` holds more than `most` JSON values and keys, counted before any is parsed."""
+    if sum(text.count(c) for c in _STRUCTURE) + 1 <= most:
+        return False
+    found = 1
+    for match in _OUTSIDE_STRINGS.finditer(text):
+        if match.lastindex is None:
+            return False
+        found += 1
+        if found > most:
+            return True
+    return False
+
+
+def loads_in_pieces(
+    text: str | bytes,
+    max_depth: int = MAX_DEPTH,
+    object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
+    max_values: int | None = None,
+) -> Any:
+    """`loads`, a long text a piece at a time (`jsonpieces.loads`), letting the other threads run
+    between pieces: a scenario's JSON (a body posted to `/_emulator/scenarios`, a `.json` file)
+    of 5,000,000 empty arrays was one `json.loads` call of 1.8 s that held every client, the event
+    loop too, from the worker thread reading it. Bytes are read as `json.loads` reads them."""
+    from ptc_emulator.emulator import jsonpieces  # (it imports the sandbox's walk)
+
+    if depth(text) > max_depth:
+        shown = text if isinstance(text, str) else text.decode("utf-8", "replace")
+        raise TooDeep(f"JSON nested deeper than {max_depth} levels", shown[:0], 0)
+    if isinstance(text, bytes | bytearray):
+        text = jsonpieces.decode(bytes(text), json.detect_encoding(text), "surrogatepass")
+    if max_values is not None and more_values_than(text, max_values):
+        raise TooMany(f"JSON of more than {max_values:,} values and keys", text[:0], 0)
+    return jsonpieces.loads(text, object_pairs_hook=object_pairs_hook)
 
 
 def includes(actual: Any, expected: Any) -> bool:

@@ -1690,6 +1690,26 @@ def scenario_number_not_finite(path: str) -> str:
     return f"{path}: numbers must be finite (NaN and Infinity are not JSON)"
 
 
+@text(SCENARIOS, "invalid_scenario's reason (the loader's)", key="region", most=64)
+def scenario_metadata_key_too_long(key: str, most: int) -> str:
+    """A scenario's `match.metadata` key longer than a request's may be (shown cut): no request
+    could carry it, so the scenario could never match."""
+    return (
+        f"key '{key[:64]}' is longer than {most} characters: "
+        "a request carrying it is refused, so this scenario could never match"
+    )
+
+
+@text(SCENARIOS, "invalid_scenario's reason (the loader's)", key="region", most=512)
+def scenario_metadata_value_too_long(key: str, most: int) -> str:
+    """A scenario's `match.metadata` value longer than a request's may be: no request could carry
+    it, so the scenario could never match."""
+    return (
+        f"the value for '{key[:64]}' is longer than {most} characters: "
+        "a request carrying it is refused, so this scenario could never match"
+    )
+
+
 @text(SCENARIOS, "no_scenario_matched's inline reason")
 def inline_cannot_run(reason: str) -> str:
     """The latest user message's ```js block, which the request's `tool_choice` forbids."""
@@ -2858,6 +2878,13 @@ def scenario_body_not_json() -> InvalidRequest:
     return InvalidRequest('The body must be a scenario as JSON, or {"yaml": "..."}.')
 
 
+@text(SCENARIOS, "scenario_body_refused's problem, and a `.json` scenario file's", most=250_000)
+def scenario_json_too_many_values(most: int) -> str:
+    """A scenario's JSON (a body, a `.json` file) of more values and keys than `most`
+    (`MAX_SCENARIO_JSON_VALUES`), counted in its text before any is parsed."""
+    return f"JSON of more than {most:,} values and keys (a scenario holds at most that many; refused unparsed)"
+
+
 @error(ADMIN, problem="<the JSON problem>")
 def scenario_body_refused(problem: str) -> InvalidScenario:
     """A scenario's JSON nested too deep, or holding what a response cannot carry (a lone
@@ -2887,6 +2914,17 @@ def invalid_hosted_script(problem: str) -> InvalidScenario:
 def invalid_hosted_field(field: str, problem: str) -> InvalidScenario:
     """`PUT /_emulator/hosted` whose script has a field of the wrong kind: its first error, by field."""
     return InvalidScenario(f"Invalid hosted script: {field}: {problem}")
+
+
+@error(ADMIN, most=10_000)
+def too_many_scenarios(most: int) -> InvalidRequest:
+    """`POST /_emulator/scenarios` adding one more scenario when the server keeps `most` added at
+    run time already, every scope together (`MAX_ADDED_SCENARIOS`; replacing one is not one more)."""
+    return InvalidRequest(
+        f"This server already keeps {most:,} scenarios added at run time (every scope together): "
+        "remove some (DELETE /_emulator/scenarios/{name}, POST /_emulator/end or /_emulator/reset) first.",
+        code="too_many_scenarios",
+    )
 
 
 @error(ADMIN)

@@ -26,6 +26,7 @@ from ptc_emulator.emulator import jsonpieces, jsontext, messages
 from ptc_emulator.emulator.checking import checked
 from ptc_emulator.emulator.journal import evaluation, grouping
 from ptc_emulator.emulator.model import (
+    MAX_SCENARIO_JSON_VALUES,
     HostedScript,
     Scenario,
     ScenarioError,
@@ -290,7 +291,12 @@ async def health(request: Request) -> dict[str, Any] | JSONResponse:
 
 @router.get("/scenarios")
 async def list_scenarios(request: Request) -> dict[str, Any]:
-    return {"object": "list", "data": request.app.state.emulator.scenarios.listing(_scope(request))}
+    """The scenarios the caller's scope sees, in matching order. Taken on the event loop (a list
+    kept until one of them changes, and a copy of their uses), described in a worker thread (on
+    the loop, 50,000 scenarios held every client 0.35-0.6 s)."""
+    registry = request.app.state.emulator.scenarios
+    held, uses = registry.listed(_scope(request))
+    return {"object": "list", "data": await asyncio.to_thread(registry.described, held, uses)}
 
 
 @router.post("/scenarios", status_code=201)
@@ -313,11 +319,16 @@ async def scenario_added(state: Any, scope: str | None, body: bytes) -> dict[str
     threads (`emulator/checking.py`): adds sent at once queue behind each other there, never
     filling the worker threads every request shares."""
     scenario, document = await checked(_scenario_of, scope, body)  # queued behind other adds
+    if not state.scenarios.has_room(scenario.scope, scenario.name):
+        raise messages.too_many_scenarios(state.scenarios.most_added())
     # The store's writes in a worker thread: a shared database may be slow, and on the loop every
     # client waited on them.
     await asyncio.to_thread(state.store.scenarios.put, StoredScenario(scenario.scope, scenario.name, document))
     # its faults fail afresh
     await asyncio.to_thread(forget_fault_counts, state.store.counts, scenario.scope, scenario.name)
+    if not state.scenarios.has_room(scenario.scope, scenario.name):  # adds at once took the last room
+        await asyncio.to_thread(state.store.scenarios.delete, scenario.scope, scenario.name)
+        raise messages.too_many_scenarios(state.scenarios.most_added())
     state.scenarios.add(scenario)
     await _synced(state)
     return {"name": scenario.name, "scope": scenario.scope, "turns": len(scenario.turns)}
@@ -326,9 +337,12 @@ async def scenario_added(state: Any, scope: str | None, body: bytes) -> dict[str
 def _scenario_of(scope: str | None, body: bytes) -> tuple[Scenario, Any]:
     """The scenario a body adds in `scope`, and the document the store keeps (as sent)."""
     try:
-        data = jsontext.loads(body)
+        # a long body a piece at a time, as `/v1/responses` bodies are (`jsonpieces`)
+        data = jsontext.loads_in_pieces(body, max_values=MAX_SCENARIO_JSON_VALUES)
     except jsontext.TooDeep as e:
         raise messages.scenario_body_refused(e.msg) from e
+    except jsontext.TooMany as e:
+        raise messages.scenario_body_refused(messages.scenario_json_too_many_values(MAX_SCENARIO_JSON_VALUES)) from e
     except ValueError as e:
         raise messages.scenario_body_not_json() from e
     try:
@@ -505,13 +519,8 @@ async def scope_ended(state: Any, scope: str | None, *, unmatched: bool, unused:
     missed = sum(1 for e in entries if e.near_miss is not None) if unmatched else 0
     never: list[str] = []
     if unused:
-        used = {e.scenario for e in entries}
-        added = {key for key in state.scenarios.added() if scope is None or key[0] == scope}
-        never = [
-            str(s["name"])
-            for s in state.scenarios.listing(scope)
-            if (s["scope"], s["name"]) in added and not s["uses"] and s["name"] not in used
-        ]
+        # the scope's own scenarios only: an empty scope's end costs nothing however many others hold
+        never = state.scenarios.unused(scope, {e.scenario for e in entries if e.scenario is not None})
     if missed or never:
         return {"ended": False, "unmatched": missed, "unused": never}
     removed, cleared = await _forget(state, scope)

@@ -34,8 +34,8 @@ from ptc_emulator.emulator.model.scripted.recording import (
     readable_yaml,
     user_text,
 )
-from ptc_emulator.emulator.model.scripted.scenario import Request as MatchRequest
 from ptc_emulator.emulator.model.scripted.scenario import (
+    MAX_SCENARIO_JSON_VALUES,
     Scenario,
     ScenarioError,
     ScenarioRegistry,
@@ -43,6 +43,7 @@ from ptc_emulator.emulator.model.scripted.scenario import (
     load_scenario,
     load_yaml_without_aliases,
 )
+from ptc_emulator.emulator.model.scripted.scenario import Request as MatchRequest
 from ptc_emulator.emulator.model.scripted.scenario import missing as missing_scenario_path
 from ptc_emulator.emulator.model.upstream import DEFAULT_PROTOCOL as DEFAULT_UPSTREAM_PROTOCOL
 from ptc_emulator.emulator.model.upstream import PROTOCOLS as UPSTREAM_PROTOCOLS
@@ -56,6 +57,7 @@ from ptc_emulator.emulator.model.upstream import (
 from ptc_emulator.emulator.model.upstream.redaction import MIN_REDACTED, Redaction
 
 __all__ = [
+    "MAX_SCENARIO_JSON_VALUES",
     "forget_fault_counts",
     "missing_scenario_path",
     "DEFAULT_UPSTREAM_PROTOCOL",

@@ -92,6 +92,9 @@ def trigger(*names: str) -> Callable[[Trigger], Trigger]:
 
 
 ELSEWHERE: dict[str, str] = {
+    "too_many_scenarios": (
+        "tests/scenarios/test_scenario_reading.py::test_the_scenarios_added_at_run_time_are_bounded"
+    ),
     "scenario_matching_too_costly": (
         "tests/scenarios/test_matching_off_loop.py::test_a_requests_matches_together_are_bounded"
     ),
@@ -2102,6 +2105,22 @@ def _(c: Context) -> object:
 def _(c: Context) -> object:
     yaml_text = "match: {input: x}\nturns:\n  - call: {name: echo, arguments: {x: .nan}}\n"
     return c.post(f"{ADMIN}/scenarios", {"yaml": yaml_text})
+
+
+@trigger("scenario_metadata_key_too_long")
+def _(c: Context) -> object:
+    return c.post(f"{ADMIN}/scenarios", {"match": {"metadata": {"k" * 65: "v"}}, "turns": [{"message": "x"}]})
+
+
+@trigger("scenario_metadata_value_too_long")
+def _(c: Context) -> object:
+    return c.post(f"{ADMIN}/scenarios", {"match": {"metadata": {"k": "v" * 513}}, "turns": [{"message": "x"}]})
+
+
+@trigger("scenario_json_too_many_values")
+def _(c: Context) -> object:
+    body = '{"match": {"input": "x"}, "turns": [{"message": "x"}], "x": [' + ",".join(["0"] * 250_001) + "]}"
+    return c.http.post(f"{ADMIN}/scenarios", content=body.encode(), headers={"content-type": "application/json"})
 
 
 @trigger("scenario_yaml_not_text")

@@ -23,8 +23,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from ptc_emulator import sandbox
+from ptc_emulator.emulator import jsontext, messages
 from ptc_emulator.emulator.checking import checked
 from ptc_emulator.emulator.model.scripted.scenario import (
+    MAX_SCENARIO_JSON_VALUES,
     Scenario,
     ScenarioError,
     ScenarioRegistry,
@@ -66,9 +68,15 @@ def read(path: Path) -> Scenario:
         return load_scenario(path)
     text = read_text(path, MAX_JSON_FILE_BYTES)
     try:
-        data = json.loads(text, object_pairs_hook=_once_each)
+        # a long file a piece at a time (`jsonpieces`): in one call, 15 MB of empty arrays held
+        # every client, the event loop too, 1.5-2.2 s from the thread reading it
+        data = jsontext.loads_in_pieces(text, object_pairs_hook=_once_each, max_values=MAX_SCENARIO_JSON_VALUES)
     except _GivenTwice as e:
         raise ScenarioError(f"{path}: invalid JSON: the key {e.key!r} is given twice in one object") from e
+    except jsontext.TooDeep as e:
+        raise ScenarioError(f"{path}: JSON nested too deep") from e
+    except jsontext.TooMany as e:
+        raise ScenarioError(f"{path}: {messages.scenario_json_too_many_values(MAX_SCENARIO_JSON_VALUES)}") from e
     except json.JSONDecodeError as e:
         raise ScenarioError(f"{path}: invalid JSON: {e}") from e
     except ValueError as e:  # what Python's parser raises for the one number it will not read

@@ -33,7 +33,7 @@ import math
 import os
 import re
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -307,6 +307,10 @@ class OutputMatch(WireModel):
 
 
 TOOL_CHOICE_MODES = ("auto", "none", "required")
+METADATA_KEY_CHARS = 64
+"""The longest `metadata` key a request may carry (and so a scenario's `match.metadata`)."""
+METADATA_VALUE_CHARS = 512
+"""The longest `metadata` value a request may carry (and so a scenario's `match.metadata`)."""
 
 
 class Match(WireModel):
@@ -336,6 +340,18 @@ class Match(WireModel):
     @classmethod
     def _compiles(cls, value: str | None) -> str | None:
         return _pattern(value)
+
+    @field_validator("metadata")
+    @classmethod
+    def _carried(cls, value: dict[str, str]) -> dict[str, str]:
+        """Entries a request can carry (keys of 64 characters, values of 512): a request carrying
+        a longer one is refused, so a scenario asking for it could never match."""
+        for key, item in value.items():
+            if len(key) > METADATA_KEY_CHARS:
+                raise ValueError(messages.scenario_metadata_key_too_long(key, METADATA_KEY_CHARS))
+            if len(item) > METADATA_VALUE_CHARS:
+                raise ValueError(messages.scenario_metadata_value_too_long(key, METADATA_VALUE_CHARS))
+        return value
 
     @model_validator(mode="after")
     def _kept(self) -> Match:
@@ -914,9 +930,24 @@ class NearMiss:
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9._:/-]+")
 
 
+MAX_SCENARIO_JSON_VALUES = 250_000
+"""Values and keys a scenario's JSON (a body posted to `/_emulator/scenarios`, a `.json` file)
+holds at most, counted in its text before any is parsed (five times a YAML scenario's
+`MAX_YAML_NODES`: 20,000 turns of a message are 60,000). Within 16 MiB, 5,000,000 empty arrays,
+read a piece at a time, were still copied, checked and freed a container at a time in single C
+calls that held every client 0.4-2.3 s each."""
+
+MAX_ADDED_SCENARIOS = 10_000
+"""Scenarios added at run time one server keeps at most, every scope together (a scenario that
+replaces one of the same scope and name is not one more): 50,000 tiny ones took 400 MB, and each
+request's matching and each listing walked them all."""
+
+
 @dataclass
 class ScenarioRegistry:
-    """Scenarios by (scope, name): callers in different scopes may use the same names."""
+    """Scenarios by (scope, name): callers in different scopes may use the same names. Indexed by
+    scope too, so what one scope asks (its count, its listing, its end, its matching weight) costs
+    what that scope and the unscoped scenarios hold, not what every scope holds."""
 
     _scenarios: dict[tuple[str | None, str], tuple[Scenario, str]] = field(default_factory=dict)
     _hosted: dict[str | None, HostedScript] = field(default_factory=dict)
@@ -927,6 +958,15 @@ class ScenarioRegistry:
     _uses: dict[tuple[str | None, str], int] = field(default_factory=dict)
     """How many requests each scenario was chosen for (this process's count), whatever surface
     asked (a response, a WebSocket, an Agents API session): the test fixture's unused check."""
+    _scopes: dict[str | None, dict[str, tuple[Scenario, str]]] = field(default_factory=dict)
+    """The scenarios by scope, then name (the same as `_scenarios`)."""
+    _sums: dict[str | None, int] = field(default_factory=dict)
+    """The weights of each scope's scenarios together (`match_weight`)."""
+    _visible: dict[str | None, list[tuple[Scenario, str]]] = field(default_factory=dict)
+    """Each scope's scenarios and the unscoped ones in matching order, made when first asked after
+    a change (`_seen`)."""
+    _added = 0
+    """How many scenarios added at run time are kept (`MAX_ADDED_SCENARIOS`)."""
 
     def set_hosted(self, script: HostedScript | None, scope: str | None = None) -> None:
         if script is None:
@@ -938,8 +978,55 @@ class ScenarioRegistry:
         return self._hosted.get(scope) or self._hosted.get(None)
 
     def add(self, scenario: Scenario, source: str = "api") -> None:
-        self._scenarios[(scenario.scope, scenario.name)] = (scenario, source)
+        self._put(scenario, source)
         self._uses.pop((scenario.scope, scenario.name), None)  # a replaced scenario starts again
+
+    def has_room(self, scope: str | None, name: str) -> bool:
+        """Whether a scenario added at run time as (`scope`, `name`) is kept: one more than
+        `MAX_ADDED_SCENARIOS` is not, one that replaces a scenario already added is."""
+        kept = self._scenarios.get((scope, name))
+        return self._added < MAX_ADDED_SCENARIOS or (kept is not None and kept[1] == "api")
+
+    @staticmethod
+    def most_added() -> int:
+        """`MAX_ADDED_SCENARIOS`: how many scenarios added at run time are kept at most."""
+        return MAX_ADDED_SCENARIOS
+
+    def _put(self, scenario: Scenario, source: str) -> None:
+        key = (scenario.scope, scenario.name)
+        self._drop(key)
+        self._scenarios[key] = (scenario, source)
+        self._scopes.setdefault(scenario.scope, {})[scenario.name] = (scenario, source)
+        weight = _weight(scenario)
+        self._weights[key] = (scenario, weight)
+        self._sums[scenario.scope] = self._sums.get(scenario.scope, 0) + weight
+        self._added += source == "api"
+        self._changed(scenario.scope)
+
+    def _drop(self, key: tuple[str | None, str]) -> bool:
+        found = self._scenarios.pop(key, None)
+        if found is None:
+            return False
+        scope, name = key
+        held = self._scopes.get(scope)
+        if held is not None:
+            held.pop(name, None)
+            if not held:
+                del self._scopes[scope]
+        kept = self._weights.pop(key, None)
+        if kept is not None:
+            self._sums[scope] = self._sums.get(scope, 0) - kept[1]
+            if scope not in self._scopes:
+                self._sums.pop(scope, None)
+        self._added -= found[1] == "api"
+        self._changed(scope)
+        return True
+
+    def _changed(self, scope: str | None) -> None:
+        if scope is None:
+            self._visible.clear()
+        else:
+            self._visible.pop(scope, None)
 
     def load_dir(self, directory: Path) -> list[Scenario]:
         loaded = []
@@ -952,25 +1039,26 @@ class ScenarioRegistry:
     def replace_files(self, loaded: list[tuple[Scenario, str]]) -> None:
         """The scenarios from files become `loaded` (scenario, its file); those added at run time stay
         and still win over a file's of the same name, as when they were added after it."""
-        kept = {key: value for key, value in self._scenarios.items() if value[1] == "api"}
-        self._scenarios = {**{(s.scope, s.name): (s, source) for s, source in loaded}, **kept}
-        self._weights = {k: v for k, v in self._weights.items() if k in self._scenarios}
+        kept = [value for value in self._scenarios.values() if value[1] == "api"]
+        self._scenarios, self._scopes, self._weights, self._sums, self._added = {}, {}, {}, {}, 0
+        self._visible.clear()
+        for scenario, source in [*loaded, *kept]:
+            self._put(scenario, source)
 
     def remove(self, name: str, scope: str | None = None) -> bool:
         self._uses.pop((scope, name), None)
-        self._weights.pop((scope, name), None)
-        return self._scenarios.pop((scope, name), None) is not None
+        return self._drop((scope, name))
 
     def clear(self, scope: str | None = None) -> int:
         """Remove the scenarios added at run time (in `scope`, or all); loaded files stay."""
-        doomed = [k for k, (s, src) in self._scenarios.items() if src == "api" and (scope is None or s.scope == scope)]
         if scope is None:
+            doomed = [k for k, (_, src) in self._scenarios.items() if src == "api"]
             self._hosted.clear()
         else:
+            doomed = [(scope, name) for name, (_, src) in self._scopes.get(scope, {}).items() if src == "api"]
             self._hosted.pop(scope, None)
         for key in doomed:
-            del self._scenarios[key]
-            self._weights.pop(key, None)
+            self._drop(key)
             self._uses.pop(key, None)
         return len(doomed)
 
@@ -982,15 +1070,31 @@ class ScenarioRegistry:
         """The scenarios added at run time (`add` with its default source), by (scope, name)."""
         return {key: scenario for key, (scenario, source) in self._scenarios.items() if source == "api"}
 
+    def unused(self, scope: str | None, used: set[str]) -> list[str]:
+        """The names of the scenarios added at run time in `scope` (every scope: None) that were
+        never chosen and are not in `used`, in listing order: what `POST /_emulator/end` asks, at
+        the cost of that scope's scenarios."""
+        held = self._ordered() if scope is None else self._sorted(self._scopes.get(scope, {}).values())
+        return [
+            s.name for s, src in held if src == "api" and not self._uses.get((s.scope, s.name)) and s.name not in used
+        ]
+
     def hosted_scripts(self) -> dict[str | None, HostedScript]:
         """The hosted tool results set at run time, by scope."""
         return dict(self._hosted)
 
     def count(self, scope: str | None = None) -> int:
         """How many scenarios a request of `scope` may match: its scope's and the unscoped ones."""
-        return sum(1 for key in self._scenarios if key[0] is None or key[0] == scope)
+        mine = len(self._scopes.get(scope, {})) if scope is not None else 0
+        return len(self._scopes.get(None, {})) + mine
 
-    def listing(self, scope: str | None = None) -> list[dict[str, Any]]:
+    def listed(self, scope: str | None = None) -> tuple[list[tuple[Scenario, str]], dict[tuple[str | None, str], int]]:
+        """What `listing` describes, taken on the event loop (the scenarios in order and a copy of
+        their uses): `described` makes the listing of it in any thread."""
+        return (self._ordered() if scope is None else self.visible(scope)), dict(self._uses)
+
+    @staticmethod
+    def described(held: list[tuple[Scenario, str]], uses: dict[tuple[str | None, str], int]) -> list[dict[str, Any]]:
         return [
             {
                 "name": s.name,
@@ -998,24 +1102,39 @@ class ScenarioRegistry:
                 "scope": s.scope,
                 "priority": s.priority,
                 "turns": len(s.turns),
-                "uses": self._uses.get((s.scope, s.name), 0),
+                "uses": uses.get((s.scope, s.name), 0),
             }
-            for s, src in self._ordered()
-            if scope is None or s.scope in (None, scope)
+            for s, src in held
         ]
+
+    def listing(self, scope: str | None = None) -> list[dict[str, Any]]:
+        return self.described(*self.listed(scope))
 
     def models(self, scope: str | None = None) -> list[str]:
         """The model names the scenarios a caller in `scope` can match name outright: a `match.model`
         that is a plain name (letters, digits and `.-_:/`), not a pattern of several."""
         named = {
             s.match.model
-            for s, _ in self._ordered()
-            if s.scope in (None, scope) and s.match.model is not None and _PLAIN_NAME.fullmatch(s.match.model)
+            for s, _ in self.visible(scope)
+            if s.match.model is not None and _PLAIN_NAME.fullmatch(s.match.model)
         }
         return sorted(named)
 
+    def visible(self, scope: str | None) -> list[tuple[Scenario, str]]:
+        """The scenarios a request of `scope` may match (its scope's and the unscoped ones), in
+        matching order; kept until one of them changes."""
+        held = self._visible.get(scope)
+        if held is None:
+            mine = list(self._scopes.get(scope, {}).values()) if scope is not None else []
+            held = self._visible[scope] = self._sorted([*self._scopes.get(None, {}).values(), *mine])
+        return held
+
+    @staticmethod
+    def _sorted(held: Iterable[tuple[Scenario, str]]) -> list[tuple[Scenario, str]]:
+        return sorted(held, key=lambda v: (-v[0].priority, v[0].scope is None, v[0].name))
+
     def _ordered(self) -> list[tuple[Scenario, str]]:
-        return sorted(self._scenarios.values(), key=lambda v: (-v[0].priority, v[0].scope is None, v[0].name))
+        return self._sorted(self._scenarios.values())
 
     def match(self, request: Request, *, count: bool = True) -> tuple[Scenario, dict[str, str]] | list[NearMiss]:
         """The first matching scenario and its captures, or the near misses, closest first.
@@ -1034,11 +1153,9 @@ class ScenarioRegistry:
     def _match(self, request: Request, *, count: bool) -> tuple[Scenario, dict[str, str]] | list[NearMiss]:
         misses = []
         costly: EmulatorError | None = None
-        ordered = self._ordered()
+        ordered = self.visible(request.scope)  # another caller's scenarios: invisible, not near misses
         ranking = _Ranking(len(ordered))
         for scenario, _ in ordered:
-            if scenario.scope is not None and scenario.scope != request.scope:
-                continue  # another caller's scenario: invisible, not a near miss
             try:
                 result = _try(scenario, request, ranking)
             except _TooCostly as e:  # cannot tell: another scenario may still match
@@ -1071,16 +1188,9 @@ class ScenarioRegistry:
 
     def match_weight(self, scope: str | None) -> int:
         """The RE2 instructions of all the patterns a request of `scope` may be matched against
-        (each scenario's, counted once when it is added or replaced): times the bytes of the
-        request's texts, a bound on what matching it costs."""
-        total = 0
-        for key, (scenario, _) in self._scenarios.items():
-            if key[0] is None or key[0] == scope:
-                kept = self._weights.get(key)
-                if kept is None or kept[0] is not scenario:
-                    kept = self._weights[key] = (scenario, _weight(scenario))
-                total += kept[1]
-        return total
+        (each scenario's, counted once when it is added or replaced, and summed by scope): times
+        the bytes of the request's texts, a bound on what matching it costs."""
+        return self._sums.get(None, 0) + (self._sums.get(scope, 0) if scope is not None else 0)
 
 
 def _weight(scenario: Scenario) -> int:
