@@ -29,7 +29,13 @@ from ptc_emulator.emulator.model.scripted.recording import (
     to_yaml,
     unrecordable,
 )
-from ptc_emulator.emulator.model.scripted.scenario import Scenario, ScenarioError, ScenarioRegistry, load_scenario
+from ptc_emulator.emulator.model.scripted.scenario import (
+    MAX_SCENARIO_BYTES,
+    Scenario,
+    ScenarioError,
+    ScenarioRegistry,
+    load_scenario,
+)
 
 __all__ = ["Recorder"]
 
@@ -44,6 +50,19 @@ def _digest(body: dict[str, Any]) -> str:
     identical terminal event is the same)."""
     said = [body.get("status"), body.get("output")] if body.get("object") == "response" else body
     return hashlib.sha256(json.dumps(said, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
+def _text_bytes(value: Any) -> int:
+    """The UTF-8 bytes of a scenario's strings: its YAML writes each of their characters at least
+    once, so a scenario whose strings hold more than `MAX_SCENARIO_BYTES` makes a file the loader
+    refuses; it is not turned into YAML to learn so (14 MB of text took seconds)."""
+    if isinstance(value, str):
+        return len(value.encode("utf-8", "replace"))
+    if isinstance(value, dict):
+        return sum(_text_bytes(k) + _text_bytes(v) for k, v in value.items())
+    if isinstance(value, list):
+        return sum(_text_bytes(v) for v in value)
+    return 0
 
 
 def _said(scenario: dict[str, Any]) -> str:
@@ -169,6 +188,13 @@ class Recorder:
         log.warning("a recorded conversation was withdrawn (%s removed): %s", path, why)
 
     def _write(self, scenario: dict[str, Any]) -> tuple[Scenario, Path] | None:
+        if (size := _text_bytes(scenario)) > MAX_SCENARIO_BYTES:
+            log.warning(
+                "a finished conversation was not recorded: its scenario would be larger than %d bytes (%d bytes of text)",
+                MAX_SCENARIO_BYTES,
+                size,
+            )
+            return None
         if self.keyed is not None and (
             self.keyed(json.dumps(scenario, ensure_ascii=False, default=str)) or self.keyed(_said(scenario))
         ):
