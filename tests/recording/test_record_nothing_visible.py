@@ -39,7 +39,10 @@ def body(text: str, **extra: Any) -> dict[str, Any]:
         (body("right", error=None), None),
         (body("\u200bright"), None),
     ],
-    ids=["zero-width", "joiners-and-filler", "marks-alone", "enclosing-mark", "accented", "error", "null-error", "zero-width-then-text"],
+    ids=[
+        *("zero-width", "joiners-and-filler", "marks-alone", "enclosing-mark", "accented"),
+        *("error", "null-error", "zero-width-then-text"),
+    ],
 )
 def test_an_answer_with_nothing_visible_or_an_error_is_not_recorded(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, answer: dict[str, Any], said: str | None

@@ -190,7 +190,8 @@ class Recorder:
     def _write(self, scenario: dict[str, Any]) -> tuple[Scenario, Path] | None:
         if (size := _text_bytes(scenario)) > MAX_SCENARIO_BYTES:
             log.warning(
-                "a finished conversation was not recorded: its scenario would be larger than %d bytes (%d bytes of text)",
+                "a finished conversation was not recorded: its scenario would be larger than %d bytes"
+                " (%d bytes of text)",
                 MAX_SCENARIO_BYTES,
                 size,
             )
