@@ -71,6 +71,26 @@ def _said(scenario: dict[str, Any]) -> str:
     return "".join(str(t.get("message", "")) for t in turns if isinstance(t, dict) and "message" in t)
 
 
+async def _whole(work: Any) -> Any:
+    """`work`'s result, waited for whole even when the waiting task is cancelled (a client gone, a
+    deadline), the cancellation raised after: a worker thread cannot be stopped, and the lock its
+    caller holds must stay held while it runs. Before, a cancelled exchange let go of the lock while
+    its thread still changed the tape, and the next exchange's thread changed it at the same time."""
+    future = asyncio.ensure_future(work)
+    cancelled: asyncio.CancelledError | None = None
+    while True:
+        try:
+            result = await asyncio.shield(future)
+            break
+        except asyncio.CancelledError as e:
+            if future.done():
+                raise
+            cancelled = e
+    if cancelled is not None:
+        raise cancelled
+    return result
+
+
 class Recorder:
     """Writes the conversations that end into `directory` and adds them to `scenarios`."""
 
@@ -118,7 +138,7 @@ class Recorder:
             self._note_end(answer, (answer, response_id, first, None, None, ""))
         try:
             async with self.turn:
-                finished = await asyncio.to_thread(self.tape.exchange, request, response)
+                finished = await _whole(asyncio.to_thread(self.tape.exchange, request, response))
             if finished is None:
                 return None
             if (why := await asyncio.to_thread(unrecordable, response)) is not None:
