@@ -28,6 +28,7 @@ from ptc_emulator.emulator.model.scripted.recording import (
     scenario_from,
     to_yaml,
     unrecordable,
+    unreplayable,
 )
 from ptc_emulator.emulator.model.scripted.scenario import (
     MAX_SCENARIO_BYTES,
@@ -141,7 +142,9 @@ class Recorder:
                 finished = await _whole(asyncio.to_thread(self.tape.exchange, request, response))
             if finished is None:
                 return None
-            if (why := await asyncio.to_thread(unrecordable, response)) is not None:
+            if (why := await asyncio.to_thread(unrecordable, response)) is not None or (
+                why := await asyncio.to_thread(unreplayable, finished)
+            ) is not None:
                 log.warning("a finished conversation was not recorded: %s", why)
                 return None
             scenario = await asyncio.to_thread(scenario_from, finished, model=model)

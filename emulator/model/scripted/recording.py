@@ -48,6 +48,7 @@ __all__ = [
     "said_text",
     "to_yaml",
     "unrecordable",
+    "unreplayable",
     "user_text",
 ]
 
@@ -197,6 +198,45 @@ def unrecordable(response: dict[str, Any]) -> str | None:
         status = item.get("status")
         if status is not None and status != "completed":
             return f"its message at output.{index} is {str(status)[:40]!r}, not completed"
+    return None
+
+
+def unreplayable(finished_: Finished) -> str | None:
+    """Why a finished conversation cannot be replayed as the client saw it, or None. A turn is
+    one kind, and a message or a direct call ends the response it plays in: a response that says a
+    message and makes a call (a preamble, `'Let me check. '`, then a `lookup` call, as models often
+    answer), or makes a call and then says something, would replay as its first part alone (the
+    message, the tool never called; or the call, its message said with the next answer). Such a
+    conversation is not recorded: a refusal, not a replay that passes on less than the client saw.
+    Read from the items' order after the latest user message: a call's output, which the client
+    sends with its next request, stands between one response's items and the next's."""
+    items = finished_.items
+    anchor = max((i for i, item in enumerate(items) if _is_user(item)), default=-1)
+    last: tuple[str, Item] | None = None
+    for item in items[anchor + 1 :]:
+        kind = _kind(item)
+        if kind == "reasoning":
+            continue
+        if kind == "message" and item.get("role") == "assistant":
+            if last is not None and last[0] == "call":
+                name = str(last[1].get("name"))[:80]
+                return (
+                    f"a response makes a call ({name}) and then says a message: a recording plays one or the other "
+                    "per response, so the replay would not say it there"
+                )
+            last = ("message", item)
+        elif (kind == "function_call" and _is_direct(item)) or kind == "program":
+            if last is not None and last[0] == "message":
+                what = "runs a program" if kind == "program" else f"calls {str(item.get('name'))[:80]}"
+                return (
+                    f"a response says a message and then {what}: a recording plays one or the other per "
+                    "response, so the replay would stop at the message"
+                )
+            last = ("call", item) if kind == "function_call" else None
+        elif kind == "function_call" and not _is_direct(item):
+            continue
+        else:
+            last = None
     return None
 
 
