@@ -581,6 +581,9 @@ class RecordingProxy:
         """Note the ids of a response event; record the exchange its terminal event ends (`answer`:
         the stream's, whose every terminal event after its first, whatever its response id, withdraws
         the recording made at the first unless it repeats it)."""
+        if isinstance(answer, _Answer) and not answer.changed and (why := answer.broken(event)) is not None:
+            answer.changed = True  # the SDKs' stream refuses it: the client had an error, not this answer
+            self.recorder.contradicted(answer, f"its stream breaks the output items' order: {why}")
         response = event.get("response")
         if not isinstance(response, dict) or response.get("object") != "response":
             return
@@ -996,13 +999,91 @@ async def _unfinished(send: Send, passing: _Passing, why: StatusError) -> None:
 
 class _Answer:
     """One streamed answer, for the recorder (`Recorder.exchange`'s `answer`): the response id its
-    first lifecycle event gave, and whether a later one gave another."""
+    first lifecycle event gave, and whether a later one gave another; and its output items as the
+    SDKs' stream accumulator follows them (`broken`)."""
 
-    __slots__ = ("changed", "identity")
+    __slots__ = ("added", "changed", "completed", "identity", "positions")
 
     def __init__(self) -> None:
         self.identity: tuple[str, Any] | None = None
         self.changed = False
+        self.added: dict[Any, dict[str, Any]] = {}
+        """Output index -> the item `response.output_item.added` gave there."""
+        self.completed: dict[Any, dict[str, Any]] = {}
+        """Output index -> the item `response.output_item.done` gave there."""
+        self.positions: dict[tuple[Any, ...], Any] = {}
+        """A completed item's identity -> its output index."""
+
+    def broken(self, event: dict[str, Any]) -> str | None:
+        """Why the SDKs' stream refuses this event, as to the output items (None: it does not).
+        The stream accumulator holds an index to one `output_item.added`, an item's `.done` to the
+        item added there (its type, id and call id), and a `response.completed` to the items
+        streamed: one added and never done must be in the response, and one done must not come
+        back with another id. Such a stream was recorded, and replayed as completed, where the
+        client live had an error ("Cannot complete response with unfinished output items")."""
+        kind = event.get("type")
+        item = event.get("item")
+        index = _position(event.get("output_index"))
+        if kind == "response.output_item.added" and isinstance(item, dict):
+            if index in self.added:
+                return f"a second output item was added at output index {index}"
+            self.added[index] = item
+        elif kind == "response.output_item.done" and isinstance(item, dict):
+            added = self.added.get(index)
+            if added is not None and (_identity(added) != _identity(item) or not _same_id(added, item)):
+                return f"the output item done at output index {index} is not the one added there"
+            identity = _identity(item)
+            if self.positions.get(identity, index) != index:
+                return "an output item was done at two output indexes"
+            previous = self.completed.get(index)
+            if previous is not None:
+                self.positions.pop(_identity(previous), None)
+            self.completed[index] = item
+            self.positions[identity] = index
+        elif kind in ("response.created", "response.queued", "response.in_progress"):
+            response = event.get("response")
+            output = response.get("output") if isinstance(response, dict) else None
+            given: dict[tuple[Any, ...], dict[str, Any]] = {}
+            for each in output if isinstance(output, list) else ():
+                if isinstance(each, dict):
+                    if _identity(each) in given:
+                        return "its response lists one output item twice"
+                    given[_identity(each)] = each
+            for identity, each in given.items():
+                at = self.positions.get(identity)
+                if at is not None and not _same_id(self.completed[at], each):
+                    return "its response gives a done output item another id"
+        elif kind == "response.completed":
+            response = event.get("response")
+            output = response.get("output") if isinstance(response, dict) else None
+            final = {
+                _identity(each): each for each in (output if isinstance(output, list) else ()) if isinstance(each, dict)
+            }
+            for each in self.completed.values():
+                last = final.get(_identity(each))
+                if last is not None and not _same_id(each, last):
+                    return "the completed response gives a done output item another id"
+            for at, each in self.added.items():
+                last = final.get(_identity(each))
+                if at not in self.completed and (last is None or not _same_id(each, last)):
+                    return "the completed response lacks an output item the stream added and did not finish"
+        return None
+
+
+_CALL_IDENTITY = frozenset({"function_call", "custom_tool_call", "shell_call", "shell_call_output"})
+
+
+def _identity(item: dict[str, Any]) -> tuple[Any, ...]:
+    """An output item's identity as the SDKs' stream accumulator takes it: its type, id and call
+    id (a call's id left out: its call id names it)."""
+    kind, call_id = item.get("type"), item.get("call_id")
+    return (kind, None, call_id) if kind in _CALL_IDENTITY else (kind, item.get("id"), call_id)
+
+
+def _same_id(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    return before.get("id") == after.get("id") or (
+        before.get("id") is None and before.get("type") in ("function_call", "custom_tool_call")
+    )
 
 
 _LIFECYCLE = frozenset({"response.created", "response.queued", "response.in_progress", *TERMINAL})

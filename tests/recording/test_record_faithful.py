@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -162,3 +163,47 @@ def test_a_second_end_while_the_first_is_written_withdraws_it(tmp_path: Path, ca
     assert list((tmp_path / "rec").iterdir()) == []
     assert recorder.scenarios.count() == 0
     assert "was withdrawn" in caplog.text
+
+
+def test_a_cancelled_exchange_holds_the_tape_until_its_thread_ends(tmp_path: Path) -> None:
+    """Before, cancelling an exchange (its client gone, a deadline) let go of the lock at once,
+    while its worker thread still changed the tape: the next exchange's thread changed it at the
+    same time. The thread is held on an event; the lock must stay held until it ends."""
+    recorder = Recorder(tmp_path / "rec", ScenarioRegistry())
+    entered, release = threading.Event(), threading.Event()
+    inside: list[int] = []
+    overlapped: list[bool] = []
+    real = recorder.tape.exchange
+
+    def held(request: dict[str, Any], response: dict[str, Any]) -> Any:
+        overlapped.append(bool(inside))
+        inside.append(1)
+        try:
+            if not entered.is_set():
+                entered.set()
+                release.wait(30)  # a bound against a hung test, not a timing
+            return real(request, response)
+        finally:
+            inside.pop()
+
+    recorder.tape.exchange = held  # type: ignore[method-assign]
+
+    async def run() -> tuple[bool, Path | None]:
+        first = asyncio.create_task(recorder.exchange({"model": "m", "input": "One?"}, answer([part("one")]), "m"))
+        await asyncio.to_thread(entered.wait, 30)
+        first.cancel()
+        for _ in range(50):  # the cancellation is delivered within a step or two of the loop
+            await asyncio.sleep(0)
+        still_held = recorder.turn.locked()
+        second = asyncio.create_task(recorder.exchange({"model": "m", "input": "Two?"}, answer([part("two")]), "m"))
+        for _ in range(50):
+            await asyncio.sleep(0)
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        return still_held, await second
+
+    still_held, second = asyncio.run(run())
+    assert still_held
+    assert overlapped == [False, False]
+    assert second is not None and second.exists()

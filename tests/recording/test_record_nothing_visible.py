@@ -32,18 +32,25 @@ def body(text: str, **extra: Any) -> dict[str, Any]:
     [
         (body("\u200b\ufeff"), "its message at turns.0 is empty (or only whitespace)"),
         (body(" \u2060\u200d\n\u3164"), "its message at turns.0 is empty (or only whitespace)"),
+        (body("\u034f\ufe0f\u180b"), "its message at turns.0 is empty (or only whitespace)"),
+        (body("\u20dd\u0301"), "its message at turns.0 is empty (or only whitespace)"),
+        (body("e\u0301"), None),
         (body("right", error={"code": "server_error", "message": "boom"}), "it is completed but carries an error"),
         (body("right", error=None), None),
         (body("\u200bright"), None),
     ],
-    ids=["zero-width", "joiners-and-filler", "error", "null-error", "zero-width-then-text"],
+    ids=[
+        *("zero-width", "joiners-and-filler", "marks-alone", "enclosing-mark", "accented"),
+        *("error", "null-error", "zero-width-then-text"),
+    ],
 )
 def test_an_answer_with_nothing_visible_or_an_error_is_not_recorded(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, answer: dict[str, Any], said: str | None
 ) -> None:
     """Before, `strip()` kept zero-width and format characters, so a message of only U+200B and
     U+FEFF was recorded and replayed as a completed answer a reader sees nothing of; and a
-    completed answer with an `error` was recorded as a plain completed one."""
+    completed answer with an `error` was recorded as a plain completed one. And before, marks with
+    no character to sit on (a grapheme joiner, variation selectors: nonspacing) counted as visible."""
     directory = tmp_path / "recordings"
     with caplog.at_level("INFO"), raw_upstream(whole(answer)) as url, recorder(tmp_path, url, directory) as rec:
         with httpx.Client(base_url=rec.server_url, timeout=60) as http:

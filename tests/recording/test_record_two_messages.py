@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.recording.recording_support import client, recorder
@@ -63,3 +64,36 @@ def test_two_messages_replay_as_the_sdk_joined_them(tmp_path: Path) -> None:
     assert live.id == "resp_two" and replayed.id != live.id
     assert live.output_text == replayed.output_text == "Hello world"
     assert yaml.safe_load(path.read_text())["turns"] == [{"message": "Hello world"}]
+
+
+def test_an_answer_too_long_to_record_is_refused_before_its_yaml(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, an answer of 1.2 MiB of text (here 3,000 messages) was turned into YAML, seconds for
+    14 MB, only for the loader to refuse the file; now its size is counted and it is refused
+    first (the YAML never made), and the client gets the answer whole all the same."""
+    from ptc_emulator.emulator.model.scripted import recorder as recorder_module
+
+    made: list[int] = []
+    real = recorder_module.to_yaml
+    monkeypatch.setattr(recorder_module, "to_yaml", lambda scenario: made.append(1) or real(scenario))
+    body = {
+        "id": "resp_long",
+        "object": "response",
+        "created_at": 1,
+        "status": "completed",
+        "model": "gpt-test",
+        "output": [message(f"msg_{n}", "x" * 419 + " ") for n in range(3_000)],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }
+    directory = tmp_path / "recordings"
+    with caplog.at_level("INFO"), raw_upstream(whole(body)) as url, recorder(tmp_path, url, directory) as rec:
+        got = client(rec).responses.create(model="gpt-test", input="Say a lot.")
+    assert len(got.output_text) == 3_000 * 420
+    assert not list(directory.glob("*.yaml")) and made == []
+    said = [r.getMessage() for r in caplog.records]
+    assert any(
+        s.startswith("a finished conversation was not recorded: its scenario would be larger than") for s in said
+    )

@@ -232,3 +232,25 @@ def test_match_context_reads_a_create_body_as_the_matchers_do() -> None:
     ]
     assert context.tool_choice == {"type": "function", "name": "a"}
     assert match_context({"input": "hello"}).tool_choice == "auto"
+
+
+def test_a_long_run_of_messages_is_joined_and_templated_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, each message of a run was joined onto the text so far (`before + message`) and the
+    whole templated again: quadratic (20,000 messages 2.5 s, a 100,000-message answer held its own
+    client a minute). The work is counted here, not timed: one templating of the joined text."""
+    from ptc_emulator.emulator.model.scripted import recording
+
+    seen: list[int] = []
+    real = recording.template_for
+
+    def counted(text: str, sources: list[tuple[str, str]]) -> str:
+        seen.append(len(text))
+        return real(text, sources)
+
+    monkeypatch.setattr(recording, "template_for", counted)
+    output = [message(f"part {n}. ", f"msg_{n}") for n in range(2_000)]
+    finished = Tape().exchange({"input": "Say it all."}, response("r", output))
+    assert finished is not None
+    turns = scenario_from(finished)["turns"]  # type: ignore[index]
+    assert turns == [{"message": "".join(f"part {n}. " for n in range(2_000))}]
+    assert seen == [len(turns[0]["message"])]

@@ -28,8 +28,15 @@ from ptc_emulator.emulator.model.scripted.recording import (
     scenario_from,
     to_yaml,
     unrecordable,
+    unreplayable,
 )
-from ptc_emulator.emulator.model.scripted.scenario import Scenario, ScenarioError, ScenarioRegistry, load_scenario
+from ptc_emulator.emulator.model.scripted.scenario import (
+    MAX_SCENARIO_BYTES,
+    Scenario,
+    ScenarioError,
+    ScenarioRegistry,
+    load_scenario,
+)
 
 __all__ = ["Recorder"]
 
@@ -46,10 +53,43 @@ def _digest(body: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(said, sort_keys=True, default=str).encode("utf-8")).hexdigest()
 
 
+def _text_bytes(value: Any) -> int:
+    """The UTF-8 bytes of a scenario's strings: its YAML writes each of their characters at least
+    once, so a scenario whose strings hold more than `MAX_SCENARIO_BYTES` makes a file the loader
+    refuses; it is not turned into YAML to learn so (14 MB of text took seconds)."""
+    if isinstance(value, str):
+        return len(value.encode("utf-8", "replace"))
+    if isinstance(value, dict):
+        return sum(_text_bytes(k) + _text_bytes(v) for k, v in value.items())
+    if isinstance(value, list):
+        return sum(_text_bytes(v) for v in value)
+    return 0
+
+
 def _said(scenario: dict[str, Any]) -> str:
     """A scenario's messages joined, as a client's `output_text` joins a response's messages."""
     turns = scenario.get("turns") or ()
     return "".join(str(t.get("message", "")) for t in turns if isinstance(t, dict) and "message" in t)
+
+
+async def _whole(work: Any) -> Any:
+    """`work`'s result, waited for whole even when the waiting task is cancelled (a client gone, a
+    deadline), the cancellation raised after: a worker thread cannot be stopped, and the lock its
+    caller holds must stay held while it runs. Before, a cancelled exchange let go of the lock while
+    its thread still changed the tape, and the next exchange's thread changed it at the same time."""
+    future = asyncio.ensure_future(work)
+    cancelled: asyncio.CancelledError | None = None
+    while True:
+        try:
+            result = await asyncio.shield(future)
+            break
+        except asyncio.CancelledError as e:
+            if future.done():
+                raise
+            cancelled = e
+    if cancelled is not None:
+        raise cancelled
+    return result
 
 
 class Recorder:
@@ -88,8 +128,9 @@ class Recorder:
         tape is followed (one exchange at a time, in the order they come), the scenario made, the
         file written, and read back as the scenario it must be, in worker threads: a long answer
         takes seconds to turn into YAML and back (900 KB of text: 3 s), and following one of
-        100,000 messages and making its scenario 0.4 s; no other request waits for it. The
-        registry has it before this returns."""
+        100,000 messages and making its scenario 1.4 s on a loaded machine
+        (bench/recording_join.py); no other request waits for it. The registry has it before this
+        returns."""
         response_id = response.get("id")
         if answer is not None and id(answer) in self.ended:
             await self._ended_again(answer, response_id, response)
@@ -99,10 +140,12 @@ class Recorder:
             self._note_end(answer, (answer, response_id, first, None, None, ""))
         try:
             async with self.turn:
-                finished = await asyncio.to_thread(self.tape.exchange, request, response)
+                finished = await _whole(asyncio.to_thread(self.tape.exchange, request, response))
             if finished is None:
                 return None
-            if (why := await asyncio.to_thread(unrecordable, response)) is not None:
+            if (why := await asyncio.to_thread(unrecordable, response)) is not None or (
+                why := await asyncio.to_thread(unreplayable, finished)
+            ) is not None:
                 log.warning("a finished conversation was not recorded: %s", why)
                 return None
             scenario = await asyncio.to_thread(scenario_from, finished, model=model)
@@ -169,6 +212,14 @@ class Recorder:
         log.warning("a recorded conversation was withdrawn (%s removed): %s", path, why)
 
     def _write(self, scenario: dict[str, Any]) -> tuple[Scenario, Path] | None:
+        if (size := _text_bytes(scenario)) > MAX_SCENARIO_BYTES:
+            log.warning(
+                "a finished conversation was not recorded: its scenario would be larger than %d bytes"
+                " (%d bytes of text)",
+                MAX_SCENARIO_BYTES,
+                size,
+            )
+            return None
         if self.keyed is not None and (
             self.keyed(json.dumps(scenario, ensure_ascii=False, default=str)) or self.keyed(_said(scenario))
         ):

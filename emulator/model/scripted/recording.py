@@ -48,6 +48,7 @@ __all__ = [
     "said_text",
     "to_yaml",
     "unrecordable",
+    "unreplayable",
     "user_text",
 ]
 
@@ -70,13 +71,15 @@ def empty_answer(scenario: Any) -> tuple[int, str] | None:
 
 def _blank(text: Any) -> bool:
     """No text, or none a reader sees: whitespace, and the characters that show nothing (format
-    characters such as a zero-width space or a byte order mark, controls, the blank letters):
-    `'\u200b\ufeff'` replays as empty as `' '` does."""
+    characters such as a zero-width space or a byte order mark, controls, the blank letters, and
+    marks with no character to sit on): `'\u200b\ufeff'` replays as empty as `' '` does, and so
+    does `'\u034f\ufe0f'` (a grapheme joiner and a variation selector: nonspacing marks; a mark
+    after a visible character shows with it, and that character makes the text visible)."""
     if text is None:
         return True
     if not isinstance(text, str):
         return False
-    return all(_invisible(character) for character in text.strip())
+    return all(_invisible(character) or unicodedata.category(character) in ("Mn", "Me") for character in text.strip())
 
 
 _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
@@ -195,6 +198,45 @@ def unrecordable(response: dict[str, Any]) -> str | None:
         status = item.get("status")
         if status is not None and status != "completed":
             return f"its message at output.{index} is {str(status)[:40]!r}, not completed"
+    return None
+
+
+def unreplayable(finished_: Finished) -> str | None:
+    """Why a finished conversation cannot be replayed as the client saw it, or None. A turn is
+    one kind, and a message or a direct call ends the response it plays in: a response that says a
+    message and makes a call (a preamble, `'Let me check. '`, then a `lookup` call, as models often
+    answer), or makes a call and then says something, would replay as its first part alone (the
+    message, the tool never called; or the call, its message said with the next answer). Such a
+    conversation is not recorded: a refusal, not a replay that passes on less than the client saw.
+    Read from the items' order after the latest user message: a call's output, which the client
+    sends with its next request, stands between one response's items and the next's."""
+    items = finished_.items
+    anchor = max((i for i, item in enumerate(items) if _is_user(item)), default=-1)
+    last: tuple[str, Item] | None = None
+    for item in items[anchor + 1 :]:
+        kind = _kind(item)
+        if kind == "reasoning":
+            continue
+        if kind == "message" and item.get("role") == "assistant":
+            if last is not None and last[0] == "call":
+                name = str(last[1].get("name"))[:80]
+                return (
+                    f"a response makes a call ({name}) and then says a message: a recording plays one or the other "
+                    "per response, so the replay would not say it there"
+                )
+            last = ("message", item)
+        elif (kind == "function_call" and _is_direct(item)) or kind == "program":
+            if last is not None and last[0] == "message":
+                what = "runs a program" if kind == "program" else f"calls {str(item.get('name'))[:80]}"
+                return (
+                    f"a response says a message and then {what}: a recording plays one or the other per "
+                    "response, so the replay would stop at the message"
+                )
+            last = ("call", item) if kind == "function_call" else None
+        elif kind == "function_call" and not _is_direct(item):
+            continue
+        else:
+            last = None
     return None
 
 
@@ -446,6 +488,18 @@ def _turn(kind: str, value: Any, reasoning: str | None) -> dict[str, Any]:
     return turn
 
 
+@dataclass
+class _Run:
+    """A message turn in the making: the texts of one response's messages said one after another,
+    the reasoning summaries before and between them, and what they may quote."""
+
+    turn: dict[str, Any]
+    texts: list[str]
+    by: str | None
+    thought: list[str]
+    sources: list[tuple[str, str]]
+
+
 def scenario_from(finished_: Finished, *, model: str | None = None) -> dict[str, Any] | None:
     """The scenario that replays a finished conversation, or None when it has no user message.
 
@@ -464,8 +518,10 @@ def scenario_from(finished_: Finished, *, model: str | None = None) -> dict[str,
     calls: dict[str, str] = {}
     outputs: dict[str, str] = {}
     pending_calls: list[dict[str, Any]] = []
-    said: tuple[dict[str, Any], str, str | None] | None = None
-    """The latest message turn, its text before templating, and the response that said it."""
+    runs: list[_Run] = []
+    """The message turns, each made of one response's messages said one after another: their texts
+    are joined and templated once, at the end (joining each into the turn as it came, and
+    templating the whole again, was quadratic: 20,000 messages took 2.5 s)."""
 
     def flush_calls() -> None:
         nonlocal reasoning
@@ -518,23 +574,30 @@ def scenario_from(finished_: Finished, *, model: str | None = None) -> dict[str,
             ) and bool(item.get("content"))
             if refused:
                 turns.append(_turn("refusal", _raw(message), reasoning))
-                said = None
-            elif said is not None and turns and turns[-1] is said[0] and said[2] == by:
+            elif runs and turns and turns[-1] is runs[-1].turn and runs[-1].by == by:
                 # Another message of the same response: a client's `output_text` joins a response's
                 # messages with nothing between, and a turn is one message (a second message turn
                 # was never played: 'Hello ' and 'world' replayed as 'Hello ').
-                turn, before, _ = said
-                message = before + message
-                thought = [r for r in (turn.get("reasoning"), reasoning) if r is not None]
-                turns[-1] = _turn("message", template_for(message, _sources(program_result, outputs)), None)
-                if thought:
-                    turns[-1] = {"reasoning": "\n\n".join(thought), **turns[-1]}
-                said = (turns[-1], message, by)
+                runs[-1].texts.append(message)
+                if reasoning is not None:
+                    runs[-1].thought.append(reasoning)
             else:
-                turns.append(_turn("message", template_for(message, _sources(program_result, outputs)), reasoning))
-                said = (turns[-1], message, by)
+                turns.append({})
+                runs.append(
+                    _Run(
+                        turns[-1],
+                        [message],
+                        by,
+                        [] if reasoning is None else [reasoning],
+                        _sources(program_result, outputs),
+                    )
+                )
             reasoning = None
     flush_calls()
+    for run in runs:
+        if run.thought:
+            run.turn["reasoning"] = "\n\n".join(run.thought)
+        run.turn["message"] = template_for("".join(run.texts), run.sources)
     if not turns:
         return None
     scenario: dict[str, Any] = {

@@ -1,0 +1,88 @@
+"""A stream whose output items break the order the SDKs' stream accumulator holds them to is not
+recorded (docs/record-replay.md, "Limits"): the client live had an error, and a recording would
+replay a completed answer. Each case is shown refused by the official SDK's stream too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.recording.recording_support import client, recorder
+from tests.recording.test_record_hostile_upstream import raw_upstream
+from tests.recording.test_record_second_end import QUESTION, _sse, response
+
+DELTA = {
+    "type": "response.output_text.delta",
+    "output_index": 0,
+    "content_index": 0,
+    "item_id": "msg_1",
+    "delta": "right",
+}
+EMPTY = {"type": "message", "id": "msg_1", "role": "assistant", "status": "in_progress", "content": []}
+PART = {"type": "response.content_part.added", "output_index": 0, "content_index": 0, "item_id": "msg_1",
+        "part": {"type": "output_text", "text": "", "annotations": []}}  # fmt: skip
+
+
+def stream(*middle: dict[str, Any], end: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    said = [
+        {"type": "response.created", "response": {**response("in_progress"), "output": []}},
+        {"type": "response.output_item.added", "output_index": 0, "item": EMPTY},
+        PART,
+        DELTA,
+        *middle,
+        {"type": "response.completed", "response": end or response("completed")},
+    ]
+    return [{**event, "sequence_number": n} for n, event in enumerate(said)]
+
+
+def renamed(item_id: str) -> dict[str, Any]:
+    end = response("completed")
+    end["output"] = [{**end["output"][0], "id": item_id}]
+    return end
+
+
+DONE = {**response("completed")["output"][0]}
+BROKEN = {
+    "item-changed": (
+        stream(end=renamed("msg_9")),
+        "Cannot complete response with unfinished output items",
+        "the completed response lacks an output item the stream added and did not finish",
+    ),
+    "duplicate-added": (
+        stream({"type": "response.output_item.added", "output_index": 0, "item": EMPTY}),
+        "Duplicate response output index 0",
+        "a second output item was added at output index 0",
+    ),
+    "done-changed": (
+        stream({"type": "response.output_item.done", "output_index": 0, "item": {**DONE, "id": "msg_9"}}),
+        "Completed output item identity changed",
+        "the output item done at output index 0 is not the one added there",
+    ),
+}
+
+
+@pytest.mark.parametrize(("said", "sdk", "why"), list(BROKEN.values()), ids=list(BROKEN))
+def test_a_stream_the_sdk_refuses_for_its_items_is_not_recorded(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, said: list[dict[str, Any]], sdk: str, why: str
+) -> None:
+    """Before, only a changed response id was caught: these streams were recorded and replayed as
+    `completed 'right'`, where the SDK's stream raised."""
+    directory = tmp_path / "recordings"
+    with caplog.at_level("INFO"), raw_upstream(_sse(said)) as url, recorder(tmp_path, url, directory) as rec:
+        with pytest.raises(RuntimeError, match=sdk), client(rec).responses.stream(**QUESTION) as events:
+            events.get_final_response()
+    assert not list(directory.glob("*.yaml"))
+    said_logs = [r.getMessage() for r in caplog.records]
+    assert any(f"its stream breaks the output items' order: {why}" in m for m in said_logs), said_logs
+
+
+def test_a_stream_whose_items_keep_their_order_is_recorded(tmp_path: Path) -> None:
+    """The control: added, its part and delta, done with the same id, completed with it."""
+    directory = tmp_path / "recordings"
+    said = stream({"type": "response.output_item.done", "output_index": 0, "item": DONE})
+    with raw_upstream(_sse(said)) as url, recorder(tmp_path, url, directory) as rec:
+        with client(rec).responses.stream(**QUESTION) as events:
+            assert events.get_final_response().output_text == "right"
+    assert len(list(directory.glob("*.yaml"))) == 1

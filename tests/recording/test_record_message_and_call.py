@@ -1,0 +1,114 @@
+"""A response that says a message and makes a call (a preamble, then a tool call: the usual model
+pattern) cannot be replayed as the client saw it: a turn is one kind, and a message or a call ends
+the response it plays in. It is not recorded, and the log says why (docs/record-replay.md); a
+response of calls alone is, and replays as it went live."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.recording.recording_support import client, recorder, replayer
+from tests.recording.test_record_hostile_upstream import _request, raw_upstream
+from tests.recording.test_record_two_messages import message
+
+TOOLS: list[Any] = [
+    {
+        "type": "function",
+        "name": "lookup",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+    }
+]
+CALL = {
+    "type": "function_call",
+    "id": "fc_1",
+    "call_id": "call_1",
+    "name": "lookup",
+    "arguments": '{"q": "x"}',
+    "status": "completed",
+}
+
+
+def answers(*outputs: list[dict[str, Any]]) -> Any:
+    """An upstream answering its n-th request with the n-th output (the last one after)."""
+    count = [0]
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request(reader)
+        n = min(count[0], len(outputs) - 1)
+        count[0] += 1
+        body = {
+            "id": f"resp_{n}",
+            "object": "response",
+            "created_at": 1,
+            "status": "completed",
+            "model": "gpt-test",
+            "output": outputs[n],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": TOOLS,
+        }
+        data = json.dumps(body).encode()
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n"
+            + f"content-length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
+        await writer.drain()
+        writer.close()
+
+    return answer
+
+
+def tool_loop(sdk: Any) -> list[tuple[list[str], str]]:
+    """The SDK's tool loop, as an app runs it: each call answered, until an answer makes none."""
+    given: list[Any] = [{"role": "user", "content": "Look it up."}]
+    trace = []
+    for _ in range(4):
+        got = sdk.responses.create(model="gpt-test", input=given, tools=TOOLS)
+        trace.append(([o.type for o in got.output], got.output_text))
+        calls = [o for o in got.output if o.type == "function_call"]
+        if not calls:
+            break
+        given += [o.model_dump(exclude_none=True) for o in got.output]
+        given += [{"type": "function_call_output", "call_id": c.call_id, "output": "42"} for c in calls]
+    return trace
+
+
+@pytest.mark.parametrize(
+    ("first", "why"),
+    [
+        ([message("msg_1", "Let me check. "), CALL], "a response says a message and then calls lookup"),
+        ([message("msg_1", "A "), CALL, message("msg_2", "B")], "a response says a message and then calls lookup"),
+        ([CALL, message("msg_1", "after")], "a response makes a call (lookup) and then says a message"),
+    ],
+    ids=["preamble", "around", "after"],
+)
+def test_a_message_with_a_call_in_one_response_is_not_recorded(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, first: list[dict[str, Any]], why: str
+) -> None:
+    """Before, the preamble and the call were recorded as turns message, call, message: the replay
+    said 'Let me check. ' and completed, and the tool was never called (a test passing on less than
+    the client saw live); [call, message 'after'] replayed as the call and then 'afterdone'."""
+    directory = tmp_path / "recordings"
+    upstream = answers(first, [message("msg_9", "done")])
+    with caplog.at_level("INFO"), raw_upstream(upstream) as url, recorder(tmp_path, url, directory) as rec:
+        live = tool_loop(client(rec))
+    assert live[-1] == (["message"], "done") and "function_call" in live[0][0]
+    assert not list(directory.glob("*.yaml"))
+    said = [r.getMessage() for r in caplog.records]
+    assert any(s.startswith(f"a finished conversation was not recorded: {why}") for s in said), said
+
+
+def test_calls_alone_replay_as_they_went_live(tmp_path: Path) -> None:
+    directory = tmp_path / "recordings"
+    with raw_upstream(answers([CALL], [message("msg_9", "done")])) as url, recorder(tmp_path, url, directory) as rec:
+        live = tool_loop(client(rec))
+    assert live == [(["function_call"], ""), (["message"], "done")]
+    assert len(list(directory.glob("*.yaml"))) == 1
+    with replayer(tmp_path, directory) as play:
+        assert tool_loop(client(play)) == live
