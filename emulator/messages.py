@@ -116,15 +116,32 @@ def shown_text(text: str) -> str:
     return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
 
 
-_OWN_PARTS = frozenset({"supported"})
-"""Parts of an error's wording that are the emulator's own, never the request's (the values a
-parameter takes): shown whole."""
+_OWN_PARTS = frozenset(
+    {
+        *("supported", "expected", "allowed", "offered", "started", "note", "syntax", "described"),
+        *("divergence", "detail", "why", "fault", "body", "closest", "report", "scoped", "inline"),
+        *("turn", "answered", "made"),
+    }
+)
+"""Parts of an error's wording that the emulator composes (the values a parameter takes, a
+scenario report, a transport error's text): shown whole, as whoever composed them bounded what
+they quote. Every other part (an id, a name, a value, a `param`) is a value of the request, or
+may be, and is cut at `SHOWN_CHARS`."""
+WORDS_CHARS = 1024
+_WORDS_PARTS = frozenset({"problem", "reason", "message", "said", "executed"})
+"""Parts that are a validator's, a compiler's or a loader's words: composed by the emulator or a
+library, but they may quote a value of the request whole (a schema's `type`, a bad `pattern`):
+shown at most `WORDS_CHARS` characters long."""
 
 
 def _shown_part(name: str | None, value: Any) -> Any:
     """A part an error is made with, as it shows it: a string cut (`shown_text`), a list or tuple
     of strings each cut (and at most `SHOWN_CHARS` of them), anything else as it is."""
     if name in _OWN_PARTS:
+        return value
+    if name in _WORDS_PARTS and isinstance(value, str) and len(value) > WORDS_CHARS:
+        return value[:WORDS_CHARS] + "…"
+    if name in _WORDS_PARTS:
         return value
     if isinstance(value, str):
         return shown_text(value)
