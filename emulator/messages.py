@@ -19,6 +19,7 @@ writes, and makes each rule fire through its entry. An entry's docstring says wh
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import sys
@@ -104,12 +105,80 @@ def _register(surface: str, function: Callable[..., Any], where: str | None, sam
     CATALOGUE[name] = Entry(name, surface, function, where, dict(samples))
 
 
+SHOWN_CHARS = 256
+"""The characters of a parameter's name, or of a value it was sent, that an error shows; a longer
+one is cut there and ends in `…`."""
+
+
+def shown_text(text: str) -> str:
+    """`text` (a parameter's name, a value) as an error shows it: past `SHOWN_CHARS` characters cut
+    there, with `…`."""
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
+
+
+_OWN_PARTS = frozenset(
+    {
+        *("supported", "expected", "allowed", "offered", "started", "note", "syntax", "described"),
+        *("divergence", "detail", "why", "fault", "body", "closest", "report", "scoped", "inline"),
+        *("turn", "answered", "made"),
+    }
+)
+"""Parts of an error's wording that the emulator composes (the values a parameter takes, a
+scenario report, a transport error's text): shown whole, as whoever composed them bounded what
+they quote. Every other part (an id, a name, a value, a `param`) is a value of the request, or
+may be, and is cut at `SHOWN_CHARS`."""
+WORDS_CHARS = 1024
+_WORDS_PARTS = frozenset({"problem", "reason", "message", "said", "executed"})
+"""Parts that are a validator's, a compiler's or a loader's words: composed by the emulator or a
+library, but they may quote a value of the request whole (a schema's `type`, a bad `pattern`):
+shown at most `WORDS_CHARS` characters long."""
+
+
+def _shown_part(name: str | None, value: Any) -> Any:
+    """A part an error is made with, as it shows it: a string cut (`shown_text`), a list or tuple
+    of strings each cut (and at most `SHOWN_CHARS` of them), anything else as it is."""
+    if name in _OWN_PARTS:
+        return value
+    if name in _WORDS_PARTS and isinstance(value, str) and len(value) > WORDS_CHARS:
+        return value[:WORDS_CHARS] + "…"
+    if name in _WORDS_PARTS:
+        return value
+    if isinstance(value, str):
+        return shown_text(value)
+    if isinstance(value, (list, tuple)) and all(isinstance(part, str) for part in value):
+        return type(value)(shown_text(part) for part in value[:SHOWN_CHARS])
+    return value
+
+
+def _shown_parts(function: Callable[P, E]) -> Callable[P, E]:
+    """`function` (an error entry) made with its parts as an error shows them (`_shown_part`), and
+    its `param` cut too: the one place every error's wording is filled, so no error grows with
+    the request, whatever part of it (an id, a name, a schema's type or pattern) the wording
+    echoes (a 15.5 MB `previous_response_id` was echoed whole)."""
+
+    names = list(inspect.signature(function).parameters)
+
+    @functools.wraps(function)
+    def made(*args: P.args, **kwargs: P.kwargs) -> E:
+        shown_args = [_shown_part(name, value) for name, value in zip(names, args, strict=False)]
+        shown_args += args[len(names) :]
+        shown_kwargs = {name: _shown_part(name, value) for name, value in kwargs.items()}
+        error = function(*shown_args, **shown_kwargs)
+        if isinstance(error.param, str):
+            error.param = shown_text(error.param)
+        return error
+
+    return made
+
+
 def error(surface: str, **samples: Any) -> Callable[[Callable[P, E]], Callable[P, E]]:
-    """Register an error entry (a function returning the exception to raise)."""
+    """Register an error entry (a function returning the exception to raise), its parts shown cut
+    (`_shown_parts`)."""
 
     def register(function: Callable[P, E]) -> Callable[P, E]:
-        _register(surface, function, None, samples)
-        return function
+        shown = _shown_parts(function)
+        _register(surface, shown, None, samples)
+        return shown
 
     return register
 
@@ -464,17 +533,6 @@ def missing_parameter(param: str, note: str | None = None) -> MissingParameter:
     return MissingParameter(
         f"Missing required parameter: '{param}'" + (f" ({note})" if note else "") + ".", param=param
     )
-
-
-SHOWN_CHARS = 256
-"""The characters of a parameter's name, or of a value it was sent, that an error shows; a longer
-one is cut there and ends in `…`."""
-
-
-def shown_text(text: str) -> str:
-    """`text` (a parameter's name, a value) as an error shows it: past `SHOWN_CHARS` characters cut
-    there, with `…`."""
-    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
 
 
 @error(REQUEST)

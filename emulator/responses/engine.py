@@ -49,6 +49,7 @@ from ptc_emulator.emulator.responses.usage import (
     PromptCache,
     count,
     count_long_texts,
+    counts_much,
     definitions_text,
     model_read,
     output_tokens,
@@ -235,7 +236,7 @@ class Engine:
         instructions = getattr(request, "instructions", None)
         long_text = isinstance(instructions, str) and len(instructions) >= contract.OFF_LOOP_CHARS
         large = contract.holds_large_schemas(request) or contract.holds_lark_grammars(request)
-        if long_input or history or long_text or _holds_long_text(given) or large:
+        if long_input or history or long_text or _holds_long_text(given) or large or _counts_much(request):
             return await asyncio.to_thread(work)
         return work()
 
@@ -439,7 +440,7 @@ class Engine:
             await asyncio.to_thread(hosted.read_ahead)  # its scans of every item, not on the loop
         output = await self.model.play(prepared, self.runner) if prepared.plan is not None else []
         long = len(prepared.conversation.items) + len(output) > OFF_LOOP_ITEMS
-        if long or prepared.store:
+        if long or prepared.store or _counts_much(prepared.request):
             # A long conversation's usage, body and storing take their time (200,000 short items:
             # seconds): in a worker thread, so other clients are answered meanwhile. So does any
             # write to the server's store: it may wait for another request's long write to end.
@@ -757,6 +758,17 @@ def _text_bytes(request: CreateRequest) -> int:
 
 def _utf8(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _counts_much(request: Any) -> bool:
+    """Whether counting the request's tokens (its usage, its prompt's segments, its input_tokens, a
+    `context_management` threshold) may hold the event loop longer than a few milliseconds: it
+    reads stored history (known only once read), or its instructions, input and tools hold
+    `usage.COUNTED_ON_LOOP` characters in all (`usage.counts_much`). Such counts are made in a
+    worker thread: `off_loop`, `attempt_off_loop` and `complete` hop there."""
+    if request.previous_response_id is not None or getattr(request, "conversation", None) is not None:
+        return True
+    return counts_much(getattr(request, "instructions", None), request.input, getattr(request, "tools", None))
 
 
 def _holds_long_text(given: object) -> bool:

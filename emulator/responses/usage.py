@@ -73,6 +73,8 @@ __all__ = [
     "count",
     "LONG_TEXT",
     "count_long_texts",
+    "COUNTED_ON_LOOP",
+    "counts_much",
     "definitions_text",
     "output_tokens",
     "encoding",
@@ -247,6 +249,48 @@ def count_long_texts(value: Any, at_least: int = _PIECE) -> None:
             extra = getattr(current, "__pydantic_extra__", None)
             if extra:
                 stack.append(extra)
+
+
+COUNTED_ON_LOOP = 65_536
+"""Characters a request's texts (its instructions, input and tool definitions) may hold in all and
+still be counted on the event loop (`counts_much`): more is counted in a worker thread, whether it
+is one long text or many shorter ones (236 texts of 65,535 characters, or one tool's 250
+descriptions of 60,000, held every other client 1-7 s when each text was judged alone)."""
+_COUNTED_ON_LOOP_VALUES = 4096
+"""... and values: a walk of more (strings, lists, objects) stops there, the request counted as long."""
+
+
+def counts_much(*values: Any) -> bool:
+    """Whether `values` (models, lists, dicts, nested) hold `COUNTED_ON_LOOP` characters of strings
+    or more in all (object keys included: a tool's properties are counted by their names too), or
+    more than `_COUNTED_ON_LOOP_VALUES` values: a walk that stops as soon as either is reached, so
+    it costs at most a few thousand steps whatever the request."""
+    stack = list(values)
+    chars = 0
+    steps = 0
+    while stack:
+        steps += 1
+        if steps > _COUNTED_ON_LOOP_VALUES:
+            return True
+        current = stack.pop()
+        if isinstance(current, str):
+            chars += len(current)
+            if chars >= COUNTED_ON_LOOP:
+                return True
+        elif isinstance(current, (dict, list, tuple)):
+            if len(current) > _COUNTED_ON_LOOP_VALUES:
+                return True
+            if isinstance(current, dict):
+                stack.extend(current.keys())
+                stack.extend(current.values())
+            else:
+                stack.extend(current)
+        elif hasattr(current, "__pydantic_fields__"):
+            stack.extend(getattr(current, name, None) for name in type(current).__pydantic_fields__)
+            extra = getattr(current, "__pydantic_extra__", None)
+            if extra:
+                stack.append(extra)
+    return False
 
 
 def cached_chars() -> int:

@@ -97,7 +97,10 @@ def check_tool_fields(request: Conversational) -> None:
         raise messages.tool_choice_not_found(choice.type)
     if isinstance(choice, ProgrammaticToolChoice) and not request.ptc_enabled:
         raise messages.tool_choice_not_found("programmatic_tool_calling")
-    if isinstance(choice, OtherToolChoice) and (family := _HOSTED_CHOICES.get(choice.type)) is not None:
+    if isinstance(choice, OtherToolChoice):
+        family = _HOSTED_CHOICES.get(choice.type)
+        if family is None:
+            raise messages.invalid_value(choice.type, _CHOICE_TYPES, "tool_choice.type")
         if not any(getattr(t, "type", None) in family for t in request.tools or ()):
             raise messages.tool_choice_not_found(choice.type)
 
@@ -118,6 +121,13 @@ _HOSTED_CHOICES: dict[str, frozenset[str]] = {
 """A hosted tool's `tool_choice` (the SDK's `ToolChoiceTypes` and `ToolChoiceMcp`), and the tool
 types any one of which declares it: without one the hosted API answers `Tool choice '<type>' not
 found in 'tools' parameter.` (a web search or computer tool of another version counts)."""
+_CHOICE_TYPES = ", ".join(
+    f"'{kind}'"
+    for kind in ("allowed_tools", *list(_HOSTED_CHOICES)[:-1], "function", "mcp", "custom")
+    + ("programmatic_tool_calling", "apply_patch", "shell")
+)
+"""Every `type` a `tool_choice` object may have (the SDK's `ToolChoice` union, in its order): any
+other is the 400 `invalid_value` listing these (before, an open model let any type through)."""
 
 
 def check_background_options(request: CreateRequest) -> None:

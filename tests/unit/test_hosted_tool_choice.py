@@ -56,3 +56,17 @@ def test_a_hosted_choice_with_a_tool_of_its_family_passes_the_check(
 ) -> None:
     reply = _post(unit_http, "/v1/responses/input_tokens", tools=[tool, PTC], tool_choice={"type": choice})
     assert reply.status_code == 200, reply.text[:300]
+
+
+@pytest.mark.parametrize("path", ["/v1/responses", "/v1/responses/input_tokens"])
+@pytest.mark.parametrize("choice", [{"type": "bogus"}, {"type": "bogus", "name": "f"}, {"type": "x" * 1_000_000}])
+def test_a_tool_choice_of_an_unknown_type_is_refused(unit_http: TestClient, path: str, choice: dict[str, Any]) -> None:
+    """Before, an open model took any `type` and the choice was ignored (200)."""
+    reply = _post(unit_http, path, tools=[PTC], tool_choice=choice)
+    assert reply.status_code == 400, reply.text[:300]
+    error = reply.json()["error"]
+    assert error["code"] == "invalid_value" and error["param"] == "tool_choice.type", error
+    assert error["message"].startswith(f"Invalid value: '{choice['type'][:256]}"), error["message"][:300]
+    assert "Supported values are: 'allowed_tools', 'file_search'," in error["message"]
+    assert "'apply_patch', and 'shell'." in error["message"]
+    assert len(reply.content) < 2048
