@@ -323,9 +323,11 @@ async def scenario_added(state: Any, scope: str | None, body: bytes) -> dict[str
         raise messages.too_many_scenarios(state.scenarios.most_added())
     # The store's writes in a worker thread: a shared database may be slow, and on the loop every
     # client waited on them.
-    await asyncio.to_thread(state.store.scenarios.put, StoredScenario(scenario.scope, scenario.name, document))
-    # its faults fail afresh
+    # Its faults fail afresh: their counts forgotten first (again, if retried), so a 503 of either
+    # write leaves the scenario as it was (the scenario's write last; before, it came first, and
+    # a 503 of the counts' write was answered over a scenario added on every replica).
     await asyncio.to_thread(forget_fault_counts, state.store.counts, scenario.scope, scenario.name)
+    await asyncio.to_thread(state.store.scenarios.put, StoredScenario(scenario.scope, scenario.name, document))
     if not state.scenarios.has_room(scenario.scope, scenario.name):  # adds at once took the last room
         await asyncio.to_thread(state.store.scenarios.delete, scenario.scope, scenario.name)
         raise messages.too_many_scenarios(state.scenarios.most_added())
@@ -408,9 +410,9 @@ async def delete_hosted(request: Request) -> dict[str, Any]:
 @router.delete("/scenarios/{name}")
 async def delete_scenario(name: str, request: Request) -> dict[str, Any]:
     state = request.app.state.emulator
-    await asyncio.to_thread(state.store.scenarios.delete, _scope(request), name)
-    # added again, its faults fail afresh
+    # added again, its faults fail afresh: the counts forgotten first, the scenario's write last
     await asyncio.to_thread(forget_fault_counts, state.store.counts, _scope(request), name)
+    await asyncio.to_thread(state.store.scenarios.delete, _scope(request), name)
     removed = state.scenarios.remove(name, _scope(request))
     await _synced(state)
     if not removed:
@@ -488,8 +490,9 @@ async def _forget(state: Any, scope: str | None) -> tuple[int, int]:
     # (a file that cannot be used leaves the previous ones, and the log says why).
     if state.scenario_files is not None:
         await state.scenario_files.recheck()
+    # fail afresh: the counts forgotten first, so a 503 there leaves the scenarios as they were
+    await asyncio.to_thread(forget_fault_counts, state.store.counts, scope, every=scope is None)
     await asyncio.to_thread(state.store.scenarios.clear, scope)
-    await asyncio.to_thread(forget_fault_counts, state.store.counts, scope, every=scope is None)  # fail afresh
     await asyncio.to_thread(_clear_kept_hosted, state.store, scope)
     removed, cleared = state.scenarios.clear(scope), await asyncio.to_thread(state.journal.clear, scope)
     if state.engine is not None and scope is not None:  # what a scope's prompts are served is state

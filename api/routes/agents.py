@@ -114,7 +114,9 @@ async def _schemas_checked(tools: list[AgentToolParam] | None) -> None:
 async def create_session(body: SessionCreate, request: Request) -> Response:
     await _schemas_checked(body.agent.tools if body.agent is not None else None)
     harness = harness_of(request)
-    session, subscription = harness.create_session(body, _scope(request, body.metadata), subscribe=bool(body.stream))
+    session, subscription = await harness.create_session(
+        body, _scope(request, body.metadata), subscribe=bool(body.stream)
+    )
     if subscription is not None:
         return _stream(request, subscription, until_idle=True)
     return JSONResponse(session.object())

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import hashlib
 import json
 import logging
@@ -170,9 +171,12 @@ class Harness:
 
     # ---- sessions ---------------------------------------------------------------------------
 
-    def create_session(
+    async def create_session(
         self, body: SessionCreate, scope: str | None, *, subscribe: bool = False
     ) -> tuple[AgentSession, Subscription | None]:
+        """Stored and its first events published, in a worker thread (the store may wait on a
+        lock: on the loop, every client of the replica waited with it); all or nothing: a
+        failure to publish takes the stored session back, so a 503 leaves no session behind."""
         environment = body.environment
         kind = environment.get("type")
         if kind != "none":
@@ -186,7 +190,7 @@ class Harness:
             raise messages.vaults_unsupported()
         saved = None
         if body.agent_id is not None:
-            saved = self.agent(body.agent_id, scope)
+            saved = await asyncio.to_thread(self.agent, body.agent_id, scope)
         elif body.agent is None or body.agent.model is None:
             raise messages.agent_model_missing()
         if body.agent is not None:
@@ -233,13 +237,32 @@ class Harness:
         made = AgentSession(doc, self.ids, self.clock)
         if self.ownership is None:  # shared: every read is of the store
             self._sessions[sid] = made
-        subscription = self.fanout.subscribe(sid, None) if subscribe else None
         events = [made.event("agent.session.created", session=made.object())]
         made.begin_turn(said, events)
-        self._save(made)
-        self._publish(sid, events)
+        after = await asyncio.to_thread(self.fanout.position, sid) if subscribe else 0
+        subscription = self.fanout.subscribe(sid, None, after) if subscribe else None
+        try:
+            await asyncio.to_thread(self._store_new, made, events)
+        except BaseException:
+            self._sessions.pop(sid, None)
+            if subscription is not None:
+                subscription.close()
+            raise
         self._schedule(sid)
         return made, subscription
+
+    def _store_new(self, made: AgentSession, events: list[Event]) -> None:
+        """A new session stored, then its events published; if they cannot be, the session is
+        deleted again (if even that fails, it is logged: the session stays, idle, never driven)."""
+        self._save(made)
+        try:
+            self._publish(made.id, events)
+        except BaseException:
+            try:
+                self.records.delete(SESSION, made.id)
+            except Exception:
+                log.exception("agent session %s: stored, its events not published, and not deleted", made.id)
+            raise
 
     def load(self, session_id: str, scope: str | None | object = ANY_SCOPE) -> AgentSession:
         """The session, if it is visible in `scope`: a session made in a scope is seen only in that
@@ -349,18 +372,21 @@ class Harness:
         self, session_id: str, body: EventsBody, idempotency_key: str | None, *, scope: str | None
     ) -> None:
         """Validate and apply input events; on return the change is stored (the 202)."""
-        self.load(session_id, scope)  # an unknown or invisible id takes no lock
+        await asyncio.to_thread(self.load, session_id, scope)  # an unknown or invisible id takes no lock
         async with self._lock(session_id):
-            session = self.load(session_id, scope)
+            session = await asyncio.to_thread(self.load, session_id, scope)
             doc = session.doc
             digest = hashlib.sha256(body.model_dump_json(by_alias=True).encode()).hexdigest()
             if idempotency_key is not None:
-                seen = self.keys.seen(session_id, idempotency_key)
+                seen = await asyncio.to_thread(self.keys.seen, session_id, idempotency_key)
                 if seen == digest:
                     return
                 if seen is not None:
                     raise messages.idempotency_key_reused(idempotency_key)
             todo = session.validate(body)
+            # What the store holds now, put back if the change's events cannot be published
+            # (only a shared event log fails to publish).
+            before = copy.deepcopy(doc) if self.fanout.log is not None else None
             events: list[Event] = []
             resume = False
             for event in todo:
@@ -374,11 +400,17 @@ class Harness:
                     resume = False
                 elif isinstance(event, McpApprovalResult):
                     resume = session.apply_approval(event, events) or resume
-            if idempotency_key is not None:
-                self.keys.remember(session_id, idempotency_key, digest)
             doc["session"]["last_active_at"] = self.now()
-            self._save(session)
-            self._publish(session_id, events)
+            try:
+                await asyncio.to_thread(self._store_change, session, before, events)
+            except BaseException:
+                self._sessions.pop(session_id, None)  # (one process) read again as stored
+                raise
+            if idempotency_key is not None:
+                try:
+                    await asyncio.to_thread(self.keys.remember, session_id, idempotency_key, digest)
+                except Exception:  # done and answered as done: the key is what is not kept
+                    log.exception("agent session %s: its idempotency key was not kept", session_id)
         if resume:
             self._schedule(session_id)
 
@@ -416,15 +448,13 @@ class Harness:
                     done = True
                 else:
                     done = session.apply_output(response, events, began=began)
-                self._save(session)
-                self._publish(session_id, events)
+                await asyncio.to_thread(self._save_and_publish, session, events)
                 if done:
                     return
             events = []
             error = messages.too_many_steps(MAX_STEPS)
             session.fail_turn(error.message, "internal_error", error, events)
-            self._save(session)
-            self._publish(session_id, events)
+            await asyncio.to_thread(self._save_and_publish, session, events)
 
     async def _play(self, doc: Doc) -> dict[str, Any]:
         agent = doc["session"]["agent"]
@@ -478,6 +508,24 @@ class Harness:
                 del self._locks[session_id]
             else:
                 self._locks[session_id] = (lock, users - 1)
+
+    def _store_change(self, session: AgentSession, before: Doc | None, events: list[Event]) -> None:
+        """A session's change stored, then its events published; if they cannot be, the session
+        as it was is stored again (if even that fails, it is logged), so a 503 means not done."""
+        self._save(session)
+        try:
+            self._publish(session.id, events)
+        except BaseException:
+            if before is not None:
+                try:
+                    self.records.put(SESSION, session.id, before)
+                except Exception:
+                    log.exception("agent session %s: changed, its events not published, not put back", session.id)
+            raise
+
+    def _save_and_publish(self, session: AgentSession, events: list[Event]) -> None:
+        self._save(session)
+        self._publish(session.id, events)
 
     def _save(self, session: AgentSession) -> None:
         self.records.put(SESSION, session.id, session.doc)

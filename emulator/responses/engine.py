@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import secrets
 import time
 from collections.abc import Callable
@@ -98,6 +99,8 @@ def _with(expanded: Expanded | None, conv: Conversation) -> Conversation:
         conv.visible, conv.sent = expanded.visible, expanded.sent
     return conv
 
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -472,12 +475,37 @@ class Engine:
         else:
             response = self.response(prepared, output, status=ResponseStatus.COMPLETED)
         thread = prepared.conversation_id
-        if thread is not None:  # first: a continuation refused there is not stored either
-            expected = prepared.read_version
-            self.conversations.record(thread, self._input_items(prepared), response["output"], expected=expected)
-        if not prepared.background:  # a background one is kept by `complete`, which may wait
-            self._keep(prepared, response)
+        if prepared.background:  # kept by `complete`, which may wait
+            if thread is not None:
+                self._record(prepared, thread, response)
+            return response
+        # All or nothing: the response stored first, then its turn recorded in its conversation;
+        # if that is refused (another writer's turn, `conversation_locked`) or cannot be done (a
+        # busy database's 503), the response is deleted again. Recorded first, before, a 503 of
+        # the response's write left the turn in the conversation, and the SDK's retry added it twice.
+        self._keep(prepared, response)
+        if thread is not None:
+            try:
+                self._record(prepared, thread, response)
+            except BaseException:
+                self._unkeep(prepared, response)
+                raise
         return response
+
+    def _record(self, prepared: Prepared, thread: str, response: dict[str, Any]) -> None:
+        expected = prepared.read_version
+        self.conversations.record(thread, self._input_items(prepared), response["output"], expected=expected)
+
+    def _unkeep(self, prepared: Prepared, response: dict[str, Any]) -> None:
+        """A response kept by `_keep` deleted again (its turn was not recorded). If even that
+        fails, the response stays, not in its conversation (logged); the reply is the error."""
+        target = self.store if prepared.store else prepared.local
+        if target is None:
+            return
+        try:
+            target.delete(response["id"])
+        except Exception:
+            log.exception("response %s: stored, its conversation's turn not recorded, and not deleted", response["id"])
 
     @staticmethod
     def _over_token_limit(prepared: Prepared, output: list[dict[str, Any]]) -> bool:
