@@ -47,6 +47,7 @@ from unittest import mock
 import tiktoken
 from tiktoken_ext import openai_public
 
+from ptc_emulator.emulator import jsonreply
 from ptc_emulator.emulator.caches import PROCESS, Cache
 from ptc_emulator.emulator.history.cursor import MODEL_READ, ModelRead
 from ptc_emulator.emulator.rules.conversation import Conversation
@@ -376,7 +377,9 @@ def visible_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def definitions_text(tools: list[dict[str, Any]]) -> str:
     """The tool definitions as the model reads them: compact JSON, or nothing without tools.
     Input tokens and the prompt cache's prefix both read them from here."""
-    return json.dumps(visible_tools(tools), separators=(",", ":")) if tools else ""
+    # A piece at a time (`jsonreply.texts`, the same text): one `json.dumps` of a long definition
+    # (3,500 integers of 4,000 digits: 1 s) held the interpreter, the event loop too, from a worker.
+    return "".join(jsonreply.texts(visible_tools(tools), separators=(",", ":"))) if tools else ""
 
 
 def from_program(item: Item | dict[str, Any]) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -22,6 +23,7 @@ import pytest
 import websockets.sync.client
 
 from ptc_emulator.api import replies
+from ptc_emulator.emulator import jsonreply
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import program_message
@@ -59,14 +61,14 @@ def noting(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Noting]:
     usage.clear_cache()
 
 
-def _tools(salt: int) -> list[dict[str, Any]]:
-    numbers = [int("7" * DIGITS) + salt * 1000 + i for i in range(COUNT)]
+def _tools(salt: int, count: int = COUNT) -> list[dict[str, Any]]:
+    numbers = [int("7" * DIGITS) + salt * 1000 + i for i in range(count)]
     parameters = {"type": "object", "properties": {"a": {"type": "integer", "enum": numbers}}}
     return [{"type": "function", "name": "f", "parameters": parameters}, {"type": "programmatic_tool_calling"}]
 
 
-def _body(salt: int, **more: Any) -> dict[str, Any]:
-    return {"model": "m", "input": CODE, "tools": _tools(salt), **more}
+def _body(salt: int, count: int = COUNT, **more: Any) -> dict[str, Any]:
+    return {"model": "m", "input": CODE, "tools": _tools(salt, count), **more}
 
 
 def test_large_integers_are_counted_off_the_loop(make_server: Callable[..., EmulatorServer], noting: _Noting) -> None:
@@ -110,3 +112,27 @@ def test_a_stored_response_of_large_integers_is_read_back_off_the_loop(
         == _tools(4)[0]["parameters"]["properties"]["a"]["enum"]
     )
     assert len(made) == before + 1  # before: the GET's reply, "short", was encoded on the loop
+
+
+def test_long_tool_definitions_are_written_a_piece_at_a_time(
+    make_server: Callable[..., EmulatorServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The definitions' text is made a piece at a time (`jsonreply.texts`, the same text), letting
+    other threads run between two pieces: before, `usage` made it in one `json.dumps` (1 s for
+    3,500 such integers), holding the interpreter, the loop too, from the worker thread."""
+    long_calls: list[int] = []
+    real = json.dumps
+
+    def dumps(value: Any, *args: Any, **options: Any) -> str:
+        text = real(value, *args, **options)
+        if len(text) > jsonreply.LONG_CHARS:
+            long_calls.append(len(text))
+        return text
+
+    monkeypatch.setattr(usage, "json", SimpleNamespace(dumps=dumps, loads=json.loads))
+    server = make_server()
+    with httpx.Client(base_url=server.base_url, timeout=120) as http:
+        counted = http.post("/responses/input_tokens", json=_body(5, 10 * COUNT))
+        assert counted.status_code == 200, counted.text[:500]
+    assert counted.json()["input_tokens"] > 10 * COUNT * DIGITS // 4
+    assert long_calls == []  # before: one call of the whole definitions
