@@ -815,7 +815,8 @@ def tool_choice_name_not_found(kind: str, name: str) -> InvalidRequest:
 
 @error(TOOLS)
 def tool_choice_not_found(kind: str) -> InvalidRequest:
-    """`tool_choice` naming a tool type (or `programmatic_tool_calling`) the request does not declare."""
+    """`tool_choice` naming a tool type (or `programmatic_tool_calling`) the request does not declare,
+    or an `mcp` choice whose `server_label` names no `mcp` tool in `tools`."""
     return InvalidRequest(f"Tool choice '{kind}' not found in 'tools' parameter.", param="tool_choice")
 
 
