@@ -590,7 +590,8 @@ def invalid_value_unlisted(value: object, param: str) -> InvalidValue:
 
 @error(REQUEST, expected=["a string", "an integer"], got="an array")
 def wrong_type(name: str, expected: list[str], got: str, param: str | None) -> InvalidType:
-    """A parameter of the wrong JSON type (`expected`: what it may be; `name`: the parameter, `body` for the body)."""
+    """A parameter of the wrong JSON type (`expected`: what it may be; `name`: the parameter, `body` for the body:
+    an HTTP body or a WebSocket frame that is not an object)."""
     wanted = expected[0] if len(expected) == 1 else "one of " + " or ".join(expected)
     return InvalidType(f"Invalid type for '{name}': expected {wanted}, but got {got} instead.", param=param)
 
