@@ -590,8 +590,7 @@ def invalid_value_unlisted(value: object, param: str) -> InvalidValue:
 
 @error(REQUEST, expected=["a string", "an integer"], got="an array")
 def wrong_type(name: str, expected: list[str], got: str, param: str | None) -> InvalidType:
-    """A parameter of the wrong JSON type (`expected`: what it may be; `name`: the parameter, `body` for the body:
-    an HTTP body or a WebSocket frame that is not an object)."""
+    """A parameter of the wrong JSON type (`expected`: what it may be; `name`: the parameter, `body` for the body)."""
     wanted = expected[0] if len(expected) == 1 else "one of " + " or ".join(expected)
     return InvalidType(f"Invalid type for '{name}': expected {wanted}, but got {got} instead.", param=param)
 
@@ -2873,6 +2872,13 @@ def frame_invalid(problem: str) -> InvalidValue:
 def frame_type_invalid(kind: object) -> InvalidValue:
     """A frame whose `type` is neither `response.create` nor `response.steer`."""
     return invalid_value(kind, "'response.create' and 'response.steer'", "type")
+
+
+@error(SOCKET, got="an array")
+def frame_not_an_object(got: str) -> InvalidType:
+    """A frame that is JSON but not an object (`got`: its kind, `an array`): worded as an HTTP body
+    that is not an object is (before, `Missing required parameter: 'type'`)."""
+    return wrong_type("body", ["an object"], got, None)
 
 
 @error(SOCKET)

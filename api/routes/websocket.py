@@ -209,7 +209,7 @@ class Session:
             got = errors.json_kind(frame)
             if large:
                 dismantle(frame)
-            await self._error(messages.wrong_type("body", ["an object"], got, None), None)
+            await self._error(messages.frame_not_an_object(got), None)
             return
         kind = frame.get("type")
         # A large create is kept parsed when nothing waits on this socket (one such frame at most,
