@@ -815,7 +815,8 @@ def tool_choice_name_not_found(kind: str, name: str) -> InvalidRequest:
 
 @error(TOOLS)
 def tool_choice_not_found(kind: str) -> InvalidRequest:
-    """`tool_choice` naming a tool type (or `programmatic_tool_calling`) the request does not declare."""
+    """`tool_choice` naming a tool type (or `programmatic_tool_calling`) the request does not declare,
+    or an `mcp` choice whose `server_label` names no `mcp` tool in `tools`."""
     return InvalidRequest(f"Tool choice '{kind}' not found in 'tools' parameter.", param="tool_choice")
 
 
@@ -2871,6 +2872,13 @@ def frame_invalid(problem: str) -> InvalidValue:
 def frame_type_invalid(kind: object) -> InvalidValue:
     """A frame whose `type` is neither `response.create` nor `response.steer`."""
     return invalid_value(kind, "'response.create' and 'response.steer'", "type")
+
+
+@error(SOCKET, got="an array")
+def frame_not_an_object(got: str) -> InvalidType:
+    """A frame that is JSON but not an object (`got`: its kind, `an array`): worded as an HTTP body
+    that is not an object is (before, `Missing required parameter: 'type'`)."""
+    return wrong_type("body", ["an object"], got, None)
 
 
 @error(SOCKET)

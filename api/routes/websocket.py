@@ -204,7 +204,14 @@ class Session:
         if refused is not None:
             await self._error(refused, None)
             return
-        kind = frame.get("type") if isinstance(frame, dict) else None
+        if not isinstance(frame, dict):  # an array, a string, a number: as HTTP answers such a body
+            # (before, "Missing required parameter: 'type'", as if an object had come without it)
+            got = errors.json_kind(frame)
+            if large:
+                dismantle(frame)
+            await self._error(messages.frame_not_an_object(got), None)
+            return
+        kind = frame.get("type")
         # A large create is kept parsed when nothing waits on this socket (one such frame at most,
         # as an HTTP request holds its body); behind others, its text is queued and parsed again
         # when it plays. Whatever parsed frame is not kept is taken apart by the release thread,

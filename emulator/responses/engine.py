@@ -443,10 +443,12 @@ class Engine:
             await asyncio.to_thread(hosted.read_ahead)  # its scans of every item, not on the loop
         output = await self.model.play(prepared, self.runner) if prepared.plan is not None else []
         long = len(prepared.conversation.items) + len(output) > OFF_LOOP_ITEMS
-        if long or prepared.store or _counts_much(prepared.request):
+        if long or prepared.store or _counts_much(prepared.request) or counts_much(output):
             # A long conversation's usage, body and storing take their time (200,000 short items:
             # seconds): in a worker thread, so other clients are answered meanwhile. So does any
             # write to the server's store: it may wait for another request's long write to end.
+            # And counting a long output the server made itself (a program's text() of up to
+            # 1 MiB, a scenario's message): 340,000 CJK characters held the loop 0.1-0.2 s.
             response = await asyncio.to_thread(self._finish, prepared, output)
         else:
             response = self._finish(prepared, output)

@@ -47,6 +47,7 @@ from unittest import mock
 import tiktoken
 from tiktoken_ext import openai_public
 
+from ptc_emulator.emulator import jsonreply
 from ptc_emulator.emulator.caches import PROCESS, Cache
 from ptc_emulator.emulator.history.cursor import MODEL_READ, ModelRead
 from ptc_emulator.emulator.rules.conversation import Conversation
@@ -262,7 +263,8 @@ _COUNTED_ON_LOOP_VALUES = 4096
 
 def counts_much(*values: Any) -> bool:
     """Whether `values` (models, lists, dicts, nested) hold `COUNTED_ON_LOOP` characters of strings
-    or more in all (object keys included: a tool's properties are counted by their names too), or
+    and integers' digits or more in all (object keys included: a tool's properties are counted by
+    their names too), or
     more than `_COUNTED_ON_LOOP_VALUES` values: a walk that stops as soon as either is reached, so
     it costs at most a few thousand steps whatever the request."""
     stack = list(values)
@@ -275,6 +277,12 @@ def counts_much(*values: Any) -> bool:
         current = stack.pop()
         if isinstance(current, str):
             chars += len(current)
+            if chars >= COUNTED_ON_LOOP:
+                return True
+        elif isinstance(current, int):
+            # Its digits, from its bits (no text made): an integer of thousands of digits is slow to
+            # write and then counted as digits; 3,500 of them held the loop 2-5 s when they counted 0.
+            chars += current.bit_length() * 77 >> 8
             if chars >= COUNTED_ON_LOOP:
                 return True
         elif isinstance(current, (dict, list, tuple)):
@@ -369,7 +377,9 @@ def visible_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def definitions_text(tools: list[dict[str, Any]]) -> str:
     """The tool definitions as the model reads them: compact JSON, or nothing without tools.
     Input tokens and the prompt cache's prefix both read them from here."""
-    return json.dumps(visible_tools(tools), separators=(",", ":")) if tools else ""
+    # A piece at a time (`jsonreply.texts`, the same text): one `json.dumps` of a long definition
+    # (3,500 integers of 4,000 digits: 1 s) held the interpreter, the event loop too, from a worker.
+    return "".join(jsonreply.texts(visible_tools(tools), separators=(",", ":"))) if tools else ""
 
 
 def from_program(item: Item | dict[str, Any]) -> bool:

@@ -30,7 +30,10 @@ from ptc_emulator.emulator.wire.tools import (
     CustomTool,
     CustomToolChoice,
     FunctionToolChoice,
+    HostedToolChoice,
     KindToolChoice,
+    McpTool,
+    McpToolChoice,
     OtherToolChoice,
     ProgrammaticToolChoice,
 )
@@ -97,7 +100,11 @@ def check_tool_fields(request: Conversational) -> None:
         raise messages.tool_choice_not_found(choice.type)
     if isinstance(choice, ProgrammaticToolChoice) and not request.ptc_enabled:
         raise messages.tool_choice_not_found("programmatic_tool_calling")
-    if isinstance(choice, OtherToolChoice):
+    if isinstance(choice, McpToolChoice) and not any(
+        isinstance(t, McpTool) and t.server_label == choice.server_label for t in request.tools or ()
+    ):  # before, any label (or none) passed
+        raise messages.tool_choice_not_found("mcp")
+    if isinstance(choice, (HostedToolChoice, OtherToolChoice)):
         family = _HOSTED_CHOICES.get(choice.type)
         if family is None:
             raise messages.invalid_value(choice.type, _CHOICE_TYPES, "tool_choice.type")

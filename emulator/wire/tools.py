@@ -4,7 +4,7 @@ but not emulated) and every choice it may make."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, get_args
 
 from pydantic import Discriminator, Field, StringConstraints, Tag
 
@@ -37,6 +37,9 @@ __all__ = [
     "NamespaceMember",
     "NamespaceTool",
     "OtherTool",
+    "HOSTED_CHOICE_TYPES",
+    "HostedToolChoice",
+    "McpToolChoice",
     "OtherToolChoice",
     "ProgrammaticToolCalling",
     "ProgrammaticToolChoice",
@@ -421,8 +424,39 @@ class AllowedToolsChoice(WireModel):
     tools: list[OpenJSON]
 
 
+class HostedToolChoice(WireModel):
+    """`{"type": "file_search"}` and the other `ToolChoiceTypes`: any other field is the 400
+    `unknown_parameter` (before, an open model took and echoed it)."""
+
+    type: Literal[
+        "file_search",
+        "web_search_preview",
+        "computer",
+        "computer_use_preview",
+        "computer_use",
+        "web_search_preview_2025_03_11",
+        "image_generation",
+        "code_interpreter",
+    ]
+
+
+HOSTED_CHOICE_TYPES: tuple[str, ...] = get_args(HostedToolChoice.model_fields["type"].annotation)
+"""The SDK's `ToolChoiceTypes`: a hosted tool's choice, its `type` alone."""
+
+
 class OtherToolChoice(OpenModel):
+    """A `type` outside the API: refused by `check_tool_fields` (`invalid_value`)."""
+
     type: str
+
+
+class McpToolChoice(WireModel):
+    """`{"type": "mcp", "server_label": ..., "name": ...}` (the SDK's `ToolChoiceMcp`): call a tool
+    of the `mcp` tool with that label (it must be in `tools`)."""
+
+    type: Literal["mcp"]
+    server_label: str
+    name: str | None = None
 
 
 def _choice_tag(value: Any) -> str:
@@ -431,7 +465,9 @@ def _choice_tag(value: Any) -> str:
     tag = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
     if tag in ("shell", "apply_patch"):
         return "kind"
-    return tag if tag in ("function", "custom", "programmatic_tool_calling", "allowed_tools") else "other"
+    if tag in HOSTED_CHOICE_TYPES:
+        return "hosted"
+    return tag if tag in ("function", "custom", "programmatic_tool_calling", "allowed_tools", "mcp") else "other"
 
 
 ToolChoice: TypeAlias = Annotated[
@@ -441,6 +477,8 @@ ToolChoice: TypeAlias = Annotated[
     | Annotated[KindToolChoice, Tag("kind")]
     | Annotated[ProgrammaticToolChoice, Tag("programmatic_tool_calling")]
     | Annotated[AllowedToolsChoice, Tag("allowed_tools")]
+    | Annotated[McpToolChoice, Tag("mcp")]
+    | Annotated[HostedToolChoice, Tag("hosted")]
     | Annotated[OtherToolChoice, Tag("other")],
     Discriminator(_choice_tag),
 ]

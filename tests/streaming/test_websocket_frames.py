@@ -114,3 +114,35 @@ def test_a_frame_holding_one_long_string_is_read_in_memory_linear_in_it(
         ws.send(json.dumps(create))
         final = events_until(ws, lambda e: e["type"] == "response.completed")[-1]
         assert final["response"]["status"] == "completed"
+
+
+def test_a_frame_that_is_not_an_object_is_the_invalid_type_http_gives(
+    make_server: Callable[..., EmulatorServer],
+) -> None:
+    """As an HTTP body that is not an object: before, an array or a string frame was answered
+    "Missing required parameter: 'type'", as if an object had come without it. A large array is
+    refused the same way (it used to reach a lookup of its `type` key)."""
+    server = make_server()
+    url = server.base_url.replace("http://", "ws://") + "/responses"
+    frames = {
+        "[1]": "an array",
+        '"response.create"': "a string",
+        "5": "an integer",
+        "null": "null",
+        json.dumps(["type", "x" * 2_000_000]): "an array",
+    }
+    with connect(url, max_size=None) as ws:
+        for frame, got in frames.items():
+            ws.send(frame)
+            [error] = events_until(ws, lambda e: e["type"] == "error")
+            assert error["status"] == 400, error
+            assert error["error"] == {
+                "message": f"Invalid type for 'body': expected an object, but got {got} instead.",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "invalid_type",
+            }
+        create = {"type": "response.create", "model": "m", "input": program_message("text('ok');"), "tools": PTC_TOOLS}
+        ws.send(json.dumps(create))
+        final = events_until(ws, lambda e: e["type"] == "response.completed")[-1]
+        assert final["response"]["status"] == "completed"

@@ -70,3 +70,55 @@ def test_a_tool_choice_of_an_unknown_type_is_refused(unit_http: TestClient, path
     assert "Supported values are: 'allowed_tools', 'file_search'," in error["message"]
     assert "'apply_patch', and 'shell'." in error["message"]
     assert len(reply.content) < 2048
+
+
+HOSTED_TOOLS: dict[str, dict[str, Any]] = {
+    "file_search": {"type": "file_search", "vector_store_ids": ["vs_1"]},
+    "web_search_preview": {"type": "web_search_preview"},
+    "web_search_preview_2025_03_11": {"type": "web_search_preview"},
+    "computer": {"type": "computer"},
+    "computer_use": {"type": "computer"},
+    "computer_use_preview": {"type": "computer"},
+    "image_generation": {"type": "image_generation"},
+    "code_interpreter": {"type": "code_interpreter", "container": {"type": "auto"}},
+}
+MCP = {"type": "mcp", "server_label": "docs", "server_url": "https://example.com/mcp"}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTED_TOOLS))
+@pytest.mark.parametrize("path", ["/v1/responses", "/v1/responses/input_tokens"])
+def test_a_hosted_tool_choice_takes_no_other_field(unit_http: TestClient, kind: str, path: str) -> None:
+    """The SDK's `ToolChoiceTypes` has `type` alone: before, `{"type": "file_search", "bogus": 1}` was
+    a 200 echoing `bogus` (shell and programmatic_tool_calling choices were already refused)."""
+    reply = _post(unit_http, path, tools=[HOSTED_TOOLS[kind], PTC], tool_choice={"type": kind, "bogus": 1})
+    assert reply.status_code == 400, reply.text[:300]
+    error = reply.json()["error"]
+    assert error["code"] == "unknown_parameter" and error["param"] == "tool_choice.bogus", error
+
+
+@pytest.mark.parametrize(
+    ("choice", "code", "param"),
+    [
+        ({"type": "mcp"}, "missing_required_parameter", "tool_choice.server_label"),
+        ({"type": "mcp", "server_label": 5}, "invalid_type", "tool_choice.server_label"),
+        ({"type": "mcp", "server_label": "docs", "bogus": 1}, "unknown_parameter", "tool_choice.bogus"),
+        ({"type": "mcp", "server_label": "other"}, None, "tool_choice"),
+    ],
+)
+def test_an_mcp_choice_is_checked_as_the_sdk_types_it(
+    unit_http: TestClient, choice: dict[str, Any], code: str | None, param: str
+) -> None:
+    """`ToolChoiceMcp.server_label` is a required string naming an `mcp` tool in `tools`: before, a
+    choice without it, with a number, or naming no such tool was a 200."""
+    reply = _post(unit_http, "/v1/responses/input_tokens", tools=[MCP, PTC], tool_choice=choice)
+    assert reply.status_code == 400, reply.text[:300]
+    error = reply.json()["error"]
+    assert (error["code"], error["param"]) == (code, param), error
+    if code is None:
+        assert error["message"] == "Tool choice 'mcp' not found in 'tools' parameter."
+
+
+def test_an_mcp_choice_naming_its_tool_passes_the_check(unit_http: TestClient) -> None:
+    for choice in ({"type": "mcp", "server_label": "docs"}, {"type": "mcp", "server_label": "docs", "name": "x"}):
+        reply = _post(unit_http, "/v1/responses/input_tokens", tools=[MCP, PTC], tool_choice=choice)
+        assert reply.status_code == 200, reply.text[:300]

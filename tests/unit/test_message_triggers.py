@@ -2654,6 +2654,11 @@ def _(c: Context) -> object:
     return over_socket(c, '{"type": "response.nope"}')
 
 
+@trigger("frame_not_an_object")
+def _(c: Context) -> object:
+    return over_socket(c, "[1]")
+
+
 @trigger("stream_id_invalid")
 def _(c: Context) -> object:
     return over_socket(c, create_frame(stream_id="not a stream id!"))
