@@ -1758,6 +1758,23 @@ def scenario_metadata_key_too_long(key: str, most: int) -> str:
     )
 
 
+@text(SCENARIOS, "invalid_scenario's reason (the loader's)", count=17, most=16)
+def scenario_metadata_too_many_keys(count: int, most: int) -> str:
+    """A scenario's `match.metadata` of more keys than a request's `metadata` may hold: no request
+    could carry them all, so the scenario could never match."""
+    return (
+        f"{count} keys, more than the {most} a request's metadata may hold: "
+        "a request carrying them is refused, so this scenario could never match"
+    )
+
+
+@text(SCENARIOS, "invalid_scenario's reason (the loader's)", count=129, most=128)
+def scenario_match_too_many_tools(count: int, most: int) -> str:
+    """A scenario's `match.tools` naming more tools than the bound (each request that reaches the
+    scenario looks each up)."""
+    return f"{count} tools, more than the {most} a scenario may ask a request to declare"
+
+
 @text(SCENARIOS, "invalid_scenario's reason (the loader's)", key="region", most=512)
 def scenario_metadata_value_too_long(key: str, most: int) -> str:
     """A scenario's `match.metadata` value longer than a request's may be: no request could carry

@@ -22,6 +22,7 @@ from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator import jsonpieces
 from ptc_emulator.emulator.model.scripted import files
+from ptc_emulator.emulator.model.scripted import scenario as scenario_module
 from ptc_emulator.emulator.model.scripted.scenario import ScenarioError
 
 JSON = {"content-type": "application/json"}
@@ -116,8 +117,9 @@ async def test_a_long_json_scenario_file_is_parsed_a_piece_at_a_time(tmp_path: P
     [
         ({"k" * 65: "v"}, "is longer than 64 characters"),
         ({"k": "v" * 513}, "is longer than 512 characters"),
+        ({f"k{i}": "v" for i in range(17)}, "17 keys, more than the 16"),
     ],
-    ids=["key", "value"],
+    ids=["key", "value", "keys"],
 )
 async def test_a_match_metadata_no_request_can_carry_is_refused_at_add(
     tmp_path: Path, metadata: dict[str, str], said: str
@@ -138,6 +140,33 @@ async def test_a_match_metadata_no_request_can_carry_is_refused_at_add(
             "/v1/responses", content=json.dumps({"model": "m", "input": "ok", "metadata": at_most}), headers=JSON
         )
         assert answer.status_code == 200, answer.text
+
+
+async def test_match_tools_are_bounded_at_add_and_counted_in_the_matching_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, `match.tools` had no bound (201 for 240,000 names) and each request that reached the
+    scenario looked every name up on the event loop, outside the request's matching budget and
+    outside the weight that moves matching to a worker thread."""
+    spent: list[tuple[int, str]] = []
+    real = scenario_module.spend
+
+    def noted(units: int, what: str) -> None:
+        spent.append((units, what))
+        real(units, what)
+
+    monkeypatch.setattr(scenario_module, "spend", noted)
+    async with app_client(tmp_path) as http:
+        many = {"name": "many", "match": {"tools": [f"t{i}" for i in range(129)]}, "turns": [{"message": "x"}]}
+        refused = await http.post(f"{ADMIN}/scenarios", content=json.dumps(many), headers=JSON)
+        assert refused.status_code == 400, refused.text
+        assert "129 tools, more than the 128" in refused.json()["error"]["message"]
+        tools = [f"t{i}" for i in range(128)]
+        body = {"name": "most", "match": {"input": "^most$", "tools": tools}, "turns": [{"message": "x"}]}
+        assert (await http.post(f"{ADMIN}/scenarios", content=json.dumps(body), headers=JSON)).status_code == 201
+        missed = await http.post("/v1/responses", content=json.dumps({"model": "m", "input": "other"}), headers=JSON)
+        assert missed.status_code == 400
+    assert (scenario_module.TOOL_LOOKUP_COST * 128, "match.tools") in spent
 
 
 class _Walked(dict):  # type: ignore[type-arg]

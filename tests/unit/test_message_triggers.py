@@ -2112,6 +2112,18 @@ def _(c: Context) -> object:
     return c.post(f"{ADMIN}/scenarios", {"match": {"metadata": {"k" * 65: "v"}}, "turns": [{"message": "x"}]})
 
 
+@trigger("scenario_metadata_too_many_keys")
+def _(c: Context) -> object:
+    metadata = {f"k{i}": "v" for i in range(17)}
+    return c.post(f"{ADMIN}/scenarios", {"match": {"metadata": metadata}, "turns": [{"message": "x"}]})
+
+
+@trigger("scenario_match_too_many_tools")
+def _(c: Context) -> object:
+    tools = [f"t{i}" for i in range(129)]
+    return c.post(f"{ADMIN}/scenarios", {"match": {"tools": tools}, "turns": [{"message": "x"}]})
+
+
 @trigger("scenario_metadata_value_too_long")
 def _(c: Context) -> object:
     return c.post(f"{ADMIN}/scenarios", {"match": {"metadata": {"k": "v" * 513}}, "turns": [{"message": "x"}]})
