@@ -2991,6 +2991,18 @@ def invalid_hosted_field(field: str, problem: str) -> InvalidScenario:
     return InvalidScenario(f"Invalid hosted script: {field}: {problem}")
 
 
+@error(ADMIN, most=67_108_864)
+def scenarios_too_large(most: int) -> InvalidRequest:
+    """`POST /_emulator/scenarios` whose body would take the scenarios added at run time past
+    `most` bytes of bodies together, every scope together (`MAX_ADDED_SCENARIO_BYTES`; the one it
+    replaces no longer counted)."""
+    return InvalidRequest(
+        f"The scenarios added at run time on this server would pass {most:,} bytes together (every scope "
+        "together): remove some (DELETE /_emulator/scenarios/{name}, POST /_emulator/end or /_emulator/reset) first.",
+        code="too_many_scenarios",
+    )
+
+
 @error(ADMIN, most=10_000)
 def too_many_scenarios(most: int) -> InvalidRequest:
     """`POST /_emulator/scenarios` adding one more scenario when the server keeps `most` added at

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -289,3 +290,34 @@ async def test_the_scenarios_added_at_run_time_are_bounded(tmp_path: Path, monke
         ended = await http.post(f"{ADMIN}/end?unused=false", content="{}", headers=a)
         assert ended.json()["scenarios_removed"] == 2, ended.text
         assert (await http.post(f"{ADMIN}/scenarios", content=_scenario("s4"), headers=JSON)).status_code == 201
+
+
+async def test_the_bytes_of_the_scenarios_added_at_run_time_are_bounded_and_freed_off_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, only their count was bounded (10,000 of 25 KB took the server to about 1 GB), and
+    `POST /_emulator/reset` freed them all on the event loop."""
+    monkeypatch.setattr(scenario_module, "MAX_ADDED_SCENARIO_BYTES", 3_000)
+    freed_in: list[str] = []
+
+    class Probe:
+        def __del__(self) -> None:
+            freed_in.append(threading.current_thread().name)
+
+    def body(name: str) -> str:
+        return json.dumps({"name": name, "match": {"input": f"^{name}$"}, "turns": [{"message": "x" * 900}]})
+
+    async with app_client(tmp_path) as http:
+        for name in ("a", "b", "c"):
+            assert (await http.post(f"{ADMIN}/scenarios", content=body(name), headers=JSON)).status_code == 201
+        refused = await http.post(f"{ADMIN}/scenarios", content=body("d"), headers=JSON)
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "too_many_scenarios"
+        assert "3,000 bytes" in refused.json()["error"]["message"]
+        replaced = await http.post(f"{ADMIN}/scenarios", content=body("a"), headers=JSON)
+        assert replaced.status_code == 201  # replacing one is not one more
+        registry = http._transport.app.state.emulator.scenarios  # type: ignore[attr-defined]
+        registry.get("b").__dict__["probe"] = Probe()
+        loop_thread = threading.current_thread().name
+        assert (await http.post(f"{ADMIN}/reset", content="{}", headers=JSON)).status_code == 200
+        assert len(freed_in) == 1 and freed_in[0] != loop_thread  # before: freed on the event loop
+        assert (await http.post(f"{ADMIN}/scenarios", content=body("d"), headers=JSON)).status_code == 201

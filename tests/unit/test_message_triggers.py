@@ -95,6 +95,10 @@ ELSEWHERE: dict[str, str] = {
     "too_many_scenarios": (
         "tests/scenarios/test_scenario_reading.py::test_the_scenarios_added_at_run_time_are_bounded"
     ),
+    "scenarios_too_large": (
+        "tests/scenarios/test_scenario_reading.py::"
+        "test_the_bytes_of_the_scenarios_added_at_run_time_are_bounded_and_freed_off_the_loop"
+    ),
     "scenario_matching_too_costly": (
         "tests/scenarios/test_matching_off_loop.py::test_a_requests_matches_together_are_bounded"
     ),

@@ -967,6 +967,13 @@ its 400 (`scoped_matches`), on the event loop: every scope's 10,000 scenarios, s
 held every client 0.1-1.05 s at each such request."""
 
 
+MAX_ADDED_SCENARIO_BYTES = 64 * 2**20
+"""What the scenarios added at run time one server keeps may weigh together, by the bodies that
+added them (`POST /_emulator/scenarios`, as sent; a scenario read from the store or from another
+replica counts nothing here: it was bounded when added): a scenario takes several times its body
+in memory, and 10,000 of 25 KB took the server to about 1 GB."""
+
+
 @dataclass
 class ScenarioRegistry:
     """Scenarios by (scope, name): callers in different scopes may use the same names. Indexed by
@@ -991,6 +998,10 @@ class ScenarioRegistry:
     a change (`_seen`)."""
     _added = 0
     """How many scenarios added at run time are kept (`MAX_ADDED_SCENARIOS`)."""
+    _sizes: dict[tuple[str | None, str], int] = field(default_factory=dict)
+    """The size of the body each scenario added at run time came in (`MAX_ADDED_SCENARIO_BYTES`)."""
+    _added_bytes = 0
+    """Their sizes together."""
     _files: set[tuple[str | None, str]] = field(default_factory=set)
     """The (scope, name) of the scenarios held from files (`replace_files` swaps only those)."""
 
@@ -1003,8 +1014,12 @@ class ScenarioRegistry:
     def hosted(self, scope: str | None = None) -> HostedScript | None:
         return self._hosted.get(scope) or self._hosted.get(None)
 
-    def add(self, scenario: Scenario, source: str = "api") -> None:
+    def add(self, scenario: Scenario, source: str = "api", size: int = 0) -> None:
         self._put(scenario, source)
+        if source == "api" and size:
+            key = (scenario.scope, scenario.name)
+            self._sizes[key] = size
+            self._added_bytes += size
         self._uses.pop((scenario.scope, scenario.name), None)  # a replaced scenario starts again
 
     def has_room(self, scope: str | None, name: str) -> bool:
@@ -1012,6 +1027,16 @@ class ScenarioRegistry:
         `MAX_ADDED_SCENARIOS` is not, one that replaces a scenario already added is."""
         kept = self._scenarios.get((scope, name))
         return self._added < MAX_ADDED_SCENARIOS or (kept is not None and kept[1] == "api")
+
+    def has_bytes(self, scope: str | None, name: str, size: int) -> bool:
+        """Whether a scenario of a body of `size` bytes added at run time as (`scope`, `name`)
+        keeps the scenarios added at run time within `MAX_ADDED_SCENARIO_BYTES` (the one it
+        replaces no longer counted)."""
+        return self._added_bytes - self._sizes.get((scope, name), 0) + size <= MAX_ADDED_SCENARIO_BYTES
+
+    @staticmethod
+    def most_added_bytes() -> int:
+        return MAX_ADDED_SCENARIO_BYTES
 
     @staticmethod
     def most_added() -> int:
@@ -1047,6 +1072,9 @@ class ScenarioRegistry:
             if scope not in self._scopes:
                 self._sums.pop(scope, None)
         self._added -= found[1] == "api"
+        self._added_bytes -= self._sizes.pop(key, 0)
+        if self._dropped is not None:
+            self._dropped.append(found)
         self._files.discard(key)
         self._changed(scope)
         return True
@@ -1081,8 +1109,19 @@ class ScenarioRegistry:
         self._uses.pop((scope, name), None)
         return self._drop((scope, name))
 
-    def clear(self, scope: str | None = None) -> int:
-        """Remove the scenarios added at run time (in `scope`, or all); loaded files stay."""
+    def clear(self, scope: str | None = None, dropped: list[Any] | None = None) -> int:
+        """Remove the scenarios added at run time (in `scope`, or all); loaded files stay. Given
+        `dropped`, the scenarios removed are put there (the caller frees them in a worker thread:
+        freeing 10,000 large ones held the event loop)."""
+        self._dropped = dropped
+        try:
+            return self._clear(scope)
+        finally:
+            self._dropped = None
+
+    _dropped: list[Any] | None = None
+
+    def _clear(self, scope: str | None) -> int:
         if scope is None:
             doomed = [k for k, (_, src) in self._scenarios.items() if src == "api"]
             self._hosted.clear()
