@@ -1556,8 +1556,9 @@ that says `endraw`, each `{` written as `{{ '{' }}`): data, not syntax, so not c
 
 class _Scan:
     """What a template's source holds, found with a few C calls per opener: its tags outside raw
-    blocks and `{{ '{' }}` escapes (`tags`), and, if it holds nothing else (`pieces` not None),
-    the text it renders as (raw blocks' contents, a `{` for each escape, the text between)."""
+    blocks (`tags`; the `{{ '{' }}` escapes too when there is any other), and, if it holds nothing
+    else (`pieces` not None), the text it renders as (raw blocks' contents, a `{` for each escape,
+    the text between)."""
 
     __slots__ = ("pieces", "tags")
 
@@ -1584,7 +1585,7 @@ class _Scan:
         ends it at the first one of any form). Past `MAX_TEMPLATE_TAGS` the rest is counted."""
         pieces: list[str] = []
         at = 0
-        steps = 0
+        steps = escapes = 0
         while True:
             found = _OPENER.search(source, at)
             if found is None:
@@ -1606,10 +1607,13 @@ class _Scan:
                     continue
             elif source.startswith(_ESCAPE, start):
                 pieces.append("{")
+                escapes += 1
                 at = start + len(_ESCAPE)
                 continue
             self.tags += 1
             at = start + 2
+        if self.tags:  # beside other syntax each escape is a tag compiled as one: counted
+            self.tags += escapes
         self.pieces = None if self.tags else pieces
 
 
