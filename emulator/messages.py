@@ -1759,6 +1759,23 @@ def scenario_metadata_key_too_long(key: str, most: int) -> str:
     )
 
 
+@text(SCENARIOS, "invalid_scenario's reason (the loader's)", count=17, most=16)
+def scenario_metadata_too_many_keys(count: int, most: int) -> str:
+    """A scenario's `match.metadata` of more keys than a request's `metadata` may hold: no request
+    could carry them all, so the scenario could never match."""
+    return (
+        f"{count} keys, more than the {most} a request's metadata may hold: "
+        "a request carrying them is refused, so this scenario could never match"
+    )
+
+
+@text(SCENARIOS, "invalid_scenario's reason (the loader's)", count=129, most=128)
+def scenario_match_too_many_tools(count: int, most: int) -> str:
+    """A scenario's `match.tools` naming more tools than the bound (each request that reaches the
+    scenario looks each up)."""
+    return f"{count} tools, more than the {most} a scenario may ask a request to declare"
+
+
 @text(SCENARIOS, "invalid_scenario's reason (the loader's)", key="region", most=512)
 def scenario_metadata_value_too_long(key: str, most: int) -> str:
     """A scenario's `match.metadata` value longer than a request's may be: no request could carry
@@ -2980,6 +2997,18 @@ def invalid_hosted_script(problem: str) -> InvalidScenario:
 def invalid_hosted_field(field: str, problem: str) -> InvalidScenario:
     """`PUT /_emulator/hosted` whose script has a field of the wrong kind: its first error, by field."""
     return InvalidScenario(f"Invalid hosted script: {field}: {problem}")
+
+
+@error(ADMIN, most=67_108_864)
+def scenarios_too_large(most: int) -> InvalidRequest:
+    """`POST /_emulator/scenarios` whose body would take the scenarios added at run time past
+    `most` bytes of bodies together, every scope together (`MAX_ADDED_SCENARIO_BYTES`; the one it
+    replaces no longer counted)."""
+    return InvalidRequest(
+        f"The scenarios added at run time on this server would pass {most:,} bytes together (every scope "
+        "together): remove some (DELETE /_emulator/scenarios/{name}, POST /_emulator/end or /_emulator/reset) first.",
+        code="too_many_scenarios",
+    )
 
 
 @error(ADMIN, most=10_000)

@@ -321,6 +321,8 @@ async def scenario_added(state: Any, scope: str | None, body: bytes) -> dict[str
     scenario, document = await checked(_scenario_of, scope, body)  # queued behind other adds
     if not state.scenarios.has_room(scenario.scope, scenario.name):
         raise messages.too_many_scenarios(state.scenarios.most_added())
+    if not state.scenarios.has_bytes(scenario.scope, scenario.name, len(body)):
+        raise messages.scenarios_too_large(state.scenarios.most_added_bytes())
     # The store's writes in a worker thread: a shared database may be slow, and on the loop every
     # client waited on them.
     # Its faults fail afresh: their counts forgotten first (again, if retried), so a 503 of either
@@ -331,7 +333,10 @@ async def scenario_added(state: Any, scope: str | None, body: bytes) -> dict[str
     if not state.scenarios.has_room(scenario.scope, scenario.name):  # adds at once took the last room
         await asyncio.to_thread(state.store.scenarios.delete, scenario.scope, scenario.name)
         raise messages.too_many_scenarios(state.scenarios.most_added())
-    state.scenarios.add(scenario)
+    if not state.scenarios.has_bytes(scenario.scope, scenario.name, len(body)):
+        await asyncio.to_thread(state.store.scenarios.delete, scenario.scope, scenario.name)
+        raise messages.scenarios_too_large(state.scenarios.most_added_bytes())
+    state.scenarios.add(scenario, size=len(body))
     await _synced(state)
     return {"name": scenario.name, "scope": scenario.scope, "turns": len(scenario.turns)}
 
@@ -494,7 +499,10 @@ async def _forget(state: Any, scope: str | None) -> tuple[int, int]:
     await asyncio.to_thread(forget_fault_counts, state.store.counts, scope, every=scope is None)
     await asyncio.to_thread(state.store.scenarios.clear, scope)
     await asyncio.to_thread(_clear_kept_hosted, state.store, scope)
-    removed, cleared = state.scenarios.clear(scope), await asyncio.to_thread(state.journal.clear, scope)
+    dropped: list[Any] = []
+    removed = state.scenarios.clear(scope, dropped)
+    await asyncio.to_thread(dropped.clear)  # the scenarios freed there, not on the event loop
+    cleared = await asyncio.to_thread(state.journal.clear, scope)
     if state.engine is not None and scope is not None:  # what a scope's prompts are served is state
         state.engine.prompt_cache.forget(scope)
     elif state.engine is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator import jsonpieces
 from ptc_emulator.emulator.model.scripted import files
+from ptc_emulator.emulator.model.scripted import scenario as scenario_module
 from ptc_emulator.emulator.model.scripted.scenario import ScenarioError
 
 JSON = {"content-type": "application/json"}
@@ -116,8 +118,9 @@ async def test_a_long_json_scenario_file_is_parsed_a_piece_at_a_time(tmp_path: P
     [
         ({"k" * 65: "v"}, "is longer than 64 characters"),
         ({"k": "v" * 513}, "is longer than 512 characters"),
+        ({f"k{i}": "v" for i in range(17)}, "17 keys, more than the 16"),
     ],
-    ids=["key", "value"],
+    ids=["key", "value", "keys"],
 )
 async def test_a_match_metadata_no_request_can_carry_is_refused_at_add(
     tmp_path: Path, metadata: dict[str, str], said: str
@@ -138,6 +141,33 @@ async def test_a_match_metadata_no_request_can_carry_is_refused_at_add(
             "/v1/responses", content=json.dumps({"model": "m", "input": "ok", "metadata": at_most}), headers=JSON
         )
         assert answer.status_code == 200, answer.text
+
+
+async def test_match_tools_are_bounded_at_add_and_counted_in_the_matching_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, `match.tools` had no bound (201 for 240,000 names) and each request that reached the
+    scenario looked every name up on the event loop, outside the request's matching budget and
+    outside the weight that moves matching to a worker thread."""
+    spent: list[tuple[int, str]] = []
+    real = scenario_module.spend
+
+    def noted(units: int, what: str) -> None:
+        spent.append((units, what))
+        real(units, what)
+
+    monkeypatch.setattr(scenario_module, "spend", noted)
+    async with app_client(tmp_path) as http:
+        many = {"name": "many", "match": {"tools": [f"t{i}" for i in range(129)]}, "turns": [{"message": "x"}]}
+        refused = await http.post(f"{ADMIN}/scenarios", content=json.dumps(many), headers=JSON)
+        assert refused.status_code == 400, refused.text
+        assert "129 tools, more than the 128" in refused.json()["error"]["message"]
+        tools = [f"t{i}" for i in range(128)]
+        body = {"name": "most", "match": {"input": "^most$", "tools": tools}, "turns": [{"message": "x"}]}
+        assert (await http.post(f"{ADMIN}/scenarios", content=json.dumps(body), headers=JSON)).status_code == 201
+        missed = await http.post("/v1/responses", content=json.dumps({"model": "m", "input": "other"}), headers=JSON)
+        assert missed.status_code == 400
+    assert (scenario_module.TOOL_LOOKUP_COST * 128, "match.tools") in spent
 
 
 class _Walked(dict):  # type: ignore[type-arg]
@@ -206,6 +236,38 @@ async def test_what_a_scope_asks_costs_what_it_and_the_unscoped_scenarios_hold(t
         assert unused.json()["ended"] is False and len(unused.json()["unused"]) == 200
 
 
+async def test_the_hint_of_an_unscoped_miss_tries_a_bounded_number_of_scoped_scenarios(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, an unscoped request that matched nothing sorted every scenario of every scope and
+    tried each scoped one on the event loop for its 400's hint (10,000: 0.1-1.05 s, every client
+    waiting). Now at most `SCOPED_HINT_SCENARIOS`, and the table of all is not walked."""
+    monkeypatch.setattr(scenario_module, "SCOPED_HINT_SCENARIOS", 20)
+    tried: list[str] = []
+    real = scenario_module._misses
+
+    def counted(scenario: Any, request: Any) -> bool:
+        tried.append(scenario.name)
+        return real(scenario, request)
+
+    monkeypatch.setattr(scenario_module, "_misses", counted)
+    async with app_client(tmp_path) as http:
+        registry = http._transport.app.state.emulator.scenarios  # type: ignore[attr-defined]
+        hinted = {**JSON, "x-ptc-emulator-scope": "a"}
+        assert (await http.post(f"{ADMIN}/scenarios", content=_scenario("hint"), headers=hinted)).status_code == 201
+        for n in range(30):
+            scope = {**JSON, "x-ptc-emulator-scope": f"s{n % 3}"}
+            added = await http.post(f"{ADMIN}/scenarios", content=_scenario(f"o{n:03d}"), headers=scope)
+            assert added.status_code == 201, added.text
+        registry._scenarios = _Walked(registry._scenarios)
+        _Walked.walked = 0
+        missed = await http.post("/v1/responses", content=json.dumps({"model": "m", "input": "hint"}), headers=JSON)
+        assert missed.status_code == 400
+        assert "1 scenario of a scope would match it" in missed.json()["error"]["message"]
+        assert len(tried) == 20  # before: 31
+        assert _Walked.walked == 0  # before: all 31, sorted
+
+
 async def test_the_scenarios_added_at_run_time_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Before, there was no bound: 50,000 tiny scenarios took 400 MB."""
     from ptc_emulator.emulator.model.scripted import scenario
@@ -228,3 +290,34 @@ async def test_the_scenarios_added_at_run_time_are_bounded(tmp_path: Path, monke
         ended = await http.post(f"{ADMIN}/end?unused=false", content="{}", headers=a)
         assert ended.json()["scenarios_removed"] == 2, ended.text
         assert (await http.post(f"{ADMIN}/scenarios", content=_scenario("s4"), headers=JSON)).status_code == 201
+
+
+async def test_the_bytes_of_the_scenarios_added_at_run_time_are_bounded_and_freed_off_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, only their count was bounded (10,000 of 25 KB took the server to about 1 GB), and
+    `POST /_emulator/reset` freed them all on the event loop."""
+    monkeypatch.setattr(scenario_module, "MAX_ADDED_SCENARIO_BYTES", 3_000)
+    freed_in: list[str] = []
+
+    class Probe:
+        def __del__(self) -> None:
+            freed_in.append(threading.current_thread().name)
+
+    def body(name: str) -> str:
+        return json.dumps({"name": name, "match": {"input": f"^{name}$"}, "turns": [{"message": "x" * 900}]})
+
+    async with app_client(tmp_path) as http:
+        for name in ("a", "b", "c"):
+            assert (await http.post(f"{ADMIN}/scenarios", content=body(name), headers=JSON)).status_code == 201
+        refused = await http.post(f"{ADMIN}/scenarios", content=body("d"), headers=JSON)
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "too_many_scenarios"
+        assert "3,000 bytes" in refused.json()["error"]["message"]
+        replaced = await http.post(f"{ADMIN}/scenarios", content=body("a"), headers=JSON)
+        assert replaced.status_code == 201  # replacing one is not one more
+        registry = http._transport.app.state.emulator.scenarios  # type: ignore[attr-defined]
+        registry.get("b").__dict__["probe"] = Probe()
+        loop_thread = threading.current_thread().name
+        assert (await http.post(f"{ADMIN}/reset", content="{}", headers=JSON)).status_code == 200
+        assert len(freed_in) == 1 and freed_in[0] != loop_thread  # before: freed on the event loop
+        assert (await http.post(f"{ADMIN}/scenarios", content=body("d"), headers=JSON)).status_code == 201

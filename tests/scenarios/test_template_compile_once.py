@@ -23,6 +23,7 @@ from ptc_emulator.api.app import create_app
 from ptc_emulator.api.settings import Settings
 from ptc_emulator.emulator.caches import Weighed
 from ptc_emulator.emulator.model.scripted import templating
+from ptc_emulator.emulator.model.scripted.recording import _raw
 from ptc_emulator.emulator.model.scripted.scenario import TEXT_ENV
 from tests.api.api_support import assert_envelope
 
@@ -73,6 +74,46 @@ async def test_a_text_with_no_template_syntax_is_never_lexed(tmp_path: Path, mon
             assert reply.status_code == 200, reply.text
             assert reply.json()["output"][0]["content"][0]["text"] == text.replace("\r\n", "\n")
     assert lexed == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "r" * 121_000 + " {{ not a tag }} " + "s" * 100,  # kept in `{% raw %}...{% endraw %}`
+        "e" * 24_000 + " {% endraw %} " + "{" * 2_100 + "\r\nend",  # each `{` as `{{ '{' }}`
+    ],
+)
+async def test_a_recorded_text_kept_literal_is_added_and_played_unlexed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    # Before: the raw block's and the escapes' contents counted as template syntax: 121 KB with one
+    # `{{` was refused as over 100,000 characters (a recording silently not kept), 24 KB saying
+    # `{% endraw %}` with 2,100 `{` as "2102 tags" (a 400).
+    kept = _raw(text)
+    assert kept != text
+    lexed = _counting(monkeypatch, "_tokenize", text[:50])
+    async with app_client(tmp_path) as http:
+        reply = await _add(http, "recorded", kept)
+        assert reply.status_code == 201, reply.text
+        for _ in range(2):
+            reply = await _play(http, "recorded")
+            assert reply.status_code == 200, reply.text
+            assert reply.json()["output"][0]["content"][0]["text"] == text.replace("\r\n", "\n")
+    assert lexed == []
+
+
+async def test_syntax_beside_a_raw_block_is_still_bounded(tmp_path: Path) -> None:
+    # Raw blocks are data, but a tag outside them is syntax: the text is lexed, so bounded.
+    async with app_client(tmp_path) as http:
+        raw = "{% raw %}" + "{{" * 10 + "{% endraw %}"
+        reply = await _add(http, "tags", raw + "{{ input }}" * (templating.MAX_TEMPLATE_TAGS + 1))
+        assert_envelope(reply, 400, f"more than {templating.MAX_TEMPLATE_TAGS} tags ({{{{, {{%, {{#): 2001")
+        reply = await _add(http, "long", _raw("x" * templating.MAX_TEMPLATE_SYNTAX_CHARS + "{{") + "{{ input }}")
+        assert_envelope(reply, 400, f"of more than {templating.MAX_TEMPLATE_SYNTAX_CHARS} characters")
+        reply = await _add(http, "fine", raw + "{{ input }}")
+        assert reply.status_code == 201, reply.text
+        reply = await _play(http, "fine")
+        assert reply.json()["output"][0]["content"][0]["text"] == "{{" * 10 + "fine"
 
 
 async def test_a_template_longer_than_a_render_may_output_is_refused_at_add(tmp_path: Path) -> None:

@@ -95,6 +95,10 @@ ELSEWHERE: dict[str, str] = {
     "too_many_scenarios": (
         "tests/scenarios/test_scenario_reading.py::test_the_scenarios_added_at_run_time_are_bounded"
     ),
+    "scenarios_too_large": (
+        "tests/scenarios/test_scenario_reading.py::"
+        "test_the_bytes_of_the_scenarios_added_at_run_time_are_bounded_and_freed_off_the_loop"
+    ),
     "scenario_matching_too_costly": (
         "tests/scenarios/test_matching_off_loop.py::test_a_requests_matches_together_are_bounded"
     ),
@@ -2110,6 +2114,18 @@ def _(c: Context) -> object:
 @trigger("scenario_metadata_key_too_long")
 def _(c: Context) -> object:
     return c.post(f"{ADMIN}/scenarios", {"match": {"metadata": {"k" * 65: "v"}}, "turns": [{"message": "x"}]})
+
+
+@trigger("scenario_metadata_too_many_keys")
+def _(c: Context) -> object:
+    metadata = {f"k{i}": "v" for i in range(17)}
+    return c.post(f"{ADMIN}/scenarios", {"match": {"metadata": metadata}, "turns": [{"message": "x"}]})
+
+
+@trigger("scenario_match_too_many_tools")
+def _(c: Context) -> object:
+    tools = [f"t{i}" for i in range(129)]
+    return c.post(f"{ADMIN}/scenarios", {"match": {"tools": tools}, "turns": [{"message": "x"}]})
 
 
 @trigger("scenario_metadata_value_too_long")

@@ -311,6 +311,15 @@ METADATA_KEY_CHARS = 64
 """The longest `metadata` key a request may carry (and so a scenario's `match.metadata`)."""
 METADATA_VALUE_CHARS = 512
 """The longest `metadata` value a request may carry (and so a scenario's `match.metadata`)."""
+METADATA_KEYS = 16
+"""The most `metadata` keys a request may carry (and so a scenario's `match.metadata`)."""
+MAX_MATCH_TOOLS = 128
+"""The most tools a scenario's `match.tools` may name: each request that reaches the scenario looks
+each one up among its own tools (`TOOL_LOOKUP_COST`), on the event loop for a short request;
+40 scenarios of 240,000 names held every client 0.24-0.74 s at each request they did not match."""
+TOOL_LOOKUP_COST = 5
+"""What looking up one `match.tools` name among a request's tools costs, in the units of a match's
+budget (`patterns.MATCH_BUDGET`: about 8 ns each)."""
 
 
 class Match(WireModel):
@@ -341,11 +350,20 @@ class Match(WireModel):
     def _compiles(cls, value: str | None) -> str | None:
         return _pattern(value)
 
+    @field_validator("tools")
+    @classmethod
+    def _few_tools(cls, value: list[str]) -> list[str]:
+        if len(value) > MAX_MATCH_TOOLS:
+            raise ValueError(messages.scenario_match_too_many_tools(len(value), MAX_MATCH_TOOLS))
+        return value
+
     @field_validator("metadata")
     @classmethod
     def _carried(cls, value: dict[str, str]) -> dict[str, str]:
-        """Entries a request can carry (keys of 64 characters, values of 512): a request carrying
-        a longer one is refused, so a scenario asking for it could never match."""
+        """Entries a request can carry (16 keys, keys of 64 characters, values of 512): a request
+        carrying more or a longer one is refused, so a scenario asking for it could never match."""
+        if len(value) > METADATA_KEYS:
+            raise ValueError(messages.scenario_metadata_too_many_keys(len(value), METADATA_KEYS))
         for key, item in value.items():
             if len(key) > METADATA_KEY_CHARS:
                 raise ValueError(messages.scenario_metadata_key_too_long(key, METADATA_KEY_CHARS))
@@ -943,6 +961,19 @@ replaces one of the same scope and name is not one more): 50,000 tiny ones took 
 request's matching and each listing walked them all."""
 
 
+SCOPED_HINT_SCENARIOS = 256
+"""The most scoped scenarios an unscoped request that matched none is tried against for the hint of
+its 400 (`scoped_matches`), on the event loop: every scope's 10,000 scenarios, sorted and tried,
+held every client 0.1-1.05 s at each such request."""
+
+
+MAX_ADDED_SCENARIO_BYTES = 64 * 2**20
+"""What the scenarios added at run time one server keeps may weigh together, by the bodies that
+added them (`POST /_emulator/scenarios`, as sent; a scenario read from the store or from another
+replica counts nothing here: it was bounded when added): a scenario takes several times its body
+in memory, and 10,000 of 25 KB took the server to about 1 GB."""
+
+
 @dataclass
 class ScenarioRegistry:
     """Scenarios by (scope, name): callers in different scopes may use the same names. Indexed by
@@ -967,6 +998,12 @@ class ScenarioRegistry:
     a change (`_seen`)."""
     _added = 0
     """How many scenarios added at run time are kept (`MAX_ADDED_SCENARIOS`)."""
+    _sizes: dict[tuple[str | None, str], int] = field(default_factory=dict)
+    """The size of the body each scenario added at run time came in (`MAX_ADDED_SCENARIO_BYTES`)."""
+    _added_bytes = 0
+    """Their sizes together."""
+    _files: set[tuple[str | None, str]] = field(default_factory=set)
+    """The (scope, name) of the scenarios held from files (`replace_files` swaps only those)."""
 
     def set_hosted(self, script: HostedScript | None, scope: str | None = None) -> None:
         if script is None:
@@ -977,8 +1014,12 @@ class ScenarioRegistry:
     def hosted(self, scope: str | None = None) -> HostedScript | None:
         return self._hosted.get(scope) or self._hosted.get(None)
 
-    def add(self, scenario: Scenario, source: str = "api") -> None:
+    def add(self, scenario: Scenario, source: str = "api", size: int = 0) -> None:
         self._put(scenario, source)
+        if source == "api" and size:
+            key = (scenario.scope, scenario.name)
+            self._sizes[key] = size
+            self._added_bytes += size
         self._uses.pop((scenario.scope, scenario.name), None)  # a replaced scenario starts again
 
     def has_room(self, scope: str | None, name: str) -> bool:
@@ -986,6 +1027,16 @@ class ScenarioRegistry:
         `MAX_ADDED_SCENARIOS` is not, one that replaces a scenario already added is."""
         kept = self._scenarios.get((scope, name))
         return self._added < MAX_ADDED_SCENARIOS or (kept is not None and kept[1] == "api")
+
+    def has_bytes(self, scope: str | None, name: str, size: int) -> bool:
+        """Whether a scenario of a body of `size` bytes added at run time as (`scope`, `name`)
+        keeps the scenarios added at run time within `MAX_ADDED_SCENARIO_BYTES` (the one it
+        replaces no longer counted)."""
+        return self._added_bytes - self._sizes.get((scope, name), 0) + size <= MAX_ADDED_SCENARIO_BYTES
+
+    @staticmethod
+    def most_added_bytes() -> int:
+        return MAX_ADDED_SCENARIO_BYTES
 
     @staticmethod
     def most_added() -> int:
@@ -1001,6 +1052,8 @@ class ScenarioRegistry:
         self._weights[key] = (scenario, weight)
         self._sums[scenario.scope] = self._sums.get(scenario.scope, 0) + weight
         self._added += source == "api"
+        if source != "api":
+            self._files.add(key)
         self._changed(scenario.scope)
 
     def _drop(self, key: tuple[str | None, str]) -> bool:
@@ -1019,6 +1072,10 @@ class ScenarioRegistry:
             if scope not in self._scopes:
                 self._sums.pop(scope, None)
         self._added -= found[1] == "api"
+        self._added_bytes -= self._sizes.pop(key, 0)
+        if self._dropped is not None:
+            self._dropped.append(found)
+        self._files.discard(key)
         self._changed(scope)
         return True
 
@@ -1038,19 +1095,33 @@ class ScenarioRegistry:
 
     def replace_files(self, loaded: list[tuple[Scenario, str]]) -> None:
         """The scenarios from files become `loaded` (scenario, its file); those added at run time stay
-        and still win over a file's of the same name, as when they were added after it."""
-        kept = [value for value in self._scenarios.values() if value[1] == "api"]
-        self._scenarios, self._scopes, self._weights, self._sums, self._added = {}, {}, {}, {}, 0
-        self._visible.clear()
-        for scenario, source in [*loaded, *kept]:
-            self._put(scenario, source)
+        and still win over a file's of the same name, as when they were added after it. Only the
+        files' scenarios are dropped and put: those added at run time (up to 10,000) are left as
+        they are, where re-indexing them all held the event loop 0.07-0.32 s at each reload."""
+        for key in list(self._files):
+            self._drop(key)
+        for scenario, source in loaded:
+            kept = self._scenarios.get((scenario.scope, scenario.name))
+            if kept is None or kept[1] != "api":
+                self._put(scenario, source)
 
     def remove(self, name: str, scope: str | None = None) -> bool:
         self._uses.pop((scope, name), None)
         return self._drop((scope, name))
 
-    def clear(self, scope: str | None = None) -> int:
-        """Remove the scenarios added at run time (in `scope`, or all); loaded files stay."""
+    def clear(self, scope: str | None = None, dropped: list[Any] | None = None) -> int:
+        """Remove the scenarios added at run time (in `scope`, or all); loaded files stay. Given
+        `dropped`, the scenarios removed are put there (the caller frees them in a worker thread:
+        freeing 10,000 large ones held the event loop)."""
+        self._dropped = dropped
+        try:
+            return self._clear(scope)
+        finally:
+            self._dropped = None
+
+    _dropped: list[Any] | None = None
+
+    def _clear(self, scope: str | None) -> int:
         if scope is None:
             doomed = [k for k, (_, src) in self._scenarios.items() if src == "api"]
             self._hosted.clear()
@@ -1175,13 +1246,21 @@ class ScenarioRegistry:
 
     def scoped_matches(self, request: Request) -> int:
         """How many scenarios of some scope would match this request if it carried their scope: the
-        usual mistake behind an unscoped request's 400 is a client built without the test's URL."""
-        found = 0
+        usual mistake behind an unscoped request's 400 is a client built without the test's URL.
+        At most `SCOPED_HINT_SCENARIOS` are looked at (in no order: none is sorted), within the
+        request's matching budget."""
+        found = checked = 0
         try:
             with metered():
-                for s, _ in self._ordered():
-                    if s.scope is not None and s.scope != request.scope and not _misses(s, request):
-                        found += 1
+                for scope, held in self._scopes.items():
+                    if scope is None or scope == request.scope:
+                        continue
+                    for s, _ in held.values():
+                        if checked >= SCOPED_HINT_SCENARIOS:
+                            return found  # a hint for the 400: those counted within the bound
+                        checked += 1
+                        if not _misses(s, request):
+                            found += 1
         except MatchingTooCostly:
             pass  # a hint for the 400: those counted within the budget
         return found
@@ -1197,13 +1276,16 @@ def _weight(scenario: Scenario) -> int:
     """The RE2 instructions of the scenario's matchers together, and for each `match.outputs` entry
     what comparing it with one tool output costs (`_output_cost`) per byte such an output takes in
     a request at least (`_OUTPUT_ITEM_BYTES`), and for each role its `match.history` entries name
-    the walk of the earlier messages (`HISTORY_SCAN_COST` per message, one at least as long): times
-    the request's bytes, a bound on its matching."""
+    the walk of the earlier messages (`HISTORY_SCAN_COST` per message, one at least as long), and
+    the lookups of its `match.tools` (`TOOL_LOOKUP_COST` each, over the fewest bytes a request
+    brings): times the request's bytes, a bound on its matching."""
     compiled = scenario.match.compiled
     patterns = sum(compiled[p].size for p in scenario.match.patterns())
     roles = len({wanted.role for wanted in scenario.match.history})
     history = roles * -(-HISTORY_SCAN_COST // _OUTPUT_ITEM_BYTES)
-    return patterns + history + sum(-(-_output_cost(o) // _OUTPUT_ITEM_BYTES) for o in scenario.match.outputs)
+    tools = -(-TOOL_LOOKUP_COST * len(scenario.match.tools) // _OUTPUT_ITEM_BYTES)
+    outputs = sum(-(-_output_cost(o) // _OUTPUT_ITEM_BYTES) for o in scenario.match.outputs)
+    return patterns + history + tools + outputs
 
 
 OUTPUT_SCAN_COST = 20
@@ -1287,9 +1369,11 @@ def _try(scenario: Scenario, request: Request, ranking: _Ranking | None) -> dict
     text is more like the message's (`ranking`; None: no ranking wanted)."""
     m = scenario.match
     passed = 0.0
-    missing = [t for t in m.tools if t not in request.tools]
-    if missing:
-        return NearMiss(scenario.name, "tools", f"the request does not declare the function tool '{missing[0]}'", 0)
+    if m.tools:
+        spend(TOOL_LOOKUP_COST * len(m.tools), "match.tools")
+        missing = next((t for t in m.tools if t not in request.tools), None)
+        if missing is not None:
+            return NearMiss(scenario.name, "tools", f"the request does not declare the function tool '{missing}'", 0)
     passed += 1
     unloaded = _unloaded_call(scenario, request.deferred)
     if unloaded is not None:

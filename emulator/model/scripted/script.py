@@ -107,7 +107,7 @@ def placeholder_code(template: str) -> str | None:
     ...) inserted as `null`, where the JavaScript around it can be parsed; None when the template
     does not render without a request."""
     try:
-        if templating.is_literal(template):
+        if templating.is_literal(template, _placeholder_env):
             return templating.literal(_placeholder_env, template)
         return templating.render(templating.compiled(_placeholder_env, template), {})
     except Exception:  # a template that needs real values (a filter on one): nothing to parse
@@ -274,7 +274,7 @@ class Script:
         for text in (turn.message, turn.refusal, turn.on_program_error):
             if text is not None:
                 found.append((_text_env, text))
-        return [(env, t) for env, t in found if templating.needs_thread(t)]
+        return [(env, t) for env, t in found if templating.needs_thread(t, env)]
 
     async def prerender(self, index: int, context: dict[str, Any]) -> None:
         """Render turn `index`'s templates in a worker thread; the turn's `code`, `text` and
@@ -287,7 +287,7 @@ class Script:
 
     def _render(self, env: templating.BoundedEnvironment, template: str, context: dict[str, Any], index: int) -> str:
         try:
-            if templating.is_literal(template):
+            if templating.is_literal(template, env):
                 return templating.literal(env, template)  # no syntax: never lexed nor rendered
             if env is _text_env:
                 plain = _name_only(template, context, self.variables)

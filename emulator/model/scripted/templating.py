@@ -7,7 +7,8 @@ work: nested `range(100000)` loops, `'x' * 10**9`, or a loop over a long input. 
   syntax) with at most `MAX_TEMPLATE_TAGS` tags, and
   compiles to at most `MAX_TEMPLATE_CODE` characters of code (lexing and Python's `compile()` are
   single C calls that hold the interpreter, so every client, even from a worker thread); a text
-  with no template syntax is a literal (`is_literal`), answered as it is, never lexed;
+  with no template syntax is a literal (`is_literal`), answered as it is, never lexed, and so is
+  a text whose only syntax keeps a recorded text literal (raw blocks, `{{ '{' }}`: data, not tags);
 * every other template is compiled when its scenario is added (`check`, `check_renders`), and kept
   compiled by weight for its requests (`compiled`), so a syntax error (Jinja's or Python's) is a
   400 naming the field then; `include`, `import` and `extends` are refused (there is no loader), and
@@ -1517,7 +1518,7 @@ def check(env: BoundedEnvironment, source: str) -> None:
     again (at most 1024 are kept): a suite adds the same scenario for test after test. (It is
     compiled, in the environment it renders in, by `check_renders`.)"""
     bound_source(source)
-    if is_literal(source):
+    if is_literal(source, env):
         return
     if len(source) <= _CHECKED_CHARS:
         _checked_once(env, source)
@@ -1545,21 +1546,110 @@ MAX_COMPILED_WEIGHT = 64 * 1024 * 1024
 """What the compiled templates kept (`compiled`) may weigh together, estimated (`_weight`)."""
 
 
-def _tags(source: str) -> int:
+_OPENER = re.compile(r"\{[{%#]")
+_RAW_BEGIN = "{% raw %}"
+_RAW_END = "{% endraw %}"
+_ESCAPE = "{{ '{' }}"
+"""How a recorded text keeps Jinja's openers literal (`{% raw %}...{% endraw %}`, or, in a text
+that says `endraw`, each `{` written as `{{ '{' }}`): data, not syntax, so not counted as tags."""
+
+
+class _Scan:
+    """What a template's source holds, found with a few C calls per opener: its tags outside raw
+    blocks (`tags`; the `{{ '{' }}` escapes too when there is any other), and, if it holds nothing
+    else (`pieces` not None), the text it renders as (raw blocks' contents, a `{` for each escape,
+    the text between)."""
+
+    __slots__ = ("pieces", "tags")
+
+    def __init__(self, source: str) -> None:
+        self.tags = 0
+        self.pieces: list[str] | None = []
+        if "{" not in source:
+            self.pieces = [source]
+            return
+        if _RAW_BEGIN not in source:
+            bare = source.replace(_ESCAPE, "")
+            if "{" not in bare:  # only escapes and text without a brace: each escape is a `{`
+                self.pieces = [source.replace(_ESCAPE, "{")]
+                return
+            if _ESCAPE not in source:
+                self.tags = _count_tags(source)
+                self.pieces = None if self.tags else [source]
+                return
+        self._walk(source)
+
+    def _walk(self, source: str) -> None:
+        """Go opener by opener as Jinja's lexer does (the first `{{`, `{%` or `{#` decides); a raw
+        block is taken as data only in its exact form with no other `endraw` inside (the lexer
+        ends it at the first one of any form). Past `MAX_TEMPLATE_TAGS` the rest is counted."""
+        pieces: list[str] = []
+        at = 0
+        steps = escapes = 0
+        while True:
+            found = _OPENER.search(source, at)
+            if found is None:
+                pieces.append(source[at:])
+                break
+            start = found.start()
+            pieces.append(source[at:start])
+            steps += 1
+            if steps > 4 * MAX_TEMPLATE_TAGS or self.tags > MAX_TEMPLATE_TAGS:
+                self.tags += _count_tags(source[start:])
+                self.pieces = None
+                return
+            if source.startswith(_RAW_BEGIN, start):
+                end = source.find(_RAW_END, start + len(_RAW_BEGIN))
+                content = source[start + len(_RAW_BEGIN) : end] if end >= 0 else ""
+                if end >= 0 and "endraw" not in content:
+                    pieces.append(content)
+                    at = end + len(_RAW_END)
+                    continue
+            elif source.startswith(_ESCAPE, start):
+                pieces.append("{")
+                escapes += 1
+                at = start + len(_ESCAPE)
+                continue
+            self.tags += 1
+            at = start + 2
+        if self.tags:  # beside other syntax each escape is a tag compiled as one: counted
+            self.tags += escapes
+        self.pieces = None if self.tags else pieces
+
+
+def _count_tags(source: str) -> int:
     return source.count("{{") + source.count("{%") + source.count("{#")
 
 
-def is_literal(source: str) -> bool:
-    """Whether `source` holds no template syntax (no `{{`, `{%`, `{#`): it renders as itself
-    (`literal`), never lexed, compiled or rendered."""
-    return "{" not in source or _tags(source) == 0
+def _tags(source: str) -> int:
+    """The tags of `source` that are syntax (not those that keep a recorded text literal)."""
+    return _Scan(source).tags
+
+
+def is_literal(source: str, env: BoundedEnvironment | None = None) -> bool:
+    """Whether `source` renders as a text known without lexing it (`literal`): it holds no
+    template syntax (no `{{`, `{%`, `{#`), or only what keeps a recorded text literal: raw
+    blocks, and, in an environment that prints a string as it is (no `finalize` of its own, no trimming of
+    blocks), `{{ '{' }}`."""
+    if "{" not in source:
+        return True
+    if env is not None and (env.trim_blocks or env.lstrip_blocks):
+        return False
+    scan = _Scan(source)
+    if scan.pieces is None:
+        return False
+    return _ESCAPE not in source or (env is not None and env.finalize is _finalize)
 
 
 def bound_source(source: str) -> None:
     """Refuse (`TemplateError`) a template longer than `MAX_TEMPLATE_CHARS`, one with template
-    syntax longer than `MAX_TEMPLATE_SYNTAX_CHARS`, or one with more than `MAX_TEMPLATE_TAGS` tags."""
+    syntax longer than `MAX_TEMPLATE_SYNTAX_CHARS`, or one with more than `MAX_TEMPLATE_TAGS` tags.
+    What keeps a recorded text literal (raw blocks, `{{ '{' }}`) is data, not tags: a text that
+    holds nothing else may be `MAX_TEMPLATE_CHARS` long (it is never lexed)."""
     if len(source) > MAX_TEMPLATE_CHARS:
         raise TemplateError(messages.template_too_long(MAX_TEMPLATE_CHARS))
+    if "{" not in source:
+        return
     tags = _tags(source)
     if tags and len(source) > MAX_TEMPLATE_SYNTAX_CHARS:
         raise TemplateError(messages.template_syntax_too_long(MAX_TEMPLATE_SYNTAX_CHARS))
@@ -1577,6 +1667,11 @@ def literal(env: BoundedEnvironment, source: str) -> str:
     text = source
     if not env.keep_trailing_newline:
         text = text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith(("\n", "\r")) else text
+    if "{" in text:
+        pieces = _Scan(text).pieces
+        if pieces is None:
+            raise TemplateError("not a literal template")
+        text = "".join(pieces)
     if "\r" in text or env.newline_sequence != "\n":
         text = _NEWLINE.sub(env.newline_sequence, text)
     if len(text) > MAX_OUTPUT_CHARS:
@@ -1708,7 +1803,7 @@ def check_renders(env: BoundedEnvironment, source: str, given: frozenset[str]) -
     render that reaches `random` (`NotConstant`) is given up. A render that runs out of time is let
     through (the time bound depends on the machine's load); the renders of one check (`checking`)
     share `MAX_SECONDS`, and once it is spent the others are not rendered."""
-    if is_literal(source):
+    if is_literal(source, env):
         return
     compiled(env, source)  # compiled now (and kept for its requests): what cannot be fails now
     if len(source) > _CHECKED_CHARS:
@@ -1828,13 +1923,13 @@ was a 500 and a stream cut without an event. (A Python string holds a character 
 plane as one code point, so any surrogate in it stands alone.)"""
 
 
-def needs_thread(source: str) -> bool:
+def needs_thread(source: str, env: BoundedEnvironment | None = None) -> bool:
     """False for a template that does next to no work (plain text with at most
     `_TRIVIAL_PLACES` placeholders `{{ name }}` or `{{ name.attr }}`, no filter, expression or
     tag): rendering it on the event loop is cheaper than a thread hop. A literal (`is_literal`)
     is not rendered at all; one longer than `_TRIVIAL_CHARS` is not looked at (the pattern runs
     in one C call with the interpreter held: 0.19 s per MB)."""
-    if is_literal(source):
+    if is_literal(source, env):
         return False
     if len(source) > _TRIVIAL_CHARS:
         return True
