@@ -1002,9 +1002,14 @@ class _Answer:
     first lifecycle event gave, and whether a later one gave another; and its output items as the
     SDKs' stream accumulator follows them (`broken`)."""
 
-    __slots__ = ("added", "changed", "completed", "identity", "positions")
+    __slots__ = ("added", "changed", "completed", "identity", "parts", "positions", "socket")
 
-    def __init__(self) -> None:
+    def __init__(self, socket: bool = False) -> None:
+        self.socket = socket
+        """A WebSocket's response: the SDKs' socket session feeds its accumulator only the
+        `response.created`, `output_item.done` and terminal events (the caller gives only those)."""
+        self.parts: dict[Any, list[Any]] = {}
+        """Output index -> the types of the content parts of the message added there."""
         self.identity: tuple[str, Any] | None = None
         self.changed = False
         self.added: dict[Any, dict[str, Any]] = {}
@@ -1027,7 +1032,27 @@ class _Answer:
         if kind == "response.output_item.added" and isinstance(item, dict):
             if index in self.added:
                 return f"a second output item was added at output index {index}"
+            if len(self.added) >= MAX_CHECKED_ITEMS:
+                return f"it adds more than {MAX_CHECKED_ITEMS:,} output items (not followed)"
             self.added[index] = item
+            if item.get("type") == "message":
+                content = item.get("content")
+                self.parts[index] = [
+                    p.get("type") if isinstance(p, dict) else None for p in (content if isinstance(content, list) else ())
+                ]
+        elif kind in _CONTENT_EVENTS:
+            parts = self.parts.get(index)
+            if parts is None:
+                pass  # not a message: the accumulator adds no part to it
+            elif kind == "response.content_part.added":
+                part = event.get("part")
+                parts.append(part.get("type") if isinstance(part, dict) else None)
+            elif kind == "response.output_text.delta":
+                at = event.get("content_index")
+                if not isinstance(at, int) or isinstance(at, bool) or not -len(parts) <= at < len(parts):
+                    return f"an output_text delta at output index {index} names a content part not added"
+                if parts[at] != "output_text":
+                    return f"an output_text delta at output index {index} goes into a {str(parts[at])[:40]!r} part"
         elif kind == "response.output_item.done" and isinstance(item, dict):
             added = self.added.get(index)
             if added is not None and (_identity(added) != _identity(item) or not _same_id(added, item)):
@@ -1043,6 +1068,8 @@ class _Answer:
         elif kind in ("response.created", "response.queued", "response.in_progress"):
             response = event.get("response")
             output = response.get("output") if isinstance(response, dict) else None
+            if isinstance(output, list) and len(output) > MAX_CHECKED_ITEMS:
+                return f"its response lists more than {MAX_CHECKED_ITEMS:,} output items (not looked through)"
             given: dict[tuple[Any, ...], dict[str, Any]] = {}
             for each in output if isinstance(output, list) else ():
                 if isinstance(each, dict):
@@ -1056,6 +1083,8 @@ class _Answer:
         elif kind == "response.completed":
             response = event.get("response")
             output = response.get("output") if isinstance(response, dict) else None
+            if isinstance(output, list) and len(output) > MAX_CHECKED_ITEMS:
+                return f"its response lists more than {MAX_CHECKED_ITEMS:,} output items (not looked through)"
             final = {
                 _identity(each): each for each in (output if isinstance(output, list) else ()) if isinstance(each, dict)
             }
@@ -1069,6 +1098,16 @@ class _Answer:
                     return "the completed response lacks an output item the stream added and did not finish"
         return None
 
+
+MAX_CHECKED_ITEMS = 2_048
+"""The output items an answer's events may give and still be recorded: `_Answer.broken` runs on
+the event loop per event, and walked every item of each lifecycle event (a `response.completed` of
+900,000 tiny items held the loop 2.5 s). Past it, the answer is passed on and not recorded."""
+
+_CONTENT_EVENTS = frozenset(
+    {"response.content_part.added", "response.output_text.delta", "response.function_call_arguments.delta"}
+)
+"""The events the SDKs' stream accumulator looks up the output item of (it raises when none was added)."""
 
 _CALL_IDENTITY = frozenset({"function_call", "custom_tool_call", "shell_call", "shell_call_output"})
 
