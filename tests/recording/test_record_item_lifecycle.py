@@ -137,3 +137,72 @@ def test_a_response_listing_more_items_than_are_followed_is_not_recorded(
     assert not list(directory.glob("*.yaml"))
     said_logs = [r.getMessage() for r in caplog.records]
     assert any("its response lists more than 2,048 output items (not looked through)" in m for m in said_logs)
+
+
+def _socket_said(twice: bool) -> list[dict[str, Any]]:
+    done = [{"type": "response.output_item.done", "output_index": 0, "item": DONE}]
+    if twice:  # the same item done again at another index
+        done.append({"type": "response.output_item.done", "output_index": 1, "item": DONE})
+    said = [
+        {"type": "response.created", "response": {**response("in_progress"), "output": []}},
+        DELTA,
+        *done,
+        {"type": "response.completed", "response": response("completed")},
+    ]
+    return [{**event, "sequence_number": n} for n, event in enumerate(said)]
+
+
+@pytest.mark.parametrize("twice", [True, False], ids=["done-at-two-indexes", "control"])
+def test_a_socket_answer_the_sdk_session_refuses_is_not_recorded(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, twice: bool
+) -> None:
+    """Before, a socket's events were not checked at all: an item done at two output indexes, which
+    the SDK's socket session refuses live ("conflicting output identities"), was recorded and
+    replayed as `completed 'right'`."""
+    import asyncio
+    import json
+
+    import openai
+    from openai.lib.responses_websocket import AsyncResponsesWebSocketSession, ResponsesWebSocketLimits
+
+    from tests.recording.test_record_hostile_upstream import ws_upstream
+
+    LIMITS = ResponsesWebSocketLimits  # noqa: N806
+    said = _socket_said(twice)
+
+    async def answer(socket: Any) -> None:
+        async for _ in socket:
+            for event in said:
+                await socket.send(json.dumps(event))
+
+    async def ask(base: str) -> str:
+        sdk = openai.AsyncOpenAI(base_url=base, api_key="sk-local")
+        async with (
+            sdk.responses.connect() as conn,
+            AsyncResponsesWebSocketSession(
+                conn,
+                limits=LIMITS(
+                    max_lanes=8,
+                    max_events_per_lane=128,
+                    max_events=512,
+                    max_bytes_per_lane=2**24,
+                    max_bytes=2**25,
+                    max_response_bytes=None,
+                ),
+            ) as session,
+        ):
+            await session.default.send({"type": "response.create", **QUESTION})
+            final = await asyncio.wait_for(session.default.get_final_response(), 60)
+            return final.output_text
+
+    directory = tmp_path / "recordings"
+    with caplog.at_level("INFO"), ws_upstream(answer) as url, recorder(tmp_path, url, directory) as rec:
+        if twice:
+            with pytest.raises(RuntimeError, match="conflicting output identities"):
+                asyncio.run(ask(rec.server_url))
+        else:
+            assert asyncio.run(ask(rec.server_url)) == "right"
+    assert len(list(directory.glob("*.yaml"))) == (0 if twice else 1)
+    if twice:
+        said_logs = [r.getMessage() for r in caplog.records]
+        assert any("an output item was done at two output indexes" in m for m in said_logs), said_logs

@@ -255,9 +255,7 @@ def unreplayable(finished_: Finished) -> str | None:
     return None
 
 
-_REPLAYED = frozenset(
-    {"message", "reasoning", "function_call", "function_call_output", "program", "program_output"}
-)
+_REPLAYED = frozenset({"message", "reasoning", "function_call", "function_call_output", "program", "program_output"})
 """The output item kinds a recording replays (`scenario_from`); a conversation holding another (a
 custom tool's call, a hosted tool's call such as `web_search_call`) is not recorded: before, such
 an item was left out, and [message, custom_tool_call] replayed as [message]."""
