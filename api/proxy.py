@@ -664,6 +664,8 @@ class RecordingProxy:
             await websocket.accept()
         pending: deque[dict[str, Any]] = deque()
         ended: OrderedDict[str, object] = OrderedDict()
+        lanes: dict[Any, _Answer] = {}
+        """Stream id -> its latest response's events as the SDKs' socket session accumulates them."""
         """The socket's responses whose terminal event went (`_socket_event`)."""
         loop = asyncio.get_running_loop()
         unanswered: deque[float] = deque()
@@ -779,7 +781,9 @@ class RecordingProxy:
                     if (event.get("type") in TERMINAL or event.get("type") == "error") and unanswered:
                         unanswered.popleft()
                         answered[0] = loop.time()
-                    await self._socket_event(event, pending, ended)  # before the client has it (see _forward_http)
+                    await self._socket_event(
+                        event, pending, ended, lanes
+                    )  # before the client has it (see _forward_http)
                     for told, same in told_events:
                         await websocket.send_text(text if same else self.redaction.write(told))
                     continue
@@ -812,7 +816,7 @@ class RecordingProxy:
                 if (event.get("type") in TERMINAL or event.get("type") == "error") and unanswered:
                     unanswered.popleft()
                     answered[0] = loop.time()
-                await self._socket_event(event, pending, ended)
+                await self._socket_event(event, pending, ended, lanes)
             await websocket.send_bytes(data)
             return True
 
@@ -838,7 +842,11 @@ class RecordingProxy:
                     await websocket.close(code if code and code != 1005 else 1000)
 
     async def _socket_event(
-        self, event: dict[str, Any], pending: deque[dict[str, Any]], ended: OrderedDict[str, object]
+        self,
+        event: dict[str, Any],
+        pending: deque[dict[str, Any]],
+        ended: OrderedDict[str, object],
+        lanes: dict[Any, _Answer] | None = None,
     ) -> None:
         """Note a socket event's ids; record the create its response's terminal event answers.
         `ended`: the socket's responses already ended (id -> the answer, for the recorder): a
@@ -846,13 +854,33 @@ class RecordingProxy:
         the create at its first end, and the second never reached the recorder: a `completed` then
         `failed` recording was kept, and replayed as completed)."""
         response = event.get("response")
-        if event.get("type") in TERMINAL and isinstance(response, dict):
+        kind = event.get("type")
+        lane: _Answer | None = None
+        if lanes is not None and kind in _SOCKET_ACCUMULATED:
+            # The SDKs' socket session feeds these to its stream accumulator, afresh at each
+            # `response.created` of the lane: before, a socket's items were not checked at all, and
+            # an item done at two output indexes ("conflicting output identities" live) was recorded.
+            lane_id = event.get("stream_id")
+            if kind == "response.created" or lane_id not in lanes:
+                lanes[lane_id] = _Answer(socket=True)
+                while len(lanes) > _KEEP_ANSWERED:
+                    del lanes[next(iter(lanes))]
+            lane = lanes[lane_id]
+            if not lane.changed and (why := lane.broken(event)) is not None:
+                lane.changed = True
+                log.warning(
+                    "a finished conversation was not recorded: its socket's events break the output items' order: %s",
+                    why,
+                )
+        if kind in TERMINAL and isinstance(response, dict):
             self._note_ids(response)
             response_id = response.get("id")
             if isinstance(response_id, str) and response_id in ended:
                 await self._record({}, response, ended[response_id])  # a later end needs only its answer
                 return
             create = _take(pending, event.get("stream_id"), response.get("previous_response_id"))
+            if create is not None and lane is not None and lane.changed:
+                return  # the client's session raised: not recorded (the log said why)
             if create is not None:
                 answer = object()
                 if isinstance(response_id, str):
@@ -928,6 +956,9 @@ def _take(
 
 
 _KEEP_ANSWERED = 256
+
+_SOCKET_ACCUMULATED = frozenset({"response.created", "response.output_item.done", *TERMINAL})
+"""The socket events the SDKs' socket session feeds its stream accumulator."""
 """How many of a socket's ended responses it remembers: a later terminal event of one of them
 ends it again (`_socket_event`)."""
 
@@ -1002,9 +1033,14 @@ class _Answer:
     first lifecycle event gave, and whether a later one gave another; and its output items as the
     SDKs' stream accumulator follows them (`broken`)."""
 
-    __slots__ = ("added", "changed", "completed", "identity", "positions")
+    __slots__ = ("added", "changed", "completed", "identity", "parts", "positions", "socket")
 
-    def __init__(self) -> None:
+    def __init__(self, socket: bool = False) -> None:
+        self.socket = socket
+        """A WebSocket's response: the SDKs' socket session feeds its accumulator only the
+        `response.created`, `output_item.done` and terminal events (the caller gives only those)."""
+        self.parts: dict[Any, list[Any]] = {}
+        """Output index -> the types of the content parts of the message added there."""
         self.identity: tuple[str, Any] | None = None
         self.changed = False
         self.added: dict[Any, dict[str, Any]] = {}
@@ -1027,7 +1063,26 @@ class _Answer:
         if kind == "response.output_item.added" and isinstance(item, dict):
             if index in self.added:
                 return f"a second output item was added at output index {index}"
+            if len(self.added) >= MAX_CHECKED_ITEMS:
+                return f"it adds more than {MAX_CHECKED_ITEMS:,} output items (not followed)"
             self.added[index] = item
+            if item.get("type") == "message":
+                content = item.get("content")
+                content = content if isinstance(content, list) else ()
+                self.parts[index] = [p.get("type") if isinstance(p, dict) else None for p in content]
+        elif kind in _CONTENT_EVENTS:
+            parts = self.parts.get(index)
+            if parts is None:
+                pass  # not a message: the accumulator adds no part to it
+            elif kind == "response.content_part.added":
+                part = event.get("part")
+                parts.append(part.get("type") if isinstance(part, dict) else None)
+            elif kind == "response.output_text.delta":
+                at = event.get("content_index")
+                if not isinstance(at, int) or isinstance(at, bool) or not -len(parts) <= at < len(parts):
+                    return f"an output_text delta at output index {index} names a content part not added"
+                if parts[at] != "output_text":
+                    return f"an output_text delta at output index {index} goes into a {str(parts[at])[:40]!r} part"
         elif kind == "response.output_item.done" and isinstance(item, dict):
             added = self.added.get(index)
             if added is not None and (_identity(added) != _identity(item) or not _same_id(added, item)):
@@ -1043,6 +1098,8 @@ class _Answer:
         elif kind in ("response.created", "response.queued", "response.in_progress"):
             response = event.get("response")
             output = response.get("output") if isinstance(response, dict) else None
+            if isinstance(output, list) and len(output) > MAX_CHECKED_ITEMS:
+                return f"its response lists more than {MAX_CHECKED_ITEMS:,} output items (not looked through)"
             given: dict[tuple[Any, ...], dict[str, Any]] = {}
             for each in output if isinstance(output, list) else ():
                 if isinstance(each, dict):
@@ -1056,6 +1113,8 @@ class _Answer:
         elif kind == "response.completed":
             response = event.get("response")
             output = response.get("output") if isinstance(response, dict) else None
+            if isinstance(output, list) and len(output) > MAX_CHECKED_ITEMS:
+                return f"its response lists more than {MAX_CHECKED_ITEMS:,} output items (not looked through)"
             final = {
                 _identity(each): each for each in (output if isinstance(output, list) else ()) if isinstance(each, dict)
             }
@@ -1069,6 +1128,16 @@ class _Answer:
                     return "the completed response lacks an output item the stream added and did not finish"
         return None
 
+
+MAX_CHECKED_ITEMS = 2_048
+"""The output items an answer's events may give and still be recorded: `_Answer.broken` runs on
+the event loop per event, and walked every item of each lifecycle event (a `response.completed` of
+900,000 tiny items held the loop 2.5 s). Past it, the answer is passed on and not recorded."""
+
+_CONTENT_EVENTS = frozenset(
+    {"response.content_part.added", "response.output_text.delta", "response.function_call_arguments.delta"}
+)
+"""The events the SDKs' stream accumulator looks up the output item of (it raises when none was added)."""
 
 _CALL_IDENTITY = frozenset({"function_call", "custom_tool_call", "shell_call", "shell_call_output"})
 

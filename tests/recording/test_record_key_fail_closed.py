@@ -176,17 +176,35 @@ def test_an_sse_stream_with_cr_line_endings_is_read_event_by_event(
     """SSE lines may end with CR alone. Before, no event was found: the stream was sent at its end
     as it came, the `\\u`-escaped key in its deltas, and nothing was recorded."""
     created = {"type": "response.created", "sequence_number": 0, "response": {**_response(""), "status": "in_progress"}}
-    delta = {"type": "response.output_text.delta", "sequence_number": 1, "delta": f"is {KEY}", "item_id": "msg_key48"}
-    done = {"type": "response.completed", "sequence_number": 2, "response": _response(f"is {KEY}")}
+    item = {"type": "message", "id": "msg_key48", "role": "assistant", "status": "in_progress", "content": []}
+    added = {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": item}
+    part = {
+        "type": "response.content_part.added",
+        "sequence_number": 2,
+        "output_index": 0,
+        "content_index": 0,
+        "item_id": "msg_key48",
+        "part": {"type": "output_text", "text": "", "annotations": []},
+    }
+    delta = {
+        "type": "response.output_text.delta",
+        "sequence_number": 3,
+        "delta": f"is {KEY}",
+        "item_id": "msg_key48",
+        "output_index": 0,
+        "content_index": 0,
+    }
+    done = {"type": "response.completed", "sequence_number": 4, "response": _response(f"is {KEY}")}
     stream = "".join(
-        f"event: {e['type']}{end}data: {json.dumps(e).replace(KEY, ESCAPED)}{end}{end}" for e in (created, delta, done)
+        f"event: {e['type']}{end}data: {json.dumps(e).replace(KEY, ESCAPED)}{end}{end}"
+        for e in (created, added, part, delta, done)
     )
     response = _post(tmp_path, monkeypatch, b"200 OK\r\ncontent-type: text/event-stream", stream.encode(), True)
     assert response.status_code == 200
     lines = response.text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     told = [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
-    assert [e["type"] for e in told] == ["response.created", "response.output_text.delta", "response.completed"]
-    assert told[1]["delta"] == "is [redacted]"
+    assert [e["type"] for e in told] == [e["type"] for e in (created, added, part, delta, done)]
+    assert told[3]["delta"] == "is [redacted]"
     recorded = _recorded(tmp_path)
     assert "is [redacted]" in recorded
     _clean(response.text, json.dumps(told), recorded)

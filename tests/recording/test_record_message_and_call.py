@@ -112,3 +112,39 @@ def test_calls_alone_replay_as_they_went_live(tmp_path: Path) -> None:
     assert len(list(directory.glob("*.yaml"))) == 1
     with replayer(tmp_path, directory) as play:
         assert tool_loop(client(play)) == live
+
+
+CUSTOM = {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_c", "name": "apply", "input": "patch"}
+SEARCH = {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "x"}}
+REASONING = {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "and b"}]}
+CALL_B = {**CALL, "id": "fc_2", "call_id": "call_2", "arguments": '{"q": "b"}'}
+
+
+@pytest.mark.parametrize(
+    ("first", "why"),
+    [
+        ([message("msg_1", "Let me patch. "), CUSTOM], "its item at 1 after the user message is a 'custom_tool_call'"),
+        (
+            [message("msg_1", "Let me check. "), SEARCH, CALL],
+            "its item at 1 after the user message is a 'web_search_call'",
+        ),
+        ([CALL, SEARCH, message("msg_1", "after")], "its item at 1 after the user message is a 'web_search_call'"),
+        ([CALL, REASONING, CALL_B], "a response makes a call, reasons, and calls lookup"),
+    ],
+    ids=["message-custom-call", "message-search-call", "call-search-message", "call-reasoning-call"],
+)
+def test_an_answer_the_format_cannot_replay_is_not_recorded(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, first: list[dict[str, Any]], why: str
+) -> None:
+    """Before, items other than messages, calls and programs were left out: [message, custom_tool_call]
+    was recorded and replayed as [message]; a hosted call between a preamble and a call hid the pair
+    (the replay said 'Let me check. ' and never called the tool); and [call, reasoning, call] in one
+    response replayed as two responses (the reasoning began a turn of its own). Each is refused now."""
+    directory = tmp_path / "recordings"
+    upstream = answers(first, [message("msg_9", "done")])
+    with caplog.at_level("INFO"), raw_upstream(upstream) as url, recorder(tmp_path, url, directory) as rec:
+        live = tool_loop(client(rec))
+    assert live[0][0] == [item["type"] for item in first]
+    assert not list(directory.glob("*.yaml"))
+    said = [r.getMessage() for r in caplog.records]
+    assert any(s.startswith(f"a finished conversation was not recorded: {why}") for s in said), said

@@ -77,6 +77,11 @@ def test_an_answer_too_long_to_record_is_refused_before_its_yaml(
     made: list[int] = []
     real = recorder_module.to_yaml
     monkeypatch.setattr(recorder_module, "to_yaml", lambda scenario: made.append(1) or real(scenario))
+    followed: list[int] = []
+    real_exchange = recorder_module.Tape.exchange
+    monkeypatch.setattr(
+        recorder_module.Tape, "exchange", lambda tape, *a: followed.append(1) or real_exchange(tape, *a)
+    )
     body = {
         "id": "resp_long",
         "object": "response",
@@ -92,7 +97,8 @@ def test_an_answer_too_long_to_record_is_refused_before_its_yaml(
     with caplog.at_level("INFO"), raw_upstream(whole(body)) as url, recorder(tmp_path, url, directory) as rec:
         got = client(rec).responses.create(model="gpt-test", input="Say a lot.")
     assert len(got.output_text) == 3_000 * 420
-    assert not list(directory.glob("*.yaml")) and made == []
+    # Refused before the tape (before, it was followed and its scenario made under the tape's lock).
+    assert not list(directory.glob("*.yaml")) and made == [] and followed == []
     said = [r.getMessage() for r in caplog.records]
     assert any(
         s.startswith("a finished conversation was not recorded: its scenario would be larger than") for s in said

@@ -25,6 +25,8 @@ from ptc_emulator.emulator.model.scripted.recording import (
     Tape,
     empty_answer,
     file_name,
+    finished,
+    said_text,
     scenario_from,
     to_yaml,
     unrecordable,
@@ -64,6 +66,19 @@ def _text_bytes(value: Any) -> int:
     if isinstance(value, list):
         return sum(_text_bytes(v) for v in value)
     return 0
+
+
+def _said_bytes(response: dict[str, Any]) -> int:
+    """The UTF-8 bytes of a finished response's assistant messages' text (0 when it is not
+    finished): its recording's message turn holds at least as many (`_text_bytes`)."""
+    if not finished(response):
+        return 0
+    output = response.get("output") or ()
+    return sum(
+        len(said_text(item).encode("utf-8", "replace"))
+        for item in output
+        if isinstance(item, dict) and item.get("type") == "message" and item.get("role") == "assistant"
+    )
 
 
 def _said(scenario: dict[str, Any]) -> str:
@@ -138,6 +153,16 @@ class Recorder:
         first = await asyncio.to_thread(_digest, response) if answer is not None else ""
         if answer is not None:
             self._note_end(answer, (answer, response_id, first, None, None, ""))
+        if (size := await asyncio.to_thread(_said_bytes, response)) > MAX_SCENARIO_BYTES:
+            # Refused before the tape: following it, checking it and making its scenario ran under
+            # the tape's one lock (4 answers of 100,000 messages held another client's create 1.2 s).
+            log.warning(
+                "a finished conversation was not recorded: its scenario would be larger than %d bytes"
+                " (%d bytes of text in its last response)",
+                MAX_SCENARIO_BYTES,
+                size,
+            )
+            return None
         try:
             async with self.turn:
                 finished = await _whole(asyncio.to_thread(self.tape.exchange, request, response))

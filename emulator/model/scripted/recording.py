@@ -213,9 +213,17 @@ def unreplayable(finished_: Finished) -> str | None:
     items = finished_.items
     anchor = max((i for i, item in enumerate(items) if _is_user(item)), default=-1)
     last: tuple[str, Item] | None = None
-    for item in items[anchor + 1 :]:
+    reasoned = False
+    """A reasoning item came after the last call, in its response."""
+    for index, item in enumerate(items[anchor + 1 :]):
         kind = _kind(item)
+        if kind not in _REPLAYED:
+            return (
+                f"its item at {index} after the user message is a {kind[:60]!r}, which a recording cannot "
+                "replay: the replay would leave it out"
+            )
         if kind == "reasoning":
+            reasoned = last is not None and last[0] == "call"
             continue
         if kind == "message" and item.get("role") == "assistant":
             if last is not None and last[0] == "call":
@@ -232,12 +240,25 @@ def unreplayable(finished_: Finished) -> str | None:
                     f"a response says a message and then {what}: a recording plays one or the other per "
                     "response, so the replay would stop at the message"
                 )
+            if kind == "function_call" and reasoned and last is not None and last[0] == "call":
+                return (
+                    f"a response makes a call, reasons, and calls {str(item.get('name'))[:80]}: a recording "
+                    "plays a turn's reasoning before its calls, so the replay would split them in two responses"
+                )
             last = ("call", item) if kind == "function_call" else None
+            reasoned = False
         elif kind == "function_call" and not _is_direct(item):
             continue
         else:
             last = None
+            reasoned = False
     return None
+
+
+_REPLAYED = frozenset({"message", "reasoning", "function_call", "function_call_output", "program", "program_output"})
+"""The output item kinds a recording replays (`scenario_from`); a conversation holding another (a
+custom tool's call, a hosted tool's call such as `web_search_call`) is not recorded: before, such
+an item was left out, and [message, custom_tool_call] replayed as [message]."""
 
 
 def match_context(create: dict[str, Any]) -> Given:
