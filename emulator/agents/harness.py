@@ -448,13 +448,13 @@ class Harness:
                     done = True
                 else:
                     done = session.apply_output(response, events, began=began)
-                await asyncio.to_thread(self._save_and_publish, session, events)
+                await self._stored(session, events)
                 if done:
                     return
             events = []
             error = messages.too_many_steps(MAX_STEPS)
             session.fail_turn(error.message, "internal_error", error, events)
-            await asyncio.to_thread(self._save_and_publish, session, events)
+            await self._stored(session, events)
 
     async def _play(self, doc: Doc) -> dict[str, Any]:
         agent = doc["session"]["agent"]
@@ -521,6 +521,17 @@ class Harness:
                     self.records.put(SESSION, session.id, before)
                 except Exception:
                     log.exception("agent session %s: changed, its events not published, not put back", session.id)
+            raise
+
+    async def _stored(self, session: AgentSession, events: list[Event]) -> None:
+        """A driven session's step saved and published in a worker thread; a cancel (the server
+        closing) waits for that thread to end, so a step a client has seen is stored before the
+        store closes, as when the save ran on the loop."""
+        saving = asyncio.ensure_future(asyncio.to_thread(self._save_and_publish, session, events))
+        try:
+            await asyncio.shield(saving)
+        except asyncio.CancelledError:
+            await asyncio.wait([saving])
             raise
 
     def _save_and_publish(self, session: AgentSession, events: list[Event]) -> None:
