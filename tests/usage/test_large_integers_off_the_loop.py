@@ -12,7 +12,6 @@ on the loop and the GET's reply was made there. Nothing is timed.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
@@ -27,6 +26,7 @@ from ptc_emulator.emulator import jsonreply
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import program_message
+from tests.usage.on_loop import Noting, noted
 
 DIGITS = 3_000
 COUNT = 30
@@ -36,29 +36,9 @@ MARK = "7" * 40
 CODE = program_message("text('ok')")
 
 
-class _Noting:
-    def __init__(self, real: Any) -> None:
-        self.real = real
-        self.on_loop: list[int] = []
-
-    def encode(self, text: str, **options: Any) -> Any:
-        if MARK in text:
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                pass
-            else:
-                self.on_loop.append(len(text))
-        return self.real.encode(text, **options)
-
-
 @pytest.fixture
-def noting(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Noting]:
-    usage.clear_cache()
-    wrapper = _Noting(usage.encoding())
-    monkeypatch.setattr(usage, "encoding", lambda: wrapper)
-    yield wrapper
-    usage.clear_cache()
+def noting(monkeypatch: pytest.MonkeyPatch) -> Iterator[Noting]:
+    yield from noted(monkeypatch, MARK)
 
 
 def _tools(salt: int, count: int = COUNT) -> list[dict[str, Any]]:
@@ -71,7 +51,7 @@ def _body(salt: int, count: int = COUNT, **more: Any) -> dict[str, Any]:
     return {"model": "m", "input": CODE, "tools": _tools(salt, count), **more}
 
 
-def test_large_integers_are_counted_off_the_loop(make_server: Callable[..., EmulatorServer], noting: _Noting) -> None:
+def test_large_integers_are_counted_off_the_loop(make_server: Callable[..., EmulatorServer], noting: Noting) -> None:
     server = make_server()
     with httpx.Client(base_url=server.base_url, timeout=120) as http:
         made = http.post("/responses", json=_body(1, store=False))

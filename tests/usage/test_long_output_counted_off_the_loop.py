@@ -10,49 +10,27 @@ program's output was. Nothing is timed.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import httpx
 import pytest
 
-from ptc_emulator.emulator.responses import usage
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import PTC_TOOLS, program_message
+from tests.usage.on_loop import Noting, noted
 
 MARK = "\ua66e"
 CHARS = 100_000
 """Over `usage.COUNTED_ON_LOOP`; the request holds the marker only as a JS escape."""
 
 
-class _Noting:
-    def __init__(self, real: Any) -> None:
-        self.real = real
-        self.on_loop: list[int] = []
-
-    def encode(self, text: str, **options: Any) -> Any:
-        if MARK in text:
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                pass
-            else:
-                self.on_loop.append(len(text))
-        return self.real.encode(text, **options)
-
-
 @pytest.fixture
-def noting(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Noting]:
-    usage.clear_cache()
-    wrapper = _Noting(usage.encoding())
-    monkeypatch.setattr(usage, "encoding", lambda: wrapper)
-    yield wrapper
-    usage.clear_cache()
+def noting(monkeypatch: pytest.MonkeyPatch) -> Iterator[Noting]:
+    yield from noted(monkeypatch, MARK)
 
 
 def test_a_long_program_output_is_counted_off_the_loop(
-    make_server: Callable[..., EmulatorServer], noting: _Noting
+    make_server: Callable[..., EmulatorServer], noting: Noting
 ) -> None:
     server = make_server()
     code = f"text('\\ua66e'.repeat({CHARS}))"

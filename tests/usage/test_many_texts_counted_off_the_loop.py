@@ -11,7 +11,6 @@ them encoded the marked texts on the loop. Nothing is timed.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,6 +22,7 @@ import websockets.sync.client
 from ptc_emulator.emulator.responses import usage
 from ptc_emulator.testing.server import EmulatorServer
 from tests.api.api_support import program_message
+from tests.usage.on_loop import Noting, noted
 
 MARK = "\ua66e"
 """The marker character of the texts counted: no other text of the test holds it."""
@@ -31,31 +31,9 @@ TEXT = 30_000
 CODE = program_message("text('ok')")
 
 
-class _Noting:
-    """The tokenizer, wrapped: each marked text encoded with a running event loop is noted."""
-
-    def __init__(self, real: Any) -> None:
-        self.real = real
-        self.on_loop: list[int] = []
-
-    def encode(self, text: str, **options: Any) -> Any:
-        if MARK in text:
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                pass
-            else:
-                self.on_loop.append(len(text))
-        return self.real.encode(text, **options)
-
-
 @pytest.fixture
-def noting(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Noting]:
-    usage.clear_cache()
-    wrapper = _Noting(usage.encoding())
-    monkeypatch.setattr(usage, "encoding", lambda: wrapper)
-    yield wrapper
-    usage.clear_cache()
+def noting(monkeypatch: pytest.MonkeyPatch) -> Iterator[Noting]:
+    yield from noted(monkeypatch, MARK)
 
 
 def _texts(salt: str) -> list[dict[str, Any]]:
@@ -75,7 +53,7 @@ BODIES = {
 
 @pytest.mark.parametrize("kind", sorted(BODIES))
 def test_texts_long_together_are_counted_off_the_loop_on_every_route(
-    make_server: Callable[..., EmulatorServer], noting: _Noting, kind: str
+    make_server: Callable[..., EmulatorServer], noting: Noting, kind: str
 ) -> None:
     server = make_server()
     make = BODIES[kind]
@@ -107,9 +85,7 @@ def test_texts_long_together_are_counted_off_the_loop_on_every_route(
     assert noting.on_loop == []  # before: every route encoded the marked texts on the event loop
 
 
-def test_a_request_of_many_texts_is_counted_exactly(
-    make_server: Callable[..., EmulatorServer], noting: _Noting
-) -> None:
+def test_a_request_of_many_texts_is_counted_exactly(make_server: Callable[..., EmulatorServer], noting: Noting) -> None:
     server = make_server()
     texts = _texts("x")
     expected = sum(len(usage.encoding().real.encode(t["content"], disallowed_special=())) for t in texts)
