@@ -6,6 +6,10 @@ is the session's current state (`agent.session.idle`, `.in_progress`, `.requires
 `.failed`), then everything that happens, with keep-alive comments in between, until the client
 leaves. A `stream: true` session create streams from `agent.session.created` to the first
 `agent.session.idle` (or `.failed`).
+
+Every use of the store is in a worker thread (the harness's own, or `asyncio.to_thread` here for
+the agents): a lock held on a table, or a very large stored session, holds the request that waits
+for it, never the event loop and with it every other client.
 """
 
 from __future__ import annotations
@@ -135,13 +139,13 @@ async def list_sessions(
         for key, value in request.query_params.items()
         if key.startswith("metadata[") and key.endswith("]")
     }
-    rows = harness_of(request).list_sessions(agent_id, metadata, scope=_scope(request, None))
+    rows = await harness_of(request).list_sessions(agent_id, metadata, scope=_scope(request, None))
     return _page(rows, after=after, limit=limit, order=order, what="session")
 
 
 @router.get("/sessions/{session_id}")
 async def retrieve_session(session_id: str, request: Request) -> dict[str, Any]:
-    return harness_of(request).session(session_id, scope=_scope(request, None))
+    return await harness_of(request).session(session_id, scope=_scope(request, None))
 
 
 @router.post("/sessions/{session_id}")
@@ -168,7 +172,7 @@ async def create_events(
 
 @router.get("/sessions/{session_id}/events")
 async def stream_events(session_id: str, request: Request, include_obfuscation: bool = True) -> Response:
-    subscription = harness_of(request).subscribe(session_id, scope=_scope(request, None))
+    subscription = await harness_of(request).subscribe(session_id, scope=_scope(request, None))
     return _stream(request, subscription, until_idle=False)
 
 
@@ -176,7 +180,7 @@ async def stream_events(session_id: str, request: Request, include_obfuscation: 
 async def list_items(
     session_id: str, request: Request, after: str | None = None, limit: Limit = 20, order: Order = "asc"
 ) -> dict[str, Any]:
-    rows = harness_of(request).items(session_id, scope=_scope(request, None))
+    rows = await harness_of(request).items(session_id, scope=_scope(request, None))
     return _page(rows, after=after, limit=limit, order=order, what="item")
 
 
@@ -184,13 +188,13 @@ async def list_items(
 async def list_turns(
     session_id: str, request: Request, after: str | None = None, limit: Limit = 20, order: Order = "asc"
 ) -> dict[str, Any]:
-    rows = harness_of(request).turns(session_id, scope=_scope(request, None))
+    rows = await harness_of(request).turns(session_id, scope=_scope(request, None))
     return _page(rows, after=after, limit=limit, order=order, what="turn")
 
 
 @router.get("/sessions/{session_id}/turns/{turn_id}")
 async def retrieve_turn(session_id: str, turn_id: str, request: Request) -> dict[str, Any]:
-    return harness_of(request).turn(session_id, turn_id, scope=_scope(request, None))
+    return await harness_of(request).turn(session_id, turn_id, scope=_scope(request, None))
 
 
 @router.get("/sessions/{session_id}/turns/{turn_id}/items")
@@ -202,7 +206,7 @@ async def list_turn_items(
     limit: Limit = 20,
     order: Order = "asc",
 ) -> dict[str, Any]:
-    rows = harness_of(request).items(session_id, turn_id, scope=_scope(request, None))
+    rows = await harness_of(request).items(session_id, turn_id, scope=_scope(request, None))
     return _page(rows, after=after, limit=limit, order=order, what="item")
 
 
@@ -212,28 +216,28 @@ async def list_turn_items(
 @router.post("")
 async def create_agent(body: AgentCreate, request: Request) -> dict[str, Any]:
     await _schemas_checked(body.tools)
-    return harness_of(request).create_agent(body, _scope(request, body.metadata))
+    return await asyncio.to_thread(harness_of(request).create_agent, body, _scope(request, body.metadata))
 
 
 @router.get("")
 async def list_agents(
     request: Request, after: str | None = None, limit: Limit = 20, order: Order = "desc"
 ) -> dict[str, Any]:
-    agents = harness_of(request).list_agents(_scope(request, None))
+    agents = await asyncio.to_thread(harness_of(request).list_agents, _scope(request, None))
     return _page(agents, after=after, limit=limit, order=order, what="agent")
 
 
 @router.get("/{agent_id}")
 async def retrieve_agent(agent_id: str, request: Request) -> dict[str, Any]:
-    return harness_of(request).agent(agent_id, _scope(request, None))
+    return await asyncio.to_thread(harness_of(request).agent, agent_id, _scope(request, None))
 
 
 @router.post("/{agent_id}")
 async def update_agent(agent_id: str, body: AgentUpdate, request: Request) -> dict[str, Any]:
     await _schemas_checked(body.tools)
-    return harness_of(request).update_agent(agent_id, body, _scope(request, None))
+    return await asyncio.to_thread(harness_of(request).update_agent, agent_id, body, _scope(request, None))
 
 
 @router.delete("/{agent_id}")
 async def delete_agent(agent_id: str, request: Request) -> dict[str, Any]:
-    return harness_of(request).delete_agent(agent_id, _scope(request, None))
+    return await asyncio.to_thread(harness_of(request).delete_agent, agent_id, _scope(request, None))

@@ -81,11 +81,18 @@ class Fanout:
             for event in events:
                 sub.queue.put_nowait(event)
 
-    def end(self, session_id: str) -> None:
-        if self.log is not None:
-            self.log.append(session_id, [None])
+    def end(self, session_id: str, *, logged: bool = False) -> None:
+        """The session's streams ended (`logged`: the shared log's end appended already, by
+        `log_end` in a worker thread)."""
+        if not logged:
+            self.log_end(session_id)
         for sub in self.subscribers.pop(session_id, set()):
             sub.queue.put_nowait(None)
+
+    def log_end(self, session_id: str) -> None:
+        """Shared: the end appended to the log, for every replica's streams of the session."""
+        if self.log is not None:
+            self.log.append(session_id, [None])
 
     def end_all(self) -> None:
         for task in self._reads:

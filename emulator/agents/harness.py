@@ -90,6 +90,9 @@ class Harness:
         self.ids: Callable[[str], str] = engine.ids
         self.clock = engine.clock
         self._sessions: dict[str, AgentSession] = {}
+        self._forgotten = 0
+        """How many times a session was dropped from `_sessions` (deleted, or a change not kept):
+        a read of the store begun before one is not kept there (`_loaded`)."""
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
         """A lock per session while someone holds or awaits it, with how many do: dropped when
         the last one leaves, so a request naming an unknown id leaves nothing behind."""
@@ -264,29 +267,55 @@ class Harness:
                 log.exception("agent session %s: stored, its events not published, and not deleted", made.id)
             raise
 
-    def load(self, session_id: str, scope: str | None | object = ANY_SCOPE) -> AgentSession:
+    async def _loaded(self, session_id: str, scope: str | None | object = ANY_SCOPE) -> AgentSession:
         """The session, if it is visible in `scope`: a session made in a scope is seen only in that
         scope (its events, items, turns and pending calls with it); one made with no scope is seen
-        in every scope. Otherwise, as for an id that does not exist, a 404."""
+        in every scope. Otherwise, as for an id that does not exist, a 404.
+
+        The store is read in a worker thread (a lock held on its table, or a very large document,
+        held every client of the replica on the event loop); the session read is kept (one
+        process) here, on the loop, unless one is kept already or a session was dropped while the
+        thread read: a read begun before a delete never puts the deleted session back."""
         session = self._sessions.get(session_id) if self.ownership is None else None  # shared: as stored
         if session is None:
-            doc = self.records.get(SESSION, session_id)
-            if doc is None:
+            forgotten = self._forgotten
+            read = await asyncio.to_thread(self._read, session_id)
+            if read is None:
                 raise messages.session_not_found(session_id)
-            self.keys.migrate(session_id, doc)
-            session = AgentSession(doc, self.ids, self.clock)
+            session = read
             if self.ownership is None:
-                self._sessions[session_id] = session
+                kept = self._sessions.get(session_id)
+                if kept is not None:
+                    session = kept
+                elif forgotten == self._forgotten:
+                    self._sessions[session_id] = session
         if (scope is None or isinstance(scope, str)) and not _visible(session.doc, scope):
             raise messages.session_not_found(session_id)
         return session
 
-    def session(self, session_id: str, *, scope: str | None) -> dict[str, Any]:
-        return self.load(session_id, scope).object()
+    def _read(self, session_id: str) -> AgentSession | None:
+        """The session as stored (in a worker thread), or None."""
+        doc = self.records.get(SESSION, session_id)
+        if doc is None:
+            return None
+        self.keys.migrate(session_id, doc)
+        return AgentSession(doc, self.ids, self.clock)
 
-    def list_sessions(
+    def _forget(self, session_id: str) -> None:
+        """The session read from the store again the next time (deleted, or a change not kept)."""
+        self._sessions.pop(session_id, None)
+        self._forgotten += 1
+
+    async def session(self, session_id: str, *, scope: str | None) -> dict[str, Any]:
+        return (await self._loaded(session_id, scope)).object()
+
+    async def list_sessions(
         self, agent_id: str | None, metadata: dict[str, str], *, scope: str | None
     ) -> list[dict[str, Any]]:
+        """Read and shown in a worker thread (the store's documents are its own copies)."""
+        return await asyncio.to_thread(self._listed, agent_id, metadata, scope)
+
+    def _listed(self, agent_id: str | None, metadata: dict[str, str], scope: str | None) -> list[dict[str, Any]]:
         found = []
         for doc in self.records.all(SESSION):
             if not _visible(doc, scope):
@@ -300,9 +329,9 @@ class Harness:
         return found
 
     async def update_session(self, session_id: str, body: SessionUpdate, *, scope: str | None) -> dict[str, Any]:
-        self.load(session_id, scope)
+        await self._loaded(session_id, scope)  # an unknown or invisible id takes no lock
         async with self._lock(session_id):
-            loaded = self.load(session_id, scope)
+            loaded = await self._loaded(session_id, scope)
             session = loaded.doc["session"]
             given = body.model_fields_set
             if body.vault_ids:  # refused before anything changes; null or [] clears (there are none)
@@ -338,33 +367,35 @@ class Harness:
                 session["spend_control"] = {**(session.get("spend_control") or spend_control(None)), "limit": limit}
             if "vault_ids" in given:
                 session["vault_ids"] = []
-            self._save(loaded)
+            try:
+                await asyncio.to_thread(self._save, loaded)
+            except BaseException:
+                self._forget(session_id)  # (one process) read again as stored
+                raise
             return loaded.object()
 
     async def delete_session(self, session_id: str, *, scope: str | None) -> dict[str, Any]:
-        self.load(session_id, scope)
+        await self._loaded(session_id, scope)  # an unknown or invisible id takes no lock
         async with self._lock(session_id):
-            self.load(session_id, scope)
-            self.records.delete(SESSION, session_id)
-            self._sessions.pop(session_id, None)
-        self.fanout.end(session_id)
+            await self._loaded(session_id, scope)
+            await asyncio.to_thread(self.records.delete, SESSION, session_id)
+            self._forget(session_id)
+        await asyncio.to_thread(self.fanout.log_end, session_id)
+        self.fanout.end(session_id, logged=True)
         return {"id": session_id, "deleted": True, "object": "agent.session.deleted"}
 
-    def items(self, session_id: str, turn_id: str | None = None, *, scope: str | None) -> list[dict[str, Any]]:
-        doc = self.load(session_id, scope).doc
+    async def items(self, session_id: str, turn_id: str | None = None, *, scope: str | None) -> list[dict[str, Any]]:
+        session = await self._loaded(session_id, scope)
         if turn_id is not None:
-            self.turn(session_id, turn_id, scope=scope)
-            return [i for i in doc["items"] if i["turn_id"] == turn_id]
-        return list(doc["items"])
+            _turn(session, turn_id)
+            return [i for i in session.doc["items"] if i["turn_id"] == turn_id]
+        return list(session.doc["items"])
 
-    def turns(self, session_id: str, *, scope: str | None) -> list[dict[str, Any]]:
-        return list(self.load(session_id, scope).doc["turns"])
+    async def turns(self, session_id: str, *, scope: str | None) -> list[dict[str, Any]]:
+        return list((await self._loaded(session_id, scope)).doc["turns"])
 
-    def turn(self, session_id: str, turn_id: str, *, scope: str | None) -> dict[str, Any]:
-        for turn in self.load(session_id, scope).doc["turns"]:
-            if turn["id"] == turn_id:
-                return turn  # type: ignore[no-any-return]
-        raise messages.turn_not_found(turn_id, session_id)
+    async def turn(self, session_id: str, turn_id: str, *, scope: str | None) -> dict[str, Any]:
+        return _turn(await self._loaded(session_id, scope), turn_id)
 
     # ---- events in --------------------------------------------------------------------------
 
@@ -372,9 +403,9 @@ class Harness:
         self, session_id: str, body: EventsBody, idempotency_key: str | None, *, scope: str | None
     ) -> None:
         """Validate and apply input events; on return the change is stored (the 202)."""
-        await asyncio.to_thread(self.load, session_id, scope)  # an unknown or invisible id takes no lock
+        await self._loaded(session_id, scope)  # an unknown or invisible id takes no lock
         async with self._lock(session_id):
-            session = await asyncio.to_thread(self.load, session_id, scope)
+            session = await self._loaded(session_id, scope)
             doc = session.doc
             digest = hashlib.sha256(body.model_dump_json(by_alias=True).encode()).hexdigest()
             if idempotency_key is not None:
@@ -404,7 +435,7 @@ class Harness:
             try:
                 await asyncio.to_thread(self._store_change, session, before, events)
             except BaseException:
-                self._sessions.pop(session_id, None)  # (one process) read again as stored
+                self._forget(session_id)  # (one process) read again as stored
                 raise
             if idempotency_key is not None:
                 try:
@@ -426,7 +457,7 @@ class Harness:
     async def _drive(self, session_id: str) -> None:
         async with self._lock(session_id):
             try:
-                session = self.load(session_id)
+                session = await self._loaded(session_id)
             except NotFound:
                 return  # deleted meanwhile
             for _ in range(MAX_STEPS):
@@ -477,10 +508,11 @@ class Harness:
 
     # ---- events out -------------------------------------------------------------------------
 
-    def subscribe(self, session_id: str, *, scope: str | None) -> Subscription:
-        """A subscription whose first event is the session's current state."""
-        position = self.fanout.position(session_id)
-        session = self.load(session_id, scope)
+    async def subscribe(self, session_id: str, *, scope: str | None) -> Subscription:
+        """A subscription whose first event is the session's current state (the store read in
+        worker threads: the log's position first, then the session)."""
+        position = await asyncio.to_thread(self.fanout.position, session_id)
+        session = await self._loaded(session_id, scope)
         snapshot = session.event(f"agent.session.{session.status}", session=session.object())
         return self.fanout.subscribe(session_id, snapshot, position)
 
@@ -540,6 +572,13 @@ class Harness:
 
     def _save(self, session: AgentSession) -> None:
         self.records.put(SESSION, session.id, session.doc)
+
+
+def _turn(session: AgentSession, turn_id: str) -> dict[str, Any]:
+    for turn in session.doc["turns"]:
+        if turn["id"] == turn_id:
+            return turn  # type: ignore[no-any-return]
+    raise messages.turn_not_found(turn_id, session.id)
 
 
 def _visible(doc: Doc, scope: str | None) -> bool:
