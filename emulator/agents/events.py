@@ -55,8 +55,8 @@ class Fanout:
         self._reads: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         if self.log is not None:
-            self._loop = asyncio.get_running_loop()
             self.log.listen(self._notified)
 
     def position(self, session_id: str) -> int:
@@ -77,6 +77,14 @@ class Fanout:
         if self.log is not None:
             self.log.append(session_id, events)
             return
+        if self._loop is not None and _running() is not self._loop:
+            # from a worker thread (a session saved and published there): an asyncio queue is
+            # the loop's alone, so the events are handed to the loop, in order
+            self._loop.call_soon_threadsafe(self._deliver, session_id, events)
+        else:
+            self._deliver(session_id, events)
+
+    def _deliver(self, session_id: str, events: list[Event | None]) -> None:
         for sub in self.subscribers.get(session_id, set()):
             for event in events:
                 sub.queue.put_nowait(event)
@@ -123,3 +131,10 @@ class Fanout:
             for seq, event in rows:
                 sub.after = seq
                 sub.queue.put_nowait(event)
+
+
+def _running() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # a worker thread: no loop runs in it
+        return None
