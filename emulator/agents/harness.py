@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import hashlib
 import json
 import logging
@@ -178,8 +177,8 @@ class Harness:
         self, body: SessionCreate, scope: str | None, *, subscribe: bool = False
     ) -> tuple[AgentSession, Subscription | None]:
         """Stored and its first events published, in a worker thread (the store may wait on a
-        lock: on the loop, every client of the replica waited with it); all or nothing: a
-        failure to publish takes the stored session back, so a 503 leaves no session behind."""
+        lock: on the loop, every client of the replica waited with it); all or nothing: the
+        session and its events are written in one transaction, so a 503 leaves no session behind."""
         environment = body.environment
         kind = environment.get("type")
         if kind != "none":
@@ -255,17 +254,8 @@ class Harness:
         return made, subscription
 
     def _store_new(self, made: AgentSession, events: list[Event]) -> None:
-        """A new session stored, then its events published; if they cannot be, the session is
-        deleted again (if even that fails, it is logged: the session stays, idle, never driven)."""
-        self._save(made)
-        try:
-            self._publish(made.id, events)
-        except BaseException:
-            try:
-                self.records.delete(SESSION, made.id)
-            except Exception:
-                log.exception("agent session %s: stored, its events not published, and not deleted", made.id)
-            raise
+        """A new session stored and its events published: both or neither (`_save_and_publish`)."""
+        self._save_and_publish(made, events)
 
     async def _loaded(self, session_id: str, scope: str | None | object = ANY_SCOPE) -> AgentSession:
         """The session, if it is visible in `scope`: a session made in a scope is seen only in that
@@ -415,9 +405,6 @@ class Harness:
                 if seen is not None:
                     raise messages.idempotency_key_reused(idempotency_key)
             todo = session.validate(body)
-            # What the store holds now, put back if the change's events cannot be published
-            # (only a shared event log fails to publish).
-            before = copy.deepcopy(doc) if self.fanout.log is not None else None
             events: list[Event] = []
             resume = False
             for event in todo:
@@ -433,7 +420,7 @@ class Harness:
                     resume = session.apply_approval(event, events) or resume
             doc["session"]["last_active_at"] = self.now()
             try:
-                await asyncio.to_thread(self._store_change, session, before, events)
+                await asyncio.to_thread(self._store_change, session, events)
             except BaseException:
                 self._forget(session_id)  # (one process) read again as stored
                 raise
@@ -541,19 +528,10 @@ class Harness:
             else:
                 self._locks[session_id] = (lock, users - 1)
 
-    def _store_change(self, session: AgentSession, before: Doc | None, events: list[Event]) -> None:
-        """A session's change stored, then its events published; if they cannot be, the session
-        as it was is stored again (if even that fails, it is logged), so a 503 means not done."""
-        self._save(session)
-        try:
-            self._publish(session.id, events)
-        except BaseException:
-            if before is not None:
-                try:
-                    self.records.put(SESSION, session.id, before)
-                except Exception:
-                    log.exception("agent session %s: changed, its events not published, not put back", session.id)
-            raise
+    def _store_change(self, session: AgentSession, events: list[Event]) -> None:
+        """A session's change stored and its events published: both or neither, so a 503 means
+        not done (`_save_and_publish`)."""
+        self._save_and_publish(session, events)
 
     async def _stored(self, session: AgentSession, events: list[Event]) -> None:
         """A driven session's step saved and published in a worker thread; a cancel (the server
@@ -567,6 +545,14 @@ class Harness:
             raise
 
     def _save_and_publish(self, session: AgentSession, events: list[Event]) -> None:
+        """With a shared event log, the session and its events in one transaction of the store:
+        both are written or neither is (before, the session was stored, then its events, and the
+        session taken back if they failed, which could fail too). In one process, publishing
+        puts the events in its subscribers' queues, which does not fail."""
+        log_ = self.fanout.log
+        if log_ is not None:
+            log_.put_and_append(SESSION, session.id, session.doc, session.id, list(events))
+            return
         self._save(session)
         self._publish(session.id, events)
 

@@ -20,7 +20,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ptc_emulator.emulator import messages
 from ptc_emulator.emulator.storage import Conversations as ConversationStore
-from ptc_emulator.emulator.storage import StoredConversation, visible
+from ptc_emulator.emulator.storage import StoredConversation, Turn, visible
 from ptc_emulator.emulator.wire.items import InputItem, Item, ItemReference, WireModel
 from ptc_emulator.emulator.wire.pages import listing, window
 from ptc_emulator.emulator.wire.request import (
@@ -221,8 +221,25 @@ class Conversations:
         other write changed the conversation since, in one atomic step of the store: of two
         continuations in flight at once, the first to finish appends, and the other is refused
         with the hosted API's `conversation_locked` error, so no item is ever appended twice."""
-        if not self.store.append(conversation_id, [*input_items, *output], expected=expected):
-            if expected is not None and self.store.get(conversation_id) is not None:
+        self.append_turn(self.turn(conversation_id, input_items, output, expected=expected))
+
+    @staticmethod
+    def turn(
+        conversation_id: str,
+        input_items: list[dict[str, Any]],
+        output: list[dict[str, Any]],
+        *,
+        expected: int | None = None,
+    ) -> Turn:
+        """What `record` appends: given to the store with the response, it is written in the same
+        transaction (`Responses.put_with_turn`), and refused as `record` refuses it (the store's
+        `TurnRefused` is the `conversation_locked` error)."""
+        return Turn(conversation_id, [*input_items, *output], expected)
+
+    def append_turn(self, turn: Turn) -> None:
+        """`record`, of a turn made by `turn`."""
+        if not self.store.append(turn.conversation_id, turn.items, expected=turn.expected):
+            if turn.expected is not None and self.store.get(turn.conversation_id) is not None:
                 raise messages.conversation_locked()
 
     def _new_items(self, items: list[Any], scope: str | None) -> list[dict[str, Any]]:

@@ -62,7 +62,7 @@ from ptc_emulator.emulator.rules.compaction import Compactor, Expanded, compact_
 from ptc_emulator.emulator.rules.configuration import in_effect
 from ptc_emulator.emulator.rules.conversation import Conversation, analyse, check_message_parts, sealed_reasoning_id
 from ptc_emulator.emulator.signing import Signer
-from ptc_emulator.emulator.storage import ResponseStore, StoredResponse, StoreUnavailable
+from ptc_emulator.emulator.storage import ResponseStore, StoredResponse, StoreUnavailable, Turn, TurnRefused
 from ptc_emulator.emulator.tools.kinds import answer_text
 from ptc_emulator.emulator.tools.toolset import Toolset
 from ptc_emulator.emulator.wire.items import Item, Message, ReasoningItem
@@ -481,33 +481,23 @@ class Engine:
             if thread is not None:
                 self._record(prepared, thread, response)
             return response
-        # All or nothing: the response stored first, then its turn recorded in its conversation;
-        # if that is refused (another writer's turn, `conversation_locked`) or cannot be done (a
-        # busy database's 503), the response is deleted again. Recorded first, before, a 503 of
-        # the response's write left the turn in the conversation, and the SDK's retry added it twice.
-        self._keep(prepared, response)
+        # All or nothing: the response and its turn in its conversation are written in one
+        # transaction of the store (`put_with_turn`): if the turn is refused (another writer's
+        # turn, `conversation_locked`) or cannot be written (a busy database's 503), neither is.
+        # Before, the response was stored, then its turn recorded, and the response deleted again
+        # if that failed: a delete that failed too (another lock, the database gone) left the
+        # response stored outside its conversation.
+        turn = None
         if thread is not None:
-            try:
-                self._record(prepared, thread, response)
-            except BaseException:
-                self._unkeep(prepared, response)
-                raise
+            turn = self.conversations.turn(
+                thread, self._input_items(prepared), response["output"], expected=prepared.read_version
+            )
+        self._keep(prepared, response, turn)
         return response
 
     def _record(self, prepared: Prepared, thread: str, response: dict[str, Any]) -> None:
         expected = prepared.read_version
         self.conversations.record(thread, self._input_items(prepared), response["output"], expected=expected)
-
-    def _unkeep(self, prepared: Prepared, response: dict[str, Any]) -> None:
-        """A response kept by `_keep` deleted again (its turn was not recorded). If even that
-        fails, the response stays, not in its conversation (logged); the reply is the error."""
-        target = self.store if prepared.store else prepared.local
-        if target is None:
-            return
-        try:
-            target.delete(response["id"])
-        except Exception:
-            log.exception("response %s: stored, its conversation's turn not recorded, and not deleted", response["id"])
 
     @staticmethod
     def _over_token_limit(prepared: Prepared, output: list[dict[str, Any]]) -> bool:
@@ -707,23 +697,54 @@ class Engine:
         check_message_parts(item, param)
         return as_response_item(item, self.ids, sealed)
 
-    def _keep(self, prepared: Prepared, response: dict[str, Any]) -> None:
-        """Store the response where it belongs: the server's store, a connection's, or nowhere."""
+    def _keep(self, prepared: Prepared, response: dict[str, Any], turn: Turn | None = None) -> None:
+        """Store the response where it belongs: the server's store, a connection's, or nowhere;
+        with `turn`, its turn in its conversation too, in the same transaction of the server's store."""
         target = self.store if prepared.store else prepared.local
         if target is None:
+            if turn is not None:
+                self.conversations.append_turn(turn)
             return
         previous = prepared.request.previous_response_id
         record = StoredResponse(response["id"], response, self._input_items(prepared), previous, prepared.scope)
         if prepared.background and response.get("status") not in UNFINISHED:
             target.replace_unfinished(record)  # unless cancelled meanwhile, through any replica
             return
-        if previous is not None and prepared.continues is not None:
-            # It resumes a program paused in `previous`: the store keeps one continuation of it,
-            # the first to commit; the others are the lost race's 400, and are not kept.
-            if target.put_continuation(record, prepared.continues) is not None:
-                raise messages.previous_response_continued(previous)
+        # A response that resumes a program paused in `previous`: the store keeps one continuation
+        # of it, the first to commit; the others are the lost race's 400, and are not kept.
+        digest = prepared.continues if previous is not None else None
+        if turn is not None and target is self.store:
+            try:
+                taken = target.put_with_turn(record, turn, digest)
+            except TurnRefused:
+                raise messages.conversation_locked() from None
+        elif turn is not None:
+            taken = self._keep_local(target, record, turn, digest)
+        elif digest is not None:
+            taken = target.put_continuation(record, digest)
         else:
             target.put(record)
+            taken = None
+        if taken is not None and previous is not None:
+            raise messages.previous_response_continued(previous)
+
+    def _keep_local(self, local: ResponseStore, record: StoredResponse, turn: Turn, digest: str | None) -> str | None:
+        """A connection's own response (`store: false` over a WebSocket) and its turn in the
+        server's conversation: two stores, so the response is kept first and deleted again if the
+        turn is not recorded (the connection's store is this process's memory: its delete does
+        not fail)."""
+        if digest is not None:
+            taken = local.put_continuation(record, digest)
+            if taken is not None:
+                return taken
+        else:
+            local.put(record)
+        try:
+            self.conversations.append_turn(turn)
+        except BaseException:
+            local.delete(record.id)
+            raise
+        return None
 
     def _queue_background(self, prepared: Prepared) -> dict[str, Any]:
         queued = self.response(prepared, [], status=ResponseStatus.QUEUED)

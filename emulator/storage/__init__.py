@@ -36,6 +36,8 @@ from ptc_emulator.emulator.storage.protocol import (
     StoredResponse,
     StoredScenario,
     StoreUnavailable,
+    Turn,
+    TurnRefused,
     visible,
 )
 from ptc_emulator.emulator.storage.responses import ConnectionStore, ResponseStore, view
@@ -64,6 +66,8 @@ __all__ = [
     "StoreBusy",
     "StoreKind",
     "StoreUnavailable",
+    "Turn",
+    "TurnRefused",
     "is_postgres_url",
     "open_store",
     "ping",

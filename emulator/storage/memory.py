@@ -28,6 +28,8 @@ from ptc_emulator.emulator.storage.protocol import (
     StoredConversation,
     StoredResponse,
     StoredScenario,
+    Turn,
+    TurnRefused,
 )
 
 __all__ = [
@@ -75,7 +77,9 @@ def _texts(record: StoredResponse) -> _Texts:
 
 
 class MemoryResponses:
-    def __init__(self) -> None:
+    def __init__(self, conversations: MemoryConversations | None = None) -> None:
+        self._conversations = conversations if conversations is not None else MemoryConversations()
+        """The conversations beside it, which `put_with_turn` appends to."""
         self._responses: dict[str, tuple[str, str, str | None, list[str], str | None, Any]] = {}
         """Per response: its body and input items as JSON text, its previous id, its item ids, its
         scope, its status."""
@@ -92,17 +96,30 @@ class MemoryResponses:
             self._put(record, texts)
 
     def put_continuation(self, record: StoredResponse, digest: str) -> str | None:
-        paused = record.previous_response_id
         texts = _texts(record)
         with self._lock:
-            if paused is not None and record.id not in self._responses:
-                kept = self._taken(paused)
-                if kept is not None:
-                    return kept[0]
-                self._continuations[paused] = (record.id, digest)
-                self._resumed[record.id] = paused
-            self._put(record, texts)
-            return None
+            return self._put_continuation(record, digest, texts)
+
+    def _put_continuation(self, record: StoredResponse, digest: str | None, texts: _Texts) -> str | None:
+        """Under the lock: `put` (with `digest`, as the pause's one continuation)."""
+        paused = record.previous_response_id
+        if digest is not None and paused is not None and record.id not in self._responses:
+            kept = self._taken(paused)
+            if kept is not None:
+                return kept[0]
+            self._continuations[paused] = (record.id, digest)
+            self._resumed[record.id] = paused
+        self._put(record, texts)
+        return None
+
+    def put_with_turn(self, record: StoredResponse, turn: Turn, digest: str | None = None) -> str | None:
+        texts = _texts(record)
+
+        def keep() -> str | None:
+            with self._lock:
+                return self._put_continuation(record, digest, texts)
+
+        return self._conversations.with_turn(turn, keep)
 
     def continuation(self, response_id: str) -> tuple[str, str] | None:
         with self._lock:
@@ -222,6 +239,22 @@ class MemoryConversations:
             self._items[conversation_id].extend(texts)
             self._versions[conversation_id] += 1
             return True
+
+    def with_turn(self, turn: Turn, keep: Callable[[], str | None]) -> str | None:
+        """`keep()` (a response's write: a continuation's id when it refuses, having written
+        nothing) and `turn` appended, under this part's lock, so both are written or neither is
+        (`Responses.put_with_turn`): the turn is checked first, and appended once `keep` wrote."""
+        texts = [(item["id"], _dumps(item)) for item in turn.items]
+        conversation_id = turn.conversation_id
+        with self._lock:
+            found = conversation_id in self._items
+            if found and turn.expected is not None and self._versions[conversation_id] != turn.expected:
+                raise TurnRefused(conversation_id)
+            taken = keep()
+            if taken is None and found:  # (a conversation that is gone keeps nothing)
+                self._items[conversation_id].extend(texts)
+                self._versions[conversation_id] += 1
+            return taken
 
     def items(self, conversation_id: str) -> list[dict[str, Any]]:
         with self._lock:
@@ -402,8 +435,9 @@ class MemoryStore:
     kind: str = "memory"
 
     def __init__(self) -> None:
-        self.responses: Responses = MemoryResponses()
-        self.conversations: Conversations = MemoryConversations()
+        conversations = MemoryConversations()
+        self.responses: Responses = MemoryResponses(conversations)
+        self.conversations: Conversations = conversations
         self.sessions: Records = MemoryRecords()
         self.scenarios: Scenarios = MemoryScenarios()
         self.journal: JournalLog = MemoryJournal()

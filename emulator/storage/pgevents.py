@@ -21,13 +21,27 @@ from typing import Any
 
 import psycopg
 
-from ptc_emulator.emulator.storage.pgpool import Db, Lane, Pool
+from ptc_emulator.emulator.storage.pgpool import POSTGRES, Db, Lane, Pool
+from ptc_emulator.emulator.storage.sql import Statements
 
 __all__ = ["CHANNEL", "PostgresEvents"]
 
 CHANNEL = "ptc_events"
 
 log = logging.getLogger(__name__)
+
+
+def _append(db: Db, stream: str, events: list[Any]) -> None:
+    """A stream's events numbered after its last and notified, in the caller's transaction."""
+    db.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))", (stream,))
+    row = db.execute("SELECT COALESCE(MAX(seq), 0) FROM stream_events WHERE stream = %s", (stream,)).fetchone()
+    last = int(row[0]) if row else 0
+    with db.cursor() as cursor:
+        cursor.executemany(
+            "INSERT INTO stream_events (stream, seq, event) VALUES (%s, %s, %s)",
+            [(stream, last + n, json.dumps(event)) for n, event in enumerate(events, 1)],
+        )
+    db.execute("SELECT pg_notify(%s, %s)", (CHANNEL, stream))
 
 
 class PostgresEvents:
@@ -39,16 +53,20 @@ class PostgresEvents:
         self._listeners: list[Callable[[str | None], None]] = []
 
     def append(self, stream: str, events: list[Any]) -> None:
+        self._db.run(lambda db: _append(db, stream, events))
+
+    def put_and_append(
+        self, kind: str, record_id: str, document: dict[str, Any], stream: str, events: list[Any]
+    ) -> None:
+        """The document put in `records` and the events appended in one transaction (an Agents API
+        session's change and its events): before, the session was stored, then its events, and
+        the session taken back if they failed, which could fail too and leave a turn in progress."""
+        text = json.dumps(document)
+
         def work(db: Db) -> None:
-            db.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))", (stream,))
-            row = db.execute("SELECT COALESCE(MAX(seq), 0) FROM stream_events WHERE stream = %s", (stream,)).fetchone()
-            last = int(row[0]) if row else 0
-            with db.cursor() as cursor:
-                cursor.executemany(
-                    "INSERT INTO stream_events (stream, seq, event) VALUES (%s, %s, %s)",
-                    [(stream, last + n, json.dumps(event)) for n, event in enumerate(events, 1)],
-                )
-            db.execute("SELECT pg_notify(%s, %s)", (CHANNEL, stream))
+            db.execute(Statements.of(POSTGRES).put_record.encode(), (kind, record_id, text))
+            if events:
+                _append(db, stream, events)
 
         self._db.run(work)
 

@@ -32,6 +32,8 @@ __all__ = [
     "StoredScenario",
     "StoreBusy",
     "StoreUnavailable",
+    "Turn",
+    "TurnRefused",
     "visible",
 ]
 
@@ -62,6 +64,25 @@ class StoredResponse:
     scope: str | None = None
     """The caller's scope it was made in (`x-ptc-emulator-scope`): its items are referenced
     (`item_reference`) from that scope only."""
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """A finished response's turn in its conversation: the items appended to it with the response
+    (`Responses.put_with_turn`), as `Conversations.append` appends them."""
+
+    conversation_id: str
+    items: list[dict[str, Any]]
+    expected: int | None = None
+    """The version its history was read at: appended only if the items are still at it."""
+
+
+class TurnRefused(Exception):
+    """Another writer changed the conversation's items since `Turn.expected`: nothing was written."""
+
+    def __init__(self, conversation_id: str) -> None:
+        super().__init__(f"conversation {conversation_id} changed since it was read")
+        self.conversation_id = conversation_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +121,15 @@ class Responses(Protocol):
         deleted with it. `digest` names the request that made it (`continuation` tells it back).
         A response already stored under this id is replaced without the check (a background
         response finishing: it was checked when it was queued)."""
+        ...
+
+    def put_with_turn(self, record: StoredResponse, turn: Turn, digest: str | None = None) -> str | None:
+        """`put` the response (with `digest`: `put_continuation`) and append `turn` to its
+        conversation (`Conversations.append`, the conversations beside it), in one atomic step:
+        both are written or neither is. None when they were (the response alone when the
+        conversation is gone: a deleted conversation keeps nothing); the id of the continuation
+        that holds the pause, and nothing written, as `put_continuation`; `TurnRefused`, and
+        nothing written, when the conversation's items moved past `turn.expected`."""
         ...
 
     def continuation(self, response_id: str) -> tuple[str, str] | None:
@@ -289,6 +319,13 @@ class EventLog(Protocol):
         """Call `notified(stream)` (from another thread) whenever a stream got new events or a
         signal, and `notified(None)` after listening was broken and made again (any stream may
         have). Every listener of the process hears every notification."""
+        ...
+
+    def put_and_append(
+        self, kind: str, record_id: str, document: dict[str, Any], stream: str, events: list[Any]
+    ) -> None:
+        """`Records.put` of the document and `append` of the events (none: the put alone), in one
+        transaction: both are written or neither is (a session's change and its events)."""
         ...
 
     def signal(self, stream: str) -> None:

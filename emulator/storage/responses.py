@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from ptc_emulator.emulator.storage import protocol
 from ptc_emulator.emulator.storage.memory import FREEING, UNFINISHED, MemoryConversations, item_ids
-from ptc_emulator.emulator.storage.protocol import Conversations, Responses, StoredResponse
+from ptc_emulator.emulator.storage.protocol import Conversations, Responses, StoredResponse, Turn
 
 __all__ = ["ConnectionStore", "ResponseStore", "view"]
 
@@ -38,22 +38,35 @@ class ConnectionStore:
         """Counts the finished records replaced and the records deleted: what was read back from
         this store holds while it stays the same."""
         self._lock = threading.Lock()
-        self.conversations: Conversations = MemoryConversations()
+        self._conversations = MemoryConversations()
+        self.conversations: Conversations = self._conversations
 
     def put(self, record: StoredResponse) -> None:
         with self._lock:
             self._put(record)
 
     def put_continuation(self, record: StoredResponse, digest: str) -> str | None:
-        paused = record.previous_response_id
         with self._lock:
-            if paused is not None and record.id not in self._responses:
-                kept = self._taken(paused)
-                if kept is not None:
-                    return kept[0]
-                self._continuations[paused] = (record.id, digest)
-            self._put(record)
-            return None
+            return self._put_continuation(record, digest)
+
+    def _put_continuation(self, record: StoredResponse, digest: str | None) -> str | None:
+        paused = record.previous_response_id
+        if digest is not None and paused is not None and record.id not in self._responses:
+            kept = self._taken(paused)
+            if kept is not None:
+                return kept[0]
+            self._continuations[paused] = (record.id, digest)
+        self._put(record)
+        return None
+
+    def put_with_turn(self, record: StoredResponse, turn: Turn, digest: str | None = None) -> str | None:
+        """With the connection's own conversations (the server's store keeps the server's)."""
+
+        def keep() -> str | None:
+            with self._lock:
+                return self._put_continuation(record, digest)
+
+        return self._conversations.with_turn(turn, keep)
 
     def continuation(self, response_id: str) -> tuple[str, str] | None:
         with self._lock:
@@ -126,6 +139,9 @@ class _View:
 
     def put_continuation(self, record: StoredResponse, digest: str) -> str | None:
         return self._responses.put_continuation(record, digest)
+
+    def put_with_turn(self, record: StoredResponse, turn: Turn, digest: str | None = None) -> str | None:
+        return self._responses.put_with_turn(record, turn, digest)
 
     def continuation(self, response_id: str) -> tuple[str, str] | None:
         return self._responses.continuation(response_id)

@@ -33,6 +33,8 @@ from ptc_emulator.emulator.storage.protocol import (
     StoredConversation,
     StoredResponse,
     StoredScenario,
+    Turn,
+    TurnRefused,
 )
 
 __all__ = [
@@ -183,6 +185,7 @@ class Statements:
         )
         self.bump_version = q("UPDATE conversations SET version = version + 1 WHERE id = ?")
         self.version = q("SELECT version FROM conversations WHERE id = ?")
+        self.conversation_exists = q("SELECT 1 FROM conversations WHERE id = ?")
         self.conversation_items = q("SELECT item FROM conversation_items WHERE conversation_id = ? ORDER BY seq")
         self.conversation_item_rows = q(
             "SELECT item_id, item FROM conversation_items WHERE conversation_id = ? ORDER BY seq"
@@ -241,9 +244,26 @@ class SqlResponses:
         texts = _texts(record)
         return self._db.write(lambda tx: self._put_continuation(tx, record, digest, texts))
 
-    def _put_continuation(self, tx: Tx, record: StoredResponse, digest: str, texts: _Texts) -> str | None:
+    def put_with_turn(self, record: StoredResponse, turn: Turn, digest: str | None = None) -> str | None:
+        # One transaction: the response and its turn are committed together, or neither is (a
+        # 503 of either write left the other behind, before, or an undo that could fail too).
+        texts = _texts(record)
+
+        def work(tx: Tx) -> str | None:
+            taken = self._put_continuation(tx, record, digest, texts)
+            if taken is not None:
+                return taken
+            if not _append(tx, self._sql, turn.conversation_id, turn.items, turn.expected):
+                # Gone: it keeps nothing, and the response stays. Moved on: nothing is written.
+                if turn.expected is not None and tx.one(self._sql.conversation_exists, (turn.conversation_id,)):
+                    raise TurnRefused(turn.conversation_id)
+            return None
+
+        return self._db.write(work)
+
+    def _put_continuation(self, tx: Tx, record: StoredResponse, digest: str | None, texts: _Texts) -> str | None:
         sql, paused = self._sql, record.previous_response_id
-        if paused is not None and tx.one(sql.response_exists, (record.id,)) is None:
+        if digest is not None and paused is not None and tx.one(sql.response_exists, (record.id,)) is None:
             # The pause's row first (its key to the response is checked at commit): a second
             # writer stops here, having written nothing.
             taken = tx.changed(sql.claim_pause, (paused, record.id, digest)) == 0
@@ -302,27 +322,36 @@ class SqlResponses:
         return int(n)
 
 
+def _insert(tx: Tx, sql: Statements, conversation_id: str, items: list[dict[str, Any]]) -> None:
+    """A conversation's items added at its end, under its lock (the caller took it)."""
+    if not items:
+        return
+    (last,) = tx.one(sql.last_seq, (conversation_id,))
+    tx.many(
+        sql.add_item,
+        [(conversation_id, int(last) + n, item["id"], _dumps(item)) for n, item in enumerate(items, 1)],
+    )
+
+
+def _append(tx: Tx, sql: Statements, conversation_id: str, items: list[dict[str, Any]], expected: int | None) -> bool:
+    """`Conversations.append` inside the caller's transaction."""
+    if tx.changed(sql.next_version, (conversation_id, expected, expected)) == 0:
+        return False  # gone, or another writer changed its items since `expected`
+    _insert(tx, sql, conversation_id, items)
+    return True
+
+
 class SqlConversations:
     def __init__(self, db: Connections) -> None:
         self._db = db
         self._sql = Statements.of(db.dialect)
-
-    def _insert(self, tx: Tx, conversation_id: str, items: list[dict[str, Any]]) -> None:
-        """Under the conversation's lock (the caller took it)."""
-        if not items:
-            return
-        (last,) = tx.one(self._sql.last_seq, (conversation_id,))
-        tx.many(
-            self._sql.add_item,
-            [(conversation_id, int(last) + n, item["id"], _dumps(item)) for n, item in enumerate(items, 1)],
-        )
 
     def create(self, record: StoredConversation, items: list[dict[str, Any]]) -> None:
         def work(tx: Tx) -> None:
             tx.changed(
                 self._sql.create_conversation, (record.id, record.created_at, _dumps(record.metadata), record.scope)
             )
-            self._insert(tx, record.id, items)
+            _insert(tx, self._sql, record.id, items)
 
         self._db.write(work)
 
@@ -337,13 +366,7 @@ class SqlConversations:
         return self._db.changed(self._sql.delete_conversation, (conversation_id,)) > 0
 
     def append(self, conversation_id: str, items: list[dict[str, Any]], *, expected: int | None = None) -> bool:
-        def work(tx: Tx) -> bool:
-            if tx.changed(self._sql.next_version, (conversation_id, expected, expected)) == 0:
-                return False  # gone, or another writer changed its items since `expected`
-            self._insert(tx, conversation_id, items)
-            return True
-
-        return self._db.write(work)
+        return self._db.write(lambda tx: _append(tx, self._sql, conversation_id, items, expected))
 
     def items(self, conversation_id: str) -> list[dict[str, Any]]:
         return jsonpieces.loads_each(
