@@ -62,7 +62,8 @@ def _item_events(item: dict[str, Any], index: int) -> list[dict[str, Any]]:
         for n, part in enumerate(item["content"]):
             at = {**where, "content_index": n}
             text = part["text"]
-            middle.append({"type": "response.content_part.added", **at, "part": {**part, "text": "", "annotations": []}})
+            empty = {**part, "text": "", "annotations": []}
+            middle.append({"type": "response.content_part.added", **at, "part": empty})
             for piece in (text[: len(text) // 2], text[len(text) // 2 :]):
                 middle.append({"type": "response.output_text.delta", **at, "delta": piece, "logprobs": []})
             middle.append({"type": "response.output_text.done", **at, "text": text, "logprobs": []})
@@ -104,8 +105,7 @@ def _stream(response_id: str, output: list[dict[str, Any]]) -> bytes:
         {"type": "response.completed", "response": {**response, "status": "completed", "output": output}},
     ]
     return b"".join(
-        f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': n})}\n\n".encode()
-        for n, e in enumerate(said)
+        f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': n})}\n\n".encode() for n, e in enumerate(said)
     )
 
 

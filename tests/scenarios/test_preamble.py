@@ -6,9 +6,12 @@ client sends it back."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from ptc_emulator.testing.server import PTCEmulator
 from tests.support import PTC_TOOLS, validating_client
@@ -155,3 +158,32 @@ def test_a_preamble_on_a_turn_without_a_call_is_refused(
 def test_a_preamble_template_that_cannot_compile_is_refused(ptc_emulator: PTCEmulator) -> None:
     with pytest.raises(ValueError, match=r"turns\.0\.preamble: invalid template"):
         ptc_emulator.add_scenario(scenario(preamble="Let me look {{ up"))
+
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "scenarios.md"
+
+
+def page_scenario() -> dict[str, Any]:
+    text = PAGE.read_text(encoding="utf-8")
+    section = text[text.index("## A message before a call") :]
+    [block] = re.findall(r"^```yaml\n(.*?)^```$", section, flags=re.S | re.M)[:1]
+    scenario = yaml.safe_load(block)
+    assert isinstance(scenario, dict) and "preamble" in scenario["turns"][0]
+    return scenario
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_the_pages_example_plays_as_it_says(ptc_emulator: PTCEmulator, stream: bool) -> None:
+    ptc_emulator.add_scenario(page_scenario())
+    client = validating_client(ptc_emulator, max_retries=0)
+    question = {"model": "m", "input": "What is the weather in Oslo?", "tools": TOOLS}
+    if stream:
+        with client.responses.stream(**question) as events:
+            first = events.get_final_response()
+    else:
+        first = client.responses.create(**question)
+    assert [o.type for o in first.output] == ["message", "function_call"]
+    assert first.output_text == "Let me look up the weather in Oslo."
+    output = {"type": "function_call_output", "call_id": first.output[1].call_id, "output": '{"sky": "grey"}'}
+    second = client.responses.create(model="m", input=[output], tools=TOOLS, previous_response_id=first.id)
+    assert second.output_text == "It is grey in Oslo."
