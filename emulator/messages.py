@@ -1786,6 +1786,16 @@ def scenario_metadata_value_too_long(key: str, most: int) -> str:
     )
 
 
+@text(SCENARIOS, "invalid_scenario's reason (the loader's)", kind="message")
+def scenario_preamble_misplaced(kind: str) -> str:
+    """A turn's `preamble` (the message said before a call or a program, in the same response) on
+    a turn of another kind (`kind`), which has no call for it to go before."""
+    return (
+        f"preamble goes with a call or program turn (the message said before its call or program, in the "
+        f"same response), not a {kind} turn"
+    )
+
+
 @text(SCENARIOS, "no_scenario_matched's inline reason")
 def inline_cannot_run(reason: str) -> str:
     """The latest user message's ```js block, which the request's `tool_choice` forbids."""

@@ -1,7 +1,8 @@
-"""A response that says a message and makes a call (a preamble, then a tool call: the usual model
-pattern) cannot be replayed as the client saw it: a turn is one kind, and a message or a call ends
-the response it plays in. It is not recorded, and the log says why (docs/record-replay.md); a
-response of calls alone is, and replays as it went live."""
+"""A response that says a message and makes a call: a message said before the call (a preamble,
+then a tool call: the usual model pattern) records as the call turn's `preamble` and replays as it
+went live (docs/record-replay.md); what a turn cannot say so (a call and then a message, two
+messages, reasoning between the message and the call, a refusal before it) is not recorded, and
+the log says why. A response of calls alone is, and replays as it went live."""
 
 from __future__ import annotations
 
@@ -79,21 +80,34 @@ def tool_loop(sdk: Any) -> list[tuple[list[str], str]]:
     return trace
 
 
+REFUSAL = {
+    "type": "message",
+    "id": "msg_r",
+    "role": "assistant",
+    "status": "completed",
+    "content": [{"type": "refusal", "refusal": "I would rather not. "}],
+}
+THOUGHT = {"type": "reasoning", "id": "rs_0", "summary": [{"type": "summary_text", "text": "then call"}]}
+
+
 @pytest.mark.parametrize(
     ("first", "why"),
     [
-        ([message("msg_1", "Let me check. "), CALL], "a response says a message and then calls lookup"),
-        ([message("msg_1", "A "), CALL, message("msg_2", "B")], "a response says a message and then calls lookup"),
+        ([message("msg_1", "A "), CALL, message("msg_2", "B")], "a response makes a call (lookup) and then says"),
         ([CALL, message("msg_1", "after")], "a response makes a call (lookup) and then says a message"),
+        ([message("msg_1", "A "), message("msg_2", "B "), CALL], "a response says 2 messages and then calls lookup"),
+        ([message("msg_1", "A "), THOUGHT, CALL], "a response says a message, reasons, and then calls lookup"),
+        ([REFUSAL, CALL], "a response says a message that is not text alone (a refusal) and then calls lookup"),
     ],
-    ids=["preamble", "around", "after"],
+    ids=["around", "after", "two-messages", "message-reasoning-call", "refusal-call"],
 )
-def test_a_message_with_a_call_in_one_response_is_not_recorded(
+def test_a_message_with_a_call_a_turn_cannot_say_so_is_not_recorded(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, first: list[dict[str, Any]], why: str
 ) -> None:
     """Before, the preamble and the call were recorded as turns message, call, message: the replay
-    said 'Let me check. ' and completed, and the tool was never called (a test passing on less than
-    the client saw live); [call, message 'after'] replayed as the call and then 'afterdone'."""
+    said 'A ' and completed, and the tool was never called (a test passing on less than the client
+    saw live); [call, message 'after'] replayed as the call and then 'afterdone'. A preamble is one
+    text message, its reasoning before it: anything else is still refused."""
     directory = tmp_path / "recordings"
     upstream = answers(first, [message("msg_9", "done")])
     with caplog.at_level("INFO"), raw_upstream(upstream) as url, recorder(tmp_path, url, directory) as rec:
@@ -102,6 +116,18 @@ def test_a_message_with_a_call_in_one_response_is_not_recorded(
     assert not list(directory.glob("*.yaml"))
     said = [r.getMessage() for r in caplog.records]
     assert any(s.startswith(f"a finished conversation was not recorded: {why}") for s in said), said
+
+
+def test_a_preamble_and_its_call_replay_as_they_went_live(tmp_path: Path) -> None:
+    """Before, this conversation was passed on but not recorded (a turn was one kind)."""
+    directory = tmp_path / "recordings"
+    first = [message("msg_1", "Let me check. "), CALL]
+    with raw_upstream(answers(first, [message("msg_9", "done")])) as url, recorder(tmp_path, url, directory) as rec:
+        live = tool_loop(client(rec))
+    assert live == [(["message", "function_call"], "Let me check. "), (["message"], "done")]
+    assert len(list(directory.glob("*.yaml"))) == 1
+    with replayer(tmp_path, directory) as play:
+        assert tool_loop(client(play)) == live
 
 
 def test_calls_alone_replay_as_they_went_live(tmp_path: Path) -> None:

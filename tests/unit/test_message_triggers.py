@@ -2116,6 +2116,11 @@ def _(c: Context) -> object:
     return c.post(f"{ADMIN}/scenarios", {"match": {"metadata": {"k" * 65: "v"}}, "turns": [{"message": "x"}]})
 
 
+@trigger("scenario_preamble_misplaced")
+def _(c: Context) -> object:
+    return c.post(f"{ADMIN}/scenarios", {"match": {"input": "x"}, "turns": [{"message": "x", "preamble": "y"}]})
+
+
 @trigger("scenario_metadata_too_many_keys")
 def _(c: Context) -> object:
     metadata = {f"k{i}": "v" for i in range(17)}

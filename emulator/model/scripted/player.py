@@ -107,15 +107,21 @@ class Player:
             if not req.ptc_enabled:
                 emit(self._message(NOT_ENABLED))
                 return True
+            preamble = self._preamble(script, index, turn, context)
             program, seal = await self.runtime.start(script.code(index, context), prepared)
             self._reasoning(turn, program.call_id, prepared, emit)
+            if preamble is not None:
+                emit(preamble)
             emit(program)
             prepared.conversation.seals[program.call_id] = seal
             forced = forced_failure(plan.fault if index == plan.turn else None, self.limits)
             finished = await self.runtime.run(program, seal, prepared, runner, emit, forced)
             return not finished or not turn.with_output
         if turn.call is not None:
-            calls = turn.calls[plan.emitted if index == plan.turn else 0 :]
+            start = plan.emitted if index == plan.turn else 0
+            calls = turn.calls[start:]
+            # said once, before the turn's first call (a turn played a call a response says it then)
+            preamble = self._preamble(script, index, turn, context) if start == 0 else None
             if req.parallel_tool_calls is False:
                 calls = calls[:1]
             bindings = plan.tools.bindings
@@ -133,9 +139,11 @@ class Player:
                 call = binding.kind.call_item(
                     binding, arguments, call_id=self.ids("call"), item_id=self.ids(binding.kind.id_prefix), caller=None
                 )
+                await self.runtime.check_call(binding, call, prepared)
                 if n == 0:
                     self._reasoning(turn, call.call_id, prepared, emit)
-                await self.runtime.check_call(binding, call, prepared)
+                    if preamble is not None:
+                        emit(preamble)
                 emit(call)
             return True
         if turn.search is not None:
@@ -290,6 +298,16 @@ class Player:
             )
         assert turn.message is not None
         return self._message(script.text(index, turn.message, context))
+
+    def _preamble(self, script: Script, index: int, turn: Turn, context: dict[str, Any]) -> Message | None:
+        """The message a call or program turn says before its call(s) or program, in the same
+        response: an intermediate message, `phase: commentary`, as the hosted API marks one (and
+        the model upstream marks a message said with calls)."""
+        if turn.preamble is None:
+            return None
+        message = self._message(script.text(index, turn.preamble, context))
+        message.phase = "commentary"
+        return message
 
     def _message(self, text: str) -> Message:
         return Message(

@@ -9,8 +9,9 @@ conversation's items. `scenario_from` turns them into a scenario in the emulator
     match:    the latest user message (a regular expression matching exactly that text, anchored)
               and the function tools the request declared
     turns:    the programs' code, the direct calls with their arguments, the reasoning summaries,
-              and the final message: a template where its text visibly came from the program's
-              result or a direct call's output (it appears there verbatim), else verbatim
+              the message said right before a call or a program in its response (that turn's
+              `preamble`), and the final message: a template where its text visibly came from the
+              program's result or a direct call's output (it appears there verbatim), else verbatim
 
 `to_yaml` writes it for a person to read (fixed key order, block scalars for code) and
 `file_name` names it after its match, so re-recording the same run gives the same file. Nothing
@@ -202,19 +203,24 @@ def unrecordable(response: dict[str, Any]) -> str | None:
 
 
 def unreplayable(finished_: Finished) -> str | None:
-    """Why a finished conversation cannot be replayed as the client saw it, or None. A turn is
-    one kind, and a message or a direct call ends the response it plays in: a response that says a
-    message and makes a call (a preamble, `'Let me check. '`, then a `lookup` call, as models often
-    answer), or makes a call and then says something, would replay as its first part alone (the
-    message, the tool never called; or the call, its message said with the next answer). Such a
-    conversation is not recorded: a refusal, not a replay that passes on less than the client saw.
-    Read from the items' order after the latest user message: a call's output, which the client
-    sends with its next request, stands between one response's items and the next's."""
+    """Why a finished conversation cannot be replayed as the client saw it, or None. A turn plays
+    its reasoning, then its items, and a message or a direct call ends the response it plays in;
+    a `call` or `program` turn may say one message before its call(s) (its `preamble`). So a
+    response that says a message and then makes a call or runs a program (`'Let me check. '`, then
+    a `lookup` call, as models often answer; reasoning before the message) records as one turn.
+    One that makes a call and then says something would replay as the call alone (its message said
+    with the next answer), and one that says two messages, reasons between its message and its
+    call, or refuses before a call, would replay otherwise than it went: such a conversation is not
+    recorded, a refusal, not a replay that passes on other than the client saw. Read from the
+    items' order after the latest user message: a call's output, which the client sends with its
+    next request, stands between one response's items and the next's."""
     items = finished_.items
     anchor = max((i for i, item in enumerate(items) if _is_user(item)), default=-1)
     last: tuple[str, Item] | None = None
     reasoned = False
-    """A reasoning item came after the last call, in its response."""
+    """A reasoning item came after the last call, or the last message, in its response."""
+    said = 0
+    """The assistant messages said one after another, up to this item."""
     for index, item in enumerate(items[anchor + 1 :]):
         kind = _kind(item)
         if kind not in _REPLAYED:
@@ -223,36 +229,75 @@ def unreplayable(finished_: Finished) -> str | None:
                 "replay: the replay would leave it out"
             )
         if kind == "reasoning":
-            reasoned = last is not None and last[0] == "call"
+            reasoned = last is not None
             continue
         if kind == "message" and item.get("role") == "assistant":
             if last is not None and last[0] == "call":
                 name = str(last[1].get("name"))[:80]
                 return (
-                    f"a response makes a call ({name}) and then says a message: a recording plays one or the other "
-                    "per response, so the replay would not say it there"
+                    f"a response makes a call ({name}) and then says a message: a recording says a message "
+                    "before a turn's calls, never after them, so the replay would not say it there"
                 )
+            said = said + 1 if last is not None and last[0] == "message" else 1
             last = ("message", item)
+            reasoned = False
         elif (kind == "function_call" and _is_direct(item)) or kind == "program":
+            what = "runs a program" if kind == "program" else f"calls {str(item.get('name'))[:80]}"
             if last is not None and last[0] == "message":
-                what = "runs a program" if kind == "program" else f"calls {str(item.get('name'))[:80]}"
-                return (
-                    f"a response says a message and then {what}: a recording plays one or the other per "
-                    "response, so the replay would stop at the message"
-                )
+                why = _no_preamble(last[1], said, reasoned)
+                if why is not None:
+                    return f"a response {why} and then {what}: {_PREAMBLE_IS}"
             if kind == "function_call" and reasoned and last is not None and last[0] == "call":
                 return (
                     f"a response makes a call, reasons, and calls {str(item.get('name'))[:80]}: a recording "
                     "plays a turn's reasoning before its calls, so the replay would split them in two responses"
                 )
             last = ("call", item) if kind == "function_call" else None
-            reasoned = False
+            reasoned, said = False, 0
         elif kind == "function_call" and not _is_direct(item):
             continue
         else:
             last = None
-            reasoned = False
+            reasoned, said = False, 0
     return None
+
+
+_PREAMBLE_IS = (
+    "a recording says one text message (its reasoning before it) before a turn's calls or program, so the "
+    "replay would not say it so"
+)
+
+
+def _no_preamble(message: Item, said: int, reasoned: bool) -> str | None:
+    """What keeps an assistant message said right before a call or a program from being that
+    turn's preamble (`said`: the messages said in a row, this one the last; `reasoned`: reasoning
+    came after it), or None."""
+    if said > 1:
+        return f"says {said} messages"
+    if not _plain_text(message):
+        return "says a message that is not text alone (a refusal)"
+    if reasoned:
+        return "says a message, reasons,"
+    return None
+
+
+def _plain_text(message: Item) -> bool:
+    """A message of text alone: its content a string, or only `output_text` parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return True
+    return isinstance(content, list) and all(
+        isinstance(part, dict) and part.get("type") == "output_text" for part in content
+    )
+
+
+def _preamble_at(items: list[Item], index: int) -> bool:
+    """Whether the assistant message at `index` is said right before a direct call or a program
+    (the turn's `preamble`: `unreplayable` refused the conversations where it could not be one)."""
+    if index + 1 >= len(items) or not _plain_text(items[index]):
+        return False
+    after = items[index + 1]
+    return _kind(after) == "program" or (_kind(after) == "function_call" and _is_direct(after))
 
 
 _REPLAYED = frozenset({"message", "reasoning", "function_call", "function_call_output", "program", "program_output"})
@@ -501,10 +546,12 @@ def _sources(program_result: str | None, outputs: dict[str, str]) -> list[tuple[
     return sources
 
 
-def _turn(kind: str, value: Any, reasoning: str | None) -> dict[str, Any]:
+def _turn(kind: str, value: Any, reasoning: str | None, preamble: str | None = None) -> dict[str, Any]:
     turn: dict[str, Any] = {}
     if reasoning is not None:
         turn["reasoning"] = reasoning
+    if preamble is not None:
+        turn["preamble"] = preamble
     turn[kind] = value
     return turn
 
@@ -544,12 +591,15 @@ def scenario_from(finished_: Finished, *, model: str | None = None) -> dict[str,
     are joined and templated once, at the end (joining each into the turn as it came, and
     templating the whole again, was quadratic: 20,000 messages took 2.5 s)."""
 
+    preamble: str | None = None
+    """The message said right before the next call or program, in its response: that turn's."""
+
     def flush_calls() -> None:
-        nonlocal reasoning
+        nonlocal reasoning, preamble
         if pending_calls:
             value: Any = pending_calls[0] if len(pending_calls) == 1 else list(pending_calls)
-            turns.append(_turn("call", value, reasoning))
-            reasoning = None
+            turns.append(_turn("call", value, reasoning, preamble))
+            reasoning, preamble = None, None
             pending_calls.clear()
 
     def close_program(next_by: str | None) -> None:
@@ -559,7 +609,8 @@ def scenario_from(finished_: Finished, *, model: str | None = None) -> dict[str,
                 open_program["with_output"] = False
             open_program = None
 
-    for item in items[anchor + 1 :]:
+    after = items[anchor + 1 :]
+    for at, item in enumerate(after):
         kind = _kind(item)
         by = finished_.produced_by.get(item.get("id") or "")
         if kind == "reasoning":
@@ -570,9 +621,9 @@ def scenario_from(finished_: Finished, *, model: str | None = None) -> dict[str,
         elif kind == "program":
             flush_calls()
             close_program(by)
-            open_program = _turn("program", _raw(str(item.get("code", ""))), reasoning)
+            open_program = _turn("program", _raw(str(item.get("code", ""))), reasoning, preamble)
             turns.append(open_program)
-            reasoning, program_result, program_output_by = None, None, None
+            reasoning, preamble, program_result, program_output_by = None, None, None, None
         elif kind == "program_output":
             program_result = str(item.get("result", ""))
             program_output_by = by
@@ -590,6 +641,9 @@ def scenario_from(finished_: Finished, *, model: str | None = None) -> dict[str,
             flush_calls()
             close_program(by)
             message = said_text(item)
+            if _preamble_at(after, at):  # said before the call(s) or program that follow it
+                preamble = template_for(message, _sources(program_result, outputs))
+                continue
             refused = all(
                 isinstance(p, dict) and p.get("type") == "refusal" for p in item.get("content") or ()
             ) and bool(item.get("content"))

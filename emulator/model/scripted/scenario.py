@@ -17,7 +17,8 @@ One scenario per YAML file, named `group__case.yaml`:
       - message: "Shortage for {{ data.sku }}: {{ data.shortage }} units."
 
 Turn kinds: `program`, `call` (direct function calls), `search` (tool search: see
-docs/tool-search.md), `message`, `refusal`, `error`. The
+docs/tool-search.md), `message`, `refusal`, `error`. A `call` or `program` turn may say a message
+before its call(s) in the same response (`preamble: Let me look that up.`). The
 templates are Jinja2; in `program` code and `call` arguments every `{{ value }}` is inserted
 JSON-encoded, never spliced raw. See `script.py` for the variables a template sees.
 """
@@ -223,6 +224,10 @@ class Turn(WireModel):
     """Emit a reasoning item with this summary before the turn's items."""
     with_output: bool = True
     """For a program turn: play the next turn in the same response as the program_output."""
+    preamble: str | None = None
+    """For a call or program turn: a message (a template, as `message`) said before its call(s) or
+    its program, in the same response, as models often begin (`Let me look that up.`): the output
+    is the turn's reasoning, this message (`phase: commentary`), then the call(s) or program."""
     on_program_error: str | None = None
     """For a message turn: what the model answers instead when the program before it failed (its
     program_output `incomplete`: a JavaScript exception, a limit, a fault); without it the answer
@@ -236,6 +241,8 @@ class Turn(WireModel):
             raise ValueError(f"a turn needs exactly one of {', '.join(KINDS)}")
         if self.on_program_error is not None and self.message is None:
             raise ValueError("on_program_error goes with a message turn: what is said after a failed program")
+        if self.preamble is not None and kinds[0] not in ("call", "program"):
+            raise ValueError(messages.scenario_preamble_misplaced(kinds[0]))
         return self
 
     @functools.cached_property
@@ -812,7 +819,7 @@ def _check_each_template(scenario: Scenario, source: str) -> None:
         found: list[tuple[str, str]] = []
         code: set[str] = set()  # the fields rendered as program code (`CODE_ENV`)
 
-        for name in ("program", "message", "refusal", "on_program_error"):
+        for name in ("program", "preamble", "message", "refusal", "on_program_error"):
             value = getattr(turn, name, None)
             if isinstance(value, str):
                 found.append((f"turns.{i}.{name}", value))

@@ -271,7 +271,7 @@ class Script:
             if turn.search.query is not None:
                 found.append((_text_env, turn.search.query))
             arguments(turn.search.arguments)
-        for text in (turn.message, turn.refusal, turn.on_program_error):
+        for text in (turn.preamble, turn.message, turn.refusal, turn.on_program_error):
             if text is not None:
                 found.append((_text_env, text))
         return [(env, t) for env, t in found if templating.needs_thread(t, env)]

@@ -70,7 +70,17 @@ def _kind_of_type(cls: type) -> str | None:
 
 
 def _key(script: Script) -> WalkKey:
-    return tuple((turn.kind, len(turn.calls)) for turn in script.turns)
+    return tuple((_shape(turn), len(turn.calls)) for turn in script.turns)
+
+
+def _shape(turn: Turn) -> str:
+    """A turn's kind, and whether it says a preamble (a walk reads a message before its call then)."""
+    return turn.kind if turn.preamble is None else turn.kind + "+preamble"
+
+
+PREAMBLE = -1
+"""A walked item's place in its turn when it is the turn's preamble (the message said before the
+turn's first call or its program): not one of the turn's calls, nor its first item."""
 
 
 def _walk(conv: Conversation, script: Script) -> Walk:
@@ -100,6 +110,9 @@ def _read(script: Script, after: list[Item], anchor: int, walk: Walk | None, end
         if kind is None:
             continue
         expected = script.turns[turn].kind if turn < len(script.turns) else "nothing"
+        if kind == "message" and _preamble_due(script, turn, emitted, walked):
+            walked.append((item, turn, PREAMBLE))  # the turn's own message, before its call(s)
+            continue
         if kind != expected and not (kind == "message" and expected == "refusal"):
             raise messages.scenario_mismatch(script.name, turn, expected, item.type)
         walked.append((item, turn, emitted))
@@ -115,12 +128,21 @@ def _read(script: Script, after: list[Item], anchor: int, walk: Walk | None, end
     return Walk(anchor, end, turn, emitted, frozenset(asked), tuple(walked))
 
 
+def _preamble_due(script: Script, turn: int, emitted: int, walked: list[tuple[Item, int, int]]) -> bool:
+    """Whether turn `turn` says a preamble and has walked no item yet (its preamble among them)."""
+    if turn >= len(script.turns) or script.turns[turn].preamble is None or emitted:
+        return False
+    return not walked or walked[-1][1] != turn
+
+
 def position(conv: Conversation, script: Script) -> tuple[int, int]:
     """Where the conversation stands in the script: (next turn, direct calls of it already emitted)."""
     walked = _walk(conv, script).walked
     if not walked:
         return 0, 0
     item, turn, emitted = walked[-1]
+    if emitted == PREAMBLE:  # the preamble came back without its call: the turn plays again
+        return turn, 0
     if isinstance(item, CALL_TYPES) and emitted + 1 < len(script.turns[turn].calls):
         return turn, emitted + 1
     if isinstance(item, McpApprovalRequest):
