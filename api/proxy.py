@@ -575,7 +575,7 @@ class RecordingProxy:
         events.note(event)
         await self._event(event, create, events.answer)
         named = _as_named(event, _event_name(block))
-        return b"".join(block if same else _sse_block(told) for told, same in events.deltas.feed(named))
+        return b"".join([block if same else await _sse_written(told) for told, same in events.deltas.feed(named)])
 
     async def _event(self, event: dict[str, Any], create: dict[str, Any] | None, answer: object = None) -> None:
         """Note the ids of a response event; record the exchange its terminal event ends (`answer`:
@@ -587,7 +587,7 @@ class RecordingProxy:
         response = event.get("response")
         if not isinstance(response, dict) or response.get("object") != "response":
             return
-        self._note_ids(response)
+        await self._note_ids(response)
         if isinstance(answer, _Answer) and event.get("type") in _LIFECYCLE:
             if answer.identity is None:
                 answer.identity = ("id", response.get("id"))
@@ -785,7 +785,7 @@ class RecordingProxy:
                         event, pending, ended, lanes
                     )  # before the client has it (see _forward_http)
                     for told, same in told_events:
-                        await websocket.send_text(text if same else self.redaction.write(told))
+                        await websocket.send_text(text if same else await _written(told))
                     continue
                 await websocket.send_text(text)
 
@@ -797,8 +797,11 @@ class RecordingProxy:
             is one whose bytes, not UTF-8, hold the key as `json.loads` reads them (an encoded
             surrogate, UTF-16 or UTF-32), or that holds it nested (`Redaction.scan`): an `error`
             event, and the socket closed (1014), never recorded. False: refused."""
-            redacting = self.redaction.chunks()
-            data = redacting(data) + redacting.flush()
+            data = (
+                await asyncio.to_thread(_redacted_bytes, self.redaction, data)
+                if len(data) >= _OFF_LOOP_BYTES
+                else _redacted_bytes(self.redaction, data)
+            )  # one message whole, in a worker thread when long (60 MB held the loop half a second)
             try:
                 cleaned = await self._scrub(data)
             except _Refused as e:
@@ -860,20 +863,23 @@ class RecordingProxy:
             # The SDKs' socket session feeds these to its stream accumulator, afresh at each
             # `response.created` of the lane: before, a socket's items were not checked at all, and
             # an item done at two output indexes ("conflicting output identities" live) was recorded.
+            # Its accumulator is made at a `response.created` and dropped at the terminal event (or an
+            # `error`): so the first event it takes is always `response.created`, and events outside
+            # a created..terminal span are not checked (the session checks none; it raised on none).
             lane_id = event.get("stream_id")
-            if kind == "response.created" or lane_id not in lanes:
+            if kind == "response.created":
                 lanes[lane_id] = _Answer(socket=True)
                 while len(lanes) > _KEEP_ANSWERED:
                     del lanes[next(iter(lanes))]
-            lane = lanes[lane_id]
-            if not lane.changed and (why := lane.broken(event)) is not None:
+            lane = lanes.pop(lane_id, None) if kind in TERMINAL else lanes.get(lane_id)
+            if lane is not None and not lane.changed and (why := lane.broken(event)) is not None:
                 lane.changed = True
                 log.warning(
                     "a finished conversation was not recorded: its socket's events break the output items' order: %s",
                     why,
                 )
         if kind in TERMINAL and isinstance(response, dict):
-            self._note_ids(response)
+            await self._note_ids(response)
             response_id = response.get("id")
             if isinstance(response_id, str) and response_id in ended:
                 await self._record({}, response, ended[response_id])  # a later end needs only its answer
@@ -889,26 +895,51 @@ class RecordingProxy:
                         ended.popitem(last=False)
                 await self._record(create, response, answer)
         elif event.get("type") == "response.created" and isinstance(response, dict):
-            self._note_ids(response)
+            await self._note_ids(response)
             ended.pop(str(response.get("id")), None)  # a response begins: its end is its own (an id given again)
-        elif event.get("type") == "error" and "sequence_number" not in event and pending:
-            _take(pending, event.get("stream_id"), None, any_previous=True)
+        elif event.get("type") == "error":
+            if lanes is not None:
+                lanes.pop(event.get("stream_id"), None)  # the session drops its accumulator
+            if "sequence_number" not in event and pending:
+                _take(pending, event.get("stream_id"), None, any_previous=True)
 
     # ---- recording ----------------------------------------------------------------------------------
 
-    def _note_ids(self, response: Any) -> None:
+    async def _note_ids(self, response: Any) -> None:
+        """Note the ids a response event gives (its items', then its own: the newest kept longest).
+        A long `output` is walked in a worker thread (each lifecycle event lists it again, and it was
+        walked on the event loop each time), and only its last `_KEEP_IDS` ids are noted, in steps
+        of `_NOTE_STEP` with the loop given to others between them; all before the event goes on."""
         if not isinstance(response, dict):
             return
-        ids = [response.get("id"), *(item.get("id") for item in response.get("output") or () if isinstance(item, dict))]
-        for value in ids:
-            if isinstance(value, str):
+        output = response.get("output")
+        long = isinstance(output, list) and len(output) > _NOTE_STEP
+        ids = await asyncio.to_thread(_ids_of, response) if long else _ids_of(response)
+        for start in range(0, len(ids), _NOTE_STEP):
+            if start:
+                await asyncio.sleep(0)
+            for value in ids[start : start + _NOTE_STEP]:
                 self.upstream_ids[value] = None
-        while len(self.upstream_ids) > _KEEP_IDS:
-            self.upstream_ids.popitem(last=False)
+                self.upstream_ids.move_to_end(value)
+            while len(self.upstream_ids) > _KEEP_IDS:
+                self.upstream_ids.popitem(last=False)
 
     async def _record(self, create: dict[str, Any], response: dict[str, Any], answer: object = None) -> None:
         await self.recorder.exchange(create, response, response.get("model") or create.get("model"), answer)
 
+
+def _ids_of(response: dict[str, Any]) -> list[str]:
+    """The string ids of a response's output items and its own (last), at most `_KEEP_IDS`."""
+    output = response.get("output")
+    items = output[-_KEEP_IDS:] if isinstance(output, list) else ()
+    ids = [item["id"] for item in items if isinstance(item, dict) and isinstance(item.get("id"), str)]
+    if isinstance(response.get("id"), str):
+        ids.append(response["id"])
+    return ids[-_KEEP_IDS:]
+
+
+_NOTE_STEP = 4096
+"""Ids noted per step of the event loop; a response listing more items is walked in a worker thread."""
 
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _ROUTES: dict[tuple[str, ...], frozenset[str]] = {
@@ -1033,7 +1064,7 @@ class _Answer:
     first lifecycle event gave, and whether a later one gave another; and its output items as the
     SDKs' stream accumulator follows them (`broken`)."""
 
-    __slots__ = ("added", "changed", "completed", "identity", "parts", "positions", "socket")
+    __slots__ = ("added", "begun", "changed", "completed", "identity", "parts", "positions", "socket")
 
     def __init__(self, socket: bool = False) -> None:
         self.socket = socket
@@ -1049,6 +1080,9 @@ class _Answer:
         """Output index -> the item `response.output_item.done` gave there."""
         self.positions: dict[tuple[Any, ...], Any] = {}
         """A completed item's identity -> its output index."""
+        self.begun = False
+        """Whether an event came: the accumulator takes the first for the response it builds on, and
+        raises unless it is `response.created` (a `response.in_progress` first too)."""
 
     def broken(self, event: dict[str, Any]) -> str | None:
         """Why the SDKs' stream refuses this event, as to the output items (None: it does not).
@@ -1060,6 +1094,11 @@ class _Answer:
         kind = event.get("type")
         item = event.get("item")
         index = _position(event.get("output_index"))
+        if not self.begun:
+            self.begun = True
+            if kind != "response.created":  # "Expected to have received `response.created` before ..."
+                return f"its first event is {str(kind)[:60]!r}, not response.created"
+            return self.began(event.get("response"))
         if kind == "response.output_item.added" and isinstance(item, dict):
             if index in self.added:
                 return f"a second output item was added at output index {index}"
@@ -1071,18 +1110,25 @@ class _Answer:
                 content = content if isinstance(content, list) else ()
                 self.parts[index] = [p.get("type") if isinstance(p, dict) else None for p in content]
         elif kind in _CONTENT_EVENTS:
+            added = self.added.get(index)
+            if added is None:  # "Received a content event for output index ... before receiving its output item"
+                return f"a {kind} event at output index {str(index)[:40]} comes before its output item was added"
+            wants = _CONTENT_EVENTS[kind]
+            if wants is not None and added.get("type") != wants:
+                return f"a {kind} event at output index {index} goes into a {str(added.get('type'))[:40]!r} item"
             parts = self.parts.get(index)
             if parts is None:
                 pass  # not a message: the accumulator adds no part to it
             elif kind == "response.content_part.added":
                 part = event.get("part")
                 parts.append(part.get("type") if isinstance(part, dict) else None)
-            elif kind == "response.output_text.delta":
+            elif kind in ("response.output_text.delta", "response.output_text.done"):
+                what = "an output_text " + ("delta" if kind.endswith(".delta") else "done event")
                 at = event.get("content_index")
                 if not isinstance(at, int) or isinstance(at, bool) or not -len(parts) <= at < len(parts):
-                    return f"an output_text delta at output index {index} names a content part not added"
+                    return f"{what} at output index {index} names a content part not added"
                 if parts[at] != "output_text":
-                    return f"an output_text delta at output index {index} goes into a {str(parts[at])[:40]!r} part"
+                    return f"{what} at output index {index} goes into a {str(parts[at])[:40]!r} part"
         elif kind == "response.output_item.done" and isinstance(item, dict):
             added = self.added.get(index)
             if added is not None and (_identity(added) != _identity(item) or not _same_id(added, item)):
@@ -1128,16 +1174,39 @@ class _Answer:
                     return "the completed response lacks an output item the stream added and did not finish"
         return None
 
+    def began(self, response: Any) -> str | None:
+        """The first `response.created`: the items its response lists are the accumulator's first
+        output items, each at its place in the list, as if added there."""
+        output = response.get("output") if isinstance(response, dict) else None
+        if not isinstance(output, list):
+            return None
+        if len(output) > MAX_CHECKED_ITEMS:
+            return f"its response lists more than {MAX_CHECKED_ITEMS:,} output items (not looked through)"
+        for at, each in enumerate(output):
+            if not isinstance(each, dict):
+                continue
+            self.added[at] = each
+            if each.get("type") == "message":
+                content = each.get("content")
+                content = content if isinstance(content, list) else ()
+                self.parts[at] = [p.get("type") if isinstance(p, dict) else None for p in content]
+        return None
+
 
 MAX_CHECKED_ITEMS = 2_048
 """The output items an answer's events may give and still be recorded: `_Answer.broken` runs on
 the event loop per event, and walked every item of each lifecycle event (a `response.completed` of
 900,000 tiny items held the loop 2.5 s). Past it, the answer is passed on and not recorded."""
 
-_CONTENT_EVENTS = frozenset(
-    {"response.content_part.added", "response.output_text.delta", "response.function_call_arguments.delta"}
-)
-"""The events the SDKs' stream accumulator looks up the output item of (it raises when none was added)."""
+_CONTENT_EVENTS: dict[str, str | None] = {
+    "response.content_part.added": None,
+    "response.output_text.delta": "message",
+    "response.output_text.done": "message",
+    "response.function_call_arguments.delta": "function_call",
+}
+"""The events the SDKs' stream accumulator looks up the output item of (it raises when none was
+added at their output index, or listed there by the first `response.created`), each with the type
+the item must have (the Python SDK asserts it)."""
 
 _CALL_IDENTITY = frozenset({"function_call", "custom_tool_call", "shell_call", "shell_call_output"})
 
@@ -1774,6 +1843,32 @@ def _sse_block(event: dict[str, Any]) -> bytes:
     kind = event.get("type")
     head = f"event: {kind}\n".encode() if isinstance(kind, str) and "\n" not in kind and "\r" not in kind else b""
     return head + b"data: " + Redaction.write(event).encode("utf-8") + b"\n\n"
+
+
+def _redacted_bytes(redaction: Redaction, data: bytes) -> bytes:
+    """`data`, one whole message, without the key in plain text (`Redaction.chunks`)."""
+    redacting = redaction.chunks()
+    return redacting(data) + redacting.flush()
+
+
+def _long_delta(event: dict[str, Any]) -> bool:
+    delta = event.get("delta")
+    return isinstance(delta, str) and len(delta) >= _OFF_LOOP_BYTES
+
+
+async def _written(event: dict[str, Any]) -> str:
+    """`Redaction.write(event)` of an event rewritten (a delta the key was held back from), in a
+    worker thread for a long delta (60 MB of one took seconds of the event loop)."""
+    if _long_delta(event):
+        return await asyncio.to_thread(Redaction.write, event)
+    return Redaction.write(event)
+
+
+async def _sse_written(event: dict[str, Any]) -> bytes:
+    """`_sse_block(event)`, in a worker thread for a long delta."""
+    if _long_delta(event):
+        return await asyncio.to_thread(_sse_block, event)
+    return _sse_block(event)
 
 
 async def _parsed(data: bytes) -> Any:

@@ -176,6 +176,7 @@ def test_an_sse_stream_with_cr_line_endings_is_read_event_by_event(
     """SSE lines may end with CR alone. Before, no event was found: the stream was sent at its end
     as it came, the `\\u`-escaped key in its deltas, and nothing was recorded."""
     created = {"type": "response.created", "sequence_number": 0, "response": {**_response(""), "status": "in_progress"}}
+    created["response"]["output"] = []  # the message is added next, at output index 0
     item = {"type": "message", "id": "msg_key48", "role": "assistant", "status": "in_progress", "content": []}
     added = {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": item}
     part = {
@@ -322,8 +323,9 @@ def test_a_long_body_is_looked_through_off_the_loop(
 def test_an_sse_stream_with_cr_line_endings_is_recorded_without_a_key(tmp_path: Path) -> None:
     """Without a key the stream passes as it comes; before, its CR-ended events were never found,
     so nothing was recorded (the stream's last CR, held to see whether an LF follows, ends it)."""
-    done = {"type": "response.completed", "sequence_number": 0, "response": _response("plain")}
-    stream = f"event: response.completed\rdata: {json.dumps(done)}\r\r".encode()
+    created = {"type": "response.created", "sequence_number": 0, "response": {**_response(""), "status": "in_progress"}}
+    done = {"type": "response.completed", "sequence_number": 1, "response": _response("plain")}
+    stream = "".join(f"event: {e['type']}\rdata: {json.dumps(e)}\r\r" for e in (created, done)).encode()
     with raw_upstream(_answering(b"200 OK\r\ncontent-type: text/event-stream", stream)) as url:
         with recorder(tmp_path, url, tmp_path / "recordings") as rec:
             with httpx.Client(base_url=rec.server_url, timeout=60) as http:

@@ -26,6 +26,10 @@ ENV = "REDACT38_UPSTREAM_KEY"
 CREATE = {"model": "gpt-test", "input": "no scenario matches this"}
 
 
+AT = {"output_index": 0, "content_index": 0}
+"""Where a delta goes: the message its created event lists (the SDK's accumulator places it there)."""
+
+
 def _response(text: str) -> dict[str, Any]:
     return {
         "id": "resp_key38",
@@ -87,7 +91,7 @@ def test_a_streamed_answer_holding_the_key_is_redacted_for_the_client_and_the_re
     text = f"your key is {KEY}, keep it"
     events = [
         {"type": "response.created", "sequence_number": 0, "response": {**_response(""), "status": "in_progress"}},
-        {"type": "response.output_text.delta", "sequence_number": 1, "delta": text, "item_id": "msg_key38"},
+        {"type": "response.output_text.delta", "sequence_number": 1, "delta": text, "item_id": "msg_key38", **AT},
         {"type": "response.completed", "sequence_number": 2, "response": _response(text)},
     ]
     stream = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
@@ -176,7 +180,7 @@ def test_an_answer_holding_the_key_written_with_json_escapes_is_redacted(
     key) and the recording, made from the decoded values, held it in plain text."""
     created = {"type": "response.created", "sequence_number": 0, "response": {**_response(""), "status": "in_progress"}}
     if stream:
-        delta = {"type": "response.output_text.delta", "sequence_number": 1, "delta": "TEXT", "item_id": "msg_key38"}
+        delta = {"type": "response.output_text.delta", "sequence_number": 1, "delta": "TEXT", **AT}
         escaped_delta = json.dumps(delta).replace('"TEXT"', _escaped(f"is {KEY}"))
         lines = [
             f"event: response.created\ndata: {json.dumps(created)}\n\n",
@@ -249,7 +253,7 @@ def _split_deltas(text: str) -> list[dict[str, Any]]:
         }
         for d in deltas
     ]
-    events.append({"type": "response.output_text.done", "item_id": "msg_key38", "text": text})
+    events.append({"type": "response.output_text.done", "item_id": "msg_key38", "text": text, **AT})
     events.append({"type": "response.completed", "response": _response(text)})
     return [{**event, "sequence_number": n} for n, event in enumerate(events)]
 

@@ -41,9 +41,14 @@ def response(status: str, response_id: str = "resp_up1", text: str = "right") ->
 
 
 def events(*ends: dict[str, Any]) -> list[dict[str, Any]]:
-    """An answer's events: created, a delta, then each of `ends` as its terminal event."""
+    """An answer's events: created, its message added with a text part, a delta, then each of
+    `ends` as its terminal event."""
+    message = {"type": "message", "id": "msg_1", "role": "assistant", "status": "in_progress", "content": []}
+    part = {"type": "output_text", "text": "", "annotations": []}
     said = [
         {"type": "response.created", "response": {**response("in_progress"), "output": []}},
+        {"type": "response.output_item.added", "output_index": 0, "item": message},
+        {"type": "response.content_part.added", "output_index": 0, "content_index": 0, "part": part},
         {
             "type": "response.output_text.delta",
             "output_index": 0,
@@ -95,7 +100,7 @@ def test_a_stream_that_ends_twice_otherwise_is_not_recorded(
         with httpx.Client(base_url=rec.server_url, timeout=60) as http:
             answer = http.post("/responses", json={**QUESTION, "stream": True})
     assert answer.status_code == 200
-    assert answer.text.count("data: ") == 2 + len(ends)  # passed on as it came
+    assert answer.text.count("data: ") == len(events(*ends))  # passed on as it came
     assert not list(directory.glob("*.yaml"))
     said = [r.getMessage() for r in caplog.records]
     why = ("ended a second time, otherwise", "its stream's response id changed on the way")
@@ -165,6 +170,6 @@ def test_a_socket_upstream_that_gives_one_id_to_every_response_records_each(tmp_
         with connect(rec.server_url.replace("http", "ws", 1) + "/responses") as socket:
             for question in ("One?", "Two?"):
                 socket.send(json.dumps({"type": "response.create", "model": "gpt-test", "input": question}))
-                got = [json.loads(socket.recv(timeout=60)) for _ in range(3)]
+                got = [json.loads(socket.recv(timeout=60)) for _ in range(len(events(response("completed"))))]
                 assert got[-1]["type"] == "response.completed"
         assert len(list(directory.glob("*.yaml"))) == 2
