@@ -15,6 +15,8 @@ the case's own time, medians of the runs, before and after side by side:
   4,300 digits a text-to-int conversion takes): the 200, its reply echoing the tools.
 * `input`: the same integers in a function tool's `strict: false` schema `default`, and a create
   that is refused (`input` not a string or array: the 400).
+* `socket`: a WebSocket `response.create` of 16 MB that compresses to some 16 KB (the client
+  offers permessage-deflate, as the SDK's library does), its answer read.
 
 With `--stacks`, a thread in the server wakes every millisecond; when it woke 50 ms or more late
 (another thread held the interpreter), it prints what every other thread was running just before
@@ -44,7 +46,7 @@ from health_probe import figures, probing
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE_S = 0.01
-CASES = ("schema", "input")
+CASES = ("schema", "input", "socket")
 PROGRAM = "```js\ntext('ok')\n```"
 COUNT = 3_500
 DIGITS = 4_000
@@ -159,6 +161,19 @@ def bodies() -> dict[str, bytes]:
     }
 
 
+def _socket(base: str) -> httpx.Response:
+    """A long compressed create over a WebSocket, its answer read (as a 200 when it completed)."""
+    import websockets.sync.client
+
+    text = "x" * (16 * 10**6) + "\n" + PROGRAM
+    with websockets.sync.client.connect(base.replace("http", "ws", 1) + "/v1/responses", max_size=None) as ws:
+        ws.send(json.dumps({"type": "response.create", "model": "gpt-5", "store": False, "input": text}))
+        while True:
+            kind = json.loads(ws.recv(timeout=600))["type"]
+            if kind in ("error", "response.completed", "response.failed"):
+                return httpx.Response(200 if kind == "response.completed" else 500)
+
+
 def sitting(mode: str, runs: int, only: list[str], stacks: bool) -> dict[str, list[dict[str, float]]]:
     child = subprocess.Popen(
         [sys.executable, __file__, "--serve", mode, *(["--stacks"] if stacks else [])],
@@ -177,6 +192,7 @@ def sitting(mode: str, runs: int, only: list[str], stacks: bool) -> dict[str, li
                 "schema": (lambda: http.post("/responses", content=large["schema"], headers=json_type), 200),
                 "input": (lambda: http.post("/responses", content=large["input"], headers=json_type), 400),
             }
+            sends["socket"] = (lambda: _socket(base), 200)
             for _ in range(runs):
                 for name in CASES:
                     if not only or name in only:
