@@ -42,6 +42,13 @@ compresses badly: one 16 MB message held every client about a second (60 MB: 5 s
 messages (every event of an ordinary answer) are compressed as before, and what the client sends
 is inflated as before (bounded by `ws_max_size`; a frame over it is closed with 1009 before it
 is read whole).
+
+A client's compressed frame was inflated by the frame parser on the event loop in one step, some
+16 MiB (the message limit) from a few KiB of text that compresses well: every other client waited
+meanwhile. Here the bytes read are followed frame by frame (`_Frames`, the headers alone), and the
+slice that ends a compressed frame of over `INFLATE_ON_LOOP` bytes is parsed (and so inflated) in
+a worker thread, the socket read no further until it is done (zlib lets the other threads run
+while it inflates); the parser's events are handled on the event loop after, in order, as ever.
 """
 
 from __future__ import annotations
@@ -80,6 +87,12 @@ COMPRESS_BYTES = 64 * 1024
 uncompressed."""
 
 
+INFLATE_ON_LOOP = 1024
+"""The longest compressed frame (its bytes as sent) inflated on the event loop: some 1 MiB at most
+once inflated (deflate packs 1,032 bytes to one at best), a millisecond or so. A longer one is
+parsed in a worker thread."""
+
+
 MAX_FRAGMENTS = 65_536
 """The most frames one message may come in (its first and its continuations, empty ones too); a
 client that fragments at all sends a few per message."""
@@ -93,6 +106,8 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
     _pause: PauseBound | None = None
     _unfed = b""
     _feeding: asyncio.Handle | None = None
+    _inflating: asyncio.Future[None] | None = None
+    _frames: _Frames | None = None
 
     @classmethod
     def bounded(cls, *, write_pause_s: float) -> type[WebSocketProtocol]:
@@ -150,6 +165,8 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
 
     def _feed(self) -> None:
         self._feeding = None
+        if self._inflating is not None:  # fed on once the worker thread is done
+            return
         while self._unfed:
             if self.disconnected or self.transport.is_closing():
                 self._unfed = b""
@@ -158,11 +175,38 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
                 self._hold()
                 return
             piece, self._unfed = self._unfed[:FEED_BYTES], self._unfed[FEED_BYTES:]
+            if self.handshake_complete and self.conn.extensions:
+                if self._frames is None:
+                    self._frames = _Frames()
+                end = self._frames.large_end(piece)
+                if end is not None:  # a long compressed frame ends here: parsed (inflated) off the loop
+                    piece, self._unfed = piece[:end], piece[end:] + self._unfed
+                    self._inflate(piece)
+                    return
             super().data_received(piece)
             if self._unfed and self.handshake_complete:  # the rest in a later step of the event loop
                 self._hold()
                 self._feeding = self.loop.call_soon(self._resume)
                 return
+
+    def _inflate(self, piece: bytes) -> None:
+        """Parse `piece` in a worker thread (it ends a long compressed frame), reading no further
+        meanwhile; its events are handled on the event loop once it is done (`_inflated`)."""
+        self._hold()
+        self._inflating = self.loop.run_in_executor(None, self.conn.receive_data, piece)
+        self._inflating.add_done_callback(self._inflated)
+
+    def _inflated(self, parsed: asyncio.Future[None]) -> None:
+        """uvicorn's `data_received` after the parser has run: its events, then on to the rest."""
+        self._inflating = None
+        if self.disconnected or parsed.cancelled():
+            return
+        parsed.result()  # (the parser keeps its own errors in `parser_exc`: raised here, it is a bug)
+        if self.conn.parser_exc is not None:
+            self.handle_parser_exception()
+            return
+        self.handle_events()
+        self._resume()
 
     def _hold(self) -> None:
         """Read no further while bytes are kept unparsed (or the client takes no answers)."""
@@ -182,6 +226,7 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
         if (
             not self._unfed
             and self._feeding is None
+            and self._inflating is None
             and self.read_paused
             and self.queue.empty()
             and self.writable.is_set()
@@ -256,6 +301,49 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
         self.frames, self._fragments, self._joined = [], 0, None
         self.conn.fail(code, reason)
         self.handle_parser_exception()
+
+
+class _Frames:
+    """Where a client's frames end in the bytes it sends after the handshake, from their headers
+    alone (RFC 6455 5.2), and which of them are compressed (RFC 7692: the RSV1 bit of a message's
+    first frame). Only where a frame is parsed depends on it: the parser reads every byte itself."""
+
+    def __init__(self) -> None:
+        self.head = b""
+        self.left = 0
+        self.long = False
+        """Whether the frame being read is compressed and longer than `INFLATE_ON_LOOP`."""
+        self.compressed = False
+        """Whether the message being read is compressed."""
+
+    def large_end(self, data: bytes) -> int | None:
+        """Where in `data` the first compressed frame longer than `INFLATE_ON_LOOP` to end in it
+        ends (None: none ends in it)."""
+        i = 0
+        while i < len(data):
+            if self.left:
+                step = min(self.left, len(data) - i)
+                self.left -= step
+                i += step
+                if not self.left and self.long:
+                    self.long = False
+                    return i
+                continue
+            self.head += data[i : i + 1]
+            i += 1
+            if len(self.head) < 2:
+                continue
+            first, second = self.head[0], self.head[1]
+            extended = {126: 2, 127: 8}.get(second & 0x7F, 0)
+            if len(self.head) < 2 + extended + (4 if second & 0x80 else 0):
+                continue
+            opcode = first & 0x0F
+            self.left = int.from_bytes(self.head[2 : 2 + extended]) if extended else second & 0x7F
+            self.head = b""
+            if opcode in (1, 2):  # a message's first frame says whether it is compressed
+                self.compressed = bool(first & 0x40)
+            self.long = opcode < 8 and self.compressed and self.left > INFLATE_ON_LOOP
+        return None
 
 
 def _size(message: Any) -> int:

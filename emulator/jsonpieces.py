@@ -12,8 +12,9 @@ plain `json.loads`.
 this module's limits: the outer `_OUTER` levels cut by hand (a record's members and values, and an
 array in it: a response body's `output`), a long array a run of values at a time (`PIECE` at most,
 fitted to about 256 K characters of text), a long string a slice at a time. `loads` reads the outer
-levels a value at a time, `PIECE` values between two pauses. A value inside those is one call when
-its text is at most `STEP` characters; a longer array or object is read a value at a time too.
+levels a value at a time, `PIECE` values or `READ_CHARS` characters of text between two pauses,
+whichever comes first. A value inside those is one call when its text is at most `STEP` characters;
+a longer array or object is read a value at a time too.
 """
 
 from __future__ import annotations
@@ -26,12 +27,28 @@ from typing import Any
 from ptc_emulator.emulator import collector
 from ptc_emulator.sandbox import json_pieces
 
-__all__ = ["LONG_TEXT", "PIECE", "between", "compact_size", "decode", "dumps", "loads", "loads_each", "value_at"]
+__all__ = [
+    "LONG_TEXT",
+    "PIECE",
+    "READ_CHARS",
+    "between",
+    "compact_size",
+    "decode",
+    "dumps",
+    "loads",
+    "loads_each",
+    "value_at",
+]
 
 PIECE = 1000
 """Values of a long array made or read in one call: about a millisecond of work."""
 LONG_TEXT = 256 * 1024
 """A text shorter than this is read in one call (a millisecond or so)."""
+READ_CHARS = 64 * 1024
+"""Characters of text read between two pauses at most (and `PIECE` values at most). A value's
+cost is not its count: an integer of 4,000 digits takes some 0.1 ms to read (the conversion is
+quadratic in its digits), so 1,000 of them between two pauses held every other client 0.1-0.5 s;
+64 K characters of them are some 2 ms."""
 _OUTER = 2
 """Levels of arrays made and read a value at a time: a record's, and one directly in a record
 that is an object (a response body's `output`)."""
@@ -209,6 +226,8 @@ class _Reader:
         self.hook = hook
         self.scan = _SCAN if hook is None else json.JSONDecoder(object_pairs_hook=hook).scan_once  # type: ignore[attr-defined]
         self.read = 0
+        self.chars = 0
+        """Characters of text read since the last pause."""
         self.marks = _quoteless(text, start)
         self.mark = 0
 
@@ -259,7 +278,9 @@ class _Reader:
             if found is not None:
                 value, end = found
                 self.read += 1
-                if self.read % PIECE == 0:
+                self.chars += int(end) - i
+                if self.read % PIECE == 0 or self.chars >= READ_CHARS:
+                    self.chars = 0
                     between()
                 return value, int(end)
             # An array or object of more than `STEP` characters: read a value at a time, as the
