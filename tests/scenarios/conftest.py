@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from ptc_emulator.api.settings import Settings
+from ptc_emulator.emulator.model.scripted import templating
 from ptc_emulator.testing.server import EmulatorServer, PTCEmulator
 
 
@@ -44,3 +45,11 @@ def own_server(tmp_path: Path) -> Iterator[Callable[..., PTCEmulator]]:
 def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., PTCEmulator]]:
     """Like `own_server`, for one module's tests."""
     yield from _servers(tmp_path_factory.mktemp("servers"))
+
+
+@pytest.fixture
+def still_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The render's clock held still (the plugin's server runs in this process): a test about the
+    bounds on a template's work must not have a busy machine pre-empt them with the 0.5 s time
+    bound (the time bound's own tests move the clock themselves)."""
+    monkeypatch.setattr(templating, "_clock", lambda: 0.0)

@@ -18,6 +18,9 @@ from ptc_emulator.emulator.model.scripted import templating
 from ptc_emulator.testing.server import PTCEmulator
 from tests.scenarios.template_support import answered, scenario
 
+# bounds on work, not time: the render's clock is held still (tests/scenarios/conftest.py)
+pytestmark = pytest.mark.usefixtures("still_clock")
+
 CJK = "中文字符" * 20_000
 """80,000 CJK characters: what a tool output brought back."""
 

@@ -21,6 +21,9 @@ from ptc_emulator.emulator.model.scripted import templating
 from ptc_emulator.testing.server import PTCEmulator
 from tests.scenarios.template_support import answered, scenario
 
+# bounds on work, not time: the render's clock is held still (tests/scenarios/conftest.py)
+pytestmark = pytest.mark.usefixtures("still_clock")
+
 BIG = "{% set b = ((2**64)**64)**15 %}{% set c = b + 1 %}{% set l = [b] * 10000 %}"
 """10,000 integers of 61,440 bits (2,049 digits) each: 20,490,000 digits compared, over 16,000,000."""
 COMPARED = "a comparison of a value that holds more than 16000000 characters"
@@ -120,13 +123,6 @@ def test_a_template_nested_too_deeply_says_so_when_added(ptc_emulator: PTCEmulat
     """It said "maximum recursion depth exceeded" (Python's words, not the author's problem)."""
     with pytest.raises(ValueError, match=r"turns\.1\.message: invalid template: the template is nested too deeply"):
         ptc_emulator.add_scenario(scenario("{{ " + expression + " }}"))
-
-
-@pytest.fixture
-def still_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The render's clock held still: these tests are about the bounds on work, which a busy
-    machine must not pre-empt with the 0.5 s time bound (its own test moves the clock itself)."""
-    monkeypatch.setattr(templating, "_clock", lambda: 0.0)
 
 
 SHARED = "{% set P = 2**61 - 1 %}{% set b = (((output|int - 3)**64)**64)**15 %}"

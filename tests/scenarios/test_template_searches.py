@@ -17,6 +17,9 @@ import pytest
 from ptc_emulator.testing.server import PTCEmulator
 from tests.scenarios.template_support import answered, scenario
 
+# bounds on work, not time: the render's clock is held still (tests/scenarios/conftest.py)
+pytestmark = pytest.mark.usefixtures("still_clock")
+
 NEEDLE = "('ab' ~ 'a' * 98)"
 """100 characters, found nowhere in 1,000,000 `'a'`: a reverse search tries it at every place."""
 REVERSE = "a reverse search ({}) in a text of 1000000 characters for 100 characters (over 50000000 in all)"

@@ -17,6 +17,9 @@ import pytest
 from ptc_emulator.testing.server import PTCEmulator
 from tests.scenarios.template_support import AT_PLAY
 
+# bounds on work, not time: the render's clock is held still (tests/scenarios/conftest.py)
+pytestmark = pytest.mark.usefixtures("still_clock")
+
 BUILDS = "an operation that builds more than"
 DOUBLE = "{% set ns = namespace(s=input * 20000) %}{% for i in range(40) %}{% set ns.s = ns.s OP ns.s %}{% endfor %}"
 CHAIN = "{% set s = 'x' * 1000 %}" + "".join("{% set s = s.replace('x', 'xx') %}" for _ in range(17)) + "{{ s|length }}"
