@@ -119,6 +119,9 @@ def validation_error(errors: Sequence[Any], body: Any) -> InvalidRequest:
             # invalid value, as it was: `Invalid value: '1'` is how the client wrote it.
             return messages.not_a_string(param or "body", json_kind(value))
         return messages.invalid_value(value, expected, param)
+    if kind in ("int_parsing", "float_parsing", "bool_parsing") and where == "query" and isinstance(value, str):
+        # A query's text that is not its parameter's type (`?limit=1.5`): worded as a body's wrong type.
+        return messages.wrong_type(param, [_QUERY_EXPECTED[kind]], _query_kind(value), param)
     if kind in _EXPECTED:
         expected_kinds = []
         for e in [error, *same_place]:
@@ -130,6 +133,10 @@ def validation_error(errors: Sequence[Any], body: Any) -> InvalidRequest:
     if kind == "string_too_long":  # the hosted wording of a string's length bound
         length = len(value) if isinstance(value, str) else value
         return messages.string_too_long(param, bound.get("max_length"), length)
+    if kind == "too_long" and str(bound.get("field_type", "")).lower() in ("list", "tuple", "set"):
+        # An array past its length bound (a Conversations create's or add's 21st item), as a string's.
+        length = bound.get("actual_length", len(value) if isinstance(value, list) else value)
+        return messages.array_too_long(param or "body", bound.get("max_length"), length)
     if kind == "string_pattern_mismatch":
         return messages.pattern_mismatch(param, str(bound.get("pattern")))
     if kind == "string_too_short" and value == "" and bound.get("min_length") == 1:
@@ -146,6 +153,21 @@ def validation_error(errors: Sequence[Any], body: Any) -> InvalidRequest:
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
     return messages.invalid_reason(param or "body", message, param or None)
+
+
+_QUERY_EXPECTED = {"int_parsing": "an integer", "float_parsing": "a number", "bool_parsing": "a boolean"}
+
+
+def _query_kind(text: str) -> str:
+    """What a query parameter's text reads as, named as `json_kind` names a body's value (`1.5`: a
+    decimal; `true`: a boolean; `abc`: a string)."""
+    if text in ("true", "false"):
+        return "a boolean"
+    try:
+        float(text)
+    except ValueError:
+        return "a string"
+    return "a decimal"
 
 
 def _number(bound: object) -> str:

@@ -300,6 +300,10 @@ class _Reader:
                 if text[i] != ",":
                     raise json.JSONDecodeError("Expecting ',' delimiter", text, i)
                 i = _skip(text, i + 1)
+        # Without a hook the object is made as it is read, a member at a time (as `json.loads` does:
+        # a key given twice keeps its first place and its last value): `dict(pairs)` at its end was
+        # one call over them all, and 1,860,000 members held every other client 0.9-4.6 s.
+        made: dict[str, Any] = {}
         pairs: list[tuple[str, Any]] = []
         while True:
             if text[i] != '"':  # (scanned as a value, a long array there was one call)
@@ -309,10 +313,13 @@ class _Reader:
             if text[i] != ":":
                 raise json.JSONDecodeError("Expecting ':' delimiter", text, i)
             member, i = self.value(_skip(text, i + 1), level + 1)
-            pairs.append((key, member))
+            if self.hook is None:
+                made[key] = member
+            else:  # (a scenario's: its values are bounded, `MAX_SCENARIO_JSON_VALUES`)
+                pairs.append((key, member))
             i = _skip(text, i)
             if text[i] == "}":
-                return (dict(pairs) if self.hook is None else self.hook(pairs)), i + 1
+                return (made if self.hook is None else self.hook(pairs)), i + 1
             if text[i] != ",":
                 raise json.JSONDecodeError("Expecting ',' delimiter", text, i)
             i = _skip(text, i + 1)

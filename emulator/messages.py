@@ -613,6 +613,18 @@ def string_too_long(param: str, max_length: object, length: object) -> InvalidRe
     )
 
 
+@error(REQUEST, max_length=20, length=21)
+def array_too_long(param: str, max_length: object, length: object) -> InvalidRequest:
+    """An array past its length bound (a Conversations create's or items add's `items`: 20), worded
+    as the hosted API words an array's length bound."""
+    return InvalidRequest(
+        f"Invalid '{param}': array too long. Expected an array with maximum length {max_length}, "
+        f"but got an array with length {length} instead.",
+        param=param,
+        code="array_above_max_length",
+    )
+
+
 @error(REQUEST, pattern="^[a-zA-Z0-9_-]+$")
 def pattern_mismatch(param: str, pattern: str) -> InvalidValue:
     """A string its parameter's pattern does not match (a json_schema format's `name`, a tool's

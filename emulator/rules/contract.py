@@ -936,7 +936,9 @@ def _compile_grammar(syntax: str, definition: str) -> _Matcher:
         try:
             pattern = compile_grammar(definition)
         except (re2.error, PatternError) as e:  # `PatternError`: too costly to compile (`emulator/patterns.py`)
-            raise ValueError(str(e)) from e
+            # RE2's reason is bytes: shown as text, not as a bytes repr (`b'invalid perl operator: (?<='`).
+            reason = e.args[0] if e.args else ""
+            raise ValueError(reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(e)) from e
 
         def regex(text: str) -> str | None:
             try:

@@ -2592,6 +2592,11 @@ def _(c: Context) -> object:
     return c.create(input="hi", safety_identifier="x" * 129)
 
 
+@trigger("array_too_long")
+def _(c: Context) -> object:
+    return c.post("/v1/conversations", {"items": [{"role": "user", "content": "x"}] * 21})
+
+
 @trigger("pattern_mismatch")
 def _(c: Context) -> object:
     text = {"format": {"type": "json_schema", "name": "an answer", "schema": {"type": "object"}}}
