@@ -182,3 +182,26 @@ def test_the_admin_api_answers_the_refusal_as_a_400(ptc_emulator: PTCEmulator) -
     error = reply.json()["error"]
     assert error["code"] == "invalid_scenario"
     assert "program_timeout goes with a program turn" in error["message"]
+
+
+def test_a_direct_mcp_calls_fault_applies_once_not_again_at_its_approval(ptc_emulator: PTCEmulator) -> None:
+    """The turn's first response asks the approval; the one that plays the approved call goes on
+    with the same turn, so the fault is not injected again (`times: 1` is one 500)."""
+    hosted = {"mcp_servers": {"docs": {"tools": [{"name": "wipe", "output": "wiped"}]}}}
+    fault = {"http_error": 500, "times": 1, "retry_after": 0.01, "latency_ms": 1}
+    turns = [{"mcp": {"server_label": "docs", "name": "wipe"}, "fault": fault}, {"message": "done: {{ outputs.wipe }}"}]
+    ptc_emulator.add_scenario({"match": {"input": "^approve wipe$"}, "hosted": hosted, "turns": turns})
+    mcp = {"type": "mcp", "server_label": "docs", "server_url": "https://mcp.example.com/mcp"}
+    user = {"role": "user", "content": "approve wipe"}
+    client = ptc_emulator.client(max_retries=2)
+    first = client.responses.create(model="gpt-test", tools=[mcp], input=[user], store=False)
+    [request] = [item for item in first.output if item.type == "mcp_approval_request"]
+    answer = {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": True}
+    sent = [user, *(item.model_dump(exclude_none=True) for item in first.output), answer]
+    final = client.responses.create(model="gpt-test", tools=[mcp], input=sent, store=False)
+    assert final.output_text == "done: wiped"
+    assert [(e["status"], e["fault"]) for e in ptc_emulator.journal] == [
+        (500, "http_error 500 (1 of 1)"),
+        (200, "latency 1 ms"),
+        (200, None),
+    ]
