@@ -1802,10 +1802,49 @@ def scenario_metadata_value_too_long(key: str, most: int) -> str:
 def scenario_preamble_misplaced(kind: str) -> str:
     """A turn's `preamble` (the message said before a call or a program, in the same response) on
     a turn of another kind (`kind`), which has no call for it to go before."""
+    article = "an" if kind[:1] in "aeiou" else "a"
     return (
         f"preamble goes with a call or program turn (the message said before its call or program, in the "
-        f"same response), not a {kind} turn"
+        f"same response), not {article} {kind} turn"
     )
+
+
+@text(SCENARIOS, "invalid_scenario's reason (the loader's)", fault="program_timeout", kind="message")
+def scenario_program_fault_misplaced(fault: str, kind: str) -> str:
+    """A turn's `fault` of `program_timeout` or `program_incomplete` (`fault`) on a turn of another
+    kind than `program` (`kind`): there is no program for it to fail, so it would inject nothing."""
+    article = "an" if kind[:1] in "aeiou" else "a"
+    return (
+        f"{fault} goes with a program turn: it fails the turn's program, and {article} {kind} turn has none "
+        "(the fault would inject nothing)"
+    )
+
+
+@text(SCENARIOS, "invalid_scenario's reason (the loader's)", name="x", pattern="(?P<x>a)|(?P<x>b)")
+def scenario_group_named_twice(name: str, pattern: str) -> str:
+    """A `match` pattern (`pattern`) that names two groups `name`: RE2 accepts it, but only the
+    first of them binds the template variable, so a text that matches the other left it undefined."""
+    return (
+        f"the regular expression {pattern!r} names two groups {name!r}: only the first would bind "
+        f"{{{{ {name} }}}}; give each group its own name"
+    )
+
+
+@text(SCENARIOS, "invalid_scenario's reason (the loader's)", name="input", pattern="^say (?P<input>.*)")
+def scenario_group_name_reserved(name: str, pattern: str) -> str:
+    """A `match` pattern (`pattern`) with a named group `name` that is also a name the templates
+    are given (`input`, `result`, `data`, ...): one of the two would hide the other."""
+    return (
+        f"the regular expression {pattern!r} has a group named {name!r}, a name the templates already "
+        f"have ({{{{ {name} }}}}: see the template variables); give the group another name"
+    )
+
+
+@text(SCENARIOS, "invalid_scenario's reason (the loader's)", value=True)
+def scenario_number_not_bool(value: bool) -> str:
+    """A scenario's number field (a fault's `latency_ms`, `times`, `retry_after`, a `priority`, ...)
+    given `true` or `false`, which would otherwise be read as 1 or 0."""
+    return f"a number is wanted here, not {str(value).lower()} (a boolean would be read as {int(value)})"
 
 
 @text(SCENARIOS, "no_scenario_matched's inline reason")

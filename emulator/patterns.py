@@ -58,6 +58,7 @@ __all__ = [
     "PatternTooCostly",
     "compile_grammar",
     "compile_pattern",
+    "group_names",
     "match_budget",
     "metered",
     "spend",
@@ -236,6 +237,59 @@ def property_classes(pattern: str) -> int:
             count += 1
         at = pattern.find("\\", at + 2)
     return count
+
+
+def group_names(pattern: str) -> list[str]:
+    """The names of the pattern's named groups (`(?P<name>...)`, `(?<name>...)`), in order, one
+    given twice twice: a scan of its text that skips escapes, `\\Q...\\E` and character classes.
+    RE2 accepts a name given twice (`(?P<x>a)|(?P<x>b)`) and its `groupindex` keeps the first
+    only, so this is what tells it."""
+    names: list[str] = []
+    at, end = 0, len(pattern)
+    while at < end:
+        char = pattern[at]
+        if char == "\\":
+            if pattern.startswith("Q", at + 1):
+                close = pattern.find("\\E", at + 2)
+                at = end if close < 0 else close + 2
+            else:
+                at += 2
+        elif char == "[":
+            at = _class_end(pattern, at)
+        elif char == "(" and pattern.startswith("?", at + 1):
+            start = at + 4 if pattern.startswith("P<", at + 2) else at + 3 if pattern.startswith("<", at + 2) else -1
+            close = pattern.find(">", start) if start > 0 else -1
+            if close > 0:
+                names.append(pattern[start:close])
+                at = close + 1
+            else:
+                at += 2
+        else:
+            at += 1
+    return names
+
+
+def _class_end(pattern: str, at: int) -> int:
+    """Where the character class opening at `at` ends (past its `]`): a `]` first in it is a
+    member, as are escapes and `[:alpha:]`."""
+    at += 1
+    if pattern.startswith("^", at):
+        at += 1
+    if pattern.startswith("]", at):
+        at += 1
+    end = len(pattern)
+    while at < end:
+        char = pattern[at]
+        if char == "\\":
+            at += 2
+        elif char == "[" and pattern.startswith(":", at + 1):
+            close = pattern.find(":]", at + 2)
+            at = at + 1 if close < 0 else close + 2
+        elif char == "]":
+            return at + 1
+        else:
+            at += 1
+    return end
 
 
 def _costly_to_compile(pattern: str) -> str | None:

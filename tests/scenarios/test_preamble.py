@@ -142,16 +142,16 @@ def test_a_program_turn_says_its_preamble_before_the_program(ptc_emulator: PTCEm
 @pytest.mark.parametrize(
     ("turn", "kind"),
     [
-        ({"message": "Hi.", "preamble": "Hello."}, "message"),
-        ({"refusal": "No.", "preamble": "Well."}, "refusal"),
-        ({"error": {"status": 500, "message": "boom"}, "preamble": "Well."}, "error"),
+        ({"message": "Hi.", "preamble": "Hello."}, "a message"),
+        ({"refusal": "No.", "preamble": "Well."}, "a refusal"),
+        ({"error": {"status": 500, "message": "boom"}, "preamble": "Well."}, "an error"),
     ],
     ids=["message", "refusal", "error"],
 )
 def test_a_preamble_on_a_turn_without_a_call_is_refused(
     ptc_emulator: PTCEmulator, turn: dict[str, Any], kind: str
 ) -> None:
-    with pytest.raises(ValueError, match=f"preamble goes with a call or program turn .*, not a {kind} turn"):
+    with pytest.raises(ValueError, match=f"preamble goes with a call or program turn .*, not {kind} turn$"):
         ptc_emulator.add_scenario({"name": "misplaced", "match": {"input": "^x$"}, "turns": [turn]})
 
 

@@ -2121,6 +2121,28 @@ def _(c: Context) -> object:
     return c.post(f"{ADMIN}/scenarios", {"match": {"input": "x"}, "turns": [{"message": "x", "preamble": "y"}]})
 
 
+@trigger("scenario_program_fault_misplaced")
+def _(c: Context) -> object:
+    turn = {"message": "x", "fault": {"program_timeout": True}}
+    return c.post(f"{ADMIN}/scenarios", {"match": {"input": "x"}, "turns": [turn]})
+
+
+@trigger("scenario_group_named_twice")
+def _(c: Context) -> object:
+    return c.post(f"{ADMIN}/scenarios", {"match": {"input": "(?P<x>a)|(?P<x>b)"}, "turns": [{"message": "x"}]})
+
+
+@trigger("scenario_group_name_reserved")
+def _(c: Context) -> object:
+    return c.post(f"{ADMIN}/scenarios", {"match": {"input": "(?P<input>a)"}, "turns": [{"message": "x"}]})
+
+
+@trigger("scenario_number_not_bool")
+def _(c: Context) -> object:
+    turn = {"message": "x", "fault": {"latency_ms": True}}
+    return c.post(f"{ADMIN}/scenarios", {"match": {"input": "x"}, "turns": [turn]})
+
+
 @trigger("scenario_metadata_too_many_keys")
 def _(c: Context) -> object:
     metadata = {f"k{i}": "v" for i in range(17)}

@@ -21,8 +21,8 @@ from ptc_emulator.emulator.model.scripted.choose import NoMatch, choose_script
 from ptc_emulator.emulator.model.scripted.faults import FaultInjector, InjectedHTTPError
 from ptc_emulator.emulator.model.scripted.player import Player
 from ptc_emulator.emulator.model.scripted.scenario import ScenarioRegistry
-from ptc_emulator.emulator.model.scripted.script import ScriptedPlan
-from ptc_emulator.emulator.model.scripted.walk import position, turn_items
+from ptc_emulator.emulator.model.scripted.script import Script, ScriptedPlan
+from ptc_emulator.emulator.model.scripted.walk import position, turn_items, turn_request
 from ptc_emulator.emulator.rules import checks
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.storage import Counts
@@ -113,7 +113,7 @@ class ScriptedModel:
         trace.contract.extend(checks.check_outputs(conv, toolset))
         if strict and trace.contract:
             raise messages.contract_violation(trace.contract[0].describe(), "input")
-        fault = script.turns[turn].fault if conv.open_program is None and turn < len(script.turns) else None
+        fault = script.turns[turn].fault if self._starts_turn(conv, script, turn, emitted) else None
         if fault is not None:
             try:
                 own = script.scenario.scope if script.scenario is not None else None
@@ -131,6 +131,16 @@ class ScriptedModel:
             fault=fault,
             strict_contract=strict,
         )
+
+    @staticmethod
+    def _starts_turn(conv: Conversation, script: Script, turn: int, emitted: int) -> bool:
+        """Whether this response starts turn `turn`, whose `fault` it then gets: not one that
+        resumes a program the turn started, nor one that plays a later call of a call turn played a
+        call a response (`parallel_tool_calls: false`), nor the one that plays a direct MCP call
+        whose approval the turn asked (`times: 1` answered each of these with its error again)."""
+        if conv.open_program is not None or turn >= len(script.turns) or emitted > 0:
+            return False
+        return script.turns[turn].mcp is None or turn_request(conv, script, turn) is None
 
     async def play(self, prepared: Prepared, runner: Runner) -> list[dict[str, Any]]:
         return await self.player.play(prepared, runner)

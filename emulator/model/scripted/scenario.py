@@ -37,11 +37,11 @@ import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 import yaml
 from jinja2 import StrictUndefined, TemplateError
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from ptc_emulator.emulator import jsontext, messages
 from ptc_emulator.emulator.caches import PROCESS, Memo
@@ -54,6 +54,7 @@ from ptc_emulator.emulator.patterns import (
     PatternError,
     PatternTooCostly,
     compile_pattern,
+    group_names,
     metered,
     spend,
 )
@@ -80,6 +81,18 @@ class ScenarioError(ValueError):
     """A scenario file or dict that cannot be used, with the reason."""
 
 
+def _not_bool(value: Any) -> Any:
+    """A number field's value, refused when it is `true` or `false` (the loader reads a scenario
+    leniently, where a boolean would pass as 1 or 0: `latency_ms: true` delayed 1 ms unsaid)."""
+    if isinstance(value, bool):
+        raise ValueError(messages.scenario_number_not_bool(value))
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_not_bool)]
+Float = Annotated[float, BeforeValidator(_not_bool)]
+
+
 class CallSpec(WireModel):
     name: str
     """The tool: a function or custom tool's name, or `shell`, `apply_patch`, `local_shell`."""
@@ -98,7 +111,7 @@ class SearchSpec(WireModel):
     """Ranked with BM25 over the deferred tools' names and descriptions (a template)."""
     load: list[str] | None = None
     """Exactly these deferred tools, by qualified name (`shipping.get_delivery_eta`)."""
-    limit: int = Field(default=5, ge=1, le=100)
+    limit: Int = Field(default=5, ge=1, le=100)
     """At most this many tools for a `query`."""
     arguments: dict[str, Any] | None = None
     """The `tool_search_call.arguments` as the model writes them; default `{"query": ...}` or
@@ -112,7 +125,7 @@ class SearchSpec(WireModel):
 
 
 class ErrorSpec(WireModel):
-    status: int = Field(default=400, ge=400, le=599)
+    status: Int = Field(default=400, ge=400, le=599)
     message: str
     type: str = "invalid_request_error"
     code: str | None = None
@@ -159,12 +172,12 @@ class Fault(WireModel):
     """Failure injected into one turn (see the README's "Testing your agent")."""
 
     http_error: Literal[429, 500, 503] | None = None
-    retry_after: float | None = Field(default=None, ge=0, le=86_400, allow_inf_nan=False)
+    retry_after: Float | None = Field(default=None, ge=0, le=86_400, allow_inf_nan=False)
     should_retry: bool | None = None
-    times: int = Field(default=1, ge=1, le=1_000_000)
+    times: Int = Field(default=1, ge=1, le=1_000_000)
     """How many requests in a row the HTTP error answers before the turn plays normally."""
-    latency_ms: int = Field(default=0, ge=0, le=600_000)
-    cut_stream_after: int | None = Field(default=None, ge=0)
+    latency_ms: Int = Field(default=0, ge=0, le=600_000)
+    cut_stream_after: Int | None = Field(default=None, ge=0)
     """Close a streamed response after this many events, without a terminal event."""
     program_timeout: bool = False
     program_incomplete: str | None = None
@@ -201,8 +214,8 @@ class ShellCallSpec(WireModel):
     `hosted.shell`, and the output carries `shell_call` and `shell_call_output`."""
 
     commands: list[str] = Field(min_length=1)
-    timeout_ms: int | None = None
-    max_output_length: int | None = None
+    timeout_ms: Int | None = None
+    max_output_length: Int | None = None
 
 
 KINDS = ("program", "call", "search", "mcp", "code_interpreter", "shell", "message", "refusal", "error")
@@ -243,6 +256,14 @@ class Turn(WireModel):
             raise ValueError("on_program_error goes with a message turn: what is said after a failed program")
         if self.preamble is not None and kinds[0] not in ("call", "program"):
             raise ValueError(messages.scenario_preamble_misplaced(kinds[0]))
+        if self.fault is not None and kinds[0] != "program":
+            # it fails the turn's program: on another turn it would inject nothing, and the journal
+            # would still say it did (a test of the agent's handling of a failed program passes)
+            fault = self.fault
+            given = ["program_timeout"] if fault.program_timeout else []
+            given += ["program_incomplete"] if fault.program_incomplete is not None else []
+            if given:
+                raise ValueError(messages.scenario_program_fault_misplaced(given[0], kinds[0]))
         return self
 
     @functools.cached_property
@@ -257,12 +278,22 @@ class Turn(WireModel):
 
 
 def _pattern(value: str | None) -> str | None:
-    """A field's regular expression, refused when it does not compile (as the scenario is added)."""
+    """A field's regular expression, refused when it does not compile (as the scenario is added),
+    when it names two groups alike (RE2 allows it, but only the first would bind the variable: a
+    text that matched the other left it undefined), or names one as a variable the templates
+    already have (`TEMPLATE_NAMES`: one of the two would hide the other)."""
     if value is not None:
         try:
             compile_pattern(value)
         except PatternError as e:
             raise ValueError(f"invalid regular expression {value!r}: {e}") from e
+        seen: set[str] = set()
+        for name in group_names(value):
+            if name in TEMPLATE_NAMES:
+                raise ValueError(messages.scenario_group_name_reserved(name, value))
+            if name in seen:
+                raise ValueError(messages.scenario_group_named_twice(name, value))
+            seen.add(name)
     return value
 
 
@@ -412,7 +443,7 @@ class Match(WireModel):
 class Scenario(WireModel):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,128}$")
     description: str | None = None
-    priority: int = 0
+    priority: Int = 0
     match: Match = Field(default_factory=Match)
     turns: list[Turn] = Field(min_length=1)
     scope: str | None = None
@@ -784,8 +815,8 @@ CODE_ENV = templating.BoundedEnvironment(
 """What program code and call arguments given as one text render in: every `{{ ... }}` as JSON."""
 
 TEMPLATE_NAMES = frozenset({"input", "result", "data", "program", "output", "outputs", "loaded"})
-"""The names a turn's templates see besides the captures (`script.py`, `player._template_context`)."""
-_GROUP_NAME = re.compile(r"\(\?P?<(\w+)>")
+"""The names a turn's templates see besides the captures (`script.py`, `player._template_context`):
+no capture may take one (`_pattern`)."""
 
 
 def _check_templates(scenario: Scenario, source: str) -> None:
@@ -808,7 +839,7 @@ def _check_each_template(scenario: Scenario, source: str) -> None:
 
     # what a request may give the templates: a render that reads none of these is the same at
     # every request, so one that fails now always fails (`templating.check_renders`)
-    given = TEMPLATE_NAMES | {n for p in scenario.match.patterns() for n in _GROUP_NAME.findall(p)}
+    given = TEMPLATE_NAMES | {n for p in scenario.match.patterns() for n in group_names(p)}
 
     def arguments(value: Any, where: str, found: list[tuple[str, str]], code: set[str]) -> None:
         found.extend(strings(value, where))
