@@ -139,8 +139,9 @@ async def list_sessions(
         for key, value in request.query_params.items()
         if key.startswith("metadata[") and key.endswith("]")
     }
-    rows = await harness_of(request).list_sessions(agent_id, metadata, scope=_scope(request, None))
-    return _page(rows, after=after, limit=limit, order=order, what="session")
+    return await harness_of(request).list_sessions(
+        agent_id, metadata, scope=_scope(request, None), after=after, limit=limit, order=order
+    )
 
 
 @router.get("/sessions/{session_id}")

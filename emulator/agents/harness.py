@@ -57,7 +57,8 @@ from ptc_emulator.emulator.agents.wire import (
 )
 from ptc_emulator.emulator.errors import EmulatorError, NotFound
 from ptc_emulator.emulator.responses.engine import Engine, Refused
-from ptc_emulator.emulator.storage import EventLog, Leases, Records, visible
+from ptc_emulator.emulator.storage import EventLog, Leases, Records, StoreUnavailable, visible
+from ptc_emulator.emulator.wire.pages import listing, window
 from ptc_emulator.emulator.wire.request import CreateRequest
 
 __all__ = ["Harness", "Subscription"]
@@ -113,15 +114,34 @@ class Harness:
             task = asyncio.ensure_future(self.ownership.watch(self._running, self._take))
             self._tasks.add(task)
             return
-        for doc in self.records.all(SESSION):
-            session = AgentSession(doc, self.ids, self.clock)
-            if session.status == "in_progress" and doc["turn_id"] is not None:
-                self._sessions[session.id] = session
-                self._schedule(session.id)
+        for session_id in self._running():
+            doc = self.records.get(SESSION, session_id)
+            if doc is not None:
+                self._sessions[session_id] = AgentSession(doc, self.ids, self.clock)
+                self._schedule(session_id)
 
     def _running(self) -> list[str]:
-        docs = self.records.all(SESSION)
-        return [d["session"]["id"] for d in docs if d["session"]["status"] == "in_progress" and d["turn_id"]]
+        """The sessions whose turn is running, found from their heads alone (every replica asks
+        every half lease: reading every document, transcripts and all, took gigabytes)."""
+        return [session_id for session_id, head in self._heads() if head["running"]]
+
+    def _heads(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every session's id and head (`_head`), oldest first, read without their documents but
+        for those an earlier version stored without a head: theirs is made from the document
+        once and kept (`Records.put_head`)."""
+        found = []
+        for session_id, head in self.records.heads(SESSION):
+            if head is None:
+                doc = self.records.get(SESSION, session_id)
+                if doc is None:
+                    continue  # deleted meanwhile
+                head = _head(doc)
+                try:
+                    self.records.put_head(SESSION, session_id, head)
+                except StoreUnavailable:  # made again next time
+                    log.warning("agent session %s: its head was not kept", session_id)
+            found.append((session_id, head))
+        return found
 
     def _take(self, session_id: str) -> None:
         if session_id not in self._driving:
@@ -300,23 +320,45 @@ class Harness:
         return (await self._loaded(session_id, scope)).object()
 
     async def list_sessions(
-        self, agent_id: str | None, metadata: dict[str, str], *, scope: str | None
-    ) -> list[dict[str, Any]]:
-        """Read and shown in a worker thread (the store's documents are its own copies)."""
-        return await asyncio.to_thread(self._listed, agent_id, metadata, scope)
+        self,
+        agent_id: str | None,
+        metadata: dict[str, str],
+        *,
+        scope: str | None,
+        after: str | None = None,
+        limit: int = 20,
+        order: str = "desc",
+    ) -> dict[str, Any]:
+        """A page of the sessions (the list object), read and shown in a worker thread."""
+        return await asyncio.to_thread(self._listed, agent_id, metadata, scope, after, limit, order)
 
-    def _listed(self, agent_id: str | None, metadata: dict[str, str], scope: str | None) -> list[dict[str, Any]]:
+    def _listed(
+        self,
+        agent_id: str | None,
+        metadata: dict[str, str],
+        scope: str | None,
+        after: str | None,
+        limit: int,
+        order: str,
+    ) -> dict[str, Any]:
+        """Chosen and paged by the sessions' heads; only the page's documents are read (every
+        session's, a `?limit=1` list read before, 8 MiB each at most)."""
+        ids = [
+            session_id
+            for session_id, head in self._heads()
+            if visible(head["scope"], scope)
+            and (agent_id is None or head["agent_id"] == agent_id)
+            and all(head["metadata"].get(k) == v for k, v in metadata.items())
+        ]
+        places, has_more = window(
+            ids, after=after, limit=limit, order=order, missing=lambda at: messages.no_listed_after("session", at)
+        )
         found = []
-        for doc in self.records.all(SESSION):
-            if not _visible(doc, scope):
-                continue
-            session = doc["session"]
-            if agent_id is not None and session["agent"]["id"] != agent_id:
-                continue
-            if any(session["metadata"].get(k) != v for k, v in metadata.items()):
-                continue
-            found.append(AgentSession(doc, self.ids, self.clock).object())  # as a retrieve shows it
-        return found
+        for n in places:
+            doc = self.records.get(SESSION, ids[n])
+            if doc is not None:  # (deleted meanwhile: left out)
+                found.append(AgentSession(doc, self.ids, self.clock).object())  # as a retrieve shows it
+        return listing(found, has_more=has_more)
 
     async def update_session(self, session_id: str, body: SessionUpdate, *, scope: str | None) -> dict[str, Any]:
         await self._loaded(session_id, scope)  # an unknown or invisible id takes no lock
@@ -551,13 +593,13 @@ class Harness:
         puts the events in its subscribers' queues, which does not fail."""
         log_ = self.fanout.log
         if log_ is not None:
-            log_.put_and_append(SESSION, session.id, session.doc, session.id, list(events))
+            log_.put_and_append(SESSION, session.id, session.doc, session.id, list(events), _head(session.doc))
             return
         self._save(session)
         self._publish(session.id, events)
 
     def _save(self, session: AgentSession) -> None:
-        self.records.put(SESSION, session.id, session.doc)
+        self.records.put(SESSION, session.id, session.doc, _head(session.doc))
 
 
 def _turn(session: AgentSession, turn_id: str) -> dict[str, Any]:
@@ -565,6 +607,18 @@ def _turn(session: AgentSession, turn_id: str) -> dict[str, Any]:
         if turn["id"] == turn_id:
             return turn  # type: ignore[no-any-return]
     raise messages.turn_not_found(turn_id, session.id)
+
+
+def _head(doc: Doc) -> dict[str, Any]:
+    """What is kept beside a session's document (`Records.heads`): what a list chooses sessions
+    by, and whether its turn is running (a turn to take over)."""
+    session = doc["session"]
+    return {
+        "scope": doc.get("scope"),
+        "agent_id": session["agent"]["id"],
+        "metadata": session["metadata"],
+        "running": session["status"] == "in_progress" and doc["turn_id"] is not None,
+    }
 
 
 def _visible(doc: Doc, scope: str | None) -> bool:

@@ -286,17 +286,18 @@ class MemoryConversations:
 
 class MemoryRecords:
     def __init__(self) -> None:
-        self._kinds: dict[str, dict[str, str]] = {}
+        self._kinds: dict[str, dict[str, tuple[str, str | None]]] = {}
+        """Each record's document and head, as JSON text."""
         self._lock = threading.Lock()
 
-    def put(self, kind: str, record_id: str, document: dict[str, Any]) -> None:
-        text = _dumps(document)
+    def put(self, kind: str, record_id: str, document: dict[str, Any], head: dict[str, Any] | None = None) -> None:
+        texts = (_dumps(document), _dumps(head) if head is not None else None)
         with self._lock:
-            self._kinds.setdefault(kind, {})[record_id] = text
+            self._kinds.setdefault(kind, {})[record_id] = texts
 
     def get(self, kind: str, record_id: str) -> dict[str, Any] | None:
-        text = self._kinds.get(kind, {}).get(record_id)
-        return _loads(text) if text is not None else None
+        texts = self._kinds.get(kind, {}).get(record_id)
+        return _loads(texts[0]) if texts is not None else None
 
     def delete(self, kind: str, record_id: str) -> bool:
         with self._lock:
@@ -304,8 +305,22 @@ class MemoryRecords:
 
     def all(self, kind: str) -> list[dict[str, Any]]:
         with self._lock:
-            texts = list(self._kinds.get(kind, {}).values())
+            texts = [document for document, _ in self._kinds.get(kind, {}).values()]
         return [_loads(t) for t in texts]
+
+    def heads(self, kind: str) -> list[tuple[str, dict[str, Any] | None]]:
+        with self._lock:
+            kept = [(record_id, head) for record_id, (_, head) in self._kinds.get(kind, {}).items()]
+        return [(record_id, _loads(head) if head is not None else None) for record_id, head in kept]
+
+    def put_head(self, kind: str, record_id: str, head: dict[str, Any]) -> bool:
+        with self._lock:
+            records = self._kinds.get(kind, {})
+            texts = records.get(record_id)
+            if texts is None or texts[1] is not None:
+                return False
+            records[record_id] = (texts[0], _dumps(head))
+            return True
 
 
 class MemoryScenarios:

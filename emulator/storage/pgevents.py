@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 
 from ptc_emulator.emulator.storage.pgpool import POSTGRES, Db, Lane, Pool
-from ptc_emulator.emulator.storage.sql import Statements
+from ptc_emulator.emulator.storage.sql import Statements, record_row
 
 __all__ = ["CHANNEL", "PostgresEvents"]
 
@@ -56,15 +56,21 @@ class PostgresEvents:
         self._db.run(lambda db: _append(db, stream, events))
 
     def put_and_append(
-        self, kind: str, record_id: str, document: dict[str, Any], stream: str, events: list[Any]
+        self,
+        kind: str,
+        record_id: str,
+        document: dict[str, Any],
+        stream: str,
+        events: list[Any],
+        head: dict[str, Any] | None = None,
     ) -> None:
         """The document put in `records` and the events appended in one transaction (an Agents API
         session's change and its events): before, the session was stored, then its events, and
         the session taken back if they failed, which could fail too and leave a turn in progress."""
-        text = json.dumps(document)
+        row = record_row(kind, record_id, document, head)
 
         def work(db: Db) -> None:
-            db.execute(Statements.of(POSTGRES).put_record.encode(), (kind, record_id, text))
+            db.execute(Statements.of(POSTGRES).put_record.encode(), row)
             if events:
                 _append(db, stream, events)
 

@@ -124,6 +124,12 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE conversations ADD COLUMN scope TEXT;
     """,
+    # 8: a record's head, a small summary of its document written with it (`Records.heads`): a
+    # session's status read without its document. Rows written before have none (NULL) until
+    # their next write, or until a reader makes theirs (`Records.put_head`).
+    """
+    ALTER TABLE records ADD COLUMN head TEXT;
+    """,
 )
 """`scenarios.scope_key` is the scope as JSON (`null` for none): a primary key cannot hold NULL.
 `records.ord` and `scenarios.ord` are the listing order: an upsert keeps the row's. `responses.status`

@@ -203,8 +203,10 @@ class Conversations(Protocol):
 class Records(Protocol):
     """JSON documents under a kind and an id (agents, agent sessions)."""
 
-    def put(self, kind: str, record_id: str, document: dict[str, Any]) -> None:
-        """Add or replace; a replaced document keeps its place in `all`."""
+    def put(self, kind: str, record_id: str, document: dict[str, Any], head: dict[str, Any] | None = None) -> None:
+        """Add or replace; a replaced document keeps its place in `all`. `head` is a small summary
+        of the document the caller makes (what a list filters on), kept beside it and written
+        with it in one step: `heads` reads those alone, never the documents."""
         ...
 
     def get(self, kind: str, record_id: str) -> dict[str, Any] | None: ...
@@ -213,6 +215,19 @@ class Records(Protocol):
 
     def all(self, kind: str) -> list[dict[str, Any]]:
         """Every document of a kind, in the order each was first put."""
+        ...
+
+    def heads(self, kind: str) -> list[tuple[str, dict[str, Any] | None]]:
+        """The id and the head of every record of a kind, in `all`'s order, without reading a
+        document: a session's status is found without its transcript (every replica looked for
+        running turns every half lease by parsing every session, 8 MiB each at most). The head
+        is None for a record put without one (by an earlier version: see `put_head`)."""
+        ...
+
+    def put_head(self, kind: str, record_id: str, head: dict[str, Any]) -> bool:
+        """Give a record put without a head (by an earlier version) the one made from its
+        document, only while it still has none, in one step: a `put` since then wrote its own.
+        False if it has one, or is gone."""
         ...
 
 
@@ -322,10 +337,16 @@ class EventLog(Protocol):
         ...
 
     def put_and_append(
-        self, kind: str, record_id: str, document: dict[str, Any], stream: str, events: list[Any]
+        self,
+        kind: str,
+        record_id: str,
+        document: dict[str, Any],
+        stream: str,
+        events: list[Any],
+        head: dict[str, Any] | None = None,
     ) -> None:
-        """`Records.put` of the document and `append` of the events (none: the put alone), in one
-        transaction: both are written or neither is (a session's change and its events)."""
+        """`Records.put` of the document (and its head) and `append` of the events (none: the put
+        alone), in one transaction: both are written or neither is (a session's change and its events)."""
         ...
 
     def signal(self, stream: str) -> None:

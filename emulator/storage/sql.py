@@ -47,6 +47,7 @@ __all__ = [
     "SqlScenarios",
     "Statements",
     "Tx",
+    "record_row",
 ]
 
 T = TypeVar("T")
@@ -196,12 +197,14 @@ class Statements:
         )
         # records (agents, sessions)
         self.put_record = q(
-            "INSERT INTO records (kind, id, document) VALUES (?, ?, ?) "
-            "ON CONFLICT (kind, id) DO UPDATE SET document = excluded.document"
+            "INSERT INTO records (kind, id, document, head) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (kind, id) DO UPDATE SET document = excluded.document, head = excluded.head"
         )
         self.get_record = q("SELECT document FROM records WHERE kind = ? AND id = ?")
         self.delete_record = q("DELETE FROM records WHERE kind = ? AND id = ?")
         self.records = q("SELECT document FROM records WHERE kind = ? ORDER BY {order}")
+        self.record_heads = q("SELECT id, head FROM records WHERE kind = ? ORDER BY {order}")
+        self.put_head = q("UPDATE records SET head = ? WHERE kind = ? AND id = ? AND head IS NULL")
         # scenarios
         self.put_scenario = q(
             "INSERT INTO scenarios (scope_key, name, scope, document) VALUES (?, ?, ?, ?) "
@@ -404,9 +407,9 @@ class SqlRecords:
         self._db = db
         self._sql = Statements.of(db.dialect)
 
-    def put(self, kind: str, record_id: str, document: dict[str, Any]) -> None:
+    def put(self, kind: str, record_id: str, document: dict[str, Any], head: dict[str, Any] | None = None) -> None:
         # An upsert keeps the row (and its place in the listing order) of an existing record.
-        self._db.changed(self._sql.put_record, (kind, record_id, _dumps(document)))
+        self._db.changed(self._sql.put_record, record_row(kind, record_id, document, head))
 
     def get(self, kind: str, record_id: str) -> dict[str, Any] | None:
         row = self._db.one(self._sql.get_record, (kind, record_id))
@@ -417,6 +420,18 @@ class SqlRecords:
 
     def all(self, kind: str) -> list[dict[str, Any]]:
         return [_loads(row[0]) for row in self._db.rows(self._sql.records, (kind,))]
+
+    def heads(self, kind: str) -> list[tuple[str, dict[str, Any] | None]]:
+        rows = self._db.rows(self._sql.record_heads, (kind,))
+        return [(str(row[0]), _loads(row[1]) if row[1] is not None else None) for row in rows]
+
+    def put_head(self, kind: str, record_id: str, head: dict[str, Any]) -> bool:
+        return self._db.changed(self._sql.put_head, (_dumps(head), kind, record_id)) > 0
+
+
+def record_row(kind: str, record_id: str, document: dict[str, Any], head: dict[str, Any] | None) -> tuple[Any, ...]:
+    """The parameters of `Statements.put_record`."""
+    return (kind, record_id, _dumps(document), _dumps(head) if head is not None else None)
 
 
 class SqlScenarios:

@@ -79,6 +79,7 @@ CREATE TABLE IF NOT EXISTS records (
     kind TEXT NOT NULL,
     id TEXT NOT NULL,
     document TEXT NOT NULL,
+    head TEXT,
     PRIMARY KEY (kind, id)
 );
 CREATE TABLE IF NOT EXISTS continuations (
@@ -105,6 +106,7 @@ COLUMNS = (
     ("responses", "status", "TEXT"),
     ("conversations", "version", "INTEGER NOT NULL DEFAULT 0"),
     ("conversations", "scope", "TEXT"),
+    ("records", "head", "TEXT"),
 )
 """Columns a file made by an older version lacks: added when it is opened (its rows get the default)."""
 

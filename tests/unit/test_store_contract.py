@@ -391,6 +391,27 @@ def test_records_return_copies(store: Store) -> None:
     assert store.sessions.get("session", "s1") == {"id": "s1", "turns": []}
 
 
+def test_records_keep_a_head_beside_the_document(store: Store) -> None:
+    """`heads` gives each record's head (None: put without one), in `all`'s order; `put_head`
+    gives one only to a record without one; a `put` replaces both."""
+    parts = store.sessions
+    parts.put("session", "s1", {"id": "s1", "big": "x" * 100}, {"running": True})
+    parts.put("session", "s2", {"id": "s2"})
+    parts.put("agent", "a1", {"id": "a1"}, {"other": 1})
+    assert parts.heads("session") == [("s1", {"running": True}), ("s2", None)]
+    assert parts.put_head("session", "s1", {"running": False}) is False
+    assert parts.put_head("session", "s2", {"running": False}) is True
+    assert parts.put_head("session", "s2", {"running": True}) is False
+    assert parts.put_head("session", "gone", {"running": True}) is False
+    assert parts.heads("session") == [("s1", {"running": True}), ("s2", {"running": False})]
+    parts.put("session", "s1", {"id": "s1"}, {"running": False})  # replaced: keeps its place
+    parts.put("session", "s2", {"id": "s2", "v": 2})
+    assert parts.heads("session") == [("s1", {"running": False}), ("s2", None)]
+    assert parts.get("session", "s1") == {"id": "s1"} and parts.heads("agent") == [("a1", {"other": 1})]
+    parts.delete("session", "s1")
+    assert parts.heads("session") == [("s2", None)]
+
+
 # ---- scenarios added at run time ---------------------------------------------------------------
 
 
