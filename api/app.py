@@ -328,12 +328,14 @@ def _reads_scenarios(scope: Scope) -> bool | None:
     """What a request reads of the scenarios the replicas share: None, nothing (it waits on no
     read: a retrieve, a list, a delete, a conversation's change, an agent's); False, the scenarios
     and not the hosted scripts (`/v1/models` names the scenarios' models); True, both (a create,
-    which the scripted model plays, and the admin API's scenario routes). A WebSocket create reads
-    them itself (`websocket.py`), not its upgrade. (Every `/v1/` request read both: a lock on
-    `records`, the hosted scripts' table, held `/v1/models` and every other route.)"""
-    if scope["type"] != "http":
-        return None
-    path, method = scope.get("path", ""), scope.get("method", "GET")
+    which the scripted model plays, a WebSocket's upgrade (a database away is its 503; each
+    create on it reads them again, `websocket.py`), and the admin API's scenario routes). (Every
+    `/v1/` request read both: a lock on `records`, the hosted scripts' table, held `/v1/models`
+    and every other route.)"""
+    path = scope.get("path", "") if scope["type"] in ("http", "websocket") else ""
+    if scope["type"] == "websocket":
+        return True if path.startswith("/v1/") else None
+    method = scope.get("method", "GET")
     if path.startswith("/_emulator/scenarios"):
         return True
     if path == "/v1/models" or path.startswith("/v1/models/"):
