@@ -324,19 +324,44 @@ def _record(app: FastAPI, state: AppState) -> None:
     app.add_middleware(ProxyMiddleware, proxy=state.proxy)
 
 
+def _reads_scenarios(scope: Scope) -> bool | None:
+    """What a request reads of the scenarios the replicas share: None, nothing (it waits on no
+    read: a retrieve, a list, a delete, a conversation's change, an agent's); False, the scenarios
+    and not the hosted scripts (`/v1/models` names the scenarios' models); True, both (a create,
+    which the scripted model plays, a WebSocket's upgrade (a database away is its 503; each
+    create on it reads them again, `websocket.py`), and the admin API's scenario routes). (Every
+    `/v1/` request read both: a lock on `records`, the hosted scripts' table, held `/v1/models`
+    and every other route.)"""
+    path = scope.get("path", "") if scope["type"] in ("http", "websocket") else ""
+    if scope["type"] == "websocket":
+        return True if path.startswith("/v1/") else None
+    method = scope.get("method", "GET")
+    if path.startswith("/_emulator/scenarios"):
+        return True
+    if path == "/v1/models" or path.startswith("/v1/models/"):
+        return False
+    if method != "POST":
+        return None
+    if path.startswith("/v1/responses") and not path.endswith("/cancel"):
+        return True
+    if path.startswith("/v1/agents/sessions"):
+        return True
+    return None
+
+
 class _Shared:
     """With a store replicas share: the registry takes the scenarios the other replicas were given
-    before this one answers a request that reads them."""
+    before this one answers a request that reads them (`_reads_scenarios`)."""
 
     def __init__(self, app: ASGIApp, shared: admin.SharedScenarios) -> None:
         self.app = app
         self.shared = shared
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "") if scope["type"] in ("http", "websocket") else ""
-        if path.startswith(("/v1/", "/_emulator/scenarios")):
+        hosted = _reads_scenarios(scope)
+        if hosted is not None:
             try:
-                await self.shared.refresh()
+                await self.shared.refresh(hosted=hosted)
             except StoreUnavailable as e:
                 await _reject(scope, receive, send, errors.database_away(e))
                 return

@@ -15,6 +15,7 @@ import copy
 import itertools
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -93,32 +94,23 @@ def _loaded(kept: StoredScenario) -> Scenario | None:
     return scenario
 
 
-class SharedScenarios:
-    """With a store replicas share: this replica's run-time scenarios and hosted scripts made what
-    the store holds, before it answers (`refresh`). The store's rows are the truth, ordered by the
-    database (its last write of a (scope, name) is the one kept): whatever this replica applied
-    itself, and whichever replica wrote last, each refresh makes the registry's run-time
-    scenarios the rows it read. A read begun before another that was applied already is dropped,
-    so a slow read never brings back an older state."""
+class _SharedReads:
+    """One part's reads of the store (the scenarios, or the hosted scripts), shared by the calls at
+    once: a call joins the read queued to begin once the one under way ends (it begins after the
+    call, so it sees every write committed before it), or begins one; never more than one read
+    under way and one queued. (Each request read every row itself: with the database slow and
+    200 creates in flight, `/v1/models` waited 25-55 s behind their reads.) A read begun before
+    another that was applied already is dropped, so a slow read never brings back an older state."""
 
-    def __init__(self, store: Store, registry: ScenarioRegistry) -> None:
-        self.store = store
-        self.registry = registry
-        self._applied: dict[tuple[str | None, str], tuple[Any, Scenario]] = {}
-        """What each run-time scenario was last made from here: its document, and the scenario."""
-        self._applied_hosted: dict[str | None, tuple[Any, HostedScript]] = {}
+    def __init__(self, read: Callable[[], Awaitable[Callable[[], None] | None]]) -> None:
+        self._read_rows = read
+        """Reads the rows (off the event loop); what applies them, or None when there is nothing to."""
         self._reads = itertools.count(1)
         self._last = 0
         self._under_way: asyncio.Future[None] | None = None
         self._queued: asyncio.Future[None] | None = None
-        self._apply(store.scenarios.list(), store.sessions.all(HOSTED))
 
     async def refresh(self) -> None:
-        """Make the registry what the store holds as of this call. Calls at once share reads: a
-        call joins the read queued to begin once the one under way ends (it begins after the call,
-        so it sees every write committed before it), or begins one; never more than one read
-        under way and one queued. (Each request read every row itself: with the database slow and
-        200 creates in flight, `/v1/models` waited 25-55 s behind their reads.)"""
         loop = asyncio.get_running_loop()
         queued = self._queued
         if queued is not None and queued.get_loop() is loop:
@@ -139,15 +131,51 @@ class SharedScenarios:
 
     async def _read(self) -> None:
         read = next(self._reads)
-        kept = await asyncio.to_thread(self.store.scenarios.list)
-        hosted = await asyncio.to_thread(self.store.sessions.all, HOSTED)
+        apply = await self._read_rows()
         if read < self._last:
             return  # a read begun after this one was applied already
-        made = await asyncio.to_thread(self._made, kept)
-        if read < self._last:
-            return
         self._last = read
-        self._apply(kept, hosted, made)  # on the event loop's thread, between requests
+        if apply is not None:
+            apply()  # on the event loop's thread, between requests
+
+
+class SharedScenarios:
+    """With a store replicas share: this replica's run-time scenarios and hosted scripts made what
+    the store holds, before it answers (`refresh`). The store's rows are the truth, ordered by the
+    database (its last write of a (scope, name) is the one kept): whatever this replica applied
+    itself, and whichever replica wrote last, each refresh makes the registry's run-time
+    scenarios the rows it read. The scenarios (table `scenarios`) and the hosted scripts (rows of
+    `records`) are read apart, each by the requests that use it, so a lock on one table holds up
+    only the requests that read it (`refresh(hosted=False)`: `/v1/models` names the scenarios'
+    models, and never waits on `records`)."""
+
+    def __init__(self, store: Store, registry: ScenarioRegistry) -> None:
+        self.store = store
+        self.registry = registry
+        self._applied: dict[tuple[str | None, str], tuple[Any, Scenario]] = {}
+        """What each run-time scenario was last made from here: its document, and the scenario."""
+        self._applied_hosted: dict[str | None, tuple[Any, HostedScript]] = {}
+        self._scenarios = _SharedReads(self._read_scenarios)
+        self._hosted = _SharedReads(self._read_hosted)
+        self._apply_scenarios(store.scenarios.list())
+        self._apply_hosted(store.sessions.all(HOSTED))
+
+    async def refresh(self, hosted: bool = True) -> None:
+        """Make the registry what the store holds as of this call: its scenarios, and (`hosted`)
+        its hosted scripts."""
+        if not hosted:
+            await self._scenarios.refresh()
+            return
+        await asyncio.gather(self._scenarios.refresh(), self._hosted.refresh())
+
+    async def _read_scenarios(self) -> Callable[[], None] | None:
+        kept = await asyncio.to_thread(self.store.scenarios.list)
+        made = await asyncio.to_thread(self._made, kept)
+        return lambda: self._apply_scenarios(kept, made)
+
+    async def _read_hosted(self) -> Callable[[], None] | None:
+        hosted = await asyncio.to_thread(self.store.sessions.all, HOSTED)
+        return lambda: self._apply_hosted(hosted)
 
     def _made(self, kept: list[StoredScenario]) -> dict[tuple[str | None, str], tuple[Any, Scenario | None]]:
         """The scenarios of the rows not applied yet, loaded in a worker thread (a scenario's check
@@ -160,10 +188,9 @@ class SharedScenarios:
                 made[(row.scope, row.name)] = (row.document, _loaded(row))
         return made
 
-    def _apply(
+    def _apply_scenarios(
         self,
         kept: list[StoredScenario],
-        hosted: list[dict[str, Any]],
         made: dict[tuple[str | None, str], tuple[Any, Scenario | None]] | None = None,
     ) -> None:
         rows = {(k.scope, k.name): k for k in kept}
@@ -180,6 +207,8 @@ class SharedScenarios:
             if scenario is not None:
                 self.registry.add(scenario)
                 self._applied[key] = (row.document, scenario)
+
+    def _apply_hosted(self, hosted: list[dict[str, Any]]) -> None:
         documents = {d.get("scope"): d for d in hosted}
         scripts = self.registry.hosted_scripts()
         for scope in scripts.keys() - documents.keys():

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import selectors
 import socket
 import threading
 import time
@@ -34,7 +35,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg import capabilities
+from psycopg import capabilities, pq
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ptc_emulator.emulator.storage.protocol import StoreBusy, StoreUnavailable
@@ -173,13 +174,35 @@ def _cancel_and_cut(db: Db) -> None:
 
 def _cancel(asking: Any) -> None:
     with contextlib.suppress(Exception):
-        if hasattr(asking, "blocking"):
+        if hasattr(asking, "start"):
             try:
-                asking.blocking()  # libpq's cancel connection, bounded by `connect_timeout`
+                _cancel_polled(asking, time.monotonic() + CONNECT_S)
             finally:
                 asking.finish()
         else:
             asking.cancel()
+
+
+def _cancel_polled(asking: Any, deadline: float) -> None:
+    """Send libpq's cancel request without blocking, the waits for its socket made here, which
+    let the process's other threads run. (libpq's blocking cancel held the interpreter's lock for
+    its whole wait: with the database frozen, every thread of the process, the event loop
+    included, stood still for `connect_timeout` at each cancel the watchdog sent.)"""
+    asking.start()
+    with selectors.DefaultSelector() as waiting:
+        while True:
+            status = asking.poll()
+            if status in (pq.PollingStatus.OK, pq.PollingStatus.FAILED):
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return  # the server did not take it in time; the socket is cut anyway
+            event = selectors.EVENT_READ if status == pq.PollingStatus.READING else selectors.EVENT_WRITE
+            waiting.register(asking.socket, event)
+            try:
+                waiting.select(left)
+            finally:
+                waiting.unregister(asking.socket)
 
 
 def _cut(db: Db) -> None:

@@ -175,3 +175,35 @@ async def test_a_scenario_add_or_delete_answered_503_leaves_the_scenarios_as_the
     names = {s["name"] for s in listed.json()["data"]}
     assert "added" not in names and "kept" in names, listed.text
     assert {row[0] for row in stored} == {"kept"}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("table", ["records", "scenarios"])
+async def test_a_table_locked_as_a_migration_locks_it_holds_up_only_the_requests_that_read_it(
+    postgres_url: str, tmp_path: Path, table: str
+) -> None:
+    """`ACCESS EXCLUSIVE` (an `ALTER TABLE`, a `VACUUM FULL`) holds up reads too. A create reads
+    the scenarios and the hosted scripts (rows of `records`) the replicas share, and waits until
+    the lock goes; a request that reads neither is answered meanwhile, and `/v1/models` (it names
+    the scenarios' models) with `records` locked. Before, every `/v1/` request read both first,
+    and each waited for the server's 12 s, then got 503 `database_busy`."""
+    async with in_process_http(_settings(postgres_url, tmp_path)) as (http, _app):
+        stored = await http.post("/v1/responses", json=PTC)
+        assert stored.status_code == 200, stored.text
+        with _Held(postgres_url, table=table, mode="ACCESS EXCLUSIVE") as lock:
+            create = asyncio.ensure_future(http.post("/v1/responses", json={**PTC, "store": False}))
+            await _waiting_on(postgres_url, table)
+            others = {
+                "a conversation's create": await http.post("/v1/conversations", json={"items": []}),
+                "a response's retrieve": await http.get(f"/v1/responses/{stored.json()['id']}"),
+                "/nosuch": await http.get("/nosuch"),
+            }
+            if table == "records":
+                others["/v1/models"] = await http.get("/v1/models")
+            create_done_meanwhile = create.done()
+            lock.release()
+            made = await create
+    for name, reply in others.items():
+        assert reply.status_code == (404 if name == "/nosuch" else 200), f"{name}: {reply.text}"
+    assert not create_done_meanwhile, "the create did not wait on the lock: nothing shown"
+    assert made.status_code == 200, made.text

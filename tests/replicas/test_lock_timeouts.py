@@ -17,6 +17,8 @@ answered, with the lock still held: backends waiting on a lock, counted in `pg_s
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +146,33 @@ async def test_a_create_whose_journal_entry_cannot_be_written_is_answered_as_don
     assert len(asked) == 1, f"the turn is in the conversation {len(asked)} times"
     assert reply.status_code == 200, f"answered {reply.status_code} over a turn kept: {reply.text}"
     assert left == 0
+
+
+def test_the_watchdogs_cancel_to_a_frozen_database_leaves_the_other_threads_running(
+    postgres_cluster: Any, monkeypatch: Any
+) -> None:
+    """The cancel request the watchdog sends with a use it cuts waits on the server (a frozen one
+    answers it only within the connection's `connect_timeout`, here 60 s); meanwhile the process's
+    other threads run (here the test's own, asleep 0.5 s: it wakes while the cancel still waits).
+    Before, libpq's blocking cancel held the interpreter's lock for its whole wait, so every
+    thread of the replica, the event loop included, stood still until it ended. (The 60 s is a
+    guard, not a measure: only 'woke at all while the cancel still waited' is asserted.)"""
+    monkeypatch.setattr(pgpool, "CONNECT_S", 60)
+    cluster = type(postgres_cluster)
+    started = [t.ident for t in threading.enumerate()]
+    with cluster.started() as frozen:
+        db = psycopg.connect(frozen.database() + "?connect_timeout=60", autocommit=True)
+        try:
+            frozen.freeze()
+            try:
+                pgpool._cancel_and_cut(db)
+                asking = [t for t in threading.enumerate() if t.name == "ptc-pg-cancel" and t.ident not in started]
+                assert len(asking) == 1, asking
+                time.sleep(0.5)  # (lets the cancel reach its wait; not a measure)
+                woke_while_waiting = asking[0].is_alive()
+            finally:
+                frozen.thaw()
+            asking[0].join(120)
+        finally:
+            db.close()
+    assert woke_while_waiting, "this thread ran only once the cancel had ended: it held every thread"

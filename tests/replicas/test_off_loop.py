@@ -112,9 +112,9 @@ async def test_requests_at_once_share_the_read_of_the_scenarios(postgres_url: st
 
         refresh = shared.refresh
 
-        async def counted() -> None:
+        async def counted(**kwargs: Any) -> None:
             arrived.append(1)
-            await refresh()
+            await refresh(**kwargs)
 
         store.scenarios.list = slow_list
         shared.refresh = counted
