@@ -76,4 +76,5 @@ def test_the_stream_helpers_output_text_leaves_the_preamble_out(
         session.id, input="preamble call", tool_handlers={"get_customer": lambda args: "cust"}
     ) as stream:
         assert stream.get_final_result().output_text == "Final: cust"
-    assert assistant_messages(client, session.id)[-2:] == [("commentary", "Looking up."), ("final_answer", "Final: cust")]
+    said = assistant_messages(client, session.id)[-2:]
+    assert said == [("commentary", "Looking up."), ("final_answer", "Final: cust")]
