@@ -57,7 +57,7 @@ from ptc_emulator.emulator.agents.wire import (
 )
 from ptc_emulator.emulator.errors import EmulatorError, NotFound
 from ptc_emulator.emulator.responses.engine import Engine, Refused
-from ptc_emulator.emulator.storage import EventLog, Leases, Records, visible
+from ptc_emulator.emulator.storage import EventLog, Leases, Records, StoreUnavailable, visible
 from ptc_emulator.emulator.wire.request import CreateRequest
 
 __all__ = ["Harness", "Subscription"]
@@ -490,7 +490,10 @@ class Harness:
             return True
         if self.ownership is None:
             return False
-        asked = await asyncio.to_thread(self.records.get, CANCEL, session.id)
+        try:
+            asked = await asyncio.to_thread(self.records.get, CANCEL, session.id)
+        except StoreUnavailable:  # the database away for a moment: looked for again at the next poll
+            return False
         return asked is not None and asked.get("turn_id") == turn_id
 
     async def _step(self, session: AgentSession) -> dict[str, Any] | None:
