@@ -71,6 +71,12 @@ ANY_SCOPE = object()
 """`load`'s scope for the harness's own work (resuming, driving a turn): every session."""
 MAX_STEPS = 64
 """Model steps one drive may take without waiting for the client: a loop guard."""
+CANCEL = "agent.session.cancel"
+"""With a shared store, the records kind of a cancel asked of a session's running turn, `{turn_id}`
+under the session's id: the replica that drives the turn looks for it while a step plays (the
+cancel's own request waits for the session's lease, which the drive holds)."""
+CANCEL_POLL_S = 0.1
+"""With a shared store, how often a driving replica looks for a cancel asked on another one."""
 
 
 class Harness:
@@ -100,6 +106,10 @@ class Harness:
         self.fanout = Fanout(events)
         self._subscribers = self.fanout.subscribers
         self._tasks: set[asyncio.Task[None]] = set()
+        self._cancel_asked: dict[str, str] = {}
+        """Session id: the turn a cancel was asked of here, until the cancel is applied."""
+        self._wakeups: dict[str, asyncio.Event] = {}
+        """Session id: set when a cancel is asked while its drive plays a step."""
 
     def now(self) -> int:
         return int(self.clock())
@@ -434,8 +444,14 @@ class Harness:
     async def submit(
         self, session_id: str, body: EventsBody, idempotency_key: str | None, *, scope: str | None
     ) -> None:
-        """Validate and apply input events; on return the change is stored (the 202)."""
-        await self._loaded(session_id, scope)  # an unknown or invisible id takes no lock
+        """Validate and apply input events; on return the change is stored (the 202).
+
+        A cancel of a turn whose model step is playing is asked of the drive first (it holds the
+        session's lock, and with replicas its lease, until the step ends): the drive drops the
+        step and ends the turn `cancelled`, then this request goes on as usual."""
+        unlocked = await self._loaded(session_id, scope)  # an unknown or invisible id takes no lock
+        if any(isinstance(e, CancelInput) for e in body.events):
+            await self._ask_cancel(unlocked, body, idempotency_key)
         async with self._lock(session_id):
             session = await self._loaded(session_id, scope)
             doc = session.doc
@@ -471,6 +487,8 @@ class Harness:
                     await asyncio.to_thread(self.keys.remember, session_id, idempotency_key, digest)
                 except Exception:  # done and answered as done: the key is what is not kept
                     log.exception("agent session %s: its idempotency key was not kept", session_id)
+            if any(isinstance(e, CancelInput) for e in todo):
+                await self._cancel_answered(session_id)
         if resume:
             self._schedule(session_id)
 
@@ -483,6 +501,67 @@ class Harness:
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(lambda _: self._driving.discard(session_id))
 
+    async def _ask_cancel(self, session: AgentSession, body: EventsBody, idempotency_key: str | None) -> None:
+        """A cancel asked of the turn whose step plays now (nothing when none does): the drive is
+        woken here, and with replicas the ask stored for the replica that drives it. Not for a
+        body that is refused (checked here as the session stands) or that was applied already
+        (its idempotency key): a refused or repeated request changes nothing."""
+        turn_id = session.doc["turn_id"]
+        if session.status != "in_progress" or turn_id is None:
+            return  # no step plays: the cancel is applied under the lock, as any event
+        session.validate(body)
+        if idempotency_key is not None:
+            if await asyncio.to_thread(self.keys.seen, session.id, idempotency_key) is not None:
+                return
+        self._cancel_asked[session.id] = turn_id
+        wakeup = self._wakeups.get(session.id)
+        if wakeup is not None:
+            wakeup.set()
+        if self.ownership is not None:
+            await asyncio.to_thread(self.records.put, CANCEL, session.id, {"turn_id": turn_id})
+
+    async def _cancel_answered(self, session_id: str) -> None:
+        """The ask of a cancel taken back once the cancel is applied (by the drive or by `submit`)."""
+        self._cancel_asked.pop(session_id, None)
+        if self.ownership is not None:
+            await asyncio.to_thread(self.records.delete, CANCEL, session_id)
+
+    async def _is_cancel_asked(self, session: AgentSession) -> bool:
+        turn_id = session.doc["turn_id"]
+        if self._cancel_asked.get(session.id) == turn_id:
+            return True
+        if self.ownership is None:
+            return False
+        try:
+            asked = await asyncio.to_thread(self.records.get, CANCEL, session.id)
+        except StoreUnavailable:  # the database away for a moment: looked for again at the next poll
+            return False
+        return asked is not None and asked.get("turn_id") == turn_id
+
+    async def _step(self, session: AgentSession) -> dict[str, Any] | None:
+        """One model step's response; None when a cancel of the turn is asked while it plays: the
+        step is stopped and what it did is dropped (nothing of it was stored)."""
+        wakeup = self._wakeups[session.id] = asyncio.Event()
+        play = asyncio.ensure_future(self._play(session.doc))
+        woken = asyncio.ensure_future(wakeup.wait())
+        shared = self.ownership is not None
+        try:
+            while True:
+                await asyncio.wait(
+                    {play, woken}, timeout=CANCEL_POLL_S if shared else None, return_when="FIRST_COMPLETED"
+                )
+                if play.done():
+                    return play.result()
+                if (wakeup.is_set() or shared) and await self._is_cancel_asked(session):
+                    return None
+        finally:
+            woken.cancel()
+            if self._wakeups.get(session.id) is wakeup:
+                del self._wakeups[session.id]
+            if not play.done():
+                play.cancel()
+                await asyncio.wait([play])
+
     async def _drive(self, session_id: str) -> None:
         async with self._lock(session_id):
             try:
@@ -492,10 +571,13 @@ class Harness:
             for _ in range(MAX_STEPS):
                 if session.status != "in_progress" or session.doc["turn_id"] is None:
                     return
+                if await self._is_cancel_asked(session):  # between steps, or by a request that never came back
+                    await self._cancelled(session)
+                    return
                 events: list[Event] = []
                 began = self.clock()
                 try:
-                    response = await self._play(session.doc)
+                    response = await self._step(session)
                 except EmulatorError as e:
                     session.fail_turn(e.message, "invalid_request" if e.status < 500 else "server_error", e, events)
                     done = True
@@ -507,6 +589,9 @@ class Harness:
                     session.fail_turn(error.message, "internal_error", error, events)
                     done = True
                 else:
+                    if response is None:  # a cancel asked while the step played: the step is dropped
+                        await self._cancelled(session)
+                        return
                     done = session.apply_output(response, events, began=began)
                 await self._stored(session, events)
                 if done:
@@ -515,6 +600,13 @@ class Harness:
             error = messages.too_many_steps(MAX_STEPS)
             session.fail_turn(error.message, "internal_error", error, events)
             await self._stored(session, events)
+
+    async def _cancelled(self, session: AgentSession) -> None:
+        """The turn ended `cancelled` by its drive, as a cancel asked of it (`_ask_cancel`) says."""
+        events: list[Event] = []
+        session.cancel(events)
+        await self._stored(session, events)
+        await self._cancel_answered(session.id)
 
     async def _play(self, doc: Doc) -> dict[str, Any]:
         agent = doc["session"]["agent"]

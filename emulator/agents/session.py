@@ -23,7 +23,9 @@ How Responses items become agent session items:
     mcp_approval_request        a pending required_action `mcp_approval_request` (see `mcp.py`);
                                 its answer goes in as `mcp_approval_response`
     mcp_call (a direct one)     mcp_call, arguments as an object
-    message                     message (assistant, phase final_answer), streamed as text deltas
+    message                     message (assistant, phase final_answer), streamed as text deltas;
+                                one with phase commentary (a preamble, said before a call or a
+                                program) is commentary too, and does not end the turn
 
 Agent items have no program or caller types, so a program is the `exec` tool's command
 execution and the calls it makes are plain function calls; the caller each call came with stays
@@ -84,7 +86,7 @@ TURN_NULLS = ("completed_at", "error", "subagent_id")
 """A turn's fields that are null until it ends (`completed_at`), fails (`error`), or always here
 (`subagent_id`: subagents are refused)."""
 ITEM_NULLS = {
-    "message": ("phase",),  # null for user messages; an assistant's is `final_answer`
+    "message": ("phase",),  # null for user messages; an assistant's `final_answer` or `commentary`
     "command_execution": ("cwd", "duration_ms", "exit_code", "output"),
     "function_call_output": ("output", "error"),
 }
@@ -330,7 +332,8 @@ class AgentSession:
         _add_usage(turn["usage"], response.get("usage"))
         _add_usage(self.doc["session"]["usage"], response.get("usage"))
         pending: list[dict[str, Any]] = []
-        finished = False
+        finished = False  # a final answer said
+        said = acted = False  # any message; a program or a call (the agent works on)
         for out in response["output"]:
             self.doc["transcript"].append(out)
             kind = out["type"]
@@ -361,6 +364,7 @@ class AgentSession:
                 continue
             output_index = self.doc["output_index"]
             self.doc["output_index"] += 1
+            acted = acted or kind in ("program", "function_call", "mcp_approval_request", "mcp_call")
             if kind == "reasoning":
                 summary = [{"type": "summary_text", "text": s["text"]} for s in out.get("summary", [])]
                 item = {"id": out["id"], "type": "reasoning", "summary": summary, "status": "completed"}
@@ -418,7 +422,8 @@ class AgentSession:
                 self._add(mcp_call_item(out), output_index, events, done=True)
             elif kind == "message":
                 self._message(out, output_index, events)
-                finished = True
+                said = True
+                finished = finished or out.get("phase") != "commentary"
         session = self.doc["session"]
         session["last_active_at"] = self.now()
         if pending:
@@ -426,7 +431,7 @@ class AgentSession:
             turn["status"] = "waiting"
             events.append(self.event("agent.session.requires_action", session=self.object()))
             return True
-        if finished:
+        if finished or (said and not acted):  # commentary (a preamble) alone: nothing goes on after it
             turn["status"], turn["completed_at"] = "completed", self.now()
             session["status"], self.doc["turn_id"] = "idle", None
             events.append(self._turn_event("agent.session.turn.completed", turn))
@@ -438,7 +443,8 @@ class AgentSession:
         sid, turn_id = self.doc["session"]["id"], self.doc["turn_id"]
         texts = [p.get("text", p.get("refusal", "")) for p in out.get("content", [])]
         item_id = out.get("id") or self.ids("msg")
-        base = {"id": item_id, "type": "message", "role": "assistant", "phase": "final_answer", "turn_id": turn_id}
+        phase = "commentary" if out.get("phase") == "commentary" else "final_answer"
+        base = {"id": item_id, "type": "message", "role": "assistant", "phase": phase, "turn_id": turn_id}
         where = {"item_id": item_id, "output_index": output_index, "session_id": sid, "turn_id": turn_id}
         events.append(
             self.event(
