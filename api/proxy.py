@@ -850,8 +850,6 @@ class RecordingProxy:
                     unanswered.popleft()
                     answered[0] = loop.time()
                 await self._socket_event(event, pending, ended, lanes, spoiled=bool(spoiled))
-            else:
-                undecodable(data)
             await websocket.send_bytes(data)
             return True
 
@@ -1132,8 +1130,11 @@ class _Answer:
             if kind != "response.created":  # "Expected to have received `response.created` before ..."
                 return f"its first event is {str(kind)[:60]!r}, not response.created"
             return self.began(event.get("response"))
-        if not self.socket and (why := self.strict(kind, event, index)) is not None:
-            return why
+        strict = None if self.socket else self.strict(kind, event, index)  # before the event is taken in
+        return self.taken(kind, event, item, index) or strict
+
+    def taken(self, kind: Any, event: dict[str, Any], item: Any, index: Any) -> str | None:
+        """`broken`'s rules of the Python SDK's accumulator (and of both), past the first event."""
         if kind == "response.output_item.added" and isinstance(item, dict):
             if index in self.added:
                 return f"a second output item was added at output index {index}"
