@@ -270,17 +270,19 @@ class RecordingProxy:
         passing = _Passing()
         exchange = asyncio.ensure_future(self._exchange(request, create, send, passing))
         gone = asyncio.ensure_future(_disconnected(receive))
+        answered = left = False
         try:
             await asyncio.wait({exchange, gone}, timeout=self.deadline, return_when=asyncio.FIRST_COMPLETED)
+            answered, left = exchange.done(), gone.done()  # as they were: the cancelling below ends both
         finally:
             for task in (exchange, gone):
                 task.cancel()
             for task in (exchange, gone):
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        if gone.done() and not gone.cancelled() and not exchange.done():
+        if left and not answered:  # before, tested after the cancelling: a client leaving was logged as the deadline
             log.info("the client went away: the upstream request to %s is ended", path)
-        elif not exchange.done() or exchange.cancelled():  # the deadline
+        elif not answered or exchange.cancelled():  # the deadline
             log.warning("the upstream's answer to %s took longer than %g s: ended", path, self.deadline)
             await _unfinished(send, passing, messages.proxy_timeout(self.base, self.deadline))
         elif passing.broken is not None:
@@ -415,10 +417,7 @@ class RecordingProxy:
                 await begin()
             elif events is not None:
                 for data in events.feed(chunk):
-                    event = await _parsed(data)
-                    if isinstance(event, dict):
-                        events.note(event)
-                        await self._event(event, create if ok else None, events.answer)
+                    await self._data(data, events, create if ok else None)
             elif ok:
                 kept.add(chunk)
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
@@ -437,10 +436,7 @@ class RecordingProxy:
                         return
                 else:
                     for data in events.feed(b"\n"):
-                        event = await _parsed(data)
-                        if isinstance(event, dict):
-                            events.note(event)
-                            await self._event(event, create if ok else None, events.answer)
+                        await self._data(data, events, create if ok else None)
         except httpx.HTTPError as e:
             detail = self.redaction.text(str(e))
             log.warning("the upstream's answer broke off: %s", detail)
@@ -569,6 +565,7 @@ class RecordingProxy:
             return block
         event = await _parsed(data)
         if not isinstance(event, dict):
+            self._undecodable(data, events.answer)
             return block
         if await self._joined_keyed(event, len(data)):
             raise _Refused(_JOINED)
@@ -576,6 +573,25 @@ class RecordingProxy:
         await self._event(event, create, events.answer)
         named = _as_named(event, _event_name(block))
         return b"".join([block if same else await _sse_written(told) for told, same in events.deltas.feed(named)])
+
+    async def _data(self, data: bytes, events: _SSE, create: dict[str, Any] | None) -> None:
+        """One SSE event's data (without a key): noted and recorded (`_event`), or, when it is not a
+        JSON object, the answer made unrecordable (`_undecodable`)."""
+        event = await _parsed(data)
+        if isinstance(event, dict):
+            events.note(event)
+            await self._event(event, create, events.answer)
+        else:
+            self._undecodable(data, events.answer)
+
+    def _undecodable(self, data: bytes, answer: _Answer) -> None:
+        """An SSE event whose data is not a JSON object (but the `[DONE]` sentinel): both SDKs'
+        stream raises on it ("malformed server-sent event JSON", `JSONDecodeError`), so the answer
+        is not recorded (before, the event was skipped and the answer recorded, and replayed green)."""
+        if data == _SENTINEL or answer.changed:
+            return
+        answer.changed = True
+        self.recorder.contradicted(answer, f"its stream has an event whose data is not a JSON object: {_head(data)}")
 
     async def _event(self, event: dict[str, Any], create: dict[str, Any] | None, answer: object = None) -> None:
         """Note the ids of a response event; record the exchange its terminal event ends (`answer`:
@@ -675,6 +691,11 @@ class RecordingProxy:
         """When the upstream last answered one whole."""
         asked = asyncio.Event()
         ending: list[tuple[int, str]] = []
+        spoiled: list[str] = []
+        """Why nothing more on this socket is recorded: the upstream sent a message that is not a
+        JSON object, on which the SDKs' socket session raises (`JSONDecodeError` in the Python
+        SDK's), so the client's session broke there; before, the message was passed on and skipped,
+        and the answer around it recorded, and replayed green."""
 
         async def to_upstream(text: str) -> None:
             frame = await _parsed_text(text)
@@ -782,12 +803,21 @@ class RecordingProxy:
                         unanswered.popleft()
                         answered[0] = loop.time()
                     await self._socket_event(
-                        event, pending, ended, lanes
+                        event, pending, ended, lanes, spoiled=bool(spoiled)
                     )  # before the client has it (see _forward_http)
                     for told, same in told_events:
                         await websocket.send_text(text if same else await _written(told))
                     continue
+                undecodable(text)
                 await websocket.send_text(text)
+
+        def undecodable(data: bytes | str) -> None:
+            if not spoiled:
+                spoiled.append(_head(data))
+                log.warning(
+                    "a finished conversation was not recorded: its socket sent a message that is not a JSON object: %s",
+                    spoiled[0],
+                )
 
         async def binary(data: bytes) -> bool:
             """A binary message goes on as one (frames pass both ways unchanged), the key taken out
@@ -819,7 +849,7 @@ class RecordingProxy:
                 if (event.get("type") in TERMINAL or event.get("type") == "error") and unanswered:
                     unanswered.popleft()
                     answered[0] = loop.time()
-                await self._socket_event(event, pending, ended, lanes)
+                await self._socket_event(event, pending, ended, lanes, spoiled=bool(spoiled))
             await websocket.send_bytes(data)
             return True
 
@@ -850,6 +880,7 @@ class RecordingProxy:
         pending: deque[dict[str, Any]],
         ended: OrderedDict[str, object],
         lanes: dict[Any, _Answer] | None = None,
+        spoiled: bool = False,
     ) -> None:
         """Note a socket event's ids; record the create its response's terminal event answers.
         `ended`: the socket's responses already ended (id -> the answer, for the recorder): a
@@ -885,7 +916,7 @@ class RecordingProxy:
                 await self._record({}, response, ended[response_id])  # a later end needs only its answer
                 return
             create = _take(pending, event.get("stream_id"), response.get("previous_response_id"))
-            if create is not None and lane is not None and lane.changed:
+            if create is not None and (spoiled or (lane is not None and lane.changed)):
                 return  # the client's session raised: not recorded (the log said why)
             if create is not None:
                 answer = object()
@@ -1099,6 +1130,11 @@ class _Answer:
             if kind != "response.created":  # "Expected to have received `response.created` before ..."
                 return f"its first event is {str(kind)[:60]!r}, not response.created"
             return self.began(event.get("response"))
+        strict = None if self.socket else self.strict(kind, event, index)  # before the event is taken in
+        return self.taken(kind, event, item, index) or strict
+
+    def taken(self, kind: Any, event: dict[str, Any], item: Any, index: Any) -> str | None:
+        """`broken`'s rules of the Python SDK's accumulator (and of both), past the first event."""
         if kind == "response.output_item.added" and isinstance(item, dict):
             if index in self.added:
                 return f"a second output item was added at output index {index}"
@@ -1174,6 +1210,39 @@ class _Answer:
                     return "the completed response lacks an output item the stream added and did not finish"
         return None
 
+    def strict(self, kind: Any, event: dict[str, Any], index: Any) -> str | None:
+        """Why the Node SDK's stream (stricter than the Python one's) refuses this event, past its
+        first: an event type it does not know ("Unhandled response stream event"); an event at an
+        output index no item was added at, `output_item.done` included ("missing output at
+        index"), or at one that is not a whole number ("Invalid response output index"); an item's
+        event whose `item_id` is missing or is not the id of the item at its output index, or
+        whose item is of another type ("expected item_id ..."). A stream either SDK refuses is
+        not recorded: the client in the other language had an error live."""
+        if not isinstance(kind, str) or kind not in _NODE_EVENTS:
+            return f"it sends an event of a type the Node SDK's stream does not know ({str(kind)[:60]!r})"
+        if "output_index" not in event or kind == "response.output_item.added":
+            return None
+        raw = event.get("output_index")
+        if index is _ODD or isinstance(raw, bool | str):
+            return f"a {kind} event's output index {str(raw)[:40]!r} is not a whole number"
+        item = self.completed.get(index) or self.added.get(index)
+        if item is None:
+            return f"a {kind} event at output index {index} names no output item added there"
+        if kind not in _ITEM_EVENTS:
+            return None
+        item_id = event.get("item_id")
+        if not isinstance(item_id, str) or not item_id:
+            return f"a {kind} event at output index {index} has no item_id"
+        if item.get("id") != item_id:
+            return f"a {kind} event names item {item_id[:60]!r}, not the item at output index {index}"
+        wants = _ITEM_EVENTS[kind]
+        if wants is None:  # a content part: a reasoning text's goes into reasoning, any other into a message
+            part = event.get("part")
+            wants = "reasoning" if isinstance(part, dict) and part.get("type") == "reasoning_text" else "message"
+        if item.get("type") != wants:
+            return f"a {kind} event at output index {index} goes into a {str(item.get('type'))[:40]!r} item"
+        return None
+
     def began(self, response: Any) -> str | None:
         """The first `response.created`: the items its response lists are the accumulator's first
         output items, each at its place in the list, as if added there."""
@@ -1207,6 +1276,79 @@ _CONTENT_EVENTS: dict[str, str | None] = {
 """The events the SDKs' stream accumulator looks up the output item of (it raises when none was
 added at their output index, or listed there by the first `response.created`), each with the type
 the item must have (the Python SDK asserts it)."""
+
+_ITEM_EVENTS: dict[str, str | None] = {
+    "response.content_part.added": None,
+    "response.content_part.done": None,
+    "response.output_text.delta": "message",
+    "response.output_text.done": "message",
+    "response.output_text.annotation.added": "message",
+    "response.refusal.delta": "message",
+    "response.refusal.done": "message",
+    "response.function_call_arguments.delta": "function_call",
+    "response.function_call_arguments.done": "function_call",
+    "response.custom_tool_call_input.delta": "custom_tool_call",
+    "response.custom_tool_call_input.done": "custom_tool_call",
+    "response.mcp_call_arguments.delta": "mcp_call",
+    "response.mcp_call_arguments.done": "mcp_call",
+    "response.mcp_call.in_progress": "mcp_call",
+    "response.mcp_call.completed": "mcp_call",
+    "response.mcp_call.failed": "mcp_call",
+    "response.shell_call_output_content.delta": "shell_call_output",
+    "response.shell_call_output_content.done": "shell_call_output",
+    "response.reasoning_text.delta": "reasoning",
+    "response.reasoning_text.done": "reasoning",
+    "response.reasoning_summary_part.added": "reasoning",
+    "response.reasoning_summary_part.done": "reasoning",
+    "response.reasoning_summary_text.delta": "reasoning",
+    "response.reasoning_summary_text.done": "reasoning",
+    "response.code_interpreter_call_code.delta": "code_interpreter_call",
+    "response.code_interpreter_call_code.done": "code_interpreter_call",
+    "response.code_interpreter_call.in_progress": "code_interpreter_call",
+    "response.code_interpreter_call.interpreting": "code_interpreter_call",
+    "response.code_interpreter_call.completed": "code_interpreter_call",
+    "response.file_search_call.in_progress": "file_search_call",
+    "response.file_search_call.searching": "file_search_call",
+    "response.file_search_call.completed": "file_search_call",
+    "response.web_search_call.in_progress": "web_search_call",
+    "response.web_search_call.searching": "web_search_call",
+    "response.web_search_call.completed": "web_search_call",
+    "response.image_generation_call.in_progress": "image_generation_call",
+    "response.image_generation_call.generating": "image_generation_call",
+    "response.image_generation_call.completed": "image_generation_call",
+    "response.image_generation_call.partial_image": "image_generation_call",
+    "response.mcp_list_tools.in_progress": "mcp_list_tools",
+    "response.mcp_list_tools.completed": "mcp_list_tools",
+    "response.mcp_list_tools.failed": "mcp_list_tools",
+    "response.compaction.compacting": "compaction",
+}
+"""The events the Node SDK's stream accumulator (openai 7.60) holds to the item at their output
+index: their `item_id` must be its id, and the item of the type given (a content part's: by the part)."""
+
+_NODE_EVENTS = frozenset(
+    {
+        *_ITEM_EVENTS,
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.shell_call_command.added",
+        "response.shell_call_command.delta",
+        "response.shell_call_command.done",
+        "response.created",
+        "response.queued",
+        "response.in_progress",
+        "response.completed",
+        "response.failed",
+        "response.incomplete",
+        "response.audio.delta",
+        "response.audio.done",
+        "response.audio.transcript.delta",
+        "response.audio.transcript.done",
+        "keepalive",
+        "error",
+    }
+)
+"""The event types the Node SDK's stream accumulator (openai 7.60) takes; on any other it raises
+"Unhandled response stream event" (the Python SDK's passes it on)."""
 
 _CALL_IDENTITY = frozenset({"function_call", "custom_tool_call", "shell_call", "shell_call_output"})
 
@@ -1894,6 +2036,17 @@ def _json_pieces(text: str) -> Any:
         return jsonpieces.loads(text[1:] if text.startswith("\ufeff") else text)
     except (ValueError, RecursionError):  # json.JSONDecodeError is a ValueError
         return None
+
+
+_SENTINEL = b"[DONE]"
+"""The data that ends a stream for both SDKs (the Node SDK's takes it whole, nothing around it)."""
+
+
+def _head(data: bytes | str) -> str:
+    """The start of an undecodable event's data, for the log (the key taken out by the caller's
+    redaction before the data was read, with a key)."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    return repr(text[:40]) + ("..." if len(text) > 40 else "")
 
 
 def _json(body: bytes) -> Any:

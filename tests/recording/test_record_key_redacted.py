@@ -26,7 +26,7 @@ ENV = "REDACT38_UPSTREAM_KEY"
 CREATE = {"model": "gpt-test", "input": "no scenario matches this"}
 
 
-AT = {"output_index": 0, "content_index": 0}
+AT = {"output_index": 0, "content_index": 0, "item_id": "msg_key38"}
 """Where a delta goes: the message its created event lists (the SDK's accumulator places it there)."""
 
 

@@ -48,7 +48,13 @@ def events(*ends: dict[str, Any]) -> list[dict[str, Any]]:
     said = [
         {"type": "response.created", "response": {**response("in_progress"), "output": []}},
         {"type": "response.output_item.added", "output_index": 0, "item": message},
-        {"type": "response.content_part.added", "output_index": 0, "content_index": 0, "part": part},
+        {
+            "type": "response.content_part.added",
+            "output_index": 0,
+            "content_index": 0,
+            "item_id": "msg_1",
+            "part": part,
+        },  # fmt: skip
         {
             "type": "response.output_text.delta",
             "output_index": 0,

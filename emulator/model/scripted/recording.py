@@ -214,6 +214,8 @@ def unreplayable(finished_: Finished) -> str | None:
     recorded, a refusal, not a replay that passes on other than the client saw. Read from the
     items' order after the latest user message: a call's output, which the client sends with its
     next request, stands between one response's items and the next's."""
+    if finished_.unclean is not None:
+        return finished_.unclean
     items = finished_.items
     anchor = max((i for i, item in enumerate(items) if _is_user(item)), default=-1)
     last: tuple[str, Item] | None = None
@@ -232,6 +234,12 @@ def unreplayable(finished_: Finished) -> str | None:
             reasoned = last is not None
             continue
         if kind == "message" and item.get("role") == "assistant":
+            status = item.get("status")
+            if status is not None and status != _TERMINAL_STATUS:
+                return (
+                    f"its message at {index} after the user message is {str(status)[:40]!r}, not completed: "
+                    "a recording replays every message completed"
+                )
             if last is not None and last[0] == "call":
                 name = str(last[1].get("name"))[:80]
                 return (
@@ -276,6 +284,13 @@ def _no_preamble(message: Item, said: int, reasoned: bool) -> str | None:
         return f"says {said} messages"
     if not _plain_text(message):
         return "says a message that is not text alone (a refusal)"
+    content = message.get("content")
+    if isinstance(content, list) and not content:
+        return "says a message with no content parts (a preamble replays as one text part)"
+    if isinstance(content, list) and any(part.get("annotations") for part in content):
+        return "says a message whose text carries annotations (a preamble replays its text alone)"
+    if message.get("phase") not in (None, "commentary"):
+        return f"says a message of phase {str(message.get('phase'))[:40]!r} (a preamble replays as commentary)"
     if reasoned:
         return "says a message, reasons,"
     return None
@@ -357,6 +372,8 @@ class Finished:
     tools: list[str]
     produced_by: dict[str, str]
     """Output item id -> the id of the response that produced it."""
+    unclean: str | None = None
+    """Why a response before the last one cannot be replayed as it went (`Tape.exchange`), or None."""
 
 
 @dataclass
@@ -372,6 +389,9 @@ class Tape:
     bytes: int = 0
     _histories: OrderedDict[str, tuple[list[Item], int]] = field(default_factory=OrderedDict)
     _produced_by: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    _unclean: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    """Response id -> why it, or one before it in its conversation, cannot be replayed as it went
+    (`unrecordable`, or not `completed`): a conversation continued from it is not recorded."""
 
     def exchange(self, request: dict[str, Any], response: dict[str, Any]) -> Finished | None:
         """Note one create and its final response; the conversation's items if it ended there."""
@@ -388,6 +408,25 @@ class Tape:
         output = [dict(item) for item in response.get("output") or () if isinstance(item, dict)]
         items = [*history, *output]
         response_id = response.get("id")
+        unclean = self._unclean.get(previous) if isinstance(previous, str) else None
+        for item in given:  # a `store: false` conversation resends the items earlier responses produced
+            item_id = item.get("id")
+            made = self._produced_by.get(item_id) if isinstance(item_id, str) else None
+            if unclean is None and made is not None:
+                unclean = self._unclean.get(made)
+        if unclean is None and not finished(response):
+            why = unrecordable(response)
+            if why is None and response.get("status") != _TERMINAL_STATUS:
+                why = f"it is {str(response.get('status'))[:40]!r}"
+            if why is not None:
+                unclean = (
+                    f"its response {str(response_id)[:80]} before the last one: {why}; a recording replays "
+                    "every response of a conversation completed, without an error"
+                )
+        if isinstance(response_id, str) and unclean is not None:
+            self._unclean[response_id] = unclean
+            while len(self._unclean) > self.keep:
+                self._unclean.popitem(last=False)
         if isinstance(response_id, str):
             size += len(json.dumps([*given, *output], default=str)) + 64 * len(items)
             old = self._histories.pop(response_id, None)
@@ -407,7 +446,10 @@ class Tape:
         tools = sorted({t["name"] for t in request.get("tools") or () if _is_function_tool(t)})
         ids = (item.get("id") for item in items)
         return Finished(
-            items, tools, {i: self._produced_by[i] for i in ids if isinstance(i, str) and i in self._produced_by}
+            items,
+            tools,
+            {i: self._produced_by[i] for i in ids if isinstance(i, str) and i in self._produced_by},
+            unclean,
         )
 
 
