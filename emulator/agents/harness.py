@@ -28,6 +28,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -57,7 +58,7 @@ from ptc_emulator.emulator.agents.wire import (
 )
 from ptc_emulator.emulator.errors import EmulatorError, NotFound
 from ptc_emulator.emulator.responses.engine import Engine, Refused
-from ptc_emulator.emulator.storage import EventLog, Leases, Records, StoreUnavailable, visible
+from ptc_emulator.emulator.storage import EventLog, Leases, Records, StoreUnavailable, StoreUnreached, visible
 from ptc_emulator.emulator.wire.pages import listing, window
 from ptc_emulator.emulator.wire.request import CreateRequest
 
@@ -75,8 +76,11 @@ CANCEL = "agent.session.cancel"
 """With a shared store, the records kind of a cancel asked of a session's running turn, `{turn_id}`
 under the session's id: the replica that drives the turn looks for it while a step plays (the
 cancel's own request waits for the session's lease, which the drive holds)."""
-CANCEL_POLL_S = 0.1
+CANCEL_POLL_S = 0.5
 """With a shared store, how often a driving replica looks for a cancel asked on another one."""
+SAVE_RETRY_S = 10.0
+"""How long a drive's save is tried again while the database is away and nothing was sent."""
+SAVE_RETRY_PAUSE_S = 0.25
 
 
 class Harness:
@@ -526,7 +530,9 @@ class Harness:
         if self.ownership is not None:
             await asyncio.to_thread(self.records.delete, CANCEL, session_id)
 
-    async def _is_cancel_asked(self, session: AgentSession) -> bool:
+    async def _is_cancel_asked(self, session: AgentSession) -> bool | None:
+        """Whether a cancel of the session's running turn is asked; None when the shared store
+        could not be asked (the database away for a moment: not asked, as far as is known)."""
         turn_id = session.doc["turn_id"]
         if self._cancel_asked.get(session.id) == turn_id:
             return True
@@ -534,8 +540,8 @@ class Harness:
             return False
         try:
             asked = await asyncio.to_thread(self.records.get, CANCEL, session.id)
-        except StoreUnavailable:  # the database away for a moment: looked for again at the next poll
-            return False
+        except StoreUnavailable:
+            return None
         return asked is not None and asked.get("turn_id") == turn_id
 
     async def _step(self, session: AgentSession) -> dict[str, Any] | None:
@@ -544,16 +550,23 @@ class Harness:
         wakeup = self._wakeups[session.id] = asyncio.Event()
         play = asyncio.ensure_future(self._play(session.doc))
         woken = asyncio.ensure_future(wakeup.wait())
-        shared = self.ownership is not None
+        polling = self.ownership is not None
         try:
             while True:
                 await asyncio.wait(
-                    {play, woken}, timeout=CANCEL_POLL_S if shared else None, return_when="FIRST_COMPLETED"
+                    {play, woken}, timeout=CANCEL_POLL_S if polling else None, return_when="FIRST_COMPLETED"
                 )
                 if play.done():
                     return play.result()
-                if (wakeup.is_set() or shared) and await self._is_cancel_asked(session):
-                    return None
+                if wakeup.is_set() or polling:
+                    asked = await self._is_cancel_asked(session)
+                    if asked:
+                        return None
+                    if asked is None:
+                        # The database away: no more looks for this step (each would wait for a
+                        # connection the step's own save then needs as the database comes back);
+                        # a cancel asked meanwhile is seen before the next step, or applied after.
+                        polling = False
         finally:
             woken.cancel()
             if self._wakeups.get(session.id) is wakeup:
@@ -670,13 +683,22 @@ class Harness:
     async def _stored(self, session: AgentSession, events: list[Event]) -> None:
         """A driven session's step saved and published in a worker thread; a cancel (the server
         closing) waits for that thread to end, so a step a client has seen is stored before the
-        store closes, as when the save ran on the loop."""
-        saving = asyncio.ensure_future(asyncio.to_thread(self._save_and_publish, session, events))
-        try:
-            await asyncio.shield(saving)
-        except asyncio.CancelledError:
-            await asyncio.wait([saving])
-            raise
+        store closes, as when the save ran on the loop. With the database away and no connection
+        had (nothing sent), the save is tried again for `SAVE_RETRY_S`: no client waits on a
+        drive, and a database coming back is reconnected to a moment after it answers again."""
+        tries_end = time.monotonic() + SAVE_RETRY_S
+        while True:
+            saving = asyncio.ensure_future(asyncio.to_thread(self._save_and_publish, session, events))
+            try:
+                await asyncio.shield(saving)
+                return
+            except asyncio.CancelledError:
+                await asyncio.wait([saving])
+                raise
+            except StoreUnreached:
+                if time.monotonic() >= tries_end:
+                    raise
+            await asyncio.sleep(SAVE_RETRY_PAUSE_S)
 
     def _save_and_publish(self, session: AgentSession, events: list[Event]) -> None:
         """With a shared event log, the session and its events in one transaction of the store:

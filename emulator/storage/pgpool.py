@@ -38,7 +38,7 @@ import psycopg
 from psycopg import capabilities, pq
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ptc_emulator.emulator.storage.protocol import StoreBusy, StoreUnavailable
+from ptc_emulator.emulator.storage.protocol import StoreBusy, StoreUnavailable, StoreUnreached
 from ptc_emulator.emulator.storage.sql import Dialect, Tx
 from ptc_emulator.emulator.waiting import NoSpare, waiting
 
@@ -360,6 +360,8 @@ class Pool(_Uses):
             if isinstance(e, PoolTimeout) and not self.away and time.monotonic() - self.answered_at < wait:
                 raise StoreBusy(f"no connection free in {wait:g} s; the database answers") from e
             self.away = True
+            if isinstance(e, PoolTimeout):  # no connection was lent: nothing was sent
+                raise StoreUnreached(f"the database does not answer ({type(e).__name__})") from e
             raise StoreUnavailable(f"the database does not answer ({type(e).__name__})") from e
         self.away = False
 

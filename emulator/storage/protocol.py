@@ -49,6 +49,11 @@ class StoreUnavailable(RuntimeError):
     """The store could not be opened: its database does not answer, or cannot be used."""
 
 
+class StoreUnreached(StoreUnavailable):
+    """The database does not answer and no connection to it was had: nothing was sent, so the
+    work may be tried again as it was."""
+
+
 class StoreBusy(StoreUnavailable):
     """The database answers, but none of the connections a statement may take came free in time
     (they all wait on statements, a lock held on a table, say): a 503 that says so, not that the
