@@ -1095,7 +1095,7 @@ class _Answer:
     first lifecycle event gave, and whether a later one gave another; and its output items as the
     SDKs' stream accumulator follows them (`broken`)."""
 
-    __slots__ = ("added", "begun", "changed", "completed", "identity", "parts", "positions", "socket")
+    __slots__ = ("added", "begun", "changed", "completed", "identity", "keys", "parts", "positions", "socket")
 
     def __init__(self, socket: bool = False) -> None:
         self.socket = socket
@@ -1114,6 +1114,8 @@ class _Answer:
         self.begun = False
         """Whether an event came: the accumulator takes the first for the response it builds on, and
         raises unless it is `response.created` (a `response.in_progress` first too)."""
+        self.keys: set[str] = set()
+        """The identity keys (`_node_keys`) of the output items the Node SDK's accumulator holds."""
 
     def broken(self, event: dict[str, Any]) -> str | None:
         """Why the SDKs' stream refuses this event, as to the output items (None: it does not).
@@ -1129,7 +1131,7 @@ class _Answer:
             self.begun = True
             if kind != "response.created":  # "Expected to have received `response.created` before ..."
                 return f"its first event is {str(kind)[:60]!r}, not response.created"
-            return self.began(event.get("response"))
+            return self.began(event.get("response")) or (None if self.socket else self.listed(event.get("response")))
         strict = None if self.socket else self.strict(kind, event, index)  # before the event is taken in
         return self.taken(kind, event, item, index) or strict
 
@@ -1220,6 +1222,9 @@ class _Answer:
         not recorded: the client in the other language had an error live."""
         if not isinstance(kind, str) or kind not in _NODE_EVENTS:
             return f"it sends an event of a type the Node SDK's stream does not know ({str(kind)[:60]!r})"
+        why = self.identified(kind, event, index)
+        if why is not None:
+            return why
         if "output_index" not in event or kind == "response.output_item.added":
             return None
         raw = event.get("output_index")
@@ -1241,6 +1246,56 @@ class _Answer:
             wants = "reasoning" if isinstance(part, dict) and part.get("type") == "reasoning_text" else "message"
         if item.get("type") != wants:
             return f"a {kind} event at output index {index} goes into a {str(item.get('type'))[:40]!r} item"
+        return None
+
+    def identified(self, kind: str, event: dict[str, Any], index: Any) -> str | None:
+        """The Node SDK's rules of output item identity (`_node_keys`): an item added, or done,
+        must have its keys, and an added item (or an id a done one gives an item added without)
+        none that an item held already has; a lifecycle event's response lists none twice."""
+        item = event.get("item")
+        if kind == "response.output_item.added" and isinstance(item, dict):
+            keys = _node_keys(item)
+            if isinstance(keys, str):
+                return f"its output item added at output index {str(index)[:40]} {keys}"
+            return self.held(keys)
+        if kind == "response.output_item.done" and isinstance(item, dict):
+            keys = _node_keys(item)
+            if isinstance(keys, str):
+                return f"its output item done at output index {str(index)[:40]} {keys}"
+            added = self.added.get(index)
+            if isinstance(added, dict) and "id" not in added and isinstance(item.get("id"), str):
+                return self.held([f"id:{item['id']}"])
+            return None
+        if kind in _LIFECYCLE:
+            return self.listed(event.get("response"), fresh=True)
+        return None
+
+    def held(self, keys: list[str]) -> str | None:
+        for key in keys:
+            if key in self.keys:
+                return f"two output items share the identity {key[:80]!r}"
+        self.keys.update(keys)
+        return None
+
+    def listed(self, response: Any, fresh: bool = False) -> str | None:
+        """A response's output items, as the Node SDK's accumulator checks each lifecycle event's
+        (`fresh`: on their own, not with the items the stream gave)."""
+        output = response.get("output") if isinstance(response, dict) else None
+        if not isinstance(output, list) or len(output) > MAX_CHECKED_ITEMS:
+            return None  # `taken` refuses a list too long to look through
+        seen: set[str] = set()
+        for at, each in enumerate(output):
+            if not isinstance(each, dict):
+                continue
+            keys = _node_keys(each)
+            if isinstance(keys, str):
+                return f"its response's output item at output index {at} {keys}"
+            for key in keys:
+                if key in seen:
+                    return f"its response lists two output items of the identity {key[:80]!r}"
+                seen.add(key)
+        if not fresh:
+            self.keys = seen
         return None
 
     def began(self, response: Any) -> str | None:
@@ -1358,6 +1413,32 @@ def _identity(item: dict[str, Any]) -> tuple[Any, ...]:
     id (a call's id left out: its call id names it)."""
     kind, call_id = item.get("type"), item.get("call_id")
     return (kind, None, call_id) if kind in _CALL_IDENTITY else (kind, item.get("id"), call_id)
+
+
+def _node_keys(item: dict[str, Any]) -> list[str] | str:
+    """An output item's identity keys as the Node SDK's stream accumulator (openai 7.60) takes
+    them, or why it raises on the item: every item has a string `type` and a non-empty string `id`
+    (a `computer_call`'s may be empty; a `function_call` or `custom_tool_call` may have none), and
+    a routed call (`_CALL_IDENTITY`) a string `call_id`, non-empty but for a `function_call`'s.
+    Keys are `id:<id>` (across types: a reasoning and a message sharing an id clash) and
+    `call:<type>:<call id>`."""
+    kind = item.get("type")
+    if not isinstance(kind, str):
+        return "has no type"
+    keys = []
+    if "id" in item:
+        item_id = item["id"]
+        if not isinstance(item_id, str) or (not item_id and kind != "computer_call"):
+            return f"has an id that is not a non-empty string ({str(item_id)[:40]!r})"
+        keys.append(f"id:{item_id}")
+    elif kind not in ("function_call", "custom_tool_call"):
+        return "has no id"
+    if kind in _CALL_IDENTITY:
+        call_id = item.get("call_id")
+        if not isinstance(call_id, str) or (not call_id and kind != "function_call"):
+            return f"has a call_id that is not a non-empty string ({str(call_id)[:40]!r})"
+        keys.append(f"call:{kind}:{call_id}")
+    return keys
 
 
 def _same_id(before: dict[str, Any], after: dict[str, Any]) -> bool:

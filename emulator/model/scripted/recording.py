@@ -392,6 +392,12 @@ class Tape:
     _unclean: OrderedDict[str, str] = field(default_factory=OrderedDict)
     """Response id -> why it, or one before it in its conversation, cannot be replayed as it went
     (`unrecordable`, or not `completed`): a conversation continued from it is not recorded."""
+    _called_by: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    """Call id -> the id of the response whose output item carried it: a `store: false` client may
+    resend a call without its item id (or only its output), and is linked to the response by it."""
+    _unclean_said: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    """An assistant message's text an unclean response said -> why it is unclean: a client may
+    resend the message without its item id (an EasyInputMessage, `{"role": "assistant", ...}`)."""
 
     def exchange(self, request: dict[str, Any], response: dict[str, Any]) -> Finished | None:
         """Note one create and its final response; the conversation's items if it ended there."""
@@ -410,10 +416,9 @@ class Tape:
         response_id = response.get("id")
         unclean = self._unclean.get(previous) if isinstance(previous, str) else None
         for item in given:  # a `store: false` conversation resends the items earlier responses produced
-            item_id = item.get("id")
-            made = self._produced_by.get(item_id) if isinstance(item_id, str) else None
-            if unclean is None and made is not None:
-                unclean = self._unclean.get(made)
+            if unclean is not None:
+                break
+            unclean = self._resent_unclean(item)
         if unclean is None and not finished(response):
             why = unrecordable(response)
             if why is None and response.get("status") != _TERMINAL_STATUS:
@@ -427,6 +432,11 @@ class Tape:
             self._unclean[response_id] = unclean
             while len(self._unclean) > self.keep:
                 self._unclean.popitem(last=False)
+            for item in output:
+                if _kind(item) == "message" and item.get("role") == "assistant" and user_text(item):
+                    self._unclean_said[user_text(item)] = unclean
+            while len(self._unclean_said) > self.keep:
+                self._unclean_said.popitem(last=False)
         if isinstance(response_id, str):
             size += len(json.dumps([*given, *output], default=str)) + 64 * len(items)
             old = self._histories.pop(response_id, None)
@@ -437,10 +447,14 @@ class Tape:
             for item in output:
                 if isinstance(item.get("id"), str):
                     self._produced_by[item["id"]] = response_id
+                if _kind(item).endswith("_call") and isinstance(item.get("call_id"), str) and item["call_id"]:
+                    self._called_by[item["call_id"]] = response_id
             while len(self._histories) > self.keep or self.bytes > self.max_bytes:
                 self.bytes -= self._histories.popitem(last=False)[1][1]
             while len(self._produced_by) > self.keep * 8:
                 self._produced_by.popitem(last=False)
+            while len(self._called_by) > self.keep * 8:
+                self._called_by.popitem(last=False)
         if not finished(response):
             return None
         tools = sorted({t["name"] for t in request.get("tools") or () if _is_function_tool(t)})
@@ -451,6 +465,20 @@ class Tape:
             {i: self._produced_by[i] for i in ids if isinstance(i, str) and i in self._produced_by},
             unclean,
         )
+
+    def _resent_unclean(self, item: Item) -> str | None:
+        """Why the earlier response a resent item comes from cannot be replayed as it went (None:
+        it can, or it is not known): linked by the item's id, by the call id of a call or of a
+        call's output, or by the text of an assistant message."""
+        for made in (
+            self._produced_by.get(item["id"]) if isinstance(item.get("id"), str) else None,
+            self._called_by.get(item["call_id"]) if isinstance(item.get("call_id"), str) else None,
+        ):
+            if made is not None and made in self._unclean:
+                return self._unclean[made]
+        if self._unclean_said and _kind(item) == "message" and item.get("role") == "assistant":
+            return self._unclean_said.get(user_text(item))
+        return None
 
 
 def _is_function_tool(tool: Any) -> bool:
