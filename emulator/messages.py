@@ -1830,10 +1830,27 @@ def scenario_group_named_twice(name: str, pattern: str) -> str:
     )
 
 
+@text(
+    SCENARIOS,
+    "invalid_scenario's reason (the loader's)",
+    name="x",
+    first="match.input",
+    second="match.instructions",
+)
+def scenario_group_in_two_fields(name: str, first: str, second: str) -> str:
+    """Two `match` patterns (the fields `first` and `second`) that both name a group `name`: each
+    would bind the template variable, and one capture would silently hide the other."""
+    return (
+        f"{first} and {second} both name a group {name!r}: only one of their captures would bind "
+        f"{{{{ {name} }}}}; give each group its own name"
+    )
+
+
 @text(SCENARIOS, "invalid_scenario's reason (the loader's)", name="input", pattern="^say (?P<input>.*)")
 def scenario_group_name_reserved(name: str, pattern: str) -> str:
     """A `match` pattern (`pattern`) with a named group `name` that is also a name the templates
-    are given (`input`, `result`, `data`, ...): one of the two would hide the other."""
+    are given (`input`, `result`, `data`, ...) or one of their globals (`range`, `namespace`,
+    `dict`, ...): one of the two would hide the other."""
     return (
         f"the regular expression {pattern!r} has a group named {name!r}, a name the templates already "
         f"have ({{{{ {name} }}}}: see the template variables); give the group another name"

@@ -2137,6 +2137,12 @@ def _(c: Context) -> object:
     return c.post(f"{ADMIN}/scenarios", {"match": {"input": "(?P<input>a)"}, "turns": [{"message": "x"}]})
 
 
+@trigger("scenario_group_in_two_fields")
+def _(c: Context) -> object:
+    match = {"input": "(?P<x>a)", "instructions": "(?P<x>b)"}
+    return c.post(f"{ADMIN}/scenarios", {"match": match, "turns": [{"message": "x"}]})
+
+
 @trigger("scenario_number_not_bool")
 def _(c: Context) -> object:
     turn = {"message": "x", "fault": {"latency_ms": True}}
