@@ -625,6 +625,18 @@ def array_too_long(param: str, max_length: object, length: object) -> InvalidReq
     )
 
 
+@error(REQUEST, param="events", min_length=1)
+def empty_array(param: str, min_length: object) -> InvalidRequest:
+    """An empty array where at least one item is required (an Agents session's `events`, a
+    namespace tool's `tools`), worded as the hosted API words an empty array."""
+    return InvalidRequest(
+        f"Invalid '{param}': empty array. Expected an array with minimum length {min_length}, "
+        "but got an empty array instead.",
+        param=param,
+        code="empty_array",
+    )
+
+
 @error(REQUEST, pattern="^[a-zA-Z0-9_-]+$")
 def pattern_mismatch(param: str, pattern: str) -> InvalidValue:
     """A string its parameter's pattern does not match (a json_schema format's `name`, a tool's

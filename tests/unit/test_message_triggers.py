@@ -2625,6 +2625,12 @@ def _(c: Context) -> object:
     return c.post("/v1/conversations", {"items": [{"role": "user", "content": "x"}] * 21})
 
 
+@trigger("empty_array")
+def _(c: Context) -> object:
+    tool = {"type": "namespace", "name": "ns", "description": "d", "tools": []}
+    return c.post("/v1/responses", {"model": "gpt-test", "input": "hi", "tools": [tool]})
+
+
 @trigger("pattern_mismatch")
 def _(c: Context) -> object:
     text = {"format": {"type": "json_schema", "name": "an answer", "schema": {"type": "object"}}}
