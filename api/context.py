@@ -3,9 +3,12 @@ and the contract-warning header. Shared by the HTTP, SSE, WebSocket and admin ro
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, get_args
 
 from fastapi import Depends, Query, Request
+from pydantic import BeforeValidator
+from pydantic_core import PydanticCustomError
 
 from ptc_emulator.api.journaling import Journaling
 from ptc_emulator.emulator import messages
@@ -33,8 +36,20 @@ KEYLESS_HEALTH = "ptc_emulator.keyless_health"
 """Set in the ASGI scope of a health check that came without the server's `--api-key` (a load
 balancer's): it is answered with the status alone, none of the server's figures."""
 
-Limit = Annotated[int, Query(ge=1, le=100)]
-"""A list endpoint's `limit`."""
+
+def _digits(value: object) -> object:
+    """A query's integer written as digits (a `-` before them kept, for the bound's wording):
+    pydantic's own parsing also takes `1_0`, `+5` and ` 5`, which the hosted API calls a string."""
+    if isinstance(value, str) and _DIGITS.fullmatch(value) is None:
+        raise PydanticCustomError(
+            "int_parsing", "Input should be a valid integer, unable to parse string as an integer"
+        )
+    return value
+
+
+_DIGITS = re.compile(r"-?[0-9]+")
+Limit = Annotated[int, Query(ge=1, le=100), BeforeValidator(_digits)]
+"""A list endpoint's `limit`: digits only."""
 Order = Literal["asc", "desc"]
 """A list endpoint's `order`."""
 _INCLUDABLE = get_args(Includable)

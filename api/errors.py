@@ -7,6 +7,7 @@ routing errors and anything unexpected. FastAPI's 422 `{"detail": ...}` never re
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -137,6 +138,9 @@ def validation_error(errors: Sequence[Any], body: Any) -> InvalidRequest:
         # An array past its length bound (a Conversations create's or add's 21st item), as a string's.
         length = bound.get("actual_length", len(value) if isinstance(value, list) else value)
         return messages.array_too_long(param or "body", bound.get("max_length"), length)
+    if kind == "too_short" and str(bound.get("field_type", "")).lower() in ("list", "tuple", "set") and not value:
+        # An empty array where one item is required (a session's `events`, a namespace's `tools`).
+        return messages.empty_array(param or "body", bound.get("min_length"))
     if kind == "string_pattern_mismatch":
         return messages.pattern_mismatch(param, str(bound.get("pattern")))
     if kind == "string_too_short" and value == "" and bound.get("min_length") == 1:
@@ -163,11 +167,12 @@ def _query_kind(text: str) -> str:
     decimal; `true`: a boolean; `abc`: a string)."""
     if text in ("true", "false"):
         return "a boolean"
-    try:
-        float(text)
-    except ValueError:
-        return "a string"
+    if _DECIMAL.fullmatch(text) is None and text.lower().lstrip("-") not in ("nan", "inf", "infinity"):
+        return "a string"  # `1_0`, `+5`, ` 5`: Python reads them as numbers, JSON does not
     return "a decimal"
+
+
+_DECIMAL = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def _number(bound: object) -> str:

@@ -625,6 +625,18 @@ def array_too_long(param: str, max_length: object, length: object) -> InvalidReq
     )
 
 
+@error(REQUEST, param="events", min_length=1)
+def empty_array(param: str, min_length: object) -> InvalidRequest:
+    """An empty array where at least one item is required (an Agents session's `events`, a
+    namespace tool's `tools`), worded as the hosted API words an empty array."""
+    return InvalidRequest(
+        f"Invalid '{param}': empty array. Expected an array with minimum length {min_length}, "
+        "but got an empty array instead.",
+        param=param,
+        code="empty_array",
+    )
+
+
 @error(REQUEST, pattern="^[a-zA-Z0-9_-]+$")
 def pattern_mismatch(param: str, pattern: str) -> InvalidValue:
     """A string its parameter's pattern does not match (a json_schema format's `name`, a tool's
@@ -1830,10 +1842,27 @@ def scenario_group_named_twice(name: str, pattern: str) -> str:
     )
 
 
+@text(
+    SCENARIOS,
+    "invalid_scenario's reason (the loader's)",
+    name="x",
+    first="match.input",
+    second="match.instructions",
+)
+def scenario_group_in_two_fields(name: str, first: str, second: str) -> str:
+    """Two `match` patterns (the fields `first` and `second`) that both name a group `name`: each
+    would bind the template variable, and one capture would silently hide the other."""
+    return (
+        f"{first} and {second} both name a group {name!r}: only one of their captures would bind "
+        f"{{{{ {name} }}}}; give each group its own name"
+    )
+
+
 @text(SCENARIOS, "invalid_scenario's reason (the loader's)", name="input", pattern="^say (?P<input>.*)")
 def scenario_group_name_reserved(name: str, pattern: str) -> str:
     """A `match` pattern (`pattern`) with a named group `name` that is also a name the templates
-    are given (`input`, `result`, `data`, ...): one of the two would hide the other."""
+    are given (`input`, `result`, `data`, ...) or one of their globals (`range`, `namespace`,
+    `dict`, ...): one of the two would hide the other."""
     return (
         f"the regular expression {pattern!r} has a group named {name!r}, a name the templates already "
         f"have ({{{{ {name} }}}}: see the template variables); give the group another name"

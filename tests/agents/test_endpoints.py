@@ -135,7 +135,7 @@ def test_idempotency_key_applies_input_once(plain_client: openai.OpenAI) -> None
     events.create(session.id, events=[message], idempotency_key="key-1")  # a retry: applied once
     with pytest.raises(openai.BadRequestError) as caught:
         events.create(session.id, events=[{**message, "input": []}], idempotency_key="key-1")
-    assert caught.value.code in ("idempotency_key_reused", "invalid_value")
+    assert caught.value.code in ("idempotency_key_reused", "empty_array")
     events_until(plain_client, session.id, "agent.session.idle")
     turns = [valid(t) for t in plain_client.beta.agents.sessions.turns.list(session.id)]
     assert [t.status for t in turns] == ["completed", "completed"]

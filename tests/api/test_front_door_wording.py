@@ -76,3 +76,76 @@ def test_a_regex_grammar_re2_refuses_names_the_reason_as_text(client: openai.Ope
     error: Any = raised.value.body
     assert error["param"] == "tools[0].format.definition"
     assert error["message"] == "Invalid regex grammar for custom tool 'c': invalid perl operator: (?<="
+
+
+def test_an_empty_events_array_is_the_hosted_empty_array(ptc_emulator: PTCEmulator) -> None:
+    """Before: pydantic's `List should have at least 1 item after validation, not 0.`, `invalid_value`."""
+    refused = httpx.post(
+        f"{ptc_emulator.base_url}/agents/sessions/sess_nope/events",
+        json={"events": []},
+        headers={"OpenAI-Beta": "agents=v1"},
+        timeout=30,
+    )
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"] == {
+        "message": "Invalid 'events': empty array. Expected an array with minimum length 1, "
+        "but got an empty array instead.",
+        "type": "invalid_request_error",
+        "param": "events",
+        "code": "empty_array",
+    }
+
+
+def test_a_namespace_of_no_tools_is_the_hosted_empty_array(client: openai.OpenAI) -> None:
+    tool: Any = {"type": "namespace", "name": "ns", "description": "d", "tools": []}
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.responses.create(model="gpt-test", input="hi", tools=[tool])
+    error: Any = raised.value.body
+    assert error == {
+        "message": "Invalid 'tools[0].tools': empty array. Expected an array with minimum length 1, "
+        "but got an empty array instead.",
+        "type": "invalid_request_error",
+        "param": "tools[0].tools",
+        "code": "empty_array",
+    }
+
+
+@pytest.mark.parametrize("limit", ["1_0", "+5", " 5", "5 "])
+@pytest.mark.parametrize("route", ["conversation items", "sessions"])
+def test_a_limit_not_written_as_digits_is_the_wrong_type(
+    ptc_emulator: PTCEmulator, client: openai.OpenAI, route: str, limit: str
+) -> None:
+    """Before, pydantic's lax parsing read `1_0` as 10 and `+5` as 5: the list was answered."""
+    if route == "conversation items":
+        path = f"/conversations/{client.conversations.create().id}/items"
+    else:
+        path = "/agents/sessions"
+    refused = httpx.get(
+        f"{ptc_emulator.base_url}{path}", params={"limit": limit}, headers={"OpenAI-Beta": "agents=v1"}, timeout=30
+    )
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"] == {
+        "message": "Invalid type for 'limit': expected an integer, but got a string instead.",
+        "type": "invalid_request_error",
+        "param": "limit",
+        "code": "invalid_type",
+    }
+
+
+@pytest.mark.parametrize(("limit", "count"), [("3", 3), ("03", 3)])
+def test_a_limit_written_as_digits_is_taken(
+    client: openai.OpenAI, ptc_emulator: PTCEmulator, limit: str, count: int
+) -> None:
+    conversation = client.conversations.create(items=[{"type": "message", "role": "user", "content": "x"}] * 5)
+    listed = httpx.get(
+        f"{ptc_emulator.base_url}/conversations/{conversation.id}/items", params={"limit": limit}, timeout=30
+    )
+    assert listed.status_code == 200, listed.text
+    assert len(listed.json()["data"]) == count
+
+
+def test_a_negative_limit_keeps_the_bound_wording(client: openai.OpenAI, ptc_emulator: PTCEmulator) -> None:
+    path = f"/conversations/{client.conversations.create().id}/items"
+    refused = httpx.get(f"{ptc_emulator.base_url}{path}", params={"limit": "-1"}, timeout=30)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["code"] == "integer_below_min_value"

@@ -135,6 +135,75 @@ def test_a_group_named_as_a_template_variable_is_refused_in_history_too(ptc_emul
     assert "has a group named 'result'" in message
 
 
+JINJA_GLOBALS = ["range", "namespace", "dict", "lipsum", "cycler", "joiner"]
+
+
+@pytest.mark.parametrize("name", JINJA_GLOBALS)
+def test_a_group_named_as_a_jinja_global_is_refused(ptc_emulator: PTCEmulator, name: str) -> None:
+    """Before, it was added, and every request it matched was a 400: `'str' object is not callable`
+    (the capture hid the global)."""
+    pattern = f"^q9 (?P<{name}>\\w+)"
+    message = refused(ptc_emulator, {"match": {"input": pattern}, "turns": [{"message": "{{ range(2)|list }}"}]})
+    assert message == (
+        f"scenario: match.input: Value error, the regular expression {pattern!r} has a group named {name!r}, "
+        f"a name the templates already have ({{{{ {name} }}}}: see the template variables); give the group "
+        "another name"
+    )
+
+
+def test_the_globals_the_templates_call_still_work(ptc_emulator: PTCEmulator) -> None:
+    turn = {
+        "message": "{% set ns = namespace(n=0) %}{% for i in range(3) %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}"
+    }
+    ptc_emulator.add_scenario({"match": {"input": "^q10 (?P<word>\\w+)"}, "turns": [turn]})
+    assert ptc_emulator.client().responses.create(model="gpt-test", input="q10 go").output_text == "3"
+
+
+TWO_FIELDS = [
+    ({"input": "^q11 (?P<x>\\w+)", "instructions": "^(?P<x>\\w+)"}, "match.input", "match.instructions"),
+    ({"model": "(?P<x>gpt)-test", "input": "^q11 (?P<x>\\w+)"}, "match.input", "match.model"),
+    ({"input": "^q11 (?P<x>\\w+)", "history": [{"text": "(?P<x>\\w+)"}]}, "match.input", "match.history.0.text"),
+    ({"history": [{"text": "(?P<x>a)"}, {"text": "(?P<x>b)"}]}, "match.history.0.text", "match.history.1.text"),
+    (
+        {"instructions": "(?P<x>a)", "outputs": [{"output": "(?P<x>\\w+)"}]},
+        "match.instructions",
+        "match.outputs.0.output",
+    ),
+]
+
+
+@pytest.mark.parametrize(("match", "first", "second"), TWO_FIELDS, ids=[f"{f[1]}+{f[2]}" for f in TWO_FIELDS])
+def test_a_group_named_in_two_fields_is_refused(
+    ptc_emulator: PTCEmulator, match: dict[str, Any], first: str, second: str
+) -> None:
+    """Before, it was added, and one field's capture silently hid the other's."""
+    message = refused(ptc_emulator, {"match": match, "turns": [{"message": "x={{ x }}"}]})
+    assert message == (
+        f"scenario: match: Value error, {min(first, second, key=ORDER.index)} and "
+        f"{max(first, second, key=ORDER.index)} both name a group 'x': only one of their captures would bind "
+        "{{ x }}; give each group its own name"
+    )
+
+
+ORDER = [
+    "match.input",
+    "match.model",
+    "match.instructions",
+    "match.history.0.text",
+    "match.history.1.text",
+    "match.outputs.0.output",
+]
+
+
+def test_groups_named_apart_in_two_fields_both_bind(ptc_emulator: PTCEmulator) -> None:
+    """What the refusal asks for, shown working: a name for each field's group."""
+    match = {"input": "^q12 (?P<x>\\w+)", "instructions": "^(?P<y>\\w+)"}
+    ptc_emulator.add_scenario({"match": match, "turns": [{"message": "{{ x }}/{{ y }}"}]})
+    client = ptc_emulator.client()
+    response = client.responses.create(model="gpt-test", input="q12 fromInput", instructions="fromInstructions")
+    assert response.output_text == "fromInput/fromInstructions"
+
+
 BOOLEANS = [
     ({"priority": True}, "priority", "true", "1"),
     ({"turns": [{"message": "m", "fault": {"latency_ms": True}}]}, "turns.0.fault.latency_ms", "true", "1"),

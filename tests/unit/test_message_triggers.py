@@ -2137,6 +2137,12 @@ def _(c: Context) -> object:
     return c.post(f"{ADMIN}/scenarios", {"match": {"input": "(?P<input>a)"}, "turns": [{"message": "x"}]})
 
 
+@trigger("scenario_group_in_two_fields")
+def _(c: Context) -> object:
+    match = {"input": "(?P<x>a)", "instructions": "(?P<x>b)"}
+    return c.post(f"{ADMIN}/scenarios", {"match": match, "turns": [{"message": "x"}]})
+
+
 @trigger("scenario_number_not_bool")
 def _(c: Context) -> object:
     turn = {"message": "x", "fault": {"latency_ms": True}}
@@ -2617,6 +2623,12 @@ def _(c: Context) -> object:
 @trigger("array_too_long")
 def _(c: Context) -> object:
     return c.post("/v1/conversations", {"items": [{"role": "user", "content": "x"}] * 21})
+
+
+@trigger("empty_array")
+def _(c: Context) -> object:
+    tool = {"type": "namespace", "name": "ns", "description": "d", "tools": []}
+    return c.post("/v1/responses", {"model": "gpt-test", "input": "hi", "tools": [tool]})
 
 
 @trigger("pattern_mismatch")

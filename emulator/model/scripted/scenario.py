@@ -280,8 +280,8 @@ class Turn(WireModel):
 def _pattern(value: str | None) -> str | None:
     """A field's regular expression, refused when it does not compile (as the scenario is added),
     when it names two groups alike (RE2 allows it, but only the first would bind the variable: a
-    text that matched the other left it undefined), or names one as a variable the templates
-    already have (`TEMPLATE_NAMES`: one of the two would hide the other)."""
+    text that matched the other left it undefined), or names one as a variable or global the
+    templates already have (`RESERVED_NAMES`: one of the two would hide the other)."""
     if value is not None:
         try:
             compile_pattern(value)
@@ -289,7 +289,7 @@ def _pattern(value: str | None) -> str | None:
             raise ValueError(f"invalid regular expression {value!r}: {e}") from e
         seen: set[str] = set()
         for name in group_names(value):
-            if name in TEMPLATE_NAMES:
+            if name in RESERVED_NAMES:
                 raise ValueError(messages.scenario_group_name_reserved(name, value))
             if name in seen:
                 raise ValueError(messages.scenario_group_named_twice(name, value))
@@ -408,6 +408,21 @@ class Match(WireModel):
             if len(item) > METADATA_VALUE_CHARS:
                 raise ValueError(messages.scenario_metadata_value_too_long(key, METADATA_VALUE_CHARS))
         return value
+
+    @model_validator(mode="after")
+    def _named_once(self) -> Match:
+        """A group named in two fields' patterns is refused: each would bind the variable, and
+        one capture would silently hide the other."""
+        fields = [("match.input", self.input), ("match.model", self.model), ("match.instructions", self.instructions)]
+        fields += [(f"match.history.{i}.text", h.text) for i, h in enumerate(self.history)]
+        fields += [(f"match.outputs.{i}.output", o.output) for i, o in enumerate(self.outputs)]
+        named: dict[str, str] = {}
+        for where, pattern in fields:
+            for name in dict.fromkeys(group_names(pattern) if pattern is not None else []):
+                if name in named:
+                    raise ValueError(messages.scenario_group_in_two_fields(name, named[name], where))
+                named[name] = where
+        return self
 
     @model_validator(mode="after")
     def _kept(self) -> Match:
@@ -817,6 +832,9 @@ CODE_ENV = templating.BoundedEnvironment(
 TEMPLATE_NAMES = frozenset({"input", "result", "data", "program", "output", "outputs", "loaded"})
 """The names a turn's templates see besides the captures (`script.py`, `player._template_context`):
 no capture may take one (`_pattern`)."""
+RESERVED_NAMES = frozenset({*TEMPLATE_NAMES, *templating.GLOBAL_NAMES, *TEXT_ENV.globals, *CODE_ENV.globals})
+"""What no capture may be named (`_pattern`): the templates' variables, and the globals of their
+environments (`range`, `namespace`, `dict`, ...): a capture `range` would hide `range()`."""
 
 
 def _check_templates(scenario: Scenario, source: str) -> None:

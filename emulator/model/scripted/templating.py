@@ -81,6 +81,7 @@ from typing import Any
 
 from jinja2 import Template, TemplateError, Undefined, meta, nodes
 from jinja2.compiler import CodeGenerator, Frame, operators
+from jinja2.defaults import DEFAULT_NAMESPACE
 from jinja2.filters import FILTERS as DEFAULT_FILTERS
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace
@@ -94,6 +95,7 @@ __all__ = [
     "MAX_VALUE_CHARS",
     "MAX_SECONDS",
     "MAX_STEPS",
+    "GLOBAL_NAMES",
     "BoundedEnvironment",
     "RenderLimit",
     "check",
@@ -144,6 +146,11 @@ the interpreter (and so the event loop) for 4.5 s. An integer counts its 30-bit 
 
 _TEXTS = (str, bytes, bytearray)
 """What the string methods' bounds cover: `str`, and `bytes` (`'x'.encode()`, `(1).to_bytes(n)`)."""
+
+
+GLOBAL_NAMES = frozenset(DEFAULT_NAMESPACE)
+"""Jinja's own globals (`range`, `dict`, `lipsum`, `cycler`, `joiner`, `namespace`), whether or not
+`BoundedEnvironment` keeps them: no capture may be named as one (`scenario.RESERVED_NAMES`)."""
 
 
 class RenderLimit(TemplateError):
