@@ -159,14 +159,14 @@ def test_the_watchdogs_cancel_to_a_frozen_database_leaves_the_other_threads_runn
     guard, not a measure: only 'woke at all while the cancel still waited' is asserted.)"""
     monkeypatch.setattr(pgpool, "CONNECT_S", 60)
     cluster = type(postgres_cluster)
-    started = [t.ident for t in threading.enumerate()]
+    started = set(threading.enumerate())  # the threads themselves: an ident is reused once its thread ends
     with cluster.started() as frozen:
         db = psycopg.connect(frozen.database() + "?connect_timeout=60", autocommit=True)
         try:
             frozen.freeze()
             try:
                 pgpool._cancel_and_cut(db)
-                asking = [t for t in threading.enumerate() if t.name == "ptc-pg-cancel" and t.ident not in started]
+                asking = [t for t in threading.enumerate() if t.name == "ptc-pg-cancel" and t not in started]
                 assert len(asking) == 1, asking
                 time.sleep(0.5)  # (lets the cancel reach its wait; not a measure)
                 woke_while_waiting = asking[0].is_alive()

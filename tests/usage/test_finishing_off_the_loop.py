@@ -37,10 +37,10 @@ def test_a_long_conversations_response_is_finished_and_stored_off_the_loop(
 ) -> None:
     real = Engine._keep
 
-    def keep(self: Engine, prepared: Any, response: dict[str, Any]) -> None:
+    def keep(self: Engine, prepared: Any, response: dict[str, Any], turn: Any = None) -> None:
         if len(prepared.conversation.items) > ITEMS:
             held.hold()
-        real(self, prepared, response)
+        real(self, prepared, response, turn)
 
     monkeypatch.setattr(Engine, "_keep", keep)
     server = make_server()
