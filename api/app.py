@@ -190,6 +190,8 @@ def create_app(settings: Settings | None = None, *, runner: Runner | None = None
             background = state.engine.background
             background.share(state.store.leases, settings.lease_s, state.engine.cancelled, state.store.events)
         harness = state.agents = agents.open_harness(state)
+        if state.shared is not None:  # a drive's steps play what the store holds (no request refreshed them)
+            harness.refresh_scenarios = state.shared.refresh
         watching = (
             asyncio.create_task(_watch(state.scenario_files)) if settings.watch and state.scenario_files else None
         )
@@ -329,14 +331,15 @@ def _reads_scenarios(scope: Scope) -> bool | None:
     read: a retrieve, a list, a delete, a conversation's change, an agent's); False, the scenarios
     and not the hosted scripts (`/v1/models` names the scenarios' models); True, both (a create,
     which the scripted model plays, a WebSocket's upgrade (a database away is its 503; each
-    create on it reads them again, `websocket.py`), and the admin API's scenario routes). (Every
-    `/v1/` request read both: a lock on `records`, the hosted scripts' table, held `/v1/models`
-    and every other route.)"""
+    create on it reads them again, `websocket.py`), and the admin API's routes that read or remove
+    the scenarios: theirs, `end` (which names those never used) and `reset` (which counts those it
+    removes). (Every `/v1/` request read both: a lock on `records`, the hosted scripts' table,
+    held `/v1/models` and every other route.)"""
     path = scope.get("path", "") if scope["type"] in ("http", "websocket") else ""
     if scope["type"] == "websocket":
         return True if path.startswith("/v1/") else None
     method = scope.get("method", "GET")
-    if path.startswith("/_emulator/scenarios"):
+    if path.startswith("/_emulator/scenarios") or path in ("/_emulator/end", "/_emulator/reset"):
         return True
     if path == "/v1/models" or path.startswith("/v1/models/"):
         return False

@@ -29,7 +29,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from ptc_emulator.emulator import messages
@@ -621,7 +621,17 @@ class Harness:
         await self._stored(session, events)
         await self._cancel_answered(session.id)
 
+    refresh_scenarios: Callable[[], Awaitable[None]] | None = None
+    """With a store replicas share: what makes this replica's scenarios the ones the store holds
+    (the app's `SharedScenarios.refresh`). A drive runs outside any request (a turn taken over
+    from a replica that died, a step after the first), so each step refreshes them itself."""
+
     async def _play(self, doc: Doc) -> dict[str, Any]:
+        if self.refresh_scenarios is not None:
+            try:
+                await self.refresh_scenarios()
+            except StoreUnavailable as e:  # the database away: played with the scenarios held
+                log.warning("agent session %s: its scenarios were not read again: %s", doc["session"]["id"], e)
         agent = doc["session"]["agent"]
         tools = session_tools(agent["tools"])
         body: dict[str, Any] = {

@@ -166,6 +166,42 @@ def test_a_scenario_added_on_one_replica_and_removed_on_another_is_gone_on_the_f
     assert reply.status_code == 400 and reply.json()["error"]["code"] == "no_scenario_matched", reply.text
 
 
+def test_end_and_reset_on_a_replica_that_never_read_the_scopes_scenarios_see_them(three: list[ServerProcess]) -> None:
+    """The pytest plugin's teardown behind a load balancer: `end` on a replica no request of the
+    test reached names the scenario added through another and never used (before, it answered
+    `ended: true` and removed it), and `reset` counts what it removed (before, 0)."""
+    scope = {"x-ptc-emulator-scope": "test-end-elsewhere"}
+    for name in ("never-used", "also-never-used"):
+        scenario = {"name": name, "match": {"input": f"^{name}$"}, "turns": [{"message": "x"}]}
+        assert admin(three[0], "POST", "/scenarios", json=scenario, headers=scope).status_code == 201
+    ended = admin(three[1], "POST", "/end", json={}, headers=scope).json()
+    assert ended == {"ended": False, "unmatched": 0, "unused": ["also-never-used", "never-used"]}, ended
+    listed = admin(three[0], "GET", "/scenarios", headers=scope).json()["data"]
+    assert len([s for s in listed if s["scope"] == "test-end-elsewhere"]) == 2, "nothing forgotten"
+    reset = admin(three[2], "POST", "/reset", json={}, headers=scope).json()
+    assert reset["scenarios_removed"] == 2, reset
+    # the replica that added them no longer names them
+    ended = admin(three[0], "POST", "/end", json={}, headers=scope).json()
+    assert ended["ended"] is True and ended["unused"] == [], ended
+
+
+def test_end_counts_a_use_on_another_replica(three: list[ServerProcess]) -> None:
+    """A scenario added on one replica, played on a second, ended on a third: used (the journal
+    the replicas share says so), so the end passes and forgets it everywhere."""
+    scope = {"x-ptc-emulator-scope": "test-end-used-elsewhere"}
+    scenario = {"name": "used-elsewhere", "match": {"input": "used elsewhere"}, "turns": [{"message": "ok"}]}
+    assert admin(three[0], "POST", "/scenarios", json=scenario, headers=scope).status_code == 201
+    reply = httpx.post(
+        f"{three[1].base_url}/responses", json={"model": "m", "input": "used elsewhere"}, headers=scope, timeout=30
+    )
+    assert reply.status_code == 200, reply.text
+    ended = admin(three[2], "POST", "/end", json={}, headers=scope).json()
+    assert ended["ended"] is True and ended["scenarios_removed"] == 1, ended
+    for server in three:
+        listed = admin(server, "GET", "/scenarios", headers=scope).json()["data"]
+        assert "used-elsewhere" not in [s["name"] for s in listed]
+
+
 def test_hosted_results_set_on_one_replica_serve_the_others_and_go_when_deleted(three: list[ServerProcess]) -> None:
     scope = {"x-ptc-emulator-scope": "test-hosted"}
     script = {"code_interpreter": [{"logs": "4\n"}]}

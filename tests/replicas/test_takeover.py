@@ -262,3 +262,39 @@ async def test_a_turn_whose_lease_renewal_found_the_database_away_gives_its_leas
             # Its last renewal before the failed one was a third of the lease (5 s) earlier at most: the
             # lease would still be held for 10 s had the turn not given it up.
             assert await asyncio.to_thread(lease_holder, url, session_id) is None, "the paused turn's lease is given up"
+
+
+def test_a_taken_over_turn_plays_the_scenario_the_store_holds_not_the_one_its_replica_last_read(
+    three: tuple[str, list[ServerProcess]],
+) -> None:
+    """The scenario changed through one replica while another's turn runs; both die; the last one
+    takes the turn over with no request having made it read the scenarios since: it plays the
+    changed scenario (before, the one it held at its last request)."""
+    url, servers = three
+    driver, taker, writer = servers
+    spin = "let n = 0; for (let i = 0; i < 6e8; i++) { n = (n + i) % 7; }\ntext(String(n))"
+    turns = [{"program": spin}, {"message": "VERSION 1"}]
+    first = {"name": "versioned", "match": {"input": "versioned turn"}, "turns": turns}
+    assert admin(writer, "POST", "/scenarios", json=first).status_code == 201
+    assert "versioned" in [s["name"] for s in admin(taker, "GET", "/scenarios").json()["data"]]  # taker: version 1
+    session = valid(
+        client(driver).beta.agents.sessions.create(
+            environment={"type": "none"}, agent={"model": "gpt-5"}, input="versioned turn"
+        )
+    )
+    owner = until("the driver to claim the turn", lambda: lease_holder(url, session.id))
+    assert driver.proc is not None and f":{driver.proc.pid}:" in owner
+    second = {"name": "versioned", "match": {"input": "versioned turn"}, "turns": [{"message": "VERSION 2"}]}
+    assert admin(writer, "POST", "/scenarios", json=second).status_code == 201
+    writer.kill9()
+    driver.kill9()  # mid-turn: its program spins
+    seen = valid(client(taker).beta.agents.sessions.retrieve(session.id))  # a read: no refresh
+    assert seen.status == "in_progress", "killed after the turn ended"
+    done = until(
+        "the taken-over turn to finish",
+        lambda: (s := client(taker).beta.agents.sessions.retrieve(session.id)).status != "in_progress" and s,
+    )
+    assert done.status == "idle"
+    items = [valid(i) for i in client(taker).beta.agents.sessions.items.list(session.id)]
+    texts = [c.text for i in items if i.type == "message" and i.role == "assistant" for c in i.content]
+    assert texts == ["VERSION 2"], texts
