@@ -29,12 +29,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-from health_probe import figures, probing
+from health_probe import one_request
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE_S = 0.01
@@ -62,15 +61,7 @@ def serve(mode: str) -> None:
 
 
 def measure(base: str, send: Callable[[], httpx.Response], status: int) -> dict[str, float]:
-    with probing(base, PROBE_S) as latencies:
-        time.sleep(0.1)
-        asked = time.perf_counter()
-        reply = send()
-        took = time.perf_counter() - asked
-        time.sleep(0.3)  # what the request left behind is measured too
-    if reply.status_code != status:
-        raise RuntimeError(f"{reply.status_code}: {reply.text[:300]}")
-    return {**figures(latencies), "request s": took}
+    return one_request(base, send, status, PROBE_S)
 
 
 def bodies() -> dict[str, bytes]:

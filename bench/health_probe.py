@@ -8,7 +8,7 @@ import contextlib
 import statistics
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 
@@ -38,3 +38,18 @@ def probing(base: str, every_s: float) -> Iterator[list[float]]:
 
 def figures(latencies: list[float]) -> dict[str, float]:
     return {"health max ms": 1000 * max(latencies), "health median ms": 1000 * statistics.median(latencies)}
+
+
+def one_request(base: str, send: Callable[[], httpx.Response], status: int, every_s: float) -> dict[str, float]:
+    """`figures` of the health checks asked around one request (from a moment before it to a
+    moment after, so what it left behind counts too), and how long the request itself took; a
+    reply without `status` is an error (bench/front_door_holds.py, bench/huge_ints.py)."""
+    with probing(base, every_s) as latencies:
+        time.sleep(0.1)
+        asked = time.perf_counter()
+        reply = send()
+        took = time.perf_counter() - asked
+        time.sleep(0.3)  # what the request left behind is measured too
+    if reply.status_code != status:
+        raise RuntimeError(f"{reply.status_code}: {reply.text[:300]}")
+    return {**figures(latencies), "request s": took}
