@@ -278,7 +278,7 @@ class Harness:
         after = await asyncio.to_thread(self.fanout.position, sid) if subscribe else 0
         subscription = self.fanout.subscribe(sid, None, after) if subscribe else None
         try:
-            await asyncio.to_thread(self._store_new, made, events)
+            await asyncio.to_thread(self._save_and_publish, made, events)
         except BaseException:
             self._sessions.pop(sid, None)
             if subscription is not None:
@@ -286,10 +286,6 @@ class Harness:
             raise
         self._schedule(sid)
         return made, subscription
-
-    def _store_new(self, made: AgentSession, events: list[Event]) -> None:
-        """A new session stored and its events published: both or neither (`_save_and_publish`)."""
-        self._save_and_publish(made, events)
 
     async def _loaded(self, session_id: str, scope: str | None | object = ANY_SCOPE) -> AgentSession:
         """The session, if it is visible in `scope`: a session made in a scope is seen only in that
@@ -482,7 +478,7 @@ class Harness:
                     resume = session.apply_approval(event, events) or resume
             doc["session"]["last_active_at"] = self.now()
             try:
-                await asyncio.to_thread(self._store_change, session, events)
+                await asyncio.to_thread(self._save_and_publish, session, events)
             except BaseException:
                 self._forget(session_id)  # (one process) read again as stored
                 raise
@@ -684,11 +680,6 @@ class Harness:
                 del self._locks[session_id]
             else:
                 self._locks[session_id] = (lock, users - 1)
-
-    def _store_change(self, session: AgentSession, events: list[Event]) -> None:
-        """A session's change stored and its events published: both or neither, so a 503 means
-        not done (`_save_and_publish`)."""
-        self._save_and_publish(session, events)
 
     async def _stored(self, session: AgentSession, events: list[Event]) -> None:
         """A driven session's step saved and published in a worker thread; a cancel (the server
