@@ -22,6 +22,7 @@ __all__ = [
     "KEYLESS_HEALTH",
     "Include",
     "Limit",
+    "QueryInt",
     "Order",
     "SCOPE_HEADER",
     "SCOPE_METADATA_KEY",
@@ -50,6 +51,8 @@ def _digits(value: object) -> object:
 _DIGITS = re.compile(r"-?[0-9]+")
 Limit = Annotated[int, Query(ge=1, le=100), BeforeValidator(_digits)]
 """A list endpoint's `limit`: digits only."""
+QueryInt = Annotated[int, BeforeValidator(_digits)]
+"""Any other integer in a query (`starting_after`): digits only, as `limit`."""
 Order = Literal["asc", "desc"]
 """A list endpoint's `order`."""
 _INCLUDABLE = get_args(Includable)

@@ -17,6 +17,7 @@ from ptc_emulator.api.context import (
     Include,
     Limit,
     Order,
+    QueryInt,
     contract_headers,
     engine_of,
     journaling_of,
@@ -110,7 +111,7 @@ async def retrieve_response(
     response_id: str,
     request: Request,
     stream: bool = False,
-    starting_after: int | None = None,
+    starting_after: QueryInt | None = None,
     include: Include = None,
     include_obfuscation: bool = True,
 ) -> Response:

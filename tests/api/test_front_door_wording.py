@@ -149,3 +149,25 @@ def test_a_negative_limit_keeps_the_bound_wording(client: openai.OpenAI, ptc_emu
     refused = httpx.get(f"{ptc_emulator.base_url}{path}", params={"limit": "-1"}, timeout=30)
     assert refused.status_code == 400, refused.text
     assert refused.json()["error"]["code"] == "integer_below_min_value"
+
+
+@pytest.mark.parametrize("after", ["1_0", "+5", " 5"])
+def test_a_starting_after_not_written_as_digits_is_the_wrong_type(
+    ptc_emulator: PTCEmulator, client: openai.OpenAI, after: str
+) -> None:
+    """Before, `starting_after=1_0` replayed the stored stream from after event 10."""
+    ptc_emulator.add_scenario({"match": {"input": "digits"}, "turns": [{"message": "done"}]})
+    stored = client.responses.create(model="gpt-test", input="digits", background=True)
+    refused = httpx.get(
+        f"{ptc_emulator.base_url}/responses/{stored.id}",
+        params={"stream": "true", "starting_after": after},
+        headers={"Authorization": "Bearer sk-test"},
+        timeout=30,
+    )
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"] == {
+        "message": "Invalid type for 'starting_after': expected an integer, but got a string instead.",
+        "type": "invalid_request_error",
+        "param": "starting_after",
+        "code": "invalid_type",
+    }
