@@ -151,6 +151,19 @@ def test_a_group_named_as_a_jinja_global_is_refused(ptc_emulator: PTCEmulator, n
     )
 
 
+@pytest.mark.parametrize("name", ["none", "None", "true", "True", "false", "False", "self"])
+def test_a_group_named_as_a_jinja_literal_or_self_is_refused(ptc_emulator: PTCEmulator, name: str) -> None:
+    """Before, it was added, and `{{ none }}` rendered Jinja's None (`{{ self }}` the template
+    reference), never the text the group captured."""
+    pattern = f"^q12 (?P<{name}>\\w+)"
+    message = refused(ptc_emulator, {"match": {"input": pattern}, "turns": [{"message": f"got {{{{ {name} }}}}"}]})
+    assert message == (
+        f"scenario: match.input: Value error, the regular expression {pattern!r} has a group named {name!r}, "
+        f"a name the templates already have ({{{{ {name} }}}}: see the template variables); give the group "
+        "another name"
+    )
+
+
 def test_the_globals_the_templates_call_still_work(ptc_emulator: PTCEmulator) -> None:
     turn = {
         "message": "{% set ns = namespace(n=0) %}{% for i in range(3) %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}"

@@ -832,8 +832,14 @@ CODE_ENV = templating.BoundedEnvironment(
 TEMPLATE_NAMES = frozenset({"input", "result", "data", "program", "output", "outputs", "loaded"})
 """The names a turn's templates see besides the captures (`script.py`, `player._template_context`):
 no capture may take one (`_pattern`)."""
-RESERVED_NAMES = frozenset({*TEMPLATE_NAMES, *templating.GLOBAL_NAMES, *TEXT_ENV.globals, *CODE_ENV.globals})
-"""What no capture may be named (`_pattern`): the templates' variables, and the globals of their
+JINJA_NAMES = frozenset({"true", "false", "none", "True", "False", "None", "self"})
+"""What a template's `{{ name }}` reads as Jinja's own, whatever the context holds: the literals,
+and `self` (the template itself)."""
+RESERVED_NAMES = frozenset(
+    {*TEMPLATE_NAMES, *JINJA_NAMES, *templating.GLOBAL_NAMES, *TEXT_ENV.globals, *CODE_ENV.globals}
+)
+"""What no capture may be named (`_pattern`): the templates' variables, Jinja's literals and
+`self` (a capture `none` was never read: `{{ none }}` is None), and the globals of their
 environments (`range`, `namespace`, `dict`, ...): a capture `range` would hide `range()`."""
 
 
