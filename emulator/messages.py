@@ -3322,12 +3322,6 @@ def mcp_approval_question(name: str, label: str) -> str:
     return f"Allow the agent to call the tool '{name}' of the MCP server '{label}'?"
 
 
-@text(AGENTS, "the reason of a validation error on an agent's metadata")
-def agent_metadata_too_long() -> str:
-    """An agent's `metadata` key over 64 characters or value over 512."""
-    return "metadata keys are at most 64 characters and values at most 512"
-
-
 @error(AGENTS, kind="cloud")
 def environment_type_invalid(kind: object) -> InvalidValue:
     """A session's `environment.type` that is none of the three."""

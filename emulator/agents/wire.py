@@ -160,9 +160,11 @@ def _metadata(value: dict[str, str] | None) -> dict[str, str] | None:
     if value is not None:
         if len(value) > 16:
             raise ValueError(messages.metadata_too_many_keys())
-        for key, item in value.items():
-            if len(key) > 64 or len(item) > 512:
-                raise ValueError(messages.agent_metadata_too_long())
+        for key, item in value.items():  # worded as a response's and a conversation's metadata
+            if len(key) > 64:
+                raise ValueError(messages.metadata_key_too_long(key))
+            if len(item) > 512:
+                raise ValueError(messages.metadata_value_too_long(key))
     return value
 
 

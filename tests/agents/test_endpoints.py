@@ -191,3 +191,25 @@ def test_what_the_emulator_cannot_honour_is_refused(
             "/agents/sessions", body={**base, **body}, cast_to=object, options={"headers": {"OpenAI-Beta": "agents=v1"}}
         )
     assert caught.value.param == param, caught.value.body
+
+
+@pytest.mark.parametrize(
+    ("metadata", "reason"),
+    [
+        ({"k": "v" * 513}, "metadata value for 'k' is longer than 512 characters"),
+        ({"k" * 65: "v"}, f"metadata key '{'k' * 64}...' is longer than 64 characters"),
+    ],
+)
+def test_an_agents_metadata_out_of_bounds_is_worded_as_a_responses(
+    plain_client: openai.OpenAI, metadata: dict[str, str], reason: str
+) -> None:
+    """Before, the Agents API said `metadata keys are at most 64 characters and values at most 512`
+    where /v1/responses and /v1/conversations name the key and the bound it passed."""
+    with pytest.raises(openai.BadRequestError) as agent_refused:
+        plain_client.beta.agents.create(model="m", metadata=metadata)
+    with pytest.raises(openai.BadRequestError) as response_refused:
+        plain_client.responses.create(model="m", input="hi", metadata=metadata)
+    for refused in (agent_refused, response_refused):
+        error: Any = refused.value.body
+        assert error["message"] == f"Invalid 'metadata': {reason}."
+        assert (error["param"], error["code"]) == ("metadata", "invalid_value")

@@ -1874,11 +1874,6 @@ def _(c: Context) -> object:
     return agent_with(c, tools=[mcp_server(credential_id="cred_1")])
 
 
-@trigger("agent_metadata_too_long")
-def _(c: Context) -> object:
-    return agent_with(c, metadata={"k" * 65: "v"})
-
-
 @trigger("environment_type_invalid")
 def _(c: Context) -> object:
     return agents(c, "POST", "/sessions", {"environment": {"type": "cloud"}, "agent": {"model": "m"}, "input": "hi"})
