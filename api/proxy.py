@@ -610,12 +610,11 @@ class RecordingProxy:
             elif answer.identity != ("id", response.get("id")) and not answer.changed:
                 answer.changed = True  # the SDKs' stream refuses it: "Lifecycle response identity changed"
                 self.recorder.contradicted(answer, "its stream's response id changed on the way")
-        if (
-            create is not None
-            and event.get("type") in TERMINAL
-            and not (isinstance(answer, _Answer) and answer.changed)
-        ):
-            await self._record(create, response, answer)
+        if create is not None and event.get("type") in TERMINAL:
+            if isinstance(answer, _Answer) and answer.changed:
+                await self.recorder.refused(create, response)  # not recorded; the tape links it as unclean
+            else:
+                await self._record(create, response, answer)
 
     # ---- WebSocket ----------------------------------------------------------------------------------
 

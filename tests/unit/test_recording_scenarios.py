@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +183,25 @@ def test_the_tape_keeps_histories_by_bytes_too() -> None:
     assert tape.exchange(gone, response("r10", [message("hi")])) is None  # r0 was forgotten
     finished = tape.exchange({"input": [], "previous_response_id": "r9"}, response("r11", [message("hi")]))
     assert finished is not None and finished.items[0]["content"].endswith(big)
+
+
+def test_the_tape_keeps_no_text_of_unclean_responses_beyond_its_histories() -> None:
+    """What links a resent message to an unclean response is a digest, not the text: the tape's
+    memory stays within its histories' bound however much text unclean responses said. Before, the
+    full text of each unclean response's messages was kept beside the histories (2,000 of them, each
+    up to the 1 MiB a recording may say: 0.88 MB held per 0.9 MB `incomplete` answer)."""
+    tracemalloc.start()
+    try:
+        tape = Tape(keep=2_000, max_bytes=1_000_000)
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(40):  # 4 MB of text, every response `incomplete`
+            cut = {**response(f"r{n}", [message(f"{n} " + "B" * 100_000, f"msg_{n}")]), "status": "incomplete"}
+            assert tape.exchange({"input": f"question {n}"}, cut) is None
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert 0 < tape.bytes <= 1_000_000
+    assert held < 1_600_000, held  # the histories' 1 MB, and the links' few kilobytes
 
 
 def test_the_yaml_is_for_people() -> None:

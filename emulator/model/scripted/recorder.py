@@ -204,6 +204,19 @@ class Recorder:
                 return None
         return path
 
+    async def refused(self, request: dict[str, Any], response: dict[str, Any]) -> None:
+        """An answer an official SDK raised on ended (`contradicted` said why): nothing is recorded,
+        but the tape notes its response as unclean, its items' ids, call ids and texts linked to it,
+        so a `store: false` conversation that resends them (from a client whose SDK took the answer)
+        is not recorded either. Before, the tape never saw it, and such a conversation was recorded
+        whole, the response the other SDK raised on replayed as clean."""
+        why = "an official SDK raises on its stream (the log said why as it passed)"
+        try:
+            async with self.turn:
+                await _whole(asyncio.to_thread(self.tape.exchange, request, response, why))
+        except (ValueError, TypeError, KeyError) as e:
+            log.warning("a refused answer could not be noted: %s", e)
+
     def _note_end(self, answer: object, end: tuple[object, Any, str, Path | None, str | None, str]) -> None:
         self.ended[id(answer)] = end
         self.ended.move_to_end(id(answer))

@@ -376,86 +376,151 @@ class Finished:
     """Why a response before the last one cannot be replayed as it went (`Tape.exchange`), or None."""
 
 
+_LINK_BYTES = 16
+_Key = bytes
+"""A digest (`Tape.bytes` shadows the name in the class)."""
+_NO_USER = bytes(_LINK_BYTES)
+"""The conversation key before any user message (`_conversation`)."""
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=_LINK_BYTES).digest()
+
+
+def _encoded(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _conversation(key: bytes, item: Item) -> bytes:
+    """The conversation key after `item`: a digest of the texts of the user messages so far, in
+    order (the client resends them as it sent them; the other items it may resend otherwise)."""
+    if not _is_user(item):
+        return key
+    return _digest(key + _digest(_encoded(user_text(item))))
+
+
+def _said_link(key: bytes, text: str) -> bytes:
+    """What links an assistant message's text, said in the conversation of `key`, to its response."""
+    return _digest(key + _digest(_encoded(text)))
+
+
+def _said_forms(output: list[Item]) -> set[str]:
+    """The texts a client may resend a response's assistant messages as: each message's parts
+    joined with nothing between (`said_text`, as the SDKs' `output_text` joins them) or by line
+    breaks (`user_text`), and the response's `output_text` whole (every message's `output_text`
+    parts joined with nothing between), resent as one EasyInputMessage."""
+    messages = [item for item in output if _kind(item) == "message" and item.get("role") == "assistant"]
+    forms = {form for item in messages for form in (said_text(item), user_text(item))}
+    forms.add(
+        "".join(
+            _text(part.get("text"))
+            for item in messages
+            if isinstance(item.get("content"), list)
+            for part in item["content"]
+            if isinstance(part, dict) and part.get("type") == "output_text"
+        )
+    )
+    forms.discard("")
+    return forms
+
+
 @dataclass
 class Tape:
     """Follows conversations through the exchanges a recording server proxies.
 
     Keeps the items of the latest responses (at most `keep`, and `max_bytes` of their JSON text,
     each history counted in full though a chain's share their items) so `previous_response_id`
-    continues them; a `store: false` replay needs nothing kept, as it resends the whole history."""
+    continues them; a `store: false` replay needs nothing kept, as it resends the whole history.
+    What links a resent item to the unclean response it came from is kept as ids and digests of a
+    fixed size, at most `keep * 8` of each, whatever the texts' length. None of it is a cache: it
+    decides what is recorded, so `POST /_emulator/reset` keeps it (forgetting an unclean response
+    would record a conversation continued from it)."""
 
     keep: int = 10_000
     max_bytes: int = 64 * 2**20
     bytes: int = 0
-    _histories: OrderedDict[str, tuple[list[Item], int]] = field(default_factory=OrderedDict)
+    _histories: OrderedDict[str, tuple[list[Item], int, _Key]] = field(default_factory=OrderedDict)
+    """Response id -> its conversation's items, their size, and the conversation key (`_conversation`)."""
     _produced_by: OrderedDict[str, str] = field(default_factory=OrderedDict)
-    _unclean: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    _unclean: OrderedDict[str, tuple[str, _Key]] = field(default_factory=OrderedDict)
     """Response id -> why it, or one before it in its conversation, cannot be replayed as it went
-    (`unrecordable`, or not `completed`): a conversation continued from it is not recorded."""
+    (`unrecordable`, not `completed`, or an official SDK raised on its stream: `refused`), and the
+    key of the conversation it answered: a conversation continued from it is not recorded."""
     _called_by: OrderedDict[str, str] = field(default_factory=OrderedDict)
-    """Call id -> the id of the response whose output item carried it: a `store: false` client may
-    resend a call without its item id (or only its output), and is linked to the response by it."""
-    _unclean_said: OrderedDict[str, str] = field(default_factory=OrderedDict)
-    """An assistant message's text an unclean response said -> why it is unclean: a client may
-    resend the message without its item id (an EasyInputMessage, `{"role": "assistant", ...}`)."""
+    """Call id -> the id of the response whose output item carried it (a call, a program): a
+    `store: false` client may resend a call without its item id (or only its output), and is
+    linked to the response by it, when the user messages before it are that response's."""
+    _unclean_said: OrderedDict[_Key, str] = field(default_factory=OrderedDict)
+    """A digest of an assistant message's text an unclean response said (in each form a client
+    resends it, `_said_forms`) and of its conversation's key -> why it is unclean: a client may
+    resend the message without its item id (an EasyInputMessage, `{"role": "assistant", ...}`).
+    The key keeps a common text (`'OK'`) said in another conversation from linking."""
 
-    def exchange(self, request: dict[str, Any], response: dict[str, Any]) -> Finished | None:
-        """Note one create and its final response; the conversation's items if it ended there."""
+    def exchange(
+        self, request: dict[str, Any], response: dict[str, Any], refused: str | None = None
+    ) -> Finished | None:
+        """Note one create and its final response; the conversation's items if it ended there.
+        `refused`: why an official SDK raised on the response's stream; it is noted as unclean
+        (its items linked to it, so a conversation continued from it is not recorded), and its
+        conversation never ends here."""
         previous = request.get("previous_response_id")
         given = items_of(request.get("input"))
         if isinstance(previous, str):
             found = self._histories.get(previous)
             if found is None:
                 return None  # the chain began before this server saw it: nothing complete to write
-            before, size = found
+            before, size, key = found
             history = [*before, *given]
         else:
-            history, size = given, 0
+            history, size, key = given, 0, _NO_USER
         output = [dict(item) for item in response.get("output") or () if isinstance(item, dict)]
         items = [*history, *output]
         response_id = response.get("id")
-        unclean = self._unclean.get(previous) if isinstance(previous, str) else None
+        found_unclean = self._unclean.get(previous) if isinstance(previous, str) else None
+        unclean = found_unclean[0] if found_unclean is not None else None
         for item in given:  # a `store: false` conversation resends the items earlier responses produced
-            if unclean is not None:
-                break
-            unclean = self._resent_unclean(item)
-        if unclean is None and not finished(response):
+            if unclean is None:
+                unclean = self._resent_unclean(item, key)
+            key = _conversation(key, item)
+        why = refused
+        if unclean is None and why is None and not finished(response):
             why = unrecordable(response)
             if why is None and response.get("status") != _TERMINAL_STATUS:
                 why = f"it is {str(response.get('status'))[:40]!r}"
-            if why is not None:
-                unclean = (
-                    f"its response {str(response_id)[:80]} before the last one: {why}; a recording replays "
-                    "every response of a conversation completed, without an error"
-                )
+        if unclean is None and why is not None:
+            unclean = (
+                f"its response {str(response_id)[:80]} before the last one: {why}; a recording replays "
+                "every response of a conversation completed, without an error"
+            )
         if isinstance(response_id, str) and unclean is not None:
-            self._unclean[response_id] = unclean
+            self._unclean[response_id] = (unclean, key)
+            self._unclean.move_to_end(response_id)
             while len(self._unclean) > self.keep:
                 self._unclean.popitem(last=False)
-            for item in output:
-                if _kind(item) == "message" and item.get("role") == "assistant" and user_text(item):
-                    self._unclean_said[user_text(item)] = unclean
-            while len(self._unclean_said) > self.keep:
+            for text in _said_forms(output):
+                self._unclean_said[_said_link(key, text)] = unclean
+            while len(self._unclean_said) > self.keep * 8:
                 self._unclean_said.popitem(last=False)
         if isinstance(response_id, str):
             size += len(json.dumps([*given, *output], default=str)) + 64 * len(items)
             old = self._histories.pop(response_id, None)
             self.bytes -= old[1] if old is not None else 0
             if size <= self.max_bytes:
-                self._histories[response_id] = (items, size)
+                self._histories[response_id] = (items, size, key)
                 self.bytes += size
             for item in output:
                 if isinstance(item.get("id"), str):
                     self._produced_by[item["id"]] = response_id
-                if _kind(item).endswith("_call") and isinstance(item.get("call_id"), str) and item["call_id"]:
-                    self._called_by[item["call_id"]] = response_id
+                call_id = item.get("call_id")
+                if isinstance(call_id, str) and call_id and not _kind(item).endswith("_output"):
+                    self._called_by[call_id] = response_id  # a call's or a program's, not an output's
             while len(self._histories) > self.keep or self.bytes > self.max_bytes:
                 self.bytes -= self._histories.popitem(last=False)[1][1]
             while len(self._produced_by) > self.keep * 8:
                 self._produced_by.popitem(last=False)
             while len(self._called_by) > self.keep * 8:
                 self._called_by.popitem(last=False)
-        if not finished(response):
+        if refused is not None or not finished(response):
             return None
         tools = sorted({t["name"] for t in request.get("tools") or () if _is_function_tool(t)})
         ids = (item.get("id") for item in items)
@@ -466,18 +531,22 @@ class Tape:
             unclean,
         )
 
-    def _resent_unclean(self, item: Item) -> str | None:
+    def _resent_unclean(self, item: Item, key: _Key) -> str | None:
         """Why the earlier response a resent item comes from cannot be replayed as it went (None:
-        it can, or it is not known): linked by the item's id, by the call id of a call or of a
-        call's output, or by the text of an assistant message."""
-        for made in (
-            self._produced_by.get(item["id"]) if isinstance(item.get("id"), str) else None,
-            self._called_by.get(item["call_id"]) if isinstance(item.get("call_id"), str) else None,
-        ):
-            if made is not None and made in self._unclean:
-                return self._unclean[made]
+        it can, or it is not known): linked by the item's id; by the call id of a call, a program
+        or their output, and by the text of an assistant message, when the user messages before
+        the item (`key`) are those that response answered (a call id or a common text, `'OK'`,
+        said in another conversation is not a link)."""
+        made = self._produced_by.get(item["id"]) if isinstance(item.get("id"), str) else None
+        if made is not None and made in self._unclean:
+            return self._unclean[made][0]
+        made = self._called_by.get(item["call_id"]) if isinstance(item.get("call_id"), str) else None
+        if made is not None and (found := self._unclean.get(made)) is not None and found[1] == key:
+            return found[0]
         if self._unclean_said and _kind(item) == "message" and item.get("role") == "assistant":
-            return self._unclean_said.get(user_text(item))
+            for text in {said_text(item), user_text(item)} - {""}:
+                if (why := self._unclean_said.get(_said_link(key, text))) is not None:
+                    return why
         return None
 
 
