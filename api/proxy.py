@@ -45,7 +45,6 @@ import functools
 import itertools
 import json
 import logging
-import math
 import os
 import re
 from collections import OrderedDict, deque
@@ -60,6 +59,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from ptc_emulator.api.bounds import SECONDS
 from ptc_emulator.api.routes.responses import SCOPE_HEADER, SCOPE_METADATA_KEY
 from ptc_emulator.api.settings import Settings
+from ptc_emulator.api.streamrules import LIFECYCLE, ODD, Answer, dispatched
+from ptc_emulator.api.streamrules import position as _position
 from ptc_emulator.api.wsupstream import RELAY_YIELD_EVERY, SlicedConnection
 from ptc_emulator.emulator import jsonpieces, messages
 from ptc_emulator.emulator.caches import PROCESS, Memo
@@ -560,58 +561,71 @@ class RecordingProxy:
         if cleaned is None:
             return None
         block = cleaned
-        data = await _read_data(block[:-2] if block.endswith(b"\n\n") else block)
+        lines = block[:-2] if block.endswith(b"\n\n") else block
+        data = await _read_data(lines)
         if not data:
+            if dispatched(lines) and not events.answer.ended:
+                self._undecodable(data, events.answer)
             return block
         event = await _parsed(data)
         if not isinstance(event, dict):
-            self._undecodable(data, events.answer)
+            if not events.answer.ended:
+                self._undecodable(data, events.answer)
             return block
         if await self._joined_keyed(event, len(data)):
             raise _Refused(_JOINED)
-        events.note(event)
-        await self._event(event, create, events.answer)
+        if not events.answer.ended:  # after `data: [DONE]`, no SDK reads it: no part of the answer
+            events.note(event)
+            await self._event(event, create, events.answer)
         named = _as_named(event, _event_name(block))
         return b"".join([block if same else await _sse_written(told) for told, same in events.deltas.feed(named)])
 
     async def _data(self, data: bytes, events: _SSE, create: dict[str, Any] | None) -> None:
         """One SSE event's data (without a key): noted and recorded (`_event`), or, when it is not a
         JSON object, the answer made unrecordable (`_undecodable`)."""
-        event = await _parsed(data)
+        if events.answer.ended:
+            return  # after `data: [DONE]`: no client reads it (it is no part of the answer)
+        event = await _parsed(data) if data else None
         if isinstance(event, dict):
             events.note(event)
             await self._event(event, create, events.answer)
         else:
             self._undecodable(data, events.answer)
 
-    def _undecodable(self, data: bytes, answer: _Answer) -> None:
-        """An SSE event whose data is not a JSON object (but the `[DONE]` sentinel): both SDKs'
-        stream raises on it ("malformed server-sent event JSON", `JSONDecodeError`), so the answer
-        is not recorded (before, the event was skipped and the answer recorded, and replayed green)."""
-        if data == _SENTINEL or answer.changed:
+    def _undecodable(self, data: bytes, answer: Answer) -> None:
+        """An SSE event whose data is not a JSON object (but the `[DONE]` sentinel, which ends what
+        the SDKs read: the events after it are no part of the answer): both SDKs' stream raises on
+        it ("malformed server-sent event JSON", `JSONDecodeError`), so the answer is not recorded
+        (before, the event was skipped and the answer recorded, and replayed green). So with an
+        event of empty data (`data:` with nothing, an `event:` line alone), which both SDKs read."""
+        if data == _SENTINEL:
+            answer.ended = True
+            return
+        if answer.changed:
             return
         answer.changed = True
-        self.recorder.contradicted(answer, f"its stream has an event whose data is not a JSON object: {_head(data)}")
+        said = f"is not a JSON object: {_head(data)}" if data else "is empty (the SDKs parse it as JSON, and raise)"
+        self.recorder.contradicted(answer, f"its stream has an event whose data {said}")
 
     async def _event(self, event: dict[str, Any], create: dict[str, Any] | None, answer: object = None) -> None:
         """Note the ids of a response event; record the exchange its terminal event ends (`answer`:
         the stream's, whose every terminal event after its first, whatever its response id, withdraws
         the recording made at the first unless it repeats it)."""
-        if isinstance(answer, _Answer) and not answer.changed and (why := answer.broken(event)) is not None:
+        if isinstance(answer, Answer) and not answer.changed and (why := answer.broken(event)) is not None:
             answer.changed = True  # the SDKs' stream refuses it: the client had an error, not this answer
             self.recorder.contradicted(answer, f"its stream breaks the output items' order: {why}")
         response = event.get("response")
         if not isinstance(response, dict) or response.get("object") != "response":
             return
         await self._note_ids(response)
-        if isinstance(answer, _Answer) and event.get("type") in _LIFECYCLE:
+        if isinstance(answer, Answer) and event.get("type") in LIFECYCLE:
             if answer.identity is None:
                 answer.identity = ("id", response.get("id"))
             elif answer.identity != ("id", response.get("id")) and not answer.changed:
                 answer.changed = True  # the SDKs' stream refuses it: "Lifecycle response identity changed"
                 self.recorder.contradicted(answer, "its stream's response id changed on the way")
         if create is not None and event.get("type") in TERMINAL:
-            if isinstance(answer, _Answer) and answer.changed:
+            if isinstance(answer, Answer) and answer.changed:
                 await self.recorder.refused(create, response)  # not recorded; the tape links it as unclean
             else:
                 await self._record(create, response, answer)
@@ -679,7 +693,7 @@ class RecordingProxy:
             await websocket.accept()
         pending: deque[dict[str, Any]] = deque()
         ended: OrderedDict[str, object] = OrderedDict()
-        lanes: dict[Any, _Answer] = {}
+        lanes: dict[Any, Answer] = {}
         """Stream id -> its latest response's events as the SDKs' socket session accumulates them."""
         """The socket's responses whose terminal event went (`_socket_event`)."""
         loop = asyncio.get_running_loop()
@@ -878,7 +892,7 @@ class RecordingProxy:
         event: dict[str, Any],
         pending: deque[dict[str, Any]],
         ended: OrderedDict[str, object],
-        lanes: dict[Any, _Answer] | None = None,
+        lanes: dict[Any, Answer] | None = None,
         spoiled: bool = False,
     ) -> None:
         """Note a socket event's ids; record the create its response's terminal event answers.
@@ -888,7 +902,7 @@ class RecordingProxy:
         `failed` recording was kept, and replayed as completed)."""
         response = event.get("response")
         kind = event.get("type")
-        lane: _Answer | None = None
+        lane: Answer | None = None
         if lanes is not None and kind in _SOCKET_ACCUMULATED:
             # The SDKs' socket session feeds these to its stream accumulator, afresh at each
             # `response.created` of the lane: before, a socket's items were not checked at all, and
@@ -898,7 +912,7 @@ class RecordingProxy:
             # a created..terminal span are not checked (the session checks none; it raised on none).
             lane_id = event.get("stream_id")
             if kind == "response.created":
-                lanes[lane_id] = _Answer(socket=True)
+                lanes[lane_id] = Answer(socket=True)
                 while len(lanes) > _KEEP_ANSWERED:
                     del lanes[next(iter(lanes))]
             lane = lanes.pop(lane_id, None) if kind in TERMINAL else lanes.get(lane_id)
@@ -916,7 +930,10 @@ class RecordingProxy:
                 return
             create = _take(pending, event.get("stream_id"), response.get("previous_response_id"))
             if create is not None and (spoiled or (lane is not None and lane.changed)):
-                return  # the client's session raised: not recorded (the log said why)
+                # the client's session raised: not recorded (the log said why); the tape links it as
+                # unclean, so a store:false conversation resending its items is not recorded either
+                await self.recorder.refused(create, response)
+                return
             if create is not None:
                 answer = object()
                 if isinstance(response_id, str):
@@ -1089,367 +1106,6 @@ async def _unfinished(send: Send, passing: _Passing, why: StatusError) -> None:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-class _Answer:
-    """One streamed answer, for the recorder (`Recorder.exchange`'s `answer`): the response id its
-    first lifecycle event gave, and whether a later one gave another; and its output items as the
-    SDKs' stream accumulator follows them (`broken`)."""
-
-    __slots__ = ("added", "begun", "changed", "completed", "identity", "keys", "parts", "positions", "socket")
-
-    def __init__(self, socket: bool = False) -> None:
-        self.socket = socket
-        """A WebSocket's response: the SDKs' socket session feeds its accumulator only the
-        `response.created`, `output_item.done` and terminal events (the caller gives only those)."""
-        self.parts: dict[Any, list[Any]] = {}
-        """Output index -> the types of the content parts of the message added there."""
-        self.identity: tuple[str, Any] | None = None
-        self.changed = False
-        self.added: dict[Any, dict[str, Any]] = {}
-        """Output index -> the item `response.output_item.added` gave there."""
-        self.completed: dict[Any, dict[str, Any]] = {}
-        """Output index -> the item `response.output_item.done` gave there."""
-        self.positions: dict[tuple[Any, ...], Any] = {}
-        """A completed item's identity -> its output index."""
-        self.begun = False
-        """Whether an event came: the accumulator takes the first for the response it builds on, and
-        raises unless it is `response.created` (a `response.in_progress` first too)."""
-        self.keys: set[str] = set()
-        """The identity keys (`_node_keys`) of the output items the Node SDK's accumulator holds."""
-
-    def broken(self, event: dict[str, Any]) -> str | None:
-        """Why the SDKs' stream refuses this event, as to the output items (None: it does not).
-        The stream accumulator holds an index to one `output_item.added`, an item's `.done` to the
-        item added there (its type, id and call id), and a `response.completed` to the items
-        streamed: one added and never done must be in the response, and one done must not come
-        back with another id. Such a stream was recorded, and replayed as completed, where the
-        client live had an error ("Cannot complete response with unfinished output items")."""
-        kind = event.get("type")
-        item = event.get("item")
-        index = _position(event.get("output_index"))
-        if not self.begun:
-            self.begun = True
-            if kind != "response.created":  # "Expected to have received `response.created` before ..."
-                return f"its first event is {str(kind)[:60]!r}, not response.created"
-            return self.began(event.get("response")) or (None if self.socket else self.listed(event.get("response")))
-        strict = None if self.socket else self.strict(kind, event, index)  # before the event is taken in
-        return self.taken(kind, event, item, index) or strict
-
-    def taken(self, kind: Any, event: dict[str, Any], item: Any, index: Any) -> str | None:
-        """`broken`'s rules of the Python SDK's accumulator (and of both), past the first event."""
-        if kind == "response.output_item.added" and isinstance(item, dict):
-            if index in self.added:
-                return f"a second output item was added at output index {index}"
-            if len(self.added) >= MAX_CHECKED_ITEMS:
-                return f"it adds more than {MAX_CHECKED_ITEMS:,} output items (not followed)"
-            self.added[index] = item
-            if item.get("type") == "message":
-                content = item.get("content")
-                content = content if isinstance(content, list) else ()
-                self.parts[index] = [p.get("type") if isinstance(p, dict) else None for p in content]
-        elif kind in _CONTENT_EVENTS:
-            added = self.added.get(index)
-            if added is None:  # "Received a content event for output index ... before receiving its output item"
-                return f"a {kind} event at output index {str(index)[:40]} comes before its output item was added"
-            wants = _CONTENT_EVENTS[kind]
-            if wants is not None and added.get("type") != wants:
-                return f"a {kind} event at output index {index} goes into a {str(added.get('type'))[:40]!r} item"
-            parts = self.parts.get(index)
-            if parts is None:
-                pass  # not a message: the accumulator adds no part to it
-            elif kind == "response.content_part.added":
-                part = event.get("part")
-                parts.append(part.get("type") if isinstance(part, dict) else None)
-            elif kind in ("response.output_text.delta", "response.output_text.done"):
-                what = "an output_text " + ("delta" if kind.endswith(".delta") else "done event")
-                at = event.get("content_index")
-                if not isinstance(at, int) or isinstance(at, bool) or not -len(parts) <= at < len(parts):
-                    return f"{what} at output index {index} names a content part not added"
-                if parts[at] != "output_text":
-                    return f"{what} at output index {index} goes into a {str(parts[at])[:40]!r} part"
-        elif kind == "response.output_item.done" and isinstance(item, dict):
-            added = self.added.get(index)
-            if added is not None and (_identity(added) != _identity(item) or not _same_id(added, item)):
-                return f"the output item done at output index {index} is not the one added there"
-            identity = _identity(item)
-            if self.positions.get(identity, index) != index:
-                return "an output item was done at two output indexes"
-            previous = self.completed.get(index)
-            if previous is not None:
-                self.positions.pop(_identity(previous), None)
-            self.completed[index] = item
-            self.positions[identity] = index
-        elif kind in ("response.created", "response.queued", "response.in_progress"):
-            response = event.get("response")
-            output = response.get("output") if isinstance(response, dict) else None
-            if isinstance(output, list) and len(output) > MAX_CHECKED_ITEMS:
-                return f"its response lists more than {MAX_CHECKED_ITEMS:,} output items (not looked through)"
-            given: dict[tuple[Any, ...], dict[str, Any]] = {}
-            for each in output if isinstance(output, list) else ():
-                if isinstance(each, dict):
-                    if _identity(each) in given:
-                        return "its response lists one output item twice"
-                    given[_identity(each)] = each
-            for identity, each in given.items():
-                at = self.positions.get(identity)
-                if at is not None and not _same_id(self.completed[at], each):
-                    return "its response gives a done output item another id"
-        elif kind == "response.completed":
-            response = event.get("response")
-            output = response.get("output") if isinstance(response, dict) else None
-            if isinstance(output, list) and len(output) > MAX_CHECKED_ITEMS:
-                return f"its response lists more than {MAX_CHECKED_ITEMS:,} output items (not looked through)"
-            final = {
-                _identity(each): each for each in (output if isinstance(output, list) else ()) if isinstance(each, dict)
-            }
-            for each in self.completed.values():
-                last = final.get(_identity(each))
-                if last is not None and not _same_id(each, last):
-                    return "the completed response gives a done output item another id"
-            for at, each in self.added.items():
-                last = final.get(_identity(each))
-                if at not in self.completed and (last is None or not _same_id(each, last)):
-                    return "the completed response lacks an output item the stream added and did not finish"
-        return None
-
-    def strict(self, kind: Any, event: dict[str, Any], index: Any) -> str | None:
-        """Why the Node SDK's stream (stricter than the Python one's) refuses this event, past its
-        first: an event type it does not know ("Unhandled response stream event"); an event at an
-        output index no item was added at, `output_item.done` included ("missing output at
-        index"), or at one that is not a whole number ("Invalid response output index"); an item's
-        event whose `item_id` is missing or is not the id of the item at its output index, or
-        whose item is of another type ("expected item_id ..."). A stream either SDK refuses is
-        not recorded: the client in the other language had an error live."""
-        if not isinstance(kind, str) or kind not in _NODE_EVENTS:
-            return f"it sends an event of a type the Node SDK's stream does not know ({str(kind)[:60]!r})"
-        why = self.identified(kind, event, index)
-        if why is not None:
-            return why
-        if "output_index" not in event or kind == "response.output_item.added":
-            return None
-        raw = event.get("output_index")
-        if index is _ODD or isinstance(raw, bool | str):
-            return f"a {kind} event's output index {str(raw)[:40]!r} is not a whole number"
-        item = self.completed.get(index) or self.added.get(index)
-        if item is None:
-            return f"a {kind} event at output index {index} names no output item added there"
-        if kind not in _ITEM_EVENTS:
-            return None
-        item_id = event.get("item_id")
-        if not isinstance(item_id, str) or not item_id:
-            return f"a {kind} event at output index {index} has no item_id"
-        if item.get("id") != item_id:
-            return f"a {kind} event names item {item_id[:60]!r}, not the item at output index {index}"
-        wants = _ITEM_EVENTS[kind]
-        if wants is None:  # a content part: a reasoning text's goes into reasoning, any other into a message
-            part = event.get("part")
-            wants = "reasoning" if isinstance(part, dict) and part.get("type") == "reasoning_text" else "message"
-        if item.get("type") != wants:
-            return f"a {kind} event at output index {index} goes into a {str(item.get('type'))[:40]!r} item"
-        return None
-
-    def identified(self, kind: str, event: dict[str, Any], index: Any) -> str | None:
-        """The Node SDK's rules of output item identity (`_node_keys`): an item added, or done,
-        must have its keys, and an added item (or an id a done one gives an item added without)
-        none that an item held already has; a lifecycle event's response lists none twice."""
-        item = event.get("item")
-        if kind == "response.output_item.added" and isinstance(item, dict):
-            keys = _node_keys(item)
-            if isinstance(keys, str):
-                return f"its output item added at output index {str(index)[:40]} {keys}"
-            return self.held(keys)
-        if kind == "response.output_item.done" and isinstance(item, dict):
-            keys = _node_keys(item)
-            if isinstance(keys, str):
-                return f"its output item done at output index {str(index)[:40]} {keys}"
-            added = self.added.get(index)
-            if isinstance(added, dict) and "id" not in added and isinstance(item.get("id"), str):
-                return self.held([f"id:{item['id']}"])
-            return None
-        if kind in _LIFECYCLE:
-            return self.listed(event.get("response"), fresh=True)
-        return None
-
-    def held(self, keys: list[str]) -> str | None:
-        for key in keys:
-            if key in self.keys:
-                return f"two output items share the identity {key[:80]!r}"
-        self.keys.update(keys)
-        return None
-
-    def listed(self, response: Any, fresh: bool = False) -> str | None:
-        """A response's output items, as the Node SDK's accumulator checks each lifecycle event's
-        (`fresh`: on their own, not with the items the stream gave)."""
-        output = response.get("output") if isinstance(response, dict) else None
-        if not isinstance(output, list) or len(output) > MAX_CHECKED_ITEMS:
-            return None  # `taken` refuses a list too long to look through
-        seen: set[str] = set()
-        for at, each in enumerate(output):
-            if not isinstance(each, dict):
-                continue
-            keys = _node_keys(each)
-            if isinstance(keys, str):
-                return f"its response's output item at output index {at} {keys}"
-            for key in keys:
-                if key in seen:
-                    return f"its response lists two output items of the identity {key[:80]!r}"
-                seen.add(key)
-        if not fresh:
-            self.keys = seen
-        return None
-
-    def began(self, response: Any) -> str | None:
-        """The first `response.created`: the items its response lists are the accumulator's first
-        output items, each at its place in the list, as if added there."""
-        output = response.get("output") if isinstance(response, dict) else None
-        if not isinstance(output, list):
-            return None
-        if len(output) > MAX_CHECKED_ITEMS:
-            return f"its response lists more than {MAX_CHECKED_ITEMS:,} output items (not looked through)"
-        for at, each in enumerate(output):
-            if not isinstance(each, dict):
-                continue
-            self.added[at] = each
-            if each.get("type") == "message":
-                content = each.get("content")
-                content = content if isinstance(content, list) else ()
-                self.parts[at] = [p.get("type") if isinstance(p, dict) else None for p in content]
-        return None
-
-
-MAX_CHECKED_ITEMS = 2_048
-"""The output items an answer's events may give and still be recorded: `_Answer.broken` runs on
-the event loop per event, and walked every item of each lifecycle event (a `response.completed` of
-900,000 tiny items held the loop 2.5 s). Past it, the answer is passed on and not recorded."""
-
-_CONTENT_EVENTS: dict[str, str | None] = {
-    "response.content_part.added": None,
-    "response.output_text.delta": "message",
-    "response.output_text.done": "message",
-    "response.function_call_arguments.delta": "function_call",
-}
-"""The events the SDKs' stream accumulator looks up the output item of (it raises when none was
-added at their output index, or listed there by the first `response.created`), each with the type
-the item must have (the Python SDK asserts it)."""
-
-_ITEM_EVENTS: dict[str, str | None] = {
-    "response.content_part.added": None,
-    "response.content_part.done": None,
-    "response.output_text.delta": "message",
-    "response.output_text.done": "message",
-    "response.output_text.annotation.added": "message",
-    "response.refusal.delta": "message",
-    "response.refusal.done": "message",
-    "response.function_call_arguments.delta": "function_call",
-    "response.function_call_arguments.done": "function_call",
-    "response.custom_tool_call_input.delta": "custom_tool_call",
-    "response.custom_tool_call_input.done": "custom_tool_call",
-    "response.mcp_call_arguments.delta": "mcp_call",
-    "response.mcp_call_arguments.done": "mcp_call",
-    "response.mcp_call.in_progress": "mcp_call",
-    "response.mcp_call.completed": "mcp_call",
-    "response.mcp_call.failed": "mcp_call",
-    "response.shell_call_output_content.delta": "shell_call_output",
-    "response.shell_call_output_content.done": "shell_call_output",
-    "response.reasoning_text.delta": "reasoning",
-    "response.reasoning_text.done": "reasoning",
-    "response.reasoning_summary_part.added": "reasoning",
-    "response.reasoning_summary_part.done": "reasoning",
-    "response.reasoning_summary_text.delta": "reasoning",
-    "response.reasoning_summary_text.done": "reasoning",
-    "response.code_interpreter_call_code.delta": "code_interpreter_call",
-    "response.code_interpreter_call_code.done": "code_interpreter_call",
-    "response.code_interpreter_call.in_progress": "code_interpreter_call",
-    "response.code_interpreter_call.interpreting": "code_interpreter_call",
-    "response.code_interpreter_call.completed": "code_interpreter_call",
-    "response.file_search_call.in_progress": "file_search_call",
-    "response.file_search_call.searching": "file_search_call",
-    "response.file_search_call.completed": "file_search_call",
-    "response.web_search_call.in_progress": "web_search_call",
-    "response.web_search_call.searching": "web_search_call",
-    "response.web_search_call.completed": "web_search_call",
-    "response.image_generation_call.in_progress": "image_generation_call",
-    "response.image_generation_call.generating": "image_generation_call",
-    "response.image_generation_call.completed": "image_generation_call",
-    "response.image_generation_call.partial_image": "image_generation_call",
-    "response.mcp_list_tools.in_progress": "mcp_list_tools",
-    "response.mcp_list_tools.completed": "mcp_list_tools",
-    "response.mcp_list_tools.failed": "mcp_list_tools",
-    "response.compaction.compacting": "compaction",
-}
-"""The events the Node SDK's stream accumulator (openai 7.60) holds to the item at their output
-index: their `item_id` must be its id, and the item of the type given (a content part's: by the part)."""
-
-_NODE_EVENTS = frozenset(
-    {
-        *_ITEM_EVENTS,
-        "response.output_item.added",
-        "response.output_item.done",
-        "response.shell_call_command.added",
-        "response.shell_call_command.delta",
-        "response.shell_call_command.done",
-        "response.created",
-        "response.queued",
-        "response.in_progress",
-        "response.completed",
-        "response.failed",
-        "response.incomplete",
-        "response.audio.delta",
-        "response.audio.done",
-        "response.audio.transcript.delta",
-        "response.audio.transcript.done",
-        "keepalive",
-        "error",
-    }
-)
-"""The event types the Node SDK's stream accumulator (openai 7.60) takes; on any other it raises
-"Unhandled response stream event" (the Python SDK's passes it on)."""
-
-_CALL_IDENTITY = frozenset({"function_call", "custom_tool_call", "shell_call", "shell_call_output"})
-
-
-def _identity(item: dict[str, Any]) -> tuple[Any, ...]:
-    """An output item's identity as the SDKs' stream accumulator takes it: its type, id and call
-    id (a call's id left out: its call id names it)."""
-    kind, call_id = item.get("type"), item.get("call_id")
-    return (kind, None, call_id) if kind in _CALL_IDENTITY else (kind, item.get("id"), call_id)
-
-
-def _node_keys(item: dict[str, Any]) -> list[str] | str:
-    """An output item's identity keys as the Node SDK's stream accumulator (openai 7.60) takes
-    them, or why it raises on the item: every item has a string `type` and a non-empty string `id`
-    (a `computer_call`'s may be empty; a `function_call` or `custom_tool_call` may have none), and
-    a routed call (`_CALL_IDENTITY`) a string `call_id`, non-empty but for a `function_call`'s.
-    Keys are `id:<id>` (across types: a reasoning and a message sharing an id clash) and
-    `call:<type>:<call id>`."""
-    kind = item.get("type")
-    if not isinstance(kind, str):
-        return "has no type"
-    keys = []
-    if "id" in item:
-        item_id = item["id"]
-        if not isinstance(item_id, str) or (not item_id and kind != "computer_call"):
-            return f"has an id that is not a non-empty string ({str(item_id)[:40]!r})"
-        keys.append(f"id:{item_id}")
-    elif kind not in ("function_call", "custom_tool_call"):
-        return "has no id"
-    if kind in _CALL_IDENTITY:
-        call_id = item.get("call_id")
-        if not isinstance(call_id, str) or (not call_id and kind != "function_call"):
-            return f"has a call_id that is not a non-empty string ({str(call_id)[:40]!r})"
-        keys.append(f"call:{kind}:{call_id}")
-    return keys
-
-
-def _same_id(before: dict[str, Any], after: dict[str, Any]) -> bool:
-    return before.get("id") == after.get("id") or (
-        before.get("id") is None and before.get("type") in ("function_call", "custom_tool_call")
-    )
-
-
-_LIFECYCLE = frozenset({"response.created", "response.queued", "response.in_progress", *TERMINAL})
-"""The events whose response an SDK's stream holds to the first one's id."""
-
-
 class _SSE:
     """The data of an SSE stream's events, taken as its bytes pass through (an event of more than
     `KEPT_BYTES` is passed on, not read)."""
@@ -1473,7 +1129,7 @@ class _SSE:
         self.skipping = False
         """Within an event too long to keep: its bytes are dropped until it ends."""
         self.pending_cr = False
-        self.answer = _Answer()
+        self.answer = Answer()
         """This stream, for the recorder: each of its terminal events ends the same answer."""
         self.overlong = False
         """With `blocks`: an event was longer than `KEPT_BYTES` (a keyed stream refuses it)."""
@@ -1512,10 +1168,10 @@ class _SSE:
                     self.taken.append((block + b"\n\n", False))
                 continue
             if self.blocks:  # its data is read by the caller (`_read_data`: a long one off the loop)
-                self.taken.append((block + b"\n\n", _DATA_FIELD in block))
+                self.taken.append((block + b"\n\n", _DATA_FIELD in block or dispatched(block)))
                 continue
             data = _data(block)
-            if data:
+            if data or dispatched(block):  # an empty one too: the SDKs parse it, and raise
                 found.append(data)
         self.searched = len(self.buffer)
         if len(self.buffer) > KEPT_BYTES:
@@ -1695,36 +1351,11 @@ _ODD_POSITION = (
 )
 
 
-class _Odd:
-    """A position no client reads as an index (`_position`)."""
-
-
-_ODD = _Odd()
-
-
-def _position(value: Any) -> Any:
-    """An output, content or summary index as the SDKs read it: a number equal to a whole one is
-    that int (the Python SDK keeps items in a dict, where `0.0`, `0e0`, `True` and `0` are one key),
-    a string of digits without a leading zero is its int (JavaScript's `output["0"]` is `output[0]`);
-    None (absent) stays None. Anything else (negative: Python's `content[-1]` is the last part) is `_ODD`."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value if value >= 0 else _ODD
-    if isinstance(value, float):
-        return int(value) if math.isfinite(value) and value.is_integer() and value >= 0 else _ODD
-    if isinstance(value, str) and value.isascii() and value.isdigit() and (value == "0" or value[0] != "0"):
-        return int(value)
-    return _ODD
-
-
 def _lane(event: dict[str, Any]) -> tuple[Any, ...]:
-    """A delta event's position (`_position` of each index); `_Refused` when one is `_ODD`: a
+    """A delta event's position (`_position` of each index); `_Refused` when one is `ODD`: a
     client may join its text to any other's, so the key could not surely be taken out of it."""
     lane = tuple(_position(event.get(name)) for name in _LANE_FIELDS)
-    if _ODD in lane:
+    if ODD in lane:
         raise _Refused(_ODD_POSITION)
     return lane
 

@@ -275,3 +275,42 @@ def test_the_same_conversation_resent_after_an_unclean_response_is_still_linked(
         items += [{"type": "function_call_output", "call_id": "call_1", "output": "{}"}]
         assert sdk.responses.create(model="gpt-test", input=items, tools=TOOLS, store=False).output_text == "Fine."
     _not_recorded(directory, caplog, "its response resp_up1 before the last one: it is 'incomplete'")
+
+
+def test_a_socket_answer_the_client_raised_on_links_its_conversation_too(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Over the Responses WebSocket mode, an answer the client's socket session raises on (the Node
+    lane: an item done at an output index that is no whole number) is noted as unclean too: before,
+    the socket path returned without telling the tape, and the `store: false` conversation resending
+    its call was recorded whole, the answer replayed as clean."""
+    from websockets.sync.client import connect
+
+    from tests.recording.test_record_hostile_upstream import ws_upstream
+
+    first = _streamed(_response("resp_up1", [_call("fc_1")]))
+    done = next(e for e in first if e["type"] == "response.output_item.done")
+    done["output_index"] = 0.5
+    second = _streamed(_done({}, "resp_up2"))
+    answers = iter([first, second])
+
+    async def answer(socket: Any) -> None:
+        async for _ in socket:
+            for event in next(answers):
+                await socket.send(json.dumps(event))
+
+    directory = tmp_path / "recordings"
+    items: list[Any] = [{"role": "user", "content": "no scenario matches this"}]
+    with caplog.at_level("INFO"), ws_upstream(answer) as url, recorder(tmp_path, url, directory) as rec:
+        with connect(rec.server_url.replace("http", "ws", 1) + "/responses") as socket:
+            create = {"type": "response.create", "model": "gpt-test", "tools": TOOLS, "store": False}
+            socket.send(json.dumps({**create, "input": items}))
+            got = [json.loads(socket.recv(timeout=60)) for _ in range(len(first))]
+            items += [
+                *got[-1]["response"]["output"],
+                {"type": "function_call_output", "call_id": "call_1", "output": "{}"},
+            ]
+            socket.send(json.dumps({**create, "input": items}))
+            got = [json.loads(socket.recv(timeout=60)) for _ in range(len(second))]
+        assert got[-1]["response"]["output"][0]["content"][0]["text"] == "Done."
+    _not_recorded(directory, caplog, "its response resp_up1 before the last one: an official SDK raises on its stream")
