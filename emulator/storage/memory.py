@@ -30,6 +30,8 @@ from ptc_emulator.emulator.storage.protocol import (
     StoredScenario,
     Turn,
     TurnRefused,
+    head_columns,
+    visible,
 )
 
 __all__ = [
@@ -284,20 +286,33 @@ class MemoryConversations:
             return True
 
 
+class _Record:
+    """A record as `MemoryRecords` keeps it: its document and head as JSON text, and what it
+    keeps of the head apart (`head_columns`, and its metadata's pairs), to choose it by."""
+
+    __slots__ = ("agent_id", "document", "head", "pairs", "running", "scope")
+
+    def __init__(self, document: str, head: dict[str, Any] | None) -> None:
+        self.document, self.head = document, _dumps(head) if head is not None else None
+        self.scope, self.agent_id, self.running = head_columns(head)
+        metadata = head.get("metadata") if head is not None else None
+        pairs = metadata.items() if isinstance(metadata, dict) else ()
+        self.pairs = frozenset((k, v) for k, v in pairs if isinstance(v, str))
+
+
 class MemoryRecords:
     def __init__(self) -> None:
-        self._kinds: dict[str, dict[str, tuple[str, str | None]]] = {}
-        """Each record's document and head, as JSON text."""
+        self._kinds: dict[str, dict[str, _Record]] = {}
         self._lock = threading.Lock()
 
     def put(self, kind: str, record_id: str, document: dict[str, Any], head: dict[str, Any] | None = None) -> None:
-        texts = (_dumps(document), _dumps(head) if head is not None else None)
+        kept = _Record(_dumps(document), head)
         with self._lock:
-            self._kinds.setdefault(kind, {})[record_id] = texts
+            self._kinds.setdefault(kind, {})[record_id] = kept  # (a replaced one keeps its place)
 
     def get(self, kind: str, record_id: str) -> dict[str, Any] | None:
-        texts = self._kinds.get(kind, {}).get(record_id)
-        return _loads(texts[0]) if texts is not None else None
+        kept = self._kinds.get(kind, {}).get(record_id)
+        return _loads(kept.document) if kept is not None else None
 
     def delete(self, kind: str, record_id: str) -> bool:
         with self._lock:
@@ -305,22 +320,66 @@ class MemoryRecords:
 
     def all(self, kind: str) -> list[dict[str, Any]]:
         with self._lock:
-            texts = [document for document, _ in self._kinds.get(kind, {}).values()]
+            texts = [kept.document for kept in self._kinds.get(kind, {}).values()]
         return [_loads(t) for t in texts]
 
     def heads(self, kind: str) -> list[tuple[str, dict[str, Any] | None]]:
         with self._lock:
-            kept = [(record_id, head) for record_id, (_, head) in self._kinds.get(kind, {}).items()]
+            kept = [(record_id, record.head) for record_id, record in self._kinds.get(kind, {}).items()]
         return [(record_id, _loads(head) if head is not None else None) for record_id, head in kept]
 
     def put_head(self, kind: str, record_id: str, head: dict[str, Any]) -> bool:
         with self._lock:
             records = self._kinds.get(kind, {})
-            texts = records.get(record_id)
-            if texts is None or texts[1] is not None:
+            kept = records.get(record_id)
+            if kept is None or kept.head is not None:
                 return False
-            records[record_id] = (texts[0], _dumps(head))
+            records[record_id] = _Record(kept.document, head)
             return True
+
+    def unheaded(self, kind: str) -> list[str]:
+        with self._lock:
+            return [record_id for record_id, kept in self._kinds.get(kind, {}).items() if kept.head is None]
+
+    def running(self, kind: str) -> list[str]:
+        with self._lock:
+            return [record_id for record_id, kept in self._kinds.get(kind, {}).items() if kept.running]
+
+    def page(
+        self,
+        kind: str,
+        *,
+        scope: str | None,
+        agent_id: str | None = None,
+        metadata: dict[str, str] | None = None,
+        after: str | None = None,
+        limit: int,
+        order: str = "desc",
+    ) -> tuple[list[str], bool] | None:
+        with self._lock:
+            rows = list(self._kinds.get(kind, {}).items())  # the records themselves are never changed
+        if order != "asc":
+            rows.reverse()
+
+        def chosen(kept: _Record) -> bool:
+            if not visible(kept.scope, scope) or (agent_id is not None and kept.agent_id != agent_id):
+                return False
+            return not metadata or all(pair in kept.pairs for pair in metadata.items())
+
+        found: list[str] = []
+        started = after is None
+        for record_id, kept in rows:
+            if not started:
+                if record_id == after:
+                    if not chosen(kept):
+                        return None
+                    started = True
+                continue
+            if chosen(kept):
+                found.append(record_id)
+                if len(found) > limit:
+                    return found[:limit], True
+        return (found, False) if started else None
 
 
 class MemoryScenarios:

@@ -65,6 +65,7 @@ POSTGRES = Dialect(
     same="IS NOT DISTINCT FROM",
     order="ord",
     lock_row=" FOR UPDATE",
+    head_has="(CAST(head AS jsonb) -> 'metadata' ->> CAST(? AS TEXT)) = CAST(? AS TEXT)",
 )
 """Replicas write at once: a write locks the conversation row it changes (a paused program's one
 continuation is decided by a primary key; the event log's streams take advisory locks)."""

@@ -130,6 +130,21 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE records ADD COLUMN head TEXT;
     """,
+    # 9: what the watch for turns to take over and a list of sessions choose records by, kept
+    # apart from the head (`Records.running`, `Records.page`): the head's scope, agent and
+    # whether its turn runs. Before, every replica read and parsed every session's head, its
+    # metadata and all, every half lease and for every list. Rows with a head get theirs from it
+    # here, once; rows without one get them with it (`Records.put_head`).
+    """
+    ALTER TABLE records ADD COLUMN scope TEXT, ADD COLUMN agent_id TEXT,
+        ADD COLUMN running BOOLEAN NOT NULL DEFAULT FALSE;
+    UPDATE records SET scope = CAST(head AS jsonb) ->> 'scope', agent_id = CAST(head AS jsonb) ->> 'agent_id',
+        running = COALESCE(CAST(head AS jsonb) -> 'running' = 'true'::jsonb, FALSE)
+        WHERE head IS NOT NULL;
+    CREATE INDEX records_running ON records (kind) WHERE running;
+    CREATE INDEX records_unheaded ON records (kind) WHERE head IS NULL;
+    CREATE INDEX records_in_order ON records (kind, ord);
+    """,
 )
 """`scenarios.scope_key` is the scope as JSON (`null` for none): a primary key cannot hold NULL.
 `records.ord` and `scenarios.ord` are the listing order: an upsert keeps the row's. `responses.status`

@@ -34,6 +34,7 @@ __all__ = [
     "StoreUnavailable",
     "Turn",
     "TurnRefused",
+    "head_columns",
     "visible",
 ]
 
@@ -43,6 +44,19 @@ def visible(made_in: str | None, scope: str | None) -> bool:
     is seen by a request in `scope`: one made in a scope is seen in that scope only, one made in
     none in every scope. What is not seen is as what does not exist (a 404)."""
     return made_in is None or made_in == scope
+
+
+def head_columns(head: dict[str, Any] | None) -> tuple[str | None, str | None, bool]:
+    """What `Records` keeps of a head apart from it: its `scope`, its `agent_id` and whether it
+    is `running` (a record put without a head: none of them, not running)."""
+    if head is None:
+        return None, None, False
+    scope, agent_id = head.get("scope"), head.get("agent_id")
+    return (
+        scope if isinstance(scope, str) else None,
+        agent_id if isinstance(agent_id, str) else None,
+        head.get("running") is True,
+    )
 
 
 class StoreUnavailable(RuntimeError):
@@ -211,7 +225,9 @@ class Records(Protocol):
     def put(self, kind: str, record_id: str, document: dict[str, Any], head: dict[str, Any] | None = None) -> None:
         """Add or replace; a replaced document keeps its place in `all`. `head` is a small summary
         of the document the caller makes (what a list filters on), kept beside it and written
-        with it in one step: `heads` reads those alone, never the documents."""
+        with it in one step: `heads` reads those alone, never the documents. Its `scope`,
+        `agent_id` (strings or None) and `running` (true or not) are kept apart as well, for
+        `running` and `page` to choose records by without reading a head."""
         ...
 
     def get(self, kind: str, record_id: str) -> dict[str, Any] | None: ...
@@ -233,6 +249,37 @@ class Records(Protocol):
         """Give a record put without a head (by an earlier version) the one made from its
         document, only while it still has none, in one step: a `put` since then wrote its own.
         False if it has one, or is gone."""
+        ...
+
+    def unheaded(self, kind: str) -> list[str]:
+        """The ids of the records of a kind put without a head (by an earlier version), in
+        `all`'s order: those `put_head` has yet to give one."""
+        ...
+
+    def running(self, kind: str) -> list[str]:
+        """The ids of the records of a kind whose head says `running` (true), in `all`'s order,
+        read without a head or a document: every replica asks every half lease, and the heads
+        of every session (metadata and all, 9 KiB each at most) stalled idle replicas once
+        there were tens of thousands."""
+        ...
+
+    def page(
+        self,
+        kind: str,
+        *,
+        scope: str | None,
+        agent_id: str | None = None,
+        metadata: dict[str, str] | None = None,
+        after: str | None = None,
+        limit: int,
+        order: str = "desc",
+    ) -> tuple[list[str], bool] | None:
+        """A page of the ids of the records of a kind, and whether more follow: those whose
+        head's scope is seen in `scope` (`visible`), whose `agent_id` is the one given (None:
+        any), whose head's `metadata` holds every pair given; in `all`'s order (`asc`) or the
+        reverse (`desc`), from the record after `after` (None: from the first), `limit` of them
+        at most. Chosen by the store itself: only the heads of candidates are looked at when
+        `metadata` is given, none otherwise. None if `after` is not one of the records chosen."""
         ...
 
 

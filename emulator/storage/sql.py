@@ -35,6 +35,7 @@ from ptc_emulator.emulator.storage.protocol import (
     StoredScenario,
     Turn,
     TurnRefused,
+    head_columns,
 )
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "SqlScenarios",
     "Statements",
     "Tx",
+    "page_statements",
     "record_row",
 ]
 
@@ -72,6 +74,9 @@ class Dialect:
     lock_row: str = ""
     """What a `SELECT` adds to lock the rows it reads until its transaction ends (` FOR UPDATE`);
     "" where a write transaction already excludes every other writer (SQLite's `BEGIN IMMEDIATE`)."""
+    head_has: str = "EXISTS (SELECT 1 FROM json_each(head, '$.metadata') WHERE key = ? AND value = ?)"
+    """Whether a record's head (JSON text) holds the metadata key (the first parameter) with the
+    value (the second): `Records.page`'s metadata filter, read by the database itself."""
 
     def render(self, template: str) -> str:
         """`template` (parameters as `?`, `{same}`, `{order}`, `{lock_row}`) in this dialect."""
@@ -197,14 +202,20 @@ class Statements:
         )
         # records (agents, sessions)
         self.put_record = q(
-            "INSERT INTO records (kind, id, document, head) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (kind, id) DO UPDATE SET document = excluded.document, head = excluded.head"
+            "INSERT INTO records (kind, id, document, head, scope, agent_id, running) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (kind, id) DO UPDATE SET document = excluded.document, head = excluded.head, "
+            "scope = excluded.scope, agent_id = excluded.agent_id, running = excluded.running"
         )
         self.get_record = q("SELECT document FROM records WHERE kind = ? AND id = ?")
         self.delete_record = q("DELETE FROM records WHERE kind = ? AND id = ?")
         self.records = q("SELECT document FROM records WHERE kind = ? ORDER BY {order}")
         self.record_heads = q("SELECT id, head FROM records WHERE kind = ? ORDER BY {order}")
-        self.put_head = q("UPDATE records SET head = ? WHERE kind = ? AND id = ? AND head IS NULL")
+        self.put_head = q(
+            "UPDATE records SET head = ?, scope = ?, agent_id = ?, running = ? "
+            "WHERE kind = ? AND id = ? AND head IS NULL"
+        )
+        self.unheaded = q("SELECT id FROM records WHERE kind = ? AND head IS NULL ORDER BY {order}")
+        self.running = q("SELECT id FROM records WHERE kind = ? AND running ORDER BY {order}")
         # scenarios
         self.put_scenario = q(
             "INSERT INTO scenarios (scope_key, name, scope, document) VALUES (?, ?, ?, ?) "
@@ -219,6 +230,28 @@ class Statements:
     @functools.cache
     def of(dialect: Dialect) -> Statements:
         return Statements(dialect)
+
+
+@functools.lru_cache(maxsize=256)
+def page_statements(dialect: Dialect, agent: bool, pairs: int, asc: bool) -> tuple[str, str, str]:
+    """`Records.page`'s statements, choosing by scope, by agent (if `agent`) and by `pairs`
+    metadata pairs: the first page's, the check that the cursor is one of the records chosen,
+    and a page after the cursor. Their parameters: the kind, the scope, the agent id, each pair's
+    key and value, then the limit (the first page), the cursor's id (the check), or the kind,
+    the cursor's id and the limit (a page after it)."""
+    where = "kind = ? AND (scope IS NULL OR scope = ?)"
+    if agent:
+        where += " AND agent_id = ?"
+    where += f" AND {dialect.head_has}" * pairs
+    way, beyond = ("ASC", ">") if asc else ("DESC", "<")
+    return (
+        dialect.render(f"SELECT id FROM records WHERE {where} ORDER BY {{order}} {way} LIMIT ?"),
+        dialect.render(f"SELECT 1 FROM records WHERE {where} AND id = ?"),
+        dialect.render(
+            f"SELECT id FROM records WHERE {where} AND {{order}} {beyond} "
+            f"(SELECT {{order}} FROM records WHERE kind = ? AND id = ?) ORDER BY {{order}} {way} LIMIT ?"
+        ),
+    )
 
 
 _Texts = tuple[str, str, list[tuple[str, str, str]]]
@@ -426,12 +459,48 @@ class SqlRecords:
         return [(str(row[0]), _loads(row[1]) if row[1] is not None else None) for row in rows]
 
     def put_head(self, kind: str, record_id: str, head: dict[str, Any]) -> bool:
-        return self._db.changed(self._sql.put_head, (_dumps(head), kind, record_id)) > 0
+        return self._db.changed(self._sql.put_head, (_dumps(head), *head_columns(head), kind, record_id)) > 0
+
+    def unheaded(self, kind: str) -> list[str]:
+        return [str(row[0]) for row in self._db.rows(self._sql.unheaded, (kind,))]
+
+    def running(self, kind: str) -> list[str]:
+        return [str(row[0]) for row in self._db.rows(self._sql.running, (kind,))]
+
+    def page(
+        self,
+        kind: str,
+        *,
+        scope: str | None,
+        agent_id: str | None = None,
+        metadata: dict[str, str] | None = None,
+        after: str | None = None,
+        limit: int,
+        order: str = "desc",
+    ) -> tuple[list[str], bool] | None:
+        pairs = list((metadata or {}).items())
+        first, cursor, beyond = page_statements(self._db.dialect, agent_id is not None, len(pairs), order == "asc")
+        chosen = (kind, scope, *([agent_id] if agent_id is not None else []), *(x for pair in pairs for x in pair))
+        if after is None:
+            rows = self._db.rows(first, (*chosen, limit + 1))
+        else:
+
+            def work(tx: Tx) -> list[Any] | None:
+                if tx.one(cursor, (*chosen, after)) is None:
+                    return None
+                return tx.rows(beyond, (*chosen, kind, after, limit + 1))
+
+            found = self._db.read(work)  # the check and the page from one snapshot
+            if found is None:
+                return None
+            rows = found
+        ids = [str(row[0]) for row in rows]
+        return ids[:limit], len(ids) > limit
 
 
 def record_row(kind: str, record_id: str, document: dict[str, Any], head: dict[str, Any] | None) -> tuple[Any, ...]:
     """The parameters of `Statements.put_record`."""
-    return (kind, record_id, _dumps(document), _dumps(head) if head is not None else None)
+    return (kind, record_id, _dumps(document), _dumps(head) if head is not None else None, *head_columns(head))
 
 
 class SqlScenarios:

@@ -80,6 +80,9 @@ CREATE TABLE IF NOT EXISTS records (
     id TEXT NOT NULL,
     document TEXT NOT NULL,
     head TEXT,
+    scope TEXT,
+    agent_id TEXT,
+    running INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (kind, id)
 );
 CREATE TABLE IF NOT EXISTS continuations (
@@ -107,6 +110,9 @@ COLUMNS = (
     ("conversations", "version", "INTEGER NOT NULL DEFAULT 0"),
     ("conversations", "scope", "TEXT"),
     ("records", "head", "TEXT"),
+    ("records", "scope", "TEXT"),
+    ("records", "agent_id", "TEXT"),
+    ("records", "running", "INTEGER NOT NULL DEFAULT 0"),
 )
 """Columns a file made by an older version lacks: added when it is opened (its rows get the default)."""
 
@@ -274,10 +280,21 @@ class SqliteStore(SqlParts):
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA foreign_keys=ON")
             db.executescript(SCHEMA)
+            added = set()
             for table, column, declaration in COLUMNS:
                 if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
                     db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+                    added.add((table, column))
+            if ("records", "running") in added:  # what a head holds, kept apart (`Records.running`)
+                db.execute(
+                    "UPDATE records SET scope = json_extract(head, '$.scope'), "
+                    "agent_id = json_extract(head, '$.agent_id'), "
+                    "running = COALESCE(json_extract(head, '$.running'), 0) WHERE head IS NOT NULL"
+                )
             db.execute("CREATE INDEX IF NOT EXISTS responses_by_previous ON responses(previous_response_id)")
+            db.execute("CREATE INDEX IF NOT EXISTS records_running ON records(kind) WHERE running")
+            db.execute("CREATE INDEX IF NOT EXISTS records_unheaded ON records(kind) WHERE head IS NULL")
+            db.execute("CREATE INDEX IF NOT EXISTS records_chosen ON records(kind, scope, agent_id, id)")
             # Rows an older version wrote keep their status in the body only.
             db.execute("UPDATE responses SET status = json_extract(response, '$.status') WHERE status IS NULL")
             # A background response still queued or in progress was cut off by the previous

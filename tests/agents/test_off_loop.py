@@ -145,12 +145,12 @@ ROUTES = list(_routes({"session": "s", "turn": "t", "agent": "a"}))
 @contextlib.contextmanager
 def _watched(monkeypatch: pytest.MonkeyPatch, record: Callable[[str], None]) -> Iterator[None]:
     """Each use of a SQLite store's records calls `record` with its name first."""
-    for name in ("get", "all", "heads", "put_head", "put", "delete"):
+    for name in ("get", "all", "heads", "put_head", "unheaded", "running", "page", "put", "delete"):
         used = getattr(SqlRecords, name)
 
-        def watched(self: SqlRecords, *args: Any, _used: Any = used, _name: str = name) -> Any:
+        def watched(self: SqlRecords, *args: Any, _used: Any = used, _name: str = name, **kwargs: Any) -> Any:
             record(_name)
-            return _used(self, *args)
+            return _used(self, *args, **kwargs)
 
         monkeypatch.setattr(SqlRecords, name, watched)
     yield

@@ -139,6 +139,67 @@ async def test_the_watcher_and_a_list_read_no_document_beyond_the_page(
     assert first["data"][0]["status"] == "idle"
 
 
+@contextlib.contextmanager
+def _read_from_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """What every store hands its callers from where it keeps them, as text: each row a SQL store's
+    statements return (SQLite, PostgreSQL), each JSON text the memory store parses."""
+    from ptc_emulator.emulator.storage import memory, pgpool, sqlite
+
+    read: list[str] = []
+    for tx in (sqlite._Tx, pgpool._Tx):
+        for name in ("one", "rows"):
+            used = getattr(tx, name)
+
+            def recorded(self: Any, *args: Any, _used: Any = used) -> Any:
+                got = _used(self, *args)
+                read.extend(map(repr, got if isinstance(got, list) else [got]))
+                return got
+
+            monkeypatch.setattr(tx, name, recorded)
+
+    def loads(text: str, _loads: Any = memory._loads) -> Any:
+        read.append(text)
+        return _loads(text)
+
+    monkeypatch.setattr(memory, "_loads", loads)
+    yield read
+    monkeypatch.undo()
+
+
+@pytest.mark.anyio
+async def test_the_watch_reads_no_head_and_a_list_of_one_no_other_sessions_metadata(
+    store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watch for turns to take over (none runs here) reads nothing of any session; a list of
+    one reads the metadata of its page's session alone, and a list chosen by metadata reads none
+    but the chosen one's (before, both read every session's head, metadata and all: 9 KiB each,
+    most of a second per round at 20,000 sessions)."""
+    async with in_process_http(_settings(tmp_path, store)) as (http, app):
+        ids = await _sessions(http, MANY)
+        marks = {sid: f"MARK{n}:" for n, sid in enumerate(ids)}
+        for sid, mark in marks.items():
+            body = {"metadata": {"mark": mark + "x" * 500}}
+            updated = await http.post(f"/v1/agents/sessions/{sid}", headers=JSON, content=json.dumps(body))
+            assert updated.status_code == 200, updated.text
+        harness = app.state.emulator.agents
+        with _read_from_store(monkeypatch) as read:
+            assert await asyncio.to_thread(harness._running) == []
+            watched = list(read)
+            read.clear()
+            first = await _list(http, "limit=1")
+            listed = list(read)
+            read.clear()
+            chosen = await _list(http, f"metadata[mark]={marks[ids[2]]}{'x' * 500}")
+
+    def seen(texts: list[str]) -> list[str]:
+        return [sid for sid, mark in marks.items() if any(mark in text for text in texts)]
+
+    assert [s["id"] for s in first["data"]] == [ids[-1]] and [s["id"] for s in chosen["data"]] == [ids[2]]
+    assert not any(sid in text for text in watched for sid in ids), "the watch read sessions that do not run"
+    assert seen(listed) == [ids[-1]], "a list of one read other sessions' metadata"
+    assert seen(read) == [ids[2]], "a list chosen by metadata read the others'"
+
+
 @pytest.mark.anyio
 async def test_a_list_after_an_id_not_listed_is_refused_as_before(store: str, tmp_path: Path) -> None:
     async with in_process_http(_settings(tmp_path, store)) as (http, _):
@@ -149,11 +210,15 @@ async def test_a_list_after_an_id_not_listed_is_refused_as_before(store: str, tm
 
 
 def _forget_heads_sqlite(tmp_path: Path, drop: bool) -> None:
-    """The rows as an earlier version wrote them: no head (or no head column at all)."""
+    """The rows as an earlier version wrote them: no head (or no head column at all, nor the
+    columns kept apart from it, nor their indexes)."""
     (found,) = tmp_path.glob("**/responses.sqlite3")
     with contextlib.closing(sqlite3.connect(found)) as db:
         if drop:
-            db.execute("ALTER TABLE records DROP COLUMN head")
+            for index in ("records_running", "records_unheaded", "records_chosen"):
+                db.execute(f"DROP INDEX {index}")
+            for column in ("scope", "agent_id", "running", "head"):
+                db.execute(f"ALTER TABLE records DROP COLUMN {column}")
         else:
             db.execute("UPDATE records SET head = NULL")
         db.commit()

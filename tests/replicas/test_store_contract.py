@@ -9,6 +9,7 @@ fixtures that open a store differ.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -34,7 +35,9 @@ from tests.unit.test_store_contract import (  # noqa: F401 (collected here too)
     test_journal_append_list_clear_by_scope,
     test_journal_keeps_its_bounds_oldest_first,
     test_leases_have_one_owner_until_released_or_expired,
+    test_records_choose_the_running_and_page_by_their_heads,
     test_records_keep_a_head_beside_the_document,
+    test_records_keep_what_they_choose_by_across_reopening,
     test_records_list_in_first_put_order,
     test_records_put_get_delete_by_kind,
     test_records_return_copies,
@@ -283,5 +286,35 @@ def test_a_database_of_an_older_schema_is_migrated_keeping_its_rows(postgres_url
         assert found is not None and found.response["status"] == "completed"
         store.journal.append(None, {"n": 1}, 10)
         assert store.journal.entries() == [{"n": 1}] and store.leases.claim("k", "me", 60) is True
+    finally:
+        store.close()
+
+
+def test_a_database_of_heads_alone_gets_what_they_choose_by_from_them(postgres_url: str) -> None:
+    """Migrated from version 8 (heads, nothing kept apart from them): the rows' scope, agent and
+    running are taken from their heads, once; a row without a head waits for `put_head`."""
+    from ptc_emulator.emulator.storage.pgschema import MIGRATIONS
+
+    heads = [
+        ("s1", {"scope": None, "agent_id": "a", "metadata": {"n": "1"}, "running": False}),
+        ("s2", {"scope": "x", "agent_id": "a", "metadata": {"n": "2"}, "running": True}),
+        ("s3", {"scope": None, "agent_id": "b", "metadata": {"n": "3"}, "running": True}),
+        ("s4", None),
+    ]
+    with psycopg.connect(postgres_url) as db:
+        db.execute("CREATE TABLE ptc_schema (version INTEGER NOT NULL)")
+        db.execute("INSERT INTO ptc_schema VALUES (8)")
+        for migration in MIGRATIONS[:8]:
+            db.execute(migration.encode())
+        for sid, head in heads:
+            db.execute(
+                "INSERT INTO records (kind, id, document, head) VALUES ('session', %s, '{}', %s)",
+                (sid, json.dumps(head) if head is not None else None),
+            )
+    store = open_store(postgres_url)
+    try:
+        assert store.sessions.running("session") == ["s2", "s3"] and store.sessions.unheaded("session") == ["s4"]
+        assert store.sessions.page("session", scope="x", agent_id="a", limit=5) == (["s2", "s1"], False)
+        assert store.sessions.page("session", scope=None, metadata={"n": "3"}, limit=5) == (["s3"], False)
     finally:
         store.close()

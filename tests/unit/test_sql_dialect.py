@@ -38,6 +38,7 @@ from tests.unit.test_store_contract import (  # noqa: F401 (collected here too)
     test_journal_append_list_clear_by_scope,
     test_journal_keeps_its_bounds_oldest_first,
     test_leases_have_one_owner_until_released_or_expired,
+    test_records_choose_the_running_and_page_by_their_heads,
     test_records_list_in_first_put_order,
     test_records_put_get_delete_by_kind,
     test_records_return_copies,

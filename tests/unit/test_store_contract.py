@@ -7,15 +7,18 @@ SQLite store, what survives closing and opening it again (and what does not: the
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ptc_emulator.emulator.storage import (
     FILENAME,
     DataDirHeld,
+    Records,
     Store,
     StoredConversation,
     StoredResponse,
@@ -410,6 +413,89 @@ def test_records_keep_a_head_beside_the_document(store: Store) -> None:
     assert parts.get("session", "s1") == {"id": "s1"} and parts.heads("agent") == [("a1", {"other": 1})]
     parts.delete("session", "s1")
     assert parts.heads("session") == [("s2", None)]
+
+
+def _heads_to_choose(parts: Records) -> None:
+    """Sessions s1..s6 (oldest first) of several scopes, agents, metadata; s2 and s5 running, s6
+    put without a head."""
+    for n, scope, agent, running in (
+        (1, None, "a", False),
+        (2, "x", "a", True),
+        (3, "y", "b", False),
+        (4, None, "b", False),
+        (5, None, "a", True),
+    ):
+        head = {"scope": scope, "agent_id": agent, "metadata": {"n": str(n), "odd": str(n % 2)}, "running": running}
+        parts.put("session", f"s{n}", {"id": f"s{n}"}, head)
+    parts.put("session", "s6", {"id": "s6"})
+    parts.put("agent", "a1", {"id": "a1"}, {"running": True})
+
+
+def test_records_choose_the_running_and_page_by_their_heads(store: Store) -> None:
+    """`running`, `unheaded` and `page` choose by the heads in the store: a page by scope, agent,
+    metadata, in either order, after a cursor (None: a cursor not among those chosen). A record
+    without a head is of no scope and no agent, with no metadata."""
+    parts = store.sessions
+    _heads_to_choose(parts)
+    assert parts.running("session") == ["s2", "s5"] and parts.running("agent") == ["a1"]
+    assert parts.unheaded("session") == ["s6"]
+
+    def ids(**given: Any) -> tuple[list[str], bool] | None:
+        return parts.page("session", **{"scope": None, "limit": 20, **given})
+
+    assert ids() == (["s6", "s5", "s4", "s1"], False), "no scope: those made in none"
+    assert ids(scope="x") == (["s6", "s5", "s4", "s2", "s1"], False)
+    assert ids(scope="x", order="asc", limit=2) == (["s1", "s2"], True)
+    assert ids(scope="x", order="asc", limit=2, after="s2") == (["s4", "s5"], True)
+    assert ids(scope="x", limit=1, after="s4") == (["s2"], True)
+    assert ids(scope="x", agent_id="a") == (["s5", "s2", "s1"], False)
+    assert ids(scope="y", metadata={"odd": "1"}) == (["s5", "s3", "s1"], False)
+    assert ids(scope="y", metadata={"odd": "1", "n": "3"}) == (["s3"], False)
+    assert ids(scope="y", metadata={"odd": "1"}, after="s3", limit=1) == (["s1"], False)
+    assert ids(scope="y", agent_id="b", metadata={"n": "2"}) == ([], False)
+    assert ids(after="s2") is None, "a cursor of another scope"
+    assert ids(scope="x", agent_id="b", after="s2") is None, "a cursor of another agent"
+    assert ids(scope="y", metadata={"odd": "0"}, after="s3") is None, "a cursor of other metadata"
+    assert ids(after="gone") is None and ids(after="a1") is None
+    assert parts.put_head("session", "s6", {"scope": None, "agent_id": "c", "metadata": {}, "running": True})
+    assert parts.unheaded("session") == [] and parts.running("session") == ["s2", "s5", "s6"]
+    assert ids(agent_id="c") == (["s6"], False)
+    parts.put("session", "s2", {"id": "s2"}, {"scope": "x", "agent_id": "a", "metadata": {}, "running": False})
+    parts.delete("session", "s5")
+    assert parts.running("session") == ["s6"], "a replaced head replaces what is kept of it"
+    assert ids(scope="x", order="asc") == (["s1", "s2", "s4", "s6"], False), "a replaced record keeps its place"
+
+
+def test_records_keep_what_they_choose_by_across_reopening(store: Store, reopen: Callable[[Store], Store]) -> None:
+    _heads_to_choose(store.sessions)
+    if store.kind != "memory":  # a store that outlives its process: open it again
+        store = reopen(store)
+    try:
+        assert store.sessions.running("session") == ["s2", "s5"]
+        assert store.sessions.page("session", scope="x", agent_id="a", limit=2) == (["s5", "s2"], True)
+    finally:
+        store.close()
+
+
+def test_a_sqlite_file_of_heads_alone_gets_what_they_choose_by_from_them(tmp_path: Path) -> None:
+    """A file written before the heads' scope, agent and running were kept apart (their columns
+    and indexes missing) gets them from its heads when it is opened."""
+    store = open_store("sqlite", tmp_path / "data")
+    _heads_to_choose(store.sessions)
+    store.close()
+    with contextlib.closing(sqlite3.connect(tmp_path / "data" / FILENAME)) as db:
+        for index in ("records_running", "records_unheaded", "records_chosen"):
+            db.execute(f"DROP INDEX {index}")
+        for column in ("scope", "agent_id", "running"):
+            db.execute(f"ALTER TABLE records DROP COLUMN {column}")
+        db.commit()
+    store = open_store("sqlite", tmp_path / "data")
+    try:
+        assert store.sessions.running("session") == ["s2", "s5"] and store.sessions.unheaded("session") == ["s6"]
+        assert store.sessions.page("session", scope="x", agent_id="a", limit=20) == (["s5", "s2", "s1"], False)
+        assert store.sessions.page("session", scope="y", limit=1, order="asc") == (["s1"], True)
+    finally:
+        store.close()
 
 
 # ---- scenarios added at run time ---------------------------------------------------------------
