@@ -286,18 +286,36 @@ class MemoryConversations:
 
 class MemoryRecords:
     def __init__(self) -> None:
-        self._kinds: dict[str, dict[str, tuple[str, str | None]]] = {}
-        """Each record's document and head, as JSON text."""
+        self._kinds: dict[str, dict[str, tuple[str, str | None, int]]] = {}
+        """Each record's document and head, as JSON text, and its version."""
         self._lock = threading.Lock()
 
-    def put(self, kind: str, record_id: str, document: dict[str, Any], head: dict[str, Any] | None = None) -> None:
-        texts = (_dumps(document), _dumps(head) if head is not None else None)
+    def put(
+        self,
+        kind: str,
+        record_id: str,
+        document: dict[str, Any],
+        head: dict[str, Any] | None = None,
+        *,
+        expected: int | None = None,
+    ) -> bool:
+        text, head_text = _dumps(document), _dumps(head) if head is not None else None
         with self._lock:
-            self._kinds.setdefault(kind, {})[record_id] = texts
+            records = self._kinds.setdefault(kind, {})
+            kept = records.get(record_id)
+            version = kept[2] if kept is not None else 0
+            if expected is not None and (kept is None or version != expected):
+                return False
+            records[record_id] = (text, head_text, version + 1)
+            return True
 
     def get(self, kind: str, record_id: str) -> dict[str, Any] | None:
         texts = self._kinds.get(kind, {}).get(record_id)
         return _loads(texts[0]) if texts is not None else None
+
+    def read(self, kind: str, record_id: str) -> tuple[int, dict[str, Any]] | None:
+        texts = self._kinds.get(kind, {}).get(record_id)
+        return (texts[2], _loads(texts[0])) if texts is not None else None
 
     def delete(self, kind: str, record_id: str) -> bool:
         with self._lock:
@@ -305,12 +323,12 @@ class MemoryRecords:
 
     def all(self, kind: str) -> list[dict[str, Any]]:
         with self._lock:
-            texts = [document for document, _ in self._kinds.get(kind, {}).values()]
+            texts = [document for document, _, _ in self._kinds.get(kind, {}).values()]
         return [_loads(t) for t in texts]
 
     def heads(self, kind: str) -> list[tuple[str, dict[str, Any] | None]]:
         with self._lock:
-            kept = [(record_id, head) for record_id, (_, head) in self._kinds.get(kind, {}).items()]
+            kept = [(record_id, head) for record_id, (_, head, _) in self._kinds.get(kind, {}).items()]
         return [(record_id, _loads(head) if head is not None else None) for record_id, head in kept]
 
     def put_head(self, kind: str, record_id: str, head: dict[str, Any]) -> bool:
@@ -319,7 +337,7 @@ class MemoryRecords:
             texts = records.get(record_id)
             if texts is None or texts[1] is not None:
                 return False
-            records[record_id] = (texts[0], _dumps(head))
+            records[record_id] = (texts[0], _dumps(head), texts[2])
             return True
 
 
