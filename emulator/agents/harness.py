@@ -311,12 +311,13 @@ class Harness:
         return session
 
     def _read(self, session_id: str) -> AgentSession | None:
-        """The session as stored (in a worker thread), or None."""
-        doc = self.records.get(SESSION, session_id)
-        if doc is None:
+        """The session as stored (in a worker thread) and the version it was read at, or None."""
+        read = self.records.read(SESSION, session_id)
+        if read is None:
             return None
+        version, doc = read
         self.keys.migrate(session_id, doc)
-        return AgentSession(doc, self.ids, self.clock)
+        return AgentSession(doc, self.ids, self.clock, version)
 
     def _forget(self, session_id: str) -> None:
         """The session read from the store again the next time (deleted, or a change not kept)."""
@@ -368,7 +369,16 @@ class Harness:
         return listing(found, has_more=has_more)
 
     async def update_session(self, session_id: str, body: SessionUpdate, *, scope: str | None) -> dict[str, Any]:
+        """Applied to the session as stored, under its lock (and lease); applied again to the
+        session as it then stands when the save is refused (`_save_and_publish`: another writer
+        changed it meanwhile, this replica having stalled past its lease)."""
         await self._loaded(session_id, scope)  # an unknown or invisible id takes no lock
+        while True:
+            updated = await self._update_once(session_id, body, scope)
+            if updated is not None:
+                return updated
+
+    async def _update_once(self, session_id: str, body: SessionUpdate, scope: str | None) -> dict[str, Any] | None:
         async with self._lock(session_id):
             loaded = await self._loaded(session_id, scope)
             session = loaded.doc["session"]
@@ -407,10 +417,13 @@ class Harness:
             if "vault_ids" in given:
                 session["vault_ids"] = []
             try:
-                await asyncio.to_thread(self._save, loaded)
+                saved = await asyncio.to_thread(self._save, loaded)
             except BaseException:
                 self._forget(session_id)  # (one process) read again as stored
                 raise
+            if not saved:
+                self._refused(session_id, "its update is applied again to the session as it stands")
+                return None
             return loaded.object()
 
     async def delete_session(self, session_id: str, *, scope: str | None) -> dict[str, Any]:
@@ -449,6 +462,17 @@ class Harness:
         unlocked = await self._loaded(session_id, scope)  # an unknown or invisible id takes no lock
         if any(isinstance(e, CancelInput) for e in body.events):
             await self._ask_cancel(unlocked, body, idempotency_key)
+        while (resume := await self._submit_once(session_id, body, idempotency_key, scope)) is None:
+            pass  # refused: checked and applied again to the session as it now stands
+        if resume:
+            self._schedule(session_id)
+
+    async def _submit_once(
+        self, session_id: str, body: EventsBody, idempotency_key: str | None, scope: str | None
+    ) -> bool | None:
+        """`submit`'s events applied under the session's lock (and lease): whether its turn is to
+        be driven on; None, and nothing stored, when the save was refused (another writer changed
+        the session meanwhile, this replica having stalled past its lease)."""
         async with self._lock(session_id):
             session = await self._loaded(session_id, scope)
             doc = session.doc
@@ -456,7 +480,7 @@ class Harness:
             if idempotency_key is not None:
                 seen = await asyncio.to_thread(self.keys.seen, session_id, idempotency_key)
                 if seen == digest:
-                    return
+                    return False
                 if seen is not None:
                     raise messages.idempotency_key_reused(idempotency_key)
             todo = session.validate(body)
@@ -475,10 +499,13 @@ class Harness:
                     resume = session.apply_approval(event, events) or resume
             doc["session"]["last_active_at"] = self.now()
             try:
-                await asyncio.to_thread(self._save_and_publish, session, events)
+                saved = await asyncio.to_thread(self._save_and_publish, session, events)
             except BaseException:
                 self._forget(session_id)  # (one process) read again as stored
                 raise
+            if not saved:
+                self._refused(session_id, "its events are applied again to the session as it stands")
+                return None
             if idempotency_key is not None:
                 try:
                     await asyncio.to_thread(self.keys.remember, session_id, idempotency_key, digest)
@@ -486,8 +513,7 @@ class Harness:
                     log.exception("agent session %s: its idempotency key was not kept", session_id)
             if any(isinstance(e, CancelInput) for e in todo):
                 await self._cancel_answered(session_id)
-        if resume:
-            self._schedule(session_id)
+        return resume
 
     # ---- the model steps ----------------------------------------------------------------------
 
@@ -599,8 +625,7 @@ class Harness:
                         await self._cancelled(session)
                         return
                     done = session.apply_output(response, events, began=began)
-                await self._stored(session, events)
-                if done:
+                if not await self._stored(session, events) or done:
                     return
             events = []
             error = messages.too_many_steps(MAX_STEPS)
@@ -608,11 +633,12 @@ class Harness:
             await self._stored(session, events)
 
     async def _cancelled(self, session: AgentSession) -> None:
-        """The turn ended `cancelled` by its drive, as a cancel asked of it (`_ask_cancel`) says."""
+        """The turn ended `cancelled` by its drive, as a cancel asked of it (`_ask_cancel`) says
+        (a cancel refused with the save stays asked, of whoever drives the turn now)."""
         events: list[Event] = []
         session.cancel(events)
-        await self._stored(session, events)
-        await self._cancel_answered(session.id)
+        if await self._stored(session, events):
+            await self._cancel_answered(session.id)
 
     refresh_scenarios: Callable[[], Awaitable[None]] | None = None
     """With a store replicas share: what makes this replica's scenarios the ones the store holds
@@ -678,18 +704,24 @@ class Harness:
             else:
                 self._locks[session_id] = (lock, users - 1)
 
-    async def _stored(self, session: AgentSession, events: list[Event]) -> None:
+    async def _stored(self, session: AgentSession, events: list[Event]) -> bool:
         """A driven session's step saved and published in a worker thread; a cancel (the server
         closing) waits for that thread to end, so a step a client has seen is stored before the
         store closes, as when the save ran on the loop. With the database away and no connection
         had (nothing sent), the save is tried again for `SAVE_RETRY_S`: no client waits on a
-        drive, and a database coming back is reconnected to a moment after it answers again."""
+        drive, and a database coming back is reconnected to a moment after it answers again.
+
+        False when the save was refused: the session changed since the drive read it (this
+        replica stalled past its lease, a paused VM say, and another took the turn over, or the
+        session was deleted). The step is dropped, nothing of it written, and the drive stops."""
         tries_end = time.monotonic() + SAVE_RETRY_S
         while True:
             saving = asyncio.ensure_future(asyncio.to_thread(self._save_and_publish, session, events))
             try:
-                await asyncio.shield(saving)
-                return
+                if await asyncio.shield(saving):
+                    return True
+                self._refused(session.id, "its step is dropped and its drive stops")
+                return False
             except asyncio.CancelledError:
                 await asyncio.wait([saving])
                 raise
@@ -698,20 +730,48 @@ class Harness:
                     raise
             await asyncio.sleep(SAVE_RETRY_PAUSE_S)
 
-    def _save_and_publish(self, session: AgentSession, events: list[Event]) -> None:
+    def _save_and_publish(self, session: AgentSession, events: list[Event]) -> bool:
         """With a shared event log, the session and its events in one transaction of the store:
         both are written or neither is (before, the session was stored, then its events, and the
         session taken back if they failed, which could fail too). In one process, publishing
-        puts the events in its subscribers' queues, which does not fail."""
+        puts the events in its subscribers' queues, which does not fail.
+
+        Fenced: a session read from the store is saved only while the store still holds the
+        version it was read at (`Records.put(expected=...)`), checked in the same transaction;
+        False, and nothing written or published, when another writer moved it on or deleted it.
+        Every writer of a session (a drive's step, a submit, an update) saves this way, under the
+        session's lease: one that finds itself refused stalled past its lease while another
+        replica wrote."""
         log_ = self.fanout.log
         if log_ is not None:
-            log_.put_and_append(SESSION, session.id, session.doc, session.id, list(events), _head(session.doc))
-            return
-        self._save(session)
+            saved = log_.put_and_append(
+                SESSION, session.id, session.doc, session.id, list(events), _head(session.doc), expected=session.version
+            )
+            if saved:
+                session.version = 1 if session.version is None else session.version + 1
+            return saved
+        if not self._save(session):
+            return False
         self._publish(session.id, events)
+        return True
 
-    def _save(self, session: AgentSession) -> None:
-        self.records.put(SESSION, session.id, session.doc, _head(session.doc))
+    def _save(self, session: AgentSession) -> bool:
+        """The session stored at the version it was read at (see `_save_and_publish`)."""
+        if not self.records.put(SESSION, session.id, session.doc, _head(session.doc), expected=session.version):
+            return False
+        session.version = 1 if session.version is None else session.version + 1
+        return True
+
+    def _refused(self, session_id: str, then: str) -> None:
+        """A save refused (`_save_and_publish`): said in the log, and (one process) the session read
+        again as stored."""
+        self._forget(session_id)
+        log.warning(
+            "agent session %s: a save was refused: the session changed since this replica read it (its "
+            "lease expired while it stalled, and another replica wrote it, or it was deleted); %s",
+            session_id,
+            then,
+        )
 
 
 def _turn(session: AgentSession, turn_id: str) -> dict[str, Any]:

@@ -7,7 +7,10 @@ while the work goes on (the heartbeat), and gives it up at the end. A replica th
 renewing; once the lease has expired, `watch` on any other replica finds the turn nobody holds
 and takes it over, going on from the session's last stored state (a program resumes by replay).
 Every change of a session is made under its lease, from the document as stored, so a tool result
-sent twice, to two replicas, is applied once.
+sent twice, to two replicas, is applied once. A lease cannot stop a replica that stalls past it
+(a paused VM renews nothing, then goes on unaware), so a session's saves are fenced as well: each
+is written only while the stored session is still at the version it was read at (`Records.put`'s
+`expected`, in the harness's `_save_and_publish`).
 
 The database away for a moment ends nothing: a renewal that finds it away is tried again at the
 next beat, so the turn gives its lease up when it ends (a lease that cannot be given up then,

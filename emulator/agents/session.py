@@ -145,10 +145,16 @@ def _chunks(text: str, size: int = 32) -> list[str]:
 class AgentSession:
     """A session document with the rules of its turns."""
 
-    def __init__(self, doc: Doc, ids: Callable[[str], str], clock: Callable[[], float]) -> None:
+    def __init__(
+        self, doc: Doc, ids: Callable[[str], str], clock: Callable[[], float], version: int | None = None
+    ) -> None:
         self.doc = upgrade(doc)
         self.ids = ids
         self.clock = clock
+        self.version = version
+        """The stored record's version this document was read at (`Records.read`), grown by each
+        save of it; None until it is first stored. A save is made at it: one that finds the
+        record moved on (another replica's, or a delete) is refused (`Harness._save_and_publish`)."""
 
     @property
     def id(self) -> str:

@@ -287,13 +287,15 @@ class MemoryConversations:
 
 
 class _Record:
-    """A record as `MemoryRecords` keeps it: its document and head as JSON text, and what it
-    keeps of the head apart (`head_columns`, and its metadata's pairs), to choose it by."""
+    """A record as `MemoryRecords` keeps it: its document and head as JSON text, what it keeps of
+    the head apart (`head_columns`, and its metadata's pairs), to choose it by, and its version."""
 
-    __slots__ = ("agent_id", "document", "head", "pairs", "running", "scope")
+    __slots__ = ("agent_id", "document", "head", "pairs", "running", "scope", "version")
 
     def __init__(self, document: str, head: dict[str, Any] | None) -> None:
         self.document, self.head = document, _dumps(head) if head is not None else None
+        self.version = 0
+        """Grown by every put of the document (`MemoryRecords.put`), kept by `put_head`."""
         self.scope, self.agent_id, self.running = head_columns(head)
         metadata = head.get("metadata") if head is not None else None
         pairs = metadata.items() if isinstance(metadata, dict) else ()
@@ -305,14 +307,33 @@ class MemoryRecords:
         self._kinds: dict[str, dict[str, _Record]] = {}
         self._lock = threading.Lock()
 
-    def put(self, kind: str, record_id: str, document: dict[str, Any], head: dict[str, Any] | None = None) -> None:
-        kept = _Record(_dumps(document), head)
+    def put(
+        self,
+        kind: str,
+        record_id: str,
+        document: dict[str, Any],
+        head: dict[str, Any] | None = None,
+        *,
+        expected: int | None = None,
+    ) -> bool:
+        made = _Record(_dumps(document), head)
         with self._lock:
-            self._kinds.setdefault(kind, {})[record_id] = kept  # (a replaced one keeps its place)
+            records = self._kinds.setdefault(kind, {})
+            kept = records.get(record_id)
+            version = kept.version if kept is not None else 0
+            if expected is not None and (kept is None or version != expected):
+                return False
+            made.version = version + 1
+            records[record_id] = made  # (a replaced one keeps its place)
+            return True
 
     def get(self, kind: str, record_id: str) -> dict[str, Any] | None:
         kept = self._kinds.get(kind, {}).get(record_id)
         return _loads(kept.document) if kept is not None else None
+
+    def read(self, kind: str, record_id: str) -> tuple[int, dict[str, Any]] | None:
+        kept = self._kinds.get(kind, {}).get(record_id)
+        return (kept.version, _loads(kept.document)) if kept is not None else None
 
     def delete(self, kind: str, record_id: str) -> bool:
         with self._lock:
@@ -334,7 +355,9 @@ class MemoryRecords:
             kept = records.get(record_id)
             if kept is None or kept.head is not None:
                 return False
-            records[record_id] = _Record(kept.document, head)
+            made = _Record(kept.document, head)
+            made.version = kept.version
+            records[record_id] = made
             return True
 
     def unheaded(self, kind: str) -> list[str]:

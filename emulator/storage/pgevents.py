@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 
 from ptc_emulator.emulator.storage.pgpool import POSTGRES, Db, Lane, Pool
-from ptc_emulator.emulator.storage.sql import Statements, record_row
+from ptc_emulator.emulator.storage.sql import Statements, record_write
 
 __all__ = ["CHANNEL", "PostgresEvents"]
 
@@ -63,18 +63,25 @@ class PostgresEvents:
         stream: str,
         events: list[Any],
         head: dict[str, Any] | None = None,
-    ) -> None:
+        *,
+        expected: int | None = None,
+    ) -> bool:
         """The document put in `records` and the events appended in one transaction (an Agents API
         session's change and its events): before, the session was stored, then its events, and
-        the session taken back if they failed, which could fail too and leave a turn in progress."""
-        row = record_row(kind, record_id, document, head)
+        the session taken back if they failed, which could fail too and leave a turn in progress.
+        With `expected`, only while the record is still at that version: False, and neither
+        written, when it moved on or is gone (a replica stalled past its lease, whose turn another
+        took over, wrote its stale step over the other's)."""
+        statement, row = record_write(Statements.of(POSTGRES), kind, record_id, document, head, expected)
 
-        def work(db: Db) -> None:
-            db.execute(Statements.of(POSTGRES).put_record.encode(), row)
+        def work(db: Db) -> bool:
+            if db.execute(statement.encode(), row).rowcount == 0 and expected is not None:
+                return False
             if events:
                 _append(db, stream, events)
+            return True
 
-        self._db.run(work)
+        return self._db.run(work)
 
     def last(self, stream: str) -> int:
         row = self._db.one("SELECT COALESCE(MAX(seq), 0) FROM stream_events WHERE stream = %s", (stream,))

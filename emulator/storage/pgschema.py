@@ -145,6 +145,13 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX records_unheaded ON records (kind) WHERE head IS NULL;
     CREATE INDEX records_in_order ON records (kind, ord);
     """,
+    # 10: a record's version, grown by every put of its document: a put made at a version
+    # (`Records.put(expected=...)`) is written only while the record is still at it, so a replica
+    # stalled past its lease cannot write its stale turn over the one another replica took over,
+    # nor put back a session deleted meanwhile. Rows written before are at 0.
+    """
+    ALTER TABLE records ADD COLUMN version BIGINT NOT NULL DEFAULT 0;
+    """,
 )
 """`scenarios.scope_key` is the scope as JSON (`null` for none): a primary key cannot hold NULL.
 `records.ord` and `scenarios.ord` are the listing order: an upsert keeps the row's. `responses.status`

@@ -222,15 +222,33 @@ class Conversations(Protocol):
 class Records(Protocol):
     """JSON documents under a kind and an id (agents, agent sessions)."""
 
-    def put(self, kind: str, record_id: str, document: dict[str, Any], head: dict[str, Any] | None = None) -> None:
+    def put(
+        self,
+        kind: str,
+        record_id: str,
+        document: dict[str, Any],
+        head: dict[str, Any] | None = None,
+        *,
+        expected: int | None = None,
+    ) -> bool:
         """Add or replace; a replaced document keeps its place in `all`. `head` is a small summary
         of the document the caller makes (what a list filters on), kept beside it and written
         with it in one step: `heads` reads those alone, never the documents. Its `scope`,
         `agent_id` (strings or None) and `running` (true or not) are kept apart as well, for
-        `running` and `page` to choose records by without reading a head."""
+        `running` and `page` to choose records by without reading a head.
+        Every put grows the record's version (`read`). With `expected`, only a record still at that
+        version is replaced, checked and written in one atomic step: False, and nothing written,
+        when another put moved it on or it is gone (a deleted record is never put back). True
+        otherwise."""
         ...
 
     def get(self, kind: str, record_id: str) -> dict[str, Any] | None: ...
+
+    def read(self, kind: str, record_id: str) -> tuple[int, dict[str, Any]] | None:
+        """The record's version and its document, read together; None if it is gone. The version
+        is 1 once it is first put and grows by one with every put (not with `put_head`); a record
+        an earlier version stored is at 0."""
+        ...
 
     def delete(self, kind: str, record_id: str) -> bool: ...
 
@@ -396,9 +414,12 @@ class EventLog(Protocol):
         stream: str,
         events: list[Any],
         head: dict[str, Any] | None = None,
-    ) -> None:
-        """`Records.put` of the document (and its head) and `append` of the events (none: the put
-        alone), in one transaction: both are written or neither is (a session's change and its events)."""
+        *,
+        expected: int | None = None,
+    ) -> bool:
+        """`Records.put` of the document (and its head, at `expected` if given) and `append` of the
+        events (none: the put alone), in one transaction: both are written or neither is (a
+        session's change and its events). False, and neither written, when the put was refused."""
         ...
 
     def signal(self, stream: str) -> None:

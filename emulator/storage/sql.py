@@ -49,7 +49,7 @@ __all__ = [
     "Statements",
     "Tx",
     "page_statements",
-    "record_row",
+    "record_write",
 ]
 
 T = TypeVar("T")
@@ -202,11 +202,20 @@ class Statements:
         )
         # records (agents, sessions)
         self.put_record = q(
-            "INSERT INTO records (kind, id, document, head, scope, agent_id, running) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "INSERT INTO records (kind, id, document, head, scope, agent_id, running, version) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, 1) "
             "ON CONFLICT (kind, id) DO UPDATE SET document = excluded.document, head = excluded.head, "
-            "scope = excluded.scope, agent_id = excluded.agent_id, running = excluded.running"
+            "scope = excluded.scope, agent_id = excluded.agent_id, running = excluded.running, "
+            "version = records.version + 1"
+        )
+        self.replace_record = q(
+            # Checks the version and locks the row in one statement: a second writer waits, then
+            # finds the version moved on (or the row gone) and changes nothing.
+            "UPDATE records SET document = ?, head = ?, scope = ?, agent_id = ?, running = ?, version = version + 1 "
+            "WHERE kind = ? AND id = ? AND version = ?"
         )
         self.get_record = q("SELECT document FROM records WHERE kind = ? AND id = ?")
+        self.read_record = q("SELECT version, document FROM records WHERE kind = ? AND id = ?")
         self.delete_record = q("DELETE FROM records WHERE kind = ? AND id = ?")
         self.records = q("SELECT document FROM records WHERE kind = ? ORDER BY {order}")
         self.record_heads = q("SELECT id, head FROM records WHERE kind = ? ORDER BY {order}")
@@ -440,13 +449,26 @@ class SqlRecords:
         self._db = db
         self._sql = Statements.of(db.dialect)
 
-    def put(self, kind: str, record_id: str, document: dict[str, Any], head: dict[str, Any] | None = None) -> None:
+    def put(
+        self,
+        kind: str,
+        record_id: str,
+        document: dict[str, Any],
+        head: dict[str, Any] | None = None,
+        *,
+        expected: int | None = None,
+    ) -> bool:
         # An upsert keeps the row (and its place in the listing order) of an existing record.
-        self._db.changed(self._sql.put_record, record_row(kind, record_id, document, head))
+        statement, row = record_write(self._sql, kind, record_id, document, head, expected)
+        return self._db.changed(statement, row) > 0 or expected is None
 
     def get(self, kind: str, record_id: str) -> dict[str, Any] | None:
         row = self._db.one(self._sql.get_record, (kind, record_id))
         return _loads(row[0]) if row else None
+
+    def read(self, kind: str, record_id: str) -> tuple[int, dict[str, Any]] | None:
+        row = self._db.one(self._sql.read_record, (kind, record_id))
+        return (int(row[0]), _loads(row[1])) if row else None
 
     def delete(self, kind: str, record_id: str) -> bool:
         return self._db.changed(self._sql.delete_record, (kind, record_id)) > 0
@@ -498,9 +520,21 @@ class SqlRecords:
         return ids[:limit], len(ids) > limit
 
 
-def record_row(kind: str, record_id: str, document: dict[str, Any], head: dict[str, Any] | None) -> tuple[Any, ...]:
-    """The parameters of `Statements.put_record`."""
-    return (kind, record_id, _dumps(document), _dumps(head) if head is not None else None, *head_columns(head))
+def record_write(
+    sql: Statements,
+    kind: str,
+    record_id: str,
+    document: dict[str, Any],
+    head: dict[str, Any] | None,
+    expected: int | None,
+) -> tuple[str, tuple[Any, ...]]:
+    """The statement and parameters of `Records.put`: an upsert (`put_record`), or with
+    `expected` the update of the record at that version alone (`replace_record`); the head's
+    scope, agent and running kept apart with it (`head_columns`)."""
+    text, head_text = _dumps(document), _dumps(head) if head is not None else None
+    if expected is None:
+        return sql.put_record, (kind, record_id, text, head_text, *head_columns(head))
+    return sql.replace_record, (text, head_text, *head_columns(head), kind, record_id, expected)
 
 
 class SqlScenarios:

@@ -83,6 +83,7 @@ CREATE TABLE IF NOT EXISTS records (
     scope TEXT,
     agent_id TEXT,
     running INTEGER NOT NULL DEFAULT 0,
+    version INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (kind, id)
 );
 CREATE TABLE IF NOT EXISTS continuations (
@@ -100,7 +101,8 @@ CREATE TABLE IF NOT EXISTS scenarios (
 );
 """
 """`scenarios.scope_key` is the scope as JSON (`null` for none): a primary key cannot hold NULL.
-`conversations.version` grows with every change of the conversation's items (see `read`).
+`conversations.version` grows with every change of the conversation's items (see `read`);
+`records.version` with every put of the record's document (`Records.read`).
 `responses.status` is the body's status, kept beside it for the continuations (`sql.py`).
 `continuations` holds the one response that resumed each paused program (its primary key decides)."""
 
@@ -113,6 +115,7 @@ COLUMNS = (
     ("records", "scope", "TEXT"),
     ("records", "agent_id", "TEXT"),
     ("records", "running", "INTEGER NOT NULL DEFAULT 0"),
+    ("records", "version", "INTEGER NOT NULL DEFAULT 0"),
 )
 """Columns a file made by an older version lacks: added when it is opened (its rows get the default)."""
 

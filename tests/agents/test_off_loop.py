@@ -145,7 +145,7 @@ ROUTES = list(_routes({"session": "s", "turn": "t", "agent": "a"}))
 @contextlib.contextmanager
 def _watched(monkeypatch: pytest.MonkeyPatch, record: Callable[[str], None]) -> Iterator[None]:
     """Each use of a SQLite store's records calls `record` with its name first."""
-    for name in ("get", "all", "heads", "put_head", "unheaded", "running", "page", "put", "delete"):
+    for name in ("get", "read", "all", "heads", "put_head", "unheaded", "running", "page", "put", "delete"):
         used = getattr(SqlRecords, name)
 
         def watched(self: SqlRecords, *args: Any, _used: Any = used, _name: str = name, **kwargs: Any) -> Any:
@@ -202,7 +202,7 @@ async def test_health_is_answered_while_a_route_waits_for_the_store(
         released: list[bool] = []
 
         def record(what: str) -> None:
-            if what in ("get", "all") and not entered.is_set():
+            if what in ("get", "read", "all") and not entered.is_set():
                 entered.set()
                 released.append(release.wait(20))  # a guard: released at once once health answers
 

@@ -39,6 +39,7 @@ from tests.unit.test_store_contract import (  # noqa: F401 (collected here too)
     test_records_keep_a_head_beside_the_document,
     test_records_keep_what_they_choose_by_across_reopening,
     test_records_list_in_first_put_order,
+    test_records_put_at_a_version_is_checked_and_written_at_once,
     test_records_put_get_delete_by_kind,
     test_records_return_copies,
     test_responses_index_their_items_by_id,
@@ -259,6 +260,22 @@ def test_the_event_log_numbers_each_stream_and_notifies_every_replica(opener: Op
         time.sleep(0.01)
     assert news == ["sess_a", "sess_b", "sess_a", "cancel:x"]
     assert [h for h in also if h != "sess_warm"] == news
+
+
+def test_a_put_and_append_at_a_version_writes_both_or_neither(store: Store) -> None:
+    """The session's document at the version it was read at and its events, in one transaction:
+    a stale version, or a session deleted meanwhile, writes neither (nothing half written)."""
+    events = store.events
+    assert events is not None
+    assert events.put_and_append("session", "s1", {"n": 1}, "s1", [{"e": 1}], {"running": True}) is True
+    assert store.sessions.read("session", "s1") == (1, {"n": 1})
+    assert events.put_and_append("session", "s1", {"n": 2}, "s1", [{"e": 2}], expected=1) is True
+    assert events.put_and_append("session", "s1", {"n": "stale"}, "s1", [{"e": "stale"}], expected=1) is False
+    assert store.sessions.read("session", "s1") == (2, {"n": 2})
+    assert events.since("s1", 0) == [(1, {"e": 1}), (2, {"e": 2})]
+    store.sessions.delete("session", "s1")
+    assert events.put_and_append("session", "s1", {"n": "back"}, "s1", [{"e": "back"}], expected=2) is False
+    assert store.sessions.read("session", "s1") is None and events.last("s1") == 2
 
 
 def test_the_memory_and_sqlite_stores_have_no_event_log(tmp_path: Any) -> None:

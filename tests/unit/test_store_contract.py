@@ -498,6 +498,33 @@ def test_a_sqlite_file_of_heads_alone_gets_what_they_choose_by_from_them(tmp_pat
         store.close()
 
 
+def test_records_put_at_a_version_is_checked_and_written_at_once(store: Store) -> None:
+    """`read` gives a record's version with its document: 1 once put, one more with every put (not
+    with `put_head`). A put at a version (`expected`) is written only while the record is still
+    at it, and never puts back a record deleted meanwhile: False, and nothing written (an Agents
+    API session's save by a replica stalled past its lease, after another replica wrote it)."""
+    parts = store.sessions
+    assert parts.read("session", "s1") is None
+    assert parts.put("session", "s1", {"id": "s1", "n": 1}) is True  # (no version given: put as before)
+    assert parts.read("session", "s1") == (1, {"id": "s1", "n": 1})
+    assert parts.put_head("session", "s1", {"running": True}) is True
+    assert parts.read("session", "s1") == (1, {"id": "s1", "n": 1})
+    assert parts.put("session", "s1", {"id": "s1", "n": 2}, {"running": False}, expected=1) is True
+    assert parts.read("session", "s1") == (2, {"id": "s1", "n": 2})
+    # A second writer that read version 1 too (a replica stalled past its lease): refused.
+    assert parts.put("session", "s1", {"id": "s1", "n": "stale"}, {"running": True}, expected=1) is False
+    assert parts.read("session", "s1") == (2, {"id": "s1", "n": 2})
+    assert parts.heads("session") == [("s1", {"running": False})]
+    assert parts.put("session", "s1", {"id": "s1", "n": 3}) is True  # a put without a version moves it on too
+    assert parts.read("session", "s1") == (3, {"id": "s1", "n": 3})
+    assert parts.delete("session", "s1") is True
+    assert parts.put("session", "s1", {"id": "s1", "n": "back"}, expected=3) is False  # a deleted record stays so
+    assert parts.read("session", "s1") is None and parts.get("session", "s1") is None
+    assert parts.all("session") == [] and parts.heads("session") == []
+    assert parts.put("session", "never", {"id": "never"}, expected=0) is False
+    assert parts.get("session", "never") is None
+
+
 # ---- scenarios added at run time ---------------------------------------------------------------
 
 
