@@ -822,11 +822,17 @@ def _counts_much(request: Any) -> bool:
     return counts_much(getattr(request, "instructions", None), request.input, getattr(request, "tools", None))
 
 
+_PART_CHARS = 16
+"""What a content part weighs in `_holds_long_text` besides its text (the smallest is 21 bytes)."""
+
+
 def _holds_long_text(given: object) -> bool:
     """Whether an input holds a text long enough to be read in a worker thread
     (`contract.OFF_LOOP_CHARS`): a tool output its tool's `output_schema` checks value by value, or
     any text a scenario's patterns match (an input string, a message's content), which a worker
-    thread may match at a larger cost than the event loop (`patterns.match_budget`)."""
+    thread may match at a larger cost than the event loop (`patterns.match_budget`). A part counts
+    `_PART_CHARS` besides its text: a tool output of content parts is made into text (a JSON array of
+    them) as it is read, and 700,000 bare parts with no text took over a second."""
     if isinstance(given, str):
         return len(given) >= contract.OFF_LOOP_CHARS
     if not isinstance(given, list):
@@ -834,7 +840,7 @@ def _holds_long_text(given: object) -> bool:
     for item in given:
         for text in (getattr(item, "output", None), getattr(item, "content", None)):
             if isinstance(text, list):
-                size = sum(len(getattr(part, "text", None) or "") for part in text)
+                size = sum(len(getattr(part, "text", None) or "") + _PART_CHARS for part in text)
             else:
                 size = len(text) if isinstance(text, str) else 0
             if size >= contract.OFF_LOOP_CHARS:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from ptc_emulator.emulator import messages
 
@@ -26,6 +26,7 @@ __all__ = [
     "check_depth",
     "dump",
     "parts_text",
+    "held_parts_text",
 ]
 
 
@@ -124,8 +125,32 @@ ContentPart: TypeAlias = Annotated[
 ]
 
 
+_PARTS: TypeAdapter[list[ContentPart]] = TypeAdapter(list[ContentPart])
+
+
 def parts_text(output: str | list[ContentPart]) -> str:
-    """A tool output as text: a string as is; content parts as a JSON array."""
+    """A tool output as text: a string as is; content parts as a JSON array (each part as its
+    `model_dump(mode="json", exclude_none=True)`, dumped for the whole list in one call)."""
     if isinstance(output, str):
         return output
-    return json.dumps([part.model_dump(mode="json", exclude_none=True) for part in output])
+    return json.dumps(_PARTS.dump_python(output, mode="json", exclude_none=True))
+
+
+_HELD = "_parts_text"
+
+
+def held_parts_text(item: BaseModel) -> str:
+    """`parts_text` of `item.output`, made once per output list and kept on the item: a resume
+    or a scenario's turn reads it again, and 700,000 parts take a second or more to dump. It is
+    made ahead in a worker thread for a long list (`model.runtime.warm_texts`, a scenario's
+    context), so the event loop only reads it back. Kept beside the fields, which pydantic's
+    equality and dumps do not read; a new `output` list (a copy with another) is dumped anew."""
+    output = item.output  # type: ignore[attr-defined]
+    if isinstance(output, str):
+        return output
+    held = item.__dict__.get(_HELD)
+    if held is not None and held[0] is output:
+        return held[1]  # type: ignore[no-any-return]
+    text = parts_text(output)
+    item.__dict__[_HELD] = (output, text)
+    return text

@@ -10,7 +10,7 @@ from typing import Annotated, Literal, TypeAlias
 
 from pydantic import Field
 
-from ptc_emulator.emulator.wire.base import Caller, ContentPart, OpenJSON, WireModel, parts_text
+from ptc_emulator.emulator.wire.base import Caller, ContentPart, OpenJSON, WireModel, held_parts_text
 
 __all__ = [
     "CALL_TYPES",
@@ -64,7 +64,7 @@ class FunctionCallOutput(WireModel):
 
     def output_text(self) -> str:
         """The output as a program receives it: a string as is; content parts as a JSON array."""
-        return parts_text(self.output)
+        return held_parts_text(self)
 
 
 class CustomToolCall(WireModel):
@@ -89,7 +89,7 @@ class CustomToolCallOutput(WireModel):
 
     def output_text(self) -> str:
         """The output as text: a string as is; content parts as a JSON array."""
-        return parts_text(self.output)
+        return held_parts_text(self)
 
 
 class ShellAction(WireModel):

@@ -48,6 +48,8 @@ from ptc_emulator.emulator.wire.items import (
     CALL_TYPES,
     CallItem,
     CodeInterpreterCall,
+    CustomToolCallOutput,
+    FunctionCallOutput,
     Item,
     McpApprovalRequest,
     McpCall,
@@ -74,6 +76,23 @@ from ptc_emulator.sandbox import (
 __all__ = ["Output", "Runtime"]
 
 _CALL_ID = operator.attrgetter("call_id")
+
+OFF_LOOP_PARTS = 4096
+"""The program's answers given as content parts, this many parts together or more, are made into
+their text (`output_text`, kept on each answer) in a worker thread before the program reads them."""
+
+
+async def held_texts(item: ProgramItem, conv: Conversation) -> None:
+    """Have the text of the program's answers made of content parts made and kept, in a worker
+    thread when they hold `OFF_LOOP_PARTS` parts or more (700,000 of them took over a second on
+    the event loop); `answers` then reads the kept texts."""
+    lists = [
+        output
+        for output in map(conv.outputs.get, map(_CALL_ID, conv.program_calls(item.call_id)))
+        if isinstance(output, FunctionCallOutput | CustomToolCallOutput) and isinstance(output.output, list)
+    ]
+    if sum(len(output.output) for output in lists) >= OFF_LOOP_PARTS:
+        await asyncio.to_thread(lambda: [output.output_text() for output in lists])
 
 
 class Output:
@@ -351,6 +370,7 @@ class Runtime:
         bindings, hosted = plan.tools.bindings, plan.hosted
         if not seal.tools_known:  # bound by digest, with MCP servers: the tools are known once they list
             seal = await self._resolve(item, seal, prepared)
+        await held_texts(item, prepared.conversation)
         answered = self.answers(item, prepared)
         seen = max(answered, default=-1)
         settled: list[tuple[int, str]] = []

@@ -21,6 +21,7 @@ from ptc_emulator.emulator.model.scripted.scenario import Turn
 from ptc_emulator.emulator.model.scripted.script import Script, scripted_plan
 from ptc_emulator.emulator.model.scripted.shell import shell_turn
 from ptc_emulator.emulator.model.scripted.walk import turn_request
+from ptc_emulator.emulator.rules import contract
 from ptc_emulator.emulator.rules.conversation import Conversation
 from ptc_emulator.emulator.signing import REASONING_DOMAIN
 from ptc_emulator.emulator.tools.kinds import (
@@ -100,8 +101,11 @@ class Player:
         plan, req = scripted_plan(prepared), prepared.request
         script = plan.script
         turn = script.turns[index]
-        context = _template_context(prepared.conversation, produced)
-        await script.prerender(index, context)  # templates render off the event loop
+        conv = prepared.conversation
+        # made, and the templates rendered, off the event loop
+        context = await script.prerender(
+            index, lambda: _template_context(conv, produced), heavy=_heavy_context(conv, produced)
+        )
         prepared.trace.model_turns += 1
         if turn.program is not None:
             if not req.ptc_enabled:
@@ -435,6 +439,24 @@ def _well_formed(value: Any) -> Any:
     if isinstance(value, dict):
         return {_well_formed(k): _well_formed(v) for k, v in value.items()}
     return value
+
+
+_PART_CHARS = 16
+"""What a content part of a tool output weighs in `_heavy_context` (the smallest is 21 bytes)."""
+
+
+def _heavy_context(conv: Conversation, produced: list[Item]) -> bool:
+    """Whether the texts `_template_context` reads (tool outputs, an MCP call's output, a program's
+    result) come to `contract.OFF_LOOP_CHARS` or more: it parses each as JSON and makes a parts
+    output into text, so it is made in a worker thread (`Script.prerender`)."""
+    size = 0
+    for item in (*conv.after_anchor(), *produced):
+        for value in (getattr(item, "output", None), getattr(item, "result", None)):
+            if isinstance(value, str):
+                size += len(value)
+            elif isinstance(value, list):
+                size += _PART_CHARS * len(value)
+    return size >= contract.OFF_LOOP_CHARS
 
 
 def _template_context(conv: Conversation, produced: list[Item]) -> dict[str, Any]:

@@ -24,6 +24,8 @@ In `program` code and `call` arguments every `{{ ... }}` is inserted JSON-encode
 
 A turn's templates are rendered in a worker thread before the turn plays (`Script.prerender`):
 a template may run up to its bounds (`templating.py`), and that must not hold up the event loop.
+The context is made in that thread too (or in one of its own when its tool outputs are long):
+parsing megabytes of outputs as JSON must not hold it up either.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import asyncio
 import functools
 import json
 import re
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -276,14 +279,24 @@ class Script:
                 found.append((_text_env, text))
         return [(env, t) for env, t in found if templating.needs_thread(t, env)]
 
-    async def prerender(self, index: int, context: dict[str, Any]) -> None:
-        """Render turn `index`'s templates in a worker thread; the turn's `code`, `text` and
-        `arguments` with this very `context` then take the results (errors included)."""
+    async def prerender(self, index: int, make: Callable[[], dict[str, Any]], *, heavy: bool) -> dict[str, Any]:
+        """Turn `index`'s context, `make()`, with the turn's templates rendered for it in a worker
+        thread; the turn's `code`, `text` and `arguments` with the context returned then take the
+        results (errors included). The context is made in that thread too, and in one even with
+        no template to render when it is `heavy` (long tool outputs to parse as JSON: 13 MB of
+        them held the event loop for seconds)."""
         jobs = self._templates(index)
-        if not jobs:
-            return
-        done = await asyncio.to_thread(_render_all, jobs, {**self.variables, **context})
-        _prerendered.set((context, done))
+        if not jobs and not heavy:
+            return make()
+
+        def work() -> tuple[dict[str, Any], _Rendered | None]:
+            context = make()
+            return context, _render_all(jobs, {**self.variables, **context}) if jobs else None
+
+        context, done = await asyncio.to_thread(work)
+        if done is not None:
+            _prerendered.set((context, done))
+        return context
 
     def _render(self, env: templating.BoundedEnvironment, template: str, context: dict[str, Any], index: int) -> str:
         try:
