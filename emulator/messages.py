@@ -1639,6 +1639,18 @@ def previous_response_unfinished(response_id: str, status: object) -> InvalidReq
 
 
 @error(HISTORY)
+def context_length_exceeded() -> InvalidRequest:
+    """A response's context (its input, and the history of its `conversation` or
+    `previous_response_id` chain) past the most items one may hold (`MAX_CONTEXT_ITEMS`, 200,000),
+    with `truncation` "disabled"; counted before the history is read (the hosted API's words)."""
+    return InvalidRequest(
+        "Your input exceeds the context window of this model. Please adjust your input and try again.",
+        param="input",
+        code="context_length_exceeded",
+    )
+
+
+@error(HISTORY)
 def item_not_found(item_id: str, param: str) -> InvalidRequest:
     """An `item_reference` to an item that does not exist, or to one of a response made in another
     scope (`x-ptc-emulator-scope`)."""

@@ -145,9 +145,14 @@ class Conversations:
         self.stored(conversation_id, scope=scope)
         items = self._new_items(body.items, scope)
         added = {item["id"]: index for index, item in enumerate(items)}
-        for kept in self.store.items(conversation_id):  # an id comes once in a conversation, as in a create's input
-            if kept.get("id") in added:
-                raise messages.duplicate_item_id(kept["id"], f"items[{added[kept['id']]}].id")
+
+        def duplicate(ids: list[str]) -> list[int]:  # by the kept ids alone: no kept item is decoded
+            for kept_id in ids:  # an id comes once in a conversation, as in a create's input
+                if kept_id in added:
+                    raise messages.duplicate_item_id(kept_id, f"items[{added[kept_id]}].id")
+            return []
+
+        self.store.item_page(conversation_id, duplicate)
         if not self.store.append(conversation_id, items):
             raise messages.conversation_not_found(conversation_id)
         return listing(items)
@@ -194,18 +199,35 @@ class Conversations:
 
     # ---- responses.create(conversation=...) -----------------------------------------------------
 
-    def history(self, conversation_id: str, scope: str | None = None) -> list[Item]:
-        """The conversation's items as a request's history, oldest first."""
-        return self.versioned_history(conversation_id, scope)[1]
+    def history(
+        self, conversation_id: str, scope: str | None = None, *, room: int | None = None, truncate: bool = False
+    ) -> list[Item]:
+        """The conversation's items as a request's history, oldest first (`versioned_history`)."""
+        return self.versioned_history(conversation_id, scope, room=room, truncate=truncate)[1]
 
-    def versioned_history(self, conversation_id: str, scope: str | None = None) -> tuple[int, list[Item]]:
+    def versioned_history(
+        self, conversation_id: str, scope: str | None = None, *, room: int | None = None, truncate: bool = False
+    ) -> tuple[int, list[Item]]:
         """The conversation's items as a request's history, and the version they were read at
-        (what `record` expects); a conversation the request's scope does not see is a 404."""
+        (what `record` expects); a conversation the request's scope does not see is a 404.
+
+        With `room` (the items the request's context has room for beside its input), a
+        conversation of more items is found so by its store before any is read
+        (`holds_over`), and refused with the hosted `context_length_exceeded`; with `truncate`
+        (`truncation: "auto"`) only its newest `room` items are read and decoded instead. The read
+        takes one more than `room`, so an append between the count and the read is held too."""
         self.stored(conversation_id, "conversation", scope=scope)
-        read = self.store.read(conversation_id)
+        if room is not None and not truncate and self.store.holds_over(conversation_id, room):
+            raise messages.context_length_exceeded()
+        read = self.store.read(conversation_id, last=None if room is None else room + 1)
         if read is None:
             raise messages.conversation_not_found(conversation_id, "conversation")
-        return read[0], [self._as_input(raw) for raw in read[1]]
+        version, raw = read
+        if room is not None and len(raw) > room:
+            if not truncate:
+                raise messages.context_length_exceeded()
+            raw = raw[len(raw) - room :]
+        return version, [self._as_input(item) for item in raw]
 
     def record(
         self,

@@ -38,7 +38,44 @@ from ptc_emulator.emulator.wire.pages import page
 from ptc_emulator.emulator.wire.request import CompactRequest, CountTokensRequest, CreateRequest
 from ptc_emulator.emulator.wire.response import ResponseStatus
 
-__all__ = ["Chains", "History", "as_input", "as_response_item", "not_found"]
+__all__ = ["MAX_CONTEXT_ITEMS", "Chains", "History", "Room", "as_input", "as_response_item", "not_found"]
+
+MAX_CONTEXT_ITEMS = 200_000
+"""The most items a response's context may hold: its input, and the history of its `conversation`
+or `previous_response_id` chain before it. No hosted model could read more: the largest context
+window is some 1.05 M tokens, and an item costs several tokens beyond its text, so 200,000 items of
+one token each are past every window already. It is also the length the server is known to handle
+well (a 200,000-item create: docs/server-cpu.md); past it nothing bounded a request's work, for a
+conversation grows by every create's input and output (three creates of 400,000 messages made 1.2
+M items, and each later request on it took a minute and held every other client for seconds).
+Past it a request is refused (`context_length_exceeded`), or, with `truncation: "auto"`, its
+history's oldest items are dropped. Counted before a history is read: a conversation's from its
+store (`Conversations.holds_over`), a chain's record by record as it is walked back."""
+
+
+@dataclass(frozen=True)
+class Room:
+    """How many items of history a request's context has room for (`items`), and whether the
+    oldest are dropped past it (`truncation: "auto"`) or the request refused."""
+
+    items: int
+    truncate: bool
+
+    @staticmethod
+    def of(request: CreateRequest | CountTokensRequest | CompactRequest) -> Room:
+        """The room the request's input leaves (its items counted from the body, an
+        `item_reference` as the one item it stands for); an input past the bound alone is refused,
+        whatever its `truncation` (only a history's items are dropped)."""
+        given = request.input
+        count = 0 if given is None else 1 if isinstance(given, str) else len(given)
+        if count > MAX_CONTEXT_ITEMS:
+            raise messages.context_length_exceeded()
+        return Room(MAX_CONTEXT_ITEMS - count, getattr(request, "truncation", None) == "auto")
+
+    def over(self) -> None:
+        """A history past the room, refused unless its oldest items are dropped."""
+        if not self.truncate:
+            raise messages.context_length_exceeded()
 
 
 @functools.cache
@@ -234,18 +271,30 @@ class History:
             missing=lambda after: messages.no_input_item_after(after, response_id),
         )
 
-    def load(self, response_id: str, local: ResponseStore | None = None, scope: str | None = None) -> list[Item]:
+    def load(
+        self,
+        response_id: str,
+        local: ResponseStore | None = None,
+        scope: str | None = None,
+        room: Room | None = None,
+    ) -> list[Item]:
         """The items before and of a stored response, oldest first (instructions are not carried);
-        a response a request in `scope` does not see (`visible`) is as one that does not exist."""
-        return self._chain(response_id, local, scope).items
+        a response a request in `scope` does not see (`visible`) is as one that does not exist.
+        With `room`, at most `room.items` of them (`_chain`)."""
+        return self._chain(response_id, local, scope, room).items
 
     def continuing(
-        self, response_id: str, local: ResponseStore | None = None, scope: str | None = None
+        self,
+        response_id: str,
+        local: ResponseStore | None = None,
+        scope: str | None = None,
+        room: Room | None = None,
     ) -> tuple[list[Item], Extension]:
         """`load`, for a request that continues the response: with the cursor of the longest part
         of the chain one was kept for (the items begin with its items), and a new one over these
-        items, kept for the next step, which this request extends."""
-        chain = self._chain(response_id, local, scope)
+        items, kept for the next step, which this request extends (a history cut to its room,
+        `truncation: "auto"`, is neither: the next step cuts it afresh)."""
+        chain = self._chain(response_id, local, scope, room)
         if not chain.shareable:
             return chain.items, Extension(chain.found)
         known = len(chain.found.items) if chain.found is not None else 0
@@ -256,20 +305,27 @@ class History:
         kept = self.chains.keep(response_id, cursor, chain.socket, chain.revision)
         return chain.items, Extension(chain.found, cursor if kept else None)
 
-    def _chain(self, response_id: str, local: ResponseStore | None, scope: str | None) -> _Chain:
+    def _chain(self, response_id: str, local: ResponseStore | None, scope: str | None, room: Room | None) -> _Chain:
         """A connection's own store (`local`, a `ConnectionStore`) is read back from only for the
         records after the latest one a cursor was kept for (the same item objects). The server's
         store is read back wholly (a record deleted since is never continued), and the items of
-        the records a cursor was kept for are the cursor's."""
+        the records a cursor was kept for are the cursor's.
+
+        With `room`, the items are counted as the records are walked back, before any is
+        validated: past `room.items` the walk stops, and the request is refused
+        (`context_length_exceeded`), or, with `truncation: "auto"`, only the newest `room.items`
+        are validated and kept (the records before are not read)."""
         socket = local if isinstance(local, ConnectionStore) else None
         revision = socket.revision if socket is not None else 0
         chain: list[StoredResponse] = []
         found: Cursor | None = None
+        counted = 0
         next_id: str | None = response_id
         while next_id is not None:
             if socket is not None:
                 found = self.chains.find(next_id, socket)
                 if found is not None:
+                    counted += len(found.items)
                     break
             record = self.record(next_id, local)
             if record is None or (next_id == response_id and not visible(record.scope, scope)):
@@ -282,15 +338,36 @@ class History:
             if socket is None and found is None:
                 found = self.chains.find(next_id)  # the records before it are still read, not their items
                 if found is not None:
+                    counted += len(found.items)
+                    if room is not None and counted > room.items:
+                        break
                     next_id = record.previous_response_id
                     continue
             if found is None:
                 chain.append(record)
+                counted += len(record.input_items) + len(record.response["output"])
+            if room is not None and counted > room.items:
+                break
             next_id = record.previous_response_id
-        items: list[Item] = list(found.items) if found is not None else []
+        drop = 0
+        if room is not None and counted > room.items:
+            room.over()  # refused, unless the oldest items are dropped
+            drop = counted - room.items
+        items: list[Item] = []
+        if found is not None:
+            items.extend(found.items[drop:] if drop else found.items)
+            drop = max(drop - len(found.items), 0)
         shareable = True
         for record in reversed(chain):  # each finished response's items, validated once
             known = self.validated.get(record.id)
+            size = len(record.input_items) + len(record.response["output"])
+            if drop >= size:  # (its items all dropped: not validated)
+                drop -= size
+                continue
+            if known is None and drop:  # a record cut by the room: only its kept items validated
+                items.extend(as_input(r) for r in [*record.input_items, *record.response["output"]][drop:])
+                drop = 0
+                continue
             if known is None:
                 raw = [*record.input_items, *record.response["output"]]
                 converted = [as_input(r) for r in raw]
@@ -299,23 +376,31 @@ class History:
                 if self.validated.get(record.id) is None:  # items the engine changes: never shared
                     shareable = False
                 release(raw)  # its dicts freed a slice at a time once the record goes, not in one call
-            items.extend(known)
+            items.extend(known[drop:] if drop else known)
+            drop = 0
+        if room is not None and counted > room.items:  # cut: no cursor holds it, none begins it
+            return _Chain(items, None, False, socket, revision)
         return _Chain(items, found, shareable, socket, revision)
 
-    def recovered(self, items: list[Item], scope: str | None = None) -> list[Item]:
+    def recovered(self, items: list[Item], scope: str | None = None, room: Room | None = None) -> list[Item]:
         """What came before the replayed output of a stored response, when the input starts there.
 
         A client may continue by sending a stored response's output back with its tool outputs
         and no user message and no previous_response_id (the overview article's loop does); the
-        items' ids find the conversation.
+        items' ids find the conversation. With `room`, held to it as a chain is (`_chain`).
         """
         for item in items:
             item_id = getattr(item, "id", None)
             found = self.store.item_in(scope, item_id) if isinstance(item_id, str) else None
             if found is not None:
                 record = self.stored(found[0])
-                prefix = self.load(record.previous_response_id) if record.previous_response_id else []
-                return [*prefix, *(as_input(raw) for raw in record.input_items)]
+                own = record.input_items
+                if room is not None and len(own) > room.items:
+                    room.over()
+                    own = own[len(own) - room.items :]
+                rest = Room(room.items - len(own), room.truncate) if room is not None else None
+                prefix = self.load(record.previous_response_id, room=rest) if record.previous_response_id else []
+                return [*prefix, *(as_input(raw) for raw in own)]
         return []
 
     def reference(self, item_id: str, param: str, scope: str | None = None) -> Item:

@@ -28,7 +28,7 @@ from ptc_emulator.emulator.caches import Cache
 from ptc_emulator.emulator.conversations.service import Conversations
 from ptc_emulator.emulator.errors import EmulatorError
 from ptc_emulator.emulator.history.cursor import Extension
-from ptc_emulator.emulator.history.stored import History, as_input, as_response_item, not_found
+from ptc_emulator.emulator.history.stored import History, Room, as_input, as_response_item, not_found
 from ptc_emulator.emulator.ids import new_id
 from ptc_emulator.emulator.model import (
     Model,
@@ -278,13 +278,19 @@ class Engine:
         try:
             thread = checks.check_request(request)
             previous = request.previous_response_id
-            history, cursor = self.history.continuing(previous, local, scope) if previous is not None else ([], cursor)
+            room = Room.of(request)  # counted before any history is read (`MAX_CONTEXT_ITEMS`)
+            if previous is not None:
+                history, cursor = self.history.continuing(previous, local, scope, room)
+            else:
+                history = []
             version = None
             if thread is not None:
-                version, history = self.conversations.versioned_history(thread, scope)
+                version, history = self.conversations.versioned_history(
+                    thread, scope, room=room.items, truncate=room.truncate
+                )
             new_items = self.history.input(request, scope)
             if not history and not any(isinstance(i, Message) and i.role == "user" for i in new_items):
-                history = self.history.recovered(new_items, scope)
+                history = self.history.recovered(new_items, scope, room)
             trigger = triggered(new_items)
             items = [*history, *new_items[: -1 if trigger else None]]
             threshold = compact_threshold(request.context_management)
@@ -558,7 +564,8 @@ class Engine:
         checked as a create's: a `compaction_trigger` that is not last is the same 400, and the
         window is held to the item rules (`analyse`, not waiting on a model turn)."""
         previous = request.previous_response_id
-        history = self.history.load(previous, scope=scope) if previous is not None else []
+        room = Room.of(request)  # held to a create's bound, with no truncation to offer
+        history = self.history.load(previous, scope=scope, room=room) if previous is not None else []
         new_items = self.history.input(request, scope)
         triggered(new_items)
         items = [*history, *new_items]
@@ -658,9 +665,10 @@ class Engine:
         checks.check_tool_fields(request)
         Toolset.of(request)
         previous = request.previous_response_id
-        history = self.history.load(previous, scope=scope) if previous is not None else []
+        room = Room.of(request)  # as a create's: refused past it, or (truncation auto) the newest counted
+        history = self.history.load(previous, scope=scope, room=room) if previous is not None else []
         if thread is not None and previous is None:
-            history = self.conversations.history(thread, scope)
+            history = self.conversations.history(thread, scope, room=room.items, truncate=room.truncate)
         new_items = self.history.input(request, scope)
         triggered(new_items)
         items = [*history, *new_items]

@@ -268,12 +268,18 @@ class MemoryConversations:
             kept = list(self._items.get(conversation_id, ()))
         return [_loads(kept[n][1]) for n in pick([item_id for item_id, _ in kept])]
 
-    def read(self, conversation_id: str) -> tuple[int, list[dict[str, Any]]] | None:
+    def read(self, conversation_id: str, *, last: int | None = None) -> tuple[int, list[dict[str, Any]]] | None:
         with self._lock:
             if conversation_id not in self._items:
                 return None
-            version, texts = self._versions[conversation_id], [text for _, text in self._items[conversation_id]]
+            kept = self._items[conversation_id]
+            newest = kept if last is None else kept[max(len(kept) - last, 0) :]
+            version, texts = self._versions[conversation_id], [text for _, text in newest]
         return version, jsonpieces.loads_each(texts)
+
+    def holds_over(self, conversation_id: str, count: int) -> bool:
+        with self._lock:
+            return len(self._items.get(conversation_id, ())) > count
 
     def delete_item(self, conversation_id: str, item_id: str) -> bool:
         with self._lock:

@@ -209,9 +209,15 @@ class Conversations(Protocol):
         those are decoded (a page of 100 of 150,000 items decoded them all, most of a second)."""
         ...
 
-    def read(self, conversation_id: str) -> tuple[int, list[dict[str, Any]]] | None:
+    def read(self, conversation_id: str, *, last: int | None = None) -> tuple[int, list[dict[str, Any]]] | None:
         """Its items' version and its items, read together; None if it is gone. The version is 0
-        when it is created and grows with every change of its items (an append, a deletion)."""
+        when it is created and grows with every change of its items (an append, a deletion).
+        With `last`, only its newest `last` items (oldest first) are read and decoded."""
+        ...
+
+    def holds_over(self, conversation_id: str, count: int) -> bool:
+        """Whether it holds more than `count` items, found without reading or decoding any (at most
+        `count` + 1 of its rows are counted); False for a conversation that is gone."""
         ...
 
     def delete_item(self, conversation_id: str, item_id: str) -> bool:

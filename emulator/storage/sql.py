@@ -193,6 +193,13 @@ class Statements:
         self.version = q("SELECT version FROM conversations WHERE id = ?")
         self.conversation_exists = q("SELECT 1 FROM conversations WHERE id = ?")
         self.conversation_items = q("SELECT item FROM conversation_items WHERE conversation_id = ? ORDER BY seq")
+        self.newest_conversation_items = q(  # the newest rows by the primary key, put back in order
+            "SELECT item FROM (SELECT seq, item FROM conversation_items WHERE conversation_id = ? "
+            "ORDER BY seq DESC LIMIT ?) AS newest ORDER BY seq"
+        )
+        self.conversation_items_past = q(  # 1 if there are more than the count: at most count + 1 rows visited
+            "SELECT COUNT(*) FROM (SELECT 1 FROM conversation_items WHERE conversation_id = ? LIMIT ?) AS counted"
+        )
         self.conversation_item_rows = q(
             "SELECT item_id, item FROM conversation_items WHERE conversation_id = ? ORDER BY seq"
         )
@@ -422,15 +429,22 @@ class SqlConversations:
         rows = self._db.rows(self._sql.conversation_item_rows, (conversation_id,))
         return [_loads(rows[n][1]) for n in pick([row[0] for row in rows])]
 
-    def read(self, conversation_id: str) -> tuple[int, list[dict[str, Any]]] | None:
+    def read(self, conversation_id: str, *, last: int | None = None) -> tuple[int, list[dict[str, Any]]] | None:
         def work(tx: Tx) -> tuple[int, list[dict[str, Any]]] | None:
             row = tx.one(self._sql.version, (conversation_id,))
             if row is None:
                 return None
-            texts = [r[0] for r in tx.rows(self._sql.conversation_items, (conversation_id,))]
-            return int(row[0]), jsonpieces.loads_each(texts)
+            if last is None:
+                rows = tx.rows(self._sql.conversation_items, (conversation_id,))
+            else:
+                rows = tx.rows(self._sql.newest_conversation_items, (conversation_id, last))
+            return int(row[0]), jsonpieces.loads_each([r[0] for r in rows])
 
         return self._db.read(work)  # one snapshot of both
+
+    def holds_over(self, conversation_id: str, count: int) -> bool:
+        (counted,) = self._db.one(self._sql.conversation_items_past, (conversation_id, count + 1))
+        return int(counted) > count
 
     def delete_item(self, conversation_id: str, item_id: str) -> bool:
         def work(tx: Tx) -> bool:

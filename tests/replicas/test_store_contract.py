@@ -22,6 +22,7 @@ from ptc_emulator.emulator.storage import SchemaTooNew, Store, StoredConversatio
 from tests.unit.test_store_contract import (  # noqa: F401 (collected here too)
     message,
     response,
+    test_a_conversation_counts_and_reads_its_newest_items_alone,
     test_a_paused_program_keeps_one_continuation,
     test_an_unfinished_response_is_replaced_once,
     test_conversation_append_at_a_version_is_checked_and_written_at_once,

@@ -238,6 +238,18 @@ def test_conversation_items_keep_their_order(store: Store) -> None:
     assert parts.items("conv_none") == []
 
 
+def test_a_conversation_counts_and_reads_its_newest_items_alone(store: Store) -> None:
+    parts = store.conversations
+    parts.create(StoredConversation("conv_1", 1, {}), [message(f"msg_{n}") for n in range(5)])
+    assert parts.append("conv_1", [message("msg_5")]) is True
+    assert [parts.holds_over("conv_1", count) for count in (0, 5, 6, 100)] == [True, True, False, False]
+    assert parts.holds_over("conv_none", 0) is False
+    assert parts.read("conv_1", last=2) == (1, [message("msg_4"), message("msg_5")])
+    assert parts.read("conv_1", last=0) == (1, [])
+    assert parts.read("conv_1", last=9) == parts.read("conv_1")
+    assert parts.read("conv_none", last=2) is None
+
+
 def test_conversation_append_at_a_version_is_checked_and_written_at_once(
     store: Store, reopen: Callable[[Store], Store]
 ) -> None:

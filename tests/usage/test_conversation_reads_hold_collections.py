@@ -36,8 +36,8 @@ def test_full_collections_are_held_off_while_a_long_conversation_is_read(
     seen: list[bool] = []
     real = conversations.read
 
-    def read(conversation_id: str) -> Any:
-        found = real(conversation_id)
+    def read(conversation_id: str, **bound: Any) -> Any:
+        found = real(conversation_id, **bound)
         seen.append(collector.held())
         return found
 
