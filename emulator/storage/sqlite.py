@@ -93,10 +93,15 @@ CREATE TABLE IF NOT EXISTS scenarios (
     name TEXT NOT NULL,
     scope TEXT,
     document TEXT NOT NULL,
+    revision INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (scope_key, name)
 );
+CREATE TABLE IF NOT EXISTS scenarios_version (one INTEGER PRIMARY KEY CHECK (one = 1), version INTEGER NOT NULL);
+INSERT OR IGNORE INTO scenarios_version (one, version) VALUES (1, 0);
 """
 """`scenarios.scope_key` is the scope as JSON (`null` for none): a primary key cannot hold NULL.
+`scenarios_version` is one row, made larger by every write of `scenarios`, whose put gives its row that
+version as its `revision` (`sql.py`).
 `conversations.version` grows with every change of the conversation's items (see `read`).
 `responses.status` is the body's status, kept beside it for the continuations (`sql.py`).
 `continuations` holds the one response that resumed each paused program (its primary key decides)."""
@@ -107,6 +112,7 @@ COLUMNS = (
     ("conversations", "version", "INTEGER NOT NULL DEFAULT 0"),
     ("conversations", "scope", "TEXT"),
     ("records", "head", "TEXT"),
+    ("scenarios", "revision", "INTEGER NOT NULL DEFAULT 0"),
 )
 """Columns a file made by an older version lacks: added when it is opened (its rows get the default)."""
 
