@@ -147,18 +147,40 @@ class SharedScenarios:
     scenarios the rows it read. The scenarios (table `scenarios`) and the hosted scripts (rows of
     `records`) are read apart, each by the requests that use it, so a lock on one table holds up
     only the requests that read it (`refresh(hosted=False)`: `/v1/models` names the scenarios'
-    models, and never waits on `records`)."""
+    models, and never waits on `records`).
+
+    A refresh of the scenarios reads their version alone (`Scenarios.version`, one small row):
+    the one it applied last, nothing more is read. Otherwise it reads every row's revision and the
+    documents put since that version (`Scenarios.changes`), loads those in a worker thread, and on
+    the event loop adds, replaces and removes scenarios by key, comparing no document. (Every
+    refresh read, parsed and compared every document: with 20 scenarios of 1.5 MB, each create
+    and `/v1/models` took 6-8 s, and the comparison on the loop held every other client over 1 s.)
+    After this replica's own admin writes (`written`), which change the registry beside the store,
+    the next refresh also reads again each scenario the registry holds otherwise than applied."""
 
     def __init__(self, store: Store, registry: ScenarioRegistry) -> None:
         self.store = store
         self.registry = registry
-        self._applied: dict[tuple[str | None, str], tuple[Any, Scenario]] = {}
-        """What each run-time scenario was last made from here: its document, and the scenario."""
+        self._applied: dict[tuple[str | None, str], Scenario] = {}
+        """The scenario each row made here, as the registry was given it."""
+        self._version = -1
+        """The scenarios' version the registry was last made from (-1: none)."""
+        self._written = 0
+        """How many times this replica's admin API changed the registry itself (`written`)."""
+        self._written_seen = 0
+        """`_written` as of the read applied last."""
         self._applied_hosted: dict[str | None, tuple[Any, HostedScript]] = {}
         self._scenarios = _SharedReads(self._read_scenarios)
         self._hosted = _SharedReads(self._read_hosted)
-        self._apply_scenarios(store.scenarios.list())
-        self._apply_hosted(store.sessions.all(HOSTED))
+        first = self._changes(-1, set())  # (the app's startup, on its own thread)
+        if first is not None:
+            self._apply_scenarios(*first, 0)
+        self._apply_hosted(self._hosted_changes(store.sessions.all(HOSTED), {}))
+
+    def written(self) -> None:
+        """This replica's admin API changed the registry beside the store: the next refresh
+        checks every scenario the registry holds, not the version alone."""
+        self._written += 1
 
     async def refresh(self, hosted: bool = True) -> None:
         """Make the registry what the store holds as of this call: its scenarios, and (`hosted`)
@@ -169,58 +191,93 @@ class SharedScenarios:
         await asyncio.gather(self._scenarios.refresh(), self._hosted.refresh())
 
     async def _read_scenarios(self) -> Callable[[], None] | None:
-        kept = await asyncio.to_thread(self.store.scenarios.list)
-        made = await asyncio.to_thread(self._made, kept)
-        return lambda: self._apply_scenarios(kept, made)
+        written = self._written
+        keys = None if written == self._written_seen else self._strayed()
+        changed = await asyncio.to_thread(self._changes, self._version, keys)
+        if changed is None:
+            return None
+        return lambda: self._apply_scenarios(*changed, written)
 
-    async def _read_hosted(self) -> Callable[[], None] | None:
-        hosted = await asyncio.to_thread(self.store.sessions.all, HOSTED)
-        return lambda: self._apply_hosted(hosted)
+    def _strayed(self) -> set[tuple[str | None, str]]:
+        """The keys whose scenario the registry holds otherwise than this replica applied it (its
+        admin API's own writes): read again whatever their revision."""
+        present = self.registry.added()
+        return {key for key in present.keys() | self._applied.keys() if present.get(key) is not self._applied.get(key)}
 
-    def _made(self, kept: list[StoredScenario]) -> dict[tuple[str | None, str], tuple[Any, Scenario | None]]:
-        """The scenarios of the rows not applied yet, loaded in a worker thread (a scenario's check
-        costs up to its bounds, which the event loop should not wait on), by key, each with the
-        document it was made from."""
-        made = {}
-        for row in kept:
-            applied = self._applied.get((row.scope, row.name))
-            if applied is None or applied[0] != row.document:
-                made[(row.scope, row.name)] = (row.document, _loaded(row))
-        return made
+    def _changes(
+        self, since: int, keys: set[tuple[str | None, str]] | None
+    ) -> tuple[int, list[tuple[str | None, str, int]], dict[tuple[str | None, str], Scenario | None]] | None:
+        """In a worker thread: None when the scenarios' version is still `since` (and no `keys`
+        are asked for); otherwise the version, every row's key and revision, and the scenarios
+        of the rows put since (and of `keys`) loaded (a scenario's check costs up to its bounds,
+        which the event loop should not wait on). Their documents are freed here too."""
+        scenarios = self.store.scenarios
+        if keys is None and scenarios.version() == since:
+            return None
+        changes = scenarios.changes(since, keys or set())
+        return changes.version, changes.rows, {key: _loaded(kept) for key, kept in changes.read.items()}
 
     def _apply_scenarios(
         self,
-        kept: list[StoredScenario],
-        made: dict[tuple[str | None, str], tuple[Any, Scenario | None]] | None = None,
+        version: int,
+        rows: list[tuple[str | None, str, int]],
+        made: dict[tuple[str | None, str], Scenario | None],
+        written: int,
     ) -> None:
-        rows = {(k.scope, k.name): k for k in kept}
+        """On the event loop's thread, between requests: by key and identity, no document read."""
+        kept = {(scope, name) for scope, name, _ in rows}
         present = self.registry.added()
-        for key in present.keys() - rows.keys():
+        for key in present.keys() - kept:
             self.registry.remove(key[1], key[0])
-            self._applied.pop(key, None)
-        for key, row in rows.items():
-            applied = self._applied.get(key)
-            if applied is not None and applied[0] == row.document and present.get(key) is applied[1]:
-                continue  # what the registry holds is what this row made
-            loaded = (made or {}).get(key)
-            scenario = loaded[1] if loaded is not None and loaded[0] is row.document else _loaded(row)
-            if scenario is not None:
+        for key in self._applied.keys() - kept:
+            del self._applied[key]
+        for scope, name, _ in rows:  # in the store's order: a scenario new here is added last
+            scenario = made.get((scope, name))
+            if scenario is not None:  # put since (a row that no longer loads leaves what was)
                 self.registry.add(scenario)
-                self._applied[key] = (row.document, scenario)
+                self._applied[(scope, name)] = scenario
+        self._version, self._written_seen = version, written
 
-    def _apply_hosted(self, hosted: list[dict[str, Any]]) -> None:
-        documents = {d.get("scope"): d for d in hosted}
+    async def _read_hosted(self) -> Callable[[], None] | None:
+        applied = dict(self._applied_hosted)
+        hosted = await asyncio.to_thread(lambda: self._hosted_changes(self.store.sessions.all(HOSTED), applied))
+        return lambda: self._apply_hosted(hosted)
+
+    @staticmethod
+    def _hosted_changes(
+        hosted: list[dict[str, Any]], applied: dict[str | None, tuple[Any, HostedScript]]
+    ) -> dict[str | None, tuple[Any, HostedScript | None] | None]:
+        """In a worker thread: each scope's hosted script, None where it is the one `applied`
+        holds (compared here, not on the event loop), else its document and script."""
+        changes: dict[str | None, tuple[Any, HostedScript | None] | None] = {}
+        for document in hosted:
+            scope = document.get("scope")
+            done = applied.get(scope)
+            if done is not None and done[0] == document:
+                changes[scope] = None
+                continue
+            try:
+                script = HostedScript.model_validate(document.get("script"), strict=False)
+            except ValueError as e:  # kept by an older emulator, perhaps
+                log.warning("ptc-emulator: a hosted script set at run time no longer loads: %s", e)
+                script = None
+            changes[scope] = (document, script)
+        return changes
+
+    def _apply_hosted(self, hosted: dict[str | None, tuple[Any, HostedScript | None] | None]) -> None:
         scripts = self.registry.hosted_scripts()
-        for scope in scripts.keys() - documents.keys():
+        for scope in scripts.keys() - hosted.keys():
             self.registry.set_hosted(None, scope)
             self._applied_hosted.pop(scope, None)
-        for scope, document in documents.items():
+        for scope, change in hosted.items():
             done = self._applied_hosted.get(scope)
-            if done is not None and done[0] == document and scripts.get(scope) is done[1]:
+            if change is None:  # the document applied before
+                if done is not None and scripts.get(scope) is not done[1]:
+                    self.registry.set_hosted(done[1], scope)
                 continue
-            _set_kept_hosted([document], self.registry)
-            script = self.registry.hosted_scripts().get(scope)
-            if script is not None:
+            document, script = change
+            if script is not None:  # (one that no longer loads leaves what was)
+                self.registry.set_hosted(script, scope)
                 self._applied_hosted[scope] = (document, script)
 
 
@@ -228,6 +285,7 @@ async def _synced(state: Any) -> None:
     """After this replica wrote the shared store: take the store's state as seen, so that a later
     change by another replica is told apart from this one's own."""
     if state.shared is not None:
+        state.shared.written()
         await state.shared.refresh()
 
 

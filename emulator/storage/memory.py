@@ -11,7 +11,7 @@ import json
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,8 @@ from ptc_emulator.emulator.storage.protocol import (
     Leases,
     Records,
     Responses,
+    ScenarioChanges,
+    ScenarioKey,
     Scenarios,
     StoredConversation,
     StoredResponse,
@@ -413,29 +415,50 @@ class MemoryRecords:
 
 class MemoryScenarios:
     def __init__(self) -> None:
-        self._scenarios: dict[tuple[str | None, str], str] = {}
+        self._scenarios: dict[ScenarioKey, tuple[int, str]] = {}
+        """Each scenario's revision (the version its put made) and its document as JSON."""
+        self._version = 0
         self._lock = threading.Lock()
 
     def put(self, scenario: StoredScenario) -> None:
         text = _dumps(scenario.document)
         with self._lock:
-            self._scenarios[(scenario.scope, scenario.name)] = text
+            self._version += 1
+            self._scenarios[(scenario.scope, scenario.name)] = (self._version, text)
 
     def delete(self, scope: str | None, name: str) -> bool:
         with self._lock:
+            self._version += 1
             return self._scenarios.pop((scope, name), None) is not None
 
     def list(self) -> list[StoredScenario]:
         with self._lock:
             kept = list(self._scenarios.items())
-        return [StoredScenario(scope, name, _loads(text)) for (scope, name), text in kept]
+        return [StoredScenario(scope, name, _loads(text)) for (scope, name), (_, text) in kept]
 
     def clear(self, scope: str | None = None) -> int:
         with self._lock:
+            self._version += 1
             doomed = [key for key in self._scenarios if scope is None or key[0] == scope]
             for key in doomed:
                 del self._scenarios[key]
             return len(doomed)
+
+    def version(self) -> int:
+        with self._lock:
+            return self._version
+
+    def changes(self, since: int, keys: Collection[ScenarioKey] = ()) -> ScenarioChanges:
+        wanted = set(keys)
+        with self._lock:
+            version, kept = self._version, list(self._scenarios.items())
+        rows = [(scope, name, revision) for (scope, name), (revision, _) in kept]
+        read = {
+            key: StoredScenario(key[0], key[1], _loads(text))
+            for key, (revision, text) in kept
+            if revision > since or key in wanted
+        }
+        return ScenarioChanges(version, rows, read)
 
 
 class MemoryJournal:

@@ -152,6 +152,14 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE records ADD COLUMN version BIGINT NOT NULL DEFAULT 0;
     """,
+    # 11: the scenarios' version, one row every write of `scenarios` makes larger in its own
+    # transaction (its lock orders the writes), and each row's revision, the version its put made:
+    # a replica reads the version alone, and the rows put since it last read, not every document.
+    """
+    CREATE TABLE scenarios_version (one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one), version BIGINT NOT NULL);
+    INSERT INTO scenarios_version (version) VALUES (0);
+    ALTER TABLE scenarios ADD COLUMN revision BIGINT NOT NULL DEFAULT 0;
+    """,
 )
 """`scenarios.scope_key` is the scope as JSON (`null` for none): a primary key cannot hold NULL.
 `records.ord` and `scenarios.ord` are the listing order: an upsert keeps the row's. `responses.status`

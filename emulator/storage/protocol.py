@@ -13,7 +13,7 @@ bodies, so it lives in the process's memory only, whatever the store (see `Journ
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -25,6 +25,8 @@ __all__ = [
     "Leases",
     "Records",
     "Responses",
+    "ScenarioChanges",
+    "ScenarioKey",
     "Scenarios",
     "Store",
     "StoredConversation",
@@ -122,6 +124,22 @@ class StoredScenario:
     name: str
     document: dict[str, Any] | str
     """What the admin API was sent: a scenario as JSON, or the text of a scenario file."""
+
+
+ScenarioKey = tuple[str | None, str]
+"""A scenario's (scope, name)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioChanges:
+    """What `Scenarios.changes` read, from one snapshot."""
+
+    version: int
+    """The scenarios' version then (`Scenarios.version`)."""
+    rows: list[tuple[str | None, str, int]]
+    """Every scenario's scope, name and revision (the version its last put made), in `list`'s order."""
+    read: dict[ScenarioKey, StoredScenario]
+    """The scenarios asked for (`since`, `keys`), read whole."""
 
 
 class Responses(Protocol):
@@ -322,6 +340,17 @@ class Scenarios(Protocol):
 
     def clear(self, scope: str | None = None) -> int:
         """Remove the scenarios of `scope`, or all of them with None; how many went."""
+        ...
+
+    def version(self) -> int:
+        """A number each write (`put`, `delete`, `clear`) makes larger, in the write's own
+        transaction: read alone, one small row, it says whether anything changed since a read."""
+        ...
+
+    def changes(self, since: int, keys: Collection[ScenarioKey] = ()) -> ScenarioChanges:
+        """From one snapshot: the version, every scenario's revision, and read whole the scenarios
+        put after version `since` (their revision above it) and those of `keys`. A reader that
+        holds what it read at version `since` reads no other document again (`since` -1: all)."""
         ...
 
 

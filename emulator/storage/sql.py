@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -29,6 +29,8 @@ from ptc_emulator.emulator.storage.protocol import (
     Conversations,
     Records,
     Responses,
+    ScenarioChanges,
+    ScenarioKey,
     Scenarios,
     StoredConversation,
     StoredResponse,
@@ -232,13 +234,20 @@ class Statements:
         )
         self.unheaded = q("SELECT id FROM records WHERE kind = ? AND head IS NULL ORDER BY {order}")
         self.running = q("SELECT id FROM records WHERE kind = ? AND running ORDER BY {order}")
-        # scenarios
+        # scenarios: each write makes the one version row larger first (the row's lock orders
+        # the writes: a revision is never below one committed before it), and a put gives its row
+        # that version as its revision.
+        self.bump_scenarios = q("UPDATE scenarios_version SET version = version + 1")
+        self.scenarios_version = q("SELECT version FROM scenarios_version")
         self.put_scenario = q(
-            "INSERT INTO scenarios (scope_key, name, scope, document) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (scope_key, name) DO UPDATE SET document = excluded.document"
+            "INSERT INTO scenarios (scope_key, name, scope, document, revision) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (scope_key, name) DO UPDATE SET document = excluded.document, revision = excluded.revision"
         )
         self.delete_scenario = q("DELETE FROM scenarios WHERE scope_key = ? AND name = ?")
         self.scenarios = q("SELECT scope, name, document FROM scenarios ORDER BY {order}")
+        self.scenario_revisions = q("SELECT scope, name, revision FROM scenarios ORDER BY {order}")
+        self.scenarios_after = q("SELECT scope, name, document FROM scenarios WHERE revision > ? ORDER BY {order}")
+        self.scenario = q("SELECT scope, name, document FROM scenarios WHERE scope_key = ? AND name = ?")
         self.clear_scenarios = q("DELETE FROM scenarios")
         self.clear_scope = q("DELETE FROM scenarios WHERE scope_key = ?")
 
@@ -556,22 +565,50 @@ class SqlScenarios:
         self._db = db
         self._sql = Statements.of(db.dialect)
 
+    def _bumped(self, tx: Tx) -> int:
+        tx.changed(self._sql.bump_scenarios)
+        return int(tx.one(self._sql.scenarios_version)[0])
+
     def put(self, scenario: StoredScenario) -> None:
-        self._db.changed(
-            self._sql.put_scenario,
-            (_dumps(scenario.scope), scenario.name, scenario.scope, _dumps(scenario.document)),
-        )
+        texts = (_dumps(scenario.scope), scenario.name, scenario.scope, _dumps(scenario.document))
+        self._db.write(lambda tx: tx.changed(self._sql.put_scenario, (*texts, self._bumped(tx))))
 
     def delete(self, scope: str | None, name: str) -> bool:
-        return self._db.changed(self._sql.delete_scenario, (_dumps(scope), name)) > 0
+        def delete(tx: Tx) -> bool:
+            self._bumped(tx)
+            return tx.changed(self._sql.delete_scenario, (_dumps(scope), name)) > 0
+
+        return self._db.write(delete)
 
     def list(self) -> list[StoredScenario]:
         return [StoredScenario(row[0], row[1], _loads(row[2])) for row in self._db.rows(self._sql.scenarios)]
 
     def clear(self, scope: str | None = None) -> int:
-        if scope is None:
-            return self._db.changed(self._sql.clear_scenarios)
-        return self._db.changed(self._sql.clear_scope, (_dumps(scope),))
+        def clear(tx: Tx) -> int:
+            self._bumped(tx)
+            if scope is None:
+                return tx.changed(self._sql.clear_scenarios)
+            return tx.changed(self._sql.clear_scope, (_dumps(scope),))
+
+        return self._db.write(clear)
+
+    def version(self) -> int:
+        return int(self._db.one(self._sql.scenarios_version)[0])
+
+    def changes(self, since: int, keys: Collection[ScenarioKey] = ()) -> ScenarioChanges:
+        def read(tx: Tx) -> tuple[int, list[Any], list[Any]]:  # one snapshot
+            version = int(tx.one(self._sql.scenarios_version)[0])
+            rows = tx.rows(self._sql.scenario_revisions)
+            texts = tx.rows(self._sql.scenarios_after, (since,))
+            after = {(row[0], row[1]) for row in texts}
+            for scope, name in keys:
+                if (scope, name) not in after:
+                    texts += tx.rows(self._sql.scenario, (_dumps(scope), name))
+            return version, rows, texts
+
+        version, rows, texts = self._db.read(read)
+        read_whole = {(row[0], row[1]): StoredScenario(row[0], row[1], _loads(row[2])) for row in texts}
+        return ScenarioChanges(version, [(row[0], row[1], int(row[2])) for row in rows], read_whole)
 
 
 class SqlParts:

@@ -97,10 +97,15 @@ CREATE TABLE IF NOT EXISTS scenarios (
     name TEXT NOT NULL,
     scope TEXT,
     document TEXT NOT NULL,
+    revision INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (scope_key, name)
 );
+CREATE TABLE IF NOT EXISTS scenarios_version (one INTEGER PRIMARY KEY CHECK (one = 1), version INTEGER NOT NULL);
+INSERT OR IGNORE INTO scenarios_version (one, version) VALUES (1, 0);
 """
 """`scenarios.scope_key` is the scope as JSON (`null` for none): a primary key cannot hold NULL.
+`scenarios_version` is one row, made larger by every write of `scenarios`, whose put gives its row that
+version as its `revision` (`sql.py`).
 `conversations.version` grows with every change of the conversation's items (see `read`);
 `records.version` with every put of the record's document (`Records.read`).
 `responses.status` is the body's status, kept beside it for the continuations (`sql.py`).
@@ -116,6 +121,7 @@ COLUMNS = (
     ("records", "agent_id", "TEXT"),
     ("records", "running", "INTEGER NOT NULL DEFAULT 0"),
     ("records", "version", "INTEGER NOT NULL DEFAULT 0"),
+    ("scenarios", "revision", "INTEGER NOT NULL DEFAULT 0"),
 )
 """Columns a file made by an older version lacks: added when it is opened (its rows get the default)."""
 

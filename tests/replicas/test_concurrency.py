@@ -147,12 +147,12 @@ class HeldRead:
         self.scenarios.put(scenario)
         self.armed = True
 
-    def list(self) -> Any:  # (called off the event loop, in a thread)
+    def changes(self, *args: Any) -> Any:  # (called off the event loop, in a thread)
         if self.armed:
             self.armed = False
             self.held.set()
             assert self.go.wait(60)  # (a guard)
-        return self.scenarios.list()
+        return self.scenarios.changes(*args)
 
 
 async def test_concurrent_scenario_writes_to_one_name_converge_on_the_databases_last(

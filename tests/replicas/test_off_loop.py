@@ -103,7 +103,7 @@ async def test_requests_at_once_share_the_read_of_the_scenarios(postgres_url: st
         shared = app.state.emulator.shared
         store = app.state.emulator.store
         held, reads, arrived = threading.Event(), [], []
-        listed = store.scenarios.list
+        listed = store.scenarios.version  # (a read begins with the version)
 
         def slow_list(*args: Any, **kwargs: Any) -> Any:
             reads.append(1)
@@ -116,7 +116,7 @@ async def test_requests_at_once_share_the_read_of_the_scenarios(postgres_url: st
             arrived.append(1)
             await refresh(**kwargs)
 
-        store.scenarios.list = slow_list
+        store.scenarios.version = slow_list
         shared.refresh = counted
         try:
             first = asyncio.ensure_future(http.get("/v1/models"))
@@ -133,7 +133,7 @@ async def test_requests_at_once_share_the_read_of_the_scenarios(postgres_url: st
             answers = await asyncio.gather(first, *rest)
         finally:
             held.set()
-            del store.scenarios.list
+            del store.scenarios.version
             del shared.refresh
         assert [a.status_code for a in answers] == [200] * 21
         assert len(reads) == 2, f"{len(reads)} reads of the scenarios for 21 requests at once"

@@ -51,6 +51,7 @@ from tests.unit.test_store_contract import (  # noqa: F401 (collected here too)
     test_scenarios_by_scope_and_name,
     test_scenarios_clear_one_scope_or_all,
     test_scenarios_return_copies,
+    test_scenarios_version_and_changes_read_only_what_was_put_since,
 )
 
 Open = Callable[[], Store]

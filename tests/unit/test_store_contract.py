@@ -569,6 +569,37 @@ def test_scenarios_clear_one_scope_or_all(store: Store) -> None:
     assert parts.list() == []
 
 
+def test_scenarios_version_and_changes_read_only_what_was_put_since(store: Store) -> None:
+    """A replica reads the version alone, then only the rows put since the one it read (and those
+    it asks for by key): never every document again."""
+    parts = store.scenarios
+    first, second = StoredScenario("test-a", "a", {"turns": []}), StoredScenario(None, "b", "name: b\n")
+    before = parts.version()
+    parts.put(first)
+    parts.put(second)
+    assert parts.version() > before
+    everything = parts.changes(-1)
+    assert everything.version == parts.version()
+    assert [row[:2] for row in everything.rows] == [("test-a", "a"), (None, "b")]
+    assert everything.read == {("test-a", "a"): first, (None, "b"): second}
+    assert parts.changes(everything.version).read == {}, "nothing put since"
+    assert parts.changes(everything.version).version == everything.version
+    replaced = StoredScenario("test-a", "a", {"turns": [{"message": "again"}]})
+    parts.put(replaced)
+    since = parts.changes(everything.version)
+    assert since.version > everything.version
+    assert since.read == {("test-a", "a"): replaced}
+    assert [row[:2] for row in since.rows] == [("test-a", "a"), (None, "b")], "a replaced row keeps its place"
+    revisions = {row[:2]: row[2] for row in since.rows}
+    assert revisions[("test-a", "a")] > revisions[(None, "b")]
+    assert parts.changes(since.version, [(None, "b"), (None, "none")]).read == {(None, "b"): second}
+    for write in (lambda: parts.delete(None, "b"), lambda: parts.clear("test-a")):
+        version = parts.version()
+        write()
+        assert parts.version() > version
+    assert parts.changes(-1).rows == [] and parts.changes(-1).read == {}
+
+
 def test_scenarios_return_copies(store: Store) -> None:
     document: dict[str, object] = {"turns": []}
     store.scenarios.put(StoredScenario(None, "a", document))
