@@ -819,9 +819,13 @@ class RecordingProxy:
                         event, pending, ended, lanes, spoiled=bool(spoiled)
                     )  # before the client has it (see _forward_http)
                     for told, same in told_events:
+                        if ending:
+                            return  # the socket is ending (its error event went first): nothing after it
                         await websocket.send_text(text if same else await _written(told))
                     continue
                 undecodable(text)
+                if ending:
+                    return
                 await websocket.send_text(text)
 
         def undecodable(data: bytes | str) -> None:
@@ -863,6 +867,8 @@ class RecordingProxy:
                     unanswered.popleft()
                     answered[0] = loop.time()
                 await self._socket_event(event, pending, ended, lanes, spoiled=bool(spoiled))
+            if ending:
+                return False  # the socket is ending (its error event went first): nothing after it
             await websocket.send_bytes(data)
             return True
 

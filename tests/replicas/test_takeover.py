@@ -272,8 +272,9 @@ def test_a_taken_over_turn_plays_the_scenario_the_store_holds_not_the_one_its_re
     changed scenario (before, the one it held at its last request)."""
     url, servers = three
     driver, taker, writer = servers
-    spin = "let n = 0; for (let i = 0; i < 6e8; i++) { n = (n + i) % 7; }\ntext(String(n))"
-    turns = [{"program": spin}, {"message": "VERSION 1"}]
+    # The driver's model step waits 10 minutes (a scripted latency, which no load shortens: a
+    # program spinning the CPU ended early on a busy machine, and the turn with it, before the kill).
+    turns = [{"message": "VERSION 1", "fault": {"latency_ms": 600_000}}]
     first = {"name": "versioned", "match": {"input": "versioned turn"}, "turns": turns}
     assert admin(writer, "POST", "/scenarios", json=first).status_code == 201
     assert "versioned" in [s["name"] for s in admin(taker, "GET", "/scenarios").json()["data"]]  # taker: version 1
@@ -287,7 +288,7 @@ def test_a_taken_over_turn_plays_the_scenario_the_store_holds_not_the_one_its_re
     second = {"name": "versioned", "match": {"input": "versioned turn"}, "turns": [{"message": "VERSION 2"}]}
     assert admin(writer, "POST", "/scenarios", json=second).status_code == 201
     writer.kill9()
-    driver.kill9()  # mid-turn: its program spins
+    driver.kill9()  # mid-turn: its model step waits
     seen = valid(client(taker).beta.agents.sessions.retrieve(session.id))  # a read: no refresh
     assert seen.status == "in_progress", "killed after the turn ended"
     done = until(
