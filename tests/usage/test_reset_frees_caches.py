@@ -36,6 +36,8 @@ CONSTANT_MEMOS = {
     "ptc_emulator.emulator.model.scripted.walk._kind_of_type": "by item class: as many entries as the code has",
     "ptc_emulator.emulator.responses.usage._may_have_caller": "by item class: as many entries as the code has",
     "ptc_emulator.emulator.storage.sql.Statements.of": "by SQL dialect: as many entries as the code has",
+    "ptc_emulator.emulator.storage.sql.page_statements": "by dialect, agent filter or not, filter pairs (at most 16) "
+    "and order: a few hundred entries at most",
 }
 """Memos that are not caches of what requests send (a memo of a function without parameters is
 one value made from the code, and is not listed)."""
